@@ -1,0 +1,92 @@
+#include "bus/core/event.h"
+
+#include <algorithm>
+#include <atomic>
+#include <random>
+
+namespace cepbus {
+
+const Value* Event::find(Symbol name) const {
+  for (const Attribute& a : attrs_) {
+    if (a.name == name) return &a.value;
+    if (a.name > name) break;
+  }
+  return nullptr;
+}
+
+EventId nextEventId() {
+  static const EventId prefix = [] {
+    std::random_device rd;
+    return (static_cast<EventId>(rd()) & 0xFFFFFF) << 40;
+  }();
+  static std::atomic<EventId> counter{1};
+  return prefix | (counter.fetch_add(1, std::memory_order_relaxed) & ((EventId{1} << 40) - 1));
+}
+
+EventBuilder::EventBuilder(Symbol type) : event_(new Event()) { event_->type_ = type; }
+
+EventBuilder& EventBuilder::at(Timestamp ts) { return interval(ts, ts); }
+
+EventBuilder& EventBuilder::interval(Timestamp start, Timestamp end) {
+  event_->start_ = start;
+  event_->end_ = end;
+  interval_set_ = true;
+  return *this;
+}
+
+EventBuilder& EventBuilder::set(Symbol name, Value value) {
+  auto& attrs = event_->attrs_;
+  auto it = std::lower_bound(attrs.begin(), attrs.end(), name,
+                             [](const Attribute& a, Symbol n) { return a.name < n; });
+  if (it != attrs.end() && it->name == name) {
+    it->value = std::move(value);
+  } else {
+    attrs.insert(it, Attribute{name, std::move(value)});
+  }
+  return *this;
+}
+
+EventBuilder& EventBuilder::probability(double p) {
+  event_->probability_ = p;
+  return *this;
+}
+
+EventBuilder& EventBuilder::key(Value key) {
+  event_->key_ = std::move(key);
+  return *this;
+}
+
+EventBuilder& EventBuilder::cost(int32_t cost) {
+  event_->cost_ = cost;
+  return *this;
+}
+
+EventBuilder& EventBuilder::id(EventId id) {
+  event_->id_ = id;
+  return *this;
+}
+
+EventBuilder& EventBuilder::source(Symbol endpoint) {
+  event_->source_ = endpoint;
+  return *this;
+}
+
+EventBuilder& EventBuilder::constituent(EventPtr part) {
+  if (!interval_set_) {
+    event_->start_ = part->start();
+    event_->end_ = part->end();
+    interval_set_ = true;
+  } else {
+    event_->start_ = std::min(event_->start_, part->start());
+    event_->end_ = std::max(event_->end_, part->end());
+  }
+  event_->constituents_.push_back(std::move(part));
+  return *this;
+}
+
+EventPtr EventBuilder::build() {
+  if (event_->id_ == 0) event_->id_ = nextEventId();
+  return EventPtr(std::move(event_));
+}
+
+}  // namespace cepbus

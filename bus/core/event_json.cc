@@ -1,0 +1,192 @@
+#include "bus/core/event_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace cepbus {
+namespace {
+
+using Json = nlohmann::json;
+
+Result<Value> toValue(const Json& j, std::string_view what) {
+  switch (j.type()) {
+    case Json::value_t::boolean: return Value(j.get<bool>());
+    case Json::value_t::number_integer: return Value(j.get<int64_t>());
+    case Json::value_t::number_unsigned: {
+      const auto u = j.get<uint64_t>();
+      if (u > static_cast<uint64_t>(INT64_MAX)) {
+        return Status::invalidArgument(std::string(what) + ": integer out of range");
+      }
+      return Value(static_cast<int64_t>(u));
+    }
+    case Json::value_t::number_float: return Value(j.get<double>());
+    case Json::value_t::string: return Value(j.get<std::string>());
+    case Json::value_t::null: return Value();
+    default:
+      return Status::invalidArgument(std::string(what) + ": expected a scalar, got " +
+                                     j.type_name());
+  }
+}
+
+Result<int64_t> toInteger(const Json& j, std::string_view field) {
+  if (j.is_number_integer() && !(j.is_number_unsigned() && j.get<uint64_t>() > INT64_MAX)) {
+    return j.get<int64_t>();
+  }
+  return Status::invalidArgument("\"" + std::string(field) + "\": expected an integer, got " +
+                                 (j.is_number() ? j.dump() : std::string(j.type_name())));
+}
+
+Result<EventPtr> fromJson(const Json& j) {
+  if (!j.is_object()) {
+    return Status::invalidArgument(std::string("expected a JSON object, got ") + j.type_name());
+  }
+  auto type_it = j.find("type");
+  if (type_it == j.end()) return Status::invalidArgument("missing field \"type\"");
+  if (!type_it->is_string() || type_it->get_ref<const std::string&>().empty()) {
+    return Status::invalidArgument("\"type\": expected a non-empty string");
+  }
+  auto ts_it = j.find("ts");
+  if (ts_it == j.end()) return Status::invalidArgument("missing field \"ts\"");
+  auto ts = toInteger(*ts_it, "ts");
+  if (!ts) return ts.status();
+
+  EventBuilder b(type_it->get_ref<const std::string&>());
+  Timestamp start = *ts;
+  bool has_start = false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const Json& v = it.value();
+    if (k == "type" || k == "ts") continue;
+    if (k == "attrs") {
+      if (!v.is_object()) return Status::invalidArgument("\"attrs\": expected an object");
+      for (auto a = v.begin(); a != v.end(); ++a) {
+        auto value = toValue(a.value(), "attrs." + a.key());
+        if (!value) return value.status();
+        b.set(a.key(), std::move(*value));
+      }
+    } else if (k == "prob") {
+      if (!v.is_number()) return Status::invalidArgument("\"prob\": expected a number");
+      const double p = v.get<double>();
+      if (!(p >= 0.0 && p <= 1.0)) {
+        return Status::invalidArgument("\"prob\": expected a probability in [0,1], got " +
+                                       v.dump());
+      }
+      b.probability(p);
+    } else if (k == "key") {
+      if (!v.is_string() && !v.is_number_integer()) {
+        return Status::invalidArgument("\"key\": expected a string or an integer");
+      }
+      auto key = toValue(v, "key");
+      if (!key) return key.status();
+      b.key(std::move(*key));
+    } else if (k == "cost") {
+      auto cost = toInteger(v, "cost");
+      if (!cost) return cost.status();
+      if (*cost < INT32_MIN || *cost > INT32_MAX) {
+        return Status::invalidArgument("\"cost\": out of range");
+      }
+      b.cost(static_cast<int32_t>(*cost));
+    } else if (k == "id") {
+      if (!v.is_number_unsigned() || v.get<uint64_t>() == 0) {
+        return Status::invalidArgument("\"id\": expected a positive integer");
+      }
+      b.id(v.get<uint64_t>());
+    } else if (k == "source") {
+      if (!v.is_string()) return Status::invalidArgument("\"source\": expected a string");
+      b.source(Symbol::intern(v.get_ref<const std::string&>()));
+    } else if (k == "start") {
+      auto s = toInteger(v, "start");
+      if (!s) return s.status();
+      start = *s;
+      has_start = true;
+    } else if (k == "events") {
+      if (!v.is_array()) return Status::invalidArgument("\"events\": expected an array");
+      for (const Json& part : v) {
+        auto e = fromJson(part);
+        if (!e) return Status::invalidArgument("\"events\": " + e.status().message());
+        b.constituent(std::move(*e));
+      }
+    } else {
+      return Status::invalidArgument("unknown field \"" + k + "\"");
+    }
+  }
+  if (has_start && start > *ts) {
+    return Status::invalidArgument("\"start\" is after \"ts\"");
+  }
+  b.interval(start, *ts);
+  return b.build();
+}
+
+Json toJson(const Event& e, EventFormat format) {
+  Json j = Json::object();
+  j["type"] = std::string(e.type().name());
+  j["ts"] = e.ts();
+  Json attrs = Json::object();
+  for (const Attribute& a : e.attributes()) {
+    Json& slot = attrs[std::string(a.name.name())];
+    switch (a.value.kind()) {
+      case Value::Kind::kNull: slot = nullptr; break;
+      case Value::Kind::kBool: slot = a.value.asBool(); break;
+      case Value::Kind::kInt: slot = a.value.asInt(); break;
+      case Value::Kind::kDouble: slot = a.value.asDouble(); break;
+      case Value::Kind::kString: slot = a.value.asString(); break;
+    }
+  }
+  j["attrs"] = std::move(attrs);
+  if (e.probability() != 1.0) j["prob"] = e.probability();
+  if (!e.key().isNull()) {
+    if (e.key().kind() == Value::Kind::kInt) {
+      j["key"] = e.key().asInt();
+    } else {
+      j["key"] = e.key().asString();
+    }
+  }
+  if (e.cost() != 0) j["cost"] = e.cost();
+  if (format == EventFormat::kFull) {
+    if (e.start() != e.end()) j["start"] = e.start();
+    j["id"] = e.id();
+    if (!e.source().empty()) j["source"] = std::string(e.source().name());
+    if (e.isComposite()) {
+      Json parts = Json::array();
+      for (const EventPtr& p : e.constituents()) parts.push_back(toJson(*p, format));
+      j["events"] = std::move(parts);
+    }
+  } else if (e.start() != e.end()) {
+    j["start"] = e.start();
+  }
+  return j;
+}
+
+}  // namespace
+
+Result<EventPtr> decodeEvent(std::string_view line) {
+  Json j;
+  try {
+    j = Json::parse(line);
+  } catch (const Json::parse_error& e) {
+    // nlohmann's message starts with "[json.exception.parse_error.101] "; keep the reason.
+    std::string what = e.what();
+    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    return Status::invalidArgument("malformed JSON: " + what);
+  }
+  return fromJson(j);
+}
+
+std::string encodeEvent(const Event& event, EventFormat format) {
+  return toJson(event, format).dump();
+}
+
+Result<EventPtr> EventLineReader::next() {
+  while (std::getline(in_, line_)) {
+    ++line_no_;
+    if (line_.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto e = decodeEvent(line_);
+    if (!e) {
+      return Status::invalidArgument("line " + std::to_string(line_no_) + ": " +
+                                     e.status().message());
+    }
+    return e;
+  }
+  return Status::notFound("end of input");
+}
+
+}  // namespace cepbus

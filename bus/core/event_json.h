@@ -1,0 +1,54 @@
+#pragma once
+
+// The JSON-lines event codec (DESIGN.md, "Events as JSON lines"):
+//
+//   {"type":"A","ts":17,"attrs":{"price":10.5,"symbol":"IBM"}}
+//
+// `type` (non-empty string) and `ts` (integer) are required; `attrs` (an
+// object of scalars), `prob` (number in [0,1], default 1), `key` (string or
+// integer partition key), `cost` (integer admission cost) are optional. The
+// codec also reads and writes `id`, `source`, `start` (when a composite event's
+// interval does not start at `ts`) and `events` (a composite event's
+// constituents, written only in full format). Any other field is rejected, so
+// a typo such as "timestamp" is caught instead of silently ignored.
+
+#include <istream>
+#include <string>
+#include <string_view>
+
+#include "bus/core/event.h"
+#include "bus/core/status.h"
+
+namespace cepbus {
+
+// Decodes one line. On failure the status says what is wrong with it
+// (without a line number; EventLineReader adds that).
+Result<EventPtr> decodeEvent(std::string_view line);
+
+enum class EventFormat {
+  kCompact,  // type, ts, attrs and the optional fields that differ from defaults
+  kFull,     // also start, id, source and the constituents of composite events
+};
+
+// Encodes one event as a single line of JSON, without a trailing newline.
+std::string encodeEvent(const Event& event, EventFormat format = EventFormat::kCompact);
+
+// Reads events from a JSON-lines stream, skipping blank lines.
+// Not thread-safe.
+class EventLineReader {
+ public:
+  explicit EventLineReader(std::istream& in) : in_(in) {}
+
+  // The next event; a NotFound status at end of input; an InvalidArgument
+  // status "line N: reason" for a bad line, after which reading may go on.
+  Result<EventPtr> next();
+  // The 1-based number of the line last read.
+  size_t lineNumber() const { return line_no_; }
+
+ private:
+  std::istream& in_;
+  std::string line_;
+  size_t line_no_ = 0;
+};
+
+}  // namespace cepbus

@@ -1,0 +1,57 @@
+#pragma once
+
+// Value: an attribute value of an event — null, bool, int64, double or string.
+//
+// Numbers compare across int and double the way a query author expects
+// (`price > 10` holds for price 10.5); strings compare only with strings.
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace cepbus {
+
+class Value {
+ public:
+  enum class Kind : uint8_t { kNull, kBool, kInt, kDouble, kString };
+
+  Value() = default;
+  Value(bool v) : v_(v) {}                                // NOLINT(google-explicit-constructor)
+  Value(int64_t v) : v_(v) {}                             // NOLINT(google-explicit-constructor)
+  Value(int v) : v_(static_cast<int64_t>(v)) {}           // NOLINT(google-explicit-constructor)
+  Value(double v) : v_(v) {}                              // NOLINT(google-explicit-constructor)
+  Value(std::string v) : v_(std::move(v)) {}              // NOLINT(google-explicit-constructor)
+  Value(std::string_view v) : v_(std::string(v)) {}       // NOLINT(google-explicit-constructor)
+  Value(const char* v) : v_(std::string(v)) {}            // NOLINT(google-explicit-constructor)
+
+  Kind kind() const { return static_cast<Kind>(v_.index()); }
+  bool isNull() const { return kind() == Kind::kNull; }
+  bool isNumber() const { return kind() == Kind::kInt || kind() == Kind::kDouble; }
+
+  bool asBool() const { return std::get<bool>(v_); }
+  int64_t asInt() const { return std::get<int64_t>(v_); }
+  double asDouble() const { return std::get<double>(v_); }
+  const std::string& asString() const { return std::get<std::string>(v_); }
+  // The numeric value as a double; 0 for anything that is not a number.
+  double toDouble() const;
+  // Truthiness for boolean contexts: false for null, false, 0 and "".
+  bool truthy() const;
+
+  // Three-way comparison; nullopt when the kinds cannot be compared
+  // (string vs number, anything vs null), which makes every comparison false.
+  std::optional<std::strong_ordering> compare(const Value& other) const;
+  bool operator==(const Value& other) const;
+
+  // JSON-style rendering: 10, 10.5, true, "IBM", null.
+  std::string toString() const;
+
+ private:
+  std::variant<std::monostate, bool, int64_t, double, std::string> v_;
+};
+
+const char* kindName(Value::Kind kind);
+
+}  // namespace cepbus

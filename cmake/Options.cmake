@@ -1,0 +1,21 @@
+# Warnings and sanitizers as INTERFACE targets: every cepbus target links
+# cepbus_options, so one place decides how the whole tree is compiled.
+add_library(cepbus_options INTERFACE)
+target_compile_options(cepbus_options INTERFACE -Wall -Wextra -Werror)
+target_include_directories(cepbus_options INTERFACE ${PROJECT_SOURCE_DIR})
+target_compile_definitions(cepbus_options INTERFACE CEPBUS_VERSION="${PROJECT_VERSION}")
+
+if(CEPBUS_SANITIZE)
+  target_compile_options(cepbus_options INTERFACE -fsanitize=${CEPBUS_SANITIZE} -fno-omit-frame-pointer
+                                                   -fno-sanitize-recover=all)
+  target_link_options(cepbus_options INTERFACE -fsanitize=${CEPBUS_SANITIZE})
+endif()
+
+# A plugin is a MODULE loaded with dlopen; it must see only the plugin API
+# headers of bus/core, never another folder of the tree.
+function(cepbus_add_plugin name)
+  add_library(cepbus_plugin_${name} MODULE ${ARGN})
+  target_link_libraries(cepbus_plugin_${name} PRIVATE cepbus_options cepbus_plugin_api)
+  set_target_properties(cepbus_plugin_${name} PROPERTIES
+    PREFIX "lib" LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/plugins)
+endfunction()

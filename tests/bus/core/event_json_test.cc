@@ -1,0 +1,98 @@
+#include "bus/core/event_json.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace cepbus {
+namespace {
+
+TEST(EventJsonTest, DecodesTheContractExample) {
+  auto e = decodeEvent(R"({"type":"A","ts":17,"attrs":{"price":10.5,"symbol":"IBM"}})");
+  ASSERT_TRUE(e.isOk()) << e.status().toString();
+  EXPECT_EQ((*e)->type().name(), "A");
+  EXPECT_EQ((*e)->ts(), 17);
+  EXPECT_EQ((*e)->find(Symbol::intern("price"))->asDouble(), 10.5);
+  EXPECT_EQ((*e)->find(Symbol::intern("symbol"))->asString(), "IBM");
+}
+
+TEST(EventJsonTest, DecodesOptionalFields) {
+  auto e = decodeEvent(R"({"type":"P","ts":3,"prob":0.25,"key":"12345","cost":7,"attrs":{}})");
+  ASSERT_TRUE(e.isOk()) << e.status().toString();
+  EXPECT_EQ((*e)->probability(), 0.25);
+  EXPECT_EQ((*e)->key().asString(), "12345");
+  EXPECT_EQ((*e)->cost(), 7);
+}
+
+TEST(EventJsonTest, RoundTripsCompactAndFull) {
+  EventPtr part = EventBuilder("A").at(1).set("x", 1).build();
+  EventPtr e = EventBuilder("AB").constituent(part).interval(1, 4).set("n", "q").probability(0.5)
+                   .key(9).cost(2).source(Symbol::intern("amqp")).build();
+  auto back = decodeEvent(encodeEvent(*e, EventFormat::kFull));
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  EXPECT_EQ((*back)->start(), 1);
+  EXPECT_EQ((*back)->end(), 4);
+  EXPECT_EQ((*back)->id(), e->id());
+  EXPECT_EQ((*back)->key().asInt(), 9);
+  EXPECT_EQ((*back)->source().name(), "amqp");
+  ASSERT_EQ((*back)->constituents().size(), 1u);
+  EXPECT_EQ((*back)->constituents()[0]->find(Symbol::intern("x"))->asInt(), 1);
+  EXPECT_EQ(encodeEvent(**back, EventFormat::kFull), encodeEvent(*e, EventFormat::kFull));
+
+  EXPECT_EQ(encodeEvent(*EventBuilder("A").at(17).set("price", 10.5).build()),
+            R"({"attrs":{"price":10.5},"ts":17,"type":"A"})");
+}
+
+struct BadLine {
+  const char* line;
+  const char* reason;
+};
+
+class EventJsonBadLineTest : public testing::TestWithParam<BadLine> {};
+
+TEST_P(EventJsonBadLineTest, IsRejectedWithItsReason) {
+  auto e = decodeEvent(GetParam().line);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_EQ(e.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(e.status().message().find(GetParam().reason), std::string::npos)
+      << e.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, EventJsonBadLineTest,
+    testing::Values(BadLine{R"({"type":"A","ts":1)", "malformed JSON"},
+                    BadLine{R"([1,2])", "expected a JSON object"},
+                    BadLine{R"({"ts":1})", "missing field \"type\""},
+                    BadLine{R"({"type":"","ts":1})", "non-empty string"},
+                    BadLine{R"({"type":"A"})", "missing field \"ts\""},
+                    BadLine{R"({"type":"A","ts":1.5})", "\"ts\": expected an integer"},
+                    BadLine{R"({"type":"A","ts":"1"})", "\"ts\": expected an integer"},
+                    BadLine{R"({"type":"A","ts":1,"attrs":[1]})", "\"attrs\": expected an object"},
+                    BadLine{R"({"type":"A","ts":1,"attrs":{"x":{"y":1}}})", "attrs.x"},
+                    BadLine{R"({"type":"A","ts":1,"prob":1.5})", "probability in [0,1]"},
+                    BadLine{R"({"type":"A","ts":1,"key":[1]})", "\"key\""},
+                    BadLine{R"({"type":"A","ts":1,"timestamp":1})", "unknown field \"timestamp\""},
+                    BadLine{R"({"type":"A","ts":1,"start":5})", "\"start\" is after \"ts\""}));
+
+TEST(EventLineReaderTest, NamesTheLineOfABadEventAndReadsOn) {
+  std::istringstream in(
+      "{\"type\":\"A\",\"ts\":1}\n"
+      "\n"
+      "{\"type\":\"B\"}\n"
+      "{\"type\":\"C\",\"ts\":3}\n");
+  EventLineReader reader(in);
+  auto first = reader.next();
+  ASSERT_TRUE(first.isOk());
+  EXPECT_EQ((*first)->type().name(), "A");
+  auto bad = reader.next();
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().message(), "line 3: missing field \"ts\"");
+  auto third = reader.next();
+  ASSERT_TRUE(third.isOk());
+  EXPECT_EQ((*third)->type().name(), "C");
+  EXPECT_EQ(reader.lineNumber(), 4u);
+  EXPECT_EQ(reader.next().status().code(), Status::Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace cepbus
