@@ -1,0 +1,231 @@
+#pragma once
+
+// The deployment-descriptor model: what a `<cepbus>` XML file describes, in
+// the spirit of JBI service assemblies and service units.
+//
+// The model is plain data. The parser (bus/core/descriptor/parser.h) fills it
+// once and checks it completely, so whoever consumes it (the Bus, the admin
+// API, `cepbus validate`) can trust every field: names are unique where they
+// must be, numbers are in range, enums are known, stage references resolve,
+// addresses are well formed. What the parser does not interpret — query text,
+// filter expressions, service-unit types and params — is kept verbatim with
+// the line it came from, so a later failure (a query that does not compile, a
+// service factory that rejects a param) can still name file:line.
+//
+// Thread safety: the structs have no behaviour beyond const look-ups; share a
+// parsed descriptor as `const` (e.g. shared_ptr<const Descriptor>) and it is
+// safe to read from any thread.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cepbus::descriptor {
+
+// One problem found in a descriptor, or later when deploying it.
+struct DescriptorError {
+  std::string file;  // the name the text was parsed under, usually the path given
+  int line = 0;      // 1-based; 0 when the problem is not tied to a line
+  std::string message;
+
+  // "quickstart.xml:12: message", or "quickstart.xml: message" without a line.
+  std::string toString() const;
+};
+
+// Where an element (or attribute) of the model was written.
+struct Location {
+  std::string file;
+  int line = 0;  // 0 for elements absent from the file (defaults)
+
+  std::string toString() const;  // "quickstart.xml:12"
+  // An error at this location, for errors found after parsing (deployment).
+  DescriptorError error(std::string message) const;
+};
+
+enum class LogLevel : uint8_t { kTrace, kDebug, kInformation, kNotice, kWarning, kError };
+
+// Which flow carries the events of a route (flows/).
+enum class FlowKind : uint8_t {
+  kSt,        // straight-through, on the publisher's thread
+  kSeda,      // through a stage's queue and thread pool
+  kReliable,  // journaled, acknowledged, redelivered
+};
+
+// What delivery guarantee the senders on a route ask for.
+enum class Qos : uint8_t { kBestEffort, kReliable };
+
+std::string_view logLevelName(LogLevel level);  // "information"
+std::string_view flowName(FlowKind flow);       // "seda"
+std::string_view qosName(Qos qos);              // "best-effort"
+
+struct LoggingConfig {
+  LogLevel level = LogLevel::kInformation;
+  Location where;
+};
+
+// ReliableFlow's SQLite journal.
+struct JournalConfig {
+  std::filesystem::path path;  // resolved against the descriptor's folder
+  Location where;
+};
+
+struct AmqpListener {
+  std::string host = "127.0.0.1";
+  uint16_t port = 5672;  // 0 asks the system for a free port
+  bool allow_anonymous = false;
+  Location where;
+};
+
+struct HttpListener {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0 asks the system for a free port
+  // Name of the environment variable holding the admin API's bearer token;
+  // empty when none was named.
+  std::string token_env;
+  Location where;
+};
+
+struct Listeners {
+  std::optional<AmqpListener> amqp;
+  std::optional<HttpListener> http;
+};
+
+// A SEDA stage (stages/): a bounded queue and a thread pool. The admission
+// thresholds are fractions of `capacity`: from `degrade_at` on, reliable
+// work is degraded to best effort; from `reject_at` on, work is rejected.
+struct StageSpec {
+  std::string name;
+  size_t capacity = 4096;
+  size_t min_threads = 1;
+  size_t max_threads = 1;  // defaults to min_threads when only that is given
+  double degrade_at = 0.75;
+  double reject_at = 1.0;
+  Location where;
+};
+
+// A plugin to load at start-up (bus/core/plugin/plugin_loader.h).
+struct PluginSpec {
+  std::string name;  // found along the search path as libcepbus_plugin_<name>.so
+  // When not empty, the library file itself, resolved against the
+  // descriptor's folder; it always holds a '/', so the loader takes it for a
+  // path, not a name.
+  std::filesystem::path library;
+  Location where;
+};
+
+struct PluginsConfig {
+  // In the order written, each resolved against the descriptor's folder;
+  // searched before the loader's default paths.
+  std::vector<std::filesystem::path> search_paths;
+  std::vector<PluginSpec> plugins;
+  Location where;
+};
+
+// Events published to an address matching `address` travel on `flow`.
+struct RouteSpec {
+  std::string address;  // may hold '*' (one segment) and '#' (any number)
+  FlowKind flow = FlowKind::kSt;
+  Qos qos = Qos::kBestEffort;
+  std::string stage;  // a declared stage; set for seda, optional for reliable, empty for st
+  Location where;
+};
+
+struct RoutesConfig {
+  // The flow, and for seda the stage, of events that match no route.
+  FlowKind default_flow = FlowKind::kSt;
+  std::string default_stage;
+  std::vector<RouteSpec> routes;  // in the order written
+  Location where;
+};
+
+// A name/value pair: a service unit's <param> or a query's <option>.
+struct Param {
+  std::string name;
+  std::string value;
+  Location where;
+};
+
+struct Subscription {
+  std::string address;  // may hold '*' and '#' segments
+  // The filter expression, verbatim (the router compiles it); empty when none.
+  std::string filter;
+  Location filter_where;  // the line of the filter attribute
+  // The durable subscription's name, unique in the descriptor; empty when
+  // the subscription is not durable.
+  std::string durable;
+  Location where;
+};
+
+struct Publication {
+  std::string address;
+  Location where;
+};
+
+// A CEP query: the CEP service engine hands `text` to the engine's plugin.
+struct QuerySpec {
+  std::string name;
+  std::string engine;               // a detector factory name, e.g. "nfa"
+  std::vector<std::string> inputs;  // addresses the query consumes
+  std::string output;               // the address its composite events go to
+  std::vector<Param> options;       // engine options, e.g. construction=batched
+  // The query text with surrounding blank space removed; its first character
+  // sits on `text_where.line`, so line k of the text is at line
+  // text_where.line + k - 1 of the file.
+  std::string text;
+  Location text_where;
+  Location where;
+
+  const Param* option(std::string_view name) const;  // nullptr when absent
+};
+
+// A service unit: one component instance the service registered for `type`
+// builds from the params; what it subscribes to, publishes and (for the CEP
+// engine) the queries it runs.
+struct ServiceUnit {
+  std::string name;
+  std::string type;  // free text; a service factory must be registered under it
+  std::vector<Param> params;
+  std::vector<Subscription> subscriptions;
+  std::vector<Publication> publications;
+  std::vector<QuerySpec> queries;
+  Location where;
+
+  const Param* param(std::string_view name) const;  // nullptr when absent
+};
+
+// A service assembly: service units deployed and undeployed together.
+struct ServiceAssembly {
+  std::string name;
+  std::vector<ServiceUnit> units;
+  // The folder relative paths in params resolve against: the descriptor's
+  // folder, or what the caller gave for a fragment.
+  std::filesystem::path base_dir;
+  Location where;
+
+  const ServiceUnit* unit(std::string_view name) const;  // nullptr when absent
+  // `path` unchanged when absolute or when base_dir is empty, else base_dir/path.
+  std::filesystem::path resolvePath(std::string_view path) const;
+};
+
+struct Descriptor {
+  std::string name;
+  std::string source;  // the name it was parsed under (usually its path)
+  std::filesystem::path base_dir;
+  LoggingConfig logging;
+  std::optional<JournalConfig> journal;
+  Listeners listeners;
+  std::vector<StageSpec> stages;
+  PluginsConfig plugins;
+  RoutesConfig routes;
+  std::vector<ServiceAssembly> assemblies;
+  Location where;
+
+  const StageSpec* stage(std::string_view name) const;           // nullptr when absent
+  const ServiceAssembly* assembly(std::string_view name) const;  // nullptr when absent
+};
+
+}  // namespace cepbus::descriptor

@@ -1,0 +1,225 @@
+#pragma once
+
+// The AST of the cepbus pattern language: one tree shared by every CEP engine
+// (NFA, event algebra, Petri net). The grammar is in /work/notes/grammar.md
+// (merged into the README); parser.h turns text into a Query, printer.h turns
+// a Query back into canonical text, expr_compiler.h compiles expressions.
+//
+// Each pattern operator has its own PatternKind, so an engine walks the tree
+// and rejects, naming the operator (operatorName()), what it does not support.
+// Names in the tree are plain strings as the author wrote them; engines
+// intern them (Symbol::intern) when they build their own model.
+//
+// Ownership and threads: nodes are immutable once parsed and shared through
+// shared_ptr<const ...>, so a Query is cheap to copy and safe to read from any
+// thread.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bus/core/value.h"
+
+namespace cepbus::pattern {
+
+// 1-based line and column of the first character of a token or node.
+struct SourcePos {
+  int line = 1;
+  int column = 1;
+};
+
+// ---------------------------------------------------------------------------
+// Expressions: WHERE, RETURN, selection and aggregation predicates, filters.
+
+struct Expr;
+using ExprPtr = std::shared_ptr<const Expr>;
+
+enum class ExprKind : uint8_t {
+  kLiteral,    // 10, 10.5, 'IBM', "IBM", true, false
+  kAttr,       // a.price, b[i].price, b[i-1].price, b[1].price, b[last].price; price in a filter
+  kAggregate,  // count(b[]), sum(b[].price), avg, min, max
+  kUnary,      // -x, NOT x
+  kBinary,     // arithmetic, comparison, AND, OR
+};
+
+enum class UnaryOp : uint8_t { kNeg, kNot };
+
+enum class BinaryOp : uint8_t {
+  // arithmetic
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMod,
+  // comparison
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  // logic
+  kAnd,
+  kOr,
+};
+
+// Which element(s) of a Kleene variable a reference names.
+enum class IndexKind : uint8_t {
+  kNone,      // a.price: a single (or negated) variable; also every attribute of a filter
+  kCurrent,   // b[i].price: the element being added to b (iteration predicate)
+  kPrevious,  // b[i-1].price: the element before it
+  kAt,        // b[3].price: the position-th element, 1-based (AttrRef::position)
+  kLast,      // b[last].price
+  kAll,       // b[].price: every element; only as an aggregate's argument
+};
+
+// Attributes every event has, read from the Event rather than its attribute
+// list. A user attribute of the same name is shadowed by the built-in.
+enum class Builtin : uint8_t {
+  kNone,   // an ordinary attribute
+  kTs,     // ts: Event::ts() (the end of its interval), int
+  kStart,  // start: Event::start(), int
+  kProb,   // prob: Event::probability(), double
+  kType,   // type: the event type's name, string
+};
+
+enum class AggFunc : uint8_t { kCount, kSum, kAvg, kMin, kMax };
+
+// "count", "sum", "avg", "min", "max".
+const char* aggFuncName(AggFunc f);
+
+// var.attr, var[index].attr or, in a content filter, a bare attr (var empty).
+struct AttrRef {
+  std::string var;
+  IndexKind index = IndexKind::kNone;
+  int64_t position = 0;  // IndexKind::kAt only
+  std::string attr;      // empty only for count(b[])
+  Builtin builtin = Builtin::kNone;
+};
+
+struct Expr {
+  ExprKind kind = ExprKind::kLiteral;
+  SourcePos pos;
+  Value literal;                     // kLiteral
+  AttrRef ref;                       // kAttr; kAggregate (index kAll; attr empty for count)
+  AggFunc agg = AggFunc::kCount;     // kAggregate
+  UnaryOp unary = UnaryOp::kNeg;     // kUnary
+  BinaryOp binary = BinaryOp::kAdd;  // kBinary
+  ExprPtr lhs;                       // kUnary operand; kBinary left
+  ExprPtr rhs;                       // kBinary right
+};
+
+// The top-level AND conjuncts of `e`, left to right ("a AND (b AND c)" gives
+// three); `e` itself when it is not an AND. Empty for a null `e`.
+std::vector<ExprPtr> splitConjuncts(const ExprPtr& e);
+
+// The distinct variable names `e` mentions, in order of first mention.
+std::vector<std::string> variablesOf(const Expr& e);
+
+// ---------------------------------------------------------------------------
+// Pattern expressions.
+
+struct PatternNode;
+using PatternPtr = std::shared_ptr<const PatternNode>;
+
+enum class PatternKind : uint8_t {
+  kEvent,            // Stock a, or Stock alone (an unnamed element)
+  kKleene,           // Stock+ b[] / Stock* b[]: inside SEQ(...) or as AGG's operand
+  kNot,              // NOT(Stock c): SASE+ negation, inside SEQ between positives
+  kSeq,              // SEQ(e, ...) or e ; e ; ...   sequence, n-ary (P1 sequence)
+  kAnd,              // AND(e, ...) or e + e + ...   conjunction, n-ary
+  kOr,               // OR(e, ...) or e | e | ...    disjunction, n-ary
+  kConcat,           // e ~ e                        concatenation (P1), binary
+  kConcurrent,       // e || e                       concurrency (P1), binary
+  kNegation,         // e - e                        P1 negation: left without right inside it
+  kIteration,        // e*                           P1 iteration, unary
+  kSelection,        // e[predicate]                 P1 selection, unary
+  kAggregation,      // AGG(e, predicate)            P1 aggregation, unary
+  kTimeRestriction,  // WITHIN(e, n)                 P1 time restriction, unary
+};
+
+struct PatternNode {
+  PatternKind kind = PatternKind::kEvent;
+  SourcePos pos;
+  // kEvent, kKleene, kNot: the event type and the variable (empty when
+  // unnamed; a kKleene always has one).
+  std::string type;
+  std::string var;
+  bool star = false;  // kKleene: Type* (zero or more) rather than Type+ (one or more)
+  // kSeq/kAnd/kOr: one or more operands in order; binary kinds: exactly two
+  // (left, right); kIteration/kSelection/kAggregation/kTimeRestriction: one.
+  std::vector<PatternPtr> children;
+  ExprPtr predicate;   // kSelection, kAggregation
+  int64_t window = 0;  // kTimeRestriction: inclusive bound on end - start, > 0
+};
+
+// "sequence ';'", "concatenation '~'", ... for "engine X does not support ..."
+// messages.
+const char* operatorName(PatternKind kind);
+
+// ---------------------------------------------------------------------------
+// Queries.
+
+enum class Strategy : uint8_t { kStrictContiguity, kSkipTillNextMatch, kSkipTillAnyMatch };
+
+// Unspecified lets each engine pick its own default.
+enum class Context : uint8_t { kUnspecified, kRecent, kUnrestricted };
+
+enum class VarKind : uint8_t {
+  kSingle,   // Stock a
+  kKleene,   // Stock+ b[] / Stock* b[]
+  kNegated,  // NOT(Stock c)
+};
+
+// A variable bound by the pattern. Query::variables lists them in pattern
+// order (left to right in the text), which is also the default slot order of
+// a BindingLayout (expr_compiler.h).
+struct Variable {
+  std::string name;
+  std::string type;
+  VarKind kind = VarKind::kSingle;
+  SourcePos pos;
+};
+
+// One attribute of the composite event: `a.symbol` (named a_symbol) or
+// `expr AS name`.
+struct ReturnItem {
+  ExprPtr expr;
+  std::string name;
+};
+
+// The attribute name RETURN gives `e` when no `AS name` is written:
+// a.symbol -> a_symbol, b[1].price -> b_1_price, b[last].price ->
+// b_last_price, sum(b[].price) -> sum_b_price, count(b[]) -> count_b.
+// Empty for any other expression (which then needs AS).
+std::string defaultReturnName(const Expr& e);
+
+struct ReturnClause {
+  std::string type;  // the composite event type
+  std::vector<ReturnItem> items;
+  SourcePos pos;
+};
+
+struct Query {
+  PatternPtr pattern;
+  ExprPtr where;                          // null when there is no WHERE
+  std::optional<int64_t> within;          // WITHIN n: ts(last) - ts(first) <= n, n > 0
+  std::vector<std::string> partition_by;  // PARTITION BY attr, ...
+  Strategy strategy = Strategy::kSkipTillAnyMatch;
+  Context context = Context::kUnspecified;
+  std::optional<ReturnClause> returns;
+  std::vector<Variable> variables;  // every named variable, in pattern order
+
+  // The variable called `name`, or nullptr.
+  const Variable* findVariable(std::string_view name) const;
+};
+
+// "strict_contiguity", "skip_till_next_match", "skip_till_any_match".
+const char* strategyName(Strategy s);
+// "recent", "unrestricted", "" for unspecified.
+const char* contextName(Context c);
+
+}  // namespace cepbus::pattern

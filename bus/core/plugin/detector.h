@@ -1,0 +1,136 @@
+#pragma once
+
+// The C++ side of the plugin ABI: what a CEP engine plugin implements
+// (DetectorFactory, Detector) and what the host hands it (MatchSink,
+// DetectorOptions). These types cross the library boundary only after the
+// loader has checked the plugin's ABI version and build tag (plugin_abi.h).
+//
+// A detector consumes events in timestamp order and reports every match to
+// its sink. A match is the events bound by the pattern, in pattern order
+// (a Kleene element's events inline in stream order, negated elements
+// contributing nothing), plus the composite event built from the query's
+// RETURN clause, made on demand so that a sink that only needs the bound
+// events (counting, printing timestamps) costs no allocation per match.
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/pattern/ast.h"
+#include "bus/core/status.h"
+
+namespace cepbus::plugin {
+
+class Match;
+
+// Builds the composite event of a match; implemented by each engine from its
+// compiled RETURN clause.
+class MatchComposer {
+ public:
+  virtual ~MatchComposer() = default;
+  virtual EventPtr compose(const Match& match) const = 0;
+};
+
+// One match as handed to a sink. A view: valid only during MatchSink::onMatch;
+// a sink that keeps the events copies the EventPtrs (or keeps composite()).
+class Match {
+ public:
+  // `events`: the bound events in pattern order. `element_ends[j]`: one past
+  // the index in `events` of the last event of the j-th positive element.
+  Match(std::span<const EventPtr* const> events, std::span<const uint32_t> element_ends,
+        const MatchComposer* composer)
+      : events_(events), element_ends_(element_ends), composer_(composer) {}
+
+  size_t size() const { return events_.size(); }
+  const EventPtr& event(size_t i) const { return *events_[i]; }
+  Timestamp ts(size_t i) const { return (*events_[i])->ts(); }
+
+  // The positive elements of the pattern (single or Kleene), in pattern order.
+  size_t elementCount() const { return element_ends_.size(); }
+  // The events bound to positive element `j` (several for a Kleene element).
+  std::span<const EventPtr* const> elementEvents(size_t j) const {
+    const size_t begin = j == 0 ? 0 : element_ends_[j - 1];
+    return events_.subspan(begin, element_ends_[j] - begin);
+  }
+
+  // The composite event: the RETURN type and attributes (or type "Match" and
+  // no attributes without RETURN), spanning its constituents, which are the
+  // bound events. Allocates; call it only when the composite is needed.
+  EventPtr composite() const { return composer_->compose(*this); }
+
+ private:
+  std::span<const EventPtr* const> events_;
+  std::span<const uint32_t> element_ends_;
+  const MatchComposer* composer_;
+};
+
+// Receives matches. Called synchronously on the detector's thread; must not
+// throw (a throwing sink is treated like a throwing detector).
+class MatchSink {
+ public:
+  virtual ~MatchSink() = default;
+  virtual void onMatch(const Match& match) = 0;
+};
+
+// Engine options, `key=value` strings such as `construction=per_event`.
+// Immutable once built; safe to read from any thread.
+class DetectorOptions {
+ public:
+  DetectorOptions() = default;
+  explicit DetectorOptions(std::map<std::string, std::string, std::less<>> values)
+      : values_(std::move(values)) {}
+
+  // Parses `key=value` items; a later item overrides an earlier one. The
+  // error names the malformed item.
+  static Result<DetectorOptions> parse(std::span<const std::string> items);
+
+  // The value of `key`, or nullptr when it is not set.
+  const std::string* find(std::string_view key) const;
+  const std::map<std::string, std::string, std::less<>>& values() const { return values_; }
+  // A copy without `key` (the host consumes the options it implements itself).
+  DetectorOptions without(std::string_view key) const;
+  // InvalidArgument naming the first option not in `known`, for an engine to
+  // reject options it does not understand.
+  Status checkKnown(std::span<const std::string_view> known, std::string_view engine) const;
+
+ private:
+  std::map<std::string, std::string, std::less<>> values_;
+};
+
+// One detector instance: a compiled query plus its run-time state.
+//
+// Thread safety: none; a detector is driven by one thread at a time
+// (parallelism comes from one detector per partition range, not locks).
+// Errors are returned, never thrown (the host still guards every call, see
+// GuardedDetector).
+class Detector {
+ public:
+  virtual ~Detector() = default;
+  // Consumes the next event. Events arrive in non-decreasing ts order
+  // (ReorderingDetector enforces it); an event of a type the query does not
+  // mention is accepted and ignored (it still matters to strict contiguity).
+  virtual Status onEvent(const EventPtr& event) = 0;
+  // End of stream: reports every match still pending (e.g. of a batched
+  // construction). The detector may receive more events afterwards.
+  virtual Status flush() = 0;
+};
+
+// Creates detectors of one engine. Registered by a plugin under the engine's
+// name; shared read-only by the host, so create() must be safe to call from
+// any thread.
+class DetectorFactory {
+ public:
+  virtual ~DetectorFactory() = default;
+  // A detector for `query` reporting to `sink`, which must outlive it. An
+  // InvalidArgument status names what the engine does not support (an
+  // operator, a strategy, an option) or why the query cannot be compiled.
+  virtual Result<std::unique_ptr<Detector>> create(const pattern::Query& query,
+                                                   const DetectorOptions& options,
+                                                   MatchSink& sink) const = 0;
+};
+
+}  // namespace cepbus::plugin

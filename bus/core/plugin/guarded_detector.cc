@@ -1,0 +1,40 @@
+#include "bus/core/plugin/guarded_detector.h"
+
+#include <exception>
+
+namespace cepbus::plugin {
+
+GuardedDetector::GuardedDetector(std::string label, std::shared_ptr<const void> keep_alive,
+                                 std::unique_ptr<Detector> inner)
+    : label_(std::move(label)), keep_alive_(std::move(keep_alive)), inner_(std::move(inner)) {}
+
+Status GuardedDetector::caught(const char* call, const char* what) noexcept {
+  exceptions_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    return Status::internal(label_ + " threw from " + call + ": " + what);
+  } catch (...) {
+    return Status::internal("");  // out of memory while describing the failure
+  }
+}
+
+Status GuardedDetector::onEvent(const EventPtr& event) noexcept {
+  try {
+    return inner_->onEvent(event);
+  } catch (const std::exception& e) {
+    return caught("onEvent", e.what());
+  } catch (...) {
+    return caught("onEvent", "unknown exception");
+  }
+}
+
+Status GuardedDetector::flush() noexcept {
+  try {
+    return inner_->flush();
+  } catch (const std::exception& e) {
+    return caught("flush", e.what());
+  } catch (...) {
+    return caught("flush", "unknown exception");
+  }
+}
+
+}  // namespace cepbus::plugin

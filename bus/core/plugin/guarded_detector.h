@@ -1,0 +1,47 @@
+#pragma once
+
+// The host's side of every call into a detector: exceptions stop here.
+//
+// A plugin's detector should never throw, but a bug in it (or in a sink it
+// calls) must not take the host down (DESIGN.md: "a plugin that fails to load
+// or throws leaves the bus running"). GuardedDetector turns every exception
+// into an Internal status naming the detector and the exception, and counts
+// them for the metrics. It also keeps the plugin library loaded for as long
+// as the detector it wraps is alive.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bus/core/plugin/detector.h"
+
+namespace cepbus::plugin {
+
+// Owns the inner detector; not thread-safe except exceptionCount(), which
+// may be read from any thread.
+class GuardedDetector final : public Detector {
+ public:
+  // `label` names the detector in error messages (e.g. "nfa detector");
+  // `keep_alive` is held until the inner detector is destroyed (the plugin
+  // library whose code the detector runs).
+  GuardedDetector(std::string label, std::shared_ptr<const void> keep_alive,
+                  std::unique_ptr<Detector> inner);
+
+  Status onEvent(const EventPtr& event) noexcept override;
+  Status flush() noexcept override;
+
+  // How many calls ended in an exception.
+  uint64_t exceptionCount() const { return exceptions_.load(std::memory_order_relaxed); }
+  const std::string& label() const { return label_; }
+
+ private:
+  Status caught(const char* call, const char* what) noexcept;
+
+  const std::string label_;
+  std::shared_ptr<const void> keep_alive_;  // declared before inner_: outlives it
+  std::unique_ptr<Detector> inner_;
+  std::atomic<uint64_t> exceptions_{0};
+};
+
+}  // namespace cepbus::plugin

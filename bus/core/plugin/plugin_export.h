@@ -1,0 +1,73 @@
+#pragma once
+
+// What a plugin library includes to export the two C entry points of the
+// plugin ABI (plugin_abi.h) without writing them by hand:
+//
+//   void registerFactories(cepbus::plugin::FactoryRegistrar& registrar) {
+//     registrar.add("nfa", std::make_unique<NfaDetectorFactory>());
+//   }
+//   CEPBUS_DEFINE_PLUGIN("nfa", "1.0.0", registerFactories)
+//
+// The generated cepbus_plugin_register() catches every exception the
+// registration function throws and reports it to the host as an error
+// message, so no exception crosses the boundary.
+
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/plugin_abi.h"
+
+namespace cepbus::plugin {
+
+// The plugin-side view of the host's registrar. Valid only during registration.
+class FactoryRegistrar {
+ public:
+  explicit FactoryRegistrar(CepbusPluginRegistrar* registrar) : registrar_(registrar) {}
+
+  // Hands `factory` to the host under `engine`. Throws std::runtime_error when
+  // the host refuses it (e.g. the engine name is taken).
+  void add(std::string_view engine, std::unique_ptr<DetectorFactory> factory) {
+    const std::string name(engine);
+    if (registrar_->add_factory(registrar_->host, name.c_str(), factory.release()) != 0) {
+      throw std::runtime_error("the host refused the factory for engine '" + name + "'");
+    }
+  }
+
+ private:
+  CepbusPluginRegistrar* registrar_;
+};
+
+namespace detail {
+
+inline int runRegistration(CepbusPluginRegistrar* registrar,
+                           void (*fn)(FactoryRegistrar& registrar)) noexcept {
+  try {
+    FactoryRegistrar wrapped(registrar);
+    fn(wrapped);
+    return 0;
+  } catch (const std::exception& e) {
+    registrar->set_error(registrar->host, e.what());
+  } catch (...) {
+    registrar->set_error(registrar->host, "unknown exception during registration");
+  }
+  return 1;
+}
+
+}  // namespace detail
+}  // namespace cepbus::plugin
+
+#define CEPBUS_DEFINE_PLUGIN(NAME, VERSION, REGISTER_FN)                                   \
+  extern "C" __attribute__((visibility("default"))) const CepbusPluginInfo*                 \
+  cepbus_plugin_info(void) {                                                                \
+    static const CepbusPluginInfo info = {CEPBUS_PLUGIN_ABI_VERSION, NAME, VERSION,         \
+                                          CEPBUS_PLUGIN_BUILD_TAG};                         \
+    return &info;                                                                           \
+  }                                                                                         \
+  extern "C" __attribute__((visibility("default"))) int cepbus_plugin_register(            \
+      CepbusPluginRegistrar* registrar) {                                                   \
+    return ::cepbus::plugin::detail::runRegistration(registrar, &(REGISTER_FN));            \
+  }

@@ -1,0 +1,75 @@
+#pragma once
+
+// Timestamp order for detectors fed by sources that may deliver slightly out
+// of order (several AMQP producers, merged files).
+//
+// With slack N, an event may arrive up to N time units behind the newest
+// timestamp seen so far; it is held back and released once no acceptable later
+// arrival can precede it, i.e. when its ts <= newest - N. Events with equal ts
+// keep their arrival order. An event more than N behind is rejected with an
+// error naming both timestamps: its place in the order is already gone. With
+// slack 0 nothing is buffered and any event older than the newest one is
+// rejected.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/plugin/detector.h"
+#include "bus/core/status.h"
+
+namespace cepbus::plugin {
+
+// Thread safety: none (one per detector). The heap's storage is reused, so
+// steady-state pushing allocates nothing.
+class ReorderBuffer {
+ public:
+  explicit ReorderBuffer(Timestamp slack);
+
+  // Accepts `event` into the buffer or rejects it (InvalidArgument) when it is
+  // too late.
+  Status push(EventPtr event);
+  // Only the lateness check of push(), recording `event` as seen: for slack 0,
+  // where an accepted event can be released at once without buffering.
+  Status admit(const Event& event);
+  // The next event safe to release in order, or nullptr when none is yet.
+  EventPtr popReady();
+  // The next buffered event regardless of the slack (end of stream), or nullptr.
+  EventPtr popAny();
+
+  Timestamp slack() const { return slack_; }
+  size_t size() const { return heap_.size(); }
+
+ private:
+  struct Item {
+    Timestamp ts;
+    uint64_t seq;
+    EventPtr event;
+  };
+  EventPtr popTop();
+
+  const Timestamp slack_;
+  std::vector<Item> heap_;
+  uint64_t next_seq_ = 0;
+  Timestamp newest_ = INT64_MIN;
+};
+
+// A Detector decorator that feeds its inner detector in timestamp order
+// through a ReorderBuffer. Owns the inner detector; not thread-safe.
+class ReorderingDetector final : public Detector {
+ public:
+  ReorderingDetector(std::unique_ptr<Detector> inner, Timestamp slack);
+
+  // Rejects a late event; otherwise forwards every event now in order and
+  // returns the first error the inner detector reported for them.
+  Status onEvent(const EventPtr& event) override;
+  // Releases every buffered event, then flushes the inner detector.
+  Status flush() override;
+
+ private:
+  std::unique_ptr<Detector> inner_;
+  ReorderBuffer buffer_;
+};
+
+}  // namespace cepbus::plugin
