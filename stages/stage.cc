@@ -1,0 +1,241 @@
+#include "stages/stage.h"
+
+#include <Poco/Logger.h>
+
+#include <bit>
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+namespace cepbus::stages {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Validates everything the members' constructors would reject, so that the
+// error names the stage.
+StageConfig checked(StageConfig config, const StageHandler& handler) {
+  const std::string where = "stage '" + config.name + "': ";
+  if (!handler) throw std::invalid_argument(where + "handler is empty");
+  if (config.batch_size == 0) throw std::invalid_argument(where + "batch_size must be positive");
+  try {
+    AdmissionLevels::from(config.admission, config.capacity);
+    CostClassifier classifier(config.cost_thresholds);
+    ResourceController resource(config.resource, config.min_threads, config.max_threads);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where + e.what());
+  }
+  return config;
+}
+
+void logFailure(const std::string& stage, uint64_t failures, const std::string& why) {
+  // Powers of two only: a handler failing on every item must not flood the log.
+  if (!std::has_single_bit(failures)) return;
+  Poco::Logger::get("cepbus.stages")
+      .warning("stage '" + stage + "': handler failed (" + std::to_string(failures) +
+               " failures so far): " + why);
+}
+
+}  // namespace
+
+Stage::Stage(StageConfig config, StageHandler handler)
+    : config_(checked(std::move(config), handler)),
+      handler_(std::move(handler)),
+      admission_(config_.admission, config_.capacity),
+      resource_(config_.resource, config_.min_threads, config_.max_threads),
+      queue_(config_.capacity, CostClassifier(config_.cost_thresholds), config_.idle_spin,
+             admission_.levels().soft_level),
+      pool_(config_.name, [this] { workerLoop(); }),
+      controller_(config_.resource.period, [this](Clock::time_point now) { controllerTick(now); }) {
+}
+
+Stage::~Stage() { stop(); }
+
+void Stage::start() {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  if (state_.load(std::memory_order_relaxed) != State::kCreated) return;
+  state_.store(State::kRunning, std::memory_order_release);
+  pool_.resize(config_.min_threads);
+  controller_.start();
+}
+
+void Stage::stop() {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  const State was = state_.load(std::memory_order_relaxed);
+  if (was == State::kStopped) return;
+  state_.store(State::kStopped, std::memory_order_release);
+  // The controller goes first so that the pool is not resized while it drains.
+  controller_.stop();
+  queue_.close();
+  if (was == State::kRunning) {
+    // Workers leave once the closed queue is empty; at least min_threads of
+    // them are never asked to retire, so every queued item is handled.
+    pool_.join();
+    return;
+  }
+  // Never started: the queued items are handled here.
+  std::vector<StageItem> batch(config_.batch_size);
+  while (size_t n = queue_.tryPopBatch(batch.data(), batch.size())) handleBatch(batch.data(), n);
+}
+
+Admission Stage::offer(StageItem item) {
+  if (state_.load(std::memory_order_acquire) == State::kStopped) {
+    StageMetrics::add(metrics_.rejected, 1);
+    return Admission::kRejected;
+  }
+  // Below the soft level every rule admits, and the producer-side estimate
+  // tells so without reading the workers' cache lines.
+  size_t queue_length = queue_.sizeAtMost();
+  if (queue_length >= admission_.levels().soft_level) queue_length = queue_.size();
+  const Admission decision = admission_.admit(queue_length, item.reliable, downstreamSaturated());
+  if (decision == Admission::kRejected) {
+    StageMetrics::add(metrics_.rejected, 1);
+    return Admission::kRejected;
+  }
+  if (decision == Admission::kDegraded) item.reliable = false;
+  item.enqueued_at = Clock::now();
+  // The queue enforces the capacity again: another producer may have filled
+  // it since the decision, or stop() may have closed it.
+  if (queue_.tryPush(item) != PushResult::kOk) {
+    StageMetrics::add(metrics_.rejected, 1);
+    return Admission::kRejected;
+  }
+  if (decision == Admission::kDegraded) StageMetrics::add(metrics_.degraded, 1);
+  return decision;
+}
+
+Admission Stage::offerWait(StageItem item, std::chrono::nanoseconds timeout) {
+  if (state_.load(std::memory_order_acquire) != State::kStopped) {
+    queue_.waitBelow(admission_.levels().saturation_level, Clock::now() + timeout);
+  }
+  return offer(std::move(item));
+}
+
+Pressure Stage::pressure() const {
+  return admission_.pressure(queue_.size(), downstreamSaturated());
+}
+
+StageMetricsSnapshot Stage::metrics() const {
+  StageMetricsSnapshot s;
+  s.name = config_.name;
+  s.enqueued = queue_.pushedTotal();
+  s.rejected = StageMetrics::read(metrics_.rejected);
+  s.offered = s.enqueued + s.rejected;
+  s.processed = StageMetrics::read(metrics_.processed);
+  s.failed = StageMetrics::read(metrics_.failed);
+  s.degraded = StageMetrics::read(metrics_.degraded);
+  s.backpressure_waits = StageMetrics::read(metrics_.backpressure_waits);
+  s.queue_length = queue_.size();
+  s.capacity = config_.capacity;
+  s.threads = pool_.threads();
+  s.min_threads = config_.min_threads;
+  s.max_threads = config_.max_threads;
+  s.pressure = pressure();
+  s.latency = metrics_.latency.summary();
+  return s;
+}
+
+void Stage::addDownstream(const Stage* downstream) {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  if (downstream == nullptr || downstream == this) {
+    throw std::invalid_argument("stage '" + config_.name + "': downstream must be another stage");
+  }
+  const size_t n = downstream_count_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < n; ++i) {
+    if (downstream_[i].load(std::memory_order_relaxed) == downstream) return;
+  }
+  if (n == kMaxDownstream) {
+    throw std::invalid_argument("stage '" + config_.name + "': more than " +
+                                std::to_string(kMaxDownstream) + " downstream stages");
+  }
+  downstream_[n].store(downstream, std::memory_order_relaxed);
+  downstream_count_.store(n + 1, std::memory_order_release);
+}
+
+bool Stage::downstreamSaturated() const {
+  const size_t n = downstream_count_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n; ++i) {
+    const Stage* d = downstream_[i].load(std::memory_order_relaxed);
+    const size_t level = d->admission_.levels().saturation_level;
+    if (d->queue_.sizeAtMost() >= level && d->queue_.size() >= level) return true;
+  }
+  return false;
+}
+
+bool Stage::pauseForDownstream() {
+  const size_t n = downstream_count_.load(std::memory_order_acquire);
+  if (n == 0) return false;
+  bool waited = false;
+  Clock::time_point deadline{};
+  for (size_t i = 0; i < n; ++i) {
+    const Stage* d = downstream_[i].load(std::memory_order_relaxed);
+    const size_t level = d->admission_.levels().saturation_level;
+    if (d->queue_.sizeAtMost() < level || d->queue_.size() < level) continue;
+    if (!waited) deadline = Clock::now() + config_.backpressure_wait;
+    waited = true;
+    d->queue_.waitBelow(level, deadline);
+  }
+  return waited;
+}
+
+void Stage::workerLoop() {
+  std::vector<StageItem> batch(config_.batch_size);
+  // Idle workers wake up once per controller period to notice a retirement.
+  const auto idle_wait = std::chrono::nanoseconds(config_.resource.period);
+  for (;;) {
+    if (pool_.shouldRetire()) return;
+    if (pauseForDownstream()) StageMetrics::add(metrics_.backpressure_waits, 1);
+    const size_t n = queue_.popBatch(batch.data(), batch.size(), Clock::now() + idle_wait);
+    if (n > 0) {
+      handleBatch(batch.data(), n);
+    } else if (queue_.drained()) {
+      return;
+    }
+  }
+}
+
+void Stage::handleBatch(StageItem* items, size_t n) {
+  uint64_t ok = 0;
+  const auto started = Clock::now();
+  auto finished = started;
+  for (size_t i = 0; i < n; ++i) {
+    StageItem& item = items[i];
+    Status status;
+    try {
+      status = handler_(item);
+    } catch (const std::exception& e) {
+      status = Status::internal(std::string("handler threw: ") + e.what());
+    } catch (...) {
+      status = Status::internal("handler threw a non-standard exception");
+    }
+    finished = Clock::now();
+    metrics_.latency.recordDuration(finished - item.enqueued_at);
+    if (status.isOk()) {
+      ++ok;
+    } else {
+      const uint64_t failures = metrics_.failed.fetch_add(1, std::memory_order_relaxed) + 1;
+      logFailure(config_.name, failures, status.toString());
+    }
+    // Release the event now rather than when the slot is next overwritten.
+    item = StageItem{};
+  }
+  StageMetrics::add(metrics_.processed, ok);
+  StageMetrics::add(metrics_.busy_ns,
+                    static_cast<uint64_t>(std::chrono::nanoseconds(finished - started).count()));
+}
+
+uint64_t Stage::handledTotal() const {
+  return StageMetrics::read(metrics_.processed) + StageMetrics::read(metrics_.failed);
+}
+
+void Stage::controllerTick(Clock::time_point now) {
+  const uint64_t handled = handledTotal();
+  const uint64_t offered = queue_.pushedTotal() + StageMetrics::read(metrics_.rejected);
+  admission_.sample(now, offered, handled);
+  const size_t threads =
+      resource_.update(now, pool_.threads(), queue_.size(), handled,
+                       StageMetrics::read(metrics_.busy_ns), downstreamSaturated());
+  pool_.resize(threads);
+}
+
+}  // namespace cepbus::stages

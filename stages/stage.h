@@ -1,0 +1,132 @@
+#pragma once
+
+// A SEDA stage (P1): incoming event queue + event handler + thread pool +
+// resource controller + admission controller, connected to other stages by
+// queues and running concurrently with them.
+//
+//   offer() --admission--> EventQueue (cost classes) --workers--> handler
+//                ^                                        |
+//                |  pressure() of downstream stages ------+ (backpressure)
+//
+// - Admission (stages/admission_controller.h): static threshold and dynamic
+//   input/output monitor degrade reliable items to best effort; the capacity
+//   is the hard limit past which offer() returns kRejected, which the caller
+//   must report to the sender.
+// - Resource control (stages/resource_controller.h): a periodic driver grows
+//   and shrinks the worker threads between min and max.
+// - Backpressure: while a stage named by addDownstream() is saturated, the
+//   workers pause their intake (a bounded wait per batch) and admission
+//   treats the stage as more loaded; pressure() shows this upstream.
+// - stop() refuses new items, lets the workers run the handler on every item
+//   already queued, then joins them.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/status.h"
+#include "stages/admission_controller.h"
+#include "stages/event_queue.h"
+#include "stages/resource_controller.h"
+#include "stages/stage_metrics.h"
+#include "stages/stage_types.h"
+#include "stages/thread_pool.h"
+
+namespace cepbus::stages {
+
+// The handler runs on the stage's pool threads; it returns a Status that the stage counts
+// (failed items are counted and logged, never rethrown). It must not throw.
+using StageHandler = std::function<Status(StageItem&)>;
+
+struct StageConfig {
+  std::string name;
+  size_t capacity = 4096;  // hard limit of queued items (all priority classes)
+  size_t min_threads = 1;
+  size_t max_threads = 1;
+  // Most items a worker takes per queue lock acquisition.
+  size_t batch_size = 64;
+  // Cost class boundaries (see CostClassifier): by default cost <= 0, 1..99
+  // and >= 100 are three classes, the cheapest dequeued first.
+  std::vector<int32_t> cost_thresholds = {1, 100};
+  AdmissionConfig admission;
+  ResourceConfig resource;
+  // Longest a worker pauses before each batch while a downstream is saturated.
+  std::chrono::microseconds backpressure_wait{2'000};
+  // How long an idle worker spins before sleeping (trades CPU for hop latency).
+  std::chrono::nanoseconds idle_spin = EventQueue::kDefaultSpin;
+};
+
+// Thread-safety: offer(), offerWait(), pressure(), queueLength(), metrics()
+// and name() may be called from any thread at any time, also concurrently
+// with start()/stop(). start(), stop() and addDownstream() are control-plane
+// calls; stop() is idempotent and may race with itself, but must not be called
+// from this stage's own handler (it joins the handler's thread).
+// Ownership: the stage owns its queue, threads and queued items; a downstream
+// stage passed to addDownstream() is not owned and must outlive this stage's stop().
+class Stage {
+ public:
+  static constexpr size_t kMaxDownstream = 16;
+
+  // Throws std::invalid_argument (naming the stage and the field) on a bad
+  // config: capacity 0, min_threads 0, min > max, batch_size 0, a bad
+  // admission fraction, or cost thresholds not strictly ascending.
+  Stage(StageConfig config, StageHandler handler);
+  ~Stage();  // calls stop()
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+
+  // Starts min_threads workers and the resource controller. Items offered
+  // before start() wait in the queue. No effect after the first call.
+  void start();
+  void stop();  // idempotent; drains queued items, then joins threads
+
+  Admission offer(StageItem item);  // non-blocking, never throws; priority from item.event->cost()
+  // Blocks up to `timeout` while the stage is saturated (backpressure-aware wait), then offers.
+  Admission offerWait(StageItem item, std::chrono::nanoseconds timeout);
+
+  Pressure pressure() const;  // read by upstream stages and by flows
+  size_t queueLength() const { return queue_.size(); }
+  const std::string& name() const { return config_.name; }
+  const StageConfig& config() const { return config_; }
+  StageMetricsSnapshot metrics() const;  // enqueued, processed, failed, rejected, degraded,
+                                         // queue length, threads, latency percentiles
+
+  // Declares `downstream` as fed by this stage: while it is saturated this stage slows its intake.
+  // Throws std::invalid_argument for null, self, or more than kMaxDownstream stages.
+  void addDownstream(const Stage* downstream);
+
+ private:
+  enum class State : uint8_t { kCreated, kRunning, kStopped };
+
+  void workerLoop();
+  void handleBatch(StageItem* items, size_t n);
+  void controllerTick(std::chrono::steady_clock::time_point now);
+  bool downstreamSaturated() const;
+  // Waits (bounded) while a downstream stage is saturated; true if it waited.
+  bool pauseForDownstream();
+  uint64_t handledTotal() const;
+
+  const StageConfig config_;
+  const StageHandler handler_;
+  AdmissionController admission_;
+  ResourceController resource_;  // used by the controller thread only
+  EventQueue queue_;
+  StageMetrics metrics_;
+  std::array<std::atomic<const Stage*>, kMaxDownstream> downstream_{};
+  std::atomic<size_t> downstream_count_{0};
+
+  std::mutex lifecycle_mu_;  // serializes start(), stop(), addDownstream()
+  std::atomic<State> state_{State::kCreated};
+  ThreadPool pool_;
+  PeriodicTask controller_;
+};
+
+}  // namespace cepbus::stages

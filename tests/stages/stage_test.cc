@@ -1,0 +1,434 @@
+#include "stages/stage.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "tests/stages/test_util.h"
+
+namespace cepbus::stages {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::eventually;
+using testing::makeItem;
+
+// A gate handlers can wait on until the test opens it.
+class Gate {
+ public:
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+// Records the tokens (and reliable flags) a handler saw, from any thread.
+class Seen {
+ public:
+  void add(const StageItem& item) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tokens_.push_back(item.token);
+    if (item.reliable) reliable_.insert(item.token);
+  }
+  std::vector<uint64_t> tokens() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tokens_;
+  }
+  bool reliable(uint64_t token) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reliable_.count(token) > 0;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<uint64_t> tokens_;
+  std::set<uint64_t> reliable_;
+};
+
+StageConfig smallConfig(const std::string& name, size_t capacity = 64) {
+  StageConfig c;
+  c.name = name;
+  c.capacity = capacity;
+  c.resource.period = milliseconds(10);
+  return c;
+}
+
+TEST(StageTest, BadConfigNamesTheStage) {
+  StageConfig c = smallConfig("ingest");
+  c.min_threads = 0;
+  try {
+    Stage s(c, [](StageItem&) { return Status::ok(); });
+    FAIL() << "expected invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 'ingest'"), std::string::npos) << e.what();
+  }
+  c = smallConfig("ingest");
+  c.cost_thresholds = {3, 1};
+  EXPECT_THROW(Stage(c, [](StageItem&) { return Status::ok(); }), std::invalid_argument);
+  EXPECT_THROW(Stage(smallConfig("x"), nullptr), std::invalid_argument);
+}
+
+TEST(StageTest, CountsProcessedFailedAndThrownExactly) {
+  Seen seen;
+  StageConfig c = smallConfig("count", 2000);
+  c.min_threads = 2;
+  c.max_threads = 2;
+  Stage stage(c, [&](StageItem& item) -> Status {
+    seen.add(item);
+    if (item.token % 10 == 0) throw std::runtime_error("boom");
+    if (item.token % 10 == 1) return Status::invalidArgument("bad");
+    return Status::ok();
+  });
+  stage.start();
+  for (uint64_t t = 0; t < 1000; ++t) ASSERT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
+  stage.stop();
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.name, "count");
+  EXPECT_EQ(m.offered, 1000u);
+  EXPECT_EQ(m.enqueued, 1000u);
+  EXPECT_EQ(m.processed, 800u);
+  EXPECT_EQ(m.failed, 200u);
+  EXPECT_EQ(m.rejected, 0u);
+  EXPECT_EQ(m.degraded, 0u);
+  EXPECT_EQ(m.queue_length, 0u);
+  EXPECT_EQ(m.threads, 0u);
+  EXPECT_EQ(m.capacity, 2000u);
+  EXPECT_EQ(m.latency.count, 1000u);
+  EXPECT_GE(m.latency.max_ns, m.latency.p50_ns);
+  EXPECT_EQ(seen.tokens().size(), 1000u);
+}
+
+TEST(StageTest, HandlerSeesAdmissionTimestamp) {
+  std::atomic<bool> stamped{true};
+  Stage stage(smallConfig("stamp"), [&](StageItem& item) {
+    if (item.enqueued_at == std::chrono::steady_clock::time_point{}) stamped = false;
+    return Status::ok();
+  });
+  const auto before = std::chrono::steady_clock::now();
+  StageItem item = makeItem(1);
+  stage.start();
+  ASSERT_EQ(stage.offer(std::move(item)), Admission::kAccepted);
+  stage.stop();
+  EXPECT_TRUE(stamped.load());
+  EXPECT_GE(stage.metrics().latency.count, 1u);
+  EXPECT_LE(std::chrono::nanoseconds(stage.metrics().latency.max_ns),
+            std::chrono::steady_clock::now() - before);
+}
+
+TEST(StageTest, StopDrainsEveryAcceptedItemExactlyOnce) {
+  Gate gate;
+  std::vector<std::atomic<int>> count(3000);
+  StageConfig c = smallConfig("drain", 4000);
+  c.min_threads = 2;
+  c.max_threads = 2;
+  c.batch_size = 7;
+  Stage stage(c, [&](StageItem& item) {
+    gate.wait();
+    count[item.token].fetch_add(1);
+    return Status::ok();
+  });
+  stage.start();
+  std::thread producer([&] {
+    for (uint64_t t = 0; t < 3000; ++t) {
+      EXPECT_NE(stage.offer(makeItem(t, static_cast<int32_t>(t % 200))), Admission::kRejected);
+    }
+  });
+  producer.join();
+  EXPECT_GT(stage.queueLength(), 0u);
+  gate.open();
+  stage.stop();
+  for (size_t t = 0; t < count.size(); ++t) ASSERT_EQ(count[t].load(), 1) << "token " << t;
+  EXPECT_EQ(stage.metrics().processed, 3000u);
+}
+
+TEST(StageTest, OffersAfterStopAreRejectedAndStopIsIdempotent) {
+  std::atomic<int> handled{0};
+  Stage stage(smallConfig("stop"), [&](StageItem&) {
+    handled.fetch_add(1);
+    return Status::ok();
+  });
+  stage.start();
+  ASSERT_EQ(stage.offer(makeItem(1)), Admission::kAccepted);
+  stage.stop();
+  stage.stop();
+  EXPECT_EQ(stage.offer(makeItem(2)), Admission::kRejected);
+  EXPECT_EQ(stage.offerWait(makeItem(3), milliseconds(50)), Admission::kRejected);
+  stage.start();  // no restart
+  EXPECT_EQ(stage.offer(makeItem(4)), Admission::kRejected);
+  EXPECT_EQ(handled.load(), 1);
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.rejected, 3u);
+  EXPECT_EQ(m.offered, 4u);
+}
+
+TEST(StageTest, StopWithoutStartHandlesQueuedItems) {
+  Seen seen;
+  Stage stage(smallConfig("never-started"), [&](StageItem& item) {
+    seen.add(item);
+    return Status::ok();
+  });
+  for (uint64_t t = 0; t < 5; ++t) ASSERT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
+  stage.stop();
+  EXPECT_EQ(seen.tokens(), (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(StageTest, HandlerSeesCheapEventsFirst) {
+  Seen seen;
+  StageConfig c = smallConfig("priority");
+  c.cost_thresholds = {1, 100};
+  Stage stage(c, [&](StageItem& item) {
+    seen.add(item);
+    return Status::ok();
+  });
+  // Queued before start, so the single worker sees them all at once.
+  const std::vector<std::pair<uint64_t, int32_t>> offers = {{1, 500}, {2, 50}, {3, 0},
+                                                            {4, 60},  {5, 0},  {6, 900}};
+  for (auto [token, cost] : offers)
+    ASSERT_EQ(stage.offer(makeItem(token, cost)), Admission::kAccepted);
+  stage.start();
+  stage.stop();
+  EXPECT_EQ(seen.tokens(), (std::vector<uint64_t>{3, 5, 2, 4, 1, 6}));
+}
+
+TEST(StageTest, DegradesPastStaticThresholdThenRejectsAtCapacity) {
+  Seen seen;
+  StageConfig c = smallConfig("admission", 10);
+  c.admission.static_threshold = 0.5;
+  c.admission.soft_threshold = 0.2;
+  Stage stage(c, [&](StageItem& item) {
+    seen.add(item);
+    return Status::ok();
+  });
+  // Not started: the queue only grows, so every decision is deterministic.
+  std::vector<Admission> got;
+  for (uint64_t t = 0; t < 12; ++t) got.push_back(stage.offer(makeItem(t, 0, /*reliable=*/true)));
+  std::vector<Admission> want(5, Admission::kAccepted);
+  want.insert(want.end(), 5, Admission::kDegraded);
+  want.insert(want.end(), 2, Admission::kRejected);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(stage.offer(makeItem(99)), Admission::kRejected) << "best effort is rejected too";
+  EXPECT_EQ(stage.pressure(), Pressure::kSaturated);
+  StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.enqueued, 10u);
+  EXPECT_EQ(m.degraded, 5u);
+  EXPECT_EQ(m.rejected, 3u);
+  EXPECT_EQ(m.offered, 13u);
+  EXPECT_EQ(m.queue_length, 10u);
+  stage.stop();
+  for (uint64_t t = 0; t < 5; ++t) EXPECT_TRUE(seen.reliable(t)) << t;
+  for (uint64_t t = 5; t < 10; ++t) EXPECT_FALSE(seen.reliable(t)) << t;
+  EXPECT_EQ(stage.pressure(), Pressure::kNormal);
+}
+
+TEST(StageTest, DynamicOverloadDegradesBeforeTheStaticThreshold) {
+  Gate gate;
+  StageConfig c = smallConfig("dynamic", 1000);
+  c.admission.soft_threshold = 0.01;    // 10 items
+  c.admission.static_threshold = 0.99;  // 990 items: never reached below
+  c.admission.saturation_threshold = 0.99;
+  c.admission.rate_window = milliseconds(20);
+  c.resource.period = milliseconds(5);
+  Stage stage(c, [&](StageItem&) {
+    gate.wait();
+    return Status::ok();
+  });
+  stage.start();
+  // A trickle of reliable offers that nothing drains: input outruns output.
+  size_t degraded_at = 0;
+  for (uint64_t t = 0; t < 900 && degraded_at == 0; ++t) {
+    const Admission a = stage.offer(makeItem(t, 0, true));
+    ASSERT_NE(a, Admission::kRejected);
+    if (a == Admission::kDegraded) degraded_at = stage.queueLength();
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_GT(degraded_at, 0u) << "the dynamic monitor never fired";
+  EXPECT_LT(degraded_at, 990u);
+  EXPECT_EQ(stage.metrics().degraded, 1u);
+  gate.open();
+  stage.stop();
+}
+
+TEST(StageTest, SaturatedDownstreamMakesAdmissionStricterAndShowsPressure) {
+  StageConfig dc = smallConfig("down", 10);
+  Stage down(dc, [](StageItem&) { return Status::ok(); });
+  StageConfig uc = smallConfig("up", 100);
+  Stage up(uc, [](StageItem&) { return Status::ok(); });
+  up.addDownstream(&down);
+  up.addDownstream(&down);  // declaring twice is harmless
+  EXPECT_THROW(up.addDownstream(&up), std::invalid_argument);
+  EXPECT_THROW(up.addDownstream(nullptr), std::invalid_argument);
+
+  for (uint64_t t = 0; t < 24; ++t) ASSERT_EQ(up.offer(makeItem(t, 0, true)), Admission::kAccepted);
+  EXPECT_EQ(up.pressure(), Pressure::kNormal);
+  // Fill the (not started) downstream to its saturation level (90% of 10).
+  for (uint64_t t = 0; t < 9; ++t) ASSERT_NE(down.offer(makeItem(t)), Admission::kRejected);
+  EXPECT_EQ(down.pressure(), Pressure::kSaturated);
+  EXPECT_EQ(up.pressure(), Pressure::kDegraded);
+  EXPECT_EQ(up.offer(makeItem(24, 0, true)), Admission::kAccepted);  // 24 < soft level 25
+  EXPECT_EQ(up.offer(makeItem(25, 0, true)), Admission::kDegraded);  // static level fell to 25
+  down.stop();
+  EXPECT_EQ(up.pressure(), Pressure::kNormal);
+  EXPECT_EQ(up.offer(makeItem(26, 0, true)), Admission::kAccepted);
+  up.stop();
+}
+
+TEST(StageTest, WorkersPauseWhileDownstreamIsSaturated) {
+  Stage down(smallConfig("down", 10), [](StageItem&) { return Status::ok(); });
+  for (uint64_t t = 0; t < 9; ++t) ASSERT_NE(down.offer(makeItem(t)), Admission::kRejected);
+  ASSERT_EQ(down.pressure(), Pressure::kSaturated);
+
+  StageConfig uc = smallConfig("up", 100);
+  uc.backpressure_wait = std::chrono::seconds(60);  // only relief can end the pause
+  std::atomic<int> handled{0};
+  Stage up(uc, [&](StageItem&) {
+    handled.fetch_add(1);
+    return Status::ok();
+  });
+  up.addDownstream(&down);
+  up.start();
+  for (uint64_t t = 0; t < 5; ++t) ASSERT_NE(up.offer(makeItem(t)), Admission::kRejected);
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(handled.load(), 0) << "upstream kept taking work while downstream was saturated";
+  EXPECT_EQ(up.queueLength(), 5u);
+
+  down.start();  // drains below saturation and so releases the upstream workers
+  ASSERT_TRUE(eventually([&] { return handled.load() == 5; }));
+  EXPECT_GE(up.metrics().backpressure_waits, 1u);
+  up.stop();
+  down.stop();
+}
+
+TEST(StageTest, BackpressureWaitIsBounded) {
+  Stage down(smallConfig("down", 10), [](StageItem&) { return Status::ok(); });
+  for (uint64_t t = 0; t < 10; ++t) ASSERT_NE(down.offer(makeItem(t)), Admission::kRejected);
+  StageConfig uc = smallConfig("up", 100);
+  uc.backpressure_wait = std::chrono::microseconds(200);
+  uc.batch_size = 1;
+  std::atomic<int> handled{0};
+  Stage up(uc, [&](StageItem&) {
+    handled.fetch_add(1);
+    return Status::ok();
+  });
+  up.addDownstream(&down);
+  up.start();
+  for (uint64_t t = 0; t < 20; ++t) ASSERT_NE(up.offer(makeItem(t)), Admission::kRejected);
+  // The downstream never drains, yet upstream still makes (slowed) progress.
+  ASSERT_TRUE(eventually([&] { return handled.load() == 20; }));
+  EXPECT_GE(up.metrics().backpressure_waits, 20u);
+  up.stop();
+  down.stop();
+}
+
+TEST(StageTest, OfferWaitHoldsWhileSaturated) {
+  Stage stage(smallConfig("wait", 10), [](StageItem&) { return Status::ok(); });
+  for (uint64_t t = 0; t < 9; ++t) ASSERT_NE(stage.offer(makeItem(t)), Admission::kRejected);
+  std::atomic<bool> started{false};
+  std::thread starter([&] {
+    std::this_thread::sleep_for(milliseconds(30));
+    started = true;
+    stage.start();
+  });
+  const Admission a = stage.offerWait(makeItem(100), std::chrono::seconds(30));
+  EXPECT_TRUE(started.load()) << "offerWait returned while the stage was still saturated";
+  EXPECT_EQ(a, Admission::kAccepted);
+  starter.join();
+  stage.stop();
+  EXPECT_EQ(stage.metrics().processed, 10u);
+}
+
+TEST(StageTest, ThreadsGrowUnderSlowHandlerAndShrinkAfter) {
+  StageConfig c = smallConfig("elastic", 1000);
+  c.min_threads = 1;
+  c.max_threads = 4;
+  c.resource.period = milliseconds(10);
+  c.resource.target_latency = std::chrono::milliseconds(2);
+  std::atomic<size_t> peak_threads{0};
+  Stage stage(c, [&](StageItem&) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    return Status::ok();
+  });
+  stage.start();
+  EXPECT_EQ(stage.metrics().threads, 1u);
+  for (uint64_t t = 0; t < 400; ++t) ASSERT_NE(stage.offer(makeItem(t)), Admission::kRejected);
+  ASSERT_TRUE(eventually([&] {
+    peak_threads = std::max(peak_threads.load(), stage.metrics().threads);
+    return peak_threads.load() >= 2;
+  })) << "threads never grew";
+  ASSERT_TRUE(eventually([&] { return stage.metrics().processed == 400; }));
+  ASSERT_TRUE(eventually([&] { return stage.metrics().threads == 1; })) << "threads never shrank";
+  EXPECT_LE(peak_threads.load(), 4u);
+  stage.stop();
+}
+
+TEST(StageTest, OverloadDegradesThenRejectsAndLosesNothing) {
+  constexpr uint64_t kOffers = 2000;
+  std::vector<std::atomic<int>> count(kOffers);
+  std::vector<std::atomic<int>> reliable_seen(kOffers);
+  StageConfig c = smallConfig("overload", 64);
+  c.min_threads = 1;
+  c.max_threads = 2;
+  Stage stage(c, [&](StageItem& item) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    count[item.token].fetch_add(1);
+    if (item.reliable) reliable_seen[item.token].fetch_add(1);
+    return Status::ok();
+  });
+  stage.start();
+  std::vector<Admission> got(kOffers);
+  for (uint64_t t = 0; t < kOffers; ++t) got[t] = stage.offer(makeItem(t, 0, true));
+  stage.stop();
+
+  uint64_t accepted = 0, degraded = 0, rejected = 0;
+  size_t first_degraded = kOffers, first_rejected = kOffers;
+  for (uint64_t t = 0; t < kOffers; ++t) {
+    switch (got[t]) {
+      case Admission::kAccepted:
+        ++accepted;
+        ASSERT_EQ(count[t].load(), 1) << t;
+        ASSERT_EQ(reliable_seen[t].load(), 1) << t;
+        break;
+      case Admission::kDegraded:
+        ++degraded;
+        first_degraded = std::min<size_t>(first_degraded, t);
+        ASSERT_EQ(count[t].load(), 1) << t;
+        ASSERT_EQ(reliable_seen[t].load(), 0) << t;
+        break;
+      case Admission::kRejected:
+        ++rejected;
+        first_rejected = std::min<size_t>(first_rejected, t);
+        ASSERT_EQ(count[t].load(), 0) << t;
+        break;
+    }
+  }
+  EXPECT_GT(degraded, 0u);
+  EXPECT_GT(rejected, 0u);
+  EXPECT_LT(first_degraded, first_rejected);
+  EXPECT_EQ(accepted + degraded + rejected, kOffers);
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.offered, kOffers);
+  EXPECT_EQ(m.enqueued, accepted + degraded);
+  EXPECT_EQ(m.degraded, degraded);
+  EXPECT_EQ(m.rejected, rejected);
+  EXPECT_EQ(m.processed, accepted + degraded);
+}
+
+}  // namespace
+}  // namespace cepbus::stages
