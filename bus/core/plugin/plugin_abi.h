@@ -34,8 +34,9 @@
 #endif
 
 #if defined(__GLIBCXX__)
-#define CEPBUS_PLUGIN_STDLIB \
-  "libstdc++ " CEPBUS_PLUGIN_STR(__GLIBCXX__) " cxx11-abi " CEPBUS_PLUGIN_STR(_GLIBCXX_USE_CXX11_ABI)
+#define CEPBUS_PLUGIN_STDLIB                                                   \
+  "libstdc++ " CEPBUS_PLUGIN_STR(__GLIBCXX__) " cxx11-abi " CEPBUS_PLUGIN_STR( \
+      _GLIBCXX_USE_CXX11_ABI)
 #elif defined(_LIBCPP_VERSION)
 #define CEPBUS_PLUGIN_STDLIB "libc++ " CEPBUS_PLUGIN_STR(_LIBCPP_VERSION)
 #else
@@ -60,9 +61,10 @@
 
 // The tag this translation unit is built with, e.g.
 // "gcc 12.2.0; libstdc++ 20230528 cxx11-abi 1; sanitizers: asan; cepbus 0.1.0".
-#define CEPBUS_PLUGIN_BUILD_TAG                                                      \
-  CEPBUS_PLUGIN_COMPILER "; " CEPBUS_PLUGIN_STDLIB "; sanitizers:" CEPBUS_PLUGIN_SAN_ADDRESS \
-      CEPBUS_PLUGIN_SAN_THREAD "; cepbus " CEPBUS_VERSION
+#define CEPBUS_PLUGIN_BUILD_TAG                                                             \
+  CEPBUS_PLUGIN_COMPILER "; " CEPBUS_PLUGIN_STDLIB                                          \
+                         "; sanitizers:" CEPBUS_PLUGIN_SAN_ADDRESS CEPBUS_PLUGIN_SAN_THREAD \
+                         "; cepbus " CEPBUS_VERSION
 
 #ifdef __cplusplus
 extern "C" {

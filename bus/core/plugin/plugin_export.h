@@ -60,14 +60,14 @@ inline int runRegistration(CepbusPluginRegistrar* registrar,
 }  // namespace detail
 }  // namespace cepbus::plugin
 
-#define CEPBUS_DEFINE_PLUGIN(NAME, VERSION, REGISTER_FN)                                   \
-  extern "C" __attribute__((visibility("default"))) const CepbusPluginInfo*                 \
-  cepbus_plugin_info(void) {                                                                \
-    static const CepbusPluginInfo info = {CEPBUS_PLUGIN_ABI_VERSION, NAME, VERSION,         \
-                                          CEPBUS_PLUGIN_BUILD_TAG};                         \
-    return &info;                                                                           \
-  }                                                                                         \
-  extern "C" __attribute__((visibility("default"))) int cepbus_plugin_register(            \
-      CepbusPluginRegistrar* registrar) {                                                   \
-    return ::cepbus::plugin::detail::runRegistration(registrar, &(REGISTER_FN));            \
+#define CEPBUS_DEFINE_PLUGIN(NAME, VERSION, REGISTER_FN)                                        \
+  extern "C" __attribute__((visibility("default"))) const CepbusPluginInfo* cepbus_plugin_info( \
+      void) {                                                                                   \
+    static const CepbusPluginInfo info = {CEPBUS_PLUGIN_ABI_VERSION, NAME, VERSION,             \
+                                          CEPBUS_PLUGIN_BUILD_TAG};                             \
+    return &info;                                                                               \
+  }                                                                                             \
+  extern "C" __attribute__((visibility("default"))) int cepbus_plugin_register(                 \
+      CepbusPluginRegistrar* registrar) {                                                       \
+    return ::cepbus::plugin::detail::runRegistration(registrar, &(REGISTER_FN));                \
   }

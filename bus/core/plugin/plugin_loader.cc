@@ -1,9 +1,9 @@
 #include "bus/core/plugin/plugin_loader.h"
 
-#include <unistd.h>
-
 #include <Poco/Exception.h>
 #include <Poco/SharedLibrary.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -247,8 +247,8 @@ Result<PluginPtr> PluginLoader::loadPath(const std::string& name, const std::str
     reg.error = "an exception escaped the entry point";
   }
   if (rc != 0) {
-    return Status::invalidArgument(what + ": registration failed: " +
-                                   (reg.error.empty() ? "no reason given" : reg.error));
+    return Status::invalidArgument(
+        what + ": registration failed: " + (reg.error.empty() ? "no reason given" : reg.error));
   }
   if (reg.factories.empty()) {
     return Status::invalidArgument(what + ": registered no detector factory");

@@ -34,8 +34,7 @@ TEST(DetectorOptionsTest, CheckKnownNamesTheUnknownOptionAndTheKnownOnes) {
   DetectorOptions o({{"construction", "batched"}, {"colour", "red"}});
   static constexpr std::string_view kKnown[] = {"construction", "batch_period"};
   Status s = o.checkKnown(kKnown, "nfa");
-  EXPECT_EQ(s.message(),
-            "engine 'nfa' has no option 'colour' (known: construction, batch_period)");
+  EXPECT_EQ(s.message(), "engine 'nfa' has no option 'colour' (known: construction, batch_period)");
   EXPECT_TRUE(options({{"construction", "x"}}).checkKnown(kKnown, "nfa").isOk());
 }
 

@@ -1,7 +1,7 @@
 #include "bus/core/plugin/guarded_detector.h"
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <stdexcept>
 

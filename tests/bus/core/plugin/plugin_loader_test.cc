@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <thread>
 
 #include "bus/core/pattern/parser.h"
 
@@ -120,12 +121,11 @@ TEST(PluginLoaderTest, CreatesGuardedDetectorsAndRejectsUnknownEnginesAndOptions
   auto unknown = (*plugin)->createDetector("nfa", anyQuery(), {}, sink);
   ASSERT_FALSE(unknown.isOk());
   EXPECT_THAT(unknown.status().message(), HasSubstr("echo, throwing_factory"));
-  auto bad_option = (*plugin)->createDetector(
-      "echo", anyQuery(), options({{"colour", "red"}}), sink);
+  auto bad_option =
+      (*plugin)->createDetector("echo", anyQuery(), options({{"colour", "red"}}), sink);
   ASSERT_FALSE(bad_option.isOk());
   EXPECT_THAT(bad_option.status().message(), HasSubstr("no option 'colour'"));
-  auto bad_slack = (*plugin)->createDetector(
-      "echo", anyQuery(), options({{"slack", "-3"}}), sink);
+  auto bad_slack = (*plugin)->createDetector("echo", anyQuery(), options({{"slack", "-3"}}), sink);
   ASSERT_FALSE(bad_slack.isOk());
   EXPECT_THAT(bad_slack.status().message(), HasSubstr("slack=-3"));
   auto detector = (*plugin)->createDetector("echo", anyQuery(), {}, sink);
@@ -198,12 +198,11 @@ TEST(PluginLoaderTest, HostEnforcesTimestampOrderAndReordersWithinSlack) {
   EXPECT_EQ(strict_sink.count, 2);
 
   CountingSink sink;
-  auto slack = (*plugin)->createDetector("echo", anyQuery(), options({{"slack", "5"}}),
-                                         sink);
+  auto slack = (*plugin)->createDetector("echo", anyQuery(), options({{"slack", "5"}}), sink);
   ASSERT_TRUE(slack.isOk());
   EXPECT_TRUE((*slack)->onEvent(event("A", 10)).isOk());
-  EXPECT_TRUE((*slack)->onEvent(event("A", 7)).isOk());  // 3 late: reordered
-  EXPECT_EQ(sink.count, 0);                                // both still held back
+  EXPECT_TRUE((*slack)->onEvent(event("A", 7)).isOk());   // 3 late: reordered
+  EXPECT_EQ(sink.count, 0);                               // both still held back
   EXPECT_TRUE((*slack)->onEvent(event("A", 13)).isOk());  // releases ts <= 8
   EXPECT_EQ(sink.count, 1);
   EXPECT_EQ(sink.last_ts, 7);
@@ -211,6 +210,24 @@ TEST(PluginLoaderTest, HostEnforcesTimestampOrderAndReordersWithinSlack) {
   EXPECT_TRUE((*slack)->flush().isOk());
   EXPECT_EQ(sink.count, 3);
   EXPECT_EQ(sink.last_ts, 13);
+}
+
+TEST(PluginLoaderTest, ConcurrentLoadsShareOnePlugin) {
+  PluginLoader loader = testLoader();
+  std::vector<PluginPtr> loaded(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    threads.emplace_back([&loader, &loaded, i] {
+      auto p = loader.load(i % 2 == 0 ? "good"
+                                      : std::string(TEST_PLUGIN_DIR) + "/libcepbus_plugin_good.so");
+      if (p) loaded[i] = *p;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const PluginPtr& p : loaded) {
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p.get(), loaded[0].get());
+  }
 }
 
 TEST(PluginLoaderTest, DefaultSearchPathsStartWithTheEnvironment) {

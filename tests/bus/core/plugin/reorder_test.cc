@@ -78,7 +78,7 @@ TEST(ReorderingDetectorTest, FeedsTheInnerDetectorInOrderAndPassesItsErrors) {
   ReorderingDetector d(std::move(inner), 2);
   for (Timestamp ts : {3, 1, 2, 5, 4, 8}) ASSERT_TRUE(d.onEvent(at(ts)).isOk()) << ts;
   EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 3, 4, 5}));  // 8 - 2 = 6 releases <= 6
-  EXPECT_TRUE(d.onEvent(at(15)).isOk());  // releases 8
+  EXPECT_TRUE(d.onEvent(at(15)).isOk());                          // releases 8
   // 13 is within the slack of 15, so it is released at once, and the inner
   // detector's refusal comes back from this call.
   EXPECT_EQ(d.onEvent(at(13)).message(), "unlucky");

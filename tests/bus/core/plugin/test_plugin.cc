@@ -31,7 +31,8 @@ class EchoDetector final : public Detector {
  public:
   explicit EchoDetector(MatchSink& sink) : sink_(sink) {}
   Status onEvent(const EventPtr& event) override {
-    if (event->type().name() == "Boom") throw std::runtime_error("boom at ts " + std::to_string(event->ts()));
+    if (event->type().name() == "Boom")
+      throw std::runtime_error("boom at ts " + std::to_string(event->ts()));
     if (event->type().name() == "BoomFlush") flush_throws_ = true;
     const EventPtr* events[] = {&event};
     const uint32_t ends[] = {1};

@@ -1,0 +1,274 @@
+#include "bus/app/bus.h"
+
+#include <Poco/Logger.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "flows/reliable_flow.h"
+#include "flows/seda_flow.h"
+#include "flows/st_flow.h"
+#include "services/cep/cep_service.h"
+#include "services/replay/replay_sink.h"
+#include "services/replay/replay_source.h"
+
+namespace cepbus::app {
+namespace {
+
+constexpr const char* kStFlow = "st";
+constexpr const char* kReliableFlow = "reliable";
+constexpr int kMaxFlushRounds = 8;
+
+std::string sedaFlowName(const std::string& stage) { return "seda:" + stage; }
+std::string reliableFlowName(const std::string& stage) {
+  return stage.empty() ? kReliableFlow : std::string(kReliableFlow) + ":" + stage;
+}
+
+// The descriptor states admission as fractions of the declared capacity:
+// reject_at sets the hard limit, degrade_at the static threshold below it.
+stages::StageConfig stageConfig(const descriptor::StageSpec& spec) {
+  stages::StageConfig c;
+  c.name = spec.name;
+  c.capacity = std::max<size_t>(1, static_cast<size_t>(std::floor(
+                                       static_cast<double>(spec.capacity) * spec.reject_at)));
+  c.min_threads = spec.min_threads;
+  c.max_threads = std::max(spec.min_threads, spec.max_threads);
+  const double degrade = std::clamp(spec.degrade_at / spec.reject_at, 0.01, 1.0);
+  c.admission.static_threshold = degrade;
+  c.admission.soft_threshold = std::min(c.admission.soft_threshold, degrade);
+  c.admission.saturation_threshold = std::max(c.admission.saturation_threshold, degrade);
+  return c;
+}
+
+std::string flowNameFor(descriptor::FlowKind kind, const std::string& stage) {
+  switch (kind) {
+    case descriptor::FlowKind::kSt: return kStFlow;
+    case descriptor::FlowKind::kSeda: return sedaFlowName(stage);
+    case descriptor::FlowKind::kReliable: return reliableFlowName(stage);
+  }
+  return kStFlow;
+}
+
+}  // namespace
+
+void registerBuiltinServices(services::ServiceFactoryRegistry& registry) {
+  registry.add(std::make_unique<services::replay::ReplaySourceFactory>());
+  registry.add(std::make_unique<services::replay::ReplaySinkFactory>());
+  registry.add(std::make_unique<services::cep::CepServiceFactory>());
+}
+
+Bus::Bus(std::string name, BusOptions options)
+    : name_(std::move(name)),
+      options_(std::move(options)),
+      registry_(std::make_shared<router::Registry>()) {}
+
+Bus::~Bus() { stop(); }
+
+Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOptions options) {
+  std::unique_ptr<Bus> bus(new Bus(d.name, options));
+  std::vector<std::string> errors;
+
+  std::vector<std::string> paths;
+  for (const auto& p : d.plugins.search_paths) paths.push_back(p.string());
+  paths.insert(paths.end(), options.plugin_paths.begin(), options.plugin_paths.end());
+  bus->plugins_ = std::make_unique<plugin::PluginLoader>(std::move(paths));
+
+  bus->buildPolicy(d, errors);
+  if (!errors.empty()) {
+    std::string all;
+    for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;
+    return Status::invalidArgument(all);
+  }
+  bus->loadPlugins(d, errors);
+  registerBuiltinServices(bus->factories_);
+  bus->context_.reset(
+      new services::ServiceContext{*bus->broker_, *bus->registry_, *bus->plugins_});
+  for (const auto& assembly : d.assemblies) bus->buildServices(assembly, errors);
+  if (!errors.empty()) {
+    std::string all;
+    for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;
+    return Status::invalidArgument(all);
+  }
+  return bus;
+}
+
+void Bus::buildPolicy(const descriptor::Descriptor& d, std::vector<std::string>& errors) {
+  auto policy = std::make_unique<router::DeliveryPolicy>(
+      flowNameFor(d.routes.default_flow, d.routes.default_stage));
+  auto add = [&](std::unique_ptr<flows::AbstractFlow> flow, const descriptor::Location& where) {
+    if (Status s = policy->addFlow(std::move(flow)); !s) {
+      errors.push_back(where.error(s.message()).toString());
+    }
+  };
+  add(std::make_unique<flows::StFlow>(kStFlow), d.where);
+  for (const auto& spec : d.stages) {
+    flows::SedaFlowConfig seda;
+    seda.name = sedaFlowName(spec.name);
+    seda.stage = stageConfig(spec);
+    add(std::make_unique<flows::SedaFlow>(std::move(seda)), spec.where);
+  }
+  if (d.journal) {
+    // Each reliable flow journals to a file of its own (a journal has one
+    // writer): the descriptor's path for the default flow, "<path>.<stage>"
+    // for a reliable route through a declared stage.
+    std::vector<std::string> reliable_stages = {""};
+    for (const auto& r : d.routes.routes) {
+      if (r.flow == descriptor::FlowKind::kReliable && !r.stage.empty() &&
+          std::find(reliable_stages.begin(), reliable_stages.end(), r.stage) ==
+              reliable_stages.end()) {
+        reliable_stages.push_back(r.stage);
+      }
+    }
+    for (const auto& stage : reliable_stages) {
+      flows::ReliableFlowConfig reliable;
+      reliable.name = reliableFlowName(stage);
+      reliable.journal_path = stage.empty()
+                                  ? d.journal->path.string()
+                                  : d.journal->path.string() + "." + stage;
+      if (const auto* spec = d.stage(stage)) reliable.stage = stageConfig(*spec);
+      add(std::make_unique<flows::ReliableFlow>(std::move(reliable)), d.journal->where);
+    }
+  }
+  for (const auto& r : d.routes.routes) {
+    router::RouteRule rule;
+    rule.pattern = r.address;
+    rule.flow = flowNameFor(r.flow, r.stage);
+    rule.default_qos =
+        r.qos == descriptor::Qos::kReliable ? flows::Qos::kReliable : flows::Qos::kBestEffort;
+    rule.allow_reliable = d.journal.has_value();
+    rule.reliable_flow = reliableFlowName(r.flow == descriptor::FlowKind::kReliable ? r.stage : "");
+    if (rule.default_qos == flows::Qos::kReliable && !d.journal) {
+      errors.push_back(r.where.error("route \"" + r.address +
+                                     "\": reliable QoS needs a <journal> in the descriptor")
+                           .toString());
+      continue;
+    }
+    if (Status s = policy->addRoute(std::move(rule)); !s) {
+      errors.push_back(r.where.error(s.message()).toString());
+    }
+  }
+  broker_ = std::make_unique<router::Broker>(std::move(policy), registry_);
+}
+
+void Bus::loadPlugins(const descriptor::Descriptor& d, std::vector<std::string>& errors) {
+  for (const auto& spec : d.plugins.plugins) {
+    auto loaded = plugins_->load(spec.library.empty() ? spec.name : spec.library.string());
+    if (!loaded) {
+      errors.push_back(spec.where.error("plugin \"" + spec.name + "\": " +
+                                        loaded.status().message())
+                           .toString());
+      continue;
+    }
+    auto entry = registry_->add("plugin:" + spec.name, router::ComponentKind::kService);
+    if (entry) {
+      (*entry)->setMetadata("path", (*loaded)->path());
+      (*entry)->setMetadata("version", (*loaded)->version());
+      std::string engines;
+      for (const auto& e : (*loaded)->engines()) engines += (engines.empty() ? "" : ",") + e;
+      (*entry)->setMetadata("engines", engines);
+      (*entry)->setState(router::ComponentState::kStarted);
+    }
+  }
+}
+
+void Bus::buildServices(const descriptor::ServiceAssembly& assembly,
+                        std::vector<std::string>& errors) {
+  for (const auto& unit : assembly.units) {
+    const services::ServiceFactory* factory = factories_.find(unit.type);
+    if (factory == nullptr) {
+      std::string known;
+      for (const auto& t : factories_.types()) known += (known.empty() ? "" : ", ") + t;
+      errors.push_back(unit.where
+                           .error("service unit \"" + unit.name + "\": unknown type \"" +
+                                  unit.type + "\" (known: " + known + ")")
+                           .toString());
+      continue;
+    }
+    auto service = factory->create(assembly, unit, *context_);
+    if (!service) {
+      errors.push_back(service.status().message());
+      continue;
+    }
+    services_.push_back({assembly.name, std::move(*service)});
+  }
+}
+
+Status Bus::start() {
+  std::lock_guard lock(lifecycle_mu_);
+  if (started_) return Status::ok();
+  Poco::Logger& log = Poco::Logger::get("cepbus.bus");
+  if (Status s = broker_->start(); !s) return s;
+  for (size_t i = 0; i < services_.size(); ++i) {
+    if (Status s = services_[i].service->start(); !s) {
+      log.error("service %s failed to start: %s", services_[i].service->name(), s.message());
+      for (size_t j = i; j-- > 0;) services_[j].service->stop();
+      broker_->stop();
+      return s;
+    }
+    log.debug("service %s started", services_[i].service->name());
+  }
+  for (auto& s : services_) s.service->activate();
+  started_ = true;
+  log.information("bus \"%s\" started: %z services", name_, services_.size());
+  return Status::ok();
+}
+
+void Bus::stop() {
+  std::lock_guard lock(lifecycle_mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  if (started_) {
+    // Producers first, then everything in flight, then what services held
+    // back; endpoints stay attached throughout, so nothing accepted is lost
+    // to the order in which services were declared (see services/service.h).
+    for (auto it = services_.rbegin(); it != services_.rend(); ++it) it->service->deactivate();
+    waitDrained();
+    // A flush may publish events that another service holds back in turn
+    // (a query consuming a query): flush again while flushing moves events.
+    for (int round = 0; round < kMaxFlushRounds; ++round) {
+      const uint64_t before = deliveredTotal();
+      for (auto& s : services_) s.service->flush();
+      waitDrained();
+      if (deliveredTotal() == before) break;
+    }
+  }
+  if (broker_) broker_->stop();  // flows drain what is left and flush the journal
+  for (auto it = services_.rbegin(); it != services_.rend(); ++it) it->service->stop();
+  if (started_) Poco::Logger::get("cepbus.bus").information("bus \"%s\" stopped", name_);
+}
+
+void Bus::waitDrained() const {
+  const auto deadline = std::chrono::steady_clock::now() + options_.drain_timeout;
+  while (!drained()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      Poco::Logger::get("cepbus.bus")
+          .warning("bus \"%s\": queues not drained after %Ld ms; stopping anyway (reliable "
+                   "events stay journaled)",
+                   name_, static_cast<Poco::Int64>(options_.drain_timeout.count()));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+uint64_t Bus::deliveredTotal() const {
+  uint64_t total = 0;
+  for (const auto& c : registry_->snapshot()) {
+    if (c.kind == router::ComponentKind::kEndpoint) total += c.delivered;
+  }
+  return total;
+}
+
+bool Bus::drained() const {
+  for (const auto& s : services_) {
+    if (!s.service->finished()) return false;
+  }
+  for (const auto& c : registry_->snapshot()) {
+    if (c.kind == router::ComponentKind::kEndpoint && c.queue_length > 0) return false;
+  }
+  return true;
+}
+
+}  // namespace cepbus::app

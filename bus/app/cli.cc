@@ -1,0 +1,285 @@
+#include "bus/app/cli.h"
+
+#include <Poco/AutoPtr.h>
+#include <Poco/ConsoleChannel.h>
+#include <Poco/FormattingChannel.h>
+#include <Poco/Logger.h>
+#include <Poco/PatternFormatter.h>
+#include <Poco/Util/HelpFormatter.h>
+#include <Poco/Util/Option.h>
+#include <Poco/Util/OptionException.h>
+#include <Poco/Util/OptionProcessor.h>
+#include <Poco/Util/OptionSet.h>
+#include <signal.h>
+
+#include <chrono>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bus/app/bus.h"
+#include "bus/app/match_command.h"
+#include "bus/core/descriptor/parser.h"
+
+namespace cepbus::app {
+namespace {
+
+using Poco::Util::Option;
+using Poco::Util::OptionSet;
+
+constexpr int kOk = 0;
+constexpr int kFailure = 1;
+constexpr int kUsage = 2;
+
+struct Command {
+  const char* name;
+  const char* args;
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"run", "DESCRIPTOR.xml", "run the bus until SIGINT/SIGTERM, then drain and stop"},
+    {"validate", "DESCRIPTOR.xml", "check a descriptor and every query and filter in it"},
+    {"match", "--engine E (--query Q | --patterns F) --events F",
+     "replay a JSON-lines event file through a CEP engine offline"},
+};
+
+// Parsed arguments of one command: Poco's option processor fills `values`,
+// the rest are positional.
+struct ParsedArgs {
+  std::vector<std::pair<std::string, std::string>> values;
+  std::vector<std::string> positional;
+
+  bool has(const std::string& name) const {
+    for (const auto& [n, v] : values) {
+      if (n == name) return true;
+    }
+    return false;
+  }
+  std::optional<std::string> value(const std::string& name) const {
+    std::optional<std::string> last;
+    for (const auto& [n, v] : values) {
+      if (n == name) last = v;
+    }
+    return last;
+  }
+};
+
+// Throws Poco::Util::OptionException with a message naming the bad option.
+ParsedArgs parseArgs(const OptionSet& options, const std::vector<std::string>& args) {
+  ParsedArgs out;
+  Poco::Util::OptionProcessor processor(options);
+  processor.setUnixStyle(true);
+  for (const std::string& arg : args) {
+    std::string name, value;
+    if (processor.process(arg, name, value)) {
+      if (!name.empty()) out.values.emplace_back(name, value);
+    } else {
+      out.positional.push_back(arg);
+    }
+  }
+  processor.checkRequired();
+  return out;
+}
+
+void addCommonOptions(OptionSet& options) {
+  options.addOption(Option("help", "h", "show this help and exit"));
+  options.addOption(Option("log-level", "l",
+                           "trace, debug, information, notice, warning or error "
+                           "(default: the descriptor's, else information)")
+                        .argument("LEVEL"));
+}
+
+void printHelp(const OptionSet& options, const std::string& command, const std::string& args,
+               const std::string& summary) {
+  Poco::Util::HelpFormatter help(options);
+  help.setUnixStyle(true);
+  help.setCommand("cepbus " + command);
+  help.setUsage("[OPTIONS] " + args);
+  help.setHeader(summary);
+  help.setFooter("Exit status: 0 success, 1 failure, 2 bad command line.");
+  help.format(std::cout);
+}
+
+// Logs go to stderr so that stdout carries only data (events, matches).
+bool setUpLogging(const std::string& level) {
+  Poco::AutoPtr<Poco::PatternFormatter> formatter(
+      new Poco::PatternFormatter("%Y-%m-%d %H:%M:%S.%i %q %s: %t"));
+  Poco::AutoPtr<Poco::ConsoleChannel> console(new Poco::ConsoleChannel(std::cerr));
+  Poco::AutoPtr<Poco::FormattingChannel> channel(new Poco::FormattingChannel(formatter, console));
+  Poco::Logger::root().setChannel(channel);
+  try {
+    Poco::Logger::setLevel("", Poco::Logger::parseLevel(level));
+  } catch (const Poco::Exception&) {
+    std::cerr << "cepbus: --log-level: unknown level \"" << level
+              << "\" (expected trace, debug, information, notice, warning or error)\n";
+    return false;
+  }
+  return true;
+}
+
+// Parses the descriptor and builds the bus; prints every error and returns
+// nullptr when either fails.
+std::unique_ptr<Bus> loadBus(const std::string& path, const ParsedArgs& parsed) {
+  descriptor::ParseReport report;
+  auto d = descriptor::parseDescriptorFile(path, &report);
+  if (!d) {
+    std::cerr << (report.errors.empty() ? d.status().message() : report.toString()) << "\n";
+    return nullptr;
+  }
+  const std::string level = parsed.value("log-level").value_or(
+      std::string(descriptor::logLevelName(d->logging.level)));
+  if (!setUpLogging(level)) return nullptr;
+  auto bus = Bus::create(*d);
+  if (!bus) {
+    std::cerr << bus.status().message() << "\n";
+    return nullptr;
+  }
+  return std::move(*bus);
+}
+
+int validateCommand(const std::vector<std::string>& args) {
+  OptionSet options;
+  addCommonOptions(options);
+  const Command& cmd = kCommands[1];
+  ParsedArgs parsed = parseArgs(options, args);
+  if (parsed.has("help")) {
+    printHelp(options, cmd.name, cmd.args, cmd.summary);
+    return kOk;
+  }
+  if (parsed.positional.size() != 1) {
+    std::cerr << "cepbus validate: expected one DESCRIPTOR.xml (see cepbus validate --help)\n";
+    return kUsage;
+  }
+  std::unique_ptr<Bus> bus = loadBus(parsed.positional[0], parsed);
+  if (!bus) return kFailure;
+  std::cout << parsed.positional[0] << ": OK\n";
+  return kOk;
+}
+
+// Blocks SIGINT and SIGTERM in this thread before any other thread exists, so
+// every thread the bus starts inherits the mask and the signals are taken
+// only by the sigtimedwait() below.
+sigset_t blockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int runCommand(const std::vector<std::string>& args) {
+  OptionSet options;
+  addCommonOptions(options);
+  options.addOption(Option("exit-when-drained", "",
+                           "stop once every replay source is finished and every queue is empty"));
+  const Command& cmd = kCommands[0];
+  ParsedArgs parsed = parseArgs(options, args);
+  if (parsed.has("help")) {
+    printHelp(options, cmd.name, cmd.args, cmd.summary);
+    return kOk;
+  }
+  if (parsed.positional.size() != 1) {
+    std::cerr << "cepbus run: expected one DESCRIPTOR.xml (see cepbus run --help)\n";
+    return kUsage;
+  }
+  const sigset_t stop_signals = blockStopSignals();
+  std::unique_ptr<Bus> bus = loadBus(parsed.positional[0], parsed);
+  if (!bus) return kFailure;
+  Poco::Logger& log = Poco::Logger::get("cepbus");
+  if (Status s = bus->start(); !s) {
+    log.fatal("cannot start the bus: %s", s.toString());
+    return kFailure;
+  }
+  const bool exit_when_drained = parsed.has("exit-when-drained");
+  // Drained twice in a row, a poll apart: an event between two hops is in no
+  // queue for an instant, and one look could take that instant for the end.
+  int drained_polls = 0;
+  for (;;) {
+    timespec poll{0, 50'000'000};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &poll);
+    if (sig == SIGINT || sig == SIGTERM) {
+      log.information("%s received: draining and stopping", std::string(strsignal(sig)));
+      break;
+    }
+    if (exit_when_drained) {
+      drained_polls = bus->drained() ? drained_polls + 1 : 0;
+      if (drained_polls >= 2) {
+        log.information("every source finished and every queue drained: stopping");
+        break;
+      }
+    }
+  }
+  bus->stop();
+  return kOk;
+}
+
+int matchCommand(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::cout << "usage: cepbus match " << kCommands[2].args << " [OPTIONS]\n\n"
+                << kCommands[2].summary << "\n\n" << matchUsage();
+      return kOk;
+    }
+  }
+  auto options = parseMatchArguments(args);
+  if (!options) {
+    std::cerr << "cepbus match: " << options.status().message()
+              << " (see cepbus match --help)\n";
+    return kUsage;
+  }
+  setUpLogging("warning");
+  return runMatchCommand(*options, std::cout, std::cerr);
+}
+
+void printUsage(std::ostream& out) {
+  out << "usage: cepbus [--version] [--help] COMMAND [ARGS]\n\n"
+         "cepbus is an event-driven SOA bus with complex-event-processing plugins.\n\n"
+         "Commands:\n";
+  for (const Command& c : kCommands) {
+    std::string left = std::string("  ") + c.name;
+    left.resize(12, ' ');
+    out << left << c.summary << "\n";
+  }
+  out << "\n'cepbus COMMAND --help' describes a command.\n"
+         "Exit status: 0 success, 1 failure, 2 bad command line.\n";
+}
+
+}  // namespace
+
+int runCli(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    printUsage(std::cerr);
+    return kUsage;
+  }
+  const std::string command = args.front();
+  args.erase(args.begin());
+  if (command == "--help" || command == "-h" || command == "help") {
+    printUsage(std::cout);
+    return kOk;
+  }
+  if (command == "--version" || command == "-v") {
+    std::cout << "cepbus " << CEPBUS_VERSION << "\n";
+    return kOk;
+  }
+  try {
+    if (command == "run") return runCommand(args);
+    if (command == "validate") return validateCommand(args);
+    if (command == "match") return matchCommand(args);
+  } catch (const Poco::Util::OptionException& e) {
+    std::cerr << "cepbus " << command << ": " << e.displayText() << " (see cepbus " << command
+              << " --help)\n";
+    return kUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "cepbus " << command << ": " << e.what() << "\n";
+    return kFailure;
+  }
+  std::cerr << "cepbus: unknown command \"" << command << "\"\n\n";
+  printUsage(std::cerr);
+  return kUsage;
+}
+
+}  // namespace cepbus::app

@@ -1,0 +1,71 @@
+#pragma once
+
+// `cepbus match`: offline replay of a JSON-lines event file through a CEP
+// engine plugin (DESIGN.md, "Command line").
+//
+//   cepbus match --engine nfa|algebra|petri (--query TEXT | --patterns FILE)
+//                --events FILE [--format full] [--count]
+//                [--option key=value]... [--plugin-path DIR]...
+//
+// Output, one JSON line each:
+// - per match: the matched events' ts in pattern order, `[1,3,5]`; with
+//   `--format full` the composite event instead (event JSON, full format);
+// - with `--patterns FILE` (one query per line, optionally `name: query`;
+//   blank lines and lines starting with '#' are skipped; an unnamed query is
+//   named by its 1-based ordinal): `{"pattern":"NAME","ts":[...]}`, or
+//   `{"pattern":"NAME","event":{...}}` with `--format full`;
+// - with `--count`, instead of the matches: `{"matches":N,"checksum":"HEX"}`
+//   (per pattern, with a leading `"pattern":"NAME"`, under --patterns).
+//
+// The checksum is order-independent, so engines (and construction methods)
+// that report the same matches in a different order agree:
+//   checksum = sum over matches of h(ts_1, ..., ts_n)  (mod 2^64)
+//   h = 0xcbf29ce484222325; for each ts in pattern order:
+//       h = splitmix64(h XOR uint64(ts))
+//   splitmix64(x): x += 0x9e3779b97f4a7c15;
+//                  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9;
+//                  x = (x ^ (x >> 27)) * 0x94d049bb133111eb;
+//                  return x ^ (x >> 31)
+// printed as 16 lower-case hex digits.
+//
+// Exit status: 0 on success; 2 for a bad command line; 1 for everything else
+// (plugin not found or unusable, bad query, unsupported operator, bad event
+// line, a detector error), with a message on `err` naming the query, file
+// and line.
+
+#include <cstdint>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bus/core/status.h"
+
+namespace cepbus::app {
+
+struct MatchCommandOptions {
+  std::string engine;                     // --engine
+  std::string query;                      // --query TEXT
+  std::string patterns_file;              // --patterns FILE
+  std::string events_file;                // --events FILE ("-" reads standard input)
+  bool full = false;                      // --format full (default: --format ts)
+  bool count = false;                     // --count
+  std::vector<std::string> options;       // --option key=value, in order
+  std::vector<std::string> plugin_paths;  // --plugin-path DIR, searched before the defaults
+};
+
+// Parses the arguments after `match` (`--flag value` or `--flag=value`).
+// InvalidArgument names the offending argument.
+Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> args);
+
+// The usage text of the subcommand.
+const char* matchUsage();
+
+// The checksum of one match's timestamps (see the file comment); the
+// command's checksum is the sum of these over all matches.
+uint64_t matchChecksum(std::span<const int64_t> ts);
+
+// Runs the command; returns the exit status.
+int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace cepbus::app

@@ -1,0 +1,133 @@
+#pragma once
+
+// AbstractFlow: the dispatch skeleton every flow shares (P1: the delivery
+// policy is modelled as flows; AbstractFlow is a template method around the
+// abstract doSend() that each concrete flow implements with its own protocol).
+//
+// send() validates the exchange, refuses it when the flow is not running,
+// calls doSend(), contains anything doSend() throws, and keeps the per-flow
+// metrics. Concrete flows deliver through deliverTo(), which turns a target's
+// failure or throw into a counted, reported fault instead of a crash.
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "bus/core/status.h"
+#include "flows/delivery_target.h"
+#include "flows/exchange.h"
+
+namespace cepbus::flows {
+
+// What happened to one send(), target by target. Every target lands in exactly
+// one of delivered / queued / rejected / failed / duplicates.
+struct SendOutcome {
+  uint32_t targets = 0;
+  uint32_t delivered = 0;  // delivered before send() returned (StFlow)
+  uint32_t queued = 0;    // accepted for later delivery (SedaFlow, ReliableFlow), degraded included
+  uint32_t degraded = 0;  // of `queued`: reliable delivery degraded to best effort
+  uint32_t rejected = 0;  // refused by admission; reported to the sender
+  uint32_t failed = 0;    // the target failed or threw (synchronous delivery only)
+  uint32_t duplicates = 0;  // suppressed: the target already had this event (ReliableFlow)
+  Status status;            // OK, or the reason of the first rejection or failure
+
+  uint32_t accounted() const { return delivered + queued + rejected + failed + duplicates; }
+};
+
+// Counters since construction. Each counter is exact; a snapshot taken while
+// events flow may be torn across counters.
+struct FlowMetricsSnapshot {
+  std::string name;
+  uint64_t sent = 0;             // send() calls
+  uint64_t delivered = 0;        // target deliveries that returned OK
+  uint64_t failed = 0;           // target deliveries that failed or threw
+  uint64_t rejected = 0;         // target admissions refused (reported to the sender)
+  uint64_t degraded = 0;         // reliable deliveries degraded to best effort
+  uint64_t invalid = 0;          // exchanges refused by validation
+  uint64_t duplicates = 0;       // deliveries suppressed as duplicates
+  uint64_t listener_errors = 0;  // outcomes the sender's listener threw on
+};
+
+// Thread-safety: send(), metrics(), running(), queueLength() may be called from
+// any thread concurrently. start(), stop(), attach() and detach() are
+// control-plane calls, serialized internally; they may run concurrently with
+// send(). Ownership: a flow never owns its targets (see DeliveryTarget).
+class AbstractFlow {
+ public:
+  explicit AbstractFlow(std::string name);
+  virtual ~AbstractFlow() = default;
+  AbstractFlow(const AbstractFlow&) = delete;
+  AbstractFlow& operator=(const AbstractFlow&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  // Idempotent. A flow refuses every send() until start() succeeded.
+  Status start();
+  // Idempotent. Refuses new sends at once, then lets the flow finish or
+  // persist what it had accepted (doStop()). Derived destructors call it.
+  void stop();
+  bool running() const { return running_.load(std::memory_order_acquire); }
+
+  // Prepares per-target resources (a stage, redelivery of journaled events).
+  // A queueing flow refuses targets it was not attached to.
+  virtual Status attach(DeliveryTarget& target);
+  // Releases them; returns once nothing of this flow is delivering to `target`.
+  virtual void detach(DeliveryTarget& target);
+  // Exchanges waiting in this flow for `target`.
+  virtual size_t queueLength(const DeliveryTarget& target) const;
+
+  // The template method. Never throws.
+  SendOutcome send(const Exchange& exchange, std::span<DeliveryTarget* const> targets);
+
+  FlowMetricsSnapshot metrics() const;
+
+ protected:
+  // Delivers (or queues) `exchange` to every target, recording each target in
+  // `out`. Only called while running, with a validated exchange.
+  virtual void doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
+                      SendOutcome& out) = 0;
+  virtual Status doStart() { return Status::ok(); }
+  virtual void doStop() {}
+
+  // invoke() then reportDelivery(). Counts nothing: synchronous callers
+  // record the result in their SendOutcome, asynchronous ones call countAsync().
+  Status deliverTo(DeliveryTarget& target, const Exchange& exchange) noexcept;
+  // Calls target.deliver(), converting a throw into an Internal status.
+  static Status invoke(DeliveryTarget& target, const Exchange& exchange) noexcept;
+  // Reports a delivery's result as the exchange pattern asks (kDelivered / kFault).
+  void reportDelivery(const Exchange& exchange, const DeliveryTarget& target, const Status& status);
+  // Counts a delivery that finished after send() returned.
+  void countAsync(const Status& status);
+  // Counts an accepted exchange that was refused after send() returned (for
+  // instance when its journal write failed); the caller reports it.
+  void countLateRejection() { rejected_.fetch_add(1, std::memory_order_relaxed); }
+  // Records a refusal of `target` in `out` and reports kRejected to the sender.
+  void reject(const Exchange& exchange, const DeliveryTarget& target, Status why, SendOutcome& out);
+  // Records a degraded admission in `out` and reports kDegraded to the sender.
+  void degrade(const Exchange& exchange, const DeliveryTarget& target, SendOutcome& out);
+  // Reports to the sender, counting a listener that throws.
+  void notify(const Exchange& exchange, const Outcome& outcome);
+  void countDuplicate() { duplicates_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  static void add(std::atomic<uint64_t>& counter, uint64_t n) {
+    if (n != 0) counter.fetch_add(n, std::memory_order_relaxed);
+  }
+
+  const std::string name_;
+  std::mutex lifecycle_mu_;  // serializes start() and stop()
+  std::atomic<bool> running_{false};
+
+  std::atomic<uint64_t> sent_{0};
+  std::atomic<uint64_t> delivered_{0};
+  std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> degraded_{0};
+  std::atomic<uint64_t> invalid_{0};
+  std::atomic<uint64_t> duplicates_{0};
+  std::atomic<uint64_t> listener_errors_{0};
+};
+
+}  // namespace cepbus::flows

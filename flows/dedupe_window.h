@@ -1,0 +1,53 @@
+#pragma once
+
+// DedupeWindow: the most recent (target, event id) pairs a flow delivered,
+// bounded; older pairs are forgotten first. ReliableFlow consults it so that
+// an event reaches a target once even if it is sent or journaled twice.
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <unordered_set>
+
+#include "bus/core/event.h"
+#include "bus/core/symbol.h"
+
+namespace cepbus::flows {
+
+struct DeliveryKey {
+  Symbol target;
+  EventId event_id = 0;
+  friend bool operator==(const DeliveryKey&, const DeliveryKey&) = default;
+};
+
+struct DeliveryKeyHash {
+  size_t operator()(const DeliveryKey& k) const noexcept {
+    // Ids share a per-process prefix in their high bits; mix so the low bits differ.
+    uint64_t h = k.event_id ^ (uint64_t{k.target.id()} << 40) ^ (k.event_id >> 29);
+    h *= 0x9E3779B97F4A7C15ull;
+    return static_cast<size_t>(h ^ (h >> 32));
+  }
+};
+
+// Thread-safety: none (ReliableFlow guards it with its mutex).
+class DedupeWindow {
+ public:
+  explicit DedupeWindow(size_t capacity) : capacity_(capacity) {}
+
+  bool contains(const DeliveryKey& key) const { return set_.contains(key); }
+  // Remembers `key`, forgetting the oldest key when full. No effect if known.
+  void insert(const DeliveryKey& key);
+  void clear() {
+    set_.clear();
+    order_.clear();
+  }
+  size_t size() const { return set_.size(); }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  const size_t capacity_;
+  std::unordered_set<DeliveryKey, DeliveryKeyHash> set_;
+  std::deque<DeliveryKey> order_;  // oldest first
+};
+
+}  // namespace cepbus::flows

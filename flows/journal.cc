@@ -1,0 +1,226 @@
+#include "flows/journal.h"
+
+#include <sqlite3.h>
+
+#include <bit>
+
+namespace cepbus::flows {
+
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS pending(
+  seq INTEGER PRIMARY KEY,
+  target TEXT NOT NULL,
+  event_id INTEGER NOT NULL,
+  address TEXT NOT NULL,
+  sender TEXT NOT NULL,
+  pattern INTEGER NOT NULL,
+  correlation_id INTEGER NOT NULL,
+  event TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS delivered(
+  n INTEGER PRIMARY KEY AUTOINCREMENT,
+  target TEXT NOT NULL,
+  event_id INTEGER NOT NULL);
+)sql";
+
+// SQLite integers are signed 64-bit; ids and sequence numbers are stored bit for bit.
+int64_t toDb(uint64_t v) { return std::bit_cast<int64_t>(v); }
+uint64_t fromDb(int64_t v) { return std::bit_cast<uint64_t>(v); }
+
+std::string_view columnText(sqlite3_stmt* stmt, int column) {
+  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, column));
+  return text == nullptr ? std::string_view()
+                         : std::string_view(text, sqlite3_column_bytes(stmt, column));
+}
+
+void bindText(sqlite3_stmt* stmt, int index, std::string_view text) {
+  sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+}
+
+// Resets a statement on every path out of a scope, so it never stays busy.
+class StatementReset {
+ public:
+  explicit StatementReset(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  ~StatementReset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  StatementReset(const StatementReset&) = delete;
+  StatementReset& operator=(const StatementReset&) = delete;
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalOptions options) {
+  std::unique_ptr<Journal> journal(new Journal(path, options));
+  if (sqlite3_open_v2(path.c_str(), &journal->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                      nullptr) != SQLITE_OK) {
+    return journal->error("open");
+  }
+  // WAL: readers do not block the writer, and a commit appends to the log
+  // instead of rewriting pages, which is what group commit wants.
+  sqlite3_stmt* mode = nullptr;
+  if (Status s = journal->prepare("PRAGMA journal_mode=WAL", &mode); !s.isOk()) return s;
+  const bool wal = sqlite3_step(mode) == SQLITE_ROW && columnText(mode, 0) == "wal";
+  sqlite3_finalize(mode);
+  if (!wal) return Status::ioError("journal " + path + ": cannot switch to WAL mode");
+
+  for (const char* sql :
+       {options.fsync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", kSchema}) {
+    if (Status s = journal->exec(sql); !s.isOk()) return s;
+  }
+  if (Status s = journal->prepare(
+          "INSERT INTO pending(seq, target, event_id, address, sender, pattern, correlation_id, "
+          "event) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+          &journal->insert_);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = journal->prepare("DELETE FROM pending WHERE seq = ?", &journal->delete_);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = journal->prepare("INSERT INTO delivered(target, event_id) VALUES(?, ?)",
+                                  &journal->remember_);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = journal->prepare("DELETE FROM delivered WHERE n <= ?", &journal->trim_);
+      !s.isOk()) {
+    return s;
+  }
+  return journal;
+}
+
+Journal::~Journal() {
+  for (sqlite3_stmt* stmt : {insert_, delete_, remember_, trim_}) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+Status Journal::error(const std::string& what) const {
+  return Status::ioError("journal " + path_ + ": " + what + ": " +
+                         (db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory"));
+}
+
+Status Journal::exec(const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string text = message != nullptr ? message : "unknown error";
+    sqlite3_free(message);
+    return Status::ioError("journal " + path_ + ": " + text);
+  }
+  return Status::ok();
+}
+
+Status Journal::prepare(const char* sql, sqlite3_stmt** stmt) {
+  if (sqlite3_prepare_v2(db_, sql, -1, stmt, nullptr) != SQLITE_OK) {
+    return error(std::string("prepare '") + sql + "'");
+  }
+  return Status::ok();
+}
+
+Result<std::vector<JournalRecord>> Journal::pending() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s = prepare("SELECT seq, target, event_id, address, sender, pattern, "
+                         "correlation_id, event FROM pending ORDER BY seq",
+                         &stmt);
+      !s.isOk()) {
+    return s;
+  }
+  std::vector<JournalRecord> records;
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    JournalRecord r;
+    r.seq = fromDb(sqlite3_column_int64(stmt, 0));
+    r.target = Symbol::intern(columnText(stmt, 1));
+    r.event_id = fromDb(sqlite3_column_int64(stmt, 2));
+    r.address = Symbol::intern(columnText(stmt, 3));
+    r.sender = Symbol::intern(columnText(stmt, 4));
+    const int64_t pattern = sqlite3_column_int64(stmt, 5);
+    r.pattern = pattern == static_cast<int64_t>(Pattern::kRobustInOnly) ? Pattern::kRobustInOnly
+                : pattern == static_cast<int64_t>(Pattern::kInOut)      ? Pattern::kInOut
+                                                                        : Pattern::kInOnly;
+    r.correlation_id = fromDb(sqlite3_column_int64(stmt, 6));
+    r.event_json = std::string(columnText(stmt, 7));
+    records.push_back(std::move(r));
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) return error("read pending");
+  return records;
+}
+
+Result<std::vector<DeliveredId>> Journal::delivered() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s = prepare("SELECT target, event_id FROM delivered ORDER BY n", &stmt); !s.isOk()) {
+    return s;
+  }
+  std::vector<DeliveredId> ids;
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    ids.push_back(
+        DeliveredId{Symbol::intern(columnText(stmt, 0)), fromDb(sqlite3_column_int64(stmt, 1))});
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) return error("read delivered");
+  return ids;
+}
+
+Result<uint64_t> Journal::maxSeq() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s = prepare("SELECT COALESCE(MAX(seq), 0) FROM pending", &stmt); !s.isOk()) return s;
+  const int rc = sqlite3_step(stmt);
+  const uint64_t seq = rc == SQLITE_ROW ? fromDb(sqlite3_column_int64(stmt, 0)) : 0;
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_ROW) return error("read max seq");
+  return seq;
+}
+
+Status Journal::commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks) {
+  if (inserts.empty() && acks.empty()) return Status::ok();
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  Status status = commitBody(inserts, acks);
+  if (status.isOk()) status = exec("COMMIT");
+  if (!status.isOk()) exec("ROLLBACK");
+  return status;
+}
+
+Status Journal::commitBody(std::span<const JournalRecord> inserts,
+                           std::span<const JournalAck> acks) {
+  for (const JournalRecord& r : inserts) {
+    StatementReset reset(insert_);
+    sqlite3_bind_int64(insert_, 1, toDb(r.seq));
+    bindText(insert_, 2, r.target.name());
+    sqlite3_bind_int64(insert_, 3, toDb(r.event_id));
+    bindText(insert_, 4, r.address.name());
+    bindText(insert_, 5, r.sender.name());
+    sqlite3_bind_int64(insert_, 6, static_cast<int64_t>(r.pattern));
+    sqlite3_bind_int64(insert_, 7, toDb(r.correlation_id));
+    bindText(insert_, 8, r.event_json);
+    if (sqlite3_step(insert_) != SQLITE_DONE) return error("insert pending");
+  }
+  int64_t last_remembered = 0;
+  for (const JournalAck& a : acks) {
+    {
+      StatementReset reset(delete_);
+      sqlite3_bind_int64(delete_, 1, toDb(a.seq));
+      if (sqlite3_step(delete_) != SQLITE_DONE) return error("delete pending");
+    }
+    StatementReset reset(remember_);
+    bindText(remember_, 1, a.target.name());
+    sqlite3_bind_int64(remember_, 2, toDb(a.event_id));
+    if (sqlite3_step(remember_) != SQLITE_DONE) return error("remember delivered");
+    last_remembered = sqlite3_last_insert_rowid(db_);
+  }
+  if (last_remembered > static_cast<int64_t>(options_.delivered_window)) {
+    StatementReset reset(trim_);
+    sqlite3_bind_int64(trim_, 1, last_remembered - static_cast<int64_t>(options_.delivered_window));
+    if (sqlite3_step(trim_) != SQLITE_DONE) return error("trim delivered");
+  }
+  return Status::ok();
+}
+
+}  // namespace cepbus::flows

@@ -1,0 +1,103 @@
+#pragma once
+
+// Journal: the durable store behind ReliableFlow, an SQLite database in WAL
+// mode (a real embedded store, not a home-made file format). Two tables:
+//
+//   pending(seq PRIMARY KEY, target, event_id, address, sender, pattern,
+//           correlation_id, event)  -- accepted, not yet acknowledged by target
+//   delivered(n PRIMARY KEY, target, event_id)  -- recently acknowledged ids,
+//           bounded to a window, for duplicate suppression across restarts
+//
+// A commit() is one transaction holding a whole batch of inserts and
+// acknowledgements (group commit): one fsync for many events.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/status.h"
+#include "bus/core/symbol.h"
+#include "flows/exchange.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace cepbus::flows {
+
+// One accepted delivery of an event to a target, as journaled.
+struct JournalRecord {
+  uint64_t seq = 0;
+  Symbol target;
+  EventId event_id = 0;
+  Symbol address;
+  Symbol sender;
+  Pattern pattern = Pattern::kInOnly;
+  uint64_t correlation_id = 0;
+  std::string event_json;  // bus/core/event_json.h, full format
+};
+
+// A target acknowledged the delivery `seq` of `event_id`.
+struct JournalAck {
+  uint64_t seq = 0;
+  Symbol target;
+  EventId event_id = 0;
+};
+
+struct DeliveredId {
+  Symbol target;
+  EventId event_id = 0;
+};
+
+struct JournalOptions {
+  // FULL: every commit is fsynced (durable against power loss); otherwise
+  // NORMAL, durable against a crash of the process only.
+  bool fsync = true;
+  // How many acknowledged ids `delivered` keeps.
+  size_t delivered_window = 100'000;
+};
+
+// Thread-safety: none; one thread at a time (ReliableFlow opens it on the
+// control thread, then hands it to its journal thread). Owns the connection.
+class Journal {
+ public:
+  // Opens or creates the database; IoError naming the path and SQLite's
+  // message when it cannot.
+  static Result<std::unique_ptr<Journal>> open(const std::string& path, JournalOptions options);
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  // The pending records, oldest first.
+  Result<std::vector<JournalRecord>> pending();
+  // The remembered acknowledged ids, oldest first.
+  Result<std::vector<DeliveredId>> delivered();
+  // The highest sequence number ever used (0 for an empty journal).
+  Result<uint64_t> maxSeq();
+
+  // One transaction: insert `inserts`, delete the acknowledged pending rows
+  // and remember their ids, trim the delivered window. All or nothing.
+  Status commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  Journal(std::string path, JournalOptions options) : path_(std::move(path)), options_(options) {}
+  Status exec(const char* sql);
+  Status prepare(const char* sql, sqlite3_stmt** stmt);
+  Status error(const std::string& what) const;
+  Status commitBody(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks);
+
+  const std::string path_;
+  const JournalOptions options_;
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* insert_ = nullptr;
+  sqlite3_stmt* delete_ = nullptr;
+  sqlite3_stmt* remember_ = nullptr;
+  sqlite3_stmt* trim_ = nullptr;
+};
+
+}  // namespace cepbus::flows

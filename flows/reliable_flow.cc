@@ -1,0 +1,323 @@
+#include "flows/reliable_flow.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "bus/core/event_json.h"
+
+namespace cepbus::flows {
+
+namespace {
+
+stages::StageConfig named(stages::StageConfig config, const std::string& flow_name) {
+  config.name = flow_name;
+  return config;
+}
+
+}  // namespace
+
+ReliableFlow::ReliableFlow(ReliableFlowConfig config)
+    : AbstractFlow(config.name),
+      config_(std::move(config)),
+      delivered_(config_.journal.delivered_window),
+      writer_(
+          config_.writer,
+          [this](std::span<const uint64_t> tokens, const Status& status) {
+            onCommit(tokens, status);
+          },
+          [this](std::chrono::steady_clock::time_point now) { onTick(now); }),
+      stages_(named(config_.stage, config_.name),
+              [this](DeliveryTarget& target, const Attachment&) {
+                return [this, &target](stages::StageItem& item) { return handle(target, item); };
+              }) {}
+
+ReliableFlow::~ReliableFlow() { stop(); }
+
+Status ReliableFlow::attach(DeliveryTarget& target) {
+  Result<Attachment> attached = stages_.attach(target);
+  if (!attached) return attached.status();
+  if (running()) redeliver(target, *attached);
+  return Status::ok();
+}
+
+void ReliableFlow::detach(DeliveryTarget& target) { stages_.detach(target); }
+
+size_t ReliableFlow::queueLength(const DeliveryTarget& target) const {
+  return stages_.queueLength(target);
+}
+
+Status ReliableFlow::doStart() {
+  if (config_.journal_path.empty()) {
+    return Status::invalidArgument("flow " + name() + ": journal_path is empty");
+  }
+  Result<std::unique_ptr<Journal>> journal = Journal::open(config_.journal_path, config_.journal);
+  if (!journal) return journal.status();
+  Result<std::vector<DeliveredId>> delivered = (*journal)->delivered();
+  if (!delivered) return delivered.status();
+  Result<std::vector<JournalRecord>> pending = (*journal)->pending();
+  if (!pending) return pending.status();
+  Result<uint64_t> max_seq = (*journal)->maxSeq();
+  if (!max_seq) return max_seq.status();
+  {
+    std::lock_guard lock(mu_);
+    delivered_.clear();
+    for (const DeliveredId& id : *delivered) delivered_.insert({id.target, id.event_id});
+    in_flight_.clear();
+    orphans_.clear();
+    for (JournalRecord& record : *pending) {
+      orphans_[record.target].push_back(std::move(record));
+    }
+    next_seq_ = *max_seq + 1;
+  }
+  writer_.start(std::move(*journal));
+  stages_.start();
+  for (auto& [target, attachment] : stages_.attached()) redeliver(*target, attachment);
+  return Status::ok();
+}
+
+void ReliableFlow::doStop() {
+  // Everything accepted reaches the journal and its stage, the stages drain
+  // (deliveries acknowledge), and the last acknowledgements are committed.
+  writer_.flush();
+  stages_.stop();
+  writer_.stop();
+  std::vector<Retry> retries;
+  {
+    std::lock_guard lock(mu_);
+    retries.swap(retries_);
+    in_flight_.clear();
+    orphans_.clear();
+  }
+  // Records waiting for a retry stay journaled for the next start.
+  for (const Retry& retry : retries) parked_.take(retry.token);
+}
+
+void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
+                          SendOutcome& out) {
+  std::string json;  // encoded once for all targets, and only if something is journaled
+  for (DeliveryTarget* target : targets) {
+    stages::Pressure pressure = stages::Pressure::kSaturated;
+    Attachment attachment;
+    const bool attached =
+        stages_.with(*target, [&](const stages::Stage& stage, const Attachment& a) {
+          pressure = stage.pressure();
+          attachment = a;
+        });
+    if (!attached) {
+      reject(exchange, *target,
+             Status::notFound("target " + target->name() + " is not attached to flow " + name()),
+             out);
+      continue;
+    }
+    if (exchange.qos != Qos::kReliable || pressure != stages::Pressure::kNormal) {
+      offerBestEffort(exchange, *target, attachment, exchange.qos == Qos::kReliable, out);
+      continue;
+    }
+
+    const DeliveryKey key{attachment.name, exchange.event->id()};
+    uint64_t seq = 0;
+    {
+      std::lock_guard lock(mu_);
+      if (!delivered_.contains(key) && in_flight_.insert(key).second) seq = next_seq_++;
+    }
+    if (seq == 0) {
+      ++out.duplicates;
+      notify(exchange, Outcome{OutcomeKind::kAccepted, target->name(), {}, nullptr});
+      continue;
+    }
+    if (json.empty()) json = encodeEvent(*exchange.event, EventFormat::kFull);
+    JournalRecord record{seq,
+                         attachment.name,
+                         key.event_id,
+                         exchange.address,
+                         exchange.sender,
+                         exchange.pattern,
+                         exchange.correlation_id,
+                         json};
+    const uint64_t token =
+        parked_.park(Delivery{exchange, target, attachment.id, attachment.name, seq, 0});
+    if (!writer_.append(std::move(record), token)) {
+      parked_.take(token);
+      release(key);
+      reject(exchange, *target, Status::rejected("flow " + name() + ": journal backlog is full"),
+             out);
+      continue;
+    }
+    ++out.queued;
+  }
+}
+
+void ReliableFlow::offerBestEffort(const Exchange& exchange, DeliveryTarget& target,
+                                   const Attachment& attachment, bool degraded, SendOutcome& out) {
+  const uint64_t token =
+      parked_.park(Delivery{exchange, &target, attachment.id, attachment.name, 0, 0});
+  stages::Admission admission = stages::Admission::kRejected;
+  stages_.withAttachment(&target, attachment.id, [&](stages::Stage& stage, const Attachment&) {
+    admission = stage.offer(stages::StageItem{exchange.event, false, token, {}});
+  });
+  if (admission == stages::Admission::kRejected) {
+    parked_.take(token);
+    reject(exchange, target,
+           Status::rejected("stage " + name() + "/" + target.name() + " refused the event"), out);
+    return;
+  }
+  ++out.queued;
+  if (degraded) degrade(exchange, target, out);
+}
+
+void ReliableFlow::onCommit(std::span<const uint64_t> tokens, const Status& status) {
+  for (uint64_t token : tokens) {
+    Delivery delivery = parked_.take(token);
+    if (!status.isOk()) {
+      // Not durable: the sender must not believe otherwise.
+      release(delivery.key());
+      countLateRejection();
+      notify(delivery.exchange,
+             Outcome{OutcomeKind::kRejected, delivery.target_name.name(), status, nullptr});
+      continue;
+    }
+    notify(delivery.exchange,
+           Outcome{OutcomeKind::kAccepted, delivery.target_name.name(), {}, nullptr});
+    dispatch(std::move(delivery));
+  }
+}
+
+void ReliableFlow::dispatch(Delivery delivery) {
+  DeliveryTarget* target = delivery.target;
+  const uint64_t attachment = delivery.attachment;
+  EventPtr event = delivery.exchange.event;
+  const uint64_t token = parked_.park(std::move(delivery));
+  stages::Admission admission = stages::Admission::kRejected;
+  const bool attached =
+      stages_.withAttachment(target, attachment, [&](stages::Stage& stage, const Attachment&) {
+        admission = stage.offer(stages::StageItem{std::move(event), true, token, {}});
+      });
+  if (!attached) {
+    orphan(parked_.take(token));
+  } else if (admission == stages::Admission::kRejected) {
+    scheduleRetry(parked_.take(token));
+  }
+}
+
+void ReliableFlow::scheduleRetry(Delivery delivery) {
+  const auto due = std::chrono::steady_clock::now() + config_.retry_delay;
+  const uint64_t token = parked_.park(std::move(delivery));
+  std::lock_guard lock(mu_);
+  retries_.push_back(Retry{due, token});
+}
+
+void ReliableFlow::orphan(Delivery delivery) {
+  JournalRecord record{delivery.seq,
+                       delivery.target_name,
+                       delivery.exchange.event->id(),
+                       delivery.exchange.address,
+                       delivery.exchange.sender,
+                       delivery.exchange.pattern,
+                       delivery.exchange.correlation_id,
+                       encodeEvent(*delivery.exchange.event, EventFormat::kFull)};
+  std::lock_guard lock(mu_);
+  in_flight_.erase(delivery.key());
+  orphans_[delivery.target_name].push_back(std::move(record));
+}
+
+void ReliableFlow::release(const DeliveryKey& key) {
+  std::lock_guard lock(mu_);
+  in_flight_.erase(key);
+}
+
+void ReliableFlow::onTick(std::chrono::steady_clock::time_point now) {
+  std::vector<Retry> due;
+  {
+    std::lock_guard lock(mu_);
+    auto split = std::partition(retries_.begin(), retries_.end(),
+                                [&](const Retry& r) { return r.due > now; });
+    due.assign(split, retries_.end());
+    retries_.erase(split, retries_.end());
+  }
+  for (const Retry& retry : due) {
+    retried_.fetch_add(1, std::memory_order_relaxed);
+    dispatch(parked_.take(retry.token));
+  }
+}
+
+void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachment) {
+  std::vector<JournalRecord> records;
+  {
+    std::lock_guard lock(mu_);
+    auto it = orphans_.find(attachment.name);
+    if (it == orphans_.end()) return;
+    records = std::move(it->second);
+    orphans_.erase(it);
+  }
+  for (JournalRecord& record : records) {
+    const JournalAck ack{record.seq, record.target, record.event_id};
+    Result<EventPtr> event = decodeEvent(record.event_json);
+    if (!event) {
+      corrupt_.fetch_add(1, std::memory_order_relaxed);
+      writer_.acknowledge(ack);
+      continue;
+    }
+    bool duplicate;
+    {
+      std::lock_guard lock(mu_);
+      const DeliveryKey key{record.target, record.event_id};
+      duplicate = delivered_.contains(key) || !in_flight_.insert(key).second;
+    }
+    if (duplicate) {
+      countDuplicate();
+      writer_.acknowledge(ack);
+      continue;
+    }
+    redelivered_.fetch_add(1, std::memory_order_relaxed);
+    Exchange exchange{std::move(*event), record.address,        record.pattern, Qos::kReliable,
+                      record.sender,     record.correlation_id, nullptr};
+    dispatch(Delivery{std::move(exchange), &target, attachment.id, attachment.name, record.seq, 0});
+  }
+}
+
+Status ReliableFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
+  Delivery delivery = parked_.take(item.token);
+  if (delivery.seq == 0) {
+    Status status = deliverTo(target, delivery.exchange);
+    countAsync(status);
+    return status;
+  }
+  Status status = invoke(target, delivery.exchange);
+  const DeliveryKey key = delivery.key();
+  if (status.isOk()) {
+    {
+      std::lock_guard lock(mu_);
+      in_flight_.erase(key);
+      delivered_.insert(key);
+    }
+    writer_.acknowledge(JournalAck{delivery.seq, key.target, key.event_id});
+  } else if (++delivery.attempts < config_.max_attempts) {
+    scheduleRetry(std::move(delivery));
+    return status;
+  } else {
+    abandoned_.fetch_add(1, std::memory_order_relaxed);
+    release(key);
+  }
+  reportDelivery(delivery.exchange, target, status);
+  countAsync(status);
+  return status;
+}
+
+ReliableMetricsSnapshot ReliableFlow::reliableMetrics() const {
+  const JournalWriterMetrics w = writer_.metrics();
+  ReliableMetricsSnapshot m;
+  m.journaled = w.inserted;
+  m.commits = w.commits;
+  m.acknowledged = w.acknowledged;
+  m.journal_errors = w.errors;
+  m.backlog = w.backlog;
+  m.redelivered = redelivered_.load(std::memory_order_relaxed);
+  m.retries = retried_.load(std::memory_order_relaxed);
+  m.abandoned = abandoned_.load(std::memory_order_relaxed);
+  m.corrupt = corrupt_.load(std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  m.in_flight = in_flight_.size();
+  return m;
+}
+
+}  // namespace cepbus::flows

@@ -1,0 +1,139 @@
+#pragma once
+
+// ReliableFlow: guaranteed delivery (P1's "reliable" QoS).
+//
+//   send() --(stage pressure normal, QoS reliable)--> JournalWriter --commit-->
+//     kAccepted to the sender --> target's stage --> deliver() OK --> acknowledged
+//     (row deleted, id remembered in the dedupe window)
+//
+// - An exchange is journaled in SQLite before the sender hears kAccepted; the
+//   journal thread commits many records per transaction (group commit).
+// - A record leaves the journal only when its target returns OK. A failed or
+//   throwing delivery is retried after `retry_delay`, up to `max_attempts`
+//   deliveries; then the sender hears kFault (robust in-only) and the record
+//   stays journaled until the next start. A full stage just delays it.
+// - start() redelivers every record left in the journal (after a crash or a
+//   stop), once its target is attached; attach() after start() does the same.
+// - Duplicates are suppressed per (target, event id): against the window of
+//   recently acknowledged ids (kept in the journal too, so it survives a
+//   restart) and against the deliveries still in flight.
+// - Under admission pressure (the target's stage reports kDegraded or
+//   kSaturated) an exchange is not journaled: it is offered best effort,
+//   counted and reported kDegraded; if the stage refuses it, kRejected.
+// - Best-effort exchanges pass through the stage without the journal.
+// - stop() flushes: everything accepted is committed and handed to the
+//   stages, the stages drain, the last acknowledgements are committed.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "flows/abstract_flow.h"
+#include "flows/dedupe_window.h"
+#include "flows/journal.h"
+#include "flows/journal_writer.h"
+#include "flows/slot_pool.h"
+#include "flows/target_stages.h"
+#include "stages/stage.h"
+
+namespace cepbus::flows {
+
+struct ReliableFlowConfig {
+  std::string name = "reliable";
+  std::string journal_path;   // the SQLite database file; required
+  stages::StageConfig stage;  // each target's stage; named "<flow name>/<target name>"
+  JournalOptions journal;
+  JournalWriterOptions writer;
+  std::chrono::milliseconds retry_delay{100};
+  uint32_t max_attempts = 5;  // deliveries of one record per run before giving up until restart
+};
+
+struct ReliableMetricsSnapshot {
+  uint64_t journaled = 0;       // records committed
+  uint64_t commits = 0;         // journal transactions
+  uint64_t acknowledged = 0;    // records removed after their target's OK
+  uint64_t redelivered = 0;     // records found in the journal and dispatched again
+  uint64_t retries = 0;         // deliveries tried again (after a fault or a full stage)
+  uint64_t abandoned = 0;       // records that exhausted max_attempts (still journaled)
+  uint64_t corrupt = 0;         // journal records that did not decode (removed)
+  uint64_t journal_errors = 0;  // failed transactions
+  size_t in_flight = 0;         // journaled, not yet acknowledged, in this run
+  size_t backlog = 0;           // records waiting for a commit
+};
+
+// Thread-safety: as AbstractFlow. Ownership: owns the journal connection
+// while running, its stages, and the exchanges it holds; not the targets.
+// The journal file must not be opened by two running flows at once.
+class ReliableFlow final : public AbstractFlow {
+ public:
+  explicit ReliableFlow(ReliableFlowConfig config);
+  ~ReliableFlow() override;
+
+  Status attach(DeliveryTarget& target) override;
+  void detach(DeliveryTarget& target) override;
+  size_t queueLength(const DeliveryTarget& target) const override;
+
+  ReliableMetricsSnapshot reliableMetrics() const;
+  std::vector<stages::StageMetricsSnapshot> stageMetrics() const { return stages_.metrics(); }
+
+ protected:
+  void doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
+              SendOutcome& out) override;
+  Status doStart() override;
+  void doStop() override;
+
+ private:
+  // One delivery of an exchange to one target, parked while queued.
+  struct Delivery {
+    Exchange exchange;
+    DeliveryTarget* target = nullptr;
+    uint64_t attachment = 0;
+    Symbol target_name;
+    uint64_t seq = 0;  // journal sequence number; 0 for a best-effort delivery
+    uint32_t attempts = 0;
+    DeliveryKey key() const { return DeliveryKey{target_name, exchange.event->id()}; }
+  };
+  struct Retry {
+    std::chrono::steady_clock::time_point due;
+    uint64_t token;
+  };
+
+  void offerBestEffort(const Exchange& exchange, DeliveryTarget& target,
+                       const Attachment& attachment, bool degraded, SendOutcome& out);
+  Status handle(DeliveryTarget& target, stages::StageItem& item);
+  void onCommit(std::span<const uint64_t> tokens, const Status& status);
+  void onTick(std::chrono::steady_clock::time_point now);
+  // Offers a journaled delivery to its target's stage; a full stage schedules a retry.
+  void dispatch(Delivery delivery);
+  void scheduleRetry(Delivery delivery);
+  // The target went away: its record waits for the next attach().
+  void orphan(Delivery delivery);
+  void redeliver(DeliveryTarget& target, const Attachment& attachment);
+  // Forgets an in-flight delivery that will not be acknowledged in this run.
+  void release(const DeliveryKey& key);
+
+  const ReliableFlowConfig config_;
+
+  mutable std::mutex mu_;
+  DedupeWindow delivered_;                                          // guarded by mu_
+  std::unordered_set<DeliveryKey, DeliveryKeyHash> in_flight_;      // guarded by mu_
+  std::unordered_map<Symbol, std::vector<JournalRecord>> orphans_;  // guarded by mu_
+  std::vector<Retry> retries_;                                      // guarded by mu_
+  uint64_t next_seq_ = 1;                                           // guarded by mu_
+
+  std::atomic<uint64_t> redelivered_{0};
+  std::atomic<uint64_t> retried_{0};
+  std::atomic<uint64_t> abandoned_{0};
+  std::atomic<uint64_t> corrupt_{0};
+
+  SlotPool<Delivery> parked_;
+  JournalWriter writer_;
+  TargetStages stages_;  // last: its stages' handlers use everything above
+};
+
+}  // namespace cepbus::flows

@@ -1,0 +1,84 @@
+#include "flows/seda_flow.h"
+
+#include <utility>
+
+namespace cepbus::flows {
+
+namespace {
+
+stages::StageConfig named(stages::StageConfig config, const std::string& flow_name) {
+  config.name = flow_name;
+  return config;
+}
+
+}  // namespace
+
+SedaFlow::SedaFlow(SedaFlowConfig config)
+    : AbstractFlow(config.name),
+      stages_(named(std::move(config.stage), config.name),
+              [this](DeliveryTarget& target, const Attachment&) {
+                return [this, &target](stages::StageItem& item) { return handle(target, item); };
+              }) {}
+
+SedaFlow::~SedaFlow() { stop(); }
+
+Status SedaFlow::attach(DeliveryTarget& target) {
+  Result<Attachment> attached = stages_.attach(target);
+  return attached ? Status::ok() : attached.status();
+}
+
+void SedaFlow::detach(DeliveryTarget& target) { stages_.detach(target); }
+
+size_t SedaFlow::queueLength(const DeliveryTarget& target) const {
+  return stages_.queueLength(target);
+}
+
+Status SedaFlow::doStart() {
+  stages_.start();
+  return Status::ok();
+}
+
+void SedaFlow::doStop() { stages_.stop(); }
+
+void SedaFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
+                      SendOutcome& out) {
+  const bool reliable = exchange.qos == Qos::kReliable;
+  for (DeliveryTarget* target : targets) {
+    const uint64_t token = parked_.park(exchange);
+    stages::Admission admission = stages::Admission::kRejected;
+    const bool attached = stages_.with(*target, [&](stages::Stage& stage, const Attachment&) {
+      admission = stage.offer(stages::StageItem{exchange.event, reliable, token, {}});
+    });
+    if (!attached) {
+      parked_.take(token);
+      reject(exchange, *target,
+             Status::notFound("target " + target->name() + " is not attached to flow " + name()),
+             out);
+      continue;
+    }
+    switch (admission) {
+      case stages::Admission::kAccepted:
+        ++out.queued;
+        break;
+      case stages::Admission::kDegraded:
+        ++out.queued;
+        degrade(exchange, *target, out);
+        break;
+      case stages::Admission::kRejected:
+        parked_.take(token);
+        reject(exchange, *target,
+               Status::rejected("stage " + name() + "/" + target->name() + " refused the event"),
+               out);
+        break;
+    }
+  }
+}
+
+Status SedaFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
+  const Exchange exchange = parked_.take(item.token);
+  Status status = deliverTo(target, exchange);
+  countAsync(status);
+  return status;
+}
+
+}  // namespace cepbus::flows

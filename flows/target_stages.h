@@ -1,0 +1,99 @@
+#pragma once
+
+// TargetStages: one SEDA stage per delivery target (P1: each component's
+// receive+process is a stage), for the flows that queue (SedaFlow,
+// ReliableFlow). It maps a target to its stage and manages the stages' lives.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/core/status.h"
+#include "bus/core/symbol.h"
+#include "flows/delivery_target.h"
+#include "stages/stage.h"
+
+namespace cepbus::flows {
+
+// What a flow knows about an attached target besides its stage.
+struct Attachment {
+  uint64_t id = 0;  // unique per attach(), so a stale reference to a re-attached target is detected
+  Symbol name;      // the target's interned name (journal and dedupe key)
+};
+
+// Thread-safety: with(), withAttachment(), queueLength() and metrics() may run
+// from any thread, concurrently with each other and with the control calls
+// attach(), detach(), start() and stop(), which are serialized among
+// themselves. The control calls must not be made from a stage handler (they
+// wait for stages to drain). Ownership: owns the stages, not the targets.
+class TargetStages {
+ public:
+  // Builds the handler of a target's stage.
+  using HandlerFactory =
+      std::function<stages::StageHandler(DeliveryTarget& target, const Attachment& attachment)>;
+
+  // `base` is the configuration of every stage; each stage is named
+  // "<base.name>/<target name>".
+  TargetStages(stages::StageConfig base, HandlerFactory factory);
+  ~TargetStages();  // stops every stage
+
+  // Creates the target's stage, started if the set is running. AlreadyExists
+  // when attached; InvalidArgument (naming the field) when the stage config is bad.
+  Result<Attachment> attach(DeliveryTarget& target);
+  // Removes the target's stage after draining it. No effect when not attached.
+  void detach(DeliveryTarget& target);
+  // Starts every stage, replacing those a previous stop() ended.
+  void start();
+  // Drains and stops every stage; they stay attached.
+  void stop();
+
+  // Calls fn(stage, attachment) under a shared lock, so the stage cannot be
+  // detached meanwhile. False when `target` is not attached.
+  template <typename Fn>
+  bool with(const DeliveryTarget& target, Fn&& fn) const {
+    std::shared_lock lock(map_mu_);
+    auto it = entries_.find(&target);
+    if (it == entries_.end()) return false;
+    fn(*it->second.stage, it->second.attachment);
+    return true;
+  }
+  // As with(), but only if `target` is still the attachment `attachment_id`.
+  template <typename Fn>
+  bool withAttachment(const DeliveryTarget* target, uint64_t attachment_id, Fn&& fn) const {
+    std::shared_lock lock(map_mu_);
+    auto it = entries_.find(target);
+    if (it == entries_.end() || it->second.attachment.id != attachment_id) return false;
+    fn(*it->second.stage, it->second.attachment);
+    return true;
+  }
+
+  size_t queueLength(const DeliveryTarget& target) const;
+  std::vector<stages::StageMetricsSnapshot> metrics() const;
+  // The attached targets (for redelivery at start).
+  std::vector<std::pair<DeliveryTarget*, Attachment>> attached() const;
+
+ private:
+  struct Entry {
+    DeliveryTarget* target = nullptr;
+    Attachment attachment;
+    std::unique_ptr<stages::Stage> stage;
+    bool stopped = false;
+  };
+
+  std::unique_ptr<stages::Stage> makeStage(DeliveryTarget& target,
+                                           const Attachment& attachment) const;
+
+  const stages::StageConfig base_;
+  const HandlerFactory factory_;
+  std::mutex control_mu_;  // serializes attach/detach/start/stop
+  mutable std::shared_mutex map_mu_;
+  std::unordered_map<const DeliveryTarget*, Entry> entries_;  // guarded by map_mu_
+  bool running_ = false;                                      // guarded by control_mu_
+  uint64_t next_id_ = 1;                                      // guarded by control_mu_
+};
+
+}  // namespace cepbus::flows

@@ -1,0 +1,528 @@
+#include "plugins/algebra/algebra_detector.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace cepbus::plugins::algebra {
+
+// One atomic event bound to a leaf; `seq` is its arrival number, so sorting by
+// (leaf, seq) gives pattern order and, within a leaf, stream order.
+struct AlgebraDetector::Binding {
+  uint32_t leaf;
+  uint64_t seq;
+  EventPtr event;
+};
+
+// An instance: its constituents and interval. Immutable once built and
+// shared between the operand state of several subexpressions.
+struct AlgebraDetector::Instance {
+  Timestamp start = 0;
+  Timestamp end = 0;
+  std::vector<Binding> binds;  // sorted by (leaf, seq), no duplicates
+};
+
+struct AlgebraDetector::NodeState {
+  std::vector<InstPtr> out;       // the instances ending at the current tick
+  std::vector<InstPtr> raw;       // iteration, unrestricted: unions before the predicate
+  std::vector<InstPtr> lhist;     // past instances of the left operand still needed
+  std::vector<InstPtr> rhist;     // ... of the right operand
+  bool neg_seen = false;          // negation: has the right operand had an instance
+  Timestamp neg_best = 0;         // ... and the latest start among them
+  std::vector<Timestamp> starts;  // recent: S, the starts ≤ now future outputs may have
+  bool changed = false;           // recent: `starts` changed at this tick
+};
+
+// Builds the RETURN composite from a Match; reads only the immutable plan.
+class AlgebraDetector::Composer final : public plugin::MatchComposer {
+ public:
+  explicit Composer(const Plan& plan) : plan_(plan) {
+    for (const Leaf& l : plan.leaves) {
+      if (l.element >= 0) element_slot_.push_back(l.slot);
+    }
+  }
+
+  EventPtr compose(const plugin::Match& match) const override {
+    EventBuilder b(plan_.returns ? plan_.returns->type : Symbol::intern("Match"));
+    for (size_t i = 0; i < match.size(); ++i) b.constituent(match.event(i));
+    if (plan_.returns) {
+      std::vector<pattern::SlotBinding> slots(plan_.layout.size());
+      std::vector<const Event*> events;
+      events.reserve(match.size());
+      for (size_t i = 0; i < match.size(); ++i) events.push_back(match.event(i).get());
+      size_t offset = 0;
+      for (size_t j = 0; j < match.elementCount(); ++j) {
+        const size_t n = match.elementEvents(j).size();
+        const int slot = element_slot_[j];
+        if (slot >= 0 && n > 0) {
+          pattern::SlotBinding& sb = slots[static_cast<size_t>(slot)];
+          sb.events = std::span<const Event* const>(events.data() + offset, n);
+          sb.event = events[offset + n - 1];
+        }
+        offset += n;
+      }
+      plan_.returns->apply(slots, b);
+    }
+    return b.build();
+  }
+
+ private:
+  const Plan& plan_;
+  std::vector<int> element_slot_;
+};
+
+namespace {
+
+// P1's concatenation, its five cases verbatim.
+bool concatenates(Timestamp sm, Timestamp em, Timestamp sn, Timestamp en) {
+  return em == sn || (sm < sn && em > sn) || (sm < sn && em == en) || (sm == sn && em < en) ||
+         (sm < sn && em > en);
+}
+
+template <typename T>
+void keepBestStart(std::vector<T>& list) {
+  if (list.size() <= 1) return;
+  size_t best = 0;
+  for (size_t i = 1; i < list.size(); ++i) {
+    if (list[i]->start > list[best]->start) best = i;
+  }
+  T keep = std::move(list[best]);
+  list.clear();
+  list.push_back(std::move(keep));
+}
+
+void mergeStarts(std::vector<Timestamp>& into, const std::vector<Timestamp>& from) {
+  into.insert(into.end(), from.begin(), from.end());
+}
+
+}  // namespace
+
+AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::MatchSink& sink)
+    : plan_(std::move(plan)),
+      sink_(sink),
+      composer_(std::make_unique<Composer>(*plan_)),
+      states_(plan_->nodes.size()) {
+  slots_.resize(plan_->layout.size());
+}
+
+AlgebraDetector::~AlgebraDetector() = default;
+
+Status AlgebraDetector::onEvent(const EventPtr& event) {
+  if (!tick_events_.empty()) {
+    if (event->ts() < now_) {
+      return Status::invalidArgument("algebra detector: event at ts " +
+                                     std::to_string(event->ts()) + " after ts " +
+                                     std::to_string(now_) + " (events must be in ts order)");
+    }
+    if (event->ts() > now_) runTick();
+  }
+  now_ = event->ts();
+  tick_events_.push_back(event);
+  return Status::ok();
+}
+
+Status AlgebraDetector::flush() {
+  if (!tick_events_.empty()) runTick();
+  return Status::ok();
+}
+
+size_t AlgebraDetector::retainedInstances() const {
+  size_t n = 0;
+  for (const NodeState& s : states_) n += s.lhist.size() + s.rhist.size();
+  return n;
+}
+
+AlgebraDetector::InstPtr AlgebraDetector::combine(const InstPtr& a, const InstPtr& b) const {
+  auto out = std::make_shared<Instance>();
+  out->start = std::min(a->start, b->start);
+  out->end = std::max(a->end, b->end);
+  out->binds.reserve(a->binds.size() + b->binds.size());
+  auto x = a->binds.begin();
+  auto y = b->binds.begin();
+  while (x != a->binds.end() || y != b->binds.end()) {
+    if (y == b->binds.end() ||
+        (x != a->binds.end() && (x->leaf < y->leaf || (x->leaf == y->leaf && x->seq < y->seq)))) {
+      out->binds.push_back(*x++);
+    } else if (x == a->binds.end() || y->leaf < x->leaf || y->seq < x->seq) {
+      out->binds.push_back(*y++);
+    } else {  // the same event bound to the same leaf in both: a set union keeps one
+      out->binds.push_back(*x++);
+      ++y;
+    }
+  }
+  return out;
+}
+
+void AlgebraDetector::runTick() {
+  const Plan& plan = *plan_;
+  const bool recent = plan.semantics == Semantics::kRecent;
+  for (const EventPtr& ev : tick_events_) {
+    const uint64_t seq = next_seq_++;
+    for (const auto& [type, atoms] : plan.routes) {
+      if (type != ev->type()) continue;
+      for (int a : atoms) {
+        auto inst = std::make_shared<Instance>();
+        inst->start = now_;
+        inst->end = now_;
+        inst->binds.push_back(
+            Binding{static_cast<uint32_t>(plan.nodes[static_cast<size_t>(a)].leaf), seq, ev});
+        auto& out = states_[static_cast<size_t>(a)].out;
+        // Recent: one instance per end; the latest event of the tick.
+        if (recent) out.clear();
+        out.push_back(std::move(inst));
+      }
+    }
+  }
+  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+    const Node& n = plan.nodes[i];
+    if (n.op == Op::kAtom) continue;
+    const NodeState& l = states_[static_cast<size_t>(n.left)];
+    const bool active = !l.out.empty() || l.changed ||
+                        (n.right >= 0 && (!states_[static_cast<size_t>(n.right)].out.empty() ||
+                                          states_[static_cast<size_t>(n.right)].changed));
+    if (!active) continue;
+    evaluate(i);
+    updateState(i);
+  }
+  for (const InstPtr& inst : states_[plan.root()].out) emit(*inst);
+  for (NodeState& s : states_) {
+    s.out.clear();
+    s.raw.clear();
+    s.changed = false;
+  }
+  tick_events_.clear();
+}
+
+void AlgebraDetector::evaluate(size_t i) {
+  const Node& n = plan_->nodes[i];
+  NodeState& st = states_[i];
+  const bool recent = plan_->semantics == Semantics::kRecent;
+  const std::vector<InstPtr>& xs = states_[static_cast<size_t>(n.left)].out;
+  static const std::vector<InstPtr> kNone;
+  const std::vector<InstPtr>& ys = n.right >= 0 ? states_[static_cast<size_t>(n.right)].out : kNone;
+  std::vector<InstPtr>& c = candidates_;
+  c.clear();
+  switch (n.op) {
+    case Op::kAtom:
+      return;
+    case Op::kOr:
+      c.insert(c.end(), xs.begin(), xs.end());
+      c.insert(c.end(), ys.begin(), ys.end());
+      break;
+    case Op::kAnd:
+      for (const InstPtr& x : xs) {
+        for (const InstPtr& y : st.rhist) c.push_back(combine(x, y));
+        for (const InstPtr& y : ys) c.push_back(combine(x, y));
+      }
+      for (const InstPtr& x : st.lhist) {
+        for (const InstPtr& y : ys) c.push_back(combine(x, y));
+      }
+      break;
+    case Op::kSeq:
+      // An instance of the left operand ending now cannot precede one of the
+      // right operand ending now, so only the past ones pair.
+      for (const InstPtr& y : ys) {
+        for (const InstPtr& x : st.lhist) {
+          if (x->end < y->start) c.push_back(combine(x, y));
+        }
+      }
+      break;
+    case Op::kConcat:
+      for (const InstPtr& y : ys) {
+        for (const InstPtr& x : st.lhist) {
+          if (concatenates(x->start, x->end, y->start, y->end)) c.push_back(combine(x, y));
+        }
+        for (const InstPtr& x : xs) {
+          if (concatenates(x->start, x->end, y->start, y->end)) c.push_back(combine(x, y));
+        }
+      }
+      for (const InstPtr& x : xs) {
+        for (const InstPtr& y : st.rhist) {
+          if (concatenates(x->start, x->end, y->start, y->end)) c.push_back(combine(x, y));
+        }
+      }
+      break;
+    case Op::kConcurrent:
+      // Instances are produced at the tick of their end, so equal ends means
+      // both operands produced them now.
+      for (const InstPtr& x : xs) {
+        for (const InstPtr& y : ys) {
+          if (x->start == y->start) c.push_back(combine(x, y));
+        }
+      }
+      break;
+    case Op::kNegation:
+      // Some n lies inside ⟨start(m), now⟩ iff the latest start of the
+      // negated operand so far (ends ≤ now) is ≥ start(m).
+      for (const InstPtr& y : ys) {
+        if (!st.neg_seen || y->start > st.neg_best) st.neg_best = y->start;
+        st.neg_seen = true;
+      }
+      for (const InstPtr& x : xs) {
+        if (!st.neg_seen || st.neg_best < x->start) c.push_back(x);
+      }
+      break;
+    case Op::kIteration:
+      if (recent && !n.checks.empty()) {
+        // The latest-starting union ending now that satisfies the predicate:
+        // search the runs x, x ∪ m_last, x ∪ m_last ∪ m_last-1, ...
+        for (const InstPtr& x : xs) {
+          InstPtr acc = x;
+          c.push_back(acc);
+          for (size_t j = st.lhist.size(); j-- > 0;) {
+            acc = combine(acc, st.lhist[j]);
+            c.push_back(acc);
+          }
+        }
+      } else if (recent) {
+        // Adding instances never raises the start, so the latest-starting
+        // union ending now is the operand's own instance.
+        c.insert(c.end(), xs.begin(), xs.end());
+      } else {
+        // Every union of one or more instances that includes one ending now.
+        auto fresh = [&](const InstPtr& v) {
+          for (const InstPtr& r : st.raw) {
+            if (r->binds.size() == v->binds.size() &&
+                std::equal(r->binds.begin(), r->binds.end(), v->binds.begin(),
+                           [](const Binding& a, const Binding& b) {
+                             return a.leaf == b.leaf && a.seq == b.seq;
+                           })) {
+              return false;
+            }
+          }
+          return true;
+        };
+        for (const InstPtr& x : xs) {
+          const size_t before = st.raw.size();
+          if (fresh(x)) st.raw.push_back(x);
+          for (size_t j = 0; j < st.lhist.size() + before; ++j) {
+            const InstPtr& u = j < st.lhist.size() ? st.lhist[j] : st.raw[j - st.lhist.size()];
+            InstPtr v = combine(x, u);
+            if (fresh(v)) st.raw.push_back(std::move(v));
+          }
+        }
+        c.insert(c.end(), st.raw.begin(), st.raw.end());
+      }
+      break;
+    case Op::kSelection:
+      c.insert(c.end(), xs.begin(), xs.end());
+      break;
+    case Op::kTimeRestriction:
+      for (const InstPtr& x : xs) {
+        if (x->end - x->start <= n.window) c.push_back(x);
+      }
+      break;
+  }
+  finish(i, c);
+}
+
+void AlgebraDetector::finish(size_t i, std::vector<InstPtr>& candidates) {
+  const Node& n = plan_->nodes[i];
+  std::vector<InstPtr>& out = states_[i].out;
+  out.clear();
+  if (plan_->semantics == Semantics::kUnrestricted) {
+    for (InstPtr& c : candidates) {
+      if (passes(n, *c)) out.push_back(std::move(c));
+    }
+    return;
+  }
+  // Recent: a selection applies to the recent instance (P1: f(v_x)); only a
+  // predicate over an iteration picks the latest-starting run satisfying it,
+  // since the recent iteration instance alone is a single operand instance.
+  const bool search = n.op == Op::kIteration;
+  for (InstPtr& c : candidates) {
+    if (search && !passes(n, *c)) continue;
+    if (out.empty()) {
+      out.push_back(std::move(c));
+    } else if (c->start > out[0]->start) {
+      out[0] = std::move(c);
+    }
+  }
+  if (!search && !out.empty() && !passes(n, *out[0])) out.clear();
+}
+
+bool AlgebraDetector::passes(const Node& node, const Instance& inst) {
+  if (node.checks.empty()) return true;
+  const Plan& plan = *plan_;
+  std::fill(slots_.begin(), slots_.end(), pattern::SlotBinding{});
+  slot_events_.resize(inst.binds.size());
+  for (size_t k = 0; k < inst.binds.size(); ++k) slot_events_[k] = inst.binds[k].event.get();
+  size_t begin = 0;
+  while (begin < inst.binds.size()) {
+    size_t end = begin + 1;
+    while (end < inst.binds.size() && inst.binds[end].leaf == inst.binds[begin].leaf) ++end;
+    const int slot = plan.leaves[inst.binds[begin].leaf].slot;
+    if (slot >= 0) {
+      pattern::SlotBinding& sb = slots_[static_cast<size_t>(slot)];
+      sb.events = std::span<const Event* const>(slot_events_.data() + begin, end - begin);
+      sb.event = slot_events_[end - 1];
+    }
+    begin = end;
+  }
+  for (const pattern::Conjunct& c : node.checks) {
+    if (c.iteration_slot) {
+      pattern::SlotBinding& sb = slots_[*c.iteration_slot];
+      const size_t count = sb.events.size();
+      bool ok = true;
+      for (size_t cur = 0; ok && cur < count; ++cur) {
+        sb.current = cur;
+        ok = c.test(slots_);
+      }
+      sb.current = pattern::SlotBinding::kNewest;
+      if (!ok || (count == 0 && !c.test(slots_))) return false;
+    } else if (!c.test(slots_)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void AlgebraDetector::dropOld(std::vector<InstPtr>& list, int64_t horizon) const {
+  if (horizon == kNoHorizon) return;
+  const Timestamp limit = now_ - horizon;
+  std::erase_if(list, [&](const InstPtr& p) { return p->start < limit; });
+}
+
+void AlgebraDetector::updateState(size_t i) {
+  const Node& n = plan_->nodes[i];
+  NodeState& st = states_[i];
+  const NodeState& l = states_[static_cast<size_t>(n.left)];
+  static const NodeState kEmpty;
+  const NodeState& r = n.right >= 0 ? states_[static_cast<size_t>(n.right)] : kEmpty;
+  if (plan_->semantics == Semantics::kUnrestricted) {
+    switch (n.op) {
+      case Op::kAnd:
+      case Op::kConcat:
+        st.lhist.insert(st.lhist.end(), l.out.begin(), l.out.end());
+        st.rhist.insert(st.rhist.end(), r.out.begin(), r.out.end());
+        break;
+      case Op::kSeq:
+        st.lhist.insert(st.lhist.end(), l.out.begin(), l.out.end());
+        break;
+      case Op::kIteration:
+        st.lhist.insert(st.lhist.end(), st.raw.begin(), st.raw.end());
+        break;
+      default:
+        break;
+    }
+    dropOld(st.lhist, n.horizon);
+    dropOld(st.rhist, n.horizon);
+    return;
+  }
+
+  // Recent: keep only what the one-per-end choice can still need.
+  const std::vector<Timestamp>& sy = r.starts;  // sorted ascending
+  switch (n.op) {
+    case Op::kAnd:
+      // Pairs with the latest-starting past instance of the other operand.
+      st.lhist.insert(st.lhist.end(), l.out.begin(), l.out.end());
+      st.rhist.insert(st.rhist.end(), r.out.begin(), r.out.end());
+      keepBestStart(st.lhist);
+      keepBestStart(st.rhist);
+      break;
+    case Op::kSeq: {
+      // Q: a left instance is useful only if it starts later than every
+      // earlier-ending one, and, of those, only the last ending before each
+      // start the right operand can still have (S_y), plus the newest.
+      for (const InstPtr& x : l.out) {
+        if (st.lhist.empty() || x->start > st.lhist.back()->start) st.lhist.push_back(x);
+      }
+      dropOld(st.lhist, n.horizon);
+      std::vector<InstPtr>& q = st.lhist;
+      size_t w = 0;
+      for (size_t j = 0; j < q.size(); ++j) {
+        bool keep = j + 1 == q.size();
+        if (!keep) {
+          auto it = std::upper_bound(sy.begin(), sy.end(), q[j]->end);  // first s > end(e_j)
+          keep = it != sy.end() && *it <= q[j + 1]->end;
+        }
+        if (keep) q[w++] = std::move(q[j]);
+      }
+      q.resize(w);
+      break;
+    }
+    case Op::kConcat: {
+      // A past left instance pairs with a right one starting at s iff it
+      // covers s (start ≤ s ≤ end); keep the latest-starting cover of each s
+      // in S_y. A past right instance pairs iff it starts after the left
+      // one, so the latest-starting one suffices.
+      st.lhist.insert(st.lhist.end(), l.out.begin(), l.out.end());
+      dropOld(st.lhist, n.horizon);
+      std::vector<InstPtr> kept;
+      for (Timestamp s : sy) {
+        const InstPtr* best = nullptr;
+        for (const InstPtr& e : st.lhist) {
+          if (e->start <= s && s <= e->end && (best == nullptr || e->start > (*best)->start)) {
+            best = &e;
+          }
+        }
+        if (best != nullptr && std::find(kept.begin(), kept.end(), *best) == kept.end()) {
+          kept.push_back(*best);
+        }
+      }
+      std::sort(kept.begin(), kept.end(),
+                [](const InstPtr& a, const InstPtr& b) { return a->end < b->end; });
+      st.lhist = std::move(kept);
+      st.rhist.insert(st.rhist.end(), r.out.begin(), r.out.end());
+      keepBestStart(st.rhist);
+      break;
+    }
+    case Op::kIteration:
+      if (!n.checks.empty()) {
+        st.lhist.insert(st.lhist.end(), l.out.begin(), l.out.end());
+      }
+      break;
+    default:
+      break;
+  }
+  dropOld(st.lhist, n.horizon);
+  dropOld(st.rhist, n.horizon);
+
+  // S: the start times ≤ now that this node's future outputs may have.
+  std::vector<Timestamp> s;
+  mergeStarts(s, l.starts);
+  switch (n.op) {
+    case Op::kOr:
+    case Op::kConcurrent:
+      mergeStarts(s, r.starts);
+      break;
+    case Op::kAnd:
+      mergeStarts(s, r.starts);
+      for (const InstPtr& e : st.rhist) s.push_back(e->start);
+      [[fallthrough]];
+    case Op::kSeq:
+    case Op::kConcat:
+    case Op::kIteration:
+      for (const InstPtr& e : st.lhist) s.push_back(e->start);
+      break;
+    default:
+      break;
+  }
+  if (n.horizon != kNoHorizon) {
+    const Timestamp limit = now_ - n.horizon;
+    std::erase_if(s, [&](Timestamp t) { return t < limit; });
+  }
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  if (s != st.starts) {
+    st.starts = std::move(s);
+    st.changed = true;
+  }
+}
+
+void AlgebraDetector::emit(const Instance& inst) {
+  const Plan& plan = *plan_;
+  out_events_.clear();
+  out_ends_.assign(plan.element_count, 0);
+  for (const Binding& b : inst.binds) {
+    const int element = plan.leaves[b.leaf].element;
+    if (element < 0) continue;
+    out_events_.push_back(&b.event);
+    ++out_ends_[static_cast<size_t>(element)];
+  }
+  for (size_t j = 1; j < out_ends_.size(); ++j) out_ends_[j] += out_ends_[j - 1];
+  sink_.onMatch(plugin::Match(out_events_, out_ends_, composer_.get()));
+}
+
+}  // namespace cepbus::plugins::algebra

@@ -1,0 +1,278 @@
+#include "plugins/algebra/algebra_plan.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include "bus/core/pattern/printer.h"
+
+namespace cepbus::plugins::algebra {
+namespace {
+
+using pattern::PatternKind;
+using pattern::PatternNode;
+
+// Thrown inside the compiler only; compilePlan turns it into a Status.
+struct CompileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string where(const PatternNode& p) {
+  return "line " + std::to_string(p.pos.line) + ", column " + std::to_string(p.pos.column) + ": ";
+}
+
+class Compiler {
+ public:
+  Compiler(const pattern::Query& query, Plan& plan) : query_(query), plan_(plan) {}
+
+  void run() {
+    const int root = build(*query_.pattern, /*negated=*/false);
+    if (query_.within) {
+      // The clause bounds the whole match: ts(last) − ts(first) ≤ n.
+      Node n;
+      n.op = Op::kTimeRestriction;
+      n.left = root;
+      n.window = *query_.within;
+      n.slot_mask = plan_.nodes[root].slot_mask;
+      n.text = "WITHIN " + std::to_string(n.window);
+      plan_.nodes.push_back(std::move(n));
+    }
+    setHorizons();
+    placeWhere();
+  }
+
+ private:
+  int add(Node n) {
+    plan_.nodes.push_back(std::move(n));
+    return static_cast<int>(plan_.nodes.size()) - 1;
+  }
+
+  int binary(Op op, int l, int r, const PatternNode& p) {
+    Node n;
+    n.op = op;
+    n.left = l;
+    n.right = r;
+    n.slot_mask = plan_.nodes[l].slot_mask | plan_.nodes[r].slot_mask;
+    n.text = pattern::toString(p);
+    return add(std::move(n));
+  }
+
+  int atom(const PatternNode& p, bool negated) {
+    Leaf leaf;
+    leaf.type = Symbol::intern(p.type);
+    if (!p.var.empty()) leaf.slot = static_cast<int>(*plan_.layout.slotOf(p.var));
+    if (!negated) leaf.element = static_cast<int>(plan_.element_count++);
+    plan_.leaves.push_back(leaf);
+    Node n;
+    n.op = Op::kAtom;
+    n.type = leaf.type;
+    n.leaf = static_cast<int>(plan_.leaves.size()) - 1;
+    if (leaf.slot >= 0) n.slot_mask = uint64_t{1} << leaf.slot;
+    n.text = p.type;
+    return add(std::move(n));
+  }
+
+  // Left to right, operands before their operator: the post-order of P1's
+  // decomposition. n-ary SEQ/AND/OR fold to the left.
+  int build(const PatternNode& p, bool negated) {
+    switch (p.kind) {
+      case PatternKind::kEvent:
+        return atom(p, negated);
+      case PatternKind::kKleene: {
+        if (p.star) {
+          throw CompileError(where(p) +
+                             "the algebra engine does not support the zero-or-more "
+                             "Kleene element '" +
+                             pattern::toString(p) +
+                             "': an instance has at least one event (P1); write '" + p.type + "+ " +
+                             p.var + "[]' (iteration)");
+        }
+        const int a = atom(p, negated);
+        Node n;
+        n.op = Op::kIteration;
+        n.left = a;
+        // A Kleene variable names the iteration's instances, not one event:
+        // predicates on it (b[i], aggregates) belong to the iteration node.
+        n.slot_mask = plan_.nodes[a].slot_mask;
+        plan_.nodes[a].slot_mask = 0;
+        n.text = pattern::toString(p);
+        return add(std::move(n));
+      }
+      case PatternKind::kNot:
+        throw CompileError(where(p) +
+                           "the algebra engine does not support SASE negation NOT(...) inside SEQ: "
+                           "write P1's negation over the sequence instead, e.g. '(A a ; B b) - C' "
+                           "(no C inside the interval of a;b, edges included)");
+      case PatternKind::kSeq:
+      case PatternKind::kAnd:
+      case PatternKind::kOr: {
+        const Op op = p.kind == PatternKind::kSeq   ? Op::kSeq
+                      : p.kind == PatternKind::kAnd ? Op::kAnd
+                                                    : Op::kOr;
+        int acc = build(*p.children[0], negated);
+        for (size_t i = 1; i < p.children.size(); ++i) {
+          const int r = build(*p.children[i], negated);
+          acc = binary(op, acc, r, p);
+        }
+        return acc;
+      }
+      case PatternKind::kConcat:
+      case PatternKind::kConcurrent: {
+        const int l = build(*p.children[0], negated);
+        const int r = build(*p.children[1], negated);
+        return binary(p.kind == PatternKind::kConcat ? Op::kConcat : Op::kConcurrent, l, r, p);
+      }
+      case PatternKind::kNegation: {
+        const int l = build(*p.children[0], negated);
+        // The negated operand contributes no events to a match.
+        const int r = build(*p.children[1], /*negated=*/true);
+        return binary(Op::kNegation, l, r, p);
+      }
+      case PatternKind::kIteration:
+      case PatternKind::kTimeRestriction: {
+        const int c = build(*p.children[0], negated);
+        Node n;
+        n.op = p.kind == PatternKind::kIteration ? Op::kIteration : Op::kTimeRestriction;
+        n.left = c;
+        n.window = p.window;
+        n.slot_mask = plan_.nodes[c].slot_mask;
+        n.text = pattern::toString(p);
+        return add(std::move(n));
+      }
+      case PatternKind::kSelection:
+      case PatternKind::kAggregation: {
+        const int c = build(*p.children[0], negated);
+        auto checks = pattern::compileConjuncts(p.predicate, plan_.layout);
+        if (!checks) throw CompileError(checks.status().message());
+        Node& operand = plan_.nodes[c];
+        // A predicate over an iteration is tested on the iteration's own
+        // instances (the unions), which is what selection(iteration(M), f)
+        // means; keeping it on that node lets the detector search the runs.
+        if (operand.op == Op::kIteration) {
+          for (auto& k : *checks) operand.checks.push_back(std::move(k));
+          operand.text = pattern::toString(p);
+          return c;
+        }
+        if (p.kind == PatternKind::kAggregation) {
+          throw CompileError(where(p) +
+                             "the operand of AGG(...) must be an iteration ('Type+ "
+                             "v[]'), found '" +
+                             pattern::toString(*p.children[0]) + "'");
+        }
+        Node n;
+        n.op = Op::kSelection;
+        n.left = c;
+        n.checks = std::move(checks).value();
+        n.slot_mask = operand.slot_mask;
+        n.text = pattern::toString(p);
+        return add(std::move(n));
+      }
+    }
+    throw CompileError(where(p) + "unknown pattern operator");
+  }
+
+  void setHorizons() {
+    for (size_t i = plan_.nodes.size(); i-- > 0;) {
+      Node& n = plan_.nodes[i];
+      if (n.op == Op::kTimeRestriction) n.horizon = std::min(n.horizon, n.window);
+      for (int c : {n.left, n.right}) {
+        if (c >= 0) plan_.nodes[c].horizon = std::min(plan_.nodes[c].horizon, n.horizon);
+      }
+    }
+  }
+
+  // Each conjunct goes to the first node in post-order binding all its
+  // slots: the lowest common ancestor of its variables.
+  void placeWhere() {
+    auto conjuncts = pattern::compileConjuncts(query_.where, plan_.layout);
+    if (!conjuncts) throw CompileError(conjuncts.status().message());
+    uint64_t negated_mask = 0;
+    for (const Leaf& l : plan_.leaves) {
+      if (l.element < 0 && l.slot >= 0) negated_mask |= uint64_t{1} << l.slot;
+    }
+    for (auto& c : *conjuncts) {
+      if ((c.slot_mask & negated_mask) != 0 && (c.slot_mask & ~negated_mask) != 0) {
+        throw CompileError("WHERE conjunct '" + pattern::toString(*c.source) +
+                           "' relates a negated operand to the rest of the pattern; P1's "
+                           "negation has no parameters (the algebra engine cannot check it)");
+      }
+      size_t at = plan_.root();
+      for (size_t i = 0; i < plan_.nodes.size(); ++i) {
+        if ((plan_.nodes[i].slot_mask & c.slot_mask) == c.slot_mask && c.slot_mask != 0) {
+          at = i;
+          break;
+        }
+      }
+      plan_.nodes[at].checks.push_back(std::move(c));
+    }
+  }
+
+  const pattern::Query& query_;
+  Plan& plan_;
+};
+
+// Recent semantics keeps one instance per end at every level; a predicate
+// over an iteration then has to search the operand's runs, which needs a
+// bound on how far back a run may start.
+void checkRecentBounds(const Plan& plan) {
+  if (plan.semantics != Semantics::kRecent) return;
+  for (const Node& n : plan.nodes) {
+    if (n.op == Op::kIteration && !n.checks.empty() && n.horizon == kNoHorizon) {
+      throw CompileError("CONTEXT recent: the predicate on iteration '" + n.text +
+                         "' needs a time bound (a WITHIN clause or an enclosing WITHIN(e, n)) so "
+                         "that the runs it searches stay bounded");
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
+                                                const plugin::DetectorOptions& options) {
+  Status s = options.checkKnown({}, "algebra");
+  if (!s) return s;
+  if (query.strategy != pattern::Strategy::kSkipTillAnyMatch) {
+    return Status::invalidArgument(
+        std::string("the algebra engine does not support STRATEGY ") +
+        pattern::strategyName(query.strategy) +
+        ": P1's sequence pairs every earlier instance, which is skip_till_any_match; use "
+        "CONTEXT recent to keep one match per end time instead");
+  }
+  if (!query.partition_by.empty()) {
+    return Status::invalidArgument(
+        "the algebra engine does not support PARTITION BY; relate the events with a WHERE "
+        "conjunct (e.g. a.symbol = b.symbol) or partition upstream");
+  }
+  if (query.variables.size() > 64) {
+    return Status::invalidArgument("the algebra engine supports at most 64 variables");
+  }
+  auto plan = std::make_shared<Plan>();
+  plan->semantics = query.context == pattern::Context::kUnrestricted ? Semantics::kUnrestricted
+                                                                     : Semantics::kRecent;
+  plan->layout = pattern::BindingLayout::forQuery(query);
+  try {
+    Compiler(query, *plan).run();
+    checkRecentBounds(*plan);
+  } catch (const CompileError& e) {
+    return Status::invalidArgument(e.what());
+  }
+  for (size_t i = 0; i < plan->nodes.size(); ++i) {
+    const Node& n = plan->nodes[i];
+    if (n.op != Op::kAtom) continue;
+    auto it = std::find_if(plan->routes.begin(), plan->routes.end(),
+                           [&](const auto& r) { return r.first == n.type; });
+    if (it == plan->routes.end()) {
+      plan->routes.emplace_back(n.type, std::vector<int>{});
+      it = plan->routes.end() - 1;
+    }
+    it->second.push_back(static_cast<int>(i));
+  }
+  if (query.returns) {
+    auto r = pattern::compileReturn(*query.returns, plan->layout);
+    if (!r) return r.status();
+    plan->returns = std::make_shared<const pattern::CompiledReturn>(std::move(r).value());
+  }
+  return std::shared_ptr<const Plan>(std::move(plan));
+}
+
+}  // namespace cepbus::plugins::algebra

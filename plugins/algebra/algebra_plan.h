@@ -1,0 +1,98 @@
+#pragma once
+
+// The compiled form of a query for the event-algebra engine (P1): the pattern
+// decomposed bottom-up, left to right into subexpressions E1..Ek (children
+// before parents, Ek the whole pattern), each a binary or unary operator of
+// P1's algebra over the instances of its operands.
+//
+// The SASE-style forms are rewritten into the algebra while compiling:
+// SEQ(A a, B b, D d) is (A ; B) ; D, AND/OR are + and |, a Kleene element
+// `B+ b[]` is the iteration of B, the WITHIN n clause is a time restriction
+// of the whole pattern, and each WHERE conjunct becomes a selection at the
+// lowest subexpression that binds every variable it names.
+//
+// Ownership and threads: a Plan is immutable once compiled and shared
+// (shared_ptr<const Plan>) by every detector created from the same query;
+// read it from any thread.
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bus/core/pattern/ast.h"
+#include "bus/core/pattern/expr_compiler.h"
+#include "bus/core/plugin/detector.h"
+#include "bus/core/status.h"
+#include "bus/core/symbol.h"
+
+namespace cepbus::plugins::algebra {
+
+// One operator per subexpression. AGG(e, g) and e[f] are both kSelection (a
+// predicate on the operand's instances); an aggregation's operand is an
+// iteration, so its predicate sits on the iteration node itself.
+enum class Op : uint8_t {
+  kAtom,             // one event type
+  kOr,               // M ∪ N
+  kAnd,              // m ∪ n
+  kSeq,              // end(m) < start(n)
+  kConcat,           // the overlap / meet cases of P1's concatenation
+  kConcurrent,       // start(m) = start(n) ∧ end(m) = end(n)
+  kNegation,         // m with no n inside ⟨start(m), end(m)⟩
+  kIteration,        // unions of one or more operand instances
+  kSelection,        // operand instances satisfying the predicate
+  kTimeRestriction,  // end − start ≤ window
+};
+
+// P1's semantics: every instance (the specification), or the context
+// "recent" applied at every subexpression (the detection algorithm).
+enum class Semantics : uint8_t { kUnrestricted, kRecent };
+
+inline constexpr int64_t kNoHorizon = std::numeric_limits<int64_t>::max();
+
+struct Node {
+  Op op = Op::kAtom;
+  int left = -1;   // the operand of a unary operator
+  int right = -1;  // binary operators only
+  Symbol type;     // kAtom
+  int leaf = -1;   // kAtom: its index among Plan::leaves
+  int64_t window = 0;
+  // The tightest time restriction on this node or an ancestor: no instance
+  // that contributes to an output spans more than this, so state older than
+  // now − horizon can be dropped.
+  int64_t horizon = kNoHorizon;
+  // Predicates every output must satisfy (selection, aggregation and the
+  // WHERE conjuncts placed here).
+  std::vector<pattern::Conjunct> checks;
+  uint64_t slot_mask = 0;  // the layout slots bound below this node
+  std::string text;        // canonical text, for messages
+};
+
+// An atomic element of the pattern, in pattern order.
+struct Leaf {
+  Symbol type;
+  int slot = -1;     // layout slot of its variable; -1 when unnamed
+  int element = -1;  // index among the Match elements; -1 inside a negated operand
+};
+
+struct Plan {
+  std::vector<Node> nodes;  // E1..Ek, children before parents; the root is last
+  std::vector<Leaf> leaves;
+  size_t element_count = 0;
+  Semantics semantics = Semantics::kRecent;
+  pattern::BindingLayout layout;
+  std::shared_ptr<const pattern::CompiledReturn> returns;  // null without RETURN
+  // For each event type the pattern mentions, the atom nodes of that type.
+  std::vector<std::pair<Symbol, std::vector<int>>> routes;
+
+  size_t root() const { return nodes.size() - 1; }
+};
+
+// Compiles `query`; InvalidArgument names what the algebra engine does not
+// support (an operator form, a strategy, PARTITION BY) or why the query
+// cannot be compiled. The engine takes no options: any option is rejected.
+Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
+                                                const plugin::DetectorOptions& options);
+
+}  // namespace cepbus::plugins::algebra

@@ -1,0 +1,689 @@
+#include "plugins/nfa/nfa_detector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+
+namespace cepbus::plugins::nfa {
+namespace {
+
+using pattern::SlotBinding;
+using pattern::Strategy;
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+// Equal keys hash equally: numbers compare across int and double (Value's
+// equality), so an integral double hashes as the integer.
+uint64_t hashValue(const Value* v) {
+  if (v == nullptr || v->isNull()) return 0x51ed270b27d2b6a5ULL;
+  switch (v->kind()) {
+    case Value::Kind::kBool:
+      return v->asBool() ? 0x2545f4914f6cdd1dULL : 0x9e3779b97f4a7c15ULL;
+    case Value::Kind::kInt:
+      return static_cast<uint64_t>(v->asInt()) * 0xff51afd7ed558ccdULL;
+    case Value::Kind::kDouble: {
+      const double d = v->asDouble();
+      if (std::isnan(d)) return 0x7ff8000000000000ULL;
+      if (d == std::trunc(d) && std::fabs(d) < 9.2e18) {
+        return static_cast<uint64_t>(static_cast<int64_t>(d)) * 0xff51afd7ed558ccdULL;
+      }
+      uint64_t bits;
+      static_assert(sizeof bits == sizeof d);
+      std::memcpy(&bits, &d, sizeof bits);
+      return bits * 0xc4ceb9fe1a85ec53ULL;
+    }
+    case Value::Kind::kString:
+      return std::hash<std::string_view>{}(v->asString());
+    case Value::Kind::kNull:
+      break;
+  }
+  return 0;
+}
+
+bool sameKey(const Value& stored, const Value* v) {
+  if (v == nullptr || v->isNull() || stored.isNull()) {
+    return stored.isNull() && (v == nullptr || v->isNull());
+  }
+  if (stored == *v) return true;
+  return stored.kind() == Value::Kind::kDouble && v->kind() == Value::Kind::kDouble &&
+         std::isnan(stored.asDouble()) && std::isnan(v->asDouble());
+}
+
+// The partition value of `event` for PARTITION BY `attr`: the attribute, or
+// for `key` without such an attribute the event's own partition key (the
+// JSON field "key"); null (a partition of its own) when it has neither.
+const Value* partitionValue(const Event& event, Symbol attr) {
+  static const Symbol kKey = Symbol::intern("key");
+  const Value* v = event.find(attr);
+  if (v == nullptr && attr == kKey && !event.key().isNull()) v = &event.key();
+  return v;
+}
+
+Timestamp floorDiv(Timestamp a, Timestamp b) {
+  Timestamp q = a / b;
+  if (a % b != 0 && (a < 0) != (b < 0)) --q;
+  return q;
+}
+
+}  // namespace
+
+NfaDetector::NfaDetector(PlanPtr plan, plugin::MatchSink& sink)
+    : plan_(std::move(plan)),
+      sink_(sink),
+      composer_(plan_),
+      m_(static_cast<int>(plan_->size())),
+      any_match_(plan_->strategy == Strategy::kSkipTillAnyMatch),
+      batched_(plan_->construction == Construction::kBatched),
+      plain_first_(!plan_->elements[0].kleene && plan_->elements[0].complete_checks.empty() &&
+                   plan_->elements[0].complete_negations.empty() &&
+                   plan_->elements[0].verify_at_completion.empty() &&
+                   plan_->strategy != Strategy::kStrictContiguity),
+      member_checks_(!plan_->member_checks.empty() || !plan_->member_negations.empty()),
+      fixed_ends_(plan_->fixed_element_ends) {
+  bind_.resize(plan_->layout.size());
+  scratch_.resize(1);
+  if (plan_->partition_by.empty()) {
+    single_ = std::make_unique<Partition>();
+    single_->stacks.resize(m_);
+    single_->negations.resize(plan_->negations.size());
+  }
+}
+
+NfaDetector::~NfaDetector() = default;
+
+Status NfaDetector::onEvent(const EventPtr& event) {
+  const Timestamp ts = event->ts();
+  if (ts < now_) {
+    return Status::invalidArgument("nfa detector: event at ts " + std::to_string(ts) +
+                                   " arrived after ts " + std::to_string(now_) +
+                                   "; events must arrive in timestamp order");
+  }
+  now_ = ts;
+  if (ts >= next_batch_) {
+    if (next_batch_ != INT64_MIN) {
+      if (batched_) {
+        runBatch(ts);
+      } else if (!single_) {
+        // Per-event construction expires a partition's stacks only when the
+        // partition sees an event; sweep the quiet ones now and then.
+        if (plan_->window != kNoWindow) {
+          for (auto& p : live_) expire(*p, ts - plan_->window);
+        }
+        recycleEmptyPartitions();
+      }
+    }
+    next_batch_ = (floorDiv(ts, plan_->batch_period) + 1) * plan_->batch_period;
+  }
+  const TypeRoute* route = plan_->route(event->type());
+  if (route == nullptr && plan_->strategy != Strategy::kStrictContiguity) return Status::ok();
+  Partition* p = single_ ? single_.get() : partitionFor(*event);
+  const uint64_t seq = p->seq++;
+  if (route == nullptr) return Status::ok();  // it only breaks contiguity
+  if (!batched_ && plan_->window != kNoWindow) expire(*p, ts - plan_->window);
+  for (int n : route->negations) {
+    const NegationPlan& neg = plan_->negations[n];
+    if (!passes(neg.filters, neg.slot, false, *event)) continue;
+    Entry& e = p->negations[n].pushBack();
+    e.ts = ts;
+    e.event = event;
+  }
+  for (int k : route->elements) push(*p, k, event, seq);
+  return Status::ok();
+}
+
+Status NfaDetector::flush() {
+  if (batched_) {
+    if (single_) {
+      constructPending(*single_);
+    } else {
+      for (auto& p : live_) constructPending(*p);
+    }
+  }
+  return Status::ok();
+}
+
+NfaDetector::Partition* NfaDetector::partitionFor(const Event& event) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (Symbol attr : plan_->partition_by) h = mix(h, hashValue(partitionValue(event, attr)));
+  auto [it, last] = by_hash_.equal_range(h);
+  for (; it != last; ++it) {
+    Partition* p = it->second;
+    bool same = true;
+    for (size_t i = 0; i < plan_->partition_by.size() && same; ++i) {
+      same = sameKey(p->key[i], partitionValue(event, plan_->partition_by[i]));
+    }
+    if (same) return p;
+  }
+  std::unique_ptr<Partition> p;
+  if (!pool_.empty()) {
+    p = std::move(pool_.back());
+    pool_.pop_back();
+  } else {
+    p = std::make_unique<Partition>();
+    p->stacks.resize(m_);
+    p->negations.resize(plan_->negations.size());
+  }
+  p->key.clear();
+  for (Symbol attr : plan_->partition_by) {
+    const Value* v = partitionValue(event, attr);
+    p->key.push_back(v != nullptr ? *v : Value());
+  }
+  p->hash = h;
+  p->seq = 0;
+  p->constructed = p->stacks[m_ - 1].tail();
+  by_hash_.emplace(h, p.get());
+  live_.push_back(std::move(p));
+  return live_.back().get();
+}
+
+void NfaDetector::recycleEmptyPartitions() {
+  for (size_t i = 0; i < live_.size();) {
+    Partition& p = *live_[i];
+    bool empty = true;
+    for (const auto& s : p.stacks) empty &= s.empty();
+    for (const auto& s : p.negations) empty &= s.empty();
+    if (!empty) {
+      ++i;
+      continue;
+    }
+    auto [it, last] = by_hash_.equal_range(p.hash);
+    for (; it != last; ++it) {
+      if (it->second == &p) {
+        by_hash_.erase(it);
+        break;
+      }
+    }
+    pool_.push_back(std::move(live_[i]));
+    live_[i] = std::move(live_.back());
+    live_.pop_back();
+  }
+}
+
+bool NfaDetector::passes(const std::vector<const pattern::Conjunct*>& filters, int slot,
+                         bool kleene, const Event& event) {
+  if (filters.empty()) return true;
+  SlotBinding& b = bind_[slot];
+  if (kleene) {
+    scratch_[0] = &event;
+    b.events = std::span<const Event* const>(scratch_.data(), 1);
+    b.current = SlotBinding::kNewest;
+  } else {
+    b.event = &event;
+  }
+  bool ok = true;
+  for (const pattern::Conjunct* c : filters) {
+    if (!c->test(bind_)) {
+      ok = false;
+      break;
+    }
+  }
+  b = SlotBinding{};
+  return ok;
+}
+
+void NfaDetector::push(Partition& p, int k, const EventPtr& event, uint64_t seq) {
+  const ElementPlan& el = plan_->elements[k];
+  if (!passes(el.push_filters, el.slot, el.kleene, *event)) return;
+  const Timestamp ts = event->ts();
+  uint64_t rip = 0;
+  if (k > 0) {
+    const Ring<Entry>& prev = p.stacks[k - 1];
+    rip = prev.tail();
+    while (rip > prev.head() && prev.at(rip - 1).ts >= ts) --rip;
+    // No earlier event of the previous element: no match can use this one.
+    if (rip == prev.head()) return;
+  }
+  Ring<Entry>& stack = p.stacks[k];
+  uint64_t rip_self = 0;
+  if (el.kleene) {
+    rip_self = stack.tail();
+    while (rip_self > stack.head() && stack.at(rip_self - 1).ts >= ts) --rip_self;
+  }
+  const uint64_t index = stack.tail();
+  Entry& e = stack.pushBack();
+  e.ts = ts;
+  e.rip = rip;
+  e.rip_self = rip_self;
+  e.seq = seq;
+  e.event = event;
+  if (k == m_ - 1 && !batched_) {
+    constructOne(p, index);
+    // skip_till_any_match never looks at an accepting entry again (unless a
+    // later Kleene element builds on it); the other strategies narrow and
+    // verify against it, so it stays until it expires.
+    if (any_match_ && !el.kleene) {
+      stack.back().event.reset();
+      stack.popBack();
+    }
+  }
+}
+
+void NfaDetector::expire(Partition& p, Timestamp bound) {
+  auto drop = [bound](Ring<Entry>& r) {
+    while (!r.empty() && r.front().ts < bound) {
+      r.front().event.reset();
+      r.popFront();
+    }
+  };
+  for (auto& s : p.stacks) drop(s);
+  for (auto& s : p.negations) drop(s);
+  p.constructed = std::max(p.constructed, p.stacks[m_ - 1].head());
+}
+
+void NfaDetector::runBatch(Timestamp now) {
+  auto run = [&](Partition& p) {
+    constructPending(p);
+    if (plan_->window != kNoWindow) expire(p, now - plan_->window);
+  };
+  if (single_) {
+    run(*single_);
+    return;
+  }
+  for (auto& p : live_) run(*p);
+  recycleEmptyPartitions();
+}
+
+void NfaDetector::constructPending(Partition& p) {
+  Ring<Entry>& acc = p.stacks[m_ - 1];
+  const bool kleene_last = plan_->elements[m_ - 1].kleene;
+  uint64_t i = std::max(p.constructed, acc.head());
+  while (i < acc.tail()) {
+    uint64_t j = i + 1;
+    if (any_match_) {
+      // A cluster: consecutive accepting entries with identical links.
+      const Entry& first = acc.at(i);
+      while (j < acc.tail() && acc.at(j).rip == first.rip &&
+             (!kleene_last || acc.at(j).rip_self == first.rip_self)) {
+        ++j;
+      }
+    }
+    if (j - i == 1) {
+      constructOne(p, i);
+    } else {
+      constructCluster(p, i, j);
+    }
+    i = j;
+  }
+  p.constructed = acc.tail();
+  if (any_match_ && !kleene_last) {
+    while (!acc.empty()) {
+      acc.front().event.reset();
+      acc.popFront();
+    }
+  }
+}
+
+// --- construction -----------------------------------------------------------
+
+void NfaDetector::reserveBuffers(const Partition& p) {
+  size_t needed = static_cast<size_t>(m_) + 1;
+  for (int k = 0; k < m_; ++k) {
+    if (plan_->elements[k].kleene) needed += p.stacks[k].size();
+  }
+  if (pbuf_.size() < needed) {
+    const size_t size = std::max(needed, pbuf_.size() * 2);
+    pbuf_.resize(size);
+    ebuf_.resize(size);
+    ibuf_.resize(size);
+  }
+  end_ = pbuf_.size();
+  pos_ = end_;
+  estart_[m_] = end_;
+}
+
+void NfaDetector::constructOne(Partition& p, uint64_t index) {
+  cur_ = &p;
+  cluster_ = false;
+  reserveBuffers(p);
+  const Timestamp ts = p.stacks[m_ - 1].at(index).ts;
+  lo_ts_ = plan_->window == kNoWindow ? INT64_MIN : ts - plan_->window;
+  enterElement(m_ - 1, index);
+}
+
+void NfaDetector::constructCluster(Partition& p, uint64_t begin, uint64_t end) {
+  cur_ = &p;
+  cluster_ = true;
+  cluster_begin_ = begin;
+  cluster_end_ = end;
+  reserveBuffers(p);
+  // The earliest member admits the most prefixes; each member's own window
+  // is checked as its matches are emitted.
+  const Timestamp ts = p.stacks[m_ - 1].at(begin).ts;
+  lo_ts_ = plan_->window == kNoWindow ? INT64_MIN : ts - plan_->window;
+  // The first member stands in for all of them while the shared links are
+  // walked; nothing that names it is checked before leaf().
+  enterElement(m_ - 1, begin);
+  cluster_ = false;
+}
+
+void NfaDetector::bindPosition(uint64_t index, const Entry& entry) {
+  --pos_;
+  pbuf_[pos_] = &entry.event;
+  ebuf_[pos_] = entry.event.get();
+  ibuf_[pos_] = index;
+}
+
+void NfaDetector::enterElement(int k, uint64_t index) {
+  const Entry& entry = cur_->stacks[k].at(index);
+  bindPosition(index, entry);
+  estart_[k] = pos_;
+  const ElementPlan& el = plan_->elements[k];
+  if (el.kleene) {
+    if (el.slot >= 0) {
+      SlotBinding& b = bind_[el.slot];
+      b.events = std::span<const Event* const>(&ebuf_[pos_], 1);
+      b.current = SlotBinding::kNewest;
+    }
+    if (bindChecks(k, false)) grow(k);
+  } else {
+    if (el.slot >= 0) bind_[el.slot].event = entry.event.get();
+    completed(k);
+  }
+  ++pos_;
+}
+
+void NfaDetector::grow(int k) {
+  const ElementPlan& el = plan_->elements[k];
+  const size_t first = pos_;
+  auto bindSpan = [&]() {
+    estart_[k] = pos_;
+    if (el.slot >= 0) {
+      SlotBinding& b = bind_[el.slot];
+      b.events = std::span<const Event* const>(&ebuf_[pos_], estart_[k + 1] - pos_);
+      b.current = SlotBinding::kNewest;
+    }
+  };
+  bindSpan();
+  // Either the element's binding starts here...
+  completed(k);
+  // ...or an earlier event of the same element comes before it.
+  Ring<Entry>& stack = cur_->stacks[k];
+  const uint64_t index = ibuf_[first];
+  const Entry& f = stack.at(index);
+  auto prepend = [&](uint64_t j) {
+    bindPosition(j, stack.at(j));
+    bindSpan();
+    bool ok = bindChecks(k, true);
+    if (ok && el.verify_on_prepend && plan_->strategy == Strategy::kSkipTillNextMatch) {
+      ok = verifyStep(k, pos_ + 1);
+    }
+    if (ok) grow(k);
+    ++pos_;
+  };
+  if (plan_->strategy == Strategy::kStrictContiguity) {
+    if (f.rip_self > stack.head()) {
+      const Entry& c = stack.at(f.rip_self - 1);
+      if (c.seq + 1 == f.seq && c.ts >= lo_ts_) prepend(f.rip_self - 1);
+    }
+    return;
+  }
+  Timestamp lo = lo_ts_;
+  if (plan_->strategy == Strategy::kSkipTillNextMatch && el.exact_next && index > stack.head()) {
+    lo = std::max(lo, stack.at(index - 1).ts);
+  }
+  for (uint64_t j = f.rip_self; j > stack.head();) {
+    --j;
+    if (stack.at(j).ts < lo) break;
+    prepend(j);
+  }
+}
+
+bool NfaDetector::bindChecks(int k, bool prepended) {
+  const ElementPlan& el = plan_->elements[k];
+  if (el.prepend_checks.empty()) return true;
+  SlotBinding& b = bind_[el.slot];
+  for (const Check& c : el.prepend_checks) {
+    if (cluster_ && c.mentions_last) continue;
+    if (c.conjunct->uses_previous) {
+      if (!prepended) continue;
+      b.current = 1;  // the former first element, now with a predecessor
+    } else {
+      b.current = 0;  // the element just bound
+    }
+    const bool ok = c.conjunct->test(bind_);
+    b.current = SlotBinding::kNewest;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void NfaDetector::completed(int k) {
+  const ElementPlan& el = plan_->elements[k];
+  for (const Check& c : el.complete_checks) {
+    if (cluster_ && c.mentions_last) continue;
+    if (!testCheck(c)) return;
+  }
+  for (int n : el.complete_negations) {
+    if (cluster_ && plan_->negations[n].mentions_last) continue;
+    if (negationBlocks(n)) return;
+  }
+  if (plan_->strategy == Strategy::kSkipTillNextMatch) {
+    for (int t : el.verify_at_completion) {
+      if (!verifyElement(t)) return;
+    }
+  }
+  if (k == 0) {
+    leaf();
+    return;
+  }
+  const Ring<Entry>& stack = cur_->stacks[k];
+  const uint64_t index = ibuf_[estart_[k]];
+  const Entry& f = stack.at(index);
+  const Ring<Entry>& prev = cur_->stacks[k - 1];
+  if (plan_->strategy == Strategy::kStrictContiguity) {
+    if (f.rip > prev.head()) {
+      const Entry& c = prev.at(f.rip - 1);
+      if (c.seq + 1 == f.seq && c.ts >= lo_ts_) enterElement(k - 1, f.rip - 1);
+    }
+    return;
+  }
+  Timestamp lo = lo_ts_;
+  if (plan_->strategy == Strategy::kSkipTillNextMatch && (el.exact_next || el.verify_on_prepend) &&
+      index > stack.head()) {
+    // Every entry of this stack qualifies as the element's first event, so
+    // the previous one would have been taken by any predecessor before it.
+    lo = std::max(lo, stack.at(index - 1).ts);
+  }
+  if (k == 1 && plain_first_) {
+    emitFirstElements(f.rip, lo);
+    return;
+  }
+  for (uint64_t j = f.rip; j > prev.head();) {
+    --j;
+    if (prev.at(j).ts < lo) break;
+    enterElement(k - 1, j);
+  }
+}
+
+void NfaDetector::emitFirstElements(uint64_t rip, Timestamp lo) {
+  const Ring<Entry>& first = cur_->stacks[0];
+  const size_t p = --pos_;
+  estart_[0] = p;
+  if (cluster_ && !member_checks_) {
+    // The links above were walked once for the whole cluster; each member
+    // now takes the first-element candidates inside its own window.
+    const Ring<Entry>& acc = cur_->stacks[m_ - 1];
+    const size_t member_pos = end_ - 1;
+    for (uint64_t i = cluster_begin_; i < cluster_end_; ++i) {
+      const Entry& member = acc.at(i);
+      const Timestamp member_lo =
+          plan_->window == kNoWindow ? lo : std::max(lo, member.ts - plan_->window);
+      pbuf_[member_pos] = &member.event;
+      for (uint64_t j = rip; j > first.head();) {
+        --j;
+        const Entry& c = first.at(j);
+        if (c.ts < member_lo) break;
+        pbuf_[p] = &c.event;
+        emit();
+      }
+    }
+  } else {
+    for (uint64_t j = rip; j > first.head();) {
+      --j;
+      const Entry& c = first.at(j);
+      if (c.ts < lo) break;
+      // Nothing checks the first element once bound, so only the match
+      // buffers need it (ebuf_ for a cluster's window).
+      pbuf_[p] = &c.event;
+      ebuf_[p] = c.event.get();
+      leaf();
+    }
+  }
+  ++pos_;
+}
+
+bool NfaDetector::testCheck(const Check& check) {
+  if (check.iter_element < 0) return check.conjunct->test(bind_);
+  SlotBinding& b = bind_[plan_->elements[check.iter_element].slot];
+  bool ok = true;
+  for (size_t j = 0; j < b.events.size() && ok; ++j) {
+    b.current = j;
+    ok = check.conjunct->test(bind_);
+  }
+  b.current = SlotBinding::kNewest;
+  return ok;
+}
+
+bool NfaDetector::negationBlocks(int n) {
+  const NegationPlan& neg = plan_->negations[n];
+  const Timestamp x = ebuf_[estart_[neg.right] - 1]->ts();
+  const Timestamp y = ebuf_[estart_[neg.right]]->ts();
+  const Ring<Entry>& stack = cur_->negations[n];
+  uint64_t lo = stack.head(), hi = stack.tail();
+  while (lo < hi) {  // the first entry with ts > x
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (stack.at(mid).ts <= x) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  for (uint64_t j = lo; j < stack.tail(); ++j) {
+    const Entry& c = stack.at(j);
+    if (c.ts >= y) break;
+    if (neg.conditions.empty()) return true;
+    bind_[neg.slot].event = c.event.get();
+    bool all = true;
+    for (const Check& check : neg.conditions) {
+      if (!testCheck(check)) {
+        all = false;
+        break;
+      }
+    }
+    bind_[neg.slot].event = nullptr;
+    if (all) return true;
+  }
+  return false;
+}
+
+bool NfaDetector::verifyElement(int k) {
+  for (size_t p = estart_[k]; p < estart_[k + 1]; ++p) {
+    if (p == pos_) continue;  // the start of the run: any event may start one
+    if (!verifyStep(k, p)) return false;
+  }
+  return true;
+}
+
+bool NfaDetector::verifyStep(int k, size_t position) {
+  const Timestamp prev_ts = ebuf_[position - 1]->ts();
+  const Ring<Entry>& stack = cur_->stacks[k];
+  for (uint64_t q = ibuf_[position]; q > stack.head();) {
+    --q;
+    const Entry& c = stack.at(q);
+    if (c.ts <= prev_ts) break;
+    // An event between the predecessor and the bound one that qualifies
+    // would have been taken instead.
+    if (qualifies(k, position, c)) return false;
+  }
+  return true;
+}
+
+bool NfaDetector::qualifies(int k, size_t position, const Entry& candidate) {
+  const ElementPlan& el = plan_->elements[k];
+  SlotBinding& b = bind_[el.slot];
+  const SlotBinding saved = b;
+  const Event* saved_event = ebuf_[position];
+  if (el.kleene) {
+    ebuf_[position] = candidate.event.get();
+    b.events = std::span<const Event* const>(&ebuf_[estart_[k]], position - estart_[k] + 1);
+    b.current = SlotBinding::kNewest;
+  } else {
+    b.event = candidate.event.get();
+  }
+  bool ok = true;
+  for (const Check& c : el.qualify) {
+    ok = c.iter_element == k ? c.conjunct->test(bind_) : testCheck(c);
+    if (!ok) break;
+  }
+  ebuf_[position] = saved_event;
+  b = saved;
+  return ok;
+}
+
+void NfaDetector::leaf() {
+  if (cluster_) {
+    leafCluster();
+  } else {
+    emit();
+  }
+}
+
+void NfaDetector::leafCluster() {
+  const Ring<Entry>& acc = cur_->stacks[m_ - 1];
+  const size_t member_pos = end_ - 1;
+  // Members are in time order: after the first one outside this prefix's
+  // window, all are.
+  Timestamp limit = INT64_MAX;
+  if (pos_ != member_pos && plan_->window != kNoWindow &&
+      __builtin_add_overflow(ebuf_[pos_]->ts(), plan_->window, &limit)) {
+    limit = INT64_MAX;
+  }
+  if (!member_checks_) {
+    for (uint64_t i = cluster_begin_; i < cluster_end_; ++i) {
+      const Entry& member = acc.at(i);
+      if (member.ts > limit) break;
+      pbuf_[member_pos] = &member.event;
+      emit();
+    }
+    return;
+  }
+  const ElementPlan& last = plan_->elements[m_ - 1];
+  for (uint64_t i = cluster_begin_; i < cluster_end_; ++i) {
+    const Entry& member = acc.at(i);
+    if (member.ts > limit) break;
+    pbuf_[member_pos] = &member.event;
+    ebuf_[member_pos] = member.event.get();
+    ibuf_[member_pos] = i;
+    if (last.slot >= 0 && !last.kleene) bind_[last.slot].event = member.event.get();
+    bool ok = true;
+    for (const Check& check : plan_->member_checks) {
+      if (!testCheck(check)) {
+        ok = false;
+        break;
+      }
+    }
+    for (size_t n = 0; ok && n < plan_->member_negations.size(); ++n) {
+      ok = !negationBlocks(plan_->member_negations[n]);
+    }
+    if (ok) emit();
+  }
+}
+
+void NfaDetector::emit() {
+  std::span<const uint32_t> ends = fixed_ends_;
+  if (ends.empty()) {  // Kleene elements: their lengths vary per match
+    for (int k = 0; k < m_; ++k) ends_[k] = static_cast<uint32_t>(estart_[k + 1] - pos_);
+    ends = std::span<const uint32_t>(ends_, m_);
+  }
+  const plugin::Match match(std::span<const EventPtr* const>(&pbuf_[pos_], end_ - pos_), ends,
+                            &composer_);
+  ++matches_;
+  sink_.onMatch(match);
+}
+
+}  // namespace cepbus::plugins::nfa

@@ -1,0 +1,142 @@
+#pragma once
+
+// The NFA detector: active instance stacks with links (SASE), constructed
+// either on every accepting event (per_event, the baseline) or in batches
+// over clusters of accepting events that share a link (P2's aggregated links).
+//
+// Each partition (PARTITION BY attributes, or the whole stream) has one stack per
+// positive element and one per negated element. An event of element k's type
+// that passes k's push filters is pushed on stack k with a link — `rip`, one
+// past the newest entry of stack k-1 with a smaller timestamp — if stack k-1
+// has such an entry at all; a Kleene element also links to its own stack.
+// Every link range is contiguous and ordered by time, so construction walks
+// back from an accepting entry: for each element, the candidates are the
+// entries below the link with ts >= (last ts - window), narrowed further by
+// the strategy:
+//
+// - skip_till_any_match: every candidate;
+// - skip_till_next_match: only predecessors after which this event is the
+//   first qualifying one — exactly "ts >= ts of the previous entry of this
+//   stack" when qualification does not depend on earlier variables, else
+//   verified against the events in between once they are bound;
+// - strict_contiguity: the one predecessor adjacent in the partition stream.
+//
+// Batched construction groups consecutive accepting entries with the same
+// links into a cluster, walks the shared links once, and at each completed
+// prefix emits one match per member still inside the window, checking there
+// only what names the member. Both methods report the same set of matches.
+//
+// PARTITION BY reads attributes; an event without the attribute belongs to
+// the partition of null values, except that `PARTITION BY key` falls back to
+// the event's own partition key (its JSON "key" field).
+//
+// Thread safety: none; one thread drives a detector. Steady state allocates
+// nothing per event: stacks are rings that only grow, construction buffers
+// are reused, and a new partition reuses a recycled one.
+
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/core/plugin/detector.h"
+#include "plugins/nfa/nfa_plan.h"
+#include "plugins/nfa/ring.h"
+
+namespace cepbus::plugins::nfa {
+
+class NfaDetector final : public plugin::Detector {
+ public:
+  NfaDetector(PlanPtr plan, plugin::MatchSink& sink);
+  ~NfaDetector() override;
+
+  Status onEvent(const EventPtr& event) override;
+  Status flush() override;
+
+  uint64_t matches() const { return matches_; }
+
+ private:
+  struct Entry {
+    Timestamp ts = 0;
+    uint64_t rip = 0;       // one past the newest earlier entry of the previous stack
+    uint64_t rip_self = 0;  // Kleene: one past the newest earlier entry of its own stack
+    uint64_t seq = 0;       // position in the partition's stream
+    EventPtr event;
+  };
+  struct Partition {
+    std::vector<Ring<Entry>> stacks;
+    std::vector<Ring<Entry>> negations;
+    uint64_t seq = 0;
+    uint64_t constructed = 0;  // accepting entries below this index are constructed
+    std::vector<Value> key;
+    uint64_t hash = 0;
+  };
+
+  Partition* partitionFor(const Event& event);
+  void recycleEmptyPartitions();
+  bool passes(const std::vector<const pattern::Conjunct*>& filters, int slot, bool kleene,
+              const Event& event);
+  void push(Partition& p, int k, const EventPtr& event, uint64_t seq);
+  void expire(Partition& p, Timestamp bound);
+  void runBatch(Timestamp now);
+  void constructPending(Partition& p);
+
+  // Construction (see the file comment). The bound events fill buffers from
+  // the end backwards, so [pos_, end_) is always the binding in pattern order.
+  void reserveBuffers(const Partition& p);
+  void constructOne(Partition& p, uint64_t index);
+  void constructCluster(Partition& p, uint64_t begin, uint64_t end);
+  void bindPosition(uint64_t index, const Entry& entry);
+  void enterElement(int k, uint64_t index);
+  void grow(int k);
+  void completed(int k);
+  void emitFirstElements(uint64_t rip, Timestamp lo);
+  void leaf();
+  void leafCluster();
+  void emit();
+  bool testCheck(const Check& check);
+  bool bindChecks(int k, bool prepended);
+  bool negationBlocks(int n);
+  bool verifyElement(int k);
+  bool verifyStep(int k, size_t position);
+  bool qualifies(int k, size_t position, const Entry& candidate);
+
+  const PlanPtr plan_;
+  plugin::MatchSink& sink_;
+  const Composer composer_;
+  const int m_;
+  const bool any_match_;
+  const bool batched_;
+  // The first element is a single event with nothing to check once bound:
+  // its candidates are emitted in one tight loop (both methods use it).
+  const bool plain_first_;
+  const bool member_checks_;                    // batched: something names the accepting element
+  const std::span<const uint32_t> fixed_ends_;  // empty when an element is Kleene
+
+  std::unique_ptr<Partition> single_;  // when there is no PARTITION BY
+  std::unordered_multimap<uint64_t, Partition*> by_hash_;
+  std::vector<std::unique_ptr<Partition>> live_;
+  std::vector<std::unique_ptr<Partition>> pool_;
+
+  Timestamp now_ = INT64_MIN;
+  Timestamp next_batch_ = INT64_MIN;  // batched construction / partition sweep boundary
+  uint64_t matches_ = 0;
+
+  // Construction state.
+  Partition* cur_ = nullptr;
+  Timestamp lo_ts_ = 0;  // window: every bound event has ts >= lo_ts_
+  std::vector<const EventPtr*> pbuf_;
+  std::vector<const Event*> ebuf_;
+  std::vector<uint64_t> ibuf_;  // stack index of each bound event
+  size_t pos_ = 0;
+  size_t end_ = 0;
+  size_t estart_[kMaxElements + 1] = {};
+  uint32_t ends_[kMaxElements] = {};
+  std::vector<pattern::SlotBinding> bind_;
+  bool cluster_ = false;
+  uint64_t cluster_begin_ = 0;
+  uint64_t cluster_end_ = 0;
+  std::vector<const Event*> scratch_;  // push filters of Kleene elements
+};
+
+}  // namespace cepbus::plugins::nfa

@@ -1,0 +1,155 @@
+#pragma once
+
+// Broker: the core of the normalized router (P1). publish() resolves the
+// subscribers of an exchange's address (topic patterns with content filters),
+// asks the delivery policy which flow carries it and with what QoS, and hands
+// it to that flow. request() invokes the one provider of an address with an
+// in-out exchange and correlates its reply, or times it out.
+//
+// The publish path takes no lock and hashes no string: the address is an
+// interned Symbol that indexes the route cache, whose entries (targets,
+// filters, decisions) are built on the first publish to an address and
+// dropped whenever subscriptions change; an epoch guard keeps a route alive
+// for readers that loaded it before it was dropped. Subscribing is the slow
+// path (a mutex, the subscription table, a cache reset).
+//
+// Faults and outcomes: an exchange whose pattern asks for faults (robust
+// in-only, in-out) hears kFault when no target subscribes to its address, and
+// whatever its flow reports otherwise (see flows/exchange.h).
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/core/event_filter.h"
+#include "bus/core/status.h"
+#include "bus/core/symbol.h"
+#include "flows/abstract_flow.h"
+#include "flows/exchange.h"
+#include "router/delivery_policy.h"
+#include "router/endpoint.h"
+#include "router/epoch_reclaimer.h"
+#include "router/registry.h"
+#include "router/request_tracker.h"
+#include "router/route_cache.h"
+#include "router/subscription_table.h"
+
+namespace cepbus::router {
+
+// Per delivery-policy route (and one for the default route).
+struct RouteStatsSnapshot {
+  std::string pattern;  // "" for the default route
+  std::string flow;
+  uint64_t published = 0;  // exchanges routed by this route (requests included)
+  uint64_t delivered = 0;  // target deliveries finished before publish() returned
+  uint64_t queued = 0;     // target deliveries accepted by a queueing flow
+  uint64_t rejected = 0;
+  uint64_t failed = 0;
+  uint64_t unrouted = 0;  // exchanges no subscriber (or filter) wanted
+};
+
+// Thread-safety: publish() and request() may be called from any thread,
+// concurrently with each other and with the control calls (endpoints,
+// subscriptions, providers, start/stop), which are serialized internally.
+// Control calls must not be made from inside a delivery to an endpoint of a
+// queueing flow (removing an endpoint waits for its stages to drain); publish
+// and request may. After removeEndpoint() or unsubscribe() returns, a
+// straight-through delivery that was already in flight may still complete.
+// Ownership: owns the policy (and so the flows), the endpoints, the
+// subscriptions and the request tracker; shares the registry.
+class Broker {
+ public:
+  Broker(std::unique_ptr<DeliveryPolicy> policy, std::shared_ptr<Registry> registry);
+  ~Broker();  // stops, detaches the endpoints, removes its registry entries
+  Broker(const Broker&) = delete;
+  Broker& operator=(const Broker&) = delete;
+
+  // Starts the flows, in policy order, and the request tracker. If a flow
+  // fails to start, the ones started are stopped again and its status returned.
+  Status start();
+  // Stops the flows (they drain and flush) then the tracker (pending requests
+  // fault). Idempotent.
+  void stop();
+
+  // Registers an endpoint (and its registry entry, owned by `owner`) and
+  // attaches it to every flow.
+  Status addEndpoint(std::string name, Endpoint::Consumer consumer, std::string owner = {});
+  // Drops its subscriptions and provider bindings, detaches it from the flows
+  // (draining its queues) and removes its registry entry.
+  Status removeEndpoint(std::string_view name);
+  std::shared_ptr<Endpoint> endpoint(std::string_view name) const;
+
+  Result<SubscriptionId> subscribe(std::string_view endpoint, std::string_view pattern,
+                                   EventFilterPtr filter = nullptr);
+  Status unsubscribe(SubscriptionId id);
+  size_t subscriptionCount() const;
+
+  // Makes `endpoint` the provider of the address for request().
+  Status provide(std::string_view address, std::string_view endpoint);
+  Status withdraw(std::string_view address);
+
+  // Publish/subscribe. The outcome counts every target; its status is the
+  // first failure, InvalidArgument for a malformed address or a missing event.
+  flows::SendOutcome publish(const flows::Exchange& exchange);
+
+  // Request/response: sends `exchange` as in-out to the provider of its
+  // address; `on_reply` receives exactly one terminal outcome (kReply, kFault,
+  // kRejected, kTimeout after `timeout`). The exchange's own listener and
+  // correlation id are replaced. Returns the correlation id, or an error (and
+  // then never calls `on_reply`) when there is no provider, the address is
+  // malformed or the broker is not running.
+  Result<uint64_t> request(flows::Exchange exchange, std::chrono::nanoseconds timeout,
+                           ReplyCallback on_reply);
+
+  std::vector<RouteStatsSnapshot> routeStats() const;
+  const DeliveryPolicy& policy() const { return *policy_; }
+  Registry& registry() const { return *registry_; }
+  const RequestTracker& requests() const { return *tracker_; }
+
+ private:
+  struct RouteStats {
+    std::atomic<uint64_t> published{0};
+    std::atomic<uint64_t> delivered{0};
+    std::atomic<uint64_t> queued{0};
+    std::atomic<uint64_t> rejected{0};
+    std::atomic<uint64_t> failed{0};
+    std::atomic<uint64_t> unrouted{0};
+    void record(const flows::SendOutcome& out);
+  };
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+
+  // The cached route of `address`, resolving it on a miss. The caller holds a guard.
+  const ResolvedRoute* route(Symbol address);
+  const ResolvedRoute* resolve(Symbol address);
+  std::unique_ptr<ResolvedRoute> buildRoute(Symbol address) const;  // under mu_
+  void invalidateRoutes();                                          // under mu_
+  static void reportUnrouted(const flows::Exchange& exchange);
+
+  const std::shared_ptr<DeliveryPolicy> policy_;  // shared only with registry probes (weakly)
+  const std::shared_ptr<Registry> registry_;
+  const std::shared_ptr<RequestTracker> tracker_;
+  const std::unique_ptr<RouteStats[]> route_stats_;  // policy_->routeCount() + 1
+  std::vector<std::string> flow_entries_;            // registry names of the flows
+
+  mutable std::mutex mu_;  // control calls and route-cache misses
+  std::mutex lifecycle_mu_;
+  bool running_ = false;             // guarded by lifecycle_mu_
+  SubscriptionTable subscriptions_;  // guarded by mu_
+  std::unordered_map<std::string, std::shared_ptr<Endpoint>, StringHash, std::equal_to<>>
+      endpoints_;                                                    // guarded by mu_
+  std::unordered_map<Symbol, std::shared_ptr<Endpoint>> providers_;  // guarded by mu_
+  EpochReclaimer reclaimer_;  // declared before cache_: outlives it
+  RouteCache cache_;          // writes guarded by mu_
+};
+
+}  // namespace cepbus::router

@@ -1,0 +1,103 @@
+#include "router/component_entry.h"
+
+namespace cepbus::router {
+
+const char* componentKindName(ComponentKind kind) {
+  switch (kind) {
+    case ComponentKind::kService:
+      return "service";
+    case ComponentKind::kEndpoint:
+      return "endpoint";
+    case ComponentKind::kFlow:
+      return "flow";
+  }
+  return "unknown";
+}
+
+const char* componentStateName(ComponentState state) {
+  switch (state) {
+    case ComponentState::kRegistered:
+      return "registered";
+    case ComponentState::kStarted:
+      return "started";
+    case ComponentState::kStopped:
+      return "stopped";
+    case ComponentState::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+ComponentEntry::ComponentEntry(std::string name, ComponentKind kind, std::string owner)
+    : name_(std::move(name)),
+      kind_(kind),
+      owner_(std::move(owner)),
+      sample_at_(std::chrono::steady_clock::now()) {}
+
+void ComponentEntry::setState(ComponentState state, std::string reason) {
+  std::lock_guard lock(mu_);
+  state_ = state;
+  reason_ = std::move(reason);
+}
+
+ComponentState ComponentEntry::state() const {
+  std::lock_guard lock(mu_);
+  return state_;
+}
+
+void ComponentEntry::setMetadata(std::string key, std::string value) {
+  std::lock_guard lock(mu_);
+  metadata_.insert_or_assign(std::move(key), std::move(value));
+}
+
+std::optional<std::string> ComponentEntry::metadata(std::string_view key) const {
+  std::lock_guard lock(mu_);
+  auto it = metadata_.find(key);
+  if (it == metadata_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ComponentEntry::setProbe(Probe probe) {
+  std::lock_guard lock(mu_);
+  probe_ = std::move(probe);
+}
+
+ComponentSnapshot ComponentEntry::snapshot(std::chrono::steady_clock::time_point now) {
+  LiveNumbers numbers;
+  numbers.queue_length = queue_length_.load(std::memory_order_relaxed);
+  numbers.delivered = delivered_.load(std::memory_order_relaxed);
+  numbers.failed = failed_.load(std::memory_order_relaxed);
+  numbers.rejected = rejected_.load(std::memory_order_relaxed);
+  Probe probe;
+  {
+    std::lock_guard lock(mu_);
+    probe = probe_;
+  }
+  if (probe) probe(numbers);
+
+  ComponentSnapshot s;
+  s.name = name_;
+  s.kind = kind_;
+  s.owner = owner_;
+  s.queue_length = numbers.queue_length;
+  s.delivered = numbers.delivered;
+  s.failed = numbers.failed;
+  s.rejected = numbers.rejected;
+  std::lock_guard lock(mu_);
+  s.state = state_;
+  s.reason = reason_;
+  s.metadata.assign(metadata_.begin(), metadata_.end());
+  const auto elapsed = now - sample_at_;
+  if (elapsed >= kMinSampleInterval) {
+    const double seconds = std::chrono::duration<double>(elapsed).count();
+    const uint64_t delta =
+        numbers.delivered >= sample_delivered_ ? numbers.delivered - sample_delivered_ : 0;
+    throughput_ = static_cast<double>(delta) / seconds;
+    sample_at_ = now;
+    sample_delivered_ = numbers.delivered;
+  }
+  s.throughput_per_s = throughput_;
+  return s;
+}
+
+}  // namespace cepbus::router

@@ -1,0 +1,108 @@
+#pragma once
+
+// ComponentEntry: one service, endpoint or flow in the registry (the shared
+// state of P1): its runtime state, its metadata, and its live numbers.
+//
+// Components push their counters (lock-free atomics, cheap on the data path)
+// and may install a probe that the registry calls when it takes a snapshot,
+// for numbers that are cheaper to read than to push (a stage's queue length).
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace cepbus::router {
+
+enum class ComponentKind : uint8_t { kService, kEndpoint, kFlow };
+
+enum class ComponentState : uint8_t {
+  kRegistered,  // known, not started yet
+  kStarted,
+  kStopped,
+  kFailed,  // the reason says why
+};
+
+const char* componentKindName(ComponentKind kind);
+const char* componentStateName(ComponentState state);
+
+// Numbers a probe may fill in; they start as the pushed counters.
+struct LiveNumbers {
+  uint64_t queue_length = 0;
+  uint64_t delivered = 0;
+  uint64_t failed = 0;
+  uint64_t rejected = 0;
+};
+
+// A plain copy for the admin side.
+struct ComponentSnapshot {
+  std::string name;
+  ComponentKind kind = ComponentKind::kService;
+  std::string owner;  // e.g. the service an endpoint belongs to
+  ComponentState state = ComponentState::kRegistered;
+  std::string reason;
+  std::vector<std::pair<std::string, std::string>> metadata;  // sorted by key
+  uint64_t queue_length = 0;
+  uint64_t delivered = 0;
+  uint64_t failed = 0;
+  uint64_t rejected = 0;
+  double throughput_per_s = 0;  // delivered per second over the last sampling interval
+};
+
+// Thread-safety: every member may be called from any thread. Counters are
+// relaxed atomics; state and metadata are under a mutex. The probe is called
+// without the entry's lock held and must not call setProbe().
+class ComponentEntry {
+ public:
+  using Probe = std::function<void(LiveNumbers&)>;
+  // Throughput is measured over intervals of at least this much.
+  static constexpr std::chrono::milliseconds kMinSampleInterval{250};
+
+  ComponentEntry(std::string name, ComponentKind kind, std::string owner);
+
+  const std::string& name() const { return name_; }
+  ComponentKind kind() const { return kind_; }
+  const std::string& owner() const { return owner_; }
+
+  void setState(ComponentState state, std::string reason = {});
+  ComponentState state() const;
+  void setMetadata(std::string key, std::string value);
+  std::optional<std::string> metadata(std::string_view key) const;
+
+  void addDelivered(uint64_t n = 1) { delivered_.fetch_add(n, std::memory_order_relaxed); }
+  void addFailed(uint64_t n = 1) { failed_.fetch_add(n, std::memory_order_relaxed); }
+  void addRejected(uint64_t n = 1) { rejected_.fetch_add(n, std::memory_order_relaxed); }
+  void setQueueLength(uint64_t n) { queue_length_.store(n, std::memory_order_relaxed); }
+  void setProbe(Probe probe);
+
+  // A copy of everything, probing the live numbers; `now` advances the
+  // throughput sample when kMinSampleInterval has passed since the last one.
+  ComponentSnapshot snapshot(std::chrono::steady_clock::time_point now);
+
+ private:
+  const std::string name_;
+  const ComponentKind kind_;
+  const std::string owner_;
+  std::atomic<uint64_t> delivered_{0};
+  std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> queue_length_{0};
+
+  mutable std::mutex mu_;
+  ComponentState state_ = ComponentState::kRegistered;        // guarded by mu_
+  std::string reason_;                                        // guarded by mu_
+  std::map<std::string, std::string, std::less<>> metadata_;  // guarded by mu_
+  Probe probe_;                                               // guarded by mu_
+  std::chrono::steady_clock::time_point sample_at_;           // guarded by mu_
+  uint64_t sample_delivered_ = 0;                             // guarded by mu_
+  double throughput_ = 0;                                     // guarded by mu_
+};
+
+}  // namespace cepbus::router

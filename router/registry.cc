@@ -1,0 +1,58 @@
+#include "router/registry.h"
+
+#include <utility>
+
+namespace cepbus::router {
+
+Result<std::shared_ptr<ComponentEntry>> Registry::add(std::string name, ComponentKind kind,
+                                                      std::string owner) {
+  if (name.empty()) return Status::invalidArgument("registry: a component needs a name");
+  std::lock_guard lock(mu_);
+  if (entries_.contains(name)) {
+    return Status::alreadyExists("registry: '" + name + "' is already registered");
+  }
+  auto entry = std::make_shared<ComponentEntry>(name, kind, std::move(owner));
+  entries_.emplace(std::move(name), entry);
+  return entry;
+}
+
+bool Registry::remove(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return false;
+  entries_.erase(it);
+  return true;
+}
+
+std::shared_ptr<ComponentEntry> Registry::find(std::string_view name) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : it->second;
+}
+
+size_t Registry::size() const {
+  std::lock_guard lock(mu_);
+  return entries_.size();
+}
+
+std::vector<ComponentSnapshot> Registry::snapshot(std::chrono::steady_clock::time_point now) const {
+  std::vector<std::shared_ptr<ComponentEntry>> entries;
+  {
+    std::lock_guard lock(mu_);
+    entries.reserve(entries_.size());
+    for (const auto& [name, entry] : entries_) entries.push_back(entry);
+  }
+  std::vector<ComponentSnapshot> out;
+  out.reserve(entries.size());
+  for (const auto& entry : entries) out.push_back(entry->snapshot(now));
+  return out;
+}
+
+std::optional<ComponentSnapshot> Registry::snapshotOf(
+    std::string_view name, std::chrono::steady_clock::time_point now) const {
+  std::shared_ptr<ComponentEntry> entry = find(name);
+  if (entry == nullptr) return std::nullopt;
+  return entry->snapshot(now);
+}
+
+}  // namespace cepbus::router

@@ -1,0 +1,46 @@
+#pragma once
+
+// Registry: the shared state of the router (P1) — every service, endpoint and
+// flow with its runtime state, metadata and live numbers. Components register
+// and report into their entry; the admin side reads snapshots.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bus/core/status.h"
+#include "router/component_entry.h"
+
+namespace cepbus::router {
+
+// Thread-safety: every member may be called from any thread. Ownership:
+// entries are shared with the components that report into them; a removed
+// entry lives on until its last holder drops it, but no longer shows up.
+class Registry {
+ public:
+  // AlreadyExists when `name` is taken; InvalidArgument for an empty name.
+  Result<std::shared_ptr<ComponentEntry>> add(std::string name, ComponentKind kind,
+                                              std::string owner = {});
+  // False when there is no such entry.
+  bool remove(std::string_view name);
+  std::shared_ptr<ComponentEntry> find(std::string_view name) const;
+  size_t size() const;
+
+  // Every entry, sorted by name. Probes run outside the registry's lock.
+  std::vector<ComponentSnapshot> snapshot(
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const;
+  std::optional<ComponentSnapshot> snapshotOf(
+      std::string_view name,
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<ComponentEntry>, std::less<>> entries_;  // guarded by mu_
+};
+
+}  // namespace cepbus::router

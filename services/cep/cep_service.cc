@@ -1,0 +1,568 @@
+#include "services/cep/cep_service.h"
+
+#include <Poco/Logger.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <charconv>
+#include <exception>
+#include <map>
+
+#include "bus/core/pattern/parser.h"
+#include "bus/core/plugin/plugin_loader.h"
+#include "flows/exchange.h"
+#include "router/topic.h"
+#include "stages/stage.h"
+
+namespace cepbus::services::cep {
+namespace {
+
+constexpr size_t kMaxCapacity = size_t{1} << 30;
+
+// Run-time failures repeat per event under a bad feed: log when a count
+// reaches 1, 2, 4, 8 ... so that the log shows them without flooding.
+bool worthLogging(uint64_t before, uint64_t after) {
+  return std::bit_width(before) < std::bit_width(after);
+}
+
+// The stage item that asks a query's worker to flush its detector: an event
+// no publisher can produce, recognised by identity.
+const EventPtr& flushMarker() {
+  static const EventPtr marker = EventBuilder(Symbol::intern("cepbus.flush")).build();
+  return marker;
+}
+
+std::string joined(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : separator) + s;
+  return out;
+}
+
+std::string queryLabel(const descriptor::QuerySpec& spec) {
+  return "<query name=\"" + spec.name + "\">";
+}
+
+// parseQuery() reports "line L, column C: what"; L counts lines of the query
+// text, whose first line is text_where.line of the descriptor.
+std::string textError(const descriptor::QuerySpec& spec, std::string_view message) {
+  const descriptor::Location& at = spec.text_where.file.empty() ? spec.where : spec.text_where;
+  int line = 0;
+  int column = 0;
+  std::string_view rest = message;
+  auto number = [&rest](std::string_view prefix, int& out) {
+    if (!rest.starts_with(prefix)) return false;
+    rest.remove_prefix(prefix.size());
+    auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), out);
+    if (ec != std::errc()) return false;
+    rest.remove_prefix(static_cast<size_t>(end - rest.data()));
+    return true;
+  };
+  if (number("line ", line) && number(", column ", column) && rest.starts_with(": ")) {
+    rest.remove_prefix(2);
+    descriptor::Location mapped = at;
+    if (mapped.line > 0) mapped.line += line - 1;
+    return mapped
+        .error(queryLabel(spec) + ": " + std::string(rest) + " (line " + std::to_string(line) +
+               ", column " + std::to_string(column) + " of the query text)")
+        .toString();
+  }
+  return at.error(queryLabel(spec) + ": " + std::string(message)).toString();
+}
+
+}  // namespace
+
+// One hosted query. The endpoint's consumer holds it (shared) so that a
+// straight-through delivery still in flight after the endpoint was removed
+// finds it alive; its stage then refuses the event. The service stops it
+// before dropping it; its destructor only lets the stage drain, since the
+// broker may be going away when the last holder (an endpoint) lets go.
+class CepService::Query final : public plugin::MatchSink {
+ public:
+  // Parses `spec`, finds its engine and creates its detector. Errors name
+  // the descriptor file:line.
+  static Result<std::shared_ptr<Query>> compile(const descriptor::QuerySpec& spec,
+                                                const CepServiceConfig& config,
+                                                ServiceContext& context);
+
+  Query(const descriptor::QuerySpec& spec, const std::string& service, ServiceContext& context)
+      : name_(spec.name),
+        service_(service),
+        endpoint_(service + "/" + spec.name),
+        entry_name_(endpoint_ + ":detector"),
+        engine_(spec.engine),
+        inputs_(spec.inputs),
+        output_(spec.output),
+        text_(spec.text),
+        output_symbol_(Symbol::intern(spec.output)),
+        sender_(Symbol::intern(endpoint_)),
+        context_(context),
+        log_(Poco::Logger::get("cepbus.cep")) {}
+
+  const std::string& name() const { return name_; }
+  const std::string& output() const { return output_; }
+  bool consumes(const std::string& address) const {
+    for (const std::string& input : inputs_) {
+      if (router::topicMatches(input, address)) return true;
+    }
+    return false;
+  }
+
+  // Registry entry, stage, endpoint, subscriptions. `self` is this query,
+  // captured by the endpoint's consumer. On failure the query is stopped.
+  Status start(const std::shared_ptr<Query>& self);
+  // Unsubscribes, drains the stage, flushes the detector, leaves the
+  // registry. Idempotent; the query cannot run again.
+  void stop();
+  // Queues a flush of the detector behind the events already queued, so it
+  // runs on the detector's thread. False when the stage refused it (full).
+  bool requestFlush();
+
+  QueryStats stats() const {
+    QueryStats s;
+    s.consumed = consumed_.load(std::memory_order_relaxed);
+    s.matches = matches_.load(std::memory_order_relaxed);
+    s.errors = errors_.load(std::memory_order_relaxed);
+    s.rejected = rejected_.load(std::memory_order_relaxed);
+    s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
+    s.queued = pending_.load(std::memory_order_acquire);
+    return s;
+  }
+  uint64_t matches() const { return matches_.load(std::memory_order_relaxed); }
+  bool idle() const { return pending_.load(std::memory_order_acquire) == 0; }
+
+  // Runs on the detector's thread (the stage worker, or stop() for the flush).
+  void onMatch(const plugin::Match& match) override;
+
+ private:
+  Status consume(const flows::Exchange& exchange);  // the endpoint's consumer
+  Status detect(stages::StageItem& item);           // the stage's handler
+  void detectorFailed(const char* call, const Status& status);
+
+  const std::string name_;
+  const std::string service_;
+  const std::string endpoint_;
+  const std::string entry_name_;
+  const std::string engine_;
+  const std::vector<std::string> inputs_;
+  const std::string output_;
+  const std::string text_;
+  const Symbol output_symbol_;
+  const Symbol sender_;
+  ServiceContext& context_;
+  Poco::Logger& log_;
+
+  // Declared before stage_: the stage's destructor drains into the detector.
+  std::unique_ptr<plugin::GuardedDetector> detector_;
+  std::unique_ptr<stages::Stage> stage_;
+  // Set once by start() before any event can arrive, kept after stop() for
+  // deliveries still in flight.
+  std::shared_ptr<router::ComponentEntry> entry_;
+  bool started_ = false;  // control plane only (the service's mutex)
+  bool stopped_ = false;  // control plane only
+  bool endpoint_added_ = false;
+
+  std::atomic<uint64_t> consumed_{0};
+  std::atomic<uint64_t> matches_{0};
+  std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> publish_failures_{0};
+  std::atomic<size_t> pending_{0};  // admitted to the stage, not yet detected
+};
+
+Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
+    const descriptor::QuerySpec& spec, const CepServiceConfig& config, ServiceContext& context) {
+  const std::string label = queryLabel(spec);
+  auto error = [&spec, &label](const std::string& message) {
+    return Status::invalidArgument(spec.where.error(label + ": " + message).toString());
+  };
+  if (spec.inputs.empty()) return error("no input address");
+  if (Status s = router::validateAddress(spec.output); !s) {
+    return error("output: " + s.message());
+  }
+  for (const std::string& input : spec.inputs) {
+    if (Status s = router::validatePattern(input); !s) return error("input: " + s.message());
+  }
+  // The loader takes a name with a '/' for a library path; an engine is a name.
+  if (spec.engine.empty() || spec.engine.find('/') != std::string::npos) {
+    return error("engine \"" + spec.engine + "\" is not an engine name");
+  }
+  auto query = pattern::parseQuery(spec.text);
+  if (!query) return Status::invalidArgument(textError(spec, query.status().message()));
+
+  auto plugin = context.plugins.load(spec.engine);
+  if (!plugin) {
+    if (plugin.status().code() == Status::Code::kNotFound) {
+      return error("unknown engine \"" + spec.engine + "\": " + plugin.status().message());
+    }
+    return error("engine \"" + spec.engine + "\" cannot be loaded: " + plugin.status().message());
+  }
+  std::map<std::string, std::string, std::less<>> values;
+  for (const descriptor::Param& option : spec.options) values[option.name] = option.value;
+
+  auto made = std::make_shared<Query>(spec, config.name, context);
+  auto detector = (*plugin)->createDetector(spec.engine, *query,
+                                            plugin::DetectorOptions(std::move(values)), *made);
+  if (!detector) {
+    return error("engine \"" + spec.engine +
+                 "\" cannot run the query: " + detector.status().message());
+  }
+  made->detector_ = std::move(*detector);
+
+  stages::StageConfig stage;
+  stage.name = "cep:" + made->endpoint_;
+  stage.capacity = config.capacity;
+  // A detector is single-threaded and needs its events in arrival order:
+  // one worker, and one cost class so that costs do not reorder them.
+  stage.min_threads = 1;
+  stage.max_threads = 1;
+  stage.cost_thresholds.clear();
+  Query* raw = made.get();
+  made->stage_ = std::make_unique<stages::Stage>(
+      std::move(stage), [raw](stages::StageItem& item) { return raw->detect(item); });
+  return made;
+}
+
+Status CepService::Query::start(const std::shared_ptr<Query>& self) {
+  if (started_ || stopped_) return Status::ok();
+  started_ = true;
+  auto entry = context_.registry.add(entry_name_, router::ComponentKind::kService, service_);
+  if (!entry) {
+    stop();
+    return entry.status();
+  }
+  entry_ = *entry;
+  entry_->setMetadata("type", "cep-query");
+  entry_->setMetadata("engine", engine_);
+  entry_->setMetadata("input", joined(inputs_, ","));
+  entry_->setMetadata("output", output_);
+  entry_->setMetadata("text", text_);
+  entry_->setMetadata("endpoint", endpoint_);
+  entry_->setMetadata("matches", "0");
+  // Matches change on every detection; the registry reads them only when it
+  // takes a snapshot, which runs the probe before copying the metadata.
+  const std::weak_ptr<Query> weak = self;
+  entry_->setProbe([weak](router::LiveNumbers& numbers) {
+    const std::shared_ptr<Query> q = weak.lock();
+    if (q == nullptr) return;
+    numbers.queue_length = q->pending_.load(std::memory_order_acquire);
+    q->entry_->setMetadata("matches", std::to_string(q->matches()));
+  });
+  stage_->start();
+  Status added = context_.broker.addEndpoint(
+      endpoint_, [self](const flows::Exchange& exchange) { return self->consume(exchange); },
+      service_);
+  if (!added) {
+    stop();
+    return added;
+  }
+  endpoint_added_ = true;
+  for (const std::string& input : inputs_) {
+    auto id = context_.broker.subscribe(endpoint_, input);
+    if (!id) {
+      stop();
+      return id.status();
+    }
+  }
+  entry_->setState(router::ComponentState::kStarted);
+  log_.debug("query %s started: engine %s, input %s, output %s", endpoint_, engine_,
+             joined(inputs_, ","), output_);
+  return Status::ok();
+}
+
+void CepService::Query::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  // Removing the endpoint drops its subscriptions and drains the flows'
+  // queues into the stage; stopping the stage then runs every queued event.
+  if (endpoint_added_) context_.broker.removeEndpoint(endpoint_);
+  if (stage_) stage_->stop();
+  if (started_) {
+    // The stage's worker is joined: the detector is ours now.
+    if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
+  }
+  if (entry_) {
+    entry_->setMetadata("matches", std::to_string(matches()));
+    entry_->setState(router::ComponentState::kStopped);
+    context_.registry.remove(entry_name_);
+  }
+}
+
+Status CepService::Query::consume(const flows::Exchange& exchange) {
+  // Counted before the offer: the worker may detect the event before offer() returns.
+  pending_.fetch_add(1, std::memory_order_acq_rel);
+  stages::StageItem item;
+  item.event = exchange.event;
+  item.reliable = exchange.qos == flows::Qos::kReliable;
+  if (stage_->offer(std::move(item)) != stages::Admission::kRejected) return Status::ok();
+  pending_.fetch_sub(1, std::memory_order_acq_rel);
+  const uint64_t n = rejected_.fetch_add(1, std::memory_order_relaxed) + 1;
+  entry_->addRejected();
+  if (worthLogging(n - 1, n)) {
+    log_.warning("query %s: its stage refused an event (%Lu so far): queue full or query stopped",
+                 endpoint_, static_cast<Poco::UInt64>(n));
+  }
+  return Status::rejected("query " + endpoint_ + ": queue full or query stopped");
+}
+
+bool CepService::Query::requestFlush() {
+  if (!started_ || stopped_) return true;
+  pending_.fetch_add(1, std::memory_order_acq_rel);
+  stages::StageItem item;
+  item.event = flushMarker();
+  if (stage_->offer(std::move(item)) != stages::Admission::kRejected) return true;
+  pending_.fetch_sub(1, std::memory_order_acq_rel);
+  return false;
+}
+
+Status CepService::Query::detect(stages::StageItem& item) {
+  if (item.event == flushMarker()) {
+    if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    return Status::ok();
+  }
+  const Status status = detector_->onEvent(item.event);
+  consumed_.fetch_add(1, std::memory_order_relaxed);
+  entry_->addDelivered();
+  if (!status) detectorFailed("event", status);
+  // Last: matches of this event are published by now, so an idle query has
+  // handed everything on.
+  pending_.fetch_sub(1, std::memory_order_acq_rel);
+  return status;
+}
+
+void CepService::Query::detectorFailed(const char* call, const Status& status) {
+  const uint64_t n = errors_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (entry_) entry_->addFailed();
+  if (worthLogging(n - 1, n)) {
+    log_.warning("query %s: detector refused %s (%Lu errors so far): %s", endpoint_,
+                 std::string(call), static_cast<Poco::UInt64>(n), status.toString());
+  }
+}
+
+void CepService::Query::onMatch(const plugin::Match& match) {
+  matches_.fetch_add(1, std::memory_order_relaxed);
+  flows::Exchange exchange;
+  exchange.event = match.composite();
+  exchange.address = output_symbol_;
+  exchange.sender = sender_;
+  const flows::SendOutcome out = context_.broker.publish(exchange);
+  if (out.status.isOk()) return;
+  const uint64_t failures = std::max<uint64_t>(1, out.rejected + out.failed);
+  const uint64_t n = publish_failures_.fetch_add(failures, std::memory_order_relaxed) + failures;
+  if (worthLogging(n - failures, n)) {
+    log_.warning("query %s: composite event to %s refused by %Lu target(s) (%Lu so far): %s",
+                 endpoint_, output_, static_cast<Poco::UInt64>(failures),
+                 static_cast<Poco::UInt64>(n), out.status.toString());
+  }
+}
+
+// --------------------------------------------------------------------------
+
+CepService::CepService(CepServiceConfig config, ServiceContext& context)
+    : config_(std::move(config)), context_(context) {}
+
+CepService::~CepService() { stop(); }
+
+Status CepService::start() {
+  std::lock_guard lock(mu_);
+  if (stopped_) return Status::unavailable(config_.name + ": stopped; it cannot start again");
+  if (started_) return Status::ok();
+  auto entry = context_.registry.add(config_.name, router::ComponentKind::kService);
+  if (!entry) return entry.status();
+  entry_ = *entry;
+  entry_->setMetadata("type", "cep");
+  publishQueryList();
+  started_ = true;
+  for (const auto& q : queries_) {
+    if (Status s = q->start(q); !s) {
+      stopLocked();
+      return s;
+    }
+  }
+  entry_->setState(router::ComponentState::kStarted);
+  return Status::ok();
+}
+
+void CepService::stop() {
+  std::lock_guard lock(mu_);
+  stopLocked();
+}
+
+void CepService::stopLocked() {
+  if (stopped_) return;
+  stopped_ = true;
+  for (const auto& q : stopOrder()) q->stop();
+  queries_.clear();
+  if (entry_) {
+    entry_->setState(router::ComponentState::kStopped);
+    context_.registry.remove(config_.name);
+    entry_.reset();
+  }
+}
+
+void CepService::flush() {
+  std::lock_guard lock(mu_);
+  for (const auto& q : stopOrder()) {
+    if (!q->requestFlush()) {
+      Poco::Logger::get("cepbus.cep")
+          .warning("query %s: stage full, flush deferred to stop", q->name());
+    }
+  }
+}
+
+bool CepService::finished() const {
+  std::lock_guard lock(mu_);
+  for (const auto& q : queries_) {
+    if (!q->idle()) return false;
+  }
+  return true;
+}
+
+Status CepService::addQuery(const descriptor::QuerySpec& spec) {
+  std::lock_guard lock(mu_);
+  if (stopped_) return Status::unavailable(config_.name + ": stopped; no query can be added");
+  for (const auto& q : queries_) {
+    if (q->name() == spec.name) {
+      return Status::alreadyExists(spec.where
+                                       .error(queryLabel(spec) + ": " + config_.name +
+                                              " already runs a query \"" + spec.name + "\"")
+                                       .toString());
+    }
+  }
+  Result<std::shared_ptr<Query>> query = Status::internal("");
+  try {
+    query = Query::compile(spec, config_, context_);
+  } catch (const std::exception& e) {
+    query = Status::internal(spec.where.error(queryLabel(spec) + ": " + e.what()).toString());
+  }
+  if (!query) return query.status();
+  if (started_) {
+    if (Status s = (*query)->start(*query); !s) return s;
+  }
+  queries_.push_back(std::move(*query));
+  publishQueryList();
+  return Status::ok();
+}
+
+Status CepService::removeQuery(std::string_view name) {
+  std::lock_guard lock(mu_);
+  for (auto it = queries_.begin(); it != queries_.end(); ++it) {
+    if ((*it)->name() != name) continue;
+    const std::shared_ptr<Query> query = *it;
+    queries_.erase(it);
+    publishQueryList();
+    query->stop();
+    return Status::ok();
+  }
+  return Status::notFound(config_.name + ": no query \"" + std::string(name) + "\"");
+}
+
+std::vector<std::string> CepService::queries() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& q : queries_) out.push_back(q->name());
+  return out;
+}
+
+std::optional<QueryStats> CepService::stats(std::string_view name) const {
+  std::lock_guard lock(mu_);
+  for (const auto& q : queries_) {
+    if (q->name() == name) return q->stats();
+  }
+  return std::nullopt;
+}
+
+uint64_t CepService::matches(std::string_view name) const {
+  const std::optional<QueryStats> s = stats(name);
+  return s ? s->matches : 0;
+}
+
+std::string CepService::endpointName(std::string_view query) const {
+  return config_.name + "/" + std::string(query);
+}
+
+std::vector<std::shared_ptr<CepService::Query>> CepService::stopOrder() const {
+  // Kahn's algorithm over "i's output feeds j"; ties (and cycles, which
+  // have no right order) go in the order the queries were added.
+  const size_t n = queries_.size();
+  std::vector<std::vector<size_t>> feeds(n);
+  std::vector<size_t> inputs_pending(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      if (i != j && queries_[j]->consumes(queries_[i]->output())) {
+        feeds[i].push_back(j);
+        ++inputs_pending[j];
+      }
+    }
+  }
+  std::vector<bool> done(n, false);
+  std::vector<std::shared_ptr<Query>> order;
+  while (order.size() < n) {
+    size_t pick = n;
+    for (size_t i = 0; i < n && pick == n; ++i) {
+      if (!done[i] && inputs_pending[i] == 0) pick = i;
+    }
+    for (size_t i = 0; i < n && pick == n; ++i) {
+      if (!done[i]) pick = i;
+    }
+    done[pick] = true;
+    order.push_back(queries_[pick]);
+    for (size_t j : feeds[pick]) {
+      if (inputs_pending[j] > 0) --inputs_pending[j];
+    }
+  }
+  return order;
+}
+
+void CepService::publishQueryList() {
+  if (!entry_) return;
+  std::vector<std::string> names;
+  for (const auto& q : queries_) names.push_back(q->name());
+  entry_->setMetadata("queries", joined(names, ","));
+}
+
+// --------------------------------------------------------------------------
+
+Result<std::unique_ptr<Service>> CepServiceFactory::create(
+    const descriptor::ServiceAssembly& assembly, const descriptor::ServiceUnit& unit,
+    ServiceContext& context) const {
+  CepServiceConfig config;
+  config.name = assembly.name + "." + unit.name;
+  std::vector<std::string> errors;
+  if (const descriptor::Param* p = unit.param("capacity")) {
+    size_t v = 0;
+    const char* last = p->value.data() + p->value.size();
+    auto [end, ec] = std::from_chars(p->value.data(), last, v);
+    if (ec != std::errc() || end != last || v < 1 || v > kMaxCapacity) {
+      errors.push_back(p->where
+                           .error("<param name=\"capacity\">: expected an integer in [1, " +
+                                  std::to_string(kMaxCapacity) + "], got \"" + p->value + "\"")
+                           .toString());
+    } else {
+      config.capacity = v;
+    }
+  }
+  for (const auto& p : unit.params) {
+    if (p.name != "capacity") {
+      errors.push_back(
+          p.where.error("cep: unknown param \"" + p.name + "\" (expected capacity)").toString());
+    }
+  }
+  if (unit.queries.empty() || !unit.subscriptions.empty() || !unit.publications.empty()) {
+    errors.push_back(unit.where
+                         .error("cep \"" + unit.name +
+                                "\": expected one or more <query> and no <subscribe> or "
+                                "<publish> (a query names its input and output addresses)")
+                         .toString());
+  }
+  if (!errors.empty()) return Status::invalidArgument(joined(errors, "\n"));
+  auto service = std::make_unique<CepService>(std::move(config), context);
+  for (const auto& query : unit.queries) {
+    if (Status s = service->addQuery(query); !s) errors.push_back(s.message());
+  }
+  if (!errors.empty()) return Status::invalidArgument(joined(errors, "\n"));
+  return std::unique_ptr<Service>(std::move(service));
+}
+
+}  // namespace cepbus::services::cep

@@ -1,0 +1,134 @@
+#pragma once
+
+// CepService: the CEP service engine. It hosts the queries of one service
+// unit: each query consumes its input addresses through a broker endpoint,
+// feeds a detector (created by the plugin of its engine) through a SEDA stage
+// of its own, and publishes every match as a composite event — the type and
+// attributes of its RETURN clause — on its output address, where any
+// subscriber, another query included, consumes it (hierarchical queries).
+//
+// Descriptor: <service-unit type="cep"> with one or more <query name engine
+// input output> (options and text inside) and an optional param `capacity`
+// (the queue capacity of each query's stage, default 4096). A query naming
+// engine "nfa" uses plugin "nfa"; the Bus loads the descriptor's plugins
+// before it creates services, so the plugin is usually loaded already.
+//
+//   publisher --broker--> endpoint "<assembly>.<unit>/<query>" --offer-->
+//     stage (1 worker: a detector is single-threaded) --> detector
+//       --match--> composite event --broker.publish--> output address
+//
+// The service's registry entry "<assembly>.<unit>" lists its queries
+// (metadata `queries`). Per query, the registry holds the endpoint's entry
+// (what the flows handed it) and an entry "<assembly>.<unit>/<query>:detector" with metadata
+// engine, input, output, text and matches, whose counters are: delivered =
+// events the detector consumed, failed = events it refused or threw on,
+// rejected = events the stage refused under overload.
+//
+// Errors at run time never stop a query: an event the detector refuses (out
+// of order, malformed) or throws on is logged (logger "cepbus.cep", naming
+// the query) and counted; an event the full stage refuses is a fault of the
+// delivery, which the flow reports to senders that asked for faults.
+//
+// Thread-safety: the life-cycle calls, addQuery() and removeQuery() may be
+// called from any thread (they are serialized), concurrently with events in
+// flight, but not from inside a delivery of a queueing flow (removing an
+// endpoint waits for its queues). The accessors may be called from any
+// thread. Ownership: owns its queries (stages, detectors, endpoints and
+// registry entries); a detector keeps its plugin loaded.
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bus/core/descriptor/descriptor.h"
+#include "bus/core/status.h"
+#include "router/component_entry.h"
+#include "services/service.h"
+
+namespace cepbus::services::cep {
+
+struct CepServiceConfig {
+  std::string name;        // the registry name: "<assembly>.<unit>"
+  size_t capacity = 4096;  // queue capacity of each query's stage
+};
+
+// The live numbers of one query.
+struct QueryStats {
+  uint64_t consumed = 0;          // events the detector consumed (refused ones included)
+  uint64_t matches = 0;           // matches it reported
+  uint64_t errors = 0;            // events it refused or threw on, failed flushes
+  uint64_t rejected = 0;          // events its stage refused (overload)
+  uint64_t publish_failures = 0;  // composite events a subscriber refused or failed
+  size_t queued = 0;              // events waiting in its stage or being detected
+};
+
+class CepService final : public Service {
+ public:
+  CepService(CepServiceConfig config, ServiceContext& context);
+  ~CepService() override;
+
+  const std::string& name() const override { return config_.name; }
+  // Starts every query added so far: its stage, endpoint and subscriptions.
+  Status start() override;
+  // Stops every query, producers before consumers (a query whose output
+  // another query consumes goes first): unsubscribes it, lets its stage run
+  // every queued event, then flushes its detector, so that every pending
+  // match is published before the broker stops. The service cannot be
+  // started again. Idempotent.
+  void stop() override;
+  // Asks every query's detector, on its own thread and after the events
+  // already queued for it, to report its pending matches (producers first).
+  void flush() override;
+  // True when no query has an event (or a flush) queued or in detection.
+  bool finished() const override;
+
+  // Compiles `spec` (parse, plugin, detector) and, while the service runs,
+  // starts it at once. InvalidArgument naming the descriptor file:line when
+  // the query cannot run; AlreadyExists when a query of that name exists;
+  // Unavailable after stop().
+  Status addQuery(const descriptor::QuerySpec& spec);
+  // Unsubscribes the query, drains its stage, flushes its detector (its
+  // pending matches are published) and drops it. NotFound for an unknown name.
+  Status removeQuery(std::string_view query);
+
+  // The query names, in the order they were added.
+  std::vector<std::string> queries() const;
+  std::optional<QueryStats> stats(std::string_view query) const;
+  // Matches reported by `query` so far; 0 for an unknown query.
+  uint64_t matches(std::string_view query) const;
+  // The endpoint the query consumes through: "<assembly>.<unit>/<query>".
+  std::string endpointName(std::string_view query) const;
+
+ private:
+  class Query;
+
+  // Producers first: a query whose output another one consumes precedes it.
+  std::vector<std::shared_ptr<Query>> stopOrder() const;  // under mu_
+  void stopLocked();                                      // under mu_
+  void publishQueryList();                                // under mu_
+
+  const CepServiceConfig config_;
+  ServiceContext& context_;
+
+  mutable std::mutex mu_;  // serializes the control calls; guards what follows
+  bool started_ = false;
+  bool stopped_ = false;
+  std::shared_ptr<router::ComponentEntry> entry_;  // the service's own entry while started
+  std::vector<std::shared_ptr<Query>> queries_;    // in the order added
+};
+
+class CepServiceFactory final : public ServiceFactory {
+ public:
+  std::string_view type() const override { return "cep"; }
+  // Compiles every query of the unit (reporting every one that fails, one
+  // per line) so that a bad query is found at deployment, not at start.
+  Result<std::unique_ptr<Service>> create(const descriptor::ServiceAssembly& assembly,
+                                          const descriptor::ServiceUnit& unit,
+                                          ServiceContext& context) const override;
+};
+
+}  // namespace cepbus::services::cep

@@ -1,0 +1,230 @@
+#include "bus/app/match_command.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace cepbus::app {
+namespace {
+
+using ::testing::HasSubstr;
+
+class MatchCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("match_command_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  MatchCommandOptions base(const std::string& events) {
+    MatchCommandOptions o;
+    o.engine = "nfa";
+    o.events_file = events;
+    const char* build = std::getenv("CEPBUS_BUILD_DIR");
+    o.plugin_paths.push_back(std::string(build ? build : ".") + "/plugins");
+    return o;
+  }
+
+  int run(const MatchCommandOptions& o) {
+    out_.str("");
+    err_.str("");
+    return runMatchCommand(o, out_, err_);
+  }
+
+  std::vector<std::string> lines() const {
+    std::vector<std::string> v;
+    std::istringstream in(out_.str());
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+
+  // P2's stream: a1 c2 b3 a4 d5 b6 d7 c8 d9.
+  std::string paperEvents() {
+    std::string text;
+    int ts = 0;
+    for (char t : std::string("ACBADBDCD")) {
+      ++ts;
+      text += "{\"type\":\"" + std::string(1, t) + "\",\"ts\":" + std::to_string(ts) +
+              ",\"attrs\":{\"price\":" + std::to_string(ts % 3) + "}}\n";
+    }
+    return write("p2.jsonl", text);
+  }
+
+  std::filesystem::path dir_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+};
+
+TEST_F(MatchCommandTest, PrintsOneTsArrayPerMatchInPatternOrder) {
+  auto o = base(paperEvents());
+  o.query = "PATTERN SEQ(A a, B b, D d) WITHIN 8";
+  for (const char* construction : {"construction=per_event", "construction=batched"}) {
+    o.options = {construction};
+    ASSERT_EQ(run(o), 0) << err_.str();
+    EXPECT_EQ(lines(), (std::vector<std::string>{"[1,3,5]", "[1,3,7]", "[1,3,9]", "[1,6,7]",
+                                                 "[1,6,9]", "[4,6,7]", "[4,6,9]"}));
+    EXPECT_EQ(err_.str(), "");
+  }
+}
+
+TEST_F(MatchCommandTest, CountPrintsMatchesAndAnOrderIndependentChecksum) {
+  auto o = base(paperEvents());
+  o.query = "PATTERN SEQ(A a, B b, D d) WITHIN 8";
+  o.count = true;
+  uint64_t expected = 0;
+  for (const std::vector<int64_t>& ts : std::vector<std::vector<int64_t>>{
+           {1, 3, 5}, {1, 3, 7}, {1, 3, 9}, {1, 6, 7}, {1, 6, 9}, {4, 6, 7}, {4, 6, 9}}) {
+    expected += matchChecksum(ts);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(expected));
+  for (const char* construction : {"construction=per_event", "construction=batched"}) {
+    o.options = {construction};
+    ASSERT_EQ(run(o), 0) << err_.str();
+    EXPECT_EQ(out_.str(), "{\"matches\":7,\"checksum\":\"" + std::string(hex) + "\"}\n");
+  }
+  // The checksum depends on the order of ts inside a match, not of matches.
+  const std::vector<int64_t> a = {1, 3}, b = {3, 1};
+  EXPECT_NE(matchChecksum(a), matchChecksum(b));
+  EXPECT_EQ(matchChecksum(std::vector<int64_t>{}), 0xcbf29ce484222325ULL);
+}
+
+TEST_F(MatchCommandTest, PatternsFileRunsNamedAndUnnamedQueriesInOnePass) {
+  auto o = base(paperEvents());
+  o.patterns_file = write("patterns.txt",
+                          "# two queries\n"
+                          "abd: PATTERN SEQ(A a, B b, D d) WITHIN 8 STRATEGY skip_till_next_match\n"
+                          "\n"
+                          "PATTERN SEQ(C c, D d) WHERE d.price = 0 WITHIN 2\n");
+  ASSERT_EQ(run(o), 0) << err_.str();
+  EXPECT_EQ(lines(), (std::vector<std::string>{"{\"pattern\":\"2\",\"ts\":[8,9]}",
+                                               "{\"pattern\":\"abd\",\"ts\":[1,3,5]}",
+                                               "{\"pattern\":\"abd\",\"ts\":[4,6,7]}"}));
+  o.count = true;
+  ASSERT_EQ(run(o), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("{\"pattern\":\"abd\",\"matches\":2,\"checksum\":\""));
+  EXPECT_THAT(out_.str(), HasSubstr("{\"pattern\":\"2\",\"matches\":1,\"checksum\":\""));
+}
+
+TEST_F(MatchCommandTest, FullFormatPrintsCompositeEvents) {
+  auto o = base(paperEvents());
+  o.query = "PATTERN SEQ(C c, D d) WHERE d.price = 0 WITHIN 2 RETURN Pair(c.price AS cp)";
+  o.full = true;
+  ASSERT_EQ(run(o), 0) << err_.str();
+  const std::string line = out_.str();
+  EXPECT_THAT(line, HasSubstr("\"type\":\"Pair\""));
+  EXPECT_THAT(line, HasSubstr("\"cp\":2"));
+  EXPECT_THAT(line, HasSubstr("\"start\":8"));
+  EXPECT_THAT(line, HasSubstr("\"ts\":9"));
+  EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1);
+}
+
+TEST_F(MatchCommandTest, BadQueryUnsupportedOperatorAndBadOptionFailClearly) {
+  auto o = base(paperEvents());
+  o.query = "PATTERN SEQ(A a, B b";
+  EXPECT_EQ(run(o), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("bad query: line 1, column"));
+  o.query = "PATTERN OR(A a, B b)";
+  EXPECT_EQ(run(o), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("does not support the disjunction"));
+  o.query = "PATTERN SEQ(A a, B b)";
+  o.options = {"construction=eventually"};
+  EXPECT_EQ(run(o), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("construction=eventually"));
+  o.options = {"novalue"};
+  EXPECT_EQ(run(o), 2);
+  o.options.clear();
+  o.patterns_file = write("bad_patterns.txt", "ok: PATTERN SEQ(A a, B b)\nbad: PATTERN SEQ(\n");
+  o.query.clear();
+  EXPECT_EQ(run(o), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("bad_patterns.txt:2 (pattern 'bad'): bad query"));
+}
+
+TEST_F(MatchCommandTest, BadEventLineNamesTheLine) {
+  auto o = base(write("bad.jsonl", "{\"type\":\"A\",\"ts\":1}\n\n{\"type\":\"B\"}\n"));
+  o.query = "PATTERN SEQ(A a, B b)";
+  EXPECT_EQ(run(o), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("bad.jsonl: line 3: missing field \"ts\""));
+}
+
+TEST_F(MatchCommandTest, OutOfOrderEventsFailUnlessASlackIsGiven) {
+  auto o = base(write("late.jsonl",
+                      "{\"type\":\"A\",\"ts\":1}\n{\"type\":\"B\",\"ts\":4}\n"
+                      "{\"type\":\"B\",\"ts\":3}\n{\"type\":\"D\",\"ts\":5}\n"));
+  o.query = "PATTERN SEQ(A a, B b, D d)";
+  EXPECT_EQ(run(o), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("line 3: out-of-order event: type B at ts 3"));
+  o.options = {"slack=2"};
+  ASSERT_EQ(run(o), 0) << err_.str();
+  EXPECT_EQ(lines(), (std::vector<std::string>{"[1,3,5]", "[1,4,5]"}));
+}
+
+TEST_F(MatchCommandTest, MissingEngineOrFilesFail) {
+  auto o = base(paperEvents());
+  o.query = "PATTERN SEQ(A a, B b)";
+  o.engine = "warp";
+  EXPECT_EQ(run(o), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("libcepbus_plugin_warp.so"));
+  o.engine = "nfa";
+  o.events_file = (dir_ / "none.jsonl").string();
+  EXPECT_EQ(run(o), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("cannot open events file"));
+}
+
+TEST(MatchArgumentsTest, ParsesFlagsInBothSpellings) {
+  const std::vector<std::string> args = {
+      "--engine", "nfa",      "--query=PATTERN SEQ(A a, B b)", "--events",         "e.jsonl",
+      "--count",  "--option", "construction=per_event",        "--option=slack=3", "--plugin-path",
+      "/p"};
+  auto o = parseMatchArguments(args);
+  ASSERT_TRUE(o.isOk()) << o.status().message();
+  EXPECT_EQ(o->engine, "nfa");
+  EXPECT_EQ(o->query, "PATTERN SEQ(A a, B b)");
+  EXPECT_EQ(o->events_file, "e.jsonl");
+  EXPECT_TRUE(o->count);
+  EXPECT_FALSE(o->full);
+  EXPECT_EQ(o->options, (std::vector<std::string>{"construction=per_event", "slack=3"}));
+  EXPECT_EQ(o->plugin_paths, (std::vector<std::string>{"/p"}));
+}
+
+TEST(MatchArgumentsTest, RejectsBadCommandLines) {
+  const std::pair<std::vector<std::string>, const char*> cases[] = {
+      {{"--query", "Q", "--events", "e"}, "--engine is required"},
+      {{"--engine", "nfa", "--events", "e"}, "exactly one of --query and --patterns"},
+      {{"--engine", "nfa", "--query", "Q", "--patterns", "p", "--events", "e"}, "exactly one of"},
+      {{"--engine", "nfa", "--query", "Q"}, "--events is required"},
+      {{"--engine", "nfa", "--query"}, "--query needs a value"},
+      {{"--engine", "nfa", "--engine", "x"}, "--engine given twice"},
+      {{"--engine", "nfa", "--query", "Q", "--events", "e", "--format", "xml"},
+       "--format xml: expected ts or full"},
+      {{"--engine", "nfa", "--query", "Q", "--events", "e", "--option", "k"},
+       "--option k: expected key=value"},
+      {{"--engine", "nfa", "--query", "Q", "--events", "e", "--verbose"},
+       "unknown argument '--verbose'"},
+      {{"--engine", "nfa", "--query", "Q", "--events", "e", "--count", "--format", "full"},
+       "exclude each other"},
+  };
+  for (const auto& [args, what] : cases) {
+    auto o = parseMatchArguments(args);
+    ASSERT_FALSE(o.isOk()) << what;
+    EXPECT_THAT(o.status().message(), HasSubstr(what));
+  }
+}
+
+}  // namespace
+}  // namespace cepbus::app

@@ -1,0 +1,39 @@
+#include "flows/dedupe_window.h"
+
+#include <gtest/gtest.h>
+
+namespace cepbus::flows {
+namespace {
+
+TEST(DedupeWindowTest, RemembersPerTargetAndEvent) {
+  DedupeWindow w(10);
+  const Symbol a = Symbol::intern("dedupe.a"), b = Symbol::intern("dedupe.b");
+  w.insert({a, 1});
+  EXPECT_TRUE(w.contains({a, 1}));
+  EXPECT_FALSE(w.contains({b, 1}));  // per target
+  EXPECT_FALSE(w.contains({a, 2}));
+  w.insert({a, 1});  // no effect when known
+  EXPECT_EQ(w.size(), 1u);
+}
+
+TEST(DedupeWindowTest, ForgetsTheOldestWhenFull) {
+  DedupeWindow w(3);
+  const Symbol a = Symbol::intern("dedupe.a");
+  for (EventId id = 1; id <= 5; ++id) w.insert({a, id});
+  EXPECT_EQ(w.size(), 3u);
+  EXPECT_FALSE(w.contains({a, 1}));
+  EXPECT_FALSE(w.contains({a, 2}));
+  for (EventId id = 3; id <= 5; ++id) EXPECT_TRUE(w.contains({a, id}));
+  w.clear();
+  EXPECT_EQ(w.size(), 0u);
+  EXPECT_FALSE(w.contains({a, 5}));
+}
+
+TEST(DedupeWindowTest, ZeroCapacityRemembersNothing) {
+  DedupeWindow w(0);
+  w.insert({Symbol::intern("dedupe.a"), 1});
+  EXPECT_FALSE(w.contains({Symbol::intern("dedupe.a"), 1}));
+}
+
+}  // namespace
+}  // namespace cepbus::flows

@@ -1,0 +1,443 @@
+#include "flows/reliable_flow.h"
+
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "bus/core/event_json.h"
+#include "tests/flows/flow_test_util.h"
+
+extern char** environ;
+
+namespace cepbus::flows {
+namespace {
+
+using testing::inOnly;
+using testing::makeEvent;
+using testing::OutcomeRecorder;
+using testing::RecordingTarget;
+using testing::TempDir;
+using testing::waitUntil;
+using Behavior = RecordingTarget::Behavior;
+
+ReliableFlowConfig reliableConfig(const std::string& path, size_t capacity = 1024) {
+  ReliableFlowConfig config;
+  config.journal_path = path;
+  config.stage.capacity = capacity;
+  config.stage.batch_size = 1;
+  config.stage.admission.soft_threshold = 0.25;
+  config.stage.admission.static_threshold = 0.5;
+  config.stage.admission.saturation_threshold = 0.9;
+  config.journal.fsync = false;  // the crash test uses fsync; elsewhere it only slows tests down
+  config.writer.tick = std::chrono::milliseconds(2);
+  config.retry_delay = std::chrono::milliseconds(5);
+  config.max_attempts = 3;
+  return config;
+}
+
+std::vector<JournalRecord> pendingIn(const std::string& path) {
+  auto journal = Journal::open(path, {});
+  EXPECT_TRUE(journal.isOk()) << journal.status().toString();
+  return *(*journal)->pending();
+}
+
+std::set<EventId> idsOf(const std::vector<JournalRecord>& records) {
+  std::set<EventId> ids;
+  for (const JournalRecord& r : records) ids.insert(r.event_id);
+  return ids;
+}
+
+JournalRecord recordFor(uint64_t seq, std::string_view target, EventPtr event) {
+  return JournalRecord{seq,
+                       Symbol::intern(target),
+                       event->id(),
+                       Symbol::intern("r.topic"),
+                       Symbol::intern("r.sender"),
+                       Pattern::kInOnly,
+                       0,
+                       encodeEvent(*event, EventFormat::kFull)};
+}
+
+// On kAccepted, looks the event up in the journal through a connection of
+// its own: acceptance must only ever be reported for a committed record.
+class DurabilityChecker final : public ExchangeListener {
+ public:
+  explicit DurabilityChecker(const std::string& path) { sqlite3_open(path.c_str(), &db_); }
+  ~DurabilityChecker() override { sqlite3_close(db_); }
+
+  void onOutcome(const Exchange& exchange, const Outcome& outcome) override {
+    if (outcome.kind != OutcomeKind::kAccepted) return;
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db_, "SELECT COUNT(*) FROM pending WHERE event_id = ?", -1, &stmt, nullptr);
+    sqlite3_bind_int64(stmt, 1, static_cast<int64_t>(exchange.event->id()));
+    const bool found = sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int64(stmt, 0) == 1;
+    sqlite3_finalize(stmt);
+    (found ? found_ : missing_).fetch_add(1);
+  }
+  int found() const { return found_.load(); }
+  int missing() const { return missing_.load(); }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::atomic<int> found_{0}, missing_{0};
+};
+
+TEST(ReliableFlowTest, JournalsBeforeAcceptingAndForgetsAfterDelivery) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  RecordingTarget a("a");
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  a.closeGate();  // keep records journaled while the listener looks for them
+  auto checker = std::make_shared<DurabilityChecker>(path);
+  std::vector<DeliveryTarget*> targets{&a};
+  for (int i = 0; i < 20; ++i) {
+    SendOutcome out = flow.send(inOnly(makeEvent(i), "t", Qos::kReliable, checker), targets);
+    ASSERT_EQ(out.queued, 1u) << out.status.toString();
+  }
+  ASSERT_TRUE(waitUntil([&] { return checker->found() + checker->missing() == 20; }));
+  EXPECT_EQ(checker->missing(), 0);
+  a.openGate();
+  ASSERT_TRUE(waitUntil([&] { return a.delivered() == 20; }));
+  flow.stop();
+  EXPECT_TRUE(pendingIn(path).empty());
+  ReliableMetricsSnapshot m = flow.reliableMetrics();
+  EXPECT_EQ(m.journaled, 20u);
+  EXPECT_EQ(m.acknowledged, 20u);
+  EXPECT_LE(m.commits, 40u);
+  EXPECT_EQ(m.in_flight, 0u);
+  EXPECT_EQ(flow.metrics().delivered, 20u);
+  auto journal = Journal::open(path, {});
+  EXPECT_EQ((*journal)->delivered()->size(), 20u);
+}
+
+TEST(ReliableFlowTest, BestEffortExchangesSkipTheJournal) {
+  TempDir dir;
+  RecordingTarget a("a");
+  ReliableFlow flow(reliableConfig(dir.file("r.db")));
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  std::vector<DeliveryTarget*> targets{&a};
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(flow.send(inOnly(makeEvent(i)), targets).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return a.delivered() == 10; }));
+  flow.stop();
+  EXPECT_EQ(flow.reliableMetrics().journaled, 0u);
+  EXPECT_EQ(flow.metrics().degraded, 0u);
+}
+
+TEST(ReliableFlowTest, DuplicatesAreSuppressedPerTarget) {
+  TempDir dir;
+  RecordingTarget a("a"), b("b");
+  ReliableFlow flow(reliableConfig(dir.file("r.db")));
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.attach(b).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  a.closeGate();
+  EventPtr event = makeEvent(1);
+  std::vector<DeliveryTarget*> only_a{&a}, only_b{&b};
+  EXPECT_EQ(flow.send(inOnly(event, "t", Qos::kReliable), only_a).queued, 1u);
+  // In flight: the same event again is a duplicate for a, not for b.
+  EXPECT_EQ(flow.send(inOnly(event, "t", Qos::kReliable), only_a).duplicates, 1u);
+  EXPECT_EQ(flow.send(inOnly(event, "t", Qos::kReliable), only_b).queued, 1u);
+  a.openGate();
+  ASSERT_TRUE(waitUntil([&] { return a.delivered() == 1 && b.delivered() == 1; }));
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().in_flight == 0; }));
+  // Delivered: remembered in the dedupe window.
+  auto recorder = std::make_shared<OutcomeRecorder>();
+  SendOutcome again = flow.send(inOnly(event, "t", Qos::kReliable, recorder), only_a);
+  EXPECT_EQ(again.duplicates, 1u);
+  EXPECT_EQ(recorder->count(OutcomeKind::kAccepted), 1u);  // taken care of, not an error
+  flow.stop();
+  EXPECT_EQ(a.counts().at(event->id()), 1);
+  EXPECT_EQ(flow.metrics().duplicates, 2u);
+}
+
+TEST(ReliableFlowTest, FailedDeliveriesStayJournaledAndAreRedeliveredOnceAfterRestart) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  std::set<EventId> sent;
+  {
+    RecordingTarget a("a");
+    ReliableFlow flow(reliableConfig(path));
+    a.setBehavior(Behavior::kFail);
+    ASSERT_TRUE(flow.attach(a).isOk());
+    ASSERT_TRUE(flow.start().isOk());
+    auto recorder = std::make_shared<OutcomeRecorder>();
+    std::vector<DeliveryTarget*> targets{&a};
+    for (int i = 0; i < 10; ++i) {
+      EventPtr event = makeEvent(i);
+      Exchange ex = inOnly(event, "t", Qos::kReliable, recorder);
+      ex.pattern = Pattern::kRobustInOnly;
+      ASSERT_EQ(flow.send(ex, targets).queued, 1u);
+      sent.insert(event->id());
+    }
+    ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().abandoned == 10; }));
+    EXPECT_EQ(a.failures(), 30u);  // max_attempts each
+    // The sender hears one fault per event, after the last attempt.
+    EXPECT_EQ(recorder->idsWith(OutcomeKind::kFault),
+              std::multiset<EventId>(sent.begin(), sent.end()));
+    EXPECT_EQ(flow.metrics().failed, 10u);
+    EXPECT_EQ(flow.reliableMetrics().retries, 20u);
+  }  // destroyed without any acknowledgement
+  EXPECT_EQ(idsOf(pendingIn(path)), sent);
+
+  RecordingTarget a("a");  // the same name: the journal addresses targets by name
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  ASSERT_TRUE(waitUntil([&] { return a.delivered() == 10; }));
+  flow.stop();
+  for (const auto& [id, count] : a.counts()) EXPECT_EQ(count, 1) << id;
+  std::vector<EventId> ids = a.ids();
+  EXPECT_EQ(std::set<EventId>(ids.begin(), ids.end()), sent);
+  EXPECT_EQ(flow.reliableMetrics().redelivered, 10u);
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
+TEST(ReliableFlowTest, RestartSuppressesDuplicatesFoundInTheJournal) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  EventPtr e1 = makeEvent(1), e2 = makeEvent(2), e3 = makeEvent(3);
+  {
+    auto journal = Journal::open(path, {});
+    ASSERT_TRUE(journal.isOk());
+    // e1 twice (a sender retried), e2 once, e3 already delivered once.
+    std::vector<JournalRecord> rows{recordFor(1, "a", e1), recordFor(2, "a", e1),
+                                    recordFor(3, "a", e2), recordFor(4, "a", e3)};
+    ASSERT_TRUE((*journal)->commit(rows, {}).isOk());
+    std::vector<JournalRecord> again{recordFor(5, "a", e3)};
+    std::vector<JournalAck> acks{{4, Symbol::intern("a"), e3->id()}};
+    ASSERT_TRUE((*journal)->commit(again, acks).isOk());
+  }
+  RecordingTarget a("a");
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  ASSERT_TRUE(waitUntil([&] { return a.delivered() == 2; }));
+  flow.stop();
+  EXPECT_EQ(a.counts(), (std::map<EventId, int>{{e1->id(), 1}, {e2->id(), 1}}));
+  EXPECT_EQ(flow.metrics().duplicates, 2u);
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
+TEST(ReliableFlowTest, AttachAfterStartRedeliversThatTargetsRecordsOnly) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  EventPtr for_late = makeEvent(1), for_absent = makeEvent(2);
+  {
+    auto journal = Journal::open(path, {});
+    std::vector<JournalRecord> rows{recordFor(1, "late", for_late),
+                                    recordFor(2, "absent", for_absent)};
+    ASSERT_TRUE((*journal)->commit(rows, {}).isOk());
+  }
+  RecordingTarget late("late");
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.start().isOk());
+  ASSERT_TRUE(flow.attach(late).isOk());
+  ASSERT_TRUE(waitUntil([&] { return late.delivered() == 1; }));
+  flow.stop();
+  EXPECT_EQ(late.ids(), std::vector<EventId>{for_late->id()});
+  std::vector<JournalRecord> left = pendingIn(path);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].target.name(), "absent");
+}
+
+TEST(ReliableFlowTest, CorruptRecordsAreCountedAndRemoved) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  {
+    auto journal = Journal::open(path, {});
+    JournalRecord bad = recordFor(1, "a", makeEvent(1));
+    bad.event_json = "{not json";
+    std::vector<JournalRecord> rows{bad, recordFor(2, "a", makeEvent(2))};
+    ASSERT_TRUE((*journal)->commit(rows, {}).isOk());
+  }
+  RecordingTarget a("a");
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  ASSERT_TRUE(waitUntil([&] { return a.delivered() == 1; }));
+  flow.stop();
+  EXPECT_EQ(flow.reliableMetrics().corrupt, 1u);
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
+TEST(ReliableFlowTest, AnUnopenableJournalFailsStart) {
+  ReliableFlow flow(reliableConfig("/nonexistent-dir/sub/r.db"));
+  Status status = flow.start();
+  EXPECT_EQ(status.code(), Status::Code::kIoError);
+  EXPECT_FALSE(flow.running());
+  RecordingTarget a("a");
+  std::vector<DeliveryTarget*> targets{&a};
+  EXPECT_EQ(flow.send(inOnly(makeEvent(1), "t", Qos::kReliable), targets).rejected, 1u);
+
+  ReliableFlow unnamed(reliableConfig(""));
+  EXPECT_EQ(unnamed.start().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(ReliableFlowTest, OverloadDegradesThenRejectsAndEveryAcceptedEventArrivesOnce) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  RecordingTarget slow("slow");
+  ReliableFlow flow(reliableConfig(path, 20));
+  ASSERT_TRUE(flow.attach(slow).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  slow.closeGate();
+  auto recorder = std::make_shared<OutcomeRecorder>();
+  std::vector<DeliveryTarget*> targets{&slow};
+  std::set<EventId> journaled, degraded, rejected;
+  for (int i = 0; i < 300 && rejected.empty(); ++i) {
+    EventPtr event = makeEvent(i);
+    SendOutcome out = flow.send(inOnly(event, "t", Qos::kReliable, recorder), targets);
+    ASSERT_EQ(out.accounted(), 1u);
+    if (out.rejected == 1) rejected.insert(event->id());
+    if (out.degraded == 1) degraded.insert(event->id());
+    if (out.queued == 1 && out.degraded == 0) {
+      journaled.insert(event->id());
+      // Let the commit land in the stage, so the next send sees the pressure.
+      ASSERT_TRUE(waitUntil([&] {
+        return recorder->idsWith(OutcomeKind::kAccepted).count(event->id()) == 1 &&
+               flow.queueLength(slow) + slow.entered() == journaled.size() + degraded.size();
+      }));
+    }
+  }
+  EXPECT_FALSE(journaled.empty());
+  EXPECT_FALSE(degraded.empty());
+  ASSERT_FALSE(rejected.empty());
+  EXPECT_EQ(recorder->idsWith(OutcomeKind::kAccepted),
+            std::multiset<EventId>(journaled.begin(), journaled.end()));
+  EXPECT_EQ(recorder->idsWith(OutcomeKind::kDegraded),
+            std::multiset<EventId>(degraded.begin(), degraded.end()));
+  EXPECT_EQ(recorder->idsWith(OutcomeKind::kRejected),
+            std::multiset<EventId>(rejected.begin(), rejected.end()));
+
+  slow.openGate();
+  ASSERT_TRUE(waitUntil([&] { return slow.delivered() == journaled.size() + degraded.size(); }));
+  flow.stop();
+  std::set<EventId> delivered;
+  for (const auto& [id, count] : slow.counts()) {
+    EXPECT_EQ(count, 1) << id;
+    delivered.insert(id);
+  }
+  std::set<EventId> expected = journaled;
+  expected.insert(degraded.begin(), degraded.end());
+  EXPECT_EQ(delivered, expected);
+  for (EventId id : rejected) EXPECT_EQ(delivered.count(id), 0u);
+  EXPECT_TRUE(pendingIn(path).empty());
+  EXPECT_EQ(flow.metrics().degraded, degraded.size());
+  EXPECT_EQ(flow.metrics().rejected, rejected.size());
+}
+
+// --- A real crash: a child process journals, then dies without stopping. ---
+
+constexpr char kCrashEnv[] = "CEPBUS_RELIABLE_CRASH_DB";
+constexpr int kCrashEvents = 200;
+constexpr int kAckedBeforeCrash = 30;
+constexpr int kCrashExitCode = 42;
+
+// Acknowledges the first `limit` events, then hangs (bounded, in case the
+// child fails before it can crash on purpose).
+class AckThenHang final : public DeliveryTarget {
+ public:
+  explicit AckThenHang(int limit) : limit_(limit) {}
+  const std::string& name() const override { return name_; }
+  Status deliver(const Exchange&) override {
+    if (acked_.load() < limit_) {
+      acked_.fetch_add(1);
+      return Status::ok();
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    return Status::unavailable("hung");
+  }
+
+ private:
+  const std::string name_ = "crash.target";
+  const int limit_;
+  std::atomic<int> acked_{0};
+};
+
+TEST(ReliableFlowCrashChild, JournalsThenDiesWithoutStopping) {
+  const char* path = std::getenv(kCrashEnv);
+  if (path == nullptr) {
+    GTEST_SKIP() << "the child half of ReliableFlowTest.RedeliversEverythingAfterACrash";
+  }
+  ReliableFlowConfig config = reliableConfig(path);
+  config.journal.fsync = true;
+  AckThenHang target(kAckedBeforeCrash);
+  ReliableFlow flow(config);
+  ASSERT_TRUE(flow.attach(target).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  auto recorder = std::make_shared<OutcomeRecorder>();
+  std::vector<DeliveryTarget*> targets{&target};
+  for (int i = 0; i < kCrashEvents; ++i) {
+    ASSERT_EQ(
+        flow.send(inOnly(makeEvent(i, 5000 + i), "t", Qos::kReliable, recorder), targets).queued,
+        1u);
+  }
+  ASSERT_TRUE(waitUntil([&] {
+    return recorder->count(OutcomeKind::kAccepted) == kCrashEvents &&
+           flow.reliableMetrics().acknowledged == kAckedBeforeCrash;
+  }));
+  std::_Exit(kCrashExitCode);  // no stop, no destructors, no flush
+}
+
+int runCrashChild(const std::string& db) {
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string filter = "--gtest_filter=ReliableFlowCrashChild.JournalsThenDiesWithoutStopping";
+  std::string env = std::string(kCrashEnv) + "=" + db;
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  envp.push_back(env.data());
+  envp.push_back(nullptr);
+  char* argv[] = {exe.data(), filter.data(), nullptr};
+  pid_t pid = 0;
+  if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(ReliableFlowTest, RedeliversEverythingAfterACrashExactlyOnce) {
+  TempDir dir;
+  const std::string path = dir.file("crash.db");
+  ASSERT_EQ(runCrashChild(path), kCrashExitCode);
+
+  // What the crashed process left: every event is either acknowledged
+  // (remembered as delivered) or still pending; nothing is lost.
+  std::set<EventId> all;
+  for (int i = 0; i < kCrashEvents; ++i) all.insert(5000 + i);
+  std::set<EventId> pending = idsOf(pendingIn(path));
+  std::set<EventId> acknowledged;
+  {
+    auto journal = Journal::open(path, {});
+    auto delivered = (*journal)->delivered();
+    ASSERT_TRUE(delivered.isOk());
+    for (const DeliveredId& d : *delivered) acknowledged.insert(d.event_id);
+  }
+  EXPECT_EQ(acknowledged.size(), static_cast<size_t>(kAckedBeforeCrash));
+  EXPECT_EQ(pending.size(), static_cast<size_t>(kCrashEvents - kAckedBeforeCrash));
+  std::set<EventId> both = pending;
+  both.insert(acknowledged.begin(), acknowledged.end());
+  EXPECT_EQ(both, all);
+
+  RecordingTarget target("crash.target");
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.attach(target).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  ASSERT_TRUE(waitUntil([&] { return target.delivered() == pending.size(); }));
+  flow.stop();
+  for (const auto& [id, count] : target.counts()) EXPECT_EQ(count, 1) << id;
+  std::vector<EventId> ids = target.ids();
+  EXPECT_EQ(std::set<EventId>(ids.begin(), ids.end()), pending);
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
+}  // namespace
+}  // namespace cepbus::flows

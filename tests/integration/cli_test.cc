@@ -1,0 +1,261 @@
+// End-to-end tests of the `cepbus` program: the real binary, real descriptors,
+// real files, real signals.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bus/core/event_json.h"
+#include "tests/integration/child_process.h"
+
+namespace cepbus {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::ChildProcess;
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / ("cepbus-cli-" + std::to_string(rd()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+  }
+  std::string read(const std::string& name) {
+    std::ifstream in(dir_ / name);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  std::unique_ptr<ChildProcess> start(std::vector<std::string> args) {
+    args.insert(args.begin(), CEPBUS_BINARY);
+    auto p = std::make_unique<ChildProcess>(std::move(args), dir_);
+    EXPECT_TRUE(p->started());
+    return p;
+  }
+  // Runs cepbus to its end and returns the exit code.
+  int run(std::vector<std::string> args, std::string* out = nullptr, std::string* err = nullptr) {
+    auto p = start(std::move(args));
+    int code = p->wait(std::chrono::seconds(120));
+    if (out) *out = p->out();
+    if (err) *err = p->err();
+    return code;
+  }
+
+  // `n` events A0..: one per line, ts 1..n, with a sequence attribute.
+  std::string events(int n) {
+    std::string s;
+    for (int i = 1; i <= n; ++i) {
+      s += R"({"type":"Tick","ts":)" + std::to_string(i) + R"(,"attrs":{"n":)" +
+           std::to_string(i) + R"(,"symbol":")" + (i % 2 ? "IBM" : "MSFT") + "\"}}\n";
+    }
+    return s;
+  }
+
+  static std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) {
+      if (!l.empty()) out.push_back(l);
+    }
+    return out;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CliTest, VersionHelpAndUsageErrors) {
+  std::string out, err;
+  EXPECT_EQ(run({"--version"}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("cepbus "));
+  EXPECT_EQ(run({"--help"}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("run"));
+  EXPECT_THAT(out, HasSubstr("validate"));
+  EXPECT_THAT(out, HasSubstr("match"));
+  EXPECT_EQ(run({"run", "--help"}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("--exit-when-drained"));
+  EXPECT_EQ(run({"validate", "--help"}, &out), 0);
+  EXPECT_EQ(run({"match", "--help"}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("--engine"));
+  EXPECT_EQ(run({"frobnicate"}, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("unknown command \"frobnicate\""));
+  EXPECT_EQ(run({"run"}, nullptr, &err), 2);
+  EXPECT_EQ(run({"run", "--no-such-option", "x.xml"}, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("no-such-option"));
+  EXPECT_EQ(run({}), 2);
+}
+
+TEST_F(CliTest, ValidateAcceptsTheQuickstart) {
+  std::string out, err;
+  const fs::path quickstart = fs::path(CEPBUS_TEST_SOURCE_DIR) / "examples/quickstart/quickstart.xml";
+  EXPECT_EQ(run({"validate", quickstart.string()}, &out, &err), 0) << err;
+  EXPECT_THAT(out, HasSubstr("OK"));
+}
+
+TEST_F(CliTest, ValidateNamesFileAndLineOfEveryError) {
+  write("bad.xml", R"(<cepbus name="bad">
+  <stages>
+    <stage name="s" capacity="-3"/>
+  </stages>
+  <routes>
+    <route address="a.#" flow="seda" stage="nowhere"/>
+  </routes>
+</cepbus>
+)");
+  std::string err;
+  EXPECT_EQ(run({"validate", "bad.xml"}, nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("bad.xml:3:"));
+  EXPECT_THAT(err, HasSubstr("capacity"));
+  EXPECT_THAT(err, HasSubstr("bad.xml:6:"));
+  EXPECT_THAT(err, HasSubstr("nowhere"));
+
+  write("broken.xml", "<cepbus name=\"x\">\n  <stages>\n</cepbus>\n");
+  EXPECT_EQ(run({"validate", "broken.xml"}, nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("broken.xml:"));
+
+  EXPECT_EQ(run({"validate", "missing.xml"}, nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("missing.xml"));
+}
+
+TEST_F(CliTest, ValidateRejectsBadFiltersAndServiceParams) {
+  write("in.jsonl", events(1));
+  write("svc.xml", R"(<cepbus name="svc">
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="in.jsonl"/>
+      <param name="rate" value="fast"/>
+      <publish address="in.ticks"/>
+    </service-unit>
+    <service-unit name="out" type="replay-sink">
+      <param name="file" value="out.jsonl"/>
+      <subscribe address="in.#" filter="price &gt;"/>
+    </service-unit>
+    <service-unit name="x" type="no-such-type"/>
+  </service-assembly>
+</cepbus>
+)");
+  std::string err;
+  EXPECT_EQ(run({"validate", "svc.xml"}, nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("svc.xml:5:"));   // rate
+  EXPECT_THAT(err, HasSubstr("svc.xml:10:"));  // filter
+  EXPECT_THAT(err, HasSubstr("svc.xml:12:"));  // unknown type
+  EXPECT_THAT(err, HasSubstr("no-such-type"));
+}
+
+// Replay source -> router -> SEDA flow (a stage) -> replay sink: the sink's
+// file holds every event of the source, in order, and the bad line of the
+// source is reported with its file and line but loses no good event.
+TEST_F(CliTest, ReplayThroughASedaFlowDeliversEveryEventInOrder) {
+  std::string input = events(2000);
+  input.insert(input.find('\n', input.size() / 2) + 1, "{\"type\":\"Tick\"}\n");
+  write("in.jsonl", input);
+  write("pipe.xml", R"(<cepbus name="pipe">
+  <stages>
+    <stage name="dispatch" capacity="100000" min-threads="1" max-threads="1"/>
+  </stages>
+  <routes default-flow="st">
+    <route address="ticks.#" flow="seda" stage="dispatch"/>
+  </routes>
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="in.jsonl"/>
+      <publish address="ticks.all"/>
+    </service-unit>
+    <service-unit name="sink" type="replay-sink">
+      <param name="file" value="out.jsonl"/>
+      <subscribe address="ticks.*"/>
+    </service-unit>
+    <service-unit name="ibm" type="replay-sink">
+      <param name="file" value="ibm.jsonl"/>
+      <subscribe address="ticks.#" filter="symbol = 'IBM' AND n &gt; 1000"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"run", "pipe.xml", "--exit-when-drained"}, &out, &err), 0) << err;
+  const auto got = lines(read("out.jsonl"));
+  ASSERT_EQ(got.size(), 2000u) << err;
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto e = decodeEvent(got[i]);
+    ASSERT_TRUE(e.isOk()) << got[i];
+    EXPECT_EQ((*e)->ts(), static_cast<Timestamp>(i + 1));
+  }
+  EXPECT_EQ(lines(read("ibm.jsonl")).size(), 500u);  // odd seq in 1001..2000
+  const size_t bad_line = lines(input.substr(0, input.find("{\"type\":\"Tick\"}\n"))).size() + 1;
+  EXPECT_THAT(err, HasSubstr("in.jsonl: line " + std::to_string(bad_line) + ": missing field \"ts\""));
+}
+
+TEST_F(CliTest, SigtermDrainsAndExitsCleanly) {
+  write("in.jsonl", events(100000));
+  write("slow.xml", R"(<cepbus name="slow">
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="in.jsonl"/>
+      <param name="rate" value="2000"/>
+      <publish address="ticks"/>
+    </service-unit>
+    <service-unit name="sink" type="replay-sink">
+      <param name="file" value="out.jsonl"/>
+      <subscribe address="ticks"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+)");
+  auto p = start({"run", "slow.xml"});
+  for (int i = 0; i < 500 && lines(read("out.jsonl")).size() < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  p->signal(SIGTERM);
+  EXPECT_EQ(p->wait(std::chrono::seconds(30)), 0) << p->err();
+  EXPECT_THAT(p->err(), HasSubstr("draining and stopping"));
+  const std::string text = read("out.jsonl");
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');  // only whole lines
+  const auto got = lines(text);
+  EXPECT_GE(got.size(), 50u);
+  EXPECT_LT(got.size(), 100000u);
+}
+
+// The main job: the quickstart descriptor's equal-prices query detects each
+// moment the generator planted (three symbols at one price).
+TEST_F(CliTest, QuickstartDetectsThePlantedEqualPrices) {
+  const fs::path src = fs::path(CEPBUS_TEST_SOURCE_DIR) / "examples/quickstart";
+  fs::copy_file(src / "stocks.jsonl", dir_ / "stocks.jsonl");
+  std::string xml;
+  {
+    std::ifstream in(src / "quickstart.xml");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    xml = ss.str();
+  }
+  // Full speed: the test checks what is detected, not the pacing.
+  const std::string rate = "<param name=\"rate\" value=\"200\"/>";
+  ASSERT_NE(xml.find(rate), std::string::npos);
+  xml.replace(xml.find(rate), rate.size(), "<param name=\"rate\" value=\"0\"/>");
+  write("quickstart.xml", xml);
+  std::string out, err;
+  ASSERT_EQ(run({"run", "quickstart.xml", "--exit-when-drained"}, &out, &err), 0) << err;
+  const auto got = lines(out);
+  EXPECT_EQ(got.size(), 9u) << out << err;
+  for (const auto& l : got) {
+    auto e = decodeEvent(l);
+    ASSERT_TRUE(e.isOk()) << l;
+    EXPECT_EQ((*e)->type().name(), "EqualPrices");
+  }
+}
+
+}  // namespace
+}  // namespace cepbus

@@ -1,0 +1,231 @@
+// Each operator of P1's algebra against its definition on hand-made streams,
+// the SASE-style forms, RETURN, and the errors, through the plugin ABI.
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/plugins/algebra/algebra_test_support.h"
+
+namespace cepbus::plugins::algebra::testing {
+namespace {
+
+using IV = std::vector<std::pair<Timestamp, Timestamp>>;
+
+IV iv(const std::string& query, const std::string& stream) {
+  return intervals(runAlgebra(query, letters(stream)));
+}
+
+std::string errorOf(const std::string& query, std::vector<std::string> options = {}) {
+  auto r = run("algebra", query, letters("a1 b2"), std::move(options));
+  EXPECT_FALSE(r.isOk()) << query;
+  return r ? std::string() : r.status().message();
+}
+
+TEST(AlgebraOperators, SequenceNeedsEndBeforeStart) {
+  const std::string s = "a1 b1 a2 b3";
+  EXPECT_EQ(iv("PATTERN A ; B CONTEXT unrestricted", s), (IV{{1, 3}, {2, 3}}));
+  // Recent: one instance per end, the latest start.
+  auto r = runAlgebra("PATTERN A a ; B b", letters(s));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].binds, (std::vector<std::pair<uint32_t, EventId>>{{0, 3}, {1, 4}}));
+}
+
+TEST(AlgebraOperators, ConjunctionInEitherOrder) {
+  EXPECT_EQ(iv("PATTERN A + B CONTEXT unrestricted", "a1 b2 a3"), (IV{{1, 2}, {2, 3}}));
+  EXPECT_EQ(iv("PATTERN A + B CONTEXT unrestricted", "a1 a2 b3"), (IV{{1, 3}, {2, 3}}));
+  EXPECT_EQ(iv("PATTERN A + B CONTEXT recent", "a1 a2 b3"), (IV{{2, 3}}));
+  EXPECT_EQ(iv("PATTERN A + B CONTEXT unrestricted", "a1 b1"), (IV{{1, 1}}));
+}
+
+TEST(AlgebraOperators, DisjunctionIsTheUnion) {
+  EXPECT_EQ(iv("PATTERN A | B CONTEXT unrestricted", "a1 c2 b3"), (IV{{1, 1}, {3, 3}}));
+  EXPECT_EQ(iv("PATTERN (A ; B) | C CONTEXT unrestricted", "a1 c2 b3"), (IV{{2, 2}, {1, 3}}));
+}
+
+// The five cases of P1's concatenation, m = (A;B), n = (C;D), and the
+// relations it excludes; a single pair per stream, so both semantics agree.
+TEST(AlgebraOperators, ConcatenationFiveCases) {
+  const std::string q = "PATTERN (A ; B) ~ (C ; D) CONTEXT ";
+  for (const char* ctx : {"unrestricted", "recent"}) {
+    SCOPED_TRACE(ctx);
+    EXPECT_EQ(iv(q + ctx, "a1 b3 c3 d5"), (IV{{1, 5}}));  // end(m) = start(n)
+    EXPECT_EQ(iv(q + ctx, "a1 c2 b3 d4"), (IV{{1, 4}}));  // overlap
+    EXPECT_EQ(iv(q + ctx, "a1 c2 b4 d4"), (IV{{1, 4}}));  // same end, m starts first
+    EXPECT_EQ(iv(q + ctx, "a1 c1 b2 d3"), (IV{{1, 3}}));  // same start, m ends first
+    EXPECT_EQ(iv(q + ctx, "a1 c2 d3 b4"), (IV{{1, 4}}));  // m contains n
+    EXPECT_EQ(iv(q + ctx, "a1 b2 c3 d4"), IV{});          // m before n
+    EXPECT_EQ(iv(q + ctx, "c1 d2 a3 b4"), IV{});          // n before m
+    EXPECT_EQ(iv(q + ctx, "c1 a2 b3 d4"), IV{});          // n contains m
+    EXPECT_EQ(iv(q + ctx, "c1 a2 d3 b4"), IV{});          // n starts first
+    EXPECT_EQ(iv(q + ctx, "a1 c1 b2 d2"), IV{});          // equal intervals: concurrency
+  }
+  // Meeting through a shared event: (a1,b3) ends where (b3,d5) starts.
+  auto r =
+      runAlgebra("PATTERN (A a ; B b) ~ (B c ; D d) CONTEXT unrestricted", letters("a1 b3 d5"));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].binds,
+            (std::vector<std::pair<uint32_t, EventId>>{{0, 1}, {1, 2}, {2, 2}, {3, 3}}));
+}
+
+TEST(AlgebraOperators, ConcurrencyNeedsSameStartAndEnd) {
+  const std::string q = "PATTERN (A ; B) || (C ; D) CONTEXT unrestricted";
+  EXPECT_EQ(iv(q, "a1 c1 b3 d3"), (IV{{1, 3}}));
+  EXPECT_EQ(iv(q, "a1 c1 b3 d4"), IV{});
+  EXPECT_EQ(iv(q, "a1 c2 b3 d3"), IV{});
+  EXPECT_EQ(iv("PATTERN A || B CONTEXT unrestricted", "a1 b1 a2 b3"), (IV{{1, 1}}));
+}
+
+TEST(AlgebraOperators, NegationExcludesTheClosedInterval) {
+  const std::string q = "PATTERN (A ; B) - C CONTEXT unrestricted";
+  EXPECT_EQ(iv(q, "a1 b3"), (IV{{1, 3}}));
+  EXPECT_EQ(iv(q, "a1 c1 b3"), IV{});  // at the start
+  EXPECT_EQ(iv(q, "a1 c3 b3"), IV{});  // at the end
+  EXPECT_EQ(iv(q, "a1 c2 b3"), IV{});  // inside
+  EXPECT_EQ(iv(q, "c0 a1 b3 c4"), (IV{{1, 3}}));
+  EXPECT_EQ(iv(q, "a1 c2 a3 b4"), (IV{{3, 4}}));
+  // A composite negated operand must lie wholly inside.
+  const std::string q2 = "PATTERN (A ; B) - (C ; D) CONTEXT unrestricted";
+  EXPECT_EQ(iv(q2, "c0 a1 d2 b3"), (IV{{1, 3}}));
+  EXPECT_EQ(iv(q2, "a1 c2 d3 b4"), IV{});
+  EXPECT_EQ(iv(q2, "a1 c2 b3 d4"), (IV{{1, 3}}));
+}
+
+TEST(AlgebraOperators, IterationIsEveryUnion) {
+  EXPECT_EQ(iv("PATTERN A* CONTEXT unrestricted", "a1 a2 a3"),
+            (IV{{1, 1}, {1, 2}, {2, 2}, {1, 3}, {1, 3}, {2, 3}, {3, 3}}));
+  EXPECT_EQ(iv("PATTERN A* CONTEXT recent", "a1 a2 a3"), (IV{{1, 1}, {2, 2}, {3, 3}}));
+  // Unions of composite instances are set unions: (a1,b2) ∪ (a1,b3) binds a1 once.
+  auto r = runAlgebra("PATTERN (A a ; B b)* CONTEXT unrestricted", letters("a1 b2 b3"));
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[1].binds, (std::vector<std::pair<uint32_t, EventId>>{{0, 1}, {1, 2}, {1, 3}}));
+  EXPECT_EQ(r[2].binds, (std::vector<std::pair<uint32_t, EventId>>{{0, 1}, {1, 3}}));
+}
+
+TEST(AlgebraOperators, SelectionFiltersInstances) {
+  const std::string q = "PATTERN (A a ; B b)[a.x < b.x] CONTEXT ";
+  EXPECT_EQ(iv(q + "unrestricted", "a1:5 a2:1 b3:3"), (IV{{2, 3}}));
+  EXPECT_EQ(iv(q + "unrestricted", "a1:1 a2:5 b3:3"), (IV{{1, 3}}));
+  // Recent applies the predicate to the recent instance (P1's f(v_x)):
+  // (a2,b3) fails, and (a1,b3) was pruned below it. Theorem 1 does not hold
+  // for a selection that the recent instance fails.
+  EXPECT_EQ(iv(q + "recent", "a1:5 a2:1 b3:3"), (IV{{2, 3}}));
+  EXPECT_EQ(iv(q + "recent", "a1:1 a2:5 b3:3"), IV{});
+  // A WHERE conjunct is the same selection.
+  EXPECT_EQ(iv("PATTERN SEQ(A a, B b) WHERE a.x < b.x", "a1:1 a2:5 b3:3"), IV{});
+}
+
+TEST(AlgebraOperators, AggregationOverAnIteration) {
+  const std::string s = "a1:4 a2:3 a3:5 a4:6";
+  // Recent: per end, the latest-starting run whose sum reaches 10.
+  EXPECT_EQ(iv("PATTERN AGG(A+ a[], sum(a[].x) >= 10) WITHIN 10", s), (IV{{1, 3}, {3, 4}}));
+  EXPECT_EQ(iv("PATTERN AGG(A+ a[], count(a[]) >= 3) WITHIN 10", "a1 a2 a3 a4"),
+            (IV{{1, 3}, {2, 4}}));
+  // Unrestricted: every subset with sum ≥ 10: four triples, all four, 4+6, 5+6.
+  auto all = runAlgebra("PATTERN AGG(A+ a[], sum(a[].x) >= 10) CONTEXT unrestricted", letters(s));
+  EXPECT_EQ(all.size(), 7u);
+  std::set<std::vector<EventId>> sets;
+  for (const Out& o : all) {
+    std::vector<EventId> ids;
+    for (const auto& b : o.binds) ids.push_back(b.second);
+    sets.insert(ids);
+  }
+  EXPECT_TRUE(sets.count({1, 4}));
+  EXPECT_TRUE(sets.count({3, 4}));
+  EXPECT_FALSE(sets.count({1, 3}));
+}
+
+TEST(AlgebraOperators, TimeRestrictionBoundsTheSpan) {
+  EXPECT_EQ(iv("PATTERN WITHIN(A ; B, 2) CONTEXT unrestricted", "a1 a2 b3 a4 b7"),
+            (IV{{1, 3}, {2, 3}}));
+  EXPECT_EQ(iv("PATTERN WITHIN(A ; B, 2)", "a1 a2 b3 a4 b7"), (IV{{2, 3}}));
+}
+
+TEST(AlgebraSase, FormsCompileToTheAlgebra) {
+  const auto s = letters("a1:3 b2:4 a3:1 d4 b5:2 d6 a7 b8:9 d9");
+  for (const char* ctx : {" CONTEXT unrestricted", " CONTEXT recent"}) {
+    SCOPED_TRACE(ctx);
+    EXPECT_EQ(runAlgebra(std::string("PATTERN SEQ(A a, B b, D d)") + ctx, s),
+              runAlgebra(std::string("PATTERN (A a ; B b) ; D d") + ctx, s));
+    EXPECT_EQ(runAlgebra(std::string("PATTERN AND(A a, B b)") + ctx, s),
+              runAlgebra(std::string("PATTERN A a + B b") + ctx, s));
+    EXPECT_EQ(runAlgebra(std::string("PATTERN OR(A a, D d)") + ctx, s),
+              runAlgebra(std::string("PATTERN A a | D d") + ctx, s));
+    EXPECT_EQ(runAlgebra(std::string("PATTERN SEQ(A a, B b) WITHIN 2") + ctx, s),
+              runAlgebra(std::string("PATTERN WITHIN(A a ; B b, 2)") + ctx, s));
+  }
+  // A WHERE conjunct is a selection at the lowest subexpression binding it.
+  const std::string u = " CONTEXT unrestricted";
+  auto where = runAlgebra("PATTERN SEQ(A a, B b, D d) WHERE a.x < b.x" + u, s);
+  EXPECT_EQ(where, runAlgebra("PATTERN ((A a ; B b)[a.x < b.x]) ; D d" + u, s));
+  EXPECT_EQ(runAlgebra("PATTERN SEQ(A a, B b, D d) WHERE a.x < b.x", s),
+            runAlgebra("PATTERN ((A a ; B b)[a.x < b.x]) ; D d", s));
+  EXPECT_FALSE(where.empty());
+  EXPECT_LT(where.size(), runAlgebra("PATTERN SEQ(A a, B b, D d)" + u, s).size());
+}
+
+TEST(AlgebraSase, KleenePlusIsIteration) {
+  auto r = runAlgebra("PATTERN SEQ(A a, B+ b[], C c) CONTEXT unrestricted", letters("a1 b2 b3 c4"));
+  ASSERT_EQ(r.size(), 3u);
+  std::set<std::vector<std::pair<uint32_t, EventId>>> got;
+  for (const Out& o : r) got.insert(o.binds);
+  EXPECT_TRUE(got.count({{0, 1}, {1, 2}, {1, 3}, {2, 4}}));  // b in stream order
+  EXPECT_TRUE(got.count({{0, 1}, {1, 2}, {2, 4}}));
+  EXPECT_TRUE(got.count({{0, 1}, {1, 3}, {2, 4}}));
+  // An iteration predicate holds for every element.
+  auto rising =
+      runAlgebra("PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x CONTEXT unrestricted",
+                 letters("a1 b2:5 b3:4 c4"));
+  EXPECT_EQ(rising.size(), 2u);
+}
+
+TEST(AlgebraReturn, ComposesTheReturnClause) {
+  auto r = runAlgebra("PATTERN A a ; B b RETURN Pair(a.x AS ax, b.x AS bx)", letters("a1:5 b2:7"),
+                      /*compose=*/true);
+  ASSERT_EQ(r.size(), 1u);
+  const EventPtr& c = r[0].composite;
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->type(), Symbol::intern("Pair"));
+  EXPECT_EQ(c->start(), 1);
+  EXPECT_EQ(c->end(), 2);
+  EXPECT_EQ(c->constituents().size(), 2u);
+  ASSERT_NE(c->find(Symbol::intern("ax")), nullptr);
+  EXPECT_EQ(c->find(Symbol::intern("ax"))->asInt(), 5);
+  EXPECT_EQ(c->find(Symbol::intern("bx"))->asInt(), 7);
+  auto k = runAlgebra("PATTERN SEQ(A a, B+ b[]) CONTEXT unrestricted RETURN R(count(b[]) AS n)",
+                      letters("a1 b2 b3"), true);
+  std::multiset<int64_t> counts;
+  for (const Out& o : k) counts.insert(o.composite->find(Symbol::intern("n"))->asInt());
+  EXPECT_EQ(counts, (std::multiset<int64_t>{1, 1, 2}));
+}
+
+TEST(AlgebraContext, RecentIsTheDefaultAndKeepsOnePerEnd) {
+  std::string s;
+  for (int t = 1; t <= 60; ++t) s += std::string(1, "abc"[(t * 7) % 3]) + std::to_string(t) + " ";
+  auto r = runAlgebra("PATTERN (A ; B) + C", letters(s));
+  auto u = runAlgebra("PATTERN (A ; B) + C CONTEXT unrestricted", letters(s));
+  ASSERT_FALSE(r.empty());
+  EXPECT_GT(u.size(), r.size());
+  std::set<Timestamp> ends;
+  for (const Out& o : r) EXPECT_TRUE(ends.insert(o.end).second) << o;
+}
+
+TEST(AlgebraErrors, ClearMessages) {
+  EXPECT_NE(errorOf("PATTERN (A ; B").find("line 1"), std::string::npos);
+  EXPECT_NE(errorOf("PATTERN SEQ(A a, NOT(C c), B b)").find("NOT(...)"), std::string::npos);
+  EXPECT_NE(errorOf("PATTERN SEQ(A a, B* b[], C c)").find("zero-or-more"), std::string::npos);
+  EXPECT_NE(errorOf("PATTERN SEQ(A a, B b) STRATEGY skip_till_next_match").find("STRATEGY"),
+            std::string::npos);
+  EXPECT_NE(errorOf("PATTERN SEQ(A a, B b) PARTITION BY x").find("PARTITION BY"),
+            std::string::npos);
+  EXPECT_NE(errorOf("PATTERN A ; B", {"construction=batched"}).find("construction"),
+            std::string::npos);
+  EXPECT_NE(errorOf("PATTERN AGG(A+ a[], count(a[]) > 2)").find("time bound"), std::string::npos);
+  EXPECT_NE(errorOf("PATTERN (A a ; B b) - C c WHERE c.x = a.x").find("negated"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace cepbus::plugins::algebra::testing

@@ -1,0 +1,687 @@
+#include "services/cep/cep_service.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "bus/core/descriptor/parser.h"
+#include "flows/st_flow.h"
+#include "router/broker.h"
+#include "router/delivery_policy.h"
+#include "router/registry.h"
+
+namespace cepbus::services::cep {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Generous: only a broken service waits this long.
+constexpr auto kWait = 20s;
+
+bool waitUntil(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// An endpoint that records what is published to one address.
+class Recorder {
+ public:
+  Recorder(router::Broker& broker, std::string name, std::string_view address)
+      : broker_(broker), name_(std::move(name)) {
+    EXPECT_TRUE(broker_.addEndpoint(name_, [this](const flows::Exchange& exchange) {
+      std::lock_guard lock(mu_);
+      events_.push_back(exchange.event);
+      senders_.push_back(exchange.sender);
+      cv_.notify_all();
+      return Status::ok();
+    }));
+    EXPECT_TRUE(broker_.subscribe(name_, address));
+  }
+  ~Recorder() { broker_.removeEndpoint(name_); }
+
+  bool waitFor(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return events_.size() >= n; });
+  }
+  size_t size() const {
+    std::lock_guard lock(mu_);
+    return events_.size();
+  }
+  std::vector<EventPtr> events() const {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+  std::vector<Symbol> senders() const {
+    std::lock_guard lock(mu_);
+    return senders_;
+  }
+
+ private:
+  router::Broker& broker_;
+  const std::string name_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<EventPtr> events_;
+  std::vector<Symbol> senders_;
+};
+
+const Value* attr(const EventPtr& e, std::string_view name) {
+  return e->find(Symbol::intern(name));
+}
+
+class CepServiceTest : public ::testing::Test {
+ protected:
+  CepServiceTest() {
+    auto policy = std::make_unique<router::DeliveryPolicy>("st");
+    EXPECT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st")));
+    registry_ = std::make_shared<router::Registry>();
+    broker_ = std::make_unique<router::Broker>(std::move(policy), registry_);
+    EXPECT_TRUE(broker_->start());
+    loader_ = std::make_unique<plugin::PluginLoader>(
+        std::vector<std::string>{CEPBUS_CEP_TEST_PLUGIN_DIR, CEPBUS_TEST_BUILD_DIR "/plugins"});
+    context_ = std::make_unique<ServiceContext>(ServiceContext{*broker_, *registry_, *loader_});
+  }
+  ~CepServiceTest() override {
+    service_.reset();  // services stop before the broker, as the Bus does it
+    broker_->stop();
+  }
+
+  // Parses `xml` (a <service-assembly> fragment named cep_test.xml) and
+  // builds its first unit.
+  Result<std::unique_ptr<Service>> build(std::string_view xml) {
+    descriptor::ParseReport report;
+    auto assembly = descriptor::parseServiceAssembly(xml, "cep_test.xml", &report);
+    if (!assembly) return Status::internal("fragment does not parse: " + report.toString());
+    return CepServiceFactory().create(*assembly, assembly->units.at(0), *context_);
+  }
+
+  // Builds and starts the service of `xml`; the fixture owns it.
+  CepService& start(std::string_view xml) {
+    auto built = build(xml);
+    EXPECT_TRUE(built) << built.status().toString();
+    if (!built) throw std::runtime_error(built.status().toString());
+    service_.reset(static_cast<CepService*>(built->release()));
+    Status started = service_->start();
+    EXPECT_TRUE(started) << started.toString();
+    return *service_;
+  }
+
+  flows::SendOutcome publish(std::string_view address, std::string_view type, Timestamp ts,
+                             int64_t x = 0) {
+    flows::Exchange exchange;
+    exchange.event = EventBuilder(type).at(ts).set("x", Value(x)).build();
+    exchange.address = Symbol::intern(address);
+    return broker_->publish(exchange);
+  }
+
+  bool waitConsumed(const CepService& service, std::string_view query, uint64_t n) {
+    return waitUntil([&] {
+      auto s = service.stats(query);
+      return s && s->consumed >= n;
+    });
+  }
+
+  std::shared_ptr<router::Registry> registry_;
+  std::unique_ptr<router::Broker> broker_;
+  std::unique_ptr<plugin::PluginLoader> loader_;
+  std::unique_ptr<ServiceContext> context_;
+  std::unique_ptr<CepService> service_;
+};
+
+constexpr std::string_view kPairs = R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)";
+
+TEST_F(CepServiceTest, PublishesEveryMatchAsACompositeEventOnTheOutput) {
+  CepService& cep = start(kPairs);
+  Recorder out(*broker_, "test.out", "out.pairs");
+  const int64_t xs[] = {1, 0, 2, 3, 4};
+  const char* types[] = {"A", "C", "B", "A", "B"};
+  for (int i = 0; i < 5; ++i) {
+    const flows::SendOutcome o = publish("in.events", types[i], i + 1, xs[i]);
+    EXPECT_EQ(o.delivered, 1u) << o.status.toString();
+  }
+  ASSERT_TRUE(out.waitFor(2));
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 5));
+  const auto events = out.events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]->type().name(), "Pair");
+  EXPECT_EQ(attr(events[0], "a_x")->asInt(), 1);
+  EXPECT_EQ(attr(events[0], "b_x")->asInt(), 2);
+  ASSERT_EQ(events[0]->constituents().size(), 2u);
+  EXPECT_EQ(events[0]->constituents()[0]->ts(), 1);
+  EXPECT_EQ(events[0]->constituents()[1]->ts(), 3);
+  EXPECT_EQ(events[0]->start(), 1);
+  EXPECT_EQ(events[0]->end(), 3);
+  EXPECT_EQ(attr(events[1], "a_x")->asInt(), 3);
+  EXPECT_EQ(attr(events[1], "b_x")->asInt(), 4);
+  for (Symbol sender : out.senders()) EXPECT_EQ(sender.name(), "sa.cep/pairs");
+
+  EXPECT_EQ(cep.matches("pairs"), 2u);
+  const QueryStats stats = *cep.stats("pairs");
+  EXPECT_EQ(stats.consumed, 5u);
+  EXPECT_EQ(stats.errors, 0u);
+  EXPECT_EQ(stats.rejected, 0u);
+  EXPECT_EQ(stats.queued, 0u);
+  EXPECT_TRUE(cep.finished());
+  EXPECT_EQ(cep.queries(), std::vector<std::string>{"pairs"});
+  EXPECT_EQ(cep.endpointName("pairs"), "sa.cep/pairs");
+}
+
+TEST_F(CepServiceTest, ReportsEachQueryInTheRegistry) {
+  CepService& cep = start(kPairs);
+  publish("in.events", "A", 1);
+  publish("in.events", "B", 2);
+  publish("in.events", "B", 3);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 3));
+
+  auto service = registry_->snapshotOf("sa.cep");
+  ASSERT_TRUE(service);
+  EXPECT_EQ(service->state, router::ComponentState::kStarted);
+  auto endpoint = registry_->snapshotOf("sa.cep/pairs");
+  ASSERT_TRUE(endpoint);
+  EXPECT_EQ(endpoint->kind, router::ComponentKind::kEndpoint);
+  EXPECT_EQ(endpoint->owner, "sa.cep");
+
+  auto query = registry_->snapshotOf("sa.cep/pairs:detector");
+  ASSERT_TRUE(query);
+  EXPECT_EQ(query->owner, "sa.cep");
+  EXPECT_EQ(query->state, router::ComponentState::kStarted);
+  EXPECT_EQ(query->delivered, 3u);
+  EXPECT_EQ(query->failed, 0u);
+  auto meta = [&](std::string_view key) -> std::string {
+    for (const auto& [k, v] : query->metadata) {
+      if (k == key) return v;
+    }
+    return "<absent>";
+  };
+  EXPECT_EQ(meta("engine"), "cepfake");
+  EXPECT_EQ(meta("input"), "in.events");
+  EXPECT_EQ(meta("output"), "out.pairs");
+  EXPECT_EQ(meta("text"), "PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)");
+  EXPECT_EQ(meta("matches"), "1");
+
+  cep.stop();
+  EXPECT_FALSE(registry_->snapshotOf("sa.cep"));
+  EXPECT_FALSE(registry_->snapshotOf("sa.cep/pairs"));
+  EXPECT_FALSE(registry_->snapshotOf("sa.cep/pairs:detector"));
+  EXPECT_EQ(broker_->endpoint("sa.cep/pairs"), nullptr);
+}
+
+TEST_F(CepServiceTest, FeedsTheDetectorInArrivalOrder) {
+  // With no slack, the detector refuses any event older than the newest one
+  // it saw, so a single reordering would show up as an error.
+  CepService& cep = start(kPairs);
+  Recorder out(*broker_, "test.out", "out.pairs");
+  constexpr int kPairsSent = 1000;
+  for (int i = 0; i < kPairsSent; ++i) {
+    publish("in.events", "A", 2 * i, i);
+    publish("in.events", "B", 2 * i + 1, i);
+  }
+  ASSERT_TRUE(out.waitFor(kPairsSent));
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 2 * kPairsSent));
+  EXPECT_EQ(cep.stats("pairs")->errors, 0u);
+  const auto events = out.events();
+  ASSERT_EQ(events.size(), static_cast<size_t>(kPairsSent));
+  for (int i = 0; i < kPairsSent; ++i) {
+    EXPECT_EQ(attr(events[i], "a_x")->asInt(), i);
+    EXPECT_EQ(attr(events[i], "b_x")->asInt(), i);
+  }
+}
+
+TEST_F(CepServiceTest, AQueryConsumesTheCompositeEventsOfAnother) {
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+    <query name="quads" engine="cepfake" input="out.pairs" output="out.quads">
+      <text>PATTERN SEQ(Pair p, Pair q) RETURN Quad(p.a_x, q.b_x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  Recorder quads(*broker_, "test.quads", "out.quads");
+  for (int i = 1; i <= 4; ++i) publish("in.events", i % 2 == 1 ? "A" : "B", i, i * 10);
+  ASSERT_TRUE(quads.waitFor(1));
+  const auto events = quads.events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]->type().name(), "Quad");
+  EXPECT_EQ(attr(events[0], "p_a_x")->asInt(), 10);
+  EXPECT_EQ(attr(events[0], "q_b_x")->asInt(), 40);
+  ASSERT_EQ(events[0]->constituents().size(), 2u);
+  EXPECT_EQ(events[0]->constituents()[0]->type().name(), "Pair");
+  EXPECT_EQ(events[0]->constituents()[0]->constituents().size(), 2u);
+  EXPECT_EQ(events[0]->start(), 1);
+  EXPECT_EQ(events[0]->end(), 4);
+  EXPECT_EQ(cep.matches("pairs"), 2u);
+  EXPECT_EQ(cep.matches("quads"), 1u);
+}
+
+TEST_F(CepServiceTest, StopFlushesProducersBeforeTheirConsumers) {
+  // Both detectors hold their matches until flushed. The consumer is listed
+  // first: stopping in descriptor order would flush it before its producer
+  // and lose the producer's pairs.
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="quads" engine="cepfake" input="out.pairs" output="out.quads">
+      <option name="batched" value="true"/>
+      <text>PATTERN SEQ(Pair p, Pair q) RETURN Quad(p.a_x, q.b_x)</text>
+    </query>
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <option name="batched" value="true"/>
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  Recorder pairs(*broker_, "test.pairs", "out.pairs");
+  Recorder quads(*broker_, "test.quads", "out.quads");
+  for (int i = 1; i <= 4; ++i) publish("in.events", i % 2 == 1 ? "A" : "B", i, i);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 4));
+  EXPECT_EQ(pairs.size(), 0u);
+
+  cep.stop();
+  // Straight-through delivery: everything flushed arrived before stop() returned.
+  EXPECT_EQ(pairs.size(), 2u);
+  ASSERT_EQ(quads.size(), 1u);
+  EXPECT_EQ(attr(quads.events()[0], "p_a_x")->asInt(), 1);
+  EXPECT_EQ(attr(quads.events()[0], "q_b_x")->asInt(), 4);
+
+  cep.stop();  // idempotent
+  EXPECT_EQ(quads.size(), 1u);
+  EXPECT_TRUE(cep.queries().empty());
+  // Unsubscribed: nothing consumes the input any more.
+  EXPECT_EQ(publish("in.events", "A", 9).targets, 0u);
+  EXPECT_FALSE(cep.start());
+}
+
+descriptor::QuerySpec spec(std::string name, std::string text, std::string input,
+                           std::string output, std::vector<descriptor::Param> options = {}) {
+  descriptor::QuerySpec q;
+  q.name = std::move(name);
+  q.engine = "cepfake";
+  q.inputs = {std::move(input)};
+  q.output = std::move(output);
+  q.options = std::move(options);
+  q.text = std::move(text);
+  q.where = descriptor::Location{"admin", 1};
+  q.text_where = descriptor::Location{"admin", 1};
+  return q;
+}
+
+TEST_F(CepServiceTest, AddsAndRemovesQueriesWhileRunning) {
+  CepService& cep = start(kPairs);
+  Recorder pairs(*broker_, "test.pairs", "out.pairs");
+  Recorder bs(*broker_, "test.bs", "out.bs");
+  ASSERT_TRUE(cep.addQuery(spec("bs", "PATTERN B b RETURN OnlyB(b.x)", "in.events", "out.bs")));
+  EXPECT_EQ(cep.queries(), (std::vector<std::string>{"pairs", "bs"}));
+  EXPECT_TRUE(registry_->snapshotOf("sa.cep/bs:detector"));
+
+  publish("in.events", "A", 1, 1);
+  publish("in.events", "B", 2, 2);
+  ASSERT_TRUE(pairs.waitFor(1));
+  ASSERT_TRUE(bs.waitFor(1));
+  EXPECT_EQ(attr(bs.events()[0], "b_x")->asInt(), 2);
+
+  ASSERT_TRUE(cep.removeQuery("bs"));
+  EXPECT_EQ(cep.removeQuery("bs").code(), Status::Code::kNotFound);
+  EXPECT_EQ(cep.queries(), std::vector<std::string>{"pairs"});
+  EXPECT_FALSE(registry_->snapshotOf("sa.cep/bs:detector"));
+  EXPECT_EQ(broker_->endpoint("sa.cep/bs"), nullptr);
+  EXPECT_FALSE(cep.stats("bs"));
+
+  publish("in.events", "A", 3, 3);
+  publish("in.events", "B", 4, 4);
+  ASSERT_TRUE(pairs.waitFor(2));
+  EXPECT_EQ(attr(pairs.events()[1], "a_x")->asInt(), 3);
+  EXPECT_EQ(bs.size(), 1u);
+
+  EXPECT_EQ(cep.addQuery(spec("pairs", "PATTERN A a", "in.events", "out.x")).code(),
+            Status::Code::kAlreadyExists);
+}
+
+TEST_F(CepServiceTest, RemovingAQueryPublishesItsPendingMatches) {
+  CepService& cep = start(kPairs);
+  Recorder bs(*broker_, "test.bs", "out.bs");
+  ASSERT_TRUE(cep.addQuery(spec("bs", "PATTERN B b RETURN OnlyB(b.x)", "in.events", "out.bs",
+                                {{"batched", "true", {}}})));
+  publish("in.events", "B", 1, 7);
+  ASSERT_TRUE(waitConsumed(cep, "bs", 1));
+  EXPECT_EQ(bs.size(), 0u);
+  ASSERT_TRUE(cep.removeQuery("bs"));
+  ASSERT_EQ(bs.size(), 1u);
+  EXPECT_EQ(attr(bs.events()[0], "b_x")->asInt(), 7);
+}
+
+TEST_F(CepServiceTest, QueriesAddedBeforeStartRunFromStart) {
+  auto built = build(kPairs);
+  ASSERT_TRUE(built) << built.status().toString();
+  service_.reset(static_cast<CepService*>(built->release()));
+  ASSERT_TRUE(service_->addQuery(spec("bs", "PATTERN B b", "in.events", "out.bs")));
+  // Not started: nothing subscribes yet.
+  EXPECT_EQ(publish("in.events", "B", 1).targets, 0u);
+  ASSERT_TRUE(service_->start());
+  Recorder bs(*broker_, "test.bs", "out.bs");
+  publish("in.events", "B", 2);
+  ASSERT_TRUE(bs.waitFor(1));
+  EXPECT_EQ(bs.events()[0]->type().name(), "Match");  // no RETURN
+}
+
+TEST_F(CepServiceTest, DetectorErrorsAreCountedAndTheQueryKeepsRunning) {
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <option name="fail_type" value="Bad"/>
+      <option name="throw_type" value="Boom"/>
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  Recorder out(*broker_, "test.out", "out.pairs");
+  publish("in.events", "A", 1, 1);
+  publish("in.events", "Bad", 2);
+  publish("in.events", "Boom", 3);
+  publish("in.events", "B", 4, 4);
+  publish("in.events", "A", 0, 99);  // out of order: the host refuses it
+  publish("in.events", "A", 5, 5);
+  publish("in.events", "B", 6, 6);
+  ASSERT_TRUE(out.waitFor(2));
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 7));
+  const auto events = out.events();
+  EXPECT_EQ(attr(events[0], "a_x")->asInt(), 1);
+  EXPECT_EQ(attr(events[1], "a_x")->asInt(), 5);
+  const QueryStats stats = *cep.stats("pairs");
+  EXPECT_EQ(stats.errors, 3u);
+  EXPECT_EQ(stats.matches, 2u);
+  auto entry = registry_->snapshotOf("sa.cep/pairs:detector");
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(entry->failed, 3u);
+  EXPECT_EQ(entry->delivered, 7u);
+}
+
+TEST_F(CepServiceTest, CompositeEventsASubscriberRefusesAreCounted) {
+  CepService& cep = start(kPairs);
+  ASSERT_TRUE(broker_->addEndpoint(
+      "test.refuser", [](const flows::Exchange&) { return Status::unavailable("not today"); }));
+  ASSERT_TRUE(broker_->subscribe("test.refuser", "out.pairs"));
+  publish("in.events", "A", 1);
+  publish("in.events", "B", 2);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 2));
+  const QueryStats stats = *cep.stats("pairs");
+  EXPECT_EQ(stats.matches, 1u);
+  EXPECT_EQ(stats.publish_failures, 1u);
+  EXPECT_EQ(stats.errors, 0u);
+  broker_->removeEndpoint("test.refuser");
+}
+
+// The gate of the fake engine's block_type option, found in the loaded plugin.
+class Gate {
+ public:
+  explicit Gate(const std::string& library) {
+    handle_ = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (handle_ == nullptr) return;
+    close_ = reinterpret_cast<void (*)()>(dlsym(handle_, "cepfake_close_gate"));
+    open_ = reinterpret_cast<void (*)()>(dlsym(handle_, "cepfake_open_gate"));
+    blocked_ = reinterpret_cast<int (*)()>(dlsym(handle_, "cepfake_blocked"));
+  }
+  ~Gate() {
+    if (open_ != nullptr) open_();
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  bool valid() const { return close_ != nullptr && open_ != nullptr && blocked_ != nullptr; }
+  void close() { close_(); }
+  void open() { open_(); }
+  int blocked() { return blocked_(); }
+
+ private:
+  void* handle_ = nullptr;
+  void (*close_)() = nullptr;
+  void (*open_)() = nullptr;
+  int (*blocked_)() = nullptr;
+};
+
+TEST_F(CepServiceTest, AFullStageRefusesEventsAsFaults) {
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <param name="capacity" value="2"/>
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <option name="block_type" value="Block"/>
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  Recorder out(*broker_, "test.out", "out.pairs");
+  auto plugin = loader_->load("cepfake");
+  ASSERT_TRUE(plugin);
+  Gate gate((*plugin)->path());
+  ASSERT_TRUE(gate.valid()) << dlerror();
+  gate.close();
+  publish("in.events", "Block", 1);
+  ASSERT_TRUE(waitUntil([&] { return gate.blocked() == 1; }));
+  // The worker is held inside the detector: the next two fill the queue.
+  EXPECT_EQ(publish("in.events", "A", 2, 2).delivered, 1u);
+  EXPECT_EQ(publish("in.events", "B", 3, 3).delivered, 1u);
+  EXPECT_FALSE(cep.finished());
+
+  std::vector<flows::OutcomeKind> kinds;
+  Status fault;
+  flows::Exchange exchange;
+  exchange.event = EventBuilder("A").at(4).build();
+  exchange.address = Symbol::intern("in.events");
+  exchange.pattern = flows::Pattern::kRobustInOnly;
+  exchange.listener = flows::makeListener([&](const flows::Exchange&, const flows::Outcome& o) {
+    kinds.push_back(o.kind);
+    fault = o.status;
+  });
+  const flows::SendOutcome refused = broker_->publish(exchange);
+  EXPECT_EQ(refused.failed, 1u);
+  ASSERT_EQ(kinds, std::vector<flows::OutcomeKind>{flows::OutcomeKind::kFault});
+  EXPECT_EQ(fault.code(), Status::Code::kRejected);
+  EXPECT_EQ(cep.stats("pairs")->rejected, 1u);
+  EXPECT_EQ(registry_->snapshotOf("sa.cep/pairs:detector")->rejected, 1u);
+
+  gate.open();
+  ASSERT_TRUE(waitUntil([&] { return cep.finished(); }));
+  ASSERT_TRUE(out.waitFor(1));
+  EXPECT_EQ(cep.stats("pairs")->consumed, 3u);
+  EXPECT_EQ(attr(out.events()[0], "b_x")->asInt(), 3);
+}
+
+TEST_F(CepServiceTest, EventCostsDoNotReorderADetectorsInput) {
+  // A stage serves cheap events first by default; a detector must see its
+  // events in arrival order whatever they cost.
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <option name="block_type" value="Block"/>
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  Recorder out(*broker_, "test.out", "out.pairs");
+  auto plugin = loader_->load("cepfake");
+  ASSERT_TRUE(plugin);
+  Gate gate((*plugin)->path());
+  ASSERT_TRUE(gate.valid()) << dlerror();
+  gate.close();
+  publish("in.events", "Block", 1);
+  ASSERT_TRUE(waitUntil([&] { return gate.blocked() == 1; }));
+  for (const auto& [type, ts, cost] : {std::tuple{"A", 2, 500}, std::tuple{"B", 3, 0}}) {
+    flows::Exchange exchange;
+    exchange.event = EventBuilder(type).at(ts).cost(cost).set("x", Value(ts)).build();
+    exchange.address = Symbol::intern("in.events");
+    EXPECT_EQ(broker_->publish(exchange).delivered, 1u);
+  }
+  gate.open();
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 3));
+  EXPECT_EQ(cep.stats("pairs")->errors, 0u);
+  ASSERT_TRUE(out.waitFor(1));
+  EXPECT_EQ(attr(out.events()[0], "a_x")->asInt(), 2);
+}
+
+// --- errors at deployment --------------------------------------------------
+
+TEST_F(CepServiceTest, ABadQueryNamesTheDescriptorLineOfTheError) {
+  // Line 5 holds the first line of the text; the error is on the text's line 2.
+  auto built = build(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="broken" engine="cepfake" input="in.events" output="out.x">
+      <text>
+        PATTERN SEQ(A a, B b)
+        WHERE a.x = = 3
+      </text>
+    </query>
+    <query name="also-broken" engine="cepfake" input="in.events" output="out.y">
+      <text>PATTERN SEQ(A a, B b) WITHIN 0</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  ASSERT_FALSE(built);
+  const std::string& message = built.status().message();
+  EXPECT_NE(message.find("cep_test.xml:6: <query name=\"broken\">: "), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("line 2, column"), std::string::npos) << message;
+  // Every broken query is reported, one per line.
+  EXPECT_NE(message.find("\ncep_test.xml:10: <query name=\"also-broken\">: "), std::string::npos)
+      << message;
+}
+
+TEST_F(CepServiceTest, AnUnknownEngineIsNamedWithItsQuery) {
+  auto built = build(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="q" engine="nosuch" input="in.events" output="out.x">
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  ASSERT_FALSE(built);
+  const std::string& message = built.status().message();
+  EXPECT_NE(message.find("cep_test.xml:3: <query name=\"q\">: unknown engine \"nosuch\""),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("libcepbus_plugin_nosuch.so"), std::string::npos) << message;
+}
+
+TEST_F(CepServiceTest, AQueryTheEngineCannotRunIsNamedWithItsLine) {
+  auto built = build(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="q" engine="cepfake" input="in.events" output="out.x">
+      <option name="colour" value="red"/>
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  ASSERT_FALSE(built);
+  const std::string& message = built.status().message();
+  EXPECT_NE(message.find("cep_test.xml:3: <query name=\"q\">: engine \"cepfake\" cannot run the "
+                         "query: "),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("colour"), std::string::npos) << message;
+}
+
+TEST_F(CepServiceTest, TheFactoryChecksTheUnit) {
+  auto unknown_param = build(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <param name="capacty" value="3"/>
+    <query name="q" engine="cepfake" input="in.events" output="out.x">
+      <text>PATTERN A a</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  ASSERT_FALSE(unknown_param);
+  EXPECT_NE(unknown_param.status().message().find("cep_test.xml:3: cep: unknown param \"capacty\""),
+            std::string::npos)
+      << unknown_param.status().message();
+
+  for (const char* bad : {"0", "1.5", "many"}) {
+    auto bad_capacity = build(std::string(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <param name="capacity" value=")") +
+                              bad + R"("/>
+    <query name="q" engine="cepfake" input="in.events" output="out.x">
+      <text>PATTERN A a</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+    ASSERT_FALSE(bad_capacity) << bad;
+    EXPECT_NE(bad_capacity.status().message().find("cep_test.xml:3: <param name=\"capacity\">"),
+              std::string::npos)
+        << bad_capacity.status().message();
+  }
+
+  auto no_query = build(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <subscribe address="in.events"/>
+  </service-unit>
+</service-assembly>)");
+  ASSERT_FALSE(no_query);
+  EXPECT_NE(no_query.status().message().find("cep_test.xml:2: cep \"cep\": expected one or more "
+                                             "<query>"),
+            std::string::npos)
+      << no_query.status().message();
+}
+
+// --- the real NFA engine ---------------------------------------------------
+
+TEST_F(CepServiceTest, RunsTheNfaPlugin) {
+  if (!std::filesystem::exists(CEPBUS_TEST_BUILD_DIR "/plugins/libcepbus_plugin_nfa.so")) {
+    GTEST_SKIP() << "the nfa plugin is not built";
+  }
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="equal" engine="nfa" input="stocks.ticks" output="stocks.equal">
+      <text><![CDATA[
+        PATTERN SEQ(Stock a, Stock b)
+        WHERE a.price = b.price AND a.symbol != b.symbol
+        WITHIN 10
+        RETURN EqualPrices(a.symbol, b.symbol, a.price)
+      ]]></text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  Recorder out(*broker_, "test.out", "stocks.equal");
+  const struct {
+    const char* symbol;
+    int64_t price;
+  } ticks[] = {{"IBM", 10}, {"MSFT", 11}, {"ORCL", 10}};
+  for (int i = 0; i < 3; ++i) {
+    flows::Exchange exchange;
+    exchange.event = EventBuilder("Stock")
+                         .at(i + 1)
+                         .set("symbol", Value(ticks[i].symbol))
+                         .set("price", Value(ticks[i].price))
+                         .build();
+    exchange.address = Symbol::intern("stocks.ticks");
+    broker_->publish(exchange);
+  }
+  ASSERT_TRUE(waitConsumed(cep, "equal", 3));
+  EXPECT_EQ(cep.stats("equal")->errors, 0u);
+  // The engine constructs in batches by default: stop() flushes the match.
+  cep.stop();
+  const auto events = out.events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]->type().name(), "EqualPrices");
+  EXPECT_EQ(attr(events[0], "a_symbol")->asString(), "IBM");
+  EXPECT_EQ(attr(events[0], "b_symbol")->asString(), "ORCL");
+  EXPECT_EQ(attr(events[0], "a_price")->asInt(), 10);
+}
+
+}  // namespace
+}  // namespace cepbus::services::cep
