@@ -7,15 +7,6 @@
 
 namespace cepbus::flows {
 
-namespace {
-
-stages::StageConfig named(stages::StageConfig config, const std::string& flow_name) {
-  config.name = flow_name;
-  return config;
-}
-
-}  // namespace
-
 ReliableFlow::ReliableFlow(ReliableFlowConfig config)
     : AbstractFlow(config.name),
       config_(std::move(config)),
@@ -26,10 +17,9 @@ ReliableFlow::ReliableFlow(ReliableFlowConfig config)
             onCommit(tokens, status);
           },
           [this](std::chrono::steady_clock::time_point now) { onTick(now); }),
-      stages_(named(config_.stage, config_.name),
-              [this](DeliveryTarget& target, const Attachment&) {
-                return [this, &target](stages::StageItem& item) { return handle(target, item); };
-              }) {}
+      stages_(config_.name, config_.stage, [this](DeliveryTarget& target, const Attachment&) {
+        return [this, &target](stages::StageItem& item) { return handle(target, item); };
+      }) {}
 
 ReliableFlow::~ReliableFlow() { stop(); }
 

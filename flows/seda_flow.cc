@@ -4,18 +4,9 @@
 
 namespace cepbus::flows {
 
-namespace {
-
-stages::StageConfig named(stages::StageConfig config, const std::string& flow_name) {
-  config.name = flow_name;
-  return config;
-}
-
-}  // namespace
-
 SedaFlow::SedaFlow(SedaFlowConfig config)
     : AbstractFlow(config.name),
-      stages_(named(std::move(config.stage), config.name),
+      stages_(config.name, std::move(config.stage),
               [this](DeliveryTarget& target, const Attachment&) {
                 return [this, &target](stages::StageItem& item) { return handle(target, item); };
               }) {}

@@ -5,8 +5,18 @@
 
 namespace cepbus::flows {
 
-TargetStages::TargetStages(stages::StageConfig base, HandlerFactory factory)
-    : base_(std::move(base)), factory_(std::move(factory)) {}
+namespace {
+
+stages::StageConfig named(stages::StageConfig config, const std::string& name) {
+  config.name = name;
+  return config;
+}
+
+}  // namespace
+
+TargetStages::TargetStages(const std::string& flow_name, stages::StageConfig base,
+                           HandlerFactory factory)
+    : base_(named(std::move(base), flow_name)), factory_(std::move(factory)) {}
 
 TargetStages::~TargetStages() { stop(); }
 

@@ -37,8 +37,8 @@ class TargetStages {
       std::function<stages::StageHandler(DeliveryTarget& target, const Attachment& attachment)>;
 
   // `base` is the configuration of every stage; each stage is named
-  // "<base.name>/<target name>".
-  TargetStages(stages::StageConfig base, HandlerFactory factory);
+  // "<flow_name>/<target name>".
+  TargetStages(const std::string& flow_name, stages::StageConfig base, HandlerFactory factory);
   ~TargetStages();  // stops every stage
 
   // Creates the target's stage, started if the set is running. AlreadyExists

@@ -8,7 +8,8 @@ namespace cepbus::services {
 Status ServiceFactoryRegistry::add(std::unique_ptr<ServiceFactory> factory) {
   std::string type(factory->type());
   if (factories_.contains(type)) {
-    return Status::alreadyExists("a service factory of type \"" + type + "\" is already registered");
+    return Status::alreadyExists("a service factory of type \"" + type +
+                                 "\" is already registered");
   }
   factories_.emplace(std::move(type), std::move(factory));
   return Status::ok();
@@ -35,9 +36,9 @@ Result<double> numberParam(const descriptor::ServiceUnit& unit, std::string_view
   auto [end, ec] = std::from_chars(first, last, v);
   if (ec != std::errc() || end != last || !std::isfinite(v) || v < min || v > max) {
     return Status::invalidArgument(
-        p->where.error("<param name=\"" + p->name + "\">: expected a number in [" +
-                       std::to_string(min) + ", " + std::to_string(max) + "], got \"" +
-                       p->value + "\"")
+        p->where
+            .error("<param name=\"" + p->name + "\">: expected a number in [" +
+                   std::to_string(min) + ", " + std::to_string(max) + "], got \"" + p->value + "\"")
             .toString());
   }
   return v;

@@ -31,8 +31,8 @@ std::string reliableFlowName(const std::string& stage) {
 stages::StageConfig stageConfig(const descriptor::StageSpec& spec) {
   stages::StageConfig c;
   c.name = spec.name;
-  c.capacity = std::max<size_t>(1, static_cast<size_t>(std::floor(
-                                       static_cast<double>(spec.capacity) * spec.reject_at)));
+  c.capacity = std::max<size_t>(
+      1, static_cast<size_t>(std::floor(static_cast<double>(spec.capacity) * spec.reject_at)));
   c.min_threads = spec.min_threads;
   c.max_threads = std::max(spec.min_threads, spec.max_threads);
   const double degrade = std::clamp(spec.degrade_at / spec.reject_at, 0.01, 1.0);
@@ -44,9 +44,12 @@ stages::StageConfig stageConfig(const descriptor::StageSpec& spec) {
 
 std::string flowNameFor(descriptor::FlowKind kind, const std::string& stage) {
   switch (kind) {
-    case descriptor::FlowKind::kSt: return kStFlow;
-    case descriptor::FlowKind::kSeda: return sedaFlowName(stage);
-    case descriptor::FlowKind::kReliable: return reliableFlowName(stage);
+    case descriptor::FlowKind::kSt:
+      return kStFlow;
+    case descriptor::FlowKind::kSeda:
+      return sedaFlowName(stage);
+    case descriptor::FlowKind::kReliable:
+      return reliableFlowName(stage);
   }
   return kStFlow;
 }
@@ -83,8 +86,7 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
   }
   bus->loadPlugins(d, errors);
   registerBuiltinServices(bus->factories_);
-  bus->context_.reset(
-      new services::ServiceContext{*bus->broker_, *bus->registry_, *bus->plugins_});
+  bus->context_.reset(new services::ServiceContext{*bus->broker_, *bus->registry_, *bus->plugins_});
   for (const auto& assembly : d.assemblies) bus->buildServices(assembly, errors);
   if (!errors.empty()) {
     std::string all;
@@ -124,9 +126,8 @@ void Bus::buildPolicy(const descriptor::Descriptor& d, std::vector<std::string>&
     for (const auto& stage : reliable_stages) {
       flows::ReliableFlowConfig reliable;
       reliable.name = reliableFlowName(stage);
-      reliable.journal_path = stage.empty()
-                                  ? d.journal->path.string()
-                                  : d.journal->path.string() + "." + stage;
+      reliable.journal_path =
+          stage.empty() ? d.journal->path.string() : d.journal->path.string() + "." + stage;
       if (const auto* spec = d.stage(stage)) reliable.stage = stageConfig(*spec);
       add(std::make_unique<flows::ReliableFlow>(std::move(reliable)), d.journal->where);
     }
@@ -140,8 +141,9 @@ void Bus::buildPolicy(const descriptor::Descriptor& d, std::vector<std::string>&
     rule.allow_reliable = d.journal.has_value();
     rule.reliable_flow = reliableFlowName(r.flow == descriptor::FlowKind::kReliable ? r.stage : "");
     if (rule.default_qos == flows::Qos::kReliable && !d.journal) {
-      errors.push_back(r.where.error("route \"" + r.address +
-                                     "\": reliable QoS needs a <journal> in the descriptor")
+      errors.push_back(r.where
+                           .error("route \"" + r.address +
+                                  "\": reliable QoS needs a <journal> in the descriptor")
                            .toString());
       continue;
     }
@@ -156,9 +158,9 @@ void Bus::loadPlugins(const descriptor::Descriptor& d, std::vector<std::string>&
   for (const auto& spec : d.plugins.plugins) {
     auto loaded = plugins_->load(spec.library.empty() ? spec.name : spec.library.string());
     if (!loaded) {
-      errors.push_back(spec.where.error("plugin \"" + spec.name + "\": " +
-                                        loaded.status().message())
-                           .toString());
+      errors.push_back(
+          spec.where.error("plugin \"" + spec.name + "\": " + loaded.status().message())
+              .toString());
       continue;
     }
     auto entry = registry_->add("plugin:" + spec.name, router::ComponentKind::kService);
@@ -244,9 +246,10 @@ void Bus::waitDrained() const {
   while (!drained()) {
     if (std::chrono::steady_clock::now() > deadline) {
       Poco::Logger::get("cepbus.bus")
-          .warning("bus \"%s\": queues not drained after %Ld ms; stopping anyway (reliable "
-                   "events stay journaled)",
-                   name_, static_cast<Poco::Int64>(options_.drain_timeout.count()));
+          .warning(
+              "bus \"%s\": queues not drained after %Ld ms; stopping anyway (reliable "
+              "events stay journaled)",
+              name_, static_cast<Poco::Int64>(options_.drain_timeout.count()));
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));

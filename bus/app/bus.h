@@ -78,8 +78,7 @@ class Bus {
   uint64_t deliveredTotal() const;  // deliveries to endpoints, from the registry
   void buildPolicy(const descriptor::Descriptor& d, std::vector<std::string>& errors);
   void loadPlugins(const descriptor::Descriptor& d, std::vector<std::string>& errors);
-  void buildServices(const descriptor::ServiceAssembly& assembly,
-                     std::vector<std::string>& errors);
+  void buildServices(const descriptor::ServiceAssembly& assembly, std::vector<std::string>& errors);
 
   const std::string name_;
   const BusOptions options_;

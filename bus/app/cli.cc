@@ -128,8 +128,8 @@ std::unique_ptr<Bus> loadBus(const std::string& path, const ParsedArgs& parsed) 
     std::cerr << (report.errors.empty() ? d.status().message() : report.toString()) << "\n";
     return nullptr;
   }
-  const std::string level = parsed.value("log-level").value_or(
-      std::string(descriptor::logLevelName(d->logging.level)));
+  const std::string level =
+      parsed.value("log-level").value_or(std::string(descriptor::logLevelName(d->logging.level)));
   if (!setUpLogging(level)) return nullptr;
   auto bus = Bus::create(*d);
   if (!bus) {
@@ -220,14 +220,14 @@ int matchCommand(const std::vector<std::string>& args) {
   for (const auto& a : args) {
     if (a == "--help" || a == "-h") {
       std::cout << "usage: cepbus match " << kCommands[2].args << " [OPTIONS]\n\n"
-                << kCommands[2].summary << "\n\n" << matchUsage();
+                << kCommands[2].summary << "\n\n"
+                << matchUsage();
       return kOk;
     }
   }
   auto options = parseMatchArguments(args);
   if (!options) {
-    std::cerr << "cepbus match: " << options.status().message()
-              << " (see cepbus match --help)\n";
+    std::cerr << "cepbus match: " << options.status().message() << " (see cepbus match --help)\n";
     return kUsage;
   }
   setUpLogging("warning");

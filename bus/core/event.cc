@@ -46,6 +46,12 @@ EventBuilder& EventBuilder::set(Symbol name, Value value) {
   return *this;
 }
 
+// Out of line: inlined with a temporary Value, g++ 12 under ASan reports a
+// spurious -Wmaybe-uninitialized in std::variant's move.
+EventBuilder& EventBuilder::set(std::string_view name, Value value) {
+  return set(Symbol::intern(name), std::move(value));
+}
+
 EventBuilder& EventBuilder::probability(double p) {
   event_->probability_ = p;
   return *this;

@@ -89,9 +89,7 @@ class EventBuilder {
   EventBuilder& interval(Timestamp start, Timestamp end);
   // Sets (or replaces) an attribute.
   EventBuilder& set(Symbol name, Value value);
-  EventBuilder& set(std::string_view name, Value value) {
-    return set(Symbol::intern(name), std::move(value));
-  }
+  EventBuilder& set(std::string_view name, Value value);
   EventBuilder& probability(double p);
   EventBuilder& key(Value key);
   EventBuilder& cost(int32_t cost);

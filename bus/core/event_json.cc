@@ -9,8 +9,10 @@ using Json = nlohmann::json;
 
 Result<Value> toValue(const Json& j, std::string_view what) {
   switch (j.type()) {
-    case Json::value_t::boolean: return Value(j.get<bool>());
-    case Json::value_t::number_integer: return Value(j.get<int64_t>());
+    case Json::value_t::boolean:
+      return Value(j.get<bool>());
+    case Json::value_t::number_integer:
+      return Value(j.get<int64_t>());
     case Json::value_t::number_unsigned: {
       const auto u = j.get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) {
@@ -18,9 +20,12 @@ Result<Value> toValue(const Json& j, std::string_view what) {
       }
       return Value(static_cast<int64_t>(u));
     }
-    case Json::value_t::number_float: return Value(j.get<double>());
-    case Json::value_t::string: return Value(j.get<std::string>());
-    case Json::value_t::null: return Value();
+    case Json::value_t::number_float:
+      return Value(j.get<double>());
+    case Json::value_t::string:
+      return Value(j.get<std::string>());
+    case Json::value_t::null:
+      return Value();
     default:
       return Status::invalidArgument(std::string(what) + ": expected a scalar, got " +
                                      j.type_name());
@@ -124,11 +129,21 @@ Json toJson(const Event& e, EventFormat format) {
   for (const Attribute& a : e.attributes()) {
     Json& slot = attrs[std::string(a.name.name())];
     switch (a.value.kind()) {
-      case Value::Kind::kNull: slot = nullptr; break;
-      case Value::Kind::kBool: slot = a.value.asBool(); break;
-      case Value::Kind::kInt: slot = a.value.asInt(); break;
-      case Value::Kind::kDouble: slot = a.value.asDouble(); break;
-      case Value::Kind::kString: slot = a.value.asString(); break;
+      case Value::Kind::kNull:
+        slot = nullptr;
+        break;
+      case Value::Kind::kBool:
+        slot = a.value.asBool();
+        break;
+      case Value::Kind::kInt:
+        slot = a.value.asInt();
+        break;
+      case Value::Kind::kDouble:
+        slot = a.value.asDouble();
+        break;
+      case Value::Kind::kString:
+        slot = a.value.asString();
+        break;
     }
   }
   j["attrs"] = std::move(attrs);

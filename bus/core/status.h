@@ -29,7 +29,9 @@ class Status {
 
   Status() = default;
   static Status ok() { return Status(); }
-  static Status invalidArgument(std::string msg) { return {Code::kInvalidArgument, std::move(msg)}; }
+  static Status invalidArgument(std::string msg) {
+    return {Code::kInvalidArgument, std::move(msg)};
+  }
   static Status notFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
   static Status alreadyExists(std::string msg) { return {Code::kAlreadyExists, std::move(msg)}; }
   static Status rejected(std::string msg) { return {Code::kRejected, std::move(msg)}; }
@@ -62,7 +64,7 @@ const char* codeName(Status::Code code);
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.isOk());
   }

@@ -7,19 +7,27 @@ namespace cepbus {
 
 double Value::toDouble() const {
   switch (kind()) {
-    case Kind::kInt: return static_cast<double>(asInt());
-    case Kind::kDouble: return asDouble();
-    default: return 0;
+    case Kind::kInt:
+      return static_cast<double>(asInt());
+    case Kind::kDouble:
+      return asDouble();
+    default:
+      return 0;
   }
 }
 
 bool Value::truthy() const {
   switch (kind()) {
-    case Kind::kNull: return false;
-    case Kind::kBool: return asBool();
-    case Kind::kInt: return asInt() != 0;
-    case Kind::kDouble: return asDouble() != 0;
-    case Kind::kString: return !asString().empty();
+    case Kind::kNull:
+      return false;
+    case Kind::kBool:
+      return asBool();
+    case Kind::kInt:
+      return asInt() != 0;
+    case Kind::kDouble:
+      return asDouble() != 0;
+    case Kind::kString:
+      return !asString().empty();
   }
   return false;
 }
@@ -51,22 +59,32 @@ bool Value::operator==(const Value& other) const {
 
 std::string Value::toString() const {
   switch (kind()) {
-    case Kind::kNull: return "null";
-    case Kind::kBool: return asBool() ? "true" : "false";
-    case Kind::kInt: return std::to_string(asInt());
-    case Kind::kDouble: return nlohmann::json(asDouble()).dump();
-    case Kind::kString: return nlohmann::json(asString()).dump();
+    case Kind::kNull:
+      return "null";
+    case Kind::kBool:
+      return asBool() ? "true" : "false";
+    case Kind::kInt:
+      return std::to_string(asInt());
+    case Kind::kDouble:
+      return nlohmann::json(asDouble()).dump();
+    case Kind::kString:
+      return nlohmann::json(asString()).dump();
   }
   return "null";
 }
 
 const char* kindName(Value::Kind kind) {
   switch (kind) {
-    case Value::Kind::kNull: return "null";
-    case Value::Kind::kBool: return "bool";
-    case Value::Kind::kInt: return "int";
-    case Value::Kind::kDouble: return "double";
-    case Value::Kind::kString: return "string";
+    case Value::Kind::kNull:
+      return "null";
+    case Value::Kind::kBool:
+      return "bool";
+    case Value::Kind::kInt:
+      return "int";
+    case Value::Kind::kDouble:
+      return "double";
+    case Value::Kind::kString:
+      return "string";
   }
   return "?";
 }

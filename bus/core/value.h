@@ -19,13 +19,13 @@ class Value {
   enum class Kind : uint8_t { kNull, kBool, kInt, kDouble, kString };
 
   Value() = default;
-  Value(bool v) : v_(v) {}                                // NOLINT(google-explicit-constructor)
-  Value(int64_t v) : v_(v) {}                             // NOLINT(google-explicit-constructor)
-  Value(int v) : v_(static_cast<int64_t>(v)) {}           // NOLINT(google-explicit-constructor)
-  Value(double v) : v_(v) {}                              // NOLINT(google-explicit-constructor)
-  Value(std::string v) : v_(std::move(v)) {}              // NOLINT(google-explicit-constructor)
-  Value(std::string_view v) : v_(std::string(v)) {}       // NOLINT(google-explicit-constructor)
-  Value(const char* v) : v_(std::string(v)) {}            // NOLINT(google-explicit-constructor)
+  Value(bool v) : v_(v) {}                           // NOLINT(google-explicit-constructor)
+  Value(int64_t v) : v_(v) {}                        // NOLINT(google-explicit-constructor)
+  Value(int v) : v_(static_cast<int64_t>(v)) {}      // NOLINT(google-explicit-constructor)
+  Value(double v) : v_(v) {}                         // NOLINT(google-explicit-constructor)
+  Value(std::string v) : v_(std::move(v)) {}         // NOLINT(google-explicit-constructor)
+  Value(std::string_view v) : v_(std::string(v)) {}  // NOLINT(google-explicit-constructor)
+  Value(const char* v) : v_(std::string(v)) {}       // NOLINT(google-explicit-constructor)
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
   bool isNull() const { return kind() == Kind::kNull; }

@@ -11,20 +11,9 @@
 namespace cepbus::plugins::algebra {
 namespace {
 
-// Stateless; safe to call from any thread.
-class AlgebraDetectorFactory final : public plugin::DetectorFactory {
- public:
-  Result<std::unique_ptr<plugin::Detector>> create(const pattern::Query& query,
-                                                   const plugin::DetectorOptions& options,
-                                                   plugin::MatchSink& sink) const override {
-    auto plan = compilePlan(query, options);
-    if (!plan) return plan.status();
-    return std::unique_ptr<plugin::Detector>(std::make_unique<AlgebraDetector>(*plan, sink));
-  }
-};
-
 void registerFactories(plugin::FactoryRegistrar& registrar) {
-  registrar.add("algebra", std::make_unique<AlgebraDetectorFactory>());
+  registrar.add("algebra",
+                std::make_unique<plugin::PlanDetectorFactory<AlgebraDetector, compilePlan>>());
 }
 
 }  // namespace

@@ -10,20 +10,8 @@
 namespace cepbus::plugins::nfa {
 namespace {
 
-// Stateless; safe to call from any thread.
-class NfaDetectorFactory final : public plugin::DetectorFactory {
- public:
-  Result<std::unique_ptr<plugin::Detector>> create(const pattern::Query& query,
-                                                   const plugin::DetectorOptions& options,
-                                                   plugin::MatchSink& sink) const override {
-    auto plan = compilePlan(query, options);
-    if (!plan) return plan.status();
-    return std::unique_ptr<plugin::Detector>(std::make_unique<NfaDetector>(*plan, sink));
-  }
-};
-
 void registerFactories(plugin::FactoryRegistrar& registrar) {
-  registrar.add("nfa", std::make_unique<NfaDetectorFactory>());
+  registrar.add("nfa", std::make_unique<plugin::PlanDetectorFactory<NfaDetector, compilePlan>>());
 }
 
 }  // namespace

@@ -84,8 +84,9 @@ Result<std::unique_ptr<Service>> ReplaySinkFactory::create(
       config.format = EventFormat::kFull;
     } else if (format->value != "compact") {
       return Status::invalidArgument(
-          format->where.error("<param name=\"format\">: expected compact or full, got \"" +
-                              format->value + "\"")
+          format->where
+              .error("<param name=\"format\">: expected compact or full, got \"" + format->value +
+                     "\"")
               .toString());
     }
   }
@@ -98,8 +99,9 @@ Result<std::unique_ptr<Service>> ReplaySinkFactory::create(
   }
   if (unit.subscriptions.empty() || !unit.publications.empty() || !unit.queries.empty()) {
     return Status::invalidArgument(
-        unit.where.error("replay-sink \"" + unit.name +
-                         "\": expected one or more <subscribe> and no <publish> or <query>")
+        unit.where
+            .error("replay-sink \"" + unit.name +
+                   "\": expected one or more <subscribe> and no <publish> or <query>")
             .toString());
   }
   for (const auto& s : unit.subscriptions) {

@@ -61,7 +61,7 @@ class ReplaySink final : public Service {
   std::vector<router::SubscriptionId> subscriptions_;
 
   mutable std::mutex mu_;
-  std::ofstream file_;    // guarded by mu_
+  std::ofstream file_;           // guarded by mu_
   std::ostream* out_ = nullptr;  // guarded by mu_; &file_ or &std::cout
   uint64_t received_ = 0;        // guarded by mu_
 };

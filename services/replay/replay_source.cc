@@ -65,8 +65,9 @@ void ReplaySource::run() {
       continue;
     }
     if (config_.rate > 0) {
-      const auto due = begin + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                   std::chrono::duration<double>(static_cast<double>(n) / config_.rate));
+      const auto due =
+          begin + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(static_cast<double>(n) / config_.rate));
       std::this_thread::sleep_until(due);
     }
     flows::Exchange exchange;
@@ -84,8 +85,8 @@ void ReplaySource::run() {
                   out.rejected, out.status.message());
     }
   }
-  log.information("%s: replayed %Lu events from %s", config_.name,
-                  static_cast<Poco::UInt64>(n), config_.file.string());
+  log.information("%s: replayed %Lu events from %s", config_.name, static_cast<Poco::UInt64>(n),
+                  config_.file.string());
   finished_.store(true, std::memory_order_release);
 }
 
@@ -109,22 +110,25 @@ Result<std::unique_ptr<Service>> ReplaySourceFactory::create(
       config.qos = flows::Qos::kReliable;
     } else if (qos->value != "best-effort") {
       return Status::invalidArgument(
-          qos->where.error("<param name=\"qos\">: expected best-effort or reliable, got \"" +
-                           qos->value + "\"")
+          qos->where
+              .error("<param name=\"qos\">: expected best-effort or reliable, got \"" + qos->value +
+                     "\"")
               .toString());
     }
   }
   for (const auto& p : unit.params) {
     if (p.name != "file" && p.name != "rate" && p.name != "qos") {
       return Status::invalidArgument(
-          p.where.error("replay-source: unknown param \"" + p.name + "\" (expected file, rate, qos)")
+          p.where
+              .error("replay-source: unknown param \"" + p.name + "\" (expected file, rate, qos)")
               .toString());
     }
   }
   if (unit.publications.size() != 1 || !unit.subscriptions.empty() || !unit.queries.empty()) {
     return Status::invalidArgument(
-        unit.where.error("replay-source \"" + unit.name +
-                         "\": expected exactly one <publish> and no <subscribe> or <query>")
+        unit.where
+            .error("replay-source \"" + unit.name +
+                   "\": expected exactly one <publish> and no <subscribe> or <query>")
             .toString());
   }
   config.address = unit.publications[0].address;

@@ -18,8 +18,8 @@ namespace cepbus {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using testing::ChildProcess;
+using ::testing::HasSubstr;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -58,8 +58,8 @@ class CliTest : public ::testing::Test {
   std::string events(int n) {
     std::string s;
     for (int i = 1; i <= n; ++i) {
-      s += R"({"type":"Tick","ts":)" + std::to_string(i) + R"(,"attrs":{"n":)" +
-           std::to_string(i) + R"(,"symbol":")" + (i % 2 ? "IBM" : "MSFT") + "\"}}\n";
+      s += R"({"type":"Tick","ts":)" + std::to_string(i) + R"(,"attrs":{"n":)" + std::to_string(i) +
+           R"(,"symbol":")" + (i % 2 ? "IBM" : "MSFT") + "\"}}\n";
     }
     return s;
   }
@@ -99,7 +99,8 @@ TEST_F(CliTest, VersionHelpAndUsageErrors) {
 
 TEST_F(CliTest, ValidateAcceptsTheQuickstart) {
   std::string out, err;
-  const fs::path quickstart = fs::path(CEPBUS_TEST_SOURCE_DIR) / "examples/quickstart/quickstart.xml";
+  const fs::path quickstart =
+      fs::path(CEPBUS_TEST_SOURCE_DIR) / "examples/quickstart/quickstart.xml";
   EXPECT_EQ(run({"validate", quickstart.string()}, &out, &err), 0) << err;
   EXPECT_THAT(out, HasSubstr("OK"));
 }
@@ -195,7 +196,8 @@ TEST_F(CliTest, ReplayThroughASedaFlowDeliversEveryEventInOrder) {
   }
   EXPECT_EQ(lines(read("ibm.jsonl")).size(), 500u);  // odd seq in 1001..2000
   const size_t bad_line = lines(input.substr(0, input.find("{\"type\":\"Tick\"}\n"))).size() + 1;
-  EXPECT_THAT(err, HasSubstr("in.jsonl: line " + std::to_string(bad_line) + ": missing field \"ts\""));
+  EXPECT_THAT(err,
+              HasSubstr("in.jsonl: line " + std::to_string(bad_line) + ": missing field \"ts\""));
 }
 
 TEST_F(CliTest, SigtermDrainsAndExitsCleanly) {

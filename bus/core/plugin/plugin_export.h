@@ -4,7 +4,7 @@
 // plugin ABI (plugin_abi.h) without writing them by hand:
 //
 //   void registerFactories(cepbus::plugin::FactoryRegistrar& registrar) {
-//     registrar.add("nfa", std::make_unique<NfaDetectorFactory>());
+//     registrar.add("nfa", std::make_unique<PlanDetectorFactory<NfaDetector, compilePlan>>());
 //   }
 //   CEPBUS_DEFINE_PLUGIN("nfa", "1.0.0", registerFactories)
 //
@@ -39,6 +39,22 @@ class FactoryRegistrar {
 
  private:
   CepbusPluginRegistrar* registrar_;
+};
+
+// The factory of an engine whose detectors are built from a compiled plan:
+// `Compile(query, options)` returns a Result<Plan> (the query checked against
+// what the engine supports) and `EngineDetector(plan, sink)` runs it.
+// Stateless; create() is safe to call from any thread.
+template <typename EngineDetector, auto Compile>
+class PlanDetectorFactory final : public DetectorFactory {
+ public:
+  Result<std::unique_ptr<Detector>> create(const pattern::Query& query,
+                                           const DetectorOptions& options,
+                                           MatchSink& sink) const override {
+    auto plan = Compile(query, options);
+    if (!plan) return plan.status();
+    return std::unique_ptr<Detector>(std::make_unique<EngineDetector>(*plan, sink));
+  }
 };
 
 namespace detail {

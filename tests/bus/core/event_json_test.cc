@@ -26,8 +26,15 @@ TEST(EventJsonTest, DecodesOptionalFields) {
 
 TEST(EventJsonTest, RoundTripsCompactAndFull) {
   EventPtr part = EventBuilder("A").at(1).set("x", 1).build();
-  EventPtr e = EventBuilder("AB").constituent(part).interval(1, 4).set("n", "q").probability(0.5)
-                   .key(9).cost(2).source(Symbol::intern("amqp")).build();
+  EventPtr e = EventBuilder("AB")
+                   .constituent(part)
+                   .interval(1, 4)
+                   .set("n", "q")
+                   .probability(0.5)
+                   .key(9)
+                   .cost(2)
+                   .source(Symbol::intern("amqp"))
+                   .build();
   auto back = decodeEvent(encodeEvent(*e, EventFormat::kFull));
   ASSERT_TRUE(back.isOk()) << back.status().toString();
   EXPECT_EQ((*back)->start(), 1);
