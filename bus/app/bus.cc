@@ -10,6 +10,7 @@
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
 #include "flows/st_flow.h"
+#include "services/amqp/amqp_listener.h"
 #include "services/cep/cep_service.h"
 #include "services/replay/replay_sink.h"
 #include "services/replay/replay_source.h"
@@ -88,6 +89,12 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
   registerBuiltinServices(bus->factories_);
   bus->context_.reset(new services::ServiceContext{*bus->broker_, *bus->registry_, *bus->plugins_});
   for (const auto& assembly : d.assemblies) bus->buildServices(assembly, errors);
+  // The AMQP listener starts after every service unit, so that a client that
+  // connects at once finds the subscriptions of the whole bus in place.
+  if (d.listeners.amqp) {
+    bus->services_.push_back(
+        {"", services::amqp::makeAmqpListener(*d.listeners.amqp, *bus->context_)});
+  }
   if (!errors.empty()) {
     std::string all;
     for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;

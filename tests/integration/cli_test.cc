@@ -1,8 +1,11 @@
 // End-to-end tests of the `cepbus` program: the real binary, real descriptors,
 // real files, real signals.
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <filesystem>
 #include <fstream>
@@ -257,6 +260,86 @@ TEST_F(CliTest, QuickstartDetectsThePlantedEqualPrices) {
     ASSERT_TRUE(e.isOk()) << l;
     EXPECT_EQ((*e)->type().name(), "EqualPrices");
   }
+}
+
+// A port nobody listens on right now, for a bus started as a separate process.
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// The real bus with its AMQP listener, and Debian's python3-qpid-proton as an
+// independent client: it subscribes with a wildcard, publishes unsettled
+// messages (each accepted only once the bus admitted it), sees a malformed one
+// rejected with a reason on the same link, and receives what it published; a
+// replay sink on the bus records the same events.
+TEST_F(CliTest, AnIndependentAmqpClientPublishesAndSubscribes) {
+  const int port = freePort();
+  write("amqp.xml", R"(<cepbus name="amqp">
+  <listeners><amqp host="127.0.0.1" port=")" +
+                        std::to_string(port) +
+                        R"(" allow-anonymous="true"/></listeners>
+  <service-assembly name="a">
+    <service-unit name="sink" type="replay-sink">
+      <param name="file" value="out.jsonl"/>
+      <subscribe address="ticks.#"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+)");
+  write("client.py", R"(import sys, time
+from proton import Message
+from proton.utils import BlockingConnection, SendException
+url = "127.0.0.1:" + sys.argv[1]
+for attempt in range(100):
+    try:
+        conn = BlockingConnection(url, timeout=10)
+        break
+    except Exception:
+        time.sleep(0.1)
+receiver = conn.create_receiver("ticks.#")
+sender = conn.create_sender("ticks.ibm")
+for i in range(1, 6):
+    sender.send(Message(subject="Tick", properties={"ts": i, "n": i}))
+try:
+    sender.send(Message(subject="Tick", properties={"n": 99}))
+    print("malformed accepted")
+except SendException as e:
+    print("malformed rejected:", e.state)
+sender.send(Message(subject="Tick", properties={"ts": 6, "n": 6}))
+for i in range(6):
+    m = receiver.receive(timeout=10)
+    receiver.accept()
+    print("got", m.subject, m.properties["ts"], m.body["n"] if isinstance(m.body, dict) else m.properties.get("n"))
+conn.close()
+)");
+  auto bus = start({"run", "amqp.xml"});
+  std::vector<std::string> py = {"/usr/bin/python3", (dir_ / "client.py").string(),
+                                 std::to_string(port)};
+  fs::create_directories(dir_ / "client");
+  ChildProcess client(py, dir_ / "client");
+  ASSERT_TRUE(client.started());
+  ASSERT_EQ(client.wait(std::chrono::seconds(60)), 0) << client.out() << client.err() << bus->err();
+  const std::string out = client.out();
+  EXPECT_THAT(out, HasSubstr("malformed rejected"));
+  for (int i = 1; i <= 6; ++i) {
+    EXPECT_THAT(out, HasSubstr("got Tick " + std::to_string(i) + " " + std::to_string(i))) << out;
+  }
+  bus->signal(SIGTERM);
+  ASSERT_EQ(bus->wait(std::chrono::seconds(30)), 0) << bus->err();
+  const auto recorded = lines(read("out.jsonl"));
+  ASSERT_EQ(recorded.size(), 6u);
+  auto first = decodeEvent(recorded[0]);
+  ASSERT_TRUE(first.isOk()) << recorded[0];
+  EXPECT_EQ((*first)->ts(), 1);
+  EXPECT_EQ((*first)->find(Symbol::intern("n"))->asInt(), 1);
 }
 
 }  // namespace

@@ -1,0 +1,223 @@
+#include "services/amqp/message_mapping.h"
+
+#include <proton/delivery.h>
+#include <proton/disposition.h>
+
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <map>
+#include <optional>
+#include <proton/codec/map.hpp>
+#include <proton/codec/vector.hpp>
+#include <proton/error.hpp>
+#include <proton/scalar.hpp>
+#include <proton/symbol.hpp>
+#include <proton/timestamp.hpp>
+#include <proton/types.hpp>
+#include <vector>
+
+namespace cepbus::services::amqp {
+namespace {
+
+// The C++ binding keeps its pn_delivery_t protected; a pointer to the member
+// named through a derived class is the sanctioned way to reach it.
+struct DeliveryAccess : proton::transfer {
+  static pn_delivery_t* raw(const proton::transfer& transfer) {
+    constexpr auto kGet = &DeliveryAccess::pn_object;
+    return (transfer.*kGet)();
+  }
+};
+
+// A scalar AMQP value as an attribute value; nullopt for anything else.
+std::optional<Value> scalarValue(const proton::scalar& s) {
+  switch (s.type()) {
+    case proton::NULL_TYPE:
+      return Value();
+    case proton::BOOLEAN:
+      return Value(proton::get<bool>(s));
+    case proton::UBYTE:
+    case proton::BYTE:
+    case proton::USHORT:
+    case proton::SHORT:
+    case proton::UINT:
+    case proton::INT:
+    case proton::LONG:
+    case proton::CHAR:
+      return Value(proton::coerce<int64_t>(s));
+    case proton::ULONG: {
+      uint64_t u = proton::get<uint64_t>(s);
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+      return Value(static_cast<int64_t>(u));
+    }
+    case proton::FLOAT:
+    case proton::DOUBLE:
+      return Value(proton::coerce<double>(s));
+    case proton::TIMESTAMP:
+      return Value(static_cast<int64_t>(proton::get<proton::timestamp>(s).milliseconds()));
+    case proton::STRING:
+      return Value(proton::get<std::string>(s));
+    case proton::SYMBOL:
+      return Value(std::string(proton::get<proton::symbol>(s)));
+    default:
+      return std::nullopt;
+  }
+}
+
+bool isInteger(proton::type_id t) {
+  switch (t) {
+    case proton::UBYTE:
+    case proton::BYTE:
+    case proton::USHORT:
+    case proton::SHORT:
+    case proton::UINT:
+    case proton::INT:
+    case proton::LONG:
+    case proton::ULONG:
+      return true;
+    default:
+      return false;
+  }
+}
+
+MappedEvent failure(const char* condition, std::string description) {
+  return MappedEvent{nullptr, condition, std::move(description)};
+}
+
+MappedEvent map(const proton::message& message) {
+  std::map<std::string, proton::scalar> props;
+  if (!message.properties().empty()) proton::get(message.properties().value(), props);
+
+  std::string type = message.subject();
+  if (type.empty()) {
+    auto it = props.find("type");
+    if (it != props.end()) {
+      if (it->second.type() != proton::STRING && it->second.type() != proton::SYMBOL) {
+        return failure(kInvalidField, "application property \"type\" must be a string");
+      }
+      type = scalarValue(it->second)->asString();
+    }
+  }
+  if (type.empty()) {
+    return failure(kInvalidField,
+                   "no event type: the message has no subject and no application property "
+                   "\"type\"");
+  }
+
+  Timestamp ts = 0;
+  if (auto it = props.find("ts"); it != props.end()) {
+    if (!isInteger(it->second.type())) {
+      return failure(kInvalidField, "application property \"ts\" must be an integer");
+    }
+    std::optional<Value> v = scalarValue(it->second);
+    if (!v) return failure(kInvalidField, "application property \"ts\" is out of range");
+    ts = v->asInt();
+  } else if (message.creation_time().milliseconds() != 0) {
+    ts = message.creation_time().milliseconds();
+  } else {
+    return failure(kInvalidField,
+                   "no timestamp: the message has no application property \"ts\" and no "
+                   "creation_time");
+  }
+
+  EventBuilder builder(type);
+  builder.at(ts);
+  for (const auto& [name, scalar] : props) {
+    if (name == "type" || name == "ts") continue;
+    std::optional<Value> v = scalarValue(scalar);
+    if (!v) {
+      return failure(kInvalidField,
+                     "application property \"" + name + "\": not a scalar attribute value");
+    }
+    builder.set(name, std::move(*v));
+  }
+
+  const proton::value& body = message.body();
+  if (!body.empty() && body.type() != proton::NULL_TYPE) {
+    if (body.type() != proton::MAP) {
+      return failure(kDecodeError, std::string("the body must be a map of attributes, not ") +
+                                       proton::type_name(body.type()));
+    }
+    std::map<proton::scalar, proton::value> entries;
+    proton::get(body, entries);
+    for (const auto& [key, value] : entries) {
+      if (key.type() != proton::STRING && key.type() != proton::SYMBOL) {
+        return failure(kDecodeError, "body map keys must be strings");
+      }
+      std::string name = scalarValue(key)->asString();
+      std::optional<Value> v;
+      if (value.empty()) {
+        v = Value();
+      } else if (proton::type_id_is_scalar(value.type())) {
+        v = scalarValue(proton::get<proton::scalar>(value));
+      }
+      if (!v) {
+        return failure(kInvalidField, "body entry \"" + name +
+                                          "\": " + proton::type_name(value.type()) +
+                                          " is not a scalar attribute value");
+      }
+      builder.set(name, std::move(*v));
+    }
+  }
+
+  const proton::message_id id = message.id();
+  if (id.type() == proton::ULONG) builder.id(proton::get<uint64_t>(id));
+  return MappedEvent{builder.build(), {}, {}};
+}
+
+proton::scalar toScalar(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kNull:
+      return proton::scalar();
+    case Value::Kind::kBool:
+      return proton::scalar(v.asBool());
+    case Value::Kind::kInt:
+      return proton::scalar(v.asInt());
+    case Value::Kind::kDouble:
+      return proton::scalar(v.asDouble());
+    case Value::Kind::kString:
+      return proton::scalar(v.asString());
+  }
+  return proton::scalar();
+}
+
+}  // namespace
+
+MappedEvent eventFromMessage(const proton::message& message) {
+  try {
+    return map(message);
+  } catch (const std::exception& e) {
+    return failure(kDecodeError, std::string("cannot decode the message: ") + e.what());
+  }
+}
+
+proton::message messageFromEvent(const Event& event) {
+  proton::message message;
+  message.subject(std::string(event.type().name()));
+  message.id(proton::message_id(static_cast<uint64_t>(event.id())));
+  message.properties().put("ts", proton::scalar(static_cast<int64_t>(event.ts())));
+  if (event.probability() != 1.0) message.properties().put("prob", event.probability());
+  if (!event.key().isNull()) message.properties().put("key", toScalar(event.key()));
+  std::map<std::string, proton::scalar> attrs;
+  for (const Attribute& a : event.attributes())
+    attrs[std::string(a.name.name())] = toScalar(a.value);
+  message.body(attrs);
+  return message;
+}
+
+void rejectWithCondition(proton::delivery& delivery, const proton::error_condition& condition) {
+  pn_condition_t* c = pn_disposition_condition(pn_delivery_local(DeliveryAccess::raw(delivery)));
+  pn_condition_set_name(c, condition.name().c_str());
+  pn_condition_set_description(c, condition.description().c_str());
+  delivery.reject();
+}
+
+proton::error_condition remoteCondition(const proton::transfer& transfer) {
+  pn_condition_t* c = pn_disposition_condition(pn_delivery_remote(DeliveryAccess::raw(transfer)));
+  if (c == nullptr || !pn_condition_is_set(c)) return {};
+  const char* name = pn_condition_get_name(c);
+  const char* description = pn_condition_get_description(c);
+  return proton::error_condition(name ? name : "", description ? description : "");
+}
+
+}  // namespace cepbus::services::amqp

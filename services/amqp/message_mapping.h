@@ -1,0 +1,59 @@
+#pragma once
+
+// The AMQP 1.0 <-> event mapping of the AMQP binding (DESIGN.md, "AMQP
+// mapping"), and the two Proton details the C++ API does not expose: the
+// error condition carried by a `rejected` outcome, both ways.
+//
+// Message -> event:
+//   type       subject, else application property "type" (a string)
+//   ts         application property "ts" (an integer) wins, else
+//              creation_time (milliseconds since the epoch); neither: refused
+//   attributes application properties (but "type" and "ts") and then the
+//              entries of a map body (string or symbol keys; a body entry
+//              replaces a property of the same name); values must be scalars
+//              (null, bool, integers, float/double, string, symbol, timestamp)
+//   id         a ulong message-id becomes the event id (so a redelivered
+//              message keeps its id and reliable flows can suppress it)
+//   body       empty or a map; anything else is refused
+// Event -> message: subject = type, application property "ts" = ts,
+// message-id = event id (ulong), body = map of the attributes; a non-unit
+// probability and a partition key travel as application properties "prob"
+// and "key". Constituents of a composite event are not carried.
+//
+// Thread-safety: free functions over values; the Proton objects passed in
+// must be used by one thread at a time (Proton's rule).
+
+#include <proton/delivery.hpp>
+#include <proton/error_condition.hpp>
+#include <proton/message.hpp>
+#include <proton/transfer.hpp>
+#include <string>
+
+#include "bus/core/event.h"
+
+namespace cepbus::services::amqp {
+
+inline constexpr char kInvalidField[] = "amqp:invalid-field";
+inline constexpr char kDecodeError[] = "amqp:decode-error";
+
+// Either the event or the AMQP error condition that says why there is none.
+struct MappedEvent {
+  EventPtr event;           // null when the message cannot be mapped
+  std::string condition;    // kInvalidField or kDecodeError
+  std::string description;  // what is wrong, for the sender
+};
+
+// Never throws: a Proton decoding error becomes kDecodeError.
+MappedEvent eventFromMessage(const proton::message& message);
+
+proton::message messageFromEvent(const Event& event);
+
+// Settles `delivery` as rejected, carrying `condition` in the disposition
+// (the C++ API's delivery::reject() cannot).
+void rejectWithCondition(proton::delivery& delivery, const proton::error_condition& condition);
+
+// The error condition a peer put in the outcome it settled `transfer` with
+// (empty when none).
+proton::error_condition remoteCondition(const proton::transfer& transfer);
+
+}  // namespace cepbus::services::amqp

@@ -1,0 +1,120 @@
+#include "services/amqp/message_mapping.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <proton/codec/map.hpp>
+#include <proton/codec/vector.hpp>
+#include <proton/message.hpp>
+#include <proton/scalar.hpp>
+#include <proton/timestamp.hpp>
+#include <proton/types.hpp>
+#include <proton/value.hpp>
+#include <string>
+#include <vector>
+
+namespace cepbus::services::amqp {
+namespace {
+
+TEST(MessageMappingTest, MapsSubjectTsPropertiesAndMapBody) {
+  proton::message m;
+  m.subject("Stock");
+  m.properties().put("ts", int64_t{42});
+  m.properties().put("symbol", std::string("IBM"));
+  m.properties().put("qty", int32_t{7});
+  m.id(proton::message_id(uint64_t{99}));
+  m.body(proton::value(std::map<std::string, proton::scalar>{{"price", 10.5}, {"open", true}}));
+  MappedEvent e = eventFromMessage(m);
+  ASSERT_NE(e.event, nullptr) << e.description;
+  EXPECT_EQ(e.event->type().name(), "Stock");
+  EXPECT_EQ(e.event->ts(), 42);
+  EXPECT_EQ(e.event->id(), 99u);
+  ASSERT_NE(e.event->find(Symbol::intern("symbol")), nullptr);
+  EXPECT_EQ(e.event->find(Symbol::intern("symbol"))->asString(), "IBM");
+  EXPECT_EQ(e.event->find(Symbol::intern("qty"))->asInt(), 7);
+  EXPECT_DOUBLE_EQ(e.event->find(Symbol::intern("price"))->asDouble(), 10.5);
+  EXPECT_TRUE(e.event->find(Symbol::intern("open"))->asBool());
+  EXPECT_EQ(e.event->find(Symbol::intern("ts")), nullptr);
+  EXPECT_EQ(e.event->attributes().size(), 4u);
+}
+
+TEST(MessageMappingTest, TypePropertyAndCreationTimeWhenNoSubjectOrTs) {
+  proton::message m;
+  m.properties().put("type", std::string("Order"));
+  m.creation_time(proton::timestamp(1700));
+  MappedEvent e = eventFromMessage(m);
+  ASSERT_NE(e.event, nullptr) << e.description;
+  EXPECT_EQ(e.event->type().name(), "Order");
+  EXPECT_EQ(e.event->ts(), 1700);
+  EXPECT_TRUE(e.event->attributes().empty());
+}
+
+TEST(MessageMappingTest, TsPropertyWinsOverCreationTime) {
+  proton::message m;
+  m.subject("A");
+  m.creation_time(proton::timestamp(1700));
+  m.properties().put("ts", int64_t{5});
+  MappedEvent e = eventFromMessage(m);
+  ASSERT_NE(e.event, nullptr);
+  EXPECT_EQ(e.event->ts(), 5);
+}
+
+TEST(MessageMappingTest, RefusesWhatCannotBeMappedAndSaysWhy) {
+  proton::message no_type;
+  no_type.properties().put("ts", int64_t{1});
+  MappedEvent e = eventFromMessage(no_type);
+  EXPECT_EQ(e.event, nullptr);
+  EXPECT_EQ(e.condition, kInvalidField);
+  EXPECT_NE(e.description.find("type"), std::string::npos);
+
+  proton::message no_ts;
+  no_ts.subject("A");
+  e = eventFromMessage(no_ts);
+  EXPECT_EQ(e.event, nullptr);
+  EXPECT_EQ(e.condition, kInvalidField);
+  EXPECT_NE(e.description.find("timestamp"), std::string::npos);
+
+  proton::message bad_ts;
+  bad_ts.subject("A");
+  bad_ts.properties().put("ts", std::string("soon"));
+  e = eventFromMessage(bad_ts);
+  EXPECT_EQ(e.event, nullptr);
+  EXPECT_NE(e.description.find("\"ts\""), std::string::npos);
+
+  proton::message text_body;
+  text_body.subject("A");
+  text_body.properties().put("ts", int64_t{1});
+  text_body.body(proton::value(std::string("hello")));
+  e = eventFromMessage(text_body);
+  EXPECT_EQ(e.event, nullptr);
+  EXPECT_EQ(e.condition, kDecodeError);
+
+  proton::message nested;
+  nested.subject("A");
+  nested.properties().put("ts", int64_t{1});
+  nested.body(proton::value(
+      std::map<std::string, proton::value>{{"list", proton::value(std::vector<int32_t>{1, 2})}}));
+  e = eventFromMessage(nested);
+  EXPECT_EQ(e.event, nullptr);
+  EXPECT_EQ(e.condition, kInvalidField);
+  EXPECT_NE(e.description.find("list"), std::string::npos);
+}
+
+TEST(MessageMappingTest, EventToMessageRoundTrips) {
+  EventPtr in =
+      EventBuilder("Trade").at(77).set("symbol", "IBM").set("price", 3.5).set("n", 4).build();
+  proton::message m = messageFromEvent(*in);
+  EXPECT_EQ(m.subject(), "Trade");
+  MappedEvent out = eventFromMessage(m);
+  ASSERT_NE(out.event, nullptr) << out.description;
+  EXPECT_EQ(out.event->type(), in->type());
+  EXPECT_EQ(out.event->ts(), 77);
+  EXPECT_EQ(out.event->id(), in->id());
+  EXPECT_EQ(out.event->find(Symbol::intern("symbol"))->asString(), "IBM");
+  EXPECT_DOUBLE_EQ(out.event->find(Symbol::intern("price"))->asDouble(), 3.5);
+  EXPECT_EQ(out.event->find(Symbol::intern("n"))->asInt(), 4);
+  EXPECT_EQ(out.event->attributes().size(), 3u);
+}
+
+}  // namespace
+}  // namespace cepbus::services::amqp
