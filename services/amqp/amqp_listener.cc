@@ -1,5 +1,7 @@
 #include "services/amqp/amqp_listener.h"
 
+#include <Poco/Logger.h>
+
 #include <atomic>
 #include <deque>
 #include <exception>
@@ -580,6 +582,9 @@ Status AmqpListenerService::start() {
     return status;
   }
   impl.running = true;
+  Poco::Logger::get("cepbus.amqp")
+      .information("AMQP 1.0 listening on amqp://%s:%d%s", impl.config.host, port(),
+                   std::string(impl.config.allow_anonymous ? " (anonymous clients allowed)" : ""));
   return status;
 }
 
