@@ -1,0 +1,147 @@
+#pragma once
+
+// P3's timed coloured Petri net (CEP-PN) for SEQ patterns, holding many
+// patterns in one net that shares their common prefixes.
+//
+// A pattern SEQ(e0, ..., e_{m-1}) decomposes into m basic nets connected in
+// series: transition T_k takes a token from T_{k-1}'s output place (none for
+// k = 0) and an event of e_k's type from the input place of that type, and
+// puts a token into its own output place. A token is coloured by the events
+// it binds (a pointer to its parent token plus the new event), so prefixes
+// are stored once. T_k's guard is: strictly increasing ts, the WITHIN window
+// (ts of the new event minus ts of the token's first event), and every WHERE
+// conjunct whose latest variable is e_k. Tokens are never consumed (P3's
+// feedback policy, i.e. skip_till_any_match); they expire once their first
+// event is older than the window. The output place of T_{m-1} emits matches.
+//
+// Prefix join: a transition is identified by its input transition, its event
+// type, whether it binds a variable, and its guard's conjuncts (variables
+// named by element position, so names do not matter), so a pattern whose
+// head equals a running pattern's head reuses those places and transitions
+// and only adds the rest.
+// Middle join: where the rest, from element k (k >= 1) on, starts with two or
+// more elements equal to a running pattern's head (<a;b;c;d> after <b;c;e>;
+// its own head too: <a;b;a;b>), once per pattern,
+// the pattern shares that chain too and adds a join transition: when the
+// chain produces a token it is joined with every token of the pattern's own
+// place k-1 that ends before it starts, under the window and the conjuncts
+// that name elements on both sides. Back joins (<a;b;c> with <e;b;c>) are not
+// done: such patterns share nothing.
+// A shared transition prunes with the largest window of the patterns that
+// use it; each output checks its own pattern's window.
+//
+// A pattern sees only events that arrive after it is added (each token
+// remembers the arrival number of its first event), so adding or removing a
+// pattern never changes another pattern's matches.
+//
+// Thread safety: none; one thread drives a net. The net does not own the
+// sinks, which must outlive their patterns and must not call back into the
+// net from onMatch.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/pattern/ast.h"
+#include "bus/core/pattern/expr_compiler.h"
+#include "bus/core/plugin/detector.h"
+#include "bus/core/status.h"
+#include "bus/core/symbol.h"
+
+namespace cepbus::plugins::petri {
+
+inline constexpr Timestamp kNoWindow = INT64_MAX;
+
+// A query checked against what the net supports and compiled against its own
+// binding layout. Immutable; shared by the transitions built from it.
+struct CompiledPattern {
+  struct Element {
+    Symbol type;
+    std::string var;  // empty for an unnamed element
+    int slot = -1;
+    std::vector<const pattern::Conjunct*> guards;  // conjuncts whose latest element is this one
+    std::vector<size_t> guard_earliest;            // the earliest element each guard names
+  };
+  Timestamp window = kNoWindow;
+  pattern::BindingLayout layout;
+  std::vector<pattern::Conjunct> conjuncts;
+  std::vector<Element> elements;
+  std::map<std::string, size_t> position;                  // variable -> element
+  std::shared_ptr<const pattern::CompiledReturn> returns;  // null without RETURN
+};
+
+using CompiledPatternPtr = std::shared_ptr<const CompiledPattern>;
+
+// Checks and compiles `query`. InvalidArgument names what the net does not
+// support: an operator other than SEQ of single elements, a strategy other
+// than skip_till_any_match, CONTEXT recent, PARTITION BY, or any option.
+Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
+                                          const plugin::DetectorOptions& options);
+
+struct NetSize {
+  size_t places = 0;  // input places (one per event type) plus output places
+  size_t transitions = 0;
+};
+
+class PetriNet {
+ public:
+  PetriNet();
+  ~PetriNet();
+  PetriNet(const PetriNet&) = delete;
+  PetriNet& operator=(const PetriNet&) = delete;
+
+  // Adds a pattern reporting to `sink`. AlreadyExists for a taken name;
+  // InvalidArgument (from compilePattern) for an unsupported query.
+  Status addPattern(std::string name, const pattern::Query& query, plugin::MatchSink& sink);
+  Status addPattern(std::string name, CompiledPatternPtr pattern, plugin::MatchSink& sink);
+  // Removes the pattern and every place and transition only it used.
+  // NotFound for an unknown name.
+  Status removePattern(std::string_view name);
+
+  // Consumes the next event (non-decreasing ts) and reports every match it
+  // completes, synchronously.
+  Status onEvent(const EventPtr& event);
+
+  // The merged net, and the sum of the nets each pattern would have alone.
+  NetSize size() const;
+  NetSize unmergedSize() const;
+  size_t patternCount() const { return patterns_.size(); }
+  // Tokens currently held in output places (for tests of expiry).
+  size_t tokenCount() const;
+
+ private:
+  struct Token;
+  struct Transition;
+  struct PatternEntry;
+  class Composer;
+
+  void fire(Transition& t, const EventPtr& event);
+  void fireJoin(Transition& j, const std::shared_ptr<const Token>& right);
+  // `event` (null for a join) binds element t.depth after the events of
+  // `left` then `right`.
+  bool guardsHold(const Transition& t, const Token* left, const Token* right, const Event* event);
+  void produce(Transition& t, std::shared_ptr<const Token> parent,
+               std::shared_ptr<const Token> right, const EventPtr& event);
+  void emit(const PatternEntry& p, const Token& token);
+  void rebuildTypeIndex();
+
+  std::vector<std::unique_ptr<Transition>> transitions_;
+  std::unordered_map<std::string, Transition*> by_key_;
+  std::unordered_map<Symbol, std::vector<Transition*>> by_type_;  // deepest first
+  std::vector<std::unique_ptr<PatternEntry>> patterns_;
+  uint64_t seq_ = 0;
+  Timestamp now_ = INT64_MIN;
+
+  // Scratch reused across events.
+  std::vector<pattern::SlotBinding> bind_;
+  std::vector<const EventPtr*> bound_;  // guards
+  std::vector<const EventPtr*> chain_;  // matches
+  std::vector<uint32_t> ends_;
+};
+
+}  // namespace cepbus::plugins::petri

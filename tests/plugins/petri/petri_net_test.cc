@@ -1,0 +1,304 @@
+// One PetriNet holding many patterns: prefix joining shrinks the net and
+// changes no pattern's matches (P3's claim), removing or adding a pattern
+// while events flow leaves every other pattern's matches unchanged, and
+// tokens expire with the window.
+
+#include "plugins/petri/petri_net.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+
+#include "bus/core/pattern/parser.h"
+#include "tests/plugins/petri/petri_test_support.h"
+
+namespace cepbus::plugins::petri {
+namespace {
+
+using testing::CollectingSink;
+using testing::RandomPattern;
+using Matches = std::vector<std::vector<Timestamp>>;
+
+pattern::Query parse(const std::string& text) {
+  auto q = pattern::parseQuery(text);
+  EXPECT_TRUE(q) << text << ": " << q.status().message();
+  return *q;
+}
+
+void feed(PetriNet& net, const std::vector<EventPtr>& events, size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i) ASSERT_TRUE(net.onEvent(events[i]));
+}
+
+// The matches of `p` run alone in a net of its own over events[from, to).
+Matches alone(const RandomPattern& p, const std::vector<EventPtr>& events, size_t from, size_t to) {
+  PetriNet net;
+  CollectingSink sink;
+  EXPECT_TRUE(net.addPattern("p", parse(p.text()), sink));
+  feed(net, events, from, to);
+  return sink.sorted();
+}
+
+// Patterns that extend a few common heads (so that they share prefixes) with
+// their own tails, predicates and windows.
+std::vector<RandomPattern> patternFamily(std::mt19937_64& rng, size_t count) {
+  std::vector<RandomPattern> heads;
+  for (int i = 0; i < 3; ++i) heads.push_back(testing::randomPattern(rng, 3, 3));
+  std::vector<RandomPattern> out;
+  for (size_t i = 0; i < count; ++i) {
+    RandomPattern p = heads[rng() % heads.size()];
+    if (rng() % 3 == 0) {
+      // A new first element in front of a head: a middle join candidate.
+      p.types.insert(p.types.begin(), static_cast<char>('A' + rng() % 3));
+      p.named.insert(p.named.begin(), true);
+      for (testing::Pred& pr : p.preds) {
+        ++pr.lhs;
+        if (pr.rhs >= 0) ++pr.rhs;
+      }
+      if (rng() % 2 == 0) p.preds.push_back(testing::randomPred(rng, p));
+    }
+    const size_t tail = rng() % 3;
+    for (size_t k = 0; k < tail; ++k) {
+      p.types.push_back(static_cast<char>('A' + rng() % 3));
+      p.named.push_back(rng() % 5 != 0);
+    }
+    if (tail > 0 && rng() % 2 == 0) p.preds.push_back(testing::randomPred(rng, p));
+    p.within = rng() % 3 == 0 ? std::nullopt : std::optional<int64_t>(1 + rng() % 12);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+TEST(PetriNet, PrefixJoinSharesPlacesAndTransitions) {
+  PetriNet net;
+  CollectingSink s1, s2, s3;
+  ASSERT_TRUE(net.addPattern("abcd", parse("PATTERN SEQ(A a, B b, C c, D d)"), s1));
+  EXPECT_EQ(net.size().transitions, 4u);
+  ASSERT_TRUE(net.addPattern("abce", parse("PATTERN SEQ(A a, B b, C c, E e)"), s2));
+  // <a;b;c> is shared: one more transition (and its output place) for E.
+  EXPECT_EQ(net.size().transitions, 5u);
+  EXPECT_EQ(net.size().places, 5u + 5u);  // input places A..E, one output place each
+  EXPECT_EQ(net.unmergedSize().transitions, 8u);
+  EXPECT_EQ(net.unmergedSize().places, 8u + 8u);
+  // A different guard on b is a different head from b on.
+  ASSERT_TRUE(net.addPattern("guarded", parse("PATTERN SEQ(A a, B b) WHERE b.x = a.x"), s3));
+  EXPECT_EQ(net.size().transitions, 6u);
+  // Same elements and guards written in another order share everything.
+  CollectingSink s4;
+  ASSERT_TRUE(net.addPattern("again", parse("PATTERN SEQ(A a, B b) WHERE a.x = b.x"), s4));
+  EXPECT_EQ(net.size().transitions, 7u);  // the text differs: 'a.x = b.x' vs 'b.x = a.x'
+  CollectingSink s5, s6;
+  ASSERT_TRUE(net.addPattern("same", parse("PATTERN SEQ(A a, B b) WHERE a.x = b.x WITHIN 3"), s5));
+  EXPECT_EQ(net.size().transitions, 7u);
+  // Variable names do not matter, only positions.
+  ASSERT_TRUE(net.addPattern("renamed", parse("PATTERN SEQ(A p, B q, C r) WHERE p.x = q.x"), s6));
+  EXPECT_EQ(net.size().transitions, 8u);
+  EXPECT_EQ(net.patternCount(), 6u);
+}
+
+TEST(PetriNet, NamesAreUniqueAndRemovalNeedsAKnownName) {
+  PetriNet net;
+  CollectingSink sink;
+  ASSERT_TRUE(net.addPattern("p", parse("PATTERN SEQ(A a, B b)"), sink));
+  EXPECT_EQ(net.addPattern("p", parse("PATTERN SEQ(A a)"), sink).code(),
+            Status::Code::kAlreadyExists);
+  EXPECT_EQ(net.removePattern("q").code(), Status::Code::kNotFound);
+  Status bad = net.addPattern("k", parse("PATTERN SEQ(A a, B+ b[])"), sink);
+  EXPECT_EQ(bad.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(net.patternCount(), 1u);
+  ASSERT_TRUE(net.removePattern("p"));
+  EXPECT_EQ(net.size().transitions, 0u);
+  EXPECT_EQ(net.size().places, 0u);
+}
+
+TEST(PetriNet, IdenticalPatternsShareTheWholeNetAndEachGetsEveryMatch) {
+  PetriNet net;
+  std::vector<std::unique_ptr<CollectingSink>> sinks;
+  const std::string q = "PATTERN SEQ(A a, B b, C c) WHERE a.x = b.x AND b.x = c.x";
+  for (int i = 0; i < 5; ++i) {
+    sinks.push_back(std::make_unique<CollectingSink>());
+    ASSERT_TRUE(net.addPattern("p" + std::to_string(i), parse(q), *sinks.back()));
+  }
+  EXPECT_EQ(net.size().transitions, 3u);
+  EXPECT_EQ(net.unmergedSize().transitions, 15u);
+  std::mt19937_64 rng(3);
+  const auto events = testing::randomStream(rng, 80, 3);
+  feed(net, events, 0, events.size());
+  ASSERT_FALSE(sinks[0]->matches.empty());
+  for (const auto& s : sinks) EXPECT_EQ(s->matches, sinks[0]->matches);
+}
+
+// <a;b;c;d> after <b;c;e>: the middle <b;c> is shared and joined with a.
+TEST(PetriNet, MiddleJoinSharesTheMiddleOfAPattern) {
+  RandomPattern q, p;
+  q.types = {'B', 'C', 'E'};
+  q.named = {true, true, true};
+  q.preds = {{0, 1, 0, 0}};  // v0.x = v1.x
+  p.types = {'A', 'B', 'C', 'D'};
+  p.named = {true, true, true, true};
+  p.preds = {{1, 2, 0, 0}, {0, 2, 1, 0}};  // v1.x = v2.x AND v0.x != v2.x
+  p.within = 15;
+  PetriNet net;
+  CollectingSink qs, ps;
+  ASSERT_TRUE(net.addPattern("q", parse(q.text()), qs));
+  ASSERT_TRUE(net.addPattern("p", parse(p.text()), ps));
+  EXPECT_EQ(net.size().transitions, 6u);  // B, C, E; A, the join, D
+  EXPECT_EQ(net.unmergedSize().transitions, 7u);
+  std::mt19937_64 rng(5);
+  const auto events = testing::randomStream(rng, 300, 5);
+  feed(net, events, 0, events.size());
+  EXPECT_EQ(ps.sorted(), testing::bruteForce(p, events));
+  ASSERT_FALSE(ps.matches.empty());
+  EXPECT_EQ(qs.sorted(), testing::bruteForce(q, events));
+  // Removing the pattern whose head is shared keeps the joined one whole.
+  ASSERT_TRUE(net.removePattern("q"));
+  EXPECT_EQ(net.size().transitions, 5u);  // E is gone
+  CollectingSink again;
+  ASSERT_TRUE(net.addPattern("p2", parse(p.text()), again));
+  EXPECT_EQ(net.size().transitions, 5u);  // shares everything with p
+  const auto more = testing::randomStream(rng, 300, 5);
+  std::vector<EventPtr> shifted;
+  for (const EventPtr& e : more) {
+    shifted.push_back(EventBuilder(e->type())
+                          .at(e->ts() + events.back()->ts() + 1)
+                          .set("x", *e->find(Symbol::intern("x")))
+                          .build());
+  }
+  feed(net, shifted, 0, shifted.size());
+  EXPECT_EQ(again.sorted(), testing::bruteForce(p, shifted));
+  ASSERT_FALSE(again.matches.empty());
+}
+
+// Regression: a join over <a;a> and one over <a;a;b> with the same prefix
+// are different transitions (their keys once collided).
+TEST(PetriNet, JoinsOverChainsOfDifferentLengthsStayApart) {
+  auto make = [](std::vector<char> types, std::vector<testing::Pred> preds) {
+    RandomPattern p;
+    p.types = std::move(types);
+    p.named.assign(p.types.size(), true);
+    p.preds = std::move(preds);
+    return p;
+  };
+  const std::vector<RandomPattern> patterns = {
+      make({'A', 'A', 'B'}, {{2, 0, 0, 0}}),  // head <a;a;b> with a guard on b
+      make({'B', 'A', 'A', 'B', 'C'}, {}),    // joins <a;a> only
+      make({'A', 'A', 'B'}, {}),              // head <a;a;b> without a guard
+      make({'B', 'A', 'A', 'B'}, {}),         // joins <a;a;b>
+  };
+  PetriNet net;
+  std::vector<CollectingSink> sinks(patterns.size());
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    ASSERT_TRUE(net.addPattern("p" + std::to_string(i), parse(patterns[i].text()), sinks[i]));
+  }
+  std::mt19937_64 rng(9);
+  const auto events = testing::randomStream(rng, 40, 3);
+  feed(net, events, 0, events.size());
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    EXPECT_EQ(sinks[i].sorted(), testing::bruteForce(patterns[i], events)) << patterns[i].text();
+    EXPECT_FALSE(sinks[i].matches.empty()) << patterns[i].text();
+  }
+}
+
+// P3's central claim: the merged net reports, pattern by pattern, exactly
+// what one independent net per pattern reports (and the brute force).
+TEST(PetriNet, MergedNetMatchesIndependentNetsPatternByPattern) {
+  std::mt19937_64 rng(1129);
+  size_t merged_transitions = 0, unmerged_transitions = 0, nonempty = 0;
+  for (int round = 0; round < 60; ++round) {
+    const auto patterns = patternFamily(rng, 8);
+    const auto events = testing::randomStream(rng, 40, 3);
+    PetriNet net;
+    std::vector<CollectingSink> sinks(patterns.size());
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      ASSERT_TRUE(net.addPattern("p" + std::to_string(i), parse(patterns[i].text()), sinks[i]));
+    }
+    merged_transitions += net.size().transitions;
+    unmerged_transitions += net.unmergedSize().transitions;
+    feed(net, events, 0, events.size());
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      const Matches expected = testing::bruteForce(patterns[i], events);
+      nonempty += !expected.empty();
+      EXPECT_EQ(sinks[i].sorted(), expected) << patterns[i].text();
+      EXPECT_EQ(sinks[i].sorted(), alone(patterns[i], events, 0, events.size()))
+          << patterns[i].text();
+    }
+  }
+  EXPECT_LT(merged_transitions, unmerged_transitions);
+  EXPECT_GT(nonempty, 100u);
+}
+
+TEST(PetriNet, RemovingAndAddingPatternsMidStreamChangesNoOtherPattern) {
+  std::mt19937_64 rng(77);
+  for (int round = 0; round < 30; ++round) {
+    const auto patterns = patternFamily(rng, 8);
+    const auto events = testing::randomStream(rng, 40, 3);
+    const size_t split = rng() % events.size();
+    // Patterns 0..5 start in the net; 0..2 are removed at the split, 6..7
+    // are added there.
+    PetriNet net;
+    std::vector<CollectingSink> sinks(patterns.size());
+    for (size_t i = 0; i < 6; ++i) {
+      ASSERT_TRUE(net.addPattern("p" + std::to_string(i), parse(patterns[i].text()), sinks[i]));
+    }
+    feed(net, events, 0, split);
+    for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(net.removePattern("p" + std::to_string(i)));
+    for (size_t i = 6; i < 8; ++i) {
+      ASSERT_TRUE(net.addPattern("p" + std::to_string(i), parse(patterns[i].text()), sinks[i]));
+    }
+    // Removal left no transition behind that the remaining patterns do not
+    // use (how they are decomposed may depend on the order they came in).
+    EXPECT_LE(net.size().transitions, net.unmergedSize().transitions);
+    feed(net, events, split, events.size());
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(sinks[i].sorted(), alone(patterns[i], events, 0, split)) << patterns[i].text();
+    }
+    for (size_t i = 3; i < 6; ++i) {
+      EXPECT_EQ(sinks[i].sorted(), alone(patterns[i], events, 0, events.size()))
+          << patterns[i].text();
+    }
+    for (size_t i = 6; i < 8; ++i) {
+      EXPECT_EQ(sinks[i].sorted(), alone(patterns[i], events, split, events.size()))
+          << patterns[i].text();
+    }
+    for (size_t i = 3; i < 8; ++i) ASSERT_TRUE(net.removePattern("p" + std::to_string(i)));
+    EXPECT_EQ(net.size().transitions, 0u);
+    EXPECT_EQ(net.size().places, 0u);
+    EXPECT_EQ(net.tokenCount(), 0u);
+  }
+}
+
+// A shared transition prunes with the largest window of the patterns still
+// using it, recomputed when one leaves.
+TEST(PetriNet, SharedTransitionsKeepTheLargestRemainingWindow) {
+  PetriNet net;
+  CollectingSink widest, narrow, wide;
+  ASSERT_TRUE(net.addPattern("widest", parse("PATTERN SEQ(A a, B b, C c) WITHIN 30"), widest));
+  ASSERT_TRUE(net.addPattern("narrow", parse("PATTERN SEQ(A a, B b, C c) WITHIN 2"), narrow));
+  ASSERT_TRUE(net.addPattern("wide", parse("PATTERN SEQ(A a, B b, C c) WITHIN 20"), wide));
+  ASSERT_TRUE(net.removePattern("widest"));
+  for (const auto& [type, ts] : std::vector<std::pair<const char*, Timestamp>>{
+           {"A", 1}, {"B", 5}, {"C", 15}, {"A", 16}, {"B", 17}, {"C", 18}}) {
+    ASSERT_TRUE(net.onEvent(EventBuilder(type).at(ts).build()));
+  }
+  EXPECT_EQ(narrow.sorted(), (Matches{{16, 17, 18}}));
+  EXPECT_EQ(wide.sorted(), (Matches{{1, 5, 15}, {1, 5, 18}, {1, 17, 18}, {16, 17, 18}}));
+  EXPECT_TRUE(widest.matches.empty());
+}
+
+TEST(PetriNet, TokensExpireWithTheWindow) {
+  PetriNet net;
+  CollectingSink sink;
+  ASSERT_TRUE(net.addPattern("p", parse("PATTERN SEQ(A a, B b, C c) WITHIN 10"), sink));
+  // A and B only: without expiry the <a;b> place would hold ~ n^2/4 tokens.
+  for (Timestamp ts = 0; ts < 4000; ++ts) {
+    ASSERT_TRUE(net.onEvent(EventBuilder(ts % 2 == 0 ? "A" : "B").at(ts).build()));
+  }
+  EXPECT_LT(net.tokenCount(), 1024u * 6);
+  EXPECT_GT(net.tokenCount(), 0u);
+  // And the pattern still matches after the sweeps.
+  ASSERT_TRUE(net.onEvent(EventBuilder("C").at(4000).build()));
+  EXPECT_EQ(sink.matches.size(), 15u);  // a, b in [3990, 3999], a < b: 5+4+3+2+1
+}
+
+}  // namespace
+}  // namespace cepbus::plugins::petri
