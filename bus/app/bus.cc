@@ -12,6 +12,7 @@
 #include "flows/st_flow.h"
 #include "services/amqp/amqp_listener.h"
 #include "services/cep/cep_service.h"
+#include "services/http/http_listener.h"
 #include "services/replay/replay_sink.h"
 #include "services/replay/replay_source.h"
 
@@ -94,6 +95,10 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
   if (d.listeners.amqp) {
     bus->services_.push_back(
         {"", services::amqp::makeAmqpListener(*d.listeners.amqp, *bus->context_)});
+  }
+  if (d.listeners.http) {
+    bus->services_.push_back(
+        {"", services::http::makeHttpListener(*d.listeners.http, *bus->context_)});
   }
   if (!errors.empty()) {
     std::string all;

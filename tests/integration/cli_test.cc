@@ -342,5 +342,66 @@ conn.close()
   EXPECT_EQ((*first)->find(Symbol::intern("n"))->asInt(), 1);
 }
 
+// GET `path` from the bus's admin listener; the whole response, headers included.
+std::string httpGet(int port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  std::string response;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      const std::string request =
+          "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+      ::send(fd, request.data(), request.size(), 0);
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) response.append(buf, n);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::close(fd);
+  return response;
+}
+
+// The real bus with its admin listener: Prometheus metrics and the registry
+// over REST, while a replay runs through it.
+TEST_F(CliTest, TheAdminListenerServesMetricsAndTheRegistry) {
+  const int port = freePort();
+  write("in.jsonl", events(100));
+  write("admin.xml", R"(<cepbus name="admin">
+  <listeners><http host="127.0.0.1" port=")" +
+                         std::to_string(port) +
+                         R"("/></listeners>
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="in.jsonl"/>
+      <publish address="ticks"/>
+    </service-unit>
+    <service-unit name="sink" type="replay-sink">
+      <param name="file" value="out.jsonl"/>
+      <subscribe address="ticks"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+)");
+  auto bus = start({"run", "admin.xml"});
+  for (int i = 0; i < 500 && lines(read("out.jsonl")).size() < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string metrics = httpGet(port, "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("200 OK"));
+  EXPECT_THAT(metrics, HasSubstr("# TYPE cepbus_component_delivered_total counter"));
+  EXPECT_THAT(
+      metrics,
+      HasSubstr("cepbus_component_delivered_total{name=\"a.sink:in\",kind=\"endpoint\"} 100"));
+  EXPECT_THAT(httpGet(port, "/api/components"), HasSubstr("\"a.src\""));
+  EXPECT_THAT(httpGet(port, "/no/such/path"), HasSubstr("404"));
+  bus->signal(SIGINT);
+  EXPECT_EQ(bus->wait(std::chrono::seconds(30)), 0) << bus->err();
+  EXPECT_THAT(bus->err(), HasSubstr("http://127.0.0.1:" + std::to_string(port) + "/"));
+}
+
 }  // namespace
 }  // namespace cepbus

@@ -1,0 +1,497 @@
+#include "services/http/http_listener.h"
+
+#include <Poco/Logger.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "bus/core/event_json.h"
+#include "router/topic.h"
+#include "services/http/admin_api.h"
+
+namespace cepbus::services::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace websocket = boost::beast::websocket;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr std::string_view kFeedPath = "/ws";
+// How long, and for how many bytes, a closing connection keeps reading.
+constexpr std::chrono::seconds kLingerTime{2};
+constexpr size_t kLingerBytes = 1024 * 1024;
+// How long the listener waits before accepting again after accept failed.
+constexpr std::chrono::milliseconds kAcceptRetry{100};
+
+std::string_view view(beast::string_view s) { return {s.data(), s.size()}; }
+
+// The value of `key` in a query string, percent-decoded ('+' is a space, as
+// in forms); nullopt when absent or malformed.
+std::optional<std::string> queryParam(std::string_view query, std::string_view key) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) != key || eq == std::string_view::npos) continue;
+    std::string raw(pair.substr(eq + 1));
+    for (char& c : raw) {
+      if (c == '+') c = ' ';
+    }
+    return percentDecode(raw);
+  }
+  return std::nullopt;
+}
+
+// What a feed's endpoint consumer shares with its connection.
+struct Feed {
+  std::mutex mu;
+  std::deque<std::string> pending;  // guarded by mu
+  bool closed = false;              // guarded by mu: no more events are taken
+  bool overflowed = false;          // guarded by mu: closed because the client fell behind
+};
+
+}  // namespace
+
+struct HttpListenerService::Impl {
+  Impl(descriptor::HttpListener listener, HttpListenerOptions opts, ServiceContext& ctx)
+      : config(std::move(listener)),
+        options(std::move(opts)),
+        context(ctx),
+        log(Poco::Logger::get("cepbus.http")) {}
+
+  void accept();
+  // Registers a feed (io thread only, while running).
+  void addFeed(const std::string& endpoint, std::shared_ptr<Feed> feed) {
+    feeds.emplace(endpoint, std::move(feed));
+  }
+  // Closes a feed and removes its endpoint (if still there). By value:
+  // stop() passes the name held by the map entry this erases.
+  void removeFeed(std::string endpoint);
+
+  const descriptor::HttpListener config;
+  const HttpListenerOptions options;
+  ServiceContext& context;
+  Poco::Logger& log;
+
+  std::unique_ptr<AdminApi> api;
+  std::optional<asio::io_context> ioc;
+  std::optional<tcp::acceptor> acceptor;
+  std::optional<asio::steady_timer> accept_retry;
+  std::thread thread;
+  std::atomic<int> port{0};
+  bool running = false;
+  bool stopped = false;
+  uint64_t next_feed = 0;  // io thread only
+  // Open feeds by endpoint name: touched on the io thread while it runs and
+  // by stop() once it has been joined.
+  std::map<std::string, std::shared_ptr<Feed>> feeds;
+};
+
+namespace {
+
+using Impl = HttpListenerService::Impl;
+
+// One WebSocket feed connection. Its endpoint subscribes before the
+// handshake is answered, so a client that has its handshake back misses no
+// event published afterwards; events wait in the feed until the handshake
+// is done.
+class FeedSession : public std::enable_shared_from_this<FeedSession> {
+ public:
+  FeedSession(Impl& impl, std::string pattern) : impl_(impl), pattern_(std::move(pattern)) {}
+
+  // Adds the endpoint and subscribes it (io thread).
+  Status subscribe() {
+    endpoint_ = impl_.options.name + ":ws/" + std::to_string(++impl_.next_feed);
+    feed_ = std::make_shared<Feed>();
+    std::weak_ptr<FeedSession> weak = weak_from_this();
+    auto executor = impl_.ioc->get_executor();
+    const size_t capacity = impl_.options.ws_buffer;
+    // Any flow thread. The feed is closed before the io_context goes away,
+    // so posting while it is open is safe.
+    auto consumer = [feed = feed_, weak, executor, capacity](const flows::Exchange& ex) {
+      std::string line = encodeEvent(*ex.event);
+      std::lock_guard lock(feed->mu);
+      if (feed->closed) return Status::unavailable("websocket feed closed");
+      const bool overflow = feed->pending.size() >= capacity;
+      if (overflow) {
+        feed->closed = true;
+        feed->overflowed = true;
+        feed->pending.clear();
+      } else {
+        feed->pending.push_back(std::move(line));
+      }
+      if (overflow || feed->pending.size() == 1) {
+        asio::post(executor, [weak] {
+          if (auto self = weak.lock()) self->drain();
+        });
+      }
+      return overflow ? Status::unavailable("websocket client too slow") : Status::ok();
+    };
+    router::Broker& broker = impl_.context.broker;
+    if (Status added = broker.addEndpoint(endpoint_, std::move(consumer), impl_.options.name);
+        !added) {
+      return added;
+    }
+    Result<router::SubscriptionId> subscribed = broker.subscribe(endpoint_, pattern_);
+    if (!subscribed) {
+      broker.removeEndpoint(endpoint_);
+      return subscribed.status();
+    }
+    impl_.addFeed(endpoint_, feed_);
+    return Status::ok();
+  }
+
+  void run(beast::tcp_stream stream, const bhttp::request<bhttp::string_body>& request) {
+    ws_.emplace(std::move(stream));
+    beast::get_lowest_layer(*ws_).expires_never();
+    ws_->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_->async_accept(request, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) {
+        self->finish();
+        return;
+      }
+      self->accepted_ = true;
+      self->read();
+      self->drain();
+    });
+  }
+
+  // Io thread: sends what is pending, one frame at a time.
+  void drain() {
+    if (!accepted_ || writing_ || done_) return;
+    bool overflowed = false;
+    {
+      std::lock_guard lock(feed_->mu);
+      overflowed = feed_->overflowed;
+      if (!overflowed) {
+        if (feed_->pending.empty()) return;
+        current_ = std::move(feed_->pending.front());
+        feed_->pending.pop_front();
+      }
+    }
+    if (overflowed) {
+      closeTooSlow();
+      return;
+    }
+    writing_ = true;
+    ws_->text(true);
+    ws_->async_write(asio::buffer(current_),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->writing_ = false;
+                       if (ec) {
+                         self->finish();
+                         return;
+                       }
+                       self->drain();
+                     });
+  }
+
+ private:
+  // Reads (and ignores) what the client sends, to see its close frame.
+  void read() {
+    ws_->async_read(incoming_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) {
+        self->finish();
+        return;
+      }
+      self->incoming_.clear();
+      self->read();
+    });
+  }
+
+  // Once no write is in flight.
+  void closeTooSlow() {
+    const std::string reason =
+        "client too slow: more than " + std::to_string(impl_.options.ws_buffer) + " events waiting";
+    impl_.log.warning("%s: closing websocket feed %s: %s", impl_.options.name, endpoint_, reason);
+    finish();  // unsubscribes now rather than after the close handshake
+    ws_->async_close(websocket::close_reason(websocket::close_code::try_again_later, reason),
+                     [self = shared_from_this()](beast::error_code) {});
+  }
+
+  // The connection is over: the endpoint goes, and with it the subscription.
+  void finish() {
+    done_ = true;
+    if (!removed_) {
+      removed_ = true;
+      impl_.removeFeed(endpoint_);
+    }
+  }
+
+  Impl& impl_;
+  const std::string pattern_;
+  std::optional<websocket::stream<beast::tcp_stream>> ws_;
+  std::string endpoint_;
+  std::shared_ptr<Feed> feed_;
+  beast::flat_buffer incoming_;
+  std::string current_;  // the frame being written
+  bool accepted_ = false;
+  bool writing_ = false;
+  bool done_ = false;     // nothing more is written
+  bool removed_ = false;  // the endpoint is gone
+};
+
+bool isParseError(const beast::error_code& ec) {
+  return ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category();
+}
+
+// One HTTP connection: requests answered in turn.
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(tcp::socket socket, Impl& impl) : stream_(std::move(socket)), impl_(impl) {}
+
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(impl_.options.max_header_bytes));
+    parser_->body_limit(impl_.options.max_body_bytes);
+    stream_.expires_after(impl_.options.idle_timeout);
+    bhttp::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->onRead(ec); });
+  }
+
+ private:
+  void onRead(beast::error_code ec) {
+    if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message) {
+      close();
+      return;
+    }
+    if (ec && isParseError(ec)) {
+      int status = 400;
+      if (ec == bhttp::error::body_limit) status = 413;
+      if (ec == bhttp::error::header_limit) status = 431;
+      respond(adminError(status, "malformed request: " + ec.message()), false, 11);
+      return;
+    }
+    if (ec) return;  // timeout or a reset: the stream is closed with the session
+    bhttp::request<bhttp::string_body>& request = parser_->get();
+    const std::string_view target = view(request.target());
+    if (target.substr(0, target.find('?')) == kFeedPath) {
+      openFeed(parser_->release());
+      return;
+    }
+    AdminResponse response;
+    try {
+      response = impl_.api->handle(AdminRequest{view(request.method_string()), target,
+                                                view(request[bhttp::field::authorization]),
+                                                request.body()});
+    } catch (const std::exception& e) {
+      response = adminError(500, std::string("internal error: ") + e.what());
+    }
+    respond(std::move(response), request.keep_alive(), request.version());
+  }
+
+  void openFeed(bhttp::request<bhttp::string_body> request) {
+    const bool keep_alive = request.keep_alive();
+    const unsigned version = request.version();
+    if (request.method() != bhttp::verb::get) {
+      AdminResponse refused = adminError(405, "the feed takes GET (a WebSocket upgrade)");
+      refused.allow = "GET";
+      respond(std::move(refused), keep_alive, version);
+      return;
+    }
+    if (!websocket::is_upgrade(request)) {
+      respond(adminError(400, "/ws is a WebSocket feed: send an Upgrade: websocket request"),
+              keep_alive, version);
+      return;
+    }
+    const std::string_view target = view(request.target());
+    const size_t question = target.find('?');
+    std::optional<std::string> pattern = question == std::string_view::npos
+                                             ? std::nullopt
+                                             : queryParam(target.substr(question + 1), "address");
+    if (!pattern) {
+      respond(adminError(400, "/ws needs ?address=PATTERN"), false, version);
+      return;
+    }
+    if (Status valid = router::validatePattern(*pattern); !valid) {
+      respond(adminError(400, valid.message()), false, version);
+      return;
+    }
+    auto feed = std::make_shared<FeedSession>(impl_, std::move(*pattern));
+    if (Status subscribed = feed->subscribe(); !subscribed) {
+      respond(adminError(500, "cannot open the feed: " + subscribed.message()), false, version);
+      return;
+    }
+    feed->run(std::move(stream_), request);
+  }
+
+  void respond(AdminResponse response, bool keep_alive, unsigned version) {
+    response_.emplace(static_cast<bhttp::status>(response.status), version);
+    response_->set(bhttp::field::server, "cepbus");
+    response_->set(bhttp::field::content_type, response.content_type);
+    if (!response.allow.empty()) response_->set(bhttp::field::allow, response.allow);
+    if (response.bearer_challenge) {
+      response_->set(bhttp::field::www_authenticate, "Bearer realm=\"cepbus\"");
+    }
+    response_->body() = std::move(response.body);
+    response_->keep_alive(keep_alive);
+    response_->prepare_payload();
+    bhttp::async_write(stream_, *response_,
+                       [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+                         if (ec) return;
+                         if (keep_alive) {
+                           self->read();
+                         } else {
+                           self->close();
+                         }
+                       });
+  }
+
+  // Half-closes, then reads what the client still sends (a refused body, the
+  // rest of an oversized header) until it closes too: closing a socket with
+  // unread data would reset the connection and could destroy the response
+  // before the client has read it.
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(kLingerTime);
+    linger();
+  }
+
+  void linger() {
+    stream_.async_read_some(asio::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->lingered_ += n;
+                              if (!ec && self->lingered_ <= kLingerBytes) self->linger();
+                            });
+  }
+
+  beast::tcp_stream stream_;
+  Impl& impl_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<bhttp::response<bhttp::string_body>> response_;
+  std::array<char, 4096> discard_;
+  size_t lingered_ = 0;
+};
+
+}  // namespace
+
+void Impl::accept() {
+  acceptor->async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted) return;  // stopping
+    if (!ec) {
+      std::make_shared<HttpSession>(std::move(socket), *this)->read();
+      accept();
+      return;
+    }
+    // Out of descriptors, typically: accepting again at once would spin.
+    log.warning("%s: accept failed: %s", options.name, ec.message());
+    accept_retry->expires_after(kAcceptRetry);
+    accept_retry->async_wait([this](beast::error_code wait_ec) {
+      if (!wait_ec) accept();
+    });
+  });
+}
+
+void Impl::removeFeed(std::string endpoint) {
+  auto it = feeds.find(endpoint);
+  if (it == feeds.end()) return;
+  {
+    std::lock_guard lock(it->second->mu);
+    it->second->closed = true;
+    it->second->pending.clear();
+  }
+  feeds.erase(it);
+  context.broker.removeEndpoint(endpoint);
+}
+
+HttpListenerService::HttpListenerService(descriptor::HttpListener listener,
+                                         HttpListenerOptions options, ServiceContext& context)
+    : impl_(std::make_unique<Impl>(std::move(listener), std::move(options), context)) {}
+
+HttpListenerService::~HttpListenerService() { stop(); }
+
+const std::string& HttpListenerService::name() const { return impl_->options.name; }
+
+Status HttpListenerService::start() {
+  Impl& impl = *impl_;
+  if (impl.running) return Status::ok();
+  if (impl.stopped) {
+    return Status::unavailable(impl.options.name + ": a stopped listener cannot be restarted");
+  }
+  std::string token;
+  if (!impl.config.token_env.empty()) {
+    if (const char* value = std::getenv(impl.config.token_env.c_str())) token = value;
+  }
+  impl.api = std::make_unique<AdminApi>(impl.context.broker, impl.context.registry,
+                                        std::move(token), impl.config.token_env);
+  impl.ioc.emplace(1);
+  const std::string address = impl.config.host + ":" + std::to_string(impl.config.port);
+  const auto refuse = [&](const beast::error_code& ec) {
+    impl.acceptor.reset();
+    impl.ioc.reset();
+    return Status::invalidArgument(impl.config.where.toString() + ": <http> cannot listen on " +
+                                   address + ": " + ec.message());
+  };
+  beast::error_code ec;
+  tcp::resolver resolver(*impl.ioc);
+  const tcp::resolver::results_type found =
+      resolver.resolve(impl.config.host, std::to_string(impl.config.port),
+                       tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec) return refuse(ec);
+  if (found.empty()) return refuse(asio::error::host_not_found);
+  const tcp::endpoint endpoint = found.begin()->endpoint();
+  impl.acceptor.emplace(*impl.ioc);
+  impl.acceptor->open(endpoint.protocol(), ec);
+  if (!ec) impl.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl.acceptor->bind(endpoint, ec);
+  if (!ec) impl.acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return refuse(ec);
+  impl.port = impl.acceptor->local_endpoint().port();
+  impl.accept_retry.emplace(*impl.ioc);
+  impl.accept();
+  impl.thread = std::thread([&impl] { impl.ioc->run(); });
+  impl.running = true;
+  const bool ipv6 = impl.config.host.find(':') != std::string::npos;
+  impl.log.information("admin listening on http://%s:%d/",
+                       ipv6 ? "[" + impl.config.host + "]" : impl.config.host, impl.port.load());
+  return Status::ok();
+}
+
+void HttpListenerService::stop() {
+  Impl& impl = *impl_;
+  if (!impl.running) return;
+  impl.running = false;
+  impl.stopped = true;
+  impl.ioc->stop();
+  impl.thread.join();
+  // The io thread is gone: close the feeds before the io_context they post to.
+  while (!impl.feeds.empty()) impl.removeFeed(impl.feeds.begin()->first);
+  impl.accept_retry.reset();
+  impl.acceptor.reset();
+  impl.ioc.reset();  // destroys the pending handlers and with them the connections
+  impl.log.information("admin listener stopped");
+}
+
+int HttpListenerService::port() const { return impl_->port.load(); }
+
+std::unique_ptr<Service> makeHttpListener(const descriptor::HttpListener& listener,
+                                          ServiceContext& context) {
+  HttpListenerOptions options;
+  options.name = "http-listener";
+  return std::make_unique<HttpListenerService>(listener, std::move(options), context);
+}
+
+}  // namespace cepbus::services::http

@@ -1,0 +1,73 @@
+#pragma once
+
+// HttpListenerService: the admin and monitoring side of the bus over HTTP/1.1
+// (Boost.Beast): an Asio io_context on its own thread listens on the
+// descriptor's <listeners><http host port token-env>.
+//
+// - Plain requests are answered by AdminApi (services/http/admin_api.h):
+//   /metrics in the Prometheus text format, the REST reads under /api/, and
+//   the one state-changing call (POST /api/events/{address}) behind a bearer
+//   token. A request that cannot be parsed is answered 400 (413 for a body
+//   over max_body_bytes, 431 for a header over max_header_bytes) with a JSON
+//   error body, and the connection is closed.
+// - GET /ws?address=PATTERN upgrades to a WebSocket live feed: a broker
+//   endpoint "<name>:ws/<n>" subscribes to the pattern and each event it gets
+//   goes out as one text frame holding its JSON line (bus/core/event_json.h),
+//   in the order the endpoint received them. At most `ws_buffer` events wait
+//   per connection: one more and the delivery is refused (Unavailable, which
+//   the flow counts) and the connection is closed with a "too slow" reason,
+//   so a slow client never blocks a flow. Closing the connection removes the
+//   endpoint and so its subscription.
+//
+// Threading: sockets are used on the io thread only. A feed's endpoint
+// consumer (any flow thread) queues under the feed's mutex and posts to the
+// io thread. Thread-safety: the Service life cycle calls are made by one
+// thread; port() may be called from any thread. Ownership: owns the
+// io_context, its thread, the connections and the feed endpoints.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "bus/core/descriptor/descriptor.h"
+#include "services/service.h"
+
+namespace cepbus::services::http {
+
+struct HttpListenerOptions {
+  std::string name = "http";              // the service name, owner of the feed endpoints
+  size_t max_header_bytes = 8 * 1024;     // request line and headers
+  size_t max_body_bytes = 64 * 1024;      // request body
+  size_t ws_buffer = 1000;                // events waiting per WebSocket feed
+  std::chrono::seconds idle_timeout{30};  // a request must arrive within this
+};
+
+class HttpListenerService final : public Service {
+ public:
+  HttpListenerService(descriptor::HttpListener listener, HttpListenerOptions options,
+                      ServiceContext& context);
+  ~HttpListenerService() override;  // stops
+
+  const std::string& name() const override;
+  // Reads the token from the environment and listens; an error names the
+  // descriptor location and the address.
+  Status start() override;
+  // Closes every connection and removes the feed endpoints. Idempotent.
+  void stop() override;
+
+  // The bound port (the ephemeral one when the descriptor asked for 0); 0
+  // before start().
+  int port() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// What the Bus calls for <listeners><http>.
+std::unique_ptr<Service> makeHttpListener(const descriptor::HttpListener& listener,
+                                          ServiceContext& context);
+
+}  // namespace cepbus::services::http

@@ -1,0 +1,197 @@
+#include "services/http/prometheus.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "flows/abstract_flow.h"
+
+namespace cepbus::services::http {
+namespace {
+
+void appendNumber(std::string& out, uint64_t value) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  out.append(buf, end);
+}
+
+void appendNumber(std::string& out, double value) {
+  if (std::isnan(value)) {
+    out += "NaN";
+    return;
+  }
+  if (std::isinf(value)) {
+    out += value > 0 ? "+Inf" : "-Inf";
+    return;
+  }
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  out.append(buf, end);
+}
+
+using Labels = std::vector<std::pair<std::string_view, std::string_view>>;
+
+void appendLabels(std::string& out, const Labels& labels) {
+  out += '{';
+  bool first = true;
+  for (const auto& [key, value] : labels) {
+    if (!first) out += ',';
+    first = false;
+    out += key;
+    out += "=\"";
+    out += escapeLabelValue(value);
+    out += '"';
+  }
+  out += '}';
+}
+
+void appendHeader(std::string& out, std::string_view name, std::string_view type,
+                  std::string_view help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;  // the help texts are ours: no backslash or line feed to escape
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+// One family: its header, then a sample per item.
+template <typename Item, typename Number>
+void appendFamily(std::string& out, std::string_view name, std::string_view type,
+                  std::string_view help, const std::vector<Item>& items,
+                  const std::function<Labels(const Item&)>& labels,
+                  const std::function<Number(const Item&)>& value) {
+  appendHeader(out, name, type, help);
+  for (const Item& item : items) {
+    out += name;
+    appendLabels(out, labels(item));
+    out += ' ';
+    appendNumber(out, value(item));
+    out += '\n';
+  }
+}
+
+void appendComponents(std::string& out, const std::vector<router::ComponentSnapshot>& components) {
+  using C = router::ComponentSnapshot;
+  const std::function<Labels(const C&)> labels = [](const C& c) {
+    return Labels{{"name", c.name}, {"kind", router::componentKindName(c.kind)}};
+  };
+  struct Counter {
+    std::string_view name;
+    std::string_view help;
+    uint64_t C::*field;
+  };
+  for (const Counter& counter : {
+           Counter{"cepbus_component_delivered_total", "Deliveries the component completed.",
+                   &C::delivered},
+           Counter{"cepbus_component_failed_total", "Deliveries that failed at the component.",
+                   &C::failed},
+           Counter{"cepbus_component_rejected_total",
+                   "Deliveries to the component refused by admission.", &C::rejected},
+       }) {
+    appendFamily<C, uint64_t>(out, counter.name, "counter", counter.help, components, labels,
+                              [&](const C& c) { return c.*counter.field; });
+  }
+  appendFamily<C, uint64_t>(out, "cepbus_component_queue_length", "gauge",
+                            "Events waiting in the component's queues.", components, labels,
+                            [](const C& c) { return c.queue_length; });
+  appendFamily<C, double>(out, "cepbus_component_throughput_per_second", "gauge",
+                          "Deliveries per second over the last sampling interval.", components,
+                          labels, [](const C& c) { return c.throughput_per_s; });
+}
+
+void appendRoutes(std::string& out, const std::vector<router::RouteStatsSnapshot>& routes) {
+  using R = router::RouteStatsSnapshot;
+  const std::function<Labels(const R&)> labels = [](const R& r) {
+    return Labels{{"route", r.pattern.empty() ? kDefaultRouteLabel : std::string_view(r.pattern)},
+                  {"flow", r.flow}};
+  };
+  struct Counter {
+    std::string_view name;
+    std::string_view help;
+    uint64_t R::*field;
+  };
+  for (const Counter& counter : {
+           Counter{"cepbus_route_published_total", "Exchanges routed by the route.", &R::published},
+           Counter{"cepbus_route_delivered_total",
+                   "Target deliveries finished before publish returned.", &R::delivered},
+           Counter{"cepbus_route_queued_total", "Target deliveries accepted by a queueing flow.",
+                   &R::queued},
+           Counter{"cepbus_route_rejected_total", "Target deliveries refused by admission.",
+                   &R::rejected},
+           Counter{"cepbus_route_failed_total", "Target deliveries that failed.", &R::failed},
+           Counter{"cepbus_route_unrouted_total", "Exchanges no subscriber wanted.", &R::unrouted},
+       }) {
+    appendFamily<R, uint64_t>(out, counter.name, "counter", counter.help, routes, labels,
+                              [&](const R& r) { return r.*counter.field; });
+  }
+}
+
+void appendFlows(std::string& out, const std::vector<flows::FlowMetricsSnapshot>& flow_metrics) {
+  using F = flows::FlowMetricsSnapshot;
+  const std::function<Labels(const F&)> labels = [](const F& f) {
+    return Labels{{"flow", f.name}};
+  };
+  struct Counter {
+    std::string_view name;
+    std::string_view help;
+    uint64_t F::*field;
+  };
+  for (const Counter& counter : {
+           Counter{"cepbus_flow_sent_total", "Exchanges handed to the flow.", &F::sent},
+           Counter{"cepbus_flow_delivered_total", "Target deliveries that succeeded.",
+                   &F::delivered},
+           Counter{"cepbus_flow_failed_total", "Target deliveries that failed.", &F::failed},
+           Counter{"cepbus_flow_rejected_total", "Target admissions refused.", &F::rejected},
+           Counter{"cepbus_flow_degraded_total", "Reliable deliveries degraded to best effort.",
+                   &F::degraded},
+           Counter{"cepbus_flow_invalid_total", "Exchanges refused by validation.", &F::invalid},
+           Counter{"cepbus_flow_duplicates_total", "Deliveries suppressed as duplicates.",
+                   &F::duplicates},
+           Counter{"cepbus_flow_listener_errors_total", "Outcomes the sender's listener threw on.",
+                   &F::listener_errors},
+       }) {
+    appendFamily<F, uint64_t>(out, counter.name, "counter", counter.help, flow_metrics, labels,
+                              [&](const F& f) { return f.*counter.field; });
+  }
+}
+
+}  // namespace
+
+std::string escapeLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string renderMetrics(const router::Broker& broker, const router::Registry& registry) {
+  std::vector<flows::FlowMetricsSnapshot> flow_metrics;
+  for (const auto& flow : broker.policy().flows()) flow_metrics.push_back(flow->metrics());
+  std::string out;
+  appendComponents(out, registry.snapshot());
+  appendRoutes(out, broker.routeStats());
+  appendFlows(out, flow_metrics);
+  return out;
+}
+
+}  // namespace cepbus::services::http

@@ -1,0 +1,41 @@
+#pragma once
+
+// The router's numbers in the Prometheus text exposition format (0.0.4):
+// every family gets `# HELP` and `# TYPE` lines, even when it has no samples
+// yet, so a scraper sees the same set of families from the first scrape on.
+//
+//   components (registry snapshot), labels {name, kind}:
+//     cepbus_component_{delivered,failed,rejected}_total      counter
+//     cepbus_component_queue_length                           gauge
+//     cepbus_component_throughput_per_second                  gauge
+//   routes (Broker::routeStats()), labels {route, flow}; the default route
+//   is route="(default)", which no topic pattern can spell:
+//     cepbus_route_{published,delivered,queued,rejected,failed,unrouted}_total
+//   flows (AbstractFlow::metrics()), label {flow}:
+//     cepbus_flow_{sent,delivered,failed,rejected,degraded,invalid,
+//                  duplicates,listener_errors}_total
+
+#include <string>
+#include <string_view>
+
+#include "router/broker.h"
+#include "router/registry.h"
+
+namespace cepbus::services::http {
+
+// The Content-Type of renderMetrics()'s output.
+inline constexpr std::string_view kPrometheusContentType =
+    "text/plain; version=0.0.4; charset=utf-8";
+
+// The route label of the default route.
+inline constexpr std::string_view kDefaultRouteLabel = "(default)";
+
+// A label value escaped as the exposition format asks: backslash, double
+// quote and line feed become \\, \" and \n.
+std::string escapeLabelValue(std::string_view value);
+
+// One scrape. Thread-safety: may be called from any thread (it only reads
+// snapshots); the broker and registry must outlive the call.
+std::string renderMetrics(const router::Broker& broker, const router::Registry& registry);
+
+}  // namespace cepbus::services::http
