@@ -1,5 +1,6 @@
 #include "services/service_factory_registry.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -24,6 +25,20 @@ std::vector<std::string> ServiceFactoryRegistry::types() const {
   std::vector<std::string> out;
   for (const auto& [type, factory] : factories_) out.push_back(type);
   return out;
+}
+
+Status checkParamNames(const descriptor::ServiceUnit& unit, std::string_view type,
+                       std::initializer_list<std::string_view> known) {
+  for (const auto& p : unit.params) {
+    if (std::find(known.begin(), known.end(), p.name) != known.end()) continue;
+    std::string expected;
+    for (std::string_view k : known) expected += (expected.empty() ? "" : ", ") + std::string(k);
+    return Status::invalidArgument(p.where
+                                       .error(std::string(type) + ": unknown param \"" + p.name +
+                                              "\" (expected " + expected + ")")
+                                       .toString());
+  }
+  return Status::ok();
 }
 
 Result<double> numberParam(const descriptor::ServiceUnit& unit, std::string_view name,

@@ -5,6 +5,7 @@
 //
 // Thread-safety: filled at start-up, then read-only and safe from any thread.
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +27,11 @@ class ServiceFactoryRegistry {
  private:
   std::map<std::string, std::unique_ptr<ServiceFactory>, std::less<>> factories_;
 };
+
+// OK when every param of `unit` is one of `known`; else InvalidArgument
+// naming the first other one's file:line and the params a `type` unit takes.
+Status checkParamNames(const descriptor::ServiceUnit& unit, std::string_view type,
+                       std::initializer_list<std::string_view> known);
 
 // Reads a service unit's numeric param: the default when absent,
 // InvalidArgument naming file:line when present but not a number in [min, max].

@@ -13,6 +13,7 @@
 #include "bus/core/plugin/plugin_loader.h"
 #include "flows/exchange.h"
 #include "router/topic.h"
+#include "services/service_factory_registry.h"
 #include "stages/stage.h"
 
 namespace cepbus::services::cep {
@@ -543,12 +544,7 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
       config.capacity = v;
     }
   }
-  for (const auto& p : unit.params) {
-    if (p.name != "capacity") {
-      errors.push_back(
-          p.where.error("cep: unknown param \"" + p.name + "\" (expected capacity)").toString());
-    }
-  }
+  if (Status s = checkParamNames(unit, type(), {"capacity"}); !s) errors.push_back(s.message());
   if (unit.queries.empty() || !unit.subscriptions.empty() || !unit.publications.empty()) {
     errors.push_back(unit.where
                          .error("cep \"" + unit.name +

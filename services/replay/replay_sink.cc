@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "bus/core/pattern/filter.h"
+#include "services/service_factory_registry.h"
 
 namespace cepbus::services::replay {
 
@@ -90,13 +91,7 @@ Result<std::unique_ptr<Service>> ReplaySinkFactory::create(
               .toString());
     }
   }
-  for (const auto& p : unit.params) {
-    if (p.name != "file" && p.name != "format") {
-      return Status::invalidArgument(
-          p.where.error("replay-sink: unknown param \"" + p.name + "\" (expected file, format)")
-              .toString());
-    }
-  }
+  if (Status s = checkParamNames(unit, type(), {"file", "format"}); !s) return s;
   if (unit.subscriptions.empty() || !unit.publications.empty() || !unit.queries.empty()) {
     return Status::invalidArgument(
         unit.where

@@ -116,14 +116,7 @@ Result<std::unique_ptr<Service>> ReplaySourceFactory::create(
               .toString());
     }
   }
-  for (const auto& p : unit.params) {
-    if (p.name != "file" && p.name != "rate" && p.name != "qos") {
-      return Status::invalidArgument(
-          p.where
-              .error("replay-source: unknown param \"" + p.name + "\" (expected file, rate, qos)")
-              .toString());
-    }
-  }
+  if (Status s = checkParamNames(unit, type(), {"file", "rate", "qos"}); !s) return s;
   if (unit.publications.size() != 1 || !unit.subscriptions.empty() || !unit.queries.empty()) {
     return Status::invalidArgument(
         unit.where
