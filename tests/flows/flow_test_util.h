@@ -22,6 +22,7 @@
 #include "bus/core/event.h"
 #include "flows/delivery_target.h"
 #include "flows/exchange.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus::flows::testing {
 
@@ -44,15 +45,7 @@ inline Exchange inOnly(EventPtr event, std::string_view address = "test.topic",
 
 // Polls `pred` until it holds or `timeout` passes; generous by default so
 // that a loaded machine (or a sanitizer) does not make a test flaky.
-inline bool waitUntil(const std::function<bool()>& pred,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
+using cepbus::testing::waitUntil;
 
 // A fresh directory under the system temp dir, removed with everything in it.
 class TempDir {

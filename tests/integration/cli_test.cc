@@ -76,6 +76,28 @@ class CliTest : public ::testing::Test {
     return out;
   }
 
+  // A bus named `name` whose replay source publishes in.jsonl (at `rate`
+  // events/s, 0 = full speed) to "ticks" and whose sink writes out.jsonl;
+  // `listeners` goes inside <cepbus> before the assembly.
+  static std::string replayToSink(const std::string& name, int rate,
+                                  const std::string& listeners = "") {
+    return "<cepbus name=\"" + name + "\">\n" + listeners + R"(
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="in.jsonl"/>
+      <param name="rate" value=")" +
+           std::to_string(rate) + R"("/>
+      <publish address="ticks"/>
+    </service-unit>
+    <service-unit name="sink" type="replay-sink">
+      <param name="file" value="out.jsonl"/>
+      <subscribe address="ticks"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+)";
+  }
+
   fs::path dir_;
 };
 
@@ -205,20 +227,7 @@ TEST_F(CliTest, ReplayThroughASedaFlowDeliversEveryEventInOrder) {
 
 TEST_F(CliTest, SigtermDrainsAndExitsCleanly) {
   write("in.jsonl", events(100000));
-  write("slow.xml", R"(<cepbus name="slow">
-  <service-assembly name="a">
-    <service-unit name="src" type="replay-source">
-      <param name="file" value="in.jsonl"/>
-      <param name="rate" value="2000"/>
-      <publish address="ticks"/>
-    </service-unit>
-    <service-unit name="sink" type="replay-sink">
-      <param name="file" value="out.jsonl"/>
-      <subscribe address="ticks"/>
-    </service-unit>
-  </service-assembly>
-</cepbus>
-)");
+  write("slow.xml", replayToSink("slow", 2000));
   auto p = start({"run", "slow.xml"});
   for (int i = 0; i < 500 && lines(read("out.jsonl")).size() < 50; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -370,22 +379,9 @@ std::string httpGet(int port, const std::string& path) {
 TEST_F(CliTest, TheAdminListenerServesMetricsAndTheRegistry) {
   const int port = freePort();
   write("in.jsonl", events(100));
-  write("admin.xml", R"(<cepbus name="admin">
-  <listeners><http host="127.0.0.1" port=")" +
-                         std::to_string(port) +
-                         R"("/></listeners>
-  <service-assembly name="a">
-    <service-unit name="src" type="replay-source">
-      <param name="file" value="in.jsonl"/>
-      <publish address="ticks"/>
-    </service-unit>
-    <service-unit name="sink" type="replay-sink">
-      <param name="file" value="out.jsonl"/>
-      <subscribe address="ticks"/>
-    </service-unit>
-  </service-assembly>
-</cepbus>
-)");
+  write("admin.xml", replayToSink("admin", 0,
+                                  "  <listeners><http host=\"127.0.0.1\" port=\"" +
+                                      std::to_string(port) + "\"/></listeners>"));
   auto bus = start({"run", "admin.xml"});
   for (int i = 0; i < 500 && lines(read("out.jsonl")).size() < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -41,6 +41,7 @@
 #include "router/delivery_policy.h"
 #include "router/registry.h"
 #include "services/amqp/message_mapping.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus::services::amqp {
 namespace {
@@ -50,14 +51,7 @@ using namespace std::chrono_literals;
 // Generous: the box is loaded; waits end as soon as the condition holds.
 constexpr auto kWait = 30s;
 
-bool waitUntil(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using cepbus::testing::waitUntil;
 
 proton::message stockMessage(std::string symbol, int64_t ts, double price) {
   proton::message m;

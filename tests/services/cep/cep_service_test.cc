@@ -18,6 +18,7 @@
 #include "router/broker.h"
 #include "router/delivery_policy.h"
 #include "router/registry.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus::services::cep {
 namespace {
@@ -27,14 +28,7 @@ using namespace std::chrono_literals;
 // Generous: only a broken service waits this long.
 constexpr auto kWait = 20s;
 
-bool waitUntil(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using cepbus::testing::waitUntil;
 
 // An endpoint that records what is published to one address.
 class Recorder {

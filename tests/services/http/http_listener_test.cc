@@ -20,6 +20,7 @@
 
 #include "bus/core/event_json.h"
 #include "tests/services/http/test_broker.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus::services::http {
 namespace {
@@ -32,14 +33,7 @@ using tcp = asio::ip::tcp;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-bool waitUntil(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using cepbus::testing::waitUntil;
 
 struct Reply {
   int status = 0;
