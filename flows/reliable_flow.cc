@@ -1,11 +1,65 @@
 #include "flows/reliable_flow.h"
 
 #include <algorithm>
+#include <unordered_set>
 #include <utility>
 
 #include "bus/core/event_json.h"
 
 namespace cepbus::flows {
+
+// Shared between a running flow and the acknowledgements it handed out. The
+// flow pointer is cleared (under the lock, so no acknowledgement is running)
+// when the flow stops; `tokens` are the deliveries waiting in parked_.
+struct DeferredAck::State {
+  std::mutex mu;
+  ReliableFlow* flow = nullptr;         // guarded by mu
+  std::unordered_set<uint64_t> tokens;  // guarded by mu
+};
+
+namespace {
+
+// The journaled delivery the current thread is handing to its target, so
+// that the target can take its acknowledgement (deferAcknowledgement()).
+struct DeliveryInProgress {
+  std::shared_ptr<DeferredAck::State> state;
+  uint64_t token = 0;  // parked delivery, once deferred
+  uint32_t previous = 0;
+  std::function<uint64_t()> park;  // parks the delivery; called at most once
+  bool deferred = false;
+};
+thread_local DeliveryInProgress* t_in_progress = nullptr;
+
+}  // namespace
+
+void DeferredAck::operator()(const Status& status) const {
+  if (!state_) return;
+  std::lock_guard lock(state_->mu);
+  if (state_->flow == nullptr || state_->tokens.erase(token_) == 0) return;
+  ReliableFlow& flow = *state_->flow;
+  ReliableFlow::Delivery delivery = flow.parked_.take(token_);
+  // The target may have been detached since it took the acknowledgement.
+  const bool attached = flow.stages_.withAttachment(delivery.target, delivery.attachment,
+                                                    [](stages::Stage&, const Attachment&) {});
+  DeliveryTarget* target = delivery.target;
+  if (!attached && !status.isOk()) {
+    flow.orphan(std::move(delivery));
+    return;
+  }
+  flow.complete(attached ? target : nullptr, std::move(delivery), status);
+}
+
+std::optional<DeferredAck> ReliableFlow::deferAcknowledgement() {
+  DeliveryInProgress* p = t_in_progress;
+  if (p == nullptr) return std::nullopt;
+  if (!p->deferred) {
+    p->deferred = true;
+    p->token = p->park();
+    std::lock_guard lock(p->state->mu);
+    p->state->tokens.insert(p->token);
+  }
+  return DeferredAck(p->state, p->token, p->previous);
+}
 
 ReliableFlow::ReliableFlow(ReliableFlowConfig config)
     : AbstractFlow(config.name),
@@ -59,6 +113,8 @@ Status ReliableFlow::doStart() {
     }
     next_seq_ = *max_seq + 1;
   }
+  deferred_ = std::make_shared<DeferredAck::State>();
+  deferred_->flow = this;
   writer_.start(std::move(*journal));
   stages_.start();
   for (auto& [target, attachment] : stages_.attached()) redeliver(*target, attachment);
@@ -70,6 +126,18 @@ void ReliableFlow::doStop() {
   // (deliveries acknowledge), and the last acknowledgements are committed.
   writer_.flush();
   stages_.stop();
+  if (deferred_) {
+    // Acknowledgements still out are not waited for: their records stay
+    // journaled, and the next start redelivers them.
+    std::unordered_set<uint64_t> tokens;
+    {
+      std::lock_guard lock(deferred_->mu);
+      deferred_->flow = nullptr;
+      tokens.swap(deferred_->tokens);
+    }
+    for (uint64_t token : tokens) parked_.take(token);
+    deferred_.reset();
+  }
   writer_.stop();
   std::vector<Retry> retries;
   {
@@ -205,9 +273,20 @@ void ReliableFlow::orphan(Delivery delivery) {
                        delivery.exchange.pattern,
                        delivery.exchange.correlation_id,
                        encodeEvent(*delivery.exchange.event, EventFormat::kFull)};
-  std::lock_guard lock(mu_);
-  in_flight_.erase(delivery.key());
-  orphans_[delivery.target_name].push_back(std::move(record));
+  const Symbol name = delivery.target_name;
+  {
+    std::lock_guard lock(mu_);
+    in_flight_.erase(delivery.key());
+    orphans_[name].push_back(std::move(record));
+  }
+  // A target of the same name may have attached again meanwhile (a
+  // subscriber that came back before this retry): it gets the record now,
+  // not at its next attach. redeliver() takes the orphans atomically, so a
+  // concurrent attach() and this never both deliver them.
+  if (!running()) return;
+  for (auto& [target, attachment] : stages_.attached()) {
+    if (attachment.name == name) redeliver(*target, attachment);
+  }
 }
 
 void ReliableFlow::release(const DeliveryKey& key) {
@@ -261,7 +340,8 @@ void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachmen
     redelivered_.fetch_add(1, std::memory_order_relaxed);
     Exchange exchange{std::move(*event), record.address,        record.pattern, Qos::kReliable,
                       record.sender,     record.correlation_id, nullptr};
-    dispatch(Delivery{std::move(exchange), &target, attachment.id, attachment.name, record.seq, 0});
+    dispatch(Delivery{std::move(exchange), &target, attachment.id, attachment.name, record.seq, 0,
+                      true});
   }
 }
 
@@ -272,7 +352,21 @@ Status ReliableFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
     countAsync(status);
     return status;
   }
+  // The target may take the acknowledgement (deferAcknowledgement()); then
+  // the delivery waits in parked_ for it instead of ending here.
+  DeliveryInProgress in_progress;
+  in_progress.state = deferred_;
+  in_progress.previous = delivery.attempts + (delivery.recovered ? 1 : 0);
+  in_progress.park = [this, &delivery] { return parked_.park(delivery); };
+  t_in_progress = in_progress.state ? &in_progress : nullptr;
   Status status = invoke(target, delivery.exchange);
+  t_in_progress = nullptr;
+  if (in_progress.deferred) return Status::ok();
+  complete(&target, std::move(delivery), status);
+  return status;
+}
+
+void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Status& status) {
   const DeliveryKey key = delivery.key();
   if (status.isOk()) {
     {
@@ -281,16 +375,20 @@ Status ReliableFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
       delivered_.insert(key);
     }
     writer_.acknowledge(JournalAck{delivery.seq, key.target, key.event_id});
+  } else if (status.code() == Status::Code::kRejected) {
+    // The target's own admission refused it (a full buffer): like a full
+    // stage, that only delays it.
+    scheduleRetry(std::move(delivery));
+    return;
   } else if (++delivery.attempts < config_.max_attempts) {
     scheduleRetry(std::move(delivery));
-    return status;
+    return;
   } else {
     abandoned_.fetch_add(1, std::memory_order_relaxed);
     release(key);
   }
-  reportDelivery(delivery.exchange, target, status);
+  if (target != nullptr) reportDelivery(delivery.exchange, *target, status);
   countAsync(status);
-  return status;
 }
 
 ReliableMetricsSnapshot ReliableFlow::reliableMetrics() const {

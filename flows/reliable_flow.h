@@ -11,7 +11,9 @@
 // - A record leaves the journal only when its target returns OK. A failed or
 //   throwing delivery is retried after `retry_delay`, up to `max_attempts`
 //   deliveries; then the sender hears kFault (robust in-only) and the record
-//   stays journaled until the next start. A full stage just delays it.
+//   stays journaled until the next start. A full stage just delays it, and
+//   so does a target answering Rejected (its own admission, e.g. a full
+//   buffer, refused it for now).
 // - start() redelivers every record left in the journal (after a crash or a
 //   stop), once its target is attached; attach() after start() does the same.
 // - Duplicates are suppressed per (target, event id): against the window of
@@ -23,11 +25,20 @@
 // - Best-effort exchanges pass through the stage without the journal.
 // - stop() flushes: everything accepted is committed and handed to the
 //   stages, the stages drain, the last acknowledgements are committed.
+// - A target may acknowledge a journaled delivery later instead of by
+//   returning OK (deferAcknowledgement(), e.g. after a remote subscriber
+//   settled it): the record stays journaled and in flight until the
+//   acknowledgement comes; OK forgets it, anything else is a failed attempt
+//   (retried as above; a target detached meanwhile gets it again when it
+//   attaches once more). Acknowledgements still missing at stop() leave
+//   their records journaled for the next start.
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -66,6 +77,31 @@ struct ReliableMetricsSnapshot {
   size_t backlog = 0;           // records waiting for a commit
 };
 
+// A journaled delivery's acknowledgement, taken by its target to give later.
+// Thread-safety: call it once, from any thread; copies share one delivery and
+// only the first call counts. Harmless after the flow stopped (the record
+// then waits in the journal for the next start).
+class DeferredAck {
+ public:
+  struct State;  // the flow's; outlives it while acknowledgements are out
+
+  DeferredAck() = default;
+  DeferredAck(std::shared_ptr<State> state, uint64_t token, uint32_t previous_deliveries)
+      : state_(std::move(state)), token_(token), previous_deliveries_(previous_deliveries) {}
+
+  void operator()(const Status& status) const;
+  // False for a default-constructed one (nothing to acknowledge).
+  explicit operator bool() const { return state_ != nullptr; }
+  // How often this record was delivered before without an OK (in this run,
+  // or 1 when it comes back from the journal); 0 the first time.
+  uint32_t previousDeliveries() const { return previous_deliveries_; }
+
+ private:
+  std::shared_ptr<State> state_;
+  uint64_t token_ = 0;
+  uint32_t previous_deliveries_ = 0;
+};
+
 // Thread-safety: as AbstractFlow. Ownership: owns the journal connection
 // while running, its stages, and the exchanges it holds; not the targets.
 // The journal file must not be opened by two running flows at once.
@@ -79,6 +115,14 @@ class ReliableFlow final : public AbstractFlow {
   size_t queueLength(const DeliveryTarget& target) const override;
 
   ReliableMetricsSnapshot reliableMetrics() const;
+
+  // Called by a target from inside its deliver(): when a ReliableFlow is
+  // delivering a journaled exchange to it on this thread, the delivery is
+  // not acknowledged by the status deliver() returns but by the returned
+  // DeferredAck, which the target must call exactly once (the status then
+  // only counts in the endpoint's metrics). nullopt otherwise (best effort,
+  // another flow): the returned status is the acknowledgement as usual.
+  static std::optional<DeferredAck> deferAcknowledgement();
   std::vector<stages::StageMetricsSnapshot> stageMetrics() const { return stages_.metrics(); }
 
  protected:
@@ -96,6 +140,7 @@ class ReliableFlow final : public AbstractFlow {
     Symbol target_name;
     uint64_t seq = 0;  // journal sequence number; 0 for a best-effort delivery
     uint32_t attempts = 0;
+    bool recovered = false;  // came back from the journal (an earlier run or a detached target)
     DeliveryKey key() const { return DeliveryKey{target_name, exchange.event->id()}; }
   };
   struct Retry {
@@ -116,6 +161,10 @@ class ReliableFlow final : public AbstractFlow {
   void redeliver(DeliveryTarget& target, const Attachment& attachment);
   // Forgets an in-flight delivery that will not be acknowledged in this run.
   void release(const DeliveryKey& key);
+  // The end of a journaled delivery: acknowledged, retried or abandoned.
+  // `target` is null when it was detached meanwhile (nothing is reported to it).
+  void complete(DeliveryTarget* target, Delivery delivery, const Status& status);
+  friend class DeferredAck;
 
   const ReliableFlowConfig config_;
 
@@ -132,6 +181,7 @@ class ReliableFlow final : public AbstractFlow {
   std::atomic<uint64_t> corrupt_{0};
 
   SlotPool<Delivery> parked_;
+  std::shared_ptr<DeferredAck::State> deferred_;  // replaced at each start
   JournalWriter writer_;
   TargetStages stages_;  // last: its stages' handlers use everything above
 };

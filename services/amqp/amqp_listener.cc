@@ -5,9 +5,12 @@
 #include <atomic>
 #include <deque>
 #include <exception>
+#include <filesystem>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
 #include <proton/container.hpp>
@@ -21,10 +24,12 @@
 #include <proton/messaging_handler.hpp>
 #include <proton/receiver.hpp>
 #include <proton/receiver_options.hpp>
+#include <proton/sasl.hpp>
 #include <proton/sender.hpp>
 #include <proton/sender_options.hpp>
 #include <proton/source.hpp>
 #include <proton/source_options.hpp>
+#include <proton/ssl.hpp>
 #include <proton/target.hpp>
 #include <proton/target_options.hpp>
 #include <proton/tracker.hpp>
@@ -37,7 +42,9 @@
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
 #include "router/topic.h"
+#include "services/amqp/access_control.h"
 #include "services/amqp/message_mapping.h"
+#include "services/amqp/sasl_plugin.h"
 
 namespace cepbus::services::amqp {
 namespace {
@@ -61,54 +68,118 @@ struct Counters {
   std::atomic<uint64_t> paused_links{0};
   std::atomic<uint64_t> subscriber_links{0};
   std::atomic<int64_t> publish_credit{0};
+  std::atomic<uint64_t> redelivered{0};
+  std::atomic<uint64_t> parked_subscriptions{0};
+  std::atomic<uint64_t> parked_overflow{0};
+  std::atomic<uint64_t> awaiting_commit{0};
 };
 
-// Collects the targets that refused or degraded one publish. Called during
-// Broker::publish on the container thread for queueing flows' admission
-// answers; later outcomes (a reliable flow's journal commit) come from other
-// threads and are not needed, hence the lock and the `closed` flag.
-class CongestionListener final : public flows::ExchangeListener {
+// A connection's work queue for other threads, valid until close() (called
+// on the container thread before the connection goes away).
+class Waker {
  public:
-  void onOutcome(const flows::Exchange&, const flows::Outcome& outcome) override {
-    if (outcome.kind != flows::OutcomeKind::kRejected &&
-        outcome.kind != flows::OutcomeKind::kDegraded) {
-      return;
-    }
+  explicit Waker(proton::work_queue* queue) : queue_(queue) {}
+  bool add(std::function<void()> fn) {
     std::lock_guard lock(mu_);
-    if (!closed_) targets_.emplace_back(outcome.target);
+    return queue_ != nullptr && queue_->add(std::move(fn));
   }
-  std::vector<std::string> take() {
+  void close() {
     std::lock_guard lock(mu_);
-    closed_ = true;
-    return std::move(targets_);
+    queue_ = nullptr;
   }
 
  private:
   std::mutex mu_;
-  bool closed_ = false;               // guarded by mu_
+  proton::work_queue* queue_;  // guarded by mu_
+};
+
+// Hears the outcomes of one unsettled publish. During Broker::publish (on the
+// container thread) it collects the targets that refused or degraded it; on
+// a reliable route it then waits for the journal commits (kAccepted, from the
+// journal thread) of the targets that journaled it and settles the message
+// once all are in — or releases it when a commit failed (a late kRejected).
+class PublishListener final : public flows::ExchangeListener {
+ public:
+  // `settle(accepted)` runs once, on whichever thread completes the count.
+  using Settle = std::function<void(bool accepted)>;
+
+  void onOutcome(const flows::Exchange&, const flows::Outcome& outcome) override {
+    Settle settle;
+    bool accepted = false;
+    {
+      std::lock_guard lock(mu_);
+      if (outcome.kind == flows::OutcomeKind::kAccepted) ++accepted_;
+      if (outcome.kind == flows::OutcomeKind::kRejected) ++rejected_;
+      if (!published_ && (outcome.kind == flows::OutcomeKind::kRejected ||
+                          outcome.kind == flows::OutcomeKind::kDegraded)) {
+        targets_.emplace_back(outcome.target);
+      }
+      settle = due(accepted);
+    }
+    if (settle) settle(accepted);
+  }
+  // After Broker::publish returned: the congested targets so far.
+  std::vector<std::string> published() {
+    std::lock_guard lock(mu_);
+    published_ = true;
+    sync_rejected_ = rejected_;
+    return std::move(targets_);
+  }
+  // Settles once `commits` kAccepted outcomes (or late rejections) came in.
+  void awaitCommits(uint32_t commits, Settle settle) {
+    bool accepted = false;
+    {
+      std::lock_guard lock(mu_);
+      expected_ = commits;
+      settle_ = std::move(settle);
+      settle = due(accepted);
+    }
+    if (settle) settle(accepted);
+  }
+
+ private:
+  Settle due(bool& accepted) {
+    if (!settle_) return nullptr;
+    const uint32_t late_rejected = rejected_ - sync_rejected_;
+    if (accepted_ + late_rejected < expected_) return nullptr;
+    accepted = late_rejected == 0;
+    return std::exchange(settle_, nullptr);
+  }
+
+  std::mutex mu_;
+  bool published_ = false;            // guarded by mu_
+  uint32_t accepted_ = 0;             // guarded by mu_
+  uint32_t rejected_ = 0;             // guarded by mu_
+  uint32_t sync_rejected_ = 0;        // guarded by mu_
+  uint32_t expected_ = 0;             // guarded by mu_
+  Settle settle_;                     // guarded by mu_
   std::vector<std::string> targets_;  // guarded by mu_
+};
+
+// One event waiting for (or sent to) a subscriber. `ack` is the reliable
+// flow's acknowledgement when the event came journaled.
+struct OutboxEntry {
+  EventPtr event;
+  flows::DeferredAck ack;       // empty for a best-effort event
+  uint32_t delivery_count = 0;  // earlier deliveries; > 0 marks a redelivery
 };
 
 }  // namespace
 
-// The events waiting for one subscribing link. offer() runs on router
-// threads; everything else on the container thread. The work queue pointer
-// is used only while `closed_` is false, and the link is closed (on the
-// container thread) before its connection — and so the queue — goes away.
+// The events waiting for one subscription. offer() runs on router threads;
+// everything else on the container thread. While a link is bound, new
+// events wake the container through its connection's Waker; a durable
+// subscription whose subscriber is away stays unbound and keeps collecting
+// up to its capacity.
 class Outbox {
  public:
-  Outbox(AmqpListenerService::Impl* impl, uint64_t link, size_t capacity, proton::work_queue* queue,
-         std::shared_ptr<Counters> counters)
-      : impl_(impl),
-        link_(link),
-        capacity_(capacity),
-        queue_(queue),
-        counters_(std::move(counters)) {}
+  Outbox(AmqpListenerService::Impl* impl, size_t capacity, std::shared_ptr<Counters> counters)
+      : impl_(impl), capacity_(capacity), counters_(std::move(counters)) {}
 
   Status offer(const EventPtr& event);
-  // Up to `n` events, oldest first; re-arms the drain wake-up.
-  std::vector<EventPtr> take(int n) {
-    std::vector<EventPtr> out;
+  // Up to `n` entries, oldest first; re-arms the drain wake-up.
+  std::vector<OutboxEntry> take(int n) {
+    std::vector<OutboxEntry> out;
     std::lock_guard lock(mu_);
     drain_scheduled_ = false;
     while (n-- > 0 && !pending_.empty()) {
@@ -117,22 +188,46 @@ class Outbox {
     }
     return out;
   }
-  void close() {
+  // Puts back, in front, entries sent but not settled (their subscriber went
+  // away), each counted as one more delivery.
+  void putBack(std::vector<OutboxEntry> entries) {
+    std::lock_guard lock(mu_);
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+      ++it->delivery_count;
+      pending_.push_front(std::move(*it));
+    }
+  }
+  void bind(std::shared_ptr<Waker> waker, uint64_t link) {
+    std::lock_guard lock(mu_);
+    waker_ = std::move(waker);
+    link_ = link;
+    drain_scheduled_ = false;
+    wake();
+  }
+  void unbind() {
+    std::lock_guard lock(mu_);
+    waker_.reset();
+  }
+  // No more offers; returns what was waiting (to give back acknowledgements).
+  std::deque<OutboxEntry> close() {
     std::lock_guard lock(mu_);
     closed_ = true;
-    pending_.clear();
+    waker_.reset();
+    return std::move(pending_);
   }
 
  private:
+  void wake();  // with mu_ held
+
   AmqpListenerService::Impl* const impl_;
-  const uint64_t link_;
   const size_t capacity_;
-  proton::work_queue* const queue_;
   const std::shared_ptr<Counters> counters_;
   std::mutex mu_;
-  std::deque<EventPtr> pending_;  // guarded by mu_
-  bool closed_ = false;           // guarded by mu_
-  bool drain_scheduled_ = false;  // guarded by mu_
+  std::deque<OutboxEntry> pending_;  // guarded by mu_
+  std::shared_ptr<Waker> waker_;     // guarded by mu_; null while no link is bound
+  uint64_t link_ = 0;                // guarded by mu_
+  bool closed_ = false;              // guarded by mu_
+  bool drain_scheduled_ = false;     // guarded by mu_
 };
 
 struct AmqpListenerService::Impl final : public proton::messaging_handler {
@@ -142,11 +237,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     void on_open(proton::listener& l) override {
       impl_.listener_open = true;
       impl_.port.store(l.port(), std::memory_order_release);
+      registerSaslListener(l.port(), impl_.access);
       impl_.opened(Status::ok());
     }
     proton::connection_options on_accept(proton::listener&) override {
       proton::connection_options options;
-      options.handler(impl_).sasl_enabled(true).sasl_allowed_mechs("ANONYMOUS");
+      // The mechanisms offered are the SASL plugin's choice (sasl_plugin.h).
+      options.handler(impl_).sasl_enabled(true);
+      if (impl_.tls) options.ssl_server_options(*impl_.tls);
       return options;
     }
     void on_error(proton::listener&, const std::string& what) override {
@@ -156,6 +254,12 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     Impl& impl_;
   };
 
+  struct ConnectionInfo {
+    uint64_t id = 0;
+    std::string user;          // empty for the anonymous client
+    std::string container_id;  // the client's
+    std::shared_ptr<Waker> waker;
+  };
   struct PublisherLink {
     proton::receiver link;
     uint64_t connection = 0;
@@ -164,16 +268,32 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     bool recheck_scheduled = false;
     int credit = 0;                      // as last counted into Counters::publish_credit
     std::vector<std::string> congested;  // targets whose stages refused or degraded
+    // Unsettled messages whose journal commits are awaited (reliable routes).
+    std::map<uint64_t, proton::delivery> awaiting;
+    uint64_t next_awaiting = 0;
   };
   struct SubscriberLink {
     proton::sender link;
     uint64_t connection = 0;
     std::string endpoint;
+    std::string pattern;
+    bool durable = false;
+    std::shared_ptr<Outbox> outbox;
+    std::map<proton::tracker, OutboxEntry> unsettled;  // sent, not yet settled by the subscriber
+  };
+  // A durable subscription whose subscriber is away: its endpoint stays
+  // subscribed and its outbox keeps collecting (bounded).
+  struct ParkedSubscription {
+    std::string pattern;
     std::shared_ptr<Outbox> outbox;
   };
 
   Impl(descriptor::AmqpListener listener, AmqpListenerOptions opts, ServiceContext& ctx)
-      : config(std::move(listener)), options(std::move(opts)), context(ctx), listen(*this) {}
+      : config(std::move(listener)),
+        options(std::move(opts)),
+        context(ctx),
+        access(std::make_shared<const AccessControl>(config)),
+        listen(*this) {}
 
   std::string address() const { return config.host + ":" + std::to_string(config.port); }
 
@@ -191,14 +311,25 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       c.close(proton::error_condition("amqp:connection:forced", "the bus is shutting down"));
       return;
     }
-    if (!config.allow_anonymous) {
+    // SASL has already succeeded (the plugin refuses what AccessControl
+    // refuses); this only tells the anonymous client from a user.
+    const std::string mech = c.transport().sasl().mech();
+    ConnectionInfo info;
+    if (mech == "ANONYMOUS" && access->allowsAnonymous()) {
+      info.user.clear();
+    } else if (mech == "PLAIN" && !c.user().empty()) {
+      info.user = c.user();
+    } else {
       c.close(proton::error_condition(
-          kUnauthorized,
-          "this listener does not allow anonymous clients (allow-anonymous is "
-          "false) and SASL PLAIN/TLS authentication is not implemented yet"));
+          kUnauthorized, "authenticate with SASL PLAIN" +
+                             std::string(access->allowsAnonymous() ? " or ANONYMOUS" : "") +
+                             " (got " + (mech.empty() ? std::string("none") : mech) + ")"));
       return;
     }
-    connections[c] = ++next_id;
+    info.id = ++next_id;
+    info.container_id = c.container_id();
+    info.waker = std::make_shared<Waker>(&c.work_queue());
+    connections[c] = std::move(info);
     counters->connections.fetch_add(1, std::memory_order_relaxed);
     c.open();
   }
@@ -213,11 +344,17 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
                                           " (publish to a topic; wildcards are for subscribing)"));
       return;
     }
+    if (!access->mayPublish(conn->second.user, addr)) {
+      r.close(proton::error_condition(
+          kUnauthorized, "user \"" + conn->second.user + "\" may not publish to \"" + addr + "\""));
+      return;
+    }
     r.open(proton::receiver_options().credit_window(0).auto_accept(false).target(
         proton::target_options().address(addr)));
     uint64_t id = ++next_id;
     link_ids[r] = id;
-    publishers[id] = PublisherLink{r, conn->second, Symbol::intern(addr), false, false, 0, {}};
+    publishers[id] =
+        PublisherLink{r, conn->second.id, Symbol::intern(addr), false, false, 0, {}, {}, 0};
     replenish(publishers[id]);
   }
 
@@ -230,30 +367,64 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
                                       "source address \"" + pattern + "\": " + valid.message()));
       return;
     }
-    uint64_t id = ++next_id;
-    std::string endpoint = "amqp:" + std::to_string(conn->second) + "/" + s.name();
-    auto outbox = std::make_shared<Outbox>(this, id, options.subscriber_buffer,
-                                           &s.connection().work_queue(), counters);
-    Status added = context.broker.addEndpoint(
-        endpoint, [outbox](const flows::Exchange& ex) { return outbox->offer(ex.event); },
-        options.name);
-    if (!added) {
-      outbox->close();
+    if (!access->maySubscribe(conn->second.user, pattern)) {
       s.close(proton::error_condition(
-          added.code() == Status::Code::kAlreadyExists ? "amqp:resource-locked" : kInternalError,
-          added.message()));
+          kUnauthorized,
+          "user \"" + conn->second.user + "\" may not subscribe to \"" + pattern + "\""));
       return;
     }
-    auto sub = context.broker.subscribe(endpoint, pattern);
-    if (!sub) {
-      outbox->close();
-      context.broker.removeEndpoint(endpoint);
-      s.close(proton::error_condition(kInvalidField, sub.status().message()));
-      return;
+    // Named by the client's container id and the link name, so that a
+    // subscriber coming back finds what was kept for it: the reliable
+    // flows' unacknowledged deliveries, or its durable subscription.
+    const std::string endpoint = "amqp:" + conn->second.container_id + "/" + s.name();
+    const bool durable = s.source().durability_mode() != proton::source::NONDURABLE;
+    const uint64_t id = ++next_id;
+    std::shared_ptr<Outbox> outbox;
+    if (auto parked = parked_subscriptions.find(endpoint); parked != parked_subscriptions.end()) {
+      if (parked->second.pattern == pattern && durable) {
+        outbox = parked->second.outbox;
+      } else {
+        // Subscribed differently (or no longer durable): a new subscription.
+        dropOutbox(*parked->second.outbox);
+        context.broker.removeEndpoint(endpoint);
+      }
+      parked_subscriptions.erase(parked);
+      counters->parked_subscriptions.fetch_sub(1, std::memory_order_relaxed);
     }
-    s.open(proton::sender_options().source(proton::source_options().address(pattern)));
+    if (!outbox) {
+      outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, counters);
+      outbox->bind(conn->second.waker, id);
+      Status added = context.broker.addEndpoint(
+          endpoint, [outbox](const flows::Exchange& ex) { return outbox->offer(ex.event); },
+          options.name);
+      if (!added) {
+        dropOutbox(*outbox);
+        s.close(proton::error_condition(
+            added.code() == Status::Code::kAlreadyExists ? "amqp:resource-locked" : kInternalError,
+            added.code() == Status::Code::kAlreadyExists
+                ? "link \"" + s.name() + "\" of container \"" + conn->second.container_id +
+                      "\" is already attached"
+                : added.message()));
+        return;
+      }
+      auto sub = context.broker.subscribe(endpoint, pattern);
+      if (!sub) {
+        dropOutbox(*outbox);
+        context.broker.removeEndpoint(endpoint);
+        s.close(proton::error_condition(kInvalidField, sub.status().message()));
+        return;
+      }
+    } else {
+      outbox->bind(conn->second.waker, id);
+    }
+    proton::source_options source;
+    source.address(pattern);
+    if (durable) {
+      source.durability_mode(s.source().durability_mode()).expiry_policy(proton::source::NEVER);
+    }
+    s.open(proton::sender_options().source(source));
     link_ids[s] = id;
-    subscribers[id] = SubscriberLink{s, conn->second, endpoint, outbox};
+    subscribers[id] = SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}};
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -262,14 +433,49 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it != link_ids.end()) drain(it->second);
   }
 
-  void on_tracker_accept(proton::tracker&) override {
+  // A subscriber's accept acknowledges a journaled delivery to its reliable
+  // flow. A reject is final too (the subscriber says the message is invalid;
+  // it is counted, not redelivered). Released or modified: a journaled
+  // delivery goes back to its flow, which redelivers it; a best-effort one
+  // is offered again at the front of the subscription.
+  void on_tracker_accept(proton::tracker& t) override {
     counters->acknowledged.fetch_add(1, std::memory_order_relaxed);
+    OutboxEntry entry;
+    if (settled(t, entry) && entry.ack) entry.ack(Status::ok());
   }
-  void on_tracker_reject(proton::tracker&) override {
+  void on_tracker_reject(proton::tracker& t) override {
     counters->not_acknowledged.fetch_add(1, std::memory_order_relaxed);
+    OutboxEntry entry;
+    if (settled(t, entry) && entry.ack) entry.ack(Status::ok());
   }
-  void on_tracker_release(proton::tracker&) override {
+  void on_tracker_release(proton::tracker& t) override {
     counters->not_acknowledged.fetch_add(1, std::memory_order_relaxed);
+    OutboxEntry entry;
+    if (!settled(t, entry)) return;
+    if (entry.ack) {
+      entry.ack(Status::unavailable("the AMQP subscriber released it"));
+      return;
+    }
+    auto id = link_ids.find(t.sender());
+    auto sub = id == link_ids.end() ? subscribers.end() : subscribers.find(id->second);
+    if (sub == subscribers.end()) return;
+    std::vector<OutboxEntry> back;
+    back.push_back(std::move(entry));
+    sub->second.outbox->putBack(std::move(back));
+    drain(sub->first);
+  }
+
+  // The entry of a delivery the subscriber just settled; nullopt if unknown.
+  bool settled(proton::tracker& t, OutboxEntry& out) {
+    auto id = link_ids.find(t.sender());
+    if (id == link_ids.end()) return false;
+    auto sub = subscribers.find(id->second);
+    if (sub == subscribers.end()) return false;
+    auto entry = sub->second.unsettled.find(t);
+    if (entry == sub->second.unsettled.end()) return false;
+    out = std::move(entry->second);
+    sub->second.unsettled.erase(entry);
+    return true;
   }
 
   void on_message(proton::delivery& d, proton::message& m) override {
@@ -294,21 +500,25 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     flows::Exchange exchange;
     exchange.event = std::move(mapped.event);
     exchange.address = pub.address;
-    std::shared_ptr<CongestionListener> congestion;
+    std::shared_ptr<PublishListener> listener;
     if (!presettled) {
       exchange.qos = flows::Qos::kReliable;
-      congestion = std::make_shared<CongestionListener>();
-      exchange.listener = congestion;
+      listener = std::make_shared<PublishListener>();
+      exchange.listener = listener;
     }
+    const bool journaling = !presettled && journaled(pub.address);
     flows::SendOutcome out = context.broker.publish(exchange);
     counters->published.fetch_add(1, std::memory_order_relaxed);
     std::vector<std::string> congested;
-    if (congestion) congested = congestion->take();
+    if (listener) congested = listener->published();
     const bool refused = out.rejected > 0 || out.failed > 0 || (!out.status && out.targets == 0);
     if (!presettled) {
+      const uint32_t commits = journaling ? out.queued - out.degraded + out.duplicates : 0;
       if (refused) {
         d.release();
         counters->released.fetch_add(1, std::memory_order_relaxed);
+      } else if (commits > 0) {
+        awaitCommits(link->first, pub, d, *listener, commits);
       } else {
         d.accept();
         counters->accepted.fetch_add(1, std::memory_order_relaxed);
@@ -318,8 +528,47 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     replenish(pub);
   }
 
-  void on_receiver_close(proton::receiver& r) override { forgetLink(r); }
-  void on_sender_close(proton::sender& s) override { forgetLink(s); }
+  void on_receiver_close(proton::receiver& r) override { forgetLink(r, false); }
+  void on_sender_close(proton::sender& s) override { forgetLink(s, false); }
+  // A detach (not a close) keeps a durable subscription.
+  void on_sender_detach(proton::sender& s) override { forgetLink(s, true); }
+
+  // True when an unsettled (reliable) publish to `address` is journaled by a
+  // reliable flow: its accept then waits for the journal commit.
+  bool journaled(Symbol address) const {
+    auto decision = context.broker.policy().decide(address.name(), flows::Qos::kReliable);
+    return decision && decision->qos == flows::Qos::kReliable &&
+           dynamic_cast<const flows::ReliableFlow*>(decision->flow) != nullptr;
+  }
+
+  void awaitCommits(uint64_t link, PublisherLink& pub, proton::delivery& d,
+                    PublishListener& listener, uint32_t commits) {
+    const uint64_t key = ++pub.next_awaiting;
+    pub.awaiting.emplace(key, d);
+    counters->awaiting_commit.fetch_add(1, std::memory_order_relaxed);
+    auto conn = connections.find(pub.link.connection());
+    std::shared_ptr<Waker> waker = conn == connections.end() ? nullptr : conn->second.waker;
+    listener.awaitCommits(commits, [this, waker, link, key](bool accepted) {
+      // From the journal thread (or this one): settle on the container thread.
+      if (waker) waker->add([this, link, key, accepted] { settleCommitted(link, key, accepted); });
+    });
+  }
+
+  void settleCommitted(uint64_t link, uint64_t key, bool accepted) {
+    auto pub = publishers.find(link);
+    if (pub == publishers.end()) return;
+    auto it = pub->second.awaiting.find(key);
+    if (it == pub->second.awaiting.end()) return;
+    if (accepted) {
+      it->second.accept();
+      counters->accepted.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      it->second.release();
+      counters->released.fetch_add(1, std::memory_order_relaxed);
+    }
+    pub->second.awaiting.erase(it);
+    counters->awaiting_commit.fetch_sub(1, std::memory_order_relaxed);
+  }
   void on_connection_close(proton::connection& c) override { forgetConnection(c); }
   void on_transport_open(proton::transport&) override { ++transports; }
   void on_transport_close(proton::transport& t) override {
@@ -418,13 +667,24 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it == subscribers.end()) return;
     SubscriberLink& sub = it->second;
     if (!sub.link.active()) return;
-    for (const EventPtr& event : sub.outbox->take(sub.link.credit())) {
-      sub.link.send(messageFromEvent(*event));
+    for (OutboxEntry& entry : sub.outbox->take(sub.link.credit())) {
+      proton::message m = messageFromEvent(*entry.event);
+      if (entry.delivery_count > 0) {
+        m.delivery_count(entry.delivery_count);
+        m.first_acquirer(false);
+        counters->redelivered.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        m.first_acquirer(true);
+      }
+      proton::tracker t = sub.link.send(m);
+      sub.unsettled.emplace(t, std::move(entry));
       counters->sent.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
-  void forgetLink(const proton::link& l) {
+  // `detached`: the link went away without being closed (a detach, or its
+  // connection ended), which keeps a durable subscription.
+  void forgetLink(const proton::link& l, bool detached) {
     auto id = link_ids.find(l);
     if (id == link_ids.end()) return;
     uint64_t key = id->second;
@@ -432,24 +692,58 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (auto pub = publishers.find(key); pub != publishers.end()) {
       if (pub->second.paused) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
       countCredit(pub->second, 0);
+      // Unsettled messages still waiting for a commit: the client resends them.
+      counters->awaiting_commit.fetch_sub(pub->second.awaiting.size(), std::memory_order_relaxed);
       publishers.erase(pub);
     }
     if (auto sub = subscribers.find(key); sub != subscribers.end()) {
-      closeSubscriber(sub->second);
+      closeSubscriber(sub->second, detached && sub->second.durable && !shutting_down);
       subscribers.erase(sub);
     }
   }
 
-  void closeSubscriber(SubscriberLink& sub) {
-    sub.outbox->close();
-    context.broker.removeEndpoint(sub.endpoint);
+  // What the subscriber had not settled goes back: journaled deliveries to
+  // their flows (which redeliver them, now or when this endpoint comes
+  // back), best-effort ones into a kept outbox.
+  void closeSubscriber(SubscriberLink& sub, bool keep) {
     counters->subscriber_links.fetch_sub(1, std::memory_order_relaxed);
+    std::vector<OutboxEntry> unsettled;
+    for (auto& [tracker, entry] : sub.unsettled) unsettled.push_back(std::move(entry));
+    sub.unsettled.clear();
+    if (keep) {
+      sub.outbox->unbind();
+      std::vector<OutboxEntry> back;
+      for (auto& entry : unsettled) {
+        if (entry.ack) {
+          entry.ack(Status::unavailable("the AMQP subscriber went away"));
+        } else {
+          back.push_back(std::move(entry));
+        }
+      }
+      sub.outbox->putBack(std::move(back));
+      parked_subscriptions[sub.endpoint] = ParkedSubscription{sub.pattern, sub.outbox};
+      counters->parked_subscriptions.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    for (auto& entry : unsettled) {
+      if (entry.ack) entry.ack(Status::unavailable("the AMQP subscriber went away"));
+    }
+    dropOutbox(*sub.outbox);
+    context.broker.removeEndpoint(sub.endpoint);
+  }
+
+  // Closes an outbox and gives back the acknowledgements it held.
+  void dropOutbox(Outbox& outbox) {
+    for (auto& entry : outbox.close()) {
+      if (entry.ack) entry.ack(Status::unavailable("the AMQP subscription ended"));
+    }
   }
 
   void forgetConnection(const proton::connection& c) {
     auto conn = connections.find(c);
     if (conn == connections.end()) return;
-    const uint64_t number = conn->second;
+    const uint64_t number = conn->second.id;
+    conn->second.waker->close();
     connections.erase(conn);
     std::vector<proton::link> links;
     for (const auto& [link, key] : link_ids) {
@@ -460,17 +754,17 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         links.push_back(link);
       }
     }
-    for (const auto& l : links) forgetLink(l);
+    for (const auto& l : links) forgetLink(l, true);
   }
 
   void shutdown() {
     shutting_down = true;
     if (listener_open) listener.stop();
     std::vector<proton::connection> open;
-    for (const auto& [c, number] : connections) open.push_back(c);
+    for (const auto& [c, info] : connections) open.push_back(c);
     for (auto& c : open) {
       forgetConnection(c);
-      c.close();
+      c.close(proton::error_condition("amqp:connection:forced", "the bus is shutting down"));
     }
     if (transports == 0) container->stop();
   }
@@ -479,8 +773,15 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // After the container thread ended: what a closing that never happened left.
   void releaseAll() {
-    for (auto& [id, sub] : subscribers) closeSubscriber(sub);
+    for (auto& [id, sub] : subscribers) closeSubscriber(sub, false);
     subscribers.clear();
+    for (auto& [endpoint, parked] : parked_subscriptions) {
+      dropOutbox(*parked.outbox);
+      context.broker.removeEndpoint(endpoint);
+    }
+    counters->parked_subscriptions.fetch_sub(parked_subscriptions.size(),
+                                             std::memory_order_relaxed);
+    parked_subscriptions.clear();
     for (auto& [id, pub] : publishers) countCredit(pub, 0);
     publishers.clear();
     link_ids.clear();
@@ -490,6 +791,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   const descriptor::AmqpListener config;
   const AmqpListenerOptions options;
   ServiceContext& context;
+  const std::shared_ptr<const AccessControl> access;
+  std::optional<proton::ssl_server_options> tls;  // set by start() when configured
   Listen listen;
   const std::shared_ptr<Counters> counters = std::make_shared<Counters>();
   std::atomic<int> port{0};
@@ -511,32 +814,42 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   bool publishing_closed = false;
   size_t transports = 0;  // open network connections, refused ones included
   uint64_t next_id = 0;
-  std::map<proton::connection, uint64_t> connections;
+  std::map<proton::connection, ConnectionInfo> connections;
   std::map<proton::link, uint64_t> link_ids;
   std::map<uint64_t, PublisherLink> publishers;
   std::map<uint64_t, SubscriberLink> subscribers;
+  std::map<std::string, ParkedSubscription> parked_subscriptions;  // by endpoint name
 };
 
 Status Outbox::offer(const EventPtr& event) {
   std::lock_guard lock(mu_);
-  if (closed_) return Status::unavailable("amqp subscriber link closed");
+  if (closed_) return Status::unavailable("amqp subscription closed");
   if (pending_.size() >= capacity_) {
     counters_->buffer_full.fetch_add(1, std::memory_order_relaxed);
-    return Status::unavailable("amqp subscriber is slow: its buffer of " +
-                               std::to_string(capacity_) + " events is full");
+    if (!waker_) counters_->parked_overflow.fetch_add(1, std::memory_order_relaxed);
+    // Rejected: a reliable flow retries it later without counting a failure.
+    return Status::rejected("amqp subscriber is slow or away: its buffer of " +
+                            std::to_string(capacity_) + " events is full");
   }
-  pending_.push_back(event);
-  if (!drain_scheduled_) {
-    drain_scheduled_ = true;
-    AmqpListenerService::Impl* impl = impl_;
-    const uint64_t link = link_;
-    if (!queue_->add([impl, link] { impl->drain(link); })) {
-      drain_scheduled_ = false;
-      pending_.pop_back();
-      return Status::unavailable("amqp connection closing");
-    }
+  // A journaled delivery is acknowledged when the subscriber accepts it.
+  std::optional<flows::DeferredAck> ack = flows::ReliableFlow::deferAcknowledgement();
+  OutboxEntry entry{event, {}, 0};
+  if (ack) {
+    entry.delivery_count = ack->previousDeliveries();
+    entry.ack = std::move(*ack);
   }
+  pending_.push_back(std::move(entry));
+  wake();
   return Status::ok();
+}
+
+void Outbox::wake() {
+  if (drain_scheduled_ || !waker_) return;
+  AmqpListenerService::Impl* impl = impl_;
+  const uint64_t link = link_;
+  // A closing connection drops the wake-up; the entry waits for the
+  // subscription's next link (or its end).
+  drain_scheduled_ = waker_->add([impl, link] { impl->drain(link); });
 }
 
 AmqpListenerService::AmqpListenerService(descriptor::AmqpListener listener,
@@ -552,6 +865,24 @@ Status AmqpListenerService::start() {
   if (impl.running) return Status::ok();
   if (impl.container) {
     return Status::unavailable(impl.options.name + ": a stopped listener cannot be restarted");
+  }
+  installSaslPlugin();
+  if (impl.config.tls) {
+    const descriptor::AmqpTls& tls = *impl.config.tls;
+    for (const auto& file : {tls.cert, tls.key}) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(file, ec)) {
+        return Status::invalidArgument(tls.where.toString() + ": <tls>: cannot read " +
+                                       file.string());
+      }
+    }
+    try {
+      impl.tls.emplace(proton::ssl_certificate(tls.cert.string(), tls.key.string()));
+    } catch (const std::exception& e) {
+      return Status::invalidArgument(tls.where.toString() + ": <tls>: certificate " +
+                                     tls.cert.string() + " / key " + tls.key.string() +
+                                     " not usable: " + e.what());
+    }
   }
   impl.container = std::make_unique<proton::container>(impl, impl.options.name);
   try {
@@ -583,8 +914,10 @@ Status AmqpListenerService::start() {
   }
   impl.running = true;
   Poco::Logger::get("cepbus.amqp")
-      .information("AMQP 1.0 listening on amqp://%s:%d%s", impl.config.host, port(),
-                   std::string(impl.config.allow_anonymous ? " (anonymous clients allowed)" : ""));
+      .information("AMQP 1.0 listening on %s://%s:%d (%z users%s)",
+                   std::string(impl.tls ? "amqps" : "amqp"), impl.config.host, port(),
+                   impl.config.users.size(),
+                   std::string(impl.config.allow_anonymous ? ", anonymous clients allowed" : ""));
   return status;
 }
 
@@ -606,6 +939,7 @@ void AmqpListenerService::stop() {
     impl.container->stop();
   }
   impl.thread.join();
+  unregisterSaslListener(port());
   impl.releaseAll();
   impl.opened(Status::unavailable(impl.options.name + ": stopped"));
 }
@@ -629,6 +963,10 @@ AmqpListenerStats AmqpListenerService::stats() const {
   s.paused_links = get(c.paused_links);
   s.subscriber_links = get(c.subscriber_links);
   s.publish_credit = static_cast<uint64_t>(c.publish_credit.load(std::memory_order_relaxed));
+  s.redelivered = get(c.redelivered);
+  s.parked_subscriptions = get(c.parked_subscriptions);
+  s.parked_overflow = get(c.parked_overflow);
+  s.awaiting_commit = get(c.awaiting_commit);
   return s;
 }
 

@@ -19,14 +19,28 @@
 //   finds the stages of the targets that refused it no longer saturated.
 // - A client's receiving link subscribes: its source address is a router
 //   pattern (`*`, `#`); the link gets a broker endpoint
-//   "amqp:<connection>/<link name>" whose consumer buffers at most
-//   `subscriber_buffer` events (beyond that it answers Unavailable, which the
-//   flow counts and a reliable flow retries), and events go out as unsettled
-//   messages while the link has credit.
-// - allow-anonymous="true" accepts SASL ANONYMOUS and lets any client publish
-//   and subscribe anywhere (development mode). Otherwise every connection is
-//   closed with amqp:unauthorized-access: SASL PLAIN and TLS are not
-//   implemented yet.
+//   "amqp:<client container id>/<link name>" whose consumer buffers at most
+//   `subscriber_buffer` events (beyond that it answers Rejected, which the
+//   flow counts and a reliable flow retries without counting a failure), and events go out as
+//   unsettled messages while the link has credit.
+// - At least once end to end: on a reliable route an unsettled publish is
+//   accepted only once every target's journal commit is in, and a journaled
+//   event sent to a subscriber is acknowledged to its flow only when the
+//   subscriber accepts it (flows::ReliableFlow::deferAcknowledgement()). A
+//   subscriber that disconnects and comes back with the same container id
+//   and link name gets what it had not accepted, marked as redelivered
+//   (delivery-count > 0, first-acquirer false); a released delivery is
+//   redelivered the same way. A reject is final (counted, not redelivered).
+// - Durable subscriptions: a link whose source asks for durability keeps its
+//   endpoint and subscription when it detaches or its connection drops;
+//   events collect (up to `subscriber_buffer`, then refused and counted in
+//   `parked_overflow`) until a link with the same container id, link name
+//   and source address attaches again. A close (not a detach) ends it.
+// - Security (services/amqp/access_control.h): SASL ANONYMOUS only with
+//   allow-anonymous="true" (then anonymous clients may use any address),
+//   SASL PLAIN against the descriptor's users (salted PBKDF2 hashes), TLS
+//   from <tls cert key> (TLS only, then), and each user's permits checked on
+//   every attach (refused with amqp:unauthorized-access).
 //
 // Threading: every Proton object is used on the container thread only.
 // Router callbacks from other threads (an endpoint's consumer) hand work to
@@ -58,19 +72,23 @@ struct AmqpListenerOptions {
 };
 
 struct AmqpListenerStats {
-  uint64_t connections = 0;       // accepted since start
-  uint64_t published = 0;         // messages published on the router
-  uint64_t accepted = 0;          // unsettled messages accepted
-  uint64_t released = 0;          // unsettled messages released (admission or target refused)
-  uint64_t malformed = 0;         // messages that could not be mapped (rejected if unsettled)
-  uint64_t credit_pauses = 0;     // times a publishing link stopped getting credit
-  uint64_t sent = 0;              // messages sent to subscribing links
-  uint64_t acknowledged = 0;      // of `sent`: accepted by the subscriber
-  uint64_t not_acknowledged = 0;  // of `sent`: rejected, released or modified by the subscriber
-  uint64_t buffer_full = 0;       // deliveries refused because a subscriber's buffer was full
-  uint64_t paused_links = 0;      // publishing links waiting for backpressure to ease (now)
-  uint64_t subscriber_links = 0;  // open subscribing links (now)
-  uint64_t publish_credit = 0;    // credit granted to publishing links and not yet used (now)
+  uint64_t connections = 0;           // accepted since start
+  uint64_t published = 0;             // messages published on the router
+  uint64_t accepted = 0;              // unsettled messages accepted
+  uint64_t released = 0;              // unsettled messages released (admission or target refused)
+  uint64_t malformed = 0;             // messages that could not be mapped (rejected if unsettled)
+  uint64_t credit_pauses = 0;         // times a publishing link stopped getting credit
+  uint64_t sent = 0;                  // messages sent to subscribing links
+  uint64_t acknowledged = 0;          // of `sent`: accepted by the subscriber
+  uint64_t not_acknowledged = 0;      // of `sent`: rejected, released or modified by the subscriber
+  uint64_t buffer_full = 0;           // deliveries refused because a subscriber's buffer was full
+  uint64_t paused_links = 0;          // publishing links waiting for backpressure to ease (now)
+  uint64_t subscriber_links = 0;      // open subscribing links (now)
+  uint64_t publish_credit = 0;        // credit granted to publishing links and not yet used (now)
+  uint64_t redelivered = 0;           // of `sent`: marked as redeliveries (delivery-count > 0)
+  uint64_t parked_subscriptions = 0;  // durable subscriptions whose subscriber is away (now)
+  uint64_t parked_overflow = 0;       // events refused because an away subscription was full
+  uint64_t awaiting_commit = 0;       // unsettled publishes waiting for their journal commit (now)
 };
 
 class AmqpListenerService final : public Service {

@@ -5,8 +5,11 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -247,6 +250,187 @@ TEST(ReliableFlowTest, AttachAfterStartRedeliversThatTargetsRecordsOnly) {
   std::vector<JournalRecord> left = pendingIn(path);
   ASSERT_EQ(left.size(), 1u);
   EXPECT_EQ(left[0].target.name(), "absent");
+}
+
+// A target that takes the acknowledgement of each journaled delivery and
+// gives it when the test says (as the AMQP listener does once its remote
+// subscriber settles).
+class DeferringTarget final : public DeliveryTarget {
+ public:
+  explicit DeferringTarget(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  Status deliver(const Exchange& exchange) override {
+    std::optional<DeferredAck> ack = ReliableFlow::deferAcknowledgement();
+    std::lock_guard lock(mu_);
+    if (!ack) {
+      ++undeferred_;
+      return Status::ok();
+    }
+    previous_.push_back(ack->previousDeliveries());
+    acks_.emplace_back(exchange.event->id(), std::move(*ack));
+    return Status::ok();
+  }
+  size_t waiting() {
+    std::lock_guard lock(mu_);
+    return acks_.size();
+  }
+  // Gives the oldest waiting acknowledgement.
+  void ackOne(const Status& status) {
+    DeferredAck ack;
+    {
+      std::lock_guard lock(mu_);
+      ack = std::move(acks_.front().second);
+      acks_.erase(acks_.begin());
+    }
+    ack(status);
+    ack(Status::ok());  // a second call does nothing
+  }
+  std::vector<uint32_t> previous() {
+    std::lock_guard lock(mu_);
+    return previous_;
+  }
+  size_t undeferred() {
+    std::lock_guard lock(mu_);
+    return undeferred_;
+  }
+
+ private:
+  const std::string name_;
+  std::mutex mu_;
+  std::vector<std::pair<EventId, DeferredAck>> acks_;  // guarded by mu_
+  std::vector<uint32_t> previous_;                     // guarded by mu_
+  size_t undeferred_ = 0;                              // guarded by mu_
+};
+
+TEST(ReliableFlowTest, ADeferredAcknowledgementKeepsTheRecordUntilItIsGiven) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  EventPtr e1 = makeEvent(1), e2 = makeEvent(2);
+  {
+    DeferringTarget a("a");
+    ReliableFlow flow(reliableConfig(path));
+    ASSERT_TRUE(flow.attach(a).isOk());
+    ASSERT_TRUE(flow.start().isOk());
+    std::vector<DeliveryTarget*> targets{&a};
+    ASSERT_EQ(flow.send(inOnly(e1, "t", Qos::kReliable), targets).queued, 1u);
+    ASSERT_EQ(flow.send(inOnly(e2, "t", Qos::kReliable), targets).queued, 1u);
+    // Best effort is acknowledged by the returned status, as before.
+    ASSERT_EQ(flow.send(inOnly(makeEvent(3), "t", Qos::kBestEffort), targets).queued, 1u);
+    ASSERT_TRUE(waitUntil([&] { return a.waiting() == 2 && a.undeferred() == 1; }));
+    EXPECT_EQ(flow.reliableMetrics().in_flight, 2u);
+    // A duplicate of a delivery waiting for its acknowledgement is suppressed.
+    EXPECT_EQ(flow.send(inOnly(e1, "t", Qos::kReliable), targets).duplicates, 1u);
+    a.ackOne(Status::ok());  // e1
+    ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().acknowledged == 1; }));
+    EXPECT_EQ(flow.reliableMetrics().in_flight, 1u);
+    flow.stop();             // e2's acknowledgement is still out
+    a.ackOne(Status::ok());  // too late: harmless, e2 stays journaled
+  }
+  EXPECT_EQ(idsOf(pendingIn(path)), std::set<EventId>{e2->id()});
+
+  DeferringTarget a("a");
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  ASSERT_TRUE(waitUntil([&] { return a.waiting() == 1; }));
+  EXPECT_EQ(a.previous(), std::vector<uint32_t>{1});  // marked as a redelivery
+  a.ackOne(Status::ok());
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().acknowledged == 1; }));
+  flow.stop();
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
+TEST(ReliableFlowTest, ANegativeDeferredAcknowledgementIsRetriedAndMarked) {
+  TempDir dir;
+  DeferringTarget a("a");
+  ReliableFlow flow(reliableConfig(dir.file("r.db")));
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  std::vector<DeliveryTarget*> targets{&a};
+  ASSERT_EQ(flow.send(inOnly(makeEvent(1), "t", Qos::kReliable), targets).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return a.waiting() == 1; }));
+  a.ackOne(Status::unavailable("the subscriber released it"));
+  ASSERT_TRUE(waitUntil([&] { return a.waiting() == 1; }));
+  a.ackOne(Status::ok());
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().acknowledged == 1; }));
+  EXPECT_EQ(a.previous(), (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(flow.reliableMetrics().retries, 1u);
+  flow.stop();
+}
+
+TEST(ReliableFlowTest, ANegativeAcknowledgementAfterDetachWaitsForTheNextAttach) {
+  TempDir dir;
+  ReliableFlow flow(reliableConfig(dir.file("r.db")));
+  ASSERT_TRUE(flow.start().isOk());
+  auto first = std::make_unique<DeferringTarget>("a");
+  ASSERT_TRUE(flow.attach(*first).isOk());
+  std::vector<DeliveryTarget*> targets{first.get()};
+  ASSERT_EQ(flow.send(inOnly(makeEvent(1), "t", Qos::kReliable), targets).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return first->waiting() == 1; }));
+  flow.detach(*first);
+  first->ackOne(Status::unavailable("the subscriber went away"));
+  first.reset();
+  DeferringTarget again("a");  // the same name comes back
+  ASSERT_TRUE(flow.attach(again).isOk());
+  ASSERT_TRUE(waitUntil([&] { return again.waiting() == 1; }));
+  EXPECT_EQ(again.previous(), std::vector<uint32_t>{1});
+  again.ackOne(Status::ok());
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().acknowledged == 1; }));
+  flow.stop();
+}
+
+TEST(ReliableFlowTest, ANegativeAcknowledgementAfterTheTargetCameBackGoesToItAtOnce) {
+  TempDir dir;
+  ReliableFlow flow(reliableConfig(dir.file("r.db")));
+  ASSERT_TRUE(flow.start().isOk());
+  DeferringTarget first("a");
+  ASSERT_TRUE(flow.attach(first).isOk());
+  std::vector<DeliveryTarget*> targets{&first};
+  ASSERT_EQ(flow.send(inOnly(makeEvent(1), "t", Qos::kReliable), targets).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return first.waiting() == 1; }));
+  flow.detach(first);
+  DeferringTarget again("a");  // attached before the old acknowledgement comes
+  ASSERT_TRUE(flow.attach(again).isOk());
+  first.ackOne(Status::unavailable("the subscriber went away"));
+  ASSERT_TRUE(waitUntil([&] { return again.waiting() == 1; }));
+  again.ackOne(Status::ok());
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().acknowledged == 1; }));
+  flow.stop();
+}
+
+// A target whose own buffer is full answers Rejected: that delays the
+// delivery like a full stage, however often, instead of using up attempts.
+class BusyThenFreeTarget final : public DeliveryTarget {
+ public:
+  explicit BusyThenFreeTarget(int busy) : busy_(busy) {}
+  const std::string& name() const override { return name_; }
+  Status deliver(const Exchange&) override {
+    if (busy_.fetch_sub(1) > 0) return Status::rejected("buffer full");
+    delivered_.fetch_add(1);
+    return Status::ok();
+  }
+  int delivered() const { return delivered_.load(); }
+
+ private:
+  const std::string name_ = "busy";
+  std::atomic<int> busy_;
+  std::atomic<int> delivered_{0};
+};
+
+TEST(ReliableFlowTest, ATargetThatIsOnlyBusyIsRetriedWithoutUsingUpAttempts) {
+  TempDir dir;
+  ReliableFlowConfig config = reliableConfig(dir.file("r.db"));  // max_attempts 3
+  BusyThenFreeTarget target(7);
+  ReliableFlow flow(config);
+  ASSERT_TRUE(flow.attach(target).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  std::vector<DeliveryTarget*> targets{&target};
+  ASSERT_EQ(flow.send(inOnly(makeEvent(1), "t", Qos::kReliable), targets).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return target.delivered() == 1; }));
+  flow.stop();
+  EXPECT_EQ(flow.reliableMetrics().abandoned, 0u);
+  EXPECT_EQ(flow.reliableMetrics().acknowledged, 1u);
+  EXPECT_GE(flow.reliableMetrics().retries, 7u);
 }
 
 TEST(ReliableFlowTest, CorruptRecordsAreCountedAndRemoved) {

@@ -73,11 +73,45 @@ struct JournalConfig {
   Location where;
 };
 
+// TLS for an AMQP listener: the server's certificate chain and private key
+// (PEM files, resolved against the descriptor's folder; the key not
+// encrypted). With TLS configured
+// the listener accepts TLS connections only.
+struct AmqpTls {
+  std::filesystem::path cert;
+  std::filesystem::path key;
+  Location where;
+};
+
+// What one <permit> lets a user do: publish to addresses matching `publish`,
+// subscribe with patterns that `subscribe` covers. Either may be empty.
+struct AmqpPermit {
+  std::string publish;    // a pattern ('*', '#'); empty: grants no publishing
+  std::string subscribe;  // a pattern; empty: grants no subscribing
+  Location where;
+};
+
+// A user that may authenticate with SASL PLAIN. The password is stored only
+// as a salted hash: "pbkdf2-sha256:<iterations>:<salt hex>:<hash hex>"
+// (services/amqp/password_hash.h; the parser checks the shape only).
+struct AmqpUser {
+  std::string name;
+  std::string password_hash;
+  std::vector<AmqpPermit> permits;  // nothing is allowed unless a permit allows it
+  Location where;
+};
+
 struct AmqpListener {
   std::string host = "127.0.0.1";
   uint16_t port = 5672;  // 0 asks the system for a free port
+  // SASL ANONYMOUS accepted; anonymous clients may publish and subscribe
+  // anywhere (development mode).
   bool allow_anonymous = false;
+  std::optional<AmqpTls> tls;
+  std::vector<AmqpUser> users;  // names unique
   Location where;
+
+  const AmqpUser* user(std::string_view name) const;  // nullptr when absent
 };
 
 struct HttpListener {

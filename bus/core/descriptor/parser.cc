@@ -611,12 +611,7 @@ class Parser {
     checkAttributes(e, {});
     children(e, {{"amqp", true}, {"http", true}}, [&](const XMLElement* child) {
       if (std::string_view(child->Name()) == "amqp") {
-        AmqpListener& l = out.amqp.emplace();
-        checkAttributes(child, {"host", "port", "allow-anonymous"});
-        noChildren(child);
-        l.where = at(child);
-        hostAndPort(child, l.host, l.port);
-        l.allow_anonymous = boolean(child, "allow-anonymous").value_or(l.allow_anonymous);
+        amqp(child, out.amqp.emplace());
       } else {
         HttpListener& l = out.http.emplace();
         checkAttributes(child, {"host", "port", "token-env"});
@@ -635,6 +630,98 @@ class Parser {
         }
       }
     });
+  }
+
+  void amqp(const XMLElement* e, AmqpListener& l) {
+    checkAttributes(e, {"host", "port", "allow-anonymous"});
+    l.where = at(e);
+    hostAndPort(e, l.host, l.port);
+    l.allow_anonymous = boolean(e, "allow-anonymous").value_or(l.allow_anonymous);
+    NameScope users;
+    children(e, {{"tls", true}, {"user"}}, [&](const XMLElement* child) {
+      if (std::string_view(child->Name()) == "tls") {
+        checkAttributes(child, {"cert", "key"});
+        noChildren(child);
+        AmqpTls& tls = l.tls.emplace();
+        tls.where = at(child);
+        if (auto cert = string(child, "cert", true)) tls.cert = resolve(*cert);
+        if (auto key = string(child, "key", true)) tls.key = resolve(*key);
+        return;
+      }
+      AmqpUser u;
+      if (amqpUser(child, u)) {
+        unique(users, child, "user", u.name);
+        l.users.push_back(std::move(u));
+      }
+    });
+  }
+
+  bool amqpUser(const XMLElement* e, AmqpUser& u) {
+    checkAttributes(e, {"name", "password-hash"});
+    u.where = at(e);
+    auto user_name = name(e, "name", true);
+    auto hash = string(e, "password-hash", true);
+    if (hash && !isPasswordHash(*hash)) {
+      reportAttr(e, e->FindAttribute("password-hash"),
+                 "must be \"pbkdf2-sha256:<iterations>:<salt hex>:<hash hex>\" (a salted hash, "
+                 "never the password itself; see `cepbus-amqp-passwd`), got " +
+                     quote(hash->substr(0, std::min<size_t>(hash->size(), 16))));
+      hash.reset();
+    }
+    children(e, {{"permit"}}, [&](const XMLElement* child) {
+      checkAttributes(child, {"publish", "subscribe"});
+      noChildren(child);
+      AmqpPermit p;
+      p.where = at(child);
+      const bool has_any = child->FindAttribute("publish") != nullptr ||
+                           child->FindAttribute("subscribe") != nullptr;
+      if (!has_any) {
+        report(child, "needs a \"publish\" or a \"subscribe\" pattern (or both)");
+        return;
+      }
+      auto publish = address(child, "publish", AddressUse::kPattern, false);
+      auto subscribe = address(child, "subscribe", AddressUse::kPattern, false);
+      if ((child->FindAttribute("publish") != nullptr && !publish) ||
+          (child->FindAttribute("subscribe") != nullptr && !subscribe)) {
+        return;
+      }
+      p.publish = publish.value_or("");
+      p.subscribe = subscribe.value_or("");
+      u.permits.push_back(std::move(p));
+    });
+    if (!user_name || !hash) return false;
+    u.name = *user_name;
+    u.password_hash = *hash;
+    return true;
+  }
+
+  // The shape of "pbkdf2-sha256:<iterations>:<salt hex>:<hash hex>"; the
+  // AMQP listener does the arithmetic.
+  static bool isPasswordHash(std::string_view s) {
+    constexpr std::string_view kScheme = "pbkdf2-sha256:";
+    if (s.substr(0, kScheme.size()) != kScheme) return false;
+    s.remove_prefix(kScheme.size());
+    std::vector<std::string_view> parts;
+    for (size_t at = 0;;) {
+      const size_t colon = s.find(':', at);
+      parts.push_back(s.substr(at, colon == std::string_view::npos ? colon : colon - at));
+      if (colon == std::string_view::npos) break;
+      at = colon + 1;
+    }
+    if (parts.size() != 3) return false;
+    uint64_t iterations = 0;
+    auto [end, ec] =
+        std::from_chars(parts[0].data(), parts[0].data() + parts[0].size(), iterations);
+    if (ec != std::errc() || end != parts[0].data() + parts[0].size() || iterations < 1000) {
+      return false;
+    }
+    auto isHex = [](std::string_view h, size_t min_bytes) {
+      return h.size() >= 2 * min_bytes && h.size() % 2 == 0 &&
+             std::all_of(h.begin(), h.end(), [](char c) {
+               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+             });
+    };
+    return isHex(parts[1], 8) && isHex(parts[2], 32);
   }
 
   void hostAndPort(const XMLElement* e, std::string& host, uint16_t& port) {

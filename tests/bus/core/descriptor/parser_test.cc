@@ -432,6 +432,83 @@ TEST(ParserErrorTest, BadListeners) {
   }
 }
 
+TEST(ParserTest, AmqpSecurity) {
+  const std::string hash =
+      "pbkdf2-sha256:200000:00112233445566778899aabbccddeeff:"
+      "588372775fb38b5711b6f36b465e293dc7b793e008550ee8a10bb26a8e7f85b8";
+  auto result = parseDescriptorString(R"(<cepbus name="t">
+<listeners>
+  <amqp host="0.0.0.0" port="5671">
+    <tls cert="tls/cert.pem" key="/etc/cepbus/key.pem"/>
+    <user name="alice" password-hash=")" + hash +
+                                          R"(">
+      <permit publish="orders.#" subscribe="alerts.*"/>
+      <permit subscribe="orders.eu"/>
+    </user>
+    <user name="bob" password-hash=")" + hash +
+                                          R"("/>
+  </amqp>
+</listeners>
+</cepbus>)",
+                                      "t.xml", nullptr, "/srv/bus");
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  const AmqpListener& amqp = *result->listeners.amqp;
+  EXPECT_FALSE(amqp.allow_anonymous);
+  ASSERT_TRUE(amqp.tls.has_value());
+  EXPECT_EQ(amqp.tls->cert, std::filesystem::path("/srv/bus/tls/cert.pem"));
+  EXPECT_EQ(amqp.tls->key, std::filesystem::path("/etc/cepbus/key.pem"));
+  EXPECT_EQ(amqp.tls->where.line, 4);
+  ASSERT_EQ(amqp.users.size(), 2u);
+  const AmqpUser* alice = amqp.user("alice");
+  ASSERT_NE(alice, nullptr);
+  EXPECT_EQ(alice->password_hash, hash);
+  EXPECT_EQ(alice->where.line, 5);
+  ASSERT_EQ(alice->permits.size(), 2u);
+  EXPECT_EQ(alice->permits[0].publish, "orders.#");
+  EXPECT_EQ(alice->permits[0].subscribe, "alerts.*");
+  EXPECT_EQ(alice->permits[1].publish, "");
+  EXPECT_EQ(alice->permits[1].subscribe, "orders.eu");
+  EXPECT_EQ(alice->permits[1].where.line, 7);
+  EXPECT_TRUE(amqp.user("bob")->permits.empty());
+  EXPECT_EQ(amqp.user("carol"), nullptr);
+}
+
+TEST(ParserErrorTest, BadAmqpSecurity) {
+  const std::string hash =
+      "pbkdf2-sha256:200000:00112233445566778899aabbccddeeff:"
+      "588372775fb38b5711b6f36b465e293dc7b793e008550ee8a10bb26a8e7f85b8";
+  EXPECT_THAT(
+      errorsOf(R"(<cepbus name="t"><listeners><amqp>
+<tls cert="c.pem"/>
+<user name="alice" password="secret"/>
+<user name="bob" password-hash="sha1:abc"/>
+<user name="carol" password-hash=")" +
+               hash + R"(">
+  <permit/>
+  <permit publish="orders.#x" subscribe="a..b"/>
+</user>
+<user name="carol" password-hash=")" +
+               hash + R"("/>
+<tls cert="c.pem" key="k.pem"/>
+</amqp></listeners></cepbus>)"),
+      ElementsAre(
+          "t.xml:2: <tls>: missing required attribute \"key\"",
+          "t.xml:3: <user name=\"alice\">: unknown attribute \"password\"; expected one of "
+          "\"name\", \"password-hash\"",
+          "t.xml:3: <user name=\"alice\">: missing required attribute \"password-hash\"",
+          "t.xml:4: <user name=\"bob\">: attribute \"password-hash\" must be "
+          "\"pbkdf2-sha256:<iterations>:<salt hex>:<hash hex>\" (a salted hash, never the "
+          "password itself; see `cepbus-amqp-passwd`), got \"sha1:abc\"",
+          "t.xml:6: <permit>: needs a \"publish\" or a \"subscribe\" pattern (or both)",
+          "t.xml:7: <permit>: attribute \"publish\" is not a valid address "
+          "\"orders.#x\": segment 2 \"#x\" mixes the wildcard \'#\' with other characters; a "
+          "wildcard is a whole segment",
+          "t.xml:7: <permit>: attribute \"subscribe\" is not a valid address \"a..b\": "
+          "segment 2 is empty",
+          "t.xml:9: <user name=\"carol\">: duplicate user \"carol\" (first at line 5)",
+          "t.xml:10: <tls> appears twice in <amqp> (first at line 2)"));
+}
+
 TEST(ParserErrorTest, BadEnumValues) {
   EXPECT_THAT(errorsOf(R"(<cepbus name="t">
 <logging level="info"/>

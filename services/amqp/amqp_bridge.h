@@ -1,0 +1,93 @@
+#pragma once
+
+// AmqpBridge: the bus as an AMQP 1.0 client of another peer (another cepbus,
+// a broker), bridging events out to an address there or in from one.
+//
+//   <service-unit name="to-hq" type="amqp-bridge">
+//     <param name="url" value="amqps://hq.example.org:5671"/>
+//     <param name="remote-address" value="plant3.alarms"/>
+//     <param name="direction" value="out"/>
+//     <param name="user" value="plant3"/>            <!-- SASL PLAIN; else ANONYMOUS -->
+//     <param name="password-env" value="HQ_PASSWORD"/> <!-- never the password itself -->
+//     <param name="ca" value="hq-ca.pem"/>           <!-- trusted CA for amqps -->
+//     <param name="reconnect-delay-ms" value="1000"/>
+//     <subscribe address="alarms.#"/>                <!-- out: what goes out -->
+//   </service-unit>
+//
+// - direction="out": the unit subscribes on the bus with its <subscribe>
+//   patterns and sends each event, unsettled, to `remote-address` on the
+//   peer. A journaled (reliable-route) event is acknowledged to its flow only
+//   when the peer accepts it; one the peer releases is sent again (marked as
+//   a redelivery). At most `buffer` events wait for the peer (beyond that the
+//   endpoint answers Rejected, which a reliable flow retries).
+// - direction="in": the unit attaches a receiver to `remote-address` (which
+//   may be a pattern on a cepbus peer) and publishes each message, mapped as
+//   by the listener, to its <publish> address, asking for reliable QoS; it
+//   accepts the message once the bus took it, releases it when the bus
+//   refused it, rejects it when it cannot be mapped.
+// - The connection is re-established after `reconnect-delay-ms` whenever it
+//   fails or drops; what was sent but not settled is sent again.
+//
+// Thread-safety: the Service calls are made by one thread; stats() from any.
+// Ownership: owns its Proton container and thread and its endpoint.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "services/service.h"
+
+namespace cepbus::services::amqp {
+
+struct AmqpBridgeConfig {
+  std::string name;  // "<assembly>.<unit>"; also the Proton container id
+  std::string url;   // "host:port", "amqp://host:port" or "amqps://host:port"
+  std::string remote_address;
+  bool outgoing = true;
+  std::string local_address;  // out: the subscription pattern; in: the topic published to
+  std::string user;           // empty: SASL ANONYMOUS
+  std::string password;
+  std::string ca;  // PEM of the trusted CA for amqps; empty: the system's defaults
+  int reconnect_delay_ms = 1000;
+  size_t buffer = 10000;         // out: events waiting for the peer
+  uint32_t credit_window = 100;  // in: credit given to the peer
+};
+
+struct AmqpBridgeStats {
+  uint64_t connects = 0;   // connections opened (reconnects included)
+  uint64_t sent = 0;       // out: messages sent (resends included)
+  uint64_t accepted = 0;   // out: accepted by the peer
+  uint64_t resent = 0;     // out: sent again after a release or a reconnect
+  uint64_t received = 0;   // in: messages received
+  uint64_t published = 0;  // in: published on the bus and accepted
+  uint64_t refused = 0;    // in: released (the bus refused) or rejected (malformed)
+};
+
+class AmqpBridge final : public Service {
+ public:
+  AmqpBridge(AmqpBridgeConfig config, ServiceContext& context);
+  ~AmqpBridge() override;
+
+  const std::string& name() const override;
+  // Registers the endpoint (out) and starts connecting; a peer that is not
+  // there yet is retried, not an error.
+  Status start() override;
+  void stop() override;
+  bool connected() const;
+  AmqpBridgeStats stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class AmqpBridgeFactory final : public ServiceFactory {
+ public:
+  std::string_view type() const override { return "amqp-bridge"; }
+  Result<std::unique_ptr<Service>> create(const descriptor::ServiceAssembly& assembly,
+                                          const descriptor::ServiceUnit& unit,
+                                          ServiceContext& context) const override;
+};
+
+}  // namespace cepbus::services::amqp

@@ -1,0 +1,218 @@
+// End-to-end delivery guarantees of the AMQP listener with the real
+// `cepbus`: at-least-once on a reliable route with a subscriber that goes
+// away mid-stream and comes back (nothing lost; redeliveries marked), and a
+// durable subscription that keeps collecting while its subscriber is away.
+
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/integration/amqp_test_client.h"
+#include "tests/integration/child_process.h"
+
+namespace cepbus {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::AmqpClientOptions;
+using testing::AmqpReceived;
+using testing::AmqpTestClient;
+using testing::ChildProcess;
+
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool canConnect(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Message `n` (its id too, so that a resend is recognised as a duplicate).
+proton::message numbered(const std::string& subject, uint64_t n) {
+  proton::message m;
+  m.subject(subject);
+  m.id(proton::message_id(n));
+  m.properties().put("ts", static_cast<int64_t>(n));
+  return m;
+}
+
+uint64_t numberOf(const AmqpReceived& r) {
+  return static_cast<uint64_t>(proton::get<int64_t>(r.message.properties().get("ts")));
+}
+
+// One bus for the suite: anonymous clients, a journal, "orders.#" reliable.
+class AmqpDeliveryTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::random_device rd;
+    dir_ = new fs::path(fs::temp_directory_path() / ("cepbus-amqp-dlv-" + std::to_string(rd())));
+    fs::create_directories(*dir_);
+    port_ = freePort();
+    std::ofstream(*dir_ / "bus.xml") << R"(<cepbus name="delivery">
+  <journal path="journal.db"/>
+  <listeners><amqp host="127.0.0.1" port=")" +
+                                            std::to_string(port_) +
+                                            R"(" allow-anonymous="true"/></listeners>
+  <routes default-flow="st">
+    <route address="orders.#" flow="reliable" qos="reliable"/>
+  </routes>
+</cepbus>
+)";
+    bus_ = new ChildProcess({CEPBUS_BINARY, "run", "bus.xml"}, *dir_);
+    ASSERT_TRUE(bus_->started());
+    for (int i = 0; i < 2000 && !canConnect(port_); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(canConnect(port_)) << bus_->err();
+  }
+  static void TearDownTestSuite() {
+    if (bus_ != nullptr) {
+      bus_->signal(SIGTERM);
+      EXPECT_EQ(bus_->wait(std::chrono::seconds(30)), 0) << bus_->err();
+      delete bus_;
+    }
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static AmqpClientOptions client(const std::string& container_id = "") {
+    AmqpClientOptions o;
+    o.port = port_;
+    o.container_id = container_id;
+    return o;
+  }
+
+  static fs::path* dir_;
+  static ChildProcess* bus_;
+  static int port_;
+};
+
+fs::path* AmqpDeliveryTest::dir_ = nullptr;
+ChildProcess* AmqpDeliveryTest::bus_ = nullptr;
+int AmqpDeliveryTest::port_ = 0;
+
+// The subscriber accepts 10 of 30 and disconnects with 20 unsettled; when it
+// comes back (same container id and link name) it gets exactly those 20,
+// each marked as a redelivery (delivery-count > 0, not first acquirer).
+TEST_F(AmqpDeliveryTest, ASubscriberThatComesBackGetsWhatItHadNotAccepted) {
+  constexpr uint64_t kTotal = 30;
+  constexpr int kAcceptedFirst = 10;
+  std::set<uint64_t> accepted;
+  {
+    AmqpTestClient subscriber(client("reader-1"));
+    ASSERT_TRUE(subscriber.waitOpen());
+    subscriber.subscribe("orders.#", "orders", false, 100, kAcceptedFirst);
+    ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.links_open["orders"] == 1; }));
+    AmqpTestClient publisher(client());
+    ASSERT_TRUE(publisher.waitOpen());
+    std::vector<proton::message> messages;
+    for (uint64_t n = 1; n <= kTotal; ++n) messages.push_back(numbered("Order", n));
+    publisher.publish("orders.eu", messages);
+    // Accepted only once journaled: all of them, none released.
+    ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == kTotal; }));
+    EXPECT_EQ(publisher.read<size_t>([&] { return publisher.released; }), 0u);
+    ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.received["orders"].size() == kTotal; }));
+    subscriber.read<int>([&] {
+      const auto& got = subscriber.received["orders"];
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].delivery_count, 0u);
+        EXPECT_TRUE(got[i].first_acquirer);
+        if (i < static_cast<size_t>(kAcceptedFirst)) accepted.insert(numberOf(got[i]));
+      }
+      return 0;
+    });
+    subscriber.closeConnection();
+    ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.transport_closed; }));
+  }
+  ASSERT_EQ(accepted.size(), static_cast<size_t>(kAcceptedFirst));
+
+  AmqpTestClient again(client("reader-1"));
+  ASSERT_TRUE(again.waitOpen());
+  again.subscribe("orders.#", "orders");
+  ASSERT_TRUE(again.waitFor([&] {
+    return again.received["orders"].size() == kTotal - kAcceptedFirst;
+  })) << again.read<size_t>([&] { return again.received["orders"].size(); });
+  std::set<uint64_t> redelivered;
+  again.read<int>([&] {
+    for (const AmqpReceived& r : again.received["orders"]) {
+      redelivered.insert(numberOf(r));
+      EXPECT_GT(r.delivery_count, 0u) << numberOf(r);
+      EXPECT_FALSE(r.first_acquirer) << numberOf(r);
+    }
+    return 0;
+  });
+  // Nothing lost, nothing accepted delivered again.
+  std::set<uint64_t> all = accepted;
+  all.insert(redelivered.begin(), redelivered.end());
+  EXPECT_EQ(all.size(), kTotal);
+  for (uint64_t n : accepted) EXPECT_EQ(redelivered.count(n), 0u) << n;
+}
+
+// A durable subscription (terminus durability, never expiring) keeps what is
+// published while its subscriber is away and delivers it when it returns.
+TEST_F(AmqpDeliveryTest, ADurableSubscriptionCollectsWhileItsSubscriberIsAway) {
+  {
+    AmqpTestClient subscriber(client("watcher-1"));
+    ASSERT_TRUE(subscriber.waitOpen());
+    subscriber.subscribe("alerts.#", "alerts-feed", /*durable=*/true);
+    ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.links_open["alerts-feed"] == 1; }));
+    AmqpTestClient publisher(client());
+    ASSERT_TRUE(publisher.waitOpen());
+    publisher.publish("alerts.fire", {numbered("Alert", 1)});
+    ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.received["alerts-feed"].size() == 1; }));
+    subscriber.closeConnection();  // detaches its links: the subscription stays
+    ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.transport_closed; }));
+  }
+  {
+    AmqpTestClient publisher(client());
+    ASSERT_TRUE(publisher.waitOpen());
+    std::vector<proton::message> away;
+    for (uint64_t n = 2; n <= 6; ++n) away.push_back(numbered("Alert", n));
+    publisher.publish("alerts.flood", away);
+    ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == 5; }));
+  }
+  AmqpTestClient back(client("watcher-1"));
+  ASSERT_TRUE(back.waitOpen());
+  back.subscribe("alerts.#", "alerts-feed", /*durable=*/true);
+  ASSERT_TRUE(back.waitFor([&] { return back.received["alerts-feed"].size() == 5; }));
+  back.read<int>([&] {
+    const auto& got = back.received["alerts-feed"];
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(numberOf(got[i]), i + 2);    // in order
+      EXPECT_EQ(got[i].delivery_count, 0u);  // never sent before
+    }
+    return 0;
+  });
+  // A non-durable link of another container sees only what comes after it.
+  AmqpTestClient other(client("watcher-2"));
+  ASSERT_TRUE(other.waitOpen());
+  other.subscribe("alerts.#", "alerts-feed");
+  ASSERT_TRUE(other.waitFor([&] { return other.links_open["alerts-feed"] == 1; }));
+  EXPECT_TRUE(other.read<bool>([&] { return other.received["alerts-feed"].empty(); }));
+}
+
+}  // namespace
+}  // namespace cepbus
