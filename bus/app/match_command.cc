@@ -82,7 +82,26 @@ class PrintingSink final : public plugin::MatchSink {
   uint64_t checksum_ = 0;
 };
 
-struct NamedQuery {
+// Hands each match of a multi-pattern detector to its pattern's printer.
+class LabellingSink final : public plugin::MultiMatchSink {
+ public:
+  explicit LabellingSink(std::vector<std::unique_ptr<PrintingSink>>& sinks) : sinks_(sinks) {}
+  void onMatch(size_t pattern, const plugin::Match& match) override {
+    sinks_[pattern]->onMatch(match);
+  }
+
+ private:
+  std::vector<std::unique_ptr<PrintingSink>>& sinks_;
+};
+
+// A sink for a detector that only exports its model and never sees an event.
+class NoSink final : public plugin::MultiMatchSink, public plugin::MatchSink {
+ public:
+  void onMatch(size_t, const plugin::Match&) override {}
+  void onMatch(const plugin::Match&) override {}
+};
+
+struct PatternLine {
   std::string name;
   std::string text;
   std::string where;  // "--query" or "FILE:LINE", for messages
@@ -114,7 +133,7 @@ void splitName(const std::string& line, std::string& name, std::string& text) {
   text = trim(line);
 }
 
-Status readPatterns(const std::string& file, std::vector<NamedQuery>& out) {
+Status readPatterns(const std::string& file, std::vector<PatternLine>& out) {
   std::ifstream in(file);
   if (!in) return Status::ioError("cannot open patterns file '" + file + "'");
   std::string line;
@@ -123,11 +142,11 @@ Status readPatterns(const std::string& file, std::vector<NamedQuery>& out) {
     ++line_no;
     const std::string t = trim(line);
     if (t.empty() || t[0] == '#') continue;
-    NamedQuery q;
+    PatternLine q;
     splitName(t, q.name, q.text);
     if (q.name.empty()) q.name = std::to_string(out.size() + 1);
     q.where = file + ":" + std::to_string(line_no);
-    for (const NamedQuery& other : out) {
+    for (const PatternLine& other : out) {
       if (other.name == q.name) {
         return Status::invalidArgument(q.where + ": duplicate pattern name '" + q.name +
                                        "' (first at " + other.where + ")");
@@ -149,8 +168,14 @@ uint64_t matchChecksum(std::span<const int64_t> ts) {
 
 const char* matchUsage() {
   return "usage: cepbus match --engine nfa|algebra|petri (--query TEXT | --patterns FILE)\n"
-         "                    --events FILE [--format ts|full] [--count]\n"
-         "                    [--option key=value]... [--plugin-path DIR]...\n";
+         "                    (--events FILE [--format ts|full] [--count] | --export dot|json)\n"
+         "                    [--option key=value]... [--plugin-path DIR]...\n"
+         "--patterns FILE: one query per line, optionally 'name: PATTERN ...'; blank lines\n"
+         "  and lines starting with '#' are skipped; unnamed queries are named 1, 2, ...\n"
+         "  All of them run in one detector (the petri engine merges them into one net);\n"
+         "  each match line is labelled with its pattern's name.\n"
+         "--export dot|json: print the engine's model of the query (the merged net of\n"
+         "  the patterns, for petri) as Graphviz DOT or JSON instead of running it.\n";
 }
 
 Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> args) {
@@ -197,6 +222,11 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
       }
       format_seen = true;
       o.full = f == "full";
+    } else if (flag == "--export") {
+      s = once(o.export_format);
+      if (s && o.export_format != "dot" && o.export_format != "json") {
+        s = Status::invalidArgument("--export " + o.export_format + ": expected dot or json");
+      }
     } else if (flag == "--count" && !has_value) {
       o.count = true;
     } else if (flag == "--option") {
@@ -219,28 +249,53 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
   if (o.query.empty() == o.patterns_file.empty()) {
     return Status::invalidArgument("give exactly one of --query and --patterns");
   }
+  if (!o.export_format.empty()) {
+    if (!o.events_file.empty() || o.count || format_seen) {
+      return Status::invalidArgument(
+          "--export prints the model instead of running: no --events, --count or --format");
+    }
+    return o;
+  }
   if (o.events_file.empty()) return Status::invalidArgument("--events is required");
   if (o.full && o.count)
     return Status::invalidArgument("--count and --format full exclude each other");
   return o;
 }
 
+namespace {
+
+// Turns "query 'NAME': what" of createMany() into "FILE:LINE (pattern 'NAME'): what".
+std::string locate(const std::string& message, const std::vector<PatternLine>& lines) {
+  for (const PatternLine& q : lines) {
+    const std::string prefix = "query '" + q.name + "': ";
+    if (message.starts_with(prefix)) {
+      return q.where + " (pattern '" + q.name + "'): " + message.substr(prefix.size());
+    }
+  }
+  return message;
+}
+
+}  // namespace
+
 int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::ostream& err) {
-  if (options.engine.empty() || options.events_file.empty() ||
+  const bool exporting = !options.export_format.empty();
+  if (options.engine.empty() || (options.events_file.empty() && !exporting) ||
       options.query.empty() == options.patterns_file.empty()) {
-    err << "cepbus match: --engine, --events and one of --query/--patterns are required\n"
+    err << "cepbus match: --engine, --events (or --export) and one of --query/--patterns are "
+           "required\n"
         << matchUsage();
     return kExitUsage;
   }
-  std::vector<NamedQuery> queries;
-  if (!options.patterns_file.empty()) {
-    Status s = readPatterns(options.patterns_file, queries);
+  const bool many = !options.patterns_file.empty();
+  std::vector<PatternLine> lines;
+  if (many) {
+    Status s = readPatterns(options.patterns_file, lines);
     if (!s) {
       err << "cepbus match: " << s.message() << '\n';
       return kExitError;
     }
   } else {
-    queries.push_back(NamedQuery{"", options.query, "--query"});
+    lines.push_back(PatternLine{"", options.query, "--query"});
   }
 
   auto detector_options = plugin::DetectorOptions::parse(options.options);
@@ -257,26 +312,50 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return kExitError;
   }
 
-  // Sinks are declared before detectors so that they outlive them.
-  std::vector<std::unique_ptr<PrintingSink>> sinks;
-  std::vector<std::unique_ptr<plugin::GuardedDetector>> detectors;
-  for (const NamedQuery& q : queries) {
+  std::vector<plugin::NamedQuery> queries;
+  for (const PatternLine& q : lines) {
     const std::string label = q.where + (q.name.empty() ? "" : " (pattern '" + q.name + "')");
     auto parsed = pattern::parseQuery(q.text);
     if (!parsed) {
       err << "cepbus match: " << label << ": bad query: " << parsed.status().message() << '\n';
       return kExitError;
     }
+    queries.push_back(plugin::NamedQuery{q.name, std::move(parsed).value()});
+  }
+
+  // Sinks are declared before the detector so that they outlive it.
+  std::vector<std::unique_ptr<PrintingSink>> sinks;
+  for (const PatternLine& q : lines) {
     sinks.push_back(std::make_unique<PrintingSink>(
-        out, options.full, options.count,
-        options.patterns_file.empty() ? std::string() : nlohmann::json(q.name).dump()));
-    auto detector =
-        (*plugin)->createDetector(options.engine, *parsed, *detector_options, *sinks.back());
-    if (!detector) {
-      err << "cepbus match: " << label << ": " << detector.status().message() << '\n';
+        out, options.full, options.count, many ? nlohmann::json(q.name).dump() : std::string()));
+  }
+  LabellingSink labelling(sinks);
+  NoSink no_sink;
+  Result<std::unique_ptr<plugin::GuardedDetector>> made =
+      many ? (*plugin)->createManyDetectors(
+                 options.engine, queries, *detector_options,
+                 exporting ? static_cast<plugin::MultiMatchSink&>(no_sink) : labelling)
+           : (*plugin)->createDetector(
+                 options.engine, queries[0].query, *detector_options,
+                 exporting ? static_cast<plugin::MatchSink&>(no_sink) : *sinks[0]);
+  if (!made) {
+    err << "cepbus match: "
+        << (many ? locate(made.status().message(), lines) : "--query: " + made.status().message())
+        << '\n';
+    return kExitError;
+  }
+  const std::unique_ptr<plugin::GuardedDetector> detector = std::move(made).value();
+
+  if (exporting) {
+    auto model = detector->exportModel(options.export_format);
+    if (!model) {
+      err << "cepbus match: engine '" << options.engine << "': " << model.status().message()
+          << '\n';
       return kExitError;
     }
-    detectors.push_back(std::move(detector).value());
+    out << *model;
+    out.flush();
+    return 0;
   }
 
   std::ifstream file;
@@ -297,22 +376,16 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
       err << "cepbus match: " << options.events_file << ": " << event.status().message() << '\n';
       return kExitError;
     }
-    for (size_t i = 0; i < detectors.size(); ++i) {
-      Status s = detectors[i]->onEvent(*event);
-      if (!s) {
-        err << "cepbus match: " << options.events_file << ": line " << reader.lineNumber()
-            << (queries[i].name.empty() ? "" : " (pattern '" + queries[i].name + "')") << ": "
-            << s.message() << '\n';
-        return kExitError;
-      }
-    }
-  }
-  for (size_t i = 0; i < detectors.size(); ++i) {
-    Status s = detectors[i]->flush();
+    Status s = detector->onEvent(*event);
     if (!s) {
-      err << "cepbus match: " << queries[i].where << ": at end of events: " << s.message() << '\n';
+      err << "cepbus match: " << options.events_file << ": line " << reader.lineNumber() << ": "
+          << s.message() << '\n';
       return kExitError;
     }
+  }
+  if (Status s = detector->flush(); !s) {
+    err << "cepbus match: " << options.events_file << ": at end of events: " << s.message() << '\n';
+    return kExitError;
   }
   if (options.count) {
     for (const auto& sink : sinks) sink->printCount();

@@ -4,7 +4,7 @@
 // engine plugin (DESIGN.md, "Command line").
 //
 //   cepbus match --engine nfa|algebra|petri (--query TEXT | --patterns FILE)
-//                --events FILE [--format full] [--count]
+//                (--events FILE [--format full] [--count] | --export dot|json)
 //                [--option key=value]... [--plugin-path DIR]...
 //
 // Output, one JSON line each:
@@ -13,7 +13,12 @@
 // - with `--patterns FILE` (one query per line, optionally `name: query`;
 //   blank lines and lines starting with '#' are skipped; an unnamed query is
 //   named by its 1-based ordinal): `{"pattern":"NAME","ts":[...]}`, or
-//   `{"pattern":"NAME","event":{...}}` with `--format full`;
+//   `{"pattern":"NAME","event":{...}}` with `--format full`. Every pattern
+//   runs in ONE detector (DetectorFactory::createMany: the petri engine
+//   merges them into one net, the others run one detector each);
+// - with `--export dot|json`, instead of running: the engine's model of the
+//   query or patterns (the merged Petri net), Graphviz DOT or JSON; an
+//   engine without a model fails with exit status 1;
 // - with `--count`, instead of the matches: `{"matches":N,"checksum":"HEX"}`
 //   (per pattern, with a leading `"pattern":"NAME"`, under --patterns).
 //
@@ -50,6 +55,7 @@ struct MatchCommandOptions {
   std::string events_file;                // --events FILE ("-" reads standard input)
   bool full = false;                      // --format full (default: --format ts)
   bool count = false;                     // --count
+  std::string export_format;              // --export dot|json (no --events then)
   std::vector<std::string> options;       // --option key=value, in order
   std::vector<std::string> plugin_paths;  // --plugin-path DIR, searched before the defaults
 };

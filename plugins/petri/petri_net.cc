@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "bus/core/pattern/printer.h"
@@ -16,33 +17,90 @@ std::string at(const pattern::SourcePos& pos) {
   return "line " + std::to_string(pos.line) + ", column " + std::to_string(pos.column) + ": ";
 }
 
-Status flatten(const PatternNode& node, std::vector<const PatternNode*>& out) {
+// One alternative of a pattern: a sequence of single elements, plus the
+// selection predicates of the operands it went through.
+struct Alternative {
+  std::vector<const PatternNode*> elements;
+  std::vector<pattern::ExprPtr> predicates;
+};
+
+// Beyond this a disjunction inside sequences is refused (each alternative is
+// a chain of the net).
+constexpr size_t kMaxAlternatives = 64;
+
+constexpr const char* kRuns =
+    "; it runs SEQ, OR, NOT(Type var) between elements and selection e[predicate] over 'Type var' "
+    "elements (use --engine nfa or algebra)";
+
+// The basic nets the engine builds: an element is a one-input transition on
+// its type's input place, a sequence connects them in series, a disjunction
+// gives one chain per alternative into one output place (two colours), a
+// selection adds its predicate to the guard of its operand's last transition.
+Result<std::vector<Alternative>> expand(const PatternNode& node) {
   switch (node.kind) {
-    case PatternKind::kEvent:
-      out.push_back(&node);
-      return Status::ok();
-    case PatternKind::kSeq:
+    case PatternKind::kEvent: {
+      Alternative a;
+      a.elements.push_back(&node);
+      return std::vector<Alternative>{std::move(a)};
+    }
+    case PatternKind::kSeq: {
+      std::vector<Alternative> out(1);
       for (const pattern::PatternPtr& c : node.children) {
-        Status s = flatten(*c, out);
-        if (!s) return s;
+        auto part = expand(*c);
+        if (!part) return part.status();
+        std::vector<Alternative> next;
+        for (const Alternative& left : out) {
+          for (const Alternative& right : *part) {
+            Alternative a = left;
+            a.elements.insert(a.elements.end(), right.elements.begin(), right.elements.end());
+            a.predicates.insert(a.predicates.end(), right.predicates.begin(),
+                                right.predicates.end());
+            next.push_back(std::move(a));
+          }
+        }
+        if (next.size() > kMaxAlternatives) {
+          return Status::invalidArgument(at(node.pos) +
+                                         "the petri engine expands disjunctions "
+                                         "into at most " +
+                                         std::to_string(kMaxAlternatives) + " alternatives");
+        }
+        out = std::move(next);
       }
-      return Status::ok();
+      return out;
+    }
+    case PatternKind::kOr: {
+      std::vector<Alternative> out;
+      for (const pattern::PatternPtr& c : node.children) {
+        auto part = expand(*c);
+        if (!part) return part.status();
+        out.insert(out.end(), part->begin(), part->end());
+      }
+      if (out.size() > kMaxAlternatives) {
+        return Status::invalidArgument(at(node.pos) +
+                                       "the petri engine expands disjunctions "
+                                       "into at most " +
+                                       std::to_string(kMaxAlternatives) + " alternatives");
+      }
+      return out;
+    }
+    case PatternKind::kSelection: {
+      auto part = expand(*node.children.front());
+      if (!part) return part.status();
+      for (Alternative& a : *part) a.predicates.push_back(node.predicate);
+      return part;
+    }
     case PatternKind::kKleene:
-      return Status::invalidArgument(at(node.pos) +
-                                     "the petri engine does not support the Kleene element '" +
-                                     node.type + (node.star ? "* " : "+ ") + node.var +
-                                     "[]'; it runs SEQ(...) of 'Type var' elements (use --engine "
-                                     "nfa)");
-    case PatternKind::kNot:
-      return Status::invalidArgument(at(node.pos) +
-                                     "the petri engine does not support the negation 'NOT(" +
-                                     node.type + (node.var.empty() ? "" : " " + node.var) +
-                                     ")'; it runs SEQ(...) of 'Type var' elements (use --engine "
-                                     "nfa)");
+      return Status::invalidArgument(
+          at(node.pos) + "the petri engine does not support the Kleene element '" + node.type +
+          (node.star ? "* " : "+ ") + node.var + "[]'" + kRuns);
+    case PatternKind::kNot: {
+      Alternative a;
+      a.elements.push_back(&node);
+      return std::vector<Alternative>{std::move(a)};
+    }
     default:
       return Status::invalidArgument(at(node.pos) + "the petri engine does not support the " +
-                                     pattern::operatorName(node.kind) +
-                                     " operator; it runs SEQ(...) of 'Type var' elements");
+                                     pattern::operatorName(node.kind) + " operator" + kRuns);
   }
 }
 
@@ -55,7 +113,10 @@ pattern::ExprPtr byPosition(const pattern::Expr& e, const std::map<std::string, 
                             size_t from) {
   auto copy = std::make_shared<pattern::Expr>(e);
   if (e.kind == pattern::ExprKind::kAttr || e.kind == pattern::ExprKind::kAggregate) {
-    copy->ref.var = "e" + std::to_string(position.at(e.ref.var) - from);
+    // A variable of another alternative of a disjunction is unbound here.
+    auto it = position.find(e.ref.var);
+    copy->ref.var =
+        it == position.end() ? "unbound " + e.ref.var : "e" + std::to_string(it->second - from);
   }
   if (e.lhs) copy->lhs = byPosition(*e.lhs, position, from);
   if (e.rhs) copy->rhs = byPosition(*e.rhs, position, from);
@@ -74,15 +135,38 @@ std::string elementKey(const CompiledPattern& p, size_t k, size_t from) {
   std::sort(texts.begin(), texts.end());
   std::string key = std::string(e.type.name()) + (e.var.empty() ? " -" : " named") + " [";
   for (const std::string& t : texts) key += t + ";";
-  return key + "]\n";
+  key += "]";
+  for (const CompiledPattern::Negation& n : e.negations) {
+    std::vector<std::string> conditions;
+    for (const pattern::Conjunct* c : n.conditions) {
+      conditions.push_back(pattern::toString(*byPosition(*c->source, p.position, from)));
+    }
+    std::sort(conditions.begin(), conditions.end());
+    key += " !" + std::string(n.type.name()) + (n.slot < 0 ? " -" : " named") + " [";
+    for (const std::string& t : conditions) key += t + ";";
+    key += "]";
+  }
+  return key + "\n";
 }
 
 }  // namespace
 
 Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
                                           const plugin::DetectorOptions& options) {
-  Status s = options.checkKnown({}, "petri");
+  static constexpr std::string_view kKnown[] = {"policy"};
+  Status s = options.checkKnown(kKnown, "petri");
   if (!s) return s;
+  Policy policy = Policy::kFeedback;
+  if (const std::string* v = options.find("policy")) {
+    if (*v == "conflict") {
+      policy = Policy::kConflict;
+    } else if (*v == "concurrency") {
+      policy = Policy::kConcurrency;
+    } else if (*v != "feedback") {
+      return Status::invalidArgument("option policy=" + *v +
+                                     ": expected feedback, conflict or concurrency");
+    }
+  }
   if (query.strategy != pattern::Strategy::kSkipTillAnyMatch) {
     return Status::invalidArgument(std::string("the petri engine does not support STRATEGY ") +
                                    pattern::strategyName(query.strategy) +
@@ -97,49 +181,136 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
         "the petri engine does not support PARTITION BY; write the equality of the attribute "
         "in WHERE instead");
   }
-  std::vector<const PatternNode*> items;
-  s = flatten(*query.pattern, items);
-  if (!s) return s;
+  auto alternatives = expand(*query.pattern);
+  if (!alternatives) return alternatives.status();
+  const pattern::BindingLayout layout = pattern::BindingLayout::forQuery(query);
 
-  auto p = std::make_shared<CompiledPattern>();
-  if (query.within) p->window = *query.within;
-  p->layout = pattern::BindingLayout::forQuery(query);
-  auto compiled = pattern::compileConjuncts(query.where, p->layout);
-  if (!compiled) return compiled.status();
-  p->conjuncts = std::move(compiled).value();
+  std::vector<CompiledPatternPtr> compiled;
+  for (const Alternative& alt : *alternatives) {
+    auto p = std::make_shared<CompiledPattern>();
+    p->policy = policy;
+    if (query.within) p->window = *query.within;
+    p->layout = layout;
+    auto where = pattern::compileConjuncts(query.where, p->layout);
+    if (!where) return where.status();
+    p->conjuncts = std::move(where).value();
+    for (const pattern::ExprPtr& predicate : alt.predicates) {
+      auto selected = pattern::compileConjuncts(predicate, p->layout);
+      if (!selected) return selected.status();
+      for (pattern::Conjunct& c : *selected) p->conjuncts.push_back(std::move(c));
+    }
 
-  std::vector<int> slot_element(p->layout.size(), -1);
-  for (const PatternNode* n : items) {
-    CompiledPattern::Element e;
-    e.type = Symbol::intern(n->type);
-    e.var = n->var;
-    if (!n->var.empty()) {
-      e.slot = static_cast<int>(*p->layout.slotOf(n->var));
-      slot_element[e.slot] = static_cast<int>(p->elements.size());
+    std::vector<int> slot_element(p->layout.size(), -1);
+    std::vector<int> slot_negation(p->layout.size(), -1);  // the element whose negation binds it
+    std::vector<CompiledPattern::Negation> pending;
+    for (const PatternNode* n : alt.elements) {
+      if (n->kind == PatternKind::kNot) {
+        if (p->elements.empty()) {
+          return Status::invalidArgument(at(n->pos) +
+                                         "the petri engine needs a positive element "
+                                         "before NOT(" +
+                                         n->type +
+                                         "); it checks a negation "
+                                         "between two elements");
+        }
+        CompiledPattern::Negation neg;
+        neg.type = Symbol::intern(n->type);
+        if (!n->var.empty()) {
+          neg.slot = static_cast<int>(*p->layout.slotOf(n->var));
+          slot_negation[neg.slot] = static_cast<int>(p->elements.size());
+        }
+        pending.push_back(std::move(neg));
+        p->has_negation = true;
+        continue;
+      }
+      CompiledPattern::Element e;
+      e.negations = std::move(pending);
+      pending.clear();
+      e.type = Symbol::intern(n->type);
+      e.var = n->var;
+      if (!n->var.empty()) {
+        e.slot = static_cast<int>(*p->layout.slotOf(n->var));
+        slot_element[e.slot] = static_cast<int>(p->elements.size());
+      }
+      p->elements.push_back(std::move(e));
     }
-    p->elements.push_back(std::move(e));
-  }
-  // A guard sits on the transition that binds the latest variable it names;
-  // a conjunct without variables is a constant, checked on the first one.
-  for (const pattern::Conjunct& c : p->conjuncts) {
-    int latest = 0;
-    int earliest = static_cast<int>(p->elements.size());
-    for (size_t slot : c.slots) {
-      latest = std::max(latest, slot_element[slot]);
-      earliest = std::min(earliest, slot_element[slot]);
+    if (!pending.empty()) {
+      return Status::invalidArgument("the petri engine needs a positive element after NOT(" +
+                                     std::string(pending.front().type.name()) +
+                                     "); it checks a negation between two elements");
     }
-    p->elements[latest].guards.push_back(&c);
-    p->elements[latest].guard_earliest.push_back(static_cast<size_t>(std::min(earliest, latest)));
+    // A guard sits on the transition that binds the latest variable it
+    // names; a conjunct without variables is a constant, checked on the
+    // first one. A conjunct naming a negated variable is a condition of
+    // that negation, checked when the element after the NOT arrives.
+    for (size_t i = 0; i < p->conjuncts.size(); ++i) {
+      const pattern::Conjunct& c = p->conjuncts[i];
+      int negated_at = -1;
+      int latest_positive = -1;
+      for (size_t slot : c.slots) {
+        if (slot_negation[slot] >= 0) {
+          if (negated_at >= 0) {
+            return Status::invalidArgument("WHERE " + pattern::toString(*c.source) +
+                                           ": a predicate may name at most one negated variable");
+          }
+          negated_at = slot_negation[slot];
+        } else {
+          latest_positive = std::max(latest_positive, slot_element[slot]);
+        }
+      }
+      if (negated_at >= 0) {
+        if (latest_positive > negated_at) {
+          return Status::invalidArgument(
+              "WHERE " + pattern::toString(*c.source) +
+              ": the petri engine checks a negation when the element after it arrives, so its "
+              "predicates may name only elements up to that one");
+        }
+        for (CompiledPattern::Negation& n : p->elements[negated_at].negations) {
+          if (n.slot >= 0 && c.slot_mask >> n.slot & 1) n.conditions.push_back(&c);
+        }
+        continue;
+      }
+      int latest = 0;
+      int earliest = static_cast<int>(p->elements.size());
+      for (size_t slot : c.slots) {
+        if (slot_element[slot] < 0) {
+          // Only a WHERE conjunct can name a variable the alternative lacks.
+          return Status::invalidArgument(
+              "WHERE " + pattern::toString(*c.source) + " names " +
+              std::string(p->layout.nameOf(slot)) +
+              ", which only some alternatives of the disjunction bind; the petri engine needs "
+              "every WHERE conjunct bound in every alternative (put it in a selection "
+              "e[predicate] of the operand instead)");
+        }
+        latest = std::max(latest, slot_element[slot]);
+        earliest = std::min(earliest, slot_element[slot]);
+      }
+      p->elements[latest].guards.push_back(&c);
+      p->elements[latest].guard_earliest.push_back(static_cast<size_t>(std::min(earliest, latest)));
+    }
+    for (size_t k = 0; k < p->elements.size(); ++k) {
+      if (!p->elements[k].var.empty()) p->position.emplace(p->elements[k].var, k);
+    }
+    if (query.returns) {
+      auto r = pattern::compileReturn(*query.returns, p->layout);
+      if (!r) return r.status();
+      p->returns = std::make_shared<const pattern::CompiledReturn>(std::move(r).value());
+      p->return_key = query.returns->type + "(";
+      for (const pattern::ReturnItem& item : query.returns->items) {
+        p->return_key += (item.name.empty() ? pattern::defaultReturnName(*item.expr) : item.name) +
+                         "=" + pattern::toString(*byPosition(*item.expr, p->position, 0)) + ";";
+      }
+      p->return_key += ")";
+    }
+    compiled.push_back(std::move(p));
   }
-  for (size_t k = 0; k < p->elements.size(); ++k) {
-    if (!p->elements[k].var.empty()) p->position.emplace(p->elements[k].var, k);
-  }
-  if (query.returns) {
-    auto r = pattern::compileReturn(*query.returns, p->layout);
-    if (!r) return r.status();
-    p->returns = std::make_shared<const pattern::CompiledReturn>(std::move(r).value());
-  }
-  return CompiledPatternPtr(std::move(p));
+  if (compiled.size() == 1) return std::move(compiled.front());
+  auto disjunction = std::make_shared<CompiledPattern>();
+  disjunction->policy = policy;
+  disjunction->window = compiled.front()->window;
+  disjunction->layout = layout;
+  disjunction->alternatives = std::move(compiled);
+  return CompiledPatternPtr(std::move(disjunction));
 }
 
 // A token: the events bound so far. An extension holds its newest event and
@@ -184,8 +355,23 @@ struct PetriNet::Transition {
   std::vector<int> slots;        // the slot bound at each depth 0..depth, or -1
   Timestamp window = kNoWindow;  // the largest window of `users`
   std::vector<PatternEntry*> users;
-  std::vector<PatternEntry*> outputs;               // patterns whose last transition this is
-  std::vector<Transition*> joins;                   // joins fed by this transition's tokens
+  std::vector<PatternEntry*> outputs;  // patterns whose last transition this is
+  // `outputs` grouped by CompiledPattern::return_key: one composite per group.
+  std::vector<std::vector<PatternEntry*>> output_groups;
+  std::vector<Transition*> joins;  // joins fed by this transition's tokens
+  // -1: feedback, tokens and events are not consumed. Otherwise a firing
+  // takes the input token from the place, and the event from every other
+  // transition of the same group: 0 is every conflict pattern (their places
+  // are shared, a token goes to one parent), >0 one concurrency pattern
+  // (its places are copies: taking a token affects no other pattern).
+  int group = -1;
+  // Inhibitor places: for each negation of the element it binds, the events
+  // of the negated type seen so far (pruned with the window).
+  struct Inhibitor {
+    const CompiledPattern::Negation* spec = nullptr;
+    std::vector<EventPtr> place;
+  };
+  std::vector<Inhibitor> inhibitors;
   size_t consumers = 0;                             // transitions reading the output place
   std::vector<std::shared_ptr<const Token>> place;  // kept only while consumers > 0
 };
@@ -212,6 +398,25 @@ class PetriNet::Composer final : public plugin::MatchComposer {
   Symbol type_;
 };
 
+namespace {
+
+// Builds the composite once for every pattern of an output group (equal
+// RETURN keys): the first pattern that asks composes, the others share it.
+class SharedComposer final : public plugin::MatchComposer {
+ public:
+  explicit SharedComposer(const plugin::MatchComposer& inner) : inner_(inner) {}
+  EventPtr compose(const plugin::Match& match) const override {
+    if (composite_ == nullptr) composite_ = inner_.compose(match);
+    return composite_;
+  }
+
+ private:
+  const plugin::MatchComposer& inner_;
+  mutable EventPtr composite_;
+};
+
+}  // namespace
+
 struct PetriNet::PatternEntry {
   std::string name;
   CompiledPatternPtr pattern;
@@ -222,6 +427,10 @@ struct PetriNet::PatternEntry {
   std::vector<Transition*> chain;
   std::vector<uint32_t> ends;  // 1..m: every element binds one event
   std::unique_ptr<Composer> composer;
+  int group = -1;    // consumption group of its transitions (see Transition::group)
+  size_t split = 0;  // the first element of the chain its join shares, 0 for none
+  std::vector<std::string> tail_keys;  // its entries in tails_
+  size_t alternative = 0;              // of a disjunction: one entry per alternative
 };
 
 PetriNet::PetriNet() = default;
@@ -238,60 +447,199 @@ Status PetriNet::addPattern(std::string name, CompiledPatternPtr pattern, plugin
   for (const auto& p : patterns_) {
     if (p->name == name) return Status::alreadyExists("pattern '" + name + "' already exists");
   }
-  auto entry = std::make_unique<PatternEntry>();
+  // A disjunction runs one chain per alternative, all reporting as `name`.
+  std::vector<CompiledPatternPtr> chains = pattern->alternatives;
+  if (chains.empty()) chains.push_back(std::move(pattern));
+  int group = -1;
+  switch (chains.front()->policy) {
+    case Policy::kFeedback:
+      break;
+    case Policy::kConflict:
+      group = 0;  // every conflict pattern shares the places (and the events)
+      break;
+    case Policy::kConcurrency:
+      group = next_group_++;  // a copy of every place of its own
+      break;
+  }
+  for (size_t i = 0; i < chains.size(); ++i) {
+    auto entry = std::make_unique<PatternEntry>();
+    entry->name = name;
+    entry->alternative = i;
+    entry->sink = &sink;
+    entry->since_seq = seq_ + 1;
+    entry->composer = std::make_unique<Composer>(chains[i]);
+    for (size_t k = 0; k < chains[i]->elements.size(); ++k) {
+      entry->ends.push_back(static_cast<uint32_t>(k + 1));
+    }
+    entry->group = group;
+    entry->pattern = std::move(chains[i]);
+    const size_t split = entry->group < 0 ? chooseSplit(*entry) : 0;
+    insert(std::move(entry), split);
+  }
+  rebuildTypeIndex();
+  return Status::ok();
+}
+
+namespace {
+
+// The key of the chain of elements `from`..end of `p`, as a chain starting at
+// the head would have it: equal keys, equal chains (a back join's shared tail).
+std::string tailKey(const CompiledPattern& p, size_t from) {
+  std::string key;
+  for (size_t i = from; i < p.elements.size(); ++i) key += elementKey(p, i, from);
+  return key;
+}
+
+}  // namespace
+
+size_t PetriNet::chooseSplit(const PatternEntry& e) {
+  const CompiledPattern& p = *e.pattern;
+  if (p.has_negation) return 0;  // its inhibitors read the elements on both sides
+  const size_t m = p.elements.size();
+  // The prefix join shares elements 0..shared-1.
+  std::string key;
+  size_t shared = 0;
+  for (; shared < m; ++shared) {
+    std::string next = key + elementKey(p, shared, 0);
+    if (by_key_.find(next) == by_key_.end()) break;
+    key = std::move(next);
+  }
+  if (shared + 2 > m) return 0;  // at most one element of its own: nothing to share
+  // A middle join at the first element of its own is insert()'s default.
+  if (shared > 0 &&
+      by_key_.count(elementKey(p, shared, shared) + elementKey(p, shared + 1, shared)) != 0) {
+    return 0;
+  }
+  const size_t first = std::max<size_t>(shared, 1);
+  // Back join onto a tail some pattern already runs as a chain of its own.
+  for (size_t j = first; j + 2 <= m; ++j) {
+    if (by_key_.count(tailKey(p, j)) != 0) return j;
+  }
+  // Back join by rewriting a running pattern that ends in the same tail, so
+  // that it runs the tail as a chain of its own fed, with its leading place,
+  // into a join. Only before events flow: the rewritten pattern's partial
+  // matches would be lost.
+  if (seq_ != 0) return 0;
+  for (size_t j = first; j + 2 <= m; ++j) {
+    auto it = tails_.find(tailKey(p, j));
+    if (it == tails_.end()) continue;
+    for (const auto& [q, from] : it->second) {
+      if (q->split != 0) continue;  // it joins elsewhere already
+      const PatternEntry* const rewritten = q;
+      const size_t at = from;
+      auto owned = detach(*rewritten);
+      insert(std::move(owned), at);
+      return j;
+    }
+  }
+  return 0;
+}
+
+std::unique_ptr<PetriNet::PatternEntry> PetriNet::detach(const PatternEntry& entry) {
+  auto it = std::find_if(patterns_.begin(), patterns_.end(),
+                         [&](const auto& p) { return p.get() == &entry; });
+  std::unique_ptr<PatternEntry> owned = std::move(*it);
+  patterns_.erase(it);
+  PatternEntry* const e = owned.get();
+  for (auto t_it = e->chain.rbegin(); t_it != e->chain.rend(); ++t_it) {
+    Transition* t = *t_it;
+    std::erase(t->users, e);
+    std::erase(t->outputs, e);
+    rebuildOutputGroups(*t);
+    if (t->users.empty()) {
+      if (t->input != nullptr && --t->input->consumers == 0) t->input->place.clear();
+      if (t->right != nullptr) std::erase(t->right->joins, t);
+      by_key_.erase(t->key);
+      std::erase_if(transitions_, [&](const auto& owned_t) { return owned_t.get() == t; });
+    } else {
+      t->window = 0;
+      for (const PatternEntry* u : t->users) t->window = std::max(t->window, u->pattern->window);
+    }
+  }
+  e->chain.clear();
+  for (const std::string& k : e->tail_keys) {
+    auto t = tails_.find(k);
+    std::erase_if(t->second, [&](const auto& item) { return item.first == e; });
+    if (t->second.empty()) tails_.erase(t);
+  }
+  e->tail_keys.clear();
+  e->split = 0;
+  return owned;
+}
+
+void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
   PatternEntry* const e = entry.get();
-  e->name = std::move(name);
-  e->sink = &sink;
-  e->since_seq = seq_ + 1;
-  e->composer = std::make_unique<Composer>(pattern);
-  const size_t m = pattern->elements.size();
-  for (size_t k = 0; k < m; ++k) e->ends.push_back(static_cast<uint32_t>(k + 1));
+  const CompiledPatternPtr& pattern = e->pattern;
+  const CompiledPattern& p = *pattern;
+  const size_t m = p.elements.size();
 
   auto use = [&](Transition* t) {
     if (std::find(t->users.begin(), t->users.end(), e) != t->users.end()) return;
     t->users.push_back(e);
-    t->window = std::max(t->window, pattern->window);
+    t->window = std::max(t->window, p.window);
     e->chain.push_back(t);
   };
-  auto create = [&](const std::string& key, Transition* input, size_t depth) {
+  // The transition binding element `from + depth` after a chain that starts
+  // at element `from` (0: the pattern's own chain).
+  auto create = [&](const std::string& key, Transition* input, size_t depth, size_t from) {
     auto created = std::make_unique<Transition>();
     Transition* t = created.get();
     t->key = key;
     t->input = input;
     t->depth = static_cast<int>(depth);
     t->owner = pattern;
-    for (size_t d = 0; d <= depth; ++d) t->slots.push_back(pattern->elements[d].slot);
-    t->window = pattern->window;
+    for (size_t d = 0; d <= depth; ++d) t->slots.push_back(p.elements[from + d].slot);
+    t->window = p.window;
+    t->group = e->group;
+    const CompiledPattern::Element& el = p.elements[from + depth];
+    t->type = el.type;
+    for (size_t g = 0; g < el.guards.size(); ++g) {
+      if (el.guard_earliest[g] >= from) t->guards.push_back(el.guards[g]);
+    }
+    for (const CompiledPattern::Negation& n : el.negations) {
+      t->inhibitors.push_back(Transition::Inhibitor{&n, {}});
+    }
     if (input != nullptr) ++input->consumers;
     by_key_.emplace(key, t);
     transitions_.push_back(std::move(created));
     return t;
   };
 
+  // Keys of consuming patterns never equal a feedback pattern's: their tokens
+  // are taken, so sharing a place changes what the others see.
   std::string key;
+  if (e->group == 0) key = "conflict\n";
+  if (e->group > 0) key = "concurrency " + std::to_string(e->group) + "\n";
   Transition* prev = nullptr;
   bool joined = false;
   for (size_t k = 0; k < m;) {
-    const std::string next = key + elementKey(*pattern, k, 0);
+    const std::string next = key + elementKey(p, k, 0);
     auto found = by_key_.find(next);
-    if (found == by_key_.end() && prev != nullptr && !joined) {
-      // Middle join: elements k..l equal the head of a running pattern (two
-      // elements at least); share that chain and join its tokens with ours.
-      std::string sub;  // the keys of elements k..l, from k
+    const bool may_join = e->group < 0 && !p.has_negation && prev != nullptr && !joined;
+    if (may_join && (split == k || (split == 0 && found == by_key_.end()))) {
+      // The right side of a join: elements k..l as a chain from the head.
+      // A middle join takes the longest such chain that runs already (two
+      // elements at least); a back join (split == k) runs k..m-1, creating
+      // what is missing.
+      std::string sub;
       std::string probe;
       Transition* end = nullptr;
       size_t l = k;
       for (size_t i = k; i < m; ++i) {
-        probe += elementKey(*pattern, i, k);
+        probe += elementKey(p, i, k);
         auto it = by_key_.find(probe);
-        if (it == by_key_.end()) break;
-        if (i > k) {
-          end = it->second;
+        if (it == by_key_.end()) {
+          if (split != k) break;
+          create(probe, end, i - k, k);
+          it = by_key_.find(probe);
+        }
+        end = it->second;
+        if (i > k || split == k) {
           l = i;
           sub = probe;
         }
       }
-      if (end != nullptr) {
+      if (end != nullptr && (l > k || split == k)) {
         std::vector<Transition*> shared;
         for (Transition* t = end; t != nullptr; t = t->input) shared.push_back(t);
         for (auto it = shared.rbegin(); it != shared.rend(); ++it) use(*it);
@@ -300,12 +648,11 @@ Status PetriNet::addPattern(std::string name, CompiledPatternPtr pattern, plugin
         std::vector<const pattern::Conjunct*> across;
         std::vector<std::string> texts;
         for (size_t i = k; i <= l; ++i) {
-          const CompiledPattern::Element& el = pattern->elements[i];
+          const CompiledPattern::Element& el = p.elements[i];
           for (size_t g = 0; g < el.guards.size(); ++g) {
             if (el.guard_earliest[g] >= k) continue;
             across.push_back(el.guards[g]);
-            texts.push_back(
-                pattern::toString(*byPosition(*el.guards[g]->source, pattern->position, 0)));
+            texts.push_back(pattern::toString(*byPosition(*el.guards[g]->source, p.position, 0)));
           }
         }
         std::sort(texts.begin(), texts.end());
@@ -318,7 +665,9 @@ Status PetriNet::addPattern(std::string name, CompiledPatternPtr pattern, plugin
         if (auto it = by_key_.find(key); it != by_key_.end()) {
           j = it->second;
         } else {
-          j = create(key, prev, l);
+          j = create(key, prev, l, 0);
+          j->type = Symbol();
+          j->inhibitors.clear();
           j->right = end;
           j->guards = std::move(across);
           end->joins.push_back(j);
@@ -326,28 +675,26 @@ Status PetriNet::addPattern(std::string name, CompiledPatternPtr pattern, plugin
         use(j);
         prev = j;
         joined = true;
+        e->split = k;
         k = l + 1;
         continue;
       }
     }
-    Transition* t;
-    if (found != by_key_.end()) {
-      t = found->second;  // prefix join: share the place and the transition
-    } else {
-      t = create(next, prev, k);
-      t->type = pattern->elements[k].type;
-      t->guards = pattern->elements[k].guards;
-    }
-    use(t);
+    Transition* t = found != by_key_.end() ? found->second : create(next, prev, k, 0);
+    use(t);  // a found transition is a prefix join: its place is shared
     key = next;
     prev = t;
     ++k;
   }
   prev->outputs.push_back(e);
-  e->pattern = std::move(pattern);
+  rebuildOutputGroups(*prev);
+  if (e->group < 0 && !p.has_negation) {
+    for (size_t j = 1; j + 2 <= m; ++j) {
+      e->tail_keys.push_back(tailKey(p, j));
+      tails_[e->tail_keys.back()].emplace_back(e, j);
+    }
+  }
   patterns_.push_back(std::move(entry));
-  rebuildTypeIndex();
-  return Status::ok();
 }
 
 Status PetriNet::removePattern(std::string_view name) {
@@ -356,28 +703,35 @@ Status PetriNet::removePattern(std::string_view name) {
   if (it == patterns_.end()) {
     return Status::notFound("no pattern '" + std::string(name) + "' in the net");
   }
-  PatternEntry* entry = it->get();
-  for (auto t_it = entry->chain.rbegin(); t_it != entry->chain.rend(); ++t_it) {
-    Transition* t = *t_it;
-    std::erase(t->users, entry);
-    std::erase(t->outputs, entry);
-    if (t->users.empty()) {
-      if (t->input != nullptr && --t->input->consumers == 0) t->input->place.clear();
-      if (t->right != nullptr) std::erase(t->right->joins, t);
-      by_key_.erase(t->key);
-      std::erase_if(transitions_, [&](const auto& owned) { return owned.get() == t; });
-    } else {
-      t->window = 0;
-      for (const PatternEntry* u : t->users) t->window = std::max(t->window, u->pattern->window);
-    }
+  for (size_t i = patterns_.size(); i-- > 0;) {
+    if (patterns_[i]->name == name) detach(*patterns_[i]);
   }
-  patterns_.erase(it);
   rebuildTypeIndex();
   return Status::ok();
 }
 
+void PetriNet::rebuildOutputGroups(Transition& t) {
+  t.output_groups.clear();
+  for (PatternEntry* p : t.outputs) {
+    auto same = std::find_if(t.output_groups.begin(), t.output_groups.end(), [&](const auto& g) {
+      return g.front()->pattern->return_key == p->pattern->return_key;
+    });
+    if (same == t.output_groups.end()) {
+      t.output_groups.push_back({p});
+    } else {
+      same->push_back(p);
+    }
+  }
+}
+
 void PetriNet::rebuildTypeIndex() {
   by_type_.clear();
+  inhibitors_.clear();
+  for (const auto& t : transitions_) {
+    for (size_t i = 0; i < t->inhibitors.size(); ++i) {
+      inhibitors_[t->inhibitors[i].spec->type].emplace_back(t.get(), i);
+    }
+  }
   for (const auto& t : transitions_) {
     if (t->right == nullptr) by_type_[t->type].push_back(t.get());
   }
@@ -398,6 +752,18 @@ Status PetriNet::onEvent(const EventPtr& event) {
   }
   now_ = event->ts();
   ++seq_;
+  if (auto inh = inhibitors_.find(event->type()); inh != inhibitors_.end()) {
+    for (const auto& [t, index] : inh->second) {
+      std::vector<EventPtr>& place = t->inhibitors[index].place;
+      if (t->window != kNoWindow) {
+        // Sorted by ts: the stale ones lead.
+        auto stale = std::find_if(place.begin(), place.end(),
+                                  [&](const EventPtr& c) { return now_ - c->ts() <= t->window; });
+        place.erase(place.begin(), stale);
+      }
+      place.push_back(event);
+    }
+  }
   auto it = by_type_.find(event->type());
   if (it != by_type_.end()) {
     for (Transition* t : it->second) fire(*t, event);
@@ -414,8 +780,16 @@ Status PetriNet::onEvent(const EventPtr& event) {
 
 void PetriNet::fire(Transition& t, const EventPtr& event) {
   const Timestamp ts = event->ts();
+  if (t.group >= 0) {
+    // A consuming transition: the event is gone once its group used it.
+    if (static_cast<size_t>(t.group) >= taken_.size()) taken_.resize(t.group + 1, 0);
+    if (taken_[t.group] == seq_) return;
+  }
   if (t.input == nullptr) {
-    if (guardsHold(t, nullptr, nullptr, event.get())) produce(t, nullptr, nullptr, event);
+    if (guardsHold(t, nullptr, nullptr, event.get())) {
+      if (t.group >= 0) taken_[t.group] = seq_;
+      produce(t, nullptr, nullptr, event);
+    }
     return;
   }
   std::vector<std::shared_ptr<const Token>>& in = t.input->place;
@@ -428,7 +802,18 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
     const Token* tok = in[i].get();
     if (tok->last_ts >= ts) continue;
     if (t.window != kNoWindow && ts - tok->first_ts > t.window) continue;
-    if (guardsHold(t, tok, nullptr, event.get())) produce(t, in[i], nullptr, event);
+    if (!guardsHold(t, tok, nullptr, event.get())) continue;
+    if (!t.inhibitors.empty() && negated(t, tok, *event)) continue;
+    if (t.group < 0) {
+      produce(t, in[i], nullptr, event);
+      continue;
+    }
+    // The oldest token that fits takes the event; both are consumed.
+    std::shared_ptr<const Token> taken = std::move(in[i]);
+    in.erase(in.begin() + static_cast<std::ptrdiff_t>(i));
+    taken_[t.group] = seq_;
+    produce(t, std::move(taken), nullptr, event);
+    return;
   }
 }
 
@@ -443,9 +828,8 @@ void PetriNet::fireJoin(Transition& j, const std::shared_ptr<const Token>& right
   }
 }
 
-bool PetriNet::guardsHold(const Transition& t, const Token* left, const Token* right,
-                          const Event* event) {
-  if (t.guards.empty()) return true;
+void PetriNet::bind(const Transition& t, const Token* left, const Token* right,
+                    const Event* event) {
   bound_.clear();
   collect(left, bound_);
   collect(right, bound_);
@@ -454,10 +838,44 @@ bool PetriNet::guardsHold(const Transition& t, const Token* left, const Token* r
     if (t.slots[d] >= 0) bind_[t.slots[d]].event = bound_[d]->get();
   }
   if (event != nullptr && t.slots[t.depth] >= 0) bind_[t.slots[t.depth]].event = event;
+}
+
+bool PetriNet::guardsHold(const Transition& t, const Token* left, const Token* right,
+                          const Event* event) {
+  if (t.guards.empty()) return true;
+  bind(t, left, right, event);
   for (const pattern::Conjunct* g : t.guards) {
     if (!g->test(bind_)) return false;
   }
   return true;
+}
+
+bool PetriNet::negated(Transition& t, const Token* left, const Event& event) {
+  const Timestamp x = left->last_ts;
+  const Timestamp y = event.ts();
+  bool bound = false;
+  for (Transition::Inhibitor& i : t.inhibitors) {
+    auto c = std::upper_bound(i.place.begin(), i.place.end(), x,
+                              [](Timestamp ts, const EventPtr& e) { return ts < e->ts(); });
+    for (; c != i.place.end() && (*c)->ts() < y; ++c) {
+      if (i.spec->conditions.empty()) return true;
+      if (!bound) {
+        bind(t, left, nullptr, &event);
+        bound = true;
+      }
+      bind_[i.spec->slot].event = c->get();
+      bool all = true;
+      for (const pattern::Conjunct* cond : i.spec->conditions) {
+        if (!cond->test(bind_)) {
+          all = false;
+          break;
+        }
+      }
+      bind_[i.spec->slot].event = nullptr;
+      if (all) return true;
+    }
+  }
+  return false;
 }
 
 void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
@@ -475,23 +893,26 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
   }
   tok.parent = std::move(parent);
   tok.right = std::move(right);
-  for (const PatternEntry* p : t.outputs) {
-    if (tok.first_seq < p->since_seq) continue;
-    const Timestamp w = p->pattern->window;
-    if (w != kNoWindow && tok.last_ts - tok.first_ts > w) continue;
-    emit(*p, tok);
+  bool collected = false;
+  for (const std::vector<PatternEntry*>& group : t.output_groups) {
+    SharedComposer composer(*group.front()->composer);
+    for (const PatternEntry* p : group) {
+      if (tok.first_seq < p->since_seq) continue;
+      const Timestamp w = p->pattern->window;
+      if (w != kNoWindow && tok.last_ts - tok.first_ts > w) continue;
+      if (!collected) {
+        // Once per token: every output of `t` binds the same events.
+        chain_.clear();
+        collect(&tok, chain_);
+        collected = true;
+      }
+      p->sink->onMatch(plugin::Match(chain_, p->ends, &composer));
+    }
   }
   if (t.consumers == 0 && t.joins.empty()) return;
   auto shared = std::make_shared<const Token>(std::move(tok));
   for (Transition* j : t.joins) fireJoin(*j, shared);
   if (t.consumers > 0) t.place.push_back(std::move(shared));
-}
-
-void PetriNet::emit(const PatternEntry& p, const Token& token) {
-  chain_.clear();
-  collect(&token, chain_);
-  plugin::Match match(chain_, p.ends, p.composer.get());
-  p.sink->onMatch(match);
 }
 
 NetSize PetriNet::size() const {
@@ -507,6 +928,145 @@ NetSize PetriNet::unmergedSize() const {
     n.transitions += p->pattern->elements.size();
   }
   return n;
+}
+
+namespace {
+
+// A DOT string literal's contents: quotes and backslashes escaped, line
+// breaks as DOT's centred "\n".
+std::string dotEscape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string windowText(Timestamp w) { return w == kNoWindow ? "none" : std::to_string(w); }
+
+}  // namespace
+
+Result<std::string> PetriNet::exportModel(std::string_view format) const {
+  if (format == "dot") return toDot();
+  if (format == "json") return toJson();
+  return Status::invalidArgument("the petri engine exports its net as 'dot' or 'json', not '" +
+                                 std::string(format) + "'");
+}
+
+std::string PetriNet::toDot() const {
+  std::map<const Transition*, size_t> id;
+  for (const auto& t : transitions_) id.emplace(t.get(), id.size());
+  std::string out =
+      "digraph petri {\n  rankdir=LR;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
+  std::vector<Symbol> types;
+  for (const auto& [type, list] : by_type_) types.push_back(type);
+  std::sort(types.begin(), types.end(), [](Symbol a, Symbol b) { return a.name() < b.name(); });
+  for (Symbol type : types) {
+    out += "  \"in:" + dotEscape(type.name()) + "\" [shape=circle, style=filled, " +
+           "fillcolor=lightblue, label=\"" + dotEscape(type.name()) + "\"];\n";
+  }
+  for (const auto& owned : transitions_) {
+    const Transition& t = *owned;
+    const std::string n = std::to_string(id.at(&t));
+    std::string label =
+        t.right != nullptr ? "T" + n + ": join" : "T" + n + ": " + std::string(t.type.name());
+    for (const pattern::Conjunct* g : t.guards) label += "\n" + pattern::toString(*g->source);
+    if (t.window != kNoWindow) label += "\nwithin " + windowText(t.window);
+    std::string users;
+    for (const PatternEntry* u : t.users) users += (users.empty() ? "" : ", ") + u->name;
+    label += "\n[" + users + "]";
+    out += "  t" + n + " [shape=box, label=\"" + dotEscape(label) + "\"];\n";
+    out += "  p" + n + " [shape=circle, label=\"P" + n + "\\n" + std::to_string(t.place.size()) +
+           " tok\"];\n";
+    if (t.input != nullptr) out += "  p" + std::to_string(id.at(t.input)) + " -> t" + n + ";\n";
+    if (t.right != nullptr) {
+      out += "  p" + std::to_string(id.at(t.right)) + " -> t" + n + " [style=dashed];\n";
+    } else {
+      out += "  \"in:" + dotEscape(t.type.name()) + "\" -> t" + n + ";\n";
+    }
+    out += "  t" + n + " -> p" + n + ";\n";
+    for (const PatternEntry* p : t.outputs) {
+      out += "  \"out:" + dotEscape(p->name) + "\" [shape=doubleoctagon, label=\"" +
+             dotEscape(p->name) + "\"];\n  p" + n + " -> \"out:" + dotEscape(p->name) + "\";\n";
+    }
+  }
+  return out + "}\n";
+}
+
+std::string PetriNet::toJson() const {
+  std::map<const Transition*, size_t> id;
+  for (const auto& t : transitions_) id.emplace(t.get(), id.size());
+  nlohmann::json places = nlohmann::json::array();
+  std::vector<Symbol> types;
+  for (const auto& [type, list] : by_type_) types.push_back(type);
+  std::sort(types.begin(), types.end(), [](Symbol a, Symbol b) { return a.name() < b.name(); });
+  for (Symbol type : types) {
+    places.push_back({{"id", "in:" + std::string(type.name())},
+                      {"kind", "input"},
+                      {"event_type", std::string(type.name())}});
+  }
+  nlohmann::json transitions = nlohmann::json::array();
+  for (const auto& owned : transitions_) {
+    const Transition& t = *owned;
+    const std::string n = std::to_string(id.at(&t));
+    nlohmann::json outputs = nlohmann::json::array();
+    for (const PatternEntry* p : t.outputs) outputs.push_back(p->name);
+    places.push_back({{"id", "p" + n},
+                      {"kind", "output"},
+                      {"transition", "t" + n},
+                      {"tokens", t.place.size()},
+                      {"emits", outputs}});
+    nlohmann::json inputs = nlohmann::json::array();
+    if (t.input != nullptr) inputs.push_back("p" + std::to_string(id.at(t.input)));
+    if (t.right != nullptr) {
+      inputs.push_back("p" + std::to_string(id.at(t.right)));
+    } else {
+      inputs.push_back("in:" + std::string(t.type.name()));
+    }
+    nlohmann::json guards = nlohmann::json::array();
+    for (const pattern::Conjunct* g : t.guards) guards.push_back(pattern::toString(*g->source));
+    nlohmann::json users = nlohmann::json::array();
+    for (const PatternEntry* u : t.users) users.push_back(u->name);
+    nlohmann::json tj = {{"id", "t" + n},     {"kind", t.right != nullptr ? "join" : "extend"},
+                         {"depth", t.depth},  {"inputs", inputs},
+                         {"output", "p" + n}, {"guards", guards},
+                         {"patterns", users}};
+    if (t.right == nullptr) tj["event_type"] = std::string(t.type.name());
+    if (t.window != kNoWindow) tj["window"] = t.window;
+    transitions.push_back(std::move(tj));
+  }
+  nlohmann::json patterns = nlohmann::json::array();
+  for (const auto& p : patterns_) {
+    nlohmann::json chain = nlohmann::json::array();
+    for (const Transition* t : p->chain) chain.push_back("t" + std::to_string(id.at(t)));
+    static const char* kPolicies[] = {"feedback", "conflict", "concurrency"};
+    nlohmann::json pj = {{"name", p->name},
+                         {"alternative", p->alternative},
+                         {"policy", kPolicies[static_cast<int>(p->pattern->policy)]},
+                         {"transitions", chain}};
+    if (p->pattern->window != kNoWindow) pj["window"] = p->pattern->window;
+    patterns.push_back(std::move(pj));
+  }
+  const NetSize merged = size();
+  const NetSize alone = unmergedSize();
+  nlohmann::json out = {
+      {"engine", "petri"},
+      {"places", places},
+      {"transitions", transitions},
+      {"patterns", patterns},
+      {"size", {{"places", merged.places}, {"transitions", merged.transitions}}},
+      {"unmerged_size", {{"places", alone.places}, {"transitions", alone.transitions}}}};
+  return out.dump(2) + "\n";
+}
+
+size_t PetriNet::patternCount() const {
+  return static_cast<size_t>(std::count_if(patterns_.begin(), patterns_.end(),
+                                           [](const auto& p) { return p->alternative == 0; }));
 }
 
 size_t PetriNet::tokenCount() const {

@@ -1,7 +1,7 @@
 #pragma once
 
-// P3's timed coloured Petri net (CEP-PN) for SEQ patterns, holding many
-// patterns in one net that shares their common prefixes.
+// P3's timed coloured Petri net (CEP-PN), holding many patterns in one net
+// that shares their common prefixes, middles and tails.
 //
 // A pattern SEQ(e0, ..., e_{m-1}) decomposes into m basic nets connected in
 // series: transition T_k takes a token from T_{k-1}'s output place (none for
@@ -10,23 +10,36 @@
 // it binds (a pointer to its parent token plus the new event), so prefixes
 // are stored once. T_k's guard is: strictly increasing ts, the WITHIN window
 // (ts of the new event minus ts of the token's first event), and every WHERE
-// conjunct whose latest variable is e_k. Tokens are never consumed (P3's
-// feedback policy, i.e. skip_till_any_match); they expire once their first
-// event is older than the window. The output place of T_{m-1} emits matches.
+// conjunct whose latest variable is e_k. By default tokens are not consumed
+// (P3's feedback policy, i.e. skip_till_any_match; see Policy for the
+// others); they expire once their first event is older than the window. The
+// output place of T_{m-1} emits matches.
+// Other basic nets: a disjunction is one such chain per alternative, all
+// emitting as the one pattern (its output place holds their colours); a
+// selection e[p] is a guard on e's last transition; NOT(Type v) between e_{k-1}
+// and e_k is an inhibitor place of Type events read by T_k, which fires only
+// when no such event lies strictly between the two with its conditions
+// holding.
 //
 // Prefix join: a transition is identified by its input transition, its event
-// type, whether it binds a variable, and its guard's conjuncts (variables
-// named by element position, so names do not matter), so a pattern whose
-// head equals a running pattern's head reuses those places and transitions
-// and only adds the rest.
+// type, whether it binds a variable, its guard's conjuncts (variables named
+// by element position, so names do not matter) and its negations, so a
+// pattern whose head equals a running pattern's head reuses those places and
+// transitions and only adds the rest.
 // Middle join: where the rest, from element k (k >= 1) on, starts with two or
 // more elements equal to a running pattern's head (<a;b;c;d> after <b;c;e>;
-// its own head too: <a;b;a;b>), once per pattern,
-// the pattern shares that chain too and adds a join transition: when the
-// chain produces a token it is joined with every token of the pattern's own
-// place k-1 that ends before it starts, under the window and the conjuncts
-// that name elements on both sides. Back joins (<a;b;c> with <e;b;c>) are not
-// done: such patterns share nothing.
+// its own head too: <a;b;a;b>), once per pattern, the pattern shares that
+// chain too and adds a join transition: when the chain produces a token it is
+// joined with every token of the pattern's own place k-1 that ends before it
+// starts, under the window and the conjuncts that name elements on both
+// sides.
+// Back join: where a pattern's tail (elements j..m-1, j >= 1, two at least)
+// equals a running pattern's tail (<a;b;c> and <e;b;c>), the running pattern
+// is rewritten to run its tail as a chain of its own joined with its leading
+// place (<a;(b;c)>), and the new one joins the same chain. A rewrite happens
+// only before the net has seen an event (it would drop partial matches);
+// later, a new pattern still joins a tail that runs as a chain already.
+// Joins are done for feedback patterns without negations only.
 // A shared transition prunes with the largest window of the patterns that
 // use it; each output checks its own pattern's window.
 //
@@ -57,22 +70,50 @@ namespace cepbus::plugins::petri {
 
 inline constexpr Timestamp kNoWindow = INT64_MAX;
 
+// P3's consumption policies, chosen per pattern (option `policy`).
+enum class Policy : uint8_t {
+  kFeedback,     // tokens are not consumed: every combination matches (skip_till_any_match)
+  kConflict,     // a token, and an event, takes part in one firing across all conflict
+                 // patterns: their places are shared
+  kConcurrency,  // a token takes part in one firing of its own pattern; every pattern has
+                 // a copy of each place, so patterns do not interfere
+};
+
 // A query checked against what the net supports and compiled against its own
 // binding layout. Immutable; shared by the transitions built from it.
 struct CompiledPattern {
+  // NOT(Type var) between two positive elements: the transition of the
+  // element after it also reads an inhibitor place of Type events and fires
+  // only when none lies strictly between the two elements' events with
+  // every condition holding.
+  struct Negation {
+    Symbol type;
+    int slot = -1;                                     // -1 for an unnamed NOT(Type)
+    std::vector<const pattern::Conjunct*> conditions;  // the conjuncts naming `slot`
+  };
   struct Element {
     Symbol type;
     std::string var;  // empty for an unnamed element
     int slot = -1;
     std::vector<const pattern::Conjunct*> guards;  // conjuncts whose latest element is this one
     std::vector<size_t> guard_earliest;            // the earliest element each guard names
+    std::vector<Negation> negations;               // between the previous element and this one
   };
   Timestamp window = kNoWindow;
+  Policy policy = Policy::kFeedback;
+  bool has_negation = false;  // such a pattern shares prefixes only (no joins)
   pattern::BindingLayout layout;
   std::vector<pattern::Conjunct> conjuncts;
   std::vector<Element> elements;
   std::map<std::string, size_t> position;                  // variable -> element
   std::shared_ptr<const pattern::CompiledReturn> returns;  // null without RETURN
+  // The RETURN clause with variables named by element position: patterns
+  // ending in the same transition with equal keys build equal composite
+  // events, so the net builds one and hands it to each of them.
+  std::string return_key;
+  // A disjunction: one plain sequence per alternative (each with the
+  // layout, conjuncts and RETURN of the whole query); `elements` is empty.
+  std::vector<std::shared_ptr<const CompiledPattern>> alternatives;
 };
 
 using CompiledPatternPtr = std::shared_ptr<const CompiledPattern>;
@@ -110,7 +151,12 @@ class PetriNet {
   // The merged net, and the sum of the nets each pattern would have alone.
   NetSize size() const;
   NetSize unmergedSize() const;
-  size_t patternCount() const { return patterns_.size(); }
+  size_t patternCount() const;
+  // The net as Graphviz DOT ("dot") or JSON ("json"): input places (one per
+  // event type), transitions (event type or join, guards, window, the
+  // patterns using them), output places (tokens held, the patterns they
+  // emit). InvalidArgument for another format.
+  Result<std::string> exportModel(std::string_view format) const;
   // Tokens currently held in output places (for tests of expiry).
   size_t tokenCount() const;
 
@@ -125,15 +171,37 @@ class PetriNet {
   // `event` (null for a join) binds element t.depth after the events of
   // `left` then `right`.
   bool guardsHold(const Transition& t, const Token* left, const Token* right, const Event* event);
+  // Binds the events of `left` then `right` (and `event` at t.depth) into bind_.
+  void bind(const Transition& t, const Token* left, const Token* right, const Event* event);
+  // True when an event in one of t's inhibitor places forbids extending `left` with `event`.
+  bool negated(Transition& t, const Token* left, const Event& event);
   void produce(Transition& t, std::shared_ptr<const Token> parent,
                std::shared_ptr<const Token> right, const EventPtr& event);
-  void emit(const PatternEntry& p, const Token& token);
+  void rebuildOutputGroups(Transition& t);
+  // Where a new pattern's join should start (0: insert's default, a middle
+  // join at the first element it does not share); may rewrite a running
+  // pattern for a back join.
+  size_t chooseSplit(const PatternEntry& e);
+  // Builds the pattern's transitions (prefix join, then a join at `split`
+  // or a middle join) and takes ownership.
+  void insert(std::unique_ptr<PatternEntry> entry, size_t split);
+  // Unlinks the pattern and drops the transitions only it used.
+  std::unique_ptr<PatternEntry> detach(const PatternEntry& entry);
   void rebuildTypeIndex();
+  std::string toDot() const;
+  std::string toJson() const;
 
   std::vector<std::unique_ptr<Transition>> transitions_;
   std::unordered_map<std::string, Transition*> by_key_;
   std::unordered_map<Symbol, std::vector<Transition*>> by_type_;  // deepest first
+  // The inhibitor places each event type feeds: (transition, index in its inhibitors).
+  std::unordered_map<Symbol, std::vector<std::pair<Transition*, size_t>>> inhibitors_;
   std::vector<std::unique_ptr<PatternEntry>> patterns_;
+  // Every feedback pattern's tails (elements j..end, j >= 1, two at least)
+  // by tailKey: the candidates of a back join.
+  std::unordered_map<std::string, std::vector<std::pair<PatternEntry*, size_t>>> tails_;
+  int next_group_ = 1;           // of the next concurrency pattern
+  std::vector<uint64_t> taken_;  // per consumption group: seq_ of the event it took
   uint64_t seq_ = 0;
   Timestamp now_ = INT64_MIN;
 

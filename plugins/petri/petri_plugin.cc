@@ -1,8 +1,10 @@
-// The petri plugin's entry points: one engine, "petri", whose detectors each
-// run one query in a PetriNet of its own (sharing between patterns happens
-// inside one PetriNet holding many of them; see petri_net.h).
+// The petri plugin's entry points: one engine, "petri". create() runs one
+// query in a PetriNet of its own; createMany() merges every query into one
+// PetriNet (prefix and middle joins, see petri_net.h), each match labelled
+// with its query.
 
 #include <memory>
+#include <vector>
 
 #include "bus/core/plugin/plugin_export.h"
 #include "plugins/petri/petri_net.h"
@@ -10,27 +12,74 @@
 namespace cepbus::plugins::petri {
 namespace {
 
-// A net holding the detector's one query. Every match is reported as soon as
-// its last event arrives, so flush() has nothing left to report.
+// Every match is reported as soon as its last event arrives, so flush() has
+// nothing left to report.
 class PetriDetector final : public plugin::Detector {
  public:
-  PetriDetector(CompiledPatternPtr pattern, plugin::MatchSink& sink)
-      : status_(net_.addPattern("query", std::move(pattern), sink)) {}
-
-  Status onEvent(const EventPtr& event) override {
-    if (!status_) return status_;
-    return net_.onEvent(event);
+  Status onEvent(const EventPtr& event) override { return net_.onEvent(event); }
+  Status flush() override { return Status::ok(); }
+  Result<std::string> exportModel(std::string_view format) const override {
+    return net_.exportModel(format);
   }
-  Status flush() override { return status_; }
+
+  PetriNet& net() { return net_; }
+  // A sink labelling the matches of query `index` for `sink`; kept as long
+  // as the net (which refers to it).
+  plugin::MatchSink& label(size_t index, plugin::MultiMatchSink& sink) {
+    labels_.push_back(std::make_unique<Label>(index, sink));
+    return *labels_.back();
+  }
 
  private:
+  class Label final : public plugin::MatchSink {
+   public:
+    Label(size_t index, plugin::MultiMatchSink& sink) : index_(index), sink_(&sink) {}
+    void onMatch(const plugin::Match& match) override { sink_->onMatch(index_, match); }
+
+   private:
+    size_t index_;
+    plugin::MultiMatchSink* sink_;
+  };
+
+  std::vector<std::unique_ptr<Label>> labels_;  // declared before net_: outlive it
   PetriNet net_;
-  const Status status_;  // of adding the query; an empty net takes any compiled query
+};
+
+class PetriFactory final : public plugin::DetectorFactory {
+ public:
+  Result<std::unique_ptr<plugin::Detector>> create(const pattern::Query& query,
+                                                   const plugin::DetectorOptions& options,
+                                                   plugin::MatchSink& sink) const override {
+    auto compiled = compilePattern(query, options);
+    if (!compiled) return compiled.status();
+    auto detector = std::make_unique<PetriDetector>();
+    if (Status s = detector->net().addPattern("query", std::move(compiled).value(), sink); !s) {
+      return s;
+    }
+    return std::unique_ptr<plugin::Detector>(std::move(detector));
+  }
+
+  Result<std::unique_ptr<plugin::Detector>> createMany(
+      std::span<const plugin::NamedQuery> queries, const plugin::DetectorOptions& options,
+      plugin::MultiMatchSink& sink) const override {
+    if (Status s = plugin::checkNamedQueries(queries); !s) return s;
+    auto detector = std::make_unique<PetriDetector>();
+    for (size_t i = 0; i < queries.size(); ++i) {
+      auto compiled = compilePattern(queries[i].query, options);
+      if (!compiled) {
+        return Status::invalidArgument("query '" + queries[i].name +
+                                       "': " + compiled.status().message());
+      }
+      Status s = detector->net().addPattern(queries[i].name, std::move(compiled).value(),
+                                            detector->label(i, sink));
+      if (!s) return s;
+    }
+    return std::unique_ptr<plugin::Detector>(std::move(detector));
+  }
 };
 
 void registerFactories(plugin::FactoryRegistrar& registrar) {
-  registrar.add("petri",
-                std::make_unique<plugin::PlanDetectorFactory<PetriDetector, compilePattern>>());
+  registrar.add("petri", std::make_unique<PetriFactory>());
 }
 
 }  // namespace

@@ -130,6 +130,10 @@ class CepService::Query final : public plugin::MatchSink {
     return s;
   }
   uint64_t matches() const { return matches_.load(std::memory_order_relaxed); }
+  Result<std::string> exportModel(std::string_view format) const {
+    std::lock_guard lock(detector_mu_);
+    return detector_->exportModel(format);
+  }
   bool idle() const { return pending_.load(std::memory_order_acquire) == 0; }
 
   // Runs on the detector's thread (the stage worker, or stop() for the flush).
@@ -155,6 +159,9 @@ class CepService::Query final : public plugin::MatchSink {
 
   // Declared before stage_: the stage's destructor drains into the detector.
   std::unique_ptr<plugin::GuardedDetector> detector_;
+  // Held by every call into the detector: the worker's (uncontended) and
+  // exportModel()'s from any thread.
+  mutable std::mutex detector_mu_;
   std::unique_ptr<stages::Stage> stage_;
   // Set once by start() before any event can arrive, kept after stop() for
   // deliveries still in flight.
@@ -279,7 +286,8 @@ void CepService::Query::stop() {
   if (endpoint_added_) context_.broker.removeEndpoint(endpoint_);
   if (stage_) stage_->stop();
   if (started_) {
-    // The stage's worker is joined: the detector is ours now.
+    // The stage's worker is joined; exportModel() may still come.
+    std::lock_guard lock(detector_mu_);
     if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
   }
   if (entry_) {
@@ -318,11 +326,18 @@ bool CepService::Query::requestFlush() {
 
 Status CepService::Query::detect(stages::StageItem& item) {
   if (item.event == flushMarker()) {
-    if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
+    {
+      std::lock_guard lock(detector_mu_);
+      if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
+    }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
     return Status::ok();
   }
-  const Status status = detector_->onEvent(item.event);
+  Status status = Status::ok();
+  {
+    std::lock_guard lock(detector_mu_);
+    status = detector_->onEvent(item.event);
+  }
   consumed_.fetch_add(1, std::memory_order_relaxed);
   entry_->addDelivered();
   if (!status) detectorFailed("event", status);
@@ -477,6 +492,21 @@ std::optional<QueryStats> CepService::stats(std::string_view name) const {
 uint64_t CepService::matches(std::string_view name) const {
   const std::optional<QueryStats> s = stats(name);
   return s ? s->matches : 0;
+}
+
+Result<std::string> CepService::exportModel(std::string_view name, std::string_view format) const {
+  std::shared_ptr<Query> query;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& q : queries_) {
+      if (q->name() == name) query = q;
+    }
+  }
+  if (query == nullptr) {
+    return Status::notFound("service " + config_.name + " has no query '" + std::string(name) +
+                            "'");
+  }
+  return query->exportModel(format);
 }
 
 std::string CepService::endpointName(std::string_view query) const {

@@ -100,6 +100,12 @@ class CepService final : public Service {
   std::optional<QueryStats> stats(std::string_view query) const;
   // Matches reported by `query` so far; 0 for an unknown query.
   uint64_t matches(std::string_view query) const;
+  // The model of the query's detector in `format` ("dot" or "json"; see
+  // plugin::Detector::exportModel), e.g. the Petri net of an engine "petri"
+  // query. Waits while the query's worker is inside its detector, so it
+  // sees the detector between two events. NotFound for an unknown query;
+  // InvalidArgument when the engine exports no model or not in `format`.
+  Result<std::string> exportModel(std::string_view query, std::string_view format) const;
   // The endpoint the query consumes through: "<assembly>.<unit>/<query>".
   std::string endpointName(std::string_view query) const;
 

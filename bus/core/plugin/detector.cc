@@ -1,6 +1,7 @@
 #include "bus/core/plugin/detector.h"
 
 #include <algorithm>
+#include <set>
 
 namespace cepbus::plugin {
 
@@ -38,6 +39,92 @@ Status DetectorOptions::checkKnown(std::span<const std::string_view> known,
     }
   }
   return Status::ok();
+}
+
+Result<std::string> Detector::exportModel(std::string_view format) const {
+  return Status::invalidArgument("engine does not export its model (format '" +
+                                 std::string(format) + "')");
+}
+
+Status checkNamedQueries(std::span<const NamedQuery> queries) {
+  if (queries.empty()) return Status::invalidArgument("no queries to run");
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    if (queries[i].name.empty()) {
+      return Status::invalidArgument("query " + std::to_string(i + 1) + " has no name");
+    }
+    if (!names.insert(queries[i].name).second) {
+      return Status::invalidArgument("two queries are named '" + queries[i].name + "'");
+    }
+  }
+  return Status::ok();
+}
+
+namespace {
+
+// The default multi-pattern detector: one detector per query, each event fed
+// to all of them in query order, each detector's matches labelled with its
+// query's index.
+class FanOutDetector final : public Detector {
+ public:
+  class Label final : public MatchSink {
+   public:
+    Label(size_t index, MultiMatchSink& sink) : index_(index), sink_(&sink) {}
+    void onMatch(const Match& match) override { sink_->onMatch(index_, match); }
+
+   private:
+    size_t index_;
+    MultiMatchSink* sink_;
+  };
+
+  // Labels first: each detector reports to its own, which must outlive it.
+  explicit FanOutDetector(std::vector<std::unique_ptr<Label>> labels)
+      : labels_(std::move(labels)) {}
+  void add(std::unique_ptr<Detector> detector) { detectors_.push_back(std::move(detector)); }
+
+  Status onEvent(const EventPtr& event) override {
+    Status first = Status::ok();
+    for (const auto& d : detectors_) {
+      Status s = d->onEvent(event);
+      if (!s && first) first = std::move(s);
+    }
+    return first;
+  }
+  Status flush() override {
+    Status first = Status::ok();
+    for (const auto& d : detectors_) {
+      Status s = d->flush();
+      if (!s && first) first = std::move(s);
+    }
+    return first;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Label>> labels_;  // declared first: outlive the detectors
+  std::vector<std::unique_ptr<Detector>> detectors_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Detector>> DetectorFactory::createMany(std::span<const NamedQuery> queries,
+                                                              const DetectorOptions& options,
+                                                              MultiMatchSink& sink) const {
+  if (Status s = checkNamedQueries(queries); !s) return s;
+  std::vector<std::unique_ptr<FanOutDetector::Label>> labels;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    labels.push_back(std::make_unique<FanOutDetector::Label>(i, sink));
+  }
+  std::vector<FanOutDetector::Label*> raw;
+  for (const auto& l : labels) raw.push_back(l.get());
+  auto fan = std::make_unique<FanOutDetector>(std::move(labels));
+  for (size_t i = 0; i < queries.size(); ++i) {
+    auto made = create(queries[i].query, options, *raw[i]);
+    if (!made) {
+      return Status::invalidArgument("query '" + queries[i].name + "': " + made.status().message());
+    }
+    fan->add(std::move(made).value());
+  }
+  return std::unique_ptr<Detector>(std::move(fan));
 }
 
 }  // namespace cepbus::plugin

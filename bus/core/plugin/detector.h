@@ -117,6 +117,27 @@ class Detector {
   // End of stream: reports every match still pending (e.g. of a batched
   // construction). The detector may receive more events afterwards.
   virtual Status flush() = 0;
+  // The engine's model of the query (or queries) it runs, in `format`, for
+  // people to see how the patterns were compiled and merged: "dot"
+  // (Graphviz) or "json" where the engine supports it. InvalidArgument for
+  // an engine without a model or an unknown format. Called on the thread
+  // that drives the detector (or with that thread excluded).
+  virtual Result<std::string> exportModel(std::string_view format) const;
+};
+
+// One query of a multi-pattern detector, named for the labels of its matches.
+struct NamedQuery {
+  std::string name;
+  pattern::Query query;
+};
+
+// Receives the matches of a multi-pattern detector, each labelled with the
+// index of its query in the span given to DetectorFactory::createMany().
+// Called synchronously on the detector's thread; must not throw.
+class MultiMatchSink {
+ public:
+  virtual ~MultiMatchSink() = default;
+  virtual void onMatch(size_t pattern, const Match& match) = 0;
 };
 
 // Creates detectors of one engine. Registered by a plugin under the engine's
@@ -131,6 +152,19 @@ class DetectorFactory {
   virtual Result<std::unique_ptr<Detector>> create(const pattern::Query& query,
                                                    const DetectorOptions& options,
                                                    MatchSink& sink) const = 0;
+  // One detector running every query of `queries` (each match reported to
+  // `sink` with its query's index), which must outlive it. The default runs
+  // one create() detector per query behind a fan-out that feeds each event
+  // to every one in query order; an engine that shares work between queries
+  // (the petri engine merges them into one net) overrides it. An error names
+  // the query that cannot be compiled; InvalidArgument for an empty span or
+  // a repeated name.
+  virtual Result<std::unique_ptr<Detector>> createMany(std::span<const NamedQuery> queries,
+                                                       const DetectorOptions& options,
+                                                       MultiMatchSink& sink) const;
 };
+
+// What every createMany() checks first: queries present, names non-empty and distinct.
+Status checkNamedQueries(std::span<const NamedQuery> queries);
 
 }  // namespace cepbus::plugin

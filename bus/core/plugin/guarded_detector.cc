@@ -8,7 +8,7 @@ GuardedDetector::GuardedDetector(std::string label, std::shared_ptr<const void> 
                                  std::unique_ptr<Detector> inner)
     : label_(std::move(label)), keep_alive_(std::move(keep_alive)), inner_(std::move(inner)) {}
 
-Status GuardedDetector::caught(const char* call, const char* what) noexcept {
+Status GuardedDetector::caught(const char* call, const char* what) const noexcept {
   exceptions_.fetch_add(1, std::memory_order_relaxed);
   try {
     return Status::internal(label_ + " threw from " + call + ": " + what);
@@ -34,6 +34,16 @@ Status GuardedDetector::flush() noexcept {
     return caught("flush", e.what());
   } catch (...) {
     return caught("flush", "unknown exception");
+  }
+}
+
+Result<std::string> GuardedDetector::exportModel(std::string_view format) const noexcept {
+  try {
+    return inner_->exportModel(format);
+  } catch (const std::exception& e) {
+    return caught("exportModel", e.what());
+  } catch (...) {
+    return caught("exportModel", "unknown exception");
   }
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "bus/core/plugin/detector.h"
 
@@ -30,18 +31,19 @@ class GuardedDetector final : public Detector {
 
   Status onEvent(const EventPtr& event) noexcept override;
   Status flush() noexcept override;
+  Result<std::string> exportModel(std::string_view format) const noexcept override;
 
   // How many calls ended in an exception.
   uint64_t exceptionCount() const { return exceptions_.load(std::memory_order_relaxed); }
   const std::string& label() const { return label_; }
 
  private:
-  Status caught(const char* call, const char* what) noexcept;
+  Status caught(const char* call, const char* what) const noexcept;
 
   const std::string label_;
   std::shared_ptr<const void> keep_alive_;  // declared before inner_: outlives it
   std::unique_ptr<Detector> inner_;
-  std::atomic<uint64_t> exceptions_{0};
+  mutable std::atomic<uint64_t> exceptions_{0};
 };
 
 }  // namespace cepbus::plugin

@@ -20,7 +20,8 @@
 
 #include <stdint.h>  // NOLINT(modernize-deprecated-headers): this header is plain C
 
-#define CEPBUS_PLUGIN_ABI_VERSION 1u
+// 2: Detector::exportModel() and DetectorFactory::createMany() added.
+#define CEPBUS_PLUGIN_ABI_VERSION 2u
 
 #define CEPBUS_PLUGIN_STR2(x) #x
 #define CEPBUS_PLUGIN_STR(x) CEPBUS_PLUGIN_STR2(x)

@@ -59,6 +59,25 @@ Result<std::unique_ptr<GuardedDetector>> Plugin::createDetector(std::string_view
                                                                 const pattern::Query& query,
                                                                 const DetectorOptions& options,
                                                                 MatchSink& sink) const {
+  return createGuarded(engine, options,
+                       [&](const DetectorFactory& factory, const DetectorOptions& engine_options) {
+                         return factory.create(query, engine_options, sink);
+                       });
+}
+
+Result<std::unique_ptr<GuardedDetector>> Plugin::createManyDetectors(
+    std::string_view engine, std::span<const NamedQuery> queries, const DetectorOptions& options,
+    MultiMatchSink& sink) const {
+  return createGuarded(engine, options,
+                       [&](const DetectorFactory& factory, const DetectorOptions& engine_options) {
+                         return factory.createMany(queries, engine_options, sink);
+                       });
+}
+
+Result<std::unique_ptr<GuardedDetector>> Plugin::createGuarded(
+    std::string_view engine, const DetectorOptions& options,
+    const std::function<Result<std::unique_ptr<Detector>>(const DetectorFactory&,
+                                                          const DetectorOptions&)>& make) const {
   auto it = factories_.find(engine);
   if (it == factories_.end()) {
     return Status::notFound("plugin '" + name_ + "' (" + path_ + ") has no engine '" +
@@ -73,7 +92,7 @@ Result<std::unique_ptr<GuardedDetector>> Plugin::createDetector(std::string_view
   const DetectorOptions engine_options = options.without("slack");
   std::unique_ptr<Detector> detector;
   try {
-    auto made = it->second->create(query, engine_options, sink);
+    auto made = make(*it->second, engine_options);
     if (!made) return made.status();
     detector = std::move(made).value();
   } catch (const std::exception& e) {

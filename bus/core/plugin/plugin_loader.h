@@ -14,9 +14,11 @@
 // library stays loaded while any of them is alive, even after the loader and
 // every other reference are gone.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,11 +58,22 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
                                                           const pattern::Query& query,
                                                           const DetectorOptions& options,
                                                           MatchSink& sink) const;
+  // A detector of `engine` running every query of `queries` at once (see
+  // DetectorFactory::createMany), each match reported to `sink` with its
+  // query's index. Options, reordering and guarding as for createDetector().
+  Result<std::unique_ptr<GuardedDetector>> createManyDetectors(std::string_view engine,
+                                                               std::span<const NamedQuery> queries,
+                                                               const DetectorOptions& options,
+                                                               MultiMatchSink& sink) const;
 
  private:
   friend class PluginLoader;
   struct Library;  // hides Poco::SharedLibrary from plugin authors
   Plugin();
+  Result<std::unique_ptr<GuardedDetector>> createGuarded(
+      std::string_view engine, const DetectorOptions& options,
+      const std::function<Result<std::unique_ptr<Detector>>(const DetectorFactory&,
+                                                            const DetectorOptions&)>& make) const;
 
   std::string name_;
   std::string version_;

@@ -66,6 +66,9 @@ class ReorderingDetector final : public Detector {
   Status onEvent(const EventPtr& event) override;
   // Releases every buffered event, then flushes the inner detector.
   Status flush() override;
+  Result<std::string> exportModel(std::string_view format) const override {
+    return inner_->exportModel(format);
+  }
 
  private:
   std::unique_ptr<Detector> inner_;

@@ -102,8 +102,11 @@ TEST(PetriDetector, ReturnBuildsTheCompositeEvent) {
 TEST(PetriDetector, RejectsWhatItDoesNotImplementByName) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"PATTERN SEQ(A a, B+ b[], C c)", "Kleene"},
-      {"PATTERN SEQ(A a, NOT(B b), C c)", "NOT(B b)"},
-      {"PATTERN A | B", "disjunction"},
+      {"PATTERN SEQ(A a, NOT(C c), B b, D d) WHERE c.x = d.x", "only elements up to"},
+      {"PATTERN A a + B b", "conjunction"},
+      {"PATTERN (A a)*", "iteration"},
+      {"PATTERN A a - B b", "negation '-'"},
+      {"PATTERN SEQ(A a, OR(B b, C c)) WHERE a.x = b.x", "only some alternatives"},
       {"PATTERN SEQ(A a, B b) STRATEGY skip_till_next_match", "skip_till_next_match"},
       {"PATTERN SEQ(A a, B b) STRATEGY strict_contiguity", "strict_contiguity"},
       {"PATTERN SEQ(A a, B b) CONTEXT recent", "CONTEXT recent"},
@@ -116,6 +119,9 @@ TEST(PetriDetector, RejectsWhatItDoesNotImplementByName) {
     EXPECT_NE(s.message().find(name), std::string::npos) << query << ": " << s.message();
     EXPECT_NE(s.message().find("petri"), std::string::npos) << s.message();
   }
+  CollectingSink bad_policy;
+  Status p = run("petri", "PATTERN SEQ(A a, B b)", {}, bad_policy, {"policy=greedy"});
+  EXPECT_EQ(p.code(), Status::Code::kInvalidArgument);
   CollectingSink sink;
   Status s = run("petri", "PATTERN SEQ(A a, B b)", {}, sink, {"construction=batched"});
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
@@ -146,6 +152,115 @@ TEST(PetriDetector, SameMatchesAsBruteForceAndNfa) {
     EXPECT_EQ(nfa.sorted(), expected) << q;
   }
   EXPECT_GT(nonempty, 200u);  // the random cases exercise real matches
+}
+
+// Disjunction (one chain per alternative into one output place) and
+// selection (a guard on the operand's last transition) against the algebra
+// engine, whose semantics coincide under CONTEXT unrestricted.
+TEST(PetriDetector, DisjunctionAndSelectionAgreeWithTheAlgebraEngine) {
+  const char* queries[] = {
+      "PATTERN OR(SEQ(A a, B b), SEQ(C c, D d)) WITHIN 6",
+      "PATTERN SEQ(A a, OR(B b, C c), D d) WHERE a.x != d.x WITHIN 8",
+      "PATTERN SEQ(A a, B b[b.x > 1], C c) WHERE a.x <= c.x WITHIN 8",
+      "PATTERN SEQ(A a, OR(B b[b.x = 0], SEQ(C c, D d)[c.x < d.x])) WITHIN 7",
+      "PATTERN A a | SEQ(B b, A c) WITHIN 4",
+  };
+  std::mt19937_64 rng(31);
+  for (const char* q : queries) {
+    size_t matched = 0;
+    for (int round = 0; round < 25; ++round) {
+      const std::vector<EventPtr> events = testing::randomStream(rng, 40, 4);
+      CollectingSink algebra;
+      const std::string unrestricted = std::string(q) + " CONTEXT unrestricted";
+      Status s = run("algebra", unrestricted, events, algebra);
+      ASSERT_TRUE(s) << q << ": " << s.message();
+      const Matches got = petri(unrestricted, events);
+      EXPECT_EQ(got, algebra.sorted()) << q;
+      matched += got.size();
+    }
+    EXPECT_GT(matched, 10u) << q;
+  }
+}
+
+// NOT(Type var) between two elements: an inhibitor place of that type on
+// the transition of the element after it. Same matches as the nfa engine.
+TEST(PetriDetector, NegationAgreesWithTheNfaEngine) {
+  const char* queries[] = {
+      "PATTERN SEQ(A a, NOT(C c), B b) WITHIN 6",
+      "PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x WITHIN 6",
+      "PATTERN SEQ(A a, B b, NOT(A c), C d) WHERE c.x > b.x AND a.x = d.x WITHIN 8",
+      "PATTERN SEQ(A a, NOT(B), C c) WITHIN 5",
+      "PATTERN SEQ(A a, NOT(C c), NOT(D d), B b) WHERE d.x = b.x AND c.x != 0 WITHIN 7",
+  };
+  std::mt19937_64 rng(41);
+  for (const char* q : queries) {
+    size_t matched = 0;
+    size_t blocked = 0;
+    for (int round = 0; round < 25; ++round) {
+      const std::vector<EventPtr> events = testing::randomStream(rng, 40, 4);
+      CollectingSink nfa;
+      Status s = run("nfa", q, events, nfa);
+      ASSERT_TRUE(s) << q << ": " << s.message();
+      const Matches got = petri(q, events);
+      EXPECT_EQ(got, nfa.sorted()) << q;
+      matched += got.size();
+      // The same pattern without its NOTs matches more: the negation bites.
+      std::string positive = q;
+      for (size_t at; (at = positive.find("NOT(")) != std::string::npos;) {
+        positive.erase(at, positive.find("), ", at) + 3 - at);
+      }
+      const size_t where = positive.find(" WHERE ");
+      if (where != std::string::npos) positive.erase(where, positive.find(" WITHIN") - where);
+      blocked += petri(positive, events).size() > got.size();
+    }
+    EXPECT_GT(matched, 10u) << q;
+    EXPECT_GT(blocked, 0u) << q;
+  }
+}
+
+class LabelledSink final : public plugin::MultiMatchSink {
+ public:
+  explicit LabelledSink(size_t n) : sinks(n) {}
+  void onMatch(size_t pattern, const plugin::Match& match) override {
+    sinks.at(pattern).onMatch(match);
+  }
+  std::vector<CollectingSink> sinks;
+};
+
+// createMany() merges every query into one net: each match is labelled with
+// its query and equals what the query gives alone; the model names them all.
+TEST(PetriDetector, CreateManyRunsOneMergedNetLabelledPerQuery) {
+  const std::vector<std::string> texts = {
+      "PATTERN SEQ(A a, B b, C c) WHERE a.x = c.x WITHIN 8", "PATTERN SEQ(A a, B b, D d) WITHIN 8",
+      "PATTERN SEQ(D d, B b, C c) WHERE d.x = c.x WITHIN 8",  // back join with the first
+      "PATTERN SEQ(A a, B b, C c) WHERE a.x = c.x WITHIN 8",  // a replica of the first
+  };
+  std::vector<plugin::NamedQuery> queries;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    queries.push_back(plugin::NamedQuery{"q" + std::to_string(i), *pattern::parseQuery(texts[i])});
+  }
+  LabelledSink sink(texts.size());
+  auto d = load("petri")->createManyDetectors("petri", queries, plugin::DetectorOptions(), sink);
+  ASSERT_TRUE(d) << d.status().message();
+  std::mt19937_64 rng(3);
+  const std::vector<EventPtr> events = testing::randomStream(rng, 200, 4);
+  for (const EventPtr& e : events) ASSERT_TRUE((*d)->onEvent(e));
+  ASSERT_TRUE((*d)->flush());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(sink.sinks[i].sorted(), petri(texts[i], events)) << texts[i];
+    EXPECT_FALSE(sink.sinks[i].matches.empty()) << texts[i];
+  }
+  auto json = (*d)->exportModel("json");
+  ASSERT_TRUE(json) << json.status().message();
+  for (const char* name : {"\"q0\"", "\"q1\"", "\"q2\"", "\"q3\"", "\"join\""}) {
+    EXPECT_NE(json->find(name), std::string::npos) << name << "\n" << *json;
+  }
+  // A query the engine cannot run is named.
+  queries.push_back(plugin::NamedQuery{"kleene", *pattern::parseQuery("PATTERN SEQ(A a, B+ b[])")});
+  auto bad = load("petri")->createManyDetectors("petri", queries, plugin::DetectorOptions(), sink);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("query 'kleene': "), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(PetriDetector, CompositesEqualTheNfaEngines) {

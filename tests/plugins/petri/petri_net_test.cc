@@ -63,6 +63,18 @@ std::vector<RandomPattern> patternFamily(std::mt19937_64& rng, size_t count) {
       p.named.push_back(rng() % 5 != 0);
     }
     if (tail > 0 && rng() % 2 == 0) p.preds.push_back(testing::randomPred(rng, p));
+    if (rng() % 3 == 0) {
+      // One of two common tails (a back join candidate), with a guard inside
+      // the tail and, now and then, one reaching back before it.
+      const int which = static_cast<int>(rng() % 2);
+      const int at = static_cast<int>(p.types.size());
+      p.types.push_back(which == 0 ? 'B' : 'C');
+      p.types.push_back(which == 0 ? 'C' : 'A');
+      p.named.push_back(true);
+      p.named.push_back(true);
+      p.preds.push_back({at + 1, at, which == 0 ? 0 : 2, 0});
+      if (rng() % 2 == 0) p.preds.push_back({at, 0, 1, 0});
+    }
     p.within = rng() % 3 == 0 ? std::nullopt : std::optional<int64_t>(1 + rng() % 12);
     out.push_back(std::move(p));
   }
@@ -203,7 +215,7 @@ TEST(PetriNet, JoinsOverChainsOfDifferentLengthsStayApart) {
 // what one independent net per pattern reports (and the brute force).
 TEST(PetriNet, MergedNetMatchesIndependentNetsPatternByPattern) {
   std::mt19937_64 rng(1129);
-  size_t merged_transitions = 0, unmerged_transitions = 0, nonempty = 0;
+  size_t merged_transitions = 0, unmerged_transitions = 0, nonempty = 0, joins = 0;
   for (int round = 0; round < 60; ++round) {
     const auto patterns = patternFamily(rng, 8);
     const auto events = testing::randomStream(rng, 40, 3);
@@ -214,6 +226,11 @@ TEST(PetriNet, MergedNetMatchesIndependentNetsPatternByPattern) {
     }
     merged_transitions += net.size().transitions;
     unmerged_transitions += net.unmergedSize().transitions;
+    const std::string json = *net.exportModel("json");
+    for (size_t at = json.find("\"kind\": \"join\""); at != std::string::npos;
+         at = json.find("\"kind\": \"join\"", at + 1)) {
+      ++joins;
+    }
     feed(net, events, 0, events.size());
     for (size_t i = 0; i < patterns.size(); ++i) {
       const Matches expected = testing::bruteForce(patterns[i], events);
@@ -225,6 +242,174 @@ TEST(PetriNet, MergedNetMatchesIndependentNetsPatternByPattern) {
   }
   EXPECT_LT(merged_transitions, unmerged_transitions);
   EXPECT_GT(nonempty, 100u);
+  // 172 with back joins, 66 with middle joins only.
+  EXPECT_GT(joins, 120u);
+}
+
+// <a;b;c;d>, <e;b;c;d> and <f;b;c;d> share nothing from the head: the back
+// join rewrites the first to run <b;c;d> as a chain of its own, which all
+// three join with their leading place.
+TEST(PetriNet, BackJoinSharesACommonTail) {
+  auto make = [](char head) {
+    RandomPattern p;
+    p.types = {head, 'B', 'C', 'D'};
+    p.named = {true, true, true, true};
+    p.preds = {{2, 1, 0, 0}, {3, 0, 1, 0}};  // v2.x = v1.x (in the tail), v3.x != v0.x (across)
+    p.within = 12;
+    return p;
+  };
+  const std::vector<RandomPattern> patterns = {make('A'), make('E'), make('F')};
+  PetriNet net;
+  std::vector<CollectingSink> sinks(patterns.size());
+  ASSERT_TRUE(net.addPattern("abcd", parse(patterns[0].text()), sinks[0]));
+  EXPECT_EQ(net.size().transitions, 4u);
+  ASSERT_TRUE(net.addPattern("ebcd", parse(patterns[1].text()), sinks[1]));
+  // A, E; the chain B, C, D; one join each.
+  EXPECT_EQ(net.size().transitions, 7u);
+  ASSERT_TRUE(net.addPattern("fbcd", parse(patterns[2].text()), sinks[2]));
+  EXPECT_EQ(net.size().transitions, 9u);
+  EXPECT_EQ(net.unmergedSize().transitions, 12u);
+  std::mt19937_64 rng(77);
+  std::vector<EventPtr> events;
+  Timestamp ts = 0;
+  for (int i = 0; i < 400; ++i) {
+    ts += static_cast<Timestamp>(rng() % 2);
+    const char type[] = {"ABCDEF"[rng() % 6], 0};
+    events.push_back(
+        EventBuilder(type).at(ts).set("x", Value(static_cast<int64_t>(rng() % 3))).build());
+  }
+  feed(net, events, 0, events.size());
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    EXPECT_EQ(sinks[i].sorted(), testing::bruteForce(patterns[i], events)) << patterns[i].text();
+    EXPECT_FALSE(sinks[i].matches.empty()) << patterns[i].text();
+  }
+  // Removing the rewritten pattern keeps the shared tail for the others.
+  ASSERT_TRUE(net.removePattern("abcd"));
+  EXPECT_EQ(net.size().transitions, 7u);
+}
+
+// Once events flow a running pattern is not rewritten (it would lose its
+// partial matches), but a new pattern still shares a tail that runs as a
+// chain already.
+TEST(PetriNet, BackJoinMidStreamOnlyReusesRunningChains) {
+  PetriNet net;
+  CollectingSink s1, s2, s3;
+  ASSERT_TRUE(net.addPattern("abc", parse("PATTERN SEQ(A a, B b, C c) WITHIN 10"), s1));
+  ASSERT_TRUE(net.onEvent(EventBuilder("A").at(1).build()));
+  ASSERT_TRUE(net.addPattern("ebc", parse("PATTERN SEQ(E e, B b, C c) WITHIN 10"), s2));
+  EXPECT_EQ(net.size().transitions, 6u);  // nothing shared
+  ASSERT_TRUE(net.addPattern("bc", parse("PATTERN SEQ(B b, C c) WITHIN 10"), s3));
+  EXPECT_EQ(net.size().transitions, 8u);
+  CollectingSink s4;
+  ASSERT_TRUE(net.addPattern("fbc", parse("PATTERN SEQ(F f, B b, C c) WITHIN 10"), s4));
+  EXPECT_EQ(net.size().transitions, 10u);  // F and its join with <b;c>; not F, B, C
+  Timestamp ts = 1;
+  for (const char* t : {"B", "E", "F", "B", "C"}) {
+    ASSERT_TRUE(net.onEvent(EventBuilder(t).at(++ts).build()));
+  }
+  EXPECT_EQ(s1.sorted(), (Matches{{1, 2, 6}, {1, 5, 6}}));
+  EXPECT_EQ(s2.sorted(), (Matches{{3, 5, 6}}));
+  EXPECT_EQ(s3.sorted(), (Matches{{2, 6}, {5, 6}}));
+  EXPECT_EQ(s4.sorted(), (Matches{{4, 5, 6}}));
+}
+
+CompiledPatternPtr compiled(const std::string& text, const char* policy) {
+  const std::vector<std::string> items = {std::string("policy=") + policy};
+  auto p = compilePattern(parse(text), *plugin::DetectorOptions::parse(items));
+  EXPECT_TRUE(p) << p.status().message();
+  return *p;
+}
+
+std::vector<EventPtr> typed(std::initializer_list<const char*> types) {
+  std::vector<EventPtr> out;
+  Timestamp ts = 0;
+  for (const char* t : types) out.push_back(EventBuilder(t).at(++ts).build());
+  return out;
+}
+
+// P3's consumption policies on one pattern: feedback reuses tokens (every
+// combination), conflict and concurrency consume them.
+TEST(PetriNet, ConsumingPoliciesUseEachTokenOnce) {
+  const auto events = typed({"A", "A", "B", "B", "B"});
+  for (const char* policy : {"feedback", "conflict", "concurrency"}) {
+    PetriNet net;
+    CollectingSink sink;
+    ASSERT_TRUE(net.addPattern("ab", compiled("PATTERN SEQ(A a, B b)", policy), sink));
+    feed(net, events, 0, events.size());
+    if (std::string(policy) == "feedback") {
+      EXPECT_EQ(sink.sorted(), (Matches{{1, 3}, {1, 4}, {1, 5}, {2, 3}, {2, 4}, {2, 5}}));
+    } else {
+      // The oldest token takes the event; both are gone afterwards.
+      EXPECT_EQ(sink.sorted(), (Matches{{1, 3}, {2, 4}})) << policy;
+    }
+  }
+}
+
+// Two patterns sharing the place of <a>: under conflict the token goes to
+// the first parent that fires, under concurrency each has its own copy.
+TEST(PetriNet, ConflictSharesAPlaceConcurrencyCopiesIt) {
+  const auto events = typed({"A", "B", "C"});
+  const char* policies[] = {"feedback", "conflict", "concurrency"};
+  const Matches expected_ac[] = {{{1, 3}}, {}, {{1, 3}}};
+  const size_t transitions[] = {3, 3, 4};
+  for (int i = 0; i < 3; ++i) {
+    PetriNet net;
+    CollectingSink ab, ac;
+    ASSERT_TRUE(net.addPattern("ab", compiled("PATTERN SEQ(A a, B b)", policies[i]), ab));
+    ASSERT_TRUE(net.addPattern("ac", compiled("PATTERN SEQ(A a, C c)", policies[i]), ac));
+    EXPECT_EQ(net.size().transitions, transitions[i]) << policies[i];
+    feed(net, events, 0, events.size());
+    EXPECT_EQ(ab.sorted(), (Matches{{1, 2}})) << policies[i];
+    EXPECT_EQ(ac.sorted(), expected_ac[i]) << policies[i];
+  }
+}
+
+// Under conflict an event, too, takes part in one firing: B2 completes
+// <a;b> (deeper transitions fire first), so <b;c> never sees it.
+TEST(PetriNet, ConflictPatternsCompeteForEvents) {
+  const auto events = typed({"A", "B", "C"});
+  for (const char* policy : {"conflict", "concurrency", "feedback"}) {
+    PetriNet net;
+    CollectingSink ab, bc;
+    ASSERT_TRUE(net.addPattern("ab", compiled("PATTERN SEQ(A a, B b)", policy), ab));
+    ASSERT_TRUE(net.addPattern("bc", compiled("PATTERN SEQ(B b, C c)", policy), bc));
+    feed(net, events, 0, events.size());
+    EXPECT_EQ(ab.sorted(), (Matches{{1, 2}})) << policy;
+    const Matches expected = std::string(policy) == "conflict" ? Matches{} : Matches{{2, 3}};
+    EXPECT_EQ(bc.sorted(), expected) << policy;
+  }
+  auto bad = compilePattern(parse("PATTERN SEQ(A a, B b)"),
+                            plugin::DetectorOptions(std::map<std::string, std::string, std::less<>>{
+                                {"policy", "greedy"}}));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("policy=greedy: expected feedback, conflict or "
+                                        "concurrency"),
+            std::string::npos);
+}
+
+TEST(PetriNet, ExportsTheMergedNetAsDotAndJson) {
+  PetriNet net;
+  CollectingSink s1, s2;
+  ASSERT_TRUE(net.addPattern("bce", parse("PATTERN SEQ(B b, C c, E e) WHERE b.x = c.x"), s1));
+  ASSERT_TRUE(net.addPattern(
+      "abcd", parse("PATTERN SEQ(A a, B b, C c, D d) WHERE b.x = c.x AND a.x != c.x WITHIN 9"),
+      s2));
+  auto dot = net.exportModel("dot");
+  ASSERT_TRUE(dot);
+  EXPECT_TRUE(dot->starts_with("digraph petri {"));
+  for (const char* part : {"\"in:A\"", "\"in:E\"", ": join", "a.x != c.x", "within 9",
+                           "\"out:bce\"", "\"out:abcd\"", "[style=dashed]"}) {
+    EXPECT_NE(dot->find(part), std::string::npos) << part << "\n" << *dot;
+  }
+  auto json = net.exportModel("json");
+  ASSERT_TRUE(json);
+  for (const char* part :
+       {"\"kind\": \"join\"", "\"event_type\": \"D\"", "\"unmerged_size\"", "\"name\": \"abcd\""}) {
+    EXPECT_NE(json->find(part), std::string::npos) << part << "\n" << *json;
+  }
+  auto bad = net.exportModel("png");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("'dot' or 'json'"), std::string::npos);
 }
 
 TEST(PetriNet, RemovingAndAddingPatternsMidStreamChangesNoOtherPattern) {

@@ -677,5 +677,54 @@ TEST_F(CepServiceTest, RunsTheNfaPlugin) {
   EXPECT_EQ(attr(events[0], "a_price")->asInt(), 10);
 }
 
+// --- exporting a detector's model ---------------------------------------------
+
+TEST_F(CepServiceTest, ExportsThePetriNetOfAQueryWhileEventsFlow) {
+  if (!std::filesystem::exists(CEPBUS_TEST_BUILD_DIR "/plugins/libcepbus_plugin_petri.so")) {
+    GTEST_SKIP() << "the petri plugin is not built";
+  }
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="ab" engine="petri" input="in.events" output="out.ab">
+      <text>PATTERN SEQ(A a, B b) WHERE a.x = b.x WITHIN 1000</text>
+    </query>
+    <query name="fake" engine="cepfake" input="in.events" output="out.pairs">
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  // Exports race with detection on the query's worker; the detector's lock
+  // keeps them apart (ThreadSanitizer checks it).
+  std::thread exporter([&cep] {
+    for (int i = 0; i < 50; ++i) {
+      auto json = cep.exportModel("ab", "json");
+      ASSERT_TRUE(json.isOk()) << json.status().toString();
+    }
+  });
+  for (int i = 1; i <= 200; ++i) publish("in.events", i % 2 == 1 ? "A" : "B", i, i / 2);
+  exporter.join();
+  ASSERT_TRUE(waitConsumed(cep, "ab", 200));
+
+  auto dot = cep.exportModel("ab", "dot");
+  ASSERT_TRUE(dot.isOk()) << dot.status().toString();
+  EXPECT_TRUE(dot->starts_with("digraph petri {")) << *dot;
+  EXPECT_NE(dot->find("\"in:A\""), std::string::npos) << *dot;
+  EXPECT_NE(dot->find("a.x = b.x"), std::string::npos) << *dot;
+  auto json = cep.exportModel("ab", "json");
+  ASSERT_TRUE(json.isOk());
+  EXPECT_NE(json->find("\"transitions\""), std::string::npos) << *json;
+
+  auto bad_format = cep.exportModel("ab", "svg");
+  ASSERT_FALSE(bad_format.isOk());
+  EXPECT_EQ(bad_format.status().code(), Status::Code::kInvalidArgument);
+  auto no_model = cep.exportModel("fake", "dot");
+  ASSERT_FALSE(no_model.isOk());
+  EXPECT_EQ(no_model.status().code(), Status::Code::kInvalidArgument);
+  auto unknown = cep.exportModel("nosuch", "dot");
+  ASSERT_FALSE(unknown.isOk());
+  EXPECT_EQ(unknown.status().code(), Status::Code::kNotFound);
+  cep.stop();
+}
+
 }  // namespace
 }  // namespace cepbus::services::cep

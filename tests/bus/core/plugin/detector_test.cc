@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "bus/core/pattern/parser.h"
+
 namespace cepbus::plugin {
 namespace {
 
@@ -66,6 +68,97 @@ TEST(MatchTest, ExposesElementsAndBuildsTheCompositeOnDemand) {
   EXPECT_EQ(c->start(), 1);
   EXPECT_EQ(c->end(), 4);
   EXPECT_EQ(c->constituents().size(), 3u);
+}
+
+// Reports every event of the query's first element type as a one-event match;
+// refuses queries whose first type is "Bad".
+class EchoDetector final : public Detector {
+ public:
+  EchoDetector(Symbol type, MatchSink& sink) : type_(type), sink_(&sink) {}
+  Status onEvent(const EventPtr& event) override {
+    if (event->type() != type_) return Status::ok();
+    const EventPtr* events[] = {&event};
+    const uint32_t ends[] = {1};
+    sink_->onMatch(Match(events, ends, &composer_));
+    return Status::ok();
+  }
+  Status flush() override {
+    ++flushes;
+    return Status::ok();
+  }
+  static inline int flushes = 0;
+
+ private:
+  Symbol type_;
+  MatchSink* sink_;
+  Composer composer_;
+};
+
+class EchoFactory final : public DetectorFactory {
+ public:
+  Result<std::unique_ptr<Detector>> create(const pattern::Query& query, const DetectorOptions&,
+                                           MatchSink& sink) const override {
+    const std::string& type = query.pattern->children.empty()
+                                  ? query.pattern->type
+                                  : query.pattern->children.front()->type;
+    if (type == "Bad") return Status::invalidArgument("type Bad is not supported");
+    return std::unique_ptr<Detector>(std::make_unique<EchoDetector>(Symbol::intern(type), sink));
+  }
+};
+
+class LabelSink final : public MultiMatchSink {
+ public:
+  void onMatch(size_t pattern, const Match& match) override {
+    seen.emplace_back(pattern, match.ts(0));
+  }
+  std::vector<std::pair<size_t, Timestamp>> seen;
+};
+
+NamedQuery named(std::string name, const char* text) {
+  auto q = pattern::parseQuery(text);
+  EXPECT_TRUE(q.isOk()) << q.status().toString();
+  return NamedQuery{std::move(name), std::move(q).value()};
+}
+
+TEST(DetectorFactoryTest, DefaultCreateManyFansOutAndLabelsEachMatchWithItsQuery) {
+  EchoFactory factory;
+  const std::vector<NamedQuery> queries = {named("first", "PATTERN SEQ(A a, B b)"),
+                                           named("second", "PATTERN SEQ(B b, A a)"),
+                                           named("third", "PATTERN SEQ(A a, C c)")};
+  LabelSink sink;
+  auto d = factory.createMany(queries, DetectorOptions(), sink);
+  ASSERT_TRUE(d.isOk()) << d.status().toString();
+  ASSERT_TRUE((*d)->onEvent(EventBuilder("A").at(1).build()));
+  ASSERT_TRUE((*d)->onEvent(EventBuilder("B").at(2).build()));
+  const std::vector<std::pair<size_t, Timestamp>> expected = {{0, 1}, {2, 1}, {1, 2}};
+  EXPECT_EQ(sink.seen, expected);
+  EchoDetector::flushes = 0;
+  ASSERT_TRUE((*d)->flush());
+  EXPECT_EQ(EchoDetector::flushes, 3);
+  // The fan-out has no model of its own.
+  auto model = (*d)->exportModel("dot");
+  ASSERT_FALSE(model.isOk());
+  EXPECT_EQ(model.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("does not export"), std::string::npos);
+}
+
+TEST(DetectorFactoryTest, CreateManyNamesTheQueryThatFailsAndRejectsBadNames) {
+  EchoFactory factory;
+  LabelSink sink;
+  std::vector<NamedQuery> queries = {named("ok", "PATTERN SEQ(A a, B b)"),
+                                     named("broken", "PATTERN SEQ(Bad a, B b)")};
+  auto d = factory.createMany(queries, DetectorOptions(), sink);
+  ASSERT_FALSE(d.isOk());
+  EXPECT_NE(d.status().message().find("query 'broken': type Bad"), std::string::npos);
+
+  queries = {named("x", "PATTERN SEQ(A a, B b)"), named("x", "PATTERN SEQ(B a, A b)")};
+  d = factory.createMany(queries, DetectorOptions(), sink);
+  ASSERT_FALSE(d.isOk());
+  EXPECT_NE(d.status().message().find("two queries are named 'x'"), std::string::npos);
+
+  queries = {named("", "PATTERN SEQ(A a, B b)")};
+  EXPECT_FALSE(factory.createMany(queries, DetectorOptions(), sink).isOk());
+  EXPECT_FALSE(factory.createMany({}, DetectorOptions(), sink).isOk());
 }
 
 }  // namespace
