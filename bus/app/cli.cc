@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bus/app/bus.h"
+#include "bus/app/join_command.h"
 #include "bus/app/match_command.h"
 #include "bus/core/descriptor/parser.h"
 
@@ -41,8 +42,10 @@ struct Command {
 constexpr Command kCommands[] = {
     {"run", "DESCRIPTOR.xml", "run the bus until SIGINT/SIGTERM, then drain and stop"},
     {"validate", "DESCRIPTOR.xml", "check a descriptor and every query and filter in it"},
-    {"match", "--engine E (--query Q | --patterns F) --events F",
-     "replay a JSON-lines event file through a CEP engine offline"},
+    {"match", "--engine E (--query Q | --patterns F) (--events F | --export dot|json)",
+     "replay a JSON-lines event file through a CEP engine offline, or export its model"},
+    {"join", "--events F --key A --site A --time-matrix CSV --threshold P",
+     "join uncertain readings on a key under a travel-time matrix offline (P4)"},
 };
 
 // Parsed arguments of one command: Poco's option processor fills `values`,
@@ -234,6 +237,24 @@ int matchCommand(const std::vector<std::string>& args) {
   return runMatchCommand(*options, std::cout, std::cerr);
 }
 
+int joinCommand(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::cout << "usage: cepbus join " << kCommands[3].args << " [OPTIONS]\n\n"
+                << kCommands[3].summary << "\n\n"
+                << joinUsage();
+      return kOk;
+    }
+  }
+  auto options = parseJoinArguments(args);
+  if (!options) {
+    std::cerr << "cepbus join: " << options.status().message() << " (see cepbus join --help)\n";
+    return kUsage;
+  }
+  setUpLogging("warning");
+  return runJoinCommand(*options, std::cout, std::cerr);
+}
+
 void printUsage(std::ostream& out) {
   out << "usage: cepbus [--version] [--help] COMMAND [ARGS]\n\n"
          "cepbus is an event-driven SOA bus with complex-event-processing plugins.\n\n"
@@ -269,6 +290,7 @@ int runCli(int argc, char** argv) {
     if (command == "run") return runCommand(args);
     if (command == "validate") return validateCommand(args);
     if (command == "match") return matchCommand(args);
+    if (command == "join") return joinCommand(args);
   } catch (const Poco::Util::OptionException& e) {
     std::cerr << "cepbus " << command << ": " << e.displayText() << " (see cepbus " << command
               << " --help)\n";

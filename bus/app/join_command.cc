@@ -1,0 +1,265 @@
+#include "bus/app/join_command.h"
+
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "bus/core/event_json.h"
+#include "bus/core/pattern/parser.h"
+#include "bus/core/plugin/plugin_loader.h"
+
+namespace cepbus::app {
+namespace {
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr uint64_t kChecksumSeed = 0xcbf29ce484222325ULL;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a64(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+// Prints each pair as one JSON line, or only counts it (--count).
+class PairSink final : public plugin::MatchSink {
+ public:
+  PairSink(std::ostream& out, bool count, Symbol key) : out_(out), count_(count), key_(key) {}
+
+  void onMatch(const plugin::Match& match) override {
+    const Event& left = *match.event(0);
+    const Event& right = *match.event(1);
+    const std::string l = encodeEvent(left);
+    const std::string r = encodeEvent(right);
+    ++pairs_;
+    if (count_) {
+      checksum_ += splitmix64(splitmix64(kChecksumSeed ^ fnv1a64(l)) ^ fnv1a64(r));
+      return;
+    }
+    const Value* key = left.find(key_);
+    line_ = "{\"key\":";
+    if (key != nullptr && key->kind() == Value::Kind::kInt) {
+      line_ += std::to_string(key->asInt());
+    } else {
+      line_ += nlohmann::json(key != nullptr ? key->asString() : std::string()).dump();
+    }
+    line_ += ",\"left\":" + l + ",\"right\":" + r;
+    line_ += ",\"dt\":" + std::to_string(right.ts() - left.ts());
+    line_ += ",\"prob\":" + nlohmann::json(left.probability() * right.probability()).dump();
+    line_ += "}\n";
+    out_ << line_;
+  }
+
+  void printCount() const {
+    out_ << "{\"pairs\":" << pairs_ << ",\"checksum\":\"" << hex64(checksum_) << "\"}\n";
+  }
+
+ private:
+  std::ostream& out_;
+  const bool count_;
+  const Symbol key_;
+  std::string line_;
+  uint64_t pairs_ = 0;
+  uint64_t checksum_ = 0;
+};
+
+bool isIdentifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* joinUsage() {
+  return "usage: cepbus join --events FILE --key ATTR --site ATTR --time-matrix CSV\n"
+         "                   --threshold P [--window N] [--workers N]\n"
+         "                   [--expiry on_insert|batch] [--deletion-interval N]\n"
+         "                   [--spill none|window_half|less_than_probability\n"
+         "                    --memory-budget BYTES [--spill-dir DIR]]\n"
+         "                   [--type TYPE] [--count] [--plugin-path DIR]...\n";
+}
+
+Result<JoinCommandOptions> parseJoinArguments(std::span<const std::string> args) {
+  JoinCommandOptions o;
+  const std::pair<const char*, std::string JoinCommandOptions::*> kValued[] = {
+      {"--events", &JoinCommandOptions::events_file},
+      {"--key", &JoinCommandOptions::key},
+      {"--site", &JoinCommandOptions::site},
+      {"--time-matrix", &JoinCommandOptions::time_matrix},
+      {"--threshold", &JoinCommandOptions::threshold},
+      {"--window", &JoinCommandOptions::window},
+      {"--workers", &JoinCommandOptions::workers},
+      {"--expiry", &JoinCommandOptions::expiry},
+      {"--deletion-interval", &JoinCommandOptions::deletion_interval},
+      {"--spill", &JoinCommandOptions::spill},
+      {"--memory-budget", &JoinCommandOptions::memory_budget},
+      {"--spill-dir", &JoinCommandOptions::spill_dir},
+      {"--type", &JoinCommandOptions::type},
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    if (flag == "--count" && !has_value) {
+      o.count = true;
+      continue;
+    }
+    std::string* into = nullptr;
+    bool repeatable = false;
+    if (flag == "--plugin-path") {
+      o.plugin_paths.emplace_back();
+      into = &o.plugin_paths.back();
+      repeatable = true;
+    }
+    for (const auto& [name, member] : kValued) {
+      if (flag == name) into = &(o.*member);
+    }
+    if (into == nullptr) return Status::invalidArgument("unknown argument '" + args[i] + "'");
+    if (!repeatable && !into->empty()) return Status::invalidArgument(flag + " given twice");
+    if (!has_value) {
+      if (i + 1 >= args.size()) return Status::invalidArgument(flag + " needs a value");
+      value = args[++i];
+    }
+    if (value.empty()) return Status::invalidArgument(flag + " needs a non-empty value");
+    *into = value;
+  }
+  if (o.events_file.empty()) return Status::invalidArgument("--events is required");
+  if (o.key.empty()) return Status::invalidArgument("--key is required");
+  if (o.threshold.empty()) return Status::invalidArgument("--threshold is required");
+  if (o.time_matrix.empty() != o.site.empty()) {
+    return Status::invalidArgument("--time-matrix and --site go together");
+  }
+  if (o.time_matrix.empty() && o.window.empty()) {
+    return Status::invalidArgument("give --time-matrix and --site (or at least --window)");
+  }
+  if (!isIdentifier(o.key)) return Status::invalidArgument("--key " + o.key + ": not a name");
+  if (!o.type.empty() && !isIdentifier(o.type)) {
+    return Status::invalidArgument("--type " + o.type + ": not a name");
+  }
+  return o;
+}
+
+int runJoinCommand(const JoinCommandOptions& options, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> items;
+  auto add = [&](const char* name, const std::string& value) {
+    if (!value.empty()) items.push_back(std::string(name) + "=" + value);
+  };
+  add("time_matrix", options.time_matrix);
+  add("site", options.site);
+  add("threshold", options.threshold);
+  add("window", options.window);
+  add("workers", options.workers);
+  add("expiry", options.expiry);
+  add("deletion_interval", options.deletion_interval);
+  add("spill", options.spill);
+  add("memory_budget", options.memory_budget);
+  add("spill_dir", options.spill_dir);
+  auto detector_options = plugin::DetectorOptions::parse(items);
+  if (!detector_options) {
+    err << "cepbus join: " << detector_options.status().message() << '\n';
+    return kExitUsage;
+  }
+
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (options.events_file != "-") {
+    file.open(options.events_file);
+    if (!file) {
+      err << "cepbus join: cannot open events file '" << options.events_file << "'\n";
+      return kExitError;
+    }
+    in = &file;
+  }
+  EventLineReader reader(*in);
+  auto first = reader.next();
+  if (!first && first.status().code() != Status::Code::kNotFound) {
+    err << "cepbus join: " << options.events_file << ": " << first.status().message() << '\n';
+    return kExitError;
+  }
+  const std::string type = !options.type.empty() ? options.type
+                                                 : (first ? std::string((*first)->type().name())
+                                                          : std::string("Reading"));
+  if (!isIdentifier(type)) {
+    err << "cepbus join: the first event's type '" << type << "' is not a name; give --type\n";
+    return kExitError;
+  }
+  const std::string query =
+      "PATTERN AND(" + type + " a, " + type + " b) WHERE a." + options.key + " = b." + options.key;
+  auto parsed = pattern::parseQuery(query);
+  if (!parsed) {
+    err << "cepbus join: " << parsed.status().message() << '\n';
+    return kExitError;
+  }
+
+  std::vector<std::string> paths = options.plugin_paths;
+  for (std::string& p : plugin::PluginLoader::defaultSearchPaths()) paths.push_back(std::move(p));
+  plugin::PluginLoader loader(std::move(paths));
+  auto plugin = loader.load("join");
+  if (!plugin) {
+    err << "cepbus join: " << plugin.status().message() << '\n';
+    return kExitError;
+  }
+  PairSink sink(out, options.count, Symbol::intern(options.key));
+  auto detector = (*plugin)->createDetector("join", *parsed, *detector_options, sink);
+  if (!detector) {
+    err << "cepbus join: " << detector.status().message() << '\n';
+    return kExitError;
+  }
+  // A failed spill is reported and survived; anything else stops the replay.
+  auto check = [&](const Status& s, const std::string& where) {
+    if (s) return true;
+    if (s.code() == Status::Code::kIoError) {
+      err << "cepbus join: warning: " << where << ": " << s.message() << '\n';
+      return true;
+    }
+    err << "cepbus join: " << where << ": " << s.message() << '\n';
+    return false;
+  };
+  Result<EventPtr> event = std::move(first);
+  while (true) {
+    if (!event) {
+      if (event.status().code() == Status::Code::kNotFound) break;
+      err << "cepbus join: " << options.events_file << ": " << event.status().message() << '\n';
+      return kExitError;
+    }
+    if (!check((*detector)->onEvent(*event),
+               options.events_file + ": line " + std::to_string(reader.lineNumber()))) {
+      return kExitError;
+    }
+    event = reader.next();
+  }
+  if (!check((*detector)->flush(), options.events_file + ": at end of events")) return kExitError;
+  if (options.count) sink.printCount();
+  out.flush();
+  return 0;
+}
+
+}  // namespace cepbus::app

@@ -1,0 +1,119 @@
+#pragma once
+
+// The join engine's detector: P4's one dispatcher and n join workers.
+//
+// The dispatcher is the thread calling onEvent(): it ignores events of types
+// the query does not name, drops tuples whose probability is below the
+// threshold (none of their pairs could pass), checks the key and site, and
+// appends each tuple to the probe buffer of the worker owning its key's hash.
+// Every partner of a tuple has its key, so each tuple is inserted in exactly
+// one place and probed where all its partners are — without P4's broadcast of
+// every probe to every per-checkpoint thread. Each worker (a std::thread with
+// its own JoinPartition: ULI index, expiry, spill) joins its tuples in arrival
+// order.
+//
+// Pairs are handed to the sink on the caller's thread, from onEvent() and
+// flush(), in the arrival order of the tuple that completed them (the workers'
+// results are merged by arrival number), so the output does not depend on the
+// number of workers; pairs found by a restore from disk come when the restore
+// happens. The dispatcher hands tuples off in batches (option batch, default
+// 1024 tuples), and pairs are reported at hand-offs: a pair waits for at most
+// that many more tuples, or for flush(). flush() waits until the workers have processed everything,
+// brings back everything spilled and reports every pair.
+//
+// Errors: InvalidArgument from onEvent() for an event out of ts order, a
+// missing or unusable key or site (the event is refused; the join goes on).
+// IoError from onEvent() or flush() reports, once, a spill write that failed
+// (a full disk): the event was consumed, spilling is disabled and the join
+// goes on in memory with nothing lost.
+//
+// Thread safety: as every Detector, driven by one thread at a time; the
+// workers are internal. The sink must outlive the detector.
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bus/core/plugin/detector.h"
+#include "plugins/join/join_partition.h"
+#include "plugins/join/join_plan.h"
+
+namespace cepbus::plugins::join {
+
+class JoinDetector final : public plugin::Detector {
+ public:
+  // Starts the workers; IoError when the spill directory or files cannot be made.
+  static Result<std::unique_ptr<JoinDetector>> create(JoinPlanPtr plan, plugin::MatchSink& sink);
+  ~JoinDetector() override;
+  JoinDetector(const JoinDetector&) = delete;
+  JoinDetector& operator=(const JoinDetector&) = delete;
+
+  Status onEvent(const EventPtr& event) override;
+  Status flush() override;
+
+  struct Stats {
+    uint64_t events = 0;           // of the query's types
+    uint64_t below_threshold = 0;  // dropped by the dispatcher
+    uint64_t pairs = 0;            // reported to the sink
+    std::vector<PartitionStats> partitions;
+  };
+  // Valid right after flush() (the workers are idle then).
+  Stats stats() const;
+  const std::string& spillDirectory() const { return spill_dir_; }
+
+ private:
+  struct Batch {
+    std::vector<Tuple> tuples;
+    uint64_t id = 0;
+    uint64_t upto = 0;  // every tuple up to this arrival number has been dispatched
+    bool flush = false;
+  };
+  struct Chunk {
+    std::vector<JoinedPair> pairs;
+    uint64_t upto = 0;
+  };
+  struct Worker {
+    std::unique_ptr<JoinPartition> partition;
+    std::thread thread;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Batch> in;
+    std::deque<Chunk> out;
+    uint64_t done_batch = 0;
+    Status error;
+    bool stop = false;
+    // Caller side: pairs received, not yet reported.
+    std::vector<JoinedPair> ready;
+    size_t head = 0;
+    uint64_t upto = 0;
+  };
+  class Composer;
+
+  JoinDetector(JoinPlanPtr plan, plugin::MatchSink& sink);
+  void run(Worker& w);
+  void handOff(bool flush);
+  // Reports the pairs every worker is done with (all of them with `all`).
+  void collect(bool all);
+  void report(const JoinedPair& pair);
+  Status takeError();
+
+  JoinPlanPtr plan_;
+  plugin::MatchSink& sink_;
+  std::unique_ptr<Composer> composer_;
+  std::string spill_dir_;  // created by this detector, removed with it
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::vector<Tuple>> pending_;  // per worker, not yet handed off
+  size_t pending_count_ = 0;
+  uint64_t seq_ = 0;
+  uint64_t batch_id_ = 0;
+  Timestamp last_ts_ = INT64_MIN;
+  Stats stats_;
+  Status error_;
+};
+
+}  // namespace cepbus::plugins::join

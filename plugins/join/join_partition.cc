@@ -1,0 +1,452 @@
+#include "plugins/join/join_partition.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "bus/core/event_json.h"
+
+namespace cepbus::plugins::join {
+namespace {
+
+constexpr size_t kProbeLogCommitEvery = 256;
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+void putU64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t getU64(std::string_view p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+// The bytes a windowed tuple is accounted for: its entry and its event.
+uint32_t accountedBytes(const Event& e, size_t entry_size) {
+  size_t n = entry_size + sizeof(Event) + e.attributes().size() * sizeof(Attribute);
+  for (const Attribute& a : e.attributes()) {
+    if (a.value.kind() == Value::Kind::kString) n += a.value.asString().size();
+  }
+  return static_cast<uint32_t>(n);
+}
+
+// Keys are strings or integers (makeTuple checks): compared directly, not
+// through Value's cross-kind ordering.
+bool sameKey(const Value& a, const Value& b) {
+  if (a.kind() != b.kind()) return false;
+  return a.kind() == Value::Kind::kInt ? a.asInt() == b.asInt() : a.asString() == b.asString();
+}
+
+bool pairHolds(const JoinPlan& plan, uint64_t h1, const Value* k1, Timestamp ts1, double p1,
+               int32_t site1, uint32_t stream1, const Tuple& later, double& prob) {
+  if (h1 != later.hash) return false;
+  if (!plan.self_join && stream1 == later.stream) return false;
+  if (!sameKey(*k1, *later.key)) return false;
+  const Timestamp dt = later.ts >= ts1 ? later.ts - ts1 : ts1 - later.ts;
+  if (!(static_cast<double>(dt) < plan.bound(site1, later.site))) return false;
+  prob = p1 * later.prob;
+  return prob >= plan.threshold;
+}
+
+}  // namespace
+
+uint64_t hashKey(const Value& key) {
+  if (key.kind() == Value::Kind::kInt) return mix(static_cast<uint64_t>(key.asInt()));
+  return mix(std::hash<std::string_view>()(key.asString()));
+}
+
+Result<Tuple> makeTuple(const JoinPlan& plan, const EventPtr& event, int stream, uint64_t seq) {
+  const JoinPlan::Stream& s = plan.streams[static_cast<size_t>(stream)];
+  auto where = [&] {
+    return std::string(event->type().name()) + " event at ts " + std::to_string(event->ts());
+  };
+  Tuple t;
+  t.key = event->find(s.key);
+  if (t.key == nullptr || t.key->isNull()) {
+    return Status::invalidArgument("join: " + where() + " has no key attribute '" +
+                                   std::string(s.key.name()) + "'");
+  }
+  if (t.key->kind() != Value::Kind::kInt && t.key->kind() != Value::Kind::kString) {
+    return Status::invalidArgument("join: " + where() + ": key attribute '" +
+                                   std::string(s.key.name()) + "' is a " + kindName(t.key->kind()) +
+                                   ", expected a string or an integer");
+  }
+  if (plan.matrix) {
+    const Value* site = event->find(plan.site);
+    if (site == nullptr || site->isNull()) {
+      return Status::invalidArgument("join: " + where() + " has no site attribute '" +
+                                     std::string(plan.site.name()) + "'");
+    }
+    const int64_t idx = plan.matrix->indexOf(*site);
+    if (idx < 0) {
+      return Status::invalidArgument("join: " + where() + ": site " + site->toString() +
+                                     " is not in the time matrix");
+    }
+    t.site = static_cast<int32_t>(idx);
+  }
+  t.event = event;
+  t.hash = hashKey(*t.key);
+  t.prob = event->probability();
+  t.ts = event->ts();
+  t.seq = seq;
+  t.stream = static_cast<uint32_t>(stream);
+  return t;
+}
+
+bool joinable(const JoinPlan& plan, const Tuple& earlier, const Tuple& later, double& prob) {
+  return pairHolds(plan, earlier.hash, earlier.key, earlier.ts, earlier.prob, earlier.site,
+                   earlier.stream, later, prob);
+}
+
+JoinPartition::JoinPartition(JoinPlanPtr plan, size_t budget_bytes,
+                             std::unique_ptr<SpillStore> entries,
+                             std::unique_ptr<SpillStore> probes)
+    : plan_(std::move(plan)),
+      budget_(budget_bytes),
+      slots_(plan_->index_slots),
+      mask_(plan_->index_slots - 1),
+      entry_store_(std::move(entries)),
+      probe_store_(std::move(probes)) {
+  if (plan_->spill == SpillStrategy::kLessThanProbability) {
+    bucket_probes_.assign(plan_->index_slots, 0);
+    bucket_hits_.assign(plan_->index_slots, 0);
+  }
+  spill_disabled_ = budget_ == 0 || !entry_store_ || !probe_store_;
+}
+
+JoinPartition::Entry JoinPartition::toEntry(Tuple&& t) const {
+  // Bytes are accounted only where a budget is enforced.
+  const uint32_t bytes = budget_ > 0 ? accountedBytes(*t.event, sizeof(Entry)) : 0;
+  return Entry{t.prob, t.ts, t.seq, t.site, t.stream, bytes, std::move(t.event)};
+}
+
+JoinPartition::Group& JoinPartition::groupOf(size_t slot, uint64_t hash, const Value& key) {
+  Bucket& bucket = slots_[slot];
+  for (Group& g : bucket) {
+    if (g.hash == hash && sameKey(g.key, key)) return g;
+  }
+  bucket.push_back(Group{hash, key, {}});
+  return bucket.back();
+}
+
+void JoinPartition::insert(Group& g, Entry e) {
+  // After every entry of equal or higher probability: lists stay in
+  // descending probability and equal ones in arrival order.
+  auto pos = std::upper_bound(g.list.begin(), g.list.end(), e.prob,
+                              [](double p, const Entry& x) { return p > x.prob; });
+  ++entries_;
+  bytes_ += e.bytes;
+  g.list.insert(pos, std::move(e));
+}
+
+namespace {
+
+// The pair condition once the keys are known to be equal.
+inline bool boundHolds(const JoinPlan& plan, Timestamp ts1, double p1, int32_t site1,
+                       uint32_t stream1, const Tuple& later, double& prob) {
+  if (!plan.self_join && stream1 == later.stream) return false;
+  const Timestamp dt = later.ts >= ts1 ? later.ts - ts1 : ts1 - later.ts;
+  if (!(static_cast<double>(dt) < plan.bound(site1, later.site))) return false;
+  prob = p1 * later.prob;
+  return prob >= plan.threshold;
+}
+
+}  // namespace
+
+void JoinPartition::process(Tuple t, std::vector<JoinedPair>& out) {
+  now_ = t.ts;
+  last_seq_ = t.seq;
+  if (spilled_count_ > 0 && now_ - first_spill_now_ >= plan_->window) restoreAll(out);
+  if (spilled_count_ > 0) {
+    if (probe_store_->pendingRecords() >= kProbeLogCommitEvery) {
+      if (Status s = probe_store_->commit(); s) {
+        unlogged_.clear();
+      } else {
+        noteError(Status::ioError(s.message() + "; spilling disabled, the join goes on in memory"));
+        spill_disabled_ = true;
+        restoreAll(out);  // before `t` is logged: it finds the restored entries in memory
+      }
+    }
+    if (spilled_count_ > 0) {
+      std::string payload;
+      putU64(payload, t.seq);
+      if (encodeFor(*t.event, payload)) {
+        probe_store_->append(payload);
+        unlogged_.push_back(t);
+      } else {
+        restoreAll(out);  // `t` is not logged yet: it finds the restored entries in memory
+      }
+    }
+  }
+  if (plan_->expiry == Expiry::kBatch && now_ >= next_deletion_) {
+    expireAll();
+    next_deletion_ = now_ + plan_->deletion_interval;
+  }
+
+  const size_t slot = t.hash & mask_;
+  Group& group = groupOf(slot, t.hash, *t.key);
+  std::vector<Entry>& list = group.list;
+  const double threshold = plan_->threshold;
+  const size_t found_before = out.size();
+  double prob = 0;
+  if (plan_->expiry == Expiry::kOnInsert) {
+    // One pass drops stale entries and probes the live ones.
+    size_t w = 0;
+    bool stopped = false;
+    for (size_t i = 0; i < list.size(); ++i) {
+      Entry& e = list[i];
+      if (stale(e.ts)) {
+        --entries_;
+        bytes_ -= e.bytes;
+        continue;
+      }
+      if (!stopped) {
+        if (e.prob * t.prob < threshold) {
+          stopped = true;
+          ++stats_.probes_stopped_early;
+        } else if (boundHolds(*plan_, e.ts, e.prob, e.site, e.stream, t, prob)) {
+          out.push_back(JoinedPair{e.event, t.event, prob, t.seq});
+        }
+      }
+      if (w != i) list[w] = std::move(e);
+      ++w;
+    }
+    list.erase(list.begin() + static_cast<ptrdiff_t>(w), list.end());
+  } else {
+    for (const Entry& e : list) {
+      if (e.prob * t.prob < threshold) {
+        ++stats_.probes_stopped_early;
+        break;
+      }
+      if (boundHolds(*plan_, e.ts, e.prob, e.site, e.stream, t, prob)) {
+        out.push_back(JoinedPair{e.event, t.event, prob, t.seq});
+      }
+    }
+  }
+  if (!bucket_probes_.empty()) {
+    ++bucket_probes_[slot];
+    ++total_probes_;
+    const size_t hits = out.size() - found_before;
+    bucket_hits_[slot] += static_cast<uint32_t>(hits);
+    total_hits_ += hits;
+  }
+  insert(group, toEntry(std::move(t)));
+  if (plan_->expiry == Expiry::kOnInsert) {
+    expireBucket(slots_[sweep_hand_]);
+    sweep_hand_ = (sweep_hand_ + 1) & mask_;
+  }
+  if (!spill_disabled_ && bytes_ > budget_) spill(out);
+}
+
+void JoinPartition::expireAll() {
+  for (Bucket& bucket : slots_) expireBucket(bucket);
+}
+
+void JoinPartition::expireBucket(Bucket& bucket) {
+  for (Group& g : bucket) {
+    std::vector<Entry>& list = g.list;
+    size_t w = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (stale(list[i].ts)) {
+        --entries_;
+        bytes_ -= list[i].bytes;
+        continue;
+      }
+      if (w != i) list[w] = std::move(list[i]);
+      ++w;
+    }
+    list.erase(list.begin() + static_cast<ptrdiff_t>(w), list.end());
+  }
+  std::erase_if(bucket, [](const Group& g) { return g.list.empty(); });
+}
+
+void JoinPartition::spill(std::vector<JoinedPair>& out) {
+  // Stale entries never join again: drop them rather than write them.
+  expireAll();
+  if (bytes_ <= budget_) return;
+  // Each list spills a suffix (the lists are in descending probability);
+  // cut holds, per group in bucket order, where its suffix starts.
+  std::vector<size_t> cut;
+  size_t selected_bytes = 0;
+  if (plan_->spill == SpillStrategy::kWindowHalf) {
+    for (const Bucket& bucket : slots_) {
+      for (const Group& g : bucket) {
+        cut.push_back(g.list.size() / 2);
+        for (size_t k = cut.back(); k < g.list.size(); ++k) selected_bytes += g.list[k].bytes;
+      }
+    }
+  } else {
+    // prob[i]: bucket i's join success rate relative to the mean, so that
+    // uniform data gives prob[i] = 1 (P4's experiment); 1 without evidence.
+    const double mean = total_probes_ == 0
+                            ? 0
+                            : static_cast<double>(total_hits_) / static_cast<double>(total_probes_);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      double prob_i = 1;
+      if (mean > 0 && bucket_probes_[i] > 0) {
+        prob_i = (static_cast<double>(bucket_hits_[i]) / bucket_probes_[i]) / mean;
+      }
+      for (const Group& g : slots_[i]) {
+        size_t c = g.list.size();
+        while (c > 0 && g.list[c - 1].prob * prob_i <= plan_->spill_probability) --c;
+        cut.push_back(c);
+        for (size_t k = c; k < g.list.size(); ++k) selected_bytes += g.list[k].bytes;
+      }
+    }
+    if (static_cast<double>(selected_bytes) < static_cast<double>(bytes_) / plan_->spill_m) {
+      selected_bytes = bytes_;
+      std::fill(cut.begin(), cut.end(), 0);
+    }
+  }
+  size_t selected = 0;
+  std::string payload;
+  size_t gi = 0;
+  for (const Bucket& bucket : slots_) {
+    for (const Group& g : bucket) {
+      for (size_t k = cut[gi]; k < g.list.size(); ++k) {
+        const Entry& e = g.list[k];
+        payload.clear();
+        putU64(payload, e.seq);
+        putU64(payload, last_seq_);
+        if (!encodeFor(*e.event, payload)) {
+          entry_store_->discardPending();
+          restoreAll(out);
+          return;
+        }
+        entry_store_->append(payload);
+        ++selected;
+      }
+      ++gi;
+    }
+  }
+  if (selected == 0) return;
+  if (Status s = entry_store_->commit(); !s) {
+    // Nothing of this spill left memory; what earlier spills wrote comes back
+    // now, and the join goes on in memory only.
+    noteError(Status::ioError(s.message() + "; spilling disabled, the join goes on in memory"));
+    spill_disabled_ = true;
+    restoreAll(out);
+    return;
+  }
+  if (spilled_count_ == 0) first_spill_now_ = now_;
+  gi = 0;
+  for (Bucket& bucket : slots_) {
+    for (Group& g : bucket) {
+      for (size_t k = cut[gi]; k < g.list.size(); ++k) {
+        --entries_;
+        bytes_ -= g.list[k].bytes;
+        spilled_bytes_ += g.list[k].bytes;
+      }
+      g.list.erase(g.list.begin() + static_cast<ptrdiff_t>(cut[gi]), g.list.end());
+      ++gi;
+    }
+    std::erase_if(bucket, [](const Group& g) { return g.list.empty(); });
+  }
+  spilled_count_ += selected;
+  ++stats_.spills;
+  stats_.spilled_total += selected;
+}
+
+void JoinPartition::restoreIfRoom(std::vector<JoinedPair>& out) {
+  if (spilled_count_ > 0 && bytes_ + spilled_bytes_ <= budget_) restoreAll(out);
+}
+
+void JoinPartition::restoreAll(std::vector<JoinedPair>& out) {
+  if (spilled_count_ == 0) return;
+  if (probe_store_->pendingRecords() > 0) {
+    if (Status s = probe_store_->commit(); s) {
+      unlogged_.clear();
+    } else {
+      noteError(std::move(s));
+      spill_disabled_ = true;
+    }
+  }
+  // The tuples that arrived while anything was on disk, by key hash.
+  std::unordered_map<uint64_t, std::vector<Tuple>> partners;
+  Status read = probe_store_->readAll([&](std::string_view payload) -> Status {
+    if (payload.size() < 8) return Status::ioError("probe log record too short");
+    auto event = decodeEvent(payload.substr(8));
+    if (!event) return event.status();
+    auto t = makeTuple(*plan_, *event, plan_->streamOf((*event)->type()), getU64(payload));
+    if (!t) return t.status();
+    partners[t->hash].push_back(std::move(*t));
+    return Status::ok();
+  });
+  for (Tuple& t : unlogged_) partners[t.hash].push_back(std::move(t));
+  unlogged_.clear();
+  if (read) {
+    read = entry_store_->readAll([&](std::string_view payload) -> Status {
+      if (payload.size() < 16) return Status::ioError("spilled entry record too short");
+      const uint64_t left_at = getU64(payload.substr(8));
+      auto event = decodeEvent(payload.substr(16));
+      if (!event) return event.status();
+      auto e = makeTuple(*plan_, *event, plan_->streamOf((*event)->type()), getU64(payload));
+      if (!e) return e.status();
+      if (auto it = partners.find(e->hash); it != partners.end()) {
+        double prob = 0;
+        for (const Tuple& t : it->second) {
+          if (t.seq > left_at && joinable(*plan_, *e, t, prob)) {
+            out.push_back(JoinedPair{e->event, t.event, prob, last_seq_});
+            ++stats_.restored_pairs;
+          }
+        }
+      }
+      if (!stale(e->ts)) {
+        Group& g = groupOf(e->hash & mask_, e->hash, *e->key);
+        insert(g, toEntry(std::move(*e)));
+      }
+      return Status::ok();
+    });
+  }
+  if (!read)
+    noteError(Status::ioError("join: restoring spilled tuples failed, pairs may be lost: " +
+                              read.message()));
+  entry_store_->clear();
+  probe_store_->clear();
+  spilled_count_ = 0;
+  spilled_bytes_ = 0;
+  ++stats_.restores;
+}
+
+bool JoinPartition::encodeFor(const Event& event, std::string& payload) {
+  try {
+    payload += encodeEvent(event, EventFormat::kFull);
+    return true;
+  } catch (const std::exception& e) {
+    // The JSON codec refuses some strings (invalid UTF-8): such an event
+    // cannot be spilled, so nothing is.
+    noteError(Status::ioError(std::string("join: cannot spill an event: ") + e.what() +
+                              "; spilling disabled, the join goes on in memory"));
+    spill_disabled_ = true;
+    return false;
+  }
+}
+
+void JoinPartition::noteError(Status s) {
+  if (error_.isOk()) error_ = std::move(s);
+}
+
+Status JoinPartition::takeError() {
+  Status s = std::move(error_);
+  error_ = Status::ok();
+  return s;
+}
+
+PartitionStats JoinPartition::stats() const {
+  PartitionStats s = stats_;
+  s.entries = entries_;
+  s.memory_bytes = bytes_;
+  s.spilled = spilled_count_;
+  s.spill_disabled = spill_disabled_;
+  return s;
+}
+
+}  // namespace cepbus::plugins::join

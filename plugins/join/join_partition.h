@@ -1,0 +1,175 @@
+#pragma once
+
+// One join worker's share of the window (P4's join thread): its ULI index —
+// hash buckets whose lists are kept in descending probability — its expiry,
+// and its adaptive spill to disk.
+//
+// Tuples reach a partition in arrival order (the dispatcher partitions by the
+// key's hash, so every partner of a tuple lives in the same partition); each
+// one probes the index, reports every pair it completes, then is inserted.
+// A probe stops at the first entry whose probability times the tuple's falls
+// below the threshold: nothing after it in the list can pass. Within a
+// bucket, each key has its own list, so a probe compares the key once.
+//
+// Expiry on insert drops the stale entries of the list being probed, and
+// sweeps one more bucket per tuple (a clock hand), so that the lists of keys
+// never seen again leave too; batch expiry scans every list each
+// deletion_interval time units. Stale entries never join (the time bound is
+// below the window), so both give the same pairs.
+//
+// Spill (when the window's bytes exceed the partition's budget): the chosen
+// entries are written to an entries store, with the arrival number at which
+// they left, and removed from memory. While anything is on disk, every
+// arriving tuple is also logged to a probe store. Restoring reads the spilled
+// entries back and joins each with the logged tuples that arrived after it
+// left (those are exactly the partners it missed), then puts the entries that
+// are not yet stale back into the index. So every pair is reported exactly
+// once, spilled or not: only its timing changes. A restore happens when every
+// entry spilled first is stale (the probe log stays shorter than a window),
+// when the worker is idle and the spilled entries fit in the budget again
+// (P4: "when the input rate falls"), and at flush.
+//
+// A write that fails (a full disk) restores everything already spilled,
+// disables spilling for good and is reported once by takeError(); the join
+// goes on in memory and loses nothing.
+//
+// Thread safety: none; one worker thread owns a partition.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/status.h"
+#include "plugins/join/join_plan.h"
+#include "plugins/join/spill_store.h"
+
+namespace cepbus::plugins::join {
+
+// A reading as the join sees it. `key` points into `event`, which owns it.
+struct Tuple {
+  EventPtr event;
+  const Value* key = nullptr;
+  uint64_t hash = 0;
+  double prob = 1;
+  Timestamp ts = 0;
+  uint64_t seq = 0;  // arrival number, 1-based, over the whole detector
+  int32_t site = -1;
+  uint32_t stream = 0;
+};
+
+// A joined pair: `left` arrived first. `seq` orders reporting.
+struct JoinedPair {
+  EventPtr left;
+  EventPtr right;
+  double prob = 0;
+  uint64_t seq = 0;
+};
+
+// The key's hash as the dispatcher and the partitions use it.
+uint64_t hashKey(const Value& key);
+
+// Checks an event against the plan and makes its tuple. InvalidArgument
+// names a missing or non-scalar key, a missing site or a site the time matrix
+// does not know. `stream` is the event's stream (JoinPlan::streamOf).
+Result<Tuple> makeTuple(const JoinPlan& plan, const EventPtr& event, int stream, uint64_t seq);
+
+// Whether `earlier` and `later` (arrived in that order) join; sets `prob`.
+bool joinable(const JoinPlan& plan, const Tuple& earlier, const Tuple& later, double& prob);
+
+struct PartitionStats {
+  size_t entries = 0;          // tuples in memory
+  size_t memory_bytes = 0;     // their accounted bytes
+  size_t spilled = 0;          // tuples on disk now
+  uint64_t spills = 0;         // spill operations
+  uint64_t spilled_total = 0;  // tuples ever written
+  uint64_t restores = 0;
+  uint64_t restored_pairs = 0;  // pairs found by restores
+  uint64_t probes_stopped_early = 0;
+  bool spill_disabled = false;
+};
+
+class JoinPartition {
+ public:
+  // `budget_bytes` is 0 without spill. The stores are required when the plan
+  // spills (entries first, then the probe log).
+  JoinPartition(JoinPlanPtr plan, size_t budget_bytes, std::unique_ptr<SpillStore> entries,
+                std::unique_ptr<SpillStore> probes);
+
+  // Probes with `t`, appends every pair it completes to `out`, inserts it.
+  void process(Tuple t, std::vector<JoinedPair>& out);
+  // Restores what is on disk if it fits in the budget again (an idle worker).
+  void restoreIfRoom(std::vector<JoinedPair>& out);
+  // Restores everything on disk (end of stream).
+  void restoreAll(std::vector<JoinedPair>& out);
+
+  bool hasSpilled() const { return spilled_count_ > 0; }
+  // The first error since the last call (a failed spill write or restore
+  // read), else OK.
+  Status takeError();
+  PartitionStats stats() const;
+
+ private:
+  // A windowed tuple; its key is its group's.
+  struct Entry {
+    double prob;
+    Timestamp ts;
+    uint64_t seq;
+    int32_t site;
+    uint32_t stream;
+    uint32_t bytes;  // accounted against the budget (0 without one)
+    EventPtr event;
+  };
+  // The list of one key inside a bucket, in descending probability: a probe
+  // compares the key once, not once per entry.
+  struct Group {
+    uint64_t hash;
+    Value key;
+    std::vector<Entry> list;
+  };
+  using Bucket = std::vector<Group>;
+
+  Entry toEntry(Tuple&& t) const;
+  // The group of `key` in bucket `slot`, created empty if absent.
+  Group& groupOf(size_t slot, uint64_t hash, const Value& key);
+  void insert(Group& g, Entry e);
+  void expireAll();
+  void expireBucket(Bucket& bucket);
+  void spill(std::vector<JoinedPair>& out);
+  void noteError(Status s);
+  // Appends the event's spill encoding; false (noted, spilling disabled) if
+  // it cannot be encoded.
+  bool encodeFor(const Event& event, std::string& payload);
+  bool stale(Timestamp ts) const { return now_ - ts >= plan_->window; }
+
+  JoinPlanPtr plan_;
+  size_t budget_;
+  std::vector<Bucket> slots_;
+  size_t mask_;
+  Timestamp now_ = INT64_MIN;
+  uint64_t last_seq_ = 0;
+  Timestamp next_deletion_ = INT64_MIN;
+  size_t sweep_hand_ = 0;  // on-insert expiry: the next bucket swept
+  size_t entries_ = 0;
+  size_t bytes_ = 0;
+
+  // Spill state.
+  std::unique_ptr<SpillStore> entry_store_;
+  std::unique_ptr<SpillStore> probe_store_;
+  std::vector<Tuple> unlogged_;  // probe-log tuples buffered but not yet committed
+  size_t spilled_count_ = 0;
+  size_t spilled_bytes_ = 0;
+  Timestamp first_spill_now_ = 0;
+  bool spill_disabled_ = false;
+  // prob[i] of less-than-probability: probes into and pairs out of bucket i.
+  std::vector<uint32_t> bucket_probes_;
+  std::vector<uint32_t> bucket_hits_;
+  uint64_t total_probes_ = 0;
+  uint64_t total_hits_ = 0;
+
+  PartitionStats stats_;
+  Status error_;
+};
+
+}  // namespace cepbus::plugins::join

@@ -1,0 +1,605 @@
+// P4's experiments on the join plugin: the cloned-plate join done by
+//   - sqlite: an in-memory SQL database (SQLite `:memory:`) with P4's two
+//     tables, `local` (the window) and `illegal` (the joined pairs), indexed,
+//     prepared statements, expiry by DELETE every deletion interval;
+//   - native: the simplest correct native join: one thread, a hash map by
+//     plate, expiry on insert;
+//   - plugin: the join plugin (loaded through the plugin ABI) with 1 and 2
+//     workers, expiry on insert;
+// on the same readings, with every output checked identical (pair count and
+// an order-independent checksum of the pairs' arrival numbers).
+//
+// Readings: a simulated day (ts in seconds) at N checkpoints with a random
+// symmetric time matrix (10-60 min). Cars drive between checkpoints no faster
+// than the matrix allows; 2% of the plates are cloned (two cars, one plate),
+// which is what makes pairs. Each passage yields the true plate with p in
+// [0.5, 1) and, half the time, a misread plate with 1 - p. Plates are drawn
+// uniformly or from a Gaussian over the plate numbers (P4's uniform and
+// Gaussian data).
+//
+//   join_bench               the comparison (thresholds 0.7/0.9, 60 and 150
+//                            checkpoints, uniform and Gaussian), with ratios
+//   join_bench --sweeps      readings/s vs workers, checkpoints, threshold and
+//                            deletion interval (P4's figures 6-14)
+//   join_bench --spill       P4's spill experiment: per input slice, the pairs
+//                            reported and their mean probability for
+//                            all-in-memory, window_half, less_than_probability
+//   --readings N             readings per run (default 300000)
+//   --plates N               plates (default 20000; fewer plates, longer lists)
+//
+// Each measurement is the best of 9 runs (SQLite: 2) of the work alone:
+// creating the detector or the database is not timed. One JSON object per line.
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/pattern/parser.h"
+#include "bus/core/plugin/plugin_loader.h"
+
+namespace {
+
+using namespace cepbus;
+using Clock = std::chrono::steady_clock;
+
+const Symbol kPlate = Symbol::intern("plate");
+const Symbol kSite = Symbol::intern("site");
+const Symbol kSeq = Symbol::intern("n");
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// What every method must produce: the pairs, as arrival numbers.
+struct Output {
+  uint64_t pairs = 0;
+  uint64_t checksum = 0;
+  void add(int64_t left, int64_t right) {
+    ++pairs;
+    checksum += mix(static_cast<uint64_t>(left) * 0x100000001b3ULL ^ static_cast<uint64_t>(right));
+  }
+  bool operator==(const Output& o) const { return pairs == o.pairs && checksum == o.checksum; }
+};
+
+struct Workload {
+  int sites = 60;
+  std::vector<int64_t> time;  // sites x sites, seconds
+  int64_t max_time = 0;
+  std::vector<EventPtr> events;
+  std::string matrix_path;
+  int64_t at(int x, int y) const { return time[static_cast<size_t>(x * sites + y)]; }
+};
+
+struct WorkloadSpec {
+  int sites = 60;
+  bool gaussian = false;
+  size_t readings = 300000;
+  int plates = 20000;
+  int64_t min_time = 600, max_time = 3600;
+  double alt_rate = 0.5;
+  double p_lo = 0.5, p_hi = 1.0;
+  double cloned = 0.02;
+  bool legal = true;  // cars never beat the matrix (false: P4's random spill data)
+  uint64_t seed = 1;
+};
+
+Workload generate(const WorkloadSpec& spec) {
+  std::mt19937_64 rng(spec.seed);
+  Workload w;
+  w.sites = spec.sites;
+  w.time.assign(static_cast<size_t>(spec.sites * spec.sites), 0);
+  std::uniform_int_distribution<int64_t> travel(spec.min_time, spec.max_time);
+  for (int x = 0; x < spec.sites; ++x) {
+    for (int y = x + 1; y < spec.sites; ++y) {
+      const int64_t t = travel(rng);
+      w.time[static_cast<size_t>(x * spec.sites + y)] =
+          w.time[static_cast<size_t>(y * spec.sites + x)] = t;
+      w.max_time = std::max(w.max_time, t);
+    }
+  }
+  // Cars: plate i is driven by car i, and a cloned plate also by a twin.
+  struct Car {
+    int plate;
+    int site = -1;
+    int64_t ts = INT64_MIN / 2;
+  };
+  std::vector<Car> cars;
+  for (int i = 0; i < spec.plates; ++i) cars.push_back(Car{i});
+  const int clones = static_cast<int>(spec.plates * spec.cloned);
+  for (int i = 0; i < clones; ++i) cars.push_back(Car{static_cast<int>(rng() % spec.plates)});
+  std::normal_distribution<double> gauss(spec.plates / 2.0, spec.plates / 8.0);
+  std::uniform_real_distribution<double> prob(spec.p_lo, spec.p_hi);
+  const double day = 86400;
+  int64_t now = 0;
+  int64_t n = 0;
+  char plate_buf[16];
+  auto emit = [&](int plate, int site, double p) {
+    std::snprintf(plate_buf, sizeof plate_buf, "P%06d", plate);
+    w.events.push_back(EventBuilder("Reading")
+                           .at(now)
+                           .set(kPlate, Value(std::string(plate_buf)))
+                           .set(kSite, Value(static_cast<int64_t>(site)))
+                           .set(kSeq, Value(++n))
+                           .probability(p)
+                           .build());
+  };
+  while (w.events.size() < spec.readings) {
+    now = static_cast<int64_t>(day * static_cast<double>(w.events.size()) /
+                               static_cast<double>(spec.readings));
+    size_t c = 0;
+    if (spec.gaussian) {
+      double g = 0;
+      do g = gauss(rng);
+      while (g < 0 || g >= spec.plates);
+      c = static_cast<size_t>(g);
+    } else {
+      c = rng() % static_cast<size_t>(spec.plates);
+    }
+    if (rng() % 50 == 0 && clones > 0)
+      c = static_cast<size_t>(spec.plates) + rng() % clones;  // a twin
+    Car& car = cars[c];
+    // A car goes only where it can be by now: a legal trip from its last site.
+    int site = static_cast<int>(rng() % spec.sites);
+    for (int tries = 0; car.site >= 0 && tries < 8 && now - car.ts < w.at(car.site, site);
+         ++tries) {
+      site = static_cast<int>(rng() % spec.sites);
+    }
+    if (spec.legal && car.site >= 0 && now - car.ts < w.at(car.site, site)) site = car.site;
+    car.site = site;
+    car.ts = now;
+    const double p = prob(rng);
+    emit(car.plate, site, p);
+    if (std::uniform_real_distribution<double>(0, 1)(rng) < spec.alt_rate &&
+        w.events.size() < spec.readings) {
+      emit(static_cast<int>(rng() % spec.plates), site, 1 - p);
+    }
+  }
+  // The matrix file for the plugin.
+  w.matrix_path =
+      (std::filesystem::temp_directory_path() /
+       ("join_bench_" + std::to_string(::getpid()) + "_" + std::to_string(spec.sites) + ".csv"))
+          .string();
+  std::ofstream out(w.matrix_path);
+  for (int x = 0; x < spec.sites; ++x) {
+    for (int y = 0; y < spec.sites; ++y) out << (y ? "," : "") << w.at(x, y);
+    out << "\n";
+  }
+  return w;
+}
+
+// ---------------------------------------------------------------------------
+// sqlite: P4's in-memory database design.
+
+void check(int rc, sqlite3* db, const char* what) {
+  if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    std::fprintf(stderr, "sqlite %s: %s\n", what, sqlite3_errmsg(db));
+    std::exit(1);
+  }
+}
+
+Output runSqlite(const Workload& w, double threshold, int64_t deletion_interval, double& seconds) {
+  sqlite3* db = nullptr;
+  check(sqlite3_open(":memory:", &db), db, "open");
+  const char* schema =
+      "CREATE TABLE local(plate TEXT, site INTEGER, ts INTEGER, prob REAL, n INTEGER);"
+      "CREATE INDEX local_plate ON local(plate, prob);"
+      "CREATE INDEX local_ts ON local(ts);"
+      "CREATE TABLE illegal(plate TEXT, site1 INTEGER, site2 INTEGER, ts1 INTEGER, ts2 INTEGER,"
+      " prob REAL, n1 INTEGER, n2 INTEGER);"
+      "CREATE INDEX illegal_plate ON illegal(plate);";
+  check(sqlite3_exec(db, schema, nullptr, nullptr, nullptr), db, "schema");
+  sqlite3_stmt *probe = nullptr, *insert = nullptr, *flag = nullptr, *expire = nullptr;
+  check(sqlite3_prepare_v2(db,
+                           "SELECT site, ts, prob, n FROM local WHERE plate = ?1 AND prob >= ?2 "
+                           "AND ts > ?3",
+                           -1, &probe, nullptr),
+        db, "probe");
+  check(
+      sqlite3_prepare_v2(db, "INSERT INTO local VALUES(?1, ?2, ?3, ?4, ?5)", -1, &insert, nullptr),
+      db, "insert");
+  check(sqlite3_prepare_v2(db, "INSERT INTO illegal VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", -1,
+                           &flag, nullptr),
+        db, "flag");
+  check(sqlite3_prepare_v2(db, "DELETE FROM local WHERE ts <= ?1", -1, &expire, nullptr), db,
+        "expire");
+  const int64_t window = w.max_time;
+  int64_t next_deletion = INT64_MIN;
+  size_t in_txn = 0;
+  const auto t0 = Clock::now();
+  check(sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr), db, "begin");
+  for (const EventPtr& e : w.events) {
+    const double p = e->probability();
+    if (p < threshold) continue;
+    const std::string& plate = e->find(kPlate)->asString();
+    const int64_t site = e->find(kSite)->asInt();
+    const int64_t ts = e->ts();
+    const int64_t n = e->find(kSeq)->asInt();
+    if (ts >= next_deletion) {
+      sqlite3_bind_int64(expire, 1, ts - window);
+      check(sqlite3_step(expire), db, "expire step");
+      sqlite3_reset(expire);
+      next_deletion = ts + deletion_interval;
+    }
+    sqlite3_bind_text(probe, 1, plate.data(), static_cast<int>(plate.size()), SQLITE_STATIC);
+    // A little below threshold / p: rounding must not hide a pair whose
+    // product, checked exactly below, reaches the threshold.
+    sqlite3_bind_double(probe, 2, threshold / p * (1 - 1e-12));
+    sqlite3_bind_int64(probe, 3, ts - window);
+    while (sqlite3_step(probe) == SQLITE_ROW) {
+      const int64_t s1 = sqlite3_column_int64(probe, 0);
+      const int64_t t1 = sqlite3_column_int64(probe, 1);
+      const double p1 = sqlite3_column_double(probe, 2);
+      const int64_t n1 = sqlite3_column_int64(probe, 3);
+      const double pp = p1 * p;
+      if (ts - t1 < std::min(w.at(static_cast<int>(s1), static_cast<int>(site)), window) &&
+          pp >= threshold) {
+        sqlite3_bind_text(flag, 1, plate.data(), static_cast<int>(plate.size()), SQLITE_STATIC);
+        sqlite3_bind_int64(flag, 2, s1);
+        sqlite3_bind_int64(flag, 3, site);
+        sqlite3_bind_int64(flag, 4, t1);
+        sqlite3_bind_int64(flag, 5, ts);
+        sqlite3_bind_double(flag, 6, pp);
+        sqlite3_bind_int64(flag, 7, n1);
+        sqlite3_bind_int64(flag, 8, n);
+        check(sqlite3_step(flag), db, "flag step");
+        sqlite3_reset(flag);
+      }
+    }
+    sqlite3_reset(probe);
+    sqlite3_bind_text(insert, 1, plate.data(), static_cast<int>(plate.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(insert, 2, site);
+    sqlite3_bind_int64(insert, 3, ts);
+    sqlite3_bind_double(insert, 4, p);
+    sqlite3_bind_int64(insert, 5, n);
+    check(sqlite3_step(insert), db, "insert step");
+    sqlite3_reset(insert);
+    if (++in_txn == 1000) {
+      check(sqlite3_exec(db, "COMMIT; BEGIN", nullptr, nullptr, nullptr), db, "commit");
+      in_txn = 0;
+    }
+  }
+  check(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), db, "commit");
+  seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  Output out;
+  sqlite3_stmt* all = nullptr;
+  check(sqlite3_prepare_v2(db, "SELECT n1, n2 FROM illegal", -1, &all, nullptr), db, "select");
+  while (sqlite3_step(all) == SQLITE_ROW) {
+    out.add(sqlite3_column_int64(all, 0), sqlite3_column_int64(all, 1));
+  }
+  for (sqlite3_stmt* s : {probe, insert, flag, expire, all}) sqlite3_finalize(s);
+  sqlite3_close(db);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// native: one thread, a hash map by plate, expiry on insert.
+
+Output runNative(const Workload& w, double threshold, double& seconds) {
+  struct Rec {
+    int64_t ts;
+    int64_t site;
+    double prob;
+    int64_t n;
+  };
+  std::unordered_map<std::string, std::vector<Rec>> window;
+  const int64_t win = w.max_time;
+  Output out;
+  const auto t0 = Clock::now();
+  for (const EventPtr& e : w.events) {
+    const double p = e->probability();
+    if (p < threshold) continue;
+    const std::string& plate = e->find(kPlate)->asString();
+    const int64_t site = e->find(kSite)->asInt();
+    const int64_t ts = e->ts();
+    const int64_t n = e->find(kSeq)->asInt();
+    std::vector<Rec>& list = window[plate];
+    std::erase_if(list, [&](const Rec& r) { return ts - r.ts >= win; });
+    for (const Rec& r : list) {
+      const double pp = r.prob * p;
+      if (ts - r.ts < std::min(w.at(static_cast<int>(r.site), static_cast<int>(site)), win) &&
+          pp >= threshold) {
+        out.add(r.n, n);
+      }
+    }
+    list.push_back(Rec{ts, site, p, n});
+  }
+  seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// plugin: the join engine through the plugin ABI.
+
+plugin::PluginPtr joinPlugin() {
+  static plugin::PluginPtr p = [] {
+    std::vector<std::string> paths;
+    for (auto& d : plugin::PluginLoader::defaultSearchPaths()) paths.push_back(d);
+    static plugin::PluginLoader loader(paths);
+    auto r = loader.load("join");
+    if (!r) {
+      std::fprintf(stderr, "%s\n", r.status().message().c_str());
+      std::exit(1);
+    }
+    return *r;
+  }();
+  return p;
+}
+
+class CountingSink final : public plugin::MatchSink {
+ public:
+  void onMatch(const plugin::Match& m) override {
+    out.add(m.event(0)->find(kSeq)->asInt(), m.event(1)->find(kSeq)->asInt());
+    if (on_pair) on_pair(m);
+  }
+  Output out;
+  std::function<void(const plugin::Match&)> on_pair;
+};
+
+// Runs the plugin; `between(i)` is called after input i (for time slices).
+// `seconds` covers the events and flush, not creating the detector.
+Output runPlugin(const Workload& w, std::vector<std::string> options, CountingSink& sink,
+                 double& seconds, const std::function<void(size_t)>& between = nullptr) {
+  static const auto query =
+      *pattern::parseQuery("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate");
+  options.push_back("time_matrix=" + w.matrix_path);
+  options.push_back("site=site");
+  auto opts = plugin::DetectorOptions::parse(options);
+  auto d = joinPlugin()->createDetector("join", query, *opts, sink);
+  if (!d) {
+    std::fprintf(stderr, "%s\n", d.status().message().c_str());
+    std::exit(1);
+  }
+  const auto t0 = Clock::now();
+  for (size_t i = 0; i < w.events.size(); ++i) {
+    if (Status s = (*d)->onEvent(w.events[i]); !s) {
+      std::fprintf(stderr, "%s\n", s.message().c_str());
+      std::exit(1);
+    }
+    if (between) between(i);
+  }
+  if (Status s = (*d)->flush(); !s) std::fprintf(stderr, "%s\n", s.message().c_str());
+  seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return sink.out;
+}
+
+// The best of `runs` runs of f(seconds), which returns its output and sets
+// the seconds its work took (set-up excluded).
+template <typename F>
+double bestSeconds(F&& f, Output& out, int runs = 9) {
+  double best = 1e100;
+  for (int r = 0; r < runs; ++r) {
+    double seconds = 0;
+    out = f(seconds);
+    best = std::min(best, seconds);
+  }
+  return best;
+}
+
+std::string params(const WorkloadSpec& s, double threshold) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "\"readings\":%zu,\"checkpoints\":%d,\"plates\":\"%s\",\"plate_count\":%d,"
+                "\"threshold\":%.2f",
+                s.readings, s.sites, s.gaussian ? "gaussian" : "uniform", s.plates, threshold);
+  return buf;
+}
+
+void print(const char* bench, const std::string& params, const char* method, size_t readings,
+           double seconds, const Output& out, const std::string& extra = "") {
+  std::printf(
+      "{\"bench\":\"%s\",\"params\":{%s,\"method\":\"%s\"%s},\"events_per_s\":%.0f,"
+      "\"seconds\":%.4f,\"matches\":%llu,\"checksum\":\"%016llx\"}\n",
+      bench, params.c_str(), method, extra.c_str(), static_cast<double>(readings) / seconds,
+      seconds, static_cast<unsigned long long>(out.pairs),
+      static_cast<unsigned long long>(out.checksum));
+  std::fflush(stdout);
+}
+
+int g_plates = 20000;
+
+int compare(size_t readings) {
+  int failures = 0;
+  for (int sites : {60, 150}) {
+    for (bool gaussian : {false, true}) {
+      WorkloadSpec spec;
+      spec.sites = sites;
+      spec.gaussian = gaussian;
+      spec.readings = readings;
+      spec.plates = g_plates;
+      const Workload w = generate(spec);
+      for (double threshold : {0.7, 0.9}) {
+        const std::string p = params(spec, threshold);
+        Output sql, native, one, two;
+        const double t_sql =
+            bestSeconds([&](double& t) { return runSqlite(w, threshold, 3600, t); }, sql, 2);
+        const double t_native =
+            bestSeconds([&](double& t) { return runNative(w, threshold, t); }, native);
+        const std::string thr = "threshold=" + std::to_string(threshold);
+        const double t_one = bestSeconds(
+            [&](double& t) {
+              CountingSink s;
+              return runPlugin(w, {thr, "workers=1"}, s, t);
+            },
+            one);
+        const double t_two = bestSeconds(
+            [&](double& t) {
+              CountingSink s;
+              return runPlugin(w, {thr, "workers=2"}, s, t);
+            },
+            two);
+        print("join_compare", p, "sqlite", readings, t_sql, sql);
+        print("join_compare", p, "native", readings, t_native, native);
+        print("join_compare", p, "plugin", readings, t_one, one, ",\"workers\":1");
+        print("join_compare", p, "plugin", readings, t_two, two, ",\"workers\":2");
+        const bool same = sql == native && native == one && one == two;
+        if (!same) ++failures;
+        std::printf(
+            "{\"bench\":\"join_ratio\",\"params\":{%s},\"identical_output\":%s,"
+            "\"plugin1_vs_sqlite\":%.1f,\"plugin2_vs_sqlite\":%.1f,\"native_vs_sqlite\":%.1f,"
+            "\"plugin1_vs_native\":%.2f,\"plugin2_vs_native\":%.2f}\n",
+            p.c_str(), same ? "true" : "false", t_sql / t_one, t_sql / t_two, t_sql / t_native,
+            t_native / t_one, t_native / t_two);
+        std::fflush(stdout);
+      }
+      std::filesystem::remove(w.matrix_path);
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+int sweeps(size_t readings) {
+  const unsigned cores = std::max(2u, std::thread::hardware_concurrency());
+  // Workers (1, 2, ... up to the cores, and 4) x checkpoints 30..150, threshold 0.7.
+  for (bool gaussian : {false, true}) {
+    for (int sites : {30, 60, 90, 120, 150}) {
+      WorkloadSpec spec;
+      spec.sites = sites;
+      spec.gaussian = gaussian;
+      spec.readings = readings;
+      spec.plates = g_plates;
+      const Workload w = generate(spec);
+      for (double threshold : {0.7, 0.8, 0.9}) {
+        for (unsigned workers = 1; workers <= std::max(cores, 4u); workers *= 2) {
+          if (threshold != 0.7 && workers != 1) continue;
+          Output out;
+          const double t = bestSeconds(
+              [&](double& t) {
+                CountingSink s;
+                return runPlugin(w,
+                                 {"threshold=" + std::to_string(threshold),
+                                  "workers=" + std::to_string(workers)},
+                                 s, t);
+              },
+              out);
+          print("join_sweep", params(spec, threshold), "plugin", readings, t, out,
+                ",\"workers\":" + std::to_string(workers) + ",\"expiry\":\"on_insert\"");
+        }
+      }
+      if (sites == 60) {
+        // Batch expiry: deletion interval 30..150 min (P4's figures 9-11).
+        for (int minutes : {30, 60, 90, 120, 150}) {
+          Output out;
+          const double t = bestSeconds(
+              [&](double& t) {
+                CountingSink s;
+                return runPlugin(w,
+                                 {"threshold=0.7", "expiry=batch",
+                                  "deletion_interval=" + std::to_string(minutes * 60)},
+                                 s, t);
+              },
+              out);
+          print("join_sweep", params(spec, 0.7), "plugin", readings, t, out,
+                ",\"workers\":1,\"expiry\":\"batch\",\"deletion_interval_min\":" +
+                    std::to_string(minutes));
+          Output sql;
+          const double ts =
+              bestSeconds([&](double& t) { return runSqlite(w, 0.7, minutes * 60, t); }, sql, 1);
+          print("join_sweep", params(spec, 0.7), "sqlite", readings, ts, sql,
+                ",\"deletion_interval_min\":" + std::to_string(minutes));
+        }
+      }
+      std::filesystem::remove(w.matrix_path);
+    }
+  }
+  return 0;
+}
+
+int spillExperiment(size_t readings) {
+  // P4 6.4: plates 1000-1999 uniform, probabilities uniform in 0.5-0.99,
+  // threshold 0.7, Probability 0.8, M = 3, time matrix 60 min.
+  WorkloadSpec spec;
+  spec.sites = 30;
+  spec.plates = 1000;
+  spec.readings = readings;
+  spec.min_time = spec.max_time = 3600;
+  spec.alt_rate = 0;
+  spec.p_lo = 0.5;
+  spec.p_hi = 0.99;
+  spec.cloned = 0;
+  spec.legal = false;
+  const Workload w = generate(spec);
+  // The window holds about an hour of readings; the budget a third of it.
+  const size_t window_tuples = readings * 3600 / 86400;
+  const size_t budget = window_tuples * 300 / 3;
+  const size_t slices = 10;
+  for (const char* strategy : {"none", "window_half", "less_than_probability"}) {
+    std::vector<std::string> options = {"threshold=0.7"};
+    if (std::string(strategy) != "none") {
+      options.insert(options.end(),
+                     {std::string("spill=") + strategy, "memory_budget=" + std::to_string(budget),
+                      "spill_probability=0.8", "spill_m=3"});
+    }
+    std::vector<uint64_t> count(slices + 1, 0);
+    std::vector<double> prob(slices + 1, 0);
+    size_t slice = 0;
+    CountingSink sink;
+    sink.on_pair = [&](const plugin::Match& m) {
+      ++count[slice];
+      prob[slice] += m.event(0)->probability() * m.event(1)->probability();
+    };
+    double seconds = 0;
+    runPlugin(w, options, sink, seconds, [&](size_t i) {
+      slice = std::min(slices - 1, i * slices / w.events.size());
+      if (i + 1 == w.events.size()) slice = slices;  // flush: the final restore
+    });
+    for (size_t s = 0; s <= slices; ++s) {
+      std::printf(
+          "{\"bench\":\"join_spill\",\"params\":{\"strategy\":\"%s\",\"slice\":%zu,"
+          "\"slices\":%zu,\"readings\":%zu,\"memory_budget\":%zu},\"matches\":%llu,"
+          "\"avg_prob\":%.4f}\n",
+          strategy, s, slices, readings, budget, static_cast<unsigned long long>(count[s]),
+          count[s] ? prob[s] / static_cast<double>(count[s]) : 0.0);
+    }
+    std::printf(
+        "{\"bench\":\"join_spill_total\",\"params\":{\"strategy\":\"%s\"},\"events_per_s\":%.0f,"
+        "\"matches\":%llu,\"checksum\":\"%016llx\"}\n",
+        strategy, static_cast<double>(readings) / seconds,
+        static_cast<unsigned long long>(sink.out.pairs),
+        static_cast<unsigned long long>(sink.out.checksum));
+    std::fflush(stdout);
+  }
+  std::filesystem::remove(w.matrix_path);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t readings = 300000;
+  std::string mode = "compare";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--sweeps") {
+      mode = "sweeps";
+    } else if (a == "--spill") {
+      mode = "spill";
+    } else if (a == "--readings" && i + 1 < argc) {
+      readings = std::stoul(argv[++i]);
+    } else if (a == "--plates" && i + 1 < argc) {
+      g_plates = std::stoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: join_bench [--sweeps | --spill] [--readings N] [--plates N]\n");
+      return 2;
+    }
+  }
+  if (mode == "sweeps") return sweeps(readings);
+  if (mode == "spill") return spillExperiment(readings);
+  return compare(readings);
+}

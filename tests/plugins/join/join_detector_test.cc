@@ -1,0 +1,434 @@
+// The join engine against a brute-force reference join: any number of
+// workers, either expiry mode, either spill strategy (with spills and
+// restores really happening) give the same set of pairs; plus the
+// boundaries of the threshold, the time matrix and the window, composites,
+// the query shapes and options it refuses, and bad readings.
+
+#include "plugins/join/join_detector.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "bus/core/pattern/parser.h"
+#include "bus/core/plugin/plugin_loader.h"
+#include "tests/plugins/join/join_test_support.h"
+
+namespace cepbus::plugins::join {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CollectingSink;
+using ::testing::HasSubstr;
+using testing::PairKey;
+using testing::Workload;
+
+class JoinTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("cepbus-join-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+  Result<JoinPlanPtr> plan(const std::string& query, std::vector<std::string> options) {
+    auto q = pattern::parseQuery(query);
+    if (!q) return q.status();
+    auto o = plugin::DetectorOptions::parse(options);
+    if (!o) return o.status();
+    return compileJoin(*q, *o);
+  }
+
+  // Runs the self-join of readings on plate over `w` and returns the
+  // detector's stats; the pairs go to `sink`.
+  JoinDetector::Stats run(const Workload& w, std::vector<std::string> options,
+                          CollectingSink& sink) {
+    options.push_back("time_matrix=" + write("matrix.csv", w.matrixCsv()));
+    options.push_back("site=site");
+    auto p = plan("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate", options);
+    EXPECT_TRUE(p) << p.status().message();
+    if (!p) return {};
+    auto d = JoinDetector::create(*p, sink);
+    EXPECT_TRUE(d) << d.status().message();
+    if (!d) return {};
+    for (const EventPtr& e : w.events) {
+      Status s = (*d)->onEvent(e);
+      EXPECT_TRUE(s) << s.message();
+    }
+    Status s = (*d)->flush();
+    EXPECT_TRUE(s) << s.message();
+    return (*d)->stats();
+  }
+
+  fs::path dir_;
+  static inline int counter_ = 0;
+};
+
+uint64_t sum(const JoinDetector::Stats& s, uint64_t PartitionStats::*field) {
+  uint64_t n = 0;
+  for (const PartitionStats& p : s.partitions) n += p.*field;
+  return n;
+}
+
+TEST_F(JoinTest, WorkersAndExpiryModesMatchTheReference) {
+  std::mt19937_64 rng(7);
+  const Workload w = testing::randomWorkload(rng, 2000, 5, 40, 40);
+  for (double threshold : {0.0, 0.5}) {
+    const auto expected = testing::referenceJoin(w, threshold, 40);
+    ASSERT_GT(expected.size(), 100u);
+    for (int workers = 1; workers <= 4; ++workers) {
+      for (const char* expiry : {"on_insert", "batch"}) {
+        std::vector<std::string> o = {"threshold=" + std::to_string(threshold),
+                                      "workers=" + std::to_string(workers),
+                                      std::string("expiry=") + expiry, "index_slots=64"};
+        if (std::string(expiry) == "batch") o.push_back("deletion_interval=17");
+        CollectingSink sink;
+        const auto stats = run(w, o, sink);
+        EXPECT_EQ(sink.sorted(), expected)
+            << "threshold " << threshold << ", " << workers << " workers, expiry " << expiry;
+        EXPECT_EQ(stats.pairs, expected.size());
+      }
+    }
+  }
+}
+
+TEST_F(JoinTest, OutputOrderDoesNotDependOnTheNumberOfWorkers) {
+  std::mt19937_64 rng(11);
+  const Workload w = testing::randomWorkload(rng, 3000, 4, 50, 30);
+  CollectingSink one, three;
+  run(w, {"workers=1"}, one);
+  run(w, {"workers=3"}, three);
+  ASSERT_FALSE(one.pairs.empty());
+  EXPECT_EQ(one.pairs, three.pairs);
+}
+
+TEST_F(JoinTest, SmallHandOffBatchesGiveTheSamePairsInTheSameOrder) {
+  std::mt19937_64 rng(17);
+  const Workload w = testing::randomWorkload(rng, 1500, 4, 40, 30);
+  CollectingSink big, small;
+  run(w, {"workers=2"}, big);
+  run(w, {"workers=2", "batch=1"}, small);
+  ASSERT_FALSE(big.pairs.empty());
+  EXPECT_EQ(small.pairs, big.pairs);
+  EXPECT_EQ(small.sorted(), testing::referenceJoin(w, 0, 30));
+}
+
+TEST_F(JoinTest, ProbesStopEarlyInDescendingProbabilityLists) {
+  std::mt19937_64 rng(3);
+  const Workload w = testing::randomWorkload(rng, 2000, 4, 5, 30);
+  CollectingSink sink;
+  const auto stats = run(w, {"threshold=0.6"}, sink);
+  EXPECT_EQ(sink.sorted(), testing::referenceJoin(w, 0.6, 30));
+  EXPECT_GT(sum(stats, &PartitionStats::probes_stopped_early), 100u);
+  EXPECT_GT(stats.below_threshold, 0u);
+}
+
+TEST_F(JoinTest, SpillStrategiesLoseNothing) {
+  std::mt19937_64 rng(5);
+  const Workload w = testing::randomWorkload(rng, 3000, 5, 60, 60);
+  const auto expected = testing::referenceJoin(w, 0.4, 60);
+  ASSERT_GT(expected.size(), 100u);
+  for (const char* strategy : {"window_half", "less_than_probability"}) {
+    for (int workers : {1, 3}) {
+      for (const char* expiry : {"on_insert", "batch"}) {
+        CollectingSink sink;
+        const auto stats =
+            run(w,
+                {"threshold=0.4", "workers=" + std::to_string(workers),
+                 std::string("expiry=") + expiry, std::string("spill=") + strategy,
+                 "memory_budget=8000", "spill_dir=" + dir_.string(), "index_slots=32"},
+                sink);
+        const std::string what =
+            std::string(strategy) + ", " + std::to_string(workers) + " workers, expiry " + expiry;
+        EXPECT_EQ(sink.sorted(), expected) << what;
+        EXPECT_GT(sum(stats, &PartitionStats::spills), 0u) << what;
+        EXPECT_GT(sum(stats, &PartitionStats::restores), 0u) << what;
+        EXPECT_GT(sum(stats, &PartitionStats::restored_pairs), 0u) << what;
+        for (const PartitionStats& p : stats.partitions) EXPECT_EQ(p.spilled, 0u) << what;
+      }
+    }
+  }
+  // The detectors removed their spill directories.
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().filename(), "matrix.csv");
+  }
+}
+
+TEST_F(JoinTest, AFailingSpillFileIsReportedOnceAndLosesNothing) {
+  std::mt19937_64 rng(9);
+  const Workload w = testing::randomWorkload(rng, 3000, 5, 60, 60);
+  const std::string matrix = write("matrix.csv", w.matrixCsv());
+  auto p = plan("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate",
+                {"time_matrix=" + matrix, "site=site", "threshold=0.4", "workers=2",
+                 "spill=window_half", "memory_budget=8000", "spill_dir=" + dir_.string()});
+  ASSERT_TRUE(p) << p.status().message();
+  CollectingSink sink;
+  auto d = JoinDetector::create(*p, sink);
+  ASSERT_TRUE(d);
+  // Files may not grow past 2 KB from here on: the spill files fill up
+  // (EFBIG, as a full disk gives ENOSPC) after a few spills.
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small = old;
+  small.rlim_cur = 2000;
+  const auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::vector<Status> errors;
+  for (const EventPtr& e : w.events) {
+    if (Status s = (*d)->onEvent(e); !s) errors.push_back(s);
+  }
+  if (Status s = (*d)->flush(); !s) errors.push_back(s);
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  ::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(sink.sorted(), testing::referenceJoin(w, 0.4, 60));
+  ASSERT_FALSE(errors.empty());
+  EXPECT_LE(errors.size(), 2u);  // at most once per worker
+  for (const Status& s : errors) {
+    EXPECT_EQ(s.code(), Status::Code::kIoError);
+    EXPECT_THAT(s.message(), HasSubstr("the join goes on in memory"));
+  }
+  const auto stats = (*d)->stats();
+  EXPECT_GT(sum(stats, &PartitionStats::spills), 0u);
+  for (const PartitionStats& ps : stats.partitions) EXPECT_EQ(ps.spilled, 0u);
+}
+
+TEST_F(JoinTest, SpillingReportsTheLikelyPairsFirst) {
+  // One plate at two sites, probabilities 0.9, 0.9, 0.6, 0.6, ...: both
+  // strategies (Probability 0.8) send the 0.6 readings to disk, so the pairs
+  // found in memory are more probable than those a restore finds later.
+  Workload w;
+  w.sites = 2;
+  w.time = {{0, 1000}, {1000, 0}};
+  for (int i = 0; i < 400; ++i) {
+    w.events.push_back(EventBuilder("Reading")
+                           .at(i)
+                           .set("plate", Value("X"))
+                           .set("site", Value(static_cast<int64_t>(i % 2)))
+                           .probability(i % 4 < 2 ? 0.9 : 0.6)
+                           .build());
+  }
+  for (const char* strategy : {"window_half", "less_than_probability"}) {
+    CollectingSink sink;
+    const auto stats = run(w,
+                           {std::string("spill=") + strategy, "memory_budget=80000",
+                            "spill_probability=0.8", "spill_m=5", "spill_dir=" + dir_.string()},
+                           sink);
+    EXPECT_EQ(sink.sorted(), testing::referenceJoin(w, 0, 1000)) << strategy;
+    const size_t restored = sum(stats, &PartitionStats::restored_pairs);
+    ASSERT_GT(restored, 0u) << strategy;
+    ASSERT_LT(restored, sink.pairs.size()) << strategy;
+    // Nothing is stale within the window and nothing fits back: the only
+    // restore is flush's, whose pairs come last.
+    double early = 0, late = 0;
+    const size_t n_early = sink.pairs.size() - restored;
+    for (size_t i = 0; i < sink.pairs.size(); ++i) {
+      (i < n_early ? early : late) += std::get<2>(sink.pairs[i]);
+    }
+    EXPECT_GT(early / n_early, late / restored + 0.05) << strategy;
+  }
+}
+
+TEST_F(JoinTest, ThresholdIsInclusiveAndTravelTimeStrict) {
+  Workload w;
+  w.sites = 3;
+  w.time = {{0, 10, 20}, {10, 0, 5}, {20, 5, 0}};
+  auto r = [](Timestamp ts, int64_t site, double p, const char* plate = "A") {
+    return EventBuilder("Reading")
+        .at(ts)
+        .set("plate", Value(plate))
+        .set("site", Value(site))
+        .probability(p)
+        .build();
+  };
+  w.events = {r(0, 0, 0.5),  r(9, 1, 0.5),       r(10, 1, 0.5),     r(19, 2, 0.5),
+              r(20, 2, 0.5), r(21, 0, 0.5, "B"), r(21, 0, 0.5, "B")};
+  // 0.5 * 0.5 = 0.25 exactly: a product equal to the threshold passes.
+  CollectingSink at;
+  run(w, {"threshold=0.25"}, at);
+  std::vector<std::pair<Timestamp, Timestamp>> got;
+  for (const auto& [l, rr, p] : at.pairs) {
+    Timestamp lt = 0, rt = 0;
+    for (const EventPtr& e : w.events) {
+      if (e->id() == l) lt = e->ts();
+      if (e->id() == rr) rt = e->ts();
+    }
+    got.emplace_back(lt, rt);
+    EXPECT_EQ(p, 0.25);
+  }
+  // 0@site0-9@site1: 9 < 10 joins; 0-10: 10 is not < 10; 0-19@site2: 19 < 20;
+  // 0-20: no; 9@1-10@1: same site, bound 0; 10@1-19@2: 9 >= 5 no; 19-20 same
+  // site; B at one site twice: no.
+  EXPECT_EQ(got, (std::vector<std::pair<Timestamp, Timestamp>>{{0, 9}, {0, 19}}));
+  CollectingSink above;
+  run(w, {"threshold=0.2500001"}, above);
+  EXPECT_TRUE(above.pairs.empty());
+  // The window caps the bound: window=15 keeps 0-9 and drops 0-19.
+  CollectingSink windowed;
+  run(w, {"window=15"}, windowed);
+  EXPECT_EQ(windowed.pairs.size(), 1u);
+}
+
+TEST_F(JoinTest, CompositeCarriesReturnDtAndProbability) {
+  const std::string m = write("m.csv", "site,N,S\nN,0,30\nS,30,0\n");
+  auto p = plan(
+      "PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate "
+      "RETURN ClonedPlate(a.plate, a.site, b.site, a.ts, b.ts)",
+      {"time_matrix=" + m, "site=site", "threshold=0.7"});
+  ASSERT_TRUE(p) << p.status().message();
+  CollectingSink sink;
+  sink.compose = true;
+  auto d = JoinDetector::create(*p, sink);
+  ASSERT_TRUE(d);
+  auto r = [](Timestamp ts, const char* site, const char* plate, double prob) {
+    return EventBuilder("Reading")
+        .at(ts)
+        .set("plate", Value(plate))
+        .set("site", Value(site))
+        .probability(prob)
+        .build();
+  };
+  // P4's example: 12345 at A (0.9) and at C (0.8) six minutes apart.
+  for (const EventPtr& e : {r(1, "N", "12345", 0.9), r(1, "N", "72345", 0.1),
+                            r(7, "S", "12345", 0.8), r(7, "S", "72345", 0.2)}) {
+    ASSERT_TRUE((*d)->onEvent(e));
+  }
+  ASSERT_TRUE((*d)->flush());
+  ASSERT_EQ(sink.composites.size(), 1u);
+  const Event& c = *sink.composites[0];
+  EXPECT_EQ(c.type().name(), "ClonedPlate");
+  EXPECT_EQ(c.find(Symbol::intern("a_plate"))->asString(), "12345");
+  EXPECT_EQ(c.find(Symbol::intern("a_site"))->asString(), "N");
+  EXPECT_EQ(c.find(Symbol::intern("b_site"))->asString(), "S");
+  EXPECT_EQ(c.find(Symbol::intern("b_ts"))->asInt(), 7);
+  EXPECT_EQ(c.find(Symbol::intern("dt"))->asInt(), 6);
+  EXPECT_DOUBLE_EQ(c.find(Symbol::intern("prob"))->asDouble(), 0.72);
+  EXPECT_DOUBLE_EQ(c.probability(), 0.72);
+  EXPECT_EQ(c.constituents().size(), 2u);
+}
+
+TEST_F(JoinTest, DistinctTypesJoinAcrossStreamsOnly) {
+  auto p = plan("PATTERN AND(Entry a, Exit b, Toll c) WHERE a.car = b.plate AND b.plate = c.id",
+                {"window=10"});
+  ASSERT_TRUE(p) << p.status().message();
+  CollectingSink sink;
+  sink.compose = true;
+  auto d = JoinDetector::create(*p, sink);
+  ASSERT_TRUE(d);
+  auto e = [](const char* type, const char* attr, Timestamp ts) {
+    return EventBuilder(type).at(ts).set(attr, Value("K")).build();
+  };
+  for (const EventPtr& ev : {e("Entry", "car", 0), e("Entry", "car", 1), e("Exit", "plate", 2),
+                             e("Other", "car", 3), e("Toll", "id", 12), e("Toll", "id", 13)}) {
+    ASSERT_TRUE((*d)->onEvent(ev));
+  }
+  ASSERT_TRUE((*d)->flush());
+  // Entry-Entry and Toll-Toll never join; Other is no stream; Exit@2 and
+  // Toll@12 are 10 apart, not below the window. Left: Entry@0 and Entry@1
+  // with Exit@2, in list order (equal probabilities: arrival order).
+  ASSERT_EQ(sink.composites.size(), 2u);
+  EXPECT_EQ(sink.composites[0]->type().name(), "Match");
+  EXPECT_EQ(sink.composites[0]->find(Symbol::intern("key"))->asString(), "K");
+  EXPECT_EQ(sink.composites[1]->find(Symbol::intern("dt"))->asInt(), 1);
+}
+
+TEST_F(JoinTest, RefusesQueriesItCannotRun) {
+  const std::string m = write("m.csv", "0,5\n5,0\n");
+  auto err = [&](const std::string& q, std::vector<std::string> o = {"window=5"}) {
+    auto p = plan(q, o);
+    EXPECT_FALSE(p) << q;
+    return p ? std::string() : p.status().message();
+  };
+  EXPECT_THAT(err("PATTERN SEQ(R a, R b) WHERE a.k = b.k"), HasSubstr("AND("));
+  EXPECT_THAT(err("PATTERN AND(R a, R b, R c) WHERE a.k = b.k AND b.k = c.k"),
+              HasSubstr("self-join"));
+  EXPECT_THAT(err("PATTERN AND(R a, R b)"), HasSubstr("WHERE"));
+  EXPECT_THAT(err("PATTERN AND(R a, R b) WHERE a.k = b.k AND a.x > 3"),
+              HasSubstr("key equalities"));
+  EXPECT_THAT(err("PATTERN AND(R a, R b) WHERE a.k = b.j"), HasSubstr("same key attribute"));
+  EXPECT_THAT(err("PATTERN AND(A a, B b, C c) WHERE a.k = b.k"), HasSubstr("not connected"));
+  EXPECT_THAT(err("PATTERN AND(R a, R b) WHERE a.k = b.k", {}), HasSubstr("window"));
+  EXPECT_THAT(err("PATTERN AND(R a, R b) WHERE a.k = b.k", {"window=5", "colour=red"}),
+              HasSubstr("colour"));
+  EXPECT_THAT(err("PATTERN AND(R a, R b) WHERE a.k = b.k", {"window=5", "spill=window_half"}),
+              HasSubstr("memory_budget"));
+  EXPECT_THAT(err("PATTERN AND(R a, R b) WHERE a.k = b.k", {"window=5", "threshold=1.5"}),
+              HasSubstr("threshold"));
+  EXPECT_THAT(err("PATTERN AND(R a, R b) WHERE a.k = b.k", {"window=5", "workers=0"}),
+              HasSubstr("workers"));
+  EXPECT_THAT(err("PATTERN AND(R a, R b) WHERE a.k = b.k", {"time_matrix=" + m}),
+              HasSubstr("site"));
+  const std::string bad = write("bad.csv", "0,5\n6,0\n");
+  EXPECT_THAT(err("PATTERN AND(R a, R b) WHERE a.k = b.k", {"time_matrix=" + bad, "site=s"}),
+              HasSubstr("bad.csv:2:1: not symmetric"));
+}
+
+TEST_F(JoinTest, RefusesReadingsWithoutKeyOrKnownSite) {
+  const std::string m = write("m.csv", "site,N,S\nN,0,30\nS,30,0\n");
+  auto p = plan("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate",
+                {"time_matrix=" + m, "site=site"});
+  ASSERT_TRUE(p);
+  CollectingSink sink;
+  auto d = JoinDetector::create(*p, sink);
+  ASSERT_TRUE(d);
+  Status s = (*d)->onEvent(EventBuilder("Reading").at(1).set("site", Value("N")).build());
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("no key attribute 'plate'"));
+  s = (*d)->onEvent(EventBuilder("Reading").at(2).set("plate", Value("X")).build());
+  EXPECT_THAT(s.message(), HasSubstr("no site attribute 'site'"));
+  s = (*d)->onEvent(
+      EventBuilder("Reading").at(3).set("plate", Value("X")).set("site", Value("W")).build());
+  EXPECT_THAT(s.message(), HasSubstr("site \"W\" is not in the time matrix"));
+  s = (*d)->onEvent(
+      EventBuilder("Reading").at(4).set("plate", Value(1.5)).set("site", Value("N")).build());
+  EXPECT_THAT(s.message(), HasSubstr("expected a string or an integer"));
+  EXPECT_TRUE((*d)->onEvent(EventBuilder("Other").at(5).build()));  // not a stream: ignored
+  s = (*d)->onEvent(
+      EventBuilder("Reading").at(1).set("plate", Value("X")).set("site", Value("N")).build());
+  EXPECT_THAT(s.message(), HasSubstr("ts order"));
+  // Refused readings leave the join running.
+  ASSERT_TRUE((*d)->onEvent(
+      EventBuilder("Reading").at(6).set("plate", Value("X")).set("site", Value("N")).build()));
+  ASSERT_TRUE((*d)->onEvent(
+      EventBuilder("Reading").at(7).set("plate", Value("X")).set("site", Value("S")).build()));
+  ASSERT_TRUE((*d)->flush());
+  EXPECT_EQ(sink.pairs.size(), 1u);
+}
+
+TEST_F(JoinTest, LoadsThroughThePluginAbi) {
+  plugin::PluginLoader loader({std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins"});
+  auto plugin = loader.load("join");
+  ASSERT_TRUE(plugin) << plugin.status().message();
+  EXPECT_EQ((*plugin)->engines(), std::vector<std::string>{"join"});
+  std::mt19937_64 rng(13);
+  const Workload w = testing::randomWorkload(rng, 500, 3, 20, 20);
+  const std::string m = write("matrix.csv", w.matrixCsv());
+  auto q = pattern::parseQuery("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate");
+  ASSERT_TRUE(q);
+  auto o = plugin::DetectorOptions::parse(
+      std::vector<std::string>{"time_matrix=" + m, "site=site", "workers=2", "threshold=0.5"});
+  ASSERT_TRUE(o);
+  CollectingSink sink;
+  auto d = (*plugin)->createDetector("join", *q, *o, sink);
+  ASSERT_TRUE(d) << d.status().message();
+  for (const EventPtr& e : w.events) ASSERT_TRUE((*d)->onEvent(e));
+  ASSERT_TRUE((*d)->flush());
+  EXPECT_EQ(sink.sorted(), testing::referenceJoin(w, 0.5, 20));
+  auto bad = (*plugin)->createDetector("join", *q, plugin::DetectorOptions(), sink);
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.status().message(), HasSubstr("window"));
+}
+
+}  // namespace
+}  // namespace cepbus::plugins::join
