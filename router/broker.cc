@@ -311,6 +311,29 @@ void Broker::reportUnrouted(const flows::Exchange& exchange) {
       nullptr});
 }
 
+flows::SendOutcome Broker::refusePaused(const flows::Exchange& exchange, RouteStats& stats) {
+  stats.refused_paused.fetch_add(1, std::memory_order_relaxed);
+  flows::SendOutcome out;
+  out.status = Status::unavailable("route for '" + std::string(exchange.address.name()) +
+                                   "' is paused; retry later");
+  exchange.report(flows::Outcome{flows::OutcomeKind::kRejected, {}, out.status, nullptr});
+  return out;
+}
+
+Status Broker::setRoutePaused(std::string_view pattern, bool paused) {
+  const size_t routes = policy_->routeCount();
+  size_t index = routes;
+  if (!pattern.empty()) {
+    for (index = 0; index < routes && policy_->route(index).pattern != pattern; ++index) {
+    }
+    if (index == routes) {
+      return Status::notFound("no route with pattern '" + std::string(pattern) + "'");
+    }
+  }
+  route_stats_[index].paused.store(paused, std::memory_order_relaxed);
+  return Status::ok();
+}
+
 flows::SendOutcome Broker::publish(const flows::Exchange& exchange) {
   if (exchange.event == nullptr) {
     flows::SendOutcome out;
@@ -328,6 +351,9 @@ flows::SendOutcome Broker::publish(const flows::Exchange& exchange) {
   }
   const DeliveryDecision& decision = resolved->decisions[static_cast<size_t>(exchange.qos)];
   RouteStats& stats = route_stats_[decision.route];
+  if (stats.paused.load(std::memory_order_relaxed)) [[unlikely]] {
+    return refusePaused(exchange, stats);
+  }
   stats.published.fetch_add(1, std::memory_order_relaxed);
 
   SelectedTargets selected;
@@ -370,6 +396,11 @@ Result<uint64_t> Broker::request(flows::Exchange exchange, std::chrono::nanoseco
   const ResolvedRoute* resolved = route(exchange.address);
   if (!resolved->invalid.isOk()) return resolved->invalid;
   const DeliveryDecision& decision = resolved->decisions[static_cast<size_t>(exchange.qos)];
+  if (route_stats_[decision.route].paused.load(std::memory_order_relaxed)) {
+    route_stats_[decision.route].refused_paused.fetch_add(1, std::memory_order_relaxed);
+    return Status::unavailable("route for '" + std::string(exchange.address.name()) +
+                               "' is paused; retry later");
+  }
 
   Result<uint64_t> id = tracker_->track(timeout, std::move(on_reply));
   if (!id) return id.status();
@@ -404,6 +435,8 @@ std::vector<RouteStatsSnapshot> Broker::routeStats() const {
     s.rejected = r.rejected.load(std::memory_order_relaxed);
     s.failed = r.failed.load(std::memory_order_relaxed);
     s.unrouted = r.unrouted.load(std::memory_order_relaxed);
+    s.refused_paused = r.refused_paused.load(std::memory_order_relaxed);
+    s.paused = r.paused.load(std::memory_order_relaxed);
     out.push_back(std::move(s));
   }
   return out;

@@ -16,6 +16,15 @@
 // Faults and outcomes: an exchange whose pattern asks for faults (robust
 // in-only, in-out) hears kFault when no target subscribes to its address, and
 // whatever its flow reports otherwise (see flows/exchange.h).
+//
+// Pausing a route (an operator's call, e.g. while a consumer is redeployed):
+// publish() and request() refuse every exchange the route would carry with
+// Unavailable (the exchange hears kRejected), before anything is queued, so
+// a publisher that retries on Unavailable (the AMQP listener releases the
+// delivery, the admin API answers 503) loses nothing; what the route had
+// accepted before the pause is still delivered. Resuming lets exchanges
+// through again. The check is one relaxed load of a flag that sits next to
+// the route's counters, which publish() writes anyway.
 
 #include <atomic>
 #include <chrono>
@@ -50,7 +59,9 @@ struct RouteStatsSnapshot {
   uint64_t queued = 0;     // target deliveries accepted by a queueing flow
   uint64_t rejected = 0;
   uint64_t failed = 0;
-  uint64_t unrouted = 0;  // exchanges no subscriber (or filter) wanted
+  uint64_t unrouted = 0;        // exchanges no subscriber (or filter) wanted
+  uint64_t refused_paused = 0;  // exchanges refused because the route was paused
+  bool paused = false;
 };
 
 // Thread-safety: publish() and request() may be called from any thread,
@@ -102,9 +113,13 @@ class Broker {
   // kRejected, kTimeout after `timeout`). The exchange's own listener and
   // correlation id are replaced. Returns the correlation id, or an error (and
   // then never calls `on_reply`) when there is no provider, the address is
-  // malformed or the broker is not running.
+  // malformed, the broker is not running or the route is paused (Unavailable).
   Result<uint64_t> request(flows::Exchange exchange, std::chrono::nanoseconds timeout,
                            ReplyCallback on_reply);
+
+  // Pauses or resumes the route whose pattern is `pattern` ("" for the
+  // default route); NotFound when the policy has no such route. Idempotent.
+  Status setRoutePaused(std::string_view pattern, bool paused);
 
   std::vector<RouteStatsSnapshot> routeStats() const;
   const DeliveryPolicy& policy() const { return *policy_; }
@@ -119,6 +134,8 @@ class Broker {
     std::atomic<uint64_t> rejected{0};
     std::atomic<uint64_t> failed{0};
     std::atomic<uint64_t> unrouted{0};
+    std::atomic<uint64_t> refused_paused{0};
+    std::atomic<bool> paused{false};
     void record(const flows::SendOutcome& out);
   };
   struct StringHash {
@@ -134,6 +151,7 @@ class Broker {
   std::unique_ptr<ResolvedRoute> buildRoute(Symbol address) const;  // under mu_
   void invalidateRoutes();                                          // under mu_
   static void reportUnrouted(const flows::Exchange& exchange);
+  static flows::SendOutcome refusePaused(const flows::Exchange& exchange, RouteStats& stats);
 
   const std::shared_ptr<DeliveryPolicy> policy_;  // shared only with registry probes (weakly)
   const std::shared_ptr<Registry> registry_;

@@ -8,6 +8,8 @@ packages=(
   libqpid-proton-cpp12-dev python3-qpid-proton
   libboost-dev libtinyxml2-dev libpoco-dev nlohmann-json3-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  openssl  # the AMQP TLS tests make a self-signed pair with the openssl command
+  chromium  # the admin dashboard's end-to-end test drives it headless
 )
 
 missing=()

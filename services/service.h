@@ -28,6 +28,7 @@
 #include "bus/core/status.h"
 #include "router/broker.h"
 #include "router/registry.h"
+#include "services/deployer.h"
 
 namespace cepbus::services {
 
@@ -38,6 +39,10 @@ struct ServiceContext {
   // Loads detector plugins by name (the descriptor's <plugins> are loaded
   // before any service is created, so a service finds them already there).
   plugin::PluginLoader& plugins;
+  // The container's deployment side (the Bus); nullptr where services run
+  // outside a bus (tests, benchmarks), and then the admin API refuses to
+  // deploy.
+  Deployer* deployer = nullptr;
 };
 
 class Service {

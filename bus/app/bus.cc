@@ -10,6 +10,7 @@
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
 #include "flows/st_flow.h"
+#include "services/amqp/amqp_bridge.h"
 #include "services/amqp/amqp_listener.h"
 #include "services/cep/cep_service.h"
 #include "services/http/http_listener.h"
@@ -62,6 +63,7 @@ void registerBuiltinServices(services::ServiceFactoryRegistry& registry) {
   registry.add(std::make_unique<services::replay::ReplaySourceFactory>());
   registry.add(std::make_unique<services::replay::ReplaySinkFactory>());
   registry.add(std::make_unique<services::cep::CepServiceFactory>());
+  registry.add(std::make_unique<services::amqp::AmqpBridgeFactory>());
 }
 
 Bus::Bus(std::string name, BusOptions options)
@@ -88,17 +90,21 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
   }
   bus->loadPlugins(d, errors);
   registerBuiltinServices(bus->factories_);
-  bus->context_.reset(new services::ServiceContext{*bus->broker_, *bus->registry_, *bus->plugins_});
-  for (const auto& assembly : d.assemblies) bus->buildServices(assembly, errors);
+  bus->context_.reset(
+      new services::ServiceContext{*bus->broker_, *bus->registry_, *bus->plugins_, bus.get()});
+  for (const auto& assembly : d.assemblies) {
+    bus->buildServices(assembly, errors, bus->services_);
+    bus->assemblies_.push_back({assembly.name, false});
+  }
   // The AMQP listener starts after every service unit, so that a client that
   // connects at once finds the subscriptions of the whole bus in place.
   if (d.listeners.amqp) {
     bus->services_.push_back(
-        {"", services::amqp::makeAmqpListener(*d.listeners.amqp, *bus->context_)});
+        {"", "amqp-listener", services::amqp::makeAmqpListener(*d.listeners.amqp, *bus->context_)});
   }
   if (d.listeners.http) {
     bus->services_.push_back(
-        {"", services::http::makeHttpListener(*d.listeners.http, *bus->context_)});
+        {"", "http-listener", services::http::makeHttpListener(*d.listeners.http, *bus->context_)});
   }
   if (!errors.empty()) {
     std::string all;
@@ -188,7 +194,7 @@ void Bus::loadPlugins(const descriptor::Descriptor& d, std::vector<std::string>&
 }
 
 void Bus::buildServices(const descriptor::ServiceAssembly& assembly,
-                        std::vector<std::string>& errors) {
+                        std::vector<std::string>& errors, std::vector<DeployedService>& out) {
   for (const auto& unit : assembly.units) {
     const services::ServiceFactory* factory = factories_.find(unit.type);
     if (factory == nullptr) {
@@ -205,7 +211,7 @@ void Bus::buildServices(const descriptor::ServiceAssembly& assembly,
       errors.push_back(service.status().message());
       continue;
     }
-    services_.push_back({assembly.name, std::move(*service)});
+    out.push_back({assembly.name, unit.type, std::move(*service)});
   }
 }
 
@@ -232,7 +238,7 @@ Status Bus::start() {
 void Bus::stop() {
   std::lock_guard lock(lifecycle_mu_);
   if (stopped_) return;
-  stopped_ = true;
+  stopped_ = true;  // from here on deploy()/undeploy() answer Unavailable
   if (started_) {
     // Producers first, then everything in flight, then what services held
     // back; endpoints stay attached throughout, so nothing accepted is lost
@@ -277,13 +283,146 @@ uint64_t Bus::deliveredTotal() const {
 }
 
 bool Bus::drained() const {
-  for (const auto& s : services_) {
-    if (!s.service->finished()) return false;
+  {
+    std::lock_guard lock(services_mu_);
+    for (const auto& s : services_) {
+      if (!s.service->finished()) return false;
+    }
   }
   for (const auto& c : registry_->snapshot()) {
     if (c.kind == router::ComponentKind::kEndpoint && c.queue_length > 0) return false;
   }
   return true;
+}
+
+}  // namespace cepbus::app
+
+namespace cepbus::app {
+
+Status Bus::deploy(const descriptor::ServiceAssembly& assembly) {
+  std::unique_lock lifecycle(lifecycle_mu_, std::try_to_lock);
+  if (!lifecycle.owns_lock() || !started_ || stopped_) {
+    return Status::unavailable("bus \"" + name_ +
+                               "\" is not running (starting, stopping or stopped); retry later");
+  }
+  {
+    std::lock_guard lock(services_mu_);
+    for (const Assembly& a : assemblies_) {
+      if (a.name == assembly.name) {
+        return Status::alreadyExists("service assembly \"" + assembly.name +
+                                     "\" is already deployed; undeploy it first");
+      }
+    }
+  }
+  std::vector<std::string> errors;
+  std::vector<DeployedService> built;
+  buildServices(assembly, errors, built);
+  if (!errors.empty()) {
+    std::string all;
+    for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;
+    return Status::invalidArgument(all);
+  }
+  Poco::Logger& log = Poco::Logger::get("cepbus.bus");
+  for (size_t i = 0; i < built.size(); ++i) {
+    if (Status s = built[i].service->start(); !s) {
+      log.error("service %s failed to start: %s", built[i].service->name(), s.message());
+      for (size_t j = i; j-- > 0;) built[j].service->stop();
+      return s;
+    }
+  }
+  {
+    std::lock_guard lock(services_mu_);
+    for (const DeployedService& d : built) services_.push_back(d);
+    assemblies_.push_back({assembly.name, true});
+  }
+  for (auto& d : built) d.service->activate();
+  log.information("service assembly \"%s\" deployed: %z services", assembly.name, built.size());
+  return Status::ok();
+}
+
+Status Bus::undeploy(std::string_view assembly) {
+  std::unique_lock lifecycle(lifecycle_mu_, std::try_to_lock);
+  if (!lifecycle.owns_lock() || !started_ || stopped_) {
+    return Status::unavailable("bus \"" + name_ +
+                               "\" is not running (starting, stopping or stopped); retry later");
+  }
+  std::vector<std::shared_ptr<services::Service>> targets;
+  {
+    std::lock_guard lock(services_mu_);
+    if (std::none_of(assemblies_.begin(), assemblies_.end(),
+                     [&](const Assembly& a) { return a.name == assembly; })) {
+      return Status::notFound("no service assembly named \"" + std::string(assembly) + "\"");
+    }
+    for (const DeployedService& d : services_) {
+      if (d.assembly == assembly) targets.push_back(d.service);
+    }
+  }
+  // As stop() does for the whole bus: producers stop originating, the
+  // services finish what they hold, flush what they held back, and only then
+  // stop (a CEP unit's stop() unsubscribes and runs its queued events first),
+  // so nothing the assembly accepted is lost. Events the assembly published
+  // are already with their consumers, which keep running.
+  for (auto it = targets.rbegin(); it != targets.rend(); ++it) (*it)->deactivate();
+  waitFinished(targets);
+  for (auto& service : targets) service->flush();
+  waitFinished(targets);
+  for (auto it = targets.rbegin(); it != targets.rend(); ++it) (*it)->stop();
+  {
+    std::lock_guard lock(services_mu_);
+    std::erase_if(services_, [&](const DeployedService& d) { return d.assembly == assembly; });
+    std::erase_if(assemblies_, [&](const Assembly& a) { return a.name == assembly; });
+  }
+  Poco::Logger::get("cepbus.bus")
+      .information("service assembly \"%s\" undeployed: %z services stopped", std::string(assembly),
+                   targets.size());
+  return Status::ok();
+}
+
+void Bus::waitFinished(const std::vector<std::shared_ptr<services::Service>>& services) const {
+  const auto deadline = std::chrono::steady_clock::now() + options_.drain_timeout;
+  auto finished = [&] {
+    return std::all_of(services.begin(), services.end(),
+                       [](const auto& s) { return s->finished(); });
+  };
+  while (!finished()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      Poco::Logger::get("cepbus.bus")
+          .warning("bus \"%s\": services not finished after %Ld ms; stopping them anyway", name_,
+                   static_cast<Poco::Int64>(options_.drain_timeout.count()));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+std::shared_ptr<services::Service> Bus::findService(std::string_view name) const {
+  std::lock_guard lock(services_mu_);
+  for (const DeployedService& d : services_) {
+    if (d.service->name() == name) return d.service;
+  }
+  return nullptr;
+}
+
+std::vector<services::DeployedServiceInfo> Bus::deployedServices() const {
+  std::lock_guard lock(services_mu_);
+  std::vector<services::DeployedServiceInfo> out;
+  for (const DeployedService& d : services_) {
+    out.push_back({d.service->name(), d.assembly, d.type, d.service->finished()});
+  }
+  return out;
+}
+
+std::vector<services::AssemblyInfo> Bus::assemblies() const {
+  std::lock_guard lock(services_mu_);
+  std::vector<services::AssemblyInfo> out;
+  for (const Assembly& a : assemblies_) {
+    services::AssemblyInfo info{a.name, {}, a.runtime};
+    for (const DeployedService& d : services_) {
+      if (d.assembly == a.name) info.services.push_back(d.service->name());
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
 }
 
 }  // namespace cepbus::app

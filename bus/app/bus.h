@@ -10,9 +10,16 @@
 // then the services in descriptor order, then activates them; stop() winds
 // down in the order that loses nothing (see its comment).
 //
+// Run-time deployment (services::Deployer, used by the admin API): deploy()
+// builds, starts and activates an assembly; undeploy() winds one down as
+// stop() does for the whole bus, but only for that assembly's services.
+//
 // Thread-safety: create/start/stop are control-plane calls
-// to be made from one thread at a time; drained() and the accessors may be
-// called from any thread.
+// to be made from one thread at a time; drained(), the Deployer calls and the
+// accessors may be called from any thread. deploy()/undeploy() share
+// start()/stop()'s lock but never wait for it: while the bus starts or
+// stops they answer Unavailable, so the admin listener's thread (which stop()
+// joins) never blocks on a stop in progress.
 
 #include <chrono>
 #include <cstdint>
@@ -40,14 +47,14 @@ struct BusOptions {
   std::chrono::milliseconds drain_timeout{30'000};
 };
 
-class Bus {
+class Bus final : public services::Deployer {
  public:
   // Builds everything the descriptor declares without starting anything.
   // On failure the status lists every problem found, one per line, each
   // naming the descriptor file and line.
   static Result<std::unique_ptr<Bus>> create(const descriptor::Descriptor& descriptor,
                                              BusOptions options = {});
-  ~Bus();  // stop()
+  ~Bus() override;  // stop()
   Bus(const Bus&) = delete;
   Bus& operator=(const Bus&) = delete;
 
@@ -62,6 +69,13 @@ class Bus {
   // True when every service is finished and no flow holds queued work.
   bool drained() const;
 
+  // services::Deployer
+  Status deploy(const descriptor::ServiceAssembly& assembly) override;
+  Status undeploy(std::string_view assembly) override;
+  std::shared_ptr<services::Service> findService(std::string_view name) const override;
+  std::vector<services::DeployedServiceInfo> deployedServices() const override;
+  std::vector<services::AssemblyInfo> assemblies() const override;
+
   const std::string& name() const { return name_; }
   router::Broker& broker() { return *broker_; }
   router::Registry& registry() { return *registry_; }
@@ -70,7 +84,12 @@ class Bus {
  private:
   struct DeployedService {
     std::string assembly;
-    std::unique_ptr<services::Service> service;
+    std::string type;
+    std::shared_ptr<services::Service> service;
+  };
+  struct Assembly {
+    std::string name;
+    bool runtime = false;
   };
 
   Bus(std::string name, BusOptions options);
@@ -78,7 +97,11 @@ class Bus {
   uint64_t deliveredTotal() const;  // deliveries to endpoints, from the registry
   void buildPolicy(const descriptor::Descriptor& d, std::vector<std::string>& errors);
   void loadPlugins(const descriptor::Descriptor& d, std::vector<std::string>& errors);
-  void buildServices(const descriptor::ServiceAssembly& assembly, std::vector<std::string>& errors);
+  // Appends to `out` one service per unit of the assembly.
+  void buildServices(const descriptor::ServiceAssembly& assembly, std::vector<std::string>& errors,
+                     std::vector<DeployedService>& out);
+  // Waits, at most drain_timeout, until every one of `services` is finished.
+  void waitFinished(const std::vector<std::shared_ptr<services::Service>>& services) const;
 
   const std::string name_;
   const BusOptions options_;
@@ -87,10 +110,15 @@ class Bus {
   std::unique_ptr<plugin::PluginLoader> plugins_;
   services::ServiceFactoryRegistry factories_;
   std::unique_ptr<services::ServiceContext> context_;
-  std::vector<DeployedService> services_;  // in start order
+  // Serializes start, stop, deploy and undeploy; guards the flags.
   std::mutex lifecycle_mu_;
   bool started_ = false;
   bool stopped_ = false;
+  // Changed only under lifecycle_mu_ and services_mu_ both, so the lifecycle
+  // calls read them with the former and any thread with the latter.
+  mutable std::mutex services_mu_;
+  std::vector<DeployedService> services_;  // in start order
+  std::vector<Assembly> assemblies_;       // in deployment order
 };
 
 // Registers the service factories cepbus ships (replay-source, replay-sink, cep).

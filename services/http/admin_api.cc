@@ -4,18 +4,22 @@
 #include <utility>
 #include <vector>
 
+#include "bus/core/descriptor/parser.h"
 #include "bus/core/event_json.h"
 #include "flows/exchange.h"
 #include "router/topic.h"
+#include "services/cep/cep_service.h"
+#include "services/http/dashboard/dashboard.h"
 #include "services/http/prometheus.h"
+#include "stages/stage_types.h"
 
 namespace cepbus::services::http {
 namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kComponentsPrefix = "/api/components/";
 constexpr std::string_view kEventsPrefix = "/api/events/";
+constexpr std::string_view kApiPrefix = "/api/";
 
 // Names and event text come from clients: invalid UTF-8 is replaced rather
 // than thrown on.
@@ -60,6 +64,88 @@ json routesJson(const router::Broker& broker) {
                           {"unrouted", r.unrouted}});
   }
   return json{{"routes", std::move(routes)}};
+}
+
+json routeJsonExtras(json routes, const router::Broker& broker) {
+  const auto stats = broker.routeStats();
+  for (size_t i = 0; i < stats.size() && i < routes["routes"].size(); ++i) {
+    routes["routes"][i]["paused"] = stats[i].paused;
+    routes["routes"][i]["refused_paused"] = stats[i].refused_paused;
+  }
+  return routes;
+}
+
+json stagesJson(const router::Broker& broker) {
+  json out = json::array();
+  for (const FlowStage& s : flowStages(broker)) {
+    const stages::StageMetricsSnapshot& m = s.metrics;
+    out.push_back(json{{"flow", s.flow},
+                       {"name", m.name},
+                       {"queue_length", m.queue_length},
+                       {"capacity", m.capacity},
+                       {"threads", m.threads},
+                       {"min_threads", m.min_threads},
+                       {"max_threads", m.max_threads},
+                       {"pressure", stages::pressureName(m.pressure)},
+                       {"offered", m.offered},
+                       {"processed", m.processed},
+                       {"failed", m.failed},
+                       {"rejected", m.rejected},
+                       {"degraded", m.degraded},
+                       {"latency_ms", json{{"p50", static_cast<double>(m.latency.p50_ns) / 1e6},
+                                           {"p90", static_cast<double>(m.latency.p90_ns) / 1e6},
+                                           {"p99", static_cast<double>(m.latency.p99_ns) / 1e6},
+                                           {"max", static_cast<double>(m.latency.max_ns) / 1e6}}}});
+  }
+  return json{{"stages", std::move(out)}};
+}
+
+// An HTTP status for a control-plane Status.
+int httpStatus(const Status& status) {
+  switch (status.code()) {
+    case Status::Code::kOk:
+      return 200;
+    case Status::Code::kInvalidArgument:
+      return 400;
+    case Status::Code::kNotFound:
+      return 404;
+    case Status::Code::kAlreadyExists:
+      return 409;
+    case Status::Code::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+// The path's segments after a prefix, each percent-decoded; nullopt when an
+// escape is malformed.
+std::optional<std::vector<std::string>> segments(std::string_view rest) {
+  std::vector<std::string> out;
+  while (true) {
+    const size_t slash = rest.find('/');
+    std::optional<std::string> decoded = percentDecode(rest.substr(0, slash));
+    if (!decoded) return std::nullopt;
+    out.push_back(std::move(*decoded));
+    if (slash == std::string_view::npos) return out;
+    rest.remove_prefix(slash + 1);
+  }
+}
+
+std::string queryParam(std::string_view target, std::string_view key) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    if (pair.starts_with(key) && pair.size() > key.size() && pair[key.size()] == '=') {
+      return percentDecode(pair.substr(key.size() + 1)).value_or("");
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return {};
 }
 
 json flowsJson(const router::Broker& broker) {
@@ -128,46 +214,31 @@ std::optional<std::string> percentDecode(std::string_view text) {
 }
 
 AdminApi::AdminApi(router::Broker& broker, router::Registry& registry, std::string token,
-                   std::string token_env)
+                   std::string token_env, Deployer* deployer)
     : broker_(broker),
       registry_(registry),
       token_(std::move(token)),
-      token_env_(std::move(token_env)) {}
+      token_env_(std::move(token_env)),
+      deployer_(deployer) {}
 
 AdminResponse AdminApi::handle(const AdminRequest& request) const {
   std::string_view path = request.target.substr(0, request.target.find('?'));
   const bool get = request.method == "GET";
 
+  if (path == "/" || path == "/index.html" || path == "/dashboard.js" || path == "/dashboard.css") {
+    if (!get) return methodNotAllowed(request.method, "GET");
+    const DashboardAsset asset = dashboardAsset(path == "/index.html" ? "/" : path);
+    AdminResponse response;
+    response.content_type = std::string(asset.content_type);
+    response.body = std::string(asset.body);
+    return response;
+  }
   if (path == "/metrics") {
     if (!get) return methodNotAllowed(request.method, "GET");
     AdminResponse response;
     response.content_type = std::string(kPrometheusContentType);
     response.body = renderMetrics(broker_, registry_);
     return response;
-  }
-  if (path == "/api/components") {
-    if (!get) return methodNotAllowed(request.method, "GET");
-    json components = json::array();
-    for (const router::ComponentSnapshot& c : registry_.snapshot()) {
-      components.push_back(componentJson(c));
-    }
-    return jsonResponse(200, json{{"components", std::move(components)}});
-  }
-  if (path.starts_with(kComponentsPrefix) && path.size() > kComponentsPrefix.size()) {
-    if (!get) return methodNotAllowed(request.method, "GET");
-    const std::optional<std::string> name = percentDecode(path.substr(kComponentsPrefix.size()));
-    if (!name) return adminError(400, "malformed percent escape in the component name");
-    const std::optional<router::ComponentSnapshot> c = registry_.snapshotOf(*name);
-    if (!c) return adminError(404, "no component named '" + *name + "'");
-    return jsonResponse(200, componentJson(*c));
-  }
-  if (path == "/api/routes") {
-    if (!get) return methodNotAllowed(request.method, "GET");
-    return jsonResponse(200, routesJson(broker_));
-  }
-  if (path == "/api/flows") {
-    if (!get) return methodNotAllowed(request.method, "GET");
-    return jsonResponse(200, flowsJson(broker_));
   }
   if (path.starts_with(kEventsPrefix) && path.size() > kEventsPrefix.size()) {
     if (request.method != "POST") return methodNotAllowed(request.method, "POST");
@@ -178,7 +249,250 @@ AdminResponse AdminApi::handle(const AdminRequest& request) const {
     if (!address) return adminError(400, "malformed percent escape in the address");
     return publish(*address, request.body);
   }
+  if (path.starts_with(kApiPrefix)) return handleApi(request, path);
   return adminError(404, "no such resource: " + std::string(path));
+}
+
+AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view path) const {
+  const std::optional<std::vector<std::string>> parts = segments(path.substr(kApiPrefix.size()));
+  if (!parts) return adminError(400, "malformed percent escape in " + std::string(path));
+  const std::vector<std::string>& p = *parts;
+  const std::string_view method = request.method;
+  const bool get = method == "GET";
+  auto changes = [&](auto&& action) -> AdminResponse {
+    if (std::optional<AdminResponse> refused = authorize(request.authorization)) {
+      return std::move(*refused);
+    }
+    return action();
+  };
+  auto needsDeployer = [&]() -> std::optional<AdminResponse> {
+    if (deployer_ == nullptr) {
+      return adminError(503, "deployment is not available: these services run outside a bus");
+    }
+    return std::nullopt;
+  };
+  const std::string& resource = p[0];
+
+  if (resource == "components" && p.size() == 1) {
+    if (!get) return methodNotAllowed(method, "GET");
+    json components = json::array();
+    for (const router::ComponentSnapshot& c : registry_.snapshot()) {
+      components.push_back(componentJson(c));
+    }
+    return jsonResponse(200, json{{"components", std::move(components)}});
+  }
+  if (resource == "components" && p.size() >= 2 && !p[1].empty()) {
+    if (!get) return methodNotAllowed(method, "GET");
+    // Endpoint names hold slashes ("amqp:c/l"): the name is the whole rest.
+    constexpr std::string_view kComponentsPrefix = "/api/components/";
+    const std::optional<std::string> name = percentDecode(path.substr(kComponentsPrefix.size()));
+    if (!name) return adminError(400, "malformed percent escape in the component name");
+    const std::optional<router::ComponentSnapshot> c = registry_.snapshotOf(*name);
+    if (!c) return adminError(404, "no component named '" + *name + "'");
+    return jsonResponse(200, componentJson(*c));
+  }
+  if (resource == "endpoints" && p.size() == 1) {
+    if (!get) return methodNotAllowed(method, "GET");
+    json endpoints = json::array();
+    for (const router::ComponentSnapshot& c : registry_.snapshot()) {
+      if (c.kind == router::ComponentKind::kEndpoint) endpoints.push_back(componentJson(c));
+    }
+    return jsonResponse(200, json{{"endpoints", std::move(endpoints)}});
+  }
+  if (resource == "plugins" && p.size() == 1) {
+    if (!get) return methodNotAllowed(method, "GET");
+    constexpr std::string_view kPluginPrefix = "plugin:";
+    json plugins = json::array();
+    for (const router::ComponentSnapshot& c : registry_.snapshot()) {
+      if (!c.name.starts_with(kPluginPrefix)) continue;
+      json entry{{"name", c.name.substr(kPluginPrefix.size())},
+                 {"state", router::componentStateName(c.state)},
+                 {"reason", c.reason}};
+      for (const auto& [key, value] : c.metadata) entry[key] = value;
+      plugins.push_back(std::move(entry));
+    }
+    return jsonResponse(200, json{{"plugins", std::move(plugins)}});
+  }
+  if (resource == "stages" && p.size() == 1) {
+    if (!get) return methodNotAllowed(method, "GET");
+    return jsonResponse(200, stagesJson(broker_));
+  }
+  if (resource == "flows" && p.size() == 1) {
+    if (!get) return methodNotAllowed(method, "GET");
+    return jsonResponse(200, flowsJson(broker_));
+  }
+  if (resource == "routes" && p.size() == 1) {
+    if (!get) return methodNotAllowed(method, "GET");
+    return jsonResponse(200, routeJsonExtras(routesJson(broker_), broker_));
+  }
+  if (resource == "routes" && p.size() == 3 && (p[2] == "pause" || p[2] == "resume")) {
+    if (method != "POST") return methodNotAllowed(method, "POST");
+    return changes([&] { return pauseRoute(p[1], p[2]); });
+  }
+  if (resource == "services" && p.size() == 1) {
+    if (!get) return methodNotAllowed(method, "GET");
+    if (auto refused = needsDeployer()) return std::move(*refused);
+    json services = json::array();
+    for (const DeployedServiceInfo& s : deployer_->deployedServices()) {
+      json entry{
+          {"name", s.name}, {"assembly", s.assembly}, {"type", s.type}, {"finished", s.finished}};
+      if (auto c = registry_.snapshotOf(s.name)) {
+        entry["state"] = router::componentStateName(c->state);
+      }
+      services.push_back(std::move(entry));
+    }
+    return jsonResponse(200, json{{"services", std::move(services)}});
+  }
+  if (resource == "assemblies" && p.size() == 1) {
+    if (auto refused = needsDeployer()) return std::move(*refused);
+    if (method == "POST") return changes([&] { return deploy(request.body); });
+    if (!get) return methodNotAllowed(method, "GET, POST");
+    json assemblies = json::array();
+    for (const AssemblyInfo& a : deployer_->assemblies()) {
+      assemblies.push_back(
+          json{{"name", a.name}, {"services", a.services}, {"runtime", a.runtime}});
+    }
+    return jsonResponse(200, json{{"assemblies", std::move(assemblies)}});
+  }
+  if (resource == "assemblies" && p.size() == 2 && !p[1].empty()) {
+    if (method != "DELETE") return methodNotAllowed(method, "DELETE");
+    if (auto refused = needsDeployer()) return std::move(*refused);
+    return changes([&] { return undeploy(p[1]); });
+  }
+  if (resource == "queries" && p.size() == 1) {
+    if (!get) return methodNotAllowed(method, "GET");
+    if (auto refused = needsDeployer()) return std::move(*refused);
+    json queries = json::array();
+    for (const DeployedServiceInfo& info : deployer_->deployedServices()) {
+      auto cep = std::dynamic_pointer_cast<cep::CepService>(deployer_->findService(info.name));
+      if (cep == nullptr) continue;
+      for (const std::string& q : cep->queries()) {
+        const std::optional<cep::QueryStats> stats = cep->stats(q);
+        if (!stats) continue;  // removed meanwhile
+        json entry{{"service", info.name},
+                   {"name", q},
+                   {"endpoint", cep->endpointName(q)},
+                   {"consumed", stats->consumed},
+                   {"matches", stats->matches},
+                   {"errors", stats->errors},
+                   {"rejected", stats->rejected},
+                   {"publish_failures", stats->publish_failures},
+                   {"queued", stats->queued}};
+        if (auto detector = registry_.snapshotOf(info.name + "/" + q + ":detector")) {
+          for (const auto& [key, value] : detector->metadata) {
+            if (key == "engine" || key == "input" || key == "output" || key == "text") {
+              entry[key] = value;
+            }
+          }
+        }
+        queries.push_back(std::move(entry));
+      }
+    }
+    return jsonResponse(200, json{{"queries", std::move(queries)}});
+  }
+  if (resource == "queries" && p.size() == 2 && !p[1].empty()) {
+    if (method != "POST") return methodNotAllowed(method, "POST");
+    if (auto refused = needsDeployer()) return std::move(*refused);
+    return changes([&] { return addQuery(p[1], request.body); });
+  }
+  if (resource == "queries" && p.size() == 4 && p[3] == "model") {
+    if (!get) return methodNotAllowed(method, "GET");
+    if (auto refused = needsDeployer()) return std::move(*refused);
+    std::string format = queryParam(request.target, "format");
+    return queryModel(p[1], p[2], format.empty() ? "json" : format);
+  }
+  if (resource == "queries" && p.size() == 3 && !p[1].empty() && !p[2].empty()) {
+    if (method != "DELETE") return methodNotAllowed(method, "DELETE");
+    if (auto refused = needsDeployer()) return std::move(*refused);
+    return changes([&] { return removeQuery(p[1], p[2]); });
+  }
+  return adminError(404, "no such resource: " + std::string(path));
+}
+
+AdminResponse AdminApi::deploy(std::string_view body) const {
+  if (body.empty()) {
+    return adminError(400, "empty body: expected a descriptor fragment, one <service-assembly>");
+  }
+  descriptor::ParseReport report;
+  Result<descriptor::ServiceAssembly> assembly =
+      descriptor::parseServiceAssembly(body, "request body", &report);
+  if (!assembly) {
+    return adminError(400, report.errors.empty() ? assembly.status().message() : report.toString());
+  }
+  if (Status s = deployer_->deploy(*assembly); !s) return adminError(httpStatus(s), s.message());
+  json services = json::array();
+  for (const AssemblyInfo& a : deployer_->assemblies()) {
+    if (a.name == assembly->name) services = a.services;
+  }
+  return jsonResponse(201, json{{"deployed", assembly->name}, {"services", std::move(services)}});
+}
+
+AdminResponse AdminApi::undeploy(std::string_view name) const {
+  if (Status s = deployer_->undeploy(name); !s) return adminError(httpStatus(s), s.message());
+  return jsonResponse(200, json{{"undeployed", name}});
+}
+
+AdminResponse AdminApi::addQuery(std::string_view service, std::string_view body) const {
+  auto cep = std::dynamic_pointer_cast<cep::CepService>(deployer_->findService(service));
+  if (cep == nullptr) {
+    return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
+  }
+  if (body.empty()) return adminError(400, "empty body: expected one <query> element");
+  // The query is parsed as the one query of a CEP unit; the wrapper starts on
+  // the body's first line, so the parser's line numbers are the body's.
+  const std::string fragment =
+      "<service-assembly name=\"admin\"><service-unit name=\"query\" type=\"cep\">" +
+      std::string(body) + "</service-unit></service-assembly>";
+  descriptor::ParseReport report;
+  Result<descriptor::ServiceAssembly> parsed =
+      descriptor::parseServiceAssembly(fragment, "request body", &report);
+  if (!parsed) {
+    return adminError(400, report.errors.empty() ? parsed.status().message() : report.toString());
+  }
+  if (parsed->units.size() != 1 || parsed->units[0].queries.size() != 1) {
+    return adminError(400, "expected exactly one <query> element in the body");
+  }
+  const descriptor::QuerySpec& spec = parsed->units[0].queries[0];
+  if (Status s = cep->addQuery(spec); !s) return adminError(httpStatus(s), s.message());
+  return jsonResponse(
+      201,
+      json{{"service", service}, {"query", spec.name}, {"endpoint", cep->endpointName(spec.name)}});
+}
+
+AdminResponse AdminApi::removeQuery(std::string_view service, std::string_view query) const {
+  auto cep = std::dynamic_pointer_cast<cep::CepService>(deployer_->findService(service));
+  if (cep == nullptr) {
+    return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
+  }
+  if (Status s = cep->removeQuery(query); !s) return adminError(httpStatus(s), s.message());
+  return jsonResponse(200, json{{"service", service}, {"removed", query}});
+}
+
+AdminResponse AdminApi::queryModel(std::string_view service, std::string_view query,
+                                   std::string_view format) const {
+  if (format != "json" && format != "dot") {
+    return adminError(400, "format must be json or dot, not '" + std::string(format) + "'");
+  }
+  auto cep = std::dynamic_pointer_cast<cep::CepService>(deployer_->findService(service));
+  if (cep == nullptr) {
+    return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
+  }
+  Result<std::string> model = cep->exportModel(query, format);
+  if (!model) return adminError(httpStatus(model.status()), model.status().message());
+  AdminResponse response;
+  response.content_type =
+      format == "json" ? "application/json" : "text/vnd.graphviz; charset=utf-8";
+  response.body = std::move(*model);
+  return response;
+}
+
+AdminResponse AdminApi::pauseRoute(std::string_view route, std::string_view action) const {
+  const bool pause = action == "pause";
+  const std::string_view pattern = route == kDefaultRouteLabel ? std::string_view() : route;
+  if (Status s = broker_.setRoutePaused(pattern, pause); !s) {
+    return adminError(httpStatus(s), s.message());
+  }
+  return jsonResponse(200, json{{"route", route}, {"paused", pause}});
 }
 
 std::optional<AdminResponse> AdminApi::authorize(std::string_view authorization) const {

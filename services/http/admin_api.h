@@ -10,6 +10,18 @@
 //   GET  /api/flows                 {"flows":[{name, counters...}]}
 //   POST /api/events/{address}      publishes the body (one JSON-lines event)
 //                                   to the address; answers the send outcome
+//   GET  /api/services | /api/endpoints | /api/stages | /api/queries |
+//        /api/plugins | /api/assemblies           the lists (see the README)
+//   POST   /api/assemblies                  deploys the body (a descriptor
+//                                           fragment: one <service-assembly>)
+//   DELETE /api/assemblies/{name}           undeploys it
+//   POST   /api/queries/{service}           adds the body (one <query>) to a
+//                                           running CEP service unit
+//   DELETE /api/queries/{service}/{query}   removes it
+//   GET    /api/queries/{service}/{query}/model?format=json|dot   the
+//          detector's model (the Petri net of an engine "petri" query)
+//   POST   /api/routes/{pattern}/pause | /resume   ("(default)" = default route)
+//   GET  / (and /dashboard.js, /dashboard.css)    the dashboard page
 //
 // Reads are open. A state-changing request needs `Authorization: Bearer
 // <token>`, the token being the value of the environment variable the
@@ -19,9 +31,14 @@
 // {"error":"..."}: 404 for an unknown path, 405 (with Allow) for a method the
 // path does not take.
 //
+// Status codes of the state changes: 200/201 done; 400 a bad body (the
+// message names the fragment's line); 401/403 token; 404 unknown assembly,
+// service, query or route; 409 already exists; 503 the bus is starting or
+// stopping, or no deployer (services outside a bus).
+//
 // Thread-safety: handle() may be called from any thread, concurrently; the
-// api is immutable after construction. Ownership: refers to the broker and
-// registry, which must outlive it.
+// api is immutable after construction. Ownership: refers to the broker,
+// registry and deployer, which must outlive it.
 
 #include <optional>
 #include <string>
@@ -29,6 +46,7 @@
 
 #include "router/broker.h"
 #include "router/registry.h"
+#include "services/deployer.h"
 
 namespace cepbus::services::http {
 
@@ -57,8 +75,9 @@ class AdminApi {
  public:
   // `token` empty: no token configured, state-changing requests are refused.
   // `token_env` is only used to say how to configure one.
+  // `deployer` may be null (no bus): the deployment calls then answer 503.
   AdminApi(router::Broker& broker, router::Registry& registry, std::string token,
-           std::string token_env);
+           std::string token_env, Deployer* deployer = nullptr);
 
   AdminResponse handle(const AdminRequest& request) const;
 
@@ -66,11 +85,20 @@ class AdminApi {
   // Empty when the request may change state; otherwise the refusal.
   std::optional<AdminResponse> authorize(std::string_view authorization) const;
   AdminResponse publish(std::string_view address, std::string_view body) const;
+  AdminResponse handleApi(const AdminRequest& request, std::string_view path) const;
+  AdminResponse deploy(std::string_view body) const;
+  AdminResponse undeploy(std::string_view name) const;
+  AdminResponse addQuery(std::string_view service, std::string_view body) const;
+  AdminResponse removeQuery(std::string_view service, std::string_view query) const;
+  AdminResponse queryModel(std::string_view service, std::string_view query,
+                           std::string_view format) const;
+  AdminResponse pauseRoute(std::string_view route, std::string_view action) const;
 
   router::Broker& broker_;
   router::Registry& registry_;
   const std::string token_;
   const std::string token_env_;
+  Deployer* const deployer_;
 };
 
 }  // namespace cepbus::services::http

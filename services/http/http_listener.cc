@@ -435,8 +435,9 @@ Status HttpListenerService::start() {
   if (!impl.config.token_env.empty()) {
     if (const char* value = std::getenv(impl.config.token_env.c_str())) token = value;
   }
-  impl.api = std::make_unique<AdminApi>(impl.context.broker, impl.context.registry,
-                                        std::move(token), impl.config.token_env);
+  impl.api =
+      std::make_unique<AdminApi>(impl.context.broker, impl.context.registry, std::move(token),
+                                 impl.config.token_env, impl.context.deployer);
   impl.ioc.emplace(1);
   const std::string address = impl.config.host + ":" + std::to_string(impl.config.port);
   const auto refuse = [&](const beast::error_code& ec) {
@@ -465,8 +466,11 @@ Status HttpListenerService::start() {
   impl.thread = std::thread([&impl] { impl.ioc->run(); });
   impl.running = true;
   const bool ipv6 = impl.config.host.find(':') != std::string::npos;
-  impl.log.information("admin listening on http://%s:%d/",
-                       ipv6 ? "[" + impl.config.host + "]" : impl.config.host, impl.port.load());
+  const std::string url = "http://" + (ipv6 ? "[" + impl.config.host + "]" : impl.config.host) +
+                          ":" + std::to_string(impl.port.load()) + "/";
+  // Notice: shown at the default log level, and by operators who lower it.
+  impl.log.notice("admin listening on %s - dashboard: %s  REST API: %sapi/  metrics: %smetrics",
+                  url, url, url, url);
   return Status::ok();
 }
 

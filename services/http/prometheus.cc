@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "flows/abstract_flow.h"
+#include "flows/reliable_flow.h"
+#include "flows/seda_flow.h"
 
 namespace cepbus::services::http {
 namespace {
@@ -126,9 +128,84 @@ void appendRoutes(std::string& out, const std::vector<router::RouteStatsSnapshot
                    &R::rejected},
            Counter{"cepbus_route_failed_total", "Target deliveries that failed.", &R::failed},
            Counter{"cepbus_route_unrouted_total", "Exchanges no subscriber wanted.", &R::unrouted},
+           Counter{"cepbus_route_refused_paused_total",
+                   "Exchanges refused (Unavailable) while the route was paused.",
+                   &R::refused_paused},
        }) {
     appendFamily<R, uint64_t>(out, counter.name, "counter", counter.help, routes, labels,
                               [&](const R& r) { return r.*counter.field; });
+  }
+  appendFamily<R, uint64_t>(out, "cepbus_route_paused", "gauge",
+                            "1 while the route is paused (refusing new exchanges).", routes, labels,
+                            [](const R& r) { return r.paused ? 1u : 0u; });
+}
+
+void appendStages(std::string& out, const std::vector<FlowStage>& stages) {
+  using S = FlowStage;
+  using M = stages::StageMetricsSnapshot;
+  const std::function<Labels(const S&)> labels = [](const S& s) {
+    return Labels{{"flow", s.flow}, {"stage", s.metrics.name}};
+  };
+  struct Counter {
+    std::string_view name;
+    std::string_view help;
+    uint64_t M::*field;
+  };
+  for (const Counter& counter : {
+           Counter{"cepbus_stage_offered_total", "Items offered to the stage.", &M::offered},
+           Counter{"cepbus_stage_processed_total", "Items the stage's handler completed.",
+                   &M::processed},
+           Counter{"cepbus_stage_failed_total", "Items the handler failed or threw on.",
+                   &M::failed},
+           Counter{"cepbus_stage_rejected_total", "Items refused by admission control.",
+                   &M::rejected},
+           Counter{"cepbus_stage_degraded_total", "Items admitted while degraded.", &M::degraded},
+       }) {
+    appendFamily<S, uint64_t>(out, counter.name, "counter", counter.help, stages, labels,
+                              [&](const S& s) { return s.metrics.*counter.field; });
+  }
+  struct Gauge {
+    std::string_view name;
+    std::string_view help;
+    size_t M::*field;
+  };
+  for (const Gauge& gauge : {
+           Gauge{"cepbus_stage_queue_length", "Items waiting in the stage's queue.",
+                 &M::queue_length},
+           Gauge{"cepbus_stage_capacity", "The stage queue's capacity.", &M::capacity},
+           Gauge{"cepbus_stage_threads", "Worker threads the stage runs now.", &M::threads},
+       }) {
+    appendFamily<S, uint64_t>(out, gauge.name, "gauge", gauge.help, stages, labels,
+                              [&](const S& s) { return s.metrics.*gauge.field; });
+  }
+  constexpr std::string_view kLatency = "cepbus_stage_latency_seconds";
+  appendHeader(out, kLatency, "summary",
+               "Queueing plus service time of the items the stage handled.");
+  for (const S& s : stages) {
+    const stages::LatencySummary& l = s.metrics.latency;
+    for (const auto& [quantile, ns] : {std::pair<std::string_view, uint64_t>{"0.5", l.p50_ns},
+                                       {"0.9", l.p90_ns},
+                                       {"0.99", l.p99_ns}}) {
+      out += kLatency;
+      Labels with_quantile = labels(s);
+      with_quantile.emplace_back("quantile", quantile);
+      appendLabels(out, with_quantile);
+      out += ' ';
+      appendNumber(out, static_cast<double>(ns) / 1e9);
+      out += '\n';
+    }
+    out += kLatency;
+    out += "_sum";
+    appendLabels(out, labels(s));
+    out += ' ';
+    appendNumber(out, l.mean_ns * static_cast<double>(l.count) / 1e9);
+    out += '\n';
+    out += kLatency;
+    out += "_count";
+    appendLabels(out, labels(s));
+    out += ' ';
+    appendNumber(out, l.count);
+    out += '\n';
   }
 }
 
@@ -184,6 +261,20 @@ std::string escapeLabelValue(std::string_view value) {
   return out;
 }
 
+std::vector<FlowStage> flowStages(const router::Broker& broker) {
+  std::vector<FlowStage> out;
+  for (const auto& flow : broker.policy().flows()) {
+    std::vector<stages::StageMetricsSnapshot> metrics;
+    if (const auto* seda = dynamic_cast<const flows::SedaFlow*>(flow.get())) {
+      metrics = seda->stageMetrics();
+    } else if (const auto* reliable = dynamic_cast<const flows::ReliableFlow*>(flow.get())) {
+      metrics = reliable->stageMetrics();
+    }
+    for (auto& m : metrics) out.push_back(FlowStage{flow->name(), std::move(m)});
+  }
+  return out;
+}
+
 std::string renderMetrics(const router::Broker& broker, const router::Registry& registry) {
   std::vector<flows::FlowMetricsSnapshot> flow_metrics;
   for (const auto& flow : broker.policy().flows()) flow_metrics.push_back(flow->metrics());
@@ -191,6 +282,7 @@ std::string renderMetrics(const router::Broker& broker, const router::Registry& 
   appendComponents(out, registry.snapshot());
   appendRoutes(out, broker.routeStats());
   appendFlows(out, flow_metrics);
+  appendStages(out, flowStages(broker));
   return out;
 }
 

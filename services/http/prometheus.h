@@ -10,16 +10,25 @@
 //     cepbus_component_throughput_per_second                  gauge
 //   routes (Broker::routeStats()), labels {route, flow}; the default route
 //   is route="(default)", which no topic pattern can spell:
-//     cepbus_route_{published,delivered,queued,rejected,failed,unrouted}_total
+//     cepbus_route_{published,delivered,queued,rejected,failed,unrouted,
+//                   refused_paused}_total                     counter
+//     cepbus_route_paused                                     gauge (0/1)
 //   flows (AbstractFlow::metrics()), label {flow}:
 //     cepbus_flow_{sent,delivered,failed,rejected,degraded,invalid,
 //                  duplicates,listener_errors}_total
+//   stages (the SEDA stages of the queueing flows), labels {flow, stage}:
+//     cepbus_stage_{offered,processed,failed,rejected,degraded}_total counter
+//     cepbus_stage_{queue_length,capacity,threads}            gauge
+//     cepbus_stage_latency_seconds{quantile="0.5|0.9|0.99"}   summary
+//       (offer to handler return, with _sum and _count)
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "router/broker.h"
 #include "router/registry.h"
+#include "stages/stage_metrics.h"
 
 namespace cepbus::services::http {
 
@@ -33,6 +42,14 @@ inline constexpr std::string_view kDefaultRouteLabel = "(default)";
 // A label value escaped as the exposition format asks: backslash, double
 // quote and line feed become \\, \" and \n.
 std::string escapeLabelValue(std::string_view value);
+
+// A stage of a queueing flow (SEDA or reliable) and the flow it serves.
+struct FlowStage {
+  std::string flow;
+  stages::StageMetricsSnapshot metrics;
+};
+// Every stage of the broker's flows, in policy order.
+std::vector<FlowStage> flowStages(const router::Broker& broker);
 
 // One scrape. Thread-safety: may be called from any thread (it only reads
 // snapshots); the broker and registry must outlive the call.

@@ -486,5 +486,82 @@ TEST_F(BrokerTest, ConcurrentPublishersAndSubscriptionChurn) {
   EXPECT_LE(churned.size(), static_cast<size_t>(kPublishers * kEach));
 }
 
+TEST_F(BrokerTest, PausedRouteRefusesWithUnavailableAndOtherRoutesFlow) {
+  Inbox orders, ticks, other;
+  addInbox("orders", orders);
+  addInbox("ticks", ticks);
+  addInbox("other", other);
+  subscribe("orders", "orders.#");
+  subscribe("ticks", "ticks.#");
+  subscribe("other", "misc");
+  broker_->publish(to("ticks.a", makeEvent(1)));  // caches the route before the pause
+  ASSERT_TRUE(broker_->setRoutePaused("ticks.#", true).isOk());
+  auto recorder = std::make_shared<OutcomeRecorder>();
+  Exchange refused = to("ticks.a", makeEvent(2), Qos::kBestEffort, recorder);
+  refused.pattern = Pattern::kRobustInOnly;
+  flows::SendOutcome out = broker_->publish(refused);
+  EXPECT_EQ(out.status.code(), Status::Code::kUnavailable);
+  EXPECT_EQ(out.delivered + out.queued, 0u);
+  EXPECT_EQ(recorder->count(OutcomeKind::kRejected), 1u);
+  EXPECT_EQ(ticks.size(), 1u);
+  EXPECT_TRUE(broker_->publish(to("misc", makeEvent(3))).status.isOk());
+  EXPECT_TRUE(broker_->publish(to("orders.x", makeEvent(4))).status.isOk());
+  EXPECT_TRUE(waitUntil([&] { return orders.size() == 1; }));
+  EXPECT_EQ(other.size(), 1u);
+
+  const auto stats = broker_->routeStats();
+  ASSERT_EQ(stats.size(), 3u);
+  EXPECT_EQ(stats[1].pattern, "ticks.#");
+  EXPECT_TRUE(stats[1].paused);
+  EXPECT_EQ(stats[1].refused_paused, 1u);
+  EXPECT_EQ(stats[1].published, 1u);
+  EXPECT_FALSE(stats[0].paused);
+
+  ASSERT_TRUE(broker_->setRoutePaused("ticks.#", false).isOk());
+  EXPECT_TRUE(broker_->publish(to("ticks.a", makeEvent(5))).status.isOk());
+  EXPECT_EQ(ticks.size(), 2u);
+  EXPECT_FALSE(broker_->routeStats()[1].paused);
+}
+
+TEST_F(BrokerTest, DefaultRoutePausesByEmptyPatternAndUnknownRouteIsNotFound) {
+  Inbox other;
+  addInbox("other", other);
+  subscribe("other", "misc");
+  ASSERT_TRUE(broker_->setRoutePaused("", true).isOk());
+  EXPECT_EQ(broker_->publish(to("misc", makeEvent(1))).status.code(), Status::Code::kUnavailable);
+  EXPECT_TRUE(broker_->routeStats().back().paused);
+  EXPECT_EQ(broker_->setRoutePaused("nope.#", true).code(), Status::Code::kNotFound);
+  ASSERT_TRUE(broker_->provide("misc", "other").isOk());
+  auto replied = broker_->request(to("misc", makeEvent(2)), std::chrono::seconds(5),
+                                  [](const flows::Outcome&) {});
+  EXPECT_EQ(replied.status().code(), Status::Code::kUnavailable);
+  ASSERT_TRUE(broker_->setRoutePaused("", false).isOk());
+  EXPECT_TRUE(broker_->publish(to("misc", makeEvent(3))).status.isOk());
+  EXPECT_EQ(other.size(), 1u);
+}
+
+// What the route had queued before the pause is still delivered.
+TEST_F(BrokerTest, PausingKeepsWhatTheRouteAlreadyAccepted) {
+  std::atomic<bool> release{false};
+  std::atomic<int> got{0};
+  ASSERT_TRUE(broker_
+                  ->addEndpoint("slow",
+                                [&](const Exchange&) {
+                                  while (!release.load()) std::this_thread::yield();
+                                  got.fetch_add(1);
+                                  return Status::ok();
+                                })
+                  .isOk());
+  subscribe("slow", "orders.#");
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(broker_->publish(to("orders.x", makeEvent(i))).status.isOk());
+  }
+  ASSERT_TRUE(broker_->setRoutePaused("orders.#", true).isOk());
+  EXPECT_EQ(broker_->publish(to("orders.x", makeEvent(9))).status.code(),
+            Status::Code::kUnavailable);
+  release.store(true);
+  EXPECT_TRUE(waitUntil([&] { return got.load() == 5; }));
+}
+
 }  // namespace
 }  // namespace cepbus::router

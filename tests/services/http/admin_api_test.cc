@@ -169,5 +169,151 @@ TEST(PercentDecodeTest, DecodesEscapesAndRefusesBrokenOnes) {
   EXPECT_FALSE(percentDecode("%g0"));
 }
 
+// A deployer that records what it was asked and answers what it is told.
+class FakeDeployer final : public Deployer {
+ public:
+  Status deploy(const descriptor::ServiceAssembly& assembly) override {
+    deployed.push_back(assembly.name);
+    if (answer.isOk()) assemblies_.push_back({assembly.name, {assembly.name + ".u"}, true});
+    return answer;
+  }
+  Status undeploy(std::string_view assembly) override {
+    undeployed.emplace_back(assembly);
+    return answer;
+  }
+  std::shared_ptr<Service> findService(std::string_view) const override { return nullptr; }
+  std::vector<DeployedServiceInfo> deployedServices() const override {
+    return {{"a.u", "a", "replay-sink", true}};
+  }
+  std::vector<AssemblyInfo> assemblies() const override { return assemblies_; }
+
+  Status answer = Status::ok();
+  std::vector<std::string> deployed;
+  std::vector<std::string> undeployed;
+
+ private:
+  std::vector<AssemblyInfo> assemblies_;
+};
+
+class AdminApiDeployTest : public ::testing::Test {
+ protected:
+  AdminResponse call(std::string_view method, std::string_view target, std::string_view body = {},
+                     std::string_view authorization = "Bearer s3cret") const {
+    return api_.handle(AdminRequest{method, target, authorization, body});
+  }
+
+  TestBroker bus_;
+  FakeDeployer deployer_;
+  AdminApi api_{*bus_.broker, *bus_.registry, "s3cret", "CEPBUS_TOKEN", &deployer_};
+};
+
+constexpr std::string_view kAssembly = R"(<service-assembly name="extra">
+  <service-unit name="sink" type="replay-sink">
+    <param name="file" value="x.jsonl"/><subscribe address="x"/>
+  </service-unit>
+</service-assembly>)";
+
+TEST_F(AdminApiDeployTest, DeployParsesTheFragmentAndNeedsTheToken) {
+  EXPECT_EQ(call("POST", "/api/assemblies", kAssembly, "").status, 401);
+  EXPECT_EQ(call("POST", "/api/assemblies", kAssembly, "Bearer nope").status, 401);
+  EXPECT_TRUE(deployer_.deployed.empty());
+  const AdminResponse done = call("POST", "/api/assemblies", kAssembly);
+  ASSERT_EQ(done.status, 201) << done.body;
+  EXPECT_EQ(deployer_.deployed, std::vector<std::string>{"extra"});
+  EXPECT_EQ(json::parse(done.body).at("deployed"), "extra");
+  EXPECT_EQ(json::parse(done.body).at("services"), json::array({"extra.u"}));
+
+  const AdminResponse bad = call("POST", "/api/assemblies",
+                                 "<service-assembly name=\"b\">\n  <bogus/>\n</service-assembly>");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(errorOf(bad).find("request body:2"), std::string::npos) << bad.body;
+  EXPECT_EQ(call("POST", "/api/assemblies", "").status, 400);
+  EXPECT_EQ(deployer_.deployed.size(), 1u);  // a bad body never reaches the deployer
+
+  deployer_.answer = Status::alreadyExists("extra is deployed");
+  EXPECT_EQ(call("POST", "/api/assemblies", kAssembly).status, 409);
+  deployer_.answer = Status::unavailable("stopping");
+  const AdminResponse unavailable = call("POST", "/api/assemblies", kAssembly);
+  EXPECT_EQ(unavailable.status, 503);
+  EXPECT_EQ(errorOf(unavailable), "stopping");
+}
+
+TEST_F(AdminApiDeployTest, UndeployMapsTheDeployersAnswer) {
+  EXPECT_EQ(call("DELETE", "/api/assemblies/extra", {}, "").status, 401);
+  EXPECT_EQ(call("DELETE", "/api/assemblies/extra").status, 200);
+  EXPECT_EQ(deployer_.undeployed, std::vector<std::string>{"extra"});
+  deployer_.answer = Status::notFound("no assembly");
+  EXPECT_EQ(call("DELETE", "/api/assemblies/a%20b").status, 404);
+  EXPECT_EQ(deployer_.undeployed.back(), "a b");
+  const AdminResponse wrong = call("PUT", "/api/assemblies/extra");
+  EXPECT_EQ(wrong.status, 405);
+  EXPECT_EQ(wrong.allow, "DELETE");
+}
+
+TEST_F(AdminApiDeployTest, ListsServicesAssembliesAndPlugins) {
+  auto plugin = bus_.registry->add("plugin:nfa", router::ComponentKind::kService);
+  ASSERT_TRUE(plugin);
+  (*plugin)->setMetadata("version", "1.0.0");
+  (*plugin)->setState(router::ComponentState::kStarted);
+  const json services = json::parse(call("GET", "/api/services").body);
+  ASSERT_EQ(services.at("services").size(), 1u);
+  EXPECT_EQ(services["services"][0].at("type"), "replay-sink");
+  EXPECT_EQ(json::parse(call("GET", "/api/assemblies").body).at("assemblies"), json::array());
+  const json plugins = json::parse(call("GET", "/api/plugins").body).at("plugins");
+  ASSERT_EQ(plugins.size(), 1u);
+  EXPECT_EQ(plugins[0].at("name"), "nfa");
+  EXPECT_EQ(plugins[0].at("state"), "started");
+  EXPECT_EQ(plugins[0].at("version"), "1.0.0");
+  EXPECT_EQ(json::parse(call("GET", "/api/queries").body).at("queries"), json::array());
+  EXPECT_EQ(json::parse(call("GET", "/api/stages").body).at("stages"), json::array());
+}
+
+TEST_F(AdminApiDeployTest, QueriesOfAnUnknownServiceAreNotFound) {
+  EXPECT_EQ(call("POST", "/api/queries/no.such", "<query/>").status, 404);
+  EXPECT_EQ(call("DELETE", "/api/queries/no.such/q").status, 404);
+  EXPECT_EQ(call("DELETE", "/api/queries/no.such/q", {}, "").status, 401);
+  EXPECT_EQ(call("GET", "/api/queries/no.such/q/model?format=json").status, 404);
+  EXPECT_EQ(call("GET", "/api/queries/no.such/q/model?format=svg").status, 400);
+}
+
+TEST_F(AdminApiDeployTest, PausesAndResumesARoute) {
+  Recorder recorder(*bus_.broker, "rec", "slow.#");
+  EXPECT_EQ(call("POST", "/api/routes/slow.%23/pause", {}, "").status, 401);
+  ASSERT_EQ(call("POST", "/api/routes/slow.%23/pause").status, 200);
+  EXPECT_EQ(bus_.publish("slow.x", 1).status.code(), Status::Code::kUnavailable);
+  json routes = json::parse(call("GET", "/api/routes").body).at("routes");
+  EXPECT_EQ(routes[0].at("route"), "slow.#");
+  EXPECT_EQ(routes[0].at("paused"), true);
+  EXPECT_EQ(routes[0].at("refused_paused"), 1);
+  EXPECT_EQ(routes[1].at("paused"), false);
+  ASSERT_EQ(call("POST", "/api/routes/slow.%23/resume").status, 200);
+  EXPECT_TRUE(bus_.publish("slow.x", 2).status.isOk());
+  ASSERT_EQ(call("POST", "/api/routes/(default)/pause").status, 200);
+  EXPECT_EQ(json::parse(call("GET", "/api/routes").body)["routes"][1].at("paused"), true);
+  EXPECT_EQ(call("POST", "/api/routes/nope/pause").status, 404);
+  EXPECT_EQ(call("GET", "/api/routes/slow.%23/pause").status, 405);
+}
+
+TEST_F(AdminApiDeployTest, WithoutADeployerDeploymentIsUnavailable) {
+  AdminApi alone{*bus_.broker, *bus_.registry, "s3cret", "CEPBUS_TOKEN"};
+  const AdminResponse r =
+      alone.handle(AdminRequest{"POST", "/api/assemblies", "Bearer s3cret", kAssembly});
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(alone.handle(AdminRequest{"GET", "/api/services", {}, {}}).status, 503);
+}
+
+TEST_F(AdminApiDeployTest, ServesTheDashboard) {
+  const AdminResponse page = call("GET", "/");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(page.body.find("<title>cepbus dashboard</title>"), std::string::npos);
+  EXPECT_NE(page.body.find("/dashboard.js"), std::string::npos);
+  const AdminResponse js = call("GET", "/dashboard.js");
+  EXPECT_EQ(js.content_type, "text/javascript; charset=utf-8");
+  EXPECT_NE(js.body.find("/api/queries"), std::string::npos);
+  EXPECT_EQ(call("GET", "/dashboard.css").content_type, "text/css; charset=utf-8");
+  EXPECT_EQ(call("POST", "/").status, 405);
+}
+
 }  // namespace
 }  // namespace cepbus::services::http
