@@ -22,6 +22,9 @@ std::string at(const pattern::SourcePos& pos) {
 struct Alternative {
   std::vector<const PatternNode*> elements;
   std::vector<pattern::ExprPtr> predicates;
+  // A conjunction: the index in `elements` where each operand after the
+  // first starts (ascending).
+  std::vector<size_t> splits;
 };
 
 // Beyond this a disjunction inside sequences is refused (each alternative is
@@ -29,13 +32,16 @@ struct Alternative {
 constexpr size_t kMaxAlternatives = 64;
 
 constexpr const char* kRuns =
-    "; it runs SEQ, OR, NOT(Type var) between elements and selection e[predicate] over 'Type var' "
-    "elements (use --engine nfa or algebra)";
+    "; it runs SEQ, OR, AND (outside sequences), NOT(Type var) between elements, selection "
+    "e[predicate] over 'Type var' elements and Kleene plus 'Type+ var[]' inside SEQ (use "
+    "--engine nfa or algebra)";
 
 // The basic nets the engine builds: an element is a one-input transition on
 // its type's input place, a sequence connects them in series, a disjunction
 // gives one chain per alternative into one output place (two colours), a
-// selection adds its predicate to the guard of its operand's last transition.
+// selection adds its predicate to the guard of its operand's last transition,
+// a conjunction runs each operand as a chain of its own and joins them, in
+// any order, with two-input transitions.
 Result<std::vector<Alternative>> expand(const PatternNode& node) {
   switch (node.kind) {
     case PatternKind::kEvent: {
@@ -51,6 +57,13 @@ Result<std::vector<Alternative>> expand(const PatternNode& node) {
         std::vector<Alternative> next;
         for (const Alternative& left : out) {
           for (const Alternative& right : *part) {
+            if (!right.splits.empty() || !left.splits.empty()) {
+              return Status::invalidArgument(
+                  at(c->pos) +
+                  "the petri engine runs a conjunction 'AND(...)' / '+' only outside sequences "
+                  "(as the whole pattern, an operand of OR or of another AND)" +
+                  kRuns);
+            }
             Alternative a = left;
             a.elements.insert(a.elements.end(), right.elements.begin(), right.elements.end());
             a.predicates.insert(a.predicates.end(), right.predicates.begin(),
@@ -83,16 +96,56 @@ Result<std::vector<Alternative>> expand(const PatternNode& node) {
       }
       return out;
     }
+    case PatternKind::kAnd: {
+      std::vector<Alternative> out;
+      for (const pattern::PatternPtr& c : node.children) {
+        auto part = expand(*c);
+        if (!part) return part.status();
+        if (out.empty()) {
+          out = std::move(part).value();
+          continue;
+        }
+        std::vector<Alternative> next;
+        for (const Alternative& left : out) {
+          for (const Alternative& right : *part) {
+            Alternative a = left;
+            const size_t offset = a.elements.size();
+            a.splits.push_back(offset);
+            for (size_t split : right.splits) a.splits.push_back(offset + split);
+            a.elements.insert(a.elements.end(), right.elements.begin(), right.elements.end());
+            a.predicates.insert(a.predicates.end(), right.predicates.begin(),
+                                right.predicates.end());
+            next.push_back(std::move(a));
+          }
+        }
+        if (next.size() > kMaxAlternatives) {
+          return Status::invalidArgument(at(node.pos) +
+                                         "the petri engine expands disjunctions "
+                                         "into at most " +
+                                         std::to_string(kMaxAlternatives) + " alternatives");
+        }
+        out = std::move(next);
+      }
+      return out;
+    }
     case PatternKind::kSelection: {
       auto part = expand(*node.children.front());
       if (!part) return part.status();
       for (Alternative& a : *part) a.predicates.push_back(node.predicate);
       return part;
     }
-    case PatternKind::kKleene:
-      return Status::invalidArgument(
-          at(node.pos) + "the petri engine does not support the Kleene element '" + node.type +
-          (node.star ? "* " : "+ ") + node.var + "[]'" + kRuns);
+    case PatternKind::kKleene: {
+      if (node.star) {
+        return Status::invalidArgument(at(node.pos) +
+                                       "the petri engine does not support the Kleene star "
+                                       "element '" +
+                                       node.type + "* " + node.var +
+                                       "[]' (zero or more); write 'Type+ var[]'" + kRuns);
+      }
+      Alternative a;
+      a.elements.push_back(&node);
+      return std::vector<Alternative>{std::move(a)};
+    }
     case PatternKind::kNot: {
       Alternative a;
       a.elements.push_back(&node);
@@ -133,7 +186,8 @@ std::string elementKey(const CompiledPattern& p, size_t k, size_t from) {
     texts.push_back(pattern::toString(*byPosition(*e.guards[g]->source, p.position, from)));
   }
   std::sort(texts.begin(), texts.end());
-  std::string key = std::string(e.type.name()) + (e.var.empty() ? " -" : " named") + " [";
+  std::string key =
+      std::string(e.type.name()) + (e.kleene ? "+" : "") + (e.var.empty() ? " -" : " named") + " [";
   for (const std::string& t : texts) key += t + ";";
   key += "]";
   for (const CompiledPattern::Negation& n : e.negations) {
@@ -203,9 +257,45 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
     std::vector<int> slot_element(p->layout.size(), -1);
     std::vector<int> slot_negation(p->layout.size(), -1);  // the element whose negation binds it
     std::vector<CompiledPattern::Negation> pending;
-    for (const PatternNode* n : alt.elements) {
+    if (!alt.splits.empty() && policy != Policy::kFeedback) {
+      return Status::invalidArgument(
+          "the petri engine runs a conjunction 'AND(...)' / '+' under policy=feedback only");
+    }
+    const bool kleene = std::any_of(alt.elements.begin(), alt.elements.end(),
+                                    [](const auto* n) { return n->kind == PatternKind::kKleene; });
+    if (kleene && policy != Policy::kFeedback) {
+      return Status::invalidArgument(
+          "the petri engine runs a Kleene element 'Type+ var[]' under policy=feedback only");
+    }
+    if (kleene && !alt.splits.empty()) {
+      return Status::invalidArgument(
+          "the petri engine does not run a Kleene element 'Type+ var[]' inside a conjunction "
+          "'AND(...)' / '+'");
+    }
+    auto split_at = [&](size_t node) {
+      return std::find(alt.splits.begin(), alt.splits.end(), node) != alt.splits.end();
+    };
+    for (size_t node = 0; node < alt.elements.size(); ++node) {
+      const PatternNode* n = alt.elements[node];
+      if (split_at(node)) {
+        if (!pending.empty()) {
+          return Status::invalidArgument(
+              "the petri engine needs a positive element after NOT(" +
+              std::string(pending.front().type.name()) +
+              ") inside the operand of a conjunction; it checks a negation between two elements");
+        }
+        p->operand_starts.push_back(p->elements.size());
+      }
+      const bool next_to_kleene = n->kind == PatternKind::kNot
+                                      ? !p->elements.empty() && p->elements.back().kleene
+                                      : n->kind == PatternKind::kKleene && !pending.empty();
+      if (next_to_kleene) {
+        return Status::invalidArgument(at(n->pos) +
+                                       "the petri engine does not run NOT(...) next to a Kleene "
+                                       "element 'Type+ var[]'");
+      }
       if (n->kind == PatternKind::kNot) {
-        if (p->elements.empty()) {
+        if (p->elements.empty() || split_at(node)) {
           return Status::invalidArgument(at(n->pos) +
                                          "the petri engine needs a positive element "
                                          "before NOT(" +
@@ -228,6 +318,8 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
       pending.clear();
       e.type = Symbol::intern(n->type);
       e.var = n->var;
+      e.kleene = n->kind == PatternKind::kKleene;
+      p->has_kleene = p->has_kleene || e.kleene;
       if (!n->var.empty()) {
         e.slot = static_cast<int>(*p->layout.slotOf(n->var));
         slot_element[e.slot] = static_cast<int>(p->elements.size());
@@ -247,7 +339,11 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
       const pattern::Conjunct& c = p->conjuncts[i];
       int negated_at = -1;
       int latest_positive = -1;
+      int earliest_positive = static_cast<int>(p->elements.size());
       for (size_t slot : c.slots) {
+        if (slot_element[slot] >= 0) {
+          earliest_positive = std::min(earliest_positive, slot_element[slot]);
+        }
         if (slot_negation[slot] >= 0) {
           if (negated_at >= 0) {
             return Status::invalidArgument("WHERE " + pattern::toString(*c.source) +
@@ -264,6 +360,12 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
               "WHERE " + pattern::toString(*c.source) +
               ": the petri engine checks a negation when the element after it arrives, so its "
               "predicates may name only elements up to that one");
+        }
+        if (earliest_positive < static_cast<int>(p->operandStart(negated_at))) {
+          return Status::invalidArgument(
+              "WHERE " + pattern::toString(*c.source) +
+              ": the petri engine checks a negation inside its operand of the conjunction, so "
+              "its predicates may name only that operand's elements");
         }
         for (CompiledPattern::Negation& n : p->elements[negated_at].negations) {
           if (n.slot >= 0 && c.slot_mask >> n.slot & 1) n.conditions.push_back(&c);
@@ -285,6 +387,25 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
         latest = std::max(latest, slot_element[slot]);
         earliest = std::min(earliest, slot_element[slot]);
       }
+      if (c.iteration_slot) {
+        // b[i] of a Kleene element: checked as each event joins b when no
+        // later element is named, else at that element for every event of b.
+        const int of = slot_element[*c.iteration_slot];
+        if (latest != of && p->elements[latest].kleene) {
+          return Status::invalidArgument(
+              "WHERE " + pattern::toString(*c.source) +
+              ": the petri engine needs an iteration predicate b[i] to name no later Kleene "
+              "element");
+        }
+      } else if (p->elements[latest].kleene) {
+        // Needs the whole run (count(b[]), b[last], ...): checked when the
+        // next element binds, or before the run is reported.
+        if (latest + 1 == static_cast<int>(p->elements.size())) {
+          p->elements[latest].completion.push_back(&c);
+          continue;
+        }
+        ++latest;
+      }
       p->elements[latest].guards.push_back(&c);
       p->elements[latest].guard_earliest.push_back(static_cast<size_t>(std::min(earliest, latest)));
     }
@@ -305,6 +426,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
     compiled.push_back(std::move(p));
   }
   if (compiled.size() == 1) return std::move(compiled.front());
+
   auto disjunction = std::make_shared<CompiledPattern>();
   disjunction->policy = policy;
   disjunction->window = compiled.front()->window;
@@ -323,6 +445,7 @@ struct PetriNet::Token {
   Timestamp first_ts = 0;
   Timestamp last_ts = 0;
   uint64_t first_seq = 0;  // arrival number of the first bound event
+  int element = 0;         // the element `event` binds (several events bind a Kleene one)
 };
 
 namespace {
@@ -348,7 +471,18 @@ struct PetriNet::Transition {
   std::string key;              // the chain of element keys from the head
   Transition* input = nullptr;  // whose output place feeds it; null at the head
   Transition* right = nullptr;  // a join: the shared chain it joins with
-  int depth = 0;                // the last element it binds
+  // A conjunction's join: it pairs the tokens of `input`'s and `right`'s
+  // places in any order (fired when either produces), not only a left token
+  // that ends before the right one starts.
+  bool conjunction = false;
+  // A Kleene element's transition: it also reads its own place (a loop),
+  // extending each run there with the event, and starts runs from `input`.
+  bool loop = false;
+  // A Kleene element at or before `depth`: tokens bind by element, not by
+  // position (kleene_at[d]: element d is a Kleene one).
+  bool by_element = false;
+  std::vector<char> kleene_at;
+  int depth = 0;  // the last element it binds
   Symbol type;
   CompiledPatternPtr owner;  // keeps `guards` alive
   std::vector<const pattern::Conjunct*> guards;
@@ -383,9 +517,17 @@ class PetriNet::Composer final : public plugin::MatchComposer {
 
   EventPtr compose(const plugin::Match& match) const override {
     std::vector<pattern::SlotBinding> bindings(p_->layout.size());
-    for (size_t k = 0; k < match.size(); ++k) {
+    std::vector<std::vector<const Event*>> runs(p_->elements.size());
+    for (size_t k = 0; k < match.elementCount(); ++k) {
       const int slot = p_->elements[k].slot;
-      if (slot >= 0) bindings[slot].event = match.event(k).get();
+      if (slot < 0) continue;
+      auto events = match.elementEvents(k);
+      if (!p_->elements[k].kleene) {
+        bindings[slot].event = events.front()->get();
+        continue;
+      }
+      for (const EventPtr* e : events) runs[k].push_back(e->get());
+      bindings[slot].events = runs[k];
     }
     EventBuilder builder(type_);
     for (size_t i = 0; i < match.size(); ++i) builder.constituent(match.event(i));
@@ -494,7 +636,9 @@ std::string tailKey(const CompiledPattern& p, size_t from) {
 
 size_t PetriNet::chooseSplit(const PatternEntry& e) {
   const CompiledPattern& p = *e.pattern;
-  if (p.has_negation) return 0;  // its inhibitors read the elements on both sides
+  // Inhibitors read the elements on both sides; a conjunction joins its own
+  // operands; Kleene tokens bind by element.
+  if (p.has_negation || p.has_kleene || !p.operand_starts.empty()) return 0;
   const size_t m = p.elements.size();
   // The prefix join shares elements 0..shared-1.
   std::string key;
@@ -549,6 +693,10 @@ std::unique_ptr<PetriNet::PatternEntry> PetriNet::detach(const PatternEntry& ent
     if (t->users.empty()) {
       if (t->input != nullptr && --t->input->consumers == 0) t->input->place.clear();
       if (t->right != nullptr) std::erase(t->right->joins, t);
+      if (t->conjunction) {
+        std::erase(t->input->joins, t);
+        if (--t->right->consumers == 0) t->right->place.clear();
+      }
       by_key_.erase(t->key);
       std::erase_if(transitions_, [&](const auto& owned_t) { return owned_t.get() == t; });
     } else {
@@ -593,6 +741,12 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
     t->group = e->group;
     const CompiledPattern::Element& el = p.elements[from + depth];
     t->type = el.type;
+    t->loop = el.kleene;
+    if (t->loop) ++t->consumers;  // its own place
+    for (size_t d = 0; d <= depth; ++d) {
+      t->kleene_at.push_back(p.elements[from + d].kleene);
+      t->by_element = t->by_element || p.elements[from + d].kleene;
+    }
     for (size_t g = 0; g < el.guards.size(); ++g) {
       if (el.guard_earliest[g] >= from) t->guards.push_back(el.guards[g]);
     }
@@ -605,6 +759,70 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
     return t;
   };
 
+  if (!p.operand_starts.empty()) {
+    // A conjunction: each operand a chain from the head (prefix joins), the
+    // operands joined left to right by conjunction transitions whose guards
+    // are the conjuncts naming two operands.
+    std::vector<size_t> bounds = {0};
+    bounds.insert(bounds.end(), p.operand_starts.begin(), p.operand_starts.end());
+    bounds.push_back(m);
+    Transition* acc = nullptr;
+    std::string acc_key;
+    for (size_t o = 0; o + 1 < bounds.size(); ++o) {
+      const size_t from = bounds[o];
+      const size_t to = bounds[o + 1];
+      std::string probe;
+      Transition* end = nullptr;
+      for (size_t i = from; i < to; ++i) {
+        probe += elementKey(p, i, from);
+        auto it = by_key_.find(probe);
+        Transition* t = it != by_key_.end() ? it->second : create(probe, end, i - from, from);
+        use(t);
+        end = t;
+      }
+      if (o == 0) {
+        acc = end;
+        acc_key = std::move(probe);
+        continue;
+      }
+      std::vector<const pattern::Conjunct*> across;
+      std::vector<std::string> texts;
+      for (size_t i = from; i < to; ++i) {
+        const CompiledPattern::Element& el = p.elements[i];
+        for (size_t g = 0; g < el.guards.size(); ++g) {
+          if (el.guard_earliest[g] >= from) continue;
+          across.push_back(el.guards[g]);
+          texts.push_back(pattern::toString(*byPosition(*el.guards[g]->source, p.position, 0)));
+        }
+      }
+      std::sort(texts.begin(), texts.end());
+      std::string key = "AND [";
+      for (const std::string& text : texts) key += text + ";";
+      key += "] {\n" + acc_key + "} {\n" + probe + "}\n";
+      Transition* j;
+      if (auto it = by_key_.find(key); it != by_key_.end()) {
+        j = it->second;
+      } else {
+        j = create(key, acc, to - 1, 0);
+        j->type = Symbol();
+        j->inhibitors.clear();
+        j->right = end;
+        j->conjunction = true;
+        j->guards = std::move(across);
+        ++end->consumers;
+        acc->joins.push_back(j);
+        if (end != acc) end->joins.push_back(j);
+      }
+      use(j);
+      acc = j;
+      acc_key = std::move(key);
+    }
+    acc->outputs.push_back(e);
+    rebuildOutputGroups(*acc);
+    patterns_.push_back(std::move(entry));
+    return;
+  }
+
   // Keys of consuming patterns never equal a feedback pattern's: their tokens
   // are taken, so sharing a place changes what the others see.
   std::string key;
@@ -615,7 +833,8 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
   for (size_t k = 0; k < m;) {
     const std::string next = key + elementKey(p, k, 0);
     auto found = by_key_.find(next);
-    const bool may_join = e->group < 0 && !p.has_negation && prev != nullptr && !joined;
+    const bool may_join =
+        e->group < 0 && !p.has_negation && !p.has_kleene && prev != nullptr && !joined;
     if (may_join && (split == k || (split == 0 && found == by_key_.end()))) {
       // The right side of a join: elements k..l as a chain from the head.
       // A middle join takes the longest such chain that runs already (two
@@ -688,7 +907,7 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
   }
   prev->outputs.push_back(e);
   rebuildOutputGroups(*prev);
-  if (e->group < 0 && !p.has_negation) {
+  if (e->group < 0 && !p.has_negation && !p.has_kleene) {
     for (size_t j = 1; j + 2 <= m; ++j) {
       e->tail_keys.push_back(tailKey(p, j));
       tails_[e->tail_keys.back()].emplace_back(e, j);
@@ -785,6 +1004,10 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
     if (static_cast<size_t>(t.group) >= taken_.size()) taken_.resize(t.group + 1, 0);
     if (taken_[t.group] == seq_) return;
   }
+  if (t.loop) {
+    fireLoop(t, event);
+    return;
+  }
   if (t.input == nullptr) {
     if (guardsHold(t, nullptr, nullptr, event.get())) {
       if (t.group >= 0) taken_[t.group] = seq_;
@@ -817,6 +1040,34 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
   }
 }
 
+void PetriNet::fireLoop(Transition& t, const EventPtr& event) {
+  const Timestamp ts = event->ts();
+  auto expire = [&](std::vector<std::shared_ptr<const Token>>& place, Timestamp w) {
+    if (w != kNoWindow)
+      std::erase_if(place, [&](const auto& tok) { return ts - tok->first_ts > w; });
+  };
+  auto extend = [&](std::vector<std::shared_ptr<const Token>>& place, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const Token* tok = place[i].get();
+      if (tok->last_ts >= ts) continue;
+      if (t.window != kNoWindow && ts - tok->first_ts > t.window) continue;
+      if (!guardsHold(t, tok, nullptr, event.get())) continue;
+      produce(t, place[i], nullptr, event);
+    }
+  };
+  // The runs so far, before this event starts new ones (feedback: Kleene
+  // patterns never consume).
+  expire(t.place, t.window);
+  const size_t runs = t.place.size();
+  if (t.input == nullptr) {
+    if (guardsHold(t, nullptr, nullptr, event.get())) produce(t, nullptr, nullptr, event);
+  } else {
+    expire(t.input->place, t.input->window);
+    extend(t.input->place, t.input->place.size());
+  }
+  extend(t.place, runs);
+}
+
 void PetriNet::fireJoin(Transition& j, const std::shared_ptr<const Token>& right) {
   // No expiry here: the left place may be the one an enclosing fire() scans.
   std::vector<std::shared_ptr<const Token>>& in = j.input->place;
@@ -828,8 +1079,57 @@ void PetriNet::fireJoin(Transition& j, const std::shared_ptr<const Token>& right
   }
 }
 
+void PetriNet::fireConjunction(Transition& j, const Transition& from,
+                               const std::shared_ptr<const Token>& tok) {
+  auto pair = [&](const std::shared_ptr<const Token>& left,
+                  const std::shared_ptr<const Token>& right) {
+    if (j.window != kNoWindow &&
+        std::max(left->last_ts, right->last_ts) - std::min(left->first_ts, right->first_ts) >
+            j.window) {
+      return;
+    }
+    if (guardsHold(j, left.get(), right.get(), nullptr)) produce(j, left, right, nullptr);
+  };
+  // The new token is not in its place yet: each pair is made once, by the
+  // later of its two tokens (the same token on both sides when both
+  // operands are the same chain, as the algebra's union of two leaves).
+  // By index and no expiry, as in fireJoin().
+  if (j.input == &from) {
+    const auto& place = j.right->place;
+    for (size_t i = 0, n = place.size(); i < n; ++i) pair(tok, place[i]);
+  }
+  if (j.right == &from) {
+    const auto& place = j.input->place;
+    for (size_t i = 0, n = place.size(); i < n; ++i) pair(place[i], tok);
+  }
+  if (j.input == &from && j.right == &from) pair(tok, tok);
+}
+
 void PetriNet::bind(const Transition& t, const Token* left, const Token* right,
                     const Event* event) {
+  if (t.by_element) {
+    // No joins here (Kleene patterns take part in none): one parent chain.
+    tokens_.clear();
+    for (const Token* tok = left; tok != nullptr; tok = tok->parent.get()) tokens_.push_back(tok);
+    bind_.assign(t.owner->layout.size(), pattern::SlotBinding{});
+    runs_.resize(t.slots.size());
+    for (auto& r : runs_) r.clear();
+    auto add = [&](int element, const Event* e) {
+      const int slot = t.slots[element];
+      if (slot < 0) return;
+      if (t.kleene_at[element]) {
+        runs_[element].push_back(e);
+      } else {
+        bind_[slot].event = e;
+      }
+    };
+    for (size_t i = tokens_.size(); i-- > 0;) add(tokens_[i]->element, tokens_[i]->event.get());
+    if (event != nullptr) add(t.depth, event);
+    for (size_t d = 0; d < t.slots.size(); ++d) {
+      if (t.kleene_at[d] && t.slots[d] >= 0) bind_[t.slots[d]].events = runs_[d];
+    }
+    return;
+  }
   bound_.clear();
   collect(left, bound_);
   collect(right, bound_);
@@ -844,7 +1144,20 @@ bool PetriNet::guardsHold(const Transition& t, const Token* left, const Token* r
                           const Event* event) {
   if (t.guards.empty()) return true;
   bind(t, left, right, event);
+  const int extending = t.loop ? t.slots[t.depth] : -1;
   for (const pattern::Conjunct* g : t.guards) {
+    if (g->iteration_slot && static_cast<int>(*g->iteration_slot) != extending) {
+      // b[i] of an earlier Kleene element: it holds for every event of b.
+      pattern::SlotBinding& b = bind_[*g->iteration_slot];
+      bool all = true;
+      for (size_t i = 0; all && i < b.events.size(); ++i) {
+        b.current = i;
+        all = g->test(bind_);
+      }
+      b.current = pattern::SlotBinding::kNewest;
+      if (!all) return false;
+      continue;
+    }
     if (!g->test(bind_)) return false;
   }
   return true;
@@ -882,11 +1195,13 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
                        std::shared_ptr<const Token> right, const EventPtr& event) {
   Token tok;
   if (right != nullptr) {
-    tok.first_ts = parent->first_ts;
-    tok.first_seq = parent->first_seq;
-    tok.last_ts = right->last_ts;
+    // A conjunction's operands may come in any order.
+    tok.first_ts = std::min(parent->first_ts, right->first_ts);
+    tok.first_seq = std::min(parent->first_seq, right->first_seq);
+    tok.last_ts = std::max(parent->last_ts, right->last_ts);
   } else {
     tok.event = event;
+    tok.element = t.depth;
     tok.first_ts = parent ? parent->first_ts : event->ts();
     tok.first_seq = parent ? parent->first_seq : seq_;
     tok.last_ts = event->ts();
@@ -900,18 +1215,39 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
       if (tok.first_seq < p->since_seq) continue;
       const Timestamp w = p->pattern->window;
       if (w != kNoWindow && tok.last_ts - tok.first_ts > w) continue;
+      const std::vector<const pattern::Conjunct*>& completion =
+          p->pattern->elements.back().completion;
+      if (!completion.empty()) {
+        bind(t, tok.parent.get(), nullptr, tok.event.get());
+        if (!std::all_of(completion.begin(), completion.end(),
+                         [&](const pattern::Conjunct* c) { return c->test(bind_); })) {
+          continue;
+        }
+      }
       if (!collected) {
         // Once per token: every output of `t` binds the same events.
         chain_.clear();
         collect(&tok, chain_);
         collected = true;
+        if (t.by_element) {
+          // A Kleene element binds several events: ends by element.
+          ends_.assign(t.slots.size(), 0);
+          for (const Token* k = &tok; k != nullptr; k = k->parent.get()) ++ends_[k->element];
+          for (size_t d = 1; d < ends_.size(); ++d) ends_[d] += ends_[d - 1];
+        }
       }
-      p->sink->onMatch(plugin::Match(chain_, p->ends, &composer));
+      p->sink->onMatch(plugin::Match(chain_, t.by_element ? ends_ : p->ends, &composer));
     }
   }
   if (t.consumers == 0 && t.joins.empty()) return;
   auto shared = std::make_shared<const Token>(std::move(tok));
-  for (Transition* j : t.joins) fireJoin(*j, shared);
+  for (Transition* j : t.joins) {
+    if (j->conjunction) {
+      fireConjunction(*j, t, shared);
+    } else {
+      fireJoin(*j, shared);
+    }
+  }
   if (t.consumers > 0) t.place.push_back(std::move(shared));
 }
 
@@ -924,8 +1260,9 @@ NetSize PetriNet::unmergedSize() const {
   for (const auto& p : patterns_) {
     std::set<Symbol> types;
     for (const CompiledPattern::Element& e : p->pattern->elements) types.insert(e.type);
-    n.places += types.size() + p->pattern->elements.size();
-    n.transitions += p->pattern->elements.size();
+    // A conjunction adds one join transition (and its place) per operand after the first.
+    n.places += types.size() + p->pattern->elements.size() + p->pattern->operand_starts.size();
+    n.transitions += p->pattern->elements.size() + p->pattern->operand_starts.size();
   }
   return n;
 }
@@ -973,8 +1310,10 @@ std::string PetriNet::toDot() const {
   for (const auto& owned : transitions_) {
     const Transition& t = *owned;
     const std::string n = std::to_string(id.at(&t));
-    std::string label =
-        t.right != nullptr ? "T" + n + ": join" : "T" + n + ": " + std::string(t.type.name());
+    std::string label = t.conjunction        ? "T" + n + ": AND (any order)"
+                        : t.right != nullptr ? "T" + n + ": join"
+                        : t.loop ? "T" + n + ": " + std::string(t.type.name()) + "+ (loop)"
+                                 : "T" + n + ": " + std::string(t.type.name());
     for (const pattern::Conjunct* g : t.guards) label += "\n" + pattern::toString(*g->source);
     if (t.window != kNoWindow) label += "\nwithin " + windowText(t.window);
     std::string users;
@@ -984,12 +1323,15 @@ std::string PetriNet::toDot() const {
     out += "  p" + n + " [shape=circle, label=\"P" + n + "\\n" + std::to_string(t.place.size()) +
            " tok\"];\n";
     if (t.input != nullptr) out += "  p" + std::to_string(id.at(t.input)) + " -> t" + n + ";\n";
-    if (t.right != nullptr) {
+    if (t.conjunction) {
+      out += "  p" + std::to_string(id.at(t.right)) + " -> t" + n + ";\n";
+    } else if (t.right != nullptr) {
       out += "  p" + std::to_string(id.at(t.right)) + " -> t" + n + " [style=dashed];\n";
     } else {
       out += "  \"in:" + dotEscape(t.type.name()) + "\" -> t" + n + ";\n";
     }
     out += "  t" + n + " -> p" + n + ";\n";
+    if (t.loop) out += "  p" + n + " -> t" + n + " [label=\"run\"];\n";
     for (const PatternEntry* p : t.outputs) {
       out += "  \"out:" + dotEscape(p->name) + "\" [shape=doubleoctagon, label=\"" +
              dotEscape(p->name) + "\"];\n  p" + n + " -> \"out:" + dotEscape(p->name) + "\";\n";
@@ -1023,6 +1365,7 @@ std::string PetriNet::toJson() const {
                       {"emits", outputs}});
     nlohmann::json inputs = nlohmann::json::array();
     if (t.input != nullptr) inputs.push_back("p" + std::to_string(id.at(t.input)));
+    if (t.loop) inputs.push_back("p" + n);
     if (t.right != nullptr) {
       inputs.push_back("p" + std::to_string(id.at(t.right)));
     } else {
@@ -1032,9 +1375,15 @@ std::string PetriNet::toJson() const {
     for (const pattern::Conjunct* g : t.guards) guards.push_back(pattern::toString(*g->source));
     nlohmann::json users = nlohmann::json::array();
     for (const PatternEntry* u : t.users) users.push_back(u->name);
-    nlohmann::json tj = {{"id", "t" + n},     {"kind", t.right != nullptr ? "join" : "extend"},
-                         {"depth", t.depth},  {"inputs", inputs},
-                         {"output", "p" + n}, {"guards", guards},
+    nlohmann::json tj = {{"id", "t" + n},
+                         {"kind", t.conjunction        ? "conjunction"
+                                  : t.right != nullptr ? "join"
+                                  : t.loop             ? "iterate"
+                                                       : "extend"},
+                         {"depth", t.depth},
+                         {"inputs", inputs},
+                         {"output", "p" + n},
+                         {"guards", guards},
                          {"patterns", users}};
     if (t.right == nullptr) tj["event_type"] = std::string(t.type.name());
     if (t.window != kNoWindow) tj["window"] = t.window;

@@ -19,7 +19,27 @@
 // selection e[p] is a guard on e's last transition; NOT(Type v) between e_{k-1}
 // and e_k is an inhibitor place of Type events read by T_k, which fires only
 // when no such event lies strictly between the two with its conditions
-// holding.
+// holding. A conjunction AND(o_0, ..., o_n) (as a whole pattern, an operand
+// of OR or of AND; not inside SEQ) runs each operand as a chain from the head
+// and joins them left to right with two-input transitions that pair every
+// token of one side with every token of the other in any order (P1's m ∪ n,
+// as the algebra engine: equal timestamps pair, and so does one event filling
+// an element of each side), under the window (latest minus earliest event)
+// and the conjuncts naming both sides. Matches list the operands' events in
+// pattern order. Conjunctions run under the feedback policy only and take no
+// part in middle or back joins (their operand chains share prefixes).
+// A Kleene element `Type+ var[]` inside SEQ is one transition that also reads
+// its own place (a loop): on each event of Type it starts a run from every
+// token of its input place and extends every run in its place (strictly
+// increasing ts, within the window), so the place holds every run
+// (skip_till_any_match, as the nfa engine). An iteration predicate b[i] is
+// checked as each event joins the run, or, when it names a later element,
+// there for every event of the run; a conjunct needing the whole run
+// (count(b[]), b[last], ...) when the next element binds, or before a run of
+// a last Kleene element is reported. Tokens remember the element each event
+// binds, so a match lists a run's events inline. Feedback policy only; no
+// middle or back joins; no NOT next to a Kleene element. P1's iteration '*'
+// and the Kleene star 'Type* var[]' are refused.
 //
 // Prefix join: a transition is identified by its input transition, its event
 // type, whether it binds a variable, its guard's conjuncts (variables named
@@ -98,10 +118,29 @@ struct CompiledPattern {
     std::vector<const pattern::Conjunct*> guards;  // conjuncts whose latest element is this one
     std::vector<size_t> guard_earliest;            // the earliest element each guard names
     std::vector<Negation> negations;               // between the previous element and this one
+    // A Kleene element `Type+ var[]`: one or more events, in stream order.
+    bool kleene = false;
+    // A Kleene last element: the conjuncts that need its whole run (say
+    // count(b[])), checked on each run before it is reported.
+    std::vector<const pattern::Conjunct*> completion;
   };
   Timestamp window = kNoWindow;
   Policy policy = Policy::kFeedback;
   bool has_negation = false;  // such a pattern shares prefixes only (no joins)
+  bool has_kleene = false;    // so does one with a Kleene element
+  // A conjunction AND(o_0, ..., o_n): the first element of each operand
+  // after the first (ascending). Each operand runs as a chain from the head
+  // and a conjunction transition joins o_0..o_{i-1} with o_i in any order;
+  // empty for a sequence.
+  std::vector<size_t> operand_starts;
+  // The first element of the operand holding element k.
+  size_t operandStart(size_t k) const {
+    size_t start = 0;
+    for (size_t s : operand_starts) {
+      if (s <= k) start = s;
+    }
+    return start;
+  }
   pattern::BindingLayout layout;
   std::vector<pattern::Conjunct> conjuncts;
   std::vector<Element> elements;
@@ -119,8 +158,10 @@ struct CompiledPattern {
 using CompiledPatternPtr = std::shared_ptr<const CompiledPattern>;
 
 // Checks and compiles `query`. InvalidArgument names what the net does not
-// support: an operator other than SEQ of single elements, a strategy other
-// than skip_till_any_match, CONTEXT recent, PARTITION BY, or any option.
+// support: an operator other than SEQ, OR, AND (not inside SEQ; feedback
+// policy only), NOT(Type var), selection and Kleene plus 'Type+ var[]' inside
+// SEQ (iteration '*' and the Kleene star 'Type* var[]' among them), a strategy other than
+// skip_till_any_match, CONTEXT recent, PARTITION BY, or an unknown option.
 Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
                                           const plugin::DetectorOptions& options);
 
@@ -168,6 +209,13 @@ class PetriNet {
 
   void fire(Transition& t, const EventPtr& event);
   void fireJoin(Transition& j, const std::shared_ptr<const Token>& right);
+  // A Kleene element's transition: starts runs from its input place and
+  // extends the runs in its own place.
+  void fireLoop(Transition& t, const EventPtr& event);
+  // `tok`, just produced by `from` (j's input, right or both), paired with
+  // every token of the other side.
+  void fireConjunction(Transition& j, const Transition& from,
+                       const std::shared_ptr<const Token>& tok);
   // `event` (null for a join) binds element t.depth after the events of
   // `left` then `right`.
   bool guardsHold(const Transition& t, const Token* left, const Token* right, const Event* event);
@@ -210,6 +258,8 @@ class PetriNet {
   std::vector<const EventPtr*> bound_;  // guards
   std::vector<const EventPtr*> chain_;  // matches
   std::vector<uint32_t> ends_;
+  std::vector<const Token*> tokens_;             // bind() by element
+  std::vector<std::vector<const Event*>> runs_;  // per element: a Kleene one's events
 };
 
 }  // namespace cepbus::plugins::petri

@@ -101,9 +101,14 @@ TEST(PetriDetector, ReturnBuildsTheCompositeEvent) {
 
 TEST(PetriDetector, RejectsWhatItDoesNotImplementByName) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"PATTERN SEQ(A a, B+ b[], C c)", "Kleene"},
+      {"PATTERN SEQ(A a, B* b[], C c)", "Kleene star"},
+      {"PATTERN SEQ(A a, B+ b[], NOT(D d), C c)", "next to a Kleene element"},
+      {"PATTERN SEQ(A a, B+ b[]) + C c", "Kleene element 'Type+ var[]' inside a conjunction"},
+      {"PATTERN SEQ(A a, B+ b[], C+ c[]) WHERE b[i].x < c[1].x", "no later Kleene"},
       {"PATTERN SEQ(A a, NOT(C c), B b, D d) WHERE c.x = d.x", "only elements up to"},
-      {"PATTERN A a + B b", "conjunction"},
+      {"PATTERN SEQ(A a, B b + C c)", "conjunction 'AND(...)' / '+' only outside sequences"},
+      {"PATTERN SEQ(A a + B b, C c)", "conjunction 'AND(...)' / '+' only outside sequences"},
+      {"PATTERN AND(D d, SEQ(A a, NOT(C c), B b)) WHERE c.x = d.x", "only that operand"},
       {"PATTERN (A a)*", "iteration"},
       {"PATTERN A a - B b", "negation '-'"},
       {"PATTERN SEQ(A a, OR(B b, C c)) WHERE a.x = b.x", "only some alternatives"},
@@ -119,6 +124,14 @@ TEST(PetriDetector, RejectsWhatItDoesNotImplementByName) {
     EXPECT_NE(s.message().find(name), std::string::npos) << query << ": " << s.message();
     EXPECT_NE(s.message().find("petri"), std::string::npos) << s.message();
   }
+  CollectingSink conflict_and;
+  Status c = run("petri", "PATTERN A a + B b", {}, conflict_and, {"policy=conflict"});
+  EXPECT_EQ(c.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(c.message().find("policy=feedback only"), std::string::npos) << c.message();
+  CollectingSink conflict_kleene;
+  Status k = run("petri", "PATTERN SEQ(A a, B+ b[])", {}, conflict_kleene, {"policy=concurrency"});
+  EXPECT_EQ(k.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(k.message().find("policy=feedback only"), std::string::npos) << k.message();
   CollectingSink bad_policy;
   Status p = run("petri", "PATTERN SEQ(A a, B b)", {}, bad_policy, {"policy=greedy"});
   EXPECT_EQ(p.code(), Status::Code::kInvalidArgument);
@@ -256,11 +269,174 @@ TEST(PetriDetector, CreateManyRunsOneMergedNetLabelledPerQuery) {
     EXPECT_NE(json->find(name), std::string::npos) << name << "\n" << *json;
   }
   // A query the engine cannot run is named.
-  queries.push_back(plugin::NamedQuery{"kleene", *pattern::parseQuery("PATTERN SEQ(A a, B+ b[])")});
+  queries.push_back(plugin::NamedQuery{"kleene", *pattern::parseQuery("PATTERN SEQ(A a, B* b[])")});
   auto bad = load("petri")->createManyDetectors("petri", queries, plugin::DetectorOptions(), sink);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.status().message().find("query 'kleene': "), std::string::npos)
       << bad.status().message();
+}
+
+// Conjunction: each operand a chain, joined by a two-input transition that
+// pairs the operands in any order within the window (P1's m ∪ n).
+TEST(PetriDetector, ConjunctionPairsOperandsInAnyOrder) {
+  const std::vector<EventPtr> s = {ev("A", 1), ev("B", 2), ev("B", 5), ev("A", 5), ev("A", 9)};
+  // In pattern order (a then b) whatever their order in time; equal ts pair.
+  EXPECT_EQ(petri("PATTERN A a + B b WITHIN 3", s), (Matches{{1, 2}, {5, 2}, {5, 5}}));
+  // The same chain on both sides: one event may fill both (the algebra's
+  // union of two leaves).
+  EXPECT_EQ(petri("PATTERN A a + A b WITHIN 1", {ev("A", 1), ev("A", 3)}),
+            (Matches{{1, 1}, {3, 3}}));
+  EXPECT_EQ(petri("PATTERN AND(A a, B b, A c) WHERE a.x < c.x WITHIN 4",
+                  {ev("A", 1, 0), ev("B", 2), ev("A", 3, 1)}),
+            (Matches{{1, 2, 3}}));
+}
+
+TEST(PetriDetector, ConjunctionAgreesWithTheAlgebraEngine) {
+  const char* queries[] = {
+      "PATTERN A a + B b WITHIN 4",
+      "PATTERN A a + A b WITHIN 3",
+      "PATTERN AND(SEQ(A a, B b), C c) WHERE a.x = c.x WITHIN 6",
+      "PATTERN AND(A a, B b, C c) WHERE a.x < c.x AND b.x != c.x WITHIN 5",
+      "PATTERN A a + SEQ(B b, A c) WHERE a.x != c.x WITHIN 5",
+      "PATTERN (A a + SEQ(B b, C c))[a.x >= b.x] WITHIN 6",
+      "PATTERN OR(A a + B b, SEQ(C c, D d)) WITHIN 5",
+      "PATTERN AND(A a, OR(B b, SEQ(C c, D d))) WITHIN 5",
+      "PATTERN AND(SEQ(A a, B b), SEQ(A c, B d)) WHERE a.x = c.x WITHIN 7",
+      "PATTERN A a + B b",
+  };
+  std::mt19937_64 rng(53);
+  for (const char* q : queries) {
+    size_t matched = 0;
+    for (int round = 0; round < 20; ++round) {
+      const std::vector<EventPtr> events = testing::randomStream(rng, 30, 4);
+      CollectingSink algebra;
+      const std::string unrestricted = std::string(q) + " CONTEXT unrestricted";
+      Status s = run("algebra", unrestricted, events, algebra);
+      ASSERT_TRUE(s) << q << ": " << s.message();
+      const Matches got = petri(unrestricted, events);
+      std::string dump;
+      for (const EventPtr& e : events) {
+        dump += std::string(e->type().name()) + " " + std::to_string(e->ts()) + " " +
+                e->find(Symbol::intern("x"))->toString() + " ";
+      }
+      EXPECT_EQ(got, algebra.sorted()) << q << "\n" << dump;
+      matched += got.size();
+    }
+    EXPECT_GT(matched, 10u) << q;
+  }
+}
+
+// NOT inside an operand (which the algebra engine does not run): the
+// conjunction is every pair of the operands' own matches within the window.
+TEST(PetriDetector, ConjunctionOfANegatedSequenceIsEveryPairOfOperandMatches) {
+  std::mt19937_64 rng(59);
+  size_t matched = 0;
+  for (int round = 0; round < 20; ++round) {
+    const std::vector<EventPtr> events = testing::randomStream(rng, 40, 4);
+    const Matches left = petri("PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x WITHIN 6", events);
+    const Matches right = petri("PATTERN SEQ(D d, A e) WITHIN 6", events);
+    Matches expected;
+    for (const auto& l : left) {
+      for (const auto& r : right) {
+        const Timestamp lo = std::min(l.front(), r.front());
+        const Timestamp hi = std::max(l.back(), r.back());
+        if (hi - lo > 6) continue;
+        expected.push_back({l[0], l[1], r[0], r[1]});
+      }
+    }
+    std::sort(expected.begin(), expected.end());
+    const Matches got = petri(
+        "PATTERN AND(SEQ(A a, NOT(C c), B b), SEQ(D d, A e)) WHERE c.x = a.x WITHIN 6", events);
+    EXPECT_EQ(got, expected);
+    matched += got.size();
+  }
+  EXPECT_GT(matched, 10u);
+}
+
+// Kleene plus inside SEQ: a one-input transition looping on its own place,
+// whose tokens are the runs. Same matches as the nfa engine.
+TEST(PetriDetector, KleeneRunsLoopOnTheirPlace) {
+  const std::vector<EventPtr> s = {ev("A", 1), ev("B", 2), ev("B", 3), ev("C", 4)};
+  EXPECT_EQ(petri("PATTERN SEQ(A a, B+ b[], C c)", s),
+            (Matches{{1, 2, 3, 4}, {1, 2, 4}, {1, 3, 4}}));
+  EXPECT_EQ(petri("PATTERN SEQ(A a, B+ b[])", s), (Matches{{1, 2}, {1, 2, 3}, {1, 3}}));
+}
+
+TEST(PetriDetector, KleeneAgreesWithTheNfaEngine) {
+  const char* queries[] = {
+      "PATTERN SEQ(A a, B+ b[], C c) WITHIN 6",
+      "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x WITHIN 8",
+      "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x >= a.x AND c.x != a.x WITHIN 7",
+      "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x < c.x WITHIN 7",
+      "PATTERN SEQ(A a, B+ b[]) WHERE count(b[]) >= 2 AND b[i].x != 1 WITHIN 5",
+      "PATTERN SEQ(B+ b[], C c) WHERE sum(b[].x) > c.x WITHIN 5",
+      "PATTERN SEQ(A a, B+ b[], C c) WHERE b[last].x = c.x AND b[1].x = a.x WITHIN 8",
+      "PATTERN SEQ(A a, B+ b[], A c, B+ d[]) WHERE d[i].x > c.x WITHIN 6",
+      "PATTERN SEQ(A a, NOT(C n), D d, B+ b[], C c) WITHIN 8",
+      "PATTERN SEQ(A, B+ b[], C c) WHERE avg(b[].x) < 2 WITHIN 6",
+  };
+  std::mt19937_64 rng(67);
+  for (const char* q : queries) {
+    size_t matched = 0;
+    for (int round = 0; round < 40; ++round) {
+      const std::vector<EventPtr> events = testing::randomStream(rng, 30, 4);
+      CollectingSink nfa;
+      Status s = run("nfa", q, events, nfa);
+      ASSERT_TRUE(s) << q << ": " << s.message();
+      const Matches got = petri(q, events);
+      EXPECT_EQ(got, nfa.sorted()) << q;
+      matched += got.size();
+    }
+    EXPECT_GT(matched, 10u) << q;
+  }
+}
+
+// A disjunction with a Kleene alternative: the union of the alternatives'
+// matches.
+TEST(PetriDetector, KleeneInsideADisjunctionIsTheUnionOfItsAlternatives) {
+  const std::string x = "SEQ(A a, B+ b[], C c)";
+  const std::string y = "SEQ(D d, C e)";
+  const std::string where = " WITHIN 5";
+  std::mt19937_64 rng(73);
+  size_t matched = 0;
+  for (int round = 0; round < 20; ++round) {
+    const std::vector<EventPtr> events = testing::randomStream(rng, 30, 4);
+    Matches expected = petri("PATTERN " + x + where, events);
+    for (const auto& m : petri("PATTERN " + y + " WITHIN 5", events)) expected.push_back(m);
+    std::sort(expected.begin(), expected.end());
+    const Matches got = petri("PATTERN OR(" + x + ", " + y + ")" + where, events);
+    EXPECT_EQ(got, expected);
+    matched += got.size();
+  }
+  EXPECT_GT(matched, 10u);
+}
+
+// A Kleene element binds several events: Match::elementEvents() and the
+// RETURN clause's aggregates see the whole run, as the nfa engine's do.
+TEST(PetriDetector, KleeneCompositesEqualTheNfaEngines) {
+  const std::string q =
+      "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x >= b[i-1].x WITHIN 6 "
+      "RETURN R(a.x, count(b[]) AS n, sum(b[].x) AS s, b[last].x AS l, c.x)";
+  std::mt19937_64 rng(71);
+  const std::vector<EventPtr> events = testing::randomStream(rng, 60, 3);
+  CollectingSink p, n;
+  p.compose = n.compose = true;
+  ASSERT_TRUE(run("petri", q, events, p));
+  ASSERT_TRUE(run("nfa", q, events, n));
+  auto dump = [](const CollectingSink& s) {
+    std::vector<std::string> out;
+    for (const EventPtr& e : s.composites) {
+      std::string line = std::to_string(e->start()) + "-" + std::to_string(e->ts());
+      for (const char* a : {"a_x", "n", "s", "l", "c_x"}) {
+        line += " " + e->find(Symbol::intern(a))->toString();
+      }
+      out.push_back(line);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  ASSERT_GT(p.composites.size(), 10u);
+  EXPECT_EQ(dump(p), dump(n));
 }
 
 TEST(PetriDetector, CompositesEqualTheNfaEngines) {

@@ -115,7 +115,7 @@ TEST(PetriNet, NamesAreUniqueAndRemovalNeedsAKnownName) {
   EXPECT_EQ(net.addPattern("p", parse("PATTERN SEQ(A a)"), sink).code(),
             Status::Code::kAlreadyExists);
   EXPECT_EQ(net.removePattern("q").code(), Status::Code::kNotFound);
-  Status bad = net.addPattern("k", parse("PATTERN SEQ(A a, B+ b[])"), sink);
+  Status bad = net.addPattern("k", parse("PATTERN SEQ(A a, B* b[])"), sink);
   EXPECT_EQ(bad.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(net.patternCount(), 1u);
   ASSERT_TRUE(net.removePattern("p"));
@@ -483,6 +483,86 @@ TEST(PetriNet, TokensExpireWithTheWindow) {
   // And the pattern still matches after the sweeps.
   ASSERT_TRUE(net.onEvent(EventBuilder("C").at(4000).build()));
   EXPECT_EQ(sink.matches.size(), 15u);  // a, b in [3990, 3999], a < b: 5+4+3+2+1
+}
+
+// A conjunction's operands are chains from the head: they share prefixes
+// with running sequences, the merged net matches each pattern alone, the
+// export draws the two-input transition, and removal drops only its part.
+TEST(PetriNet, ConjunctionSharesItsOperandChainsAndExports) {
+  const std::vector<std::string> texts = {
+      "PATTERN SEQ(A a, B b) WHERE a.x = b.x WITHIN 6",
+      "PATTERN AND(SEQ(A a, B b), C c) WHERE a.x = b.x AND b.x != c.x WITHIN 6",
+      "PATTERN SEQ(C c, D d) WITHIN 6",
+      "PATTERN AND(C c, SEQ(A a, B b)) WHERE a.x = b.x AND b.x != c.x WITHIN 6",
+  };
+  PetriNet net;
+  std::vector<CollectingSink> sinks(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    ASSERT_TRUE(net.addPattern("q" + std::to_string(i), parse(texts[i]), sinks[i]));
+  }
+  // <A;B> (2), C (1), <C;D> shares C (+1), two conjunctions: 6 transitions.
+  EXPECT_EQ(net.size().transitions, 6u);
+  EXPECT_EQ(net.unmergedSize().transitions, 2u + 4u + 2u + 4u);
+  std::mt19937_64 rng(61);
+  const std::vector<EventPtr> events = testing::randomStream(rng, 150, 4);
+  feed(net, events, 0, events.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    PetriNet single;
+    CollectingSink sink;
+    ASSERT_TRUE(single.addPattern("p", parse(texts[i]), sink));
+    feed(single, events, 0, events.size());
+    EXPECT_EQ(sinks[i].sorted(), sink.sorted()) << texts[i];
+    EXPECT_FALSE(sink.matches.empty()) << texts[i];
+  }
+  // q1 and q3 bind the same events in other orders.
+  EXPECT_EQ(sinks[1].matches.size(), sinks[3].matches.size());
+  auto dot = net.exportModel("dot");
+  ASSERT_TRUE(dot);
+  EXPECT_NE(dot->find(": AND (any order)"), std::string::npos) << *dot;
+  EXPECT_NE(dot->find("b.x != c.x"), std::string::npos) << *dot;
+  auto json = net.exportModel("json");
+  ASSERT_TRUE(json);
+  EXPECT_NE(json->find("\"kind\": \"conjunction\""), std::string::npos) << *json;
+  ASSERT_TRUE(net.removePattern("q1"));
+  ASSERT_TRUE(net.removePattern("q3"));
+  EXPECT_EQ(net.size().transitions, 4u);
+  EXPECT_EQ(net.exportModel("json")->find("conjunction"), std::string::npos);
+}
+
+// A Kleene element is one transition looping on its own place: a sequence
+// sharing the prefix before it shares those places, the export draws the
+// loop, and a Kleene pattern added mid-stream sees only later events.
+TEST(PetriNet, KleeneLoopsOnItsPlaceAndSharesItsPrefix) {
+  PetriNet net;
+  CollectingSink seq, kleene, late;
+  ASSERT_TRUE(net.addPattern("seq", parse("PATTERN SEQ(A a, B b) WHERE a.x = b.x"), seq));
+  ASSERT_TRUE(net.addPattern(
+      "kleene", parse("PATTERN SEQ(A a, B b, C+ c[]) WHERE a.x = b.x AND c[i].x > b.x"), kleene));
+  // <A;B> shared, plus the loop on C.
+  EXPECT_EQ(net.size().transitions, 3u);
+  auto dot = net.exportModel("dot");
+  ASSERT_TRUE(dot);
+  EXPECT_NE(dot->find(": C+ (loop)"), std::string::npos) << *dot;
+  EXPECT_NE(dot->find("p2 -> t2 [label=\"run\"]"), std::string::npos) << *dot;
+  EXPECT_NE(net.exportModel("json")->find("\"kind\": \"iterate\""), std::string::npos);
+  auto event = [](const char* type, Timestamp ts, int64_t x) {
+    return EventBuilder(type).at(ts).set("x", Value(x)).build();
+  };
+  ASSERT_TRUE(net.onEvent(event("A", 1, 1)));
+  ASSERT_TRUE(net.onEvent(event("B", 2, 1)));
+  ASSERT_TRUE(net.onEvent(event("C", 3, 2)));
+  ASSERT_TRUE(net.addPattern("late",
+                             parse("PATTERN SEQ(A a, B b, C+ c[]) WHERE a.x = b.x AND "
+                                   "c[i].x > b.x"),
+                             late));
+  ASSERT_TRUE(net.onEvent(event("C", 4, 0)));  // fails c[i].x > b.x
+  ASSERT_TRUE(net.onEvent(event("C", 5, 3)));
+  EXPECT_EQ(seq.sorted(), (Matches{{1, 2}}));
+  EXPECT_EQ(kleene.sorted(), (Matches{{1, 2, 3}, {1, 2, 3, 5}, {1, 2, 5}}));
+  EXPECT_TRUE(late.matches.empty());
+  ASSERT_TRUE(net.removePattern("kleene"));
+  ASSERT_TRUE(net.removePattern("late"));
+  EXPECT_EQ(net.size().transitions, 2u);
 }
 
 }  // namespace
