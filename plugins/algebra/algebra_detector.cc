@@ -168,9 +168,11 @@ void AlgebraDetector::runTick() {
         inst->binds.push_back(
             Binding{static_cast<uint32_t>(plan.nodes[static_cast<size_t>(a)].leaf), seq, ev});
         auto& out = states_[static_cast<size_t>(a)].out;
-        // Recent: one instance per end; the latest event of the tick.
+        // Recent: one instance per end; the latest event of the tick. A
+        // WHERE conjunct naming only this element is placed on the atom and
+        // filters it like a selection (on the recent instance under recent).
         if (recent) out.clear();
-        out.push_back(std::move(inst));
+        if (passes(plan.nodes[static_cast<size_t>(a)], *inst)) out.push_back(std::move(inst));
       }
     }
   }

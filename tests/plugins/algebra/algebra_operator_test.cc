@@ -166,6 +166,22 @@ TEST(AlgebraSase, FormsCompileToTheAlgebra) {
   EXPECT_LT(where.size(), runAlgebra("PATTERN SEQ(A a, B b, D d)" + u, s).size());
 }
 
+// A conjunct naming one element is placed on that element's atom; it used to
+// be ignored there (atoms were never checked), so `b.x != 1` let b.x = 1 pass.
+TEST(AlgebraSase, ConjunctOnOneElementFiltersItsEvents) {
+  const auto s = letters("a1:0 b2:1 b3:2");
+  for (const char* ctx : {" CONTEXT unrestricted", " CONTEXT recent"}) {
+    SCOPED_TRACE(ctx);
+    auto r = runAlgebra(std::string("PATTERN SEQ(A a, B b) WHERE b.x != 1") + ctx, s);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].binds, (std::vector<std::pair<uint32_t, EventId>>{{0, 1}, {1, 3}}));
+    EXPECT_TRUE(runAlgebra(std::string("PATTERN SEQ(A a, B b) WHERE a.x = 5") + ctx, s).empty());
+  }
+  // Under recent the filter applies to the recent instance: the latest B of a
+  // tick that fails hides an earlier one of the same tick, as a selection does.
+  EXPECT_TRUE(runAlgebra("PATTERN SEQ(A a, B b) WHERE b.x != 1", letters("a1 b2:2 b2:1")).empty());
+}
+
 TEST(AlgebraSase, KleenePlusIsIteration) {
   auto r = runAlgebra("PATTERN SEQ(A a, B+ b[], C c) CONTEXT unrestricted", letters("a1 b2 b3 c4"));
   ASSERT_EQ(r.size(), 3u);
