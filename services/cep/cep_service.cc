@@ -209,8 +209,9 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
   for (const descriptor::Param& option : spec.options) values[option.name] = option.value;
 
   auto made = std::make_shared<Query>(spec, config.name, context);
-  auto detector = (*plugin)->createDetector(spec.engine, *query,
-                                            plugin::DetectorOptions(std::move(values)), *made);
+  auto detector = (*plugin)->createDetector(
+      spec.engine, *query, plugin::DetectorOptions(std::move(values)).withBaseDir(spec.base_dir),
+      *made);
   if (!detector) {
     return error("engine \"" + spec.engine +
                  "\" cannot run the query: " + detector.status().message());
@@ -584,7 +585,8 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
   }
   if (!errors.empty()) return Status::invalidArgument(joined(errors, "\n"));
   auto service = std::make_unique<CepService>(std::move(config), context);
-  for (const auto& query : unit.queries) {
+  for (descriptor::QuerySpec query : unit.queries) {
+    query.base_dir = assembly.base_dir;
     if (Status s = service->addQuery(query); !s) errors.push_back(s.message());
   }
   if (!errors.empty()) return Status::invalidArgument(joined(errors, "\n"));

@@ -206,6 +206,9 @@ struct QuerySpec {
   std::vector<std::string> inputs;  // addresses the query consumes
   std::string output;               // the address its composite events go to
   std::vector<Param> options;       // engine options, e.g. construction=batched
+  // The folder relative file paths in option values resolve against (the
+  // assembly's base_dir; empty for a query given without a descriptor).
+  std::filesystem::path base_dir;
   // The query text with surrounding blank space removed; its first character
   // sits on `text_where.line`, so line k of the text is at line
   // text_where.line + k - 1 of the file.

@@ -25,7 +25,19 @@ const std::string* DetectorOptions::find(std::string_view key) const {
 DetectorOptions DetectorOptions::without(std::string_view key) const {
   auto values = values_;
   if (auto it = values.find(key); it != values.end()) values.erase(it);
-  return DetectorOptions(std::move(values));
+  return DetectorOptions(std::move(values)).withBaseDir(base_dir_);
+}
+
+DetectorOptions DetectorOptions::withBaseDir(std::filesystem::path dir) const {
+  DetectorOptions copy = *this;
+  copy.base_dir_ = std::move(dir);
+  return copy;
+}
+
+std::filesystem::path DetectorOptions::resolvePath(std::string_view path) const {
+  std::filesystem::path p(path);
+  if (p.is_absolute() || base_dir_.empty()) return p;
+  return base_dir_ / p;
 }
 
 Status DetectorOptions::checkKnown(std::span<const std::string_view> known,

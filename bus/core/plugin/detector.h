@@ -12,6 +12,7 @@
 // RETURN clause, made on demand so that a sink that only needs the bound
 // events (counting, printing timestamps) costs no allocation per match.
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <span>
@@ -84,6 +85,11 @@ class DetectorOptions {
   explicit DetectorOptions(std::map<std::string, std::string, std::less<>> values)
       : values_(std::move(values)) {}
 
+  // A copy whose relative paths in option values (files an engine reads)
+  // resolve against `dir`: the descriptor's folder for a deployed query.
+  // Without one they resolve against the working directory.
+  DetectorOptions withBaseDir(std::filesystem::path dir) const;
+
   // Parses `key=value` items; a later item overrides an earlier one. The
   // error names the malformed item.
   static Result<DetectorOptions> parse(std::span<const std::string> items);
@@ -91,6 +97,10 @@ class DetectorOptions {
   // The value of `key`, or nullptr when it is not set.
   const std::string* find(std::string_view key) const;
   const std::map<std::string, std::string, std::less<>>& values() const { return values_; }
+  // `path` unchanged when absolute or when there is no base folder, else
+  // resolved against it.
+  std::filesystem::path resolvePath(std::string_view path) const;
+  const std::filesystem::path& baseDir() const { return base_dir_; }
   // A copy without `key` (the host consumes the options it implements itself).
   DetectorOptions without(std::string_view key) const;
   // InvalidArgument naming the first option not in `known`, for an engine to
@@ -99,6 +109,7 @@ class DetectorOptions {
 
  private:
   std::map<std::string, std::string, std::less<>> values_;
+  std::filesystem::path base_dir_;
 };
 
 // One detector instance: a compiled query plus its run-time state.

@@ -11,6 +11,15 @@ DetectorOptions options(std::map<std::string, std::string, std::less<>> values) 
   return DetectorOptions(std::move(values));
 }
 
+TEST(DetectorOptionsTest, RelativePathsResolveAgainstTheBaseFolderEvenAfterWithout) {
+  const DetectorOptions options =
+      DetectorOptions({{"slack", "3"}, {"time_matrix", "m.csv"}}).withBaseDir("/srv/bus");
+  EXPECT_EQ(options.resolvePath("m.csv"), std::filesystem::path("/srv/bus/m.csv"));
+  EXPECT_EQ(options.resolvePath("/abs/m.csv"), std::filesystem::path("/abs/m.csv"));
+  EXPECT_EQ(options.without("slack").resolvePath("m.csv"), std::filesystem::path("/srv/bus/m.csv"));
+  EXPECT_EQ(DetectorOptions().resolvePath("m.csv"), std::filesystem::path("m.csv"));
+}
+
 TEST(DetectorOptionsTest, ParsesKeyValueItemsLaterOnesWin) {
   const std::vector<std::string> items = {"construction=per_event", "slack=3", "slack=4", "x="};
   auto o = DetectorOptions::parse(items);
