@@ -21,6 +21,7 @@
 #include <proton/listen_handler.hpp>
 #include <proton/listener.hpp>
 #include <proton/message.hpp>
+#include <proton/message_id.hpp>
 #include <proton/messaging_handler.hpp>
 #include <proton/receiver.hpp>
 #include <proton/receiver_options.hpp>
@@ -41,6 +42,9 @@
 
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
+#include "router/broker.h"
+#include "router/component_entry.h"
+#include "router/registry.h"
 #include "router/topic.h"
 #include "services/amqp/access_control.h"
 #include "services/amqp/message_mapping.h"
@@ -51,6 +55,7 @@ namespace {
 
 constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 constexpr char kInternalError[] = "amqp:internal-error";
+constexpr char kNotFound[] = "amqp:not-found";
 
 // Shared with endpoint consumers, which may still run on a router thread for
 // a moment after the service is gone (an in-flight straight-through delivery).
@@ -72,7 +77,85 @@ struct Counters {
   std::atomic<uint64_t> parked_subscriptions{0};
   std::atomic<uint64_t> parked_overflow{0};
   std::atomic<uint64_t> awaiting_commit{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> answers{0};
+  std::atomic<uint64_t> faults{0};
+  std::atomic<uint64_t> answers_unroutable{0};
+  std::atomic<uint64_t> provider_requests{0};
+  std::atomic<uint64_t> provider_replies{0};
+  std::atomic<uint64_t> late_replies{0};
+  std::atomic<uint64_t> rejected{0};
 };
+
+// Where the bus tells an AMQP provider to send its answers (the reply-to of
+// the in-out requests it receives); a sending link to it carries replies.
+// One link's counters (its registry entry "amqp-link:<container id>/<link
+// name>"); a subscription's live in its Outbox, so a durable one keeps them
+// while its subscriber is away.
+struct LinkCounters {
+  std::atomic<uint64_t> accepted{0};          // publishing: unsettled messages accepted
+  std::atomic<uint64_t> rejected{0};          // publishing: messages rejected
+  std::atomic<uint64_t> released{0};          // publishing: messages released
+  std::atomic<uint64_t> credit_withheld{0};   // publishing: times credit stopped
+  std::atomic<uint64_t> delivered{0};         // subscribing: messages sent
+  std::atomic<uint64_t> acknowledged{0};      // subscribing: accepted by the subscriber
+  std::atomic<uint64_t> not_acknowledged{0};  // subscribing: rejected/released/modified
+  std::atomic<uint64_t> redelivered{0};       // subscribing: sent again
+  std::atomic<uint64_t> parked_overflow{0};   // subscribing: refused while away and full
+
+  std::vector<std::pair<const char*, uint64_t>> fields() const {
+    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    return {{"accepted", get(accepted)},
+            {"rejected", get(rejected)},
+            {"released", get(released)},
+            {"credit_withheld", get(credit_withheld)},
+            {"delivered", get(delivered)},
+            {"acknowledged", get(acknowledged)},
+            {"not_acknowledged", get(not_acknowledged)},
+            {"redelivered", get(redelivered)},
+            {"parked_overflow", get(parked_overflow)}};
+  }
+};
+
+void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
+
+AmqpListenerStats statsOf(const Counters& c) {
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  AmqpListenerStats s;
+  s.connections = get(c.connections);
+  s.published = get(c.published);
+  s.accepted = get(c.accepted);
+  s.released = get(c.released);
+  s.malformed = get(c.malformed);
+  s.credit_pauses = get(c.credit_pauses);
+  s.sent = get(c.sent);
+  s.acknowledged = get(c.acknowledged);
+  s.not_acknowledged = get(c.not_acknowledged);
+  s.buffer_full = get(c.buffer_full);
+  s.paused_links = get(c.paused_links);
+  s.subscriber_links = get(c.subscriber_links);
+  s.publish_credit = static_cast<uint64_t>(c.publish_credit.load(std::memory_order_relaxed));
+  s.redelivered = get(c.redelivered);
+  s.parked_subscriptions = get(c.parked_subscriptions);
+  s.parked_overflow = get(c.parked_overflow);
+  s.awaiting_commit = get(c.awaiting_commit);
+  s.rejected = get(c.rejected);
+  s.requests = get(c.requests);
+  s.answers = get(c.answers);
+  s.faults = get(c.faults);
+  s.answers_unroutable = get(c.answers_unroutable);
+  s.provider_requests = get(c.provider_requests);
+  s.provider_replies = get(c.provider_replies);
+  s.late_replies = get(c.late_replies);
+  return s;
+}
+
+constexpr char kReplyAddress[] = "$cepbus.replies";
+// Replies to a requester's dynamic receiver come from addresses like this.
+constexpr char kDynamicPrefix[] = "$cepbus.reply.";
+// In-out requests sent to AMQP providers and not answered yet; beyond this
+// the oldest (long timed out by the tracker) are forgotten.
+constexpr size_t kMaxOpenRequests = 10000;
 
 // A connection's work queue for other threads, valid until close() (called
 // on the container thread before the connection goes away).
@@ -160,8 +243,10 @@ class PublishListener final : public flows::ExchangeListener {
 // flow's acknowledgement when the event came journaled.
 struct OutboxEntry {
   EventPtr event;
-  flows::DeferredAck ack;       // empty for a best-effort event
-  uint32_t delivery_count = 0;  // earlier deliveries; > 0 marks a redelivery
+  flows::DeferredAck ack;                 // empty for a best-effort event
+  uint32_t delivery_count = 0;            // earlier deliveries; > 0 marks a redelivery
+  flows::Exchange request;                // an in-out request (pattern kInOut) for an AMQP provider
+  std::optional<proton::message> answer;  // a reply or fault for a requester, sent as is
 };
 
 }  // namespace
@@ -176,7 +261,13 @@ class Outbox {
   Outbox(AmqpListenerService::Impl* impl, size_t capacity, std::shared_ptr<Counters> counters)
       : impl_(impl), capacity_(capacity), counters_(std::move(counters)) {}
 
-  Status offer(const EventPtr& event);
+  Status offer(const flows::Exchange& exchange);
+  // An answer to a request (container thread): not bounded, since its
+  // requester asked for it and its count is bounded by the requests.
+  void pushAnswer(OutboxEntry entry) {
+    std::lock_guard lock(mu_);
+    pending_.push_back(std::move(entry));
+  }
   // Up to `n` entries, oldest first; re-arms the drain wake-up.
   std::vector<OutboxEntry> take(int n) {
     std::vector<OutboxEntry> out;
@@ -208,6 +299,8 @@ class Outbox {
     std::lock_guard lock(mu_);
     waker_.reset();
   }
+  LinkCounters& stats() { return *stats_; }
+  const std::shared_ptr<LinkCounters>& sharedStats() const { return stats_; }
   // No more offers; returns what was waiting (to give back acknowledgements).
   std::deque<OutboxEntry> close() {
     std::lock_guard lock(mu_);
@@ -222,6 +315,7 @@ class Outbox {
   AmqpListenerService::Impl* const impl_;
   const size_t capacity_;
   const std::shared_ptr<Counters> counters_;
+  const std::shared_ptr<LinkCounters> stats_ = std::make_shared<LinkCounters>();
   std::mutex mu_;
   std::deque<OutboxEntry> pending_;  // guarded by mu_
   std::shared_ptr<Waker> waker_;     // guarded by mu_; null while no link is bound
@@ -271,6 +365,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     // Unsettled messages whose journal commits are awaited (reliable routes).
     std::map<uint64_t, proton::delivery> awaiting;
     uint64_t next_awaiting = 0;
+    bool replies = false;  // a provider's link to kReplyAddress
+    std::shared_ptr<LinkCounters> stats = std::make_shared<LinkCounters>();
+    std::string entry;  // its registry entry ("" when it has none)
   };
   struct SubscriberLink {
     proton::sender link;
@@ -280,6 +377,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     bool durable = false;
     std::shared_ptr<Outbox> outbox;
     std::map<proton::tracker, OutboxEntry> unsettled;  // sent, not yet settled by the subscriber
+    std::string entry;                                 // its registry entry ("" when it has none)
   };
   // A durable subscription whose subscriber is away: its endpoint stays
   // subscribed and its outbox keeps collecting (bounded).
@@ -338,13 +436,17 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     auto conn = connections.find(r.connection());
     if (conn == connections.end()) return;
     std::string addr = r.target().address();
-    if (Status valid = router::validateAddress(addr); !valid) {
+    const bool replies = addr == kReplyAddress;
+    if (replies) {
+      // Any client may answer: a reply completes only a request the bus
+      // sent to it, found by its correlation id.
+    } else if (Status valid = router::validateAddress(addr); !valid) {
       r.close(proton::error_condition(kInvalidField,
                                       "target address \"" + addr + "\": " + valid.message() +
                                           " (publish to a topic; wildcards are for subscribing)"));
       return;
     }
-    if (!access->mayPublish(conn->second.user, addr)) {
+    if (!replies && !access->mayPublish(conn->second.user, addr)) {
       r.close(proton::error_condition(
           kUnauthorized, "user \"" + conn->second.user + "\" may not publish to \"" + addr + "\""));
       return;
@@ -353,14 +455,30 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         proton::target_options().address(addr)));
     uint64_t id = ++next_id;
     link_ids[r] = id;
-    publishers[id] =
-        PublisherLink{r, conn->second.id, Symbol::intern(addr), false, false, 0, {}, {}, 0};
+    publishers[id] = PublisherLink{r,
+                                   conn->second.id,
+                                   Symbol::intern(addr),
+                                   false,
+                                   false,
+                                   0,
+                                   {},
+                                   {},
+                                   0,
+                                   replies,
+                                   std::make_shared<LinkCounters>(),
+                                   {}};
+    publishers[id].entry =
+        registerLink(conn->second.container_id, r.name(), "publish", addr, publishers[id].stats);
     replenish(publishers[id]);
   }
 
   void on_sender_open(proton::sender& s) override {
     auto conn = connections.find(s.connection());
     if (conn == connections.end()) return;
+    if (s.source().dynamic()) {
+      openReplyLink(s, conn->second);
+      return;
+    }
     std::string pattern = s.source().address();
     if (Status valid = router::validatePattern(pattern); !valid) {
       s.close(proton::error_condition(kInvalidField,
@@ -395,7 +513,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, counters);
       outbox->bind(conn->second.waker, id);
       Status added = context.broker.addEndpoint(
-          endpoint, [outbox](const flows::Exchange& ex) { return outbox->offer(ex.event); },
+          endpoint, [outbox](const flows::Exchange& ex) { return outbox->offer(ex); },
           options.name);
       if (!added) {
         dropOutbox(*outbox);
@@ -414,6 +532,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         s.close(proton::error_condition(kInvalidField, sub.status().message()));
         return;
       }
+      // A subscriber of a plain address is also its provider for in-out
+      // requests, unless something else already provides it.
+      if (!router::hasWildcard(pattern)) context.broker.provide(pattern, endpoint);
     } else {
       outbox->bind(conn->second.waker, id);
     }
@@ -424,8 +545,163 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     }
     s.open(proton::sender_options().source(source));
     link_ids[s] = id;
-    subscribers[id] = SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}};
+    subscribers[id] =
+        SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}, {}};
+    subscribers[id].entry = registerLink(conn->second.container_id, s.name(), "subscribe", pattern,
+                                         outbox->sharedStats());
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
+    // Answers to requests whose reply-to names this address come here.
+    if (!router::hasWildcard(pattern)) reply_links.try_emplace(pattern, id);
+  }
+
+  // A receiver attached with a dynamic source: the bus names an address
+  // that only carries answers to the requests naming it as reply-to.
+  void openReplyLink(proton::sender& s, const ConnectionInfo& conn) {
+    const uint64_t id = ++next_id;
+    const std::string address = kDynamicPrefix + std::to_string(id);
+    auto outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, counters);
+    outbox->bind(conn.waker, id);
+    s.open(proton::sender_options().source(proton::source_options().address(address)));
+    link_ids[s] = id;
+    subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}};
+    subscribers[id].entry =
+        registerLink(conn.container_id, s.name(), "replies", address, outbox->sharedStats());
+    counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
+    reply_links[address] = id;
+  }
+
+  // ---- request/response -------------------------------------------------
+
+  // A message with reply-to: an in-out request to the provider of the
+  // link's address. Its answer (reply, or a fault message) goes to the
+  // reply-to address with the request's correlation-id (else its
+  // message-id). An unsettled request is accepted once the bus took it,
+  // released when the route is paused, rejected (amqp:not-found) when
+  // nothing provides the address; a pre-settled one hears those as faults.
+  void request(PublisherLink& pub, proton::delivery& d, const proton::message& m, EventPtr event,
+               bool presettled) {
+    const std::string reply_to = m.reply_to();
+    const proton::message_id correlation = m.correlation_id().empty() ? m.id() : m.correlation_id();
+    const std::chrono::nanoseconds timeout =
+        m.ttl().milliseconds() > 0
+            ? std::chrono::nanoseconds(std::chrono::milliseconds(m.ttl().milliseconds()))
+            : std::chrono::nanoseconds(options.request_timeout);
+    flows::Exchange exchange;
+    exchange.event = std::move(event);
+    exchange.address = pub.address;
+    auto conn = connections.find(pub.link.connection());
+    std::shared_ptr<Waker> waker = conn == connections.end() ? nullptr : conn->second.waker;
+    counters->requests.fetch_add(1, std::memory_order_relaxed);
+    Result<uint64_t> id = context.broker.request(
+        exchange, timeout, [this, waker, reply_to, correlation](const flows::Outcome& outcome) {
+          // Any thread: the answer is built and sent on the container thread.
+          if (!waker) return;
+          waker->add(
+              [this, reply_to, correlation, kind = outcome.kind, status = outcome.status,
+               reply = outcome.reply] { answer(reply_to, correlation, kind, status, reply); });
+        });
+    if (id) {
+      if (!presettled) {
+        d.accept();
+        counters->accepted.fetch_add(1, std::memory_order_relaxed);
+        bump(pub.stats->accepted);
+      }
+      return;
+    }
+    const Status& why = id.status();
+    if (presettled) {
+      answer(reply_to, correlation, flows::OutcomeKind::kRejected, why, nullptr);
+    } else if (why.code() == Status::Code::kUnavailable) {
+      d.release();
+      counters->released.fetch_add(1, std::memory_order_relaxed);
+      bump(pub.stats->released);
+    } else {
+      rejectWithCondition(
+          d, proton::error_condition(
+                 why.code() == Status::Code::kNotFound ? kNotFound : kInvalidField, why.message()));
+      counters->rejected.fetch_add(1, std::memory_order_relaxed);
+      bump(pub.stats->rejected);
+    }
+  }
+
+  // Sends the answer to a request to the link whose address is `reply_to`.
+  void answer(const std::string& reply_to, const proton::message_id& correlation,
+              flows::OutcomeKind kind, const Status& status, const EventPtr& reply) {
+    proton::message m;
+    if (kind == flows::OutcomeKind::kReply && reply != nullptr) {
+      m = messageFromEvent(*reply);
+      counters->answers.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      m = faultMessage(flows::outcomeName(kind), status.message());
+      counters->faults.fetch_add(1, std::memory_order_relaxed);
+    }
+    m.to(reply_to);
+    m.correlation_id(correlation);
+    auto link = reply_links.find(reply_to);
+    auto sub = link == reply_links.end() ? subscribers.end() : subscribers.find(link->second);
+    if (sub == subscribers.end()) {
+      counters->answers_unroutable.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    OutboxEntry entry;
+    entry.answer = std::move(m);
+    sub->second.outbox->pushAnswer(std::move(entry));
+    drain(sub->first);
+  }
+
+  // A provider's answer on its kReplyAddress link: completes the open
+  // request with its correlation-id. A message with application property
+  // "fault" answers with a fault; an unmappable reply is rejected and the
+  // request stays open; an unknown correlation-id (answered, timed out) is
+  // rejected with amqp:not-found.
+  void providerReply(proton::delivery& d, const proton::message& m, bool presettled) {
+    const proton::message_id correlation = m.correlation_id();
+    auto settleRejected = [&](const std::string& condition, const std::string& description) {
+      counters->rejected.fetch_add(1, std::memory_order_relaxed);
+      if (!presettled) rejectWithCondition(d, proton::error_condition(condition, description));
+    };
+    if (correlation.type() != proton::ULONG) {
+      settleRejected(kInvalidField, "a reply to " + std::string(kReplyAddress) +
+                                        " needs the ulong correlation-id of the request");
+      return;
+    }
+    const uint64_t key = proton::get<uint64_t>(correlation);
+    auto open = open_requests.find(key);
+    if (open == open_requests.end()) {
+      counters->late_replies.fetch_add(1, std::memory_order_relaxed);
+      settleRejected(kNotFound, "no open request with correlation-id " + std::to_string(key) +
+                                    " (already answered or timed out)");
+      return;
+    }
+    std::string fault;
+    std::string description;
+    try {
+      const auto& props = m.properties();
+      if (props.exists(kFaultProperty)) {
+        fault = proton::coerce<std::string>(props.get(kFaultProperty));
+        if (props.exists(kFaultDescriptionProperty)) {
+          description = proton::coerce<std::string>(props.get(kFaultDescriptionProperty));
+        }
+      }
+    } catch (const std::exception& e) {
+      settleRejected(kInvalidField, std::string("fault properties: ") + e.what());
+      return;
+    }
+    if (!fault.empty()) {
+      open->second.report(flows::Outcome{flows::OutcomeKind::kFault, "",
+                                         Status::internal(fault + ": " + description), nullptr});
+    } else {
+      MappedEvent mapped = eventFromMessage(m);
+      if (!mapped.event) {
+        counters->malformed.fetch_add(1, std::memory_order_relaxed);
+        settleRejected(mapped.condition, mapped.description);
+        return;
+      }
+      open->second.reply(std::move(mapped.event));
+    }
+    open_requests.erase(open);
+    counters->provider_replies.fetch_add(1, std::memory_order_relaxed);
+    if (!presettled) d.accept();
   }
 
   void on_sendable(proton::sender& s) override {
@@ -440,16 +716,19 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // is offered again at the front of the subscription.
   void on_tracker_accept(proton::tracker& t) override {
     counters->acknowledged.fetch_add(1, std::memory_order_relaxed);
+    if (LinkCounters* stats = subscriberStats(t)) bump(stats->acknowledged);
     OutboxEntry entry;
     if (settled(t, entry) && entry.ack) entry.ack(Status::ok());
   }
   void on_tracker_reject(proton::tracker& t) override {
     counters->not_acknowledged.fetch_add(1, std::memory_order_relaxed);
+    if (LinkCounters* stats = subscriberStats(t)) bump(stats->not_acknowledged);
     OutboxEntry entry;
     if (settled(t, entry) && entry.ack) entry.ack(Status::ok());
   }
   void on_tracker_release(proton::tracker& t) override {
     counters->not_acknowledged.fetch_add(1, std::memory_order_relaxed);
+    if (LinkCounters* stats = subscriberStats(t)) bump(stats->not_acknowledged);
     OutboxEntry entry;
     if (!settled(t, entry)) return;
     if (entry.ack) {
@@ -463,6 +742,13 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     back.push_back(std::move(entry));
     sub->second.outbox->putBack(std::move(back));
     drain(sub->first);
+  }
+
+  LinkCounters* subscriberStats(proton::tracker& t) {
+    auto id = link_ids.find(t.sender());
+    if (id == link_ids.end()) return nullptr;
+    auto sub = subscribers.find(id->second);
+    return sub == subscribers.end() ? nullptr : &sub->second.outbox->stats();
   }
 
   // The entry of a delivery the subscriber just settled; nullopt if unknown.
@@ -487,16 +773,27 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       return;
     }
     PublisherLink& pub = link->second;
+    if (pub.replies) {
+      providerReply(d, m, presettled);
+      replenish(pub);
+      return;
+    }
     MappedEvent mapped = eventFromMessage(m);
     if (!mapped.event) {
       counters->malformed.fetch_add(1, std::memory_order_relaxed);
       if (!presettled) {
         rejectWithCondition(d, proton::error_condition(mapped.condition, mapped.description));
+        bump(pub.stats->rejected);
       }
       replenish(pub);
       return;
     }
 
+    if (!m.reply_to().empty()) {
+      request(pub, d, m, std::move(mapped.event), presettled);
+      replenish(pub);
+      return;
+    }
     flows::Exchange exchange;
     exchange.event = std::move(mapped.event);
     exchange.address = pub.address;
@@ -517,11 +814,13 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       if (refused) {
         d.release();
         counters->released.fetch_add(1, std::memory_order_relaxed);
+        bump(pub.stats->released);
       } else if (commits > 0) {
         awaitCommits(link->first, pub, d, *listener, commits);
       } else {
         d.accept();
         counters->accepted.fetch_add(1, std::memory_order_relaxed);
+        bump(pub.stats->accepted);
       }
     }
     if (refused || out.degraded > 0) pause(link->first, pub, std::move(congested));
@@ -562,9 +861,11 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (accepted) {
       it->second.accept();
       counters->accepted.fetch_add(1, std::memory_order_relaxed);
+      bump(pub->second.stats->accepted);
     } else {
       it->second.release();
       counters->released.fetch_add(1, std::memory_order_relaxed);
+      bump(pub->second.stats->released);
     }
     pub->second.awaiting.erase(it);
     counters->awaiting_commit.fetch_sub(1, std::memory_order_relaxed);
@@ -604,6 +905,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (!pub.paused) {
       pub.paused = true;
       counters->credit_pauses.fetch_add(1, std::memory_order_relaxed);
+      bump(pub.stats->credit_withheld);
       counters->paused_links.fetch_add(1, std::memory_order_relaxed);
     }
     for (auto& t : congested) pub.congested.push_back(std::move(t));
@@ -668,17 +970,34 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     SubscriberLink& sub = it->second;
     if (!sub.link.active()) return;
     for (OutboxEntry& entry : sub.outbox->take(sub.link.credit())) {
+      if (entry.answer) {
+        proton::tracker t = sub.link.send(*entry.answer);
+        sub.unsettled.emplace(t, std::move(entry));
+        counters->sent.fetch_add(1, std::memory_order_relaxed);
+        bump(sub.outbox->stats().delivered);
+        continue;
+      }
       proton::message m = messageFromEvent(*entry.event);
+      if (entry.request.pattern == flows::Pattern::kInOut) {
+        // The provider answers to kReplyAddress with this correlation-id.
+        m.reply_to(kReplyAddress);
+        m.correlation_id(proton::message_id(entry.request.correlation_id));
+        open_requests[entry.request.correlation_id] = entry.request;
+        while (open_requests.size() > kMaxOpenRequests) open_requests.erase(open_requests.begin());
+        counters->provider_requests.fetch_add(1, std::memory_order_relaxed);
+      }
       if (entry.delivery_count > 0) {
         m.delivery_count(entry.delivery_count);
         m.first_acquirer(false);
         counters->redelivered.fetch_add(1, std::memory_order_relaxed);
+        bump(sub.outbox->stats().redelivered);
       } else {
         m.first_acquirer(true);
       }
       proton::tracker t = sub.link.send(m);
       sub.unsettled.emplace(t, std::move(entry));
       counters->sent.fetch_add(1, std::memory_order_relaxed);
+      bump(sub.outbox->stats().delivered);
     }
   }
 
@@ -690,6 +1009,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     uint64_t key = id->second;
     link_ids.erase(id);
     if (auto pub = publishers.find(key); pub != publishers.end()) {
+      unregisterLink(pub->second.entry);
       if (pub->second.paused) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
       countCredit(pub->second, 0);
       // Unsettled messages still waiting for a commit: the client resends them.
@@ -697,6 +1017,11 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       publishers.erase(pub);
     }
     if (auto sub = subscribers.find(key); sub != subscribers.end()) {
+      unregisterLink(sub->second.entry);
+      if (auto reply = reply_links.find(sub->second.pattern);
+          reply != reply_links.end() && reply->second == key) {
+        reply_links.erase(reply);
+      }
       closeSubscriber(sub->second, detached && sub->second.durable && !shutting_down);
       subscribers.erase(sub);
     }
@@ -729,13 +1054,19 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       if (entry.ack) entry.ack(Status::unavailable("the AMQP subscriber went away"));
     }
     dropOutbox(*sub.outbox);
-    context.broker.removeEndpoint(sub.endpoint);
+    if (!sub.endpoint.empty()) context.broker.removeEndpoint(sub.endpoint);
   }
 
-  // Closes an outbox and gives back the acknowledgements it held.
+  // Closes an outbox and gives back the acknowledgements it held; in-out
+  // requests it held fail at once instead of timing out.
   void dropOutbox(Outbox& outbox) {
     for (auto& entry : outbox.close()) {
       if (entry.ack) entry.ack(Status::unavailable("the AMQP subscription ended"));
+      if (entry.request.pattern == flows::Pattern::kInOut) {
+        entry.request.report(flows::Outcome{flows::OutcomeKind::kFault, "",
+                                            Status::unavailable("the AMQP provider went away"),
+                                            nullptr});
+      }
     }
   }
 
@@ -771,9 +1102,74 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // ---- lifecycle thread -------------------------------------------------
 
+  // A link's registry entry (kind endpoint, owned by the listener) whose
+  // metadata are its counters, read when the registry takes a snapshot.
+  // "" when a link of that name already has one (another connection with
+  // the same container id): its counters still count in stats().
+  std::string registerLink(const std::string& container_id, const std::string& link,
+                           const char* role, const std::string& address,
+                           const std::shared_ptr<LinkCounters>& stats) {
+    std::string name = "amqp-link:" + container_id + "/" + link;
+    auto added = context.registry.add(name, router::ComponentKind::kEndpoint, options.name);
+    if (!added) return {};
+    std::shared_ptr<router::ComponentEntry> e = *added;
+    e->setMetadata("role", role);
+    e->setMetadata("address", address);
+    const std::weak_ptr<router::ComponentEntry> weak = e;
+    e->setProbe([weak, stats](router::LiveNumbers& numbers) {
+      auto self = weak.lock();
+      if (!self) return;
+      for (const auto& [key, value] : stats->fields())
+        self->setMetadata(key, std::to_string(value));
+      numbers.delivered = stats->delivered.load(std::memory_order_relaxed) +
+                          stats->accepted.load(std::memory_order_relaxed);
+      numbers.rejected = stats->rejected.load(std::memory_order_relaxed);
+      numbers.failed = stats->released.load(std::memory_order_relaxed);
+    });
+    e->setState(router::ComponentState::kStarted);
+    return name;
+  }
+  void unregisterLink(const std::string& name) {
+    if (!name.empty()) context.registry.remove(name);
+  }
+
+  // The listener's registry entry: delivered = messages sent to subscribers,
+  // failed = publishes released, rejected = messages rejected (malformed or
+  // refused requests); every counter of stats() as metadata, refreshed when
+  // the registry takes a snapshot (the admin API, /metrics).
+  void report() {
+    auto added = context.registry.add(options.name, router::ComponentKind::kService);
+    if (!added) {
+      Poco::Logger::get("cepbus.amqp")
+          .warning("%s: no registry entry: %s", options.name, added.status().message());
+      return;
+    }
+    entry = *added;
+    entry->setMetadata("type", "amqp-listener");
+    entry->setMetadata("address", config.host + ":" + std::to_string(port.load()));
+    const std::weak_ptr<router::ComponentEntry> weak = entry;
+    // The registry may still run the probe for a moment after stop()
+    // removed the entry: it reads the shared counters, never the service.
+    const std::shared_ptr<Counters> shared = counters;
+    entry->setProbe([weak, shared](router::LiveNumbers& numbers) {
+      auto e = weak.lock();
+      if (!e) return;
+      const AmqpListenerStats s = statsOf(*shared);
+      numbers.delivered = s.sent;
+      numbers.failed = s.released;
+      numbers.rejected = s.rejected + s.malformed;
+      numbers.queue_length = s.awaiting_commit;
+      for (const auto& [key, value] : statsFields(s)) e->setMetadata(key, std::to_string(value));
+    });
+    entry->setState(router::ComponentState::kStarted);
+  }
+
   // After the container thread ended: what a closing that never happened left.
   void releaseAll() {
-    for (auto& [id, sub] : subscribers) closeSubscriber(sub, false);
+    for (auto& [id, sub] : subscribers) {
+      unregisterLink(sub.entry);
+      closeSubscriber(sub, false);
+    }
     subscribers.clear();
     for (auto& [endpoint, parked] : parked_subscriptions) {
       dropOutbox(*parked.outbox);
@@ -782,7 +1178,10 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     counters->parked_subscriptions.fetch_sub(parked_subscriptions.size(),
                                              std::memory_order_relaxed);
     parked_subscriptions.clear();
-    for (auto& [id, pub] : publishers) countCredit(pub, 0);
+    for (auto& [id, pub] : publishers) {
+      unregisterLink(pub.entry);
+      countCredit(pub, 0);
+    }
     publishers.clear();
     link_ids.clear();
     connections.clear();
@@ -819,21 +1218,28 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   std::map<uint64_t, PublisherLink> publishers;
   std::map<uint64_t, SubscriberLink> subscribers;
   std::map<std::string, ParkedSubscription> parked_subscriptions;  // by endpoint name
+  std::map<std::string, uint64_t> reply_links;        // answer address -> subscribing link
+  std::map<uint64_t, flows::Exchange> open_requests;  // sent to AMQP providers, by correlation id
+  std::shared_ptr<router::ComponentEntry> entry;      // the listener's registry entry
 };
 
-Status Outbox::offer(const EventPtr& event) {
+Status Outbox::offer(const flows::Exchange& exchange) {
   std::lock_guard lock(mu_);
   if (closed_) return Status::unavailable("amqp subscription closed");
   if (pending_.size() >= capacity_) {
     counters_->buffer_full.fetch_add(1, std::memory_order_relaxed);
-    if (!waker_) counters_->parked_overflow.fetch_add(1, std::memory_order_relaxed);
+    if (!waker_) {
+      counters_->parked_overflow.fetch_add(1, std::memory_order_relaxed);
+      bump(stats_->parked_overflow);
+    }
     // Rejected: a reliable flow retries it later without counting a failure.
     return Status::rejected("amqp subscriber is slow or away: its buffer of " +
                             std::to_string(capacity_) + " events is full");
   }
   // A journaled delivery is acknowledged when the subscriber accepts it.
   std::optional<flows::DeferredAck> ack = flows::ReliableFlow::deferAcknowledgement();
-  OutboxEntry entry{event, {}, 0};
+  OutboxEntry entry{exchange.event, {}, 0, {}, std::nullopt};
+  if (exchange.pattern == flows::Pattern::kInOut) entry.request = exchange;
   if (ack) {
     entry.delivery_count = ack->previousDeliveries();
     entry.ack = std::move(*ack);
@@ -913,6 +1319,7 @@ Status AmqpListenerService::start() {
     return status;
   }
   impl.running = true;
+  impl.report();
   Poco::Logger::get("cepbus.amqp")
       .information("AMQP 1.0 listening on %s://%s:%d (%z users%s)",
                    std::string(impl.tls ? "amqps" : "amqp"), impl.config.host, port(),
@@ -942,32 +1349,43 @@ void AmqpListenerService::stop() {
   unregisterSaslListener(port());
   impl.releaseAll();
   impl.opened(Status::unavailable(impl.options.name + ": stopped"));
+  if (impl.entry) {
+    impl.entry->setState(router::ComponentState::kStopped);
+    impl.context.registry.remove(impl.options.name);
+    impl.entry.reset();
+  }
 }
 
 int AmqpListenerService::port() const { return impl_->port.load(std::memory_order_acquire); }
 
-AmqpListenerStats AmqpListenerService::stats() const {
-  const Counters& c = *impl_->counters;
-  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  AmqpListenerStats s;
-  s.connections = get(c.connections);
-  s.published = get(c.published);
-  s.accepted = get(c.accepted);
-  s.released = get(c.released);
-  s.malformed = get(c.malformed);
-  s.credit_pauses = get(c.credit_pauses);
-  s.sent = get(c.sent);
-  s.acknowledged = get(c.acknowledged);
-  s.not_acknowledged = get(c.not_acknowledged);
-  s.buffer_full = get(c.buffer_full);
-  s.paused_links = get(c.paused_links);
-  s.subscriber_links = get(c.subscriber_links);
-  s.publish_credit = static_cast<uint64_t>(c.publish_credit.load(std::memory_order_relaxed));
-  s.redelivered = get(c.redelivered);
-  s.parked_subscriptions = get(c.parked_subscriptions);
-  s.parked_overflow = get(c.parked_overflow);
-  s.awaiting_commit = get(c.awaiting_commit);
-  return s;
+AmqpListenerStats AmqpListenerService::stats() const { return statsOf(*impl_->counters); }
+
+std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStats& s) {
+  return {{"connections", s.connections},
+          {"published", s.published},
+          {"accepted", s.accepted},
+          {"released", s.released},
+          {"rejected", s.rejected},
+          {"malformed", s.malformed},
+          {"credit_pauses", s.credit_pauses},
+          {"sent", s.sent},
+          {"acknowledged", s.acknowledged},
+          {"not_acknowledged", s.not_acknowledged},
+          {"buffer_full", s.buffer_full},
+          {"paused_links", s.paused_links},
+          {"subscriber_links", s.subscriber_links},
+          {"publish_credit", s.publish_credit},
+          {"redelivered", s.redelivered},
+          {"parked_subscriptions", s.parked_subscriptions},
+          {"parked_overflow", s.parked_overflow},
+          {"awaiting_commit", s.awaiting_commit},
+          {"requests", s.requests},
+          {"answers", s.answers},
+          {"faults", s.faults},
+          {"answers_unroutable", s.answers_unroutable},
+          {"provider_requests", s.provider_requests},
+          {"provider_replies", s.provider_replies},
+          {"late_replies", s.late_replies}};
 }
 
 std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listener,

@@ -36,6 +36,26 @@
 //   events collect (up to `subscriber_buffer`, then refused and counted in
 //   `parked_overflow`) until a link with the same container id, link name
 //   and source address attaches again. A close (not a detach) ends it.
+// - Request/response: a message with reply-to is an in-out request to the
+//   provider of its address (Broker::provide(); an AMQP client provides a
+//   plain address by subscribing to it first). The answer goes to the link
+//   whose address is the reply-to (a receiver attached with a dynamic source
+//   gets one named by the bus, "$cepbus.reply.<n>"; a receiver on a plain
+//   address works too) with the request's correlation-id (else its
+//   message-id). Timeout: the message's ttl, else `request_timeout`.
+//   Faults, timeouts and rejections come back as fault messages
+//   (message_mapping.h: subject "cepbus.fault", properties "fault" and
+//   "fault-description"); a request that cannot be sent at all is rejected
+//   with amqp:not-found (no provider) or released (route paused) when
+//   unsettled. Requests the bus sends to an AMQP provider carry reply-to
+//   "$cepbus.replies" and a ulong correlation-id; the provider answers by
+//   sending to "$cepbus.replies" (a fault property fails the request); an
+//   unknown correlation-id is rejected with amqp:not-found.
+// - Statistics: the registry entry `name` (kind service) holds every
+//   counter of stats() as metadata and delivered = sent, failed = released,
+//   rejected = rejected + malformed; each attached link has an entry
+//   "amqp-link:<client container id>/<link name>" (kind endpoint, owner
+//   `name`) with its own counters (statsFields(), LinkCounters in the .cc).
 // - Security (services/amqp/access_control.h): SASL ANONYMOUS only with
 //   allow-anonymous="true" (then anonymous clients may use any address),
 //   SASL PLAIN against the descriptor's users (salted PBKDF2 hashes), TLS
@@ -54,6 +74,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bus/core/descriptor/descriptor.h"
 #include "services/service.h"
@@ -69,6 +91,9 @@ struct AmqpListenerOptions {
   std::chrono::milliseconds recheck_interval{20};
   // How long stop() waits for connections to close before aborting them.
   std::chrono::milliseconds close_timeout{2000};
+  // How long a request from an AMQP client waits for its answer when the
+  // message has no ttl.
+  std::chrono::milliseconds request_timeout{30000};
 };
 
 struct AmqpListenerStats {
@@ -89,7 +114,19 @@ struct AmqpListenerStats {
   uint64_t parked_subscriptions = 0;  // durable subscriptions whose subscriber is away (now)
   uint64_t parked_overflow = 0;       // events refused because an away subscription was full
   uint64_t awaiting_commit = 0;       // unsettled publishes waiting for their journal commit (now)
+  uint64_t rejected = 0;  // requests and replies rejected (no provider, unknown id, ...)
+  // Request/response.
+  uint64_t requests = 0;            // messages with reply-to sent to a provider as in-out
+  uint64_t answers = 0;             // replies sent back to requesters
+  uint64_t faults = 0;              // fault messages sent back (fault, rejected, timeout)
+  uint64_t answers_unroutable = 0;  // answers dropped: no link has their reply-to address
+  uint64_t provider_requests = 0;   // in-out requests sent to AMQP providers
+  uint64_t provider_replies = 0;    // their answers (replies or faults) received
+  uint64_t late_replies = 0;        // answers to requests no longer open (rejected)
 };
+
+// Every counter by name (the registry entry's metadata keys).
+std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStats& stats);
 
 class AmqpListenerService final : public Service {
  public:

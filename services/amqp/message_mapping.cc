@@ -205,6 +205,14 @@ proton::message messageFromEvent(const Event& event) {
   return message;
 }
 
+proton::message faultMessage(std::string_view fault, std::string_view description) {
+  proton::message message;
+  message.subject(kFaultSubject);
+  message.properties().put(kFaultProperty, std::string(fault));
+  message.properties().put(kFaultDescriptionProperty, std::string(description));
+  return message;
+}
+
 void rejectWithCondition(proton::delivery& delivery, const proton::error_condition& condition) {
   pn_condition_t* c = pn_disposition_condition(pn_delivery_local(DeliveryAccess::raw(delivery)));
   pn_condition_set_name(c, condition.name().c_str());

@@ -20,6 +20,11 @@
 // probability and a partition key travel as application properties "prob"
 // and "key". Constituents of a composite event are not carried.
 //
+// Faults (request/response): a message with subject "cepbus.fault",
+// application properties "fault" (what ended the request: "fault",
+// "rejected", "timeout", ...) and "fault-description" (why), no body. A
+// provider answering over AMQP sends the same properties to fail a request.
+//
 // Thread-safety: free functions over values; the Proton objects passed in
 // must be used by one thread at a time (Proton's rule).
 
@@ -28,6 +33,7 @@
 #include <proton/message.hpp>
 #include <proton/transfer.hpp>
 #include <string>
+#include <string_view>
 
 #include "bus/core/event.h"
 
@@ -35,6 +41,9 @@ namespace cepbus::services::amqp {
 
 inline constexpr char kInvalidField[] = "amqp:invalid-field";
 inline constexpr char kDecodeError[] = "amqp:decode-error";
+inline constexpr char kFaultSubject[] = "cepbus.fault";
+inline constexpr char kFaultProperty[] = "fault";
+inline constexpr char kFaultDescriptionProperty[] = "fault-description";
 
 // Either the event or the AMQP error condition that says why there is none.
 struct MappedEvent {
@@ -47,6 +56,9 @@ struct MappedEvent {
 MappedEvent eventFromMessage(const proton::message& message);
 
 proton::message messageFromEvent(const Event& event);
+
+// The answer to a request that ended without a reply.
+proton::message faultMessage(std::string_view fault, std::string_view description);
 
 // Settles `delivery` as rejected, carrying `condition` in the disposition
 // (the C++ API's delivery::reject() cannot).
