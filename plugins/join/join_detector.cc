@@ -12,6 +12,11 @@ namespace {
 // memory in flight).
 constexpr size_t kMaxQueued = 4;
 
+// One worker on the caller's thread processes this many tuples at a time (or
+// `batch` if smaller): enough for processAll() to prefetch ahead, few enough
+// that pairs come out almost at once.
+constexpr size_t kInlineBatch = 64;
+
 const Symbol kDt = Symbol::intern("dt");
 const Symbol kProb = Symbol::intern("prob");
 const Symbol kKey = Symbol::intern("key");
@@ -100,6 +105,8 @@ Result<std::unique_ptr<JoinDetector>> JoinDetector::create(JoinPlanPtr plan,
     d->workers_.push_back(std::move(w));
   }
   d->pending_.resize(n);
+  d->inline_ = n == 1;
+  if (d->inline_) return d;
   for (auto& w : d->workers_) {
     Worker* raw = w.get();
     w->thread = std::thread([d = d.get(), raw] { d->run(*raw); });
@@ -139,7 +146,7 @@ void JoinDetector::run(Worker& w) {
     // No exception may end the thread (it would end the process): one is
     // reported like any other error of this batch.
     try {
-      for (Tuple& t : batch.tuples) w.partition->process(std::move(t), chunk.pairs);
+      w.partition->processAll(batch.tuples, chunk.pairs);
       if (batch.flush) {
         w.partition->restoreAll(chunk.pairs);
       } else if (w.partition->hasSpilled()) {
@@ -239,6 +246,7 @@ void JoinDetector::report(const JoinedPair& pair) {
 }
 
 Status JoinDetector::takeError() {
+  if (error_.isOk()) return Status::ok();
   Status s = std::move(error_);
   error_ = Status::ok();
   return s;
@@ -261,7 +269,8 @@ Status JoinDetector::onEvent(const EventPtr& event) {
   auto t = makeTuple(*plan_, event, stream, seq_ + 1);
   if (!t) return t.status();
   ++seq_;
-  const size_t w = workers_.size() == 1 ? 0 : (t->hash >> 32) % workers_.size();
+  if (inline_) return processInline(std::move(*t));
+  const size_t w = (t->hash >> 32) % workers_.size();
   pending_[w].push_back(std::move(*t));
   if (++pending_count_ >= plan_->batch) {
     handOff(false);
@@ -270,7 +279,52 @@ Status JoinDetector::onEvent(const EventPtr& event) {
   return takeError();
 }
 
+Status JoinDetector::processInline(Tuple t) {
+  std::vector<Tuple>& pending = pending_[0];
+  pending.push_back(std::move(t));
+  if (pending.size() < std::min(plan_->batch, kInlineBatch)) return takeError();
+  return runInline();
+}
+
+Status JoinDetector::runInline() {
+  JoinPartition& part = *workers_[0]->partition;
+  std::vector<Tuple>& pending = pending_[0];
+  try {
+    part.processAll(pending, inline_pairs_);
+    // P4: bring the spilled tuples back when the input rate falls; a worker
+    // of its own would look each time it finds its queue empty.
+    since_idle_check_ += pending.size();
+    if (part.hasSpilled() && since_idle_check_ >= plan_->batch) {
+      since_idle_check_ = 0;
+      part.restoreIfRoom(inline_pairs_);
+    }
+  } catch (const std::exception& e) {
+    if (error_.isOk()) error_ = Status::internal(std::string("join worker: ") + e.what());
+  }
+  pending.clear();
+  return reportInline();
+}
+
+Status JoinDetector::reportInline() {
+  if (!inline_pairs_.empty()) {
+    for (const JoinedPair& pair : inline_pairs_) report(pair);
+    inline_pairs_.clear();
+  }
+  JoinPartition& part = *workers_[0]->partition;
+  if (part.hasError() && error_.isOk()) error_ = part.takeError();
+  return error_.isOk() ? Status::ok() : takeError();
+}
+
 Status JoinDetector::flush() {
+  if (inline_) {
+    if (Status s = runInline(); !s && error_.isOk()) error_ = std::move(s);
+    try {
+      workers_[0]->partition->restoreAll(inline_pairs_);
+    } catch (const std::exception& e) {
+      if (error_.isOk()) error_ = Status::internal(std::string("join worker: ") + e.what());
+    }
+    return reportInline();
+  }
   handOff(true);
   for (auto& w : workers_) {
     std::unique_lock lock(w->mu);

@@ -12,14 +12,21 @@
 // its own JoinPartition: ULI index, expiry, spill) joins its tuples in arrival
 // order.
 //
+// With one worker there is nothing to run in parallel: its partition runs on
+// the caller's thread (no thread, no hand-off), 64 tuples at a time (or
+// `batch` if smaller, so that its cache misses overlap), pairs are reported
+// as soon as those are processed, and the "idle" restore check of a worker
+// runs every `batch` tuples.
+//
 // Pairs are handed to the sink on the caller's thread, from onEvent() and
 // flush(), in the arrival order of the tuple that completed them (the workers'
 // results are merged by arrival number), so the output does not depend on the
 // number of workers; pairs found by a restore from disk come when the restore
-// happens. The dispatcher hands tuples off in batches (option batch, default
-// 1024 tuples), and pairs are reported at hand-offs: a pair waits for at most
-// that many more tuples, or for flush(). flush() waits until the workers have processed everything,
-// brings back everything spilled and reports every pair.
+// happens. With several workers the dispatcher hands tuples off in batches
+// (option batch, default 1024 tuples), and pairs are reported at hand-offs: a
+// pair waits for at most that many more tuples, or for flush(). flush() waits
+// until the workers have processed everything, brings back everything spilled
+// and reports every pair.
 //
 // Errors: InvalidArgument from onEvent() for an event out of ts order, a
 // missing or unusable key or site (the event is refused; the join goes on).
@@ -101,12 +108,20 @@ class JoinDetector final : public plugin::Detector {
   void collect(bool all);
   void report(const JoinedPair& pair);
   Status takeError();
+  // One worker, on the caller's thread: queue `t`, run the queue when full.
+  Status processInline(Tuple t);
+  Status runInline();
+  // Reports and clears inline_pairs_; the partition's error, if any.
+  Status reportInline();
 
   JoinPlanPtr plan_;
   plugin::MatchSink& sink_;
   std::unique_ptr<Composer> composer_;
   std::string spill_dir_;  // created by this detector, removed with it
   std::vector<std::unique_ptr<Worker>> workers_;
+  bool inline_ = false;                   // one worker: no thread
+  std::vector<JoinedPair> inline_pairs_;  // found, not yet reported
+  size_t since_idle_check_ = 0;
   std::vector<std::vector<Tuple>> pending_;  // per worker, not yet handed off
   size_t pending_count_ = 0;
   uint64_t seq_ = 0;

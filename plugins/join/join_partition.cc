@@ -69,7 +69,15 @@ Result<Tuple> makeTuple(const JoinPlan& plan, const EventPtr& event, int stream,
     return std::string(event->type().name()) + " event at ts " + std::to_string(event->ts());
   };
   Tuple t;
-  t.key = event->find(s.key);
+  // One pass for both attributes (they are sorted by symbol, as Event::find
+  // relies on too).
+  const Value* site = nullptr;
+  const bool want_site = plan.matrix != nullptr;
+  for (const Attribute& a : event->attributes()) {
+    if (a.name == s.key) t.key = &a.value;
+    if (want_site && a.name == plan.site) site = &a.value;
+    if (t.key != nullptr && (!want_site || site != nullptr)) break;
+  }
   if (t.key == nullptr || t.key->isNull()) {
     return Status::invalidArgument("join: " + where() + " has no key attribute '" +
                                    std::string(s.key.name()) + "'");
@@ -79,8 +87,7 @@ Result<Tuple> makeTuple(const JoinPlan& plan, const EventPtr& event, int stream,
                                    std::string(s.key.name()) + "' is a " + kindName(t.key->kind()) +
                                    ", expected a string or an integer");
   }
-  if (plan.matrix) {
-    const Value* site = event->find(plan.site);
+  if (want_site) {
     if (site == nullptr || site->isNull()) {
       return Status::invalidArgument("join: " + where() + " has no site attribute '" +
                                      std::string(plan.site.name()) + "'");
@@ -122,10 +129,15 @@ JoinPartition::JoinPartition(JoinPlanPtr plan, size_t budget_bytes,
   spill_disabled_ = budget_ == 0 || !entry_store_ || !probe_store_;
 }
 
-JoinPartition::Entry JoinPartition::toEntry(Tuple&& t) const {
+JoinPartition::Entry JoinPartition::toEntry(Tuple&& t) {
   // Bytes are accounted only where a budget is enforced.
   const uint32_t bytes = budget_ > 0 ? accountedBytes(*t.event, sizeof(Entry)) : 0;
-  return Entry{t.prob, t.ts, t.seq, t.site, t.stream, bytes, std::move(t.event)};
+  owned_.push_back(Owned{t.ts, std::move(t.event)});
+  return Entry{t.prob, t.ts, t.seq, t.site, t.stream, bytes, &owned_.back().event};
+}
+
+void JoinPartition::release() {
+  while (!owned_.empty() && stale(owned_.front().ts)) owned_.pop_front();
 }
 
 JoinPartition::Group& JoinPartition::groupOf(size_t slot, uint64_t hash, const Value& key) {
@@ -186,9 +198,13 @@ void JoinPartition::process(Tuple t, std::vector<JoinedPair>& out) {
       }
     }
   }
-  if (plan_->expiry == Expiry::kBatch && now_ >= next_deletion_) {
-    expireAll();
-    next_deletion_ = now_ + plan_->deletion_interval;
+  if (plan_->expiry == Expiry::kBatch) {
+    if (now_ >= next_deletion_) {
+      expireAll();
+      next_deletion_ = now_ + plan_->deletion_interval;
+    }
+  } else {
+    release();
   }
 
   const size_t slot = t.hash & mask_;
@@ -213,10 +229,10 @@ void JoinPartition::process(Tuple t, std::vector<JoinedPair>& out) {
           stopped = true;
           ++stats_.probes_stopped_early;
         } else if (boundHolds(*plan_, e.ts, e.prob, e.site, e.stream, t, prob)) {
-          out.push_back(JoinedPair{e.event, t.event, prob, t.seq});
+          out.push_back(JoinedPair{*e.event, t.event, prob, t.seq});
         }
       }
-      if (w != i) list[w] = std::move(e);
+      if (w != i) list[w] = e;
       ++w;
     }
     list.erase(list.begin() + static_cast<ptrdiff_t>(w), list.end());
@@ -227,7 +243,7 @@ void JoinPartition::process(Tuple t, std::vector<JoinedPair>& out) {
         break;
       }
       if (boundHolds(*plan_, e.ts, e.prob, e.site, e.stream, t, prob)) {
-        out.push_back(JoinedPair{e.event, t.event, prob, t.seq});
+        out.push_back(JoinedPair{*e.event, t.event, prob, t.seq});
       }
     }
   }
@@ -239,15 +255,52 @@ void JoinPartition::process(Tuple t, std::vector<JoinedPair>& out) {
     total_hits_ += hits;
   }
   insert(group, toEntry(std::move(t)));
-  if (plan_->expiry == Expiry::kOnInsert) {
+  // The events are released above: what stale entries still cost is their
+  // list slots, so the sweep runs only once they outnumber the window.
+  if (plan_->expiry == Expiry::kOnInsert &&
+      (budget_ > 0 || entries_ > 2 * owned_.size() + slots_.size())) {
     expireBucket(slots_[sweep_hand_]);
     sweep_hand_ = (sweep_hand_ + 1) & mask_;
   }
   if (!spill_disabled_ && bytes_ > budget_) spill(out);
 }
 
+void JoinPartition::prefetchBucket(uint64_t hash) const {
+  __builtin_prefetch(&slots_[hash & mask_]);
+}
+
+void JoinPartition::prefetchGroups(uint64_t hash) const {
+  const Bucket& bucket = slots_[hash & mask_];
+  if (!bucket.empty()) __builtin_prefetch(bucket.data());
+}
+
+void JoinPartition::prefetchList(uint64_t hash) const {
+  for (const Group& g : slots_[hash & mask_]) {
+    if (g.hash == hash) {
+      if (!g.list.empty()) __builtin_prefetch(g.list.data());
+      return;
+    }
+  }
+}
+
+void JoinPartition::processAll(std::vector<Tuple>& tuples, std::vector<JoinedPair>& out) {
+  // Distances in tuples between the stages (and the probe itself).
+  constexpr size_t kBucketAhead = 12, kGroupsAhead = 8, kListAhead = 4;
+  const size_t n = tuples.size();
+  for (size_t i = 0; i < std::min(n, kBucketAhead); ++i) prefetchBucket(tuples[i].hash);
+  for (size_t i = 0; i < std::min(n, kGroupsAhead); ++i) prefetchGroups(tuples[i].hash);
+  for (size_t i = 0; i < std::min(n, kListAhead); ++i) prefetchList(tuples[i].hash);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kBucketAhead < n) prefetchBucket(tuples[i + kBucketAhead].hash);
+    if (i + kGroupsAhead < n) prefetchGroups(tuples[i + kGroupsAhead].hash);
+    if (i + kListAhead < n) prefetchList(tuples[i + kListAhead].hash);
+    process(std::move(tuples[i]), out);
+  }
+}
+
 void JoinPartition::expireAll() {
   for (Bucket& bucket : slots_) expireBucket(bucket);
+  release();
 }
 
 void JoinPartition::expireBucket(Bucket& bucket) {
@@ -260,7 +313,7 @@ void JoinPartition::expireBucket(Bucket& bucket) {
         bytes_ -= list[i].bytes;
         continue;
       }
-      if (w != i) list[w] = std::move(list[i]);
+      if (w != i) list[w] = list[i];
       ++w;
     }
     list.erase(list.begin() + static_cast<ptrdiff_t>(w), list.end());
@@ -316,7 +369,7 @@ void JoinPartition::spill(std::vector<JoinedPair>& out) {
         payload.clear();
         putU64(payload, e.seq);
         putU64(payload, last_seq_);
-        if (!encodeFor(*e.event, payload)) {
+        if (!encodeFor(**e.event, payload)) {
           entry_store_->discardPending();
           restoreAll(out);
           return;
@@ -344,6 +397,7 @@ void JoinPartition::spill(std::vector<JoinedPair>& out) {
         --entries_;
         bytes_ -= g.list[k].bytes;
         spilled_bytes_ += g.list[k].bytes;
+        g.list[k].event->reset();  // the event's memory leaves with it
       }
       g.list.erase(g.list.begin() + static_cast<ptrdiff_t>(cut[gi]), g.list.end());
       ++gi;

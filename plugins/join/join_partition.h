@@ -11,11 +11,20 @@
 // below the threshold: nothing after it in the list can pass. Within a
 // bucket, each key has its own list, so a probe compares the key once.
 //
-// Expiry on insert drops the stale entries of the list being probed, and
-// sweeps one more bucket per tuple (a clock hand), so that the lists of keys
-// never seen again leave too; batch expiry scans every list each
-// deletion_interval time units. Stale entries never join (the time bound is
-// below the window), so both give the same pairs.
+// The windowed events are owned by a FIFO in insertion order, not by the
+// entries (which point into it): an event is released from the FIFO's front
+// once stale, so releases walk memory in arrival order instead of hash order.
+// A stale entry may outlive its event and is never dereferenced: a probe,
+// the sweep and batch expiry look only at its ts, and spilling expires
+// everything first.
+//
+// Expiry on insert releases the stale events and drops the stale entries of
+// the list being probed; a clock hand sweeps one bucket per tuple while the
+// lists hold more than twice the FIFO plus one entry per bucket (always with
+// a memory budget), so that the lists of keys never seen again leave too.
+// Batch expiry scans every list each deletion_interval time units. Stale
+// entries never join (the time bound is below the window), so both give the
+// same pairs.
 //
 // Spill (when the window's bytes exceed the partition's budget): the chosen
 // entries are written to an entries store, with the arrival number at which
@@ -36,6 +45,7 @@
 // Thread safety: none; one worker thread owns a partition.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,19 +109,26 @@ class JoinPartition {
 
   // Probes with `t`, appends every pair it completes to `out`, inserts it.
   void process(Tuple t, std::vector<JoinedPair>& out);
+  // process() for each tuple in order, with the index memory of the tuples a
+  // few places ahead prefetched: a probe's bucket, group and list are three
+  // dependent cache misses, which this overlaps with the work on earlier
+  // tuples.
+  void processAll(std::vector<Tuple>& tuples, std::vector<JoinedPair>& out);
   // Restores what is on disk if it fits in the budget again (an idle worker).
   void restoreIfRoom(std::vector<JoinedPair>& out);
   // Restores everything on disk (end of stream).
   void restoreAll(std::vector<JoinedPair>& out);
 
   bool hasSpilled() const { return spilled_count_ > 0; }
+  bool hasError() const { return !error_.isOk(); }
   // The first error since the last call (a failed spill write or restore
   // read), else OK.
   Status takeError();
   PartitionStats stats() const;
 
  private:
-  // A windowed tuple; its key is its group's.
+  // A windowed tuple; its key is its group's, its event in `owned_` (valid
+  // while the entry is not stale; reset when the entry is spilled).
   struct Entry {
     double prob;
     Timestamp ts;
@@ -119,6 +136,10 @@ class JoinPartition {
     int32_t site;
     uint32_t stream;
     uint32_t bytes;  // accounted against the budget (0 without one)
+    EventPtr* event;
+  };
+  struct Owned {
+    Timestamp ts;
     EventPtr event;
   };
   // The list of one key inside a bucket, in descending probability: a probe
@@ -130,9 +151,19 @@ class JoinPartition {
   };
   using Bucket = std::vector<Group>;
 
-  Entry toEntry(Tuple&& t) const;
+  // Moves the tuple's event into `owned_`.
+  Entry toEntry(Tuple&& t);
+  // Releases the events at the FIFO's front that are stale. Every event
+  // pushed by time T is stale by T + window (restored ones included: their
+  // ts is within a window of their restore), so nothing stays longer.
+  void release();
   // The group of `key` in bucket `slot`, created empty if absent.
   Group& groupOf(size_t slot, uint64_t hash, const Value& key);
+  // Prefetch stages of processAll(): the bucket, then (once that is in
+  // cache) its groups, then the list of the group with the hash.
+  void prefetchBucket(uint64_t hash) const;
+  void prefetchGroups(uint64_t hash) const;
+  void prefetchList(uint64_t hash) const;
   void insert(Group& g, Entry e);
   void expireAll();
   void expireBucket(Bucket& bucket);
@@ -153,6 +184,9 @@ class JoinPartition {
   size_t sweep_hand_ = 0;  // on-insert expiry: the next bucket swept
   size_t entries_ = 0;
   size_t bytes_ = 0;
+  // The windowed events in insertion order; a deque, so entries' pointers
+  // stay valid as it grows and shrinks at the ends.
+  std::deque<Owned> owned_;
 
   // Spill state.
   std::unique_ptr<SpillStore> entry_store_;

@@ -26,9 +26,15 @@
 //                            all-in-memory, window_half, less_than_probability
 //   --readings N             readings per run (default 300000)
 //   --plates N               plates (default 20000; fewer plates, longer lists)
+//   --runs N                 runs per measurement (default 9; SQLite N/4)
+//   --checkpoints, --dist, --threshold, --method
+//                            run only these cases of the comparison (each may
+//                            repeat; methods sqlite, native, plugin1, plugin2;
+//                            any threshold in [0, 1])
 //
 // Each measurement is the best of 9 runs (SQLite: 2) of the work alone:
-// creating the detector or the database is not timed. One JSON object per line.
+// creating the detector or the database is not timed; wall and CPU time are
+// each the least over the runs. One JSON object per line.
 
 #include <sqlite3.h>
 #include <unistd.h>
@@ -38,6 +44,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -55,6 +62,30 @@ namespace {
 
 using namespace cepbus;
 using Clock = std::chrono::steady_clock;
+
+// Wall and CPU seconds of one timed section. CPU time is the whole process's
+// (a plugin's workers included): on a machine other processes load, it is the
+// steadier measure of the work done.
+struct Stopwatch {
+  Clock::time_point wall0 = Clock::now();
+  double cpu0 = cpuNow();
+  static double cpuNow() {
+    timespec t{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  }
+  double wall() const { return std::chrono::duration<double>(Clock::now() - wall0).count(); }
+  double cpu() const { return cpuNow() - cpu0; }
+};
+
+struct Timing {
+  double seconds = 0;  // wall
+  double cpu = 0;
+  void stop(const Stopwatch& w) {
+    seconds = w.wall();
+    cpu = w.cpu();
+  }
+};
 
 const Symbol kPlate = Symbol::intern("plate");
 const Symbol kSite = Symbol::intern("site");
@@ -194,7 +225,7 @@ void check(int rc, sqlite3* db, const char* what) {
   }
 }
 
-Output runSqlite(const Workload& w, double threshold, int64_t deletion_interval, double& seconds) {
+Output runSqlite(const Workload& w, double threshold, int64_t deletion_interval, Timing& timing) {
   sqlite3* db = nullptr;
   check(sqlite3_open(":memory:", &db), db, "open");
   const char* schema =
@@ -222,7 +253,7 @@ Output runSqlite(const Workload& w, double threshold, int64_t deletion_interval,
   const int64_t window = w.max_time;
   int64_t next_deletion = INT64_MIN;
   size_t in_txn = 0;
-  const auto t0 = Clock::now();
+  const Stopwatch watch;
   check(sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr), db, "begin");
   for (const EventPtr& e : w.events) {
     const double p = e->probability();
@@ -276,7 +307,7 @@ Output runSqlite(const Workload& w, double threshold, int64_t deletion_interval,
     }
   }
   check(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), db, "commit");
-  seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  timing.stop(watch);
   Output out;
   sqlite3_stmt* all = nullptr;
   check(sqlite3_prepare_v2(db, "SELECT n1, n2 FROM illegal", -1, &all, nullptr), db, "select");
@@ -289,38 +320,39 @@ Output runSqlite(const Workload& w, double threshold, int64_t deletion_interval,
 }
 
 // ---------------------------------------------------------------------------
-// native: one thread, a hash map by plate, expiry on insert.
+// native: one thread, a hash map by plate, expiry on insert. Like the plugin
+// (and any join on the bus, whose output is the pairs' events), it keeps the
+// windowed events themselves and reads each pair's output from its events.
 
-Output runNative(const Workload& w, double threshold, double& seconds) {
+Output runNative(const Workload& w, double threshold, Timing& timing) {
   struct Rec {
     int64_t ts;
     int64_t site;
     double prob;
-    int64_t n;
+    EventPtr event;
   };
   std::unordered_map<std::string, std::vector<Rec>> window;
   const int64_t win = w.max_time;
   Output out;
-  const auto t0 = Clock::now();
+  const Stopwatch watch;
   for (const EventPtr& e : w.events) {
     const double p = e->probability();
     if (p < threshold) continue;
     const std::string& plate = e->find(kPlate)->asString();
     const int64_t site = e->find(kSite)->asInt();
     const int64_t ts = e->ts();
-    const int64_t n = e->find(kSeq)->asInt();
     std::vector<Rec>& list = window[plate];
     std::erase_if(list, [&](const Rec& r) { return ts - r.ts >= win; });
     for (const Rec& r : list) {
       const double pp = r.prob * p;
       if (ts - r.ts < std::min(w.at(static_cast<int>(r.site), static_cast<int>(site)), win) &&
           pp >= threshold) {
-        out.add(r.n, n);
+        out.add(r.event->find(kSeq)->asInt(), e->find(kSeq)->asInt());
       }
     }
-    list.push_back(Rec{ts, site, p, n});
+    list.push_back(Rec{ts, site, p, e});
   }
-  seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  timing.stop(watch);
   return out;
 }
 
@@ -355,7 +387,7 @@ class CountingSink final : public plugin::MatchSink {
 // Runs the plugin; `between(i)` is called after input i (for time slices).
 // `seconds` covers the events and flush, not creating the detector.
 Output runPlugin(const Workload& w, std::vector<std::string> options, CountingSink& sink,
-                 double& seconds, const std::function<void(size_t)>& between = nullptr) {
+                 Timing& timing, const std::function<void(size_t)>& between = nullptr) {
   static const auto query =
       *pattern::parseQuery("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate");
   options.push_back("time_matrix=" + w.matrix_path);
@@ -366,7 +398,7 @@ Output runPlugin(const Workload& w, std::vector<std::string> options, CountingSi
     std::fprintf(stderr, "%s\n", d.status().message().c_str());
     std::exit(1);
   }
-  const auto t0 = Clock::now();
+  const Stopwatch watch;
   for (size_t i = 0; i < w.events.size(); ++i) {
     if (Status s = (*d)->onEvent(w.events[i]); !s) {
       std::fprintf(stderr, "%s\n", s.message().c_str());
@@ -375,21 +407,23 @@ Output runPlugin(const Workload& w, std::vector<std::string> options, CountingSi
     if (between) between(i);
   }
   if (Status s = (*d)->flush(); !s) std::fprintf(stderr, "%s\n", s.message().c_str());
-  seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  timing.stop(watch);
   return sink.out;
 }
 
-// The best of `runs` runs of f(seconds), which returns its output and sets
-// the seconds its work took (set-up excluded).
+// The best of `runs` runs of f(timing), which returns its output and sets
+// the time its work took (set-up excluded): the least wall and, separately,
+// the least CPU time.
 template <typename F>
-double bestSeconds(F&& f, Output& out, int runs = 9) {
-  double best = 1e100;
+Timing best(F&& f, Output& out, int runs = 9) {
+  Timing least{1e100, 1e100};
   for (int r = 0; r < runs; ++r) {
-    double seconds = 0;
-    out = f(seconds);
-    best = std::min(best, seconds);
+    Timing t;
+    out = f(t);
+    least.seconds = std::min(least.seconds, t.seconds);
+    least.cpu = std::min(least.cpu, t.cpu);
   }
-  return best;
+  return least;
 }
 
 std::string params(const WorkloadSpec& s, double threshold) {
@@ -402,60 +436,105 @@ std::string params(const WorkloadSpec& s, double threshold) {
 }
 
 void print(const char* bench, const std::string& params, const char* method, size_t readings,
-           double seconds, const Output& out, const std::string& extra = "") {
+           const Timing& t, const Output& out, const std::string& extra = "") {
   std::printf(
       "{\"bench\":\"%s\",\"params\":{%s,\"method\":\"%s\"%s},\"events_per_s\":%.0f,"
-      "\"seconds\":%.4f,\"matches\":%llu,\"checksum\":\"%016llx\"}\n",
-      bench, params.c_str(), method, extra.c_str(), static_cast<double>(readings) / seconds,
-      seconds, static_cast<unsigned long long>(out.pairs),
-      static_cast<unsigned long long>(out.checksum));
+      "\"seconds\":%.4f,\"cpu_seconds\":%.4f,\"cpu_ns_per_reading\":%.1f,\"matches\":%llu,"
+      "\"checksum\":\"%016llx\"}\n",
+      bench, params.c_str(), method, extra.c_str(), static_cast<double>(readings) / t.seconds,
+      t.seconds, t.cpu, t.cpu * 1e9 / static_cast<double>(readings),
+      static_cast<unsigned long long>(out.pairs), static_cast<unsigned long long>(out.checksum));
   std::fflush(stdout);
 }
 
 int g_plates = 20000;
+int g_runs = 9;
+// Empty: all of them.
+std::vector<int> g_sites;
+std::vector<std::string> g_dists;
+std::vector<double> g_thresholds;
+std::vector<std::string> g_methods;
+
+template <typename T>
+bool selected(const std::vector<T>& chosen, const T& v) {
+  return chosen.empty() || std::find(chosen.begin(), chosen.end(), v) != chosen.end();
+}
 
 int compare(size_t readings) {
   int failures = 0;
   for (int sites : {60, 150}) {
+    if (!selected(g_sites, sites)) continue;
     for (bool gaussian : {false, true}) {
+      if (!selected(g_dists, std::string(gaussian ? "gaussian" : "uniform"))) continue;
       WorkloadSpec spec;
       spec.sites = sites;
       spec.gaussian = gaussian;
       spec.readings = readings;
       spec.plates = g_plates;
       const Workload w = generate(spec);
-      for (double threshold : {0.7, 0.9}) {
+      const std::vector<double> thresholds =
+          g_thresholds.empty() ? std::vector<double>{0.7, 0.9} : g_thresholds;
+      for (double threshold : thresholds) {
         const std::string p = params(spec, threshold);
-        Output sql, native, one, two;
-        const double t_sql =
-            bestSeconds([&](double& t) { return runSqlite(w, threshold, 3600, t); }, sql, 2);
-        const double t_native =
-            bestSeconds([&](double& t) { return runNative(w, threshold, t); }, native);
         const std::string thr = "threshold=" + std::to_string(threshold);
-        const double t_one = bestSeconds(
-            [&](double& t) {
+        // The methods that ran, in order: output and timing.
+        struct Run {
+          const char* method;
+          const char* extra;
+          Output out;
+          Timing timing;
+        };
+        std::vector<Run> done;
+        done.reserve(4);
+        auto measure = [&](const char* name, const char* method, const char* extra, auto&& f,
+                           int n) -> const Timing* {
+          if (!selected(g_methods, std::string(name))) return nullptr;
+          Output out;
+          const Timing t = best(f, out, n);
+          done.push_back(Run{method, extra, out, t});
+          return &done.back().timing;
+        };
+        const Timing* t_sql = measure(
+            "sqlite", "sqlite", "", [&](Timing& t) { return runSqlite(w, threshold, 3600, t); },
+            std::max(1, g_runs / 4));
+        const Timing* t_native = measure(
+            "native", "native", "", [&](Timing& t) { return runNative(w, threshold, t); }, g_runs);
+        const Timing* t_one = measure(
+            "plugin1", "plugin", ",\"workers\":1",
+            [&](Timing& t) {
               CountingSink s;
               return runPlugin(w, {thr, "workers=1"}, s, t);
             },
-            one);
-        const double t_two = bestSeconds(
-            [&](double& t) {
+            g_runs);
+        const Timing* t_two = measure(
+            "plugin2", "plugin", ",\"workers\":2",
+            [&](Timing& t) {
               CountingSink s;
               return runPlugin(w, {thr, "workers=2"}, s, t);
             },
-            two);
-        print("join_compare", p, "sqlite", readings, t_sql, sql);
-        print("join_compare", p, "native", readings, t_native, native);
-        print("join_compare", p, "plugin", readings, t_one, one, ",\"workers\":1");
-        print("join_compare", p, "plugin", readings, t_two, two, ",\"workers\":2");
-        const bool same = sql == native && native == one && one == two;
+            g_runs);
+        for (const Run& r : done)
+          print("join_compare", p, r.method, readings, r.timing, r.out, r.extra);
+        bool same = true;
+        for (const Run& r : done) same = same && r.out == done.front().out;
         if (!same) ++failures;
-        std::printf(
-            "{\"bench\":\"join_ratio\",\"params\":{%s},\"identical_output\":%s,"
-            "\"plugin1_vs_sqlite\":%.1f,\"plugin2_vs_sqlite\":%.1f,\"native_vs_sqlite\":%.1f,"
-            "\"plugin1_vs_native\":%.2f,\"plugin2_vs_native\":%.2f}\n",
-            p.c_str(), same ? "true" : "false", t_sql / t_one, t_sql / t_two, t_sql / t_native,
-            t_native / t_one, t_native / t_two);
+        // Ratios of readings/s (wall) and, in brackets, of CPU time.
+        std::string ratios;
+        auto ratio = [&](const char* name, const Timing* base, const Timing* t) {
+          if (!base || !t) return;
+          char buf[160];
+          std::snprintf(buf, sizeof buf, ",\"%s\":%.2f,\"%s_cpu\":%.2f", name,
+                        base->seconds / t->seconds, name, base->cpu / t->cpu);
+          ratios += buf;
+        };
+        ratio("plugin1_vs_sqlite", t_sql, t_one);
+        ratio("plugin2_vs_sqlite", t_sql, t_two);
+        ratio("native_vs_sqlite", t_sql, t_native);
+        ratio("plugin1_vs_native", t_native, t_one);
+        ratio("plugin2_vs_native", t_native, t_two);
+        ratio("plugin2_vs_plugin1", t_one, t_two);
+        std::printf("{\"bench\":\"join_ratio\",\"params\":{%s},\"identical_output\":%s%s}\n",
+                    p.c_str(), same ? "true" : "false", ratios.c_str());
         std::fflush(stdout);
       }
       std::filesystem::remove(w.matrix_path);
@@ -479,15 +558,15 @@ int sweeps(size_t readings) {
         for (unsigned workers = 1; workers <= std::max(cores, 4u); workers *= 2) {
           if (threshold != 0.7 && workers != 1) continue;
           Output out;
-          const double t = bestSeconds(
-              [&](double& t) {
+          const Timing t = best(
+              [&](Timing& t) {
                 CountingSink s;
                 return runPlugin(w,
                                  {"threshold=" + std::to_string(threshold),
                                   "workers=" + std::to_string(workers)},
                                  s, t);
               },
-              out);
+              out, g_runs);
           print("join_sweep", params(spec, threshold), "plugin", readings, t, out,
                 ",\"workers\":" + std::to_string(workers) + ",\"expiry\":\"on_insert\"");
         }
@@ -496,21 +575,21 @@ int sweeps(size_t readings) {
         // Batch expiry: deletion interval 30..150 min (P4's figures 9-11).
         for (int minutes : {30, 60, 90, 120, 150}) {
           Output out;
-          const double t = bestSeconds(
-              [&](double& t) {
+          const Timing t = best(
+              [&](Timing& t) {
                 CountingSink s;
                 return runPlugin(w,
                                  {"threshold=0.7", "expiry=batch",
                                   "deletion_interval=" + std::to_string(minutes * 60)},
                                  s, t);
               },
-              out);
+              out, g_runs);
           print("join_sweep", params(spec, 0.7), "plugin", readings, t, out,
                 ",\"workers\":1,\"expiry\":\"batch\",\"deletion_interval_min\":" +
                     std::to_string(minutes));
           Output sql;
-          const double ts =
-              bestSeconds([&](double& t) { return runSqlite(w, 0.7, minutes * 60, t); }, sql, 1);
+          const Timing ts =
+              best([&](Timing& t) { return runSqlite(w, 0.7, minutes * 60, t); }, sql, 1);
           print("join_sweep", params(spec, 0.7), "sqlite", readings, ts, sql,
                 ",\"deletion_interval_min\":" + std::to_string(minutes));
         }
@@ -554,8 +633,8 @@ int spillExperiment(size_t readings) {
       ++count[slice];
       prob[slice] += m.event(0)->probability() * m.event(1)->probability();
     };
-    double seconds = 0;
-    runPlugin(w, options, sink, seconds, [&](size_t i) {
+    Timing timing;
+    runPlugin(w, options, sink, timing, [&](size_t i) {
       slice = std::min(slices - 1, i * slices / w.events.size());
       if (i + 1 == w.events.size()) slice = slices;  // flush: the final restore
     });
@@ -570,7 +649,7 @@ int spillExperiment(size_t readings) {
     std::printf(
         "{\"bench\":\"join_spill_total\",\"params\":{\"strategy\":\"%s\"},\"events_per_s\":%.0f,"
         "\"matches\":%llu,\"checksum\":\"%016llx\"}\n",
-        strategy, static_cast<double>(readings) / seconds,
+        strategy, static_cast<double>(readings) / timing.seconds,
         static_cast<unsigned long long>(sink.out.pairs),
         static_cast<unsigned long long>(sink.out.checksum));
     std::fflush(stdout);
@@ -594,8 +673,23 @@ int main(int argc, char** argv) {
       readings = std::stoul(argv[++i]);
     } else if (a == "--plates" && i + 1 < argc) {
       g_plates = std::stoi(argv[++i]);
+    } else if (a == "--runs" && i + 1 < argc) {
+      g_runs = std::max(1, std::stoi(argv[++i]));
+    } else if (a == "--checkpoints" && i + 1 < argc) {
+      g_sites.push_back(std::stoi(argv[++i]));
+    } else if (a == "--dist" && i + 1 < argc) {
+      g_dists.push_back(argv[++i]);
+    } else if (a == "--threshold" && i + 1 < argc) {
+      g_thresholds.push_back(std::stod(argv[++i]));
+    } else if (a == "--method" && i + 1 < argc) {
+      g_methods.push_back(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: join_bench [--sweeps | --spill] [--readings N] [--plates N]\n");
+      std::fprintf(stderr,
+                   "usage: join_bench [--sweeps | --spill] [--readings N] [--plates N] [--runs N]\n"
+                   "                  [--checkpoints 60|150] [--dist uniform|gaussian]\n"
+                   "                  [--threshold P] [--method sqlite|native|plugin1|plugin2]\n"
+                   "(--checkpoints, --dist, --threshold and --method may repeat; they filter\n"
+                   " the comparison)\n");
       return 2;
     }
   }

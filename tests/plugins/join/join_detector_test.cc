@@ -240,6 +240,42 @@ TEST_F(JoinTest, SpillingReportsTheLikelyPairsFirst) {
   }
 }
 
+TEST_F(JoinTest, OneWorkerReportsAtOnceAndReleasesStaleEvents) {
+  // One worker runs on the caller's thread: with batch=1 a pair is reported
+  // by the onEvent() completing it, and an event leaves the window (the
+  // detector drops its reference) once a later reading makes it stale.
+  const std::string matrix = write("matrix.csv", "0,10\n10,0\n");
+  auto p = plan("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate",
+                {"time_matrix=" + matrix, "site=site", "batch=1"});
+  ASSERT_TRUE(p) << p.status().message();
+  CollectingSink sink;
+  auto d = JoinDetector::create(*p, sink);
+  ASSERT_TRUE(d);
+  auto reading = [](Timestamp ts, const char* plate, int64_t site) {
+    return EventBuilder("Reading")
+        .at(ts)
+        .set("plate", Value(plate))
+        .set("site", Value(site))
+        .probability(0.9)
+        .build();
+  };
+  const EventPtr first = reading(0, "X", 0);
+  ASSERT_TRUE((*d)->onEvent(first));
+  EXPECT_GT(first.use_count(), 1);  // windowed
+  const EventPtr second = reading(5, "X", 1);
+  ASSERT_TRUE((*d)->onEvent(second));
+  ASSERT_EQ(sink.pairs.size(), 1u);  // before any flush
+  EXPECT_EQ(std::get<0>(sink.pairs[0]), first->id());
+  EXPECT_EQ(std::get<1>(sink.pairs[0]), second->id());
+  ASSERT_TRUE((*d)->onEvent(reading(9, "Y", 0)));
+  EXPECT_GT(first.use_count(), 1);  // 9 - 0 < window 10: still windowed
+  ASSERT_TRUE((*d)->onEvent(reading(10, "Y", 1)));
+  EXPECT_EQ(first.use_count(), 1);  // stale: released, though plate X never came back
+  EXPECT_GT(second.use_count(), 1);
+  ASSERT_TRUE((*d)->flush());
+  EXPECT_EQ(sink.pairs.size(), 2u);  // the two Y readings, 1 apart
+}
+
 TEST_F(JoinTest, ThresholdIsInclusiveAndTravelTimeStrict) {
   Workload w;
   w.sites = 3;
