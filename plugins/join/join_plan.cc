@@ -170,7 +170,7 @@ Result<JoinPlanPtr> compileJoin(const pattern::Query& query,
     return bad("options time_matrix and site go together (the site attribute picks the row)");
   }
   if (matrix != nullptr) {
-    auto m = TimeMatrix::load(*matrix);
+    auto m = TimeMatrix::load(options.resolvePath(*matrix).string());
     if (!m) return m.status();
     plan->matrix = std::make_shared<const TimeMatrix>(std::move(*m));
     if (site->empty()) return bad("option site= needs an attribute name");
@@ -244,7 +244,7 @@ Result<JoinPlanPtr> compileJoin(const pattern::Query& query,
   plan->memory_budget = static_cast<size_t>(budget.value_or(0));
   if (const std::string* d = options.find("spill_dir")) {
     if (plan->spill == SpillStrategy::kNone) return bad("option spill_dir needs a spill strategy");
-    plan->spill_dir = *d;
+    plan->spill_dir = options.resolvePath(*d).string();
   } else if (plan->spill != SpillStrategy::kNone) {
     std::error_code ec;
     plan->spill_dir = std::filesystem::temp_directory_path(ec).string();
