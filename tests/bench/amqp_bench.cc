@@ -61,8 +61,12 @@
 #include <vector>
 
 #include "tests/integration/child_process.h"
+#include "tests/testing/ports.h"
 
 namespace {
+
+using cepbus::testing::canConnect;
+using cepbus::testing::freePort;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -76,29 +80,6 @@ int64_t nowNs() {
 // Event time keeps growing across runs: a CEP query on the path drops events
 // older than what it has seen.
 int64_t next_ts = 1;
-
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-bool canConnect(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
 
 bool waitListening(int port, std::chrono::seconds limit) {
   const auto deadline = Clock::now() + limit;

@@ -15,37 +15,18 @@
 
 #include "tests/integration/amqp_test_client.h"
 #include "tests/integration/child_process.h"
+#include "tests/testing/ports.h"
 
 namespace cepbus {
 namespace {
+
+using cepbus::testing::canConnect;
+using cepbus::testing::freePort;
 
 namespace fs = std::filesystem;
 using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
 using testing::ChildProcess;
-
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-bool canConnect(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
 
 bool waitListening(int port) {
   for (int i = 0; i < 2000 && !canConnect(port); ++i) {

@@ -18,38 +18,19 @@
 
 #include "tests/integration/amqp_test_client.h"
 #include "tests/integration/child_process.h"
+#include "tests/testing/ports.h"
 
 namespace cepbus {
 namespace {
+
+using cepbus::testing::canConnect;
+using cepbus::testing::freePort;
 
 namespace fs = std::filesystem;
 using testing::AmqpClientOptions;
 using testing::AmqpReceived;
 using testing::AmqpTestClient;
 using testing::ChildProcess;
-
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-bool canConnect(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
 
 // Message `n` (its id too, so that a resend is recognised as a duplicate).
 proton::message numbered(const std::string& subject, uint64_t n) {

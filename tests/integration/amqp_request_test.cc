@@ -28,25 +28,16 @@
 
 #include "tests/integration/child_process.h"
 #include "tests/services/amqp/amqp_request_client.h"
+#include "tests/testing/ports.h"
 
 namespace cepbus {
 namespace {
 
+using cepbus::testing::freePort;
+
 namespace fs = std::filesystem;
 using testing::AmqpRequestClient;
 using testing::ChildProcess;
-
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 int connectTo(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

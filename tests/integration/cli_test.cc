@@ -16,9 +16,12 @@
 
 #include "bus/core/event_json.h"
 #include "tests/integration/child_process.h"
+#include "tests/testing/ports.h"
 
 namespace cepbus {
 namespace {
+
+using cepbus::testing::freePort;
 
 namespace fs = std::filesystem;
 using testing::ChildProcess;
@@ -269,19 +272,6 @@ TEST_F(CliTest, QuickstartDetectsThePlantedEqualPrices) {
     ASSERT_TRUE(e.isOk()) << l;
     EXPECT_EQ((*e)->type().name(), "EqualPrices");
   }
-}
-
-// A port nobody listens on right now, for a bus started as a separate process.
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // The real bus with its AMQP listener, and Debian's python3-qpid-proton as an

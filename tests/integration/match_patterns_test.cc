@@ -150,14 +150,14 @@ TEST_F(MatchPatternsTest, ExportsTheMergedNetAsDotAndJson) {
 
 TEST_F(MatchPatternsTest, AnUnsupportedPatternIsNamedWithItsLine) {
   std::ofstream(dir_ / "bad.txt") << "ok: PATTERN SEQ(A a, B b)\n"
-                                     "kleene: PATTERN SEQ(A a, B+ b[])\n";
+                                     "star: PATTERN SEQ(A a, B* b[])\n";
   std::string out;
   std::string err;
   EXPECT_EQ(run({"match", "--engine", "petri", "--patterns", "bad.txt", "--events", "ticks.jsonl"},
                 &out, &err),
             1);
-  EXPECT_THAT(err, HasSubstr("bad.txt:2 (pattern 'kleene'): "));
-  EXPECT_THAT(err, HasSubstr("Kleene"));
+  EXPECT_THAT(err, HasSubstr("bad.txt:2 (pattern 'star'): "));
+  EXPECT_THAT(err, HasSubstr("Kleene star"));
 }
 
 }  // namespace
