@@ -2,6 +2,8 @@
 # Installs the Debian 12 packages cepbus needs, only those that are missing.
 # Run as root (or with sudo). Nothing is downloaded from anywhere but Debian.
 set -euo pipefail
+# shellcheck source=scripts/lib/apt_install_missing.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/apt_install_missing.sh"
 
 packages=(
   g++ cmake ninja-build pkg-config
@@ -12,24 +14,4 @@ packages=(
   chromium  # the admin dashboard's end-to-end test drives it headless
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-
-if ((${#missing[@]} == 0)); then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}"
-if [[ $(id -u) -ne 0 ]]; then
-  SUDO=sudo
-else
-  SUDO=
-fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+apt_install_missing install-deps "${packages[@]}"
