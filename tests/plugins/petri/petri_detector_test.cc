@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <random>
 
@@ -52,6 +55,53 @@ Matches petri(const std::string& query, const std::vector<EventPtr>& events) {
 
 EventPtr ev(const char* type, Timestamp ts, int64_t x = 0) {
   return EventBuilder(type).at(ts).set("x", Value(x)).build();
+}
+
+// "A@1 x=0 B@2 x=3 ...": the stream a failed comparison ran on.
+std::string describe(const std::vector<EventPtr>& events) {
+  std::string out;
+  for (const EventPtr& e : events) {
+    out += std::string(e->type().name()) + "@" + std::to_string(e->ts()) +
+           " x=" + e->find(Symbol::intern("x"))->toString() + " ";
+  }
+  return out;
+}
+
+// Runs `query` through the petri engine and through `engine` on `rounds`
+// random streams of `length` events over four types, expecting the same
+// matches on each; returns how many petri found, for the caller to check
+// that the streams exercised real matches. `each` sees every stream with
+// petri's matches.
+size_t agreeOnRandomStreams(
+    const char* engine, const std::string& query, std::mt19937_64& rng, int rounds, size_t length,
+    const std::function<void(const std::vector<EventPtr>&, const Matches&)>& each = nullptr) {
+  size_t matched = 0;
+  for (int round = 0; round < rounds; ++round) {
+    const std::vector<EventPtr> events = testing::randomStream(rng, length, 4);
+    CollectingSink other;
+    Status s = run(engine, query, events, other);
+    EXPECT_TRUE(s) << query << ": " << s.message();
+    const Matches got = petri(query, events);
+    EXPECT_EQ(got, other.sorted()) << query << "\n" << describe(events);
+    matched += got.size();
+    if (each) each(events, got);
+  }
+  return matched;
+}
+
+// The composite events a sink collected, one sorted line each: type, span
+// and the attributes `names`.
+std::vector<std::string> composites(const CollectingSink& sink,
+                                    std::initializer_list<const char*> names) {
+  std::vector<std::string> out;
+  for (const EventPtr& e : sink.composites) {
+    std::string line = std::string(e->type().name()) + "@" + std::to_string(e->start()) + "-" +
+                       std::to_string(e->ts());
+    for (const char* name : names) line += " " + e->find(Symbol::intern(name))->toString();
+    out.push_back(line);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 TEST(PetriDetector, EveryCombinationInOrderIsAMatch) {
@@ -180,18 +230,9 @@ TEST(PetriDetector, DisjunctionAndSelectionAgreeWithTheAlgebraEngine) {
   };
   std::mt19937_64 rng(31);
   for (const char* q : queries) {
-    size_t matched = 0;
-    for (int round = 0; round < 25; ++round) {
-      const std::vector<EventPtr> events = testing::randomStream(rng, 40, 4);
-      CollectingSink algebra;
-      const std::string unrestricted = std::string(q) + " CONTEXT unrestricted";
-      Status s = run("algebra", unrestricted, events, algebra);
-      ASSERT_TRUE(s) << q << ": " << s.message();
-      const Matches got = petri(unrestricted, events);
-      EXPECT_EQ(got, algebra.sorted()) << q;
-      matched += got.size();
-    }
-    EXPECT_GT(matched, 10u) << q;
+    EXPECT_GT(
+        agreeOnRandomStreams("algebra", std::string(q) + " CONTEXT unrestricted", rng, 25, 40), 10u)
+        << q;
   }
 }
 
@@ -207,25 +248,18 @@ TEST(PetriDetector, NegationAgreesWithTheNfaEngine) {
   };
   std::mt19937_64 rng(41);
   for (const char* q : queries) {
-    size_t matched = 0;
-    size_t blocked = 0;
-    for (int round = 0; round < 25; ++round) {
-      const std::vector<EventPtr> events = testing::randomStream(rng, 40, 4);
-      CollectingSink nfa;
-      Status s = run("nfa", q, events, nfa);
-      ASSERT_TRUE(s) << q << ": " << s.message();
-      const Matches got = petri(q, events);
-      EXPECT_EQ(got, nfa.sorted()) << q;
-      matched += got.size();
-      // The same pattern without its NOTs matches more: the negation bites.
-      std::string positive = q;
-      for (size_t at; (at = positive.find("NOT(")) != std::string::npos;) {
-        positive.erase(at, positive.find("), ", at) + 3 - at);
-      }
-      const size_t where = positive.find(" WHERE ");
-      if (where != std::string::npos) positive.erase(where, positive.find(" WITHIN") - where);
-      blocked += petri(positive, events).size() > got.size();
+    // The same pattern without its NOTs (and its WHERE) matches more: the negation bites.
+    std::string positive = q;
+    for (size_t at; (at = positive.find("NOT(")) != std::string::npos;) {
+      positive.erase(at, positive.find("), ", at) + 3 - at);
     }
+    const size_t where = positive.find(" WHERE ");
+    if (where != std::string::npos) positive.erase(where, positive.find(" WITHIN") - where);
+    size_t blocked = 0;
+    const size_t matched = agreeOnRandomStreams(
+        "nfa", q, rng, 25, 40, [&](const std::vector<EventPtr>& events, const Matches& got) {
+          blocked += petri(positive, events).size() > got.size();
+        });
     EXPECT_GT(matched, 10u) << q;
     EXPECT_GT(blocked, 0u) << q;
   }
@@ -306,23 +340,9 @@ TEST(PetriDetector, ConjunctionAgreesWithTheAlgebraEngine) {
   };
   std::mt19937_64 rng(53);
   for (const char* q : queries) {
-    size_t matched = 0;
-    for (int round = 0; round < 20; ++round) {
-      const std::vector<EventPtr> events = testing::randomStream(rng, 30, 4);
-      CollectingSink algebra;
-      const std::string unrestricted = std::string(q) + " CONTEXT unrestricted";
-      Status s = run("algebra", unrestricted, events, algebra);
-      ASSERT_TRUE(s) << q << ": " << s.message();
-      const Matches got = petri(unrestricted, events);
-      std::string dump;
-      for (const EventPtr& e : events) {
-        dump += std::string(e->type().name()) + " " + std::to_string(e->ts()) + " " +
-                e->find(Symbol::intern("x"))->toString() + " ";
-      }
-      EXPECT_EQ(got, algebra.sorted()) << q << "\n" << dump;
-      matched += got.size();
-    }
-    EXPECT_GT(matched, 10u) << q;
+    EXPECT_GT(
+        agreeOnRandomStreams("algebra", std::string(q) + " CONTEXT unrestricted", rng, 20, 30), 10u)
+        << q;
   }
 }
 
@@ -376,23 +396,9 @@ TEST(PetriDetector, KleeneAgreesWithTheNfaEngine) {
       "PATTERN SEQ(A, B+ b[], C c) WHERE avg(b[].x) < 2 WITHIN 6",
   };
   std::mt19937_64 rng(67);
-  for (const char* q : queries) {
-    size_t matched = 0;
-    for (int round = 0; round < 40; ++round) {
-      const std::vector<EventPtr> events = testing::randomStream(rng, 30, 4);
-      CollectingSink nfa;
-      Status s = run("nfa", q, events, nfa);
-      ASSERT_TRUE(s) << q << ": " << s.message();
-      const Matches got = petri(q, events);
-      EXPECT_EQ(got, nfa.sorted()) << q;
-      matched += got.size();
-    }
-    EXPECT_GT(matched, 10u) << q;
-  }
+  for (const char* q : queries) EXPECT_GT(agreeOnRandomStreams("nfa", q, rng, 40, 30), 10u) << q;
 }
 
-// A disjunction with a Kleene alternative: the union of the alternatives'
-// matches.
 TEST(PetriDetector, KleeneInsideADisjunctionIsTheUnionOfItsAlternatives) {
   const std::string x = "SEQ(A a, B+ b[], C c)";
   const std::string y = "SEQ(D d, C e)";
@@ -423,20 +429,9 @@ TEST(PetriDetector, KleeneCompositesEqualTheNfaEngines) {
   p.compose = n.compose = true;
   ASSERT_TRUE(run("petri", q, events, p));
   ASSERT_TRUE(run("nfa", q, events, n));
-  auto dump = [](const CollectingSink& s) {
-    std::vector<std::string> out;
-    for (const EventPtr& e : s.composites) {
-      std::string line = std::to_string(e->start()) + "-" + std::to_string(e->ts());
-      for (const char* a : {"a_x", "n", "s", "l", "c_x"}) {
-        line += " " + e->find(Symbol::intern(a))->toString();
-      }
-      out.push_back(line);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  };
   ASSERT_GT(p.composites.size(), 10u);
-  EXPECT_EQ(dump(p), dump(n));
+  EXPECT_EQ(composites(p, {"a_x", "n", "s", "l", "c_x"}),
+            composites(n, {"a_x", "n", "s", "l", "c_x"}));
 }
 
 TEST(PetriDetector, CompositesEqualTheNfaEngines) {
@@ -448,21 +443,8 @@ TEST(PetriDetector, CompositesEqualTheNfaEngines) {
   p.compose = n.compose = true;
   ASSERT_TRUE(run("petri", q, events, p));
   ASSERT_TRUE(run("nfa", q, events, n));
-  auto dump = [](const CollectingSink& s) {
-    std::vector<std::string> out;
-    for (const EventPtr& e : s.composites) {
-      std::string line = std::string(e->type().name()) + "@" + std::to_string(e->start()) + "-" +
-                         std::to_string(e->ts());
-      for (const char* a : {"a_x", "c_x", "bt"}) {
-        line += " " + e->find(Symbol::intern(a))->toString();
-      }
-      out.push_back(line);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  };
   ASSERT_FALSE(p.composites.empty());
-  EXPECT_EQ(dump(p), dump(n));
+  EXPECT_EQ(composites(p, {"a_x", "c_x", "bt"}), composites(n, {"a_x", "c_x", "bt"}));
 }
 
 }  // namespace
