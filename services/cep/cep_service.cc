@@ -20,6 +20,8 @@ namespace cepbus::services::cep {
 namespace {
 
 constexpr size_t kMaxCapacity = size_t{1} << 30;
+// The query option the service implements itself (see cep_service.h).
+constexpr const char* kFlushWhenIdle = "flush_when_idle";
 
 // Run-time failures repeat per event under a bad feed: log when a count
 // reaches 1, 2, 4, 8 ... so that the log shows them without flooding.
@@ -169,6 +171,7 @@ class CepService::Query final : public plugin::MatchSink {
   bool started_ = false;  // control plane only (the service's mutex)
   bool stopped_ = false;  // control plane only
   bool endpoint_added_ = false;
+  bool flush_when_idle_ = true;  // set by compile()
 
   std::atomic<uint64_t> consumed_{0};
   std::atomic<uint64_t> matches_{0};
@@ -207,8 +210,18 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
   }
   std::map<std::string, std::string, std::less<>> values;
   for (const descriptor::Param& option : spec.options) values[option.name] = option.value;
+  bool flush_when_idle = true;
+  if (auto it = values.find(kFlushWhenIdle); it != values.end()) {
+    if (it->second != "true" && it->second != "false") {
+      return error(std::string("option ") + kFlushWhenIdle + " must be true or false, not \"" +
+                   it->second + "\"");
+    }
+    flush_when_idle = it->second == "true";
+    values.erase(it);  // the host's option, not the engine's
+  }
 
   auto made = std::make_shared<Query>(spec, config.name, context);
+  made->flush_when_idle_ = flush_when_idle;
   auto detector = (*plugin)->createDetector(
       spec.engine, *query, plugin::DetectorOptions(std::move(values)).withBaseDir(spec.base_dir),
       *made);
@@ -335,13 +348,22 @@ Status CepService::Query::detect(stages::StageItem& item) {
     return Status::ok();
   }
   Status status = Status::ok();
+  Status flushed = Status::ok();
   {
     std::lock_guard lock(detector_mu_);
     status = detector_->onEvent(item.event);
+    // Nothing is queued behind this event: the input paused, so a batching
+    // engine reports what it holds now instead of at its next batch
+    // boundary, which may be far off when events are sparse. Under load the
+    // queue is rarely empty and the engine keeps batching.
+    if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == 1) {
+      flushed = detector_->flush();
+    }
   }
   consumed_.fetch_add(1, std::memory_order_relaxed);
   entry_->addDelivered();
   if (!status) detectorFailed("event", status);
+  if (!flushed) detectorFailed("flush", flushed);
   // Last: matches of this event are published by now, so an idle query has
   // handed everything on.
   pending_.fetch_sub(1, std::memory_order_acq_rel);

@@ -17,6 +17,14 @@
 //     stage (1 worker: a detector is single-threaded) --> detector
 //       --match--> composite event --broker.publish--> output address
 //
+// Sparse input: a detector that batches (the nfa engine's batched
+// construction) would hold a match until its next batch boundary, which on a
+// quiet stream may never come. So whenever a query's queue runs empty after
+// an event, the service flushes its detector: under load it batches, when
+// the input pauses it reports at once. The query option
+// `flush_when_idle=false` turns that off (matches then wait for the batch
+// boundary, a flush() or stop()).
+//
 // The service's registry entry "<assembly>.<unit>" lists its queries
 // (metadata `queries`). Per query, the registry holds the endpoint's entry
 // (what the flows handed it) and an entry "<assembly>.<unit>/<query>:detector" with metadata

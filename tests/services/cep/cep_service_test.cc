@@ -269,17 +269,19 @@ TEST_F(CepServiceTest, AQueryConsumesTheCompositeEventsOfAnother) {
 }
 
 TEST_F(CepServiceTest, StopFlushesProducersBeforeTheirConsumers) {
-  // Both detectors hold their matches until flushed. The consumer is listed
-  // first: stopping in descriptor order would flush it before its producer
-  // and lose the producer's pairs.
+  // Both detectors hold their matches until flushed (not when idle either).
+  // The consumer is listed first: stopping in descriptor order would flush it
+  // before its producer and lose the producer's pairs.
   CepService& cep = start(R"(<service-assembly name="sa">
   <service-unit name="cep" type="cep">
     <query name="quads" engine="cepfake" input="out.pairs" output="out.quads">
       <option name="batched" value="true"/>
+      <option name="flush_when_idle" value="false"/>
       <text>PATTERN SEQ(Pair p, Pair q) RETURN Quad(p.a_x, q.b_x)</text>
     </query>
     <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
       <option name="batched" value="true"/>
+      <option name="flush_when_idle" value="false"/>
       <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
     </query>
   </service-unit>
@@ -354,13 +356,52 @@ TEST_F(CepServiceTest, RemovingAQueryPublishesItsPendingMatches) {
   CepService& cep = start(kPairs);
   Recorder bs(*broker_, "test.bs", "out.bs");
   ASSERT_TRUE(cep.addQuery(spec("bs", "PATTERN B b RETURN OnlyB(b.x)", "in.events", "out.bs",
-                                {{"batched", "true", {}}})));
+                                {{"batched", "true", {}}, {"flush_when_idle", "false", {}}})));
   publish("in.events", "B", 1, 7);
   ASSERT_TRUE(waitConsumed(cep, "bs", 1));
   EXPECT_EQ(bs.size(), 0u);
   ASSERT_TRUE(cep.removeQuery("bs"));
   ASSERT_EQ(bs.size(), 1u);
   EXPECT_EQ(attr(bs.events()[0], "b_x")->asInt(), 7);
+}
+
+// A batching detector on a sparse stream: each time its queue runs empty the
+// service flushes it, so matches come out without waiting for stop().
+TEST_F(CepServiceTest, AnIdleQueryReportsWhatItsDetectorHolds) {
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <option name="batched" value="true"/>
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  Recorder pairs(*broker_, "test.pairs", "out.pairs");
+  publish("in.events", "A", 1, 1);
+  publish("in.events", "B", 2, 2);
+  ASSERT_TRUE(pairs.waitFor(1));
+  EXPECT_EQ(attr(pairs.events()[0], "b_x")->asInt(), 2);
+  publish("in.events", "A", 3, 3);
+  publish("in.events", "B", 4, 4);
+  ASSERT_TRUE(pairs.waitFor(2));
+  EXPECT_EQ(cep.stats("pairs")->errors, 0u);
+}
+
+TEST_F(CepServiceTest, FlushWhenIdleMustBeTrueOrFalse) {
+  auto built = build(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <option name="flush_when_idle" value="sometimes"/>
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  ASSERT_FALSE(built);
+  const std::string message = built.status().message();
+  EXPECT_NE(message.find("cep_test.xml:3"), std::string::npos) << message;
+  EXPECT_NE(message.find("flush_when_idle must be true or false, not \"sometimes\""),
+            std::string::npos)
+      << message;
 }
 
 TEST_F(CepServiceTest, QueriesAddedBeforeStartRunFromStart) {
@@ -665,9 +706,10 @@ TEST_F(CepServiceTest, RunsTheNfaPlugin) {
     exchange.address = Symbol::intern("stocks.ticks");
     broker_->publish(exchange);
   }
-  ASSERT_TRUE(waitConsumed(cep, "equal", 3));
+  // The engine constructs in batches by default; the match comes out when
+  // the query's queue runs empty, without waiting for stop().
+  ASSERT_TRUE(out.waitFor(1));
   EXPECT_EQ(cep.stats("equal")->errors, 0u);
-  // The engine constructs in batches by default: stop() flushes the match.
   cep.stop();
   const auto events = out.events();
   ASSERT_EQ(events.size(), 1u);
