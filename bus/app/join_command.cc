@@ -1,13 +1,10 @@
 #include "bus/app/join_command.h"
 
 #include <cctype>
-#include <cinttypes>
-#include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bus/app/event_replay.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/plugin_loader.h"
@@ -17,14 +14,6 @@ namespace {
 
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
-constexpr uint64_t kChecksumSeed = 0xcbf29ce484222325ULL;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 uint64_t fnv1a64(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -33,12 +22,6 @@ uint64_t fnv1a64(std::string_view s) {
     h *= 0x100000001b3ULL;
   }
   return h;
-}
-
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
 }
 
 // Prints each pair as one JSON line, or only counts it (--count).
@@ -188,25 +171,22 @@ int runJoinCommand(const JoinCommandOptions& options, std::ostream& out, std::os
     return kExitUsage;
   }
 
-  std::ifstream file;
-  std::istream* in = &std::cin;
-  if (options.events_file != "-") {
-    file.open(options.events_file);
-    if (!file) {
-      err << "cepbus join: cannot open events file '" << options.events_file << "'\n";
-      return kExitError;
-    }
-    in = &file;
-  }
-  EventLineReader reader(*in);
-  auto first = reader.next();
-  if (!first && first.status().code() != Status::Code::kNotFound) {
-    err << "cepbus join: " << options.events_file << ": " << first.status().message() << '\n';
+  auto replay = EventReplay::open(options.events_file);
+  if (!replay) {
+    err << "cepbus join: " << replay.status().message() << '\n';
     return kExitError;
   }
-  const std::string type = !options.type.empty() ? options.type
-                                                 : (first ? std::string((*first)->type().name())
-                                                          : std::string("Reading"));
+  // The first batch is read now: its first event names the type to join.
+  std::vector<EventPtr> batch;
+  Status read = (*replay)->read(batch);
+  if (!read && batch.empty()) {
+    err << "cepbus join: " << options.events_file << ": " << read.message() << '\n';
+    return kExitError;
+  }
+  const std::string type =
+      !options.type.empty()
+          ? options.type
+          : (!batch.empty() ? std::string(batch[0]->type().name()) : std::string("Reading"));
   if (!isIdentifier(type)) {
     err << "cepbus join: the first event's type '" << type << "' is not a name; give --type\n";
     return kExitError;
@@ -243,18 +223,17 @@ int runJoinCommand(const JoinCommandOptions& options, std::ostream& out, std::os
     err << "cepbus join: " << where << ": " << s.message() << '\n';
     return false;
   };
-  Result<EventPtr> event = std::move(first);
   while (true) {
-    if (!event) {
-      if (event.status().code() == Status::Code::kNotFound) break;
-      err << "cepbus join: " << options.events_file << ": " << event.status().message() << '\n';
+    if (!batch.empty() &&
+        !check((*detector)->onEvents(batch), options.events_file + ": " + (*replay)->where())) {
       return kExitError;
     }
-    if (!check((*detector)->onEvent(*event),
-               options.events_file + ": line " + std::to_string(reader.lineNumber()))) {
+    if (!read) {
+      err << "cepbus join: " << options.events_file << ": " << read.message() << '\n';
       return kExitError;
     }
-    event = reader.next();
+    if (batch.empty()) break;
+    read = (*replay)->read(batch);
   }
   if (!check((*detector)->flush(), options.events_file + ": at end of events")) return kExitError;
   if (options.count) sink.printCount();

@@ -26,8 +26,12 @@
 //
 // Exit status: 0 on success; 2 for a bad command line; 1 for everything else
 // (plugin not found, bad time matrix, bad event line, a reading without key
-// or with an unknown site — naming the file and line). A spill that fails
-// (a full disk) is a warning on `err`: the join goes on in memory.
+// or with an unknown site — naming the file and line). The readings go to the
+// detector in batches (Detector::onEvents, up to kReplayBatch of them), so a
+// refused reading is named by the lines of its batch ("lines 257-512"), and
+// the pairs of the later readings of that batch are printed before the stop.
+// A spill that fails (a full disk) is a warning on `err`: the join goes on in
+// memory.
 
 #include <cstdint>
 #include <ostream>

@@ -1,13 +1,11 @@
 #include "bus/app/match_command.h"
 
 #include <cctype>
-#include <cinttypes>
-#include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bus/app/event_replay.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/plugin_loader.h"
@@ -17,21 +15,6 @@ namespace {
 
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-constexpr uint64_t kChecksumSeed = 0xcbf29ce484222325ULL;
-
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
 
 // Writes each match as one JSON line, or only counts it (--count).
 class PrintingSink final : public plugin::MatchSink {
@@ -358,30 +341,26 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return 0;
   }
 
-  std::ifstream file;
-  std::istream* in = &std::cin;
-  if (options.events_file != "-") {
-    file.open(options.events_file);
-    if (!file) {
-      err << "cepbus match: cannot open events file '" << options.events_file << "'\n";
-      return kExitError;
-    }
-    in = &file;
+  auto replay = EventReplay::open(options.events_file);
+  if (!replay) {
+    err << "cepbus match: " << replay.status().message() << '\n';
+    return kExitError;
   }
-  EventLineReader reader(*in);
+  std::vector<EventPtr> batch;
   while (true) {
-    auto event = reader.next();
-    if (!event) {
-      if (event.status().code() == Status::Code::kNotFound) break;
-      err << "cepbus match: " << options.events_file << ": " << event.status().message() << '\n';
+    Status read = (*replay)->read(batch);
+    if (!batch.empty()) {
+      if (Status s = detector->onEvents(batch); !s) {
+        err << "cepbus match: " << options.events_file << ": " << (*replay)->where() << ": "
+            << s.message() << '\n';
+        return kExitError;
+      }
+    }
+    if (!read) {
+      err << "cepbus match: " << options.events_file << ": " << read.message() << '\n';
       return kExitError;
     }
-    Status s = detector->onEvent(*event);
-    if (!s) {
-      err << "cepbus match: " << options.events_file << ": line " << reader.lineNumber() << ": "
-          << s.message() << '\n';
-      return kExitError;
-    }
+    if (batch.empty()) break;
   }
   if (Status s = detector->flush(); !s) {
     err << "cepbus match: " << options.events_file << ": at end of events: " << s.message() << '\n';

@@ -36,7 +36,10 @@
 // Exit status: 0 on success; 2 for a bad command line; 1 for everything else
 // (plugin not found or unusable, bad query, unsupported operator, bad event
 // line, a detector error), with a message on `err` naming the query, file
-// and line.
+// and line. The events go to the detector in batches (Detector::onEvents, up
+// to kReplayBatch of them), so a detector error is named by the lines of its
+// batch ("lines 1-256"), and the matches of the later events of that batch
+// are printed before the stop.
 
 #include <cstdint>
 #include <ostream>

@@ -2,10 +2,11 @@
 
 // The join engine's detector: P4's one dispatcher and n join workers.
 //
-// The dispatcher is the thread calling onEvent(): it ignores events of types
-// the query does not name, drops tuples whose probability is below the
-// threshold (none of their pairs could pass), checks the key and site, and
-// appends each tuple to the probe buffer of the worker owning its key's hash.
+// The dispatcher is the thread calling onEvent() or onEvents(): it ignores
+// events of types the query does not name, drops tuples whose probability is
+// below the threshold (none of their pairs could pass), checks the key and
+// site, and appends each tuple to the probe buffer of the worker owning its
+// key's hash.
 // Every partner of a tuple has its key, so each tuple is inserted in exactly
 // one place and probed where all its partners are — without P4's broadcast of
 // every probe to every per-checkpoint thread. Each worker (a std::thread with
@@ -61,6 +62,12 @@ class JoinDetector final : public plugin::Detector {
   JoinDetector& operator=(const JoinDetector&) = delete;
 
   Status onEvent(const EventPtr& event) override;
+  // onEvent() for each event, in one call: the dispatcher loads the events a
+  // few places ahead (each is a separate allocation, and the first touch of
+  // its fields and attributes would otherwise stall once per event). Errors
+  // as onEvent(): the first one, in the order per-event calls would return
+  // them.
+  Status onEvents(std::span<const EventPtr> events) override;
   Status flush() override;
 
   struct Stats {
@@ -108,8 +115,11 @@ class JoinDetector final : public plugin::Detector {
   void collect(bool all);
   void report(const JoinedPair& pair);
   Status takeError();
+  // onEvent() without taking error_: the event's own error (it is refused),
+  // else OK, with any error of the join itself left in error_.
+  Status dispatch(const EventPtr& event);
   // One worker, on the caller's thread: queue `t`, run the queue when full.
-  Status processInline(Tuple t);
+  void processInline(Tuple t);
   Status runInline();
   // Reports and clears inline_pairs_; the partition's error, if any.
   Status reportInline();

@@ -137,7 +137,13 @@ JoinPartition::Entry JoinPartition::toEntry(Tuple&& t) {
 }
 
 void JoinPartition::release() {
-  while (!owned_.empty() && stale(owned_.front().ts)) owned_.pop_front();
+  // The events leave in arrival order: the ones a few places behind the front
+  // leave next.
+  constexpr size_t kAhead = 8;
+  while (!owned_.empty() && stale(owned_.front().ts)) {
+    if (owned_.size() > kAhead) prefetchRefCount(owned_[kAhead].event);
+    owned_.pop_front();
+  }
 }
 
 JoinPartition::Group& JoinPartition::groupOf(size_t slot, uint64_t hash, const Value& key) {
@@ -270,8 +276,11 @@ void JoinPartition::prefetchBucket(uint64_t hash) const {
 }
 
 void JoinPartition::prefetchGroups(uint64_t hash) const {
+  // Every line of the groups (a few at most): prefetchList() scans them all.
   const Bucket& bucket = slots_[hash & mask_];
-  if (!bucket.empty()) __builtin_prefetch(bucket.data());
+  const char* p = reinterpret_cast<const char*>(bucket.data());
+  const size_t bytes = std::min(bucket.size() * sizeof(Group), size_t{4} * 64);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
 }
 
 void JoinPartition::prefetchList(uint64_t hash) const {
@@ -288,11 +297,19 @@ void JoinPartition::processAll(std::vector<Tuple>& tuples, std::vector<JoinedPai
   constexpr size_t kBucketAhead = 12, kGroupsAhead = 8, kListAhead = 4;
   const size_t n = tuples.size();
   for (size_t i = 0; i < std::min(n, kBucketAhead); ++i) prefetchBucket(tuples[i].hash);
-  for (size_t i = 0; i < std::min(n, kGroupsAhead); ++i) prefetchGroups(tuples[i].hash);
+  for (size_t i = 0; i < std::min(n, kGroupsAhead); ++i) {
+    prefetchGroups(tuples[i].hash);
+    __builtin_prefetch(tuples[i].key);
+  }
   for (size_t i = 0; i < std::min(n, kListAhead); ++i) prefetchList(tuples[i].hash);
   for (size_t i = 0; i < n; ++i) {
     if (i + kBucketAhead < n) prefetchBucket(tuples[i + kBucketAhead].hash);
-    if (i + kGroupsAhead < n) prefetchGroups(tuples[i + kGroupsAhead].hash);
+    if (i + kGroupsAhead < n) {
+      prefetchGroups(tuples[i + kGroupsAhead].hash);
+      // The key lives in the event's attributes, last touched by the
+      // dispatcher: with worker threads, in another core's cache.
+      __builtin_prefetch(tuples[i + kGroupsAhead].key);
+    }
     if (i + kListAhead < n) prefetchList(tuples[i + kListAhead].hash);
     process(std::move(tuples[i]), out);
   }

@@ -4,8 +4,9 @@
 //     prepared statements, expiry by DELETE every deletion interval;
 //   - native: the simplest correct native join: one thread, a hash map by
 //     plate, expiry on insert;
-//   - plugin: the join plugin (loaded through the plugin ABI) with 1 and 2
-//     workers, expiry on insert;
+//   - plugin: the join plugin (loaded through the plugin ABI, behind the
+//     host's wrappers) with 1 and 2 workers, expiry on insert, fed 1,024
+//     readings per Detector::onEvents() call (--chunk);
 // on the same readings, with every output checked identical (pair count and
 // an order-independent checksum of the pairs' arrival numbers).
 //
@@ -27,6 +28,9 @@
 //   --readings N             readings per run (default 300000)
 //   --plates N               plates (default 20000; fewer plates, longer lists)
 //   --runs N                 runs per measurement (default 9; SQLite N/4)
+//   --chunk N                events per Detector::onEvents() call of the
+//                            plugin runs (default 1024; 0: one onEvent() call
+//                            per event)
 //   --checkpoints, --dist, --threshold, --method
 //                            run only these cases of the comparison (each may
 //                            repeat; methods sqlite, native, plugin1, plugin2;
@@ -49,6 +53,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -384,10 +389,18 @@ class CountingSink final : public plugin::MatchSink {
   std::function<void(const plugin::Match&)> on_pair;
 };
 
-// Runs the plugin; `between(i)` is called after input i (for time slices).
+// Events per Detector::onEvents() call (--chunk; 0: one onEvent() call per
+// event, the unbatched path).
+size_t g_chunk = 1024;
+
+// Runs the plugin, feeding the events in chunks of g_chunk. With `slices`,
+// slice k is the events [k*n/slices, (k+1)*n/slices): no chunk crosses its
+// end, `on_slice(k)` is called before it is fed and `on_slice(slices)` before
+// flush (the pairs a sink sees belong to the slice last announced).
 // `seconds` covers the events and flush, not creating the detector.
 Output runPlugin(const Workload& w, std::vector<std::string> options, CountingSink& sink,
-                 Timing& timing, const std::function<void(size_t)>& between = nullptr) {
+                 Timing& timing, size_t slices = 0,
+                 const std::function<void(size_t)>& on_slice = nullptr) {
   static const auto query =
       *pattern::parseQuery("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate");
   options.push_back("time_matrix=" + w.matrix_path);
@@ -398,14 +411,28 @@ Output runPlugin(const Workload& w, std::vector<std::string> options, CountingSi
     std::fprintf(stderr, "%s\n", d.status().message().c_str());
     std::exit(1);
   }
+  const std::span<const EventPtr> events(w.events);
+  const size_t n = events.size();
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    std::exit(1);
+  };
   const Stopwatch watch;
-  for (size_t i = 0; i < w.events.size(); ++i) {
-    if (Status s = (*d)->onEvent(w.events[i]); !s) {
-      std::fprintf(stderr, "%s\n", s.message().c_str());
-      std::exit(1);
+  for (size_t k = 0, parts = std::max<size_t>(slices, 1); k < parts; ++k) {
+    if (on_slice) on_slice(k);
+    const size_t end = (k + 1) * n / parts;
+    for (size_t i = k * n / parts; i < end;) {
+      if (g_chunk == 0) {
+        if (Status s = (*d)->onEvent(events[i]); !s) fail(s);
+        ++i;
+        continue;
+      }
+      const size_t m = std::min(g_chunk, end - i);
+      if (Status s = (*d)->onEvents(events.subspan(i, m)); !s) fail(s);
+      i += m;
     }
-    if (between) between(i);
   }
+  if (on_slice) on_slice(slices);
   if (Status s = (*d)->flush(); !s) std::fprintf(stderr, "%s\n", s.message().c_str());
   timing.stop(watch);
   return sink.out;
@@ -477,21 +504,22 @@ int compare(size_t readings) {
       for (double threshold : thresholds) {
         const std::string p = params(spec, threshold);
         const std::string thr = "threshold=" + std::to_string(threshold);
+        const std::string chunk = ",\"chunk\":" + std::to_string(g_chunk);
         // The methods that ran, in order: output and timing.
         struct Run {
           const char* method;
-          const char* extra;
+          std::string extra;
           Output out;
           Timing timing;
         };
         std::vector<Run> done;
         done.reserve(4);
-        auto measure = [&](const char* name, const char* method, const char* extra, auto&& f,
+        auto measure = [&](const char* name, const char* method, std::string extra, auto&& f,
                            int n) -> const Timing* {
           if (!selected(g_methods, std::string(name))) return nullptr;
           Output out;
           const Timing t = best(f, out, n);
-          done.push_back(Run{method, extra, out, t});
+          done.push_back(Run{method, std::move(extra), out, t});
           return &done.back().timing;
         };
         const Timing* t_sql = measure(
@@ -500,14 +528,14 @@ int compare(size_t readings) {
         const Timing* t_native = measure(
             "native", "native", "", [&](Timing& t) { return runNative(w, threshold, t); }, g_runs);
         const Timing* t_one = measure(
-            "plugin1", "plugin", ",\"workers\":1",
+            "plugin1", "plugin", ",\"workers\":1" + chunk,
             [&](Timing& t) {
               CountingSink s;
               return runPlugin(w, {thr, "workers=1"}, s, t);
             },
             g_runs);
         const Timing* t_two = measure(
-            "plugin2", "plugin", ",\"workers\":2",
+            "plugin2", "plugin", ",\"workers\":2" + chunk,
             [&](Timing& t) {
               CountingSink s;
               return runPlugin(w, {thr, "workers=2"}, s, t);
@@ -634,10 +662,8 @@ int spillExperiment(size_t readings) {
       prob[slice] += m.event(0)->probability() * m.event(1)->probability();
     };
     Timing timing;
-    runPlugin(w, options, sink, timing, [&](size_t i) {
-      slice = std::min(slices - 1, i * slices / w.events.size());
-      if (i + 1 == w.events.size()) slice = slices;  // flush: the final restore
-    });
+    // Slice `slices` is the flush: the final restore.
+    runPlugin(w, options, sink, timing, slices, [&](size_t k) { slice = k; });
     for (size_t s = 0; s <= slices; ++s) {
       std::printf(
           "{\"bench\":\"join_spill\",\"params\":{\"strategy\":\"%s\",\"slice\":%zu,"
@@ -683,11 +709,14 @@ int main(int argc, char** argv) {
       g_thresholds.push_back(std::stod(argv[++i]));
     } else if (a == "--method" && i + 1 < argc) {
       g_methods.push_back(argv[++i]);
+    } else if (a == "--chunk" && i + 1 < argc) {
+      g_chunk = std::stoul(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: join_bench [--sweeps | --spill] [--readings N] [--plates N] [--runs N]\n"
                    "                  [--checkpoints 60|150] [--dist uniform|gaussian]\n"
                    "                  [--threshold P] [--method sqlite|native|plugin1|plugin2]\n"
+                   "                  [--chunk N]\n"
                    "(--checkpoints, --dist, --threshold and --method may repeat; they filter\n"
                    " the comparison)\n");
       return 2;

@@ -53,6 +53,15 @@ Status DetectorOptions::checkKnown(std::span<const std::string_view> known,
   return Status::ok();
 }
 
+Status Detector::onEvents(std::span<const EventPtr> events) {
+  Status first = Status::ok();
+  for (const EventPtr& event : events) {
+    Status s = onEvent(event);
+    if (!s && first) first = std::move(s);
+  }
+  return first;
+}
+
 Result<std::string> Detector::exportModel(std::string_view format) const {
   return Status::invalidArgument("engine does not export its model (format '" +
                                  std::string(format) + "')");
@@ -98,6 +107,16 @@ class FanOutDetector final : public Detector {
     Status first = Status::ok();
     for (const auto& d : detectors_) {
       Status s = d->onEvent(event);
+      if (!s && first) first = std::move(s);
+    }
+    return first;
+  }
+  // Each detector takes the whole batch in turn: within one batch, matches
+  // come query by query (each query's in event order), not event by event.
+  Status onEvents(std::span<const EventPtr> events) override {
+    Status first = Status::ok();
+    for (const auto& d : detectors_) {
+      Status s = d->onEvents(events);
       if (!s && first) first = std::move(s);
     }
     return first;

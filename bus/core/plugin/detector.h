@@ -125,6 +125,22 @@ class Detector {
   // (ReorderingDetector enforces it); an event of a type the query does not
   // mention is accepted and ignored (it still matters to strict contiguity).
   virtual Status onEvent(const EventPtr& event) = 0;
+  // Consumes `events` in span order, as onEvent() on each would: the batched
+  // form of the call, for sources that have several events at hand (a file
+  // replay, a benchmark), so that an engine pays its per-call costs (virtual
+  // calls through the host's wrappers, a hand-off to its workers) once per
+  // batch. Every event is offered even when one fails; the result is the
+  // first error (in span order, unless the detector documents otherwise),
+  // else OK. Matches are reported during the call, in the order per-event
+  // calls would report them unless the engine documents otherwise. The
+  // default loops over onEvent(); an engine overrides it only to do better
+  // than that.
+  //
+  // An exception (a bug: engines return errors) leaves the batch consumed in
+  // part: the events before the one being processed were consumed, that one
+  // may or may not have been, the later ones were not offered.
+  // GuardedDetector reports it as such.
+  virtual Status onEvents(std::span<const EventPtr> events);
   // End of stream: reports every match still pending (e.g. of a batched
   // construction). The detector may receive more events afterwards.
   virtual Status flush() = 0;

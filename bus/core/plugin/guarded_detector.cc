@@ -27,6 +27,33 @@ Status GuardedDetector::onEvent(const EventPtr& event) noexcept {
   }
 }
 
+Status GuardedDetector::caughtInBatch(std::span<const EventPtr> events,
+                                      const char* what) const noexcept {
+  exceptions_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    std::string batch = std::to_string(events.size()) + " events";
+    if (!events.empty()) {
+      batch += " (ts " + std::to_string(events.front()->ts()) + " to " +
+               std::to_string(events.back()->ts()) + ")";
+    }
+    return Status::internal(label_ + " threw from onEvents on a batch of " + batch + ": " + what +
+                            "; the batch was consumed only in part (the events before the one "
+                            "it threw on were, the later ones were not offered)");
+  } catch (...) {
+    return Status::internal("");  // out of memory while describing the failure
+  }
+}
+
+Status GuardedDetector::onEvents(std::span<const EventPtr> events) noexcept {
+  try {
+    return inner_->onEvents(events);
+  } catch (const std::exception& e) {
+    return caughtInBatch(events, e.what());
+  } catch (...) {
+    return caughtInBatch(events, "unknown exception");
+  }
+}
+
 Status GuardedDetector::flush() noexcept {
   try {
     return inner_->flush();

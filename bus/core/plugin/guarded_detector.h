@@ -30,6 +30,12 @@ class GuardedDetector final : public Detector {
                   std::unique_ptr<Detector> inner);
 
   Status onEvent(const EventPtr& event) noexcept override;
+  // One guard for the whole batch. An exception ends the call: the Internal
+  // status names the batch (its size and first and last ts) and says that it
+  // was consumed only in part (see Detector::onEvents: the events before the
+  // one that threw were consumed, that one is in doubt, the rest were not
+  // offered). A caller that must know the failing event feeds one at a time.
+  Status onEvents(std::span<const EventPtr> events) noexcept override;
   Status flush() noexcept override;
   Result<std::string> exportModel(std::string_view format) const noexcept override;
 
@@ -39,6 +45,7 @@ class GuardedDetector final : public Detector {
 
  private:
   Status caught(const char* call, const char* what) const noexcept;
+  Status caughtInBatch(std::span<const EventPtr> events, const char* what) const noexcept;
 
   const std::string label_;
   std::shared_ptr<const void> keep_alive_;  // declared before inner_: outlives it

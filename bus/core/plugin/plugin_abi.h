@@ -21,7 +21,8 @@
 #include <stdint.h>  // NOLINT(modernize-deprecated-headers): this header is plain C
 
 // 2: Detector::exportModel() and DetectorFactory::createMany() added.
-#define CEPBUS_PLUGIN_ABI_VERSION 2u
+// 3: Detector::onEvents() added (a batch of events per call).
+#define CEPBUS_PLUGIN_ABI_VERSION 3u
 
 #define CEPBUS_PLUGIN_STR2(x) #x
 #define CEPBUS_PLUGIN_STR(x) CEPBUS_PLUGIN_STR2(x)

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "bus/core/event.h"
@@ -33,6 +34,11 @@ class ReorderBuffer {
   // Only the lateness check of push(), recording `event` as seen: for slack 0,
   // where an accepted event can be released at once without buffering.
   Status admit(const Event& event);
+  // admit() for the leading events of `events` that are in order, stopping
+  // at the first late one (left unrecorded; admit() names it): how many were
+  // admitted. Loads the events a few places ahead, as each is a separate
+  // allocation.
+  size_t admitInOrder(std::span<const EventPtr> events);
   // The next event safe to release in order, or nullptr when none is yet.
   EventPtr popReady();
   // The next buffered event regardless of the slack (end of stream), or nullptr.
@@ -64,6 +70,14 @@ class ReorderingDetector final : public Detector {
   // Rejects a late event; otherwise forwards every event now in order and
   // returns the first error the inner detector reported for them.
   Status onEvent(const EventPtr& event) override;
+  // As onEvent() on each event (the inner detector sees the same events in
+  // the same order), forwarding in batches: with slack 0 the runs of
+  // in-order events between late ones, each as one span; with a slack,
+  // everything the whole batch makes ready, as one span. A late event is
+  // rejected and the others go through. The first error is returned: in span
+  // order with slack 0; with a slack, lateness before the inner detector's
+  // errors (it sees the batch's released events after all are pushed).
+  Status onEvents(std::span<const EventPtr> events) override;
   // Releases every buffered event, then flushes the inner detector.
   Status flush() override;
   Result<std::string> exportModel(std::string_view format) const override {
@@ -73,6 +87,7 @@ class ReorderingDetector final : public Detector {
  private:
   std::unique_ptr<Detector> inner_;
   ReorderBuffer buffer_;
+  std::vector<EventPtr> ready_;  // onEvents() with slack: reused, empty between calls
 };
 
 }  // namespace cepbus::plugin

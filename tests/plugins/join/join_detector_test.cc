@@ -2,7 +2,9 @@
 // workers, either expiry mode, either spill strategy (with spills and
 // restores really happening) give the same set of pairs; plus the
 // boundaries of the threshold, the time matrix and the window, composites,
-// the query shapes and options it refuses, and bad readings.
+// the query shapes and options it refuses, and bad readings; and the same
+// pairs in the same order whether the events come one per call or in batches
+// of any size (Detector::onEvents).
 
 #include "plugins/join/join_detector.h"
 
@@ -14,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/plugin_loader.h"
@@ -52,9 +55,10 @@ class JoinTest : public ::testing::Test {
   }
 
   // Runs the self-join of readings on plate over `w` and returns the
-  // detector's stats; the pairs go to `sink`.
-  JoinDetector::Stats run(const Workload& w, std::vector<std::string> options,
-                          CollectingSink& sink) {
+  // detector's stats; the pairs go to `sink`. The events go `chunk` at a
+  // time to onEvents(), or (0) one at a time to onEvent().
+  JoinDetector::Stats run(const Workload& w, std::vector<std::string> options, CollectingSink& sink,
+                          size_t chunk = 0) {
     options.push_back("time_matrix=" + write("matrix.csv", w.matrixCsv()));
     options.push_back("site=site");
     auto p = plan("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate", options);
@@ -63,9 +67,12 @@ class JoinTest : public ::testing::Test {
     auto d = JoinDetector::create(*p, sink);
     EXPECT_TRUE(d) << d.status().message();
     if (!d) return {};
-    for (const EventPtr& e : w.events) {
-      Status s = (*d)->onEvent(e);
+    const std::span<const EventPtr> events(w.events);
+    for (size_t i = 0; i < events.size();) {
+      const size_t n = chunk == 0 ? 1 : std::min(chunk, events.size() - i);
+      Status s = chunk == 0 ? (*d)->onEvent(events[i]) : (*d)->onEvents(events.subspan(i, n));
       EXPECT_TRUE(s) << s.message();
+      i += n;
     }
     Status s = (*d)->flush();
     EXPECT_TRUE(s) << s.message();
@@ -140,23 +147,27 @@ TEST_F(JoinTest, SpillStrategiesLoseNothing) {
   const Workload w = testing::randomWorkload(rng, 3000, 5, 60, 60);
   const auto expected = testing::referenceJoin(w, 0.4, 60);
   ASSERT_GT(expected.size(), 100u);
-  for (const char* strategy : {"window_half", "less_than_probability"}) {
-    for (int workers : {1, 3}) {
-      for (const char* expiry : {"on_insert", "batch"}) {
-        CollectingSink sink;
-        const auto stats =
-            run(w,
-                {"threshold=0.4", "workers=" + std::to_string(workers),
-                 std::string("expiry=") + expiry, std::string("spill=") + strategy,
-                 "memory_budget=8000", "spill_dir=" + dir_.string(), "index_slots=32"},
-                sink);
-        const std::string what =
-            std::string(strategy) + ", " + std::to_string(workers) + " workers, expiry " + expiry;
-        EXPECT_EQ(sink.sorted(), expected) << what;
-        EXPECT_GT(sum(stats, &PartitionStats::spills), 0u) << what;
-        EXPECT_GT(sum(stats, &PartitionStats::restores), 0u) << what;
-        EXPECT_GT(sum(stats, &PartitionStats::restored_pairs), 0u) << what;
-        for (const PartitionStats& p : stats.partitions) EXPECT_EQ(p.spilled, 0u) << what;
+  // One event per call, and batches of every size (Detector::onEvents).
+  for (size_t chunk : {0, 1, 7, 1024}) {
+    for (const char* strategy : {"window_half", "less_than_probability"}) {
+      for (int workers : {1, 3}) {
+        for (const char* expiry : {"on_insert", "batch"}) {
+          CollectingSink sink;
+          const auto stats =
+              run(w,
+                  {"threshold=0.4", "workers=" + std::to_string(workers),
+                   std::string("expiry=") + expiry, std::string("spill=") + strategy,
+                   "memory_budget=8000", "spill_dir=" + dir_.string(), "index_slots=32"},
+                  sink, chunk);
+          const std::string what = std::string(strategy) + ", " + std::to_string(workers) +
+                                   " workers, expiry " + expiry + ", chunk " +
+                                   std::to_string(chunk);
+          EXPECT_EQ(sink.sorted(), expected) << what;
+          EXPECT_GT(sum(stats, &PartitionStats::spills), 0u) << what;
+          EXPECT_GT(sum(stats, &PartitionStats::restores), 0u) << what;
+          EXPECT_GT(sum(stats, &PartitionStats::restored_pairs), 0u) << what;
+          for (const PartitionStats& p : stats.partitions) EXPECT_EQ(p.spilled, 0u) << what;
+        }
       }
     }
   }
@@ -442,6 +453,57 @@ TEST_F(JoinTest, RefusesReadingsWithoutKeyOrKnownSite) {
   EXPECT_EQ(sink.pairs.size(), 1u);
 }
 
+// Detector::onEvents: the batch sizes the tests feed.
+constexpr size_t kChunkSizes[] = {1, 7, 1024};
+
+TEST_F(JoinTest, AnyBatchSizeGivesThePairsOfOneEventPerCall) {
+  std::mt19937_64 rng(23);
+  const Workload w = testing::randomWorkload(rng, 2500, 5, 40, 40);
+  const auto expected = testing::referenceJoin(w, 0.5, 40);
+  ASSERT_GT(expected.size(), 100u);
+  for (int workers = 1; workers <= 4; ++workers) {
+    for (const char* expiry : {"on_insert", "batch"}) {
+      std::vector<std::string> o = {"threshold=0.5", "workers=" + std::to_string(workers),
+                                    std::string("expiry=") + expiry, "index_slots=64", "batch=100"};
+      if (std::string(expiry) == "batch") o.push_back("deletion_interval=17");
+      const std::string what = std::to_string(workers) + " workers, expiry " + expiry;
+      CollectingSink single;
+      run(w, o, single);
+      EXPECT_EQ(single.sorted(), expected) << what;
+      for (size_t chunk : kChunkSizes) {
+        CollectingSink batched;
+        run(w, o, batched, chunk);
+        EXPECT_EQ(batched.pairs, single.pairs) << what << ", batches of " << chunk;
+      }
+    }
+  }
+}
+
+TEST_F(JoinTest, ARefusedReadingInsideABatchLeavesTheRestGoingThrough) {
+  std::mt19937_64 rng(31);
+  const Workload w = testing::randomWorkload(rng, 600, 3, 15, 20);
+  Workload broken = w;
+  // Without its plate, in the middle of the batch: refused, the others joined.
+  const size_t bad = 300;
+  broken.events.insert(
+      broken.events.begin() + bad,
+      EventBuilder("Reading").at(w.events[bad]->ts()).set("site", Value(int64_t{0})).build());
+  for (int workers : {1, 2}) {
+    auto p = plan("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate",
+                  {"time_matrix=" + write("matrix.csv", w.matrixCsv()), "site=site",
+                   "threshold=0.5", "workers=" + std::to_string(workers)});
+    ASSERT_TRUE(p);
+    CollectingSink sink;
+    auto d = JoinDetector::create(*p, sink);
+    ASSERT_TRUE(d);
+    Status s = (*d)->onEvents(broken.events);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("no key attribute 'plate'"));
+    ASSERT_TRUE((*d)->flush());
+    EXPECT_EQ(sink.sorted(), testing::referenceJoin(w, 0.5, 20)) << workers << " workers";
+  }
+}
+
 TEST_F(JoinTest, LoadsThroughThePluginAbi) {
   plugin::PluginLoader loader({std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins"});
   auto plugin = loader.load("join");
@@ -460,7 +522,27 @@ TEST_F(JoinTest, LoadsThroughThePluginAbi) {
   ASSERT_TRUE(d) << d.status().message();
   for (const EventPtr& e : w.events) ASSERT_TRUE((*d)->onEvent(e));
   ASSERT_TRUE((*d)->flush());
-  EXPECT_EQ(sink.sorted(), testing::referenceJoin(w, 0.5, 20));
+  const auto expected = testing::referenceJoin(w, 0.5, 20);
+  EXPECT_EQ(sink.sorted(), expected);
+  // In batches, through the host's GuardedDetector and ReorderingDetector.
+  const std::span<const EventPtr> events(w.events);
+  for (const char* slack : {"slack=0", "slack=5"}) {
+    for (const char* workers : {"workers=1", "workers=2"}) {
+      auto batch_options = plugin::DetectorOptions::parse(std::vector<std::string>{
+          "time_matrix=" + m, "site=site", workers, "threshold=0.5", slack});
+      ASSERT_TRUE(batch_options);
+      for (size_t chunk : kChunkSizes) {
+        CollectingSink batched;
+        auto b = (*plugin)->createDetector("join", *q, *batch_options, batched);
+        ASSERT_TRUE(b) << b.status().message();
+        for (size_t i = 0; i < events.size(); i += chunk) {
+          ASSERT_TRUE((*b)->onEvents(events.subspan(i, std::min(chunk, events.size() - i))));
+        }
+        ASSERT_TRUE((*b)->flush());
+        EXPECT_EQ(batched.sorted(), expected) << slack << ", " << workers << ", chunk " << chunk;
+      }
+    }
+  }
   auto bad = (*plugin)->createDetector("join", *q, plugin::DetectorOptions(), sink);
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.status().message(), HasSubstr("window"));

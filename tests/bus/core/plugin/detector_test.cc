@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <span>
+
 #include "bus/core/pattern/parser.h"
 
 namespace cepbus::plugin {
@@ -149,6 +151,47 @@ TEST(DetectorFactoryTest, DefaultCreateManyFansOutAndLabelsEachMatchWithItsQuery
   ASSERT_FALSE(model.isOk());
   EXPECT_EQ(model.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(model.status().message().find("does not export"), std::string::npos);
+}
+
+// Records what the default onEvents() offers it; refuses even timestamps.
+class OddOnly final : public Detector {
+ public:
+  Status onEvent(const EventPtr& event) override {
+    seen.push_back(event->ts());
+    if (event->ts() % 2 == 0) return Status::invalidArgument("even " + std::to_string(event->ts()));
+    return Status::ok();
+  }
+  Status flush() override { return Status::ok(); }
+  std::vector<Timestamp> seen;
+};
+
+TEST(DetectorTest, DefaultOnEventsOffersEveryEventAndReturnsTheFirstError) {
+  OddOnly d;
+  const std::vector<EventPtr> events = {
+      EventBuilder("A").at(1).build(), EventBuilder("A").at(2).build(),
+      EventBuilder("A").at(3).build(), EventBuilder("A").at(4).build()};
+  Status s = d.onEvents(events);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message(), "even 2");
+  EXPECT_EQ(d.seen, (std::vector<Timestamp>{1, 2, 3, 4}));
+  EXPECT_TRUE(d.onEvents(std::span<const EventPtr>(events).first(1)));
+  EXPECT_TRUE(d.onEvents({}));
+}
+
+TEST(DetectorFactoryTest, FanOutForwardsABatchToEachQueryInTurn) {
+  EchoFactory factory;
+  const std::vector<NamedQuery> queries = {named("first", "PATTERN SEQ(A a, B b)"),
+                                           named("second", "PATTERN SEQ(B b, A a)")};
+  LabelSink sink;
+  auto d = factory.createMany(queries, DetectorOptions(), sink);
+  ASSERT_TRUE(d.isOk()) << d.status().toString();
+  const std::vector<EventPtr> events = {
+      EventBuilder("A").at(1).build(), EventBuilder("B").at(2).build(),
+      EventBuilder("A").at(3).build(), EventBuilder("B").at(4).build()};
+  ASSERT_TRUE((*d)->onEvents(events));
+  // Query by query, each in event order.
+  const std::vector<std::pair<size_t, Timestamp>> expected = {{0, 1}, {0, 3}, {1, 2}, {1, 4}};
+  EXPECT_EQ(sink.seen, expected);
 }
 
 TEST(DetectorFactoryTest, CreateManyNamesTheQueryThatFailsAndRejectsBadNames) {

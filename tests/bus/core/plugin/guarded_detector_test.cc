@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <span>
 #include <stdexcept>
+#include <vector>
 
 namespace cepbus::plugin {
 namespace {
@@ -42,6 +44,57 @@ TEST(GuardedDetectorTest, TurnsExceptionsIntoCountedStatuses) {
   }
   EXPECT_TRUE(destroyed);
   EXPECT_TRUE(watch.expired());
+}
+
+// Consumes a batch in order, throwing on a negative ts: what it saw is what
+// it consumed.
+class ThrowingBatchDetector final : public Detector {
+ public:
+  Status onEvent(const EventPtr& event) override {
+    if (event->ts() < 0) throw std::runtime_error("negative ts");
+    consumed.push_back(event->ts());
+    return Status::ok();
+  }
+  Status onEvents(std::span<const EventPtr> events) override {
+    for (const EventPtr& e : events) {
+      if (Status s = onEvent(e); !s) return s;
+    }
+    return Status::ok();
+  }
+  Status flush() override { return Status::ok(); }
+  std::vector<Timestamp> consumed;
+};
+
+TEST(GuardedDetectorTest, NamesTheBatchAnExceptionCutShort) {
+  auto inner = std::make_unique<ThrowingBatchDetector>();
+  ThrowingBatchDetector* raw = inner.get();
+  GuardedDetector d("test detector", nullptr, std::move(inner));
+  const std::vector<EventPtr> events = {
+      EventBuilder("A").at(1).build(), EventBuilder("A").at(2).build(),
+      EventBuilder("A").at(-1).build(), EventBuilder("A").at(3).build()};
+  Status s = d.onEvents(events);
+  EXPECT_EQ(s.code(), Status::Code::kInternal);
+  EXPECT_EQ(s.message(),
+            "test detector threw from onEvents on a batch of 4 events (ts 1 to 3): negative ts; "
+            "the batch was consumed only in part (the events before the one it threw on were, "
+            "the later ones were not offered)");
+  // As the message says: the prefix before the throwing event, nothing after.
+  EXPECT_EQ(raw->consumed, (std::vector<Timestamp>{1, 2}));
+  EXPECT_EQ(d.exceptionCount(), 1u);
+  // The detector is still usable, one event or a batch at a time.
+  EXPECT_TRUE(d.onEvents(std::span<const EventPtr>(events).last(1)));
+  EXPECT_TRUE(d.onEvent(EventBuilder("A").at(4).build()));
+  EXPECT_EQ(raw->consumed, (std::vector<Timestamp>{1, 2, 3, 4}));
+}
+
+TEST(GuardedDetectorTest, BatchesOfAWellBehavedDetectorPassItsFirstError) {
+  bool destroyed = false;
+  GuardedDetector d("test detector", nullptr, std::make_unique<ScriptedDetector>(&destroyed));
+  const std::vector<EventPtr> events = {EventBuilder("A").at(1).build(),
+                                        EventBuilder("A").at(0).build(),
+                                        EventBuilder("A").at(2).build()};
+  EXPECT_EQ(d.onEvents(events).message(), "zero");
+  EXPECT_EQ(d.exceptionCount(), 0u);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <span>
 #include <vector>
 
 namespace cepbus::plugin {
@@ -86,6 +88,87 @@ TEST(ReorderingDetectorTest, FeedsTheInnerDetectorInOrderAndPassesItsErrors) {
   EXPECT_TRUE(d.flush().isOk());
   EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 3, 4, 5, 8, 13, 15, 16}));
   EXPECT_EQ(rec->flushes, 1);
+}
+
+// Records the batches it is given.
+class BatchRecording : public Recording {
+ public:
+  Status onEvents(std::span<const EventPtr> events) override {
+    batches.push_back(events.size());
+    return Detector::onEvents(events);
+  }
+  std::vector<size_t> batches;
+};
+
+std::vector<EventPtr> atAll(std::initializer_list<Timestamp> ts) {
+  std::vector<EventPtr> out;
+  for (Timestamp t : ts) out.push_back(at(t));
+  return out;
+}
+
+TEST(ReorderingDetectorTest, ZeroSlackForwardsABatchWholeAndRejectsLateEventsInside) {
+  auto inner = std::make_unique<BatchRecording>();
+  BatchRecording* rec = inner.get();
+  ReorderingDetector d(std::move(inner), 0);
+  ASSERT_TRUE(d.onEvents(atAll({1, 2, 2, 5})));
+  EXPECT_EQ(rec->batches, (std::vector<size_t>{4}));
+  // 3 and 4 are late (after 5); the runs around them go through.
+  Status s = d.onEvents(atAll({6, 3, 7, 8, 4, 9}));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("at ts 3 arrived after ts 6"), std::string::npos) << s.message();
+  EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 2, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(rec->batches, (std::vector<size_t>{4, 1, 2, 1}));
+  // The first error in batch order: the inner detector's refusal of 13
+  // comes before the lateness of 10.
+  EXPECT_EQ(d.onEvents(atAll({13, 10})).message(), "unlucky");
+}
+
+TEST(ReorderingDetectorTest, SlackReleasesWhatABatchMakesReadyAsOneBatch) {
+  auto inner = std::make_unique<BatchRecording>();
+  BatchRecording* rec = inner.get();
+  ReorderingDetector d(std::move(inner), 2);
+  ASSERT_TRUE(d.onEvents(atAll({3, 1, 2, 5, 4, 8})));
+  EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 3, 4, 5}));  // as one event at a time
+  EXPECT_EQ(rec->batches, (std::vector<size_t>{5}));
+  // 5 is late (newest 8); the others go through, and 13's refusal comes back too.
+  Status s = d.onEvents(atAll({15, 5, 13, 16}));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("at ts 5 arrived after ts 15"), std::string::npos) << s.message();
+  ASSERT_TRUE(d.flush());
+  EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 3, 4, 5, 8, 13, 15, 16}));
+  EXPECT_TRUE(d.onEvents({}));
+}
+
+TEST(ReorderingDetectorTest, BatchesGiveTheOrderOfOneEventAtATime) {
+  std::mt19937_64 rng(41);
+  std::vector<EventPtr> events;
+  Timestamp base = 0;
+  for (int i = 0; i < 500; ++i) {
+    base += static_cast<Timestamp>(rng() % 3);
+    events.push_back(at(base - static_cast<Timestamp>(rng() % 6), i % 2 ? "A" : "B"));
+  }
+  for (Timestamp slack : {0, 3, 10}) {
+    auto one = std::make_unique<Recording>();
+    Recording* one_rec = one.get();
+    ReorderingDetector single(std::move(one), slack);
+    size_t single_errors = 0;
+    for (const EventPtr& e : events) single_errors += single.onEvent(e) ? 0 : 1;
+    ASSERT_TRUE(single.flush());
+    for (size_t chunk : {1, 7, 64}) {
+      auto many = std::make_unique<Recording>();
+      Recording* many_rec = many.get();
+      ReorderingDetector batched(std::move(many), slack);
+      for (size_t i = 0; i < events.size(); i += chunk) {
+        (void)batched.onEvents(
+            std::span<const EventPtr>(events).subspan(i, std::min(chunk, events.size() - i)));
+      }
+      ASSERT_TRUE(batched.flush());
+      EXPECT_EQ(many_rec->seen, one_rec->seen) << "slack " << slack << ", chunk " << chunk;
+    }
+    if (slack == 0) {
+      EXPECT_GT(single_errors, 0u);
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,54 @@
+#include "bus/app/event_replay.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <iostream>
+
+namespace cepbus::app {
+
+EventReplay::EventReplay(const std::string& path)
+    : in_(path == "-" ? &std::cin : &file_), reader_(*in_) {
+  if (path != "-") file_.open(path);
+}
+
+Result<std::unique_ptr<EventReplay>> EventReplay::open(const std::string& path) {
+  std::unique_ptr<EventReplay> replay(new EventReplay(path));
+  if (path != "-" && !replay->file_) {
+    return Status::notFound("cannot open events file '" + path + "'");
+  }
+  return replay;
+}
+
+Status EventReplay::read(std::vector<EventPtr>& batch, size_t max) {
+  batch.clear();
+  while (batch.size() < max) {
+    auto event = reader_.next();
+    if (!event) {
+      return event.status().code() == Status::Code::kNotFound ? Status::ok() : event.status();
+    }
+    if (batch.empty()) first_line_ = reader_.lineNumber();
+    last_line_ = reader_.lineNumber();
+    batch.push_back(std::move(event).value());
+  }
+  return Status::ok();
+}
+
+std::string EventReplay::where() const {
+  if (first_line_ == last_line_) return "line " + std::to_string(first_line_);
+  return "lines " + std::to_string(first_line_) + "-" + std::to_string(last_line_);
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+}  // namespace cepbus::app
