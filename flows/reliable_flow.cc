@@ -61,6 +61,8 @@ std::optional<DeferredAck> ReliableFlow::deferAcknowledgement() {
   return DeferredAck(p->state, p->token, p->previous);
 }
 
+bool ReliableFlow::deliveringJournaled() { return t_in_progress != nullptr; }
+
 ReliableFlow::ReliableFlow(ReliableFlowConfig config)
     : AbstractFlow(config.name),
       config_(std::move(config)),

@@ -123,6 +123,11 @@ class ReliableFlow final : public AbstractFlow {
   // only counts in the endpoint's metrics). nullopt otherwise (best effort,
   // another flow): the returned status is the acknowledgement as usual.
   static std::optional<DeferredAck> deferAcknowledgement();
+  // True while a ReliableFlow is delivering a journaled exchange to a target
+  // on this thread: a Rejected answer then only delays it (it comes again),
+  // whereas a best-effort delivery refused is gone. Lets a target tell the
+  // two apart without taking the acknowledgement.
+  static bool deliveringJournaled();
   std::vector<stages::StageMetricsSnapshot> stageMetrics() const { return stages_.metrics(); }
 
  protected:

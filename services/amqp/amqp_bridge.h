@@ -10,6 +10,8 @@
 //     <param name="user" value="plant3"/>            <!-- SASL PLAIN; else ANONYMOUS -->
 //     <param name="password-env" value="HQ_PASSWORD"/> <!-- never the password itself -->
 //     <param name="ca" value="hq-ca.pem"/>           <!-- trusted CA for amqps -->
+//     <param name="peer-name" value="hq.example.org"/> <!-- the name its certificate
+//                                                        must carry; default: the url's host -->
 //     <param name="reconnect-delay-ms" value="1000"/>
 //     <subscribe address="alarms.#"/>                <!-- out: what goes out -->
 //   </service-unit>
@@ -26,9 +28,29 @@
 //   accepts the message once the bus took it, releases it when the bus
 //   refused it, rejects it when it cannot be mapped.
 // - The connection is re-established after `reconnect-delay-ms` whenever it
-//   fails or drops; what was sent but not settled is sent again.
+//   fails or drops, and when the peer refuses or closes the bridge's link;
+//   what was sent but not settled is sent again.
+// - Credentials: the password comes from the environment variable that
+//   `password-env` names, never from the descriptor. It is sent (SASL
+//   PLAIN) only over amqps:// or to a loopback host: a user with amqp:// to
+//   any other host is a configuration error.
+// - Failures (peer unreachable, TLS or SASL refused, link refused as
+//   amqp:unauthorized-access, an out event rejected by the peer) are counted
+//   in `errors`/`rejected` and logged as warnings naming the bridge, the url
+//   and the peer's error condition; the same error is not logged again
+//   until the bridge's link was attached in between. While it is not, the
+//   bridge's registry entry is `failed` with the last error as reason.
+// - Out events while the peer is away or refuses the bridge: the bus hands
+//   them over and they wait in memory (`waiting`) up to `buffer`; beyond that
+//   the endpoint answers Rejected (an AMQP publisher on the bus sees its
+//   unsettled message released). They go out once the bridge connects. At
+//   stop(), journaled ones go back to their flow (kept journaled); the
+//   others are dropped, counted and logged.
+// - Statistics: the registry entry `name` (kind service) holds every counter
+//   of stats() as metadata, and type, url, direction, remote-address.
 //
-// Thread-safety: the Service calls are made by one thread; stats() from any.
+// Thread-safety: the Service calls are made by one thread; connected() and
+// stats() from any.
 // Ownership: owns its Proton container and thread and its endpoint.
 
 #include <cstdint>
@@ -48,6 +70,9 @@ struct AmqpBridgeConfig {
   std::string user;           // empty: SASL ANONYMOUS
   std::string password;
   std::string ca;  // PEM of the trusted CA for amqps; empty: the system's defaults
+  // amqps: the name the peer's certificate must carry (Proton checks DNS
+  // names only, so an IP address in `url` needs one); empty: the url's host.
+  std::string peer_name;
   int reconnect_delay_ms = 1000;
   size_t buffer = 10000;         // out: events waiting for the peer
   uint32_t credit_window = 100;  // in: credit given to the peer
@@ -55,6 +80,10 @@ struct AmqpBridgeConfig {
 
 struct AmqpBridgeStats {
   uint64_t connects = 0;   // connections opened (reconnects included)
+  uint64_t errors = 0;     // connections that failed or ended (the peer went away or refused)
+  uint64_t waiting = 0;    // out: events held for the peer (now; unsettled ones included)
+  uint64_t rejected = 0;   // out: rejected by the peer (final, not sent again)
+  uint64_t dropped = 0;    // out: not journaled and still waiting at stop()
   uint64_t sent = 0;       // out: messages sent (resends included)
   uint64_t accepted = 0;   // out: accepted by the peer
   uint64_t resent = 0;     // out: sent again after a release or a reconnect
@@ -73,6 +102,7 @@ class AmqpBridge final : public Service {
   // there yet is retried, not an error.
   Status start() override;
   void stop() override;
+  // True while the bridge's link to the peer is attached.
   bool connected() const;
   AmqpBridgeStats stats() const;
 

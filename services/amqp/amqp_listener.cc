@@ -2,6 +2,7 @@
 
 #include <Poco/Logger.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <exception>
@@ -76,6 +77,8 @@ struct Counters {
   std::atomic<uint64_t> redelivered{0};
   std::atomic<uint64_t> parked_subscriptions{0};
   std::atomic<uint64_t> parked_overflow{0};
+  std::atomic<uint64_t> subscriber_waits{0};
+  std::atomic<uint64_t> subscriber_stalls{0};
   std::atomic<uint64_t> awaiting_commit{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> answers{0};
@@ -138,6 +141,8 @@ AmqpListenerStats statsOf(const Counters& c) {
   s.redelivered = get(c.redelivered);
   s.parked_subscriptions = get(c.parked_subscriptions);
   s.parked_overflow = get(c.parked_overflow);
+  s.subscriber_waits = get(c.subscriber_waits);
+  s.subscriber_stalls = get(c.subscriber_stalls);
   s.awaiting_commit = get(c.awaiting_commit);
   s.rejected = get(c.rejected);
   s.requests = get(c.requests);
@@ -258,8 +263,16 @@ struct OutboxEntry {
 // up to its capacity.
 class Outbox {
  public:
-  Outbox(AmqpListenerService::Impl* impl, size_t capacity, std::shared_ptr<Counters> counters)
-      : impl_(impl), capacity_(capacity), counters_(std::move(counters)) {}
+  // `capacity` bounds it while a link is bound, `away_capacity` while not
+  // (a durable subscription whose subscriber is away). `sender` marks the
+  // exchanges this listener publishes (counted in transit, see dispatched()).
+  Outbox(AmqpListenerService::Impl* impl, size_t capacity, size_t away_capacity, Symbol sender,
+         std::shared_ptr<Counters> counters)
+      : impl_(impl),
+        capacity_(capacity),
+        away_capacity_(away_capacity),
+        sender_(sender),
+        counters_(std::move(counters)) {}
 
   Status offer(const flows::Exchange& exchange);
   // An answer to a request (container thread): not bounded, since its
@@ -267,6 +280,7 @@ class Outbox {
   void pushAnswer(OutboxEntry entry) {
     std::lock_guard lock(mu_);
     pending_.push_back(std::move(entry));
+    queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
   }
   // Up to `n` entries, oldest first; re-arms the drain wake-up.
   std::vector<OutboxEntry> take(int n) {
@@ -277,6 +291,8 @@ class Outbox {
       out.push_back(std::move(pending_.front()));
       pending_.pop_front();
     }
+    queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
+    taken_ += out.size();
     return out;
   }
   // Puts back, in front, entries sent but not settled (their subscriber went
@@ -287,14 +303,45 @@ class Outbox {
       ++it->delivery_count;
       pending_.push_front(std::move(*it));
     }
+    queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
   }
   void bind(std::shared_ptr<Waker> waker, uint64_t link) {
     std::lock_guard lock(mu_);
     waker_ = std::move(waker);
     link_ = link;
     drain_scheduled_ = false;
+    // What was published while nobody was bound was not counted in transit.
+    in_transit_.store(0, std::memory_order_relaxed);
     wake();
   }
+
+  // ---- credit accounting (subscriber-side backpressure) ----
+  // A publish by this listener that will reach this outbox (container
+  // thread, before Broker::publish): it is in transit until offer() takes
+  // or drops it.
+  void dispatched() { in_transit_.fetch_add(1, std::memory_order_relaxed); }
+  // Buffered plus in transit: what the buffer must still make room for.
+  int64_t load() const {
+    // In transit first: an arrival seen there is seen buffered too (offer()
+    // buffers before it counts out), so the sum never comes out too low.
+    const int64_t in_transit = in_transit_.load(std::memory_order_acquire);
+    return queued_.load(std::memory_order_relaxed) + in_transit;
+  }
+  size_t capacity() const { return capacity_; }
+  // Half the buffer: publishers held back by it get credit again at or below.
+  int64_t lowWater() const { return static_cast<int64_t>(capacity_ / 2); }
+  // Events taken for sending so far (container thread): progress.
+  uint64_t taken() const { return taken_; }
+  // A stuck subscriber: an in-transit count it may have got wrong (an event
+  // lost on the way) must not hold anybody back either.
+  void forgetInTransit() { in_transit_.store(0, std::memory_order_relaxed); }
+
+  // Container thread only: the publishing links whose address this
+  // subscription matches, and its stall watch.
+  std::vector<uint64_t> publishers;
+  bool stalled = false;
+  uint64_t stall_mark = 0;  // taken() when last seen moving
+  std::chrono::steady_clock::time_point stall_since{};
   void unbind() {
     std::lock_guard lock(mu_);
     waker_.reset();
@@ -306,14 +353,24 @@ class Outbox {
     std::lock_guard lock(mu_);
     closed_ = true;
     waker_.reset();
+    queued_.store(0, std::memory_order_relaxed);
     return std::move(pending_);
   }
 
  private:
   void wake();  // with mu_ held
+  // One of ours arrived (taken or dropped for good): no longer in transit.
+  void arrived() {
+    int64_t n = in_transit_.load(std::memory_order_relaxed);
+    while (n > 0 && !in_transit_.compare_exchange_weak(n, n - 1, std::memory_order_release,
+                                                       std::memory_order_relaxed)) {
+    }
+  }
 
   AmqpListenerService::Impl* const impl_;
   const size_t capacity_;
+  const size_t away_capacity_;
+  const Symbol sender_;
   const std::shared_ptr<Counters> counters_;
   const std::shared_ptr<LinkCounters> stats_ = std::make_shared<LinkCounters>();
   std::mutex mu_;
@@ -322,6 +379,11 @@ class Outbox {
   uint64_t link_ = 0;                // guarded by mu_
   bool closed_ = false;              // guarded by mu_
   bool drain_scheduled_ = false;     // guarded by mu_
+  std::atomic<int64_t> queued_{0};   // pending_.size(), readable without mu_
+  // Never below 0: an arrival that was not counted out (published before
+  // this outbox matched) must not make room that is not there.
+  std::atomic<int64_t> in_transit_{0};
+  uint64_t taken_ = 0;  // guarded by mu_ (written); read on the container thread, its only writer
 };
 
 struct AmqpListenerService::Impl final : public proton::messaging_handler {
@@ -358,7 +420,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     proton::receiver link;
     uint64_t connection = 0;
     Symbol address;
-    bool paused = false;
+    bool paused = false;   // a stage of a target is saturated
+    bool waiting = false;  // a subscriber buffer it feeds has no room
+    bool resume_posted = false;
     bool recheck_scheduled = false;
     int credit = 0;                      // as last counted into Counters::publish_credit
     std::vector<std::string> congested;  // targets whose stages refused or degraded
@@ -368,6 +432,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     bool replies = false;  // a provider's link to kReplyAddress
     std::shared_ptr<LinkCounters> stats = std::make_shared<LinkCounters>();
     std::string entry;  // its registry entry ("" when it has none)
+    uint64_t id = 0;
+    // The outboxes of the subscribing links its address matches (relink()).
+    std::vector<std::shared_ptr<Outbox>> targets;
   };
   struct SubscriberLink {
     proton::sender link;
@@ -455,21 +522,15 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         proton::target_options().address(addr)));
     uint64_t id = ++next_id;
     link_ids[r] = id;
-    publishers[id] = PublisherLink{r,
-                                   conn->second.id,
-                                   Symbol::intern(addr),
-                                   false,
-                                   false,
-                                   0,
-                                   {},
-                                   {},
-                                   0,
-                                   replies,
-                                   std::make_shared<LinkCounters>(),
-                                   {}};
-    publishers[id].entry =
-        registerLink(conn->second.container_id, r.name(), "publish", addr, publishers[id].stats);
-    replenish(publishers[id]);
+    PublisherLink& pub = publishers[id];
+    pub.link = r;
+    pub.connection = conn->second.id;
+    pub.address = Symbol::intern(addr);
+    pub.replies = replies;
+    pub.id = id;
+    pub.entry = registerLink(conn->second.container_id, r.name(), "publish", addr, pub.stats);
+    relink();
+    replenish(pub);
   }
 
   void on_sender_open(proton::sender& s) override {
@@ -510,7 +571,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       counters->parked_subscriptions.fetch_sub(1, std::memory_order_relaxed);
     }
     if (!outbox) {
-      outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, counters);
+      outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, options.durable_buffer,
+                                        sender, counters);
       outbox->bind(conn->second.waker, id);
       Status added = context.broker.addEndpoint(
           endpoint, [outbox](const flows::Exchange& ex) { return outbox->offer(ex); },
@@ -552,6 +614,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
     // Answers to requests whose reply-to names this address come here.
     if (!router::hasWildcard(pattern)) reply_links.try_emplace(pattern, id);
+    relink();
   }
 
   // A receiver attached with a dynamic source: the bus names an address
@@ -559,7 +622,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void openReplyLink(proton::sender& s, const ConnectionInfo& conn) {
     const uint64_t id = ++next_id;
     const std::string address = kDynamicPrefix + std::to_string(id);
-    auto outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, counters);
+    auto outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, options.durable_buffer,
+                                           sender, counters);
     outbox->bind(conn.waker, id);
     s.open(proton::sender_options().source(proton::source_options().address(address)));
     link_ids[s] = id;
@@ -797,6 +861,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     flows::Exchange exchange;
     exchange.event = std::move(mapped.event);
     exchange.address = pub.address;
+    exchange.sender = sender;
+    // In transit to the subscribers it will reach from now until they take it.
+    for (const auto& outbox : pub.targets) outbox->dispatched();
     std::shared_ptr<PublishListener> listener;
     if (!presettled) {
       exchange.qos = flows::Qos::kReliable;
@@ -883,17 +950,124 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // not take the listener down. The close handlers above clean up.
   void on_error(const proton::error_condition&) override {}
 
-  // Tops the link's credit up to a window unless it is paused, and keeps the
-  // outstanding-credit count current (called after every change).
+  // Tops the link's credit up to its room (at most a window; less while the
+  // subscriber buffers it feeds fill up) unless it is held back, and keeps
+  // the outstanding-credit count current (called after every change). With
+  // one publishing link per buffer, buffered + in transit + its credit never
+  // exceed the buffer: what it sends always fits.
   void replenish(PublisherLink& pub) {
-    const int window = static_cast<int>(options.credit_window);
     int credit = pub.link.active() ? pub.link.credit() : 0;
-    if (!pub.paused && !shutting_down && !publishing_closed && pub.link.active() &&
-        credit <= window / 2) {
-      pub.link.add_credit(window - credit);
-      credit = window;
+    if (!pub.paused && !pub.waiting && !shutting_down && !publishing_closed && pub.link.active()) {
+      const int64_t room = subscriberRoom(pub);
+      if (room <= 0) {
+        wait(pub);
+      } else if (credit <= room / 2) {
+        pub.link.add_credit(static_cast<int>(room) - credit);
+        credit = static_cast<int>(room);
+      }
     }
     countCredit(pub, credit);
+  }
+
+  // The credit `pub` may hold: a window, or less when a buffer it feeds
+  // (shared with the other publishing links that feed it) has less room.
+  // A stuck subscriber does not count (see checkStalls()).
+  int64_t subscriberRoom(const PublisherLink& pub) const {
+    int64_t room = options.credit_window;
+    for (const auto& outbox : pub.targets) {
+      if (outbox->stalled) continue;
+      const auto sharing = static_cast<int64_t>(std::max<size_t>(1, outbox->publishers.size()));
+      room = std::min(room, (static_cast<int64_t>(outbox->capacity()) - outbox->load()) / sharing);
+    }
+    return room;
+  }
+
+  // True while a buffer `pub` feeds is above its low-water mark.
+  bool aboveLowWater(const PublisherLink& pub) const {
+    for (const auto& outbox : pub.targets) {
+      if (!outbox->stalled && outbox->load() > outbox->lowWater()) return true;
+    }
+    return false;
+  }
+
+  // No room in a subscriber buffer: credit stops until the buffers are back
+  // at their low-water mark (drain() wakes it) or a stuck one is given up on
+  // (the recheck timer).
+  void wait(PublisherLink& pub) {
+    pub.waiting = true;
+    ++waiting_publishers;
+    counters->credit_pauses.fetch_add(1, std::memory_order_relaxed);
+    counters->subscriber_waits.fetch_add(1, std::memory_order_relaxed);
+    bump(pub.stats->credit_withheld);
+    if (!pub.paused) counters->paused_links.fetch_add(1, std::memory_order_relaxed);
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& outbox : pub.targets) {
+      outbox->stall_mark = outbox->taken();
+      outbox->stall_since = now;
+    }
+    scheduleRecheck(pub.id, pub);
+  }
+
+  // Credit again for a waiting link whose buffers drained (container thread).
+  void resume(PublisherLink& pub) {
+    if (!pub.waiting || aboveLowWater(pub)) return;
+    pub.waiting = false;
+    --waiting_publishers;
+    if (!pub.paused) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
+    replenish(pub);
+  }
+
+  // As resume(), but as the link's connection's work, so that the credit is
+  // written out at once (we may be handling another connection's event).
+  void postResume(PublisherLink& pub) {
+    if (pub.resume_posted) return;
+    pub.resume_posted = true;
+    const uint64_t id = pub.id;
+    pub.link.connection().work_queue().add([this, id] {
+      auto it = publishers.find(id);
+      if (it == publishers.end()) return;
+      it->second.resume_posted = false;
+      resume(it->second);
+    });
+  }
+
+  // A buffer that held `pub` back and took nothing for the stall timeout
+  // belongs to a stuck subscriber: it stops holding anybody back until it
+  // drains to its low-water mark.
+  void checkStalls(PublisherLink& pub) {
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& outbox : pub.targets) {
+      if (outbox->stalled || outbox->load() <= outbox->lowWater()) continue;
+      if (outbox->taken() != outbox->stall_mark) {
+        outbox->stall_mark = outbox->taken();
+        outbox->stall_since = now;
+      } else if (now - outbox->stall_since >= options.subscriber_stall_timeout) {
+        outbox->stalled = true;
+        outbox->forgetInTransit();
+        counters->subscriber_stalls.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // Which subscriptions each publishing link feeds; after any link comes or
+  // goes. Waiting links are looked at again (their buffer may be gone).
+  void relink() {
+    for (auto& [id, sub] : subscribers) sub.outbox->publishers.clear();
+    for (auto& [id, pub] : publishers) {
+      pub.targets.clear();
+      if (pub.replies) continue;
+      for (auto& [sub_id, sub] : subscribers) {
+        if (sub.endpoint.empty() || !router::topicMatches(sub.pattern, pub.address.name())) {
+          continue;
+        }
+        pub.targets.push_back(sub.outbox);
+        sub.outbox->publishers.push_back(id);
+      }
+    }
+    for (auto& [id, pub] : publishers) {
+      // Not for a link whose connection is going away (its work would not run).
+      if (pub.waiting && connections.contains(pub.link.connection())) postResume(pub);
+    }
   }
 
   void countCredit(PublisherLink& pub, int credit) {
@@ -906,7 +1080,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       pub.paused = true;
       counters->credit_pauses.fetch_add(1, std::memory_order_relaxed);
       bump(pub.stats->credit_withheld);
-      counters->paused_links.fetch_add(1, std::memory_order_relaxed);
+      if (!pub.waiting) counters->paused_links.fetch_add(1, std::memory_order_relaxed);
     }
     for (auto& t : congested) pub.congested.push_back(std::move(t));
     scheduleRecheck(id, pub);
@@ -931,6 +1105,11 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it == publishers.end()) return;
     PublisherLink& pub = it->second;
     pub.recheck_scheduled = false;
+    if (pub.waiting) {
+      checkStalls(pub);
+      resume(pub);
+      if (pub.waiting) scheduleRecheck(id, pub);
+    }
     if (!pub.paused) return;
     if (saturated(pub.congested)) {
       scheduleRecheck(id, pub);
@@ -938,7 +1117,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     }
     pub.paused = false;
     pub.congested.clear();
-    counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
+    if (!pub.waiting) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
     replenish(pub);
   }
 
@@ -999,6 +1178,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       counters->sent.fetch_add(1, std::memory_order_relaxed);
       bump(sub.outbox->stats().delivered);
     }
+    Outbox& outbox = *sub.outbox;
+    if (outbox.load() > outbox.lowWater()) return;
+    outbox.stalled = false;
+    if (waiting_publishers == 0) return;
+    for (uint64_t pub_id : outbox.publishers) {
+      auto pub = publishers.find(pub_id);
+      if (pub != publishers.end() && pub->second.waiting) postResume(pub->second);
+    }
   }
 
   // `detached`: the link went away without being closed (a detach, or its
@@ -1010,7 +1197,10 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     link_ids.erase(id);
     if (auto pub = publishers.find(key); pub != publishers.end()) {
       unregisterLink(pub->second.entry);
-      if (pub->second.paused) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
+      if (pub->second.paused || pub->second.waiting) {
+        counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
+      }
+      if (pub->second.waiting) --waiting_publishers;
       countCredit(pub->second, 0);
       // Unsettled messages still waiting for a commit: the client resends them.
       counters->awaiting_commit.fetch_sub(pub->second.awaiting.size(), std::memory_order_relaxed);
@@ -1025,6 +1215,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       closeSubscriber(sub->second, detached && sub->second.durable && !shutting_down);
       subscribers.erase(sub);
     }
+    if (!shutting_down) relink();
   }
 
   // What the subscriber had not settled goes back: journaled deliveries to
@@ -1194,6 +1385,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   std::optional<proton::ssl_server_options> tls;  // set by start() when configured
   Listen listen;
   const std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  // The sender of what this listener publishes (told apart in Outbox::offer).
+  const Symbol sender = Symbol::intern(options.name);
   std::atomic<int> port{0};
 
   std::mutex open_mu;
@@ -1213,6 +1406,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   bool publishing_closed = false;
   size_t transports = 0;  // open network connections, refused ones included
   uint64_t next_id = 0;
+  size_t waiting_publishers = 0;  // publishing links with `waiting` set
   std::map<proton::connection, ConnectionInfo> connections;
   std::map<proton::link, uint64_t> link_ids;
   std::map<uint64_t, PublisherLink> publishers;
@@ -1226,15 +1420,20 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 Status Outbox::offer(const flows::Exchange& exchange) {
   std::lock_guard lock(mu_);
   if (closed_) return Status::unavailable("amqp subscription closed");
-  if (pending_.size() >= capacity_) {
+  // Counted in transit only while a link is bound (see bind()).
+  const bool ours = exchange.sender == sender_ && waker_ != nullptr;
+  const size_t capacity = waker_ ? capacity_ : away_capacity_;
+  if (pending_.size() >= capacity) {
     counters_->buffer_full.fetch_add(1, std::memory_order_relaxed);
     if (!waker_) {
       counters_->parked_overflow.fetch_add(1, std::memory_order_relaxed);
       bump(stats_->parked_overflow);
     }
+    // A journaled delivery comes again; a best-effort one is gone.
+    if (ours && !flows::ReliableFlow::deliveringJournaled()) arrived();
     // Rejected: a reliable flow retries it later without counting a failure.
     return Status::rejected("amqp subscriber is slow or away: its buffer of " +
-                            std::to_string(capacity_) + " events is full");
+                            std::to_string(capacity) + " events is full");
   }
   // A journaled delivery is acknowledged when the subscriber accepts it.
   std::optional<flows::DeferredAck> ack = flows::ReliableFlow::deferAcknowledgement();
@@ -1244,7 +1443,13 @@ Status Outbox::offer(const flows::Exchange& exchange) {
     entry.delivery_count = ack->previousDeliveries();
     entry.ack = std::move(*ack);
   }
+  const bool count_out = ours && entry.delivery_count == 0;  // a redelivery was counted out
   pending_.push_back(std::move(entry));
+  // Buffered first, then out of transit: in between, the container thread
+  // may read the load, which must never look lower than it is (it would
+  // grant credit for room that is not there).
+  queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_release);
+  if (count_out) arrived();
   wake();
   return Status::ok();
 }
@@ -1378,6 +1583,8 @@ std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStat
           {"redelivered", s.redelivered},
           {"parked_subscriptions", s.parked_subscriptions},
           {"parked_overflow", s.parked_overflow},
+          {"subscriber_waits", s.subscriber_waits},
+          {"subscriber_stalls", s.subscriber_stalls},
           {"awaiting_commit", s.awaiting_commit},
           {"requests", s.requests},
           {"answers", s.answers},
@@ -1392,6 +1599,18 @@ std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listen
                                           ServiceContext& context) {
   AmqpListenerOptions options;
   options.name = "amqp-listener";
+  options.credit_window = listener.credit_window.value_or(options.credit_window);
+  options.subscriber_buffer =
+      static_cast<size_t>(listener.subscriber_buffer.value_or(options.subscriber_buffer));
+  options.durable_buffer =
+      static_cast<size_t>(listener.durable_buffer.value_or(options.durable_buffer));
+  if (listener.request_timeout_ms) {
+    options.request_timeout = std::chrono::milliseconds(*listener.request_timeout_ms);
+  }
+  if (listener.subscriber_stall_timeout_ms) {
+    options.subscriber_stall_timeout =
+        std::chrono::milliseconds(*listener.subscriber_stall_timeout_ms);
+  }
   return std::make_unique<AmqpListenerService>(listener, std::move(options), context);
 }
 

@@ -14,9 +14,27 @@
 //   answered: accepted when every target took or queued it (or nobody
 //   subscribes), released (the client retries) when admission refused it for
 //   a target or a target failed — never dropped silently.
-// - Credit follows backpressure: publishers get credit in windows; after a
+// - Credit follows backpressure, on both sides of the bus. Stages: after a
 //   refused or degraded publish the link gets no more credit until a timer
 //   finds the stages of the targets that refused it no longer saturated.
+//   Subscribers: a publishing link is granted credit only up to the free
+//   room of the buffers of the subscribing links its address matches —
+//   room = subscriber_buffer - (buffered + in transit to it: published by
+//   this listener and not yet offered to the buffer, e.g. in a stage or the
+//   journal), shared equally among the publishing links that match it, and
+//   at most `credit_window`. With no room the link waits (credit_pauses,
+//   subscriber_waits, paused_links) until every such buffer is back at or
+//   below half its size (its low-water mark): so a flood from a publisher
+//   waits at the sender instead of overflowing a slow subscriber, and a
+//   publisher's credit shrinks as the subscriber buffers fill. Trade-off:
+//   while one subscriber is slow, the publishers it subscribes to slow down
+//   to its pace, and so do the other subscribers of those publishers. A
+//   subscriber that takes nothing for `subscriber_stall_timeout` while it
+//   holds a publisher back is stuck: it stops holding anybody back
+//   (subscriber_stalls) and alone refuses what does not fit in its buffer
+//   (buffer_full; a reliable flow retries it later) until it drains to its
+//   low-water mark. Events from other publishers (services, other flows)
+//   and durable subscriptions whose subscriber is away hold nobody back.
 // - A client's receiving link subscribes: its source address is a router
 //   pattern (`*`, `#`); the link gets a broker endpoint
 //   "amqp:<client container id>/<link name>" whose consumer buffers at most
@@ -33,7 +51,7 @@
 //   redelivered the same way. A reject is final (counted, not redelivered).
 // - Durable subscriptions: a link whose source asks for durability keeps its
 //   endpoint and subscription when it detaches or its connection drops;
-//   events collect (up to `subscriber_buffer`, then refused and counted in
+//   events collect (up to `durable_buffer`, then refused and counted in
 //   `parked_overflow`) until a link with the same container id, link name
 //   and source address attaches again. A close (not a detach) ends it.
 // - Request/response: a message with reply-to is an in-out request to the
@@ -86,6 +104,11 @@ struct AmqpListenerOptions {
   std::string name = "amqp";        // the service name (and container id)
   uint32_t credit_window = 100;     // credit granted to a publishing link at a time
   size_t subscriber_buffer = 1000;  // events buffered per subscribing link
+  size_t durable_buffer = 1000;  // events kept for a durable subscription whose subscriber is away
+  // A subscriber whose buffer holds back publishers and that takes nothing
+  // for this long is stuck: it stops holding them back (it alone then loses
+  // what does not fit in its buffer) until it drains below its low-water mark.
+  std::chrono::milliseconds subscriber_stall_timeout{1000};
   // How often a publishing link that ran into backpressure checks whether it
   // may have credit again.
   std::chrono::milliseconds recheck_interval{20};
@@ -113,6 +136,8 @@ struct AmqpListenerStats {
   uint64_t redelivered = 0;           // of `sent`: marked as redeliveries (delivery-count > 0)
   uint64_t parked_subscriptions = 0;  // durable subscriptions whose subscriber is away (now)
   uint64_t parked_overflow = 0;       // events refused because an away subscription was full
+  uint64_t subscriber_waits = 0;      // of credit_pauses: because a subscriber buffer was full
+  uint64_t subscriber_stalls = 0;     // times a stuck subscriber stopped holding publishers back
   uint64_t awaiting_commit = 0;       // unsettled publishes waiting for their journal commit (now)
   uint64_t rejected = 0;  // requests and replies rejected (no provider, unknown id, ...)
   // Request/response.

@@ -20,7 +20,11 @@
 // skipped with a note on stderr.)
 //
 //   amqp_bench [--messages N] [--seconds S] [--targets a,b,...] [--modes m,...]
-//              [--rates flood,1000,10000]
+//              [--rates flood,1000,10000] [--listener ATTRS]
+//
+// --listener adds attributes to cepbus's <listeners><amqp> element, e.g.
+// 'subscriber-buffer="200" credit-window="50"' (flow control: the smaller
+// the subscriber buffer, the less a flood queues inside the bus).
 //
 // Flood runs send N messages (default 200000); a fixed-rate run sends
 // rate x S messages (default S = 10). One JSON object per measurement.
@@ -296,7 +300,8 @@ class Target {
 
 class CepbusTarget final : public Target {
  public:
-  explicit CepbusTarget(bool cep) : cep_(cep) {}
+  CepbusTarget(bool cep, std::string listener_attrs)
+      : cep_(cep), listener_attrs_(std::move(listener_attrs)) {}
   std::string name() const override { return cep_ ? "cepbus-cep" : "cepbus"; }
   bool start(const fs::path& dir) override {
     port_ = freePort();
@@ -308,9 +313,8 @@ class CepbusTarget final : public Target {
   <service-assembly name="bench">
     <service-unit name="cep" type="cep">
       <query name="seen" engine="nfa" input="bench.ticks" output="bench.seen">
-        <!-- per_event reports a match at its last event; batched would hold
-             it to the next batch boundary, which is what latency would show. -->
-        <option name="construction" value="per_event"/>
+        <!-- The engine's default batched construction: the CEP service
+             flushes it whenever the query's queue runs empty. -->
         <text>PATTERN Tick a RETURN Seen(a.n, a.sent_ns)</text>
       </query>
     </service-unit>
@@ -319,7 +323,9 @@ class CepbusTarget final : public Target {
     std::ofstream(dir / name() / "bench.xml") << R"(<cepbus name="bench">
   <logging level="warning"/>
   <listeners><amqp host="127.0.0.1" port=")" + std::to_string(port_) +
-                                                     R"(" allow-anonymous="true"/></listeners>
+                                                     R"(" allow-anonymous="true" )" +
+                                                     listener_attrs_ +
+                                                     R"(/></listeners>
   <journal path="journal.db"/>
   <stages><stage name="dispatch" capacity="8192" min-threads="1" max-threads="1"/></stages>
   <routes default-flow="st"><route address="bench.#" flow="reliable" stage="dispatch"/></routes>)" +
@@ -345,6 +351,7 @@ class CepbusTarget final : public Target {
 
  private:
   const bool cep_;
+  const std::string listener_attrs_;
   std::unique_ptr<ChildProcess> process_;
 };
 
@@ -449,6 +456,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> targets{"cepbus", "cepbus-cep", "rabbitmq", "proton"};
   std::vector<std::string> modes{"at-most-once", "at-least-once"};
   std::vector<std::string> rates{"flood", "1000", "10000"};
+  std::string listener_attrs;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--messages") {
@@ -461,10 +469,12 @@ int main(int argc, char** argv) {
       modes = split(argv[i + 1]);
     } else if (flag == "--rates") {
       rates = split(argv[i + 1]);
+    } else if (flag == "--listener") {
+      listener_attrs = argv[i + 1];
     } else {
       std::fprintf(stderr,
                    "usage: %s [--messages N] [--seconds S] [--targets a,b] [--modes m] "
-                   "[--rates flood,1000,10000]\n",
+                   "[--rates flood,1000,10000] [--listener ATTRS]\n",
                    argv[0]);
       return 2;
     }
@@ -475,7 +485,7 @@ int main(int argc, char** argv) {
   for (const std::string& name : targets) {
     std::unique_ptr<Target> target;
     if (name == "cepbus" || name == "cepbus-cep") {
-      target = std::make_unique<CepbusTarget>(name == "cepbus-cep");
+      target = std::make_unique<CepbusTarget>(name == "cepbus-cep", listener_attrs);
     } else if (name == "rabbitmq") {
       target = std::make_unique<RabbitTarget>();
     } else if (name == "proton") {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/amqp_test_client.h"
 #include "tests/integration/child_process.h"
+#include "tests/testing/amqp_test_client.h"
 #include "tests/testing/ports.h"
 
 namespace cepbus {
@@ -141,7 +141,8 @@ TEST_F(AmqpBridgeTest, EventsCrossBetweenTwoBusesBothWaysAndSurviveAPeerRestart)
     bool arrived = false;
     for (int64_t ping = 1; ping <= 500 && !arrived; ++ping) {
       at_a.publish("to-b.ping", {tick("Ping", ping)});
-      arrived = at_b.waitFor([&] { return !at_b.received["from-a.#"].empty(); }) || arrived;
+      arrived = at_b.waitFor([&] { return !at_b.received["from-a.#"].empty(); },
+                             std::chrono::milliseconds(500));
     }
     ASSERT_TRUE(arrived);
     const size_t before = at_b.read<size_t>([&] { return at_b.received["from-a.#"].size(); });
@@ -174,7 +175,8 @@ TEST_F(AmqpBridgeTest, EventsCrossBetweenTwoBusesBothWaysAndSurviveAPeerRestart)
     bool arrived = false;
     for (int64_t t = 8; t <= 500 && !arrived; ++t) {
       at_b.publish("local.sensor", {tick("Tick", t)});
-      arrived = at_a.waitFor([&] { return !at_a.received["from-b.#"].empty(); });
+      arrived = at_a.waitFor([&] { return !at_a.received["from-b.#"].empty(); },
+                             std::chrono::milliseconds(500));
     }
     EXPECT_TRUE(arrived) << b_->err();
   }

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/amqp_test_client.h"
 #include "tests/integration/child_process.h"
+#include "tests/testing/amqp_test_client.h"
 #include "tests/testing/ports.h"
 
 namespace cepbus {

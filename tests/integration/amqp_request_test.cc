@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "tests/integration/child_process.h"
-#include "tests/services/amqp/amqp_request_client.h"
+#include "tests/testing/amqp_test_client.h"
 #include "tests/testing/ports.h"
 
 namespace cepbus {
@@ -36,7 +36,7 @@ namespace {
 using cepbus::testing::freePort;
 
 namespace fs = std::filesystem;
-using testing::AmqpRequestClient;
+using testing::AmqpTestClient;
 using testing::ChildProcess;
 
 int connectTo(int port) {
@@ -142,12 +142,12 @@ int AmqpRequestE2eTest::port_ = 0;
 int AmqpRequestE2eTest::http_port_ = 0;
 
 TEST_F(AmqpRequestE2eTest, ProtonClientsRequestAndAnswerThroughTheBus) {
-  AmqpRequestClient provider(port_, "square-provider");
+  AmqpTestClient provider(port_, "square-provider");
   ASSERT_TRUE(provider.waitOpen());
   provider.receive("square", "math.square", square);
   ASSERT_TRUE(provider.waitFor([&] { return provider.addresses.count("square") > 0; }));
 
-  AmqpRequestClient requester(port_, "square-requester");
+  AmqpTestClient requester(port_, "square-requester");
   ASSERT_TRUE(requester.waitOpen());
   requester.receive("replies", "");
   ASSERT_TRUE(requester.waitFor([&] { return requester.addresses.count("replies") > 0; }));
@@ -185,7 +185,7 @@ TEST_F(AmqpRequestE2eTest, ProtonClientsRequestAndAnswerThroughTheBus) {
 
 TEST_F(AmqpRequestE2eTest, PythonProtonRequesterGetsTheAnswer) {
   if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
-  AmqpRequestClient provider(port_, "py-square-provider");
+  AmqpTestClient provider(port_, "py-square-provider");
   ASSERT_TRUE(provider.waitOpen());
   provider.receive("square", "math.pysquare", square);
   ASSERT_TRUE(provider.waitFor([&] { return provider.addresses.count("square") > 0; }));
@@ -218,7 +218,7 @@ conn.close()
 }
 
 TEST_F(AmqpRequestE2eTest, StatsShowInTheAdminApiAndMetrics) {
-  AmqpRequestClient client(port_, "stats-client");
+  AmqpTestClient client(port_, "stats-client");
   ASSERT_TRUE(client.waitOpen());
   client.receive("ticks", "stats.ticks");
   ASSERT_TRUE(client.waitFor([&] { return client.addresses.count("ticks") > 0; }));

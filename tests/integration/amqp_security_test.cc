@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "services/amqp/password_hash.h"
-#include "tests/integration/amqp_test_client.h"
 #include "tests/integration/child_process.h"
+#include "tests/testing/amqp_test_client.h"
 #include "tests/testing/ports.h"
 
 namespace cepbus {

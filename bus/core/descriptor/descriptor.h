@@ -109,6 +109,13 @@ struct AmqpListener {
   bool allow_anonymous = false;
   std::optional<AmqpTls> tls;
   std::vector<AmqpUser> users;  // names unique
+  // Flow control and buffering; absent: the listener's defaults
+  // (services/amqp/amqp_listener.h, AmqpListenerOptions).
+  std::optional<uint32_t> credit_window;                // credit-window: per publishing link
+  std::optional<uint64_t> subscriber_buffer;            // subscriber-buffer: events per subscriber
+  std::optional<uint64_t> durable_buffer;               // durable-buffer: kept while away
+  std::optional<uint64_t> request_timeout_ms;           // request-timeout (ms)
+  std::optional<uint64_t> subscriber_stall_timeout_ms;  // subscriber-stall-timeout (ms)
   Location where;
 
   const AmqpUser* user(std::string_view name) const;  // nullptr when absent

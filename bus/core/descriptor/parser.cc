@@ -31,6 +31,9 @@ using tinyxml2::XMLNode;
 constexpr uint64_t kMaxCapacity = uint64_t{1} << 30;
 constexpr uint64_t kMaxThreads = 1024;
 constexpr uint64_t kMaxPort = 65535;
+// AMQP link credit is a 32-bit count; a window beyond this buys nothing.
+constexpr uint64_t kMaxCreditWindow = 1000000;
+constexpr uint64_t kMaxTimeoutMs = uint64_t{24} * 3600 * 1000;  // a day
 // Long values are cut in messages so one bad attribute cannot flood a report.
 constexpr size_t kMaxQuotedLength = 60;
 
@@ -633,10 +636,19 @@ class Parser {
   }
 
   void amqp(const XMLElement* e, AmqpListener& l) {
-    checkAttributes(e, {"host", "port", "allow-anonymous"});
+    checkAttributes(e, {"host", "port", "allow-anonymous", "credit-window", "subscriber-buffer",
+                        "durable-buffer", "request-timeout", "subscriber-stall-timeout"});
     l.where = at(e);
     hostAndPort(e, l.host, l.port);
     l.allow_anonymous = boolean(e, "allow-anonymous").value_or(l.allow_anonymous);
+    if (auto window = integer(e, "credit-window", 1, kMaxCreditWindow)) {
+      l.credit_window = static_cast<uint32_t>(*window);
+    }
+    l.subscriber_buffer = integer(e, "subscriber-buffer", 1, kMaxCapacity);
+    // 0: an away durable subscription keeps nothing (it still exists).
+    l.durable_buffer = integer(e, "durable-buffer", 0, kMaxCapacity);
+    l.request_timeout_ms = integer(e, "request-timeout", 1, kMaxTimeoutMs);
+    l.subscriber_stall_timeout_ms = integer(e, "subscriber-stall-timeout", 1, kMaxTimeoutMs);
     NameScope users;
     children(e, {{"tls", true}, {"user"}}, [&](const XMLElement* child) {
       if (std::string_view(child->Name()) == "tls") {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -30,6 +31,7 @@
 #include <proton/source.hpp>
 #include <proton/tracker.hpp>
 #include <proton/transport.hpp>
+#include <proton/work_queue.hpp>
 #include <set>
 #include <string>
 #include <thread>
@@ -41,7 +43,7 @@
 #include "router/delivery_policy.h"
 #include "router/registry.h"
 #include "services/amqp/message_mapping.h"
-#include "tests/integration/amqp_test_client.h"
+#include "tests/testing/amqp_test_client.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::services::amqp {
@@ -264,6 +266,87 @@ class Recorder {
   bool open_ = true;              // guarded by mu_
   size_t entered_ = 0;            // guarded by mu_
   std::vector<EventPtr> events_;  // guarded by mu_
+};
+
+// A subscriber that takes only what the test grants it credit for: slow, or
+// stuck when it never grants any. One connection on its own container thread.
+class CreditedSubscriber final : public proton::messaging_handler {
+ public:
+  CreditedSubscriber(int port, std::string pattern)
+      : url_("127.0.0.1:" + std::to_string(port)), pattern_(std::move(pattern)), container_(*this) {
+    thread_ = std::thread([this] { container_.run(); });
+  }
+  ~CreditedSubscriber() override {
+    // The connection is closed first: a handle still held when the container
+    // stops trips Proton's reference count assertion.
+    run([this] { connection_.close(); });
+    if (!waitFor([&] { return transport_closed_; })) container_.stop();
+    thread_.join();
+  }
+  void grant(int credit) {
+    run([this, credit] {
+      for (proton::receiver r : connection_.receivers()) r.add_credit(credit);
+    });
+  }
+  bool waitFor(const std::function<bool()>& done) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kWait, done);
+  }
+  std::vector<int64_t> received() {
+    std::lock_guard lock(mu_);
+    return received_;
+  }
+  bool open() {
+    return waitFor([&] { return open_; });
+  }
+
+ private:
+  void run(std::function<void()> fn) {
+    std::lock_guard lock(mu_);
+    if (queue_ != nullptr) queue_->add(std::move(fn));
+  }
+  template <typename F>
+  void bump(F f) {
+    {
+      std::lock_guard lock(mu_);
+      f();
+    }
+    cv_.notify_all();
+  }
+  void on_container_start(proton::container& c) override {
+    c.connect(url_, proton::connection_options().sasl_allowed_mechs("ANONYMOUS"));
+  }
+  void on_connection_open(proton::connection& c) override {
+    connection_ = c;
+    c.open_receiver(pattern_, proton::receiver_options().credit_window(0));
+    bump([&] { queue_ = &c.work_queue(); });
+  }
+  void on_receiver_open(proton::receiver&) override {
+    bump([&] { open_ = true; });
+  }
+  void on_message(proton::delivery&, proton::message& m) override {
+    MappedEvent e = eventFromMessage(m);
+    bump([&] { received_.push_back(e.event ? e.event->ts() : -1); });
+  }
+  void on_transport_close(proton::transport&) override {
+    connection_ = proton::connection();
+    bump([&] {
+      queue_ = nullptr;
+      transport_closed_ = true;
+    });
+  }
+
+  const std::string url_;
+  const std::string pattern_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  proton::work_queue* queue_ = nullptr;  // guarded by mu_
+  bool open_ = false;                    // guarded by mu_
+  bool transport_closed_ = false;        // guarded by mu_
+  std::vector<int64_t> received_;        // guarded by mu_: the ts of each message
+  proton::connection connection_;        // container thread only
+  proton::container container_;
+  std::thread thread_;
 };
 
 TestClient::Plan subscribing(std::vector<std::string> patterns, int credit = 100) {
@@ -560,11 +643,11 @@ TEST_F(AmqpListenerTest, StopClosesConnectionsAndRemovesEndpointsIdempotently) {
 }
 
 // While its subscriber is away a durable subscription keeps at most
-// `subscriber_buffer` events; what does not fit is refused and counted, and
+// `durable_buffer` events; what does not fit is refused and counted, and
 // the rest is delivered in order when the subscriber comes back.
 TEST_F(AmqpListenerTest, AnAwayDurableSubscriptionIsBoundedAndCountsWhatItRefuses) {
   AmqpListenerOptions options;
-  options.subscriber_buffer = 3;
+  options.durable_buffer = 3;
   AmqpListenerService& service = start(true, options);
   testing::AmqpClientOptions client;
   client.port = service.port();
@@ -601,6 +684,92 @@ TEST_F(AmqpListenerTest, AnAwayDurableSubscriptionIsBoundedAndCountsWhatItRefuse
   back.closeReceiver("feed", /*detach=*/false);
   ASSERT_TRUE(waitUntil([&] { return broker_->subscriptionCount() == 0; }));
   EXPECT_EQ(service.stats().parked_subscriptions, 0u);
+}
+
+// Credit follows the subscriber side: a flood of pre-settled messages to a
+// subscriber that takes them slowly waits at the sender (its credit withheld
+// while the subscriber's buffer is full) and loses nothing.
+TEST_F(AmqpListenerTest, AFloodWaitsForASlowSubscriberInsteadOfOverflowingItsBuffer) {
+  AmqpListenerOptions options;
+  options.subscriber_buffer = 20;
+  options.credit_window = 8;
+  options.subscriber_stall_timeout = std::chrono::hours(1);  // slow here, never stuck
+  AmqpListenerService& service = start(true, options);
+  CreditedSubscriber slow(service.port(), "feed");
+  ASSERT_TRUE(slow.open());
+
+  constexpr int kN = 300;
+  TestClient::Plan plan = publishing("feed");
+  plan.presettled = true;
+  for (int i = 1; i <= kN; ++i) plan.messages.push_back(stockMessage("S", i, i));
+  TestClient publisher(service.port(), plan);
+
+  // The buffer fills up with what the publisher's credit allowed, and then the
+  // publisher has no credit left and waits.
+  ASSERT_TRUE(waitUntil([&] {
+    const AmqpListenerStats stats = service.stats();
+    return stats.paused_links == 1 && stats.publish_credit == 0 &&
+           stats.published == publisher.read<size_t>([&] { return publisher.sent; });
+  }));
+  AmqpListenerStats stats = service.stats();
+  EXPECT_LE(stats.published, 20u);
+  EXPECT_GE(stats.credit_pauses, 1u);
+  EXPECT_GE(stats.subscriber_waits, 1u);
+  EXPECT_EQ(stats.buffer_full, 0u);
+
+  // The subscriber takes a few at a time; each time the publisher gets credit
+  // for what fits again, until everything went through, in order.
+  int granted = 0;
+  while (granted < kN) {
+    slow.grant(7);
+    granted += 7;
+    const size_t expected = static_cast<size_t>(std::min(granted, kN));
+    ASSERT_TRUE(waitUntil([&] { return slow.received().size() >= expected; }));
+  }
+  const std::vector<int64_t> received = slow.received();
+  ASSERT_EQ(received.size(), static_cast<size_t>(kN));
+  for (int i = 0; i < kN; ++i) EXPECT_EQ(received[i], i + 1);
+  stats = service.stats();
+  EXPECT_EQ(stats.buffer_full, 0u);
+  EXPECT_GT(stats.subscriber_waits, 1u);
+  EXPECT_EQ(stats.subscriber_stalls, 0u);
+}
+
+// A subscriber that takes nothing at all holds the publishers back only for
+// the stall timeout: then it alone refuses what does not fit in its buffer
+// (counted), and the other subscribers of the same address get everything.
+TEST_F(AmqpListenerTest, AStuckSubscriberAloneLosesWhatDoesNotFitAndOthersGetEverything) {
+  AmqpListenerOptions options;
+  options.subscriber_buffer = 20;
+  options.credit_window = 8;
+  options.subscriber_stall_timeout = 50ms;
+  AmqpListenerService& service = start(true, options);
+  CreditedSubscriber stuck(service.port(), "feed");
+  ASSERT_TRUE(stuck.open());
+  TestClient fast(service.port(), subscribing({"feed"}));
+  ASSERT_TRUE(fast.waitFor([&] { return fast.links_open == 1; }));
+
+  constexpr int kN = 300;
+  TestClient::Plan plan = publishing("feed");
+  plan.presettled = true;
+  for (int i = 1; i <= kN; ++i) plan.messages.push_back(stockMessage("S", i, i));
+  TestClient publisher(service.port(), plan);
+
+  ASSERT_TRUE(fast.waitFor([&] { return fast.received["feed"].size() == kN; }));
+  fast.read<int>([&] {
+    for (int i = 0; i < kN; ++i) EXPECT_EQ(fast.received["feed"][i]->ts(), i + 1);
+    return 0;
+  });
+  const AmqpListenerStats stats = service.stats();
+  EXPECT_GE(stats.subscriber_waits, 1u);
+  EXPECT_GE(stats.subscriber_stalls, 1u);
+  EXPECT_EQ(stats.buffer_full, static_cast<uint64_t>(kN - 20));
+  // What it kept is the first 20, still there for it.
+  stuck.grant(kN);
+  ASSERT_TRUE(waitUntil([&] { return stuck.received().size() >= 20; }));
+  const std::vector<int64_t> kept = stuck.received();
+  ASSERT_EQ(kept.size(), 20u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(kept[i], i + 1);
 }
 
 // The independent client: Debian's python3-qpid-proton (for /usr/bin/python3).

@@ -23,14 +23,14 @@
 #include "router/registry.h"
 #include "services/amqp/amqp_listener.h"
 #include "services/amqp/message_mapping.h"
-#include "tests/services/amqp/amqp_request_client.h"
+#include "tests/testing/amqp_test_client.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::services::amqp {
 namespace {
 
 using namespace std::chrono_literals;
-using cepbus::testing::AmqpRequestClient;
+using cepbus::testing::AmqpTestClient;
 
 proton::message requestMessage(int64_t x, std::string reply_to) {
   proton::message m;
@@ -94,7 +94,7 @@ class AmqpRequestTest : public ::testing::Test {
   }
 
   // The client's dynamic reply address, once attached.
-  static std::string dynamicAddress(AmqpRequestClient& client, const std::string& name) {
+  static std::string dynamicAddress(AmqpTestClient& client, const std::string& name) {
     client.receive(name, "");
     EXPECT_TRUE(client.waitFor([&] { return client.addresses.count(name) > 0; }));
     return client.replyAddress(name);
@@ -109,7 +109,7 @@ class AmqpRequestTest : public ::testing::Test {
 
 TEST_F(AmqpRequestTest, RequestToInProcessProviderAnswersOnDynamicReplyAddress) {
   provideDoubler("svc.double");
-  AmqpRequestClient client(service_->port(), "requester");
+  AmqpTestClient client(service_->port(), "requester");
   ASSERT_TRUE(client.waitOpen());
   const std::string reply_to = dynamicAddress(client, "replies");
   ASSERT_FALSE(reply_to.empty());
@@ -140,7 +140,7 @@ TEST_F(AmqpRequestTest, RequestToInProcessProviderAnswersOnDynamicReplyAddress) 
 
 TEST_F(AmqpRequestTest, AnswerGoesToANamedReplyAddress) {
   provideDoubler("svc.double");
-  AmqpRequestClient client(service_->port(), "requester");
+  AmqpTestClient client(service_->port(), "requester");
   ASSERT_TRUE(client.waitOpen());
   client.receive("mine", "replies.requester");
   ASSERT_TRUE(client.waitFor([&] { return client.addresses.count("mine") > 0; }));
@@ -158,7 +158,7 @@ TEST_F(AmqpRequestTest, AnswerGoesToANamedReplyAddress) {
 
 TEST_F(AmqpRequestTest, FaultsTimeoutsAndMissingProvidersComeBack) {
   provideDoubler("svc.double");
-  AmqpRequestClient client(service_->port(), "requester");
+  AmqpTestClient client(service_->port(), "requester");
   ASSERT_TRUE(client.waitOpen());
   const std::string reply_to = dynamicAddress(client, "replies");
 
@@ -207,7 +207,7 @@ TEST_F(AmqpRequestTest, FaultsTimeoutsAndMissingProvidersComeBack) {
 }
 
 TEST_F(AmqpRequestTest, AmqpSubscriberAnswersInProcessRequests) {
-  AmqpRequestClient provider(service_->port(), "provider");
+  AmqpTestClient provider(service_->port(), "provider");
   ASSERT_TRUE(provider.waitOpen());
   provider.receive("calc", "svc.calc", [](const proton::message& request) {
     const int64_t x = bodyInt(request, "x");
@@ -256,7 +256,7 @@ TEST_F(AmqpRequestTest, AmqpSubscriberAnswersInProcessRequests) {
 }
 
 TEST_F(AmqpRequestTest, AmqpRequesterToAmqpProviderAndLateReplies) {
-  AmqpRequestClient provider(service_->port(), "provider");
+  AmqpTestClient provider(service_->port(), "provider");
   ASSERT_TRUE(provider.waitOpen());
   provider.receive("calc", "svc.calc", [](const proton::message& request) {
     proton::message answer;
@@ -268,7 +268,7 @@ TEST_F(AmqpRequestTest, AmqpRequesterToAmqpProviderAndLateReplies) {
   });
   ASSERT_TRUE(provider.waitFor([&] { return provider.addresses.count("calc") > 0; }));
 
-  AmqpRequestClient requester(service_->port(), "requester");
+  AmqpTestClient requester(service_->port(), "requester");
   ASSERT_TRUE(requester.waitOpen());
   const std::string reply_to = dynamicAddress(requester, "replies");
   proton::message m = requestMessage(7, reply_to);
@@ -312,7 +312,7 @@ TEST_F(AmqpRequestTest, RegistryEntryReportsTheCounters) {
   EXPECT_EQ(metadata("accepted"), 0u);
 
   {
-    AmqpRequestClient client(service_->port(), "c");
+    AmqpTestClient client(service_->port(), "c");
     ASSERT_TRUE(client.waitOpen());
     client.receive("ticks", "ticks");
     ASSERT_TRUE(client.waitFor([&] { return client.addresses.count("ticks") > 0; }));

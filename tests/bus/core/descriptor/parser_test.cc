@@ -432,6 +432,52 @@ TEST(ParserErrorTest, BadListeners) {
   }
 }
 
+TEST(ParserTest, AmqpFlowControlAttributes) {
+  auto result = parseDescriptorString(R"(<cepbus name="t"><listeners>
+<amqp credit-window="64" subscriber-buffer="5000" durable-buffer="0" request-timeout="2500"
+      subscriber-stall-timeout="300"/>
+</listeners></cepbus>)",
+                                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  const AmqpListener& amqp = *result->listeners.amqp;
+  EXPECT_EQ(amqp.credit_window, 64u);
+  EXPECT_EQ(amqp.subscriber_buffer, 5000u);
+  EXPECT_EQ(amqp.durable_buffer, 0u);
+  EXPECT_EQ(amqp.request_timeout_ms, 2500u);
+  EXPECT_EQ(amqp.subscriber_stall_timeout_ms, 300u);
+  // Absent: the listener's defaults apply.
+  auto plain =
+      parseDescriptorString(R"(<cepbus name="t"><listeners><amqp/></listeners></cepbus>)", "t.xml");
+  ASSERT_TRUE(plain.isOk()) << plain.status().toString();
+  EXPECT_FALSE(plain->listeners.amqp->credit_window.has_value());
+  EXPECT_FALSE(plain->listeners.amqp->subscriber_buffer.has_value());
+  EXPECT_FALSE(plain->listeners.amqp->durable_buffer.has_value());
+  EXPECT_FALSE(plain->listeners.amqp->request_timeout_ms.has_value());
+  EXPECT_FALSE(plain->listeners.amqp->subscriber_stall_timeout_ms.has_value());
+}
+
+TEST(ParserErrorTest, BadAmqpFlowControlAttributes) {
+  EXPECT_THAT(errorsOf(R"(<cepbus name="t"><listeners>
+<amqp credit-window="0" subscriber-buffer="many"
+      durable-buffer="-3" request-timeout="0" subscriber-stall-timeout="1.5"/>
+</listeners></cepbus>)"),
+              ElementsAre("t.xml:2: <amqp>: attribute \"credit-window\" must be between 1 and "
+                          "1000000, got \"0\"",
+                          "t.xml:2: <amqp>: attribute \"subscriber-buffer\" must be a positive "
+                          "integer, got \"many\"",
+                          "t.xml:3: <amqp>: attribute \"durable-buffer\" must be a non-negative "
+                          "integer, got \"-3\"",
+                          "t.xml:3: <amqp>: attribute \"request-timeout\" must be between 1 and "
+                          "86400000, got \"0\"",
+                          "t.xml:3: <amqp>: attribute \"subscriber-stall-timeout\" must be a "
+                          "positive integer, got \"1.5\""));
+  EXPECT_THAT(errorsOf(R"(<cepbus name="t"><listeners>
+<amqp credit-window="2000000"/>
+</listeners></cepbus>)"),
+              ElementsAre("t.xml:2: <amqp>: attribute \"credit-window\" must be between 1 and "
+                          "1000000, got \"2000000\""));
+}
+
 TEST(ParserTest, AmqpSecurity) {
   const std::string hash =
       "pbkdf2-sha256:200000:00112233445566778899aabbccddeeff:"

@@ -1,13 +1,28 @@
 #pragma once
 
-// AmqpTestClient: the project's own Proton C++ client for end-to-end tests of
-// the AMQP listener. It connects (ANONYMOUS, or PLAIN with a user; optionally
-// over TLS trusting a given certificate), then the test drives it: subscribe,
-// publish, close. Everything it sees is recorded under a mutex; tests wait
-// for conditions with waitFor() (never for a time).
+// AmqpTestClient: the project's own Proton C++ client for the AMQP tests (the
+// listener in process, the real `cepbus` end to end, bridges between buses).
+//
+// It connects to 127.0.0.1:<port> as soon as it is built: SASL ANONYMOUS, or
+// PLAIN with a user; over TLS when given a CA (the peer's name is checked as
+// "localhost"). The test then drives it from its own thread:
+//   - subscribe(pattern, ...): a receiving link that accepts what it gets up
+//     to a limit and leaves the rest unsettled (at-least-once tests), durable
+//     if asked;
+//   - receive(name, address, respond): a receiving link that accepts
+//     everything, with a dynamic source when `address` is empty (its address
+//     is read back with replyAddress()); with `respond` it answers each
+//     request on a sender to the request's reply-to with its correlation-id;
+//   - publish(address, messages): a new sending link per call; send(address,
+//     messages): one sending link per address, reused;
+//   - closeReceiver(), closeConnection().
+// Everything the client sees is recorded in the public fields below, under a
+// mutex: tests wait for a condition with waitFor() (never for a time) and
+// read the fields with read() or inside the condition.
 //
 // Thread-safety: the public calls may be made from any thread; Proton objects
-// are only used on the client's container thread.
+// are used on the client's container thread only. Ownership: owns its
+// container and thread; the destructor closes the connection and joins.
 
 #include <chrono>
 #include <condition_variable>
@@ -15,11 +30,12 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
 #include <proton/container.hpp>
 #include <proton/delivery.hpp>
-#include <proton/duration.hpp>
+#include <proton/delivery_mode.hpp>
 #include <proton/error_condition.hpp>
 #include <proton/message.hpp>
 #include <proton/message_id.hpp>
@@ -32,29 +48,40 @@
 #include <proton/source.hpp>
 #include <proton/source_options.hpp>
 #include <proton/ssl.hpp>
-#include <proton/target_options.hpp>
 #include <proton/tracker.hpp>
 #include <proton/transport.hpp>
 #include <proton/work_queue.hpp>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "services/amqp/message_mapping.h"
 
 namespace cepbus::testing {
 
-inline constexpr std::chrono::seconds kAmqpWait{5};
+// How long waitFor() waits by default: generous, since CI boxes are loaded; a
+// test only waits that long when the code under test is broken.
+inline constexpr std::chrono::seconds kAmqpWait{20};
 
 struct AmqpClientOptions {
   int port = 0;
   std::string user;      // empty: SASL ANONYMOUS
   std::string password;  // with `user`: SASL PLAIN
   std::string ca;        // not empty: TLS, trusting this PEM certificate (peer name "localhost")
-  std::string container_id;
-  bool reconnect = false;  // Proton's reconnect (for a bus restarted under the client)
+  std::string container_id;  // empty: a random one
+  bool reconnect = false;    // Proton's reconnect (for a bus restarted under the client)
 };
 
-struct AmqpReceived {
+// A message a receiving link got. It is the message itself (read it as one)
+// and also holds it as `message`, next to its header's redelivery marks.
+struct AmqpReceived : proton::message {
+  explicit AmqpReceived(const proton::message& m)
+      : proton::message(m),
+        message(m),
+        delivery_count(m.delivery_count()),
+        first_acquirer(m.first_acquirer()) {}
   proton::message message;
   uint32_t delivery_count = 0;
   bool first_acquirer = true;
@@ -62,6 +89,9 @@ struct AmqpReceived {
 
 class AmqpTestClient final : public proton::messaging_handler {
  public:
+  // Builds the answer to a request; nullopt: no answer.
+  using Respond = std::function<std::optional<proton::message>(const proton::message&)>;
+
   explicit AmqpTestClient(AmqpClientOptions options)
       : options_(std::move(options)),
         container_(*this, options_.container_id.empty()
@@ -69,6 +99,10 @@ class AmqpTestClient final : public proton::messaging_handler {
                               : options_.container_id) {
     thread_ = std::thread([this] { container_.run(); });
   }
+  // ANONYMOUS, without TLS, as `container_id`.
+  AmqpTestClient(int port, std::string container_id)
+      : AmqpTestClient(AmqpClientOptions{port, {}, {}, {}, std::move(container_id), false}) {}
+
   ~AmqpTestClient() override {
     // Closed first: a connection handle still held when the container stops
     // trips Proton's reference count assertion.
@@ -78,15 +112,16 @@ class AmqpTestClient final : public proton::messaging_handler {
     thread_.join();
   }
 
-  bool waitFor(const std::function<bool()>& done) {
+  bool waitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = kAmqpWait) {
     std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kAmqpWait, done);
+    return cv_.wait_for(lock, timeout, done);
   }
   template <typename T>
   T read(const std::function<T()>& fn) {
     std::lock_guard lock(mu_);
     return fn();
   }
+  // Open, or refused (then `error` says why).
   bool waitOpen() {
     return waitFor([&] { return open || static_cast<bool>(error); });
   }
@@ -105,24 +140,48 @@ class AmqpTestClient final : public proton::messaging_handler {
         source.durability_mode(proton::source::UNSETTLED_STATE)
             .expiry_policy(proton::source::NEVER);
       }
-      proton::receiver_options ro;
-      ro.name(name.empty() ? pattern : name)
-          .credit_window(credit)
-          .auto_accept(false)
-          .source(source);
-      proton::receiver r = connection_.open_receiver(pattern, ro);
-      accept_limits_[r.name()] = accept_limit;
+      openReceiver(pattern, name.empty() ? pattern : name, source, credit, accept_limit);
     });
   }
 
-  // Sends `messages` unsettled (or pre-settled) on a sending link to `address`.
+  // A receiving link named `name` on `address`, or with a dynamic source when
+  // `address` is empty; it accepts everything. With `respond`, it answers
+  // what it gets.
+  void receive(std::string name, std::string address, Respond respond = nullptr) {
+    run([this, name, address, respond] {
+      proton::source_options source;
+      if (address.empty()) {
+        source.dynamic(true);
+      } else {
+        source.address(address);
+      }
+      responders_[name] = respond;
+      openReceiver(address, name, source, 100, -1);
+    });
+  }
+
+  // Sends `messages` unsettled (or pre-settled) on a new sending link to
+  // `address`.
   void publish(std::string address, std::vector<proton::message> messages,
                bool presettled = false) {
     run([this, address, messages = std::move(messages), presettled] {
-      proton::sender_options so;
-      if (presettled) so.delivery_mode(proton::delivery_mode::AT_MOST_ONCE);
-      proton::sender s = connection_.open_sender(address, so);
-      pending_[s.name()] = std::deque<proton::message>(messages.begin(), messages.end());
+      proton::sender s = connection_.open_sender(address, senderOptions(presettled));
+      pending_[s.name()].insert(pending_[s.name()].end(), messages.begin(), messages.end());
+    });
+  }
+  // Sends `messages` unsettled (or pre-settled) on the client's sending link
+  // to `address`, opened by the first call.
+  void send(std::string address, std::vector<proton::message> messages, bool presettled = false) {
+    run([this, address, messages = std::move(messages), presettled] {
+      for (const auto& m : messages) queue(address, m, presettled);
+    });
+  }
+
+  // The address the bus gave the receiving link `name` ("" until attached).
+  std::string replyAddress(const std::string& name) {
+    return read<std::string>([&] {
+      auto it = addresses.find(name);
+      return it == addresses.end() ? std::string() : it->second;
     });
   }
 
@@ -152,20 +211,26 @@ class AmqpTestClient final : public proton::messaging_handler {
   proton::error_condition error;                               // the connection's (or transport's)
   std::map<std::string, proton::error_condition> link_errors;  // by link name
   std::map<std::string, int> links_open;                       // by link name
-  std::map<std::string, std::vector<AmqpReceived>> received;   // by link name
+  std::map<std::string, std::string> addresses;                // receiving link name -> its source
+  std::map<std::string, std::vector<AmqpReceived>> received;   // by receiving link name
   size_t accepted = 0, released = 0, rejected = 0;             // outcomes of what was sent
-  std::vector<proton::error_condition> rejections;
+  std::vector<proton::error_condition> rejections;             // the conditions of `rejected`
 
  private:
-  // On the connection's work queue, so that what `fn` does is written out at
-  // once (container-level work is not followed by I/O in Proton 0.37).
   // Name and description only: a condition's properties may share Proton's
   // own data, and a reference kept to it trips Proton's assertion when the
   // transport is freed.
   static proton::error_condition copyOf(const proton::error_condition& e) {
     return proton::error_condition(e.name(), e.description());
   }
+  static proton::sender_options senderOptions(bool presettled) {
+    proton::sender_options so;
+    if (presettled) so.delivery_mode(proton::delivery_mode::AT_MOST_ONCE);
+    return so;
+  }
 
+  // On the connection's work queue, so that what `fn` does is written out at
+  // once (container-level work is not followed by I/O in Proton 0.37).
   void run(std::function<void()> fn) {
     proton::work_queue* queue = nullptr;
     {
@@ -183,9 +248,26 @@ class AmqpTestClient final : public proton::messaging_handler {
     cv_.notify_all();
   }
 
+  void openReceiver(const std::string& address, const std::string& name,
+                    proton::source_options source, int credit, int accept_limit) {
+    accept_limits_[name] = accept_limit;
+    connection_.open_receiver(
+        address,
+        proton::receiver_options().name(name).credit_window(credit).auto_accept(false).source(
+            source));
+  }
+  void queue(const std::string& address, const proton::message& m, bool presettled) {
+    const std::string key = address + (presettled ? "#presettled" : "");
+    auto it = senders_.find(key);
+    if (it == senders_.end()) {
+      it = senders_.emplace(key, connection_.open_sender(address, senderOptions(presettled))).first;
+    }
+    pending_[it->second.name()].push_back(m);
+    on_sendable(it->second);
+  }
+
   void on_container_start(proton::container& c) override {
     proton::connection_options co;
-
     if (options_.user.empty()) {
       co.sasl_allowed_mechs("ANONYMOUS");
     } else {
@@ -222,6 +304,7 @@ class AmqpTestClient final : public proton::messaging_handler {
   // Proton's reference count assertion.
   void on_transport_close(proton::transport&) override {
     connection_ = proton::connection();
+    senders_.clear();
     bump([&] {
       queue_ = nullptr;
       transport_closed = true;
@@ -233,7 +316,10 @@ class AmqpTestClient final : public proton::messaging_handler {
     });
   }
   void on_receiver_open(proton::receiver& r) override {
-    bump([&] { ++links_open[r.name()]; });
+    bump([&] {
+      ++links_open[r.name()];
+      addresses[r.name()] = r.source().address();
+    });
   }
   void on_sender_open(proton::sender& s) override {
     bump([&] { ++links_open[s.name()]; });
@@ -257,7 +343,13 @@ class AmqpTestClient final : public proton::messaging_handler {
       d.accept();
       if (limit > 0) --limit;
     }
-    bump([&] { received[name].push_back({m, m.delivery_count(), m.first_acquirer()}); });
+    bump([&] { received[name].emplace_back(m); });
+    auto responder = responders_.find(name);
+    if (responder == responders_.end() || !responder->second) return;
+    std::optional<proton::message> answer = responder->second(m);
+    if (!answer) return;
+    answer->correlation_id(m.correlation_id());
+    queue(m.reply_to(), *answer, false);
   }
   void on_sendable(proton::sender& s) override {
     auto it = pending_.find(s.name());
@@ -273,8 +365,12 @@ class AmqpTestClient final : public proton::messaging_handler {
   void on_tracker_release(proton::tracker&) override {
     bump([&] { ++released; });
   }
-  void on_tracker_reject(proton::tracker&) override {
-    bump([&] { ++rejected; });
+  void on_tracker_reject(proton::tracker& t) override {
+    proton::error_condition c = services::amqp::remoteCondition(t);
+    bump([&] {
+      ++rejected;
+      rejections.emplace_back(c.name(), c.description());
+    });
   }
 
   const AmqpClientOptions options_;
@@ -285,8 +381,10 @@ class AmqpTestClient final : public proton::messaging_handler {
   proton::work_queue* queue_ = nullptr;  // guarded by mu_; the connection's while it is open
   // Container thread only.
   proton::connection connection_;
-  std::map<std::string, std::deque<proton::message>> pending_;
-  std::map<std::string, int> accept_limits_;
+  std::map<std::string, proton::sender> senders_;               // send(): by address (+ mode)
+  std::map<std::string, std::deque<proton::message>> pending_;  // by sending link name
+  std::map<std::string, int> accept_limits_;                    // by receiving link name
+  std::map<std::string, Respond> responders_;                   // by receiving link name
 };
 
 }  // namespace cepbus::testing
