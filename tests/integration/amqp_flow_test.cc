@@ -8,21 +8,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <mutex>
-#include <proton/connection.hpp>
-#include <proton/connection_options.hpp>
-#include <proton/container.hpp>
-#include <proton/delivery.hpp>
+#include <memory>
 #include <proton/message.hpp>
-#include <proton/messaging_handler.hpp>
-#include <proton/receiver.hpp>
-#include <proton/receiver_options.hpp>
-#include <proton/transport.hpp>
-#include <proton/work_queue.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -31,7 +20,6 @@
 #include "tests/integration/child_process.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/ports.h"
-#include "tests/testing/wait.h"
 
 namespace cepbus {
 namespace {
@@ -39,7 +27,6 @@ namespace {
 using namespace std::chrono_literals;
 using cepbus::testing::canConnect;
 using cepbus::testing::freePort;
-using cepbus::testing::waitUntil;
 using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
 using testing::ChildProcess;
@@ -53,86 +40,6 @@ proton::message tick(int64_t n) {
   m.properties().put("ts", n);
   return m;
 }
-
-// A subscriber that takes only what the test grants it credit for.
-class CreditedSubscriber final : public proton::messaging_handler {
- public:
-  CreditedSubscriber(int port, std::string address)
-      : url_("127.0.0.1:" + std::to_string(port)), address_(std::move(address)), container_(*this) {
-    thread_ = std::thread([this] { container_.run(); });
-  }
-  ~CreditedSubscriber() override {
-    // Closed first: a handle still held when the container stops trips
-    // Proton's reference count assertion.
-    run([this] { connection_.close(); });
-    if (!waitFor([&] { return transport_closed_; })) container_.stop();
-    thread_.join();
-  }
-  void grant(int credit) {
-    run([this, credit] {
-      for (proton::receiver r : connection_.receivers()) r.add_credit(credit);
-    });
-  }
-  bool waitFor(const std::function<bool()>& done) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, testing::kAmqpWait, done);
-  }
-  std::vector<int64_t> received() {
-    std::lock_guard lock(mu_);
-    return received_;
-  }
-  bool open() {
-    return waitFor([&] { return open_; });
-  }
-
- private:
-  void run(std::function<void()> fn) {
-    std::lock_guard lock(mu_);
-    if (queue_ != nullptr) queue_->add(std::move(fn));
-  }
-  template <typename F>
-  void bump(F f) {
-    {
-      std::lock_guard lock(mu_);
-      f();
-    }
-    cv_.notify_all();
-  }
-  void on_container_start(proton::container& c) override {
-    c.connect(url_, proton::connection_options().sasl_allowed_mechs("ANONYMOUS"));
-  }
-  void on_connection_open(proton::connection& c) override {
-    connection_ = c;
-    c.open_receiver(address_, proton::receiver_options().credit_window(0));
-    bump([&] { queue_ = &c.work_queue(); });
-  }
-  void on_receiver_open(proton::receiver&) override {
-    bump([&] { open_ = true; });
-  }
-  void on_message(proton::delivery&, proton::message& m) override {
-    const int64_t ts = proton::get<int64_t>(m.properties().get("ts"));
-    bump([&] { received_.push_back(ts); });
-  }
-  void on_transport_close(proton::transport&) override {
-    connection_ = proton::connection();
-    bump([&] {
-      queue_ = nullptr;
-      transport_closed_ = true;
-    });
-  }
-
-  const std::string url_;
-  const std::string address_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  proton::work_queue* queue_ = nullptr;  // guarded by mu_
-  bool open_ = false;                    // guarded by mu_
-  bool transport_closed_ = false;        // guarded by mu_
-  std::vector<int64_t> received_;        // guarded by mu_: the ts of each message
-  proton::connection connection_;        // container thread only
-  proton::container container_;
-  std::thread thread_;
-};
 
 // One bus for the suite: "feed.#" on a reliable route through one
 // single-threaded stage (ordered), small subscriber buffers and credit.
@@ -175,14 +82,24 @@ class AmqpFlowTest : public ::testing::Test {
     o.port = port_;
     return o;
   }
-  // Grants the subscriber credit a few at a time until it has `total`.
-  static void takeSlowly(CreditedSubscriber& subscriber, int total) {
+  // A subscriber to `pattern` that takes only what takeSlowly() grants it.
+  static std::unique_ptr<AmqpTestClient> slowSubscriber(const std::string& pattern) {
+    auto subscriber = std::make_unique<AmqpTestClient>(client());
+    EXPECT_TRUE(subscriber->waitOpen());
+    subscriber->subscribe(pattern, pattern, /*durable=*/false, /*credit=*/0);
+    EXPECT_TRUE(subscriber->waitFor([&] { return subscriber->links_open[pattern] == 1; }));
+    return subscriber;
+  }
+  // Grants link `pattern` of `subscriber` credit a few at a time until it has `total`.
+  static void takeSlowly(AmqpTestClient& subscriber, const std::string& pattern, int total) {
     for (int granted = 0; granted < total;) {
-      subscriber.grant(7);
+      subscriber.grant(pattern, 7);
       granted += 7;
       const size_t expected = static_cast<size_t>(std::min(granted, total));
-      ASSERT_TRUE(waitUntil([&] { return subscriber.received().size() >= expected; }))
-          << "stuck at " << subscriber.received().size() << " of " << expected;
+      ASSERT_TRUE(subscriber.waitFor([&] {
+        return subscriber.received[pattern].size() >= expected;
+      })) << "stuck at "
+          << subscriber.receivedTs(pattern).size() << " of " << expected;
     }
   }
 
@@ -200,15 +117,14 @@ int AmqpFlowTest::port_ = 0;
 // time. Every message arrives, in order.
 TEST_F(AmqpFlowTest, APresettledFloodToASlowSubscriberLosesNothing) {
   constexpr int kN = 400;
-  CreditedSubscriber slow(port_, "feed.a");
-  ASSERT_TRUE(slow.open());
+  std::unique_ptr<AmqpTestClient> slow = slowSubscriber("feed.a");
   AmqpTestClient publisher(client());
   ASSERT_TRUE(publisher.waitOpen());
   std::vector<proton::message> messages;
   for (int n = 1; n <= kN; ++n) messages.push_back(tick(n));
   publisher.publish("feed.a", messages, /*presettled=*/true);
-  takeSlowly(slow, kN);
-  const std::vector<int64_t> received = slow.received();
+  takeSlowly(*slow, "feed.a", kN);
+  const std::vector<Timestamp> received = slow->receivedTs("feed.a");
   ASSERT_EQ(received.size(), static_cast<size_t>(kN));
   for (int i = 0; i < kN; ++i) EXPECT_EQ(received[i], i + 1);
 }
@@ -219,8 +135,7 @@ TEST_F(AmqpFlowTest, APresettledFloodToASlowSubscriberLosesNothing) {
 // the rest wait at the sender; then everything arrives once, in order.
 TEST_F(AmqpFlowTest, CreditStopsAtTheSubscriberBufferFromTheDescriptor) {
   constexpr int kN = 100;
-  CreditedSubscriber slow(port_, "feed.b");
-  ASSERT_TRUE(slow.open());
+  std::unique_ptr<AmqpTestClient> slow = slowSubscriber("feed.b");
   AmqpTestClient publisher(client());
   ASSERT_TRUE(publisher.waitOpen());
   std::vector<proton::message> messages;
@@ -230,8 +145,8 @@ TEST_F(AmqpFlowTest, CreditStopsAtTheSubscriberBufferFromTheDescriptor) {
   std::this_thread::sleep_for(200ms);  // room for credit that must not come
   EXPECT_EQ(publisher.read<size_t>([&] { return publisher.accepted; }), size_t{kBuffer});
   EXPECT_EQ(publisher.read<size_t>([&] { return publisher.released + publisher.rejected; }), 0u);
-  takeSlowly(slow, kN);
-  const std::vector<int64_t> received = slow.received();
+  takeSlowly(*slow, "feed.b", kN);
+  const std::vector<Timestamp> received = slow->receivedTs("feed.b");
   ASSERT_EQ(received.size(), static_cast<size_t>(kN));
   for (int i = 0; i < kN; ++i) EXPECT_EQ(received[i], i + 1);
   ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == kN; }));

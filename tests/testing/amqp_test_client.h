@@ -8,7 +8,8 @@
 // "localhost"). The test then drives it from its own thread:
 //   - subscribe(pattern, ...): a receiving link that accepts what it gets up
 //     to a limit and leaves the rest unsettled (at-least-once tests), durable
-//     if asked;
+//     if asked; with credit 0 it takes only what grant() lets it (a slow or
+//     stuck subscriber);
 //   - receive(name, address, respond): a receiving link that accepts
 //     everything, with a dynamic source when `address` is empty (its address
 //     is read back with replyAddress()); with `respond` it answers each
@@ -183,6 +184,28 @@ class AmqpTestClient final : public proton::messaging_handler {
       auto it = addresses.find(name);
       return it == addresses.end() ? std::string() : it->second;
     });
+  }
+
+  // Gives receiving link `name` `credit` more: for a link subscribed with
+  // credit 0, which the client never replenishes by itself.
+  void grant(const std::string& name, int credit) {
+    run([this, name, credit] {
+      for (proton::receiver r : connection_.receivers()) {
+        if (r.name() == name) r.add_credit(credit);
+      }
+    });
+  }
+
+  // The timestamps of the events link `name` received, in arrival order (-1
+  // for a message that maps to no event).
+  std::vector<Timestamp> receivedTs(const std::string& name) {
+    std::lock_guard lock(mu_);
+    std::vector<Timestamp> out;
+    for (const AmqpReceived& m : received[name]) {
+      const services::amqp::MappedEvent e = services::amqp::eventFromMessage(m.message);
+      out.push_back(e.event ? e.event->ts() : -1);
+    }
+    return out;
   }
 
   // Closes a receiving link: `detach` only (durable subscriptions keep their

@@ -268,87 +268,6 @@ class Recorder {
   std::vector<EventPtr> events_;  // guarded by mu_
 };
 
-// A subscriber that takes only what the test grants it credit for: slow, or
-// stuck when it never grants any. One connection on its own container thread.
-class CreditedSubscriber final : public proton::messaging_handler {
- public:
-  CreditedSubscriber(int port, std::string pattern)
-      : url_("127.0.0.1:" + std::to_string(port)), pattern_(std::move(pattern)), container_(*this) {
-    thread_ = std::thread([this] { container_.run(); });
-  }
-  ~CreditedSubscriber() override {
-    // The connection is closed first: a handle still held when the container
-    // stops trips Proton's reference count assertion.
-    run([this] { connection_.close(); });
-    if (!waitFor([&] { return transport_closed_; })) container_.stop();
-    thread_.join();
-  }
-  void grant(int credit) {
-    run([this, credit] {
-      for (proton::receiver r : connection_.receivers()) r.add_credit(credit);
-    });
-  }
-  bool waitFor(const std::function<bool()>& done) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kWait, done);
-  }
-  std::vector<int64_t> received() {
-    std::lock_guard lock(mu_);
-    return received_;
-  }
-  bool open() {
-    return waitFor([&] { return open_; });
-  }
-
- private:
-  void run(std::function<void()> fn) {
-    std::lock_guard lock(mu_);
-    if (queue_ != nullptr) queue_->add(std::move(fn));
-  }
-  template <typename F>
-  void bump(F f) {
-    {
-      std::lock_guard lock(mu_);
-      f();
-    }
-    cv_.notify_all();
-  }
-  void on_container_start(proton::container& c) override {
-    c.connect(url_, proton::connection_options().sasl_allowed_mechs("ANONYMOUS"));
-  }
-  void on_connection_open(proton::connection& c) override {
-    connection_ = c;
-    c.open_receiver(pattern_, proton::receiver_options().credit_window(0));
-    bump([&] { queue_ = &c.work_queue(); });
-  }
-  void on_receiver_open(proton::receiver&) override {
-    bump([&] { open_ = true; });
-  }
-  void on_message(proton::delivery&, proton::message& m) override {
-    MappedEvent e = eventFromMessage(m);
-    bump([&] { received_.push_back(e.event ? e.event->ts() : -1); });
-  }
-  void on_transport_close(proton::transport&) override {
-    connection_ = proton::connection();
-    bump([&] {
-      queue_ = nullptr;
-      transport_closed_ = true;
-    });
-  }
-
-  const std::string url_;
-  const std::string pattern_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  proton::work_queue* queue_ = nullptr;  // guarded by mu_
-  bool open_ = false;                    // guarded by mu_
-  bool transport_closed_ = false;        // guarded by mu_
-  std::vector<int64_t> received_;        // guarded by mu_: the ts of each message
-  proton::connection connection_;        // container thread only
-  proton::container container_;
-  std::thread thread_;
-};
-
 TestClient::Plan subscribing(std::vector<std::string> patterns, int credit = 100) {
   TestClient::Plan plan;
   plan.subscribe = std::move(patterns);
@@ -695,8 +614,10 @@ TEST_F(AmqpListenerTest, AFloodWaitsForASlowSubscriberInsteadOfOverflowingItsBuf
   options.credit_window = 8;
   options.subscriber_stall_timeout = std::chrono::hours(1);  // slow here, never stuck
   AmqpListenerService& service = start(true, options);
-  CreditedSubscriber slow(service.port(), "feed");
-  ASSERT_TRUE(slow.open());
+  testing::AmqpTestClient slow(service.port(), "slow");
+  ASSERT_TRUE(slow.waitOpen());
+  slow.subscribe("feed", "feed", /*durable=*/false, /*credit=*/0);  // takes what it is granted
+  ASSERT_TRUE(slow.waitFor([&] { return slow.links_open["feed"] == 1; }));
 
   constexpr int kN = 300;
   TestClient::Plan plan = publishing("feed");
@@ -721,12 +642,12 @@ TEST_F(AmqpListenerTest, AFloodWaitsForASlowSubscriberInsteadOfOverflowingItsBuf
   // for what fits again, until everything went through, in order.
   int granted = 0;
   while (granted < kN) {
-    slow.grant(7);
+    slow.grant("feed", 7);
     granted += 7;
     const size_t expected = static_cast<size_t>(std::min(granted, kN));
-    ASSERT_TRUE(waitUntil([&] { return slow.received().size() >= expected; }));
+    ASSERT_TRUE(slow.waitFor([&] { return slow.received["feed"].size() >= expected; }));
   }
-  const std::vector<int64_t> received = slow.received();
+  const std::vector<Timestamp> received = slow.receivedTs("feed");
   ASSERT_EQ(received.size(), static_cast<size_t>(kN));
   for (int i = 0; i < kN; ++i) EXPECT_EQ(received[i], i + 1);
   stats = service.stats();
@@ -744,8 +665,10 @@ TEST_F(AmqpListenerTest, AStuckSubscriberAloneLosesWhatDoesNotFitAndOthersGetEve
   options.credit_window = 8;
   options.subscriber_stall_timeout = 50ms;
   AmqpListenerService& service = start(true, options);
-  CreditedSubscriber stuck(service.port(), "feed");
-  ASSERT_TRUE(stuck.open());
+  testing::AmqpTestClient stuck(service.port(), "stuck");
+  ASSERT_TRUE(stuck.waitOpen());
+  stuck.subscribe("feed", "feed", /*durable=*/false, /*credit=*/0);  // takes nothing ungranted
+  ASSERT_TRUE(stuck.waitFor([&] { return stuck.links_open["feed"] == 1; }));
   TestClient fast(service.port(), subscribing({"feed"}));
   ASSERT_TRUE(fast.waitFor([&] { return fast.links_open == 1; }));
 
@@ -765,9 +688,9 @@ TEST_F(AmqpListenerTest, AStuckSubscriberAloneLosesWhatDoesNotFitAndOthersGetEve
   EXPECT_GE(stats.subscriber_stalls, 1u);
   EXPECT_EQ(stats.buffer_full, static_cast<uint64_t>(kN - 20));
   // What it kept is the first 20, still there for it.
-  stuck.grant(kN);
-  ASSERT_TRUE(waitUntil([&] { return stuck.received().size() >= 20; }));
-  const std::vector<int64_t> kept = stuck.received();
+  stuck.grant("feed", kN);
+  ASSERT_TRUE(stuck.waitFor([&] { return stuck.received["feed"].size() >= 20; }));
+  const std::vector<Timestamp> kept = stuck.receivedTs("feed");
   ASSERT_EQ(kept.size(), 20u);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(kept[i], i + 1);
 }
