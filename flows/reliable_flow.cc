@@ -43,7 +43,7 @@ void DeferredAck::operator()(const Status& status) const {
                                                     [](stages::Stage&, const Attachment&) {});
   DeliveryTarget* target = delivery.target;
   if (!attached && !status.isOk()) {
-    flow.orphan(std::move(delivery));
+    flow.orphan(delivery);
     return;
   }
   flow.complete(attached ? target : nullptr, std::move(delivery), status);
@@ -266,7 +266,7 @@ void ReliableFlow::scheduleRetry(Delivery delivery) {
   retries_.push_back(Retry{due, token});
 }
 
-void ReliableFlow::orphan(Delivery delivery) {
+void ReliableFlow::orphan(const Delivery& delivery) {
   JournalRecord record{delivery.seq,
                        delivery.target_name,
                        delivery.exchange.event->id(),
@@ -377,12 +377,10 @@ void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Sta
       delivered_.insert(key);
     }
     writer_.acknowledge(JournalAck{delivery.seq, key.target, key.event_id});
-  } else if (status.code() == Status::Code::kRejected) {
-    // The target's own admission refused it (a full buffer): like a full
-    // stage, that only delays it.
-    scheduleRetry(std::move(delivery));
-    return;
-  } else if (++delivery.attempts < config_.max_attempts) {
+  } else if (status.code() == Status::Code::kRejected ||
+             ++delivery.attempts < config_.max_attempts) {
+    // Rejected is the target's own admission refusing it (a full buffer):
+    // like a full stage, that only delays it and costs no attempt.
     scheduleRetry(std::move(delivery));
     return;
   } else {

@@ -162,7 +162,7 @@ class ReliableFlow final : public AbstractFlow {
   void dispatch(Delivery delivery);
   void scheduleRetry(Delivery delivery);
   // The target went away: its record waits for the next attach().
-  void orphan(Delivery delivery);
+  void orphan(const Delivery& delivery);
   void redeliver(DeliveryTarget& target, const Attachment& attachment);
   // Forgets an in-flight delivery that will not be acknowledged in this run.
   void release(const DeliveryKey& key);

@@ -308,6 +308,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
 
   // Sinks are declared before the detector so that they outlive it.
   std::vector<std::unique_ptr<PrintingSink>> sinks;
+  sinks.reserve(lines.size());
   for (const PatternLine& q : lines) {
     sinks.push_back(std::make_unique<PrintingSink>(
         out, options.full, options.count, many ? nlohmann::json(q.name).dump() : std::string()));

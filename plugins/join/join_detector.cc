@@ -78,7 +78,7 @@ class JoinDetector::Composer final : public plugin::MatchComposer {
 JoinDetector::JoinDetector(JoinPlanPtr plan, plugin::MatchSink& sink)
     : plan_(std::move(plan)), sink_(sink), composer_(std::make_unique<Composer>(*plan_)) {}
 
-Result<std::unique_ptr<JoinDetector>> JoinDetector::create(JoinPlanPtr plan,
+Result<std::unique_ptr<JoinDetector>> JoinDetector::create(const JoinPlanPtr& plan,
                                                            plugin::MatchSink& sink) {
   std::unique_ptr<JoinDetector> d(new JoinDetector(plan, sink));
   const size_t n = plan->workers;

@@ -56,7 +56,8 @@ namespace cepbus::plugins::join {
 class JoinDetector final : public plugin::Detector {
  public:
   // Starts the workers; IoError when the spill directory or files cannot be made.
-  static Result<std::unique_ptr<JoinDetector>> create(JoinPlanPtr plan, plugin::MatchSink& sink);
+  static Result<std::unique_ptr<JoinDetector>> create(const JoinPlanPtr& plan,
+                                                      plugin::MatchSink& sink);
   ~JoinDetector() override;
   JoinDetector(const JoinDetector&) = delete;
   JoinDetector& operator=(const JoinDetector&) = delete;

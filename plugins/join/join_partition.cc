@@ -162,7 +162,7 @@ void JoinPartition::insert(Group& g, Entry e) {
                               [](double p, const Entry& x) { return p > x.prob; });
   ++entries_;
   bytes_ += e.bytes;
-  g.list.insert(pos, std::move(e));
+  g.list.insert(pos, e);
 }
 
 namespace {

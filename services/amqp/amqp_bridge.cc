@@ -156,9 +156,10 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
       drain_scheduled = false;
       wake();
     } else {
-      receiver = c.open_receiver(
-          config.remote_address,
-          proton::receiver_options().credit_window(config.credit_window).auto_accept(false));
+      receiver = c.open_receiver(config.remote_address,
+                                 proton::receiver_options()
+                                     .credit_window(static_cast<int>(config.credit_window))
+                                     .auto_accept(false));
     }
   }
 

@@ -142,10 +142,12 @@ Result<std::unique_ptr<Detector>> DetectorFactory::createMany(std::span<const Na
                                                               MultiMatchSink& sink) const {
   if (Status s = checkNamedQueries(queries); !s) return s;
   std::vector<std::unique_ptr<FanOutDetector::Label>> labels;
+  labels.reserve(queries.size());
   for (size_t i = 0; i < queries.size(); ++i) {
     labels.push_back(std::make_unique<FanOutDetector::Label>(i, sink));
   }
   std::vector<FanOutDetector::Label*> raw;
+  raw.reserve(labels.size());
   for (const auto& l : labels) raw.push_back(l.get());
   auto fan = std::make_unique<FanOutDetector>(std::move(labels));
   for (size_t i = 0; i < queries.size(); ++i) {
