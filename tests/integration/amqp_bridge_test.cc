@@ -20,20 +20,13 @@
 namespace cepbus {
 namespace {
 
-using cepbus::testing::canConnect;
 using cepbus::testing::freePort;
+using cepbus::testing::waitListening;
 
 namespace fs = std::filesystem;
 using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
 using testing::ChildProcess;
-
-bool waitListening(int port) {
-  for (int i = 0; i < 2000 && !canConnect(port); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return canConnect(port);
-}
 
 proton::message tick(const std::string& subject, int64_t ts) {
   proton::message m;

@@ -23,8 +23,8 @@
 namespace cepbus {
 namespace {
 
-using cepbus::testing::canConnect;
 using cepbus::testing::freePort;
+using cepbus::testing::waitListening;
 
 namespace fs = std::filesystem;
 using testing::AmqpClientOptions;
@@ -65,10 +65,7 @@ class AmqpDeliveryTest : public ::testing::Test {
 )";
     bus_ = new ChildProcess({CEPBUS_BINARY, "run", "bus.xml"}, *dir_);
     ASSERT_TRUE(bus_->started());
-    for (int i = 0; i < 2000 && !canConnect(port_); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_TRUE(canConnect(port_)) << bus_->err();
+    ASSERT_TRUE(waitListening(port_)) << bus_->err();
   }
   static void TearDownTestSuite() {
     if (bus_ != nullptr) {

@@ -25,8 +25,8 @@ namespace cepbus {
 namespace {
 
 using namespace std::chrono_literals;
-using cepbus::testing::canConnect;
 using cepbus::testing::freePort;
+using cepbus::testing::waitListening;
 using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
 using testing::ChildProcess;
@@ -65,8 +65,7 @@ class AmqpFlowTest : public ::testing::Test {
 )";
     bus_ = new ChildProcess({CEPBUS_BINARY, "run", "bus.xml"}, *dir_);
     ASSERT_TRUE(bus_->started());
-    for (int i = 0; i < 2000 && !canConnect(port_); ++i) std::this_thread::sleep_for(10ms);
-    ASSERT_TRUE(canConnect(port_)) << bus_->err();
+    ASSERT_TRUE(waitListening(port_)) << bus_->err();
   }
   static void TearDownTestSuite() {
     if (bus_ != nullptr) {

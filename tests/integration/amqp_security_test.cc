@@ -26,8 +26,8 @@
 namespace cepbus {
 namespace {
 
-using cepbus::testing::canConnect;
 using cepbus::testing::freePort;
+using cepbus::testing::waitListening;
 
 namespace fs = std::filesystem;
 using testing::AmqpClientOptions;
@@ -82,10 +82,7 @@ class AmqpSecurityTest : public ::testing::Test {
     plain_bus_ = new ChildProcess({CEPBUS_BINARY, "run", "loopback.xml"}, *dir_ / "loopback");
     ASSERT_TRUE(bus_->started() && plain_bus_->started());
     for (int port : {port_, plain_port_}) {
-      for (int i = 0; i < 2000 && !canConnect(port); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      ASSERT_TRUE(canConnect(port)) << bus_->err() << plain_bus_->err();
+      ASSERT_TRUE(waitListening(port)) << bus_->err() << plain_bus_->err();
     }
   }
   static void TearDownTestSuite() {
