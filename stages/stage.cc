@@ -6,6 +6,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace cepbus::stages {
 namespace {
@@ -71,6 +72,8 @@ void Stage::stop() {
     // Workers leave once the closed queue is empty; at least min_threads of
     // them are never asked to retire, so every queued item is handled.
     pool_.join();
+    // An offer() running the handler inline finishes before stop() returns.
+    waitForInlineRun();
     return;
   }
   // Never started: the queued items are handled here.
@@ -94,14 +97,55 @@ Admission Stage::offer(StageItem item) {
   }
   if (decision == Admission::kDegraded) item.reliable = false;
   item.enqueued_at = Clock::now();
+  if (config_.run_inline_when_idle) {
+    if (tryRunInline(item)) {
+      StageMetrics::add(metrics_.ran_inline, 1);
+      if (decision == Admission::kDegraded) StageMetrics::add(metrics_.degraded, 1);
+      return decision;
+    }
+    // Counted before the push: a worker cannot finish it (and uncount it) first.
+    outstanding_.fetch_add(1, std::memory_order_seq_cst);
+  }
   // The queue enforces the capacity again: another producer may have filled
   // it since the decision, or stop() may have closed it.
   if (queue_.tryPush(item) != PushResult::kOk) {
+    if (config_.run_inline_when_idle) outstanding_.fetch_sub(1, std::memory_order_release);
     StageMetrics::add(metrics_.rejected, 1);
     return Admission::kRejected;
   }
   if (decision == Admission::kDegraded) StageMetrics::add(metrics_.degraded, 1);
   return decision;
+}
+
+bool Stage::tryRunInline(StageItem& item) {
+  uint64_t idle = 0;
+  if (!outstanding_.compare_exchange_strong(idle, kInlineRun | 1, std::memory_order_seq_cst)) {
+    return false;
+  }
+  // Checked after the claim: stop() either sees the claim and waits for this
+  // run, or stopped first and this thread sees it (both seq_cst). A stage
+  // not started yet keeps the item queued for its workers.
+  if (state_.load(std::memory_order_seq_cst) != State::kRunning) {
+    outstanding_.fetch_sub(kInlineRun | 1, std::memory_order_release);
+    return false;
+  }
+  const auto started = Clock::now();
+  const bool ok = handleOne(item);
+  StageMetrics::add(
+      metrics_.busy_ns,
+      static_cast<uint64_t>(std::chrono::nanoseconds(Clock::now() - started).count()));
+  if (ok) StageMetrics::add(metrics_.processed, 1);
+  item = StageItem{};
+  outstanding_.fetch_sub(kInlineRun | 1, std::memory_order_release);
+  return true;
+}
+
+void Stage::waitForInlineRun() const {
+  // Inline runs are short by contract (cheap handlers only), so a yield loop
+  // is enough; it only happens when producers on several threads overlap.
+  while ((outstanding_.load(std::memory_order_acquire) & kInlineRun) != 0) {
+    std::this_thread::yield();
+  }
 }
 
 Admission Stage::offerWait(StageItem item, std::chrono::nanoseconds timeout) {
@@ -119,8 +163,9 @@ StageMetricsSnapshot Stage::metrics() const {
   StageMetricsSnapshot s;
   s.name = config_.name;
   s.enqueued = queue_.pushedTotal();
+  s.ran_inline = StageMetrics::read(metrics_.ran_inline);
   s.rejected = StageMetrics::read(metrics_.rejected);
-  s.offered = s.enqueued + s.rejected;
+  s.offered = s.enqueued + s.ran_inline + s.rejected;
   s.processed = StageMetrics::read(metrics_.processed);
   s.failed = StageMetrics::read(metrics_.failed);
   s.degraded = StageMetrics::read(metrics_.degraded);
@@ -187,7 +232,9 @@ void Stage::workerLoop() {
     if (pauseForDownstream()) StageMetrics::add(metrics_.backpressure_waits, 1);
     const size_t n = queue_.popBatch(batch.data(), batch.size(), Clock::now() + idle_wait);
     if (n > 0) {
+      if (config_.run_inline_when_idle) waitForInlineRun();
       handleBatch(batch.data(), n);
+      if (config_.run_inline_when_idle) outstanding_.fetch_sub(n, std::memory_order_release);
     } else if (queue_.drained()) {
       return;
     }
@@ -197,31 +244,31 @@ void Stage::workerLoop() {
 void Stage::handleBatch(StageItem* items, size_t n) {
   uint64_t ok = 0;
   const auto started = Clock::now();
-  auto finished = started;
   for (size_t i = 0; i < n; ++i) {
-    StageItem& item = items[i];
-    Status status;
-    try {
-      status = handler_(item);
-    } catch (const std::exception& e) {
-      status = Status::internal(std::string("handler threw: ") + e.what());
-    } catch (...) {
-      status = Status::internal("handler threw a non-standard exception");
-    }
-    finished = Clock::now();
-    metrics_.latency.recordDuration(finished - item.enqueued_at);
-    if (status.isOk()) {
-      ++ok;
-    } else {
-      const uint64_t failures = metrics_.failed.fetch_add(1, std::memory_order_relaxed) + 1;
-      logFailure(config_.name, failures, status.toString());
-    }
+    if (handleOne(items[i])) ++ok;
     // Release the event now rather than when the slot is next overwritten.
-    item = StageItem{};
+    items[i] = StageItem{};
   }
   StageMetrics::add(metrics_.processed, ok);
-  StageMetrics::add(metrics_.busy_ns,
-                    static_cast<uint64_t>(std::chrono::nanoseconds(finished - started).count()));
+  StageMetrics::add(
+      metrics_.busy_ns,
+      static_cast<uint64_t>(std::chrono::nanoseconds(Clock::now() - started).count()));
+}
+
+bool Stage::handleOne(StageItem& item) {
+  Status status;
+  try {
+    status = handler_(item);
+  } catch (const std::exception& e) {
+    status = Status::internal(std::string("handler threw: ") + e.what());
+  } catch (...) {
+    status = Status::internal("handler threw a non-standard exception");
+  }
+  metrics_.latency.recordDuration(Clock::now() - item.enqueued_at);
+  if (status.isOk()) return true;
+  const uint64_t failures = metrics_.failed.fetch_add(1, std::memory_order_relaxed) + 1;
+  logFailure(config_.name, failures, status.toString());
+  return false;
 }
 
 uint64_t Stage::handledTotal() const {
@@ -230,7 +277,8 @@ uint64_t Stage::handledTotal() const {
 
 void Stage::controllerTick(Clock::time_point now) {
   const uint64_t handled = handledTotal();
-  const uint64_t offered = queue_.pushedTotal() + StageMetrics::read(metrics_.rejected);
+  const uint64_t offered = queue_.pushedTotal() + StageMetrics::read(metrics_.ran_inline) +
+                           StageMetrics::read(metrics_.rejected);
   admission_.sample(now, offered, handled);
   const size_t threads =
       resource_.update(now, pool_.threads(), queue_.size(), handled,

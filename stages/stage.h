@@ -19,6 +19,17 @@
 //   treats the stage as more loaded; pressure() shows this upstream.
 // - stop() refuses new items, lets the workers run the handler on every item
 //   already queued, then joins them.
+// - Run inline when idle (opt-in, StageConfig::run_inline_when_idle): an item
+//   offered while the stage holds nothing (no item queued, none in a
+//   handler) is handled on the offering thread, after admission, instead of
+//   being queued for a worker. Under light load this saves the hand-off to a
+//   worker and back (two thread wake-ups on the latency path, and the CPU of
+//   the switches); under load the queue is rarely empty and the stage works
+//   as a queue with its own threads. Per-producer order is kept, and the
+//   handler never runs on two threads at once more than a stage with
+//   max_threads workers allows. The caller's thread pays for the handler,
+//   so it is for cheap handlers that never block (routing, handing an event
+//   to a buffer); isolation from a slow handler needs the queue.
 
 #include <array>
 #include <atomic>
@@ -62,6 +73,8 @@ struct StageConfig {
   std::chrono::microseconds backpressure_wait{2'000};
   // How long an idle worker spins before sleeping (trades CPU for hop latency).
   std::chrono::nanoseconds idle_spin = EventQueue::kDefaultSpin;
+  // Handle an item on the offering thread when the stage is idle (see above).
+  bool run_inline_when_idle = false;
 };
 
 // Thread-safety: offer(), offerWait(), pressure(), queueLength(), metrics()
@@ -88,7 +101,10 @@ class Stage {
   void start();
   void stop();  // idempotent; drains queued items, then joins threads
 
-  Admission offer(StageItem item);  // non-blocking, never throws; priority from item.event->cost()
+  // Non-blocking (unless it runs the handler inline), never throws; priority
+  // from item.event->cost(). kAccepted/kDegraded: queued, or already handled
+  // when the stage ran it inline.
+  Admission offer(StageItem item);
   // Blocks up to `timeout` while the stage is saturated (backpressure-aware wait), then offers.
   Admission offerWait(StageItem item, std::chrono::nanoseconds timeout);
 
@@ -108,6 +124,13 @@ class Stage {
 
   void workerLoop();
   void handleBatch(StageItem* items, size_t n);
+  // Runs the handler on one item and records its latency; true when it returned OK.
+  bool handleOne(StageItem& item);
+  // Claims the idle stage for the calling thread and handles `item` on it;
+  // false (item untouched) when the stage is not idle or not running.
+  bool tryRunInline(StageItem& item);
+  // A worker that took items while an inline run holds the stage waits for it.
+  void waitForInlineRun() const;
   void controllerTick(std::chrono::steady_clock::time_point now);
   bool downstreamSaturated() const;
   // Waits (bounded) while a downstream stage is saturated; true if it waited.
@@ -122,6 +145,11 @@ class Stage {
   StageMetrics metrics_;
   std::array<std::atomic<const Stage*>, kMaxDownstream> downstream_{};
   std::atomic<size_t> downstream_count_{0};
+  // With run_inline_when_idle: items queued or in a handler (counted before
+  // the push, uncounted after the handler), plus kInlineRun while an inline
+  // run holds the stage. Zero means idle, which an inline run claims by CAS.
+  static constexpr uint64_t kInlineRun = uint64_t{1} << 63;
+  std::atomic<uint64_t> outstanding_{0};
 
   std::mutex lifecycle_mu_;  // serializes start(), stop(), addDownstream()
   std::atomic<State> state_{State::kCreated};

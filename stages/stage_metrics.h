@@ -68,13 +68,15 @@ class LatencyHistogram {
 };
 
 // What a stage reports to the registry and the admin API.
-// offered == enqueued + rejected; enqueued counts degraded items too.
+// offered == enqueued + ran_inline + rejected; enqueued and ran_inline count
+// degraded items too.
 struct StageMetricsSnapshot {
   std::string name;
   uint64_t offered = 0;
   uint64_t enqueued = 0;
-  uint64_t processed = 0;  // handler returned OK
-  uint64_t failed = 0;     // handler returned an error or threw
+  uint64_t ran_inline = 0;  // handled on the offering thread (run_inline_when_idle)
+  uint64_t processed = 0;   // handler returned OK
+  uint64_t failed = 0;      // handler returned an error or threw
   uint64_t rejected = 0;
   uint64_t degraded = 0;
   uint64_t backpressure_waits = 0;  // times a worker paused for a saturated downstream
@@ -98,6 +100,7 @@ struct StageMetrics {
   // Updated by offer(), off its fast path (the queue counts what it accepts).
   alignas(kCacheLine) std::atomic<uint64_t> rejected{0};
   std::atomic<uint64_t> degraded{0};
+  std::atomic<uint64_t> ran_inline{0};
   // Updated by workers.
   alignas(kCacheLine) std::atomic<uint64_t> processed{0};
   std::atomic<uint64_t> failed{0};

@@ -42,6 +42,7 @@ stages::StageConfig stageConfig(const descriptor::StageSpec& spec) {
   c.admission.static_threshold = degrade;
   c.admission.soft_threshold = std::min(c.admission.soft_threshold, degrade);
   c.admission.saturation_threshold = std::max(c.admission.saturation_threshold, degrade);
+  c.run_inline_when_idle = spec.run_inline_when_idle;
   return c;
 }
 

@@ -88,6 +88,7 @@ json stagesJson(const router::Broker& broker) {
                        {"max_threads", m.max_threads},
                        {"pressure", stages::pressureName(m.pressure)},
                        {"offered", m.offered},
+                       {"ran_inline", m.ran_inline},
                        {"processed", m.processed},
                        {"failed", m.failed},
                        {"rejected", m.rejected},

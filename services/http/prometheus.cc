@@ -153,6 +153,8 @@ void appendStages(std::string& out, const std::vector<FlowStage>& stages) {
   };
   for (const Counter& counter : {
            Counter{"cepbus_stage_offered_total", "Items offered to the stage.", &M::offered},
+           Counter{"cepbus_stage_ran_inline_total",
+                   "Items the idle stage handled on the offering thread.", &M::ran_inline},
            Counter{"cepbus_stage_processed_total", "Items the stage's handler completed.",
                    &M::processed},
            Counter{"cepbus_stage_failed_total", "Items the handler failed or threw on.",

@@ -20,11 +20,14 @@
 // skipped with a note on stderr.)
 //
 //   amqp_bench [--messages N] [--seconds S] [--targets a,b,...] [--modes m,...]
-//              [--rates flood,1000,10000] [--listener ATTRS]
+//              [--rates flood,1000,10000] [--listener ATTRS] [--stage ATTRS]
 //
 // --listener adds attributes to cepbus's <listeners><amqp> element, e.g.
 // 'subscriber-buffer="200" credit-window="50"' (flow control: the smaller
-// the subscriber buffer, the less a flood queues inside the bus).
+// the subscriber buffer, the less a flood queues inside the bus). --stage
+// replaces the attributes of the route's stage (default
+// 'run-inline="when-idle"': the AMQP thread routes an event itself while the
+// stage is idle; 'run-inline="never"' always hands it to the stage's thread).
 //
 // Flood runs send N messages (default 200000); a fixed-rate run sends
 // rate x S messages (default S = 10). One JSON object per measurement.
@@ -300,8 +303,10 @@ class Target {
 
 class CepbusTarget final : public Target {
  public:
-  CepbusTarget(bool cep, std::string listener_attrs)
-      : cep_(cep), listener_attrs_(std::move(listener_attrs)) {}
+  CepbusTarget(bool cep, std::string listener_attrs, std::string stage_attrs)
+      : cep_(cep),
+        listener_attrs_(std::move(listener_attrs)),
+        stage_attrs_(std::move(stage_attrs)) {}
   std::string name() const override { return cep_ ? "cepbus-cep" : "cepbus"; }
   bool start(const fs::path& dir) override {
     port_ = freePort();
@@ -327,7 +332,8 @@ class CepbusTarget final : public Target {
                                                      listener_attrs_ +
                                                      R"(/></listeners>
   <journal path="journal.db"/>
-  <stages><stage name="dispatch" capacity="8192" min-threads="1" max-threads="1"/></stages>
+  <stages><stage name="dispatch" capacity="8192" min-threads="1" max-threads="1" )" +
+                                                     stage_attrs_ + R"(/></stages>
   <routes default-flow="st"><route address="bench.#" flow="reliable" stage="dispatch"/></routes>)" +
                                                      units + "\n</cepbus>\n";
     setenv("CEPBUS_PLUGIN_PATH", CEPBUS_PLUGIN_DIR, 1);
@@ -352,6 +358,7 @@ class CepbusTarget final : public Target {
  private:
   const bool cep_;
   const std::string listener_attrs_;
+  const std::string stage_attrs_;
   std::unique_ptr<ChildProcess> process_;
 };
 
@@ -457,6 +464,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> modes{"at-most-once", "at-least-once"};
   std::vector<std::string> rates{"flood", "1000", "10000"};
   std::string listener_attrs;
+  std::string stage_attrs = R"(run-inline="when-idle")";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--messages") {
@@ -471,10 +479,12 @@ int main(int argc, char** argv) {
       rates = split(argv[i + 1]);
     } else if (flag == "--listener") {
       listener_attrs = argv[i + 1];
+    } else if (flag == "--stage") {
+      stage_attrs = argv[i + 1];
     } else {
       std::fprintf(stderr,
                    "usage: %s [--messages N] [--seconds S] [--targets a,b] [--modes m] "
-                   "[--rates flood,1000,10000] [--listener ATTRS]\n",
+                   "[--rates flood,1000,10000] [--listener ATTRS] [--stage ATTRS]\n",
                    argv[0]);
       return 2;
     }
@@ -485,7 +495,7 @@ int main(int argc, char** argv) {
   for (const std::string& name : targets) {
     std::unique_ptr<Target> target;
     if (name == "cepbus" || name == "cepbus-cep") {
-      target = std::make_unique<CepbusTarget>(name == "cepbus-cep", listener_attrs);
+      target = std::make_unique<CepbusTarget>(name == "cepbus-cep", listener_attrs, stage_attrs);
     } else if (name == "rabbitmq") {
       target = std::make_unique<RabbitTarget>();
     } else if (name == "proton") {

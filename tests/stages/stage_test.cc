@@ -430,5 +430,159 @@ TEST(StageTest, OverloadDegradesThenRejectsAndLosesNothing) {
   EXPECT_EQ(m.processed, accepted + degraded);
 }
 
+// ---- run inline when idle ----
+
+StageConfig inlineConfig(const std::string& name, size_t capacity = 64) {
+  StageConfig c = smallConfig(name, capacity);
+  c.run_inline_when_idle = true;
+  return c;
+}
+
+// Counts handlers running at once and remembers the most seen.
+class Concurrency {
+ public:
+  void enter() {
+    const int now = running_.fetch_add(1) + 1;
+    int seen = most_.load();
+    while (now > seen && !most_.compare_exchange_weak(seen, now)) {
+    }
+  }
+  void leave() { running_.fetch_sub(1); }
+  int most() const { return most_.load(); }
+
+ private:
+  std::atomic<int> running_{0};
+  std::atomic<int> most_{0};
+};
+
+TEST(StageTest, IdleStageRunsTheHandlerOnTheOfferingThread) {
+  std::vector<std::thread::id> threads;
+  Stage stage(inlineConfig("inline"), [&](StageItem&) {
+    threads.push_back(std::this_thread::get_id());
+    return Status::ok();
+  });
+  stage.start();
+  for (uint64_t t = 0; t < 100; ++t) ASSERT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
+  // Each offer returned after its handler: no worker was involved.
+  ASSERT_EQ(threads.size(), 100u);
+  for (const std::thread::id& id : threads) EXPECT_EQ(id, std::this_thread::get_id());
+  stage.stop();
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.ran_inline, 100u);
+  EXPECT_EQ(m.enqueued, 0u);
+  EXPECT_EQ(m.offered, 100u);
+  EXPECT_EQ(m.processed, 100u);
+  EXPECT_EQ(m.latency.count, 100u);
+}
+
+TEST(StageTest, InlineRunFailuresAreCountedLikeQueuedOnes) {
+  Stage stage(inlineConfig("inline-fail"), [&](StageItem& item) -> Status {
+    if (item.token == 1) throw std::runtime_error("boom");
+    if (item.token == 2) return Status::invalidArgument("bad");
+    return Status::ok();
+  });
+  stage.start();
+  for (uint64_t t = 0; t < 3; ++t) EXPECT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
+  stage.stop();
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.ran_inline, 3u);
+  EXPECT_EQ(m.processed, 1u);
+  EXPECT_EQ(m.failed, 2u);
+}
+
+TEST(StageTest, BusyStageQueuesInOrderAndNeverRunsTwoHandlersAtOnce) {
+  Gate gate;
+  Seen seen;
+  Concurrency concurrency;
+  Stage stage(inlineConfig("inline-busy"), [&](StageItem& item) {
+    concurrency.enter();
+    seen.add(item);
+    if (item.token == 0) gate.wait();
+    concurrency.leave();
+    return Status::ok();
+  });
+  stage.start();
+  // Item 0 runs inline on another thread and holds the stage.
+  std::thread holder([&] { EXPECT_EQ(stage.offer(makeItem(0)), Admission::kAccepted); });
+  ASSERT_TRUE(eventually([&] { return seen.tokens().size() == 1; }));
+  for (uint64_t t = 1; t <= 5; ++t) ASSERT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
+  EXPECT_EQ(stage.metrics().enqueued, 5u);
+  // The worker has the queued items but waits for the inline run.
+  std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_EQ(seen.tokens().size(), 1u);
+  gate.open();
+  holder.join();
+  stage.stop();
+  EXPECT_EQ(seen.tokens(), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(concurrency.most(), 1);
+  EXPECT_EQ(stage.metrics().ran_inline, 1u);
+  EXPECT_EQ(stage.metrics().processed, 6u);
+}
+
+TEST(StageTest, ConcurrentProducersKeepTheirOrderAndOneHandlerAtATime) {
+  constexpr uint64_t kProducers = 4, kEach = 3000;
+  Concurrency concurrency;
+  std::vector<uint64_t> last(kProducers, 0);  // guarded by the one-at-a-time handler
+  std::atomic<int> out_of_order{0};
+  Stage stage(inlineConfig("inline-mpsc", kProducers * kEach), [&](StageItem& item) {
+    concurrency.enter();
+    const uint64_t producer = item.token / kEach, n = item.token % kEach + 1;
+    if (n <= last[producer]) out_of_order.fetch_add(1);
+    last[producer] = n;
+    concurrency.leave();
+    return Status::ok();
+  });
+  stage.start();
+  std::vector<std::thread> producers;
+  for (uint64_t p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (uint64_t i = 0; i < kEach; ++i) {
+        EXPECT_EQ(stage.offer(makeItem(p * kEach + i)), Admission::kAccepted);
+      }
+    });
+  }
+  for (std::thread& t : producers) t.join();
+  stage.stop();
+  EXPECT_EQ(concurrency.most(), 1);
+  EXPECT_EQ(out_of_order.load(), 0);
+  for (uint64_t p = 0; p < kProducers; ++p) EXPECT_EQ(last[p], kEach) << "producer " << p;
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.processed, kProducers * kEach);
+  EXPECT_EQ(m.ran_inline + m.enqueued, kProducers * kEach);
+  EXPECT_EQ(m.offered, kProducers * kEach);
+}
+
+TEST(StageTest, StageNotStartedQueuesAndStopWaitsForAnInlineRun) {
+  Gate gate;
+  Seen seen;
+  Stage stage(inlineConfig("inline-stop"), [&](StageItem& item) {
+    seen.add(item);
+    if (item.token == 1) gate.wait();
+    return Status::ok();
+  });
+  ASSERT_EQ(stage.offer(makeItem(0)), Admission::kAccepted);  // not started: queued
+  EXPECT_EQ(stage.metrics().enqueued, 1u);
+  stage.start();
+  ASSERT_TRUE(eventually([&] { return seen.tokens().size() == 1; }));
+  std::thread holder([&] { EXPECT_EQ(stage.offer(makeItem(1)), Admission::kAccepted); });
+  ASSERT_TRUE(eventually([&] { return seen.tokens().size() == 2; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    stage.stop();
+    stopped = true;
+  });
+  std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_FALSE(stopped.load()) << "stop() returned while a handler ran inline";
+  gate.open();
+  stopper.join();
+  holder.join();
+  EXPECT_TRUE(stopped.load());
+  EXPECT_EQ(stage.offer(makeItem(2)), Admission::kRejected);
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.ran_inline, 1u);
+  EXPECT_EQ(m.processed, 2u);
+  EXPECT_EQ(m.rejected, 1u);
+}
+
 }  // namespace
 }  // namespace cepbus::stages

@@ -145,6 +145,9 @@ struct StageSpec {
   size_t max_threads = 1;  // defaults to min_threads when only that is given
   double degrade_at = 0.75;
   double reject_at = 1.0;
+  // run-inline="when-idle": an item offered to the idle stage is handled on
+  // the offering thread (stages::StageConfig::run_inline_when_idle).
+  bool run_inline_when_idle = false;
   Location where;
 };
 

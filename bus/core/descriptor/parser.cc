@@ -761,8 +761,8 @@ class Parser {
 
   // False when the stage has no usable name (it cannot be referenced).
   bool stage(const XMLElement* e, StageSpec& s) {
-    checkAttributes(e,
-                    {"name", "capacity", "min-threads", "max-threads", "degrade-at", "reject-at"});
+    checkAttributes(e, {"name", "capacity", "min-threads", "max-threads", "degrade-at", "reject-at",
+                        "run-inline"});
     noChildren(e);
     s.where = at(e);
     auto stage_name = name(e, "name", true);
@@ -780,6 +780,10 @@ class Parser {
     auto reject = number(e, "reject-at", 0, true, 1);
     s.degrade_at = degrade.value_or(s.degrade_at);
     s.reject_at = reject.value_or(s.reject_at);
+    s.run_inline_when_idle = enumeration(e, "run-inline",
+                                         {std::pair{std::string_view("never"), false},
+                                          std::pair{std::string_view("when-idle"), true}})
+                                 .value_or(s.run_inline_when_idle);
     // A bad threshold was reported already; comparing it with the other
     // would add a confusing second error.
     const XMLAttribute* degrade_attr = e->FindAttribute("degrade-at");

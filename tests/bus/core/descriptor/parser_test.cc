@@ -195,7 +195,7 @@ TEST(ParserTest, OmittedElementsAndAttributesTakeTheirDefaults) {
   <listeners><amqp/><http port="0"/></listeners>
   <stages>
     <stage name="a"/>
-    <stage name="b" min-threads="3"/>
+    <stage name="b" min-threads="3" run-inline="when-idle"/>
   </stages>
   <routes default-flow="seda" default-stage="a">
     <route address="x"/>
@@ -220,8 +220,10 @@ TEST(ParserTest, OmittedElementsAndAttributesTakeTheirDefaults) {
   EXPECT_EQ(a.max_threads, 1u);
   EXPECT_DOUBLE_EQ(a.degrade_at, 0.75);
   EXPECT_DOUBLE_EQ(a.reject_at, 1.0);
+  EXPECT_FALSE(a.run_inline_when_idle);
   EXPECT_EQ(d.stages[1].min_threads, 3u);
   EXPECT_EQ(d.stages[1].max_threads, 3u);  // follows min-threads when not given
+  EXPECT_TRUE(d.stages[1].run_inline_when_idle);
   EXPECT_EQ(d.routes.default_flow, FlowKind::kSeda);
   EXPECT_EQ(d.routes.default_stage, "a");
   // A route without a flow takes the default flow and stage.
@@ -393,6 +395,9 @@ TEST(ParserErrorTest, BadNumbers) {
           "t.xml:6: <stage name=\"c\">: reject-at (0.5) must not be below degrade-at (0.9)",
           "t.xml:7: <stage name=\"d\">: attribute \"degrade-at\" must be a number between 0 and 1, "
           "got \"nan\""));
+  EXPECT_THAT(errorsOf(withStages("<stage name=\"a\" run-inline=\"always\"/>")),
+              ElementsAre("t.xml:3: <stage name=\"a\">: attribute \"run-inline\" must be one of "
+                          "never, when-idle; got \"always\""));
   // reject-at below the default degrade-at.
   EXPECT_THAT(errorsOf(withStages("<stage name=\"a\" reject-at=\"0.5\"/>")),
               ElementsAre("t.xml:3: <stage name=\"a\">: reject-at (0.5) must not be below "
