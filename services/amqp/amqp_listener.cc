@@ -16,6 +16,7 @@
 #include <proton/connection_options.hpp>
 #include <proton/container.hpp>
 #include <proton/delivery.hpp>
+#include <proton/delivery_mode.hpp>
 #include <proton/duration.hpp>
 #include <proton/error_condition.hpp>
 #include <proton/link.hpp>
@@ -80,6 +81,7 @@ struct Counters {
   std::atomic<uint64_t> subscriber_waits{0};
   std::atomic<uint64_t> subscriber_stalls{0};
   std::atomic<uint64_t> awaiting_commit{0};
+  std::atomic<uint64_t> unsettled{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> answers{0};
   std::atomic<uint64_t> faults{0};
@@ -143,6 +145,7 @@ AmqpListenerStats statsOf(const Counters& c) {
   s.parked_overflow = get(c.parked_overflow);
   s.subscriber_waits = get(c.subscriber_waits);
   s.subscriber_stalls = get(c.subscriber_stalls);
+  s.unsettled = get(c.unsettled);
   s.awaiting_commit = get(c.awaiting_commit);
   s.rejected = get(c.rejected);
   s.requests = get(c.requests);
@@ -605,7 +608,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (durable) {
       source.durability_mode(s.source().durability_mode()).expiry_policy(proton::source::NEVER);
     }
-    s.open(proton::sender_options().source(source));
+    s.open(subscriberLinkOptions(s).source(source));
     link_ids[s] = id;
     subscribers[id] =
         SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}, {}};
@@ -617,6 +620,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     relink();
   }
 
+  // An at-most-once receiver gets its messages pre-settled, as it asked: it
+  // sends no outcomes, so unsettled ones would be held for it forever.
+  static proton::sender_options subscriberLinkOptions(const proton::sender& s) {
+    proton::sender_options options;
+    if (asksPresettled(s)) options.delivery_mode(proton::delivery_mode::AT_MOST_ONCE);
+    return options;
+  }
+
   // A receiver attached with a dynamic source: the bus names an address
   // that only carries answers to the requests naming it as reply-to.
   void openReplyLink(proton::sender& s, const ConnectionInfo& conn) {
@@ -625,7 +636,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     auto outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, options.durable_buffer,
                                            sender, counters);
     outbox->bind(conn.waker, id);
-    s.open(proton::sender_options().source(proton::source_options().address(address)));
+    s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
     link_ids[s] = id;
     subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}};
     subscribers[id].entry =
@@ -825,13 +836,22 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (entry == sub->second.unsettled.end()) return false;
     out = std::move(entry->second);
     sub->second.unsettled.erase(entry);
+    counters->unsettled.fetch_sub(1, std::memory_order_relaxed);
     return true;
   }
 
   void on_message(proton::delivery& d, proton::message& m) override {
+    const bool presettled = d.settled();
+    receive(d, m, presettled);
+    // Proton frees a delivery once both ends settled it: a pre-settled one
+    // needs no outcome, only this settle (without it every at-most-once
+    // message stayed in memory until its link closed).
+    if (presettled) d.settle();
+  }
+
+  void receive(proton::delivery& d, const proton::message& m, bool presettled) {
     auto id = link_ids.find(d.receiver());
     auto link = id == link_ids.end() ? publishers.end() : publishers.find(id->second);
-    const bool presettled = d.settled();
     if (link == publishers.end()) {
       if (!presettled) d.release();
       return;
@@ -1151,9 +1171,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     for (OutboxEntry& entry : sub.outbox->take(sub.link.credit())) {
       if (entry.answer) {
         proton::tracker t = sub.link.send(*entry.answer);
-        sub.unsettled.emplace(t, std::move(entry));
-        counters->sent.fetch_add(1, std::memory_order_relaxed);
-        bump(sub.outbox->stats().delivered);
+        sent(sub, t, std::move(entry));
         continue;
       }
       proton::message m = messageFromEvent(*entry.event);
@@ -1174,9 +1192,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         m.first_acquirer(true);
       }
       proton::tracker t = sub.link.send(m);
-      sub.unsettled.emplace(t, std::move(entry));
-      counters->sent.fetch_add(1, std::memory_order_relaxed);
-      bump(sub.outbox->stats().delivered);
+      sent(sub, t, std::move(entry));
     }
     Outbox& outbox = *sub.outbox;
     if (outbox.load() > outbox.lowWater()) return;
@@ -1186,6 +1202,20 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       auto pub = publishers.find(pub_id);
       if (pub != publishers.end() && pub->second.waiting) postResume(pub->second);
     }
+  }
+
+  // A message is out. It is kept until the subscriber settles it — unless it
+  // went pre-settled (an at-most-once subscriber): no outcome comes back for
+  // it, so a journaled delivery is acknowledged now, as the subscriber chose.
+  void sent(SubscriberLink& sub, const proton::tracker& t, OutboxEntry entry) {
+    counters->sent.fetch_add(1, std::memory_order_relaxed);
+    bump(sub.outbox->stats().delivered);
+    if (sentSettled(t)) {
+      if (entry.ack) entry.ack(Status::ok());
+      return;
+    }
+    sub.unsettled.emplace(t, std::move(entry));
+    counters->unsettled.fetch_add(1, std::memory_order_relaxed);
   }
 
   // `detached`: the link went away without being closed (a detach, or its
@@ -1225,6 +1255,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     counters->subscriber_links.fetch_sub(1, std::memory_order_relaxed);
     std::vector<OutboxEntry> unsettled;
     for (auto& [tracker, entry] : sub.unsettled) unsettled.push_back(std::move(entry));
+    counters->unsettled.fetch_sub(unsettled.size(), std::memory_order_relaxed);
     sub.unsettled.clear();
     if (keep) {
       sub.outbox->unbind();
@@ -1586,6 +1617,7 @@ std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStat
           {"subscriber_waits", s.subscriber_waits},
           {"subscriber_stalls", s.subscriber_stalls},
           {"awaiting_commit", s.awaiting_commit},
+          {"unsettled", s.unsettled},
           {"requests", s.requests},
           {"answers", s.answers},
           {"faults", s.faults},

@@ -139,7 +139,8 @@ struct AmqpListenerStats {
   uint64_t subscriber_waits = 0;      // of credit_pauses: because a subscriber buffer was full
   uint64_t subscriber_stalls = 0;     // times a stuck subscriber stopped holding publishers back
   uint64_t awaiting_commit = 0;       // unsettled publishes waiting for their journal commit (now)
-  uint64_t rejected = 0;  // requests and replies rejected (no provider, unknown id, ...)
+  uint64_t unsettled = 0;  // messages sent to subscribers, waiting for their outcome (now)
+  uint64_t rejected = 0;   // requests and replies rejected (no provider, unknown id, ...)
   // Request/response.
   uint64_t requests = 0;            // messages with reply-to sent to a provider as in-out
   uint64_t answers = 0;             // replies sent back to requesters

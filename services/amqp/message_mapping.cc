@@ -2,6 +2,7 @@
 
 #include <proton/delivery.h>
 #include <proton/disposition.h>
+#include <proton/link.h>
 
 #include <cstdint>
 #include <exception>
@@ -26,6 +27,14 @@ struct DeliveryAccess : proton::transfer {
   static pn_delivery_t* raw(const proton::transfer& transfer) {
     constexpr auto kGet = &DeliveryAccess::pn_object;
     return (transfer.*kGet)();
+  }
+};
+
+// The same for a link's pn_link_t.
+struct LinkAccess : proton::link {
+  static pn_link_t* raw(const proton::link& link) {
+    constexpr auto kGet = &LinkAccess::pn_object;
+    return (link.*kGet)();
   }
 };
 
@@ -226,6 +235,15 @@ proton::error_condition remoteCondition(const proton::transfer& transfer) {
   const char* name = pn_condition_get_name(c);
   const char* description = pn_condition_get_description(c);
   return proton::error_condition(name ? name : "", description ? description : "");
+}
+
+bool asksPresettled(const proton::sender& sender) {
+  return pn_link_remote_snd_settle_mode(LinkAccess::raw(sender)) == PN_SND_SETTLED;
+}
+
+bool sentSettled(const proton::tracker& tracker) {
+  pn_delivery_t* d = DeliveryAccess::raw(tracker);
+  return pn_link_snd_settle_mode(pn_delivery_link(d)) == PN_SND_SETTLED;
 }
 
 }  // namespace cepbus::services::amqp

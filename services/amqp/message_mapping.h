@@ -1,8 +1,9 @@
 #pragma once
 
 // The AMQP 1.0 <-> event mapping of the AMQP binding (DESIGN.md, "AMQP
-// mapping"), and the two Proton details the C++ API does not expose: the
-// error condition carried by a `rejected` outcome, both ways.
+// mapping"), and the Proton details the C++ API does not expose: the error
+// condition carried by a `rejected` outcome, both ways, and the settle
+// modes of a subscriber's link.
 //
 // Message -> event:
 //   type       subject, else application property "type" (a string)
@@ -31,6 +32,8 @@
 #include <proton/delivery.hpp>
 #include <proton/error_condition.hpp>
 #include <proton/message.hpp>
+#include <proton/sender.hpp>
+#include <proton/tracker.hpp>
 #include <proton/transfer.hpp>
 #include <string>
 #include <string_view>
@@ -67,5 +70,15 @@ void rejectWithCondition(proton::delivery& delivery, const proton::error_conditi
 // The error condition a peer put in the outcome it settled `transfer` with
 // (empty when none).
 proton::error_condition remoteCondition(const proton::transfer& transfer);
+
+// True when the receiver at the other end of `sender` asked for pre-settled
+// messages (snd-settle-mode "settled" in its attach: an at-most-once
+// receiver), which the sender should honour.
+bool asksPresettled(const proton::sender& sender);
+
+// True when the message `tracker` follows went out pre-settled: its link
+// sends settled (an at-most-once receiver asked for it), so the receiver
+// sends no outcome for it and nothing is left to wait for.
+bool sentSettled(const proton::tracker& tracker);
 
 }  // namespace cepbus::services::amqp
