@@ -22,7 +22,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -31,6 +30,7 @@
 #include <vector>
 
 #include "tests/integration/child_process.h"
+#include "tests/testing/bus_process.h"
 
 namespace cepbus {
 namespace {
@@ -41,6 +41,7 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using asio::ip::tcp;
 using nlohmann::json;
+using testing::BusProcess;
 using testing::ChildProcess;
 using ::testing::HasSubstr;
 
@@ -97,27 +98,11 @@ bool eventually(const std::function<bool()>& condition,
 
 class AdminE2eTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() / ("cepbus-admin-" + std::to_string(rd()));
-    fs::create_directories(dir_);
-    ::setenv(kTokenEnv, kToken, 1);
-  }
-  void TearDown() override {
-    if (bus_) {
-      bus_->signal(SIGTERM);
-      bus_->wait(std::chrono::seconds(60));
-    }
-    fs::remove_all(dir_);
-  }
-
-  void write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-  }
+  void SetUp() override { ::setenv(kTokenEnv, kToken, 1); }
 
   // `n` stock ticks, ts 1..n, symbols cycling over four, prices repeating.
   void writeTicks(const std::string& name, int n) {
-    std::ofstream out(dir_ / name);
+    std::ofstream out(bus_.dir() / name);
     static const char* kSymbols[] = {"IBM", "MSFT", "AAPL", "ORCL"};
     for (int i = 1; i <= n; ++i) {
       out << R"({"type":"Stock","ts":)" << i << R"(,"attrs":{"symbol":")" << kSymbols[i % 4]
@@ -129,13 +114,12 @@ class AdminE2eTest : public ::testing::Test {
   // sink of the ticks, and the admin listener on an ephemeral port. A
   // deployed source feeds it. Returns the admin port (0 on failure).
   int startBus(const std::string& extra_assemblies = {}) {
-    write("bus.xml", R"(<cepbus name="admin-e2e">
+    const std::string descriptor = R"(<cepbus name="admin-e2e">
   <listeners><http host="127.0.0.1" port="0" token-env=")" +
-                         std::string(kTokenEnv) + R"("/></listeners>
+                                   std::string(kTokenEnv) + R"("/></listeners>
   <stages><stage name="dispatch" capacity="4096" max-threads="2"/></stages>
-  <plugins><search-path>)" +
-                         std::string(CEPBUS_PLUGIN_DIR) +
-                         R"(</search-path><plugin name="nfa"/></plugins>
+  <plugins><search-path>)" + std::string(CEPBUS_PLUGIN_DIR) +
+                                   R"(</search-path><plugin name="nfa"/></plugins>
   <routes default-flow="st"><route address="ticks.#" flow="seda" stage="dispatch"/></routes>
   <service-assembly name="core">
     <service-unit name="cep" type="cep">
@@ -147,19 +131,9 @@ class AdminE2eTest : public ::testing::Test {
       <param name="file" value="ticks-out.jsonl"/><subscribe address="ticks.all"/>
     </service-unit>
   </service-assembly>
-)" + extra_assemblies + "</cepbus>\n");
-    bus_ = std::make_unique<ChildProcess>(std::vector<std::string>{CEPBUS_BINARY, "run", "bus.xml"},
-                                          dir_);
-    if (!bus_->started()) return 0;
-    int port = 0;
-    const std::regex listening("admin listening on http://127\\.0\\.0\\.1:([0-9]+)/");
-    eventually([&] {
-      std::smatch m;
-      const std::string err = bus_->err();
-      if (std::regex_search(err, m, listening)) port = std::stoi(m[1].str());
-      return port != 0 || bus_->wait(std::chrono::milliseconds(0)) >= 0;
-    });
-    return port;
+)" + extra_assemblies + "</cepbus>\n";
+    if (!bus_.start(descriptor)) return 0;
+    return bus_.adminPort(std::chrono::seconds(60));
   }
 
   // Events the sink's endpoint has been handed (the registry, over REST).
@@ -186,15 +160,14 @@ class AdminE2eTest : public ::testing::Test {
     return std::nullopt;
   }
 
-  fs::path dir_;
-  std::unique_ptr<ChildProcess> bus_;
+  BusProcess bus_{CEPBUS_BINARY, "cepbus-admin"};
 };
 
 TEST_F(AdminE2eTest, ListsDeploysUndeploysAndManagesQueries) {
   writeTicks("ticks.jsonl", 200000);
   const int port = startBus();
-  ASSERT_NE(port, 0) << bus_->err();
-  EXPECT_THAT(bus_->err(), HasSubstr("dashboard: http://127.0.0.1:" + std::to_string(port) + "/"));
+  ASSERT_NE(port, 0) << bus_.err();
+  EXPECT_THAT(bus_.err(), HasSubstr("dashboard: http://127.0.0.1:" + std::to_string(port) + "/"));
 
   // Lists.
   json services = get(port, "/api/services").parsed();
@@ -293,9 +266,7 @@ TEST_F(AdminE2eTest, ListsDeploysUndeploysAndManagesQueries) {
   std::this_thread::sleep_for(std::chrono::seconds(1));
   EXPECT_EQ(sinkDelivered(port), settled);
 
-  bus_->signal(SIGTERM);
-  EXPECT_EQ(bus_->wait(std::chrono::seconds(60)), 0) << bus_->err();
-  bus_.reset();
+  EXPECT_TRUE(bus_.stop(std::chrono::seconds(60)));
 }
 
 // Family name of a sample: the metric name without a summary's suffixes.
@@ -349,7 +320,7 @@ std::map<std::string, double> parseMetrics(const std::string& text,
 TEST_F(AdminE2eTest, MetricsAreValidPrometheusTextAndCountersGrow) {
   writeTicks("ticks.jsonl", 200000);
   const int port = startBus(sourceAssembly("feed", 500));
-  ASSERT_NE(port, 0) << bus_->err();
+  ASSERT_NE(port, 0) << bus_.err();
   std::map<std::string, std::string> types;
   HttpResult first = get(port, "/metrics");
   ASSERT_EQ(first.status, 200);
@@ -455,15 +426,15 @@ TEST_F(AdminE2eTest, DashboardShowsLiveNumbersInHeadlessChromiumWithoutErrors) {
   ASSERT_FALSE(chromium.empty()) << "chromium is not installed (run scripts/install-deps.sh)";
   writeTicks("ticks.jsonl", 200000);
   const int port = startBus(sourceAssembly("feed", 300));
-  ASSERT_NE(port, 0) << bus_->err();
+  ASSERT_NE(port, 0) << bus_.err();
 
-  const fs::path profile = dir_ / "chromium-profile";
+  const fs::path profile = bus_.dir() / "chromium-profile";
   fs::create_directories(profile);
-  fs::create_directories(dir_ / "chromium");
+  fs::create_directories(bus_.dir() / "chromium");
   ChildProcess browser({chromium, "--headless", "--no-sandbox", "--disable-gpu",
                         "--disable-dev-shm-usage", "--no-first-run", "--remote-debugging-port=0",
                         "--user-data-dir=" + profile.string(), "about:blank"},
-                       dir_ / "chromium");
+                       bus_.dir() / "chromium");
   ASSERT_TRUE(browser.started());
   // Chromium writes the port it chose and the browser's path to this file.
   int devtools_port = 0;

@@ -6,26 +6,24 @@
 // reported (logged naming the peer, counted in A's admin API), retried, and
 // never take A down.
 
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <regex>
 #include <set>
 #include <string>
-#include <vector>
+#include <tuple>
 
 #include "services/amqp/password_hash.h"
 #include "tests/integration/child_process.h"
 #include "tests/testing/amqp_test_client.h"
+#include "tests/testing/bus_process.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/ports.h"
+#include "tests/testing/self_signed_pair.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus {
@@ -34,11 +32,14 @@ namespace {
 namespace fs = std::filesystem;
 using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
+using testing::BusProcess;
 using testing::canConnect;
 using testing::ChildProcess;
 using testing::freePort;
 using ::testing::HasSubstr;
+using testing::httpGet;
 using testing::waitUntil;
+using testing::writeSelfSignedPair;
 
 // What A's bridges read their passwords from (set before any bus starts).
 constexpr const char* kRightPasswordEnv = "CEPBUS_TEST_BRIDGE_PASSWORD";
@@ -49,27 +50,6 @@ proton::message tick(const std::string& subject, int64_t ts) {
   m.subject(subject);
   m.properties().put("ts", ts);
   return m;
-}
-
-// A plain HTTP/1.1 GET with Connection: close; the whole response ("" when
-// nobody listens).
-std::string httpGet(int port, const std::string& target) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string req =
-        "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
-    }
-  }
-  ::close(fd);
-  return out;
 }
 
 // A metadata counter of a registry entry in the admin API's JSON; -1 if absent.
@@ -95,17 +75,8 @@ class AmqpBridgeSecurityTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() / ("cepbus-amqp-bridge-sec-" + std::to_string(rd()));
-    fs::create_directories(dir_ / "a");
-    fs::create_directories(dir_ / "b");
-    const std::string openssl =
-        "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost "
-        "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout '" +
-        (dir_ / "b" / "key.pem").string() + "' -out '" + (dir_ / "b" / "cert.pem").string() +
-        "' >/dev/null 2>&1";
-    ASSERT_EQ(std::system(openssl.c_str()), 0) << openssl;
-    fs::copy_file(dir_ / "b" / "cert.pem", dir_ / "a" / "b-cert.pem");
+    ASSERT_TRUE(writeSelfSignedPair(b_.dir()));
+    fs::copy_file(b_.dir() / "cert.pem", a_.dir() / "b-cert.pem");
     port_a_ = freePort();
     port_b_ = freePort();
     // B: TLS only, no anonymous. "bridge" may publish what A sends and
@@ -121,29 +92,15 @@ class AmqpBridgeSecurityTest : public ::testing::Test {
       users += std::string("<user name=\"") + user + "\" password-hash=\"" + *hash + "\"><permit " +
                permit + "/></user>";
     }
-    std::ofstream(dir_ / "b" / "b.xml")
-        << "<cepbus name=\"b\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
-               std::to_string(port_b_) +
-               "\" allow-anonymous=\"false\"><tls cert=\"cert.pem\" key=\"key.pem\"/>" + users +
-               "</amqp></listeners></cepbus>\n";
-    b_ = start("b");
-    ASSERT_TRUE(waitUntil([&] { return canConnect(port_b_); })) << b_->err();
+    ASSERT_TRUE(b_.start(
+        "<cepbus name=\"b\"><listeners><amqp host=\"127.0.0.1\" port=\"" + std::to_string(port_b_) +
+            "\" allow-anonymous=\"false\"><tls cert=\"cert.pem\" key=\"key.pem\"/>" + users +
+            "</amqp></listeners></cepbus>\n",
+        {port_b_}));
   }
   void TearDown() override {
-    for (auto* bus : {&a_, &b_}) {
-      if (*bus) {
-        (*bus)->signal(SIGTERM);
-        EXPECT_EQ((*bus)->wait(std::chrono::seconds(60)), 0) << (*bus)->err();
-      }
-    }
-    fs::remove_all(dir_);
-  }
-
-  std::unique_ptr<ChildProcess> start(const std::string& name) {
-    auto bus = std::make_unique<ChildProcess>(
-        std::vector<std::string>{CEPBUS_BINARY, "run", name + ".xml"}, dir_ / name);
-    EXPECT_TRUE(bus->started());
-    return bus;
+    EXPECT_TRUE(a_.stop(std::chrono::seconds(60)));
+    EXPECT_TRUE(b_.stop(std::chrono::seconds(60)));
   }
 
   // One bridge unit of A: out (what A publishes under out.# goes to
@@ -175,28 +132,22 @@ class AmqpBridgeSecurityTest : public ::testing::Test {
   // Starts A (anonymous on loopback, with the admin API) with `units`, and
   // finds its admin port in its log.
   void startA(const std::string& units, const std::string& policy = "") {
-    http_port_a_ = 0;
-    std::ofstream(dir_ / "a" / "a.xml") << R"(<cepbus name="a">)" + policy + R"(
+    const std::string descriptor = R"(<cepbus name="a">)" + policy + R"(
   <listeners>
-    <amqp host="127.0.0.1" port=")" + std::to_string(port_a_) +
-                                               R"(" allow-anonymous="true"/>
+    <amqp host="127.0.0.1" port=")" +
+                                   std::to_string(port_a_) +
+                                   R"(" allow-anonymous="true"/>
     <http host="127.0.0.1" port="0"/>
   </listeners>
-  <service-assembly name="bridges">)" + units +
-                                               R"(
+  <service-assembly name="bridges">)" +
+                                   units +
+                                   R"(
   </service-assembly>
 </cepbus>
 )";
-    a_ = start("a");
-    const std::regex listening("admin listening on http://127\\.0\\.0\\.1:([0-9]+)/");
-    ASSERT_TRUE(waitUntil([&] {
-      std::smatch m;
-      const std::string err = a_->err();
-      if (http_port_a_ == 0 && std::regex_search(err, m, listening)) {
-        http_port_a_ = std::stoi(m[1].str());
-      }
-      return http_port_a_ != 0 && canConnect(port_a_);
-    })) << a_->err();
+    ASSERT_TRUE(a_.start(descriptor, {port_a_}));
+    http_port_a_ = a_.adminPort();
+    ASSERT_NE(http_port_a_, 0) << a_.err();
   }
   std::string component(const std::string& name) {
     return httpGet(http_port_a_, "/api/components/" + name);
@@ -212,13 +163,13 @@ class AmqpBridgeSecurityTest : public ::testing::Test {
     o.port = port_b_;
     o.user = "tester";
     o.password = "tester-secret";
-    o.ca = (dir_ / "b" / "cert.pem").string();
+    o.ca = (b_.dir() / "cert.pem").string();
     return o;
   }
 
-  fs::path dir_;
   int port_a_ = 0, port_b_ = 0, http_port_a_ = 0;
-  std::unique_ptr<ChildProcess> a_, b_;
+  BusProcess a_{CEPBUS_BINARY, "cepbus-amqp-bridge-sec-a"};
+  BusProcess b_{CEPBUS_BINARY, "cepbus-amqp-bridge-sec-b"};
 };
 
 TEST_F(AmqpBridgeSecurityTest, WithTheRightPasswordOverTlsEventsCrossBothWays) {
@@ -236,7 +187,7 @@ TEST_F(AmqpBridgeSecurityTest, WithTheRightPasswordOverTlsEventsCrossBothWays) {
   ASSERT_TRUE(at_a.waitOpen());
   at_a.publish("out.sensor", {tick("Tick", 1), tick("Tick", 2), tick("Tick", 3)});
   ASSERT_TRUE(at_a.waitFor([&] { return at_a.accepted == 3; }));
-  ASSERT_TRUE(at_b.waitFor([&] { return at_b.received["from-a.#"].size() == 3; })) << a_->err();
+  ASSERT_TRUE(at_b.waitFor([&] { return at_b.received["from-a.#"].size() == 3; })) << a_.err();
   at_b.read<int>([&] {
     for (int i = 0; i < 3; ++i) {
       const proton::message& m = at_b.received["from-a.#"][i];
@@ -247,7 +198,7 @@ TEST_F(AmqpBridgeSecurityTest, WithTheRightPasswordOverTlsEventsCrossBothWays) {
   });
   EXPECT_TRUE(waitUntil([&] { return counter(component("bridges.out"), "accepted") == 3; }))
       << component("bridges.out");
-  EXPECT_EQ(counter(component("bridges.out"), "errors"), 0) << a_->err();
+  EXPECT_EQ(counter(component("bridges.out"), "errors"), 0) << a_.err();
 
   // In: published on B to to-a.*, received on A at from-b.events. The
   // bridge's receiving link may still be on its way: ping until one arrives.
@@ -259,17 +210,17 @@ TEST_F(AmqpBridgeSecurityTest, WithTheRightPasswordOverTlsEventsCrossBothWays) {
     arrived = at_a.waitFor([&] { return !at_a.received["from-b.#"].empty(); },
                            std::chrono::milliseconds(500));
   }
-  ASSERT_TRUE(arrived) << a_->err();
+  ASSERT_TRUE(arrived) << a_.err();
   at_b.send("to-a.data", {tick("Data", 100), tick("Data", 101)});
   ASSERT_TRUE(at_a.waitFor([&] {
     int data = 0;
     for (const proton::message& m : at_a.received["from-b.#"]) data += m.subject() == "Data";
     return data == 2;
   }));
-  EXPECT_EQ(counter(component("bridges.in"), "errors"), 0) << a_->err();
+  EXPECT_EQ(counter(component("bridges.in"), "errors"), 0) << a_.err();
   EXPECT_THAT(component("bridges.out"), HasSubstr("\"state\":\"started\""));
-  EXPECT_THAT(a_->err(), HasSubstr("bridges.out: connected to amqps://127.0.0.1:" +
-                                   std::to_string(port_b_) + " (out to from-a.events)"));
+  EXPECT_THAT(a_.err(), HasSubstr("bridges.out: connected to amqps://127.0.0.1:" +
+                                  std::to_string(port_b_) + " (out to from-a.events)"));
 }
 
 // On a reliable route nothing A accepted is lost to a wrong password: the
@@ -284,21 +235,20 @@ TEST_F(AmqpBridgeSecurityTest, JournaledEventsOutliveAWrongPasswordAndARestart) 
     AmqpTestClient at_a(anonymousOnA());
     ASSERT_TRUE(at_a.waitOpen());
     at_a.publish("out.sensor", {tick("Tick", 1), tick("Tick", 2), tick("Tick", 3)});
-    ASSERT_TRUE(at_a.waitFor([&] { return at_a.accepted == 3; })) << a_->err();
+    ASSERT_TRUE(at_a.waitFor([&] { return at_a.accepted == 3; })) << a_.err();
   }
   // Accepted once journaled; the flow hands them to the bridge right after.
   EXPECT_TRUE(waitUntil([&] { return counter(component("bridges.out"), "waiting") == 3; }));
   ASSERT_TRUE(waitUntil([&] { return counter(component("bridges.out"), "errors") >= 2; }));
-  a_->signal(SIGTERM);
-  ASSERT_EQ(a_->wait(std::chrono::seconds(90)), 0) << a_->err();
-  EXPECT_THAT(a_->err(), ::testing::Not(HasSubstr("never delivered")));
+  ASSERT_TRUE(a_.stop(std::chrono::seconds(90)));
+  EXPECT_THAT(a_.err(), ::testing::Not(HasSubstr("never delivered")));
 
   AmqpTestClient at_b(testerOnB());
   ASSERT_TRUE(at_b.waitOpen());
   at_b.subscribe("from-a.#");
   ASSERT_TRUE(at_b.waitFor([&] { return at_b.links_open["from-a.#"] == 1; }));
   startA(bridge("out", "out", "bridge", kRightPasswordEnv), policy);
-  ASSERT_TRUE(at_b.waitFor([&] { return at_b.received["from-a.#"].size() >= 3; })) << a_->err();
+  ASSERT_TRUE(at_b.waitFor([&] { return at_b.received["from-a.#"].size() >= 3; })) << a_.err();
   at_b.read<int>([&] {
     std::set<int64_t> ts;
     for (const proton::message& m : at_b.received["from-a.#"]) {
@@ -315,9 +265,9 @@ TEST_F(AmqpBridgeSecurityTest, APasswordIsNeverSentInClearToAnotherHost) {
   std::string unit = bridge("out", "out", "bridge", kRightPasswordEnv);
   const std::string tls_url = "amqps://127.0.0.1:" + std::to_string(port_b_);
   unit.replace(unit.find(tls_url), tls_url.size(), "amqp://192.0.2.1:5672");
-  std::ofstream(dir_ / "a" / "a.xml") << "<cepbus name=\"a\"><service-assembly name=\"bridges\">" +
-                                             unit + "</service-assembly></cepbus>\n";
-  ChildProcess a({CEPBUS_BINARY, "run", "a.xml"}, dir_ / "a");
+  std::ofstream(a_.dir() / "a.xml") << "<cepbus name=\"a\"><service-assembly name=\"bridges\">" +
+                                           unit + "</service-assembly></cepbus>\n";
+  ChildProcess a({CEPBUS_BINARY, "run", "a.xml"}, a_.dir());
   ASSERT_TRUE(a.started());
   EXPECT_NE(a.wait(std::chrono::seconds(60)), 0);
   EXPECT_THAT(a.err(), HasSubstr("a user's password goes only over amqps:// (or to a loopback "
@@ -332,14 +282,14 @@ TEST_F(AmqpBridgeSecurityTest, APasswordIsNeverSentInClearToAnotherHost) {
 TEST_F(AmqpBridgeSecurityTest, AWrongPasswordIsReportedRetriedAndDoesNotTakeABusDown) {
   startA(bridge("out", "out", "bridge", kWrongPasswordEnv, R"(<param name="buffer" value="3"/>)"));
   ASSERT_TRUE(waitUntil([&] { return counter(component("bridges.out"), "errors") >= 3; }))
-      << component("bridges.out") << a_->err();
+      << component("bridges.out") << a_.err();
   const std::string entry = component("bridges.out");
   EXPECT_THAT(entry, HasSubstr("\"state\":\"failed\""));
   EXPECT_THAT(entry, HasSubstr("amqp:unauthorized-access"));
   EXPECT_EQ(counter(entry, "connects"), 0);
-  EXPECT_THAT(a_->err(), HasSubstr("bridges.out: amqps://127.0.0.1:" + std::to_string(port_b_)));
-  EXPECT_EQ(occurrences(a_->err(), "amqp:unauthorized-access"), 1u)
-      << "logged once, not at every attempt: " << a_->err();
+  EXPECT_THAT(a_.err(), HasSubstr("bridges.out: amqps://127.0.0.1:" + std::to_string(port_b_)));
+  EXPECT_EQ(occurrences(a_.err(), "amqp:unauthorized-access"), 1u)
+      << "logged once, not at every attempt: " << a_.err();
 
   AmqpTestClient at_a(anonymousOnA());
   ASSERT_TRUE(at_a.waitOpen());
@@ -353,12 +303,10 @@ TEST_F(AmqpBridgeSecurityTest, AWrongPasswordIsReportedRetriedAndDoesNotTakeABus
   EXPECT_TRUE(waitUntil([&] { return counter(component("bridges.out"), "errors") > errors; }))
       << "the bridge keeps trying";
 
-  a_->signal(SIGTERM);
-  ASSERT_EQ(a_->wait(std::chrono::seconds(60)), 0) << a_->err();
-  EXPECT_THAT(a_->err(), HasSubstr("bridges.out: stopped with 3 events (not journaled) never "
-                                   "delivered to amqps://127.0.0.1:" +
-                                   std::to_string(port_b_)));
-  a_.reset();
+  ASSERT_TRUE(a_.stop(std::chrono::seconds(60)));
+  EXPECT_THAT(a_.err(), HasSubstr("bridges.out: stopped with 3 events (not journaled) never "
+                                  "delivered to amqps://127.0.0.1:" +
+                                  std::to_string(port_b_)));
 }
 
 // A bridge whose user may not publish (out) or subscribe (in) to the remote
@@ -373,22 +321,22 @@ TEST_F(AmqpBridgeSecurityTest, ABridgeUserWithoutThePermitIsUnauthorized) {
     return counter(out, "connects") >= 2 && counter(out, "errors") >= 2 &&
            counter(in, "connects") >= 2 && counter(in, "errors") >= 2;
   })) << component("bridges.out")
-      << component("bridges.in") << a_->err();
+      << component("bridges.in") << a_.err();
   const std::string entry = component("bridges.out");
   EXPECT_THAT(entry, HasSubstr("amqp:unauthorized-access"));
-  EXPECT_THAT(a_->err(), HasSubstr("bridges.out: amqps://127.0.0.1:" + std::to_string(port_b_) +
-                                   " (out to from-a.events): the peer closed the sending link "
-                                   "to from-a.events: amqp:unauthorized-access"));
-  EXPECT_EQ(occurrences(a_->err(), "sending link to from-a.events: amqp:unauthorized-access"), 1u)
-      << "logged once, not at every attempt: " << a_->err();
-  EXPECT_EQ(occurrences(a_->err(), "bridges.out: connected to"), 0u) << a_->err();
+  EXPECT_THAT(a_.err(), HasSubstr("bridges.out: amqps://127.0.0.1:" + std::to_string(port_b_) +
+                                  " (out to from-a.events): the peer closed the sending link "
+                                  "to from-a.events: amqp:unauthorized-access"));
+  EXPECT_EQ(occurrences(a_.err(), "sending link to from-a.events: amqp:unauthorized-access"), 1u)
+      << "logged once, not at every attempt: " << a_.err();
+  EXPECT_EQ(occurrences(a_.err(), "bridges.out: connected to"), 0u) << a_.err();
   EXPECT_EQ(counter(entry, "sent"), 0);
   // Bridging in, the user may not subscribe to the remote address.
   EXPECT_THAT(component("bridges.in"), HasSubstr("amqp:unauthorized-access"));
-  EXPECT_THAT(a_->err(), HasSubstr("bridges.in: amqps://127.0.0.1:" + std::to_string(port_b_) +
-                                   " (in from to-a.#): the peer closed the receiving link to "
-                                   "to-a.#: amqp:unauthorized-access: user \"reader\" may not "
-                                   "subscribe to \"to-a.#\""));
+  EXPECT_THAT(a_.err(), HasSubstr("bridges.in: amqps://127.0.0.1:" + std::to_string(port_b_) +
+                                  " (in from to-a.#): the peer closed the receiving link to "
+                                  "to-a.#: amqp:unauthorized-access: user \"reader\" may not "
+                                  "subscribe to \"to-a.#\""));
   EXPECT_TRUE(canConnect(port_a_));
 }
 

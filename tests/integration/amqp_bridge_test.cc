@@ -2,31 +2,21 @@
 // bridging events out to the other and in from it, started in the wrong
 // order and with the peer restarted in between (the bridge reconnects).
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
-#include <filesystem>
-#include <fstream>
-#include <random>
 #include <string>
-#include <vector>
 
-#include "tests/integration/child_process.h"
 #include "tests/testing/amqp_test_client.h"
+#include "tests/testing/bus_process.h"
 #include "tests/testing/ports.h"
 
 namespace cepbus {
 namespace {
 
-using cepbus::testing::freePort;
-using cepbus::testing::waitListening;
-
-namespace fs = std::filesystem;
 using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
-using testing::ChildProcess;
+using testing::BusProcess;
+using testing::freePort;
 
 proton::message tick(const std::string& subject, int64_t ts) {
   proton::message m;
@@ -38,29 +28,27 @@ proton::message tick(const std::string& subject, int64_t ts) {
 class AmqpBridgeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() / ("cepbus-amqp-bridge-" + std::to_string(rd()));
-    fs::create_directories(dir_ / "a");
-    fs::create_directories(dir_ / "b");
     port_a_ = freePort();
     port_b_ = freePort();
-    std::ofstream(dir_ / "a" / "a.xml")
-        << "<cepbus name=\"a\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
-               std::to_string(port_a_) + "\" allow-anonymous=\"true\"/></listeners></cepbus>\n";
+    a_xml_ = "<cepbus name=\"a\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
+             std::to_string(port_a_) + "\" allow-anonymous=\"true\"/></listeners></cepbus>\n";
     const std::string url = "127.0.0.1:" + std::to_string(port_a_);
-    std::ofstream(dir_ / "b" / "b.xml") << R"(<cepbus name="b">
-  <listeners><amqp host="127.0.0.1" port=")" + std::to_string(port_b_) +
-                                               R"(" allow-anonymous="true"/></listeners>
+    b_xml_ = R"(<cepbus name="b">
+  <listeners><amqp host="127.0.0.1" port=")" +
+             std::to_string(port_b_) +
+             R"(" allow-anonymous="true"/></listeners>
   <service-assembly name="bridges">
     <service-unit name="out" type="amqp-bridge">
-      <param name="url" value=")" + url + R"("/>
+      <param name="url" value=")" +
+             url + R"("/>
       <param name="remote-address" value="from-b.ticks"/>
       <param name="direction" value="out"/>
       <param name="reconnect-delay-ms" value="20"/>
       <subscribe address="local.#"/>
     </service-unit>
     <service-unit name="in" type="amqp-bridge">
-      <param name="url" value=")" + url + R"("/>
+      <param name="url" value=")" +
+             url + R"("/>
       <param name="remote-address" value="to-b.#"/>
       <param name="direction" value="in"/>
       <param name="reconnect-delay-ms" value="20"/>
@@ -71,19 +59,8 @@ class AmqpBridgeTest : public ::testing::Test {
 )";
   }
   void TearDown() override {
-    for (auto* bus : {&a_, &b_}) {
-      if (*bus) {
-        (*bus)->signal(SIGTERM);
-        EXPECT_EQ((*bus)->wait(std::chrono::seconds(30)), 0) << (*bus)->err();
-      }
-    }
-    fs::remove_all(dir_);
-  }
-  std::unique_ptr<ChildProcess> startBus(const std::string& name) {
-    auto bus = std::make_unique<ChildProcess>(
-        std::vector<std::string>{CEPBUS_BINARY, "run", name + ".xml"}, dir_ / name);
-    EXPECT_TRUE(bus->started());
-    return bus;
+    EXPECT_TRUE(a_.stop());
+    EXPECT_TRUE(b_.stop());
   }
   AmqpClientOptions on(int port) {
     AmqpClientOptions o;
@@ -91,16 +68,15 @@ class AmqpBridgeTest : public ::testing::Test {
     return o;
   }
 
-  fs::path dir_;
   int port_a_ = 0, port_b_ = 0;
-  std::unique_ptr<ChildProcess> a_, b_;
+  std::string a_xml_, b_xml_;
+  BusProcess a_{CEPBUS_BINARY, "cepbus-amqp-bridge-a"};
+  BusProcess b_{CEPBUS_BINARY, "cepbus-amqp-bridge-b"};
 };
 
 TEST_F(AmqpBridgeTest, EventsCrossBetweenTwoBusesBothWaysAndSurviveAPeerRestart) {
-  b_ = startBus("b");  // its bridges find nobody at first and keep trying
-  ASSERT_TRUE(waitListening(port_b_)) << b_->err();
-  a_ = startBus("a");
-  ASSERT_TRUE(waitListening(port_a_)) << a_->err();
+  ASSERT_TRUE(b_.start(b_xml_, {port_b_}));  // its bridges find nobody at first and keep trying
+  ASSERT_TRUE(a_.start(a_xml_, {port_a_}));
 
   // Out: published on b under local.#, received on a at from-b.ticks.
   {
@@ -111,7 +87,7 @@ TEST_F(AmqpBridgeTest, EventsCrossBetweenTwoBusesBothWaysAndSurviveAPeerRestart)
     AmqpTestClient at_b(on(port_b_));
     ASSERT_TRUE(at_b.waitOpen());
     at_b.publish("local.sensor", {tick("Tick", 1), tick("Tick", 2), tick("Tick", 3)});
-    ASSERT_TRUE(at_a.waitFor([&] { return at_a.received["from-b.#"].size() == 3; })) << b_->err();
+    ASSERT_TRUE(at_a.waitFor([&] { return at_a.received["from-b.#"].size() == 3; })) << b_.err();
     at_a.read<int>([&] {
       for (int i = 0; i < 3; ++i) {
         const proton::message& m = at_a.received["from-b.#"][i].message;
@@ -150,15 +126,13 @@ TEST_F(AmqpBridgeTest, EventsCrossBetweenTwoBusesBothWaysAndSurviveAPeerRestart)
 
   // The peer goes away and comes back on the same port: the out bridge
   // reconnects and what is published meanwhile still arrives.
-  a_->signal(SIGTERM);
-  ASSERT_EQ(a_->wait(std::chrono::seconds(30)), 0) << a_->err();
+  ASSERT_TRUE(a_.stop());
   {
     AmqpTestClient at_b(on(port_b_));
     ASSERT_TRUE(at_b.waitOpen());
     at_b.publish("local.sensor", {tick("Tick", 7)});
     ASSERT_TRUE(at_b.waitFor([&] { return at_b.accepted == 1; }));
-    a_ = startBus("a");
-    ASSERT_TRUE(waitListening(port_a_)) << a_->err();
+    ASSERT_TRUE(a_.start(a_xml_, {port_a_}));
     AmqpTestClient at_a(on(port_a_));
     ASSERT_TRUE(at_a.waitOpen());
     at_a.subscribe("from-b.#");
@@ -171,7 +145,7 @@ TEST_F(AmqpBridgeTest, EventsCrossBetweenTwoBusesBothWaysAndSurviveAPeerRestart)
       arrived = at_a.waitFor([&] { return !at_a.received["from-b.#"].empty(); },
                              std::chrono::milliseconds(500));
     }
-    EXPECT_TRUE(arrived) << b_->err();
+    EXPECT_TRUE(arrived) << b_.err();
   }
 }
 

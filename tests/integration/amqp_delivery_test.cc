@@ -3,34 +3,24 @@
 // away mid-stream and comes back (nothing lost; redeliveries marked), and a
 // durable subscription that keeps collecting while its subscriber is away.
 
-#include <arpa/inet.h>
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
-#include <filesystem>
-#include <fstream>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "tests/integration/child_process.h"
 #include "tests/testing/amqp_test_client.h"
+#include "tests/testing/bus_process.h"
 #include "tests/testing/ports.h"
 
 namespace cepbus {
 namespace {
 
-using cepbus::testing::freePort;
-using cepbus::testing::waitListening;
-
-namespace fs = std::filesystem;
 using testing::AmqpClientOptions;
 using testing::AmqpReceived;
 using testing::AmqpTestClient;
-using testing::ChildProcess;
+using testing::BusProcess;
+using testing::freePort;
 
 // Message `n` (its id too, so that a resend is recognised as a duplicate).
 proton::message numbered(const std::string& subject, uint64_t n) {
@@ -49,32 +39,23 @@ uint64_t numberOf(const AmqpReceived& r) {
 class AmqpDeliveryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::random_device rd;
-    dir_ = new fs::path(fs::temp_directory_path() / ("cepbus-amqp-dlv-" + std::to_string(rd())));
-    fs::create_directories(*dir_);
+    bus_ = new BusProcess(CEPBUS_BINARY, "cepbus-amqp-dlv");
     port_ = freePort();
-    std::ofstream(*dir_ / "bus.xml") << R"(<cepbus name="delivery">
+    const std::string descriptor = R"(<cepbus name="delivery">
   <journal path="journal.db"/>
   <listeners><amqp host="127.0.0.1" port=")" +
-                                            std::to_string(port_) +
-                                            R"(" allow-anonymous="true"/></listeners>
+                                   std::to_string(port_) +
+                                   R"(" allow-anonymous="true"/></listeners>
   <routes default-flow="st">
     <route address="orders.#" flow="reliable" qos="reliable"/>
   </routes>
 </cepbus>
 )";
-    bus_ = new ChildProcess({CEPBUS_BINARY, "run", "bus.xml"}, *dir_);
-    ASSERT_TRUE(bus_->started());
-    ASSERT_TRUE(waitListening(port_)) << bus_->err();
+    ASSERT_TRUE(bus_->start(descriptor, {port_}));
   }
   static void TearDownTestSuite() {
-    if (bus_ != nullptr) {
-      bus_->signal(SIGTERM);
-      EXPECT_EQ(bus_->wait(std::chrono::seconds(30)), 0) << bus_->err();
-      delete bus_;
-    }
-    fs::remove_all(*dir_);
-    delete dir_;
+    EXPECT_TRUE(bus_->stop());
+    delete bus_;
   }
   static AmqpClientOptions client(const std::string& container_id = "") {
     AmqpClientOptions o;
@@ -83,14 +64,9 @@ class AmqpDeliveryTest : public ::testing::Test {
     return o;
   }
 
-  static fs::path* dir_;
-  static ChildProcess* bus_;
-  static int port_;
+  static inline BusProcess* bus_ = nullptr;
+  static inline int port_ = 0;
 };
-
-fs::path* AmqpDeliveryTest::dir_ = nullptr;
-ChildProcess* AmqpDeliveryTest::bus_ = nullptr;
-int AmqpDeliveryTest::port_ = 0;
 
 // The subscriber accepts 10 of 30 and disconnects with 20 unsettled; when it
 // comes back (same container id and link name) it gets exactly those 20,

@@ -8,29 +8,24 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <proton/message.hpp>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "tests/integration/child_process.h"
 #include "tests/testing/amqp_test_client.h"
+#include "tests/testing/bus_process.h"
 #include "tests/testing/ports.h"
 
 namespace cepbus {
 namespace {
 
 using namespace std::chrono_literals;
-using cepbus::testing::freePort;
-using cepbus::testing::waitListening;
 using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
-using testing::ChildProcess;
-namespace fs = std::filesystem;
+using testing::BusProcess;
+using testing::freePort;
 
 constexpr int kBuffer = 20;  // the descriptor's subscriber-buffer
 
@@ -47,36 +42,27 @@ proton::message tick(int64_t n) {
 class AmqpFlowTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::random_device rd;
-    dir_ = new fs::path(fs::temp_directory_path() / ("cepbus-amqp-flow-" + std::to_string(rd())));
-    fs::create_directories(*dir_);
+    bus_ = new BusProcess(CEPBUS_BINARY, "cepbus-amqp-flow");
     port_ = freePort();
-    std::ofstream(*dir_ / "bus.xml") << R"(<cepbus name="flow">
+    const std::string descriptor = R"(<cepbus name="flow">
   <logging level="warning"/>
   <journal path="journal.db"/>
   <listeners><amqp host="127.0.0.1" port=")" +
-                                            std::to_string(port_) +
-                                            R"(" allow-anonymous="true"
+                                   std::to_string(port_) +
+                                   R"(" allow-anonymous="true"
     credit-window="8" subscriber-buffer=")" +
-                                            std::to_string(kBuffer) +
-                                            R"(" subscriber-stall-timeout="600000"/></listeners>
+                                   std::to_string(kBuffer) +
+                                   R"(" subscriber-stall-timeout="600000"/></listeners>
   <stages><stage name="dispatch" capacity="8192" min-threads="1" max-threads="1"
                  run-inline="when-idle"/></stages>
   <routes default-flow="st"><route address="feed.#" flow="reliable" stage="dispatch"/></routes>
 </cepbus>
 )";
-    bus_ = new ChildProcess({CEPBUS_BINARY, "run", "bus.xml"}, *dir_);
-    ASSERT_TRUE(bus_->started());
-    ASSERT_TRUE(waitListening(port_)) << bus_->err();
+    ASSERT_TRUE(bus_->start(descriptor, {port_}));
   }
   static void TearDownTestSuite() {
-    if (bus_ != nullptr) {
-      bus_->signal(SIGTERM);
-      EXPECT_EQ(bus_->wait(std::chrono::seconds(30)), 0) << bus_->err();
-      delete bus_;
-    }
-    fs::remove_all(*dir_);
-    delete dir_;
+    EXPECT_TRUE(bus_->stop());
+    delete bus_;
   }
   static AmqpClientOptions client() {
     AmqpClientOptions o;
@@ -104,14 +90,9 @@ class AmqpFlowTest : public ::testing::Test {
     }
   }
 
-  static fs::path* dir_;
-  static ChildProcess* bus_;
-  static int port_;
+  static inline BusProcess* bus_ = nullptr;
+  static inline int port_ = 0;
 };
-
-fs::path* AmqpFlowTest::dir_ = nullptr;
-ChildProcess* AmqpFlowTest::bus_ = nullptr;
-int AmqpFlowTest::port_ = 0;
 
 // Pre-settled: nothing acknowledges them, so only credit keeps the flood
 // from overflowing the 20-event buffer of a subscriber that takes 7 at a

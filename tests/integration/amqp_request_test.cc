@@ -5,13 +5,8 @@
 // dynamic reply addresses. The listener's counters show up in the admin
 // API and in /metrics.
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -20,54 +15,23 @@
 #include <proton/codec/map.hpp>
 #include <proton/message.hpp>
 #include <proton/scalar.hpp>
-#include <random>
 #include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "tests/integration/child_process.h"
 #include "tests/testing/amqp_test_client.h"
+#include "tests/testing/bus_process.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/ports.h"
 
 namespace cepbus {
 namespace {
 
-using cepbus::testing::freePort;
-
 namespace fs = std::filesystem;
 using testing::AmqpTestClient;
-using testing::ChildProcess;
-
-int connectTo(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// A plain HTTP/1.1 GET with Connection: close; the whole response.
-std::string httpGet(int port, const std::string& target) {
-  int fd = connectTo(port);
-  if (fd < 0) return {};
-  const std::string req =
-      "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
-    ::close(fd);
-    return {};
-  }
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return out;
-}
+using testing::BusProcess;
+using testing::freePort;
+using testing::httpGet;
 
 int64_t bodyInt(const proton::message& m, const std::string& key) {
   std::map<std::string, proton::scalar> body;
@@ -88,58 +52,31 @@ std::optional<proton::message> square(const proton::message& request) {
 class AmqpRequestE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::random_device rd;
-    dir_ = new fs::path(fs::temp_directory_path() / ("cepbus-amqp-req-" + std::to_string(rd())));
-    fs::create_directories(*dir_);
+    bus_ = new BusProcess(CEPBUS_BINARY, "cepbus-amqp-req");
     port_ = freePort();
-    std::ofstream(*dir_ / "bus.xml") << R"(<cepbus name="requests">
+    const std::string descriptor = R"(<cepbus name="requests">
   <listeners>
-    <amqp host="127.0.0.1" port=")" + std::to_string(port_) +
-                                            R"(" allow-anonymous="true"/>
+    <amqp host="127.0.0.1" port=")" +
+                                   std::to_string(port_) +
+                                   R"(" allow-anonymous="true"/>
     <http host="127.0.0.1" port="0"/>
   </listeners>
   <routes default-flow="st"/>
 </cepbus>
 )";
-    bus_ = new ChildProcess({CEPBUS_BINARY, "run", "bus.xml"}, *dir_);
-    ASSERT_TRUE(bus_->started());
-    const std::regex listening("admin listening on http://127\\.0\\.0\\.1:([0-9]+)/");
-    for (int i = 0; i < 3000 && (http_port_ == 0 || !reachable(port_)); ++i) {
-      std::smatch m;
-      const std::string err = bus_->err();
-      if (http_port_ == 0 && std::regex_search(err, m, listening)) {
-        http_port_ = std::stoi(m[1].str());
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_TRUE(reachable(port_)) << bus_->err();
+    ASSERT_TRUE(bus_->start(descriptor, {port_}));
+    http_port_ = bus_->adminPort();
     ASSERT_NE(http_port_, 0) << bus_->err();
   }
   static void TearDownTestSuite() {
-    if (bus_ != nullptr) {
-      bus_->signal(SIGTERM);
-      EXPECT_EQ(bus_->wait(std::chrono::seconds(30)), 0) << bus_->err();
-      delete bus_;
-    }
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  static bool reachable(int port) {
-    int fd = connectTo(port);
-    if (fd >= 0) ::close(fd);
-    return fd >= 0;
+    EXPECT_TRUE(bus_->stop());
+    delete bus_;
   }
 
-  static fs::path* dir_;
-  static ChildProcess* bus_;
-  static int port_;
-  static int http_port_;
+  static inline BusProcess* bus_ = nullptr;
+  static inline int port_ = 0;
+  static inline int http_port_ = 0;
 };
-
-fs::path* AmqpRequestE2eTest::dir_ = nullptr;
-ChildProcess* AmqpRequestE2eTest::bus_ = nullptr;
-int AmqpRequestE2eTest::port_ = 0;
-int AmqpRequestE2eTest::http_port_ = 0;
 
 TEST_F(AmqpRequestE2eTest, ProtonClientsRequestAndAnswerThroughTheBus) {
   AmqpTestClient provider(port_, "square-provider");
@@ -190,7 +127,7 @@ TEST_F(AmqpRequestE2eTest, PythonProtonRequesterGetsTheAnswer) {
   provider.receive("square", "math.pysquare", square);
   ASSERT_TRUE(provider.waitFor([&] { return provider.addresses.count("square") > 0; }));
 
-  const fs::path script = *dir_ / "requester.py";
+  const fs::path script = bus_->dir() / "requester.py";
   std::ofstream(script) << R"PY(
 import sys
 from proton import Message

@@ -4,36 +4,31 @@
 // permissions on attach — with the project's own Proton client and with
 // Debian's python3-qpid-proton.
 
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
-#include <sstream>
 #include <string>
-#include <vector>
 
 #include "services/amqp/password_hash.h"
 #include "tests/integration/child_process.h"
 #include "tests/testing/amqp_test_client.h"
+#include "tests/testing/bus_process.h"
 #include "tests/testing/ports.h"
+#include "tests/testing/self_signed_pair.h"
 
 namespace cepbus {
 namespace {
 
-using cepbus::testing::freePort;
-using cepbus::testing::waitListening;
-
 namespace fs = std::filesystem;
 using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
+using testing::BusProcess;
 using testing::ChildProcess;
+using testing::freePort;
 using ::testing::HasSubstr;
+using testing::writeSelfSignedPair;
 
 proton::message tick(const std::string& subject, int64_t ts) {
   proton::message m;
@@ -46,15 +41,9 @@ proton::message tick(const std::string& subject, int64_t ts) {
 class AmqpSecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::random_device rd;
-    dir_ = new fs::path(fs::temp_directory_path() / ("cepbus-amqp-sec-" + std::to_string(rd())));
-    fs::create_directories(*dir_);
-    const std::string openssl =
-        "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost "
-        "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout '" +
-        (*dir_ / "key.pem").string() + "' -out '" + (*dir_ / "cert.pem").string() +
-        "' >/dev/null 2>&1";
-    ASSERT_EQ(std::system(openssl.c_str()), 0) << openssl;
+    bus_ = new BusProcess(CEPBUS_BINARY, "cepbus-amqp-sec");
+    plain_bus_ = new BusProcess(CEPBUS_BINARY, "cepbus-amqp-sec-loopback");
+    ASSERT_TRUE(writeSelfSignedPair(bus_->dir()));
     auto alice = services::amqp::hashPassword("alice-secret", 1000);
     auto bob = services::amqp::hashPassword("bob-secret", 1000);
     ASSERT_TRUE(alice.isOk() && bob.isOk());
@@ -69,32 +58,22 @@ class AmqpSecurityTest : public ::testing::Test {
                         *bob + R"(">
         <permit subscribe="alerts.*"/>
       </user>)";
-    std::ofstream(*dir_ / "secure.xml")
-        << "<cepbus name=\"secure\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
-               std::to_string(port_) +
-               "\" allow-anonymous=\"false\"><tls cert=\"cert.pem\" key=\"key.pem\"/>" + users +
-               "</amqp></listeners></cepbus>\n";
-    fs::create_directories(*dir_ / "loopback");
-    std::ofstream(*dir_ / "loopback" / "loopback.xml")
-        << "<cepbus name=\"loopback\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
-               std::to_string(plain_port_) + "\">" + users + "</amqp></listeners></cepbus>\n";
-    bus_ = new ChildProcess({CEPBUS_BINARY, "run", "secure.xml"}, *dir_);
-    plain_bus_ = new ChildProcess({CEPBUS_BINARY, "run", "loopback.xml"}, *dir_ / "loopback");
-    ASSERT_TRUE(bus_->started() && plain_bus_->started());
-    for (int port : {port_, plain_port_}) {
-      ASSERT_TRUE(waitListening(port)) << bus_->err() << plain_bus_->err();
-    }
+    ASSERT_TRUE(
+        bus_->start("<cepbus name=\"secure\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
+                        std::to_string(port_) +
+                        "\" allow-anonymous=\"false\"><tls cert=\"cert.pem\" key=\"key.pem\"/>" +
+                        users + "</amqp></listeners></cepbus>\n",
+                    {port_}));
+    ASSERT_TRUE(plain_bus_->start(
+        "<cepbus name=\"loopback\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
+            std::to_string(plain_port_) + "\">" + users + "</amqp></listeners></cepbus>\n",
+        {plain_port_}));
   }
   static void TearDownTestSuite() {
-    for (ChildProcess** bus : {&bus_, &plain_bus_}) {
-      if (*bus == nullptr) continue;
-      (*bus)->signal(SIGTERM);
-      EXPECT_EQ((*bus)->wait(std::chrono::seconds(30)), 0) << (*bus)->err();
-      delete *bus;
-      *bus = nullptr;
-    }
-    fs::remove_all(*dir_);
-    delete dir_;
+    EXPECT_TRUE(bus_->stop());
+    EXPECT_TRUE(plain_bus_->stop());
+    delete bus_;
+    delete plain_bus_;
   }
 
   static AmqpClientOptions as(const std::string& user, const std::string& password,
@@ -103,7 +82,7 @@ class AmqpSecurityTest : public ::testing::Test {
     o.port = port_;
     o.user = user;
     o.password = password;
-    if (tls) o.ca = (*dir_ / "cert.pem").string();
+    if (tls) o.ca = (bus_->dir() / "cert.pem").string();
     return o;
   }
   // The same users on a listener bound to 127.0.0.1 without TLS (PLAIN is
@@ -114,18 +93,11 @@ class AmqpSecurityTest : public ::testing::Test {
     return o;
   }
 
-  static fs::path* dir_;
-  static ChildProcess* bus_;
-  static ChildProcess* plain_bus_;
-  static int port_;
-  static int plain_port_;
+  static inline BusProcess* bus_ = nullptr;
+  static inline BusProcess* plain_bus_ = nullptr;
+  static inline int port_ = 0;
+  static inline int plain_port_ = 0;
 };
-
-fs::path* AmqpSecurityTest::dir_ = nullptr;
-ChildProcess* AmqpSecurityTest::bus_ = nullptr;
-ChildProcess* AmqpSecurityTest::plain_bus_ = nullptr;
-int AmqpSecurityTest::port_ = 0;
-int AmqpSecurityTest::plain_port_ = 0;
 
 TEST_F(AmqpSecurityTest, AUserPublishesAndSubscribesOverTlsWithPlain) {
   AmqpTestClient alice(as("alice", "alice-secret"));
@@ -197,7 +169,7 @@ TEST_F(AmqpSecurityTest, AnAttachBeyondTheUsersPermitsIsUnauthorized) {
 // alice; a wrong password fails to connect.
 TEST_F(AmqpSecurityTest, ThePythonClientAuthenticatesOverTls) {
   if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
-  std::ofstream(*dir_ / "client.py") << R"(import sys
+  std::ofstream(bus_->dir() / "client.py") << R"(import sys
 from proton import Message, SSLDomain
 from proton.utils import BlockingConnection
 url = "amqps://127.0.0.1:" + sys.argv[1]
@@ -224,10 +196,10 @@ for i in range(3):
     print("got", m.subject, m.properties["ts"])
 conn.close()
 )";
-  fs::create_directories(*dir_ / "py");
-  ChildProcess client({"/usr/bin/python3", (*dir_ / "client.py").string(), std::to_string(port_),
-                       (*dir_ / "cert.pem").string()},
-                      *dir_ / "py");
+  fs::create_directories(bus_->dir() / "py");
+  ChildProcess client({"/usr/bin/python3", (bus_->dir() / "client.py").string(),
+                       std::to_string(port_), (bus_->dir() / "cert.pem").string()},
+                      bus_->dir() / "py");
   ASSERT_TRUE(client.started());
   ASSERT_EQ(client.wait(std::chrono::seconds(60)), 0) << client.out() << client.err();
   const std::string out = client.out();

@@ -1,11 +1,8 @@
 // End-to-end tests of the `cepbus` program: the real binary, real descriptors,
 // real files, real signals.
 
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <filesystem>
 #include <fstream>
@@ -16,12 +13,15 @@
 
 #include "bus/core/event_json.h"
 #include "tests/integration/child_process.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/ports.h"
 
 namespace cepbus {
 namespace {
 
 using cepbus::testing::freePort;
+using cepbus::testing::httpGet;
+using cepbus::testing::waitListening;
 
 namespace fs = std::filesystem;
 using testing::ChildProcess;
@@ -341,29 +341,6 @@ conn.close()
   EXPECT_EQ((*first)->find(Symbol::intern("n"))->asInt(), 1);
 }
 
-// GET `path` from the bus's admin listener; the whole response, headers included.
-std::string httpGet(int port, const std::string& path) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  std::string response;
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-      const std::string request =
-          "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-      ::send(fd, request.data(), request.size(), 0);
-      char buf[4096];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) response.append(buf, n);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::close(fd);
-  return response;
-}
-
 // The real bus with its admin listener: Prometheus metrics and the registry
 // over REST, while a replay runs through it.
 TEST_F(CliTest, TheAdminListenerServesMetricsAndTheRegistry) {
@@ -376,6 +353,7 @@ TEST_F(CliTest, TheAdminListenerServesMetricsAndTheRegistry) {
   for (int i = 0; i < 500 && lines(read("out.jsonl")).size() < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  ASSERT_TRUE(waitListening(port)) << bus->err();
   const std::string metrics = httpGet(port, "/metrics");
   EXPECT_THAT(metrics, HasSubstr("200 OK"));
   EXPECT_THAT(metrics, HasSubstr("# TYPE cepbus_component_delivered_total counter"));
