@@ -199,7 +199,8 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
         entry = std::move(pending.front());
         pending.pop_front();
       }
-      proton::message m = messageFromEvent(*entry.event);
+      proton::message& m = outgoing;
+      messageFromEvent(*entry.event, m);
       if (entry.delivery_count > 0) {
         m.delivery_count(entry.delivery_count);
         m.first_acquirer(false);
@@ -400,6 +401,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
   proton::sender sender;
   proton::receiver receiver;
   std::map<proton::tracker, OutEntry> unsettled;
+  proton::message outgoing;  // reused for every event sent (its allocations stay)
 
   std::atomic<bool> is_connected{false};
 };

@@ -1174,7 +1174,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         sent(sub, t, std::move(entry));
         continue;
       }
-      proton::message m = messageFromEvent(*entry.event);
+      proton::message& m = outgoing;
+      messageFromEvent(*entry.event, m);
       if (entry.request.pattern == flows::Pattern::kInOut) {
         // The provider answers to kReplyAddress with this correlation-id.
         m.reply_to(kReplyAddress);
@@ -1445,7 +1446,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   std::map<std::string, ParkedSubscription> parked_subscriptions;  // by endpoint name
   std::map<std::string, uint64_t> reply_links;        // answer address -> subscribing link
   std::map<uint64_t, flows::Exchange> open_requests;  // sent to AMQP providers, by correlation id
-  std::shared_ptr<router::ComponentEntry> entry;      // the listener's registry entry
+  proton::message outgoing;  // reused for every event sent to a subscriber (its allocations stay)
+  std::shared_ptr<router::ComponentEntry> entry;  // the listener's registry entry
 };
 
 Status Outbox::offer(const flows::Exchange& exchange) {

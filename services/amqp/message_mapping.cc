@@ -9,6 +9,8 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <proton/codec/decoder.hpp>
+#include <proton/codec/encoder.hpp>
 #include <proton/codec/map.hpp>
 #include <proton/codec/vector.hpp>
 #include <proton/error.hpp>
@@ -16,6 +18,7 @@
 #include <proton/symbol.hpp>
 #include <proton/timestamp.hpp>
 #include <proton/types.hpp>
+#include <string_view>
 #include <vector>
 
 namespace cepbus::services::amqp {
@@ -93,18 +96,71 @@ MappedEvent failure(const char* condition, std::string description) {
   return MappedEvent{nullptr, condition, std::move(description)};
 }
 
+// One entry of an AMQP map of attributes (application properties or a map
+// body), as encoded.
+struct MapEntry {
+  std::string name;
+  proton::scalar value;
+};
+
+// Walks the map in `map` with a decoder into `out`: no std::map and no
+// proton::value per entry, which made mapping cost several times the
+// decoding itself. `what` names the map in errors ("application property",
+// "body entry"); nullopt when every entry was read.
+std::optional<MappedEvent> readMap(const proton::value& map, const char* what,
+                                   std::vector<MapEntry>& out) {
+  proton::codec::decoder d(map);
+  proton::codec::start start;
+  d >> start;
+  for (size_t i = 0; i < start.size / 2; ++i) {
+    const proton::type_id key_type = d.next_type();
+    if (key_type != proton::STRING && key_type != proton::SYMBOL) {
+      return failure(kDecodeError, std::string(what) + " keys must be strings");
+    }
+    MapEntry entry;
+    if (key_type == proton::STRING) {
+      d >> entry.name;
+    } else {
+      proton::symbol key;
+      d >> key;
+      entry.name = key;
+    }
+    const proton::type_id value_type = d.next_type();
+    if (value_type == proton::NULL_TYPE || proton::type_id_is_scalar(value_type)) {
+      d >> entry.value;
+    } else {
+      return failure(kInvalidField, std::string(what) + " \"" + entry.name +
+                                        "\": " + proton::type_name(value_type) +
+                                        " is not a scalar attribute value");
+    }
+    out.push_back(std::move(entry));
+  }
+  d >> proton::codec::finish();
+  return std::nullopt;
+}
+
+const MapEntry* find(const std::vector<MapEntry>& entries, std::string_view name) {
+  for (const MapEntry& e : entries) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
 MappedEvent map(const proton::message& message) {
-  std::map<std::string, proton::scalar> props;
-  if (!message.properties().empty()) proton::get(message.properties().value(), props);
+  std::vector<MapEntry> props;
+  if (!message.properties().empty()) {
+    if (auto failed = readMap(message.properties().value(), "application property", props)) {
+      return std::move(*failed);
+    }
+  }
 
   std::string type = message.subject();
   if (type.empty()) {
-    auto it = props.find("type");
-    if (it != props.end()) {
-      if (it->second.type() != proton::STRING && it->second.type() != proton::SYMBOL) {
+    if (const MapEntry* e = find(props, "type")) {
+      if (e->value.type() != proton::STRING && e->value.type() != proton::SYMBOL) {
         return failure(kInvalidField, "application property \"type\" must be a string");
       }
-      type = scalarValue(it->second)->asString();
+      type = scalarValue(e->value)->asString();
     }
   }
   if (type.empty()) {
@@ -114,11 +170,11 @@ MappedEvent map(const proton::message& message) {
   }
 
   Timestamp ts = 0;
-  if (auto it = props.find("ts"); it != props.end()) {
-    if (!isInteger(it->second.type())) {
+  if (const MapEntry* e = find(props, "ts")) {
+    if (!isInteger(e->value.type())) {
       return failure(kInvalidField, "application property \"ts\" must be an integer");
     }
-    std::optional<Value> v = scalarValue(it->second);
+    std::optional<Value> v = scalarValue(e->value);
     if (!v) return failure(kInvalidField, "application property \"ts\" is out of range");
     ts = v->asInt();
   } else if (message.creation_time().milliseconds() != 0) {
@@ -131,14 +187,14 @@ MappedEvent map(const proton::message& message) {
 
   EventBuilder builder(type);
   builder.at(ts);
-  for (const auto& [name, scalar] : props) {
-    if (name == "type" || name == "ts") continue;
-    std::optional<Value> v = scalarValue(scalar);
+  for (const MapEntry& e : props) {
+    if (e.name == "type" || e.name == "ts") continue;
+    std::optional<Value> v = scalarValue(e.value);
     if (!v) {
       return failure(kInvalidField,
-                     "application property \"" + name + "\": not a scalar attribute value");
+                     "application property \"" + e.name + "\": not a scalar attribute value");
     }
-    builder.set(name, std::move(*v));
+    builder.set(e.name, std::move(*v));
   }
 
   const proton::value& body = message.body();
@@ -147,25 +203,16 @@ MappedEvent map(const proton::message& message) {
       return failure(kDecodeError, std::string("the body must be a map of attributes, not ") +
                                        proton::type_name(body.type()));
     }
-    std::map<proton::scalar, proton::value> entries;
-    proton::get(body, entries);
-    for (const auto& [key, value] : entries) {
-      if (key.type() != proton::STRING && key.type() != proton::SYMBOL) {
-        return failure(kDecodeError, "body map keys must be strings");
-      }
-      std::string name = scalarValue(key)->asString();
-      std::optional<Value> v;
-      if (value.empty()) {
-        v = Value();
-      } else if (proton::type_id_is_scalar(value.type())) {
-        v = scalarValue(proton::get<proton::scalar>(value));
-      }
+    std::vector<MapEntry> entries;
+    if (auto failed = readMap(body, "body entry", entries)) return std::move(*failed);
+    for (const MapEntry& e : entries) {
+      std::optional<Value> v = scalarValue(e.value);
       if (!v) {
-        return failure(kInvalidField, "body entry \"" + name +
-                                          "\": " + proton::type_name(value.type()) +
+        return failure(kInvalidField, "body entry \"" + e.name +
+                                          "\": " + proton::type_name(e.value.type()) +
                                           " is not a scalar attribute value");
       }
-      builder.set(name, std::move(*v));
+      builder.set(e.name, std::move(*v));
     }
   }
 
@@ -200,17 +247,26 @@ MappedEvent eventFromMessage(const proton::message& message) {
   }
 }
 
-proton::message messageFromEvent(const Event& event) {
-  proton::message message;
+void messageFromEvent(const Event& event, proton::message& message) {
+  message.clear();
   message.subject(std::string(event.type().name()));
   message.id(proton::message_id(static_cast<uint64_t>(event.id())));
   message.properties().put("ts", proton::scalar(static_cast<int64_t>(event.ts())));
   if (event.probability() != 1.0) message.properties().put("prob", event.probability());
   if (!event.key().isNull()) message.properties().put("key", toScalar(event.key()));
-  std::map<std::string, proton::scalar> attrs;
-  for (const Attribute& a : event.attributes())
-    attrs[std::string(a.name.name())] = toScalar(a.value);
-  message.body(attrs);
+  // Encoded in place: building a std::map of scalars first cost twice the
+  // rest of the mapping.
+  proton::codec::encoder body(message.body());
+  body << proton::codec::start::map();
+  for (const Attribute& a : event.attributes()) {
+    body << std::string(a.name.name()) << toScalar(a.value);
+  }
+  body << proton::codec::finish();
+}
+
+proton::message messageFromEvent(const Event& event) {
+  proton::message message;
+  messageFromEvent(event, message);
   return message;
 }
 

@@ -7,6 +7,7 @@
 #include <proton/codec/vector.hpp>
 #include <proton/message.hpp>
 #include <proton/scalar.hpp>
+#include <proton/symbol.hpp>
 #include <proton/timestamp.hpp>
 #include <proton/types.hpp>
 #include <proton/value.hpp>
@@ -114,6 +115,59 @@ TEST(MessageMappingTest, EventToMessageRoundTrips) {
   EXPECT_DOUBLE_EQ(out.event->find(Symbol::intern("price"))->asDouble(), 3.5);
   EXPECT_EQ(out.event->find(Symbol::intern("n"))->asInt(), 4);
   EXPECT_EQ(out.event->attributes().size(), 3u);
+}
+
+TEST(MessageMappingTest, BodyKeysMayBeSymbolsValuesNullAndABodyEntryWins) {
+  proton::message m;
+  m.subject("A");
+  m.properties().put("ts", int64_t{1});
+  m.properties().put("who", std::string("property"));
+  m.body(proton::value(std::map<proton::symbol, proton::scalar>{
+      {proton::symbol("who"), std::string("body")}, {proton::symbol("none"), proton::scalar()}}));
+  MappedEvent e = eventFromMessage(m);
+  ASSERT_NE(e.event, nullptr) << e.description;
+  EXPECT_EQ(e.event->find(Symbol::intern("who"))->asString(), "body");
+  ASSERT_NE(e.event->find(Symbol::intern("none")), nullptr);
+  EXPECT_TRUE(e.event->find(Symbol::intern("none"))->isNull());
+  EXPECT_EQ(e.event->attributes().size(), 2u);
+}
+
+TEST(MessageMappingTest, RefusesABodyWithNonStringKeys) {
+  proton::message int_keys;
+  int_keys.subject("A");
+  int_keys.properties().put("ts", int64_t{1});
+  int_keys.body(proton::value(std::map<int32_t, proton::scalar>{{1, std::string("x")}}));
+  MappedEvent e = eventFromMessage(int_keys);
+  EXPECT_EQ(e.event, nullptr);
+  EXPECT_EQ(e.condition, kDecodeError);
+  EXPECT_NE(e.description.find("keys must be strings"), std::string::npos) << e.description;
+}
+
+TEST(MessageMappingTest, AReusedMessageCarriesOnlyTheLastEvent) {
+  EventPtr first = EventBuilder("First")
+                       .at(1)
+                       .set("a", 1)
+                       .set("b", std::string("x"))
+                       .probability(0.5)
+                       .key(Value(std::string("k")))
+                       .build();
+  EventPtr second = EventBuilder("Second").at(2).set("c", 3.5).build();
+  proton::message reused;
+  messageFromEvent(*first, reused);
+  messageFromEvent(*second, reused);
+  EXPECT_EQ(reused.subject(), "Second");
+  EXPECT_FALSE(reused.properties().exists("prob"));
+  EXPECT_FALSE(reused.properties().exists("key"));
+  std::vector<char> wire;
+  reused.encode(wire);
+  proton::message decoded;
+  decoded.decode(wire);
+  MappedEvent out = eventFromMessage(decoded);
+  ASSERT_NE(out.event, nullptr) << out.description;
+  EXPECT_EQ(out.event->type().name(), "Second");
+  EXPECT_EQ(out.event->ts(), 2);
+  ASSERT_EQ(out.event->attributes().size(), 1u);
+  EXPECT_DOUBLE_EQ(out.event->find(Symbol::intern("c"))->asDouble(), 3.5);
 }
 
 }  // namespace
