@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bus/app/event_replay.h"
+#include "bus/app/flag_reader.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/plugin_loader.h"
@@ -102,16 +103,10 @@ Result<JoinCommandOptions> parseJoinArguments(std::span<const std::string> args)
       {"--spill-dir", &JoinCommandOptions::spill_dir},
       {"--type", &JoinCommandOptions::type},
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::string value;
-    bool has_value = false;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    if (flag == "--count" && !has_value) {
+  FlagReader flags(args);
+  while (flags.next()) {
+    const std::string& flag = flags.flag();
+    if (flag == "--count" && !flags.hasInlineValue()) {
       o.count = true;
       continue;
     }
@@ -125,14 +120,13 @@ Result<JoinCommandOptions> parseJoinArguments(std::span<const std::string> args)
     for (const auto& [name, member] : kValued) {
       if (flag == name) into = &(o.*member);
     }
-    if (into == nullptr) return Status::invalidArgument("unknown argument '" + args[i] + "'");
+    if (into == nullptr)
+      return Status::invalidArgument("unknown argument '" + flags.argument() + "'");
     if (!repeatable && !into->empty()) return Status::invalidArgument(flag + " given twice");
-    if (!has_value) {
-      if (i + 1 >= args.size()) return Status::invalidArgument(flag + " needs a value");
-      value = args[++i];
-    }
-    if (value.empty()) return Status::invalidArgument(flag + " needs a non-empty value");
-    *into = value;
+    Result<std::string> value = flags.value();
+    if (!value) return value.status();
+    if (value->empty()) return Status::invalidArgument(flag + " needs a non-empty value");
+    *into = std::move(*value);
   }
   if (o.events_file.empty()) return Status::invalidArgument("--events is required");
   if (o.key.empty()) return Status::invalidArgument("--key is required");

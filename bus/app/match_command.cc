@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bus/app/event_replay.h"
+#include "bus/app/flag_reader.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/plugin_loader.h"
@@ -164,21 +165,13 @@ const char* matchUsage() {
 Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> args) {
   MatchCommandOptions o;
   bool format_seen = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::string value;
-    bool has_value = false;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
+  FlagReader flags(args);
+  while (flags.next()) {
+    const std::string& flag = flags.flag();
     auto take = [&](std::string& into) -> Status {
-      if (!has_value) {
-        if (i + 1 >= args.size()) return Status::invalidArgument(flag + " needs a value");
-        value = args[++i];
-      }
-      into = value;
+      Result<std::string> value = flags.value();
+      if (!value) return value.status();
+      into = std::move(*value);
       return Status::ok();
     };
     auto once = [&](std::string& into) -> Status {
@@ -210,7 +203,7 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
       if (s && o.export_format != "dot" && o.export_format != "json") {
         s = Status::invalidArgument("--export " + o.export_format + ": expected dot or json");
       }
-    } else if (flag == "--count" && !has_value) {
+    } else if (flag == "--count" && !flags.hasInlineValue()) {
       o.count = true;
     } else if (flag == "--option") {
       std::string kv;
@@ -224,7 +217,7 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
       s = take(dir);
       o.plugin_paths.push_back(dir);
     } else {
-      s = Status::invalidArgument("unknown argument '" + args[i] + "'");
+      s = Status::invalidArgument("unknown argument '" + flags.argument() + "'");
     }
     if (!s) return s;
   }
