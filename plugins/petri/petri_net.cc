@@ -36,6 +36,27 @@ constexpr const char* kRuns =
     "e[predicate] over 'Type var' elements and Kleene plus 'Type+ var[]' inside SEQ (use "
     "--engine nfa or algebra)";
 
+// `left` followed by `right`; as operands of a conjunction (`split`), the
+// point where `right` starts is remembered with its own split points.
+Alternative concatenated(const Alternative& left, const Alternative& right, bool split) {
+  Alternative a = left;
+  if (split) {
+    const size_t offset = a.elements.size();
+    a.splits.push_back(offset);
+    for (size_t s : right.splits) a.splits.push_back(offset + s);
+  }
+  a.elements.insert(a.elements.end(), right.elements.begin(), right.elements.end());
+  a.predicates.insert(a.predicates.end(), right.predicates.begin(), right.predicates.end());
+  return a;
+}
+
+Status checkAlternatives(size_t n, const PatternNode& node) {
+  if (n <= kMaxAlternatives) return Status::ok();
+  return Status::invalidArgument(at(node.pos) +
+                                 "the petri engine expands disjunctions into at most " +
+                                 std::to_string(kMaxAlternatives) + " alternatives");
+}
+
 // The basic nets the engine builds: an element is a one-input transition on
 // its type's input place, a sequence connects them in series, a disjunction
 // gives one chain per alternative into one output place (two colours), a
@@ -64,19 +85,10 @@ Result<std::vector<Alternative>> expand(const PatternNode& node) {
                   "(as the whole pattern, an operand of OR or of another AND)" +
                   kRuns);
             }
-            Alternative a = left;
-            a.elements.insert(a.elements.end(), right.elements.begin(), right.elements.end());
-            a.predicates.insert(a.predicates.end(), right.predicates.begin(),
-                                right.predicates.end());
-            next.push_back(std::move(a));
+            next.push_back(concatenated(left, right, false));
           }
         }
-        if (next.size() > kMaxAlternatives) {
-          return Status::invalidArgument(at(node.pos) +
-                                         "the petri engine expands disjunctions "
-                                         "into at most " +
-                                         std::to_string(kMaxAlternatives) + " alternatives");
-        }
+        if (Status s = checkAlternatives(next.size(), node); !s) return s;
         out = std::move(next);
       }
       return out;
@@ -88,12 +100,7 @@ Result<std::vector<Alternative>> expand(const PatternNode& node) {
         if (!part) return part.status();
         out.insert(out.end(), part->begin(), part->end());
       }
-      if (out.size() > kMaxAlternatives) {
-        return Status::invalidArgument(at(node.pos) +
-                                       "the petri engine expands disjunctions "
-                                       "into at most " +
-                                       std::to_string(kMaxAlternatives) + " alternatives");
-      }
+      if (Status s = checkAlternatives(out.size(), node); !s) return s;
       return out;
     }
     case PatternKind::kAnd: {
@@ -107,23 +114,9 @@ Result<std::vector<Alternative>> expand(const PatternNode& node) {
         }
         std::vector<Alternative> next;
         for (const Alternative& left : out) {
-          for (const Alternative& right : *part) {
-            Alternative a = left;
-            const size_t offset = a.elements.size();
-            a.splits.push_back(offset);
-            for (size_t split : right.splits) a.splits.push_back(offset + split);
-            a.elements.insert(a.elements.end(), right.elements.begin(), right.elements.end());
-            a.predicates.insert(a.predicates.end(), right.predicates.begin(),
-                                right.predicates.end());
-            next.push_back(std::move(a));
-          }
+          for (const Alternative& right : *part) next.push_back(concatenated(left, right, true));
         }
-        if (next.size() > kMaxAlternatives) {
-          return Status::invalidArgument(at(node.pos) +
-                                         "the petri engine expands disjunctions "
-                                         "into at most " +
-                                         std::to_string(kMaxAlternatives) + " alternatives");
-        }
+        if (Status s = checkAlternatives(next.size(), node); !s) return s;
         out = std::move(next);
       }
       return out;
