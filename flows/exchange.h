@@ -10,7 +10,8 @@
 //
 //   pattern          | outcomes
 //   -----------------+----------------------------------------------------------
-//   kInOnly          | kRejected, kDegraded, kAccepted (reliable: journaled)
+//   kInOnly          | kRejected, kDegraded, kAccepted (reliable: journaled, or
+//                    |   acknowledged by the target before the journal commit)
 //   kRobustInOnly    | the above, plus kDelivered / kFault per target
 //   kInOut           | kReply, kFault, kRejected, kTimeout (kTimeout: the broker)
 //
@@ -41,7 +42,7 @@ enum class Qos : uint8_t {
 };
 
 enum class OutcomeKind : uint8_t {
-  kAccepted,   // reliable: journaled; the bus now owns delivery to `target`
+  kAccepted,   // reliable: journaled (or `target` acknowledged it first); the bus owns delivery
   kDegraded,   // queued for `target`, but reliable delivery degraded to best effort under load
   kRejected,   // admission refused it for `target`; it will not be delivered there
   kDelivered,  // robust in-only: `target` took it

@@ -4,6 +4,8 @@
 
 #include <bit>
 
+#include "bus/core/event_json.h"
+
 namespace cepbus::flows {
 
 namespace {
@@ -190,7 +192,10 @@ Status Journal::commit(std::span<const JournalRecord> inserts, std::span<const J
 
 Status Journal::commitBody(std::span<const JournalRecord> inserts,
                            std::span<const JournalAck> acks) {
+  std::string encoded;  // reused: the JSON of records that carry only their event
   for (const JournalRecord& r : inserts) {
+    const bool encode = r.event_json.empty() && r.event != nullptr;
+    if (encode) encoded = encodeEvent(*r.event, EventFormat::kFull);
     StatementReset reset(insert_);
     sqlite3_bind_int64(insert_, 1, toDb(r.seq));
     bindText(insert_, 2, r.target.name());
@@ -199,12 +204,12 @@ Status Journal::commitBody(std::span<const JournalRecord> inserts,
     bindText(insert_, 5, r.sender.name());
     sqlite3_bind_int64(insert_, 6, static_cast<int64_t>(r.pattern));
     sqlite3_bind_int64(insert_, 7, toDb(r.correlation_id));
-    bindText(insert_, 8, r.event_json);
+    bindText(insert_, 8, encode ? encoded : r.event_json);
     if (sqlite3_step(insert_) != SQLITE_DONE) return error("insert pending");
   }
   int64_t last_remembered = 0;
   for (const JournalAck& a : acks) {
-    {
+    if (a.written) {
       StatementReset reset(delete_);
       sqlite3_bind_int64(delete_, 1, toDb(a.seq));
       if (sqlite3_step(delete_) != SQLITE_DONE) return error("delete pending");

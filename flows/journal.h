@@ -9,7 +9,9 @@
 //           bounded to a window, for duplicate suppression across restarts
 //
 // A commit() is one transaction holding a whole batch of inserts and
-// acknowledgements (group commit): one fsync for many events.
+// acknowledgements (group commit): one fsync for many events. An
+// acknowledgement of a record that was never written (ReliableFlow cancelled
+// it because its target acknowledged first) only remembers the id.
 
 #include <cstdint>
 #include <memory>
@@ -38,6 +40,10 @@ struct JournalRecord {
   Pattern pattern = Pattern::kInOnly;
   uint64_t correlation_id = 0;
   std::string event_json;  // bus/core/event_json.h, full format
+  // When event_json is empty, commit() encodes this event instead: the
+  // encoding then costs the journal thread, not the sender, and a record
+  // that is never written never pays for it. pending() fills event_json only.
+  EventPtr event;
 };
 
 // A target acknowledged the delivery `seq` of `event_id`.
@@ -45,6 +51,9 @@ struct JournalAck {
   uint64_t seq = 0;
   Symbol target;
   EventId event_id = 0;
+  // False when the record was never written (cancelled before a transaction
+  // took it): there is no pending row to delete, only the id to remember.
+  bool written = true;
 };
 
 struct DeliveredId {
@@ -78,8 +87,9 @@ class Journal {
   // The highest sequence number ever used (0 for an empty journal).
   Result<uint64_t> maxSeq();
 
-  // One transaction: insert `inserts`, delete the acknowledged pending rows
-  // and remember their ids, trim the delivered window. All or nothing.
+  // One transaction: insert `inserts` (encoding the events of those without
+  // JSON), delete the acknowledged pending rows (those written) and remember
+  // every acknowledged id, trim the delivered window. All or nothing.
   Status commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks);
 
   const std::string& path() const { return path_; }

@@ -1,7 +1,6 @@
 #include "flows/journal_writer.h"
 
 #include <algorithm>
-#include <iterator>
 #include <utility>
 
 namespace cepbus::flows {
@@ -38,15 +37,26 @@ void JournalWriter::stop() {
   flushed_cv_.notify_all();
 }
 
-bool JournalWriter::append(JournalRecord record, uint64_t token) {
+std::optional<uint64_t> JournalWriter::append(JournalRecord record, uint64_t token) {
+  uint64_t ticket;
   {
     std::lock_guard lock(mu_);
-    if (!running_ || stopping_ || records_.size() >= options_.max_backlog) return false;
-    records_.push_back(std::move(record));
-    tokens_.push_back(token);
-    ++appended_;
+    if (!running_ || stopping_ || queue_.size() >= options_.max_backlog) return std::nullopt;
+    queue_.push_back(Queued{std::move(record), token, false});
+    ticket = ++appended_;
   }
   work_cv_.notify_one();
+  return ticket;
+}
+
+bool JournalWriter::cancel(uint64_t ticket) {
+  std::lock_guard lock(mu_);
+  if (!running_ || ticket <= taken_ || ticket > appended_) return false;
+  Queued& queued = queue_[ticket - 1 - taken_];
+  if (queued.cancelled) return false;
+  queued.cancelled = true;
+  queued.record = JournalRecord{};  // drop the event now, not when the batch is taken
+  ++metrics_.cancelled;
   return true;
 }
 
@@ -68,7 +78,7 @@ void JournalWriter::flush() {
 JournalWriterMetrics JournalWriter::metrics() const {
   std::lock_guard lock(mu_);
   JournalWriterMetrics m = metrics_;
-  m.backlog = records_.size();
+  m.backlog = queue_.size();
   return m;
 }
 
@@ -80,41 +90,47 @@ void JournalWriter::run() {
 
   std::unique_lock lock(mu_);
   while (true) {
-    if (records_.empty() && acks_.empty()) {
+    if (queue_.empty() && acks_.empty()) {
       if (stopping_) break;
       work_cv_.wait_until(lock, next_tick,
-                          [&] { return stopping_ || !records_.empty() || !acks_.empty(); });
+                          [&] { return stopping_ || !queue_.empty() || !acks_.empty(); });
     }
-    // Take one batch: at most max_batch records, and every acknowledgement.
+    // Take one batch: at most max_batch queued records, and every
+    // acknowledgement. From here on cancel() cannot withdraw them.
     records.clear();
     tokens.clear();
-    if (records_.size() <= options_.max_batch) {
-      records.swap(records_);
-      tokens.swap(tokens_);
-    } else {
-      const auto n = static_cast<ptrdiff_t>(options_.max_batch);
-      records.assign(std::make_move_iterator(records_.begin()),
-                     std::make_move_iterator(records_.begin() + n));
-      records_.erase(records_.begin(), records_.begin() + n);
-      tokens.assign(tokens_.begin(), tokens_.begin() + n);
-      tokens_.erase(tokens_.begin(), tokens_.begin() + n);
+    const size_t taken = std::min(queue_.size(), options_.max_batch);
+    for (size_t i = 0; i < taken; ++i) {
+      Queued& queued = queue_.front();
+      if (!queued.cancelled) {
+        records.push_back(std::move(queued.record));
+        tokens.push_back(queued.token);
+      }
+      queue_.pop_front();
     }
+    taken_ += taken;
     acks.swap(acks_);
     const bool stopping = stopping_;
     lock.unlock();
 
-    if (!records.empty() || !acks.empty()) {
-      const Status status = journal_->commit(records, acks);
+    const bool write = !records.empty() || !acks.empty();
+    Status status;
+    if (write) {
+      status = journal_->commit(records, acks);
       if (!records.empty()) on_commit_(tokens, status);
+    }
+    if (write || taken != 0) {
       lock.lock();
-      ++metrics_.commits;
-      if (status.isOk()) {
-        metrics_.inserted += records.size();
-        metrics_.acknowledged += acks.size();
-      } else {
-        ++metrics_.errors;
+      if (write) {
+        ++metrics_.commits;
+        if (status.isOk()) {
+          metrics_.inserted += records.size();
+          metrics_.acknowledged += acks.size();
+        } else {
+          ++metrics_.errors;
+        }
       }
-      committed_ += records.size();
+      committed_ += taken;  // cancelled records count as done, so flush() returns
       lock.unlock();
       flushed_cv_.notify_all();
     }

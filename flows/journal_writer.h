@@ -3,10 +3,18 @@
 // JournalWriter: the group-commit thread of a ReliableFlow. Senders append
 // records; the thread takes everything appended since its last commit (up to
 // a batch limit), writes it in one transaction, and only then calls back so
-// the flow can acknowledge the senders and dispatch the events. Target
-// acknowledgements ride along in the same transactions. While a commit is on
-// disk the next batch accumulates, so the batch size adapts to the load
-// instead of costing one fsync per event.
+// the flow can acknowledge the senders (and, without concurrent dispatch,
+// dispatch the events). Target acknowledgements ride along in the same
+// transactions. While a commit is on disk the next batch accumulates, so the
+// batch size adapts to the load instead of costing one fsync per event.
+//
+// Cancellation (KahaDB's concurrent store and dispatch): a record waiting for
+// the writer may be withdrawn with cancel(), e.g. because its event already
+// reached its target while the previous commit was on disk. It is then never
+// written (no insert, no JSON encoding, no delete later) and its callback
+// never runs. Whether a record is cancelled or written is decided under the
+// writer's lock: the thread takes a batch and cancel() looks for the record
+// atomically with respect to each other, so exactly one of them wins.
 //
 // The thread also calls a tick callback periodically (the flow's redelivery timer).
 // A writer owns the journal from start() to stop(), and may be started again
@@ -15,9 +23,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -36,19 +46,20 @@ struct JournalWriterOptions {
 struct JournalWriterMetrics {
   uint64_t commits = 0;       // transactions written
   uint64_t inserted = 0;      // records committed
-  uint64_t acknowledged = 0;  // acknowledgements committed
+  uint64_t acknowledged = 0;  // acknowledgements committed (of cancelled records too)
+  uint64_t cancelled = 0;     // records withdrawn by cancel() before a transaction took them
   uint64_t errors = 0;        // transactions that failed
   size_t backlog = 0;         // records waiting now
 };
 
-// Thread-safety: append(), acknowledge(), flush() and metrics() may be called
+// Thread-safety: append(), cancel(), acknowledge(), flush() and metrics() may be called
 // from any thread; start() and stop() from the control thread, not
 // concurrently. The callbacks run on the writer thread, one at a time.
 // Ownership: owns the journal it was started with until stop() closes it.
 class JournalWriter {
  public:
-  // Called after each transaction with the tokens of the records it held;
-  // `status` is OK when they are durable.
+  // Called after each transaction with the tokens of the records it held
+  // (cancelled ones excluded); `status` is OK when they are durable.
   using CommitCallback =
       std::function<void(std::span<const uint64_t> tokens, const Status& status)>;
   using TickCallback = std::function<void(std::chrono::steady_clock::time_point now)>;
@@ -64,18 +75,33 @@ class JournalWriter {
   // closes the journal. Idempotent.
   void stop();
 
-  // Queues a record; false when the backlog is full or the writer is stopped.
-  bool append(JournalRecord record, uint64_t token);
-  // Queues the removal of an acknowledged record. Ignored once stopped (the
-  // record then stays journaled and is redelivered after a restart).
+  // Queues a record; returns its ticket (for cancel()), or nullopt when the
+  // backlog is full or the writer is stopped.
+  std::optional<uint64_t> append(JournalRecord record, uint64_t token);
+  // Withdraws the record of `ticket` if no transaction took it yet: it is
+  // never written and its callback never runs (the caller settles it). False
+  // when a transaction took it already (its callback runs or ran), it was
+  // cancelled before, or the writer is not running.
+  bool cancel(uint64_t ticket);
+  // Queues the removal of an acknowledged record for the next transaction.
+  // Only for a record a transaction took already (cancel() returned false)
+  // or read from the journal; for a cancelled one with `written` false (the
+  // id is only remembered). Ignored once stopped (the record then stays
+  // journaled and is redelivered after a restart).
   void acknowledge(JournalAck ack);
   // Returns once every record appended before the call is committed and its
-  // callback has run (immediately when the writer is not running).
+  // callback has run, or was cancelled (immediately when the writer is not running).
   void flush();
 
   JournalWriterMetrics metrics() const;
 
  private:
+  struct Queued {
+    JournalRecord record;
+    uint64_t token = 0;
+    bool cancelled = false;
+  };
+
   void run();
 
   const JournalWriterOptions options_;
@@ -85,15 +111,17 @@ class JournalWriter {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;     // writer waits for work
   std::condition_variable flushed_cv_;  // flush() waits for commits
-  std::vector<JournalRecord> records_;  // guarded by mu_
-  std::vector<uint64_t> tokens_;        // guarded by mu_, parallel to records_
-  std::vector<JournalAck> acks_;        // guarded by mu_
-  uint64_t appended_ = 0;               // guarded by mu_
-  uint64_t committed_ = 0;              // guarded by mu_: records through their callback
-  std::unique_ptr<Journal> journal_;    // used by the writer thread only while running
-  bool running_ = false;                // guarded by mu_
-  bool stopping_ = false;               // guarded by mu_
-  JournalWriterMetrics metrics_;        // guarded by mu_
+  // Appended, not yet taken by a transaction, oldest first: the record of
+  // ticket t sits at queue_[t - 1 - taken_].
+  std::deque<Queued> queue_;      // guarded by mu_
+  std::vector<JournalAck> acks_;  // guarded by mu_
+  uint64_t appended_ = 0;         // guarded by mu_: the last ticket given
+  uint64_t taken_ = 0;            // guarded by mu_: records taken out of queue_
+  uint64_t committed_ = 0;        // guarded by mu_: records through their callback (or cancelled)
+  std::unique_ptr<Journal> journal_;  // used by the writer thread only while running
+  bool running_ = false;              // guarded by mu_
+  bool stopping_ = false;             // guarded by mu_
+  JournalWriterMetrics metrics_;      // guarded by mu_
   std::thread thread_;
 };
 

@@ -1,6 +1,7 @@
 #include "flows/reliable_flow.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <unordered_set>
 #include <utility>
 
@@ -9,12 +10,17 @@
 namespace cepbus::flows {
 
 // Shared between a running flow and the acknowledgements it handed out. The
-// flow pointer is cleared (under the lock, so no acknowledgement is running)
-// when the flow stops; `tokens` are the deliveries waiting in parked_.
+// flow pointer is cleared when the flow stops, which then waits until no
+// acknowledgement is running (`active`); `tokens` are the deliveries waiting
+// in parked_. `mu` is a leaf lock, never held while an acknowledgement does
+// its work: deferAcknowledgement() takes it from inside a delivery, which may
+// run inline in a stage's offer() under the flow's other locks.
 struct DeferredAck::State {
   std::mutex mu;
+  std::condition_variable idle;         // `active` dropped to 0
   ReliableFlow* flow = nullptr;         // guarded by mu
   std::unordered_set<uint64_t> tokens;  // guarded by mu
+  int active = 0;                       // guarded by mu: acknowledgements running
 };
 
 namespace {
@@ -34,9 +40,14 @@ thread_local DeliveryInProgress* t_in_progress = nullptr;
 
 void DeferredAck::operator()(const Status& status) const {
   if (!state_) return;
-  std::lock_guard lock(state_->mu);
-  if (state_->flow == nullptr || state_->tokens.erase(token_) == 0) return;
-  ReliableFlow& flow = *state_->flow;
+  ReliableFlow* running;
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->flow == nullptr || state_->tokens.erase(token_) == 0) return;
+    running = state_->flow;
+    ++state_->active;
+  }
+  ReliableFlow& flow = *running;
   ReliableFlow::Delivery delivery = flow.parked_.take(token_);
   // The target may have been detached since it took the acknowledgement.
   const bool attached = flow.stages_.withAttachment(delivery.target, delivery.attachment,
@@ -44,9 +55,11 @@ void DeferredAck::operator()(const Status& status) const {
   DeliveryTarget* target = delivery.target;
   if (!attached && !status.isOk()) {
     flow.orphan(delivery);
-    return;
+  } else {
+    flow.complete(attached ? target : nullptr, std::move(delivery), status);
   }
-  flow.complete(attached ? target : nullptr, std::move(delivery), status);
+  std::lock_guard lock(state_->mu);
+  if (--state_->active == 0) state_->idle.notify_all();
 }
 
 std::optional<DeferredAck> ReliableFlow::deferAcknowledgement() {
@@ -111,7 +124,8 @@ Status ReliableFlow::doStart() {
     in_flight_.clear();
     orphans_.clear();
     for (JournalRecord& record : *pending) {
-      orphans_[record.target].push_back(std::move(record));
+      const Symbol target = record.target;
+      orphans_[target].push_back(Orphan{std::move(record), nullptr});
     }
     next_seq_ = *max_seq + 1;
   }
@@ -133,9 +147,10 @@ void ReliableFlow::doStop() {
     // journaled, and the next start redelivers them.
     std::unordered_set<uint64_t> tokens;
     {
-      std::lock_guard lock(deferred_->mu);
+      std::unique_lock lock(deferred_->mu);
       deferred_->flow = nullptr;
       tokens.swap(deferred_->tokens);
+      deferred_->idle.wait(lock, [this] { return deferred_->active == 0; });
     }
     for (uint64_t token : tokens) parked_.take(token);
     deferred_.reset();
@@ -154,7 +169,6 @@ void ReliableFlow::doStop() {
 
 void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
                           SendOutcome& out) {
-  std::string json;  // encoded once for all targets, and only if something is journaled
   for (DeliveryTarget* target : targets) {
     stages::Pressure pressure = stages::Pressure::kSaturated;
     Attachment attachment;
@@ -185,7 +199,7 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
       notify(exchange, Outcome{OutcomeKind::kAccepted, target->name(), {}, nullptr});
       continue;
     }
-    if (json.empty()) json = encodeEvent(*exchange.event, EventFormat::kFull);
+    // The writer thread encodes the event, if it writes the record at all.
     JournalRecord record{seq,
                          attachment.name,
                          key.event_id,
@@ -193,24 +207,44 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
                          exchange.sender,
                          exchange.pattern,
                          exchange.correlation_id,
-                         json};
-    const uint64_t token =
-        parked_.park(Delivery{exchange, target, attachment.id, attachment.name, seq, 0});
-    if (!writer_.append(std::move(record), token)) {
-      parked_.take(token);
+                         {},
+                         exchange.event};
+    std::shared_ptr<Settlement> settlement;
+    uint64_t token;
+    if (config_.concurrent_dispatch) {
+      settlement = std::make_shared<Settlement>(exchange, attachment.name);
+      token = settlement->token = settling_.park(settlement);
+    } else {
+      token = parked_.park(
+          Delivery{exchange, target, attachment.id, attachment.name, seq, 0, false, nullptr});
+    }
+    const std::optional<uint64_t> ticket = writer_.append(std::move(record), token);
+    if (!ticket) {
+      if (settlement) {
+        settling_.take(token);
+      } else {
+        parked_.take(token);
+      }
       release(key);
       reject(exchange, *target, Status::rejected("flow " + name() + ": journal backlog is full"),
              out);
       continue;
     }
     ++out.queued;
+    if (settlement) {
+      // Nobody reads the ticket before the delivery is dispatched (the
+      // commit callback does not need it).
+      settlement->ticket = *ticket;
+      dispatch(Delivery{exchange, target, attachment.id, attachment.name, seq, 0, false,
+                        std::move(settlement)});
+    }
   }
 }
 
 void ReliableFlow::offerBestEffort(const Exchange& exchange, DeliveryTarget& target,
                                    const Attachment& attachment, bool degraded, SendOutcome& out) {
-  const uint64_t token =
-      parked_.park(Delivery{exchange, &target, attachment.id, attachment.name, 0, 0});
+  const uint64_t token = parked_.park(
+      Delivery{exchange, &target, attachment.id, attachment.name, 0, 0, false, nullptr});
   stages::Admission admission = stages::Admission::kRejected;
   stages_.withAttachment(&target, attachment.id, [&](stages::Stage& stage, const Attachment&) {
     admission = stage.offer(stages::StageItem{exchange.event, false, token, {}});
@@ -226,6 +260,27 @@ void ReliableFlow::offerBestEffort(const Exchange& exchange, DeliveryTarget& tar
 }
 
 void ReliableFlow::onCommit(std::span<const uint64_t> tokens, const Status& status) {
+  if (config_.concurrent_dispatch) {
+    for (uint64_t token : tokens) {
+      const std::shared_ptr<Settlement> settlement = settling_.take(token);
+      std::lock_guard lock(settlement->mu);
+      // Acknowledged by its target meanwhile: the sender heard kAccepted then.
+      if (settlement->state != Settlement::State::kWaiting) continue;
+      if (status.isOk()) {
+        settlement->state = Settlement::State::kDurable;
+        notify(settlement->exchange,
+               Outcome{OutcomeKind::kAccepted, settlement->target_name.name(), {}, nullptr});
+      } else {
+        // Not durable: the sender must not believe otherwise. The delivery
+        // is out already and carries on (at least once).
+        settlement->state = Settlement::State::kFailed;
+        countLateRejection();
+        notify(settlement->exchange,
+               Outcome{OutcomeKind::kRejected, settlement->target_name.name(), status, nullptr});
+      }
+    }
+    return;
+  }
   for (uint64_t token : tokens) {
     Delivery delivery = parked_.take(token);
     if (!status.isOk()) {
@@ -240,6 +295,31 @@ void ReliableFlow::onCommit(std::span<const uint64_t> tokens, const Status& stat
            Outcome{OutcomeKind::kAccepted, delivery.target_name.name(), {}, nullptr});
     dispatch(std::move(delivery));
   }
+}
+
+void ReliableFlow::acknowledgeRecord(uint64_t seq, const DeliveryKey& key, Settlement* settlement) {
+  JournalAck ack{seq, key.target, key.event_id, true};
+  if (settlement != nullptr) {
+    std::shared_ptr<Settlement> withdrawn;  // released after the lock below
+    std::lock_guard lock(settlement->mu);
+    if (settlement->state == Settlement::State::kWaiting) {
+      // cancel() and the writer taking its batch exclude each other: either
+      // the record is never written and its callback never runs, or the
+      // callback comes and finds the record settled here.
+      if (writer_.cancel(settlement->ticket)) {
+        withdrawn = settling_.take(settlement->token);
+        settlement->state = Settlement::State::kCancelled;
+        ack.written = false;
+      } else {
+        settlement->state = Settlement::State::kAcknowledged;
+      }
+      notify(settlement->exchange,
+             Outcome{OutcomeKind::kAccepted, settlement->target_name.name(), {}, nullptr});
+    }
+  }
+  // A cancelled record still has its id remembered in the journal's
+  // delivered window, so a restart suppresses its duplicates as before.
+  writer_.acknowledge(ack);
 }
 
 void ReliableFlow::dispatch(Delivery delivery) {
@@ -267,6 +347,8 @@ void ReliableFlow::scheduleRetry(Delivery delivery) {
 }
 
 void ReliableFlow::orphan(const Delivery& delivery) {
+  // The event, not its JSON: the record may come back in this run, and the
+  // journal has its own copy (or gets one from the writer).
   JournalRecord record{delivery.seq,
                        delivery.target_name,
                        delivery.exchange.event->id(),
@@ -274,12 +356,13 @@ void ReliableFlow::orphan(const Delivery& delivery) {
                        delivery.exchange.sender,
                        delivery.exchange.pattern,
                        delivery.exchange.correlation_id,
-                       encodeEvent(*delivery.exchange.event, EventFormat::kFull)};
+                       {},
+                       delivery.exchange.event};
   const Symbol name = delivery.target_name;
   {
     std::lock_guard lock(mu_);
     in_flight_.erase(delivery.key());
-    orphans_[name].push_back(std::move(record));
+    orphans_[name].push_back(Orphan{std::move(record), delivery.settlement});
   }
   // A target of the same name may have attached again meanwhile (a
   // subscriber that came back before this retry): it gets the record now,
@@ -312,45 +395,54 @@ void ReliableFlow::onTick(std::chrono::steady_clock::time_point now) {
 }
 
 void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachment) {
-  std::vector<JournalRecord> records;
+  std::vector<Orphan> orphans;
   {
     std::lock_guard lock(mu_);
     auto it = orphans_.find(attachment.name);
     if (it == orphans_.end()) return;
-    records = std::move(it->second);
+    orphans = std::move(it->second);
     orphans_.erase(it);
   }
-  for (JournalRecord& record : records) {
-    const JournalAck ack{record.seq, record.target, record.event_id};
-    Result<EventPtr> event = decodeEvent(record.event_json);
-    if (!event) {
-      corrupt_.fetch_add(1, std::memory_order_relaxed);
-      writer_.acknowledge(ack);
-      continue;
+  for (Orphan& orphan : orphans) {
+    JournalRecord& record = orphan.record;
+    const DeliveryKey key{record.target, record.event_id};
+    EventPtr event = std::move(record.event);
+    if (event == nullptr) {
+      Result<EventPtr> decoded = decodeEvent(record.event_json);
+      if (!decoded) {
+        corrupt_.fetch_add(1, std::memory_order_relaxed);
+        writer_.acknowledge(JournalAck{record.seq, record.target, record.event_id, true});
+        continue;
+      }
+      event = std::move(*decoded);
     }
     bool duplicate;
     {
       std::lock_guard lock(mu_);
-      const DeliveryKey key{record.target, record.event_id};
       duplicate = delivered_.contains(key) || !in_flight_.insert(key).second;
     }
     if (duplicate) {
       countDuplicate();
-      writer_.acknowledge(ack);
+      acknowledgeRecord(record.seq, key, orphan.settlement.get());
       continue;
     }
     redelivered_.fetch_add(1, std::memory_order_relaxed);
-    Exchange exchange{std::move(*event), record.address,        record.pattern, Qos::kReliable,
-                      record.sender,     record.correlation_id, nullptr};
+    Exchange exchange{std::move(event), record.address,        record.pattern, Qos::kReliable,
+                      record.sender,    record.correlation_id, nullptr};
     dispatch(Delivery{std::move(exchange), &target, attachment.id, attachment.name, record.seq, 0,
-                      true});
+                      true, std::move(orphan.settlement)});
   }
 }
 
 Status ReliableFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
   Delivery delivery = parked_.take(item.token);
+  // A stage may run this inline, inside another target's deliver() (one that
+  // publishes): the outer delivery's acknowledgement stays the outer one's.
+  DeliveryInProgress* const outer = t_in_progress;
   if (delivery.seq == 0) {
+    t_in_progress = nullptr;
     Status status = deliverTo(target, delivery.exchange);
+    t_in_progress = outer;
     countAsync(status);
     return status;
   }
@@ -362,7 +454,7 @@ Status ReliableFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
   in_progress.park = [this, &delivery] { return parked_.park(delivery); };
   t_in_progress = in_progress.state ? &in_progress : nullptr;
   Status status = invoke(target, delivery.exchange);
-  t_in_progress = nullptr;
+  t_in_progress = outer;
   if (in_progress.deferred) return Status::ok();
   complete(&target, std::move(delivery), status);
   return status;
@@ -376,7 +468,7 @@ void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Sta
       in_flight_.erase(key);
       delivered_.insert(key);
     }
-    writer_.acknowledge(JournalAck{delivery.seq, key.target, key.event_id});
+    acknowledgeRecord(delivery.seq, key, delivery.settlement.get());
   } else if (status.code() == Status::Code::kRejected ||
              ++delivery.attempts < config_.max_attempts) {
     // Rejected is the target's own admission refusing it (a full buffer):
@@ -397,6 +489,7 @@ ReliableMetricsSnapshot ReliableFlow::reliableMetrics() const {
   m.journaled = w.inserted;
   m.commits = w.commits;
   m.acknowledged = w.acknowledged;
+  m.cancelled = w.cancelled;
   m.journal_errors = w.errors;
   m.backlog = w.backlog;
   m.redelivered = redelivered_.load(std::memory_order_relaxed);

@@ -2,29 +2,69 @@
 
 // ReliableFlow: guaranteed delivery (P1's "reliable" QoS).
 //
-//   send() --(stage pressure normal, QoS reliable)--> JournalWriter --commit-->
-//     kAccepted to the sender --> target's stage --> deliver() OK --> acknowledged
-//     (row deleted, id remembered in the dedupe window)
+// With concurrent dispatch (the default; ActiveMQ KahaDB's
+// concurrentStoreAndDispatchQueues). Why: committing first makes every
+// delivery wait for an fsync and makes every event pay a JSON encoding, an
+// INSERT, a DELETE and an INSERT into `delivered`, although most events reach
+// a live target long before the commit; then the journal only needs to
+// remember that they were delivered.
 //
-// - An exchange is journaled in SQLite before the sender hears kAccepted; the
-//   journal thread commits many records per transaction (group commit).
+//   send() --(stage pressure normal, QoS reliable)--+--> JournalWriter --commit--+
+//                                                   |                            +--> kAccepted
+//                                                   +--> target's stage --OK ----+    (the first)
+//                                                          |
+//                       OK before the writer took the record: cancelled, never
+//                       written; only its id is remembered (dedupe window)
+//                       OK after: the row is deleted in a later transaction
+//
+// Without it (concurrent_dispatch = false):
+//
+//   send() --> JournalWriter --commit--> kAccepted to the sender --> target's
+//     stage --> deliver() OK --> acknowledged (row deleted, id remembered)
+//
+// - An exchange is appended to the journal writer, whose thread commits many
+//   records per transaction (group commit). With concurrent dispatch the
+//   delivery is offered to the target's stage at the same time, so the target
+//   does not wait for the fsync, and the sender hears kAccepted when the
+//   first of two things happens: the record is durable, or the target
+//   acknowledged it OK (the event reached its destination; nothing needs
+//   keeping). A target fast enough to acknowledge while the record still
+//   waits for the writer saves its insert, its delete and its JSON encoding
+//   (the writer encodes events on its thread, when it writes them). The race
+//   between the writer taking a record into a transaction and the target's
+//   acknowledgement is decided atomically per record (JournalWriter::cancel()
+//   under the writer's lock, and the record's settlement under its own lock):
+//   the sender hears exactly one of kAccepted / kRejected per target.
+//   Without concurrent dispatch the sender hears kAccepted only after the
+//   commit, and only then is the delivery dispatched.
+// - A commit that fails: the sender hears kRejected for that target, unless it
+//   already heard kAccepted because the target acknowledged first. With
+//   concurrent dispatch the delivery is already out and carries on (and is
+//   retried as below, though nothing is journaled for it): a sender that
+//   resends after kRejected may get the event delivered twice, which
+//   at-least-once allows. Without it the delivery is dropped, as before.
+//   For a robust in-only exchange kDelivered never precedes kAccepted, but
+//   kFault (attempts used up) may come before the commit's kAccepted.
 // - A record leaves the journal only when its target returns OK. A failed or
 //   throwing delivery is retried after `retry_delay`, up to `max_attempts`
 //   deliveries; then the sender hears kFault (robust in-only) and the record
-//   stays journaled until the next start. A full stage just delays it, and
-//   so does a target answering Rejected (its own admission, e.g. a full
-//   buffer, refused it for now).
+//   stays journaled until the next start. A failed delivery never cancels its
+//   record: it is written even when the failure comes before the commit, so a
+//   crash cannot lose it. A full stage just delays it, and so does a target
+//   answering Rejected (its own admission, e.g. a full buffer, refused it for now).
 // - start() redelivers every record left in the journal (after a crash or a
 //   stop), once its target is attached; attach() after start() does the same.
 // - Duplicates are suppressed per (target, event id): against the window of
 //   recently acknowledged ids (kept in the journal too, so it survives a
-//   restart) and against the deliveries still in flight.
+//   restart; cancelled records are remembered there as well) and against the
+//   deliveries still in flight.
 // - Under admission pressure (the target's stage reports kDegraded or
 //   kSaturated) an exchange is not journaled: it is offered best effort,
 //   counted and reported kDegraded; if the stage refuses it, kRejected.
 // - Best-effort exchanges pass through the stage without the journal.
-// - stop() flushes: everything accepted is committed and handed to the
-//   stages, the stages drain, the last acknowledgements are committed.
+// - stop() flushes: everything accepted is committed (or was cancelled because
+//   its target already acknowledged it) and handed to the stages, the stages
+//   drain, the last acknowledgements are committed.
 // - A target may acknowledge a journaled delivery later instead of by
 //   returning OK (deferAcknowledgement(), e.g. after a remote subscriber
 //   settled it): the record stays journaled and in flight until the
@@ -62,16 +102,20 @@ struct ReliableFlowConfig {
   JournalWriterOptions writer;
   std::chrono::milliseconds retry_delay{100};
   uint32_t max_attempts = 5;  // deliveries of one record per run before giving up until restart
+  // Dispatch a journaled delivery while its record is being committed (see
+  // above); false: commit first, then dispatch.
+  bool concurrent_dispatch = true;
 };
 
 struct ReliableMetricsSnapshot {
-  uint64_t journaled = 0;       // records committed
-  uint64_t commits = 0;         // journal transactions
-  uint64_t acknowledged = 0;    // records removed after their target's OK
-  uint64_t redelivered = 0;     // records found in the journal and dispatched again
-  uint64_t retries = 0;         // deliveries tried again (after a fault or a full stage)
-  uint64_t abandoned = 0;       // records that exhausted max_attempts (still journaled)
-  uint64_t corrupt = 0;         // journal records that did not decode (removed)
+  uint64_t journaled = 0;     // records committed
+  uint64_t commits = 0;       // journal transactions
+  uint64_t acknowledged = 0;  // acknowledgements committed (row removed or, if cancelled, id only)
+  uint64_t cancelled = 0;     // records acknowledged before they were written (never written)
+  uint64_t redelivered = 0;   // records found in the journal and dispatched again
+  uint64_t retries = 0;       // deliveries tried again (after a fault or a full stage)
+  uint64_t abandoned = 0;     // records that exhausted max_attempts (still journaled)
+  uint64_t corrupt = 0;       // journal records that did not decode (removed)
   uint64_t journal_errors = 0;  // failed transactions
   size_t in_flight = 0;         // journaled, not yet acknowledged, in this run
   size_t backlog = 0;           // records waiting for a commit
@@ -137,6 +181,19 @@ class ReliableFlow final : public AbstractFlow {
   void doStop() override;
 
  private:
+  // Who tells the sender about a journaled record with concurrent dispatch:
+  // shared by the writer's commit callback and the delivery, whichever
+  // settles it first reports kAccepted (or the commit's kRejected).
+  struct Settlement {
+    enum class State : uint8_t { kWaiting, kDurable, kFailed, kAcknowledged, kCancelled };
+    Settlement(Exchange e, Symbol name) : exchange(std::move(e)), target_name(name) {}
+    const Exchange exchange;
+    const Symbol target_name;
+    uint64_t ticket = 0;  // the writer's, for cancel(); set before the delivery is dispatched
+    uint64_t token = 0;   // in settling_, the commit callback's token
+    std::mutex mu;        // held while reporting, so kAccepted precedes kDelivered
+    State state = State::kWaiting;  // guarded by mu
+  };
   // One delivery of an exchange to one target, parked while queued.
   struct Delivery {
     Exchange exchange;
@@ -146,7 +203,14 @@ class ReliableFlow final : public AbstractFlow {
     uint64_t seq = 0;  // journal sequence number; 0 for a best-effort delivery
     uint32_t attempts = 0;
     bool recovered = false;  // came back from the journal (an earlier run or a detached target)
+    std::shared_ptr<Settlement> settlement;  // concurrent dispatch of a record in this run
     DeliveryKey key() const { return DeliveryKey{target_name, exchange.event->id()}; }
+  };
+  // A record waiting for its target to attach again. `record` carries its
+  // JSON when it comes from the journal, its event when from this run.
+  struct Orphan {
+    JournalRecord record;
+    std::shared_ptr<Settlement> settlement;
   };
   struct Retry {
     std::chrono::steady_clock::time_point due;
@@ -157,6 +221,10 @@ class ReliableFlow final : public AbstractFlow {
                        const Attachment& attachment, bool degraded, SendOutcome& out);
   Status handle(DeliveryTarget& target, stages::StageItem& item);
   void onCommit(std::span<const uint64_t> tokens, const Status& status);
+  // A record's target acknowledged it OK (or already has it): cancels the
+  // record if the writer has not taken it yet, settles the sender if nobody
+  // did, and queues the acknowledgement for the journal.
+  void acknowledgeRecord(uint64_t seq, const DeliveryKey& key, Settlement* settlement);
   void onTick(std::chrono::steady_clock::time_point now);
   // Offers a journaled delivery to its target's stage; a full stage schedules a retry.
   void dispatch(Delivery delivery);
@@ -174,11 +242,11 @@ class ReliableFlow final : public AbstractFlow {
   const ReliableFlowConfig config_;
 
   mutable std::mutex mu_;
-  DedupeWindow delivered_;                                          // guarded by mu_
-  std::unordered_set<DeliveryKey, DeliveryKeyHash> in_flight_;      // guarded by mu_
-  std::unordered_map<Symbol, std::vector<JournalRecord>> orphans_;  // guarded by mu_
-  std::vector<Retry> retries_;                                      // guarded by mu_
-  uint64_t next_seq_ = 1;                                           // guarded by mu_
+  DedupeWindow delivered_;                                      // guarded by mu_
+  std::unordered_set<DeliveryKey, DeliveryKeyHash> in_flight_;  // guarded by mu_
+  std::unordered_map<Symbol, std::vector<Orphan>> orphans_;     // guarded by mu_
+  std::vector<Retry> retries_;                                  // guarded by mu_
+  uint64_t next_seq_ = 1;                                       // guarded by mu_
 
   std::atomic<uint64_t> redelivered_{0};
   std::atomic<uint64_t> retried_{0};
@@ -186,7 +254,8 @@ class ReliableFlow final : public AbstractFlow {
   std::atomic<uint64_t> corrupt_{0};
 
   SlotPool<Delivery> parked_;
-  std::shared_ptr<DeferredAck::State> deferred_;  // replaced at each start
+  SlotPool<std::shared_ptr<Settlement>> settling_;  // records waiting for the writer (concurrent)
+  std::shared_ptr<DeferredAck::State> deferred_;    // replaced at each start
   JournalWriter writer_;
   TargetStages stages_;  // last: its stages' handlers use everything above
 };

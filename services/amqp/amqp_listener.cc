@@ -186,9 +186,12 @@ class Waker {
 
 // Hears the outcomes of one unsettled publish. During Broker::publish (on the
 // container thread) it collects the targets that refused or degraded it; on
-// a reliable route it then waits for the journal commits (kAccepted, from the
-// journal thread) of the targets that journaled it and settles the message
-// once all are in — or releases it when a commit failed (a late kRejected).
+// a reliable route it then waits for one kAccepted per target that journaled
+// it — from the journal thread when the commit is durable, or from whichever
+// thread acknowledged the delivery first (flows::ReliableFlow dispatches
+// while it commits), possibly before publish() returned — and settles the
+// message once all are in, or releases it when a commit failed (a late
+// kRejected).
 class PublishListener final : public flows::ExchangeListener {
  public:
   // `settle(accepted)` runs once, on whichever thread completes the count.

@@ -23,7 +23,8 @@ JournalRecord record(uint64_t seq, std::string_view target, EventId id) {
                        Symbol::intern("sender"),
                        Pattern::kRobustInOnly,
                        77,
-                       encodeEvent(*event, EventFormat::kFull)};
+                       encodeEvent(*event, EventFormat::kFull),
+                       nullptr};
 }
 
 std::string journalMode(const std::string& path) {
@@ -75,7 +76,7 @@ TEST(JournalTest, AcknowledgementsRemoveRowsAndRememberIds) {
   auto journal = Journal::open(dir.file("j.db"), {});
   ASSERT_TRUE(journal.isOk());
   std::vector<JournalRecord> inserts{record(1, "a", 101), record(2, "a", 102)};
-  std::vector<JournalAck> acks{{1, Symbol::intern("a"), 101}};
+  std::vector<JournalAck> acks{{1, Symbol::intern("a"), 101, true}};
   // Inserts and acknowledgements of one batch go in one transaction.
   ASSERT_TRUE((*journal)->commit(inserts, acks).isOk());
   auto pending = (*journal)->pending();
@@ -87,6 +88,45 @@ TEST(JournalTest, AcknowledgementsRemoveRowsAndRememberIds) {
   EXPECT_EQ((*delivered)[0].event_id, 101u);
 }
 
+TEST(JournalTest, ARecordWithoutJsonIsEncodedWhenCommitted) {
+  TempDir dir;
+  auto journal = Journal::open(dir.file("j.db"), {});
+  ASSERT_TRUE(journal.isOk());
+  JournalRecord r = record(1, "a", 101);
+  r.event_json.clear();
+  r.event = makeEvent(5, 101);
+  std::vector<JournalRecord> inserts{r};
+  ASSERT_TRUE((*journal)->commit(inserts, {}).isOk());
+  auto pending = (*journal)->pending();
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].event, nullptr);  // read back as JSON only
+  auto event = decodeEvent((*pending)[0].event_json);
+  ASSERT_TRUE(event.isOk()) << (*pending)[0].event_json;
+  EXPECT_EQ((*event)->id(), 101u);
+  EXPECT_EQ((*event)->ts(), 5);
+}
+
+TEST(JournalTest, AnAcknowledgementOfAnUnwrittenRecordOnlyRemembersItsId) {
+  TempDir dir;
+  auto journal = Journal::open(dir.file("j.db"), {});
+  ASSERT_TRUE(journal.isOk());
+  std::vector<JournalRecord> inserts{record(1, "a", 101), record(3, "a", 103)};
+  ASSERT_TRUE((*journal)->commit(inserts, {}).isOk());
+  // seq 2 was never written; seq 3 is acknowledged as unwritten on purpose,
+  // to show that such an acknowledgement deletes nothing.
+  std::vector<JournalAck> acks{{2, Symbol::intern("a"), 102, false},
+                               {3, Symbol::intern("a"), 103, false},
+                               {1, Symbol::intern("a"), 101, true}};
+  ASSERT_TRUE((*journal)->commit({}, acks).isOk());
+  auto pending = (*journal)->pending();
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].seq, 3u);
+  auto delivered = (*journal)->delivered();
+  ASSERT_EQ(delivered->size(), 3u);
+  EXPECT_EQ((*delivered)[0].event_id, 102u);
+  EXPECT_EQ((*delivered)[2].event_id, 101u);
+}
+
 TEST(JournalTest, TheDeliveredWindowIsBounded) {
   TempDir dir;
   JournalOptions options;
@@ -96,7 +136,7 @@ TEST(JournalTest, TheDeliveredWindowIsBounded) {
   ASSERT_TRUE(journal.isOk());
   for (uint64_t seq = 1; seq <= 6; ++seq) {
     std::vector<JournalRecord> inserts{record(seq, "a", 100 + seq)};
-    std::vector<JournalAck> acks{{seq, Symbol::intern("a"), 100 + seq}};
+    std::vector<JournalAck> acks{{seq, Symbol::intern("a"), 100 + seq, true}};
     ASSERT_TRUE((*journal)->commit(inserts, acks).isOk());
   }
   auto delivered = (*journal)->delivered();

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -17,8 +18,9 @@ using testing::TempDir;
 using testing::waitUntil;
 
 JournalRecord record(uint64_t seq) {
-  return JournalRecord{seq, Symbol::intern("w"), 1000 + seq, Symbol::intern("w.topic"),
-                       {},  Pattern::kInOnly,    0,          R"({"type":"A","ts":1})"};
+  return JournalRecord{seq,    Symbol::intern("w"), 1000 + seq, Symbol::intern("w.topic"),
+                       {},     Pattern::kInOnly,    0,          R"({"type":"A","ts":1})",
+                       nullptr};
 }
 
 // A commit callback that can hold the writer thread inside a commit.
@@ -141,7 +143,7 @@ TEST_F(JournalWriterTest, StopCommitsEverythingAndRefusesMore) {
       [](std::chrono::steady_clock::time_point) {});
   writer.start(open());
   for (uint64_t seq = 1; seq <= 200; ++seq) ASSERT_TRUE(writer.append(record(seq), seq));
-  writer.acknowledge(JournalAck{1, Symbol::intern("w"), 1001});
+  writer.acknowledge(JournalAck{1, Symbol::intern("w"), 1001, true});
   writer.stop();
   writer.stop();  // idempotent
   EXPECT_EQ(probe_.tokens().size(), 200u);
@@ -151,6 +153,62 @@ TEST_F(JournalWriterTest, StopCommitsEverythingAndRefusesMore) {
   auto pending = (*journal)->pending();
   // The acknowledgement was queued after record 1 and committed no earlier than it.
   EXPECT_EQ(pending->size(), 199u);
+}
+
+TEST_F(JournalWriterTest, CancelledRecordsAreNeitherWrittenNorCalledBack) {
+  JournalWriter writer(
+      {}, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
+      [](std::chrono::steady_clock::time_point) {});
+  writer.start(open());
+  probe_.hold();
+  std::optional<uint64_t> first = writer.append(record(1), 1);
+  ASSERT_TRUE(first);
+  probe_.waitCalls(1);  // record 1 was taken: too late to cancel it
+  EXPECT_FALSE(writer.cancel(*first));
+  std::vector<uint64_t> tickets;
+  for (uint64_t seq = 2; seq <= 11; ++seq) {
+    std::optional<uint64_t> ticket = writer.append(record(seq), seq);
+    ASSERT_TRUE(ticket);
+    tickets.push_back(*ticket);
+  }
+  // Records 2, 4, 6 are withdrawn; a second cancel of one is refused.
+  EXPECT_TRUE(writer.cancel(tickets[0]));
+  EXPECT_TRUE(writer.cancel(tickets[2]));
+  EXPECT_TRUE(writer.cancel(tickets[4]));
+  EXPECT_FALSE(writer.cancel(tickets[2]));
+  // Every other record of the queue is cancelled too: flush() still returns.
+  probe_.release();
+  writer.flush();
+  JournalWriterMetrics m = writer.metrics();
+  EXPECT_EQ(m.cancelled, 3u);
+  EXPECT_EQ(m.inserted, 8u);
+  EXPECT_EQ(probe_.tokens(), (std::set<uint64_t>{1, 3, 5, 7, 8, 9, 10, 11}));
+  for (uint64_t t : tickets) EXPECT_FALSE(writer.cancel(t));  // all taken now
+  writer.stop();
+  auto journal = Journal::open(dir_.file("w.db"), {});
+  auto pending = (*journal)->pending();
+  ASSERT_TRUE(pending.isOk());
+  std::set<uint64_t> seqs;
+  for (const JournalRecord& r : *pending) seqs.insert(r.seq);
+  EXPECT_EQ(seqs, (std::set<uint64_t>{1, 3, 5, 7, 8, 9, 10, 11}));
+}
+
+TEST_F(JournalWriterTest, ABatchOfCancelledRecordsOnlyLetsFlushReturn) {
+  JournalWriter writer(
+      {}, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
+      [](std::chrono::steady_clock::time_point) {});
+  writer.start(open());
+  probe_.hold();
+  ASSERT_TRUE(writer.append(record(1), 1));
+  probe_.waitCalls(1);
+  std::optional<uint64_t> second = writer.append(record(2), 2);
+  ASSERT_TRUE(second);
+  ASSERT_TRUE(writer.cancel(*second));
+  probe_.release();
+  writer.flush();
+  EXPECT_EQ(writer.metrics().commits, 1u);  // nothing left to write for record 2
+  EXPECT_EQ(probe_.tokens(), std::set<uint64_t>{1});
+  EXPECT_FALSE(writer.cancel(*second));
 }
 
 TEST_F(JournalWriterTest, TicksPeriodically) {

@@ -6,12 +6,15 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "bus/core/event_json.h"
 #include "tests/flows/flow_test_util.h"
@@ -29,8 +32,13 @@ using testing::TempDir;
 using testing::waitUntil;
 using Behavior = RecordingTarget::Behavior;
 
+// Set by the fixture: every ReliableFlowTest runs with concurrent dispatch
+// and with commit-then-dispatch.
+bool g_concurrent_dispatch = true;
+
 ReliableFlowConfig reliableConfig(const std::string& path, size_t capacity = 1024) {
   ReliableFlowConfig config;
+  config.concurrent_dispatch = g_concurrent_dispatch;
   config.journal_path = path;
   config.stage.capacity = capacity;
   config.stage.batch_size = 1;
@@ -64,8 +72,15 @@ JournalRecord recordFor(uint64_t seq, std::string_view target, EventPtr event) {
                        Symbol::intern("r.sender"),
                        Pattern::kInOnly,
                        0,
-                       encodeEvent(*event, EventFormat::kFull)};
+                       encodeEvent(*event, EventFormat::kFull),
+                       nullptr};
 }
+
+class ReliableFlowTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { g_concurrent_dispatch = GetParam(); }
+  void TearDown() override { g_concurrent_dispatch = true; }
+};
 
 // On kAccepted, looks the event up in the journal through a connection of
 // its own: acceptance must only ever be reported for a committed record.
@@ -91,7 +106,7 @@ class DurabilityChecker final : public ExchangeListener {
   std::atomic<int> found_{0}, missing_{0};
 };
 
-TEST(ReliableFlowTest, JournalsBeforeAcceptingAndForgetsAfterDelivery) {
+TEST_P(ReliableFlowTest, JournalsBeforeAcceptingAndForgetsAfterDelivery) {
   TempDir dir;
   const std::string path = dir.file("r.db");
   RecordingTarget a("a");
@@ -121,7 +136,7 @@ TEST(ReliableFlowTest, JournalsBeforeAcceptingAndForgetsAfterDelivery) {
   EXPECT_EQ((*journal)->delivered()->size(), 20u);
 }
 
-TEST(ReliableFlowTest, BestEffortExchangesSkipTheJournal) {
+TEST_P(ReliableFlowTest, BestEffortExchangesSkipTheJournal) {
   TempDir dir;
   RecordingTarget a("a");
   ReliableFlow flow(reliableConfig(dir.file("r.db")));
@@ -135,7 +150,7 @@ TEST(ReliableFlowTest, BestEffortExchangesSkipTheJournal) {
   EXPECT_EQ(flow.metrics().degraded, 0u);
 }
 
-TEST(ReliableFlowTest, DuplicatesAreSuppressedPerTarget) {
+TEST_P(ReliableFlowTest, DuplicatesAreSuppressedPerTarget) {
   TempDir dir;
   RecordingTarget a("a"), b("b");
   ReliableFlow flow(reliableConfig(dir.file("r.db")));
@@ -162,7 +177,7 @@ TEST(ReliableFlowTest, DuplicatesAreSuppressedPerTarget) {
   EXPECT_EQ(flow.metrics().duplicates, 2u);
 }
 
-TEST(ReliableFlowTest, FailedDeliveriesStayJournaledAndAreRedeliveredOnceAfterRestart) {
+TEST_P(ReliableFlowTest, FailedDeliveriesStayJournaledAndAreRedeliveredOnceAfterRestart) {
   TempDir dir;
   const std::string path = dir.file("r.db");
   std::set<EventId> sent;
@@ -204,7 +219,7 @@ TEST(ReliableFlowTest, FailedDeliveriesStayJournaledAndAreRedeliveredOnceAfterRe
   EXPECT_TRUE(pendingIn(path).empty());
 }
 
-TEST(ReliableFlowTest, RestartSuppressesDuplicatesFoundInTheJournal) {
+TEST_P(ReliableFlowTest, RestartSuppressesDuplicatesFoundInTheJournal) {
   TempDir dir;
   const std::string path = dir.file("r.db");
   EventPtr e1 = makeEvent(1), e2 = makeEvent(2), e3 = makeEvent(3);
@@ -216,7 +231,7 @@ TEST(ReliableFlowTest, RestartSuppressesDuplicatesFoundInTheJournal) {
                                     recordFor(3, "a", e2), recordFor(4, "a", e3)};
     ASSERT_TRUE((*journal)->commit(rows, {}).isOk());
     std::vector<JournalRecord> again{recordFor(5, "a", e3)};
-    std::vector<JournalAck> acks{{4, Symbol::intern("a"), e3->id()}};
+    std::vector<JournalAck> acks{{4, Symbol::intern("a"), e3->id(), true}};
     ASSERT_TRUE((*journal)->commit(again, acks).isOk());
   }
   RecordingTarget a("a");
@@ -230,7 +245,7 @@ TEST(ReliableFlowTest, RestartSuppressesDuplicatesFoundInTheJournal) {
   EXPECT_TRUE(pendingIn(path).empty());
 }
 
-TEST(ReliableFlowTest, AttachAfterStartRedeliversThatTargetsRecordsOnly) {
+TEST_P(ReliableFlowTest, AttachAfterStartRedeliversThatTargetsRecordsOnly) {
   TempDir dir;
   const std::string path = dir.file("r.db");
   EventPtr for_late = makeEvent(1), for_absent = makeEvent(2);
@@ -302,7 +317,7 @@ class DeferringTarget final : public DeliveryTarget {
   size_t undeferred_ = 0;                              // guarded by mu_
 };
 
-TEST(ReliableFlowTest, ADeferredAcknowledgementKeepsTheRecordUntilItIsGiven) {
+TEST_P(ReliableFlowTest, ADeferredAcknowledgementKeepsTheRecordUntilItIsGiven) {
   TempDir dir;
   const std::string path = dir.file("r.db");
   EventPtr e1 = makeEvent(1), e2 = makeEvent(2);
@@ -340,7 +355,7 @@ TEST(ReliableFlowTest, ADeferredAcknowledgementKeepsTheRecordUntilItIsGiven) {
   EXPECT_TRUE(pendingIn(path).empty());
 }
 
-TEST(ReliableFlowTest, ANegativeDeferredAcknowledgementIsRetriedAndMarked) {
+TEST_P(ReliableFlowTest, ANegativeDeferredAcknowledgementIsRetriedAndMarked) {
   TempDir dir;
   DeferringTarget a("a");
   ReliableFlow flow(reliableConfig(dir.file("r.db")));
@@ -358,7 +373,7 @@ TEST(ReliableFlowTest, ANegativeDeferredAcknowledgementIsRetriedAndMarked) {
   flow.stop();
 }
 
-TEST(ReliableFlowTest, ANegativeAcknowledgementAfterDetachWaitsForTheNextAttach) {
+TEST_P(ReliableFlowTest, ANegativeAcknowledgementAfterDetachWaitsForTheNextAttach) {
   TempDir dir;
   ReliableFlow flow(reliableConfig(dir.file("r.db")));
   ASSERT_TRUE(flow.start().isOk());
@@ -379,7 +394,7 @@ TEST(ReliableFlowTest, ANegativeAcknowledgementAfterDetachWaitsForTheNextAttach)
   flow.stop();
 }
 
-TEST(ReliableFlowTest, ANegativeAcknowledgementAfterTheTargetCameBackGoesToItAtOnce) {
+TEST_P(ReliableFlowTest, ANegativeAcknowledgementAfterTheTargetCameBackGoesToItAtOnce) {
   TempDir dir;
   ReliableFlow flow(reliableConfig(dir.file("r.db")));
   ASSERT_TRUE(flow.start().isOk());
@@ -396,6 +411,34 @@ TEST(ReliableFlowTest, ANegativeAcknowledgementAfterTheTargetCameBackGoesToItAtO
   again.ackOne(Status::ok());
   ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().acknowledged == 1; }));
   flow.stop();
+}
+
+// A stage that runs a delivery inline on the offering thread (under the
+// flow's target lock) lets the target take the acknowledgement there; giving
+// it later from another thread must not take the flow's locks in the
+// opposite order (ThreadSanitizer checks the order).
+TEST_P(ReliableFlowTest, AnAcknowledgementTakenInAnInlineDeliveryIsGivenLater) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  ReliableFlowConfig config = reliableConfig(path);
+  config.stage.run_inline_when_idle = true;
+  DeferringTarget a("a");
+  ReliableFlow flow(config);
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  std::vector<DeliveryTarget*> targets{&a};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(flow.send(inOnly(makeEvent(i), "t", Qos::kReliable), targets).queued, 1u);
+  }
+  ASSERT_TRUE(waitUntil([&] { return a.waiting() == 3; }));
+  std::thread acker([&] {
+    for (int i = 0; i < 3; ++i) a.ackOne(Status::ok());
+  });
+  acker.join();
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().acknowledged == 3; }));
+  flow.stop();
+  EXPECT_TRUE(pendingIn(path).empty());
+  EXPECT_EQ(flow.reliableMetrics().in_flight, 0u);
 }
 
 // A target whose own buffer is full answers Rejected: that delays the
@@ -417,7 +460,7 @@ class BusyThenFreeTarget final : public DeliveryTarget {
   std::atomic<int> delivered_{0};
 };
 
-TEST(ReliableFlowTest, ATargetThatIsOnlyBusyIsRetriedWithoutUsingUpAttempts) {
+TEST_P(ReliableFlowTest, ATargetThatIsOnlyBusyIsRetriedWithoutUsingUpAttempts) {
   TempDir dir;
   ReliableFlowConfig config = reliableConfig(dir.file("r.db"));  // max_attempts 3
   BusyThenFreeTarget target(7);
@@ -433,7 +476,7 @@ TEST(ReliableFlowTest, ATargetThatIsOnlyBusyIsRetriedWithoutUsingUpAttempts) {
   EXPECT_GE(flow.reliableMetrics().retries, 7u);
 }
 
-TEST(ReliableFlowTest, CorruptRecordsAreCountedAndRemoved) {
+TEST_P(ReliableFlowTest, CorruptRecordsAreCountedAndRemoved) {
   TempDir dir;
   const std::string path = dir.file("r.db");
   {
@@ -453,7 +496,7 @@ TEST(ReliableFlowTest, CorruptRecordsAreCountedAndRemoved) {
   EXPECT_TRUE(pendingIn(path).empty());
 }
 
-TEST(ReliableFlowTest, AnUnopenableJournalFailsStart) {
+TEST_P(ReliableFlowTest, AnUnopenableJournalFailsStart) {
   ReliableFlow flow(reliableConfig("/nonexistent-dir/sub/r.db"));
   Status status = flow.start();
   EXPECT_EQ(status.code(), Status::Code::kIoError);
@@ -466,7 +509,7 @@ TEST(ReliableFlowTest, AnUnopenableJournalFailsStart) {
   EXPECT_EQ(unnamed.start().code(), Status::Code::kInvalidArgument);
 }
 
-TEST(ReliableFlowTest, OverloadDegradesThenRejectsAndEveryAcceptedEventArrivesOnce) {
+TEST_P(ReliableFlowTest, OverloadDegradesThenRejectsAndEveryAcceptedEventArrivesOnce) {
   TempDir dir;
   const std::string path = dir.file("r.db");
   RecordingTarget slow("slow");
@@ -519,9 +562,306 @@ TEST(ReliableFlowTest, OverloadDegradesThenRejectsAndEveryAcceptedEventArrivesOn
   EXPECT_EQ(flow.metrics().rejected, rejected.size());
 }
 
+// --- Concurrent dispatch: who settles the sender, and what is written. ---
+
+// Records every outcome by (event id, target, kind), and can hold the thread
+// that reports one chosen (event id, target) until released: on the journal
+// thread that holds the writer between taking a batch and settling the rest
+// of it, which lets a test order the race with a target's acknowledgement.
+class GatedListener final : public ExchangeListener {
+ public:
+  void onOutcome(const Exchange& exchange, const Outcome& outcome) override {
+    std::unique_lock lock(mu_);
+    const auto key = std::make_pair(exchange.event->id(), std::string(outcome.target));
+    ++counts_[{key.first, key.second, outcome.kind}];
+    cv_.notify_all();
+    if (!hold_ || *hold_ != key) return;
+    hold_.reset();
+    held_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !held_; });
+  }
+  // Holds the next outcome reported for (id, target).
+  void holdOn(EventId id, const std::string& target) {
+    std::lock_guard lock(mu_);
+    hold_ = std::make_pair(id, target);
+  }
+  bool waitHeld() {
+    return waitUntil([&] {
+      std::lock_guard lock(mu_);
+      return held_;
+    });
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    held_ = false;
+    cv_.notify_all();
+  }
+  int count(EventId id, const std::string& target, OutcomeKind kind) {
+    std::lock_guard lock(mu_);
+    auto it = counts_.find({id, target, kind});
+    return it == counts_.end() ? 0 : it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::tuple<EventId, std::string, OutcomeKind>, int> counts_;  // guarded by mu_
+  std::optional<std::pair<EventId, std::string>> hold_;                  // guarded by mu_
+  bool held_ = false;                                                    // guarded by mu_
+};
+
+std::set<EventId> deliveredIn(const std::string& path) {
+  auto journal = Journal::open(path, {});
+  EXPECT_TRUE(journal.isOk());
+  auto delivered = (*journal)->delivered();
+  EXPECT_TRUE(delivered.isOk());
+  std::set<EventId> ids;
+  for (const DeliveredId& d : *delivered) ids.insert(d.event_id);
+  return ids;
+}
+
+// The journal thread is held inside the commit callback of a record for a
+// gated target, so nothing appended meanwhile can be taken: a target that
+// acknowledges at once always wins, without any timing assumption.
+TEST(ConcurrentDispatchTest, AnImmediateAckCancelsTheRecordAndItsIdSurvivesARestart) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  constexpr int kEvents = 50;
+  std::vector<EventPtr> events;
+  for (int i = 0; i < kEvents; ++i) events.push_back(makeEvent(i, 100 + i));
+  EventPtr blocker = makeEvent(0, 1);
+  {
+    RecordingTarget gated("g"), fast("a");
+    ReliableFlow flow(reliableConfig(path));
+    ASSERT_TRUE(flow.attach(gated).isOk());
+    ASSERT_TRUE(flow.attach(fast).isOk());
+    ASSERT_TRUE(flow.start().isOk());
+    gated.closeGate();
+    auto listener = std::make_shared<GatedListener>();
+    listener->holdOn(blocker->id(), "g");
+    std::vector<DeliveryTarget*> to_gated{&gated}, to_fast{&fast};
+    ASSERT_EQ(flow.send(inOnly(blocker, "t", Qos::kReliable, listener), to_gated).queued, 1u);
+    ASSERT_TRUE(listener->waitHeld());  // the writer is stuck in its callback
+    for (const EventPtr& e : events) {
+      ASSERT_EQ(flow.send(inOnly(e, "t", Qos::kReliable, listener), to_fast).queued, 1u);
+    }
+    ASSERT_TRUE(waitUntil([&] { return fast.delivered() == kEvents; }));
+    // The target's OK settled each sender before any commit could.
+    for (const EventPtr& e : events) {
+      ASSERT_TRUE(
+          waitUntil([&] { return listener->count(e->id(), "a", OutcomeKind::kAccepted) == 1; }));
+    }
+    EXPECT_EQ(flow.reliableMetrics().cancelled, static_cast<uint64_t>(kEvents));
+    listener->release();
+    gated.openGate();
+    ASSERT_TRUE(waitUntil([&] { return gated.delivered() == 1; }));
+    flow.stop();
+    ReliableMetricsSnapshot m = flow.reliableMetrics();
+    EXPECT_EQ(m.journaled, 1u);  // only the blocker was written
+    EXPECT_EQ(m.cancelled, static_cast<uint64_t>(kEvents));
+    EXPECT_EQ(m.acknowledged, static_cast<uint64_t>(kEvents + 1));
+    EXPECT_EQ(m.in_flight, 0u);
+    for (const EventPtr& e : events) {
+      EXPECT_EQ(listener->count(e->id(), "a", OutcomeKind::kAccepted), 1);
+      EXPECT_EQ(listener->count(e->id(), "a", OutcomeKind::kRejected), 0);
+    }
+    EXPECT_EQ(listener->count(blocker->id(), "g", OutcomeKind::kAccepted), 1);
+  }
+  EXPECT_TRUE(pendingIn(path).empty());
+  std::set<EventId> expected{blocker->id()};
+  for (const EventPtr& e : events) expected.insert(e->id());
+  EXPECT_EQ(deliveredIn(path), expected);  // cancelled ids are remembered too
+
+  // After a restart the remembered ids still suppress duplicates.
+  RecordingTarget fast("a");
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.attach(fast).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  std::vector<DeliveryTarget*> to_fast{&fast};
+  auto recorder = std::make_shared<OutcomeRecorder>();
+  SendOutcome again = flow.send(inOnly(events[7], "t", Qos::kReliable, recorder), to_fast);
+  EXPECT_EQ(again.duplicates, 1u);
+  EXPECT_EQ(recorder->count(OutcomeKind::kAccepted), 1u);
+  flow.stop();
+  EXPECT_EQ(fast.delivered(), 0u);
+}
+
+TEST(ConcurrentDispatchTest, AnAckAfterTheCommitDeletesTheRow) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  DeferringTarget a("a");
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  auto listener = std::make_shared<GatedListener>();
+  EventPtr e = makeEvent(1);
+  std::vector<DeliveryTarget*> targets{&a};
+  ASSERT_EQ(flow.send(inOnly(e, "t", Qos::kReliable, listener), targets).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return a.waiting() == 1; }));
+  // The commit settles the sender: the record is durable.
+  ASSERT_TRUE(
+      waitUntil([&] { return listener->count(e->id(), "a", OutcomeKind::kAccepted) == 1; }));
+  EXPECT_EQ(idsOf(pendingIn(path)), std::set<EventId>{e->id()});
+  a.ackOne(Status::ok());
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().acknowledged == 1; }));
+  flow.stop();
+  EXPECT_TRUE(pendingIn(path).empty());
+  EXPECT_EQ(deliveredIn(path), std::set<EventId>{e->id()});
+  EXPECT_EQ(flow.reliableMetrics().cancelled, 0u);
+  EXPECT_EQ(flow.reliableMetrics().journaled, 1u);
+  EXPECT_EQ(listener->count(e->id(), "a", OutcomeKind::kAccepted), 1);
+}
+
+// The acknowledgement comes after the writer took the record into a
+// transaction, before its callback settled it: the target's OK settles the
+// sender, the callback stays silent, and the row is written, then deleted.
+// Two targets, `gated` (its deliveries wait at a gate) and `d` (acknowledges
+// when the test says so), and the journal thread held inside the commit
+// callback of a first event `x` to `gated`: what the test sends next waits
+// for the writer, which takes it in one batch once `listener` lets go.
+class HeldJournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(flow.attach(gated).isOk());
+    ASSERT_TRUE(flow.attach(d).isOk());
+    ASSERT_TRUE(flow.start().isOk());
+    gated.closeGate();
+    listener->holdOn(x->id(), "g");
+    std::vector<DeliveryTarget*> to_gated{&gated};
+    ASSERT_EQ(flow.send(inOnly(x, "t", Qos::kReliable, listener), to_gated).queued, 1u);
+    ASSERT_TRUE(listener->waitHeld());
+  }
+
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  RecordingTarget gated{"g"};
+  DeferringTarget d{"d"};
+  ReliableFlow flow{reliableConfig(path)};
+  std::shared_ptr<GatedListener> listener = std::make_shared<GatedListener>();
+  EventPtr x = makeEvent(1);
+};
+
+TEST_F(HeldJournalTest, AnAckWhileTheRecordIsBeingCommittedSettlesTheSenderOnce) {
+  EventPtr e = makeEvent(2);
+  std::vector<DeliveryTarget*> both{&gated, &d};
+  // Both records of e wait for the writer, so it takes them in one batch.
+  ASSERT_EQ(flow.send(inOnly(e, "t", Qos::kReliable, listener), both).queued, 2u);
+  ASSERT_TRUE(waitUntil([&] { return d.waiting() == 1; }));
+  listener->holdOn(e->id(), "g");  // settled first in e's batch
+  listener->release();
+  ASSERT_TRUE(listener->waitHeld());
+  EXPECT_EQ(listener->count(e->id(), "d", OutcomeKind::kAccepted), 0);
+  d.ackOne(Status::ok());
+  EXPECT_EQ(listener->count(e->id(), "d", OutcomeKind::kAccepted), 1);
+  listener->release();
+  gated.openGate();
+  ASSERT_TRUE(waitUntil([&] { return gated.delivered() == 2; }));
+  flow.stop();
+  EXPECT_EQ(listener->count(e->id(), "d", OutcomeKind::kAccepted), 1);
+  EXPECT_EQ(listener->count(e->id(), "g", OutcomeKind::kAccepted), 1);
+  EXPECT_EQ(listener->count(x->id(), "g", OutcomeKind::kAccepted), 1);
+  EXPECT_EQ(listener->count(e->id(), "d", OutcomeKind::kRejected), 0);
+  ReliableMetricsSnapshot m = flow.reliableMetrics();
+  EXPECT_EQ(m.cancelled, 0u);
+  EXPECT_EQ(m.journaled, 3u);
+  EXPECT_EQ(m.acknowledged, 3u);
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
+// Another connection holds the database's write lock, so commits fail.
+class WriteLock {
+ public:
+  explicit WriteLock(const std::string& path) {
+    sqlite3_open(path.c_str(), &db_);
+    locked_ = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK;
+  }
+  ~WriteLock() {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db_);
+  }
+  bool locked() const { return locked_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+  bool locked_ = false;
+};
+
+TEST_F(HeldJournalTest, AFailedCommitRejectsUnlessTheTargetAcknowledgedFirst) {
+  EventPtr e = makeEvent(2), f = makeEvent(3);
+  std::vector<DeliveryTarget*> to_d{&d}, both{&gated, &d};
+  {
+    auto lock = std::make_unique<WriteLock>(path);
+    ASSERT_TRUE(lock->locked());
+    // e: d acknowledges after the writer took the record, before the failed
+    // commit's callback reaches it. The sender heard kAccepted from d's OK.
+    ASSERT_EQ(flow.send(inOnly(e, "t", Qos::kReliable, listener), both).queued, 2u);
+    ASSERT_TRUE(waitUntil([&] { return d.waiting() == 1; }));
+    listener->holdOn(e->id(), "g");
+    listener->release();
+    ASSERT_TRUE(listener->waitHeld());
+    EXPECT_EQ(listener->count(e->id(), "g", OutcomeKind::kRejected), 1);
+    d.ackOne(Status::ok());
+    listener->release();
+    // f: the commit fails first; the delivery is out and carries on.
+    ASSERT_EQ(flow.send(inOnly(f, "t", Qos::kReliable, listener), to_d).queued, 1u);
+    ASSERT_TRUE(
+        waitUntil([&] { return listener->count(f->id(), "d", OutcomeKind::kRejected) == 1; }));
+    ASSERT_TRUE(waitUntil([&] { return d.waiting() == 1; }));
+    d.ackOne(Status::ok());
+    // Still in flight: x and e for the gated target; e and f for d are done.
+    ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().in_flight == 2; }));
+  }
+  gated.openGate();
+  ASSERT_TRUE(waitUntil([&] { return gated.delivered() == 2; }));
+  flow.stop();
+  EXPECT_EQ(listener->count(x->id(), "g", OutcomeKind::kAccepted), 1);
+  EXPECT_EQ(listener->count(e->id(), "g", OutcomeKind::kRejected), 1);
+  EXPECT_EQ(listener->count(e->id(), "g", OutcomeKind::kAccepted), 0);
+  EXPECT_EQ(listener->count(e->id(), "d", OutcomeKind::kAccepted), 1);
+  EXPECT_EQ(listener->count(e->id(), "d", OutcomeKind::kRejected), 0);
+  EXPECT_EQ(listener->count(f->id(), "d", OutcomeKind::kRejected), 1);
+  EXPECT_EQ(listener->count(f->id(), "d", OutcomeKind::kAccepted), 0);
+  EXPECT_EQ(flow.metrics().rejected, 2u);
+  EXPECT_GE(flow.reliableMetrics().journal_errors, 1u);
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
+// A delivery that fails before its record is committed does not cancel it:
+// the record is written, so a crash cannot lose the event.
+TEST(ConcurrentDispatchTest, AFailureBeforeTheCommitStillJournalsTheRecord) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  EventPtr x = makeEvent(1), e = makeEvent(2);
+  {
+    RecordingTarget gated("g"), failing("f");
+    failing.setBehavior(Behavior::kFail);
+    ReliableFlow flow(reliableConfig(path));
+    ASSERT_TRUE(flow.attach(gated).isOk());
+    ASSERT_TRUE(flow.attach(failing).isOk());
+    ASSERT_TRUE(flow.start().isOk());
+    gated.closeGate();
+    auto listener = std::make_shared<GatedListener>();
+    listener->holdOn(x->id(), "g");
+    std::vector<DeliveryTarget*> to_gated{&gated}, to_failing{&failing};
+    ASSERT_EQ(flow.send(inOnly(x, "t", Qos::kReliable, listener), to_gated).queued, 1u);
+    ASSERT_TRUE(listener->waitHeld());
+    ASSERT_EQ(flow.send(inOnly(e, "t", Qos::kReliable, listener), to_failing).queued, 1u);
+    ASSERT_TRUE(waitUntil([&] { return failing.failures() >= 1; }));
+    EXPECT_EQ(flow.reliableMetrics().cancelled, 0u);
+    listener->release();
+    ASSERT_TRUE(
+        waitUntil([&] { return listener->count(e->id(), "f", OutcomeKind::kAccepted) == 1; }));
+    gated.openGate();
+    ASSERT_TRUE(waitUntil([&] { return gated.delivered() == 1; }));
+  }
+  EXPECT_EQ(idsOf(pendingIn(path)), std::set<EventId>{e->id()});
+}
+
 // --- A real crash: a child process journals, then dies without stopping. ---
 
 constexpr char kCrashEnv[] = "CEPBUS_RELIABLE_CRASH_DB";
+constexpr char kCrashModeEnv[] = "CEPBUS_RELIABLE_CRASH_CONCURRENT";
 constexpr int kCrashEvents = 200;
 constexpr int kAckedBeforeCrash = 30;
 constexpr int kCrashExitCode = 42;
@@ -554,6 +894,8 @@ TEST(ReliableFlowCrashChild, JournalsThenDiesWithoutStopping) {
   }
   ReliableFlowConfig config = reliableConfig(path);
   config.journal.fsync = true;
+  const char* mode = std::getenv(kCrashModeEnv);
+  config.concurrent_dispatch = mode == nullptr || std::string(mode) != "0";
   AckThenHang target(kAckedBeforeCrash);
   ReliableFlow flow(config);
   ASSERT_TRUE(flow.attach(target).isOk());
@@ -576,9 +918,11 @@ int runCrashChild(const std::string& db) {
   std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
   std::string filter = "--gtest_filter=ReliableFlowCrashChild.JournalsThenDiesWithoutStopping";
   std::string env = std::string(kCrashEnv) + "=" + db;
+  std::string mode = std::string(kCrashModeEnv) + "=" + (g_concurrent_dispatch ? "1" : "0");
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
   envp.push_back(env.data());
+  envp.push_back(mode.data());
   envp.push_back(nullptr);
   char* argv[] = {exe.data(), filter.data(), nullptr};
   pid_t pid = 0;
@@ -588,7 +932,7 @@ int runCrashChild(const std::string& db) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-TEST(ReliableFlowTest, RedeliversEverythingAfterACrashExactlyOnce) {
+TEST_P(ReliableFlowTest, RedeliversEverythingAfterACrashExactlyOnce) {
   TempDir dir;
   const std::string path = dir.file("crash.db");
   ASSERT_EQ(runCrashChild(path), kCrashExitCode);
@@ -622,6 +966,11 @@ TEST(ReliableFlowTest, RedeliversEverythingAfterACrashExactlyOnce) {
   EXPECT_EQ(std::set<EventId>(ids.begin(), ids.end()), pending);
   EXPECT_TRUE(pendingIn(path).empty());
 }
+
+INSTANTIATE_TEST_SUITE_P(Dispatch, ReliableFlowTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Concurrent" : "CommitFirst";
+                         });
 
 }  // namespace
 }  // namespace cepbus::flows
