@@ -39,13 +39,17 @@ void JournalWriter::stop() {
 
 std::optional<uint64_t> JournalWriter::append(JournalRecord record, uint64_t token) {
   uint64_t ticket;
+  bool wake;
   {
     std::lock_guard lock(mu_);
     if (!running_ || stopping_ || queue_.size() >= options_.max_backlog) return std::nullopt;
-    queue_.push_back(Queued{std::move(record), token, false});
+    // A record behind others ripens after them: the writer wakes for the
+    // first one and sees the rest when it takes its batch.
+    wake = queue_.empty();
+    queue_.push_back(Queued{std::move(record), token, false, std::chrono::steady_clock::now()});
     ticket = ++appended_;
   }
-  work_cv_.notify_one();
+  if (wake) work_cv_.notify_one();
   return ticket;
 }
 
@@ -61,17 +65,23 @@ bool JournalWriter::cancel(uint64_t ticket) {
 }
 
 void JournalWriter::acknowledge(JournalAck ack) {
+  bool wake;
   {
     std::lock_guard lock(mu_);
     if (!running_) return;
+    wake = acks_.empty();
+    if (wake) first_ack_at_ = std::chrono::steady_clock::now();
     acks_.push_back(ack);
   }
-  work_cv_.notify_one();
+  if (wake) work_cv_.notify_one();
 }
 
 void JournalWriter::flush() {
   std::unique_lock lock(mu_);
   const uint64_t target = appended_;
+  if (committed_ >= target) return;
+  flush_through_ = std::max(flush_through_, target);
+  work_cv_.notify_one();
   flushed_cv_.wait(lock, [&] { return !running_ || committed_ >= target; });
 }
 
@@ -90,16 +100,37 @@ void JournalWriter::run() {
 
   std::unique_lock lock(mu_);
   while (true) {
-    if (queue_.empty() && acks_.empty()) {
-      if (stopping_) break;
-      work_cv_.wait_until(lock, next_tick,
-                          [&] { return stopping_ || !queue_.empty() || !acks_.empty(); });
+    // Records that waited commit_delay, or that stop() or flush() want now.
+    const auto now = std::chrono::steady_clock::now();
+    const auto ripe_before = now - options_.commit_delay;
+    auto ripe = [&](size_t i) {
+      return stopping_ || taken_ + i + 1 <= flush_through_ || queue_[i].appended_at <= ripe_before;
+    };
+    size_t taken = 0;
+    while (taken < queue_.size() && taken < options_.max_batch && ripe(taken)) ++taken;
+    const bool acks_ripe =
+        !acks_.empty() && (taken > 0 || stopping_ || first_ack_at_ <= ripe_before);
+    if (taken == 0 && !acks_ripe) {
+      if (stopping_) break;  // nothing left: stop() wants everything
+      if (now >= next_tick) {
+        lock.unlock();
+        on_tick_(now);
+        next_tick = now + options_.tick;
+        lock.lock();
+        continue;
+      }
+      // Until the oldest ripens or the next tick; append(), acknowledge()
+      // into an empty queue, flush() and stop() wake it earlier.
+      auto due = next_tick;
+      if (!queue_.empty()) due = std::min(due, queue_.front().appended_at + options_.commit_delay);
+      if (!acks_.empty()) due = std::min(due, first_ack_at_ + options_.commit_delay);
+      work_cv_.wait_until(lock, due);
+      continue;
     }
-    // Take one batch: at most max_batch queued records, and every
-    // acknowledgement. From here on cancel() cannot withdraw them.
+    // Take one batch: the ripe records, and every acknowledgement. From here
+    // on cancel() cannot withdraw them.
     records.clear();
     tokens.clear();
-    const size_t taken = std::min(queue_.size(), options_.max_batch);
     for (size_t i = 0; i < taken; ++i) {
       Queued& queued = queue_.front();
       if (!queued.cancelled) {
@@ -136,10 +167,10 @@ void JournalWriter::run() {
     }
     acks.clear();
 
-    const auto now = std::chrono::steady_clock::now();
-    if (!stopping && now >= next_tick) {
-      on_tick_(now);
-      next_tick = now + options_.tick;
+    const auto after = std::chrono::steady_clock::now();
+    if (!stopping && after >= next_tick) {
+      on_tick_(after);
+      next_tick = after + options_.tick;
     }
     lock.lock();
   }

@@ -16,6 +16,14 @@
 // writer's lock: the thread takes a batch and cancel() looks for the record
 // atomically with respect to each other, so exactly one of them wins.
 //
+// Commit delay: a record is written only once it has waited `commit_delay`
+// (or when flush() or stop() asks for it), and an acknowledgement rides with
+// the next transaction or waits as long. With concurrent dispatch most
+// events reach their target and come back acknowledged within that time, so
+// their records are cancelled instead of being inserted and deleted again;
+// under a flood that halves what the journal writes. The cost: a sender whose
+// target does not acknowledge in time hears kAccepted `commit_delay` later.
+//
 // The thread also calls a tick callback periodically (the flow's redelivery timer).
 // A writer owns the journal from start() to stop(), and may be started again
 // with another journal afterwards.
@@ -41,6 +49,8 @@ struct JournalWriterOptions {
   size_t max_batch = 1024;     // records per transaction
   size_t max_backlog = 65536;  // records waiting for a commit; append() refuses beyond it
   std::chrono::milliseconds tick{50};
+  // How long a record or acknowledgement waits before it is written (see above); 0: at once.
+  std::chrono::microseconds commit_delay{2000};
 };
 
 struct JournalWriterMetrics {
@@ -100,6 +110,7 @@ class JournalWriter {
     JournalRecord record;
     uint64_t token = 0;
     bool cancelled = false;
+    std::chrono::steady_clock::time_point appended_at;
   };
 
   void run();
@@ -113,11 +124,13 @@ class JournalWriter {
   std::condition_variable flushed_cv_;  // flush() waits for commits
   // Appended, not yet taken by a transaction, oldest first: the record of
   // ticket t sits at queue_[t - 1 - taken_].
-  std::deque<Queued> queue_;      // guarded by mu_
-  std::vector<JournalAck> acks_;  // guarded by mu_
-  uint64_t appended_ = 0;         // guarded by mu_: the last ticket given
-  uint64_t taken_ = 0;            // guarded by mu_: records taken out of queue_
-  uint64_t committed_ = 0;        // guarded by mu_: records through their callback (or cancelled)
+  std::deque<Queued> queue_;                            // guarded by mu_
+  std::vector<JournalAck> acks_;                        // guarded by mu_
+  std::chrono::steady_clock::time_point first_ack_at_;  // guarded by mu_: of acks_.front()
+  uint64_t appended_ = 0;                               // guarded by mu_: the last ticket given
+  uint64_t taken_ = 0;          // guarded by mu_: records taken out of queue_
+  uint64_t committed_ = 0;      // guarded by mu_: records through their callback (or cancelled)
+  uint64_t flush_through_ = 0;  // guarded by mu_: flush() wants tickets up to here now
   std::unique_ptr<Journal> journal_;  // used by the writer thread only while running
   bool running_ = false;              // guarded by mu_
   bool stopping_ = false;             // guarded by mu_

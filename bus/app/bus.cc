@@ -148,6 +148,9 @@ void Bus::buildPolicy(const descriptor::Descriptor& d, std::vector<std::string>&
       reliable.journal_path =
           stage.empty() ? d.journal->path.string() : d.journal->path.string() + "." + stage;
       if (const auto* spec = d.stage(stage)) reliable.stage = stageConfig(*spec);
+      if (d.journal->commit_delay_us) {
+        reliable.writer.commit_delay = std::chrono::microseconds(*d.journal->commit_delay_us);
+      }
       add(std::make_unique<flows::ReliableFlow>(std::move(reliable)), d.journal->where);
     }
   }

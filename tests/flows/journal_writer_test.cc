@@ -211,6 +211,46 @@ TEST_F(JournalWriterTest, ABatchOfCancelledRecordsOnlyLetsFlushReturn) {
   EXPECT_FALSE(writer.cancel(*second));
 }
 
+// With a commit delay an idle writer still leaves a fresh record alone, so a
+// target that acknowledges quickly saves its write; flush() does not wait the
+// delay out.
+TEST_F(JournalWriterTest, ARecordWaitsTheCommitDelaySoAQuickCancelSavesItsWrite) {
+  JournalWriterOptions options;
+  options.commit_delay = std::chrono::seconds(30);  // longer than the test
+  JournalWriter writer(
+      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
+      [](std::chrono::steady_clock::time_point) {});
+  writer.start(open());
+  const std::optional<uint64_t> ticket = writer.append(record(1), 1);
+  ASSERT_TRUE(ticket);
+  // Time for an idle writer to take it, had it no delay.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(writer.cancel(*ticket));
+  ASSERT_TRUE(writer.append(record(2), 2));
+  writer.flush();
+  const JournalWriterMetrics m = writer.metrics();
+  EXPECT_EQ(m.inserted, 1u);
+  EXPECT_EQ(m.cancelled, 1u);
+  EXPECT_EQ(probe_.tokens(), std::set<uint64_t>{2});
+  writer.stop();
+}
+
+TEST_F(JournalWriterTest, RecordsAndAcknowledgementsAreWrittenOnceTheyWaitedTheCommitDelay) {
+  JournalWriterOptions options;
+  options.commit_delay = std::chrono::milliseconds(5);
+  JournalWriter writer(
+      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
+      [](std::chrono::steady_clock::time_point) {});
+  writer.start(open());
+  ASSERT_TRUE(writer.append(record(1), 1));
+  ASSERT_TRUE(waitUntil([&] { return writer.metrics().inserted == 1; }));
+  writer.acknowledge(JournalAck{1, Symbol::intern("w"), 1001, true});
+  ASSERT_TRUE(waitUntil([&] { return writer.metrics().acknowledged == 1; }));
+  auto journal = Journal::open(dir_.file("w.db"), {});
+  EXPECT_TRUE((*journal)->pending()->empty());
+  writer.stop();
+}
+
 TEST_F(JournalWriterTest, TicksPeriodically) {
   JournalWriterOptions options;
   options.tick = std::chrono::milliseconds(1);

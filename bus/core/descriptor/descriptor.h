@@ -70,6 +70,10 @@ struct LoggingConfig {
 // ReliableFlow's SQLite journal.
 struct JournalConfig {
   std::filesystem::path path;  // resolved against the descriptor's folder
+  // commit-delay-us: how long a record waits before it is written, so that a
+  // delivery acknowledged meanwhile is never written (flows/journal_writer.h);
+  // unset: the journal writer's default.
+  std::optional<uint64_t> commit_delay_us;
   Location where;
 };
 

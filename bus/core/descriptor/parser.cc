@@ -34,6 +34,7 @@ constexpr uint64_t kMaxPort = 65535;
 // AMQP link credit is a 32-bit count; a window beyond this buys nothing.
 constexpr uint64_t kMaxCreditWindow = 1000000;
 constexpr uint64_t kMaxTimeoutMs = uint64_t{24} * 3600 * 1000;  // a day
+constexpr uint64_t kMaxCommitDelayUs = 1000000;                 // a second
 // Long values are cut in messages so one bad attribute cannot flood a report.
 constexpr size_t kMaxQuotedLength = 60;
 
@@ -603,11 +604,12 @@ class Parser {
   }
 
   void journal(const XMLElement* e, std::optional<JournalConfig>& out) {
-    checkAttributes(e, {"path"});
+    checkAttributes(e, {"path", "commit-delay-us"});
     noChildren(e);
     out.emplace();
     out->where = at(e);
     if (auto path = string(e, "path", true)) out->path = resolve(*path);
+    out->commit_delay_us = integer(e, "commit-delay-us", 0, kMaxCommitDelayUs);
   }
 
   void listeners(const XMLElement* e, Listeners& out) {

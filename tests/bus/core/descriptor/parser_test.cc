@@ -96,6 +96,7 @@ TEST(ParserTest, FullExampleParsesIntoTheModel) {
   ASSERT_TRUE(d.journal.has_value());
   EXPECT_EQ(d.journal->path, std::filesystem::path("/srv/qs/var/quickstart-journal.db"));
   EXPECT_EQ(d.journal->where.line, 3);
+  EXPECT_FALSE(d.journal->commit_delay_us.has_value());  // the journal writer's default
 
   ASSERT_TRUE(d.listeners.amqp.has_value());
   EXPECT_EQ(d.listeners.amqp->host, "127.0.0.1");
@@ -795,6 +796,17 @@ TEST(ParserErrorTest, FileErrorsNameThePathAsGiven) {
   ASSERT_EQ(report.errors.size(), 1u);
   EXPECT_EQ(report.errors[0].toString(),
             path.string() + ":2: <journal>: missing required attribute \"path\"");
+}
+
+TEST(ParserTest, JournalCommitDelay) {
+  auto result = parseDescriptorString(
+      "<cepbus name=\"t\">\n<journal path=\"j.db\" commit-delay-us=\"0\"/>\n</cepbus>\n", "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  EXPECT_EQ(result->journal->commit_delay_us, 0u);
+  EXPECT_THAT(errorsOf("<cepbus name=\"t\">\n<journal path=\"j.db\" "
+                       "commit-delay-us=\"2000000\"/>\n</cepbus>\n"),
+              ElementsAre("t.xml:2: <journal>: attribute \"commit-delay-us\" must be between 0 "
+                          "and 1000000, got \"2000000\""));
 }
 
 // ---- fragments -------------------------------------------------------------
