@@ -22,6 +22,7 @@ namespace {
 constexpr size_t kMaxCapacity = size_t{1} << 30;
 // The query option the service implements itself (see cep_service.h).
 constexpr const char* kFlushWhenIdle = "flush_when_idle";
+constexpr const char* kOutputQos = "output_qos";
 
 // Run-time failures repeat per event under a bad feed: log when a count
 // reaches 1, 2, 4, 8 ... so that the log shows them without flooding.
@@ -171,7 +172,8 @@ class CepService::Query final : public plugin::MatchSink {
   bool started_ = false;  // control plane only (the service's mutex)
   bool stopped_ = false;  // control plane only
   bool endpoint_added_ = false;
-  bool flush_when_idle_ = true;  // set by compile()
+  bool flush_when_idle_ = true;                      // set by compile()
+  flows::Qos output_qos_ = flows::Qos::kBestEffort;  // set by compile()
 
   std::atomic<uint64_t> consumed_{0};
   std::atomic<uint64_t> matches_{0};
@@ -219,9 +221,19 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
     flush_when_idle = it->second == "true";
     values.erase(it);  // the host's option, not the engine's
   }
+  flows::Qos output_qos = flows::Qos::kBestEffort;
+  if (auto it = values.find(kOutputQos); it != values.end()) {
+    if (it->second != "best_effort" && it->second != "reliable") {
+      return error(std::string("option ") + kOutputQos +
+                   " must be best_effort or reliable, not \"" + it->second + "\"");
+    }
+    if (it->second == "reliable") output_qos = flows::Qos::kReliable;
+    values.erase(it);
+  }
 
   auto made = std::make_shared<Query>(spec, config.name, context);
   made->flush_when_idle_ = flush_when_idle;
+  made->output_qos_ = output_qos;
   auto detector = (*plugin)->createDetector(
       spec.engine, *query, plugin::DetectorOptions(std::move(values)).withBaseDir(spec.base_dir),
       *made);
@@ -385,6 +397,7 @@ void CepService::Query::onMatch(const plugin::Match& match) {
   exchange.event = match.composite();
   exchange.address = output_symbol_;
   exchange.sender = sender_;
+  exchange.qos = output_qos_;
   const flows::SendOutcome out = context_.broker.publish(exchange);
   if (out.status.isOk()) return;
   const uint64_t failures = std::max<uint64_t>(1, out.rejected + out.failed);

@@ -25,6 +25,12 @@
 // `flush_when_idle=false` turns that off (matches then wait for the batch
 // boundary, a flush() or stop()).
 //
+// Composite events go out best effort: a subscriber whose buffer is full
+// refuses them and they are lost (counted, logged). The query option
+// `output_qos=reliable` asks for reliable delivery instead: on a route that
+// allows it (a <journal>), the reliable flow keeps each composite until its
+// subscriber takes it, retrying while the buffer is full.
+//
 // The service's registry entry "<assembly>.<unit>" lists its queries
 // (metadata `queries`). Per query, the registry holds the endpoint's entry
 // (what the flows handed it) and an entry "<assembly>.<unit>/<query>:detector" with metadata

@@ -14,6 +14,7 @@
 //               runs pass the same stage best effort
 //   cepbus-cep  the same plus a CEP query on the path: events in on
 //               bench.ticks, one composite event per event out on bench.seen
+//               (published with output_qos=reliable: kept until delivered)
 //   rabbitmq    Debian's rabbitmq-server with rabbitmq_amqp1_0, /queue/bench
 //   proton      the Proton C example broker (broker.c), queue "bench"
 // (scripts/install-bench-deps.sh installs the references; missing ones are
@@ -319,7 +320,10 @@ class CepbusTarget final : public Target {
     <service-unit name="cep" type="cep">
       <query name="seen" engine="nfa" input="bench.ticks" output="bench.seen">
         <!-- The engine's default batched construction: the CEP service
-             flushes it whenever the query's queue runs empty. -->
+             flushes it whenever the query's queue runs empty. Composites
+             go out reliably, so a subscriber that falls behind delays them
+             instead of losing them. -->
+        <option name="output_qos" value="reliable"/>
         <text>PATTERN Tick a RETURN Seen(a.n, a.sent_ns)</text>
       </query>
     </service-unit>

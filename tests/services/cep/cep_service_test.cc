@@ -39,6 +39,7 @@ class Recorder {
       std::lock_guard lock(mu_);
       events_.push_back(exchange.event);
       senders_.push_back(exchange.sender);
+      qos_.push_back(exchange.qos);
       cv_.notify_all();
       return Status::ok();
     }));
@@ -62,6 +63,10 @@ class Recorder {
     std::lock_guard lock(mu_);
     return senders_;
   }
+  std::vector<flows::Qos> qos() const {
+    std::lock_guard lock(mu_);
+    return qos_;
+  }
 
  private:
   router::Broker& broker_;
@@ -70,6 +75,7 @@ class Recorder {
   std::condition_variable cv_;
   std::vector<EventPtr> events_;
   std::vector<Symbol> senders_;
+  std::vector<flows::Qos> qos_;
 };
 
 const Value* attr(const EventPtr& e, std::string_view name) {
@@ -81,6 +87,11 @@ class CepServiceTest : public ::testing::Test {
   CepServiceTest() {
     auto policy = std::make_unique<router::DeliveryPolicy>("st");
     EXPECT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st")));
+    // "rel.#" lets a sender ask for reliable delivery (on the same flow here).
+    router::RouteRule reliable{"rel.#", "st"};
+    reliable.allow_reliable = true;
+    reliable.reliable_flow = "st";
+    EXPECT_TRUE(policy->addRoute(reliable));
     registry_ = std::make_shared<router::Registry>();
     broker_ = std::make_unique<router::Broker>(std::move(policy), registry_);
     EXPECT_TRUE(broker_->start());
@@ -363,6 +374,28 @@ TEST_F(CepServiceTest, RemovingAQueryPublishesItsPendingMatches) {
   ASSERT_TRUE(cep.removeQuery("bs"));
   ASSERT_EQ(bs.size(), 1u);
   EXPECT_EQ(attr(bs.events()[0], "b_x")->asInt(), 7);
+}
+
+// Composites go out best effort unless the query asks for reliable
+// delivery; the route decides whether the ask is granted.
+TEST_F(CepServiceTest, OutputQosReliableAsksForReliableDelivery) {
+  CepService& cep = start(kPairs);
+  Recorder plain(*broker_, "test.plain", "rel.plain");
+  Recorder kept(*broker_, "test.kept", "rel.kept");
+  ASSERT_TRUE(cep.addQuery(spec("plain", "PATTERN B b RETURN P(b.x)", "in.events", "rel.plain")));
+  ASSERT_TRUE(cep.addQuery(spec("kept", "PATTERN B b RETURN K(b.x)", "in.events", "rel.kept",
+                                {{"output_qos", "reliable", {}}})));
+  publish("in.events", "B", 1, 7);
+  ASSERT_TRUE(plain.waitFor(1));
+  ASSERT_TRUE(kept.waitFor(1));
+  EXPECT_EQ(plain.qos(), std::vector<flows::Qos>{flows::Qos::kBestEffort});
+  EXPECT_EQ(kept.qos(), std::vector<flows::Qos>{flows::Qos::kReliable});
+  const Status bad = cep.addQuery(
+      spec("bad", "PATTERN B b", "in.events", "rel.bad", {{"output_qos", "always", {}}}));
+  EXPECT_EQ(bad.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.message().find("output_qos must be best_effort or reliable, not \"always\""),
+            std::string::npos)
+      << bad.message();
 }
 
 // A batching detector on a sparse stream: each time its queue runs empty the
