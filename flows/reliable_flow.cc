@@ -36,6 +36,14 @@ struct DeliveryInProgress {
 };
 thread_local DeliveryInProgress* t_in_progress = nullptr;
 
+// Without concurrent dispatch nothing is acknowledged while a record waits
+// for the writer, so a commit delay would only delay every delivery.
+JournalWriterOptions writerOptions(const ReliableFlowConfig& config) {
+  JournalWriterOptions options = config.writer;
+  if (!config.concurrent_dispatch) options.commit_delay = std::chrono::microseconds(0);
+  return options;
+}
+
 }  // namespace
 
 void DeferredAck::operator()(const Status& status) const {
@@ -81,7 +89,7 @@ ReliableFlow::ReliableFlow(ReliableFlowConfig config)
       config_(std::move(config)),
       delivered_(config_.journal.delivered_window),
       writer_(
-          config_.writer,
+          writerOptions(config_),
           [this](std::span<const uint64_t> tokens, const Status& status) {
             onCommit(tokens, status);
           },
