@@ -69,7 +69,7 @@ void JournalWriter::acknowledge(JournalAck ack) {
   {
     std::lock_guard lock(mu_);
     if (!running_) return;
-    wake = acks_.empty();
+    wake = acks_.empty() || acks_.size() + 1 == options_.max_batch;
     if (wake) first_ack_at_ = std::chrono::steady_clock::now();
     acks_.push_back(ack);
   }
@@ -109,7 +109,8 @@ void JournalWriter::run() {
     size_t taken = 0;
     while (taken < queue_.size() && taken < options_.max_batch && ripe(taken)) ++taken;
     const bool acks_ripe =
-        !acks_.empty() && (taken > 0 || stopping_ || first_ack_at_ <= ripe_before);
+        !acks_.empty() && (taken > 0 || stopping_ || acks_.size() >= options_.max_batch ||
+                           first_ack_at_ <= now - options_.ack_delay);
     if (taken == 0 && !acks_ripe) {
       if (stopping_) break;  // nothing left: stop() wants everything
       if (now >= next_tick) {
@@ -123,7 +124,7 @@ void JournalWriter::run() {
       // into an empty queue, flush() and stop() wake it earlier.
       auto due = next_tick;
       if (!queue_.empty()) due = std::min(due, queue_.front().appended_at + options_.commit_delay);
-      if (!acks_.empty()) due = std::min(due, first_ack_at_ + options_.commit_delay);
+      if (!acks_.empty()) due = std::min(due, first_ack_at_ + options_.ack_delay);
       work_cv_.wait_until(lock, due);
       continue;
     }

@@ -17,8 +17,11 @@
 // atomically with respect to each other, so exactly one of them wins.
 //
 // Commit delay: a record is written only once it has waited `commit_delay`
-// (or when flush() or stop() asks for it), and an acknowledgement rides with
-// the next transaction or waits as long. With concurrent dispatch most
+// (or when flush() or stop() asks for it); an acknowledgement rides with the
+// next transaction that writes records, or waits `ack_delay` (it only saves
+// a redelivery after a crash, so it need not cost an fsync of its own at low
+// rates: a crash loses at most that much of them, and their events come
+// again marked as redelivered). With concurrent dispatch most
 // events reach their target and come back acknowledged within that time, so
 // their records are cancelled instead of being inserted and deleted again;
 // under a flood that halves what the journal writes. The cost: a sender whose
@@ -49,8 +52,11 @@ struct JournalWriterOptions {
   size_t max_batch = 1024;     // records per transaction
   size_t max_backlog = 65536;  // records waiting for a commit; append() refuses beyond it
   std::chrono::milliseconds tick{50};
-  // How long a record or acknowledgement waits before it is written (see above); 0: at once.
+  // How long a record waits before it is written (see above); 0: at once.
   std::chrono::microseconds commit_delay{2000};
+  // How long acknowledgements wait for a transaction that writes records
+  // before they get one of their own.
+  std::chrono::microseconds ack_delay{50000};
 };
 
 struct JournalWriterMetrics {

@@ -83,6 +83,9 @@ class JournalWriterTest : public ::testing::Test {
 TEST_F(JournalWriterTest, RecordsAppendedDuringACommitShareTheNextOne) {
   JournalWriterOptions options;
   options.max_batch = 4096;
+  // Batches by the commit on disk alone: with a commit delay, records
+  // appended over more than the delay (a slow, sanitized run) ripen apart.
+  options.commit_delay = std::chrono::microseconds(0);
   JournalWriter writer(
       options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
       [](std::chrono::steady_clock::time_point) {});
@@ -106,6 +109,7 @@ TEST_F(JournalWriterTest, RecordsAppendedDuringACommitShareTheNextOne) {
 TEST_F(JournalWriterTest, BatchesAreBounded) {
   JournalWriterOptions options;
   options.max_batch = 100;
+  options.commit_delay = std::chrono::microseconds(0);  // as above
   JournalWriter writer(
       options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
       [](std::chrono::steady_clock::time_point) {});
@@ -235,19 +239,45 @@ TEST_F(JournalWriterTest, ARecordWaitsTheCommitDelaySoAQuickCancelSavesItsWrite)
   writer.stop();
 }
 
-TEST_F(JournalWriterTest, RecordsAndAcknowledgementsAreWrittenOnceTheyWaitedTheCommitDelay) {
+// A record is written once it waited commit_delay; an acknowledgement with no
+// record to ride with, once it waited ack_delay.
+TEST_F(JournalWriterTest, RecordsAndAcknowledgementsAreWrittenOnceTheyWaitedTheirDelays) {
   JournalWriterOptions options;
   options.commit_delay = std::chrono::milliseconds(5);
+  options.ack_delay = std::chrono::milliseconds(20);
   JournalWriter writer(
       options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
       [](std::chrono::steady_clock::time_point) {});
   writer.start(open());
   ASSERT_TRUE(writer.append(record(1), 1));
   ASSERT_TRUE(waitUntil([&] { return writer.metrics().inserted == 1; }));
+  const uint64_t commits = writer.metrics().commits;
   writer.acknowledge(JournalAck{1, Symbol::intern("w"), 1001, true});
   ASSERT_TRUE(waitUntil([&] { return writer.metrics().acknowledged == 1; }));
+  EXPECT_EQ(writer.metrics().commits, commits + 1);  // a transaction of its own
   auto journal = Journal::open(dir_.file("w.db"), {});
   EXPECT_TRUE((*journal)->pending()->empty());
+  writer.stop();
+}
+
+TEST_F(JournalWriterTest, AcknowledgementsRideWithTheNextRecordsInsteadOfWaiting) {
+  JournalWriterOptions options;
+  options.commit_delay = std::chrono::microseconds(0);
+  options.ack_delay = std::chrono::seconds(30);  // longer than the test
+  JournalWriter writer(
+      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
+      [](std::chrono::steady_clock::time_point) {});
+  writer.start(open());
+  ASSERT_TRUE(writer.append(record(1), 1));
+  writer.flush();
+  writer.acknowledge(JournalAck{1, Symbol::intern("w"), 1001, true});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(writer.metrics().acknowledged, 0u);  // no transaction of its own yet
+  ASSERT_TRUE(writer.append(record(2), 2));
+  writer.flush();
+  const JournalWriterMetrics m = writer.metrics();
+  EXPECT_EQ(m.acknowledged, 1u);
+  EXPECT_EQ(m.commits, 2u);
   writer.stop();
 }
 
