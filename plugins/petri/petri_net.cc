@@ -737,7 +737,7 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
     t->loop = el.kleene;
     if (t->loop) ++t->consumers;  // its own place
     for (size_t d = 0; d <= depth; ++d) {
-      t->kleene_at.push_back(p.elements[from + d].kleene);
+      t->kleene_at.push_back(static_cast<char>(p.elements[from + d].kleene));
       t->by_element = t->by_element || p.elements[from + d].kleene;
     }
     for (size_t g = 0; g < el.guards.size(); ++g) {
@@ -790,8 +790,8 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
       }
       std::sort(texts.begin(), texts.end());
       std::string key = "AND [";
-      for (const std::string& text : texts) key += text + ";";
-      key += "] {\n" + acc_key + "} {\n" + probe + "}\n";
+      for (const std::string& text : texts) key.append(text).append(";");
+      key.append("] {\n").append(acc_key).append("} {\n").append(probe).append("}\n");
       Transition* j;
       if (auto it = by_key_.find(key); it != by_key_.end()) {
         j = it->second;
