@@ -1,6 +1,7 @@
 #include "services/http/admin_api.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -153,15 +154,29 @@ json flowsJson(const router::Broker& broker) {
   json flows = json::array();
   for (const auto& flow : broker.policy().flows()) {
     const flows::FlowMetricsSnapshot m = flow->metrics();
-    flows.push_back(json{{"name", m.name},
-                         {"sent", m.sent},
-                         {"delivered", m.delivered},
-                         {"failed", m.failed},
-                         {"rejected", m.rejected},
-                         {"degraded", m.degraded},
-                         {"invalid", m.invalid},
-                         {"duplicates", m.duplicates},
-                         {"listener_errors", m.listener_errors}});
+    json entry{{"name", m.name},
+               {"sent", m.sent},
+               {"delivered", m.delivered},
+               {"failed", m.failed},
+               {"rejected", m.rejected},
+               {"degraded", m.degraded},
+               {"invalid", m.invalid},
+               {"duplicates", m.duplicates},
+               {"listener_errors", m.listener_errors}};
+    if (const std::optional<flows::ReliableMetricsSnapshot> j = journalMetrics(*flow)) {
+      entry["journal"] = json{{"journaled", j->journaled},
+                              {"commits", j->commits},
+                              {"acknowledged", j->acknowledged},
+                              {"cancelled", j->cancelled},
+                              {"redelivered", j->redelivered},
+                              {"retries", j->retries},
+                              {"abandoned", j->abandoned},
+                              {"corrupt", j->corrupt},
+                              {"journal_errors", j->journal_errors},
+                              {"in_flight", j->in_flight},
+                              {"backlog", j->backlog}};
+    }
+    flows.push_back(std::move(entry));
   }
   return json{{"flows", std::move(flows)}};
 }

@@ -7,7 +7,9 @@
 //   GET  /api/components            {"components":[component...]}, sorted by name
 //   GET  /api/components/{name}     one component; the name is percent-decoded
 //   GET  /api/routes                {"routes":[{route, flow, default, counters...}]}
-//   GET  /api/flows                 {"flows":[{name, counters...}]}
+//   GET  /api/flows                 {"flows":[{name, counters..., journal}]};
+//                                   "journal" only for a reliable flow: its
+//                                   journal's counters and gauges
 //   POST /api/events/{address}      publishes the body (one JSON-lines event)
 //                                   to the address; answers the send outcome
 //   GET  /api/services | /api/endpoints | /api/stages | /api/queries |

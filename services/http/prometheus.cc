@@ -240,6 +240,63 @@ void appendFlows(std::string& out, const std::vector<flows::FlowMetricsSnapshot>
   }
 }
 
+// A reliable flow's journal numbers and the flow's name.
+struct FlowJournal {
+  std::string flow;
+  flows::ReliableMetricsSnapshot metrics;
+};
+
+void appendJournals(std::string& out, const std::vector<FlowJournal>& journals) {
+  using J = FlowJournal;
+  using M = flows::ReliableMetricsSnapshot;
+  const std::function<Labels(const J&)> labels = [](const J& j) {
+    return Labels{{"flow", j.flow}};
+  };
+  struct Counter {
+    std::string_view name;
+    std::string_view help;
+    uint64_t M::*field;
+  };
+  for (const Counter& counter : {
+           Counter{"cepbus_journal_journaled_total", "Records the journal committed.",
+                   &M::journaled},
+           Counter{"cepbus_journal_commits_total", "Journal transactions written.", &M::commits},
+           Counter{"cepbus_journal_acknowledged_total",
+                   "Acknowledgements committed (row removed, or only the id kept if cancelled).",
+                   &M::acknowledged},
+           Counter{"cepbus_journal_cancelled_total",
+                   "Records acknowledged by their target before the journal wrote them.",
+                   &M::cancelled},
+           Counter{"cepbus_journal_redelivered_total",
+                   "Records found in the journal and dispatched again.", &M::redelivered},
+           Counter{"cepbus_journal_retries_total",
+                   "Deliveries tried again after a fault or a full stage.", &M::retries},
+           Counter{"cepbus_journal_abandoned_total",
+                   "Records that used up their attempts (journaled until the next start).",
+                   &M::abandoned},
+           Counter{"cepbus_journal_corrupt_total", "Journal records that did not decode (removed).",
+                   &M::corrupt},
+           Counter{"cepbus_journal_errors_total", "Journal transactions that failed.",
+                   &M::journal_errors},
+       }) {
+    appendFamily<J, uint64_t>(out, counter.name, "counter", counter.help, journals, labels,
+                              [&](const J& j) { return j.metrics.*counter.field; });
+  }
+  struct Gauge {
+    std::string_view name;
+    std::string_view help;
+    size_t M::*field;
+  };
+  for (const Gauge& gauge : {
+           Gauge{"cepbus_journal_in_flight",
+                 "Journaled deliveries not acknowledged yet in this run.", &M::in_flight},
+           Gauge{"cepbus_journal_backlog", "Records waiting for a journal commit.", &M::backlog},
+       }) {
+    appendFamily<J, uint64_t>(out, gauge.name, "gauge", gauge.help, journals, labels,
+                              [&](const J& j) { return j.metrics.*gauge.field; });
+  }
+}
+
 }  // namespace
 
 std::string escapeLabelValue(std::string_view value) {
@@ -277,13 +334,27 @@ std::vector<FlowStage> flowStages(const router::Broker& broker) {
   return out;
 }
 
+std::optional<flows::ReliableMetricsSnapshot> journalMetrics(const flows::AbstractFlow& flow) {
+  if (const auto* reliable = dynamic_cast<const flows::ReliableFlow*>(&flow)) {
+    return reliable->reliableMetrics();
+  }
+  return std::nullopt;
+}
+
 std::string renderMetrics(const router::Broker& broker, const router::Registry& registry) {
   std::vector<flows::FlowMetricsSnapshot> flow_metrics;
-  for (const auto& flow : broker.policy().flows()) flow_metrics.push_back(flow->metrics());
+  std::vector<FlowJournal> journals;
+  for (const auto& flow : broker.policy().flows()) {
+    flow_metrics.push_back(flow->metrics());
+    if (auto journal = journalMetrics(*flow)) {
+      journals.push_back(FlowJournal{flow->name(), *journal});
+    }
+  }
   std::string out;
   appendComponents(out, registry.snapshot());
   appendRoutes(out, broker.routeStats());
   appendFlows(out, flow_metrics);
+  appendJournals(out, journals);
   appendStages(out, flowStages(broker));
   return out;
 }

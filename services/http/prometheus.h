@@ -16,16 +16,23 @@
 //   flows (AbstractFlow::metrics()), label {flow}:
 //     cepbus_flow_{sent,delivered,failed,rejected,degraded,invalid,
 //                  duplicates,listener_errors}_total
+//   journals (ReliableFlow::reliableMetrics(), reliable flows only), label {flow}:
+//     cepbus_journal_{journaled,commits,acknowledged,cancelled,redelivered,
+//                     retries,abandoned,corrupt,errors}_total  counter
+//     cepbus_journal_{in_flight,backlog}                      gauge
 //   stages (the SEDA stages of the queueing flows), labels {flow, stage}:
 //     cepbus_stage_{offered,processed,failed,rejected,degraded}_total counter
 //     cepbus_stage_{queue_length,capacity,threads}            gauge
 //     cepbus_stage_latency_seconds{quantile="0.5|0.9|0.99"}   summary
 //       (offer to handler return, with _sum and _count)
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "flows/abstract_flow.h"
+#include "flows/reliable_flow.h"
 #include "router/broker.h"
 #include "router/registry.h"
 #include "stages/stage_metrics.h"
@@ -50,6 +57,10 @@ struct FlowStage {
 };
 // Every stage of the broker's flows, in policy order.
 std::vector<FlowStage> flowStages(const router::Broker& broker);
+
+// The journal numbers of a reliable flow; nullopt for any other flow. Both
+// /metrics and /api/flows ask here, so they agree on which flows have a journal.
+std::optional<flows::ReliableMetricsSnapshot> journalMetrics(const flows::AbstractFlow& flow);
 
 // One scrape. Thread-safety: may be called from any thread (it only reads
 // snapshots); the broker and registry must outlive the call.

@@ -77,6 +77,14 @@ class AmqpFlowTest : public ::testing::Test {
     EXPECT_TRUE(subscriber->waitFor([&] { return subscriber->links_open[pattern] == 1; }));
     return subscriber;
   }
+  // Publishes ticks 1..n to `address` once `publisher` is open.
+  static void publishTicks(AmqpTestClient& publisher, const std::string& address, int n,
+                           bool presettled) {
+    ASSERT_TRUE(publisher.waitOpen());
+    std::vector<proton::message> messages;
+    for (int i = 1; i <= n; ++i) messages.push_back(tick(i));
+    publisher.publish(address, messages, presettled);
+  }
   // Grants link `pattern` of `subscriber` credit a few at a time until it has `total`.
   static void takeSlowly(AmqpTestClient& subscriber, const std::string& pattern, int total) {
     for (int granted = 0; granted < total;) {
@@ -101,10 +109,7 @@ TEST_F(AmqpFlowTest, APresettledFloodToASlowSubscriberLosesNothing) {
   constexpr int kN = 400;
   std::unique_ptr<AmqpTestClient> slow = slowSubscriber("feed.a");
   AmqpTestClient publisher(client());
-  ASSERT_TRUE(publisher.waitOpen());
-  std::vector<proton::message> messages;
-  for (int n = 1; n <= kN; ++n) messages.push_back(tick(n));
-  publisher.publish("feed.a", messages, /*presettled=*/true);
+  ASSERT_NO_FATAL_FAILURE(publishTicks(publisher, "feed.a", kN, /*presettled=*/true));
   takeSlowly(*slow, "feed.a", kN);
   const std::vector<Timestamp> received = slow->receivedTs("feed.a");
   ASSERT_EQ(received.size(), static_cast<size_t>(kN));
@@ -119,10 +124,7 @@ TEST_F(AmqpFlowTest, CreditStopsAtTheSubscriberBufferFromTheDescriptor) {
   constexpr int kN = 100;
   std::unique_ptr<AmqpTestClient> slow = slowSubscriber("feed.b");
   AmqpTestClient publisher(client());
-  ASSERT_TRUE(publisher.waitOpen());
-  std::vector<proton::message> messages;
-  for (int n = 1; n <= kN; ++n) messages.push_back(tick(n));
-  publisher.publish("feed.b", messages);
+  ASSERT_NO_FATAL_FAILURE(publishTicks(publisher, "feed.b", kN, /*presettled=*/false));
   ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == kBuffer; }));
   std::this_thread::sleep_for(200ms);  // room for credit that must not come
   EXPECT_EQ(publisher.read<size_t>([&] { return publisher.accepted; }), size_t{kBuffer});

@@ -99,7 +99,64 @@ TEST_F(AdminApiTest, ListsRoutesAndFlowsWithTheirCounters) {
 
   const json flows = json::parse(get("/api/flows").body).at("flows");
   ASSERT_EQ(flows.size(), 2u);
-  for (const json& f : flows) EXPECT_EQ(f.at("delivered"), f.at("name") == "st2" ? 2 : 0);
+  for (const json& f : flows) {
+    EXPECT_EQ(f.at("delivered"), f.at("name") == "st2" ? 2 : 0);
+    EXPECT_FALSE(f.contains("journal")) << f;  // straight-through flows have none
+  }
+}
+
+// The "journal" object of the flow named `name` in /api/flows; the other
+// flows have none.
+json journalOf(const AdminApi& api, std::string_view name) {
+  const json flows =
+      json::parse(api.handle(AdminRequest{"GET", "/api/flows", "", ""}).body).at("flows");
+  json journal;
+  for (const json& f : flows) {
+    if (f.at("name") == name) {
+      journal = f.at("journal");
+    } else {
+      EXPECT_FALSE(f.contains("journal")) << f;
+    }
+  }
+  EXPECT_TRUE(journal.is_object()) << flows;
+  return journal;
+}
+
+TEST(AdminApiJournalTest, AReliableFlowShowsItsJournal) {
+  ReliableTestBroker bus;
+  const AdminApi api(*bus.broker, *bus.registry, "", "");
+  const json before = journalOf(api, "reliable");
+  std::set<std::string> keys;
+  for (const auto& [key, value] : before.items()) {
+    keys.insert(key);
+    EXPECT_EQ(value, 0) << key;
+  }
+  EXPECT_EQ(keys, (std::set<std::string>{"journaled", "commits", "acknowledged", "cancelled",
+                                         "redelivered", "retries", "abandoned", "corrupt",
+                                         "journal_errors", "in_flight", "backlog"}));
+
+  bus.publishAndSettle();
+  const json running = journalOf(api, "reliable");
+  EXPECT_EQ(running.at("journaled"), ReliableTestBroker::kPublished);
+  EXPECT_GE(running.at("commits").get<uint64_t>(), 1u);
+  EXPECT_EQ(running.at("cancelled"), 0);  // commits before it dispatches
+  EXPECT_EQ(running.at("retries"), 1);
+  EXPECT_EQ(running.at("abandoned"), 1);
+  EXPECT_EQ(running.at("in_flight"), 1);  // the held acknowledgement
+  EXPECT_EQ(running.at("backlog"), 0);
+  EXPECT_EQ(running.at("redelivered"), 0);
+  EXPECT_EQ(running.at("corrupt"), 0);
+  EXPECT_EQ(running.at("journal_errors"), 0);
+
+  bus.releaseHeld();
+  bus.broker->stop();  // commits the last acknowledgements
+  const json stopped = journalOf(api, "reliable");
+  EXPECT_EQ(stopped.at("journaled"), ReliableTestBroker::kPublished);
+  EXPECT_EQ(stopped.at("acknowledged"), ReliableTestBroker::kPublished - 1);  // not the abandoned
+  EXPECT_EQ(stopped.at("cancelled"), 0);
+  EXPECT_EQ(stopped.at("abandoned"), 1);
+  EXPECT_EQ(stopped.at("in_flight"), 0);
+  EXPECT_EQ(stopped.at("backlog"), 0);
 }
 
 TEST_F(AdminApiTest, AnswersUnknownPathsAndMethodsWithJsonErrors) {

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "tests/services/http/test_broker.h"
 
@@ -43,7 +44,15 @@ Scrape parseScrape(const std::string& text) {
       continue;
     }
     const std::string key = line.substr(0, space);
-    const std::string family = key.substr(0, key.find('{'));
+    std::string family = key.substr(0, key.find('{'));
+    // A summary's _sum and _count samples belong to its family.
+    for (const std::string_view suffix : {"_sum", "_count"}) {
+      const std::string base = family.substr(0, family.size() - suffix.size());
+      if (family.ends_with(suffix) && scrape.type.contains(base) &&
+          scrape.type[base] == "summary") {
+        family = base;
+      }
+    }
     if (!scrape.type.contains(family)) scrape.errors.push_back("sample without TYPE: " + line);
     if (scrape.type[family] == "counter" && !family.ends_with("_total")) {
       scrape.errors.push_back("counter not named _total: " + line);
@@ -52,6 +61,14 @@ Scrape parseScrape(const std::string& text) {
   }
   return scrape;
 }
+
+constexpr const char* kJournalCounters[] = {
+    "cepbus_journal_journaled_total",    "cepbus_journal_commits_total",
+    "cepbus_journal_acknowledged_total", "cepbus_journal_cancelled_total",
+    "cepbus_journal_redelivered_total",  "cepbus_journal_retries_total",
+    "cepbus_journal_abandoned_total",    "cepbus_journal_corrupt_total",
+    "cepbus_journal_errors_total"};
+constexpr const char* kJournalGauges[] = {"cepbus_journal_in_flight", "cepbus_journal_backlog"};
 
 TEST(EscapeLabelValueTest, EscapesBackslashQuoteAndLineFeed) {
   EXPECT_EQ(escapeLabelValue("plain.name-1"), "plain.name-1");
@@ -71,6 +88,14 @@ TEST(RenderMetricsTest, EveryFamilyHasHelpAndTypeBeforeAnySample) {
   }
   EXPECT_EQ(scrape.type.at("cepbus_component_queue_length"), "gauge");
   EXPECT_EQ(scrape.type.at("cepbus_component_throughput_per_second"), "gauge");
+  // The journal families too, without samples: no flow here is reliable.
+  for (const char* family : kJournalCounters) {
+    EXPECT_EQ(scrape.type.at(family), "counter") << family;
+  }
+  for (const char* family : kJournalGauges) EXPECT_EQ(scrape.type.at(family), "gauge") << family;
+  for (const auto& [key, value] : scrape.samples) {
+    EXPECT_FALSE(key.starts_with("cepbus_journal_")) << key;
+  }
 }
 
 TEST(RenderMetricsTest, CountersFollowWhatIsPublished) {
@@ -96,6 +121,47 @@ TEST(RenderMetricsTest, CountersFollowWhatIsPublished) {
   EXPECT_EQ(after.samples.at("cepbus_route_unrouted_total{route=\"(default)\",flow=\"st\"}"), 0);
   EXPECT_EQ(after.samples.at("cepbus_flow_delivered_total{flow=\"st\"}"), 3);
   EXPECT_EQ(after.samples.at("cepbus_flow_delivered_total{flow=\"st2\"}"), 0);
+}
+
+TEST(RenderMetricsTest, AReliableFlowsJournalHasASamplePerFamily) {
+  ReliableTestBroker bus;
+  // The journal's sample of `family`; the other flows have none.
+  auto journal = [](const Scrape& scrape, const std::string& family) {
+    for (const auto& [key, value] : scrape.samples) {
+      if (key.starts_with(family + "{")) {
+        EXPECT_EQ(key, family + "{flow=\"reliable\"}");
+      }
+    }
+    const auto it = scrape.samples.find(family + "{flow=\"reliable\"}");
+    EXPECT_NE(it, scrape.samples.end()) << family;
+    return it == scrape.samples.end() ? -1.0 : it->second;
+  };
+  bus.publishAndSettle();
+  const Scrape running = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  ASSERT_TRUE(running.errors.empty()) << running.errors.front();
+  for (const char* family : kJournalCounters) EXPECT_EQ(running.type.at(family), "counter");
+  for (const char* family : kJournalGauges) EXPECT_EQ(running.type.at(family), "gauge");
+  EXPECT_EQ(journal(running, "cepbus_journal_journaled_total"), ReliableTestBroker::kPublished);
+  EXPECT_GE(journal(running, "cepbus_journal_commits_total"), 1);
+  EXPECT_EQ(journal(running, "cepbus_journal_cancelled_total"), 0);  // commits, then dispatches
+  EXPECT_EQ(journal(running, "cepbus_journal_redelivered_total"), 0);
+  EXPECT_EQ(journal(running, "cepbus_journal_retries_total"), 1);
+  EXPECT_EQ(journal(running, "cepbus_journal_abandoned_total"), 1);
+  EXPECT_EQ(journal(running, "cepbus_journal_corrupt_total"), 0);
+  EXPECT_EQ(journal(running, "cepbus_journal_errors_total"), 0);
+  EXPECT_EQ(journal(running, "cepbus_journal_in_flight"), 1);  // the held acknowledgement
+  EXPECT_EQ(journal(running, "cepbus_journal_backlog"), 0);
+
+  bus.releaseHeld();
+  bus.broker->stop();  // commits the last acknowledgements
+  const Scrape stopped = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  ASSERT_TRUE(stopped.errors.empty()) << stopped.errors.front();
+  EXPECT_EQ(journal(stopped, "cepbus_journal_journaled_total"), ReliableTestBroker::kPublished);
+  EXPECT_EQ(journal(stopped, "cepbus_journal_acknowledged_total"),
+            ReliableTestBroker::kPublished - 1);  // not the abandoned one
+  EXPECT_EQ(journal(stopped, "cepbus_journal_abandoned_total"), 1);
+  EXPECT_EQ(journal(stopped, "cepbus_journal_in_flight"), 0);
+  EXPECT_EQ(journal(stopped, "cepbus_journal_backlog"), 0);
 }
 
 TEST(RenderMetricsTest, EscapesComponentNamesInLabels) {
