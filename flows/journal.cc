@@ -58,9 +58,10 @@ class StatementReset {
 }  // namespace
 
 Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalOptions options) {
-  std::unique_ptr<Journal> journal(new Journal(path, options));
+  std::unique_ptr<Journal> journal(new Journal(path, std::move(options)));
+  const std::string& vfs = journal->options_.vfs;
   if (sqlite3_open_v2(path.c_str(), &journal->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                      nullptr) != SQLITE_OK) {
+                      vfs.empty() ? nullptr : vfs.c_str()) != SQLITE_OK) {
     return journal->error("open");
   }
   // WAL: readers do not block the writer, and a commit appends to the log
@@ -71,10 +72,8 @@ Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalO
   sqlite3_finalize(mode);
   if (!wal) return Status::ioError("journal " + path + ": cannot switch to WAL mode");
 
-  for (const char* sql :
-       {options.fsync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", kSchema}) {
-    if (Status s = journal->exec(sql); !s.isOk()) return s;
-  }
+  if (Status s = journal->exec("PRAGMA synchronous=NORMAL"); !s.isOk()) return s;
+  if (Status s = journal->exec(kSchema); !s.isOk()) return s;
   if (Status s = journal->prepare(
           "INSERT INTO pending(seq, target, event_id, address, sender, pattern, correlation_id, "
           "event) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
@@ -181,8 +180,16 @@ Result<uint64_t> Journal::maxSeq() {
   return seq;
 }
 
+Status Journal::setSynchronous(bool full) {
+  if (full == synchronous_full_) return Status::ok();
+  Status s = exec(full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+  if (s.isOk()) synchronous_full_ = full;
+  return s;
+}
+
 Status Journal::commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks) {
   if (inserts.empty() && acks.empty()) return Status::ok();
+  if (Status s = setSynchronous(options_.fsync && !inserts.empty()); !s.isOk()) return s;
   if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
   Status status = commitBody(inserts, acks);
   if (status.isOk()) status = exec("COMMIT");

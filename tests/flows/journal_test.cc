@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <array>
+#include <atomic>
 #include <filesystem>
+#include <mutex>
 
 #include "bus/core/event_json.h"
 #include "tests/flows/flow_test_util.h"
@@ -26,6 +29,71 @@ JournalRecord record(uint64_t seq, std::string_view target, EventId id) {
                        encodeEvent(*event, EventFormat::kFull),
                        nullptr};
 }
+
+// An SQLite VFS that is the platform's default but counts xSync calls (the
+// fsyncs), so a test can tell which commits reach the disk durably. It lets
+// the default VFS open each file in place and only swaps in a copy of that
+// file's method table with xSync wrapped (the database file and its WAL have
+// different tables).
+struct SyncCountingMethods {
+  const sqlite3_io_methods* base = nullptr;
+  sqlite3_io_methods counting{};
+};
+
+class SyncCountingVfs {
+ public:
+  static constexpr const char* kName = "cepbus-sync-counting";
+
+  static void install() {
+    static const bool installed = [] {
+      sqlite3_vfs* base = sqlite3_vfs_find(nullptr);
+      vfs_ = *base;
+      vfs_.zName = kName;
+      vfs_.pAppData = base;
+      vfs_.xOpen = &open;
+      return sqlite3_vfs_register(&vfs_, 0) == SQLITE_OK;
+    }();
+    ASSERT_TRUE(installed);
+  }
+  static uint64_t syncs() { return syncs_.load(); }
+
+ private:
+  static constexpr size_t kMaxTables = 8;
+
+  static int open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flags,
+                  int* out_flags) {
+    auto* base = static_cast<sqlite3_vfs*>(vfs->pAppData);
+    const int rc = base->xOpen(base, name, file, flags, out_flags);
+    if (file->pMethods == nullptr) return rc;
+    std::lock_guard lock(mu_);
+    for (SyncCountingMethods& m : tables_) {
+      if (m.base == nullptr) {
+        m.base = file->pMethods;
+        m.counting = *file->pMethods;
+        m.counting.xSync = &sync;
+      }
+      if (m.base == file->pMethods) {
+        file->pMethods = &m.counting;
+        return rc;
+      }
+    }
+    ADD_FAILURE() << "more than " << kMaxTables << " SQLite method tables";
+    return rc;
+  }
+  static int sync(sqlite3_file* file, int flags) {
+    syncs_.fetch_add(1);
+    // The tables never change once filled, and this file's was filled before it was opened.
+    for (const SyncCountingMethods& m : tables_) {
+      if (&m.counting == file->pMethods) return m.base->xSync(file, flags);
+    }
+    return SQLITE_IOERR_FSYNC;
+  }
+
+  static inline sqlite3_vfs vfs_{};
+  static inline std::mutex mu_;
+  static inline std::array<SyncCountingMethods, kMaxTables> tables_{};
+  static inline std::atomic<uint64_t> syncs_{0};
+};
 
 std::string journalMode(const std::string& path) {
   sqlite3* db = nullptr;
@@ -125,6 +193,50 @@ TEST(JournalTest, AnAcknowledgementOfAnUnwrittenRecordOnlyRemembersItsId) {
   ASSERT_EQ(delivered->size(), 3u);
   EXPECT_EQ((*delivered)[0].event_id, 102u);
   EXPECT_EQ((*delivered)[2].event_id, 101u);
+}
+
+// Records are fsynced when committed; acknowledgements alone are not (they
+// become durable with the next records, and losing them only redelivers).
+TEST(JournalTest, OnlyCommitsThatWriteRecordsAreFsynced) {
+  SyncCountingVfs::install();
+  TempDir dir;
+  JournalOptions options;
+  options.vfs = SyncCountingVfs::kName;
+  auto journal = Journal::open(dir.file("j.db"), options);
+  ASSERT_TRUE(journal.isOk()) << journal.status().message();
+  std::vector<JournalRecord> first{record(1, "a", 101)};
+  std::vector<JournalRecord> second{record(2, "a", 102)};
+  std::vector<JournalAck> acks{{1, Symbol::intern("a"), 101, true},
+                               {7, Symbol::intern("a"), 107, false}};
+
+  uint64_t before = SyncCountingVfs::syncs();
+  ASSERT_TRUE((*journal)->commit(first, {}).isOk());
+  EXPECT_GT(SyncCountingVfs::syncs(), before);
+  before = SyncCountingVfs::syncs();
+  ASSERT_TRUE((*journal)->commit({}, acks).isOk());
+  EXPECT_EQ(SyncCountingVfs::syncs(), before);
+  before = SyncCountingVfs::syncs();
+  ASSERT_TRUE((*journal)->commit(second, {}).isOk());
+  EXPECT_GT(SyncCountingVfs::syncs(), before);  // and the acknowledgements with it
+
+  auto pending = (*journal)->pending();
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].seq, 2u);
+  EXPECT_EQ((*journal)->delivered()->size(), 2u);
+}
+
+TEST(JournalTest, WithoutFsyncNoCommitIsFsynced) {
+  SyncCountingVfs::install();
+  TempDir dir;
+  JournalOptions options;
+  options.vfs = SyncCountingVfs::kName;
+  options.fsync = false;
+  auto journal = Journal::open(dir.file("j.db"), options);
+  ASSERT_TRUE(journal.isOk()) << journal.status().message();
+  const uint64_t before = SyncCountingVfs::syncs();
+  std::vector<JournalRecord> inserts{record(1, "a", 101)};
+  ASSERT_TRUE((*journal)->commit(inserts, {}).isOk());
+  EXPECT_EQ(SyncCountingVfs::syncs(), before);
 }
 
 TEST(JournalTest, TheDeliveredWindowIsBounded) {
