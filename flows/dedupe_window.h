@@ -6,11 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <unordered_set>
+#include <vector>
 
 #include "bus/core/event.h"
 #include "bus/core/symbol.h"
+#include "flows/flat_set.h"
 
 namespace cepbus::flows {
 
@@ -29,7 +29,10 @@ struct DeliveryKeyHash {
   }
 };
 
-// Thread-safety: none (ReliableFlow guards it with its mutex).
+using DeliveryKeySet = FlatSet<DeliveryKey, DeliveryKeyHash>;
+
+// Thread-safety: none (ReliableFlow guards it with its mutex). Memory grows
+// with the keys remembered, up to the capacity, and is then reused.
 class DedupeWindow {
  public:
   explicit DedupeWindow(size_t capacity) : capacity_(capacity) {}
@@ -40,14 +43,18 @@ class DedupeWindow {
   void clear() {
     set_.clear();
     order_.clear();
+    oldest_ = 0;
   }
   size_t size() const { return set_.size(); }
   size_t capacity() const { return capacity_; }
 
  private:
   const size_t capacity_;
-  std::unordered_set<DeliveryKey, DeliveryKeyHash> set_;
-  std::deque<DeliveryKey> order_;  // oldest first
+  DeliveryKeySet set_;
+  // The keys in the order remembered: a ring once it holds capacity_ keys,
+  // whose oldest is at oldest_.
+  std::vector<DeliveryKey> order_;
+  size_t oldest_ = 0;
 };
 
 }  // namespace cepbus::flows

@@ -3,11 +3,16 @@
 #include <algorithm>
 #include <utility>
 
+#include "bus/core/thread_name.h"
+
 namespace cepbus::flows {
 
 JournalWriter::JournalWriter(JournalWriterOptions options, CommitCallback on_commit,
                              TickCallback on_tick)
-    : options_(options), on_commit_(std::move(on_commit)), on_tick_(std::move(on_tick)) {}
+    : options_(std::move(options)),
+      ripening_grid_(std::chrono::duration_cast<Clock::duration>(options_.commit_delay) / 2),
+      on_commit_(std::move(on_commit)),
+      on_tick_(std::move(on_tick)) {}
 
 JournalWriter::~JournalWriter() { stop(); }
 
@@ -17,7 +22,10 @@ void JournalWriter::start(std::unique_ptr<Journal> journal) {
   journal_ = std::move(journal);
   running_ = true;
   stopping_ = false;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    nameThisThread(options_.thread_name);
+    run();
+  });
 }
 
 void JournalWriter::stop() {
@@ -37,16 +45,26 @@ void JournalWriter::stop() {
   flushed_cv_.notify_all();
 }
 
+JournalWriter::Clock::time_point JournalWriter::ripeAt(Clock::time_point appended_at) const {
+  const Clock::time_point ripe = appended_at + options_.commit_delay;
+  if (ripening_grid_ == Clock::duration::zero()) return ripe;
+  const Clock::duration into_slot = ripe.time_since_epoch() % ripening_grid_;
+  return into_slot == Clock::duration::zero() ? ripe : ripe - into_slot + ripening_grid_;
+}
+
+bool JournalWriter::mustWake(Clock::time_point due) const { return due < wake_at_; }
+
 std::optional<uint64_t> JournalWriter::append(JournalRecord record, uint64_t token) {
   uint64_t ticket;
   bool wake;
   {
     std::lock_guard lock(mu_);
     if (!running_ || stopping_ || queue_.size() >= options_.max_backlog) return std::nullopt;
-    // A record behind others ripens after them: the writer wakes for the
-    // first one and sees the rest when it takes its batch.
-    wake = queue_.empty();
-    queue_.push_back(Queued{std::move(record), token, false, std::chrono::steady_clock::now()});
+    // A record behind others ripens with or after them: the writer is woken
+    // only when it would otherwise sleep past this one.
+    const Clock::time_point now = Clock::now();
+    wake = mustWake(ripeAt(now));
+    queue_.push_back(Queued{std::move(record), token, false, now});
     ticket = ++appended_;
   }
   if (wake) work_cv_.notify_one();
@@ -69,8 +87,9 @@ void JournalWriter::acknowledge(JournalAck ack) {
   {
     std::lock_guard lock(mu_);
     if (!running_) return;
-    wake = acks_.empty() || acks_.size() + 1 == options_.max_batch;
-    if (wake) first_ack_at_ = std::chrono::steady_clock::now();
+    if (acks_.empty()) first_ack_at_ = Clock::now();
+    wake = acks_.size() + 1 == options_.max_batch ||
+           (acks_.empty() && mustWake(first_ack_at_ + options_.ack_delay));
     acks_.push_back(ack);
   }
   if (wake) work_cv_.notify_one();
@@ -96,15 +115,21 @@ void JournalWriter::run() {
   std::vector<JournalRecord> records;
   std::vector<uint64_t> tokens;
   std::vector<JournalAck> acks;
-  auto next_tick = std::chrono::steady_clock::now() + options_.tick;
+  auto next_tick = Clock::now() + options_.tick;
 
   std::unique_lock lock(mu_);
   while (true) {
-    // Records that waited commit_delay, or that stop() or flush() want now.
-    const auto now = std::chrono::steady_clock::now();
-    const auto ripe_before = now - options_.commit_delay;
+    const auto now = Clock::now();
+    if (!stopping_ && now >= next_tick) {
+      lock.unlock();
+      on_tick_(now);
+      next_tick = now + options_.tick;
+      lock.lock();
+      continue;
+    }
+    // Records ripe by now (see ripeAt()), or that stop() or flush() want now.
     auto ripe = [&](size_t i) {
-      return stopping_ || taken_ + i + 1 <= flush_through_ || queue_[i].appended_at <= ripe_before;
+      return stopping_ || taken_ + i + 1 <= flush_through_ || ripeAt(queue_[i].appended_at) <= now;
     };
     size_t taken = 0;
     while (taken < queue_.size() && taken < options_.max_batch && ripe(taken)) ++taken;
@@ -113,19 +138,14 @@ void JournalWriter::run() {
                            first_ack_at_ <= now - options_.ack_delay);
     if (taken == 0 && !acks_ripe) {
       if (stopping_) break;  // nothing left: stop() wants everything
-      if (now >= next_tick) {
-        lock.unlock();
-        on_tick_(now);
-        next_tick = now + options_.tick;
-        lock.lock();
-        continue;
-      }
-      // Until the oldest ripens or the next tick; append(), acknowledge()
-      // into an empty queue, flush() and stop() wake it earlier.
-      auto due = next_tick;
-      if (!queue_.empty()) due = std::min(due, queue_.front().appended_at + options_.commit_delay);
-      if (!acks_.empty()) due = std::min(due, first_ack_at_ + options_.ack_delay);
-      work_cv_.wait_until(lock, due);
+      // Until the oldest ripens, the acknowledgements are due or the next
+      // tick; append() and acknowledge() wake it earlier only for work due
+      // before that, flush() and stop() always.
+      wake_at_ = next_tick;
+      if (!queue_.empty()) wake_at_ = std::min(wake_at_, ripeAt(queue_.front().appended_at));
+      if (!acks_.empty()) wake_at_ = std::min(wake_at_, first_ack_at_ + options_.ack_delay);
+      work_cv_.wait_until(lock, wake_at_);
+      wake_at_ = Clock::time_point::min();
       continue;
     }
     // Take one batch: the ripe records, and every acknowledgement. From here
@@ -142,38 +162,29 @@ void JournalWriter::run() {
     }
     taken_ += taken;
     acks.swap(acks_);
-    const bool stopping = stopping_;
+    if (records.empty() && acks.empty()) {
+      // Every record was cancelled (its target acknowledged it in time): the
+      // common case at low rates, done without giving up the lock.
+      committed_ += taken;
+      flushed_cv_.notify_all();
+      continue;
+    }
     lock.unlock();
 
-    const bool write = !records.empty() || !acks.empty();
-    Status status;
-    if (write) {
-      status = journal_->commit(records, acks);
-      if (!records.empty()) on_commit_(tokens, status);
-    }
-    if (write || taken != 0) {
-      lock.lock();
-      if (write) {
-        ++metrics_.commits;
-        if (status.isOk()) {
-          metrics_.inserted += records.size();
-          metrics_.acknowledged += acks.size();
-        } else {
-          ++metrics_.errors;
-        }
-      }
-      committed_ += taken;  // cancelled records count as done, so flush() returns
-      lock.unlock();
-      flushed_cv_.notify_all();
-    }
-    acks.clear();
+    const Status status = journal_->commit(records, acks);
+    if (!records.empty()) on_commit_(tokens, status);
 
-    const auto after = std::chrono::steady_clock::now();
-    if (!stopping && after >= next_tick) {
-      on_tick_(after);
-      next_tick = after + options_.tick;
-    }
     lock.lock();
+    ++metrics_.commits;
+    if (status.isOk()) {
+      metrics_.inserted += records.size();
+      metrics_.acknowledged += acks.size();
+    } else {
+      ++metrics_.errors;
+    }
+    committed_ += taken;  // cancelled records count as done, so flush() returns
+    acks.clear();
+    flushed_cv_.notify_all();
   }
 }
 

@@ -17,7 +17,12 @@
 // atomically with respect to each other, so exactly one of them wins.
 //
 // Commit delay: a record is written only once it has waited `commit_delay`
-// (or when flush() or stop() asks for it); an acknowledgement rides with the
+// (or when flush() or stop() asks for it). Records ripen on a grid of half
+// the delay (so a record waits between 1 and 1.5 times it), which lets the
+// thread take all that ripened in one slot at one wake-up: at 10,000 records/s
+// and the default 2 ms that is at most 1,000 wake-ups/s instead of 10,000,
+// each a context switch and a round on the lock the senders take. An
+// acknowledgement rides with the
 // next transaction that writes records, or waits `ack_delay` (it only saves
 // a redelivery after a crash, so it need not cost an fsync of its own at low
 // rates: a crash loses at most that much of them, and their events come
@@ -40,6 +45,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -57,6 +63,7 @@ struct JournalWriterOptions {
   // How long acknowledgements wait for a transaction that writes records
   // before they get one of their own.
   std::chrono::microseconds ack_delay{50000};
+  std::string thread_name = "journal";  // the writer thread's, as `top -H` shows it
 };
 
 struct JournalWriterMetrics {
@@ -112,16 +119,24 @@ class JournalWriter {
   JournalWriterMetrics metrics() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Queued {
     JournalRecord record;
     uint64_t token = 0;
     bool cancelled = false;
-    std::chrono::steady_clock::time_point appended_at;
+    Clock::time_point appended_at;
   };
 
+  // When a record appended at `appended_at` is ripe: its commit delay later,
+  // rounded up to the grid (see above).
+  Clock::time_point ripeAt(Clock::time_point appended_at) const;
+  // Whether the writer must be woken for work due at `due`: it is waiting and
+  // would not wake by itself by then.
+  bool mustWake(Clock::time_point due) const;
   void run();
 
   const JournalWriterOptions options_;
+  const Clock::duration ripening_grid_;  // commit_delay / 2; 0: no grid
   const CommitCallback on_commit_;
   const TickCallback on_tick_;
 
@@ -130,10 +145,13 @@ class JournalWriter {
   std::condition_variable flushed_cv_;  // flush() waits for commits
   // Appended, not yet taken by a transaction, oldest first: the record of
   // ticket t sits at queue_[t - 1 - taken_].
-  std::deque<Queued> queue_;                            // guarded by mu_
-  std::vector<JournalAck> acks_;                        // guarded by mu_
-  std::chrono::steady_clock::time_point first_ack_at_;  // guarded by mu_: of acks_.front()
-  uint64_t appended_ = 0;                               // guarded by mu_: the last ticket given
+  std::deque<Queued> queue_;        // guarded by mu_
+  std::vector<JournalAck> acks_;    // guarded by mu_
+  Clock::time_point first_ack_at_;  // guarded by mu_: of acks_.front()
+  // guarded by mu_: while the writer waits, when it wakes by itself; min()
+  // while it works (it looks at the queue again before it waits).
+  Clock::time_point wake_at_ = Clock::time_point::min();
+  uint64_t appended_ = 0;       // guarded by mu_: the last ticket given
   uint64_t taken_ = 0;          // guarded by mu_: records taken out of queue_
   uint64_t committed_ = 0;      // guarded by mu_: records through their callback (or cancelled)
   uint64_t flush_through_ = 0;  // guarded by mu_: flush() wants tickets up to here now

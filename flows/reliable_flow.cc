@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <unordered_set>
 #include <utility>
 
 #include "bus/core/event_json.h"
+#include "flows/flat_set.h"
 
 namespace cepbus::flows {
 
@@ -17,10 +17,10 @@ namespace cepbus::flows {
 // run inline in a stage's offer() under the flow's other locks.
 struct DeferredAck::State {
   std::mutex mu;
-  std::condition_variable idle;         // `active` dropped to 0
-  ReliableFlow* flow = nullptr;         // guarded by mu
-  std::unordered_set<uint64_t> tokens;  // guarded by mu
-  int active = 0;                       // guarded by mu: acknowledgements running
+  std::condition_variable idle;                   // `active` dropped to 0
+  ReliableFlow* flow = nullptr;                   // guarded by mu
+  FlatSet<uint64_t, std::hash<uint64_t>> tokens;  // guarded by mu
+  int active = 0;                                 // guarded by mu: acknowledgements running
 };
 
 namespace {
@@ -40,6 +40,7 @@ thread_local DeliveryInProgress* t_in_progress = nullptr;
 // for the writer, so a commit delay would only delay every delivery.
 JournalWriterOptions writerOptions(const ReliableFlowConfig& config) {
   JournalWriterOptions options = config.writer;
+  options.thread_name = "journal:" + config.name;
   if (!config.concurrent_dispatch) options.commit_delay = std::chrono::microseconds(0);
   return options;
 }
@@ -51,7 +52,7 @@ void DeferredAck::operator()(const Status& status) const {
   ReliableFlow* running;
   {
     std::lock_guard lock(state_->mu);
-    if (state_->flow == nullptr || state_->tokens.erase(token_) == 0) return;
+    if (state_->flow == nullptr || !state_->tokens.erase(token_)) return;
     running = state_->flow;
     ++state_->active;
   }
@@ -153,11 +154,12 @@ void ReliableFlow::doStop() {
   if (deferred_) {
     // Acknowledgements still out are not waited for: their records stay
     // journaled, and the next start redelivers them.
-    std::unordered_set<uint64_t> tokens;
+    std::vector<uint64_t> tokens;
     {
       std::unique_lock lock(deferred_->mu);
       deferred_->flow = nullptr;
-      tokens.swap(deferred_->tokens);
+      deferred_->tokens.forEach([&](uint64_t token) { tokens.push_back(token); });
+      deferred_->tokens.clear();
       deferred_->idle.wait(lock, [this] { return deferred_->active == 0; });
     }
     for (uint64_t token : tokens) parked_.take(token);
@@ -200,7 +202,7 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
     uint64_t seq = 0;
     {
       std::lock_guard lock(mu_);
-      if (!delivered_.contains(key) && in_flight_.insert(key).second) seq = next_seq_++;
+      if (!delivered_.contains(key) && in_flight_.insert(key)) seq = next_seq_++;
     }
     if (seq == 0) {
       ++out.duplicates;
@@ -427,7 +429,7 @@ void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachmen
     bool duplicate;
     {
       std::lock_guard lock(mu_);
-      duplicate = delivered_.contains(key) || !in_flight_.insert(key).second;
+      duplicate = delivered_.contains(key) || !in_flight_.insert(key);
     }
     if (duplicate) {
       countDuplicate();

@@ -81,7 +81,6 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "flows/abstract_flow.h"
@@ -242,11 +241,11 @@ class ReliableFlow final : public AbstractFlow {
   const ReliableFlowConfig config_;
 
   mutable std::mutex mu_;
-  DedupeWindow delivered_;                                      // guarded by mu_
-  std::unordered_set<DeliveryKey, DeliveryKeyHash> in_flight_;  // guarded by mu_
-  std::unordered_map<Symbol, std::vector<Orphan>> orphans_;     // guarded by mu_
-  std::vector<Retry> retries_;                                  // guarded by mu_
-  uint64_t next_seq_ = 1;                                       // guarded by mu_
+  DedupeWindow delivered_;                                   // guarded by mu_
+  DeliveryKeySet in_flight_;                                 // guarded by mu_
+  std::unordered_map<Symbol, std::vector<Orphan>> orphans_;  // guarded by mu_
+  std::vector<Retry> retries_;                               // guarded by mu_
+  uint64_t next_seq_ = 1;                                    // guarded by mu_
 
   std::atomic<uint64_t> redelivered_{0};
   std::atomic<uint64_t> retried_{0};

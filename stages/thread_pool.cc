@@ -1,8 +1,8 @@
 #include "stages/thread_pool.h"
 
-#include <pthread.h>
-
 #include <algorithm>
+
+#include "bus/core/thread_name.h"
 
 namespace cepbus::stages {
 namespace {
@@ -51,7 +51,7 @@ void ThreadPool::resize(size_t n) {
   for (size_t i = 0; i < spawn; ++i) {
     Worker& w = workers_.emplace_back();
     w.thread = std::thread([this, &w] {
-      pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
+      nameThisThread(name_);
       body_();
       if (!t_retired) counts_.fetch_sub(kRunningOne, std::memory_order_relaxed);
       w.done.store(true, std::memory_order_release);

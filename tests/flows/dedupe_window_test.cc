@@ -29,6 +29,22 @@ TEST(DedupeWindowTest, ForgetsTheOldestWhenFull) {
   EXPECT_FALSE(w.contains({a, 5}));
 }
 
+// Long after it first filled up, the window still holds exactly the last
+// `capacity` keys (the ring wraps many times).
+TEST(DedupeWindowTest, KeepsTheLastCapacityKeysAcrossManyWraps) {
+  DedupeWindow w(100);
+  const Symbol a = Symbol::intern("dedupe.a");
+  for (EventId id = 1; id <= 1'050; ++id) w.insert({a, id});
+  EXPECT_EQ(w.size(), 100u);
+  for (EventId id = 1; id <= 1'050; ++id) EXPECT_EQ(w.contains({a, id}), id > 950) << id;
+  w.insert({a, 1'000});  // known: nothing is forgotten
+  EXPECT_TRUE(w.contains({a, 951}));
+  w.clear();
+  for (EventId id = 1; id <= 150; ++id) w.insert({a, id});
+  EXPECT_FALSE(w.contains({a, 50}));
+  EXPECT_TRUE(w.contains({a, 51}));
+}
+
 TEST(DedupeWindowTest, ZeroCapacityRemembersNothing) {
   DedupeWindow w(0);
   w.insert({Symbol::intern("dedupe.a"), 1});

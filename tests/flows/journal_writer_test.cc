@@ -260,6 +260,31 @@ TEST_F(JournalWriterTest, RecordsAndAcknowledgementsAreWrittenOnceTheyWaitedThei
   writer.stop();
 }
 
+// Records ripen on a grid of half the commit delay: records appended a little
+// apart share a wake-up and a transaction instead of costing one each.
+TEST_F(JournalWriterTest, RecordsThatRipenInOneSlotShareATransaction) {
+  JournalWriterOptions options;
+  options.commit_delay = std::chrono::milliseconds(40);  // slots of 20 ms
+  options.ack_delay = std::chrono::seconds(30);
+  JournalWriter writer(
+      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
+      [](std::chrono::steady_clock::time_point) {});
+  writer.start(open());
+  constexpr uint64_t kRecords = 20;
+  const auto first = std::chrono::steady_clock::now();
+  for (uint64_t i = 1; i <= kRecords; ++i) {
+    ASSERT_TRUE(writer.append(record(i), i));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // The records' ripe times fall into at most this many slots.
+  const uint64_t slots =
+      (std::chrono::steady_clock::now() - first) / std::chrono::milliseconds(20) + 2;
+  if (slots >= kRecords) GTEST_SKIP() << "the appends took too long to tell";
+  ASSERT_TRUE(waitUntil([&] { return writer.metrics().inserted == kRecords; }));
+  EXPECT_LE(writer.metrics().commits, slots);
+  writer.stop();
+}
+
 TEST_F(JournalWriterTest, AcknowledgementsRideWithTheNextRecordsInsteadOfWaiting) {
   JournalWriterOptions options;
   options.commit_delay = std::chrono::microseconds(0);
