@@ -22,6 +22,7 @@
 //
 //   amqp_bench [--messages N] [--seconds S] [--targets a,b,...] [--modes m,...]
 //              [--rates flood,1000,10000] [--listener ATTRS] [--stage ATTRS]
+//              [--journal ATTRS] [--cepbus PATH]
 //
 // --listener adds attributes to cepbus's <listeners><amqp> element, e.g.
 // 'subscriber-buffer="200" credit-window="50"' (flow control: the smaller
@@ -29,6 +30,9 @@
 // replaces the attributes of the route's stage (default
 // 'run-inline="when-idle"': the AMQP thread routes an event itself while the
 // stage is idle; 'run-inline="never"' always hands it to the stage's thread).
+// --journal adds attributes to the <journal> element, e.g.
+// 'commit-delay-us="5000"'. --cepbus runs another cepbus executable (another
+// build, to compare two versions on the same machine in one session).
 //
 // Flood runs send N messages (default 200000); a fixed-rate run sends
 // rate x S messages (default S = 10). One JSON object per measurement.
@@ -302,12 +306,18 @@ class Target {
   int port_ = 0;
 };
 
+// How the cepbus targets run: which executable, and attributes added to the
+// descriptor's elements (to compare settings in one run).
+struct CepbusSettings {
+  std::string binary = CEPBUS_BINARY;
+  std::string listener_attrs;                             // <amqp>
+  std::string stage_attrs = R"(run-inline="when-idle")";  // the route's <stage>
+  std::string journal_attrs;                              // <journal>
+};
+
 class CepbusTarget final : public Target {
  public:
-  CepbusTarget(bool cep, std::string listener_attrs, std::string stage_attrs)
-      : cep_(cep),
-        listener_attrs_(std::move(listener_attrs)),
-        stage_attrs_(std::move(stage_attrs)) {}
+  CepbusTarget(bool cep, CepbusSettings settings) : cep_(cep), settings_(std::move(settings)) {}
   std::string name() const override { return cep_ ? "cepbus-cep" : "cepbus"; }
   bool start(const fs::path& dir) override {
     port_ = freePort();
@@ -333,16 +343,17 @@ class CepbusTarget final : public Target {
   <logging level="warning"/>
   <listeners><amqp host="127.0.0.1" port=")" + std::to_string(port_) +
                                                      R"(" allow-anonymous="true" )" +
-                                                     listener_attrs_ +
+                                                     settings_.listener_attrs +
                                                      R"(/></listeners>
-  <journal path="journal.db"/>
+  <journal path="journal.db" )" + settings_.journal_attrs +
+                                                     R"(/>
   <stages><stage name="dispatch" capacity="8192" min-threads="1" max-threads="1" )" +
-                                                     stage_attrs_ + R"(/></stages>
+                                                     settings_.stage_attrs + R"(/></stages>
   <routes default-flow="st"><route address="bench.#" flow="reliable" stage="dispatch"/></routes>)" +
                                                      units + "\n</cepbus>\n";
     setenv("CEPBUS_PLUGIN_PATH", CEPBUS_PLUGIN_DIR, 1);
     process_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{CEPBUS_BINARY, "run", "bench.xml"}, dir / name());
+        std::vector<std::string>{settings_.binary, "run", "bench.xml"}, dir / name());
     if (!waitListening(port_, std::chrono::seconds(30))) {
       std::fprintf(stderr, "amqp_bench: %s did not start: %s\n", name().c_str(),
                    process_->err().c_str());
@@ -361,8 +372,7 @@ class CepbusTarget final : public Target {
 
  private:
   const bool cep_;
-  const std::string listener_attrs_;
-  const std::string stage_attrs_;
+  const CepbusSettings settings_;
   std::unique_ptr<ChildProcess> process_;
 };
 
@@ -467,8 +477,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> targets{"cepbus", "cepbus-cep", "rabbitmq", "proton"};
   std::vector<std::string> modes{"at-most-once", "at-least-once"};
   std::vector<std::string> rates{"flood", "1000", "10000"};
-  std::string listener_attrs;
-  std::string stage_attrs = R"(run-inline="when-idle")";
+  CepbusSettings cepbus;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--messages") {
@@ -482,13 +491,18 @@ int main(int argc, char** argv) {
     } else if (flag == "--rates") {
       rates = split(argv[i + 1]);
     } else if (flag == "--listener") {
-      listener_attrs = argv[i + 1];
+      cepbus.listener_attrs = argv[i + 1];
     } else if (flag == "--stage") {
-      stage_attrs = argv[i + 1];
+      cepbus.stage_attrs = argv[i + 1];
+    } else if (flag == "--journal") {
+      cepbus.journal_attrs = argv[i + 1];
+    } else if (flag == "--cepbus") {
+      cepbus.binary = fs::absolute(argv[i + 1]);  // it runs in its own directory
     } else {
       std::fprintf(stderr,
                    "usage: %s [--messages N] [--seconds S] [--targets a,b] [--modes m] "
-                   "[--rates flood,1000,10000] [--listener ATTRS] [--stage ATTRS]\n",
+                   "[--rates flood,1000,10000] [--listener ATTRS] [--stage ATTRS] "
+                   "[--journal ATTRS] [--cepbus PATH]\n",
                    argv[0]);
       return 2;
     }
@@ -499,7 +513,7 @@ int main(int argc, char** argv) {
   for (const std::string& name : targets) {
     std::unique_ptr<Target> target;
     if (name == "cepbus" || name == "cepbus-cep") {
-      target = std::make_unique<CepbusTarget>(name == "cepbus-cep", listener_attrs, stage_attrs);
+      target = std::make_unique<CepbusTarget>(name == "cepbus-cep", cepbus);
     } else if (name == "rabbitmq") {
       target = std::make_unique<RabbitTarget>();
     } else if (name == "proton") {

@@ -43,11 +43,16 @@ class ChildProcess {
   }
 
   bool started() const { return pid_ > 0; }
-  void signal(int sig) { ::kill(pid_, sig); }
+  // No effect when the program did not start: kill(-1) would signal every
+  // process the user owns.
+  void signal(int sig) {
+    if (started() && !exited_) ::kill(pid_, sig);
+  }
 
   // The exit code (128 + signal when killed), or -1 if it is still running
-  // after `timeout`.
+  // after `timeout` or never started.
   int wait(std::chrono::milliseconds timeout) {
+    if (!started()) return code_;  // waitpid(-1) would reap someone else's child
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!exited_) {
       int status = 0;
