@@ -3,6 +3,8 @@
 #include <sqlite3.h>
 
 #include <bit>
+#include <cstring>
+#include <string_view>
 
 #include "bus/core/event_json.h"
 
@@ -20,10 +22,10 @@ CREATE TABLE IF NOT EXISTS pending(
   pattern INTEGER NOT NULL,
   correlation_id INTEGER NOT NULL,
   event TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS delivered(
+CREATE TABLE IF NOT EXISTS delivered_batches(
   n INTEGER PRIMARY KEY AUTOINCREMENT,
-  target TEXT NOT NULL,
-  event_id INTEGER NOT NULL);
+  count INTEGER NOT NULL,
+  ids BLOB NOT NULL);
 )sql";
 
 // SQLite integers are signed 64-bit; ids and sequence numbers are stored bit for bit.
@@ -38,6 +40,53 @@ std::string_view columnText(sqlite3_stmt* stmt, int column) {
 
 void bindText(sqlite3_stmt* stmt, int index, std::string_view text) {
   sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+}
+
+// The ids of one batch of acknowledgements, as stored in delivered_batches:
+// runs of acknowledgements to one target, each a u16 name length, the name,
+// a u32 count and that many u64 event ids (host byte order).
+template <typename T>
+void appendRaw(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+void encodeDelivered(std::span<const JournalAck> acks, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < acks.size();) {
+    size_t end = i;
+    while (end < acks.size() && acks[end].target == acks[i].target) ++end;
+    const std::string_view name = acks[i].target.name();
+    appendRaw(out, static_cast<uint16_t>(name.size()));
+    out.append(name);
+    appendRaw(out, static_cast<uint32_t>(end - i));
+    for (; i < end; ++i) appendRaw(out, acks[i].event_id);
+  }
+}
+
+template <typename T>
+bool readRaw(std::string_view& in, T& value) {
+  if (in.size() < sizeof(value)) return false;
+  std::memcpy(&value, in.data(), sizeof(value));
+  in.remove_prefix(sizeof(value));
+  return true;
+}
+
+// False when `blob` is not what encodeDelivered() writes.
+bool decodeDelivered(std::string_view blob, std::vector<DeliveredId>& out) {
+  while (!blob.empty()) {
+    uint16_t length = 0;
+    uint32_t count = 0;
+    if (!readRaw(blob, length) || blob.size() < length) return false;
+    const Symbol target = Symbol::intern(blob.substr(0, length));
+    blob.remove_prefix(length);
+    if (!readRaw(blob, count) || blob.size() / sizeof(EventId) < count) return false;
+    for (uint32_t k = 0; k < count; ++k) {
+      EventId id = 0;
+      readRaw(blob, id);
+      out.push_back(DeliveredId{target, id});
+    }
+  }
+  return true;
 }
 
 // Resets a statement on every path out of a scope, so it never stays busy.
@@ -85,16 +134,64 @@ Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalO
       !s.isOk()) {
     return s;
   }
-  if (Status s = journal->prepare("INSERT INTO delivered(target, event_id) VALUES(?, ?)",
+  if (Status s = journal->prepare("INSERT INTO delivered_batches(count, ids) VALUES(?, ?)",
                                   &journal->remember_);
       !s.isOk()) {
     return s;
   }
-  if (Status s = journal->prepare("DELETE FROM delivered WHERE n <= ?", &journal->trim_);
+  if (Status s = journal->prepare("DELETE FROM delivered_batches WHERE n <= ?", &journal->trim_);
       !s.isOk()) {
     return s;
   }
+  if (Status s = journal->migrateDeliveredRows(); !s.isOk()) return s;
+  if (Status s = journal->loadBatches(); !s.isOk()) return s;
   return journal;
+}
+
+Status Journal::migrateDeliveredRows() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s =
+          prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivered'", &stmt);
+      !s.isOk()) {
+    return s;
+  }
+  const bool old_table = sqlite3_step(stmt) == SQLITE_ROW;
+  sqlite3_finalize(stmt);
+  if (!old_table) return Status::ok();
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  Status status = prepare("SELECT target, event_id FROM delivered ORDER BY n", &stmt);
+  std::vector<JournalAck> acks;
+  if (status.isOk()) {
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+      acks.push_back(JournalAck{0, Symbol::intern(columnText(stmt, 0)),
+                                fromDb(sqlite3_column_int64(stmt, 1)), false});
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) status = error("read delivered");
+  }
+  if (status.isOk() && !acks.empty()) status = rememberBatch(acks).status();
+  if (status.isOk()) status = exec("DROP TABLE delivered");
+  if (status.isOk()) status = exec("COMMIT");
+  if (!status.isOk()) exec("ROLLBACK");
+  return status;
+}
+
+Status Journal::loadBatches() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s = prepare("SELECT n, count FROM delivered_batches ORDER BY n", &stmt); !s.isOk()) {
+    return s;
+  }
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    const Batch batch{sqlite3_column_int64(stmt, 0),
+                      static_cast<size_t>(sqlite3_column_int64(stmt, 1))};
+    batches_.push_back(batch);
+    remembered_ += batch.count;
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) return error("read delivered batches");
+  return Status::ok();
 }
 
 Journal::~Journal() {
@@ -156,17 +253,27 @@ Result<std::vector<JournalRecord>> Journal::pending() {
 
 Result<std::vector<DeliveredId>> Journal::delivered() {
   sqlite3_stmt* stmt = nullptr;
-  if (Status s = prepare("SELECT target, event_id FROM delivered ORDER BY n", &stmt); !s.isOk()) {
+  if (Status s = prepare("SELECT n, ids FROM delivered_batches ORDER BY n", &stmt); !s.isOk()) {
     return s;
   }
   std::vector<DeliveredId> ids;
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    ids.push_back(
-        DeliveredId{Symbol::intern(columnText(stmt, 0)), fromDb(sqlite3_column_int64(stmt, 1))});
+    const std::string_view blob(static_cast<const char*>(sqlite3_column_blob(stmt, 1)),
+                                static_cast<size_t>(sqlite3_column_bytes(stmt, 1)));
+    if (!decodeDelivered(blob, ids)) {
+      const int64_t n = sqlite3_column_int64(stmt, 0);
+      sqlite3_finalize(stmt);
+      return Status::ioError("journal " + path_ + ": delivered batch " + std::to_string(n) +
+                             " is corrupt");
+    }
   }
   sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE) return error("read delivered");
+  // Whole batches are kept; the window is exact here.
+  if (ids.size() > options_.delivered_window) {
+    ids.erase(ids.begin(), ids.end() - static_cast<ptrdiff_t>(options_.delivered_window));
+  }
   return ids;
 }
 
@@ -191,14 +298,51 @@ Status Journal::commit(std::span<const JournalRecord> inserts, std::span<const J
   if (inserts.empty() && acks.empty()) return Status::ok();
   if (Status s = setSynchronous(options_.fsync && !inserts.empty()); !s.isOk()) return s;
   if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
-  Status status = commitBody(inserts, acks);
+  Result<BatchChange> change = commitBody(inserts, acks);
+  Status status = change.status();
   if (status.isOk()) status = exec("COMMIT");
-  if (!status.isOk()) exec("ROLLBACK");
+  if (!status.isOk()) {
+    exec("ROLLBACK");
+    return status;
+  }
+  // The window as the database now has it.
+  for (size_t i = 0; i < change->dropped; ++i) {
+    remembered_ -= batches_.front().count;
+    batches_.pop_front();
+  }
+  if (change->added.count > 0) {
+    batches_.push_back(change->added);
+    remembered_ += change->added.count;
+  }
   return status;
 }
 
-Status Journal::commitBody(std::span<const JournalRecord> inserts,
-                           std::span<const JournalAck> acks) {
+Result<Journal::BatchChange> Journal::rememberBatch(std::span<const JournalAck> acks) {
+  BatchChange change;
+  if (acks.empty() || options_.delivered_window == 0) return change;
+  encodeDelivered(acks, blob_);
+  StatementReset reset(remember_);
+  sqlite3_bind_int64(remember_, 1, static_cast<int64_t>(acks.size()));
+  sqlite3_bind_blob(remember_, 2, blob_.data(), static_cast<int>(blob_.size()), SQLITE_STATIC);
+  if (sqlite3_step(remember_) != SQLITE_DONE) return error("remember delivered");
+  change.added = Batch{sqlite3_last_insert_rowid(db_), acks.size()};
+  // Drop the oldest batches while the newer ones still hold a whole window.
+  size_t kept = remembered_ + acks.size();
+  while (change.dropped < batches_.size() &&
+         kept - batches_[change.dropped].count >= options_.delivered_window) {
+    kept -= batches_[change.dropped].count;
+    ++change.dropped;
+  }
+  if (change.dropped > 0) {
+    StatementReset trim(trim_);
+    sqlite3_bind_int64(trim_, 1, batches_[change.dropped - 1].n);
+    if (sqlite3_step(trim_) != SQLITE_DONE) return error("trim delivered");
+  }
+  return change;
+}
+
+Result<Journal::BatchChange> Journal::commitBody(std::span<const JournalRecord> inserts,
+                                                 std::span<const JournalAck> acks) {
   std::string encoded;  // reused: the JSON of records that carry only their event
   for (const JournalRecord& r : inserts) {
     const bool encode = r.event_json.empty() && r.event != nullptr;
@@ -214,25 +358,13 @@ Status Journal::commitBody(std::span<const JournalRecord> inserts,
     bindText(insert_, 8, encode ? encoded : r.event_json);
     if (sqlite3_step(insert_) != SQLITE_DONE) return error("insert pending");
   }
-  int64_t last_remembered = 0;
   for (const JournalAck& a : acks) {
-    if (a.written) {
-      StatementReset reset(delete_);
-      sqlite3_bind_int64(delete_, 1, toDb(a.seq));
-      if (sqlite3_step(delete_) != SQLITE_DONE) return error("delete pending");
-    }
-    StatementReset reset(remember_);
-    bindText(remember_, 1, a.target.name());
-    sqlite3_bind_int64(remember_, 2, toDb(a.event_id));
-    if (sqlite3_step(remember_) != SQLITE_DONE) return error("remember delivered");
-    last_remembered = sqlite3_last_insert_rowid(db_);
+    if (!a.written) continue;
+    StatementReset reset(delete_);
+    sqlite3_bind_int64(delete_, 1, toDb(a.seq));
+    if (sqlite3_step(delete_) != SQLITE_DONE) return error("delete pending");
   }
-  if (last_remembered > static_cast<int64_t>(options_.delivered_window)) {
-    StatementReset reset(trim_);
-    sqlite3_bind_int64(trim_, 1, last_remembered - static_cast<int64_t>(options_.delivered_window));
-    if (sqlite3_step(trim_) != SQLITE_DONE) return error("trim delivered");
-  }
-  return Status::ok();
+  return rememberBatch(acks);
 }
 
 }  // namespace cepbus::flows

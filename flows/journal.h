@@ -5,13 +5,19 @@
 //
 //   pending(seq PRIMARY KEY, target, event_id, address, sender, pattern,
 //           correlation_id, event)  -- accepted, not yet acknowledged by target
-//   delivered(n PRIMARY KEY, target, event_id)  -- recently acknowledged ids,
+//   delivered_batches(n PRIMARY KEY, count, ids BLOB)  -- recently
+//           acknowledged (target, event id) pairs, one row per transaction,
 //           bounded to a window, for duplicate suppression across restarts
 //
 // A commit() is one transaction holding a whole batch of inserts and
 // acknowledgements (group commit): one fsync for many events. An
 // acknowledgement of a record that was never written (ReliableFlow cancelled
 // it because its target acknowledged first) only remembers the id.
+//
+// The acknowledged ids of a transaction go into one row: under a flood a
+// transaction carries hundreds of them, and a row (and a trim) each made the
+// window most of the journal thread's work. A journal written with one row
+// per id (the former `delivered` table) is converted when opened.
 //
 // A transaction of acknowledgements only is not fsynced: the WAL is written
 // in order, so it becomes durable with the next transaction that is (or the
@@ -20,6 +26,7 @@
 // for it cost ~2 ms of a core on the development VM, 20 times a second.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -71,7 +78,8 @@ struct JournalOptions {
   // Every commit that writes records is fsynced (durable against power
   // loss); false: none is, durable against a crash of the process only.
   bool fsync = true;
-  // How many acknowledged ids `delivered` keeps.
+  // How many acknowledged ids the window keeps (whole transactions' worth
+  // are stored; delivered() returns exactly the newest this many).
   size_t delivered_window = 100'000;
   // The SQLite VFS to open the file with; empty: the platform's default.
   // Lets a test count what reaches the disk.
@@ -91,7 +99,8 @@ class Journal {
 
   // The pending records, oldest first.
   Result<std::vector<JournalRecord>> pending();
-  // The remembered acknowledged ids, oldest first.
+  // The remembered acknowledged ids, oldest first; IoError naming the batch
+  // when one does not decode.
   Result<std::vector<DeliveredId>> delivered();
   // The highest sequence number ever used (0 for an empty journal).
   Result<uint64_t> maxSeq();
@@ -109,7 +118,22 @@ class Journal {
   Status exec(const char* sql);
   Status prepare(const char* sql, sqlite3_stmt** stmt);
   Status error(const std::string& what) const;
-  Status commitBody(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks);
+  // One row of delivered_batches: its key and how many ids it holds.
+  struct Batch {
+    int64_t n = 0;
+    size_t count = 0;
+  };
+  // What a transaction does to the window, applied to batches_ once committed.
+  struct BatchChange {
+    Batch added;         // count 0: nothing added
+    size_t dropped = 0;  // oldest batches deleted
+  };
+  Result<BatchChange> commitBody(std::span<const JournalRecord> inserts,
+                                 std::span<const JournalAck> acks);
+  // Inserts the ids of `acks` as one batch and trims the window (inside a transaction).
+  Result<BatchChange> rememberBatch(std::span<const JournalAck> acks);
+  Status migrateDeliveredRows();
+  Status loadBatches();
   // Switches between fsyncing commits (FULL) and not (NORMAL) when needed.
   Status setSynchronous(bool full);
 
@@ -121,6 +145,9 @@ class Journal {
   sqlite3_stmt* remember_ = nullptr;
   sqlite3_stmt* trim_ = nullptr;
   bool synchronous_full_ = false;  // the connection's current setting
+  std::deque<Batch> batches_;      // the window's rows, oldest first
+  size_t remembered_ = 0;          // ids in batches_
+  std::string blob_;               // reused by rememberBatch()
 };
 
 }  // namespace cepbus::flows

@@ -109,6 +109,28 @@ std::string journalMode(const std::string& path) {
   return mode;
 }
 
+// Runs `sql` on the database at `path` behind the journal's back.
+void execRaw(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
+  EXPECT_EQ(rc, SQLITE_OK) << (message != nullptr ? message : "");
+  sqlite3_free(message);
+  sqlite3_close(db);
+}
+
+int64_t countRows(const std::string& path, const std::string& table) {
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, ("SELECT COUNT(*) FROM " + table).c_str(), -1, &stmt, nullptr);
+  const int64_t n = sqlite3_step(stmt) == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : -1;
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return n;
+}
+
 TEST(JournalTest, CommitsSurviveReopeningInWalMode) {
   TempDir dir;
   const std::string path = dir.file("j.db");
@@ -256,6 +278,82 @@ TEST(JournalTest, TheDeliveredWindowIsBounded) {
   EXPECT_EQ((*delivered)[0].event_id, 104u);  // the oldest kept
   EXPECT_EQ((*delivered)[2].event_id, 106u);
   EXPECT_TRUE((*journal)->pending()->empty());
+}
+
+// A transaction's ids are one row; the window keeps whole rows while the
+// newer ones hold fewer ids than it, and returns exactly the newest ids.
+TEST(JournalTest, TheWindowKeepsWholeBatchesAcrossReopening) {
+  TempDir dir;
+  const std::string path = dir.file("j.db");
+  JournalOptions options;
+  options.delivered_window = 5;
+  options.fsync = false;
+  const Symbol a = Symbol::intern("a"), b = Symbol::intern("b");
+  EventId next = 1;
+  auto commitBatch = [&](Journal& journal) {
+    // Runs of two targets in one batch: a, a, b.
+    std::vector<JournalAck> acks{
+        {0, a, next, false}, {0, a, next + 1, false}, {0, b, next + 2, false}};
+    next += 3;
+    ASSERT_TRUE(journal.commit({}, acks).isOk());
+  };
+  {
+    auto journal = Journal::open(path, options);
+    ASSERT_TRUE(journal.isOk());
+    for (int i = 0; i < 4; ++i) commitBatch(**journal);  // ids 1..12
+  }
+  EXPECT_EQ(countRows(path, "delivered_batches"), 2);  // 7..9 and 10..12: 6 ids >= 5
+  auto journal = Journal::open(path, options);
+  ASSERT_TRUE(journal.isOk());
+  commitBatch(**journal);  // ids 13..15: the batch of 7..9 goes
+  EXPECT_EQ(countRows(path, "delivered_batches"), 2);
+  auto delivered = (*journal)->delivered();
+  ASSERT_TRUE(delivered.isOk());
+  ASSERT_EQ(delivered->size(), 5u);
+  const std::vector<std::pair<Symbol, EventId>> expected{
+      {a, 11}, {b, 12}, {a, 13}, {a, 14}, {b, 15}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ((*delivered)[i].target, expected[i].first) << i;
+    EXPECT_EQ((*delivered)[i].event_id, expected[i].second) << i;
+  }
+}
+
+// A journal from before the batches (one `delivered` row per id) keeps its
+// window when opened, converted into one batch.
+TEST(JournalTest, ConvertsTheFormerOneRowPerIdWindow) {
+  TempDir dir;
+  const std::string path = dir.file("j.db");
+  execRaw(path,
+          "CREATE TABLE delivered(n INTEGER PRIMARY KEY AUTOINCREMENT, target TEXT NOT NULL, "
+          "event_id INTEGER NOT NULL);"
+          "INSERT INTO delivered(target, event_id) VALUES('a', 7), ('b', 8), ('a', 9);");
+  auto journal = Journal::open(path, {});
+  ASSERT_TRUE(journal.isOk()) << journal.status().message();
+  auto delivered = (*journal)->delivered();
+  ASSERT_TRUE(delivered.isOk());
+  ASSERT_EQ(delivered->size(), 3u);
+  EXPECT_EQ((*delivered)[0].target.name(), "a");
+  EXPECT_EQ((*delivered)[1].target.name(), "b");
+  EXPECT_EQ((*delivered)[1].event_id, 8u);
+  EXPECT_EQ((*delivered)[2].event_id, 9u);
+  EXPECT_EQ(countRows(path, "delivered"), -1);  // gone
+}
+
+TEST(JournalTest, ACorruptBatchIsAnIoErrorNamingIt) {
+  TempDir dir;
+  const std::string path = dir.file("j.db");
+  {
+    auto journal = Journal::open(path, {});
+    ASSERT_TRUE(journal.isOk());
+  }
+  execRaw(path, "INSERT INTO delivered_batches(n, count, ids) VALUES(42, 1, x'0500616263');");
+  auto journal = Journal::open(path, {});
+  ASSERT_TRUE(journal.isOk());
+  auto delivered = (*journal)->delivered();
+  ASSERT_FALSE(delivered.isOk());
+  EXPECT_EQ(delivered.status().code(), Status::Code::kIoError);
+  EXPECT_NE(delivered.status().message().find("delivered batch 42 is corrupt"), std::string::npos)
+      << delivered.status().message();
 }
 
 TEST(JournalTest, AFailingBatchLeavesNothingBehind) {
