@@ -45,7 +45,7 @@ class FlatSet {
     // Backward shift: an entry after the hole moves into it unless its home
     // slot lies cyclically in (hole, entry], where a lookup still finds it.
     for (size_t next = (hole + 1) & mask_; slots_[next].used; next = (next + 1) & mask_) {
-      const size_t home = Hash{}(slots_[next].key) & mask_;
+      const size_t home = homeOf(slots_[next].key);
       const bool stays =
           hole <= next ? (hole < home && home <= next) : (hole < home || home <= next);
       if (stays) continue;
@@ -79,9 +79,22 @@ class FlatSet {
   static size_t capacityFor(size_t expected) {
     return std::bit_ceil(std::max<size_t>(16, expected * 2));
   }
+  // Where a probe for `key` starts. The hash is mixed again (murmur3's
+  // finalizer) because linear probing needs well spread low bits: with an
+  // identity hash (std::hash<uint64_t>) dense keys such as slot numbers fill
+  // one long run, and every erase then shifts along all of it.
+  size_t homeOf(const Key& key) const {
+    uint64_t h = Hash{}(key);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return static_cast<size_t>(h) & mask_;
+  }
   // The slot holding `key`, or the free slot where its probe ends.
   size_t probe(const Key& key) const {
-    size_t i = Hash{}(key)&mask_;
+    size_t i = homeOf(key);
     while (slots_[i].used && !(slots_[i].key == key)) i = (i + 1) & mask_;
     return i;
   }

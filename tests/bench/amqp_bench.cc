@@ -155,8 +155,9 @@ class BenchClient final : public proton::messaging_handler {
     m.seconds = std::chrono::duration<double>(last_receive_ - first_send_).count();
     if (!latencies_.empty()) {
       std::sort(latencies_.begin(), latencies_.end());
-      m.p50_us = latencies_[latencies_.size() / 2] / 1000.0;
-      m.p99_us = latencies_[std::min(latencies_.size() - 1, latencies_.size() * 99 / 100)] / 1000.0;
+      const auto at = [&](size_t i) { return static_cast<double>(latencies_[i]) / 1000.0; };
+      m.p50_us = at(latencies_.size() / 2);
+      m.p99_us = at(std::min(latencies_.size() - 1, latencies_.size() * 99 / 100));
     }
     return m;
   }
@@ -538,8 +539,8 @@ int main(int argc, char** argv) {
             "\"rate\":\"%s\",\"messages\":%zu,\"message_bytes\":%zu},\"events_per_s\":%.0f,"
             "\"p50_us\":%.1f,\"p99_us\":%.1f,\"received\":%zu,\"timed_out\":%s}\n",
             name.c_str(), mode.c_str(), rate_name.c_str(), run.messages, m.message_bytes,
-            m.seconds > 0 ? m.received / m.seconds : 0.0, m.p50_us, m.p99_us, m.received,
-            m.timed_out ? "true" : "false");
+            m.seconds > 0 ? static_cast<double>(m.received) / m.seconds : 0.0, m.p50_us, m.p99_us,
+            m.received, m.timed_out ? "true" : "false");
         std::fflush(stdout);
       }
     }
