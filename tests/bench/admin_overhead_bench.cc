@@ -9,8 +9,8 @@
 //   off        nobody talks to the listener
 //   scrape     a client GETs /metrics every 100 ms (keep-alive)
 //   dashboard  the scraper, plus what an open dashboard page does: every
-//              second GET /api/components, /api/stages, /api/queries and
-//              /api/routes, and a WebSocket feed of the composite-event
+//              second GET /api/components, /api/stages, /api/queries,
+//              /api/routes and /api/flows, and a WebSocket feed of the composite-event
 //              address, which receives 1 event in 10,000 of the publisher's
 //   chromium   (with --chromium) the scraper, plus the real dashboard page
 //              in headless Chromium (it renders on this box's cores too)
@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
         api = std::make_unique<Client>(port);
         api_ticker = std::make_unique<Ticker>(std::chrono::milliseconds(1000), [&] {
           for (const char* path :
-               {"/api/components", "/api/stages", "/api/queries", "/api/routes"}) {
+               {"/api/components", "/api/stages", "/api/queries", "/api/routes", "/api/flows"}) {
             api->get(path);
           }
         });

@@ -118,6 +118,7 @@ class AdminE2eTest : public ::testing::Test {
   <listeners><http host="127.0.0.1" port="0" token-env=")" +
                                    std::string(kTokenEnv) + R"("/></listeners>
   <stages><stage name="dispatch" capacity="4096" max-threads="2"/></stages>
+  <journal path="journal.db"/>
   <plugins><search-path>)" + std::string(CEPBUS_PLUGIN_DIR) +
                                    R"(</search-path><plugin name="nfa"/></plugins>
   <routes default-flow="st"><route address="ticks.#" flow="seda" stage="dispatch"/></routes>
@@ -464,6 +465,7 @@ TEST_F(AdminE2eTest, DashboardShowsLiveNumbersInHeadlessChromiumWithoutErrors) {
       " stages: document.querySelectorAll('#stages tbody tr').length,"
       " queries: document.getElementById('queries').textContent,"
       " routes: document.getElementById('routes').textContent,"
+      " journals: document.getElementById('journals').textContent,"
       " received: cepbusDashboard.received,"
       " events: document.querySelectorAll('#events li').length}) : ''";
   auto numbers = [&]() -> json {
@@ -479,6 +481,8 @@ TEST_F(AdminE2eTest, DashboardShowsLiveNumbersInHeadlessChromiumWithoutErrors) {
       << ::testing::PrintToString(devtools.errors());
   EXPECT_THAT(first["queries"].get<std::string>(), HasSubstr("pairsnfaticks.all"));
   EXPECT_THAT(first["routes"].get<std::string>(), HasSubstr("ticks.#"));
+  // The journal makes a reliable flow, listed with its numbers.
+  EXPECT_THAT(first["journals"].get<std::string>(), HasSubstr("reliable"));
   EXPECT_GE(first["stages"].get<int>(), 1);
   json later;
   EXPECT_TRUE(eventually([&] {

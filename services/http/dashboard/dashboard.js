@@ -149,6 +149,19 @@
                                 r.paused ? "paused" : "running")));
     }));
 
+    // Journals: the reliable flows (the others have no "journal").
+    fillTable("journals", data.flows.flows.filter((f) => f.journal).map((f) => {
+      const j = f.journal;
+      const key = "journal:" + f.name;
+      now[key] = j.commits;
+      const taken = j.journaled + j.cancelled;
+      return el("tr", {}, td(f.name), td(fmt(j.journaled), "num"), td(fmt(j.cancelled), "num"),
+                td(taken > 0 ? ((100 * j.cancelled) / taken).toFixed(1) : "-", "num"),
+                td(fmt(rate(key, j.commits, seconds)), "num"), td(fmt(j.in_flight), "num"),
+                td(fmt(j.backlog), "num"), td(fmt(j.redelivered), "num"), td(fmt(j.retries), "num"),
+                td(fmt(j.journal_errors + j.corrupt), "num"));
+    }));
+
     let delivered = 0;
     for (const c of data.components.components) {
       if (c.kind === "endpoint") {
@@ -332,12 +345,13 @@
   async function poll() {
     const started = performance.now();
     try {
-      const [components, stages, queries, routes] = await Promise.all([
+      const [components, stages, queries, routes, flows] = await Promise.all([
         getJson("/api/components"), getJson("/api/stages"), getJson("/api/queries"), getJson("/api/routes"),
+        getJson("/api/flows"),
       ]);
       const seconds = state.previousAt ? (started - state.previousAt) / 1000 : 0;
       state.previousAt = started;
-      render({ components, stages, queries, routes }, seconds);
+      render({ components, stages, queries, routes, flows }, seconds);
       state.polls++;
       setStatus(true, "live \u00B7 " + new Date().toLocaleTimeString());
       if (state.selected) loadModel();
