@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "flows/abstract_flow.h"
@@ -78,27 +79,48 @@ void appendFamily(std::string& out, std::string_view name, std::string_view type
   }
 }
 
+// A family per field of a snapshot struct M that each item is or holds:
+// counters and gauges read straight off a metrics struct.
+template <typename M, typename Number>
+struct FieldFamily {
+  std::string_view name;
+  std::string_view help;
+  Number M::*field;
+};
+
+template <typename Item, typename M, typename Number>
+void appendFieldFamilies(std::string& out, std::string_view type,
+                         std::initializer_list<FieldFamily<M, Number>> families,
+                         const std::vector<Item>& items,
+                         const std::function<Labels(const Item&)>& labels,
+                         const M& (*snapshot)(const Item&)) {
+  for (const FieldFamily<M, Number>& family : families) {
+    appendFamily<Item, uint64_t>(
+        out, family.name, type, family.help, items, labels,
+        [&](const Item& item) { return static_cast<uint64_t>(snapshot(item).*family.field); });
+  }
+}
+
+template <typename T>
+const T& itself(const T& item) {
+  return item;
+}
+
 void appendComponents(std::string& out, const std::vector<router::ComponentSnapshot>& components) {
   using C = router::ComponentSnapshot;
   const std::function<Labels(const C&)> labels = [](const C& c) {
     return Labels{{"name", c.name}, {"kind", router::componentKindName(c.kind)}};
   };
-  struct Counter {
-    std::string_view name;
-    std::string_view help;
-    uint64_t C::*field;
-  };
-  for (const Counter& counter : {
-           Counter{"cepbus_component_delivered_total", "Deliveries the component completed.",
-                   &C::delivered},
-           Counter{"cepbus_component_failed_total", "Deliveries that failed at the component.",
-                   &C::failed},
-           Counter{"cepbus_component_rejected_total",
-                   "Deliveries to the component refused by admission.", &C::rejected},
-       }) {
-    appendFamily<C, uint64_t>(out, counter.name, "counter", counter.help, components, labels,
-                              [&](const C& c) { return c.*counter.field; });
-  }
+  appendFieldFamilies<C, C, uint64_t>(
+      out, "counter",
+      {
+          {"cepbus_component_delivered_total", "Deliveries the component completed.",
+           &C::delivered},
+          {"cepbus_component_failed_total", "Deliveries that failed at the component.", &C::failed},
+          {"cepbus_component_rejected_total", "Deliveries to the component refused by admission.",
+           &C::rejected},
+      },
+      components, labels, &itself<C>);
   appendFamily<C, uint64_t>(out, "cepbus_component_queue_length", "gauge",
                             "Events waiting in the component's queues.", components, labels,
                             [](const C& c) { return c.queue_length; });
@@ -113,28 +135,21 @@ void appendRoutes(std::string& out, const std::vector<router::RouteStatsSnapshot
     return Labels{{"route", r.pattern.empty() ? kDefaultRouteLabel : std::string_view(r.pattern)},
                   {"flow", r.flow}};
   };
-  struct Counter {
-    std::string_view name;
-    std::string_view help;
-    uint64_t R::*field;
-  };
-  for (const Counter& counter : {
-           Counter{"cepbus_route_published_total", "Exchanges routed by the route.", &R::published},
-           Counter{"cepbus_route_delivered_total",
-                   "Target deliveries finished before publish returned.", &R::delivered},
-           Counter{"cepbus_route_queued_total", "Target deliveries accepted by a queueing flow.",
-                   &R::queued},
-           Counter{"cepbus_route_rejected_total", "Target deliveries refused by admission.",
-                   &R::rejected},
-           Counter{"cepbus_route_failed_total", "Target deliveries that failed.", &R::failed},
-           Counter{"cepbus_route_unrouted_total", "Exchanges no subscriber wanted.", &R::unrouted},
-           Counter{"cepbus_route_refused_paused_total",
-                   "Exchanges refused (Unavailable) while the route was paused.",
-                   &R::refused_paused},
-       }) {
-    appendFamily<R, uint64_t>(out, counter.name, "counter", counter.help, routes, labels,
-                              [&](const R& r) { return r.*counter.field; });
-  }
+  appendFieldFamilies<R, R, uint64_t>(
+      out, "counter",
+      {
+          {"cepbus_route_published_total", "Exchanges routed by the route.", &R::published},
+          {"cepbus_route_delivered_total", "Target deliveries finished before publish returned.",
+           &R::delivered},
+          {"cepbus_route_queued_total", "Target deliveries accepted by a queueing flow.",
+           &R::queued},
+          {"cepbus_route_rejected_total", "Target deliveries refused by admission.", &R::rejected},
+          {"cepbus_route_failed_total", "Target deliveries that failed.", &R::failed},
+          {"cepbus_route_unrouted_total", "Exchanges no subscriber wanted.", &R::unrouted},
+          {"cepbus_route_refused_paused_total",
+           "Exchanges refused (Unavailable) while the route was paused.", &R::refused_paused},
+      },
+      routes, labels, &itself<R>);
   appendFamily<R, uint64_t>(out, "cepbus_route_paused", "gauge",
                             "1 while the route is paused (refusing new exchanges).", routes, labels,
                             [](const R& r) { return r.paused ? 1u : 0u; });
@@ -146,40 +161,26 @@ void appendStages(std::string& out, const std::vector<FlowStage>& stages) {
   const std::function<Labels(const S&)> labels = [](const S& s) {
     return Labels{{"flow", s.flow}, {"stage", s.metrics.name}};
   };
-  struct Counter {
-    std::string_view name;
-    std::string_view help;
-    uint64_t M::*field;
-  };
-  for (const Counter& counter : {
-           Counter{"cepbus_stage_offered_total", "Items offered to the stage.", &M::offered},
-           Counter{"cepbus_stage_ran_inline_total",
-                   "Items the idle stage handled on the offering thread.", &M::ran_inline},
-           Counter{"cepbus_stage_processed_total", "Items the stage's handler completed.",
-                   &M::processed},
-           Counter{"cepbus_stage_failed_total", "Items the handler failed or threw on.",
-                   &M::failed},
-           Counter{"cepbus_stage_rejected_total", "Items refused by admission control.",
-                   &M::rejected},
-           Counter{"cepbus_stage_degraded_total", "Items admitted while degraded.", &M::degraded},
-       }) {
-    appendFamily<S, uint64_t>(out, counter.name, "counter", counter.help, stages, labels,
-                              [&](const S& s) { return s.metrics.*counter.field; });
-  }
-  struct Gauge {
-    std::string_view name;
-    std::string_view help;
-    size_t M::*field;
-  };
-  for (const Gauge& gauge : {
-           Gauge{"cepbus_stage_queue_length", "Items waiting in the stage's queue.",
-                 &M::queue_length},
-           Gauge{"cepbus_stage_capacity", "The stage queue's capacity.", &M::capacity},
-           Gauge{"cepbus_stage_threads", "Worker threads the stage runs now.", &M::threads},
-       }) {
-    appendFamily<S, uint64_t>(out, gauge.name, "gauge", gauge.help, stages, labels,
-                              [&](const S& s) { return s.metrics.*gauge.field; });
-  }
+  appendFieldFamilies<S, M, uint64_t>(
+      out, "counter",
+      {
+          {"cepbus_stage_offered_total", "Items offered to the stage.", &M::offered},
+          {"cepbus_stage_ran_inline_total", "Items the idle stage handled on the offering thread.",
+           &M::ran_inline},
+          {"cepbus_stage_processed_total", "Items the stage's handler completed.", &M::processed},
+          {"cepbus_stage_failed_total", "Items the handler failed or threw on.", &M::failed},
+          {"cepbus_stage_rejected_total", "Items refused by admission control.", &M::rejected},
+          {"cepbus_stage_degraded_total", "Items admitted while degraded.", &M::degraded},
+      },
+      stages, labels, [](const S& s) -> const M& { return s.metrics; });
+  appendFieldFamilies<S, M, size_t>(
+      out, "gauge",
+      {
+          {"cepbus_stage_queue_length", "Items waiting in the stage's queue.", &M::queue_length},
+          {"cepbus_stage_capacity", "The stage queue's capacity.", &M::capacity},
+          {"cepbus_stage_threads", "Worker threads the stage runs now.", &M::threads},
+      },
+      stages, labels, [](const S& s) -> const M& { return s.metrics; });
   constexpr std::string_view kLatency = "cepbus_stage_latency_seconds";
   appendHeader(out, kLatency, "summary",
                "Queueing plus service time of the items the stage handled.");
@@ -216,28 +217,21 @@ void appendFlows(std::string& out, const std::vector<flows::FlowMetricsSnapshot>
   const std::function<Labels(const F&)> labels = [](const F& f) {
     return Labels{{"flow", f.name}};
   };
-  struct Counter {
-    std::string_view name;
-    std::string_view help;
-    uint64_t F::*field;
-  };
-  for (const Counter& counter : {
-           Counter{"cepbus_flow_sent_total", "Exchanges handed to the flow.", &F::sent},
-           Counter{"cepbus_flow_delivered_total", "Target deliveries that succeeded.",
-                   &F::delivered},
-           Counter{"cepbus_flow_failed_total", "Target deliveries that failed.", &F::failed},
-           Counter{"cepbus_flow_rejected_total", "Target admissions refused.", &F::rejected},
-           Counter{"cepbus_flow_degraded_total", "Reliable deliveries degraded to best effort.",
-                   &F::degraded},
-           Counter{"cepbus_flow_invalid_total", "Exchanges refused by validation.", &F::invalid},
-           Counter{"cepbus_flow_duplicates_total", "Deliveries suppressed as duplicates.",
-                   &F::duplicates},
-           Counter{"cepbus_flow_listener_errors_total", "Outcomes the sender's listener threw on.",
-                   &F::listener_errors},
-       }) {
-    appendFamily<F, uint64_t>(out, counter.name, "counter", counter.help, flow_metrics, labels,
-                              [&](const F& f) { return f.*counter.field; });
-  }
+  appendFieldFamilies<F, F, uint64_t>(
+      out, "counter",
+      {
+          {"cepbus_flow_sent_total", "Exchanges handed to the flow.", &F::sent},
+          {"cepbus_flow_delivered_total", "Target deliveries that succeeded.", &F::delivered},
+          {"cepbus_flow_failed_total", "Target deliveries that failed.", &F::failed},
+          {"cepbus_flow_rejected_total", "Target admissions refused.", &F::rejected},
+          {"cepbus_flow_degraded_total", "Reliable deliveries degraded to best effort.",
+           &F::degraded},
+          {"cepbus_flow_invalid_total", "Exchanges refused by validation.", &F::invalid},
+          {"cepbus_flow_duplicates_total", "Deliveries suppressed as duplicates.", &F::duplicates},
+          {"cepbus_flow_listener_errors_total", "Outcomes the sender's listener threw on.",
+           &F::listener_errors},
+      },
+      flow_metrics, labels, &itself<F>);
 }
 
 // A reliable flow's journal numbers and the flow's name.
@@ -252,49 +246,35 @@ void appendJournals(std::string& out, const std::vector<FlowJournal>& journals) 
   const std::function<Labels(const J&)> labels = [](const J& j) {
     return Labels{{"flow", j.flow}};
   };
-  struct Counter {
-    std::string_view name;
-    std::string_view help;
-    uint64_t M::*field;
-  };
-  for (const Counter& counter : {
-           Counter{"cepbus_journal_journaled_total", "Records the journal committed.",
-                   &M::journaled},
-           Counter{"cepbus_journal_commits_total", "Journal transactions written.", &M::commits},
-           Counter{"cepbus_journal_acknowledged_total",
-                   "Acknowledgements committed (row removed, or only the id kept if cancelled).",
-                   &M::acknowledged},
-           Counter{"cepbus_journal_cancelled_total",
-                   "Records acknowledged by their target before the journal wrote them.",
-                   &M::cancelled},
-           Counter{"cepbus_journal_redelivered_total",
-                   "Records found in the journal and dispatched again.", &M::redelivered},
-           Counter{"cepbus_journal_retries_total",
-                   "Deliveries tried again after a fault or a full stage.", &M::retries},
-           Counter{"cepbus_journal_abandoned_total",
-                   "Records that used up their attempts (journaled until the next start).",
-                   &M::abandoned},
-           Counter{"cepbus_journal_corrupt_total", "Journal records that did not decode (removed).",
-                   &M::corrupt},
-           Counter{"cepbus_journal_errors_total", "Journal transactions that failed.",
-                   &M::journal_errors},
-       }) {
-    appendFamily<J, uint64_t>(out, counter.name, "counter", counter.help, journals, labels,
-                              [&](const J& j) { return j.metrics.*counter.field; });
-  }
-  struct Gauge {
-    std::string_view name;
-    std::string_view help;
-    size_t M::*field;
-  };
-  for (const Gauge& gauge : {
-           Gauge{"cepbus_journal_in_flight",
-                 "Journaled deliveries not acknowledged yet in this run.", &M::in_flight},
-           Gauge{"cepbus_journal_backlog", "Records waiting for a journal commit.", &M::backlog},
-       }) {
-    appendFamily<J, uint64_t>(out, gauge.name, "gauge", gauge.help, journals, labels,
-                              [&](const J& j) { return j.metrics.*gauge.field; });
-  }
+  appendFieldFamilies<J, M, uint64_t>(
+      out, "counter",
+      {
+          {"cepbus_journal_journaled_total", "Records the journal committed.", &M::journaled},
+          {"cepbus_journal_commits_total", "Journal transactions written.", &M::commits},
+          {"cepbus_journal_acknowledged_total",
+           "Acknowledgements committed (row removed, or only the id kept if cancelled).",
+           &M::acknowledged},
+          {"cepbus_journal_cancelled_total",
+           "Records acknowledged by their target before the journal wrote them.", &M::cancelled},
+          {"cepbus_journal_redelivered_total", "Records found in the journal and dispatched again.",
+           &M::redelivered},
+          {"cepbus_journal_retries_total", "Deliveries tried again after a fault or a full stage.",
+           &M::retries},
+          {"cepbus_journal_abandoned_total",
+           "Records that used up their attempts (journaled until the next start).", &M::abandoned},
+          {"cepbus_journal_corrupt_total", "Journal records that did not decode (removed).",
+           &M::corrupt},
+          {"cepbus_journal_errors_total", "Journal transactions that failed.", &M::journal_errors},
+      },
+      journals, labels, [](const J& j) -> const M& { return j.metrics; });
+  appendFieldFamilies<J, M, size_t>(
+      out, "gauge",
+      {
+          {"cepbus_journal_in_flight", "Journaled deliveries not acknowledged yet in this run.",
+           &M::in_flight},
+          {"cepbus_journal_backlog", "Records waiting for a journal commit.", &M::backlog},
+      },
+      journals, labels, [](const J& j) -> const M& { return j.metrics; });
 }
 
 }  // namespace
