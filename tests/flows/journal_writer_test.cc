@@ -69,6 +69,12 @@ class CommitProbe {
 
 class JournalWriterTest : public ::testing::Test {
  protected:
+  // Commits go to probe_; ticks are ignored.
+  JournalWriter::CommitCallback commitToProbe() {
+    return [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); };
+  }
+  static void noTick(std::chrono::steady_clock::time_point) {}
+
   std::unique_ptr<Journal> open() {
     auto journal = Journal::open(dir_.file("w.db"), {});
     EXPECT_TRUE(journal.isOk());
@@ -86,9 +92,7 @@ TEST_F(JournalWriterTest, RecordsAppendedDuringACommitShareTheNextOne) {
   // Batches by the commit on disk alone: with a commit delay, records
   // appended over more than the delay (a slow, sanitized run) ripen apart.
   options.commit_delay = std::chrono::microseconds(0);
-  JournalWriter writer(
-      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer(options, commitToProbe(), noTick);
   writer.start(open());
   probe_.hold();
   ASSERT_TRUE(writer.append(record(1), 1));
@@ -110,9 +114,7 @@ TEST_F(JournalWriterTest, BatchesAreBounded) {
   JournalWriterOptions options;
   options.max_batch = 100;
   options.commit_delay = std::chrono::microseconds(0);  // as above
-  JournalWriter writer(
-      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer(options, commitToProbe(), noTick);
   writer.start(open());
   probe_.hold();
   ASSERT_TRUE(writer.append(record(1), 1));
@@ -126,9 +128,7 @@ TEST_F(JournalWriterTest, BatchesAreBounded) {
 TEST_F(JournalWriterTest, AFullBacklogRefusesAppends) {
   JournalWriterOptions options;
   options.max_backlog = 10;
-  JournalWriter writer(
-      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer(options, commitToProbe(), noTick);
   writer.start(open());
   probe_.hold();
   ASSERT_TRUE(writer.append(record(1), 1));
@@ -142,9 +142,7 @@ TEST_F(JournalWriterTest, AFullBacklogRefusesAppends) {
 }
 
 TEST_F(JournalWriterTest, StopCommitsEverythingAndRefusesMore) {
-  JournalWriter writer(
-      {}, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer({}, commitToProbe(), noTick);
   writer.start(open());
   for (uint64_t seq = 1; seq <= 200; ++seq) ASSERT_TRUE(writer.append(record(seq), seq));
   writer.acknowledge(JournalAck{1, Symbol::intern("w"), 1001, true});
@@ -160,9 +158,7 @@ TEST_F(JournalWriterTest, StopCommitsEverythingAndRefusesMore) {
 }
 
 TEST_F(JournalWriterTest, CancelledRecordsAreNeitherWrittenNorCalledBack) {
-  JournalWriter writer(
-      {}, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer({}, commitToProbe(), noTick);
   writer.start(open());
   probe_.hold();
   std::optional<uint64_t> first = writer.append(record(1), 1);
@@ -198,9 +194,7 @@ TEST_F(JournalWriterTest, CancelledRecordsAreNeitherWrittenNorCalledBack) {
 }
 
 TEST_F(JournalWriterTest, ABatchOfCancelledRecordsOnlyLetsFlushReturn) {
-  JournalWriter writer(
-      {}, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer({}, commitToProbe(), noTick);
   writer.start(open());
   probe_.hold();
   ASSERT_TRUE(writer.append(record(1), 1));
@@ -221,9 +215,7 @@ TEST_F(JournalWriterTest, ABatchOfCancelledRecordsOnlyLetsFlushReturn) {
 TEST_F(JournalWriterTest, ARecordWaitsTheCommitDelaySoAQuickCancelSavesItsWrite) {
   JournalWriterOptions options;
   options.commit_delay = std::chrono::seconds(30);  // longer than the test
-  JournalWriter writer(
-      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer(options, commitToProbe(), noTick);
   writer.start(open());
   const std::optional<uint64_t> ticket = writer.append(record(1), 1);
   ASSERT_TRUE(ticket);
@@ -245,9 +237,7 @@ TEST_F(JournalWriterTest, RecordsAndAcknowledgementsAreWrittenOnceTheyWaitedThei
   JournalWriterOptions options;
   options.commit_delay = std::chrono::milliseconds(5);
   options.ack_delay = std::chrono::milliseconds(20);
-  JournalWriter writer(
-      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer(options, commitToProbe(), noTick);
   writer.start(open());
   ASSERT_TRUE(writer.append(record(1), 1));
   ASSERT_TRUE(waitUntil([&] { return writer.metrics().inserted == 1; }));
@@ -266,9 +256,7 @@ TEST_F(JournalWriterTest, RecordsThatRipenInOneSlotShareATransaction) {
   JournalWriterOptions options;
   options.commit_delay = std::chrono::milliseconds(40);  // slots of 20 ms
   options.ack_delay = std::chrono::seconds(30);
-  JournalWriter writer(
-      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer(options, commitToProbe(), noTick);
   writer.start(open());
   constexpr uint64_t kRecords = 20;
   const auto first = std::chrono::steady_clock::now();
@@ -289,9 +277,7 @@ TEST_F(JournalWriterTest, AcknowledgementsRideWithTheNextRecordsInsteadOfWaiting
   JournalWriterOptions options;
   options.commit_delay = std::chrono::microseconds(0);
   options.ack_delay = std::chrono::seconds(30);  // longer than the test
-  JournalWriter writer(
-      options, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer(options, commitToProbe(), noTick);
   writer.start(open());
   ASSERT_TRUE(writer.append(record(1), 1));
   writer.flush();
@@ -317,9 +303,7 @@ TEST_F(JournalWriterTest, TicksPeriodically) {
 }
 
 TEST_F(JournalWriterTest, CanBeRestartedOnAnotherJournal) {
-  JournalWriter writer(
-      {}, [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); },
-      [](std::chrono::steady_clock::time_point) {});
+  JournalWriter writer({}, commitToProbe(), noTick);
   writer.start(open());
   ASSERT_TRUE(writer.append(record(1), 1));
   writer.stop();
