@@ -253,19 +253,20 @@ Result<std::vector<JournalRecord>> Journal::pending() {
 
 Result<std::vector<DeliveredId>> Journal::delivered() {
   sqlite3_stmt* stmt = nullptr;
-  if (Status s = prepare("SELECT n, ids FROM delivered_batches ORDER BY n", &stmt); !s.isOk()) {
+  if (Status s = prepare("SELECT ids FROM delivered_batches ORDER BY n", &stmt); !s.isOk()) {
     return s;
   }
   std::vector<DeliveredId> ids;
+  corrupt_batches_ = 0;
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    const std::string_view blob(static_cast<const char*>(sqlite3_column_blob(stmt, 1)),
-                                static_cast<size_t>(sqlite3_column_bytes(stmt, 1)));
+    const std::string_view blob(static_cast<const char*>(sqlite3_column_blob(stmt, 0)),
+                                static_cast<size_t>(sqlite3_column_bytes(stmt, 0)));
+    const size_t before = ids.size();
     if (!decodeDelivered(blob, ids)) {
-      const int64_t n = sqlite3_column_int64(stmt, 0);
-      sqlite3_finalize(stmt);
-      return Status::ioError("journal " + path_ + ": delivered batch " + std::to_string(n) +
-                             " is corrupt");
+      // Only duplicate suppression is lost with it: skipped and counted, not fatal.
+      ids.resize(before);
+      ++corrupt_batches_;
     }
   }
   sqlite3_finalize(stmt);

@@ -99,9 +99,12 @@ class Journal {
 
   // The pending records, oldest first.
   Result<std::vector<JournalRecord>> pending();
-  // The remembered acknowledged ids, oldest first; IoError naming the batch
-  // when one does not decode.
+  // The remembered acknowledged ids, oldest first. A batch that does not
+  // decode is skipped (see corruptBatches()): it only costs the duplicate
+  // suppression of its ids.
   Result<std::vector<DeliveredId>> delivered();
+  // Batches the last delivered() skipped.
+  size_t corruptBatches() const { return corrupt_batches_; }
   // The highest sequence number ever used (0 for an empty journal).
   Result<uint64_t> maxSeq();
 
@@ -148,6 +151,7 @@ class Journal {
   std::deque<Batch> batches_;      // the window's rows, oldest first
   size_t remembered_ = 0;          // ids in batches_
   std::string blob_;               // reused by rememberBatch()
+  size_t corrupt_batches_ = 0;
 };
 
 }  // namespace cepbus::flows

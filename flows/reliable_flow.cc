@@ -122,6 +122,7 @@ Status ReliableFlow::doStart() {
   if (!journal) return journal.status();
   Result<std::vector<DeliveredId>> delivered = (*journal)->delivered();
   if (!delivered) return delivered.status();
+  corrupt_.fetch_add((*journal)->corruptBatches(), std::memory_order_relaxed);
   Result<std::vector<JournalRecord>> pending = (*journal)->pending();
   if (!pending) return pending.status();
   Result<uint64_t> max_seq = (*journal)->maxSeq();

@@ -486,13 +486,20 @@ TEST_P(ReliableFlowTest, CorruptRecordsAreCountedAndRemoved) {
     std::vector<JournalRecord> rows{bad, recordFor(2, "a", makeEvent(2))};
     ASSERT_TRUE((*journal)->commit(rows, {}).isOk());
   }
+  // And a batch of the delivered-id window that does not decode.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, "INSERT INTO delivered_batches(count, ids) VALUES(1, x'05')", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
   RecordingTarget a("a");
   ReliableFlow flow(reliableConfig(path));
   ASSERT_TRUE(flow.attach(a).isOk());
   ASSERT_TRUE(flow.start().isOk());
   ASSERT_TRUE(waitUntil([&] { return a.delivered() == 1; }));
   flow.stop();
-  EXPECT_EQ(flow.reliableMetrics().corrupt, 1u);
+  EXPECT_EQ(flow.reliableMetrics().corrupt, 2u);  // the record and the batch
   EXPECT_TRUE(pendingIn(path).empty());
 }
 
