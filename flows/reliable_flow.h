@@ -114,8 +114,7 @@ struct ReliableMetricsSnapshot {
   uint64_t redelivered = 0;   // records found in the journal and dispatched again
   uint64_t retries = 0;       // deliveries tried again (after a fault or a full stage)
   uint64_t abandoned = 0;     // records that exhausted max_attempts (still journaled)
-  uint64_t corrupt =
-      0;  // journal records (removed) or delivered-id batches (skipped) that did not decode
+  uint64_t corrupt = 0;       // undecodable records (removed) or id batches (skipped)
   uint64_t journal_errors = 0;  // failed transactions
   size_t in_flight = 0;         // journaled, not yet acknowledged, in this run
   size_t backlog = 0;           // records waiting for a commit
