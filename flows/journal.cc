@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <string_view>
 
 #include "bus/core/event_json.h"
@@ -50,17 +51,28 @@ void appendRaw(std::string& out, T value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof(value));
 }
 
-void encodeDelivered(std::span<const JournalAck> acks, std::string& out) {
+// Returns how many ids it stored. A target whose name does not fit the u16
+// length (a remote peer may choose a link name that long) is left out: its
+// ids only lose their duplicate suppression after a restart, where a wrapped
+// length would have made the batch read back as other targets' ids.
+size_t encodeDelivered(std::span<const JournalAck> acks, std::string& out) {
   out.clear();
+  size_t stored = 0;
   for (size_t i = 0; i < acks.size();) {
     size_t end = i;
     while (end < acks.size() && acks[end].target == acks[i].target) ++end;
     const std::string_view name = acks[i].target.name();
+    if (name.size() > std::numeric_limits<uint16_t>::max()) {
+      i = end;
+      continue;
+    }
     appendRaw(out, static_cast<uint16_t>(name.size()));
     out.append(name);
     appendRaw(out, static_cast<uint32_t>(end - i));
+    stored += end - i;
     for (; i < end; ++i) appendRaw(out, acks[i].event_id);
   }
+  return stored;
 }
 
 template <typename T>
@@ -321,14 +333,15 @@ Status Journal::commit(std::span<const JournalRecord> inserts, std::span<const J
 Result<Journal::BatchChange> Journal::rememberBatch(std::span<const JournalAck> acks) {
   BatchChange change;
   if (acks.empty() || options_.delivered_window == 0) return change;
-  encodeDelivered(acks, blob_);
+  const size_t stored = encodeDelivered(acks, blob_);
+  if (stored == 0) return change;
   StatementReset reset(remember_);
-  sqlite3_bind_int64(remember_, 1, static_cast<int64_t>(acks.size()));
+  sqlite3_bind_int64(remember_, 1, static_cast<int64_t>(stored));
   sqlite3_bind_blob(remember_, 2, blob_.data(), static_cast<int>(blob_.size()), SQLITE_STATIC);
   if (sqlite3_step(remember_) != SQLITE_DONE) return error("remember delivered");
-  change.added = Batch{sqlite3_last_insert_rowid(db_), acks.size()};
+  change.added = Batch{sqlite3_last_insert_rowid(db_), stored};
   // Drop the oldest batches while the newer ones still hold a whole window.
-  size_t kept = remembered_ + acks.size();
+  size_t kept = remembered_ + stored;
   while (change.dropped < batches_.size() &&
          kept - batches_[change.dropped].count >= options_.delivered_window) {
     kept -= batches_[change.dropped].count;

@@ -363,6 +363,36 @@ TEST(JournalTest, ACorruptBatchIsSkippedAndCounted) {
   EXPECT_EQ((*journal)->corruptBatches(), 2u);
 }
 
+// The batch stores a name's length in 16 bits: a longer target name (a
+// remote link may be named so) is left out of the window instead of
+// wrapping its length, which would read back as other targets' ids.
+TEST(JournalTest, ATargetNameTooLongForTheWindowIsLeftOut) {
+  TempDir dir;
+  const std::string path = dir.file("j.db");
+  const Symbol a = Symbol::intern("a");
+  // 65536 + 16 bytes: a wrapped length of 16 would cut into this very name.
+  const Symbol huge = Symbol::intern(std::string(65536 + 16, 'x'));
+  {
+    auto journal = Journal::open(path, {});
+    ASSERT_TRUE(journal.isOk());
+    std::vector<JournalAck> acks{{0, a, 7, false}, {0, huge, 8, false}, {0, a, 9, false}};
+    ASSERT_TRUE((*journal)->commit({}, acks).isOk());
+    std::vector<JournalAck> only_huge{{0, huge, 10, false}};
+    ASSERT_TRUE((*journal)->commit({}, only_huge).isOk());
+  }
+  EXPECT_EQ(countRows(path, "delivered_batches"), 1);  // nothing to keep of the second
+  auto journal = Journal::open(path, {});
+  ASSERT_TRUE(journal.isOk());
+  auto delivered = (*journal)->delivered();
+  ASSERT_TRUE(delivered.isOk()) << delivered.status().message();
+  ASSERT_EQ(delivered->size(), 2u);
+  EXPECT_EQ((*delivered)[0].target, a);
+  EXPECT_EQ((*delivered)[0].event_id, 7u);
+  EXPECT_EQ((*delivered)[1].target, a);
+  EXPECT_EQ((*delivered)[1].event_id, 9u);
+  EXPECT_EQ((*journal)->corruptBatches(), 0u);
+}
+
 TEST(JournalTest, AFailingBatchLeavesNothingBehind) {
   TempDir dir;
   auto journal = Journal::open(dir.file("j.db"), {});
