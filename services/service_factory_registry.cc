@@ -41,6 +41,16 @@ Status checkParamNames(const descriptor::ServiceUnit& unit, std::string_view typ
   return Status::ok();
 }
 
+Result<const descriptor::Param*> requiredParam(const descriptor::ServiceUnit& unit,
+                                               std::string_view type, std::string_view name) {
+  if (const descriptor::Param* p = unit.param(name)) return p;
+  return Status::invalidArgument(unit.where
+                                     .error(std::string(type) + " \"" + unit.name +
+                                            "\": missing <param name=\"" + std::string(name) +
+                                            "\">")
+                                     .toString());
+}
+
 Result<double> numberParam(const descriptor::ServiceUnit& unit, std::string_view name,
                            double default_value, double min, double max) {
   const descriptor::Param* p = unit.param(name);

@@ -33,6 +33,11 @@ class ServiceFactoryRegistry {
 Status checkParamNames(const descriptor::ServiceUnit& unit, std::string_view type,
                        std::initializer_list<std::string_view> known);
 
+// The param `name` of a `type` unit; InvalidArgument naming the unit's
+// file:line when it is absent.
+Result<const descriptor::Param*> requiredParam(const descriptor::ServiceUnit& unit,
+                                               std::string_view type, std::string_view name);
+
 // Reads a service unit's numeric param: the default when absent,
 // InvalidArgument naming file:line when present but not a number in [min, max].
 Result<double> numberParam(const descriptor::ServiceUnit& unit, std::string_view name,

@@ -509,9 +509,7 @@ Result<std::unique_ptr<Service>> AmqpBridgeFactory::create(
   AmqpBridgeConfig config;
   config.name = assembly.name + "." + unit.name;
   for (const char* required : {"url", "remote-address", "direction"}) {
-    if (unit.param(required) == nullptr) {
-      return fail(unit.where, "missing <param name=\"" + std::string(required) + "\">");
-    }
+    if (auto p = requiredParam(unit, type(), required); !p) return p.status();
   }
   config.url = unit.param("url")->value;
   config.remote_address = unit.param("remote-address")->value;

@@ -73,13 +73,9 @@ Result<std::unique_ptr<Service>> ReplaySinkFactory::create(
     ServiceContext& context) const {
   ReplaySinkConfig config;
   config.name = assembly.name + "." + unit.name;
-  const descriptor::Param* file = unit.param("file");
-  if (file == nullptr) {
-    return Status::invalidArgument(
-        unit.where.error("replay-sink \"" + unit.name + "\": missing <param name=\"file\">")
-            .toString());
-  }
-  config.file = file->value == "-" ? "-" : assembly.resolvePath(file->value).string();
+  auto file = requiredParam(unit, "replay-sink", "file");
+  if (!file) return file.status();
+  config.file = (*file)->value == "-" ? "-" : assembly.resolvePath((*file)->value).string();
   if (const descriptor::Param* format = unit.param("format")) {
     if (format->value == "full") {
       config.format = EventFormat::kFull;

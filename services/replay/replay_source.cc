@@ -95,13 +95,9 @@ Result<std::unique_ptr<Service>> ReplaySourceFactory::create(
     ServiceContext& context) const {
   ReplaySourceConfig config;
   config.name = assembly.name + "." + unit.name;
-  const descriptor::Param* file = unit.param("file");
-  if (file == nullptr) {
-    return Status::invalidArgument(
-        unit.where.error("replay-source \"" + unit.name + "\": missing <param name=\"file\">")
-            .toString());
-  }
-  config.file = assembly.resolvePath(file->value);
+  auto file = requiredParam(unit, "replay-source", "file");
+  if (!file) return file.status();
+  config.file = assembly.resolvePath((*file)->value);
   auto rate = numberParam(unit, "rate", 0, 0, 1e9);
   if (!rate) return rate.status();
   config.rate = *rate;
