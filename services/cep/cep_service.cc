@@ -20,9 +20,30 @@ namespace cepbus::services::cep {
 namespace {
 
 constexpr size_t kMaxCapacity = size_t{1} << 30;
-// The query option the service implements itself (see cep_service.h).
-constexpr const char* kFlushWhenIdle = "flush_when_idle";
-constexpr const char* kOutputQos = "output_qos";
+// The query options the service implements itself (see cep_service.h).
+constexpr std::string_view kFlushWhenIdle = "flush_when_idle";
+constexpr std::string_view kOutputQos = "output_qos";
+constexpr std::string_view kRunInline = "run_inline";
+
+using QueryOptions = std::map<std::string, std::string, std::less<>>;
+
+// Takes the host option `name` out of `options` (the engine never sees it)
+// and returns its value, one of `allowed` (the first is the default);
+// InvalidArgument, saying what it must be, for any other value.
+Result<std::string> takeHostOption(QueryOptions& options, std::string_view name,
+                                   std::initializer_list<std::string_view> allowed) {
+  auto it = options.find(name);
+  if (it == options.end()) return std::string(*allowed.begin());
+  std::string value = std::move(it->second);
+  options.erase(it);
+  std::string expected;
+  for (std::string_view a : allowed) {
+    if (a == value) return value;
+    expected += (expected.empty() ? "" : " or ") + std::string(a);
+  }
+  return Status::invalidArgument("option " + std::string(name) + " must be " + expected +
+                                 ", not \"" + value + "\"");
+}
 
 // Run-time failures repeat per event under a bad feed: log when a count
 // reaches 1, 2, 4, 8 ... so that the log shows them without flooding.
@@ -130,6 +151,7 @@ class CepService::Query final : public plugin::MatchSink {
     s.rejected = rejected_.load(std::memory_order_relaxed);
     s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
     s.queued = pending_.load(std::memory_order_acquire);
+    s.ran_inline = stage_->metrics().ran_inline;
     return s;
   }
   uint64_t matches() const { return matches_.load(std::memory_order_relaxed); }
@@ -210,30 +232,18 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
     }
     return error("engine \"" + spec.engine + "\" cannot be loaded: " + plugin.status().message());
   }
-  std::map<std::string, std::string, std::less<>> values;
+  QueryOptions values;
   for (const descriptor::Param& option : spec.options) values[option.name] = option.value;
-  bool flush_when_idle = true;
-  if (auto it = values.find(kFlushWhenIdle); it != values.end()) {
-    if (it->second != "true" && it->second != "false") {
-      return error(std::string("option ") + kFlushWhenIdle + " must be true or false, not \"" +
-                   it->second + "\"");
-    }
-    flush_when_idle = it->second == "true";
-    values.erase(it);  // the host's option, not the engine's
-  }
-  flows::Qos output_qos = flows::Qos::kBestEffort;
-  if (auto it = values.find(kOutputQos); it != values.end()) {
-    if (it->second != "best_effort" && it->second != "reliable") {
-      return error(std::string("option ") + kOutputQos +
-                   " must be best_effort or reliable, not \"" + it->second + "\"");
-    }
-    if (it->second == "reliable") output_qos = flows::Qos::kReliable;
-    values.erase(it);
-  }
+  auto flush_when_idle = takeHostOption(values, kFlushWhenIdle, {"true", "false"});
+  if (!flush_when_idle) return error(flush_when_idle.status().message());
+  auto output_qos = takeHostOption(values, kOutputQos, {"best_effort", "reliable"});
+  if (!output_qos) return error(output_qos.status().message());
+  auto run_inline = takeHostOption(values, kRunInline, {"never", "when_idle"});
+  if (!run_inline) return error(run_inline.status().message());
 
   auto made = std::make_shared<Query>(spec, config.name, context);
-  made->flush_when_idle_ = flush_when_idle;
-  made->output_qos_ = output_qos;
+  made->flush_when_idle_ = *flush_when_idle == "true";
+  made->output_qos_ = *output_qos == "reliable" ? flows::Qos::kReliable : flows::Qos::kBestEffort;
   auto detector = (*plugin)->createDetector(
       spec.engine, *query, plugin::DetectorOptions(std::move(values)).withBaseDir(spec.base_dir),
       *made);
@@ -251,6 +261,7 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
   stage.min_threads = 1;
   stage.max_threads = 1;
   stage.cost_thresholds.clear();
+  stage.run_inline_when_idle = *run_inline == "when_idle";
   Query* raw = made.get();
   made->stage_ = std::make_unique<stages::Stage>(
       std::move(stage), [raw](stages::StageItem& item) { return raw->detect(item); });

@@ -31,6 +31,15 @@
 // allows it (a <journal>), the reliable flow keeps each composite until its
 // subscriber takes it, retrying while the buffer is full.
 //
+// The query option `run_inline=when_idle` lets the thread that delivers an
+// event run the detector itself while the query's stage is idle (the
+// stage's run-inline mode, stages/stage.h): on a light stream each event
+// saves two thread hand-offs (to the worker and back to whoever sends the
+// composite on), under load events queue for the worker as usual. The
+// delivering thread (an AMQP connection's, a route stage's) then pays for
+// the detection, so it is for queries whose detection is cheap; the default
+// `never` keeps every detection on the query's own thread.
+//
 // The service's registry entry "<assembly>.<unit>" lists its queries
 // (metadata `queries`). Per query, the registry holds the endpoint's entry
 // (what the flows handed it) and an entry "<assembly>.<unit>/<query>:detector" with metadata
@@ -78,6 +87,7 @@ struct QueryStats {
   uint64_t rejected = 0;          // events its stage refused (overload)
   uint64_t publish_failures = 0;  // composite events a subscriber refused or failed
   size_t queued = 0;              // events waiting in its stage or being detected
+  uint64_t ran_inline = 0;        // events detected on the delivering thread (run_inline)
 };
 
 class CepService final : public Service {

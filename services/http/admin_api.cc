@@ -393,7 +393,8 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
                    {"errors", stats->errors},
                    {"rejected", stats->rejected},
                    {"publish_failures", stats->publish_failures},
-                   {"queued", stats->queued}};
+                   {"queued", stats->queued},
+                   {"ran_inline", stats->ran_inline}};
         if (auto detector = registry_.snapshotOf(info.name + "/" + q + ":detector")) {
           for (const auto& [key, value] : detector->metadata) {
             if (key == "engine" || key == "input" || key == "output" || key == "text") {

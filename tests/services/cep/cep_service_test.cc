@@ -437,6 +437,50 @@ TEST_F(CepServiceTest, FlushWhenIdleMustBeTrueOrFalse) {
       << message;
 }
 
+// run_inline=when_idle: on the synchronous flow of this fixture, the idle
+// query detects on the publishing thread, so the match is out before
+// publish() returns; a query without the option detects on its worker.
+TEST_F(CepServiceTest, RunInlineWhenIdleDetectsOnTheDeliveringThread) {
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="inline" engine="cepfake" input="in.events" output="out.inline">
+      <option name="run_inline" value="when_idle"/>
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+    <query name="queued" engine="cepfake" input="in.events" output="out.queued">
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  Recorder inline_pairs(*broker_, "test.inline", "out.inline");
+  Recorder queued_pairs(*broker_, "test.queued", "out.queued");
+  publish("in.events", "A", 1, 1);
+  publish("in.events", "B", 2, 2);
+  EXPECT_EQ(inline_pairs.size(), 1u);  // nothing to wait for
+  EXPECT_EQ(cep.stats("inline")->consumed, 2u);
+  EXPECT_EQ(cep.stats("inline")->ran_inline, 2u);
+  ASSERT_TRUE(queued_pairs.waitFor(1));
+  EXPECT_EQ(cep.stats("queued")->ran_inline, 0u);
+  EXPECT_EQ(attr(inline_pairs.events()[0], "b_x")->asInt(), 2);
+}
+
+TEST_F(CepServiceTest, RunInlineMustBeNeverOrWhenIdle) {
+  auto built = build(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <option name="run_inline" value="always"/>
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  ASSERT_FALSE(built);
+  const std::string message = built.status().message();
+  EXPECT_NE(message.find("cep_test.xml:3"), std::string::npos) << message;
+  EXPECT_NE(message.find("run_inline must be never or when_idle, not \"always\""),
+            std::string::npos)
+      << message;
+}
+
 TEST_F(CepServiceTest, QueriesAddedBeforeStartRunFromStart) {
   auto built = build(kPairs);
   ASSERT_TRUE(built) << built.status().toString();
