@@ -14,7 +14,8 @@
 //               runs pass the same stage best effort
 //   cepbus-cep  the same plus a CEP query on the path: events in on
 //               bench.ticks, one composite event per event out on bench.seen
-//               (published with output_qos=reliable: kept until delivered)
+//               (published with output_qos=reliable: kept until delivered;
+//               run_inline=when_idle)
 //   rabbitmq    Debian's rabbitmq-server with rabbitmq_amqp1_0, /queue/bench
 //   proton      the Proton C example broker (broker.c), queue "bench"
 // (scripts/install-bench-deps.sh installs the references; missing ones are
@@ -22,7 +23,7 @@
 //
 //   amqp_bench [--messages N] [--seconds S] [--targets a,b,...] [--modes m,...]
 //              [--rates flood,1000,10000] [--listener ATTRS] [--stage ATTRS]
-//              [--journal ATTRS] [--cepbus PATH]
+//              [--journal ATTRS] [--query-options NAME=VALUE,...] [--cepbus PATH]
 //
 // --listener adds attributes to cepbus's <listeners><amqp> element, e.g.
 // 'subscriber-buffer="200" credit-window="50"' (flow control: the smaller
@@ -31,7 +32,10 @@
 // 'run-inline="when-idle"': the AMQP thread routes an event itself while the
 // stage is idle; 'run-inline="never"' always hands it to the stage's thread).
 // --journal adds attributes to the <journal> element, e.g.
-// 'commit-delay-us="5000"'. --cepbus runs another cepbus executable (another
+// 'commit-delay-us="5000"'. --query-options replaces the options added to
+// cepbus-cep's query (default 'run_inline=when_idle': the AMQP thread runs
+// the detector itself while the query is idle; 'run_inline=never' hands
+// every event to the query's thread). --cepbus runs another cepbus executable (another
 // build, to compare two versions on the same machine in one session).
 //
 // Flood runs send N messages (default 200000); a fixed-rate run sends
@@ -324,6 +328,9 @@ struct CepbusSettings {
   std::string listener_attrs;                             // <amqp>
   std::string stage_attrs = R"(run-inline="when-idle")";  // the route's <stage>
   std::string journal_attrs;                              // <journal>
+  // Options added to cepbus-cep's query, as name=value pairs: by default it
+  // detects on the AMQP thread while idle, as the route's stage routes there.
+  std::vector<std::pair<std::string, std::string>> query_options{{"run_inline", "when_idle"}};
 };
 
 class CepbusTarget final : public Target {
@@ -344,7 +351,11 @@ class CepbusTarget final : public Target {
              flushes it whenever the query's queue runs empty. Composites
              go out reliably, so a subscriber that falls behind delays them
              instead of losing them. -->
-        <option name="output_qos" value="reliable"/>
+        <option name="output_qos" value="reliable"/>)";
+      for (const auto& [option, value] : settings_.query_options) {
+        units += "\n        <option name=\"" + option + "\" value=\"" + value + "\"/>";
+      }
+      units += R"(
         <text>PATTERN Tick a RETURN Seen(a.n, a.sent_ns)</text>
       </query>
     </service-unit>
@@ -507,13 +518,24 @@ int main(int argc, char** argv) {
       cepbus.stage_attrs = argv[i + 1];
     } else if (flag == "--journal") {
       cepbus.journal_attrs = argv[i + 1];
+    } else if (flag == "--query-options") {
+      cepbus.query_options.clear();
+      for (const std::string& pair : split(argv[i + 1])) {
+        const size_t eq = pair.find('=');
+        if (eq == std::string::npos) {
+          std::fprintf(stderr, "amqp_bench: --query-options takes NAME=VALUE pairs, got %s\n",
+                       pair.c_str());
+          return 2;
+        }
+        cepbus.query_options.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
+      }
     } else if (flag == "--cepbus") {
       cepbus.binary = fs::absolute(argv[i + 1]);  // it runs in its own directory
     } else {
       std::fprintf(stderr,
                    "usage: %s [--messages N] [--seconds S] [--targets a,b] [--modes m] "
                    "[--rates flood,1000,10000] [--listener ATTRS] [--stage ATTRS] "
-                   "[--journal ATTRS] [--cepbus PATH]\n",
+                   "[--journal ATTRS] [--query-options NAME=VALUE,...] [--cepbus PATH]\n",
                    argv[0]);
       return 2;
     }
