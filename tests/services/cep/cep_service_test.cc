@@ -420,21 +420,29 @@ TEST_F(CepServiceTest, AnIdleQueryReportsWhatItsDetectorHolds) {
   EXPECT_EQ(cep.stats("pairs")->errors, 0u);
 }
 
-TEST_F(CepServiceTest, FlushWhenIdleMustBeTrueOrFalse) {
-  auto built = build(R"(<service-assembly name="sa">
+// The service's own options take only their values, named with the line.
+TEST_F(CepServiceTest, HostOptionsRefuseOtherValues) {
+  const struct {
+    std::string_view option, value, expected;
+  } cases[] = {
+      {"flush_when_idle", "sometimes", "flush_when_idle must be true or false, not \"sometimes\""},
+      {"run_inline", "always", "run_inline must be never or when_idle, not \"always\""},
+  };
+  for (const auto& c : cases) {
+    auto built = build(R"(<service-assembly name="sa">
   <service-unit name="cep" type="cep">
     <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <option name="flush_when_idle" value="sometimes"/>
+      <option name=")" +
+                       std::string(c.option) + R"(" value=")" + std::string(c.value) + R"("/>
       <text>PATTERN SEQ(A a, B b)</text>
     </query>
   </service-unit>
 </service-assembly>)");
-  ASSERT_FALSE(built);
-  const std::string message = built.status().message();
-  EXPECT_NE(message.find("cep_test.xml:3"), std::string::npos) << message;
-  EXPECT_NE(message.find("flush_when_idle must be true or false, not \"sometimes\""),
-            std::string::npos)
-      << message;
+    ASSERT_FALSE(built) << c.option;
+    const std::string message = built.status().message();
+    EXPECT_NE(message.find("cep_test.xml:3"), std::string::npos) << message;
+    EXPECT_NE(message.find(c.expected), std::string::npos) << message;
+  }
 }
 
 // run_inline=when_idle: on the synchronous flow of this fixture, the idle
@@ -462,23 +470,6 @@ TEST_F(CepServiceTest, RunInlineWhenIdleDetectsOnTheDeliveringThread) {
   ASSERT_TRUE(queued_pairs.waitFor(1));
   EXPECT_EQ(cep.stats("queued")->ran_inline, 0u);
   EXPECT_EQ(attr(inline_pairs.events()[0], "b_x")->asInt(), 2);
-}
-
-TEST_F(CepServiceTest, RunInlineMustBeNeverOrWhenIdle) {
-  auto built = build(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <option name="run_inline" value="always"/>
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
-  ASSERT_FALSE(built);
-  const std::string message = built.status().message();
-  EXPECT_NE(message.find("cep_test.xml:3"), std::string::npos) << message;
-  EXPECT_NE(message.find("run_inline must be never or when_idle, not \"always\""),
-            std::string::npos)
-      << message;
 }
 
 TEST_F(CepServiceTest, QueriesAddedBeforeStartRunFromStart) {
