@@ -104,6 +104,15 @@ void JournalWriter::flush() {
   flushed_cv_.wait(lock, [&] { return !running_ || committed_ >= target; });
 }
 
+void JournalWriter::requestTicks() {
+  std::lock_guard lock(mu_);
+  ++tick_requests_;
+  if (ticking_) return;
+  ticking_ = true;
+  next_tick_ = Clock::now() + options_.tick;
+  if (mustWake(next_tick_)) work_cv_.notify_one();
+}
+
 JournalWriterMetrics JournalWriter::metrics() const {
   std::lock_guard lock(mu_);
   JournalWriterMetrics m = metrics_;
@@ -115,16 +124,19 @@ void JournalWriter::run() {
   std::vector<JournalRecord> records;
   std::vector<uint64_t> tokens;
   std::vector<JournalAck> acks;
-  auto next_tick = Clock::now() + options_.tick;
-
   std::unique_lock lock(mu_);
+  ticking_ = true;
+  next_tick_ = Clock::now() + options_.tick;
   while (true) {
     const auto now = Clock::now();
-    if (!stopping_ && now >= next_tick) {
+    if (!stopping_ && ticking_ && now >= next_tick_) {
+      const uint64_t requests = tick_requests_;
       lock.unlock();
-      on_tick_(now);
-      next_tick = now + options_.tick;
+      const bool again = on_tick_(now);
       lock.lock();
+      next_tick_ = now + options_.tick;
+      // A request made during the tick may concern what it did not see.
+      if (!again && tick_requests_ == requests) ticking_ = false;
       continue;
     }
     // Records ripe by now (see ripeAt()), or that stop() or flush() want now.
@@ -141,10 +153,14 @@ void JournalWriter::run() {
       // Until the oldest ripens, the acknowledgements are due or the next
       // tick; append() and acknowledge() wake it earlier only for work due
       // before that, flush() and stop() always.
-      wake_at_ = next_tick;
+      wake_at_ = ticking_ ? next_tick_ : Clock::time_point::max();
       if (!queue_.empty()) wake_at_ = std::min(wake_at_, ripeAt(queue_.front().appended_at));
       if (!acks_.empty()) wake_at_ = std::min(wake_at_, first_ack_at_ + options_.ack_delay);
-      work_cv_.wait_until(lock, wake_at_);
+      if (wake_at_ == Clock::time_point::max()) {
+        work_cv_.wait(lock);
+      } else {
+        work_cv_.wait_until(lock, wake_at_);
+      }
       wake_at_ = Clock::time_point::min();
       continue;
     }

@@ -32,7 +32,9 @@
 // under a flood that halves what the journal writes. The cost: a sender whose
 // target does not acknowledge in time hears kAccepted `commit_delay` later.
 //
-// The thread also calls a tick callback periodically (the flow's redelivery timer).
+// The thread also calls a tick callback every `tick` (the flow's retry
+// timer) while it wants ticks: one that returns false is not called again
+// until requestTicks(), so an idle writer sleeps until there is work.
 // A writer owns the journal from start() to stop(), and may be started again
 // with another journal afterwards.
 
@@ -85,7 +87,8 @@ class JournalWriter {
   // (cancelled ones excluded); `status` is OK when they are durable.
   using CommitCallback =
       std::function<void(std::span<const uint64_t> tokens, const Status& status)>;
-  using TickCallback = std::function<void(std::chrono::steady_clock::time_point now)>;
+  // Returns whether to keep ticking.
+  using TickCallback = std::function<bool(std::chrono::steady_clock::time_point now)>;
 
   JournalWriter(JournalWriterOptions options, CommitCallback on_commit, TickCallback on_tick);
   ~JournalWriter();  // stop()
@@ -115,6 +118,10 @@ class JournalWriter {
   // Returns once every record appended before the call is committed and its
   // callback has run, or was cancelled (immediately when the writer is not running).
   void flush();
+
+  // Ticks again (the next one a tick period from now) after a tick said it
+  // wanted no more; also when called during that tick.
+  void requestTicks();
 
   JournalWriterMetrics metrics() const;
 
@@ -148,13 +155,17 @@ class JournalWriter {
   std::deque<Queued> queue_;        // guarded by mu_
   std::vector<JournalAck> acks_;    // guarded by mu_
   Clock::time_point first_ack_at_;  // guarded by mu_: of acks_.front()
-  // guarded by mu_: while the writer waits, when it wakes by itself; min()
-  // while it works (it looks at the queue again before it waits).
+  // guarded by mu_: while the writer waits, when it wakes by itself (max()
+  // when it waits for work only); min() while it works (it looks at the
+  // queue again before it waits).
   Clock::time_point wake_at_ = Clock::time_point::min();
-  uint64_t appended_ = 0;       // guarded by mu_: the last ticket given
-  uint64_t taken_ = 0;          // guarded by mu_: records taken out of queue_
-  uint64_t committed_ = 0;      // guarded by mu_: records through their callback (or cancelled)
-  uint64_t flush_through_ = 0;  // guarded by mu_: flush() wants tickets up to here now
+  bool ticking_ = true;          // guarded by mu_
+  Clock::time_point next_tick_;  // guarded by mu_: while ticking_
+  uint64_t tick_requests_ = 0;   // guarded by mu_: requestTicks() calls
+  uint64_t appended_ = 0;        // guarded by mu_: the last ticket given
+  uint64_t taken_ = 0;           // guarded by mu_: records taken out of queue_
+  uint64_t committed_ = 0;       // guarded by mu_: records through their callback (or cancelled)
+  uint64_t flush_through_ = 0;   // guarded by mu_: flush() wants tickets up to here now
   std::unique_ptr<Journal> journal_;  // used by the writer thread only while running
   bool running_ = false;              // guarded by mu_
   bool stopping_ = false;             // guarded by mu_

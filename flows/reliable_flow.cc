@@ -94,7 +94,7 @@ ReliableFlow::ReliableFlow(ReliableFlowConfig config)
           [this](std::span<const uint64_t> tokens, const Status& status) {
             onCommit(tokens, status);
           },
-          [this](std::chrono::steady_clock::time_point now) { onTick(now); }),
+          [this](std::chrono::steady_clock::time_point now) { return onTick(now); }),
       stages_(config_.name, config_.stage, [this](DeliveryTarget& target, const Attachment&) {
         return [this, &target](stages::StageItem& item) { return handle(target, item); };
       }) {}
@@ -353,8 +353,12 @@ void ReliableFlow::dispatch(Delivery delivery) {
 void ReliableFlow::scheduleRetry(Delivery delivery) {
   const auto due = std::chrono::steady_clock::now() + config_.retry_delay;
   const uint64_t token = parked_.park(std::move(delivery));
-  std::lock_guard lock(mu_);
-  retries_.push_back(Retry{due, token});
+  {
+    std::lock_guard lock(mu_);
+    retries_.push_back(Retry{due, token});
+  }
+  // After the push: a tick that saw no retries may have stopped the ticks.
+  writer_.requestTicks();
 }
 
 void ReliableFlow::orphan(const Delivery& delivery) {
@@ -390,19 +394,23 @@ void ReliableFlow::release(const DeliveryKey& key) {
   in_flight_.erase(key);
 }
 
-void ReliableFlow::onTick(std::chrono::steady_clock::time_point now) {
+bool ReliableFlow::onTick(std::chrono::steady_clock::time_point now) {
   std::vector<Retry> due;
+  bool waiting;
   {
     std::lock_guard lock(mu_);
     auto split = std::partition(retries_.begin(), retries_.end(),
                                 [&](const Retry& r) { return r.due > now; });
     due.assign(split, retries_.end());
     retries_.erase(split, retries_.end());
+    waiting = !retries_.empty();
   }
   for (const Retry& retry : due) {
     retried_.fetch_add(1, std::memory_order_relaxed);
     dispatch(parked_.take(retry.token));
   }
+  // A retry scheduled from here on asks for ticks itself (scheduleRetry()).
+  return waiting;
 }
 
 void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachment) {

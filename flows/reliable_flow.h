@@ -224,7 +224,8 @@ class ReliableFlow final : public AbstractFlow {
   // record if the writer has not taken it yet, settles the sender if nobody
   // did, and queues the acknowledgement for the journal.
   void acknowledgeRecord(uint64_t seq, const DeliveryKey& key, Settlement* settlement);
-  void onTick(std::chrono::steady_clock::time_point now);
+  // Dispatches the retries due; true while others wait (the writer's ticks).
+  bool onTick(std::chrono::steady_clock::time_point now);
   // Offers a journaled delivery to its target's stage; a full stage schedules a retry.
   void dispatch(Delivery delivery);
   void scheduleRetry(Delivery delivery);

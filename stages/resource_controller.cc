@@ -96,15 +96,30 @@ void PeriodicTask::run() {
   auto next = std::chrono::steady_clock::now() + period_;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
+    if (dormant_.load(std::memory_order_relaxed)) {
+      cv_.wait(lock, [this] { return stopping_ || !dormant_.load(std::memory_order_relaxed); });
+      next = std::chrono::steady_clock::now() + period_;
+      continue;
+    }
     if (cv_.wait_until(lock, next, [this] { return stopping_; })) break;
     lock.unlock();
     const auto now = std::chrono::steady_clock::now();
-    tick_(now);
+    const bool keep_ticking = tick_(now);
     // A late tick does not cause a burst of catch-up ticks.
     next += period_;
     if (next <= now) next = now + period_;
     lock.lock();
+    if (!keep_ticking) dormant_.store(true, std::memory_order_relaxed);
   }
+}
+
+void PeriodicTask::resume() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!dormant_.load(std::memory_order_relaxed)) return;
+    dormant_.store(false, std::memory_order_relaxed);
+  }
+  cv_.notify_all();
 }
 
 }  // namespace cepbus::stages

@@ -11,6 +11,7 @@
 // keeps the controller stable under noisy measurements (as SEDA's thread-pool
 // controller does).
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -65,11 +66,17 @@ class ResourceController {
   uint64_t last_busy_ns_ = 0;
 };
 
-// Runs `tick` every `period` on its own thread until stop().
-// Thread-safety: start() and stop() from one controlling thread; stop() is idempotent.
+// Runs `tick` every `period` on its own thread until stop(). A tick that
+// returns false has nothing left to watch: the task goes dormant and sleeps,
+// without waking every period, until wake() (the next activity) or stop();
+// the next tick then comes one period after the wake-up. So an idle stage
+// costs no wake-ups at all, and a busy one pays one relaxed load per wake().
+// Thread-safety: start() and stop() from one controlling thread; stop() is
+// idempotent. wake() and dormant() from any thread.
 class PeriodicTask {
  public:
-  using Tick = std::function<void(std::chrono::steady_clock::time_point now)>;
+  // Returns whether to keep ticking.
+  using Tick = std::function<bool(std::chrono::steady_clock::time_point now)>;
 
   PeriodicTask(std::chrono::nanoseconds period, Tick tick);
   ~PeriodicTask();
@@ -79,14 +86,24 @@ class PeriodicTask {
   void start();
   void stop();
 
+  // Ends a dormancy; cheap (one relaxed load) when the task is not dormant.
+  void wake() {
+    if (dormant_.load(std::memory_order_relaxed)) resume();
+  }
+  bool dormant() const { return dormant_.load(std::memory_order_relaxed); }
+
  private:
   void run();
+  void resume();
 
   const std::chrono::nanoseconds period_;
   const Tick tick_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;  // guarded by mu_
+  // Written under mu_, read without it by wake(). Activity between a tick's
+  // verdict and the dormancy goes unnoticed; the next wake() ends it.
+  std::atomic<bool> dormant_{false};
   std::thread thread_;
 };
 

@@ -47,8 +47,8 @@ Stage::Stage(StageConfig config, StageHandler handler)
       queue_(config_.capacity, CostClassifier(config_.cost_thresholds), config_.idle_spin,
              admission_.levels().soft_level),
       pool_(config_.name, [this] { workerLoop(); }),
-      controller_(config_.resource.period, [this](Clock::time_point now) { controllerTick(now); }) {
-}
+      controller_(config_.resource.period,
+                  [this](Clock::time_point now) { return controllerTick(now); }) {}
 
 Stage::~Stage() { stop(); }
 
@@ -86,6 +86,7 @@ Admission Stage::offer(StageItem item) {
     StageMetrics::add(metrics_.rejected, 1);
     return Admission::kRejected;
   }
+  controller_.wake();  // watching the stage again, if it went quiet
   // Below the soft level every rule admits, and the producer-side estimate
   // tells so without reading the workers' cache lines.
   size_t queue_length = queue_.sizeAtMost();
@@ -225,8 +226,12 @@ bool Stage::pauseForDownstream() {
 
 void Stage::workerLoop() {
   std::vector<StageItem> batch(config_.batch_size);
-  // Idle workers wake up once per controller period to notice a retirement.
-  const auto idle_wait = std::chrono::nanoseconds(config_.resource.period);
+  // Idle workers of a pool that may shrink wake up once per controller
+  // period to notice a retirement. A fixed-size pool never retires a worker
+  // (stop() wakes them by closing the queue): its idle workers just sleep.
+  const auto idle_wait = config_.max_threads > config_.min_threads
+                             ? std::chrono::nanoseconds(config_.resource.period)
+                             : std::chrono::nanoseconds(std::chrono::hours(1));
   for (;;) {
     if (pool_.shouldRetire()) return;
     if (pauseForDownstream()) StageMetrics::add(metrics_.backpressure_waits, 1);
@@ -275,15 +280,25 @@ uint64_t Stage::handledTotal() const {
   return StageMetrics::read(metrics_.processed) + StageMetrics::read(metrics_.failed);
 }
 
-void Stage::controllerTick(Clock::time_point now) {
+bool Stage::controllerTick(Clock::time_point now) {
   const uint64_t handled = handledTotal();
   const uint64_t offered = queue_.pushedTotal() + StageMetrics::read(metrics_.ran_inline) +
                            StageMetrics::read(metrics_.rejected);
   admission_.sample(now, offered, handled);
+  const size_t queued = queue_.size();
   const size_t threads =
-      resource_.update(now, pool_.threads(), queue_.size(), handled,
-                       StageMetrics::read(metrics_.busy_ns), downstreamSaturated());
+      resource_.update(now, pool_.threads(), queued, handled, StageMetrics::read(metrics_.busy_ns),
+                       downstreamSaturated());
   pool_.resize(threads);
+  // Quiet: nothing came or went for a whole rate window, nothing waits, no
+  // thread to retire and no overload to clear. Then the samples would all be
+  // alike, so the controller sleeps until the next offer() wakes it.
+  const bool quiet = offered == last_offered_ && handled == last_handled_ && queued == 0 &&
+                     threads == config_.min_threads && !admission_.overloaded();
+  last_offered_ = offered;
+  last_handled_ = handled;
+  quiet_ticks_ = quiet ? quiet_ticks_ + 1 : 0;
+  return quiet_ticks_ * config_.resource.period < config_.admission.rate_window;
 }
 
 }  // namespace cepbus::stages

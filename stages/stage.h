@@ -13,7 +13,9 @@
 //   is the hard limit past which offer() returns kRejected, which the caller
 //   must report to the sender.
 // - Resource control (stages/resource_controller.h): a periodic driver grows
-//   and shrinks the worker threads between min and max.
+//   and shrinks the worker threads between min and max. A stage quiet for a
+//   rate window costs no wake-ups: its driver sleeps until the next offer(),
+//   and the idle workers of a fixed-size pool sleep until work comes.
 // - Backpressure: while a stage named by addDownstream() is saturated, the
 //   workers pause their intake (a bounded wait per batch) and admission
 //   treats the stage as more loaded; pressure() shows this upstream.
@@ -131,7 +133,8 @@ class Stage {
   bool tryRunInline(StageItem& item);
   // A worker that took items while an inline run holds the stage waits for it.
   void waitForInlineRun() const;
-  void controllerTick(std::chrono::steady_clock::time_point now);
+  // False once the stage has been quiet for a rate window (see PeriodicTask).
+  bool controllerTick(std::chrono::steady_clock::time_point now);
   bool downstreamSaturated() const;
   // Waits (bounded) while a downstream stage is saturated; true if it waited.
   bool pauseForDownstream();
@@ -141,6 +144,10 @@ class Stage {
   const StageHandler handler_;
   AdmissionController admission_;
   ResourceController resource_;  // used by the controller thread only
+  // What the controller saw at its last tick (its thread only).
+  uint64_t last_offered_ = 0;
+  uint64_t last_handled_ = 0;
+  int64_t quiet_ticks_ = 0;
   EventQueue queue_;
   StageMetrics metrics_;
   std::array<std::atomic<const Stage*>, kMaxDownstream> downstream_{};

@@ -201,8 +201,9 @@ int runCommand(const std::vector<std::string>& args) {
   // queue for an instant, and one look could take that instant for the end.
   int drained_polls = 0;
   for (;;) {
+    // Polls only to watch for the drained bus; otherwise the signal alone wakes it.
     timespec poll{0, 50'000'000};
-    const int sig = sigtimedwait(&stop_signals, nullptr, &poll);
+    const int sig = sigtimedwait(&stop_signals, nullptr, exit_when_drained ? &poll : nullptr);
     if (sig == SIGINT || sig == SIGTERM) {
       log.information("%s received: draining and stopping", std::string(strsignal(sig)));
       break;

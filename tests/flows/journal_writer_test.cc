@@ -73,7 +73,7 @@ class JournalWriterTest : public ::testing::Test {
   JournalWriter::CommitCallback commitToProbe() {
     return [this](std::span<const uint64_t> t, const Status& s) { probe_.onCommit(t, s); };
   }
-  static void noTick(std::chrono::steady_clock::time_point) {}
+  static bool noTick(std::chrono::steady_clock::time_point) { return false; }
 
   std::unique_ptr<Journal> open() {
     auto journal = Journal::open(dir_.file("w.db"), {});
@@ -292,14 +292,34 @@ TEST_F(JournalWriterTest, AcknowledgementsRideWithTheNextRecordsInsteadOfWaiting
   writer.stop();
 }
 
-TEST_F(JournalWriterTest, TicksPeriodically) {
+// Ticks come every period while the callback wants them; after one that
+// says no more, none until requestTicks() — not even slowly.
+TEST_F(JournalWriterTest, TicksWhileWantedAndAgainWhenRequested) {
   JournalWriterOptions options;
   options.tick = std::chrono::milliseconds(1);
+  std::atomic<bool> wanted{true};
   JournalWriter writer(
       options, [](std::span<const uint64_t>, const Status&) {},
-      [this](std::chrono::steady_clock::time_point) { ticks_.fetch_add(1); });
+      [&](std::chrono::steady_clock::time_point) {
+        ticks_.fetch_add(1);
+        return wanted.load();
+      });
   writer.start(open());
   EXPECT_TRUE(waitUntil([&] { return ticks_.load() >= 3; }));
+  wanted = false;
+  const int before = ticks_.load();
+  EXPECT_TRUE(waitUntil([&] { return ticks_.load() > before; }));  // the one saying no more
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int idle = ticks_.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(ticks_.load(), idle);
+  // Records still go through while it does not tick.
+  ASSERT_TRUE(writer.append(record(1), 1));
+  writer.flush();
+  wanted = true;
+  writer.requestTicks();
+  EXPECT_TRUE(waitUntil([&] { return ticks_.load() >= idle + 3; }));
+  writer.stop();
 }
 
 TEST_F(JournalWriterTest, CanBeRestartedOnAnotherJournal) {

@@ -89,7 +89,10 @@ TEST(ResourceControllerTest, RejectsBadConfig) {
 
 TEST(PeriodicTaskTest, TicksUntilStopped) {
   std::atomic<int> ticks{0};
-  PeriodicTask task(milliseconds(1), [&](auto) { ticks.fetch_add(1); });
+  PeriodicTask task(milliseconds(1), [&](auto) {
+    ticks.fetch_add(1);
+    return true;
+  });
   task.start();
   EXPECT_TRUE(testing::eventually([&] { return ticks.load() >= 3; }));
   task.stop();
@@ -100,6 +103,30 @@ TEST(PeriodicTaskTest, TicksUntilStopped) {
   task.start();  // no restart after stop
   std::this_thread::sleep_for(milliseconds(10));
   EXPECT_EQ(ticks.load(), after_stop);
+}
+
+// A tick that returns false puts the task to sleep until wake(): no more
+// ticks, not even slow ones; wake() brings them back; stop() ends a dormancy.
+TEST(PeriodicTaskTest, SleepsAfterAQuietTickUntilWoken) {
+  std::atomic<int> ticks{0};
+  std::atomic<bool> quiet{true};
+  PeriodicTask task(milliseconds(1), [&](auto) {
+    ticks.fetch_add(1);
+    return !quiet.load();
+  });
+  task.wake();  // not dormant: nothing happens
+  task.start();
+  ASSERT_TRUE(testing::eventually([&] { return task.dormant(); }));
+  const int dormant_at = ticks.load();
+  std::this_thread::sleep_for(milliseconds(30));
+  EXPECT_EQ(ticks.load(), dormant_at);
+  quiet = false;
+  task.wake();
+  EXPECT_FALSE(task.dormant());
+  EXPECT_TRUE(testing::eventually([&] { return ticks.load() >= dormant_at + 3; }));
+  quiet = true;
+  ASSERT_TRUE(testing::eventually([&] { return task.dormant(); }));
+  task.stop();  // returns although the task sleeps without a deadline
 }
 
 }  // namespace
