@@ -35,7 +35,7 @@ using testing::AmqpTestClient;
 using testing::BusProcess;
 using testing::canConnect;
 using testing::ChildProcess;
-using testing::freePort;
+using testing::reservedPort;
 using ::testing::HasSubstr;
 using testing::httpGet;
 using testing::waitUntil;
@@ -77,8 +77,8 @@ class AmqpBridgeSecurityTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(writeSelfSignedPair(b_.dir()));
     fs::copy_file(b_.dir() / "cert.pem", a_.dir() / "b-cert.pem");
-    port_a_ = freePort();
-    port_b_ = freePort();
+    port_a_ = reservedPort();
+    port_b_ = reservedPort();
     // B: TLS only, no anonymous. "bridge" may publish what A sends and
     // subscribe to what A takes in; "reader" may only subscribe; "tester" is
     // the test's own client.

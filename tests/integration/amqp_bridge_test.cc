@@ -16,7 +16,7 @@ namespace {
 using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
 using testing::BusProcess;
-using testing::freePort;
+using testing::reservedPort;
 
 proton::message tick(const std::string& subject, int64_t ts) {
   proton::message m;
@@ -28,8 +28,8 @@ proton::message tick(const std::string& subject, int64_t ts) {
 class AmqpBridgeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    port_a_ = freePort();
-    port_b_ = freePort();
+    port_a_ = reservedPort();
+    port_b_ = reservedPort();
     a_xml_ = "<cepbus name=\"a\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
              std::to_string(port_a_) + "\" allow-anonymous=\"true\"/></listeners></cepbus>\n";
     const std::string url = "127.0.0.1:" + std::to_string(port_a_);

@@ -20,7 +20,7 @@ using testing::AmqpClientOptions;
 using testing::AmqpReceived;
 using testing::AmqpTestClient;
 using testing::BusProcess;
-using testing::freePort;
+using testing::reservedPort;
 
 // Message `n` (its id too, so that a resend is recognised as a duplicate).
 proton::message numbered(const std::string& subject, uint64_t n) {
@@ -40,7 +40,7 @@ class AmqpDeliveryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     bus_ = new BusProcess(CEPBUS_BINARY, "cepbus-amqp-dlv");
-    port_ = freePort();
+    port_ = reservedPort();
     const std::string descriptor = R"(<cepbus name="delivery">
   <journal path="journal.db"/>
   <listeners><amqp host="127.0.0.1" port=")" +

@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
 using testing::BusProcess;
-using testing::freePort;
+using testing::reservedPort;
 
 constexpr int kBuffer = 20;  // the descriptor's subscriber-buffer
 
@@ -43,7 +43,7 @@ class AmqpFlowTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     bus_ = new BusProcess(CEPBUS_BINARY, "cepbus-amqp-flow");
-    port_ = freePort();
+    port_ = reservedPort();
     const std::string descriptor = R"(<cepbus name="flow">
   <logging level="warning"/>
   <journal path="journal.db"/>

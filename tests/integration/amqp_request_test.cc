@@ -30,7 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::AmqpTestClient;
 using testing::BusProcess;
-using testing::freePort;
+using testing::reservedPort;
 using testing::httpGet;
 
 int64_t bodyInt(const proton::message& m, const std::string& key) {
@@ -53,7 +53,7 @@ class AmqpRequestE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     bus_ = new BusProcess(CEPBUS_BINARY, "cepbus-amqp-req");
-    port_ = freePort();
+    port_ = reservedPort();
     const std::string descriptor = R"(<cepbus name="requests">
   <listeners>
     <amqp host="127.0.0.1" port=")" +

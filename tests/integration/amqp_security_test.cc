@@ -26,7 +26,7 @@ using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
 using testing::BusProcess;
 using testing::ChildProcess;
-using testing::freePort;
+using testing::reservedPort;
 using ::testing::HasSubstr;
 using testing::writeSelfSignedPair;
 
@@ -47,8 +47,8 @@ class AmqpSecurityTest : public ::testing::Test {
     auto alice = services::amqp::hashPassword("alice-secret", 1000);
     auto bob = services::amqp::hashPassword("bob-secret", 1000);
     ASSERT_TRUE(alice.isOk() && bob.isOk());
-    port_ = freePort();
-    plain_port_ = freePort();
+    port_ = reservedPort();
+    plain_port_ = reservedPort();
     std::string users = R"(
       <user name="alice" password-hash=")" +
                         *alice + R"(">

@@ -19,7 +19,7 @@
 namespace cepbus {
 namespace {
 
-using cepbus::testing::freePort;
+using cepbus::testing::reservedPort;
 using cepbus::testing::httpGet;
 using cepbus::testing::waitListening;
 
@@ -280,7 +280,7 @@ TEST_F(CliTest, QuickstartDetectsThePlantedEqualPrices) {
 // rejected with a reason on the same link, and receives what it published; a
 // replay sink on the bus records the same events.
 TEST_F(CliTest, AnIndependentAmqpClientPublishesAndSubscribes) {
-  const int port = freePort();
+  const int port = reservedPort();
   write("amqp.xml", R"(<cepbus name="amqp">
   <listeners><amqp host="127.0.0.1" port=")" +
                         std::to_string(port) +
@@ -344,7 +344,7 @@ conn.close()
 // The real bus with its admin listener: Prometheus metrics and the registry
 // over REST, while a replay runs through it.
 TEST_F(CliTest, TheAdminListenerServesMetricsAndTheRegistry) {
-  const int port = freePort();
+  const int port = reservedPort();
   write("in.jsonl", events(100));
   write("admin.xml", replayToSink("admin", 0,
                                   "  <listeners><http host=\"127.0.0.1\" port=\"" +

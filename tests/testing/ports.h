@@ -15,7 +15,7 @@
 namespace cepbus::testing {
 
 // A port nobody listens on right now. Another process may take it before the
-// caller binds it; the tests accept that small race for a simple set-up.
+// caller binds it (tests running in parallel have: use reservedPort() there).
 inline int freePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -26,6 +26,25 @@ inline int freePort() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+// A loopback port reserved for the rest of this process: a socket stays
+// bound to it (SO_REUSEADDR, never listening), so the kernel gives it to no
+// other bind(0) or outgoing connection and a plain bind() elsewhere fails,
+// while a server told to listen there with SO_REUSEADDR — cepbus's AMQP and
+// admin listeners — still can, again after a restart. Tests that start
+// processes side by side (ctest -j) thus never share a port.
+inline int reservedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  return ntohs(addr.sin_port);  // `fd` stays open until the process exits
 }
 
 // True when something accepts TCP connections on 127.0.0.1:`port`.
