@@ -14,18 +14,24 @@
 
 namespace cepbus::testing {
 
-// A port nobody listens on right now. Another process may take it before the
-// caller binds it (tests running in parallel have: use reservedPort() there).
-inline int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+// Binds `fd` to a port of the kernel's choice on 127.0.0.1 and returns it.
+inline int bindAnyLoopbackPort(int fd) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   socklen_t len = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+// A port nobody listens on right now. Another process may take it before the
+// caller binds it (tests running in parallel have: use reservedPort() there).
+inline int freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int port = bindAnyLoopbackPort(fd);
+  ::close(fd);
+  return port;
 }
 
 // A loopback port reserved for the rest of this process: a socket stays
@@ -38,13 +44,7 @@ inline int reservedPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  return ntohs(addr.sin_port);  // `fd` stays open until the process exits
+  return bindAnyLoopbackPort(fd);  // `fd` stays open until the process exits
 }
 
 // True when something accepts TCP connections on 127.0.0.1:`port`.
