@@ -262,6 +262,46 @@ struct ServiceAssembly {
   std::filesystem::path resolvePath(std::string_view path) const;
 };
 
+// One RabbitMQ node of a cluster's failover list: its AMQP 1.0 listener and
+// its management HTTP API (used to declare the topology and to close the
+// connections of a node that stopped answering).
+struct ClusterBroker {
+  std::string host = "127.0.0.1";
+  uint16_t port = 5672;
+  uint16_t management_port = 15672;
+  Location where;
+};
+
+// Scale-out on a RabbitMQ cluster (services/cluster/): the events of input
+// stream `name` are split into `partitions` quorum queues by a hash of the
+// `key` attributes; every node of the cluster consumes the partitions it owns
+// and runs `queries` on each partition separately. Broker objects are named
+// after the cluster: exchange "<name>.in" (direct, routing key "p<i>"),
+// queues "<name>.p<i>" (quorum, single active consumer), exchange
+// "<name>.out" (topic, routing key = the query's output) with the queue
+// "<name>.composites" bound to it, and exchange "<name>.members" (fanout) for
+// the nodes' heartbeats.
+struct ClusterSpec {
+  std::string name;
+  std::string node;  // this node's id, unique among the cluster's nodes
+  uint32_t partitions = 0;
+  std::vector<std::string> key;        // attribute names, in hashing order
+  std::vector<ClusterBroker> brokers;  // failover order
+  std::string user = "guest";
+  // The environment variable holding the broker password; empty for the
+  // user "guest" (password "guest"), required for any other user.
+  std::string password_env;
+  uint64_t heartbeat_ms = 500;      // how often a node announces itself
+  uint64_t idle_timeout_ms = 3000;  // silence after which a node counts as gone
+  // The most unsettled input messages a node holds per partition: the
+  // events that a window or a partial match may still need (the bound the
+  // replay design puts on windows).
+  uint32_t max_unsettled = 20000;
+  int64_t slack = 0;  // event-time reordering slack within a partition
+  std::vector<QuerySpec> queries;  // inputs empty: a cluster query reads its partition
+  Location where;
+};
+
 struct Descriptor {
   std::string name;
   std::string source;  // the name it was parsed under (usually its path)
@@ -273,6 +313,7 @@ struct Descriptor {
   PluginsConfig plugins;
   RoutesConfig routes;
   std::vector<ServiceAssembly> assemblies;
+  std::optional<ClusterSpec> cluster;
   Location where;
 
   const StageSpec* stage(std::string_view name) const;           // nullptr when absent

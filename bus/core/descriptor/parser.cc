@@ -34,6 +34,8 @@ constexpr uint64_t kMaxPort = 65535;
 // AMQP link credit is a 32-bit count; a window beyond this buys nothing.
 constexpr uint64_t kMaxCreditWindow = 1000000;
 constexpr uint64_t kMaxTimeoutMs = uint64_t{24} * 3600 * 1000;  // a day
+constexpr uint64_t kMaxPartitions = 1024;
+constexpr uint64_t kMaxSlack = uint64_t{1} << 40;
 constexpr uint64_t kMaxCommitDelayUs = 1000000;                 // a second
 // Long values are cut in messages so one bad attribute cannot flood a report.
 constexpr size_t kMaxQuotedLength = 60;
@@ -571,6 +573,7 @@ class Parser {
               {"stages", true},
               {"plugins", true},
               {"routes", true},
+              {"cluster", true},
               {"service-assembly"}},
              [&](const XMLElement* child) {
                const std::string_view tag = child->Name();
@@ -586,6 +589,8 @@ class Parser {
                  plugins(child, d.plugins);
                } else if (tag == "routes") {
                  routes(child, d.routes);
+               } else if (tag == "cluster") {
+                 cluster(child, d.cluster.emplace());
                } else {
                  ServiceAssembly a;
                  if (!assembly(child, a)) return;
@@ -610,6 +615,83 @@ class Parser {
     out->where = at(e);
     if (auto path = string(e, "path", true)) out->path = resolve(*path);
     out->commit_delay_us = integer(e, "commit-delay-us", 0, kMaxCommitDelayUs);
+  }
+
+  void cluster(const XMLElement* e, ClusterSpec& c) {
+    checkAttributes(e, {"name", "node", "partitions", "key", "user", "password-env", "heartbeat",
+                        "idle-timeout", "max-unsettled", "slack"});
+    c.where = at(e);
+    c.name = name(e, "name", true).value_or("");
+    c.node = name(e, "node", true).value_or("");
+    if (e->FindAttribute("partitions") == nullptr) {
+      report(e, "missing required attribute \"partitions\"");
+    }
+    c.partitions = static_cast<uint32_t>(integer(e, "partitions", 1, kMaxPartitions).value_or(0));
+    if (auto key = string(e, "key", true)) c.key = nameList(e, "key", *key);
+    if (auto user = name(e, "user", false)) c.user = *user;
+    if (auto env = string(e, "password-env", false)) {
+      if (isEnvName(*env)) {
+        c.password_env = *env;
+      } else {
+        reportAttr(e, e->FindAttribute("password-env"),
+                   "must be an environment variable name, got " + quote(*env));
+      }
+    }
+    if (c.password_env.empty() && c.user != "guest" && e->FindAttribute("password-env") == nullptr) {
+      report(e, "user " + quote(c.user) +
+                    " needs \"password-env\" naming the variable that holds its password");
+    }
+    c.heartbeat_ms = integer(e, "heartbeat", 1, kMaxTimeoutMs).value_or(c.heartbeat_ms);
+    c.idle_timeout_ms = integer(e, "idle-timeout", 1, kMaxTimeoutMs).value_or(c.idle_timeout_ms);
+    if (c.idle_timeout_ms < 2 * c.heartbeat_ms) {
+      report(e, "\"idle-timeout\" (" + std::to_string(c.idle_timeout_ms) +
+                    " ms) must be at least twice \"heartbeat\" (" +
+                    std::to_string(c.heartbeat_ms) +
+                    " ms), or one late heartbeat would make a live node look gone");
+    }
+    c.max_unsettled = static_cast<uint32_t>(
+        integer(e, "max-unsettled", 1, kMaxCreditWindow).value_or(c.max_unsettled));
+    c.slack = static_cast<int64_t>(integer(e, "slack", 0, kMaxSlack).value_or(0));
+    NameScope queries;
+    children(e, {{"broker"}, {"query"}}, [&](const XMLElement* child) {
+      if (std::string_view(child->Name()) == "broker") {
+        checkAttributes(child, {"host", "port", "management-port"});
+        noChildren(child);
+        ClusterBroker& b = c.brokers.emplace_back();
+        b.where = at(child);
+        hostAndPort(child, b.host, b.port);
+        if (auto port = integer(child, "management-port", 1, kMaxPort)) {
+          b.management_port = static_cast<uint16_t>(*port);
+        }
+        return;
+      }
+      QuerySpec q;
+      if (!query(child, q, QueryInput::kNone)) return;
+      unique(queries, child, "query", q.name);
+      q.base_dir = base_dir_;
+      c.queries.push_back(std::move(q));
+    });
+    if (c.brokers.empty()) report(e, "needs at least one <broker host=... port=.../>");
+    if (c.queries.empty()) report(e, "needs at least one <query> to run on the partitions");
+  }
+
+  // The comma-separated attribute names of `attr`.
+  std::vector<std::string> nameList(const XMLElement* e, const char* attr, std::string_view list) {
+    std::vector<std::string> out;
+    size_t begin = 0;
+    while (true) {
+      const size_t end = std::min(list.find(',', begin), list.size());
+      const std::string item(trim(list.substr(begin, end - begin)));
+      if (!isName(item)) {
+        reportAttr(e, e->FindAttribute(attr),
+                   "must list attribute names separated by commas, got " + quote(list));
+        return {};
+      }
+      out.push_back(item);
+      if (end == list.size()) break;
+      begin = end + 1;
+    }
+    return out;
   }
 
   void listeners(const XMLElement* e, Listeners& out) {
@@ -984,12 +1066,22 @@ class Parser {
     out.push_back(std::move(s));
   }
 
-  bool query(const XMLElement* e, QuerySpec& q) {
-    checkAttributes(e, {"name", "engine", "input", "output"});
+  // A CEP service's query names its input addresses; a cluster's query reads
+  // its partition and has none.
+  enum class QueryInput : uint8_t { kAddresses, kNone };
+
+  bool query(const XMLElement* e, QuerySpec& q, QueryInput input_kind = QueryInput::kAddresses) {
+    if (input_kind == QueryInput::kAddresses) {
+      checkAttributes(e, {"name", "engine", "input", "output"});
+    } else {
+      checkAttributes(e, {"name", "engine", "output"});
+    }
     q.where = at(e);
     auto query_name = name(e, "name", true);
     q.engine = name(e, "engine", true).value_or("");
-    if (auto input = string(e, "input", true)) q.inputs = inputs(e, *input);
+    if (input_kind == QueryInput::kAddresses) {
+      if (auto input = string(e, "input", true)) q.inputs = inputs(e, *input);
+    }
     q.output = address(e, "output", AddressUse::kConcrete, true).value_or("");
     NameScope options;
     bool has_text = false;
