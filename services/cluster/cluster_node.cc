@@ -1,0 +1,853 @@
+#include "services/cluster/cluster_node.h"
+
+#include <Poco/Logger.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <proton/connection.hpp>
+#include <proton/connection_options.hpp>
+#include <proton/container.hpp>
+#include <proton/delivery.hpp>
+#include <proton/message.hpp>
+#include <proton/message_id.hpp>
+#include <proton/messaging_handler.hpp>
+#include <proton/receiver.hpp>
+#include <proton/receiver_options.hpp>
+#include <proton/sender.hpp>
+#include <proton/sender_options.hpp>
+#include <proton/session.hpp>
+#include <proton/tracker.hpp>
+#include <proton/transport.hpp>
+#include <proton/work_queue.hpp>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "bus/core/pattern/parser.h"
+#include "bus/core/plugin/reorder.h"
+#include "flows/dedupe_window.h"
+#include "services/amqp/message_mapping.h"
+#include "services/amqp/sasl_plugin.h"
+#include "services/cluster/composite_id.h"
+#include "services/cluster/membership.h"
+#include "services/cluster/partition_ledger.h"
+#include "services/cluster/cluster_publisher.h"
+#include "services/cluster/partitioned_query.h"
+#include "services/cluster/partitioner.h"
+
+namespace cepbus::services::cluster {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kHeartbeatSubject[] = "cepbus.heartbeat";
+
+// A cluster query compiled once; each active partition runs a detector of it.
+struct CompiledQuery {
+  std::string name;
+  std::string engine;
+  std::string output;
+  pattern::Query query;
+  plugin::DetectorOptions options;
+  plugin::PluginPtr plugin;
+};
+
+std::string joinTs(const plugin::Match& match) {
+  std::string out = "[";
+  for (size_t i = 0; i < match.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(match.ts(i));
+  }
+  return out + "]";
+}
+
+std::string joinPartitions(const std::vector<uint32_t>& parts) {
+  std::string out;
+  for (uint32_t p : parts) out += (out.empty() ? "" : ",") + std::to_string(p);
+  return out;
+}
+
+std::vector<uint32_t> parsePartitions(std::string_view text) {
+  std::vector<uint32_t> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    uint32_t v = 0;
+    auto [end, ec] = std::from_chars(text.data() + at, text.data() + comma, v);
+    if (ec == std::errc() && end == text.data() + comma) out.push_back(v);
+    at = comma + 1;
+  }
+  return out;
+}
+
+template <typename T>
+std::optional<T> property(const proton::message& m, const std::string& name) {
+  const auto& props = m.properties();
+  if (!props.exists(name)) return std::nullopt;
+  try {
+    return proton::get<T>(props.get(name));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::string clusterStatsJson(const ClusterStats& s) {
+  nlohmann::json partitions = nlohmann::json::array();
+  for (const PartitionStats& p : s.partitions) {
+    partitions.push_back({{"partition", p.partition},
+                          {"role", p.role},
+                          {"owner", p.owner},
+                          {"held", p.held},
+                          {"unaccepted_outputs", p.unaccepted_outputs}});
+  }
+  return nlohmann::json{{"node", s.node},
+                        {"live_nodes", s.live_nodes},
+                        {"partitions", std::move(partitions)},
+                        {"received", s.received},
+                        {"settled", s.settled},
+                        {"replayed", s.replayed},
+                        {"takeovers", s.takeovers},
+                        {"handovers", s.handovers},
+                        {"duplicates", s.duplicates},
+                        {"late", s.late},
+                        {"rejected", s.rejected},
+                        {"composites", s.composites},
+                        {"detector_errors", s.detector_errors},
+                        {"reconnects", s.reconnects},
+                        {"stalls", s.stalls},
+                        {"window_full", s.window_full},
+                        {"streams_ended", s.streams_ended}}
+      .dump();
+}
+
+class ClusterNode::Impl final : public proton::messaging_handler {
+ public:
+  Impl(descriptor::ClusterSpec spec, std::string password, ClusterHooks hooks,
+       std::vector<CompiledQuery> queries, router::Registry& registry)
+      : spec_(std::move(spec)),
+        registry_(registry),
+        password_(std::move(password)),
+        hooks_(std::move(hooks)),
+        queries_(std::move(queries)),
+        membership_(spec_.node, std::chrono::milliseconds(spec_.idle_timeout_ms)),
+        incarnation_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)),
+        log_(Poco::Logger::get("cepbus.cluster")) {
+    window_ = 0;
+    for (const CompiledQuery& q : queries_) window_ = std::max(window_, *q.query.within);
+    partitions_.resize(spec_.partitions);
+    for (uint32_t p = 0; p < spec_.partitions; ++p) {
+      partitions_[p].index = p;
+      partitions_[p].symbol = Symbol::intern(spec_.name + "." + partitionName(p));
+    }
+  }
+
+  // ---- control plane ------------------------------------------------------
+
+  Status start() {
+    if (hooks_.verify_topology) {
+      if (Status s = hooks_.verify_topology(); !s) return s;
+    }
+    auto entry = registry_.add(entryName(), router::ComponentKind::kService);
+    if (!entry) return entry.status();
+    entry_ = *entry;
+    entry_->setMetadata("type", "cluster-node");
+    entry_->setMetadata("cluster", spec_.name);
+    entry_->setMetadata("node", spec_.node);
+    // The stats change all the time; the registry asks for them only when
+    // someone takes a snapshot (the admin API, metrics).
+    entry_->setProbe([this](router::LiveNumbers& numbers) {
+      const ClusterStats s = stats();
+      numbers.queue_length = 0;
+      for (const PartitionStats& p : s.partitions) numbers.queue_length += p.held;
+      entry_->setMetadata("status", clusterStatsJson(s));
+    });
+    entry_->setState(router::ComponentState::kStarted);
+    amqp::installSaslPlugin();
+    container_ = std::make_unique<proton::container>(*this, spec_.node);
+    thread_ = std::thread([this] {
+      try {
+        container_->run();
+      } catch (const std::exception& e) {
+        log_.error("cluster %s node %s: container failed: %s", spec_.name, spec_.node,
+                   std::string(e.what()));
+      }
+    });
+    return Status::ok();
+  }
+
+  void stop() {
+    if (!container_ || stopped_) return;
+    stopped_ = true;
+    std::promise<void> left;
+    std::future<void> done = left.get_future();
+    container_->schedule(proton::duration(0), [this, &left] {
+      leave();
+      left.set_value();
+    });
+    done.wait_for(std::chrono::seconds(5));
+    // Give the broker a moment to take the leave heartbeat and the session
+    // ends before the connection goes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    container_->stop();
+    thread_.join();
+    for (std::thread& t : evictions_) t.join();
+    if (entry_) {
+      entry_->setProbe(nullptr);
+      registry_.remove(entryName());
+    }
+  }
+
+  // "cluster:<name>/<node>": what /api/cluster and the metrics read.
+  std::string entryName() const { return "cluster:" + spec_.name + "/" + spec_.node; }
+
+  ClusterStats stats() const {
+    std::lock_guard lock(stats_mu_);
+    return published_stats_;
+  }
+
+  const descriptor::ClusterSpec& spec() const { return spec_; }
+
+  // ---- container thread ---------------------------------------------------
+
+  void on_container_start(proton::container&) override {
+    last_tick_ = Clock::now();
+    started_at_ = last_tick_;
+    connect();
+    tick();
+  }
+
+  void on_connection_open(proton::connection& c) override {
+    connection_ = c;
+    log_.information("cluster %s node %s: connected to broker %s:%hu", spec_.name, spec_.node,
+                     broker().host, broker().port);
+    const std::string members = "/exchange/" + spec_.name + ".members/hb";
+    heartbeat_sender_ = c.open_sender(members, proton::sender_options().name("heartbeat"));
+    c.open_receiver(members, proton::receiver_options().name("members").credit_window(100));
+    for (const CompiledQuery& q : queries_) {
+      outputs_[q.output] =
+          c.open_sender("/exchange/" + spec_.name + ".out/" + q.output,
+                        proton::sender_options().name("out:" + q.output).auto_settle(true));
+    }
+    late_sender_ = c.open_sender("/exchange/" + spec_.name + ".out/late",
+                                 proton::sender_options().name("late"));
+    connected_at_ = Clock::now();
+    sendHeartbeat(false);
+  }
+
+  void on_message(proton::delivery& d, proton::message& m) override {
+    const std::string& link = d.receiver().name();
+    if (link == "members") {
+      onHeartbeat(m);
+      d.accept();
+      return;
+    }
+    watchdog();
+    uint32_t index = 0;
+    auto [end, ec] = std::from_chars(link.data() + 1, link.data() + link.size(), index);
+    if (link.empty() || link[0] != 'p' || ec != std::errc() || end != link.data() + link.size() ||
+        index >= partitions_.size() || !partitions_[index].attached) {
+      d.release();
+      return;
+    }
+    onInput(partitions_[index], d, m);
+  }
+
+  void on_tracker_accept(proton::tracker& t) override { outputDone(t, true); }
+  void on_tracker_reject(proton::tracker& t) override { outputDone(t, false); }
+  void on_tracker_release(proton::tracker& t) override { outputDone(t, false); }
+  void on_tracker_settle(proton::tracker& t) override {
+    // A broker that settles without an outcome (a dead link) resends.
+    if (trackers_.count(t) != 0) outputDone(t, false);
+  }
+
+  void on_session_close(proton::session& s) override {
+    for (Partition& p : partitions_) {
+      if (p.session == s) detached(p, "session closed");
+    }
+  }
+
+  void on_receiver_close(proton::receiver& r) override {
+    if (r.error()) {
+      log_.warning("cluster %s node %s: receiver %s closed: %s", spec_.name, spec_.node, r.name(),
+                   r.error().what());
+    }
+  }
+
+  void on_transport_error(proton::transport& t) override {
+    log_.warning("cluster %s node %s: connection to %s:%hu failed: %s", spec_.name, spec_.node,
+                 broker().host, broker().port, t.error().what());
+  }
+  void on_connection_error(proton::connection& c) override {
+    log_.warning("cluster %s node %s: connection error: %s", spec_.name, spec_.node,
+                 c.error().what());
+  }
+  void on_error(const proton::error_condition& e) override {
+    log_.warning("cluster %s node %s: %s", spec_.name, spec_.node, e.what());
+  }
+
+  // Every partition's state goes with the connection: what it held is
+  // redelivered by the broker, to this node or another.
+  void on_transport_close(proton::transport&) override {
+    for (Partition& p : partitions_) detached(p, "connection closed");
+    trackers_.clear();
+    outputs_.clear();
+    heartbeat_sender_ = proton::sender();
+    late_sender_ = proton::sender();
+    connection_ = proton::connection();
+    if (leaving_) return;
+    // The next broker of the failover list.
+    broker_index_ = (broker_index_ + 1) % spec_.brokers.size();
+    ++counters_.reconnects;
+    container_->schedule(proton::duration(std::min<uint64_t>(spec_.heartbeat_ms, 1000)),
+                         [this] { connect(); });
+  }
+
+ private:
+  struct QueryRun;
+
+  // One active partition: its detectors and what it holds.
+  struct Active {
+    Active(Timestamp window, Timestamp slack, size_t dedupe)
+        : ledger(window), seen(dedupe) {
+      reorder.emplace(slack);
+    }
+    PartitionLedger ledger;
+    std::optional<plugin::ReorderBuffer> reorder;  // replaced for each new stream
+    flows::DedupeWindow seen;
+    std::vector<std::unique_ptr<QueryRun>> runs;
+    std::unordered_map<uint64_t, proton::delivery> deliveries;  // by ledger tag
+    uint64_t next_tag = 0;
+    bool ended = false;  // an end-of-stream marker came; the next event starts anew
+  };
+
+  struct Partition {
+    uint32_t index = 0;
+    Symbol symbol;
+    proton::session session;
+    proton::receiver receiver;
+    bool attached = false;
+    bool handing_over = false;
+    std::unique_ptr<Active> active;
+  };
+
+  // The sink of one query's detector on one partition.
+  struct QueryRun final : plugin::MatchSink {
+    QueryRun(Impl& impl, Partition& partition, const CompiledQuery& query)
+        : impl(impl), partition(partition), query(query) {}
+    void onMatch(const plugin::Match& match) override { impl.publishComposite(*this, match); }
+    Impl& impl;
+    Partition& partition;
+    const CompiledQuery& query;
+    std::unique_ptr<plugin::GuardedDetector> detector;
+  };
+
+  struct OutputRef {
+    uint32_t partition;
+    uint64_t seq;
+    uint64_t incarnation;  // the partition's activation it belongs to
+    proton::message message;
+    std::string sender;
+  };
+
+  const descriptor::ClusterBroker& broker() const { return spec_.brokers[broker_index_]; }
+
+  void connect() {
+    if (leaving_) return;
+    const descriptor::ClusterBroker& b = broker();
+    proton::connection_options options;
+    options.handler(*this);
+    options.user(spec_.user).password(password_).sasl_allowed_mechs("PLAIN");
+    options.sasl_allow_insecure_mechs(true);
+    // Frames at least this often, so the broker notices a dead node even
+    // without the watchdog's eviction.
+    options.idle_timeout(proton::duration(std::max<uint64_t>(spec_.idle_timeout_ms, 2000)));
+    container_->connect("amqp://" + b.host + ":" + std::to_string(b.port), options);
+  }
+
+  void tick() {
+    if (leaving_) return;
+    watchdog();
+    const SteadyTime now = Clock::now();
+    for (const std::string& gone : membership_.expire(now)) {
+      log_.warning("cluster %s node %s: node %s went silent; its partitions move", spec_.name,
+                   spec_.node, gone);
+      if (hooks_.evict) {
+        evictions_.emplace_back([evict = hooks_.evict, gone] { evict(gone); });
+      }
+    }
+    sendHeartbeat(false);
+    // Attach nothing until the others had a chance to announce themselves:
+    // a node that attached to everything first would be active everywhere.
+    if (now - connected_at_ > std::chrono::milliseconds(2 * spec_.heartbeat_ms)) reconcile();
+    publishStats();
+    container_->schedule(proton::duration(spec_.heartbeat_ms), [this] { tick(); });
+  }
+
+  // A node whose timer ran late by more than the idle timeout was stopped or
+  // starved: the others counted it gone and took its partitions, so what it
+  // holds is stale and its composites would only repeat theirs.
+  void watchdog() {
+    const SteadyTime now = Clock::now();
+    const auto gap = now - last_tick_;
+    last_tick_ = now;
+    if (gap <= std::chrono::milliseconds(spec_.idle_timeout_ms)) return;
+    ++counters_.stalls;
+    log_.warning(
+        "cluster %s node %s: stalled for %ld ms (idle timeout %lu ms); dropping every partition",
+        spec_.name, spec_.node,
+        static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(gap).count()),
+        static_cast<unsigned long>(spec_.idle_timeout_ms));
+    for (Partition& p : partitions_) detach(p);
+    connected_at_ = now;  // wait a round of heartbeats before attaching again
+  }
+
+  void sendHeartbeat(bool leaving) {
+    if (!heartbeat_sender_ || !heartbeat_sender_.active()) return;
+    proton::message m;
+    m.subject(kHeartbeatSubject);
+    m.properties().put("node", spec_.node);
+    m.properties().put("incarnation", incarnation_);
+    m.properties().put("leaving", leaving);
+    std::vector<uint32_t> attached;
+    for (const Partition& p : partitions_) {
+      if (p.attached) attached.push_back(p.index);
+    }
+    m.properties().put("attached", joinPartitions(attached));
+    heartbeat_sender_.send(m);
+    Heartbeat self{spec_.node, incarnation_, false, attached};
+    membership_.heard(self, Clock::now());
+  }
+
+  void onHeartbeat(const proton::message& m) {
+    Heartbeat hb;
+    auto node = property<std::string>(m, "node");
+    auto incarnation = property<uint64_t>(m, "incarnation");
+    auto leaving = property<bool>(m, "leaving");
+    auto attached = property<std::string>(m, "attached");
+    if (!node || !incarnation || !leaving || !attached || *node == spec_.node) return;
+    hb.node = *node;
+    hb.incarnation = *incarnation;
+    hb.leaving = *leaving;
+    hb.attached = parsePartitions(*attached);
+    if (membership_.heard(hb, Clock::now())) {
+      log_.information("cluster %s node %s: live nodes now %s", spec_.name, spec_.node,
+                       joined(membership_.live()));
+    }
+  }
+
+  static std::string joined(const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
+    return out;
+  }
+
+  // Attach where this node ranks first or second, detach elsewhere, and hand
+  // over a partition this node is active on while its owner waits for it.
+  void reconcile() {
+    if (!connection_ || !connection_.active()) return;
+    const std::vector<std::string> live = membership_.live();
+    for (Partition& p : partitions_) {
+      const std::vector<std::string> ranked = rankNodes(p.index, live);
+      const auto rank = std::find(ranked.begin(), ranked.end(), spec_.node) - ranked.begin();
+      const bool wanted = rank < 2;
+      if (wanted && !p.attached && !p.handing_over) {
+        attach(p);
+      } else if (!wanted && p.attached) {
+        detach(p);
+      } else if (p.attached && p.active && rank != 0 && membership_.attached(ranked[0], p.index)) {
+        log_.information("cluster %s node %s: handing partition %u over to its owner %s",
+                         spec_.name, spec_.node, p.index, ranked[0]);
+        ++counters_.handovers;
+        detach(p);
+      }
+    }
+  }
+
+  void attach(Partition& p) {
+    p.session = connection_.open_session();
+    p.receiver =
+        p.session.open_receiver("/amq/queue/" + spec_.name + "." + partitionName(p.index),
+                                proton::receiver_options()
+                                    .name(partitionName(p.index))
+                                    .credit_window(0)
+                                    .auto_accept(false));
+    p.receiver.add_credit(static_cast<int>(spec_.max_unsettled));
+    p.attached = true;
+  }
+
+  // Ends the partition's session: the broker takes back what it held
+  // unsettled and gives the consumer to the next attached node.
+  void detach(Partition& p) {
+    if (!p.attached) return;
+    p.handing_over = true;
+    if (p.session && p.session.active()) p.session.close();
+    dropActive(p);
+    p.attached = false;
+  }
+
+  void detached(Partition& p, const char* why) {
+    if (p.active) {
+      log_.information("cluster %s node %s: partition %u inactive (%s)", spec_.name, spec_.node,
+                       p.index, why);
+    }
+    dropActive(p);
+    p.attached = false;
+    p.handing_over = false;
+    p.session = proton::session();
+    p.receiver = proton::receiver();
+  }
+
+  void dropActive(Partition& p) {
+    if (!p.active) return;
+    for (auto it = trackers_.begin(); it != trackers_.end();) {
+      it = it->second.partition == p.index ? trackers_.erase(it) : std::next(it);
+    }
+    p.active.reset();
+  }
+
+  // The partition's first message: this node just became its active consumer.
+  Status activate(Partition& p) {
+    auto active = std::make_unique<Active>(window_, spec_.slack, 2 * spec_.max_unsettled);
+    for (const CompiledQuery& q : queries_) {
+      auto run = std::make_unique<QueryRun>(*this, p, q);
+      auto detector = q.plugin->createDetector(q.engine, q.query, q.options, *run);
+      if (!detector) return detector.status();
+      run->detector = std::move(*detector);
+      active->runs.push_back(std::move(run));
+    }
+    p.active = std::move(active);
+    ++activation_;
+    ++counters_.takeovers;
+    log_.information("cluster %s node %s: active on partition %u", spec_.name, spec_.node,
+                     p.index);
+    return Status::ok();
+  }
+
+  void onInput(Partition& p, proton::delivery& d, proton::message& m) {
+    ++counters_.received;
+    if (m.delivery_count() > 0 || !m.first_acquirer()) ++counters_.replayed;
+    if (!p.active) {
+      if (Status s = activate(p); !s) {
+        log_.error("cluster %s node %s: partition %u cannot run its queries: %s", spec_.name,
+                   spec_.node, p.index, s.message());
+        d.release();
+        return;
+      }
+    }
+    Active& a = *p.active;
+    if (m.subject() == kEndOfStreamSubject) {
+      endOfStream(p, d);
+      return;
+    }
+    if (a.ended) startNewStream(p);
+    amqp::MappedEvent mapped = amqp::eventFromMessage(m);
+    if (!mapped.event) {
+      ++counters_.rejected;
+      log_.warning("cluster %s node %s: partition %u: refused a message: %s", spec_.name,
+                   spec_.node, p.index, mapped.description);
+      amqp::rejectWithCondition(d, proton::error_condition(mapped.condition, mapped.description));
+      p.receiver.add_credit(1);
+      return;
+    }
+    const EventPtr& event = mapped.event;
+    const flows::DeliveryKey key{p.symbol, event->id()};
+    const uint64_t tag = a.next_tag++;
+    a.deliveries.emplace(tag, d);
+    if (a.seen.contains(key)) {
+      // Resent by a publisher after a broker failover: the original is
+      // held or was accepted already.
+      ++counters_.duplicates;
+      a.ledger.holdUntilOutputsAccepted(tag);
+    } else if (Status s = a.reorder->push(event); !s) {
+      a.seen.insert(key);
+      ++counters_.late;
+      publishLate(p, m);
+      a.ledger.holdUntilOutputsAccepted(tag);
+    } else {
+      a.seen.insert(key);
+      a.ledger.hold(tag, event->ts());
+      release(p);
+    }
+    if (a.ledger.held() >= spec_.max_unsettled) {
+      ++counters_.window_full;
+      if (counters_.window_full == 1 || counters_.window_full % 1000 == 0) {
+        log_.warning(
+            "cluster %s node %s: partition %u holds max-unsettled=%u messages that its windows "
+            "still need: it waits for newer events (raise max-unsettled, or shorten WITHIN)",
+            spec_.name, spec_.node, p.index, spec_.max_unsettled);
+      }
+    }
+    settle(p);
+  }
+
+  // No event follows in this stream: every buffered event goes to the
+  // detectors, every window closes, and what was held may go once the
+  // outputs are accepted.
+  void endOfStream(Partition& p, proton::delivery& d) {
+    Active& a = *p.active;
+    while (EventPtr e = a.reorder->popAny()) feed(p, e);
+    flushDetectors(p);
+    a.ledger.released(INT64_MAX);
+    const uint64_t tag = a.next_tag++;
+    a.deliveries.emplace(tag, d);
+    a.ledger.holdUntilOutputsAccepted(tag);
+    a.ended = true;
+    ++counters_.streams_ended;
+    settle(p);
+  }
+
+  // The first event after an end of stream: detectors and order start over.
+  void startNewStream(Partition& p) {
+    Active& a = *p.active;
+    for (auto& run : a.runs) {
+      auto detector = run->query.plugin->createDetector(run->query.engine, run->query.query,
+                                                        run->query.options, *run);
+      if (detector) run->detector = std::move(*detector);
+    }
+    a.reorder.emplace(spec_.slack);
+    a.ledger.newStream();
+    a.ended = false;
+  }
+
+  void feed(Partition& p, const EventPtr& e) {
+    for (auto& run : p.active->runs) {
+      if (Status s = run->detector->onEvent(e); !s) detectorFailed(p, *run, s);
+    }
+    p.active->ledger.released(e->ts());
+  }
+
+  void flushDetectors(Partition& p) {
+    for (auto& run : p.active->runs) {
+      if (Status s = run->detector->flush(); !s) detectorFailed(p, *run, s);
+    }
+  }
+
+  // Feeds the detectors every event now in order, then flushes them, so
+  // that every composite these events make is out before the ledger may
+  // let them go.
+  void release(Partition& p) {
+    while (EventPtr e = p.active->reorder->popReady()) feed(p, e);
+    flushDetectors(p);
+  }
+
+  void detectorFailed(const Partition& p, const QueryRun& run, const Status& s) {
+    ++counters_.detector_errors;
+    log_.warning("cluster %s node %s: partition %u query %s: %s", spec_.name, spec_.node, p.index,
+                 run.query.name, s.message());
+  }
+
+  void publishComposite(QueryRun& run, const plugin::Match& match) {
+    Partition& p = run.partition;
+    std::vector<EventId> ids;
+    ids.reserve(match.size());
+    for (size_t i = 0; i < match.size(); ++i) ids.push_back(match.event(i)->id());
+    EventPtr composite = match.composite();
+    proton::message m;
+    amqp::messageFromEvent(*composite, m);
+    m.id(proton::message_id(compositeId(run.query.name, ids)));
+    m.properties().put("query", run.query.name);
+    m.properties().put("match-ts", joinTs(match));
+    m.properties().put("partition", static_cast<uint32_t>(p.index));
+    m.properties().put("node", spec_.node);
+    ++counters_.composites;
+    send(p, run.query.output, std::move(m));
+  }
+
+  void publishLate(Partition& p, const proton::message& original) {
+    proton::message m = original;
+    m.properties().put("late", true);
+    m.properties().put("partition", static_cast<uint32_t>(p.index));
+    send(p, "", std::move(m));
+  }
+
+  // Sends on the query's output sender (or the late sender for ""),
+  // tracked until the broker accepts it.
+  void send(Partition& p, const std::string& output, proton::message m) {
+    proton::sender* sender = nullptr;
+    if (output.empty()) {
+      sender = &late_sender_;
+    } else if (auto it = outputs_.find(output); it != outputs_.end()) {
+      sender = &it->second;
+    }
+    const uint64_t seq = p.active->ledger.published();
+    if (sender == nullptr || !*sender) return;  // the connection is going: replayed later
+    proton::tracker t = sender->send(m);
+    trackers_.emplace(t, OutputRef{p.index, seq, activation_, std::move(m), output});
+  }
+
+  void outputDone(proton::tracker& t, bool accepted) {
+    auto it = trackers_.find(t);
+    if (it == trackers_.end()) return;
+    OutputRef ref = std::move(it->second);
+    trackers_.erase(it);
+    Partition& p = partitions_[ref.partition];
+    if (!p.active) return;
+    if (!accepted) {
+      // Sent again: an input is accepted only after its outputs are.
+      proton::sender* sender = ref.sender.empty() ? &late_sender_ : &outputs_[ref.sender];
+      if (*sender && sender->active()) {
+        proton::tracker again = sender->send(ref.message);
+        trackers_.emplace(again, std::move(ref));
+      }
+      return;
+    }
+    p.active->ledger.accepted(ref.seq);
+    settle(p);
+  }
+
+  void settle(Partition& p) {
+    Active& a = *p.active;
+    int settled = 0;
+    for (uint64_t tag : a.ledger.settleable()) {
+      auto it = a.deliveries.find(tag);
+      if (it == a.deliveries.end()) continue;
+      it->second.accept();
+      a.deliveries.erase(it);
+      ++settled;
+    }
+    if (settled > 0) {
+      counters_.settled += static_cast<uint64_t>(settled);
+      p.receiver.add_credit(settled);
+    }
+  }
+
+  void leave() {
+    leaving_ = true;
+    sendHeartbeat(true);
+    for (Partition& p : partitions_) detach(p);
+    if (connection_ && connection_.active()) connection_.close();
+  }
+
+  void publishStats() {
+    ClusterStats s = counters_;
+    s.node = spec_.node;
+    s.live_nodes = membership_.live();
+    for (const Partition& p : partitions_) {
+      PartitionStats ps;
+      ps.partition = p.index;
+      ps.role = p.active ? "active" : p.attached ? "standby" : "none";
+      ps.owner = rankNodes(p.index, s.live_nodes).front();
+      if (p.active) {
+        ps.held = p.active->ledger.held();
+        ps.unaccepted_outputs = p.active->ledger.unacceptedOutputs();
+      }
+      s.partitions.push_back(std::move(ps));
+    }
+    std::lock_guard lock(stats_mu_);
+    published_stats_ = std::move(s);
+  }
+
+  const descriptor::ClusterSpec spec_;
+  router::Registry& registry_;
+  std::shared_ptr<router::ComponentEntry> entry_;
+  const std::string password_;
+  const ClusterHooks hooks_;
+  const std::vector<CompiledQuery> queries_;
+  Membership membership_;
+  const uint64_t incarnation_;
+  Poco::Logger& log_;
+  Timestamp window_ = 0;
+
+  std::unique_ptr<proton::container> container_;
+  std::thread thread_;
+  bool stopped_ = false;  // control plane
+
+  // Container thread only.
+  std::vector<Partition> partitions_;
+  proton::connection connection_;
+  proton::sender heartbeat_sender_;
+  proton::sender late_sender_;
+  std::map<std::string, proton::sender> outputs_;
+  std::map<proton::tracker, OutputRef> trackers_;
+  std::vector<std::thread> evictions_;
+  size_t broker_index_ = 0;
+  bool leaving_ = false;
+  uint64_t activation_ = 0;
+  SteadyTime last_tick_;
+  SteadyTime started_at_;
+  SteadyTime connected_at_ = SteadyTime::max();
+  ClusterStats counters_;
+
+  mutable std::mutex stats_mu_;
+  ClusterStats published_stats_;  // guarded by stats_mu_
+};
+
+ClusterNode::ClusterNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ClusterNode::~ClusterNode() { stop(); }
+
+const std::string& ClusterNode::name() const { return impl_->spec().node; }
+
+Status ClusterNode::start() { return impl_->start(); }
+
+void ClusterNode::stop() { impl_->stop(); }
+
+ClusterStats ClusterNode::stats() const { return impl_->stats(); }
+
+Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const descriptor::ClusterSpec& spec,
+                                                        std::string password, ClusterHooks hooks,
+                                                        ServiceContext& context) {
+  std::vector<CompiledQuery> queries;
+  std::string errors;
+  auto fail = [&errors](const descriptor::Location& where, const std::string& message) {
+    errors += (errors.empty() ? "" : "\n") + where.error(message).toString();
+  };
+  for (const descriptor::QuerySpec& spec_query : spec.queries) {
+    const std::string label = "cluster query \"" + spec_query.name + "\"";
+    auto query = pattern::parseQuery(spec_query.text);
+    if (!query) {
+      fail(spec_query.text_where, label + ": " + query.status().message());
+      continue;
+    }
+    if (Status s = checkPartitionedQuery(*query, spec_query.name, spec_query.engine, spec.key);
+        !s) {
+      fail(spec_query.where, s.message());
+      continue;
+    }
+    auto plugin = context.plugins.load(spec_query.engine);
+    if (!plugin) {
+      fail(spec_query.where, label + ": engine \"" + spec_query.engine +
+                                 "\" cannot be loaded: " + plugin.status().message());
+      continue;
+    }
+    std::map<std::string, std::string, std::less<>> values;
+    for (const descriptor::Param& option : spec_query.options) values[option.name] = option.value;
+    if (values.count("slack") != 0) {
+      fail(spec_query.where, label + ": the cluster's slack attribute orders a partition's events "
+                                     "for every query; a query has no slack option");
+      continue;
+    }
+    CompiledQuery compiled{spec_query.name, spec_query.engine, spec_query.output,
+                           std::move(*query),
+                           plugin::DetectorOptions(std::move(values)).withBaseDir(spec_query.base_dir),
+                           *plugin};
+    // Compile once now, so a query the engine refuses is a start-up error
+    // naming its line rather than a failure on each partition's first event.
+    struct NoSink final : plugin::MatchSink {
+      void onMatch(const plugin::Match&) override {}
+    } sink;
+    auto probe = compiled.plugin->createDetector(compiled.engine, compiled.query,
+                                                 compiled.options, sink);
+    if (!probe) {
+      fail(spec_query.where, label + ": engine \"" + spec_query.engine +
+                                 "\" cannot run the query: " + probe.status().message());
+      continue;
+    }
+    queries.push_back(std::move(compiled));
+  }
+  if (!errors.empty()) return Status::invalidArgument(errors);
+  return std::unique_ptr<ClusterNode>(new ClusterNode(std::make_unique<Impl>(
+      spec, std::move(password), std::move(hooks), std::move(queries), context.registry)));
+}
+
+}  // namespace cepbus::services::cluster
