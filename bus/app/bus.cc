@@ -12,6 +12,7 @@
 #include "flows/st_flow.h"
 #include "services/amqp/amqp_bridge.h"
 #include "services/amqp/amqp_listener.h"
+#include "services/cluster/cluster_service.h"
 #include "services/cep/cep_service.h"
 #include "services/http/http_listener.h"
 #include "services/replay/replay_sink.h"
@@ -102,6 +103,14 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
   if (d.listeners.amqp) {
     bus->services_.push_back(
         {"", "amqp-listener", services::amqp::makeAmqpListener(*d.listeners.amqp, *bus->context_)});
+  }
+  if (d.cluster) {
+    auto node = services::cluster::makeClusterNode(*d.cluster, *bus->context_);
+    if (node) {
+      bus->services_.push_back({"", "cluster-node", std::move(*node)});
+    } else {
+      errors.push_back(node.status().message());
+    }
   }
   if (d.listeners.http) {
     bus->services_.push_back(

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bus/app/bus.h"
+#include "bus/app/cluster_command.h"
 #include "bus/app/join_command.h"
 #include "bus/app/match_command.h"
 #include "bus/core/descriptor/parser.h"
@@ -46,6 +47,8 @@ constexpr Command kCommands[] = {
      "replay a JSON-lines event file through a CEP engine offline, or export its model"},
     {"join", "--events F --key A --site A --time-matrix CSV --threshold P",
      "join uncertain readings on a key under a travel-time matrix offline (P4)"},
+    {"cluster", "init|publish DESCRIPTOR.xml [--events F]",
+     "declare a RabbitMQ cluster's partitions, or publish events into them"},
 };
 
 // Parsed arguments of one command: Poco's option processor fills `values`,
@@ -292,6 +295,10 @@ int runCli(int argc, char** argv) {
     if (command == "validate") return validateCommand(args);
     if (command == "match") return matchCommand(args);
     if (command == "join") return joinCommand(args);
+    if (command == "cluster") {
+      setUpLogging("warning");
+      return runClusterCommand(args, std::cout, std::cerr);
+    }
   } catch (const Poco::Util::OptionException& e) {
     std::cerr << "cepbus " << command << ": " << e.displayText() << " (see cepbus " << command
               << " --help)\n";

@@ -3,6 +3,8 @@
 #include <proton/delivery.h>
 #include <proton/disposition.h>
 #include <proton/link.h>
+#include <proton/netaddr.h>
+#include <proton/transport.h>
 
 #include <cstdint>
 #include <exception>
@@ -38,6 +40,14 @@ struct LinkAccess : proton::link {
   static pn_link_t* raw(const proton::link& link) {
     constexpr auto kGet = &LinkAccess::pn_object;
     return (link.*kGet)();
+  }
+};
+
+// The same for a connection's pn_transport_t.
+struct TransportAccess : proton::transport {
+  static pn_transport_t* raw(const proton::transport& transport) {
+    constexpr auto kGet = &TransportAccess::pn_object;
+    return (transport.*kGet)();
   }
 };
 
@@ -300,6 +310,16 @@ bool asksPresettled(const proton::sender& sender) {
 bool sentSettled(const proton::tracker& tracker) {
   pn_delivery_t* d = DeliveryAccess::raw(tracker);
   return pn_link_snd_settle_mode(pn_delivery_link(d)) == PN_SND_SETTLED;
+}
+
+std::string localAddress(const proton::transport& transport) {
+  pn_transport_t* raw = TransportAccess::raw(transport);
+  if (raw == nullptr) return {};
+  const pn_netaddr_t* addr = pn_transport_local_addr(raw);
+  if (addr == nullptr) return {};
+  char buf[128];
+  if (pn_netaddr_str(addr, buf, sizeof buf) <= 0) return {};
+  return buf;
 }
 
 }  // namespace cepbus::services::amqp

@@ -35,6 +35,7 @@
 #include <proton/sender.hpp>
 #include <proton/tracker.hpp>
 #include <proton/transfer.hpp>
+#include <proton/transport.hpp>
 #include <string>
 #include <string_view>
 
@@ -83,5 +84,10 @@ bool asksPresettled(const proton::sender& sender);
 // sends settled (an at-most-once receiver asked for it), so the receiver
 // sends no outcome for it and nothing is left to wait for.
 bool sentSettled(const proton::tracker& tracker);
+
+// "host:port" of this side of `transport`'s socket (empty when unknown): how
+// a broker's management API names the connection's peer, so that another
+// process can find and close it.
+std::string localAddress(const proton::transport& transport);
 
 }  // namespace cepbus::services::amqp

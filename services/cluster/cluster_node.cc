@@ -188,16 +188,11 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   void stop() {
     if (!container_ || stopped_) return;
     stopped_ = true;
-    std::promise<void> left;
-    std::future<void> done = left.get_future();
-    container_->schedule(proton::duration(0), [this, &left] {
-      leave();
-      left.set_value();
-    });
-    done.wait_for(std::chrono::seconds(5));
-    // Give the broker a moment to take the leave heartbeat and the session
-    // ends before the connection goes.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::future<void> closed = closed_.get_future();
+    container_->schedule(proton::duration(0), [this] { leave(); });
+    // The broker takes the leave heartbeat and the session ends before the
+    // connection goes; a broker that does not answer is not waited for long.
+    closed.wait_for(std::chrono::seconds(5));
     container_->stop();
     thread_.join();
     for (std::thread& t : evictions_) t.join();
@@ -228,6 +223,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
 
   void on_connection_open(proton::connection& c) override {
     connection_ = c;
+    local_address_ = amqp::localAddress(c.transport());
     log_.information("cluster %s node %s: connected to broker %s:%hu", spec_.name, spec_.node,
                      broker().host, broker().port);
     const std::string members = "/exchange/" + spec_.name + ".members/hb";
@@ -284,6 +280,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   }
 
   void on_transport_error(proton::transport& t) override {
+    if (leaving_) return;
     log_.warning("cluster %s node %s: connection to %s:%hu failed: %s", spec_.name, spec_.node,
                  broker().host, broker().port, t.error().what());
   }
@@ -304,7 +301,11 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     heartbeat_sender_ = proton::sender();
     late_sender_ = proton::sender();
     connection_ = proton::connection();
-    if (leaving_) return;
+    if (leaving_) {
+      if (!closed_set_) closed_.set_value();
+      closed_set_ = true;
+      return;
+    }
     // The next broker of the failover list.
     broker_index_ = (broker_index_ + 1) % spec_.brokers.size();
     ++counters_.reconnects;
@@ -381,9 +382,12 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     for (const std::string& gone : membership_.expire(now)) {
       log_.warning("cluster %s node %s: node %s went silent; its partitions move", spec_.name,
                    spec_.node, gone);
-      if (hooks_.evict) {
-        evictions_.emplace_back([evict = hooks_.evict, gone] { evict(gone); });
+      auto addresses = peer_addresses_.find(gone);
+      if (hooks_.evict && addresses != peer_addresses_.end()) {
+        evictions_.emplace_back(
+            [evict = hooks_.evict, gone, list = addresses->second] { evict(gone, list); });
       }
+      if (addresses != peer_addresses_.end()) peer_addresses_.erase(addresses);
     }
     sendHeartbeat(false);
     // Attach nothing until the others had a chance to announce themselves:
@@ -423,6 +427,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
       if (p.attached) attached.push_back(p.index);
     }
     m.properties().put("attached", joinPartitions(attached));
+    m.properties().put("address", local_address_);
     heartbeat_sender_.send(m);
     Heartbeat self{spec_.node, incarnation_, false, attached};
     membership_.heard(self, Clock::now());
@@ -439,6 +444,12 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     hb.incarnation = *incarnation;
     hb.leaving = *leaving;
     hb.attached = parsePartitions(*attached);
+    if (auto address = property<std::string>(m, "address"); address && !address->empty()) {
+      auto& known = peer_addresses_[hb.node];
+      if (std::find(known.begin(), known.end(), *address) == known.end()) {
+        known.push_back(*address);
+      }
+    }
     if (membership_.heard(hb, Clock::now())) {
       log_.information("cluster %s node %s: live nodes now %s", spec_.name, spec_.node,
                        joined(membership_.live()));
@@ -725,7 +736,12 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     leaving_ = true;
     sendHeartbeat(true);
     for (Partition& p : partitions_) detach(p);
-    if (connection_ && connection_.active()) connection_.close();
+    if (connection_ && connection_.active()) {
+      connection_.close();
+    } else if (!closed_set_) {
+      closed_set_ = true;
+      closed_.set_value();
+    }
   }
 
   void publishStats() {
@@ -770,8 +786,13 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   std::map<std::string, proton::sender> outputs_;
   std::map<proton::tracker, OutputRef> trackers_;
   std::vector<std::thread> evictions_;
+  std::string local_address_;  // of the current connection, announced in heartbeats
+  // Every address a peer announced (it reconnects from new ports), for eviction.
+  std::map<std::string, std::vector<std::string>> peer_addresses_;
   size_t broker_index_ = 0;
   bool leaving_ = false;
+  std::promise<void> closed_;  // set once the connection closed after leave()
+  bool closed_set_ = false;
   uint64_t activation_ = 0;
   SteadyTime last_tick_;
   SteadyTime started_at_;

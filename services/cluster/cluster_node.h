@@ -84,9 +84,10 @@ struct ClusterHooks {
   // Checks, before the node consumes anything, that the broker's topology
   // is the one the descriptor describes (partition count, queue kinds).
   std::function<Status()> verify_topology;
-  // Closes the broker connections of a node that went silent; runs on a
-  // thread of its own, may block.
-  std::function<void(const std::string& node)> evict;
+  // Closes the broker connections of a node that went silent, found by the
+  // local socket addresses it announced ("host:port"); runs on a thread of
+  // its own, may block.
+  std::function<void(const std::string& node, const std::vector<std::string>& addresses)> evict;
 };
 
 class ClusterNode final : public Service {

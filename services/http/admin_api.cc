@@ -150,6 +150,28 @@ std::string queryParam(std::string_view target, std::string_view key) {
   return {};
 }
 
+// The cluster nodes this bus runs (services/cluster/): each reports its
+// stats as a JSON text in its registry entry's "status".
+json clusterJson(router::Registry& registry) {
+  constexpr std::string_view kClusterPrefix = "cluster:";
+  json nodes = json::array();
+  for (const router::ComponentSnapshot& c : registry.snapshot()) {
+    if (!c.name.starts_with(kClusterPrefix)) continue;
+    json node = json::object();
+    for (const auto& [key, value] : c.metadata) {
+      if (key == "status") {
+        json parsed = json::parse(value, nullptr, false);
+        if (parsed.is_object()) node.update(parsed);
+      } else if (key == "cluster") {
+        node["cluster"] = value;
+      }
+    }
+    node["state"] = router::componentStateName(c.state);
+    nodes.push_back(std::move(node));
+  }
+  return json{{"nodes", std::move(nodes)}};
+}
+
 json flowsJson(const router::Broker& broker) {
   json flows = json::array();
   for (const auto& flow : broker.policy().flows()) {
@@ -328,6 +350,10 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
       plugins.push_back(std::move(entry));
     }
     return jsonResponse(200, json{{"plugins", std::move(plugins)}});
+  }
+  if (resource == "cluster" && p.size() == 1) {
+    if (!get) return methodNotAllowed(method, "GET");
+    return jsonResponse(200, clusterJson(registry_));
   }
   if (resource == "stages" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");

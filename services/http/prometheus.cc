@@ -1,5 +1,7 @@
 #include "services/http/prometheus.h"
 
+#include <nlohmann/json.hpp>
+
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -322,6 +324,81 @@ std::optional<flows::ReliableMetricsSnapshot> journalMetrics(const flows::Abstra
   return std::nullopt;
 }
 
+// A cluster node's numbers, read from the JSON status its registry entry
+// carries (services/cluster/cluster_node.h, clusterStatsJson).
+struct ClusterNodeNumbers {
+  std::string cluster;
+  std::string node;
+  nlohmann::json status;
+};
+
+void appendClusterNodes(std::string& out,
+                        const std::vector<router::ComponentSnapshot>& components) {
+  std::vector<ClusterNodeNumbers> nodes;
+  for (const router::ComponentSnapshot& c : components) {
+    if (!c.name.starts_with("cluster:")) continue;
+    ClusterNodeNumbers n;
+    for (const auto& [key, value] : c.metadata) {
+      if (key == "status") n.status = nlohmann::json::parse(value, nullptr, false);
+      if (key == "cluster") n.cluster = value;
+    }
+    if (!n.status.is_object()) continue;
+    n.node = n.status.value("node", "");
+    nodes.push_back(std::move(n));
+  }
+  // Labels view their strings, which stay in `nodes` (and `partitions`) meanwhile.
+  const std::function<Labels(const ClusterNodeNumbers&)> node_labels =
+      [](const ClusterNodeNumbers& n) { return Labels{{"cluster", n.cluster}, {"node", n.node}}; };
+  constexpr std::pair<std::string_view, std::string_view> kCounters[] = {
+      {"received", "Input messages the node received from its partitions."},
+      {"settled", "Input messages the node accepted back to the broker."},
+      {"replayed", "Input messages that arrived redelivered (a takeover's replay)."},
+      {"takeovers", "Partitions the node became the active consumer of."},
+      {"handovers", "Partitions the node gave up to their owner while active."},
+      {"duplicates", "Input messages whose event id the partition already held."},
+      {"late", "Events later than the slack, re-published as late."},
+      {"rejected", "Input messages that were not events (refused)."},
+      {"composites", "Composite events the node published."},
+      {"reconnects", "Broker connections the node lost and made again."},
+      {"stalls", "Times the watchdog found the node stalled past the idle timeout."},
+  };
+  for (const auto& [field, help] : kCounters) {
+    const std::string name = "cepbus_cluster_" + std::string(field) + "_total";
+    const std::string key(field);
+    appendFamily<ClusterNodeNumbers, uint64_t>(
+        out, name, "counter", help, nodes, node_labels,
+        [&key](const ClusterNodeNumbers& n) { return n.status.value(key, uint64_t{0}); });
+  }
+  struct PartitionSample {
+    const ClusterNodeNumbers* node;
+    std::string partition;
+    std::string role;
+    uint64_t held;
+  };
+  std::vector<PartitionSample> partitions;
+  for (const ClusterNodeNumbers& n : nodes) {
+    for (const nlohmann::json& p : n.status.value("partitions", nlohmann::json::array())) {
+      partitions.push_back({&n, std::to_string(p.value("partition", 0)), p.value("role", "none"),
+                            p.value("held", uint64_t{0})});
+    }
+  }
+  const std::function<Labels(const PartitionSample&)> partition_labels =
+      [](const PartitionSample& p) {
+        return Labels{{"cluster", p.node->cluster},
+                      {"node", p.node->node},
+                      {"partition", p.partition},
+                      {"role", p.role}};
+      };
+  appendFamily<PartitionSample, uint64_t>(
+      out, "cepbus_cluster_partition_active", "gauge",
+      "1 while the node is the partition's active consumer.", partitions, partition_labels,
+      [](const PartitionSample& p) { return p.role == "active" ? uint64_t{1} : uint64_t{0}; });
+  appendFamily<PartitionSample, uint64_t>(
+      out, "cepbus_cluster_partition_held", "gauge",
+      "Input messages the node holds unsettled for the partition (the replay log).", partitions,
+      partition_labels, [](const PartitionSample& p) { return p.held; });
+}
+
 std::string renderMetrics(const router::Broker& broker, const router::Registry& registry) {
   std::vector<flows::FlowMetricsSnapshot> flow_metrics;
   std::vector<FlowJournal> journals;
@@ -332,7 +409,9 @@ std::string renderMetrics(const router::Broker& broker, const router::Registry& 
     }
   }
   std::string out;
-  appendComponents(out, registry.snapshot());
+  const std::vector<router::ComponentSnapshot> components = registry.snapshot();
+  appendComponents(out, components);
+  appendClusterNodes(out, components);
   appendRoutes(out, broker.routeStats());
   appendFlows(out, flow_metrics);
   appendJournals(out, journals);

@@ -20,6 +20,10 @@
 //     cepbus_journal_{journaled,commits,acknowledged,cancelled,redelivered,
 //                     retries,abandoned,corrupt,errors}_total  counter
 //     cepbus_journal_{in_flight,backlog}                      gauge
+//   cluster nodes (services/cluster/), labels {cluster, node}:
+//     cepbus_cluster_{received,settled,replayed,takeovers,handovers,duplicates,
+//                     late,rejected,composites,reconnects,stalls}_total counter
+//     cepbus_cluster_partition_{active,held}, labels {.., partition, role} gauge
 //   stages (the SEDA stages of the queueing flows), labels {flow, stage}:
 //     cepbus_stage_{offered,processed,failed,rejected,degraded}_total counter
 //     cepbus_stage_{queue_length,capacity,threads}            gauge

@@ -162,6 +162,24 @@
                 td(fmt(j.journal_errors + j.corrupt), "num"));
     }));
 
+    // Cluster: one row per partition of every cluster node this bus runs.
+    const rows = [];
+    const totals = [];
+    for (const n of data.cluster.nodes) {
+      for (const p of n.partitions || []) {
+        rows.push(el("tr", {}, td(n.node), td(String(p.partition), "num"),
+                     el("td", {}, el("span", { class: "badge " + (p.role === "active" ? "running" : "paused") }, p.role)),
+                     td(p.owner), td(fmt(p.held), "num"), td(fmt(p.unaccepted_outputs), "num")));
+      }
+      totals.push(n.node + ": live " + (n.live_nodes || []).join(", ") + " \u00B7 received " + fmt(n.received) +
+                  " \u00B7 replayed " + fmt(n.replayed) + " \u00B7 takeovers " + fmt(n.takeovers) +
+                  " \u00B7 duplicates " + fmt(n.duplicates) + " \u00B7 late " + fmt(n.late) +
+                  " \u00B7 composites " + fmt(n.composites));
+    }
+    fillTable("cluster", rows);
+    document.getElementById("cluster-totals").textContent =
+      totals.length ? totals.join(" | ") : "this bus runs no cluster node";
+
     let delivered = 0;
     for (const c of data.components.components) {
       if (c.kind === "endpoint") {
@@ -345,13 +363,13 @@
   async function poll() {
     const started = performance.now();
     try {
-      const [components, stages, queries, routes, flows] = await Promise.all([
+      const [components, stages, queries, routes, flows, cluster] = await Promise.all([
         getJson("/api/components"), getJson("/api/stages"), getJson("/api/queries"), getJson("/api/routes"),
-        getJson("/api/flows"),
+        getJson("/api/flows"), getJson("/api/cluster"),
       ]);
       const seconds = state.previousAt ? (started - state.previousAt) / 1000 : 0;
       state.previousAt = started;
-      render({ components, stages, queries, routes, flows }, seconds);
+      render({ components, stages, queries, routes, flows, cluster }, seconds);
       state.polls++;
       setStatus(true, "live \u00B7 " + new Date().toLocaleTimeString());
       if (state.selected) loadModel();
