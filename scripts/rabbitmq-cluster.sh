@@ -15,6 +15,8 @@
 #
 # DIR defaults to $CEPBUS_RMQ_DIR, else ${TMPDIR:-/tmp}/cepbus-rabbitmq.
 # CEPBUS_RMQ_TIMEOUT (seconds, default 180) bounds each wait.
+# CEPBUS_RMQ_OWNER_PID: `start` leaves a watchdog that runs `stop` once that
+# process is gone, so a test killed by a timeout leaves no cluster behind.
 # Installs rabbitmq-server with apt when it is missing (root or sudo).
 set -euo pipefail
 
@@ -218,6 +220,18 @@ wait_node_up() {
     die "node $i did not start; see $nd/log/$(nodename "$i").log"
 }
 
+# `rabbitmqctl ARG` on several nodes at once; fails if any fails.
+parallel_ctl() {
+  local arg=$1 i pids=() failed=0
+  shift
+  for i in "$@"; do
+    ctl "$i" "$arg" >/dev/null &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || failed=1; done
+  ((failed == 0)) || die "rabbitmqctl $arg failed on one of nodes $*"
+}
+
 running_count() {
   ctl "$1" cluster_status --formatter json 2>/dev/null |
     /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)["running_nodes"]))' 2>/dev/null ||
@@ -343,6 +357,16 @@ any_alive() {
   return 1
 }
 
+start_watchdog() {
+  local owner=$1 self
+  self=$(realpath "${BASH_SOURCE[0]}")
+  # shellcheck disable=SC2016  # expanded by the watchdog's shell
+  setsid bash -c 'while kill -0 "$1" 2>/dev/null && [[ -d $3 ]]; do sleep 2; done
+                  [[ -d $3 ]] && exec "$2" stop "$3"' watchdog "$owner" "$self" "$dir" \
+    </dev/null >>"$dir/watchdog.log" 2>&1 &
+  echo $! >"$dir/watchdog.pid"
+}
+
 # --- subcommands -------------------------------------------------------------
 do_start() {
   ensure_installed
@@ -370,14 +394,18 @@ do_start() {
   for i in "${nodes[@]}"; do launch_node "$i"; done
   for i in "${nodes[@]}"; do wait_node_up "$i"; done
   log "3 nodes up after $((SECONDS - t0))s; clustering"
+  # Stopping and starting the apps of nodes 2 and 3 are independent, so they
+  # run side by side (each CLI call alone costs seconds on a loaded box); the
+  # joins themselves, which change node 1's cluster membership, go one by one.
+  parallel_ctl stop_app 2 3
   for i in 2 3; do
-    ctl "$i" stop_app >/dev/null
     ctl "$i" join_cluster "$(nodename 1)" >/dev/null
-    ctl "$i" start_app >/dev/null
     log "node $i joined $(nodename 1) after $((SECONDS - t0))s"
   done
+  parallel_ctl start_app 2 3
   wait_clustered 1
   trap - EXIT
+  [[ -n ${CEPBUS_RMQ_OWNER_PID:-} ]] && start_watchdog "$CEPBUS_RMQ_OWNER_PID"
   write_cluster_env
   local ms=$((($(date +%s%N) - t0ns) / 1000000))
   echo "RMQ_START_MS=$ms" >>"$dir/cluster.env"
@@ -387,6 +415,12 @@ do_start() {
 
 do_stop() {
   [[ -d $dir ]] || return 0
+  # The watchdog, unless it is the one stopping (then it is this process).
+  local watchdog
+  watchdog=$(cat "$dir/watchdog.pid" 2>/dev/null || true)
+  if alive "$watchdog" && [[ $watchdog != "$$" ]]; then
+    kill -TERM -- "-$watchdog" 2>/dev/null || true # its group: the shell and its sleep
+  fi
   stop_nodes "${nodes[@]}"
   local epmd
   epmd=$(cat "$dir/epmd.pid" 2>/dev/null || true)
