@@ -23,6 +23,7 @@
 #include "bus/app/join_command.h"
 #include "bus/app/match_command.h"
 #include "bus/core/descriptor/parser.h"
+#include "services/cluster/stall_watchdog.h"
 
 namespace cepbus::app {
 namespace {
@@ -295,6 +296,12 @@ int runCli(int argc, char** argv) {
     if (command == "validate") return validateCommand(args);
     if (command == "match") return matchCommand(args);
     if (command == "join") return joinCommand(args);
+    if (command == "__cluster-watchdog" && args.size() == 1) {
+      // A cluster node's stall watchdog (services/cluster/stall_watchdog.h),
+      // started by the node itself; not for people.
+      return services::cluster::runStallWatchdog(3, 4,
+                                                 std::chrono::milliseconds(std::stoll(args[0])));
+    }
     if (command == "cluster") {
       setUpLogging("warning");
       return runClusterCommand(args, std::cout, std::cerr);

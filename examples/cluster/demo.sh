@@ -43,7 +43,9 @@ trap cleanup EXIT
 
 started=$(date +%s)
 say "starting a 3-node RabbitMQ cluster on loopback"
-bash "$root/scripts/rabbitmq-cluster.sh" start "$rmq_dir" >"$work/rabbitmq-start.log"
+# The cluster's watchdog stops it should this script die without its trap.
+CEPBUS_RMQ_OWNER_PID=$$ bash "$root/scripts/rabbitmq-cluster.sh" start "$rmq_dir" \
+  >"$work/rabbitmq-start.log"
 # shellcheck disable=SC1091
 source "$rmq_dir/cluster.env"
 read -r -a amqp_ports <<<"$RMQ_AMQP_PORTS"
@@ -96,15 +98,17 @@ say "publishing $events events at $rate/s, partitioned by price"
 "$cepbus" cluster publish "$work/node1.xml" --events "$out/events.jsonl" --rate "$rate" \
   --end-of-stream >"$work/publish.json" 2>"$work/publish.log" &
 publisher_pid=$!
+publish_started=$(date +%s.%N)
+since() { python3 -c "import sys; print(round(float(sys.argv[1]) - float(sys.argv[2]), 1))" "$(date +%s.%N)" "$publish_started"; }
 kills=()
 sleep 4
 kill -KILL "${node_pid[2]}"
 say "SIGKILL cepbus node2 (pid ${node_pid[2]})"
-kills+=("\"cepbus node2: SIGKILL at $(date +%s.%N)\"")
+kills+=("{\"what\":\"cepbus node2\",\"signal\":\"SIGKILL\",\"after_s\":$(since)}")
 sleep 3
 bash "$root/scripts/rabbitmq-cluster.sh" kill 2 "$rmq_dir" >/dev/null
 say "SIGKILL RabbitMQ node 2"
-kills+=("\"rabbitmq node 2: SIGKILL at $(date +%s.%N)\"")
+kills+=("{\"what\":\"rabbitmq node 2\",\"signal\":\"SIGKILL\",\"after_s\":$(since)}")
 sleep 2
 start_node 2
 say "restarting RabbitMQ node 2"

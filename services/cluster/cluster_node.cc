@@ -42,6 +42,8 @@
 #include "services/cluster/cluster_publisher.h"
 #include "services/cluster/partitioned_query.h"
 #include "services/cluster/partitioner.h"
+#include "services/cluster/stall_watchdog.h"
+#include "services/cluster/topology.h"
 
 namespace cepbus::services::cluster {
 namespace {
@@ -147,7 +149,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     partitions_.resize(spec_.partitions);
     for (uint32_t p = 0; p < spec_.partitions; ++p) {
       partitions_[p].index = p;
-      partitions_[p].symbol = Symbol::intern(spec_.name + "." + partitionName(p));
+      partitions_[p].symbol = Symbol::intern(partitionQueue(spec_.name, p));
     }
   }
 
@@ -172,6 +174,12 @@ class ClusterNode::Impl final : public proton::messaging_handler {
       entry_->setMetadata("status", clusterStatsJson(s));
     });
     entry_->setState(router::ComponentState::kStarted);
+    if (!hooks_.watchdog_program.empty()) {
+      auto watchdog = StallWatchdog::spawn(hooks_.watchdog_program,
+                                           std::chrono::milliseconds(spec_.idle_timeout_ms));
+      if (!watchdog) return watchdog.status();
+      watchdog_ = std::move(*watchdog);
+    }
     amqp::installSaslPlugin();
     container_ = std::make_unique<proton::container>(*this, spec_.node);
     thread_ = std::thread([this] {
@@ -195,6 +203,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     closed.wait_for(std::chrono::seconds(5));
     container_->stop();
     thread_.join();
+    watchdog_.reset();
     for (std::thread& t : evictions_) t.join();
     if (entry_) {
       entry_->setProbe(nullptr);
@@ -224,17 +233,18 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   void on_connection_open(proton::connection& c) override {
     connection_ = c;
     local_address_ = amqp::localAddress(c.transport());
-    log_.information("cluster %s node %s: connected to broker %s:%hu", spec_.name, spec_.node,
-                     broker().host, broker().port);
-    const std::string members = "/exchange/" + spec_.name + ".members/hb";
+    watchSocket();
+    log_.information("cluster %s node %s: connected to broker %s:%hu from %s", spec_.name,
+                     spec_.node, broker().host, broker().port, local_address_);
+    const std::string members = "/exchange/" + membersExchange(spec_.name) + "/hb";
     heartbeat_sender_ = c.open_sender(members, proton::sender_options().name("heartbeat"));
     c.open_receiver(members, proton::receiver_options().name("members").credit_window(100));
     for (const CompiledQuery& q : queries_) {
       outputs_[q.output] =
-          c.open_sender("/exchange/" + spec_.name + ".out/" + q.output,
+          c.open_sender("/exchange/" + outExchange(spec_.name) + "/" + q.output,
                         proton::sender_options().name("out:" + q.output).auto_settle(true));
     }
-    late_sender_ = c.open_sender("/exchange/" + spec_.name + ".out/late",
+    late_sender_ = c.open_sender("/exchange/" + outExchange(spec_.name) + "/late",
                                  proton::sender_options().name("late"));
     connected_at_ = Clock::now();
     sendHeartbeat(false);
@@ -362,6 +372,24 @@ class ClusterNode::Impl final : public proton::messaging_handler {
 
   const descriptor::ClusterBroker& broker() const { return spec_.brokers[broker_index_]; }
 
+  // Hands the new connection's socket to the stall watchdog.
+  void watchSocket() {
+    if (!watchdog_) return;
+    const size_t colon = local_address_.rfind(':');
+    uint16_t port = 0;
+    if (colon != std::string::npos) {
+      std::from_chars(local_address_.data() + colon + 1,
+                      local_address_.data() + local_address_.size(), port);
+    }
+    const int fd = port == 0 ? -1 : socketWithLocalPort(port);
+    Status s = fd < 0 ? Status::notFound("no socket with local address " + local_address_)
+                      : watchdog_->watch(fd);
+    if (!s) {
+      log_.warning("cluster %s node %s: the stall watchdog cannot watch this connection: %s",
+                   spec_.name, spec_.node, s.message());
+    }
+  }
+
   void connect() {
     if (leaving_) return;
     const descriptor::ClusterBroker& b = broker();
@@ -378,6 +406,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   void tick() {
     if (leaving_) return;
     watchdog();
+    if (watchdog_) watchdog_->beat();
     const SteadyTime now = Clock::now();
     for (const std::string& gone : membership_.expire(now)) {
       log_.warning("cluster %s node %s: node %s went silent; its partitions move", spec_.name,
@@ -413,6 +442,9 @@ class ClusterNode::Impl final : public proton::messaging_handler {
         static_cast<unsigned long>(spec_.idle_timeout_ms));
     for (Partition& p : partitions_) detach(p);
     connected_at_ = now;  // wait a round of heartbeats before attaching again
+    // What it heard before the stall is stale: judged by it, every peer would
+    // look gone (and be evicted). It hears them again within a heartbeat.
+    membership_.forgetPeers();
   }
 
   void sendHeartbeat(bool leaving) {
@@ -487,9 +519,9 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   void attach(Partition& p) {
     p.session = connection_.open_session();
     p.receiver =
-        p.session.open_receiver("/amq/queue/" + spec_.name + "." + partitionName(p.index),
+        p.session.open_receiver("/amq/queue/" + partitionQueue(spec_.name, p.index),
                                 proton::receiver_options()
-                                    .name(partitionName(p.index))
+                                    .name(partitionRoutingKey(p.index))
                                     .credit_window(0)
                                     .auto_accept(false));
     p.receiver.add_credit(static_cast<int>(spec_.max_unsettled));
@@ -774,6 +806,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   Poco::Logger& log_;
   Timestamp window_ = 0;
 
+  std::unique_ptr<StallWatchdog> watchdog_;  // beaten and fed on the container thread
   std::unique_ptr<proton::container> container_;
   std::thread thread_;
   bool stopped_ = false;  // control plane

@@ -88,6 +88,10 @@ struct ClusterHooks {
   // local socket addresses it announced ("host:port"); runs on a thread of
   // its own, may block.
   std::function<void(const std::string& node, const std::vector<std::string>& addresses)> evict;
+  // The program that runs this node's stall watchdog (stall_watchdog.h);
+  // empty: no watchdog (then only the broker's heartbeat fences a stopped
+  // node).
+  std::string watchdog_program;
 };
 
 class ClusterNode final : public Service {

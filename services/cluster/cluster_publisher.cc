@@ -20,6 +20,7 @@
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/sasl_plugin.h"
 #include "services/cluster/partitioner.h"
+#include "services/cluster/topology.h"
 
 namespace cepbus::services::cluster {
 namespace {
@@ -56,8 +57,8 @@ class Publisher final : public proton::messaging_handler {
     senders_.clear();
     for (uint32_t p = 0; p < spec_.partitions; ++p) {
       senders_.push_back(
-          c.open_sender("/exchange/" + spec_.name + ".in/" + partitionName(p),
-                        proton::sender_options().name("in:" + partitionName(p))));
+          c.open_sender("/exchange/" + inExchange(spec_.name) + "/" + partitionRoutingKey(p),
+                        proton::sender_options().name("in:" + partitionRoutingKey(p))));
     }
   }
 
@@ -209,7 +210,7 @@ Result<PublishReport> publishToCluster(const descriptor::ClusterSpec& spec,
       return Status::invalidArgument("event " + std::to_string(i + 1) + ": " +
                                      text.status().message());
     }
-    partitions.push_back(partitionOf(*text, spec.partitions));
+    partitions.push_back(partitionOfKey(*text, spec.partitions));
   }
   if (options.end_of_stream) {
     for (uint32_t p = 0; p < spec.partitions; ++p) partitions.push_back(p);

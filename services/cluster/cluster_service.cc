@@ -3,10 +3,21 @@
 #include <Poco/Logger.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "services/cluster/topology.h"
 
 namespace cepbus::services::cluster {
+
+namespace {
+
+std::string joinAddresses(const std::vector<std::string>& addresses) {
+  std::string out;
+  for (const std::string& a : addresses) out += (out.empty() ? "" : ", ") + a;
+  return out;
+}
+
+}  // namespace
 
 Result<std::string> clusterPassword(const descriptor::ClusterSpec& spec) {
   if (spec.password_env.empty()) return std::string("guest");
@@ -25,6 +36,9 @@ Result<std::unique_ptr<ClusterNode>> makeClusterNode(const descriptor::ClusterSp
   auto password = clusterPassword(spec);
   if (!password) return password.status();
   ClusterHooks hooks;
+  // The watchdog is this program again (cepbus __cluster-watchdog).
+  std::error_code ec;
+  hooks.watchdog_program = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   const descriptor::ClusterSpec& topology = spec;
   hooks.verify_topology = [topology, pw = *password]() -> Status {
     auto found = inspectTopology(topology, pw);
@@ -41,12 +55,13 @@ Result<std::unique_ptr<ClusterNode>> makeClusterNode(const descriptor::ClusterSp
   hooks.evict = [topology, pw = *password](const std::string& node,
                                           const std::vector<std::string>& addresses) {
     Poco::Logger& log = Poco::Logger::get("cepbus.cluster");
-    if (Status s = closeConnectionsFrom(topology, pw, addresses); !s) {
+    auto closed = closeConnectionsFrom(topology, pw, addresses);
+    if (!closed) {
       log.warning("cluster %s: cannot close the connections of silent node %s: %s",
-                  topology.name, node, s.message());
+                  topology.name, node, closed.status().message());
     } else {
-      log.information("cluster %s: closed the broker connections of silent node %s",
-                      topology.name, node);
+      log.information("cluster %s: closed %z broker connection(s) of silent node %s (from %s)",
+                      topology.name, *closed, node, joinAddresses(addresses));
     }
   };
   return ClusterNode::create(spec, *password, std::move(hooks), context);

@@ -49,6 +49,12 @@ std::vector<std::string> Membership::expire(SteadyTime now) {
   return gone;
 }
 
+void Membership::forgetPeers() {
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    it = it->first == self_ ? std::next(it) : peers_.erase(it);
+  }
+}
+
 std::vector<std::string> Membership::live() const {
   std::vector<std::string> out;
   out.reserve(peers_.size() + 1);

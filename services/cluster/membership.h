@@ -51,6 +51,10 @@ class Membership {
   // returns the ones forgotten.
   std::vector<std::string> expire(SteadyTime now);
 
+  // Forgets every other node: for a node that was stalled, whose record of
+  // who it heard when is stale.
+  void forgetPeers();
+
   // The live nodes, sorted, ourselves included.
   std::vector<std::string> live() const;
   // The owner of `partition` among the live nodes, and its runner-up (the

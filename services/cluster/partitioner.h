@@ -31,12 +31,8 @@ namespace cepbus::services::cluster {
 // attribute the event lacks (or holds as null).
 Result<std::string> partitionKeyText(const Event& event, std::span<const Symbol> key);
 
-inline uint32_t partitionOf(std::string_view key_text, uint32_t partitions) {
+inline uint32_t partitionOfKey(std::string_view key_text, uint32_t partitions) {
   return static_cast<uint32_t>(fnv1a64(key_text) % partitions);
 }
-
-// "p<index>": the routing key of a partition on the input exchange and the
-// suffix of its queue's name.
-inline std::string partitionName(uint32_t partition) { return "p" + std::to_string(partition); }
 
 }  // namespace cepbus::services::cluster

@@ -173,16 +173,18 @@ Status bindQueue(const ManagementClient& client, const std::string& exchange,
 
 // Closes the connections `pick` selects; a connection gone meanwhile is fine.
 template <typename Pick>
-Status closeSelected(const descriptor::ClusterSpec& spec, const std::string& password,
-                     const std::vector<BrokerConnection>& connections, const std::string& reason,
-                     Pick pick) {
+Result<size_t> closeSelected(const descriptor::ClusterSpec& spec, const std::string& password,
+                             const std::vector<BrokerConnection>& connections,
+                             const std::string& reason, Pick pick) {
   const auto client = ManagementClient::forCluster(spec, password);
+  size_t closed = 0;
   for (const auto& c : connections) {
     if (!pick(c)) continue;
     Status s = client.remove("/api/connections/" + percentEncode(c.name), reason);
     if (!s && s.code() != Status::Code::kNotFound) return s;
+    if (s) ++closed;
   }
-  return Status::ok();
+  return closed;
 }
 
 }  // namespace
@@ -433,13 +435,16 @@ Status closeConnectionsOf(const descriptor::ClusterSpec& spec, const std::string
         "3.10 does not), so those of '" +
         container_id + "' cannot be told apart; close them by peer address instead");
   }
-  return closeSelected(spec, password, *connections,
-                       "cepbus: container '" + container_id + "' left the cluster",
-                       [&](const BrokerConnection& c) { return c.container_id == container_id; });
+  auto closed =
+      closeSelected(spec, password, *connections,
+                    "cepbus: container '" + container_id + "' left the cluster",
+                    [&](const BrokerConnection& c) { return c.container_id == container_id; });
+  return closed ? Status::ok() : closed.status();
 }
 
-Status closeConnectionsFrom(const descriptor::ClusterSpec& spec, const std::string& password,
-                            const std::vector<std::string>& peer_addresses) {
+Result<size_t> closeConnectionsFrom(const descriptor::ClusterSpec& spec,
+                                    const std::string& password,
+                                    const std::vector<std::string>& peer_addresses) {
   auto connections = listConnections(spec, password);
   if (!connections) return connections.status();
   return closeSelected(spec, password, *connections, "cepbus: the node left the cluster",

@@ -133,8 +133,9 @@ Result<std::vector<BrokerConnection>> listConnections(const descriptor::ClusterS
 Status closeConnectionsOf(const descriptor::ClusterSpec& spec, const std::string& password,
                           const std::string& container_id);
 // The same, for the connections whose peer address ("host:port", see
-// peerAddress()) is one of `peer_addresses`.
-Status closeConnectionsFrom(const descriptor::ClusterSpec& spec, const std::string& password,
-                            const std::vector<std::string>& peer_addresses);
+// peerAddress()) is one of `peer_addresses`; how many it closed.
+Result<size_t> closeConnectionsFrom(const descriptor::ClusterSpec& spec,
+                                    const std::string& password,
+                                    const std::vector<std::string>& peer_addresses);
 
 }  // namespace cepbus::services::cluster

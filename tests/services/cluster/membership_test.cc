@@ -67,6 +67,18 @@ TEST(MembershipTest, NeverExpiresItselfAndSeesARestartAsAChange) {
   EXPECT_TRUE(m.heard(beat("n2", 8), t0));  // same id, new process
 }
 
+TEST(MembershipTest, ForgettingPeersKeepsOnlyItself) {
+  const SteadyTime t0{};
+  Membership m("n2", milliseconds(1000));
+  m.heard(beat("n1"), t0);
+  m.heard(beat("n2"), t0);
+  m.heard(beat("n3"), t0);
+  m.forgetPeers();
+  EXPECT_EQ(m.live(), (std::vector<std::string>{"n2"}));
+  // Nothing is left to expire (and so to evict) after a long stall.
+  EXPECT_TRUE(m.expire(t0 + milliseconds(60'000)).empty());
+}
+
 TEST(MembershipTest, OwnerStandbyAndAttachedPartitions) {
   const SteadyTime t0{};
   Membership m("n1", milliseconds(3000));

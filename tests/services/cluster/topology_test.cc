@@ -186,8 +186,9 @@ TEST_F(TopologyTest, ClosesTheConnectionsOfAPeerAddressButCannotSeeContainerIds)
   } else {
     EXPECT_TRUE(by_id) << by_id.toString();  // a broker that shows it
   }
-  const Status by_address = closeConnectionsFrom(s, "guest", {peerAddress(amqp10[0])});
-  ASSERT_TRUE(by_address) << by_address.toString();
+  const auto by_address = closeConnectionsFrom(s, "guest", {peerAddress(amqp10[0])});
+  ASSERT_TRUE(by_address) << by_address.status().toString();
+  EXPECT_EQ(*by_address, 1u);
   EXPECT_EQ(probe.wait(std::chrono::seconds(30)), 0) << probe.out() << probe.err();
   EXPECT_NE(probe.out().find("closed by the broker"), std::string::npos) << probe.out();
   std::error_code ignored;

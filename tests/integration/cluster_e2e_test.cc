@@ -1,0 +1,421 @@
+// Scale-out end to end: real `cepbus run` nodes on a real 3-node RabbitMQ
+// cluster (started once for this program), events published with `cepbus
+// cluster publish`, composites read back by the independent Python
+// collector (examples/cluster/collect.py, Debian's python3-qpid-proton).
+// Every scenario compares the distinct composites with what `cepbus match`
+// finds offline on the same stream: no composite lost, none invented,
+// duplicates only as recognisable replays (counted by the collector).
+
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "services/cluster/management_client.h"
+#include "services/cluster/topology.h"
+#include "tests/integration/child_process.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/ports.h"
+#include "tests/testing/rabbitmq_cluster.h"
+#include "tests/testing/wait.h"
+
+namespace cepbus::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+const std::string kCepbus = CEPBUS_BINARY;
+const fs::path kSource = CEPBUS_TEST_SOURCE_DIR;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> sortedLines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+// A program run to its end; its output and exit code.
+struct Ran {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Ran runToEnd(std::vector<std::string> argv, const fs::path& dir, seconds limit = seconds(120)) {
+  fs::create_directories(dir);
+  ChildProcess p(std::move(argv), dir);
+  const int code = p.wait(limit);
+  return Ran{code, p.out(), p.err()};
+}
+
+// One scenario's cluster: its own names on the shared brokers, its nodes,
+// its stream, its collector.
+class ClusterE2eTest : public ::testing::Test {
+ protected:
+  static RabbitMqCluster& rmq() { return RabbitMqCluster::shared(); }
+
+  void SetUp() override {
+    ASSERT_TRUE(rmq().start());
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    name_ = std::string("e2e-") + info->name();
+    dir_ = fs::temp_directory_path() / ("cepbus-" + name_ + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    query_ = slurp(kSource / "examples/cluster/equal-prices.query");
+    query_.erase(std::remove(query_.begin(), query_.end(), '\n'), query_.end());
+  }
+
+  void TearDown() override {
+    for (auto& node : nodes_) {
+      if (node.process) node.process->signal(SIGKILL);
+    }
+    nodes_.clear();
+    if (collector_) collector_->signal(SIGKILL);
+    if (::testing::Test::HasFailure()) {
+      std::cerr << "scenario files kept in " << dir_ << "\n";
+    } else {
+      fs::remove_all(dir_);
+    }
+  }
+
+  // Node `k`'s descriptor: its failover list starts at broker k (mod 3).
+  fs::path writeNode(int k, uint32_t partitions, const std::string& extra = "") {
+    std::string brokers;
+    for (int i = 0; i < RabbitMqCluster::kNodes; ++i) {
+      const int b = (k - 1 + i) % RabbitMqCluster::kNodes + 1;
+      brokers += "<broker host=\"127.0.0.1\" port=\"" + std::to_string(rmq().amqpPort(b)) +
+                 "\" management-port=\"" + std::to_string(rmq().managementPort(b)) + "\"/>";
+    }
+    Node& node = this->node(k);
+    node.http_port = reservedPort();
+    const fs::path path = dir_ / ("node" + std::to_string(k) + ".xml");
+    std::ofstream(path) << "<cepbus name=\"node" << k << "\"><logging level=\"information\"/>"
+                        << "<listeners><http host=\"127.0.0.1\" port=\"" << node.http_port
+                        << "\"/></listeners><cluster name=\"" << name_ << "\" node=\"node" << k
+                        << "\" partitions=\"" << partitions
+                        << "\" key=\"price\" heartbeat=\"300\" idle-timeout=\"2000\" " << extra
+                        << ">" << brokers
+                        << "<query name=\"equal-prices\" engine=\"nfa\" output=\"equal\"><text>"
+                           "<![CDATA["
+                        << query_ << "]]></text></query></cluster></cepbus>\n";
+    return path;
+  }
+
+  struct Node {
+    int http_port = 0;
+    std::unique_ptr<ChildProcess> process;
+  };
+
+  Node& node(int k) {
+    if (nodes_.size() < static_cast<size_t>(k)) nodes_.resize(k);
+    return nodes_[k - 1];
+  }
+
+  void startNode(int k) {
+    const fs::path run_dir = dir_ / ("node" + std::to_string(k) + "-run" +
+                                     std::to_string(++runs_));
+    fs::create_directories(run_dir);
+    node(k).process = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kCepbus, "run", (dir_ / ("node" + std::to_string(k) + ".xml"))},
+        run_dir);
+    ASSERT_TRUE(waitListening(node(k).http_port)) << "node" << k << ": " << node(k).process->err();
+  }
+
+  // /api/cluster of node k (its one cluster node).
+  nlohmann::json stats(int k) {
+    const std::string response = httpGet(node(k).http_port, "/api/cluster");
+    const size_t body = response.find("\r\n\r\n");
+    if (body == std::string::npos) return nlohmann::json::object();
+    auto j = nlohmann::json::parse(response.substr(body + 4), nullptr, false);
+    if (!j.is_object() || j["nodes"].empty()) return nlohmann::json::object();
+    return j["nodes"][0];
+  }
+
+  // Partitions node k is active on.
+  int activeOn(int k) {
+    int n = 0;
+    for (const auto& p : stats(k).value("partitions", nlohmann::json::array())) {
+      if (p.value("role", "") == "active") ++n;
+    }
+    return n;
+  }
+
+  void init(int k = 1) {
+    Ran r = runToEnd({kCepbus, "cluster", "init", (dir_ / ("node" + std::to_string(k) + ".xml"))},
+                     dir_ / "init");
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+
+  fs::path generate(int events, int seed) {
+    const fs::path path = dir_ / "events.jsonl";
+    Ran r = runToEnd({"/usr/bin/python3", (kSource / "examples/quickstart/generate_stocks.py"),
+                      "--events", std::to_string(events), "--every", "16", "--seed",
+                      std::to_string(seed)},
+                     dir_ / "generate");
+    EXPECT_EQ(r.code, 0) << r.err;
+    std::ofstream(path) << r.out;
+    return path;
+  }
+
+  std::unique_ptr<ChildProcess> publish(const fs::path& events, int rate) {
+    fs::create_directories(dir_ / "publish");
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{kCepbus, "cluster", "publish", (dir_ / "node1.xml"), "--events",
+                                 events, "--rate", std::to_string(rate), "--end-of-stream"},
+        dir_ / "publish");
+  }
+
+  void startCollector() {
+    std::string brokers;
+    for (int b = 1; b <= RabbitMqCluster::kNodes; ++b) {
+      brokers += (brokers.empty() ? "" : ",") + std::string("127.0.0.1:") +
+                 std::to_string(rmq().amqpPort(b));
+    }
+    fs::create_directories(dir_ / "collector");
+    collector_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{"/usr/bin/python3", (kSource / "examples/cluster/collect.py"),
+                                 "--brokers", brokers, "--queue", name_ + ".composites", "--out",
+                                 (dir_ / "composites.jsonl"), "--summary",
+                                 (dir_ / "collector.json"), "--stop-file", (dir_ / "done"),
+                                 "--quiet", "2"},
+        dir_ / "collector");
+  }
+
+  // Every partition queue empty: every input processed and accepted, which
+  // a node does only after its composites were accepted by the broker.
+  ::testing::AssertionResult waitDrained(uint32_t partitions, seconds limit = seconds(120)) {
+    descriptor::ClusterSpec spec;
+    spec.name = name_;
+    spec.brokers = rmq().brokers();
+    const auto client = services::cluster::ManagementClient::forCluster(spec, "guest");
+    uint64_t left = 0;
+    const bool drained = waitUntil(
+        [&] {
+          left = 0;
+          for (uint32_t p = 0; p < partitions; ++p) {
+            auto q = client.getJson("/api/queues/%2F/" + services::cluster::percentEncode(
+                                                             services::cluster::partitionQueue(name_, p)));
+            left += q ? q->value("messages", uint64_t{1}) : 1;
+          }
+          if (left != 0) std::this_thread::sleep_for(milliseconds(300));
+          return left == 0;
+        },
+        limit);
+    if (drained) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << left << " messages still in the partition queues";
+  }
+
+  struct Collected {
+    std::vector<std::string> composites;  // sorted
+    nlohmann::json summary;
+  };
+
+  Collected finishCollector() {
+    std::ofstream(dir_ / "done") << "";
+    const int code = collector_->wait(seconds(60));
+    EXPECT_EQ(code, 0) << collector_->err();
+    collector_.reset();
+    return Collected{sortedLines(slurp(dir_ / "composites.jsonl")),
+                     nlohmann::json::parse(slurp(dir_ / "collector.json"), nullptr, false)};
+  }
+
+  std::vector<std::string> offline(const fs::path& events) {
+    Ran r = runToEnd({kCepbus, "match", "--engine", "nfa", "--query", query_, "--events", events},
+                     dir_ / "offline");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return sortedLines(r.out);
+  }
+
+  // Publishes, waits for the publisher and the drained queues, and compares.
+  void expectSameAsOffline(const fs::path& events, std::unique_ptr<ChildProcess> publisher,
+                           uint32_t partitions) {
+    ASSERT_EQ(publisher->wait(seconds(180)), 0) << publisher->err();
+    std::cout << "publisher: " << publisher->out();
+    ASSERT_TRUE(waitDrained(partitions));
+    Collected got = finishCollector();
+    const std::vector<std::string> expected = offline(events);
+    ASSERT_FALSE(expected.empty());
+    EXPECT_EQ(got.composites.size(), expected.size());
+    EXPECT_EQ(got.composites, expected);
+    std::cout << "composites " << got.composites.size() << ", collector " << got.summary.dump()
+              << "\n";
+  }
+
+  std::string name_;
+  fs::path dir_;
+  std::string query_;
+  std::vector<Node> nodes_;
+  int runs_ = 0;
+  std::unique_ptr<ChildProcess> collector_;
+};
+
+TEST_F(ClusterE2eTest, RepeatedNodeKillsAndABrokerKillLoseNoComposite) {
+  constexpr uint32_t kPartitions = 6;
+  for (int k = 1; k <= 3; ++k) writeNode(k, kPartitions);
+  init();
+  startCollector();
+  for (int k = 1; k <= 3; ++k) startNode(k);
+  const fs::path events = generate(6000, 5);
+  std::this_thread::sleep_for(seconds(2));
+  auto publisher = publish(events, 700);
+
+  // Three SIGKILLs of cepbus nodes at random moments (seeded: reproducible),
+  // each restarted a second later, and one of a RabbitMQ node.
+  std::mt19937 rng(20261201);
+  std::uniform_int_distribution<int> victim(1, 3);
+  std::uniform_int_distribution<int> pause_ms(300, 1500);
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(milliseconds(pause_ms(rng)));
+    const int k = victim(rng);
+    node(k).process->signal(SIGKILL);
+    node(k).process->wait(seconds(10));
+    std::cout << "SIGKILL cepbus node" << k << "\n";
+    std::this_thread::sleep_for(seconds(1));
+    startNode(k);
+  }
+  ASSERT_TRUE(rmq().kill(3));
+  std::cout << "SIGKILL RabbitMQ node 3\n";
+  expectSameAsOffline(events, std::move(publisher), kPartitions);
+  uint64_t replayed = 0;
+  for (int k = 1; k <= 3; ++k) replayed += stats(k).value("replayed", uint64_t{0});
+  std::cout << "replayed on the live nodes: " << replayed << "\n";
+  ASSERT_TRUE(rmq().restart(3));
+}
+
+TEST_F(ClusterE2eTest, AStoppedNodeLosesItsPartitionsWithinTheIdleTimeout) {
+  constexpr uint32_t kPartitions = 4;
+  for (int k = 1; k <= 2; ++k) writeNode(k, kPartitions);
+  init();
+  startCollector();
+  startNode(1);
+  startNode(2);
+  // Slow enough that the stream still flows when node 2 stops: a node knows
+  // it is active only when messages come.
+  const fs::path events = generate(5000, 9);
+  auto publisher = publish(events, 400);
+  // Both nodes active on their shares.
+  ASSERT_TRUE(waitUntil([&] { return activeOn(1) > 0 && activeOn(2) > 0; }, seconds(20)));
+  node(2).process->signal(SIGSTOP);
+  const auto stopped = Clock::now();
+  // The idle timeout is 2 s: node 2's stall watchdog closes its connection
+  // and the broker moves its partitions to node 1, the standby.
+  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); },
+                        seconds(15)));
+  const auto takeover = std::chrono::duration_cast<milliseconds>(Clock::now() - stopped);
+  std::cout << "takeover after SIGSTOP: " << takeover.count() << " ms\n";
+  EXPECT_LT(takeover, milliseconds(2000 + 3000)) << "idle timeout 2000 ms, then the broker";
+  std::this_thread::sleep_for(seconds(1));
+  node(2).process->signal(SIGCONT);
+  // The continued node notices its stall and lets its stale partitions go.
+  ASSERT_TRUE(waitUntil([&] { return stats(2).value("stalls", 0) >= 1; }, seconds(10)))
+      << stats(2).dump();
+  expectSameAsOffline(events, std::move(publisher), kPartitions);
+}
+
+TEST_F(ClusterE2eTest, NodesJoinAndLeaveWhileEventsFlow) {
+  constexpr uint32_t kPartitions = 6;
+  for (int k = 1; k <= 3; ++k) writeNode(k, kPartitions);
+  init();
+  startCollector();
+  startNode(1);
+  const fs::path events = generate(6000, 13);
+  auto publisher = publish(events, 700);
+  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); },
+                        seconds(20)));
+  startNode(2);
+  startNode(3);
+  // The newcomers take their rendezvous shares: node 1 hands them over.
+  ASSERT_TRUE(waitUntil([&] { return activeOn(2) > 0 && activeOn(3) > 0; }, seconds(20)));
+  EXPECT_GT(stats(1).value("handovers", 0), 0);
+  // Node 1 leaves cleanly; the others take everything.
+  node(1).process->signal(SIGTERM);
+  EXPECT_EQ(node(1).process->wait(seconds(20)), 0);
+  ASSERT_TRUE(waitUntil(
+      [&] { return activeOn(2) + activeOn(3) == static_cast<int>(kPartitions); }, seconds(20)));
+  expectSameAsOffline(events, std::move(publisher), kPartitions);
+}
+
+TEST_F(ClusterE2eTest, BadConfigurationIsRefusedWithItsReason) {
+  writeNode(1, 4);
+  init();
+  // A node whose partition count differs from the declared topology.
+  writeNode(2, 8);
+  Ran wrong_count = runToEnd({kCepbus, "run", (dir_ / "node2.xml")}, dir_ / "wrong-count",
+                             seconds(60));
+  EXPECT_NE(wrong_count.code, 0);
+  EXPECT_NE(wrong_count.err.find("topology does not match"), std::string::npos)
+      << wrong_count.err;
+  // `cepbus cluster init` with another count is refused too, changing nothing.
+  Ran reinit = runToEnd({kCepbus, "cluster", "init", (dir_ / "node2.xml")}, dir_ / "reinit");
+  EXPECT_EQ(reinit.code, 1);
+  EXPECT_NE(reinit.err.find("4 partitions"), std::string::npos) << reinit.err;
+
+  // Wrong credentials: the broker's refusal is named.
+  const fs::path creds = writeNode(3, 4, "user=\"intruder\" password-env=\"CEPBUS_E2E_PW\"");
+  setenv("CEPBUS_E2E_PW", "wrong", 1);
+  Ran refused = runToEnd({kCepbus, "run", creds}, dir_ / "creds", seconds(60));
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.err.find("401"), std::string::npos) << refused.err;
+  unsetenv("CEPBUS_E2E_PW");
+  Ran unset_env = runToEnd({kCepbus, "run", creds}, dir_ / "unset", seconds(60));
+  EXPECT_NE(unset_env.code, 0);
+  EXPECT_NE(unset_env.err.find("$CEPBUS_E2E_PW, which is not set"), std::string::npos)
+      << unset_env.err;
+
+  // Unreachable brokers: every URL tried is named.
+  const fs::path nowhere = dir_ / "nowhere.xml";
+  const int closed = freePort();
+  std::string text = slurp(dir_ / "node1.xml");
+  for (int b = 1; b <= RabbitMqCluster::kNodes; ++b) {
+    for (const int port : {rmq().amqpPort(b), rmq().managementPort(b)}) {
+      const std::string from = "\"" + std::to_string(port) + "\"";
+      for (size_t at; (at = text.find(from)) != std::string::npos;) {
+        text.replace(at, from.size(), "\"" + std::to_string(closed) + "\"");
+      }
+    }
+  }
+  std::ofstream(nowhere) << text;
+  Ran unreachable = runToEnd({kCepbus, "run", nowhere}, dir_ / "unreachable", seconds(90));
+  EXPECT_NE(unreachable.code, 0);
+  EXPECT_NE(unreachable.err.find("127.0.0.1:" + std::to_string(closed)), std::string::npos)
+      << unreachable.err;
+
+  // A query the cluster key does not partition: refused before any broker.
+  std::string by_symbol = slurp(dir_ / "node1.xml");
+  by_symbol.replace(by_symbol.find("key=\"price\""), 11, "key=\"symbol\"");
+  std::ofstream(dir_ / "by-symbol.xml") << by_symbol;
+  Ran wrong_key = runToEnd({kCepbus, "validate", (dir_ / "by-symbol.xml")}, dir_ / "wrong-key");
+  EXPECT_EQ(wrong_key.code, 1);
+  EXPECT_NE(wrong_key.err.find("cluster key \"symbol\" does not tie variable a to b"),
+            std::string::npos)
+      << wrong_key.err;
+}
+
+}  // namespace
+}  // namespace cepbus::testing
