@@ -1,7 +1,7 @@
 #pragma once
 
 // `cepbus join`: offline replay of a JSON-lines file of uncertain readings
-// through the stream-join plugin (P4; DESIGN.md, "Command line").
+// through the stream-join plugin (P4; docs/engines.md, "cepbus join").
 //
 //   cepbus join --events FILE --key ATTR --site ATTR --time-matrix CSV
 //               --threshold P [--window N] [--workers N] [--expiry on_insert|batch]

@@ -1,10 +1,10 @@
 #pragma once
 
 // `cepbus match`: offline replay of a JSON-lines event file through a CEP
-// engine plugin (DESIGN.md, "Command line").
+// engine plugin (docs/operations.md, "Command line").
 //
 //   cepbus match --engine nfa|algebra|petri (--query TEXT | --patterns FILE)
-//                (--events FILE [--format full] [--count] | --export dot|json)
+//                (--events FILE [--format ts|full] [--count] | --export dot|json)
 //                [--option key=value]... [--plugin-path DIR]...
 //
 // Output, one JSON line each:

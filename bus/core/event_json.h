@@ -1,6 +1,6 @@
 #pragma once
 
-// The JSON-lines event codec (DESIGN.md, "Events as JSON lines"):
+// The JSON-lines event codec (docs/concepts.md, "Events"):
 //
 //   {"type":"A","ts":17,"attrs":{"price":10.5,"symbol":"IBM"}}
 //

@@ -2,37 +2,17 @@
 
 // The event-algebra detector (P1, section 5.4): at every clock tick (every
 // distinct timestamp) it evaluates the subexpressions E1..Ek of the plan in
-// order, each from its operands' instances of this tick and the little
-// state it keeps about their past instances, and reports the instances of Ek.
+// order and reports the instances of Ek. What state it keeps under each
+// context, and where pruning at every level differs from pruning at the top
+// (P1's Theorem 1), is described in docs/engines.md ("algebra").
 //
-// Instances are sets of atomic events, each bound to the leaf (pattern
-// element) it matched; an instance's interval is ⟨start, end⟩ over its
-// events, whose interval is ⟨ts, ts⟩ (P1's atomic events are instantaneous).
-//
-// Under Semantics::kUnrestricted every instance of P1's definitions is kept
-// and reported; memory is bounded only by the time restrictions.
-// Under Semantics::kRecent each subexpression outputs, per tick, at most the
-// one instance with the latest start among those ending at that tick (P1's
-// context, applied at every level as P1's algorithm does), and keeps per
-// operand only what that choice can still need: the best past instance of a
-// conjunction's operands, the pending left instances Q of a sequence or
-// concatenation pruned against the start times S its right operand can
-// still produce, the latest start of a negated operand. Q and S are bounded
-// by the expression, never by the stream, so the work per event is O(k) and
-// memory is bounded on an unbounded stream (a predicate over an iteration
-// also keeps the operand's run inside its time bound, which it requires).
-//
-// Pruning every level equals pruning only the top (Theorem 1) for ; + | - *
-// and time restriction. It does not for concatenation, concurrency and
-// selection: the latest-starting operand instance need not be the one that
-// relates (or satisfies the predicate). There the recent output is still a
-// subset of the unrestricted one with one instance per end, but may lack an
-// end the top-level context has; a selection applies to the recent instance
-// (P1's f(v_x)), except over an iteration, where the latest-starting run
-// that satisfies it is chosen.
-//
-// Events of one tick are buffered until an event with a later timestamp
-// (or flush()) closes the tick, so matches are reported one tick late.
+// - Semantics::kUnrestricted reports every instance of P1's definitions;
+//   memory is bounded only by the time restrictions.
+// - Semantics::kRecent reports, per subexpression and tick, at most the one
+//   instance with the latest start among those ending at that tick; the work
+//   per event is O(k) and memory is bounded on an unbounded stream.
+// - Events of one tick are buffered until an event with a later timestamp
+//   (or flush()) closes the tick, so matches are reported one tick late.
 //
 // Thread safety: none (plugin::Detector). The plan is shared read-only.
 

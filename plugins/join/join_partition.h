@@ -2,45 +2,23 @@
 
 // One join worker's share of the window (P4's join thread): its ULI index —
 // hash buckets whose lists are kept in descending probability — its expiry,
-// and its adaptive spill to disk.
+// and its adaptive spill to disk. The index, the two expiry modes and the
+// spill are described in docs/engines.md ("join").
 //
-// Tuples reach a partition in arrival order (the dispatcher partitions by the
-// key's hash, so every partner of a tuple lives in the same partition); each
-// one probes the index, reports every pair it completes, then is inserted.
-// A probe stops at the first entry whose probability times the tuple's falls
-// below the threshold: nothing after it in the list can pass. Within a
-// bucket, each key has its own list, so a probe compares the key once.
-//
-// The windowed events are owned by a FIFO in insertion order, not by the
-// entries (which point into it): an event is released from the FIFO's front
-// once stale, so releases walk memory in arrival order instead of hash order.
-// A stale entry may outlive its event and is never dereferenced: a probe,
-// the sweep and batch expiry look only at its ts, and spilling expires
-// everything first.
-//
-// Expiry on insert releases the stale events and drops the stale entries of
-// the list being probed; a clock hand sweeps one bucket per tuple while the
-// lists hold more than twice the FIFO plus one entry per bucket (always with
-// a memory budget), so that the lists of keys never seen again leave too.
-// Batch expiry scans every list each deletion_interval time units. Stale
-// entries never join (the time bound is below the window), so both give the
-// same pairs.
-//
-// Spill (when the window's bytes exceed the partition's budget): the chosen
-// entries are written to an entries store, with the arrival number at which
-// they left, and removed from memory. While anything is on disk, every
-// arriving tuple is also logged to a probe store. Restoring reads the spilled
-// entries back and joins each with the logged tuples that arrived after it
-// left (those are exactly the partners it missed), then puts the entries that
-// are not yet stale back into the index. So every pair is reported exactly
-// once, spilled or not: only its timing changes. A restore happens when every
-// entry spilled first is stale (the probe log stays shorter than a window),
-// when the worker is idle and the spilled entries fit in the budget again
-// (P4: "when the input rate falls"), and at flush.
-//
-// A write that fails (a full disk) restores everything already spilled,
-// disables spilling for good and is reported once by takeError(); the join
-// goes on in memory and loses nothing.
+// - Tuples reach a partition in arrival order, and every partner of a tuple
+//   reaches the same partition (the dispatcher partitions by the key's
+//   hash); each tuple probes the index, reports every pair it completes,
+//   then is inserted.
+// - Expiry on insert and batch expiry give the same pairs: stale entries
+//   never join. A stale entry may outlive its event (the events are owned by
+//   a FIFO in arrival order) and is never dereferenced.
+// - Spilled or not, every pair is reported exactly once; only its timing
+//   changes. A restore happens when every entry spilled first is stale, when
+//   the worker is idle and the spilled entries fit in the budget again, and
+//   at flush.
+// - A write that fails (a full disk) restores everything already spilled,
+//   disables spilling for good and is reported once by takeError(); the join
+//   goes on in memory and loses nothing.
 //
 // Thread safety: none; one worker thread owns a partition.
 

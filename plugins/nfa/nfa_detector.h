@@ -3,29 +3,11 @@
 // The NFA detector: active instance stacks with links (SASE), constructed
 // either on every accepting event (per_event, the baseline) or in batches
 // over clusters of accepting events that share a link (P2's aggregated links).
+// How the stacks, links, strategies and clusters work is described in
+// docs/engines.md ("nfa").
 //
-// Each partition (PARTITION BY attributes, or the whole stream) has one stack per
-// positive element and one per negated element. An event of element k's type
-// that passes k's push filters is pushed on stack k with a link — `rip`, one
-// past the newest entry of stack k-1 with a smaller timestamp — if stack k-1
-// has such an entry at all; a Kleene element also links to its own stack.
-// Every link range is contiguous and ordered by time, so construction walks
-// back from an accepting entry: for each element, the candidates are the
-// entries below the link with ts >= (last ts - window), narrowed further by
-// the strategy:
-//
-// - skip_till_any_match: every candidate;
-// - skip_till_next_match: only predecessors after which this event is the
-//   first qualifying one — exactly "ts >= ts of the previous entry of this
-//   stack" when qualification does not depend on earlier variables, else
-//   verified against the events in between once they are bound;
-// - strict_contiguity: the one predecessor adjacent in the partition stream.
-//
-// Batched construction groups consecutive accepting entries with the same
-// links into a cluster, walks the shared links once, and at each completed
-// prefix emits one match per member still inside the window, checking there
-// only what names the member. Both methods report the same set of matches.
-//
+// Both construction methods report the same set of matches; batched
+// construction reports a match at the next batch boundary or at flush().
 // PARTITION BY reads attributes; an event without the attribute belongs to
 // the partition of null values, except that `PARTITION BY key` falls back to
 // the event's own partition key (its JSON "key" field).

@@ -1,71 +1,27 @@
 #pragma once
 
 // P3's timed coloured Petri net (CEP-PN), holding many patterns in one net
-// that shares their common prefixes, middles and tails.
+// that shares their common prefixes, middles and tails. How each operator
+// becomes a basic net and how patterns are merged (prefix, middle and back
+// joins) is described in docs/engines.md ("petri"). What callers may rely on:
 //
-// A pattern SEQ(e0, ..., e_{m-1}) decomposes into m basic nets connected in
-// series: transition T_k takes a token from T_{k-1}'s output place (none for
-// k = 0) and an event of e_k's type from the input place of that type, and
-// puts a token into its own output place. A token is coloured by the events
-// it binds (a pointer to its parent token plus the new event), so prefixes
-// are stored once. T_k's guard is: strictly increasing ts, the WITHIN window
-// (ts of the new event minus ts of the token's first event), and every WHERE
-// conjunct whose latest variable is e_k. By default tokens are not consumed
-// (P3's feedback policy, i.e. skip_till_any_match; see Policy for the
-// others); they expire once their first event is older than the window. The
-// output place of T_{m-1} emits matches.
-// Other basic nets: a disjunction is one such chain per alternative, all
-// emitting as the one pattern (its output place holds their colours); a
-// selection e[p] is a guard on e's last transition; NOT(Type v) between e_{k-1}
-// and e_k is an inhibitor place of Type events read by T_k, which fires only
-// when no such event lies strictly between the two with its conditions
-// holding. A conjunction AND(o_0, ..., o_n) (as a whole pattern, an operand
-// of OR or of AND; not inside SEQ) runs each operand as a chain from the head
-// and joins them left to right with two-input transitions that pair every
-// token of one side with every token of the other in any order (P1's m ∪ n,
-// as the algebra engine: equal timestamps pair, and so does one event filling
-// an element of each side), under the window (latest minus earliest event)
-// and the conjuncts naming both sides. Matches list the operands' events in
-// pattern order. Conjunctions run under the feedback policy only and take no
-// part in middle or back joins (their operand chains share prefixes).
-// A Kleene element `Type+ var[]` inside SEQ is one transition that also reads
-// its own place (a loop): on each event of Type it starts a run from every
-// token of its input place and extends every run in its place (strictly
-// increasing ts, within the window), so the place holds every run
-// (skip_till_any_match, as the nfa engine). An iteration predicate b[i] is
-// checked as each event joins the run, or, when it names a later element,
-// there for every event of the run; a conjunct needing the whole run
-// (count(b[]), b[last], ...) when the next element binds, or before a run of
-// a last Kleene element is reported. Tokens remember the element each event
-// binds, so a match lists a run's events inline. Feedback policy only; no
-// middle or back joins; no NOT next to a Kleene element. P1's iteration '*'
-// and the Kleene star 'Type* var[]' are refused.
-//
-// Prefix join: a transition is identified by its input transition, its event
-// type, whether it binds a variable, its guard's conjuncts (variables named
-// by element position, so names do not matter) and its negations, so a
-// pattern whose head equals a running pattern's head reuses those places and
-// transitions and only adds the rest.
-// Middle join: where the rest, from element k (k >= 1) on, starts with two or
-// more elements equal to a running pattern's head (<a;b;c;d> after <b;c;e>;
-// its own head too: <a;b;a;b>), once per pattern, the pattern shares that
-// chain too and adds a join transition: when the chain produces a token it is
-// joined with every token of the pattern's own place k-1 that ends before it
-// starts, under the window and the conjuncts that name elements on both
-// sides.
-// Back join: where a pattern's tail (elements j..m-1, j >= 1, two at least)
-// equals a running pattern's tail (<a;b;c> and <e;b;c>), the running pattern
-// is rewritten to run its tail as a chain of its own joined with its leading
-// place (<a;(b;c)>), and the new one joins the same chain. A rewrite happens
-// only before the net has seen an event (it would drop partial matches);
-// later, a new pattern still joins a tail that runs as a chain already.
-// Joins are done for feedback patterns without negations only.
-// A shared transition prunes with the largest window of the patterns that
-// use it; each output checks its own pattern's window.
-//
-// A pattern sees only events that arrive after it is added (each token
-// remembers the arrival number of its first event), so adding or removing a
-// pattern never changes another pattern's matches.
+// - A match is reported as soon as its last event arrives, on the pattern's
+//   output; it lists the events in pattern order (a Kleene run inline, in
+//   stream order).
+// - Tokens are not consumed under the default feedback policy (every
+//   combination: skip_till_any_match); see Policy for conflict and
+//   concurrency. A token expires once its first event is older than the
+//   window; a shared transition prunes with the largest window of the
+//   patterns using it, and each output checks its own pattern's window.
+// - Conjunctions and Kleene elements run under the feedback policy only and
+//   take no part in middle or back joins (their chains share prefixes); joins
+//   are made for feedback patterns without negations only.
+// - A back join rewrites a running pattern only before the net has seen an
+//   event (it would drop partial matches); later, a new pattern still joins
+//   a tail that already runs as a chain.
+// - A pattern sees only events that arrive after it is added (each token
+//   remembers the arrival number of its first event), so adding or removing a
+//   pattern never changes another pattern's matches.
 //
 // Thread safety: none; one thread drives a net. The net does not own the
 // sinks, which must outlive their patterns and must not call back into the

@@ -13,7 +13,7 @@
 //   POST /api/events/{address}      publishes the body (one JSON-lines event)
 //                                   to the address; answers the send outcome
 //   GET  /api/services | /api/endpoints | /api/stages | /api/queries |
-//        /api/plugins | /api/assemblies           the lists (see the README)
+//        /api/plugins | /api/assemblies           the lists (docs/operations.md)
 //   POST   /api/assemblies                  deploys the body (a descriptor
 //                                           fragment: one <service-assembly>)
 //   DELETE /api/assemblies/{name}           undeploys it

@@ -1,6 +1,6 @@
 // P2's experiments: the SASE per-event construction against batched
 // construction with aggregated links, measured in the same run on the same
-// events (DESIGN.md, "Benchmarks").
+// events (docs/benchmarks.md).
 //
 //   nfa_bench [--quick] [--repeat N] [--stream NAME]... [--window W]...
 //             [--query-length 3|4] [--plugin-path DIR]

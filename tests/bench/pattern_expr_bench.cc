@@ -1,7 +1,7 @@
 // pattern_expr_bench: the cost of compiled pattern-language expressions.
 //
 // Measures, on events built up front:
-//   where_conjuncts - the DESIGN.md example's three WHERE conjuncts over
+//   where_conjuncts - the equal-prices example's three WHERE conjuncts over
 //                     (a, b, c) triples, as an engine checks them;
 //   iteration       - the Kleene predicate b[i].price > b[i-1].price checked
 //                     on each prefix of a growing b[];

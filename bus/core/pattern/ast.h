@@ -1,8 +1,8 @@
 #pragma once
 
 // The AST of the cepbus pattern language: one tree shared by every CEP engine
-// (NFA, event algebra, Petri net). The grammar is in /work/notes/grammar.md
-// (merged into the README); parser.h turns text into a Query, printer.h turns
+// (NFA, event algebra, Petri net). The grammar is in docs/pattern-language.md;
+// parser.h turns text into a Query, printer.h turns
 // a Query back into canonical text, expr_compiler.h compiles expressions.
 //
 // Each pattern operator has its own PatternKind, so an engine walks the tree

@@ -2,7 +2,7 @@
 //
 // Parsing is control plane: errors are thrown inside as ParseError and turned
 // into a Status at the two entry points. The grammar, with its precedence
-// levels, is in /work/notes/grammar.md; each parse function below names the
+// levels, is in docs/pattern-language.md; each parse function below names the
 // rule it implements.
 
 #include "bus/core/pattern/parser.h"

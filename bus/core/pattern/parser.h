@@ -1,6 +1,6 @@
 #pragma once
 
-// Parsing the cepbus pattern language (grammar: /work/notes/grammar.md).
+// Parsing the cepbus pattern language (grammar: docs/pattern-language.md).
 //
 // Every function returns a Result; nothing throws out of it. A syntax error
 // reads "line L, column C: expected X, found Y"; a semantic error (unknown or

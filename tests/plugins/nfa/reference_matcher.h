@@ -1,10 +1,11 @@
 #pragma once
 
-// A brute-force matcher written straight from DESIGN.md's "Semantics that
-// every engine shares", independent of the NFA: it enumerates candidate
-// bindings (skip_till_any_match, strict_contiguity) or simulates runs forward
-// from every start event (skip_till_next_match), then checks order, types,
-// predicates, window and negation on each. Exponential; for small streams.
+// A brute-force matcher written straight from the semantics every engine shares
+// (docs/pattern-language.md, "Semantics"), independent of the NFA: it
+// enumerates candidate bindings (skip_till_any_match, strict_contiguity) or
+// simulates runs forward from every start event (skip_till_next_match), then
+// checks order, types, predicates, window and negation on each. Exponential;
+// for small streams.
 
 #include <algorithm>
 #include <optional>
