@@ -6,7 +6,6 @@ target_compile_options(cepbus_options INTERFACE -Wall -Wextra -Werror
   # at -O3 (GCC bug 105329); the warning says nothing about cepbus code.
   $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 target_include_directories(cepbus_options INTERFACE ${PROJECT_SOURCE_DIR})
-target_compile_definitions(cepbus_options INTERFACE CEPBUS_VERSION="${PROJECT_VERSION}")
 
 if(CEPBUS_SANITIZE)
   # The sanitizers' instrumentation makes GCC 12 report -Wmaybe-uninitialized

@@ -185,7 +185,9 @@ Status Journal::migrateDeliveredRows() {
   if (status.isOk() && !acks.empty()) status = rememberBatch(acks).status();
   if (status.isOk()) status = exec("DROP TABLE delivered");
   if (status.isOk()) status = exec("COMMIT");
-  if (!status.isOk()) exec("ROLLBACK");
+  // The first error is the one to report; a failed ROLLBACK adds nothing
+  // (SQLite rolls back by itself when the connection closes).
+  if (!status.isOk()) (void)exec("ROLLBACK");
   return status;
 }
 
@@ -315,7 +317,7 @@ Status Journal::commit(std::span<const JournalRecord> inserts, std::span<const J
   Status status = change.status();
   if (status.isOk()) status = exec("COMMIT");
   if (!status.isOk()) {
-    exec("ROLLBACK");
+    (void)exec("ROLLBACK");  // as in migrateDeliveredRows(): report the first error
     return status;
   }
   // The window as the database now has it.

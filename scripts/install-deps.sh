@@ -12,6 +12,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the AMQP TLS tests make a self-signed pair with the openssl command
   chromium  # the admin dashboard's end-to-end test drives it headless
+  # Packaging and the plugin SDK checks (docs/install.md, tests/package/):
+  dpkg-dev file  # cpack -G DEB computes Depends with dpkg-shlibdeps, finding ELF files with file
+  clang-14       # the out-of-tree plugin build checks the SDK headers under clang++-14 too
 )
 
 apt_install_missing install-deps "${packages[@]}"

@@ -3,6 +3,7 @@
 #include <Poco/Logger.h>
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -62,10 +63,16 @@ std::string flowNameFor(descriptor::FlowKind kind, const std::string& stage) {
 }  // namespace
 
 void registerBuiltinServices(services::ServiceFactoryRegistry& registry) {
-  registry.add(std::make_unique<services::replay::ReplaySourceFactory>());
-  registry.add(std::make_unique<services::replay::ReplaySinkFactory>());
-  registry.add(std::make_unique<services::cep::CepServiceFactory>());
-  registry.add(std::make_unique<services::amqp::AmqpBridgeFactory>());
+  // Four distinct types into a registry made for them: a refusal (a type
+  // registered twice) is a bug of this function, not an input error.
+  auto add = [&](std::unique_ptr<services::ServiceFactory> factory) {
+    [[maybe_unused]] const Status added = registry.add(std::move(factory));
+    assert(added.isOk());
+  };
+  add(std::make_unique<services::replay::ReplaySourceFactory>());
+  add(std::make_unique<services::replay::ReplaySinkFactory>());
+  add(std::make_unique<services::cep::CepServiceFactory>());
+  add(std::make_unique<services::amqp::AmqpBridgeFactory>());
 }
 
 Bus::Bus(std::string name, BusOptions options)

@@ -22,7 +22,10 @@
 #include "bus/app/cluster_command.h"
 #include "bus/app/join_command.h"
 #include "bus/app/match_command.h"
+#include "bus/app/plugins_command.h"
 #include "bus/core/descriptor/parser.h"
+#include "bus/core/plugin/plugin_abi.h"
+#include "bus/core/plugin/plugin_loader.h"
 #include "services/cluster/stall_watchdog.h"
 
 namespace cepbus::app {
@@ -48,6 +51,8 @@ constexpr Command kCommands[] = {
      "replay a JSON-lines event file through a CEP engine offline, or export its model"},
     {"join", "--events F --key A --site A --time-matrix CSV --threshold P",
      "join uncertain readings on a key under a travel-time matrix offline (P4)"},
+    {"plugins", "[--plugin-path DIR]...",
+     "list the plugins in the search path with their engines and options"},
     {"cluster", "init|publish DESCRIPTOR.xml [--events F]",
      "declare a RabbitMQ cluster's partitions, or publish events into them"},
 };
@@ -260,6 +265,31 @@ int joinCommand(const std::vector<std::string>& args) {
   return runJoinCommand(*options, std::cout, std::cerr);
 }
 
+int pluginsCommand(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::cout << kCommands[4].summary << "\n\n" << pluginsUsage();
+      return kOk;
+    }
+  }
+  auto options = parsePluginsArguments(args);
+  if (!options) {
+    std::cerr << "cepbus plugins: " << options.status().message()
+              << " (see cepbus plugins --help)\n";
+    return kUsage;
+  }
+  setUpLogging("warning");
+  return runPluginsCommand(*options, std::cout);
+}
+
+// What a plugin author and a bug report need: the plugin ABI version and
+// the build tag a plugin must match exactly (plugin_abi.h).
+void printVersion(std::ostream& out) {
+  out << "cepbus " << CEPBUS_VERSION << "\n"
+      << "plugin ABI " << CEPBUS_PLUGIN_ABI_VERSION << "\n"
+      << "build tag " << plugin::hostBuildTag() << "\n";
+}
+
 void printUsage(std::ostream& out) {
   out << "usage: cepbus [--version] [--help] COMMAND [ARGS]\n\n"
          "cepbus is an event-driven SOA bus with complex-event-processing plugins.\n\n"
@@ -269,7 +299,7 @@ void printUsage(std::ostream& out) {
     left.resize(12, ' ');
     out << left << c.summary << "\n";
   }
-  out << "\n'cepbus COMMAND --help' describes a command.\n"
+  out << "\n'cepbus COMMAND --help' (or 'cepbus help COMMAND') describes a command.\n"
          "Exit status: 0 success, 1 failure, 2 bad command line.\n";
 }
 
@@ -281,14 +311,18 @@ int runCli(int argc, char** argv) {
     printUsage(std::cerr);
     return kUsage;
   }
-  const std::string command = args.front();
+  std::string command = args.front();
   args.erase(args.begin());
-  if (command == "--help" || command == "-h" || command == "help") {
+  if (command == "help" && !args.empty()) {
+    // `cepbus help COMMAND` is `cepbus COMMAND --help` (the man pages are made from it).
+    command = args.front();
+    args.assign({"--help"});
+  } else if (command == "--help" || command == "-h" || command == "help") {
     printUsage(std::cout);
     return kOk;
   }
-  if (command == "--version" || command == "-v") {
-    std::cout << "cepbus " << CEPBUS_VERSION << "\n";
+  if (command == "--version" || command == "-v" || command == "version") {
+    printVersion(std::cout);
     return kOk;
   }
   try {
@@ -306,6 +340,7 @@ int runCli(int argc, char** argv) {
       setUpLogging("warning");
       return runClusterCommand(args, std::cout, std::cerr);
     }
+    if (command == "plugins") return pluginsCommand(args);
   } catch (const Poco::Util::OptionException& e) {
     std::cerr << "cepbus " << command << ": " << e.displayText() << " (see cepbus " << command
               << " --help)\n";

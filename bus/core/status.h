@@ -13,7 +13,7 @@
 
 namespace cepbus {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk,
@@ -62,7 +62,7 @@ const char* codeName(Status::Code code);
 // Either a T or the Status explaining its absence. Never holds an OK status
 // without a value.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)

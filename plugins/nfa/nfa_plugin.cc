@@ -10,8 +10,17 @@
 namespace cepbus::plugins::nfa {
 namespace {
 
+// What applyOptions() in nfa_plan.cc accepts.
+constexpr plugin::OptionInfo kOptions[] = {
+    {"construction",
+     "per_event|batched: build matches as each event arrives (default) or in "
+     "batches of batch_period time units (P2's batched construction)"},
+    {"batch_period", "N > 0: the batch length for construction=batched (default: WITHIN + 1)"},
+};
+
 void registerFactories(plugin::FactoryRegistrar& registrar) {
-  registrar.add("nfa", std::make_unique<plugin::PlanDetectorFactory<NfaDetector, compilePlan>>());
+  registrar.add("nfa",
+                std::make_unique<plugin::PlanDetectorFactory<NfaDetector, compilePlan>>(kOptions));
 }
 
 }  // namespace

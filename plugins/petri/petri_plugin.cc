@@ -4,6 +4,7 @@
 // with its query.
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "bus/core/plugin/plugin_export.h"
@@ -45,8 +46,17 @@ class PetriDetector final : public plugin::Detector {
   PetriNet net_;
 };
 
+// What compilePattern() in petri_net.cc accepts.
+constexpr plugin::OptionInfo kOptions[] = {
+    {"policy",
+     "feedback|conflict|concurrency: how the net resolves competing tokens "
+     "(default feedback)"},
+};
+
 class PetriFactory final : public plugin::DetectorFactory {
  public:
+  std::span<const plugin::OptionInfo> options() const override { return kOptions; }
+
   Result<std::unique_ptr<plugin::Detector>> create(const pattern::Query& query,
                                                    const plugin::DetectorOptions& options,
                                                    plugin::MatchSink& sink) const override {

@@ -428,7 +428,7 @@ Status AmqpBridge::start() {
     impl.registered = true;
     if (auto sub = impl.context.broker.subscribe(impl.endpoint(), impl.config.local_address);
         !sub) {
-      impl.context.broker.removeEndpoint(impl.endpoint());
+      (void)impl.context.broker.removeEndpoint(impl.endpoint());  // undoing; sub's error is the one
       impl.registered = false;
       return sub.status();
     }
@@ -480,7 +480,8 @@ void AmqpBridge::stop() {
         .warning("%s: stopped with %s events (not journaled) never delivered to %s",
                  impl.config.name, std::to_string(dropped), impl.config.url);
   }
-  if (impl.registered) impl.context.broker.removeEndpoint(impl.endpoint());
+  // Stopping: there is nothing to do about an endpoint already gone.
+  if (impl.registered) (void)impl.context.broker.removeEndpoint(impl.endpoint());
   impl.registered = false;
   if (impl.entry) {
     impl.entry->setState(router::ComponentState::kStopped);

@@ -571,7 +571,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       } else {
         // Subscribed differently (or no longer durable): a new subscription.
         dropOutbox(*parked->second.outbox);
-        context.broker.removeEndpoint(endpoint);
+        (void)context.broker.removeEndpoint(endpoint);  // replaced below: gone is fine
       }
       parked_subscriptions.erase(parked);
       counters->parked_subscriptions.fetch_sub(1, std::memory_order_relaxed);
@@ -596,13 +596,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       auto sub = context.broker.subscribe(endpoint, pattern);
       if (!sub) {
         dropOutbox(*outbox);
-        context.broker.removeEndpoint(endpoint);
+        (void)context.broker.removeEndpoint(endpoint);  // undoing; sub's error is the one
         s.close(proton::error_condition(kInvalidField, sub.status().message()));
         return;
       }
       // A subscriber of a plain address is also its provider for in-out
       // requests, unless something else already provides it.
-      if (!router::hasWildcard(pattern)) context.broker.provide(pattern, endpoint);
+      // AlreadyExists (another provider) is the expected refusal.
+      if (!router::hasWildcard(pattern)) (void)context.broker.provide(pattern, endpoint);
     } else {
       outbox->bind(conn->second.waker, id);
     }
@@ -1280,7 +1281,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       if (entry.ack) entry.ack(Status::unavailable("the AMQP subscriber went away"));
     }
     dropOutbox(*sub.outbox);
-    if (!sub.endpoint.empty()) context.broker.removeEndpoint(sub.endpoint);
+    // Closing: there is nothing to do about an endpoint already gone.
+    if (!sub.endpoint.empty()) (void)context.broker.removeEndpoint(sub.endpoint);
   }
 
   // Closes an outbox and gives back the acknowledgements it held; in-out
@@ -1399,7 +1401,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     subscribers.clear();
     for (auto& [endpoint, parked] : parked_subscriptions) {
       dropOutbox(*parked.outbox);
-      context.broker.removeEndpoint(endpoint);
+      (void)context.broker.removeEndpoint(endpoint);  // stopping: gone is fine
     }
     counters->parked_subscriptions.fetch_sub(parked_subscriptions.size(),
                                              std::memory_order_relaxed);

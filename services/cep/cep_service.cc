@@ -320,7 +320,8 @@ void CepService::Query::stop() {
   stopped_ = true;
   // Removing the endpoint drops its subscriptions and drains the flows'
   // queues into the stage; stopping the stage then runs every queued event.
-  if (endpoint_added_) context_.broker.removeEndpoint(endpoint_);
+  // Stopping: there is nothing to do about an endpoint already gone.
+  if (endpoint_added_) (void)context_.broker.removeEndpoint(endpoint_);
   if (stage_) stage_->stop();
   if (started_) {
     // The stage's worker is joined; exportModel() may still come.

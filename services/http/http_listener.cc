@@ -154,7 +154,7 @@ class FeedSession : public std::enable_shared_from_this<FeedSession> {
     }
     Result<router::SubscriptionId> subscribed = broker.subscribe(endpoint_, pattern_);
     if (!subscribed) {
-      broker.removeEndpoint(endpoint_);
+      (void)broker.removeEndpoint(endpoint_);  // undoing; the subscribe error is the one
       return subscribed.status();
     }
     impl_.addFeed(endpoint_, feed_);
@@ -414,7 +414,7 @@ void Impl::removeFeed(std::string endpoint) {
     it->second->pending.clear();
   }
   feeds.erase(it);
-  context.broker.removeEndpoint(endpoint);
+  (void)context.broker.removeEndpoint(endpoint);  // closing: gone is fine
 }
 
 HttpListenerService::HttpListenerService(descriptor::HttpListener listener,

@@ -43,7 +43,8 @@ void ReplaySink::stop() {
   started_ = false;
   // Removing the endpoint drains its queues, so every event accepted for this
   // sink is written before the file is closed.
-  context_.broker.removeEndpoint(endpointName());
+  // Stopping: NotFound (nothing registered) is no error here.
+  (void)context_.broker.removeEndpoint(endpointName());
   subscriptions_.clear();
   std::lock_guard lock(mu_);
   if (out_ != nullptr) out_->flush();

@@ -61,6 +61,14 @@ std::vector<EventPtr> makeEvents(size_t n) {
   return out;
 }
 
+// A benchmark whose set-up or detector fails measures nothing: stop.
+void mustOk(const Status& s, const char* what) {
+  if (!s) {
+    std::fprintf(stderr, "%s: %s\n", what, s.toString().c_str());
+    std::exit(1);
+  }
+}
+
 struct Run {
   double seconds = 0;
   uint64_t matches = 0;
@@ -89,8 +97,8 @@ Run runDirect(plugin::PluginLoader& loader, const std::vector<EventPtr>& events)
     std::exit(1);
   }
   const auto begin = Clock::now();
-  for (const EventPtr& e : events) (*detector)->onEvent(e);
-  (*detector)->flush();
+  for (const EventPtr& e : events) mustOk((*detector)->onEvent(e), "onEvent");
+  mustOk((*detector)->flush(), "flush");
   Run run;
   run.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   run.matches = sink.matches;
@@ -99,10 +107,10 @@ Run runDirect(plugin::PluginLoader& loader, const std::vector<EventPtr>& events)
 
 Run runService(plugin::PluginLoader& loader, const std::vector<EventPtr>& events, int queries) {
   auto policy = std::make_unique<router::DeliveryPolicy>("st");
-  policy->addFlow(std::make_unique<flows::StFlow>("st"));
+  mustOk(policy->addFlow(std::make_unique<flows::StFlow>("st")), "addFlow");
   auto registry = std::make_shared<router::Registry>();
   router::Broker broker(std::move(policy), registry);
-  broker.start();
+  mustOk(broker.start(), "broker start");
   services::ServiceContext context{broker, *registry, loader};
 
   std::string xml = R"(<service-assembly name="bench"><service-unit name="cep" type="cep">)";
@@ -125,12 +133,14 @@ Run runService(plugin::PluginLoader& loader, const std::vector<EventPtr>& events
   }
   auto& cep = static_cast<services::cep::CepService&>(**built);
   std::atomic<uint64_t> delivered{0};
-  broker.addEndpoint("bench.out", [&delivered](const flows::Exchange&) {
-    delivered.fetch_add(1, std::memory_order_relaxed);
-    return Status::ok();
-  });
-  broker.subscribe("bench.out", "out.pairs");
-  cep.start();
+  mustOk(broker.addEndpoint("bench.out",
+                            [&delivered](const flows::Exchange&) {
+                              delivered.fetch_add(1, std::memory_order_relaxed);
+                              return Status::ok();
+                            }),
+         "addEndpoint");
+  mustOk(broker.subscribe("bench.out", "out.pairs").status(), "subscribe");
+  mustOk(cep.start(), "cep start");
 
   const Symbol address = Symbol::intern("in.events");
   Run run;
@@ -155,7 +165,7 @@ Run runService(plugin::PluginLoader& loader, const std::vector<EventPtr>& events
   cep.stop();  // drains every stage and flushes every detector
   run.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   run.matches = delivered.load() / static_cast<uint64_t>(queries);
-  broker.removeEndpoint("bench.out");
+  mustOk(broker.removeEndpoint("bench.out"), "removeEndpoint");
   broker.stop();
   return run;
 }

@@ -43,10 +43,17 @@ using Clock = std::chrono::steady_clock;
 struct Bus {
   Bus() {
     auto policy = std::make_unique<router::DeliveryPolicy>("st");
-    policy->addFlow(std::make_unique<flows::StFlow>("st"));
+    mustOk(policy->addFlow(std::make_unique<flows::StFlow>("st")));
     registry = std::make_shared<router::Registry>();
     broker = std::make_unique<router::Broker>(std::move(policy), registry);
-    broker->start();
+    mustOk(broker->start());
+  }
+  // A bus that cannot be set up measures nothing: stop.
+  static void mustOk(const Status& s) {
+    if (!s) {
+      std::fprintf(stderr, "bench set-up: %s\n", s.toString().c_str());
+      std::exit(1);
+    }
   }
   ~Bus() { broker->stop(); }
   std::shared_ptr<router::Registry> registry;

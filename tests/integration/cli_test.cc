@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "bus/core/event_json.h"
+#include "bus/core/plugin/plugin_abi.h"
+#include "bus/core/plugin/plugin_loader.h"
 #include "tests/integration/child_process.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/ports.h"
@@ -123,6 +125,44 @@ TEST_F(CliTest, VersionHelpAndUsageErrors) {
   EXPECT_EQ(run({"run", "--no-such-option", "x.xml"}, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("no-such-option"));
   EXPECT_EQ(run({}), 2);
+}
+
+// What a plugin author needs to match and a bug report needs to say.
+TEST_F(CliTest, VersionNamesThePluginAbiAndTheBuildTag) {
+  std::string out;
+  EXPECT_EQ(run({"--version"}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("cepbus " CEPBUS_VERSION "\nplugin ABI " +
+                             std::to_string(CEPBUS_PLUGIN_ABI_VERSION) + "\nbuild tag "));
+  EXPECT_THAT(out, HasSubstr(plugin::hostBuildTag()));
+}
+
+// `cepbus help COMMAND` is `cepbus COMMAND --help`: the man pages are made from it.
+TEST_F(CliTest, HelpCommandIsTheCommandsHelp) {
+  for (const char* cmd : {"run", "validate", "match", "join", "plugins"}) {
+    std::string help, dashed;
+    EXPECT_EQ(run({"help", cmd}, &help), 0) << cmd;
+    EXPECT_EQ(run({cmd, "--help"}, &dashed), 0) << cmd;
+    EXPECT_EQ(help, dashed) << cmd;
+    EXPECT_FALSE(help.empty()) << cmd;
+  }
+}
+
+// The build tree's plugins are found by default (bus/app/cepbus ->
+// ../../plugins), with their engines and options; a --plugin-path folder
+// comes first.
+TEST_F(CliTest, PluginsListsTheSearchPathEnginesAndOptions) {
+  std::string out, err;
+  EXPECT_EQ(run({"plugins", "--plugin-path", dir_.string()}, &out, &err), 0) << out << err;
+  EXPECT_THAT(out, HasSubstr("search path:\n  " + dir_.string() + "\n"));
+  EXPECT_THAT(out, HasSubstr(std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins\n"));
+  EXPECT_THAT(out, HasSubstr("plugin nfa 1.0.0\n    engine nfa (options: key=VALUE: meaning)\n"
+                             "      construction=per_event|batched: "));
+  EXPECT_THAT(out, HasSubstr("      slack=N >= 0: (every engine; the host's)"));
+  // A file that is no plugin is reported, and makes the exit status 1.
+  write("libcepbus_plugin_broken.so", "not an ELF file");
+  EXPECT_EQ(run({"plugins", "--plugin-path", dir_.string()}, &out, &err), 1);
+  EXPECT_THAT(out, HasSubstr("libcepbus_plugin_broken.so\n  NOT USABLE: "));
+  EXPECT_EQ(run({"plugins", "--bogus"}, nullptr, &err), 2);
 }
 
 TEST_F(CliTest, ValidateAcceptsTheQuickstart) {

@@ -167,12 +167,24 @@ class MultiMatchSink {
   virtual void onMatch(size_t pattern, const Match& match) = 0;
 };
 
+// One engine option as `cepbus plugins` lists it: `name=VALUE` and what it
+// does, e.g. {"construction", "per_event|batched: when matches are built"}.
+// Both strings are static (they live in the plugin's read-only data).
+struct OptionInfo {
+  std::string_view name;
+  std::string_view help;
+};
+
 // Creates detectors of one engine. Registered by a plugin under the engine's
 // name; shared read-only by the host, so create() must be safe to call from
 // any thread.
 class DetectorFactory {
  public:
   virtual ~DetectorFactory() = default;
+  // The options create() accepts (the host's own, such as slack, are not
+  // listed here), for people: `cepbus plugins` prints them. The default
+  // lists none. Describing an option does not make create() accept it.
+  virtual std::span<const OptionInfo> options() const { return {}; }
   // A detector for `query` reporting to `sink`, which must outlive it. An
   // InvalidArgument status names what the engine does not support (an
   // operator, a strategy, an option) or why the query cannot be compiled.

@@ -20,9 +20,12 @@
 
 #include <stdint.h>  // NOLINT(modernize-deprecated-headers): this header is plain C
 
+#include "bus/core/plugin/version.h"  // generated: CEPBUS_VERSION
+
 // 2: Detector::exportModel() and DetectorFactory::createMany() added.
 // 3: Detector::onEvents() added (a batch of events per call).
-#define CEPBUS_PLUGIN_ABI_VERSION 3u
+// 4: DetectorFactory::options() added (the engine options, for `cepbus plugins`).
+#define CEPBUS_PLUGIN_ABI_VERSION 4u
 
 #define CEPBUS_PLUGIN_STR2(x) #x
 #define CEPBUS_PLUGIN_STR(x) CEPBUS_PLUGIN_STR2(x)
@@ -55,10 +58,6 @@
 #define CEPBUS_PLUGIN_SAN_THREAD " tsan"
 #else
 #define CEPBUS_PLUGIN_SAN_THREAD ""
-#endif
-
-#ifndef CEPBUS_VERSION
-#error "CEPBUS_VERSION must be defined (cepbus_options defines it)"
 #endif
 
 // The tag this translation unit is built with, e.g.

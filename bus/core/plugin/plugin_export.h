@@ -14,6 +14,7 @@
 
 #include <exception>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -44,10 +45,15 @@ class FactoryRegistrar {
 // The factory of an engine whose detectors are built from a compiled plan:
 // `Compile(query, options)` returns a Result<Plan> (the query checked against
 // what the engine supports) and `EngineDetector(plan, sink)` runs it.
+// `options` (static storage) describes the options Compile accepts.
 // Stateless; create() is safe to call from any thread.
 template <typename EngineDetector, auto Compile>
 class PlanDetectorFactory final : public DetectorFactory {
  public:
+  PlanDetectorFactory() = default;
+  explicit PlanDetectorFactory(std::span<const OptionInfo> options) : options_(options) {}
+
+  std::span<const OptionInfo> options() const override { return options_; }
   Result<std::unique_ptr<Detector>> create(const pattern::Query& query,
                                            const DetectorOptions& options,
                                            MatchSink& sink) const override {
@@ -55,6 +61,9 @@ class PlanDetectorFactory final : public DetectorFactory {
     if (!plan) return plan.status();
     return std::unique_ptr<Detector>(std::make_unique<EngineDetector>(*plan, sink));
   }
+
+ private:
+  std::span<const OptionInfo> options_;
 };
 
 namespace detail {

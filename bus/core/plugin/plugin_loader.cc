@@ -29,6 +29,12 @@ Plugin::~Plugin() {
   if (library_->lib.isLoaded()) library_->lib.unload();
 }
 
+std::span<const OptionInfo> Plugin::engineOptions(std::string_view engine) const {
+  auto it = factories_.find(engine);
+  if (it == factories_.end()) return {};
+  return it->second->options();
+}
+
 std::vector<std::string> Plugin::engines() const {
   std::vector<std::string> out;
   for (const auto& [engine, factory] : factories_) out.push_back(engine);
@@ -125,6 +131,9 @@ std::vector<std::string> PluginLoader::defaultSearchPaths() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
+    // An installed cepbus: PREFIX/bin/cepbus and PREFIX/lib/cepbus/plugins.
+    paths.push_back(
+        (exe.parent_path() / ".." / CEPBUS_INSTALL_PLUGIN_DIR).lexically_normal().string());
     paths.push_back((exe.parent_path() / ".." / "plugins").lexically_normal().string());
     paths.push_back((exe.parent_path() / ".." / ".." / "plugins").lexically_normal().string());
   }
@@ -216,6 +225,41 @@ void setError(void* host, const char* message) noexcept {
 
 }  // namespace
 
+std::string explainTagMismatch(std::string_view plugin_tag) {
+  // Tags are "compiler; stdlib; sanitizers: ...; cepbus X": naming the first
+  // part that differs tells the author what to change.
+  static constexpr const char* kParts[] = {"compiler", "C++ standard library", "sanitizers",
+                                           "cepbus version"};
+  auto split = [](std::string_view tag) {
+    std::vector<std::string_view> parts;
+    while (true) {
+      const size_t semi = tag.find("; ");
+      parts.push_back(tag.substr(0, semi));
+      if (semi == std::string_view::npos) break;
+      tag.remove_prefix(semi + 2);
+    }
+    return parts;
+  };
+  const std::string_view host_tag = hostBuildTag();
+  const auto mine = split(host_tag);
+  const auto theirs = split(plugin_tag);
+  std::string which;
+  for (size_t i = 0; i < mine.size() && i < std::size(kParts); ++i) {
+    if (i >= theirs.size() || theirs[i] != mine[i]) {
+      which = std::string(kParts[i]) + " differs: the plugin has '" +
+              std::string(i < theirs.size() ? theirs[i] : "") + "', the host '" +
+              std::string(mine[i]) + "'; ";
+      break;
+    }
+  }
+  return "built for another host: plugin build tag '" + std::string(plugin_tag) +
+         "', host build tag '" + std::string(host_tag) + "'; " + which +
+         "C++ objects cross the plugin boundary, so a plugin must be built with the host's "
+         "compiler, standard library and sanitizers against the headers of its cepbus version: "
+         "rebuild it against the cepbus " CEPBUS_VERSION " SDK (find_package(cepbus " CEPBUS_VERSION
+         " EXACT)) with that compiler";
+}
+
 Result<PluginPtr> PluginLoader::loadPath(const std::string& name, const std::string& path) {
   std::shared_ptr<Plugin> plugin(new Plugin());
   plugin->path_ = path;
@@ -241,11 +285,7 @@ Result<PluginPtr> PluginLoader::loadPath(const std::string& name, const std::str
                                    std::to_string(CEPBUS_PLUGIN_ABI_VERSION));
   }
   const std::string tag = info->build_tag != nullptr ? info->build_tag : "";
-  if (tag != hostBuildTag()) {
-    return Status::invalidArgument(what + ": built as '" + tag + "' but the host is '" +
-                                   hostBuildTag() + "'; rebuild the plugin with the host's " +
-                                   "toolchain and cepbus version");
-  }
+  if (tag != hostBuildTag()) return Status::invalidArgument(what + ": " + explainTagMismatch(tag));
   plugin->name_ = info->name != nullptr ? info->name : name;
   plugin->version_ = info->version != nullptr ? info->version : "";
   plugin->build_tag_ = tag;

@@ -33,6 +33,10 @@ namespace cepbus::plugin {
 // The build tag the host was compiled with (CEPBUS_PLUGIN_BUILD_TAG).
 const char* hostBuildTag();
 
+// Why a plugin built with `plugin_tag` cannot be loaded by this host: both
+// tags, the first part that differs, and what to rebuild it with.
+std::string explainTagMismatch(std::string_view plugin_tag);
+
 // A loaded plugin library and the factories it registered. Immutable after
 // loading; safe to use from any thread (factories' create() is thread-safe).
 class Plugin : public std::enable_shared_from_this<Plugin> {
@@ -47,6 +51,8 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   const std::string& path() const { return path_; }
   // The engines it registered, sorted.
   std::vector<std::string> engines() const;
+  // What `engine` says about its options (empty for an unknown engine).
+  std::span<const OptionInfo> engineOptions(std::string_view engine) const;
 
   // A detector of `engine` for `query`, reporting to `sink` (which must
   // outlive it). The host consumes the option `slack=N` (N >= 0, default 0):
@@ -92,9 +98,10 @@ class PluginLoader {
   explicit PluginLoader(std::vector<std::string> search_paths);
 
   // The directories in $CEPBUS_PLUGIN_PATH (colon-separated), then
-  // `<executable dir>/../plugins` and `<executable dir>/../../plugins` (the
-  // install layout and the build tree's `build/plugins` seen from
-  // `build/bus/app/cepbus`).
+  // `<executable dir>/../lib/cepbus/plugins` (the install layout:
+  // PREFIX/bin/cepbus), `<executable dir>/../plugins` and
+  // `<executable dir>/../../plugins` (the build tree's `build/plugins` seen
+  // from `build/bus/app/cepbus`).
   static std::vector<std::string> defaultSearchPaths();
   // "libcepbus_plugin_<name>.so".
   static std::string fileNameFor(std::string_view name);

@@ -244,7 +244,7 @@ class Recorder {
   }
   ~Recorder() {
     open();
-    broker_.removeEndpoint(name_);
+    (void)broker_.removeEndpoint(name_);  // clean-up: gone is fine
   }
   void close() {
     std::lock_guard lock(mu_);

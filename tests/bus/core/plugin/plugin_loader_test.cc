@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "bus/core/pattern/parser.h"
+#include "bus/core/plugin/version.h"
 
 namespace cepbus::plugin {
 namespace {
@@ -83,6 +84,33 @@ TEST(PluginLoaderTest, ForeignBuildTagIsRejected) {
   ASSERT_FALSE(plugin.isOk());
   EXPECT_THAT(plugin.status().message(), HasSubstr("msvc 19.0"));
   EXPECT_THAT(plugin.status().message(), HasSubstr(hostBuildTag()));
+  // What a plugin author can act on: which part differs, and what to do.
+  EXPECT_THAT(plugin.status().message(),
+              HasSubstr("compiler differs: the plugin has 'msvc 19.0', the host"));
+  EXPECT_THAT(plugin.status().message(),
+              HasSubstr("rebuild it against the cepbus " CEPBUS_VERSION " SDK"));
+}
+
+TEST(PluginLoaderTest, TagMismatchNamesTheFirstPartThatDiffers) {
+  const std::string host = hostBuildTag();
+  const std::string other_version = host.substr(0, host.rfind("cepbus ")) + "cepbus 9.9.9";
+  EXPECT_THAT(explainTagMismatch(other_version),
+              HasSubstr("cepbus version differs: the plugin has 'cepbus 9.9.9', the host 'cepbus " +
+                        std::string(CEPBUS_VERSION) + "'"));
+  const std::string msan =
+      host.substr(0, host.find("; sanitizers:")) + "; sanitizers: msan; cepbus " CEPBUS_VERSION;
+  EXPECT_THAT(explainTagMismatch(msan), HasSubstr("sanitizers differs"));
+}
+
+TEST(PluginLoaderTest, EnginesDescribeTheirOptions) {
+  PluginLoader loader = testLoader();
+  auto plugin = loader.load("good");
+  ASSERT_TRUE(plugin.isOk()) << plugin.status().toString();
+  auto options = (*plugin)->engineOptions("echo");
+  ASSERT_EQ(options.size(), 1u);
+  EXPECT_EQ(options[0].name, "mode");
+  EXPECT_TRUE((*plugin)->engineOptions("throwing_factory").empty());
+  EXPECT_TRUE((*plugin)->engineOptions("nosuchengine").empty());
 }
 
 TEST(PluginLoaderTest, MissingEntryPointsAreNamed) {

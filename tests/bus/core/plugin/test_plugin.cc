@@ -52,6 +52,10 @@ class EchoDetector final : public Detector {
 
 class EchoFactory final : public DetectorFactory {
  public:
+  std::span<const OptionInfo> options() const override {
+    static constexpr OptionInfo kOptions[] = {{"mode", "accepted and ignored"}};
+    return kOptions;
+  }
   cepbus::Result<std::unique_ptr<Detector>> create(const cepbus::pattern::Query&,
                                                    const DetectorOptions& options,
                                                    MatchSink& sink) const override {
