@@ -288,11 +288,11 @@ TEST_F(ClusterE2eTest, RepeatedNodeKillsAndABrokerKillLoseNoComposite) {
   // Three SIGKILLs of cepbus nodes at random moments (seeded: reproducible),
   // each restarted a second later, and one of a RabbitMQ node.
   std::mt19937 rng(20261201);
-  std::uniform_int_distribution<int> victim(1, 3);
+  std::vector<int> victims{1, 2, 3};
+  std::shuffle(victims.begin(), victims.end(), rng);
   std::uniform_int_distribution<int> pause_ms(300, 1500);
-  for (int i = 0; i < 3; ++i) {
+  for (const int k : victims) {
     std::this_thread::sleep_for(milliseconds(pause_ms(rng)));
-    const int k = victim(rng);
     node(k).process->signal(SIGKILL);
     node(k).process->wait(seconds(10));
     std::cout << "SIGKILL cepbus node" << k << "\n";
