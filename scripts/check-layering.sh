@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when an #include crosses the one-way layering of DESIGN.md:
+# Fails when an #include crosses the one-way layering (docs/concepts.md):
 #
 #   bus/core <- stages <- flows <- router <- services <- bus/app
 #

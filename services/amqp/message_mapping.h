@@ -1,7 +1,7 @@
 #pragma once
 
-// The AMQP 1.0 <-> event mapping of the AMQP binding (DESIGN.md, "AMQP
-// mapping"), and the Proton details the C++ API does not expose: the error
+// The AMQP 1.0 <-> event mapping of the AMQP binding (docs/amqp.md, "Message
+// <-> event"), and the Proton details the C++ API does not expose: the error
 // condition carried by a `rejected` outcome, both ways, and the settle
 // modes of a subscriber's link.
 //

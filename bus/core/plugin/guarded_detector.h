@@ -3,8 +3,8 @@
 // The host's side of every call into a detector: exceptions stop here.
 //
 // A plugin's detector should never throw, but a bug in it (or in a sink it
-// calls) must not take the host down (DESIGN.md: "a plugin that fails to load
-// or throws leaves the bus running"). GuardedDetector turns every exception
+// calls) must not take the host down: a plugin that fails to load or throws
+// leaves the bus running (docs/plugins.md). GuardedDetector turns every exception
 // into an Internal status naming the detector and the exception, and counts
 // them for the metrics. It also keeps the plugin library loaded for as long
 // as the detector it wraps is alive.
