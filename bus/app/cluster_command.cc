@@ -109,7 +109,8 @@ int publish(const descriptor::ClusterSpec& spec, const std::string& password,
 
 std::string clusterUsage() {
   return "usage: cepbus cluster init DESCRIPTOR.xml\n"
-         "       cepbus cluster publish DESCRIPTOR.xml --events FILE [--rate N] [--end-of-stream]\n\n"
+         "       cepbus cluster publish DESCRIPTOR.xml --events FILE [--rate N] "
+         "[--end-of-stream]\n\n"
          "init     declare the cluster's exchanges, partition queues and bindings on the\n"
          "         brokers of its <cluster> element (idempotent; refuses a topology that\n"
          "         was declared with another partition count)\n"

@@ -2,8 +2,6 @@
 
 #include <Poco/Logger.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -11,6 +9,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
@@ -36,10 +35,10 @@
 #include "flows/dedupe_window.h"
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/sasl_plugin.h"
+#include "services/cluster/cluster_publisher.h"
 #include "services/cluster/composite_id.h"
 #include "services/cluster/membership.h"
 #include "services/cluster/partition_ledger.h"
-#include "services/cluster/cluster_publisher.h"
 #include "services/cluster/partitioned_query.h"
 #include "services/cluster/partitioner.h"
 #include "services/cluster/stall_watchdog.h"
@@ -328,8 +327,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
 
   // One active partition: its detectors and what it holds.
   struct Active {
-    Active(Timestamp window, Timestamp slack, size_t dedupe)
-        : ledger(window), seen(dedupe) {
+    Active(Timestamp window, Timestamp slack, size_t dedupe) : ledger(window), seen(dedupe) {
       reorder.emplace(slack);
     }
     PartitionLedger ledger;
@@ -518,12 +516,11 @@ class ClusterNode::Impl final : public proton::messaging_handler {
 
   void attach(Partition& p) {
     p.session = connection_.open_session();
-    p.receiver =
-        p.session.open_receiver("/amq/queue/" + partitionQueue(spec_.name, p.index),
-                                proton::receiver_options()
-                                    .name(partitionRoutingKey(p.index))
-                                    .credit_window(0)
-                                    .auto_accept(false));
+    p.receiver = p.session.open_receiver("/amq/queue/" + partitionQueue(spec_.name, p.index),
+                                         proton::receiver_options()
+                                             .name(partitionRoutingKey(p.index))
+                                             .credit_window(0)
+                                             .auto_accept(false));
     p.receiver.add_credit(static_cast<int>(spec_.max_unsettled));
     p.attached = true;
   }
@@ -571,8 +568,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     p.active = std::move(active);
     ++activation_;
     ++counters_.takeovers;
-    log_.information("cluster %s node %s: active on partition %u", spec_.name, spec_.node,
-                     p.index);
+    log_.information("cluster %s node %s: active on partition %u", spec_.name, spec_.node, p.index);
     return Status::ok();
   }
 
@@ -849,8 +845,8 @@ void ClusterNode::stop() { impl_->stop(); }
 ClusterStats ClusterNode::stats() const { return impl_->stats(); }
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const descriptor::ClusterSpec& spec,
-                                                        std::string password, ClusterHooks hooks,
-                                                        ServiceContext& context) {
+                                                         std::string password, ClusterHooks hooks,
+                                                         ServiceContext& context) {
   std::vector<CompiledQuery> queries;
   std::string errors;
   auto fail = [&errors](const descriptor::Location& where, const std::string& message) {
@@ -877,21 +873,25 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const descriptor::Clust
     std::map<std::string, std::string, std::less<>> values;
     for (const descriptor::Param& option : spec_query.options) values[option.name] = option.value;
     if (values.count("slack") != 0) {
-      fail(spec_query.where, label + ": the cluster's slack attribute orders a partition's events "
-                                     "for every query; a query has no slack option");
+      fail(spec_query.where, label +
+                                 ": the cluster's slack attribute orders a partition's events "
+                                 "for every query; a query has no slack option");
       continue;
     }
-    CompiledQuery compiled{spec_query.name, spec_query.engine, spec_query.output,
-                           std::move(*query),
-                           plugin::DetectorOptions(std::move(values)).withBaseDir(spec_query.base_dir),
-                           *plugin};
+    CompiledQuery compiled{
+        spec_query.name,
+        spec_query.engine,
+        spec_query.output,
+        std::move(*query),
+        plugin::DetectorOptions(std::move(values)).withBaseDir(spec_query.base_dir),
+        *plugin};
     // Compile once now, so a query the engine refuses is a start-up error
     // naming its line rather than a failure on each partition's first event.
     struct NoSink final : plugin::MatchSink {
       void onMatch(const plugin::Match&) override {}
     } sink;
-    auto probe = compiled.plugin->createDetector(compiled.engine, compiled.query,
-                                                 compiled.options, sink);
+    auto probe =
+        compiled.plugin->createDetector(compiled.engine, compiled.query, compiled.options, sink);
     if (!probe) {
       fail(spec_query.where, label + ": engine \"" + spec_query.engine +
                                  "\" cannot run the query: " + probe.status().message());

@@ -49,7 +49,7 @@ namespace cepbus::services::cluster {
 // What one partition looks like from this node.
 struct PartitionStats {
   uint32_t partition = 0;
-  std::string role;  // "active", "standby" (attached, not receiving) or "none"
+  std::string role;   // "active", "standby" (attached, not receiving) or "none"
   std::string owner;  // the rendezvous owner among the live nodes
   uint64_t held = 0;  // input messages received and not yet accepted
   uint64_t unaccepted_outputs = 0;
@@ -70,8 +70,8 @@ struct ClusterStats {
   uint64_t composites = 0;  // composite events published
   uint64_t detector_errors = 0;
   uint64_t reconnects = 0;
-  uint64_t stalls = 0;      // times the watchdog found this node stalled
-  uint64_t window_full = 0;  // times a partition held max-unsettled messages
+  uint64_t stalls = 0;         // times the watchdog found this node stalled
+  uint64_t window_full = 0;    // times a partition held max-unsettled messages
   uint64_t streams_ended = 0;  // end-of-stream markers taken
 };
 

@@ -25,9 +25,9 @@
 namespace cepbus::services::cluster {
 
 struct PublishOptions {
-  uint64_t rate = 0;          // events per second; 0: as fast as the broker takes them
+  uint64_t rate = 0;              // events per second; 0: as fast as the broker takes them
   uint32_t max_in_flight = 1000;  // unaccepted messages at most
-  uint64_t give_up_ms = 60000;  // no broker reachable for this long: fail
+  uint64_t give_up_ms = 60000;    // no broker reachable for this long: fail
   // After the events, an end-of-stream marker to every partition: the nodes
   // then flush their windows and accept everything (see kEndOfStreamSubject).
   bool end_of_stream = false;

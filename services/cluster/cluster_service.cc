@@ -24,8 +24,9 @@ Result<std::string> clusterPassword(const descriptor::ClusterSpec& spec) {
   const char* value = std::getenv(spec.password_env.c_str());
   if (value == nullptr) {
     return Status::invalidArgument(spec.where
-                                       .error("cluster \"" + spec.name + "\": password-env names $" +
-                                              spec.password_env + ", which is not set")
+                                       .error("cluster \"" + spec.name +
+                                              "\": password-env names $" + spec.password_env +
+                                              ", which is not set")
                                        .toString());
   }
   return std::string(value);
@@ -53,12 +54,12 @@ Result<std::unique_ptr<ClusterNode>> makeClusterNode(const descriptor::ClusterSp
     return Status::ok();
   };
   hooks.evict = [topology, pw = *password](const std::string& node,
-                                          const std::vector<std::string>& addresses) {
+                                           const std::vector<std::string>& addresses) {
     Poco::Logger& log = Poco::Logger::get("cepbus.cluster");
     auto closed = closeConnectionsFrom(topology, pw, addresses);
     if (!closed) {
-      log.warning("cluster %s: cannot close the connections of silent node %s: %s",
-                  topology.name, node, closed.status().message());
+      log.warning("cluster %s: cannot close the connections of silent node %s: %s", topology.name,
+                  node, closed.status().message());
     } else {
       log.information("cluster %s: closed %z broker connection(s) of silent node %s (from %s)",
                       topology.name, *closed, node, joinAddresses(addresses));

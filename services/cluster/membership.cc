@@ -13,8 +13,9 @@ std::vector<std::string> rankNodes(uint32_t partition, const std::vector<std::st
     scored.emplace_back(mix64(fnv1a64(node + "/" + std::to_string(partition))), node);
   }
   // Ties (two nodes hashing alike) break by name, so every node agrees.
-  std::sort(scored.begin(), scored.end(),
-            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
   std::vector<std::string> out;
   out.reserve(scored.size());
   for (auto& [score, node] : scored) out.push_back(std::move(node));

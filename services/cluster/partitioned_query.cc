@@ -48,9 +48,10 @@ Status checkPartitionedQuery(const pattern::Query& query, std::string_view name,
   const std::string label = "query \"" + std::string(name) + "\"";
   if (!query.within) {
     return Status::invalidArgument(
-        label + " has no WITHIN: a cluster node settles an input message only once it is out "
-                "of every window, so an unbounded window would keep every message unsettled; "
-                "add WITHIN n");
+        label +
+        " has no WITHIN: a cluster node settles an input message only once it is out "
+        "of every window, so an unbounded window would keep every message unsettled; "
+        "add WITHIN n");
   }
   for (const std::string& k : key) {
     if (std::find(query.partition_by.begin(), query.partition_by.end(), k) !=
@@ -63,12 +64,12 @@ Status checkPartitionedQuery(const pattern::Query& query, std::string_view name,
         (engine == "algebra" && query.context != pattern::Context::kUnrestricted);
     if (order_sensitive) {
       return Status::invalidArgument(
-          label + (query.strategy == pattern::Strategy::kStrictContiguity
-                       ? " uses strict contiguity"
-                       : " runs in the recent context") +
+          label +
+          (query.strategy == pattern::Strategy::kStrictContiguity ? " uses strict contiguity"
+                                                                  : " runs in the recent context") +
           ", which looks at neighbouring events of the whole stream: a partition sees only its "
-          "own, so the query needs PARTITION BY " + k +
-          (engine == "algebra" ? " (or CONTEXT unrestricted)" : ""));
+          "own, so the query needs PARTITION BY " +
+          k + (engine == "algebra" ? " (or CONTEXT unrestricted)" : ""));
     }
     Ties ties;
     for (const pattern::Variable& v : query.variables) ties.node("var:" + v.name);
@@ -84,8 +85,8 @@ Status checkPartitionedQuery(const pattern::Query& query, std::string_view name,
       if (ties.find(ties.node("var:" + a)) == ties.find(ties.node("var:" + b))) continue;
       return Status::invalidArgument(
           label + " may join events of different partitions: the cluster key \"" + k +
-          "\" does not tie variable " + a + " to " + b + " (add PARTITION BY " + k +
-          ", or WHERE " + a + "." + k + " = " + b + "." + k +
+          "\" does not tie variable " + a + " to " + b + " (add PARTITION BY " + k + ", or WHERE " +
+          a + "." + k + " = " + b + "." + k +
           ", or partition the cluster by an attribute the query compares for equality)");
     }
   }

@@ -72,8 +72,8 @@ int socketWithLocalPort(uint16_t port) {
   return -1;
 }
 
-Result<std::unique_ptr<StallWatchdog>> StallWatchdog::spawn(const std::string& program,
-                                                            std::chrono::milliseconds idle_timeout) {
+Result<std::unique_ptr<StallWatchdog>> StallWatchdog::spawn(
+    const std::string& program, std::chrono::milliseconds idle_timeout) {
   const int shared = memfd_create("cepbus-watchdog", MFD_CLOEXEC);
   if (shared < 0) return Status::ioError(errnoText("memfd_create"));
   if (ftruncate(shared, sizeof(std::atomic<int64_t>)) != 0) {

@@ -435,10 +435,9 @@ Status closeConnectionsOf(const descriptor::ClusterSpec& spec, const std::string
         "3.10 does not), so those of '" +
         container_id + "' cannot be told apart; close them by peer address instead");
   }
-  auto closed =
-      closeSelected(spec, password, *connections,
-                    "cepbus: container '" + container_id + "' left the cluster",
-                    [&](const BrokerConnection& c) { return c.container_id == container_id; });
+  auto closed = closeSelected(
+      spec, password, *connections, "cepbus: container '" + container_id + "' left the cluster",
+      [&](const BrokerConnection& c) { return c.container_id == container_id; });
   return closed ? Status::ok() : closed.status();
 }
 

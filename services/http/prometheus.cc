@@ -1,12 +1,11 @@
 #include "services/http/prometheus.h"
 
-#include <nlohmann/json.hpp>
-
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "flows/abstract_flow.h"
@@ -348,7 +347,9 @@ void appendClusterNodes(std::string& out,
   }
   // Labels view their strings, which stay in `nodes` (and `partitions`) meanwhile.
   const std::function<Labels(const ClusterNodeNumbers&)> node_labels =
-      [](const ClusterNodeNumbers& n) { return Labels{{"cluster", n.cluster}, {"node", n.node}}; };
+      [](const ClusterNodeNumbers& n) {
+        return Labels{{"cluster", n.cluster}, {"node", n.node}};
+      };
   constexpr std::pair<std::string_view, std::string_view> kCounters[] = {
       {"received", "Input messages the node received from its partitions."},
       {"settled", "Input messages the node accepted back to the broker."},

@@ -6,9 +6,8 @@
 // finds offline on the same stream: no composite lost, none invented,
 // duplicates only as recognisable replays (counted by the collector).
 
-#include <signal.h>
-
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -138,8 +137,7 @@ class ClusterE2eTest : public ::testing::Test {
   }
 
   void startNode(int k) {
-    const fs::path run_dir = dir_ / ("node" + std::to_string(k) + "-run" +
-                                     std::to_string(++runs_));
+    const fs::path run_dir = dir_ / ("node" + std::to_string(k) + "-run" + std::to_string(++runs_));
     fs::create_directories(run_dir);
     node(k).process = std::make_unique<ChildProcess>(
         std::vector<std::string>{kCepbus, "run", (dir_ / ("node" + std::to_string(k) + ".xml"))},
@@ -174,10 +172,10 @@ class ClusterE2eTest : public ::testing::Test {
 
   fs::path generate(int events, int seed) {
     const fs::path path = dir_ / "events.jsonl";
-    Ran r = runToEnd({"/usr/bin/python3", (kSource / "examples/quickstart/generate_stocks.py"),
-                      "--events", std::to_string(events), "--every", "16", "--seed",
-                      std::to_string(seed)},
-                     dir_ / "generate");
+    Ran r = runToEnd(
+        {"/usr/bin/python3", (kSource / "examples/quickstart/generate_stocks.py"), "--events",
+         std::to_string(events), "--every", "16", "--seed", std::to_string(seed)},
+        dir_ / "generate");
     EXPECT_EQ(r.code, 0) << r.err;
     std::ofstream(path) << r.out;
     return path;
@@ -199,11 +197,10 @@ class ClusterE2eTest : public ::testing::Test {
     }
     fs::create_directories(dir_ / "collector");
     collector_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{"/usr/bin/python3", (kSource / "examples/cluster/collect.py"),
-                                 "--brokers", brokers, "--queue", name_ + ".composites", "--out",
-                                 (dir_ / "composites.jsonl"), "--summary",
-                                 (dir_ / "collector.json"), "--stop-file", (dir_ / "done"),
-                                 "--quiet", "2"},
+        std::vector<std::string>{
+            "/usr/bin/python3", (kSource / "examples/cluster/collect.py"), "--brokers", brokers,
+            "--queue", name_ + ".composites", "--out", (dir_ / "composites.jsonl"), "--summary",
+            (dir_ / "collector.json"), "--stop-file", (dir_ / "done"), "--quiet", "2"},
         dir_ / "collector");
   }
 
@@ -219,8 +216,9 @@ class ClusterE2eTest : public ::testing::Test {
         [&] {
           left = 0;
           for (uint32_t p = 0; p < partitions; ++p) {
-            auto q = client.getJson("/api/queues/%2F/" + services::cluster::percentEncode(
-                                                             services::cluster::partitionQueue(name_, p)));
+            auto q = client.getJson(
+                "/api/queues/%2F/" +
+                services::cluster::percentEncode(services::cluster::partitionQueue(name_, p)));
             left += q ? q->value("messages", uint64_t{1}) : 1;
           }
           if (left != 0) std::this_thread::sleep_for(milliseconds(300));
@@ -325,8 +323,7 @@ TEST_F(ClusterE2eTest, AStoppedNodeLosesItsPartitionsWithinTheIdleTimeout) {
   const auto stopped = Clock::now();
   // The idle timeout is 2 s: node 2's stall watchdog closes its connection
   // and the broker moves its partitions to node 1, the standby.
-  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); },
-                        seconds(15)));
+  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(15)));
   const auto takeover = std::chrono::duration_cast<milliseconds>(Clock::now() - stopped);
   std::cout << "takeover after SIGSTOP: " << takeover.count() << " ms\n";
   EXPECT_LT(takeover, milliseconds(2000 + 3000)) << "idle timeout 2000 ms, then the broker";
@@ -346,8 +343,7 @@ TEST_F(ClusterE2eTest, NodesJoinAndLeaveWhileEventsFlow) {
   startNode(1);
   const fs::path events = generate(6000, 13);
   auto publisher = publish(events, 700);
-  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); },
-                        seconds(20)));
+  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(20)));
   startNode(2);
   startNode(3);
   // The newcomers take their rendezvous shares: node 1 hands them over.
@@ -356,8 +352,8 @@ TEST_F(ClusterE2eTest, NodesJoinAndLeaveWhileEventsFlow) {
   // Node 1 leaves cleanly; the others take everything.
   node(1).process->signal(SIGTERM);
   EXPECT_EQ(node(1).process->wait(seconds(20)), 0);
-  ASSERT_TRUE(waitUntil(
-      [&] { return activeOn(2) + activeOn(3) == static_cast<int>(kPartitions); }, seconds(20)));
+  ASSERT_TRUE(waitUntil([&] { return activeOn(2) + activeOn(3) == static_cast<int>(kPartitions); },
+                        seconds(20)));
   expectSameAsOffline(events, std::move(publisher), kPartitions);
 }
 
@@ -366,11 +362,10 @@ TEST_F(ClusterE2eTest, BadConfigurationIsRefusedWithItsReason) {
   init();
   // A node whose partition count differs from the declared topology.
   writeNode(2, 8);
-  Ran wrong_count = runToEnd({kCepbus, "run", (dir_ / "node2.xml")}, dir_ / "wrong-count",
-                             seconds(60));
+  Ran wrong_count =
+      runToEnd({kCepbus, "run", (dir_ / "node2.xml")}, dir_ / "wrong-count", seconds(60));
   EXPECT_NE(wrong_count.code, 0);
-  EXPECT_NE(wrong_count.err.find("topology does not match"), std::string::npos)
-      << wrong_count.err;
+  EXPECT_NE(wrong_count.err.find("topology does not match"), std::string::npos) << wrong_count.err;
   // `cepbus cluster init` with another count is refused too, changing nothing.
   Ran reinit = runToEnd({kCepbus, "cluster", "init", (dir_ / "node2.xml")}, dir_ / "reinit");
   EXPECT_EQ(reinit.code, 1);

@@ -43,32 +43,36 @@ TEST(PartitionedQueryTest, NegatedAndKleeneVariablesMustBeTiedToo) {
   EXPECT_TRUE(
       check("PATTERN SEQ(A a, NOT(C c), B b) WHERE a.id = b.id AND c.id = a.id WITHIN 10", {"id"})
           .isOk());
-  EXPECT_TRUE(
-      check("PATTERN SEQ(A a, B+ b[]) WHERE b[i].id = a.id WITHIN 10", {"id"}).isOk());
+  EXPECT_TRUE(check("PATTERN SEQ(A a, B+ b[]) WHERE b[i].id = a.id WITHIN 10", {"id"}).isOk());
   EXPECT_FALSE(
       check("PATTERN SEQ(A a, B+ b[]) WHERE b[i].id = b[i-1].id WITHIN 10", {"id"}).isOk());
 }
 
 TEST(PartitionedQueryTest, ALiteralTiesTheVariablesItIsComparedWith) {
-  EXPECT_TRUE(check("PATTERN SEQ(A a, B b) WHERE a.id = 'x' AND 'x' = b.id WITHIN 10", {"id"}).isOk());
-  EXPECT_FALSE(check("PATTERN SEQ(A a, B b) WHERE a.id = 'x' AND b.id = 'y' WITHIN 10", {"id"}).isOk());
+  EXPECT_TRUE(
+      check("PATTERN SEQ(A a, B b) WHERE a.id = 'x' AND 'x' = b.id WITHIN 10", {"id"}).isOk());
+  EXPECT_FALSE(
+      check("PATTERN SEQ(A a, B b) WHERE a.id = 'x' AND b.id = 'y' WITHIN 10", {"id"}).isOk());
 }
 
 TEST(PartitionedQueryTest, OrderSensitiveSemanticsNeedPartitionBy) {
-  const char strict[] = "PATTERN SEQ(A a, B b) WHERE a.id = b.id WITHIN 10 STRATEGY strict_contiguity";
+  const char strict[] =
+      "PATTERN SEQ(A a, B b) WHERE a.id = b.id WITHIN 10 STRATEGY strict_contiguity";
   Status s = check(strict, {"id"});
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("strict contiguity"), std::string::npos);
   EXPECT_TRUE(check(std::string(strict) + " PARTITION BY id", {"id"}).isOk());
   // The algebra engine's default context is recent.
-  EXPECT_FALSE(check("PATTERN SEQ(A a, B b) WHERE a.id = b.id WITHIN 10", {"id"}, "algebra").isOk());
+  EXPECT_FALSE(
+      check("PATTERN SEQ(A a, B b) WHERE a.id = b.id WITHIN 10", {"id"}, "algebra").isOk());
   EXPECT_TRUE(check("PATTERN SEQ(A a, B b) WHERE a.id = b.id WITHIN 10 CONTEXT unrestricted",
                     {"id"}, "algebra")
                   .isOk());
 }
 
 TEST(PartitionedQueryTest, EveryKeyAttributeMustBeImplied) {
-  EXPECT_TRUE(check("PATTERN SEQ(A a, B b) WHERE a.x = b.x AND a.y = b.y WITHIN 10", {"x", "y"}).isOk());
+  EXPECT_TRUE(
+      check("PATTERN SEQ(A a, B b) WHERE a.x = b.x AND a.y = b.y WITHIN 10", {"x", "y"}).isOk());
   EXPECT_FALSE(check("PATTERN SEQ(A a, B b) WHERE a.x = b.x WITHIN 10", {"x", "y"}).isOk());
 }
 

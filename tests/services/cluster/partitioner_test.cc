@@ -25,9 +25,14 @@ TEST(PartitionerTest, EqualNumbersShareAPartitionWhateverTheirKind) {
 }
 
 TEST(PartitionerTest, SeveralKeyAttributesJoinInKeyOrder) {
-  auto e = EventBuilder("R").at(1).set("plate", Value("AB-1")).set("site", Value(int64_t{7})).build();
-  EXPECT_EQ(keyText(e, {"plate", "site"}), "AB-1\x1f" "7");
-  EXPECT_EQ(keyText(e, {"site", "plate"}), "7\x1f" "AB-1");
+  auto e =
+      EventBuilder("R").at(1).set("plate", Value("AB-1")).set("site", Value(int64_t{7})).build();
+  EXPECT_EQ(keyText(e, {"plate", "site"}),
+            "AB-1\x1f"
+            "7");
+  EXPECT_EQ(keyText(e, {"site", "plate"}),
+            "7\x1f"
+            "AB-1");
 }
 
 TEST(PartitionerTest, AMissingKeyAttributeIsNamed) {
