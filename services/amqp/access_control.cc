@@ -2,15 +2,12 @@
 
 #include <vector>
 
+#include "bus/core/descriptor/address.h"
 #include "router/topic.h"
 #include "services/amqp/password_hash.h"
 
 namespace cepbus::services::amqp {
 namespace {
-
-bool isLoopback(std::string_view host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.substr(0, 4) == "127.";
-}
 
 // Q[i..] covers P[j..]; P's wildcards are treated as the sets they denote.
 bool covers(const std::vector<std::string_view>& q, size_t i,
@@ -43,7 +40,7 @@ bool patternCovers(std::string_view permit, std::string_view pattern) {
 
 AccessControl::AccessControl(descriptor::AmqpListener config)
     : config_(std::move(config)),
-      plain_without_tls_(isLoopback(config_.host)),
+      plain_without_tls_(descriptor::isLoopbackHost(config_.host)),
       dummy_hash_(config_.users.empty() ? std::string() : config_.users.front().password_hash) {}
 
 std::string AccessControl::mechanisms(bool encrypted) const {

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "bus/core/descriptor/address.h"
 #include "flows/reliable_flow.h"
 #include "router/registry.h"
 #include "router/topic.h"
@@ -74,10 +75,6 @@ std::string hostOf(std::string_view url) {
   if (auto at = url.rfind('@'); at != std::string_view::npos) url.remove_prefix(at + 1);
   if (!url.empty() && url.front() == '[') return std::string(url.substr(1, url.find(']') - 1));
   return std::string(url.substr(0, url.find_first_of(":/")));
-}
-
-bool isLoopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
 std::string describe(const proton::error_condition& e) {
@@ -549,7 +546,7 @@ Result<std::unique_ptr<Service>> AmqpBridgeFactory::create(
                 "never goes into the descriptor)");
   }
   if (!config.user.empty() && config.url.rfind("amqps://", 0) != 0 &&
-      !isLoopback(hostOf(config.url))) {
+      !descriptor::isLoopbackHost(hostOf(config.url))) {
     return fail(
         unit.param("url")->where,
         "a user's password goes only over amqps:// (or to a loopback host), not to " + config.url);

@@ -29,4 +29,10 @@ inline bool isValidAddress(std::string_view address, AddressUse use) {
   return !addressError(address, use).has_value();
 }
 
+// True for a host name or address that stays on this machine (localhost,
+// 127.0.0.0/8, ::1): where a password may travel without TLS.
+inline bool isLoopbackHost(std::string_view host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.substr(0, 4) == "127.";
+}
+
 }  // namespace cepbus::descriptor

@@ -36,7 +36,7 @@ constexpr uint64_t kMaxCreditWindow = 1000000;
 constexpr uint64_t kMaxTimeoutMs = uint64_t{24} * 3600 * 1000;  // a day
 constexpr uint64_t kMaxPartitions = 1024;
 constexpr uint64_t kMaxSlack = uint64_t{1} << 40;
-constexpr uint64_t kMaxCommitDelayUs = 1000000;                 // a second
+constexpr uint64_t kMaxCommitDelayUs = 1000000;  // a second
 // Long values are cut in messages so one bad attribute cannot flood a report.
 constexpr size_t kMaxQuotedLength = 60;
 
@@ -637,7 +637,8 @@ class Parser {
                    "must be an environment variable name, got " + quote(*env));
       }
     }
-    if (c.password_env.empty() && c.user != "guest" && e->FindAttribute("password-env") == nullptr) {
+    if (c.password_env.empty() && c.user != "guest" &&
+        e->FindAttribute("password-env") == nullptr) {
       report(e, "user " + quote(c.user) +
                     " needs \"password-env\" naming the variable that holds its password");
     }
@@ -645,8 +646,7 @@ class Parser {
     c.idle_timeout_ms = integer(e, "idle-timeout", 1, kMaxTimeoutMs).value_or(c.idle_timeout_ms);
     if (c.idle_timeout_ms < 2 * c.heartbeat_ms) {
       report(e, "\"idle-timeout\" (" + std::to_string(c.idle_timeout_ms) +
-                    " ms) must be at least twice \"heartbeat\" (" +
-                    std::to_string(c.heartbeat_ms) +
+                    " ms) must be at least twice \"heartbeat\" (" + std::to_string(c.heartbeat_ms) +
                     " ms), or one late heartbeat would make a live node look gone");
     }
     c.max_unsettled = static_cast<uint32_t>(
@@ -660,6 +660,13 @@ class Parser {
         ClusterBroker& b = c.brokers.emplace_back();
         b.where = at(child);
         hostAndPort(child, b.host, b.port);
+        if (!isLoopbackHost(b.host)) {
+          reportAttr(child, child->FindAttribute("host"),
+                     "is " + quote(b.host) +
+                         ": TLS to cluster brokers is not supported yet, and SASL PLAIN would "
+                         "send the password in clear; use a loopback host (a broker on this "
+                         "machine, or a TLS tunnel to it)");
+        }
         if (auto port = integer(child, "management-port", 1, kMaxPort)) {
           b.management_port = static_cast<uint16_t>(*port);
         }

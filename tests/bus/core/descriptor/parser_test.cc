@@ -859,5 +859,58 @@ TEST(FragmentTest, RootMustBeAServiceAssembly) {
             "fragment:1: the root element must be <service-assembly>, got <cepbus>");
 }
 
+TEST(ParserTest, ClusterElementParsesIntoTheModel) {
+  auto result = parseDescriptorString(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="12" key="price, symbol" heartbeat="300"
+           idle-timeout="2000" max-unsettled="500" slack="5">
+    <broker host="127.0.0.1" port="5673" management-port="15673"/>
+    <broker port="5674"/>
+    <query name="q" engine="nfa" output="equal"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)",
+                                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().message();
+  ASSERT_TRUE(result->cluster.has_value());
+  const ClusterSpec& c = *result->cluster;
+  EXPECT_EQ(c.name, "trades");
+  EXPECT_EQ(c.node, "n1");
+  EXPECT_EQ(c.partitions, 12u);
+  EXPECT_EQ(c.key, (std::vector<std::string>{"price", "symbol"}));
+  EXPECT_EQ(c.user, "guest");
+  EXPECT_EQ(c.heartbeat_ms, 300u);
+  EXPECT_EQ(c.idle_timeout_ms, 2000u);
+  EXPECT_EQ(c.max_unsettled, 500u);
+  EXPECT_EQ(c.slack, 5);
+  ASSERT_EQ(c.brokers.size(), 2u);
+  EXPECT_EQ(c.brokers[0].port, 5673);
+  EXPECT_EQ(c.brokers[0].management_port, 15673);
+  EXPECT_EQ(c.brokers[1].host, "127.0.0.1");
+  EXPECT_EQ(c.brokers[1].management_port, 15672);
+  ASSERT_EQ(c.queries.size(), 1u);
+  EXPECT_EQ(c.queries[0].output, "equal");
+  EXPECT_TRUE(c.queries[0].inputs.empty());
+  EXPECT_EQ(c.queries[0].text_where.line, 6);
+}
+
+TEST(ParserErrorTest, ClusterErrorsNameTheLineAndWhatToDo) {
+  const auto errors = errorsOf(R"(<cepbus name="n1">
+<cluster name="trades" node="n1" key="price" user="ops" heartbeat="1000" idle-timeout="1500">
+<broker host="10.1.2.3"/>
+<query name="q" engine="nfa" input="x" output="y"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(errors.size(), 5u) << ::testing::PrintToString(errors);
+  EXPECT_EQ(errors[0],
+            "t.xml:2: <cluster name=\"trades\">: missing required attribute \"partitions\"");
+  EXPECT_NE(errors[1].find("user \"ops\" needs \"password-env\""), std::string::npos) << errors[1];
+  EXPECT_NE(errors[2].find("must be at least twice \"heartbeat\""), std::string::npos) << errors[2];
+  EXPECT_NE(errors[3].find("t.xml:3:"), std::string::npos) << errors[3];
+  EXPECT_NE(errors[3].find("TLS to cluster brokers is not supported yet"), std::string::npos);
+  EXPECT_NE(errors[4].find("t.xml:4:"), std::string::npos) << errors[4];
+  EXPECT_NE(errors[4].find("\"input\""), std::string::npos) << errors[4];
+}
+
 }  // namespace
 }  // namespace cepbus::descriptor
