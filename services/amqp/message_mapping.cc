@@ -204,6 +204,21 @@ MappedEvent map(const proton::message& message) {
       return failure(kInvalidField,
                      "application property \"" + e.name + "\": not a scalar attribute value");
     }
+    // The event's own fields, as messageFromEvent() writes them.
+    if (e.name == "prob") {
+      const double p = v->toDouble();
+      if (!v->isNumber() || !(p >= 0.0 && p <= 1.0)) {
+        return failure(
+            kInvalidField,
+            "application property \"prob\" must be a number in [0, 1], got " + v->toString());
+      }
+      builder.probability(p);
+      continue;
+    }
+    if (e.name == "key") {
+      builder.key(std::move(*v));
+      continue;
+    }
     builder.set(e.name, std::move(*v));
   }
 

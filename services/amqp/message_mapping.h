@@ -15,6 +15,8 @@
 //              (null, bool, integers, float/double, string, symbol, timestamp)
 //   id         a ulong message-id becomes the event id (so a redelivered
 //              message keeps its id and reliable flows can suppress it)
+//   prob, key  application properties "prob" (a number in [0, 1]) and "key"
+//              are the event's probability and partition key, not attributes
 //   body       empty or a map; anything else is refused
 // Event -> message: subject = type, application property "ts" = ts,
 // message-id = event id (ulong), body = map of the attributes; a non-unit

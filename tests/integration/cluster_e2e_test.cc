@@ -117,12 +117,11 @@ class ClusterE2eTest : public ::testing::Test {
     std::ofstream(path) << "<cepbus name=\"node" << k << "\"><logging level=\"information\"/>"
                         << "<listeners><http host=\"127.0.0.1\" port=\"" << node.http_port
                         << "\"/></listeners><cluster name=\"" << name_ << "\" node=\"node" << k
-                        << "\" partitions=\"" << partitions
-                        << "\" key=\"price\" heartbeat=\"300\" idle-timeout=\"2000\" " << extra
-                        << ">" << brokers
-                        << "<query name=\"equal-prices\" engine=\"nfa\" output=\"equal\"><text>"
-                           "<![CDATA["
-                        << query_ << "]]></text></query></cluster></cepbus>\n";
+                        << "\" partitions=\"" << partitions << "\" key=\"" << key_
+                        << "\" heartbeat=\"300\" idle-timeout=\"2000\" " << extra << ">" << brokers
+                        << "<query name=\"q\" engine=\"" << engine_ << "\" output=\"out\">"
+                        << options_xml_ << "<text><![CDATA[" << query_
+                        << "]]></text></query></cluster></cepbus>\n";
     return path;
   }
 
@@ -244,8 +243,10 @@ class ClusterE2eTest : public ::testing::Test {
   }
 
   std::vector<std::string> offline(const fs::path& events) {
-    Ran r = runToEnd({kCepbus, "match", "--engine", "nfa", "--query", query_, "--events", events},
-                     dir_ / "offline");
+    std::vector<std::string> argv{kCepbus,   "match", "--engine", engine_,
+                                  "--query", query_,  "--events", events};
+    argv.insert(argv.end(), offline_options_.begin(), offline_options_.end());
+    Ran r = runToEnd(argv, dir_ / "offline");
     EXPECT_EQ(r.code, 0) << r.err;
     return sortedLines(r.out);
   }
@@ -267,7 +268,12 @@ class ClusterE2eTest : public ::testing::Test {
 
   std::string name_;
   fs::path dir_;
+  // The cluster's query: by default the equal-prices query partitioned by price.
+  std::string key_ = "price";
+  std::string engine_ = "nfa";
   std::string query_;
+  std::string options_xml_;                   // <option> elements of the query
+  std::vector<std::string> offline_options_;  // the same for `cepbus match`
   std::vector<Node> nodes_;
   int runs_ = 0;
   std::unique_ptr<ChildProcess> collector_;
@@ -304,6 +310,37 @@ TEST_F(ClusterE2eTest, RepeatedNodeKillsAndABrokerKillLoseNoComposite) {
   for (int k = 1; k <= 3; ++k) replayed += stats(k).value("replayed", uint64_t{0});
   std::cout << "replayed on the live nodes: " << replayed << "\n";
   ASSERT_TRUE(rmq().restart(3));
+}
+
+// P4's cloned plates on the join engine, partitioned by plate: uncertain
+// readings (their probabilities cross AMQP) joined under a travel-time matrix
+// and a probability threshold.
+TEST_F(ClusterE2eTest, AJoinOfUncertainReadingsGivesTheSamePairsAsOffline) {
+  constexpr uint32_t kPartitions = 4;
+  Ran made =
+      runToEnd({"/usr/bin/python3", (kSource / "examples/cloned-plates/generate.py"), "--cars",
+                "300", "--cloned", "6", "--hours", "2", "--seed", "4", "--out", dir_},
+               dir_ / "generate");
+  ASSERT_EQ(made.code, 0) << made.err;
+  key_ = "plate";
+  engine_ = "join";
+  query_ = "PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate WITHIN 3600";
+  const std::string matrix = (dir_ / "time_matrix.csv").string();
+  options_xml_ = "<option name=\"time_matrix\" value=\"" + matrix +
+                 "\"/><option name=\"site\" value=\"site\"/>"
+                 "<option name=\"threshold\" value=\"0.7\"/>";
+  offline_options_ = {"--option", "time_matrix=" + matrix, "--option", "site=site",
+                      "--option", "threshold=0.7"};
+  for (int k = 1; k <= 2; ++k) writeNode(k, kPartitions);
+  init();
+  startCollector();
+  startNode(1);
+  startNode(2);
+  auto publisher = publish(dir_ / "readings.jsonl", 2000);
+  std::this_thread::sleep_for(milliseconds(700));
+  node(2).process->signal(SIGKILL);
+  std::cout << "SIGKILL cepbus node2\n";
+  expectSameAsOffline(dir_ / "readings.jsonl", std::move(publisher), kPartitions);
 }
 
 TEST_F(ClusterE2eTest, AStoppedNodeLosesItsPartitionsWithinTheIdleTimeout) {

@@ -117,6 +117,32 @@ TEST(MessageMappingTest, EventToMessageRoundTrips) {
   EXPECT_EQ(out.event->attributes().size(), 3u);
 }
 
+TEST(MessageMappingTest, ProbabilityAndKeyRoundTripAsTheEventsOwn) {
+  // An uncertain event crossing AMQP (a cluster partition, a bridge) keeps
+  // its probability: the join engine's threshold depends on it.
+  EventPtr in = EventBuilder("Reading")
+                    .at(5)
+                    .set("plate", "AB-1")
+                    .probability(0.8)
+                    .key(Value("AB-1"))
+                    .build();
+  MappedEvent out = eventFromMessage(messageFromEvent(*in));
+  ASSERT_NE(out.event, nullptr) << out.description;
+  EXPECT_DOUBLE_EQ(out.event->probability(), 0.8);
+  EXPECT_EQ(out.event->key().asString(), "AB-1");
+  EXPECT_EQ(out.event->attributes().size(), 1u);  // prob and key are not attributes
+
+  proton::message bad;
+  bad.subject("Reading");
+  bad.properties().put("ts", int64_t{1});
+  bad.properties().put("prob", 1.5);
+  MappedEvent refused = eventFromMessage(bad);
+  EXPECT_EQ(refused.event, nullptr);
+  EXPECT_EQ(refused.condition, kInvalidField);
+  EXPECT_NE(refused.description.find("\"prob\" must be a number in [0, 1]"), std::string::npos)
+      << refused.description;
+}
+
 TEST(MessageMappingTest, BodyKeysMayBeSymbolsValuesNullAndABodyEntryWins) {
   proton::message m;
   m.subject("A");
