@@ -322,7 +322,7 @@ TEST(ParserErrorTest, UnknownElement) {
   EXPECT_THAT(errorsOf("<cepbus name=\"t\">\n<queues/>\n</cepbus>"),
               ElementsAre("t.xml:2: unknown element <queues> in <cepbus name=\"t\">; expected "
                           "<logging>, <journal>, <listeners>, <stages>, <plugins>, <routes>, "
-                          "<service-assembly>"));
+                          "<cluster>, <service-assembly>"));
   EXPECT_THAT(errorsOf(withStages("<stage name=\"a\"><tls/></stage>")),
               ElementsAre("t.xml:3: unknown element <tls> in <stage name=\"a\">; <stage> has no "
                           "child elements"));
