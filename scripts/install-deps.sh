@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the AMQP TLS tests make a self-signed pair with the openssl command
   chromium  # the admin dashboard's end-to-end test drives it headless
+  clang-14 libclang-rt-14-dev  # the libFuzzer targets (CEPBUS_FUZZ=ON): clang and its fuzzer/sanitizer runtimes
 )
 
 apt_install_missing install-deps "${packages[@]}"
