@@ -187,7 +187,10 @@ Result<EventPtr> decodeEvent(std::string_view line) {
 }
 
 std::string encodeEvent(const Event& event, EventFormat format) {
-  return toJson(event, format).dump();
+  // Decoders keep every event string valid UTF-8 (bus/core/utf8.h); should one
+  // slip through anyway, a replacement character is better than an exception
+  // on the journal or feed thread that encodes it.
+  return toJson(event, format).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Result<EventPtr> EventLineReader::next() {

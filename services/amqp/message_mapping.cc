@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/core/utf8.h"
+
 namespace cepbus::services::amqp {
 namespace {
 
@@ -125,9 +127,17 @@ std::optional<MappedEvent> readMap(const proton::value& map, const char* what,
       d >> key;
       entry.name = key;
     }
+    if (!isValidUtf8(entry.name)) {
+      return failure(kDecodeError, std::string(what) + " key is not valid UTF-8");
+    }
     const proton::type_id value_type = d.next_type();
     if (value_type == proton::NULL_TYPE || proton::type_id_is_scalar(value_type)) {
       d >> entry.value;
+      if ((value_type == proton::STRING || value_type == proton::SYMBOL) &&
+          !isValidUtf8(scalarValue(entry.value)->asString())) {
+        return failure(kDecodeError,
+                       std::string(what) + " \"" + entry.name + "\": not valid UTF-8");
+      }
     } else {
       return failure(kInvalidField, std::string(what) + " \"" + entry.name +
                                         "\": " + proton::type_name(value_type) +
@@ -155,6 +165,7 @@ MappedEvent map(const proton::message& message) {
   }
 
   std::string type = message.subject();
+  if (!isValidUtf8(type)) return failure(kDecodeError, "the subject is not valid UTF-8");
   if (type.empty()) {
     if (const MapEntry* e = find(props, "type")) {
       if (e->value.type() != proton::STRING && e->value.type() != proton::SYMBOL) {

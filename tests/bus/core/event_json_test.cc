@@ -101,5 +101,16 @@ TEST(EventLineReaderTest, NamesTheLineOfABadEventAndReadsOn) {
   EXPECT_EQ(reader.next().status().code(), Status::Code::kNotFound);
 }
 
+// An event that carries a byte that is not UTF-8 (a decoder that forgot to
+// check, see utf8.h) is still encoded, with a replacement character, instead
+// of throwing from nlohmann::json on whichever thread encodes it.
+TEST(EventJsonTest, EncodingTextThatIsNotUtf8DoesNotThrow) {
+  EventPtr e = EventBuilder("A").at(1).set("s", Value(std::string("x\xff"))).build();
+  std::string line;
+  ASSERT_NO_THROW(line = encodeEvent(*e));
+  EXPECT_NE(line.find("x\xef\xbf\xbd"), std::string::npos) << line;  // U+FFFD
+  EXPECT_NO_THROW((void)Value(std::string("\xc3")).toString());
+}
+
 }  // namespace
 }  // namespace cepbus

@@ -170,5 +170,53 @@ TEST(MessageMappingTest, AReusedMessageCarriesOnlyTheLastEvent) {
   EXPECT_DOUBLE_EQ(out.event->find(Symbol::intern("c"))->asDouble(), 3.5);
 }
 
+// Found by tests/fuzz/amqp_message_fuzz.cc: AMQP strings are UTF-8 by the
+// spec but Proton does not check, and an event carrying a bad byte made
+// encodeEvent() throw (nlohmann::json) wherever it was first encoded, e.g.
+// on the journal thread. Such a message is refused at the mapping.
+TEST(MessageMappingTest, RefusesStringsThatAreNotUtf8) {
+  const std::string bad = "IB\xff";
+  auto expectRefused = [](const proton::message& m, const char* what) {
+    const MappedEvent e = eventFromMessage(m);
+    EXPECT_EQ(e.event, nullptr) << what;
+    EXPECT_EQ(e.condition, kDecodeError) << what;
+    EXPECT_NE(e.description.find("UTF-8"), std::string::npos) << what << ": " << e.description;
+  };
+  {
+    proton::message m;
+    m.subject(bad);
+    m.properties().put("ts", int64_t{1});
+    expectRefused(m, "subject");
+  }
+  {
+    proton::message m;
+    m.subject("Stock");
+    m.properties().put("ts", int64_t{1});
+    m.properties().put(bad, int64_t{2});
+    expectRefused(m, "property key");
+  }
+  {
+    proton::message m;
+    m.subject("Stock");
+    m.properties().put("ts", int64_t{1});
+    m.body(proton::value(std::map<std::string, proton::scalar>{{"symbol", bad}}));
+    expectRefused(m, "body value");
+  }
+  {
+    proton::message m;
+    m.subject("Stock");
+    m.properties().put("ts", int64_t{1});
+    m.body(proton::value(
+        std::map<std::string, proton::scalar>{{"symbol", proton::symbol("\xc0\xaf")}}));
+    expectRefused(m, "overlong symbol value");
+  }
+  // Multi-byte UTF-8 is fine.
+  proton::message ok;
+  ok.subject("B\xc3\xb6rse");
+  ok.properties().put("ts", int64_t{1});
+  ok.properties().put("w\xc3\xa4hrung", std::string("\xe2\x82\xac"));
+  EXPECT_NE(eventFromMessage(ok).event, nullptr);
+}
+
 }  // namespace
 }  // namespace cepbus::services::amqp
