@@ -177,8 +177,10 @@ Result<EventPtr> decodeEvent(std::string_view line) {
   Json j;
   try {
     j = Json::parse(line);
-  } catch (const Json::parse_error& e) {
-    // nlohmann's message starts with "[json.exception.parse_error.101] "; keep the reason.
+  } catch (const Json::exception& e) {
+    // Not only parse_error: a number too large for a double ("1e999") is an
+    // out_of_range. nlohmann's message starts with "[json.exception.parse_error.101] ";
+    // keep the reason.
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     return Status::invalidArgument("malformed JSON: " + what);

@@ -112,5 +112,20 @@ TEST(EventJsonTest, EncodingTextThatIsNotUtf8DoesNotThrow) {
   EXPECT_NO_THROW((void)Value(std::string("\xc3")).toString());
 }
 
+// Found by tests/fuzz/event_json_fuzz.cc: nlohmann::json reports a number
+// too large for a double as out_of_range, not parse_error, so a replay line
+// or an event POSTed to the admin API with such a number escaped
+// decodeEvent() as an exception (std::terminate in `cepbus match`).
+TEST(EventJsonTest, ANumberTooLargeForADoubleIsABadLineNotAnException) {
+  Result<EventPtr> e = Status::internal("not decoded");
+  ASSERT_NO_THROW(e = decodeEvent(R"({"type":"A","ts":1,"attrs":{"p":1e999}})"));
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("number overflow"), std::string::npos)
+      << e.status().message();
+  ASSERT_NO_THROW(e = decodeEvent(R"({"type":"A","ts":-1e400})"));
+  EXPECT_FALSE(e);
+}
+
 }  // namespace
 }  // namespace cepbus
