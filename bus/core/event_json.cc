@@ -1,6 +1,9 @@
 #include "bus/core/event_json.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
+
+#include "bus/core/wire_names.h"
 
 namespace cepbus {
 namespace {
@@ -54,7 +57,10 @@ Result<EventPtr> fromJson(const Json& j) {
   auto ts = toInteger(*ts_it, "ts");
   if (!ts) return ts.status();
 
-  EventBuilder b(type_it->get_ref<const std::string&>());
+  const std::string& type_name = type_it->get_ref<const std::string&>();
+  const std::optional<Symbol> type = internWireName(type_name);
+  if (!type) return Status::rejected(wireNameRefusal("event type", type_name));
+  EventBuilder b(*type);
   Timestamp start = *ts;
   bool has_start = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -66,7 +72,9 @@ Result<EventPtr> fromJson(const Json& j) {
       for (auto a = v.begin(); a != v.end(); ++a) {
         auto value = toValue(a.value(), "attrs." + a.key());
         if (!value) return value.status();
-        b.set(a.key(), std::move(*value));
+        const std::optional<Symbol> name = internWireName(a.key());
+        if (!name) return Status::rejected(wireNameRefusal("attribute name", a.key()));
+        b.set(*name, std::move(*value));
       }
     } else if (k == "prob") {
       if (!v.is_number()) return Status::invalidArgument("\"prob\": expected a number");
@@ -97,7 +105,11 @@ Result<EventPtr> fromJson(const Json& j) {
       b.id(v.get<uint64_t>());
     } else if (k == "source") {
       if (!v.is_string()) return Status::invalidArgument("\"source\": expected a string");
-      b.source(Symbol::intern(v.get_ref<const std::string&>()));
+      const std::optional<Symbol> source = internWireName(v.get_ref<const std::string&>());
+      if (!source) {
+        return Status::rejected(wireNameRefusal("source", v.get_ref<const std::string&>()));
+      }
+      b.source(*source);
     } else if (k == "start") {
       auto s = toInteger(v, "start");
       if (!s) return s.status();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bus/core/utf8.h"
+#include "bus/core/wire_names.h"
 
 namespace cepbus::services::amqp {
 namespace {
@@ -93,6 +94,11 @@ bool isInteger(proton::type_id t) {
       return false;
   }
 }
+
+// AMQP's condition for a message refused for a limit of the receiver: here a
+// new event type or attribute name beyond the budget of names clients may
+// create (bus/core/wire_names.h).
+constexpr char kResourceLimitExceeded[] = "amqp:resource-limit-exceeded";
 
 MappedEvent failure(const char* condition, std::string description) {
   return MappedEvent{nullptr, condition, std::move(description)};
@@ -196,7 +202,9 @@ MappedEvent map(const proton::message& message) {
                    "creation_time");
   }
 
-  EventBuilder builder(type);
+  const std::optional<Symbol> type_symbol = internWireName(type);
+  if (!type_symbol) return failure(kResourceLimitExceeded, wireNameRefusal("event type", type));
+  EventBuilder builder(*type_symbol);
   builder.at(ts);
   for (const MapEntry& e : props) {
     if (e.name == "type" || e.name == "ts") continue;
@@ -205,7 +213,9 @@ MappedEvent map(const proton::message& message) {
       return failure(kInvalidField,
                      "application property \"" + e.name + "\": not a scalar attribute value");
     }
-    builder.set(e.name, std::move(*v));
+    const std::optional<Symbol> name = internWireName(e.name);
+    if (!name) return failure(kResourceLimitExceeded, wireNameRefusal("attribute name", e.name));
+    builder.set(*name, std::move(*v));
   }
 
   const proton::value& body = message.body();
@@ -223,7 +233,11 @@ MappedEvent map(const proton::message& message) {
                                           "\": " + proton::type_name(e.value.type()) +
                                           " is not a scalar attribute value");
       }
-      builder.set(e.name, std::move(*v));
+      const std::optional<Symbol> name = internWireName(e.name);
+      if (!name) {
+        return failure(kResourceLimitExceeded, wireNameRefusal("attribute name", e.name));
+      }
+      builder.set(*name, std::move(*v));
     }
   }
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "bus/core/wire_names.h"
+
 namespace cepbus::services::amqp {
 namespace {
 
@@ -216,6 +218,32 @@ TEST(MessageMappingTest, RefusesStringsThatAreNotUtf8) {
   ok.properties().put("ts", int64_t{1});
   ok.properties().put("w\xc3\xa4hrung", std::string("\xe2\x82\xac"));
   EXPECT_NE(eventFromMessage(ok).event, nullptr);
+}
+
+// A client sending ever new property names gets them refused with AMQP's
+// resource-limit condition once the budget of names from clients is spent
+// (bus/core/wire_names.h), instead of filling the process's symbol table.
+TEST(MessageMappingTest, RefusesNewNamesBeyondTheWireBudget) {
+  auto message = [](const std::string& type, const std::string& property) {
+    proton::message m;
+    m.subject(type);
+    m.properties().put("ts", int64_t{1});
+    m.properties().put(property, int64_t{2});
+    return m;
+  };
+  ASSERT_NE(eventFromMessage(message("WireStock", "wire_known")).event, nullptr);
+  setWireNameBudget(wireNameStats().created);  // no new name from now on
+  EXPECT_NE(eventFromMessage(message("WireStock", "wire_known")).event, nullptr);
+  const MappedEvent property = eventFromMessage(message("WireStock", "wire_new_property"));
+  const MappedEvent type = eventFromMessage(message("WireNewType", "wire_known"));
+  setWireNameBudget(kDefaultWireNameBudget);
+  EXPECT_EQ(property.event, nullptr);
+  EXPECT_EQ(property.condition, "amqp:resource-limit-exceeded");
+  EXPECT_NE(property.description.find("attribute name 'wire_new_property' refused"),
+            std::string::npos)
+      << property.description;
+  EXPECT_EQ(type.event, nullptr);
+  EXPECT_EQ(type.condition, "amqp:resource-limit-exceeded");
 }
 
 }  // namespace
