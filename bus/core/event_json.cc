@@ -58,6 +58,11 @@ Result<EventPtr> fromJson(const Json& j) {
   if (!ts) return ts.status();
 
   const std::string& type_name = type_it->get_ref<const std::string&>();
+  // An event type goes out as an AMQP subject, a C string in Proton's core:
+  // with a NUL it would arrive cut short.
+  if (type_name.find('\0') != std::string::npos) {
+    return Status::invalidArgument("\"type\": must not contain a NUL character");
+  }
   const std::optional<Symbol> type = internWireName(type_name);
   if (!type) return Status::rejected(wireNameRefusal("event type", type_name));
   EventBuilder b(*type);

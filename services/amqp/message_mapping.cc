@@ -185,6 +185,11 @@ MappedEvent map(const proton::message& message) {
                    "no event type: the message has no subject and no application property "
                    "\"type\"");
   }
+  // The way out carries the type as the subject, which Proton's C core keeps
+  // as a C string: a NUL would cut the type short on every event sent on.
+  if (type.find('\0') != std::string::npos) {
+    return failure(kInvalidField, "the event type must not contain a NUL character");
+  }
 
   Timestamp ts = 0;
   if (const MapEntry* e = find(props, "ts")) {

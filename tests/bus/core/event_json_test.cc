@@ -127,5 +127,13 @@ TEST(EventJsonTest, ANumberTooLargeForADoubleIsABadLineNotAnException) {
   EXPECT_FALSE(e);
 }
 
+// An event type travels as an AMQP subject, a C string in Proton's core: a
+// type with a NUL would leave the bus cut short, so it is refused on the way in.
+TEST(EventJsonTest, RefusesAnEventTypeWithANul) {
+  auto e = decodeEvent(R"({"type":"Stock\u0000Other","ts":1})");
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.status().message().find("NUL"), std::string::npos) << e.status().message();
+}
+
 }  // namespace
 }  // namespace cepbus

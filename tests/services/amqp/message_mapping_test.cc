@@ -246,5 +246,18 @@ TEST(MessageMappingTest, RefusesNewNamesBeyondTheWireBudget) {
   EXPECT_EQ(type.condition, "amqp:resource-limit-exceeded");
 }
 
+// Found by tests/fuzz/amqp_message_fuzz.cc: an application property "type"
+// holding a NUL became an event type that the way out (subject, a C string
+// in Proton's core) cut short, so the event left under another type.
+TEST(MessageMappingTest, RefusesAnEventTypeWithANul) {
+  proton::message m;
+  m.properties().put("type", std::string("Stock\0Other", 11));
+  m.properties().put("ts", int64_t{1});
+  const MappedEvent e = eventFromMessage(m);
+  EXPECT_EQ(e.event, nullptr);
+  EXPECT_EQ(e.condition, kInvalidField);
+  EXPECT_NE(e.description.find("NUL"), std::string::npos) << e.description;
+}
+
 }  // namespace
 }  // namespace cepbus::services::amqp
