@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,6 +46,7 @@ struct Generated {
   std::string text;
   bool seq = false;                    // SEQ query: the full set of checks applies
   std::vector<std::string> positives;  // their types, in pattern order
+  bool kleene = false;                 // has a Kleene element
   int64_t within = 0;
 };
 
@@ -77,6 +80,7 @@ Generated seqQuery(FuzzedDataProvider& in) {
     } else if (e.kleene) {
       text += e.type + "+ " + e.var + "[]";
       kleenes.push_back(e.var);
+      g.kleene = true;
       g.positives.push_back(e.type);
     } else {
       text += e.type + " " + e.var;
@@ -195,6 +199,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 2048) return -1;
   FuzzedDataProvider in(data, size);
   const Generated query = in.ConsumeBool() ? seqQuery(in) : algebraQuery(in);
+  // Replaying a reproducer with CEPBUS_FUZZ_PRINT=1 shows what it ran.
+  static const bool print = std::getenv("CEPBUS_FUZZ_PRINT") != nullptr;
+  if (print) std::fprintf(stderr, "query: %s\n", query.text.c_str());
   Result<pattern::Query> parsed = pattern::parseQuery(query.text);
   // Every generated query is meant to be valid: one the parser refuses is a
   // generator bug, or a parser bug, worth a look either way.
@@ -203,7 +210,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::vector<EventPtr> events;
   Timestamp ts = 1;
-  const size_t n = in.ConsumeIntegralInRange<size_t>(0, 48);
+  // Under skip-till-any-match a Kleene element matches every subset of its
+  // candidates: 2^n matches are the semantics, not a bug, and a stream long
+  // enough for that only makes the fuzzer slow (a 61 s input of 48 events was
+  // seen). Streams with a Kleene element are kept short.
+  const size_t n = in.ConsumeIntegralInRange<size_t>(0, query.kleene ? 12 : 48);
   for (size_t i = 0; i < n && in.remaining_bytes() > 0; ++i) {
     ts += in.ConsumeIntegralInRange<int64_t>(0, 3);
     events.push_back(EventBuilder(pick(in, {"A", "B", "C", "D"}))
