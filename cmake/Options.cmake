@@ -17,6 +17,22 @@ if(CEPBUS_SANITIZE)
   target_link_options(cepbus_options INTERFACE -fsanitize=${CEPBUS_SANITIZE})
 endif()
 
+if(CEPBUS_FUZZ)
+  # libFuzzer targets (tests/fuzz): every library is instrumented for coverage
+  # and checked by ASan+UBSan, so a fuzzer sees the branches of the code under
+  # test and a memory error or UB anywhere in it is a crash; only the fuzz
+  # executables themselves link libFuzzer's main (-fsanitize=fuzzer there).
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "CEPBUS_FUZZ=ON needs clang (CC=clang-14 CXX=clang++-14)")
+  endif()
+  if(CEPBUS_SANITIZE)
+    message(FATAL_ERROR "CEPBUS_FUZZ=ON chooses its own sanitizers; leave CEPBUS_SANITIZE empty")
+  endif()
+  target_compile_options(cepbus_options INTERFACE -fsanitize=fuzzer-no-link,address,undefined
+                                                   -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  target_link_options(cepbus_options INTERFACE -fsanitize=address,undefined)
+endif()
+
 # A plugin is a MODULE loaded with dlopen; it must see only the plugin API
 # headers of bus/core, never another folder of the tree.
 function(cepbus_add_plugin name)

@@ -15,6 +15,7 @@ packages=(
   # Packaging and the plugin SDK checks (docs/install.md, tests/package/):
   dpkg-dev file  # cpack -G DEB computes Depends with dpkg-shlibdeps, finding ELF files with file
   clang-14       # the out-of-tree plugin build checks the SDK headers under clang++-14 too
+  libclang-rt-14-dev  # the libFuzzer targets (CEPBUS_FUZZ=ON): clang's fuzzer and sanitizer runtimes
   # Scale-out (docs/cluster.md): the cluster tests and the walk-through start a
   # private 3-node RabbitMQ 3.10 cluster on loopback (scripts/rabbitmq-cluster.sh).
   rabbitmq-server

@@ -12,7 +12,9 @@
 #include <Poco/Util/OptionSet.h>
 #include <signal.h>
 
+#include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -26,6 +28,7 @@
 #include "bus/core/descriptor/parser.h"
 #include "bus/core/plugin/plugin_abi.h"
 #include "bus/core/plugin/plugin_loader.h"
+#include "bus/core/wire_names.h"
 #include "services/cluster/stall_watchdog.h"
 
 namespace cepbus::app {
@@ -187,6 +190,12 @@ int runCommand(const std::vector<std::string>& args) {
   addCommonOptions(options);
   options.addOption(Option("exit-when-drained", "",
                            "stop once every replay source is finished and every queue is empty"));
+  options.addOption(Option("wire-name-budget", "",
+                           "how many distinct event types and attribute names clients may add "
+                           "to the symbol table; beyond it events with new names are refused "
+                           "(default: " +
+                               std::to_string(kDefaultWireNameBudget) + ")")
+                        .argument("N"));
   const Command& cmd = kCommands[0];
   ParsedArgs parsed = parseArgs(options, args);
   if (parsed.has("help")) {
@@ -196,6 +205,16 @@ int runCommand(const std::vector<std::string>& args) {
   if (parsed.positional.size() != 1) {
     std::cerr << "cepbus run: expected one DESCRIPTOR.xml (see cepbus run --help)\n";
     return kUsage;
+  }
+  if (std::optional<std::string> budget = parsed.value("wire-name-budget")) {
+    uint32_t n = 0;
+    const char* end = budget->data() + budget->size();
+    if (auto [p, ec] = std::from_chars(budget->data(), end, n); ec != std::errc() || p != end) {
+      std::cerr << "cepbus run: --wire-name-budget " << *budget
+                << ": expected a number of names from 0 to " << UINT32_MAX << "\n";
+      return kUsage;
+    }
+    setWireNameBudget(n);
   }
   const sigset_t stop_signals = blockStopSignals();
   std::unique_ptr<Bus> bus = loadBus(parsed.positional[0], parsed);

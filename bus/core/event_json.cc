@@ -1,6 +1,9 @@
 #include "bus/core/event_json.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
+
+#include "bus/core/wire_names.h"
 
 namespace cepbus {
 namespace {
@@ -54,7 +57,15 @@ Result<EventPtr> fromJson(const Json& j) {
   auto ts = toInteger(*ts_it, "ts");
   if (!ts) return ts.status();
 
-  EventBuilder b(type_it->get_ref<const std::string&>());
+  const std::string& type_name = type_it->get_ref<const std::string&>();
+  // An event type goes out as an AMQP subject, a C string in Proton's core:
+  // with a NUL it would arrive cut short.
+  if (type_name.find('\0') != std::string::npos) {
+    return Status::invalidArgument("\"type\": must not contain a NUL character");
+  }
+  const std::optional<Symbol> type = internWireName(type_name);
+  if (!type) return Status::rejected(wireNameRefusal("event type", type_name));
+  EventBuilder b(*type);
   Timestamp start = *ts;
   bool has_start = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -66,7 +77,9 @@ Result<EventPtr> fromJson(const Json& j) {
       for (auto a = v.begin(); a != v.end(); ++a) {
         auto value = toValue(a.value(), "attrs." + a.key());
         if (!value) return value.status();
-        b.set(a.key(), std::move(*value));
+        const std::optional<Symbol> name = internWireName(a.key());
+        if (!name) return Status::rejected(wireNameRefusal("attribute name", a.key()));
+        b.set(*name, std::move(*value));
       }
     } else if (k == "prob") {
       if (!v.is_number()) return Status::invalidArgument("\"prob\": expected a number");
@@ -97,7 +110,11 @@ Result<EventPtr> fromJson(const Json& j) {
       b.id(v.get<uint64_t>());
     } else if (k == "source") {
       if (!v.is_string()) return Status::invalidArgument("\"source\": expected a string");
-      b.source(Symbol::intern(v.get_ref<const std::string&>()));
+      const std::optional<Symbol> source = internWireName(v.get_ref<const std::string&>());
+      if (!source) {
+        return Status::rejected(wireNameRefusal("source", v.get_ref<const std::string&>()));
+      }
+      b.source(*source);
     } else if (k == "start") {
       auto s = toInteger(v, "start");
       if (!s) return s.status();
@@ -177,8 +194,10 @@ Result<EventPtr> decodeEvent(std::string_view line) {
   Json j;
   try {
     j = Json::parse(line);
-  } catch (const Json::parse_error& e) {
-    // nlohmann's message starts with "[json.exception.parse_error.101] "; keep the reason.
+  } catch (const Json::exception& e) {
+    // Not only parse_error: a number too large for a double ("1e999") is an
+    // out_of_range. nlohmann's message starts with "[json.exception.parse_error.101] ";
+    // keep the reason.
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     return Status::invalidArgument("malformed JSON: " + what);
@@ -187,7 +206,10 @@ Result<EventPtr> decodeEvent(std::string_view line) {
 }
 
 std::string encodeEvent(const Event& event, EventFormat format) {
-  return toJson(event, format).dump();
+  // Decoders keep every event string valid UTF-8 (bus/core/utf8.h); should one
+  // slip through anyway, a replacement character is better than an exception
+  // on the journal or feed thread that encodes it.
+  return toJson(event, format).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Result<EventPtr> EventLineReader::next() {

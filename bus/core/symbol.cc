@@ -4,9 +4,12 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+
+#include "bus/core/wire_names.h"
 
 namespace cepbus {
 namespace {
@@ -26,6 +29,30 @@ class SymbolTable {
     std::lock_guard lock(mu_);
     if (auto it = ids_.find(name); it != ids_.end()) return it->second;
     return insertLocked(name);
+  }
+
+  // Like intern(), but a new name counts against the wire budget (wire_names.h):
+  // nullopt once it is spent.
+  std::optional<uint32_t> internWire(std::string_view name) {
+    std::lock_guard lock(mu_);
+    if (auto it = ids_.find(name); it != ids_.end()) return it->second;
+    if (wire_created_ >= wire_budget_) {
+      ++wire_refused_;
+      return std::nullopt;
+    }
+    const uint32_t id = insertLocked(name);
+    ++wire_created_;
+    return id;
+  }
+
+  void setWireBudget(uint32_t budget) {
+    std::lock_guard lock(mu_);
+    wire_budget_ = budget;
+  }
+
+  WireNameStats wireStats() {
+    std::lock_guard lock(mu_);
+    return WireNameStats{wire_budget_, wire_created_, wire_refused_};
   }
 
   uint32_t find(std::string_view name) {
@@ -64,6 +91,9 @@ class SymbolTable {
   std::mutex mu_;
   std::unordered_map<std::string_view, uint32_t, Hash, std::equal_to<>> ids_;
   uint32_t size_ = 0;
+  uint32_t wire_budget_ = kDefaultWireNameBudget;  // guarded by mu_, as are the two below
+  uint32_t wire_created_ = 0;
+  uint64_t wire_refused_ = 0;
   std::array<std::atomic<std::string*>, kChunks> chunks_{};
   std::array<std::unique_ptr<std::string[]>, kChunks> owned_;
 };
@@ -76,6 +106,25 @@ SymbolTable& table() {
 }  // namespace
 
 Symbol Symbol::intern(std::string_view name) { return Symbol(table().intern(name)); }
+
+std::optional<Symbol> internWireName(std::string_view name) {
+  const std::optional<uint32_t> id = table().internWire(name);
+  if (!id) return std::nullopt;
+  return Symbol::find(name);  // the id is only constructible inside Symbol
+}
+
+void setWireNameBudget(uint32_t budget) { table().setWireBudget(budget); }
+
+WireNameStats wireNameStats() { return table().wireStats(); }
+
+std::string wireNameRefusal(std::string_view what, std::string_view name) {
+  const WireNameStats stats = wireNameStats();
+  constexpr size_t kShown = 64;  // the name is the client's: do not echo a megabyte of it
+  return std::string(what) + " '" + std::string(name.substr(0, kShown)) +
+         (name.size() > kShown ? "...'" : "'") + " refused: clients already created " +
+         std::to_string(stats.created) + " distinct names, the budget of new names (" +
+         std::to_string(stats.budget) + ") is spent";
+}
 Symbol Symbol::find(std::string_view name) { return Symbol(table().find(name)); }
 std::string_view Symbol::name() const { return table().name(id_); }
 

@@ -68,7 +68,9 @@ std::string Value::toString() const {
     case Kind::kDouble:
       return nlohmann::json(asDouble()).dump();
     case Kind::kString:
-      return nlohmann::json(asString()).dump();
+      // Used in messages about bad input: must not throw on the bad input itself.
+      return nlohmann::json(asString())
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   return "null";
 }

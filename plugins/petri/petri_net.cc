@@ -968,9 +968,11 @@ Status PetriNet::onEvent(const EventPtr& event) {
     for (const auto& [t, index] : inh->second) {
       std::vector<EventPtr>& place = t->inhibitors[index].place;
       if (t->window != kNoWindow) {
-        // Sorted by ts: the stale ones lead.
+        // Sorted by ts: the stale ones lead. The window is copied out of the
+        // structured binding because clang before 16 cannot capture one.
+        const auto window = t->window;
         auto stale = std::find_if(place.begin(), place.end(),
-                                  [&](const EventPtr& c) { return now_ - c->ts() <= t->window; });
+                                  [&](const EventPtr& c) { return now_ - c->ts() <= window; });
         place.erase(place.begin(), stale);
       }
       place.push_back(event);

@@ -23,6 +23,9 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/core/utf8.h"
+#include "bus/core/wire_names.h"
+
 namespace cepbus::services::amqp {
 namespace {
 
@@ -102,6 +105,11 @@ bool isInteger(proton::type_id t) {
   }
 }
 
+// AMQP's condition for a message refused for a limit of the receiver: here a
+// new event type or attribute name beyond the budget of names clients may
+// create (bus/core/wire_names.h).
+constexpr char kResourceLimitExceeded[] = "amqp:resource-limit-exceeded";
+
 MappedEvent failure(const char* condition, std::string description) {
   return MappedEvent{nullptr, condition, std::move(description)};
 }
@@ -135,9 +143,17 @@ std::optional<MappedEvent> readMap(const proton::value& map, const char* what,
       d >> key;
       entry.name = key;
     }
+    if (!isValidUtf8(entry.name)) {
+      return failure(kDecodeError, std::string(what) + " key is not valid UTF-8");
+    }
     const proton::type_id value_type = d.next_type();
     if (value_type == proton::NULL_TYPE || proton::type_id_is_scalar(value_type)) {
       d >> entry.value;
+      if ((value_type == proton::STRING || value_type == proton::SYMBOL) &&
+          !isValidUtf8(scalarValue(entry.value)->asString())) {
+        return failure(kDecodeError,
+                       std::string(what) + " \"" + entry.name + "\": not valid UTF-8");
+      }
     } else {
       return failure(kInvalidField, std::string(what) + " \"" + entry.name +
                                         "\": " + proton::type_name(value_type) +
@@ -165,6 +181,7 @@ MappedEvent map(const proton::message& message) {
   }
 
   std::string type = message.subject();
+  if (!isValidUtf8(type)) return failure(kDecodeError, "the subject is not valid UTF-8");
   if (type.empty()) {
     if (const MapEntry* e = find(props, "type")) {
       if (e->value.type() != proton::STRING && e->value.type() != proton::SYMBOL) {
@@ -177,6 +194,11 @@ MappedEvent map(const proton::message& message) {
     return failure(kInvalidField,
                    "no event type: the message has no subject and no application property "
                    "\"type\"");
+  }
+  // The way out carries the type as the subject, which Proton's C core keeps
+  // as a C string: a NUL would cut the type short on every event sent on.
+  if (type.find('\0') != std::string::npos) {
+    return failure(kInvalidField, "the event type must not contain a NUL character");
   }
 
   Timestamp ts = 0;
@@ -195,7 +217,9 @@ MappedEvent map(const proton::message& message) {
                    "creation_time");
   }
 
-  EventBuilder builder(type);
+  const std::optional<Symbol> type_symbol = internWireName(type);
+  if (!type_symbol) return failure(kResourceLimitExceeded, wireNameRefusal("event type", type));
+  EventBuilder builder(*type_symbol);
   builder.at(ts);
   for (const MapEntry& e : props) {
     if (e.name == "type" || e.name == "ts") continue;
@@ -219,7 +243,9 @@ MappedEvent map(const proton::message& message) {
       builder.key(std::move(*v));
       continue;
     }
-    builder.set(e.name, std::move(*v));
+    const std::optional<Symbol> name = internWireName(e.name);
+    if (!name) return failure(kResourceLimitExceeded, wireNameRefusal("attribute name", e.name));
+    builder.set(*name, std::move(*v));
   }
 
   const proton::value& body = message.body();
@@ -237,7 +263,11 @@ MappedEvent map(const proton::message& message) {
                                           "\": " + proton::type_name(e.value.type()) +
                                           " is not a scalar attribute value");
       }
-      builder.set(e.name, std::move(*v));
+      const std::optional<Symbol> name = internWireName(e.name);
+      if (!name) {
+        return failure(kResourceLimitExceeded, wireNameRefusal("attribute name", e.name));
+      }
+      builder.set(*name, std::move(*v));
     }
   }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bus/core/wire_names.h"
 #include "flows/abstract_flow.h"
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
@@ -279,6 +280,27 @@ void appendJournals(std::string& out, const std::vector<FlowJournal>& journals) 
       journals, labels, [](const J& j) -> const M& { return j.metrics; });
 }
 
+// The process-wide budget of names clients may create (bus/core/wire_names.h):
+// a rising refused count means a client sends ever new types or attribute names.
+void appendWireNames(std::string& out) {
+  const WireNameStats stats = wireNameStats();
+  const std::pair<std::string_view, std::pair<std::string_view, uint64_t>> families[] = {
+      {"cepbus_wire_names_refused_total",
+       {"Event types and attribute names from clients refused: the budget of new names was "
+        "spent",
+        stats.refused}},
+      {"cepbus_wire_names_created", {"Names clients created in the symbol table", stats.created}},
+      {"cepbus_wire_names_budget", {"How many names clients may create", stats.budget}},
+  };
+  for (const auto& [name, family] : families) {
+    appendHeader(out, name, name.ends_with("_total") ? "counter" : "gauge", family.first);
+    out += name;
+    out += ' ';
+    appendNumber(out, family.second);
+    out += '\n';
+  }
+}
+
 }  // namespace
 
 std::string escapeLabelValue(std::string_view value) {
@@ -417,6 +439,7 @@ std::string renderMetrics(const router::Broker& broker, const router::Registry& 
   appendFlows(out, flow_metrics);
   appendJournals(out, journals);
   appendStages(out, flowStages(broker));
+  appendWireNames(out);
   return out;
 }
 

@@ -124,6 +124,10 @@ TEST_F(CliTest, VersionHelpAndUsageErrors) {
   EXPECT_EQ(run({"run"}, nullptr, &err), 2);
   EXPECT_EQ(run({"run", "--no-such-option", "x.xml"}, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("no-such-option"));
+  EXPECT_EQ(run({"run", "--help"}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("--wire-name-budget"));
+  EXPECT_EQ(run({"run", "--wire-name-budget=lots", "x.xml"}, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--wire-name-budget lots: expected a number"));
   EXPECT_EQ(run({}), 2);
 }
 

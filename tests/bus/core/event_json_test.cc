@@ -101,5 +101,39 @@ TEST(EventLineReaderTest, NamesTheLineOfABadEventAndReadsOn) {
   EXPECT_EQ(reader.next().status().code(), Status::Code::kNotFound);
 }
 
+// An event that carries a byte that is not UTF-8 (a decoder that forgot to
+// check, see utf8.h) is still encoded, with a replacement character, instead
+// of throwing from nlohmann::json on whichever thread encodes it.
+TEST(EventJsonTest, EncodingTextThatIsNotUtf8DoesNotThrow) {
+  EventPtr e = EventBuilder("A").at(1).set("s", Value(std::string("x\xff"))).build();
+  std::string line;
+  ASSERT_NO_THROW(line = encodeEvent(*e));
+  EXPECT_NE(line.find("x\xef\xbf\xbd"), std::string::npos) << line;  // U+FFFD
+  EXPECT_NO_THROW((void)Value(std::string("\xc3")).toString());
+}
+
+// Found by tests/fuzz/event_json_fuzz.cc: nlohmann::json reports a number
+// too large for a double as out_of_range, not parse_error, so a replay line
+// or an event POSTed to the admin API with such a number escaped
+// decodeEvent() as an exception (std::terminate in `cepbus match`).
+TEST(EventJsonTest, ANumberTooLargeForADoubleIsABadLineNotAnException) {
+  Result<EventPtr> e = Status::internal("not decoded");
+  ASSERT_NO_THROW(e = decodeEvent(R"({"type":"A","ts":1,"attrs":{"p":1e999}})"));
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("number overflow"), std::string::npos)
+      << e.status().message();
+  ASSERT_NO_THROW(e = decodeEvent(R"({"type":"A","ts":-1e400})"));
+  EXPECT_FALSE(e);
+}
+
+// An event type travels as an AMQP subject, a C string in Proton's core: a
+// type with a NUL would leave the bus cut short, so it is refused on the way in.
+TEST(EventJsonTest, RefusesAnEventTypeWithANul) {
+  auto e = decodeEvent(R"({"type":"Stock\u0000Other","ts":1})");
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.status().message().find("NUL"), std::string::npos) << e.status().message();
+}
+
 }  // namespace
 }  // namespace cepbus

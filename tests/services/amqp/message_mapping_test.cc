@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "bus/core/wire_names.h"
+
 namespace cepbus::services::amqp {
 namespace {
 
@@ -194,6 +196,93 @@ TEST(MessageMappingTest, AReusedMessageCarriesOnlyTheLastEvent) {
   EXPECT_EQ(out.event->ts(), 2);
   ASSERT_EQ(out.event->attributes().size(), 1u);
   EXPECT_DOUBLE_EQ(out.event->find(Symbol::intern("c"))->asDouble(), 3.5);
+}
+
+// Found by tests/fuzz/amqp_message_fuzz.cc: AMQP strings are UTF-8 by the
+// spec but Proton does not check, and an event carrying a bad byte made
+// encodeEvent() throw (nlohmann::json) wherever it was first encoded, e.g.
+// on the journal thread. Such a message is refused at the mapping.
+TEST(MessageMappingTest, RefusesStringsThatAreNotUtf8) {
+  const std::string bad = "IB\xff";
+  auto expectRefused = [](const proton::message& m, const char* what) {
+    const MappedEvent e = eventFromMessage(m);
+    EXPECT_EQ(e.event, nullptr) << what;
+    EXPECT_EQ(e.condition, kDecodeError) << what;
+    EXPECT_NE(e.description.find("UTF-8"), std::string::npos) << what << ": " << e.description;
+  };
+  {
+    proton::message m;
+    m.subject(bad);
+    m.properties().put("ts", int64_t{1});
+    expectRefused(m, "subject");
+  }
+  {
+    proton::message m;
+    m.subject("Stock");
+    m.properties().put("ts", int64_t{1});
+    m.properties().put(bad, int64_t{2});
+    expectRefused(m, "property key");
+  }
+  {
+    proton::message m;
+    m.subject("Stock");
+    m.properties().put("ts", int64_t{1});
+    m.body(proton::value(std::map<std::string, proton::scalar>{{"symbol", bad}}));
+    expectRefused(m, "body value");
+  }
+  {
+    proton::message m;
+    m.subject("Stock");
+    m.properties().put("ts", int64_t{1});
+    m.body(proton::value(
+        std::map<std::string, proton::scalar>{{"symbol", proton::symbol("\xc0\xaf")}}));
+    expectRefused(m, "overlong symbol value");
+  }
+  // Multi-byte UTF-8 is fine.
+  proton::message ok;
+  ok.subject("B\xc3\xb6rse");
+  ok.properties().put("ts", int64_t{1});
+  ok.properties().put("w\xc3\xa4hrung", std::string("\xe2\x82\xac"));
+  EXPECT_NE(eventFromMessage(ok).event, nullptr);
+}
+
+// A client sending ever new property names gets them refused with AMQP's
+// resource-limit condition once the budget of names from clients is spent
+// (bus/core/wire_names.h), instead of filling the process's symbol table.
+TEST(MessageMappingTest, RefusesNewNamesBeyondTheWireBudget) {
+  auto message = [](const std::string& type, const std::string& property) {
+    proton::message m;
+    m.subject(type);
+    m.properties().put("ts", int64_t{1});
+    m.properties().put(property, int64_t{2});
+    return m;
+  };
+  ASSERT_NE(eventFromMessage(message("WireStock", "wire_known")).event, nullptr);
+  setWireNameBudget(wireNameStats().created);  // no new name from now on
+  EXPECT_NE(eventFromMessage(message("WireStock", "wire_known")).event, nullptr);
+  const MappedEvent property = eventFromMessage(message("WireStock", "wire_new_property"));
+  const MappedEvent type = eventFromMessage(message("WireNewType", "wire_known"));
+  setWireNameBudget(kDefaultWireNameBudget);
+  EXPECT_EQ(property.event, nullptr);
+  EXPECT_EQ(property.condition, "amqp:resource-limit-exceeded");
+  EXPECT_NE(property.description.find("attribute name 'wire_new_property' refused"),
+            std::string::npos)
+      << property.description;
+  EXPECT_EQ(type.event, nullptr);
+  EXPECT_EQ(type.condition, "amqp:resource-limit-exceeded");
+}
+
+// Found by tests/fuzz/amqp_message_fuzz.cc: an application property "type"
+// holding a NUL became an event type that the way out (subject, a C string
+// in Proton's core) cut short, so the event left under another type.
+TEST(MessageMappingTest, RefusesAnEventTypeWithANul) {
+  proton::message m;
+  m.properties().put("type", std::string("Stock\0Other", 11));
+  m.properties().put("ts", int64_t{1});
+  const MappedEvent e = eventFromMessage(m);
+  EXPECT_EQ(e.event, nullptr);
+  EXPECT_EQ(e.condition, kInvalidField);
+  EXPECT_NE(e.description.find("NUL"), std::string::npos) << e.description;
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "bus/core/event_json.h"
+#include "bus/core/wire_names.h"
 #include "tests/services/http/test_broker.h"
 
 namespace cepbus::services::http {
@@ -173,6 +175,25 @@ TEST(RenderMetricsTest, EscapesComponentNamesInLabels) {
   EXPECT_TRUE(scrape.samples.contains(
       "cepbus_component_delivered_total{name=\"odd\\\"name\\\\with\\nbreak\",kind=\"service\"}"))
       << text;
+}
+
+// The budget of names clients may create is visible to operators: a rising
+// refused count means a client sends ever new event types or attribute names.
+TEST(RenderMetricsTest, ExportsTheWireNameBudget) {
+  TestBroker bus;
+  setWireNameBudget(wireNameStats().created);  // no new name from clients
+  const bool refused = !decodeEvent(R"({"type":"PromNeverSeenType","ts":1})").isOk();
+  const Scrape scrape = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  const WireNameStats stats = wireNameStats();
+  setWireNameBudget(kDefaultWireNameBudget);
+  EXPECT_TRUE(refused);
+  ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
+  EXPECT_EQ(scrape.type.at("cepbus_wire_names_refused_total"), "counter");
+  EXPECT_EQ(scrape.type.at("cepbus_wire_names_created"), "gauge");
+  EXPECT_GE(scrape.samples.at("cepbus_wire_names_refused_total"), 1);
+  EXPECT_EQ(scrape.samples.at("cepbus_wire_names_refused_total"),
+            static_cast<double>(stats.refused));
+  EXPECT_EQ(scrape.samples.at("cepbus_wire_names_budget"), static_cast<double>(stats.created));
 }
 
 }  // namespace
