@@ -124,6 +124,9 @@ stream.listeners.tcp.1 = 127.0.0.1:$stream
 loopback_users = none
 heartbeat = 5
 vm_memory_high_watermark.relative = 0.1
+# Queue lengths in the management API are samples this old at most (the
+# default is 5 s): the tests and the walk-through wait on them.
+collect_statistics_interval = 1000
 log.console = false
 log.file.level = info
 EOF

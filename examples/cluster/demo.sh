@@ -127,6 +127,9 @@ say "published: $(cat "$work/publish.json")"
 # accepts a message only after its windows are closed and its composites
 # were accepted by the broker.
 say "waiting until every partition queue is empty"
+# Queue lengths are management samples up to a second old: none from before
+# the publisher's last message may be read.
+sleep 2
 python3 - "${mgmt_ports[0]}" "$partitions" <<'PY'
 import base64, json, sys, time, urllib.request
 port, parts = sys.argv[1], int(sys.argv[2])

@@ -4,8 +4,9 @@
 For every (nodes, partitions) point it declares a fresh topology, starts the
 cepbus nodes (equal-prices query partitioned by price), publishes a stock
 stream as fast as the broker takes it (`cepbus cluster publish
---end-of-stream`), and measures the time until every partition queue is empty
-(every event processed and accepted, every composite accepted by the broker).
+--end-of-stream`), and measures the time until the nodes have accepted every
+message (every event processed, every composite accepted by the broker:
+/api/cluster's settled counts, then the partition queues are checked empty).
 Beside it, in the same run, the RabbitMQ-only figure for the same path: the
 same publisher into the same partition queues with no consumer, so the
 broker's own ingest bound is visible. Then the takeover figures: SIGKILL and
@@ -21,6 +22,7 @@ import argparse
 import base64
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -49,11 +51,11 @@ class Broker:
                        check=True, env=env, stdout=subprocess.DEVNULL)
         values = {}
         for line in open(os.path.join(self.dir, "cluster.env")):
-            if "=" in line and not line.startswith("#"):
-                for item in line.split(" "):
+            if not line.startswith("#"):
+                for item in shlex.split(line):
                     if "=" in item:
-                        k, v = item.strip().split("=", 1)
-                        values[k] = v.strip("'")
+                        k, v = item.split("=", 1)
+                        values[k] = v
         self.amqp = [int(p) for p in values["RMQ_AMQP_PORTS"].split()]
         self.mgmt = [int(p) for p in values["RMQ_MGMT_PORTS"].split()]
 
@@ -117,6 +119,9 @@ class Scenario:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def drained(self, timeout=600):
+        # Queue lengths are management samples up to a second old
+        # (scripts/rabbitmq-cluster.sh): read none from before the last publish.
+        time.sleep(1.5)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if all(self.broker.queue_messages("%s.p%d" % (self.name, p)) == 0
@@ -149,8 +154,16 @@ def throughput(args, broker, work, events, count, nodes, partitions, index):
     if pub.returncode != 0:
         sys.exit(err)
     t_pub = time.time() - t0
-    ok = s.drained()
+    # Done when the nodes accepted every event and end marker (their stats
+    # refresh every heartbeat, 300 ms); the queues' emptiness confirms it.
+    settled = 0
+    while time.time() < t0 + 600:
+        settled = sum(s.stats(k).get("settled", 0) for k in range(1, nodes + 1))
+        if settled >= count + partitions:
+            break
+        time.sleep(0.05)
     t_all = time.time() - t0
+    ok = s.drained()
     composites = sum(s.stats(k).get("composites", 0) for k in range(1, nodes + 1))
     s.stop()
     print(json.dumps({"bench": "cluster_throughput", "params": {"nodes": nodes, "partitions": partitions,
@@ -208,6 +221,7 @@ def main():
     parser.add_argument("--partitions", default="1,4,12")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="cepbus-cluster-bench-")
+    os.chmod(work, 0o755)  # the brokers run as the rabbitmq user and keep their data below it
     events = os.path.join(work, "events.jsonl")
     with open(events, "w") as f:
         subprocess.run([sys.executable, os.path.join(ROOT, "examples/quickstart/generate_stocks.py"),

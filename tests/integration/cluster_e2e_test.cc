@@ -205,7 +205,12 @@ class ClusterE2eTest : public ::testing::Test {
 
   // Every partition queue empty: every input processed and accepted, which
   // a node does only after its composites were accepted by the broker.
+  //
+  // The management API's queue lengths are samples up to a statistics
+  // interval old (1 s in scripts/rabbitmq-cluster.sh): waiting two first
+  // means no sample from before the last message was published is read.
   ::testing::AssertionResult waitDrained(uint32_t partitions, seconds limit = seconds(120)) {
+    std::this_thread::sleep_for(seconds(2));
     descriptor::ClusterSpec spec;
     spec.name = name_;
     spec.brokers = rmq().brokers();
