@@ -6,7 +6,7 @@
 //     (the order between matches is the engine's: nfa's batched construction
 //     promises the same set of matches as per-event construction, not the
 //     same order, so it is not checked);
-//   - for SEQ queries (DESIGN.md, "Semantics that every engine shares"):
+//   - for SEQ queries (docs/pattern-language.md, "Semantics"):
 //     positive elements in pattern order with strictly increasing ts (a
 //     Kleene element's events non-decreasing among themselves), each of its
 //     element's type, no event twice, and last ts - first ts <= WITHIN.
