@@ -212,6 +212,14 @@ std::string encodeEvent(const Event& event, EventFormat format) {
   return toJson(event, format).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+Result<std::string> encodeEventExactly(const Event& event, EventFormat format) {
+  try {
+    return toJson(event, format).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::invalidArgument(std::string("cannot be encoded as JSON exactly: ") + e.what());
+  }
+}
+
 Result<EventPtr> EventLineReader::next() {
   while (std::getline(in_, line_)) {
     ++line_no_;

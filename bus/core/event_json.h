@@ -30,8 +30,14 @@ enum class EventFormat {
   kFull,     // also start, id, source and the constituents of composite events
 };
 
-// Encodes one event as a single line of JSON, without a trailing newline.
+// Encodes one event as a single line of JSON, without a trailing newline. A
+// string that is not valid UTF-8 (decoders never make one) is written with
+// replacement characters rather than failing.
 std::string encodeEvent(const Event& event, EventFormat format = EventFormat::kCompact);
+// The same, for a caller that must get the event back exactly (a spill to
+// disk): InvalidArgument, naming the reason, instead of a replacement.
+Result<std::string> encodeEventExactly(const Event& event,
+                                       EventFormat format = EventFormat::kCompact);
 
 // Reads events from a JSON-lines stream, skipping blank lines.
 // Not thread-safe.

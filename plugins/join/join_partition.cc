@@ -488,17 +488,17 @@ void JoinPartition::restoreAll(std::vector<JoinedPair>& out) {
 }
 
 bool JoinPartition::encodeFor(const Event& event, std::string& payload) {
-  try {
-    payload += encodeEvent(event, EventFormat::kFull);
+  auto line = encodeEventExactly(event, EventFormat::kFull);
+  if (line) {
+    payload += *line;
     return true;
-  } catch (const std::exception& e) {
-    // The JSON codec refuses some strings (invalid UTF-8): such an event
-    // cannot be spilled, so nothing is.
-    noteError(Status::ioError(std::string("join: cannot spill an event: ") + e.what() +
-                              "; spilling disabled, the join goes on in memory"));
-    spill_disabled_ = true;
-    return false;
   }
+  // Some strings (invalid UTF-8) would not come back as they were: such an
+  // event cannot be spilled, so nothing is.
+  noteError(Status::ioError("join: cannot spill an event: " + line.status().message() +
+                            "; spilling disabled, the join goes on in memory"));
+  spill_disabled_ = true;
+  return false;
 }
 
 void JoinPartition::noteError(Status s) {

@@ -136,4 +136,16 @@ TEST(EventJsonTest, RefusesAnEventTypeWithANul) {
 }
 
 }  // namespace
+TEST(EventJsonTest, ExactEncodingRefusesWhatWouldComeBackAltered) {
+  EventPtr bad = EventBuilder("A").at(1).set("note", Value(std::string("\xff\xfe"))).build();
+  EXPECT_NE(encodeEvent(*bad).find("attrs"), std::string::npos);  // replaced, not thrown
+  auto exact = encodeEventExactly(*bad);
+  ASSERT_FALSE(exact.isOk());
+  EXPECT_NE(exact.status().message().find("cannot be encoded as JSON exactly"), std::string::npos);
+  EventPtr good = EventBuilder("A").at(1).set("note", Value("ok")).build();
+  auto line = encodeEventExactly(*good);
+  ASSERT_TRUE(line.isOk());
+  EXPECT_EQ(*line, encodeEvent(*good));
+}
+
 }  // namespace cepbus
