@@ -240,6 +240,12 @@ MappedEvent map(const proton::message& message) {
       continue;
     }
     if (e.name == "key") {
+      // As the JSON-lines contract: a partition key is a string or an integer.
+      if (v->kind() != Value::Kind::kString && v->kind() != Value::Kind::kInt) {
+        return failure(
+            kInvalidField,
+            "application property \"key\" must be a string or an integer, got " + v->toString());
+      }
       builder.key(std::move(*v));
       continue;
     }

@@ -143,6 +143,15 @@ TEST(MessageMappingTest, ProbabilityAndKeyRoundTripAsTheEventsOwn) {
   EXPECT_EQ(refused.condition, kInvalidField);
   EXPECT_NE(refused.description.find("\"prob\" must be a number in [0, 1]"), std::string::npos)
       << refused.description;
+  proton::message bad_key;
+  bad_key.subject("Reading");
+  bad_key.properties().put("ts", int64_t{1});
+  bad_key.properties().put("key", 2.5);  // found by fuzz_amqp_message: encodeEvent aborted on it
+  MappedEvent key_refused = eventFromMessage(bad_key);
+  EXPECT_EQ(key_refused.event, nullptr);
+  EXPECT_NE(key_refused.description.find("\"key\" must be a string or an integer"),
+            std::string::npos)
+      << key_refused.description;
 }
 
 TEST(MessageMappingTest, BodyKeysMayBeSymbolsValuesNullAndABodyEntryWins) {
