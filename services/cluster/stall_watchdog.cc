@@ -54,6 +54,24 @@ uint64_t inodeOfLocalPort(const char* table, uint16_t port) {
   return 0;
 }
 
+// One byte and room for one descriptor: the message that carries a socket
+// from the node to its watchdog (SCM_RIGHTS), both ways.
+struct FdMessage {
+  FdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+
+  char byte = 'w';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+};
+
 }  // namespace
 
 int socketWithLocalPort(uint16_t port) {
@@ -131,20 +149,13 @@ StallWatchdog::~StallWatchdog() {
 void StallWatchdog::beat() { last_beat_ms_->store(monotonicMs(), std::memory_order_relaxed); }
 
 Status StallWatchdog::watch(int fd) {
-  char byte = 'w';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  FdMessage m;
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  if (sendmsg(control_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+  if (sendmsg(control_, &m.msg, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
     return Status::ioError(errnoText("handing the broker socket to the stall watchdog"));
   }
   return Status::ok();
@@ -164,17 +175,10 @@ int runStallWatchdog(int shared_fd, int control_fd, std::chrono::milliseconds id
   for (;;) {
     pollfd p{control_fd, POLLIN, 0};
     if (poll(&p, 1, 100) > 0) {
-      char byte = 0;
-      iovec iov{&byte, 1};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      const ssize_t n = recvmsg(control_fd, &msg, 0);
+      FdMessage m;
+      const ssize_t n = recvmsg(control_fd, &m.msg, 0);
       if (n <= 0) return 0;  // the node closed its end: it is stopping
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
       if (c != nullptr && c->cmsg_type == SCM_RIGHTS) {
         if (watched >= 0) close(watched);
         std::memcpy(&watched, CMSG_DATA(c), sizeof(int));
