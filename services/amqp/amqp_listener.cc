@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "bus/core/wire_names.h"
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
 #include "router/broker.h"
@@ -524,6 +525,15 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
           kUnauthorized, "user \"" + conn->second.user + "\" may not publish to \"" + addr + "\""));
       return;
     }
+    // The address becomes a symbol for as long as the process lives: a client
+    // that opens links to ever new addresses spends the budget of names
+    // clients may create, not the symbol table the queries need.
+    const std::optional<Symbol> address = internWireName(addr);
+    if (!address) {
+      r.close(
+          proton::error_condition(kResourceLimitExceeded, wireNameRefusal("target address", addr)));
+      return;
+    }
     r.open(proton::receiver_options().credit_window(0).auto_accept(false).target(
         proton::target_options().address(addr)));
     uint64_t id = ++next_id;
@@ -531,7 +541,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     PublisherLink& pub = publishers[id];
     pub.link = r;
     pub.connection = conn->second.id;
-    pub.address = Symbol::intern(addr);
+    pub.address = *address;
     pub.replies = replies;
     pub.id = id;
     pub.entry = registerLink(conn->second.container_id, r.name(), "publish", addr, pub.stats);

@@ -105,11 +105,6 @@ bool isInteger(proton::type_id t) {
   }
 }
 
-// AMQP's condition for a message refused for a limit of the receiver: here a
-// new event type or attribute name beyond the budget of names clients may
-// create (bus/core/wire_names.h).
-constexpr char kResourceLimitExceeded[] = "amqp:resource-limit-exceeded";
-
 MappedEvent failure(const char* condition, std::string description) {
   return MappedEvent{nullptr, condition, std::move(description)};
 }

@@ -47,6 +47,9 @@ namespace cepbus::services::amqp {
 
 inline constexpr char kInvalidField[] = "amqp:invalid-field";
 inline constexpr char kDecodeError[] = "amqp:decode-error";
+// A limit of the receiver: here a new event type, attribute name or address
+// beyond the budget of names clients may create (bus/core/wire_names.h).
+inline constexpr char kResourceLimitExceeded[] = "amqp:resource-limit-exceeded";
 inline constexpr char kFaultSubject[] = "cepbus.fault";
 inline constexpr char kFaultProperty[] = "fault";
 inline constexpr char kFaultDescriptionProperty[] = "fault-description";
@@ -54,7 +57,7 @@ inline constexpr char kFaultDescriptionProperty[] = "fault-description";
 // Either the event or the AMQP error condition that says why there is none.
 struct MappedEvent {
   EventPtr event;           // null when the message cannot be mapped
-  std::string condition;    // kInvalidField or kDecodeError
+  std::string condition;    // kInvalidField, kDecodeError or kResourceLimitExceeded
   std::string description;  // what is wrong, for the sender
 };
 

@@ -7,6 +7,7 @@
 
 #include "bus/core/descriptor/parser.h"
 #include "bus/core/event_json.h"
+#include "bus/core/wire_names.h"
 #include "flows/exchange.h"
 #include "router/topic.h"
 #include "services/cep/cep_service.h"
@@ -559,11 +560,15 @@ AdminResponse AdminApi::publish(std::string_view address, std::string_view body)
   if (Status valid = router::validateAddress(address); !valid) {
     return adminError(400, valid.message());
   }
+  // Refused like a new attribute name beyond the budget (bus/core/wire_names.h):
+  // every address becomes a symbol the process keeps.
+  const std::optional<Symbol> symbol = internWireName(address);
+  if (!symbol) return adminError(400, wireNameRefusal("address", address));
   Result<EventPtr> event = decodeEvent(body);
   if (!event) return adminError(400, "bad event: " + event.status().message());
   flows::Exchange exchange;
   exchange.event = std::move(event).value();
-  exchange.address = Symbol::intern(address);
+  exchange.address = *symbol;
   const flows::SendOutcome outcome = broker_.publish(exchange);
   json answer{{"targets", outcome.targets},      {"delivered", outcome.delivered},
               {"queued", outcome.queued},        {"degraded", outcome.degraded},

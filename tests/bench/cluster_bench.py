@@ -11,17 +11,25 @@ Beside it, in the same run, the RabbitMQ-only figure for the same path: the
 same publisher into the same partition queues with no consumer, so the
 broker's own ingest bound is visible. Then the takeover figures: SIGKILL and
 SIGSTOP of an active node while events flow, with the replayed messages.
-Prints one JSON object per measurement.
+Every throughput point also says where the time went: the CPU seconds of
+each RabbitMQ node, each cepbus node (per thread) and the publisher, per
+event, and how busy the machine was; with --profile, `perf record` samples
+the cepbus nodes and the brokers during the point and the report names the
+top functions. The last line is the model those per-event costs give for N
+machines (cluster_model). Prints one JSON object per measurement.
 
     tests/bench/cluster_bench.py --cepbus build/release/bus/app/cepbus
-        [--events 20000] [--nodes 1,2,3] [--partitions 1,4,12]
+        [--events 20000] [--nodes 1,2,3] [--partitions 1,4,12] [--profile]
 
 Starts and stops its own 3-node RabbitMQ cluster (scripts/rabbitmq-cluster.sh).
 """
 import argparse
 import base64
+import collections
 import json
 import os
+import re
+import resource
 import shlex
 import signal
 import socket
@@ -57,6 +65,7 @@ class Broker:
                         k, v = item.split("=", 1)
                         values[k] = v
         self.amqp = [int(p) for p in values["RMQ_AMQP_PORTS"].split()]
+        self.pids = [int(p) for p in values["RMQ_PIDS"].split()]
         self.mgmt = [int(p) for p in values["RMQ_MGMT_PORTS"].split()]
 
     def queue_messages(self, name):
@@ -68,6 +77,93 @@ class Broker:
     def stop(self):
         subprocess.run(["bash", os.path.join(ROOT, "scripts/rabbitmq-cluster.sh"), "stop", self.dir],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(stat_path):
+    """utime + stime of a process or thread, from its /proc stat line."""
+    try:
+        fields = open(stat_path).read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def thread_cpu(pid):
+    """CPU seconds per thread name (digits folded: a pool's workers are one row)."""
+    rows = collections.Counter()
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return rows
+    for tid in tids:
+        try:
+            name = open("/proc/%d/task/%s/comm" % (pid, tid)).read().strip()
+        except OSError:
+            continue
+        rows[re.sub(r"\d+", "N", name)] += cpu_seconds("/proc/%d/task/%s/stat" % (pid, tid))
+    return rows
+
+
+class CpuMeter:
+    """CPU spent by the brokers, the cepbus nodes and the publisher between start() and stop()."""
+
+    def __init__(self, brokers, nodes):
+        self.brokers, self.nodes = brokers, nodes
+
+    def sample(self):
+        return ([cpu_seconds("/proc/%d/stat" % p) for p in self.brokers],
+                [thread_cpu(p) for p in self.nodes],
+                resource.getrusage(resource.RUSAGE_CHILDREN), time.time())
+
+    def start(self):
+        self.first = self.sample()
+
+    def stop(self, events):
+        (b0, n0, c0, t0), (b1, n1, c1, t1) = self.first, self.sample()
+        per_event = lambda seconds: round(seconds * 1e6 / events, 1)
+        brokers = [b - a for a, b in zip(b0, b1)]
+        threads = collections.Counter()
+        for before, after in zip(n0, n1):
+            for name, seconds in after.items():
+                threads[name] += seconds - before.get(name, 0.0)
+        nodes = sum(threads.values())
+        # Children reaped in between: only the publisher (the nodes run on).
+        publisher = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+        wall = t1 - t0
+        return {"broker_us_per_event": per_event(sum(brokers)),
+                "each_broker_us_per_event": [per_event(b) for b in brokers],
+                "nodes_us_per_event": per_event(nodes),
+                "node_threads_us_per_event": {n: per_event(t) for n, t in threads.most_common(6) if t > 0},
+                "publisher_us_per_event": per_event(publisher),
+                "machine_busy": round((sum(brokers) + nodes + publisher) / (wall * os.cpu_count()), 2)}
+
+
+class Profiler:
+    """perf record over some processes; report() gives the top symbols and the share per program."""
+
+    def __init__(self, work, name, pids):
+        self.data = os.path.join(work, name + ".perf")
+        self.proc = subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-o", self.data,
+                                      "-p", ",".join(str(p) for p in pids)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def report(self):
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
+        def rows(sort, limit):
+            out = subprocess.run(["perf", "report", "-i", self.data, "--stdio", "--no-children",
+                                  "-g", "none", "--percent-limit", "1", "--sort", sort],
+                                 capture_output=True, text=True).stdout
+            found = []
+            for line in out.splitlines():
+                m = re.match(r"\s*([\d.]+)%\s+(.*\S)", line)
+                if m:
+                    found.append([float(m.group(1)), re.sub(r"\s+", " ", m.group(2))])
+            return found[:limit]
+        return {"by_program_and_library": rows("comm,dso", 12), "top_functions": rows("comm,sym", 20)}
 
 
 class Scenario:
@@ -148,6 +244,10 @@ def throughput(args, broker, work, events, count, nodes, partitions, index):
     for k in range(1, nodes + 1):
         s.start(k)
     time.sleep(2)
+    meter = CpuMeter(broker.pids, [s.procs[k].pid for k in range(1, nodes + 1)])
+    profiler = (Profiler(work, s.name, broker.pids + [s.procs[k].pid for k in range(1, nodes + 1)])
+                if args.profile else None)
+    meter.start()
     t0 = time.time()
     pub = s.publish(events)
     out, err = pub.communicate()
@@ -163,25 +263,35 @@ def throughput(args, broker, work, events, count, nodes, partitions, index):
             break
         time.sleep(0.05)
     t_all = time.time() - t0
+    cpu = meter.stop(count)
+    profile = profiler.report() if profiler else None
     ok = s.drained()
     composites = sum(s.stats(k).get("composites", 0) for k in range(1, nodes + 1))
     s.stop()
-    print(json.dumps({"bench": "cluster_throughput", "params": {"nodes": nodes, "partitions": partitions,
-                      "events": count}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
-                      "total_s": round(t_all, 2), "drained": ok, "composites": composites}), flush=True)
+    result = {"bench": "cluster_throughput", "params": {"nodes": nodes, "partitions": partitions,
+              "events": count}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
+              "total_s": round(t_all, 2), "drained": ok, "composites": composites, "cpu": cpu}
+    if profile:
+        result["profile"] = profile
+    print(json.dumps(result), flush=True)
+    return result
 
 
 def rabbitmq_only(args, broker, work, events, count, partitions, index):
     s = Scenario(args, broker, work, "rmq%d" % index, 0, partitions)
     s.init()
+    meter = CpuMeter(broker.pids, [])
+    meter.start()
     t0 = time.time()
     pub = s.publish(events)
     _, err = pub.communicate()
     if pub.returncode != 0:
         sys.exit(err)
     t = time.time() - t0
+    cpu = meter.stop(count)
     print(json.dumps({"bench": "rabbitmq_only_publish", "params": {"partitions": partitions, "events": count},
-                      "events_per_s": round(count / t), "total_s": round(t, 2)}), flush=True)
+                      "events_per_s": round(count / t), "total_s": round(t, 2), "cpu": cpu}), flush=True)
+    return {"partitions": partitions, "events_per_s": count / t, "cpu": cpu}
 
 
 def takeover(args, broker, work, events, how):
@@ -213,12 +323,50 @@ def takeover(args, broker, work, events, how):
                       "takeover_ms": round(t_take * 1000), "replayed": after - before}), flush=True)
 
 
+def model(points, cores):
+    """What N machines would sustain, from the per-event CPU costs measured here.
+
+    Each event costs b CPU-µs summed over the broker nodes (a quorum queue
+    keeps three replicas: the leader's and two followers' work, wherever they
+    run), c CPU-µs in the cepbus node that owns its partition, and u in its
+    publisher. Spread over M broker machines, N cepbus machines and Q
+    publishers of K cores each, and with r the rate one partition sustained
+    here (a quorum queue's leader is one Erlang process, a partition's
+    detectors run on one node: both are serial), the cluster sustains
+        min(M*K/b, N*K/c, Q/u, P*r)   events/s (b, c, u in seconds).
+    r is a lower bound (measured on a shared machine), so P*r is pessimistic.
+    """
+    widest = max(p["params"]["partitions"] for p in points)
+    at_widest = [p for p in points if p["params"]["partitions"] == widest]
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    b = median([p["cpu"]["broker_us_per_event"] for p in at_widest])
+    c = median([p["cpu"]["nodes_us_per_event"] for p in at_widest])
+    u = median([p["cpu"]["publisher_us_per_event"] for p in at_widest])
+    r = max(p["events_per_s"] for p in points if p["params"]["partitions"] == 1)
+    rows = []
+    for m, n, q, partitions in [(3, 1, 1, 12), (3, 3, 3, 12), (6, 6, 6, 24), (9, 12, 12, 48)]:
+        bounds = {"brokers": m * cores * 1e6 / b, "cepbus_nodes": n * cores * 1e6 / c,
+                  "publishers": q * 1e6 / u, "partitions": partitions * r}
+        binding = min(bounds, key=bounds.get)
+        rows.append({"broker_machines": m, "cepbus_machines": n, "publishers": q, "partitions": partitions,
+                     "events_per_s": round(bounds[binding]), "bound_by": binding,
+                     "bounds": {k: round(v) for k, v in bounds.items()}})
+    print(json.dumps({"bench": "cluster_model", "params": {"cores_per_machine": cores,
+                      "measured_at_partitions": widest},
+                      "broker_us_per_event": b, "node_us_per_event": c, "publisher_us_per_event": u,
+                      "partition_events_per_s": round(r), "machines": rows}), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cepbus", default=os.path.join(ROOT, "build/release/bus/app/cepbus"))
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--nodes", default="1,2,3")
     parser.add_argument("--partitions", default="1,4,12")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the nodes and brokers with perf record during every throughput point")
+    parser.add_argument("--cores", type=int, default=os.cpu_count(),
+                        help="cores per machine in the N-machine model (default: this machine's)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="cepbus-cluster-bench-")
     os.chmod(work, 0o755)  # the brokers run as the rabbitmq user and keep their data below it
@@ -230,14 +378,16 @@ def main():
     broker = Broker(work)
     try:
         index = 0
+        points = []
         for partitions in [int(p) for p in args.partitions.split(",")]:
             index += 1
             rabbitmq_only(args, broker, work, events, args.events, partitions, index)
             for nodes in [int(n) for n in args.nodes.split(",")]:
                 index += 1
-                throughput(args, broker, work, events, args.events, nodes, partitions, index)
+                points.append(throughput(args, broker, work, events, args.events, nodes, partitions, index))
         takeover(args, broker, work, events, "sigkill")
         takeover(args, broker, work, events, "sigstop")
+        model(points, args.cores)
     finally:
         broker.stop()
 

@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "bus/core/wire_names.h"
 #include "flows/seda_flow.h"
 #include "flows/st_flow.h"
 #include "router/broker.h"
@@ -583,6 +584,23 @@ TEST_F(AmqpListenerTest, BadAddressesCloseTheLinkWithAReason) {
   ASSERT_TRUE(subscriber.waitFor([&] { return static_cast<bool>(subscriber.error); }));
   EXPECT_EQ(subscriber.read<std::string>([&] { return subscriber.error.name(); }), kInvalidField);
   EXPECT_EQ(broker_->subscriptionCount(), 0u);
+}
+
+// A publisher link's address becomes a symbol the process keeps: a client
+// opening links to ever new addresses spends the budget of names clients may
+// create, and is refused with the resource-limit condition beyond it.
+TEST_F(AmqpListenerTest, ATargetAddressBeyondTheWireNameBudgetClosesTheLinkWithAReason) {
+  AmqpListenerService& service = start();
+  setWireNameBudget(wireNameStats().created);  // no new name from clients from now on
+  TestClient publisher(service.port(), publishing("stocks.never-seen-before"));
+  const bool closed = publisher.waitFor([&] { return static_cast<bool>(publisher.error); });
+  setWireNameBudget(kDefaultWireNameBudget);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(publisher.read<std::string>([&] { return publisher.error.name(); }),
+            kResourceLimitExceeded);
+  EXPECT_NE(publisher.read<std::string>([&] { return publisher.error.description(); })
+                .find("target address 'stocks.never-seen-before' refused"),
+            std::string::npos);
 }
 
 TEST_F(AmqpListenerTest, RefusesConnectionsWhenAnonymousIsNotAllowed) {

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "bus/core/wire_names.h"
 #include "tests/services/http/test_broker.h"
 
 namespace cepbus::services::http {
@@ -199,6 +200,29 @@ TEST_F(AdminApiTest, PublishingNeedsTheBearerToken) {
   EXPECT_NE(errorOf(bad_event).find("bad event"), std::string::npos);
   EXPECT_EQ(call("POST", "/api/events/stocks.%2A", "Bearer s3cret", event).status, 400);
   EXPECT_EQ(recorder.events().size(), 1u);
+}
+
+// Every address becomes a symbol the process keeps: a client posting to ever
+// new addresses spends the budget of names clients may create, nothing more.
+TEST_F(AdminApiTest, AnAddressBeyondTheWireNameBudgetIsRefusedAndKnownOnesStillWork) {
+  Recorder recorder(*bus_.broker, "rec", "stocks.#");
+  const std::string event = R"({"type":"Stock","ts":5,"attrs":{"price":2.5}})";
+  ASSERT_EQ(call("POST", "/api/events/stocks.ibm", "Bearer s3cret", event).status, 200);
+
+  setWireNameBudget(wireNameStats().created);  // no new name from clients from now on
+  const uint64_t refused_before = wireNameStats().refused;
+  const AdminResponse refused =
+      call("POST", "/api/events/stocks.never-seen-before", "Bearer s3cret", event);
+  const AdminResponse known = call("POST", "/api/events/stocks.ibm", "Bearer s3cret", event);
+  const WireNameStats stats = wireNameStats();
+  setWireNameBudget(kDefaultWireNameBudget);
+
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_NE(errorOf(refused).find("address 'stocks.never-seen-before' refused"), std::string::npos)
+      << refused.body;
+  EXPECT_EQ(stats.refused, refused_before + 1);
+  EXPECT_EQ(known.status, 200) << known.body;
+  EXPECT_EQ(recorder.events().size(), 2u);
 }
 
 TEST(AdminApiNoTokenTest, RefusesStateChangesAndSaysHowToConfigureAToken) {
