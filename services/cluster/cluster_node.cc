@@ -37,6 +37,7 @@
 #include "services/amqp/sasl_plugin.h"
 #include "services/cluster/cluster_publisher.h"
 #include "services/cluster/composite_id.h"
+#include "services/cluster/event_batch.h"
 #include "services/cluster/membership.h"
 #include "services/cluster/partition_ledger.h"
 #include "services/cluster/partitioned_query.h"
@@ -325,6 +326,12 @@ class ClusterNode::Impl final : public proton::messaging_handler {
  private:
   struct QueryRun;
 
+  // An input message and how many of its events the ledger still holds.
+  struct HeldDelivery {
+    proton::delivery delivery;
+    uint32_t unsettled_events;
+  };
+
   // One active partition: its detectors and what it holds.
   struct Active {
     Active(Timestamp window, Timestamp slack, size_t dedupe) : ledger(window), seen(dedupe) {
@@ -334,7 +341,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     std::optional<plugin::ReorderBuffer> reorder;  // replaced for each new stream
     flows::DedupeWindow seen;
     std::vector<std::unique_ptr<QueryRun>> runs;
-    std::unordered_map<uint64_t, proton::delivery> deliveries;  // by ledger tag
+    std::unordered_map<uint64_t, HeldDelivery> deliveries;  // by ledger tag
     uint64_t next_tag = 0;
     bool ended = false;  // an end-of-stream marker came; the next event starts anew
   };
@@ -589,35 +596,45 @@ class ClusterNode::Impl final : public proton::messaging_handler {
       return;
     }
     if (a.ended) startNewStream(p);
-    amqp::MappedEvent mapped = amqp::eventFromMessage(m);
-    if (!mapped.event) {
-      ++counters_.rejected;
-      log_.warning("cluster %s node %s: partition %u: refused a message: %s", spec_.name,
-                   spec_.node, p.index, mapped.description);
-      amqp::rejectWithCondition(d, proton::error_condition(mapped.condition, mapped.description));
-      p.receiver.add_credit(1);
-      return;
-    }
-    const EventPtr& event = mapped.event;
-    const flows::DeliveryKey key{p.symbol, event->id()};
-    const uint64_t tag = a.next_tag++;
-    a.deliveries.emplace(tag, d);
-    if (a.seen.contains(key)) {
-      // Resent by a publisher after a broker failover: the original is
-      // held or was accepted already.
-      ++counters_.duplicates;
-      a.ledger.holdUntilOutputsAccepted(tag);
-    } else if (Status s = a.reorder->push(event); !s) {
-      a.seen.insert(key);
-      ++counters_.late;
-      publishLate(p, m);
-      a.ledger.holdUntilOutputsAccepted(tag);
+    std::vector<EventPtr> events;
+    if (m.subject() == kEventBatchSubject) {
+      MappedBatch batch = eventsFromBatchMessage(m);
+      if (batch.events.empty()) {
+        refuse(p, d, batch.condition, batch.description);
+        return;
+      }
+      events = std::move(batch.events);
     } else {
-      a.seen.insert(key);
-      a.ledger.hold(tag, event->ts());
-      release(p);
+      amqp::MappedEvent mapped = amqp::eventFromMessage(m);
+      if (!mapped.event) {
+        refuse(p, d, mapped.condition, mapped.description);
+        return;
+      }
+      events.push_back(std::move(mapped.event));
     }
-    if (a.ledger.held() >= spec_.max_unsettled) {
+    // The ledger holds the message once per event; it is accepted when the
+    // last of them may go.
+    const uint64_t tag = a.next_tag++;
+    a.deliveries.emplace(tag, HeldDelivery{d, static_cast<uint32_t>(events.size())});
+    for (const EventPtr& event : events) {
+      const flows::DeliveryKey key{p.symbol, event->id()};
+      if (a.seen.contains(key)) {
+        // Resent by a publisher after a broker failover: the original is
+        // held or was accepted already.
+        ++counters_.duplicates;
+        a.ledger.holdUntilOutputsAccepted(tag);
+      } else if (Status s = a.reorder->push(event); !s) {
+        a.seen.insert(key);
+        ++counters_.late;
+        publishLate(p, *event);
+        a.ledger.holdUntilOutputsAccepted(tag);
+      } else {
+        a.seen.insert(key);
+        a.ledger.hold(tag, event->ts());
+      }
+    }
+    release(p);
+    if (a.deliveries.size() >= spec_.max_unsettled) {
       ++counters_.window_full;
       if (counters_.window_full == 1 || counters_.window_full % 1000 == 0) {
         log_.warning(
@@ -629,6 +646,15 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     settle(p);
   }
 
+  void refuse(Partition& p, proton::delivery& d, const std::string& condition,
+              const std::string& description) {
+    ++counters_.rejected;
+    log_.warning("cluster %s node %s: partition %u: refused a message: %s", spec_.name, spec_.node,
+                 p.index, description);
+    amqp::rejectWithCondition(d, proton::error_condition(condition, description));
+    p.receiver.add_credit(1);
+  }
+
   // No event follows in this stream: every buffered event goes to the
   // detectors, every window closes, and what was held may go once the
   // outputs are accepted.
@@ -638,7 +664,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     flushDetectors(p);
     a.ledger.released(INT64_MAX);
     const uint64_t tag = a.next_tag++;
-    a.deliveries.emplace(tag, d);
+    a.deliveries.emplace(tag, HeldDelivery{d, 1});
     a.ledger.holdUntilOutputsAccepted(tag);
     a.ended = true;
     ++counters_.streams_ended;
@@ -702,8 +728,9 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     send(p, run.query.output, std::move(m));
   }
 
-  void publishLate(Partition& p, const proton::message& original) {
-    proton::message m = original;
+  void publishLate(Partition& p, const Event& event) {
+    proton::message m;
+    amqp::messageFromEvent(event, m);
     m.properties().put("late", true);
     m.properties().put("partition", static_cast<uint32_t>(p.index));
     send(p, "", std::move(m));
@@ -746,18 +773,17 @@ class ClusterNode::Impl final : public proton::messaging_handler {
 
   void settle(Partition& p) {
     Active& a = *p.active;
-    int settled = 0;
+    int accepted = 0;
     for (uint64_t tag : a.ledger.settleable()) {
       auto it = a.deliveries.find(tag);
       if (it == a.deliveries.end()) continue;
-      it->second.accept();
+      ++counters_.settled;
+      if (--it->second.unsettled_events > 0) continue;
+      it->second.delivery.accept();
       a.deliveries.erase(it);
-      ++settled;
+      ++accepted;
     }
-    if (settled > 0) {
-      counters_.settled += static_cast<uint64_t>(settled);
-      p.receiver.add_credit(settled);
-    }
+    if (accepted > 0) p.receiver.add_credit(accepted);
   }
 
   void leave() {

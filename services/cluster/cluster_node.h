@@ -60,7 +60,7 @@ struct ClusterStats {
   std::vector<std::string> live_nodes;
   std::vector<PartitionStats> partitions;
   uint64_t received = 0;    // input messages
-  uint64_t settled = 0;     // input messages accepted back to the broker
+  uint64_t settled = 0;     // input events let go (a message is accepted with its last)
   uint64_t replayed = 0;    // input messages that arrived redelivered
   uint64_t takeovers = 0;   // partitions this node became active on
   uint64_t handovers = 0;   // partitions this node gave up while active

@@ -19,6 +19,7 @@
 
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/sasl_plugin.h"
+#include "services/cluster/event_batch.h"
 #include "services/cluster/partitioner.h"
 #include "services/cluster/topology.h"
 
@@ -31,12 +32,12 @@ class Publisher final : public proton::messaging_handler {
  public:
   Publisher(const descriptor::ClusterSpec& spec, const std::string& password,
             std::span<const EventPtr> events, const PublishOptions& options,
-            std::vector<uint32_t> partitions)
+            std::vector<MessagePlan> messages)
       : spec_(spec),
         password_(password),
         events_(events),
         options_(options),
-        partitions_(std::move(partitions)) {}
+        plan_(std::move(messages)) {}
 
   Status run() {
     amqp::installSaslPlugin();
@@ -65,23 +66,34 @@ class Publisher final : public proton::messaging_handler {
   void on_sendable(proton::sender&) override { pump(); }
 
   void on_tracker_accept(proton::tracker& t) override {
-    if (in_flight_.erase(t) == 0) return;
-    ++report_.published;
+    auto it = in_flight_.find(t);
+    if (it == in_flight_.end()) return;
+    report_.published += std::max<size_t>(plan_[it->second].events.size(), 1);
+    ++report_.messages;
+    landed(it);
     last_up_ = Clock::now();
     pump();
   }
   void on_tracker_reject(proton::tracker& t) override {
     auto it = in_flight_.find(t);
     if (it == in_flight_.end()) return;
-    fail(Status::invalidArgument("the broker rejected the event at index " +
-                                 std::to_string(it->second) + ": " +
-                                 amqp::remoteCondition(t).what()));
+    const MessagePlan& message = plan_[it->second];
+    fail(Status::invalidArgument(
+        (message.events.empty()
+             ? "the broker rejected the end-of-stream marker of partition " +
+                   std::to_string(message.partition)
+             : "the broker rejected the event at index " + std::to_string(message.events.front()) +
+                   (message.events.size() > 1
+                        ? " (and the " + std::to_string(message.events.size() - 1) +
+                              " after it in its batch)"
+                        : "")) +
+        ": " + amqp::remoteCondition(t).what()));
   }
   void on_tracker_release(proton::tracker& t) override {
     auto it = in_flight_.find(t);
     if (it == in_flight_.end()) return;
     resend_.push_back(it->second);
-    in_flight_.erase(it);
+    landed(it);
     pump();
   }
 
@@ -93,10 +105,13 @@ class Publisher final : public proton::messaging_handler {
       return;
     }
     std::vector<size_t> doubt;
-    for (const auto& [tracker, index] : in_flight_) doubt.push_back(index);
+    for (const auto& [tracker, index] : in_flight_) {
+      doubt.push_back(index);
+      report_.resent += plan_[index].events.size();
+    }
     in_flight_.clear();
+    in_flight_events_ = 0;
     std::sort(doubt.begin(), doubt.end());
-    report_.resent += doubt.size();
     resend_.insert(resend_.begin(), doubt.begin(), doubt.end());
     if (Clock::now() - last_up_ > std::chrono::milliseconds(options_.give_up_ms)) {
       status_ = Status::unavailable("no broker of cluster \"" + spec_.name + "\" answered for " +
@@ -123,20 +138,26 @@ class Publisher final : public proton::messaging_handler {
     connection_ = container_->connect("amqp://" + b.host + ":" + std::to_string(b.port), options);
   }
 
-  size_t total() const { return partitions_.size(); }
+  size_t total() const { return plan_.size(); }
   bool done() const { return next_ == total() && resend_.empty() && in_flight_.empty(); }
+
+  void landed(std::map<proton::tracker, size_t>::iterator it) {
+    in_flight_events_ -= plan_[it->second].events.size();
+    in_flight_.erase(it);
+  }
 
   void pump() {
     if (!status_) return;
-    while (in_flight_.size() < options_.max_in_flight && (!resend_.empty() || next_ < total())) {
+    while (in_flight_events_ < options_.max_in_flight && (!resend_.empty() || next_ < total())) {
       if (!resend_.empty()) {
-        if (!sendIndex(resend_.front())) return;
+        if (!sendMessage(resend_.front())) return;
         resend_.pop_front();
         continue;
       }
-      if (options_.rate > 0) {
-        const auto due = start_ + std::chrono::nanoseconds(next_ * 1'000'000'000 / options_.rate);
-        if (next_ < events_.size() && Clock::now() < due) {
+      if (options_.rate > 0 && !plan_[next_].events.empty()) {
+        const auto due =
+            start_ + std::chrono::nanoseconds(plan_[next_].due * 1'000'000'000 / options_.rate);
+        if (Clock::now() < due) {
           if (!timer_armed_) {
             timer_armed_ = true;
             container_->schedule(proton::duration(1), [this] {
@@ -147,24 +168,30 @@ class Publisher final : public proton::messaging_handler {
           return;
         }
       }
-      if (!sendIndex(next_)) return;
+      if (!sendMessage(next_)) return;
       ++next_;
     }
     if (done() && connection_ && connection_.active()) connection_.close();
   }
 
   // False when the partition's sender has no credit yet (on_sendable resumes).
-  bool sendIndex(size_t index) {
+  bool sendMessage(size_t index) {
     if (senders_.empty()) return false;
-    proton::sender& s = senders_[partitions_[index]];
+    const MessagePlan& message = plan_[index];
+    proton::sender& s = senders_[message.partition];
     if (!s.active() || s.credit() <= 0) return false;
-    if (index < events_.size()) {
-      amqp::messageFromEvent(*events_[index], message_);
-    } else {
+    if (message.events.size() == 1) {
+      amqp::messageFromEvent(*events_[message.events.front()], message_);
+    } else if (message.events.empty()) {
       message_.clear();
       message_.subject(kEndOfStreamSubject);
+    } else {
+      batch_.clear();
+      for (size_t i : message.events) batch_.push_back(events_[i]);
+      messageFromEventBatch(batch_, message_);
     }
     in_flight_.emplace(s.send(message_), index);
+    in_flight_events_ += message.events.size();
     return true;
   }
 
@@ -177,13 +204,15 @@ class Publisher final : public proton::messaging_handler {
   const std::string& password_;
   const std::span<const EventPtr> events_;
   const PublishOptions options_;
-  const std::vector<uint32_t> partitions_;  // per event, then per end marker
+  const std::vector<MessagePlan> plan_;  // what each message carries, in sending order
 
   proton::container* container_ = nullptr;
   proton::connection connection_;
   std::vector<proton::sender> senders_;
   proton::message message_;
-  std::map<proton::tracker, size_t> in_flight_;
+  std::vector<EventPtr> batch_;
+  std::map<proton::tracker, size_t> in_flight_;  // message by tracker
+  size_t in_flight_events_ = 0;
   std::deque<size_t> resend_;
   size_t next_ = 0;
   size_t broker_ = 0;
@@ -195,6 +224,40 @@ class Publisher final : public proton::messaging_handler {
 };
 
 }  // namespace
+
+std::vector<MessagePlan> planMessages(const std::vector<uint32_t>& partition_of,
+                                      uint32_t partitions, const PublishOptions& options) {
+  const uint32_t batch = std::max<uint32_t>(options.batch, 1);
+  const size_t linger =
+      options.rate == 0 ? SIZE_MAX : std::max<size_t>(1, options.rate * options.linger_ms / 1000);
+  std::vector<MessagePlan> plan;
+  std::vector<MessagePlan> open(partitions);
+  std::deque<std::pair<size_t, uint32_t>> opened;  // (first event, partition), oldest first
+  auto close = [&](uint32_t p) {
+    open[p].partition = p;
+    open[p].due = open[p].events.back();
+    plan.push_back(std::move(open[p]));
+    open[p] = MessagePlan{};
+  };
+  for (size_t i = 0; i < partition_of.size(); ++i) {
+    while (!opened.empty() && i - opened.front().first >= linger) {
+      const auto [first, p] = opened.front();
+      opened.pop_front();
+      if (!open[p].events.empty() && open[p].events.front() == first) close(p);
+    }
+    const uint32_t p = partition_of[i];
+    if (open[p].events.empty()) opened.emplace_back(i, p);
+    open[p].events.push_back(i);
+    if (open[p].events.size() == batch) close(p);
+  }
+  for (const auto& [first, p] : opened) {
+    if (!open[p].events.empty() && open[p].events.front() == first) close(p);
+  }
+  if (options.end_of_stream) {
+    for (uint32_t p = 0; p < partitions; ++p) plan.push_back(MessagePlan{p, {}, 0});
+  }
+  return plan;
+}
 
 Result<PublishReport> publishToCluster(const descriptor::ClusterSpec& spec,
                                        const std::string& password,
@@ -212,11 +275,9 @@ Result<PublishReport> publishToCluster(const descriptor::ClusterSpec& spec,
     }
     partitions.push_back(partitionOfKey(*text, spec.partitions));
   }
-  if (options.end_of_stream) {
-    for (uint32_t p = 0; p < spec.partitions; ++p) partitions.push_back(p);
-  }
   if (spec.brokers.empty()) return Status::invalidArgument("the cluster names no broker");
-  Publisher publisher(spec, password, events, options, std::move(partitions));
+  Publisher publisher(spec, password, events, options,
+                      planMessages(partitions, spec.partitions, options));
   if (Status s = publisher.run(); !s) return s;
   return publisher.report();
 }

@@ -5,7 +5,10 @@
 //
 // Each event goes to the input exchange "<name>.in" with the routing key of
 // its partition (partitioner.h) and its event id as the AMQP message-id, so
-// the nodes recognise it if it is ever sent twice. The publisher keeps every
+// the nodes recognise it if it is ever sent twice. Consecutive events of one
+// partition may travel together in one batch message (event_batch.h):
+// the broker's cost is per message, and on RabbitMQ's quorum queues it is by
+// far the largest cost of the whole path (docs/cluster.md, "Figures"). The publisher keeps every
 // message until the broker accepts it; when its connection fails (a broker
 // node died: RabbitMQ 3.10's AMQP 1.0 plugin drops the session during a
 // queue leader election) it reconnects to the next broker of the failover
@@ -17,6 +20,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "bus/core/descriptor/descriptor.h"
 #include "bus/core/event.h"
@@ -24,10 +28,18 @@
 
 namespace cepbus::services::cluster {
 
+inline constexpr uint32_t kMaxBatch = 1000;
+
 struct PublishOptions {
   uint64_t rate = 0;              // events per second; 0: as fast as the broker takes them
-  uint32_t max_in_flight = 1000;  // unaccepted messages at most
-  uint64_t give_up_ms = 60000;    // no broker reachable for this long: fail
+  uint32_t max_in_flight = 1000;  // unaccepted events at most (what a failover may resend)
+  // Events of one partition per message at most (1..kMaxBatch); 1 sends
+  // every event on its own, in the plain event mapping (docs/amqp.md).
+  uint32_t batch = 32;
+  // With a rate, a batch waits at most this long (in the schedule) for more
+  // events of its partition.
+  uint32_t linger_ms = 10;
+  uint64_t give_up_ms = 60000;  // no broker reachable for this long: fail
   // After the events, an end-of-stream marker to every partition: the nodes
   // then flush their windows and accept everything (see kEndOfStreamSubject).
   bool end_of_stream = false;
@@ -39,10 +51,27 @@ struct PublishOptions {
 inline constexpr char kEndOfStreamSubject[] = "cepbus.end-of-stream";
 
 struct PublishReport {
-  uint64_t published = 0;  // accepted by the broker
-  uint64_t resent = 0;     // sent again after a connection failed
+  uint64_t published = 0;  // events accepted by the broker
+  uint64_t messages = 0;   // messages accepted (fewer than events when batched)
+  uint64_t resent = 0;     // events sent again after a connection failed
   uint64_t reconnects = 0;
 };
+
+// What one message carries: events of one partition (indices into the
+// events, in publish order), or none for an end-of-stream marker.
+struct MessagePlan {
+  uint32_t partition = 0;
+  std::vector<size_t> events;
+  size_t due = 0;  // the event whose place in the rate schedule lets it go
+};
+
+// Groups consecutive events of each partition (`partition_of`: per event)
+// into messages of at most options.batch events, in the order they close:
+// full, lingered past options.linger_ms of the rate schedule, or at the end;
+// then the end-of-stream markers when asked for. Within a partition the
+// events keep their publish order.
+std::vector<MessagePlan> planMessages(const std::vector<uint32_t>& partition_of,
+                                      uint32_t partitions, const PublishOptions& options);
 
 // Publishes `events` in order and returns once the broker accepted every
 // one. Fails when an event lacks a key attribute (naming it), when the

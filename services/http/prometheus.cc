@@ -374,7 +374,7 @@ void appendClusterNodes(std::string& out,
       };
   constexpr std::pair<std::string_view, std::string_view> kCounters[] = {
       {"received", "Input messages the node received from its partitions."},
-      {"settled", "Input messages the node accepted back to the broker."},
+      {"settled", "Input events the node let go (a message is accepted with its last)."},
       {"replayed", "Input messages that arrived redelivered (a takeover's replay)."},
       {"takeovers", "Partitions the node became the active consumer of."},
       {"handovers", "Partitions the node gave up to their owner while active."},

@@ -9,7 +9,8 @@ message (every event processed, every composite accepted by the broker:
 /api/cluster's settled counts, then the partition queues are checked empty).
 Beside it, in the same run, the RabbitMQ-only figure for the same path: the
 same publisher into the same partition queues with no consumer, so the
-broker's own ingest bound is visible. Then the takeover figures: SIGKILL and
+broker's own ingest bound is visible. Each is measured with one event per
+message and with batches (--batches). Then the takeover figures: SIGKILL and
 SIGSTOP of an active node while events flow, with the replayed messages.
 Every throughput point also says where the time went: the CPU seconds of
 each RabbitMQ node, each cepbus node (per thread) and the publisher, per
@@ -19,7 +20,8 @@ top functions. The last line is the model those per-event costs give for N
 machines (cluster_model). Prints one JSON object per measurement.
 
     tests/bench/cluster_bench.py --cepbus build/release/bus/app/cepbus
-        [--events 20000] [--nodes 1,2,3] [--partitions 1,4,12] [--profile]
+        [--events 20000] [--nodes 1,2,3] [--partitions 1,4,12] [--batches 1,32]
+        [--profile]
 
 Starts and stops its own 3-node RabbitMQ cluster (scripts/rabbitmq-cluster.sh).
 """
@@ -209,9 +211,10 @@ class Scenario:
         except Exception:
             return {}
 
-    def publish(self, events, rate=0):
+    def publish(self, events, rate=0, batch=1):
         return subprocess.Popen([self.args.cepbus, "cluster", "publish", os.path.join(self.dir, "n1.xml"),
-                                 "--events", events, "--rate", str(rate), "--end-of-stream"],
+                                 "--events", events, "--rate", str(rate), "--batch", str(batch),
+                                 "--end-of-stream"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def drained(self, timeout=600):
@@ -238,7 +241,7 @@ class Scenario:
                 p.kill()
 
 
-def throughput(args, broker, work, events, count, nodes, partitions, index):
+def throughput(args, broker, work, events, count, nodes, partitions, batch, index):
     s = Scenario(args, broker, work, "tp%d" % index, nodes, partitions)
     s.init()
     for k in range(1, nodes + 1):
@@ -249,7 +252,7 @@ def throughput(args, broker, work, events, count, nodes, partitions, index):
                 if args.profile else None)
     meter.start()
     t0 = time.time()
-    pub = s.publish(events)
+    pub = s.publish(events, batch=batch)
     out, err = pub.communicate()
     if pub.returncode != 0:
         sys.exit(err)
@@ -269,7 +272,7 @@ def throughput(args, broker, work, events, count, nodes, partitions, index):
     composites = sum(s.stats(k).get("composites", 0) for k in range(1, nodes + 1))
     s.stop()
     result = {"bench": "cluster_throughput", "params": {"nodes": nodes, "partitions": partitions,
-              "events": count}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
+              "batch": batch, "events": count}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
               "total_s": round(t_all, 2), "drained": ok, "composites": composites, "cpu": cpu}
     if profile:
         result["profile"] = profile
@@ -277,21 +280,21 @@ def throughput(args, broker, work, events, count, nodes, partitions, index):
     return result
 
 
-def rabbitmq_only(args, broker, work, events, count, partitions, index):
+def rabbitmq_only(args, broker, work, events, count, partitions, batch, index):
     s = Scenario(args, broker, work, "rmq%d" % index, 0, partitions)
     s.init()
     meter = CpuMeter(broker.pids, [])
     meter.start()
     t0 = time.time()
-    pub = s.publish(events)
+    pub = s.publish(events, batch=batch)
     _, err = pub.communicate()
     if pub.returncode != 0:
         sys.exit(err)
     t = time.time() - t0
     cpu = meter.stop(count)
-    print(json.dumps({"bench": "rabbitmq_only_publish", "params": {"partitions": partitions, "events": count},
+    print(json.dumps({"bench": "rabbitmq_only_publish", "params": {"partitions": partitions, "batch": batch,
+                                                                    "events": count},
                       "events_per_s": round(count / t), "total_s": round(t, 2), "cpu": cpu}), flush=True)
-    return {"partitions": partitions, "events_per_s": count / t, "cpu": cpu}
 
 
 def takeover(args, broker, work, events, how):
@@ -352,7 +355,7 @@ def model(points, cores):
                      "events_per_s": round(bounds[binding]), "bound_by": binding,
                      "bounds": {k: round(v) for k, v in bounds.items()}})
     print(json.dumps({"bench": "cluster_model", "params": {"cores_per_machine": cores,
-                      "measured_at_partitions": widest},
+                      "measured_at_partitions": widest, "batch": points[0]["params"]["batch"]},
                       "broker_us_per_event": b, "node_us_per_event": c, "publisher_us_per_event": u,
                       "partition_events_per_s": round(r), "machines": rows}), flush=True)
 
@@ -363,6 +366,8 @@ def main():
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--nodes", default="1,2,3")
     parser.add_argument("--partitions", default="1,4,12")
+    parser.add_argument("--batches", default="1,32",
+                        help="events per message (cepbus cluster publish --batch), each measured")
     parser.add_argument("--profile", action="store_true",
                         help="sample the nodes and brokers with perf record during every throughput point")
     parser.add_argument("--cores", type=int, default=os.cpu_count(),
@@ -379,15 +384,18 @@ def main():
     try:
         index = 0
         points = []
-        for partitions in [int(p) for p in args.partitions.split(",")]:
-            index += 1
-            rabbitmq_only(args, broker, work, events, args.events, partitions, index)
-            for nodes in [int(n) for n in args.nodes.split(",")]:
+        for batch in [int(b) for b in args.batches.split(",")]:
+            for partitions in [int(p) for p in args.partitions.split(",")]:
                 index += 1
-                points.append(throughput(args, broker, work, events, args.events, nodes, partitions, index))
+                rabbitmq_only(args, broker, work, events, args.events, partitions, batch, index)
+                for nodes in [int(n) for n in args.nodes.split(",")]:
+                    index += 1
+                    points.append(throughput(args, broker, work, events, args.events, nodes, partitions,
+                                             batch, index))
         takeover(args, broker, work, events, "sigkill")
         takeover(args, broker, work, events, "sigstop")
-        model(points, args.cores)
+        for batch in sorted({p["params"]["batch"] for p in points}):
+            model([p for p in points if p["params"]["batch"] == batch], args.cores)
     finally:
         broker.stop()
 
