@@ -359,23 +359,25 @@ TEST(CrashRestartTest, EveryAcceptedMessageCrossesABridgeThroughKillsOfBothBuses
   ASSERT_TRUE(b.start(b_xml, {port_b}));
   for (int kill = 0; kill < kKillsOfA + kKillsOfB; ++kill) {
     const bool kill_a = kill < kKillsOfA;
+    // b is killed mid-flood: a larger batch, a shorter delay.
+    const uint64_t count = kill_a ? kBatch : 4 * kBatch;
     AmqpTestClient publisher(client(port_b));
     ASSERT_TRUE(publisher.waitOpen());
-    publisher.send("local.sensor", orders(next, kBatch));
-    sleepMs(std::uniform_int_distribution<int>(5, 150)(rng));
+    publisher.send("local.sensor", orders(next, count));
+    sleepMs(std::uniform_int_distribution<int>(kill_a ? 5 : 20, kill_a ? 150 : 200)(rng));
     BusProcess& victim = kill_a ? a : b;
     victim.kill();
     if (kill_a) {
       // b keeps accepting while a is away: the bridge holds what it cannot send.
-      publisher.waitFor([&] { return publisher.accepted + publisher.released == kBatch; },
+      publisher.waitFor([&] { return publisher.accepted + publisher.released == count; },
                         std::chrono::seconds(5));
       gather();
     }
     tally.accept(publisher);
     std::cout << "kill " << kill + 1 << " of " << (kill_a ? "a (receiving)" : "b (sending)")
               << ": accepted " << publisher.read<size_t>([&] { return publisher.accepted; }) << "/"
-              << kBatch << std::endl;
-    next += kBatch;
+              << count << std::endl;
+    next += count;
     ASSERT_TRUE(victim.start(kill_a ? a_xml : b_xml, {kill_a ? port_a : port_b}));
   }
   // Everything accepted at b reaches a's sink (b redelivers its journal to the bridge).
