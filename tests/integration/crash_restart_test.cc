@@ -184,6 +184,7 @@ TEST(CrashRestartTest, EveryAcceptedMessageArrivesThroughTwentyFourKills) {
   constexpr int kKills = 24;
   constexpr uint64_t kBatch = 300;
   std::vector<Moment> moments;
+  moments.reserve(kKills);
   for (int i = 0; i < kKills; ++i) moments.push_back(static_cast<Moment>(i % 4));
   std::shuffle(moments.begin(), moments.end(), rng);
   const int port = reservedPort();
@@ -240,10 +241,9 @@ TEST(CrashRestartTest, EveryAcceptedMessageArrivesThroughTwentyFourKills) {
     AmqpTestClient subscriber(client(port, "crash-sub"));
     ASSERT_TRUE(subscriber.waitOpen());
     subscriber.subscribe("orders.#", "feed", /*durable=*/true);
-    Tally probe = tally;
     subscriber.waitFor(
         [&] {
-          Tally now = probe;
+          Tally now = tally;
           for (const AmqpReceived& r : subscriber.received["feed"]) now.receive(r);
           return now.missing() == 0;
         },
