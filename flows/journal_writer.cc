@@ -1,5 +1,7 @@
 #include "flows/journal_writer.h"
 
+#include <Poco/Logger.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -189,6 +191,7 @@ void JournalWriter::run() {
 
     const Status status = journal_->commit(records, acks);
     if (!records.empty()) on_commit_(tokens, status);
+    logHealth(status);
 
     lock.lock();
     ++metrics_.commits;
@@ -201,6 +204,17 @@ void JournalWriter::run() {
     committed_ += taken;  // cancelled records count as done, so flush() returns
     acks.clear();
     flushed_cv_.notify_all();
+  }
+}
+
+void JournalWriter::logHealth(const Status& status) {
+  if (status.isOk() != failing_) return;
+  failing_ = !status.isOk();
+  Poco::Logger& log = Poco::Logger::get("cepbus.journal");
+  if (failing_) {
+    log.error(status.message() + "; what cannot be journaled is refused until it can");
+  } else {
+    log.notice("journal " + journal_->path() + ": writing again");
   }
 }
 

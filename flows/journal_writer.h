@@ -141,12 +141,17 @@ class JournalWriter {
   // would not wake by itself by then.
   bool mustWake(Clock::time_point due) const;
   void run();
+  // Logs the first failed transaction of a run of them and the first that
+  // works again: a full disk fails every transaction, a line each would
+  // flood the log. Writer thread only.
+  void logHealth(const Status& status);
 
   const JournalWriterOptions options_;
   const Clock::duration ripening_grid_;  // commit_delay / 2; 0: no grid
   const CommitCallback on_commit_;
   const TickCallback on_tick_;
 
+  bool failing_ = false;  // writer thread only: the last transaction failed
   mutable std::mutex mu_;
   std::condition_variable work_cv_;     // writer waits for work
   std::condition_variable flushed_cv_;  // flush() waits for commits

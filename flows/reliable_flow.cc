@@ -1,5 +1,7 @@
 #include "flows/reliable_flow.h"
 
+#include <Poco/Logger.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <utility>
@@ -429,6 +431,12 @@ void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachmen
     if (event == nullptr) {
       Result<EventPtr> decoded = decodeEvent(record.event_json);
       if (!decoded) {
+        // Lost: said once per record, since nothing else will ever see it.
+        Poco::Logger::get("cepbus.journal")
+            .error("journal " + config_.journal_path + ": record " + std::to_string(record.seq) +
+                   " (event " + std::to_string(record.event_id) + " for " +
+                   std::string(record.target.name()) +
+                   ") does not decode, removed: " + decoded.status().message());
         corrupt_.fetch_add(1, std::memory_order_relaxed);
         writer_.acknowledge(JournalAck{record.seq, record.target, record.event_id, true});
         continue;

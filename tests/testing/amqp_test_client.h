@@ -32,6 +32,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <proton/binary.hpp>
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
 #include <proton/container.hpp>
@@ -237,6 +238,7 @@ class AmqpTestClient final : public proton::messaging_handler {
   std::map<std::string, std::string> addresses;                // receiving link name -> its source
   std::map<std::string, std::vector<AmqpReceived>> received;   // by receiving link name
   size_t accepted = 0, released = 0, rejected = 0;             // outcomes of what was sent
+  std::vector<proton::message_id> accepted_ids;                // the ids of `accepted`, as settled
   std::vector<proton::error_condition> rejections;             // the conditions of `rejected`
 
  private:
@@ -378,22 +380,40 @@ class AmqpTestClient final : public proton::messaging_handler {
     auto it = pending_.find(s.name());
     if (it == pending_.end()) return;
     while (s.credit() > 0 && !it->second.empty()) {
-      s.send(it->second.front());
+      const uint64_t n = ++next_tag_;
+      const proton::binary tag(std::string(reinterpret_cast<const char*>(&n), sizeof n));
+      s.send(it->second.front(), tag);
+      in_doubt_[tag] = it->second.front().id();
       it->second.pop_front();
     }
   }
-  void on_tracker_accept(proton::tracker&) override {
-    bump([&] { ++accepted; });
+  void on_tracker_accept(proton::tracker& t) override {
+    const proton::message_id id = settled(t);
+    bump([&] {
+      ++accepted;
+      accepted_ids.push_back(id);
+    });
   }
-  void on_tracker_release(proton::tracker&) override {
+  void on_tracker_release(proton::tracker& t) override {
+    settled(t);
     bump([&] { ++released; });
   }
   void on_tracker_reject(proton::tracker& t) override {
+    settled(t);
     proton::error_condition c = services::amqp::remoteCondition(t);
     bump([&] {
       ++rejected;
       rejections.emplace_back(c.name(), c.description());
     });
+  }
+
+  // The id of the message `t` carried, forgotten now that its outcome came.
+  proton::message_id settled(proton::tracker& t) {
+    auto it = in_doubt_.find(t.tag());
+    if (it == in_doubt_.end()) return {};
+    proton::message_id id = it->second;
+    in_doubt_.erase(it);
+    return id;
   }
 
   const AmqpClientOptions options_;
@@ -408,6 +428,9 @@ class AmqpTestClient final : public proton::messaging_handler {
   std::map<std::string, std::deque<proton::message>> pending_;  // by sending link name
   std::map<std::string, int> accept_limits_;                    // by receiving link name
   std::map<std::string, Respond> responders_;                   // by receiving link name
+  // Unsettled messages sent, by delivery tag (unique in the client).
+  std::map<proton::binary, proton::message_id> in_doubt_;
+  uint64_t next_tag_ = 0;
 };
 
 }  // namespace cepbus::testing

@@ -7,8 +7,9 @@
 //
 // A suite makes one (per suite or per test), writes any files it needs into
 // dir(), then start()s the bus with a descriptor and the ports to wait for.
-// stop() sends SIGTERM and checks a clean exit; start() after stop() runs the
-// bus again in the same folder (a restart, or a new descriptor). The
+// stop() sends SIGTERM and checks a clean exit, kill() sends SIGKILL (a
+// crash); start() after either runs the bus again in the same folder (a
+// restart, or a new descriptor). The
 // destructor stops a bus still running (a test that failed half-way, or one
 // that does not judge the exit) without checking how it exits, killing it if
 // SIGTERM is not enough, and removes the folder.
@@ -127,6 +128,15 @@ class BusProcess {
            << (code < 0 ? "still running after SIGTERM" : "exit code " + std::to_string(code))
            << "; stderr:\n"
            << err();
+  }
+
+  // SIGKILL, as a crash would: nothing is flushed or closed; returns once
+  // the process is gone. start() afterwards runs the bus again on the same
+  // files (its journal among them).
+  void kill() {
+    if (process_ == nullptr) return;
+    process_->signal(SIGKILL);
+    process_->wait(std::chrono::seconds(30));
   }
 
   // The bus's stderr (its log) since the last start(); "" before.
