@@ -95,4 +95,10 @@ struct Plan {
 Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
                                                 const plugin::DetectorOptions& options);
 
+// The context a query leaves implicit, said once: without a CONTEXT clause
+// a pattern of more than one element runs under `recent`, which keeps one
+// match per end time, so a SEQ gives fewer matches than on the nfa and petri
+// engines (which report every combination).
+std::vector<std::string> contextNotices(const pattern::Query& query);
+
 }  // namespace cepbus::plugins::algebra
