@@ -91,6 +91,7 @@ class Compiler {
         Node n;
         n.op = Op::kIteration;
         n.left = a;
+        n.increasing = true;
         // A Kleene variable names the iteration's instances, not one event:
         // predicates on it (b[i], aggregates) belong to the iteration node.
         n.slot_mask = plan_.nodes[a].slot_mask;

@@ -65,6 +65,10 @@ struct Node {
   // Predicates every output must satisfy (selection, aggregation and the
   // WHERE conjuncts placed here).
   std::vector<pattern::Conjunct> checks;
+  // kIteration of a SASE Kleene element `B+ b[]`: a run's events have
+  // strictly increasing ts, as in a SEQ (P1's iteration, `(e)*`, also
+  // unites instances that end at one time).
+  bool increasing = false;
   uint64_t slot_mask = 0;  // the layout slots bound below this node
   std::string text;        // canonical text, for messages
 };

@@ -354,7 +354,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
           return Status::invalidArgument(
               "WHERE " + pattern::toString(*c.source) +
               ": the petri engine checks a negation when the element after it arrives, so its "
-              "predicates may name only elements up to that one");
+              "predicates may name only elements up to that one; the nfa engine runs it");
         }
         if (earliest_positive < static_cast<int>(p->operandStart(negated_at))) {
           return Status::invalidArgument(
