@@ -97,6 +97,9 @@ struct PatternLine {
   std::string name;
   std::string text;
   std::string where;  // "--query" or "FILE:LINE", for messages
+
+  // `where`, and the pattern's name under --patterns.
+  std::string label() const { return name.empty() ? where : where + " (pattern '" + name + "')"; }
 };
 
 std::string trim(std::string_view s) {
@@ -301,11 +304,11 @@ std::vector<std::string> printNotices(const plugin::Plugin& plugin, const std::s
                                       const std::vector<PatternLine>& lines, std::ostream& err) {
   std::vector<std::string> all;
   for (size_t i = 0; i < queries.size(); ++i) {
-    const std::string label =
-        lines[i].where + (lines[i].name.empty() ? "" : " (pattern '" + lines[i].name + "')");
+    const std::string label = lines[i].label();
     for (const std::string& notice : plugin.notices(engine, queries[i].query)) {
       err << "cepbus match: notice: " << label << ": " << notice << '\n';
-      all.push_back(label + ": " + notice);
+      all.push_back(label);
+      all.back().append(": ").append(notice);
     }
   }
   return all;
@@ -464,7 +467,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
 
   std::vector<plugin::NamedQuery> queries;
   for (const PatternLine& q : lines) {
-    const std::string label = q.where + (q.name.empty() ? "" : " (pattern '" + q.name + "')");
+    const std::string label = q.label();
     auto parsed = pattern::parseQuery(q.text);
     if (!parsed) {
       err << "cepbus match: " << label << ": bad query: " << parsed.status().message() << '\n';

@@ -390,7 +390,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
           return Status::invalidArgument(
               "WHERE " + pattern::toString(*c.source) +
               ": the petri engine needs an iteration predicate b[i] to name no later Kleene "
-              "element");
+              "element; the nfa engine runs it");
         }
       } else if (p->elements[latest].kleene) {
         // Needs the whole run (count(b[]), b[last], ...): checked when the

@@ -60,6 +60,8 @@ struct Constructs {
   // A predicate over a negated variable names an element after the one
   // that follows the negation.
   bool negation_names_later = false;
+  // An iteration predicate b[i] names a later Kleene element.
+  bool iteration_names_later_kleene = false;
 };
 
 Constructs constructsOf(const pattern::Query& q) {
@@ -92,6 +94,10 @@ Constructs constructsOf(const pattern::Query& q) {
       latest = std::max(latest, item);
     }
     c.negation_names_later |= negated < items.size() && latest > negated + 1;
+    if (conjunct.iteration_slot) {
+      const size_t of = item_of_slot[*conjunct.iteration_slot];
+      c.iteration_names_later_kleene |= latest > of && items[latest]->kind == PatternKind::kKleene;
+    }
   }
   return c;
 }
@@ -125,6 +131,10 @@ const Engine kEngines[] = {
        if (c.partition) return {"PARTITION BY", "the nfa engine, which runs PARTITION BY"};
        if (c.negation_next_to_kleene) {
          return {"NOT(...) next to a Kleene element", "the nfa engine runs it"};
+       }
+       if (c.iteration_names_later_kleene) {
+         return {"the petri engine needs an iteration predicate b[i] to name no later Kleene",
+                 "the nfa engine runs it"};
        }
        if (c.negation_names_later) {
          return {"the petri engine checks a negation when the element after it arrives",
@@ -243,6 +253,7 @@ TEST(EnginesDifferentialTest, EveryEngineThatAcceptsAQueryReportsTheReferencesMa
     const EngineStats& s = run.stats(e.name);
     summary << e.name << ": " << s.compared << " compared (" << s.with_matches << " with matches, "
             << s.matches << " matches), " << s.refused << " refused; ";
+    if (run.failures() > 0) continue;  // stopped early: the counts say nothing
     // Every engine is really compared, on queries that match.
     EXPECT_GT(s.compared, cases / 20) << e.name;
     EXPECT_GT(s.with_matches, s.compared / 4) << e.name;
