@@ -1,10 +1,13 @@
 #include "bus/app/match_command.h"
 
 #include <cctype>
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "bus/app/engine_comparison.h"
 #include "bus/app/event_replay.h"
 #include "bus/app/flag_reader.h"
 #include "bus/core/event_json.h"
@@ -16,6 +19,11 @@ namespace {
 
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
+
+// `--engine all`: the engines of the pattern language, in the order they run;
+// the first that accepts the queries is the reference the others are compared to.
+constexpr std::string_view kAllEngines = "all";
+constexpr const char* kPatternEngines[] = {"nfa", "algebra", "petri"};
 
 // Writes each match as one JSON line, or only counts it (--count).
 class PrintingSink final : public plugin::MatchSink {
@@ -89,6 +97,9 @@ struct PatternLine {
   std::string name;
   std::string text;
   std::string where;  // "--query" or "FILE:LINE", for messages
+
+  // `where`, and the pattern's name under --patterns.
+  std::string label() const { return name.empty() ? where : where + " (pattern '" + name + "')"; }
 };
 
 std::string trim(std::string_view s) {
@@ -151,9 +162,26 @@ uint64_t matchChecksum(std::span<const int64_t> ts) {
 }
 
 const char* matchUsage() {
-  return "usage: cepbus match --engine nfa|algebra|petri (--query TEXT | --patterns FILE)\n"
+  return "usage: cepbus match --engine nfa|algebra|petri|all (--query TEXT | --patterns FILE)\n"
          "                    (--events FILE [--format ts|full] [--count] | --export dot|json)\n"
          "                    [--option key=value]... [--plugin-path DIR]...\n"
+         "--engine all: run the queries on nfa, algebra and petri over the same events and\n"
+         "  print one JSON line comparing them instead of the matches:\n"
+         "    {\"reference\":\"nfa\",\"agree\":false,\"engines\":[ENGINE,...]}\n"
+         "  ENGINE is {\"engine\":NAME,\"accepted\":false,\"refusal\":MESSAGE} or\n"
+         "    {\"engine\":NAME,\"accepted\":true,\"matches\":N,\"checksum\":HEX,\"seconds\":S,\n"
+         "     \"notices\":[...], \"agrees\":BOOL, \"first_difference\":{\"pattern\":NAME,\n"
+         "     \"ts\":[...],\"in_reference\":N,\"in_engine\":N}}\n"
+         "  (\"error\":MESSAGE instead of matches when it fails on an event). The reference\n"
+         "  is the first engine that accepts (\"reference\":true on it); the first\n"
+         "  difference is the earliest-ending match the two report a different number\n"
+         "  of times. Exit status 0 when every accepting engine reports the reference's\n"
+         "  matches, 1 on a difference, a failure, or when no engine accepts. Options\n"
+         "  go to every engine (one that does not take an option refuses the query).\n"
+         "Context: the algebra engine runs a query without a CONTEXT clause under\n"
+         "  CONTEXT recent (of the matches ending at one time only the latest-starting\n"
+         "  one), so a SEQ gives it fewer matches than nfa and petri; a notice on\n"
+         "  stderr says so. CONTEXT unrestricted gives every match.\n"
          "--patterns FILE: one query per line, optionally 'name: PATTERN ...'; blank lines\n"
          "  and lines starting with '#' are skipped; unnamed queries are named 1, 2, ...\n"
          "  All of them run in one detector (the petri engine merges them into one net);\n"
@@ -222,6 +250,10 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
     if (!s) return s;
   }
   if (o.engine.empty()) return Status::invalidArgument("--engine is required");
+  if (o.engine == kAllEngines && (o.count || format_seen || !o.export_format.empty())) {
+    return Status::invalidArgument(
+        "--engine all prints a comparison of the engines: no --count, --format or --export");
+  }
   if (o.query.empty() == o.patterns_file.empty()) {
     return Status::invalidArgument("give exactly one of --query and --patterns");
   }
@@ -249,6 +281,156 @@ std::string locate(const std::string& message, const std::vector<PatternLine>& l
     }
   }
   return message;
+}
+
+// A detector of `engine` running `queries` (one, or many for --patterns),
+// its error located at the query it names.
+Result<std::unique_ptr<plugin::GuardedDetector>> makeDetector(
+    const plugin::Plugin& plugin, const std::string& engine,
+    const std::vector<plugin::NamedQuery>& queries, const std::vector<PatternLine>& lines,
+    const plugin::DetectorOptions& options, plugin::MatchSink& one, plugin::MultiMatchSink& many) {
+  const bool patterns = !lines.front().name.empty();
+  auto made = patterns ? plugin.createManyDetectors(engine, queries, options, many)
+                       : plugin.createDetector(engine, queries[0].query, options, one);
+  if (made) return made;
+  return Status::invalidArgument(patterns ? locate(made.status().message(), lines)
+                                          : "--query: " + made.status().message());
+}
+
+// Prints what `engine` says about how it reads each query (its defaults that
+// change the matches) as notices on `err`, and returns them.
+std::vector<std::string> printNotices(const plugin::Plugin& plugin, const std::string& engine,
+                                      const std::vector<plugin::NamedQuery>& queries,
+                                      const std::vector<PatternLine>& lines, std::ostream& err) {
+  std::vector<std::string> all;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    const std::string label = lines[i].label();
+    for (const std::string& notice : plugin.notices(engine, queries[i].query)) {
+      err << "cepbus match: notice: " << label << ": " << notice << '\n';
+      all.push_back(label);
+      all.back().append(": ").append(notice);
+    }
+  }
+  return all;
+}
+
+// The events of one onEvents() call and where they stand in the file.
+struct ReplayBatch {
+  std::vector<EventPtr> events;
+  std::string where;
+};
+
+// `--engine all`: every pattern engine over the same events, compared with
+// the first that accepts (see matchUsage()).
+int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loader,
+                   const std::vector<PatternLine>& lines,
+                   const std::vector<plugin::NamedQuery>& queries,
+                   const plugin::DetectorOptions& detector_options, std::ostream& out,
+                   std::ostream& err) {
+  auto replay = EventReplay::open(options.events_file);
+  if (!replay) {
+    err << "cepbus match: " << replay.status().message() << '\n';
+    return kExitError;
+  }
+  std::vector<ReplayBatch> batches;
+  while (true) {
+    ReplayBatch batch;
+    Status read = (*replay)->read(batch.events);
+    if (!read) {
+      err << "cepbus match: " << options.events_file << ": " << read.message() << '\n';
+      return kExitError;
+    }
+    if (batch.events.empty()) break;
+    batch.where = (*replay)->where();
+    batches.push_back(std::move(batch));
+  }
+
+  const bool patterns = !lines.front().name.empty();
+  nlohmann::ordered_json engines = nlohmann::ordered_json::array();
+  std::optional<std::vector<RecordedMatch>> reference;
+  std::string reference_engine;
+  bool agree = true;
+  for (const std::string engine : kPatternEngines) {
+    nlohmann::ordered_json report = {{"engine", engine}};
+    auto refused = [&](const std::string& why) {
+      report["accepted"] = false;
+      report["refusal"] = why;
+      engines.push_back(std::move(report));
+    };
+    auto plugin = loader.load(engine);
+    if (!plugin) {
+      refused(plugin.status().message());
+      continue;
+    }
+    MatchRecorder recorder;
+    auto made =
+        makeDetector(**plugin, engine, queries, lines, detector_options, recorder, recorder);
+    if (!made) {
+      refused(made.status().message());
+      continue;
+    }
+    report["accepted"] = true;
+    const std::vector<std::string> notices = printNotices(**plugin, engine, queries, lines, err);
+    if (!notices.empty()) report["notices"] = notices;
+    const std::unique_ptr<plugin::GuardedDetector> detector = std::move(made).value();
+    const auto started = std::chrono::steady_clock::now();
+    std::string failure;
+    for (const ReplayBatch& batch : batches) {
+      if (Status s = detector->onEvents(batch.events); !s) {
+        failure = options.events_file + ": " + batch.where + ": " + s.message();
+        break;
+      }
+    }
+    if (failure.empty()) {
+      if (Status s = detector->flush(); !s) failure = "at end of events: " + s.message();
+    }
+    report["seconds"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (!failure.empty()) {
+      err << "cepbus match: engine '" << engine << "': " << failure << '\n';
+      report["error"] = failure;
+      engines.push_back(std::move(report));
+      agree = false;
+      continue;
+    }
+    std::vector<RecordedMatch> matches = recorder.takeSorted();
+    uint64_t checksum = 0;
+    for (const RecordedMatch& m : matches) checksum += matchChecksum(m.ts);
+    report["matches"] = matches.size();
+    report["checksum"] = hex64(checksum);
+    if (!reference) {
+      report["reference"] = true;
+      reference = std::move(matches);
+      reference_engine = engine;
+    } else if (auto d = firstDifference(*reference, matches)) {
+      agree = false;
+      report["agrees"] = false;
+      nlohmann::ordered_json diff;
+      if (patterns) diff["pattern"] = lines[d->match.pattern].name;
+      diff["ts"] = d->match.ts;
+      diff["in_reference"] = d->in_reference;
+      diff["in_engine"] = d->in_other;
+      err << "cepbus match: engine '" << engine << "' differs from '" << reference_engine
+          << "' (the reference): " << matches.size() << " matches against " << reference->size()
+          << "; first difference " << diff.dump() << '\n';
+      report["first_difference"] = std::move(diff);
+    } else {
+      report["agrees"] = true;
+    }
+    engines.push_back(std::move(report));
+  }
+  if (!reference) {
+    agree = false;
+    err << "cepbus match: no engine accepts the " << (patterns ? "patterns" : "query") << '\n';
+  }
+  const nlohmann::ordered_json summary = {
+      {"reference",
+       reference ? nlohmann::ordered_json(reference_engine) : nlohmann::ordered_json()},
+      {"agree", agree},
+      {"engines", std::move(engines)}};
+  out << summary.dump() << '\n';
+  out.flush();
+  return agree ? 0 : kExitError;
 }
 
 }  // namespace
@@ -282,21 +464,24 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   std::vector<std::string> paths = options.plugin_paths;
   for (std::string& p : plugin::PluginLoader::defaultSearchPaths()) paths.push_back(std::move(p));
   plugin::PluginLoader loader(std::move(paths));
-  auto plugin = loader.load(options.engine);
-  if (!plugin) {
-    err << "cepbus match: " << plugin.status().message() << '\n';
-    return kExitError;
-  }
 
   std::vector<plugin::NamedQuery> queries;
   for (const PatternLine& q : lines) {
-    const std::string label = q.where + (q.name.empty() ? "" : " (pattern '" + q.name + "')");
+    const std::string label = q.label();
     auto parsed = pattern::parseQuery(q.text);
     if (!parsed) {
       err << "cepbus match: " << label << ": bad query: " << parsed.status().message() << '\n';
       return kExitError;
     }
     queries.push_back(plugin::NamedQuery{q.name, std::move(parsed).value()});
+  }
+  if (options.engine == kAllEngines) {
+    return compareEngines(options, loader, lines, queries, *detector_options, out, err);
+  }
+  auto plugin = loader.load(options.engine);
+  if (!plugin) {
+    err << "cepbus match: " << plugin.status().message() << '\n';
+    return kExitError;
   }
 
   // Sinks are declared before the detector so that they outlive it.
@@ -308,20 +493,15 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   }
   LabellingSink labelling(sinks);
   NoSink no_sink;
-  Result<std::unique_ptr<plugin::GuardedDetector>> made =
-      many ? (*plugin)->createManyDetectors(
-                 options.engine, queries, *detector_options,
-                 exporting ? static_cast<plugin::MultiMatchSink&>(no_sink) : labelling)
-           : (*plugin)->createDetector(
-                 options.engine, queries[0].query, *detector_options,
-                 exporting ? static_cast<plugin::MatchSink&>(no_sink) : *sinks[0]);
+  auto made = makeDetector(**plugin, options.engine, queries, lines, *detector_options,
+                           exporting ? static_cast<plugin::MatchSink&>(no_sink) : *sinks[0],
+                           exporting ? static_cast<plugin::MultiMatchSink&>(no_sink) : labelling);
   if (!made) {
-    err << "cepbus match: "
-        << (many ? locate(made.status().message(), lines) : "--query: " + made.status().message())
-        << '\n';
+    err << "cepbus match: " << made.status().message() << '\n';
     return kExitError;
   }
   const std::unique_ptr<plugin::GuardedDetector> detector = std::move(made).value();
+  printNotices(**plugin, options.engine, queries, lines, err);
 
   if (exporting) {
     auto model = detector->exportModel(options.export_format);

@@ -3,7 +3,7 @@
 // `cepbus match`: offline replay of a JSON-lines event file through a CEP
 // engine plugin (docs/operations.md, "Command line").
 //
-//   cepbus match --engine nfa|algebra|petri (--query TEXT | --patterns FILE)
+//   cepbus match --engine nfa|algebra|petri|all (--query TEXT | --patterns FILE)
 //                (--events FILE [--format ts|full] [--count] | --export dot|json)
 //                [--option key=value]... [--plugin-path DIR]...
 //
@@ -33,6 +33,15 @@
 //                  return x ^ (x >> 31)
 // printed as 16 lower-case hex digits.
 //
+// - with `--engine all`, instead of the matches: one JSON line comparing
+//   what nfa, algebra and petri report for the same queries and events
+//   (matchUsage() gives its fields); exit status 1 when an accepting engine
+//   differs from the first one that accepted (the reference) or fails.
+//
+// What an engine says about how it reads a query (DetectorFactory::notices:
+// the algebra engine's default CONTEXT recent) goes to `err` as
+// "cepbus match: notice: WHERE: ..." lines.
+//
 // Exit status: 0 on success; 2 for a bad command line; 1 for everything else
 // (plugin not found or unusable, bad query, unsupported operator, bad event
 // line, a detector error), with a message on `err` naming the query, file
@@ -52,7 +61,7 @@
 namespace cepbus::app {
 
 struct MatchCommandOptions {
-  std::string engine;                     // --engine
+  std::string engine;                     // --engine ("all": compare the engines)
   std::string query;                      // --query TEXT
   std::string patterns_file;              // --patterns FILE
   std::string events_file;                // --events FILE ("-" reads standard input)

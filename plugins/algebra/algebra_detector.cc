@@ -298,7 +298,9 @@ void AlgebraDetector::evaluate(size_t i) {
         for (const InstPtr& x : xs) {
           const size_t before = st.raw.size();
           if (fresh(x)) st.raw.push_back(x);
-          for (size_t j = 0; j < st.lhist.size() + before; ++j) {
+          // This tick's unions end at x's ts too: a Kleene run takes none.
+          const size_t partners = st.lhist.size() + (n.increasing ? 0 : before);
+          for (size_t j = 0; j < partners; ++j) {
             const InstPtr& u = j < st.lhist.size() ? st.lhist[j] : st.raw[j - st.lhist.size()];
             InstPtr v = combine(x, u);
             if (fresh(v)) st.raw.push_back(std::move(v));

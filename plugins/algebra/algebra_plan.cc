@@ -91,6 +91,7 @@ class Compiler {
         Node n;
         n.op = Op::kIteration;
         n.left = a;
+        n.increasing = true;
         // A Kleene variable names the iteration's instances, not one event:
         // predicates on it (b[i], aggregates) belong to the iteration node.
         n.slot_mask = plan_.nodes[a].slot_mask;
@@ -99,10 +100,12 @@ class Compiler {
         return add(std::move(n));
       }
       case PatternKind::kNot:
-        throw CompileError(where(p) +
-                           "the algebra engine does not support SASE negation NOT(...) inside SEQ: "
-                           "write P1's negation over the sequence instead, e.g. '(A a ; B b) - C' "
-                           "(no C inside the interval of a;b, edges included)");
+        throw CompileError(
+            where(p) +
+            "the algebra engine does not support SASE negation NOT(...) inside SEQ: "
+            "write P1's negation over the sequence instead, e.g. '(A a ; B b) - C' "
+            "(no C inside the interval of a;b, edges included); the nfa and petri engines "
+            "run NOT(...) inside SEQ");
       case PatternKind::kSeq:
       case PatternKind::kAnd:
       case PatternKind::kOr: {
@@ -236,12 +239,14 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
         std::string("the algebra engine does not support STRATEGY ") +
         pattern::strategyName(query.strategy) +
         ": P1's sequence pairs every earlier instance, which is skip_till_any_match; use "
-        "CONTEXT recent to keep one match per end time instead");
+        "CONTEXT recent to keep one match per end time instead; the nfa engine runs every "
+        "strategy");
   }
   if (!query.partition_by.empty()) {
     return Status::invalidArgument(
         "the algebra engine does not support PARTITION BY; relate the events with a WHERE "
-        "conjunct (e.g. a.symbol = b.symbol) or partition upstream");
+        "conjunct (e.g. a.symbol = b.symbol) or partition upstream; the nfa engine runs "
+        "PARTITION BY");
   }
   if (query.variables.size() > 64) {
     return Status::invalidArgument("the algebra engine supports at most 64 variables");
@@ -273,6 +278,15 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
     plan->returns = std::make_shared<const pattern::CompiledReturn>(std::move(r).value());
   }
   return std::shared_ptr<const Plan>(std::move(plan));
+}
+
+std::vector<std::string> contextNotices(const pattern::Query& query) {
+  if (query.context != pattern::Context::kUnspecified) return {};
+  if (query.pattern->kind == pattern::PatternKind::kEvent) return {};
+  return {
+      "the algebra engine runs this query under CONTEXT recent (its default: of the matches "
+      "ending at one time, only the one that starts latest), so a SEQ reports fewer matches "
+      "than the nfa and petri engines; add CONTEXT unrestricted for every match"};
 }
 
 }  // namespace cepbus::plugins::algebra

@@ -65,6 +65,10 @@ struct Node {
   // Predicates every output must satisfy (selection, aggregation and the
   // WHERE conjuncts placed here).
   std::vector<pattern::Conjunct> checks;
+  // kIteration of a SASE Kleene element `B+ b[]`: a run's events have
+  // strictly increasing ts, as in a SEQ (P1's iteration, `(e)*`, also
+  // unites instances that end at one time).
+  bool increasing = false;
   uint64_t slot_mask = 0;  // the layout slots bound below this node
   std::string text;        // canonical text, for messages
 };
@@ -94,5 +98,11 @@ struct Plan {
 // cannot be compiled. The engine takes no options: any option is rejected.
 Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
                                                 const plugin::DetectorOptions& options);
+
+// The context a query leaves implicit, said once: without a CONTEXT clause
+// a pattern of more than one element runs under `recent`, which keeps one
+// match per end time, so a SEQ gives fewer matches than on the nfa and petri
+// engines (which report every combination).
+std::vector<std::string> contextNotices(const pattern::Query& query);
 
 }  // namespace cepbus::plugins::algebra

@@ -13,7 +13,8 @@ namespace {
 
 void registerFactories(plugin::FactoryRegistrar& registrar) {
   registrar.add("algebra",
-                std::make_unique<plugin::PlanDetectorFactory<AlgebraDetector, compilePlan>>());
+                std::make_unique<plugin::PlanDetectorFactory<AlgebraDetector, compilePlan>>(
+                    std::span<const plugin::OptionInfo>{}, contextNotices));
 }
 
 }  // namespace

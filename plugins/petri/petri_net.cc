@@ -215,9 +215,11 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
     }
   }
   if (query.strategy != pattern::Strategy::kSkipTillAnyMatch) {
-    return Status::invalidArgument(std::string("the petri engine does not support STRATEGY ") +
-                                   pattern::strategyName(query.strategy) +
-                                   "; it implements skip_till_any_match (tokens are not consumed)");
+    return Status::invalidArgument(
+        std::string("the petri engine does not support STRATEGY ") +
+        pattern::strategyName(query.strategy) +
+        "; it implements skip_till_any_match (tokens are not consumed); the nfa engine "
+        "runs every strategy");
   }
   if (query.context == pattern::Context::kRecent) {
     return Status::invalidArgument(
@@ -226,7 +228,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
   if (!query.partition_by.empty()) {
     return Status::invalidArgument(
         "the petri engine does not support PARTITION BY; write the equality of the attribute "
-        "in WHERE instead");
+        "in WHERE instead, or use the nfa engine, which runs PARTITION BY");
   }
   auto alternatives = expand(*query.pattern);
   if (!alternatives) return alternatives.status();
@@ -285,7 +287,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
       if (next_to_kleene) {
         return Status::invalidArgument(at(n->pos) +
                                        "the petri engine does not run NOT(...) next to a Kleene "
-                                       "element 'Type+ var[]'");
+                                       "element 'Type+ var[]'; the nfa engine runs it");
       }
       if (n->kind == PatternKind::kNot) {
         if (p->elements.empty() || split_at(node)) {
@@ -352,7 +354,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
           return Status::invalidArgument(
               "WHERE " + pattern::toString(*c.source) +
               ": the petri engine checks a negation when the element after it arrives, so its "
-              "predicates may name only elements up to that one");
+              "predicates may name only elements up to that one; the nfa engine runs it");
         }
         if (earliest_positive < static_cast<int>(p->operandStart(negated_at))) {
           return Status::invalidArgument(
@@ -388,7 +390,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
           return Status::invalidArgument(
               "WHERE " + pattern::toString(*c.source) +
               ": the petri engine needs an iteration predicate b[i] to name no later Kleene "
-              "element");
+              "element; the nfa engine runs it");
         }
       } else if (p->elements[latest].kleene) {
         // Needs the whole run (count(b[]), b[last], ...): checked when the

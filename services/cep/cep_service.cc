@@ -252,6 +252,11 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
                  "\" cannot run the query: " + detector.status().message());
   }
   made->detector_ = std::move(*detector);
+  // An engine default that changes the matches (the algebra engine's
+  // CONTEXT recent) is said where the operator reads the bus log.
+  for (const std::string& notice : (*plugin)->notices(spec.engine, *query)) {
+    made->log_.notice("%s: %s", label, notice);
+  }
 
   stages::StageConfig stage;
   stage.name = "cep:" + made->endpoint_;

@@ -201,6 +201,12 @@ class DetectorFactory {
   virtual Result<std::unique_ptr<Detector>> createMany(std::span<const NamedQuery> queries,
                                                        const DetectorOptions& options,
                                                        MultiMatchSink& sink) const;
+  // What a user should know about how this engine reads `query` when it
+  // changes the matches and the query does not say so — a default it leaves
+  // implicit, such as the algebra engine's CONTEXT recent — one sentence
+  // each. The host logs them as notices (`cepbus match` on stderr, the bus
+  // log for a deployed query). The default has none.
+  virtual std::vector<std::string> notices(const pattern::Query& /*query*/) const { return {}; }
 };
 
 // What every createMany() checks first: queries present, names non-empty and distinct.

@@ -25,7 +25,8 @@
 // 2: Detector::exportModel() and DetectorFactory::createMany() added.
 // 3: Detector::onEvents() added (a batch of events per call).
 // 4: DetectorFactory::options() added (the engine options, for `cepbus plugins`).
-#define CEPBUS_PLUGIN_ABI_VERSION 4u
+// 5: DetectorFactory::notices() added (what an engine's defaults do to a query).
+#define CEPBUS_PLUGIN_ABI_VERSION 5u
 
 #define CEPBUS_PLUGIN_STR2(x) #x
 #define CEPBUS_PLUGIN_STR(x) CEPBUS_PLUGIN_STR2(x)

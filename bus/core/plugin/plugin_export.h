@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "bus/core/plugin/detector.h"
 #include "bus/core/plugin/plugin_abi.h"
@@ -50,10 +51,17 @@ class FactoryRegistrar {
 template <typename EngineDetector, auto Compile>
 class PlanDetectorFactory final : public DetectorFactory {
  public:
+  // What DetectorFactory::notices() returns for a query.
+  using NoticesFn = std::vector<std::string> (*)(const pattern::Query& query);
+
   PlanDetectorFactory() = default;
-  explicit PlanDetectorFactory(std::span<const OptionInfo> options) : options_(options) {}
+  explicit PlanDetectorFactory(std::span<const OptionInfo> options, NoticesFn notices = nullptr)
+      : options_(options), notices_(notices) {}
 
   std::span<const OptionInfo> options() const override { return options_; }
+  std::vector<std::string> notices(const pattern::Query& query) const override {
+    return notices_ == nullptr ? std::vector<std::string>{} : notices_(query);
+  }
   Result<std::unique_ptr<Detector>> create(const pattern::Query& query,
                                            const DetectorOptions& options,
                                            MatchSink& sink) const override {
@@ -64,6 +72,7 @@ class PlanDetectorFactory final : public DetectorFactory {
 
  private:
   std::span<const OptionInfo> options_;
+  NoticesFn notices_ = nullptr;
 };
 
 namespace detail {

@@ -35,6 +35,19 @@ std::span<const OptionInfo> Plugin::engineOptions(std::string_view engine) const
   return it->second->options();
 }
 
+std::vector<std::string> Plugin::notices(std::string_view engine,
+                                         const pattern::Query& query) const {
+  auto it = factories_.find(engine);
+  if (it == factories_.end()) return {};
+  try {
+    return it->second->notices(query);
+  } catch (const std::exception& e) {
+    return {"engine '" + std::string(engine) + "' failed to describe the query: " + e.what()};
+  } catch (...) {
+    return {"engine '" + std::string(engine) + "' failed to describe the query"};
+  }
+}
+
 std::vector<std::string> Plugin::engines() const {
   std::vector<std::string> out;
   for (const auto& [engine, factory] : factories_) out.push_back(engine);

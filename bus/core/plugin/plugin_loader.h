@@ -54,6 +54,10 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   // What `engine` says about its options (empty for an unknown engine).
   std::span<const OptionInfo> engineOptions(std::string_view engine) const;
 
+  // DetectorFactory::notices() of `engine` for `query`; an exception from
+  // the plugin becomes a notice saying so (none for an unknown engine).
+  std::vector<std::string> notices(std::string_view engine, const pattern::Query& query) const;
+
   // A detector of `engine` for `query`, reporting to `sink` (which must
   // outlive it). The host consumes the option `slack=N` (N >= 0, default 0):
   // events are fed in timestamp order, reordered within N time units, and

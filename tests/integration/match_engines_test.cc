@@ -1,0 +1,192 @@
+// End-to-end tests of `cepbus match --engine all`: the real binary running a
+// query on the nfa, algebra and petri plugins and comparing their matches,
+// and the algebra engine's default context said on stderr and in the bus log.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/integration/child_process.h"
+
+namespace cepbus {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChildProcess;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class MatchEnginesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / ("cepbus-match-engines-" + std::to_string(rd()));
+    fs::create_directories(dir_);
+    // A, B, C in turn with a repeating x: every SEQ(A, B, C) within 8 has
+    // several starts per end, which is where CONTEXT recent keeps only one.
+    std::ofstream events(dir_ / "events.jsonl");
+    for (int i = 1; i <= 30; ++i) {
+      events << R"({"type":")" << static_cast<char>('A' + i % 3) << R"(","ts":)" << i
+             << R"(,"attrs":{"x":)" << i % 4 << "}}\n";
+    }
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  int run(std::vector<std::string> args, std::string* out, std::string* err) {
+    args.insert(args.begin(), CEPBUS_BINARY);
+    ChildProcess p(std::move(args), dir_);
+    EXPECT_TRUE(p.started());
+    const int code = p.wait(std::chrono::seconds(120));
+    *out = p.out();
+    *err = p.err();
+    return code;
+  }
+
+  // `cepbus match --engine all` on `query`; its summary line, parsed.
+  nlohmann::json compare(const std::string& query, int expected_exit, std::string* err) {
+    std::string out;
+    EXPECT_EQ(
+        run({"match", "--engine", "all", "--query", query, "--events", "events.jsonl"}, &out, err),
+        expected_exit)
+        << query << "\n"
+        << *err;
+    auto summary = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(summary.is_discarded()) << out;
+    return summary;
+  }
+
+  static const nlohmann::json& engine(const nlohmann::json& summary, const std::string& name) {
+    for (const auto& e : summary["engines"]) {
+      if (e["engine"] == name) return e;
+    }
+    ADD_FAILURE() << "no engine " << name << " in " << summary.dump();
+    static const nlohmann::json none;
+    return none;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(MatchEnginesTest, EveryEngineAgreesUnderContextUnrestricted) {
+  std::string err;
+  const auto summary =
+      compare("PATTERN SEQ(A a, B b, C c) WHERE a.x != c.x WITHIN 8 CONTEXT unrestricted", 0, &err);
+  EXPECT_EQ(summary["reference"], "nfa");
+  EXPECT_EQ(summary["agree"], true);
+  ASSERT_EQ(summary["engines"].size(), 3u);
+  const auto& nfa = engine(summary, "nfa");
+  EXPECT_EQ(nfa["reference"], true);
+  EXPECT_GT(nfa["matches"].get<int>(), 10);
+  for (const char* name : {"algebra", "petri"}) {
+    const auto& e = engine(summary, name);
+    EXPECT_EQ(e["accepted"], true) << name;
+    EXPECT_EQ(e["agrees"], true) << name;
+    EXPECT_EQ(e["matches"], nfa["matches"]) << name;
+    EXPECT_EQ(e["checksum"], nfa["checksum"]) << name;
+    EXPECT_TRUE(e["seconds"].is_number()) << name;
+  }
+  EXPECT_THAT(err, Not(HasSubstr("notice")));
+}
+
+// A real difference: without a CONTEXT clause the algebra engine keeps, per
+// end time, only the latest-starting match, and says so.
+TEST_F(MatchEnginesTest, AlgebrasDefaultContextDiffersAndIsNamed) {
+  std::string err;
+  const auto summary = compare("PATTERN SEQ(A a, B b, C c) WITHIN 8", 1, &err);
+  EXPECT_EQ(summary["agree"], false);
+  const auto& nfa = engine(summary, "nfa");
+  const auto& algebra = engine(summary, "algebra");
+  EXPECT_EQ(engine(summary, "petri")["agrees"], true);
+  EXPECT_EQ(algebra["agrees"], false);
+  EXPECT_LT(algebra["matches"].get<int>(), nfa["matches"].get<int>());
+  // The earliest match that nfa has and algebra lacks: a3 b4 c5 has one
+  // start; c8 is the first end with two (a3, a6), of which recent keeps a6.
+  const auto& diff = algebra["first_difference"];
+  EXPECT_EQ(diff["ts"], nlohmann::json::parse("[3,4,8]")) << diff.dump();
+  EXPECT_EQ(diff["in_reference"], 1);
+  EXPECT_EQ(diff["in_engine"], 0);
+  ASSERT_TRUE(algebra.contains("notices")) << algebra.dump();
+  EXPECT_THAT(algebra["notices"][0].get<std::string>(), HasSubstr("CONTEXT recent"));
+  EXPECT_THAT(err, HasSubstr("notice: --query: the algebra engine runs this query under "
+                             "CONTEXT recent"));
+  EXPECT_THAT(err, HasSubstr("engine 'algebra' differs from 'nfa' (the reference)"));
+}
+
+// An engine that refuses is reported with its reason, which names an engine
+// that runs the construct; the accepting ones still agree.
+TEST_F(MatchEnginesTest, RefusalsAreReportedAndDoNotCountAsDifferences) {
+  std::string err;
+  const auto summary =
+      compare("PATTERN SEQ(A a, B b) WITHIN 4 STRATEGY skip_till_next_match", 0, &err);
+  EXPECT_EQ(summary["agree"], true);
+  for (const char* name : {"algebra", "petri"}) {
+    const auto& e = engine(summary, name);
+    EXPECT_EQ(e["accepted"], false) << name;
+    EXPECT_THAT(e["refusal"].get<std::string>(), HasSubstr("STRATEGY skip_till_next_match"));
+    EXPECT_THAT(e["refusal"].get<std::string>(), HasSubstr("the nfa engine runs every strategy"));
+  }
+}
+
+TEST_F(MatchEnginesTest, PatternsFilesNameThePatternThatDiffers) {
+  std::ofstream(dir_ / "patterns.txt") << "same: PATTERN SEQ(A a, C c) WITHIN 2\n"
+                                          "fewer: PATTERN SEQ(A a, B b, C c) WITHIN 8\n";
+  std::string out, err;
+  ASSERT_EQ(
+      run({"match", "--engine", "all", "--patterns", "patterns.txt", "--events", "events.jsonl"},
+          &out, &err),
+      1)
+      << err;
+  const auto summary = nlohmann::json::parse(out);
+  const auto& algebra = engine(summary, "algebra");
+  // SEQ(A, C) within 2 has one start per end, so recent loses nothing there.
+  EXPECT_EQ(algebra["first_difference"]["pattern"], "fewer") << out;
+  EXPECT_THAT(err, HasSubstr("patterns.txt:2 (pattern 'fewer'): the algebra engine runs"));
+}
+
+TEST_F(MatchEnginesTest, AllRefusesTheSingleEngineOutputs) {
+  std::string out, err;
+  EXPECT_EQ(run({"match", "--engine", "all", "--query", "PATTERN SEQ(A a, B b)", "--events",
+                 "events.jsonl", "--count"},
+                &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--engine all prints a comparison"));
+  EXPECT_EQ(run({"match", "--help"}, &out, &err), 0);
+  EXPECT_THAT(out, HasSubstr("--engine all"));
+  EXPECT_THAT(out, HasSubstr("CONTEXT recent"));
+}
+
+// The same notice in the bus log when a CEP service unit deploys the query.
+TEST_F(MatchEnginesTest, TheBusLogSaysWhichContextTheAlgebraQueryRunsUnder) {
+  std::ofstream(dir_ / "bus.xml") << R"(<cepbus name="ctx">
+  <plugins><plugin name="algebra"/></plugins>
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="events.jsonl"/>
+      <publish address="in"/>
+    </service-unit>
+    <service-unit name="cep" type="cep">
+      <query name="abc" engine="algebra" input="in" output="out">
+        <text>PATTERN SEQ(A a, B b, C c) WITHIN 8</text>
+      </query>
+    </service-unit>
+    <service-unit name="sink" type="replay-sink">
+      <param name="file" value="out.jsonl"/>
+      <subscribe address="out"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+)";
+  std::string out, err;
+  ASSERT_EQ(run({"run", "bus.xml", "--exit-when-drained"}, &out, &err), 0) << err;
+  EXPECT_THAT(err, HasSubstr("<query name=\"abc\">: the algebra engine runs this query under "
+                             "CONTEXT recent"));
+}
+
+}  // namespace
+}  // namespace cepbus
