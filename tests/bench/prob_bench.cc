@@ -123,9 +123,10 @@ int main(int argc, char** argv) {
           engine, threshold, n, window, r.events_per_s, static_cast<unsigned long long>(r.matches),
           usage.ru_maxrss);
       if (std::strcmp(threshold, "0.9") == 0) {
-        std::printf("{\"bench\":\"prob_speedup\",\"params\":{\"engine\":\"%s\"},"
-                    "\"speedup_0.9_over_0\":%.2f}\n",
-                    engine, r.events_per_s / rate_at_0);
+        std::printf(
+            "{\"bench\":\"prob_speedup\",\"params\":{\"engine\":\"%s\"},"
+            "\"speedup_0.9_over_0\":%.2f}\n",
+            engine, r.events_per_s / rate_at_0);
       }
       std::fflush(stdout);
     }
