@@ -20,6 +20,9 @@ struct AlgebraDetector::Binding {
 struct AlgebraDetector::Instance {
   Timestamp start = 0;
   Timestamp end = 0;
+  // The product of the probabilities of the events bound to positive
+  // elements (a negated operand's events never enter a match).
+  double prob = 1;
   std::vector<Binding> binds;  // sorted by (leaf, seq), no duplicates
 };
 
@@ -46,6 +49,7 @@ class AlgebraDetector::Composer final : public plugin::MatchComposer {
   EventPtr compose(const plugin::Match& match) const override {
     EventBuilder b(plan_.returns ? plan_.returns->type : Symbol::intern("Match"));
     for (size_t i = 0; i < match.size(); ++i) b.constituent(match.event(i));
+    b.probability(match.probability());
     if (plan_.returns) {
       std::vector<pattern::SlotBinding> slots(plan_.layout.size());
       std::vector<const Event*> events;
@@ -62,7 +66,7 @@ class AlgebraDetector::Composer final : public plugin::MatchComposer {
         }
         offset += n;
       }
-      plan_.returns->apply(slots, b);
+      plan_.returns->apply(slots, match.probability(), b);
     }
     return b.build();
   }
@@ -150,6 +154,8 @@ AlgebraDetector::InstPtr AlgebraDetector::combine(const InstPtr& a, const InstPt
       out->binds.push_back(*x++);
       ++y;
     }
+    const Binding& added = out->binds.back();
+    if (plan_->leaves[added.leaf].element >= 0) out->prob *= added.event->probability();
   }
   return out;
 }
@@ -165,8 +171,10 @@ void AlgebraDetector::runTick() {
         auto inst = std::make_shared<Instance>();
         inst->start = now_;
         inst->end = now_;
-        inst->binds.push_back(
-            Binding{static_cast<uint32_t>(plan.nodes[static_cast<size_t>(a)].leaf), seq, ev});
+        const int leaf = plan.nodes[static_cast<size_t>(a)].leaf;
+        inst->binds.push_back(Binding{static_cast<uint32_t>(leaf), seq, ev});
+        if (plan.leaves[static_cast<size_t>(leaf)].element >= 0) inst->prob = ev->probability();
+        if (unlikely(*inst)) continue;
         auto& out = states_[static_cast<size_t>(a)].out;
         // Recent: one instance per end; the latest event of the tick. A
         // WHERE conjunct naming only this element is placed on the atom and
@@ -303,7 +311,7 @@ void AlgebraDetector::evaluate(size_t i) {
           for (size_t j = 0; j < partners; ++j) {
             const InstPtr& u = j < st.lhist.size() ? st.lhist[j] : st.raw[j - st.lhist.size()];
             InstPtr v = combine(x, u);
-            if (fresh(v)) st.raw.push_back(std::move(v));
+            if (!unlikely(*v) && fresh(v)) st.raw.push_back(std::move(v));
           }
         }
         c.insert(c.end(), st.raw.begin(), st.raw.end());
@@ -327,7 +335,7 @@ void AlgebraDetector::finish(size_t i, std::vector<InstPtr>& candidates) {
   out.clear();
   if (plan_->semantics == Semantics::kUnrestricted) {
     for (InstPtr& c : candidates) {
-      if (passes(n, *c)) out.push_back(std::move(c));
+      if (!unlikely(*c) && passes(n, *c)) out.push_back(std::move(c));
     }
     return;
   }
@@ -515,8 +523,13 @@ void AlgebraDetector::updateState(size_t i) {
   }
 }
 
+bool AlgebraDetector::unlikely(const Instance& inst) const {
+  return plan_->semantics == Semantics::kUnrestricted && inst.prob < plan_->min_probability;
+}
+
 void AlgebraDetector::emit(const Instance& inst) {
   const Plan& plan = *plan_;
+  if (inst.prob < plan.min_probability) return;
   out_events_.clear();
   out_ends_.assign(plan.element_count, 0);
   for (const Binding& b : inst.binds) {

@@ -52,6 +52,10 @@ class AlgebraDetector final : public plugin::Detector {
   InstPtr combine(const InstPtr& a, const InstPtr& b) const;
   void emit(const Instance& inst);
   void dropOld(std::vector<InstPtr>& list, int64_t horizon) const;
+  // True when `inst` can be dropped before it reaches an operand's state:
+  // unrestricted semantics below the threshold. Recent semantics picks one
+  // instance per tick among all of them, so it checks at the top only.
+  bool unlikely(const Instance& inst) const;
 
   std::shared_ptr<const Plan> plan_;
   plugin::MatchSink& sink_;

@@ -254,6 +254,7 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
   auto plan = std::make_shared<Plan>();
   plan->semantics = query.context == pattern::Context::kUnrestricted ? Semantics::kUnrestricted
                                                                      : Semantics::kRecent;
+  plan->min_probability = query.min_probability.value_or(0);
   plan->layout = pattern::BindingLayout::forQuery(query);
   try {
     Compiler(query, *plan).run();

@@ -85,6 +85,7 @@ struct Plan {
   std::vector<Leaf> leaves;
   size_t element_count = 0;
   Semantics semantics = Semantics::kRecent;
+  double min_probability = 0;  // PROBABILITY >= p; 0 keeps every match
   pattern::BindingLayout layout;
   std::shared_ptr<const pattern::CompiledReturn> returns;  // null without RETURN
   // For each event type the pattern mentions, the atom nodes of that type.

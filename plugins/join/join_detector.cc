@@ -58,7 +58,7 @@ class JoinDetector::Composer final : public plugin::MatchComposer {
       }
       bind[slots_[left_var]].event = left.get();
       bind[slots_[right_var]].event = right.get();
-      plan_.returns->apply(bind, b);
+      plan_.returns->apply(bind, prob, b);
     } else {
       const int s = plan_.streamOf(left->type());
       if (const Value* k = left->find(plan_.streams[static_cast<size_t>(s)].key)) b.set(kKey, *k);

@@ -190,6 +190,9 @@ Result<JoinPlanPtr> compileJoin(const pattern::Query& query,
                    intOption(options, "memory_budget", 1, INT64_MAX, budget)}) {
     if (!s) return s;
   }
+  if (query.min_probability) {
+    return bad("PROBABILITY is not supported; the join's threshold is option threshold");
+  }
   if (query.within && window) return bad("give the window either as WITHIN or as option window");
   if (query.within) {
     window = *query.within + 1;  // WITHIN is inclusive, the window exclusive

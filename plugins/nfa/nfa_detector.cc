@@ -84,7 +84,9 @@ NfaDetector::NfaDetector(PlanPtr plan, plugin::MatchSink& sink)
                    plan_->elements[0].verify_at_completion.empty() &&
                    plan_->strategy != Strategy::kStrictContiguity),
       member_checks_(!plan_->member_checks.empty() || !plan_->member_negations.empty()),
-      fixed_ends_(plan_->fixed_element_ends) {
+      fixed_ends_(plan_->fixed_element_ends),
+      min_prob_(plan_->min_probability),
+      drop_unlikely_(min_prob_ > 0 && plan_->strategy != Strategy::kSkipTillNextMatch) {
   bind_.resize(plan_->layout.size());
   scratch_.resize(1);
   if (plan_->partition_by.empty()) {
@@ -228,6 +230,7 @@ bool NfaDetector::passes(const std::vector<const pattern::Conjunct*>& filters, i
 
 void NfaDetector::push(Partition& p, int k, const EventPtr& event, uint64_t seq) {
   const ElementPlan& el = plan_->elements[k];
+  if (drop_unlikely_ && event->probability() < min_prob_) return;
   if (!passes(el.push_filters, el.slot, el.kleene, *event)) return;
   const Timestamp ts = event->ts();
   uint64_t rip = 0;
@@ -330,8 +333,10 @@ void NfaDetector::reserveBuffers(const Partition& p) {
     pbuf_.resize(size);
     ebuf_.resize(size);
     ibuf_.resize(size);
+    prob_.resize(size + 1);
   }
   end_ = pbuf_.size();
+  prob_[end_] = 1;
   pos_ = end_;
   estart_[m_] = end_;
 }
@@ -361,16 +366,24 @@ void NfaDetector::constructCluster(Partition& p, uint64_t begin, uint64_t end) {
   cluster_ = false;
 }
 
-void NfaDetector::bindPosition(uint64_t index, const Entry& entry) {
+bool NfaDetector::bindPosition(uint64_t index, const Entry& entry) {
   --pos_;
   pbuf_[pos_] = &entry.event;
   ebuf_[pos_] = entry.event.get();
   ibuf_[pos_] = index;
+  // A cluster's first member stands in for every member: emit() multiplies
+  // in each member's own probability.
+  const bool stand_in = cluster_ && pos_ + 1 == end_;
+  prob_[pos_] = prob_[pos_ + 1] * (stand_in ? 1.0 : entry.event->probability());
+  return prob_[pos_] >= min_prob_;
 }
 
 void NfaDetector::enterElement(int k, uint64_t index) {
   const Entry& entry = cur_->stacks[k].at(index);
-  bindPosition(index, entry);
+  if (!bindPosition(index, entry)) {  // probabilities only shrink: no match below
+    ++pos_;
+    return;
+  }
   estart_[k] = pos_;
   const ElementPlan& el = plan_->elements[k];
   if (el.kleene) {
@@ -406,9 +419,9 @@ void NfaDetector::grow(int k) {
   const uint64_t index = ibuf_[first];
   const Entry& f = stack.at(index);
   auto prepend = [&](uint64_t j) {
-    bindPosition(j, stack.at(j));
+    const bool likely = bindPosition(j, stack.at(j));
     bindSpan();
-    bool ok = bindChecks(k, true);
+    bool ok = likely && bindChecks(k, true);
     if (ok && el.verify_on_prepend && plan_->strategy == Strategy::kSkipTillNextMatch) {
       ok = verifyStep(k, pos_ + 1);
     }
@@ -519,6 +532,7 @@ void NfaDetector::emitFirstElements(uint64_t rip, Timestamp lo) {
         const Entry& c = first.at(j);
         if (c.ts < member_lo) break;
         pbuf_[p] = &c.event;
+        prob_[p] = prob_[p + 1] * c.event->probability();
         emit();
       }
     }
@@ -529,6 +543,8 @@ void NfaDetector::emitFirstElements(uint64_t rip, Timestamp lo) {
       if (c.ts < lo) break;
       // Nothing checks the first element once bound, so only the match
       // buffers need it (ebuf_ for a cluster's window).
+      prob_[p] = prob_[p + 1] * c.event->probability();
+      if (prob_[p] < min_prob_) continue;
       pbuf_[p] = &c.event;
       ebuf_[p] = c.event.get();
       leaf();
@@ -675,6 +691,9 @@ void NfaDetector::leafCluster() {
 }
 
 void NfaDetector::emit() {
+  double probability = prob_[pos_];
+  if (cluster_) probability *= (*pbuf_[end_ - 1])->probability();
+  if (probability < min_prob_) return;
   std::span<const uint32_t> ends = fixed_ends_;
   if (ends.empty()) {  // Kleene elements: their lengths vary per match
     for (int k = 0; k < m_; ++k) ends_[k] = static_cast<uint32_t>(estart_[k + 1] - pos_);

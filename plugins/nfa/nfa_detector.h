@@ -68,7 +68,8 @@ class NfaDetector final : public plugin::Detector {
   void reserveBuffers(const Partition& p);
   void constructOne(Partition& p, uint64_t index);
   void constructCluster(Partition& p, uint64_t begin, uint64_t end);
-  void bindPosition(uint64_t index, const Entry& entry);
+  // False when the binding's probability fell below the threshold.
+  bool bindPosition(uint64_t index, const Entry& entry);
   void enterElement(int k, uint64_t index);
   void grow(int k);
   void completed(int k);
@@ -94,6 +95,11 @@ class NfaDetector final : public plugin::Detector {
   const bool plain_first_;
   const bool member_checks_;                    // batched: something names the accepting element
   const std::span<const uint32_t> fixed_ends_;  // empty when an element is Kleene
+  const double min_prob_;                       // PROBABILITY >= p, else 0
+  // No match can take an event less likely than the threshold. Only
+  // strategies that never choose between events may leave it off the stacks:
+  // skip_till_next_match would take it (and lose the match), not a later one.
+  const bool drop_unlikely_;
 
   std::unique_ptr<Partition> single_;  // when there is no PARTITION BY
   std::unordered_multimap<uint64_t, Partition*> by_hash_;
@@ -110,6 +116,9 @@ class NfaDetector final : public plugin::Detector {
   std::vector<const EventPtr*> pbuf_;
   std::vector<const Event*> ebuf_;
   std::vector<uint64_t> ibuf_;  // stack index of each bound event
+  // prob_[i]: the product of the probabilities of the events at [i, end_);
+  // one longer than pbuf_ (prob_[end_] is 1).
+  std::vector<double> prob_;
   size_t pos_ = 0;
   size_t end_ = 0;
   size_t estart_[kMaxElements + 1] = {};

@@ -97,6 +97,7 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
   auto plan = std::make_shared<Plan>();
   plan->strategy = query.strategy;
   if (query.within) plan->window = *query.within;
+  plan->min_probability = query.min_probability.value_or(0);
   if (query.context == pattern::Context::kRecent) {
     return Status::invalidArgument(
         "the nfa engine does not support CONTEXT recent (an event-algebra context that keeps one "
@@ -300,7 +301,9 @@ EventPtr Composer::compose(const plugin::Match& match) const {
     begin += count;
   }
   for (size_t i = 0; i < match.size(); ++i) builder.constituent(match.event(i));
-  if (plan_->returns) plan_->returns->apply(bindings, builder);
+  const double probability = match.probability();
+  builder.probability(probability);
+  if (plan_->returns) plan_->returns->apply(bindings, probability, builder);
   return builder.build();
 }
 

@@ -105,6 +105,7 @@ struct Plan {
   pattern::Strategy strategy = pattern::Strategy::kSkipTillAnyMatch;
   Construction construction = Construction::kBatched;
   Timestamp window = kNoWindow;  // WITHIN n, inclusive
+  double min_probability = 0;    // PROBABILITY >= p; 0 keeps every match
   Timestamp batch_period = 0;    // batched: construct when time crosses a multiple
   std::vector<Symbol> partition_by;
   pattern::BindingLayout layout;

@@ -239,6 +239,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
     auto p = std::make_shared<CompiledPattern>();
     p->policy = policy;
     if (query.within) p->window = *query.within;
+    p->min_probability = query.min_probability.value_or(0);
     p->layout = layout;
     auto where = pattern::compileConjuncts(query.where, p->layout);
     if (!where) return where.status();
@@ -425,6 +426,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
   auto disjunction = std::make_shared<CompiledPattern>();
   disjunction->policy = policy;
   disjunction->window = compiled.front()->window;
+  disjunction->min_probability = compiled.front()->min_probability;
   disjunction->layout = layout;
   disjunction->alternatives = std::move(compiled);
   return CompiledPatternPtr(std::move(disjunction));
@@ -440,6 +442,7 @@ struct PetriNet::Token {
   Timestamp first_ts = 0;
   Timestamp last_ts = 0;
   uint64_t first_seq = 0;  // arrival number of the first bound event
+  double prob = 1;         // the product of the bound events' probabilities
   int element = 0;         // the element `event` binds (several events bind a Kleene one)
 };
 
@@ -483,6 +486,7 @@ struct PetriNet::Transition {
   std::vector<const pattern::Conjunct*> guards;
   std::vector<int> slots;        // the slot bound at each depth 0..depth, or -1
   Timestamp window = kNoWindow;  // the largest window of `users`
+  double min_probability = 1;    // the smallest PROBABILITY bound of `users`
   std::vector<PatternEntry*> users;
   std::vector<PatternEntry*> outputs;  // patterns whose last transition this is
   // `outputs` grouped by CompiledPattern::return_key: one composite per group.
@@ -501,6 +505,9 @@ struct PetriNet::Transition {
     std::vector<EventPtr> place;
   };
   std::vector<Inhibitor> inhibitors;
+  // A token this unlikely helps no user; only a feedback transition may drop
+  // it (a consuming one would hand its event to another token instead).
+  bool unlikely(double prob) const { return group < 0 && prob < min_probability; }
   size_t consumers = 0;                             // transitions reading the output place
   std::vector<std::shared_ptr<const Token>> place;  // kept only while consumers > 0
 };
@@ -526,7 +533,9 @@ class PetriNet::Composer final : public plugin::MatchComposer {
     }
     EventBuilder builder(type_);
     for (size_t i = 0; i < match.size(); ++i) builder.constituent(match.event(i));
-    if (p_->returns) p_->returns->apply(bindings, builder);
+    const double probability = match.probability();
+    builder.probability(probability);
+    if (p_->returns) p_->returns->apply(bindings, probability, builder);
     return builder.build();
   }
 
@@ -696,7 +705,11 @@ std::unique_ptr<PetriNet::PatternEntry> PetriNet::detach(const PatternEntry& ent
       std::erase_if(transitions_, [&](const auto& owned_t) { return owned_t.get() == t; });
     } else {
       t->window = 0;
-      for (const PatternEntry* u : t->users) t->window = std::max(t->window, u->pattern->window);
+      t->min_probability = 1;
+      for (const PatternEntry* u : t->users) {
+        t->window = std::max(t->window, u->pattern->window);
+        t->min_probability = std::min(t->min_probability, u->pattern->min_probability);
+      }
     }
   }
   e->chain.clear();
@@ -720,6 +733,7 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
     if (std::find(t->users.begin(), t->users.end(), e) != t->users.end()) return;
     t->users.push_back(e);
     t->window = std::max(t->window, p.window);
+    t->min_probability = std::min(t->min_probability, p.min_probability);
     e->chain.push_back(t);
   };
   // The transition binding element `from + depth` after a chain that starts
@@ -733,6 +747,7 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
     t->owner = pattern;
     for (size_t d = 0; d <= depth; ++d) t->slots.push_back(p.elements[from + d].slot);
     t->window = p.window;
+    t->min_probability = p.min_probability;
     t->group = e->group;
     const CompiledPattern::Element& el = p.elements[from + depth];
     t->type = el.type;
@@ -1022,6 +1037,7 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
     const Token* tok = in[i].get();
     if (tok->last_ts >= ts) continue;
     if (t.window != kNoWindow && ts - tok->first_ts > t.window) continue;
+    if (t.unlikely(tok->prob * event->probability())) continue;
     if (!guardsHold(t, tok, nullptr, event.get())) continue;
     if (!t.inhibitors.empty() && negated(t, tok, *event)) continue;
     if (t.group < 0) {
@@ -1196,12 +1212,14 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
     tok.first_ts = std::min(parent->first_ts, right->first_ts);
     tok.first_seq = std::min(parent->first_seq, right->first_seq);
     tok.last_ts = std::max(parent->last_ts, right->last_ts);
+    tok.prob = parent->prob * right->prob;
   } else {
     tok.event = event;
     tok.element = t.depth;
     tok.first_ts = parent ? parent->first_ts : event->ts();
     tok.first_seq = parent ? parent->first_seq : seq_;
     tok.last_ts = event->ts();
+    tok.prob = (parent ? parent->prob : 1.0) * event->probability();
   }
   tok.parent = std::move(parent);
   tok.right = std::move(right);
@@ -1212,6 +1230,7 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
       if (tok.first_seq < p->since_seq) continue;
       const Timestamp w = p->pattern->window;
       if (w != kNoWindow && tok.last_ts - tok.first_ts > w) continue;
+      if (tok.prob < p->pattern->min_probability) continue;
       const std::vector<const pattern::Conjunct*>& completion =
           p->pattern->elements.back().completion;
       if (!completion.empty()) {
@@ -1236,7 +1255,7 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
       p->sink->onMatch(plugin::Match(chain_, t.by_element ? ends_ : p->ends, &composer));
     }
   }
-  if (t.consumers == 0 && t.joins.empty()) return;
+  if ((t.consumers == 0 && t.joins.empty()) || t.unlikely(tok.prob)) return;
   auto shared = std::make_shared<const Token>(std::move(tok));
   for (Transition* j : t.joins) {
     if (j->conjunction) {

@@ -13,6 +13,10 @@
 //   concurrency. A token expires once its first event is older than the
 //   window; a shared transition prunes with the largest window of the
 //   patterns using it, and each output checks its own pattern's window.
+//   Likewise a feedback transition drops a token less likely than the
+//   smallest PROBABILITY bound of its patterns, and each output checks its
+//   own bound (a consuming transition keeps it: dropping it would hand its
+//   event to another token).
 // - Conjunctions and Kleene elements run under the feedback policy only and
 //   take no part in middle or back joins (their chains share prefixes); joins
 //   are made for feedback patterns without negations only.
@@ -81,6 +85,7 @@ struct CompiledPattern {
     std::vector<const pattern::Conjunct*> completion;
   };
   Timestamp window = kNoWindow;
+  double min_probability = 0;  // PROBABILITY >= p; 0 keeps every match
   Policy policy = Policy::kFeedback;
   bool has_negation = false;  // such a pattern shares prefixes only (no joins)
   bool has_kleene = false;    // so does one with a Kleene element

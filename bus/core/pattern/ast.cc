@@ -103,6 +103,7 @@ std::string defaultReturnName(const Expr& e) {
     if (!e.ref.attr.empty()) name += "_" + e.ref.attr;
     return name;
   }
+  if (e.kind == ExprKind::kMatchProb) return "prob";
   return "";
 }
 

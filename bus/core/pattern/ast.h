@@ -43,6 +43,7 @@ enum class ExprKind : uint8_t {
   kAggregate,  // count(b[]), sum(b[].price), avg, min, max
   kUnary,      // -x, NOT x
   kBinary,     // arithmetic, comparison, AND, OR
+  kMatchProb,  // prob(): the probability of the whole match; RETURN only
 };
 
 enum class UnaryOp : uint8_t { kNeg, kNot };
@@ -193,7 +194,8 @@ struct ReturnItem {
 
 // The attribute name RETURN gives `e` when no `AS name` is written:
 // a.symbol -> a_symbol, b[1].price -> b_1_price, b[last].price ->
-// b_last_price, sum(b[].price) -> sum_b_price, count(b[]) -> count_b.
+// b_last_price, sum(b[].price) -> sum_b_price, count(b[]) -> count_b,
+// prob() -> prob.
 // Empty for any other expression (which then needs AS).
 std::string defaultReturnName(const Expr& e);
 
@@ -205,8 +207,11 @@ struct ReturnClause {
 
 struct Query {
   PatternPtr pattern;
-  ExprPtr where;                          // null when there is no WHERE
-  std::optional<int64_t> within;          // WITHIN n: ts(last) - ts(first) <= n, n > 0
+  ExprPtr where;                  // null when there is no WHERE
+  std::optional<int64_t> within;  // WITHIN n: ts(last) - ts(first) <= n, n > 0
+  // PROBABILITY >= p, p in [0, 1]: a match is kept iff its probability (the
+  // product of its events' probabilities) is at least p.
+  std::optional<double> min_probability;
   std::vector<std::string> partition_by;  // PARTITION BY attr, ...
   Strategy strategy = Strategy::kSkipTillAnyMatch;
   Context context = Context::kUnspecified;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <limits>
 
 #include "bus/core/pattern/printer.h"
 
@@ -176,7 +177,7 @@ Scalar CompiledExpr::aggregate(const Node& n, Bindings bindings) {
   return Scalar();
 }
 
-Scalar CompiledExpr::eval(uint32_t index, Bindings bindings) const {
+Scalar CompiledExpr::eval(uint32_t index, Bindings bindings, double probability) const {
   const Node& n = nodes_[index];
   switch (n.op) {
     case Op::kConst:
@@ -187,25 +188,30 @@ Scalar CompiledExpr::eval(uint32_t index, Bindings bindings) const {
       return readAttr(n, bindings);
     case Op::kAgg:
       return aggregate(n, bindings);
+    case Op::kMatchProb:
+      return std::isnan(probability) ? Scalar() : Scalar::ofDouble(probability);
     case Op::kNeg: {
-      const Scalar v = eval(n.lhs, bindings);
+      const Scalar v = eval(n.lhs, bindings, probability);
       if (v.kind() == Scalar::Kind::kInt && v.asInt() != INT64_MIN)
         return Scalar::ofInt(-v.asInt());
       if (v.isNumber()) return Scalar::ofDouble(-v.toDouble());
       return Scalar();
     }
     case Op::kNot:
-      return Scalar::ofBool(!isTrue(eval(n.lhs, bindings)));
+      return Scalar::ofBool(!isTrue(eval(n.lhs, bindings, probability)));
     case Op::kAnd:
-      return Scalar::ofBool(isTrue(eval(n.lhs, bindings)) && isTrue(eval(n.rhs, bindings)));
+      return Scalar::ofBool(isTrue(eval(n.lhs, bindings, probability)) &&
+                            isTrue(eval(n.rhs, bindings, probability)));
     case Op::kOr:
-      return Scalar::ofBool(isTrue(eval(n.lhs, bindings)) || isTrue(eval(n.rhs, bindings)));
+      return Scalar::ofBool(isTrue(eval(n.lhs, bindings, probability)) ||
+                            isTrue(eval(n.rhs, bindings, probability)));
     case Op::kAdd:
     case Op::kSub:
     case Op::kMul:
     case Op::kDiv:
     case Op::kMod:
-      return arithmetic(n.op, eval(n.lhs, bindings), eval(n.rhs, bindings));
+      return arithmetic(n.op, eval(n.lhs, bindings, probability),
+                        eval(n.rhs, bindings, probability));
     case Op::kEq:
     case Op::kNe:
     case Op::kLt:
@@ -214,7 +220,7 @@ Scalar CompiledExpr::eval(uint32_t index, Bindings bindings) const {
     case Op::kGe:
       break;
   }
-  const int c = order(eval(n.lhs, bindings), eval(n.rhs, bindings));
+  const int c = order(eval(n.lhs, bindings, probability), eval(n.rhs, bindings, probability));
   if (c == 2) return Scalar::ofBool(false);
   switch (n.op) {
     case Op::kEq:
@@ -270,8 +276,12 @@ Scalar CompiledExpr::arithmetic(Op op, const Scalar& l, const Scalar& r) {
 }
 
 Scalar CompiledExpr::evaluate(Bindings bindings) const {
+  return evaluate(bindings, std::numeric_limits<double>::quiet_NaN());
+}
+
+Scalar CompiledExpr::evaluate(Bindings bindings, double match_probability) const {
   if (nodes_.empty()) return Scalar();
-  return eval(static_cast<uint32_t>(nodes_.size() - 1), bindings);
+  return eval(static_cast<uint32_t>(nodes_.size() - 1), bindings, match_probability);
 }
 
 bool CompiledExpr::test(Bindings bindings) const { return isTrue(evaluate(bindings)); }
@@ -321,6 +331,9 @@ class ExprCompiler {
       case ExprKind::kAttr:
       case ExprKind::kAggregate:
         reference(e, n);
+        break;
+      case ExprKind::kMatchProb:
+        n.op = Op::kMatchProb;
         break;
       case ExprKind::kUnary:
         n.op = e.unary == UnaryOp::kNeg ? Op::kNeg : Op::kNot;
@@ -475,9 +488,9 @@ Result<std::vector<Conjunct>> compileConjuncts(const ExprPtr& where, const Bindi
   return out;
 }
 
-void CompiledReturn::apply(Bindings bindings, EventBuilder& builder) const {
+void CompiledReturn::apply(Bindings bindings, double probability, EventBuilder& builder) const {
   for (const Item& item : items) {
-    const Scalar v = item.expr.evaluate(bindings);
+    const Scalar v = item.expr.evaluate(bindings, probability);
     if (!v.isMissing()) builder.set(item.name, v.toValue());
   }
 }

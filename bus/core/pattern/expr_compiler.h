@@ -153,7 +153,10 @@ class CompiledExpr {
  public:
   // The expression's value over `bindings` (Missing per the rules above;
   // always Missing for a default-constructed CompiledExpr).
+  // prob() reads as Missing: it exists only in RETURN (see CompiledReturn).
   Scalar evaluate(Bindings bindings) const;
+  // The same, with prob() reading `match_probability`.
+  Scalar evaluate(Bindings bindings, double match_probability) const;
   // True iff the expression evaluates to the bool `true`.
   bool test(Bindings bindings) const;
   // Canonical text of the source expression.
@@ -167,6 +170,7 @@ class CompiledExpr {
     kConstString,
     kAttr,
     kAgg,
+    kMatchProb,  // prob(): the evaluation's match probability
     kNeg,
     kNot,
     kAdd,
@@ -196,7 +200,7 @@ class CompiledExpr {
     Scalar constant;       // kConst (numbers and bools)
   };
 
-  Scalar eval(uint32_t node, Bindings bindings) const;
+  Scalar eval(uint32_t node, Bindings bindings, double probability) const;
   static Scalar readAttr(const Node& n, Bindings bindings);
   static Scalar aggregate(const Node& n, Bindings bindings);
   static Scalar arithmetic(Op op, const Scalar& l, const Scalar& r);
@@ -244,8 +248,9 @@ struct CompiledReturn {
   std::vector<Item> items;
 
   // Sets every item that is not Missing on `builder` (which the engine
-  // created with `type`, adding constituents and the interval itself).
-  void apply(Bindings bindings, EventBuilder& builder) const;
+  // created with `type`, adding constituents, the interval and the
+  // probability itself); prob() reads `probability`, the match's.
+  void apply(Bindings bindings, double probability, EventBuilder& builder) const;
 };
 
 Result<CompiledReturn> compileReturn(const ReturnClause& clause, const BindingLayout& layout);

@@ -8,10 +8,11 @@
 namespace cepbus::pattern {
 namespace {
 
-constexpr std::array<std::pair<Keyword, const char*>, 16> kKeywords = {{
+constexpr std::array<std::pair<Keyword, const char*>, 17> kKeywords = {{
     {Keyword::kPattern, "PATTERN"},
     {Keyword::kWhere, "WHERE"},
     {Keyword::kWithin, "WITHIN"},
+    {Keyword::kProbability, "PROBABILITY"},
     {Keyword::kPartition, "PARTITION"},
     {Keyword::kBy, "BY"},
     {Keyword::kStrategy, "STRATEGY"},

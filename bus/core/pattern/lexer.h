@@ -3,7 +3,7 @@
 // Tokens of the cepbus pattern language.
 //
 // Keywords are case-insensitive and reserved (PATTERN, WHERE, WITHIN,
-// PARTITION, BY, STRATEGY, CONTEXT, RETURN, AS, SEQ, AND, OR, NOT, AGG, TRUE,
+// PROBABILITY, PARTITION, BY, STRATEGY, CONTEXT, RETURN, AS, SEQ, AND, OR, NOT, AGG, TRUE,
 // FALSE); identifiers are case-sensitive. `--` starts a comment that runs to
 // the end of the line. Strings are '...' or "..." with backslash escapes
 // (\\ \' \" \n \t).
@@ -55,6 +55,7 @@ enum class Keyword : uint8_t {
   kPattern,
   kWhere,
   kWithin,
+  kProbability,
   kPartition,
   kBy,
   kStrategy,

@@ -86,7 +86,8 @@ class Parser {
     while (peek().kind != TokenKind::kEnd) {
       const Token t = peek();
       if (t.kind != TokenKind::kKeyword || !isClause(t.keyword)) {
-        expected("WHERE, WITHIN, PARTITION BY, STRATEGY, CONTEXT, RETURN or end of input");
+        expected(
+            "WHERE, WITHIN, PROBABILITY, PARTITION BY, STRATEGY, CONTEXT, RETURN or end of input");
       }
       if (std::find(seen.begin(), seen.end(), t.keyword) != seen.end()) {
         fail(t.pos, std::string("duplicate ") + keywordName(t.keyword) + " clause");
@@ -99,6 +100,9 @@ class Parser {
           break;
         case Keyword::kWithin:
           q.within = positiveInt("WITHIN");
+          break;
+        case Keyword::kProbability:
+          q.min_probability = probabilityBound();
           break;
         case Keyword::kPartition:
           q.partition_by = partitionBy();
@@ -214,9 +218,25 @@ class Parser {
     return t.int_value;
   }
 
+  // probability := '>=' number, the number in [0, 1]
+  double probabilityBound() {
+    expect(TokenKind::kGe,
+           "'>=' after PROBABILITY (a match is kept when its probability is at least p)");
+    const Token& t = peek();
+    if (t.kind != TokenKind::kInt && t.kind != TokenKind::kDouble)
+      expected("a probability in [0, 1]");
+    take();
+    const double p = t.kind == TokenKind::kInt ? static_cast<double>(t.int_value) : t.double_value;
+    if (!(p >= 0 && p <= 1)) {
+      fail(t.pos, "PROBABILITY must be in [0, 1], found " + t.text);
+    }
+    return p;
+  }
+
   static bool isClause(Keyword k) {
-    return k == Keyword::kWhere || k == Keyword::kWithin || k == Keyword::kPartition ||
-           k == Keyword::kStrategy || k == Keyword::kContext || k == Keyword::kReturn;
+    return k == Keyword::kWhere || k == Keyword::kWithin || k == Keyword::kProbability ||
+           k == Keyword::kPartition || k == Keyword::kStrategy || k == Keyword::kContext ||
+           k == Keyword::kReturn;
   }
 
   // partition := BY attr { ',' attr }
@@ -637,6 +657,10 @@ class Parser {
         break;
       case TokenKind::kIdent:
         if (mode_ == Mode::kFilter) return bareAttribute();
+        if (peek(1).kind == TokenKind::kLParen && peek(2).kind == TokenKind::kRParen &&
+            equalsIgnoreCase(t.text, "prob")) {
+          return matchProbability();
+        }
         if (peek(1).kind == TokenKind::kLParen) return aggregate();
         return reference();
       default:
@@ -696,6 +720,14 @@ class Parser {
     }
     e->ref.attr = attributeName();
     e->ref.builtin = builtinOf(e->ref.attr);
+    return e;
+  }
+
+  // prob := 'prob' '(' ')'
+  ExprPtr matchProbability() {
+    auto e = newExpr(ExprKind::kMatchProb, take().pos);
+    take();  // '('
+    take();  // ')'
     return e;
   }
 
@@ -865,6 +897,13 @@ class Checker {
       case ExprKind::kAttr:
       case ExprKind::kAggregate:
         return checkRef(e, site, scope);
+      case ExprKind::kMatchProb:
+        if (site != Site::kReturn) {
+          fail(e.pos,
+               "prob() is the probability of a whole match and is only allowed in RETURN; "
+               "filter matches with PROBABILITY >= p");
+        }
+        return Type::kNumber;
       case ExprKind::kUnary: {
         const Type t = check(*e.lhs, site, scope);
         if (e.unary == UnaryOp::kNot) {

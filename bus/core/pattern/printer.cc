@@ -24,6 +24,7 @@ int precedence(const Expr& e) {
       return e.literal.isNumber() && std::signbit(e.literal.toDouble()) ? kUnaryPrec : kPrimaryPrec;
     case ExprKind::kAttr:
     case ExprKind::kAggregate:
+    case ExprKind::kMatchProb:
       return kPrimaryPrec;
     case ExprKind::kUnary:
       return e.unary == UnaryOp::kNot ? kNotPrec : kUnaryPrec;
@@ -152,6 +153,8 @@ std::string toString(const Expr& e) {
       return refText(e.ref);
     case ExprKind::kAggregate:
       return std::string(aggFuncName(e.agg)) + "(" + refText(e.ref) + ")";
+    case ExprKind::kMatchProb:
+      return "prob()";
     case ExprKind::kUnary: {
       if (e.unary == UnaryOp::kNot) return "NOT " + wrap(*e.lhs, precedence(*e.lhs) < kNotPrec);
       // A nested minus is parenthesized: "--" would start a comment.
@@ -222,6 +225,7 @@ std::string toString(const Query& q) {
   std::string out = "PATTERN " + toString(*q.pattern);
   if (q.where) out += "\nWHERE " + toString(*q.where);
   if (q.within) out += "\nWITHIN " + std::to_string(*q.within);
+  if (q.min_probability) out += "\nPROBABILITY >= " + literalText(Value(*q.min_probability));
   if (!q.partition_by.empty()) {
     out += "\nPARTITION BY ";
     for (size_t i = 0; i < q.partition_by.size(); ++i) {

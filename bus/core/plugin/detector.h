@@ -58,9 +58,20 @@ class Match {
     return events_.subspan(begin, element_ends_[j] - begin);
   }
 
+  // The probability that the match exists: the product of its events'
+  // probabilities, the events taken as independent. Negated elements do not
+  // enter it (an event that negates a match rejects it whatever its
+  // probability; docs/pattern-language.md, "Uncertain events").
+  double probability() const {
+    double p = 1;
+    for (const EventPtr* e : events_) p *= (*e)->probability();
+    return p;
+  }
+
   // The composite event: the RETURN type and attributes (or type "Match" and
   // no attributes without RETURN), spanning its constituents, which are the
-  // bound events. Allocates; call it only when the composite is needed.
+  // bound events, with the match's probability. Allocates; call it only when
+  // the composite is needed.
   EventPtr composite() const { return composer_->compose(*this); }
 
  private:

@@ -117,10 +117,11 @@ class Composer final : public plugin::MatchComposer {
   EventPtr compose(const plugin::Match& match) const override {
     EventBuilder builder(plan_->returns ? plan_->returns->type : Symbol::intern("Match"));
     for (size_t i = 0; i < match.size(); ++i) builder.constituent(match.event(i));
+    builder.probability(match.probability());
     if (plan_->returns) {
       std::vector<pattern::SlotBinding> bindings(plan_->layout.size());
       if (!bindings.empty()) bindings[0].event = match.event(match.size() - 1).get();
-      plan_->returns->apply(bindings, builder);
+      plan_->returns->apply(bindings, match.probability(), builder);
     }
     return builder.build();
   }

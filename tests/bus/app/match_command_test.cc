@@ -228,4 +228,24 @@ TEST(MatchArgumentsTest, RejectsBadCommandLines) {
 }
 
 }  // namespace
+TEST_F(MatchCommandTest, FullFormatPrintsTheMatchProbability) {
+  auto o = base(write("uncertain.jsonl",
+                      "{\"type\":\"A\",\"ts\":1,\"prob\":0.5}\n"
+                      "{\"type\":\"B\",\"ts\":2,\"prob\":0.5}\n"
+                      "{\"type\":\"B\",\"ts\":3}\n"));
+  o.query = "PATTERN SEQ(A a, B b) PROBABILITY >= 0.5 RETURN P(prob() AS p)";
+  o.full = true;
+  for (const char* engine : {"nfa", "algebra", "petri"}) {
+    o.engine = engine;
+    ASSERT_EQ(run(o), 0) << engine << ": " << err_.str();
+    // a1-b2 has probability 1/4, below the bound; a1-b3 has 1/2.
+    const std::string line = out_.str();
+    EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1) << engine << ": " << line;
+    EXPECT_THAT(line, HasSubstr("\"prob\":0.5")) << engine;
+    EXPECT_THAT(line, HasSubstr("\"p\":0.5")) << engine;
+    EXPECT_THAT(line, HasSubstr("\"start\":1")) << engine;
+    EXPECT_THAT(line, HasSubstr("\"ts\":3")) << engine;
+  }
+}
+
 }  // namespace cepbus::app

@@ -191,7 +191,8 @@ std::vector<Out> reference(const std::string& query, const std::vector<EventPtr>
 // Random streams and expressions.
 
 // P1's atomic streams: no two events of one type share a timestamp.
-std::vector<EventPtr> randomStream(std::mt19937& rng, int n, int types) {
+// `uncertain`: probabilities 1/4 .. 1, whose products are exact in binary.
+std::vector<EventPtr> randomStream(std::mt19937& rng, int n, int types, bool uncertain = false) {
   std::vector<EventPtr> out;
   Timestamp ts = 1;
   std::vector<int> at;  // types at the current ts
@@ -207,6 +208,7 @@ std::vector<EventPtr> randomStream(std::mt19937& rng, int n, int types) {
                       .at(ts)
                       .id(static_cast<EventId>(i + 1))
                       .set("x", Value(static_cast<int64_t>(rng() % 10)))
+                      .probability(uncertain ? 0.25 * static_cast<double>(1 + rng() % 4) : 1.0)
                       .build());
   }
   return out;
@@ -260,6 +262,50 @@ TEST(AlgebraReference, UnrestrictedEqualsTheDefinitions) {
     nonempty += !want.empty();
   }
   EXPECT_GT(nonempty, 100);  // the random cases are not vacuous
+}
+
+// The outputs whose events' probabilities multiply to at least `bound`.
+std::vector<Out> likely(const std::vector<Out>& outs, const std::vector<EventPtr>& events,
+                        double bound) {
+  std::vector<Out> kept;
+  for (const Out& o : outs) {
+    double p = 1;
+    for (const auto& [element, id] : o.binds) p *= events[id - 1]->probability();
+    if (p >= bound) kept.push_back(o);
+  }
+  return kept;
+}
+
+// PROBABILITY >= p on uncertain streams: unrestricted, the definitions'
+// instances that are likely enough (pruned inside every operator); recent,
+// the recent matches that are (the one-per-tick choice sees every instance),
+// and each composite carries its match's probability.
+TEST(AlgebraReference, ProbabilityBoundKeepsTheLikelyMatches) {
+  std::mt19937 rng(11);
+  size_t kept = 0, dropped = 0;
+  for (int round = 0; round < 300; ++round) {
+    ExprGen gen(rng, {";", "+", "|", "~", "||", "-"}, true);
+    const std::string expr = "WITHIN(" + gen.gen(3) + ", 6)";
+    const double bound = 0.25 * static_cast<double>(rng() % 4);
+    const std::string clause = " PROBABILITY >= " + std::to_string(bound);
+    const auto events = randomStream(rng, 9, 3, true);
+    const std::string all = "PATTERN " + expr + " CONTEXT unrestricted";
+    const auto want = likely(reference(all, events), events, bound);
+    const auto got = runAlgebra(all + clause, events, true);
+    ASSERT_EQ(got, want) << all << clause;
+    for (const Out& o : got) {
+      double p = 1;
+      for (const auto& [element, id] : o.binds) p *= events[id - 1]->probability();
+      EXPECT_EQ(o.composite->probability(), p) << all;
+    }
+    const std::string recent = "PATTERN " + expr;
+    const auto recent_all = runAlgebra(recent, events);
+    ASSERT_EQ(runAlgebra(recent + clause, events), likely(recent_all, events, bound)) << recent;
+    kept += want.size();
+    dropped += reference(all, events).size() - want.size();
+  }
+  EXPECT_GT(kept, 100u);  // both sides of the bound are exercised
+  EXPECT_GT(dropped, 100u);
 }
 
 // Recent output vs the definitions: Definition 12's three conditions, and the

@@ -1,10 +1,13 @@
 // Thousands of random streams and patterns: per_event and batched
 // construction must report exactly the matches of the brute-force reference
 // matcher (reference_matcher.h), for every strategy, with predicates, Kleene
-// elements, negation, windows and partitions.
+// elements, negation, windows and partitions. On uncertain streams, with a
+// PROBABILITY bound, the engine must report the reference's matches whose
+// product of probabilities reaches the bound, each composite carrying it.
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <sstream>
 
 #include "bus/core/event_json.h"
@@ -60,6 +63,56 @@ void checkOneCase(Generator& gen, bool long_streams, Stats& stats) {
                     << describe(events);
     }
   }
+}
+
+// One random query with a random PROBABILITY bound over one uncertain
+// stream: the reference's matches filtered by their probability.
+void checkUncertainCase(Generator& gen, Stats& stats) {
+  bool kleene = false;
+  const double bounds[] = {0, 0.2, 0.3, 0.5, 0.75};
+  const double bound = bounds[gen.uniform(0, 4)];
+  const std::string text = gen.query(kleene) + " PROBABILITY >= " + std::to_string(bound);
+  auto q = pattern::parseQuery(text);
+  ASSERT_TRUE(q.isOk()) << text << ": " << q.status().message();
+  const auto events = gen.events(gen.uniform(4, kleene ? 12 : 20), true);
+  std::map<EventId, double> prob;
+  for (const EventPtr& e : events) prob[e->id()] = e->probability();
+  ReferenceMatcher ref(*q);
+  std::vector<std::vector<EventId>> expected;
+  for (auto& m : ref.run(events)) {
+    double p = 1;
+    for (EventId id : m) p *= prob[id];
+    if (p >= bound) expected.push_back(std::move(m));
+  }
+  std::sort(expected.begin(), expected.end());
+  ++stats.cases;
+  stats.with_matches += expected.empty() ? 0 : 1;
+  stats.matches += expected.size();
+  for (const char* construction : {"construction=per_event", "construction=batched"}) {
+    CollectingSink sink(true);
+    Status s = runQuery(text, events, {construction}, sink);
+    ASSERT_TRUE(s.isOk()) << text << ": " << s.message();
+    for (const CollectedMatch& m : sink.matches) {
+      double p = 1;
+      for (EventId id : m.ids) p *= prob[id];
+      EXPECT_EQ(m.composite->probability(), p) << text;
+    }
+    if (sink.sortedIds() != expected) {
+      ++stats.failures;
+      ADD_FAILURE() << "query: " << text << "\noptions: " << construction << "\nexpected "
+                    << expected.size() << " matches, got " << sink.matches.size() << "\nevents:\n"
+                    << describe(events);
+    }
+  }
+}
+
+TEST(NfaDifferentialTest, UncertainStreamsAgreeWithFilteredReference) {
+  ASSERT_NE(nfaPlugin(), nullptr);
+  Generator gen(4242);
+  Stats stats;
+  for (int i = 0; i < 3000 && stats.failures < 3; ++i) checkUncertainCase(gen, stats);
+  EXPECT_GT(stats.with_matches, stats.cases / 5);
+  EXPECT_GT(stats.matches, 500u);
 }
 
 TEST(NfaDifferentialTest, RandomPatternsAgreeWithReferenceInBothConstructions) {

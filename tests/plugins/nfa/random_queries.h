@@ -83,7 +83,9 @@ class Generator {
     return text;
   }
 
-  std::vector<EventPtr> events(int n) {
+  // `uncertain`: probabilities 1/4, 1/2, 3/4 or 1, whose products are exact
+  // in binary, so that no bound falls between two roundings of a product.
+  std::vector<EventPtr> events(int n, bool uncertain = false) {
     std::vector<EventPtr> out;
     Timestamp ts = uniform(0, 3);
     for (int i = 0; i < n; ++i) {
@@ -99,6 +101,7 @@ class Generator {
       } else if (key == 4) {
         b.key(Value(static_cast<int64_t>(uniform(0, 1))));
       }
+      if (uncertain) b.probability(0.25 * uniform(1, 4));
       out.push_back(b.build());
     }
     return out;

@@ -224,6 +224,35 @@ TEST(PetriDetector, SameMatchesAsBruteForceAndNfa) {
   EXPECT_GT(nonempty, 200u);  // the random cases exercise real matches
 }
 
+// PROBABILITY >= p on uncertain streams: the brute force's likely matches,
+// from petri and nfa, the composites carrying the product.
+TEST(PetriDetector, ProbabilityBoundAgreesWithBruteForceAndNfa) {
+  std::mt19937_64 rng(77);
+  size_t kept = 0;
+  for (int round = 0; round < 400; ++round) {
+    testing::RandomPattern p = testing::randomPattern(rng, 4, 3);
+    p.min_probability = 0.125 * static_cast<double>(1 + rng() % 6);
+    const std::vector<EventPtr> events = testing::randomStream(rng, 30, 3, true);
+    const std::string q = p.text();
+    const Matches expected = testing::bruteForce(p, events);
+    kept += expected.size();
+    CollectingSink sink;
+    sink.compose = true;
+    ASSERT_TRUE(run("petri", q, events, sink)) << q;
+    EXPECT_EQ(sink.sorted(), expected) << q;
+    for (const EventPtr& c : sink.composites) {
+      double prob = 1;
+      for (const EventPtr& e : c->constituents()) prob *= e->probability();
+      EXPECT_EQ(c->probability(), prob) << q;
+      EXPECT_GE(c->probability(), p.min_probability) << q;
+    }
+    CollectingSink nfa;
+    ASSERT_TRUE(run("nfa", q, events, nfa)) << q;
+    EXPECT_EQ(nfa.sorted(), expected) << q;
+  }
+  EXPECT_GT(kept, 200u);
+}
+
 // Disjunction (one chain per alternative into one output place) and
 // selection (a guard on the operand's last transition) against the algebra
 // engine, whose semantics coincide under CONTEXT unrestricted.

@@ -566,4 +566,22 @@ TEST(PetriNet, KleeneLoopsOnItsPlaceAndSharesItsPrefix) {
 }
 
 }  // namespace
+// Patterns sharing a prefix with different PROBABILITY bounds: the shared
+// transitions keep the tokens the least demanding one needs, and each output
+// applies its own bound.
+TEST(PetriNet, SharedTransitionsKeepTokensForTheLowestProbabilityBound) {
+  PetriNet net;
+  testing::CollectingSink strict, loose;
+  ASSERT_TRUE(net.addPattern("strict", parse("PATTERN SEQ(A, B, C) PROBABILITY >= 0.5"), strict));
+  ASSERT_TRUE(net.addPattern("loose", parse("PATTERN SEQ(A, B, C)"), loose));
+  for (const EventPtr& e : {EventBuilder("A").at(1).probability(0.5).build(),
+                            EventBuilder("B").at(2).probability(0.5).build(),
+                            EventBuilder("C").at(3).build(), EventBuilder("A").at(4).build(),
+                            EventBuilder("B").at(5).build(), EventBuilder("C").at(6).build()}) {
+    ASSERT_TRUE(net.onEvent(e));
+  }
+  EXPECT_EQ(loose.sorted(), (Matches{{1, 2, 3}, {1, 2, 6}, {1, 5, 6}, {4, 5, 6}}));
+  EXPECT_EQ(strict.sorted(), (Matches{{1, 5, 6}, {4, 5, 6}}));  // 1-2-x have probability 1/4
+}
+
 }  // namespace cepbus::plugins::petri

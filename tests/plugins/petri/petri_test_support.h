@@ -47,6 +47,7 @@ struct RandomPattern {
   std::vector<bool> named;
   std::vector<Pred> preds;
   std::optional<int64_t> within;
+  double min_probability = 0;  // PROBABILITY >= it, when above 0
 
   std::string text() const {
     static const char* kOps[] = {"=", "!=", "<", ">"};
@@ -64,6 +65,7 @@ struct RandomPattern {
       q += p.rhs >= 0 ? "v" + std::to_string(p.rhs) + ".x" : std::to_string(p.constant);
     }
     if (within) q += " WITHIN " + std::to_string(*within);
+    if (min_probability > 0) q += " PROBABILITY >= " + std::to_string(min_probability);
     return q;
   }
 };
@@ -84,7 +86,8 @@ inline bool holds(const Pred& p, const std::vector<const Event*>& bound) {
 }
 
 // Every combination of events in order with strictly increasing ts, the
-// right types, the predicates and the (inclusive) window: skip_till_any_match.
+// right types, the predicates, the (inclusive) window and the probability
+// bound (the product of the events' probabilities): skip_till_any_match.
 inline std::vector<std::vector<Timestamp>> bruteForce(const RandomPattern& p,
                                                       const std::vector<EventPtr>& events) {
   std::vector<std::vector<Timestamp>> out;
@@ -95,6 +98,9 @@ inline std::vector<std::vector<Timestamp>> bruteForce(const RandomPattern& p,
         if (!holds(pr, bound)) return;
       }
       if (p.within && bound.back()->ts() - bound.front()->ts() > *p.within) return;
+      double prob = 1;
+      for (const Event* e : bound) prob *= e->probability();
+      if (prob < p.min_probability) return;
       std::vector<Timestamp> ts;
       for (const Event* e : bound) ts.push_back(e->ts());
       out.push_back(std::move(ts));
@@ -114,15 +120,19 @@ inline std::vector<std::vector<Timestamp>> bruteForce(const RandomPattern& p,
 }
 
 // Events of types A..(A+ntypes-1) with an int attribute x in [0, 3], ts
-// non-decreasing with repeats (so strictness matters).
-inline std::vector<EventPtr> randomStream(std::mt19937_64& rng, size_t n, int ntypes) {
+// non-decreasing with repeats (so strictness matters). `uncertain`:
+// probabilities 1/4 .. 1, whose products are exact in binary.
+inline std::vector<EventPtr> randomStream(std::mt19937_64& rng, size_t n, int ntypes,
+                                          bool uncertain = false) {
   std::vector<EventPtr> out;
   Timestamp ts = 0;
   for (size_t i = 0; i < n; ++i) {
     ts += static_cast<Timestamp>(rng() % 3);
     const std::string type(1, static_cast<char>('A' + rng() % ntypes));
-    out.push_back(
-        EventBuilder(type).at(ts).set("x", Value(static_cast<int64_t>(rng() % 4))).build());
+    EventBuilder b(type);
+    b.at(ts).set("x", Value(static_cast<int64_t>(rng() % 4)));
+    if (uncertain) b.probability(0.25 * static_cast<double>(1 + rng() % 4));
+    out.push_back(b.build());
   }
   return out;
 }

@@ -60,7 +60,7 @@ class Composer final : public plugin::MatchComposer {
       builder.constituent(match.event(i));
       bindings[i].event = match.event(i).get();
     }
-    if (plan_->returns) plan_->returns->apply(bindings, builder);
+    if (plan_->returns) plan_->returns->apply(bindings, match.probability(), builder);
     return builder.build();
   }
 

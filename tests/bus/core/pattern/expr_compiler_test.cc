@@ -338,7 +338,7 @@ TEST_F(ExprCompilerTest, ReturnBuildsCompositeAttributes) {
 
   EventBuilder builder(ret->type);
   builder.constituent(a_).constituent(c_);
-  ret->apply(slots_, builder);
+  ret->apply(slots_, 1.0, builder);
   EventPtr out = builder.build();
   EXPECT_EQ(out->type().name(), "Rise");
   EXPECT_EQ(*out->find(Symbol::intern("a_symbol")), Value("IBM"));
@@ -347,6 +347,20 @@ TEST_F(ExprCompilerTest, ReturnBuildsCompositeAttributes) {
   EXPECT_EQ(*out->find(Symbol::intern("twice")), Value(20));
   EXPECT_EQ(*out->find(Symbol::intern("c_ts")), Value(9));
   EXPECT_EQ(out->find(Symbol::intern("c_nope")), nullptr);  // missing values are left out
+}
+
+TEST_F(ExprCompilerTest, ReturnReadsTheMatchProbabilityWithProb) {
+  Result<Query> q = parseQuery("PATTERN SEQ(S a, S c) RETURN P(prob(), 1 - prob() AS miss)");
+  ASSERT_TRUE(q.isOk()) << q.status().toString();
+  Result<CompiledReturn> ret = compileReturn(*q->returns, BindingLayout::forQuery(*q));
+  ASSERT_TRUE(ret.isOk()) << ret.status().toString();
+  EventBuilder builder(ret->type);
+  ret->apply(slots_, 0.25, builder);
+  EventPtr out = builder.build();
+  EXPECT_EQ(*out->find(Symbol::intern("prob")), Value(0.25));
+  EXPECT_EQ(*out->find(Symbol::intern("miss")), Value(0.75));
+  // Outside RETURN there is no match probability: prob() is Missing.
+  EXPECT_TRUE(ret->items[0].expr.evaluate(slots_).isMissing());
 }
 
 TEST(ScalarTest, ToValue) {

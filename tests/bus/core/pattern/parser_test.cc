@@ -372,8 +372,8 @@ TEST(ParserTest, SyntaxErrorsNameLineColumnExpectedAndFound) {
   EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b"),
             "line 1, column 21: expected ',' or ')', found end of input");
   EXPECT_EQ(errorOf("PATTERN SEQ(A a,\n  B b))"),
-            "line 2, column 7: expected WHERE, WITHIN, PARTITION BY, STRATEGY, CONTEXT, RETURN "
-            "or end of input, found ')'");
+            "line 2, column 7: expected WHERE, WITHIN, PROBABILITY, PARTITION BY, STRATEGY, "
+            "CONTEXT, RETURN or end of input, found ')'");
   EXPECT_EQ(errorOf("PATTERN"),
             "line 1, column 8: expected an event type, '(', SEQ, AND, OR, NOT, AGG or WITHIN, "
             "found end of input");
@@ -565,4 +565,30 @@ TEST(ParserTest, FilterExpressions) {
 }
 
 }  // namespace
+TEST(ParserTest, ProbabilityClauseAnywhereAfterPatternAtMostOnce) {
+  EXPECT_EQ(*mustParse("PATTERN SEQ(A a, B b) PROBABILITY >= 0.5 WITHIN 3").min_probability, 0.5);
+  EXPECT_EQ(*mustParse("PATTERN SEQ(A a) WITHIN 3 probability >= 1").min_probability, 1.0);
+  EXPECT_EQ(*mustParse("PATTERN SEQ(A a) PROBABILITY >= 0").min_probability, 0.0);
+  EXPECT_FALSE(mustParse("PATTERN SEQ(A a)").min_probability.has_value());
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a) PROBABILITY >= 1.5"),
+            "line 1, column 33: PROBABILITY must be in [0, 1], found 1.5");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a) PROBABILITY >= -0.1"),
+            "line 1, column 33: expected a probability in [0, 1], found '-'");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a) PROBABILITY > 0.5"),
+            "line 1, column 30: expected '>=' after PROBABILITY (a match is kept when its "
+            "probability is at least p), found '>'");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a) PROBABILITY >= 0.5 PROBABILITY >= 0.6"),
+            "line 1, column 37: duplicate PROBABILITY clause");
+}
+
+TEST(ParserTest, MatchProbabilityOnlyInReturn) {
+  const Query q = mustParse("PATTERN SEQ(A a, B b) RETURN P(prob(), prob() * 2 AS twice)");
+  ASSERT_EQ(q.returns->items.size(), 2u);
+  EXPECT_EQ(q.returns->items[0].expr->kind, ExprKind::kMatchProb);
+  EXPECT_EQ(q.returns->items[0].name, "prob");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b) WHERE prob() > 0.5"),
+            "line 1, column 29: prob() is the probability of a whole match and is only allowed "
+            "in RETURN; filter matches with PROBABILITY >= p");
+}
+
 }  // namespace cepbus::pattern

@@ -102,4 +102,19 @@ TEST(PrinterTest, RoundTrip) {
 }
 
 }  // namespace
+TEST(PrinterTest, ProbabilityClauseAndMatchProbabilityRoundTrip) {
+  for (const char* text : {"PATTERN SEQ(A a, B b) PROBABILITY >= 0.25 RETURN P(prob())",
+                           "PATTERN SEQ(A a) WITHIN 4 PROBABILITY >= 1 RETURN P(prob() * 2 AS x)",
+                           "PATTERN SEQ(A a) PROBABILITY >= 0.1"}) {
+    auto q = parseQuery(text);
+    ASSERT_TRUE(q.isOk()) << text << ": " << q.status().message();
+    const std::string printed = toString(*q);
+    EXPECT_NE(printed.find("PROBABILITY >= "), std::string::npos) << printed;
+    auto again = parseQuery(printed);
+    ASSERT_TRUE(again.isOk()) << printed;
+    EXPECT_EQ(again->min_probability, q->min_probability) << printed;
+    EXPECT_EQ(toString(*again), printed);
+  }
+}
+
 }  // namespace cepbus::pattern
