@@ -1,6 +1,7 @@
 # Every dependency is a Debian 12 package (see scripts/install-deps.sh).
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
+find_package(simdjson 3 REQUIRED)
 find_package(tinyxml2 REQUIRED)
 find_package(SQLite3 REQUIRED)
 find_package(Poco REQUIRED COMPONENTS Foundation Util)

@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/apt_install_missing.sh"
 packages=(
   g++ cmake ninja-build pkg-config
   libqpid-proton-cpp12-dev python3-qpid-proton
-  libboost-dev libtinyxml2-dev libpoco-dev nlohmann-json3-dev libsqlite3-dev
+  libboost-dev libtinyxml2-dev libpoco-dev nlohmann-json3-dev libsimdjson-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl  # the AMQP TLS tests make a self-signed pair with the openssl command
   chromium  # the admin dashboard's end-to-end test drives it headless

@@ -23,7 +23,9 @@ EventId nextEventId() {
   return prefix | (counter.fetch_add(1, std::memory_order_relaxed) & ((EventId{1} << 40) - 1));
 }
 
-EventBuilder::EventBuilder(Symbol type) : event_(new Event()) { event_->type_ = type; }
+EventBuilder::EventBuilder(Symbol type) : event_(std::make_shared<Event>(Event::Key())) {
+  event_->type_ = type;
+}
 
 EventBuilder& EventBuilder::at(Timestamp ts) { return interval(ts, ts); }
 
@@ -50,6 +52,11 @@ EventBuilder& EventBuilder::set(Symbol name, Value value) {
 // spurious -Wmaybe-uninitialized in std::variant's move.
 EventBuilder& EventBuilder::set(std::string_view name, Value value) {
   return set(Symbol::intern(name), std::move(value));
+}
+
+EventBuilder& EventBuilder::reserveAttributes(size_t n) {
+  event_->attrs_.reserve(n);
+  return *this;
 }
 
 EventBuilder& EventBuilder::probability(double p) {
@@ -92,7 +99,7 @@ EventBuilder& EventBuilder::constituent(EventPtr part) {
 
 EventPtr EventBuilder::build() {
   if (event_->id_ == 0) event_->id_ = nextEventId();
-  return EventPtr(std::move(event_));
+  return std::move(event_);
 }
 
 }  // namespace cepbus

@@ -38,6 +38,14 @@ struct Attribute {
 
 class Event {
  public:
+  // Only EventBuilder makes a Key, so only it makes events; the constructor
+  // is public for std::make_shared (one allocation for event and count).
+  class Key {
+    friend class EventBuilder;
+    Key() = default;
+  };
+  explicit Event(Key /*unused*/) {}
+
   Symbol type() const { return type_; }
   Timestamp start() const { return start_; }
   Timestamp end() const { return end_; }
@@ -60,7 +68,6 @@ class Event {
 
  private:
   friend class EventBuilder;
-  Event() = default;
 
   Symbol type_;
   Timestamp start_ = 0;
@@ -90,6 +97,9 @@ class EventBuilder {
   // Sets (or replaces) an attribute.
   EventBuilder& set(Symbol name, Value value);
   EventBuilder& set(std::string_view name, Value value);
+  // Room for `n` attributes, so that a decoder that knows the count sets them
+  // with a single allocation.
+  EventBuilder& reserveAttributes(size_t n);
   EventBuilder& probability(double p);
   EventBuilder& key(Value key);
   EventBuilder& cost(int32_t cost);
@@ -104,7 +114,7 @@ class EventBuilder {
   EventPtr build();
 
  private:
-  std::unique_ptr<Event> event_;
+  std::shared_ptr<Event> event_;
   bool interval_set_ = false;
 };
 

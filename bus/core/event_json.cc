@@ -1,8 +1,11 @@
 #include "bus/core/event_json.h"
 
+#include <algorithm>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "bus/core/fast_event_decoder.h"
 #include "bus/core/wire_names.h"
 
 namespace cepbus {
@@ -191,6 +194,19 @@ Json toJson(const Event& e, EventFormat format) {
 }  // namespace
 
 Result<EventPtr> decodeEvent(std::string_view line) {
+  // A single line has no padding after it: copy it into a buffer that has.
+  thread_local FastEventDecoder decoder;
+  thread_local std::string padded;
+  padded.assign(line);
+  padded.resize(line.size() + FastEventDecoder::kPadding);
+  if (std::optional<EventPtr> e =
+          decoder.decode(std::string_view(padded.data(), line.size()), padded.size())) {
+    return std::move(*e);
+  }
+  return decodeEventReference(line);
+}
+
+Result<EventPtr> decodeEventReference(std::string_view line) {
   Json j;
   try {
     j = Json::parse(line);
@@ -220,11 +236,79 @@ Result<std::string> encodeEventExactly(const Event& event, EventFormat format) {
   }
 }
 
+// Big enough that a refill is rare, small enough to stay in cache.
+constexpr size_t kReadBlock = 1 << 20;
+
+EventLineReader::EventLineReader(std::istream& in)
+    : in_(in),
+      decoder_(std::make_unique<FastEventDecoder>()),
+      buffer_(kReadBlock + FastEventDecoder::kPadding) {}
+
+EventLineReader::~EventLineReader() = default;
+
+size_t EventLineReader::fill() {
+  std::streambuf* sb = in_.rdbuf();
+  if (sb == nullptr) return 0;
+  char* dst = buffer_.data() + end_;
+  const size_t room = buffer_.size() - FastEventDecoder::kPadding - end_;
+  std::streamsize avail = sb->in_avail();
+  if (avail == 0) {
+    if (sb->sgetc() == std::char_traits<char>::eof()) return 0;
+    avail = sb->in_avail();
+  }
+  if (avail < 0) return 0;
+  if (avail == 0) {
+    // An unbuffered stream (std::cin synced with stdio): up to a newline.
+    size_t n = 0;
+    for (int c; n < room && (c = sb->sbumpc()) != std::char_traits<char>::eof();) {
+      dst[n++] = static_cast<char>(c);
+      if (c == '\n') break;
+    }
+    return n;
+  }
+  return static_cast<size_t>(sb->sgetn(dst, std::min(avail, static_cast<std::streamsize>(room))));
+}
+
+bool EventLineReader::nextLine(std::string_view& line) {
+  size_t scanned = begin_;
+  for (;;) {
+    const char* data = buffer_.data();
+    if (const void* nl = std::memchr(data + scanned, '\n', end_ - scanned)) {
+      const size_t at = static_cast<const char*>(nl) - data;
+      line = std::string_view(data + begin_, at - begin_);
+      begin_ = at + 1;
+      return true;
+    }
+    scanned = end_;
+    if (eof_) {
+      if (begin_ == end_) return false;
+      line = std::string_view(data + begin_, end_ - begin_);  // a last line without '\n'
+      begin_ = end_;
+      return true;
+    }
+    // Keep the partial line, make room (a line longer than a block grows the
+    // buffer), and read on.
+    std::memmove(buffer_.data(), data + begin_, end_ - begin_);
+    scanned -= begin_;
+    end_ -= begin_;
+    begin_ = 0;
+    if (buffer_.size() - FastEventDecoder::kPadding - end_ < kReadBlock / 2) {
+      buffer_.resize(buffer_.size() * 2);
+    }
+    const size_t n = fill();
+    if (n == 0) eof_ = true;
+    end_ += n;
+  }
+}
+
 Result<EventPtr> EventLineReader::next() {
-  while (std::getline(in_, line_)) {
+  std::string_view line;
+  while (nextLine(line)) {
     ++line_no_;
-    if (line_.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto e = decodeEvent(line_);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const size_t capacity = buffer_.size() - static_cast<size_t>(line.data() - buffer_.data());
+    if (std::optional<EventPtr> e = decoder_->decode(line, capacity)) return std::move(*e);
+    auto e = decodeEventReference(line);
     if (!e) {
       return Status::invalidArgument("line " + std::to_string(line_no_) + ": " +
                                      e.status().message());

@@ -11,5 +11,7 @@ namespace cepbus::bench {
 
 // operator new calls since the program started; thread-safe.
 uint64_t allocationCount();
+// The bytes those calls asked for; thread-safe.
+uint64_t allocatedBytes();
 
 }  // namespace cepbus::bench

@@ -89,7 +89,7 @@ TEST(EventLineReaderTest, NamesTheLineOfABadEventAndReadsOn) {
       "{\"type\":\"C\",\"ts\":3}\n");
   EventLineReader reader(in);
   auto first = reader.next();
-  ASSERT_TRUE(first.isOk());
+  ASSERT_TRUE(first.isOk()) << first.status().toString();
   EXPECT_EQ((*first)->type().name(), "A");
   auto bad = reader.next();
   ASSERT_FALSE(bad.isOk());
