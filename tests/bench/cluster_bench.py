@@ -204,6 +204,14 @@ class Scenario:
         self.procs[k] = subprocess.Popen([self.args.cepbus, "run", os.path.join(self.dir, "n%d.xml" % k)],
                                          stdout=log, stderr=log)
 
+    def check_alive(self):
+        """A node that exited (a plugin that does not load, say) ends the benchmark with its log."""
+        for k, p in self.procs.items():
+            if p.poll() is not None:
+                self.stop()
+                log = open(os.path.join(self.dir, "n%d.log" % k)).read()[-2000:]
+                sys.exit("cepbus node %d exited with status %d:\n%s" % (k, p.returncode, log))
+
     def stats(self, k):
         try:
             with urllib.request.urlopen("http://127.0.0.1:%d/api/cluster" % self.http[k], timeout=2) as r:
@@ -261,6 +269,7 @@ def throughput(args, broker, work, events, count, nodes, partitions, batch, inde
     # refresh every heartbeat, 300 ms); the queues' emptiness confirms it.
     settled = 0
     while time.time() < t0 + 600:
+        s.check_alive()
         settled = sum(s.stats(k).get("settled", 0) for k in range(1, nodes + 1))
         if settled >= count + partitions:
             break
@@ -310,6 +319,7 @@ def takeover(args, broker, work, events, how):
 
     deadline = time.time() + 30
     while time.time() < deadline and not ("active" in roles(1) and "active" in roles(2)):
+        s.check_alive()
         time.sleep(0.05)
     before = s.stats(1).get("replayed", 0)
     t0 = time.time()
