@@ -51,7 +51,7 @@ struct PartitionStats {
   uint32_t partition = 0;
   std::string role;   // "active", "standby" (attached, not receiving) or "none"
   std::string owner;  // the rendezvous owner among the live nodes
-  uint64_t held = 0;  // input messages received and not yet accepted
+  uint64_t held = 0;  // events of input messages received and not yet accepted
   uint64_t unaccepted_outputs = 0;
 };
 
