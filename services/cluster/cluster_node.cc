@@ -127,6 +127,7 @@ std::string clusterStatsJson(const ClusterStats& s) {
                         {"detector_errors", s.detector_errors},
                         {"reconnects", s.reconnects},
                         {"stalls", s.stalls},
+                        {"unconfirmed_handovers", s.unconfirmed_handovers},
                         {"window_full", s.window_full},
                         {"streams_ended", s.streams_ended}}
       .dump();
@@ -261,7 +262,10 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     uint32_t index = 0;
     auto [end, ec] = std::from_chars(link.data() + 1, link.data() + link.size(), index);
     if (link.empty() || link[0] != 'p' || ec != std::errc() || end != link.data() + link.size() ||
-        index >= partitions_.size() || !partitions_[index].attached) {
+        index >= partitions_.size() || !partitions_[index].attached ||
+        d.receiver() != partitions_[index].receiver) {
+      // Not the partition's current consumer (an ended session's link has
+      // the same name): what it held goes back to the broker.
       d.release();
       return;
     }
@@ -352,7 +356,8 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     proton::session session;
     proton::receiver receiver;
     bool attached = false;
-    bool handing_over = false;
+    bool handing_over = false;  // its session was ended; the broker's end not seen yet
+    SteadyTime handover_started;
     std::unique_ptr<Active> active;
   };
 
@@ -508,6 +513,18 @@ class ClusterNode::Impl final : public proton::messaging_handler {
       const std::vector<std::string> ranked = rankNodes(p.index, live);
       const auto rank = std::find(ranked.begin(), ranked.end(), spec_.node) - ranked.begin();
       const bool wanted = rank < 2;
+      if (p.handing_over &&
+          Clock::now() - p.handover_started > std::chrono::milliseconds(spec_.idle_timeout_ms)) {
+        // RabbitMQ 3.10 ended the session (its consumer was gone) but sent no
+        // end back: waiting longer would leave the partition without this
+        // node for good, even once it is the owner.
+        log_.warning(
+            "cluster %s node %s: partition %u: the broker did not confirm the end of its session "
+            "within the idle timeout (%lu ms); the partition may be attached again",
+            spec_.name, spec_.node, p.index, static_cast<unsigned long>(spec_.idle_timeout_ms));
+        ++counters_.unconfirmed_handovers;
+        detached(p, "session end not confirmed");
+      }
       if (wanted && !p.attached && !p.handing_over) {
         attach(p);
       } else if (!wanted && p.attached) {
@@ -537,6 +554,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   void detach(Partition& p) {
     if (!p.attached) return;
     p.handing_over = true;
+    p.handover_started = Clock::now();
     if (p.session && p.session.active()) p.session.close();
     dropActive(p);
     p.attached = false;

@@ -70,7 +70,10 @@ struct ClusterStats {
   uint64_t composites = 0;  // composite events published
   uint64_t detector_errors = 0;
   uint64_t reconnects = 0;
-  uint64_t stalls = 0;         // times the watchdog found this node stalled
+  uint64_t stalls = 0;  // times the watchdog found this node stalled
+  // Handovers whose session end the broker never confirmed (RabbitMQ 3.10
+  // sometimes sends none): given up after the idle timeout.
+  uint64_t unconfirmed_handovers = 0;
   uint64_t window_full = 0;    // times a partition held max-unsettled messages
   uint64_t streams_ended = 0;  // end-of-stream markers taken
 };

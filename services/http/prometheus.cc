@@ -378,12 +378,14 @@ void appendClusterNodes(std::string& out,
       {"replayed", "Input messages that arrived redelivered (a takeover's replay)."},
       {"takeovers", "Partitions the node became the active consumer of."},
       {"handovers", "Partitions the node gave up to their owner while active."},
-      {"duplicates", "Input messages whose event id the partition already held."},
+      {"duplicates", "Input events whose event id the partition already held."},
       {"late", "Events later than the slack, re-published as late."},
       {"rejected", "Input messages that were not events (refused)."},
       {"composites", "Composite events the node published."},
       {"reconnects", "Broker connections the node lost and made again."},
       {"stalls", "Times the watchdog found the node stalled past the idle timeout."},
+      {"unconfirmed_handovers",
+       "Handovers whose session end the broker did not confirm within the idle timeout."},
   };
   for (const auto& [field, help] : kCounters) {
     const std::string name = "cepbus_cluster_" + std::string(field) + "_total";

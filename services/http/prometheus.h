@@ -22,7 +22,8 @@
 //     cepbus_journal_{in_flight,backlog}                      gauge
 //   cluster nodes (services/cluster/), labels {cluster, node}:
 //     cepbus_cluster_{received,settled,replayed,takeovers,handovers,duplicates,
-//                     late,rejected,composites,reconnects,stalls}_total counter
+//                     late,rejected,composites,reconnects,stalls,
+//                     unconfirmed_handovers}_total counter
 //     cepbus_cluster_partition_{active,held}, labels {.., partition, role} gauge
 //   stages (the SEDA stages of the queueing flows), labels {flow, stage}:
 //     cepbus_stage_{offered,processed,failed,rejected,degraded}_total counter
