@@ -17,7 +17,7 @@ void messageFromEventBatch(std::span<const EventPtr> events, proton::message& me
     lines += encodeEvent(*e, EventFormat::kFull);
     lines += '\n';
   }
-  message.body(std::move(lines));
+  message.body(lines);
 }
 
 MappedBatch eventsFromBatchMessage(const proton::message& message) {
