@@ -79,7 +79,8 @@ ensure_installed() {
 # One block of 100 consecutive free loopback ports below the ephemeral range
 # (so no outgoing connection takes one meanwhile), never 5672/15672/5552:
 #   +0 epmd, +1..+9 the CLI tools' distribution ports,
-#   +10i+0 AMQP, +1 Erlang distribution, +2 management HTTP, +3 stream (node i),
+#   +10i+0 AMQP, +1 Erlang distribution, +2 management HTTP, +3 stream,
+#   +4 AMQP over TLS, +5 management HTTPS (node i),
 #   +40+20(i-1) .. +59+20(i-1) the node's stream-replication (osiris) range.
 pick_port_block() {
   /usr/bin/python3 - <<'EOF'
@@ -113,7 +114,9 @@ write_node_env() {
   nd=$(node_dir "$i")
   local amqp=$((base + 10 * i)) dist=$((base + 10 * i + 1))
   local mgmt=$((base + 10 * i + 2)) stream=$((base + 10 * i + 3))
+  local amqps=$((base + 10 * i + 4)) mgmts=$((base + 10 * i + 5))
   local osiris_lo=$((base + 40 + 20 * (i - 1))) osiris_hi=$((base + 59 + 20 * (i - 1)))
+  local tls=$dir/tls
   mkdir -p "$nd/mnesia" "$nd/log"
   echo "[${plugins}]." >"$nd/enabled_plugins"
   cat >"$nd/rabbitmq.conf" <<EOF
@@ -121,6 +124,19 @@ listeners.tcp.default = 127.0.0.1:$amqp
 management.tcp.ip = 127.0.0.1
 management.tcp.port = $mgmt
 stream.listeners.tcp.1 = 127.0.0.1:$stream
+# TLS beside plain TCP, with the certificate of write_tls (clients are not
+# asked for certificates: they authenticate with SASL PLAIN inside TLS).
+listeners.ssl.default = 127.0.0.1:$amqps
+ssl_options.cacertfile = $tls/ca.pem
+ssl_options.certfile = $tls/broker.pem
+ssl_options.keyfile = $tls/broker.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+management.ssl.ip = 127.0.0.1
+management.ssl.port = $mgmts
+management.ssl.cacertfile = $tls/ca.pem
+management.ssl.certfile = $tls/broker.pem
+management.ssl.keyfile = $tls/broker.key
 loopback_users = none
 heartbeat = 5
 vm_memory_high_watermark.relative = 0.1
@@ -152,7 +168,27 @@ export RABBITMQ_CTL_DIST_PORT_MIN=$((base + 1))
 export RABBITMQ_CTL_DIST_PORT_MAX=$((base + 9))
 export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS='-kernel inet_dist_use_interface {127,0,0,1} -osiris port_range {$osiris_lo,$osiris_hi}'
 export RMQ_AMQP_PORT=$amqp RMQ_MGMT_PORT=$mgmt RMQ_STREAM_PORT=$stream RMQ_DIST_PORT=$dist
+export RMQ_AMQPS_PORT=$amqps RMQ_MGMTS_PORT=$mgmts
 EOF
+}
+
+# DIR/tls: a CA made for this cluster alone and the certificate every node
+# serves (CN and subjectAltName localhost and 127.0.0.1), valid for two days
+# so that nothing checked in can expire. Clients trust DIR/tls/ca.pem.
+write_tls() {
+  local tls=$dir/tls
+  mkdir -p "$tls"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=cepbus-test-ca \
+    -keyout "$tls/ca.key" -out "$tls/ca.pem" >"$tls/openssl.log" 2>&1 ||
+    die "openssl could not make the CA: $(cat "$tls/openssl.log")"
+  openssl req -newkey rsa:2048 -nodes -subj /CN=localhost \
+    -keyout "$tls/broker.key" -out "$tls/broker.csr" >>"$tls/openssl.log" 2>&1 ||
+    die "openssl could not make the broker key: $(cat "$tls/openssl.log")"
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$tls/san.ext"
+  openssl x509 -req -in "$tls/broker.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+    -CAcreateserial -days 2 -extfile "$tls/san.ext" -out "$tls/broker.pem" \
+    >>"$tls/openssl.log" 2>&1 ||
+    die "openssl could not sign the broker certificate: $(cat "$tls/openssl.log")"
 }
 
 # Runs a command in node i's environment, as the broker user.
@@ -304,12 +340,16 @@ stop_nodes() {
 }
 
 write_cluster_env() {
-  local amqp=() mgmt=() names=() pids=() i
+  local amqp=() mgmt=() amqps=() mgmts=() names=() pids=() i
   for i in "${nodes[@]}"; do
     # shellcheck source=/dev/null
     amqp+=("$(source "$(node_dir "$i")/env.sh" && echo "$RMQ_AMQP_PORT")")
     # shellcheck source=/dev/null
     mgmt+=("$(source "$(node_dir "$i")/env.sh" && echo "$RMQ_MGMT_PORT")")
+    # shellcheck source=/dev/null
+    amqps+=("$(source "$(node_dir "$i")/env.sh" && echo "$RMQ_AMQPS_PORT")")
+    # shellcheck source=/dev/null
+    mgmts+=("$(source "$(node_dir "$i")/env.sh" && echo "$RMQ_MGMTS_PORT")")
     names+=("$(nodename "$i")")
     pids+=("$(beam_pid "$i")")
   done
@@ -318,6 +358,9 @@ write_cluster_env() {
     echo "RMQ_DIR='$dir'"
     echo "RMQ_AMQP_PORTS='${amqp[*]}'"
     echo "RMQ_MGMT_PORTS='${mgmt[*]}'"
+    echo "RMQ_AMQPS_PORTS='${amqps[*]}'"
+    echo "RMQ_MGMTS_PORTS='${mgmts[*]}'"
+    echo "RMQ_TLS_CA='$dir/tls/ca.pem'"
     echo "RMQ_NODES='${names[*]}'"
     echo "RMQ_PIDS='${pids[*]}'"
     # shellcheck source=/dev/null
@@ -327,6 +370,8 @@ write_cluster_env() {
       echo "RMQ_PID_$i=${pids[i - 1]}"
       echo "RMQ_AMQP_PORT_$i=${amqp[i - 1]}"
       echo "RMQ_MGMT_PORT_$i=${mgmt[i - 1]}"
+      echo "RMQ_AMQPS_PORT_$i=${amqps[i - 1]}"
+      echo "RMQ_MGMTS_PORT_$i=${mgmts[i - 1]}"
       echo "RMQ_NODE_$i='${names[i - 1]}'"
       # rabbitmqctl against node i: source the file, then rabbitmqctl -n NODE
       # (or: $0 ctl $i $dir -- ARGS).
@@ -388,6 +433,7 @@ do_start() {
   head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$dir/home/.erlang.cookie"
   chmod 400 "$dir/home/.erlang.cookie"
   local i
+  write_tls
   for i in "${nodes[@]}"; do write_node_env "$i" "$base"; done
   [[ $broker_user == rabbitmq ]] && chown -R rabbitmq:rabbitmq "$dir"
   "${as_broker[@]}" test -w "$dir/node1/mnesia" ||

@@ -35,6 +35,7 @@
 #include "flows/dedupe_window.h"
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/sasl_plugin.h"
+#include "services/cluster/broker_dialer.h"
 #include "services/cluster/cluster_publisher.h"
 #include "services/cluster/composite_id.h"
 #include "services/cluster/event_batch.h"
@@ -402,15 +403,9 @@ class ClusterNode::Impl final : public proton::messaging_handler {
 
   void connect() {
     if (leaving_) return;
-    const descriptor::ClusterBroker& b = broker();
-    proton::connection_options options;
-    options.handler(*this);
-    options.user(spec_.user).password(password_).sasl_allowed_mechs("PLAIN");
-    options.sasl_allow_insecure_mechs(true);
-    // Frames at least this often, so the broker notices a dead node even
-    // without the watchdog's eviction.
-    options.idle_timeout(proton::duration(std::max<uint64_t>(spec_.idle_timeout_ms, 2000)));
-    container_->connect("amqp://" + b.host + ":" + std::to_string(b.port), options);
+    BrokerDial c = dialBroker(spec_, broker(), password_);
+    c.options.handler(*this);
+    container_->connect(c.url, c.options);
   }
 
   void tick() {

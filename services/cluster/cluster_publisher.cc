@@ -19,6 +19,7 @@
 
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/sasl_plugin.h"
+#include "services/cluster/broker_dialer.h"
 #include "services/cluster/event_batch.h"
 #include "services/cluster/partitioner.h"
 #include "services/cluster/topology.h"
@@ -129,13 +130,9 @@ class Publisher final : public proton::messaging_handler {
 
  private:
   void connect() {
-    const descriptor::ClusterBroker& b = spec_.brokers[broker_];
-    proton::connection_options options;
-    options.handler(*this);
-    options.user(spec_.user).password(password_).sasl_allowed_mechs("PLAIN");
-    options.sasl_allow_insecure_mechs(true);
-    options.idle_timeout(proton::duration(std::max<uint64_t>(spec_.idle_timeout_ms, 2000)));
-    connection_ = container_->connect("amqp://" + b.host + ":" + std::to_string(b.port), options);
+    BrokerDial c = dialBroker(spec_, spec_.brokers[broker_], password_);
+    c.options.handler(*this);
+    connection_ = container_->connect(c.url, c.options);
   }
 
   size_t total() const { return plan_.size(); }

@@ -1,12 +1,18 @@
 #include "services/cluster/management_client.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 namespace cepbus::services::cluster {
@@ -62,21 +68,26 @@ std::string base64(std::string_view in) {
 
 // One exchange with one broker on a private io_context: the asynchronous
 // operations are what carries Beast's timeouts (tcp_stream::expires_after),
-// which its synchronous calls do not honour.
+// which its synchronous calls do not honour. Stream is beast::tcp_stream
+// for HTTP or ssl_stream<tcp_stream> for HTTPS.
+template <class Stream>
 class Exchange {
  public:
-  Exchange(const ManagementEndpoint& broker, const ManagementOptions& options)
-      : broker_(broker), options_(options), resolver_(ioc_), stream_(ioc_) {}
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  template <class... TlsArgs>
+  Exchange(const ManagementEndpoint& broker, const ManagementOptions& options, TlsArgs&... tls_args)
+      : broker_(broker), options_(options), resolver_(ioc_), stream_(ioc_, tls_args...) {}
 
   Result<HttpResponse> run(bhttp::request<bhttp::string_body> request) {
     request_ = std::move(request);
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
-    stream_.expires_after(options_.timeout);
+    tcp().expires_after(options_.timeout);
     resolver_.async_resolve(broker_.host, std::to_string(broker_.port),
                             [this](beast::error_code ec, tcp::resolver::results_type results) {
                               if (fail(ec, "resolve")) return;
-                              stream_.async_connect(
+                              tcp().async_connect(
                                   results, [this](beast::error_code ec2, const tcp::endpoint&) {
                                     if (fail(ec2, "connect")) return;
                                     onConnected();
@@ -95,14 +106,34 @@ class Exchange {
   }
 
  private:
+  beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
+
   void onConnected() {
+    if constexpr (kTls) {
+      const std::string& peer =
+          options_.tls->peer_name.empty() ? broker_.host : options_.tls->peer_name;
+      // SNI, for a broker behind a name-routing proxy; the verification
+      // below is what checks the name.
+      SSL_set_tlsext_host_name(stream_.native_handle(), peer.c_str());
+      stream_.set_verify_callback(asio::ssl::host_name_verification(peer));
+      stream_.async_handshake(asio::ssl::stream_base::client, [this](beast::error_code ec) {
+        if (fail(ec, "TLS handshake")) return;
+        exchange();
+      });
+    } else {
+      exchange();
+    }
+  }
+
+  void exchange() {
     bhttp::async_write(stream_, request_, [this](beast::error_code ec, size_t) {
       if (fail(ec, "write")) return;
       bhttp::async_read(stream_, buffer_, *parser_, [this](beast::error_code ec2, size_t) {
         if (fail(ec2, "read")) return;
         done_ = true;
+        // Connection: close, the answer read: no TLS close_notify to wait for.
         beast::error_code ignored;
-        stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
       });
     });
   }
@@ -114,15 +145,25 @@ class Exchange {
     error_ = std::string(what) + ": " +
              (ec == beast::error::timeout
                   ? "timed out after " + std::to_string(options_.timeout.count()) + " ms"
-                  : ec.message());
+                  : describe(ec));
     return true;
+  }
+
+  // OpenSSL's reason ("certificate verify failed") rather than Asio's
+  // category text alone.
+  static std::string describe(beast::error_code ec) {
+    if (ec.category() == asio::error::get_ssl_category()) {
+      const char* reason = ERR_reason_error_string(static_cast<unsigned long>(ec.value()));
+      if (reason != nullptr) return reason;
+    }
+    return ec.message();
   }
 
   const ManagementEndpoint& broker_;
   const ManagementOptions& options_;
   asio::io_context ioc_;
   tcp::resolver resolver_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   bhttp::request<bhttp::string_body> request_;
   std::optional<bhttp::response_parser<bhttp::string_body>> parser_;
@@ -164,9 +205,9 @@ const char* methodName(HttpMethod method) {
   return "?";
 }
 
-std::string urlOf(const ManagementEndpoint& broker, std::string_view target) {
+std::string urlOf(const ManagementEndpoint& broker, std::string_view target, bool tls) {
   const bool v6 = broker.host.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + broker.host + "]" : broker.host) + ":" +
+  return (tls ? "https://" : "http://") + (v6 ? "[" + broker.host + "]" : broker.host) + ":" +
          std::to_string(broker.port) + std::string(target);
 }
 
@@ -214,11 +255,31 @@ std::string describeAnswer(HttpMethod method, const HttpResponse& response) {
          std::to_string(response.status) + ": " + errorReason(response.body);
 }
 
+// The client side of HTTPS: the cluster's CA, loaded once and shared by
+// every request (OpenSSL's SSL_CTX may be used from several threads).
+class ManagementClient::TlsContext {
+ public:
+  explicit TlsContext(const std::filesystem::path& ca) : context_(asio::ssl::context::tls_client) {
+    context_.set_verify_mode(asio::ssl::verify_peer);
+    beast::error_code ec;
+    context_.load_verify_file(ca.string(), ec);
+    if (ec) error_ = "TLS: cannot load the CA file " + ca.string() + ": " + ec.message();
+  }
+  const std::string& error() const { return error_; }
+  // Beast's streams take the context by reference and only read it.
+  asio::ssl::context& context() const { return context_; }
+
+ private:
+  mutable asio::ssl::context context_;
+  std::string error_;
+};
+
 ManagementClient::ManagementClient(std::vector<ManagementEndpoint> brokers,
                                    ManagementOptions options)
     : brokers_(std::move(brokers)),
       options_(std::move(options)),
-      authorization_(basicAuthorization(options_.user, options_.password)) {}
+      authorization_(basicAuthorization(options_.user, options_.password)),
+      tls_(options_.tls ? std::make_shared<const TlsContext>(options_.tls->ca) : nullptr) {}
 
 ManagementClient ManagementClient::forCluster(const descriptor::ClusterSpec& spec,
                                               std::string password) {
@@ -227,6 +288,7 @@ ManagementClient ManagementClient::forCluster(const descriptor::ClusterSpec& spe
   ManagementOptions options;
   options.user = spec.user;
   options.password = std::move(password);
+  options.tls = spec.tls;
   return ManagementClient(std::move(brokers), std::move(options));
 }
 
@@ -246,9 +308,11 @@ Result<HttpResponse> ManagementClient::requestOne(const ManagementEndpoint& brok
     request.body() = std::string(json_body);
   }
   request.prepare_payload();
-  Exchange exchange(broker, options_);
-  auto response = exchange.run(std::move(request));
-  if (response) response->url = urlOf(broker, target);
+  auto response =
+      tls_ ? Exchange<beast::ssl_stream<beast::tcp_stream>>(broker, options_, tls_->context())
+                 .run(std::move(request))
+           : Exchange<beast::tcp_stream>(broker, options_).run(std::move(request));
+  if (response) response->url = urlOf(broker, target, tls_ != nullptr);
   return response;
 }
 
@@ -259,13 +323,15 @@ Result<HttpResponse> ManagementClient::request(HttpMethod method, std::string_vi
     return Status::invalidArgument(std::string(methodName(method)) + " " + std::string(target) +
                                    ": no broker in the failover list");
   }
+  // Not a broker's failure: no other broker would do better.
+  if (tls_ && !tls_->error().empty()) return Status::invalidArgument(tls_->error());
   std::string failures;
   for (const auto& broker : brokers_) {
     auto response = requestOne(broker, method, target, json_body, reason_header);
     if (response && response->status < 500) return response;
     if (!failures.empty()) failures += "; ";
     failures +=
-        std::string(methodName(method)) + " " + urlOf(broker, target) + ": " +
+        std::string(methodName(method)) + " " + urlOf(broker, target, tls_ != nullptr) + ": " +
         (response ? "HTTP " + std::to_string(response->status) + ": " + errorReason(response->body)
                   : response.status().message());
   }

@@ -23,7 +23,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +46,9 @@ struct ManagementOptions {
   // Bounds one request on one broker: resolve, connect, write and read.
   std::chrono::milliseconds timeout{5000};
   size_t max_body_bytes = 64 * 1024 * 1024;  // /api/queues of a big vhost is large
+  // HTTPS, verifying each broker's certificate against the CA and the peer
+  // name (the broker's host when empty); absent: plain HTTP.
+  std::optional<descriptor::ClusterTls> tls;
 };
 
 enum class HttpMethod { kGet, kPut, kPost, kDelete };
@@ -54,8 +59,8 @@ struct HttpResponse {
   std::string url;  // of the broker that answered, for messages
 };
 
-// "http://host:port" + target.
-std::string urlOf(const ManagementEndpoint& broker, std::string_view target);
+// "http://host:port" (or "https://") + target.
+std::string urlOf(const ManagementEndpoint& broker, std::string_view target, bool tls = false);
 // Percent-encodes one path segment or query value (RFC 3986 unreserved
 // characters stay): the default vhost "/" is "%2F".
 std::string percentEncode(std::string_view s);
@@ -72,6 +77,8 @@ const char* methodName(HttpMethod method);
 
 class ManagementClient {
  public:
+  // With options.tls, a CA file that cannot be loaded makes every request
+  // fail naming the file and why.
   ManagementClient(std::vector<ManagementEndpoint> brokers, ManagementOptions options);
   // The cluster's failover list (each broker's host and management port) and
   // its user, with `password`.
@@ -102,9 +109,12 @@ class ManagementClient {
                                   std::string_view target, std::string_view json_body,
                                   std::string_view reason_header) const;
 
+  class TlsContext;
+
   const std::vector<ManagementEndpoint> brokers_;
   const ManagementOptions options_;
   const std::string authorization_;
+  std::shared_ptr<const TlsContext> tls_;  // null for plain HTTP; shared by copies
 };
 
 }  // namespace cepbus::services::cluster

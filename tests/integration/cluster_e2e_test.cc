@@ -26,9 +26,11 @@
 #include "services/cluster/management_client.h"
 #include "services/cluster/topology.h"
 #include "tests/integration/child_process.h"
+#include "tests/testing/amqp_frame_filter.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/ports.h"
 #include "tests/testing/rabbitmq_cluster.h"
+#include "tests/testing/self_signed_pair.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::testing {
@@ -103,13 +105,20 @@ class ClusterE2eTest : public ::testing::Test {
     }
   }
 
-  // Node `k`'s descriptor: its failover list starts at broker k (mod 3).
-  fs::path writeNode(int k, uint32_t partitions, const std::string& extra = "") {
-    std::string brokers;
-    for (int i = 0; i < RabbitMqCluster::kNodes; ++i) {
-      const int b = (k - 1 + i) % RabbitMqCluster::kNodes + 1;
-      brokers += "<broker host=\"127.0.0.1\" port=\"" + std::to_string(rmq().amqpPort(b)) +
-                 "\" management-port=\"" + std::to_string(rmq().managementPort(b)) + "\"/>";
+  static std::string brokerXml(int amqp_port, int management_port) {
+    return "<broker host=\"127.0.0.1\" port=\"" + std::to_string(amqp_port) +
+           "\" management-port=\"" + std::to_string(management_port) + "\"/>";
+  }
+
+  // Node `k`'s descriptor: its failover list starts at broker k (mod 3),
+  // unless `brokers` holds its <broker> (and <tls>) elements.
+  fs::path writeNode(int k, uint32_t partitions, const std::string& extra = "",
+                     std::string brokers = "") {
+    if (brokers.empty()) {
+      for (int i = 0; i < RabbitMqCluster::kNodes; ++i) {
+        const int b = (k - 1 + i) % RabbitMqCluster::kNodes + 1;
+        brokers += brokerXml(rmq().amqpPort(b), rmq().managementPort(b));
+      }
     }
     Node& node = this->node(k);
     node.http_port = reservedPort();
@@ -180,11 +189,13 @@ class ClusterE2eTest : public ::testing::Test {
     return path;
   }
 
-  std::unique_ptr<ChildProcess> publish(const fs::path& events, int rate) {
+  // Publishes with node `via`'s descriptor (its brokers).
+  std::unique_ptr<ChildProcess> publish(const fs::path& events, int rate, int via = 1) {
     fs::create_directories(dir_ / "publish");
+    const fs::path descriptor = dir_ / ("node" + std::to_string(via) + ".xml");
     return std::make_unique<ChildProcess>(
-        std::vector<std::string>{kCepbus, "cluster", "publish", (dir_ / "node1.xml"), "--events",
-                                 events, "--rate", std::to_string(rate), "--end-of-stream"},
+        std::vector<std::string>{kCepbus, "cluster", "publish", descriptor, "--events", events,
+                                 "--rate", std::to_string(rate), "--end-of-stream"},
         dir_ / "publish");
   }
 
@@ -397,6 +408,78 @@ TEST_F(ClusterE2eTest, NodesJoinAndLeaveWhileEventsFlow) {
   ASSERT_TRUE(waitUntil([&] { return activeOn(2) + activeOn(3) == static_cast<int>(kPartitions); },
                         seconds(20)));
   expectSameAsOffline(events, std::move(publisher), kPartitions);
+}
+
+// RabbitMQ has been seen to end a partition's session without sending its
+// END back (docs/cluster.md, "At most one active node per partition"); here a proxy drops the END
+// so that it happens every time. The node must give the handover up after the idle timeout and
+// attach again as standby: otherwise the partition has no consumer left once the new owner dies.
+TEST_F(ClusterE2eTest, AHandoverTheBrokerNeverConfirmsEndsAfterTheIdleTimeout) {
+  constexpr uint32_t kPartitions = 4;
+  AmqpFrameFilter filter(rmq().amqpPort(1), AmqpFrameFilter::kEnd);
+  writeNode(1, kPartitions, "", brokerXml(filter.port(), rmq().managementPort(1)));
+  writeNode(2, kPartitions);
+  init(2);
+  startCollector();
+  startNode(1);
+  const fs::path events = generate(8000, 21);
+  auto publisher = publish(events, 500, 2);
+  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(20)));
+  filter.setDropping(true);
+  startNode(2);
+  ASSERT_TRUE(
+      waitUntil([&] { return stats(1).value("unconfirmed_handovers", 0) >= 1; }, seconds(20)))
+      << stats(1).dump();
+  ASSERT_TRUE(waitUntil([&] { return activeOn(2) > 0; }, seconds(20)));
+  EXPECT_GE(filter.dropped(), 1u);
+  filter.setDropping(false);
+  node(2).process->signal(SIGKILL);
+  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(30)))
+      << stats(1).dump();
+  std::cout << "node 1: " << stats(1).dump() << "\n";
+  expectSameAsOffline(events, std::move(publisher), kPartitions);
+}
+
+// Every connection to the brokers over TLS: the nodes' AMQP, the
+// publisher's, and the management calls of init and of the nodes' checks.
+TEST_F(ClusterE2eTest, NodesAndPublisherReachTheBrokersOverTls) {
+  constexpr uint32_t kPartitions = 4;
+  std::string brokers;
+  for (int b = 1; b <= RabbitMqCluster::kNodes; ++b) {
+    brokers += brokerXml(rmq().amqpsPort(b), rmq().managementTlsPort(b));
+  }
+  brokers += "<tls ca=\"" + rmq().tlsCa().string() + "\" peer-name=\"localhost\"/>";
+  for (int k = 1; k <= 2; ++k) writeNode(k, kPartitions, "", brokers);
+  init();
+  startCollector();
+  startNode(1);
+  startNode(2);
+  const fs::path events = generate(3000, 17);
+  auto publisher = publish(events, 1500);
+  ASSERT_TRUE(waitUntil([&] { return activeOn(1) + activeOn(2) > 0; }, seconds(20)));
+  expectSameAsOffline(events, std::move(publisher), kPartitions);
+}
+
+// A broker certificate the node's CA did not issue, or issued for another
+// name, is refused before a password is sent, naming the check that failed.
+TEST_F(ClusterE2eTest, ABrokerCertificateThatDoesNotVerifyIsRefused) {
+  ASSERT_TRUE(writeSelfSignedPair(dir_));
+  const std::string broker = brokerXml(rmq().amqpsPort(1), rmq().managementTlsPort(1));
+  writeNode(1, 2, "", broker + "<tls ca=\"" + (dir_ / "cert.pem").string() + "\"/>");
+  Ran wrong_ca = runToEnd({kCepbus, "cluster", "init", (dir_ / "node1.xml")}, dir_ / "init1");
+  EXPECT_NE(wrong_ca.code, 0);
+  EXPECT_NE(wrong_ca.err.find("https://127.0.0.1:" + std::to_string(rmq().managementTlsPort(1))),
+            std::string::npos)
+      << wrong_ca.err;
+  EXPECT_NE(wrong_ca.err.find("TLS handshake: certificate verify failed"), std::string::npos)
+      << wrong_ca.err;
+
+  writeNode(1, 2, "",
+            broker + "<tls ca=\"" + rmq().tlsCa().string() + "\" peer-name=\"rabbit.example\"/>");
+  Ran wrong_name = runToEnd({kCepbus, "cluster", "init", (dir_ / "node1.xml")}, dir_ / "init2");
+  EXPECT_NE(wrong_name.code, 0);
+  EXPECT_NE(wrong_name.err.find("TLS handshake: certificate verify failed"), std::string::npos)
+      << wrong_name.err;
 }
 
 TEST_F(ClusterE2eTest, BadConfigurationIsRefusedWithItsReason) {

@@ -95,6 +95,11 @@ class RabbitMqCluster {
   int managementPort(int n) const { return management_ports_.at(n - 1); }
   const std::vector<int>& amqpPorts() const { return amqp_ports_; }
   const std::vector<int>& managementPorts() const { return management_ports_; }
+  // The same brokers over TLS (AMQP, management HTTPS), their certificate
+  // issued by tlsCa() for localhost and 127.0.0.1.
+  int amqpsPort(int n) const { return amqps_ports_.at(n - 1); }
+  int managementTlsPort(int n) const { return management_tls_ports_.at(n - 1); }
+  const std::filesystem::path& tlsCa() const { return tls_ca_; }
   const std::string& nodeName(int n) const { return node_names_.at(n - 1); }
   const std::vector<std::string>& nodeNames() const { return node_names_; }
   // The failover list of a <cluster>: node 1, 2, 3 in that order.
@@ -198,11 +203,15 @@ class RabbitMqCluster {
     };
     amqp_ports_ = ints("RMQ_AMQP_PORTS");
     management_ports_ = ints("RMQ_MGMT_PORTS");
+    amqps_ports_ = ints("RMQ_AMQPS_PORTS");
+    management_tls_ports_ = ints("RMQ_MGMTS_PORTS");
+    tls_ca_ = env["RMQ_TLS_CA"];
     node_names_.clear();
     std::istringstream names(env["RMQ_NODES"]);
     for (std::string name; names >> name;) node_names_.push_back(name);
     return amqp_ports_.size() == kNodes && management_ports_.size() == kNodes &&
-           node_names_.size() == kNodes;
+           amqps_ports_.size() == kNodes && management_tls_ports_.size() == kNodes &&
+           !tls_ca_.empty() && node_names_.size() == kNodes;
   }
 
   std::filesystem::path dir_;
@@ -211,7 +220,8 @@ class RabbitMqCluster {
   bool attempted_ = false;  // a start that failed half-way may have left nodes
   std::string failure_;
   std::chrono::milliseconds start_time_{0};
-  std::vector<int> amqp_ports_, management_ports_;
+  std::vector<int> amqp_ports_, management_ports_, amqps_ports_, management_tls_ports_;
+  std::filesystem::path tls_ca_;
   std::vector<std::string> node_names_;
 };
 

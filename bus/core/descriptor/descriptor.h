@@ -272,6 +272,16 @@ struct ClusterBroker {
   Location where;
 };
 
+// TLS to the brokers of a cluster (<cluster><tls ca peer-name>): AMQP goes
+// over amqps:// and management calls over https://, to the ports the
+// <broker> elements name. The brokers' certificates are verified against
+// `ca` and must name `peer_name` (the broker's host when empty).
+struct ClusterTls {
+  std::filesystem::path ca;
+  std::string peer_name;
+  Location where;
+};
+
 // Scale-out on a RabbitMQ cluster (services/cluster/): the events of input
 // stream `name` are split into `partitions` quorum queues by a hash of the
 // `key` attributes; every node of the cluster consumes the partitions it owns
@@ -287,6 +297,7 @@ struct ClusterSpec {
   uint32_t partitions = 0;
   std::vector<std::string> key;        // attribute names, in hashing order
   std::vector<ClusterBroker> brokers;  // failover order
+  std::optional<ClusterTls> tls;       // absent: plain TCP, loopback brokers only
   std::string user = "guest";
   // The environment variable holding the broker password; empty for the
   // user "guest" (password "guest"), required for any other user.
@@ -297,7 +308,7 @@ struct ClusterSpec {
   // events that a window or a partial match may still need (the bound the
   // replay design puts on windows).
   uint32_t max_unsettled = 20000;
-  int64_t slack = 0;  // event-time reordering slack within a partition
+  int64_t slack = 0;               // event-time reordering slack within a partition
   std::vector<QuerySpec> queries;  // inputs empty: a cluster query reads its partition
   Location where;
 };

@@ -653,23 +653,26 @@ class Parser {
         integer(e, "max-unsettled", 1, kMaxCreditWindow).value_or(c.max_unsettled));
     c.slack = static_cast<int64_t>(integer(e, "slack", 0, kMaxSlack).value_or(0));
     NameScope queries;
-    children(e, {{"broker"}, {"query"}}, [&](const XMLElement* child) {
-      if (std::string_view(child->Name()) == "broker") {
+    children(e, {{"broker"}, {"tls", true}, {"query"}}, [&](const XMLElement* child) {
+      const std::string_view kind = child->Name();
+      if (kind == "broker") {
         checkAttributes(child, {"host", "port", "management-port"});
         noChildren(child);
         ClusterBroker& b = c.brokers.emplace_back();
         b.where = at(child);
         hostAndPort(child, b.host, b.port);
-        if (!isLoopbackHost(b.host)) {
-          reportAttr(child, child->FindAttribute("host"),
-                     "is " + quote(b.host) +
-                         ": TLS to cluster brokers is not supported yet, and SASL PLAIN would "
-                         "send the password in clear; use a loopback host (a broker on this "
-                         "machine, or a TLS tunnel to it)");
-        }
         if (auto port = integer(child, "management-port", 1, kMaxPort)) {
           b.management_port = static_cast<uint16_t>(*port);
         }
+        return;
+      }
+      if (kind == "tls") {
+        checkAttributes(child, {"ca", "peer-name"});
+        noChildren(child);
+        ClusterTls& tls = c.tls.emplace();
+        tls.where = at(child);
+        if (auto ca = string(child, "ca", true)) tls.ca = resolve(*ca);
+        if (auto peer = string(child, "peer-name", false)) tls.peer_name = *peer;
         return;
       }
       QuerySpec q;
@@ -679,6 +682,13 @@ class Parser {
       c.queries.push_back(std::move(q));
     });
     if (c.brokers.empty()) report(e, "needs at least one <broker host=... port=.../>");
+    // SASL PLAIN sends the password as it is: only inside TLS or this machine.
+    for (const ClusterBroker& b : c.brokers) {
+      if (c.tls || isLoopbackHost(b.host)) continue;
+      report(b.where.line, "<broker> host " + quote(b.host) +
+                               " is not a loopback host: add <tls ca=...> to the <cluster> "
+                               "(SASL PLAIN would send the password in clear)");
+    }
     if (c.queries.empty()) report(e, "needs at least one <query> to run on the partitions");
   }
 

@@ -1,5 +1,6 @@
 // ManagementClient without RabbitMQ: encoding, error messages, and the
-// failover and timeouts against small scripted HTTP servers on loopback.
+// failover and timeouts against small scripted HTTP servers on loopback;
+// HTTPS against `openssl s_server` with certificates made for the test.
 
 #include "services/cluster/management_client.h"
 
@@ -11,12 +12,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/integration/child_process.h"
 #include "tests/testing/ports.h"
+#include "tests/testing/self_signed_pair.h"
 
 namespace cepbus::services::cluster {
 namespace {
@@ -39,6 +44,7 @@ TEST(ManagementClientText, NamesUrls) {
   EXPECT_EQ(urlOf({"127.0.0.1", 15672}, "/api/queues/%2F"),
             "http://127.0.0.1:15672/api/queues/%2F");
   EXPECT_EQ(urlOf({"::1", 80}, "/api"), "http://[::1]:80/api");
+  EXPECT_EQ(urlOf({"127.0.0.1", 15671}, "/api", true), "https://127.0.0.1:15671/api");
 }
 
 TEST(ManagementClientText, TakesTheReasonOfAnErrorBody) {
@@ -215,6 +221,118 @@ TEST(ManagementClient, ABrokerThatDoesNotAnswerTimesOut) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.status().message().find("timed out after 300 ms"), std::string::npos)
       << r.status().message();
+}
+
+// `openssl s_server -www` on loopback with a fresh self-signed pair (its
+// certificate is its own CA, for localhost and 127.0.0.1): it answers a GET
+// with an HTTP/1.0 status page.
+class TlsServer {
+ public:
+  TlsServer()
+      : dir_(std::filesystem::temp_directory_path() /
+             ("cepbus-mgmt-tls-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(dir_);
+    paired_ = testing::writeSelfSignedPair(dir_);
+    port_ = testing::reservedPort();
+    server_ = std::make_unique<testing::ChildProcess>(
+        std::vector<std::string>{"/usr/bin/openssl", "s_server", "-accept",
+                                 "127.0.0.1:" + std::to_string(port_), "-cert",
+                                 (dir_ / "cert.pem").string(), "-key", (dir_ / "key.pem").string(),
+                                 "-www", "-quiet"},
+        dir_);
+  }
+  ~TlsServer() {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  ::testing::AssertionResult ready() {
+    if (!paired_) return paired_;
+    if (!testing::waitListening(port_)) {
+      return ::testing::AssertionFailure() << "openssl s_server did not listen: " << server_->err();
+    }
+    return ::testing::AssertionSuccess();
+  }
+  uint16_t port() const { return static_cast<uint16_t>(port_); }
+  std::filesystem::path ca() const { return dir_ / "cert.pem"; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  ::testing::AssertionResult paired_ = ::testing::AssertionFailure();
+  int port_ = 0;
+  std::unique_ptr<testing::ChildProcess> server_;
+};
+
+ManagementOptions tlsOptions(std::filesystem::path ca, std::string peer_name = "") {
+  ManagementOptions options;
+  options.tls.emplace();
+  options.tls->ca = std::move(ca);
+  options.tls->peer_name = std::move(peer_name);
+  return options;
+}
+
+TEST(ManagementClientTls, VerifiesTheBrokerAgainstTheCaAndItsName) {
+  TlsServer server;
+  ASSERT_TRUE(server.ready());
+  // By IP address (the certificate names 127.0.0.1) and by DNS name.
+  for (const std::string peer : {"", "localhost"}) {
+    ManagementClient client({{"127.0.0.1", server.port()}}, tlsOptions(server.ca(), peer));
+    auto r = client.request(HttpMethod::kGet, "/");
+    ASSERT_TRUE(r) << r.status().toString();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->url, "https://127.0.0.1:" + std::to_string(server.port()) + "/");
+    // The status page names the TLS session: the request went through it.
+    EXPECT_NE(r->body.find("Cipher"), std::string::npos) << r->body.substr(0, 300);
+  }
+}
+
+TEST(ManagementClientTls, RefusesACertificateItsCaDidNotIssueOrForAnotherName) {
+  TlsServer server;
+  ASSERT_TRUE(server.ready());
+  const std::filesystem::path other = server.dir() / "other";
+  std::filesystem::create_directories(other);
+  ASSERT_TRUE(testing::writeSelfSignedPair(other));
+
+  ManagementClient untrusted({{"127.0.0.1", server.port()}}, tlsOptions(other / "cert.pem"));
+  auto r = untrusted.request(HttpMethod::kGet, "/api/overview");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("GET https://127.0.0.1:" + std::to_string(server.port()) +
+                                      "/api/overview: TLS handshake: certificate verify failed"),
+            std::string::npos)
+      << r.status().message();
+
+  ManagementClient misnamed({{"127.0.0.1", server.port()}},
+                            tlsOptions(server.ca(), "rabbit.example"));
+  auto m = misnamed.request(HttpMethod::kGet, "/");
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.status().message().find("TLS handshake: certificate verify failed"),
+            std::string::npos)
+      << m.status().message();
+}
+
+TEST(ManagementClientTls, ACaFileThatCannotBeLoadedFailsEveryRequestNamingIt) {
+  ManagementClient client({{"127.0.0.1", 1}}, tlsOptions("/nonexistent/ca.pem"));
+  auto r = client.request(HttpMethod::kGet, "/");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("TLS: cannot load the CA file /nonexistent/ca.pem"),
+            std::string::npos)
+      << r.status().message();
+}
+
+// The server waits for a request that never comes: the handshake is what
+// the timeout ends.
+TEST(ManagementClientTls, APlainHttpServerEndsInTheHandshakeWithinTheTimeout) {
+  ScriptedServer plain({answer(200, "{}")});
+  TlsServer server;  // for a CA file only
+  ASSERT_TRUE(server.ready());
+  ManagementOptions options = tlsOptions(server.ca());
+  options.timeout = std::chrono::milliseconds(2000);
+  ManagementClient client({{"127.0.0.1", plain.port()}}, options);
+  auto r = client.request(HttpMethod::kGet, "/");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("TLS handshake:"), std::string::npos) << r.status().message();
 }
 
 }  // namespace

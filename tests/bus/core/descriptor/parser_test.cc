@@ -906,10 +906,47 @@ TEST(ParserErrorTest, ClusterErrorsNameTheLineAndWhatToDo) {
             "t.xml:2: <cluster name=\"trades\">: missing required attribute \"partitions\"");
   EXPECT_NE(errors[1].find("user \"ops\" needs \"password-env\""), std::string::npos) << errors[1];
   EXPECT_NE(errors[2].find("must be at least twice \"heartbeat\""), std::string::npos) << errors[2];
-  EXPECT_NE(errors[3].find("t.xml:3:"), std::string::npos) << errors[3];
-  EXPECT_NE(errors[3].find("TLS to cluster brokers is not supported yet"), std::string::npos);
+  EXPECT_EQ(errors[3],
+            "t.xml:3: <broker> host \"10.1.2.3\" is not a loopback host: add <tls ca=...> to the "
+            "<cluster> (SASL PLAIN would send the password in clear)");
   EXPECT_NE(errors[4].find("t.xml:4:"), std::string::npos) << errors[4];
   EXPECT_NE(errors[4].find("\"input\""), std::string::npos) << errors[4];
+}
+
+TEST(ParserTest, ClusterTlsAllowsRemoteBrokersAndResolvesTheCa) {
+  auto result = parseDescriptorString(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k">
+    <broker host="rabbit-1.example" port="5671" management-port="15671"/>
+    <tls ca="certs/ca.pem" peer-name="rabbit.example"/>
+    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)",
+                                      "t.xml", nullptr, "/etc/cepbus");
+  ASSERT_TRUE(result.isOk()) << result.status().message();
+  const ClusterSpec& c = *result->cluster;
+  ASSERT_TRUE(c.tls.has_value());
+  EXPECT_EQ(c.tls->ca, std::filesystem::path("/etc/cepbus/certs/ca.pem"));
+  EXPECT_EQ(c.tls->peer_name, "rabbit.example");
+  EXPECT_EQ(c.tls->where.line, 4);
+  EXPECT_EQ(c.brokers[0].host, "rabbit-1.example");
+}
+
+TEST(ParserErrorTest, ClusterTlsNeedsItsCaAndComesOnce) {
+  const auto errors = errorsOf(R"(<cepbus name="n1">
+<cluster name="trades" node="n1" partitions="2" key="k">
+<broker port="5671"/>
+<tls peer-name="x"/>
+<tls ca="ca.pem"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(errors.size(), 2u) << ::testing::PrintToString(errors);
+  EXPECT_NE(errors[0].find("t.xml:4:"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("\"ca\""), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("t.xml:5:"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("tls"), std::string::npos) << errors[1];
 }
 
 }  // namespace
