@@ -12,6 +12,7 @@
 #include "bus/app/flag_reader.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
+#include "bus/core/plugin/engine_choice.h"
 #include "bus/core/plugin/plugin_loader.h"
 
 namespace cepbus::app {
@@ -161,33 +162,51 @@ uint64_t matchChecksum(std::span<const int64_t> ts) {
   return h;
 }
 
+namespace {
+
+// The --engine auto paragraph of the usage; the crossover is a constant of
+// the choice, not of this text.
+std::string autoUsage() {
+  const std::string n = std::to_string(plugin::kMergeFromPatterns);
+  return "--engine auto: run the queries on the engine cepbus picks: nfa for fewer than " + n +
+         "\n  patterns, petri from " + n +
+         " on; one that refuses the queries (or an --option) is\n"
+         "  passed over for the next of nfa, petri, algebra, join. The choice and why go\n"
+         "  to stderr: cepbus match: engine petri (auto: 40 patterns, merged Petri net ...)\n";
+}
+
+}  // namespace
+
 const char* matchUsage() {
-  return "usage: cepbus match --engine nfa|algebra|petri|all (--query TEXT | --patterns FILE)\n"
-         "                    (--events FILE [--format ts|full] [--count] | --export dot|json)\n"
-         "                    [--option key=value]... [--plugin-path DIR]...\n"
-         "--engine all: run the queries on nfa, algebra and petri over the same events and\n"
-         "  print one JSON line comparing them instead of the matches:\n"
-         "    {\"reference\":\"nfa\",\"agree\":false,\"engines\":[ENGINE,...]}\n"
-         "  ENGINE is {\"engine\":NAME,\"accepted\":false,\"refusal\":MESSAGE} or\n"
-         "    {\"engine\":NAME,\"accepted\":true,\"matches\":N,\"checksum\":HEX,\"seconds\":S,\n"
-         "     \"notices\":[...], \"agrees\":BOOL, \"first_difference\":{\"pattern\":NAME,\n"
-         "     \"ts\":[...],\"in_reference\":N,\"in_engine\":N}}\n"
-         "  (\"error\":MESSAGE instead of matches when it fails on an event). The reference\n"
-         "  is the first engine that accepts (\"reference\":true on it); the first\n"
-         "  difference is the earliest-ending match the two report a different number\n"
-         "  of times. Exit status 0 when every accepting engine reports the reference's\n"
-         "  matches, 1 on a difference, a failure, or when no engine accepts. Options\n"
-         "  go to every engine (one that does not take an option refuses the query).\n"
-         "Context: the algebra engine runs a query without a CONTEXT clause under\n"
-         "  CONTEXT recent (of the matches ending at one time only the latest-starting\n"
-         "  one), so a SEQ gives it fewer matches than nfa and petri; a notice on\n"
-         "  stderr says so. CONTEXT unrestricted gives every match.\n"
-         "--patterns FILE: one query per line, optionally 'name: PATTERN ...'; blank lines\n"
-         "  and lines starting with '#' are skipped; unnamed queries are named 1, 2, ...\n"
-         "  All of them run in one detector (the petri engine merges them into one net);\n"
-         "  each match line is labelled with its pattern's name.\n"
-         "--export dot|json: print the engine's model of the query (the merged net of\n"
-         "  the patterns, for petri) as Graphviz DOT or JSON instead of running it.\n";
+  static const std::string usage =
+      "usage: cepbus match --engine nfa|algebra|petri|auto|all (--query TEXT | --patterns FILE)\n"
+      "                    (--events FILE [--format ts|full] [--count] | --export dot|json)\n"
+      "                    [--option key=value]... [--plugin-path DIR]...\n" +
+      autoUsage() +
+      "--engine all: run the queries on nfa, algebra and petri over the same events and\n"
+      "  print one JSON line comparing them instead of the matches:\n"
+      "    {\"reference\":\"nfa\",\"agree\":false,\"engines\":[ENGINE,...]}\n"
+      "  ENGINE is {\"engine\":NAME,\"accepted\":false,\"refusal\":MESSAGE} or\n"
+      "    {\"engine\":NAME,\"accepted\":true,\"matches\":N,\"checksum\":HEX,\"seconds\":S,\n"
+      "     \"notices\":[...], \"agrees\":BOOL, \"first_difference\":{\"pattern\":NAME,\n"
+      "     \"ts\":[...],\"in_reference\":N,\"in_engine\":N}}\n"
+      "  (\"error\":MESSAGE instead of matches when it fails on an event). The reference\n"
+      "  is the first engine that accepts (\"reference\":true on it); the first\n"
+      "  difference is the earliest-ending match the two report a different number\n"
+      "  of times. Exit status 0 when every accepting engine reports the reference's\n"
+      "  matches, 1 on a difference, a failure, or when no engine accepts. Options\n"
+      "  go to every engine (one that does not take an option refuses the query).\n"
+      "Context: the algebra engine runs a query without a CONTEXT clause under\n"
+      "  CONTEXT recent (of the matches ending at one time only the latest-starting\n"
+      "  one), so a SEQ gives it fewer matches than nfa and petri; a notice on\n"
+      "  stderr says so. CONTEXT unrestricted gives every match.\n"
+      "--patterns FILE: one query per line, optionally 'name: PATTERN ...'; blank lines\n"
+      "  and lines starting with '#' are skipped; unnamed queries are named 1, 2, ...\n"
+      "  All of them run in one detector (the petri engine merges them into one net);\n"
+      "  each match line is labelled with its pattern's name.\n"
+      "--export dot|json: print the engine's model of the query (the merged net of\n"
+      "  the patterns, for petri) as Graphviz DOT or JSON instead of running it.\n";
+  return usage.c_str();
 }
 
 Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> args) {
@@ -478,12 +497,6 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   if (options.engine == kAllEngines) {
     return compareEngines(options, loader, lines, queries, *detector_options, out, err);
   }
-  auto plugin = loader.load(options.engine);
-  if (!plugin) {
-    err << "cepbus match: " << plugin.status().message() << '\n';
-    return kExitError;
-  }
-
   // Sinks are declared before the detector so that they outlive it.
   std::vector<std::unique_ptr<PrintingSink>> sinks;
   sinks.reserve(lines.size());
@@ -493,21 +506,40 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   }
   LabellingSink labelling(sinks);
   NoSink no_sink;
-  auto made = makeDetector(**plugin, options.engine, queries, lines, *detector_options,
-                           exporting ? static_cast<plugin::MatchSink&>(no_sink) : *sinks[0],
-                           exporting ? static_cast<plugin::MultiMatchSink&>(no_sink) : labelling);
-  if (!made) {
-    err << "cepbus match: " << made.status().message() << '\n';
+  plugin::PluginPtr plugin;
+  std::unique_ptr<plugin::GuardedDetector> detector;
+  // Makes the detector of `engine`; also the probe of --engine auto, so the
+  // engine it picks has its detector made once.
+  auto build = [&](std::string_view engine) -> Status {
+    auto loaded = loader.load(engine);
+    if (!loaded) return loaded.status();
+    auto made = makeDetector(**loaded, std::string(engine), queries, lines, *detector_options,
+                             exporting ? static_cast<plugin::MatchSink&>(no_sink) : *sinks[0],
+                             exporting ? static_cast<plugin::MultiMatchSink&>(no_sink) : labelling);
+    if (!made) return made.status();
+    plugin = std::move(*loaded);
+    detector = std::move(made).value();
+    return Status::ok();
+  };
+  std::string engine = options.engine;
+  if (engine == plugin::kAutoEngine) {
+    auto choice = plugin::chooseEngine(queries.size(), build);
+    if (!choice) {
+      err << "cepbus match: " << choice.status().message() << '\n';
+      return kExitError;
+    }
+    engine = choice->engine;
+    err << "cepbus match: engine " << engine << " (" << choice->reason << ")\n";
+  } else if (Status s = build(engine); !s) {
+    err << "cepbus match: " << s.message() << '\n';
     return kExitError;
   }
-  const std::unique_ptr<plugin::GuardedDetector> detector = std::move(made).value();
-  printNotices(**plugin, options.engine, queries, lines, err);
+  printNotices(*plugin, engine, queries, lines, err);
 
   if (exporting) {
     auto model = detector->exportModel(options.export_format);
     if (!model) {
-      err << "cepbus match: engine '" << options.engine << "': " << model.status().message()
-          << '\n';
+      err << "cepbus match: engine '" << engine << "': " << model.status().message() << '\n';
       return kExitError;
     }
     out << *model;

@@ -3,7 +3,7 @@
 // `cepbus match`: offline replay of a JSON-lines event file through a CEP
 // engine plugin (docs/operations.md, "Command line").
 //
-//   cepbus match --engine nfa|algebra|petri|all (--query TEXT | --patterns FILE)
+//   cepbus match --engine nfa|algebra|petri|auto|all (--query TEXT | --patterns FILE)
 //                (--events FILE [--format ts|full] [--count] | --export dot|json)
 //                [--option key=value]... [--plugin-path DIR]...
 //
@@ -38,6 +38,10 @@
 //   (matchUsage() gives its fields); exit status 1 when an accepting engine
 //   differs from the first one that accepted (the reference) or fails.
 //
+// - with `--engine auto`, the matches of the engine plugin::chooseEngine()
+//   picks for the queries (their number: 1 for --query), which is named
+//   with the reason on `err`: "cepbus match: engine petri (auto: ...)".
+//
 // What an engine says about how it reads a query (DetectorFactory::notices:
 // the algebra engine's default CONTEXT recent) goes to `err` as
 // "cepbus match: notice: WHERE: ..." lines.
@@ -61,7 +65,7 @@
 namespace cepbus::app {
 
 struct MatchCommandOptions {
-  std::string engine;                     // --engine ("all": compare the engines)
+  std::string engine;                     // --engine ("all": compare them, "auto": pick one)
   std::string query;                      // --query TEXT
   std::string patterns_file;              // --patterns FILE
   std::string events_file;                // --events FILE ("-" reads standard input)

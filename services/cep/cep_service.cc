@@ -10,6 +10,7 @@
 #include <map>
 
 #include "bus/core/pattern/parser.h"
+#include "bus/core/plugin/engine_choice.h"
 #include "bus/core/plugin/plugin_loader.h"
 #include "flows/exchange.h"
 #include "router/topic.h"
@@ -173,7 +174,8 @@ class CepService::Query final : public plugin::MatchSink {
   const std::string service_;
   const std::string endpoint_;
   const std::string entry_name_;
-  const std::string engine_;
+  std::string engine_;         // the one that runs it (set by compile() under engine="auto")
+  std::string engine_choice_;  // why auto chose engine_; empty when the descriptor named it
   const std::vector<std::string> inputs_;
   const std::string output_;
   const std::string text_;
@@ -225,13 +227,6 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
   auto query = pattern::parseQuery(spec.text);
   if (!query) return Status::invalidArgument(textError(spec, query.status().message()));
 
-  auto plugin = context.plugins.load(spec.engine);
-  if (!plugin) {
-    if (plugin.status().code() == Status::Code::kNotFound) {
-      return error("unknown engine \"" + spec.engine + "\": " + plugin.status().message());
-    }
-    return error("engine \"" + spec.engine + "\" cannot be loaded: " + plugin.status().message());
-  }
   QueryOptions values;
   for (const descriptor::Param& option : spec.options) values[option.name] = option.value;
   auto flush_when_idle = takeHostOption(values, kFlushWhenIdle, {"true", "false"});
@@ -244,17 +239,43 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
   auto made = std::make_shared<Query>(spec, config.name, context);
   made->flush_when_idle_ = *flush_when_idle == "true";
   made->output_qos_ = *output_qos == "reliable" ? flows::Qos::kReliable : flows::Qos::kBestEffort;
-  auto detector = (*plugin)->createDetector(
-      spec.engine, *query, plugin::DetectorOptions(std::move(values)).withBaseDir(spec.base_dir),
-      *made);
-  if (!detector) {
-    return error("engine \"" + spec.engine +
-                 "\" cannot run the query: " + detector.status().message());
+  const plugin::DetectorOptions options =
+      plugin::DetectorOptions(std::move(values)).withBaseDir(spec.base_dir);
+  plugin::PluginPtr plugin;
+  bool refused = false;  // by the engine, as opposed to its plugin not loading
+  // Makes the detector of `engine`; also the probe of engine="auto", so the
+  // engine it picks has its detector made once.
+  auto build = [&](std::string_view engine) -> Status {
+    auto loaded = context.plugins.load(engine);
+    if (!loaded) {
+      if (loaded.status().code() == Status::Code::kNotFound) {
+        return Status::notFound("unknown engine \"" + std::string(engine) +
+                                "\": " + loaded.status().message());
+      }
+      return Status::invalidArgument("engine \"" + std::string(engine) +
+                                     "\" cannot be loaded: " + loaded.status().message());
+    }
+    auto detector = (*loaded)->createDetector(engine, *query, options, *made);
+    refused = !detector;
+    if (refused) return detector.status();
+    plugin = std::move(*loaded);
+    made->detector_ = std::move(*detector);
+    return Status::ok();
+  };
+  if (spec.engine == plugin::kAutoEngine) {
+    // Each query of a unit runs its own detector: a set of one pattern.
+    auto choice = plugin::chooseEngine(1, build);
+    if (!choice) return error(choice.status().message());
+    made->engine_ = choice->engine;
+    made->engine_choice_ = choice->reason;
+    made->log_.information("%s: engine %s (%s)", label, choice->engine, choice->reason);
+  } else if (Status s = build(spec.engine); !s) {
+    return error(refused ? "engine \"" + spec.engine + "\" cannot run the query: " + s.message()
+                         : s.message());
   }
-  made->detector_ = std::move(*detector);
   // An engine default that changes the matches (the algebra engine's
   // CONTEXT recent) is said where the operator reads the bus log.
-  for (const std::string& notice : (*plugin)->notices(spec.engine, *query)) {
+  for (const std::string& notice : plugin->notices(made->engine_, *query)) {
     made->log_.notice("%s: %s", label, notice);
   }
 
@@ -284,6 +305,7 @@ Status CepService::Query::start(const std::shared_ptr<Query>& self) {
   entry_ = *entry;
   entry_->setMetadata("type", "cep-query");
   entry_->setMetadata("engine", engine_);
+  if (!engine_choice_.empty()) entry_->setMetadata("engine_choice", engine_choice_);
   entry_->setMetadata("input", joined(inputs_, ","));
   entry_->setMetadata("output", output_);
   entry_->setMetadata("text", text_);

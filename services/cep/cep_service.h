@@ -11,7 +11,10 @@
 // input output> (options and text inside) and an optional param `capacity`
 // (the queue capacity of each query's stage, default 4096). A query naming
 // engine "nfa" uses plugin "nfa"; the Bus loads the descriptor's plugins
-// before it creates services, so the plugin is usually loaded already.
+// before it creates services, so the plugin is usually loaded already. A
+// query naming engine "auto" runs on the engine plugin::chooseEngine() picks
+// for one pattern (each query has a detector of its own); the choice and
+// its reason are logged when the query is compiled.
 //
 //   publisher --broker--> endpoint "<assembly>.<unit>/<query>" --offer-->
 //     stage (1 worker: a detector is single-threaded) --> detector
@@ -43,7 +46,8 @@
 // The service's registry entry "<assembly>.<unit>" lists its queries
 // (metadata `queries`). Per query, the registry holds the endpoint's entry
 // (what the flows handed it) and an entry "<assembly>.<unit>/<query>:detector" with metadata
-// engine, input, output, text and matches, whose counters are: delivered =
+// engine (the one that runs it), engine_choice (auto's reason, only under
+// engine="auto"), input, output, text and matches, whose counters are: delivered =
 // events the detector consumed, failed = events it refused or threw on,
 // rejected = events the stage refused under overload.
 //

@@ -424,7 +424,8 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
                    {"ran_inline", stats->ran_inline}};
         if (auto detector = registry_.snapshotOf(info.name + "/" + q + ":detector")) {
           for (const auto& [key, value] : detector->metadata) {
-            if (key == "engine" || key == "input" || key == "output" || key == "text") {
+            if (key == "engine" || key == "engine_choice" || key == "input" || key == "output" ||
+                key == "text") {
               entry[key] = value;
             }
           }

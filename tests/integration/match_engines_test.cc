@@ -1,6 +1,7 @@
 // End-to-end tests of `cepbus match --engine all`: the real binary running a
 // query on the nfa, algebra and petri plugins and comparing their matches,
-// and the algebra engine's default context said on stderr and in the bus log.
+// and the algebra engine's default context said on stderr and in the bus log;
+// and of `--engine auto`: the engine it picks, on stderr and in the bus log.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -159,6 +160,95 @@ TEST_F(MatchEnginesTest, AllRefusesTheSingleEngineOutputs) {
   EXPECT_EQ(run({"match", "--help"}, &out, &err), 0);
   EXPECT_THAT(out, HasSubstr("--engine all"));
   EXPECT_THAT(out, HasSubstr("CONTEXT recent"));
+}
+
+// `cepbus match --engine auto`: the engine it names on stderr, run by hand
+// on the same input, gives the same output.
+TEST_F(MatchEnginesTest, AutoReportsItsChoiceAndMatchesLikeTheChosenEngine) {
+  std::ofstream patterns(dir_ / "many.patterns");
+  for (int k = 0; k < 40; ++k) {
+    patterns << "p" << k << ": PATTERN SEQ(A a, B b, C c) WHERE a.x = " << k % 4
+             << " AND c.x != " << k / 4 % 4 << " WITHIN " << 4 + k % 5 << "\n";
+  }
+  patterns.close();
+  struct Case {
+    std::vector<std::string> input;
+    std::string engine;
+  };
+  const std::vector<Case> cases = {
+      {{"--query", "PATTERN SEQ(A a, B b) WHERE a.x < b.x WITHIN 6"}, "nfa"},
+      {{"--patterns", "many.patterns"}, "petri"},
+      // nfa and petri refuse CONTEXT recent: only algebra runs it.
+      {{"--query", "PATTERN SEQ(A a, B b, C c) WITHIN 8 CONTEXT recent"}, "algebra"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"match", "--engine", "auto", "--events", "events.jsonl"};
+    args.insert(args.end(), c.input.begin(), c.input.end());
+    std::string auto_out, auto_err;
+    ASSERT_EQ(run(args, &auto_out, &auto_err), 0) << auto_err;
+    EXPECT_THAT(auto_err, HasSubstr("cepbus match: engine " + c.engine + " (auto: ")) << c.engine;
+    args[2] = c.engine;
+    std::string out, err;
+    ASSERT_EQ(run(args, &out, &err), 0) << err;
+    EXPECT_FALSE(out.empty()) << c.engine;
+    EXPECT_EQ(auto_out, out) << c.engine;
+  }
+}
+
+TEST_F(MatchEnginesTest, AutoPassesOverAnEngineThatRefusesAnOptionAndSaysSo) {
+  std::ofstream patterns(dir_ / "many.patterns");
+  for (int k = 0; k < 10; ++k) patterns << "PATTERN SEQ(A a, B b) WHERE a.x = " << k % 4 << "\n";
+  patterns.close();
+  std::string out, err;
+  // construction is an nfa option: petri, preferred for 10 patterns, refuses it.
+  ASSERT_EQ(run({"match", "--engine", "auto", "--patterns", "many.patterns", "--events",
+                 "events.jsonl", "--option", "construction=per_event", "--count"},
+                &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(err, HasSubstr("cepbus match: engine nfa (auto: 10 patterns, merged Petri net"));
+  EXPECT_THAT(err, HasSubstr("petri refuses: "));
+  EXPECT_THAT(err, HasSubstr("; nfa runs it)"));
+}
+
+TEST_F(MatchEnginesTest, AutoWithNoEngineAcceptingListsEveryRefusal) {
+  std::string out, err;
+  EXPECT_EQ(run({"match", "--engine", "auto", "--query", "PATTERN SEQ(A a, B b)", "--events",
+                 "events.jsonl", "--option", "no_such_option=1"},
+                &out, &err),
+            1);
+  for (const char* engine : {"nfa", "petri", "algebra", "join"}) {
+    EXPECT_THAT(err, HasSubstr(std::string(engine) + " refuses: ")) << err;
+  }
+  EXPECT_TRUE(out.empty()) << out;
+}
+
+// The choice in the bus log when a CEP service unit deploys an auto query.
+TEST_F(MatchEnginesTest, TheBusLogSaysWhichEngineAutoChose) {
+  std::ofstream(dir_ / "bus.xml") << R"(<cepbus name="auto">
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="events.jsonl"/>
+      <publish address="in"/>
+    </service-unit>
+    <service-unit name="cep" type="cep">
+      <query name="recent" engine="auto" input="in" output="out">
+        <text>PATTERN SEQ(A a, B b, C c) WITHIN 8 CONTEXT recent</text>
+      </query>
+    </service-unit>
+    <service-unit name="sink" type="replay-sink">
+      <param name="file" value="out.jsonl"/>
+      <subscribe address="out"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+)";
+  std::string out, err;
+  ASSERT_EQ(run({"run", "bus.xml", "--exit-when-drained"}, &out, &err), 0) << err;
+  EXPECT_THAT(err, HasSubstr("<query name=\"recent\">: engine algebra (auto: 1 pattern, one NFA "
+                             "per pattern below"));
+  EXPECT_THAT(err, HasSubstr("nfa refuses: "));
+  EXPECT_GT(fs::file_size(dir_ / "out.jsonl"), 0u);
 }
 
 // The same notice in the bus log when a CEP service unit deploys the query.

@@ -119,7 +119,10 @@
       queued += q.queued;
       const name = td(q.name);
       name.title = q.service + "/" + q.name;
-      const row = el("tr", { class: "clickable" }, name, td(q.engine || "-"),
+      // An engine="auto" query shows what auto chose, and why on hover.
+      const engine = td((q.engine || "-") + (q.engine_choice ? " (auto)" : ""));
+      if (q.engine_choice) engine.title = q.engine_choice;
+      const row = el("tr", { class: "clickable" }, name, engine,
                      td((q.input || "?") + " \u2192 " + (q.output || "?"), "io"), td(fmt(q.consumed), "num"),
                      td(fmt(q.matches), "num"), td(fmt(rate(key, q.matches, seconds)), "num"));
       if (state.selected && state.selected.service === q.service && state.selected.name === q.name) {

@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
+#include "bus/core/descriptor/parser.h"
+#include "bus/core/plugin/plugin_loader.h"
 #include "bus/core/wire_names.h"
+#include "services/cep/cep_service.h"
 #include "tests/services/http/test_broker.h"
 
 namespace cepbus::services::http {
@@ -394,6 +398,84 @@ TEST_F(AdminApiDeployTest, ServesTheDashboard) {
   EXPECT_NE(js.body.find("/api/queries"), std::string::npos);
   EXPECT_EQ(call("GET", "/dashboard.css").content_type, "text/css; charset=utf-8");
   EXPECT_EQ(call("POST", "/").status, 405);
+}
+
+// A deployer with one real CEP service, whose queries run the build's plugins.
+class OneCepServiceDeployer final : public Deployer {
+ public:
+  explicit OneCepServiceDeployer(TestBroker& bus)
+      : loader_({CEPBUS_TEST_BUILD_DIR "/plugins"}),
+        context_{*bus.broker, *bus.registry, loader_} {}
+
+  Status deployCep(std::string_view xml) {
+    auto assembly = descriptor::parseServiceAssembly(xml, "cep.xml");
+    if (!assembly) return assembly.status();
+    auto made = cep::CepServiceFactory().create(*assembly, assembly->units.at(0), context_);
+    if (!made) return made.status();
+    service_ = std::shared_ptr<Service>(std::move(*made));
+    return service_->start();
+  }
+  ~OneCepServiceDeployer() override {
+    if (service_) service_->stop();
+  }
+
+  Status deploy(const descriptor::ServiceAssembly&) override { return Status::ok(); }
+  Status undeploy(std::string_view) override { return Status::ok(); }
+  std::shared_ptr<Service> findService(std::string_view name) const override {
+    return service_ && service_->name() == name ? service_ : nullptr;
+  }
+  std::vector<DeployedServiceInfo> deployedServices() const override {
+    if (!service_) return {};
+    return {{service_->name(), "a", "cep", false}};
+  }
+  std::vector<AssemblyInfo> assemblies() const override { return {}; }
+
+ private:
+  plugin::PluginLoader loader_;
+  ServiceContext context_;
+  std::shared_ptr<Service> service_;
+};
+
+TEST(AdminApiQueriesTest, AnAutoQueryShowsTheEngineChosenAndWhy) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
+  <service-unit name="cep" type="cep">
+    <query name="seq" engine="auto" input="in" output="out.seq">
+      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
+    </query>
+    <query name="recent" engine="auto" input="in" output="out.recent">
+      <text>PATTERN SEQ(A a, B b) WITHIN 5 CONTEXT recent</text>
+    </query>
+    <query name="named" engine="nfa" input="in" output="out.named">
+      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
+    </query>
+  </service-unit>
+</service-assembly>)"));
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
+  const AdminResponse listed = api.handle(AdminRequest{"GET", "/api/queries", "", ""});
+  ASSERT_EQ(listed.status, 200);
+  std::map<std::string, json> by_name;
+  const json body = json::parse(listed.body);
+  for (const json& q : body.at("queries")) by_name[q.at("name").get<std::string>()] = q;
+  ASSERT_EQ(by_name.size(), 3u) << listed.body;
+
+  EXPECT_EQ(by_name["seq"].at("engine"), "nfa");
+  EXPECT_EQ(by_name["seq"]
+                .at("engine_choice")
+                .get<std::string>()
+                .rfind("auto: 1 pattern, one NFA per pattern below ", 0),
+            0u)
+      << by_name["seq"];
+  // nfa and petri refuse CONTEXT recent; the reason says so.
+  EXPECT_EQ(by_name["recent"].at("engine"), "algebra");
+  const std::string why = by_name["recent"].at("engine_choice");
+  EXPECT_NE(why.find("nfa refuses: "), std::string::npos) << why;
+  EXPECT_NE(why.find("petri refuses: "), std::string::npos) << why;
+  EXPECT_TRUE(why.ends_with("; algebra runs it")) << why;
+  // A query that names its engine has no choice to explain.
+  EXPECT_EQ(by_name["named"].at("engine"), "nfa");
+  EXPECT_FALSE(by_name["named"].contains("engine_choice")) << by_name["named"];
 }
 
 }  // namespace

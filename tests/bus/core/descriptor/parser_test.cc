@@ -291,6 +291,23 @@ TEST(ParserTest, QueryTextLineInCdataAndPlainText) {
   EXPECT_EQ(u.queries[1].text_where.line, 11);
 }
 
+// engine="auto" is a name like any other for the parser: the CEP service
+// picks the engine when it deploys the query.
+TEST(ParserTest, EngineAutoIsKeptForTheCepServiceToChoose) {
+  auto result = parseDescriptorString(R"(<cepbus name="t">
+<service-assembly name="sa">
+<service-unit name="u" type="cep">
+<query name="q" engine="auto" input="a" output="b"><text>PATTERN SEQ(A a, B b)</text></query>
+</service-unit>
+</service-assembly>
+</cepbus>)",
+                                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  const QuerySpec& q = result->assemblies[0].units[0].queries[0];
+  EXPECT_EQ(q.engine, "auto");
+  EXPECT_EQ(q.where.toString(), "t.xml:4");
+}
+
 // ---- each kind of error ------------------------------------------------------
 
 TEST(ParserErrorTest, MalformedXmlNamesTheLine) {

@@ -1,0 +1,178 @@
+#!/usr/bin/python3
+"""Engine sweep: how engine="auto" compares with the best engine.
+
+For every query shape and pattern count it writes a patterns file of that
+many distinct queries over one generated event stream and runs the real
+`cepbus match`: `--engine all` (nfa, algebra and petri in one process on
+the same events; each engine's detection time, the best of --repeat runs;
+the run fails unless every accepting engine reports the same matches), then
+`--engine auto --count` (the engine it picks, from its stderr, and its
+matches, checked equal to that engine's). Auto's time is the time of the
+engine it picked; "auto / best" divides it by the fastest engine's. Prints
+one JSON object per point, a summary object, then the markdown table of
+docs/engines.md ("Choosing an engine: auto").
+
+    tests/bench/engine_sweep.py --cepbus build/dev/bus/app/cepbus
+        [--events 20000] [--counts 1,2,5,10,20,50,100]
+        [--shapes seq2,seq4,kleene,negation,predicates] [--repeat 3] [--seed 7]
+
+Every query says CONTEXT unrestricted, so the algebra engine reports every
+match as nfa and petri do (its default, recent, keeps one per end time);
+it refuses NOT inside SEQ, so it has no figure for the negation shape.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TYPES = ["T%d" % i for i in range(8)]
+WITHIN = 20
+
+
+def shape_query(shape, rng, k):
+    """One query of `shape`; `k` and the drawn types make it distinct."""
+    t = rng.sample(TYPES, 4)
+    if shape == "seq2":
+        body = "SEQ(%s a, %s b) WHERE a.x = %d" % (t[0], t[1], k)
+    elif shape == "seq4":
+        body = "SEQ(%s a, %s b, %s c, %s d) WHERE a.x = %d" % (t[0], t[1], t[2], t[3], k)
+    elif shape == "kleene":
+        body = "SEQ(%s a, %s+ b[], %s c) WHERE a.x = %d AND b[i].v > b[i-1].v" % (
+            t[0], t[1], t[2], k)
+    elif shape == "negation":
+        body = "SEQ(%s a, NOT(%s n), %s b) WHERE a.x = %d AND n.x = %d" % (
+            t[0], t[2], t[1], k, (k + 1) % 10)
+    elif shape == "predicates":
+        body = "SEQ(%s a, %s b, %s c) WHERE a.x = %d AND a.x = b.x AND b.v < c.v" % (
+            t[0], t[1], t[2], k)
+    else:
+        raise SystemExit("unknown shape " + shape)
+    return "PATTERN %s WITHIN %d CONTEXT unrestricted" % (body, WITHIN)
+
+
+def write_patterns(path, shape, count, seed):
+    rng = random.Random("%s/%d" % (shape, seed))
+    seen = set()
+    with open(path, "w") as f:
+        while len(seen) < count:
+            q = shape_query(shape, rng, rng.randrange(10))
+            if q in seen:
+                continue
+            seen.add(q)
+            f.write("p%d: %s\n" % (len(seen), q))
+
+
+def write_events(path, n, seed):
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for ts in range(1, n + 1):
+            f.write('{"type":"%s","ts":%d,"attrs":{"x":%d,"v":%d}}\n' % (
+                rng.choice(TYPES), ts, rng.randrange(10), rng.randrange(100)))
+
+
+CHOICE = re.compile(r"cepbus match: engine (\w+) \((.*)\)")
+
+
+def compare(cepbus, patterns, events, repeat):
+    """`--engine all`, `repeat` times: per engine the best detection time, or its refusal."""
+    cmd = [cepbus, "match", "--engine", "all", "--patterns", patterns, "--events", events]
+    engines = {}
+    for _ in range(repeat):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        summary = json.loads(p.stdout)
+        if not summary["agree"]:
+            raise SystemExit("engines disagree on %s: %s" % (patterns, p.stdout))
+        for e in summary["engines"]:
+            if not e["accepted"]:
+                engines[e["engine"]] = {"refused": e["refusal"]}
+                continue
+            best = engines.get(e["engine"], {}).get("seconds", e["seconds"])
+            engines[e["engine"]] = {"seconds": min(best, e["seconds"]),
+                                    "matches": e["matches"], "checksum": e["checksum"]}
+    return engines
+
+
+def auto_choice(cepbus, patterns, events):
+    """The engine `--engine auto` picks, its reason, and its matches and checksum in total."""
+    p = subprocess.run([cepbus, "match", "--engine", "auto", "--patterns", patterns, "--events",
+                        events, "--count"], capture_output=True, text=True)
+    m = CHOICE.search(p.stderr)
+    if p.returncode != 0 or not m:
+        raise SystemExit("--engine auto failed on %s: %s" % (patterns, p.stderr))
+    counts = [json.loads(line) for line in p.stdout.splitlines()]
+    checksum = sum(int(c["checksum"], 16) for c in counts) % (1 << 64)
+    return m.group(1), m.group(2), sum(c["matches"] for c in counts), "%016x" % checksum
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cepbus", default=os.path.join(ROOT, "build/dev/bus/app/cepbus"))
+    ap.add_argument("--events", type=int, default=20000)
+    ap.add_argument("--counts", default="1,2,5,10,20,50,100")
+    ap.add_argument("--shapes", default="seq2,seq4,kleene,negation,predicates")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    counts = [int(c) for c in args.counts.split(",")]
+    shapes = args.shapes.split(",")
+
+    rows = []
+    ok = True
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="engine_sweep.") as work:
+        events = os.path.join(work, "events.jsonl")
+        write_events(events, args.events, args.seed)
+        for shape in shapes:
+            for count in counts:
+                patterns = os.path.join(work, "%s-%d.patterns" % (shape, count))
+                write_patterns(patterns, shape, count, args.seed)
+                engines = compare(args.cepbus, patterns, events, args.repeat)
+                chose, reason, matches, checksum = auto_choice(args.cepbus, patterns, events)
+                timed = {e: r["seconds"] for e, r in engines.items() if "seconds" in r}
+                best = min(timed, key=timed.get)
+                same = (engines[chose].get("matches"), engines[chose].get("checksum")) == (
+                    matches, checksum)
+                point = {
+                    "bench": "engine_sweep",
+                    "params": {"shape": shape, "patterns": count, "events": args.events},
+                    "seconds": timed,
+                    "refused": sorted(e for e, r in engines.items() if "refused" in r),
+                    "matches": matches,
+                    "best": best,
+                    "auto_engine": chose,
+                    "auto_reason": reason,
+                    "auto_same_matches": same,
+                    "auto_vs_best": timed[chose] / timed[best],
+                }
+                ok &= same
+                rows.append(point)
+                print(json.dumps(point), flush=True)
+    ratios = [p["auto_vs_best"] for p in rows]
+    print(json.dumps({"bench": "engine_sweep", "points": len(rows),
+                      "auto_vs_best_max": max(ratios),
+                      "within_10_percent": sum(r <= 1.10 for r in ratios),
+                      "total_seconds": round(time.perf_counter() - started, 1)}))
+
+    def ms(point, engine):
+        t = point["seconds"].get(engine)
+        return "refused" if t is None else "%.1f" % (t * 1000)
+
+    print()
+    print("| shape | patterns | matches | nfa ms | algebra ms | petri ms | auto chose | "
+          "auto / best |")
+    print("|---|---|---|---|---|---|---|---|")
+    for p in rows:
+        print("| %s | %d | %d | %s | %s | %s | %s | %.2f |" % (
+            p["params"]["shape"], p["params"]["patterns"], p["matches"], ms(p, "nfa"),
+            ms(p, "algebra"), ms(p, "petri"), p["auto_engine"], p["auto_vs_best"]))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
