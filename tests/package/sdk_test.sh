@@ -81,6 +81,16 @@ if "$cepbus" match --plugin-path "$work/g++" --engine threshold --option count=0
   die "count=0 accepted"
 fi
 grep -q "count=0: expected an integer >= 1" "$work/bad.txt" || { cat "$work/bad.txt"; die "message"; }
+# PROBABILITY: (1,2,3) is 0.5 * 0.9 * 0.9 = 0.405, no alert; (2,3,4) is 0.729.
+for t in 1:0.5 2:0.9 3:0.9 4:0.9; do
+  echo "{\"type\":\"Login\",\"ts\":${t%:*},\"attrs\":{\"user\":\"u\",\"ok\":false},\"prob\":${t#*:}}"
+done >"$work/uncertain.jsonl"
+[[ $("$cepbus" match --plugin-path "$work/g++" --engine threshold --option count=3 \
+  --query "$query PROBABILITY >= 0.5" --events "$work/uncertain.jsonl") == "[2,3,4]" ]] ||
+  die "the threshold plugin does not apply PROBABILITY >= 0.5"
+[[ $("$cepbus" match --plugin-path "$work/g++" --engine threshold --option count=3 \
+  --query "$query" --events "$work/uncertain.jsonl") == "[1,2,3]" ]] ||
+  die "the threshold plugin without PROBABILITY"
 
 log "the clang++-14 plugin: another build tag, refused"
 if "$cepbus" match --plugin-path "$work/clang++-14" --engine threshold --query "$query" \

@@ -9,6 +9,9 @@
 // WITHIN (every one without WITHIN); when COUNT are kept, they are one match,
 // in stream order, and are forgotten (an event is in one alert at most). The
 // composite event's RETURN clause sees the variable bound to the newest one.
+// With PROBABILITY >= p, COUNT kept events whose probability (the product of
+// theirs) is below p are no alert: the oldest is forgotten and the newest
+// COUNT - 1 wait for the next qualifying event.
 //
 // It shows what a plugin does (docs/plugins.md): walk the query's AST and
 // reject, with a clear message, what the engine does not support; compile
@@ -54,6 +57,7 @@ struct Plan {
   std::vector<pattern::Conjunct> where;
   std::optional<pattern::CompiledReturn> returns;
   std::optional<Timestamp> within;
+  double min_probability = 0;  // PROBABILITY >= p
   size_t count = 3;
 };
 
@@ -103,6 +107,7 @@ Result<std::shared_ptr<const Plan>> compile(const pattern::Query& query,
     plan->returns = std::move(returns).value();
   }
   plan->within = query.within;
+  plan->min_probability = query.min_probability.value_or(0);
   auto count = parseCount(options);
   if (!count) return count.status();
   plan->count = *count;
@@ -147,7 +152,12 @@ class ThresholdDetector final : public plugin::Detector {
     std::vector<const EventPtr*> events;
     for (const EventPtr& e : kept_) events.push_back(&e);
     const uint32_t ends[] = {static_cast<uint32_t>(events.size())};
-    sink_.onMatch(plugin::Match(events, ends, &composer_));
+    const plugin::Match match(events, ends, &composer_);
+    if (match.probability() < plan_->min_probability) {
+      kept_.pop_front();
+      return Status::ok();
+    }
+    sink_.onMatch(match);
     kept_.clear();
     return Status::ok();
   }
