@@ -860,20 +860,24 @@ TEST_F(CepServiceTest, TheFactoryChecksTheUnit) {
             std::string::npos)
       << unknown_param.status().message();
 
-  for (const char* bad : {"0", "1.5", "many"}) {
-    auto bad_capacity = build(std::string(R"(<service-assembly name="sa">
+  const std::tuple<std::string, std::string> bad_sizes[] = {
+      {"capacity", "0"},   {"capacity", "1.5"},     {"capacity", "many"},
+      {"batch_size", "0"}, {"batch_size", "65537"}, {"batch_size", "-1"}};
+  for (const auto& [param, bad] : bad_sizes) {
+    auto bad_size = build(R"(<service-assembly name="sa">
   <service-unit name="cep" type="cep">
-    <param name="capacity" value=")") +
-                              bad + R"("/>
+    <param name=")" + param +
+                          R"(" value=")" + bad + R"("/>
     <query name="q" engine="cepfake" input="in.events" output="out.x">
       <text>PATTERN A a</text>
     </query>
   </service-unit>
 </service-assembly>)");
-    ASSERT_FALSE(bad_capacity) << bad;
-    EXPECT_NE(bad_capacity.status().message().find("cep_test.xml:3: <param name=\"capacity\">"),
+    ASSERT_FALSE(bad_size) << param << "=" << bad;
+    EXPECT_NE(bad_size.status().message().find("cep_test.xml:3: <param name=\"" + param +
+                                               "\">: expected an integer in [1, "),
               std::string::npos)
-        << bad_capacity.status().message();
+        << bad_size.status().message();
   }
 
   auto no_query = build(R"(<service-assembly name="sa">
