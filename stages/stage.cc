@@ -2,6 +2,7 @@
 
 #include <Poco/Logger.h>
 
+#include <algorithm>
 #include <bit>
 #include <exception>
 #include <stdexcept>
@@ -15,9 +16,9 @@ using Clock = std::chrono::steady_clock;
 
 // Validates everything the members' constructors would reject, so that the
 // error names the stage.
-StageConfig checked(StageConfig config, const StageHandler& handler) {
+StageConfig checked(StageConfig config, bool has_handler) {
   const std::string where = "stage '" + config.name + "': ";
-  if (!handler) throw std::invalid_argument(where + "handler is empty");
+  if (!has_handler) throw std::invalid_argument(where + "handler is empty");
   if (config.batch_size == 0) throw std::invalid_argument(where + "batch_size must be positive");
   try {
     AdmissionLevels::from(config.admission, config.capacity);
@@ -29,9 +30,11 @@ StageConfig checked(StageConfig config, const StageHandler& handler) {
   return config;
 }
 
-void logFailure(const std::string& stage, uint64_t failures, const std::string& why) {
-  // Powers of two only: a handler failing on every item must not flood the log.
-  if (!std::has_single_bit(failures)) return;
+void logFailure(const std::string& stage, uint64_t before, uint64_t failures,
+                const std::string& why) {
+  // When the count passes a power of two only: a handler failing on every
+  // item must not flood the log.
+  if (std::bit_width(before) == std::bit_width(failures)) return;
   Poco::Logger::get("cepbus.stages")
       .warning("stage '" + stage + "': handler failed (" + std::to_string(failures) +
                " failures so far): " + why);
@@ -40,8 +43,15 @@ void logFailure(const std::string& stage, uint64_t failures, const std::string& 
 }  // namespace
 
 Stage::Stage(StageConfig config, StageHandler handler)
-    : config_(checked(std::move(config), handler)),
+    : Stage(std::move(config), std::move(handler), StageBatchHandler{}) {}
+
+Stage::Stage(StageConfig config, StageBatchHandler handler)
+    : Stage(std::move(config), StageHandler{}, std::move(handler)) {}
+
+Stage::Stage(StageConfig config, StageHandler handler, StageBatchHandler batch_handler)
+    : config_(checked(std::move(config), handler || batch_handler)),
       handler_(std::move(handler)),
+      batch_handler_(std::move(batch_handler)),
       admission_(config_.admission, config_.capacity),
       resource_(config_.resource, config_.min_threads, config_.max_threads),
       queue_(config_.capacity, CostClassifier(config_.cost_thresholds), config_.idle_spin,
@@ -130,13 +140,7 @@ bool Stage::tryRunInline(StageItem& item) {
     outstanding_.fetch_sub(kInlineRun | 1, std::memory_order_release);
     return false;
   }
-  const auto started = Clock::now();
-  const bool ok = handleOne(item);
-  StageMetrics::add(
-      metrics_.busy_ns,
-      static_cast<uint64_t>(std::chrono::nanoseconds(Clock::now() - started).count()));
-  if (ok) StageMetrics::add(metrics_.processed, 1);
-  item = StageItem{};
+  handleBatch(&item, 1);
   outstanding_.fetch_sub(kInlineRun | 1, std::memory_order_release);
   return true;
 }
@@ -249,11 +253,13 @@ void Stage::workerLoop() {
 void Stage::handleBatch(StageItem* items, size_t n) {
   uint64_t ok = 0;
   const auto started = Clock::now();
-  for (size_t i = 0; i < n; ++i) {
-    if (handleOne(items[i])) ++ok;
-    // Release the event now rather than when the slot is next overwritten.
-    items[i] = StageItem{};
+  if (batch_handler_) {
+    ok = n - handleAll(std::span(items, n));
+  } else {
+    for (size_t i = 0; i < n; ++i) ok += handleOne(items[i]) ? 1 : 0;
   }
+  // Release the events now rather than when the slots are next overwritten.
+  for (size_t i = 0; i < n; ++i) items[i] = StageItem{};
   StageMetrics::add(metrics_.processed, ok);
   StageMetrics::add(
       metrics_.busy_ns,
@@ -271,9 +277,31 @@ bool Stage::handleOne(StageItem& item) {
   }
   metrics_.latency.recordDuration(Clock::now() - item.enqueued_at);
   if (status.isOk()) return true;
-  const uint64_t failures = metrics_.failed.fetch_add(1, std::memory_order_relaxed) + 1;
-  logFailure(config_.name, failures, status.toString());
+  countFailures(1, status);
   return false;
+}
+
+size_t Stage::handleAll(std::span<StageItem> items) {
+  StageBatchResult result;
+  try {
+    result = batch_handler_(items);
+  } catch (const std::exception& e) {
+    result = {items.size(), Status::internal(std::string("handler threw: ") + e.what())};
+  } catch (...) {
+    result = {items.size(), Status::internal("handler threw a non-standard exception")};
+  }
+  // Every item of the batch is done when the call returns.
+  const auto done = Clock::now();
+  for (const StageItem& item : items) metrics_.latency.recordDuration(done - item.enqueued_at);
+  const size_t failed = std::min(result.failed, items.size());
+  if (failed > 0) countFailures(failed, result.first_error);
+  return failed;
+}
+
+void Stage::countFailures(uint64_t n, const Status& why) {
+  const uint64_t before = metrics_.failed.fetch_add(n, std::memory_order_relaxed);
+  logFailure(config_.name, before, before + n,
+             why.isOk() ? std::string("the handler reported failed items") : why.toString());
 }
 
 uint64_t Stage::handledTotal() const {

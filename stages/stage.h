@@ -32,6 +32,13 @@
 //   max_threads workers allows. The caller's thread pays for the handler,
 //   so it is for cheap handlers that never block (routing, handing an event
 //   to a buffer); isolation from a slow handler needs the queue.
+// - Batch handler (the second constructor): a worker hands the handler every
+//   item it dequeued in one call — up to batch_size, in queue order, never
+//   waiting for more — so that a handler with a per-call cost (a lock, a
+//   hand-off to an engine's batched entry point) pays it once per batch. A
+//   run inline is a batch of one. The stage still counts per item: the
+//   handler says how many of its items failed, and each item's latency is
+//   taken when the call that handled it returns.
 
 #include <array>
 #include <atomic>
@@ -41,6 +48,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +66,20 @@ namespace cepbus::stages {
 // The handler runs on the stage's pool threads; it returns a Status that the stage counts
 // (failed items are counted and logged, never rethrown). It must not throw.
 using StageHandler = std::function<Status(StageItem&)>;
+
+// What a batch handler reports about the items it was given: how many of
+// them failed (counted one by one, at most the batch's size) and why the
+// first one did (for the log; OK when none failed).
+struct StageBatchResult {
+  size_t failed = 0;
+  Status first_error;
+};
+
+// Handles `items` (one to batch_size of them, in queue order) on a pool
+// thread, or on the offering thread for a run inline. It may move from the
+// items; the stage releases them after the call. It must not throw (a throw
+// counts every item of the batch as failed).
+using StageBatchHandler = std::function<StageBatchResult(std::span<StageItem> items)>;
 
 struct StageConfig {
   std::string name;
@@ -94,6 +116,8 @@ class Stage {
   // config: capacity 0, min_threads 0, min > max, batch_size 0, a bad
   // admission fraction, or cost thresholds not strictly ascending.
   Stage(StageConfig config, StageHandler handler);
+  // The same, with a handler that takes what a worker dequeued in one call.
+  Stage(StageConfig config, StageBatchHandler handler);
   ~Stage();  // calls stop()
   Stage(const Stage&) = delete;
   Stage& operator=(const Stage&) = delete;
@@ -124,10 +148,17 @@ class Stage {
  private:
   enum class State : uint8_t { kCreated, kRunning, kStopped };
 
+  // The constructors' common part; exactly one of the handlers is set.
+  Stage(StageConfig config, StageHandler handler, StageBatchHandler batch_handler);
+
   void workerLoop();
+  // Runs the handler on `n` items, counts them and releases their events.
   void handleBatch(StageItem* items, size_t n);
-  // Runs the handler on one item and records its latency; true when it returned OK.
+  // Runs the per-item handler on one item and records its latency; true when it returned OK.
   bool handleOne(StageItem& item);
+  // Runs the batch handler on `items` and records their latencies; returns how many failed.
+  size_t handleAll(std::span<StageItem> items);
+  void countFailures(uint64_t n, const Status& why);
   // Claims the idle stage for the calling thread and handles `item` on it;
   // false (item untouched) when the stage is not idle or not running.
   bool tryRunInline(StageItem& item);
@@ -142,6 +173,7 @@ class Stage {
 
   const StageConfig config_;
   const StageHandler handler_;
+  const StageBatchHandler batch_handler_;
   AdmissionController admission_;
   ResourceController resource_;  // used by the controller thread only
   // What the controller saw at its last tick (its thread only).

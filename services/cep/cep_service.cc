@@ -8,6 +8,7 @@
 #include <charconv>
 #include <exception>
 #include <map>
+#include <span>
 
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/engine_choice.h"
@@ -21,6 +22,8 @@ namespace cepbus::services::cep {
 namespace {
 
 constexpr size_t kMaxCapacity = size_t{1} << 30;
+// Each worker holds a batch's slots for good: a bound that keeps that small.
+constexpr size_t kMaxBatchSize = size_t{1} << 16;
 // The query options the service implements itself (see cep_service.h).
 constexpr std::string_view kFlushWhenIdle = "flush_when_idle";
 constexpr std::string_view kOutputQos = "output_qos";
@@ -63,6 +66,26 @@ std::string joined(const std::vector<std::string>& items, const char* separator)
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : separator) + s;
   return out;
+}
+
+// Reads the unit's param `name`, an integer in [1, max], into `out` when
+// present; a bad value is added to `errors`.
+void sizeParam(const descriptor::ServiceUnit& unit, const char* name, size_t max, size_t& out,
+               std::vector<std::string>& errors) {
+  const descriptor::Param* p = unit.param(name);
+  if (p == nullptr) return;
+  size_t v = 0;
+  const char* last = p->value.data() + p->value.size();
+  auto [end, ec] = std::from_chars(p->value.data(), last, v);
+  if (ec != std::errc() || end != last || v < 1 || v > max) {
+    errors.push_back(p->where
+                         .error("<param name=\"" + std::string(name) +
+                                "\">: expected an integer in [1, " + std::to_string(max) +
+                                "], got \"" + p->value + "\"")
+                         .toString());
+    return;
+  }
+  out = v;
 }
 
 std::string queryLabel(const descriptor::QuerySpec& spec) {
@@ -167,7 +190,10 @@ class CepService::Query final : public plugin::MatchSink {
 
  private:
   Status consume(const flows::Exchange& exchange);  // the endpoint's consumer
-  Status detect(stages::StageItem& item);           // the stage's handler
+  // The stage's handler: every event of `items` goes to the detector in one
+  // onEvents() call per run between flush markers.
+  stages::StageBatchResult detect(std::span<stages::StageItem> items);
+  void detectEvents(std::span<stages::StageItem> items, stages::StageBatchResult& result);
   void detectorFailed(const char* call, const Status& status);
 
   const std::string name_;
@@ -189,6 +215,8 @@ class CepService::Query final : public plugin::MatchSink {
   // Held by every call into the detector: the worker's (uncontended) and
   // exportModel()'s from any thread.
   mutable std::mutex detector_mu_;
+  // The events of one detectEvents() call (the worker's only): reused, empty between calls.
+  std::vector<EventPtr> batch_;
   std::unique_ptr<stages::Stage> stage_;
   // Set once by start() before any event can arrive, kept after stop() for
   // deliveries still in flight.
@@ -282,6 +310,7 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
   stages::StageConfig stage;
   stage.name = "cep:" + made->endpoint_;
   stage.capacity = config.capacity;
+  stage.batch_size = config.batch_size;
   // A detector is single-threaded and needs its events in arrival order:
   // one worker, and one cost class so that costs do not reorder them.
   stage.min_threads = 1;
@@ -289,8 +318,9 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
   stage.cost_thresholds.clear();
   stage.run_inline_when_idle = *run_inline == "when_idle";
   Query* raw = made.get();
+  made->batch_.reserve(stage.batch_size);
   made->stage_ = std::make_unique<stages::Stage>(
-      std::move(stage), [raw](stages::StageItem& item) { return raw->detect(item); });
+      std::move(stage), [raw](std::span<stages::StageItem> items) { return raw->detect(items); });
   return made;
 }
 
@@ -389,36 +419,56 @@ bool CepService::Query::requestFlush() {
   return false;
 }
 
-Status CepService::Query::detect(stages::StageItem& item) {
-  if (item.event == flushMarker()) {
+stages::StageBatchResult CepService::Query::detect(std::span<stages::StageItem> items) {
+  stages::StageBatchResult result;
+  // A flush marker splits the batch: the events before it, then the flush.
+  while (!items.empty()) {
+    const auto marker = std::find_if(items.begin(), items.end(), [](const stages::StageItem& i) {
+      return i.event == flushMarker();
+    });
+    const auto run = static_cast<size_t>(marker - items.begin());
+    if (run > 0) detectEvents(items.first(run), result);
+    if (run == items.size()) break;
     {
       std::lock_guard lock(detector_mu_);
       if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
     }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
-    return Status::ok();
+    items = items.subspan(run + 1);
   }
+  return result;
+}
+
+void CepService::Query::detectEvents(std::span<stages::StageItem> items,
+                                     stages::StageBatchResult& result) {
+  for (stages::StageItem& item : items) batch_.push_back(std::move(item.event));
+  const size_t n = batch_.size();
   Status status = Status::ok();
   Status flushed = Status::ok();
   {
     std::lock_guard lock(detector_mu_);
-    status = detector_->onEvent(item.event);
-    // Nothing is queued behind this event: the input paused, so a batching
+    status = detector_->onEvents(batch_);
+    // Nothing is queued behind these events: the input paused, so a batching
     // engine reports what it holds now instead of at its next batch
     // boundary, which may be far off when events are sparse. Under load the
     // queue is rarely empty and the engine keeps batching.
-    if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == 1) {
+    if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == n) {
       flushed = detector_->flush();
     }
   }
-  consumed_.fetch_add(1, std::memory_order_relaxed);
-  entry_->addDelivered();
-  if (!status) detectorFailed("event", status);
+  batch_.clear();
+  consumed_.fetch_add(n, std::memory_order_relaxed);
+  entry_->addDelivered(n);
+  // onEvents() reports the first error of the batch only: one error is
+  // counted (and one item failed) however many of its events were refused.
+  if (!status) {
+    detectorFailed("event", status);
+    if (result.failed++ == 0) result.first_error = status;
+  }
   if (!flushed) detectorFailed("flush", flushed);
-  // Last: matches of this event are published by now, so an idle query has
-  // handed everything on.
-  pending_.fetch_sub(1, std::memory_order_acq_rel);
-  return status;
+  // Last: matches of these events are published by now, so an idle query
+  // has handed everything on.
+  pending_.fetch_sub(n, std::memory_order_acq_rel);
 }
 
 void CepService::Query::detectorFailed(const char* call, const Status& status) {
@@ -636,20 +686,10 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
   CepServiceConfig config;
   config.name = assembly.name + "." + unit.name;
   std::vector<std::string> errors;
-  if (const descriptor::Param* p = unit.param("capacity")) {
-    size_t v = 0;
-    const char* last = p->value.data() + p->value.size();
-    auto [end, ec] = std::from_chars(p->value.data(), last, v);
-    if (ec != std::errc() || end != last || v < 1 || v > kMaxCapacity) {
-      errors.push_back(p->where
-                           .error("<param name=\"capacity\">: expected an integer in [1, " +
-                                  std::to_string(kMaxCapacity) + "], got \"" + p->value + "\"")
-                           .toString());
-    } else {
-      config.capacity = v;
-    }
-  }
-  if (Status s = checkParamNames(unit, type(), {"capacity"}); !s) errors.push_back(s.message());
+  sizeParam(unit, "capacity", kMaxCapacity, config.capacity, errors);
+  sizeParam(unit, "batch_size", kMaxBatchSize, config.batch_size, errors);
+  if (Status s = checkParamNames(unit, type(), {"capacity", "batch_size"}); !s)
+    errors.push_back(s.message());
   if (unit.queries.empty() || !unit.subscriptions.empty() || !unit.publications.empty()) {
     errors.push_back(unit.where
                          .error("cep \"" + unit.name +

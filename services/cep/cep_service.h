@@ -9,7 +9,9 @@
 //
 // Descriptor: <service-unit type="cep"> with one or more <query name engine
 // input output> (options and text inside) and an optional param `capacity`
-// (the queue capacity of each query's stage, default 4096). A query naming
+// (the queue capacity of each query's stage, default 4096) and `batch_size`
+// (the most events a query's worker hands its detector at once, default
+// 64; 1 feeds them one by one). A query naming
 // engine "nfa" uses plugin "nfa"; the Bus loads the descriptor's plugins
 // before it creates services, so the plugin is usually loaded already. A
 // query naming engine "auto" runs on the engine plugin::chooseEngine() picks
@@ -20,10 +22,19 @@
 //     stage (1 worker: a detector is single-threaded) --> detector
 //       --match--> composite event --broker.publish--> output address
 //
+// Batches: the worker hands the detector every event it took from the queue
+// at once (Detector::onEvents, under one lock), at most batch_size of them,
+// and never waits to fill a batch: under light load a batch is one event,
+// under a burst it is what queued up while the detector was busy. A flush
+// request queued between events splits the batch there. The detector
+// reports only the first error of a call, so a batch with refused events
+// counts one error; an engine that throws leaves the rest of its batch
+// unconsumed (logged with the batch's ts range and counted as one error).
+//
 // Sparse input: a detector that batches (the nfa engine's batched
 // construction) would hold a match until its next batch boundary, which on a
 // quiet stream may never come. So whenever a query's queue runs empty after
-// an event, the service flushes its detector: under load it batches, when
+// a batch, the service flushes its detector: under load it batches, when
 // the input pauses it reports at once. The query option
 // `flush_when_idle=false` turns that off (matches then wait for the batch
 // boundary, a flush() or stop()).
@@ -81,6 +92,8 @@ namespace cepbus::services::cep {
 struct CepServiceConfig {
   std::string name;        // the registry name: "<assembly>.<unit>"
   size_t capacity = 4096;  // queue capacity of each query's stage
+  // Most events each query's worker hands its detector in one call.
+  size_t batch_size = 64;
 };
 
 // The live numbers of one query.

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -83,7 +84,8 @@ TEST(StageTest, BadConfigNamesTheStage) {
   c = smallConfig("ingest");
   c.cost_thresholds = {3, 1};
   EXPECT_THROW(Stage(c, [](StageItem&) { return Status::ok(); }), std::invalid_argument);
-  EXPECT_THROW(Stage(smallConfig("x"), nullptr), std::invalid_argument);
+  EXPECT_THROW(Stage(smallConfig("x"), StageHandler{}), std::invalid_argument);
+  EXPECT_THROW(Stage(smallConfig("x"), StageBatchHandler{}), std::invalid_argument);
 }
 
 TEST(StageTest, CountsProcessedFailedAndThrownExactly) {
@@ -600,6 +602,131 @@ TEST(StageTest, StageNotStartedQueuesAndStopWaitsForAnInlineRun) {
   EXPECT_EQ(m.ran_inline, 1u);
   EXPECT_EQ(m.processed, 2u);
   EXPECT_EQ(m.rejected, 1u);
+}
+
+// Records the batches a batch handler was given: their sizes and tokens.
+class Batches {
+ public:
+  void add(std::span<StageItem> items) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sizes_.push_back(items.size());
+    for (const StageItem& item : items) tokens_.push_back(item.token);
+  }
+  std::vector<size_t> sizes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sizes_;
+  }
+  std::vector<uint64_t> tokens() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tokens_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<size_t> sizes_;
+  std::vector<uint64_t> tokens_;
+};
+
+std::vector<uint64_t> iota(uint64_t n) {
+  std::vector<uint64_t> out;
+  for (uint64_t t = 0; t < n; ++t) out.push_back(t);
+  return out;
+}
+
+TEST(StageTest, ABatchHandlerGetsWhatIsQueuedInOrderUpToTheBatchSize) {
+  Batches batches;
+  Gate gate;
+  std::atomic<bool> entered{false};
+  StageConfig c = smallConfig("batch");
+  c.batch_size = 8;
+  Stage stage(c, [&](std::span<StageItem> items) {
+    batches.add(items);
+    entered = true;
+    if (items.front().token == 0) gate.wait();
+    return StageBatchResult{};
+  });
+  stage.start();
+  ASSERT_EQ(stage.offer(makeItem(0)), Admission::kAccepted);
+  // Item 0 alone was queued: the worker hands it on without waiting for more.
+  ASSERT_TRUE(eventually([&] { return entered.load(); }));
+  for (uint64_t t = 1; t <= 50; ++t) ASSERT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
+  gate.open();
+  stage.stop();
+  const std::vector<size_t> sizes = batches.sizes();
+  ASSERT_FALSE(sizes.empty());
+  EXPECT_EQ(sizes.front(), 1u);
+  for (size_t size : sizes) EXPECT_LE(size, 8u);
+  // The 50 items queued behind the blocked batch leave in full batches.
+  EXPECT_EQ(sizes.size(), 1u + 7u);
+  EXPECT_EQ(batches.tokens(), iota(51));
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.processed, 51u);
+  EXPECT_EQ(m.failed, 0u);
+  EXPECT_EQ(m.latency.count, 51u);
+}
+
+TEST(StageTest, ABatchHandlerCountsEachFailedItemOnce) {
+  StageConfig c = smallConfig("batch-failures", 200);
+  c.batch_size = 16;
+  Stage stage(c, [](std::span<StageItem> items) {
+    StageBatchResult result;
+    for (const StageItem& item : items) {
+      if (item.token % 4 != 0) continue;
+      if (result.failed++ == 0) result.first_error = Status::invalidArgument("bad item");
+    }
+    return result;
+  });
+  // Queued before start(): the workers find full batches.
+  for (uint64_t t = 0; t < 100; ++t) ASSERT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
+  stage.start();
+  stage.stop();
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.failed, 25u);
+  EXPECT_EQ(m.processed, 75u);
+  EXPECT_EQ(m.latency.count, 100u);
+  EXPECT_EQ(m.queue_length, 0u);
+}
+
+TEST(StageTest, ABatchHandlerThatThrowsFailsItsWholeBatchAndNoOther) {
+  StageConfig c = smallConfig("batch-throws");
+  c.batch_size = 4;
+  Batches batches;
+  Stage stage(c, [&](std::span<StageItem> items) -> StageBatchResult {
+    batches.add(items);
+    for (const StageItem& item : items) {
+      if (item.token == 5) throw std::runtime_error("boom");
+    }
+    return {};
+  });
+  for (uint64_t t = 0; t < 10; ++t) ASSERT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
+  // Never started: stop() drains on this thread, in batches of 4.
+  stage.stop();
+  EXPECT_EQ(batches.sizes(), (std::vector<size_t>{4, 4, 2}));
+  EXPECT_EQ(batches.tokens(), iota(10));
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.failed, 4u);
+  EXPECT_EQ(m.processed, 6u);
+}
+
+TEST(StageTest, ABatchHandlerRunInlineGetsABatchOfOne) {
+  StageConfig c = smallConfig("batch-inline");
+  c.run_inline_when_idle = true;
+  Batches batches;
+  std::thread::id ran_on;
+  Stage stage(c, [&](std::span<StageItem> items) {
+    batches.add(items);
+    ran_on = std::this_thread::get_id();
+    return StageBatchResult{};
+  });
+  stage.start();
+  ASSERT_EQ(stage.offer(makeItem(7)), Admission::kAccepted);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_EQ(batches.sizes(), std::vector<size_t>{1});
+  stage.stop();
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.ran_inline, 1u);
+  EXPECT_EQ(m.processed, 1u);
+  EXPECT_EQ(m.latency.count, 1u);
 }
 
 }  // namespace

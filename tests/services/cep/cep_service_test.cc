@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -497,15 +498,17 @@ TEST_F(CepServiceTest, DetectorErrorsAreCountedAndTheQueryKeepsRunning) {
   </service-unit>
 </service-assembly>)");
   Recorder out(*broker_, "test.out", "out.pairs");
-  publish("in.events", "A", 1, 1);
-  publish("in.events", "Bad", 2);
-  publish("in.events", "Boom", 3);
-  publish("in.events", "B", 4, 4);
-  publish("in.events", "A", 0, 99);  // out of order: the host refuses it
-  publish("in.events", "A", 5, 5);
-  publish("in.events", "B", 6, 6);
+  // One at a time, so that each is a batch of its own and counts its error.
+  const std::tuple<const char*, Timestamp, int64_t> inputs[] = {
+      {"A", 1, 1}, {"Bad", 2, 0}, {"Boom", 3, 0},
+      {"B", 4, 4}, {"A", 0, 99},  // out of order: the host refuses it
+      {"A", 5, 5}, {"B", 6, 6}};
+  uint64_t sent = 0;
+  for (const auto& [type, ts, x] : inputs) {
+    publish("in.events", type, ts, x);
+    ASSERT_TRUE(waitConsumed(cep, "pairs", ++sent));
+  }
   ASSERT_TRUE(out.waitFor(2));
-  ASSERT_TRUE(waitConsumed(cep, "pairs", 7));
   const auto events = out.events();
   EXPECT_EQ(attr(events[0], "a_x")->asInt(), 1);
   EXPECT_EQ(attr(events[1], "a_x")->asInt(), 5);
@@ -542,21 +545,31 @@ class Gate {
     close_ = reinterpret_cast<void (*)()>(dlsym(handle_, "cepfake_close_gate"));
     open_ = reinterpret_cast<void (*)()>(dlsym(handle_, "cepfake_open_gate"));
     blocked_ = reinterpret_cast<int (*)()>(dlsym(handle_, "cepfake_blocked"));
+    largest_batch_ = reinterpret_cast<size_t (*)()>(dlsym(handle_, "cepfake_largest_batch"));
+    reset_batches_ = reinterpret_cast<void (*)()>(dlsym(handle_, "cepfake_reset_batches"));
   }
   ~Gate() {
     if (open_ != nullptr) open_();
     if (handle_ != nullptr) dlclose(handle_);
   }
-  bool valid() const { return close_ != nullptr && open_ != nullptr && blocked_ != nullptr; }
+  bool valid() const {
+    return close_ != nullptr && open_ != nullptr && blocked_ != nullptr &&
+           largest_batch_ != nullptr && reset_batches_ != nullptr;
+  }
   void close() { close_(); }
   void open() { open_(); }
   int blocked() { return blocked_(); }
+  // The largest batch a detector was handed since resetBatches().
+  size_t largestBatch() { return largest_batch_(); }
+  void resetBatches() { reset_batches_(); }
 
  private:
   void* handle_ = nullptr;
   void (*close_)() = nullptr;
   void (*open_)() = nullptr;
   int (*blocked_)() = nullptr;
+  size_t (*largest_batch_)() = nullptr;
+  void (*reset_batches_)() = nullptr;
 };
 
 TEST_F(CepServiceTest, AFullStageRefusesEventsAsFaults) {
@@ -604,6 +617,140 @@ TEST_F(CepServiceTest, AFullStageRefusesEventsAsFaults) {
   ASSERT_TRUE(out.waitFor(1));
   EXPECT_EQ(cep.stats("pairs")->consumed, 3u);
   EXPECT_EQ(attr(out.events()[0], "b_x")->asInt(), 3);
+}
+
+// Pairs of A and B, a Hold event blocking the detector at the gate.
+constexpr std::string_view kHeldPairs = R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <param name="batch_size" value="%BATCH%"/>
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <option name="block_type" value="Hold"/>
+      %OPTIONS%
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)";
+
+std::string heldPairs(int batch, std::string_view options = "") {
+  std::string xml(kHeldPairs);
+  xml.replace(xml.find("%BATCH%"), 7, std::to_string(batch));
+  xml.replace(xml.find("%OPTIONS%"), 9, options);
+  return xml;
+}
+
+// Closes the cepfake gate, resets its batch record and publishes a Hold
+// event, which keeps the query's worker inside its detector until the gate
+// opens; null when the gate cannot be found or the worker never gets there.
+std::unique_ptr<Gate> holdDetector(plugin::PluginLoader& loader, router::Broker& broker) {
+  auto plugin = loader.load("cepfake");
+  if (!plugin) return nullptr;
+  auto gate = std::make_unique<Gate>((*plugin)->path());
+  if (!gate->valid()) return nullptr;
+  gate->close();
+  gate->resetBatches();
+  flows::Exchange exchange;
+  exchange.event = EventBuilder("Hold").at(0).build();
+  exchange.address = Symbol::intern("in.events");
+  (void)broker.publish(exchange);
+  if (!waitUntil([&] { return gate->blocked() == 1; })) return nullptr;
+  return gate;
+}
+
+// A burst offered while the worker is inside the detector queues up; the
+// worker then hands it on in batches (at most batch_size), and the matches
+// are those of per-event delivery.
+TEST_F(CepServiceTest, ABurstQueuedWhileTheDetectorIsBusyArrivesInBatches) {
+  for (int batch : {16, 1}) {
+    SCOPED_TRACE("batch_size " + std::to_string(batch));
+    CepService& cep = start(heldPairs(batch));
+    Recorder out(*broker_, "test.out", "out.pairs");
+    std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_);
+    ASSERT_TRUE(held);
+    Gate& gate = *held;
+    constexpr int kPairs = 100;
+    for (int i = 0; i < kPairs; ++i) {
+      publish("in.events", "A", 1 + 2 * i, i);
+      publish("in.events", "B", 2 + 2 * i, i);
+    }
+    gate.open();
+    ASSERT_TRUE(waitConsumed(cep, "pairs", 1 + 2 * kPairs));
+    ASSERT_TRUE(out.waitFor(kPairs));
+    EXPECT_EQ(gate.largestBatch(), static_cast<size_t>(batch));
+    const auto events = out.events();
+    ASSERT_EQ(events.size(), static_cast<size_t>(kPairs));
+    for (int i = 0; i < kPairs; ++i) {
+      EXPECT_EQ(attr(events[i], "a_x")->asInt(), i);
+      EXPECT_EQ(attr(events[i], "b_x")->asInt(), i);
+    }
+    const QueryStats stats = *cep.stats("pairs");
+    EXPECT_EQ(stats.consumed, 1u + 2 * kPairs);
+    EXPECT_EQ(stats.matches, static_cast<uint64_t>(kPairs));
+    EXPECT_EQ(registry_->snapshotOf("sa.cep/pairs:detector")->delivered, 1u + 2 * kPairs);
+    service_.reset();
+  }
+}
+
+// A flush request queued between events splits their batch: the events
+// before it are flushed, the ones after it wait (flush_when_idle off).
+TEST_F(CepServiceTest, AFlushInTheMiddleOfABatchSplitsIt) {
+  CepService& cep = start(heldPairs(
+      64,
+      R"(<option name="batched" value="true"/><option name="flush_when_idle" value="false"/>)"));
+  Recorder out(*broker_, "test.out", "out.pairs");
+  std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_);
+  ASSERT_TRUE(held);
+  Gate& gate = *held;
+  publish("in.events", "A", 1, 1);
+  publish("in.events", "B", 2, 1);
+  cep.flush();
+  publish("in.events", "A", 3, 2);
+  publish("in.events", "B", 4, 2);
+  gate.open();
+  ASSERT_TRUE(waitUntil([&] { return cep.finished(); }));
+  EXPECT_EQ(gate.largestBatch(), 2u);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(attr(out.events()[0], "a_x")->asInt(), 1);
+  cep.stop();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(attr(out.events()[1], "a_x")->asInt(), 2);
+}
+
+// A detector refusing an event of a batch counts one error for the batch
+// (onEvents() reports the first); the other events are still detected.
+TEST_F(CepServiceTest, ARefusedEventInABatchCountsOneErrorAndTheRestAreDetected) {
+  CepService& cep = start(heldPairs(64, R"(<option name="fail_type" value="Bad"/>)"));
+  Recorder out(*broker_, "test.out", "out.pairs");
+  std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_);
+  ASSERT_TRUE(held);
+  Gate& gate = *held;
+  publish("in.events", "A", 1, 1);
+  publish("in.events", "Bad", 2);
+  publish("in.events", "Bad", 3);
+  publish("in.events", "B", 4, 1);
+  gate.open();
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 5));
+  ASSERT_TRUE(out.waitFor(1));
+  EXPECT_EQ(attr(out.events()[0], "b_x")->asInt(), 1);
+  const QueryStats stats = *cep.stats("pairs");
+  EXPECT_EQ(stats.errors, 1u);
+  EXPECT_EQ(registry_->snapshotOf("sa.cep/pairs:detector")->failed, 1u);
+  EXPECT_EQ(registry_->snapshotOf("sa.cep/pairs:detector")->delivered, 5u);
+}
+
+// On a quiet stream a batch is one event, detected and flushed at once: the
+// composite of a lone event does not wait for more input. The bound is a
+// functional one (a match held for the next batch would never come).
+TEST_F(CepServiceTest, ALoneEventIsDetectedWithoutWaitingForABatch) {
+  CepService& cep = start(heldPairs(64, R"(<option name="batched" value="true"/>)"));
+  Recorder out(*broker_, "test.out", "out.pairs");
+  publish("in.events", "A", 1, 7);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 1));
+  std::this_thread::sleep_for(50ms);  // the worker is idle when B comes
+  const auto sent = std::chrono::steady_clock::now();
+  publish("in.events", "B", 2, 7);
+  ASSERT_TRUE(out.waitFor(1));
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, 200ms);
+  EXPECT_EQ(attr(out.events()[0], "b_x")->asInt(), 7);
 }
 
 TEST_F(CepServiceTest, EventCostsDoNotReorderADetectorsInput) {
@@ -713,20 +860,24 @@ TEST_F(CepServiceTest, TheFactoryChecksTheUnit) {
             std::string::npos)
       << unknown_param.status().message();
 
-  for (const char* bad : {"0", "1.5", "many"}) {
-    auto bad_capacity = build(std::string(R"(<service-assembly name="sa">
+  const std::tuple<std::string, std::string> bad_sizes[] = {
+      {"capacity", "0"},   {"capacity", "1.5"},     {"capacity", "many"},
+      {"batch_size", "0"}, {"batch_size", "65537"}, {"batch_size", "-1"}};
+  for (const auto& [param, bad] : bad_sizes) {
+    auto bad_size = build(R"(<service-assembly name="sa">
   <service-unit name="cep" type="cep">
-    <param name="capacity" value=")") +
-                              bad + R"("/>
+    <param name=")" + param +
+                          R"(" value=")" + bad + R"("/>
     <query name="q" engine="cepfake" input="in.events" output="out.x">
       <text>PATTERN A a</text>
     </query>
   </service-unit>
 </service-assembly>)");
-    ASSERT_FALSE(bad_capacity) << bad;
-    EXPECT_NE(bad_capacity.status().message().find("cep_test.xml:3: <param name=\"capacity\">"),
+    ASSERT_FALSE(bad_size) << param << "=" << bad;
+    EXPECT_NE(bad_size.status().message().find("cep_test.xml:3: <param name=\"" + param +
+                                               "\">: expected an integer in [1, "),
               std::string::npos)
-        << bad_capacity.status().message();
+        << bad_size.status().message();
   }
 
   auto no_query = build(R"(<service-assembly name="sa">

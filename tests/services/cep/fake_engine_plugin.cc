@@ -11,12 +11,15 @@
 //   throw_type=T     throw std::runtime_error on events of type T
 //   block_type=T     on an event of type T, wait until the gate is open
 // The gate is driven by the test through the exported C functions below
-// (found with dlsym in the already-loaded library).
+// (found with dlsym in the already-loaded library), which also tell the
+// largest batch any detector was handed in one onEvents() call.
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,6 +40,11 @@ struct Gate {
 Gate& gate() {
   static Gate g;
   return g;
+}
+
+std::atomic<size_t>& largestBatch() {
+  static std::atomic<size_t> largest{0};
+  return largest;
 }
 
 struct Plan {
@@ -101,6 +109,14 @@ class FakeDetector final : public plugin::Detector {
       }
     }
     return Status::ok();
+  }
+
+  Status onEvents(std::span<const EventPtr> events) override {
+    size_t largest = largestBatch().load();
+    while (events.size() > largest &&
+           !largestBatch().compare_exchange_weak(largest, events.size())) {
+    }
+    return Detector::onEvents(events);
   }
 
   Status flush() override {
@@ -197,4 +213,13 @@ extern "C" __attribute__((visibility("default"))) int cepfake_blocked() {
   auto& g = cepbus::tests::cepfake::gate();
   std::lock_guard lock(g.mu);
   return g.blocked;
+}
+
+// The largest batch handed to onEvents() since the last reset.
+extern "C" __attribute__((visibility("default"))) size_t cepfake_largest_batch() {
+  return cepbus::tests::cepfake::largestBatch().load();
+}
+
+extern "C" __attribute__((visibility("default"))) void cepfake_reset_batches() {
+  cepbus::tests::cepfake::largestBatch().store(0);
 }
