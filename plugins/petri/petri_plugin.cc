@@ -1,12 +1,17 @@
 // The petri plugin's entry points: one engine, "petri". create() runs one
 // query in a PetriNet of its own; createMany() merges every query into one
 // PetriNet (prefix and middle joins, see petri_net.h), each match labelled
-// with its query.
+// with its query. PARTITION BY runs one such net per partition
+// (plugin::PartitionedDetector): the queries of a set partitioned alike
+// share one net per partition; a set partitioned in different ways runs
+// each query in nets of its own.
 
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "bus/core/plugin/partitioned_detector.h"
 #include "bus/core/plugin/plugin_export.h"
 #include "plugins/petri/petri_net.h"
 
@@ -60,6 +65,7 @@ class PetriFactory final : public plugin::DetectorFactory {
   Result<std::unique_ptr<plugin::Detector>> create(const pattern::Query& query,
                                                    const plugin::DetectorOptions& options,
                                                    plugin::MatchSink& sink) const override {
+    if (!query.partition_by.empty()) return plugin::createPartitioned(*this, query, options, sink);
     auto compiled = compilePattern(query, options);
     if (!compiled) return compiled.status();
     auto detector = std::make_unique<PetriDetector>();
@@ -73,6 +79,10 @@ class PetriFactory final : public plugin::DetectorFactory {
       std::span<const plugin::NamedQuery> queries, const plugin::DetectorOptions& options,
       plugin::MultiMatchSink& sink) const override {
     if (Status s = plugin::checkNamedQueries(queries); !s) return s;
+    if (std::any_of(queries.begin(), queries.end(),
+                    [](const auto& q) { return !q.query.partition_by.empty(); })) {
+      return plugin::createManyPartitioned(*this, queries, options, sink);
+    }
     auto detector = std::make_unique<PetriDetector>();
     for (size_t i = 0; i < queries.size(); ++i) {
       auto compiled = compilePattern(queries[i].query, options);
