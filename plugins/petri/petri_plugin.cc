@@ -59,20 +59,30 @@ constexpr plugin::OptionInfo kOptions[] = {
 };
 
 class PetriFactory final : public plugin::DetectorFactory {
+  static Result<std::unique_ptr<plugin::Detector>> netOf(CompiledPatternPtr pattern,
+                                                         plugin::MatchSink& sink) {
+    auto detector = std::make_unique<PetriDetector>();
+    if (Status s = detector->net().addPattern("query", std::move(pattern), sink); !s) return s;
+    return std::unique_ptr<plugin::Detector>(std::move(detector));
+  }
+
  public:
   std::span<const plugin::OptionInfo> options() const override { return kOptions; }
 
   Result<std::unique_ptr<plugin::Detector>> create(const pattern::Query& query,
                                                    const plugin::DetectorOptions& options,
                                                    plugin::MatchSink& sink) const override {
-    if (!query.partition_by.empty()) return plugin::createPartitioned(*this, query, options, sink);
-    auto compiled = compilePattern(query, options);
+    pattern::Query unpartitioned = query;
+    unpartitioned.partition_by.clear();
+    auto compiled = compilePattern(unpartitioned, options);
     if (!compiled) return compiled.status();
-    auto detector = std::make_unique<PetriDetector>();
-    if (Status s = detector->net().addPattern("query", std::move(compiled).value(), sink); !s) {
-      return s;
-    }
-    return std::unique_ptr<plugin::Detector>(std::move(detector));
+    if (query.partition_by.empty()) return netOf(*compiled, sink);
+    // Compiled once: a partition's net is built from the shared pattern.
+    auto made = plugin::PartitionedDetector::create(
+        query.partition_by, query.within,
+        [pattern = *compiled, &sink] { return netOf(pattern, sink); });
+    if (!made) return made.status();
+    return std::unique_ptr<plugin::Detector>(std::move(made).value());
   }
 
   Result<std::unique_ptr<plugin::Detector>> createMany(
