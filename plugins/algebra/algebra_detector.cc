@@ -137,6 +137,14 @@ size_t AlgebraDetector::retainedInstances() const {
   return n;
 }
 
+Timestamp AlgebraDetector::gapStart(const Instance& inst, int leaf) {
+  Timestamp ts = INT64_MIN;
+  for (const Binding& b : inst.binds) {
+    if (b.leaf == static_cast<uint32_t>(leaf)) ts = std::max(ts, b.event->ts());
+  }
+  return ts;
+}
+
 AlgebraDetector::InstPtr AlgebraDetector::combine(const InstPtr& a, const InstPtr& b) const {
   auto out = std::make_shared<Instance>();
   out->start = std::min(a->start, b->start);
@@ -263,6 +271,19 @@ void AlgebraDetector::evaluate(size_t i) {
       }
       break;
     case Op::kNegation:
+      if (n.gap_leaf >= 0) {
+        // Some n lies strictly inside ⟨ts(x), now⟩ iff the latest start of
+        // the negated operand's instances that ended before now is > ts(x):
+        // check before this tick's instances count.
+        for (const InstPtr& x : xs) {
+          if (!st.neg_seen || st.neg_best <= gapStart(*x, n.gap_leaf)) c.push_back(x);
+        }
+        for (const InstPtr& y : ys) {
+          if (!st.neg_seen || y->start > st.neg_best) st.neg_best = y->start;
+          st.neg_seen = true;
+        }
+        break;
+      }
       // Some n lies inside ⟨start(m), now⟩ iff the latest start of the
       // negated operand so far (ends ≤ now) is ≥ start(m).
       for (const InstPtr& y : ys) {

@@ -50,6 +50,8 @@ class AlgebraDetector final : public plugin::Detector {
   void finish(size_t i, std::vector<InstPtr>& candidates);
   bool passes(const Node& node, const Instance& inst);
   InstPtr combine(const InstPtr& a, const InstPtr& b) const;
+  // The ts of the latest event bound to `leaf` in `inst` (a negation's gap start).
+  static Timestamp gapStart(const Instance& inst, int leaf);
   void emit(const Instance& inst);
   void dropOld(std::vector<InstPtr>& list, int64_t horizon) const;
   // True when `inst` can be dropped before it reaches an operand's state:

@@ -100,18 +100,13 @@ class Compiler {
         return add(std::move(n));
       }
       case PatternKind::kNot:
-        throw CompileError(
-            where(p) +
-            "the algebra engine does not support SASE negation NOT(...) inside SEQ: "
-            "write P1's negation over the sequence instead, e.g. '(A a ; B b) - C' "
-            "(no C inside the interval of a;b, edges included); the nfa and petri engines "
-            "run NOT(...) inside SEQ");
+        throw CompileError(where(p) +
+                           "the algebra engine runs NOT(...) only as an element of SEQ(...)");
       case PatternKind::kSeq:
+        return sequence(p, negated);
       case PatternKind::kAnd:
       case PatternKind::kOr: {
-        const Op op = p.kind == PatternKind::kSeq   ? Op::kSeq
-                      : p.kind == PatternKind::kAnd ? Op::kAnd
-                                                    : Op::kOr;
+        const Op op = p.kind == PatternKind::kAnd ? Op::kAnd : Op::kOr;
         int acc = build(*p.children[0], negated);
         for (size_t i = 1; i < p.children.size(); ++i) {
           const int r = build(*p.children[i], negated);
@@ -174,6 +169,55 @@ class Compiler {
     throw CompileError(where(p) + "unknown pattern operator");
   }
 
+  // SEQ folds to the left; NOT(C c) between elements x and y becomes a
+  // negation of C over the gap between them on the fold that ends with y,
+  // ((... ; x) ; y) − C, so that every negation sees the gap it names
+  // (docs/engines.md, "algebra"). The parser keeps NOT(...) between two
+  // positive elements.
+  int sequence(const PatternNode& p, bool negated) {
+    int acc = -1;
+    int gap_leaf = -1;  // the leaf of the element before the pending negations
+    std::vector<const PatternNode*> pending;
+    for (const pattern::PatternPtr& child : p.children) {
+      if (child->kind == PatternKind::kNot) {
+        if (gap_leaf < 0) {
+          throw CompileError(where(*child) +
+                             "the algebra engine runs NOT(...) inside SEQ only "
+                             "after an element 'Type var' or 'Type+ var[]'; "
+                             "the nfa engine runs it");
+        }
+        pending.push_back(child.get());
+        continue;
+      }
+      if (!pending.empty() && child->kind != PatternKind::kEvent) {
+        throw CompileError(where(*child) +
+                           "the algebra engine runs NOT(...) inside SEQ only before an element "
+                           "'Type var' (not before a Kleene element or an operator); the nfa "
+                           "engine runs it");
+      }
+      const int r = build(*child, negated);
+      acc = acc < 0 ? r : binary(Op::kSeq, acc, r, p);
+      for (const PatternNode* n : pending) {
+        const int c = atom(*n, /*negated=*/true);
+        const int neg = binary(Op::kNegation, acc, c, p);
+        plan_.nodes[neg].gap_leaf = gap_leaf;
+        plan_.nodes[neg].text = pattern::toString(p) + " without " + pattern::toString(*n);
+        acc = neg;
+      }
+      pending.clear();
+      gap_leaf = child->kind == PatternKind::kEvent || child->kind == PatternKind::kKleene
+                     ? plan_.nodes[lastAtom(r)].leaf
+                     : -1;
+    }
+    return acc;
+  }
+
+  // The atom under an element's node (an iteration's operand).
+  int lastAtom(int node) const {
+    while (plan_.nodes[node].op != Op::kAtom) node = plan_.nodes[node].left;
+    return node;
+  }
+
   void setHorizons() {
     for (size_t i = plan_.nodes.size(); i-- > 0;) {
       Node& n = plan_.nodes[i];
@@ -197,7 +241,8 @@ class Compiler {
       if ((c.slot_mask & negated_mask) != 0 && (c.slot_mask & ~negated_mask) != 0) {
         throw CompileError("WHERE conjunct '" + pattern::toString(*c.source) +
                            "' relates a negated operand to the rest of the pattern; P1's "
-                           "negation has no parameters (the algebra engine cannot check it)");
+                           "negation has no parameters (the algebra engine cannot check it, "
+                           "also not for NOT(...) inside SEQ; the nfa engine runs it)");
       }
       size_t at = plan_.root();
       for (size_t i = 0; i < plan_.nodes.size(); ++i) {
@@ -241,12 +286,6 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
         ": P1's sequence pairs every earlier instance, which is skip_till_any_match; use "
         "CONTEXT recent to keep one match per end time instead; the nfa engine runs every "
         "strategy");
-  }
-  if (!query.partition_by.empty()) {
-    return Status::invalidArgument(
-        "the algebra engine does not support PARTITION BY; relate the events with a WHERE "
-        "conjunct (e.g. a.symbol = b.symbol) or partition upstream; the nfa engine runs "
-        "PARTITION BY");
   }
   if (query.variables.size() > 64) {
     return Status::invalidArgument("the algebra engine supports at most 64 variables");

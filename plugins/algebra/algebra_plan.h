@@ -6,7 +6,8 @@
 // P1's algebra over the instances of its operands.
 //
 // The SASE-style forms are rewritten into the algebra while compiling:
-// SEQ(A a, B b, D d) is (A ; B) ; D, AND/OR are + and |, a Kleene element
+// SEQ(A a, B b, D d) is (A ; B) ; D, SEQ(A a, NOT(C c), B b) is (A ; B) − C
+// over the gap between a and b (Node::gap_leaf), AND/OR are + and |, a Kleene element
 // `B+ b[]` is the iteration of B, the WITHIN n clause is a time restriction
 // of the whole pattern, and each WHERE conjunct becomes a selection at the
 // lowest subexpression that binds every variable it names.
@@ -39,7 +40,7 @@ enum class Op : uint8_t {
   kSeq,              // end(m) < start(n)
   kConcat,           // the overlap / meet cases of P1's concatenation
   kConcurrent,       // start(m) = start(n) ∧ end(m) = end(n)
-  kNegation,         // m with no n inside ⟨start(m), end(m)⟩
+  kNegation,         // m with no n inside ⟨start(m), end(m)⟩ (or inside the gap, below)
   kIteration,        // unions of one or more operand instances
   kSelection,        // operand instances satisfying the predicate
   kTimeRestriction,  // end − start ≤ window
@@ -69,6 +70,12 @@ struct Node {
   // strictly increasing ts, as in a SEQ (P1's iteration, `(e)*`, also
   // unites instances that end at one time).
   bool increasing = false;
+  // kNegation of SASE's NOT(...) inside SEQ, `SEQ(x, NOT(C c), y)`: the
+  // operand is (... ; x) ; y and n must lie strictly inside the gap
+  // ⟨ts(x), ts(y)⟩, not P1's interval with its edges: `gap_leaf` is the leaf
+  // of x (its latest event, for a Kleene x); y is the operand's last event.
+  // -1 for P1's negation.
+  int gap_leaf = -1;
   uint64_t slot_mask = 0;  // the layout slots bound below this node
   std::string text;        // canonical text, for messages
 };
@@ -95,8 +102,10 @@ struct Plan {
 };
 
 // Compiles `query`; InvalidArgument names what the algebra engine does not
-// support (an operator form, a strategy, PARTITION BY) or why the query
-// cannot be compiled. The engine takes no options: any option is rejected.
+// support (an operator form, a strategy) or why the query cannot be
+// compiled. PARTITION BY is not the plan's: the factory runs one detector
+// per partition, each from the plan of the query without the clause. The engine takes no options:
+// any option is rejected.
 Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
                                                 const plugin::DetectorOptions& options);
 

@@ -1,6 +1,7 @@
 // The algebra plugin's entry points: one engine, "algebra", whose factory
 // compiles a query into a Plan (P1's decomposition into subexpressions) and
-// wraps it in an AlgebraDetector.
+// wraps it in an AlgebraDetector; PARTITION BY runs one AlgebraDetector per
+// partition (plugin::PartitionedDetector).
 
 #include <memory>
 
@@ -12,9 +13,10 @@ namespace cepbus::plugins::algebra {
 namespace {
 
 void registerFactories(plugin::FactoryRegistrar& registrar) {
+  using Factory = plugin::PlanDetectorFactory<AlgebraDetector, compilePlan>;
   registrar.add("algebra",
-                std::make_unique<plugin::PlanDetectorFactory<AlgebraDetector, compilePlan>>(
-                    std::span<const plugin::OptionInfo>{}, contextNotices));
+                std::make_unique<Factory>(std::span<const plugin::OptionInfo>{}, contextNotices,
+                                          Factory::Partitions::kPerPartitionDetector));
 }
 
 }  // namespace

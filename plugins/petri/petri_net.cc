@@ -225,11 +225,6 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
     return Status::invalidArgument(
         "the petri engine does not support CONTEXT recent; it reports every match");
   }
-  if (!query.partition_by.empty()) {
-    return Status::invalidArgument(
-        "the petri engine does not support PARTITION BY; write the equality of the attribute "
-        "in WHERE instead, or use the nfa engine, which runs PARTITION BY");
-  }
   auto alternatives = expand(*query.pattern);
   if (!alternatives) return alternatives.status();
   const pattern::BindingLayout layout = pattern::BindingLayout::forQuery(query);

@@ -122,7 +122,8 @@ using CompiledPatternPtr = std::shared_ptr<const CompiledPattern>;
 // support: an operator other than SEQ, OR, AND (not inside SEQ; feedback
 // policy only), NOT(Type var), selection and Kleene plus 'Type+ var[]' inside
 // SEQ (iteration '*' and the Kleene star 'Type* var[]' among them), a strategy other than
-// skip_till_any_match, CONTEXT recent, PARTITION BY, or an unknown option.
+// skip_till_any_match, CONTEXT recent, or an unknown option. PARTITION BY is
+// not the net's: the factory runs one net per partition.
 Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
                                           const plugin::DetectorOptions& options);
 

@@ -1,12 +1,17 @@
 // The petri plugin's entry points: one engine, "petri". create() runs one
 // query in a PetriNet of its own; createMany() merges every query into one
 // PetriNet (prefix and middle joins, see petri_net.h), each match labelled
-// with its query.
+// with its query. PARTITION BY runs one such net per partition
+// (plugin::PartitionedDetector): the queries of a set partitioned alike
+// share one net per partition; a set partitioned in different ways runs
+// each query in nets of its own.
 
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "bus/core/plugin/partitioned_detector.h"
 #include "bus/core/plugin/plugin_export.h"
 #include "plugins/petri/petri_net.h"
 
@@ -54,25 +59,40 @@ constexpr plugin::OptionInfo kOptions[] = {
 };
 
 class PetriFactory final : public plugin::DetectorFactory {
+  static Result<std::unique_ptr<plugin::Detector>> netOf(CompiledPatternPtr pattern,
+                                                         plugin::MatchSink& sink) {
+    auto detector = std::make_unique<PetriDetector>();
+    if (Status s = detector->net().addPattern("query", std::move(pattern), sink); !s) return s;
+    return std::unique_ptr<plugin::Detector>(std::move(detector));
+  }
+
  public:
   std::span<const plugin::OptionInfo> options() const override { return kOptions; }
 
   Result<std::unique_ptr<plugin::Detector>> create(const pattern::Query& query,
                                                    const plugin::DetectorOptions& options,
                                                    plugin::MatchSink& sink) const override {
-    auto compiled = compilePattern(query, options);
+    pattern::Query unpartitioned = query;
+    unpartitioned.partition_by.clear();
+    auto compiled = compilePattern(unpartitioned, options);
     if (!compiled) return compiled.status();
-    auto detector = std::make_unique<PetriDetector>();
-    if (Status s = detector->net().addPattern("query", std::move(compiled).value(), sink); !s) {
-      return s;
-    }
-    return std::unique_ptr<plugin::Detector>(std::move(detector));
+    if (query.partition_by.empty()) return netOf(*compiled, sink);
+    // Compiled once: a partition's net is built from the shared pattern.
+    auto made = plugin::PartitionedDetector::create(
+        query.partition_by, query.within,
+        [pattern = *compiled, &sink] { return netOf(pattern, sink); });
+    if (!made) return made.status();
+    return std::unique_ptr<plugin::Detector>(std::move(made).value());
   }
 
   Result<std::unique_ptr<plugin::Detector>> createMany(
       std::span<const plugin::NamedQuery> queries, const plugin::DetectorOptions& options,
       plugin::MultiMatchSink& sink) const override {
     if (Status s = plugin::checkNamedQueries(queries); !s) return s;
+    if (std::any_of(queries.begin(), queries.end(),
+                    [](const auto& q) { return !q.query.partition_by.empty(); })) {
+      return plugin::createManyPartitioned(*this, queries, options, sink);
+    }
     auto detector = std::make_unique<PetriDetector>();
     for (size_t i = 0; i < queries.size(); ++i) {
       auto compiled = compilePattern(queries[i].query, options);

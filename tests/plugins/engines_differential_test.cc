@@ -54,9 +54,10 @@ uint64_t envOr(const char* name, uint64_t fallback) {
 // What a query uses that some engine may refuse.
 struct Constructs {
   bool strategy_other = false;  // not skip_till_any_match
-  bool partition = false;
-  bool negation = false;
   bool negation_next_to_kleene = false;
+  bool negation_before_kleene = false;
+  // A predicate names a negated variable and a positive one.
+  bool negation_relates = false;
   // A predicate over a negated variable names an element after the one
   // that follows the negation.
   bool negation_names_later = false;
@@ -67,15 +68,14 @@ struct Constructs {
 Constructs constructsOf(const pattern::Query& q) {
   Constructs c;
   c.strategy_other = q.strategy != pattern::Strategy::kSkipTillAnyMatch;
-  c.partition = !q.partition_by.empty();
   const auto& items = q.pattern->kind == PatternKind::kSeq ? q.pattern->children
                                                            : std::vector<pattern::PatternPtr>{};
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i]->kind != PatternKind::kNot) continue;
-    c.negation = true;
     const bool before = i > 0 && items[i - 1]->kind == PatternKind::kKleene;
     const bool after = i + 1 < items.size() && items[i + 1]->kind == PatternKind::kKleene;
     c.negation_next_to_kleene |= before || after;
+    c.negation_before_kleene |= after;
   }
   const auto layout = pattern::BindingLayout::forQuery(q);
   std::map<size_t, size_t> item_of_slot;
@@ -88,11 +88,14 @@ Constructs constructsOf(const pattern::Query& q) {
   for (const pattern::Conjunct& conjunct : *conjuncts) {
     size_t negated = items.size();
     size_t latest = 0;
+    bool positive = false;
     for (size_t slot : conjunct.slots) {
       const size_t item = item_of_slot[slot];
       if (items[item]->kind == PatternKind::kNot) negated = std::min(negated, item);
+      positive |= items[item]->kind != PatternKind::kNot;
       latest = std::max(latest, item);
     }
+    c.negation_relates |= negated < items.size() && positive;
     c.negation_names_later |= negated < items.size() && latest > negated + 1;
     if (conjunct.iteration_slot) {
       const size_t of = item_of_slot[*conjunct.iteration_slot];
@@ -121,14 +124,14 @@ const Engine kEngines[] = {
     {"algebra", " CONTEXT unrestricted",
      [](const Constructs& c, const pattern::Query& q) -> std::vector<std::string> {
        if (c.strategy_other) return strategyRefusal(q);
-       if (c.partition) return {"PARTITION BY", "the nfa engine runs PARTITION BY"};
-       if (c.negation) return {"NOT(...)", "the nfa and petri engines run NOT(...) inside SEQ"};
+       if (c.negation_before_kleene)
+         return {"not before a Kleene element", "the nfa engine runs it"};
+       if (c.negation_relates) return {"relates a negated operand", "the nfa engine runs it"};
        return {};
      }},
     {"petri", "",
      [](const Constructs& c, const pattern::Query& q) -> std::vector<std::string> {
        if (c.strategy_other) return strategyRefusal(q);
-       if (c.partition) return {"PARTITION BY", "the nfa engine, which runs PARTITION BY"};
        if (c.negation_next_to_kleene) {
          return {"NOT(...) next to a Kleene element", "the nfa engine runs it"};
        }

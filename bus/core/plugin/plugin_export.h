@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/partitioned_detector.h"
 #include "bus/core/plugin/plugin_abi.h"
 
 namespace cepbus::plugin {
@@ -53,10 +54,14 @@ class PlanDetectorFactory final : public DetectorFactory {
  public:
   // What DetectorFactory::notices() returns for a query.
   using NoticesFn = std::vector<std::string> (*)(const pattern::Query& query);
+  // Who runs PARTITION BY: the plan itself, or a PartitionedDetector with one
+  // EngineDetector per partition (Compile then never sees the clause).
+  enum class Partitions { kInPlan, kPerPartitionDetector };
 
   PlanDetectorFactory() = default;
-  explicit PlanDetectorFactory(std::span<const OptionInfo> options, NoticesFn notices = nullptr)
-      : options_(options), notices_(notices) {}
+  explicit PlanDetectorFactory(std::span<const OptionInfo> options, NoticesFn notices = nullptr,
+                               Partitions partitions = Partitions::kInPlan)
+      : options_(options), notices_(notices), partitions_(partitions) {}
 
   std::span<const OptionInfo> options() const override { return options_; }
   std::vector<std::string> notices(const pattern::Query& query) const override {
@@ -65,6 +70,9 @@ class PlanDetectorFactory final : public DetectorFactory {
   Result<std::unique_ptr<Detector>> create(const pattern::Query& query,
                                            const DetectorOptions& options,
                                            MatchSink& sink) const override {
+    if (partitions_ == Partitions::kPerPartitionDetector && !query.partition_by.empty()) {
+      return createPartitioned(*this, query, options, sink);
+    }
     auto plan = Compile(query, options);
     if (!plan) return plan.status();
     return std::unique_ptr<Detector>(std::make_unique<EngineDetector>(*plan, sink));
@@ -73,6 +81,7 @@ class PlanDetectorFactory final : public DetectorFactory {
  private:
   std::span<const OptionInfo> options_;
   NoticesFn notices_ = nullptr;
+  Partitions partitions_ = Partitions::kInPlan;
 };
 
 namespace detail {

@@ -165,7 +165,6 @@ TEST(PetriDetector, RejectsWhatItDoesNotImplementByName) {
       {"PATTERN SEQ(A a, B b) STRATEGY skip_till_next_match", "skip_till_next_match"},
       {"PATTERN SEQ(A a, B b) STRATEGY strict_contiguity", "strict_contiguity"},
       {"PATTERN SEQ(A a, B b) CONTEXT recent", "CONTEXT recent"},
-      {"PATTERN SEQ(A a, B b) PARTITION BY x", "PARTITION BY"},
       // 2^7 = 128 alternatives, through SEQ; and 2 x 2 x ... through AND.
       {"PATTERN SEQ(OR(A a, B b), OR(C c, D d), OR(E e, F f), OR(G g, H h), OR(I i, J j), "
        "OR(K k, L l), OR(M m, N n))",
@@ -344,6 +343,46 @@ TEST(PetriDetector, CreateManyRunsOneMergedNetLabelledPerQuery) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.status().message().find("query 'kleene': "), std::string::npos)
       << bad.status().message();
+}
+
+// Queries partitioned alike run one merged net per partition: each gives
+// what its WHERE-equality form gives alone, and the model shows one net of
+// both; a set partitioned differently runs each query on its own.
+TEST(PetriDetector, PartitionedQueriesShareANetPerPartition) {
+  const std::vector<std::pair<std::string, std::string>> texts = {
+      {"PATTERN SEQ(A a, B b, C c) WITHIN 8 PARTITION BY x",
+       "PATTERN SEQ(A a, B b, C c) WHERE a.x = b.x AND b.x = c.x WITHIN 8"},
+      {"PATTERN SEQ(A a, B b, D d) WITHIN 8 PARTITION BY x",
+       "PATTERN SEQ(A a, B b, D d) WHERE a.x = b.x AND b.x = d.x WITHIN 8"},
+  };
+  std::mt19937_64 rng(5);
+  const std::vector<EventPtr> events = testing::randomStream(rng, 300, 4);
+  for (const char* second : {"", " PARTITION BY x"}) {
+    std::vector<plugin::NamedQuery> queries;
+    queries.push_back({"q0", *pattern::parseQuery(texts[0].first)});
+    queries.push_back({"q1", *pattern::parseQuery(std::string(texts[1].second) + second)});
+    LabelledSink sink(2);
+    auto d = load("petri")->createManyDetectors("petri", queries, plugin::DetectorOptions(), sink);
+    ASSERT_TRUE(d) << d.status().message();
+    for (const EventPtr& e : events) ASSERT_TRUE((*d)->onEvent(e));
+    ASSERT_TRUE((*d)->flush());
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(sink.sinks[i].sorted(), petri(texts[i].second, events)) << i << second;
+      EXPECT_FALSE(sink.sinks[i].matches.empty()) << i << second;
+    }
+  }
+  std::vector<plugin::NamedQuery> alike;
+  for (size_t i = 0; i < 2; ++i) {
+    alike.push_back({"q" + std::to_string(i), *pattern::parseQuery(texts[i].first)});
+  }
+  LabelledSink sink(2);
+  auto d = load("petri")->createManyDetectors("petri", alike, plugin::DetectorOptions(), sink);
+  ASSERT_TRUE(d) << d.status().message();
+  auto json = (*d)->exportModel("json");
+  ASSERT_TRUE(json) << json.status().message();
+  for (const char* name : {"\"q0\"", "\"q1\""}) {
+    EXPECT_NE(json->find(name), std::string::npos) << name << "\n" << *json;
+  }
 }
 
 // Conjunction: each operand a chain, joined by a two-input transition that

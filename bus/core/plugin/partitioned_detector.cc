@@ -1,0 +1,242 @@
+#include "bus/core/plugin/partitioned_detector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string_view>
+#include <utility>
+
+namespace cepbus::plugin {
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+}
+
+// Equal Values hash equally: an integral double hashes as the integer, as
+// 1 == 1.0; every NaN hashes alike (KeyEqual makes them one key).
+uint64_t hashValue(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kNull:
+      return 0x51ed270b27d2b6a5ULL;
+    case Value::Kind::kBool:
+      return v.asBool() ? 0x2545f4914f6cdd1dULL : 0x9e3779b97f4a7c15ULL;
+    case Value::Kind::kInt:
+      return static_cast<uint64_t>(v.asInt()) * 0xff51afd7ed558ccdULL;
+    case Value::Kind::kDouble: {
+      const double d = v.asDouble();
+      if (std::isnan(d)) return 0x7ff8000000000000ULL;
+      if (d == std::trunc(d) && std::fabs(d) < 9.2e18) {
+        return static_cast<uint64_t>(static_cast<int64_t>(d)) * 0xff51afd7ed558ccdULL;
+      }
+      uint64_t bits;
+      static_assert(sizeof bits == sizeof d);
+      std::memcpy(&bits, &d, sizeof bits);
+      return bits * 0xc4ceb9fe1a85ec53ULL;
+    }
+    case Value::Kind::kString:
+      return std::hash<std::string_view>{}(v.asString());
+  }
+  return 0;
+}
+
+bool sameValue(const Value& a, const Value& b) {
+  if (a.isNull() || b.isNull()) return a.isNull() && b.isNull();
+  if (a == b) return true;
+  return a.kind() == Value::Kind::kDouble && b.kind() == Value::Kind::kDouble &&
+         std::isnan(a.asDouble()) && std::isnan(b.asDouble());
+}
+
+// The first error of a sequence of calls.
+void keepFirst(Status& first, Status s) {
+  if (!s && first) first = std::move(s);
+}
+
+pattern::Query withoutPartitions(const pattern::Query& query) {
+  pattern::Query copy = query;
+  copy.partition_by.clear();
+  return copy;
+}
+
+std::optional<Timestamp> largestWindow(std::span<const NamedQuery> queries) {
+  Timestamp w = 0;
+  for (const NamedQuery& q : queries) {
+    if (!q.query.within) return std::nullopt;
+    w = std::max(w, *q.query.within);
+  }
+  return w;
+}
+
+}  // namespace
+
+size_t PartitionedDetector::KeyHash::operator()(const std::vector<Value>& key) const {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const Value& v : key) h = mix(h, hashValue(v));
+  return static_cast<size_t>(h);
+}
+
+bool PartitionedDetector::KeyEqual::operator()(const std::vector<Value>& a,
+                                               const std::vector<Value>& b) const {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), sameValue);
+}
+
+Result<std::unique_ptr<PartitionedDetector>> PartitionedDetector::create(
+    std::span<const std::string> partition_by, std::optional<Timestamp> window, MakeDetector make) {
+  if (partition_by.empty()) return Status::invalidArgument("PARTITION BY names no attribute");
+  auto model = make();
+  if (!model) return model.status();
+  std::vector<Symbol> attrs;
+  for (const std::string& a : partition_by) attrs.push_back(Symbol::intern(a));
+  return std::unique_ptr<PartitionedDetector>(
+      new PartitionedDetector(std::move(attrs), window, std::move(make), std::move(model).value()));
+}
+
+PartitionedDetector::PartitionedDetector(std::vector<Symbol> attrs, std::optional<Timestamp> window,
+                                         MakeDetector make, std::unique_ptr<Detector> model)
+    : attrs_(std::move(attrs)), window_(window), make_(std::move(make)), model_(std::move(model)) {}
+
+Status PartitionedDetector::onEvent(const EventPtr& event) {
+  if (event->ts() < now_) return late(*event);
+  Status first = advanceTo(event->ts());
+  Status made;
+  Partition* p = partitionOf(*event, made);
+  keepFirst(first, p != nullptr ? p->detector->onEvent(event) : std::move(made));
+  return first;
+}
+
+Status PartitionedDetector::onEvents(std::span<const EventPtr> events) {
+  Status first = Status::ok();
+  size_t i = 0;
+  while (i < events.size()) {
+    if (events[i]->ts() < now_) {
+      keepFirst(first, late(*events[i++]));
+      continue;
+    }
+    keepFirst(first, advanceTo(events[i]->ts()));
+    Status made;
+    Partition* p = partitionOf(*events[i], made);
+    if (p == nullptr) {
+      keepFirst(first, std::move(made));
+      ++i;
+      continue;
+    }
+    // The run: later events of the same tick and partition.
+    size_t end = i + 1;
+    while (end < events.size() && events[end]->ts() == now_) {
+      Status ignored;  // a partition that cannot be made ends the run; its event reports it
+      if (partitionOf(*events[end], ignored) != p) break;
+      ++end;
+    }
+    keepFirst(first, p->detector->onEvents(events.subspan(i, end - i)));
+    i = end;
+  }
+  return first;
+}
+
+Status PartitionedDetector::flush() {
+  Status first = Status::ok();
+  touched_.clear();
+  for (auto& [key, p] : partitions_) {
+    p.touched = false;
+    keepFirst(first, p.detector->flush());
+  }
+  return first;
+}
+
+Result<std::string> PartitionedDetector::exportModel(std::string_view format) const {
+  return model_->exportModel(format);
+}
+
+Status PartitionedDetector::late(const Event& event) const {
+  return Status::invalidArgument("partitioned detector: event at ts " + std::to_string(event.ts()) +
+                                 " arrived after ts " + std::to_string(now_) +
+                                 "; events must arrive in timestamp order");
+}
+
+Status PartitionedDetector::advanceTo(Timestamp ts) {
+  if (ts == now_) return Status::ok();
+  now_ = ts;
+  Status s = flushTouched();
+  if (window_ && ts >= next_drop_) {
+    dropQuiet();
+    next_drop_ = ts + std::max<Timestamp>(*window_, 1);
+  }
+  return s;
+}
+
+PartitionedDetector::Partition* PartitionedDetector::partitionOf(const Event& event,
+                                                                 Status& error) {
+  static const Symbol kKey = Symbol::intern("key");
+  key_.clear();
+  for (Symbol attr : attrs_) {
+    const Value* v = event.find(attr);
+    if (v == nullptr && attr == kKey) v = &event.key();
+    key_.push_back(v != nullptr ? *v : Value());
+  }
+  auto it = partitions_.find(key_);
+  if (it == partitions_.end()) {
+    auto made = make_();
+    if (!made) {
+      error = made.status();
+      return nullptr;
+    }
+    it = partitions_.emplace(key_, Partition{std::move(made).value()}).first;
+  }
+  Partition& p = it->second;
+  p.newest = now_;
+  if (!p.touched) {
+    p.touched = true;
+    touched_.push_back(&p);
+  }
+  return &p;
+}
+
+Status PartitionedDetector::flushTouched() {
+  Status first = Status::ok();
+  for (Partition* p : touched_) {
+    p->touched = false;
+    keepFirst(first, p->detector->flush());
+  }
+  touched_.clear();
+  return first;
+}
+
+void PartitionedDetector::dropQuiet() {
+  // Called with touched_ empty, so no pointer into a dropped partition remains.
+  std::erase_if(partitions_,
+                [&](const auto& entry) { return entry.second.newest < now_ - *window_; });
+}
+
+Result<std::unique_ptr<Detector>> createPartitioned(const DetectorFactory& engine,
+                                                    const pattern::Query& query,
+                                                    const DetectorOptions& options,
+                                                    MatchSink& sink) {
+  auto made =
+      PartitionedDetector::create(query.partition_by, query.within,
+                                  [&engine, unpartitioned = withoutPartitions(query), options,
+                                   &sink] { return engine.create(unpartitioned, options, sink); });
+  if (!made) return made.status();
+  return std::unique_ptr<Detector>(std::move(made).value());
+}
+
+Result<std::unique_ptr<Detector>> createManyPartitioned(const DetectorFactory& engine,
+                                                        std::span<const NamedQuery> queries,
+                                                        const DetectorOptions& options,
+                                                        MultiMatchSink& sink) {
+  if (Status s = checkNamedQueries(queries); !s) return s;
+  const auto& by = queries.front().query.partition_by;
+  const bool same = std::all_of(queries.begin(), queries.end(),
+                                [&](const NamedQuery& q) { return q.query.partition_by == by; });
+  if (!same || by.empty()) return engine.DetectorFactory::createMany(queries, options, sink);
+  std::vector<NamedQuery> unpartitioned(queries.begin(), queries.end());
+  for (NamedQuery& q : unpartitioned) q.query.partition_by.clear();
+  auto made = PartitionedDetector::create(
+      by, largestWindow(queries),
+      [&engine, unpartitioned = std::move(unpartitioned), options, &sink] {
+        return engine.createMany(unpartitioned, options, sink);
+      });
+  if (!made) return made.status();
+  return std::unique_ptr<Detector>(std::move(made).value());
+}
+
+}  // namespace cepbus::plugin

@@ -1,0 +1,139 @@
+#pragma once
+
+// PARTITION BY for any engine: a detector that routes each event to the
+// detector of its partition, each made by the engine itself for the query
+// without its PARTITION BY clause. An engine that does not partition natively
+// calls createPartitioned() (and createManyPartitioned()) from its factory
+// when a query has the clause; the matches are those of the engine run once
+// per partition on that partition's events alone.
+//
+// Partitions follow the nfa engine: the key of an event is the value of each
+// PARTITION BY attribute; an event without the attribute has the null value
+// there (all such events share one partition), except that `PARTITION BY key`
+// falls back to the event's own partition key (its JSON "key" field). Keys
+// compare as Values do (1 and 1.0 are one partition); NaN keys are one
+// partition. Every event goes to its partition, also one of a type the query
+// does not name, since it breaks strict contiguity there.
+//
+// Time: a partition's detector sees only its own events, so it cannot tell
+// that the stream has moved past its newest timestamp. The detector of every
+// partition that received events at a timestamp is flushed as soon as an
+// event with a later timestamp arrives (or at flush()): an engine that holds
+// a tick back (the algebra engine) reports at the time it would unpartitioned.
+//
+// Memory: with a window (the query's WITHIN; for several queries the largest,
+// none if one has none) a partition whose newest event is more than the
+// window behind the stream's newest can bind none of its events to a later
+// one; at most once per window the quiet ones are dropped, their detectors
+// destroyed. Without a window every partition is kept.
+//
+// Order: matches come out as the per-partition detectors report them, event
+// by event, so the order is the unpartitioned engine's for one partition;
+// matches of one tick from several partitions come partition by partition.
+//
+// Thread safety: none (Detector); the factory used to make partitions must
+// outlive the detector, as must the sink the partitions report to.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/plugin/detector.h"
+#include "bus/core/symbol.h"
+#include "bus/core/value.h"
+
+namespace cepbus::plugin {
+
+class PartitionedDetector final : public Detector {
+ public:
+  // Makes the detector of one new partition, reporting to the caller's sink.
+  using MakeDetector = std::function<Result<std::unique_ptr<Detector>>()>;
+
+  // `partition_by`: the attribute names (at least one). `window`: see the file
+  // comment. Makes one detector up front (a query the engine refuses fails
+  // here, and exportModel() shows it); an error is `make`'s.
+  static Result<std::unique_ptr<PartitionedDetector>> create(
+      std::span<const std::string> partition_by, std::optional<Timestamp> window,
+      MakeDetector make);
+
+  // Returns the first error of the partitions' detectors (flushing the
+  // previous tick, consuming the event) or of making the event's partition
+  // (the event then goes nowhere). An event older than the newest one is
+  // refused: the partitions share the stream's time.
+  Status onEvent(const EventPtr& event) override;
+  // Forwards each run of consecutive events of one partition as one span, so
+  // the matches come in the order per-event calls give.
+  Status onEvents(std::span<const EventPtr> events) override;
+  // Flushes every partition's detector.
+  Status flush() override;
+  // The model of the query as one partition runs it.
+  Result<std::string> exportModel(std::string_view format) const override;
+
+  // Partitions alive now (for tests and memory accounting).
+  size_t partitionCount() const { return partitions_.size(); }
+
+ private:
+  struct Partition {
+    std::unique_ptr<Detector> detector;
+    Timestamp newest = INT64_MIN;
+    bool touched = false;  // in touched_
+  };
+  struct KeyHash {
+    size_t operator()(const std::vector<Value>& key) const;
+  };
+  struct KeyEqual {
+    bool operator()(const std::vector<Value>& a, const std::vector<Value>& b) const;
+  };
+  using Partitions = std::unordered_map<std::vector<Value>, Partition, KeyHash, KeyEqual>;
+
+  PartitionedDetector(std::vector<Symbol> attrs, std::optional<Timestamp> window, MakeDetector make,
+                      std::unique_ptr<Detector> model);
+
+  // The error for an event older than now_.
+  Status late(const Event& event) const;
+  // Moves now_ to `ts` >= now_: closes the tick before it (flushing its
+  // partitions) and drops quiet partitions when due; an error is a flush's.
+  Status advanceTo(Timestamp ts);
+  // The partition of `event`, made when new; nullptr with `error` set when
+  // making its detector failed.
+  Partition* partitionOf(const Event& event, Status& error);
+  Status flushTouched();
+  void dropQuiet();
+
+  const std::vector<Symbol> attrs_;
+  const std::optional<Timestamp> window_;
+  const MakeDetector make_;
+  const std::unique_ptr<Detector> model_;  // never fed: exportModel() only
+  Partitions partitions_;
+  std::vector<Partition*> touched_;  // received events at now_; stable (node-based map)
+  std::vector<Value> key_;           // scratch
+  Timestamp now_ = INT64_MIN;
+  Timestamp next_drop_ = INT64_MIN;
+};
+
+// What an engine's create() returns for a query with PARTITION BY: a
+// PartitionedDetector whose partitions are `engine.create()` detectors of the
+// query without the clause, reporting to `sink`.
+Result<std::unique_ptr<Detector>> createPartitioned(const DetectorFactory& engine,
+                                                    const pattern::Query& query,
+                                                    const DetectorOptions& options,
+                                                    MatchSink& sink);
+
+// What an engine's createMany() returns when some query has PARTITION BY.
+// When every query has the same PARTITION BY attributes, one
+// PartitionedDetector whose partitions are `engine.createMany()` detectors
+// of the queries without the clause (an engine that shares work between
+// queries still shares it within a partition); otherwise one detector per
+// query (DetectorFactory::createMany's fan-out), each partitioned on its own.
+Result<std::unique_ptr<Detector>> createManyPartitioned(const DetectorFactory& engine,
+                                                        std::span<const NamedQuery> queries,
+                                                        const DetectorOptions& options,
+                                                        MultiMatchSink& sink);
+
+}  // namespace cepbus::plugin

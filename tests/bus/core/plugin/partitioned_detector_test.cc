@@ -1,0 +1,274 @@
+#include "bus/core/plugin/partitioned_detector.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bus/core/pattern/parser.h"
+
+namespace cepbus::plugin {
+namespace {
+
+// A fake engine that, like the algebra engine, holds every event back until
+// flush() and then reports it as a one-event match; each detector gets a
+// number (in creation order) so a test can see which partition ran what.
+struct EngineLog {
+  int created = 0;
+  int alive = 0;
+  int create_many_calls = 0;
+  std::vector<std::string> matches;  // "detector:event ts" in report order
+  bool fail_create = false;
+};
+
+class HoldingDetector final : public Detector {
+ public:
+  HoldingDetector(EngineLog& log, MatchSink& sink) : log_(log), sink_(sink), n_(log.created++) {
+    ++log_.alive;
+  }
+  ~HoldingDetector() override { --log_.alive; }
+  Status onEvent(const EventPtr& event) override {
+    if (event->type().name() == "Bad") return Status::invalidArgument("bad event");
+    held_.push_back(event);
+    return Status::ok();
+  }
+  Status flush() override {
+    for (const EventPtr& e : held_) {
+      const EventPtr* events[] = {&e};
+      const uint32_t ends[] = {1};
+      log_.matches.push_back(std::to_string(n_) + ":" + std::to_string(e->ts()));
+      sink_.onMatch(Match(events, ends, nullptr));
+    }
+    held_.clear();
+    return Status::ok();
+  }
+  Result<std::string> exportModel(std::string_view format) const override {
+    return "model " + std::string(format);
+  }
+
+ private:
+  EngineLog& log_;
+  MatchSink& sink_;
+  const int n_;
+  std::vector<EventPtr> held_;
+};
+
+class HoldingFactory final : public DetectorFactory {
+ public:
+  explicit HoldingFactory(EngineLog& log) : log_(log) {}
+  Result<std::unique_ptr<Detector>> create(const pattern::Query& query,
+                                           const DetectorOptions& /*options*/,
+                                           MatchSink& sink) const override {
+    if (!query.partition_by.empty()) return createPartitioned(*this, query, {}, sink);
+    if (log_.fail_create) return Status::invalidArgument("cannot make a partition");
+    return std::unique_ptr<Detector>(std::make_unique<HoldingDetector>(log_, sink));
+  }
+  // One detector for all queries (as the petri engine merges them), its
+  // matches labelled with query 0.
+  Result<std::unique_ptr<Detector>> createMany(std::span<const NamedQuery> queries,
+                                               const DetectorOptions& options,
+                                               MultiMatchSink& sink) const override {
+    for (const NamedQuery& q : queries) {
+      if (!q.query.partition_by.empty())
+        return createManyPartitioned(*this, queries, options, sink);
+    }
+    ++log_.create_many_calls;
+    labels_.push_back(std::make_unique<Label>(sink));
+    return std::unique_ptr<Detector>(std::make_unique<HoldingDetector>(log_, *labels_.back()));
+  }
+
+ private:
+  class Label final : public MatchSink {
+   public:
+    explicit Label(MultiMatchSink& sink) : sink_(sink) {}
+    void onMatch(const Match& match) override { sink_.onMatch(0, match); }
+
+   private:
+    MultiMatchSink& sink_;
+  };
+  EngineLog& log_;
+  mutable std::vector<std::unique_ptr<Label>> labels_;
+};
+
+struct Sink final : MatchSink {
+  void onMatch(const Match& match) override { ts.push_back(match.ts(0)); }
+  std::vector<Timestamp> ts;
+};
+
+pattern::Query query(const std::string& text) {
+  auto q = pattern::parseQuery(text);
+  EXPECT_TRUE(q.isOk()) << text << ": " << q.status().message();
+  return q ? std::move(q).value() : pattern::Query();
+}
+
+EventPtr ev(Timestamp ts, Value x, std::string_view type = "A") {
+  EventBuilder b(type);
+  b.at(ts);
+  if (!x.isNull()) b.set("x", std::move(x));
+  return b.build();
+}
+
+std::unique_ptr<Detector> make(const HoldingFactory& f, const std::string& text, Sink& sink) {
+  auto d = f.create(query(text), {}, sink);
+  EXPECT_TRUE(d.isOk()) << d.status().message();
+  return std::move(d).value();
+}
+
+TEST(PartitionedDetectorTest, EachPartitionSeesOnlyItsEvents) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d = make(f, "PATTERN A a PARTITION BY x", sink);
+  EXPECT_EQ(log.created, 1);  // the model, made up front
+  // 1 and 1.0 are one key; an event without x is in the null partition.
+  for (const EventPtr& e : {ev(1, 1), ev(2, "s"), ev(3, 1.0), ev(4, Value()), ev(5, "s")}) {
+    ASSERT_TRUE(d->onEvent(e).isOk());
+  }
+  ASSERT_TRUE(d->flush().isOk());
+  EXPECT_EQ(log.created, 4);
+  EXPECT_EQ(log.matches, (std::vector<std::string>{"1:1", "2:2", "1:3", "3:4", "2:5"}));
+  EXPECT_EQ(dynamic_cast<PartitionedDetector&>(*d).partitionCount(), 3u);
+}
+
+TEST(PartitionedDetectorTest, ByKeyFallsBackToTheEventKey) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d = make(f, "PATTERN A a PARTITION BY key", sink);
+  ASSERT_TRUE(d->onEvent(EventBuilder("A").at(1).key("k").build()).isOk());
+  ASSERT_TRUE(d->onEvent(EventBuilder("A").at(2).set("key", "k").build()).isOk());
+  ASSERT_TRUE(d->onEvent(EventBuilder("A").at(3).build()).isOk());
+  ASSERT_TRUE(d->flush().isOk());
+  EXPECT_EQ(log.matches, (std::vector<std::string>{"1:1", "1:2", "2:3"}));
+}
+
+// A partition's detector cannot see the stream move on; the partitioned
+// detector flushes it when a later timestamp arrives, so its held matches
+// come out when the unpartitioned engine's would.
+TEST(PartitionedDetectorTest, ClosesATickOfEveryPartitionWhenTimeMovesOn) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d = make(f, "PATTERN A a PARTITION BY x", sink);
+  ASSERT_TRUE(d->onEvent(ev(1, 1)).isOk());
+  ASSERT_TRUE(d->onEvent(ev(1, 2)).isOk());
+  EXPECT_TRUE(sink.ts.empty());
+  ASSERT_TRUE(d->onEvent(ev(2, 3)).isOk());
+  EXPECT_EQ(sink.ts, (std::vector<Timestamp>{1, 1}));
+  // An event older than the stream's newest is refused, naming both times.
+  Status late = d->onEvent(ev(1, 1));
+  EXPECT_EQ(late.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(late.message().find("ts 1 arrived after ts 2"), std::string::npos) << late.message();
+}
+
+TEST(PartitionedDetectorTest, DropsPartitionsQuietForLongerThanTheWindow) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d = make(f, "PATTERN A a PARTITION BY x WITHIN 5", sink);
+  auto& parts = dynamic_cast<PartitionedDetector&>(*d);
+  ASSERT_TRUE(d->onEvent(ev(1, 1)).isOk());
+  ASSERT_TRUE(d->onEvent(ev(3, 2)).isOk());
+  ASSERT_TRUE(d->onEvent(ev(6, 2)).isOk());  // 1 is 5 behind: it may still pair
+  EXPECT_EQ(parts.partitionCount(), 2u);
+  ASSERT_TRUE(d->onEvent(ev(7, 2)).isOk());  // no sweep before 11 (one per window)
+  EXPECT_EQ(parts.partitionCount(), 2u);
+  ASSERT_TRUE(d->onEvent(ev(12, 2)).isOk());
+  EXPECT_EQ(parts.partitionCount(), 1u);
+  EXPECT_EQ(log.alive, 2);  // the model and partition 2
+  // Partition 1's match was reported before its detector went.
+  EXPECT_EQ(sink.ts, (std::vector<Timestamp>{1, 3, 6, 7}));
+  ASSERT_TRUE(d->onEvent(ev(13, 1)).isOk());  // a fresh partition for key 1
+  EXPECT_EQ(parts.partitionCount(), 2u);
+}
+
+TEST(PartitionedDetectorTest, KeepsEveryPartitionWithoutAWindow) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d = make(f, "PATTERN A a PARTITION BY x", sink);
+  for (Timestamp t = 0; t < 100; ++t) ASSERT_TRUE(d->onEvent(ev(t * 10, t)).isOk());
+  EXPECT_EQ(dynamic_cast<PartitionedDetector&>(*d).partitionCount(), 100u);
+}
+
+TEST(PartitionedDetectorTest, BatchesGiveTheMatchesOfSingleEventsInTheirOrder) {
+  // Runs of one partition within a tick, and an event its detector refuses.
+  const std::vector<EventPtr> events = {ev(1, 1),        ev(1, 1), ev(1, 2), ev(2, 1),
+                                        ev(3, 1, "Bad"), ev(3, 2), ev(4, 1)};
+  EngineLog one_log, batch_log;
+  HoldingFactory one_f(one_log), batch_f(batch_log);
+  Sink one, batch;
+  auto d1 = make(one_f, "PATTERN A a PARTITION BY x", one);
+  auto d2 = make(batch_f, "PATTERN A a PARTITION BY x", batch);
+  Status first = Status::ok();
+  for (const EventPtr& e : events) {
+    Status s = d1->onEvent(e);
+    if (!s && first) first = s;
+  }
+  Status batched = d2->onEvents(events);
+  EXPECT_EQ(first.message(), "bad event");
+  EXPECT_EQ(batched.message(), "bad event");
+  ASSERT_TRUE(d1->flush().isOk());
+  ASSERT_TRUE(d2->flush().isOk());
+  EXPECT_EQ(one.ts, batch.ts);
+  EXPECT_EQ(one_log.matches, batch_log.matches);
+  EXPECT_EQ(one.ts.size(), 6u);
+}
+
+TEST(PartitionedDetectorTest, ExportsTheModelOfOnePartition) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d = make(f, "PATTERN A a PARTITION BY x", sink);
+  auto model = d->exportModel("dot");
+  ASSERT_TRUE(model.isOk());
+  EXPECT_EQ(*model, "model dot");
+}
+
+TEST(PartitionedDetectorTest, ReportsTheEnginesErrors) {
+  EngineLog log;
+  log.fail_create = true;
+  HoldingFactory f(log);
+  Sink sink;
+  auto refused = f.create(query("PATTERN A a PARTITION BY x"), {}, sink);
+  EXPECT_EQ(refused.status().message(), "cannot make a partition");
+}
+
+struct MultiSink final : MultiMatchSink {
+  void onMatch(size_t pattern, const Match& match) override {
+    got.push_back(std::to_string(pattern) + "@" + std::to_string(match.ts(0)));
+  }
+  std::vector<std::string> got;
+};
+
+// Queries partitioned alike share one engine detector per partition (the
+// engine's own createMany); queries partitioned differently run apart.
+TEST(PartitionedDetectorTest, ManyQueriesPartitionedAlikeShareAPartition) {
+  EngineLog log;
+  HoldingFactory f(log);
+  MultiSink sink;
+  const std::vector<NamedQuery> alike = {{"p", query("PATTERN A a PARTITION BY x WITHIN 3")},
+                                         {"q", query("PATTERN B b PARTITION BY x")}};
+  auto d = f.createMany(alike, {}, sink);
+  ASSERT_TRUE(d.isOk()) << d.status().message();
+  ASSERT_TRUE((*d)->onEvent(ev(1, 1)).isOk());
+  ASSERT_TRUE((*d)->onEvent(ev(2, 2)).isOk());
+  ASSERT_TRUE((*d)->flush().isOk());
+  EXPECT_EQ(log.create_many_calls, 3);  // the model and two partitions
+  EXPECT_EQ(sink.got, (std::vector<std::string>{"0@1", "0@2"}));
+
+  EngineLog apart_log;
+  HoldingFactory apart_f(apart_log);
+  MultiSink apart_sink;
+  const std::vector<NamedQuery> apart = {{"p", query("PATTERN A a PARTITION BY x")},
+                                         {"q", query("PATTERN B b")}};
+  auto fan = apart_f.createMany(apart, {}, apart_sink);
+  ASSERT_TRUE(fan.isOk()) << fan.status().message();
+  ASSERT_TRUE((*fan)->onEvent(ev(1, 1)).isOk());
+  ASSERT_TRUE((*fan)->flush().isOk());
+  EXPECT_EQ(apart_log.create_many_calls, 0);  // one create() per query
+  EXPECT_EQ(apart_sink.got, (std::vector<std::string>{"0@1", "1@1"}));
+}
+
+}  // namespace
+}  // namespace cepbus::plugin
