@@ -118,11 +118,13 @@ struct CompiledPattern {
 
 using CompiledPatternPtr = std::shared_ptr<const CompiledPattern>;
 
-// Checks and compiles `query`. InvalidArgument names what the net does not
-// support: an operator other than SEQ, OR, AND (not inside SEQ; feedback
-// policy only), NOT(Type var), selection and Kleene plus 'Type+ var[]' inside
-// SEQ (iteration '*' and the Kleene star 'Type* var[]' among them), a strategy other than
-// skip_till_any_match, CONTEXT recent, PARTITION BY, or an unknown option.
+// Checks and compiles `query` under skip_till_any_match whatever its
+// STRATEGY (the plugin's plugin::StrategyFactory selects the matches of the
+// others). InvalidArgument names what the net does not support: an operator
+// other than SEQ, OR, AND (not inside SEQ; feedback policy only), NOT(Type
+// var), selection and Kleene plus 'Type+ var[]' inside SEQ (iteration '*' and
+// the Kleene star 'Type* var[]' among them), CONTEXT recent, PARTITION BY, or
+// an unknown option.
 Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
                                           const plugin::DetectorOptions& options);
 

@@ -1,13 +1,15 @@
 // The petri plugin's entry points: one engine, "petri". create() runs one
 // query in a PetriNet of its own; createMany() merges every query into one
 // PetriNet (prefix and middle joins, see petri_net.h), each match labelled
-// with its query.
+// with its query. A StrategyFactory around it runs the strategies other
+// than skip_till_any_match.
 
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "bus/core/plugin/plugin_export.h"
+#include "bus/core/plugin/strategy.h"
 #include "plugins/petri/petri_net.h"
 
 namespace cepbus::plugins::petri {
@@ -89,7 +91,8 @@ class PetriFactory final : public plugin::DetectorFactory {
 };
 
 void registerFactories(plugin::FactoryRegistrar& registrar) {
-  registrar.add("petri", std::make_unique<PetriFactory>());
+  registrar.add("petri", std::make_unique<plugin::StrategyFactory>(
+                             "petri", std::make_unique<PetriFactory>()));
 }
 
 }  // namespace

@@ -53,7 +53,6 @@ uint64_t envOr(const char* name, uint64_t fallback) {
 
 // What a query uses that some engine may refuse.
 struct Constructs {
-  bool strategy_other = false;  // not skip_till_any_match
   bool partition = false;
   bool negation = false;
   bool negation_next_to_kleene = false;
@@ -66,7 +65,6 @@ struct Constructs {
 
 Constructs constructsOf(const pattern::Query& q) {
   Constructs c;
-  c.strategy_other = q.strategy != pattern::Strategy::kSkipTillAnyMatch;
   c.partition = !q.partition_by.empty();
   const auto& items = q.pattern->kind == PatternKind::kSeq ? q.pattern->children
                                                            : std::vector<pattern::PatternPtr>{};
@@ -110,24 +108,17 @@ struct Engine {
   std::vector<std::string> (*refusal)(const Constructs& c, const pattern::Query& q);
 };
 
-std::vector<std::string> strategyRefusal(const pattern::Query& q) {
-  return {std::string("STRATEGY ") + pattern::strategyName(q.strategy),
-          "the nfa engine runs every strategy"};
-}
-
 const Engine kEngines[] = {
     {"nfa", "",
      [](const Constructs&, const pattern::Query&) { return std::vector<std::string>{}; }},
     {"algebra", " CONTEXT unrestricted",
-     [](const Constructs& c, const pattern::Query& q) -> std::vector<std::string> {
-       if (c.strategy_other) return strategyRefusal(q);
+     [](const Constructs& c, const pattern::Query&) -> std::vector<std::string> {
        if (c.partition) return {"PARTITION BY", "the nfa engine runs PARTITION BY"};
        if (c.negation) return {"NOT(...)", "the nfa and petri engines run NOT(...) inside SEQ"};
        return {};
      }},
     {"petri", "",
-     [](const Constructs& c, const pattern::Query& q) -> std::vector<std::string> {
-       if (c.strategy_other) return strategyRefusal(q);
+     [](const Constructs& c, const pattern::Query&) -> std::vector<std::string> {
        if (c.partition) return {"PARTITION BY", "the nfa engine, which runs PARTITION BY"};
        if (c.negation_next_to_kleene) {
          return {"NOT(...) next to a Kleene element", "the nfa engine runs it"};
@@ -155,7 +146,12 @@ struct EngineStats {
   uint64_t with_matches = 0;  // of those, with at least one match
   uint64_t matches = 0;
   uint64_t refused = 0;
+  uint64_t compared_by_strategy[3] = {};  // indexed by pattern::Strategy
 };
+
+constexpr pattern::Strategy kStrategies[] = {pattern::Strategy::kStrictContiguity,
+                                             pattern::Strategy::kSkipTillNextMatch,
+                                             pattern::Strategy::kSkipTillAnyMatch};
 
 class EnginesDifferential {
  public:
@@ -227,6 +223,7 @@ class EnginesDifferential {
       return;
     }
     ++st.compared;
+    ++st.compared_by_strategy[static_cast<size_t>(q->strategy)];
     st.with_matches += expected.empty() ? 0 : 1;
     st.matches += expected.size();
     if (sink.sortedIds() != expected) {
@@ -252,11 +249,20 @@ TEST(EnginesDifferentialTest, EveryEngineThatAcceptsAQueryReportsTheReferencesMa
   for (const Engine& e : kEngines) {
     const EngineStats& s = run.stats(e.name);
     summary << e.name << ": " << s.compared << " compared (" << s.with_matches << " with matches, "
-            << s.matches << " matches), " << s.refused << " refused; ";
+            << s.matches << " matches; by strategy";
+    for (pattern::Strategy k : kStrategies) {
+      summary << ' ' << pattern::strategyName(k) << ' '
+              << s.compared_by_strategy[static_cast<size_t>(k)];
+    }
+    summary << "), " << s.refused << " refused; ";
     if (run.failures() > 0) continue;  // stopped early: the counts say nothing
     // Every engine is really compared, on queries that match.
     EXPECT_GT(s.compared, cases / 20) << e.name;
     EXPECT_GT(s.with_matches, s.compared / 4) << e.name;
+    for (pattern::Strategy k : kStrategies) {
+      EXPECT_GT(s.compared_by_strategy[static_cast<size_t>(k)], cases / 100)
+          << e.name << " " << pattern::strategyName(k);
+    }
   }
   RecordProperty("summary", summary.str());
   std::cout << "[ engines  ] " << cases << " cases; " << summary.str() << '\n';

@@ -232,8 +232,6 @@ TEST(AlgebraErrors, ClearMessages) {
   EXPECT_NE(errorOf("PATTERN (A ; B").find("line 1"), std::string::npos);
   EXPECT_NE(errorOf("PATTERN SEQ(A a, NOT(C c), B b)").find("NOT(...)"), std::string::npos);
   EXPECT_NE(errorOf("PATTERN SEQ(A a, B* b[], C c)").find("zero-or-more"), std::string::npos);
-  EXPECT_NE(errorOf("PATTERN SEQ(A a, B b) STRATEGY skip_till_next_match").find("STRATEGY"),
-            std::string::npos);
   EXPECT_NE(errorOf("PATTERN SEQ(A a, B b) PARTITION BY x").find("PARTITION BY"),
             std::string::npos);
   EXPECT_NE(errorOf("PATTERN A ; B", {"construction=batched"}).find("construction"),
