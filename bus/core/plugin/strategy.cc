@@ -111,20 +111,20 @@ StrategySelector::StrategySelector(const pattern::Query& query, std::vector<Elem
 
 void StrategySelector::beginCall() {
   if (!window_) return;
-  while (!kept_.empty() && kept_.front().event->ts() < newest_ - *window_) kept_.pop_front();
+  while (!kept_.empty() && kept_.front().ts < newest_ - *window_) kept_.pop_front();
 }
 
 void StrategySelector::observe(const EventPtr& event) {
   newest_ = std::max(newest_, event->ts());
   const uint64_t position = next_position_++;
   if (std::find(types_.begin(), types_.end(), event->type()) == types_.end()) return;
-  kept_.push_back({event, position});
+  kept_.push_back({event->ts(), event, position});
 }
 
 int64_t StrategySelector::find(const Event& event) const {
   auto it = std::lower_bound(kept_.begin(), kept_.end(), event.ts(),
-                             [](const Kept& k, Timestamp ts) { return k.event->ts() < ts; });
-  for (; it != kept_.end() && it->event->ts() == event.ts(); ++it) {
+                             [](const Kept& k, Timestamp ts) { return k.ts < ts; });
+  for (; it != kept_.end() && it->ts == event.ts(); ++it) {
     if (it->event.get() == &event) return it - kept_.begin();
   }
   return -1;

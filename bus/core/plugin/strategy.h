@@ -72,6 +72,7 @@ class StrategySelector {
     std::vector<const pattern::Conjunct*> checks;
   };
   struct Kept {
+    Timestamp ts;  // the event's, beside it: find() reads no event
     EventPtr event;
     uint64_t position;  // in the stream, every type counted
   };
