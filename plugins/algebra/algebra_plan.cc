@@ -279,14 +279,6 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
                                                 const plugin::DetectorOptions& options) {
   Status s = options.checkKnown({}, "algebra");
   if (!s) return s;
-  if (query.strategy != pattern::Strategy::kSkipTillAnyMatch) {
-    return Status::invalidArgument(
-        std::string("the algebra engine does not support STRATEGY ") +
-        pattern::strategyName(query.strategy) +
-        ": P1's sequence pairs every earlier instance, which is skip_till_any_match; use "
-        "CONTEXT recent to keep one match per end time instead; the nfa engine runs every "
-        "strategy");
-  }
   if (query.variables.size() > 64) {
     return Status::invalidArgument("the algebra engine supports at most 64 variables");
   }
@@ -327,6 +319,18 @@ std::vector<std::string> contextNotices(const pattern::Query& query) {
       "the algebra engine runs this query under CONTEXT recent (its default: of the matches "
       "ending at one time, only the one that starts latest), so a SEQ reports fewer matches "
       "than the nfa and petri engines; add CONTEXT unrestricted for every match"};
+}
+
+Status contextForStrategy(pattern::Query& query) {
+  if (query.context == pattern::Context::kRecent) {
+    return Status::invalidArgument(
+        std::string("the algebra engine runs STRATEGY ") + pattern::strategyName(query.strategy) +
+        " under CONTEXT unrestricted only: CONTEXT recent keeps one match per end time, not the "
+        "ones the strategy selects; drop CONTEXT recent (the nfa engine runs every strategy, "
+        "too)");
+  }
+  query.context = pattern::Context::kUnrestricted;
+  return Status::ok();
 }
 
 }  // namespace cepbus::plugins::algebra

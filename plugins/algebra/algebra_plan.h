@@ -101,11 +101,13 @@ struct Plan {
   size_t root() const { return nodes.size() - 1; }
 };
 
-// Compiles `query`; InvalidArgument names what the algebra engine does not
-// support (an operator form, a strategy) or why the query cannot be
-// compiled. PARTITION BY is not the plan's: the factory runs one detector
-// per partition, each from the plan of the query without the clause. The engine takes no options:
-// any option is rejected.
+// Compiles `query` under skip_till_any_match whatever its STRATEGY (the
+// plugin's plugin::StrategyFactory selects the matches of the others);
+// InvalidArgument names what the algebra engine does not support (an
+// operator form) or why the query cannot be compiled. PARTITION BY is not the
+// plan's: the factory runs one detector per partition, each from the plan of
+// the query without the clause. The engine takes no options: any option is
+// rejected.
 Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
                                                 const plugin::DetectorOptions& options);
 
@@ -114,5 +116,11 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
 // match per end time, so a SEQ gives fewer matches than on the nfa and petri
 // engines (which report every combination).
 std::vector<std::string> contextNotices(const pattern::Query& query);
+
+// The context of a query whose STRATEGY is not skip_till_any_match (the
+// plugin::StrategyFactory's Adapt step): unrestricted, since the strategy
+// selects among every match and CONTEXT recent would have dropped some of
+// them already. An explicit CONTEXT recent is refused.
+Status contextForStrategy(pattern::Query& query);
 
 }  // namespace cepbus::plugins::algebra

@@ -214,13 +214,6 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
                                      ": expected feedback, conflict or concurrency");
     }
   }
-  if (query.strategy != pattern::Strategy::kSkipTillAnyMatch) {
-    return Status::invalidArgument(
-        std::string("the petri engine does not support STRATEGY ") +
-        pattern::strategyName(query.strategy) +
-        "; it implements skip_till_any_match (tokens are not consumed); the nfa engine "
-        "runs every strategy");
-  }
   if (query.context == pattern::Context::kRecent) {
     return Status::invalidArgument(
         "the petri engine does not support CONTEXT recent; it reports every match");

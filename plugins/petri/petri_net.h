@@ -118,12 +118,14 @@ struct CompiledPattern {
 
 using CompiledPatternPtr = std::shared_ptr<const CompiledPattern>;
 
-// Checks and compiles `query`. InvalidArgument names what the net does not
-// support: an operator other than SEQ, OR, AND (not inside SEQ; feedback
-// policy only), NOT(Type var), selection and Kleene plus 'Type+ var[]' inside
-// SEQ (iteration '*' and the Kleene star 'Type* var[]' among them), a strategy other than
-// skip_till_any_match, CONTEXT recent, or an unknown option. PARTITION BY is
-// not the net's: the factory runs one net per partition.
+// Checks and compiles `query` under skip_till_any_match whatever its
+// STRATEGY (the plugin's plugin::StrategyFactory selects the matches of the
+// others). InvalidArgument names what the net does not support: an operator
+// other than SEQ, OR, AND (not inside SEQ; feedback policy only), NOT(Type
+// var), selection and Kleene plus 'Type+ var[]' inside SEQ (iteration '*' and
+// the Kleene star 'Type* var[]' among them), CONTEXT recent, or an unknown
+// option. PARTITION BY is not the net's: the factory runs one net per
+// partition.
 Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
                                           const plugin::DetectorOptions& options);
 

@@ -4,7 +4,8 @@
 // with its query. PARTITION BY runs one such net per partition
 // (plugin::PartitionedDetector): the queries of a set partitioned alike
 // share one net per partition; a set partitioned in different ways runs
-// each query in nets of its own.
+// each query in nets of its own. A StrategyFactory around it runs the
+// strategies other than skip_till_any_match.
 
 #include <algorithm>
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "bus/core/plugin/partitioned_detector.h"
 #include "bus/core/plugin/plugin_export.h"
+#include "bus/core/plugin/strategy.h"
 #include "plugins/petri/petri_net.h"
 
 namespace cepbus::plugins::petri {
@@ -109,7 +111,8 @@ class PetriFactory final : public plugin::DetectorFactory {
 };
 
 void registerFactories(plugin::FactoryRegistrar& registrar) {
-  registrar.add("petri", std::make_unique<PetriFactory>());
+  registrar.add("petri", std::make_unique<plugin::StrategyFactory>(
+                             "petri", std::make_unique<PetriFactory>()));
 }
 
 }  // namespace

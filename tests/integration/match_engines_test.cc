@@ -123,14 +123,39 @@ TEST_F(MatchEnginesTest, AlgebrasDefaultContextDiffersAndIsNamed) {
 // that runs the construct; the accepting ones still agree.
 TEST_F(MatchEnginesTest, RefusalsAreReportedAndDoNotCountAsDifferences) {
   std::string err;
-  const auto summary =
-      compare("PATTERN SEQ(A a, B b) WITHIN 4 STRATEGY skip_till_next_match", 0, &err);
+  const auto summary = compare("PATTERN SEQ(A a, B+ b[], NOT(C c), A d) WITHIN 4", 0, &err);
   EXPECT_EQ(summary["agree"], true);
-  for (const char* name : {"algebra", "petri"}) {
-    const auto& e = engine(summary, name);
-    EXPECT_EQ(e["accepted"], false) << name;
-    EXPECT_THAT(e["refusal"].get<std::string>(), HasSubstr("STRATEGY skip_till_next_match"));
-    EXPECT_THAT(e["refusal"].get<std::string>(), HasSubstr("the nfa engine runs every strategy"));
+  const auto& petri = engine(summary, "petri");
+  EXPECT_EQ(petri["accepted"], false);
+  EXPECT_THAT(petri["refusal"].get<std::string>(), HasSubstr("NOT(...) next to a Kleene element"));
+  EXPECT_THAT(petri["refusal"].get<std::string>(), HasSubstr("the nfa engine runs it"));
+}
+
+// Every strategy runs on every engine (algebra and petri select among their
+// skip_till_any_match matches), with the same matches and no notice.
+TEST_F(MatchEnginesTest, EveryEngineAgreesUnderEveryStrategy) {
+  int any_match = 0;
+  for (const char* strategy :
+       {"skip_till_any_match", "skip_till_next_match", "strict_contiguity"}) {
+    std::string err;
+    const auto summary =
+        compare(std::string("PATTERN SEQ(A a, B b) WITHIN 4 STRATEGY ") + strategy, 0, &err);
+    EXPECT_EQ(summary["agree"], true) << strategy << ": " << summary.dump();
+    const int matches = engine(summary, "nfa")["matches"].get<int>();
+    for (const char* name : {"algebra", "petri"}) {
+      const auto& e = engine(summary, name);
+      EXPECT_EQ(e["accepted"], true) << name << " " << strategy << ": " << e.dump();
+      EXPECT_EQ(e["matches"], matches) << name << " " << strategy;
+      EXPECT_FALSE(e.contains("notices")) << name << " " << strategy << ": " << e.dump();
+    }
+    // Each A is followed by B one and four time units later: two matches
+    // per A for skip_till_any_match, one for the others.
+    if (any_match == 0) {
+      any_match = matches;
+    } else {
+      EXPECT_LT(matches, any_match) << strategy;
+    }
+    EXPECT_GT(matches, 0) << strategy;
   }
 }
 

@@ -53,7 +53,6 @@ uint64_t envOr(const char* name, uint64_t fallback) {
 
 // What a query uses that some engine may refuse.
 struct Constructs {
-  bool strategy_other = false;  // not skip_till_any_match
   bool negation_next_to_kleene = false;
   bool negation_before_kleene = false;
   // A predicate names a negated variable and a positive one.
@@ -67,7 +66,6 @@ struct Constructs {
 
 Constructs constructsOf(const pattern::Query& q) {
   Constructs c;
-  c.strategy_other = q.strategy != pattern::Strategy::kSkipTillAnyMatch;
   const auto& items = q.pattern->kind == PatternKind::kSeq ? q.pattern->children
                                                            : std::vector<pattern::PatternPtr>{};
   for (size_t i = 0; i < items.size(); ++i) {
@@ -113,25 +111,18 @@ struct Engine {
   std::vector<std::string> (*refusal)(const Constructs& c, const pattern::Query& q);
 };
 
-std::vector<std::string> strategyRefusal(const pattern::Query& q) {
-  return {std::string("STRATEGY ") + pattern::strategyName(q.strategy),
-          "the nfa engine runs every strategy"};
-}
-
 const Engine kEngines[] = {
     {"nfa", "",
      [](const Constructs&, const pattern::Query&) { return std::vector<std::string>{}; }},
     {"algebra", " CONTEXT unrestricted",
-     [](const Constructs& c, const pattern::Query& q) -> std::vector<std::string> {
-       if (c.strategy_other) return strategyRefusal(q);
+     [](const Constructs& c, const pattern::Query&) -> std::vector<std::string> {
        if (c.negation_before_kleene)
          return {"not before a Kleene element", "the nfa engine runs it"};
        if (c.negation_relates) return {"relates a negated operand", "the nfa engine runs it"};
        return {};
      }},
     {"petri", "",
-     [](const Constructs& c, const pattern::Query& q) -> std::vector<std::string> {
-       if (c.strategy_other) return strategyRefusal(q);
+     [](const Constructs& c, const pattern::Query&) -> std::vector<std::string> {
        if (c.negation_next_to_kleene) {
          return {"NOT(...) next to a Kleene element", "the nfa engine runs it"};
        }
@@ -158,7 +149,12 @@ struct EngineStats {
   uint64_t with_matches = 0;  // of those, with at least one match
   uint64_t matches = 0;
   uint64_t refused = 0;
+  uint64_t compared_by_strategy[3] = {};  // indexed by pattern::Strategy
 };
+
+constexpr pattern::Strategy kStrategies[] = {pattern::Strategy::kStrictContiguity,
+                                             pattern::Strategy::kSkipTillNextMatch,
+                                             pattern::Strategy::kSkipTillAnyMatch};
 
 class EnginesDifferential {
  public:
@@ -230,6 +226,7 @@ class EnginesDifferential {
       return;
     }
     ++st.compared;
+    ++st.compared_by_strategy[static_cast<size_t>(q->strategy)];
     st.with_matches += expected.empty() ? 0 : 1;
     st.matches += expected.size();
     if (sink.sortedIds() != expected) {
@@ -255,11 +252,20 @@ TEST(EnginesDifferentialTest, EveryEngineThatAcceptsAQueryReportsTheReferencesMa
   for (const Engine& e : kEngines) {
     const EngineStats& s = run.stats(e.name);
     summary << e.name << ": " << s.compared << " compared (" << s.with_matches << " with matches, "
-            << s.matches << " matches), " << s.refused << " refused; ";
+            << s.matches << " matches; by strategy";
+    for (pattern::Strategy k : kStrategies) {
+      summary << ' ' << pattern::strategyName(k) << ' '
+              << s.compared_by_strategy[static_cast<size_t>(k)];
+    }
+    summary << "), " << s.refused << " refused; ";
     if (run.failures() > 0) continue;  // stopped early: the counts say nothing
     // Every engine is really compared, on queries that match.
     EXPECT_GT(s.compared, cases / 20) << e.name;
     EXPECT_GT(s.with_matches, s.compared / 4) << e.name;
+    for (pattern::Strategy k : kStrategies) {
+      EXPECT_GT(s.compared_by_strategy[static_cast<size_t>(k)], cases / 100)
+          << e.name << " " << pattern::strategyName(k);
+    }
   }
   RecordProperty("summary", summary.str());
   std::cout << "[ engines  ] " << cases << " cases; " << summary.str() << '\n';

@@ -231,8 +231,6 @@ TEST(AlgebraContext, RecentIsTheDefaultAndKeepsOnePerEnd) {
 TEST(AlgebraErrors, ClearMessages) {
   EXPECT_NE(errorOf("PATTERN (A ; B").find("line 1"), std::string::npos);
   EXPECT_NE(errorOf("PATTERN SEQ(A a, B* b[], C c)").find("zero-or-more"), std::string::npos);
-  EXPECT_NE(errorOf("PATTERN SEQ(A a, B b) STRATEGY skip_till_next_match").find("STRATEGY"),
-            std::string::npos);
   EXPECT_NE(errorOf("PATTERN A ; B", {"construction=batched"}).find("construction"),
             std::string::npos);
   EXPECT_NE(errorOf("PATTERN AGG(A+ a[], count(a[]) > 2)").find("time bound"), std::string::npos);

@@ -162,8 +162,6 @@ TEST(PetriDetector, RejectsWhatItDoesNotImplementByName) {
       {"PATTERN (A a)*", "iteration"},
       {"PATTERN A a - B b", "negation '-'"},
       {"PATTERN SEQ(A a, OR(B b, C c)) WHERE a.x = b.x", "only some alternatives"},
-      {"PATTERN SEQ(A a, B b) STRATEGY skip_till_next_match", "skip_till_next_match"},
-      {"PATTERN SEQ(A a, B b) STRATEGY strict_contiguity", "strict_contiguity"},
       {"PATTERN SEQ(A a, B b) CONTEXT recent", "CONTEXT recent"},
       // 2^7 = 128 alternatives, through SEQ; and 2 x 2 x ... through AND.
       {"PATTERN SEQ(OR(A a, B b), OR(C c, D d), OR(E e, F f), OR(G g, H h), OR(I i, J j), "
