@@ -32,7 +32,7 @@ using testing::BusProcess;
 using testing::httpGet;
 using testing::reservedPort;
 
-constexpr uint64_t kRssGrowthBoundKb = 200 * 1024;
+constexpr uint64_t kRssGrowthBoundKb = uint64_t{200} * 1024;
 
 class HostileClientsTest : public ::testing::Test {
  protected:

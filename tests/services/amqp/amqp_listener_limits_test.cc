@@ -104,7 +104,7 @@ class AmqpListenerLimitsTest : public ::testing::Test {
     broker_->stop();
   }
 
-  AmqpListenerService& start(AmqpListenerOptions options) {
+  AmqpListenerService& start(const AmqpListenerOptions& options) {
     descriptor::AmqpListener config;
     config.port = 0;
     config.allow_anonymous = true;
