@@ -30,6 +30,7 @@
 #include <proton/sasl.hpp>
 #include <proton/sender.hpp>
 #include <proton/sender_options.hpp>
+#include <proton/session.hpp>
 #include <proton/source.hpp>
 #include <proton/source_options.hpp>
 #include <proton/ssl.hpp>
@@ -125,7 +126,7 @@ struct LinkCounters {
 
 void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
-AmqpListenerStats statsOf(const Counters& c) {
+AmqpListenerStats statsOf(const Counters& c, const AmqpAdmission& admission) {
   auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   AmqpListenerStats s;
   s.connections = get(c.connections);
@@ -156,6 +157,12 @@ AmqpListenerStats statsOf(const Counters& c) {
   s.provider_requests = get(c.provider_requests);
   s.provider_replies = get(c.provider_replies);
   s.late_replies = get(c.late_replies);
+  const AmqpRefusals refused = admission.refusals();
+  s.connections_refused = refused.connections;
+  s.sessions_refused = refused.sessions;
+  s.links_refused = refused.links;
+  s.durable_refused = refused.durable;
+  s.requests_refused = refused.requests;
   return s;
 }
 
@@ -422,6 +429,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     std::string user;          // empty for the anonymous client
     std::string container_id;  // the client's
     std::shared_ptr<Waker> waker;
+    // Whose durable subscriptions it opens count against max-durable.
+    std::string owner() const { return user.empty() ? container_id : user; }
   };
   struct PublisherLink {
     proton::receiver link;
@@ -452,12 +461,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     std::shared_ptr<Outbox> outbox;
     std::map<proton::tracker, OutboxEntry> unsettled;  // sent, not yet settled by the subscriber
     std::string entry;                                 // its registry entry ("" when it has none)
+    std::string owner;                                 // a durable one's (max-durable)
   };
   // A durable subscription whose subscriber is away: its endpoint stays
   // subscribed and its outbox keeps collecting (bounded).
   struct ParkedSubscription {
     std::string pattern;
     std::shared_ptr<Outbox> outbox;
+    std::string owner;
   };
 
   Impl(descriptor::AmqpListener listener, AmqpListenerOptions opts, ServiceContext& ctx)
@@ -499,11 +510,39 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       return;
     }
     info.id = ++next_id;
+    if (auto refusal = admission->admitConnection(info.id)) {
+      c.close(proton::error_condition(kResourceLimitExceeded, *refusal));
+      return;
+    }
     info.container_id = c.container_id();
     info.waker = std::make_shared<Waker>(&c.work_queue());
     connections[c] = std::move(info);
     counters->connections.fetch_add(1, std::memory_order_relaxed);
     c.open();
+  }
+
+  void on_session_open(proton::session& s) override {
+    auto conn = connections.find(s.connection());
+    if (conn == connections.end()) return;
+    if (auto refusal = admission->admitSession(conn->second.id)) {
+      s.close(proton::error_condition(kResourceLimitExceeded, *refusal));
+      return;
+    }
+    sessions[s] = conn->second.id;
+    s.open();
+  }
+  void on_session_close(proton::session& s) override {
+    auto it = sessions.find(s);
+    if (it == sessions.end()) return;
+    admission->sessionClosed(it->second);
+    sessions.erase(it);
+  }
+
+  // Refuses a link beyond max-links (true when refused).
+  bool refuseLink(proton::link& l, uint64_t connection) {
+    auto refusal = admission->admitLink(connection);
+    if (refusal) l.close(proton::error_condition(kResourceLimitExceeded, *refusal));
+    return refusal.has_value();
   }
 
   void on_receiver_open(proton::receiver& r) override {
@@ -534,6 +573,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
           proton::error_condition(kResourceLimitExceeded, wireNameRefusal("target address", addr)));
       return;
     }
+    if (refuseLink(r, conn->second.id)) return;
     r.open(proton::receiver_options().credit_window(0).auto_accept(false).target(
         proton::target_options().address(addr)));
     uint64_t id = ++next_id;
@@ -553,7 +593,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     auto conn = connections.find(s.connection());
     if (conn == connections.end()) return;
     if (s.source().dynamic()) {
-      openReplyLink(s, conn->second);
+      if (!refuseLink(s, conn->second.id)) openReplyLink(s, conn->second);
       return;
     }
     std::string pattern = s.source().address();
@@ -568,6 +608,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
           "user \"" + conn->second.user + "\" may not subscribe to \"" + pattern + "\""));
       return;
     }
+    if (refuseLink(s, conn->second.id)) return;
+    // Undoes the admissions when the attach fails from here on.
+    auto refuse = [&](const std::string& condition, const std::string& description,
+                      const std::string& durable_owner) {
+      admission->linkClosed(conn->second.id);
+      if (!durable_owner.empty()) admission->durableEnded(durable_owner);
+      s.close(proton::error_condition(condition, description));
+    };
     // Named by the client's container id and the link name, so that a
     // subscriber coming back finds what was kept for it: the reliable
     // flows' unacknowledged deliveries, or its durable subscription.
@@ -575,11 +623,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     const bool durable = s.source().durability_mode() != proton::source::NONDURABLE;
     const uint64_t id = ++next_id;
     std::shared_ptr<Outbox> outbox;
+    std::string owner = durable ? conn->second.owner() : std::string();
     if (auto parked = parked_subscriptions.find(endpoint); parked != parked_subscriptions.end()) {
       if (parked->second.pattern == pattern && durable) {
         outbox = parked->second.outbox;
+        owner = parked->second.owner;
       } else {
         // Subscribed differently (or no longer durable): a new subscription.
+        admission->durableEnded(parked->second.owner);
         dropOutbox(*parked->second.outbox);
         (void)context.broker.removeEndpoint(endpoint);  // replaced below: gone is fine
       }
@@ -587,6 +638,12 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       counters->parked_subscriptions.fetch_sub(1, std::memory_order_relaxed);
     }
     if (!outbox) {
+      if (durable) {
+        if (auto refusal = admission->admitDurable(owner)) {
+          refuse(kResourceLimitExceeded, *refusal, {});
+          return;
+        }
+      }
       outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, options.durable_buffer,
                                         sender, counters);
       outbox->bind(conn->second.waker, id);
@@ -595,19 +652,20 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
           options.name);
       if (!added) {
         dropOutbox(*outbox);
-        s.close(proton::error_condition(
+        refuse(
             added.code() == Status::Code::kAlreadyExists ? "amqp:resource-locked" : kInternalError,
             added.code() == Status::Code::kAlreadyExists
                 ? "link \"" + s.name() + "\" of container \"" + conn->second.container_id +
                       "\" is already attached"
-                : added.message()));
+                : added.message(),
+            owner);
         return;
       }
       auto sub = context.broker.subscribe(endpoint, pattern);
       if (!sub) {
         dropOutbox(*outbox);
         (void)context.broker.removeEndpoint(endpoint);  // undoing; sub's error is the one
-        s.close(proton::error_condition(kInvalidField, sub.status().message()));
+        refuse(kInvalidField, sub.status().message(), owner);
         return;
       }
       // A subscriber of a plain address is also its provider for in-out
@@ -625,9 +683,10 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     s.open(subscriberLinkOptions(s).source(source));
     link_ids[s] = id;
     subscribers[id] =
-        SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}, {}};
+        SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}, {}, {}};
     subscribers[id].entry = registerLink(conn->second.container_id, s.name(), "subscribe", pattern,
                                          outbox->sharedStats());
+    subscribers[id].owner = std::move(owner);
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
     // Answers to requests whose reply-to names this address come here.
     if (!router::hasWildcard(pattern)) reply_links.try_emplace(pattern, id);
@@ -652,7 +711,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     outbox->bind(conn.waker, id);
     s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
     link_ids[s] = id;
-    subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}};
+    subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}, {}};
     subscribers[id].entry =
         registerLink(conn.container_id, s.name(), "replies", address, outbox->sharedStats());
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
@@ -680,14 +739,29 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     exchange.address = pub.address;
     auto conn = connections.find(pub.link.connection());
     std::shared_ptr<Waker> waker = conn == connections.end() ? nullptr : conn->second.waker;
+    const uint64_t connection = pub.connection;
+    if (auto refusal = admission->admitRequest(connection)) {
+      if (presettled) {
+        answer(reply_to, correlation, flows::OutcomeKind::kRejected, Status::rejected(*refusal),
+               nullptr);
+      } else {
+        rejectWithCondition(d, proton::error_condition(kResourceLimitExceeded, *refusal));
+        counters->rejected.fetch_add(1, std::memory_order_relaxed);
+        bump(pub.stats->rejected);
+      }
+      return;
+    }
     counters->requests.fetch_add(1, std::memory_order_relaxed);
     Result<uint64_t> id = context.broker.request(
-        exchange, timeout, [this, waker, reply_to, correlation](const flows::Outcome& outcome) {
+        exchange, timeout,
+        [this, waker, reply_to, correlation, connection](const flows::Outcome& outcome) {
           // Any thread: the answer is built and sent on the container thread.
           if (!waker) return;
-          waker->add(
-              [this, reply_to, correlation, kind = outcome.kind, status = outcome.status,
-               reply = outcome.reply] { answer(reply_to, correlation, kind, status, reply); });
+          waker->add([this, reply_to, correlation, connection, kind = outcome.kind,
+                      status = outcome.status, reply = outcome.reply] {
+            admission->requestEnded(connection);
+            answer(reply_to, correlation, kind, status, reply);
+          });
         });
     if (id) {
       if (!presettled) {
@@ -697,6 +771,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       }
       return;
     }
+    admission->requestEnded(connection);
     const Status& why = id.status();
     if (presettled) {
       answer(reply_to, correlation, flows::OutcomeKind::kRejected, why, nullptr);
@@ -1241,6 +1316,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     uint64_t key = id->second;
     link_ids.erase(id);
     if (auto pub = publishers.find(key); pub != publishers.end()) {
+      admission->linkClosed(pub->second.connection);
       unregisterLink(pub->second.entry);
       if (pub->second.paused || pub->second.waiting) {
         counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
@@ -1252,6 +1328,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       publishers.erase(pub);
     }
     if (auto sub = subscribers.find(key); sub != subscribers.end()) {
+      admission->linkClosed(sub->second.connection);
       unregisterLink(sub->second.entry);
       if (auto reply = reply_links.find(sub->second.pattern);
           reply != reply_links.end() && reply->second == key) {
@@ -1283,13 +1360,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         }
       }
       sub.outbox->putBack(std::move(back));
-      parked_subscriptions[sub.endpoint] = ParkedSubscription{sub.pattern, sub.outbox};
+      parked_subscriptions[sub.endpoint] = ParkedSubscription{sub.pattern, sub.outbox, sub.owner};
       counters->parked_subscriptions.fetch_add(1, std::memory_order_relaxed);
       return;
     }
     for (auto& entry : unsettled) {
       if (entry.ack) entry.ack(Status::unavailable("the AMQP subscriber went away"));
     }
+    if (sub.durable) admission->durableEnded(sub.owner);
     dropOutbox(*sub.outbox);
     // Closing: there is nothing to do about an endpoint already gone.
     if (!sub.endpoint.empty()) (void)context.broker.removeEndpoint(sub.endpoint);
@@ -1314,6 +1392,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     const uint64_t number = conn->second.id;
     conn->second.waker->close();
     connections.erase(conn);
+    admission->connectionClosed(number);
+    std::erase_if(sessions, [number](const auto& entry) { return entry.second == number; });
     std::vector<proton::link> links;
     for (const auto& [link, key] : link_ids) {
       auto pub = publishers.find(key);
@@ -1389,10 +1469,11 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     // The registry may still run the probe for a moment after stop()
     // removed the entry: it reads the shared counters, never the service.
     const std::shared_ptr<Counters> shared = counters;
-    entry->setProbe([weak, shared](router::LiveNumbers& numbers) {
+    const std::shared_ptr<const AmqpAdmission> limits = admission;
+    entry->setProbe([weak, shared, limits](router::LiveNumbers& numbers) {
       auto e = weak.lock();
       if (!e) return;
-      const AmqpListenerStats s = statsOf(*shared);
+      const AmqpListenerStats s = statsOf(*shared, *limits);
       numbers.delivered = s.sent;
       numbers.failed = s.released;
       numbers.rejected = s.rejected + s.malformed;
@@ -1423,6 +1504,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     publishers.clear();
     link_ids.clear();
     connections.clear();
+    sessions.clear();
   }
 
   const descriptor::AmqpListener config;
@@ -1432,6 +1514,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   std::optional<proton::ssl_server_options> tls;  // set by start() when configured
   Listen listen;
   const std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  // Container thread only (its refusal counts: any thread).
+  const std::shared_ptr<AmqpAdmission> admission = std::make_shared<AmqpAdmission>(options.limits);
   // The sender of what this listener publishes (told apart in Outbox::offer).
   const Symbol sender = Symbol::intern(options.name);
   std::atomic<int> port{0};
@@ -1455,6 +1539,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   uint64_t next_id = 0;
   size_t waiting_publishers = 0;  // publishing links with `waiting` set
   std::map<proton::connection, ConnectionInfo> connections;
+  std::map<proton::session, uint64_t> sessions;  // admitted, to their connection number
   std::map<proton::link, uint64_t> link_ids;
   std::map<uint64_t, PublisherLink> publishers;
   std::map<uint64_t, SubscriberLink> subscribers;
@@ -1611,7 +1696,9 @@ void AmqpListenerService::stop() {
 
 int AmqpListenerService::port() const { return impl_->port.load(std::memory_order_acquire); }
 
-AmqpListenerStats AmqpListenerService::stats() const { return statsOf(*impl_->counters); }
+AmqpListenerStats AmqpListenerService::stats() const {
+  return statsOf(*impl_->counters, *impl_->admission);
+}
 
 std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStats& s) {
   return {{"connections", s.connections},
@@ -1641,7 +1728,12 @@ std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStat
           {"answers_unroutable", s.answers_unroutable},
           {"provider_requests", s.provider_requests},
           {"provider_replies", s.provider_replies},
-          {"late_replies", s.late_replies}};
+          {"late_replies", s.late_replies},
+          {"connections_refused", s.connections_refused},
+          {"sessions_refused", s.sessions_refused},
+          {"links_refused", s.links_refused},
+          {"durable_refused", s.durable_refused},
+          {"requests_refused", s.requests_refused}};
 }
 
 std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listener,
@@ -1660,6 +1752,13 @@ std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listen
     options.subscriber_stall_timeout =
         std::chrono::milliseconds(*listener.subscriber_stall_timeout_ms);
   }
+  AmqpLimits& limits = options.limits;
+  limits.max_connections = listener.max_connections.value_or(limits.max_connections);
+  limits.max_sessions = listener.max_sessions.value_or(limits.max_sessions);
+  limits.max_links = listener.max_links.value_or(limits.max_links);
+  limits.max_durable = listener.max_durable.value_or(limits.max_durable);
+  limits.max_pending_requests = listener.max_pending_requests.value_or(limits.max_pending_requests);
+
   return std::make_unique<AmqpListenerService>(listener, std::move(options), context);
 }
 

@@ -79,6 +79,13 @@
 //   SASL PLAIN against the descriptor's users (salted PBKDF2 hashes), TLS
 //   from <tls cert key> (TLS only, then), and each user's permits checked on
 //   every attach (refused with amqp:unauthorized-access).
+// - Limits (AmqpLimits): beyond max-connections a connection is closed on
+//   open, beyond max-sessions a begin is answered with an end, beyond
+//   max-links an attach with a detach, beyond max-durable a durable
+//   subscription's attach with a detach, beyond max-pending-requests a
+//   request is rejected (a pre-settled one gets a fault message) — each with
+//   amqp:resource-limit-exceeded and a description naming the limit; the
+//   connection stays up. Each refusal is counted (the *_refused counters).
 //
 // Threading: every Proton object is used on the container thread only.
 // Router callbacks from other threads (an endpoint's consumer) hand work to
@@ -96,6 +103,7 @@
 #include <vector>
 
 #include "bus/core/descriptor/descriptor.h"
+#include "services/amqp/admission.h"
 #include "services/service.h"
 
 namespace cepbus::services::amqp {
@@ -117,6 +125,8 @@ struct AmqpListenerOptions {
   // How long a request from an AMQP client waits for its answer when the
   // message has no ttl.
   std::chrono::milliseconds request_timeout{30000};
+  // What one client may make the listener hold (services/amqp/admission.h).
+  AmqpLimits limits;
 };
 
 struct AmqpListenerStats {
@@ -149,6 +159,12 @@ struct AmqpListenerStats {
   uint64_t provider_requests = 0;   // in-out requests sent to AMQP providers
   uint64_t provider_replies = 0;    // their answers (replies or faults) received
   uint64_t late_replies = 0;        // answers to requests no longer open (rejected)
+  // Refused at a limit (AmqpLimits), with amqp:resource-limit-exceeded.
+  uint64_t connections_refused = 0;  // connections beyond max-connections
+  uint64_t sessions_refused = 0;     // sessions beyond max-sessions on their connection
+  uint64_t links_refused = 0;        // links beyond max-links on their connection
+  uint64_t durable_refused = 0;      // durable subscriptions beyond max-durable for their user
+  uint64_t requests_refused = 0;     // requests beyond max-pending-requests on their connection
 };
 
 // Every counter by name (the registry entry's metadata keys).

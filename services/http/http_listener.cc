@@ -83,7 +83,11 @@ struct HttpListenerService::Impl {
   // Registers a feed (io thread only, while running).
   void addFeed(const std::string& endpoint, std::shared_ptr<Feed> feed) {
     feeds.emplace(endpoint, std::move(feed));
+    ws_clients.store(feeds.size(), std::memory_order_relaxed);
   }
+  // Answers 503 and closes at once, without reading: a flood of connections
+  // costs a socket for no longer than the accept.
+  void refuseConnection(tcp::socket socket);
   // Closes a feed and removes its endpoint (if still there). By value:
   // stop() passes the name held by the map entry this erases.
   void removeFeed(std::string endpoint);
@@ -105,11 +109,36 @@ struct HttpListenerService::Impl {
   // Open feeds by endpoint name: touched on the io thread while it runs and
   // by stop() once it has been joined.
   std::map<std::string, std::shared_ptr<Feed>> feeds;
+
+  // Counters (written on the io thread, read by stats()).
+  std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> open_connections{0};
+  std::atomic<uint64_t> ws_clients{0};
+  std::atomic<uint64_t> connections_refused{0};
+  std::atomic<uint64_t> ws_refused{0};
+  std::atomic<uint64_t> request_timeouts{0};
 };
 
 namespace {
 
 using Impl = HttpListenerService::Impl;
+
+void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
+
+// One open connection, counted while its holder (an HTTP session, then the
+// feed it became) lives.
+class ConnectionSlot {
+ public:
+  explicit ConnectionSlot(Impl& impl) : impl_(&impl) { bump(impl.open_connections); }
+  ConnectionSlot(ConnectionSlot&& other) noexcept : impl_(std::exchange(other.impl_, nullptr)) {}
+  ConnectionSlot& operator=(ConnectionSlot&&) = delete;
+  ~ConnectionSlot() {
+    if (impl_ != nullptr) impl_->open_connections.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+ private:
+  Impl* impl_;
+};
 
 // One WebSocket feed connection. Its endpoint subscribes before the
 // handshake is answered, so a client that has its handshake back misses no
@@ -117,7 +146,8 @@ using Impl = HttpListenerService::Impl;
 // is done.
 class FeedSession : public std::enable_shared_from_this<FeedSession> {
  public:
-  FeedSession(Impl& impl, std::string pattern) : impl_(impl), pattern_(std::move(pattern)) {}
+  FeedSession(Impl& impl, std::string pattern, ConnectionSlot slot)
+      : impl_(impl), pattern_(std::move(pattern)), slot_(std::move(slot)) {}
 
   // Adds the endpoint and subscribes it (io thread).
   Status subscribe() {
@@ -240,6 +270,7 @@ class FeedSession : public std::enable_shared_from_this<FeedSession> {
 
   Impl& impl_;
   const std::string pattern_;
+  ConnectionSlot slot_;
   std::optional<websocket::stream<beast::tcp_stream>> ws_;
   std::string endpoint_;
   std::shared_ptr<Feed> feed_;
@@ -258,13 +289,23 @@ bool isParseError(const beast::error_code& ec) {
 // One HTTP connection: requests answered in turn.
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket socket, Impl& impl) : stream_(std::move(socket)), impl_(impl) {}
+  HttpSession(tcp::socket socket, Impl& impl)
+      : stream_(std::move(socket)), impl_(impl), slot_(impl), deadline_(stream_.get_executor()) {}
 
   void read() {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(impl_.options.max_header_bytes));
     parser_->body_limit(impl_.options.max_body_bytes);
     stream_.expires_after(impl_.options.idle_timeout);
+    reading_ = true;
+    deadline_.expires_after(impl_.options.request_timeout);
+    deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || !self->reading_) return;
+      // The read ends with operation_aborted; onRead answers 408.
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
     bhttp::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->onRead(ec); });
@@ -272,6 +313,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
  private:
   void onRead(beast::error_code ec) {
+    reading_ = false;
+    deadline_.cancel();
+    if (timed_out_) {
+      bump(impl_.request_timeouts);
+      respond(adminError(408, "request not read within request-timeout=" +
+                                  std::to_string(impl_.options.request_timeout.count()) + " ms"),
+              false, 11);
+      return;
+    }
     if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message) {
       close();
       return;
@@ -328,7 +378,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       respond(adminError(400, valid.message()), false, version);
       return;
     }
-    auto feed = std::make_shared<FeedSession>(impl_, std::move(*pattern));
+    if (impl_.feeds.size() >= impl_.options.max_ws_clients) {
+      bump(impl_.ws_refused);
+      respond(adminError(503, "too many WebSocket clients: max-ws-clients=" +
+                                  std::to_string(impl_.options.max_ws_clients)),
+              false, version);
+      return;
+    }
+    auto feed = std::make_shared<FeedSession>(impl_, std::move(*pattern), std::move(slot_));
     if (Status subscribed = feed->subscribe(); !subscribed) {
       respond(adminError(500, "cannot open the feed: " + subscribed.message()), false, version);
       return;
@@ -379,6 +436,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   beast::tcp_stream stream_;
   Impl& impl_;
+  ConnectionSlot slot_;
+  asio::steady_timer deadline_;  // request_timeout for the request being read
+  bool reading_ = false;
+  bool timed_out_ = false;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::optional<bhttp::response<bhttp::string_body>> response_;
@@ -392,7 +453,12 @@ void Impl::accept() {
   acceptor->async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;  // stopping
     if (!ec) {
-      std::make_shared<HttpSession>(std::move(socket), *this)->read();
+      bump(connections);
+      if (open_connections.load(std::memory_order_relaxed) >= options.max_connections) {
+        refuseConnection(std::move(socket));
+      } else {
+        std::make_shared<HttpSession>(std::move(socket), *this)->read();
+      }
       accept();
       return;
     }
@@ -405,6 +471,23 @@ void Impl::accept() {
   });
 }
 
+void Impl::refuseConnection(tcp::socket socket) {
+  bump(connections_refused);
+  const std::string body = adminError(503, "too many connections: max-connections=" +
+                                               std::to_string(options.max_connections))
+                               .body;
+  const std::string response =
+      "HTTP/1.1 503 Service Unavailable\r\nServer: cepbus\r\nContent-Type: "
+      "application/json\r\nConnection: close\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  // Never blocks the io thread: what does not fit in the socket's buffer is lost.
+  beast::error_code ignored;
+  socket.non_blocking(true, ignored);
+  socket.write_some(asio::buffer(response), ignored);
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
+  socket.close(ignored);
+}
+
 void Impl::removeFeed(std::string endpoint) {
   auto it = feeds.find(endpoint);
   if (it == feeds.end()) return;
@@ -414,6 +497,7 @@ void Impl::removeFeed(std::string endpoint) {
     it->second->pending.clear();
   }
   feeds.erase(it);
+  ws_clients.store(feeds.size(), std::memory_order_relaxed);
   (void)context.broker.removeEndpoint(endpoint);  // closing: gone is fine
 }
 
@@ -491,10 +575,30 @@ void HttpListenerService::stop() {
 
 int HttpListenerService::port() const { return impl_->port.load(); }
 
+HttpListenerStats HttpListenerService::stats() const {
+  const Impl& impl = *impl_;
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  HttpListenerStats s;
+  s.connections = get(impl.connections);
+  s.open_connections = get(impl.open_connections);
+  s.ws_clients = get(impl.ws_clients);
+  s.connections_refused = get(impl.connections_refused);
+  s.ws_refused = get(impl.ws_refused);
+  s.request_timeouts = get(impl.request_timeouts);
+  return s;
+}
+
 std::unique_ptr<Service> makeHttpListener(const descriptor::HttpListener& listener,
                                           ServiceContext& context) {
   HttpListenerOptions options;
   options.name = "http-listener";
+  options.max_connections =
+      static_cast<size_t>(listener.max_connections.value_or(options.max_connections));
+  options.max_ws_clients =
+      static_cast<size_t>(listener.max_ws_clients.value_or(options.max_ws_clients));
+  if (listener.request_timeout_ms) {
+    options.request_timeout = std::chrono::milliseconds(*listener.request_timeout_ms);
+  }
   return std::make_unique<HttpListenerService>(listener, std::move(options), context);
 }
 

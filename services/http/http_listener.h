@@ -18,15 +18,22 @@
 //   the flow counts) and the connection is closed with a "too slow" reason,
 //   so a slow client never blocks a flow. Closing the connection removes the
 //   endpoint and so its subscription.
+// - Limits: beyond `max_connections` open connections (feeds included) a new
+//   one is answered 503 and closed at once; beyond `max_ws_clients` open
+//   feeds an upgrade is answered 503; a request (header and body) not read
+//   within `request_timeout` of the read starting — a slow body, or an idle
+//   keep-alive connection — is answered 408 and the connection closed. Each
+//   is counted in stats().
 //
 // Threading: sockets are used on the io thread only. A feed's endpoint
 // consumer (any flow thread) queues under the feed's mutex and posts to the
 // io thread. Thread-safety: the Service life cycle calls are made by one
-// thread; port() may be called from any thread. Ownership: owns the
+// thread; port() and stats() may be called from any thread. Ownership: owns the
 // io_context, its thread, the connections and the feed endpoints.
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -40,7 +47,19 @@ struct HttpListenerOptions {
   size_t max_header_bytes = 8 * 1024;     // request line and headers
   size_t max_body_bytes = 64 * 1024;      // request body
   size_t ws_buffer = 1000;                // events waiting per WebSocket feed
-  std::chrono::seconds idle_timeout{30};  // a request must arrive within this
+  std::chrono::seconds idle_timeout{30};  // a connection with no traffic is closed after this
+  size_t max_connections = 256;           // open at once, WebSocket feeds included
+  size_t max_ws_clients = 64;             // WebSocket feeds open at once
+  std::chrono::milliseconds request_timeout{10000};  // to read one request, header and body
+};
+
+struct HttpListenerStats {
+  uint64_t connections = 0;          // accepted since start (refused ones included)
+  uint64_t open_connections = 0;     // open now, WebSocket feeds included
+  uint64_t ws_clients = 0;           // WebSocket feeds open now
+  uint64_t connections_refused = 0;  // beyond max_connections (503)
+  uint64_t ws_refused = 0;           // upgrades beyond max_ws_clients (503)
+  uint64_t request_timeouts = 0;     // requests not read within request_timeout (408)
 };
 
 class HttpListenerService final : public Service {
@@ -59,6 +78,7 @@ class HttpListenerService final : public Service {
   // The bound port (the ephemeral one when the descriptor asked for 0); 0
   // before start().
   int port() const;
+  HttpListenerStats stats() const;
 
   struct Impl;
 

@@ -43,6 +43,7 @@ class ChildProcess {
   }
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   // No effect when the program did not start: kill(-1) would signal every
   // process the user owns.
   void signal(int sig) {

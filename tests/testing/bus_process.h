@@ -21,6 +21,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -108,6 +109,18 @@ class BusProcess {
       if (std::regex_search(log, m, kListening)) return std::stoi(m[1].str());
       if (!running() || std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return 0;
+  }
+
+  // The bus's peak resident set so far (VmHWM of /proc/<pid>/status), in
+  // kB; 0 when it is not running.
+  uint64_t peakRssKb() {
+    if (!running()) return 0;
+    std::ifstream status("/proc/" + std::to_string(process_->pid()) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6));
     }
     return 0;
   }

@@ -120,6 +120,12 @@ struct AmqpListener {
   std::optional<uint64_t> durable_buffer;               // durable-buffer: kept while away
   std::optional<uint64_t> request_timeout_ms;           // request-timeout (ms)
   std::optional<uint64_t> subscriber_stall_timeout_ms;  // subscriber-stall-timeout (ms)
+  // What one client may make it hold (services/amqp/admission.h, AmqpLimits).
+  std::optional<uint64_t> max_connections;       // max-connections: all clients together
+  std::optional<uint64_t> max_sessions;          // max-sessions: per connection
+  std::optional<uint64_t> max_links;             // max-links: per connection
+  std::optional<uint64_t> max_durable;           // max-durable: per user (or container id)
+  std::optional<uint64_t> max_pending_requests;  // max-pending-requests: per connection
   Location where;
 
   const AmqpUser* user(std::string_view name) const;  // nullptr when absent
@@ -131,6 +137,10 @@ struct HttpListener {
   // Name of the environment variable holding the admin API's bearer token;
   // empty when none was named.
   std::string token_env;
+  // Limits; absent: the listener's defaults (services/http/http_listener.h).
+  std::optional<uint64_t> max_connections;     // max-connections: open at once, feeds included
+  std::optional<uint64_t> max_ws_clients;      // max-ws-clients: WebSocket feeds open at once
+  std::optional<uint64_t> request_timeout_ms;  // request-timeout (ms): to read one request
   Location where;
 };
 

@@ -718,10 +718,14 @@ class Parser {
         amqp(child, out.amqp.emplace());
       } else {
         HttpListener& l = out.http.emplace();
-        checkAttributes(child, {"host", "port", "token-env"});
+        checkAttributes(child, {"host", "port", "token-env", "max-connections", "max-ws-clients",
+                                "request-timeout"});
         noChildren(child);
         l.where = at(child);
         hostAndPort(child, l.host, l.port);
+        l.max_connections = integer(child, "max-connections", 1, kMaxCapacity);
+        l.max_ws_clients = integer(child, "max-ws-clients", 0, kMaxCapacity);
+        l.request_timeout_ms = integer(child, "request-timeout", 1, kMaxTimeoutMs);
         if (auto env = string(child, "token-env", false)) {
           if (isEnvName(*env)) {
             l.token_env = *env;
@@ -737,8 +741,10 @@ class Parser {
   }
 
   void amqp(const XMLElement* e, AmqpListener& l) {
-    checkAttributes(e, {"host", "port", "allow-anonymous", "credit-window", "subscriber-buffer",
-                        "durable-buffer", "request-timeout", "subscriber-stall-timeout"});
+    checkAttributes(
+        e, {"host", "port", "allow-anonymous", "credit-window", "subscriber-buffer",
+            "durable-buffer", "request-timeout", "subscriber-stall-timeout", "max-connections",
+            "max-sessions", "max-links", "max-durable", "max-pending-requests"});
     l.where = at(e);
     hostAndPort(e, l.host, l.port);
     l.allow_anonymous = boolean(e, "allow-anonymous").value_or(l.allow_anonymous);
@@ -750,6 +756,12 @@ class Parser {
     l.durable_buffer = integer(e, "durable-buffer", 0, kMaxCapacity);
     l.request_timeout_ms = integer(e, "request-timeout", 1, kMaxTimeoutMs);
     l.subscriber_stall_timeout_ms = integer(e, "subscriber-stall-timeout", 1, kMaxTimeoutMs);
+    l.max_connections = integer(e, "max-connections", 1, kMaxCapacity);
+    l.max_sessions = integer(e, "max-sessions", 1, kMaxCapacity);
+    l.max_links = integer(e, "max-links", 1, kMaxCapacity);
+    // 0: no durable subscriptions at all.
+    l.max_durable = integer(e, "max-durable", 0, kMaxCapacity);
+    l.max_pending_requests = integer(e, "max-pending-requests", 1, kMaxCapacity);
     NameScope users;
     children(e, {{"tls", true}, {"user"}}, [&](const XMLElement* child) {
       if (std::string_view(child->Name()) == "tls") {

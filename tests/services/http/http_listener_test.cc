@@ -11,15 +11,19 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "bus/core/event_json.h"
 #include "tests/services/http/test_broker.h"
+#include "tests/testing/peak_rss.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::services::http {
@@ -33,6 +37,7 @@ using tcp = asio::ip::tcp;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
+using cepbus::testing::peakRssKb;
 using cepbus::testing::waitUntil;
 
 struct Reply {
@@ -308,6 +313,85 @@ TEST_F(HttpListenerTest, WebSocketFeedNeedsAValidPattern) {
   EXPECT_THROW(FeedClient(port, "/ws"), beast::system_error);
   EXPECT_THROW(FeedClient(port, "/ws?address=a..b"), beast::system_error);
   EXPECT_EQ(Client(port).get("/ws?address=a").status, 400);  // not an upgrade
+}
+
+// A client that opens connections and sends nothing: past max_connections
+// each new one is answered 503 and closed at once, and a client is served
+// again as soon as one of the idle connections goes.
+TEST_F(HttpListenerTest, ConnectionsBeyondTheLimitGet503AndTheListenerServesAgainAfter) {
+  HttpListenerOptions options;
+  options.max_connections = 3;
+  HttpListenerService& service = start({}, options);
+  asio::io_context ioc;
+  std::vector<tcp::socket> idle;
+  for (int i = 0; i < 3; ++i) {
+    idle.emplace_back(ioc).connect(
+        tcp::endpoint(asio::ip::make_address("127.0.0.1"), service.port()));
+  }
+  ASSERT_TRUE(waitUntil([&] { return service.stats().open_connections == 3; }));
+  for (int i = 0; i < 2000; ++i) {
+    const std::string refused = rawExchange(service.port(), "");
+    ASSERT_NE(refused.find("HTTP/1.1 503"), std::string::npos) << refused;
+    ASSERT_NE(refused.find("max-connections=3"), std::string::npos) << refused;
+  }
+  EXPECT_EQ(service.stats().connections_refused, 2000u);
+  EXPECT_EQ(service.stats().open_connections, 3u);
+  idle.pop_back();
+  ASSERT_TRUE(waitUntil([&] { return service.stats().open_connections == 2; }));
+  EXPECT_EQ(Client(service.port()).get("/metrics").status, 200);
+  std::cout << "{\"hostile_client\":\"2000 HTTP connections\",\"peak_rss_kb\":" << peakRssKb()
+            << "}\n";
+}
+
+// Feeds beyond max_ws_clients are refused (503) before anything subscribes;
+// one closing makes room.
+TEST_F(HttpListenerTest, WebSocketClientsBeyondTheLimitGet503) {
+  HttpListenerOptions options;
+  options.max_ws_clients = 2;
+  HttpListenerService& service = start({}, options);
+  const size_t endpoints_before = bus_.registry->size();
+  auto first = std::make_unique<FeedClient>(service.port(), "/ws?address=a");
+  FeedClient second(service.port(), "/ws?address=a");
+  EXPECT_THROW(FeedClient(service.port(), "/ws?address=a"), beast::system_error);
+  const std::string refused = rawExchange(
+      service.port(),
+      "GET /ws?address=a HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+      "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n");
+  EXPECT_NE(refused.find("HTTP/1.1 503"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("max-ws-clients=2"), std::string::npos) << refused;
+  EXPECT_EQ(service.stats().ws_refused, 2u);
+  EXPECT_EQ(service.stats().ws_clients, 2u);
+  EXPECT_EQ(bus_.registry->size(), endpoints_before + 2);
+  first->close();
+  first.reset();
+  ASSERT_TRUE(waitUntil([&] { return service.stats().ws_clients == 1; }));
+  FeedClient third(service.port(), "/ws?address=a");
+  bus_.publish("a", 7);
+  Result<EventPtr> event = decodeEvent(third.read());
+  ASSERT_TRUE(event) << event.status().toString();
+  EXPECT_EQ((*event)->ts(), 7);
+}
+
+// A slow body: the header and part of the body, then nothing. The request
+// is answered 408 at request_timeout and the connection closed, while
+// another client is served meanwhile.
+TEST_F(HttpListenerTest, ARequestNotReadWithinTheTimeoutGets408) {
+  HttpListenerOptions options;
+  options.request_timeout = 300ms;
+  HttpListenerService& service = start({}, options);
+  asio::io_context ioc;
+  tcp::socket slow(ioc);
+  slow.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), service.port()));
+  asio::write(slow, asio::buffer(std::string("POST /api/events/a HTTP/1.1\r\nHost: x\r\n"
+                                             "Content-Length: 1000\r\n\r\n{\"type\":")));
+  EXPECT_EQ(Client(service.port()).get("/metrics").status, 200);
+  std::string out;
+  beast::error_code ec;
+  asio::read(slow, asio::dynamic_buffer(out), ec);
+  EXPECT_EQ(ec, asio::error::eof) << ec.message();
+  EXPECT_NE(out.find("HTTP/1.1 408"), std::string::npos) << out;
+  EXPECT_NE(out.find("request-timeout=300 ms"), std::string::npos) << out;
+  EXPECT_EQ(service.stats().request_timeouts, 1u);
 }
 
 TEST_F(HttpListenerTest, StopClosesFeedsAndRefusesRestart) {

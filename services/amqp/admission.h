@@ -1,0 +1,101 @@
+#pragma once
+
+// AmqpAdmission: what one AMQP client may make the listener hold, and the
+// count of what it was refused. The listener asks it before it opens a
+// connection, a session, a link, a durable subscription or an in-out
+// request, and tells it when each ends; a refusal is the description the
+// listener sends with amqp:resource-limit-exceeded, naming the limit (its
+// descriptor attribute) and its value, so a client's operator can tell which
+// knob it ran into.
+//
+// Connections are counted by the listener's connection number, durable
+// subscriptions by their owner: the user, or the client's container id for
+// an anonymous client.
+//
+// Thread-safety: not thread-safe; the listener uses it on its container
+// thread only. refusals() may be read from any thread.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace cepbus::services::amqp {
+
+// The defaults are far above what a well-behaved client needs and low
+// enough that a client reaching all of them at once holds a few tens of MB.
+struct AmqpLimits {
+  size_t max_connections = 1000;       // max-connections: open, all clients together
+  size_t max_sessions = 64;            // max-sessions: per connection
+  size_t max_links = 1000;             // max-links: per connection
+  size_t max_durable = 100;            // max-durable: per user (or container id)
+  size_t max_pending_requests = 1000;  // max-pending-requests: per connection
+};
+
+// Refusals so far, by limit.
+struct AmqpRefusals {
+  uint64_t connections = 0;
+  uint64_t sessions = 0;
+  uint64_t links = 0;
+  uint64_t durable = 0;
+  uint64_t requests = 0;
+};
+
+class AmqpAdmission {
+ public:
+  explicit AmqpAdmission(AmqpLimits limits) : limits_(limits) {}
+
+  const AmqpLimits& limits() const { return limits_; }
+
+  // Each admit*() returns nullopt and counts the new thing in, or returns the
+  // refusal's description and counts the refusal.
+  std::optional<std::string> admitConnection(uint64_t connection);
+  // Forgets the connection and what it held (sessions, links, requests).
+  void connectionClosed(uint64_t connection);
+
+  std::optional<std::string> admitSession(uint64_t connection);
+  void sessionClosed(uint64_t connection);
+
+  std::optional<std::string> admitLink(uint64_t connection);
+  void linkClosed(uint64_t connection);
+
+  std::optional<std::string> admitRequest(uint64_t connection);
+  void requestEnded(uint64_t connection);
+
+  std::optional<std::string> admitDurable(const std::string& owner);
+  void durableEnded(const std::string& owner);
+
+  AmqpRefusals refusals() const;
+
+ private:
+  struct PerConnection {
+    size_t sessions = 0;
+    size_t links = 0;
+    size_t requests = 0;
+  };
+
+  // Admits one more of `count` (a field of a connection's record, or a
+  // durable count) unless it is at `max`.
+  static std::optional<std::string> admit(size_t& count, size_t max, const char* what,
+                                          const char* attribute, std::atomic<uint64_t>& refused);
+  static void release(size_t& count) {
+    if (count > 0) --count;
+  }
+  static void bump(std::atomic<uint64_t>& counter) {
+    counter.fetch_add(1, std::memory_order_relaxed);
+  }
+  PerConnection* find(uint64_t connection);
+
+  const AmqpLimits limits_;
+  std::map<uint64_t, PerConnection> connections_;
+  std::map<std::string, size_t> durable_;  // by owner
+  std::atomic<uint64_t> connections_refused_{0};
+  std::atomic<uint64_t> sessions_refused_{0};
+  std::atomic<uint64_t> links_refused_{0};
+  std::atomic<uint64_t> durable_refused_{0};
+  std::atomic<uint64_t> requests_refused_{0};
+};
+
+}  // namespace cepbus::services::amqp

@@ -1,0 +1,132 @@
+// Hostile clients against the real `cepbus`: each tries to make the bus hold
+// more than its listeners' limits allow; the test checks the refusal, that a
+// well-behaved client is served afterwards, and prints the bus's peak
+// resident set (VmHWM), asserting only a bound generous enough for a loaded
+// box that unbounded growth would still break.
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <proton/message.hpp>
+#include <string>
+#include <vector>
+
+#include "services/amqp/message_mapping.h"
+#include "tests/testing/amqp_test_client.h"
+#include "tests/testing/bus_process.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/ports.h"
+#include "tests/testing/wait.h"
+
+namespace cepbus {
+namespace {
+
+using testing::AmqpTestClient;
+using testing::BusProcess;
+using testing::httpGet;
+using testing::reservedPort;
+
+constexpr uint64_t kRssGrowthBoundKb = uint64_t{200} * 1024;
+
+class HostileClientsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    bus_ = new BusProcess(CEPBUS_BINARY, "cepbus-hostile");
+    amqp_port_ = reservedPort();
+    http_port_ = reservedPort();
+    ASSERT_TRUE(
+        bus_->start("<cepbus name=\"hostile\"><listeners>"
+                    "<amqp host=\"127.0.0.1\" port=\"" +
+                        std::to_string(amqp_port_) +
+                        "\" allow-anonymous=\"true\" max-links=\"100\"/>"
+                        "<http host=\"127.0.0.1\" port=\"" +
+                        std::to_string(http_port_) +
+                        "\" max-connections=\"50\" max-ws-clients=\"4\"/>"
+                        "</listeners></cepbus>\n",
+                    {amqp_port_, http_port_}));
+  }
+  static void TearDownTestSuite() {
+    EXPECT_TRUE(bus_->stop());
+    delete bus_;
+  }
+
+  // Prints the bus's peak RSS and checks its growth since `before_kb`.
+  static void reportRss(const std::string& client, uint64_t before_kb) {
+    const uint64_t peak = bus_->peakRssKb();
+    std::cout << "{\"hostile_client\":\"" << client << "\",\"bus_peak_rss_kb\":" << peak
+              << ",\"bus_peak_rss_before_kb\":" << before_kb << "}\n";
+    EXPECT_LT(peak - before_kb, kRssGrowthBoundKb);
+  }
+
+  static BusProcess* bus_;
+  static int amqp_port_;
+  static int http_port_;
+};
+
+BusProcess* HostileClientsTest::bus_ = nullptr;
+int HostileClientsTest::amqp_port_ = 0;
+int HostileClientsTest::http_port_ = 0;
+
+TEST_F(HostileClientsTest, TwoThousandLinksOnOneAmqpConnectionAreRefusedPastMaxLinks) {
+  const uint64_t before = bus_->peakRssKb();
+  AmqpTestClient client(amqp_port_, "link-hoarder");
+  ASSERT_TRUE(client.waitOpen());
+  for (int i = 0; i < 2000; ++i) client.subscribe("hoard." + std::to_string(i));
+  ASSERT_TRUE(client.waitFor([&] { return client.link_errors.size() == 1900; }));
+  EXPECT_TRUE(client.read<bool>([&] {
+    const proton::error_condition& e = client.link_errors.begin()->second;
+    return e.name() == services::amqp::kResourceLimitExceeded &&
+           e.description().find("max-links=100") != std::string::npos;
+  }));
+  const std::string listener = httpGet(http_port_, "/api/components/amqp-listener");
+  EXPECT_NE(listener.find("\"links_refused\":\"1900\""), std::string::npos) << listener;
+  // Its admitted links still work, and another client is served.
+  AmqpTestClient publisher(amqp_port_, "well-behaved");
+  ASSERT_TRUE(publisher.waitOpen());
+  proton::message m;
+  m.subject("Probe");
+  m.properties().put("ts", int64_t{1});
+  publisher.publish("hoard.0", {m});
+  EXPECT_TRUE(publisher.waitFor([&] { return publisher.accepted == 1; }));
+  EXPECT_TRUE(client.waitFor([&] { return client.received["hoard.0"].size() == 1; }));
+  reportRss("2000 links on one AMQP connection", before);
+}
+
+// Idle connections up to the limit, then 2,000 requests: each answered 503
+// at once; served again once the idle ones go.
+TEST_F(HostileClientsTest, TwoThousandHttpRequestsPastMaxConnectionsGet503) {
+  const uint64_t before = bus_->peakRssKb();
+  std::vector<int> idle;
+  for (int i = 0; i < 50; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(http_port_));
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    idle.push_back(fd);
+  }
+  size_t refused = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string answer = httpGet(http_port_, "/metrics");
+    if (answer.starts_with("HTTP/1.1 503") &&
+        answer.find("too many connections: max-connections=50") != std::string::npos) {
+      ++refused;
+    }
+  }
+  // All of them, unless the bus had not accepted every idle one yet.
+  EXPECT_GE(refused, 1990u);
+  for (const int fd : idle) ::close(fd);
+  EXPECT_TRUE(testing::waitUntil(
+      [&] { return httpGet(http_port_, "/metrics").starts_with("HTTP/1.1 200"); }));
+  reportRss("50 idle HTTP connections and 2000 more", before);
+}
+
+}  // namespace
+}  // namespace cepbus

@@ -1,0 +1,294 @@
+// Hostile clients against the AMQP listener's limits (AmqpLimits): each test
+// checks the refusal's condition and text, its counter, and that a
+// well-behaved client is still served.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <proton/connection.hpp>
+#include <proton/connection_options.hpp>
+#include <proton/container.hpp>
+#include <proton/error_condition.hpp>
+#include <proton/message.hpp>
+#include <proton/messaging_handler.hpp>
+#include <proton/session.hpp>
+#include <proton/transport.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flows/st_flow.h"
+#include "router/broker.h"
+#include "router/delivery_policy.h"
+#include "router/registry.h"
+#include "services/amqp/amqp_listener.h"
+#include "services/amqp/message_mapping.h"
+#include "tests/testing/amqp_test_client.h"
+#include "tests/testing/peak_rss.h"
+#include "tests/testing/wait.h"
+
+namespace cepbus::services::amqp {
+namespace {
+
+using namespace std::chrono_literals;
+using cepbus::testing::AmqpTestClient;
+using cepbus::testing::peakRssKb;
+using cepbus::testing::waitUntil;
+
+bool mentions(const proton::error_condition& e, const std::string& text) {
+  return e.description().find(text) != std::string::npos;
+}
+
+// A client that opens `sessions` sessions on one connection and records
+// the conditions of those the listener ends.
+class SessionClient final : public proton::messaging_handler {
+ public:
+  SessionClient(int port, int sessions)
+      : url_("127.0.0.1:" + std::to_string(port)), sessions_(sessions), container_(*this) {
+    thread_ = std::thread([this] { container_.run(); });
+  }
+  ~SessionClient() override {
+    container_.stop();
+    thread_.join();
+  }
+  std::vector<proton::error_condition> refused() {
+    std::lock_guard lock(mu_);
+    return refused_;
+  }
+  int opened() {
+    std::lock_guard lock(mu_);
+    return opened_;
+  }
+
+ private:
+  void on_container_start(proton::container& c) override {
+    c.connect(url_, proton::connection_options().sasl_allowed_mechs("ANONYMOUS"));
+  }
+  void on_connection_open(proton::connection& c) override {
+    for (int i = 0; i < sessions_; ++i) c.open_session();
+  }
+  void on_session_open(proton::session&) override {
+    std::lock_guard lock(mu_);
+    ++opened_;
+  }
+  void on_session_error(proton::session& s) override {
+    std::lock_guard lock(mu_);
+    refused_.emplace_back(s.error().name(), s.error().description());
+  }
+  void on_error(const proton::error_condition&) override {}
+
+  const std::string url_;
+  const int sessions_;
+  std::mutex mu_;
+  std::vector<proton::error_condition> refused_;  // guarded by mu_
+  int opened_ = 0;                                // guarded by mu_
+  proton::container container_;
+  std::thread thread_;
+};
+
+class AmqpListenerLimitsTest : public ::testing::Test {
+ protected:
+  AmqpListenerLimitsTest() {
+    auto policy = std::make_unique<router::DeliveryPolicy>("st");
+    EXPECT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st")));
+    registry_ = std::make_shared<router::Registry>();
+    broker_ = std::make_unique<router::Broker>(std::move(policy), registry_);
+    EXPECT_TRUE(broker_->start());
+    context_ = std::make_unique<ServiceContext>(ServiceContext{*broker_, *registry_, loader_});
+  }
+  ~AmqpListenerLimitsTest() override {
+    if (service_) service_->stop();
+    broker_->stop();
+  }
+
+  AmqpListenerService& start(const AmqpListenerOptions& options) {
+    descriptor::AmqpListener config;
+    config.port = 0;
+    config.allow_anonymous = true;
+    service_ = std::make_unique<AmqpListenerService>(config, options, *context_);
+    Status started = service_->start();
+    EXPECT_TRUE(started) << started.toString();
+    return *service_;
+  }
+
+  // A client that connects, publishes one event and sees it come back.
+  void expectServed(int port) {
+    AmqpTestClient client(port, "well-behaved");
+    ASSERT_TRUE(client.waitOpen());
+    ASSERT_FALSE(client.read<bool>([&] { return static_cast<bool>(client.error); }));
+    client.subscribe("probe");
+    ASSERT_TRUE(client.waitFor([&] { return client.links_open.count("probe") > 0; }));
+    proton::message m;
+    m.subject("Probe");
+    m.properties().put("ts", int64_t{1});
+    client.publish("probe", {m});
+    EXPECT_TRUE(client.waitFor([&] { return client.received["probe"].size() == 1; }));
+  }
+
+  plugin::PluginLoader loader_{std::vector<std::string>{}};
+  std::shared_ptr<router::Registry> registry_;
+  std::unique_ptr<router::Broker> broker_;
+  std::unique_ptr<ServiceContext> context_;
+  std::unique_ptr<AmqpListenerService> service_;
+};
+
+TEST_F(AmqpListenerLimitsTest, ConnectionsBeyondTheLimitAreRefusedOnOpen) {
+  AmqpListenerOptions options;
+  options.limits.max_connections = 3;
+  AmqpListenerService& service = start(options);
+  std::vector<std::unique_ptr<AmqpTestClient>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<AmqpTestClient>(service.port(), "held-" + std::to_string(i)));
+    ASSERT_TRUE(held.back()->waitOpen());
+  }
+  AmqpTestClient third(service.port(), "third");
+  ASSERT_TRUE(third.waitOpen());
+  AmqpTestClient refused(service.port(), "refused");
+  ASSERT_TRUE(refused.waitFor([&] { return static_cast<bool>(refused.error); }));
+  const proton::error_condition why = refused.read<proton::error_condition>(
+      [&] { return proton::error_condition(refused.error.name(), refused.error.description()); });
+  EXPECT_EQ(why.name(), kResourceLimitExceeded);
+  EXPECT_TRUE(mentions(why, "max-connections=3")) << why.description();
+  EXPECT_EQ(service.stats().connections_refused, 1u);
+  held.pop_back();  // room for one again
+  ASSERT_TRUE(waitUntil([&] { return service.stats().connections == 3; }));
+  // The closing connection's transport may still be going away.
+  ASSERT_TRUE(waitUntil([&] {
+    AmqpTestClient probe(service.port(), "probe-open");
+    return probe.waitOpen() && !probe.read<bool>([&] { return static_cast<bool>(probe.error); });
+  }));
+}
+
+TEST_F(AmqpListenerLimitsTest, LinksBeyondTheLimitAreDetachedAndTheConnectionStaysUp) {
+  AmqpListenerOptions options;
+  options.limits.max_links = 3;
+  AmqpListenerService& service = start(options);
+  AmqpTestClient client(service.port(), "many-links");
+  ASSERT_TRUE(client.waitOpen());
+  for (int i = 0; i < 2000; ++i) client.subscribe("topic." + std::to_string(i));
+  ASSERT_TRUE(client.waitFor([&] { return client.link_errors.size() == 1997; }));
+  client.read<bool>([&] {
+    for (const auto& [name, e] : client.link_errors) {
+      EXPECT_EQ(e.name(), kResourceLimitExceeded) << name;
+      EXPECT_TRUE(mentions(e, "too many links on this connection: max-links=3")) << name;
+    }
+    return true;
+  });
+  EXPECT_EQ(service.stats().links_refused, 1997u);
+  EXPECT_EQ(service.stats().subscriber_links, 3u);
+  // Client and listener in one process: an upper bound of what the
+  // listener held.
+  std::cout << "{\"hostile_client\":\"2000 links on one connection\",\"peak_rss_kb\":"
+            << peakRssKb() << "}\n";
+  // A link closing makes room on the same connection.
+  client.closeReceiver("topic.0", false);
+  ASSERT_TRUE(waitUntil([&] { return service.stats().subscriber_links == 2; }));
+  client.subscribe("topic.again");
+  EXPECT_TRUE(client.waitFor([&] { return client.links_open.count("topic.again") > 0; }));
+  EXPECT_EQ(service.stats().links_refused, 1997u);
+  expectServed(service.port());
+}
+
+TEST_F(AmqpListenerLimitsTest, SessionsBeyondTheLimitAreEnded) {
+  AmqpListenerOptions options;
+  options.limits.max_sessions = 4;
+  AmqpListenerService& service = start(options);
+  SessionClient client(service.port(), 50);
+  ASSERT_TRUE(waitUntil([&] { return client.refused().size() == 46; }));
+  for (const proton::error_condition& e : client.refused()) {
+    EXPECT_EQ(e.name(), kResourceLimitExceeded);
+    EXPECT_TRUE(mentions(e, "max-sessions=4")) << e.description();
+  }
+  EXPECT_EQ(service.stats().sessions_refused, 46u);
+  expectServed(service.port());
+}
+
+TEST_F(AmqpListenerLimitsTest, DurableSubscriptionsAreBoundedPerContainerEvenWhileAway) {
+  AmqpListenerOptions options;
+  options.limits.max_durable = 2;
+  AmqpListenerService& service = start(options);
+  {
+    AmqpTestClient client(service.port(), "hoarder");
+    ASSERT_TRUE(client.waitOpen());
+    client.subscribe("a", "d0", true);
+    client.subscribe("a", "d1", true);
+    ASSERT_TRUE(client.waitFor([&] { return client.links_open.size() == 2; }));
+    client.subscribe("a", "d2", true);
+    ASSERT_TRUE(client.waitFor([&] { return client.link_errors.count("d2") > 0; }));
+    const proton::error_condition e =
+        client.read<proton::error_condition>([&] { return client.link_errors["d2"]; });
+    EXPECT_EQ(e.name(), kResourceLimitExceeded);
+    EXPECT_TRUE(mentions(e, "max-durable=2")) << e.description();
+    // A plain subscription is not durable: not counted.
+    client.subscribe("a", "plain");
+    EXPECT_TRUE(client.waitFor([&] { return client.links_open.count("plain") > 0; }));
+  }
+  // Away, both are still held; the same container id is still at its limit.
+  ASSERT_TRUE(waitUntil([&] { return service.stats().parked_subscriptions == 2; }));
+  {
+    AmqpTestClient back(service.port(), "hoarder");
+    ASSERT_TRUE(back.waitOpen());
+    back.subscribe("a", "d3", true);
+    ASSERT_TRUE(back.waitFor([&] { return back.link_errors.count("d3") > 0; }));
+  }
+  EXPECT_EQ(service.stats().durable_refused, 2u);
+  // Coming back to one is no new subscription; closing one ends it.
+  AmqpTestClient again(service.port(), "hoarder");
+  ASSERT_TRUE(again.waitOpen());
+  again.subscribe("a", "d0", true);
+  ASSERT_TRUE(again.waitFor([&] { return again.links_open.count("d0") > 0; }));
+  again.closeReceiver("d0", false);
+  // d1 (away) is all that is still subscribed.
+  ASSERT_TRUE(waitUntil([&] { return broker_->subscriptionCount() == 1; }));
+  again.subscribe("a", "d4", true);
+  EXPECT_TRUE(again.waitFor([&] { return again.links_open.count("d4") > 0; }));
+  EXPECT_EQ(service.stats().durable_refused, 2u);
+  // Another container has its own count.
+  AmqpTestClient other(service.port(), "other");
+  ASSERT_TRUE(other.waitOpen());
+  other.subscribe("a", "d0", true);
+  EXPECT_TRUE(other.waitFor([&] { return other.links_open.count("d0") > 0; }));
+}
+
+TEST_F(AmqpListenerLimitsTest, RequestsBeyondThePendingLimitAreRejectedUntilAnswered) {
+  AmqpListenerOptions options;
+  options.limits.max_pending_requests = 2;
+  options.request_timeout = 300ms;
+  AmqpListenerService& service = start(options);
+  AmqpTestClient provider(service.port(), "silent-provider");  // takes requests, never answers
+  ASSERT_TRUE(provider.waitOpen());
+  provider.receive("svc", "svc");
+  ASSERT_TRUE(provider.waitFor([&] { return provider.links_open.count("svc") > 0; }));
+  AmqpTestClient requester(service.port(), "requester");
+  ASSERT_TRUE(requester.waitOpen());
+  requester.receive("replies", "");
+  ASSERT_TRUE(requester.waitFor([&] { return !requester.addresses["replies"].empty(); }));
+  const std::string reply_to = requester.replyAddress("replies");
+  auto request = [&](int64_t ts) {
+    proton::message m;
+    m.subject("Ask");
+    m.properties().put("ts", ts);
+    m.reply_to(reply_to);
+    m.correlation_id(proton::message_id(static_cast<uint64_t>(ts)));
+    return m;
+  };
+  requester.send("svc", {request(1), request(2), request(3)});
+  ASSERT_TRUE(requester.waitFor([&] { return requester.accepted + requester.rejected == 3; }));
+  EXPECT_EQ(requester.read<size_t>([&] { return requester.accepted; }), 2u);
+  const proton::error_condition e =
+      requester.read<proton::error_condition>([&] { return requester.rejections.at(0); });
+  EXPECT_EQ(e.name(), kResourceLimitExceeded);
+  EXPECT_TRUE(mentions(e, "max-pending-requests=2")) << e.description();
+  EXPECT_EQ(service.stats().requests_refused, 1u);
+  // Once the two time out (their faults come back), there is room again.
+  ASSERT_TRUE(requester.waitFor([&] { return requester.received["replies"].size() == 2; }));
+  requester.send("svc", {request(4)});
+  EXPECT_TRUE(requester.waitFor([&] { return requester.accepted == 3; }));
+  EXPECT_EQ(service.stats().requests_refused, 1u);
+}
+
+}  // namespace
+}  // namespace cepbus::services::amqp
