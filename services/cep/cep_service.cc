@@ -452,8 +452,10 @@ void CepService::Query::detectEvents(std::span<stages::StageItem> items,
     // engine reports what it holds now instead of at its next batch
     // boundary, which may be far off when events are sparse. Under load the
     // queue is rarely empty and the engine keeps batching.
+    // A pause is not the end of the stream: what the slack holds back stays
+    // held, or the next event of a slower producer would be late.
     if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == n) {
-      flushed = detector_->flush();
+      flushed = detector_->flushReleased();
     }
   }
   batch_.clear();

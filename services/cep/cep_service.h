@@ -35,7 +35,9 @@
 // construction) would hold a match until its next batch boundary, which on a
 // quiet stream may never come. So whenever a query's queue runs empty after
 // a batch, the service flushes its detector: under load it batches, when
-// the input pauses it reports at once. The query option
+// the input pauses it reports at once. A pause is not the end of the
+// stream: the events the `slack` option holds back stay held (a slower
+// producer's event may still precede them). The query option
 // `flush_when_idle=false` turns that off (matches then wait for the batch
 // boundary, a flush() or stop()).
 //

@@ -121,9 +121,10 @@ Result<std::unique_ptr<GuardedDetector>> Plugin::createGuarded(
     return Status::internal("engine '" + std::string(engine) +
                             "' threw an unknown exception while creating a detector");
   }
-  detector = std::make_unique<ReorderingDetector>(std::move(detector), slack);
+  auto ordered = std::make_unique<ReorderingDetector>(std::move(detector), slack);
+  ReorderingDetector* order = ordered.get();
   return std::make_unique<GuardedDetector>("engine '" + std::string(engine) + "' detector",
-                                           shared_from_this(), std::move(detector));
+                                           shared_from_this(), std::move(ordered), order);
 }
 
 PluginLoader::PluginLoader(std::vector<std::string> search_paths)

@@ -80,6 +80,10 @@ class ReorderingDetector final : public Detector {
   Status onEvents(std::span<const EventPtr> events) override;
   // Releases every buffered event, then flushes the inner detector.
   Status flush() override;
+  // Flushes the inner detector and keeps what the slack holds back: for a
+  // pause in the input, which is not the end of the stream (a later arrival
+  // may still precede the held events; flush() would make it late).
+  Status flushReleased() { return inner_->flush(); }
   Result<std::string> exportModel(std::string_view format) const override {
     return inner_->exportModel(format);
   }

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -419,6 +420,32 @@ TEST_F(CepServiceTest, AnIdleQueryReportsWhatItsDetectorHolds) {
   publish("in.events", "B", 4, 4);
   ASSERT_TRUE(pairs.waitFor(2));
   EXPECT_EQ(cep.stats("pairs")->errors, 0u);
+}
+
+// A pause in the input is not the end of the stream: the idle flush leaves
+// what the slack holds back in place, so an event of a slower producer that
+// is older than the newest one, but within the slack, is still in time.
+TEST_F(CepServiceTest, AnIdleFlushKeepsWhatTheSlackHoldsBack) {
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
+      <option name="slack" value="5"/>
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  Recorder pairs(*broker_, "test.pairs", "out.pairs");
+  publish("in.events", "A", 10, 1);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 1));  // its queue ran empty: flushed
+  publish("in.events", "A", 8, 2);
+  publish("in.events", "B", 20, 3);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 3));
+  cep.stop();  // the end of the stream releases B 20
+  EXPECT_EQ(cep.stats("pairs")->errors, 0u);
+  std::vector<int64_t> firsts;
+  for (const EventPtr& e : pairs.events()) firsts.push_back(attr(e, "a_x")->asInt());
+  EXPECT_NE(std::find(firsts.begin(), firsts.end(), 2), firsts.end())
+      << "A at ts 8 was refused as late";
 }
 
 // The service's own options take only their values, named with the line.
