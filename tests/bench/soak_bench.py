@@ -444,7 +444,7 @@ class Bus:
                 "awaiting_commit", "unsettled", "credit_pauses", "redelivered", "connections")
         return {"journal": journal, "listener": {k: int(listener[k]) for k in keep if k in listener}}
 
-    def stop(self):
+    def stop(self, keep_log=None):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -453,6 +453,8 @@ class Bus:
                 os.kill(self.pid, signal.SIGKILL)
                 self.proc.wait()
         self.log.close()
+        if keep_log:
+            shutil.copyfile(self.log_path, keep_log)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -562,6 +564,7 @@ def main():
     ap.add_argument("--away", type=float, default=2, help="s the durable subscriber stays away")
     ap.add_argument("--drain", type=float, default=60, help="s to wait for the last deliveries")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--log", help="keep the bus's log in this file (the temp folder is removed)")
     args = ap.parse_args()
     if args.publishers < 2:
         ap.error("--publishers: at least 2")
@@ -579,7 +582,7 @@ def main():
     except RuntimeError as e:
         sys.exit("soak_bench: %s" % e)
     finally:
-        bus.stop()
+        bus.stop(args.log)
     print(json.dumps(result, indent=1))
     sys.exit(1 if result["summary"]["lost"] else 0)
 
