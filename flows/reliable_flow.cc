@@ -110,7 +110,24 @@ Status ReliableFlow::attach(DeliveryTarget& target) {
   return Status::ok();
 }
 
-void ReliableFlow::detach(DeliveryTarget& target) { stages_.detach(target); }
+void ReliableFlow::detach(DeliveryTarget& target) {
+  stages_.detach(target);
+  // Its held deliveries wait for the next attach, as orphans (a drain under
+  // way makes them orphans itself, offering them).
+  std::deque<Delivery> held;
+  {
+    std::lock_guard lock(mu_);
+    auto it = held_.find(&target);
+    if (it == held_.end() || it->second.state == HeldBack::State::kDraining) return;
+    held.swap(it->second.queue);
+    held_back_ -= held.size();
+    if (it->second.state != HeldBack::State::kIdle) {
+      holding_.fetch_sub(1, std::memory_order_release);
+    }
+    held_.erase(it);
+  }
+  for (const Delivery& delivery : held) orphan(delivery);
+}
 
 size_t ReliableFlow::queueLength(const DeliveryTarget& target) const {
   return stages_.queueLength(target);
@@ -168,16 +185,14 @@ void ReliableFlow::doStop() {
     for (uint64_t token : tokens) parked_.take(token);
     deferred_.reset();
   }
-  writer_.stop();
-  std::vector<Retry> retries;
-  {
-    std::lock_guard lock(mu_);
-    retries.swap(retries_);
-    in_flight_.clear();
-    orphans_.clear();
-  }
+  writer_.stop();  // no tick drains held deliveries from here on
+  std::lock_guard lock(mu_);
+  in_flight_.clear();
+  orphans_.clear();
   // Records waiting for a retry stay journaled for the next start.
-  for (const Retry& retry : retries) parked_.take(retry.token);
+  held_.clear();
+  held_back_ = 0;
+  holding_.store(0, std::memory_order_relaxed);
 }
 
 void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
@@ -336,6 +351,14 @@ void ReliableFlow::acknowledgeRecord(uint64_t seq, const DeliveryKey& key, Settl
 }
 
 void ReliableFlow::dispatch(Delivery delivery) {
+  if (holding_.load(std::memory_order_acquire) != 0) {
+    std::lock_guard lock(mu_);
+    if (holdBack(delivery, false, std::chrono::steady_clock::now())) return;
+  }
+  if (offer(delivery) == Offered::kRefused) retryLater(std::move(delivery));
+}
+
+ReliableFlow::Offered ReliableFlow::offer(Delivery& delivery) {
   DeliveryTarget* target = delivery.target;
   const uint64_t attachment = delivery.attachment;
   EventPtr event = delivery.exchange.event;
@@ -347,19 +370,60 @@ void ReliableFlow::dispatch(Delivery delivery) {
       });
   if (!attached) {
     orphan(parked_.take(token));
-  } else if (admission == stages::Admission::kRejected) {
-    scheduleRetry(parked_.take(token));
+    return Offered::kOrphaned;
   }
+  if (admission == stages::Admission::kRejected) {
+    delivery = parked_.take(token);
+    return Offered::kRefused;
+  }
+  return Offered::kQueued;
 }
 
-void ReliableFlow::scheduleRetry(Delivery delivery) {
-  const auto due = std::chrono::steady_clock::now() + config_.retry_delay;
-  const uint64_t token = parked_.park(std::move(delivery));
+bool ReliableFlow::holdBack(Delivery& delivery, bool refused,
+                            std::chrono::steady_clock::time_point now) {
+  auto it = held_.find(delivery.target);
+  if (!refused && (it == held_.end() || it->second.state == HeldBack::State::kIdle)) return false;
+  if (it == held_.end()) it = held_.emplace(delivery.target, HeldBack(config_.retry_delay)).first;
+  if (refused) delivery.retrying = true;
+  HeldBack& held = it->second;
+  // Mostly an append: deliveries reach here in journal order, except a
+  // retried one, which goes back before the later ones.
+  const auto at = std::upper_bound(held.queue.begin(), held.queue.end(), delivery.seq,
+                                   [](uint64_t seq, const Delivery& d) { return seq < d.seq; });
+  held.queue.insert(at, std::move(delivery));
+  ++held_back_;
+  if (!refused) return true;
+  switch (held.state) {
+    case HeldBack::State::kIdle:
+      holding_.fetch_add(1, std::memory_order_release);
+      startWait(held, now);
+      break;
+    case HeldBack::State::kDraining:  // drain() stops at it
+      held.refused_while_draining = true;
+      break;
+    case HeldBack::State::kProbing:  // the probe, or one before it, was refused
+      startWait(held, now);
+      break;
+    case HeldBack::State::kWaiting:  // already waiting, unless the rest was due after a probe
+      if (held.probed) startWait(held, now);
+      break;
+  }
+  return true;
+}
+
+void ReliableFlow::startWait(HeldBack& held, std::chrono::steady_clock::time_point now) const {
+  held.state = HeldBack::State::kWaiting;
+  held.due = now + held.delay;
+  held.delay = std::min(2 * held.delay, std::max(config_.max_retry_delay, config_.retry_delay));
+  held.probed = false;
+}
+
+void ReliableFlow::retryLater(Delivery delivery) {
   {
     std::lock_guard lock(mu_);
-    retries_.push_back(Retry{due, token});
+    holdBack(delivery, true, std::chrono::steady_clock::now());
   }
-  // After the push: a tick that saw no retries may have stopped the ticks.
+  // After holding it: a tick that saw nothing waiting may have stopped the ticks.
   writer_.requestTicks();
 }
 
@@ -397,22 +461,67 @@ void ReliableFlow::release(const DeliveryKey& key) {
 }
 
 bool ReliableFlow::onTick(std::chrono::steady_clock::time_point now) {
-  std::vector<Retry> due;
-  bool waiting;
+  std::vector<DeliveryTarget*> due;
+  bool waiting = false;
   {
     std::lock_guard lock(mu_);
-    auto split = std::partition(retries_.begin(), retries_.end(),
-                                [&](const Retry& r) { return r.due > now; });
-    due.assign(split, retries_.end());
-    retries_.erase(split, retries_.end());
-    waiting = !retries_.empty();
+    for (auto& [target, held] : held_) {
+      if (held.state != HeldBack::State::kWaiting) continue;
+      if (held.due <= now) {
+        held.state = HeldBack::State::kDraining;
+        due.push_back(const_cast<DeliveryTarget*>(target));
+      } else {
+        waiting = true;
+      }
+    }
   }
-  for (const Retry& retry : due) {
-    retried_.fetch_add(1, std::memory_order_relaxed);
-    dispatch(parked_.take(retry.token));
-  }
-  // A retry scheduled from here on asks for ticks itself (scheduleRetry()).
+  for (DeliveryTarget* target : due) waiting |= drain(target, now);
+  // A delivery held from here on asks for ticks itself (retryLater()).
   return waiting;
+}
+
+bool ReliableFlow::drain(DeliveryTarget* target, std::chrono::steady_clock::time_point now) {
+  for (;;) {
+    Delivery next;
+    bool probe;
+    {
+      std::lock_guard lock(mu_);
+      HeldBack& held = held_.at(target);  // removed only while idle (or by doStop())
+      if (held.refused_while_draining) {
+        held.refused_while_draining = false;
+        if (!held.queue.empty()) {
+          startWait(held, now);
+          return true;
+        }
+      }
+      if (held.queue.empty()) {
+        held.state = HeldBack::State::kIdle;
+        holding_.fetch_sub(1, std::memory_order_release);
+        return false;
+      }
+      next = std::move(held.queue.front());
+      held.queue.pop_front();
+      --held_back_;
+      probe = !held.probed;
+    }
+    if (next.retrying) retried_.fetch_add(1, std::memory_order_relaxed);
+    const Offered offered = offer(next);
+    if (offered == Offered::kOrphaned) continue;  // detached: the rest follow it
+    std::lock_guard lock(mu_);
+    HeldBack& held = held_.at(target);
+    if (offered == Offered::kRefused) {
+      held.queue.push_front(std::move(next));
+      ++held_back_;
+      held.refused_while_draining = false;
+      startWait(held, now);
+      return true;
+    }
+    if (probe && !held.probed && !held.refused_while_draining) {
+      // complete() resumes the rest when the target takes it (or any other).
+      held.state = HeldBack::State::kProbing;
+      return false;
+    }
+  }
 }
 
 void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachment) {
@@ -489,25 +598,65 @@ Status ReliableFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
 
 void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Status& status) {
   const DeliveryKey key = delivery.key();
+  bool gave_up = false;
   if (status.isOk()) {
+    bool resume = false;
     {
       std::lock_guard lock(mu_);
       in_flight_.erase(key);
       delivered_.insert(key);
+      // The target takes deliveries again: what it has held back follows
+      // at the next tick, and its next refusal waits the shortest time.
+      if (auto it = held_.find(delivery.target); it != held_.end()) {
+        HeldBack& held = it->second;
+        held.delay = config_.retry_delay;
+        held.probed = true;  // a drain under way goes on past its probe
+        if (held.state == HeldBack::State::kIdle) {
+          held_.erase(it);
+        } else if (held.state == HeldBack::State::kProbing) {
+          held.state = HeldBack::State::kWaiting;
+          held.due = std::chrono::steady_clock::now();
+          resume = true;
+        }
+      }
     }
+    if (resume) writer_.requestTicks();
     acknowledgeRecord(delivery.seq, key, delivery.settlement.get());
   } else if (status.code() == Status::Code::kRejected ||
              ++delivery.attempts < config_.max_attempts) {
     // Rejected is the target's own admission refusing it (a full buffer):
     // like a full stage, that only delays it and costs no attempt.
-    scheduleRetry(std::move(delivery));
+    retryLater(std::move(delivery));
     return;
   } else {
-    abandoned_.fetch_add(1, std::memory_order_relaxed);
-    release(key);
+    gave_up = true;
+    bool probe_given_up = false;
+    {
+      std::lock_guard lock(mu_);
+      in_flight_.erase(key);
+      // A probe given up proves nothing about the next held delivery: it is
+      // probed after the shortest wait, and backs off on its own failures
+      // (as a broker's blocking redelivery does, one message at a time).
+      auto it = held_.find(delivery.target);
+      if (it != held_.end()) {
+        HeldBack& held = it->second;
+        if (held.state == HeldBack::State::kProbing) {
+          held.delay = config_.retry_delay;
+          startWait(held, std::chrono::steady_clock::now());
+          probe_given_up = true;
+        } else if (held.state == HeldBack::State::kDraining) {
+          // drain() has not seen its probe's end yet: it waits instead.
+          held.delay = config_.retry_delay;
+          held.refused_while_draining = true;
+        }
+      }
+    }
+    if (probe_given_up) writer_.requestTicks();
   }
   if (target != nullptr) reportDelivery(delivery.exchange, *target, status);
   countAsync(status);
+  // Last: whoever sees the count sees the sender told.
+  if (gave_up) abandoned_.fetch_add(1, std::memory_order_relaxed);
 }
 
 ReliableMetricsSnapshot ReliableFlow::reliableMetrics() const {
@@ -525,6 +674,7 @@ ReliableMetricsSnapshot ReliableFlow::reliableMetrics() const {
   m.corrupt = corrupt_.load(std::memory_order_relaxed);
   std::lock_guard lock(mu_);
   m.in_flight = in_flight_.size();
+  m.held_back = held_back_;
   return m;
 }
 

@@ -46,12 +46,25 @@
 //   For a robust in-only exchange kDelivered never precedes kAccepted, but
 //   kFault (attempts used up) may come before the commit's kAccepted.
 // - A record leaves the journal only when its target returns OK. A failed or
-//   throwing delivery is retried after `retry_delay`, up to `max_attempts`
-//   deliveries; then the sender hears kFault (robust in-only) and the record
-//   stays journaled until the next start. A failed delivery never cancels its
-//   record: it is written even when the failure comes before the commit, so a
-//   crash cannot lose it. A full stage just delays it, and so does a target
-//   answering Rejected (its own admission, e.g. a full buffer, refused it for now).
+//   throwing delivery is retried, up to `max_attempts` deliveries; then the
+//   sender hears kFault (robust in-only) and the record stays journaled until
+//   the next start. A failed delivery never cancels its record: it is written
+//   even when the failure comes before the commit, so a crash cannot lose it.
+//   A full stage just delays it, and so does a target answering Rejected (its
+//   own admission, e.g. a full buffer, refused it for now).
+// - Retries are held back per target, in journal order: once a delivery to a
+//   target is refused (its stage is full, or it answered Rejected) or fails,
+//   later ones to it queue behind it instead of overtaking it. After a wait
+//   that starts at `retry_delay` and doubles with every refusal up to
+//   `max_retry_delay`, the first held delivery is offered alone (a probe);
+//   once the target takes one delivery OK, the rest follow in order, until
+//   the stage or the target refuses one again, and the next wait is
+//   `retry_delay` again. So a target that stays busy costs one delivery per
+//   wait, not one per held record per tick, and a target that was busy
+//   receives its records in journal order; only one that refuses again while
+//   they are being offered may see the refused record after later ones. A
+//   probe that fails uses up one of its attempts; once it has used them all,
+//   the next held record is probed after `retry_delay`.
 // - start() redelivers every record left in the journal (after a crash or a
 //   stop), once its target is attached; attach() after start() does the same.
 // - Duplicates are suppressed per (target, event id): against the window of
@@ -75,6 +88,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -99,7 +113,9 @@ struct ReliableFlowConfig {
   stages::StageConfig stage;  // each target's stage; named "<flow name>/<target name>"
   JournalOptions journal;
   JournalWriterOptions writer;
-  std::chrono::milliseconds retry_delay{100};
+  std::chrono::milliseconds retry_delay{100};  // the first wait of a held-back target
+  // The longest, after repeated refusals; never shorter than retry_delay.
+  std::chrono::milliseconds max_retry_delay{5000};
   uint32_t max_attempts = 5;  // deliveries of one record per run before giving up until restart
   // Dispatch a journaled delivery while its record is being committed (see
   // above); false: commit first, then dispatch.
@@ -113,6 +129,7 @@ struct ReliableMetricsSnapshot {
   uint64_t cancelled = 0;     // records acknowledged before they were written (never written)
   uint64_t redelivered = 0;   // records found in the journal and dispatched again
   uint64_t retries = 0;       // deliveries tried again (after a fault or a full stage)
+  size_t held_back = 0;       // deliveries waiting for their target's next retry
   uint64_t abandoned = 0;     // records that exhausted max_attempts (still journaled)
   uint64_t corrupt = 0;       // undecodable records (removed) or id batches (skipped)
   uint64_t journal_errors = 0;  // failed transactions
@@ -203,6 +220,7 @@ class ReliableFlow final : public AbstractFlow {
     uint32_t attempts = 0;
     bool recovered = false;  // came back from the journal (an earlier run or a detached target)
     std::shared_ptr<Settlement> settlement;  // concurrent dispatch of a record in this run
+    bool retrying = false;                   // refused or failed before: its next offer is a retry
     DeliveryKey key() const { return DeliveryKey{target_name, exchange.event->id()}; }
   };
   // A record waiting for its target to attach again. `record` carries its
@@ -211,9 +229,21 @@ class ReliableFlow final : public AbstractFlow {
     JournalRecord record;
     std::shared_ptr<Settlement> settlement;
   };
-  struct Retry {
+  // The deliveries to one target that wait for a retry, in journal order.
+  struct HeldBack {
+    enum class State : uint8_t {
+      kIdle,      // nothing held; the next refusal waits `delay`
+      kWaiting,   // held until `due`; new deliveries queue behind
+      kDraining,  // the writer's tick is offering `queue` again
+      kProbing,   // one delivery is out; an OK from the target resumes the rest
+    };
+    explicit HeldBack(std::chrono::milliseconds first_delay) : delay(first_delay) {}
+    std::deque<Delivery> queue;  // ascending seq
     std::chrono::steady_clock::time_point due;
-    uint64_t token;
+    std::chrono::milliseconds delay;  // the next wait
+    State state = State::kIdle;
+    bool refused_while_draining = false;  // the target refused a delivery of this offer
+    bool probed = false;                  // the target took a delivery since the last refusal
   };
 
   void offerBestEffort(const Exchange& exchange, DeliveryTarget& target,
@@ -224,11 +254,29 @@ class ReliableFlow final : public AbstractFlow {
   // record if the writer has not taken it yet, settles the sender if nobody
   // did, and queues the acknowledgement for the journal.
   void acknowledgeRecord(uint64_t seq, const DeliveryKey& key, Settlement* settlement);
-  // Dispatches the retries due; true while others wait (the writer's ticks).
+  // Offers the held-back deliveries that are due; true while others wait
+  // (the writer's ticks).
   bool onTick(std::chrono::steady_clock::time_point now);
-  // Offers a journaled delivery to its target's stage; a full stage schedules a retry.
+  // Offers one target's held-back deliveries in order until one is refused;
+  // true when they wait again.
+  bool drain(DeliveryTarget* target, std::chrono::steady_clock::time_point now);
+  // Offers a journaled delivery to its target's stage, unless earlier ones
+  // to that target are held back (it queues behind them); a full stage
+  // holds it back.
   void dispatch(Delivery delivery);
-  void scheduleRetry(Delivery delivery);
+  enum class Offered : uint8_t { kQueued, kRefused, kOrphaned };
+  // Offers it to its target's stage now. kRefused leaves it in `delivery`;
+  // a detached target's delivery becomes an orphan.
+  Offered offer(Delivery& delivery);
+  // Queues `delivery` behind its target's held-back deliveries. Without
+  // `refused` only when some are held (returns false, leaving it, when none
+  // is); a refused one starts a wait when none was running. Caller holds mu_.
+  bool holdBack(Delivery& delivery, bool refused, std::chrono::steady_clock::time_point now);
+  // Starts `held`'s wait, doubles the next one (up to max_retry_delay) and
+  // makes its next offer a probe.
+  void startWait(HeldBack& held, std::chrono::steady_clock::time_point now) const;
+  // Holds a refused or failed delivery back for a retry.
+  void retryLater(Delivery delivery);
   // The target went away: its record waits for the next attach().
   void orphan(const Delivery& delivery);
   void redeliver(DeliveryTarget& target, const Attachment& attachment);
@@ -242,11 +290,15 @@ class ReliableFlow final : public AbstractFlow {
   const ReliableFlowConfig config_;
 
   mutable std::mutex mu_;
-  DedupeWindow delivered_;                                   // guarded by mu_
-  DeliveryKeySet in_flight_;                                 // guarded by mu_
-  std::unordered_map<Symbol, std::vector<Orphan>> orphans_;  // guarded by mu_
-  std::vector<Retry> retries_;                               // guarded by mu_
-  uint64_t next_seq_ = 1;                                    // guarded by mu_
+  DedupeWindow delivered_;                                    // guarded by mu_
+  DeliveryKeySet in_flight_;                                  // guarded by mu_
+  std::unordered_map<Symbol, std::vector<Orphan>> orphans_;   // guarded by mu_
+  std::unordered_map<const DeliveryTarget*, HeldBack> held_;  // guarded by mu_
+  size_t held_back_ = 0;                                      // guarded by mu_: in held_ queues
+  // Targets whose HeldBack is not idle, read without mu_ so that dispatch()
+  // only takes the lock when something may be held.
+  std::atomic<size_t> holding_{0};
+  uint64_t next_seq_ = 1;  // guarded by mu_
 
   std::atomic<uint64_t> redelivered_{0};
   std::atomic<uint64_t> retried_{0};

@@ -13,8 +13,8 @@
 #include "flows/st_flow.h"
 #include "services/amqp/amqp_bridge.h"
 #include "services/amqp/amqp_listener.h"
-#include "services/cluster/cluster_service.h"
 #include "services/cep/cep_service.h"
+#include "services/cluster/cluster_service.h"
 #include "services/http/http_listener.h"
 #include "services/replay/replay_sink.h"
 #include "services/replay/replay_source.h"
@@ -166,6 +166,12 @@ void Bus::buildPolicy(const descriptor::Descriptor& d, std::vector<std::string>&
       if (const auto* spec = d.stage(stage)) reliable.stage = stageConfig(*spec);
       if (d.journal->commit_delay_us) {
         reliable.writer.commit_delay = std::chrono::microseconds(*d.journal->commit_delay_us);
+      }
+      if (d.journal->retry_delay_ms) {
+        reliable.retry_delay = std::chrono::milliseconds(*d.journal->retry_delay_ms);
+      }
+      if (d.journal->max_retry_delay_ms) {
+        reliable.max_retry_delay = std::chrono::milliseconds(*d.journal->max_retry_delay_ms);
       }
       add(std::make_unique<flows::ReliableFlow>(std::move(reliable)), d.journal->where);
     }

@@ -197,7 +197,8 @@ json flowsJson(const router::Broker& broker) {
                               {"corrupt", j->corrupt},
                               {"journal_errors", j->journal_errors},
                               {"in_flight", j->in_flight},
-                              {"backlog", j->backlog}};
+                              {"backlog", j->backlog},
+                              {"held_back", j->held_back}};
     }
     flows.push_back(std::move(entry));
   }

@@ -276,6 +276,8 @@ void appendJournals(std::string& out, const std::vector<FlowJournal>& journals) 
           {"cepbus_journal_in_flight", "Journaled deliveries not acknowledged yet in this run.",
            &M::in_flight},
           {"cepbus_journal_backlog", "Records waiting for a journal commit.", &M::backlog},
+          {"cepbus_journal_held_back", "Deliveries waiting for their target's next retry.",
+           &M::held_back},
       },
       journals, labels, [](const J& j) -> const M& { return j.metrics; });
 }

@@ -476,6 +476,102 @@ TEST_P(ReliableFlowTest, ATargetThatIsOnlyBusyIsRetriedWithoutUsingUpAttempts) {
   EXPECT_GE(flow.reliableMetrics().retries, 7u);
 }
 
+// Answers Rejected while busy (its own buffer full) and records, in order,
+// the events it took.
+class SwitchableTarget final : public DeliveryTarget {
+ public:
+  explicit SwitchableTarget(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  Status deliver(const Exchange& exchange) override {
+    calls_.fetch_add(1);
+    if (busy_.load()) return Status::rejected("buffer full");
+    std::lock_guard lock(mu_);
+    ids_.push_back(exchange.event->id());
+    return Status::ok();
+  }
+  void setBusy(bool busy) { busy_.store(busy); }
+  int calls() const { return calls_.load(); }
+  std::vector<EventId> ids() const {
+    std::lock_guard lock(mu_);
+    return ids_;
+  }
+
+ private:
+  const std::string name_;
+  std::atomic<bool> busy_{false};
+  std::atomic<int> calls_{0};
+  mutable std::mutex mu_;
+  std::vector<EventId> ids_;
+};
+
+std::vector<EventId> sendReliable(ReliableFlow& flow, DeliveryTarget& target, int from, int to) {
+  std::vector<EventId> ids;
+  std::vector<DeliveryTarget*> targets{&target};
+  for (int i = from; i < to; ++i) {
+    EventPtr event = makeEvent(i);
+    ids.push_back(event->id());
+    EXPECT_EQ(flow.send(inOnly(event, "t", Qos::kReliable), targets).queued, 1u);
+  }
+  return ids;
+}
+
+// The retry storm this replaces: every refused record had a timer of its
+// own, and each due one was offered again at every tick, in no particular
+// order. Now a busy target costs one probe per wait, the waits double, and
+// what it held back arrives in journal order once it takes deliveries again,
+// including what was sent while it was busy.
+TEST_P(ReliableFlowTest, ABusyTargetIsProbedWithGrowingWaitsAndGetsItsRecordsInOrder) {
+  TempDir dir;
+  ReliableFlowConfig config = reliableConfig(dir.file("r.db"));  // retry_delay 5 ms
+  config.max_retry_delay = std::chrono::milliseconds(1000);
+  SwitchableTarget target("busy");
+  target.setBusy(true);
+  ReliableFlow flow(config);
+  ASSERT_TRUE(flow.attach(target).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  std::vector<EventId> sent = sendReliable(flow, target, 0, 50);
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().held_back == 50; }));
+  // Sent while the target is held back: they queue behind, not into its stage.
+  const int calls_before = target.calls();
+  std::vector<EventId> later = sendReliable(flow, target, 50, 100);
+  sent.insert(sent.end(), later.begin(), later.end());
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().held_back == 100; }));
+  const int probes_from = target.calls();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Waits of 5, 10, 20, ... ms: about six probes in 300 ms, however many
+  // records are held. One timer per record would have made ~6,000 calls,
+  // and a fixed 5 ms wait 60.
+  const int probes = target.calls() - probes_from;
+  EXPECT_LE(probes, 12);
+  EXPECT_LE(probes_from - calls_before, 2);  // at most a probe meanwhile
+  target.setBusy(false);
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().acknowledged == 100; }));
+  EXPECT_EQ(target.ids(), sent);
+  const ReliableMetricsSnapshot m = flow.reliableMetrics();
+  EXPECT_EQ(m.held_back, 0u);
+  EXPECT_EQ(m.abandoned, 0u);
+  flow.stop();
+}
+
+TEST_P(ReliableFlowTest, HeldBackDeliveriesOfADetachedTargetWaitForItsReturnInOrder) {
+  TempDir dir;
+  ReliableFlow flow(reliableConfig(dir.file("r.db")));
+  auto first = std::make_unique<SwitchableTarget>("a");
+  first->setBusy(true);
+  ASSERT_TRUE(flow.attach(*first).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  const std::vector<EventId> sent = sendReliable(flow, *first, 0, 20);
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().held_back == 20; }));
+  flow.detach(*first);
+  EXPECT_EQ(flow.reliableMetrics().held_back, 0u);
+  first.reset();
+  SwitchableTarget again("a");  // the same name: the records are addressed by name
+  ASSERT_TRUE(flow.attach(again).isOk());
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().acknowledged == 20; }));
+  EXPECT_EQ(again.ids(), sent);
+  flow.stop();
+}
+
 TEST_P(ReliableFlowTest, CorruptRecordsAreCountedAndRemoved) {
   TempDir dir;
   const std::string path = dir.file("r.db");

@@ -74,6 +74,10 @@ struct JournalConfig {
   // delivery acknowledged meanwhile is never written (flows/journal_writer.h);
   // unset: the journal writer's default.
   std::optional<uint64_t> commit_delay_us;
+  // retry-delay-ms, max-retry-delay-ms: the first and the longest wait of a
+  // target's held-back deliveries (flows/reliable_flow.h); unset: its defaults.
+  std::optional<uint64_t> retry_delay_ms;
+  std::optional<uint64_t> max_retry_delay_ms;
   Location where;
 };
 

@@ -37,6 +37,7 @@ constexpr uint64_t kMaxTimeoutMs = uint64_t{24} * 3600 * 1000;  // a day
 constexpr uint64_t kMaxPartitions = 1024;
 constexpr uint64_t kMaxSlack = uint64_t{1} << 40;
 constexpr uint64_t kMaxCommitDelayUs = 1000000;  // a second
+constexpr uint64_t kMaxRetryDelayMs = 3600000;   // an hour
 // Long values are cut in messages so one bad attribute cannot flood a report.
 constexpr size_t kMaxQuotedLength = 60;
 
@@ -609,12 +610,20 @@ class Parser {
   }
 
   void journal(const XMLElement* e, std::optional<JournalConfig>& out) {
-    checkAttributes(e, {"path", "commit-delay-us"});
+    checkAttributes(e, {"path", "commit-delay-us", "retry-delay-ms", "max-retry-delay-ms"});
     noChildren(e);
     out.emplace();
     out->where = at(e);
     if (auto path = string(e, "path", true)) out->path = resolve(*path);
     out->commit_delay_us = integer(e, "commit-delay-us", 0, kMaxCommitDelayUs);
+    out->retry_delay_ms = integer(e, "retry-delay-ms", 1, kMaxRetryDelayMs);
+    out->max_retry_delay_ms = integer(e, "max-retry-delay-ms", 1, kMaxRetryDelayMs);
+    if (out->retry_delay_ms && out->max_retry_delay_ms &&
+        *out->retry_delay_ms > *out->max_retry_delay_ms) {
+      report(e,
+             "retry-delay-ms=" + std::to_string(*out->retry_delay_ms) +
+                 " is longer than max-retry-delay-ms=" + std::to_string(*out->max_retry_delay_ms));
+    }
   }
 
   void cluster(const XMLElement* e, ClusterSpec& c) {

@@ -138,7 +138,7 @@ TEST(AdminApiJournalTest, AReliableFlowShowsItsJournal) {
   }
   EXPECT_EQ(keys, (std::set<std::string>{"journaled", "commits", "acknowledged", "cancelled",
                                          "redelivered", "retries", "abandoned", "corrupt",
-                                         "journal_errors", "in_flight", "backlog"}));
+                                         "journal_errors", "in_flight", "backlog", "held_back"}));
 
   bus.publishAndSettle();
   const json running = journalOf(api, "reliable");
@@ -149,6 +149,7 @@ TEST(AdminApiJournalTest, AReliableFlowShowsItsJournal) {
   EXPECT_EQ(running.at("abandoned"), 1);
   EXPECT_EQ(running.at("in_flight"), 1);  // the held acknowledgement
   EXPECT_EQ(running.at("backlog"), 0);
+  EXPECT_EQ(running.at("held_back"), 0);
   EXPECT_EQ(running.at("redelivered"), 0);
   EXPECT_EQ(running.at("corrupt"), 0);
   EXPECT_EQ(running.at("journal_errors"), 0);

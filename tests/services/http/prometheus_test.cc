@@ -70,7 +70,8 @@ constexpr const char* kJournalCounters[] = {
     "cepbus_journal_redelivered_total",  "cepbus_journal_retries_total",
     "cepbus_journal_abandoned_total",    "cepbus_journal_corrupt_total",
     "cepbus_journal_errors_total"};
-constexpr const char* kJournalGauges[] = {"cepbus_journal_in_flight", "cepbus_journal_backlog"};
+constexpr const char* kJournalGauges[] = {"cepbus_journal_in_flight", "cepbus_journal_backlog",
+                                          "cepbus_journal_held_back"};
 
 TEST(EscapeLabelValueTest, EscapesBackslashQuoteAndLineFeed) {
   EXPECT_EQ(escapeLabelValue("plain.name-1"), "plain.name-1");
@@ -153,6 +154,7 @@ TEST(RenderMetricsTest, AReliableFlowsJournalHasASamplePerFamily) {
   EXPECT_EQ(journal(running, "cepbus_journal_errors_total"), 0);
   EXPECT_EQ(journal(running, "cepbus_journal_in_flight"), 1);  // the held acknowledgement
   EXPECT_EQ(journal(running, "cepbus_journal_backlog"), 0);
+  EXPECT_EQ(journal(running, "cepbus_journal_held_back"), 0);
 
   bus.releaseHeld();
   bus.broker->stop();  // commits the last acknowledgements

@@ -864,6 +864,24 @@ TEST(ParserTest, JournalCommitDelay) {
                           "and 1000000, got \"2000000\""));
 }
 
+TEST(ParserTest, JournalRetryDelays) {
+  auto result = parseDescriptorString(
+      "<cepbus name=\"t\">\n<journal path=\"j.db\" retry-delay-ms=\"20\" "
+      "max-retry-delay-ms=\"800\"/>\n</cepbus>\n",
+      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  EXPECT_EQ(result->journal->retry_delay_ms, 20u);
+  EXPECT_EQ(result->journal->max_retry_delay_ms, 800u);
+  EXPECT_THAT(errorsOf("<cepbus name=\"t\">\n<journal path=\"j.db\" retry-delay-ms=\"900\" "
+                       "max-retry-delay-ms=\"800\"/>\n</cepbus>\n"),
+              ElementsAre("t.xml:2: <journal>: retry-delay-ms=900 is longer than "
+                          "max-retry-delay-ms=800"));
+  EXPECT_THAT(errorsOf("<cepbus name=\"t\">\n<journal path=\"j.db\" "
+                       "retry-delay-ms=\"0\"/>\n</cepbus>\n"),
+              ElementsAre("t.xml:2: <journal>: attribute \"retry-delay-ms\" must be between 1 "
+                          "and 3600000, got \"0\""));
+}
+
 // ---- fragments -------------------------------------------------------------
 
 TEST(FragmentTest, ParsesALoneServiceAssembly) {
