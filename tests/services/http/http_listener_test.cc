@@ -432,6 +432,26 @@ TEST_F(HttpListenerTest, StopClosesFeedsAndRefusesRestart) {
   EXPECT_FALSE(service.start());
 }
 
+// The bus's listener (makeHttpListener) reports as "http-listener", the
+// name the operations guide gives, while it runs.
+TEST_F(HttpListenerTest, TheBussListenerHasTheRegistryEntryHttpListener) {
+  descriptor::HttpListener config;
+  config.port = 0;
+  const std::unique_ptr<Service> service = makeHttpListener(config, *context_);
+  ASSERT_TRUE(service->start());
+  const std::optional<router::ComponentSnapshot> entry = bus_.registry->snapshotOf("http-listener");
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(entry->kind, router::ComponentKind::kService);
+  EXPECT_EQ(entry->state, router::ComponentState::kStarted);
+  const std::map<std::string, std::string> metadata(entry->metadata.begin(), entry->metadata.end());
+  EXPECT_EQ(metadata.at("type"), "http-listener");
+  for (const auto& [key, value] : statsFields(HttpListenerStats{})) {
+    EXPECT_EQ(metadata.at(key), "0") << key;
+  }
+  service->stop();
+  EXPECT_FALSE(bus_.registry->find("http-listener"));
+}
+
 TEST_F(HttpListenerTest, NamesTheDescriptorLocationWhenItCannotListen) {
   const int taken = start().port();
   descriptor::HttpListener config;
