@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "bus/core/event_json.h"
+#include "router/registry.h"
 #include "router/topic.h"
 #include "services/http/admin_api.h"
 
@@ -70,6 +71,29 @@ struct Feed {
   bool overflowed = false;          // guarded by mu: closed because the client fell behind
 };
 
+// Written on the io thread, read by stats() and by the registry entry's
+// probe, which may outlive the service for a moment: hence shared.
+struct Counters {
+  std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> open_connections{0};
+  std::atomic<uint64_t> ws_clients{0};
+  std::atomic<uint64_t> connections_refused{0};
+  std::atomic<uint64_t> ws_refused{0};
+  std::atomic<uint64_t> request_timeouts{0};
+
+  HttpListenerStats stats() const {
+    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    HttpListenerStats s;
+    s.connections = get(connections);
+    s.open_connections = get(open_connections);
+    s.ws_clients = get(ws_clients);
+    s.connections_refused = get(connections_refused);
+    s.ws_refused = get(ws_refused);
+    s.request_timeouts = get(request_timeouts);
+    return s;
+  }
+};
+
 }  // namespace
 
 struct HttpListenerService::Impl {
@@ -83,7 +107,7 @@ struct HttpListenerService::Impl {
   // Registers a feed (io thread only, while running).
   void addFeed(const std::string& endpoint, std::shared_ptr<Feed> feed) {
     feeds.emplace(endpoint, std::move(feed));
-    ws_clients.store(feeds.size(), std::memory_order_relaxed);
+    counters->ws_clients.store(feeds.size(), std::memory_order_relaxed);
   }
   // Answers 503 and closes at once, without reading: a flood of connections
   // costs a socket for no longer than the accept.
@@ -91,6 +115,8 @@ struct HttpListenerService::Impl {
   // Closes a feed and removes its endpoint (if still there). By value:
   // stop() passes the name held by the map entry this erases.
   void removeFeed(std::string endpoint);
+  // Adds the listener's registry entry (lifecycle thread, once listening).
+  void report();
 
   const descriptor::HttpListener config;
   const HttpListenerOptions options;
@@ -110,13 +136,8 @@ struct HttpListenerService::Impl {
   // by stop() once it has been joined.
   std::map<std::string, std::shared_ptr<Feed>> feeds;
 
-  // Counters (written on the io thread, read by stats()).
-  std::atomic<uint64_t> connections{0};
-  std::atomic<uint64_t> open_connections{0};
-  std::atomic<uint64_t> ws_clients{0};
-  std::atomic<uint64_t> connections_refused{0};
-  std::atomic<uint64_t> ws_refused{0};
-  std::atomic<uint64_t> request_timeouts{0};
+  const std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  std::shared_ptr<router::ComponentEntry> entry;  // the listener's registry entry
 };
 
 namespace {
@@ -129,11 +150,11 @@ void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_ord
 // feed it became) lives.
 class ConnectionSlot {
  public:
-  explicit ConnectionSlot(Impl& impl) : impl_(&impl) { bump(impl.open_connections); }
+  explicit ConnectionSlot(Impl& impl) : impl_(&impl) { bump(impl.counters->open_connections); }
   ConnectionSlot(ConnectionSlot&& other) noexcept : impl_(std::exchange(other.impl_, nullptr)) {}
   ConnectionSlot& operator=(ConnectionSlot&&) = delete;
   ~ConnectionSlot() {
-    if (impl_ != nullptr) impl_->open_connections.fetch_sub(1, std::memory_order_relaxed);
+    if (impl_ != nullptr) impl_->counters->open_connections.fetch_sub(1, std::memory_order_relaxed);
   }
 
  private:
@@ -316,7 +337,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     reading_ = false;
     deadline_.cancel();
     if (timed_out_) {
-      bump(impl_.request_timeouts);
+      bump(impl_.counters->request_timeouts);
       respond(adminError(408, "request not read within request-timeout=" +
                                   std::to_string(impl_.options.request_timeout.count()) + " ms"),
               false, 11);
@@ -379,7 +400,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return;
     }
     if (impl_.feeds.size() >= impl_.options.max_ws_clients) {
-      bump(impl_.ws_refused);
+      bump(impl_.counters->ws_refused);
       respond(adminError(503, "too many WebSocket clients: max-ws-clients=" +
                                   std::to_string(impl_.options.max_ws_clients)),
               false, version);
@@ -453,8 +474,8 @@ void Impl::accept() {
   acceptor->async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;  // stopping
     if (!ec) {
-      bump(connections);
-      if (open_connections.load(std::memory_order_relaxed) >= options.max_connections) {
+      bump(counters->connections);
+      if (counters->open_connections.load(std::memory_order_relaxed) >= options.max_connections) {
         refuseConnection(std::move(socket));
       } else {
         std::make_shared<HttpSession>(std::move(socket), *this)->read();
@@ -472,7 +493,7 @@ void Impl::accept() {
 }
 
 void Impl::refuseConnection(tcp::socket socket) {
-  bump(connections_refused);
+  bump(counters->connections_refused);
   const std::string body = adminError(503, "too many connections: max-connections=" +
                                                std::to_string(options.max_connections))
                                .body;
@@ -497,8 +518,30 @@ void Impl::removeFeed(std::string endpoint) {
     it->second->pending.clear();
   }
   feeds.erase(it);
-  ws_clients.store(feeds.size(), std::memory_order_relaxed);
+  counters->ws_clients.store(feeds.size(), std::memory_order_relaxed);
   (void)context.broker.removeEndpoint(endpoint);  // closing: gone is fine
+}
+
+void Impl::report() {
+  auto added = context.registry.add(options.name, router::ComponentKind::kService);
+  if (!added) {
+    log.warning("%s: no registry entry: %s", options.name, added.status().message());
+    return;
+  }
+  entry = *added;
+  entry->setMetadata("type", std::string(kHttpListenerType));
+  entry->setMetadata("address", config.host + ":" + std::to_string(port.load()));
+  const std::weak_ptr<router::ComponentEntry> weak = entry;
+  // The registry may still run the probe for a moment after stop() removed
+  // the entry: it reads the shared counters, never the service.
+  entry->setProbe([weak, shared = counters](router::LiveNumbers&) {
+    auto e = weak.lock();
+    if (!e) return;
+    for (const auto& [key, value] : statsFields(shared->stats())) {
+      e->setMetadata(key, std::to_string(value));
+    }
+  });
+  entry->setState(router::ComponentState::kStarted);
 }
 
 HttpListenerService::HttpListenerService(descriptor::HttpListener listener,
@@ -549,6 +592,7 @@ Status HttpListenerService::start() {
   impl.accept();
   impl.thread = std::thread([&impl] { impl.ioc->run(); });
   impl.running = true;
+  impl.report();
   const bool ipv6 = impl.config.host.find(':') != std::string::npos;
   const std::string url = "http://" + (ipv6 ? "[" + impl.config.host + "]" : impl.config.host) +
                           ":" + std::to_string(impl.port.load()) + "/";
@@ -570,22 +614,22 @@ void HttpListenerService::stop() {
   impl.accept_retry.reset();
   impl.acceptor.reset();
   impl.ioc.reset();  // destroys the pending handlers and with them the connections
+  if (impl.entry) {
+    impl.entry->setState(router::ComponentState::kStopped);
+    impl.context.registry.remove(impl.options.name);
+    impl.entry.reset();
+  }
   impl.log.information("admin listener stopped");
 }
 
 int HttpListenerService::port() const { return impl_->port.load(); }
 
-HttpListenerStats HttpListenerService::stats() const {
-  const Impl& impl = *impl_;
-  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  HttpListenerStats s;
-  s.connections = get(impl.connections);
-  s.open_connections = get(impl.open_connections);
-  s.ws_clients = get(impl.ws_clients);
-  s.connections_refused = get(impl.connections_refused);
-  s.ws_refused = get(impl.ws_refused);
-  s.request_timeouts = get(impl.request_timeouts);
-  return s;
+HttpListenerStats HttpListenerService::stats() const { return impl_->counters->stats(); }
+
+std::vector<std::pair<std::string, uint64_t>> statsFields(const HttpListenerStats& s) {
+  return {{"connections", s.connections}, {"open_connections", s.open_connections},
+          {"ws_clients", s.ws_clients},   {"connections_refused", s.connections_refused},
+          {"ws_refused", s.ws_refused},   {"request_timeouts", s.request_timeouts}};
 }
 
 std::unique_ptr<Service> makeHttpListener(const descriptor::HttpListener& listener,

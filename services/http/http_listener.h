@@ -24,6 +24,10 @@
 //   within `request_timeout` of the read starting — a slow body, or an idle
 //   keep-alive connection — is answered 408 and the connection closed. Each
 //   is counted in stats().
+// - Registry: the listener's entry `name` (kind service, metadata "type" =
+//   kHttpListenerType and "address") holds every counter of stats() as
+//   metadata (statsFields()), refreshed when the registry takes a snapshot;
+//   /metrics renders them as the cepbus_http_* families.
 //
 // Threading: sockets are used on the io thread only. A feed's endpoint
 // consumer (any flow thread) queues under the feed's mutex and posts to the
@@ -36,6 +40,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "bus/core/descriptor/descriptor.h"
 #include "services/service.h"
@@ -61,6 +68,13 @@ struct HttpListenerStats {
   uint64_t ws_refused = 0;           // upgrades beyond max_ws_clients (503)
   uint64_t request_timeouts = 0;     // requests not read within request_timeout (408)
 };
+
+// Every counter by name (the registry entry's metadata keys).
+std::vector<std::pair<std::string, uint64_t>> statsFields(const HttpListenerStats& stats);
+
+// The "type" metadata of an HTTP listener's registry entry: how /metrics
+// tells it from the other services.
+inline constexpr std::string_view kHttpListenerType = "http-listener";
 
 class HttpListenerService final : public Service {
  public:

@@ -12,6 +12,7 @@
 #include "flows/abstract_flow.h"
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
+#include "services/http/http_listener.h"
 
 namespace cepbus::services::http {
 namespace {
@@ -303,6 +304,50 @@ void appendWireNames(std::string& out) {
   }
 }
 
+// The HTTP listeners' counters, read from the metadata of their registry
+// entries (services/http/http_listener.h, statsFields), label {name}.
+void appendHttpListeners(std::string& out,
+                         const std::vector<router::ComponentSnapshot>& components) {
+  using C = router::ComponentSnapshot;
+  const auto metadata = [](const C& c, std::string_view key) -> std::string_view {
+    for (const auto& [k, value] : c.metadata) {
+      if (k == key) return value;
+    }
+    return {};
+  };
+  std::vector<C> listeners;
+  for (const C& c : components) {
+    if (metadata(c, "type") == kHttpListenerType) listeners.push_back(c);
+  }
+  const std::function<Labels(const C&)> labels = [](const C& c) {
+    return Labels{{"name", c.name}};
+  };
+  struct Family {
+    std::string_view field;  // the metadata key
+    std::string_view type;
+    std::string_view help;
+  };
+  constexpr Family kFamilies[] = {
+      {"connections", "counter", "HTTP connections accepted, refused ones included."},
+      {"connections_refused", "counter", "HTTP connections answered 503 beyond max-connections."},
+      {"ws_refused", "counter", "WebSocket upgrades answered 503 beyond max-ws-clients."},
+      {"request_timeouts", "counter", "HTTP requests not read within request-timeout (408)."},
+      {"open_connections", "gauge", "HTTP connections open now, WebSocket feeds included."},
+      {"ws_clients", "gauge", "WebSocket feeds open now."},
+  };
+  for (const Family& family : kFamilies) {
+    const std::string name =
+        "cepbus_http_" + std::string(family.field) + (family.type == "counter" ? "_total" : "");
+    appendFamily<C, uint64_t>(
+        out, name, family.type, family.help, listeners, labels, [&](const C& c) {
+          const std::string_view text = metadata(c, family.field);
+          uint64_t value = 0;  // stays 0 when absent
+          (void)std::from_chars(text.data(), text.data() + text.size(), value);
+          return value;
+        });
+  }
+}
+
 }  // namespace
 
 std::string escapeLabelValue(std::string_view value) {
@@ -439,6 +484,7 @@ std::string renderMetrics(const router::Broker& broker, const router::Registry& 
   const std::vector<router::ComponentSnapshot> components = registry.snapshot();
   appendComponents(out, components);
   appendClusterNodes(out, components);
+  appendHttpListeners(out, components);
   appendRoutes(out, broker.routeStats());
   appendFlows(out, flow_metrics);
   appendJournals(out, journals);

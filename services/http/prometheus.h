@@ -25,6 +25,10 @@
 //                     late,rejected,composites,reconnects,stalls,
 //                     unconfirmed_handovers}_total counter
 //     cepbus_cluster_partition_{active,held}, labels {.., partition, role} gauge
+//   HTTP listeners (services/http/http_listener.h), label {name}:
+//     cepbus_http_{connections,connections_refused,ws_refused,
+//                  request_timeouts}_total                    counter
+//     cepbus_http_{open_connections,ws_clients}               gauge
 //   stages (the SEDA stages of the queueing flows), labels {flow, stage}:
 //     cepbus_stage_{offered,processed,failed,rejected,degraded}_total counter
 //     cepbus_stage_{queue_length,capacity,threads}            gauge

@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -338,7 +340,22 @@ TEST_F(HttpListenerTest, ConnectionsBeyondTheLimitGet503AndTheListenerServesAgai
   EXPECT_EQ(service.stats().open_connections, 3u);
   idle.pop_back();
   ASSERT_TRUE(waitUntil([&] { return service.stats().open_connections == 2; }));
-  EXPECT_EQ(Client(service.port()).get("/metrics").status, 200);
+  // Operators see the refusals: in the listener's registry entry and in
+  // /metrics, both counting this client's own connection.
+  Client client(service.port());
+  const Reply entry = client.get("/api/components/http");
+  ASSERT_EQ(entry.status, 200);
+  const json parsed = json::parse(entry.body);
+  EXPECT_EQ(parsed.at("kind"), "service");
+  const json& metadata = parsed.at("metadata");
+  EXPECT_EQ(metadata.at("type"), "http-listener");
+  EXPECT_EQ(metadata.at("connections_refused"), "2000");
+  EXPECT_EQ(metadata.at("connections"), "2004");
+  EXPECT_EQ(metadata.at("open_connections"), "3");
+  const Reply metrics = client.get("/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_EQ(sample(metrics.body, "cepbus_http_connections_refused_total{name=\"http\"}"), 2000);
+  EXPECT_EQ(sample(metrics.body, "cepbus_http_open_connections{name=\"http\"}"), 3);
   std::cout << "{\"hostile_client\":\"2000 HTTP connections\",\"peak_rss_kb\":" << peakRssKb()
             << "}\n";
 }
@@ -362,6 +379,11 @@ TEST_F(HttpListenerTest, WebSocketClientsBeyondTheLimitGet503) {
   EXPECT_EQ(service.stats().ws_refused, 2u);
   EXPECT_EQ(service.stats().ws_clients, 2u);
   EXPECT_EQ(bus_.registry->size(), endpoints_before + 2);
+  const std::optional<router::ComponentSnapshot> entry = bus_.registry->snapshotOf("http");
+  ASSERT_TRUE(entry);
+  const std::map<std::string, std::string> metadata(entry->metadata.begin(), entry->metadata.end());
+  EXPECT_EQ(metadata.at("ws_refused"), "2");
+  EXPECT_EQ(metadata.at("ws_clients"), "2");
   first->close();
   first.reset();
   ASSERT_TRUE(waitUntil([&] { return service.stats().ws_clients == 1; }));
@@ -392,6 +414,9 @@ TEST_F(HttpListenerTest, ARequestNotReadWithinTheTimeoutGets408) {
   EXPECT_NE(out.find("HTTP/1.1 408"), std::string::npos) << out;
   EXPECT_NE(out.find("request-timeout=300 ms"), std::string::npos) << out;
   EXPECT_EQ(service.stats().request_timeouts, 1u);
+  const Reply entry = Client(service.port()).get("/api/components/http");
+  ASSERT_EQ(entry.status, 200);
+  EXPECT_EQ(json::parse(entry.body).at("metadata").at("request_timeouts"), "1");
 }
 
 TEST_F(HttpListenerTest, StopClosesFeedsAndRefusesRestart) {
@@ -399,9 +424,32 @@ TEST_F(HttpListenerTest, StopClosesFeedsAndRefusesRestart) {
   const size_t endpoints_before = bus_.registry->size();
   FeedClient feed(service.port(), "/ws?address=stocks.%23");
   EXPECT_EQ(bus_.registry->size(), endpoints_before + 1);
+  ASSERT_TRUE(bus_.registry->find("http"));
   service.stop();
-  EXPECT_EQ(bus_.registry->size(), endpoints_before);
+  // The feed's endpoint and the listener's own entry are gone.
+  EXPECT_EQ(bus_.registry->size(), endpoints_before - 1);
+  EXPECT_FALSE(bus_.registry->find("http"));
   EXPECT_FALSE(service.start());
+}
+
+// The bus's listener (makeHttpListener) reports as "http-listener", the
+// name the operations guide gives, while it runs.
+TEST_F(HttpListenerTest, TheBussListenerHasTheRegistryEntryHttpListener) {
+  descriptor::HttpListener config;
+  config.port = 0;
+  const std::unique_ptr<Service> service = makeHttpListener(config, *context_);
+  ASSERT_TRUE(service->start());
+  const std::optional<router::ComponentSnapshot> entry = bus_.registry->snapshotOf("http-listener");
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(entry->kind, router::ComponentKind::kService);
+  EXPECT_EQ(entry->state, router::ComponentState::kStarted);
+  const std::map<std::string, std::string> metadata(entry->metadata.begin(), entry->metadata.end());
+  EXPECT_EQ(metadata.at("type"), "http-listener");
+  for (const auto& [key, value] : statsFields(HttpListenerStats{})) {
+    EXPECT_EQ(metadata.at(key), "0") << key;
+  }
+  service->stop();
+  EXPECT_FALSE(bus_.registry->find("http-listener"));
 }
 
 TEST_F(HttpListenerTest, NamesTheDescriptorLocationWhenItCannotListen) {

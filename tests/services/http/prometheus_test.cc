@@ -2,14 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "bus/core/event_json.h"
 #include "bus/core/wire_names.h"
+#include "services/http/http_listener.h"
 #include "tests/services/http/test_broker.h"
 
 namespace cepbus::services::http {
@@ -72,6 +75,10 @@ constexpr const char* kJournalCounters[] = {
     "cepbus_journal_errors_total"};
 constexpr const char* kJournalGauges[] = {"cepbus_journal_in_flight", "cepbus_journal_backlog",
                                           "cepbus_journal_held_back"};
+constexpr const char* kHttpCounters[] = {
+    "cepbus_http_connections_total", "cepbus_http_connections_refused_total",
+    "cepbus_http_ws_refused_total", "cepbus_http_request_timeouts_total"};
+constexpr const char* kHttpGauges[] = {"cepbus_http_open_connections", "cepbus_http_ws_clients"};
 
 TEST(EscapeLabelValueTest, EscapesBackslashQuoteAndLineFeed) {
   EXPECT_EQ(escapeLabelValue("plain.name-1"), "plain.name-1");
@@ -96,8 +103,12 @@ TEST(RenderMetricsTest, EveryFamilyHasHelpAndTypeBeforeAnySample) {
     EXPECT_EQ(scrape.type.at(family), "counter") << family;
   }
   for (const char* family : kJournalGauges) EXPECT_EQ(scrape.type.at(family), "gauge") << family;
+  // And the HTTP listener's: no listener runs here.
+  for (const char* family : kHttpCounters) EXPECT_EQ(scrape.type.at(family), "counter") << family;
+  for (const char* family : kHttpGauges) EXPECT_EQ(scrape.type.at(family), "gauge") << family;
   for (const auto& [key, value] : scrape.samples) {
     EXPECT_FALSE(key.starts_with("cepbus_journal_")) << key;
+    EXPECT_FALSE(key.starts_with("cepbus_http_")) << key;
   }
 }
 
@@ -177,6 +188,46 @@ TEST(RenderMetricsTest, EscapesComponentNamesInLabels) {
   EXPECT_TRUE(scrape.samples.contains(
       "cepbus_component_delivered_total{name=\"odd\\\"name\\\\with\\nbreak\",kind=\"service\"}"))
       << text;
+}
+
+// An HTTP listener's counters, as its registry entry carries them
+// (statsFields()), each become a sample labelled with the entry's name; an
+// entry of another type with the same keys does not.
+TEST(RenderMetricsTest, ExportsTheHttpListenersCounters) {
+  TestBroker bus;
+  HttpListenerStats stats;
+  stats.connections = 11;
+  stats.open_connections = 3;
+  stats.ws_clients = 2;
+  stats.connections_refused = 5;
+  stats.ws_refused = 7;
+  stats.request_timeouts = 1;
+  for (const std::string_view type : {kHttpListenerType, std::string_view("amqp-listener")}) {
+    auto entry = bus.registry->add(std::string(type) + "-entry", router::ComponentKind::kService);
+    ASSERT_TRUE(entry);
+    (*entry)->setMetadata("type", std::string(type));
+    for (const auto& [key, value] : statsFields(stats)) {
+      (*entry)->setMetadata(key, std::to_string(value));
+    }
+  }
+  const Scrape scrape = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
+  const std::pair<std::string_view, double> expected[] = {
+      {"cepbus_http_connections_total", 11}, {"cepbus_http_connections_refused_total", 5},
+      {"cepbus_http_ws_refused_total", 7},   {"cepbus_http_request_timeouts_total", 1},
+      {"cepbus_http_open_connections", 3},   {"cepbus_http_ws_clients", 2}};
+  size_t http_samples = 0;
+  for (const auto& [key, value] : scrape.samples) {
+    if (key.starts_with("cepbus_http_")) ++http_samples;
+  }
+  EXPECT_EQ(http_samples, std::size(expected));
+  for (const auto& [family, value] : expected) {
+    EXPECT_EQ(scrape.type.at(std::string(family)), family.ends_with("_total") ? "counter" : "gauge")
+        << family;
+    const std::string key = std::string(family) + "{name=\"http-listener-entry\"}";
+    ASSERT_TRUE(scrape.samples.contains(key)) << key;
+    EXPECT_EQ(scrape.samples.at(key), value) << key;
+  }
 }
 
 // The budget of names clients may create is visible to operators: a rising
