@@ -290,5 +290,62 @@ TEST_F(AmqpListenerLimitsTest, RequestsBeyondThePendingLimitAreRejectedUntilAnsw
   EXPECT_EQ(service.stats().requests_refused, 1u);
 }
 
+// A message whose encoded size is at least `bytes`.
+proton::message sized(int64_t ts, size_t bytes) {
+  proton::message m;
+  m.subject("Blob");
+  m.properties().put("ts", ts);
+  m.properties().put("blob", std::string(bytes, 'x'));
+  return m;
+}
+
+// The client sends a message beyond max-message-size, then a normal one on
+// the same link: the first is rejected with the limit, the second accepted.
+void expectTooLargeRefused(AmqpListenerService& service, size_t limit, size_t bytes) {
+  AmqpTestClient client(service.port(), "too-large");
+  ASSERT_TRUE(client.waitOpen());
+  client.send("blobs", {sized(1, bytes)});
+  ASSERT_TRUE(client.waitFor([&] { return client.rejected == 1; }));
+  const proton::error_condition e =
+      client.read<proton::error_condition>([&] { return client.rejections.at(0); });
+  EXPECT_EQ(e.name(), kMessageSizeExceeded);
+  EXPECT_TRUE(mentions(e, "bytes exceeds max-message-size=" + std::to_string(limit)))
+      << e.description();
+  EXPECT_EQ(service.stats().messages_too_large, 1u);
+  // The limit was announced on attach.
+  client.read<bool>([&] {
+    EXPECT_EQ(client.max_message_sizes.size(), 1u);
+    for (const auto& [name, announced] : client.max_message_sizes) EXPECT_EQ(announced, limit);
+    return true;
+  });
+  client.send("blobs", {sized(2, 10)});
+  ASSERT_TRUE(client.waitFor([&] { return client.accepted == 1; }));
+  EXPECT_FALSE(client.read<bool>([&] { return static_cast<bool>(client.error); }));
+  EXPECT_TRUE(client.read<bool>([&] { return client.link_errors.empty(); }));
+  EXPECT_EQ(service.stats().messages_too_large, 1u);
+}
+
+TEST_F(AmqpListenerLimitsTest, MessagesBeyondTheDefaultSizeAreRejectedAndTheLinkStaysUp) {
+  AmqpListenerService& service = start(AmqpListenerOptions{});
+  AmqpTestClient watcher(service.port(), "watcher");
+  ASSERT_TRUE(watcher.waitOpen());
+  watcher.subscribe("blobs");
+  ASSERT_TRUE(watcher.waitFor([&] { return watcher.links_open.count("blobs") > 0; }));
+  expectTooLargeRefused(service, 1048576, 2 * 1048576);
+  // Only the normal message was published.
+  ASSERT_TRUE(watcher.waitFor([&] { return watcher.received["blobs"].size() == 1; }));
+  EXPECT_EQ(watcher.receivedTs("blobs"), std::vector<Timestamp>{2});
+  std::cout << "{\"hostile_client\":\"a 2 MiB message\",\"peak_rss_kb\":" << peakRssKb() << "}\n";
+  expectServed(service.port());
+}
+
+TEST_F(AmqpListenerLimitsTest, MessagesBeyondASmallSizeLimitAreRejected) {
+  AmqpListenerOptions options;
+  options.limits.max_message_size = 200;
+  AmqpListenerService& service = start(options);
+  expectTooLargeRefused(service, 200, 300);
+  expectServed(service.port());
+}
+
 }  // namespace
 }  // namespace cepbus::services::amqp
