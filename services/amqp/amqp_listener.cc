@@ -463,6 +463,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     std::map<proton::tracker, OutboxEntry> unsettled;  // sent, not yet settled by the subscriber
     std::string entry;                                 // its registry entry ("" when it has none)
     std::string owner;                                 // a durable one's (max-durable)
+    bool capped = false;  // drain() stopped at the in-flight bound, not at the credit
   };
   // A durable subscription whose subscriber is away: its endpoint stays
   // subscribed and its outbox keeps collecting (bounded).
@@ -928,6 +929,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     out = std::move(entry->second);
     sub->second.unsettled.erase(entry);
     counters->unsettled.fetch_sub(1, std::memory_order_relaxed);
+    if (sub->second.capped) drain(sub->first);
     return true;
   }
 
@@ -1270,7 +1272,18 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it == subscribers.end()) return;
     SubscriberLink& sub = it->second;
     if (!sub.link.active()) return;
-    for (OutboxEntry& entry : sub.outbox->take(sub.link.credit())) {
+    // In flight (unsettled, or not written out yet) at most a buffer's
+    // worth, whatever credit the subscriber grants: one that grants a lot
+    // and then reads nothing would otherwise have the listener hold all of
+    // it. The rest waits in the outbox, which holds its publishers back
+    // until the subscriber counts as stuck, then refuses (buffer_full).
+    const size_t capacity = sub.outbox->capacity();
+    const size_t in_flight =
+        std::max(sub.unsettled.size(), static_cast<size_t>(unsentDeliveries(sub.link)));
+    const int credit = sub.link.credit();
+    const int room = in_flight >= capacity ? 0 : static_cast<int>(capacity - in_flight);
+    sub.capped = room < credit;
+    for (OutboxEntry& entry : sub.outbox->take(std::min(credit, room))) {
       if (entry.answer) {
         proton::tracker t = sub.link.send(*entry.answer);
         sent(sub, t, std::move(entry));

@@ -40,7 +40,10 @@
 //   "amqp:<client container id>/<link name>" whose consumer buffers at most
 //   `subscriber_buffer` events (beyond that it answers Rejected, which the
 //   flow counts and a reliable flow retries without counting a failure), and events go out as
-//   unsettled messages while the link has credit.
+//   unsettled messages while the link has credit — at most
+//   `subscriber_buffer` of them in flight (unsettled, or not written out
+//   yet) whatever credit it grants, so a subscriber that grants a lot and
+//   stops reading holds at most two buffers' worth.
 // - At least once end to end: on a reliable route an unsettled publish is
 //   accepted only once every target's journal commit is in, and a journaled
 //   event sent to a subscriber is acknowledged to its flow only when the

@@ -361,6 +361,8 @@ uint64_t remoteMaxMessageSize(const proton::link& link) {
   return pn_link_remote_max_message_size(LinkAccess::raw(link));
 }
 
+int unsentDeliveries(const proton::link& link) { return pn_link_queued(LinkAccess::raw(link)); }
+
 bool sentSettled(const proton::tracker& tracker) {
   pn_delivery_t* d = DeliveryAccess::raw(tracker);
   return pn_link_snd_settle_mode(pn_delivery_link(d)) == PN_SND_SETTLED;

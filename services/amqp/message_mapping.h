@@ -97,6 +97,9 @@ void setMaxMessageSize(proton::receiver& receiver, uint64_t bytes);
 // limit).
 uint64_t remoteMaxMessageSize(const proton::link& link);
 
+// Deliveries on `link` not written to the transport yet (pn_link_queued).
+int unsentDeliveries(const proton::link& link);
+
 // True when the message `tracker` follows went out pre-settled: its link
 // sends settled (an at-most-once receiver asked for it), so the receiver
 // sends no outcome for it and nothing is left to wait for.

@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -222,6 +223,13 @@ class AmqpTestClient final : public proton::messaging_handler {
         }
       }
     });
+  }
+
+  // Blocks the client's container thread until `until` is ready: meanwhile
+  // it reads nothing from its socket (a peer that stopped reading). Make it
+  // ready before the client is destroyed.
+  void freeze(std::shared_future<void> until) {
+    run([until] { until.wait(); });
   }
 
   void closeConnection() {

@@ -347,5 +347,52 @@ TEST_F(AmqpListenerLimitsTest, MessagesBeyondASmallSizeLimitAreRejected) {
   expectServed(service.port());
 }
 
+TEST_F(AmqpListenerLimitsTest, AHugeCreditNeverReadHoldsNoMoreThanTheSubscriberBuffer) {
+  constexpr int kEvents = 50000;
+  constexpr size_t kBuffer = 200;
+  AmqpListenerOptions options;
+  options.subscriber_buffer = kBuffer;
+  AmqpListenerService& service = start(options);
+  AmqpTestClient hog(service.port(), "hog");
+  ASSERT_TRUE(hog.waitOpen());
+  hog.subscribe("flood", "flood", false, 1000000, 0);  // never settles anything
+  ASSERT_TRUE(hog.waitFor([&] { return hog.links_open.count("flood") > 0; }));
+  AmqpTestClient publisher(service.port(), "publisher");
+  ASSERT_TRUE(publisher.waitOpen());
+  // One event through, so the hog's credit is in; then it stops reading.
+  publisher.send("flood", {sized(0, 10)}, true);
+  ASSERT_TRUE(hog.waitFor([&] { return hog.received["flood"].size() == 1; }));
+  std::promise<void> thaw;
+  struct Thaw {
+    std::promise<void>& promise;
+    ~Thaw() { promise.set_value(); }
+  } thaw_before_destruction{thaw};
+  hog.freeze(thaw.get_future().share());
+
+  // In batches, so that the messages the publisher holds do not swamp the
+  // peak RSS. The publisher is served all along: everything is published,
+  // held back only until the hog counts as stuck.
+  constexpr int kBatch = 1000;
+  for (int first = 1; first <= kEvents; first += kBatch) {
+    std::vector<proton::message> batch;
+    for (int i = first; i < first + kBatch; ++i) batch.push_back(sized(i, 10));
+    publisher.send("flood", std::move(batch), true);
+    ASSERT_TRUE(waitUntil(
+        [&] { return service.stats().published == static_cast<uint64_t>(first + kBatch); }));
+  }
+  // What is unsettled in the end is the hog's: one buffer, not its credit.
+  ASSERT_TRUE(waitUntil([&] { return service.stats().unsettled == kBuffer; }));
+  const AmqpListenerStats s = service.stats();
+  std::cout << "{\"hostile_client\":\"credit 1000000, never reads, 50000 events\",\"sent\":"
+            << s.sent << ",\"unsettled\":" << s.unsettled << ",\"buffer_full\":" << s.buffer_full
+            << ",\"subscriber_stalls\":" << s.subscriber_stalls
+            << ",\"peak_rss_kb\":" << peakRssKb() << "}\n";
+  EXPECT_GE(s.subscriber_stalls, 1u);
+  EXPECT_EQ(s.sent, kBuffer);
+  // The rest waited in its buffer or was refused once that was full.
+  EXPECT_GE(s.buffer_full, kEvents - 2 * kBuffer);
+  expectServed(service.port());
+}
+
 }  // namespace
 }  // namespace cepbus::services::amqp
