@@ -3,11 +3,12 @@
 // AmqpAdmission: what one AMQP client may make the listener hold, and the
 // count of what it was refused. The listener asks it before it opens a
 // connection, a session, a link, a durable subscription or an in-out
-// request, and tells it when each ends; it also sizes every message a
-// client publishes against max-message-size. A refusal is the description the
-// listener sends with amqp:resource-limit-exceeded, naming the limit (its
-// descriptor attribute) and its value, so a client's operator can tell which
-// knob it ran into.
+// request, and tells it when each ends; it also holds every message a
+// client publishes against max-message-size. A refusal is the description
+// the listener sends with amqp:resource-limit-exceeded (a message too large:
+// amqp:link:message-size-exceeded), naming the limit (its descriptor
+// attribute) and its value, so a client's operator can tell which knob it
+// ran into.
 //
 // Connections are counted by the listener's connection number, durable
 // subscriptions by their owner: the user, or the client's container id for

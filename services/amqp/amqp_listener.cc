@@ -1479,8 +1479,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // The listener's registry entry: delivered = messages sent to subscribers,
   // failed = publishes released, rejected = messages rejected (malformed,
-  // too large or refused requests); every counter of stats() as metadata, refreshed when
-  // the registry takes a snapshot (the admin API, /metrics).
+  // too large or refused requests); every counter of stats() as metadata,
+  // refreshed when the registry takes a snapshot (the admin API, /metrics).
   void report() {
     auto added = context.registry.add(options.name, router::ComponentKind::kService);
     if (!added) {
