@@ -77,6 +77,13 @@ void AmqpAdmission::durableEnded(const std::string& owner) {
   if (it->second == 0) durable_.erase(it);
 }
 
+std::optional<std::string> AmqpAdmission::admitMessage(uint64_t bytes) {
+  if (bytes <= limits_.max_message_size) return std::nullopt;
+  bump(messages_too_large_);
+  return "message of " + std::to_string(bytes) +
+         " bytes exceeds max-message-size=" + std::to_string(limits_.max_message_size);
+}
+
 AmqpRefusals AmqpAdmission::refusals() const {
   auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   AmqpRefusals r;
@@ -85,6 +92,7 @@ AmqpRefusals AmqpAdmission::refusals() const {
   r.links = get(links_refused_);
   r.durable = get(durable_refused_);
   r.requests = get(requests_refused_);
+  r.messages_too_large = get(messages_too_large_);
   return r;
 }
 

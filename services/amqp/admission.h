@@ -3,10 +3,12 @@
 // AmqpAdmission: what one AMQP client may make the listener hold, and the
 // count of what it was refused. The listener asks it before it opens a
 // connection, a session, a link, a durable subscription or an in-out
-// request, and tells it when each ends; a refusal is the description the
-// listener sends with amqp:resource-limit-exceeded, naming the limit (its
-// descriptor attribute) and its value, so a client's operator can tell which
-// knob it ran into.
+// request, and tells it when each ends; it also holds every message a
+// client publishes against max-message-size. A refusal is the description
+// the listener sends with amqp:resource-limit-exceeded (a message too large:
+// amqp:link:message-size-exceeded), naming the limit (its descriptor
+// attribute) and its value, so a client's operator can tell which knob it
+// ran into.
 //
 // Connections are counted by the listener's connection number, durable
 // subscriptions by their owner: the user, or the client's container id for
@@ -27,11 +29,12 @@ namespace cepbus::services::amqp {
 // The defaults are far above what a well-behaved client needs and low
 // enough that a client reaching all of them at once holds a few tens of MB.
 struct AmqpLimits {
-  size_t max_connections = 1000;       // max-connections: open, all clients together
-  size_t max_sessions = 64;            // max-sessions: per connection
-  size_t max_links = 1000;             // max-links: per connection
-  size_t max_durable = 100;            // max-durable: per user (or container id)
-  size_t max_pending_requests = 1000;  // max-pending-requests: per connection
+  size_t max_connections = 1000;        // max-connections: open, all clients together
+  size_t max_sessions = 64;             // max-sessions: per connection
+  size_t max_links = 1000;              // max-links: per connection
+  size_t max_durable = 100;             // max-durable: per user (or container id)
+  size_t max_pending_requests = 1000;   // max-pending-requests: per connection
+  uint64_t max_message_size = 1048576;  // max-message-size: bytes of one encoded message
 };
 
 // Refusals so far, by limit.
@@ -41,6 +44,7 @@ struct AmqpRefusals {
   uint64_t links = 0;
   uint64_t durable = 0;
   uint64_t requests = 0;
+  uint64_t messages_too_large = 0;
 };
 
 class AmqpAdmission {
@@ -66,6 +70,10 @@ class AmqpAdmission {
 
   std::optional<std::string> admitDurable(const std::string& owner);
   void durableEnded(const std::string& owner);
+
+  // A message of `bytes` (encoded) beyond max-message-size: the refusal
+  // goes with amqp:link:message-size-exceeded, not amqp:resource-limit-exceeded.
+  std::optional<std::string> admitMessage(uint64_t bytes);
 
   AmqpRefusals refusals() const;
 
@@ -96,6 +104,7 @@ class AmqpAdmission {
   std::atomic<uint64_t> links_refused_{0};
   std::atomic<uint64_t> durable_refused_{0};
   std::atomic<uint64_t> requests_refused_{0};
+  std::atomic<uint64_t> messages_too_large_{0};
 };
 
 }  // namespace cepbus::services::amqp

@@ -163,6 +163,7 @@ AmqpListenerStats statsOf(const Counters& c, const AmqpAdmission& admission) {
   s.links_refused = refused.links;
   s.durable_refused = refused.durable;
   s.requests_refused = refused.requests;
+  s.messages_too_large = refused.messages_too_large;
   return s;
 }
 
@@ -462,6 +463,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     std::map<proton::tracker, OutboxEntry> unsettled;  // sent, not yet settled by the subscriber
     std::string entry;                                 // its registry entry ("" when it has none)
     std::string owner;                                 // a durable one's (max-durable)
+    bool capped = false;  // drain() stopped at the in-flight bound, not at the credit
   };
   // A durable subscription whose subscriber is away: its endpoint stays
   // subscribed and its outbox keeps collecting (bounded).
@@ -574,6 +576,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       return;
     }
     if (refuseLink(r, conn->second.id)) return;
+    setMaxMessageSize(r, options.limits.max_message_size);
     r.open(proton::receiver_options().credit_window(0).auto_accept(false).target(
         proton::target_options().address(addr)));
     uint64_t id = ++next_id;
@@ -926,6 +929,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     out = std::move(entry->second);
     sub->second.unsettled.erase(entry);
     counters->unsettled.fetch_sub(1, std::memory_order_relaxed);
+    if (sub->second.capped) drain(sub->first);
     return true;
   }
 
@@ -946,6 +950,17 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       return;
     }
     PublisherLink& pub = link->second;
+    // Sized before anything else looks at it: beyond the limit the link
+    // announced on attach, what the message holds does not matter.
+    m.encode(encoded);
+    if (auto refusal = admission->admitMessage(encoded.size())) {
+      if (!presettled) {
+        rejectWithCondition(d, proton::error_condition(kMessageSizeExceeded, *refusal));
+        bump(pub.stats->rejected);
+      }
+      replenish(pub);
+      return;
+    }
     if (pub.replies) {
       providerReply(d, m, presettled);
       replenish(pub);
@@ -1257,7 +1272,18 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it == subscribers.end()) return;
     SubscriberLink& sub = it->second;
     if (!sub.link.active()) return;
-    for (OutboxEntry& entry : sub.outbox->take(sub.link.credit())) {
+    // In flight (unsettled, or not written out yet) at most a buffer's
+    // worth, whatever credit the subscriber grants: one that grants a lot
+    // and then reads nothing would otherwise have the listener hold all of
+    // it. The rest waits in the outbox, which holds its publishers back
+    // until the subscriber counts as stuck, then refuses (buffer_full).
+    const size_t capacity = sub.outbox->capacity();
+    const size_t in_flight =
+        std::max(sub.unsettled.size(), static_cast<size_t>(unsentDeliveries(sub.link)));
+    const int credit = sub.link.credit();
+    const int room = in_flight >= capacity ? 0 : static_cast<int>(capacity - in_flight);
+    sub.capped = room < credit;
+    for (OutboxEntry& entry : sub.outbox->take(std::min(credit, room))) {
       if (entry.answer) {
         proton::tracker t = sub.link.send(*entry.answer);
         sent(sub, t, std::move(entry));
@@ -1452,9 +1478,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   }
 
   // The listener's registry entry: delivered = messages sent to subscribers,
-  // failed = publishes released, rejected = messages rejected (malformed or
-  // refused requests); every counter of stats() as metadata, refreshed when
-  // the registry takes a snapshot (the admin API, /metrics).
+  // failed = publishes released, rejected = messages rejected (malformed,
+  // too large or refused requests); every counter of stats() as metadata,
+  // refreshed when the registry takes a snapshot (the admin API, /metrics).
   void report() {
     auto added = context.registry.add(options.name, router::ComponentKind::kService);
     if (!added) {
@@ -1476,7 +1502,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       const AmqpListenerStats s = statsOf(*shared, *limits);
       numbers.delivered = s.sent;
       numbers.failed = s.released;
-      numbers.rejected = s.rejected + s.malformed;
+      numbers.rejected = s.rejected + s.malformed + s.messages_too_large;
       numbers.queue_length = s.awaiting_commit;
       for (const auto& [key, value] : statsFields(s)) e->setMetadata(key, std::to_string(value));
     });
@@ -1546,7 +1572,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   std::map<std::string, ParkedSubscription> parked_subscriptions;  // by endpoint name
   std::map<std::string, uint64_t> reply_links;        // answer address -> subscribing link
   std::map<uint64_t, flows::Exchange> open_requests;  // sent to AMQP providers, by correlation id
-  proton::message outgoing;  // reused for every event sent to a subscriber (its allocations stay)
+  proton::message outgoing;   // reused for every event sent to a subscriber (its allocations stay)
+  std::vector<char> encoded;  // reused to size every message received
   std::shared_ptr<router::ComponentEntry> entry;  // the listener's registry entry
 };
 
@@ -1733,7 +1760,8 @@ std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStat
           {"sessions_refused", s.sessions_refused},
           {"links_refused", s.links_refused},
           {"durable_refused", s.durable_refused},
-          {"requests_refused", s.requests_refused}};
+          {"requests_refused", s.requests_refused},
+          {"messages_too_large", s.messages_too_large}};
 }
 
 std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listener,
@@ -1758,6 +1786,7 @@ std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listen
   limits.max_links = listener.max_links.value_or(limits.max_links);
   limits.max_durable = listener.max_durable.value_or(limits.max_durable);
   limits.max_pending_requests = listener.max_pending_requests.value_or(limits.max_pending_requests);
+  limits.max_message_size = listener.max_message_size.value_or(limits.max_message_size);
 
   return std::make_unique<AmqpListenerService>(listener, std::move(options), context);
 }

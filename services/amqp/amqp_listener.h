@@ -40,7 +40,10 @@
 //   "amqp:<client container id>/<link name>" whose consumer buffers at most
 //   `subscriber_buffer` events (beyond that it answers Rejected, which the
 //   flow counts and a reliable flow retries without counting a failure), and events go out as
-//   unsettled messages while the link has credit.
+//   unsettled messages while the link has credit — at most
+//   `subscriber_buffer` of them in flight (unsettled, or not written out
+//   yet) whatever credit it grants, so a subscriber that grants a lot and
+//   stops reading holds at most two buffers' worth.
 // - At least once end to end: on a reliable route an unsettled publish is
 //   accepted only once every target's journal commit is in, and a journaled
 //   event sent to a subscriber is acknowledged to its flow only when the
@@ -71,7 +74,7 @@
 //   unknown correlation-id is rejected with amqp:not-found.
 // - Statistics: the registry entry `name` (kind service) holds every
 //   counter of stats() as metadata and delivered = sent, failed = released,
-//   rejected = rejected + malformed; each attached link has an entry
+//   rejected = rejected + malformed + messages_too_large; each attached link has an entry
 //   "amqp-link:<client container id>/<link name>" (kind endpoint, owner
 //   `name`) with its own counters (statsFields(), LinkCounters in the .cc).
 // - Security (services/amqp/access_control.h): SASL ANONYMOUS only with
@@ -86,6 +89,10 @@
 //   request is rejected (a pre-settled one gets a fault message) — each with
 //   amqp:resource-limit-exceeded and a description naming the limit; the
 //   connection stays up. Each refusal is counted (the *_refused counters).
+//   Every publishing link announces max-message-size on attach, and a
+//   message whose encoded size exceeds it is rejected with
+//   amqp:link:message-size-exceeded (counted in messages_too_large); the
+//   link stays up.
 //
 // Threading: every Proton object is used on the container thread only.
 // Router callbacks from other threads (an endpoint's consumer) hand work to
@@ -165,6 +172,8 @@ struct AmqpListenerStats {
   uint64_t links_refused = 0;        // links beyond max-links on their connection
   uint64_t durable_refused = 0;      // durable subscriptions beyond max-durable for their user
   uint64_t requests_refused = 0;     // requests beyond max-pending-requests on their connection
+  // Rejected with amqp:link:message-size-exceeded: encoded beyond max-message-size.
+  uint64_t messages_too_large = 0;
 };
 
 // Every counter by name (the registry entry's metadata keys).

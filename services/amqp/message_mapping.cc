@@ -353,6 +353,16 @@ bool asksPresettled(const proton::sender& sender) {
   return pn_link_remote_snd_settle_mode(LinkAccess::raw(sender)) == PN_SND_SETTLED;
 }
 
+void setMaxMessageSize(proton::receiver& receiver, uint64_t bytes) {
+  pn_link_set_max_message_size(LinkAccess::raw(receiver), bytes);
+}
+
+uint64_t remoteMaxMessageSize(const proton::link& link) {
+  return pn_link_remote_max_message_size(LinkAccess::raw(link));
+}
+
+int unsentDeliveries(const proton::link& link) { return pn_link_queued(LinkAccess::raw(link)); }
+
 bool sentSettled(const proton::tracker& tracker) {
   pn_delivery_t* d = DeliveryAccess::raw(tracker);
   return pn_link_snd_settle_mode(pn_delivery_link(d)) == PN_SND_SETTLED;

@@ -3,7 +3,7 @@
 // The AMQP 1.0 <-> event mapping of the AMQP binding (docs/amqp.md, "Message
 // <-> event"), and the Proton details the C++ API does not expose: the error
 // condition carried by a `rejected` outcome, both ways, and the settle
-// modes of a subscriber's link.
+// modes of a subscriber's link, the max-message-size of a publisher's.
 //
 // Message -> event:
 //   type       subject, else application property "type" (a string)
@@ -33,7 +33,9 @@
 
 #include <proton/delivery.hpp>
 #include <proton/error_condition.hpp>
+#include <proton/link.hpp>
 #include <proton/message.hpp>
+#include <proton/receiver.hpp>
 #include <proton/sender.hpp>
 #include <proton/tracker.hpp>
 #include <proton/transfer.hpp>
@@ -50,6 +52,8 @@ inline constexpr char kDecodeError[] = "amqp:decode-error";
 // A limit of the receiver: here a new event type, attribute name or address
 // beyond the budget of names clients may create (bus/core/wire_names.h).
 inline constexpr char kResourceLimitExceeded[] = "amqp:resource-limit-exceeded";
+// A message larger than the receiving link's max-message-size.
+inline constexpr char kMessageSizeExceeded[] = "amqp:link:message-size-exceeded";
 inline constexpr char kFaultSubject[] = "cepbus.fault";
 inline constexpr char kFaultProperty[] = "fault";
 inline constexpr char kFaultDescriptionProperty[] = "fault-description";
@@ -84,6 +88,17 @@ proton::error_condition remoteCondition(const proton::transfer& transfer);
 // messages (snd-settle-mode "settled" in its attach: an at-most-once
 // receiver), which the sender should honour.
 bool asksPresettled(const proton::sender& sender);
+
+// Sets the max-message-size `receiver` announces in its attach (call before
+// open()); the C++ API's receiver_options has no such option.
+void setMaxMessageSize(proton::receiver& receiver, uint64_t bytes);
+
+// The max-message-size the peer of `link` announced in its attach (0: no
+// limit).
+uint64_t remoteMaxMessageSize(const proton::link& link);
+
+// Deliveries on `link` not written to the transport yet (pn_link_queued).
+int unsentDeliveries(const proton::link& link);
 
 // True when the message `tracker` follows went out pre-settled: its link
 // sends settled (an at-most-once receiver asked for it), so the receiver

@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -224,6 +225,13 @@ class AmqpTestClient final : public proton::messaging_handler {
     });
   }
 
+  // Blocks the client's container thread until `until` is ready: meanwhile
+  // it reads nothing from its socket (a peer that stopped reading). Make it
+  // ready before the client is destroyed.
+  void freeze(std::shared_future<void> until) {
+    run([until] { until.wait(); });
+  }
+
   void closeConnection() {
     run([this] { connection_.close(); });
   }
@@ -236,10 +244,11 @@ class AmqpTestClient final : public proton::messaging_handler {
   std::map<std::string, proton::error_condition> link_errors;  // by link name
   std::map<std::string, int> links_open;                       // by link name
   std::map<std::string, std::string> addresses;                // receiving link name -> its source
-  std::map<std::string, std::vector<AmqpReceived>> received;   // by receiving link name
-  size_t accepted = 0, released = 0, rejected = 0;             // outcomes of what was sent
-  std::vector<proton::message_id> accepted_ids;                // the ids of `accepted`, as settled
-  std::vector<proton::error_condition> rejections;             // the conditions of `rejected`
+  std::map<std::string, uint64_t> max_message_sizes;  // sending link name -> the peer's (0: none)
+  std::map<std::string, std::vector<AmqpReceived>> received;  // by receiving link name
+  size_t accepted = 0, released = 0, rejected = 0;            // outcomes of what was sent
+  std::vector<proton::message_id> accepted_ids;               // the ids of `accepted`, as settled
+  std::vector<proton::error_condition> rejections;            // the conditions of `rejected`
 
  private:
   // Name and description only: a condition's properties may share Proton's
@@ -347,7 +356,10 @@ class AmqpTestClient final : public proton::messaging_handler {
     });
   }
   void on_sender_open(proton::sender& s) override {
-    bump([&] { ++links_open[s.name()]; });
+    bump([&] {
+      ++links_open[s.name()];
+      max_message_sizes[s.name()] = services::amqp::remoteMaxMessageSize(s);
+    });
   }
   void on_receiver_close(proton::receiver& r) override {
     if (r.error()) bump([&] { link_errors[r.name()] = copyOf(r.error()); });

@@ -130,6 +130,7 @@ struct AmqpListener {
   std::optional<uint64_t> max_links;             // max-links: per connection
   std::optional<uint64_t> max_durable;           // max-durable: per user (or container id)
   std::optional<uint64_t> max_pending_requests;  // max-pending-requests: per connection
+  std::optional<uint64_t> max_message_size;      // max-message-size: bytes, encoded
   Location where;
 
   const AmqpUser* user(std::string_view name) const;  // nullptr when absent

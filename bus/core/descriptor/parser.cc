@@ -750,10 +750,10 @@ class Parser {
   }
 
   void amqp(const XMLElement* e, AmqpListener& l) {
-    checkAttributes(
-        e, {"host", "port", "allow-anonymous", "credit-window", "subscriber-buffer",
-            "durable-buffer", "request-timeout", "subscriber-stall-timeout", "max-connections",
-            "max-sessions", "max-links", "max-durable", "max-pending-requests"});
+    checkAttributes(e, {"host", "port", "allow-anonymous", "credit-window", "subscriber-buffer",
+                        "durable-buffer", "request-timeout", "subscriber-stall-timeout",
+                        "max-connections", "max-sessions", "max-links", "max-durable",
+                        "max-pending-requests", "max-message-size"});
     l.where = at(e);
     hostAndPort(e, l.host, l.port);
     l.allow_anonymous = boolean(e, "allow-anonymous").value_or(l.allow_anonymous);
@@ -771,6 +771,7 @@ class Parser {
     // 0: no durable subscriptions at all.
     l.max_durable = integer(e, "max-durable", 0, kMaxCapacity);
     l.max_pending_requests = integer(e, "max-pending-requests", 1, kMaxCapacity);
+    l.max_message_size = integer(e, "max-message-size", 1, kMaxCapacity);
     NameScope users;
     children(e, {{"tls", true}, {"user"}}, [&](const XMLElement* child) {
       if (std::string_view(child->Name()) == "tls") {

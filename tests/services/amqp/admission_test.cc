@@ -93,5 +93,17 @@ TEST(AmqpAdmissionTest, ZeroDurableRefusesEveryOne) {
   EXPECT_TRUE(contains(admission.admitDurable("alice"), "max-durable=0"));
 }
 
+TEST(AmqpAdmissionTest, RefusesMessagesLargerThanTheLimitOnly) {
+  AmqpLimits limits = small();
+  limits.max_message_size = 100;
+  AmqpAdmission admission(limits);
+  EXPECT_FALSE(admission.admitMessage(0));
+  EXPECT_FALSE(admission.admitMessage(100));
+  const std::optional<std::string> refusal = admission.admitMessage(101);
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(*refusal, "message of 101 bytes exceeds max-message-size=100");
+  EXPECT_EQ(admission.refusals().messages_too_large, 1u);
+}
+
 }  // namespace
 }  // namespace cepbus::services::amqp

@@ -290,5 +290,109 @@ TEST_F(AmqpListenerLimitsTest, RequestsBeyondThePendingLimitAreRejectedUntilAnsw
   EXPECT_EQ(service.stats().requests_refused, 1u);
 }
 
+// A message whose encoded size is at least `bytes`.
+proton::message sized(int64_t ts, size_t bytes) {
+  proton::message m;
+  m.subject("Blob");
+  m.properties().put("ts", ts);
+  m.properties().put("blob", std::string(bytes, 'x'));
+  return m;
+}
+
+// The client sends a message beyond max-message-size, then a normal one on
+// the same link: the first is rejected with the limit, the second accepted.
+void expectTooLargeRefused(AmqpListenerService& service, size_t limit, size_t bytes) {
+  AmqpTestClient client(service.port(), "too-large");
+  ASSERT_TRUE(client.waitOpen());
+  client.send("blobs", {sized(1, bytes)});
+  ASSERT_TRUE(client.waitFor([&] { return client.rejected == 1; }));
+  const proton::error_condition e =
+      client.read<proton::error_condition>([&] { return client.rejections.at(0); });
+  EXPECT_EQ(e.name(), kMessageSizeExceeded);
+  EXPECT_TRUE(mentions(e, "bytes exceeds max-message-size=" + std::to_string(limit)))
+      << e.description();
+  EXPECT_EQ(service.stats().messages_too_large, 1u);
+  // The limit was announced on attach.
+  client.read<bool>([&] {
+    EXPECT_EQ(client.max_message_sizes.size(), 1u);
+    for (const auto& [name, announced] : client.max_message_sizes) EXPECT_EQ(announced, limit);
+    return true;
+  });
+  client.send("blobs", {sized(2, 10)});
+  ASSERT_TRUE(client.waitFor([&] { return client.accepted == 1; }));
+  EXPECT_FALSE(client.read<bool>([&] { return static_cast<bool>(client.error); }));
+  EXPECT_TRUE(client.read<bool>([&] { return client.link_errors.empty(); }));
+  EXPECT_EQ(service.stats().messages_too_large, 1u);
+}
+
+TEST_F(AmqpListenerLimitsTest, MessagesBeyondTheDefaultSizeAreRejectedAndTheLinkStaysUp) {
+  AmqpListenerService& service = start(AmqpListenerOptions{});
+  AmqpTestClient watcher(service.port(), "watcher");
+  ASSERT_TRUE(watcher.waitOpen());
+  watcher.subscribe("blobs");
+  ASSERT_TRUE(watcher.waitFor([&] { return watcher.links_open.count("blobs") > 0; }));
+  expectTooLargeRefused(service, 1048576, 2 * 1048576);
+  // Only the normal message was published.
+  ASSERT_TRUE(watcher.waitFor([&] { return watcher.received["blobs"].size() == 1; }));
+  EXPECT_EQ(watcher.receivedTs("blobs"), std::vector<Timestamp>{2});
+  std::cout << "{\"hostile_client\":\"a 2 MiB message\",\"peak_rss_kb\":" << peakRssKb() << "}\n";
+  expectServed(service.port());
+}
+
+TEST_F(AmqpListenerLimitsTest, MessagesBeyondASmallSizeLimitAreRejected) {
+  AmqpListenerOptions options;
+  options.limits.max_message_size = 200;
+  AmqpListenerService& service = start(options);
+  expectTooLargeRefused(service, 200, 300);
+  expectServed(service.port());
+}
+
+TEST_F(AmqpListenerLimitsTest, AHugeCreditNeverReadHoldsNoMoreThanTheSubscriberBuffer) {
+  constexpr int kEvents = 50000;
+  constexpr size_t kBuffer = 200;
+  AmqpListenerOptions options;
+  options.subscriber_buffer = kBuffer;
+  AmqpListenerService& service = start(options);
+  AmqpTestClient hog(service.port(), "hog");
+  ASSERT_TRUE(hog.waitOpen());
+  hog.subscribe("flood", "flood", false, 1000000, 0);  // never settles anything
+  ASSERT_TRUE(hog.waitFor([&] { return hog.links_open.count("flood") > 0; }));
+  AmqpTestClient publisher(service.port(), "publisher");
+  ASSERT_TRUE(publisher.waitOpen());
+  // One event through, so the hog's credit is in; then it stops reading.
+  publisher.send("flood", {sized(0, 10)}, true);
+  ASSERT_TRUE(hog.waitFor([&] { return hog.received["flood"].size() == 1; }));
+  std::promise<void> thaw;
+  struct Thaw {
+    std::promise<void>& promise;
+    ~Thaw() { promise.set_value(); }
+  } thaw_before_destruction{thaw};
+  hog.freeze(thaw.get_future().share());
+
+  // In batches, so that the messages the publisher holds do not swamp the
+  // peak RSS. The publisher is served all along: everything is published,
+  // held back only until the hog counts as stuck.
+  constexpr int kBatch = 1000;
+  for (int first = 1; first <= kEvents; first += kBatch) {
+    std::vector<proton::message> batch;
+    for (int i = first; i < first + kBatch; ++i) batch.push_back(sized(i, 10));
+    publisher.send("flood", std::move(batch), true);
+    ASSERT_TRUE(waitUntil(
+        [&] { return service.stats().published == static_cast<uint64_t>(first + kBatch); }));
+  }
+  // What is unsettled in the end is the hog's: one buffer, not its credit.
+  ASSERT_TRUE(waitUntil([&] { return service.stats().unsettled == kBuffer; }));
+  const AmqpListenerStats s = service.stats();
+  std::cout << "{\"hostile_client\":\"credit 1000000, never reads, 50000 events\",\"sent\":"
+            << s.sent << ",\"unsettled\":" << s.unsettled << ",\"buffer_full\":" << s.buffer_full
+            << ",\"subscriber_stalls\":" << s.subscriber_stalls
+            << ",\"peak_rss_kb\":" << peakRssKb() << "}\n";
+  EXPECT_GE(s.subscriber_stalls, 1u);
+  EXPECT_EQ(s.sent, kBuffer);
+  // The rest waited in its buffer or was refused once that was full.
+  EXPECT_GE(s.buffer_full, kEvents - 2 * kBuffer);
+  expectServed(service.port());
+}
+
 }  // namespace
 }  // namespace cepbus::services::amqp
