@@ -218,9 +218,24 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
 
     const DeliveryKey key{attachment.name, exchange.event->id()};
     uint64_t seq = 0;
+    size_t held = 0;
     {
       std::lock_guard lock(mu_);
-      if (!delivered_.contains(key) && in_flight_.insert(key)) seq = next_seq_++;
+      if (holding_.load(std::memory_order_relaxed) != 0) {
+        if (auto it = held_.find(target); it != held_.end()) held = it->second.queue.size();
+      }
+      if (held < config_.stage.capacity && !delivered_.contains(key) && in_flight_.insert(key)) {
+        seq = next_seq_++;
+      }
+    }
+    if (held >= config_.stage.capacity) {
+      // What waits behind a refusing target is bounded like its stage: the
+      // sender hears rejected (an AMQP publisher: released) and may resend.
+      reject(exchange, *target,
+             Status::rejected("flow " + name() + ": target " + target->name() + " holds back " +
+                              std::to_string(held) + " deliveries, its stage's capacity"),
+             out);
+      continue;
     }
     if (seq == 0) {
       ++out.duplicates;

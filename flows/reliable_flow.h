@@ -64,7 +64,8 @@
 //   receives its records in journal order; only one that refuses again while
 //   they are being offered may see the refused record after later ones. A
 //   probe that fails uses up one of its attempts; once it has used them all,
-//   the next held record is probed after `retry_delay`.
+//   the next held record is probed after `retry_delay`. A target holds back
+//   at most its stage's capacity: beyond, a send to it is kRejected.
 // - start() redelivers every record left in the journal (after a crash or a
 //   stop), once its target is attached; attach() after start() does the same.
 // - Duplicates are suppressed per (target, event id): against the window of
