@@ -61,41 +61,6 @@ constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 constexpr char kInternalError[] = "amqp:internal-error";
 constexpr char kNotFound[] = "amqp:not-found";
 
-// Shared with endpoint consumers, which may still run on a router thread for
-// a moment after the service is gone (an in-flight straight-through delivery).
-struct Counters {
-  std::atomic<uint64_t> connections{0};
-  std::atomic<uint64_t> published{0};
-  std::atomic<uint64_t> accepted{0};
-  std::atomic<uint64_t> released{0};
-  std::atomic<uint64_t> malformed{0};
-  std::atomic<uint64_t> credit_pauses{0};
-  std::atomic<uint64_t> sent{0};
-  std::atomic<uint64_t> acknowledged{0};
-  std::atomic<uint64_t> not_acknowledged{0};
-  std::atomic<uint64_t> buffer_full{0};
-  std::atomic<uint64_t> paused_links{0};
-  std::atomic<uint64_t> subscriber_links{0};
-  std::atomic<int64_t> publish_credit{0};
-  std::atomic<uint64_t> redelivered{0};
-  std::atomic<uint64_t> parked_subscriptions{0};
-  std::atomic<uint64_t> parked_overflow{0};
-  std::atomic<uint64_t> subscriber_waits{0};
-  std::atomic<uint64_t> subscriber_stalls{0};
-  std::atomic<uint64_t> awaiting_commit{0};
-  std::atomic<uint64_t> unsettled{0};
-  std::atomic<uint64_t> requests{0};
-  std::atomic<uint64_t> answers{0};
-  std::atomic<uint64_t> faults{0};
-  std::atomic<uint64_t> answers_unroutable{0};
-  std::atomic<uint64_t> provider_requests{0};
-  std::atomic<uint64_t> provider_replies{0};
-  std::atomic<uint64_t> late_replies{0};
-  std::atomic<uint64_t> rejected{0};
-};
-
-// Where the bus tells an AMQP provider to send its answers (the reply-to of
-// the in-out requests it receives); a sending link to it carries replies.
 // One link's counters (its registry entry "amqp-link:<container id>/<link
 // name>"); a subscription's live in its Outbox, so a durable one keeps them
 // while its subscriber is away.
@@ -126,47 +91,8 @@ struct LinkCounters {
 
 void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
-AmqpListenerStats statsOf(const Counters& c, const AmqpAdmission& admission) {
-  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  AmqpListenerStats s;
-  s.connections = get(c.connections);
-  s.published = get(c.published);
-  s.accepted = get(c.accepted);
-  s.released = get(c.released);
-  s.malformed = get(c.malformed);
-  s.credit_pauses = get(c.credit_pauses);
-  s.sent = get(c.sent);
-  s.acknowledged = get(c.acknowledged);
-  s.not_acknowledged = get(c.not_acknowledged);
-  s.buffer_full = get(c.buffer_full);
-  s.paused_links = get(c.paused_links);
-  s.subscriber_links = get(c.subscriber_links);
-  s.publish_credit = static_cast<uint64_t>(c.publish_credit.load(std::memory_order_relaxed));
-  s.redelivered = get(c.redelivered);
-  s.parked_subscriptions = get(c.parked_subscriptions);
-  s.parked_overflow = get(c.parked_overflow);
-  s.subscriber_waits = get(c.subscriber_waits);
-  s.subscriber_stalls = get(c.subscriber_stalls);
-  s.unsettled = get(c.unsettled);
-  s.awaiting_commit = get(c.awaiting_commit);
-  s.rejected = get(c.rejected);
-  s.requests = get(c.requests);
-  s.answers = get(c.answers);
-  s.faults = get(c.faults);
-  s.answers_unroutable = get(c.answers_unroutable);
-  s.provider_requests = get(c.provider_requests);
-  s.provider_replies = get(c.provider_replies);
-  s.late_replies = get(c.late_replies);
-  const AmqpRefusals refused = admission.refusals();
-  s.connections_refused = refused.connections;
-  s.sessions_refused = refused.sessions;
-  s.links_refused = refused.links;
-  s.durable_refused = refused.durable;
-  s.requests_refused = refused.requests;
-  s.messages_too_large = refused.messages_too_large;
-  return s;
-}
-
+// Where the bus tells an AMQP provider to send its answers (the reply-to of
+// the in-out requests it receives); a sending link to it carries replies.
 constexpr char kReplyAddress[] = "$cepbus.replies";
 // Replies to a requester's dynamic receiver come from addresses like this.
 constexpr char kDynamicPrefix[] = "$cepbus.reply.";
@@ -282,7 +208,7 @@ class Outbox {
   // (a durable subscription whose subscriber is away). `sender` marks the
   // exchanges this listener publishes (counted in transit, see dispatched()).
   Outbox(AmqpListenerService::Impl* impl, size_t capacity, size_t away_capacity, Symbol sender,
-         std::shared_ptr<Counters> counters)
+         std::shared_ptr<ListenerCounters> counters)
       : impl_(impl),
         capacity_(capacity),
         away_capacity_(away_capacity),
@@ -386,7 +312,7 @@ class Outbox {
   const size_t capacity_;
   const size_t away_capacity_;
   const Symbol sender_;
-  const std::shared_ptr<Counters> counters_;
+  const std::shared_ptr<ListenerCounters> counters_;
   const std::shared_ptr<LinkCounters> stats_ = std::make_shared<LinkCounters>();
   std::mutex mu_;
   std::deque<OutboxEntry> pending_;  // guarded by mu_
@@ -441,7 +367,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     bool waiting = false;  // a subscriber buffer it feeds has no room
     bool resume_posted = false;
     bool recheck_scheduled = false;
-    int credit = 0;                      // as last counted into Counters::publish_credit
+    int credit = 0;                      // as last counted into ListenerCounters::publish_credit
     std::vector<std::string> congested;  // targets whose stages refused or degraded
     // Unsettled messages whose journal commits are awaited (reliable routes).
     std::map<uint64_t, proton::delivery> awaiting;
@@ -1477,36 +1403,19 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (!name.empty()) context.registry.remove(name);
   }
 
-  // The listener's registry entry: delivered = messages sent to subscribers,
-  // failed = publishes released, rejected = messages rejected (malformed,
-  // too large or refused requests); every counter of stats() as metadata,
-  // refreshed when the registry takes a snapshot (the admin API, /metrics).
+  // The listener's registry entry (listener_stats.h). The registry may still
+  // run its probe for a moment after stop() removed it: the probe reads the
+  // shared counters, never the service.
   void report() {
-    auto added = context.registry.add(options.name, router::ComponentKind::kService);
+    auto added =
+        reportListener(context.registry, options.name,
+                       config.host + ":" + std::to_string(port.load()), counters, admission);
     if (!added) {
       Poco::Logger::get("cepbus.amqp")
           .warning("%s: no registry entry: %s", options.name, added.status().message());
       return;
     }
     entry = *added;
-    entry->setMetadata("type", "amqp-listener");
-    entry->setMetadata("address", config.host + ":" + std::to_string(port.load()));
-    const std::weak_ptr<router::ComponentEntry> weak = entry;
-    // The registry may still run the probe for a moment after stop()
-    // removed the entry: it reads the shared counters, never the service.
-    const std::shared_ptr<Counters> shared = counters;
-    const std::shared_ptr<const AmqpAdmission> limits = admission;
-    entry->setProbe([weak, shared, limits](router::LiveNumbers& numbers) {
-      auto e = weak.lock();
-      if (!e) return;
-      const AmqpListenerStats s = statsOf(*shared, *limits);
-      numbers.delivered = s.sent;
-      numbers.failed = s.released;
-      numbers.rejected = s.rejected + s.malformed + s.messages_too_large;
-      numbers.queue_length = s.awaiting_commit;
-      for (const auto& [key, value] : statsFields(s)) e->setMetadata(key, std::to_string(value));
-    });
-    entry->setState(router::ComponentState::kStarted);
   }
 
   // After the container thread ended: what a closing that never happened left.
@@ -1539,7 +1448,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   const std::shared_ptr<const AccessControl> access;
   std::optional<proton::ssl_server_options> tls;  // set by start() when configured
   Listen listen;
-  const std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  const std::shared_ptr<ListenerCounters> counters = std::make_shared<ListenerCounters>();
   // Container thread only (its refusal counts: any thread).
   const std::shared_ptr<AmqpAdmission> admission = std::make_shared<AmqpAdmission>(options.limits);
   // The sender of what this listener publishes (told apart in Outbox::offer).
@@ -1724,44 +1633,7 @@ void AmqpListenerService::stop() {
 int AmqpListenerService::port() const { return impl_->port.load(std::memory_order_acquire); }
 
 AmqpListenerStats AmqpListenerService::stats() const {
-  return statsOf(*impl_->counters, *impl_->admission);
-}
-
-std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStats& s) {
-  return {{"connections", s.connections},
-          {"published", s.published},
-          {"accepted", s.accepted},
-          {"released", s.released},
-          {"rejected", s.rejected},
-          {"malformed", s.malformed},
-          {"credit_pauses", s.credit_pauses},
-          {"sent", s.sent},
-          {"acknowledged", s.acknowledged},
-          {"not_acknowledged", s.not_acknowledged},
-          {"buffer_full", s.buffer_full},
-          {"paused_links", s.paused_links},
-          {"subscriber_links", s.subscriber_links},
-          {"publish_credit", s.publish_credit},
-          {"redelivered", s.redelivered},
-          {"parked_subscriptions", s.parked_subscriptions},
-          {"parked_overflow", s.parked_overflow},
-          {"subscriber_waits", s.subscriber_waits},
-          {"subscriber_stalls", s.subscriber_stalls},
-          {"awaiting_commit", s.awaiting_commit},
-          {"unsettled", s.unsettled},
-          {"requests", s.requests},
-          {"answers", s.answers},
-          {"faults", s.faults},
-          {"answers_unroutable", s.answers_unroutable},
-          {"provider_requests", s.provider_requests},
-          {"provider_replies", s.provider_replies},
-          {"late_replies", s.late_replies},
-          {"connections_refused", s.connections_refused},
-          {"sessions_refused", s.sessions_refused},
-          {"links_refused", s.links_refused},
-          {"durable_refused", s.durable_refused},
-          {"requests_refused", s.requests_refused},
-          {"messages_too_large", s.messages_too_large}};
+  return impl_->counters->stats(*impl_->admission);
 }
 
 std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listener,
