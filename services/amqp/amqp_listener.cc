@@ -52,6 +52,7 @@
 #include "router/topic.h"
 #include "services/amqp/access_control.h"
 #include "services/amqp/message_mapping.h"
+#include "services/amqp/publisher_credit.h"
 #include "services/amqp/sasl_plugin.h"
 
 namespace cepbus::services::amqp {
@@ -269,8 +270,8 @@ class Outbox {
     return queued_.load(std::memory_order_relaxed) + in_transit;
   }
   size_t capacity() const { return capacity_; }
-  // Half the buffer: publishers held back by it get credit again at or below.
-  int64_t lowWater() const { return static_cast<int64_t>(capacity_ / 2); }
+  // Publishers held back by it get credit again at or below.
+  int64_t lowWater() const { return PublisherCredit::lowWater(capacity_); }
   // Events taken for sending so far (container thread): progress.
   uint64_t taken() const { return taken_; }
   // A stuck subscriber: an in-transit count it may have got wrong (an event
@@ -1008,36 +1009,25 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void replenish(PublisherLink& pub) {
     int credit = pub.link.active() ? pub.link.credit() : 0;
     if (!pub.paused && !pub.waiting && !shutting_down && !publishing_closed && pub.link.active()) {
-      const int64_t room = subscriberRoom(pub);
-      if (room <= 0) {
+      const CreditGrant grant = creditOf(pub).grant(credit);
+      if (grant.wait) {
         wait(pub);
-      } else if (credit <= room / 2) {
-        pub.link.add_credit(static_cast<int>(room) - credit);
-        credit = static_cast<int>(room);
+      } else if (grant.add > 0) {
+        pub.link.add_credit(grant.add);
+        credit += grant.add;
       }
     }
     countCredit(pub, credit);
   }
 
-  // The credit `pub` may hold: a window, or less when a buffer it feeds
-  // (shared with the other publishing links that feed it) has less room.
+  // The buffers `pub` feeds, as its credit sees them (publisher_credit.h).
   // A stuck subscriber does not count (see checkStalls()).
-  int64_t subscriberRoom(const PublisherLink& pub) const {
-    int64_t room = options.credit_window;
+  PublisherCredit creditOf(const PublisherLink& pub) const {
+    PublisherCredit credit(options.credit_window);
     for (const auto& outbox : pub.targets) {
-      if (outbox->stalled) continue;
-      const auto sharing = static_cast<int64_t>(std::max<size_t>(1, outbox->publishers.size()));
-      room = std::min(room, (static_cast<int64_t>(outbox->capacity()) - outbox->load()) / sharing);
+      credit.feeds(outbox->capacity(), outbox->load(), outbox->publishers.size(), outbox->stalled);
     }
-    return room;
-  }
-
-  // True while a buffer `pub` feeds is above its low-water mark.
-  bool aboveLowWater(const PublisherLink& pub) const {
-    for (const auto& outbox : pub.targets) {
-      if (!outbox->stalled && outbox->load() > outbox->lowWater()) return true;
-    }
-    return false;
+    return credit;
   }
 
   // No room in a subscriber buffer: credit stops until the buffers are back
@@ -1060,7 +1050,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // Credit again for a waiting link whose buffers drained (container thread).
   void resume(PublisherLink& pub) {
-    if (!pub.waiting || aboveLowWater(pub)) return;
+    if (!pub.waiting || creditOf(pub).aboveLowWater()) return;
     pub.waiting = false;
     --waiting_publishers;
     if (!pub.paused) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);

@@ -17,8 +17,9 @@
 // - Credit follows backpressure, on both sides of the bus. Stages: after a
 //   refused or degraded publish the link gets no more credit until a timer
 //   finds the stages of the targets that refused it no longer saturated.
-//   Subscribers: a publishing link is granted credit only up to the free
-//   room of the buffers of the subscribing links its address matches —
+//   Subscribers (services/amqp/publisher_credit.h): a publishing link is
+//   granted credit only up to the free room of the buffers of the
+//   subscribing links its address matches —
 //   room = subscriber_buffer - (buffered + in transit to it: published by
 //   this listener and not yet offered to the buffer, e.g. in a stage or the
 //   journal), shared equally among the publishing links that match it, and
