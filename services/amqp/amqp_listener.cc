@@ -51,6 +51,7 @@
 #include "router/registry.h"
 #include "router/topic.h"
 #include "services/amqp/access_control.h"
+#include "services/amqp/in_flight_bound.h"
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/publisher_credit.h"
 #include "services/amqp/sasl_plugin.h"
@@ -390,7 +391,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     std::map<proton::tracker, OutboxEntry> unsettled;  // sent, not yet settled by the subscriber
     std::string entry;                                 // its registry entry ("" when it has none)
     std::string owner;                                 // a durable one's (max-durable)
-    bool capped = false;  // drain() stopped at the in-flight bound, not at the credit
+    InFlightBound in_flight;                           // how much drain() may send it
   };
   // A durable subscription whose subscriber is away: its endpoint stays
   // subscribed and its outbox keeps collecting (bounded).
@@ -613,7 +614,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     s.open(subscriberLinkOptions(s).source(source));
     link_ids[s] = id;
     subscribers[id] =
-        SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}, {}, {}};
+        SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}, {}, {}, {}};
     subscribers[id].entry = registerLink(conn->second.container_id, s.name(), "subscribe", pattern,
                                          outbox->sharedStats());
     subscribers[id].owner = std::move(owner);
@@ -641,7 +642,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     outbox->bind(conn.waker, id);
     s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
     link_ids[s] = id;
-    subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}, {}};
+    subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}, {}, {}};
     subscribers[id].entry =
         registerLink(conn.container_id, s.name(), "replies", address, outbox->sharedStats());
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
@@ -856,7 +857,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     out = std::move(entry->second);
     sub->second.unsettled.erase(entry);
     counters->unsettled.fetch_sub(1, std::memory_order_relaxed);
-    if (sub->second.capped) drain(sub->first);
+    if (sub->second.in_flight.capped()) drain(sub->first);
     return true;
   }
 
@@ -1188,18 +1189,11 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it == subscribers.end()) return;
     SubscriberLink& sub = it->second;
     if (!sub.link.active()) return;
-    // In flight (unsettled, or not written out yet) at most a buffer's
-    // worth, whatever credit the subscriber grants: one that grants a lot
-    // and then reads nothing would otherwise have the listener hold all of
-    // it. The rest waits in the outbox, which holds its publishers back
-    // until the subscriber counts as stuck, then refuses (buffer_full).
-    const size_t capacity = sub.outbox->capacity();
+    // In flight: unsettled, or not written out yet (in_flight_bound.h).
     const size_t in_flight =
         std::max(sub.unsettled.size(), static_cast<size_t>(unsentDeliveries(sub.link)));
-    const int credit = sub.link.credit();
-    const int room = in_flight >= capacity ? 0 : static_cast<int>(capacity - in_flight);
-    sub.capped = room < credit;
-    for (OutboxEntry& entry : sub.outbox->take(std::min(credit, room))) {
+    const int n = sub.in_flight.take(sub.link.credit(), in_flight, sub.outbox->capacity());
+    for (OutboxEntry& entry : sub.outbox->take(n)) {
       if (entry.answer) {
         proton::tracker t = sub.link.send(*entry.answer);
         sent(sub, t, std::move(entry));

@@ -44,7 +44,8 @@
 //   unsettled messages while the link has credit — at most
 //   `subscriber_buffer` of them in flight (unsettled, or not written out
 //   yet) whatever credit it grants, so a subscriber that grants a lot and
-//   stops reading holds at most two buffers' worth.
+//   stops reading holds at most two buffers' worth
+//   (services/amqp/in_flight_bound.h).
 // - At least once end to end: on a reliable route an unsettled publish is
 //   accepted only once every target's journal commit is in, and a journaled
 //   event sent to a subscriber is acknowledged to its flow only when the
