@@ -51,7 +51,9 @@
 #include "router/registry.h"
 #include "router/topic.h"
 #include "services/amqp/access_control.h"
+#include "services/amqp/in_flight_bound.h"
 #include "services/amqp/message_mapping.h"
+#include "services/amqp/publisher_credit.h"
 #include "services/amqp/sasl_plugin.h"
 
 namespace cepbus::services::amqp {
@@ -61,41 +63,6 @@ constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 constexpr char kInternalError[] = "amqp:internal-error";
 constexpr char kNotFound[] = "amqp:not-found";
 
-// Shared with endpoint consumers, which may still run on a router thread for
-// a moment after the service is gone (an in-flight straight-through delivery).
-struct Counters {
-  std::atomic<uint64_t> connections{0};
-  std::atomic<uint64_t> published{0};
-  std::atomic<uint64_t> accepted{0};
-  std::atomic<uint64_t> released{0};
-  std::atomic<uint64_t> malformed{0};
-  std::atomic<uint64_t> credit_pauses{0};
-  std::atomic<uint64_t> sent{0};
-  std::atomic<uint64_t> acknowledged{0};
-  std::atomic<uint64_t> not_acknowledged{0};
-  std::atomic<uint64_t> buffer_full{0};
-  std::atomic<uint64_t> paused_links{0};
-  std::atomic<uint64_t> subscriber_links{0};
-  std::atomic<int64_t> publish_credit{0};
-  std::atomic<uint64_t> redelivered{0};
-  std::atomic<uint64_t> parked_subscriptions{0};
-  std::atomic<uint64_t> parked_overflow{0};
-  std::atomic<uint64_t> subscriber_waits{0};
-  std::atomic<uint64_t> subscriber_stalls{0};
-  std::atomic<uint64_t> awaiting_commit{0};
-  std::atomic<uint64_t> unsettled{0};
-  std::atomic<uint64_t> requests{0};
-  std::atomic<uint64_t> answers{0};
-  std::atomic<uint64_t> faults{0};
-  std::atomic<uint64_t> answers_unroutable{0};
-  std::atomic<uint64_t> provider_requests{0};
-  std::atomic<uint64_t> provider_replies{0};
-  std::atomic<uint64_t> late_replies{0};
-  std::atomic<uint64_t> rejected{0};
-};
-
-// Where the bus tells an AMQP provider to send its answers (the reply-to of
-// the in-out requests it receives); a sending link to it carries replies.
 // One link's counters (its registry entry "amqp-link:<container id>/<link
 // name>"); a subscription's live in its Outbox, so a durable one keeps them
 // while its subscriber is away.
@@ -126,47 +93,8 @@ struct LinkCounters {
 
 void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
-AmqpListenerStats statsOf(const Counters& c, const AmqpAdmission& admission) {
-  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  AmqpListenerStats s;
-  s.connections = get(c.connections);
-  s.published = get(c.published);
-  s.accepted = get(c.accepted);
-  s.released = get(c.released);
-  s.malformed = get(c.malformed);
-  s.credit_pauses = get(c.credit_pauses);
-  s.sent = get(c.sent);
-  s.acknowledged = get(c.acknowledged);
-  s.not_acknowledged = get(c.not_acknowledged);
-  s.buffer_full = get(c.buffer_full);
-  s.paused_links = get(c.paused_links);
-  s.subscriber_links = get(c.subscriber_links);
-  s.publish_credit = static_cast<uint64_t>(c.publish_credit.load(std::memory_order_relaxed));
-  s.redelivered = get(c.redelivered);
-  s.parked_subscriptions = get(c.parked_subscriptions);
-  s.parked_overflow = get(c.parked_overflow);
-  s.subscriber_waits = get(c.subscriber_waits);
-  s.subscriber_stalls = get(c.subscriber_stalls);
-  s.unsettled = get(c.unsettled);
-  s.awaiting_commit = get(c.awaiting_commit);
-  s.rejected = get(c.rejected);
-  s.requests = get(c.requests);
-  s.answers = get(c.answers);
-  s.faults = get(c.faults);
-  s.answers_unroutable = get(c.answers_unroutable);
-  s.provider_requests = get(c.provider_requests);
-  s.provider_replies = get(c.provider_replies);
-  s.late_replies = get(c.late_replies);
-  const AmqpRefusals refused = admission.refusals();
-  s.connections_refused = refused.connections;
-  s.sessions_refused = refused.sessions;
-  s.links_refused = refused.links;
-  s.durable_refused = refused.durable;
-  s.requests_refused = refused.requests;
-  s.messages_too_large = refused.messages_too_large;
-  return s;
-}
-
+// Where the bus tells an AMQP provider to send its answers (the reply-to of
+// the in-out requests it receives); a sending link to it carries replies.
 constexpr char kReplyAddress[] = "$cepbus.replies";
 // Replies to a requester's dynamic receiver come from addresses like this.
 constexpr char kDynamicPrefix[] = "$cepbus.reply.";
@@ -282,7 +210,7 @@ class Outbox {
   // (a durable subscription whose subscriber is away). `sender` marks the
   // exchanges this listener publishes (counted in transit, see dispatched()).
   Outbox(AmqpListenerService::Impl* impl, size_t capacity, size_t away_capacity, Symbol sender,
-         std::shared_ptr<Counters> counters)
+         std::shared_ptr<ListenerCounters> counters)
       : impl_(impl),
         capacity_(capacity),
         away_capacity_(away_capacity),
@@ -343,8 +271,8 @@ class Outbox {
     return queued_.load(std::memory_order_relaxed) + in_transit;
   }
   size_t capacity() const { return capacity_; }
-  // Half the buffer: publishers held back by it get credit again at or below.
-  int64_t lowWater() const { return static_cast<int64_t>(capacity_ / 2); }
+  // Publishers held back by it get credit again at or below.
+  int64_t lowWater() const { return PublisherCredit::lowWater(capacity_); }
   // Events taken for sending so far (container thread): progress.
   uint64_t taken() const { return taken_; }
   // A stuck subscriber: an in-transit count it may have got wrong (an event
@@ -386,7 +314,7 @@ class Outbox {
   const size_t capacity_;
   const size_t away_capacity_;
   const Symbol sender_;
-  const std::shared_ptr<Counters> counters_;
+  const std::shared_ptr<ListenerCounters> counters_;
   const std::shared_ptr<LinkCounters> stats_ = std::make_shared<LinkCounters>();
   std::mutex mu_;
   std::deque<OutboxEntry> pending_;  // guarded by mu_
@@ -441,7 +369,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     bool waiting = false;  // a subscriber buffer it feeds has no room
     bool resume_posted = false;
     bool recheck_scheduled = false;
-    int credit = 0;                      // as last counted into Counters::publish_credit
+    int credit = 0;                      // as last counted into ListenerCounters::publish_credit
     std::vector<std::string> congested;  // targets whose stages refused or degraded
     // Unsettled messages whose journal commits are awaited (reliable routes).
     std::map<uint64_t, proton::delivery> awaiting;
@@ -463,7 +391,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     std::map<proton::tracker, OutboxEntry> unsettled;  // sent, not yet settled by the subscriber
     std::string entry;                                 // its registry entry ("" when it has none)
     std::string owner;                                 // a durable one's (max-durable)
-    bool capped = false;  // drain() stopped at the in-flight bound, not at the credit
+    InFlightBound in_flight;                           // how much drain() may send it
   };
   // A durable subscription whose subscriber is away: its endpoint stays
   // subscribed and its outbox keeps collecting (bounded).
@@ -686,7 +614,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     s.open(subscriberLinkOptions(s).source(source));
     link_ids[s] = id;
     subscribers[id] =
-        SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}, {}, {}};
+        SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}, {}, {}, {}};
     subscribers[id].entry = registerLink(conn->second.container_id, s.name(), "subscribe", pattern,
                                          outbox->sharedStats());
     subscribers[id].owner = std::move(owner);
@@ -714,7 +642,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     outbox->bind(conn.waker, id);
     s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
     link_ids[s] = id;
-    subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}, {}};
+    subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}, {}, {}};
     subscribers[id].entry =
         registerLink(conn.container_id, s.name(), "replies", address, outbox->sharedStats());
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
@@ -929,7 +857,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     out = std::move(entry->second);
     sub->second.unsettled.erase(entry);
     counters->unsettled.fetch_sub(1, std::memory_order_relaxed);
-    if (sub->second.capped) drain(sub->first);
+    if (sub->second.in_flight.capped()) drain(sub->first);
     return true;
   }
 
@@ -1082,36 +1010,25 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void replenish(PublisherLink& pub) {
     int credit = pub.link.active() ? pub.link.credit() : 0;
     if (!pub.paused && !pub.waiting && !shutting_down && !publishing_closed && pub.link.active()) {
-      const int64_t room = subscriberRoom(pub);
-      if (room <= 0) {
+      const CreditGrant grant = creditOf(pub).grant(credit);
+      if (grant.wait) {
         wait(pub);
-      } else if (credit <= room / 2) {
-        pub.link.add_credit(static_cast<int>(room) - credit);
-        credit = static_cast<int>(room);
+      } else if (grant.add > 0) {
+        pub.link.add_credit(grant.add);
+        credit += grant.add;
       }
     }
     countCredit(pub, credit);
   }
 
-  // The credit `pub` may hold: a window, or less when a buffer it feeds
-  // (shared with the other publishing links that feed it) has less room.
+  // The buffers `pub` feeds, as its credit sees them (publisher_credit.h).
   // A stuck subscriber does not count (see checkStalls()).
-  int64_t subscriberRoom(const PublisherLink& pub) const {
-    int64_t room = options.credit_window;
+  PublisherCredit creditOf(const PublisherLink& pub) const {
+    PublisherCredit credit(options.credit_window);
     for (const auto& outbox : pub.targets) {
-      if (outbox->stalled) continue;
-      const auto sharing = static_cast<int64_t>(std::max<size_t>(1, outbox->publishers.size()));
-      room = std::min(room, (static_cast<int64_t>(outbox->capacity()) - outbox->load()) / sharing);
+      credit.feeds(outbox->capacity(), outbox->load(), outbox->publishers.size(), outbox->stalled);
     }
-    return room;
-  }
-
-  // True while a buffer `pub` feeds is above its low-water mark.
-  bool aboveLowWater(const PublisherLink& pub) const {
-    for (const auto& outbox : pub.targets) {
-      if (!outbox->stalled && outbox->load() > outbox->lowWater()) return true;
-    }
-    return false;
+    return credit;
   }
 
   // No room in a subscriber buffer: credit stops until the buffers are back
@@ -1134,7 +1051,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // Credit again for a waiting link whose buffers drained (container thread).
   void resume(PublisherLink& pub) {
-    if (!pub.waiting || aboveLowWater(pub)) return;
+    if (!pub.waiting || creditOf(pub).aboveLowWater()) return;
     pub.waiting = false;
     --waiting_publishers;
     if (!pub.paused) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
@@ -1272,18 +1189,11 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it == subscribers.end()) return;
     SubscriberLink& sub = it->second;
     if (!sub.link.active()) return;
-    // In flight (unsettled, or not written out yet) at most a buffer's
-    // worth, whatever credit the subscriber grants: one that grants a lot
-    // and then reads nothing would otherwise have the listener hold all of
-    // it. The rest waits in the outbox, which holds its publishers back
-    // until the subscriber counts as stuck, then refuses (buffer_full).
-    const size_t capacity = sub.outbox->capacity();
+    // In flight: unsettled, or not written out yet (in_flight_bound.h).
     const size_t in_flight =
         std::max(sub.unsettled.size(), static_cast<size_t>(unsentDeliveries(sub.link)));
-    const int credit = sub.link.credit();
-    const int room = in_flight >= capacity ? 0 : static_cast<int>(capacity - in_flight);
-    sub.capped = room < credit;
-    for (OutboxEntry& entry : sub.outbox->take(std::min(credit, room))) {
+    const int n = sub.in_flight.take(sub.link.credit(), in_flight, sub.outbox->capacity());
+    for (OutboxEntry& entry : sub.outbox->take(n)) {
       if (entry.answer) {
         proton::tracker t = sub.link.send(*entry.answer);
         sent(sub, t, std::move(entry));
@@ -1477,36 +1387,19 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (!name.empty()) context.registry.remove(name);
   }
 
-  // The listener's registry entry: delivered = messages sent to subscribers,
-  // failed = publishes released, rejected = messages rejected (malformed,
-  // too large or refused requests); every counter of stats() as metadata,
-  // refreshed when the registry takes a snapshot (the admin API, /metrics).
+  // The listener's registry entry (listener_stats.h). The registry may still
+  // run its probe for a moment after stop() removed it: the probe reads the
+  // shared counters, never the service.
   void report() {
-    auto added = context.registry.add(options.name, router::ComponentKind::kService);
+    auto added =
+        reportListener(context.registry, options.name,
+                       config.host + ":" + std::to_string(port.load()), counters, admission);
     if (!added) {
       Poco::Logger::get("cepbus.amqp")
           .warning("%s: no registry entry: %s", options.name, added.status().message());
       return;
     }
     entry = *added;
-    entry->setMetadata("type", "amqp-listener");
-    entry->setMetadata("address", config.host + ":" + std::to_string(port.load()));
-    const std::weak_ptr<router::ComponentEntry> weak = entry;
-    // The registry may still run the probe for a moment after stop()
-    // removed the entry: it reads the shared counters, never the service.
-    const std::shared_ptr<Counters> shared = counters;
-    const std::shared_ptr<const AmqpAdmission> limits = admission;
-    entry->setProbe([weak, shared, limits](router::LiveNumbers& numbers) {
-      auto e = weak.lock();
-      if (!e) return;
-      const AmqpListenerStats s = statsOf(*shared, *limits);
-      numbers.delivered = s.sent;
-      numbers.failed = s.released;
-      numbers.rejected = s.rejected + s.malformed + s.messages_too_large;
-      numbers.queue_length = s.awaiting_commit;
-      for (const auto& [key, value] : statsFields(s)) e->setMetadata(key, std::to_string(value));
-    });
-    entry->setState(router::ComponentState::kStarted);
   }
 
   // After the container thread ended: what a closing that never happened left.
@@ -1539,7 +1432,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   const std::shared_ptr<const AccessControl> access;
   std::optional<proton::ssl_server_options> tls;  // set by start() when configured
   Listen listen;
-  const std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  const std::shared_ptr<ListenerCounters> counters = std::make_shared<ListenerCounters>();
   // Container thread only (its refusal counts: any thread).
   const std::shared_ptr<AmqpAdmission> admission = std::make_shared<AmqpAdmission>(options.limits);
   // The sender of what this listener publishes (told apart in Outbox::offer).
@@ -1724,44 +1617,7 @@ void AmqpListenerService::stop() {
 int AmqpListenerService::port() const { return impl_->port.load(std::memory_order_acquire); }
 
 AmqpListenerStats AmqpListenerService::stats() const {
-  return statsOf(*impl_->counters, *impl_->admission);
-}
-
-std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStats& s) {
-  return {{"connections", s.connections},
-          {"published", s.published},
-          {"accepted", s.accepted},
-          {"released", s.released},
-          {"rejected", s.rejected},
-          {"malformed", s.malformed},
-          {"credit_pauses", s.credit_pauses},
-          {"sent", s.sent},
-          {"acknowledged", s.acknowledged},
-          {"not_acknowledged", s.not_acknowledged},
-          {"buffer_full", s.buffer_full},
-          {"paused_links", s.paused_links},
-          {"subscriber_links", s.subscriber_links},
-          {"publish_credit", s.publish_credit},
-          {"redelivered", s.redelivered},
-          {"parked_subscriptions", s.parked_subscriptions},
-          {"parked_overflow", s.parked_overflow},
-          {"subscriber_waits", s.subscriber_waits},
-          {"subscriber_stalls", s.subscriber_stalls},
-          {"awaiting_commit", s.awaiting_commit},
-          {"unsettled", s.unsettled},
-          {"requests", s.requests},
-          {"answers", s.answers},
-          {"faults", s.faults},
-          {"answers_unroutable", s.answers_unroutable},
-          {"provider_requests", s.provider_requests},
-          {"provider_replies", s.provider_replies},
-          {"late_replies", s.late_replies},
-          {"connections_refused", s.connections_refused},
-          {"sessions_refused", s.sessions_refused},
-          {"links_refused", s.links_refused},
-          {"durable_refused", s.durable_refused},
-          {"requests_refused", s.requests_refused},
-          {"messages_too_large", s.messages_too_large}};
+  return impl_->counters->stats(*impl_->admission);
 }
 
 std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listener,

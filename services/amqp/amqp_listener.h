@@ -17,8 +17,9 @@
 // - Credit follows backpressure, on both sides of the bus. Stages: after a
 //   refused or degraded publish the link gets no more credit until a timer
 //   finds the stages of the targets that refused it no longer saturated.
-//   Subscribers: a publishing link is granted credit only up to the free
-//   room of the buffers of the subscribing links its address matches —
+//   Subscribers (services/amqp/publisher_credit.h): a publishing link is
+//   granted credit only up to the free room of the buffers of the
+//   subscribing links its address matches —
 //   room = subscriber_buffer - (buffered + in transit to it: published by
 //   this listener and not yet offered to the buffer, e.g. in a stage or the
 //   journal), shared equally among the publishing links that match it, and
@@ -43,7 +44,8 @@
 //   unsettled messages while the link has credit — at most
 //   `subscriber_buffer` of them in flight (unsettled, or not written out
 //   yet) whatever credit it grants, so a subscriber that grants a lot and
-//   stops reading holds at most two buffers' worth.
+//   stops reading holds at most two buffers' worth
+//   (services/amqp/in_flight_bound.h).
 // - At least once end to end: on a reliable route an unsettled publish is
 //   accepted only once every target's journal commit is in, and a journaled
 //   event sent to a subscriber is acknowledged to its flow only when the
@@ -72,11 +74,12 @@
 //   "$cepbus.replies" and a ulong correlation-id; the provider answers by
 //   sending to "$cepbus.replies" (a fault property fails the request); an
 //   unknown correlation-id is rejected with amqp:not-found.
-// - Statistics: the registry entry `name` (kind service) holds every
-//   counter of stats() as metadata and delivered = sent, failed = released,
-//   rejected = rejected + malformed + messages_too_large; each attached link has an entry
+// - Statistics (services/amqp/listener_stats.h): the registry entry `name`
+//   (kind service) holds every counter of stats() as metadata and
+//   delivered = sent, failed = released, rejected = rejected + malformed +
+//   messages_too_large; each attached link has an entry
 //   "amqp-link:<client container id>/<link name>" (kind endpoint, owner
-//   `name`) with its own counters (statsFields(), LinkCounters in the .cc).
+//   `name`) with its own counters (LinkCounters in the .cc).
 // - Security (services/amqp/access_control.h): SASL ANONYMOUS only with
 //   allow-anonymous="true" (then anonymous clients may use any address),
 //   SASL PLAIN against the descriptor's users (salted PBKDF2 hashes), TLS
@@ -111,6 +114,7 @@
 
 #include "bus/core/descriptor/descriptor.h"
 #include "services/amqp/admission.h"
+#include "services/amqp/listener_stats.h"
 #include "services/service.h"
 
 namespace cepbus::services::amqp {
@@ -135,49 +139,6 @@ struct AmqpListenerOptions {
   // What one client may make the listener hold (services/amqp/admission.h).
   AmqpLimits limits;
 };
-
-struct AmqpListenerStats {
-  uint64_t connections = 0;           // accepted since start
-  uint64_t published = 0;             // messages published on the router
-  uint64_t accepted = 0;              // unsettled messages accepted
-  uint64_t released = 0;              // unsettled messages released (admission or target refused)
-  uint64_t malformed = 0;             // messages that could not be mapped (rejected if unsettled)
-  uint64_t credit_pauses = 0;         // times a publishing link stopped getting credit
-  uint64_t sent = 0;                  // messages sent to subscribing links
-  uint64_t acknowledged = 0;          // of `sent`: accepted by the subscriber
-  uint64_t not_acknowledged = 0;      // of `sent`: rejected, released or modified by the subscriber
-  uint64_t buffer_full = 0;           // deliveries refused because a subscriber's buffer was full
-  uint64_t paused_links = 0;          // publishing links waiting for backpressure to ease (now)
-  uint64_t subscriber_links = 0;      // open subscribing links (now)
-  uint64_t publish_credit = 0;        // credit granted to publishing links and not yet used (now)
-  uint64_t redelivered = 0;           // of `sent`: marked as redeliveries (delivery-count > 0)
-  uint64_t parked_subscriptions = 0;  // durable subscriptions whose subscriber is away (now)
-  uint64_t parked_overflow = 0;       // events refused because an away subscription was full
-  uint64_t subscriber_waits = 0;      // of credit_pauses: because a subscriber buffer was full
-  uint64_t subscriber_stalls = 0;     // times a stuck subscriber stopped holding publishers back
-  uint64_t awaiting_commit = 0;       // unsettled publishes waiting for their journal commit (now)
-  uint64_t unsettled = 0;  // messages sent to subscribers, waiting for their outcome (now)
-  uint64_t rejected = 0;   // requests and replies rejected (no provider, unknown id, ...)
-  // Request/response.
-  uint64_t requests = 0;            // messages with reply-to sent to a provider as in-out
-  uint64_t answers = 0;             // replies sent back to requesters
-  uint64_t faults = 0;              // fault messages sent back (fault, rejected, timeout)
-  uint64_t answers_unroutable = 0;  // answers dropped: no link has their reply-to address
-  uint64_t provider_requests = 0;   // in-out requests sent to AMQP providers
-  uint64_t provider_replies = 0;    // their answers (replies or faults) received
-  uint64_t late_replies = 0;        // answers to requests no longer open (rejected)
-  // Refused at a limit (AmqpLimits), with amqp:resource-limit-exceeded.
-  uint64_t connections_refused = 0;  // connections beyond max-connections
-  uint64_t sessions_refused = 0;     // sessions beyond max-sessions on their connection
-  uint64_t links_refused = 0;        // links beyond max-links on their connection
-  uint64_t durable_refused = 0;      // durable subscriptions beyond max-durable for their user
-  uint64_t requests_refused = 0;     // requests beyond max-pending-requests on their connection
-  // Rejected with amqp:link:message-size-exceeded: encoded beyond max-message-size.
-  uint64_t messages_too_large = 0;
-};
-
-// Every counter by name (the registry entry's metadata keys).
-std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStats& stats);
 
 class AmqpListenerService final : public Service {
  public:
