@@ -25,6 +25,13 @@
 //   join_bench --spill       P4's spill experiment: per input slice, the pairs
 //                            reported and their mean probability for
 //                            all-in-memory, window_half, less_than_probability
+//   join_bench --cepbus PATH the figure a user sees: the whole `cepbus join
+//                            --count` process on the readings written as
+//                            JSON lines, less the same command on a type no
+//                            reading has (what reading and decoding the file
+//                            costs), beside the native join's loop on the
+//                            same readings (60 checkpoints, uniform; threshold
+//                            0.7 unless --threshold; best of --runs, at most 5)
 //   --readings N             readings per run (default 300000)
 //   --plates N               plates (default 20000; fewer plates, longer lists)
 //   --runs N                 runs per measurement (default 9; SQLite N/4)
@@ -60,6 +67,7 @@
 #include <vector>
 
 #include "bus/core/event.h"
+#include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/plugin_loader.h"
 
@@ -684,17 +692,99 @@ int spillExperiment(size_t readings) {
   return 0;
 }
 
+// One run of `cepbus join --count` as a user types it; the wall seconds of
+// the whole process, and the pairs it printed.
+struct ProcessRun {
+  double seconds = 0;
+  uint64_t pairs = 0;
+};
+
+ProcessRun runCepbusJoin(const std::string& cepbus, const std::string& events, const Workload& w,
+                         double threshold, const std::string& type) {
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("join_bench_" + std::to_string(::getpid()) + ".out"))
+                              .string();
+  const std::string cmd = "'" + cepbus + "' join --events " + events +
+                          " --key plate --site site --time-matrix " + w.matrix_path +
+                          " --threshold " + std::to_string(threshold) + " --window " +
+                          std::to_string(w.max_time) + " --type " + type + " --count > " + out;
+  const Stopwatch watch;
+  const int rc = std::system(cmd.c_str());
+  ProcessRun run{watch.wall(), 0};
+  std::ifstream in(out);
+  const std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(out);
+  unsigned long long pairs = 0;
+  if (rc != 0 || std::sscanf(line.c_str(), "{\"pairs\":%llu", &pairs) != 1) {
+    std::fprintf(stderr, "join_bench: '%s' failed (exit %d): %s\n", cmd.c_str(), rc, line.c_str());
+    std::exit(1);
+  }
+  run.pairs = pairs;
+  return run;
+}
+
+int wholeProcess(size_t readings, const std::string& cepbus) {
+  WorkloadSpec spec;
+  spec.readings = readings;
+  spec.plates = g_plates;
+  const Workload w = generate(spec);
+  const std::string events = (std::filesystem::temp_directory_path() /
+                              ("join_bench_" + std::to_string(::getpid()) + ".jsonl"))
+                                 .string();
+  {
+    std::ofstream out(events);
+    for (const EventPtr& e : w.events) out << encodeEvent(*e) << '\n';
+  }
+  const int runs = std::min(g_runs, 5);
+  int failures = 0;
+  for (double threshold : g_thresholds.empty() ? std::vector<double>{0.7} : g_thresholds) {
+    // Interleaved, so that a disturbance of the machine hits every method.
+    ProcessRun join{1e100, 0}, empty{1e100, 0};
+    Timing native{1e100, 1e100};
+    Output native_out;
+    for (int r = 0; r < runs; ++r) {
+      const ProcessRun j = runCepbusJoin(cepbus, events, w, threshold, "Reading");
+      const ProcessRun e = runCepbusJoin(cepbus, events, w, threshold, "NoSuchType");
+      Timing t;
+      native_out = runNative(w, threshold, t);
+      join = j.seconds < join.seconds ? j : join;
+      empty.seconds = std::min(empty.seconds, e.seconds);
+      native.seconds = std::min(native.seconds, t.seconds);
+    }
+    const bool same = join.pairs == native_out.pairs;
+    if (!same) ++failures;
+    const double own = join.seconds - empty.seconds;
+    std::printf(
+        "{\"bench\":\"join_process\",\"params\":{%s,\"runs\":%d},\"cepbus_join_s\":%.4f,"
+        "\"cepbus_join_no_match_s\":%.4f,\"join_minus_no_match_s\":%.4f,\"native_loop_s\":%.4f,"
+        "\"join_minus_no_match_vs_native\":%.2f,\"cepbus_events_per_s\":%.0f,\"pairs\":%llu,"
+        "\"native_pairs\":%llu,\"same_pairs\":%s}\n",
+        params(spec, threshold).c_str(), runs, join.seconds, empty.seconds, own, native.seconds,
+        own / native.seconds, static_cast<double>(readings) / join.seconds,
+        static_cast<unsigned long long>(join.pairs),
+        static_cast<unsigned long long>(native_out.pairs), same ? "true" : "false");
+    std::fflush(stdout);
+  }
+  std::filesystem::remove(events);
+  std::filesystem::remove(w.matrix_path);
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   size_t readings = 300000;
   std::string mode = "compare";
+  std::string cepbus;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--sweeps") {
       mode = "sweeps";
     } else if (a == "--spill") {
       mode = "spill";
+    } else if (a == "--cepbus" && i + 1 < argc) {
+      mode = "process";
+      cepbus = argv[++i];
     } else if (a == "--readings" && i + 1 < argc) {
       readings = std::stoul(argv[++i]);
     } else if (a == "--plates" && i + 1 < argc) {
@@ -713,7 +803,8 @@ int main(int argc, char** argv) {
       g_chunk = std::stoul(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: join_bench [--sweeps | --spill] [--readings N] [--plates N] [--runs N]\n"
+                   "usage: join_bench [--sweeps | --spill | --cepbus PATH] [--readings N]\n"
+                   "                  [--plates N] [--runs N]\n"
                    "                  [--checkpoints 60|150] [--dist uniform|gaussian]\n"
                    "                  [--threshold P] [--method sqlite|native|plugin1|plugin2]\n"
                    "                  [--chunk N]\n"
@@ -724,5 +815,6 @@ int main(int argc, char** argv) {
   }
   if (mode == "sweeps") return sweeps(readings);
   if (mode == "spill") return spillExperiment(readings);
+  if (mode == "process") return wholeProcess(readings, cepbus);
   return compare(readings);
 }
