@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -188,7 +189,8 @@ const char* matchUsage() {
       "    {\"reference\":\"nfa\",\"agree\":false,\"engines\":[ENGINE,...]}\n"
       "  ENGINE is {\"engine\":NAME,\"accepted\":false,\"refusal\":MESSAGE} or\n"
       "    {\"engine\":NAME,\"accepted\":true,\"matches\":N,\"checksum\":HEX,\"seconds\":S,\n"
-      "     \"notices\":[...], \"agrees\":BOOL, \"first_difference\":{\"pattern\":NAME,\n"
+      "     \"cpu_seconds\":S, \"notices\":[...], \"agrees\":BOOL,\n"
+      "     \"first_difference\":{\"pattern\":NAME,\n"
       "     \"ts\":[...],\"in_reference\":N,\"in_engine\":N}}\n"
       "  (\"error\":MESSAGE instead of matches when it fails on an event). The reference\n"
       "  is the first engine that accepts (\"reference\":true on it); the first\n"
@@ -290,6 +292,15 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
 }
 
 namespace {
+
+// The CPU time of the whole process (an engine's workers included): on a
+// machine other processes load, steadier than the wall clock for comparing
+// engines.
+double processCpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 // Turns "query 'NAME': what" of createMany() into "FILE:LINE (pattern 'NAME'): what".
 std::string locate(const std::string& message, const std::vector<PatternLine>& lines) {
@@ -393,6 +404,7 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
     if (!notices.empty()) report["notices"] = notices;
     const std::unique_ptr<plugin::GuardedDetector> detector = std::move(made).value();
     const auto started = std::chrono::steady_clock::now();
+    const double cpu_started = processCpuSeconds();
     std::string failure;
     for (const ReplayBatch& batch : batches) {
       if (Status s = detector->onEvents(batch.events); !s) {
@@ -405,6 +417,7 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
     }
     report["seconds"] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    report["cpu_seconds"] = processCpuSeconds() - cpu_started;
     if (!failure.empty()) {
       err << "cepbus match: engine '" << engine << "': " << failure << '\n';
       report["error"] = failure;

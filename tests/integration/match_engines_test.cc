@@ -91,6 +91,7 @@ TEST_F(MatchEnginesTest, EveryEngineAgreesUnderContextUnrestricted) {
     EXPECT_EQ(e["matches"], nfa["matches"]) << name;
     EXPECT_EQ(e["checksum"], nfa["checksum"]) << name;
     EXPECT_TRUE(e["seconds"].is_number()) << name;
+    EXPECT_GE(e["cpu_seconds"].get<double>(), 0.0) << name;
   }
   EXPECT_THAT(err, Not(HasSubstr("notice")));
 }
