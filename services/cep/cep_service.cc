@@ -292,7 +292,8 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
   };
   if (spec.engine == plugin::kAutoEngine) {
     // Each query of a unit runs its own detector: a set of one pattern.
-    auto choice = plugin::chooseEngine(1, build);
+    const pattern::Query* one = &*query;
+    auto choice = plugin::chooseEngine(plugin::shapeOf({&one, 1}), build);
     if (!choice) return error(choice.status().message());
     made->engine_ = choice->engine;
     made->engine_choice_ = choice->reason;
