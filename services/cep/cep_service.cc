@@ -176,6 +176,10 @@ class CepService::Query final : public plugin::MatchSink {
     s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
     s.queued = pending_.load(std::memory_order_acquire);
     s.ran_inline = stage_->metrics().ran_inline;
+    if (counts_partials_) {
+      s.partial_matches = plugin::DetectorState{partials_.load(std::memory_order_relaxed),
+                                                peak_partials_.load(std::memory_order_relaxed)};
+    }
     return s;
   }
   uint64_t matches() const { return matches_.load(std::memory_order_relaxed); }
@@ -195,6 +199,11 @@ class CepService::Query final : public plugin::MatchSink {
   stages::StageBatchResult detect(std::span<stages::StageItem> items);
   void detectEvents(std::span<stages::StageItem> items, stages::StageBatchResult& result);
   void detectorFailed(const char* call, const Status& status);
+  // Publishes the detector's state() for readers on other threads; called
+  // under detector_mu_ after each call into it.
+  void sampleState();
+  // The last sample into the registry entry's metadata (any thread).
+  void publishPartials();
 
   const std::string name_;
   const std::string service_;
@@ -225,6 +234,7 @@ class CepService::Query final : public plugin::MatchSink {
   bool stopped_ = false;  // control plane only
   bool endpoint_added_ = false;
   bool flush_when_idle_ = true;                      // set by compile()
+  bool counts_partials_ = false;                     // set by compile(): state() is not nullopt
   flows::Qos output_qos_ = flows::Qos::kBestEffort;  // set by compile()
 
   std::atomic<uint64_t> consumed_{0};
@@ -232,7 +242,9 @@ class CepService::Query final : public plugin::MatchSink {
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> publish_failures_{0};
-  std::atomic<size_t> pending_{0};  // admitted to the stage, not yet detected
+  std::atomic<size_t> pending_{0};          // admitted to the stage, not yet detected
+  std::atomic<uint64_t> partials_{0};       // state() as of the last call
+  std::atomic<uint64_t> peak_partials_{0};  // its peak
 };
 
 Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
@@ -288,6 +300,7 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
     if (refused) return detector.status();
     plugin = std::move(*loaded);
     made->detector_ = std::move(*detector);
+    made->counts_partials_ = made->detector_->state().has_value();
     return Status::ok();
   };
   if (spec.engine == plugin::kAutoEngine) {
@@ -342,6 +355,7 @@ Status CepService::Query::start(const std::shared_ptr<Query>& self) {
   entry_->setMetadata("text", text_);
   entry_->setMetadata("endpoint", endpoint_);
   entry_->setMetadata("matches", "0");
+  publishPartials();
   // Matches change on every detection; the registry reads them only when it
   // takes a snapshot, which runs the probe before copying the metadata.
   const std::weak_ptr<Query> weak = self;
@@ -350,6 +364,7 @@ Status CepService::Query::start(const std::shared_ptr<Query>& self) {
     if (q == nullptr) return;
     numbers.queue_length = q->pending_.load(std::memory_order_acquire);
     q->entry_->setMetadata("matches", std::to_string(q->matches()));
+    q->publishPartials();
   });
   stage_->start();
   Status added = context_.broker.addEndpoint(
@@ -385,9 +400,11 @@ void CepService::Query::stop() {
     // The stage's worker is joined; exportModel() may still come.
     std::lock_guard lock(detector_mu_);
     if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
+    sampleState();
   }
   if (entry_) {
     entry_->setMetadata("matches", std::to_string(matches()));
+    publishPartials();
     entry_->setState(router::ComponentState::kStopped);
     context_.registry.remove(entry_name_);
   }
@@ -433,6 +450,7 @@ stages::StageBatchResult CepService::Query::detect(std::span<stages::StageItem> 
     {
       std::lock_guard lock(detector_mu_);
       if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
+      sampleState();
     }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
     items = items.subspan(run + 1);
@@ -458,6 +476,7 @@ void CepService::Query::detectEvents(std::span<stages::StageItem> items,
     if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == n) {
       flushed = detector_->flushReleased();
     }
+    sampleState();
   }
   batch_.clear();
   consumed_.fetch_add(n, std::memory_order_relaxed);
@@ -472,6 +491,21 @@ void CepService::Query::detectEvents(std::span<stages::StageItem> items,
   // Last: matches of these events are published by now, so an idle query
   // has handed everything on.
   pending_.fetch_sub(n, std::memory_order_acq_rel);
+}
+
+void CepService::Query::sampleState() {
+  if (!counts_partials_) return;
+  if (const std::optional<plugin::DetectorState> s = detector_->state()) {
+    partials_.store(s->partial_matches, std::memory_order_relaxed);
+    peak_partials_.store(s->peak_partial_matches, std::memory_order_relaxed);
+  }
+}
+
+void CepService::Query::publishPartials() {
+  if (!counts_partials_) return;
+  entry_->setMetadata("partial_matches", std::to_string(partials_.load(std::memory_order_relaxed)));
+  entry_->setMetadata("partial_matches_peak",
+                      std::to_string(peak_partials_.load(std::memory_order_relaxed)));
 }
 
 void CepService::Query::detectorFailed(const char* call, const Status& status) {

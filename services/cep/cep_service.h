@@ -60,7 +60,9 @@
 // (metadata `queries`). Per query, the registry holds the endpoint's entry
 // (what the flows handed it) and an entry "<assembly>.<unit>/<query>:detector" with metadata
 // engine (the one that runs it), engine_choice (auto's reason, only under
-// engine="auto"), input, output, text and matches, whose counters are: delivered =
+// engine="auto"), input, output, text, matches and, for an engine that counts
+// them (plugin::Detector::state()), partial_matches and partial_matches_peak
+// as of the detector's last call; its counters are: delivered =
 // events the detector consumed, failed = events it refused or threw on,
 // rejected = events the stage refused under overload.
 //
@@ -85,6 +87,7 @@
 #include <vector>
 
 #include "bus/core/descriptor/descriptor.h"
+#include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
 #include "router/component_entry.h"
 #include "services/service.h"
@@ -107,6 +110,9 @@ struct QueryStats {
   uint64_t publish_failures = 0;  // composite events a subscriber refused or failed
   size_t queued = 0;              // events waiting in its stage or being detected
   uint64_t ran_inline = 0;        // events detected on the delivering thread (run_inline)
+  // What its detector holds (plugin::DetectorState) after its last call;
+  // nullopt when the engine does not count.
+  std::optional<plugin::DetectorState> partial_matches;
 };
 
 class CepService final : public Service {

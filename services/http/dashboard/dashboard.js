@@ -122,9 +122,12 @@
       // An engine="auto" query shows what auto chose, and why on hover.
       const engine = td((q.engine || "-") + (q.engine_choice ? " (auto)" : ""));
       if (q.engine_choice) engine.title = q.engine_choice;
+      // null: the engine does not count what it holds.
+      const held = td(q.partial_matches == null ? "-" : fmt(q.partial_matches), "num");
+      if (q.partial_matches_peak != null) held.title = "peak " + fmt(q.partial_matches_peak);
       const row = el("tr", { class: "clickable" }, name, engine,
                      td((q.input || "?") + " \u2192 " + (q.output || "?"), "io"), td(fmt(q.consumed), "num"),
-                     td(fmt(q.matches), "num"), td(fmt(rate(key, q.matches, seconds)), "num"));
+                     td(fmt(q.matches), "num"), td(fmt(rate(key, q.matches, seconds)), "num"), held);
       if (state.selected && state.selected.service === q.service && state.selected.name === q.name) {
         row.classList.add("selected");
       }

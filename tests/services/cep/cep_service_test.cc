@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -963,6 +964,48 @@ TEST_F(CepServiceTest, RunsTheNfaPlugin) {
   EXPECT_EQ(attr(events[0], "a_symbol")->asString(), "IBM");
   EXPECT_EQ(attr(events[0], "b_symbol")->asString(), "ORCL");
   EXPECT_EQ(attr(events[0], "a_price")->asInt(), 10);
+}
+
+// --- what a detector holds ----------------------------------------------------
+
+TEST_F(CepServiceTest, ReportsThePartialMatchesItsDetectorHolds) {
+  if (!std::filesystem::exists(CEPBUS_TEST_BUILD_DIR "/plugins/libcepbus_plugin_petri.so")) {
+    GTEST_SKIP() << "the petri plugin is not built";
+  }
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="ab" engine="petri" input="in.events" output="out.ab">
+      <text>PATTERN SEQ(A a, B b) WITHIN 1000</text>
+    </query>
+    <query name="fake" engine="cepfake" input="in.events" output="out.pairs">
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  publish("in.events", "A", 1);
+  publish("in.events", "A", 2);
+  publish("in.events", "B", 3);
+  ASSERT_TRUE(waitConsumed(cep, "ab", 3));
+  ASSERT_TRUE(waitConsumed(cep, "fake", 3));
+  // Two A tokens wait for a later B; a match holds nothing.
+  const std::optional<plugin::DetectorState> held = cep.stats("ab")->partial_matches;
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->partial_matches, 2u);
+  EXPECT_EQ(held->peak_partial_matches, 2u);
+  // An engine that does not count says so rather than 0.
+  EXPECT_FALSE(cep.stats("fake")->partial_matches.has_value());
+
+  auto meta = [&](std::string_view entry, std::string_view key) -> std::string {
+    auto snapshot = registry_->snapshotOf(entry);
+    if (!snapshot) return "<no entry>";
+    for (const auto& [k, v] : snapshot->metadata) {
+      if (k == key) return v;
+    }
+    return "<absent>";
+  };
+  EXPECT_EQ(meta("sa.cep/ab:detector", "partial_matches"), "2");
+  EXPECT_EQ(meta("sa.cep/ab:detector", "partial_matches_peak"), "2");
+  EXPECT_EQ(meta("sa.cep/fake:detector", "partial_matches"), "<absent>");
 }
 
 // --- exporting a detector's model ---------------------------------------------
