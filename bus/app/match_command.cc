@@ -539,6 +539,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   std::string engine = options.engine;
   if (engine == plugin::kAutoEngine) {
     std::vector<const pattern::Query*> parsed;
+    parsed.reserve(queries.size());
     for (const plugin::NamedQuery& q : queries) parsed.push_back(&q.query);
     auto choice = plugin::chooseEngine(plugin::shapeOf(parsed), build);
     if (!choice) {
