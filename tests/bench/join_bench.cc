@@ -718,13 +718,15 @@ ProcessRun runCepbusJoin(const std::string& cepbus, const std::string& events, c
                                          "--workers",     "1",
                                          "--type",        type,
                                          "--count"};
+  // Built before fork(): the child only redirects and execs.
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   const Stopwatch watch;
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (!std::freopen(out.c_str(), "w", stdout)) ::_exit(127);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
