@@ -51,10 +51,12 @@
 #include "router/registry.h"
 #include "router/topic.h"
 #include "services/amqp/access_control.h"
+#include "services/amqp/durable_parking.h"
 #include "services/amqp/in_flight_bound.h"
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/publisher_credit.h"
 #include "services/amqp/sasl_plugin.h"
+#include "services/amqp/subscriber_outbox.h"
 
 namespace cepbus::services::amqp {
 namespace {
@@ -62,36 +64,6 @@ namespace {
 constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 constexpr char kInternalError[] = "amqp:internal-error";
 constexpr char kNotFound[] = "amqp:not-found";
-
-// One link's counters (its registry entry "amqp-link:<container id>/<link
-// name>"); a subscription's live in its Outbox, so a durable one keeps them
-// while its subscriber is away.
-struct LinkCounters {
-  std::atomic<uint64_t> accepted{0};          // publishing: unsettled messages accepted
-  std::atomic<uint64_t> rejected{0};          // publishing: messages rejected
-  std::atomic<uint64_t> released{0};          // publishing: messages released
-  std::atomic<uint64_t> credit_withheld{0};   // publishing: times credit stopped
-  std::atomic<uint64_t> delivered{0};         // subscribing: messages sent
-  std::atomic<uint64_t> acknowledged{0};      // subscribing: accepted by the subscriber
-  std::atomic<uint64_t> not_acknowledged{0};  // subscribing: rejected/released/modified
-  std::atomic<uint64_t> redelivered{0};       // subscribing: sent again
-  std::atomic<uint64_t> parked_overflow{0};   // subscribing: refused while away and full
-
-  std::vector<std::pair<const char*, uint64_t>> fields() const {
-    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    return {{"accepted", get(accepted)},
-            {"rejected", get(rejected)},
-            {"released", get(released)},
-            {"credit_withheld", get(credit_withheld)},
-            {"delivered", get(delivered)},
-            {"acknowledged", get(acknowledged)},
-            {"not_acknowledged", get(not_acknowledged)},
-            {"redelivered", get(redelivered)},
-            {"parked_overflow", get(parked_overflow)}};
-  }
-};
-
-void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
 // Where the bus tells an AMQP provider to send its answers (the reply-to of
 // the in-out requests it receives); a sending link to it carries replies.
@@ -187,147 +159,7 @@ class PublishListener final : public flows::ExchangeListener {
   std::vector<std::string> targets_;  // guarded by mu_
 };
 
-// One event waiting for (or sent to) a subscriber. `ack` is the reliable
-// flow's acknowledgement when the event came journaled.
-struct OutboxEntry {
-  EventPtr event;
-  flows::DeferredAck ack;                 // empty for a best-effort event
-  uint32_t delivery_count = 0;            // earlier deliveries; > 0 marks a redelivery
-  flows::Exchange request;                // an in-out request (pattern kInOut) for an AMQP provider
-  std::optional<proton::message> answer;  // a reply or fault for a requester, sent as is
-};
-
 }  // namespace
-
-// The events waiting for one subscription. offer() runs on router threads;
-// everything else on the container thread. While a link is bound, new
-// events wake the container through its connection's Waker; a durable
-// subscription whose subscriber is away stays unbound and keeps collecting
-// up to its capacity.
-class Outbox {
- public:
-  // `capacity` bounds it while a link is bound, `away_capacity` while not
-  // (a durable subscription whose subscriber is away). `sender` marks the
-  // exchanges this listener publishes (counted in transit, see dispatched()).
-  Outbox(AmqpListenerService::Impl* impl, size_t capacity, size_t away_capacity, Symbol sender,
-         std::shared_ptr<ListenerCounters> counters)
-      : impl_(impl),
-        capacity_(capacity),
-        away_capacity_(away_capacity),
-        sender_(sender),
-        counters_(std::move(counters)) {}
-
-  Status offer(const flows::Exchange& exchange);
-  // An answer to a request (container thread): not bounded, since its
-  // requester asked for it and its count is bounded by the requests.
-  void pushAnswer(OutboxEntry entry) {
-    std::lock_guard lock(mu_);
-    pending_.push_back(std::move(entry));
-    queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
-  }
-  // Up to `n` entries, oldest first; re-arms the drain wake-up.
-  std::vector<OutboxEntry> take(int n) {
-    std::vector<OutboxEntry> out;
-    std::lock_guard lock(mu_);
-    drain_scheduled_ = false;
-    while (n-- > 0 && !pending_.empty()) {
-      out.push_back(std::move(pending_.front()));
-      pending_.pop_front();
-    }
-    queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
-    taken_ += out.size();
-    return out;
-  }
-  // Puts back, in front, entries sent but not settled (their subscriber went
-  // away), each counted as one more delivery.
-  void putBack(std::vector<OutboxEntry> entries) {
-    std::lock_guard lock(mu_);
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-      ++it->delivery_count;
-      pending_.push_front(std::move(*it));
-    }
-    queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
-  }
-  void bind(std::shared_ptr<Waker> waker, uint64_t link) {
-    std::lock_guard lock(mu_);
-    waker_ = std::move(waker);
-    link_ = link;
-    drain_scheduled_ = false;
-    // What was published while nobody was bound was not counted in transit.
-    in_transit_.store(0, std::memory_order_relaxed);
-    wake();
-  }
-
-  // ---- credit accounting (subscriber-side backpressure) ----
-  // A publish by this listener that will reach this outbox (container
-  // thread, before Broker::publish): it is in transit until offer() takes
-  // or drops it.
-  void dispatched() { in_transit_.fetch_add(1, std::memory_order_relaxed); }
-  // Buffered plus in transit: what the buffer must still make room for.
-  int64_t load() const {
-    // In transit first: an arrival seen there is seen buffered too (offer()
-    // buffers before it counts out), so the sum never comes out too low.
-    const int64_t in_transit = in_transit_.load(std::memory_order_acquire);
-    return queued_.load(std::memory_order_relaxed) + in_transit;
-  }
-  size_t capacity() const { return capacity_; }
-  // Publishers held back by it get credit again at or below.
-  int64_t lowWater() const { return PublisherCredit::lowWater(capacity_); }
-  // Events taken for sending so far (container thread): progress.
-  uint64_t taken() const { return taken_; }
-  // A stuck subscriber: an in-transit count it may have got wrong (an event
-  // lost on the way) must not hold anybody back either.
-  void forgetInTransit() { in_transit_.store(0, std::memory_order_relaxed); }
-
-  // Container thread only: the publishing links whose address this
-  // subscription matches, and its stall watch.
-  std::vector<uint64_t> publishers;
-  bool stalled = false;
-  uint64_t stall_mark = 0;  // taken() when last seen moving
-  std::chrono::steady_clock::time_point stall_since{};
-  void unbind() {
-    std::lock_guard lock(mu_);
-    waker_.reset();
-  }
-  LinkCounters& stats() { return *stats_; }
-  const std::shared_ptr<LinkCounters>& sharedStats() const { return stats_; }
-  // No more offers; returns what was waiting (to give back acknowledgements).
-  std::deque<OutboxEntry> close() {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-    waker_.reset();
-    queued_.store(0, std::memory_order_relaxed);
-    return std::move(pending_);
-  }
-
- private:
-  void wake();  // with mu_ held
-  // One of ours arrived (taken or dropped for good): no longer in transit.
-  void arrived() {
-    int64_t n = in_transit_.load(std::memory_order_relaxed);
-    while (n > 0 && !in_transit_.compare_exchange_weak(n, n - 1, std::memory_order_release,
-                                                       std::memory_order_relaxed)) {
-    }
-  }
-
-  AmqpListenerService::Impl* const impl_;
-  const size_t capacity_;
-  const size_t away_capacity_;
-  const Symbol sender_;
-  const std::shared_ptr<ListenerCounters> counters_;
-  const std::shared_ptr<LinkCounters> stats_ = std::make_shared<LinkCounters>();
-  std::mutex mu_;
-  std::deque<OutboxEntry> pending_;  // guarded by mu_
-  std::shared_ptr<Waker> waker_;     // guarded by mu_; null while no link is bound
-  uint64_t link_ = 0;                // guarded by mu_
-  bool closed_ = false;              // guarded by mu_
-  bool drain_scheduled_ = false;     // guarded by mu_
-  std::atomic<int64_t> queued_{0};   // pending_.size(), readable without mu_
-  // Never below 0: an arrival that was not counted out (published before
-  // this outbox matched) must not make room that is not there.
-  std::atomic<int64_t> in_transit_{0};
-  uint64_t taken_ = 0;  // guarded by mu_ (written); read on the container thread, its only writer
-};
 
 struct AmqpListenerService::Impl final : public proton::messaging_handler {
   struct Listen final : public proton::listen_handler {
@@ -379,7 +211,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     std::string entry;  // its registry entry ("" when it has none)
     uint64_t id = 0;
     // The outboxes of the subscribing links its address matches (relink()).
-    std::vector<std::shared_ptr<Outbox>> targets;
+    std::vector<std::shared_ptr<SubscriberOutbox>> targets;
   };
   struct SubscriberLink {
     proton::sender link;
@@ -387,18 +219,11 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     std::string endpoint;
     std::string pattern;
     bool durable = false;
-    std::shared_ptr<Outbox> outbox;
+    std::shared_ptr<SubscriberOutbox> outbox;
     std::map<proton::tracker, OutboxEntry> unsettled;  // sent, not yet settled by the subscriber
     std::string entry;                                 // its registry entry ("" when it has none)
     std::string owner;                                 // a durable one's (max-durable)
     InFlightBound in_flight;                           // how much drain() may send it
-  };
-  // A durable subscription whose subscriber is away: its endpoint stays
-  // subscribed and its outbox keeps collecting (bounded).
-  struct ParkedSubscription {
-    std::string pattern;
-    std::shared_ptr<Outbox> outbox;
-    std::string owner;
   };
 
   Impl(descriptor::AmqpListener listener, AmqpListenerOptions opts, ServiceContext& ctx)
@@ -553,20 +378,11 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     const std::string endpoint = "amqp:" + conn->second.container_id + "/" + s.name();
     const bool durable = s.source().durability_mode() != proton::source::NONDURABLE;
     const uint64_t id = ++next_id;
-    std::shared_ptr<Outbox> outbox;
+    std::shared_ptr<SubscriberOutbox> outbox;
     std::string owner = durable ? conn->second.owner() : std::string();
-    if (auto parked = parked_subscriptions.find(endpoint); parked != parked_subscriptions.end()) {
-      if (parked->second.pattern == pattern && durable) {
-        outbox = parked->second.outbox;
-        owner = parked->second.owner;
-      } else {
-        // Subscribed differently (or no longer durable): a new subscription.
-        admission->durableEnded(parked->second.owner);
-        dropOutbox(*parked->second.outbox);
-        (void)context.broker.removeEndpoint(endpoint);  // replaced below: gone is fine
-      }
-      parked_subscriptions.erase(parked);
-      counters->parked_subscriptions.fetch_sub(1, std::memory_order_relaxed);
+    if (auto parked = parking.resume(endpoint, pattern, durable)) {
+      outbox = std::move(parked->outbox);
+      owner = std::move(parked->owner);
     }
     if (!outbox) {
       if (durable) {
@@ -575,14 +391,13 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
           return;
         }
       }
-      outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, options.durable_buffer,
-                                        sender, counters);
-      outbox->bind(conn->second.waker, id);
+      outbox = newOutbox();
+      outbox->bind(wakeDrain(conn->second, id));
       Status added = context.broker.addEndpoint(
           endpoint, [outbox](const flows::Exchange& ex) { return outbox->offer(ex); },
           options.name);
       if (!added) {
-        dropOutbox(*outbox);
+        outbox->close();
         refuse(
             added.code() == Status::Code::kAlreadyExists ? "amqp:resource-locked" : kInternalError,
             added.code() == Status::Code::kAlreadyExists
@@ -594,7 +409,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       }
       auto sub = context.broker.subscribe(endpoint, pattern);
       if (!sub) {
-        dropOutbox(*outbox);
+        outbox->close();
         (void)context.broker.removeEndpoint(endpoint);  // undoing; sub's error is the one
         refuse(kInvalidField, sub.status().message(), owner);
         return;
@@ -604,7 +419,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       // AlreadyExists (another provider) is the expected refusal.
       if (!router::hasWildcard(pattern)) (void)context.broker.provide(pattern, endpoint);
     } else {
-      outbox->bind(conn->second.waker, id);
+      outbox->bind(wakeDrain(conn->second, id));
     }
     proton::source_options source;
     source.address(pattern);
@@ -624,6 +439,17 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     relink();
   }
 
+  std::shared_ptr<SubscriberOutbox> newOutbox() const {
+    return std::make_shared<SubscriberOutbox>(options.subscriber_buffer, options.durable_buffer,
+                                              sender, counters);
+  }
+
+  // What an outbox bound to subscribing link `id` calls when an event
+  // arrives: drain the link, as its connection's work.
+  SubscriberOutbox::Wake wakeDrain(const ConnectionInfo& conn, uint64_t id) {
+    return [this, waker = conn.waker, id] { return waker->add([this, id] { drain(id); }); };
+  }
+
   // An at-most-once receiver gets its messages pre-settled, as it asked: it
   // sends no outcomes, so unsettled ones would be held for it forever.
   static proton::sender_options subscriberLinkOptions(const proton::sender& s) {
@@ -637,9 +463,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void openReplyLink(proton::sender& s, const ConnectionInfo& conn) {
     const uint64_t id = ++next_id;
     const std::string address = kDynamicPrefix + std::to_string(id);
-    auto outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, options.durable_buffer,
-                                           sender, counters);
-    outbox->bind(conn.waker, id);
+    auto outbox = newOutbox();
+    outbox->bind(wakeDrain(conn, id));
     s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
     link_ids[s] = id;
     subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}, {}, {}};
@@ -1026,7 +851,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   PublisherCredit creditOf(const PublisherLink& pub) const {
     PublisherCredit credit(options.credit_window);
     for (const auto& outbox : pub.targets) {
-      credit.feeds(outbox->capacity(), outbox->load(), outbox->publishers.size(), outbox->stalled);
+      credit.feeds(outbox->capacity(), outbox->load(), outbox->publishers().size(),
+                   outbox->stalled());
     }
     return credit;
   }
@@ -1042,10 +868,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     bump(pub.stats->credit_withheld);
     if (!pub.paused) counters->paused_links.fetch_add(1, std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();
-    for (const auto& outbox : pub.targets) {
-      outbox->stall_mark = outbox->taken();
-      outbox->stall_since = now;
-    }
+    for (const auto& outbox : pub.targets) outbox->watchFrom(now);
     scheduleRecheck(pub.id, pub);
   }
 
@@ -1078,13 +901,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void checkStalls(PublisherLink& pub) {
     const auto now = std::chrono::steady_clock::now();
     for (const auto& outbox : pub.targets) {
-      if (outbox->stalled || outbox->load() <= outbox->lowWater()) continue;
-      if (outbox->taken() != outbox->stall_mark) {
-        outbox->stall_mark = outbox->taken();
-        outbox->stall_since = now;
-      } else if (now - outbox->stall_since >= options.subscriber_stall_timeout) {
-        outbox->stalled = true;
-        outbox->forgetInTransit();
+      if (outbox->checkStall(now, options.subscriber_stall_timeout)) {
         counters->subscriber_stalls.fetch_add(1, std::memory_order_relaxed);
       }
     }
@@ -1093,7 +910,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // Which subscriptions each publishing link feeds; after any link comes or
   // goes. Waiting links are looked at again (their buffer may be gone).
   void relink() {
-    for (auto& [id, sub] : subscribers) sub.outbox->publishers.clear();
+    for (auto& [id, sub] : subscribers) sub.outbox->clearPublishers();
     for (auto& [id, pub] : publishers) {
       pub.targets.clear();
       if (pub.replies) continue;
@@ -1102,7 +919,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
           continue;
         }
         pub.targets.push_back(sub.outbox);
-        sub.outbox->publishers.push_back(id);
+        sub.outbox->addPublisher(id);
       }
     }
     for (auto& [id, pub] : publishers) {
@@ -1220,11 +1037,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       proton::tracker t = sub.link.send(m);
       sent(sub, t, std::move(entry));
     }
-    Outbox& outbox = *sub.outbox;
-    if (outbox.load() > outbox.lowWater()) return;
-    outbox.stalled = false;
-    if (waiting_publishers == 0) return;
-    for (uint64_t pub_id : outbox.publishers) {
+    if (!sub.outbox->drainedToLowWater() || waiting_publishers == 0) return;
+    for (uint64_t pub_id : sub.outbox->publishers()) {
       auto pub = publishers.find(pub_id);
       if (pub != publishers.end() && pub->second.waiting) postResume(pub->second);
     }
@@ -1276,9 +1090,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (!shutting_down) relink();
   }
 
-  // What the subscriber had not settled goes back: journaled deliveries to
-  // their flows (which redeliver them, now or when this endpoint comes
-  // back), best-effort ones into a kept outbox.
+  // What the subscriber had not settled goes back
+  // (SubscriberOutbox::returnUnsettled()); a kept subscription is parked.
   void closeSubscriber(SubscriberLink& sub, bool keep) {
     counters->subscriber_links.fetch_sub(1, std::memory_order_relaxed);
     std::vector<OutboxEntry> unsettled;
@@ -1286,40 +1099,22 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     counters->unsettled.fetch_sub(unsettled.size(), std::memory_order_relaxed);
     sub.unsettled.clear();
     if (keep) {
-      sub.outbox->unbind();
-      std::vector<OutboxEntry> back;
-      for (auto& entry : unsettled) {
-        if (entry.ack) {
-          entry.ack(Status::unavailable("the AMQP subscriber went away"));
-        } else {
-          back.push_back(std::move(entry));
-        }
-      }
-      sub.outbox->putBack(std::move(back));
-      parked_subscriptions[sub.endpoint] = ParkedSubscription{sub.pattern, sub.outbox, sub.owner};
-      counters->parked_subscriptions.fetch_add(1, std::memory_order_relaxed);
+      parking.park(sub.endpoint, DurableSubscription{sub.pattern, sub.outbox, sub.owner},
+                   std::move(unsettled));
       return;
     }
-    for (auto& entry : unsettled) {
-      if (entry.ack) entry.ack(Status::unavailable("the AMQP subscriber went away"));
-    }
-    if (sub.durable) admission->durableEnded(sub.owner);
-    dropOutbox(*sub.outbox);
-    // Closing: there is nothing to do about an endpoint already gone.
-    if (!sub.endpoint.empty()) (void)context.broker.removeEndpoint(sub.endpoint);
+    sub.outbox->returnUnsettled(std::move(unsettled), /*keep=*/false);
+    endSubscription(sub.endpoint, *sub.outbox, sub.durable ? &sub.owner : nullptr);
   }
 
-  // Closes an outbox and gives back the acknowledgements it held; in-out
-  // requests it held fail at once instead of timing out.
-  void dropOutbox(Outbox& outbox) {
-    for (auto& entry : outbox.close()) {
-      if (entry.ack) entry.ack(Status::unavailable("the AMQP subscription ended"));
-      if (entry.request.pattern == flows::Pattern::kInOut) {
-        entry.request.report(flows::Outcome{flows::OutcomeKind::kFault, "",
-                                            Status::unavailable("the AMQP provider went away"),
-                                            nullptr});
-      }
-    }
+  // A subscription ends for good: its durable count (`durable_owner`'s, if
+  // it is durable), its outbox and its broker endpoint (none for a reply
+  // link), which may already be gone.
+  void endSubscription(const std::string& endpoint, SubscriberOutbox& outbox,
+                       const std::string* durable_owner) {
+    if (durable_owner != nullptr) admission->durableEnded(*durable_owner);
+    outbox.close();
+    if (!endpoint.empty()) (void)context.broker.removeEndpoint(endpoint);
   }
 
   void forgetConnection(const proton::connection& c) {
@@ -1356,31 +1151,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // ---- lifecycle thread -------------------------------------------------
 
-  // A link's registry entry (kind endpoint, owned by the listener) whose
-  // metadata are its counters, read when the registry takes a snapshot.
-  // "" when a link of that name already has one (another connection with
-  // the same container id): its counters still count in stats().
+  // A link's registry entry (listener_stats.h); "" when a link of that name
+  // already has one (another connection with the same container id): its
+  // counters still count in stats().
   std::string registerLink(const std::string& container_id, const std::string& link,
                            const char* role, const std::string& address,
                            const std::shared_ptr<LinkCounters>& stats) {
     std::string name = "amqp-link:" + container_id + "/" + link;
-    auto added = context.registry.add(name, router::ComponentKind::kEndpoint, options.name);
-    if (!added) return {};
-    std::shared_ptr<router::ComponentEntry> e = *added;
-    e->setMetadata("role", role);
-    e->setMetadata("address", address);
-    const std::weak_ptr<router::ComponentEntry> weak = e;
-    e->setProbe([weak, stats](router::LiveNumbers& numbers) {
-      auto self = weak.lock();
-      if (!self) return;
-      for (const auto& [key, value] : stats->fields())
-        self->setMetadata(key, std::to_string(value));
-      numbers.delivered = stats->delivered.load(std::memory_order_relaxed) +
-                          stats->accepted.load(std::memory_order_relaxed);
-      numbers.rejected = stats->rejected.load(std::memory_order_relaxed);
-      numbers.failed = stats->released.load(std::memory_order_relaxed);
-    });
-    e->setState(router::ComponentState::kStarted);
+    if (!reportLink(context.registry, name, options.name, role, address, stats)) return {};
     return name;
   }
   void unregisterLink(const std::string& name) {
@@ -1409,13 +1187,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       closeSubscriber(sub, false);
     }
     subscribers.clear();
-    for (auto& [endpoint, parked] : parked_subscriptions) {
-      dropOutbox(*parked.outbox);
-      (void)context.broker.removeEndpoint(endpoint);  // stopping: gone is fine
-    }
-    counters->parked_subscriptions.fetch_sub(parked_subscriptions.size(),
-                                             std::memory_order_relaxed);
-    parked_subscriptions.clear();
+    parking.endAll();
     for (auto& [id, pub] : publishers) {
       unregisterLink(pub.entry);
       countCredit(pub, 0);
@@ -1435,7 +1207,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   const std::shared_ptr<ListenerCounters> counters = std::make_shared<ListenerCounters>();
   // Container thread only (its refusal counts: any thread).
   const std::shared_ptr<AmqpAdmission> admission = std::make_shared<AmqpAdmission>(options.limits);
-  // The sender of what this listener publishes (told apart in Outbox::offer).
+  // The sender of what this listener publishes (told apart in SubscriberOutbox::offer).
   const Symbol sender = Symbol::intern(options.name);
   std::atomic<int> port{0};
 
@@ -1462,59 +1234,17 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   std::map<proton::link, uint64_t> link_ids;
   std::map<uint64_t, PublisherLink> publishers;
   std::map<uint64_t, SubscriberLink> subscribers;
-  std::map<std::string, ParkedSubscription> parked_subscriptions;  // by endpoint name
+  // Durable subscriptions whose subscriber is away; a resumed one is not,
+  // so a subscription comes back as it was, or ends.
+  DurableParking parking{counters, [this](const std::string& endpoint, DurableSubscription& sub) {
+                           endSubscription(endpoint, *sub.outbox, &sub.owner);
+                         }};
   std::map<std::string, uint64_t> reply_links;        // answer address -> subscribing link
   std::map<uint64_t, flows::Exchange> open_requests;  // sent to AMQP providers, by correlation id
   proton::message outgoing;   // reused for every event sent to a subscriber (its allocations stay)
   std::vector<char> encoded;  // reused to size every message received
   std::shared_ptr<router::ComponentEntry> entry;  // the listener's registry entry
 };
-
-Status Outbox::offer(const flows::Exchange& exchange) {
-  std::lock_guard lock(mu_);
-  if (closed_) return Status::unavailable("amqp subscription closed");
-  // Counted in transit only while a link is bound (see bind()).
-  const bool ours = exchange.sender == sender_ && waker_ != nullptr;
-  const size_t capacity = waker_ ? capacity_ : away_capacity_;
-  if (pending_.size() >= capacity) {
-    counters_->buffer_full.fetch_add(1, std::memory_order_relaxed);
-    if (!waker_) {
-      counters_->parked_overflow.fetch_add(1, std::memory_order_relaxed);
-      bump(stats_->parked_overflow);
-    }
-    // A journaled delivery comes again; a best-effort one is gone.
-    if (ours && !flows::ReliableFlow::deliveringJournaled()) arrived();
-    // Rejected: a reliable flow retries it later without counting a failure.
-    return Status::rejected("amqp subscriber is slow or away: its buffer of " +
-                            std::to_string(capacity) + " events is full");
-  }
-  // A journaled delivery is acknowledged when the subscriber accepts it.
-  std::optional<flows::DeferredAck> ack = flows::ReliableFlow::deferAcknowledgement();
-  OutboxEntry entry{exchange.event, {}, 0, {}, std::nullopt};
-  if (exchange.pattern == flows::Pattern::kInOut) entry.request = exchange;
-  if (ack) {
-    entry.delivery_count = ack->previousDeliveries();
-    entry.ack = std::move(*ack);
-  }
-  const bool count_out = ours && entry.delivery_count == 0;  // a redelivery was counted out
-  pending_.push_back(std::move(entry));
-  // Buffered first, then out of transit: in between, the container thread
-  // may read the load, which must never look lower than it is (it would
-  // grant credit for room that is not there).
-  queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_release);
-  if (count_out) arrived();
-  wake();
-  return Status::ok();
-}
-
-void Outbox::wake() {
-  if (drain_scheduled_ || !waker_) return;
-  AmqpListenerService::Impl* impl = impl_;
-  const uint64_t link = link_;
-  // A closing connection drops the wake-up; the entry waits for the
-  // subscription's next link (or its end).
-  drain_scheduled_ = waker_->add([impl, link] { impl->drain(link); });
-}
 
 AmqpListenerService::AmqpListenerService(descriptor::AmqpListener listener,
                                          AmqpListenerOptions options, ServiceContext& context)
