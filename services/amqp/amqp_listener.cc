@@ -55,6 +55,7 @@
 #include "services/amqp/in_flight_bound.h"
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/publisher_credit.h"
+#include "services/amqp/request_router.h"
 #include "services/amqp/sasl_plugin.h"
 #include "services/amqp/subscriber_outbox.h"
 
@@ -63,16 +64,6 @@ namespace {
 
 constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 constexpr char kInternalError[] = "amqp:internal-error";
-constexpr char kNotFound[] = "amqp:not-found";
-
-// Where the bus tells an AMQP provider to send its answers (the reply-to of
-// the in-out requests it receives); a sending link to it carries replies.
-constexpr char kReplyAddress[] = "$cepbus.replies";
-// Replies to a requester's dynamic receiver come from addresses like this.
-constexpr char kDynamicPrefix[] = "$cepbus.reply.";
-// In-out requests sent to AMQP providers and not answered yet; beyond this
-// the oldest (long timed out by the tracker) are forgotten.
-constexpr size_t kMaxOpenRequests = 10000;
 
 // A connection's work queue for other threads, valid until close() (called
 // on the container thread before the connection goes away).
@@ -435,7 +426,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     subscribers[id].owner = std::move(owner);
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
     // Answers to requests whose reply-to names this address come here.
-    if (!router::hasWildcard(pattern)) reply_links.try_emplace(pattern, id);
+    if (!router::hasWildcard(pattern)) requests.offerReplyAddress(pattern, id);
     relink();
   }
 
@@ -462,7 +453,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // that only carries answers to the requests naming it as reply-to.
   void openReplyLink(proton::sender& s, const ConnectionInfo& conn) {
     const uint64_t id = ++next_id;
-    const std::string address = kDynamicPrefix + std::to_string(id);
+    const std::string address = RequestRouter::dynamicAddress(id);
     auto outbox = newOutbox();
     outbox->bind(wakeDrain(conn, id));
     s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
@@ -471,7 +462,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     subscribers[id].entry =
         registerLink(conn.container_id, s.name(), "replies", address, outbox->sharedStats());
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
-    reply_links[address] = id;
+    requests.assignReplyAddress(address, id);
   }
 
   // ---- request/response -------------------------------------------------
@@ -485,11 +476,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void request(PublisherLink& pub, proton::delivery& d, const proton::message& m, EventPtr event,
                bool presettled) {
     const std::string reply_to = m.reply_to();
-    const proton::message_id correlation = m.correlation_id().empty() ? m.id() : m.correlation_id();
-    const std::chrono::nanoseconds timeout =
-        m.ttl().milliseconds() > 0
-            ? std::chrono::nanoseconds(std::chrono::milliseconds(m.ttl().milliseconds()))
-            : std::chrono::nanoseconds(options.request_timeout);
+    const proton::message_id correlation = RequestRouter::correlationOf(m);
+    const std::chrono::nanoseconds timeout = RequestRouter::timeoutOf(m, options.request_timeout);
     flows::Exchange exchange;
     exchange.event = std::move(event);
     exchange.address = pub.address;
@@ -547,81 +535,15 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // Sends the answer to a request to the link whose address is `reply_to`.
   void answer(const std::string& reply_to, const proton::message_id& correlation,
               flows::OutcomeKind kind, const Status& status, const EventPtr& reply) {
-    proton::message m;
-    if (kind == flows::OutcomeKind::kReply && reply != nullptr) {
-      m = messageFromEvent(*reply);
-      counters->answers.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      m = faultMessage(flows::outcomeName(kind), status.message());
-      counters->faults.fetch_add(1, std::memory_order_relaxed);
-    }
-    m.to(reply_to);
-    m.correlation_id(correlation);
-    auto link = reply_links.find(reply_to);
-    auto sub = link == reply_links.end() ? subscribers.end() : subscribers.find(link->second);
-    if (sub == subscribers.end()) {
-      counters->answers_unroutable.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
+    std::optional<RoutedAnswer> routed =
+        requests.answer(reply_to, correlation, kind, status, reply);
+    if (!routed) return;
+    auto sub = subscribers.find(routed->link);
+    if (sub == subscribers.end()) return;  // its link is forgotten with it (forgetLink())
     OutboxEntry entry;
-    entry.answer = std::move(m);
+    entry.answer = std::move(routed->message);
     sub->second.outbox->pushAnswer(std::move(entry));
     drain(sub->first);
-  }
-
-  // A provider's answer on its kReplyAddress link: completes the open
-  // request with its correlation-id. A message with application property
-  // "fault" answers with a fault; an unmappable reply is rejected and the
-  // request stays open; an unknown correlation-id (answered, timed out) is
-  // rejected with amqp:not-found.
-  void providerReply(proton::delivery& d, const proton::message& m, bool presettled) {
-    const proton::message_id correlation = m.correlation_id();
-    auto settleRejected = [&](const std::string& condition, const std::string& description) {
-      counters->rejected.fetch_add(1, std::memory_order_relaxed);
-      if (!presettled) rejectWithCondition(d, proton::error_condition(condition, description));
-    };
-    if (correlation.type() != proton::ULONG) {
-      settleRejected(kInvalidField, "a reply to " + std::string(kReplyAddress) +
-                                        " needs the ulong correlation-id of the request");
-      return;
-    }
-    const uint64_t key = proton::get<uint64_t>(correlation);
-    auto open = open_requests.find(key);
-    if (open == open_requests.end()) {
-      counters->late_replies.fetch_add(1, std::memory_order_relaxed);
-      settleRejected(kNotFound, "no open request with correlation-id " + std::to_string(key) +
-                                    " (already answered or timed out)");
-      return;
-    }
-    std::string fault;
-    std::string description;
-    try {
-      const auto& props = m.properties();
-      if (props.exists(kFaultProperty)) {
-        fault = proton::coerce<std::string>(props.get(kFaultProperty));
-        if (props.exists(kFaultDescriptionProperty)) {
-          description = proton::coerce<std::string>(props.get(kFaultDescriptionProperty));
-        }
-      }
-    } catch (const std::exception& e) {
-      settleRejected(kInvalidField, std::string("fault properties: ") + e.what());
-      return;
-    }
-    if (!fault.empty()) {
-      open->second.report(flows::Outcome{flows::OutcomeKind::kFault, "",
-                                         Status::internal(fault + ": " + description), nullptr});
-    } else {
-      MappedEvent mapped = eventFromMessage(m);
-      if (!mapped.event) {
-        counters->malformed.fetch_add(1, std::memory_order_relaxed);
-        settleRejected(mapped.condition, mapped.description);
-        return;
-      }
-      open->second.reply(std::move(mapped.event));
-    }
-    open_requests.erase(open);
-    counters->provider_replies.fetch_add(1, std::memory_order_relaxed);
-    if (!presettled) d.accept();
   }
 
   void on_sendable(proton::sender& s) override {
@@ -715,7 +637,15 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       return;
     }
     if (pub.replies) {
-      providerReply(d, m, presettled);
+      // A provider's answer (request_router.h).
+      std::optional<proton::error_condition> rejection = requests.providerReply(m);
+      if (!presettled) {
+        if (rejection) {
+          rejectWithCondition(d, *rejection);
+        } else {
+          d.accept();
+        }
+      }
       replenish(pub);
       return;
     }
@@ -1019,12 +949,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       proton::message& m = outgoing;
       messageFromEvent(*entry.event, m);
       if (entry.request.pattern == flows::Pattern::kInOut) {
-        // The provider answers to kReplyAddress with this correlation-id.
-        m.reply_to(kReplyAddress);
-        m.correlation_id(proton::message_id(entry.request.correlation_id));
-        open_requests[entry.request.correlation_id] = entry.request;
-        while (open_requests.size() > kMaxOpenRequests) open_requests.erase(open_requests.begin());
-        counters->provider_requests.fetch_add(1, std::memory_order_relaxed);
+        requests.sendingToProvider(entry.request, m);
       }
       if (entry.delivery_count > 0) {
         m.delivery_count(entry.delivery_count);
@@ -1080,10 +1005,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (auto sub = subscribers.find(key); sub != subscribers.end()) {
       admission->linkClosed(sub->second.connection);
       unregisterLink(sub->second.entry);
-      if (auto reply = reply_links.find(sub->second.pattern);
-          reply != reply_links.end() && reply->second == key) {
-        reply_links.erase(reply);
-      }
+      requests.releaseReplyAddress(sub->second.pattern, key);
       closeSubscriber(sub->second, detached && sub->second.durable && !shutting_down);
       subscribers.erase(sub);
     }
@@ -1239,8 +1161,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   DurableParking parking{counters, [this](const std::string& endpoint, DurableSubscription& sub) {
                            endSubscription(endpoint, *sub.outbox, &sub.owner);
                          }};
-  std::map<std::string, uint64_t> reply_links;        // answer address -> subscribing link
-  std::map<uint64_t, flows::Exchange> open_requests;  // sent to AMQP providers, by correlation id
+  RequestRouter requests{counters};  // reply addresses, requests open at AMQP providers
   proton::message outgoing;   // reused for every event sent to a subscriber (its allocations stay)
   std::vector<char> encoded;  // reused to size every message received
   std::shared_ptr<router::ComponentEntry> entry;  // the listener's registry entry
