@@ -51,6 +51,7 @@
 #include "router/registry.h"
 #include "router/topic.h"
 #include "services/amqp/access_control.h"
+#include "services/amqp/client_connections.h"
 #include "services/amqp/durable_parking.h"
 #include "services/amqp/in_flight_bound.h"
 #include "services/amqp/message_mapping.h"
@@ -64,25 +65,6 @@ namespace {
 
 constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 constexpr char kInternalError[] = "amqp:internal-error";
-
-// A connection's work queue for other threads, valid until close() (called
-// on the container thread before the connection goes away).
-class Waker {
- public:
-  explicit Waker(proton::work_queue* queue) : queue_(queue) {}
-  bool add(std::function<void()> fn) {
-    std::lock_guard lock(mu_);
-    return queue_ != nullptr && queue_->add(std::move(fn));
-  }
-  void close() {
-    std::lock_guard lock(mu_);
-    queue_ = nullptr;
-  }
-
- private:
-  std::mutex mu_;
-  proton::work_queue* queue_;  // guarded by mu_
-};
 
 // Hears the outcomes of one unsettled publish. During Broker::publish (on the
 // container thread) it collects the targets that refused or degraded it; on
@@ -176,14 +158,6 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     Impl& impl_;
   };
 
-  struct ConnectionInfo {
-    uint64_t id = 0;
-    std::string user;          // empty for the anonymous client
-    std::string container_id;  // the client's
-    std::shared_ptr<Waker> waker;
-    // Whose durable subscriptions it opens count against max-durable.
-    std::string owner() const { return user.empty() ? container_id : user; }
-  };
   struct PublisherLink {
     proton::receiver link;
     uint64_t connection = 0;
@@ -240,49 +214,33 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       c.close(proton::error_condition("amqp:connection:forced", "the bus is shutting down"));
       return;
     }
-    // SASL has already succeeded (the plugin refuses what AccessControl
-    // refuses); this only tells the anonymous client from a user.
-    const std::string mech = c.transport().sasl().mech();
-    ConnectionInfo info;
-    if (mech == "ANONYMOUS" && access->allowsAnonymous()) {
-      info.user.clear();
-    } else if (mech == "PLAIN" && !c.user().empty()) {
-      info.user = c.user();
-    } else {
-      c.close(proton::error_condition(
-          kUnauthorized, "authenticate with SASL PLAIN" +
-                             std::string(access->allowsAnonymous() ? " or ANONYMOUS" : "") +
-                             " (got " + (mech.empty() ? std::string("none") : mech) + ")"));
+    Result<std::string> user =
+        authenticatedUser(c.transport().sasl().mech(), c.user(), access->allowsAnonymous());
+    if (!user) {
+      c.close(proton::error_condition(kUnauthorized, user.status().message()));
       return;
     }
-    info.id = ++next_id;
-    if (auto refusal = admission->admitConnection(info.id)) {
+    if (auto refusal = connections.open(c, ++next_id, std::move(*user))) {
       c.close(proton::error_condition(kResourceLimitExceeded, *refusal));
       return;
     }
-    info.container_id = c.container_id();
-    info.waker = std::make_shared<Waker>(&c.work_queue());
-    connections[c] = std::move(info);
-    counters->connections.fetch_add(1, std::memory_order_relaxed);
     c.open();
   }
 
   void on_session_open(proton::session& s) override {
-    auto conn = connections.find(s.connection());
-    if (conn == connections.end()) return;
-    if (auto refusal = admission->admitSession(conn->second.id)) {
-      s.close(proton::error_condition(kResourceLimitExceeded, *refusal));
-      return;
+    const SessionAdmission admitted = connections.openSession(s);
+    switch (admitted.verdict) {
+      case SessionAdmission::Verdict::kAdmitted:
+        s.open();
+        break;
+      case SessionAdmission::Verdict::kRefused:
+        s.close(proton::error_condition(kResourceLimitExceeded, admitted.refusal));
+        break;
+      case SessionAdmission::Verdict::kUnknownConnection:
+        break;
     }
-    sessions[s] = conn->second.id;
-    s.open();
   }
-  void on_session_close(proton::session& s) override {
-    auto it = sessions.find(s);
-    if (it == sessions.end()) return;
-    admission->sessionClosed(it->second);
-    sessions.erase(it);
-  }
+  void on_session_close(proton::session& s) override { connections.sessionClosed(s); }
 
   // Refuses a link beyond max-links (true when refused).
   bool refuseLink(proton::link& l, uint64_t connection) {
@@ -292,8 +250,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   }
 
   void on_receiver_open(proton::receiver& r) override {
-    auto conn = connections.find(r.connection());
-    if (conn == connections.end()) return;
+    const ClientConnection* conn = connections.find(r.connection());
+    if (conn == nullptr) return;
     std::string addr = r.target().address();
     const bool replies = addr == kReplyAddress;
     if (replies) {
@@ -305,9 +263,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
                                           " (publish to a topic; wildcards are for subscribing)"));
       return;
     }
-    if (!replies && !access->mayPublish(conn->second.user, addr)) {
+    if (!replies && !access->mayPublish(conn->user, addr)) {
       r.close(proton::error_condition(
-          kUnauthorized, "user \"" + conn->second.user + "\" may not publish to \"" + addr + "\""));
+          kUnauthorized, "user \"" + conn->user + "\" may not publish to \"" + addr + "\""));
       return;
     }
     // The address becomes a symbol for as long as the process lives: a client
@@ -319,7 +277,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
           proton::error_condition(kResourceLimitExceeded, wireNameRefusal("target address", addr)));
       return;
     }
-    if (refuseLink(r, conn->second.id)) return;
+    if (refuseLink(r, conn->id)) return;
     setMaxMessageSize(r, options.limits.max_message_size);
     r.open(proton::receiver_options().credit_window(0).auto_accept(false).target(
         proton::target_options().address(addr)));
@@ -327,20 +285,20 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     link_ids[r] = id;
     PublisherLink& pub = publishers[id];
     pub.link = r;
-    pub.connection = conn->second.id;
+    pub.connection = conn->id;
     pub.address = *address;
     pub.replies = replies;
     pub.id = id;
-    pub.entry = registerLink(conn->second.container_id, r.name(), "publish", addr, pub.stats);
+    pub.entry = registerLink(conn->container_id, r.name(), "publish", addr, pub.stats);
     relink();
     replenish(pub);
   }
 
   void on_sender_open(proton::sender& s) override {
-    auto conn = connections.find(s.connection());
-    if (conn == connections.end()) return;
+    const ClientConnection* conn = connections.find(s.connection());
+    if (conn == nullptr) return;
     if (s.source().dynamic()) {
-      if (!refuseLink(s, conn->second.id)) openReplyLink(s, conn->second);
+      if (!refuseLink(s, conn->id)) openReplyLink(s, *conn);
       return;
     }
     std::string pattern = s.source().address();
@@ -349,28 +307,27 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
                                       "source address \"" + pattern + "\": " + valid.message()));
       return;
     }
-    if (!access->maySubscribe(conn->second.user, pattern)) {
+    if (!access->maySubscribe(conn->user, pattern)) {
       s.close(proton::error_condition(
-          kUnauthorized,
-          "user \"" + conn->second.user + "\" may not subscribe to \"" + pattern + "\""));
+          kUnauthorized, "user \"" + conn->user + "\" may not subscribe to \"" + pattern + "\""));
       return;
     }
-    if (refuseLink(s, conn->second.id)) return;
+    if (refuseLink(s, conn->id)) return;
     // Undoes the admissions when the attach fails from here on.
     auto refuse = [&](const std::string& condition, const std::string& description,
                       const std::string& durable_owner) {
-      admission->linkClosed(conn->second.id);
+      admission->linkClosed(conn->id);
       if (!durable_owner.empty()) admission->durableEnded(durable_owner);
       s.close(proton::error_condition(condition, description));
     };
     // Named by the client's container id and the link name, so that a
     // subscriber coming back finds what was kept for it: the reliable
     // flows' unacknowledged deliveries, or its durable subscription.
-    const std::string endpoint = "amqp:" + conn->second.container_id + "/" + s.name();
+    const std::string endpoint = "amqp:" + conn->container_id + "/" + s.name();
     const bool durable = s.source().durability_mode() != proton::source::NONDURABLE;
     const uint64_t id = ++next_id;
     std::shared_ptr<SubscriberOutbox> outbox;
-    std::string owner = durable ? conn->second.owner() : std::string();
+    std::string owner = durable ? conn->owner() : std::string();
     if (auto parked = parking.resume(endpoint, pattern, durable)) {
       outbox = std::move(parked->outbox);
       owner = std::move(parked->owner);
@@ -383,7 +340,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         }
       }
       outbox = newOutbox();
-      outbox->bind(wakeDrain(conn->second, id));
+      outbox->bind(wakeDrain(*conn, id));
       Status added = context.broker.addEndpoint(
           endpoint, [outbox](const flows::Exchange& ex) { return outbox->offer(ex); },
           options.name);
@@ -392,7 +349,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         refuse(
             added.code() == Status::Code::kAlreadyExists ? "amqp:resource-locked" : kInternalError,
             added.code() == Status::Code::kAlreadyExists
-                ? "link \"" + s.name() + "\" of container \"" + conn->second.container_id +
+                ? "link \"" + s.name() + "\" of container \"" + conn->container_id +
                       "\" is already attached"
                 : added.message(),
             owner);
@@ -410,7 +367,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       // AlreadyExists (another provider) is the expected refusal.
       if (!router::hasWildcard(pattern)) (void)context.broker.provide(pattern, endpoint);
     } else {
-      outbox->bind(wakeDrain(conn->second, id));
+      outbox->bind(wakeDrain(*conn, id));
     }
     proton::source_options source;
     source.address(pattern);
@@ -420,9 +377,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     s.open(subscriberLinkOptions(s).source(source));
     link_ids[s] = id;
     subscribers[id] =
-        SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}, {}, {}, {}};
-    subscribers[id].entry = registerLink(conn->second.container_id, s.name(), "subscribe", pattern,
-                                         outbox->sharedStats());
+        SubscriberLink{s, conn->id, endpoint, pattern, durable, outbox, {}, {}, {}, {}};
+    subscribers[id].entry =
+        registerLink(conn->container_id, s.name(), "subscribe", pattern, outbox->sharedStats());
     subscribers[id].owner = std::move(owner);
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
     // Answers to requests whose reply-to names this address come here.
@@ -437,7 +394,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // What an outbox bound to subscribing link `id` calls when an event
   // arrives: drain the link, as its connection's work.
-  SubscriberOutbox::Wake wakeDrain(const ConnectionInfo& conn, uint64_t id) {
+  SubscriberOutbox::Wake wakeDrain(const ClientConnection& conn, uint64_t id) {
     return [this, waker = conn.waker, id] { return waker->add([this, id] { drain(id); }); };
   }
 
@@ -451,7 +408,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // A receiver attached with a dynamic source: the bus names an address
   // that only carries answers to the requests naming it as reply-to.
-  void openReplyLink(proton::sender& s, const ConnectionInfo& conn) {
+  void openReplyLink(proton::sender& s, const ClientConnection& conn) {
     const uint64_t id = ++next_id;
     const std::string address = RequestRouter::dynamicAddress(id);
     auto outbox = newOutbox();
@@ -481,8 +438,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     flows::Exchange exchange;
     exchange.event = std::move(event);
     exchange.address = pub.address;
-    auto conn = connections.find(pub.link.connection());
-    std::shared_ptr<Waker> waker = conn == connections.end() ? nullptr : conn->second.waker;
+    std::shared_ptr<Waker> waker = connections.wakerOf(pub.link.connection());
     const uint64_t connection = pub.connection;
     if (auto refusal = admission->admitRequest(connection)) {
       if (presettled) {
@@ -719,8 +675,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     const uint64_t key = ++pub.next_awaiting;
     pub.awaiting.emplace(key, d);
     counters->awaiting_commit.fetch_add(1, std::memory_order_relaxed);
-    auto conn = connections.find(pub.link.connection());
-    std::shared_ptr<Waker> waker = conn == connections.end() ? nullptr : conn->second.waker;
+    std::shared_ptr<Waker> waker = connections.wakerOf(pub.link.connection());
     listener.awaitCommits(commits, [this, waker, link, key](bool accepted) {
       // From the journal thread (or this one): settle on the container thread.
       if (waker) waker->add([this, link, key, accepted] { settleCommitted(link, key, accepted); });
@@ -854,7 +809,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     }
     for (auto& [id, pub] : publishers) {
       // Not for a link whose connection is going away (its work would not run).
-      if (pub.waiting && connections.contains(pub.link.connection())) postResume(pub);
+      if (pub.waiting && connections.find(pub.link.connection()) != nullptr) postResume(pub);
     }
   }
 
@@ -1040,13 +995,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   }
 
   void forgetConnection(const proton::connection& c) {
-    auto conn = connections.find(c);
-    if (conn == connections.end()) return;
-    const uint64_t number = conn->second.id;
-    conn->second.waker->close();
-    connections.erase(conn);
-    admission->connectionClosed(number);
-    std::erase_if(sessions, [number](const auto& entry) { return entry.second == number; });
+    const std::optional<uint64_t> closed = connections.close(c);
+    if (!closed) return;
+    const uint64_t number = *closed;
     std::vector<proton::link> links;
     for (const auto& [link, key] : link_ids) {
       auto pub = publishers.find(key);
@@ -1062,9 +1013,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void shutdown() {
     shutting_down = true;
     if (listener_open) listener.stop();
-    std::vector<proton::connection> open;
-    for (const auto& [c, info] : connections) open.push_back(c);
-    for (auto& c : open) {
+    for (proton::connection& c : connections.all()) {
       forgetConnection(c);
       c.close(proton::error_condition("amqp:connection:forced", "the bus is shutting down"));
     }
@@ -1117,7 +1066,6 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     publishers.clear();
     link_ids.clear();
     connections.clear();
-    sessions.clear();
   }
 
   const descriptor::AmqpListener config;
@@ -1151,8 +1099,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   size_t transports = 0;  // open network connections, refused ones included
   uint64_t next_id = 0;
   size_t waiting_publishers = 0;  // publishing links with `waiting` set
-  std::map<proton::connection, ConnectionInfo> connections;
-  std::map<proton::session, uint64_t> sessions;  // admitted, to their connection number
+  ClientConnections connections{admission, counters};
   std::map<proton::link, uint64_t> link_ids;
   std::map<uint64_t, PublisherLink> publishers;
   std::map<uint64_t, SubscriberLink> subscribers;
