@@ -55,6 +55,7 @@
 #include "services/amqp/durable_parking.h"
 #include "services/amqp/in_flight_bound.h"
 #include "services/amqp/message_mapping.h"
+#include "services/amqp/publish_settlement.h"
 #include "services/amqp/publisher_credit.h"
 #include "services/amqp/request_router.h"
 #include "services/amqp/sasl_plugin.h"
@@ -65,72 +66,6 @@ namespace {
 
 constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 constexpr char kInternalError[] = "amqp:internal-error";
-
-// Hears the outcomes of one unsettled publish. During Broker::publish (on the
-// container thread) it collects the targets that refused or degraded it; on
-// a reliable route it then waits for one kAccepted per target that journaled
-// it — from the journal thread when the commit is durable, or from whichever
-// thread acknowledged the delivery first (flows::ReliableFlow dispatches
-// while it commits), possibly before publish() returned — and settles the
-// message once all are in, or releases it when a commit failed (a late
-// kRejected).
-class PublishListener final : public flows::ExchangeListener {
- public:
-  // `settle(accepted)` runs once, on whichever thread completes the count.
-  using Settle = std::function<void(bool accepted)>;
-
-  void onOutcome(const flows::Exchange&, const flows::Outcome& outcome) override {
-    Settle settle;
-    bool accepted = false;
-    {
-      std::lock_guard lock(mu_);
-      if (outcome.kind == flows::OutcomeKind::kAccepted) ++accepted_;
-      if (outcome.kind == flows::OutcomeKind::kRejected) ++rejected_;
-      if (!published_ && (outcome.kind == flows::OutcomeKind::kRejected ||
-                          outcome.kind == flows::OutcomeKind::kDegraded)) {
-        targets_.emplace_back(outcome.target);
-      }
-      settle = due(accepted);
-    }
-    if (settle) settle(accepted);
-  }
-  // After Broker::publish returned: the congested targets so far.
-  std::vector<std::string> published() {
-    std::lock_guard lock(mu_);
-    published_ = true;
-    sync_rejected_ = rejected_;
-    return std::move(targets_);
-  }
-  // Settles once `commits` kAccepted outcomes (or late rejections) came in.
-  void awaitCommits(uint32_t commits, Settle settle) {
-    bool accepted = false;
-    {
-      std::lock_guard lock(mu_);
-      expected_ = commits;
-      settle_ = std::move(settle);
-      settle = due(accepted);
-    }
-    if (settle) settle(accepted);
-  }
-
- private:
-  Settle due(bool& accepted) {
-    if (!settle_) return nullptr;
-    const uint32_t late_rejected = rejected_ - sync_rejected_;
-    if (accepted_ + late_rejected < expected_) return nullptr;
-    accepted = late_rejected == 0;
-    return std::exchange(settle_, nullptr);
-  }
-
-  std::mutex mu_;
-  bool published_ = false;            // guarded by mu_
-  uint32_t accepted_ = 0;             // guarded by mu_
-  uint32_t rejected_ = 0;             // guarded by mu_
-  uint32_t sync_rejected_ = 0;        // guarded by mu_
-  uint32_t expected_ = 0;             // guarded by mu_
-  Settle settle_;                     // guarded by mu_
-  std::vector<std::string> targets_;  // guarded by mu_
-};
 
 }  // namespace
 
@@ -627,10 +562,10 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     exchange.sender = sender;
     // In transit to the subscribers it will reach from now until they take it.
     for (const auto& outbox : pub.targets) outbox->dispatched();
-    std::shared_ptr<PublishListener> listener;
+    std::shared_ptr<PublishSettlement> listener;
     if (!presettled) {
       exchange.qos = flows::Qos::kReliable;
-      listener = std::make_shared<PublishListener>();
+      listener = std::make_shared<PublishSettlement>();
       exchange.listener = listener;
     }
     const bool journaling = !presettled && journaled(pub.address);
@@ -638,22 +573,21 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     counters->published.fetch_add(1, std::memory_order_relaxed);
     std::vector<std::string> congested;
     if (listener) congested = listener->published();
-    const bool refused = out.rejected > 0 || out.failed > 0 || (!out.status && out.targets == 0);
+    const PublishVerdict verdict = PublishVerdict::of(out, journaling);
     if (!presettled) {
-      const uint32_t commits = journaling ? out.queued - out.degraded + out.duplicates : 0;
-      if (refused) {
+      if (verdict.refused) {
         d.release();
         counters->released.fetch_add(1, std::memory_order_relaxed);
         bump(pub.stats->released);
-      } else if (commits > 0) {
-        awaitCommits(link->first, pub, d, *listener, commits);
+      } else if (verdict.commits > 0) {
+        awaitCommits(link->first, pub, d, *listener, verdict.commits);
       } else {
         d.accept();
         counters->accepted.fetch_add(1, std::memory_order_relaxed);
         bump(pub.stats->accepted);
       }
     }
-    if (refused || out.degraded > 0) pause(link->first, pub, std::move(congested));
+    if (verdict.pause) pause(link->first, pub, std::move(congested));
     replenish(pub);
   }
 
@@ -671,7 +605,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   }
 
   void awaitCommits(uint64_t link, PublisherLink& pub, proton::delivery& d,
-                    PublishListener& listener, uint32_t commits) {
+                    PublishSettlement& listener, uint32_t commits) {
     const uint64_t key = ++pub.next_awaiting;
     pub.awaiting.emplace(key, d);
     counters->awaiting_commit.fetch_add(1, std::memory_order_relaxed);
