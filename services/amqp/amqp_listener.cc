@@ -53,12 +53,12 @@
 #include "services/amqp/access_control.h"
 #include "services/amqp/client_connections.h"
 #include "services/amqp/durable_parking.h"
-#include "services/amqp/in_flight_bound.h"
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/publish_settlement.h"
 #include "services/amqp/publisher_credit.h"
 #include "services/amqp/request_router.h"
 #include "services/amqp/sasl_plugin.h"
+#include "services/amqp/subscriber_deliveries.h"
 #include "services/amqp/subscriber_outbox.h"
 
 namespace cepbus::services::amqp {
@@ -120,10 +120,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     std::string pattern;
     bool durable = false;
     std::shared_ptr<SubscriberOutbox> outbox;
-    std::map<proton::tracker, OutboxEntry> unsettled;  // sent, not yet settled by the subscriber
-    std::string entry;                                 // its registry entry ("" when it has none)
-    std::string owner;                                 // a durable one's (max-durable)
-    InFlightBound in_flight;                           // how much drain() may send it
+    SubscriberDeliveries deliveries;  // sent, not yet settled by the subscriber
+    std::string entry;                // its registry entry ("" when it has none)
+    std::string owner;                // a durable one's (max-durable)
   };
 
   Impl(descriptor::AmqpListener listener, AmqpListenerOptions opts, ServiceContext& ctx)
@@ -311,11 +310,21 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     }
     s.open(subscriberLinkOptions(s).source(source));
     link_ids[s] = id;
-    subscribers[id] =
-        SubscriberLink{s, conn->id, endpoint, pattern, durable, outbox, {}, {}, {}, {}};
-    subscribers[id].entry =
+    SubscriberLink& sub =
+        subscribers
+            .try_emplace(id, SubscriberLink{s,
+                                            conn->id,
+                                            endpoint,
+                                            pattern,
+                                            durable,
+                                            outbox,
+                                            SubscriberDeliveries(outbox, counters),
+                                            {},
+                                            {}})
+            .first->second;
+    sub.entry =
         registerLink(conn->container_id, s.name(), "subscribe", pattern, outbox->sharedStats());
-    subscribers[id].owner = std::move(owner);
+    sub.owner = std::move(owner);
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
     // Answers to requests whose reply-to names this address come here.
     if (!router::hasWildcard(pattern)) requests.offerReplyAddress(pattern, id);
@@ -350,8 +359,19 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     outbox->bind(wakeDrain(conn, id));
     s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
     link_ids[s] = id;
-    subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}, {}, {}};
-    subscribers[id].entry =
+    SubscriberLink& sub =
+        subscribers
+            .try_emplace(id, SubscriberLink{s,
+                                            conn.id,
+                                            {},
+                                            address,
+                                            false,
+                                            outbox,
+                                            SubscriberDeliveries(outbox, counters),
+                                            {},
+                                            {}})
+            .first->second;
+    sub.entry =
         registerLink(conn.container_id, s.name(), "replies", address, outbox->sharedStats());
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
     requests.assignReplyAddress(address, id);
@@ -442,61 +462,26 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it != link_ids.end()) drain(it->second);
   }
 
-  // A subscriber's accept acknowledges a journaled delivery to its reliable
-  // flow. A reject is final too (the subscriber says the message is invalid;
-  // it is counted, not redelivered). Released or modified: a journaled
-  // delivery goes back to its flow, which redelivers it; a best-effort one
-  // is offered again at the front of the subscription.
+  // A subscriber's outcome (subscriber_deliveries.h).
   void on_tracker_accept(proton::tracker& t) override {
-    counters->acknowledged.fetch_add(1, std::memory_order_relaxed);
-    if (LinkCounters* stats = subscriberStats(t)) bump(stats->acknowledged);
-    OutboxEntry entry;
-    if (settled(t, entry) && entry.ack) entry.ack(Status::ok());
+    settle(t, SubscriberDeliveries::Outcome::kAccepted);
   }
   void on_tracker_reject(proton::tracker& t) override {
-    counters->not_acknowledged.fetch_add(1, std::memory_order_relaxed);
-    if (LinkCounters* stats = subscriberStats(t)) bump(stats->not_acknowledged);
-    OutboxEntry entry;
-    if (settled(t, entry) && entry.ack) entry.ack(Status::ok());
+    settle(t, SubscriberDeliveries::Outcome::kRejected);
   }
   void on_tracker_release(proton::tracker& t) override {
-    counters->not_acknowledged.fetch_add(1, std::memory_order_relaxed);
-    if (LinkCounters* stats = subscriberStats(t)) bump(stats->not_acknowledged);
-    OutboxEntry entry;
-    if (!settled(t, entry)) return;
-    if (entry.ack) {
-      entry.ack(Status::unavailable("the AMQP subscriber released it"));
-      return;
-    }
+    settle(t, SubscriberDeliveries::Outcome::kReleased);
+  }
+
+  void settle(const proton::tracker& t, SubscriberDeliveries::Outcome outcome) {
+    (outcome == SubscriberDeliveries::Outcome::kAccepted ? counters->acknowledged
+                                                         : counters->not_acknowledged)
+        .fetch_add(1, std::memory_order_relaxed);
     auto id = link_ids.find(t.sender());
     auto sub = id == link_ids.end() ? subscribers.end() : subscribers.find(id->second);
     if (sub == subscribers.end()) return;
-    std::vector<OutboxEntry> back;
-    back.push_back(std::move(entry));
-    sub->second.outbox->putBack(std::move(back));
-    drain(sub->first);
-  }
-
-  LinkCounters* subscriberStats(proton::tracker& t) {
-    auto id = link_ids.find(t.sender());
-    if (id == link_ids.end()) return nullptr;
-    auto sub = subscribers.find(id->second);
-    return sub == subscribers.end() ? nullptr : &sub->second.outbox->stats();
-  }
-
-  // The entry of a delivery the subscriber just settled; nullopt if unknown.
-  bool settled(proton::tracker& t, OutboxEntry& out) {
-    auto id = link_ids.find(t.sender());
-    if (id == link_ids.end()) return false;
-    auto sub = subscribers.find(id->second);
-    if (sub == subscribers.end()) return false;
-    auto entry = sub->second.unsettled.find(t);
-    if (entry == sub->second.unsettled.end()) return false;
-    out = std::move(entry->second);
-    sub->second.unsettled.erase(entry);
-    counters->unsettled.fetch_sub(1, std::memory_order_relaxed);
-    if (sub->second.in_flight.capped()) drain(sub->first);
-    return true;
+    const uint64_t link = sub->first;
+    sub->second.deliveries.settle(t, outcome, [this, link] { drain(link); });
   }
 
   void on_message(proton::delivery& d, proton::message& m) override {
@@ -825,14 +810,11 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it == subscribers.end()) return;
     SubscriberLink& sub = it->second;
     if (!sub.link.active()) return;
-    // In flight: unsettled, or not written out yet (in_flight_bound.h).
-    const size_t in_flight =
-        std::max(sub.unsettled.size(), static_cast<size_t>(unsentDeliveries(sub.link)));
-    const int n = sub.in_flight.take(sub.link.credit(), in_flight, sub.outbox->capacity());
+    const int n = sub.deliveries.sendable(sub.link.credit(), unsentDeliveries(sub.link));
     for (OutboxEntry& entry : sub.outbox->take(n)) {
       if (entry.answer) {
         proton::tracker t = sub.link.send(*entry.answer);
-        sent(sub, t, std::move(entry));
+        sub.deliveries.sent(t, std::move(entry), sentSettled(t));
         continue;
       }
       proton::message& m = outgoing;
@@ -849,27 +831,13 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         m.first_acquirer(true);
       }
       proton::tracker t = sub.link.send(m);
-      sent(sub, t, std::move(entry));
+      sub.deliveries.sent(t, std::move(entry), sentSettled(t));
     }
     if (!sub.outbox->drainedToLowWater() || waiting_publishers == 0) return;
     for (uint64_t pub_id : sub.outbox->publishers()) {
       auto pub = publishers.find(pub_id);
       if (pub != publishers.end() && pub->second.waiting) postResume(pub->second);
     }
-  }
-
-  // A message is out. It is kept until the subscriber settles it — unless it
-  // went pre-settled (an at-most-once subscriber): no outcome comes back for
-  // it, so a journaled delivery is acknowledged now, as the subscriber chose.
-  void sent(SubscriberLink& sub, const proton::tracker& t, OutboxEntry entry) {
-    counters->sent.fetch_add(1, std::memory_order_relaxed);
-    bump(sub.outbox->stats().delivered);
-    if (sentSettled(t)) {
-      if (entry.ack) entry.ack(Status::ok());
-      return;
-    }
-    sub.unsettled.emplace(t, std::move(entry));
-    counters->unsettled.fetch_add(1, std::memory_order_relaxed);
   }
 
   // `detached`: the link went away without being closed (a detach, or its
@@ -905,10 +873,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // (SubscriberOutbox::returnUnsettled()); a kept subscription is parked.
   void closeSubscriber(SubscriberLink& sub, bool keep) {
     counters->subscriber_links.fetch_sub(1, std::memory_order_relaxed);
-    std::vector<OutboxEntry> unsettled;
-    for (auto& [tracker, entry] : sub.unsettled) unsettled.push_back(std::move(entry));
-    counters->unsettled.fetch_sub(unsettled.size(), std::memory_order_relaxed);
-    sub.unsettled.clear();
+    std::vector<OutboxEntry> unsettled = sub.deliveries.takeUnsettled();
     if (keep) {
       parking.park(sub.endpoint, DurableSubscription{sub.pattern, sub.outbox, sub.owner},
                    std::move(unsettled));
