@@ -56,6 +56,7 @@
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/publish_settlement.h"
 #include "services/amqp/publisher_credit.h"
+#include "services/amqp/publisher_hold.h"
 #include "services/amqp/request_router.h"
 #include "services/amqp/sasl_plugin.h"
 #include "services/amqp/subscriber_deliveries.h"
@@ -94,22 +95,21 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   };
 
   struct PublisherLink {
+    PublisherLink(uint64_t link_id, proton::receiver receiver,
+                  std::shared_ptr<ListenerCounters> counters)
+        : link(std::move(receiver)), id(link_id), hold(std::move(counters), stats) {}
+
     proton::receiver link;
+    uint64_t id = 0;
     uint64_t connection = 0;
     Symbol address;
-    bool paused = false;   // a stage of a target is saturated
-    bool waiting = false;  // a subscriber buffer it feeds has no room
-    bool resume_posted = false;
-    bool recheck_scheduled = false;
-    int credit = 0;                      // as last counted into ListenerCounters::publish_credit
-    std::vector<std::string> congested;  // targets whose stages refused or degraded
+    bool replies = false;  // a provider's link to kReplyAddress
+    std::shared_ptr<LinkCounters> stats = std::make_shared<LinkCounters>();
+    PublisherHold hold;  // why it gets no more credit now (publisher_hold.h)
     // Unsettled messages whose journal commits are awaited (reliable routes).
     std::map<uint64_t, proton::delivery> awaiting;
     uint64_t next_awaiting = 0;
-    bool replies = false;  // a provider's link to kReplyAddress
-    std::shared_ptr<LinkCounters> stats = std::make_shared<LinkCounters>();
     std::string entry;  // its registry entry ("" when it has none)
-    uint64_t id = 0;
     // The outboxes of the subscribing links its address matches (relink()).
     std::vector<std::shared_ptr<SubscriberOutbox>> targets;
   };
@@ -217,12 +217,10 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         proton::target_options().address(addr)));
     uint64_t id = ++next_id;
     link_ids[r] = id;
-    PublisherLink& pub = publishers[id];
-    pub.link = r;
+    PublisherLink& pub = publishers.try_emplace(id, id, r, counters).first->second;
     pub.connection = conn->id;
     pub.address = *address;
     pub.replies = replies;
-    pub.id = id;
     pub.entry = registerLink(conn->container_id, r.name(), "publish", addr, pub.stats);
     relink();
     replenish(pub);
@@ -638,7 +636,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // exceed the buffer: what it sends always fits.
   void replenish(PublisherLink& pub) {
     int credit = pub.link.active() ? pub.link.credit() : 0;
-    if (!pub.paused && !pub.waiting && !shutting_down && !publishing_closed && pub.link.active()) {
+    if (!pub.hold.held() && !shutting_down && !publishing_closed && pub.link.active()) {
       const CreditGrant grant = creditOf(pub).grant(credit);
       if (grant.wait) {
         wait(pub);
@@ -647,7 +645,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         credit += grant.add;
       }
     }
-    countCredit(pub, credit);
+    pub.hold.countCredit(credit);
   }
 
   // The buffers `pub` feeds, as its credit sees them (publisher_credit.h).
@@ -665,12 +663,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // at their low-water mark (drain() wakes it) or a stuck one is given up on
   // (the recheck timer).
   void wait(PublisherLink& pub) {
-    pub.waiting = true;
+    pub.hold.wait();
     ++waiting_publishers;
-    counters->credit_pauses.fetch_add(1, std::memory_order_relaxed);
-    counters->subscriber_waits.fetch_add(1, std::memory_order_relaxed);
-    bump(pub.stats->credit_withheld);
-    if (!pub.paused) counters->paused_links.fetch_add(1, std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();
     for (const auto& outbox : pub.targets) outbox->watchFrom(now);
     scheduleRecheck(pub.id, pub);
@@ -678,23 +672,21 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // Credit again for a waiting link whose buffers drained (container thread).
   void resume(PublisherLink& pub) {
-    if (!pub.waiting || creditOf(pub).aboveLowWater()) return;
-    pub.waiting = false;
+    if (!pub.hold.waiting() || creditOf(pub).aboveLowWater()) return;
+    pub.hold.stopWaiting();
     --waiting_publishers;
-    if (!pub.paused) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
     replenish(pub);
   }
 
   // As resume(), but as the link's connection's work, so that the credit is
   // written out at once (we may be handling another connection's event).
   void postResume(PublisherLink& pub) {
-    if (pub.resume_posted) return;
-    pub.resume_posted = true;
+    if (!pub.hold.postResume()) return;
     const uint64_t id = pub.id;
     pub.link.connection().work_queue().add([this, id] {
       auto it = publishers.find(id);
       if (it == publishers.end()) return;
-      it->second.resume_posted = false;
+      it->second.hold.resumeRan();
       resume(it->second);
     });
   }
@@ -728,29 +720,19 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     }
     for (auto& [id, pub] : publishers) {
       // Not for a link whose connection is going away (its work would not run).
-      if (pub.waiting && connections.find(pub.link.connection()) != nullptr) postResume(pub);
+      if (pub.hold.waiting() && connections.find(pub.link.connection()) != nullptr) {
+        postResume(pub);
+      }
     }
-  }
-
-  void countCredit(PublisherLink& pub, int credit) {
-    counters->publish_credit.fetch_add(credit - pub.credit, std::memory_order_relaxed);
-    pub.credit = credit;
   }
 
   void pause(uint64_t id, PublisherLink& pub, std::vector<std::string> congested) {
-    if (!pub.paused) {
-      pub.paused = true;
-      counters->credit_pauses.fetch_add(1, std::memory_order_relaxed);
-      bump(pub.stats->credit_withheld);
-      if (!pub.waiting) counters->paused_links.fetch_add(1, std::memory_order_relaxed);
-    }
-    for (auto& t : congested) pub.congested.push_back(std::move(t));
+    pub.hold.pause(std::move(congested));
     scheduleRecheck(id, pub);
   }
 
   void scheduleRecheck(uint64_t id, PublisherLink& pub) {
-    if (pub.recheck_scheduled) return;
-    pub.recheck_scheduled = true;
+    if (!pub.hold.scheduleRecheck()) return;
     // The timer is the container's: a connection's own timed work outlives
     // the connection in Proton 0.37 and crashes when it fires after a close.
     // The recheck itself runs as the connection's work, so that the credit it
@@ -766,20 +748,18 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     auto it = publishers.find(id);
     if (it == publishers.end()) return;
     PublisherLink& pub = it->second;
-    pub.recheck_scheduled = false;
-    if (pub.waiting) {
+    pub.hold.recheckRan();
+    if (pub.hold.waiting()) {
       checkStalls(pub);
       resume(pub);
-      if (pub.waiting) scheduleRecheck(id, pub);
+      if (pub.hold.waiting()) scheduleRecheck(id, pub);
     }
-    if (!pub.paused) return;
-    if (saturated(pub.congested)) {
+    if (!pub.hold.paused()) return;
+    if (saturated(pub.hold.congested())) {
       scheduleRecheck(id, pub);
       return;
     }
-    pub.paused = false;
-    pub.congested.clear();
-    if (!pub.waiting) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
+    pub.hold.unpause();
     replenish(pub);
   }
 
@@ -836,7 +816,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (!sub.outbox->drainedToLowWater() || waiting_publishers == 0) return;
     for (uint64_t pub_id : sub.outbox->publishers()) {
       auto pub = publishers.find(pub_id);
-      if (pub != publishers.end() && pub->second.waiting) postResume(pub->second);
+      if (pub != publishers.end() && pub->second.hold.waiting()) postResume(pub->second);
     }
   }
 
@@ -850,11 +830,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (auto pub = publishers.find(key); pub != publishers.end()) {
       admission->linkClosed(pub->second.connection);
       unregisterLink(pub->second.entry);
-      if (pub->second.paused || pub->second.waiting) {
-        counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
-      }
-      if (pub->second.waiting) --waiting_publishers;
-      countCredit(pub->second, 0);
+      if (pub->second.hold.waiting()) --waiting_publishers;
+      pub->second.hold.release();
       // Unsettled messages still waiting for a commit: the client resends them.
       counters->awaiting_commit.fetch_sub(pub->second.awaiting.size(), std::memory_order_relaxed);
       publishers.erase(pub);
@@ -960,7 +937,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     parking.endAll();
     for (auto& [id, pub] : publishers) {
       unregisterLink(pub.entry);
-      countCredit(pub, 0);
+      pub.hold.countCredit(0);
     }
     publishers.clear();
     link_ids.clear();
