@@ -1,13 +1,30 @@
+// The AMQP listener (amqp_listener.h): Impl is the Proton handler. It gets
+// Proton's events on the container thread, makes the Proton calls, and wires
+// together the parts below, each with one job, no pointer back to the
+// listener (callbacks where it must ask for something) and a test of its own
+// in tests/services/amqp/:
+//
+//   client_connections.h     connections, sessions, who is behind each (SASL)
+//   admission.h              what one client may make the listener hold
+//   access_control.h         users and their permits
+//   message_mapping.h        messages <-> events, error conditions
+//   publish_settlement.h     when and how a client's unsettled publish is settled
+//   publisher_credit.h       how much credit a publishing link may hold
+//   publisher_hold.h         why a publishing link gets no credit now
+//   subscriber_outbox.h      the events waiting for one subscription
+//   subscriber_deliveries.h  what a subscribing link has in flight, its outcomes
+//   in_flight_bound.h        how much a subscribing link may have in flight
+//   durable_parking.h        durable subscriptions whose subscriber is away
+//   request_router.h         reply addresses, requests open at AMQP providers
+//   listener_stats.h         the counters and the registry entries
+
 #include "services/amqp/amqp_listener.h"
 
 #include <Poco/Logger.h>
 
-#include <algorithm>
 #include <atomic>
-#include <deque>
 #include <exception>
 #include <filesystem>
-#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -114,15 +131,23 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     std::vector<std::shared_ptr<SubscriberOutbox>> targets;
   };
   struct SubscriberLink {
+    SubscriberLink(proton::sender sender, uint64_t connection_number,
+                   std::shared_ptr<SubscriberOutbox> subscription,
+                   std::shared_ptr<ListenerCounters> counters)
+        : link(std::move(sender)),
+          connection(connection_number),
+          outbox(std::move(subscription)),
+          deliveries(outbox, std::move(counters)) {}
+
     proton::sender link;
     uint64_t connection = 0;
-    std::string endpoint;
-    std::string pattern;
-    bool durable = false;
     std::shared_ptr<SubscriberOutbox> outbox;
     SubscriberDeliveries deliveries;  // sent, not yet settled by the subscriber
-    std::string entry;                // its registry entry ("" when it has none)
-    std::string owner;                // a durable one's (max-durable)
+    std::string endpoint;             // its broker endpoint ("" for a reply link)
+    std::string pattern;              // its source address
+    bool durable = false;
+    std::string entry;  // its registry entry ("" when it has none)
+    std::string owner;  // a durable one's (max-durable)
   };
 
   Impl(descriptor::AmqpListener listener, AmqpListenerOptions opts, ServiceContext& ctx)
@@ -308,18 +333,10 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     }
     s.open(subscriberLinkOptions(s).source(source));
     link_ids[s] = id;
-    SubscriberLink& sub =
-        subscribers
-            .try_emplace(id, SubscriberLink{s,
-                                            conn->id,
-                                            endpoint,
-                                            pattern,
-                                            durable,
-                                            outbox,
-                                            SubscriberDeliveries(outbox, counters),
-                                            {},
-                                            {}})
-            .first->second;
+    SubscriberLink& sub = subscribers.try_emplace(id, s, conn->id, outbox, counters).first->second;
+    sub.endpoint = endpoint;
+    sub.pattern = pattern;
+    sub.durable = durable;
     sub.entry =
         registerLink(conn->container_id, s.name(), "subscribe", pattern, outbox->sharedStats());
     sub.owner = std::move(owner);
@@ -357,18 +374,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     outbox->bind(wakeDrain(conn, id));
     s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
     link_ids[s] = id;
-    SubscriberLink& sub =
-        subscribers
-            .try_emplace(id, SubscriberLink{s,
-                                            conn.id,
-                                            {},
-                                            address,
-                                            false,
-                                            outbox,
-                                            SubscriberDeliveries(outbox, counters),
-                                            {},
-                                            {}})
-            .first->second;
+    SubscriberLink& sub = subscribers.try_emplace(id, s, conn.id, outbox, counters).first->second;
+    sub.pattern = address;
     sub.entry =
         registerLink(conn.container_id, s.name(), "replies", address, outbox->sharedStats());
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);

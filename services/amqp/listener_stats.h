@@ -2,7 +2,8 @@
 
 // The AMQP listener's statistics (services/amqp/amqp_listener.h): the
 // counters it keeps, the plain copy stats() returns, every counter by name,
-// and the listener's registry entry that shows them.
+// and the listener's registry entry that shows them; each link's counters
+// and its own registry entry.
 //
 // ListenerCounters are bumped by the listener's container thread and by its
 // endpoint consumers on router threads, which may still run for a moment
@@ -11,7 +12,7 @@
 // are not among them: AmqpAdmission keeps those, and stats() merges both.
 //
 // Thread-safety: every counter is a relaxed atomic; stats(), statsFields()
-// and the registry entry's probe may run on any thread. A copy is a set of
+// and the registry entries' probes may run on any thread. A copy is a set of
 // independent reads, not a consistent snapshot.
 
 #include <atomic>
