@@ -11,6 +11,7 @@
 //   publish_settlement.h     when and how a client's unsettled publish is settled
 //   publisher_credit.h       how much credit a publishing link may hold
 //   publisher_hold.h         why a publishing link gets no credit now
+//   broker_subscriptions.h   a subscription's broker endpoint, made or resumed
 //   subscriber_outbox.h      the events waiting for one subscription
 //   subscriber_deliveries.h  what a subscribing link has in flight, its outcomes
 //   in_flight_bound.h        how much a subscribing link may have in flight
@@ -58,6 +59,7 @@
 #include <proton/work_queue.hpp>
 #include <thread>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "bus/core/wire_names.h"
@@ -68,8 +70,8 @@
 #include "router/registry.h"
 #include "router/topic.h"
 #include "services/amqp/access_control.h"
+#include "services/amqp/broker_subscriptions.h"
 #include "services/amqp/client_connections.h"
-#include "services/amqp/durable_parking.h"
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/publish_settlement.h"
 #include "services/amqp/publisher_credit.h"
@@ -83,7 +85,6 @@ namespace cepbus::services::amqp {
 namespace {
 
 constexpr char kUnauthorized[] = "amqp:unauthorized-access";
-constexpr char kInternalError[] = "amqp:internal-error";
 
 }  // namespace
 
@@ -270,62 +271,16 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       return;
     }
     if (refuseLink(s, conn->id)) return;
-    // Undoes the admissions when the attach fails from here on.
-    auto refuse = [&](const std::string& condition, const std::string& description,
-                      const std::string& durable_owner) {
-      admission->linkClosed(conn->id);
-      if (!durable_owner.empty()) admission->durableEnded(durable_owner);
-      s.close(proton::error_condition(condition, description));
-    };
-    // Named by the client's container id and the link name, so that a
-    // subscriber coming back finds what was kept for it: the reliable
-    // flows' unacknowledged deliveries, or its durable subscription.
-    const std::string endpoint = "amqp:" + conn->container_id + "/" + s.name();
     const bool durable = s.source().durability_mode() != proton::source::NONDURABLE;
     const uint64_t id = ++next_id;
-    std::shared_ptr<SubscriberOutbox> outbox;
-    std::string owner = durable ? conn->owner() : std::string();
-    if (auto parked = parking.resume(endpoint, pattern, durable)) {
-      outbox = std::move(parked->outbox);
-      owner = std::move(parked->owner);
+    auto opened = subscriptions.open(conn->container_id, s.name(), pattern, durable,
+                                     durable ? conn->owner() : std::string(), wakeDrain(*conn, id));
+    if (const auto* refusal = std::get_if<BrokerSubscriptions::Refusal>(&opened)) {
+      admission->linkClosed(conn->id);
+      s.close(proton::error_condition(refusal->condition, refusal->description));
+      return;
     }
-    if (!outbox) {
-      if (durable) {
-        if (auto refusal = admission->admitDurable(owner)) {
-          refuse(kResourceLimitExceeded, *refusal, {});
-          return;
-        }
-      }
-      outbox = newOutbox();
-      outbox->bind(wakeDrain(*conn, id));
-      Status added = context.broker.addEndpoint(
-          endpoint, [outbox](const flows::Exchange& ex) { return outbox->offer(ex); },
-          options.name);
-      if (!added) {
-        outbox->close();
-        refuse(
-            added.code() == Status::Code::kAlreadyExists ? "amqp:resource-locked" : kInternalError,
-            added.code() == Status::Code::kAlreadyExists
-                ? "link \"" + s.name() + "\" of container \"" + conn->container_id +
-                      "\" is already attached"
-                : added.message(),
-            owner);
-        return;
-      }
-      auto sub = context.broker.subscribe(endpoint, pattern);
-      if (!sub) {
-        outbox->close();
-        (void)context.broker.removeEndpoint(endpoint);  // undoing; sub's error is the one
-        refuse(kInvalidField, sub.status().message(), owner);
-        return;
-      }
-      // A subscriber of a plain address is also its provider for in-out
-      // requests, unless something else already provides it.
-      // AlreadyExists (another provider) is the expected refusal.
-      if (!router::hasWildcard(pattern)) (void)context.broker.provide(pattern, endpoint);
-    } else {
-      outbox->bind(wakeDrain(*conn, id));
-    }
+    auto& [endpoint, outbox, owner] = std::get<BrokerSubscriptions::Opened>(opened);
     proton::source_options source;
     source.address(pattern);
     if (durable) {
@@ -344,11 +299,6 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     // Answers to requests whose reply-to names this address come here.
     if (!router::hasWildcard(pattern)) requests.offerReplyAddress(pattern, id);
     relink();
-  }
-
-  std::shared_ptr<SubscriberOutbox> newOutbox() const {
-    return std::make_shared<SubscriberOutbox>(options.subscriber_buffer, options.durable_buffer,
-                                              sender, counters);
   }
 
   // What an outbox bound to subscribing link `id` calls when an event
@@ -370,8 +320,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void openReplyLink(proton::sender& s, const ClientConnection& conn) {
     const uint64_t id = ++next_id;
     const std::string address = RequestRouter::dynamicAddress(id);
-    auto outbox = newOutbox();
-    outbox->bind(wakeDrain(conn, id));
+    auto outbox = subscriptions.replyOutbox(wakeDrain(conn, id));
     s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
     link_ids[s] = id;
     SubscriberLink& sub = subscribers.try_emplace(id, s, conn.id, outbox, counters).first->second;
@@ -859,22 +808,12 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     counters->subscriber_links.fetch_sub(1, std::memory_order_relaxed);
     std::vector<OutboxEntry> unsettled = sub.deliveries.takeUnsettled();
     if (keep) {
-      parking.park(sub.endpoint, DurableSubscription{sub.pattern, sub.outbox, sub.owner},
-                   std::move(unsettled));
+      subscriptions.park(sub.endpoint, DurableSubscription{sub.pattern, sub.outbox, sub.owner},
+                         std::move(unsettled));
       return;
     }
     sub.outbox->returnUnsettled(std::move(unsettled), /*keep=*/false);
-    endSubscription(sub.endpoint, *sub.outbox, sub.durable ? &sub.owner : nullptr);
-  }
-
-  // A subscription ends for good: its durable count (`durable_owner`'s, if
-  // it is durable), its outbox and its broker endpoint (none for a reply
-  // link), which may already be gone.
-  void endSubscription(const std::string& endpoint, SubscriberOutbox& outbox,
-                       const std::string* durable_owner) {
-    if (durable_owner != nullptr) admission->durableEnded(*durable_owner);
-    outbox.close();
-    if (!endpoint.empty()) (void)context.broker.removeEndpoint(endpoint);
+    subscriptions.end(sub.endpoint, *sub.outbox, sub.durable ? &sub.owner : nullptr);
   }
 
   void forgetConnection(const proton::connection& c) {
@@ -941,7 +880,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       closeSubscriber(sub, false);
     }
     subscribers.clear();
-    parking.endAll();
+    subscriptions.endParked();
     for (auto& [id, pub] : publishers) {
       unregisterLink(pub.entry);
       pub.hold.countCredit(0);
@@ -986,11 +925,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   std::map<proton::link, uint64_t> link_ids;
   std::map<uint64_t, PublisherLink> publishers;
   std::map<uint64_t, SubscriberLink> subscribers;
-  // Durable subscriptions whose subscriber is away; a resumed one is not,
-  // so a subscription comes back as it was, or ends.
-  DurableParking parking{counters, [this](const std::string& endpoint, DurableSubscription& sub) {
-                           endSubscription(endpoint, *sub.outbox, &sub.owner);
-                         }};
+  BrokerSubscriptions subscriptions{
+      context.broker, admission, counters,
+      SubscriptionConfig{options.subscriber_buffer, options.durable_buffer, sender, options.name}};
   RequestRouter requests{counters};  // reply addresses, requests open at AMQP providers
   proton::message outgoing;   // reused for every event sent to a subscriber (its allocations stay)
   std::vector<char> encoded;  // reused to size every message received
