@@ -17,6 +17,7 @@
 //   in_flight_bound.h        how much a subscribing link may have in flight
 //   durable_parking.h        durable subscriptions whose subscriber is away
 //   request_router.h         reply addresses, requests open at AMQP providers
+//   route_pressure.h         what the delivery policy says about a publish
 //   listener_stats.h         the counters and the registry entries
 
 #include "services/amqp/amqp_listener.h"
@@ -63,8 +64,7 @@
 #include <vector>
 
 #include "bus/core/wire_names.h"
-#include "flows/reliable_flow.h"
-#include "flows/seda_flow.h"
+#include "flows/exchange.h"
 #include "router/broker.h"
 #include "router/component_entry.h"
 #include "router/registry.h"
@@ -77,6 +77,7 @@
 #include "services/amqp/publisher_credit.h"
 #include "services/amqp/publisher_hold.h"
 #include "services/amqp/request_router.h"
+#include "services/amqp/route_pressure.h"
 #include "services/amqp/sasl_plugin.h"
 #include "services/amqp/subscriber_deliveries.h"
 #include "services/amqp/subscriber_outbox.h"
@@ -507,7 +508,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       listener = std::make_shared<PublishSettlement>();
       exchange.listener = listener;
     }
-    const bool journaling = !presettled && journaled(pub.address);
+    const bool journaling = !presettled && journaledRoute(context.broker.policy(), pub.address);
     flows::SendOutcome out = context.broker.publish(exchange);
     counters->published.fetch_add(1, std::memory_order_relaxed);
     std::vector<std::string> congested;
@@ -534,14 +535,6 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void on_sender_close(proton::sender& s) override { forgetLink(s, false); }
   // A detach (not a close) keeps a durable subscription.
   void on_sender_detach(proton::sender& s) override { forgetLink(s, true); }
-
-  // True when an unsettled (reliable) publish to `address` is journaled by a
-  // reliable flow: its accept then waits for the journal commit.
-  bool journaled(Symbol address) const {
-    auto decision = context.broker.policy().decide(address.name(), flows::Qos::kReliable);
-    return decision && decision->qos == flows::Qos::kReliable &&
-           dynamic_cast<const flows::ReliableFlow*>(decision->flow) != nullptr;
-  }
 
   void awaitCommits(uint64_t link, PublisherLink& pub, proton::delivery& d,
                     PublishSettlement& listener, uint32_t commits) {
@@ -711,34 +704,12 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       if (pub.hold.waiting()) scheduleRecheck(id, pub);
     }
     if (!pub.hold.paused()) return;
-    if (saturated(pub.hold.congested())) {
+    if (stagesSaturated(context.broker.policy(), pub.hold.congested())) {
       scheduleRecheck(id, pub);
       return;
     }
     pub.hold.unpause();
     replenish(pub);
-  }
-
-  // True while a stage of a queueing flow that serves one of `targets` is
-  // saturated. With no target named (a straight-through target failed), one
-  // recheck interval is the whole back-off.
-  bool saturated(const std::vector<std::string>& targets) const {
-    if (targets.empty()) return false;
-    for (const auto& flow : context.broker.policy().flows()) {
-      std::vector<stages::StageMetricsSnapshot> stages;
-      if (auto* seda = dynamic_cast<const flows::SedaFlow*>(flow.get())) {
-        stages = seda->stageMetrics();
-      } else if (auto* reliable = dynamic_cast<const flows::ReliableFlow*>(flow.get())) {
-        stages = reliable->stageMetrics();
-      }
-      for (const auto& stage : stages) {
-        if (stage.pressure != stages::Pressure::kSaturated) continue;
-        for (const auto& t : targets) {
-          if (stage.name == flow->name() + "/" + t) return true;
-        }
-      }
-    }
-    return false;
   }
 
   void drain(uint64_t id) {
