@@ -131,6 +131,16 @@ TEST_F(SubscriberDeliveriesTest, ASettlementUnderTheBoundDrainsTheLink) {
   EXPECT_EQ(drains, 1);
 }
 
+TEST_F(SubscriberDeliveriesTest, AtTheBoundTheLinkDrainsBeforeAReleasedEntryIsPutBack) {
+  bind();
+  ASSERT_EQ(deliveries.sendable(100, 0), 4);
+  std::vector<proton::tracker> sent;
+  for (Timestamp ts = 1; ts <= 4; ++ts) sent.push_back(deliver(entry(ts)));
+  std::vector<int64_t> loads;  // the outbox as each drain finds it
+  deliveries.settle(sent[0], Outcome::kReleased, [&] { loads.push_back(outbox->load()); });
+  EXPECT_EQ(loads, (std::vector<int64_t>{0, 1}));
+}
+
 TEST_F(SubscriberDeliveriesTest, AnUnknownTrackerChangesNothing) {
   deliver(entry(1));
   deliveries.settle(send(), Outcome::kReleased, drain);
