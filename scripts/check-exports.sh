@@ -34,6 +34,7 @@ lib=$build/bus/core/libcepbus_core.so
 # The allowed names, one fully qualified name a line. The SDK headers follow
 # the layout clang-format gives them: namespace-scope declarations start in
 # column 0 and a namespace closes with "}  // namespace".
+# shellcheck disable=SC2016  # the $ are awk's
 allowed=$(
   grep -v -e '^#' -e '^$' "$root/bus/core/plugin/sdk_headers.txt" | grep -v '/version\.h$' |
     sed "s|^|$root/|" | xargs awk '
@@ -115,7 +116,7 @@ for plugin in "$build"/plugins/*.so; do
   copies=$(nm --defined-only "$plugin" 2>/dev/null | grep -E "$strong" | cut -d' ' -f3 | sort -u |
     comm -12 - <(echo "$core_defined") | c++filt)
   if [[ -n $copies ]]; then
-    sed "s|^|$(basename "$plugin") defines the core's |" <<<"$copies"
+    while IFS= read -r name; do echo "$(basename "$plugin") defines the core's $name"; done <<<"$copies"
     failures=$((failures + $(wc -l <<<"$copies")))
   fi
 done
