@@ -19,7 +19,8 @@
 #
 # Each plugin in BUILD_DIR/plugins/ must use the core's state, not own it: it
 # may not define (strongly) a symbol the core exports, which a static copy of
-# the core's code linked into it would.
+# the core's code linked into it would. Nor may it carry code of the host's
+# static library (cepbus_host): a plugin sees the SDK only.
 #
 # Usage: scripts/check-exports.sh BUILD_DIR [ROOT]   (prints each offence, exit 1)
 set -euo pipefail
@@ -108,15 +109,23 @@ if [[ -n $offences ]]; then
 fi
 
 # Strong definitions only: an inline function or a template instantiation
-# (weak) may be emitted by anyone who uses it.
+# (weak) may be emitted by anyone who uses it. In a plugin, built with hidden
+# visibility, a global of the host's archive becomes a local (lower case).
 strong='^[0-9a-f]+ [TDBR] '
 core_defined=$(nm -D --defined-only "$lib" | grep -E "$strong" | cut -d' ' -f3 | sort -u)
+host_defined=$(nm --defined-only -g "$build/bus/core/libcepbus_host.a" 2>/dev/null |
+  grep -E "$strong" | cut -d' ' -f3 | sort -u)
 shopt -s nullglob
 for plugin in "$build"/plugins/*.so; do
-  copies=$(nm --defined-only "$plugin" 2>/dev/null | grep -E "$strong" | cut -d' ' -f3 | sort -u |
-    comm -12 - <(echo "$core_defined") | c++filt)
+  listing=$(nm --defined-only "$plugin" 2>/dev/null || true)
+  copies=$(
+    grep -E "$strong" <<<"$listing" | cut -d' ' -f3 | sort -u |
+      comm -12 - <(echo "$core_defined") | c++filt | sed "s/^/the core's /"
+    grep -E '^[0-9a-f]+ [TtDdBbRr] ' <<<"$listing" | cut -d' ' -f3 | sort -u |
+      comm -12 - <(echo "$host_defined") | c++filt | sed "s/^/cepbus_host's /"
+  )
   if [[ -n $copies ]]; then
-    while IFS= read -r name; do echo "$(basename "$plugin") defines the core's $name"; done <<<"$copies"
+    while IFS= read -r name; do echo "$(basename "$plugin") defines $name"; done <<<"$copies"
     failures=$((failures + $(wc -l <<<"$copies")))
   fi
 done
