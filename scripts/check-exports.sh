@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when libcepbus_core.so exports more than the plugin SDK, or when a
-# plugin carries its own copy of the core.
+# plugin carries its own copy of code of the core or of the host library.
 #
 # libcepbus_core.so is built with hidden visibility and exports what the SDK
 # headers (bus/core/plugin/sdk_headers.txt) mark CEPBUS_API. The allowed names
