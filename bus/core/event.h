@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/core/api.h"
 #include "bus/core/symbol.h"
 #include "bus/core/value.h"
 
@@ -31,12 +32,12 @@ using EventId = uint64_t;
 class Event;
 using EventPtr = std::shared_ptr<const Event>;
 
-struct Attribute {
+struct CEPBUS_API Attribute {
   Symbol name;
   Value value;
 };
 
-class Event {
+class CEPBUS_API Event {
  public:
   // Only EventBuilder makes a Key, so only it makes events; the constructor
   // is public for std::make_shared (one allocation for event and count).
@@ -83,10 +84,10 @@ class Event {
 
 // Returns a fresh process-unique event id. Ids embed a per-process random
 // prefix so that ids minted after a restart do not collide with journaled ones.
-EventId nextEventId();
+CEPBUS_API EventId nextEventId();
 
 // Builds one Event. Not thread-safe; use one builder per thread.
-class EventBuilder {
+class CEPBUS_API EventBuilder {
  public:
   explicit EventBuilder(Symbol type);
   explicit EventBuilder(std::string_view type) : EventBuilder(Symbol::intern(type)) {}

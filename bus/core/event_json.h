@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/core/api.h"
 #include "bus/core/event.h"
 #include "bus/core/status.h"
 
@@ -27,12 +28,12 @@ class FastEventDecoder;
 
 // Decodes one line. On failure the status says what is wrong with it
 // (without a line number; EventLineReader adds that).
-Result<EventPtr> decodeEvent(std::string_view line);
+CEPBUS_API Result<EventPtr> decodeEvent(std::string_view line);
 // The decoder that defines the answer (nlohmann::json): decodeEvent() and
 // EventLineReader read common lines on a faster path (fast_event_decoder.h)
 // and give this function's result, event or error, for every line. Exposed
 // for the fuzz target and the benchmark that compare the two.
-Result<EventPtr> decodeEventReference(std::string_view line);
+CEPBUS_API Result<EventPtr> decodeEventReference(std::string_view line);
 
 enum class EventFormat {
   kCompact,  // type, ts, attrs and the optional fields that differ from defaults
@@ -42,17 +43,17 @@ enum class EventFormat {
 // Encodes one event as a single line of JSON, without a trailing newline. A
 // string that is not valid UTF-8 (decoders never make one) is written with
 // replacement characters rather than failing.
-std::string encodeEvent(const Event& event, EventFormat format = EventFormat::kCompact);
+CEPBUS_API std::string encodeEvent(const Event& event, EventFormat format = EventFormat::kCompact);
 // The same, for a caller that must get the event back exactly (a spill to
 // disk): InvalidArgument, naming the reason, instead of a replacement.
-Result<std::string> encodeEventExactly(const Event& event,
-                                       EventFormat format = EventFormat::kCompact);
+CEPBUS_API Result<std::string> encodeEventExactly(const Event& event,
+                                                  EventFormat format = EventFormat::kCompact);
 
 // Reads events from a JSON-lines stream, skipping blank lines. It reads the
 // stream ahead in large blocks (without waiting on a pipe for more than is
 // there), so the stream must not be read by anyone else meanwhile.
 // Not thread-safe.
-class EventLineReader {
+class CEPBUS_API EventLineReader {
  public:
   explicit EventLineReader(std::istream& in);
   ~EventLineReader();

@@ -11,9 +11,11 @@
 #include <string>
 #include <utility>
 
+#include "bus/core/api.h"
+
 namespace cepbus {
 
-class [[nodiscard]] Status {
+class [[nodiscard]] CEPBUS_API Status {
  public:
   enum class Code {
     kOk,
@@ -57,7 +59,7 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-const char* codeName(Status::Code code);
+CEPBUS_API const char* codeName(Status::Code code);
 
 // Either a T or the Status explaining its absence. Never holds an OK status
 // without a value.

@@ -15,9 +15,11 @@
 #include <functional>
 #include <string_view>
 
+#include "bus/core/api.h"
+
 namespace cepbus {
 
-class Symbol {
+class CEPBUS_API Symbol {
  public:
   static constexpr uint32_t kMaxSymbols = 1u << 22;
 

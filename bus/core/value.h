@@ -12,9 +12,11 @@
 #include <string_view>
 #include <variant>
 
+#include "bus/core/api.h"
+
 namespace cepbus {
 
-class Value {
+class CEPBUS_API Value {
  public:
   enum class Kind : uint8_t { kNull, kBool, kInt, kDouble, kString };
 
@@ -52,6 +54,6 @@ class Value {
   std::variant<std::monostate, bool, int64_t, double, std::string> v_;
 };
 
-const char* kindName(Value::Kind kind);
+CEPBUS_API const char* kindName(Value::Kind kind);
 
 }  // namespace cepbus

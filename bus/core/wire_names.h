@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "bus/core/api.h"
 #include "bus/core/symbol.h"
 
 namespace cepbus {
@@ -29,22 +30,22 @@ namespace cepbus {
 inline constexpr uint32_t kDefaultWireNameBudget = Symbol::kMaxSymbols / 4;
 
 // The symbol of `name`; nullopt when it is new and the budget is spent.
-std::optional<Symbol> internWireName(std::string_view name);
+CEPBUS_API std::optional<Symbol> internWireName(std::string_view name);
 
 // How many new names client input may create in this process (default
 // kDefaultWireNameBudget). Lowering it below what was already created
 // refuses every further new name; the names already created stay.
-void setWireNameBudget(uint32_t budget);
+CEPBUS_API void setWireNameBudget(uint32_t budget);
 
-struct WireNameStats {
+struct CEPBUS_API WireNameStats {
   uint32_t budget = 0;
   uint32_t created = 0;  // new names interned through internWireName()
   uint64_t refused = 0;  // names refused because the budget was spent
 };
-WireNameStats wireNameStats();
+CEPBUS_API WireNameStats wireNameStats();
 
 // The error a decoder gives for a refused name: `what` says what it was
 // ("attribute name", "event type").
-std::string wireNameRefusal(std::string_view what, std::string_view name);
+CEPBUS_API std::string wireNameRefusal(std::string_view what, std::string_view name);
 
 }  // namespace cepbus

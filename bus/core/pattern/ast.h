@@ -21,12 +21,13 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/core/api.h"
 #include "bus/core/value.h"
 
 namespace cepbus::pattern {
 
 // 1-based line and column of the first character of a token or node.
-struct SourcePos {
+struct CEPBUS_API SourcePos {
   int line = 1;
   int column = 1;
 };
@@ -90,10 +91,10 @@ enum class Builtin : uint8_t {
 enum class AggFunc : uint8_t { kCount, kSum, kAvg, kMin, kMax };
 
 // "count", "sum", "avg", "min", "max".
-const char* aggFuncName(AggFunc f);
+CEPBUS_API const char* aggFuncName(AggFunc f);
 
 // var.attr, var[index].attr or, in a content filter, a bare attr (var empty).
-struct AttrRef {
+struct CEPBUS_API AttrRef {
   std::string var;
   IndexKind index = IndexKind::kNone;
   int64_t position = 0;  // IndexKind::kAt only
@@ -101,7 +102,7 @@ struct AttrRef {
   Builtin builtin = Builtin::kNone;
 };
 
-struct Expr {
+struct CEPBUS_API Expr {
   ExprKind kind = ExprKind::kLiteral;
   SourcePos pos;
   Value literal;                     // kLiteral
@@ -115,10 +116,10 @@ struct Expr {
 
 // The top-level AND conjuncts of `e`, left to right ("a AND (b AND c)" gives
 // three); `e` itself when it is not an AND. Empty for a null `e`.
-std::vector<ExprPtr> splitConjuncts(const ExprPtr& e);
+CEPBUS_API std::vector<ExprPtr> splitConjuncts(const ExprPtr& e);
 
 // The distinct variable names `e` mentions, in order of first mention.
-std::vector<std::string> variablesOf(const Expr& e);
+CEPBUS_API std::vector<std::string> variablesOf(const Expr& e);
 
 // ---------------------------------------------------------------------------
 // Pattern expressions.
@@ -142,7 +143,7 @@ enum class PatternKind : uint8_t {
   kTimeRestriction,  // WITHIN(e, n)                 P1 time restriction, unary
 };
 
-struct PatternNode {
+struct CEPBUS_API PatternNode {
   PatternKind kind = PatternKind::kEvent;
   SourcePos pos;
   // kEvent, kKleene, kNot: the event type and the variable (empty when
@@ -159,7 +160,7 @@ struct PatternNode {
 
 // "sequence ';'", "concatenation '~'", ... for "engine X does not support ..."
 // messages.
-const char* operatorName(PatternKind kind);
+CEPBUS_API const char* operatorName(PatternKind kind);
 
 // ---------------------------------------------------------------------------
 // Queries.
@@ -178,7 +179,7 @@ enum class VarKind : uint8_t {
 // A variable bound by the pattern. Query::variables lists them in pattern
 // order (left to right in the text), which is also the default slot order of
 // a BindingLayout (expr_compiler.h).
-struct Variable {
+struct CEPBUS_API Variable {
   std::string name;
   std::string type;
   VarKind kind = VarKind::kSingle;
@@ -187,7 +188,7 @@ struct Variable {
 
 // One attribute of the composite event: `a.symbol` (named a_symbol) or
 // `expr AS name`.
-struct ReturnItem {
+struct CEPBUS_API ReturnItem {
   ExprPtr expr;
   std::string name;
 };
@@ -197,15 +198,15 @@ struct ReturnItem {
 // b_last_price, sum(b[].price) -> sum_b_price, count(b[]) -> count_b,
 // prob() -> prob.
 // Empty for any other expression (which then needs AS).
-std::string defaultReturnName(const Expr& e);
+CEPBUS_API std::string defaultReturnName(const Expr& e);
 
-struct ReturnClause {
+struct CEPBUS_API ReturnClause {
   std::string type;  // the composite event type
   std::vector<ReturnItem> items;
   SourcePos pos;
 };
 
-struct Query {
+struct CEPBUS_API Query {
   PatternPtr pattern;
   ExprPtr where;                  // null when there is no WHERE
   std::optional<int64_t> within;  // WITHIN n: ts(last) - ts(first) <= n, n > 0
@@ -223,8 +224,8 @@ struct Query {
 };
 
 // "strict_contiguity", "skip_till_next_match", "skip_till_any_match".
-const char* strategyName(Strategy s);
+CEPBUS_API const char* strategyName(Strategy s);
 // "recent", "unrestricted", "" for unspecified.
-const char* contextName(Context c);
+CEPBUS_API const char* contextName(Context c);
 
 }  // namespace cepbus::pattern

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/core/api.h"
 #include "bus/core/event.h"
 #include "bus/core/pattern/ast.h"
 #include "bus/core/status.h"
@@ -43,7 +44,7 @@ namespace cepbus::pattern {
 // Which slot each variable occupies. The engine chooses the order (forQuery
 // takes the pattern order); compiled expressions then read slot numbers only.
 // Not thread-safe while being built; read-only afterwards.
-class BindingLayout {
+class CEPBUS_API BindingLayout {
  public:
   BindingLayout() = default;
   // Slot i is query.variables[i].
@@ -66,7 +67,7 @@ class BindingLayout {
 
 // What one slot is bound to while an engine evaluates. Not owning: the events
 // must outlive the evaluation.
-struct SlotBinding {
+struct CEPBUS_API SlotBinding {
   static constexpr size_t kNewest = SIZE_MAX;
 
   const Event* event = nullptr;          // a single or negated variable
@@ -82,7 +83,7 @@ using Bindings = std::span<const SlotBinding>;
 
 // The value of an expression. Strings are borrowed from the events or from
 // the compiled expression; a Scalar must not outlive either.
-class Scalar {
+class CEPBUS_API Scalar {
  public:
   enum class Kind : uint8_t { kMissing, kBool, kInt, kDouble, kString };
 
@@ -149,7 +150,7 @@ class Scalar {
 };
 
 // An expression compiled against a layout.
-class CompiledExpr {
+class CEPBUS_API CompiledExpr {
  public:
   // The expression's value over `bindings` (Missing per the rules above;
   // always Missing for a default-constructed CompiledExpr).
@@ -214,11 +215,11 @@ class CompiledExpr {
 // variable the layout lacks, an index that does not fit the variable's kind
 // (b[i] on a single variable, a.x on a Kleene one, an aggregate over a single
 // variable), or a bare attribute in a query expression.
-Result<CompiledExpr> compileExpr(const Expr& expr, const BindingLayout& layout);
+CEPBUS_API Result<CompiledExpr> compileExpr(const Expr& expr, const BindingLayout& layout);
 
 // A top-level AND conjunct of a WHERE clause, compiled, with what an engine
 // needs to check it as soon as every variable it names is bound.
-struct Conjunct {
+struct CEPBUS_API Conjunct {
   ExprPtr source;
   CompiledExpr expr;
   std::vector<size_t> slots;  // the slots it mentions, ascending
@@ -236,10 +237,11 @@ struct Conjunct {
 
 // Splits `where` (may be null: no conjuncts) into top-level AND conjuncts and
 // compiles each. Layouts of up to 64 slots (slot_mask is 64 bits).
-Result<std::vector<Conjunct>> compileConjuncts(const ExprPtr& where, const BindingLayout& layout);
+CEPBUS_API Result<std::vector<Conjunct>> compileConjuncts(const ExprPtr& where,
+                                                          const BindingLayout& layout);
 
 // A compiled RETURN clause: the composite event's type and attributes.
-struct CompiledReturn {
+struct CEPBUS_API CompiledReturn {
   struct Item {
     Symbol name;
     CompiledExpr expr;
@@ -253,6 +255,7 @@ struct CompiledReturn {
   void apply(Bindings bindings, double probability, EventBuilder& builder) const;
 };
 
-Result<CompiledReturn> compileReturn(const ReturnClause& clause, const BindingLayout& layout);
+CEPBUS_API Result<CompiledReturn> compileReturn(const ReturnClause& clause,
+                                                const BindingLayout& layout);
 
 }  // namespace cepbus::pattern

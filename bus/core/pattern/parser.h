@@ -11,6 +11,7 @@
 
 #include <string_view>
 
+#include "bus/core/api.h"
 #include "bus/core/pattern/ast.h"
 #include "bus/core/status.h"
 
@@ -19,11 +20,11 @@ namespace cepbus::pattern {
 // Parses and checks a whole query: PATTERN ... [WHERE ...] [WITHIN n]
 // [PARTITION BY a, ...] [STRATEGY s] [CONTEXT c] [RETURN T(...)].
 // Fills Query::variables.
-Result<Query> parseQuery(std::string_view text);
+CEPBUS_API Result<Query> parseQuery(std::string_view text);
 
 // Parses a content filter: a boolean expression over one event's bare
 // attribute names and built-ins, e.g. `price > 10 AND symbol = 'IBM'` or
 // `type = 'Stock'`. Attribute references in the result have an empty var.
-Result<ExprPtr> parseFilter(std::string_view text);
+CEPBUS_API Result<ExprPtr> parseFilter(std::string_view text);
 
 }  // namespace cepbus::pattern

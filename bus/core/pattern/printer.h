@@ -13,12 +13,13 @@
 
 #include <string>
 
+#include "bus/core/api.h"
 #include "bus/core/pattern/ast.h"
 
 namespace cepbus::pattern {
 
-std::string toString(const Expr& e);
-std::string toString(const PatternNode& p);
-std::string toString(const Query& q);
+CEPBUS_API std::string toString(const Expr& e);
+CEPBUS_API std::string toString(const PatternNode& p);
+CEPBUS_API std::string toString(const Query& q);
 
 }  // namespace cepbus::pattern

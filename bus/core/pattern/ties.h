@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/core/api.h"
 #include "bus/core/pattern/ast.h"
 
 namespace cepbus::pattern {
@@ -28,11 +29,12 @@ namespace cepbus::pattern {
 // The first variable (in pattern order) that the WHERE clause does not tie
 // to the query's first variable on `attr`; std::nullopt when it ties them
 // all (or the query has fewer than two variables).
-std::optional<std::string> firstUntiedVariable(const Query& query, std::string_view attr);
+CEPBUS_API std::optional<std::string> firstUntiedVariable(const Query& query,
+                                                          std::string_view attr);
 
 // The attributes that some top-level conjunct `x.attr = y.attr` compares
 // between two variables, in order of first mention: the candidates for a
 // split of the stream the query itself implies.
-std::vector<std::string> comparedAttributes(const Query& query);
+CEPBUS_API std::vector<std::string> comparedAttributes(const Query& query);
 
 }  // namespace cepbus::pattern

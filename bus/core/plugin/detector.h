@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/core/api.h"
 #include "bus/core/event.h"
 #include "bus/core/pattern/ast.h"
 #include "bus/core/status.h"
@@ -32,7 +33,7 @@ class Match;
 
 // Builds the composite event of a match; implemented by each engine from its
 // compiled RETURN clause.
-class MatchComposer {
+class CEPBUS_API MatchComposer {
  public:
   virtual ~MatchComposer() = default;
   virtual EventPtr compose(const Match& match) const = 0;
@@ -40,7 +41,7 @@ class MatchComposer {
 
 // One match as handed to a sink. A view: valid only during MatchSink::onMatch;
 // a sink that keeps the events copies the EventPtrs (or keeps composite()).
-class Match {
+class CEPBUS_API Match {
  public:
   // `events`: the bound events in pattern order. `element_ends[j]`: one past
   // the index in `events` of the last event of the j-th positive element.
@@ -84,7 +85,7 @@ class Match {
 
 // Receives matches. Called synchronously on the detector's thread; must not
 // throw (a throwing sink is treated like a throwing detector).
-class MatchSink {
+class CEPBUS_API MatchSink {
  public:
   virtual ~MatchSink() = default;
   virtual void onMatch(const Match& match) = 0;
@@ -92,7 +93,7 @@ class MatchSink {
 
 // Engine options, `key=value` strings such as `construction=per_event`.
 // Immutable once built; safe to read from any thread.
-class DetectorOptions {
+class CEPBUS_API DetectorOptions {
  public:
   DetectorOptions() = default;
   explicit DetectorOptions(std::map<std::string, std::string, std::less<>> values)
@@ -133,7 +134,7 @@ class DetectorOptions {
 // engine the tokens in its places. Events an engine holds only to negate
 // (inhibitor places, negation stacks) and events waiting for their tick or
 // for the reorder slack are not partial matches and are not counted.
-struct DetectorState {
+struct CEPBUS_API DetectorState {
   // Held now, after the last call returned.
   uint64_t partial_matches = 0;
   // The most held at once since the detector was made. A detector made of
@@ -149,7 +150,7 @@ struct DetectorState {
 // (parallelism comes from one detector per partition range, not locks).
 // Errors are returned, never thrown (the host still guards every call, see
 // GuardedDetector).
-class Detector {
+class CEPBUS_API Detector {
  public:
   virtual ~Detector() = default;
   // Consumes the next event. Events arrive in non-decreasing ts order
@@ -190,7 +191,7 @@ class Detector {
 };
 
 // One query of a multi-pattern detector, named for the labels of its matches.
-struct NamedQuery {
+struct CEPBUS_API NamedQuery {
   std::string name;
   pattern::Query query;
 };
@@ -198,7 +199,7 @@ struct NamedQuery {
 // Receives the matches of a multi-pattern detector, each labelled with the
 // index of its query in the span given to DetectorFactory::createMany().
 // Called synchronously on the detector's thread; must not throw.
-class MultiMatchSink {
+class CEPBUS_API MultiMatchSink {
  public:
   virtual ~MultiMatchSink() = default;
   virtual void onMatch(size_t pattern, const Match& match) = 0;
@@ -207,7 +208,7 @@ class MultiMatchSink {
 // One engine option as `cepbus plugins` lists it: `name=VALUE` and what it
 // does, e.g. {"construction", "per_event|batched: when matches are built"}.
 // Both strings are static (they live in the plugin's read-only data).
-struct OptionInfo {
+struct CEPBUS_API OptionInfo {
   std::string_view name;
   std::string_view help;
 };
@@ -215,7 +216,7 @@ struct OptionInfo {
 // Creates detectors of one engine. Registered by a plugin under the engine's
 // name; shared read-only by the host, so create() must be safe to call from
 // any thread.
-class DetectorFactory {
+class CEPBUS_API DetectorFactory {
  public:
   virtual ~DetectorFactory() = default;
   // The options create() accepts (the host's own, such as slack, are not
@@ -247,6 +248,6 @@ class DetectorFactory {
 };
 
 // What every createMany() checks first: queries present, names non-empty and distinct.
-Status checkNamedQueries(std::span<const NamedQuery> queries);
+CEPBUS_API Status checkNamedQueries(std::span<const NamedQuery> queries);
 
 }  // namespace cepbus::plugin

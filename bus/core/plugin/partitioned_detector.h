@@ -43,6 +43,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bus/core/api.h"
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/symbol.h"
@@ -50,7 +51,7 @@
 
 namespace cepbus::plugin {
 
-class PartitionedDetector final : public Detector {
+class CEPBUS_API PartitionedDetector final : public Detector {
  public:
   // Makes the detector of one new partition, reporting to the caller's sink.
   using MakeDetector = std::function<Result<std::unique_ptr<Detector>>()>;
@@ -130,10 +131,10 @@ class PartitionedDetector final : public Detector {
 // What an engine's create() returns for a query with PARTITION BY: a
 // PartitionedDetector whose partitions are `engine.create()` detectors of the
 // query without the clause, reporting to `sink`.
-Result<std::unique_ptr<Detector>> createPartitioned(const DetectorFactory& engine,
-                                                    const pattern::Query& query,
-                                                    const DetectorOptions& options,
-                                                    MatchSink& sink);
+CEPBUS_API Result<std::unique_ptr<Detector>> createPartitioned(const DetectorFactory& engine,
+                                                               const pattern::Query& query,
+                                                               const DetectorOptions& options,
+                                                               MatchSink& sink);
 
 // What an engine's createMany() returns when some query has PARTITION BY.
 // When every query has the same PARTITION BY attributes, one
@@ -141,9 +142,8 @@ Result<std::unique_ptr<Detector>> createPartitioned(const DetectorFactory& engin
 // of the queries without the clause (an engine that shares work between
 // queries still shares it within a partition); otherwise one detector per
 // query (DetectorFactory::createMany's fan-out), each partitioned on its own.
-Result<std::unique_ptr<Detector>> createManyPartitioned(const DetectorFactory& engine,
-                                                        std::span<const NamedQuery> queries,
-                                                        const DetectorOptions& options,
-                                                        MultiMatchSink& sink);
+CEPBUS_API Result<std::unique_ptr<Detector>> createManyPartitioned(
+    const DetectorFactory& engine, std::span<const NamedQuery> queries,
+    const DetectorOptions& options, MultiMatchSink& sink);
 
 }  // namespace cepbus::plugin

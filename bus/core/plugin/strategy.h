@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/core/api.h"
 #include "bus/core/event.h"
 #include "bus/core/pattern/ast.h"
 #include "bus/core/pattern/expr_compiler.h"
@@ -47,7 +48,7 @@ namespace cepbus::plugin {
 
 // Decides which skip_till_any_match matches of one query its strategy keeps.
 // Thread safety: none (one per detector, on the detector's thread).
-class StrategySelector {
+class CEPBUS_API StrategySelector {
  public:
   // A selector for `query` (its strategy not skip_till_any_match).
   // InvalidArgument, naming `engine`, when the pattern is not a SEQ of
@@ -110,7 +111,7 @@ class StrategySelector {
 // matches and the sink. Queries under skip_till_any_match go to the engine
 // untouched. Stateless beyond the engine's factory; create() is as
 // thread-safe as the engine's.
-class StrategyFactory final : public DetectorFactory {
+class CEPBUS_API StrategyFactory final : public DetectorFactory {
  public:
   // Adapts a query with another strategy before the engine compiles it under
   // skip_till_any_match (e.g. a context of the engine's own that would drop
