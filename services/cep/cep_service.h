@@ -65,8 +65,8 @@
 //
 // Sparse input: a detector that batches (the nfa engine's batched
 // construction) would hold a match until its next batch boundary, which on a
-// quiet stream may never come. So whenever a query's queue runs empty after
-// a batch, the service flushes its detector: under load it batches, when
+// quiet stream may never come. So whenever a detector's queue runs empty
+// after a batch, the service flushes it: under load it batches, when
 // the input pauses it reports at once. A pause is not the end of the
 // stream: the events the `slack` option holds back stay held (a slower
 // producer's event may still precede them). The query option
@@ -80,13 +80,13 @@
 // subscriber takes it, retrying while the buffer is full.
 //
 // The query option `run_inline=when_idle` lets the thread that delivers an
-// event run the detector itself while the query's stage is idle (the
+// event run the detector itself while its stage is idle (the
 // stage's run-inline mode, stages/stage.h): on a light stream each event
 // saves two thread hand-offs (to the worker and back to whoever sends the
 // composite on), under load events queue for the worker as usual. The
 // delivering thread (an AMQP connection's, a route stage's) then pays for
 // the detection, so it is for queries whose detection is cheap; the default
-// `never` keeps every detection on the query's own thread.
+// `never` keeps every detection on the detector's own thread.
 //
 // The service's registry entry "<assembly>.<unit>" lists its queries
 // (metadata `queries`). Per detector, the registry holds the endpoint's
@@ -103,15 +103,16 @@
 //
 // Errors at run time never stop a query: an event the detector refuses (out
 // of order, malformed) or throws on is logged (logger "cepbus.cep", naming
-// the query or queries) and counted; an event the full stage refuses is a fault of the
-// delivery, which the flow reports to senders that asked for faults.
+// the query or queries) and counted; an event the full stage refuses is a
+// fault of the delivery, which the flow reports to senders that asked for
+// faults.
 //
-// Thread-safety: the life-cycle calls, addQuery() and removeQuery() may be
-// called from any thread (they are serialized), concurrently with events in
-// flight, but not from inside a delivery of a queueing flow (removing an
+// Thread-safety: the life-cycle calls, addQueries(), addQuery() and
+// removeQuery() may be called from any thread (they are serialized),
+// concurrently with events in flight, but not from inside a delivery of a queueing flow (removing an
 // endpoint waits for its queues). The accessors may be called from any
-// thread. Ownership: owns its queries (stages, detectors, endpoints and
-// registry entries); a detector keeps its plugin loaded.
+// thread. Ownership: owns its queries and detectors (with their stages,
+// endpoints and registry entries); a detector keeps its plugin loaded.
 
 #include <cstdint>
 #include <memory>
