@@ -11,6 +11,9 @@ three ways, each a separate process run at full speed:
 
 - shared: every query engine="auto", as a unit deploys them: one detector,
   the merged Petri net auto picks for N patterns;
+- nfa-shared: engine="nfa": one detector, one NFA per query behind the
+  default createMany fan-out (what one endpoint and stage save, without the
+  merged net);
 - nfa-each: engine="auto" with share_detector=false, what a unit ran before
   queries shared detectors: auto decides per query (one NFA each), one
   endpoint, stage and thread per query;
@@ -39,6 +42,7 @@ from live_bus_bench import run_bus, write_events  # noqa: E402
 PAIRS = ["A a, B b", "B a, C b", "A a, C b", "C a, A b", "B a, A b"]
 SETTINGS = {
     "shared": ("auto", ""),
+    "nfa-shared": ("nfa", ""),
     "nfa-each": ("auto", '<option name="share_detector" value="false"/>'),
     "petri-each": ("petri", '<option name="share_detector" value="false"/>'),
 }
