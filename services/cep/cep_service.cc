@@ -7,6 +7,7 @@
 #include <bit>
 #include <charconv>
 #include <exception>
+#include <future>
 #include <map>
 #include <span>
 
@@ -61,6 +62,14 @@ bool worthLogging(uint64_t before, uint64_t after) {
 const EventPtr& flushMarker() {
   static const EventPtr marker = EventBuilder(Symbol::intern("cepbus.flush")).build();
   return marker;
+}
+
+// The type of the stage items that ask a shared detector's worker to mute a
+// query, each made for one removal and recognised by identity: a publisher
+// may send an event of that type, which is then detected as any other.
+Symbol detachType() {
+  static const Symbol type = Symbol::intern("cepbus.detach");
+  return type;
 }
 
 std::string joined(const std::vector<std::string>& items, const char* separator) {
@@ -250,10 +259,11 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
   // Queues a flush of the detector behind the events already queued, so it
   // runs on the detector's thread. False when the stage refused it (full).
   bool requestFlush();
-  // Mutes `query`, one of several live members: the detector is flushed
-  // (without releasing the slack) so that the query's pending matches are
-  // published, and its later matches are dropped. The caller takes the
-  // query out of the registry.
+  // Mutes `query`, one of several live members, after the events queued so
+  // far: the detector is flushed (without releasing the slack) so that the
+  // query's pending matches are published, and its later matches are
+  // dropped. Waits for the worker to get there. The caller takes the query
+  // out of the registry.
   void detach(const Query& query);
 
   // The detector's numbers; matches and publish failures are its queries'.
@@ -284,6 +294,19 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
   stages::StageBatchResult detect(std::span<stages::StageItem> items);
   void detectEvents(std::span<stages::StageItem> items, stages::StageBatchResult& result);
   void detectorFailed(const char* call, const Status& status);
+  // A stage item that is no event to detect: a flush marker, or one of
+  // detaches_' markers.
+  bool isControl(const EventPtr& event);
+  // The flush (when `flush`: the detector runs) and mute of detach(), on
+  // whichever thread gets there.
+  void mute(const Query& query, bool flush);
+
+  // A detach() waiting for the worker.
+  struct Detach {
+    EventPtr marker;
+    const Query* query = nullptr;
+    std::promise<void> done;
+  };
 
   // Pattern i's query; null once removed. Written under both the service's
   // mutex and detector_mu_, so either one makes reading it safe.
@@ -309,6 +332,8 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
   // The events of one detectEvents() call (the worker's only): reused, empty between calls.
   std::vector<EventPtr> batch_;
   std::unique_ptr<stages::Stage> stage_;
+  std::mutex detach_mu_;  // guards detaches_ (control plane and worker)
+  std::vector<std::shared_ptr<Detach>> detaches_;
   bool started_ = false;  // control plane only (the service's mutex)
   bool stopped_ = false;  // control plane only
   bool endpoint_added_ = false;
@@ -807,22 +832,59 @@ void CepService::Detection::stop() {
 }
 
 void CepService::Detection::detach(const Query& query) {
-  {
-    std::lock_guard lock(detector_mu_);
-    // A flush mid-stream is allowed (the detector takes more events after
-    // it); what the slack holds back stays held for the queries that stay.
-    if (started_ && !stopped_) {
-      if (Status s = detector_->flushReleased(); !s) detectorFailed("flush", s);
+  // Behind the events already queued, as for a query of its own whose stage
+  // drains before it goes: what was delivered before the removal counts.
+  if (started_ && !stopped_) {
+    auto request = std::make_shared<Detach>();
+    request->marker = EventBuilder(detachType()).build();
+    request->query = &query;
+    std::future<void> done = request->done.get_future();
+    {
+      std::lock_guard lock(detach_mu_);
+      detaches_.push_back(request);
     }
-    for (auto& q : members_) {
-      if (q.get() == &query) q.reset();
+    pending_.fetch_add(1, std::memory_order_acq_rel);
+    stages::StageItem item;
+    item.event = request->marker;
+    if (stage_->offer(std::move(item)) != stages::Admission::kRejected) {
+      done.wait();
+    } else {
+      // A full stage: muted now, the events still queued no longer count for it.
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      {
+        std::lock_guard lock(detach_mu_);
+        std::erase(detaches_, request);
+      }
+      mute(query, true);
     }
+  } else {
+    mute(query, false);
   }
   --live_;
   log_.information(
-      "%s: query %s removed; its pattern stays in the detector, muted, while %Lu "
-      "other queries use it",
+      "%s: query %s removed; its pattern stays in the detector, muted, while %Lu other queries "
+      "use it",
       label_, query.name(), static_cast<Poco::UInt64>(live_));
+}
+
+void CepService::Detection::mute(const Query& query, bool flush) {
+  std::lock_guard lock(detector_mu_);
+  // A flush mid-stream is allowed (the detector takes more events after
+  // it); what the slack holds back stays held for the queries that stay.
+  if (flush) {
+    if (Status s = detector_->flushReleased(); !s) detectorFailed("flush", s);
+  }
+  for (auto& q : members_) {
+    if (q.get() == &query) q.reset();
+  }
+}
+
+bool CepService::Detection::isControl(const EventPtr& event) {
+  if (event == flushMarker()) return true;
+  if (event->type() != detachType()) return false;
+  std::lock_guard lock(detach_mu_);
+  return std::any_of(detaches_.begin(), detaches_.end(),
+                     [&event](const auto& d) { return d->marker == event; });
 }
 
 Status CepService::Detection::consume(const flows::Exchange& exchange) {
@@ -853,17 +915,30 @@ bool CepService::Detection::requestFlush() {
 
 stages::StageBatchResult CepService::Detection::detect(std::span<stages::StageItem> items) {
   stages::StageBatchResult result;
-  // A flush marker splits the batch: the events before it, then the flush.
+  // A flush or detach marker splits the batch: the events before it, then
+  // the flush or the mute.
   while (!items.empty()) {
-    const auto marker = std::find_if(items.begin(), items.end(), [](const stages::StageItem& i) {
-      return i.event == flushMarker();
-    });
+    const auto marker =
+        std::find_if(items.begin(), items.end(),
+                     [this](const stages::StageItem& i) { return isControl(i.event); });
     const auto run = static_cast<size_t>(marker - items.begin());
     if (run > 0) detectEvents(items.first(run), result);
     if (run == items.size()) break;
-    {
+    if (marker->event == flushMarker()) {
       std::lock_guard lock(detector_mu_);
       if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
+    } else {
+      std::shared_ptr<Detach> request;
+      {
+        std::lock_guard lock(detach_mu_);
+        const auto it = std::find_if(detaches_.begin(), detaches_.end(), [&marker](const auto& d) {
+          return d->marker == marker->event;
+        });
+        request = *it;
+        detaches_.erase(it);
+      }
+      mute(*request->query, true);
+      request->done.set_value();
     }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
     items = items.subspan(run + 1);

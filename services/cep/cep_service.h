@@ -40,11 +40,13 @@
 // Queries added later (addQuery(), addQueries() while others run) never
 // join an existing detector: a detector's state (partial matches) belongs
 // to the stream it has seen, and rebuilding it would lose its queries'
-// partial matches. Removing a query that shares its detector mutes it:
-// the detector is flushed (its pending matches are published; what the
-// slack holds back stays held), the query's later matches are dropped and
-// its pattern keeps running until its last sharer is removed, which stops
-// the detector as for a query of its own.
+// partial matches. Removing a query that shares its detector mutes it
+// behind the events already queued (which count for it, as the drained
+// stage of a query of its own): the detector is flushed (its pending
+// matches are published; what the slack holds back stays held), the
+// query's later matches are dropped and its pattern keeps running until its
+// last sharer is removed, which stops the detector as for a query of its
+// own.
 //
 //   publisher --broker--> endpoint --offer--> stage (1 worker: a detector
 //     is single-threaded) --> detector --match of query i--> query i's

@@ -1241,6 +1241,44 @@ TEST_F(CepServiceTest, ARemovedQueryLeavesTheSharedDetectorToTheOthers) {
   EXPECT_NE(broker_->endpoint("sa.cep/ab"), nullptr);
 }
 
+// A query removed while events wait for its shared detector still gets
+// their matches, as a query of its own does (its stage drains before it
+// goes). Muting it at once would lose them only when the removal gets the
+// detector before the worker does, hence the rounds.
+TEST_F(CepServiceTest, ARemovedSharedQueryGetsTheMatchesOfTheEventsQueuedBeforeIt) {
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="ab" engine="cepfake" input="in.events" output="out.ab">
+      <option name="block_type" value="Hold"/>
+      <text>PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)</text>
+    </query>
+    <query name="ac" engine="cepfake" input="in.events" output="out.ac">
+      <option name="block_type" value="Hold"/>
+      <text>PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+    ASSERT_EQ(cep.endpointName("ab"), cep.endpointName("ac"));
+    Recorder ab(*broker_, "test.ab", "out.ab");
+    std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_);
+    ASSERT_TRUE(held);
+    publish("in.events", "A", 1, 1);
+    publish("in.events", "B", 2, 2);
+    Status removed = Status::internal("not yet");
+    std::thread remover([&] { removed = cep.removeQuery("ab"); });
+    // The removal waits for the worker, which the gate holds.
+    std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(ab.size(), 0u);
+    held->open();
+    remover.join();
+    ASSERT_TRUE(removed) << removed.toString();
+    ASSERT_EQ(rendered(ab), std::vector<std::string>{"AB a_x=1 b_x=2 @ 1 2"});
+    EXPECT_EQ(cep.queries(), std::vector<std::string>{"ac"});
+  }
+}
+
 TEST_F(CepServiceTest, QueriesAddedInOneCallShareADetector) {
   CepService& cep = start(kPairs);
   const descriptor::QuerySpec specs[] = {
