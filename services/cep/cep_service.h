@@ -27,17 +27,18 @@
 // decided as a set (plugin::chooseEngine over their count, so 40 of them go
 // to the merged Petri net where one alone goes to the nfa engine), split
 // only where the preferred engine refuses some of them: those it runs are
-// decided again as a set, the others as a set of their own, so auto never
-// moves a query to an engine it would not choose for it alone for lack of
-// another engine. An auto set's engine then shares with the queries naming
-// that engine. When an engine cannot build the shared detector although it
+// decided again as a set, the others as a set of their own. So a query goes
+// to a later engine (algebra, which reads a query without CONTEXT as
+// recent) only when the earlier ones refuse it, never because another query
+// of the set needs that engine. An auto set's engine then shares with the
+// queries naming that engine. When an engine cannot build the shared detector although it
 // runs each query alone, each gets its own detector (logged). The option
 // share_detector=false keeps a query on a detector of its own (a costly
 // query then has a thread to itself). The grouping and auto's choice are
-// logged ("queries q1..q40 (40): one petri detector (auto: 40 patterns,
-// merged Petri net from 2 patterns)").
+// logged ("queries q1..q40 (40): engine petri (auto: 40 patterns, merged
+// Petri net from 2 patterns), one detector on in (endpoint ...)").
 //
-// Queries added later (addQuery(), addQueries() while others run) never
+// Queries added by a later call (addQuery() of a query at run time) never
 // join an existing detector: a detector's state (partial matches) belongs
 // to the stream it has seen, and rebuilding it would lose its queries'
 // partial matches. Removing a query that shares its detector mutes it
