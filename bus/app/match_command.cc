@@ -169,11 +169,13 @@ namespace {
 // the choice, not of this text.
 std::string autoUsage() {
   const std::string n = std::to_string(plugin::kMergeFromPatterns);
-  return "--engine auto: run the queries on the engine cepbus picks: nfa for fewer than " + n +
-         "\n  patterns, petri from " + n +
-         " on; one that refuses the queries (or an --option) is\n"
-         "  passed over for the next of nfa, petri, algebra, join. The choice and why go\n"
-         "  to stderr: cepbus match: engine petri (auto: 40 patterns, merged Petri net ...)\n";
+  return "--engine auto: run the queries on the engine cepbus picks: petri from " + n +
+         " patterns on;\n"
+         "  for fewer, petri when a predicate over the first variable alone filters where\n"
+         "  a match may start (a.x = 3), else nfa. One that refuses the queries (or an\n"
+         "  --option) is passed over for the next of nfa, petri, algebra, join. The\n"
+         "  choice and why go to stderr:\n"
+         "  cepbus match: engine petri (auto: 40 patterns, merged Petri net ...)\n";
 }
 
 }  // namespace
@@ -536,7 +538,10 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   };
   std::string engine = options.engine;
   if (engine == plugin::kAutoEngine) {
-    auto choice = plugin::chooseEngine(queries.size(), build);
+    std::vector<const pattern::Query*> parsed;
+    parsed.reserve(queries.size());
+    for (const plugin::NamedQuery& q : queries) parsed.push_back(&q.query);
+    auto choice = plugin::chooseEngine(plugin::shapeOf(parsed), build);
     if (!choice) {
       err << "cepbus match: " << choice.status().message() << '\n';
       return kExitError;

@@ -210,6 +210,8 @@ void AlgebraDetector::runTick() {
     s.changed = false;
   }
   tick_events_.clear();
+  kept_ = retainedInstances();
+  peak_kept_ = std::max(peak_kept_, kept_);
 }
 
 void AlgebraDetector::evaluate(size_t i) {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "bus/core/event.h"
@@ -36,6 +37,12 @@ class AlgebraDetector final : public plugin::Detector {
 
   // Instances held in operand state (for tests and memory accounting).
   size_t retainedInstances() const;
+  // Partial matches: retainedInstances(), the operand instances kept between
+  // ticks (the events of the open tick are not counted until it closes).
+  // Counted once per tick, when it closes; the peak is over closed ticks.
+  std::optional<plugin::DetectorState> state() const override {
+    return plugin::DetectorState{kept_, peak_kept_};
+  }
 
  private:
   struct Binding;
@@ -66,6 +73,8 @@ class AlgebraDetector final : public plugin::Detector {
   std::vector<EventPtr> tick_events_;
   Timestamp now_ = 0;
   uint64_t next_seq_ = 0;
+  uint64_t kept_ = 0;  // retainedInstances() when the last tick closed
+  uint64_t peak_kept_ = 0;
   // Scratch buffers, reused so the hot path does not allocate.
   std::vector<pattern::SlotBinding> slots_;
   std::vector<const Event*> slot_events_;

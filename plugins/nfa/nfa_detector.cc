@@ -135,6 +135,7 @@ Status NfaDetector::onEvent(const EventPtr& event) {
     e.event = event;
   }
   for (int k : route->elements) push(*p, k, event, seq);
+  peak_held_ = std::max(peak_held_, held_);
   return Status::ok();
 }
 
@@ -249,6 +250,7 @@ void NfaDetector::push(Partition& p, int k, const EventPtr& event, uint64_t seq)
   }
   const uint64_t index = stack.tail();
   Entry& e = stack.pushBack();
+  ++held_;
   e.ts = ts;
   e.rip = rip;
   e.rip_self = rip_self;
@@ -262,18 +264,21 @@ void NfaDetector::push(Partition& p, int k, const EventPtr& event, uint64_t seq)
     if (any_match_ && !el.kleene) {
       stack.back().event.reset();
       stack.popBack();
+      --held_;
     }
   }
 }
 
 void NfaDetector::expire(Partition& p, Timestamp bound) {
   auto drop = [bound](Ring<Entry>& r) {
+    const size_t before = r.size();
     while (!r.empty() && r.front().ts < bound) {
       r.front().event.reset();
       r.popFront();
     }
+    return before - r.size();
   };
-  for (auto& s : p.stacks) drop(s);
+  for (auto& s : p.stacks) held_ -= drop(s);
   for (auto& s : p.negations) drop(s);
   p.constructed = std::max(p.constructed, p.stacks[m_ - 1].head());
 }
@@ -314,6 +319,7 @@ void NfaDetector::constructPending(Partition& p) {
   }
   p.constructed = acc.tail();
   if (any_match_ && !kleene_last) {
+    held_ -= acc.size();
     while (!acc.empty()) {
       acc.front().event.reset();
       acc.popFront();

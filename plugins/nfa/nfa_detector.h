@@ -17,6 +17,7 @@
 // are reused, and a new partition reuses a recycled one.
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -34,6 +35,12 @@ class NfaDetector final : public plugin::Detector {
 
   Status onEvent(const EventPtr& event) override;
   Status flush() override;
+  // Partial matches: the events in the active instance stacks of every
+  // partition (negation stacks hold no partial match). Counted as entries
+  // are pushed and dropped; the peak is taken after each event.
+  std::optional<plugin::DetectorState> state() const override {
+    return plugin::DetectorState{held_, peak_held_};
+  }
 
   uint64_t matches() const { return matches_; }
 
@@ -109,6 +116,8 @@ class NfaDetector final : public plugin::Detector {
   Timestamp now_ = INT64_MIN;
   Timestamp next_batch_ = INT64_MIN;  // batched construction / partition sweep boundary
   uint64_t matches_ = 0;
+  uint64_t held_ = 0;  // entries in the instance stacks, all partitions
+  uint64_t peak_held_ = 0;
 
   // Construction state.
   Partition* cur_ = nullptr;

@@ -611,6 +611,7 @@ Status PetriNet::addPattern(std::string name, CompiledPatternPtr pattern, plugin
     insert(std::move(entry), split);
   }
   rebuildTypeIndex();
+  held_ = tokenCount();  // a back join may have rewritten places
   return Status::ok();
 }
 
@@ -924,6 +925,7 @@ Status PetriNet::removePattern(std::string_view name) {
     if (patterns_[i]->name == name) detach(*patterns_[i]);
   }
   rebuildTypeIndex();
+  held_ = tokenCount();  // detach() cleared places and dropped transitions
   return Status::ok();
 }
 
@@ -991,9 +993,11 @@ Status PetriNet::onEvent(const EventPtr& event) {
   if (seq_ % 1024 == 0) {
     for (const auto& t : transitions_) {
       if (t->window == kNoWindow) continue;
-      std::erase_if(t->place, [&](const auto& tok) { return now_ - tok->first_ts > t->window; });
+      held_ -= std::erase_if(t->place,
+                             [&](const auto& tok) { return now_ - tok->first_ts > t->window; });
     }
   }
+  peak_held_ = std::max(peak_held_, held_);
   return Status::ok();
 }
 
@@ -1018,7 +1022,7 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
   std::vector<std::shared_ptr<const Token>>& in = t.input->place;
   if (t.input->window != kNoWindow) {
     const Timestamp w = t.input->window;
-    std::erase_if(in, [&](const auto& tok) { return ts - tok->first_ts > w; });
+    held_ -= std::erase_if(in, [&](const auto& tok) { return ts - tok->first_ts > w; });
   }
   // By index: a join fired from produce() may append to another place.
   for (size_t i = 0, n = in.size(); i < n; ++i) {
@@ -1035,6 +1039,7 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
     // The oldest token that fits takes the event; both are consumed.
     std::shared_ptr<const Token> taken = std::move(in[i]);
     in.erase(in.begin() + static_cast<std::ptrdiff_t>(i));
+    --held_;
     taken_[t.group] = seq_;
     produce(t, std::move(taken), nullptr, event);
     return;
@@ -1045,7 +1050,7 @@ void PetriNet::fireLoop(Transition& t, const EventPtr& event) {
   const Timestamp ts = event->ts();
   auto expire = [&](std::vector<std::shared_ptr<const Token>>& place, Timestamp w) {
     if (w != kNoWindow)
-      std::erase_if(place, [&](const auto& tok) { return ts - tok->first_ts > w; });
+      held_ -= std::erase_if(place, [&](const auto& tok) { return ts - tok->first_ts > w; });
   };
   auto extend = [&](std::vector<std::shared_ptr<const Token>>& place, size_t n) {
     for (size_t i = 0; i < n; ++i) {
@@ -1252,7 +1257,10 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
       fireJoin(*j, shared);
     }
   }
-  if (t.consumers > 0) t.place.push_back(std::move(shared));
+  if (t.consumers > 0) {
+    t.place.push_back(std::move(shared));
+    ++held_;
+  }
 }
 
 NetSize PetriNet::size() const {

@@ -162,8 +162,13 @@ class PetriNet {
   // patterns using them), output places (tokens held, the patterns they
   // emit). InvalidArgument for another format.
   Result<std::string> exportModel(std::string_view format) const;
-  // Tokens currently held in output places (for tests of expiry).
+  // Tokens currently held in output places (for tests of expiry), counted
+  // by walking the places.
   size_t tokenCount() const;
+  // The same, counted as tokens are placed and dropped (O(1)); and the most
+  // held after any event so far. Inhibitor places hold events, not tokens.
+  uint64_t heldTokens() const { return held_; }
+  uint64_t peakHeldTokens() const { return peak_held_; }
 
  private:
   struct Token;
@@ -216,6 +221,8 @@ class PetriNet {
   std::vector<uint64_t> taken_;  // per consumption group: seq_ of the event it took
   uint64_t seq_ = 0;
   Timestamp now_ = INT64_MIN;
+  uint64_t held_ = 0;  // tokens in the places of transitions_
+  uint64_t peak_held_ = 0;
 
   // Scratch reused across events.
   std::vector<pattern::SlotBinding> bind_;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -28,6 +29,10 @@ class PetriDetector final : public plugin::Detector {
   Status flush() override { return Status::ok(); }
   Result<std::string> exportModel(std::string_view format) const override {
     return net_.exportModel(format);
+  }
+  // Partial matches: the tokens in the net's places.
+  std::optional<plugin::DetectorState> state() const override {
+    return plugin::DetectorState{net_.heldTokens(), net_.peakHeldTokens()};
   }
 
   PetriNet& net() { return net_; }

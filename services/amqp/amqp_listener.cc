@@ -1,13 +1,32 @@
+// The AMQP listener (amqp_listener.h): Impl is the Proton handler. It gets
+// Proton's events on the container thread, makes the Proton calls, and wires
+// together the parts below, each with one job, no pointer back to the
+// listener (callbacks where it must ask for something) and a test of its own
+// in tests/services/amqp/:
+//
+//   client_connections.h     connections, sessions, who is behind each (SASL)
+//   admission.h              what one client may make the listener hold
+//   access_control.h         users and their permits
+//   message_mapping.h        messages <-> events, error conditions
+//   publish_settlement.h     when and how a client's unsettled publish is settled
+//   publisher_credit.h       how much credit a publishing link may hold
+//   publisher_hold.h         why a publishing link gets no credit now
+//   broker_subscriptions.h   a subscription's broker endpoint, made or resumed
+//   subscriber_outbox.h      the events waiting for one subscription
+//   subscriber_deliveries.h  what a subscribing link has in flight, its outcomes
+//   in_flight_bound.h        how much a subscribing link may have in flight
+//   durable_parking.h        durable subscriptions whose subscriber is away
+//   request_router.h         reply addresses, requests open at AMQP providers
+//   route_pressure.h         what the delivery policy says about a publish
+//   listener_stats.h         the counters and the registry entries
+
 #include "services/amqp/amqp_listener.h"
 
 #include <Poco/Logger.h>
 
-#include <algorithm>
 #include <atomic>
-#include <deque>
 #include <exception>
 #include <filesystem>
-#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -41,293 +60,34 @@
 #include <proton/work_queue.hpp>
 #include <thread>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "bus/core/wire_names.h"
-#include "flows/reliable_flow.h"
-#include "flows/seda_flow.h"
+#include "flows/exchange.h"
 #include "router/broker.h"
 #include "router/component_entry.h"
 #include "router/registry.h"
 #include "router/topic.h"
 #include "services/amqp/access_control.h"
-#include "services/amqp/in_flight_bound.h"
+#include "services/amqp/broker_subscriptions.h"
+#include "services/amqp/client_connections.h"
 #include "services/amqp/message_mapping.h"
+#include "services/amqp/publish_settlement.h"
 #include "services/amqp/publisher_credit.h"
+#include "services/amqp/publisher_hold.h"
+#include "services/amqp/request_router.h"
+#include "services/amqp/route_pressure.h"
 #include "services/amqp/sasl_plugin.h"
+#include "services/amqp/subscriber_deliveries.h"
+#include "services/amqp/subscriber_outbox.h"
 
 namespace cepbus::services::amqp {
 namespace {
 
 constexpr char kUnauthorized[] = "amqp:unauthorized-access";
-constexpr char kInternalError[] = "amqp:internal-error";
-constexpr char kNotFound[] = "amqp:not-found";
-
-// One link's counters (its registry entry "amqp-link:<container id>/<link
-// name>"); a subscription's live in its Outbox, so a durable one keeps them
-// while its subscriber is away.
-struct LinkCounters {
-  std::atomic<uint64_t> accepted{0};          // publishing: unsettled messages accepted
-  std::atomic<uint64_t> rejected{0};          // publishing: messages rejected
-  std::atomic<uint64_t> released{0};          // publishing: messages released
-  std::atomic<uint64_t> credit_withheld{0};   // publishing: times credit stopped
-  std::atomic<uint64_t> delivered{0};         // subscribing: messages sent
-  std::atomic<uint64_t> acknowledged{0};      // subscribing: accepted by the subscriber
-  std::atomic<uint64_t> not_acknowledged{0};  // subscribing: rejected/released/modified
-  std::atomic<uint64_t> redelivered{0};       // subscribing: sent again
-  std::atomic<uint64_t> parked_overflow{0};   // subscribing: refused while away and full
-
-  std::vector<std::pair<const char*, uint64_t>> fields() const {
-    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    return {{"accepted", get(accepted)},
-            {"rejected", get(rejected)},
-            {"released", get(released)},
-            {"credit_withheld", get(credit_withheld)},
-            {"delivered", get(delivered)},
-            {"acknowledged", get(acknowledged)},
-            {"not_acknowledged", get(not_acknowledged)},
-            {"redelivered", get(redelivered)},
-            {"parked_overflow", get(parked_overflow)}};
-  }
-};
-
-void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
-
-// Where the bus tells an AMQP provider to send its answers (the reply-to of
-// the in-out requests it receives); a sending link to it carries replies.
-constexpr char kReplyAddress[] = "$cepbus.replies";
-// Replies to a requester's dynamic receiver come from addresses like this.
-constexpr char kDynamicPrefix[] = "$cepbus.reply.";
-// In-out requests sent to AMQP providers and not answered yet; beyond this
-// the oldest (long timed out by the tracker) are forgotten.
-constexpr size_t kMaxOpenRequests = 10000;
-
-// A connection's work queue for other threads, valid until close() (called
-// on the container thread before the connection goes away).
-class Waker {
- public:
-  explicit Waker(proton::work_queue* queue) : queue_(queue) {}
-  bool add(std::function<void()> fn) {
-    std::lock_guard lock(mu_);
-    return queue_ != nullptr && queue_->add(std::move(fn));
-  }
-  void close() {
-    std::lock_guard lock(mu_);
-    queue_ = nullptr;
-  }
-
- private:
-  std::mutex mu_;
-  proton::work_queue* queue_;  // guarded by mu_
-};
-
-// Hears the outcomes of one unsettled publish. During Broker::publish (on the
-// container thread) it collects the targets that refused or degraded it; on
-// a reliable route it then waits for one kAccepted per target that journaled
-// it — from the journal thread when the commit is durable, or from whichever
-// thread acknowledged the delivery first (flows::ReliableFlow dispatches
-// while it commits), possibly before publish() returned — and settles the
-// message once all are in, or releases it when a commit failed (a late
-// kRejected).
-class PublishListener final : public flows::ExchangeListener {
- public:
-  // `settle(accepted)` runs once, on whichever thread completes the count.
-  using Settle = std::function<void(bool accepted)>;
-
-  void onOutcome(const flows::Exchange&, const flows::Outcome& outcome) override {
-    Settle settle;
-    bool accepted = false;
-    {
-      std::lock_guard lock(mu_);
-      if (outcome.kind == flows::OutcomeKind::kAccepted) ++accepted_;
-      if (outcome.kind == flows::OutcomeKind::kRejected) ++rejected_;
-      if (!published_ && (outcome.kind == flows::OutcomeKind::kRejected ||
-                          outcome.kind == flows::OutcomeKind::kDegraded)) {
-        targets_.emplace_back(outcome.target);
-      }
-      settle = due(accepted);
-    }
-    if (settle) settle(accepted);
-  }
-  // After Broker::publish returned: the congested targets so far.
-  std::vector<std::string> published() {
-    std::lock_guard lock(mu_);
-    published_ = true;
-    sync_rejected_ = rejected_;
-    return std::move(targets_);
-  }
-  // Settles once `commits` kAccepted outcomes (or late rejections) came in.
-  void awaitCommits(uint32_t commits, Settle settle) {
-    bool accepted = false;
-    {
-      std::lock_guard lock(mu_);
-      expected_ = commits;
-      settle_ = std::move(settle);
-      settle = due(accepted);
-    }
-    if (settle) settle(accepted);
-  }
-
- private:
-  Settle due(bool& accepted) {
-    if (!settle_) return nullptr;
-    const uint32_t late_rejected = rejected_ - sync_rejected_;
-    if (accepted_ + late_rejected < expected_) return nullptr;
-    accepted = late_rejected == 0;
-    return std::exchange(settle_, nullptr);
-  }
-
-  std::mutex mu_;
-  bool published_ = false;            // guarded by mu_
-  uint32_t accepted_ = 0;             // guarded by mu_
-  uint32_t rejected_ = 0;             // guarded by mu_
-  uint32_t sync_rejected_ = 0;        // guarded by mu_
-  uint32_t expected_ = 0;             // guarded by mu_
-  Settle settle_;                     // guarded by mu_
-  std::vector<std::string> targets_;  // guarded by mu_
-};
-
-// One event waiting for (or sent to) a subscriber. `ack` is the reliable
-// flow's acknowledgement when the event came journaled.
-struct OutboxEntry {
-  EventPtr event;
-  flows::DeferredAck ack;                 // empty for a best-effort event
-  uint32_t delivery_count = 0;            // earlier deliveries; > 0 marks a redelivery
-  flows::Exchange request;                // an in-out request (pattern kInOut) for an AMQP provider
-  std::optional<proton::message> answer;  // a reply or fault for a requester, sent as is
-};
 
 }  // namespace
-
-// The events waiting for one subscription. offer() runs on router threads;
-// everything else on the container thread. While a link is bound, new
-// events wake the container through its connection's Waker; a durable
-// subscription whose subscriber is away stays unbound and keeps collecting
-// up to its capacity.
-class Outbox {
- public:
-  // `capacity` bounds it while a link is bound, `away_capacity` while not
-  // (a durable subscription whose subscriber is away). `sender` marks the
-  // exchanges this listener publishes (counted in transit, see dispatched()).
-  Outbox(AmqpListenerService::Impl* impl, size_t capacity, size_t away_capacity, Symbol sender,
-         std::shared_ptr<ListenerCounters> counters)
-      : impl_(impl),
-        capacity_(capacity),
-        away_capacity_(away_capacity),
-        sender_(sender),
-        counters_(std::move(counters)) {}
-
-  Status offer(const flows::Exchange& exchange);
-  // An answer to a request (container thread): not bounded, since its
-  // requester asked for it and its count is bounded by the requests.
-  void pushAnswer(OutboxEntry entry) {
-    std::lock_guard lock(mu_);
-    pending_.push_back(std::move(entry));
-    queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
-  }
-  // Up to `n` entries, oldest first; re-arms the drain wake-up.
-  std::vector<OutboxEntry> take(int n) {
-    std::vector<OutboxEntry> out;
-    std::lock_guard lock(mu_);
-    drain_scheduled_ = false;
-    while (n-- > 0 && !pending_.empty()) {
-      out.push_back(std::move(pending_.front()));
-      pending_.pop_front();
-    }
-    queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
-    taken_ += out.size();
-    return out;
-  }
-  // Puts back, in front, entries sent but not settled (their subscriber went
-  // away), each counted as one more delivery.
-  void putBack(std::vector<OutboxEntry> entries) {
-    std::lock_guard lock(mu_);
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-      ++it->delivery_count;
-      pending_.push_front(std::move(*it));
-    }
-    queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
-  }
-  void bind(std::shared_ptr<Waker> waker, uint64_t link) {
-    std::lock_guard lock(mu_);
-    waker_ = std::move(waker);
-    link_ = link;
-    drain_scheduled_ = false;
-    // What was published while nobody was bound was not counted in transit.
-    in_transit_.store(0, std::memory_order_relaxed);
-    wake();
-  }
-
-  // ---- credit accounting (subscriber-side backpressure) ----
-  // A publish by this listener that will reach this outbox (container
-  // thread, before Broker::publish): it is in transit until offer() takes
-  // or drops it.
-  void dispatched() { in_transit_.fetch_add(1, std::memory_order_relaxed); }
-  // Buffered plus in transit: what the buffer must still make room for.
-  int64_t load() const {
-    // In transit first: an arrival seen there is seen buffered too (offer()
-    // buffers before it counts out), so the sum never comes out too low.
-    const int64_t in_transit = in_transit_.load(std::memory_order_acquire);
-    return queued_.load(std::memory_order_relaxed) + in_transit;
-  }
-  size_t capacity() const { return capacity_; }
-  // Publishers held back by it get credit again at or below.
-  int64_t lowWater() const { return PublisherCredit::lowWater(capacity_); }
-  // Events taken for sending so far (container thread): progress.
-  uint64_t taken() const { return taken_; }
-  // A stuck subscriber: an in-transit count it may have got wrong (an event
-  // lost on the way) must not hold anybody back either.
-  void forgetInTransit() { in_transit_.store(0, std::memory_order_relaxed); }
-
-  // Container thread only: the publishing links whose address this
-  // subscription matches, and its stall watch.
-  std::vector<uint64_t> publishers;
-  bool stalled = false;
-  uint64_t stall_mark = 0;  // taken() when last seen moving
-  std::chrono::steady_clock::time_point stall_since{};
-  void unbind() {
-    std::lock_guard lock(mu_);
-    waker_.reset();
-  }
-  LinkCounters& stats() { return *stats_; }
-  const std::shared_ptr<LinkCounters>& sharedStats() const { return stats_; }
-  // No more offers; returns what was waiting (to give back acknowledgements).
-  std::deque<OutboxEntry> close() {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-    waker_.reset();
-    queued_.store(0, std::memory_order_relaxed);
-    return std::move(pending_);
-  }
-
- private:
-  void wake();  // with mu_ held
-  // One of ours arrived (taken or dropped for good): no longer in transit.
-  void arrived() {
-    int64_t n = in_transit_.load(std::memory_order_relaxed);
-    while (n > 0 && !in_transit_.compare_exchange_weak(n, n - 1, std::memory_order_release,
-                                                       std::memory_order_relaxed)) {
-    }
-  }
-
-  AmqpListenerService::Impl* const impl_;
-  const size_t capacity_;
-  const size_t away_capacity_;
-  const Symbol sender_;
-  const std::shared_ptr<ListenerCounters> counters_;
-  const std::shared_ptr<LinkCounters> stats_ = std::make_shared<LinkCounters>();
-  std::mutex mu_;
-  std::deque<OutboxEntry> pending_;  // guarded by mu_
-  std::shared_ptr<Waker> waker_;     // guarded by mu_; null while no link is bound
-  uint64_t link_ = 0;                // guarded by mu_
-  bool closed_ = false;              // guarded by mu_
-  bool drain_scheduled_ = false;     // guarded by mu_
-  std::atomic<int64_t> queued_{0};   // pending_.size(), readable without mu_
-  // Never below 0: an arrival that was not counted out (published before
-  // this outbox matched) must not make room that is not there.
-  std::atomic<int64_t> in_transit_{0};
-  uint64_t taken_ = 0;  // guarded by mu_ (written); read on the container thread, its only writer
-};
 
 struct AmqpListenerService::Impl final : public proton::messaging_handler {
   struct Listen final : public proton::listen_handler {
@@ -353,52 +113,43 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     Impl& impl_;
   };
 
-  struct ConnectionInfo {
-    uint64_t id = 0;
-    std::string user;          // empty for the anonymous client
-    std::string container_id;  // the client's
-    std::shared_ptr<Waker> waker;
-    // Whose durable subscriptions it opens count against max-durable.
-    std::string owner() const { return user.empty() ? container_id : user; }
-  };
   struct PublisherLink {
+    PublisherLink(uint64_t link_id, proton::receiver receiver,
+                  std::shared_ptr<ListenerCounters> counters)
+        : link(std::move(receiver)), id(link_id), hold(std::move(counters), stats) {}
+
     proton::receiver link;
+    uint64_t id = 0;
     uint64_t connection = 0;
     Symbol address;
-    bool paused = false;   // a stage of a target is saturated
-    bool waiting = false;  // a subscriber buffer it feeds has no room
-    bool resume_posted = false;
-    bool recheck_scheduled = false;
-    int credit = 0;                      // as last counted into ListenerCounters::publish_credit
-    std::vector<std::string> congested;  // targets whose stages refused or degraded
+    bool replies = false;  // a provider's link to kReplyAddress
+    std::shared_ptr<LinkCounters> stats = std::make_shared<LinkCounters>();
+    PublisherHold hold;  // why it gets no more credit now (publisher_hold.h)
     // Unsettled messages whose journal commits are awaited (reliable routes).
     std::map<uint64_t, proton::delivery> awaiting;
     uint64_t next_awaiting = 0;
-    bool replies = false;  // a provider's link to kReplyAddress
-    std::shared_ptr<LinkCounters> stats = std::make_shared<LinkCounters>();
     std::string entry;  // its registry entry ("" when it has none)
-    uint64_t id = 0;
     // The outboxes of the subscribing links its address matches (relink()).
-    std::vector<std::shared_ptr<Outbox>> targets;
+    std::vector<std::shared_ptr<SubscriberOutbox>> targets;
   };
   struct SubscriberLink {
+    SubscriberLink(proton::sender sender, uint64_t connection_number,
+                   std::shared_ptr<SubscriberOutbox> subscription,
+                   std::shared_ptr<ListenerCounters> counters)
+        : link(std::move(sender)),
+          connection(connection_number),
+          outbox(std::move(subscription)),
+          deliveries(outbox, std::move(counters)) {}
+
     proton::sender link;
     uint64_t connection = 0;
-    std::string endpoint;
-    std::string pattern;
+    std::shared_ptr<SubscriberOutbox> outbox;
+    SubscriberDeliveries deliveries;  // sent, not yet settled by the subscriber
+    std::string endpoint;             // its broker endpoint ("" for a reply link)
+    std::string pattern;              // its source address
     bool durable = false;
-    std::shared_ptr<Outbox> outbox;
-    std::map<proton::tracker, OutboxEntry> unsettled;  // sent, not yet settled by the subscriber
-    std::string entry;                                 // its registry entry ("" when it has none)
-    std::string owner;                                 // a durable one's (max-durable)
-    InFlightBound in_flight;                           // how much drain() may send it
-  };
-  // A durable subscription whose subscriber is away: its endpoint stays
-  // subscribed and its outbox keeps collecting (bounded).
-  struct ParkedSubscription {
-    std::string pattern;
-    std::shared_ptr<Outbox> outbox;
-    std::string owner;
+    std::string entry;  // its registry entry ("" when it has none)
+    std::string owner;  // a durable one's (max-durable)
   };
 
   Impl(descriptor::AmqpListener listener, AmqpListenerOptions opts, ServiceContext& ctx)
@@ -424,49 +175,33 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       c.close(proton::error_condition("amqp:connection:forced", "the bus is shutting down"));
       return;
     }
-    // SASL has already succeeded (the plugin refuses what AccessControl
-    // refuses); this only tells the anonymous client from a user.
-    const std::string mech = c.transport().sasl().mech();
-    ConnectionInfo info;
-    if (mech == "ANONYMOUS" && access->allowsAnonymous()) {
-      info.user.clear();
-    } else if (mech == "PLAIN" && !c.user().empty()) {
-      info.user = c.user();
-    } else {
-      c.close(proton::error_condition(
-          kUnauthorized, "authenticate with SASL PLAIN" +
-                             std::string(access->allowsAnonymous() ? " or ANONYMOUS" : "") +
-                             " (got " + (mech.empty() ? std::string("none") : mech) + ")"));
+    Result<std::string> user =
+        authenticatedUser(c.transport().sasl().mech(), c.user(), access->allowsAnonymous());
+    if (!user) {
+      c.close(proton::error_condition(kUnauthorized, user.status().message()));
       return;
     }
-    info.id = ++next_id;
-    if (auto refusal = admission->admitConnection(info.id)) {
+    if (auto refusal = connections.open(c, ++next_id, std::move(*user))) {
       c.close(proton::error_condition(kResourceLimitExceeded, *refusal));
       return;
     }
-    info.container_id = c.container_id();
-    info.waker = std::make_shared<Waker>(&c.work_queue());
-    connections[c] = std::move(info);
-    counters->connections.fetch_add(1, std::memory_order_relaxed);
     c.open();
   }
 
   void on_session_open(proton::session& s) override {
-    auto conn = connections.find(s.connection());
-    if (conn == connections.end()) return;
-    if (auto refusal = admission->admitSession(conn->second.id)) {
-      s.close(proton::error_condition(kResourceLimitExceeded, *refusal));
-      return;
+    const SessionAdmission admitted = connections.openSession(s);
+    switch (admitted.verdict) {
+      case SessionAdmission::Verdict::kAdmitted:
+        s.open();
+        break;
+      case SessionAdmission::Verdict::kRefused:
+        s.close(proton::error_condition(kResourceLimitExceeded, admitted.refusal));
+        break;
+      case SessionAdmission::Verdict::kUnknownConnection:
+        break;
     }
-    sessions[s] = conn->second.id;
-    s.open();
   }
-  void on_session_close(proton::session& s) override {
-    auto it = sessions.find(s);
-    if (it == sessions.end()) return;
-    admission->sessionClosed(it->second);
-    sessions.erase(it);
-  }
+  void on_session_close(proton::session& s) override { connections.sessionClosed(s); }
 
   // Refuses a link beyond max-links (true when refused).
   bool refuseLink(proton::link& l, uint64_t connection) {
@@ -476,8 +211,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   }
 
   void on_receiver_open(proton::receiver& r) override {
-    auto conn = connections.find(r.connection());
-    if (conn == connections.end()) return;
+    const ClientConnection* conn = connections.find(r.connection());
+    if (conn == nullptr) return;
     std::string addr = r.target().address();
     const bool replies = addr == kReplyAddress;
     if (replies) {
@@ -489,9 +224,9 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
                                           " (publish to a topic; wildcards are for subscribing)"));
       return;
     }
-    if (!replies && !access->mayPublish(conn->second.user, addr)) {
+    if (!replies && !access->mayPublish(conn->user, addr)) {
       r.close(proton::error_condition(
-          kUnauthorized, "user \"" + conn->second.user + "\" may not publish to \"" + addr + "\""));
+          kUnauthorized, "user \"" + conn->user + "\" may not publish to \"" + addr + "\""));
       return;
     }
     // The address becomes a symbol for as long as the process lives: a client
@@ -503,28 +238,26 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
           proton::error_condition(kResourceLimitExceeded, wireNameRefusal("target address", addr)));
       return;
     }
-    if (refuseLink(r, conn->second.id)) return;
+    if (refuseLink(r, conn->id)) return;
     setMaxMessageSize(r, options.limits.max_message_size);
     r.open(proton::receiver_options().credit_window(0).auto_accept(false).target(
         proton::target_options().address(addr)));
     uint64_t id = ++next_id;
     link_ids[r] = id;
-    PublisherLink& pub = publishers[id];
-    pub.link = r;
-    pub.connection = conn->second.id;
+    PublisherLink& pub = publishers.try_emplace(id, id, r, counters).first->second;
+    pub.connection = conn->id;
     pub.address = *address;
     pub.replies = replies;
-    pub.id = id;
-    pub.entry = registerLink(conn->second.container_id, r.name(), "publish", addr, pub.stats);
+    pub.entry = registerLink(conn->container_id, r.name(), "publish", addr, pub.stats);
     relink();
     replenish(pub);
   }
 
   void on_sender_open(proton::sender& s) override {
-    auto conn = connections.find(s.connection());
-    if (conn == connections.end()) return;
+    const ClientConnection* conn = connections.find(s.connection());
+    if (conn == nullptr) return;
     if (s.source().dynamic()) {
-      if (!refuseLink(s, conn->second.id)) openReplyLink(s, conn->second);
+      if (!refuseLink(s, conn->id)) openReplyLink(s, *conn);
       return;
     }
     std::string pattern = s.source().address();
@@ -533,79 +266,22 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
                                       "source address \"" + pattern + "\": " + valid.message()));
       return;
     }
-    if (!access->maySubscribe(conn->second.user, pattern)) {
+    if (!access->maySubscribe(conn->user, pattern)) {
       s.close(proton::error_condition(
-          kUnauthorized,
-          "user \"" + conn->second.user + "\" may not subscribe to \"" + pattern + "\""));
+          kUnauthorized, "user \"" + conn->user + "\" may not subscribe to \"" + pattern + "\""));
       return;
     }
-    if (refuseLink(s, conn->second.id)) return;
-    // Undoes the admissions when the attach fails from here on.
-    auto refuse = [&](const std::string& condition, const std::string& description,
-                      const std::string& durable_owner) {
-      admission->linkClosed(conn->second.id);
-      if (!durable_owner.empty()) admission->durableEnded(durable_owner);
-      s.close(proton::error_condition(condition, description));
-    };
-    // Named by the client's container id and the link name, so that a
-    // subscriber coming back finds what was kept for it: the reliable
-    // flows' unacknowledged deliveries, or its durable subscription.
-    const std::string endpoint = "amqp:" + conn->second.container_id + "/" + s.name();
+    if (refuseLink(s, conn->id)) return;
     const bool durable = s.source().durability_mode() != proton::source::NONDURABLE;
     const uint64_t id = ++next_id;
-    std::shared_ptr<Outbox> outbox;
-    std::string owner = durable ? conn->second.owner() : std::string();
-    if (auto parked = parked_subscriptions.find(endpoint); parked != parked_subscriptions.end()) {
-      if (parked->second.pattern == pattern && durable) {
-        outbox = parked->second.outbox;
-        owner = parked->second.owner;
-      } else {
-        // Subscribed differently (or no longer durable): a new subscription.
-        admission->durableEnded(parked->second.owner);
-        dropOutbox(*parked->second.outbox);
-        (void)context.broker.removeEndpoint(endpoint);  // replaced below: gone is fine
-      }
-      parked_subscriptions.erase(parked);
-      counters->parked_subscriptions.fetch_sub(1, std::memory_order_relaxed);
+    auto opened = subscriptions.open(conn->container_id, s.name(), pattern, durable,
+                                     durable ? conn->owner() : std::string(), wakeDrain(*conn, id));
+    if (const auto* refusal = std::get_if<BrokerSubscriptions::Refusal>(&opened)) {
+      admission->linkClosed(conn->id);
+      s.close(proton::error_condition(refusal->condition, refusal->description));
+      return;
     }
-    if (!outbox) {
-      if (durable) {
-        if (auto refusal = admission->admitDurable(owner)) {
-          refuse(kResourceLimitExceeded, *refusal, {});
-          return;
-        }
-      }
-      outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, options.durable_buffer,
-                                        sender, counters);
-      outbox->bind(conn->second.waker, id);
-      Status added = context.broker.addEndpoint(
-          endpoint, [outbox](const flows::Exchange& ex) { return outbox->offer(ex); },
-          options.name);
-      if (!added) {
-        dropOutbox(*outbox);
-        refuse(
-            added.code() == Status::Code::kAlreadyExists ? "amqp:resource-locked" : kInternalError,
-            added.code() == Status::Code::kAlreadyExists
-                ? "link \"" + s.name() + "\" of container \"" + conn->second.container_id +
-                      "\" is already attached"
-                : added.message(),
-            owner);
-        return;
-      }
-      auto sub = context.broker.subscribe(endpoint, pattern);
-      if (!sub) {
-        dropOutbox(*outbox);
-        (void)context.broker.removeEndpoint(endpoint);  // undoing; sub's error is the one
-        refuse(kInvalidField, sub.status().message(), owner);
-        return;
-      }
-      // A subscriber of a plain address is also its provider for in-out
-      // requests, unless something else already provides it.
-      // AlreadyExists (another provider) is the expected refusal.
-      if (!router::hasWildcard(pattern)) (void)context.broker.provide(pattern, endpoint);
-    } else {
-      outbox->bind(conn->second.waker, id);
-    }
+    auto& [endpoint, outbox, owner] = std::get<BrokerSubscriptions::Opened>(opened);
     proton::source_options source;
     source.address(pattern);
     if (durable) {
@@ -613,15 +289,23 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     }
     s.open(subscriberLinkOptions(s).source(source));
     link_ids[s] = id;
-    subscribers[id] =
-        SubscriberLink{s, conn->second.id, endpoint, pattern, durable, outbox, {}, {}, {}, {}};
-    subscribers[id].entry = registerLink(conn->second.container_id, s.name(), "subscribe", pattern,
-                                         outbox->sharedStats());
-    subscribers[id].owner = std::move(owner);
+    SubscriberLink& sub = subscribers.try_emplace(id, s, conn->id, outbox, counters).first->second;
+    sub.endpoint = endpoint;
+    sub.pattern = pattern;
+    sub.durable = durable;
+    sub.entry =
+        registerLink(conn->container_id, s.name(), "subscribe", pattern, outbox->sharedStats());
+    sub.owner = std::move(owner);
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
     // Answers to requests whose reply-to names this address come here.
-    if (!router::hasWildcard(pattern)) reply_links.try_emplace(pattern, id);
+    if (!router::hasWildcard(pattern)) requests.offerReplyAddress(pattern, id);
     relink();
+  }
+
+  // What an outbox bound to subscribing link `id` calls when an event
+  // arrives: drain the link, as its connection's work.
+  SubscriberOutbox::Wake wakeDrain(const ClientConnection& conn, uint64_t id) {
+    return [this, waker = conn.waker, id] { return waker->add([this, id] { drain(id); }); };
   }
 
   // An at-most-once receiver gets its messages pre-settled, as it asked: it
@@ -634,19 +318,18 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // A receiver attached with a dynamic source: the bus names an address
   // that only carries answers to the requests naming it as reply-to.
-  void openReplyLink(proton::sender& s, const ConnectionInfo& conn) {
+  void openReplyLink(proton::sender& s, const ClientConnection& conn) {
     const uint64_t id = ++next_id;
-    const std::string address = kDynamicPrefix + std::to_string(id);
-    auto outbox = std::make_shared<Outbox>(this, options.subscriber_buffer, options.durable_buffer,
-                                           sender, counters);
-    outbox->bind(conn.waker, id);
+    const std::string address = RequestRouter::dynamicAddress(id);
+    auto outbox = subscriptions.replyOutbox(wakeDrain(conn, id));
     s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
     link_ids[s] = id;
-    subscribers[id] = SubscriberLink{s, conn.id, {}, address, false, outbox, {}, {}, {}, {}};
-    subscribers[id].entry =
+    SubscriberLink& sub = subscribers.try_emplace(id, s, conn.id, outbox, counters).first->second;
+    sub.pattern = address;
+    sub.entry =
         registerLink(conn.container_id, s.name(), "replies", address, outbox->sharedStats());
     counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
-    reply_links[address] = id;
+    requests.assignReplyAddress(address, id);
   }
 
   // ---- request/response -------------------------------------------------
@@ -660,16 +343,12 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void request(PublisherLink& pub, proton::delivery& d, const proton::message& m, EventPtr event,
                bool presettled) {
     const std::string reply_to = m.reply_to();
-    const proton::message_id correlation = m.correlation_id().empty() ? m.id() : m.correlation_id();
-    const std::chrono::nanoseconds timeout =
-        m.ttl().milliseconds() > 0
-            ? std::chrono::nanoseconds(std::chrono::milliseconds(m.ttl().milliseconds()))
-            : std::chrono::nanoseconds(options.request_timeout);
+    const proton::message_id correlation = RequestRouter::correlationOf(m);
+    const std::chrono::nanoseconds timeout = RequestRouter::timeoutOf(m, options.request_timeout);
     flows::Exchange exchange;
     exchange.event = std::move(event);
     exchange.address = pub.address;
-    auto conn = connections.find(pub.link.connection());
-    std::shared_ptr<Waker> waker = conn == connections.end() ? nullptr : conn->second.waker;
+    std::shared_ptr<Waker> waker = connections.wakerOf(pub.link.connection());
     const uint64_t connection = pub.connection;
     if (auto refusal = admission->admitRequest(connection)) {
       if (presettled) {
@@ -722,81 +401,15 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // Sends the answer to a request to the link whose address is `reply_to`.
   void answer(const std::string& reply_to, const proton::message_id& correlation,
               flows::OutcomeKind kind, const Status& status, const EventPtr& reply) {
-    proton::message m;
-    if (kind == flows::OutcomeKind::kReply && reply != nullptr) {
-      m = messageFromEvent(*reply);
-      counters->answers.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      m = faultMessage(flows::outcomeName(kind), status.message());
-      counters->faults.fetch_add(1, std::memory_order_relaxed);
-    }
-    m.to(reply_to);
-    m.correlation_id(correlation);
-    auto link = reply_links.find(reply_to);
-    auto sub = link == reply_links.end() ? subscribers.end() : subscribers.find(link->second);
-    if (sub == subscribers.end()) {
-      counters->answers_unroutable.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
+    std::optional<RoutedAnswer> routed =
+        requests.answer(reply_to, correlation, kind, status, reply);
+    if (!routed) return;
+    auto sub = subscribers.find(routed->link);
+    if (sub == subscribers.end()) return;  // its link is forgotten with it (forgetLink())
     OutboxEntry entry;
-    entry.answer = std::move(m);
+    entry.answer = std::move(routed->message);
     sub->second.outbox->pushAnswer(std::move(entry));
     drain(sub->first);
-  }
-
-  // A provider's answer on its kReplyAddress link: completes the open
-  // request with its correlation-id. A message with application property
-  // "fault" answers with a fault; an unmappable reply is rejected and the
-  // request stays open; an unknown correlation-id (answered, timed out) is
-  // rejected with amqp:not-found.
-  void providerReply(proton::delivery& d, const proton::message& m, bool presettled) {
-    const proton::message_id correlation = m.correlation_id();
-    auto settleRejected = [&](const std::string& condition, const std::string& description) {
-      counters->rejected.fetch_add(1, std::memory_order_relaxed);
-      if (!presettled) rejectWithCondition(d, proton::error_condition(condition, description));
-    };
-    if (correlation.type() != proton::ULONG) {
-      settleRejected(kInvalidField, "a reply to " + std::string(kReplyAddress) +
-                                        " needs the ulong correlation-id of the request");
-      return;
-    }
-    const uint64_t key = proton::get<uint64_t>(correlation);
-    auto open = open_requests.find(key);
-    if (open == open_requests.end()) {
-      counters->late_replies.fetch_add(1, std::memory_order_relaxed);
-      settleRejected(kNotFound, "no open request with correlation-id " + std::to_string(key) +
-                                    " (already answered or timed out)");
-      return;
-    }
-    std::string fault;
-    std::string description;
-    try {
-      const auto& props = m.properties();
-      if (props.exists(kFaultProperty)) {
-        fault = proton::coerce<std::string>(props.get(kFaultProperty));
-        if (props.exists(kFaultDescriptionProperty)) {
-          description = proton::coerce<std::string>(props.get(kFaultDescriptionProperty));
-        }
-      }
-    } catch (const std::exception& e) {
-      settleRejected(kInvalidField, std::string("fault properties: ") + e.what());
-      return;
-    }
-    if (!fault.empty()) {
-      open->second.report(flows::Outcome{flows::OutcomeKind::kFault, "",
-                                         Status::internal(fault + ": " + description), nullptr});
-    } else {
-      MappedEvent mapped = eventFromMessage(m);
-      if (!mapped.event) {
-        counters->malformed.fetch_add(1, std::memory_order_relaxed);
-        settleRejected(mapped.condition, mapped.description);
-        return;
-      }
-      open->second.reply(std::move(mapped.event));
-    }
-    open_requests.erase(open);
-    counters->provider_replies.fetch_add(1, std::memory_order_relaxed);
-    if (!presettled) d.accept();
   }
 
   void on_sendable(proton::sender& s) override {
@@ -804,61 +417,26 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it != link_ids.end()) drain(it->second);
   }
 
-  // A subscriber's accept acknowledges a journaled delivery to its reliable
-  // flow. A reject is final too (the subscriber says the message is invalid;
-  // it is counted, not redelivered). Released or modified: a journaled
-  // delivery goes back to its flow, which redelivers it; a best-effort one
-  // is offered again at the front of the subscription.
+  // A subscriber's outcome (subscriber_deliveries.h).
   void on_tracker_accept(proton::tracker& t) override {
-    counters->acknowledged.fetch_add(1, std::memory_order_relaxed);
-    if (LinkCounters* stats = subscriberStats(t)) bump(stats->acknowledged);
-    OutboxEntry entry;
-    if (settled(t, entry) && entry.ack) entry.ack(Status::ok());
+    settle(t, SubscriberDeliveries::Outcome::kAccepted);
   }
   void on_tracker_reject(proton::tracker& t) override {
-    counters->not_acknowledged.fetch_add(1, std::memory_order_relaxed);
-    if (LinkCounters* stats = subscriberStats(t)) bump(stats->not_acknowledged);
-    OutboxEntry entry;
-    if (settled(t, entry) && entry.ack) entry.ack(Status::ok());
+    settle(t, SubscriberDeliveries::Outcome::kRejected);
   }
   void on_tracker_release(proton::tracker& t) override {
-    counters->not_acknowledged.fetch_add(1, std::memory_order_relaxed);
-    if (LinkCounters* stats = subscriberStats(t)) bump(stats->not_acknowledged);
-    OutboxEntry entry;
-    if (!settled(t, entry)) return;
-    if (entry.ack) {
-      entry.ack(Status::unavailable("the AMQP subscriber released it"));
-      return;
-    }
+    settle(t, SubscriberDeliveries::Outcome::kReleased);
+  }
+
+  void settle(const proton::tracker& t, SubscriberDeliveries::Outcome outcome) {
+    (outcome == SubscriberDeliveries::Outcome::kAccepted ? counters->acknowledged
+                                                         : counters->not_acknowledged)
+        .fetch_add(1, std::memory_order_relaxed);
     auto id = link_ids.find(t.sender());
     auto sub = id == link_ids.end() ? subscribers.end() : subscribers.find(id->second);
     if (sub == subscribers.end()) return;
-    std::vector<OutboxEntry> back;
-    back.push_back(std::move(entry));
-    sub->second.outbox->putBack(std::move(back));
-    drain(sub->first);
-  }
-
-  LinkCounters* subscriberStats(proton::tracker& t) {
-    auto id = link_ids.find(t.sender());
-    if (id == link_ids.end()) return nullptr;
-    auto sub = subscribers.find(id->second);
-    return sub == subscribers.end() ? nullptr : &sub->second.outbox->stats();
-  }
-
-  // The entry of a delivery the subscriber just settled; nullopt if unknown.
-  bool settled(proton::tracker& t, OutboxEntry& out) {
-    auto id = link_ids.find(t.sender());
-    if (id == link_ids.end()) return false;
-    auto sub = subscribers.find(id->second);
-    if (sub == subscribers.end()) return false;
-    auto entry = sub->second.unsettled.find(t);
-    if (entry == sub->second.unsettled.end()) return false;
-    out = std::move(entry->second);
-    sub->second.unsettled.erase(entry);
-    counters->unsettled.fetch_sub(1, std::memory_order_relaxed);
-    if (sub->second.in_flight.capped()) drain(sub->first);
-    return true;
+    const uint64_t link = sub->first;
+    sub->second.deliveries.settle(t, outcome, [this, link] { drain(link); });
   }
 
   void on_message(proton::delivery& d, proton::message& m) override {
@@ -890,7 +468,15 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       return;
     }
     if (pub.replies) {
-      providerReply(d, m, presettled);
+      // A provider's answer (request_router.h).
+      std::optional<proton::error_condition> rejection = requests.providerReply(m);
+      if (!presettled) {
+        if (rejection) {
+          rejectWithCondition(d, *rejection);
+        } else {
+          d.accept();
+        }
+      }
       replenish(pub);
       return;
     }
@@ -916,33 +502,32 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     exchange.sender = sender;
     // In transit to the subscribers it will reach from now until they take it.
     for (const auto& outbox : pub.targets) outbox->dispatched();
-    std::shared_ptr<PublishListener> listener;
+    std::shared_ptr<PublishSettlement> listener;
     if (!presettled) {
       exchange.qos = flows::Qos::kReliable;
-      listener = std::make_shared<PublishListener>();
+      listener = std::make_shared<PublishSettlement>();
       exchange.listener = listener;
     }
-    const bool journaling = !presettled && journaled(pub.address);
+    const bool journaling = !presettled && journaledRoute(context.broker.policy(), pub.address);
     flows::SendOutcome out = context.broker.publish(exchange);
     counters->published.fetch_add(1, std::memory_order_relaxed);
     std::vector<std::string> congested;
     if (listener) congested = listener->published();
-    const bool refused = out.rejected > 0 || out.failed > 0 || (!out.status && out.targets == 0);
+    const PublishVerdict verdict = PublishVerdict::of(out, journaling);
     if (!presettled) {
-      const uint32_t commits = journaling ? out.queued - out.degraded + out.duplicates : 0;
-      if (refused) {
+      if (verdict.refused) {
         d.release();
         counters->released.fetch_add(1, std::memory_order_relaxed);
         bump(pub.stats->released);
-      } else if (commits > 0) {
-        awaitCommits(link->first, pub, d, *listener, commits);
+      } else if (verdict.commits > 0) {
+        awaitCommits(link->first, pub, d, *listener, verdict.commits);
       } else {
         d.accept();
         counters->accepted.fetch_add(1, std::memory_order_relaxed);
         bump(pub.stats->accepted);
       }
     }
-    if (refused || out.degraded > 0) pause(link->first, pub, std::move(congested));
+    if (verdict.pause) pause(link->first, pub, std::move(congested));
     replenish(pub);
   }
 
@@ -951,21 +536,12 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // A detach (not a close) keeps a durable subscription.
   void on_sender_detach(proton::sender& s) override { forgetLink(s, true); }
 
-  // True when an unsettled (reliable) publish to `address` is journaled by a
-  // reliable flow: its accept then waits for the journal commit.
-  bool journaled(Symbol address) const {
-    auto decision = context.broker.policy().decide(address.name(), flows::Qos::kReliable);
-    return decision && decision->qos == flows::Qos::kReliable &&
-           dynamic_cast<const flows::ReliableFlow*>(decision->flow) != nullptr;
-  }
-
   void awaitCommits(uint64_t link, PublisherLink& pub, proton::delivery& d,
-                    PublishListener& listener, uint32_t commits) {
+                    PublishSettlement& listener, uint32_t commits) {
     const uint64_t key = ++pub.next_awaiting;
     pub.awaiting.emplace(key, d);
     counters->awaiting_commit.fetch_add(1, std::memory_order_relaxed);
-    auto conn = connections.find(pub.link.connection());
-    std::shared_ptr<Waker> waker = conn == connections.end() ? nullptr : conn->second.waker;
+    std::shared_ptr<Waker> waker = connections.wakerOf(pub.link.connection());
     listener.awaitCommits(commits, [this, waker, link, key](bool accepted) {
       // From the journal thread (or this one): settle on the container thread.
       if (waker) waker->add([this, link, key, accepted] { settleCommitted(link, key, accepted); });
@@ -1009,7 +585,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // exceed the buffer: what it sends always fits.
   void replenish(PublisherLink& pub) {
     int credit = pub.link.active() ? pub.link.credit() : 0;
-    if (!pub.paused && !pub.waiting && !shutting_down && !publishing_closed && pub.link.active()) {
+    if (!pub.hold.held() && !shutting_down && !publishing_closed && pub.link.active()) {
       const CreditGrant grant = creditOf(pub).grant(credit);
       if (grant.wait) {
         wait(pub);
@@ -1018,7 +594,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         credit += grant.add;
       }
     }
-    countCredit(pub, credit);
+    pub.hold.countCredit(credit);
   }
 
   // The buffers `pub` feeds, as its credit sees them (publisher_credit.h).
@@ -1026,7 +602,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   PublisherCredit creditOf(const PublisherLink& pub) const {
     PublisherCredit credit(options.credit_window);
     for (const auto& outbox : pub.targets) {
-      credit.feeds(outbox->capacity(), outbox->load(), outbox->publishers.size(), outbox->stalled);
+      credit.feeds(outbox->capacity(), outbox->load(), outbox->publishers().size(),
+                   outbox->stalled());
     }
     return credit;
   }
@@ -1035,39 +612,30 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // at their low-water mark (drain() wakes it) or a stuck one is given up on
   // (the recheck timer).
   void wait(PublisherLink& pub) {
-    pub.waiting = true;
+    pub.hold.wait();
     ++waiting_publishers;
-    counters->credit_pauses.fetch_add(1, std::memory_order_relaxed);
-    counters->subscriber_waits.fetch_add(1, std::memory_order_relaxed);
-    bump(pub.stats->credit_withheld);
-    if (!pub.paused) counters->paused_links.fetch_add(1, std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();
-    for (const auto& outbox : pub.targets) {
-      outbox->stall_mark = outbox->taken();
-      outbox->stall_since = now;
-    }
+    for (const auto& outbox : pub.targets) outbox->watchFrom(now);
     scheduleRecheck(pub.id, pub);
   }
 
   // Credit again for a waiting link whose buffers drained (container thread).
   void resume(PublisherLink& pub) {
-    if (!pub.waiting || creditOf(pub).aboveLowWater()) return;
-    pub.waiting = false;
+    if (!pub.hold.waiting() || creditOf(pub).aboveLowWater()) return;
+    pub.hold.stopWaiting();
     --waiting_publishers;
-    if (!pub.paused) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
     replenish(pub);
   }
 
   // As resume(), but as the link's connection's work, so that the credit is
   // written out at once (we may be handling another connection's event).
   void postResume(PublisherLink& pub) {
-    if (pub.resume_posted) return;
-    pub.resume_posted = true;
+    if (!pub.hold.postResume()) return;
     const uint64_t id = pub.id;
     pub.link.connection().work_queue().add([this, id] {
       auto it = publishers.find(id);
       if (it == publishers.end()) return;
-      it->second.resume_posted = false;
+      it->second.hold.resumeRan();
       resume(it->second);
     });
   }
@@ -1078,13 +646,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void checkStalls(PublisherLink& pub) {
     const auto now = std::chrono::steady_clock::now();
     for (const auto& outbox : pub.targets) {
-      if (outbox->stalled || outbox->load() <= outbox->lowWater()) continue;
-      if (outbox->taken() != outbox->stall_mark) {
-        outbox->stall_mark = outbox->taken();
-        outbox->stall_since = now;
-      } else if (now - outbox->stall_since >= options.subscriber_stall_timeout) {
-        outbox->stalled = true;
-        outbox->forgetInTransit();
+      if (outbox->checkStall(now, options.subscriber_stall_timeout)) {
         counters->subscriber_stalls.fetch_add(1, std::memory_order_relaxed);
       }
     }
@@ -1093,7 +655,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   // Which subscriptions each publishing link feeds; after any link comes or
   // goes. Waiting links are looked at again (their buffer may be gone).
   void relink() {
-    for (auto& [id, sub] : subscribers) sub.outbox->publishers.clear();
+    for (auto& [id, sub] : subscribers) sub.outbox->clearPublishers();
     for (auto& [id, pub] : publishers) {
       pub.targets.clear();
       if (pub.replies) continue;
@@ -1102,34 +664,24 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
           continue;
         }
         pub.targets.push_back(sub.outbox);
-        sub.outbox->publishers.push_back(id);
+        sub.outbox->addPublisher(id);
       }
     }
     for (auto& [id, pub] : publishers) {
       // Not for a link whose connection is going away (its work would not run).
-      if (pub.waiting && connections.contains(pub.link.connection())) postResume(pub);
+      if (pub.hold.waiting() && connections.find(pub.link.connection()) != nullptr) {
+        postResume(pub);
+      }
     }
-  }
-
-  void countCredit(PublisherLink& pub, int credit) {
-    counters->publish_credit.fetch_add(credit - pub.credit, std::memory_order_relaxed);
-    pub.credit = credit;
   }
 
   void pause(uint64_t id, PublisherLink& pub, std::vector<std::string> congested) {
-    if (!pub.paused) {
-      pub.paused = true;
-      counters->credit_pauses.fetch_add(1, std::memory_order_relaxed);
-      bump(pub.stats->credit_withheld);
-      if (!pub.waiting) counters->paused_links.fetch_add(1, std::memory_order_relaxed);
-    }
-    for (auto& t : congested) pub.congested.push_back(std::move(t));
+    pub.hold.pause(std::move(congested));
     scheduleRecheck(id, pub);
   }
 
   void scheduleRecheck(uint64_t id, PublisherLink& pub) {
-    if (pub.recheck_scheduled) return;
-    pub.recheck_scheduled = true;
+    if (!pub.hold.scheduleRecheck()) return;
     // The timer is the container's: a connection's own timed work outlives
     // the connection in Proton 0.37 and crashes when it fires after a close.
     // The recheck itself runs as the connection's work, so that the credit it
@@ -1145,43 +697,19 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     auto it = publishers.find(id);
     if (it == publishers.end()) return;
     PublisherLink& pub = it->second;
-    pub.recheck_scheduled = false;
-    if (pub.waiting) {
+    pub.hold.recheckRan();
+    if (pub.hold.waiting()) {
       checkStalls(pub);
       resume(pub);
-      if (pub.waiting) scheduleRecheck(id, pub);
+      if (pub.hold.waiting()) scheduleRecheck(id, pub);
     }
-    if (!pub.paused) return;
-    if (saturated(pub.congested)) {
+    if (!pub.hold.paused()) return;
+    if (stagesSaturated(context.broker.policy(), pub.hold.congested())) {
       scheduleRecheck(id, pub);
       return;
     }
-    pub.paused = false;
-    pub.congested.clear();
-    if (!pub.waiting) counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
+    pub.hold.unpause();
     replenish(pub);
-  }
-
-  // True while a stage of a queueing flow that serves one of `targets` is
-  // saturated. With no target named (a straight-through target failed), one
-  // recheck interval is the whole back-off.
-  bool saturated(const std::vector<std::string>& targets) const {
-    if (targets.empty()) return false;
-    for (const auto& flow : context.broker.policy().flows()) {
-      std::vector<stages::StageMetricsSnapshot> stages;
-      if (auto* seda = dynamic_cast<const flows::SedaFlow*>(flow.get())) {
-        stages = seda->stageMetrics();
-      } else if (auto* reliable = dynamic_cast<const flows::ReliableFlow*>(flow.get())) {
-        stages = reliable->stageMetrics();
-      }
-      for (const auto& stage : stages) {
-        if (stage.pressure != stages::Pressure::kSaturated) continue;
-        for (const auto& t : targets) {
-          if (stage.name == flow->name() + "/" + t) return true;
-        }
-      }
-    }
-    return false;
   }
 
   void drain(uint64_t id) {
@@ -1189,25 +717,17 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (it == subscribers.end()) return;
     SubscriberLink& sub = it->second;
     if (!sub.link.active()) return;
-    // In flight: unsettled, or not written out yet (in_flight_bound.h).
-    const size_t in_flight =
-        std::max(sub.unsettled.size(), static_cast<size_t>(unsentDeliveries(sub.link)));
-    const int n = sub.in_flight.take(sub.link.credit(), in_flight, sub.outbox->capacity());
+    const int n = sub.deliveries.sendable(sub.link.credit(), unsentDeliveries(sub.link));
     for (OutboxEntry& entry : sub.outbox->take(n)) {
       if (entry.answer) {
         proton::tracker t = sub.link.send(*entry.answer);
-        sent(sub, t, std::move(entry));
+        sub.deliveries.sent(t, std::move(entry), sentSettled(t));
         continue;
       }
       proton::message& m = outgoing;
       messageFromEvent(*entry.event, m);
       if (entry.request.pattern == flows::Pattern::kInOut) {
-        // The provider answers to kReplyAddress with this correlation-id.
-        m.reply_to(kReplyAddress);
-        m.correlation_id(proton::message_id(entry.request.correlation_id));
-        open_requests[entry.request.correlation_id] = entry.request;
-        while (open_requests.size() > kMaxOpenRequests) open_requests.erase(open_requests.begin());
-        counters->provider_requests.fetch_add(1, std::memory_order_relaxed);
+        requests.sendingToProvider(entry.request, m);
       }
       if (entry.delivery_count > 0) {
         m.delivery_count(entry.delivery_count);
@@ -1218,30 +738,13 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
         m.first_acquirer(true);
       }
       proton::tracker t = sub.link.send(m);
-      sent(sub, t, std::move(entry));
+      sub.deliveries.sent(t, std::move(entry), sentSettled(t));
     }
-    Outbox& outbox = *sub.outbox;
-    if (outbox.load() > outbox.lowWater()) return;
-    outbox.stalled = false;
-    if (waiting_publishers == 0) return;
-    for (uint64_t pub_id : outbox.publishers) {
+    if (!sub.outbox->drainedToLowWater() || waiting_publishers == 0) return;
+    for (uint64_t pub_id : sub.outbox->publishers()) {
       auto pub = publishers.find(pub_id);
-      if (pub != publishers.end() && pub->second.waiting) postResume(pub->second);
+      if (pub != publishers.end() && pub->second.hold.waiting()) postResume(pub->second);
     }
-  }
-
-  // A message is out. It is kept until the subscriber settles it — unless it
-  // went pre-settled (an at-most-once subscriber): no outcome comes back for
-  // it, so a journaled delivery is acknowledged now, as the subscriber chose.
-  void sent(SubscriberLink& sub, const proton::tracker& t, OutboxEntry entry) {
-    counters->sent.fetch_add(1, std::memory_order_relaxed);
-    bump(sub.outbox->stats().delivered);
-    if (sentSettled(t)) {
-      if (entry.ack) entry.ack(Status::ok());
-      return;
-    }
-    sub.unsettled.emplace(t, std::move(entry));
-    counters->unsettled.fetch_add(1, std::memory_order_relaxed);
   }
 
   // `detached`: the link went away without being closed (a detach, or its
@@ -1254,11 +757,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (auto pub = publishers.find(key); pub != publishers.end()) {
       admission->linkClosed(pub->second.connection);
       unregisterLink(pub->second.entry);
-      if (pub->second.paused || pub->second.waiting) {
-        counters->paused_links.fetch_sub(1, std::memory_order_relaxed);
-      }
-      if (pub->second.waiting) --waiting_publishers;
-      countCredit(pub->second, 0);
+      if (pub->second.hold.waiting()) --waiting_publishers;
+      pub->second.hold.release();
       // Unsettled messages still waiting for a commit: the client resends them.
       counters->awaiting_commit.fetch_sub(pub->second.awaiting.size(), std::memory_order_relaxed);
       publishers.erase(pub);
@@ -1266,70 +766,31 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (auto sub = subscribers.find(key); sub != subscribers.end()) {
       admission->linkClosed(sub->second.connection);
       unregisterLink(sub->second.entry);
-      if (auto reply = reply_links.find(sub->second.pattern);
-          reply != reply_links.end() && reply->second == key) {
-        reply_links.erase(reply);
-      }
+      requests.releaseReplyAddress(sub->second.pattern, key);
       closeSubscriber(sub->second, detached && sub->second.durable && !shutting_down);
       subscribers.erase(sub);
     }
     if (!shutting_down) relink();
   }
 
-  // What the subscriber had not settled goes back: journaled deliveries to
-  // their flows (which redeliver them, now or when this endpoint comes
-  // back), best-effort ones into a kept outbox.
+  // What the subscriber had not settled goes back
+  // (SubscriberOutbox::returnUnsettled()); a kept subscription is parked.
   void closeSubscriber(SubscriberLink& sub, bool keep) {
     counters->subscriber_links.fetch_sub(1, std::memory_order_relaxed);
-    std::vector<OutboxEntry> unsettled;
-    for (auto& [tracker, entry] : sub.unsettled) unsettled.push_back(std::move(entry));
-    counters->unsettled.fetch_sub(unsettled.size(), std::memory_order_relaxed);
-    sub.unsettled.clear();
+    std::vector<OutboxEntry> unsettled = sub.deliveries.takeUnsettled();
     if (keep) {
-      sub.outbox->unbind();
-      std::vector<OutboxEntry> back;
-      for (auto& entry : unsettled) {
-        if (entry.ack) {
-          entry.ack(Status::unavailable("the AMQP subscriber went away"));
-        } else {
-          back.push_back(std::move(entry));
-        }
-      }
-      sub.outbox->putBack(std::move(back));
-      parked_subscriptions[sub.endpoint] = ParkedSubscription{sub.pattern, sub.outbox, sub.owner};
-      counters->parked_subscriptions.fetch_add(1, std::memory_order_relaxed);
+      subscriptions.park(sub.endpoint, DurableSubscription{sub.pattern, sub.outbox, sub.owner},
+                         std::move(unsettled));
       return;
     }
-    for (auto& entry : unsettled) {
-      if (entry.ack) entry.ack(Status::unavailable("the AMQP subscriber went away"));
-    }
-    if (sub.durable) admission->durableEnded(sub.owner);
-    dropOutbox(*sub.outbox);
-    // Closing: there is nothing to do about an endpoint already gone.
-    if (!sub.endpoint.empty()) (void)context.broker.removeEndpoint(sub.endpoint);
-  }
-
-  // Closes an outbox and gives back the acknowledgements it held; in-out
-  // requests it held fail at once instead of timing out.
-  void dropOutbox(Outbox& outbox) {
-    for (auto& entry : outbox.close()) {
-      if (entry.ack) entry.ack(Status::unavailable("the AMQP subscription ended"));
-      if (entry.request.pattern == flows::Pattern::kInOut) {
-        entry.request.report(flows::Outcome{flows::OutcomeKind::kFault, "",
-                                            Status::unavailable("the AMQP provider went away"),
-                                            nullptr});
-      }
-    }
+    sub.outbox->returnUnsettled(std::move(unsettled), /*keep=*/false);
+    subscriptions.end(sub.endpoint, *sub.outbox, sub.durable ? &sub.owner : nullptr);
   }
 
   void forgetConnection(const proton::connection& c) {
-    auto conn = connections.find(c);
-    if (conn == connections.end()) return;
-    const uint64_t number = conn->second.id;
-    conn->second.waker->close();
-    connections.erase(conn);
-    admission->connectionClosed(number);
-    std::erase_if(sessions, [number](const auto& entry) { return entry.second == number; });
+    const std::optional<uint64_t> closed = connections.close(c);
+    if (!closed) return;
+    const uint64_t number = *closed;
     std::vector<proton::link> links;
     for (const auto& [link, key] : link_ids) {
       auto pub = publishers.find(key);
@@ -1345,9 +806,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   void shutdown() {
     shutting_down = true;
     if (listener_open) listener.stop();
-    std::vector<proton::connection> open;
-    for (const auto& [c, info] : connections) open.push_back(c);
-    for (auto& c : open) {
+    for (proton::connection& c : connections.all()) {
       forgetConnection(c);
       c.close(proton::error_condition("amqp:connection:forced", "the bus is shutting down"));
     }
@@ -1356,31 +815,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // ---- lifecycle thread -------------------------------------------------
 
-  // A link's registry entry (kind endpoint, owned by the listener) whose
-  // metadata are its counters, read when the registry takes a snapshot.
-  // "" when a link of that name already has one (another connection with
-  // the same container id): its counters still count in stats().
+  // A link's registry entry (listener_stats.h); "" when a link of that name
+  // already has one (another connection with the same container id): its
+  // counters still count in stats().
   std::string registerLink(const std::string& container_id, const std::string& link,
                            const char* role, const std::string& address,
                            const std::shared_ptr<LinkCounters>& stats) {
     std::string name = "amqp-link:" + container_id + "/" + link;
-    auto added = context.registry.add(name, router::ComponentKind::kEndpoint, options.name);
-    if (!added) return {};
-    std::shared_ptr<router::ComponentEntry> e = *added;
-    e->setMetadata("role", role);
-    e->setMetadata("address", address);
-    const std::weak_ptr<router::ComponentEntry> weak = e;
-    e->setProbe([weak, stats](router::LiveNumbers& numbers) {
-      auto self = weak.lock();
-      if (!self) return;
-      for (const auto& [key, value] : stats->fields())
-        self->setMetadata(key, std::to_string(value));
-      numbers.delivered = stats->delivered.load(std::memory_order_relaxed) +
-                          stats->accepted.load(std::memory_order_relaxed);
-      numbers.rejected = stats->rejected.load(std::memory_order_relaxed);
-      numbers.failed = stats->released.load(std::memory_order_relaxed);
-    });
-    e->setState(router::ComponentState::kStarted);
+    if (!reportLink(context.registry, name, options.name, role, address, stats)) return {};
     return name;
   }
   void unregisterLink(const std::string& name) {
@@ -1409,21 +851,14 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       closeSubscriber(sub, false);
     }
     subscribers.clear();
-    for (auto& [endpoint, parked] : parked_subscriptions) {
-      dropOutbox(*parked.outbox);
-      (void)context.broker.removeEndpoint(endpoint);  // stopping: gone is fine
-    }
-    counters->parked_subscriptions.fetch_sub(parked_subscriptions.size(),
-                                             std::memory_order_relaxed);
-    parked_subscriptions.clear();
+    subscriptions.endParked();
     for (auto& [id, pub] : publishers) {
       unregisterLink(pub.entry);
-      countCredit(pub, 0);
+      pub.hold.countCredit(0);
     }
     publishers.clear();
     link_ids.clear();
     connections.clear();
-    sessions.clear();
   }
 
   const descriptor::AmqpListener config;
@@ -1435,7 +870,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   const std::shared_ptr<ListenerCounters> counters = std::make_shared<ListenerCounters>();
   // Container thread only (its refusal counts: any thread).
   const std::shared_ptr<AmqpAdmission> admission = std::make_shared<AmqpAdmission>(options.limits);
-  // The sender of what this listener publishes (told apart in Outbox::offer).
+  // The sender of what this listener publishes (told apart in SubscriberOutbox::offer).
   const Symbol sender = Symbol::intern(options.name);
   std::atomic<int> port{0};
 
@@ -1457,64 +892,18 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
   size_t transports = 0;  // open network connections, refused ones included
   uint64_t next_id = 0;
   size_t waiting_publishers = 0;  // publishing links with `waiting` set
-  std::map<proton::connection, ConnectionInfo> connections;
-  std::map<proton::session, uint64_t> sessions;  // admitted, to their connection number
+  ClientConnections connections{admission, counters};
   std::map<proton::link, uint64_t> link_ids;
   std::map<uint64_t, PublisherLink> publishers;
   std::map<uint64_t, SubscriberLink> subscribers;
-  std::map<std::string, ParkedSubscription> parked_subscriptions;  // by endpoint name
-  std::map<std::string, uint64_t> reply_links;        // answer address -> subscribing link
-  std::map<uint64_t, flows::Exchange> open_requests;  // sent to AMQP providers, by correlation id
+  BrokerSubscriptions subscriptions{
+      context.broker, admission, counters,
+      SubscriptionConfig{options.subscriber_buffer, options.durable_buffer, sender, options.name}};
+  RequestRouter requests{counters};  // reply addresses, requests open at AMQP providers
   proton::message outgoing;   // reused for every event sent to a subscriber (its allocations stay)
   std::vector<char> encoded;  // reused to size every message received
   std::shared_ptr<router::ComponentEntry> entry;  // the listener's registry entry
 };
-
-Status Outbox::offer(const flows::Exchange& exchange) {
-  std::lock_guard lock(mu_);
-  if (closed_) return Status::unavailable("amqp subscription closed");
-  // Counted in transit only while a link is bound (see bind()).
-  const bool ours = exchange.sender == sender_ && waker_ != nullptr;
-  const size_t capacity = waker_ ? capacity_ : away_capacity_;
-  if (pending_.size() >= capacity) {
-    counters_->buffer_full.fetch_add(1, std::memory_order_relaxed);
-    if (!waker_) {
-      counters_->parked_overflow.fetch_add(1, std::memory_order_relaxed);
-      bump(stats_->parked_overflow);
-    }
-    // A journaled delivery comes again; a best-effort one is gone.
-    if (ours && !flows::ReliableFlow::deliveringJournaled()) arrived();
-    // Rejected: a reliable flow retries it later without counting a failure.
-    return Status::rejected("amqp subscriber is slow or away: its buffer of " +
-                            std::to_string(capacity) + " events is full");
-  }
-  // A journaled delivery is acknowledged when the subscriber accepts it.
-  std::optional<flows::DeferredAck> ack = flows::ReliableFlow::deferAcknowledgement();
-  OutboxEntry entry{exchange.event, {}, 0, {}, std::nullopt};
-  if (exchange.pattern == flows::Pattern::kInOut) entry.request = exchange;
-  if (ack) {
-    entry.delivery_count = ack->previousDeliveries();
-    entry.ack = std::move(*ack);
-  }
-  const bool count_out = ours && entry.delivery_count == 0;  // a redelivery was counted out
-  pending_.push_back(std::move(entry));
-  // Buffered first, then out of transit: in between, the container thread
-  // may read the load, which must never look lower than it is (it would
-  // grant credit for room that is not there).
-  queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_release);
-  if (count_out) arrived();
-  wake();
-  return Status::ok();
-}
-
-void Outbox::wake() {
-  if (drain_scheduled_ || !waker_) return;
-  AmqpListenerService::Impl* impl = impl_;
-  const uint64_t link = link_;
-  // A closing connection drops the wake-up; the entry waits for the
-  // subscription's next link (or its end).
-  drain_scheduled_ = waker_->add([impl, link] { impl->drain(link); });
-}
 
 AmqpListenerService::AmqpListenerService(descriptor::AmqpListener listener,
                                          AmqpListenerOptions options, ServiceContext& context)

@@ -79,7 +79,7 @@
 //   delivered = sent, failed = released, rejected = rejected + malformed +
 //   messages_too_large; each attached link has an entry
 //   "amqp-link:<client container id>/<link name>" (kind endpoint, owner
-//   `name`) with its own counters (LinkCounters in the .cc).
+//   `name`) with its own counters (LinkCounters).
 // - Security (services/amqp/access_control.h): SASL ANONYMOUS only with
 //   allow-anonymous="true" (then anonymous clients may use any address),
 //   SASL PLAIN against the descriptor's users (salted PBKDF2 hashes), TLS

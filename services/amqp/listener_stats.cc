@@ -83,6 +83,42 @@ std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStat
           {"messages_too_large", s.messages_too_large}};
 }
 
+std::vector<std::pair<const char*, uint64_t>> LinkCounters::fields() const {
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  return {{"accepted", get(accepted)},
+          {"rejected", get(rejected)},
+          {"released", get(released)},
+          {"credit_withheld", get(credit_withheld)},
+          {"delivered", get(delivered)},
+          {"acknowledged", get(acknowledged)},
+          {"not_acknowledged", get(not_acknowledged)},
+          {"redelivered", get(redelivered)},
+          {"parked_overflow", get(parked_overflow)}};
+}
+
+Result<std::shared_ptr<router::ComponentEntry>> reportLink(
+    router::Registry& registry, const std::string& name, const std::string& owner,
+    const std::string& role, const std::string& address,
+    std::shared_ptr<const LinkCounters> counters) {
+  auto added = registry.add(name, router::ComponentKind::kEndpoint, owner);
+  if (!added) return added.status();
+  std::shared_ptr<router::ComponentEntry> entry = *added;
+  entry->setMetadata("role", role);
+  entry->setMetadata("address", address);
+  const std::weak_ptr<router::ComponentEntry> weak = entry;
+  entry->setProbe([weak, counters = std::move(counters)](router::LiveNumbers& numbers) {
+    auto e = weak.lock();
+    if (!e) return;
+    for (const auto& [key, value] : counters->fields()) e->setMetadata(key, std::to_string(value));
+    numbers.delivered = counters->delivered.load(std::memory_order_relaxed) +
+                        counters->accepted.load(std::memory_order_relaxed);
+    numbers.rejected = counters->rejected.load(std::memory_order_relaxed);
+    numbers.failed = counters->released.load(std::memory_order_relaxed);
+  });
+  entry->setState(router::ComponentState::kStarted);
+  return entry;
+}
+
 Result<std::shared_ptr<router::ComponentEntry>> reportListener(
     router::Registry& registry, const std::string& name, const std::string& address,
     std::shared_ptr<const ListenerCounters> counters,

@@ -2,7 +2,8 @@
 
 // The AMQP listener's statistics (services/amqp/amqp_listener.h): the
 // counters it keeps, the plain copy stats() returns, every counter by name,
-// and the listener's registry entry that shows them.
+// and the listener's registry entry that shows them; each link's counters
+// and its own registry entry.
 //
 // ListenerCounters are bumped by the listener's container thread and by its
 // endpoint consumers on router threads, which may still run for a moment
@@ -11,7 +12,7 @@
 // are not among them: AmqpAdmission keeps those, and stats() merges both.
 //
 // Thread-safety: every counter is a relaxed atomic; stats(), statsFields()
-// and the registry entry's probe may run on any thread. A copy is a set of
+// and the registry entries' probes may run on any thread. A copy is a set of
 // independent reads, not a consistent snapshot.
 
 #include <atomic>
@@ -108,6 +109,41 @@ struct ListenerCounters {
   // A copy of every counter, with `admission`'s refusals.
   AmqpListenerStats stats(const AmqpAdmission& admission) const;
 };
+
+// One link's counters, shown in its registry entry "amqp-link:<client
+// container id>/<link name>". A subscription's live in its outbox, so a
+// durable one keeps them while its subscriber is away. Bumped by the
+// container thread and by endpoint consumers on router threads.
+struct LinkCounters {
+  std::atomic<uint64_t> accepted{0};          // publishing: unsettled messages accepted
+  std::atomic<uint64_t> rejected{0};          // publishing: messages rejected
+  std::atomic<uint64_t> released{0};          // publishing: messages released
+  std::atomic<uint64_t> credit_withheld{0};   // publishing: times credit stopped
+  std::atomic<uint64_t> delivered{0};         // subscribing: messages sent
+  std::atomic<uint64_t> acknowledged{0};      // subscribing: accepted by the subscriber
+  std::atomic<uint64_t> not_acknowledged{0};  // subscribing: rejected/released/modified
+  std::atomic<uint64_t> redelivered{0};       // subscribing: sent again
+  std::atomic<uint64_t> parked_overflow{0};   // subscribing: refused while away and full
+
+  // Every counter by name (the link entry's metadata keys).
+  std::vector<std::pair<const char*, uint64_t>> fields() const;
+};
+
+inline void bump(std::atomic<uint64_t>& counter) {
+  counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Adds a link's registry entry `name` (kind endpoint, owned by the listener
+// `owner`): metadata "role" and "address", and a probe that sets every
+// counter of `counters` as metadata and the live numbers delivered =
+// delivered + accepted, rejected, failed = released. Like the listener's,
+// the probe holds the counters and its entry only weakly. Fails as
+// Registry::add() does (a link of that name already has one: another
+// connection with the same container id).
+Result<std::shared_ptr<router::ComponentEntry>> reportLink(
+    router::Registry& registry, const std::string& name, const std::string& owner,
+    const std::string& role, const std::string& address,
+    std::shared_ptr<const LinkCounters> counters);
 
 // Adds the listener's registry entry `name` (kind service, state started):
 // metadata "type" = "amqp-listener" and "address"; a probe that, whenever

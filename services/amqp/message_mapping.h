@@ -49,6 +49,7 @@ namespace cepbus::services::amqp {
 
 inline constexpr char kInvalidField[] = "amqp:invalid-field";
 inline constexpr char kDecodeError[] = "amqp:decode-error";
+inline constexpr char kNotFound[] = "amqp:not-found";
 // A limit of the receiver: here a new event type, attribute name or address
 // beyond the budget of names clients may create (bus/core/wire_names.h).
 inline constexpr char kResourceLimitExceeded[] = "amqp:resource-limit-exceeded";

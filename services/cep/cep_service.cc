@@ -173,6 +173,8 @@ class CepService::Query final {
   void leave();
   // On the detector's thread, inside a detector call.
   void publish(const plugin::Match& match);
+  // The detector's last state() sample into the registry entry (any thread).
+  void publishPartials(const Detection& detection);
 
   QueryStats stats() const;
   uint64_t matches() const { return matches_.load(std::memory_order_relaxed); }
@@ -230,6 +232,7 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
 
   void setDetector(std::unique_ptr<plugin::GuardedDetector> detector) {
     detector_ = std::move(detector);
+    counts_partials_ = detector_->state().has_value();
   }
   // Names the endpoint and makes the stage: once the planner keeps it.
   void open(std::string endpoint);
@@ -274,6 +277,10 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
     s.rejected = rejected_.load(std::memory_order_relaxed);
     s.queued = pending_.load(std::memory_order_acquire);
     s.ran_inline = stage_->metrics().ran_inline;
+    if (counts_partials_) {
+      s.partial_matches = plugin::DetectorState{partials_.load(std::memory_order_relaxed),
+                                                peak_partials_.load(std::memory_order_relaxed)};
+    }
     return s;
   }
   Result<std::string> exportModel(std::string_view format) const {
@@ -294,6 +301,9 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
   stages::StageBatchResult detect(std::span<stages::StageItem> items);
   void detectEvents(std::span<stages::StageItem> items, stages::StageBatchResult& result);
   void detectorFailed(const char* call, const Status& status);
+  // Publishes the detector's state() for readers on other threads; called
+  // under detector_mu_ after each call into it.
+  void sampleState();
   // A stage item that is no event to detect: a flush marker, or one of
   // detaches_' markers.
   bool isControl(const EventPtr& event);
@@ -337,11 +347,14 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
   bool started_ = false;  // control plane only (the service's mutex)
   bool stopped_ = false;  // control plane only
   bool endpoint_added_ = false;
+  bool counts_partials_ = false;  // set by setDetector(): state() is not nullopt
 
   std::atomic<uint64_t> consumed_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> rejected_{0};
-  std::atomic<size_t> pending_{0};  // admitted to the stage, not yet detected
+  std::atomic<size_t> pending_{0};          // admitted to the stage, not yet detected
+  std::atomic<uint64_t> partials_{0};       // state() as of the last call
+  std::atomic<uint64_t> peak_partials_{0};  // its peak
 };
 
 // Turns the specs of one addQueries() call into detections: parses and
@@ -591,10 +604,13 @@ void CepService::Planner::planNamed(const std::string& engine, const Members& me
 
 void CepService::Planner::planAuto(const Members& members, std::vector<Built>& built) {
   if (members.size() == 1) return alone(*members.front(), built);
-  const std::vector<std::string_view> order = plugin::autoCandidates(members.size());
+  std::vector<const pattern::Query*> queries;
+  for (const Prepared* p : members) queries.push_back(&p->query);
+  const plugin::PatternSetShape shape = plugin::shapeOf(queries);
+  const std::vector<std::string_view> order = plugin::autoCandidates(shape);
   Built set;
   auto choice = plugin::chooseEngine(
-      members.size(), [&](std::string_view engine) { return build(engine, members, set); });
+      shape, [&](std::string_view engine) { return build(engine, members, set); });
   if (choice && choice->engine == order.front()) {
     for (Prepared* p : members) p->engine_choice = choice->reason;
     built.push_back(std::move(set));
@@ -646,8 +662,10 @@ void CepService::Planner::alone(Prepared& p, std::vector<Built>& built) {
                              : s.message());
     }
   } else {
-    auto choice = plugin::chooseEngine(
-        1, [&](std::string_view candidate) { return build(candidate, {&p}, own); });
+    const pattern::Query* one = &p.query;
+    auto choice = plugin::chooseEngine(plugin::shapeOf({&one, 1}), [&](std::string_view candidate) {
+      return build(candidate, {&p}, own);
+    });
     if (!choice) return fail(p, choice.status().message());
     p.engine_choice = choice->reason;
   }
@@ -710,6 +728,7 @@ Status CepService::Query::enter(const std::shared_ptr<Query>& self,
     entry_->setMetadata("shared_by", std::to_string(detection->sharedBy()));
   }
   entry_->setMetadata("matches", "0");
+  publishPartials(*detection);
   // The detector's numbers and the matches change on every detection; the
   // registry reads them only when it takes a snapshot, which runs the probe
   // before copying the metadata.
@@ -725,6 +744,7 @@ Status CepService::Query::enter(const std::shared_ptr<Query>& self,
     numbers.failed = s.errors;
     numbers.rejected = s.rejected;
     q->entry_->setMetadata("matches", std::to_string(q->matches()));
+    q->publishPartials(*d);
   });
   entry_->setState(router::ComponentState::kStarted);
   return Status::ok();
@@ -734,8 +754,16 @@ void CepService::Query::leave() {
   if (!entered_) return;
   entered_ = false;
   entry_->setMetadata("matches", std::to_string(matches()));
+  publishPartials(*detection_);
   entry_->setState(router::ComponentState::kStopped);
   context_.registry.remove(entry_name_);
+}
+
+void CepService::Query::publishPartials(const Detection& detection) {
+  const std::optional<plugin::DetectorState> held = detection.stats().partial_matches;
+  if (!held) return;
+  entry_->setMetadata("partial_matches", std::to_string(held->partial_matches));
+  entry_->setMetadata("partial_matches_peak", std::to_string(held->peak_partial_matches));
 }
 
 QueryStats CepService::Query::stats() const {
@@ -825,6 +853,7 @@ void CepService::Detection::stop() {
     // The stage's worker is joined; exportModel() may still come.
     std::lock_guard lock(detector_mu_);
     if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
+    sampleState();
   }
   for (const auto& q : members_) {
     if (q != nullptr) q->leave();
@@ -873,6 +902,7 @@ void CepService::Detection::mute(const Query& query, bool flush) {
   // it); what the slack holds back stays held for the queries that stay.
   if (flush) {
     if (Status s = detector_->flushReleased(); !s) detectorFailed("flush", s);
+    sampleState();
   }
   for (auto& q : members_) {
     if (q.get() == &query) q.reset();
@@ -927,6 +957,7 @@ stages::StageBatchResult CepService::Detection::detect(std::span<stages::StageIt
     if (marker->event == flushMarker()) {
       std::lock_guard lock(detector_mu_);
       if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
+      sampleState();
     } else {
       std::shared_ptr<Detach> request;
       {
@@ -964,6 +995,7 @@ void CepService::Detection::detectEvents(std::span<stages::StageItem> items,
     if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == n) {
       flushed = detector_->flushReleased();
     }
+    sampleState();
   }
   batch_.clear();
   consumed_.fetch_add(n, std::memory_order_relaxed);
@@ -977,6 +1009,14 @@ void CepService::Detection::detectEvents(std::span<stages::StageItem> items,
   // Last: matches of these events are published by now, so an idle query
   // has handed everything on.
   pending_.fetch_sub(n, std::memory_order_acq_rel);
+}
+
+void CepService::Detection::sampleState() {
+  if (!counts_partials_) return;
+  if (const std::optional<plugin::DetectorState> s = detector_->state()) {
+    partials_.store(s->partial_matches, std::memory_order_relaxed);
+    peak_partials_.store(s->peak_partial_matches, std::memory_order_relaxed);
+  }
 }
 
 void CepService::Detection::detectorFailed(const char* call, const Status& status) {

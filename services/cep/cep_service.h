@@ -24,8 +24,9 @@
 // options and slack go to the one detector; flush_when_idle and run_inline
 // drive its stage), and the same engine. Queries naming an engine share
 // with the queries naming it too; the queries saying engine="auto" are
-// decided as a set (plugin::chooseEngine over their count, so 40 of them go
-// to the merged Petri net where one alone goes to the nfa engine), split
+// decided as a set (plugin::chooseEngine over their count and shape, so 40
+// of them go to the merged Petri net where one alone may go to the nfa
+// engine), split
 // only where the preferred engine refuses some of them: those it runs are
 // decided again as a set, the others as a set of their own. So a query goes
 // to a later engine (algebra, which reads a query without CONTEXT as
@@ -97,11 +98,12 @@
 // "<assembly>.<unit>/<query>:detector" has metadata engine (the one that
 // runs it), engine_choice (auto's reason, only under engine="auto"), input,
 // output, text, endpoint (its detector's), shared_by (how many queries its
-// detector was built for, only when more than one) and matches, whose
-// counters are: delivered = events its detector consumed, failed = events
-// it refused or threw on, rejected = events the stage refused under
-// overload. Those three, like QueryStats' consumed, errors, rejected, queued
-// and ran_inline, are the detector's, the same for every query sharing it;
+// detector was built for, only when more than one), matches and, for an
+// engine that counts them (plugin::Detector::state()), partial_matches and
+// partial_matches_peak as of the detector's last call; its counters are: delivered = events its
+// detector consumed, failed = events it refused or threw on, rejected = events the stage refused
+// under overload. Those three and the partial matches, like QueryStats' consumed, errors, rejected,
+// queued, ran_inline and partial_matches, are the detector's, the same for every query sharing it;
 // matches and publish failures are the query's own.
 //
 // Errors at run time never stop a query: an event the detector refuses (out
@@ -112,10 +114,10 @@
 //
 // Thread-safety: the life-cycle calls, addQueries(), addQuery() and
 // removeQuery() may be called from any thread (they are serialized),
-// concurrently with events in flight, but not from inside a delivery of a queueing flow (removing an
-// endpoint waits for its queues). The accessors may be called from any
-// thread. Ownership: owns its queries and detectors (with their stages,
-// endpoints and registry entries); a detector keeps its plugin loaded.
+// concurrently with events in flight, but not from inside a delivery of a queueing flow (removing
+// an endpoint waits for its queues). The accessors may be called from any thread. Ownership: owns
+// its queries and detectors (with their stages, endpoints and registry entries); a detector keeps
+// its plugin loaded.
 
 #include <cstdint>
 #include <memory>
@@ -127,6 +129,7 @@
 #include <vector>
 
 #include "bus/core/descriptor/descriptor.h"
+#include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
 #include "router/component_entry.h"
 #include "services/service.h"
@@ -149,6 +152,9 @@ struct QueryStats {
   uint64_t publish_failures = 0;  // composite events a subscriber refused or failed
   size_t queued = 0;              // events waiting in its stage or being detected
   uint64_t ran_inline = 0;        // events detected on the delivering thread (run_inline)
+  // What its detector holds (plugin::DetectorState) after its last call;
+  // nullopt when the engine does not count.
+  std::optional<plugin::DetectorState> partial_matches;
 };
 
 class CepService final : public Service {

@@ -423,6 +423,11 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
                    {"publish_failures", stats->publish_failures},
                    {"queued", stats->queued},
                    {"ran_inline", stats->ran_inline}};
+        // null, not 0, for an engine that does not count what it holds.
+        entry["partial_matches"] =
+            stats->partial_matches ? json(stats->partial_matches->partial_matches) : json();
+        entry["partial_matches_peak"] =
+            stats->partial_matches ? json(stats->partial_matches->peak_partial_matches) : json();
         if (auto detector = registry_.snapshotOf(info.name + "/" + q + ":detector")) {
           for (const auto& [key, value] : detector->metadata) {
             if (key == "engine" || key == "engine_choice" || key == "input" || key == "output" ||

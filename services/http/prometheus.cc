@@ -348,6 +348,46 @@ void appendHttpListeners(std::string& out,
   }
 }
 
+// What each CEP query's detector holds, read from the metadata of its
+// registry entry (services/cep/cep_service.h), label {name}. A query whose
+// engine does not count has no sample.
+void appendQueryPartials(std::string& out,
+                         const std::vector<router::ComponentSnapshot>& components) {
+  using C = router::ComponentSnapshot;
+  struct Sample {
+    const C* query;
+    uint64_t kept = 0;
+    uint64_t peak = 0;
+  };
+  std::vector<Sample> samples;
+  for (const C& c : components) {
+    Sample s{&c};
+    bool is_query = false;
+    bool counted = false;
+    for (const auto& [key, value] : c.metadata) {
+      const char* end = value.data() + value.size();
+      if (key == "type") {
+        is_query = value == "cep-query";
+      } else if (key == "partial_matches") {
+        counted = std::from_chars(value.data(), end, s.kept).ec == std::errc();
+      } else if (key == "partial_matches_peak") {
+        (void)std::from_chars(value.data(), end, s.peak);
+      }
+    }
+    if (is_query && counted) samples.push_back(s);
+  }
+  const std::function<Labels(const Sample&)> labels = [](const Sample& s) {
+    return Labels{{"name", s.query->name}};
+  };
+  appendFamily<Sample, uint64_t>(
+      out, "cepbus_query_partial_matches", "gauge",
+      "Partial matches the query's detector holds, in its engine's unit.", samples, labels,
+      [](const Sample& s) { return s.kept; });
+  appendFamily<Sample, uint64_t>(out, "cepbus_query_partial_matches_peak", "gauge",
+                                 "The most partial matches the query's detector held at once.",
+                                 samples, labels, [](const Sample& s) { return s.peak; });
+}
+
 }  // namespace
 
 std::string escapeLabelValue(std::string_view value) {
@@ -485,6 +525,7 @@ std::string renderMetrics(const router::Broker& broker, const router::Registry& 
   appendComponents(out, components);
   appendClusterNodes(out, components);
   appendHttpListeners(out, components);
+  appendQueryPartials(out, components);
   appendRoutes(out, broker.routeStats());
   appendFlows(out, flow_metrics);
   appendJournals(out, journals);

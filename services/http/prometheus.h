@@ -29,6 +29,9 @@
 //     cepbus_http_{connections,connections_refused,ws_refused,
 //                  request_timeouts}_total                    counter
 //     cepbus_http_{open_connections,ws_clients}               gauge
+//   CEP queries whose engine counts its partial matches
+//   (plugin::Detector::state()), label {name} (the query's ":detector" entry):
+//     cepbus_query_partial_matches{,_peak}                     gauge
 //   stages (the SEDA stages of the queueing flows), labels {flow, stage}:
 //     cepbus_stage_{offered,processed,failed,rejected,degraded}_total counter
 //     cepbus_stage_{queue_length,capacity,threads}            gauge

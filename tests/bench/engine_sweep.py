@@ -14,7 +14,8 @@ docs/engines.md ("Choosing an engine: auto").
 
     tests/bench/engine_sweep.py --cepbus build/dev/bus/app/cepbus
         [--events 50000] [--counts 1,2,5,10,20,50,100]
-        [--shapes seq2,seq4,kleene,negation,predicates] [--repeat 5] [--seed 7]
+        [--shapes seq2,seq4,kleene,negation,predicates,equal,chain] [--repeat 5]
+        [--seed 7]
         [--clock cpu|wall]
 
 Engines are compared by the process's CPU time during detection (`--clock
@@ -23,8 +24,7 @@ machine it equals the wall time, and on a loaded one it is far steadier);
 `--clock wall` compares wall times.
 
 Every query says CONTEXT unrestricted, so the algebra engine reports every
-match as nfa and petri do (its default, recent, keeps one per end time);
-it refuses NOT inside SEQ, so it has no figure for the negation shape.
+match as nfa and petri do (its default, recent, keeps one per end time).
 """
 import argparse
 import json
@@ -44,7 +44,16 @@ WITHIN = 20
 def shape_query(shape, rng, k):
     """One query of `shape`; `k` and the drawn types make it distinct."""
     t = rng.sample(TYPES, 4)
-    if shape == "seq2":
+    if shape == "equal":
+        # P3's equal-prices pattern: three events of one type, equal on x,
+        # pairwise different on v; nothing filters where a match starts.
+        body = ("SEQ(%s a, %s b, %s c) WHERE a.x = b.x AND b.x = c.x AND a.v != b.v "
+                "AND b.v != c.v AND a.v != c.v AND c.v != %d" % (t[0], t[0], t[0], k))
+    elif shape == "chain":
+        # An equality chain over three types, unfiltered start.
+        body = "SEQ(%s a, %s b, %s c) WHERE a.x = b.x AND b.x = c.x AND c.v != %d" % (
+            t[0], t[1], t[2], k)
+    elif shape == "seq2":
         body = "SEQ(%s a, %s b) WHERE a.x = %d" % (t[0], t[1], k)
     elif shape == "seq4":
         body = "SEQ(%s a, %s b, %s c, %s d) WHERE a.x = %d" % (t[0], t[1], t[2], t[3], k)
@@ -67,7 +76,9 @@ def write_patterns(path, shape, count, seed):
     seen = set()
     with open(path, "w") as f:
         while len(seen) < count:
-            q = shape_query(shape, rng, rng.randrange(10))
+            # Shapes whose k sits in `c.v != k` draw it from v's range, so
+            # that 100 of them can be distinct.
+            q = shape_query(shape, rng, rng.randrange(100 if shape in ("equal", "chain") else 10))
             if q in seen:
                 continue
             seen.add(q)
@@ -122,7 +133,7 @@ def main():
     ap.add_argument("--cepbus", default=os.path.join(ROOT, "build/dev/bus/app/cepbus"))
     ap.add_argument("--events", type=int, default=50000)
     ap.add_argument("--counts", default="1,2,5,10,20,50,100")
-    ap.add_argument("--shapes", default="seq2,seq4,kleene,negation,predicates")
+    ap.add_argument("--shapes", default="seq2,seq4,kleene,negation,predicates,equal,chain")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                     help="compare engines by the process's CPU time or by wall time")

@@ -10,6 +10,7 @@
 // written to crash_restart_results.jsonl in the build folder.
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/mount.h>
 
 #include <algorithm>
@@ -536,18 +537,22 @@ TEST_P(DamagedJournalTest, TheBusRefusesOrSaysWhatItLost) {
   if (damage == std::string("truncated")) {
     std::filesystem::resize_file(journal, size / 2);
   } else if (damage == std::string("record")) {
-    // One record's event loses its "ts": SQLite cannot tell, the bus must.
-    std::string bytes;
-    {
-      std::ifstream in(journal, std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), {});
-    }
-    // In a row of the subscriber's (the query's rows are deleted, yet their
-    // bytes may stay in free pages).
-    const size_t at = bytes.find("\"ts\":", bytes.find("damage-sub/feed"));
-    ASSERT_NE(at, std::string::npos);
-    bytes[at + 2] = '!';
-    std::ofstream(journal, std::ios::binary | std::ios::trunc) << bytes;
+    // One live record of the subscriber's loses its event's "ts": SQLite
+    // cannot tell, the bus must. Through SQLite, so that the damage lands in
+    // a row the bus will read (a byte search can hit a stale copy of a row in
+    // a free page and damage nothing).
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(journal.c_str(), &db), SQLITE_OK);
+    char* error = nullptr;
+    const int rc = sqlite3_exec(db,
+                                "UPDATE pending SET event = replace(event, '\"ts\":', '\"t!\":') "
+                                "WHERE seq = (SELECT min(seq) FROM pending "
+                                "WHERE target LIKE '%damage-sub/feed%')",
+                                nullptr, nullptr, &error);
+    const int changed = sqlite3_changes(db);
+    sqlite3_close(db);
+    ASSERT_EQ(rc, SQLITE_OK) << (error != nullptr ? error : "");
+    ASSERT_EQ(changed, 1);
   } else {
     std::fstream f(journal, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(size / 2));

@@ -67,6 +67,8 @@ Result<std::string> Detector::exportModel(std::string_view format) const {
                                  std::string(format) + "')");
 }
 
+std::optional<DetectorState> Detector::state() const { return std::nullopt; }
+
 Status checkNamedQueries(std::span<const NamedQuery> queries) {
   if (queries.empty()) return Status::invalidArgument("no queries to run");
   std::set<std::string_view> names;
@@ -101,13 +103,18 @@ class FanOutDetector final : public Detector {
   // Labels first: each detector reports to its own, which must outlive it.
   explicit FanOutDetector(std::vector<std::unique_ptr<Label>> labels)
       : labels_(std::move(labels)) {}
-  void add(std::unique_ptr<Detector> detector) { detectors_.push_back(std::move(detector)); }
+  void add(std::unique_ptr<Detector> detector) {
+    counts_ = detector->state().has_value() && (detectors_.empty() || counts_);
+    detectors_.push_back(std::move(detector));
+    kept_.push_back(0);
+  }
 
   Status onEvent(const EventPtr& event) override {
     Status first = Status::ok();
-    for (const auto& d : detectors_) {
-      Status s = d->onEvent(event);
+    for (size_t i = 0; i < detectors_.size(); ++i) {
+      Status s = detectors_[i]->onEvent(event);
       if (!s && first) first = std::move(s);
+      sample(i);
     }
     return first;
   }
@@ -115,24 +122,46 @@ class FanOutDetector final : public Detector {
   // come query by query (each query's in event order), not event by event.
   Status onEvents(std::span<const EventPtr> events) override {
     Status first = Status::ok();
-    for (const auto& d : detectors_) {
-      Status s = d->onEvents(events);
+    for (size_t i = 0; i < detectors_.size(); ++i) {
+      Status s = detectors_[i]->onEvents(events);
       if (!s && first) first = std::move(s);
+      sample(i);
     }
     return first;
   }
   Status flush() override {
     Status first = Status::ok();
-    for (const auto& d : detectors_) {
-      Status s = d->flush();
+    for (size_t i = 0; i < detectors_.size(); ++i) {
+      Status s = detectors_[i]->flush();
       if (!s && first) first = std::move(s);
+      sample(i);
     }
     return first;
   }
+  // Counted only when every query's detector counts: a partial sum would
+  // pass for the whole.
+  std::optional<DetectorState> state() const override {
+    if (!counts_) return std::nullopt;
+    return DetectorState{total_, peak_};
+  }
 
  private:
+  // Brings detector i's share of the total up to date.
+  void sample(size_t i) {
+    if (!counts_) return;
+    const std::optional<DetectorState> s = detectors_[i]->state();
+    const uint64_t now = s ? s->partial_matches : 0;
+    total_ = total_ - kept_[i] + now;
+    kept_[i] = now;
+    peak_ = std::max(peak_, total_);
+  }
+
   std::vector<std::unique_ptr<Label>> labels_;  // declared first: outlive the detectors
   std::vector<std::unique_ptr<Detector>> detectors_;
+  std::vector<uint64_t> kept_;  // per detector, as last sampled
+  bool counts_ = false;
+  uint64_t total_ = 0;
+  uint64_t peak_ = 0;
 };
 
 }  // namespace

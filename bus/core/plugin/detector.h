@@ -12,9 +12,11 @@
 // RETURN clause, made on demand so that a sink that only needs the bound
 // events (counting, printing timestamps) costs no allocation per match.
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -123,6 +125,24 @@ class DetectorOptions {
   std::filesystem::path base_dir_;
 };
 
+// How much matching state a detector holds: what grows with the stream and
+// what PROBABILITY >= p and the window prune. The unit is the engine's own,
+// so compare figures of one engine only (docs/engines.md, "Partial matches
+// kept"): the nfa engine counts the events in its active instance stacks,
+// the algebra engine the operand instances it keeps between ticks, the petri
+// engine the tokens in its places. Events an engine holds only to negate
+// (inhibitor places, negation stacks) and events waiting for their tick or
+// for the reorder slack are not partial matches and are not counted.
+struct DetectorState {
+  // Held now, after the last call returned.
+  uint64_t partial_matches = 0;
+  // The most held at once since the detector was made. A detector made of
+  // several (PARTITION BY, the default createMany()) samples the sum of its
+  // parts after each call into one, so a part's peak inside a call may go
+  // beyond it.
+  uint64_t peak_partial_matches = 0;
+};
+
 // One detector instance: a compiled query plus its run-time state.
 //
 // Thread safety: none; a detector is driven by one thread at a time
@@ -161,6 +181,12 @@ class Detector {
   // an engine without a model or an unknown format. Called on the thread
   // that drives the detector (or with that thread excluded).
   virtual Result<std::string> exportModel(std::string_view format) const;
+  // The state it holds now (see DetectorState), for monitoring: cheap enough
+  // to call after every batch, so engines keep the count as they go rather
+  // than walk their state. std::nullopt for an engine that does not count
+  // (the default), which is not the same as holding nothing. Called on the
+  // thread that drives the detector (or with that thread excluded).
+  virtual std::optional<DetectorState> state() const;
 };
 
 // One query of a multi-pattern detector, named for the labels of its matches.

@@ -2,12 +2,17 @@
 
 // engine="auto": which engine runs a query or a set of queries.
 //
-// The rule (docs/engines.md, "Choosing an engine: auto"): for a few patterns
-// one NFA detector per pattern (nfa) is fastest; from kMergeFromPatterns
-// patterns on, the petri engine's merged net, which shares the work of
-// patterns with common parts, is. Those two are tried first in that order,
-// then algebra (which alone runs its own operators and CONTEXT recent), then
-// join (which alone joins uncertain streams). What an engine accepts is not
+// The rule (docs/engines.md, "Choosing an engine: auto"), as
+// tests/bench/engine_sweep.py measures it: from kMergeFromPatterns patterns
+// on, the petri engine's merged net, which shares the work of patterns with
+// common parts, is fastest. For a single pattern it depends on where the
+// pattern is selective: when a predicate over the first variable alone
+// narrows which events can start a match (`a.x = 3`), one Petri net is
+// fastest (its first transition drops the others before any partial match
+// exists); otherwise one NFA is (its stacks hold every candidate and
+// construction pays only for complete sequences). Those two are tried first
+// in that order, then algebra (which alone runs its own operators and
+// CONTEXT recent), then join (which alone joins uncertain streams). What an engine accepts is not
 // listed here: each candidate is asked, in order, whether it runs the
 // queries (its DetectorFactory::create refuses what it cannot run), and the
 // first that accepts is chosen. So the rule stays right when an engine
@@ -18,10 +23,12 @@
 
 #include <cstddef>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bus/core/pattern/ast.h"
 #include "bus/core/status.h"
 
 namespace cepbus::plugin {
@@ -34,8 +41,19 @@ inline constexpr std::string_view kAutoEngine = "auto";
 // docs/engines.md for its table).
 inline constexpr size_t kMergeFromPatterns = 2;
 
-// The engines auto asks for a set of `patterns` queries, best first.
-std::vector<std::string_view> autoCandidates(size_t patterns);
+// What the rule reads off a set of queries.
+struct PatternSetShape {
+  size_t patterns = 0;
+  // Every pattern's first variable is narrowed by a WHERE conjunct that
+  // mentions it alone (`a.x = 3`, `a.price > 100`).
+  bool filtered_start = false;
+};
+
+// The shape of a set of one or more queries.
+PatternSetShape shapeOf(std::span<const pattern::Query* const> queries);
+
+// The engines auto asks for a set of queries of `shape`, best first.
+std::vector<std::string_view> autoCandidates(const PatternSetShape& shape);
 
 // The engine auto picked and why, for people: the log, /api/queries,
 // `cepbus match`. E.g. {"petri", "auto: 40 patterns, merged net from 2"}.
@@ -49,10 +67,10 @@ struct EngineChoice {
 // it made for an accepting engine, so the caller builds the detector once.
 using EngineProbe = std::function<Status(std::string_view engine)>;
 
-// Probes autoCandidates(patterns) in order and returns the first that
+// Probes autoCandidates(shape) in order and returns the first that
 // accepts, with the reason: the rule that preferred it, and each refusal of
 // a preferred engine it passed over. InvalidArgument naming every
 // candidate's refusal when none accepts.
-Result<EngineChoice> chooseEngine(size_t patterns, const EngineProbe& probe);
+Result<EngineChoice> chooseEngine(const PatternSetShape& shape, const EngineProbe& probe);
 
 }  // namespace cepbus::plugin

@@ -87,4 +87,13 @@ Result<std::string> GuardedDetector::exportModel(std::string_view format) const 
   }
 }
 
+std::optional<DetectorState> GuardedDetector::state() const noexcept {
+  try {
+    return inner_->state();
+  } catch (...) {
+    exceptions_.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+}
+
 }  // namespace cepbus::plugin

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,8 @@ class GuardedDetector final : public Detector {
   // (ReorderingDetector::flushReleased()); flush() without one.
   Status flushReleased() noexcept;
   Result<std::string> exportModel(std::string_view format) const noexcept override;
+  // The inner detector's; std::nullopt (and an exception counted) when it throws.
+  std::optional<DetectorState> state() const noexcept override;
 
   // How many calls ended in an exception.
   uint64_t exceptionCount() const { return exceptions_.load(std::memory_order_relaxed); }

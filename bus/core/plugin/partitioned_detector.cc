@@ -93,14 +93,23 @@ Result<std::unique_ptr<PartitionedDetector>> PartitionedDetector::create(
 
 PartitionedDetector::PartitionedDetector(std::vector<Symbol> attrs, std::optional<Timestamp> window,
                                          MakeDetector make, std::unique_ptr<Detector> model)
-    : attrs_(std::move(attrs)), window_(window), make_(std::move(make)), model_(std::move(model)) {}
+    : attrs_(std::move(attrs)),
+      window_(window),
+      make_(std::move(make)),
+      model_(std::move(model)),
+      counts_(model_->state().has_value()) {}
 
 Status PartitionedDetector::onEvent(const EventPtr& event) {
   if (event->ts() < now_) return late(*event);
   Status first = advanceTo(event->ts());
   Status made;
   Partition* p = partitionOf(*event, made);
-  keepFirst(first, p != nullptr ? p->detector->onEvent(event) : std::move(made));
+  if (p == nullptr) {
+    keepFirst(first, std::move(made));
+    return first;
+  }
+  keepFirst(first, p->detector->onEvent(event));
+  sample(*p);
   return first;
 }
 
@@ -128,6 +137,7 @@ Status PartitionedDetector::onEvents(std::span<const EventPtr> events) {
       ++end;
     }
     keepFirst(first, p->detector->onEvents(events.subspan(i, end - i)));
+    sample(*p);
     i = end;
   }
   return first;
@@ -139,12 +149,27 @@ Status PartitionedDetector::flush() {
   for (auto& [key, p] : partitions_) {
     p.touched = false;
     keepFirst(first, p.detector->flush());
+    sample(p);
   }
   return first;
 }
 
 Result<std::string> PartitionedDetector::exportModel(std::string_view format) const {
   return model_->exportModel(format);
+}
+
+std::optional<DetectorState> PartitionedDetector::state() const {
+  if (!counts_) return std::nullopt;
+  return DetectorState{kept_, peak_};
+}
+
+void PartitionedDetector::sample(Partition& p) {
+  if (!counts_) return;
+  const std::optional<DetectorState> s = p.detector->state();
+  const uint64_t now = s ? s->partial_matches : 0;
+  kept_ = kept_ - p.kept + now;
+  p.kept = now;
+  peak_ = std::max(peak_, kept_);
 }
 
 Status PartitionedDetector::late(const Event& event) const {
@@ -196,6 +221,7 @@ Status PartitionedDetector::flushTouched() {
   for (Partition* p : touched_) {
     p->touched = false;
     keepFirst(first, p->detector->flush());
+    sample(*p);
   }
   touched_.clear();
   return first;
@@ -203,8 +229,11 @@ Status PartitionedDetector::flushTouched() {
 
 void PartitionedDetector::dropQuiet() {
   // Called with touched_ empty, so no pointer into a dropped partition remains.
-  std::erase_if(partitions_,
-                [&](const auto& entry) { return entry.second.newest < now_ - *window_; });
+  std::erase_if(partitions_, [&](const auto& entry) {
+    if (entry.second.newest >= now_ - *window_) return false;
+    kept_ -= entry.second.kept;
+    return true;
+  });
 }
 
 Result<std::unique_ptr<Detector>> createPartitioned(const DetectorFactory& engine,

@@ -74,6 +74,10 @@ class PartitionedDetector final : public Detector {
   Status flush() override;
   // The model of the query as one partition runs it.
   Result<std::string> exportModel(std::string_view format) const override;
+  // The sum over the live partitions, kept up to date after each call into
+  // one (a dropped partition's state goes with it); std::nullopt when the
+  // engine does not count.
+  std::optional<DetectorState> state() const override;
 
   // Partitions alive now (for tests and memory accounting).
   size_t partitionCount() const { return partitions_.size(); }
@@ -83,6 +87,7 @@ class PartitionedDetector final : public Detector {
     std::unique_ptr<Detector> detector;
     Timestamp newest = INT64_MIN;
     bool touched = false;  // in touched_
+    uint64_t kept = 0;     // its partial matches, as last sampled
   };
   struct KeyHash {
     size_t operator()(const std::vector<Value>& key) const;
@@ -105,6 +110,8 @@ class PartitionedDetector final : public Detector {
   Partition* partitionOf(const Event& event, Status& error);
   Status flushTouched();
   void dropQuiet();
+  // Brings p's share of kept_ up to date after a call into its detector.
+  void sample(Partition& p);
 
   const std::vector<Symbol> attrs_;
   const std::optional<Timestamp> window_;
@@ -115,6 +122,9 @@ class PartitionedDetector final : public Detector {
   std::vector<Value> key_;           // scratch
   Timestamp now_ = INT64_MIN;
   Timestamp next_drop_ = INT64_MIN;
+  const bool counts_;  // the engine's detectors report state()
+  uint64_t kept_ = 0;  // the partitions' partial matches
+  uint64_t peak_ = 0;
 };
 
 // What an engine's create() returns for a query with PARTITION BY: a

@@ -26,7 +26,8 @@
 // 3: Detector::onEvents() added (a batch of events per call).
 // 4: DetectorFactory::options() added (the engine options, for `cepbus plugins`).
 // 5: DetectorFactory::notices() added (what an engine's defaults do to a query).
-#define CEPBUS_PLUGIN_ABI_VERSION 5u
+// 6: Detector::state() added (the partial matches a detector holds).
+#define CEPBUS_PLUGIN_ABI_VERSION 6u
 
 #define CEPBUS_PLUGIN_STR2(x) #x
 #define CEPBUS_PLUGIN_STR(x) CEPBUS_PLUGIN_STR2(x)

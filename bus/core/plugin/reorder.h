@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -87,6 +88,8 @@ class ReorderingDetector final : public Detector {
   Result<std::string> exportModel(std::string_view format) const override {
     return inner_->exportModel(format);
   }
+  // The inner detector's: events the slack holds back are no partial matches.
+  std::optional<DetectorState> state() const override { return inner_->state(); }
 
  private:
   std::unique_ptr<Detector> inner_;

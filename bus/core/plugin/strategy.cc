@@ -247,6 +247,8 @@ class StrategyDetector final : public Detector {
   Result<std::string> exportModel(std::string_view format) const override {
     return engine_->exportModel(format);
   }
+  // The engine's: the events a selector keeps are not partial matches.
+  std::optional<DetectorState> state() const override { return engine_->state(); }
 
  private:
   class Single final : public MatchSink {

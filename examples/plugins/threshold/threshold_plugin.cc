@@ -19,7 +19,9 @@
 // report matches to the sink; export the two C entry points with
 // CEPBUS_DEFINE_PLUGIN. It includes only the installed SDK headers.
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -144,6 +146,7 @@ class ThresholdDetector final : public plugin::Detector {
   Status onEvent(const EventPtr& event) override {
     if (event->type() != plan_->type || !qualifies(*event)) return Status::ok();
     kept_.push_back(event);
+    peak_kept_ = std::max<uint64_t>(peak_kept_, kept_.size());
     if (plan_->within) {
       while (event->ts() - kept_.front()->ts() > *plan_->within) kept_.pop_front();
     }
@@ -165,6 +168,13 @@ class ThresholdDetector final : public plugin::Detector {
   // Nothing is pending: an alert is reported as soon as it is complete.
   Status flush() override { return Status::ok(); }
 
+  // The qualifying events kept towards the next alert are its partial
+  // matches (the host shows them per query; optional: the default says the
+  // engine does not count).
+  std::optional<plugin::DetectorState> state() const override {
+    return plugin::DetectorState{kept_.size(), peak_kept_};
+  }
+
  private:
   bool qualifies(const Event& event) const {
     pattern::SlotBinding binding;
@@ -180,6 +190,7 @@ class ThresholdDetector final : public plugin::Detector {
   plugin::MatchSink& sink_;
   Composer composer_;
   std::deque<EventPtr> kept_;
+  uint64_t peak_kept_ = 0;
 };
 
 void registerFactories(plugin::FactoryRegistrar& registrar) {

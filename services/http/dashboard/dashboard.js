@@ -127,9 +127,12 @@
       if (q.engine_choice) notes.push(q.engine_choice);
       if (q.shared_by) notes.push("one detector for " + q.shared_by + " queries: " + q.endpoint);
       if (notes.length) engine.title = notes.join("; ");
+      // null: the engine does not count what it holds.
+      const held = td(q.partial_matches == null ? "-" : fmt(q.partial_matches), "num");
+      if (q.partial_matches_peak != null) held.title = "peak " + fmt(q.partial_matches_peak);
       const row = el("tr", { class: "clickable" }, name, engine,
                      td((q.input || "?") + " \u2192 " + (q.output || "?"), "io"), td(fmt(q.consumed), "num"),
-                     td(fmt(q.matches), "num"), td(fmt(rate(key, q.matches, seconds)), "num"));
+                     td(fmt(q.matches), "num"), td(fmt(rate(key, q.matches, seconds)), "num"), held);
       if (state.selected && state.selected.service === q.service && state.selected.name === q.name) {
         row.classList.add("selected");
       }

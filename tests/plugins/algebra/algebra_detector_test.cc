@@ -7,8 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "bus/core/pattern/parser.h"
 #include "plugins/algebra/algebra_plan.h"
@@ -82,6 +85,63 @@ TEST(AlgebraDetectorState, ReportsATickWhenItClosesAndRejectsOutOfOrderEvents) {
   EXPECT_FALSE(d.onEvent(EventBuilder("B").at(2).build()).isOk());
   ASSERT_TRUE(d.flush().isOk());
   EXPECT_EQ(sink.matches, 2u);
+}
+
+std::unique_ptr<AlgebraDetector> detector(const std::string& query, plugin::MatchSink& sink) {
+  auto q = pattern::parseQuery(query);
+  EXPECT_TRUE(q.isOk()) << q.status().message();
+  auto plan = compilePlan(*q, plugin::DetectorOptions());
+  EXPECT_TRUE(plan.isOk()) << plan.status().message();
+  return std::make_unique<AlgebraDetector>(*plan, sink);
+}
+
+uint64_t kept(const AlgebraDetector& d) {
+  const std::optional<plugin::DetectorState> s = d.state();
+  EXPECT_TRUE(s.has_value());
+  return s ? s->partial_matches : 0;
+}
+
+EventPtr at(const char* type, Timestamp ts, double prob = 1) {
+  return EventBuilder(type).at(ts).probability(prob).build();
+}
+
+// SEQ(A, B, C) is (A ; B) ; C: the first operator keeps the A instances for a
+// later B, the second the A;B instances for a later C.
+TEST(AlgebraDetectorState, StateCountsTheOperandInstancesKeptBetweenTicks) {
+  CountingSink sink;
+  auto d = detector("PATTERN SEQ(A a, B b, C c) WITHIN 8 CONTEXT unrestricted", sink);
+  EXPECT_EQ(kept(*d), 0u);
+  ASSERT_TRUE(d->onEvent(at("A", 1)));
+  ASSERT_TRUE(d->onEvent(at("A", 2)));
+  // The tick of ts 2 is still open: only a1 is counted.
+  EXPECT_EQ(kept(*d), 1u);
+  ASSERT_TRUE(d->onEvent(at("B", 3)));
+  ASSERT_TRUE(d->flush());
+  EXPECT_EQ(kept(*d), 4u);  // a1, a2; a1;b3, a2;b3
+  EXPECT_EQ(kept(*d), d->retainedInstances());
+  // Past the window the next B and C let go of all of them.
+  ASSERT_TRUE(d->onEvent(at("B", 100)));
+  ASSERT_TRUE(d->onEvent(at("C", 101)));
+  ASSERT_TRUE(d->flush());
+  EXPECT_EQ(sink.matches, 0u);
+  EXPECT_EQ(kept(*d), 0u);
+  EXPECT_EQ(d->state()->peak_partial_matches, 4u);
+}
+
+// Under unrestricted semantics an instance less likely than the bound never
+// enters an operand's state.
+TEST(AlgebraDetectorState, ProbabilityBoundKeepsFewerInstances) {
+  const std::vector<EventPtr> events = {at("A", 1, 0.5), at("A", 2, 0.95), at("B", 3, 0.95)};
+  CountingSink all_sink, likely_sink;
+  auto all = detector("PATTERN SEQ(A a, B b, C c) WITHIN 8 CONTEXT unrestricted", all_sink);
+  auto likely = detector(
+      "PATTERN SEQ(A a, B b, C c) WITHIN 8 PROBABILITY >= 0.9 CONTEXT unrestricted", likely_sink);
+  ASSERT_TRUE(all->onEvents(events));
+  ASSERT_TRUE(all->flush());
+  ASSERT_TRUE(likely->onEvents(events));
+  ASSERT_TRUE(likely->flush());
+  EXPECT_EQ(kept(*all), 4u);
+  EXPECT_EQ(kept(*likely), 2u);  // a2 and a2;b3 (0.9025)
 }
 
 }  // namespace

@@ -1,6 +1,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "bus/core/plugin/guarded_detector.h"
 #include "tests/plugins/nfa/nfa_test_support.h"
 
 namespace cepbus::plugins::nfa::testing {
@@ -280,6 +285,82 @@ TEST(NfaTest, ClusteredMatchesRespectEachMembersWindow) {
   const TsList expected = {{1, 3, 10}, {1, 3, 11}, {2, 3, 10}, {2, 3, 11}, {2, 3, 12}};
   EXPECT_EQ(matchTs(q, "a1 a2 b3 d10 d11 d12", kPerEvent), expected);
   EXPECT_EQ(matchTs(q, "a1 a2 b3 d10 d11 d12", kBatched), expected);
+}
+
+std::unique_ptr<plugin::GuardedDetector> nfaDetector(const std::string& query, CollectingSink& sink,
+                                                     const std::vector<std::string>& options = {}) {
+  auto q = pattern::parseQuery(query);
+  EXPECT_TRUE(q.isOk()) << q.status().message();
+  auto d = nfaPlugin()->createDetector("nfa", *q, *plugin::DetectorOptions::parse(options), sink);
+  EXPECT_TRUE(d.isOk()) << d.status().message();
+  return std::move(d).value();
+}
+
+uint64_t held(const plugin::Detector& d) {
+  const std::optional<plugin::DetectorState> s = d.state();
+  EXPECT_TRUE(s.has_value());
+  return s ? s->partial_matches : 0;
+}
+
+// The stacks of P2's example: a1, b3, a4, b6 wait for a D; c2 and c8 are of
+// no element. skip_till_any_match looks at an accepting event once: per-event
+// construction drops each D at once, batched construction at the batch
+// boundary (ts 9 here) or flush(), so it held six at most.
+TEST(NfaTest, StateCountsTheEventsInTheStacksUntilTheyExpire) {
+  for (const auto& [options, peak] : {std::pair{kPerEvent, 4u}, std::pair{kBatched, 6u}}) {
+    SCOPED_TRACE(options.front());
+    CollectingSink sink;
+    auto d = nfaDetector("PATTERN SEQ(A a, B b, D d) WITHIN 8", sink, options);
+    EXPECT_EQ(held(*d), 0u);
+    const std::vector<EventPtr> events = letters(kP2Stream);
+    ASSERT_TRUE(d->onEvents(std::span(events).first(3)));  // a1 c2 b3
+    EXPECT_EQ(held(*d), 2u);
+    ASSERT_TRUE(d->onEvents(std::span(events).subspan(3)));
+    ASSERT_TRUE(d->flush());
+    EXPECT_EQ(sink.matches.size(), kP2Matches.size());
+    EXPECT_EQ(held(*d), 4u);
+    // Beyond the window every one of them expires; only the new A is held.
+    ASSERT_TRUE(d->onEvent(EventBuilder("A").at(20).build()));
+    EXPECT_EQ(held(*d), 1u);
+    EXPECT_EQ(d->state()->peak_partial_matches, peak);
+    // A B with no A before it in the window starts nothing.
+    ASSERT_TRUE(d->onEvent(EventBuilder("B").at(40).build()));
+    EXPECT_EQ(held(*d), 0u);
+  }
+}
+
+TEST(NfaTest, StateCountsEveryPartition) {
+  std::vector<EventPtr> events;
+  int ts = 0;
+  for (const char* spec : {"Ax", "Ay", "By", "Bx", "Dx", "Bz", "Dz"}) {
+    events.push_back(
+        EventBuilder(std::string(1, spec[0])).at(++ts).set("sym", Value(spec + 1)).build());
+  }
+  CollectingSink sink;
+  auto d = nfaDetector("PATTERN SEQ(A a, B b, D d) WITHIN 10 PARTITION BY sym", sink);
+  ASSERT_TRUE(d->onEvents(events));
+  // x: A, B and D, which waits for batched construction; y: A, B; z: a B
+  // and a D with nothing before them.
+  EXPECT_EQ(held(*d), 5u);
+  ASSERT_TRUE(d->flush());
+  EXPECT_EQ(held(*d), 4u);
+}
+
+// An event less likely than the bound never enters a stack: no match can
+// contain it.
+TEST(NfaTest, ProbabilityBoundKeepsFewerEventsInTheStacks) {
+  const std::vector<EventPtr> events = {EventBuilder("A").at(1).probability(0.5).build(),
+                                        EventBuilder("A").at(2).probability(0.95).build(),
+                                        EventBuilder("B").at(3).probability(0.5).build(),
+                                        EventBuilder("B").at(4).probability(0.95).build()};
+  CollectingSink all_sink, likely_sink;
+  auto all = nfaDetector("PATTERN SEQ(A a, B b, D d) WITHIN 8", all_sink);
+  auto likely = nfaDetector("PATTERN SEQ(A a, B b, D d) WITHIN 8 PROBABILITY >= 0.9", likely_sink);
+  ASSERT_TRUE(all->onEvents(events));
+  ASSERT_TRUE(likely->onEvents(events));
+  EXPECT_EQ(held(*all), 4u);
+  EXPECT_EQ(held(*likely), 2u);
+  EXPECT_EQ(likely->state()->peak_partial_matches, 2u);
 }
 
 }  // namespace

@@ -8,9 +8,11 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "bus/core/pattern/parser.h"
+#include "bus/core/plugin/guarded_detector.h"
 #include "bus/core/plugin/plugin_loader.h"
 #include "tests/plugins/petri/petri_test_support.h"
 
@@ -518,6 +520,71 @@ TEST(PetriDetector, CompositesEqualTheNfaEngines) {
   ASSERT_TRUE(run("nfa", q, events, n));
   ASSERT_FALSE(p.composites.empty());
   EXPECT_EQ(composites(p, {"a_x", "c_x", "bt"}), composites(n, {"a_x", "c_x", "bt"}));
+}
+
+std::unique_ptr<plugin::GuardedDetector> petriDetector(const std::string& query,
+                                                       CollectingSink& sink) {
+  auto q = pattern::parseQuery(query);
+  EXPECT_TRUE(q.isOk()) << q.status().message();
+  auto d = load("petri")->createDetector("petri", *q, plugin::DetectorOptions(), sink);
+  EXPECT_TRUE(d.isOk()) << d.status().message();
+  return std::move(d).value();
+}
+
+uint64_t tokens(const plugin::Detector& d) {
+  const std::optional<plugin::DetectorState> s = d.state();
+  EXPECT_TRUE(s.has_value());
+  return s ? s->partial_matches : 0;
+}
+
+EventPtr uncertain(const char* type, Timestamp ts, double prob) {
+  return EventBuilder(type).at(ts).probability(prob).build();
+}
+
+// SEQ(A, B, C) keeps tokens in two places, <a> and <a;b>; the last
+// transition's tokens are matches, not kept. A place's tokens expire when
+// its consumer fires past the window.
+TEST(PetriDetector, StateCountsTheTokensInThePlaces) {
+  CollectingSink sink;
+  auto d = petriDetector("PATTERN SEQ(A a, B b, C c) WITHIN 8", sink);
+  EXPECT_EQ(tokens(*d), 0u);
+  ASSERT_TRUE(d->onEvent(ev("A", 1)));
+  ASSERT_TRUE(d->onEvent(ev("A", 2)));
+  ASSERT_TRUE(d->onEvent(ev("B", 3)));
+  EXPECT_EQ(tokens(*d), 4u);  // a1, a2; a1;b3, a2;b3
+  ASSERT_TRUE(d->onEvent(ev("B", 100)));
+  EXPECT_EQ(tokens(*d), 2u);  // <a> expired when B fired
+  ASSERT_TRUE(d->onEvent(ev("C", 101)));
+  EXPECT_EQ(tokens(*d), 0u);
+  EXPECT_TRUE(sink.matches.empty());
+  EXPECT_EQ(d->state()->peak_partial_matches, 4u);
+}
+
+TEST(PetriDetector, ProbabilityBoundKeepsFewerTokens) {
+  const std::vector<EventPtr> events = {uncertain("A", 1, 0.5), uncertain("A", 2, 0.95),
+                                        uncertain("B", 3, 0.95)};
+  CollectingSink all_sink, likely_sink;
+  auto all = petriDetector("PATTERN SEQ(A a, B b, C c) WITHIN 8", all_sink);
+  auto likely =
+      petriDetector("PATTERN SEQ(A a, B b, C c) WITHIN 8 PROBABILITY >= 0.9", likely_sink);
+  ASSERT_TRUE(all->onEvents(events));
+  ASSERT_TRUE(likely->onEvents(events));
+  EXPECT_EQ(tokens(*all), 4u);
+  EXPECT_EQ(tokens(*likely), 2u);  // a2 and a2;b3 (0.9025)
+}
+
+// One net per partition: the partitioned detector adds theirs up.
+TEST(PetriDetector, StateAddsUpThePartitionsNets) {
+  CollectingSink sink;
+  auto d = petriDetector("PATTERN SEQ(A a, B b, C c) WITHIN 8 PARTITION BY x", sink);
+  ASSERT_TRUE(d->onEvent(ev("A", 1, 1)));
+  ASSERT_TRUE(d->onEvent(ev("A", 2, 2)));
+  ASSERT_TRUE(d->onEvent(ev("B", 3, 1)));
+  EXPECT_EQ(tokens(*d), 3u);  // x=1: a1, a1;b3; x=2: a2
+  // Both partitions are quiet for longer than the window: dropped.
+  ASSERT_TRUE(d->onEvent(ev("A", 50, 3)));
+  EXPECT_EQ(tokens(*d), 1u);
+  EXPECT_EQ(d->state()->peak_partial_matches, 3u);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 
@@ -582,6 +583,51 @@ TEST(PetriNet, SharedTransitionsKeepTokensForTheLowestProbabilityBound) {
   }
   EXPECT_EQ(loose.sorted(), (Matches{{1, 2, 3}, {1, 2, 6}, {1, 5, 6}, {4, 5, 6}}));
   EXPECT_EQ(strict.sorted(), (Matches{{1, 5, 6}, {4, 5, 6}}));  // 1-2-x have probability 1/4
+}
+
+// heldTokens() is counted as tokens are placed, consumed and expire; it must
+// agree with a walk of the places after every event, under every policy,
+// with negations, Kleene loops, conjunctions and probability bounds, and
+// across adding and removing patterns.
+TEST(PetriNet, HeldTokensAgreeWithTheTokensInThePlaces) {
+  const std::vector<std::pair<std::string, const char*>> extra = {
+      {"PATTERN SEQ(A a, NOT(B n), C c) WHERE n.x = a.x WITHIN 6", "feedback"},
+      {"PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x >= a.x WITHIN 5", "feedback"},
+      {"PATTERN AND(SEQ(A a, B b), C c) WHERE a.x = b.x WITHIN 6", "feedback"},
+      {"PATTERN SEQ(A a, B b, C c) WITHIN 8 PROBABILITY >= 0.5", "feedback"},
+      {"PATTERN SEQ(A a, B b) WITHIN 4", "conflict"},
+      {"PATTERN SEQ(B b, C c) WITHIN 4", "conflict"},
+      {"PATTERN SEQ(A a, C c, A d) WITHIN 7", "concurrency"},
+  };
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 4; ++round) {
+    PetriNet net;
+    std::vector<RandomPattern> family = patternFamily(rng, 6);
+    // Windows keep the places small enough to walk after every event.
+    for (RandomPattern& p : family) p.within = std::min<int64_t>(p.within.value_or(6), 6);
+    std::vector<CollectingSink> sinks(family.size() + extra.size());
+    for (size_t i = 0; i < family.size(); ++i) {
+      ASSERT_TRUE(net.addPattern("r" + std::to_string(i), parse(family[i].text()), sinks[i]));
+    }
+    for (size_t i = 0; i < extra.size(); ++i) {
+      ASSERT_TRUE(net.addPattern("e" + std::to_string(i), compiled(extra[i].first, extra[i].second),
+                                 sinks[family.size() + i]));
+    }
+    const std::vector<EventPtr> events = testing::randomStream(rng, 1000, 3, true);
+    uint64_t peak = 0;
+    for (size_t i = 0; i < events.size(); ++i) {
+      ASSERT_TRUE(net.onEvent(events[i]));
+      ASSERT_EQ(net.heldTokens(), net.tokenCount()) << "round " << round << ", event " << i;
+      peak = std::max<uint64_t>(peak, net.tokenCount());
+      if (i == events.size() / 2) {
+        ASSERT_TRUE(net.removePattern("r0"));
+        ASSERT_TRUE(net.removePattern("e1"));
+        ASSERT_EQ(net.heldTokens(), net.tokenCount());
+      }
+    }
+    EXPECT_GT(peak, 0u);
+    EXPECT_EQ(net.peakHeldTokens(), peak);
+  }
 }
 
 }  // namespace cepbus::plugins::petri

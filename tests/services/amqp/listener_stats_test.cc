@@ -178,5 +178,43 @@ TEST(ListenerStatsTest, RegistryEntryFailsWhenTheNameIsTaken) {
   EXPECT_EQ(entry.status().code(), Status::Code::kAlreadyExists);
 }
 
+TEST(ListenerStatsTest, LinkEntryShowsTheLinksCountersWhenSnapshotted) {
+  router::Registry registry;
+  auto counters = std::make_shared<LinkCounters>();
+  auto entry = reportLink(registry, "amqp-link:c/l", "amqp", "subscribe", "orders.*", counters);
+  ASSERT_TRUE(entry) << entry.status().message();
+
+  counters->delivered.store(5);
+  counters->accepted.store(2);
+  counters->rejected.store(3);
+  counters->released.store(4);
+  bump(counters->parked_overflow);
+
+  auto s = registry.snapshotOf("amqp-link:c/l");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->kind, router::ComponentKind::kEndpoint);
+  EXPECT_EQ(s->owner, "amqp");
+  EXPECT_EQ(s->state, router::ComponentState::kStarted);
+  EXPECT_EQ(metadata(*s, "role"), "subscribe");
+  EXPECT_EQ(metadata(*s, "address"), "orders.*");
+  EXPECT_EQ(s->delivered, 5u + 2u);  // delivered + accepted
+  EXPECT_EQ(s->rejected, 3u);
+  EXPECT_EQ(s->failed, 4u);
+  EXPECT_EQ(metadata(*s, "parked_overflow"), "1");
+  for (const auto& [key, value] : counters->fields()) {
+    EXPECT_EQ(metadata(*s, key), std::to_string(value)) << key;
+  }
+}
+
+TEST(ListenerStatsTest, LinkEntryFailsWhenTheNameIsTaken) {
+  router::Registry registry;
+  ASSERT_TRUE(reportLink(registry, "amqp-link:c/l", "amqp", "publish", "a",
+                         std::make_shared<LinkCounters>()));
+  auto again = reportLink(registry, "amqp-link:c/l", "amqp", "publish", "a",
+                          std::make_shared<LinkCounters>());
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.status().code(), Status::Code::kAlreadyExists);
+}
+
 }  // namespace
 }  // namespace cepbus::services::amqp

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -965,6 +966,48 @@ TEST_F(CepServiceTest, RunsTheNfaPlugin) {
   EXPECT_EQ(attr(events[0], "a_price")->asInt(), 10);
 }
 
+// --- what a detector holds ----------------------------------------------------
+
+TEST_F(CepServiceTest, ReportsThePartialMatchesItsDetectorHolds) {
+  if (!std::filesystem::exists(CEPBUS_TEST_BUILD_DIR "/plugins/libcepbus_plugin_petri.so")) {
+    GTEST_SKIP() << "the petri plugin is not built";
+  }
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="ab" engine="petri" input="in.events" output="out.ab">
+      <text>PATTERN SEQ(A a, B b) WITHIN 1000</text>
+    </query>
+    <query name="fake" engine="cepfake" input="in.events" output="out.pairs">
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  publish("in.events", "A", 1);
+  publish("in.events", "A", 2);
+  publish("in.events", "B", 3);
+  ASSERT_TRUE(waitConsumed(cep, "ab", 3));
+  ASSERT_TRUE(waitConsumed(cep, "fake", 3));
+  // Two A tokens wait for a later B; a match holds nothing.
+  const std::optional<plugin::DetectorState> held = cep.stats("ab")->partial_matches;
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->partial_matches, 2u);
+  EXPECT_EQ(held->peak_partial_matches, 2u);
+  // An engine that does not count says so rather than 0.
+  EXPECT_FALSE(cep.stats("fake")->partial_matches.has_value());
+
+  auto meta = [&](std::string_view entry, std::string_view key) -> std::string {
+    auto snapshot = registry_->snapshotOf(entry);
+    if (!snapshot) return "<no entry>";
+    for (const auto& [k, v] : snapshot->metadata) {
+      if (k == key) return v;
+    }
+    return "<absent>";
+  };
+  EXPECT_EQ(meta("sa.cep/ab:detector", "partial_matches"), "2");
+  EXPECT_EQ(meta("sa.cep/ab:detector", "partial_matches_peak"), "2");
+  EXPECT_EQ(meta("sa.cep/fake:detector", "partial_matches"), "<absent>");
+}
+
 // --- exporting a detector's model ---------------------------------------------
 
 TEST_F(CepServiceTest, ExportsThePetriNetOfAQueryWhileEventsFlow) {
@@ -1336,7 +1379,8 @@ TEST_F(CepServiceTest, AQueryTheEngineRefusesInASharedSetIsNamedAtItsLine) {
 
 // The queries of a unit, in one detector, report exactly the composite
 // events each reports on a detector of its own: auto runs the set of six on
-// the merged Petri net and each alone on the nfa engine.
+// the merged Petri net, and each alone on the engine it picks for it alone
+// (nfa, or one Petri net for a filtered start).
 TEST_F(CepServiceTest, AUnitOfQueriesOnOneDetectorFindsWhatEachFindsAlone) {
   if (!pluginsBuilt({"nfa", "petri"})) GTEST_SKIP() << "the nfa and petri plugins are not built";
   const std::vector<std::string> texts = {
@@ -1468,7 +1512,7 @@ TEST_F(CepServiceTest, AutoDecidesOverTheUnitsQueriesAsASet) {
   // Alone on its input, a query is a set of one: one NFA.
   EXPECT_EQ(metaOf(entry("one"), "engine"), "nfa");
   EXPECT_EQ(metaOf(entry("one"), "engine_choice"),
-            "auto: 1 pattern, one NFA per pattern below 2 patterns");
+            "auto: 1 pattern with no filter on its first variable, one NFA");
 
   // The merged net is what the queries of the set export.
   auto model = cep.exportModel("s2", "json");

@@ -466,7 +466,7 @@ TEST(AdminApiQueriesTest, AnAutoQueryShowsTheEngineChosenAndWhy) {
   EXPECT_EQ(by_name["seq"]
                 .at("engine_choice")
                 .get<std::string>()
-                .rfind("auto: 1 pattern, one NFA per pattern below ", 0),
+                .rfind("auto: 1 pattern with no filter on its first variable, one NFA", 0),
             0u)
       << by_name["seq"];
   // nfa and petri refuse CONTEXT recent; the reason says so.
@@ -478,6 +478,41 @@ TEST(AdminApiQueriesTest, AnAutoQueryShowsTheEngineChosenAndWhy) {
   // A query that names its engine has no choice to explain.
   EXPECT_EQ(by_name["named"].at("engine"), "nfa");
   EXPECT_FALSE(by_name["named"].contains("engine_choice")) << by_name["named"];
+}
+
+TEST(AdminApiQueriesTest, EachQueryShowsThePartialMatchesItsDetectorHolds) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
+  <service-unit name="cep" type="cep">
+    <query name="seq" engine="nfa" input="in" output="out.seq">
+      <text>PATTERN SEQ(A a, B b) WITHIN 50</text>
+    </query>
+    <query name="join" engine="join" input="in" output="out.join">
+      <text>PATTERN AND(A a, B b) WHERE a.x = b.x WITHIN 50</text>
+    </query>
+  </service-unit>
+</service-assembly>)"));
+  for (Timestamp ts : {1, 2}) {
+    flows::Exchange exchange;
+    exchange.event = EventBuilder("A").at(ts).set("x", Value(int64_t{1})).build();
+    exchange.address = Symbol::intern("in");
+    bus.broker->publish(exchange);
+  }
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
+  std::map<std::string, json> by_name;
+  const bool consumed = testing::waitUntil([&] {
+    const json body = json::parse(api.handle(AdminRequest{"GET", "/api/queries", "", ""}).body);
+    for (const json& q : body.at("queries")) by_name[q.at("name").get<std::string>()] = q;
+    return by_name["seq"].value("consumed", 0) == 2 && by_name["join"].value("consumed", 0) == 2;
+  });
+  ASSERT_TRUE(consumed) << by_name["seq"] << by_name["join"];
+  // The nfa holds both A events for a B.
+  EXPECT_EQ(by_name["seq"].at("partial_matches"), 2) << by_name["seq"];
+  EXPECT_EQ(by_name["seq"].at("partial_matches_peak"), 2) << by_name["seq"];
+  // The join engine does not count: null, not 0.
+  EXPECT_TRUE(by_name["join"].at("partial_matches").is_null()) << by_name["join"];
+  EXPECT_TRUE(by_name["join"].at("partial_matches_peak").is_null()) << by_name["join"];
 }
 
 // Queries sharing a detector still count their matches apart.

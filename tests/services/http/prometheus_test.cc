@@ -249,5 +249,34 @@ TEST(RenderMetricsTest, ExportsTheWireNameBudget) {
   EXPECT_EQ(scrape.samples.at("cepbus_wire_names_budget"), static_cast<double>(stats.created));
 }
 
+TEST(RenderMetricsTest, QueriesThatCountShowThePartialMatchesTheyHold) {
+  TestBroker bus;
+  auto counting = bus.registry->add("a.cep/seq:detector", router::ComponentKind::kService, "a.cep");
+  ASSERT_TRUE(counting);
+  (*counting)->setMetadata("type", "cep-query");
+  (*counting)->setMetadata("partial_matches", "5");
+  (*counting)->setMetadata("partial_matches_peak", "9");
+  // An engine that does not count publishes neither key: no sample.
+  auto silent = bus.registry->add("a.cep/join:detector", router::ComponentKind::kService, "a.cep");
+  ASSERT_TRUE(silent);
+  (*silent)->setMetadata("type", "cep-query");
+  // Only CEP queries are read.
+  auto other = bus.registry->add("other", router::ComponentKind::kService);
+  ASSERT_TRUE(other);
+  (*other)->setMetadata("partial_matches", "7");
+
+  const Scrape scrape = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
+  EXPECT_EQ(scrape.type.at("cepbus_query_partial_matches"), "gauge");
+  EXPECT_EQ(scrape.type.at("cepbus_query_partial_matches_peak"), "gauge");
+  EXPECT_EQ(scrape.samples.at("cepbus_query_partial_matches{name=\"a.cep/seq:detector\"}"), 5);
+  EXPECT_EQ(scrape.samples.at("cepbus_query_partial_matches_peak{name=\"a.cep/seq:detector\"}"), 9);
+  size_t samples = 0;
+  for (const auto& [key, value] : scrape.samples) {
+    if (key.starts_with("cepbus_query_partial_matches")) ++samples;
+  }
+  EXPECT_EQ(samples, 2u);
+}
+
 }  // namespace
 }  // namespace cepbus::services::http

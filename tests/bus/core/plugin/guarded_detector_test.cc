@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -95,6 +97,35 @@ TEST(GuardedDetectorTest, BatchesOfAWellBehavedDetectorPassItsFirstError) {
                                         EventBuilder("A").at(2).build()};
   EXPECT_EQ(d.onEvents(events).message(), "zero");
   EXPECT_EQ(d.exceptionCount(), 0u);
+}
+
+// Reports a fixed state, or throws from state() when told to.
+class StatefulDetector final : public Detector {
+ public:
+  explicit StatefulDetector(bool throws) : throws_(throws) {}
+  Status onEvent(const EventPtr&) override { return Status::ok(); }
+  Status flush() override { return Status::ok(); }
+  std::optional<DetectorState> state() const override {
+    if (throws_) throw std::runtime_error("no state");
+    return DetectorState{7, 9};
+  }
+
+ private:
+  bool throws_;
+};
+
+TEST(GuardedDetectorTest, ForwardsStateAndCountsAThrowingOneAsAbsent) {
+  GuardedDetector counting("d", nullptr, std::make_unique<StatefulDetector>(false));
+  ASSERT_TRUE(counting.state().has_value());
+  EXPECT_EQ(counting.state()->partial_matches, 7u);
+  EXPECT_EQ(counting.state()->peak_partial_matches, 9u);
+  GuardedDetector throwing("d", nullptr, std::make_unique<StatefulDetector>(true));
+  EXPECT_FALSE(throwing.state().has_value());
+  EXPECT_EQ(throwing.exceptionCount(), 1u);
+  // A detector that does not count says so, rather than 0.
+  bool destroyed = false;
+  GuardedDetector silent("d", nullptr, std::make_unique<ScriptedDetector>(&destroyed));
+  EXPECT_FALSE(silent.state().has_value());
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@ namespace {
 // A fake engine that, like the algebra engine, holds every event back until
 // flush() and then reports it as a one-event match; each detector gets a
 // number (in creation order) so a test can see which partition ran what.
+// An event of type "Open" stands for a partial match that stays open: held
+// across flushes, never reported. What it holds is its state().
 struct EngineLog {
   int created = 0;
   int alive = 0;
@@ -30,18 +34,25 @@ class HoldingDetector final : public Detector {
   Status onEvent(const EventPtr& event) override {
     if (event->type().name() == "Bad") return Status::invalidArgument("bad event");
     held_.push_back(event);
+    peak_ = std::max(peak_, held_.size());
     return Status::ok();
   }
   Status flush() override {
+    std::vector<EventPtr> open;
     for (const EventPtr& e : held_) {
+      if (e->type().name() == "Open") {
+        open.push_back(e);
+        continue;
+      }
       const EventPtr* events[] = {&e};
       const uint32_t ends[] = {1};
       log_.matches.push_back(std::to_string(n_) + ":" + std::to_string(e->ts()));
       sink_.onMatch(Match(events, ends, nullptr));
     }
-    held_.clear();
+    held_ = std::move(open);
     return Status::ok();
   }
+  std::optional<DetectorState> state() const override { return DetectorState{held_.size(), peak_}; }
   Result<std::string> exportModel(std::string_view format) const override {
     return "model " + std::string(format);
   }
@@ -51,6 +62,7 @@ class HoldingDetector final : public Detector {
   MatchSink& sink_;
   const int n_;
   std::vector<EventPtr> held_;
+  size_t peak_ = 0;
 };
 
 class HoldingFactory final : public DetectorFactory {
@@ -268,6 +280,73 @@ TEST(PartitionedDetectorTest, ManyQueriesPartitionedAlikeShareAPartition) {
   ASSERT_TRUE((*fan)->flush().isOk());
   EXPECT_EQ(apart_log.create_many_calls, 0);  // one create() per query
   EXPECT_EQ(apart_sink.got, (std::vector<std::string>{"0@1", "1@1"}));
+}
+
+TEST(PartitionedDetectorTest, StateSumsTheLivePartitionsAndForgetsDroppedOnes) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d = make(f, "PATTERN SEQ(A a, B b) WITHIN 5 PARTITION BY x", sink);
+  ASSERT_TRUE(d->state().has_value());
+  EXPECT_EQ(d->state()->partial_matches, 0u);
+  ASSERT_TRUE(d->onEvent(ev(1, Value(int64_t{1}), "Open")));
+  ASSERT_TRUE(d->onEvent(ev(1, Value(int64_t{2}))));
+  ASSERT_TRUE(d->onEvent(ev(1, Value(int64_t{2}))));
+  EXPECT_EQ(d->state()->partial_matches, 3u);
+  // Time moves on: partition 2's events are reported, partition 1's stays open.
+  ASSERT_TRUE(d->onEvent(ev(2, Value(int64_t{2}))));
+  EXPECT_EQ(d->state()->partial_matches, 2u);
+  // More than the window later both are quiet and dropped, the open one with
+  // its partition; only the new partition's event is held.
+  ASSERT_TRUE(d->onEvent(ev(20, Value(int64_t{3}))));
+  EXPECT_EQ(static_cast<PartitionedDetector*>(d.get())->partitionCount(), 1u);
+  EXPECT_EQ(d->state()->partial_matches, 1u);
+  EXPECT_EQ(d->state()->peak_partial_matches, 3u);
+  ASSERT_TRUE(d->flush());
+  EXPECT_EQ(d->state()->partial_matches, 0u);
+  // Batches are sampled too.
+  const std::vector<EventPtr> batch = {ev(21, Value(int64_t{4}), "Open"),
+                                       ev(21, Value(int64_t{5}), "Open")};
+  ASSERT_TRUE(d->onEvents(batch));
+  EXPECT_EQ(d->state()->partial_matches, 2u);
+}
+
+TEST(PartitionedDetectorTest, StateIsAbsentWhenTheEngineDoesNotCount) {
+  class Silent final : public DetectorFactory {
+   public:
+    Result<std::unique_ptr<Detector>> create(const pattern::Query& query, const DetectorOptions&,
+                                             MatchSink& sink) const override {
+      if (!query.partition_by.empty()) return createPartitioned(*this, query, {}, sink);
+      class Quiet final : public Detector {
+        Status onEvent(const EventPtr&) override { return Status::ok(); }
+        Status flush() override { return Status::ok(); }
+      };
+      return std::unique_ptr<Detector>(std::make_unique<Quiet>());
+    }
+  };
+  Silent f;
+  Sink sink;
+  auto d = f.create(query("PATTERN SEQ(A a, B b) PARTITION BY x"), {}, sink);
+  ASSERT_TRUE(d.isOk());
+  ASSERT_TRUE((*d)->onEvent(ev(1, Value(int64_t{1}))));
+  EXPECT_FALSE((*d)->state().has_value());
+}
+
+TEST(PartitionedDetectorTest, DefaultFanOutSumsTheQueriesDetectors) {
+  EngineLog log;
+  HoldingFactory f(log);
+  MultiSink sink;
+  const std::vector<NamedQuery> queries = {{"a", query("PATTERN SEQ(A a, B b)")},
+                                           {"b", query("PATTERN SEQ(A a, C c)")}};
+  auto d = f.DetectorFactory::createMany(queries, {}, sink);
+  ASSERT_TRUE(d.isOk()) << d.status().message();
+  const std::vector<EventPtr> batch = {ev(1, Value(), "Open"), ev(2, Value())};
+  ASSERT_TRUE((*d)->onEvents(batch));
+  ASSERT_TRUE((*d)->state().has_value());
+  EXPECT_EQ((*d)->state()->partial_matches, 4u);  // two events held by each query
+  ASSERT_TRUE((*d)->flush());
+  EXPECT_EQ((*d)->state()->partial_matches, 2u);  // each keeps its open one
+  EXPECT_EQ((*d)->state()->peak_partial_matches, 4u);
 }
 
 }  // namespace

@@ -1,0 +1,108 @@
+#pragma once
+
+// ClientConnections: the AMQP listener's open client connections and their
+// sessions (services/amqp/amqp_listener.h) — who is behind each connection
+// once SASL succeeded, the number AmqpAdmission counts it by, and the work
+// queue through which other threads reach it. Links are not kept here.
+//
+// Thread-safety: not thread-safe; the listener uses it on its container
+// thread only. A Waker alone may be used from any thread. Every record is
+// one connection's: when connections are served by several container
+// threads, each thread can keep its own table (the admission's
+// max-connections, shared by all, is then what needs care).
+// Ownership: holds Proton handles (not owning), the admission shared with
+// the listener's registry entry, and each connection's Waker, shared with
+// the outboxes and callbacks that wake it.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <proton/connection.hpp>
+#include <proton/session.hpp>
+#include <proton/work_queue.hpp>
+#include <string>
+#include <vector>
+
+#include "bus/core/status.h"
+#include "services/amqp/admission.h"
+#include "services/amqp/listener_stats.h"
+
+namespace cepbus::services::amqp {
+
+// A connection's work queue for other threads, usable until close(), which
+// the container thread calls before the connection goes away: work added
+// later is refused rather than queued on a freed connection.
+class Waker {
+ public:
+  explicit Waker(proton::work_queue* queue) : queue_(queue) {}
+  // False when the work will not run (closed, or the queue refused it).
+  bool add(std::function<void()> fn);
+  void close();
+
+ private:
+  std::mutex mu_;
+  proton::work_queue* queue_;  // guarded by mu_
+};
+
+// Who a client is after SASL: the user ("" for the anonymous client), from
+// the mechanism the SASL plugin accepted (services/amqp/sasl_plugin.h, which
+// refuses what AccessControl refuses). Anything else is refused with a
+// description for amqp:unauthorized-access.
+Result<std::string> authenticatedUser(const std::string& mechanism, const std::string& user,
+                                      bool allow_anonymous);
+
+struct ClientConnection {
+  uint64_t id = 0;           // the listener's number for it (AmqpAdmission's key)
+  std::string user;          // empty for the anonymous client
+  std::string container_id;  // the client's
+  std::shared_ptr<Waker> waker;
+  // Whose durable subscriptions it opens count against max-durable.
+  std::string owner() const { return user.empty() ? container_id : user; }
+};
+
+// What becomes of a session's begin.
+struct SessionAdmission {
+  enum class Verdict {
+    kAdmitted,
+    kRefused,            // beyond max-sessions: end it with `refusal`
+    kUnknownConnection,  // its connection was refused: leave the session be
+  };
+  Verdict verdict = Verdict::kAdmitted;
+  std::string refusal;
+};
+
+class ClientConnections {
+ public:
+  ClientConnections(std::shared_ptr<AmqpAdmission> admission,
+                    std::shared_ptr<ListenerCounters> counters);
+
+  // Admits connection `c` of `user` numbered `id`: nullopt, or the refusal
+  // (beyond max-connections) to close it with.
+  std::optional<std::string> open(const proton::connection& c, uint64_t id, std::string user);
+  // The admitted connection `c`; null when it is not (or no longer) open.
+  const ClientConnection* find(const proton::connection& c) const;
+  // Its Waker; null when `c` is not open.
+  std::shared_ptr<Waker> wakerOf(const proton::connection& c) const;
+
+  SessionAdmission openSession(const proton::session& s);
+  void sessionClosed(const proton::session& s);
+
+  // Forgets `c` with its sessions and what the admission counted for it, and
+  // closes its Waker. Its number, for the caller to forget its links; nullopt
+  // when it was not open.
+  std::optional<uint64_t> close(const proton::connection& c);
+  std::vector<proton::connection> all() const;
+  // After the container thread ended: forgets everything.
+  void clear();
+
+ private:
+  const std::shared_ptr<AmqpAdmission> admission_;
+  const std::shared_ptr<ListenerCounters> counters_;
+  std::map<proton::connection, ClientConnection> connections_;
+  std::map<proton::session, uint64_t> sessions_;  // admitted, to their connection number
+};
+
+}  // namespace cepbus::services::amqp
