@@ -7,22 +7,23 @@ live_bus_bench.py, whose event files and process timing it reuses):
 
     replay-source --route (seda "dispatch")--> cep unit of N queries --> replay-sink
 
-three ways, each a separate process run at full speed:
+four ways, each a separate process run at full speed:
 
 - shared: every query engine="auto", as a unit deploys them: one detector,
   the merged Petri net auto picks for N patterns;
 - nfa-shared: engine="nfa": one detector, one NFA per query behind the
   default createMany fan-out (what one endpoint and stage save, without the
   merged net);
-- nfa-each: engine="auto" with share_detector=false, what a unit ran before
-  queries shared detectors: auto decides per query (one NFA each), one
-  endpoint, stage and thread per query;
-- petri-each: engine="petri" with share_detector=false: one unmerged net per
-  query.
+- auto-each: engine="auto" with share_detector=false, what a unit ran
+  before queries shared detectors: auto decides per query (one Petri net
+  each here: every pattern filters its first variable), one endpoint,
+  stage and thread per query;
+- nfa-each: engine="nfa" with share_detector=false: one NFA, endpoint,
+  stage and thread per query.
 
 Events/s over the input (start-up and shut-down measured with a one-event
 file and subtracted), CPU per event (user + system, start-up subtracted) and
-the composites the sink wrote (equal for the three: same matches). Best of
+the composites the sink wrote (equal for all: same matches). Best of
 --repeat runs, the settings interleaved. A diagnostic: on a shared machine
 single runs move by tens of per cent.
 
@@ -43,8 +44,8 @@ PAIRS = ["A a, B b", "B a, C b", "A a, C b", "C a, A b", "B a, A b"]
 SETTINGS = {
     "shared": ("auto", ""),
     "nfa-shared": ("nfa", ""),
-    "nfa-each": ("auto", '<option name="share_detector" value="false"/>'),
-    "petri-each": ("petri", '<option name="share_detector" value="false"/>'),
+    "auto-each": ("auto", '<option name="share_detector" value="false"/>'),
+    "nfa-each": ("nfa", '<option name="share_detector" value="false"/>'),
 }
 
 
