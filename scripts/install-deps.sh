@@ -7,6 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/apt_install_missing.sh"
 
 packages=(
   g++ cmake ninja-build pkg-config
+  ccache  # scripts/build.sh compiles through it: unchanged files are not compiled twice
   libqpid-proton-cpp12-dev python3-qpid-proton
   libboost-dev libtinyxml2-dev libpoco-dev nlohmann-json3-dev libsimdjson-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev

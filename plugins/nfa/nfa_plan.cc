@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "bus/core/pattern/printer.h"
+#include "bus/core/pattern/ties.h"
 
 namespace cepbus::plugins::nfa {
 namespace {
@@ -264,6 +265,21 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
   }
   for (const std::string& attr : query.partition_by) {
     plan->partition_by.push_back(Symbol::intern(attr));
+  }
+  // A query whose WHERE ties every variable on one attribute matches only
+  // events that agree on it: partitioning the stacks by it finds the same
+  // matches while each construction walks one partition's events, not the
+  // window's (SASE's partitioned stacks). The conjuncts stay, so an event
+  // without the attribute (a partition of its own) still matches nothing.
+  // Only under skip_till_any_match, which looks at no neighbouring event.
+  if (plan->partition_by.empty() && query.strategy == pattern::Strategy::kSkipTillAnyMatch &&
+      query.variables.size() > 1) {
+    for (const std::string& attr : pattern::comparedAttributes(query)) {
+      if (!pattern::firstUntiedVariable(query, attr)) {
+        plan->partition_by.push_back(Symbol::intern(attr));
+        break;
+      }
+    }
   }
   if (!plan->has_kleene) {
     for (int k = 1; k <= m; ++k) plan->fixed_element_ends.push_back(static_cast<uint32_t>(k));

@@ -107,6 +107,8 @@ struct Plan {
   Timestamp window = kNoWindow;  // WITHIN n, inclusive
   double min_probability = 0;    // PROBABILITY >= p; 0 keeps every match
   Timestamp batch_period = 0;    // batched: construct when time crosses a multiple
+  // The query's PARTITION BY or, without one, an attribute its WHERE ties
+  // every variable on (see nfa_plan.cc).
   std::vector<Symbol> partition_by;
   pattern::BindingLayout layout;
   std::vector<pattern::Conjunct> conjuncts;

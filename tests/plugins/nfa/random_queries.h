@@ -3,8 +3,9 @@
 // Random SEQ queries and streams in the surface every pattern engine reads
 // (docs/pattern-language.md): one to four elements, negations between
 // positive elements, Kleene plus with iteration predicates and aggregates,
-// conjunctive predicates, windows, PARTITION BY key (attribute, JSON key or
-// absent) and all three strategies. The brute-force ReferenceMatcher
+// conjunctive predicates (now and then tying every variable on one
+// attribute), windows, PARTITION BY key (attribute, JSON key or absent) and
+// all three strategies. The brute-force ReferenceMatcher
 // (reference_matcher.h) evaluates them; the nfa differential test and the
 // cross-engine test (tests/plugins/engines_differential_test.cc) compare
 // engines with it.
@@ -69,6 +70,9 @@ class Generator {
     std::vector<std::string> conj;
     const int nconj = uniform(0, 4) / 2;
     for (int i = 0; i < nconj; ++i) conj.push_back(conjunct());
+    // Now and then every variable tied to one on an attribute: the shape an
+    // engine may split the stream by (the nfa partitions its stacks by it).
+    if (vars_.size() > 1 && chance(0.2)) tieEveryVariable(conj);
     for (size_t i = 0; i < conj.size(); ++i) text += (i ? " AND " : " WHERE ") + conj[i];
     const int w = uniform(0, 4);
     if (long_streams) {
@@ -112,6 +116,25 @@ class Generator {
   std::string plainRef(const GenVar& v, const std::string& attr) {
     if (!v.kleene) return v.name + "." + attr;
     return v.name + (chance(0.5) ? "[1]." : "[last].") + attr;
+  }
+
+  // `v.attr = anchor.attr` for every variable v but the anchor (a Kleene
+  // variable through `v[i]`), the anchor being the first plain variable.
+  void tieEveryVariable(std::vector<std::string>& conj) {
+    const GenVar* anchor = nullptr;
+    for (const GenVar& v : vars_) {
+      if (!v.kleene && !v.negated) {
+        anchor = &v;
+        break;
+      }
+    }
+    if (anchor == nullptr) return;
+    const char* attrs[] = {"price", "sym", "key"};
+    const std::string attr = attrs[uniform(0, 2)];
+    for (const GenVar& v : vars_) {
+      if (&v == anchor) continue;
+      conj.push_back(v.name + (v.kleene ? "[i]." : ".") + attr + " = " + anchor->name + "." + attr);
+    }
   }
 
   std::string conjunct() {

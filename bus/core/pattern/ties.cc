@@ -1,0 +1,78 @@
+#include "bus/core/pattern/ties.h"
+
+#include <algorithm>
+#include <map>
+
+namespace cepbus::pattern {
+namespace {
+
+// Union-find over the query's variables plus one node per literal value.
+class Ties {
+ public:
+  size_t node(const std::string& label) {
+    auto [it, added] = index_.try_emplace(label, parent_.size());
+    if (added) parent_.push_back(parent_.size());
+    return it->second;
+  }
+  void join(size_t a, size_t b) { parent_[find(a)] = find(b); }
+  size_t find(size_t a) {
+    while (parent_[a] != a) a = parent_[a] = parent_[parent_[a]];
+    return a;
+  }
+
+ private:
+  std::map<std::string, size_t> index_;
+  std::vector<size_t> parent_;
+};
+
+// The variable `e` reads attribute `attr` of as a whole: a single or negated
+// variable, or a Kleene variable's current element; empty for anything else.
+std::string tiedVariable(const Expr& e, std::string_view attr) {
+  if (e.kind != ExprKind::kAttr || e.ref.attr != attr || e.ref.builtin != Builtin::kNone) return {};
+  if (e.ref.index == IndexKind::kNone || e.ref.index == IndexKind::kCurrent) return e.ref.var;
+  return {};
+}
+
+// The tie-graph label of one side of `x.attr = ...`; empty when it ties nothing.
+std::string sideLabel(const Expr& e, std::string_view attr) {
+  if (e.kind == ExprKind::kLiteral) return "literal:" + e.literal.toString();
+  const std::string var = tiedVariable(e, attr);
+  return var.empty() ? std::string() : "var:" + var;
+}
+
+bool isEquality(const Expr& c) { return c.kind == ExprKind::kBinary && c.binary == BinaryOp::kEq; }
+
+}  // namespace
+
+std::optional<std::string> firstUntiedVariable(const Query& query, std::string_view attr) {
+  Ties ties;
+  for (const Variable& v : query.variables) ties.node("var:" + v.name);
+  for (const ExprPtr& c : splitConjuncts(query.where)) {
+    if (!isEquality(*c)) continue;
+    const std::string lhs = sideLabel(*c->lhs, attr);
+    const std::string rhs = sideLabel(*c->rhs, attr);
+    if (!lhs.empty() && !rhs.empty()) ties.join(ties.node(lhs), ties.node(rhs));
+  }
+  for (size_t i = 1; i < query.variables.size(); ++i) {
+    const size_t first = ties.find(ties.node("var:" + query.variables[0].name));
+    if (ties.find(ties.node("var:" + query.variables[i].name)) != first) {
+      return query.variables[i].name;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> comparedAttributes(const Query& query) {
+  std::vector<std::string> attrs;
+  for (const ExprPtr& c : splitConjuncts(query.where)) {
+    if (!isEquality(*c) || c->lhs->kind != ExprKind::kAttr || c->rhs->kind != ExprKind::kAttr) {
+      continue;
+    }
+    const std::string& attr = c->lhs->ref.attr;
+    if (tiedVariable(*c->lhs, attr).empty() || tiedVariable(*c->rhs, attr).empty()) continue;
+    if (std::find(attrs.begin(), attrs.end(), attr) == attrs.end()) attrs.push_back(attr);
+  }
+  return attrs;
+}
+
+}  // namespace cepbus::pattern
