@@ -7,6 +7,7 @@
 #include <bit>
 #include <charconv>
 #include <exception>
+#include <future>
 #include <map>
 #include <span>
 
@@ -28,6 +29,7 @@ constexpr size_t kMaxBatchSize = size_t{1} << 16;
 constexpr std::string_view kFlushWhenIdle = "flush_when_idle";
 constexpr std::string_view kOutputQos = "output_qos";
 constexpr std::string_view kRunInline = "run_inline";
+constexpr std::string_view kShareDetector = "share_detector";
 
 using QueryOptions = std::map<std::string, std::string, std::less<>>;
 
@@ -62,6 +64,14 @@ const EventPtr& flushMarker() {
   return marker;
 }
 
+// The type of the stage items that ask a shared detector's worker to mute a
+// query, each made for one removal and recognised by identity: a publisher
+// may send an event of that type, which is then detected as any other.
+Symbol detachType() {
+  static const Symbol type = Symbol::intern("cepbus.detach");
+  return type;
+}
+
 std::string joined(const std::vector<std::string>& items, const char* separator) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : separator) + s;
@@ -86,6 +96,12 @@ void sizeParam(const descriptor::ServiceUnit& unit, const char* name, size_t max
     return;
   }
   out = v;
+}
+
+// "a", "a, b, c" or "a..z (40)": queries named in the log.
+std::string namesOf(const std::vector<std::string>& names) {
+  if (names.size() <= 3) return joined(names, ", ");
+  return names.front() + ".." + names.back() + " (" + std::to_string(names.size()) + ")";
 }
 
 std::string queryLabel(const descriptor::QuerySpec& spec) {
@@ -121,59 +137,144 @@ std::string textError(const descriptor::QuerySpec& spec, std::string_view messag
 
 }  // namespace
 
-// One hosted query. The endpoint's consumer holds it (shared) so that a
-// straight-through delivery still in flight after the endpoint was removed
-// finds it alive; its stage then refuses the event. The service stops it
-// before dropping it; its destructor only lets the stage drain, since the
-// broker may be going away when the last holder (an endpoint) lets go.
-class CepService::Query final : public plugin::MatchSink {
+// A query's own part: its output, its matches and its registry entry. What
+// it consumes and how belongs to its Detection, which other queries of the
+// unit may share. Held by the service while listed, by its Detection while
+// a member, and weakly by its registry probe.
+class CepService::Query final {
  public:
-  // Parses `spec`, finds its engine and creates its detector. Errors name
-  // the descriptor file:line.
-  static Result<std::shared_ptr<Query>> compile(const descriptor::QuerySpec& spec,
-                                                const CepServiceConfig& config,
-                                                ServiceContext& context);
-
-  Query(const descriptor::QuerySpec& spec, const std::string& service, ServiceContext& context)
+  Query(const descriptor::QuerySpec& spec, const std::string& service, flows::Qos output_qos,
+        ServiceContext& context)
       : name_(spec.name),
         service_(service),
-        endpoint_(service + "/" + spec.name),
-        entry_name_(endpoint_ + ":detector"),
-        engine_(spec.engine),
+        entry_name_(service + "/" + spec.name + ":detector"),
         inputs_(spec.inputs),
         output_(spec.output),
         text_(spec.text),
         output_symbol_(Symbol::intern(spec.output)),
-        sender_(Symbol::intern(endpoint_)),
+        sender_(Symbol::intern(service + "/" + spec.name)),
+        output_qos_(output_qos),
         context_(context),
         log_(Poco::Logger::get("cepbus.cep")) {}
 
   const std::string& name() const { return name_; }
   const std::string& output() const { return output_; }
+  Detection& detection() const { return *detection_; }
+  // Set once the planner has built its detector, before the query is listed.
+  void assign(Detection* detection, std::string engine, std::string engine_choice) {
+    detection_ = detection;
+    engine_ = std::move(engine);
+    engine_choice_ = std::move(engine_choice);
+  }
+
+  // Adds the registry entry, whose detector numbers come from `detection`.
+  Status enter(const std::shared_ptr<Query>& self, const std::shared_ptr<Detection>& detection);
+  // Leaves the registry. Idempotent.
+  void leave();
+  // On the detector's thread, inside a detector call.
+  void publish(const plugin::Match& match);
+  // The detector's last state() sample into the registry entry (any thread).
+  void publishPartials(const Detection& detection);
+
+  QueryStats stats() const;
+  uint64_t matches() const { return matches_.load(std::memory_order_relaxed); }
+
+ private:
+  const std::string name_;
+  const std::string service_;
+  const std::string entry_name_;
+  const std::vector<std::string> inputs_;
+  const std::string output_;
+  const std::string text_;
+  const Symbol output_symbol_;
+  const Symbol sender_;
+  const flows::Qos output_qos_;
+  ServiceContext& context_;
+  Poco::Logger& log_;
+  Detection* detection_ = nullptr;  // owned by the service, alive while this query is listed
+  std::string engine_;              // the one that runs it
+  std::string engine_choice_;       // why auto chose engine_; empty when the descriptor named it
+  // Set by enter() before any event can arrive, kept after leave() for
+  // deliveries still in flight.
+  std::shared_ptr<router::ComponentEntry> entry_;
+  bool entered_ = false;  // control plane only
+
+  std::atomic<uint64_t> matches_{0};
+  std::atomic<uint64_t> publish_failures_{0};
+};
+
+// A detector and what feeds it, for one query or several sharing it: an
+// endpoint subscribed to their inputs and a stage of one worker. The
+// endpoint's consumer holds it (shared) so that a straight-through delivery
+// still in flight after the endpoint was removed finds it alive; its stage
+// then refuses the event. The service stops it before dropping it; its
+// destructor only lets the stage drain, since the broker may be going away
+// when the last holder (an endpoint) lets go.
+class CepService::Detection final : public plugin::MatchSink, public plugin::MultiMatchSink {
+ public:
+  // `members[i]` receives the matches of pattern i; `inputs` are theirs
+  // (the same for all); the detector comes with setDetector().
+  Detection(std::vector<std::shared_ptr<Query>> members, std::vector<std::string> inputs,
+            bool flush_when_idle, bool run_inline, const CepServiceConfig& config,
+            ServiceContext& context)
+      : members_(std::move(members)),
+        live_(members_.size()),
+        inputs_(std::move(inputs)),
+        flush_when_idle_(flush_when_idle),
+        run_inline_(run_inline),
+        service_(config.name),
+        capacity_(config.capacity),
+        batch_size_(config.batch_size),
+        context_(context),
+        log_(Poco::Logger::get("cepbus.cep")) {
+    for (const auto& q : members_) outputs_.push_back(q->output());
+  }
+
+  void setDetector(std::unique_ptr<plugin::GuardedDetector> detector) {
+    detector_ = std::move(detector);
+    counts_partials_ = detector_->state().has_value();
+  }
+  // Names the endpoint and makes the stage: once the planner keeps it.
+  void open(std::string endpoint);
+
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& label() const { return label_; }
+  // The queries it was built for, muted ones included.
+  size_t sharedBy() const { return members_.size(); }
+  // Members not removed; control plane only.
+  size_t live() const { return live_; }
   bool consumes(const std::string& address) const {
     for (const std::string& input : inputs_) {
       if (router::topicMatches(input, address)) return true;
     }
     return false;
   }
+  // The outputs of its queries, muted ones included (for the stop order).
+  const std::vector<std::string>& outputs() const { return outputs_; }
 
-  // Registry entry, stage, endpoint, subscriptions. `self` is this query,
-  // captured by the endpoint's consumer. On failure the query is stopped.
-  Status start(const std::shared_ptr<Query>& self);
-  // Unsubscribes, drains the stage, flushes the detector, leaves the
-  // registry. Idempotent; the query cannot run again.
+  // Its queries' registry entries, stage, endpoint, subscriptions. `self`
+  // is this detection, captured by the endpoint's consumer. On failure it
+  // is stopped.
+  Status start(const std::shared_ptr<Detection>& self);
+  // Unsubscribes, drains the stage, flushes the detector, takes its queries
+  // out of the registry. Idempotent; it cannot run again.
   void stop();
   // Queues a flush of the detector behind the events already queued, so it
   // runs on the detector's thread. False when the stage refused it (full).
   bool requestFlush();
+  // Mutes `query`, one of several live members, after the events queued so
+  // far: the detector is flushed (without releasing the slack) so that the
+  // query's pending matches are published, and its later matches are
+  // dropped. Waits for the worker to get there. The caller takes the query
+  // out of the registry.
+  void detach(const Query& query);
 
+  // The detector's numbers; matches and publish failures are its queries'.
   QueryStats stats() const {
     QueryStats s;
     s.consumed = consumed_.load(std::memory_order_relaxed);
-    s.matches = matches_.load(std::memory_order_relaxed);
     s.errors = errors_.load(std::memory_order_relaxed);
     s.rejected = rejected_.load(std::memory_order_relaxed);
-    s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
     s.queued = pending_.load(std::memory_order_acquire);
     s.ran_inline = stage_->metrics().ran_inline;
     if (counts_partials_) {
@@ -182,15 +283,16 @@ class CepService::Query final : public plugin::MatchSink {
     }
     return s;
   }
-  uint64_t matches() const { return matches_.load(std::memory_order_relaxed); }
   Result<std::string> exportModel(std::string_view format) const {
     std::lock_guard lock(detector_mu_);
     return detector_->exportModel(format);
   }
   bool idle() const { return pending_.load(std::memory_order_acquire) == 0; }
 
-  // Runs on the detector's thread (the stage worker, or stop() for the flush).
+  // The detector's sinks (one query, or pattern `pattern` of several). Run
+  // on the detector's thread, with detector_mu_ held.
   void onMatch(const plugin::Match& match) override;
+  void onMatch(size_t pattern, const plugin::Match& match) override;
 
  private:
   Status consume(const flows::Exchange& exchange);  // the endpoint's consumer
@@ -202,61 +304,181 @@ class CepService::Query final : public plugin::MatchSink {
   // Publishes the detector's state() for readers on other threads; called
   // under detector_mu_ after each call into it.
   void sampleState();
-  // The last sample into the registry entry's metadata (any thread).
-  void publishPartials();
+  // A stage item that is no event to detect: a flush marker, or one of
+  // detaches_' markers.
+  bool isControl(const EventPtr& event);
+  // The flush (when `flush`: the detector runs) and mute of detach(), on
+  // whichever thread gets there.
+  void mute(const Query& query, bool flush);
 
-  const std::string name_;
-  const std::string service_;
-  const std::string endpoint_;
-  const std::string entry_name_;
-  std::string engine_;         // the one that runs it (set by compile() under engine="auto")
-  std::string engine_choice_;  // why auto chose engine_; empty when the descriptor named it
+  // A detach() waiting for the worker.
+  struct Detach {
+    EventPtr marker;
+    const Query* query = nullptr;
+    std::promise<void> done;
+  };
+
+  // Pattern i's query; null once removed. Written under both the service's
+  // mutex and detector_mu_, so either one makes reading it safe.
+  std::vector<std::shared_ptr<Query>> members_;
+  size_t live_;  // control plane only
+  std::vector<std::string> outputs_;
   const std::vector<std::string> inputs_;
-  const std::string output_;
-  const std::string text_;
-  const Symbol output_symbol_;
-  const Symbol sender_;
+  const bool flush_when_idle_;
+  const bool run_inline_;
+  const std::string service_;
+  const size_t capacity_;
+  const size_t batch_size_;
   ServiceContext& context_;
   Poco::Logger& log_;
+  std::string endpoint_;  // set by open()
+  std::string label_;     // "query <endpoint>" or "queries <endpoint>", for the log
 
   // Declared before stage_: the stage's destructor drains into the detector.
   std::unique_ptr<plugin::GuardedDetector> detector_;
-  // Held by every call into the detector: the worker's (uncontended) and
-  // exportModel()'s from any thread.
+  // Held by every call into the detector: the worker's (uncontended),
+  // exportModel()'s and detach()'s from any thread.
   mutable std::mutex detector_mu_;
   // The events of one detectEvents() call (the worker's only): reused, empty between calls.
   std::vector<EventPtr> batch_;
   std::unique_ptr<stages::Stage> stage_;
-  // Set once by start() before any event can arrive, kept after stop() for
-  // deliveries still in flight.
-  std::shared_ptr<router::ComponentEntry> entry_;
+  std::mutex detach_mu_;  // guards detaches_ (control plane and worker)
+  std::vector<std::shared_ptr<Detach>> detaches_;
   bool started_ = false;  // control plane only (the service's mutex)
   bool stopped_ = false;  // control plane only
   bool endpoint_added_ = false;
-  bool flush_when_idle_ = true;                      // set by compile()
-  bool counts_partials_ = false;                     // set by compile(): state() is not nullopt
-  flows::Qos output_qos_ = flows::Qos::kBestEffort;  // set by compile()
+  bool counts_partials_ = false;  // set by setDetector(): state() is not nullopt
 
   std::atomic<uint64_t> consumed_{0};
-  std::atomic<uint64_t> matches_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> rejected_{0};
-  std::atomic<uint64_t> publish_failures_{0};
   std::atomic<size_t> pending_{0};          // admitted to the stage, not yet detected
   std::atomic<uint64_t> partials_{0};       // state() as of the last call
   std::atomic<uint64_t> peak_partials_{0};  // its peak
 };
 
-Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
-    const descriptor::QuerySpec& spec, const CepServiceConfig& config, ServiceContext& context) {
-  const std::string label = queryLabel(spec);
-  auto error = [&spec, &label](const std::string& message) {
-    return Status::invalidArgument(spec.where.error(label + ": " + message).toString());
+// Turns the specs of one addQueries() call into detections: parses and
+// checks each query, groups those that can share a detector and builds each
+// group's detector (the rule is in cep_service.h). Runs under the service's
+// mutex; nothing it makes is visible until the service lists it.
+class CepService::Planner {
+ public:
+  Planner(const CepServiceConfig& config, ServiceContext& context, uint64_t& shared_made)
+      : config_(config),
+        context_(context),
+        shared_made_(shared_made),
+        log_(Poco::Logger::get("cepbus.cep")) {}
+
+  // InvalidArgument naming every query that cannot run, one per line in
+  // the order of `specs`.
+  Status plan(std::span<const descriptor::QuerySpec> specs);
+
+  std::vector<std::shared_ptr<Query>> queries;  // in the order of the specs
+  std::vector<std::shared_ptr<Detection>> detections;
+
+ private:
+  // A query parsed and checked, before it has a detector.
+  struct Prepared {
+    size_t index = 0;  // in the specs
+    const descriptor::QuerySpec* spec = nullptr;
+    pattern::Query query;
+    plugin::DetectorOptions options;  // the engine's and slack
+    std::vector<std::string> sorted_inputs;
+    bool flush_when_idle = true;
+    bool run_inline = false;
+    bool share = true;
+    std::shared_ptr<Query> made;
+    std::string engine_choice;  // auto's reason, once decided
+  };
+  using Members = std::vector<Prepared*>;
+  // A group of queries and the detector built for them.
+  struct Built {
+    std::string engine;
+    Members members;
+    std::shared_ptr<Detection> detection;
+    plugin::PluginPtr plugin;
+  };
+
+  void prepare(size_t index, const descriptor::QuerySpec& spec);
+  // Whether `a` and `b` see the same events the same way.
+  static bool canShare(const Prepared& a, const Prepared& b);
+  // The detector of `engine` for `members`, into `out` when it accepts.
+  // `refused` tells the engine's refusal apart from a plugin that failed to load.
+  Status build(std::string_view engine, const Members& members, Built& out,
+               bool* refused = nullptr);
+  void planNamed(const std::string& engine, const Members& members, std::vector<Built>& built);
+  void planAuto(const Members& members, std::vector<Built>& built);
+  // `p` on a detector of its own: its named engine, or auto's choice for it alone.
+  void alone(Prepared& p, std::vector<Built>& built);
+  void fail(const Prepared& p, const std::string& message);
+  void keep(Built& built);
+
+  const CepServiceConfig& config_;
+  ServiceContext& context_;
+  uint64_t& shared_made_;
+  Poco::Logger& log_;
+  std::vector<std::unique_ptr<Prepared>> prepared_;
+  std::vector<std::pair<size_t, std::string>> errors_;  // spec index, message
+};
+
+// --------------------------------------------------------------------------
+
+Status CepService::Planner::plan(std::span<const descriptor::QuerySpec> specs) {
+  for (size_t i = 0; i < specs.size(); ++i) prepare(i, specs[i]);
+  std::vector<Built> built;
+  if (errors_.empty()) {
+    // Groups of queries that may share, each in the order of the specs.
+    std::vector<Members> groups;
+    for (const auto& p : prepared_) {
+      auto same = std::find_if(groups.begin(), groups.end(),
+                               [&p](const Members& g) { return canShare(*g.front(), *p); });
+      if (same == groups.end()) {
+        groups.push_back({p.get()});
+      } else {
+        same->push_back(p.get());
+      }
+    }
+    for (const Members& group : groups) {
+      Members autos;
+      std::vector<std::pair<std::string, Members>> named;  // by engine, in order of appearance
+      for (Prepared* p : group) {
+        if (p->spec->engine == plugin::kAutoEngine) {
+          autos.push_back(p);
+          continue;
+        }
+        auto it = std::find_if(named.begin(), named.end(),
+                               [p](const auto& n) { return n.first == p->spec->engine; });
+        if (it == named.end()) {
+          named.emplace_back(p->spec->engine, Members{p});
+        } else {
+          it->second.push_back(p);
+        }
+      }
+      std::vector<Built> made;
+      // Auto first, so that the queries naming the engine it chose can join it.
+      if (!autos.empty()) planAuto(autos, made);
+      for (const auto& [engine, members] : named) planNamed(engine, members, made);
+      for (Built& b : made) built.push_back(std::move(b));
+    }
+  }
+  if (!errors_.empty()) {
+    std::stable_sort(errors_.begin(), errors_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::string> messages;
+    for (auto& [index, message] : errors_) messages.push_back(std::move(message));
+    return Status::invalidArgument(joined(messages, "\n"));
+  }
+  for (Built& b : built) keep(b);
+  for (const auto& p : prepared_) queries.push_back(p->made);
+  return Status::ok();
+}
+
+void CepService::Planner::prepare(size_t index, const descriptor::QuerySpec& spec) {
+  auto error = [&](const std::string& message) {
+    errors_.emplace_back(index, spec.where.error(queryLabel(spec) + ": " + message).toString());
   };
   if (spec.inputs.empty()) return error("no input address");
-  if (Status s = router::validateAddress(spec.output); !s) {
-    return error("output: " + s.message());
-  }
+  if (Status s = router::validateAddress(spec.output); !s) return error("output: " + s.message());
   for (const std::string& input : spec.inputs) {
     if (Status s = router::validatePattern(input); !s) return error("input: " + s.message());
   }
@@ -265,7 +487,10 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
     return error("engine \"" + spec.engine + "\" is not an engine name");
   }
   auto query = pattern::parseQuery(spec.text);
-  if (!query) return Status::invalidArgument(textError(spec, query.status().message()));
+  if (!query) {
+    errors_.emplace_back(index, textError(spec, query.status().message()));
+    return;
+  }
 
   QueryOptions values;
   for (const descriptor::Param& option : spec.options) values[option.name] = option.value;
@@ -275,77 +500,222 @@ Result<std::shared_ptr<CepService::Query>> CepService::Query::compile(
   if (!output_qos) return error(output_qos.status().message());
   auto run_inline = takeHostOption(values, kRunInline, {"never", "when_idle"});
   if (!run_inline) return error(run_inline.status().message());
+  auto share = takeHostOption(values, kShareDetector, {"true", "false"});
+  if (!share) return error(share.status().message());
 
-  auto made = std::make_shared<Query>(spec, config.name, context);
-  made->flush_when_idle_ = *flush_when_idle == "true";
-  made->output_qos_ = *output_qos == "reliable" ? flows::Qos::kReliable : flows::Qos::kBestEffort;
-  const plugin::DetectorOptions options =
-      plugin::DetectorOptions(std::move(values)).withBaseDir(spec.base_dir);
-  plugin::PluginPtr plugin;
-  bool refused = false;  // by the engine, as opposed to its plugin not loading
-  // Makes the detector of `engine`; also the probe of engine="auto", so the
-  // engine it picks has its detector made once.
-  auto build = [&](std::string_view engine) -> Status {
-    auto loaded = context.plugins.load(engine);
-    if (!loaded) {
-      if (loaded.status().code() == Status::Code::kNotFound) {
-        return Status::notFound("unknown engine \"" + std::string(engine) +
-                                "\": " + loaded.status().message());
-      }
-      return Status::invalidArgument("engine \"" + std::string(engine) +
-                                     "\" cannot be loaded: " + loaded.status().message());
-    }
-    auto detector = (*loaded)->createDetector(engine, *query, options, *made);
-    refused = !detector;
-    if (refused) return detector.status();
-    plugin = std::move(*loaded);
-    made->detector_ = std::move(*detector);
-    made->counts_partials_ = made->detector_->state().has_value();
-    return Status::ok();
-  };
-  if (spec.engine == plugin::kAutoEngine) {
-    // Each query of a unit runs its own detector: a set of one pattern.
-    const pattern::Query* one = &*query;
-    auto choice = plugin::chooseEngine(plugin::shapeOf({&one, 1}), build);
-    if (!choice) return error(choice.status().message());
-    made->engine_ = choice->engine;
-    made->engine_choice_ = choice->reason;
-    made->log_.information("%s: engine %s (%s)", label, choice->engine, choice->reason);
-  } else if (Status s = build(spec.engine); !s) {
-    return error(refused ? "engine \"" + spec.engine + "\" cannot run the query: " + s.message()
-                         : s.message());
-  }
-  // An engine default that changes the matches (the algebra engine's
-  // CONTEXT recent) is said where the operator reads the bus log.
-  for (const std::string& notice : plugin->notices(made->engine_, *query)) {
-    made->log_.notice("%s: %s", label, notice);
-  }
-
-  stages::StageConfig stage;
-  stage.name = "cep:" + made->endpoint_;
-  stage.capacity = config.capacity;
-  stage.batch_size = config.batch_size;
-  // A detector is single-threaded and needs its events in arrival order:
-  // one worker, and one cost class so that costs do not reorder them.
-  stage.min_threads = 1;
-  stage.max_threads = 1;
-  stage.cost_thresholds.clear();
-  stage.run_inline_when_idle = *run_inline == "when_idle";
-  Query* raw = made.get();
-  made->batch_.reserve(stage.batch_size);
-  made->stage_ = std::make_unique<stages::Stage>(
-      std::move(stage), [raw](std::span<stages::StageItem> items) { return raw->detect(items); });
-  return made;
+  auto p = std::make_unique<Prepared>();
+  p->index = index;
+  p->spec = &spec;
+  p->query = std::move(*query);
+  p->options = plugin::DetectorOptions(std::move(values)).withBaseDir(spec.base_dir);
+  p->sorted_inputs = spec.inputs;
+  std::sort(p->sorted_inputs.begin(), p->sorted_inputs.end());
+  p->flush_when_idle = *flush_when_idle == "true";
+  p->run_inline = *run_inline == "when_idle";
+  p->share = *share == "true";
+  p->made = std::make_shared<Query>(
+      spec, config_.name,
+      *output_qos == "reliable" ? flows::Qos::kReliable : flows::Qos::kBestEffort, context_);
+  prepared_.push_back(std::move(p));
 }
 
-Status CepService::Query::start(const std::shared_ptr<Query>& self) {
-  if (started_ || stopped_) return Status::ok();
-  started_ = true;
-  auto entry = context_.registry.add(entry_name_, router::ComponentKind::kService, service_);
-  if (!entry) {
-    stop();
-    return entry.status();
+bool CepService::Planner::canShare(const Prepared& a, const Prepared& b) {
+  return a.share && b.share && a.sorted_inputs == b.sorted_inputs &&
+         a.options.values() == b.options.values() && a.options.baseDir() == b.options.baseDir() &&
+         a.flush_when_idle == b.flush_when_idle && a.run_inline == b.run_inline;
+}
+
+Status CepService::Planner::build(std::string_view engine, const Members& members, Built& out,
+                                  bool* refused) {
+  if (refused != nullptr) *refused = false;
+  auto loaded = context_.plugins.load(engine);
+  if (!loaded) {
+    if (loaded.status().code() == Status::Code::kNotFound) {
+      return Status::notFound("unknown engine \"" + std::string(engine) +
+                              "\": " + loaded.status().message());
+    }
+    return Status::invalidArgument("engine \"" + std::string(engine) +
+                                   "\" cannot be loaded: " + loaded.status().message());
   }
+  const Prepared& first = *members.front();
+  std::vector<std::shared_ptr<Query>> queries;
+  for (const Prepared* p : members) queries.push_back(p->made);
+  auto detection =
+      std::make_shared<Detection>(std::move(queries), first.spec->inputs, first.flush_when_idle,
+                                  first.run_inline, config_, context_);
+  auto made = [&]() -> Result<std::unique_ptr<plugin::GuardedDetector>> {
+    if (members.size() == 1) {
+      return (*loaded)->createDetector(engine, first.query, first.options, *detection);
+    }
+    std::vector<plugin::NamedQuery> named;
+    for (const Prepared* p : members) named.push_back({p->spec->name, p->query});
+    return (*loaded)->createManyDetectors(engine, named, first.options, *detection);
+  }();
+  if (!made) {
+    if (refused != nullptr) *refused = true;
+    return made.status();
+  }
+  detection->setDetector(std::move(*made));
+  out = Built{std::string(engine), members, std::move(detection), std::move(*loaded)};
+  return Status::ok();
+}
+
+void CepService::Planner::planNamed(const std::string& engine, const Members& members,
+                                    std::vector<Built>& built) {
+  // Auto's queries that went to this engine share with them.
+  for (Built& chosen : built) {
+    if (chosen.engine != engine) continue;
+    Members both = chosen.members;
+    both.insert(both.end(), members.begin(), members.end());
+    std::sort(both.begin(), both.end(),
+              [](const Prepared* a, const Prepared* b) { return a->index < b->index; });
+    Built merged;
+    if (Status s = build(engine, both, merged); s) {
+      chosen = std::move(merged);
+      return;
+    }
+    break;
+  }
+  Built own;
+  bool refused = false;
+  const Status s = build(engine, members, own, &refused);
+  if (s) {
+    built.push_back(std::move(own));
+    return;
+  }
+  if (members.size() == 1) {
+    fail(*members.front(),
+         refused ? "engine \"" + engine + "\" cannot run the query: " + s.message() : s.message());
+    return;
+  }
+  // One by one, so that each error names its query and a query the engine
+  // runs still runs.
+  const size_t errors = errors_.size();
+  for (Prepared* p : members) alone(*p, built);
+  if (errors_.size() == errors) {
+    std::vector<std::string> names;
+    for (const Prepared* p : members) names.push_back(p->spec->name);
+    log_.warning(
+        "queries %s: engine %s runs each but cannot share a detector between them (%s); "
+        "each gets its own",
+        namesOf(names), engine, s.message());
+  }
+}
+
+void CepService::Planner::planAuto(const Members& members, std::vector<Built>& built) {
+  if (members.size() == 1) return alone(*members.front(), built);
+  std::vector<const pattern::Query*> queries;
+  for (const Prepared* p : members) queries.push_back(&p->query);
+  const plugin::PatternSetShape shape = plugin::shapeOf(queries);
+  const std::vector<std::string_view> order = plugin::autoCandidates(shape);
+  Built set;
+  auto choice = plugin::chooseEngine(
+      shape, [&](std::string_view engine) { return build(engine, members, set); });
+  if (choice && choice->engine == order.front()) {
+    for (Prepared* p : members) p->engine_choice = choice->reason;
+    built.push_back(std::move(set));
+    return;
+  }
+  // The preferred engine refuses some of them. The set splits at the first
+  // engine that runs some of them alone: those are decided again as a set,
+  // the others as a set of their own, so that no query goes to a later
+  // engine (algebra reads a query without CONTEXT differently) only because
+  // another query needs it.
+  for (std::string_view engine : order) {
+    Members accepted;
+    Members refused;
+    for (Prepared* p : members) {
+      Built probe;
+      (build(engine, {p}, probe) ? accepted : refused).push_back(p);
+    }
+    if (accepted.empty()) continue;
+    if (!refused.empty()) {
+      planAuto(accepted, built);
+      planAuto(refused, built);
+      return;
+    }
+    if (choice && choice->engine == engine) {
+      for (Prepared* p : members) p->engine_choice = choice->reason;
+      built.push_back(std::move(set));
+      return;
+    }
+    std::vector<std::string> names;
+    for (const Prepared* p : members) names.push_back(p->spec->name);
+    log_.warning(
+        "queries %s: engine %s runs each but not all in one detector (%s); each gets its "
+        "own",
+        namesOf(names), std::string(engine), choice ? choice->reason : choice.status().message());
+    break;
+  }
+  // Each alone: no engine runs any of them (each error then says why), or
+  // the shared detector could not be built.
+  for (Prepared* p : members) alone(*p, built);
+}
+
+void CepService::Planner::alone(Prepared& p, std::vector<Built>& built) {
+  Built own;
+  const std::string& engine = p.spec->engine;
+  if (engine != plugin::kAutoEngine) {
+    bool refused = false;
+    if (Status s = build(engine, {&p}, own, &refused); !s) {
+      return fail(p, refused ? "engine \"" + engine + "\" cannot run the query: " + s.message()
+                             : s.message());
+    }
+  } else {
+    const pattern::Query* one = &p.query;
+    auto choice = plugin::chooseEngine(plugin::shapeOf({&one, 1}), [&](std::string_view candidate) {
+      return build(candidate, {&p}, own);
+    });
+    if (!choice) return fail(p, choice.status().message());
+    p.engine_choice = choice->reason;
+  }
+  built.push_back(std::move(own));
+}
+
+void CepService::Planner::fail(const Prepared& p, const std::string& message) {
+  errors_.emplace_back(p.index,
+                       p.spec->where.error(queryLabel(*p.spec) + ": " + message).toString());
+}
+
+void CepService::Planner::keep(Built& built) {
+  const Members& members = built.members;
+  std::vector<std::string> names;
+  for (const Prepared* p : members) names.push_back(p->spec->name);
+  std::string reason;
+  for (const Prepared* p : members) {
+    if (reason.empty()) reason = p->engine_choice;
+  }
+  if (members.size() == 1) {
+    built.detection->open(config_.name + "/" + names.front());
+    if (!reason.empty()) {
+      log_.information("%s: engine %s (%s)", queryLabel(*members.front()->spec), built.engine,
+                       reason);
+    }
+  } else {
+    built.detection->open(config_.name + "/shared-" + std::to_string(++shared_made_) + ":" +
+                          names.front() + ".." + names.back());
+    log_.information("queries %s: engine %s%s, one detector on %s (endpoint %s)", namesOf(names),
+                     built.engine, reason.empty() ? std::string() : " (" + reason + ")",
+                     joined(members.front()->spec->inputs, ","), built.detection->endpoint());
+  }
+  for (Prepared* p : members) {
+    p->made->assign(built.detection.get(), built.engine, p->engine_choice);
+    // An engine default that changes the matches (the algebra engine's
+    // CONTEXT recent) is said where the operator reads the bus log.
+    for (const std::string& notice : built.plugin->notices(built.engine, p->query)) {
+      log_.notice("%s: %s", queryLabel(*p->spec), notice);
+    }
+  }
+  detections.push_back(std::move(built.detection));
+}
+
+// --------------------------------------------------------------------------
+
+Status CepService::Query::enter(const std::shared_ptr<Query>& self,
+                                const std::shared_ptr<Detection>& detection) {
+  auto entry = context_.registry.add(entry_name_, router::ComponentKind::kService, service_);
+  if (!entry) return entry.status();
+  entered_ = true;
   entry_ = *entry;
   entry_->setMetadata("type", "cep-query");
   entry_->setMetadata("engine", engine_);
@@ -353,19 +723,104 @@ Status CepService::Query::start(const std::shared_ptr<Query>& self) {
   entry_->setMetadata("input", joined(inputs_, ","));
   entry_->setMetadata("output", output_);
   entry_->setMetadata("text", text_);
-  entry_->setMetadata("endpoint", endpoint_);
+  entry_->setMetadata("endpoint", detection->endpoint());
+  if (detection->sharedBy() > 1) {
+    entry_->setMetadata("shared_by", std::to_string(detection->sharedBy()));
+  }
   entry_->setMetadata("matches", "0");
-  publishPartials();
-  // Matches change on every detection; the registry reads them only when it
-  // takes a snapshot, which runs the probe before copying the metadata.
+  publishPartials(*detection);
+  // The detector's numbers and the matches change on every detection; the
+  // registry reads them only when it takes a snapshot, which runs the probe
+  // before copying the metadata.
   const std::weak_ptr<Query> weak = self;
-  entry_->setProbe([weak](router::LiveNumbers& numbers) {
+  const std::weak_ptr<Detection> weak_detection = detection;
+  entry_->setProbe([weak, weak_detection](router::LiveNumbers& numbers) {
     const std::shared_ptr<Query> q = weak.lock();
-    if (q == nullptr) return;
-    numbers.queue_length = q->pending_.load(std::memory_order_acquire);
+    const std::shared_ptr<Detection> d = weak_detection.lock();
+    if (q == nullptr || d == nullptr) return;
+    const QueryStats s = d->stats();
+    numbers.queue_length = s.queued;
+    numbers.delivered = s.consumed;
+    numbers.failed = s.errors;
+    numbers.rejected = s.rejected;
     q->entry_->setMetadata("matches", std::to_string(q->matches()));
-    q->publishPartials();
+    q->publishPartials(*d);
   });
+  entry_->setState(router::ComponentState::kStarted);
+  return Status::ok();
+}
+
+void CepService::Query::leave() {
+  if (!entered_) return;
+  entered_ = false;
+  entry_->setMetadata("matches", std::to_string(matches()));
+  publishPartials(*detection_);
+  entry_->setState(router::ComponentState::kStopped);
+  context_.registry.remove(entry_name_);
+}
+
+void CepService::Query::publishPartials(const Detection& detection) {
+  const std::optional<plugin::DetectorState> held = detection.stats().partial_matches;
+  if (!held) return;
+  entry_->setMetadata("partial_matches", std::to_string(held->partial_matches));
+  entry_->setMetadata("partial_matches_peak", std::to_string(held->peak_partial_matches));
+}
+
+QueryStats CepService::Query::stats() const {
+  QueryStats s = detection_->stats();
+  s.matches = matches_.load(std::memory_order_relaxed);
+  s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void CepService::Query::publish(const plugin::Match& match) {
+  matches_.fetch_add(1, std::memory_order_relaxed);
+  flows::Exchange exchange;
+  exchange.event = match.composite();
+  exchange.address = output_symbol_;
+  exchange.sender = sender_;
+  exchange.qos = output_qos_;
+  const flows::SendOutcome out = context_.broker.publish(exchange);
+  if (out.status.isOk()) return;
+  const uint64_t failures = std::max<uint64_t>(1, out.rejected + out.failed);
+  const uint64_t n = publish_failures_.fetch_add(failures, std::memory_order_relaxed) + failures;
+  if (worthLogging(n - failures, n)) {
+    log_.warning("query %s/%s: composite event to %s refused by %Lu target(s) (%Lu so far): %s",
+                 service_, name_, output_, static_cast<Poco::UInt64>(failures),
+                 static_cast<Poco::UInt64>(n), out.status.toString());
+  }
+}
+
+// --------------------------------------------------------------------------
+
+void CepService::Detection::open(std::string endpoint) {
+  endpoint_ = std::move(endpoint);
+  label_ = (members_.size() == 1 ? "query " : "queries ") + endpoint_;
+  stages::StageConfig stage;
+  stage.name = "cep:" + endpoint_;
+  stage.capacity = capacity_;
+  stage.batch_size = batch_size_;
+  // A detector is single-threaded and needs its events in arrival order:
+  // one worker, and one cost class so that costs do not reorder them.
+  stage.min_threads = 1;
+  stage.max_threads = 1;
+  stage.cost_thresholds.clear();
+  stage.run_inline_when_idle = run_inline_;
+  batch_.reserve(stage.batch_size);
+  stage_ = std::make_unique<stages::Stage>(
+      std::move(stage), [this](std::span<stages::StageItem> items) { return detect(items); });
+}
+
+Status CepService::Detection::start(const std::shared_ptr<Detection>& self) {
+  if (started_ || stopped_) return Status::ok();
+  started_ = true;
+  for (const auto& q : members_) {
+    if (q == nullptr) continue;
+    if (Status s = q->enter(q, self); !s) {
+      stop();
+      return s;
+    }
+  }
   stage_->start();
   Status added = context_.broker.addEndpoint(
       endpoint_, [self](const flows::Exchange& exchange) { return self->consume(exchange); },
@@ -382,13 +837,11 @@ Status CepService::Query::start(const std::shared_ptr<Query>& self) {
       return id.status();
     }
   }
-  entry_->setState(router::ComponentState::kStarted);
-  log_.debug("query %s started: engine %s, input %s, output %s", endpoint_, engine_,
-             joined(inputs_, ","), output_);
+  log_.debug("%s started: input %s", label_, joined(inputs_, ","));
   return Status::ok();
 }
 
-void CepService::Query::stop() {
+void CepService::Detection::stop() {
   if (stopped_) return;
   stopped_ = true;
   // Removing the endpoint drops its subscriptions and drains the flows'
@@ -402,15 +855,69 @@ void CepService::Query::stop() {
     if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
     sampleState();
   }
-  if (entry_) {
-    entry_->setMetadata("matches", std::to_string(matches()));
-    publishPartials();
-    entry_->setState(router::ComponentState::kStopped);
-    context_.registry.remove(entry_name_);
+  for (const auto& q : members_) {
+    if (q != nullptr) q->leave();
   }
 }
 
-Status CepService::Query::consume(const flows::Exchange& exchange) {
+void CepService::Detection::detach(const Query& query) {
+  // Behind the events already queued, as for a query of its own whose stage
+  // drains before it goes: what was delivered before the removal counts.
+  if (started_ && !stopped_) {
+    auto request = std::make_shared<Detach>();
+    request->marker = EventBuilder(detachType()).build();
+    request->query = &query;
+    std::future<void> done = request->done.get_future();
+    {
+      std::lock_guard lock(detach_mu_);
+      detaches_.push_back(request);
+    }
+    pending_.fetch_add(1, std::memory_order_acq_rel);
+    stages::StageItem item;
+    item.event = request->marker;
+    if (stage_->offer(std::move(item)) != stages::Admission::kRejected) {
+      done.wait();
+    } else {
+      // A full stage: muted now, the events still queued no longer count for it.
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      {
+        std::lock_guard lock(detach_mu_);
+        std::erase(detaches_, request);
+      }
+      mute(query, true);
+    }
+  } else {
+    mute(query, false);
+  }
+  --live_;
+  log_.information(
+      "%s: query %s removed; its pattern stays in the detector, muted, while %Lu other queries "
+      "use it",
+      label_, query.name(), static_cast<Poco::UInt64>(live_));
+}
+
+void CepService::Detection::mute(const Query& query, bool flush) {
+  std::lock_guard lock(detector_mu_);
+  // A flush mid-stream is allowed (the detector takes more events after
+  // it); what the slack holds back stays held for the queries that stay.
+  if (flush) {
+    if (Status s = detector_->flushReleased(); !s) detectorFailed("flush", s);
+    sampleState();
+  }
+  for (auto& q : members_) {
+    if (q.get() == &query) q.reset();
+  }
+}
+
+bool CepService::Detection::isControl(const EventPtr& event) {
+  if (event == flushMarker()) return true;
+  if (event->type() != detachType()) return false;
+  std::lock_guard lock(detach_mu_);
+  return std::any_of(detaches_.begin(), detaches_.end(),
+                     [&event](const auto& d) { return d->marker == event; });
+}
+
+Status CepService::Detection::consume(const flows::Exchange& exchange) {
   // Counted before the offer: the worker may detect the event before offer() returns.
   pending_.fetch_add(1, std::memory_order_acq_rel);
   stages::StageItem item;
@@ -419,15 +926,14 @@ Status CepService::Query::consume(const flows::Exchange& exchange) {
   if (stage_->offer(std::move(item)) != stages::Admission::kRejected) return Status::ok();
   pending_.fetch_sub(1, std::memory_order_acq_rel);
   const uint64_t n = rejected_.fetch_add(1, std::memory_order_relaxed) + 1;
-  entry_->addRejected();
   if (worthLogging(n - 1, n)) {
-    log_.warning("query %s: its stage refused an event (%Lu so far): queue full or query stopped",
-                 endpoint_, static_cast<Poco::UInt64>(n));
+    log_.warning("%s: its stage refused an event (%Lu so far): queue full or query stopped", label_,
+                 static_cast<Poco::UInt64>(n));
   }
-  return Status::rejected("query " + endpoint_ + ": queue full or query stopped");
+  return Status::rejected(label_ + ": queue full or query stopped");
 }
 
-bool CepService::Query::requestFlush() {
+bool CepService::Detection::requestFlush() {
   if (!started_ || stopped_) return true;
   pending_.fetch_add(1, std::memory_order_acq_rel);
   stages::StageItem item;
@@ -437,20 +943,33 @@ bool CepService::Query::requestFlush() {
   return false;
 }
 
-stages::StageBatchResult CepService::Query::detect(std::span<stages::StageItem> items) {
+stages::StageBatchResult CepService::Detection::detect(std::span<stages::StageItem> items) {
   stages::StageBatchResult result;
-  // A flush marker splits the batch: the events before it, then the flush.
+  // A flush or detach marker splits the batch: the events before it, then
+  // the flush or the mute.
   while (!items.empty()) {
-    const auto marker = std::find_if(items.begin(), items.end(), [](const stages::StageItem& i) {
-      return i.event == flushMarker();
-    });
+    const auto marker =
+        std::find_if(items.begin(), items.end(),
+                     [this](const stages::StageItem& i) { return isControl(i.event); });
     const auto run = static_cast<size_t>(marker - items.begin());
     if (run > 0) detectEvents(items.first(run), result);
     if (run == items.size()) break;
-    {
+    if (marker->event == flushMarker()) {
       std::lock_guard lock(detector_mu_);
       if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
       sampleState();
+    } else {
+      std::shared_ptr<Detach> request;
+      {
+        std::lock_guard lock(detach_mu_);
+        const auto it = std::find_if(detaches_.begin(), detaches_.end(), [&marker](const auto& d) {
+          return d->marker == marker->event;
+        });
+        request = *it;
+        detaches_.erase(it);
+      }
+      mute(*request->query, true);
+      request->done.set_value();
     }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
     items = items.subspan(run + 1);
@@ -458,8 +977,8 @@ stages::StageBatchResult CepService::Query::detect(std::span<stages::StageItem> 
   return result;
 }
 
-void CepService::Query::detectEvents(std::span<stages::StageItem> items,
-                                     stages::StageBatchResult& result) {
+void CepService::Detection::detectEvents(std::span<stages::StageItem> items,
+                                         stages::StageBatchResult& result) {
   for (stages::StageItem& item : items) batch_.push_back(std::move(item.event));
   const size_t n = batch_.size();
   Status status = Status::ok();
@@ -480,7 +999,6 @@ void CepService::Query::detectEvents(std::span<stages::StageItem> items,
   }
   batch_.clear();
   consumed_.fetch_add(n, std::memory_order_relaxed);
-  entry_->addDelivered(n);
   // onEvents() reports the first error of the batch only: one error is
   // counted (and one item failed) however many of its events were refused.
   if (!status) {
@@ -493,7 +1011,7 @@ void CepService::Query::detectEvents(std::span<stages::StageItem> items,
   pending_.fetch_sub(n, std::memory_order_acq_rel);
 }
 
-void CepService::Query::sampleState() {
+void CepService::Detection::sampleState() {
   if (!counts_partials_) return;
   if (const std::optional<plugin::DetectorState> s = detector_->state()) {
     partials_.store(s->partial_matches, std::memory_order_relaxed);
@@ -501,38 +1019,21 @@ void CepService::Query::sampleState() {
   }
 }
 
-void CepService::Query::publishPartials() {
-  if (!counts_partials_) return;
-  entry_->setMetadata("partial_matches", std::to_string(partials_.load(std::memory_order_relaxed)));
-  entry_->setMetadata("partial_matches_peak",
-                      std::to_string(peak_partials_.load(std::memory_order_relaxed)));
-}
-
-void CepService::Query::detectorFailed(const char* call, const Status& status) {
+void CepService::Detection::detectorFailed(const char* call, const Status& status) {
   const uint64_t n = errors_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (entry_) entry_->addFailed();
   if (worthLogging(n - 1, n)) {
-    log_.warning("query %s: detector refused %s (%Lu errors so far): %s", endpoint_,
-                 std::string(call), static_cast<Poco::UInt64>(n), status.toString());
+    log_.warning("%s: detector refused %s (%Lu errors so far): %s", label_, std::string(call),
+                 static_cast<Poco::UInt64>(n), status.toString());
   }
 }
 
-void CepService::Query::onMatch(const plugin::Match& match) {
-  matches_.fetch_add(1, std::memory_order_relaxed);
-  flows::Exchange exchange;
-  exchange.event = match.composite();
-  exchange.address = output_symbol_;
-  exchange.sender = sender_;
-  exchange.qos = output_qos_;
-  const flows::SendOutcome out = context_.broker.publish(exchange);
-  if (out.status.isOk()) return;
-  const uint64_t failures = std::max<uint64_t>(1, out.rejected + out.failed);
-  const uint64_t n = publish_failures_.fetch_add(failures, std::memory_order_relaxed) + failures;
-  if (worthLogging(n - failures, n)) {
-    log_.warning("query %s: composite event to %s refused by %Lu target(s) (%Lu so far): %s",
-                 endpoint_, output_, static_cast<Poco::UInt64>(failures),
-                 static_cast<Poco::UInt64>(n), out.status.toString());
-  }
+void CepService::Detection::onMatch(const plugin::Match& match) {
+  if (members_.front() != nullptr) members_.front()->publish(match);
+}
+
+void CepService::Detection::onMatch(size_t pattern, const plugin::Match& match) {
+  // A removed query's pattern still runs; its matches go nowhere.
+  if (pattern < members_.size() && members_[pattern] != nullptr) members_[pattern]->publish(match);
 }
 
 // --------------------------------------------------------------------------
@@ -552,8 +1053,8 @@ Status CepService::start() {
   entry_->setMetadata("type", "cep");
   publishQueryList();
   started_ = true;
-  for (const auto& q : queries_) {
-    if (Status s = q->start(q); !s) {
+  for (const auto& d : detections_) {
+    if (Status s = d->start(d); !s) {
       stopLocked();
       return s;
     }
@@ -570,7 +1071,8 @@ void CepService::stop() {
 void CepService::stopLocked() {
   if (stopped_) return;
   stopped_ = true;
-  for (const auto& q : stopOrder()) q->stop();
+  for (const auto& d : stopOrder()) d->stop();
+  detections_.clear();
   queries_.clear();
   if (entry_) {
     entry_->setState(router::ComponentState::kStopped);
@@ -581,59 +1083,95 @@ void CepService::stopLocked() {
 
 void CepService::flush() {
   std::lock_guard lock(mu_);
-  for (const auto& q : stopOrder()) {
-    if (!q->requestFlush()) {
-      Poco::Logger::get("cepbus.cep")
-          .warning("query %s: stage full, flush deferred to stop", q->name());
+  for (const auto& d : stopOrder()) {
+    if (!d->requestFlush()) {
+      Poco::Logger::get("cepbus.cep").warning("%s: stage full, flush deferred to stop", d->label());
     }
   }
 }
 
 bool CepService::finished() const {
   std::lock_guard lock(mu_);
-  for (const auto& q : queries_) {
-    if (!q->idle()) return false;
+  for (const auto& d : detections_) {
+    if (!d->idle()) return false;
   }
   return true;
 }
 
 Status CepService::addQuery(const descriptor::QuerySpec& spec) {
+  return addQueries(std::span(&spec, 1));
+}
+
+Status CepService::addQueries(std::span<const descriptor::QuerySpec> specs) {
   std::lock_guard lock(mu_);
   if (stopped_) return Status::unavailable(config_.name + ": stopped; no query can be added");
-  for (const auto& q : queries_) {
-    if (q->name() == spec.name) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const descriptor::QuerySpec& spec = specs[i];
+    const bool taken = findQuery(spec.name) != nullptr ||
+                       std::any_of(specs.begin(), specs.begin() + static_cast<ptrdiff_t>(i),
+                                   [&spec](const auto& s) { return s.name == spec.name; });
+    if (taken) {
       return Status::alreadyExists(spec.where
                                        .error(queryLabel(spec) + ": " + config_.name +
                                               " already runs a query \"" + spec.name + "\"")
                                        .toString());
     }
   }
-  Result<std::shared_ptr<Query>> query = Status::internal("");
+  Planner planner(config_, context_, shared_made_);
+  Status planned = Status::ok();
   try {
-    query = Query::compile(spec, config_, context_);
+    planned = planner.plan(specs);
   } catch (const std::exception& e) {
-    query = Status::internal(spec.where.error(queryLabel(spec) + ": " + e.what()).toString());
+    const std::string where =
+        specs.size() == 1 ? specs[0].where.error(queryLabel(specs[0]) + ": " + e.what()).toString()
+                          : config_.name + ": " + e.what();
+    planned = Status::internal(where);
   }
-  if (!query) return query.status();
+  if (!planned) return planned;
   if (started_) {
-    if (Status s = (*query)->start(*query); !s) return s;
+    for (size_t i = 0; i < planner.detections.size(); ++i) {
+      const auto& d = planner.detections[i];
+      if (Status s = d->start(d); !s) {
+        for (size_t j = 0; j <= i; ++j) planner.detections[j]->stop();
+        return s;
+      }
+    }
   }
-  queries_.push_back(std::move(*query));
+  for (auto& d : planner.detections) detections_.push_back(std::move(d));
+  for (auto& q : planner.queries) queries_.push_back(std::move(q));
   publishQueryList();
   return Status::ok();
 }
 
 Status CepService::removeQuery(std::string_view name) {
   std::lock_guard lock(mu_);
-  for (auto it = queries_.begin(); it != queries_.end(); ++it) {
-    if ((*it)->name() != name) continue;
-    const std::shared_ptr<Query> query = *it;
-    queries_.erase(it);
-    publishQueryList();
-    query->stop();
+  const auto it = std::find_if(queries_.begin(), queries_.end(),
+                               [name](const auto& q) { return q->name() == name; });
+  if (it == queries_.end()) {
+    return Status::notFound(config_.name + ": no query \"" + std::string(name) + "\"");
+  }
+  const std::shared_ptr<Query> query = *it;
+  queries_.erase(it);
+  publishQueryList();
+  Detection& detection = query->detection();
+  if (detection.live() > 1) {
+    detection.detach(*query);
+    query->leave();
     return Status::ok();
   }
-  return Status::notFound(config_.name + ": no query \"" + std::string(name) + "\"");
+  const auto d = std::find_if(detections_.begin(), detections_.end(),
+                              [&detection](const auto& p) { return p.get() == &detection; });
+  const std::shared_ptr<Detection> last = *d;
+  detections_.erase(d);
+  last->stop();
+  return Status::ok();
+}
+
+std::shared_ptr<CepService::Query> CepService::findQuery(std::string_view name) const {
+  for (const auto& q : queries_) {
+    if (q->name() == name) return q;
+  }
+  return nullptr;
 }
 
 std::vector<std::string> CepService::queries() const {
@@ -645,10 +1183,9 @@ std::vector<std::string> CepService::queries() const {
 
 std::optional<QueryStats> CepService::stats(std::string_view name) const {
   std::lock_guard lock(mu_);
-  for (const auto& q : queries_) {
-    if (q->name() == name) return q->stats();
-  }
-  return std::nullopt;
+  const std::shared_ptr<Query> q = findQuery(name);
+  if (q == nullptr) return std::nullopt;
+  return q->stats();
 }
 
 uint64_t CepService::matches(std::string_view name) const {
@@ -657,40 +1194,47 @@ uint64_t CepService::matches(std::string_view name) const {
 }
 
 Result<std::string> CepService::exportModel(std::string_view name, std::string_view format) const {
-  std::shared_ptr<Query> query;
+  std::shared_ptr<Detection> detection;
   {
     std::lock_guard lock(mu_);
-    for (const auto& q : queries_) {
-      if (q->name() == name) query = q;
+    if (const std::shared_ptr<Query> q = findQuery(name)) {
+      for (const auto& d : detections_) {
+        if (d.get() == &q->detection()) detection = d;
+      }
     }
   }
-  if (query == nullptr) {
+  if (detection == nullptr) {
     return Status::notFound("service " + config_.name + " has no query '" + std::string(name) +
                             "'");
   }
-  return query->exportModel(format);
+  return detection->exportModel(format);
 }
 
 std::string CepService::endpointName(std::string_view query) const {
+  std::lock_guard lock(mu_);
+  if (const std::shared_ptr<Query> q = findQuery(query)) return q->detection().endpoint();
   return config_.name + "/" + std::string(query);
 }
 
-std::vector<std::shared_ptr<CepService::Query>> CepService::stopOrder() const {
+std::vector<std::shared_ptr<CepService::Detection>> CepService::stopOrder() const {
   // Kahn's algorithm over "i's output feeds j"; ties (and cycles, which
-  // have no right order) go in the order the queries were added.
-  const size_t n = queries_.size();
+  // have no right order) go in the order the detectors were made.
+  const size_t n = detections_.size();
   std::vector<std::vector<size_t>> feeds(n);
   std::vector<size_t> inputs_pending(n, 0);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
-      if (i != j && queries_[j]->consumes(queries_[i]->output())) {
+      if (i == j) continue;
+      const auto& outputs = detections_[i]->outputs();
+      if (std::any_of(outputs.begin(), outputs.end(),
+                      [&](const std::string& o) { return detections_[j]->consumes(o); })) {
         feeds[i].push_back(j);
         ++inputs_pending[j];
       }
     }
   }
   std::vector<bool> done(n, false);
-  std::vector<std::shared_ptr<Query>> order;
+  std::vector<std::shared_ptr<Detection>> order;
   while (order.size() < n) {
     size_t pick = n;
     for (size_t i = 0; i < n && pick == n; ++i) {
@@ -700,7 +1244,7 @@ std::vector<std::shared_ptr<CepService::Query>> CepService::stopOrder() const {
       if (!done[i]) pick = i;
     }
     done[pick] = true;
-    order.push_back(queries_[pick]);
+    order.push_back(detections_[pick]);
     for (size_t j : feeds[pick]) {
       if (inputs_pending[j] > 0) --inputs_pending[j];
     }
@@ -736,11 +1280,10 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
   }
   if (!errors.empty()) return Status::invalidArgument(joined(errors, "\n"));
   auto service = std::make_unique<CepService>(std::move(config), context);
-  for (descriptor::QuerySpec query : unit.queries) {
-    query.base_dir = assembly.base_dir;
-    if (Status s = service->addQuery(query); !s) errors.push_back(s.message());
-  }
-  if (!errors.empty()) return Status::invalidArgument(joined(errors, "\n"));
+  std::vector<descriptor::QuerySpec> queries = unit.queries;
+  for (descriptor::QuerySpec& query : queries) query.base_dir = assembly.base_dir;
+  // One call, so that the unit's queries share detectors.
+  if (Status s = service->addQueries(queries); !s) return Status::invalidArgument(s.message());
   return std::unique_ptr<Service>(std::move(service));
 }
 

@@ -1,26 +1,62 @@
 #pragma once
 
 // CepService: the CEP service engine. It hosts the queries of one service
-// unit: each query consumes its input addresses through a broker endpoint,
-// feeds a detector (created by the plugin of its engine) through a SEDA stage
-// of its own, and publishes every match as a composite event — the type and
-// attributes of its RETURN clause — on its output address, where any
-// subscriber, another query included, consumes it (hierarchical queries).
+// unit: the queries that can share a detector consume their input addresses
+// through one broker endpoint and feed one detector (created by the plugin
+// of their engine, DetectorFactory::createMany for several) through a SEDA
+// stage of its own; each match is published as its own query's composite
+// event — the type and attributes of that query's RETURN clause — on that
+// query's output address, where any subscriber, another query included,
+// consumes it (hierarchical queries).
 //
 // Descriptor: <service-unit type="cep"> with one or more <query name engine
 // input output> (options and text inside) and an optional param `capacity`
-// (the queue capacity of each query's stage, default 4096) and `batch_size`
-// (the most events a query's worker hands its detector at once, default
-// 64; 1 feeds them one by one). A query naming
-// engine "nfa" uses plugin "nfa"; the Bus loads the descriptor's plugins
-// before it creates services, so the plugin is usually loaded already. A
-// query naming engine "auto" runs on the engine plugin::chooseEngine() picks
-// for one pattern (each query has a detector of its own); the choice and
-// its reason are logged when the query is compiled.
+// (the queue capacity of each detector's stage, default 4096) and
+// `batch_size` (the most events a detector's worker hands it at once,
+// default 64; 1 feeds them one by one). A query naming engine "nfa" uses
+// plugin "nfa"; the Bus loads the descriptor's plugins before it creates
+// services, so the plugin is usually loaded already.
 //
-//   publisher --broker--> endpoint "<assembly>.<unit>/<query>" --offer-->
-//     stage (1 worker: a detector is single-threaded) --> detector
-//       --match--> composite event --broker.publish--> output address
+// Shared detectors. The queries given in one call (the unit's queries at
+// deployment, one addQueries() call at run time) share a detector when they
+// see the same events the same way: the same input addresses (as a
+// multiset, in any order), the same options apart from output_qos (engine
+// options and slack go to the one detector; flush_when_idle and run_inline
+// drive its stage), and the same engine. Queries naming an engine share
+// with the queries naming it too; the queries saying engine="auto" are
+// decided as a set (plugin::chooseEngine over their count and shape, so 40
+// of them go to the merged Petri net where one alone may go to the nfa
+// engine), split
+// only where the preferred engine refuses some of them: those it runs are
+// decided again as a set, the others as a set of their own. So a query goes
+// to a later engine (algebra, which reads a query without CONTEXT as
+// recent) only when the earlier ones refuse it, never because another query
+// of the set needs that engine. An auto set's engine then shares with the
+// queries naming that engine. When an engine cannot build the shared detector although it
+// runs each query alone, each gets its own detector (logged). The option
+// share_detector=false keeps a query on a detector of its own (a costly
+// query then has a thread to itself). The grouping and auto's choice are
+// logged ("queries q1..q40 (40): engine petri (auto: 40 patterns, merged
+// Petri net from 2 patterns), one detector on in (endpoint ...)").
+//
+// Queries added by a later call (addQuery() of a query at run time) never
+// join an existing detector: a detector's state (partial matches) belongs
+// to the stream it has seen, and rebuilding it would lose its queries'
+// partial matches. Removing a query that shares its detector mutes it
+// behind the events already queued (which count for it, as the drained
+// stage of a query of its own): the detector is flushed (its pending
+// matches are published; what the slack holds back stays held), the
+// query's later matches are dropped and its pattern keeps running until its
+// last sharer is removed, which stops the detector as for a query of its
+// own.
+//
+//   publisher --broker--> endpoint --offer--> stage (1 worker: a detector
+//     is single-threaded) --> detector --match of query i--> query i's
+//       composite event --broker.publish--> query i's output address
+//
+// A detector of one query consumes through the endpoint
+// "<assembly>.<unit>/<query>"; a shared one through
+// "<assembly>.<unit>/shared-<n>:<first query>..<last query>".
 //
 // Batches: the worker hands the detector every event it took from the queue
 // at once (Detector::onEvents, under one lock), at most batch_size of them,
@@ -33,8 +69,8 @@
 //
 // Sparse input: a detector that batches (the nfa engine's batched
 // construction) would hold a match until its next batch boundary, which on a
-// quiet stream may never come. So whenever a query's queue runs empty after
-// a batch, the service flushes its detector: under load it batches, when
+// quiet stream may never come. So whenever a detector's queue runs empty
+// after a batch, the service flushes it: under load it batches, when
 // the input pauses it reports at once. A pause is not the end of the
 // stream: the events the `slack` option holds back stay held (a slower
 // producer's event may still precede them). The query option
@@ -48,40 +84,46 @@
 // subscriber takes it, retrying while the buffer is full.
 //
 // The query option `run_inline=when_idle` lets the thread that delivers an
-// event run the detector itself while the query's stage is idle (the
+// event run the detector itself while its stage is idle (the
 // stage's run-inline mode, stages/stage.h): on a light stream each event
 // saves two thread hand-offs (to the worker and back to whoever sends the
 // composite on), under load events queue for the worker as usual. The
 // delivering thread (an AMQP connection's, a route stage's) then pays for
 // the detection, so it is for queries whose detection is cheap; the default
-// `never` keeps every detection on the query's own thread.
+// `never` keeps every detection on the detector's own thread.
 //
 // The service's registry entry "<assembly>.<unit>" lists its queries
-// (metadata `queries`). Per query, the registry holds the endpoint's entry
-// (what the flows handed it) and an entry "<assembly>.<unit>/<query>:detector" with metadata
-// engine (the one that runs it), engine_choice (auto's reason, only under
-// engine="auto"), input, output, text, matches and, for an engine that counts
-// them (plugin::Detector::state()), partial_matches and partial_matches_peak
-// as of the detector's last call; its counters are: delivered =
-// events the detector consumed, failed = events it refused or threw on,
-// rejected = events the stage refused under overload.
+// (metadata `queries`). Per detector, the registry holds the endpoint's
+// entry (what the flows handed it). Per query, an entry
+// "<assembly>.<unit>/<query>:detector" has metadata engine (the one that
+// runs it), engine_choice (auto's reason, only under engine="auto"), input,
+// output, text, endpoint (its detector's), shared_by (how many queries its
+// detector was built for, only when more than one), matches and, for an
+// engine that counts them (plugin::Detector::state()), partial_matches and
+// partial_matches_peak as of the detector's last call; its counters are: delivered = events its
+// detector consumed, failed = events it refused or threw on, rejected = events the stage refused
+// under overload. Those three and the partial matches, like QueryStats' consumed, errors, rejected,
+// queued, ran_inline and partial_matches, are the detector's, the same for every query sharing it;
+// matches and publish failures are the query's own.
 //
 // Errors at run time never stop a query: an event the detector refuses (out
 // of order, malformed) or throws on is logged (logger "cepbus.cep", naming
-// the query) and counted; an event the full stage refuses is a fault of the
-// delivery, which the flow reports to senders that asked for faults.
+// the query or queries) and counted; an event the full stage refuses is a
+// fault of the delivery, which the flow reports to senders that asked for
+// faults.
 //
-// Thread-safety: the life-cycle calls, addQuery() and removeQuery() may be
-// called from any thread (they are serialized), concurrently with events in
-// flight, but not from inside a delivery of a queueing flow (removing an
-// endpoint waits for its queues). The accessors may be called from any
-// thread. Ownership: owns its queries (stages, detectors, endpoints and
-// registry entries); a detector keeps its plugin loaded.
+// Thread-safety: the life-cycle calls, addQueries(), addQuery() and
+// removeQuery() may be called from any thread (they are serialized),
+// concurrently with events in flight, but not from inside a delivery of a queueing flow (removing
+// an endpoint waits for its queues). The accessors may be called from any thread. Ownership: owns
+// its queries and detectors (with their stages, endpoints and registry entries); a detector keeps
+// its plugin loaded.
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -96,8 +138,8 @@ namespace cepbus::services::cep {
 
 struct CepServiceConfig {
   std::string name;        // the registry name: "<assembly>.<unit>"
-  size_t capacity = 4096;  // queue capacity of each query's stage
-  // Most events each query's worker hands its detector in one call.
+  size_t capacity = 4096;  // queue capacity of each detector's stage
+  // Most events each detector's worker hands it in one call.
   size_t batch_size = 64;
 };
 
@@ -121,27 +163,32 @@ class CepService final : public Service {
   ~CepService() override;
 
   const std::string& name() const override { return config_.name; }
-  // Starts every query added so far: its stage, endpoint and subscriptions.
+  // Starts every detector made so far: its stage, endpoint and subscriptions.
   Status start() override;
-  // Stops every query, producers before consumers (a query whose output
-  // another query consumes goes first): unsubscribes it, lets its stage run
-  // every queued event, then flushes its detector, so that every pending
+  // Stops every detector, producers before consumers (one whose output
+  // another one consumes goes first): unsubscribes it, lets its stage run
+  // every queued event, then flushes it, so that every pending
   // match is published before the broker stops. The service cannot be
   // started again. Idempotent.
   void stop() override;
-  // Asks every query's detector, on its own thread and after the events
-  // already queued for it, to report its pending matches (producers first).
+  // Asks every detector, on its own thread and after the events already
+  // queued for it, to report its pending matches (producers first).
   void flush() override;
-  // True when no query has an event (or a flush) queued or in detection.
+  // True when no detector has an event (or a flush) queued or in detection.
   bool finished() const override;
 
-  // Compiles `spec` (parse, plugin, detector) and, while the service runs,
-  // starts it at once. InvalidArgument naming the descriptor file:line when
-  // the query cannot run; AlreadyExists when a query of that name exists;
-  // Unavailable after stop().
+  // Compiles `specs` (parse, plugin, detectors, shared where they can be,
+  // see above) and, while the service runs, starts them at once. All or
+  // none: InvalidArgument naming the descriptor file:line of every query
+  // that cannot run, one per line; AlreadyExists when a query of that name
+  // exists; Unavailable after stop().
+  Status addQueries(std::span<const descriptor::QuerySpec> specs);
+  // addQueries() of one query: it gets a detector of its own.
   Status addQuery(const descriptor::QuerySpec& spec);
-  // Unsubscribes the query, drains its stage, flushes its detector (its
-  // pending matches are published) and drops it. NotFound for an unknown name.
+  // A query with a detector of its own: unsubscribes it, drains its stage,
+  // flushes its detector (its pending matches are published) and drops it.
+  // A query sharing its detector is muted (see above). NotFound for an
+  // unknown name.
   Status removeQuery(std::string_view query);
 
   // The query names, in the order they were added.
@@ -151,20 +198,25 @@ class CepService final : public Service {
   uint64_t matches(std::string_view query) const;
   // The model of the query's detector in `format` ("dot" or "json"; see
   // plugin::Detector::exportModel), e.g. the Petri net of an engine "petri"
-  // query. Waits while the query's worker is inside its detector, so it
-  // sees the detector between two events. NotFound for an unknown query;
+  // query, the merged net of every query sharing it. Waits while the
+  // detector's worker is inside it, so it sees the detector between two
+  // events. NotFound for an unknown query;
   // InvalidArgument when the engine exports no model or not in `format`.
   Result<std::string> exportModel(std::string_view query, std::string_view format) const;
-  // The endpoint the query consumes through: "<assembly>.<unit>/<query>".
+  // The endpoint the query consumes through (its detector's), or
+  // "<assembly>.<unit>/<query>" for an unknown query.
   std::string endpointName(std::string_view query) const;
 
  private:
-  class Query;
+  class Query;      // a query's own part: output, matches, registry entry
+  class Detection;  // a detector, its stage and endpoint, for its queries
+  class Planner;    // groups the queries of one addQueries() call
 
-  // Producers first: a query whose output another one consumes precedes it.
-  std::vector<std::shared_ptr<Query>> stopOrder() const;  // under mu_
-  void stopLocked();                                      // under mu_
-  void publishQueryList();                                // under mu_
+  // Producers first: a detector whose output another one consumes precedes it.
+  std::vector<std::shared_ptr<Detection>> stopOrder() const;      // under mu_
+  void stopLocked();                                              // under mu_
+  void publishQueryList();                                        // under mu_
+  std::shared_ptr<Query> findQuery(std::string_view name) const;  // under mu_
 
   const CepServiceConfig config_;
   ServiceContext& context_;
@@ -172,8 +224,10 @@ class CepService final : public Service {
   mutable std::mutex mu_;  // serializes the control calls; guards what follows
   bool started_ = false;
   bool stopped_ = false;
-  std::shared_ptr<router::ComponentEntry> entry_;  // the service's own entry while started
-  std::vector<std::shared_ptr<Query>> queries_;    // in the order added
+  std::shared_ptr<router::ComponentEntry> entry_;       // the service's own entry while started
+  std::vector<std::shared_ptr<Query>> queries_;         // in the order added
+  std::vector<std::shared_ptr<Detection>> detections_;  // in the order made
+  uint64_t shared_made_ = 0;                            // names shared endpoints
 };
 
 class CepServiceFactory final : public ServiceFactory {

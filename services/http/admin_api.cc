@@ -431,7 +431,7 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
         if (auto detector = registry_.snapshotOf(info.name + "/" + q + ":detector")) {
           for (const auto& [key, value] : detector->metadata) {
             if (key == "engine" || key == "engine_choice" || key == "input" || key == "output" ||
-                key == "text") {
+                key == "text" || key == "shared_by") {
               entry[key] = value;
             }
           }

@@ -118,9 +118,11 @@ Run runService(plugin::PluginLoader& loader, const std::vector<EventPtr>& events
     xml += "<param name=\"capacity\" value=\"" + std::to_string(events.size()) + "\"/>";
   }
   for (int q = 0; q < queries; ++q) {
+    // Each copy on its own detector and stage: the fan-out this measures.
     xml += "<query name=\"q" + std::to_string(q) +
            "\" engine=\"nfa\" input=\"in.events\" output=\"out.pairs\">"
-           "<option name=\"construction\" value=\"per_event\"/><text>" +
+           "<option name=\"construction\" value=\"per_event\"/>"
+           "<option name=\"share_detector\" value=\"false\"/><text>" +
            kQuery + "</text></query>";
   }
   xml += "</service-unit></service-assembly>";

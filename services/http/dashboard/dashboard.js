@@ -119,9 +119,14 @@
       queued += q.queued;
       const name = td(q.name);
       name.title = q.service + "/" + q.name;
-      // An engine="auto" query shows what auto chose, and why on hover.
-      const engine = td((q.engine || "-") + (q.engine_choice ? " (auto)" : ""));
-      if (q.engine_choice) engine.title = q.engine_choice;
+      // An engine="auto" query shows what auto chose, and why on hover; a
+      // query sharing its detector, with how many.
+      const engine = td((q.engine || "-") + (q.engine_choice ? " (auto)" : "") +
+                        (q.shared_by ? " \u00d7" + q.shared_by : ""));
+      const notes = [];
+      if (q.engine_choice) notes.push(q.engine_choice);
+      if (q.shared_by) notes.push("one detector for " + q.shared_by + " queries: " + q.endpoint);
+      if (notes.length) engine.title = notes.join("; ");
       // null: the engine does not count what it holds.
       const held = td(q.partial_matches == null ? "-" : fmt(q.partial_matches), "num");
       if (q.partial_matches_peak != null) held.title = "peak " + fmt(q.partial_matches_peak);

@@ -1057,5 +1057,522 @@ TEST_F(CepServiceTest, ExportsThePetriNetOfAQueryWhileEventsFlow) {
   cep.stop();
 }
 
+// --- queries sharing a detector -------------------------------------------------
+
+std::string metaOf(const router::ComponentSnapshot& entry, std::string_view key) {
+  for (const auto& [k, v] : entry.metadata) {
+    if (k == key) return v;
+  }
+  return "<absent>";
+}
+
+// A composite event as text: its type, attributes and constituents' ts.
+std::string render(const EventPtr& e) {
+  std::string out(e->type().name());
+  for (const Attribute& a : e->attributes()) {
+    out += " " + std::string(a.name.name()) + "=" + a.value.toString();
+  }
+  out += " @";
+  for (const EventPtr& c : e->constituents()) out += " " + std::to_string(c->ts());
+  return out;
+}
+
+std::vector<std::string> rendered(const Recorder& recorder) {
+  std::vector<std::string> out;
+  for (const EventPtr& e : recorder.events()) out.push_back(render(e));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool pluginsBuilt(std::initializer_list<const char*> engines) {
+  for (const char* engine : engines) {
+    if (!std::filesystem::exists(std::string(CEPBUS_TEST_BUILD_DIR "/plugins/libcepbus_plugin_") +
+                                 engine + ".so")) {
+      return false;
+    }
+  }
+  return true;
+}
+
+constexpr std::string_view kThreeOnOneInput = R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="ab" engine="cepfake" input="in.events" output="out.ab">
+      <text>PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)</text>
+    </query>
+    <query name="ac" engine="cepfake" input="in.events" output="out.ac">
+      <text>PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)</text>
+    </query>
+    <query name="bc" engine="cepfake" input="in.events" output="rel.bc">
+      <option name="output_qos" value="reliable"/>
+      <text>PATTERN SEQ(B b, C c) RETURN BC(b.x, c.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)";
+
+TEST_F(CepServiceTest, QueriesOnOneInputShareADetectorAndEachPublishesItsOwnMatches) {
+  CepService& cep = start(kThreeOnOneInput);
+  const std::string shared = "sa.cep/shared-1:ab..bc";
+  for (const char* q : {"ab", "ac", "bc"}) EXPECT_EQ(cep.endpointName(q), shared) << q;
+  ASSERT_NE(broker_->endpoint(shared), nullptr);
+  EXPECT_EQ(broker_->endpoint("sa.cep/ab"), nullptr);
+
+  Recorder ab(*broker_, "test.ab", "out.ab");
+  Recorder ac(*broker_, "test.ac", "out.ac");
+  Recorder bc(*broker_, "test.bc", "rel.bc");
+  const char* types[] = {"A", "B", "C", "A", "C"};
+  for (int i = 0; i < 5; ++i) {
+    // One delivery per event for the three queries.
+    EXPECT_EQ(publish("in.events", types[i], i + 1, i + 1).delivered, 1u);
+  }
+  ASSERT_TRUE(ac.waitFor(2));
+  ASSERT_TRUE(waitConsumed(cep, "ab", 5));
+  EXPECT_EQ(rendered(ab), std::vector<std::string>{"AB a_x=1 b_x=2 @ 1 2"});
+  EXPECT_EQ(rendered(ac),
+            (std::vector<std::string>{"AC a_x=1 c_x=3 @ 1 3", "AC a_x=4 c_x=5 @ 4 5"}));
+  EXPECT_EQ(rendered(bc), std::vector<std::string>{"BC b_x=2 c_x=3 @ 2 3"});
+  // Each composite comes from its own query, with its own qos.
+  for (Symbol sender : ac.senders()) EXPECT_EQ(sender.name(), "sa.cep/ac");
+  EXPECT_EQ(bc.senders().at(0).name(), "sa.cep/bc");
+  EXPECT_EQ(bc.qos().at(0), flows::Qos::kReliable);
+  EXPECT_EQ(ab.qos().at(0), flows::Qos::kBestEffort);
+
+  const std::pair<const char*, uint64_t> expected[] = {{"ab", 1}, {"ac", 2}, {"bc", 1}};
+  for (const auto& [q, matches] : expected) {
+    EXPECT_EQ(cep.matches(q), matches) << q;
+    const QueryStats stats = *cep.stats(q);
+    EXPECT_EQ(stats.consumed, 5u) << q;
+    auto entry = registry_->snapshotOf("sa.cep/" + std::string(q) + ":detector");
+    ASSERT_TRUE(entry) << q;
+    EXPECT_EQ(metaOf(*entry, "matches"), std::to_string(matches)) << q;
+    EXPECT_EQ(metaOf(*entry, "engine"), "cepfake") << q;
+    EXPECT_EQ(metaOf(*entry, "endpoint"), shared) << q;
+    EXPECT_EQ(metaOf(*entry, "shared_by"), "3") << q;
+    EXPECT_EQ(entry->delivered, 5u) << q;
+  }
+  cep.stop();
+  EXPECT_EQ(broker_->endpoint(shared), nullptr);
+  EXPECT_FALSE(registry_->snapshotOf("sa.cep/ab:detector"));
+}
+
+TEST_F(CepServiceTest, QueriesThatSeeOtherEventsOrNeedOtherOptionsHaveTheirOwnDetector) {
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="a1" engine="cepfake" input="in.a" output="out.a1">
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+    <query name="b" engine="cepfake" input="in.b" output="out.b">
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+    <query name="slack" engine="cepfake" input="in.a" output="out.slack">
+      <option name="slack" value="2"/>
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+    <query name="batched" engine="cepfake" input="in.a" output="out.batched">
+      <option name="batched" value="true"/>
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+    <query name="no-idle-flush" engine="cepfake" input="in.a" output="out.nif">
+      <option name="flush_when_idle" value="false"/>
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+    <query name="inline" engine="cepfake" input="in.a" output="out.inline">
+      <option name="run_inline" value="when_idle"/>
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+    <query name="alone" engine="cepfake" input="in.a" output="out.alone">
+      <option name="share_detector" value="false"/>
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+    <query name="xy" engine="cepfake" input="in.x,in.y" output="out.xy">
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+    <query name="a2" engine="cepfake" input="in.a" output="out.a2">
+      <option name="output_qos" value="reliable"/>
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+    <query name="yx" engine="cepfake" input="in.y,in.x" output="out.yx">
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  // output_qos is the query's own; the inputs are compared in any order.
+  EXPECT_EQ(cep.endpointName("a1"), "sa.cep/shared-1:a1..a2");
+  EXPECT_EQ(cep.endpointName("a2"), "sa.cep/shared-1:a1..a2");
+  EXPECT_EQ(cep.endpointName("xy"), "sa.cep/shared-2:xy..yx");
+  EXPECT_EQ(cep.endpointName("yx"), "sa.cep/shared-2:xy..yx");
+  for (const char* q : {"b", "slack", "batched", "no-idle-flush", "inline", "alone"}) {
+    EXPECT_EQ(cep.endpointName(q), "sa.cep/" + std::string(q)) << q;
+    auto entry = registry_->snapshotOf("sa.cep/" + std::string(q) + ":detector");
+    ASSERT_TRUE(entry) << q;
+    EXPECT_EQ(metaOf(*entry, "shared_by"), "<absent>") << q;
+  }
+
+  Recorder a1(*broker_, "test.a1", "out.a1");
+  Recorder b(*broker_, "test.b", "out.b");
+  publish("in.b", "A", 1);
+  publish("in.b", "B", 2);
+  ASSERT_TRUE(b.waitFor(1));
+  ASSERT_TRUE(waitUntil([&] { return cep.finished(); }));
+  EXPECT_EQ(a1.size(), 0u);
+  EXPECT_EQ(cep.stats("a1")->consumed, 0u);
+}
+
+// Removing a query from a shared detector keeps the detector, and with it
+// the other queries' partial matches; a query added later gets a detector
+// of its own.
+TEST_F(CepServiceTest, ARemovedQueryLeavesTheSharedDetectorToTheOthers) {
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="ab" engine="cepfake" input="in.events" output="out.ab">
+      <option name="batched" value="true"/>
+      <option name="flush_when_idle" value="false"/>
+      <text>PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)</text>
+    </query>
+    <query name="ac" engine="cepfake" input="in.events" output="out.ac">
+      <option name="batched" value="true"/>
+      <option name="flush_when_idle" value="false"/>
+      <text>PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  const std::string shared = "sa.cep/shared-1:ab..ac";
+  ASSERT_EQ(cep.endpointName("ab"), shared);
+  Recorder ab(*broker_, "test.ab", "out.ab");
+  Recorder ac(*broker_, "test.ac", "out.ac");
+  publish("in.events", "A", 1, 1);
+  publish("in.events", "B", 2, 2);
+  ASSERT_TRUE(waitConsumed(cep, "ab", 2));
+  EXPECT_EQ(ab.size(), 0u);  // held by the batched detector
+
+  // Its pending match is published as it leaves.
+  ASSERT_TRUE(cep.removeQuery("ab"));
+  EXPECT_EQ(rendered(ab), std::vector<std::string>{"AB a_x=1 b_x=2 @ 1 2"});
+  EXPECT_FALSE(registry_->snapshotOf("sa.cep/ab:detector"));
+  EXPECT_FALSE(cep.stats("ab"));
+  EXPECT_EQ(cep.queries(), std::vector<std::string>{"ac"});
+  EXPECT_NE(broker_->endpoint(shared), nullptr);
+
+  // The detector kept A@1 for ac (a rebuilt one would have lost it); ab's
+  // pattern still runs but its matches go nowhere.
+  publish("in.events", "C", 3, 3);
+  publish("in.events", "A", 4, 4);
+  publish("in.events", "B", 5, 5);
+  ASSERT_TRUE(waitConsumed(cep, "ac", 5));
+  cep.flush();
+  ASSERT_TRUE(ac.waitFor(1));
+  ASSERT_TRUE(waitUntil([&] { return cep.finished(); }));
+  EXPECT_EQ(rendered(ac), std::vector<std::string>{"AC a_x=1 c_x=3 @ 1 3"});
+  EXPECT_EQ(ab.size(), 1u);
+  EXPECT_EQ(cep.matches("ac"), 1u);
+
+  // A query added while the service runs consumes through an endpoint of
+  // its own, even when it could share.
+  ASSERT_TRUE(
+      cep.addQuery(spec("ab", "PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)", "in.events", "out.ab")));
+  EXPECT_EQ(cep.endpointName("ab"), "sa.cep/ab");
+  publish("in.events", "A", 6, 6);
+  publish("in.events", "B", 7, 7);
+  ASSERT_TRUE(ab.waitFor(2));
+  EXPECT_EQ(render(ab.events()[1]), "AB a_x=6 b_x=7 @ 6 7");
+  EXPECT_EQ(cep.matches("ab"), 1u);
+  ASSERT_TRUE(waitConsumed(cep, "ac", 7));
+
+  // The last query of a shared detector takes it down with it.
+  ASSERT_TRUE(cep.removeQuery("ac"));
+  EXPECT_EQ(broker_->endpoint(shared), nullptr);
+  EXPECT_FALSE(registry_->snapshotOf(shared));
+  EXPECT_NE(broker_->endpoint("sa.cep/ab"), nullptr);
+}
+
+// A query removed while events wait for its shared detector still gets
+// their matches, as a query of its own does (its stage drains before it
+// goes). Muting it at once would lose them only when the removal gets the
+// detector before the worker does, hence the rounds.
+TEST_F(CepServiceTest, ARemovedSharedQueryGetsTheMatchesOfTheEventsQueuedBeforeIt) {
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="ab" engine="cepfake" input="in.events" output="out.ab">
+      <option name="block_type" value="Hold"/>
+      <text>PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)</text>
+    </query>
+    <query name="ac" engine="cepfake" input="in.events" output="out.ac">
+      <option name="block_type" value="Hold"/>
+      <text>PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+    ASSERT_EQ(cep.endpointName("ab"), cep.endpointName("ac"));
+    Recorder ab(*broker_, "test.ab", "out.ab");
+    std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_);
+    ASSERT_TRUE(held);
+    publish("in.events", "A", 1, 1);
+    publish("in.events", "B", 2, 2);
+    Status removed = Status::internal("not yet");
+    std::thread remover([&] { removed = cep.removeQuery("ab"); });
+    // The removal waits for the worker, which the gate holds.
+    std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(ab.size(), 0u);
+    held->open();
+    remover.join();
+    ASSERT_TRUE(removed) << removed.toString();
+    ASSERT_EQ(rendered(ab), std::vector<std::string>{"AB a_x=1 b_x=2 @ 1 2"});
+    EXPECT_EQ(cep.queries(), std::vector<std::string>{"ac"});
+  }
+}
+
+TEST_F(CepServiceTest, QueriesAddedInOneCallShareADetector) {
+  CepService& cep = start(kPairs);
+  const descriptor::QuerySpec specs[] = {
+      spec("b1", "PATTERN B b RETURN B1(b.x)", "in.events", "out.b1"),
+      spec("b2", "PATTERN B b RETURN B2(b.x)", "in.events", "out.b2")};
+  ASSERT_TRUE(cep.addQueries(specs));
+  EXPECT_EQ(cep.endpointName("pairs"), "sa.cep/pairs");
+  EXPECT_EQ(cep.endpointName("b1"), "sa.cep/shared-1:b1..b2");
+  EXPECT_EQ(cep.endpointName("b2"), "sa.cep/shared-1:b1..b2");
+  Recorder b2(*broker_, "test.b2", "out.b2");
+  publish("in.events", "B", 1, 5);
+  ASSERT_TRUE(b2.waitFor(1));
+  EXPECT_EQ(render(b2.events()[0]), "B2 b_x=5 @ 1");
+
+  // All or none: a name taken, or a query that cannot run, adds nothing.
+  const descriptor::QuerySpec taken[] = {spec("c1", "PATTERN C c", "in.events", "out.c1"),
+                                         spec("b1", "PATTERN C c", "in.events", "out.c2")};
+  EXPECT_EQ(cep.addQueries(taken).code(), Status::Code::kAlreadyExists);
+  const descriptor::QuerySpec broken[] = {
+      spec("c1", "PATTERN C c", "in.events", "out.c1"),
+      spec("c2", "PATTERN C c WHERE c.x = 1", "in.events", "out.c2")};
+  const Status refused = cep.addQueries(broken);
+  EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(refused.message().find("<query name=\"c2\">: engine \"cepfake\" cannot run the query: "
+                                   "cepfake does not support WHERE"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_EQ(refused.message().find("c1"), std::string::npos) << refused.message();
+  EXPECT_EQ(cep.queries(), (std::vector<std::string>{"pairs", "b1", "b2"}));
+  EXPECT_EQ(broker_->endpoint("sa.cep/c1"), nullptr);
+}
+
+// A query the engine refuses in a set is named alone, at its line; the
+// others would have run.
+TEST_F(CepServiceTest, AQueryTheEngineRefusesInASharedSetIsNamedAtItsLine) {
+  auto built = build(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="ok1" engine="cepfake" input="in.events" output="out.x">
+      <text>PATTERN SEQ(A a, B b)</text>
+    </query>
+    <query name="bad" engine="cepfake" input="in.events" output="out.y">
+      <text>PATTERN SEQ(A a, B b) WHERE a.x = 1</text>
+    </query>
+    <query name="ok2" engine="cepfake" input="in.events" output="out.z">
+      <text>PATTERN SEQ(A a, C c)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  ASSERT_FALSE(built);
+  const std::string& message = built.status().message();
+  EXPECT_EQ(message,
+            "cep_test.xml:6: <query name=\"bad\">: engine \"cepfake\" cannot run the query: "
+            "cepfake does not support WHERE");
+}
+
+// The queries of a unit, in one detector, report exactly the composite
+// events each reports on a detector of its own: auto runs the set of six on
+// the merged Petri net, and each alone on the engine it picks for it alone
+// (nfa, or one Petri net for a filtered start).
+TEST_F(CepServiceTest, AUnitOfQueriesOnOneDetectorFindsWhatEachFindsAlone) {
+  if (!pluginsBuilt({"nfa", "petri"})) GTEST_SKIP() << "the nfa and petri plugins are not built";
+  const std::vector<std::string> texts = {
+      "PATTERN SEQ(A a, B b) WHERE a.x = b.x WITHIN 10 RETURN R0(a.x, b.x)",
+      "PATTERN SEQ(A a, B b) WITHIN 4 RETURN R1(a.x, b.x)",
+      "PATTERN SEQ(A a, C c) WITHIN 5 RETURN R2(a.x, c.x)",
+      "PATTERN SEQ(B b, C c, D d) WHERE b.x = 1 WITHIN 20 RETURN R3(b.x, d.x)",
+      "PATTERN SEQ(A a, NOT(C n), B b) WITHIN 8 RETURN R4(a.x, b.x)",
+      "PATTERN SEQ(D d, A a) WHERE d.x < a.x WITHIN 6 RETURN R5(d.x, a.x)"};
+  auto unit = [](const std::string& name, const std::vector<std::pair<int, std::string>>& qs) {
+    std::string xml =
+        "<service-assembly name=\"" + name + "\"><service-unit name=\"cep\" type=\"cep\">";
+    for (const auto& [i, text] : qs) {
+      xml += "<query name=\"q" + std::to_string(i) + "\" engine=\"auto\" input=\"in.events\" " +
+             "output=\"out.q" + std::to_string(i) + "\"><text><![CDATA[" + text +
+             "]]></text></query>";
+    }
+    return xml + "</service-unit></service-assembly>";
+  };
+  // The stream, replayed once per run: 300 events of 4 types, x in 0..3.
+  std::vector<std::pair<std::string, int64_t>> stream;
+  uint32_t seed = 12345;
+  for (int i = 0; i < 300; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    stream.emplace_back(std::string(1, static_cast<char>('A' + (seed >> 16) % 4)),
+                        (seed >> 20) % 4);
+  }
+  // The composites of each query, after running the units of `assemblies` together.
+  auto run = [&](const std::vector<std::string>& assemblies) {
+    std::vector<std::unique_ptr<Service>> services;
+    for (const std::string& xml : assemblies) {
+      auto built = build(xml);
+      EXPECT_TRUE(built) << built.status().toString();
+      if (!built) return std::vector<std::vector<std::string>>{};
+      EXPECT_TRUE((*built)->start());
+      services.push_back(std::move(*built));
+    }
+    std::vector<std::unique_ptr<Recorder>> recorders;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      recorders.push_back(std::make_unique<Recorder>(*broker_, "test.q" + std::to_string(i),
+                                                     "out.q" + std::to_string(i)));
+    }
+    for (size_t i = 0; i < stream.size(); ++i) {
+      publish("in.events", stream[i].first, static_cast<Timestamp>(i + 1), stream[i].second);
+    }
+    for (auto& s : services) s->stop();  // flushes every detector
+    std::vector<std::vector<std::string>> out;
+    for (const auto& r : recorders) out.push_back(rendered(*r));
+    return out;
+  };
+
+  std::vector<std::pair<int, std::string>> all;
+  for (size_t i = 0; i < texts.size(); ++i) all.emplace_back(static_cast<int>(i), texts[i]);
+  {
+    // The set: one petri detector, chosen for six patterns.
+    auto built = build(unit("set", all));
+    ASSERT_TRUE(built) << built.status().toString();
+    auto& cep = static_cast<CepService&>(**built);
+    ASSERT_TRUE(cep.start());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::string q = "q" + std::to_string(i);
+      EXPECT_EQ(cep.endpointName(q), "set.cep/shared-1:q0..q5");
+      auto entry = registry_->snapshotOf("set.cep/" + q + ":detector");
+      ASSERT_TRUE(entry);
+      EXPECT_EQ(metaOf(*entry, "engine"), "petri");
+      EXPECT_EQ(metaOf(*entry, "engine_choice"),
+                "auto: 6 patterns, merged Petri net from 2 patterns");
+    }
+  }
+  std::vector<std::string> alone;
+  for (const auto& q : all) alone.push_back(unit("alone" + std::to_string(q.first), {q}));
+  const auto shared = run({unit("set", all)});
+  const auto separate = run(alone);
+  ASSERT_EQ(shared.size(), texts.size());
+  ASSERT_EQ(separate.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_FALSE(separate[i].empty()) << texts[i];
+    EXPECT_EQ(shared[i], separate[i]) << texts[i];
+  }
+}
+
+TEST_F(CepServiceTest, AutoDecidesOverTheUnitsQueriesAsASet) {
+  if (!pluginsBuilt({"nfa", "petri", "algebra"})) {
+    GTEST_SKIP() << "the nfa, petri and algebra plugins are not built";
+  }
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="s1" engine="auto" input="in.a" output="out.s1">
+      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
+    </query>
+    <query name="recent" engine="auto" input="in.a" output="out.recent">
+      <text>PATTERN SEQ(A a, B b) WITHIN 5 CONTEXT recent</text>
+    </query>
+    <query name="s2" engine="auto" input="in.a" output="out.s2">
+      <text>PATTERN SEQ(A a, C c) WITHIN 5</text>
+    </query>
+    <query name="s3" engine="auto" input="in.a" output="out.s3">
+      <text>PATTERN SEQ(B b, C c) WITHIN 5</text>
+    </query>
+    <query name="named" engine="nfa" input="in.a" output="out.named">
+      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
+    </query>
+    <query name="one" engine="auto" input="in.b" output="out.one">
+      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  auto entry = [&](const char* q) {
+    auto e = registry_->snapshotOf("sa.cep/" + std::string(q) + ":detector");
+    EXPECT_TRUE(e) << q;
+    return e ? *e : router::ComponentSnapshot{};
+  };
+  // The three the merged net runs go to it, counted as a set of three.
+  for (const char* q : {"s1", "s2", "s3"}) {
+    EXPECT_EQ(metaOf(entry(q), "engine"), "petri") << q;
+    EXPECT_EQ(metaOf(entry(q), "engine_choice"),
+              "auto: 3 patterns, merged Petri net from 2 patterns")
+        << q;
+    EXPECT_EQ(metaOf(entry(q), "shared_by"), "3") << q;
+    EXPECT_EQ(cep.endpointName(q), cep.endpointName("s1")) << q;
+  }
+  // Only algebra runs CONTEXT recent: that query alone goes there.
+  EXPECT_EQ(metaOf(entry("recent"), "engine"), "algebra");
+  EXPECT_TRUE(metaOf(entry("recent"), "engine_choice").ends_with("; algebra runs it"));
+  EXPECT_EQ(cep.endpointName("recent"), "sa.cep/recent");
+  // A query naming nfa does not join the petri set.
+  EXPECT_EQ(metaOf(entry("named"), "engine"), "nfa");
+  EXPECT_EQ(cep.endpointName("named"), "sa.cep/named");
+  // Alone on its input, a query is a set of one: one NFA.
+  EXPECT_EQ(metaOf(entry("one"), "engine"), "nfa");
+  EXPECT_EQ(metaOf(entry("one"), "engine_choice"),
+            "auto: 1 pattern with no filter on its first variable, one NFA");
+
+  // The merged net is what the queries of the set export.
+  auto model = cep.exportModel("s2", "json");
+  ASSERT_TRUE(model) << model.status().toString();
+  for (const char* q : {"s1", "s2", "s3"}) {
+    EXPECT_NE(model->find(std::string("\"") + q + "\""), std::string::npos) << q << *model;
+  }
+}
+
+// Queries naming an engine share with each other and with the auto queries
+// that went to it.
+TEST_F(CepServiceTest, QueriesNamingAnEngineShareWithAutosChoiceOfIt) {
+  if (!pluginsBuilt({"nfa", "petri"})) GTEST_SKIP() << "the nfa and petri plugins are not built";
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="p1" engine="petri" input="in.a" output="out.p1">
+      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
+    </query>
+    <query name="a1" engine="auto" input="in.a" output="out.a1">
+      <text>PATTERN SEQ(A a, C c) WITHIN 5</text>
+    </query>
+    <query name="a2" engine="auto" input="in.a" output="out.a2">
+      <text>PATTERN SEQ(B b, C c) WITHIN 5</text>
+    </query>
+    <query name="p2" engine="petri" input="in.a" output="out.p2">
+      <text>PATTERN SEQ(C c, A a) WITHIN 5</text>
+    </query>
+    <query name="n1" engine="nfa" input="in.a" output="out.n1">
+      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
+    </query>
+    <query name="n2" engine="nfa" input="in.a" output="out.n2">
+      <text>PATTERN SEQ(B b, A a) WITHIN 5</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  for (const char* q : {"p1", "a1", "a2", "p2"}) {
+    EXPECT_EQ(cep.endpointName(q), "sa.cep/shared-1:p1..p2") << q;
+  }
+  for (const char* q : {"n1", "n2"}) EXPECT_EQ(cep.endpointName(q), "sa.cep/shared-2:n1..n2") << q;
+  auto a1 = registry_->snapshotOf("sa.cep/a1:detector");
+  ASSERT_TRUE(a1);
+  EXPECT_EQ(metaOf(*a1, "engine"), "petri");
+  EXPECT_EQ(metaOf(*a1, "shared_by"), "4");
+  auto p1 = registry_->snapshotOf("sa.cep/p1:detector");
+  ASSERT_TRUE(p1);
+  EXPECT_EQ(metaOf(*p1, "engine_choice"), "<absent>");
+
+  Recorder out_p2(*broker_, "test.p2", "out.p2");
+  Recorder out_n2(*broker_, "test.n2", "out.n2");
+  publish("in.a", "C", 1);
+  publish("in.a", "B", 2);
+  publish("in.a", "A", 3);
+  ASSERT_TRUE(out_p2.waitFor(1));
+  ASSERT_TRUE(out_n2.waitFor(1));
+  ASSERT_TRUE(waitUntil([&] { return cep.finished(); }));
+  EXPECT_EQ(cep.matches("p1"), 0u);
+  EXPECT_EQ(cep.matches("p2"), 1u);
+  EXPECT_EQ(cep.matches("n2"), 1u);
+  EXPECT_EQ(cep.matches("a2"), 0u);
+}
+
 }  // namespace
 }  // namespace cepbus::services::cep

@@ -466,7 +466,7 @@ TEST(AdminApiQueriesTest, AnAutoQueryShowsTheEngineChosenAndWhy) {
   EXPECT_EQ(by_name["seq"]
                 .at("engine_choice")
                 .get<std::string>()
-                .rfind("auto: 1 pattern, one NFA per pattern below ", 0),
+                .rfind("auto: 1 pattern with no filter on its first variable, one NFA", 0),
             0u)
       << by_name["seq"];
   // nfa and petri refuse CONTEXT recent; the reason says so.
@@ -513,6 +513,38 @@ TEST(AdminApiQueriesTest, EachQueryShowsThePartialMatchesItsDetectorHolds) {
   // The join engine does not count: null, not 0.
   EXPECT_TRUE(by_name["join"].at("partial_matches").is_null()) << by_name["join"];
   EXPECT_TRUE(by_name["join"].at("partial_matches_peak").is_null()) << by_name["join"];
+}
+
+// Queries sharing a detector still count their matches apart.
+TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
+  <service-unit name="cep" type="cep">
+    <query name="rising" engine="petri" input="in" output="out.rising">
+      <text>PATTERN SEQ(Stock a, Stock b) WHERE a.price &lt; b.price WITHIN 10</text>
+    </query>
+    <query name="dear" engine="petri" input="in" output="out.dear">
+      <text>PATTERN Stock s WHERE s.price &gt; 2.5</text>
+    </query>
+  </service-unit>
+</service-assembly>)"));
+  for (int i = 1; i <= 3; ++i) bus.publish("in", i, i);
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
+  std::map<std::string, json> by_name;
+  ASSERT_TRUE(cepbus::testing::waitUntil([&] {
+    const json body = json::parse(api.handle(AdminRequest{"GET", "/api/queries", "", ""}).body);
+    for (const json& q : body.at("queries")) by_name[q.at("name").get<std::string>()] = q;
+    return by_name.size() == 2 && by_name["rising"].at("consumed") == 3 &&
+           by_name["dear"].at("consumed") == 3;
+  }));
+  EXPECT_EQ(by_name["rising"].at("matches"), 3) << by_name["rising"];
+  EXPECT_EQ(by_name["dear"].at("matches"), 1) << by_name["dear"];
+  for (const char* q : {"rising", "dear"}) {
+    EXPECT_EQ(by_name[q].at("engine"), "petri") << by_name[q];
+    EXPECT_EQ(by_name[q].at("shared_by"), "2") << by_name[q];
+    EXPECT_EQ(by_name[q].at("endpoint"), "a.cep/shared-1:rising..dear") << by_name[q];
+  }
 }
 
 }  // namespace
