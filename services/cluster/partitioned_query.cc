@@ -35,11 +35,14 @@ Status checkPartitionedQuery(const pattern::Query& query, std::string_view name,
           k + (engine == "algebra" ? " (or CONTEXT unrestricted)" : ""));
     }
     if (const std::optional<std::string> b = pattern::firstUntiedVariable(query, k)) {
-      const std::string& a = query.variables[0].name;
+      const std::string a = query.variables.empty() ? "its first element" : query.variables[0].name;
+      const bool unnamed = b->starts_with("the unnamed ");
       return Status::invalidArgument(
           label + " may join events of different partitions: the cluster key \"" + k +
-          "\" does not tie variable " + a + " to " + *b + " (add PARTITION BY " + k +
-          ", or WHERE " + a + "." + k + " = " + *b + "." + k +
+          "\" does not tie " + (unnamed ? "" : "variable ") + a + " to " + *b +
+          " (add PARTITION BY " + k + ", or " +
+          (unnamed ? "name the element and tie it with WHERE"
+                   : "WHERE " + a + "." + k + " = " + *b + "." + k) +
           ", or partition the cluster by an attribute the query compares for equality)");
     }
   }

@@ -42,9 +42,26 @@ std::string sideLabel(const Expr& e, std::string_view attr) {
 
 bool isEquality(const Expr& c) { return c.kind == ExprKind::kBinary && c.binary == BinaryOp::kEq; }
 
+// The type of the first element without a variable (`SEQ(A a, B, C c)`): no
+// predicate names it, so it matches an event of any value.
+const PatternNode* firstUnnamedElement(const PatternNode& node) {
+  const bool element = node.kind == PatternKind::kEvent || node.kind == PatternKind::kKleene ||
+                       node.kind == PatternKind::kNot;
+  if (element && node.var.empty()) return &node;
+  for (const PatternPtr& child : node.children) {
+    if (const PatternNode* unnamed = firstUnnamedElement(*child)) return unnamed;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::optional<std::string> firstUntiedVariable(const Query& query, std::string_view attr) {
+  if (query.pattern) {
+    if (const PatternNode* unnamed = firstUnnamedElement(*query.pattern)) {
+      return "the unnamed " + unnamed->type + " element";
+    }
+  }
   Ties ties;
   for (const Variable& v : query.variables) ties.node("var:" + v.name);
   for (const ExprPtr& c : splitConjuncts(query.where)) {

@@ -28,7 +28,8 @@ namespace cepbus::pattern {
 
 // The first variable (in pattern order) that the WHERE clause does not tie
 // to the query's first variable on `attr`; std::nullopt when it ties them
-// all (or the query has fewer than two variables).
+// all (or the query has fewer than two variables). An element without a
+// variable (`SEQ(A a, B, C c)`) cannot be tied: "the unnamed B element".
 CEPBUS_API std::optional<std::string> firstUntiedVariable(const Query& query,
                                                           std::string_view attr);
 

@@ -48,6 +48,18 @@ TEST(PartitionedQueryTest, NegatedAndKleeneVariablesMustBeTiedToo) {
       check("PATTERN SEQ(A a, B+ b[]) WHERE b[i].id = b[i-1].id WITHIN 10", {"id"}).isOk());
 }
 
+// An unnamed element matches an event of any partition: a node seeing one
+// partition would miss the matches whose middle event is in another.
+TEST(PartitionedQueryTest, AnElementWithoutAVariableCannotBeTied) {
+  Status s = check("PATTERN SEQ(A a, B, C c) WHERE a.id = c.id WITHIN 10", {"id"});
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("does not tie a to the unnamed B element (add PARTITION BY id, or "
+                             "name the element and tie it"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(check("PATTERN SEQ(A a, B, C c) WITHIN 10 PARTITION BY id", {"id"}).isOk());
+}
+
 TEST(PartitionedQueryTest, ALiteralTiesTheVariablesItIsComparedWith) {
   EXPECT_TRUE(
       check("PATTERN SEQ(A a, B b) WHERE a.id = 'x' AND 'x' = b.id WITHIN 10", {"id"}).isOk());

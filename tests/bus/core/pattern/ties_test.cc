@@ -47,6 +47,11 @@ TEST(TiesTest, KleeneVariablesTieThroughTheirCurrentElementAndNegatedOnesCount) 
       "n");
 }
 
+TEST(TiesTest, AnElementWithoutAVariableIsNeverTied) {
+  EXPECT_EQ(firstUntiedVariable(parsed("PATTERN SEQ(B a, B, A c) WHERE a.x = c.x WITHIN 5"), "x"),
+            "the unnamed B element");
+}
+
 TEST(TiesTest, OnlyTopLevelEqualitiesOfTheAttributeItselfTie) {
   for (const char* text : {
            "PATTERN SEQ(A a, B b) WHERE a.x = b.x OR a.y = 1 WITHIN 5",  // under OR
