@@ -125,6 +125,10 @@ Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalO
                       vfs.empty() ? nullptr : vfs.c_str()) != SQLITE_OK) {
     return journal->error("open");
   }
+  // The AMQP listener records durable subscriptions in this file through a
+  // connection of its own (services/amqp/durable_store.h): a commit that
+  // meets its short transaction waits for it instead of failing.
+  sqlite3_busy_timeout(journal->db_, 5000);
   // WAL: readers do not block the writer, and a commit appends to the log
   // instead of rewriting pages, which is what group commit wants.
   sqlite3_stmt* mode = nullptr;

@@ -106,10 +106,14 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
     bus->assemblies_.push_back({assembly.name, false});
   }
   // The AMQP listener starts after every service unit, so that a client that
-  // connects at once finds the subscriptions of the whole bus in place.
+  // connects at once finds the subscriptions of the whole bus in place. It
+  // records durable subscriptions in the default reliable flow's journal,
+  // which the broker has opened by the time the listener starts.
   if (d.listeners.amqp) {
     bus->services_.push_back(
-        {"", "amqp-listener", services::amqp::makeAmqpListener(*d.listeners.amqp, *bus->context_)});
+        {"", "amqp-listener",
+         services::amqp::makeAmqpListener(*d.listeners.amqp, *bus->context_,
+                                          d.journal ? d.journal->path.string() : std::string())});
   }
   if (d.cluster) {
     auto node = services::cluster::makeClusterNode(*d.cluster, *bus->context_);

@@ -16,6 +16,7 @@
 //   subscriber_deliveries.h  what a subscribing link has in flight, its outcomes
 //   in_flight_bound.h        how much a subscribing link may have in flight
 //   durable_parking.h        durable subscriptions whose subscriber is away
+//   durable_store.h          durable subscriptions recorded in the journal
 //   request_router.h         reply addresses, requests open at AMQP providers
 //   route_pressure.h         what the delivery policy says about a publish
 //   listener_stats.h         the counters and the registry entries
@@ -72,6 +73,7 @@
 #include "services/amqp/access_control.h"
 #include "services/amqp/broker_subscriptions.h"
 #include "services/amqp/client_connections.h"
+#include "services/amqp/durable_store.h"
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/publish_settlement.h"
 #include "services/amqp/publisher_credit.h"
@@ -274,7 +276,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     if (refuseLink(s, conn->id)) return;
     const bool durable = s.source().durability_mode() != proton::source::NONDURABLE;
     const uint64_t id = ++next_id;
-    auto opened = subscriptions.open(conn->container_id, s.name(), pattern, durable,
+    auto opened = subscriptions.open(conn->container_id, s.name(), pattern, durable, conn->user,
                                      durable ? conn->owner() : std::string(), wakeDrain(*conn, id));
     if (const auto* refusal = std::get_if<BrokerSubscriptions::Refusal>(&opened)) {
       admission->linkClosed(conn->id);
@@ -767,7 +769,7 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       admission->linkClosed(sub->second.connection);
       unregisterLink(sub->second.entry);
       requests.releaseReplyAddress(sub->second.pattern, key);
-      closeSubscriber(sub->second, detached && sub->second.durable && !shutting_down);
+      closeSubscriber(sub->second, detached && sub->second.durable && !shutting_down, !detached);
       subscribers.erase(sub);
     }
     if (!shutting_down) relink();
@@ -775,7 +777,8 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
 
   // What the subscriber had not settled goes back
   // (SubscriberOutbox::returnUnsettled()); a kept subscription is parked.
-  void closeSubscriber(SubscriberLink& sub, bool keep) {
+  // `closed`: the client closed the link (BrokerSubscriptions::end()).
+  void closeSubscriber(SubscriberLink& sub, bool keep, bool closed) {
     counters->subscriber_links.fetch_sub(1, std::memory_order_relaxed);
     std::vector<OutboxEntry> unsettled = sub.deliveries.takeUnsettled();
     if (keep) {
@@ -784,7 +787,13 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
       return;
     }
     sub.outbox->returnUnsettled(std::move(unsettled), /*keep=*/false);
-    subscriptions.end(sub.endpoint, *sub.outbox, sub.durable ? &sub.owner : nullptr);
+    Status ended =
+        subscriptions.end(sub.endpoint, *sub.outbox, sub.durable ? &sub.owner : nullptr, closed);
+    if (!ended) {
+      Poco::Logger::get("cepbus.amqp")
+          .warning("%s: durable subscription %s ended, but its record stays: %s", options.name,
+                   sub.endpoint, ended.message());
+    }
   }
 
   void forgetConnection(const proton::connection& c) {
@@ -844,11 +853,36 @@ struct AmqpListenerService::Impl final : public proton::messaging_handler {
     entry = *added;
   }
 
+  // Re-creates the durable subscriptions recorded in the journal, parked:
+  // called before the listener accepts a connection, so that what is
+  // published from then on is kept for them.
+  Status restoreDurable() {
+    if (options.journal.empty()) return Status::ok();
+    Result<BrokerSubscriptions::Restored> restored =
+        [&]() -> Result<BrokerSubscriptions::Restored> {
+      Result<std::unique_ptr<DurableStore>> store = DurableStore::open(options.journal);
+      if (!store) return store.status();
+      return subscriptions.restore(std::move(*store), *access);
+    }();
+    if (!restored) {
+      return Status::ioError(
+          config.where.toString() +
+          ": <amqp> cannot restore durable subscriptions: " + restored.status().message());
+    }
+    Poco::Logger& log = Poco::Logger::get("cepbus.amqp");
+    for (const std::string& line : restored->dropped) log.warning("%s: %s", options.name, line);
+    if (restored->restored > 0) {
+      log.information("%s: %z durable subscriptions restored from journal %s", options.name,
+                      restored->restored, options.journal);
+    }
+    return Status::ok();
+  }
+
   // After the container thread ended: what a closing that never happened left.
   void releaseAll() {
     for (auto& [id, sub] : subscribers) {
       unregisterLink(sub.entry);
-      closeSubscriber(sub, false);
+      closeSubscriber(sub, false, false);
     }
     subscribers.clear();
     subscriptions.endParked();
@@ -937,11 +971,16 @@ Status AmqpListenerService::start() {
                                      " not usable: " + e.what());
     }
   }
+  if (Status restored = impl.restoreDurable(); !restored) {
+    impl.subscriptions.endParked();
+    return restored;
+  }
   impl.container = std::make_unique<proton::container>(impl, impl.options.name);
   try {
     impl.listener = impl.container->listen(impl.address(), impl.listen);
   } catch (const std::exception& e) {
     impl.container.reset();
+    impl.subscriptions.endParked();
     return Status::invalidArgument(impl.config.where.toString() + ": <amqp> cannot listen on " +
                                    impl.address() + ": " + e.what());
   }
@@ -963,6 +1002,7 @@ Status AmqpListenerService::start() {
     // listener failed) is only told to finish, and joined.
     impl.container->stop();
     impl.thread.join();
+    impl.subscriptions.endParked();
     return status;
   }
   impl.running = true;
@@ -1010,9 +1050,10 @@ AmqpListenerStats AmqpListenerService::stats() const {
 }
 
 std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listener,
-                                          ServiceContext& context) {
+                                          ServiceContext& context, std::string journal) {
   AmqpListenerOptions options;
   options.name = "amqp-listener";
+  options.journal = std::move(journal);
   options.credit_window = listener.credit_window.value_or(options.credit_window);
   options.subscriber_buffer =
       static_cast<size_t>(listener.subscriber_buffer.value_or(options.subscriber_buffer));

@@ -59,6 +59,10 @@
 //   events collect (up to `durable_buffer`, then refused and counted in
 //   `parked_overflow`) until a link with the same container id, link name
 //   and source address attaches again. A close (not a detach) ends it.
+//   With a `journal` they are recorded there (services/amqp/durable_store.h)
+//   and start() re-creates them, parked, before it listens: a restart of
+//   the bus, even after kill -9, keeps them and what is published to them
+//   before their subscriber re-attaches. Without one they live in memory.
 // - Request/response: a message with reply-to is an in-out request to the
 //   provider of its address (Broker::provide(); an AMQP client provides a
 //   plain address by subscribing to it first). The answer goes to the link
@@ -138,6 +142,9 @@ struct AmqpListenerOptions {
   std::chrono::milliseconds request_timeout{30000};
   // What one client may make the listener hold (services/amqp/admission.h).
   AmqpLimits limits;
+  // The reliable flow's journal, where durable subscriptions are recorded;
+  // empty: they live in memory (services/amqp/durable_store.h).
+  std::string journal;
 };
 
 class AmqpListenerService final : public Service {
@@ -165,8 +172,8 @@ class AmqpListenerService final : public Service {
   std::unique_ptr<Impl> impl_;
 };
 
-// What the Bus calls for <listeners><amqp>.
+// What the Bus calls for <listeners><amqp>; `journal` as in AmqpListenerOptions.
 std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listener,
-                                          ServiceContext& context);
+                                          ServiceContext& context, std::string journal);
 
 }  // namespace cepbus::services::amqp

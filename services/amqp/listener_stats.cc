@@ -24,6 +24,8 @@ AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const 
   s.redelivered = get(c.redelivered);
   s.parked_subscriptions = get(c.parked_subscriptions);
   s.parked_overflow = get(c.parked_overflow);
+  s.durable_restored = get(c.durable_restored);
+  s.durable_not_restored = get(c.durable_not_restored);
   s.subscriber_waits = get(c.subscriber_waits);
   s.subscriber_stalls = get(c.subscriber_stalls);
   s.unsettled = get(c.unsettled);
@@ -64,6 +66,8 @@ std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStat
           {"redelivered", s.redelivered},
           {"parked_subscriptions", s.parked_subscriptions},
           {"parked_overflow", s.parked_overflow},
+          {"durable_restored", s.durable_restored},
+          {"durable_not_restored", s.durable_not_restored},
           {"subscriber_waits", s.subscriber_waits},
           {"subscriber_stalls", s.subscriber_stalls},
           {"awaiting_commit", s.awaiting_commit},

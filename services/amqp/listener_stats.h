@@ -47,6 +47,8 @@ struct AmqpListenerStats {
   uint64_t redelivered = 0;           // of `sent`: marked as redeliveries (delivery-count > 0)
   uint64_t parked_subscriptions = 0;  // durable subscriptions whose subscriber is away (now)
   uint64_t parked_overflow = 0;       // events refused because an away subscription was full
+  uint64_t durable_restored = 0;      // durable subscriptions re-created from the journal at start
+  uint64_t durable_not_restored = 0;  // ... not re-created (corrupt, user gone, max-durable)
   uint64_t subscriber_waits = 0;      // of credit_pauses: because a subscriber buffer was full
   uint64_t subscriber_stalls = 0;     // times a stuck subscriber stopped holding publishers back
   uint64_t awaiting_commit = 0;       // unsettled publishes waiting for their journal commit (now)
@@ -93,6 +95,8 @@ struct ListenerCounters {
   std::atomic<uint64_t> redelivered{0};
   std::atomic<uint64_t> parked_subscriptions{0};
   std::atomic<uint64_t> parked_overflow{0};
+  std::atomic<uint64_t> durable_restored{0};
+  std::atomic<uint64_t> durable_not_restored{0};
   std::atomic<uint64_t> subscriber_waits{0};
   std::atomic<uint64_t> subscriber_stalls{0};
   std::atomic<uint64_t> awaiting_commit{0};

@@ -302,6 +302,46 @@ TEST(CrashRestartTest, APartialMatchDoesNotSurviveACrash) {
   EXPECT_TRUE(bus.stop());
 }
 
+// A durable subscription is recorded in the journal when it is made: after
+// a kill -9 and a restart the bus re-creates it, parked, before it accepts
+// connections, so what is published before its subscriber re-attaches is
+// kept for it and delivered in order.
+TEST(CrashRestartTest, ADurableSubscriptionKeepsWhatIsPublishedBetweenARestartAndItsReattach) {
+  constexpr uint64_t kEvents = 50;
+  const int port = reservedPort();
+  BusProcess bus(CEPBUS_BINARY, "cepbus-crash-durable");
+  ASSERT_TRUE(bus.start(descriptor(port, 2000), {port}));
+  {
+    AmqpTestClient subscriber(client(port, "durable-sub"));
+    ASSERT_TRUE(subscriber.waitOpen());
+    subscriber.subscribe("orders.kept", "kept", /*durable=*/true);
+    ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.links_open["kept"] == 1; }));
+    subscriber.closeReceiver("kept", /*detach=*/true);
+  }
+  sleepMs(200);  // the listener has seen the detach
+  bus.kill();
+  ASSERT_TRUE(bus.start(descriptor(port, 2000), {port}));
+  {
+    AmqpTestClient publisher(client(port));
+    ASSERT_TRUE(publisher.waitOpen());
+    publisher.send("orders.kept", orders(1, kEvents));
+    ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == kEvents; }));
+  }
+  AmqpTestClient subscriber(client(port, "durable-sub"));
+  ASSERT_TRUE(subscriber.waitOpen());
+  subscriber.subscribe("orders.kept", "kept", /*durable=*/true);
+  subscriber.waitFor([&] { return subscriber.received["kept"].size() >= kEvents; });
+  std::vector<uint64_t> ids;
+  subscriber.read<int>([&] {
+    for (const AmqpReceived& r : subscriber.received["kept"]) ids.push_back(idOf(r.message));
+    return 0;
+  });
+  std::vector<uint64_t> expected;
+  for (uint64_t n = 1; n <= kEvents; ++n) expected.push_back(n);
+  EXPECT_EQ(ids, expected) << bus.err();
+  EXPECT_TRUE(bus.stop());
+}
+
 // Two buses: b journals what is published on local.# and bridges it out to
 // a, whose reliable route journals it for a replay-sink (a subscription the
 // descriptor declares, so it exists before the bridge reconnects). a is

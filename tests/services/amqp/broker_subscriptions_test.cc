@@ -14,6 +14,7 @@
 #include "router/delivery_policy.h"
 #include "router/registry.h"
 #include "services/amqp/message_mapping.h"
+#include "tests/flows/flow_test_util.h"
 
 namespace cepbus::services::amqp {
 namespace {
@@ -49,9 +50,31 @@ class BrokerSubscriptionsTest : public ::testing::Test {
     };
   }
 
+  // Records durable subscriptions in the journal at `path` from now on.
+  void useStore(const std::string& path) {
+    auto store = DurableStore::open(path);
+    ASSERT_TRUE(store) << store.status().message();
+    auto restored = subscriptions_->restore(std::move(*store), anyone_);
+    ASSERT_TRUE(restored) << restored.status().message();
+    EXPECT_EQ(restored->restored, 0u);
+  }
+  // The links recorded in the journal at `path`.
+  static std::vector<std::string> recorded(const std::string& path) {
+    std::vector<std::string> out;
+    auto store = DurableStore::open(path);
+    EXPECT_TRUE(store) << store.status().message();
+    auto loaded = (*store)->load();
+    EXPECT_TRUE(loaded) << loaded.status().message();
+    for (const DurableRecord& r : loaded->records) out.push_back(r.link_name);
+    return out;
+  }
+  void park(const Opened& sub, const std::string& pattern) {
+    subscriptions_->park(sub.endpoint, DurableSubscription{pattern, sub.outbox, sub.owner}, {});
+  }
+
   std::variant<Opened, Refusal> open(const std::string& link, const std::string& pattern,
                                      bool durable = false, const std::string& owner = "") {
-    return subscriptions_->open("client", link, pattern, durable, owner, wake());
+    return subscriptions_->open("client", link, pattern, durable, owner, owner, wake());
   }
 
   // What the broker's publish of one event to `address` reached.
@@ -68,6 +91,12 @@ class BrokerSubscriptionsTest : public ::testing::Test {
   std::shared_ptr<ListenerCounters> counters_ = std::make_shared<ListenerCounters>();
   std::unique_ptr<BrokerSubscriptions> subscriptions_;
   int wakes_ = 0;
+  const AccessControl anyone_{[] {
+    descriptor::AmqpListener config;
+    config.allow_anonymous = true;
+    return config;
+  }()};
+  flows::testing::TempDir dir_;
 };
 
 TEST_F(BrokerSubscriptionsTest, ALinkGetsAnEndpointNamedByItsClientAndLink) {
@@ -153,7 +182,7 @@ TEST_F(BrokerSubscriptionsTest, EndingRemovesTheEndpointAndTheDurableCount) {
   ASSERT_TRUE(std::holds_alternative<Opened>(opened));
   const Opened& sub = std::get<Opened>(opened);
   const std::string owner = sub.owner;
-  subscriptions_->end(sub.endpoint, *sub.outbox, &owner);
+  EXPECT_TRUE(subscriptions_->end(sub.endpoint, *sub.outbox, &owner, /*closed=*/true));
   EXPECT_EQ(broker_->endpoint("amqp:client/feed"), nullptr);
   EXPECT_EQ(publish("orders.eu"), 0u);
   EXPECT_TRUE(std::holds_alternative<Opened>(open("other", "x.*", true, "alice")));
@@ -164,6 +193,99 @@ TEST_F(BrokerSubscriptionsTest, AReplyOutboxHasNoEndpoint) {
   ASSERT_NE(outbox, nullptr);
   EXPECT_EQ(outbox->capacity(), 10u);
   EXPECT_EQ(publish("anything"), 0u);
+}
+
+TEST_F(BrokerSubscriptionsTest, ADurableSubscriptionIsRecordedUntilItsLinkIsClosed) {
+  const std::string path = dir_.file("journal.db");
+  useStore(path);
+  auto kept = open("kept", "orders.*", true, "alice");
+  auto closed = open("closed", "alerts.*", true, "bob");
+  ASSERT_TRUE(std::holds_alternative<Opened>(open("plain", "x.*")));
+  ASSERT_TRUE(std::holds_alternative<Opened>(kept));
+  ASSERT_TRUE(std::holds_alternative<Opened>(closed));
+  EXPECT_EQ(recorded(path), (std::vector<std::string>{"kept", "closed"}));
+  // Parked, then the listener stops: still recorded, for the next start.
+  park(std::get<Opened>(kept), "orders.*");
+  const Opened& sub = std::get<Opened>(closed);
+  const std::string owner = sub.owner;
+  EXPECT_TRUE(subscriptions_->end(sub.endpoint, *sub.outbox, &owner, /*closed=*/true));
+  subscriptions_->endParked();
+  EXPECT_EQ(recorded(path), (std::vector<std::string>{"kept"}));
+}
+
+TEST_F(BrokerSubscriptionsTest, ANonDurableAttachReplacingAParkedOneForgetsItsRecord) {
+  const std::string path = dir_.file("journal.db");
+  useStore(path);
+  auto first = open("feed", "orders.*", true, "alice");
+  ASSERT_TRUE(std::holds_alternative<Opened>(first));
+  park(std::get<Opened>(first), "orders.*");
+  ASSERT_TRUE(std::holds_alternative<Opened>(open("feed", "orders.*")));
+  EXPECT_TRUE(recorded(path).empty());
+}
+
+TEST_F(BrokerSubscriptionsTest, RestoredSubscriptionsWaitParkedAndKeepWhatIsPublished) {
+  const std::string path = dir_.file("journal.db");
+  {
+    auto store = DurableStore::open(path);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE((*store)->record(DurableRecord{"client", "feed", "orders.*", "", "client"}));
+  }
+  auto store = DurableStore::open(path);
+  ASSERT_TRUE(store);
+  auto restored = subscriptions_->restore(std::move(*store), anyone_);
+  ASSERT_TRUE(restored) << restored.status().message();
+  EXPECT_EQ(restored->restored, 1u);
+  EXPECT_TRUE(restored->dropped.empty());
+  EXPECT_EQ(counters_->parked_subscriptions.load(), 1u);
+  EXPECT_EQ(counters_->durable_restored.load(), 1u);
+  EXPECT_EQ(publish("orders.eu", 1), 1u);
+  EXPECT_EQ(publish("orders.eu", 2), 1u);
+  // It counts against max-durable (1) for its owner.
+  EXPECT_TRUE(std::holds_alternative<Refusal>(open("other", "x.*", true, "client")));
+  auto back = open("feed", "orders.*", true, "client");
+  ASSERT_TRUE(std::holds_alternative<Opened>(back));
+  EXPECT_EQ(std::get<Opened>(back).owner, "client");
+  EXPECT_EQ(std::get<Opened>(back).outbox->take(10).size(), 2u);
+}
+
+TEST_F(BrokerSubscriptionsTest, RecordsOfUsersGoneOrBeyondMaxDurableAreDroppedAndCounted) {
+  const std::string path = dir_.file("journal.db");
+  {
+    auto store = DurableStore::open(path);
+    ASSERT_TRUE(store);
+    for (const DurableRecord& r : {DurableRecord{"client", "a", "orders.*", "alice", "alice"},
+                                   DurableRecord{"client", "b", "alerts.*", "alice", "alice"},
+                                   DurableRecord{"client", "c", "orders.*", "mallory", "mallory"},
+                                   DurableRecord{"client", "d", "secret.*", "alice", "alice"}}) {
+      ASSERT_TRUE((*store)->record(r));
+    }
+  }
+  descriptor::AmqpListener config;
+  descriptor::AmqpUser alice;
+  alice.name = "alice";
+  alice.permits.push_back(descriptor::AmqpPermit{"", "orders.#", {}});
+  alice.permits.push_back(descriptor::AmqpPermit{"", "alerts.#", {}});
+  config.users.push_back(alice);
+  const AccessControl access(config);
+  auto store = DurableStore::open(path);
+  ASSERT_TRUE(store);
+  auto restored = subscriptions_->restore(std::move(*store), access);
+  ASSERT_TRUE(restored) << restored.status().message();
+  EXPECT_EQ(restored->restored, 1u);
+  ASSERT_EQ(restored->dropped.size(), 3u);
+  EXPECT_NE(restored->dropped[0].find("durable subscription amqp:client/b on \"alerts.*\" not "
+                                      "restored: "),
+            std::string::npos)
+      << restored->dropped[0];
+  EXPECT_NE(restored->dropped[0].find("max-durable"), std::string::npos) << restored->dropped[0];
+  EXPECT_NE(restored->dropped[1].find("user \"mallory\" is not declared"), std::string::npos)
+      << restored->dropped[1];
+  EXPECT_NE(restored->dropped[2].find("amqp:client/d"), std::string::npos) << restored->dropped[2];
+  EXPECT_EQ(counters_->durable_not_restored.load(), 3u);
+  EXPECT_EQ(admission_->refusals().durable, 1u);
+  EXPECT_EQ(publish("alerts.eu"), 0u);
+  EXPECT_EQ(publish("orders.eu"), 1u);
+  EXPECT_EQ(recorded(path), (std::vector<std::string>{"a"}));
 }
 
 }  // namespace

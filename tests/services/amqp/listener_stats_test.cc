@@ -42,7 +42,9 @@ void fill(ListenerCounters& c) {
                                          &c.provider_requests,
                                          &c.provider_replies,
                                          &c.late_replies,
-                                         &c.rejected}) {
+                                         &c.rejected,
+                                         &c.durable_restored,
+                                         &c.durable_not_restored}) {
     counter->store(++n);
   }
   c.publish_credit.store(100);
@@ -111,6 +113,8 @@ TEST(ListenerStatsTest, CopiesEveryCounterAndTheRefusalsIntoTheirFields) {
                                                     {"provider_replies", 25},
                                                     {"late_replies", 26},
                                                     {"rejected", 27},
+                                                    {"durable_restored", 28},
+                                                    {"durable_not_restored", 29},
                                                     {"publish_credit", 100},
                                                     {"connections_refused", 1},
                                                     {"sessions_refused", 1},
