@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "bus/core/event_json.h"
+#include "flows/sqlite_status.h"
 
 namespace cepbus::flows {
 
@@ -217,20 +218,9 @@ Journal::~Journal() {
   sqlite3_close(db_);
 }
 
-Status Journal::error(const std::string& what) const {
-  return Status::ioError("journal " + path_ + ": " + what + ": " +
-                         (db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory"));
-}
+Status Journal::error(const std::string& what) const { return sqliteError(db_, path_, what); }
 
-Status Journal::exec(const char* sql) {
-  char* message = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-    std::string text = message != nullptr ? message : "unknown error";
-    sqlite3_free(message);
-    return Status::ioError("journal " + path_ + ": " + text);
-  }
-  return Status::ok();
-}
+Status Journal::exec(const char* sql) { return sqliteExec(db_, path_, sql); }
 
 Status Journal::prepare(const char* sql, sqlite3_stmt** stmt) {
   if (sqlite3_prepare_v2(db_, sql, -1, stmt, nullptr) != SQLITE_OK) {

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include "flows/sqlite_status.h"
 #include "router/topic.h"
 
 namespace cepbus::services::amqp {
@@ -167,19 +168,10 @@ Result<DurableStore::Loaded> DurableStore::load() {
   return loaded;
 }
 
-Status DurableStore::exec(const char* sql) {
-  char* message = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-    std::string text = message != nullptr ? message : "unknown error";
-    sqlite3_free(message);
-    return Status::ioError("journal " + path_ + ": " + text);
-  }
-  return Status::ok();
-}
+Status DurableStore::exec(const char* sql) { return flows::sqliteExec(db_, path_, sql); }
 
 Status DurableStore::error(const std::string& what) const {
-  return Status::ioError("journal " + path_ + ": " + what + ": " +
-                         (db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory"));
+  return flows::sqliteError(db_, path_, what);
 }
 
 }  // namespace cepbus::services::amqp
