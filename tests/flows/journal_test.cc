@@ -10,6 +10,7 @@
 
 #include "bus/core/event_json.h"
 #include "tests/flows/flow_test_util.h"
+#include "tests/testing/sqlite_raw.h"
 
 namespace cepbus::flows {
 namespace {
@@ -109,16 +110,7 @@ std::string journalMode(const std::string& path) {
   return mode;
 }
 
-// Runs `sql` on the database at `path` behind the journal's back.
-void execRaw(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* message = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
-  EXPECT_EQ(rc, SQLITE_OK) << (message != nullptr ? message : "");
-  sqlite3_free(message);
-  sqlite3_close(db);
-}
+using cepbus::testing::execRaw;
 
 int64_t countRows(const std::string& path, const std::string& table) {
   sqlite3* db = nullptr;

@@ -12,6 +12,7 @@
 #include "bus/core/event.h"
 #include "flows/journal.h"
 #include "tests/flows/flow_test_util.h"
+#include "tests/testing/sqlite_raw.h"
 
 namespace cepbus::services::amqp {
 namespace {
@@ -35,17 +36,7 @@ std::vector<std::string> links(const std::vector<DurableRecord>& records) {
   return out;
 }
 
-// Runs `sql` on the file through a connection of the test's own, as a
-// damaged or hand-edited journal would have it.
-void execRaw(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* message = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
-  EXPECT_EQ(rc, SQLITE_OK) << (message != nullptr ? message : "");
-  sqlite3_free(message);
-  sqlite3_close(db);
-}
+using cepbus::testing::execRaw;
 
 TEST(DurableStoreTest, TheEndpointNamesTheClientAndTheLink) {
   EXPECT_EQ(subscriptionEndpoint("client", "feed"), "amqp:client/feed");
