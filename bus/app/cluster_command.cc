@@ -44,7 +44,13 @@ int init(const descriptor::ClusterSpec& spec, const std::string& password, std::
   out << "cluster \"" << spec.name << "\": " << spec.partitions
       << " partitions declared (exchanges " << spec.name << ".in, " << spec.name << ".out, "
       << spec.name << ".members; queues " << spec.name << ".p0.." << spec.name << ".p"
-      << spec.partitions - 1 << ", " << spec.name << ".composites)\n";
+      << spec.partitions - 1 << ", " << spec.name << ".composites";
+  if (spec.input == descriptor::ClusterSpec::Input::kStream) {
+    out << "; streams " << spec.name << ".p0.log.." << spec.name << ".p" << spec.partitions - 1
+        << ".log, retention " << spec.retention << ")\n";
+  } else {
+    out << ")\n";
+  }
   return kOk;
 }
 

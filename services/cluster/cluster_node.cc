@@ -11,6 +11,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <proton/codec/map.hpp>
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
 #include <proton/container.hpp>
@@ -23,6 +24,8 @@
 #include <proton/sender.hpp>
 #include <proton/sender_options.hpp>
 #include <proton/session.hpp>
+#include <proton/source.hpp>
+#include <proton/source_options.hpp>
 #include <proton/tracker.hpp>
 #include <proton/transport.hpp>
 #include <proton/work_queue.hpp>
@@ -44,6 +47,7 @@
 #include "services/cluster/partitioned_query.h"
 #include "services/cluster/partitioner.h"
 #include "services/cluster/stall_watchdog.h"
+#include "services/cluster/stream_checkpoint.h"
 #include "services/cluster/topology.h"
 
 namespace cepbus::services::cluster {
@@ -52,6 +56,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr char kHeartbeatSubject[] = "cepbus.heartbeat";
+// How many messages of a partition stream a node reads ahead at most.
+constexpr uint32_t kStreamReadAhead = 1000;
 
 // A cluster query compiled once; each active partition runs a detector of it.
 struct CompiledQuery {
@@ -91,6 +97,37 @@ std::vector<uint32_t> parsePartitions(std::string_view text) {
   return out;
 }
 
+// The text of a message body sent as data (a binary section) or a string.
+std::optional<std::string> bodyText(const proton::message& m) {
+  const proton::value& body = m.body();
+  if (body.type() == proton::BINARY) {
+    const auto b = proton::get<proton::binary>(body);
+    return std::string(b.begin(), b.end());
+  }
+  if (body.type() == proton::STRING) return proton::get<std::string>(body);
+  return std::nullopt;
+}
+
+// The offset RabbitMQ stamps on a message it delivers from a stream. 3.10
+// sends the annotation's key as a string where AMQP wants a symbol, which
+// Proton's annotation map refuses, so the map is read raw.
+std::optional<uint64_t> streamOffset(const proton::message& m) {
+  try {
+    const proton::value& raw = m.message_annotations().value();
+    if (raw.empty()) return std::nullopt;
+    std::map<proton::value, proton::value> entries;
+    proton::get(raw, entries);
+    for (const auto& [key, value] : entries) {
+      if ((key.type() == proton::STRING || key.type() == proton::SYMBOL) &&
+          proton::coerce<std::string>(key) == "x-stream-offset") {
+        return proton::coerce<uint64_t>(value);
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 template <typename T>
 std::optional<T> property(const proton::message& m, const std::string& name) {
   const auto& props = m.properties();
@@ -111,7 +148,13 @@ std::string clusterStatsJson(const ClusterStats& s) {
                           {"role", p.role},
                           {"owner", p.owner},
                           {"held", p.held},
-                          {"unaccepted_outputs", p.unaccepted_outputs}});
+                          {"unaccepted_outputs", p.unaccepted_outputs},
+                          {"held_messages_peak", p.held_messages_peak},
+                          {"stream_ended", p.stream_ended}});
+    if (p.resume_from) {
+      partitions.back()["resume_from"] = *p.resume_from;
+      partitions.back()["lease_offset"] = *p.lease_offset;
+    }
   }
   return nlohmann::json{{"node", s.node},
                         {"live_nodes", s.live_nodes},
@@ -130,6 +173,8 @@ std::string clusterStatsJson(const ClusterStats& s) {
                         {"stalls", s.stalls},
                         {"unconfirmed_handovers", s.unconfirmed_handovers},
                         {"window_full", s.window_full},
+                        {"checkpoints", s.checkpoints},
+                        {"retention_gaps", s.retention_gaps},
                         {"streams_ended", s.streams_ended}}
       .dump();
 }
@@ -261,24 +306,33 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     }
     watchdog();
     uint32_t index = 0;
+    const char kind = link.empty() ? '\0' : link[0];
     auto [end, ec] = std::from_chars(link.data() + 1, link.data() + link.size(), index);
-    if (link.empty() || link[0] != 'p' || ec != std::errc() || end != link.data() + link.size() ||
-        index >= partitions_.size() || !partitions_[index].attached ||
-        d.receiver() != partitions_[index].receiver) {
+    Partition* p = ec == std::errc() && end == link.data() + link.size() &&
+                           index < partitions_.size() && partitions_[index].attached
+                       ? &partitions_[index]
+                       : nullptr;
+    if (p != nullptr && kind == 'p' && d.receiver() == p->receiver) {
+      if (streamInput()) {
+        onLeaseToken(*p, d, m);
+      } else {
+        onQueueInput(*p, d, m);
+      }
+    } else if (p != nullptr && kind == 's' && d.receiver() == p->stream && p->active) {
+      onStreamInput(*p, d, m);
+    } else {
       // Not the partition's current consumer (an ended session's link has
       // the same name): what it held goes back to the broker.
       d.release();
-      return;
     }
-    onInput(partitions_[index], d, m);
   }
 
-  void on_tracker_accept(proton::tracker& t) override { outputDone(t, true); }
-  void on_tracker_reject(proton::tracker& t) override { outputDone(t, false); }
-  void on_tracker_release(proton::tracker& t) override { outputDone(t, false); }
+  void on_tracker_accept(proton::tracker& t) override { trackerDone(t, true); }
+  void on_tracker_reject(proton::tracker& t) override { trackerDone(t, false); }
+  void on_tracker_release(proton::tracker& t) override { trackerDone(t, false); }
   void on_tracker_settle(proton::tracker& t) override {
     // A broker that settles without an outcome (a dead link) resends.
-    if (trackers_.count(t) != 0) outputDone(t, false);
+    if (trackers_.count(t) != 0 || token_trackers_.count(t) != 0) trackerDone(t, false);
   }
 
   void on_session_close(proton::session& s) override {
@@ -312,6 +366,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   void on_transport_close(proton::transport&) override {
     for (Partition& p : partitions_) detached(p, "connection closed");
     trackers_.clear();
+    token_trackers_.clear();
     outputs_.clear();
     heartbeat_sender_ = proton::sender();
     late_sender_ = proton::sender();
@@ -331,6 +386,13 @@ class ClusterNode::Impl final : public proton::messaging_handler {
  private:
   struct QueryRun;
 
+  // A partition lease token this node holds unsettled; `id` is the
+  // message-id of a token a node published (none for the first).
+  struct LeaseToken {
+    proton::delivery delivery;
+    std::string id;
+  };
+
   // An input message and how many of its events the ledger still holds.
   struct HeldDelivery {
     proton::delivery delivery;
@@ -347,15 +409,23 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     flows::DedupeWindow seen;
     std::vector<std::unique_ptr<QueryRun>> runs;
     std::unordered_map<uint64_t, HeldDelivery> deliveries;  // by ledger tag
-    uint64_t next_tag = 0;
-    bool ended = false;  // an end-of-stream marker came; the next event starts anew
+    uint64_t next_tag = 0;  // queue input; with stream input a tag is the offset
+    bool ended = false;     // an end-of-stream marker came; the next event starts anew
+    // Stream input only: where a successor resumes, the lease tokens held
+    // (settled once a newer one is accepted), and stream credit to return.
+    std::optional<StreamCheckpoint> checkpoint;
+    std::vector<LeaseToken> tokens;
+    uint32_t stream_credit_owed = 0;
+    uint64_t held_messages_peak = 0;
   };
 
   struct Partition {
     uint32_t index = 0;
     Symbol symbol;
     proton::session session;
-    proton::receiver receiver;
+    proton::receiver receiver;  // the partition queue, or with stream input its lease
+    proton::receiver stream;    // stream input: the stream, once active
+    proton::sender lease;       // stream input: where new lease tokens go
     bool attached = false;
     bool handing_over = false;  // its session was ended; the broker's end not seen yet
     SteadyTime handover_started;
@@ -371,6 +441,12 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     Partition& partition;
     const CompiledQuery& query;
     std::unique_ptr<plugin::GuardedDetector> detector;
+  };
+
+  // A lease token on its way; dropActive() forgets those of a partition.
+  struct TokenRef {
+    uint32_t partition;
+    std::string id;
   };
 
   struct OutputRef {
@@ -427,6 +503,9 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     // Attach nothing until the others had a chance to announce themselves:
     // a node that attached to everything first would be active everywhere.
     if (now - connected_at_ > std::chrono::milliseconds(2 * spec_.heartbeat_ms)) reconcile();
+    for (Partition& p : partitions_) {
+      if (p.active && p.active->checkpoint) checkpoint(p);
+    }
     publishStats();
     container_->schedule(proton::duration(spec_.heartbeat_ms), [this] { tick(); });
   }
@@ -533,16 +612,44 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     }
   }
 
+  bool streamInput() const { return spec_.input == descriptor::ClusterSpec::Input::kStream; }
+
+  // Consumes the partition queue (with stream input: its lease) in a
+  // session of its own.
   void attach(Partition& p) {
+    const std::string queue = "/amq/queue/" + partitionQueue(spec_.name, p.index);
     p.session = connection_.open_session();
-    p.receiver = p.session.open_receiver("/amq/queue/" + partitionQueue(spec_.name, p.index),
-                                         proton::receiver_options()
-                                             .name(partitionRoutingKey(p.index))
-                                             .credit_window(0)
-                                             .auto_accept(false));
-    p.receiver.add_credit(static_cast<int>(spec_.max_unsettled));
+    p.receiver = p.session.open_receiver(queue, proton::receiver_options()
+                                                    .name(partitionRoutingKey(p.index))
+                                                    .credit_window(0)
+                                                    .auto_accept(false));
+    if (streamInput()) {
+      // Room for the tokens a node may find: the current one, and one more
+      // when an owner died between publishing a token and settling the last.
+      p.receiver.add_credit(4);
+      p.lease = p.session.open_sender(queue,
+                                      proton::sender_options().name("t" + std::to_string(p.index)));
+    } else {
+      p.receiver.add_credit(static_cast<int>(spec_.max_unsettled));
+    }
     p.attached = true;
   }
+
+  // Reads the partition's stream from the offset the lease token carries.
+  void openStream(Partition& p, uint64_t offset) {
+    proton::source::filter_map filters;
+    filters.put(proton::symbol("rabbitmq:stream-offset-spec"),
+                proton::value(static_cast<int64_t>(offset)));
+    p.stream = p.session.open_receiver("/amq/queue/" + partitionStream(spec_.name, p.index),
+                                       proton::receiver_options()
+                                           .name("s" + std::to_string(p.index))
+                                           .credit_window(0)
+                                           .auto_accept(false)
+                                           .source(proton::source_options().filters(filters)));
+    p.stream.add_credit(static_cast<int>(streamCredit()));
+  }
+
+  uint32_t streamCredit() const { return std::min(spec_.max_unsettled, kStreamReadAhead); }
 
   // Ends the partition's session: the broker takes back what it held
   // unsettled and gives the consumer to the next attached node.
@@ -565,12 +672,17 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     p.handing_over = false;
     p.session = proton::session();
     p.receiver = proton::receiver();
+    p.stream = proton::receiver();
+    p.lease = proton::sender();
   }
 
   void dropActive(Partition& p) {
     if (!p.active) return;
     for (auto it = trackers_.begin(); it != trackers_.end();) {
       it = it->second.partition == p.index ? trackers_.erase(it) : std::next(it);
+    }
+    for (auto it = token_trackers_.begin(); it != token_trackers_.end();) {
+      it = it->second.partition == p.index ? token_trackers_.erase(it) : std::next(it);
     }
     p.active.reset();
   }
@@ -592,20 +704,100 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     return Status::ok();
   }
 
-  void onInput(Partition& p, proton::delivery& d, proton::message& m) {
+  // Makes this node the partition's active consumer; false (logged, the
+  // message released) when its queries cannot run.
+  bool activateOrRelease(Partition& p, proton::delivery& d) {
+    if (Status s = activate(p); !s) {
+      log_.error("cluster %s node %s: partition %u cannot run its queries: %s", spec_.name,
+                 spec_.node, p.index, s.message());
+      d.release();
+      return false;
+    }
+    return true;
+  }
+
+  // Queue input: the message is held unsettled until no window needs it.
+  void onQueueInput(Partition& p, proton::delivery& d, proton::message& m) {
     ++counters_.received;
     if (m.delivery_count() > 0 || !m.first_acquirer()) ++counters_.replayed;
-    if (!p.active) {
-      if (Status s = activate(p); !s) {
-        log_.error("cluster %s node %s: partition %u cannot run its queries: %s", spec_.name,
-                   spec_.node, p.index, s.message());
-        d.release();
-        return;
+    if (!p.active && !activateOrRelease(p, d)) return;
+    const uint64_t tag = p.active->next_tag++;
+    onInput(p, tag, d, m);
+    if (p.active->deliveries.size() >= spec_.max_unsettled) {
+      ++counters_.window_full;
+      if (counters_.window_full == 1 || counters_.window_full % 1000 == 0) {
+        log_.warning(
+            "cluster %s node %s: partition %u holds max-unsettled=%u messages that its windows "
+            "still need: it waits for newer events (raise max-unsettled, shorten WITHIN, or "
+            "use input=\"stream\")",
+            spec_.name, spec_.node, p.index, spec_.max_unsettled);
       }
     }
+  }
+
+  // Stream input: the lease's token, with the offset to resume from. The
+  // first one makes this node the partition's active consumer.
+  void onLeaseToken(Partition& p, proton::delivery& d, proton::message& m) {
+    p.receiver.add_credit(1);
+    const std::optional<std::string> body = bodyText(m);
+    const std::optional<uint64_t> offset = body ? leaseTokenOffset(*body) : std::nullopt;
+    if (!offset) {
+      ++counters_.rejected;
+      log_.warning(
+          "cluster %s node %s: partition %u: queue %s holds a message that is not a "
+          "lease token (a publisher routing to it by mistake?); rejected",
+          spec_.name, spec_.node, p.index, partitionQueue(spec_.name, p.index));
+      amqp::rejectWithCondition(
+          d, proton::error_condition("amqp:decode-error", "not a cepbus lease token"));
+      return;
+    }
+    if (!p.active) {
+      if (!activateOrRelease(p, d)) return;
+      p.active->checkpoint.emplace(*offset);
+      openStream(p, *offset);
+      log_.information("cluster %s node %s: partition %u resumes its stream at offset %s",
+                       spec_.name, spec_.node, p.index, std::to_string(*offset));
+    }
+    std::string id;
+    if (!m.id().empty()) id = proton::to_string(m.id());
+    p.active->tokens.push_back(LeaseToken{d, std::move(id)});
+  }
+
+  // Stream input: the stream keeps the message, so it is accepted at once
+  // (that only returns credit); the checkpoint holds its offset instead.
+  void onStreamInput(Partition& p, proton::delivery& d, proton::message& m) {
+    ++counters_.received;
+    Active& a = *p.active;
+    d.accept();
+    if (++a.stream_credit_owed >= streamCredit() / 2) {
+      p.stream.add_credit(static_cast<int>(a.stream_credit_owed));
+      a.stream_credit_owed = 0;
+    }
+    const std::optional<uint64_t> offset = streamOffset(m);
+    if (!offset) {
+      ++counters_.rejected;
+      log_.warning(
+          "cluster %s node %s: partition %u: a stream message without x-stream-offset; "
+          "ignored",
+          spec_.name, spec_.node, p.index);
+      return;
+    }
+    if (const uint64_t lost = a.checkpoint->read(*offset); lost > 0) {
+      counters_.retention_gaps += lost;
+      log_.error(
+          "cluster %s node %s: partition %u: the stream no longer holds offsets %s to %s "
+          "that its lease says to replay (retention=%s is shorter than the windows and "
+          "the downtime): matches needing those events are lost",
+          spec_.name, spec_.node, p.index, std::to_string(*offset - lost),
+          std::to_string(*offset - 1), spec_.retention);
+    }
+    onInput(p, *offset, d, m);
+  }
+
+  void onInput(Partition& p, uint64_t tag, proton::delivery& d, proton::message& m) {
     Active& a = *p.active;
     if (m.subject() == kEndOfStreamSubject) {
-      endOfStream(p, d);
+      endOfStream(p, tag, d);
       return;
     }
     if (a.ended) startNewStream(p);
@@ -613,22 +805,22 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     if (m.subject() == kEventBatchSubject) {
       MappedBatch batch = eventsFromBatchMessage(m);
       if (batch.events.empty()) {
-        refuse(p, d, batch.condition, batch.description);
+        refuse(p, tag, d, batch.condition, batch.description);
         return;
       }
       events = std::move(batch.events);
     } else {
       amqp::MappedEvent mapped = amqp::eventFromMessage(m);
       if (!mapped.event) {
-        refuse(p, d, mapped.condition, mapped.description);
+        refuse(p, tag, d, mapped.condition, mapped.description);
         return;
       }
       events.push_back(std::move(mapped.event));
     }
     // The ledger holds the message once per event; it is accepted when the
     // last of them may go.
-    const uint64_t tag = a.next_tag++;
     a.deliveries.emplace(tag, HeldDelivery{d, static_cast<uint32_t>(events.size())});
+    a.held_messages_peak = std::max<uint64_t>(a.held_messages_peak, a.deliveries.size());
     for (const EventPtr& event : events) {
       const flows::DeliveryKey key{p.symbol, event->id()};
       if (a.seen.contains(key)) {
@@ -647,23 +839,20 @@ class ClusterNode::Impl final : public proton::messaging_handler {
       }
     }
     release(p);
-    if (a.deliveries.size() >= spec_.max_unsettled) {
-      ++counters_.window_full;
-      if (counters_.window_full == 1 || counters_.window_full % 1000 == 0) {
-        log_.warning(
-            "cluster %s node %s: partition %u holds max-unsettled=%u messages that its windows "
-            "still need: it waits for newer events (raise max-unsettled, or shorten WITHIN)",
-            spec_.name, spec_.node, p.index, spec_.max_unsettled);
-      }
-    }
     settle(p);
   }
 
-  void refuse(Partition& p, proton::delivery& d, const std::string& condition,
+  // A message that is no event. A queue rejects it; a stream keeps it, so
+  // it is only logged, counted and let go.
+  void refuse(Partition& p, uint64_t tag, proton::delivery& d, const std::string& condition,
               const std::string& description) {
     ++counters_.rejected;
     log_.warning("cluster %s node %s: partition %u: refused a message: %s", spec_.name, spec_.node,
                  p.index, description);
+    if (p.active->checkpoint) {
+      p.active->checkpoint->done(tag);
+      return;
+    }
     amqp::rejectWithCondition(d, proton::error_condition(condition, description));
     p.receiver.add_credit(1);
   }
@@ -671,12 +860,11 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   // No event follows in this stream: every buffered event goes to the
   // detectors, every window closes, and what was held may go once the
   // outputs are accepted.
-  void endOfStream(Partition& p, proton::delivery& d) {
+  void endOfStream(Partition& p, uint64_t tag, proton::delivery& d) {
     Active& a = *p.active;
     while (EventPtr e = a.reorder->popAny()) feed(p, e);
     flushDetectors(p);
     a.ledger.released(INT64_MAX);
-    const uint64_t tag = a.next_tag++;
     a.deliveries.emplace(tag, HeldDelivery{d, 1});
     a.ledger.holdUntilOutputsAccepted(tag);
     a.ended = true;
@@ -764,7 +952,13 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     trackers_.emplace(t, OutputRef{p.index, seq, activation_, std::move(m), output});
   }
 
-  void outputDone(proton::tracker& t, bool accepted) {
+  void trackerDone(proton::tracker& t, bool accepted) {
+    if (auto token = token_trackers_.find(t); token != token_trackers_.end()) {
+      TokenRef ref = std::move(token->second);
+      token_trackers_.erase(token);
+      tokenDone(ref, accepted);
+      return;
+    }
     auto it = trackers_.find(t);
     if (it == trackers_.end()) return;
     OutputRef ref = std::move(it->second);
@@ -784,6 +978,43 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     settle(p);
   }
 
+  // Stream input: moves the partition's lease forward when its windows
+  // let go of the oldest messages (stream_checkpoint.h).
+  void checkpoint(Partition& p) {
+    Active& a = *p.active;
+    const std::optional<uint64_t> at = a.checkpoint->due();
+    if (!at || !p.lease || !p.lease.active() || p.lease.credit() <= 0) return;
+    proton::message m;
+    const std::string id =
+        spec_.node + "/" + std::to_string(incarnation_) + "/" + std::to_string(++tokens_published_);
+    m.id(proton::message_id(id));
+    m.durable(true);
+    const std::string body = leaseTokenBody(*at);
+    m.body(proton::binary(body.begin(), body.end()));
+    token_trackers_.emplace(p.lease.send(m), TokenRef{p.index, id});
+    a.checkpoint->sending(*at);
+  }
+
+  // The broker took the new token: the ones held before it are settled, so
+  // the lease carries only the newest offset.
+  void tokenDone(const TokenRef& ref, bool accepted) {
+    Partition& p = partitions_[ref.partition];
+    if (!p.active) return;
+    Active& a = *p.active;
+    a.checkpoint->sent(accepted);
+    if (!accepted) return;
+    ++counters_.checkpoints;
+    std::vector<LeaseToken> kept;
+    for (LeaseToken& token : a.tokens) {
+      if (token.id == ref.id) {
+        kept.push_back(std::move(token));
+      } else {
+        token.delivery.accept();
+      }
+    }
+    a.tokens = std::move(kept);
+  }
+
   void settle(Partition& p) {
     Active& a = *p.active;
     int accepted = 0;
@@ -792,9 +1023,13 @@ class ClusterNode::Impl final : public proton::messaging_handler {
       if (it == a.deliveries.end()) continue;
       ++counters_.settled;
       if (--it->second.unsettled_events > 0) continue;
-      it->second.delivery.accept();
+      if (a.checkpoint) {
+        a.checkpoint->done(tag);
+      } else {
+        it->second.delivery.accept();
+        ++accepted;
+      }
       a.deliveries.erase(it);
-      ++accepted;
     }
     if (accepted > 0) p.receiver.add_credit(accepted);
   }
@@ -823,6 +1058,12 @@ class ClusterNode::Impl final : public proton::messaging_handler {
       if (p.active) {
         ps.held = p.active->ledger.held();
         ps.unaccepted_outputs = p.active->ledger.unacceptedOutputs();
+        ps.stream_ended = p.active->ended;
+        ps.held_messages_peak = p.active->held_messages_peak;
+        if (const auto& c = p.active->checkpoint) {
+          ps.resume_from = c->resumeFrom();
+          ps.lease_offset = c->token();
+        }
       }
       s.partitions.push_back(std::move(ps));
     }
@@ -853,6 +1094,8 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   proton::sender late_sender_;
   std::map<std::string, proton::sender> outputs_;
   std::map<proton::tracker, OutputRef> trackers_;
+  std::map<proton::tracker, TokenRef> token_trackers_;
+  uint64_t tokens_published_ = 0;
   std::vector<std::thread> evictions_;
   std::string local_address_;  // of the current connection, announced in heartbeats
   // Every address a peer announced (it reconnects from new ports), for eviction.

@@ -19,6 +19,14 @@
 // matches by replaying those messages. Composites come out at least once;
 // their ids make the duplicates recognisable.
 //
+// With stream input (descriptor::ClusterSpec::Input::kStream) the events are
+// read from the stream "<name>.p<i>.log" instead, and "<name>.p<i>" holds
+// the partition's lease: the node that holds its token is the active one,
+// reads the stream from the offset the token carries, and moves that offset
+// forward by publishing new tokens as its windows let go of old events
+// (stream_checkpoint.h). Windows are then bounded by the stream's retention
+// rather than by how many messages a node may hold unsettled.
+//
 // Ownership is rendezvous hashing over the live nodes (membership.h), which
 // heartbeat on "<name>.members". A node attaches to the partitions where it
 // ranks first or second; when it finds itself active on a partition whose
@@ -37,6 +45,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +62,14 @@ struct PartitionStats {
   std::string owner;  // the rendezvous owner among the live nodes
   uint64_t held = 0;  // events of input messages received and not yet accepted
   uint64_t unaccepted_outputs = 0;
+  // The most input messages this node held at once since it took the
+  // partition: what a window needs, to size max-unsettled by.
+  uint64_t held_messages_peak = 0;
+  bool stream_ended = false;  // active, and the last input was an end-of-stream marker
+  // Stream input, active: the offset a successor would resume from now, and
+  // the one the partition's lease carries (behind by at most a heartbeat).
+  std::optional<uint64_t> resume_from;
+  std::optional<uint64_t> lease_offset;
 };
 
 struct ClusterStats {
@@ -74,8 +91,10 @@ struct ClusterStats {
   // Handovers whose session end the broker never confirmed (RabbitMQ 3.10
   // sometimes sends none): given up after the idle timeout.
   uint64_t unconfirmed_handovers = 0;
-  uint64_t window_full = 0;    // times a partition held max-unsettled messages
-  uint64_t streams_ended = 0;  // end-of-stream markers taken
+  uint64_t window_full = 0;     // times a partition held max-unsettled messages
+  uint64_t checkpoints = 0;     // stream input: lease tokens the broker accepted
+  uint64_t retention_gaps = 0;  // stream input: offsets to replay the stream no longer had
+  uint64_t streams_ended = 0;   // end-of-stream markers taken
 };
 
 // The stats as the JSON object of /api/cluster (one node's part).

@@ -177,7 +177,10 @@ class Publisher final : public proton::messaging_handler {
     const MessagePlan& message = plan_[index];
     proton::sender& s = senders_[message.partition];
     if (!s.active() || s.credit() <= 0) return false;
-    if (message.events.size() == 1) {
+    // RabbitMQ 3.10 cannot store in a stream a message whose message-id is a
+    // ulong (it answers amqp:internal-error), which is how one event carries
+    // its id; a batch carries the ids in its body.
+    if (message.events.size() == 1 && spec_.input == descriptor::ClusterSpec::Input::kQueue) {
       amqp::messageFromEvent(*events_[message.events.front()], message_);
     } else if (message.events.empty()) {
       message_.clear();

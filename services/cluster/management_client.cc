@@ -338,16 +338,29 @@ Result<HttpResponse> ManagementClient::request(HttpMethod method, std::string_vi
   return Status::unavailable("no broker answered: " + failures);
 }
 
-Result<nlohmann::json> ManagementClient::getJson(std::string_view target) const {
-  auto response = request(HttpMethod::kGet, target);
+namespace {
+
+// The JSON of a 200 answer, or the error the answer means.
+Result<nlohmann::json> answerOf(HttpMethod method, const Result<HttpResponse>& response) {
   if (!response) return response.status();
-  if (response->status != 200) return statusOfAnswer(HttpMethod::kGet, *response);
+  if (response->status != 200) return statusOfAnswer(method, *response);
   auto json = nlohmann::json::parse(response->body, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
-    return Status::ioError("GET " + response->url +
+    return Status::ioError(std::string(methodName(method)) + " " + response->url +
                            ": HTTP 200 but the body is not JSON: " + errorReason(response->body));
   }
   return json;
+}
+
+}  // namespace
+
+Result<nlohmann::json> ManagementClient::getJson(std::string_view target) const {
+  return answerOf(HttpMethod::kGet, request(HttpMethod::kGet, target));
+}
+
+Result<nlohmann::json> ManagementClient::postJson(std::string_view target,
+                                                  const nlohmann::json& body) const {
+  return answerOf(HttpMethod::kPost, request(HttpMethod::kPost, target, body.dump()));
 }
 
 Status ManagementClient::sendJson(HttpMethod method, std::string_view target,

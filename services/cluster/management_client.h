@@ -95,6 +95,9 @@ class ManagementClient {
   // with what exists), Rejected (401, 403: credentials or permissions) or
   // IoError, each message naming the URL, the status and the reason.
   Result<nlohmann::json> getJson(std::string_view target) const;
+  // POST with a JSON body whose answer is JSON (HTTP 200), such as
+  // /api/exchanges/VHOST/NAME/publish; errors map as for getJson().
+  Result<nlohmann::json> postJson(std::string_view target, const nlohmann::json& body) const;
   // PUT or POST a JSON body; 200, 201 and 204 are success, other answers
   // map as for getJson().
   Status sendJson(HttpMethod method, std::string_view target, const nlohmann::json& body) const;

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "services/cluster/management_client.h"
+#include "services/cluster/stream_checkpoint.h"
 
 namespace cepbus::services::cluster {
 namespace {
@@ -94,12 +95,16 @@ Result<std::set<std::pair<std::string, std::string>>> fetchBindings(const Manage
   return parseBindings(*j);
 }
 
-// Every "<cluster>.p<i>" queue, through the paginated, regex-filtered list
-// (one request per 500 queues rather than one per partition).
+// Every "<cluster>.p<i><suffix>" queue, through the paginated, regex-filtered
+// list (one request per 500 queues rather than one per partition).
+template <typename PartitionOf>
 Result<std::map<uint32_t, QueueState>> fetchPartitions(const ManagementClient& client,
-                                                       const std::string& cluster) {
+                                                       const std::string& cluster,
+                                                       std::string_view suffix,
+                                                       PartitionOf partition_of) {
   std::map<uint32_t, QueueState> out;
-  const std::string filter = percentEncode("^" + regexLiteral(cluster) + "\\.p[0-9]+$");
+  const std::string filter =
+      percentEncode("^" + regexLiteral(cluster) + "\\.p[0-9]+" + regexLiteral(suffix) + "$");
   for (int page = 1;; ++page) {
     auto j = client.getJson("/api/queues/" + kVhost + "?use_regex=true&name=" + filter +
                             "&page=" + std::to_string(page) + "&page_size=500");
@@ -112,7 +117,7 @@ Result<std::map<uint32_t, QueueState>> fetchPartitions(const ManagementClient& c
     for (const auto& item : *items) {
       auto q = parseQueue(item);
       if (!q) return q.status();
-      if (auto i = partitionOf(cluster, q->name)) out.emplace(*i, std::move(*q));
+      if (auto i = partition_of(cluster, q->name)) out.emplace(*i, std::move(*q));
     }
     const auto pages = j->value("page_count", 1);
     if (page >= pages) break;
@@ -161,6 +166,29 @@ Status declareQueue(const ManagementClient& client, const std::string& name, boo
                          {{"durable", true}, {"auto_delete", false}, {"arguments", arguments}});
 }
 
+Status declareStream(const ManagementClient& client, const std::string& name,
+                     const std::string& retention) {
+  return client.sendJson(HttpMethod::kPut, queuePath(name),
+                         {{"durable", true},
+                          {"auto_delete", false},
+                          {"arguments", {{"x-queue-type", "stream"}, {"x-max-age", retention}}}});
+}
+
+// The first lease token of a partition (stream_checkpoint.h): its events
+// are read from the stream's beginning.
+Status putFirstToken(const ManagementClient& client, const std::string& lease) {
+  auto answer = client.postJson("/api/exchanges/" + kVhost + "/amq.default/publish",
+                                {{"properties", {{"delivery_mode", 2}}},
+                                 {"routing_key", lease},
+                                 {"payload", leaseTokenBody(0)},
+                                 {"payload_encoding", "string"}});
+  if (!answer) return answer.status();
+  if (!answer->value("routed", false)) {
+    return Status::unavailable("the lease token for queue '" + lease + "' was not routed to it");
+  }
+  return Status::ok();
+}
+
 Status declareExchange(const ManagementClient& client, const std::string& name, const char* type) {
   return client.sendJson(HttpMethod::kPut, exchangePath(name),
                          {{"type", type}, {"durable", true}, {"auto_delete", false}});
@@ -198,6 +226,9 @@ std::string compositesQueue(std::string_view cluster) {
 std::string partitionQueue(std::string_view cluster, uint32_t partition) {
   return std::string(cluster) + "." + partitionRoutingKey(partition);
 }
+std::string partitionStream(std::string_view cluster, uint32_t partition) {
+  return partitionQueue(cluster, partition) + ".log";
+}
 std::string partitionRoutingKey(uint32_t partition) { return "p" + std::to_string(partition); }
 
 std::optional<uint32_t> partitionOf(std::string_view cluster, std::string_view queue) {
@@ -213,8 +244,18 @@ std::optional<uint32_t> partitionOf(std::string_view cluster, std::string_view q
   return value;
 }
 
+std::optional<uint32_t> partitionStreamOf(std::string_view cluster, std::string_view queue) {
+  constexpr std::string_view kSuffix = ".log";
+  if (queue.size() <= kSuffix.size() || queue.substr(queue.size() - kSuffix.size()) != kSuffix) {
+    return std::nullopt;
+  }
+  return partitionOf(cluster, queue.substr(0, queue.size() - kSuffix.size()));
+}
+
 uint32_t Topology::partitionCount() const {
-  return partitions.empty() ? 0 : partitions.rbegin()->first + 1;
+  const uint32_t queues = partitions.empty() ? 0 : partitions.rbegin()->first + 1;
+  const uint32_t logs = streams.empty() ? 0 : streams.rbegin()->first + 1;
+  return std::max(queues, logs);
 }
 
 Result<QueueState> parseQueue(const json& queue) {
@@ -235,6 +276,9 @@ Result<QueueState> parseQueue(const json& queue) {
   q.members = stringsField(queue, "members");
   q.online = stringsField(queue, "online");
   q.leader = stringField(queue, "leader");
+  if (const auto it = queue.find("messages"); it != queue.end() && it->is_number_unsigned()) {
+    q.messages = it->get<uint64_t>();
+  }
   return q;
 }
 
@@ -248,19 +292,41 @@ ExchangeState parseExchange(const json& exchange) {
 
 Status checkConflicts(const Topology& found, const descriptor::ClusterSpec& spec) {
   if (Status s = checkSpec(spec); !s) return s;
+  const bool streams = spec.input == descriptor::ClusterSpec::Input::kStream;
   const uint32_t p = spec.partitions;
+  // What carries the events; declareTopology() creates it first, highest
+  // partition first.
+  const std::map<uint32_t, QueueState>& inputs = streams ? found.streams : found.partitions;
+  auto inputName = [&](uint32_t i) {
+    return streams ? partitionStream(spec.name, i) : partitionQueue(spec.name, i);
+  };
+  if (!streams && !found.streams.empty()) {
+    return conflict(spec, "queue '" + found.streams.begin()->second.name +
+                              "' exists: the broker's topology takes its events on streams "
+                              "(input=\"stream\"), this descriptor on quorum queues");
+  }
+  for (const auto& [queue, key] : found.in_bindings) {
+    if (streams && partitionOf(spec.name, queue)) {
+      return conflict(spec, "exchange '" + inExchange(spec.name) + "' routes key '" + key +
+                                "' to queue '" + queue +
+                                "': the broker's topology takes its events on quorum queues "
+                                "(input=\"queue\"), this descriptor on streams");
+    }
+  }
   if (found.partitionCount() > p) {
-    return conflict(spec, "queue '" + partitionQueue(spec.name, found.partitionCount() - 1) +
-                              "' exists: the broker's topology has at least " +
+    const uint32_t last = found.partitionCount() - 1;
+    const std::string name = found.partitions.count(last) ? partitionQueue(spec.name, last)
+                                                          : partitionStream(spec.name, last);
+    return conflict(spec, "queue '" + name + "' exists: the broker's topology has at least " +
                               std::to_string(found.partitionCount()) + " partitions");
   }
-  // declareTopology() creates the highest partition first, so a declaration
-  // cut short still has it: without it, the queues are another topology's.
-  if (!found.partitions.empty() && !found.partitions.count(p - 1)) {
-    return conflict(spec, "queue '" + partitionQueue(spec.name, p - 1) + "' is missing while '" +
-                              partitionQueue(spec.name, found.partitionCount() - 1) +
+  // A declaration cut short still has the highest partition: without it,
+  // the queues are another topology's.
+  if (!inputs.empty() && !inputs.count(p - 1)) {
+    return conflict(spec, "queue '" + inputName(p - 1) + "' is missing while '" +
+                              inputs.rbegin()->second.name +
                               "' exists: the broker's topology has " +
-                              std::to_string(found.partitionCount()) + " partitions");
+                              std::to_string(inputs.rbegin()->first + 1) + " partitions");
   }
   for (const auto& [i, q] : found.partitions) {
     if (q.type != "quorum" || !q.durable || !q.single_active_consumer) {
@@ -268,12 +334,18 @@ Status checkConflicts(const Topology& found, const descriptor::ClusterSpec& spec
                                 "; expected quorum, durable, single active consumer");
     }
   }
+  for (const auto& [i, q] : found.streams) {
+    if (q.type != "stream" || !q.durable) {
+      return conflict(
+          spec, "queue '" + q.name + "' is " + describeQueue(q) + "; expected stream, durable");
+    }
+  }
   if (found.composites && (found.composites->type != "quorum" || !found.composites->durable)) {
     return conflict(spec, "queue '" + found.composites->name + "' is " +
                               describeQueue(*found.composites) + "; expected quorum, durable");
   }
   for (const auto& [queue, key] : found.in_bindings) {
-    const auto i = partitionOf(spec.name, queue);
+    auto i = streams ? partitionStreamOf(spec.name, queue) : partitionOf(spec.name, queue);
     if (i && key != partitionRoutingKey(*i)) {
       return conflict(spec, "exchange '" + inExchange(spec.name) + "' routes key '" + key +
                                 "' to queue '" + queue + "'; expected key '" +
@@ -299,12 +371,15 @@ Status checkComplete(const Topology& found, const descriptor::ClusterSpec& spec)
     return missing("binding '#' of '" + outExchange(spec.name) + "' to '" +
                    compositesQueue(spec.name) + "'");
   }
+  const bool streams = spec.input == descriptor::ClusterSpec::Input::kStream;
   for (uint32_t i = 0; i < spec.partitions; ++i) {
     const std::string queue = partitionQueue(spec.name, i);
     if (!found.partitions.count(i)) return missing("queue '" + queue + "'");
-    if (!found.in_bindings.count({queue, partitionRoutingKey(i)})) {
+    const std::string input = streams ? partitionStream(spec.name, i) : queue;
+    if (streams && !found.streams.count(i)) return missing("stream '" + input + "'");
+    if (!found.in_bindings.count({input, partitionRoutingKey(i)})) {
       return missing("binding '" + partitionRoutingKey(i) + "' of '" + inExchange(spec.name) +
-                     "' to '" + queue + "'");
+                     "' to '" + input + "'");
     }
   }
   return Status::ok();
@@ -322,9 +397,12 @@ Result<Topology> inspectTopology(const descriptor::ClusterSpec& spec, const std:
     if (!e) return e.status();
     *state = *e;
   }
-  auto partitions = fetchPartitions(client, spec.name);
+  auto partitions = fetchPartitions(client, spec.name, "", partitionOf);
   if (!partitions) return partitions.status();
   t.partitions = std::move(*partitions);
+  auto streams = fetchPartitions(client, spec.name, ".log", partitionStreamOf);
+  if (!streams) return streams.status();
+  t.streams = std::move(*streams);
   auto composites = fetchQueue(client, compositesQueue(spec.name));
   if (!composites) return composites.status();
   t.composites = std::move(*composites);
@@ -356,14 +434,23 @@ Status declareTopology(const descriptor::ClusterSpec& spec, const std::string& p
   if (!found->in.exists) {
     if (Status s = declareExchange(client, in, "direct"); !s) return s;
   }
-  // Highest partition first: see checkConflicts().
+  // Highest partition first, its input first: see checkConflicts().
+  const bool streams = spec.input == descriptor::ClusterSpec::Input::kStream;
   for (uint32_t i = spec.partitions; i-- > 0;) {
     const std::string queue = partitionQueue(spec.name, i);
-    if (!found->partitions.count(i)) {
+    const std::string input = streams ? partitionStream(spec.name, i) : queue;
+    if (streams && !found->streams.count(i)) {
+      if (Status s = declareStream(client, input, spec.retention); !s) return s;
+    }
+    const auto lease = found->partitions.find(i);
+    if (lease == found->partitions.end()) {
       if (Status s = declareQueue(client, queue, /*sac=*/true); !s) return s;
     }
-    if (!found->in_bindings.count({queue, partitionRoutingKey(i)})) {
-      if (Status s = bindQueue(client, in, queue, partitionRoutingKey(i)); !s) return s;
+    if (streams && (lease == found->partitions.end() || lease->second.messages == 0u)) {
+      if (Status s = putFirstToken(client, queue); !s) return s;
+    }
+    if (!found->in_bindings.count({input, partitionRoutingKey(i)})) {
+      if (Status s = bindQueue(client, in, input, partitionRoutingKey(i)); !s) return s;
     }
   }
   if (!found->out.exists) {

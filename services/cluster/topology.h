@@ -9,6 +9,13 @@
 //   exchange <name>.out         topic, durable; "#" -> queue <name>.composites (quorum)
 //   exchange <name>.members     fanout, durable (the nodes' heartbeats)
 //
+// With input="stream" the partitions' events go to streams instead, and the
+// quorum queues hold the partitions' leases (stream_checkpoint.h):
+//
+//   exchange <name>.in          routing key "p<i>" -> stream <name>.p<i>.log
+//   streams  <name>.p<i>.log    durable, x-max-age = the cluster's retention
+//   queues   <name>.p<i>        quorum, single active consumer, one lease token
+//
 // The partition count P is part of the topology: a node hashing keys into 8
 // partitions must not consume a topology of 4, so declaring over a different
 // P, or over queues that are not quorum + single active consumer, is refused
@@ -16,7 +23,9 @@
 // inspectTopology() before it consumes.
 //
 // Thread-safety: free functions, each call independent. They block (HTTP),
-// so they belong to the control plane.
+// so they belong to the control plane. A topology of one input kind is a
+// conflict for a descriptor of the other: a node must never read a
+// partition from the wrong place.
 
 #include <cstdint>
 #include <map>
@@ -34,15 +43,18 @@
 namespace cepbus::services::cluster {
 
 // --- names -------------------------------------------------------------------
-std::string inExchange(std::string_view cluster);                          // "<name>.in"
-std::string outExchange(std::string_view cluster);                         // "<name>.out"
-std::string membersExchange(std::string_view cluster);                     // "<name>.members"
-std::string compositesQueue(std::string_view cluster);                     // "<name>.composites"
-std::string partitionQueue(std::string_view cluster, uint32_t partition);  // "<name>.p<i>"
-std::string partitionRoutingKey(uint32_t partition);                       // "p<i>"
+std::string inExchange(std::string_view cluster);                           // "<name>.in"
+std::string outExchange(std::string_view cluster);                          // "<name>.out"
+std::string membersExchange(std::string_view cluster);                      // "<name>.members"
+std::string compositesQueue(std::string_view cluster);                      // "<name>.composites"
+std::string partitionQueue(std::string_view cluster, uint32_t partition);   // "<name>.p<i>"
+std::string partitionStream(std::string_view cluster, uint32_t partition);  // "<name>.p<i>.log"
+std::string partitionRoutingKey(uint32_t partition);                        // "p<i>"
 // The partition of a queue named "<cluster>.p<i>" (i decimal, no sign, no
 // leading zero); nullopt for any other name.
 std::optional<uint32_t> partitionOf(std::string_view cluster, std::string_view queue);
+// The same for a stream named "<cluster>.p<i>.log".
+std::optional<uint32_t> partitionStreamOf(std::string_view cluster, std::string_view queue);
 
 // --- what the broker has -----------------------------------------------------
 struct ExchangeState {
@@ -59,17 +71,21 @@ struct QueueState {
   std::vector<std::string> members;  // quorum queue replicas (node names)
   std::vector<std::string> online;   // the members that run
   std::string leader;
+  // Ready + unacknowledged, as last sampled by the broker; absent until the
+  // broker's first sample of a new queue.
+  std::optional<uint64_t> messages;
 };
 
 struct Topology {
   std::string name;
   ExchangeState in, out, members;
   std::map<uint32_t, QueueState> partitions;  // every "<name>.p<i>" queue, by i
+  std::map<uint32_t, QueueState> streams;     // every "<name>.p<i>.log" queue, by i
   std::optional<QueueState> composites;
   std::set<std::pair<std::string, std::string>> in_bindings;  // (queue, routing key) from <name>.in
   std::set<std::string> composites_keys;  // routing keys <name>.out -> <name>.composites
 
-  // 1 + the highest partition queue found; 0 when there is none.
+  // 1 + the highest partition queue or stream found; 0 when there is none.
   uint32_t partitionCount() const;
 };
 
@@ -95,7 +111,11 @@ Status checkComplete(const Topology& found, const descriptor::ClusterSpec& spec)
 Result<Topology> inspectTopology(const descriptor::ClusterSpec& spec, const std::string& password);
 
 // Declares every object and binding, idempotently: what exists and matches
-// is left alone. Refuses (InvalidArgument, naming the object) when
+// is left alone. With stream input, a lease queue it declares, or one the
+// broker samples as empty, gets a first token (offset 0). The samples lag
+// by up to the broker's statistics interval, so declaring again within it
+// may add a second token, which the partition's owner then settles
+// (stream_checkpoint.h). Refuses (InvalidArgument, naming the object) when
 // checkConflicts() fails, before changing anything. Two nodes declaring
 // different partition counts at the same instant can both pass the check;
 // the inspectTopology() + checkComplete() a node does before consuming

@@ -473,6 +473,9 @@ void appendClusterNodes(std::string& out,
       {"stalls", "Times the watchdog found the node stalled past the idle timeout."},
       {"unconfirmed_handovers",
        "Handovers whose session end the broker did not confirm within the idle timeout."},
+      {"window_full", "Times a partition queue held max-unsettled messages its windows need."},
+      {"checkpoints", "Stream input: lease tokens (resume offsets) the broker accepted."},
+      {"retention_gaps", "Stream input: offsets to replay that the stream no longer held."},
   };
   for (const auto& [field, help] : kCounters) {
     const std::string name = "cepbus_cluster_" + std::string(field) + "_total";

@@ -306,7 +306,22 @@ struct ClusterTls {
 // "<name>.out" (topic, routing key = the query's output) with the queue
 // "<name>.composites" bound to it, and exchange "<name>.members" (fanout) for
 // the nodes' heartbeats.
+//
+// With input="stream" the events go to a stream per partition instead,
+// "<name>.p<i>.log" (what "p<i>" routes to), and "<name>.p<i>" holds the
+// partition's lease: one token, carrying the stream offset a new owner
+// resumes from (services/cluster/stream_checkpoint.h).
 struct ClusterSpec {
+  // Where a partition's events wait and what a successor replays.
+  enum class Input {
+    // A quorum queue: the unsettled messages are the replay log, so a
+    // window can hold at most `max_unsettled` messages per partition.
+    kQueue,
+    // A stream read from a checkpointed offset: windows as long as the
+    // stream's `retention` keeps.
+    kStream,
+  };
+
   std::string name;
   std::string node;  // this node's id, unique among the cluster's nodes
   uint32_t partitions = 0;
@@ -319,10 +334,15 @@ struct ClusterSpec {
   std::string password_env;
   uint64_t heartbeat_ms = 500;      // how often a node announces itself
   uint64_t idle_timeout_ms = 3000;  // silence after which a node counts as gone
-  // The most unsettled input messages a node holds per partition: the
-  // events that a window or a partial match may still need (the bound the
-  // replay design puts on windows).
+  // The most unsettled input messages a node holds per partition: with
+  // queue input, the events that a window or a partial match may still
+  // need (the bound the replay design puts on windows); with stream input,
+  // how far the node reads ahead of its detectors.
   uint32_t max_unsettled = 20000;
+  Input input = Input::kQueue;
+  // How long a partition stream keeps its events (RabbitMQ's x-max-age:
+  // a count and one of Y M D h m s); input="stream" only.
+  std::string retention = "7D";
   int64_t slack = 0;               // event-time reordering slack within a partition
   std::vector<QuerySpec> queries;  // inputs empty: a cluster query reads its partition
   Location where;

@@ -628,7 +628,7 @@ class Parser {
 
   void cluster(const XMLElement* e, ClusterSpec& c) {
     checkAttributes(e, {"name", "node", "partitions", "key", "user", "password-env", "heartbeat",
-                        "idle-timeout", "max-unsettled", "slack"});
+                        "idle-timeout", "max-unsettled", "input", "retention", "slack"});
     c.where = at(e);
     c.name = name(e, "name", true).value_or("");
     c.node = name(e, "node", true).value_or("");
@@ -660,6 +660,7 @@ class Parser {
     }
     c.max_unsettled = static_cast<uint32_t>(
         integer(e, "max-unsettled", 1, kMaxCreditWindow).value_or(c.max_unsettled));
+    clusterInput(e, c);
     c.slack = static_cast<int64_t>(integer(e, "slack", 0, kMaxSlack).value_or(0));
     NameScope queries;
     children(e, {{"broker"}, {"tls", true}, {"query"}}, [&](const XMLElement* child) {
@@ -699,6 +700,38 @@ class Parser {
                                "(SASL PLAIN would send the password in clear)");
     }
     if (c.queries.empty()) report(e, "needs at least one <query> to run on the partitions");
+  }
+
+  void clusterInput(const XMLElement* e, ClusterSpec& c) {
+    if (auto input = string(e, "input", false)) {
+      if (*input == "stream") {
+        c.input = ClusterSpec::Input::kStream;
+      } else if (*input != "queue") {
+        reportAttr(e, e->FindAttribute("input"),
+                   "must be \"queue\" or \"stream\", got " + quote(*input));
+      }
+    }
+    const XMLAttribute* retention = e->FindAttribute("retention");
+    if (retention == nullptr) return;
+    if (c.input != ClusterSpec::Input::kStream) {
+      reportAttr(e, retention,
+                 "applies to input=\"stream\" only (a queue keeps what is unsettled)");
+      return;
+    }
+    // RabbitMQ's x-max-age: a positive count and one unit letter.
+    const std::string_view age = retention->Value();
+    const bool valid =
+        age.size() >= 2 && age.size() <= 10 &&
+        std::string_view("YMDhms").find(age.back()) != std::string_view::npos &&
+        age.front() != '0' &&
+        std::all_of(age.begin(), age.end() - 1, [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (!valid) {
+      reportAttr(e, retention,
+                 "must be a positive count and a unit (Y, M, D, h, m or s), such as \"7D\", got " +
+                     quote(age));
+      return;
+    }
+    c.retention = std::string(age);
   }
 
   // The comma-separated attribute names of `attr`.

@@ -180,12 +180,14 @@
       for (const p of n.partitions || []) {
         rows.push(el("tr", {}, td(n.node), td(String(p.partition), "num"),
                      el("td", {}, el("span", { class: "badge " + (p.role === "active" ? "running" : "paused") }, p.role)),
-                     td(p.owner), td(fmt(p.held), "num"), td(fmt(p.unaccepted_outputs), "num")));
+                     td(p.owner), td(fmt(p.held), "num"), td(fmt(p.unaccepted_outputs), "num"),
+                     td(p.resume_from === undefined ? "-" : fmt(p.resume_from), "num")));
       }
       totals.push(n.node + ": live " + (n.live_nodes || []).join(", ") + " \u00B7 received " + fmt(n.received) +
                   " \u00B7 replayed " + fmt(n.replayed) + " \u00B7 takeovers " + fmt(n.takeovers) +
                   " \u00B7 duplicates " + fmt(n.duplicates) + " \u00B7 late " + fmt(n.late) +
-                  " \u00B7 composites " + fmt(n.composites));
+                  " \u00B7 composites " + fmt(n.composites) +
+                  (n.checkpoints ? " \u00B7 checkpoints " + fmt(n.checkpoints) : ""));
     }
     fillTable("cluster", rows);
     document.getElementById("cluster-totals").textContent =

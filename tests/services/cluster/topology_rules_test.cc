@@ -181,6 +181,68 @@ TEST(TopologyRules, NamesWhatIsMissing) {
             std::string::npos);
 }
 
+// A stream-input topology: the partitions' events go to streams, the
+// quorum queues are the leases and nothing routes to them.
+Topology completeStreams(uint32_t p) {
+  Topology t = complete(p);
+  t.in_bindings.clear();
+  for (uint32_t i = 0; i < p; ++i) {
+    QueueState q;
+    q.name = partitionStream("s", i);
+    q.type = "stream";
+    q.durable = true;
+    t.streams[i] = q;
+    t.in_bindings.emplace(q.name, partitionRoutingKey(i));
+  }
+  return t;
+}
+
+descriptor::ClusterSpec streamSpecOf(uint32_t p) {
+  descriptor::ClusterSpec spec = specOf(p);
+  spec.input = descriptor::ClusterSpec::Input::kStream;
+  return spec;
+}
+
+TEST(TopologyNames, NameAPartitionStream) {
+  EXPECT_EQ(partitionStream("trades", 3), "trades.p3.log");
+  EXPECT_EQ(partitionStreamOf("trades", "trades.p3.log"), 3u);
+  EXPECT_EQ(partitionStreamOf("trades", "trades.p3"), std::nullopt);
+  EXPECT_EQ(partitionStreamOf("trades", "trades.p03.log"), std::nullopt);
+  EXPECT_EQ(partitionStreamOf("trades", "other.p3.log"), std::nullopt);
+}
+
+TEST(TopologyRules, StreamInputNeedsStreamsLeasesAndItsBindings) {
+  EXPECT_TRUE(checkComplete(completeStreams(3), streamSpecOf(3)));
+  Topology no_stream = completeStreams(3);
+  no_stream.streams.erase(1);
+  EXPECT_NE(
+      checkComplete(no_stream, streamSpecOf(3)).message().find("stream 's.p1.log' is missing"),
+      std::string::npos);
+  Topology no_lease = completeStreams(3);
+  no_lease.partitions.erase(0);
+  EXPECT_NE(checkComplete(no_lease, streamSpecOf(3)).message().find("queue 's.p0' is missing"),
+            std::string::npos);
+  Topology classic = completeStreams(3);
+  classic.streams[2].type = "classic";
+  EXPECT_NE(checkConflicts(classic, streamSpecOf(3)).message().find("expected stream, durable"),
+            std::string::npos);
+  EXPECT_NE(checkConflicts(completeStreams(3), streamSpecOf(2)).message().find("at least 3"),
+            std::string::npos);
+}
+
+TEST(TopologyRules, RefusesATopologyOfTheOtherInputKind) {
+  const Status queues = checkConflicts(complete(2), streamSpecOf(2));
+  EXPECT_EQ(queues.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(queues.message().find("takes its events on quorum queues (input=\"queue\")"),
+            std::string::npos)
+      << queues.message();
+  const Status streams = checkConflicts(completeStreams(2), specOf(2));
+  EXPECT_EQ(streams.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(streams.message().find("takes its events on streams (input=\"stream\")"),
+            std::string::npos)
+      << streams.message();
+}
+
 TEST(TopologyRules, RefusesASpecWithoutPartitionsOrBrokers) {
   EXPECT_EQ(checkConflicts(Topology{}, specOf(0)).code(), Status::Code::kInvalidArgument);
   auto no_broker = specOf(2);

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 
 #include "services/cluster/management_client.h"
 #include "tests/testing/rabbitmq_cluster.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus::services::cluster {
 namespace {
@@ -82,6 +84,51 @@ TEST_F(TopologyTest, DeclaresQuorumSingleActiveConsumerQueuesIdempotently) {
   EXPECT_EQ(t->in.type, "direct");
   EXPECT_EQ(t->out.type, "topic");
   EXPECT_EQ(t->members.type, "fanout");
+}
+
+// The broker samples queue lengths (every second in the test cluster);
+// the lease queue's, once sampled.
+uint64_t sampledMessages(const descriptor::ClusterSpec& s, uint32_t partition) {
+  std::optional<uint64_t> n;
+  testing::waitUntil(
+      [&] {
+        auto t = inspectTopology(s, "guest");
+        if (t && t->partitions.count(partition)) n = t->partitions.at(partition).messages;
+        if (!n) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        return n.has_value();
+      },
+      std::chrono::seconds(20));
+  return n.value_or(0);
+}
+
+TEST_F(TopologyTest, DeclaresStreamsAndLeasesHoldingOneTokenEach) {
+  auto& s = spec(3);
+  s.input = descriptor::ClusterSpec::Input::kStream;
+  s.retention = "1h";
+  ASSERT_TRUE(declareTopology(s, "guest")) << declareTopology(s, "guest").toString();
+  auto t = inspectTopology(s, "guest");
+  ASSERT_TRUE(t) << t.status().toString();
+  EXPECT_TRUE(checkComplete(*t, s)) << checkComplete(*t, s).toString();
+  for (uint32_t i = 0; i < 3; ++i) {
+    const QueueState& log = t->streams.at(i);
+    EXPECT_EQ(log.name, s.name + ".p" + std::to_string(i) + ".log");
+    EXPECT_EQ(log.type, "stream");
+    EXPECT_TRUE(t->in_bindings.count({log.name, "p" + std::to_string(i)})) << log.name;
+    EXPECT_FALSE(t->in_bindings.count({partitionQueue(s.name, i), "p" + std::to_string(i)}));
+    EXPECT_TRUE(t->partitions.at(i).single_active_consumer);
+    EXPECT_EQ(sampledMessages(s, i), 1u) << "lease of partition " << i;
+  }
+  // Declared again once the broker has sampled the leases: no second token.
+  ASSERT_TRUE(declareTopology(s, "guest"));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(sampledMessages(s, i), 1u) << i;
+  // A node of the other input kind would read the wrong place: refused.
+  descriptor::ClusterSpec queues = s;
+  queues.input = descriptor::ClusterSpec::Input::kQueue;
+  const Status other = declareTopology(queues, "guest");
+  EXPECT_EQ(other.code(), Status::Code::kInvalidArgument) << other.toString();
+  EXPECT_NE(other.message().find("takes its events on streams"), std::string::npos)
+      << other.message();
 }
 
 TEST_F(TopologyTest, RefusesAnotherPartitionCount) {

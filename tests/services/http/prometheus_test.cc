@@ -278,5 +278,32 @@ TEST(RenderMetricsTest, QueriesThatCountShowThePartialMatchesTheyHold) {
   EXPECT_EQ(samples, 2u);
 }
 
+TEST(RenderMetricsTest, ClusterNodesExportTheirCountersAndPartitions) {
+  TestBroker bus;
+  auto node = bus.registry->add("cluster:trades/node1", router::ComponentKind::kService);
+  ASSERT_TRUE(node);
+  (*node)->setMetadata("cluster", "trades");
+  (*node)->setMetadata(
+      "status", R"({"node":"node1","received":40,"takeovers":2,"window_full":3,"checkpoints":7,)"
+                R"("retention_gaps":5,"partitions":[{"partition":0,"role":"active","held":12},)"
+                R"({"partition":1,"role":"standby","held":0}]})");
+
+  const Scrape scrape = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
+  const std::string labels = "{cluster=\"trades\",node=\"node1\"}";
+  EXPECT_EQ(scrape.type.at("cepbus_cluster_received_total"), "counter");
+  EXPECT_EQ(scrape.samples.at("cepbus_cluster_received_total" + labels), 40);
+  EXPECT_EQ(scrape.samples.at("cepbus_cluster_takeovers_total" + labels), 2);
+  EXPECT_EQ(scrape.samples.at("cepbus_cluster_window_full_total" + labels), 3);
+  EXPECT_EQ(scrape.samples.at("cepbus_cluster_checkpoints_total" + labels), 7);
+  EXPECT_EQ(scrape.samples.at("cepbus_cluster_retention_gaps_total" + labels), 5);
+  EXPECT_EQ(scrape.samples.at("cepbus_cluster_partition_held{cluster=\"trades\",node=\"node1\","
+                              "partition=\"0\",role=\"active\"}"),
+            12);
+  EXPECT_EQ(scrape.samples.at("cepbus_cluster_partition_active{cluster=\"trades\",node=\"node1\","
+                              "partition=\"1\",role=\"standby\"}"),
+            0);
+}
+
 }  // namespace
 }  // namespace cepbus::services::http

@@ -1026,5 +1026,64 @@ TEST(ParserErrorTest, ClusterTlsNeedsItsCaAndComesOnce) {
   EXPECT_NE(errors[1].find("tls"), std::string::npos) << errors[1];
 }
 
+TEST(ParserTest, ClusterStreamInputTakesARetention) {
+  auto result = parseDescriptorString(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k" input="stream" retention="36h">
+    <broker port="5672"/>
+    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)",
+                                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().message();
+  EXPECT_EQ(result->cluster->input, ClusterSpec::Input::kStream);
+  EXPECT_EQ(result->cluster->retention, "36h");
+  auto plain = parseDescriptorString(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k">
+    <broker port="5672"/>
+    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)",
+                                     "t.xml");
+  ASSERT_TRUE(plain.isOk()) << plain.status().message();
+  EXPECT_EQ(plain->cluster->input, ClusterSpec::Input::kQueue);
+}
+
+TEST(ParserErrorTest, ClusterInputAndRetentionAreChecked) {
+  const auto errors = errorsOf(R"(<cepbus name="n1">
+<cluster name="a" node="n1" partitions="2" key="k" input="log">
+<broker port="5672"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
+  EXPECT_NE(errors[0].find("t.xml:2:"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("must be \"queue\" or \"stream\", got \"log\""), std::string::npos)
+      << errors[0];
+  for (const char* bad : {"7", "D", "0D", "7d", "1.5h", "7D "}) {
+    const auto age = errorsOf(std::string(R"(<cepbus name="n1">
+<cluster name="a" node="n1" partitions="2" key="k" input="stream" retention=")") +
+                              bad + R"(">
+<broker port="5672"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+    ASSERT_EQ(age.size(), 1u) << bad << ": " << ::testing::PrintToString(age);
+    EXPECT_NE(age[0].find("must be a positive count and a unit"), std::string::npos) << age[0];
+  }
+  const auto queue = errorsOf(R"(<cepbus name="n1">
+<cluster name="a" node="n1" partitions="2" key="k" retention="7D">
+<broker port="5672"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(queue.size(), 1u) << ::testing::PrintToString(queue);
+  EXPECT_NE(queue[0].find("applies to input=\"stream\" only"), std::string::npos) << queue[0];
+}
+
 }  // namespace
 }  // namespace cepbus::descriptor
