@@ -649,6 +649,11 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     p.stream.add_credit(static_cast<int>(streamCredit()));
   }
 
+  // How many event ids a partition remembers to drop resent copies: what
+  // it may hold, and at least many times what a publisher resends after a
+  // failover (ClusterPublisher keeps up to 1,000 events in flight).
+  size_t dedupeEvents() const { return std::max<size_t>(2 * spec_.max_unsettled, 16384); }
+
   uint32_t streamCredit() const { return std::min(spec_.max_unsettled, kStreamReadAhead); }
 
   // Ends the partition's session: the broker takes back what it held
@@ -689,7 +694,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
 
   // The partition's first message: this node just became its active consumer.
   Status activate(Partition& p) {
-    auto active = std::make_unique<Active>(window_, spec_.slack, 2 * spec_.max_unsettled);
+    auto active = std::make_unique<Active>(window_, spec_.slack, dedupeEvents());
     for (const CompiledQuery& q : queries_) {
       auto run = std::make_unique<QueryRun>(*this, p, q);
       auto detector = q.plugin->createDetector(q.engine, q.query, q.options, *run);

@@ -52,7 +52,10 @@ class Publisher final : public proton::messaging_handler {
 
   const PublishReport& report() const { return report_; }
 
-  void on_container_start(proton::container&) override { connect(); }
+  void on_container_start(proton::container&) override {
+    connect();
+    checkConfirms();
+  }
 
   void on_connection_open(proton::connection& c) override {
     last_up_ = Clock::now();
@@ -69,7 +72,7 @@ class Publisher final : public proton::messaging_handler {
   void on_tracker_accept(proton::tracker& t) override {
     auto it = in_flight_.find(t);
     if (it == in_flight_.end()) return;
-    report_.published += std::max<size_t>(plan_[it->second].events.size(), 1);
+    report_.published += std::max<size_t>(plan_[it->second.index].events.size(), 1);
     ++report_.messages;
     landed(it);
     last_up_ = Clock::now();
@@ -78,7 +81,7 @@ class Publisher final : public proton::messaging_handler {
   void on_tracker_reject(proton::tracker& t) override {
     auto it = in_flight_.find(t);
     if (it == in_flight_.end()) return;
-    const MessagePlan& message = plan_[it->second];
+    const MessagePlan& message = plan_[it->second.index];
     fail(Status::invalidArgument(
         (message.events.empty()
              ? "the broker rejected the end-of-stream marker of partition " +
@@ -93,7 +96,7 @@ class Publisher final : public proton::messaging_handler {
   void on_tracker_release(proton::tracker& t) override {
     auto it = in_flight_.find(t);
     if (it == in_flight_.end()) return;
-    resend_.push_back(it->second);
+    resend_.push_back(it->second.index);
     landed(it);
     pump();
   }
@@ -106,9 +109,9 @@ class Publisher final : public proton::messaging_handler {
       return;
     }
     std::vector<size_t> doubt;
-    for (const auto& [tracker, index] : in_flight_) {
-      doubt.push_back(index);
-      report_.resent += plan_[index].events.size();
+    for (const auto& [tracker, sent] : in_flight_) {
+      doubt.push_back(sent.index);
+      report_.resent += plan_[sent.index].events.size();
     }
     in_flight_.clear();
     in_flight_events_ = 0;
@@ -129,6 +132,11 @@ class Publisher final : public proton::messaging_handler {
   void on_transport_error(proton::transport&) override {}  // handled at the close
 
  private:
+  struct InFlight {
+    size_t index;  // into plan_
+    Clock::time_point sent;
+  };
+
   void connect() {
     BrokerDial c = dialBroker(spec_, spec_.brokers[broker_], password_);
     c.options.handler(*this);
@@ -138,8 +146,8 @@ class Publisher final : public proton::messaging_handler {
   size_t total() const { return plan_.size(); }
   bool done() const { return next_ == total() && resend_.empty() && in_flight_.empty(); }
 
-  void landed(std::map<proton::tracker, size_t>::iterator it) {
-    in_flight_events_ -= plan_[it->second].events.size();
+  void landed(std::map<proton::tracker, InFlight>::iterator it) {
+    in_flight_events_ -= plan_[it->second.index].events.size();
     in_flight_.erase(it);
   }
 
@@ -190,9 +198,27 @@ class Publisher final : public proton::messaging_handler {
       for (size_t i : message.events) batch_.push_back(events_[i]);
       messageFromEventBatch(batch_, message_);
     }
-    in_flight_.emplace(s.send(message_), index);
+    in_flight_.emplace(s.send(message_), InFlight{index, Clock::now()});
     in_flight_events_ += message.events.size();
     return true;
+  }
+
+  // Once a second: a message unanswered for confirm_timeout_ms ends its
+  // connection (on_transport_close resends what is in doubt).
+  void checkConfirms() {
+    if (done() || !status_) return;
+    const auto limit = std::chrono::milliseconds(options_.confirm_timeout_ms);
+    const auto now = Clock::now();
+    const bool overdue = std::any_of(in_flight_.begin(), in_flight_.end(), [&](const auto& entry) {
+      return now - entry.second.sent > limit;
+    });
+    if (overdue && connection_ && connection_.active()) {
+      ++report_.confirm_timeouts;
+      connection_.close(proton::error_condition(
+          "cepbus:confirm-timeout", "a message was neither accepted nor refused within " +
+                                        std::to_string(options_.confirm_timeout_ms) + " ms"));
+    }
+    container_->schedule(proton::duration(1000), [this] { checkConfirms(); });
   }
 
   void fail(Status s) {
@@ -211,7 +237,7 @@ class Publisher final : public proton::messaging_handler {
   std::vector<proton::sender> senders_;
   proton::message message_;
   std::vector<EventPtr> batch_;
-  std::map<proton::tracker, size_t> in_flight_;  // message by tracker
+  std::map<proton::tracker, InFlight> in_flight_;
   size_t in_flight_events_ = 0;
   std::deque<size_t> resend_;
   size_t next_ = 0;

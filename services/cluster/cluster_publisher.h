@@ -12,8 +12,9 @@
 // message until the broker accepts it; when its connection fails (a broker
 // node died: RabbitMQ 3.10's AMQP 1.0 plugin drops the session during a
 // queue leader election) it reconnects to the next broker of the failover
-// list and sends again, in order, everything still in doubt. Duplicates are
-// the price of losing nothing; the nodes drop them by event id.
+// list and sends again, in order, everything still in doubt; so it does when
+// the broker leaves a message unanswered for too long. Duplicates are the
+// price of losing nothing; the nodes drop them by event id.
 //
 // Thread-safety: publish() runs the whole exchange on the calling thread.
 
@@ -40,6 +41,11 @@ struct PublishOptions {
   // events of its partition.
   uint32_t linger_ms = 10;
   uint64_t give_up_ms = 60000;  // no broker reachable for this long: fail
+  // A message the broker neither accepts nor refuses for this long is in
+  // doubt with its whole connection: it is closed, and everything in doubt
+  // goes again through the next broker. RabbitMQ 3.10 never answers for
+  // messages published to a stream while its leader's node died.
+  uint64_t confirm_timeout_ms = 10000;
   // After the events, an end-of-stream marker to every partition: the nodes
   // then flush their windows and accept everything (see kEndOfStreamSubject).
   bool end_of_stream = false;
@@ -55,6 +61,7 @@ struct PublishReport {
   uint64_t messages = 0;   // messages accepted (fewer than events when batched)
   uint64_t resent = 0;     // events sent again after a connection failed
   uint64_t reconnects = 0;
+  uint64_t confirm_timeouts = 0;  // connections given up for an unanswered message
 };
 
 // What one message carries: events of one partition (indices into the

@@ -10,7 +10,8 @@ message (every event processed, every composite accepted by the broker:
 Beside it, in the same run, the RabbitMQ-only figure for the same path: the
 same publisher into the same partition queues with no consumer, so the
 broker's own ingest bound is visible. Each is measured with one event per
-message and with batches (--batches). Then the takeover figures: SIGKILL and
+message and with batches (--batches), for each partition input (--inputs:
+quorum queues, and streams with lease tokens). Then the takeover figures: SIGKILL and
 SIGSTOP of an active node while events flow, with the replayed messages.
 Every throughput point also says where the time went: the CPU seconds of
 each RabbitMQ node, each cepbus node (per thread) and the publisher, per
@@ -21,7 +22,7 @@ machines (cluster_model). Prints one JSON object per measurement.
 
     tests/bench/cluster_bench.py --cepbus build/release/bus/app/cepbus
         [--events 20000] [--nodes 1,2,3] [--partitions 1,4,12] [--batches 1,32]
-        [--profile]
+        [--inputs queue,stream] [--profile]
 
 Starts and stops its own 3-node RabbitMQ cluster (scripts/rabbitmq-cluster.sh).
 """
@@ -169,9 +170,9 @@ class Profiler:
 
 
 class Scenario:
-    def __init__(self, args, broker, work, name, nodes, partitions):
+    def __init__(self, args, broker, work, name, nodes, partitions, input="queue"):
         self.args, self.broker, self.name = args, broker, name
-        self.nodes, self.partitions = nodes, partitions
+        self.nodes, self.partitions, self.input = nodes, partitions, input
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir)
         self.procs = {}
@@ -186,9 +187,10 @@ class Scenario:
         self.http[k] = free_port()
         text = ('<cepbus name="n%d"><logging level="warning"/><listeners><http host="127.0.0.1" '
                 'port="%d"/></listeners><cluster name="%s" node="n%d" partitions="%d" key="price" '
-                'heartbeat="300" idle-timeout="2000">%s<query name="q" engine="nfa" output="out">'
-                '<text><![CDATA[%s]]></text></query></cluster></cepbus>'
-                % (k, self.http[k], self.name, k, self.partitions, brokers, QUERY))
+                'heartbeat="300" idle-timeout="2000" input="%s"%s>%s<query name="q" engine="nfa" '
+                'output="out"><text><![CDATA[%s]]></text></query></cluster></cepbus>'
+                % (k, self.http[k], self.name, k, self.partitions, self.input,
+                   ' retention="1h"' if self.input == "stream" else "", brokers, QUERY))
         open(os.path.join(self.dir, "n%d.xml" % k), "w").write(text)
 
     def cepbus(self, *argv, **kw):
@@ -231,11 +233,26 @@ class Scenario:
         time.sleep(1.5)
         deadline = time.time() + timeout
         while time.time() < deadline:
-            if all(self.broker.queue_messages("%s.p%d" % (self.name, p)) == 0
-                   for p in range(self.partitions)):
+            if self.input == "stream" and self.streams_done():
+                return True
+            if self.input == "queue" and all(
+                    self.broker.queue_messages("%s.p%d" % (self.name, p)) == 0
+                    for p in range(self.partitions)):
                 return True
             time.sleep(0.05)
         return False
+
+    def streams_done(self):
+        """Streams keep every event: done is every partition past its end
+        marker with nothing held and its lease caught up (docs/cluster.md)."""
+        done = set()
+        for k in self.procs:
+            for p in self.stats(k).get("partitions", []):
+                if (p.get("role") == "active" and p.get("stream_ended") and p.get("held") == 0
+                        and p.get("lease_offset") is not None
+                        and p.get("lease_offset") == p.get("resume_from")):
+                    done.add(p["partition"])
+        return len(done) == self.partitions
 
     def stop(self):
         for p in self.procs.values():
@@ -249,8 +266,8 @@ class Scenario:
                 p.kill()
 
 
-def throughput(args, broker, work, events, count, nodes, partitions, batch, index):
-    s = Scenario(args, broker, work, "tp%d" % index, nodes, partitions)
+def throughput(args, broker, work, events, count, nodes, partitions, batch, index, input):
+    s = Scenario(args, broker, work, "tp%d" % index, nodes, partitions, input)
     s.init()
     for k in range(1, nodes + 1):
         s.start(k)
@@ -280,8 +297,8 @@ def throughput(args, broker, work, events, count, nodes, partitions, batch, inde
     ok = s.drained()
     composites = sum(s.stats(k).get("composites", 0) for k in range(1, nodes + 1))
     s.stop()
-    result = {"bench": "cluster_throughput", "params": {"nodes": nodes, "partitions": partitions,
-              "batch": batch, "events": count}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
+    result = {"bench": "cluster_throughput", "params": {"input": input, "nodes": nodes,
+              "partitions": partitions, "batch": batch, "events": count}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
               "total_s": round(t_all, 2), "drained": ok, "composites": composites, "cpu": cpu}
     if profile:
         result["profile"] = profile
@@ -289,8 +306,8 @@ def throughput(args, broker, work, events, count, nodes, partitions, batch, inde
     return result
 
 
-def rabbitmq_only(args, broker, work, events, count, partitions, batch, index):
-    s = Scenario(args, broker, work, "rmq%d" % index, 0, partitions)
+def rabbitmq_only(args, broker, work, events, count, partitions, batch, index, input):
+    s = Scenario(args, broker, work, "rmq%d" % index, 0, partitions, input)
     s.init()
     meter = CpuMeter(broker.pids, [])
     meter.start()
@@ -301,8 +318,8 @@ def rabbitmq_only(args, broker, work, events, count, partitions, batch, index):
         sys.exit(err)
     t = time.time() - t0
     cpu = meter.stop(count)
-    print(json.dumps({"bench": "rabbitmq_only_publish", "params": {"partitions": partitions, "batch": batch,
-                                                                    "events": count},
+    print(json.dumps({"bench": "rabbitmq_only_publish", "params": {"input": input, "partitions": partitions,
+                                                                    "batch": batch, "events": count},
                       "events_per_s": round(count / t), "total_s": round(t, 2), "cpu": cpu}), flush=True)
 
 
@@ -365,7 +382,8 @@ def model(points, cores):
                      "events_per_s": round(bounds[binding]), "bound_by": binding,
                      "bounds": {k: round(v) for k, v in bounds.items()}})
     print(json.dumps({"bench": "cluster_model", "params": {"cores_per_machine": cores,
-                      "measured_at_partitions": widest, "batch": points[0]["params"]["batch"]},
+                      "measured_at_partitions": widest, "batch": points[0]["params"]["batch"],
+                      "input": points[0]["params"]["input"]},
                       "broker_us_per_event": b, "node_us_per_event": c, "publisher_us_per_event": u,
                       "partition_events_per_s": round(r), "machines": rows}), flush=True)
 
@@ -378,6 +396,8 @@ def main():
     parser.add_argument("--partitions", default="1,4,12")
     parser.add_argument("--batches", default="1,32",
                         help="events per message (cepbus cluster publish --batch), each measured")
+    parser.add_argument("--inputs", default="queue,stream",
+                        help="partition inputs (<cluster input=...>), each measured")
     parser.add_argument("--profile", action="store_true",
                         help="sample the nodes and brokers with perf record during every throughput point")
     parser.add_argument("--cores", type=int, default=os.cpu_count(),
@@ -394,18 +414,21 @@ def main():
     try:
         index = 0
         points = []
-        for batch in [int(b) for b in args.batches.split(",")]:
-            for partitions in [int(p) for p in args.partitions.split(",")]:
-                index += 1
-                rabbitmq_only(args, broker, work, events, args.events, partitions, batch, index)
-                for nodes in [int(n) for n in args.nodes.split(",")]:
+        for input in args.inputs.split(","):
+            for batch in [int(b) for b in args.batches.split(",")]:
+                for partitions in [int(p) for p in args.partitions.split(",")]:
                     index += 1
-                    points.append(throughput(args, broker, work, events, args.events, nodes, partitions,
-                                             batch, index))
+                    rabbitmq_only(args, broker, work, events, args.events, partitions, batch, index, input)
+                    for nodes in [int(n) for n in args.nodes.split(",")]:
+                        index += 1
+                        points.append(throughput(args, broker, work, events, args.events, nodes,
+                                                 partitions, batch, index, input))
         takeover(args, broker, work, events, "sigkill")
         takeover(args, broker, work, events, "sigstop")
-        for batch in sorted({p["params"]["batch"] for p in points}):
-            model([p for p in points if p["params"]["batch"] == batch], args.cores)
+        for input in sorted({p["params"]["input"] for p in points}):
+            for batch in sorted({p["params"]["batch"] for p in points}):
+                model([p for p in points if p["params"]["batch"] == batch
+                       and p["params"]["input"] == input], args.cores)
     finally:
         broker.stop()
 

@@ -297,11 +297,14 @@ class ClusterE2eTest : public ::testing::Test {
     return sortedLines(r.out);
   }
 
-  // Publishes, waits for the publisher and the drained queues, and compares.
+  // Publishes (waits for `publisher` unless it is null: waited for already),
+  // waits for the drained queues, and compares.
   void expectSameAsOffline(const fs::path& events, std::unique_ptr<ChildProcess> publisher,
                            uint32_t partitions) {
-    ASSERT_EQ(publisher->wait(seconds(180)), 0) << publisher->err();
-    std::cout << "publisher: " << publisher->out();
+    if (publisher) {
+      ASSERT_EQ(publisher->wait(seconds(180)), 0) << publisher->err();
+      std::cout << "publisher: " << publisher->out();
+    }
     ASSERT_TRUE(streams_ ? waitStreamsDone(partitions) : waitDrained(partitions));
     Collected got = finishCollector();
     const std::vector<std::string> expected = offline(events);
@@ -363,7 +366,7 @@ TEST_F(ClusterE2eTest, RepeatedNodeKillsAndABrokerKillLoseNoComposite) {
 // window holds about 60 times max-unsettled="4" one-event messages, which a
 // partition queue could not hold unsettled (it would stop at 4); the
 // streams keep them and the lease carries the offset to replay from, so
-// three SIGKILLs still lose nothing.
+// three node SIGKILLs and a broker's (the streams' leader) lose nothing.
 TEST_F(ClusterE2eTest, WindowsLongerThanMaxUnsettledSurviveNodeKillsOnStreams) {
   constexpr uint32_t kPartitions = 2;
   streams_ = true;
@@ -390,7 +393,12 @@ TEST_F(ClusterE2eTest, WindowsLongerThanMaxUnsettledSurviveNodeKillsOnStreams) {
     std::cout << "SIGKILL cepbus node" << k << "\n";
     startNode(k);
   }
+  // The broker that declared the streams leads them: its death moves their
+  // leaders, and the publisher connected to it resends what was in doubt.
+  ASSERT_TRUE(rmq().kill(1));
+  std::cout << "SIGKILL RabbitMQ node 1\n";
   expectSameAsOffline(events, std::move(publisher), kPartitions);
+  ASSERT_TRUE(rmq().restart(1));
   uint64_t peak = 0, takeovers = 0;
   for (int k = 1; k <= 3; ++k) {
     const nlohmann::json s = stats(k);
@@ -514,6 +522,37 @@ TEST_F(ClusterE2eTest, AHandoverTheBrokerNeverConfirmsEndsAfterTheIdleTimeout) {
       << stats(1).dump();
   std::cout << "node 1: " << stats(1).dump() << "\n";
   expectSameAsOffline(events, std::move(publisher), kPartitions);
+}
+
+// A broker that takes messages and never answers (RabbitMQ 3.10 does so
+// for a stream whose leader's node died; here a proxy drops every
+// disposition): the publisher gives the connection up after its confirm
+// timeout, resends what is in doubt through the next broker, and the nodes
+// drop the copies, so the composites are still exactly the offline ones.
+TEST_F(ClusterE2eTest, APublisherGivesUpABrokerThatNeverConfirms) {
+  constexpr uint32_t kPartitions = 2;
+  AmqpFrameFilter silent(rmq().amqpPort(1), AmqpFrameFilter::kDisposition);
+  silent.setDropping(true);
+  writeNode(1, kPartitions);
+  // The publisher's descriptor: the silent proxy first, then the brokers.
+  writeNode(2, kPartitions, "",
+            brokerXml(silent.port(), rmq().managementPort(1)) +
+                brokerXml(rmq().amqpPort(2), rmq().managementPort(2)) +
+                brokerXml(rmq().amqpPort(3), rmq().managementPort(3)));
+  init();
+  startCollector();
+  startNode(1);
+  const fs::path events = generate(1500, 17);
+  std::this_thread::sleep_for(seconds(2));
+  auto publisher = publish(events, 0, 2);
+  ASSERT_EQ(publisher->wait(seconds(120)), 0) << publisher->err();
+  const std::string out = publisher->out();
+  const auto report = nlohmann::json::parse(out.substr(0, out.find('\n')), nullptr, false);
+  ASSERT_TRUE(report.is_object()) << out;
+  EXPECT_GE(report.value("confirm_timeouts", 0), 1) << out;
+  EXPECT_GT(report.value("resent", 0), 0) << out;
+  EXPECT_GE(silent.dropped(), 1u);
+  expectSameAsOffline(events, nullptr, kPartitions);
 }
 
 // Every connection to the brokers over TLS: the nodes' AMQP, the

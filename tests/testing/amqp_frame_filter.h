@@ -31,7 +31,8 @@ namespace cepbus::testing {
 
 class AmqpFrameFilter {
  public:
-  // The END performative's descriptor code (AMQP 1.0, part 2.7.7).
+  // Performative descriptor codes (AMQP 1.0, part 2.7).
+  static constexpr uint8_t kDisposition = 0x15;
   static constexpr uint8_t kEnd = 0x17;
 
   AmqpFrameFilter(int upstream_port, uint8_t performative)
