@@ -362,7 +362,8 @@ def model(points, cores):
     publisher. Spread over M broker machines, N cepbus machines and Q
     publishers of K cores each, and with r the rate one partition sustained
     here (a quorum queue's leader is one Erlang process, a partition's
-    detectors run on one node: both are serial), the cluster sustains
+    detectors run on one node: both are serial; the best rate of the fewest
+    partitions measured, per partition), the cluster sustains
         min(M*K/b, N*K/c, Q/u, P*r)   events/s (b, c, u in seconds).
     r is a lower bound (measured on a shared machine), so P*r is pessimistic.
     """
@@ -372,7 +373,8 @@ def model(points, cores):
     b = median([p["cpu"]["broker_us_per_event"] for p in at_widest])
     c = median([p["cpu"]["nodes_us_per_event"] for p in at_widest])
     u = median([p["cpu"]["publisher_us_per_event"] for p in at_widest])
-    r = max(p["events_per_s"] for p in points if p["params"]["partitions"] == 1)
+    narrowest = min(p["params"]["partitions"] for p in points)
+    r = max(p["events_per_s"] for p in points if p["params"]["partitions"] == narrowest) / narrowest
     rows = []
     for m, n, q, partitions in [(3, 1, 1, 12), (3, 3, 3, 12), (6, 6, 6, 24), (9, 12, 12, 48)]:
         bounds = {"brokers": m * cores * 1e6 / b, "cepbus_nodes": n * cores * 1e6 / c,
