@@ -175,6 +175,7 @@ std::string clusterStatsJson(const ClusterStats& s) {
                         {"window_full", s.window_full},
                         {"checkpoints", s.checkpoints},
                         {"retention_gaps", s.retention_gaps},
+                        {"stream_refreshes", s.stream_refreshes},
                         {"streams_ended", s.streams_ended}}
       .dump();
 }
@@ -308,10 +309,12 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     uint32_t index = 0;
     const char kind = link.empty() ? '\0' : link[0];
     auto [end, ec] = std::from_chars(link.data() + 1, link.data() + link.size(), index);
-    Partition* p = ec == std::errc() && end == link.data() + link.size() &&
-                           index < partitions_.size() && partitions_[index].attached
-                       ? &partitions_[index]
-                       : nullptr;
+    // A stream link's name has a generation after '-' (see openStream()).
+    const bool whole = end == link.data() + link.size() || (kind == 's' && *end == '-');
+    Partition* p =
+        ec == std::errc() && whole && index < partitions_.size() && partitions_[index].attached
+            ? &partitions_[index]
+            : nullptr;
     if (p != nullptr && kind == 'p' && d.receiver() == p->receiver) {
       if (streamInput()) {
         onLeaseToken(*p, d, m);
@@ -388,7 +391,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
 
   // A partition lease token this node holds unsettled; `id` is the
   // message-id of a token a node published (none for the first).
-  struct LeaseToken {
+  struct HeldToken {
     proton::delivery delivery;
     std::string id;
   };
@@ -414,8 +417,10 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     // Stream input only: where a successor resumes, the lease tokens held
     // (settled once a newer one is accepted), and stream credit to return.
     std::optional<StreamCheckpoint> checkpoint;
-    std::vector<LeaseToken> tokens;
+    std::vector<HeldToken> tokens;
     uint32_t stream_credit_owed = 0;
+    uint64_t replay_to = 0;  // offsets below were read by the previous owner
+    SteadyTime last_stream_read;
     uint64_t held_messages_peak = 0;
   };
 
@@ -504,7 +509,10 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     // a node that attached to everything first would be active everywhere.
     if (now - connected_at_ > std::chrono::milliseconds(2 * spec_.heartbeat_ms)) reconcile();
     for (Partition& p : partitions_) {
-      if (p.active && p.active->checkpoint) checkpoint(p);
+      if (p.active && p.active->checkpoint) {
+        checkpoint(p);
+        refreshSilentStream(p);
+      }
     }
     publishStats();
     container_->schedule(proton::duration(spec_.heartbeat_ms), [this] { tick(); });
@@ -636,17 +644,37 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   }
 
   // Reads the partition's stream from the offset the lease token carries.
+  // Each link of a partition's stream has a name of its own ("s<i>-<n>"),
+  // so that one replacing another in the same session never clashes.
   void openStream(Partition& p, uint64_t offset) {
     proton::source::filter_map filters;
     filters.put(proton::symbol("rabbitmq:stream-offset-spec"),
                 proton::value(static_cast<int64_t>(offset)));
-    p.stream = p.session.open_receiver("/amq/queue/" + partitionStream(spec_.name, p.index),
-                                       proton::receiver_options()
-                                           .name("s" + std::to_string(p.index))
-                                           .credit_window(0)
-                                           .auto_accept(false)
-                                           .source(proton::source_options().filters(filters)));
+    p.stream = p.session.open_receiver(
+        "/amq/queue/" + partitionStream(spec_.name, p.index),
+        proton::receiver_options()
+            .name("s" + std::to_string(p.index) + "-" + std::to_string(++stream_links_))
+            .credit_window(0)
+            .auto_accept(false)
+            .source(proton::source_options().filters(filters)));
     p.stream.add_credit(static_cast<int>(streamCredit()));
+    p.active->last_stream_read = Clock::now();
+  }
+
+  // RabbitMQ 3.10 can leave a stream consumer attached during the stream's
+  // leader election without ever delivering to it. A stream that has been
+  // silent for a while is read again through a new link from the first
+  // offset not yet read: nothing is read twice, and an idle stream costs a
+  // link every silence period.
+  void refreshSilentStream(Partition& p) {
+    Active& a = *p.active;
+    const auto silence =
+        std::chrono::milliseconds(std::max<uint64_t>(5 * spec_.idle_timeout_ms, 10000));
+    if (!p.stream || Clock::now() - a.last_stream_read < silence) return;
+    ++counters_.stream_refreshes;
+    p.stream.close();
+    a.stream_credit_owed = 0;
+    openStream(p, a.checkpoint->readTo());
   }
 
   // How many event ids a partition remembers to drop resent copies: what
@@ -745,8 +773,8 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   void onLeaseToken(Partition& p, proton::delivery& d, proton::message& m) {
     p.receiver.add_credit(1);
     const std::optional<std::string> body = bodyText(m);
-    const std::optional<uint64_t> offset = body ? leaseTokenOffset(*body) : std::nullopt;
-    if (!offset) {
+    const std::optional<LeaseMark> mark = body ? parseLeaseToken(*body) : std::nullopt;
+    if (!mark) {
       ++counters_.rejected;
       log_.warning(
           "cluster %s node %s: partition %u: queue %s holds a message that is not a "
@@ -758,14 +786,17 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     }
     if (!p.active) {
       if (!activateOrRelease(p, d)) return;
-      p.active->checkpoint.emplace(*offset);
-      openStream(p, *offset);
-      log_.information("cluster %s node %s: partition %u resumes its stream at offset %s",
-                       spec_.name, spec_.node, p.index, std::to_string(*offset));
+      p.active->checkpoint.emplace(mark->resume_from);
+      p.active->replay_to = mark->read_to;
+      openStream(p, mark->resume_from);
+      log_.information(
+          "cluster %s node %s: partition %u resumes its stream at offset %s (read to %s before)",
+          spec_.name, spec_.node, p.index, std::to_string(mark->resume_from),
+          std::to_string(mark->read_to));
     }
     std::string id;
     if (!m.id().empty()) id = proton::to_string(m.id());
-    p.active->tokens.push_back(LeaseToken{d, std::move(id)});
+    p.active->tokens.push_back(HeldToken{d, std::move(id)});
   }
 
   // Stream input: the stream keeps the message, so it is accepted at once
@@ -773,6 +804,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   void onStreamInput(Partition& p, proton::delivery& d, proton::message& m) {
     ++counters_.received;
     Active& a = *p.active;
+    a.last_stream_read = Clock::now();
     d.accept();
     if (++a.stream_credit_owed >= streamCredit() / 2) {
       p.stream.add_credit(static_cast<int>(a.stream_credit_owed));
@@ -787,6 +819,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
           spec_.name, spec_.node, p.index);
       return;
     }
+    if (*offset < a.replay_to) ++counters_.replayed;
     if (const uint64_t lost = a.checkpoint->read(*offset); lost > 0) {
       counters_.retention_gaps += lost;
       log_.error(
@@ -994,7 +1027,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
         spec_.node + "/" + std::to_string(incarnation_) + "/" + std::to_string(++tokens_published_);
     m.id(proton::message_id(id));
     m.durable(true);
-    const std::string body = leaseTokenBody(*at);
+    const std::string body = leaseTokenBody(LeaseMark{*at, a.checkpoint->readTo()});
     m.body(proton::binary(body.begin(), body.end()));
     token_trackers_.emplace(p.lease.send(m), TokenRef{p.index, id});
     a.checkpoint->sending(*at);
@@ -1009,8 +1042,8 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     a.checkpoint->sent(accepted);
     if (!accepted) return;
     ++counters_.checkpoints;
-    std::vector<LeaseToken> kept;
-    for (LeaseToken& token : a.tokens) {
+    std::vector<HeldToken> kept;
+    for (HeldToken& token : a.tokens) {
       if (token.id == ref.id) {
         kept.push_back(std::move(token));
       } else {
@@ -1101,6 +1134,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   std::map<proton::tracker, OutputRef> trackers_;
   std::map<proton::tracker, TokenRef> token_trackers_;
   uint64_t tokens_published_ = 0;
+  uint64_t stream_links_ = 0;
   std::vector<std::thread> evictions_;
   std::string local_address_;  // of the current connection, announced in heartbeats
   // Every address a peer announced (it reconnects from new ports), for eviction.

@@ -76,9 +76,11 @@ struct ClusterStats {
   std::string node;
   std::vector<std::string> live_nodes;
   std::vector<PartitionStats> partitions;
-  uint64_t received = 0;    // input messages
-  uint64_t settled = 0;     // input events let go (a message is accepted with its last)
-  uint64_t replayed = 0;    // input messages that arrived redelivered
+  uint64_t received = 0;  // input messages
+  uint64_t settled = 0;   // input events let go (a message is accepted with its last)
+  // Input messages that arrived redelivered; with stream input, read again
+  // below where the previous owner had read (as its last lease token said).
+  uint64_t replayed = 0;
   uint64_t takeovers = 0;   // partitions this node became active on
   uint64_t handovers = 0;   // partitions this node gave up while active
   uint64_t duplicates = 0;  // input messages whose event id was already held
@@ -94,7 +96,10 @@ struct ClusterStats {
   uint64_t window_full = 0;     // times a partition held max-unsettled messages
   uint64_t checkpoints = 0;     // stream input: lease tokens the broker accepted
   uint64_t retention_gaps = 0;  // stream input: offsets to replay the stream no longer had
-  uint64_t streams_ended = 0;   // end-of-stream markers taken
+  // Stream input: links reopened after a silence (RabbitMQ 3.10 may stop
+  // delivering to a consumer that attached during a leader election).
+  uint64_t stream_refreshes = 0;
+  uint64_t streams_ended = 0;  // end-of-stream markers taken
 };
 
 // The stats as the JSON object of /api/cluster (one node's part).

@@ -4,16 +4,24 @@
 
 namespace cepbus::services::cluster {
 
-std::string leaseTokenBody(uint64_t offset) {
-  return "{\"offset\":" + std::to_string(offset) + "}";
+std::string leaseTokenBody(const LeaseMark& mark) {
+  return "{\"offset\":" + std::to_string(mark.resume_from) +
+         ",\"read\":" + std::to_string(mark.read_to) + "}";
 }
 
-std::optional<uint64_t> leaseTokenOffset(std::string_view body) {
+std::optional<LeaseMark> parseLeaseToken(std::string_view body) {
   const auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return std::nullopt;
-  const auto it = j.find("offset");
-  if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
-  return it->get<uint64_t>();
+  const auto offset = j.find("offset");
+  if (offset == j.end() || !offset->is_number_unsigned()) return std::nullopt;
+  LeaseMark mark{offset->get<uint64_t>(), offset->get<uint64_t>()};
+  if (const auto read = j.find("read"); read != j.end()) {
+    if (!read->is_number_unsigned() || read->get<uint64_t>() < mark.resume_from) {
+      return std::nullopt;
+    }
+    mark.read_to = read->get<uint64_t>();
+  }
+  return mark;
 }
 
 uint64_t StreamCheckpoint::read(uint64_t offset) {

@@ -36,10 +36,19 @@
 
 namespace cepbus::services::cluster {
 
-// The body of a lease token: {"offset":N}.
-std::string leaseTokenBody(uint64_t offset);
-// The offset of a token body; nullopt when it is not one.
-std::optional<uint64_t> leaseTokenOffset(std::string_view body);
+// What a lease token says: where a successor resumes, and how far its
+// writer had read when it wrote it (what a successor reads again below that
+// is a replay; messages read within the last heartbeat are not counted).
+struct LeaseMark {
+  uint64_t resume_from = 0;
+  uint64_t read_to = 0;
+};
+
+// The body of a lease token: {"offset":N,"read":M}.
+std::string leaseTokenBody(const LeaseMark& mark);
+// The mark of a token body ("read" may be absent: the first token's); nullopt
+// when it is not a token.
+std::optional<LeaseMark> parseLeaseToken(std::string_view body);
 
 class StreamCheckpoint {
  public:
@@ -56,6 +65,8 @@ class StreamCheckpoint {
 
   // Where a successor would have to resume now.
   uint64_t resumeFrom() const { return held_.empty() ? next_ : *held_.begin(); }
+  // One past the highest offset read.
+  uint64_t readTo() const { return next_; }
   // The offset the lease carries (the last accepted token's).
   uint64_t token() const { return token_; }
 

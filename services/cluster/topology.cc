@@ -180,7 +180,7 @@ Status putFirstToken(const ManagementClient& client, const std::string& lease) {
   auto answer = client.postJson("/api/exchanges/" + kVhost + "/amq.default/publish",
                                 {{"properties", {{"delivery_mode", 2}}},
                                  {"routing_key", lease},
-                                 {"payload", leaseTokenBody(0)},
+                                 {"payload", leaseTokenBody(LeaseMark{})},
                                  {"payload_encoding", "string"}});
   if (!answer) return answer.status();
   if (!answer->value("routed", false)) {
