@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "bus/core/plugin/engine_choice.h"
@@ -186,17 +187,37 @@ std::string TrialDetector::running() const {
   return running_;
 }
 
+double TrialDetector::cpuOf(size_t c) const {
+  double cpu = candidates_[c].cpu_seconds;
+  if (c == 0 && sampled_forwards_ > 0) {
+    cpu -= sampled_sink_seconds_ * static_cast<double>(forwards_) /
+           static_cast<double>(sampled_forwards_);
+  }
+  return std::max(cpu, 0.0);
+}
+
 size_t TrialDetector::cheapest() const {
   size_t best = 0;
   for (size_t c = 1; c < candidates_.size(); ++c) {
-    const Candidate& candidate = candidates_[c];
-    if (candidate.failed) continue;
-    if (candidate.cpu_seconds <
-        candidates_[best].cpu_seconds * (best == 0 ? limits_.switch_below : 1.0)) {
-      best = c;
-    }
+    if (candidates_[c].failed) continue;
+    if (cpuOf(c) < cpuOf(best) * (best == 0 ? limits_.switch_below : 1.0)) best = c;
   }
   return best;
+}
+
+bool TrialDetector::over() const {
+  double spent = 0;
+  double least = -1;
+  double most = 0;
+  for (size_t c = 0; c < candidates_.size(); ++c) {
+    if (candidates_[c].failed) continue;
+    const double cpu = cpuOf(c);
+    spent += cpu;
+    least = least < 0 ? cpu : std::min(least, cpu);
+    most = std::max(most, cpu);
+  }
+  if (events_ >= limits_.events || spent >= limits_.cpu_seconds) return true;
+  return events_ >= limits_.min_events && least <= most * limits_.decisive_below;
 }
 
 bool TrialDetector::levelWith(size_t c) {
@@ -209,14 +230,18 @@ bool TrialDetector::levelWith(size_t c) {
   return prior && other && challenger.ledger.empty();
 }
 
-void TrialDetector::keep(size_t c, std::string note) {
+std::vector<TrialOutcome::Measured> TrialDetector::measured() const {
+  std::vector<TrialOutcome::Measured> out;
+  for (size_t i = 0; i < candidates_.size(); ++i) out.push_back({candidates_[i].engine, cpuOf(i)});
+  return out;
+}
+
+void TrialDetector::keep(size_t c, std::string note, std::vector<TrialOutcome::Measured> measured) {
   TrialOutcome outcome;
   outcome.kept = candidates_[c].engine;
   outcome.events = events_;
   outcome.note = std::move(note);
-  for (const Candidate& candidate : candidates_) {
-    outcome.measured.push_back({candidate.engine, candidate.cpu_seconds});
-  }
+  outcome.measured = std::move(measured);
   // The others go (each detector before its sink); the kept one's sink
   // forwards everything from now on.
   deciding_ = false;
@@ -237,33 +262,31 @@ void TrialDetector::maybeDecide() {
     deciding_ = false;  // nothing to compare: the prior runs alone, untimed
     return;
   }
-  double spent = 0;
-  for (const Candidate& c : candidates_) spent += c.cpu_seconds;
   const bool everyone_failed = [&] {
     for (size_t c = 1; c < candidates_.size(); ++c) {
       if (!candidates_[c].failed) return false;
     }
     return true;
   }();
-  if (everyone_failed) return keep(0, "every other candidate failed");
+  if (everyone_failed) return keep(0, "every other candidate failed", measured());
   if (unbalanced_overflow_) {
-    return keep(0, "more than " + std::to_string(limits_.max_unbalanced) +
-                       " matches reported by one candidate and not yet by another");
+    return keep(0,
+                "more than " + std::to_string(limits_.max_unbalanced) +
+                    " matches reported by one candidate and not yet by another",
+                measured());
   }
-  if (events_ < limits_.events && spent < limits_.cpu_seconds) return;
-  // The output's cost, sampled during the prior's calls, is not the prior's.
-  if (sampled_forwards_ > 0) {
-    candidates_[0].cpu_seconds -=
-        sampled_sink_seconds_ * static_cast<double>(forwards_) / sampled_forwards_;
-    if (candidates_[0].cpu_seconds < 0) candidates_[0].cpu_seconds = 0;
-  }
+  if (!over()) return;
+  // The figures of the trial, before levelWith() flushes.
+  std::vector<TrialOutcome::Measured> figures = measured();
   const size_t best = cheapest();
-  if (best == 0) return keep(0, "");
+  if (best == 0) return keep(0, "", std::move(figures));
   if (!levelWith(best)) {
-    return keep(0, candidates_[best].engine + "'s matches did not line up with " +
-                       candidates_[0].engine + "'s at the switch");
+    return keep(0,
+                candidates_[best].engine + "'s matches did not line up with " +
+                    candidates_[0].engine + "'s at the switch",
+                std::move(figures));
   }
-  keep(best, "");
+  keep(best, "", std::move(figures));
 }
 
 Result<AutoTrial> makeAutoTrial(std::string_view prior, const DetectorOptions& options,

@@ -53,10 +53,14 @@ namespace cepbus::plugin {
 
 // How long a trial lasts: until the candidates have seen `events` events or
 // have spent `cpu_seconds` between them, whichever comes first (at the end
-// of the call that crosses it). docs/engines.md says why these numbers.
+// of the call that crosses it); sooner when, from `min_events` on, one is
+// already at most `decisive_below` of another's CPU. docs/engines.md says
+// why these numbers.
 struct TrialLimits {
   uint64_t events = 4096;
   double cpu_seconds = 0.010;
+  uint64_t min_events = 512;
+  double decisive_below = 0.5;
   // A challenger replaces the prior only when it took at most this share of
   // the prior's CPU: the static rule breaks near-ties, where measurement
   // noise would otherwise decide.
@@ -159,12 +163,18 @@ class TrialDetector final : public Detector {
   Status everyCandidate(const std::function<Status(Detector&)>& call);
   // At a call boundary: ends the trial once its limits are reached.
   void maybeDecide();
+  // Candidate `c`'s CPU in the trial: for the prior, without the output's
+  // sampled cost.
+  double cpuOf(size_t c) const;
+  // Whether the trial can end now: its limits reached, or a clear winner.
+  bool over() const;
   // The cheapest candidate, the prior unless another is clearly cheaper.
   size_t cheapest() const;
   // Whether the output can move to challenger `c` exactly now (flushing
   // both when their ledger is not empty).
   bool levelWith(size_t c);
-  void keep(size_t c, std::string note);
+  std::vector<TrialOutcome::Measured> measured() const;
+  void keep(size_t c, std::string note, std::vector<TrialOutcome::Measured> measured);
   // The kept candidate is candidates_[0] once the trial has decided.
   Detector& runningDetector() const { return *candidates_.front().detector; }
 

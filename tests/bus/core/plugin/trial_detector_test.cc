@@ -161,7 +161,8 @@ void run(Detector& d, const std::vector<EventPtr>& events, size_t batch) {
 TrialLimits limits(uint64_t events) {
   TrialLimits l;
   l.events = events;
-  l.cpu_seconds = 1e9;  // the fake clock's seconds: only the event bound counts
+  l.min_events = events;  // no early decision
+  l.cpu_seconds = 1e9;    // the fake clock's seconds: only the event bound counts
   return l;
 }
 
@@ -307,6 +308,7 @@ TEST(TrialDetectorTest, TheCpuBoundEndsTheTrialBeforeTheEventBound) {
   RecordingSink out;
   TrialLimits l;
   l.events = 1000;
+  l.min_events = 1000;
   l.cpu_seconds = 55;  // 11 per event between the two: the 5th event crosses it
   auto trial = makeTrial(out, false, clock, {{"petri", 10, 0}, {"nfa", 1, 0}}, l);
   const auto events = stream(10);
@@ -314,6 +316,22 @@ TEST(TrialDetectorTest, TheCpuBoundEndsTheTrialBeforeTheEventBound) {
   ASSERT_TRUE(trial->outcome().has_value());
   EXPECT_EQ(trial->outcome()->events, 5u);
   EXPECT_EQ(trial->outcome()->kept, "nfa");
+}
+
+TEST(TrialDetectorTest, AClearWinnerEndsTheTrialEarlyAndACloseOneDoesNot) {
+  for (const double challenger_cost : {4.0, 6.0}) {
+    FakeClock clock;
+    RecordingSink out;
+    TrialLimits l = limits(100);
+    l.min_events = 8;  // from then on, 0.4 of the prior's CPU is decisive (0.6 is not)
+    auto trial = makeTrial(out, false, clock, {{"petri", 10, 0}, {"nfa", challenger_cost, 3}}, l);
+    const auto events = stream(200);
+    run(*trial, events, 4);
+    ASSERT_TRUE(trial->outcome().has_value());
+    EXPECT_EQ(trial->outcome()->kept, "nfa");
+    EXPECT_EQ(trial->outcome()->events, challenger_cost == 4.0 ? 8u : 100u);
+    EXPECT_EQ(out.sorted(), expected(events, false));
+  }
 }
 
 TEST(TrialDetectorTest, ACallbackHearsTheOutcomeOnce) {
