@@ -174,9 +174,13 @@ std::string autoUsage() {
          " patterns on;\n"
          "  for fewer, petri when a predicate over the first variable alone filters where\n"
          "  a match may start (a.x = 3), else nfa. One that refuses the queries (or an\n"
-         "  --option) is passed over for the next of nfa, petri, algebra, join. The\n"
-         "  choice and why go to stderr:\n"
-         "  cepbus match: engine petri (auto: 40 patterns, merged Petri net ...)\n";
+         "  --option) is passed over for the next of nfa, petri, algebra, join. When\n"
+         "  both nfa and petri run them, the pick goes on trial against the other on\n"
+         "  the first events and the cheaper in CPU is kept. The choice, why, and what\n"
+         "  the trial kept go to stderr:\n"
+         "  cepbus match: engine petri (auto: 40 patterns, merged Petri net ...; trial ...)\n"
+         "  cepbus match: trial kept nfa: petri 5.51 ms, nfa 1.84 ms CPU on the first 4096 "
+         "events\n";
 }
 
 }  // namespace
