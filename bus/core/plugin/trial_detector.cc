@@ -23,7 +23,8 @@ std::string TrialOutcome::describe() const {
     std::snprintf(ms, sizeof ms, "%.2f", measured[i].cpu_seconds * 1e3);
     out += (i == 0 ? " " : ", ") + measured[i].engine + " " + ms + " ms";
   }
-  out += " CPU on the first " + std::to_string(events) + " events";
+  out += " CPU on " + std::to_string(events) + " events";
+  if (warmup > 0) out += " after the first " + std::to_string(warmup);
   if (!note.empty()) out += " (" + note + ")";
   return out;
 }
@@ -121,7 +122,7 @@ void TrialDetector::reported(size_t candidate, size_t pattern, const Match& matc
   }
   for (size_t c = 1; c < candidates_.size(); ++c) book(candidates_[c].ledger, +1);
   // The output's cost is the caller's, not the prior's: time a sample of it.
-  if (forwards_++ % kSinkSample == 0) {
+  if (timing_ && forwards_++ % kSinkSample == 0) {
     const double started = clock_();
     forward(pattern, match);
     sampled_sink_seconds_ += clock_() - started;
@@ -131,42 +132,50 @@ void TrialDetector::reported(size_t candidate, size_t pattern, const Match& matc
   }
 }
 
-Status TrialDetector::everyCandidate(const std::function<Status(Detector&)>& call) {
+Status TrialDetector::everyCandidate(const std::function<Status(Detector&)>& call, size_t events) {
+  // The first events pay one-time costs (first-touch page faults, code run
+  // for the first time) that would decide a short trial: not timed.
+  timing_ = events_ >= limits_.warmup_events;
   Status prior = Status::ok();
-  for (size_t c = 0; c < candidates_.size(); ++c) {
+  // Who goes first takes turns: the first to touch a batch's events pays
+  // for bringing them into the cache.
+  const size_t n = candidates_.size();
+  for (size_t k = 0; k < n; ++k) {
+    const size_t c = (k + calls_) % n;
     Candidate& candidate = candidates_[c];
     if (candidate.failed) continue;
-    const double started = clock_();
+    const double started = timing_ ? clock_() : 0;
     const Status s = call(*candidate.detector);
-    candidate.cpu_seconds += clock_() - started;
+    if (timing_) candidate.cpu_seconds += clock_() - started;
     if (c == 0) {
       prior = s;
     } else if (!s) {
       candidate.failed = true;  // the prior is the authority on errors
     }
   }
+  ++calls_;
+  events_ += events;
+  if (timing_) timed_events_ += events;
   return prior;
 }
 
 Status TrialDetector::onEvent(const EventPtr& event) {
   if (!deciding_) return runningDetector().onEvent(event);
-  const Status s = everyCandidate([&](Detector& d) { return d.onEvent(event); });
-  ++events_;
+  const Status s = everyCandidate([&](Detector& d) { return d.onEvent(event); }, 1);
   maybeDecide();
   return s;
 }
 
 Status TrialDetector::onEvents(std::span<const EventPtr> events) {
   if (!deciding_) return runningDetector().onEvents(events);
-  const Status s = everyCandidate([&](Detector& d) { return d.onEvents(events); });
-  events_ += events.size();
+  const Status s = everyCandidate([&](Detector& d) { return d.onEvents(events); }, events.size());
   maybeDecide();
   return s;
 }
 
 Status TrialDetector::flush() {
   if (!deciding_) return runningDetector().flush();
-  const Status s = everyCandidate([](Detector& d) { return d.flush(); });
+  const Status s = everyCandidate([](Detector& d) { return d.flush(); }, 0);
   maybeDecide();
   return s;
 }
@@ -216,8 +225,8 @@ bool TrialDetector::over() const {
     least = least < 0 ? cpu : std::min(least, cpu);
     most = std::max(most, cpu);
   }
-  if (events_ >= limits_.events || spent >= limits_.cpu_seconds) return true;
-  return events_ >= limits_.min_events && least <= most * limits_.decisive_below;
+  if (timed_events_ >= limits_.events || spent >= limits_.cpu_seconds) return true;
+  return timed_events_ >= limits_.min_events && least <= most * limits_.decisive_below;
 }
 
 bool TrialDetector::levelWith(size_t c) {
@@ -239,7 +248,8 @@ std::vector<TrialOutcome::Measured> TrialDetector::measured() const {
 void TrialDetector::keep(size_t c, std::string note, std::vector<TrialOutcome::Measured> measured) {
   TrialOutcome outcome;
   outcome.kept = candidates_[c].engine;
-  outcome.events = events_;
+  outcome.events = timed_events_;
+  outcome.warmup = events_ - timed_events_;
   outcome.note = std::move(note);
   outcome.measured = std::move(measured);
   // The others go (each detector before its sink); the kept one's sink
@@ -315,8 +325,9 @@ Result<AutoTrial> makeAutoTrial(std::string_view prior, const DetectorOptions& o
   if (against.empty()) return made;
   char ms[32];
   std::snprintf(ms, sizeof ms, "%g", limits.cpu_seconds * 1e3);
-  made.describe = "trial against " + against + " over the first " + std::to_string(limits.events) +
-                  " events or " + ms + " ms of CPU";
+  made.describe = "trial against " + against + " over " + std::to_string(limits.events) +
+                  " events after the first " + std::to_string(limits.warmup_events) + ", or " + ms +
+                  " ms of CPU";
   made.trial = trial.get();
   made.detector =
       orderAndGuard("engine 'auto' detector (" + std::string(prior) + ", " + against + ")", nullptr,

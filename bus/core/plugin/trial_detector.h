@@ -51,12 +51,14 @@
 
 namespace cepbus::plugin {
 
-// How long a trial lasts: until the candidates have seen `events` events or
-// have spent `cpu_seconds` between them, whichever comes first (at the end
-// of the call that crosses it); sooner when, from `min_events` on, one is
-// already at most `decisive_below` of another's CPU. docs/engines.md says
-// why these numbers.
+// How long a trial lasts: after `warmup_events` (run by every candidate,
+// not timed), until the candidates have seen `events` timed events or have
+// spent `cpu_seconds` between them, whichever comes first (at the end of
+// the call that crosses it); sooner when, from `min_events` timed events
+// on, one is already at most `decisive_below` of another's CPU.
+// docs/engines.md says why these numbers.
 struct TrialLimits {
+  uint64_t warmup_events = 256;
   uint64_t events = 4096;
   double cpu_seconds = 0.010;
   uint64_t min_events = 512;
@@ -78,10 +80,11 @@ struct TrialOutcome {
   };
   std::string kept;
   std::vector<Measured> measured;  // the prior first
-  uint64_t events = 0;             // how many each candidate saw in the trial
+  uint64_t events = 0;             // how many timed events each candidate saw
+  uint64_t warmup = 0;             // the untimed events before them
   std::string note;                // why the cheapest was not kept; usually empty
 
-  // "kept nfa: nfa 1.62 ms, petri 5.01 ms CPU on the first 4096 events".
+  // "kept nfa: petri 5.01 ms, nfa 1.62 ms CPU on 4096 events after the first 256".
   std::string describe() const;
 };
 
@@ -159,8 +162,9 @@ class TrialDetector final : public Detector {
   // A candidate reported `match` of query `pattern`.
   void reported(size_t candidate, size_t pattern, const Match& match);
   void forward(size_t pattern, const Match& match);
-  // Runs `call` on every candidate in the trial, timing each; the prior's status.
-  Status everyCandidate(const std::function<Status(Detector&)>& call);
+  // Runs `call` (on `events` events) on every candidate in the trial,
+  // timing each once past the warm-up; the prior's status.
+  Status everyCandidate(const std::function<Status(Detector&)>& call, size_t events);
   // At a call boundary: ends the trial once its limits are reached.
   void maybeDecide();
   // Candidate `c`'s CPU in the trial: for the prior, without the output's
@@ -183,8 +187,11 @@ class TrialDetector final : public Detector {
   const TrialLimits limits_;
   const CpuClock clock_;
   std::vector<Candidate> candidates_;
-  bool deciding_ = true;  // in the trial
-  uint64_t events_ = 0;   // events offered during the trial
+  bool deciding_ = true;       // in the trial
+  uint64_t events_ = 0;        // events offered during the trial
+  uint64_t timed_events_ = 0;  // of those, past the warm-up
+  uint64_t calls_ = 0;         // calls during the trial: who goes first
+  bool timing_ = false;        // in a timed call
   bool unbalanced_overflow_ = false;
   // The output sink's sampled cost during the trial.
   uint64_t forwards_ = 0;
@@ -207,8 +214,8 @@ struct AutoTrial {
   // accept, behind the host's reordering (option slack) and guard.
   std::unique_ptr<GuardedDetector> detector;
   TrialDetector* trial = nullptr;  // inside `detector`
-  // For the reason auto gives: "trial against nfa over the first 4096
-  // events or 10 ms of CPU".
+  // For the reason auto gives: "trial against nfa over 4096 events after
+  // the first 256, or 10 ms of CPU".
   std::string describe;
 };
 

@@ -151,6 +151,7 @@ bool runCase(Generator& gen, Totals& totals) {
   TrialLimits limits;
   limits.events = static_cast<uint64_t>(gen.uniform(1, static_cast<int>(events.size()) + 20));
   limits.min_events = static_cast<uint64_t>(gen.uniform(1, static_cast<int>(limits.events)));
+  limits.warmup_events = static_cast<uint64_t>(gen.uniform(0, 3) == 0 ? gen.uniform(1, 30) : 0);
   limits.cpu_seconds = 1e18;
   const bool challenger_cheaper = gen.chance(0.6);
   Collecting out;

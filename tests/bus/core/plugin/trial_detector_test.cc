@@ -14,6 +14,7 @@ namespace {
 // each is given per event, so what the trial measures is what a test says.
 struct FakeClock {
   double now = 0;
+  std::vector<double> calls;  // the cost of each engine call, in call order
   TrialDetector::CpuClock clock() {
     return [this] { return now; };
   }
@@ -34,6 +35,10 @@ class FakeEngine final : public Detector {
              Timestamp skip = -1)
       : one_(one), many_(many), clock_(clock), cost_(cost), lag_(lag), skip_(skip) {}
 
+  Status onEvents(std::span<const EventPtr> events) override {
+    clock_.calls.push_back(cost_);
+    return Detector::onEvents(events);
+  }
   Status onEvent(const EventPtr& event) override {
     clock_.now += cost_;
     ++events_;
@@ -162,7 +167,8 @@ TrialLimits limits(uint64_t events) {
   TrialLimits l;
   l.events = events;
   l.min_events = events;  // no early decision
-  l.cpu_seconds = 1e9;    // the fake clock's seconds: only the event bound counts
+  l.warmup_events = 0;
+  l.cpu_seconds = 1e9;  // the fake clock's seconds: only the event bound counts
   return l;
 }
 
@@ -188,7 +194,7 @@ TEST(TrialDetectorTest, KeepsACheaperChallengerAndLosesOrDoublesNoMatchAtTheSwit
         EXPECT_DOUBLE_EQ(outcome->measured[0].cpu_seconds, 400);
         EXPECT_DOUBLE_EQ(outcome->measured[1].cpu_seconds, 40);
         EXPECT_EQ(outcome->describe(),
-                  "kept nfa: petri 400000.00 ms, nfa 40000.00 ms CPU on the first 40 events");
+                  "kept nfa: petri 400000.00 ms, nfa 40000.00 ms CPU on 40 events");
         EXPECT_EQ(out.sorted(), expected(events, many))
             << "prior lag " << prior_lag << ", challenger lag " << challenger_lag;
       }
@@ -309,6 +315,7 @@ TEST(TrialDetectorTest, TheCpuBoundEndsTheTrialBeforeTheEventBound) {
   TrialLimits l;
   l.events = 1000;
   l.min_events = 1000;
+  l.warmup_events = 0;
   l.cpu_seconds = 55;  // 11 per event between the two: the 5th event crosses it
   auto trial = makeTrial(out, false, clock, {{"petri", 10, 0}, {"nfa", 1, 0}}, l);
   const auto events = stream(10);
@@ -332,6 +339,35 @@ TEST(TrialDetectorTest, AClearWinnerEndsTheTrialEarlyAndACloseOneDoesNot) {
     EXPECT_EQ(trial->outcome()->events, challenger_cost == 4.0 ? 8u : 100u);
     EXPECT_EQ(out.sorted(), expected(events, false));
   }
+}
+
+TEST(TrialDetectorTest, TheWarmUpIsNotTimedAndWhoGoesFirstTakesTurns) {
+  // The prior costs 10 per event on its first 8, then 1: timed from the
+  // 9th, it is the cheaper.
+  FakeClock clock;
+  RecordingSink out;
+  TrialLimits l = limits(16);
+  l.warmup_events = 8;
+  std::map<std::string, FakeEngine*> engines;
+  auto trial = makeTrial(out, false, clock, {{"petri", 1, 0}, {"nfa", 2, 0}}, l, &engines);
+  std::vector<std::string> order;
+  const auto events = stream(64);
+  clock.now = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    clock.now += 9;  // what the prior's first events would cost on top: untimed
+    ASSERT_TRUE(trial->onEvent(events[i]));
+  }
+  run(*trial, std::vector<EventPtr>(events.begin() + 8, events.end()), 4);
+  ASSERT_TRUE(trial->outcome().has_value());
+  EXPECT_EQ(trial->outcome()->kept, "petri");
+  EXPECT_EQ(trial->outcome()->events, 16u);
+  EXPECT_EQ(trial->outcome()->warmup, 8u);
+  EXPECT_DOUBLE_EQ(trial->outcome()->measured[0].cpu_seconds, 16);
+  EXPECT_TRUE(trial->outcome()->describe().ends_with("CPU on 16 events after the first 8"));
+  // Batch by batch, the prior (cost 1) and the challenger (cost 2) take turns going first.
+  ASSERT_GE(clock.calls.size(), 4u);
+  EXPECT_EQ(std::vector<double>(clock.calls.begin(), clock.calls.begin() + 4),
+            (std::vector<double>{1, 2, 2, 1}));
 }
 
 TEST(TrialDetectorTest, ACallbackHearsTheOutcomeOnce) {
