@@ -13,37 +13,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/plugin_loader.h"
 #include "bus/core/plugin/trial_detector.h"
+#include "tests/plugins/built_engines.h"
 #include "tests/plugins/nfa/random_queries.h"
 
 namespace cepbus::plugin {
 namespace {
 
 using plugins::nfa::testing::Generator;
-
-PluginPtr loadEngine(const std::string& name) {
-  static std::map<std::string, PluginPtr> plugins;
-  static PluginLoader loader({std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins"});
-  auto it = plugins.find(name);
-  if (it != plugins.end()) return it->second;
-  auto p = loader.load(name);
-  EXPECT_TRUE(p.isOk()) << p.status().message();
-  return plugins[name] = p ? *p : nullptr;
-}
-
-uint64_t envOr(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? fallback : std::strtoull(v, nullptr, 10);
-}
 
 // (pattern, bound event ids, element sizes) of every match, sorted.
 using Matches = std::vector<std::pair<size_t, std::vector<uint64_t>>>;
@@ -93,7 +76,7 @@ class Costed final : public Detector {
 Result<std::unique_ptr<Detector>> make(const std::string& engine,
                                        const std::vector<NamedQuery>& queries, MatchSink& one,
                                        MultiMatchSink& many) {
-  PluginPtr plugin = loadEngine(engine);
+  PluginPtr plugin = plugins::testing::loadBuiltEngine(engine);
   if (plugin == nullptr) return Status::notFound(engine);
   auto made = queries.size() == 1
                   ? plugin->createDetector(engine, queries[0].query, DetectorOptions(), one)
@@ -103,10 +86,9 @@ Result<std::unique_ptr<Detector>> make(const std::string& engine,
 }
 
 std::string describe(const std::vector<std::string>& texts, const std::vector<EventPtr>& events) {
-  std::ostringstream out;
-  for (const std::string& t : texts) out << t << '\n';
-  for (const EventPtr& e : events) out << encodeEvent(*e) << '\n';
-  return out.str();
+  std::string out;
+  for (const std::string& t : texts) out += t + '\n';
+  return out + plugins::testing::describeEvents(events);
 }
 
 struct Totals {
@@ -202,8 +184,8 @@ bool runCase(Generator& gen, Totals& totals) {
 }
 
 TEST(TrialDetectorEnginesTest, TheOutputIsExactlyOneEnginesMatches) {
-  Generator gen(static_cast<uint32_t>(envOr("CEPBUS_TRIAL_SEED", 20261203)));
-  const uint64_t cases = envOr("CEPBUS_TRIAL_CASES", 3000);
+  Generator gen(static_cast<uint32_t>(plugins::testing::envOr("CEPBUS_TRIAL_SEED", 20261203)));
+  const uint64_t cases = plugins::testing::envOr("CEPBUS_TRIAL_CASES", 3000);
   Totals totals;
   for (uint64_t i = 0; i < cases * 4 && static_cast<uint64_t>(totals.cases) < cases; ++i) {
     runCase(gen, totals);
