@@ -27,13 +27,15 @@
 // A stream that ends during the trial yields the prior's matches only.
 //
 // Cost. The trial is bounded both in events and in CPU (TrialLimits); its
-// overhead is the dropped candidates' work on those events. What the output
-// sink spends on the prior's matches is not the prior's: it is sampled
-// (every kSinkSample-th forward timed) and taken off.
+// overhead is the dropped candidates' work on those events. Measuring fairly:
+// the first events (one-time costs) are not timed, the candidates take turns
+// going first on each call (the first to touch a batch pays its cache
+// misses), and what the output sink spends on the prior's matches is not
+// the prior's: it is sampled (every kSinkSample-th forward timed) and taken
+// off.
 //
-// Thread safety: a Detector (one thread at a time), except outcome(),
-// running() and onDecided's registration before the first event, which may
-// be called from any thread.
+// Thread safety: a Detector (one thread at a time), except outcome() and
+// running(), which may be called from any thread.
 
 #include <functional>
 #include <memory>
