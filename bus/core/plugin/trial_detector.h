@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/guarded_detector.h"
 #include "bus/core/status.h"
 
 namespace cepbus::plugin {
@@ -205,8 +206,6 @@ class TrialDetector final : public Detector {
   std::optional<TrialOutcome> outcome_;  // GUARDED_BY(outcome_mu_)
   std::string running_;                  // GUARDED_BY(outcome_mu_)
 };
-
-class GuardedDetector;
 
 // engine="auto" decided by trial, once chooseEngine() has picked `prior`.
 struct AutoTrial {

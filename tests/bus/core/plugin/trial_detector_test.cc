@@ -376,5 +376,47 @@ TEST(TrialDetectorTest, ACallbackHearsTheOutcomeOnce) {
   EXPECT_EQ(heard, std::vector<std::string>{"nfa"});
 }
 
+// makeAutoTrial: the prior and its challenger behind the host's reordering
+// and guard; none when the challenger refuses or there is none.
+TEST(TrialDetectorTest, MakeAutoTrialPutsThePriorOnTrialAgainstItsChallenger) {
+  FakeClock clock;
+  RecordingSink out;
+  std::vector<std::string> made;
+  std::vector<std::string> refusing;
+  auto make = [&](std::string_view engine, const DetectorOptions& options, MatchSink& one,
+                  MultiMatchSink&) -> Result<std::unique_ptr<Detector>> {
+    EXPECT_EQ(options.find("slack"), nullptr);  // the trial's detector reorders once for all
+    if (std::find(refusing.begin(), refusing.end(), engine) != refusing.end()) {
+      return Status::invalidArgument(std::string(engine) + " says no");
+    }
+    made.emplace_back(engine);
+    return std::unique_ptr<Detector>(std::make_unique<FakeEngine>(&one, nullptr, clock, 1, 0));
+  };
+  auto options = DetectorOptions::parse(std::vector<std::string>{"slack=2"});
+  ASSERT_TRUE(options);
+  auto trial = makeAutoTrial("petri", *options, &out, nullptr, make);
+  ASSERT_TRUE(trial) << trial.status().message();
+  ASSERT_NE(trial->detector, nullptr);
+  EXPECT_EQ(made, (std::vector<std::string>{"petri", "nfa"}));
+  EXPECT_EQ(trial->trial->running(), "petri");
+  EXPECT_EQ(trial->describe,
+            "trial against nfa over 4096 events after the first 256, or 10 ms of CPU");
+  // The slack holds ts 2 (a match) back until ts 4 has arrived.
+  const auto events = stream(4);
+  ASSERT_TRUE(trial->detector->onEvent(events[1]));
+  EXPECT_TRUE(out.seen.empty());
+  ASSERT_TRUE(trial->detector->onEvent(events[3]));
+  EXPECT_EQ(out.seen.size(), 1u);
+
+  refusing = {"nfa"};
+  auto alone = makeAutoTrial("petri", DetectorOptions(), &out, nullptr, make);
+  ASSERT_TRUE(alone);
+  EXPECT_EQ(alone->detector, nullptr);
+  EXPECT_EQ(makeAutoTrial("algebra", DetectorOptions(), &out, nullptr, make)->detector, nullptr);
+  auto bad = DetectorOptions::parse(std::vector<std::string>{"slack=-1"});
+  ASSERT_TRUE(bad);
+  EXPECT_FALSE(makeAutoTrial("nfa", *bad, &out, nullptr, make));
+}
+
 }  // namespace
 }  // namespace cepbus::plugin
