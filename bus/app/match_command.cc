@@ -15,6 +15,7 @@
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/engine_choice.h"
 #include "bus/core/plugin/plugin_loader.h"
+#include "bus/core/plugin/trial_detector.h"
 
 namespace cepbus::app {
 namespace {
@@ -173,9 +174,13 @@ std::string autoUsage() {
          " patterns on;\n"
          "  for fewer, petri when a predicate over the first variable alone filters where\n"
          "  a match may start (a.x = 3), else nfa. One that refuses the queries (or an\n"
-         "  --option) is passed over for the next of nfa, petri, algebra, join. The\n"
-         "  choice and why go to stderr:\n"
-         "  cepbus match: engine petri (auto: 40 patterns, merged Petri net ...)\n";
+         "  --option) is passed over for the next of nfa, petri, algebra, join. When\n"
+         "  both nfa and petri run them, the pick goes on trial against the other on\n"
+         "  the first events and the cheaper in CPU is kept. The choice, why, and what\n"
+         "  the trial kept go to stderr:\n"
+         "  cepbus match: engine petri (auto: 40 patterns, merged Petri net ...; trial ...)\n"
+         "  cepbus match: trial kept nfa: petri 5.51 ms, nfa 1.84 ms CPU on 4096 events after\n"
+         "  the first 256\n";
 }
 
 }  // namespace
@@ -344,6 +349,35 @@ std::vector<std::string> printNotices(const plugin::Plugin& plugin, const std::s
     }
   }
   return all;
+}
+
+// --engine auto: `prior` (chooseEngine's pick) on trial against the other
+// engines that run the queries; no detector when none does.
+Result<plugin::AutoTrial> startTrial(const std::string& prior,
+                                     const std::vector<plugin::NamedQuery>& queries,
+                                     const std::vector<PatternLine>& lines,
+                                     const plugin::DetectorOptions& options,
+                                     plugin::PluginLoader& loader, plugin::MatchSink& one,
+                                     plugin::MultiMatchSink& many) {
+  const bool patterns = !lines.front().name.empty();
+  return plugin::makeAutoTrial(
+      prior, options, patterns ? nullptr : &one, patterns ? &many : nullptr,
+      [&](std::string_view engine, const plugin::DetectorOptions& engine_options,
+          plugin::MatchSink& candidate_one,
+          plugin::MultiMatchSink& candidate_many) -> Result<std::unique_ptr<plugin::Detector>> {
+        auto loaded = loader.load(engine);
+        if (!loaded) return loaded.status();
+        auto made = makeDetector(**loaded, std::string(engine), queries, lines, engine_options,
+                                 candidate_one, candidate_many);
+        if (!made) return made.status();
+        return std::unique_ptr<plugin::Detector>(std::move(made).value());
+      });
+}
+
+// What the trial of --engine auto did, for `err` once the events are done.
+std::string trialLine(const plugin::TrialDetector& trial) {
+  if (auto outcome = trial.outcome()) return "trial " + outcome->describe();
+  return "trial undecided: the events ended within it; " + trial.running() + " ran them";
 }
 
 // The events of one onEvents() call and where they stand in the file.
@@ -523,6 +557,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   NoSink no_sink;
   plugin::PluginPtr plugin;
   std::unique_ptr<plugin::GuardedDetector> detector;
+  const plugin::TrialDetector* trial = nullptr;  // in detector, under --engine auto
   // Makes the detector of `engine`; also the probe of --engine auto, so the
   // engine it picks has its detector made once.
   auto build = [&](std::string_view engine) -> Status {
@@ -547,6 +582,19 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
       return kExitError;
     }
     engine = choice->engine;
+    if (!exporting) {
+      auto made =
+          startTrial(engine, queries, lines, *detector_options, loader, *sinks[0], labelling);
+      if (!made) {
+        err << "cepbus match: " << made.status().message() << '\n';
+        return kExitError;
+      }
+      if (made->detector != nullptr) {
+        detector = std::move(made->detector);
+        trial = made->trial;
+        choice->reason += "; " + made->describe;
+      }
+    }
     err << "cepbus match: engine " << engine << " (" << choice->reason << ")\n";
   } else if (Status s = build(engine); !s) {
     err << "cepbus match: " << s.message() << '\n';
@@ -590,6 +638,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     err << "cepbus match: " << options.events_file << ": at end of events: " << s.message() << '\n';
     return kExitError;
   }
+  if (trial != nullptr) err << "cepbus match: " << trialLine(*trial) << '\n';
   if (options.count) {
     for (const auto& sink : sinks) sink->printCount();
   }

@@ -14,6 +14,7 @@
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/engine_choice.h"
 #include "bus/core/plugin/plugin_loader.h"
+#include "bus/core/plugin/trial_detector.h"
 #include "flows/exchange.h"
 #include "router/topic.h"
 #include "services/service_factory_registry.h"
@@ -175,6 +176,8 @@ class CepService::Query final {
   void publish(const plugin::Match& match);
   // The detector's last state() sample into the registry entry (any thread).
   void publishPartials(const Detection& detection);
+  // Once engine auto's trial has decided, the engine it kept (any thread).
+  void publishEngine(const Detection& detection);
 
   QueryStats stats() const;
   uint64_t matches() const { return matches_.load(std::memory_order_relaxed); }
@@ -233,6 +236,18 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
   void setDetector(std::unique_ptr<plugin::GuardedDetector> detector) {
     detector_ = std::move(detector);
     counts_partials_ = detector_->state().has_value();
+  }
+  // The detector is engine auto's trial (`trial`, inside it): its outcome
+  // goes to the log when it decides and to the registry after.
+  void watchTrial(plugin::TrialDetector* trial) {
+    trial_ = trial;
+    trial->onDecided([this](const plugin::TrialOutcome& outcome) {
+      log_.information("%s: engine auto's trial %s", label_, outcome.describe());
+    });
+  }
+  // Any thread: what the trial kept, once it has decided.
+  std::optional<plugin::TrialOutcome> trialOutcome() const {
+    return trial_ != nullptr ? trial_->outcome() : std::nullopt;
   }
   // Names the endpoint and makes the stage: once the planner keeps it.
   void open(std::string endpoint);
@@ -336,6 +351,7 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
 
   // Declared before stage_: the stage's destructor drains into the detector.
   std::unique_ptr<plugin::GuardedDetector> detector_;
+  const plugin::TrialDetector* trial_ = nullptr;  // in detector_, under engine auto
   // Held by every call into the detector: the worker's (uncontended),
   // exportModel()'s and detach()'s from any thread.
   mutable std::mutex detector_mu_;
@@ -406,6 +422,14 @@ class CepService::Planner {
   // `refused` tells the engine's refusal apart from a plugin that failed to load.
   Status build(std::string_view engine, const Members& members, Built& out,
                bool* refused = nullptr);
+  // The detector of `engine` for `members`: create() for one query,
+  // createMany() for several, reporting to `one` or `many`.
+  static Result<std::unique_ptr<plugin::GuardedDetector>> detectorFor(
+      const plugin::Plugin& plugin, std::string_view engine, const Members& members,
+      const plugin::DetectorOptions& options, plugin::MatchSink& one, plugin::MultiMatchSink& many);
+  // Puts auto's pick for `built` on trial against the other engines that
+  // run its queries (plugin::TrialDetector), when every query of it is auto.
+  void startTrial(Built& built);
   void planNamed(const std::string& engine, const Members& members, std::vector<Built>& built);
   void planAuto(const Members& members, std::vector<Built>& built);
   // `p` on a detector of its own: its named engine, or auto's choice for it alone.
@@ -543,14 +567,7 @@ Status CepService::Planner::build(std::string_view engine, const Members& member
   auto detection =
       std::make_shared<Detection>(std::move(queries), first.spec->inputs, first.flush_when_idle,
                                   first.run_inline, config_, context_);
-  auto made = [&]() -> Result<std::unique_ptr<plugin::GuardedDetector>> {
-    if (members.size() == 1) {
-      return (*loaded)->createDetector(engine, first.query, first.options, *detection);
-    }
-    std::vector<plugin::NamedQuery> named;
-    for (const Prepared* p : members) named.push_back({p->spec->name, p->query});
-    return (*loaded)->createManyDetectors(engine, named, first.options, *detection);
-  }();
+  auto made = detectorFor(**loaded, engine, members, first.options, *detection, *detection);
   if (!made) {
     if (refused != nullptr) *refused = true;
     return made.status();
@@ -558,6 +575,50 @@ Status CepService::Planner::build(std::string_view engine, const Members& member
   detection->setDetector(std::move(*made));
   out = Built{std::string(engine), members, std::move(detection), std::move(*loaded)};
   return Status::ok();
+}
+
+Result<std::unique_ptr<plugin::GuardedDetector>> CepService::Planner::detectorFor(
+    const plugin::Plugin& plugin, std::string_view engine, const Members& members,
+    const plugin::DetectorOptions& options, plugin::MatchSink& one, plugin::MultiMatchSink& many) {
+  if (members.size() == 1) {
+    return plugin.createDetector(engine, members.front()->query, options, one);
+  }
+  std::vector<plugin::NamedQuery> named;
+  for (const Prepared* p : members) named.push_back({p->spec->name, p->query});
+  return plugin.createManyDetectors(engine, named, options, many);
+}
+
+void CepService::Planner::startTrial(Built& built) {
+  const Members& members = built.members;
+  for (const Prepared* p : members) {
+    if (p->spec->engine != plugin::kAutoEngine) return;  // a named engine pins the set
+  }
+  Detection& detection = *built.detection;
+  const bool one = members.size() == 1;
+  auto made = plugin::makeAutoTrial(
+      built.engine, members.front()->options, one ? &detection : nullptr,
+      one ? nullptr : &detection,
+      [&](std::string_view engine, const plugin::DetectorOptions& options,
+          plugin::MatchSink& candidate_one,
+          plugin::MultiMatchSink& candidate_many) -> Result<std::unique_ptr<plugin::Detector>> {
+        auto loaded = context_.plugins.load(engine);
+        if (!loaded) return loaded.status();
+        auto d = detectorFor(**loaded, engine, members, options, candidate_one, candidate_many);
+        if (!d) return d.status();
+        return std::unique_ptr<plugin::Detector>(std::move(d).value());
+      });
+  if (!made) {
+    // The prior's own detector, already built, runs alone.
+    std::vector<std::string> names;
+    for (const Prepared* p : members) names.push_back(p->spec->name);
+    log_.warning("queries %s: engine auto runs %s without a trial: %s", namesOf(names),
+                 built.engine, made.status().message());
+    return;
+  }
+  if (made->detector == nullptr) return;
+  detection.setDetector(std::move(made->detector));
+  detection.watchTrial(made->trial);
+  for (Prepared* p : members) p->engine_choice += "; " + made->describe;
 }
 
 void CepService::Planner::planNamed(const std::string& engine, const Members& members,
@@ -678,6 +739,7 @@ void CepService::Planner::fail(const Prepared& p, const std::string& message) {
 }
 
 void CepService::Planner::keep(Built& built) {
+  startTrial(built);
   const Members& members = built.members;
   std::vector<std::string> names;
   for (const Prepared* p : members) names.push_back(p->spec->name);
@@ -745,6 +807,7 @@ Status CepService::Query::enter(const std::shared_ptr<Query>& self,
     numbers.rejected = s.rejected;
     q->entry_->setMetadata("matches", std::to_string(q->matches()));
     q->publishPartials(*d);
+    q->publishEngine(*d);
   });
   entry_->setState(router::ComponentState::kStarted);
   return Status::ok();
@@ -755,8 +818,16 @@ void CepService::Query::leave() {
   entered_ = false;
   entry_->setMetadata("matches", std::to_string(matches()));
   publishPartials(*detection_);
+  publishEngine(*detection_);
   entry_->setState(router::ComponentState::kStopped);
   context_.registry.remove(entry_name_);
+}
+
+void CepService::Query::publishEngine(const Detection& detection) {
+  const std::optional<plugin::TrialOutcome> outcome = detection.trialOutcome();
+  if (!outcome) return;
+  entry_->setMetadata("engine", outcome->kept);
+  entry_->setMetadata("engine_choice", engine_choice_ + "; by trial: " + outcome->describe());
 }
 
 void CepService::Query::publishPartials(const Detection& detection) {

@@ -12,11 +12,25 @@ engine it picked; "auto / best" divides it by the fastest engine's. Prints
 one JSON object per point, a summary object, then the markdown table of
 docs/engines.md ("Choosing an engine: auto").
 
+Auto decides by a trial (nfa against petri on the first events, the cheaper
+kept; plugin/trial_detector.h): its engine is the one the trial kept (the
+static pick when the stream ends within the trial), and its time is that
+engine's plus what the dropped engine spent in the trial (both from the
+"cepbus match: trial kept ..." line), so the trial's overhead is counted.
+--process-cpu also times whole `cepbus match --count` processes (reading
+the events included), auto against the engine it kept, best of --repeat.
+
+`--stream dense` replaces the sparse 8-type stream by one of a single type
+(`Stock`: 3 symbols, 30 prices, one tick per time unit) and the shapes by
+`prices`, P3's equal-prices pattern with windows 20, 21, ... (one per
+pattern): where the nfa's partitioned stacks beat the merged net below
+about 10 patterns.
+
     tests/bench/engine_sweep.py --cepbus build/dev/bus/app/cepbus
         [--events 50000] [--counts 1,2,5,10,20,50,100]
         [--shapes seq2,seq4,kleene,negation,predicates,equal,chain] [--repeat 5]
         [--seed 7]
-        [--clock cpu|wall]
+        [--clock cpu|wall] [--stream sparse|dense] [--process-cpu]
 
 Engines are compared by the process's CPU time during detection (`--clock
 cpu`, the default: every pattern engine detects on one thread, so on an idle
@@ -31,6 +45,7 @@ import json
 import os
 import random
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -41,9 +56,14 @@ TYPES = ["T%d" % i for i in range(8)]
 WITHIN = 20
 
 
-def shape_query(shape, rng, k):
+def shape_query(shape, rng, k, index=0):
     """One query of `shape`; `k` and the drawn types make it distinct."""
     t = rng.sample(TYPES, 4)
+    if shape == "prices":
+        # P3's equal-prices pattern on the dense stream; the window makes it distinct.
+        return ("PATTERN SEQ(Stock a, Stock b, Stock c) WHERE a.price = b.price AND "
+                "b.price = c.price AND a.symbol != b.symbol AND b.symbol != c.symbol AND "
+                "a.symbol != c.symbol WITHIN %d CONTEXT unrestricted" % (WITHIN + index))
     if shape == "equal":
         # P3's equal-prices pattern: three events of one type, equal on x,
         # pairwise different on v; nothing filters where a match starts.
@@ -78,22 +98,30 @@ def write_patterns(path, shape, count, seed):
         while len(seen) < count:
             # Shapes whose k sits in `c.v != k` draw it from v's range, so
             # that 100 of them can be distinct.
-            q = shape_query(shape, rng, rng.randrange(100 if shape in ("equal", "chain") else 10))
+            q = shape_query(shape, rng, rng.randrange(100 if shape in ("equal", "chain") else 10),
+                            len(seen))
             if q in seen:
                 continue
             seen.add(q)
             f.write("p%d: %s\n" % (len(seen), q))
 
 
-def write_events(path, n, seed):
+def write_events(path, n, seed, stream):
     rng = random.Random(seed)
     with open(path, "w") as f:
         for ts in range(1, n + 1):
+            if stream == "dense":
+                f.write('{"type":"Stock","ts":%d,"attrs":{"symbol":"%s","price":%d}}\n' % (
+                    ts, rng.choice(("IBM", "MSFT", "ORCL")), rng.randrange(30)))
+                continue
             f.write('{"type":"%s","ts":%d,"attrs":{"x":%d,"v":%d}}\n' % (
                 rng.choice(TYPES), ts, rng.randrange(10), rng.randrange(100)))
 
 
 CHOICE = re.compile(r"cepbus match: engine (\w+) \((.*)\)")
+# "cepbus match: trial kept nfa: petri 5.51 ms, nfa 1.84 ms CPU on 4096 events after the first 256"
+TRIAL = re.compile(r"cepbus match: trial kept (\w+): (.*) CPU on (\d+) events")
+MEASURED = re.compile(r"(\w+) ([0-9.]+) ms")
 
 
 def compare(cepbus, patterns, events, repeat, clock):
@@ -117,15 +145,34 @@ def compare(cepbus, patterns, events, repeat, clock):
 
 
 def auto_choice(cepbus, patterns, events):
-    """The engine `--engine auto` picks, its reason, and its matches and checksum in total."""
+    """What `--engine auto` did: its static pick and reason, the trial (the engine kept and each
+    candidate's trial CPU in seconds, or None when the stream ended within it), and its
+    matches and checksum in total."""
     p = subprocess.run([cepbus, "match", "--engine", "auto", "--patterns", patterns, "--events",
                         events, "--count"], capture_output=True, text=True)
     m = CHOICE.search(p.stderr)
     if p.returncode != 0 or not m:
         raise SystemExit("--engine auto failed on %s: %s" % (patterns, p.stderr))
+    trial = TRIAL.search(p.stderr)
+    if trial:
+        trial = {"kept": trial.group(1), "events": int(trial.group(3)),
+                 "cpu": {e: float(ms) / 1000 for e, ms in MEASURED.findall(trial.group(2))}}
     counts = [json.loads(line) for line in p.stdout.splitlines()]
     checksum = sum(int(c["checksum"], 16) for c in counts) % (1 << 64)
-    return m.group(1), m.group(2), sum(c["matches"] for c in counts), "%016x" % checksum
+    return (m.group(1), m.group(2), trial, sum(c["matches"] for c in counts),
+            "%016x" % checksum)
+
+
+def process_cpu(cmd, repeat):
+    """The best CPU time (user + system) of `repeat` runs of `cmd`, a whole process."""
+    best = None
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(cmd, capture_output=True, check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        best = t if best is None else min(best, t)
+    return best
 
 
 def main():
@@ -138,7 +185,15 @@ def main():
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                     help="compare engines by the process's CPU time or by wall time")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--stream", choices=["sparse", "dense"], default="sparse")
+    ap.add_argument("--process-cpu", action="store_true",
+                    help="also time whole --count processes: auto against the engine it kept")
     args = ap.parse_args()
+    if args.stream == "dense":
+        if "--shapes" not in sys.argv:
+            args.shapes = "prices"
+        if "--counts" not in sys.argv:
+            args.counts = "1,2,5,10,20"
     counts = [int(c) for c in args.counts.split(",")]
     shapes = args.shapes.split(",")
 
@@ -147,30 +202,43 @@ def main():
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="engine_sweep.") as work:
         events = os.path.join(work, "events.jsonl")
-        write_events(events, args.events, args.seed)
+        write_events(events, args.events, args.seed, args.stream)
         for shape in shapes:
             for count in counts:
                 patterns = os.path.join(work, "%s-%d.patterns" % (shape, count))
                 write_patterns(patterns, shape, count, args.seed)
                 engines = compare(args.cepbus, patterns, events, args.repeat, args.clock)
-                chose, reason, matches, checksum = auto_choice(args.cepbus, patterns, events)
+                prior, reason, trial, matches, checksum = auto_choice(args.cepbus, patterns,
+                                                                      events)
+                chose = trial["kept"] if trial else prior
                 timed = {e: r["seconds"] for e, r in engines.items() if "seconds" in r}
                 best = min(timed, key=timed.get)
                 same = (engines[chose].get("matches"), engines[chose].get("checksum")) == (
                     matches, checksum)
+                # The kept engine's whole run, plus the dropped ones' work in the trial.
+                auto_seconds = timed[chose] + (sum(
+                    t for e, t in trial["cpu"].items() if e != chose) if trial else 0)
                 point = {
                     "bench": "engine_sweep",
                     "params": {"shape": shape, "patterns": count, "events": args.events,
-                               "clock": args.clock},
+                               "clock": args.clock, "stream": args.stream},
                     "seconds": timed,
                     "refused": sorted(e for e, r in engines.items() if "refused" in r),
                     "matches": matches,
                     "best": best,
+                    "auto_prior": prior,
                     "auto_engine": chose,
                     "auto_reason": reason,
+                    "auto_trial": trial,
+                    "auto_seconds": auto_seconds,
                     "auto_same_matches": same,
-                    "auto_vs_best": timed[chose] / timed[best],
+                    "auto_vs_best": auto_seconds / timed[best],
                 }
+                if args.process_cpu:
+                    run = [args.cepbus, "match", "--patterns", patterns, "--events", events,
+                           "--count", "--engine"]
+                    point["process_cpu"] = {e: process_cpu(run + [e], args.repeat)
+                                            for e in ("auto", chose)}
                 ok &= same
                 rows.append(point)
                 print(json.dumps(point), flush=True)
@@ -185,13 +253,21 @@ def main():
         return "refused" if t is None else "%.1f" % (t * 1000)
 
     print()
-    print("| shape | patterns | matches | nfa ms | algebra ms | petri ms | auto chose | "
-          "auto / best |")
-    print("|---|---|---|---|---|---|---|---|")
+    def trial(point):
+        t = point["auto_trial"]
+        if not t:
+            return "ended within it"
+        return ", ".join("%s %.1f" % (e, s * 1000) for e, s in t["cpu"].items()) + (
+            " ms / %d" % t["events"])
+
+    print("| shape | patterns | matches | nfa ms | algebra ms | petri ms | rule | trial | "
+          "auto kept | auto ms | auto / best |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for p in rows:
-        print("| %s | %d | %d | %s | %s | %s | %s | %.2f |" % (
+        print("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %.1f | %.2f |" % (
             p["params"]["shape"], p["params"]["patterns"], p["matches"], ms(p, "nfa"),
-            ms(p, "algebra"), ms(p, "petri"), p["auto_engine"], p["auto_vs_best"]))
+            ms(p, "algebra"), ms(p, "petri"), p["auto_prior"], trial(p), p["auto_engine"],
+            p["auto_seconds"] * 1000, p["auto_vs_best"]))
     return 0 if ok else 1
 
 

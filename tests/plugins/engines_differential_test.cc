@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "bus/core/event_json.h"
 #include "bus/core/pattern/expr_compiler.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/plugin_loader.h"
+#include "tests/plugins/built_engines.h"
 #include "tests/plugins/nfa/nfa_test_support.h"
 #include "tests/plugins/nfa/random_queries.h"
 #include "tests/plugins/nfa/reference_matcher.h"
@@ -35,21 +35,6 @@ using nfa::testing::CollectingSink;
 using nfa::testing::Generator;
 using nfa::testing::ReferenceMatcher;
 using pattern::PatternKind;
-
-plugin::PluginPtr loadEngine(const std::string& name) {
-  static std::map<std::string, plugin::PluginPtr> plugins;
-  static plugin::PluginLoader loader({std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins"});
-  auto it = plugins.find(name);
-  if (it != plugins.end()) return it->second;
-  auto p = loader.load(name);
-  EXPECT_TRUE(p.isOk()) << p.status().message();
-  return plugins[name] = p ? *p : nullptr;
-}
-
-uint64_t envOr(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? fallback : std::strtoull(v, nullptr, 10);
-}
 
 // What a query uses that some engine may refuse.
 struct Constructs {
@@ -138,12 +123,6 @@ const Engine kEngines[] = {
      }},
 };
 
-std::string describe(const std::vector<EventPtr>& events) {
-  std::ostringstream out;
-  for (const EventPtr& e : events) out << encodeEvent(*e) << '\n';
-  return out.str();
-}
-
 struct EngineStats {
   uint64_t compared = 0;      // queries it accepted and was checked on
   uint64_t with_matches = 0;  // of those, with at least one match
@@ -188,8 +167,8 @@ class EnginesDifferential {
     auto q = pattern::parseQuery(text);
     ASSERT_TRUE(q.isOk()) << text;
     CollectingSink sink;
-    auto made =
-        loadEngine(engine.name)->createDetector(engine.name, *q, plugin::DetectorOptions(), sink);
+    auto made = loadBuiltEngine(engine.name)
+                    ->createDetector(engine.name, *q, plugin::DetectorOptions(), sink);
     if (!refusal.empty()) {
       ++st.refused;
       if (made) {
@@ -233,7 +212,7 @@ class EnginesDifferential {
       ++failures_;
       ADD_FAILURE() << engine.name << " differs from the reference on\n  " << text << "\nexpected "
                     << expected.size() << " matches, got " << sink.matches.size() << "\nevents:\n"
-                    << describe(events);
+                    << describeEvents(events);
     }
   }
 
@@ -243,7 +222,7 @@ class EnginesDifferential {
 };
 
 TEST(EnginesDifferentialTest, EveryEngineThatAcceptsAQueryReportsTheReferencesMatches) {
-  for (const Engine& e : kEngines) ASSERT_NE(loadEngine(e.name), nullptr) << e.name;
+  for (const Engine& e : kEngines) ASSERT_NE(loadBuiltEngine(e.name), nullptr) << e.name;
   const uint64_t cases = envOr("CEPBUS_DIFFERENTIAL_CASES", 10000);
   EnginesDifferential run(static_cast<uint32_t>(envOr("CEPBUS_DIFFERENTIAL_SEED", 20261201)));
   for (uint64_t i = 0; i < cases && run.failures() < 5; ++i)

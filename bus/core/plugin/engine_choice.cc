@@ -47,6 +47,12 @@ std::vector<std::string_view> autoCandidates(const PatternSetShape& shape) {
   return {"nfa", "petri", "algebra", "join"};
 }
 
+std::vector<std::string_view> trialChallengers(std::string_view prior) {
+  if (prior == "nfa") return {"petri"};
+  if (prior == "petri") return {"nfa"};
+  return {};
+}
+
 Result<EngineChoice> chooseEngine(const PatternSetShape& shape, const EngineProbe& probe) {
   std::string refusals;
   for (std::string_view engine : autoCandidates(shape)) {

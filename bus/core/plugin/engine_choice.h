@@ -62,6 +62,12 @@ struct EngineChoice {
   std::string reason;
 };
 
+// The engines auto runs side by side with its pick, `prior`, on the first
+// events, to keep the cheaper (TrialDetector): nfa and petri, the two whose
+// order the rule above guesses from the text; none for the others, which
+// auto picks only because nothing before them runs the queries.
+std::vector<std::string_view> trialChallengers(std::string_view prior);
+
 // Asks whether `engine` runs the queries: OK when it accepts, else why not
 // (its refusal, or why its plugin cannot be loaded). A probe may keep what
 // it made for an accepting engine, so the caller builds the detector once.

@@ -102,12 +102,8 @@ Result<std::unique_ptr<GuardedDetector>> Plugin::createGuarded(
     return Status::notFound("plugin '" + name_ + "' (" + path_ + ") has no engine '" +
                             std::string(engine) + "'; it provides: " + joined(engines()));
   }
-  Timestamp slack = 0;
-  if (const std::string* s = options.find("slack")) {
-    auto parsed = parseSlack(*s);
-    if (!parsed) return parsed.status();
-    slack = *parsed;
-  }
+  auto slack = slackOption(options);
+  if (!slack) return slack.status();
   const DetectorOptions engine_options = options.without("slack");
   std::unique_ptr<Detector> detector;
   try {
@@ -121,10 +117,23 @@ Result<std::unique_ptr<GuardedDetector>> Plugin::createGuarded(
     return Status::internal("engine '" + std::string(engine) +
                             "' threw an unknown exception while creating a detector");
   }
+  return orderAndGuard("engine '" + std::string(engine) + "' detector", shared_from_this(),
+                       std::move(detector), *slack);
+}
+
+Result<Timestamp> slackOption(const DetectorOptions& options) {
+  const std::string* s = options.find("slack");
+  return s == nullptr ? Result<Timestamp>(Timestamp{0}) : parseSlack(*s);
+}
+
+std::unique_ptr<GuardedDetector> orderAndGuard(std::string label,
+                                               std::shared_ptr<const void> keep_alive,
+                                               std::unique_ptr<Detector> detector,
+                                               Timestamp slack) {
   auto ordered = std::make_unique<ReorderingDetector>(std::move(detector), slack);
   ReorderingDetector* order = ordered.get();
-  return std::make_unique<GuardedDetector>("engine '" + std::string(engine) + "' detector",
-                                           shared_from_this(), std::move(ordered), order);
+  return std::make_unique<GuardedDetector>(std::move(label), std::move(keep_alive),
+                                           std::move(ordered), order);
 }
 
 PluginLoader::PluginLoader(std::vector<std::string> search_paths)

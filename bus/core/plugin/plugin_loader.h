@@ -95,6 +95,17 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
 
 using PluginPtr = std::shared_ptr<const Plugin>;
 
+// The option slack=N the host consumes (0 when unset); InvalidArgument for
+// anything but a non-negative integer.
+Result<Timestamp> slackOption(const DetectorOptions& options);
+
+// What the host puts around every detector it hands out: timestamp order
+// within `slack` (reorder.h) and the exception guard named `label`, holding
+// `keep_alive` (a plugin library) while the detector lives.
+std::unique_ptr<GuardedDetector> orderAndGuard(std::string label,
+                                               std::shared_ptr<const void> keep_alive,
+                                               std::unique_ptr<Detector> detector, Timestamp slack);
+
 // Thread-safe: load() may be called concurrently; a plugin is loaded once per
 // loader and later calls return the same Plugin.
 class PluginLoader {

@@ -1084,6 +1084,11 @@ std::vector<std::string> rendered(const Recorder& recorder) {
   return out;
 }
 
+// What auto's reason adds when its pick goes on trial against `engine`.
+std::string trialAgainst(const std::string& engine) {
+  return "; trial against " + engine + " over 4096 events after the first 256, or 10 ms of CPU";
+}
+
 bool pluginsBuilt(std::initializer_list<const char*> engines) {
   for (const char* engine : engines) {
     if (!std::filesystem::exists(std::string(CEPBUS_TEST_BUILD_DIR "/plugins/libcepbus_plugin_") +
@@ -1447,7 +1452,7 @@ TEST_F(CepServiceTest, AUnitOfQueriesOnOneDetectorFindsWhatEachFindsAlone) {
       ASSERT_TRUE(entry);
       EXPECT_EQ(metaOf(*entry, "engine"), "petri");
       EXPECT_EQ(metaOf(*entry, "engine_choice"),
-                "auto: 6 patterns, merged Petri net from 2 patterns");
+                "auto: 6 patterns, merged Petri net from 2 patterns" + trialAgainst("nfa"));
     }
   }
   std::vector<std::string> alone;
@@ -1497,7 +1502,7 @@ TEST_F(CepServiceTest, AutoDecidesOverTheUnitsQueriesAsASet) {
   for (const char* q : {"s1", "s2", "s3"}) {
     EXPECT_EQ(metaOf(entry(q), "engine"), "petri") << q;
     EXPECT_EQ(metaOf(entry(q), "engine_choice"),
-              "auto: 3 patterns, merged Petri net from 2 patterns")
+              "auto: 3 patterns, merged Petri net from 2 patterns" + trialAgainst("nfa"))
         << q;
     EXPECT_EQ(metaOf(entry(q), "shared_by"), "3") << q;
     EXPECT_EQ(cep.endpointName(q), cep.endpointName("s1")) << q;
@@ -1511,8 +1516,9 @@ TEST_F(CepServiceTest, AutoDecidesOverTheUnitsQueriesAsASet) {
   EXPECT_EQ(cep.endpointName("named"), "sa.cep/named");
   // Alone on its input, a query is a set of one: one NFA.
   EXPECT_EQ(metaOf(entry("one"), "engine"), "nfa");
-  EXPECT_EQ(metaOf(entry("one"), "engine_choice"),
-            "auto: 1 pattern with no filter on its first variable, one NFA");
+  EXPECT_EQ(
+      metaOf(entry("one"), "engine_choice"),
+      "auto: 1 pattern with no filter on its first variable, one NFA" + trialAgainst("petri"));
 
   // The merged net is what the queries of the set export.
   auto model = cep.exportModel("s2", "json");
@@ -1520,6 +1526,57 @@ TEST_F(CepServiceTest, AutoDecidesOverTheUnitsQueriesAsASet) {
   for (const char* q : {"s1", "s2", "s3"}) {
     EXPECT_NE(model->find(std::string("\"") + q + "\""), std::string::npos) << q << *model;
   }
+}
+
+// Past its trial, an auto set runs on one engine, which the registry names
+// with the trial's figures, and its composites are what that engine finds
+// alone (nfa and petri agree on these, so either will do).
+TEST_F(CepServiceTest, AutosTrialKeepsOneEngineAndTheRegistrySaysWhich) {
+  if (!pluginsBuilt({"nfa", "petri"})) GTEST_SKIP() << "the nfa and petri plugins are not built";
+  auto unit = [](const std::string& name, const std::string& engine) {
+    return "<service-assembly name=\"" + name + "\"><service-unit name=\"cep\" type=\"cep\">" +
+           "<query name=\"eq\" engine=\"" + engine + "\" input=\"in.t\" output=\"out." + name +
+           ".eq\"><text><![CDATA[PATTERN SEQ(A a, A b) WHERE a.x = b.x WITHIN 6 RETURN Eq(a.x)]]>" +
+           "</text>" + "</query><query name=\"lt\" engine=\"" + engine +
+           "\" input=\"in.t\" output=\"out." + name +
+           ".lt\"><text><![CDATA[PATTERN SEQ(A a, B b) WHERE a.x < b.x WITHIN 4 RETURN " +
+           "Lt(a.x)]]></text></query></service-unit></service-assembly>";
+  };
+  auto built = build(unit("auto", "auto"));
+  ASSERT_TRUE(built) << built.status().toString();
+  auto reference = build(unit("ref", "nfa"));
+  ASSERT_TRUE(reference) << reference.status().toString();
+  auto& cep = static_cast<CepService&>(**built);
+  ASSERT_TRUE(cep.start());
+  ASSERT_TRUE((*reference)->start());
+  Recorder eq(*broker_, "test.eq", "out.auto.eq"), lt(*broker_, "test.lt", "out.auto.lt");
+  Recorder ref_eq(*broker_, "test.ref.eq", "out.ref.eq"),
+      ref_lt(*broker_, "test.ref.lt", "out.ref.lt");
+  const uint64_t kEvents = 6000;  // past the trial's 4096
+  for (uint64_t i = 1; i <= kEvents; ++i) {
+    publish("in.t", i % 3 == 0 ? "B" : "A", static_cast<Timestamp>(i),
+            static_cast<int64_t>(i * 7 % 5));
+    // In steps the stages take without refusing any.
+    if (i % 200 == 0) {
+      ASSERT_TRUE(waitConsumed(cep, "eq", i));
+      ASSERT_TRUE(waitConsumed(static_cast<CepService&>(**reference), "eq", i));
+    }
+  }
+  ASSERT_TRUE(waitConsumed(cep, "eq", kEvents));
+  auto entry = registry_->snapshotOf("auto.cep/eq:detector");
+  ASSERT_TRUE(entry);
+  const std::string engine = metaOf(*entry, "engine");
+  EXPECT_TRUE(engine == "nfa" || engine == "petri") << engine;
+  const std::string choice = metaOf(*entry, "engine_choice");
+  EXPECT_TRUE(choice.starts_with("auto: 2 patterns, merged Petri net from 2 patterns" +
+                                 trialAgainst("nfa") + "; by trial: kept " + engine + ": petri "))
+      << choice;
+  EXPECT_NE(choice.find(" CPU on "), std::string::npos) << choice;
+  cep.stop();
+  (*reference)->stop();
+  EXPECT_FALSE(rendered(ref_eq).empty());
+  EXPECT_EQ(rendered(eq), rendered(ref_eq));
+  EXPECT_EQ(rendered(lt), rendered(ref_lt));
 }
 
 // Queries naming an engine share with each other and with the auto queries

@@ -33,7 +33,8 @@ TEST(EngineChoiceTest, FewPatternsPreferOneNfaPerPattern) {
   ASSERT_TRUE(choice.isOk()) << choice.status().toString();
   EXPECT_EQ(choice->engine, "nfa");
   EXPECT_EQ(engines.asked, (std::vector<std::string>{"nfa"}));  // no detector made in vain
-  EXPECT_NE(choice->reason.find("with no filter on its first variable, one NFA"), std::string::npos) << choice->reason;
+  EXPECT_NE(choice->reason.find("with no filter on its first variable, one NFA"), std::string::npos)
+      << choice->reason;
 }
 
 TEST(EngineChoiceTest, ManyPatternsPreferTheMergedNet) {
@@ -132,6 +133,14 @@ TEST(EngineChoiceTest, OnlyAPredicateOverTheFirstVariableAloneFiltersTheStart) {
   const pattern::Query* twice[] = {&filtered, &filtered};
   EXPECT_TRUE(shapeOf(twice).filtered_start);
   EXPECT_EQ(shapeOf(twice).patterns, 2u);
+}
+
+// The trial settles only what the rule guesses from the text: nfa against petri.
+TEST(EngineChoiceTest, NfaAndPetriAreTriedAgainstEachOther) {
+  EXPECT_EQ(trialChallengers("nfa"), std::vector<std::string_view>{"petri"});
+  EXPECT_EQ(trialChallengers("petri"), std::vector<std::string_view>{"nfa"});
+  EXPECT_TRUE(trialChallengers("algebra").empty());
+  EXPECT_TRUE(trialChallengers("join").empty());
 }
 
 }  // namespace

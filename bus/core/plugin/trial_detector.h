@@ -1,0 +1,236 @@
+#pragma once
+
+// engine="auto" decided at run time: a short trial of the engines that run
+// the queries, then the cheaper one alone (docs/engines.md, "Choosing an
+// engine: auto").
+//
+// No rule over the query text picks the faster engine on every stream: the
+// NFA's partitioned stacks win on a dense stream of the pattern's own type,
+// the merged Petri net on a sparse one. So TrialDetector runs its candidates
+// side by side on the first events, measures each one's CPU (the thread CPU
+// clock around each candidate's call), keeps the cheapest and drops the
+// others. The first candidate is the prior (plugin::chooseEngine's pick): it
+// alone is heard during the trial, and it stays when the others are not
+// clearly cheaper, when they fail, or when the switch cannot be made exact.
+//
+// Exactness. During the trial the prior's matches go to the output and each
+// other candidate's are only booked against them: a ledger per challenger
+// holds the multiset difference of what the prior and the challenger have
+// reported (keyed by pattern, bound events and element bounds). Engines
+// report a match at different moments (the nfa's batched construction at
+// the next batch boundary or at flush), so at the decision the ledger may
+// not be empty; then both are flushed (Detector::flush: every match still
+// pending is reported, and more events may follow), which brings two correct
+// engines level. The switch happens only with an empty ledger, at a call
+// boundary: the output so far is exactly what the kept engine has reported,
+// and from then on its own reports are the rest. Otherwise the prior stays.
+// A stream that ends during the trial yields the prior's matches only.
+//
+// Cost. The trial is bounded both in events and in CPU (TrialLimits); its
+// overhead is the dropped candidates' work on those events. Measuring fairly:
+// the first events (one-time costs) are not timed, the candidates take turns
+// going first on each call (the first to touch a batch pays its cache
+// misses), and what the output sink spends on the prior's matches is not
+// the prior's: it is sampled (every kSinkSample-th forward timed) and taken
+// off.
+//
+// Thread safety: a Detector (one thread at a time), except outcome() and
+// running(), which may be called from any thread.
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/guarded_detector.h"
+#include "bus/core/status.h"
+
+namespace cepbus::plugin {
+
+// How long a trial lasts: after `warmup_events` (run by every candidate,
+// not timed), until the candidates have seen `events` timed events or have
+// spent `cpu_seconds` between them, whichever comes first (at the end of
+// the call that crosses it); sooner when, from `min_events` timed events
+// on, one is already at most `decisive_below` of another's CPU.
+// docs/engines.md says why these numbers.
+struct TrialLimits {
+  uint64_t warmup_events = 256;
+  uint64_t events = 4096;
+  double cpu_seconds = 0.010;
+  uint64_t min_events = 512;
+  double decisive_below = 0.5;
+  // A challenger replaces the prior only when it took at most this share of
+  // the prior's CPU: the static rule breaks near-ties, where measurement
+  // noise would otherwise decide.
+  double switch_below = 0.9;
+  // Matches one candidate has reported and another not yet; beyond it the
+  // engines are too far apart to be compared, and the prior stays.
+  size_t max_unbalanced = 1 << 16;
+};
+
+// What a trial measured and kept.
+struct TrialOutcome {
+  struct Measured {
+    std::string engine;
+    double cpu_seconds = 0;
+  };
+  std::string kept;
+  std::vector<Measured> measured;  // the prior first
+  uint64_t events = 0;             // how many timed events each candidate saw
+  uint64_t warmup = 0;             // the untimed events before them
+  std::string note;                // why the cheapest was not kept; usually empty
+
+  // "kept nfa: petri 5.01 ms, nfa 1.62 ms CPU on 4096 events after the first 256".
+  std::string describe() const;
+};
+
+// The calling thread's CPU time in seconds.
+double threadCpuSeconds();
+
+class TrialDetector final : public Detector {
+ public:
+  using CpuClock = std::function<double()>;
+  // Makes one candidate's detector reporting to the sinks it is given: `one`
+  // for a single-query detector, `many` for createMany().
+  using Maker =
+      std::function<Result<std::unique_ptr<Detector>>(MatchSink& one, MultiMatchSink& many)>;
+  // How often the output sink's cost is timed during the trial.
+  static constexpr uint64_t kSinkSample = 16;
+
+  // Reports to `out` (a single query) or `out_many` (several), which must
+  // outlive it.
+  explicit TrialDetector(MatchSink& out, TrialLimits limits = {},
+                         CpuClock clock = threadCpuSeconds);
+  explicit TrialDetector(MultiMatchSink& out_many, TrialLimits limits = {},
+                         CpuClock clock = threadCpuSeconds);
+  ~TrialDetector() override;
+
+  // Adds the candidate `engine` made by `make`, which reports to the sinks it
+  // is handed; the first added is the prior. Its error when make fails (the
+  // engine refuses the queries): the candidate is then not added. Before
+  // the first event only.
+  Status addCandidate(std::string engine, const Maker& make);
+  size_t candidates() const { return candidates_.size(); }
+  // Called once, on the detector's thread, when the trial decides. Before
+  // the first event only.
+  void onDecided(std::function<void(const TrialOutcome&)> callback) {
+    on_decided_ = std::move(callback);
+  }
+
+  Status onEvent(const EventPtr& event) override;
+  Status onEvents(std::span<const EventPtr> events) override;
+  Status flush() override;
+  // The running engine's (during the trial, the prior's).
+  Result<std::string> exportModel(std::string_view format) const override;
+  std::optional<DetectorState> state() const override;
+
+  // Any thread: the trial's outcome once it has decided.
+  std::optional<TrialOutcome> outcome() const;
+  // The engine whose matches are the output now: the prior's until the
+  // trial decides.
+  std::string running() const;
+
+ private:
+  class CandidateSink;
+  struct MatchKey {
+    size_t pattern;
+    std::vector<EventPtr> events;
+    std::vector<uint32_t> ends;
+    bool operator==(const MatchKey& other) const = default;
+  };
+  struct MatchKeyHash {
+    size_t operator()(const MatchKey& key) const;
+  };
+  // The prior's reported matches minus one challenger's: only the entries
+  // whose count differs.
+  using Ledger = std::unordered_map<MatchKey, int64_t, MatchKeyHash>;
+  struct Candidate {
+    std::string engine;
+    std::unique_ptr<CandidateSink> sink;  // declared before detector: outlives it
+    std::unique_ptr<Detector> detector;
+    double cpu_seconds = 0;
+    bool failed = false;  // a challenger that returned an error: out of the trial
+    Ledger ledger;        // challengers only
+  };
+
+  TrialDetector(MatchSink* out, MultiMatchSink* out_many, TrialLimits limits, CpuClock clock);
+
+  // A candidate reported `match` of query `pattern`.
+  void reported(size_t candidate, size_t pattern, const Match& match);
+  void forward(size_t pattern, const Match& match);
+  // Runs `call` (on `events` events) on every candidate in the trial,
+  // timing each once past the warm-up; the prior's status.
+  Status everyCandidate(const std::function<Status(Detector&)>& call, size_t events);
+  // At a call boundary: ends the trial once its limits are reached.
+  void maybeDecide();
+  // Candidate `c`'s CPU in the trial: for the prior, without the output's
+  // sampled cost.
+  double cpuOf(size_t c) const;
+  // Whether the trial can end now: its limits reached, or a clear winner.
+  bool over() const;
+  // The cheapest candidate, the prior unless another is clearly cheaper.
+  size_t cheapest() const;
+  // Whether the output can move to challenger `c` exactly now (flushing
+  // both when their ledger is not empty).
+  bool levelWith(size_t c);
+  std::vector<TrialOutcome::Measured> measured() const;
+  void keep(size_t c, std::string note, std::vector<TrialOutcome::Measured> measured);
+  // The kept candidate is candidates_[0] once the trial has decided.
+  Detector& runningDetector() const { return *candidates_.front().detector; }
+
+  MatchSink* const out_;
+  MultiMatchSink* const out_many_;
+  const TrialLimits limits_;
+  const CpuClock clock_;
+  std::vector<Candidate> candidates_;
+  bool deciding_ = true;       // in the trial
+  uint64_t events_ = 0;        // events offered during the trial
+  uint64_t timed_events_ = 0;  // of those, past the warm-up
+  uint64_t calls_ = 0;         // calls during the trial: who goes first
+  bool timing_ = false;        // in a timed call
+  bool unbalanced_overflow_ = false;
+  // The output sink's sampled cost during the trial.
+  uint64_t forwards_ = 0;
+  uint64_t sampled_forwards_ = 0;
+  double sampled_sink_seconds_ = 0;
+  std::function<void(const TrialOutcome&)> on_decided_;
+
+  mutable std::mutex outcome_mu_;
+  std::optional<TrialOutcome> outcome_;  // GUARDED_BY(outcome_mu_)
+  std::string running_;                  // GUARDED_BY(outcome_mu_)
+};
+
+// engine="auto" decided by trial, once chooseEngine() has picked `prior`.
+struct AutoTrial {
+  // Null when no other engine takes part (trialChallengers() names none, or
+  // each refuses the queries): the caller's detector of the prior runs
+  // alone. Else a TrialDetector of the prior and the challengers that
+  // accept, behind the host's reordering (option slack) and guard.
+  std::unique_ptr<GuardedDetector> detector;
+  TrialDetector* trial = nullptr;  // inside `detector`
+  // For the reason auto gives: "trial against nfa over 4096 events after
+  // the first 256, or 10 ms of CPU".
+  std::string describe;
+};
+
+// Makes one engine's detector for the queries with `options` (slack taken
+// out: the trial's detector reorders once for all), reporting to `one` (a
+// single query) or `many` (several), as the caller makes them.
+using EngineMaker = std::function<Result<std::unique_ptr<Detector>>(
+    std::string_view engine, const DetectorOptions& options, MatchSink& one, MultiMatchSink& many)>;
+
+// The trial of `prior` against trialChallengers(prior), reporting to `out`
+// or `out_many` (whichever is not null). An error for a bad slack or when
+// the prior cannot be made again.
+Result<AutoTrial> makeAutoTrial(std::string_view prior, const DetectorOptions& options,
+                                MatchSink* out, MultiMatchSink* out_many, const EngineMaker& make,
+                                TrialLimits limits = {});
+
+}  // namespace cepbus::plugin
