@@ -12,7 +12,8 @@ same publisher into the same partition queues with no consumer, so the
 broker's own ingest bound is visible. Each is measured with one event per
 message and with batches (--batches), for each partition input (--inputs:
 quorum queues, and streams with lease tokens). Then the takeover figures: SIGKILL and
-SIGSTOP of an active node while events flow, with the replayed messages.
+SIGSTOP of an active node while events flow, with the replayed messages and
+the time the survivor took to replay them (rebuild).
 Every throughput point also says where the time went: the CPU seconds of
 each RabbitMQ node, each cepbus node (per thread) and the publisher, per
 event, and how busy the machine was; with --profile, `perf record` samples
@@ -344,13 +345,23 @@ def takeover(args, broker, work, events, how):
     while time.time() < t0 + 30 and roles(1).count("active") < 4:
         time.sleep(0.01)
     t_take = time.time() - t0
-    # Rebuild: until node 1 settled everything the dead node had held.
+    # Rebuild: the survivor replays what the other node held; it is done
+    # when its replayed count stops growing (sampled every 50 ms, settled
+    # once it held still for 2 s or the publisher finished).
+    replayed, last_change = s.stats(1).get("replayed", 0), time.time()
+    while time.time() - last_change < 2 and (pub.poll() is None or time.time() - last_change < 0.5):
+        now = s.stats(1).get("replayed", replayed)
+        if now != replayed:
+            replayed, last_change = now, time.time()
+        time.sleep(0.05)
+    t_rebuild = max(0.0, last_change - (t0 + t_take))
     pub.communicate()
     s.drained()
     after = s.stats(1).get("replayed", 0)
     s.stop()
     print(json.dumps({"bench": "cluster_takeover", "params": {"signal": how, "idle_timeout_ms": 2000},
-                      "takeover_ms": round(t_take * 1000), "replayed": after - before}), flush=True)
+                      "takeover_ms": round(t_take * 1000), "rebuild_ms": round(t_rebuild * 1000),
+                      "replayed": after - before}), flush=True)
 
 
 def model(points, cores):

@@ -5,13 +5,24 @@
 namespace cepbus::services::cluster {
 namespace {
 
-TEST(LeaseToken, CarriesAnOffset) {
-  EXPECT_EQ(leaseTokenOffset(leaseTokenBody(0)), 0u);
-  EXPECT_EQ(leaseTokenOffset(leaseTokenBody(18446744073709551615u)), 18446744073709551615u);
-  EXPECT_EQ(leaseTokenOffset("{\"offset\":-1}"), std::nullopt);
-  EXPECT_EQ(leaseTokenOffset("{\"offset\":\"3\"}"), std::nullopt);
-  EXPECT_EQ(leaseTokenOffset("[3]"), std::nullopt);
-  EXPECT_EQ(leaseTokenOffset("not json"), std::nullopt);
+TEST(LeaseToken, CarriesWhereToResumeAndHowFarItsWriterRead) {
+  const auto first = parseLeaseToken(leaseTokenBody(LeaseMark{}));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->resume_from, 0u);
+  EXPECT_EQ(first->read_to, 0u);
+  const auto big = parseLeaseToken(leaseTokenBody(LeaseMark{7, 18446744073709551615u}));
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->resume_from, 7u);
+  EXPECT_EQ(big->read_to, 18446744073709551615u);
+  // Without "read" (a hand-made first token): nothing to count as replayed.
+  const auto bare = parseLeaseToken("{\"offset\":12}");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->read_to, 12u);
+  EXPECT_EQ(parseLeaseToken("{\"offset\":-1}"), std::nullopt);
+  EXPECT_EQ(parseLeaseToken("{\"offset\":\"3\"}"), std::nullopt);
+  EXPECT_EQ(parseLeaseToken("{\"offset\":5,\"read\":4}"), std::nullopt);  // read before resume
+  EXPECT_EQ(parseLeaseToken("[3]"), std::nullopt);
+  EXPECT_EQ(parseLeaseToken("not json"), std::nullopt);
 }
 
 TEST(StreamCheckpoint, ResumesFromTheOldestHeldMessage) {
