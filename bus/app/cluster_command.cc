@@ -118,7 +118,8 @@ int publish(const descriptor::ClusterSpec& spec, const std::string& password,
   }
   out << "{\"published\":" << report->published << ",\"messages\":" << report->messages
       << ",\"resent\":" << report->resent << ",\"reconnects\":" << report->reconnects
-      << ",\"confirm_timeouts\":" << report->confirm_timeouts << "}\n";
+      << ",\"confirm_timeouts\":" << report->confirm_timeouts
+      << ",\"broker_errors\":" << report->broker_errors << "}\n";
   return kOk;
 }
 
@@ -134,8 +135,9 @@ std::string clusterUsage() {
          "publish  publish a JSON-lines event file into the partitions, each event to the\n"
          "         partition of its key attributes, resending what a broker failover left\n"
          "         in doubt or left unanswered for 10 s; prints {\"published\":N,\n"
-         "         \"messages\":N,\"resent\":N,\"reconnects\":N,\"confirm_timeouts\":N}\n"
-         "         (events and end markers, messages, events resent, connections given up)\n"
+         "         \"messages\":N,\"resent\":N,\"reconnects\":N,\"confirm_timeouts\":N,\n"
+         "         \"broker_errors\":N} (events and end markers, messages, events\n"
+         "         resent, connections given up, the broker's own failures retried)\n"
          "         --rate N  events per second (default: as fast as the broker takes them)\n"
          "         --batch N  events of one partition per message at most (default 32,\n"
          "                  at most 1000; 1: one message per event); with --rate a batch\n"

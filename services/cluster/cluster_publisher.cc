@@ -46,6 +46,7 @@ class Publisher final : public proton::messaging_handler {
     container_ = &container;
     start_ = Clock::now();
     last_up_ = start_;
+    last_accepted_ = start_;
     container.run();
     return status_;
   }
@@ -73,6 +74,7 @@ class Publisher final : public proton::messaging_handler {
     auto it = in_flight_.find(t);
     if (it == in_flight_.end()) return;
     report_.published += std::max<size_t>(plan_[it->second.index].events.size(), 1);
+    last_accepted_ = Clock::now();
     ++report_.messages;
     landed(it);
     last_up_ = Clock::now();
@@ -81,6 +83,8 @@ class Publisher final : public proton::messaging_handler {
   void on_tracker_reject(proton::tracker& t) override {
     auto it = in_flight_.find(t);
     if (it == in_flight_.end()) return;
+    const proton::error_condition why = amqp::remoteCondition(t);
+    if (retryBrokerError(why, /*refusal=*/true)) return;
     const MessagePlan& message = plan_[it->second.index];
     fail(Status::invalidArgument(
         (message.events.empty()
@@ -91,7 +95,7 @@ class Publisher final : public proton::messaging_handler {
                         ? " (and the " + std::to_string(message.events.size() - 1) +
                               " after it in its batch)"
                         : "")) +
-        ": " + amqp::remoteCondition(t).what()));
+        ": " + why.what()));
   }
   void on_tracker_release(proton::tracker& t) override {
     auto it = in_flight_.find(t);
@@ -129,7 +133,12 @@ class Publisher final : public proton::messaging_handler {
     container_->schedule(proton::duration(200), [this] { connect(); });
   }
 
-  void on_transport_error(proton::transport&) override {}  // handled at the close
+  void on_transport_error(proton::transport&) override {}    // handled at the close
+  void on_connection_error(proton::connection&) override {}  // handled at the close
+  // The broker ended a link or session: retried like a failed connection,
+  // for give_up_ms at most (see retryBrokerError()).
+  void on_sender_error(proton::sender& s) override { linkEnded(s.error()); }
+  void on_session_error(proton::session& s) override { linkEnded(s.error()); }
 
  private:
   struct InFlight {
@@ -203,6 +212,28 @@ class Publisher final : public proton::messaging_handler {
     return true;
   }
 
+  // A failure of the broker's, not of the message (RabbitMQ 3.10 refuses,
+  // or ends the link of, what goes to a stream whose leader's node is down:
+  // amqp:internal-error, "nodedown"): like a failed connection, everything
+  // in doubt goes again, in order, through the next broker; for at most
+  // give_up_ms without an acceptance. A refused message counts as the
+  // broker's failure only with amqp:internal-error; an ended link always.
+  bool retryBrokerError(const proton::error_condition& why, bool refusal) {
+    if ((refusal && why.name() != "amqp:internal-error") ||
+        Clock::now() - last_accepted_ > std::chrono::milliseconds(options_.give_up_ms)) {
+      return false;
+    }
+    ++report_.broker_errors;
+    if (connection_ && connection_.active()) connection_.close();
+    return true;
+  }
+
+  void linkEnded(const proton::error_condition& why) {
+    if (!retryBrokerError(why, /*refusal=*/false)) {
+      fail(Status::unavailable("the broker ended the publishing link: " + why.what()));
+    }
+  }
+
   // Once a second: a message unanswered for confirm_timeout_ms ends its
   // connection (on_transport_close resends what is in doubt).
   void checkConfirms() {
@@ -245,6 +276,7 @@ class Publisher final : public proton::messaging_handler {
   bool timer_armed_ = false;
   Clock::time_point start_;
   Clock::time_point last_up_;
+  Clock::time_point last_accepted_;  // bounds how long broker failures are retried
   PublishReport report_;
   Status status_ = Status::ok();
 };

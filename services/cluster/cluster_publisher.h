@@ -62,6 +62,11 @@ struct PublishReport {
   uint64_t resent = 0;     // events sent again after a connection failed
   uint64_t reconnects = 0;
   uint64_t confirm_timeouts = 0;  // connections given up for an unanswered message
+  // Refusals for a failure of the broker's own (amqp:internal-error) and
+  // links the broker ended, retried like a failed connection; a refusal
+  // with another condition, or anything after give_up_ms without an
+  // acceptance, ends the publish with its reason.
+  uint64_t broker_errors = 0;
 };
 
 // What one message carries: events of one partition (indices into the

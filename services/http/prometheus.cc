@@ -476,6 +476,7 @@ void appendClusterNodes(std::string& out,
       {"window_full", "Times a partition queue held max-unsettled messages its windows need."},
       {"checkpoints", "Stream input: lease tokens (resume offsets) the broker accepted."},
       {"retention_gaps", "Stream input: offsets to replay that the stream no longer held."},
+      {"stream_refreshes", "Stream input: stream links reopened after a silence."},
   };
   for (const auto& [field, help] : kCounters) {
     const std::string name = "cepbus_cluster_" + std::string(field) + "_total";
