@@ -20,8 +20,8 @@
 // PublisherWake's, services/amqp/publisher_wake.h). When to recheck, how
 // much credit to grant and the Proton calls are the listener's.
 //
-// Thread-safety: not thread-safe; one per publishing link, used on the
-// listener's container thread only (the counters it bumps are atomics read
+// Thread-safety: not thread-safe; one per publishing link, used by that
+// link's connection only (the counters it bumps are atomics read
 // anywhere). Ownership: shares the listener's and the link's counters.
 
 #include <memory>

@@ -52,7 +52,7 @@ struct OutboxEntry {
 
 class SubscriberOutbox {
  public:
-  // Asks the container thread to drain the bound link; false when it cannot
+  // Asks the bound link's connection to drain it; false when it cannot
   // (the link's connection is closing): what arrived then waits for the
   // subscription's next link, or its end.
   using Wake = std::function<bool()>;
@@ -73,7 +73,7 @@ class SubscriberOutbox {
   // journaled delivery takes the flow's deferred acknowledgement with it.
   Status offer(const flows::Exchange& exchange);
 
-  // ---- container thread ----
+  // ---- the bound link's connection (or the control lock) ----
   // A link takes the subscription: what arrives wakes it through `wake`, and
   // it is woken now for what is already waiting. Forgets the in-transit
   // count: what was published while nobody was bound was not counted.
