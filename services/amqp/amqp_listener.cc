@@ -647,7 +647,7 @@ struct AmqpListenerService::Impl {
       publishers.clear();
       subscribers.clear();
       connection_ = proton::connection();
-      const size_t open = --impl.transports;
+      const size_t open = impl.transportClosed();
       // The container would wait for its scheduled work to time out as well;
       // once the last client is gone there is nothing left to wait for.
       if (impl.shutting_down && open == 0) impl.container->stop();
@@ -1097,6 +1097,15 @@ struct AmqpListenerService::Impl {
     publisher_dir.clear();
     subscriber_dir.clear();
     connections.clear();
+  }
+
+  // One network connection fewer; how many are left. Never below 0: a
+  // transport may close without having been counted open (refused early).
+  size_t transportClosed() {
+    size_t open = transports.load();
+    while (open > 0 && !transports.compare_exchange_weak(open, open - 1)) {
+    }
+    return open > 0 ? open - 1 : 0;
   }
 
   // The container threads: the descriptor's, else one per core.
