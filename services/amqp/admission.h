@@ -14,8 +14,9 @@
 // subscriptions by their owner: the user, or the client's container id for
 // an anonymous client.
 //
-// Thread-safety: not thread-safe; the listener uses it on its container
-// thread only. refusals() may be read from any thread.
+// Thread-safety: not thread-safe; the listener guards it with its control
+// lock (amqp_listener.cc). admitMessage() (the limits are fixed) and
+// refusals() may be called from any thread without it.
 
 #include <atomic>
 #include <cstddef>

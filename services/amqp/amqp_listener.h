@@ -2,7 +2,7 @@
 
 // AmqpListenerService: the AMQP 1.0 binding component (Qpid Proton C++). The
 // bus is the AMQP peer that endpoints connect to: a proton::container on its
-// own thread listens on the descriptor's <listeners><amqp host port>.
+// own threads listens on the descriptor's <listeners><amqp host port>.
 //
 // - A client's sending link publishes: its target address is the topic (no
 //   wildcards) and every message becomes an event (services/amqp/message_mapping.h).
@@ -101,12 +101,21 @@
 //   amqp:link:message-size-exceeded (counted in messages_too_large); the
 //   link stays up.
 //
-// Threading: every Proton object is used on the container thread only.
-// Router callbacks from other threads (an endpoint's consumer) hand work to
-// it through the connection's proton::work_queue.
+// Threading: the container runs `threads` threads (one per core unless the
+// descriptor says <amqp threads="N">), and every connection is owned by the
+// events and work Proton serializes for it: its links, deliveries, holds
+// and outboxes are touched there only, so reading one connection's burst and
+// writing another's proceed in parallel. What crosses connections — an
+// event for a subscriber, a drained buffer giving a publisher credit back, a
+// relink — goes through the target connection's proton::work_queue; what a
+// publish reads of another connection's buffers is atomic. The global
+// tables (admission, sessions, broker subscriptions and durable parking,
+// the link directory) are locked on the control path only (open, attach,
+// detach, close; and an in-out request's admission), request/response
+// tables for requests and answers only: a publish takes no shared lock.
 // Thread-safety: the Service life cycle calls are made by one thread;
 // port() and stats() may be called from any thread. Ownership: owns the
-// container, its thread, and the endpoints of its receiving links.
+// container, its threads, and the endpoints of its receiving links.
 
 #include <chrono>
 #include <cstddef>
@@ -125,6 +134,7 @@ namespace cepbus::services::amqp {
 
 struct AmqpListenerOptions {
   std::string name = "amqp";        // the service name (and container id)
+  unsigned threads = 0;             // container threads; 0: one per core
   uint32_t credit_window = 100;     // credit granted to a publishing link at a time
   size_t subscriber_buffer = 1000;  // events buffered per subscribing link
   size_t durable_buffer = 1000;  // events kept for a durable subscription whose subscriber is away

@@ -14,8 +14,8 @@
 // closed; restore() re-creates the recorded ones, parked, when the listener
 // starts. Without one they live in memory and end with the process.
 //
-// Thread-safety: not thread-safe; the listener uses it on its container
-// thread only (the outboxes it makes take offers from router threads).
+// Thread-safety: not thread-safe; the listener guards it with its control
+// lock (the outboxes it makes take offers from router threads).
 // Ownership: shares the outboxes with the links and the endpoints'
 // consumers; holds the parking. The broker and the admission outlive it.
 

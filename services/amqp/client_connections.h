@@ -5,11 +5,10 @@
 // once SASL succeeded, the number AmqpAdmission counts it by, and the work
 // queue through which other threads reach it. Links are not kept here.
 //
-// Thread-safety: not thread-safe; the listener uses it on its container
-// thread only. A Waker alone may be used from any thread. Every record is
-// one connection's: when connections are served by several container
-// threads, each thread can keep its own table (the admission's
-// max-connections, shared by all, is then what needs care).
+// Thread-safety: not thread-safe; the listener guards it with its control
+// lock, and touches a connection's record (and the Proton handles it holds)
+// only from that connection's own events. A Waker alone may be used from
+// any thread.
 // Ownership: holds Proton handles (not owning), the admission shared with
 // the listener's registry entry, and each connection's Waker, shared with
 // the outboxes and callbacks that wake it.

@@ -9,11 +9,11 @@
 // address and still durable resumes it; one that attaches differently ends
 // it and starts afresh.
 //
-// Thread-safety: not thread-safe; used on the listener's container thread
-// only. Ownership: shares the parked outboxes (the endpoints' consumers hold
-// them too). Ending a subscription — its admission, its outbox, its broker
-// endpoint — is its owner's business (broker_subscriptions.h): the parking
-// calls the End it was given.
+// Thread-safety: not thread-safe; used under the listener's control lock
+// (through broker_subscriptions.h). Ownership: shares the parked outboxes
+// (the endpoints' consumers hold them too). Ending a subscription — its
+// admission, its outbox, its broker endpoint — is its owner's business
+// (broker_subscriptions.h): the parking calls the End it was given.
 
 #include <cstddef>
 #include <functional>

@@ -8,8 +8,8 @@
 // publishers back until the subscriber counts as stuck, then refuses
 // (buffer_full; services/amqp/amqp_listener.h).
 //
-// Thread-safety: not thread-safe; one per subscribing link, used on the
-// listener's container thread only.
+// Thread-safety: not thread-safe; one per subscribing link, used by that
+// link's connection only.
 
 #include <algorithm>
 #include <cstddef>

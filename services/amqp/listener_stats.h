@@ -5,7 +5,7 @@
 // and the listener's registry entry that shows them; each link's counters
 // and its own registry entry.
 //
-// ListenerCounters are bumped by the listener's container thread and by its
+// ListenerCounters are bumped by the listener's container threads and by its
 // endpoint consumers on router threads, which may still run for a moment
 // after the service is gone (an in-flight straight-through delivery): the
 // listener shares them rather than owning them alone. The refusal counters
@@ -117,7 +117,7 @@ struct ListenerCounters {
 // One link's counters, shown in its registry entry "amqp-link:<client
 // container id>/<link name>". A subscription's live in its outbox, so a
 // durable one keeps them while its subscriber is away. Bumped by the
-// container thread and by endpoint consumers on router threads.
+// container threads and by endpoint consumers on router threads.
 struct LinkCounters {
   std::atomic<uint64_t> accepted{0};          // publishing: unsettled messages accepted
   std::atomic<uint64_t> rejected{0};          // publishing: messages rejected

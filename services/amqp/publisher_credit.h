@@ -12,7 +12,7 @@
 // is stuck (stalled) holds nobody back. A link with no room waits until every
 // buffer it feeds is back at or below its low-water mark, half its capacity.
 //
-// Thread-safety: a value; one is made per decision on the container thread.
+// Thread-safety: a value; one is made per decision by the link's connection.
 
 #include <cstddef>
 #include <cstdint>

@@ -58,12 +58,6 @@ bool PublisherHold::scheduleRecheck() {
   return true;
 }
 
-bool PublisherHold::postResume() {
-  if (resume_posted_) return false;
-  resume_posted_ = true;
-  return true;
-}
-
 void PublisherHold::bumpPausedLinks(bool up) {
   if (up) {
     counters_->paused_links.fetch_add(1, std::memory_order_relaxed);

@@ -15,12 +15,13 @@
 // A link held for either reason counts once in paused_links; each hold that
 // starts counts a credit pause (a wait also a subscriber wait) and one
 // credit_withheld for the link. It also keeps the link's outstanding credit
-// as counted into publish_credit, and whether a recheck or a resume is
-// already on its way, so that each is scheduled once. When to recheck, how
+// as counted into publish_credit, and whether a recheck is already on its
+// way, so that it is scheduled once (a resume from another connection is
+// PublisherWake's, services/amqp/publisher_wake.h). When to recheck, how
 // much credit to grant and the Proton calls are the listener's.
 //
-// Thread-safety: not thread-safe; one per publishing link, used on the
-// listener's container thread only (the counters it bumps are atomics read
+// Thread-safety: not thread-safe; one per publishing link, used by that
+// link's connection only (the counters it bumps are atomics read
 // anywhere). Ownership: shares the listener's and the link's counters.
 
 #include <memory>
@@ -61,9 +62,6 @@ class PublisherHold {
   // True when no recheck was on its way: the caller schedules one.
   bool scheduleRecheck();
   void recheckRan() { recheck_scheduled_ = false; }
-  // True when no resume was on its way: the caller posts one.
-  bool postResume();
-  void resumeRan() { resume_posted_ = false; }
 
  private:
   void bumpPausedLinks(bool up);
@@ -75,7 +73,6 @@ class PublisherHold {
   std::vector<std::string> congested_;
   int credit_ = 0;  // as last counted into publish_credit
   bool recheck_scheduled_ = false;
-  bool resume_posted_ = false;
 };
 
 }  // namespace cepbus::services::amqp

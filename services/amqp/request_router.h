@@ -18,8 +18,9 @@
 // deliveries stay with the listener: this part maps messages and keeps
 // tables, so it is tested with in-memory Proton messages alone.
 //
-// Thread-safety: not thread-safe; the listener uses it on its container
-// thread only. Ownership: keeps a copy of each open provider request (its
+// Thread-safety: not thread-safe; the listener guards it with a lock of its
+// own, taken for requests and answers (never for a plain publish).
+// Ownership: keeps a copy of each open provider request (its
 // listener is the requester's); holds no link, only link numbers.
 
 #include <chrono>

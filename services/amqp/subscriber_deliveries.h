@@ -14,8 +14,8 @@
 // An entry sent pre-settled (an at-most-once subscriber) gets no outcome:
 // a journaled one is acknowledged as it goes out, as the subscriber chose.
 //
-// Thread-safety: not thread-safe; one per subscribing link, used on the
-// listener's container thread only. Ownership: owns the unsettled entries;
+// Thread-safety: not thread-safe; one per subscribing link, used by that
+// link's connection only. Ownership: owns the unsettled entries;
 // shares the link's outbox. When a settlement should make the link send
 // more it calls the drain callback it is given, not the listener.
 

@@ -67,6 +67,7 @@ void SubscriberOutbox::pushAnswer(OutboxEntry entry) {
   std::lock_guard lock(mu_);
   pending_.push_back(std::move(entry));
   queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
+  wake();
 }
 
 std::vector<OutboxEntry> SubscriberOutbox::take(int n) {
@@ -78,7 +79,7 @@ std::vector<OutboxEntry> SubscriberOutbox::take(int n) {
     pending_.pop_front();
   }
   queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
-  taken_ += out.size();
+  taken_.fetch_add(out.size(), std::memory_order_relaxed);
   return out;
 }
 
@@ -134,27 +135,47 @@ int64_t SubscriberOutbox::load() const {
 
 int64_t SubscriberOutbox::lowWater() const { return PublisherCredit::lowWater(capacity_); }
 
+void SubscriberOutbox::setPublishers(std::vector<std::shared_ptr<PublisherWake>> publishers) {
+  std::lock_guard lock(mu_);
+  publishers_ = std::move(publishers);
+  publisher_count_.store(publishers_.size(), std::memory_order_release);
+}
+
+void SubscriberOutbox::wakePublishers() {
+  std::vector<std::shared_ptr<PublisherWake>> publishers;
+  {
+    std::lock_guard lock(mu_);
+    publishers = publishers_;
+  }
+  // Outside the lock: a post takes the publisher's connection's Waker.
+  for (const auto& publisher : publishers) publisher->post();
+}
+
 void SubscriberOutbox::watchFrom(std::chrono::steady_clock::time_point now) {
-  stall_mark_ = taken_;
+  std::lock_guard lock(mu_);
+  stall_mark_ = taken();
   stall_since_ = now;
 }
 
 bool SubscriberOutbox::checkStall(std::chrono::steady_clock::time_point now,
                                   std::chrono::nanoseconds timeout) {
-  if (stalled_ || load() <= lowWater()) return false;
-  if (taken_ != stall_mark_) {
-    watchFrom(now);
+  if (stalled() || load() <= lowWater()) return false;
+  std::lock_guard lock(mu_);
+  if (taken() != stall_mark_) {
+    stall_mark_ = taken();
+    stall_since_ = now;
     return false;
   }
   if (now - stall_since_ < timeout) return false;
-  stalled_ = true;
+  // Publishers on several connections may look at once: one of them counts it.
+  if (stalled_.exchange(true, std::memory_order_acq_rel)) return false;
   in_transit_.store(0, std::memory_order_relaxed);
   return true;
 }
 
 bool SubscriberOutbox::drainedToLowWater() {
   if (load() > lowWater()) return false;
-  stalled_ = false;
+  stalled_.store(false, std::memory_order_release);
   return true;
 }
 

@@ -7,16 +7,17 @@
 // (publisher_credit.h), watches whether its subscriber is stuck, and
 // outlives its link when the subscription is durable (durable_parking.h).
 //
-// Thread-safety: offer() runs on router threads (the endpoint's consumer)
-// and load() may be read from any thread; everything else runs on the
-// listener's container thread. One mutex per outbox guards what offer()
-// shares with the container thread, so outboxes of different connections
-// never contend. Ownership: shared by the subscribing link, the broker
-// endpoint's consumer and, while its subscriber is away, the parking; it
-// owns the entries it holds and gives their acknowledgements back when it
-// closes. It knows no listener: when an event arrives for a bound link it
-// calls the Wake it was bound with, which asks the container thread to
-// drain the link.
+// Thread-safety: offer() runs on router threads (the endpoint's consumer);
+// load(), publisherCount(), stalled() and the stall watch are read or run by
+// the publishing links' connections, on any container thread; the rest runs
+// on the connection of the link bound to it (or, while none is, under the
+// listener's control lock). One mutex per outbox guards what they share, so
+// outboxes of different subscriptions never contend; what a publisher reads
+// per message (load, publisher count, stalled) is atomic. Ownership: shared by the subscribing
+// link, the broker endpoint's consumer and, while its subscriber is away, the parking; it owns the
+// entries it holds and gives their acknowledgements back when it closes. It knows no listener: when
+// an event arrives for a bound link it calls the Wake it was bound with, which asks the link's
+// connection to drain it.
 
 #include <atomic>
 #include <chrono>
@@ -36,6 +37,7 @@
 #include "flows/exchange.h"
 #include "flows/reliable_flow.h"
 #include "services/amqp/listener_stats.h"
+#include "services/amqp/publisher_wake.h"
 
 namespace cepbus::services::amqp {
 
@@ -50,7 +52,7 @@ struct OutboxEntry {
 
 class SubscriberOutbox {
  public:
-  // Asks the container thread to drain the bound link; false when it cannot
+  // Asks the bound link's connection to drain it; false when it cannot
   // (the link's connection is closing): what arrived then waits for the
   // subscription's next link, or its end.
   using Wake = std::function<bool()>;
@@ -71,7 +73,7 @@ class SubscriberOutbox {
   // journaled delivery takes the flow's deferred acknowledgement with it.
   Status offer(const flows::Exchange& exchange);
 
-  // ---- container thread ----
+  // ---- the bound link's connection (or the control lock) ----
   // A link takes the subscription: what arrives wakes it through `wake`, and
   // it is woken now for what is already waiting. Forgets the in-transit
   // count: what was published while nobody was bound was not counted.
@@ -79,7 +81,8 @@ class SubscriberOutbox {
   // The link went away; the outbox keeps collecting up to `away_capacity`.
   void unbind();
   // An answer to a request: not bounded, since its requester asked for it
-  // and the requests bound how many there are.
+  // and the requests bound how many there are. Wakes the bound link. Any
+  // thread.
   void pushAnswer(OutboxEntry entry);
   // Up to `n` entries, oldest first; re-arms the wake-up.
   std::vector<OutboxEntry> take(int n);
@@ -106,12 +109,16 @@ class SubscriberOutbox {
   // Publishers it held back get credit again at or below this load.
   int64_t lowWater() const;
   // Entries taken for sending so far: the subscriber's progress.
-  uint64_t taken() const { return taken_; }
+  uint64_t taken() const { return taken_.load(std::memory_order_relaxed); }
 
   // ---- the publishing links it feeds (their credit reads its load) ----
-  const std::vector<uint64_t>& publishers() const { return publishers_; }
-  void clearPublishers() { publishers_.clear(); }
-  void addPublisher(uint64_t link) { publishers_.push_back(link); }
+  // Set whenever a link comes or goes (the listener's control lock held).
+  void setPublishers(std::vector<std::shared_ptr<PublisherWake>> publishers);
+  // How many links share its room. Any thread.
+  size_t publisherCount() const { return publisher_count_.load(std::memory_order_acquire); }
+  // Drained to its low-water mark: each waiting publisher's resume is posted
+  // to its own connection (PublisherWake::post()).
+  void wakePublishers();
 
   // ---- stall watch ----
   // A publisher started waiting for room here: progress is measured from now.
@@ -121,7 +128,7 @@ class SubscriberOutbox {
   // and an in-transit count it may have got wrong (an event lost on the
   // way) is forgotten. True when it became stuck with this call.
   bool checkStall(std::chrono::steady_clock::time_point now, std::chrono::nanoseconds timeout);
-  bool stalled() const { return stalled_; }
+  bool stalled() const { return stalled_.load(std::memory_order_acquire); }
   // True at or below the low-water mark, which ends a stall.
   bool drainedToLowWater();
 
@@ -147,13 +154,13 @@ class SubscriberOutbox {
   // Never below 0: an arrival that was not counted out (published before
   // this outbox matched) must not make room that is not there.
   std::atomic<int64_t> in_transit_{0};
-  uint64_t taken_ = 0;  // written under mu_ by the container thread, its only reader
+  std::atomic<uint64_t> taken_{0};  // written under mu_
 
-  // Container thread only.
-  std::vector<uint64_t> publishers_;
-  bool stalled_ = false;
-  uint64_t stall_mark_ = 0;  // taken() when last seen moving
-  std::chrono::steady_clock::time_point stall_since_{};
+  std::vector<std::shared_ptr<PublisherWake>> publishers_;  // guarded by mu_
+  std::atomic<size_t> publisher_count_{0};                  // publishers_.size()
+  std::atomic<bool> stalled_{false};
+  uint64_t stall_mark_ = 0;                              // guarded by mu_: taken() when last moving
+  std::chrono::steady_clock::time_point stall_since_{};  // guarded by mu_
 };
 
 }  // namespace cepbus::services::amqp

@@ -131,6 +131,9 @@ struct AmqpListener {
   std::optional<uint64_t> max_durable;           // max-durable: per user (or container id)
   std::optional<uint64_t> max_pending_requests;  // max-pending-requests: per connection
   std::optional<uint64_t> max_message_size;      // max-message-size: bytes, encoded
+  // threads: the container threads serving the connections; absent: one per
+  // core.
+  std::optional<unsigned> threads;
   Location where;
 
   const AmqpUser* user(std::string_view name) const;  // nullptr when absent

@@ -33,6 +33,8 @@ constexpr uint64_t kMaxThreads = 1024;
 constexpr uint64_t kMaxPort = 65535;
 // AMQP link credit is a 32-bit count; a window beyond this buys nothing.
 constexpr uint64_t kMaxCreditWindow = 1000000;
+// Container threads of the AMQP listener: far more than cores buys nothing.
+constexpr uint64_t kMaxAmqpThreads = 256;
 constexpr uint64_t kMaxTimeoutMs = uint64_t{24} * 3600 * 1000;  // a day
 constexpr uint64_t kMaxPartitions = 1024;
 constexpr uint64_t kMaxSlack = uint64_t{1} << 40;
@@ -786,7 +788,7 @@ class Parser {
     checkAttributes(e, {"host", "port", "allow-anonymous", "credit-window", "subscriber-buffer",
                         "durable-buffer", "request-timeout", "subscriber-stall-timeout",
                         "max-connections", "max-sessions", "max-links", "max-durable",
-                        "max-pending-requests", "max-message-size"});
+                        "max-pending-requests", "max-message-size", "threads"});
     l.where = at(e);
     hostAndPort(e, l.host, l.port);
     l.allow_anonymous = boolean(e, "allow-anonymous").value_or(l.allow_anonymous);
@@ -805,6 +807,9 @@ class Parser {
     l.max_durable = integer(e, "max-durable", 0, kMaxCapacity);
     l.max_pending_requests = integer(e, "max-pending-requests", 1, kMaxCapacity);
     l.max_message_size = integer(e, "max-message-size", 1, kMaxCapacity);
+    if (auto threads = integer(e, "threads", 1, kMaxAmqpThreads)) {
+      l.threads = static_cast<unsigned>(*threads);
+    }
     NameScope users;
     children(e, {{"tls", true}, {"user"}}, [&](const XMLElement* child) {
       if (std::string_view(child->Name()) == "tls") {

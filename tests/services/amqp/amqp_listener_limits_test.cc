@@ -89,7 +89,9 @@ class SessionClient final : public proton::messaging_handler {
   std::thread thread_;
 };
 
-class AmqpListenerLimitsTest : public ::testing::Test {
+// Every test runs with one container thread and with several: a
+// connection's work must not depend on which thread serves it.
+class AmqpListenerLimitsTest : public ::testing::TestWithParam<unsigned> {
  protected:
   AmqpListenerLimitsTest() {
     auto policy = std::make_unique<router::DeliveryPolicy>("st");
@@ -104,7 +106,8 @@ class AmqpListenerLimitsTest : public ::testing::Test {
     broker_->stop();
   }
 
-  AmqpListenerService& start(const AmqpListenerOptions& options) {
+  AmqpListenerService& start(AmqpListenerOptions options) {
+    options.threads = GetParam();
     descriptor::AmqpListener config;
     config.port = 0;
     config.allow_anonymous = true;
@@ -135,7 +138,7 @@ class AmqpListenerLimitsTest : public ::testing::Test {
   std::unique_ptr<AmqpListenerService> service_;
 };
 
-TEST_F(AmqpListenerLimitsTest, ConnectionsBeyondTheLimitAreRefusedOnOpen) {
+TEST_P(AmqpListenerLimitsTest, ConnectionsBeyondTheLimitAreRefusedOnOpen) {
   AmqpListenerOptions options;
   options.limits.max_connections = 3;
   AmqpListenerService& service = start(options);
@@ -162,7 +165,7 @@ TEST_F(AmqpListenerLimitsTest, ConnectionsBeyondTheLimitAreRefusedOnOpen) {
   }));
 }
 
-TEST_F(AmqpListenerLimitsTest, LinksBeyondTheLimitAreDetachedAndTheConnectionStaysUp) {
+TEST_P(AmqpListenerLimitsTest, LinksBeyondTheLimitAreDetachedAndTheConnectionStaysUp) {
   AmqpListenerOptions options;
   options.limits.max_links = 3;
   AmqpListenerService& service = start(options);
@@ -192,7 +195,7 @@ TEST_F(AmqpListenerLimitsTest, LinksBeyondTheLimitAreDetachedAndTheConnectionSta
   expectServed(service.port());
 }
 
-TEST_F(AmqpListenerLimitsTest, SessionsBeyondTheLimitAreEnded) {
+TEST_P(AmqpListenerLimitsTest, SessionsBeyondTheLimitAreEnded) {
   AmqpListenerOptions options;
   options.limits.max_sessions = 4;
   AmqpListenerService& service = start(options);
@@ -206,7 +209,7 @@ TEST_F(AmqpListenerLimitsTest, SessionsBeyondTheLimitAreEnded) {
   expectServed(service.port());
 }
 
-TEST_F(AmqpListenerLimitsTest, DurableSubscriptionsAreBoundedPerContainerEvenWhileAway) {
+TEST_P(AmqpListenerLimitsTest, DurableSubscriptionsAreBoundedPerContainerEvenWhileAway) {
   AmqpListenerOptions options;
   options.limits.max_durable = 2;
   AmqpListenerService& service = start(options);
@@ -253,7 +256,7 @@ TEST_F(AmqpListenerLimitsTest, DurableSubscriptionsAreBoundedPerContainerEvenWhi
   EXPECT_TRUE(other.waitFor([&] { return other.links_open.count("d0") > 0; }));
 }
 
-TEST_F(AmqpListenerLimitsTest, RequestsBeyondThePendingLimitAreRejectedUntilAnswered) {
+TEST_P(AmqpListenerLimitsTest, RequestsBeyondThePendingLimitAreRejectedUntilAnswered) {
   AmqpListenerOptions options;
   options.limits.max_pending_requests = 2;
   options.request_timeout = 300ms;
@@ -325,7 +328,7 @@ void expectTooLargeRefused(AmqpListenerService& service, size_t limit, size_t by
   EXPECT_EQ(service.stats().messages_too_large, 1u);
 }
 
-TEST_F(AmqpListenerLimitsTest, MessagesBeyondTheDefaultSizeAreRejectedAndTheLinkStaysUp) {
+TEST_P(AmqpListenerLimitsTest, MessagesBeyondTheDefaultSizeAreRejectedAndTheLinkStaysUp) {
   AmqpListenerService& service = start(AmqpListenerOptions{});
   AmqpTestClient watcher(service.port(), "watcher");
   ASSERT_TRUE(watcher.waitOpen());
@@ -339,7 +342,7 @@ TEST_F(AmqpListenerLimitsTest, MessagesBeyondTheDefaultSizeAreRejectedAndTheLink
   expectServed(service.port());
 }
 
-TEST_F(AmqpListenerLimitsTest, MessagesBeyondASmallSizeLimitAreRejected) {
+TEST_P(AmqpListenerLimitsTest, MessagesBeyondASmallSizeLimitAreRejected) {
   AmqpListenerOptions options;
   options.limits.max_message_size = 200;
   AmqpListenerService& service = start(options);
@@ -347,7 +350,7 @@ TEST_F(AmqpListenerLimitsTest, MessagesBeyondASmallSizeLimitAreRejected) {
   expectServed(service.port());
 }
 
-TEST_F(AmqpListenerLimitsTest, AHugeCreditNeverReadHoldsNoMoreThanTheSubscriberBuffer) {
+TEST_P(AmqpListenerLimitsTest, AHugeCreditNeverReadHoldsNoMoreThanTheSubscriberBuffer) {
   constexpr int kEvents = 50000;
   constexpr size_t kBuffer = 200;
   AmqpListenerOptions options;
@@ -393,6 +396,11 @@ TEST_F(AmqpListenerLimitsTest, AHugeCreditNeverReadHoldsNoMoreThanTheSubscriberB
   EXPECT_GE(s.buffer_full, kEvents - 2 * kBuffer);
   expectServed(service.port());
 }
+
+INSTANTIATE_TEST_SUITE_P(Threads, AmqpListenerLimitsTest, ::testing::Values(1u, 2u, 4u),
+                         [](const ::testing::TestParamInfo<unsigned>& info) {
+                           return std::to_string(info.param) + "_threads";
+                         });
 
 }  // namespace
 }  // namespace cepbus::services::amqp

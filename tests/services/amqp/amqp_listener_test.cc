@@ -293,7 +293,9 @@ TestClient::Plan publishing(std::string address, std::vector<proton::message> me
   return plan;
 }
 
-class AmqpListenerTest : public ::testing::Test {
+// Every test runs with one container thread and with several: a
+// connection's work must not depend on which thread serves it.
+class AmqpListenerTest : public ::testing::TestWithParam<unsigned> {
  protected:
   AmqpListenerTest() {
     auto policy = std::make_unique<router::DeliveryPolicy>("st");
@@ -317,6 +319,7 @@ class AmqpListenerTest : public ::testing::Test {
   }
 
   AmqpListenerService& start(bool anonymous = true, AmqpListenerOptions options = {}) {
+    options.threads = GetParam();
     descriptor::AmqpListener config;
     config.port = 0;
     config.allow_anonymous = anonymous;
@@ -334,7 +337,7 @@ class AmqpListenerTest : public ::testing::Test {
   std::unique_ptr<AmqpListenerService> service_;
 };
 
-TEST_F(AmqpListenerTest, PublishedMessagesReachWildcardSubscribersMapped) {
+TEST_P(AmqpListenerTest, PublishedMessagesReachWildcardSubscribersMapped) {
   AmqpListenerService& service = start();
   Recorder everything(*broker_, "test:all", "#");
   TestClient subscriber(service.port(), subscribing({"stocks.#", "stocks.*.ibm"}));
@@ -379,7 +382,7 @@ TEST_F(AmqpListenerTest, PublishedMessagesReachWildcardSubscribersMapped) {
   EXPECT_EQ(service.stats().subscriber_links, 2u);
 }
 
-TEST_F(AmqpListenerTest, EventsPublishedOnTheBusGoOutWithTheirIdAndAttributes) {
+TEST_P(AmqpListenerTest, EventsPublishedOnTheBusGoOutWithTheirIdAndAttributes) {
   AmqpListenerService& service = start();
   TestClient subscriber(service.port(), subscribing({"alerts.*"}));
   ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.links_open == 1; }));
@@ -398,7 +401,7 @@ TEST_F(AmqpListenerTest, EventsPublishedOnTheBusGoOutWithTheirIdAndAttributes) {
   EXPECT_TRUE(waitUntil([&] { return service.stats().acknowledged == 1; }));
 }
 
-TEST_F(AmqpListenerTest, MalformedMessagesAreRejectedWithAReasonAndTheLinkStaysUp) {
+TEST_P(AmqpListenerTest, MalformedMessagesAreRejectedWithAReasonAndTheLinkStaysUp) {
   AmqpListenerService& service = start();
   Recorder recorder(*broker_, "test:orders", "orders");
   proton::message no_type;
@@ -427,7 +430,7 @@ TEST_F(AmqpListenerTest, MalformedMessagesAreRejectedWithAReasonAndTheLinkStaysU
   EXPECT_FALSE(client.read<bool>([&] { return static_cast<bool>(client.error); }));
 }
 
-TEST_F(AmqpListenerTest, PresettledMessagesArePublishedAtMostOnce) {
+TEST_P(AmqpListenerTest, PresettledMessagesArePublishedAtMostOnce) {
   AmqpListenerService& service = start();
   Recorder recorder(*broker_, "test:ticks", "ticks");
   proton::message bad;
@@ -449,7 +452,7 @@ TEST_F(AmqpListenerTest, PresettledMessagesArePublishedAtMostOnce) {
 // at-most-once subscriber gets its messages pre-settled, with nothing held
 // for an outcome that never comes. Before, the bus kept ~900 bytes per
 // pre-settled message until the link closed (1 M messages: 900 MB).
-TEST_F(AmqpListenerTest, AnAtMostOnceStreamLeavesNothingBehind) {
+TEST_P(AmqpListenerTest, AnAtMostOnceStreamLeavesNothingBehind) {
   AmqpListenerService& service = start();
   std::atomic<size_t> delivered{0};
   ASSERT_TRUE(broker_->addEndpoint("test:count", [&](const flows::Exchange&) {
@@ -493,7 +496,7 @@ TEST_F(AmqpListenerTest, AnAtMostOnceStreamLeavesNothingBehind) {
   EXPECT_EQ(service.stats().acknowledged, 0u);
 }
 
-TEST_F(AmqpListenerTest, RefusedAdmissionReleasesAndStopsCreditUntilTheStageRecovers) {
+TEST_P(AmqpListenerTest, RefusedAdmissionReleasesAndStopsCreditUntilTheStageRecovers) {
   AmqpListenerOptions options;
   options.credit_window = 4;
   AmqpListenerService& service = start(true, options);
@@ -550,7 +553,7 @@ TEST_F(AmqpListenerTest, RefusedAdmissionReleasesAndStopsCreditUntilTheStageReco
   EXPECT_GE(service.stats().released, 1u);
 }
 
-TEST_F(AmqpListenerTest, ASlowSubscriberIsRefusedPastItsBufferWithoutSlowingOthers) {
+TEST_P(AmqpListenerTest, ASlowSubscriberIsRefusedPastItsBufferWithoutSlowingOthers) {
   AmqpListenerOptions options;
   options.subscriber_buffer = 3;
   AmqpListenerService& service = start(true, options);
@@ -575,7 +578,7 @@ TEST_F(AmqpListenerTest, ASlowSubscriberIsRefusedPastItsBufferWithoutSlowingOthe
   EXPECT_EQ(stalled.read<size_t>([&] { return stalled.received.size(); }), 0u);
 }
 
-TEST_F(AmqpListenerTest, BadAddressesCloseTheLinkWithAReason) {
+TEST_P(AmqpListenerTest, BadAddressesCloseTheLinkWithAReason) {
   AmqpListenerService& service = start();
   TestClient publisher(service.port(), publishing("stocks.#"));
   ASSERT_TRUE(publisher.waitFor([&] { return static_cast<bool>(publisher.error); }));
@@ -589,7 +592,7 @@ TEST_F(AmqpListenerTest, BadAddressesCloseTheLinkWithAReason) {
 // A publisher link's address becomes a symbol the process keeps: a client
 // opening links to ever new addresses spends the budget of names clients may
 // create, and is refused with the resource-limit condition beyond it.
-TEST_F(AmqpListenerTest, ATargetAddressBeyondTheWireNameBudgetClosesTheLinkWithAReason) {
+TEST_P(AmqpListenerTest, ATargetAddressBeyondTheWireNameBudgetClosesTheLinkWithAReason) {
   AmqpListenerService& service = start();
   setWireNameBudget(wireNameStats().created);  // no new name from clients from now on
   TestClient publisher(service.port(), publishing("stocks.never-seen-before"));
@@ -603,7 +606,7 @@ TEST_F(AmqpListenerTest, ATargetAddressBeyondTheWireNameBudgetClosesTheLinkWithA
             std::string::npos);
 }
 
-TEST_F(AmqpListenerTest, RefusesConnectionsWhenAnonymousIsNotAllowed) {
+TEST_P(AmqpListenerTest, RefusesConnectionsWhenAnonymousIsNotAllowed) {
   AmqpListenerService& service = start(/*anonymous=*/false);
   TestClient client(service.port(), publishing("x"));
   ASSERT_TRUE(client.waitFor([&] { return static_cast<bool>(client.error); }));
@@ -612,7 +615,7 @@ TEST_F(AmqpListenerTest, RefusesConnectionsWhenAnonymousIsNotAllowed) {
   EXPECT_EQ(service.stats().connections, 0u);
 }
 
-TEST_F(AmqpListenerTest, StartFailsWithTheAddressWhenThePortIsTaken) {
+TEST_P(AmqpListenerTest, StartFailsWithTheAddressWhenThePortIsTaken) {
   AmqpListenerService& first = start();
   descriptor::AmqpListener config;
   config.port = static_cast<uint16_t>(first.port());
@@ -626,7 +629,7 @@ TEST_F(AmqpListenerTest, StartFailsWithTheAddressWhenThePortIsTaken) {
   second.stop();
 }
 
-TEST_F(AmqpListenerTest, StopClosesConnectionsAndRemovesEndpointsIdempotently) {
+TEST_P(AmqpListenerTest, StopClosesConnectionsAndRemovesEndpointsIdempotently) {
   AmqpListenerService& service = start();
   TestClient subscriber(service.port(), subscribing({"a.#", "b"}));
   ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.links_open == 2; }));
@@ -641,7 +644,7 @@ TEST_F(AmqpListenerTest, StopClosesConnectionsAndRemovesEndpointsIdempotently) {
 // While its subscriber is away a durable subscription keeps at most
 // `durable_buffer` events; what does not fit is refused and counted, and
 // the rest is delivered in order when the subscriber comes back.
-TEST_F(AmqpListenerTest, AnAwayDurableSubscriptionIsBoundedAndCountsWhatItRefuses) {
+TEST_P(AmqpListenerTest, AnAwayDurableSubscriptionIsBoundedAndCountsWhatItRefuses) {
   AmqpListenerOptions options;
   options.durable_buffer = 3;
   AmqpListenerService& service = start(true, options);
@@ -685,7 +688,7 @@ TEST_F(AmqpListenerTest, AnAwayDurableSubscriptionIsBoundedAndCountsWhatItRefuse
 // Credit follows the subscriber side: a flood of pre-settled messages to a
 // subscriber that takes them slowly waits at the sender (its credit withheld
 // while the subscriber's buffer is full) and loses nothing.
-TEST_F(AmqpListenerTest, AFloodWaitsForASlowSubscriberInsteadOfOverflowingItsBuffer) {
+TEST_P(AmqpListenerTest, AFloodWaitsForASlowSubscriberInsteadOfOverflowingItsBuffer) {
   AmqpListenerOptions options;
   options.subscriber_buffer = 20;
   options.credit_window = 8;
@@ -733,10 +736,70 @@ TEST_F(AmqpListenerTest, AFloodWaitsForASlowSubscriberInsteadOfOverflowingItsBuf
   EXPECT_EQ(stats.subscriber_stalls, 0u);
 }
 
+// Publishers and subscribers on many connections at once, so that with
+// several container threads one connection's burst is read while another's
+// is written and a subscriber's drain resumes publishers served elsewhere:
+// every unsettled message is settled, and every subscriber gets each one at
+// least once — exactly once when none had to be resent.
+TEST_P(AmqpListenerTest, ManyConnectionsAtOnceLoseNothingAndDoubleNothing) {
+  AmqpListenerOptions options;
+  options.subscriber_buffer = 64;  // small: publishers wait and are resumed
+  options.credit_window = 16;
+  options.subscriber_stall_timeout = std::chrono::hours(1);
+  AmqpListenerService& service = start(true, options);
+  constexpr int kSubscribers = 3;
+  constexpr int kPublishers = 4;
+  constexpr int kN = 1500;
+  std::vector<std::unique_ptr<TestClient>> subscribers;
+  for (int i = 0; i < kSubscribers; ++i) {
+    subscribers.push_back(std::make_unique<TestClient>(service.port(), subscribing({"fan.#"})));
+  }
+  for (auto& sub : subscribers) {
+    ASSERT_TRUE(sub->waitFor([&] { return sub->links_open == 1; }));
+  }
+  std::vector<std::unique_ptr<TestClient>> publishers;
+  for (int p = 0; p < kPublishers; ++p) {
+    TestClient::Plan plan = publishing("fan.p" + std::to_string(p));
+    plan.resend_released = true;
+    for (int i = 1; i <= kN; ++i)
+      plan.messages.push_back(stockMessage("P" + std::to_string(p), i, i));
+    publishers.push_back(std::make_unique<TestClient>(service.port(), plan));
+  }
+  size_t released = 0;
+  for (auto& pub : publishers) {
+    ASSERT_TRUE(pub->waitFor([&] { return pub->settled == kN + pub->released; }))
+        << pub->read<size_t>([&] { return pub->settled; });
+    pub->read<bool>([&] {
+      released += pub->released;
+      for (const auto& result : pub->results) {
+        EXPECT_TRUE(result && result->state == "accepted");
+      }
+      return true;
+    });
+  }
+  for (auto& sub : subscribers) {
+    ASSERT_TRUE(sub->waitFor([&] {
+      std::set<std::pair<std::string, Timestamp>> seen;
+      for (const auto& e : sub->received["fan.#"]) {
+        seen.emplace(e->find(Symbol::intern("symbol"))->asString(), e->ts());
+      }
+      return seen.size() == static_cast<size_t>(kPublishers * kN);
+    }));
+    if (released == 0) {
+      EXPECT_EQ(sub->read<size_t>([&] { return sub->received["fan.#"].size(); }),
+                static_cast<size_t>(kPublishers * kN));
+    }
+  }
+  const AmqpListenerStats stats = service.stats();
+  EXPECT_EQ(stats.accepted, static_cast<uint64_t>(kPublishers * kN));
+  EXPECT_EQ(stats.awaiting_commit, 0u);
+  EXPECT_EQ(stats.paused_links, 0u);
+}
+
 // A subscriber that takes nothing at all holds the publishers back only for
 // the stall timeout: then it alone refuses what does not fit in its buffer
 // (counted), and the other subscribers of the same address get everything.
-TEST_F(AmqpListenerTest, AStuckSubscriberAloneLosesWhatDoesNotFitAndOthersGetEverything) {
+TEST_P(AmqpListenerTest, AStuckSubscriberAloneLosesWhatDoesNotFitAndOthersGetEverything) {
   AmqpListenerOptions options;
   options.subscriber_buffer = 20;
   options.credit_window = 8;
@@ -773,7 +836,7 @@ TEST_F(AmqpListenerTest, AStuckSubscriberAloneLosesWhatDoesNotFitAndOthersGetEve
 }
 
 // The independent client: Debian's python3-qpid-proton (for /usr/bin/python3).
-TEST_F(AmqpListenerTest, InteroperatesWithThePythonProtonClient) {
+TEST_P(AmqpListenerTest, InteroperatesWithThePythonProtonClient) {
   if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
   AmqpListenerService& service = start();
   Recorder recorder(*broker_, "test:py", "py.#");
@@ -821,6 +884,11 @@ conn.close()
   EXPECT_DOUBLE_EQ(events[2]->find(Symbol::intern("price"))->asDouble(), 1.5);
   EXPECT_EQ(service.stats().malformed, 1u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Threads, AmqpListenerTest, ::testing::Values(1u, 2u, 4u),
+                         [](const ::testing::TestParamInfo<unsigned>& info) {
+                           return std::to_string(info.param) + "_threads";
+                         });
 
 }  // namespace
 }  // namespace cepbus::services::amqp

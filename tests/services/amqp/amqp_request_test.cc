@@ -53,7 +53,9 @@ int64_t bodyInt(const proton::message& m, const std::string& key) {
   return proton::coerce<int64_t>(body.at(key));
 }
 
-class AmqpRequestTest : public ::testing::Test {
+// Every test runs with one container thread and with several: a
+// connection's work must not depend on which thread serves it.
+class AmqpRequestTest : public ::testing::TestWithParam<unsigned> {
  protected:
   AmqpRequestTest() {
     auto policy = std::make_unique<router::DeliveryPolicy>("st");
@@ -67,6 +69,7 @@ class AmqpRequestTest : public ::testing::Test {
     config.allow_anonymous = true;
     AmqpListenerOptions options;
     options.name = "amqp-listener";
+    options.threads = GetParam();
     service_ = std::make_unique<AmqpListenerService>(config, options, *context_);
     Status started = service_->start();
     EXPECT_TRUE(started) << started.toString();
@@ -107,7 +110,7 @@ class AmqpRequestTest : public ::testing::Test {
   std::unique_ptr<AmqpListenerService> service_;
 };
 
-TEST_F(AmqpRequestTest, RequestToInProcessProviderAnswersOnDynamicReplyAddress) {
+TEST_P(AmqpRequestTest, RequestToInProcessProviderAnswersOnDynamicReplyAddress) {
   provideDoubler("svc.double");
   AmqpTestClient client(service_->port(), "requester");
   ASSERT_TRUE(client.waitOpen());
@@ -138,7 +141,7 @@ TEST_F(AmqpRequestTest, RequestToInProcessProviderAnswersOnDynamicReplyAddress) 
   EXPECT_EQ(stats.faults, 0u);
 }
 
-TEST_F(AmqpRequestTest, AnswerGoesToANamedReplyAddress) {
+TEST_P(AmqpRequestTest, AnswerGoesToANamedReplyAddress) {
   provideDoubler("svc.double");
   AmqpTestClient client(service_->port(), "requester");
   ASSERT_TRUE(client.waitOpen());
@@ -156,7 +159,7 @@ TEST_F(AmqpRequestTest, AnswerGoesToANamedReplyAddress) {
   });
 }
 
-TEST_F(AmqpRequestTest, FaultsTimeoutsAndMissingProvidersComeBack) {
+TEST_P(AmqpRequestTest, FaultsTimeoutsAndMissingProvidersComeBack) {
   provideDoubler("svc.double");
   AmqpTestClient client(service_->port(), "requester");
   ASSERT_TRUE(client.waitOpen());
@@ -206,7 +209,7 @@ TEST_F(AmqpRequestTest, FaultsTimeoutsAndMissingProvidersComeBack) {
   EXPECT_EQ(service_->stats().faults, 3u);
 }
 
-TEST_F(AmqpRequestTest, AmqpSubscriberAnswersInProcessRequests) {
+TEST_P(AmqpRequestTest, AmqpSubscriberAnswersInProcessRequests) {
   AmqpTestClient provider(service_->port(), "provider");
   ASSERT_TRUE(provider.waitOpen());
   provider.receive("calc", "svc.calc", [](const proton::message& request) {
@@ -255,7 +258,7 @@ TEST_F(AmqpRequestTest, AmqpSubscriberAnswersInProcessRequests) {
   EXPECT_EQ(stats.provider_replies, 2u);
 }
 
-TEST_F(AmqpRequestTest, AmqpRequesterToAmqpProviderAndLateReplies) {
+TEST_P(AmqpRequestTest, AmqpRequesterToAmqpProviderAndLateReplies) {
   AmqpTestClient provider(service_->port(), "provider");
   ASSERT_TRUE(provider.waitOpen());
   provider.receive("calc", "svc.calc", [](const proton::message& request) {
@@ -296,7 +299,7 @@ TEST_F(AmqpRequestTest, AmqpRequesterToAmqpProviderAndLateReplies) {
   EXPECT_EQ(service_->stats().late_replies, 1u);
 }
 
-TEST_F(AmqpRequestTest, RegistryEntryReportsTheCounters) {
+TEST_P(AmqpRequestTest, RegistryEntryReportsTheCounters) {
   auto metadata = [&](const std::string& key) -> uint64_t {
     auto snap = registry_->snapshotOf("amqp-listener");
     EXPECT_TRUE(snap.has_value());
@@ -365,6 +368,11 @@ TEST_F(AmqpRequestTest, RegistryEntryReportsTheCounters) {
   service_->stop();
   EXPECT_FALSE(registry_->snapshotOf("amqp-listener").has_value());
 }
+
+INSTANTIATE_TEST_SUITE_P(Threads, AmqpRequestTest, ::testing::Values(1u, 2u, 4u),
+                         [](const ::testing::TestParamInfo<unsigned>& info) {
+                           return std::to_string(info.param) + "_threads";
+                         });
 
 }  // namespace
 }  // namespace cepbus::services::amqp

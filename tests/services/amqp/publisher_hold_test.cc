@@ -96,16 +96,11 @@ TEST_F(PublisherHoldTest, ALinkThatGoesAwayTakesItsCountsWithIt) {
   EXPECT_FALSE(hold.held());
 }
 
-TEST_F(PublisherHoldTest, ARecheckAndAResumeAreEachScheduledOnce) {
+TEST_F(PublisherHoldTest, ARecheckIsScheduledOnce) {
   EXPECT_TRUE(hold.scheduleRecheck());
   EXPECT_FALSE(hold.scheduleRecheck());
   hold.recheckRan();
   EXPECT_TRUE(hold.scheduleRecheck());
-
-  EXPECT_TRUE(hold.postResume());
-  EXPECT_FALSE(hold.postResume());
-  hold.resumeRan();
-  EXPECT_TRUE(hold.postResume());
 }
 
 }  // namespace

@@ -245,12 +245,16 @@ TEST_F(OutboxTest, ASubscriberAtItsLowWaterMarkIsNeverStuck) {
   EXPECT_FALSE(outbox.stalled());
 }
 
-TEST_F(OutboxTest, RemembersThePublishersItFeeds) {
-  outbox.addPublisher(7);
-  outbox.addPublisher(9);
-  EXPECT_EQ(outbox.publishers(), (std::vector<uint64_t>{7, 9}));
-  outbox.clearPublishers();
-  EXPECT_TRUE(outbox.publishers().empty());
+TEST_F(OutboxTest, CountsThePublishersItFeeds) {
+  // Wakers on no work queue: their connections are gone.
+  auto gone = [] {
+    return std::make_shared<PublisherWake>(std::make_shared<Waker>(nullptr), [] {});
+  };
+  outbox.setPublishers({gone(), gone()});
+  EXPECT_EQ(outbox.publisherCount(), 2u);
+  outbox.wakePublishers();  // none waits: nothing is posted, nothing breaks
+  outbox.setPublishers({});
+  EXPECT_EQ(outbox.publisherCount(), 0u);
 }
 
 }  // namespace

@@ -458,11 +458,12 @@ TEST(ParserErrorTest, BadListeners) {
 TEST(ParserTest, AmqpFlowControlAttributes) {
   auto result = parseDescriptorString(R"(<cepbus name="t"><listeners>
 <amqp credit-window="64" subscriber-buffer="5000" durable-buffer="0" request-timeout="2500"
-      subscriber-stall-timeout="300"/>
+      subscriber-stall-timeout="300" threads="3"/>
 </listeners></cepbus>)",
                                       "t.xml");
   ASSERT_TRUE(result.isOk()) << result.status().toString();
   const AmqpListener& amqp = *result->listeners.amqp;
+  EXPECT_EQ(amqp.threads, 3u);
   EXPECT_EQ(amqp.credit_window, 64u);
   EXPECT_EQ(amqp.subscriber_buffer, 5000u);
   EXPECT_EQ(amqp.durable_buffer, 0u);
@@ -477,6 +478,7 @@ TEST(ParserTest, AmqpFlowControlAttributes) {
   EXPECT_FALSE(plain->listeners.amqp->durable_buffer.has_value());
   EXPECT_FALSE(plain->listeners.amqp->request_timeout_ms.has_value());
   EXPECT_FALSE(plain->listeners.amqp->subscriber_stall_timeout_ms.has_value());
+  EXPECT_FALSE(plain->listeners.amqp->threads.has_value());
 }
 
 TEST(ParserTest, ListenerLimitAttributes) {
@@ -541,6 +543,11 @@ TEST(ParserErrorTest, BadAmqpFlowControlAttributes) {
 </listeners></cepbus>)"),
               ElementsAre("t.xml:2: <amqp>: attribute \"credit-window\" must be between 1 and "
                           "1000000, got \"2000000\""));
+  EXPECT_THAT(errorsOf(R"(<cepbus name="t"><listeners>
+<amqp threads="0"/>
+</listeners></cepbus>)"),
+              ElementsAre("t.xml:2: <amqp>: attribute \"threads\" must be between 1 and "
+                          "256, got \"0\""));
 }
 
 TEST(ParserTest, AmqpSecurity) {
