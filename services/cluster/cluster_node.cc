@@ -672,6 +672,12 @@ class ClusterNode::Impl final : public proton::messaging_handler {
         std::chrono::milliseconds(std::max<uint64_t>(5 * spec_.idle_timeout_ms, 10000));
     if (!p.stream || Clock::now() - a.last_stream_read < silence) return;
     ++counters_.stream_refreshes;
+    log_.information(
+        "cluster %s node %s: partition %u: nothing from its stream for %s ms; reading on through "
+        "a new link from offset %s",
+        spec_.name, spec_.node, p.index,
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silence).count()),
+        std::to_string(a.checkpoint->readTo()));
     p.stream.close();
     a.stream_credit_owed = 0;
     openStream(p, a.checkpoint->readTo());
