@@ -991,8 +991,9 @@ struct AmqpListenerService::Impl {
       if (pub.owner == caller) {
         caller->setTargets(pub_id, std::move(mine));
       } else {
-        pub.waker->add([owner = pub.owner, pub_id, mine = std::move(mine)]() mutable {
-          owner->setTargets(pub_id, std::move(mine));
+        // Captured by name: clang 14 cannot capture a structured binding.
+        pub.waker->add([owner = pub.owner, id = pub_id, mine = std::move(mine)]() mutable {
+          owner->setTargets(id, std::move(mine));
         });
       }
     }
