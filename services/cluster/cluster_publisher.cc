@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
@@ -15,6 +17,7 @@
 #include <proton/tracker.hpp>
 #include <proton/transport.hpp>
 #include <proton/work_queue.hpp>
+#include <thread>
 #include <vector>
 
 #include "services/amqp/message_mapping.h"
@@ -47,19 +50,30 @@ class Publisher final : public proton::messaging_handler {
     start_ = Clock::now();
     last_up_ = start_;
     last_accepted_ = start_;
-    container.run();
+    // The confirm watch is a thread of its own: a timer scheduled on the
+    // container kept run() going for up to its period after the last
+    // acceptance (every publish took at least a second).
+    std::thread watch([this] { watchConfirms(); });
+    try {
+      container.run();
+    } catch (...) {
+      stopWatch(watch);
+      throw;
+    }
+    stopWatch(watch);
     return status_;
   }
 
   const PublishReport& report() const { return report_; }
 
-  void on_container_start(proton::container&) override {
-    connect();
-    checkConfirms();
-  }
+  void on_container_start(proton::container&) override { connect(); }
 
   void on_connection_open(proton::connection& c) override {
     last_up_ = Clock::now();
+    {
+      std::lock_guard lock(watch_mu_);
+      watched_ = &c.work_queue();
+    }
     senders_.clear();
     for (uint32_t p = 0; p < spec_.partitions; ++p) {
       senders_.push_back(
@@ -107,6 +121,10 @@ class Publisher final : public proton::messaging_handler {
 
   // What the broker did not accept is sent again on the next connection.
   void on_transport_close(proton::transport& t) override {
+    {
+      std::lock_guard lock(watch_mu_);
+      watched_ = nullptr;
+    }
     senders_.clear();
     if (done() || !status_) {
       container_->stop();
@@ -234,8 +252,9 @@ class Publisher final : public proton::messaging_handler {
     }
   }
 
-  // Once a second: a message unanswered for confirm_timeout_ms ends its
-  // connection (on_transport_close resends what is in doubt).
+  // Once a second (watchConfirms()): a message unanswered for
+  // confirm_timeout_ms ends its connection (on_transport_close resends what
+  // is in doubt).
   void checkConfirms() {
     if (done() || !status_) return;
     const auto limit = std::chrono::milliseconds(options_.confirm_timeout_ms);
@@ -249,7 +268,25 @@ class Publisher final : public proton::messaging_handler {
           "cepbus:confirm-timeout", "a message was neither accepted nor refused within " +
                                         std::to_string(options_.confirm_timeout_ms) + " ms"));
     }
-    container_->schedule(proton::duration(1000), [this] { checkConfirms(); });
+  }
+
+  // The watch thread: once a second, checkConfirms() on the open
+  // connection's work queue.
+  void watchConfirms() {
+    std::unique_lock lock(watch_mu_);
+    while (!watch_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return watch_stop_; })) {
+      if (watched_ != nullptr) watched_->add([this] { checkConfirms(); });
+    }
+  }
+
+  void stopWatch(std::thread& watch) {
+    {
+      std::lock_guard lock(watch_mu_);
+      watch_stop_ = true;
+      watched_ = nullptr;
+    }
+    watch_cv_.notify_all();
+    watch.join();
   }
 
   void fail(Status s) {
@@ -277,6 +314,11 @@ class Publisher final : public proton::messaging_handler {
   Clock::time_point start_;
   Clock::time_point last_up_;
   Clock::time_point last_accepted_;  // bounds how long broker failures are retried
+
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  proton::work_queue* watched_ = nullptr;  // the open connection's; guarded by watch_mu_
+  bool watch_stop_ = false;                // guarded by watch_mu_
   PublishReport report_;
   Status status_ = Status::ok();
 };

@@ -16,7 +16,8 @@
 // the broker leaves a message unanswered for too long. Duplicates are the
 // price of losing nothing; the nodes drop them by event id.
 //
-// Thread-safety: publish() runs the whole exchange on the calling thread.
+// Thread-safety: publish() runs the whole exchange on the calling thread;
+// a watch thread of its own only posts the confirm check to it.
 
 #include <cstdint>
 #include <span>
