@@ -89,6 +89,7 @@ class Publisher final : public proton::messaging_handler {
     if (it == in_flight_.end()) return;
     report_.published += std::max<size_t>(plan_[it->second.index].events.size(), 1);
     last_accepted_ = Clock::now();
+    rememberAccepted(it->second.index);
     ++report_.messages;
     landed(it);
     last_up_ = Clock::now();
@@ -137,6 +138,13 @@ class Publisher final : public proton::messaging_handler {
     }
     in_flight_.clear();
     in_flight_events_ = 0;
+    for (const Accepted& a : accepted_) {
+      if (last_accepted_ - a.at > resendWindow()) continue;
+      doubt.push_back(a.index);
+      report_.resent += plan_[a.index].events.size();
+      report_.resent_accepted += plan_[a.index].events.size();
+    }
+    accepted_.clear();
     std::sort(doubt.begin(), doubt.end());
     resend_.insert(resend_.begin(), doubt.begin(), doubt.end());
     if (Clock::now() - last_up_ > std::chrono::milliseconds(options_.give_up_ms)) {
@@ -163,11 +171,30 @@ class Publisher final : public proton::messaging_handler {
     size_t index;  // into plan_
     Clock::time_point sent;
   };
+  struct Accepted {
+    size_t index;  // into plan_
+    Clock::time_point at;
+  };
 
   void connect() {
     BrokerDial c = dialBroker(spec_, spec_.brokers[broker_], password_);
     c.options.handler(*this);
     connection_ = container_->connect(c.url, c.options);
+  }
+
+  std::chrono::milliseconds resendWindow() const {
+    return std::chrono::milliseconds(spec_.input == descriptor::ClusterSpec::Input::kStream
+                                         ? options_.stream_resend_window_ms
+                                         : 0);
+  }
+
+  // Keeps what the broker accepted in the last resendWindow(), which a
+  // failure of this connection sends again.
+  void rememberAccepted(size_t index) {
+    const auto window = resendWindow();
+    if (window.count() == 0) return;
+    accepted_.push_back(Accepted{index, last_accepted_});
+    while (last_accepted_ - accepted_.front().at > window) accepted_.pop_front();
   }
 
   size_t total() const { return plan_.size(); }
@@ -308,6 +335,7 @@ class Publisher final : public proton::messaging_handler {
   std::map<proton::tracker, InFlight> in_flight_;
   size_t in_flight_events_ = 0;
   std::deque<size_t> resend_;
+  std::deque<Accepted> accepted_;  // on this connection, within resendWindow()
   size_t next_ = 0;
   size_t broker_ = 0;
   bool timer_armed_ = false;
