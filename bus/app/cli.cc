@@ -11,6 +11,7 @@
 #include <Poco/Util/OptionProcessor.h>
 #include <Poco/Util/OptionSet.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <charconv>
 #include <chrono>
@@ -185,6 +186,23 @@ sigset_t blockStopSignals() {
   return set;
 }
 
+// Every client socket costs the bus a file descriptor before it can be
+// refused: Proton's listener sees an AMQP connection only once its open has
+// arrived, so clients that connect and stall hold descriptors no limit of
+// the bus's can count. The soft limit (often 1,024) is raised to the hard
+// one, as servers do, so that exhausting them takes far more sockets than
+// one client host can open (docs/operations.md).
+void raiseDescriptorLimit(Poco::Logger& log) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t was = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    log.information("file descriptor limit raised from %s to %s", std::to_string(was),
+                    std::to_string(limit.rlim_max));
+  }
+}
+
 int runCommand(const std::vector<std::string>& args) {
   OptionSet options;
   addCommonOptions(options);
@@ -220,6 +238,7 @@ int runCommand(const std::vector<std::string>& args) {
   std::unique_ptr<Bus> bus = loadBus(parsed.positional[0], parsed);
   if (!bus) return kFailure;
   Poco::Logger& log = Poco::Logger::get("cepbus");
+  raiseDescriptorLimit(log);
   if (Status s = bus->start(); !s) {
     log.fatal("cannot start the bus: %s", s.toString());
     return kFailure;

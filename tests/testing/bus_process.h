@@ -125,6 +125,9 @@ class BusProcess {
     return 0;
   }
 
+  // The bus's process id; -1 when it is not running.
+  pid_t pid() { return running() ? process_->pid() : -1; }
+
   // True from start() until the bus exits.
   bool running() { return process_ != nullptr && process_->wait(std::chrono::milliseconds(0)) < 0; }
 
