@@ -278,6 +278,24 @@ class ClusterE2eTest : public ::testing::Test {
            << done.size() << " of " << partitions << " partitions done with their streams";
   }
 
+  // Three nodes on stream input running the query with a window of about
+  // 500 events (WITHIN 8000 at the scenarios' rates), 60 times what
+  // max-unsettled="4" lets a partition queue hold, and spanning more than
+  // the heartbeats between two checkpoints: a kill cuts through partial
+  // matches. The collector runs.
+  void startLongWindowsOnStreams(uint32_t partitions) {
+    streams_ = true;
+    const size_t within = query_.find("WITHIN 1000");
+    ASSERT_NE(within, std::string::npos) << query_;
+    query_.replace(within, 11, "WITHIN 8000");
+    for (int k = 1; k <= 3; ++k) {
+      writeNode(k, partitions, "input=\"stream\" retention=\"1h\" max-unsettled=\"4\"");
+    }
+    init();
+    startCollector();
+    for (int k = 1; k <= 3; ++k) startNode(k);
+  }
+
   std::string partitionStreamName(uint32_t p) const {
     return services::cluster::partitionStream(name_, p);
   }
@@ -393,18 +411,7 @@ TEST_F(ClusterE2eTest, RepeatedNodeKillsAndABrokerKillLoseNoComposite) {
 // three node SIGKILLs lose nothing.
 TEST_F(ClusterE2eTest, WindowsLongerThanMaxUnsettledSurviveNodeKillsOnStreams) {
   constexpr uint32_t kPartitions = 2;
-  streams_ = true;
-  // A window of about 500 events, which at this rate spans more than the
-  // heartbeats between two checkpoints: a kill cuts through partial matches.
-  const size_t within = query_.find("WITHIN 1000");
-  ASSERT_NE(within, std::string::npos) << query_;
-  query_.replace(within, 11, "WITHIN 8000");
-  for (int k = 1; k <= 3; ++k) {
-    writeNode(k, kPartitions, "input=\"stream\" retention=\"1h\" max-unsettled=\"4\"");
-  }
-  init();
-  startCollector();
-  for (int k = 1; k <= 3; ++k) startNode(k);
+  ASSERT_NO_FATAL_FAILURE(startLongWindowsOnStreams(kPartitions));
   const fs::path events = generate(3000, 8);
   std::this_thread::sleep_for(seconds(2));
   auto publisher = publish(events, 800, 1, {"--batch", "1"});
@@ -438,16 +445,7 @@ TEST_F(ClusterE2eTest, WindowsLongerThanMaxUnsettledSurviveNodeKillsOnStreams) {
 // one run in three, before the publisher did), and the nodes read on.
 TEST_F(ClusterE2eTest, StreamsSurviveTheirLeaderBrokersKill) {
   constexpr uint32_t kPartitions = 2;
-  streams_ = true;
-  const size_t within = query_.find("WITHIN 1000");
-  ASSERT_NE(within, std::string::npos) << query_;
-  query_.replace(within, 11, "WITHIN 8000");
-  for (int k = 1; k <= 3; ++k) {
-    writeNode(k, kPartitions, "input=\"stream\" retention=\"1h\" max-unsettled=\"4\"");
-  }
-  init();
-  startCollector();
-  for (int k = 1; k <= 3; ++k) startNode(k);
+  ASSERT_NO_FATAL_FAILURE(startLongWindowsOnStreams(kPartitions));
   const fs::path events = generate(3000, 9);
   std::this_thread::sleep_for(seconds(2));
   const int leader = streamLeader(0);

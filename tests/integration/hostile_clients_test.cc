@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <proton/message.hpp>
 #include <string>
 #include <thread>
@@ -39,6 +40,36 @@ using testing::httpGet;
 using testing::reservedPort;
 
 constexpr uint64_t kRssGrowthBoundKb = uint64_t{200} * 1024;
+
+// A TCP connection to `port` on loopback, or -1 when connect() fails (or
+// takes longer than `timeout`, when one is given).
+int connectLoopback(int port, std::optional<timeval> timeout = std::nullopt) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  if (timeout) ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &*timeout, sizeof *timeout);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Publishes one event to `address` and waits until the bus accepted it.
+::testing::AssertionResult publishProbe(AmqpTestClient& publisher, const std::string& address) {
+  if (!publisher.waitOpen()) return ::testing::AssertionFailure() << "no AMQP connection";
+  proton::message m;
+  m.subject("Probe");
+  m.properties().put("ts", int64_t{1});
+  publisher.publish(address, {m});
+  if (publisher.waitFor([&] { return publisher.accepted == 1; })) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "the probe was not accepted";
+}
 
 class HostileClientsTest : public ::testing::Test {
  protected:
@@ -94,12 +125,7 @@ TEST_F(HostileClientsTest, TwoThousandLinksOnOneAmqpConnectionAreRefusedPastMaxL
   EXPECT_NE(listener.find("\"links_refused\":\"1900\""), std::string::npos) << listener;
   // Its admitted links still work, and another client is served.
   AmqpTestClient publisher(amqp_port_, "well-behaved");
-  ASSERT_TRUE(publisher.waitOpen());
-  proton::message m;
-  m.subject("Probe");
-  m.properties().put("ts", int64_t{1});
-  publisher.publish("hoard.0", {m});
-  EXPECT_TRUE(publisher.waitFor([&] { return publisher.accepted == 1; }));
+  EXPECT_TRUE(publishProbe(publisher, "hoard.0"));
   EXPECT_TRUE(client.waitFor([&] { return client.received["hoard.0"].size() == 1; }));
   reportRss("2000 links on one AMQP connection", before);
 }
@@ -110,12 +136,8 @@ TEST_F(HostileClientsTest, TwoThousandHttpRequestsPastMaxConnectionsGet503) {
   const uint64_t before = bus_->peakRssKb();
   std::vector<int> idle;
   for (int i = 0; i < 50; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(http_port_));
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const int fd = connectLoopback(http_port_);
+    ASSERT_GE(fd, 0);
     idle.push_back(fd);
   }
   size_t refused = 0;
@@ -164,20 +186,14 @@ TEST(HostileHandshakesTest, StalledHandshakesThatExhaustDescriptorsLeaveTheListe
   // Until the bus holds nearly all its descriptors (once it holds all, the
   // kernel's backlog fills and connects time out; a loaded bus accepts
   // late, so a timed-out connect is only tried again).
+  constexpr timeval kConnectTimeout{0, 300000};
   std::vector<int> stalled;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (openFds() < 128 && std::chrono::steady_clock::now() < until) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    const timeval limit{0, 300000};
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(amqp_port));
+    const int fd = connectLoopback(amqp_port, kConnectTimeout);
+    if (fd < 0) continue;
     static constexpr char kSaslHeader[] = {'A', 'M', 'Q', 'P', 3, 1, 0, 0};
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::send(fd, kSaslHeader, sizeof kSaslHeader, MSG_NOSIGNAL) != 8) {
+    if (::send(fd, kSaslHeader, sizeof kSaslHeader, MSG_NOSIGNAL) != 8) {
       ::close(fd);
       continue;
     }
@@ -186,15 +202,7 @@ TEST(HostileHandshakesTest, StalledHandshakesThatExhaustDescriptorsLeaveTheListe
   EXPECT_GE(openFds(), 128) << "the bus never ran out of descriptors";
   // More that the bus fails to accept (EMFILE), held for a while.
   for (int i = 0; i < 8; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    const timeval limit{0, 300000};
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(amqp_port));
-    (void)::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    stalled.push_back(fd);
+    if (const int fd = connectLoopback(amqp_port, kConnectTimeout); fd >= 0) stalled.push_back(fd);
   }
   auto cpuTicks = [pid] {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -217,12 +225,7 @@ TEST(HostileHandshakesTest, StalledHandshakesThatExhaustDescriptorsLeaveTheListe
 
   for (const int fd : stalled) ::close(fd);
   AmqpTestClient publisher(amqp_port, "after-the-stall");
-  ASSERT_TRUE(publisher.waitOpen());
-  proton::message m;
-  m.subject("Probe");
-  m.properties().put("ts", int64_t{1});
-  publisher.publish("probe", {m});
-  EXPECT_TRUE(publisher.waitFor([&] { return publisher.accepted == 1; }));
+  EXPECT_TRUE(publishProbe(publisher, "probe"));
   EXPECT_TRUE(testing::waitUntil(
       [&] { return httpGet(http_port, "/metrics").starts_with("HTTP/1.1 200"); }));
   std::cout << "{\"hostile_client\":\"" << stalled.size()
