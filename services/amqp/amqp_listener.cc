@@ -93,6 +93,18 @@ namespace {
 
 constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 
+// The largest frame a client may send. Proton bounds what a session buffers
+// of incoming messages (sessionCapacity()) only when frames are bounded too.
+constexpr uint32_t kMaxFrameSize = 64 * 1024;
+
+// What one session buffers of incoming messages, whole or not: two at
+// max-message-size (two links of a session may each have one under way),
+// then the peer's transfers wait. A message far beyond the limit stalls
+// there instead of filling memory, and the listener ends its link.
+size_t sessionCapacity(uint64_t max_message_size) {
+  return 2 * static_cast<size_t>(max_message_size) + 2 * kMaxFrameSize;
+}
+
 }  // namespace
 
 // The listener's shared part: what every connection's handler reaches, the
@@ -128,7 +140,7 @@ struct AmqpListenerService::Impl {
     proton::connection_options on_accept(proton::listener&) override {
       proton::connection_options options;
       // The mechanisms offered are the SASL plugin's choice (sasl_plugin.h).
-      options.handler(impl_.newHandler()).sasl_enabled(true);
+      options.handler(impl_.newHandler()).sasl_enabled(true).max_frame_size(kMaxFrameSize);
       if (impl_.tls) options.ssl_server_options(*impl_.tls);
       return options;
     }
@@ -235,6 +247,7 @@ struct AmqpListenerService::Impl {
       }
       switch (admitted.verdict) {
         case SessionAdmission::Verdict::kAdmitted:
+          setIncomingCapacity(s, sessionCapacity(impl.options.limits.max_message_size));
           s.open();
           break;
         case SessionAdmission::Verdict::kRefused:
@@ -304,6 +317,42 @@ struct AmqpListenerService::Impl {
         impl.relink(this);
       }
       replenish(pub);
+      watchIncompleteMessages();
+    }
+
+    // Proton hands a message over only whole, so one far beyond
+    // max-message-size would be refused only once it had all arrived. The
+    // session's capacity (sessionCapacity()) stalls it part-way instead; once
+    // a second, while the connection publishes, this ends the link of a
+    // message more than twice the limit that is still arriving, with
+    // amqp:link:message-size-exceeded. (One up to twice the limit fits in the
+    // session whole and receive() refuses it, the link staying up.) The
+    // timer is the container's, as in scheduleRecheck().
+    void watchIncompleteMessages() {
+      if (incomplete_watch_ || !client) return;
+      incomplete_watch_ = true;
+      impl.container->schedule(proton::duration(1000), [this, waker = client->waker] {
+        waker->add([this] { endOversizedIncomplete(); });
+      });
+    }
+
+    void endOversizedIncomplete() {
+      incomplete_watch_ = false;
+      const uint64_t limit = impl.options.limits.max_message_size;
+      for (auto& [id, pub] : publishers) {
+        const size_t bytes = incompleteMessageBytes(pub.link);
+        if (bytes <= 2 * limit || !pub.link.active()) continue;
+        if (auto refusal = impl.admission->admitMessage(bytes)) {
+          bump(pub.stats->rejected);
+          pub.link.close(proton::error_condition(
+              kMessageSizeExceeded,
+              "message of more than " + std::to_string(bytes) +
+                  " bytes exceeds max-message-size=" + std::to_string(limit) +
+                  " (it had not arrived whole: a session takes at most twice that of messages "
+                  "under way); link closed"));
+        }
+      }
+      if (!publishers.empty()) watchIncompleteMessages();
     }
 
     void on_sender_open(proton::sender& s) override {
@@ -922,7 +971,8 @@ struct AmqpListenerService::Impl {
     std::map<uint64_t, PublisherLink> publishers;
     std::map<uint64_t, SubscriberLink> subscribers;
     proton::message outgoing;  // reused for every event sent to a subscriber (its allocations stay)
-    std::vector<char> encoded;  // reused to size every message received
+    std::vector<char> encoded;       // reused to size every message received
+    bool incomplete_watch_ = false;  // watchIncompleteMessages() is scheduled
     std::atomic<bool> finished_{false};
   };
 

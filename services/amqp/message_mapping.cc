@@ -4,6 +4,7 @@
 #include <proton/disposition.h>
 #include <proton/link.h>
 #include <proton/netaddr.h>
+#include <proton/session.h>
 #include <proton/transport.h>
 
 #include <cstdint>
@@ -43,6 +44,14 @@ struct LinkAccess : proton::link {
   static pn_link_t* raw(const proton::link& link) {
     constexpr auto kGet = &LinkAccess::pn_object;
     return (link.*kGet)();
+  }
+};
+
+// The same for a pn_session_t.
+struct SessionAccess : proton::session {
+  static pn_session_t* raw(const proton::session& session) {
+    constexpr auto kGet = &SessionAccess::pn_object;
+    return (session.*kGet)();
   }
 };
 
@@ -355,6 +364,15 @@ bool asksPresettled(const proton::sender& sender) {
 
 void setMaxMessageSize(proton::receiver& receiver, uint64_t bytes) {
   pn_link_set_max_message_size(LinkAccess::raw(receiver), bytes);
+}
+
+void setIncomingCapacity(proton::session& session, size_t bytes) {
+  pn_session_set_incoming_capacity(SessionAccess::raw(session), bytes);
+}
+
+size_t incompleteMessageBytes(const proton::receiver& receiver) {
+  pn_delivery_t* d = pn_link_current(LinkAccess::raw(receiver));
+  return d != nullptr && pn_delivery_partial(d) ? pn_delivery_pending(d) : 0;
 }
 
 uint64_t remoteMaxMessageSize(const proton::link& link) {

@@ -37,6 +37,7 @@
 #include <proton/message.hpp>
 #include <proton/receiver.hpp>
 #include <proton/sender.hpp>
+#include <proton/session.hpp>
 #include <proton/tracker.hpp>
 #include <proton/transfer.hpp>
 #include <proton/transport.hpp>
@@ -93,6 +94,17 @@ bool asksPresettled(const proton::sender& sender);
 // Sets the max-message-size `receiver` announces in its attach (call before
 // open()); the C++ API's receiver_options has no such option.
 void setMaxMessageSize(proton::receiver& receiver, uint64_t bytes);
+
+// Bounds the bytes of incoming messages, complete or not, that `session`
+// buffers: Proton then grants the peer only the transfer window that is
+// left of them. It takes effect only with a max frame size on the
+// connection (connection_options::max_frame_size), and must be at least
+// that frame size.
+void setIncomingCapacity(proton::session& session, size_t bytes);
+
+// The bytes of a message arriving on `receiver` that has not arrived whole
+// yet (Proton hands over a message only once it is complete); 0 when none.
+size_t incompleteMessageBytes(const proton::receiver& receiver);
 
 // The max-message-size the peer of `link` announced in its attach (0: no
 // limit).

@@ -130,6 +130,32 @@ TEST_F(HostileClientsTest, TwoThousandLinksOnOneAmqpConnectionAreRefusedPastMaxL
   reportRss("2000 links on one AMQP connection", before);
 }
 
+// A message 64 times max-message-size (the default, 1 MiB): the bus never
+// holds it whole (its session's window stalls it part-way) and ends its
+// link; its resident set grows by a window, not by the message.
+TEST_F(HostileClientsTest, A64MiBMessageEndsItsLinkWithoutTheBusHoldingIt) {
+  const uint64_t before = bus_->peakRssKb();
+  AmqpTestClient client(amqp_port_, "huge-message");
+  ASSERT_TRUE(client.waitOpen());
+  proton::message m;
+  m.subject("Blob");
+  m.properties().put("ts", int64_t{1});
+  m.body(std::string(64 * 1048576, 'x'));
+  client.send("blobs", {m});
+  ASSERT_TRUE(
+      client.waitFor([&] { return !client.link_errors.empty(); }, std::chrono::seconds(60)));
+  EXPECT_TRUE(client.read<bool>([&] {
+    const proton::error_condition& e = client.link_errors.begin()->second;
+    return e.name() == services::amqp::kMessageSizeExceeded &&
+           e.description().find("max-message-size=1048576") != std::string::npos;
+  }));
+  const uint64_t peak = bus_->peakRssKb();
+  EXPECT_LT(peak - before, uint64_t{32} * 1024) << "the bus held the message";
+  AmqpTestClient publisher(amqp_port_, "after-the-blob");
+  EXPECT_TRUE(publishProbe(publisher, "probe"));
+  reportRss("a 64 MiB message", before);
+}
+
 // Idle connections up to the limit, then 2,000 requests: each answered 503
 // at once; served again once the idle ones go.
 TEST_F(HostileClientsTest, TwoThousandHttpRequestsPastMaxConnectionsGet503) {
