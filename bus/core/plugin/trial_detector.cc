@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 
 #include "bus/core/plugin/engine_choice.h"
 #include "bus/core/plugin/plugin_loader.h"
@@ -25,6 +26,7 @@ std::string TrialOutcome::describe() const {
   }
   out += " CPU on " + std::to_string(events) + " events";
   if (warmup > 0) out += " after the first " + std::to_string(warmup);
+  if (!ended_early.empty()) out += "; " + ended_early;
   if (!note.empty()) out += " (" + note + ")";
   return out;
 }
@@ -63,7 +65,15 @@ TrialDetector::TrialDetector(MultiMatchSink& out_many, TrialLimits limits, CpuCl
 
 TrialDetector::TrialDetector(MatchSink* out, MultiMatchSink* out_many, TrialLimits limits,
                              CpuClock clock)
-    : out_(out), out_many_(out_many), limits_(limits), clock_(std::move(clock)) {}
+    : out_(out), out_many_(out_many), limits_(limits), clock_(std::move(clock)) {
+  // What a timed interval with nothing in it reads: the clock's own cost,
+  // which a timed forward would otherwise count as the output's.
+  clock_cost_ = 1;
+  for (int i = 0; i < 8; ++i) {
+    const double started = clock_();
+    clock_cost_ = std::min(clock_cost_, clock_() - started);
+  }
+}
 
 TrialDetector::~TrialDetector() = default;
 
@@ -91,6 +101,31 @@ void TrialDetector::forward(size_t pattern, const Match& match) {
   }
 }
 
+void TrialDetector::HeldMatches::add(size_t pattern, const Match& match) {
+  entries_.push_back({pattern, events_.size(), match.size(), ends_.size(), match.elementCount()});
+  for (size_t i = 0; i < match.size(); ++i) events_.push_back(match.event(i));
+  uint32_t end = 0;
+  for (size_t j = 0; j < match.elementCount(); ++j) {
+    end += static_cast<uint32_t>(match.elementEvents(j).size());
+    ends_.push_back(end);
+  }
+}
+
+void TrialDetector::HeldMatches::release(
+    const std::function<void(size_t pattern, const Match& match)>& to) {
+  std::vector<const EventPtr*> events;
+  for (const Entry& e : entries_) {
+    events.clear();
+    for (size_t i = 0; i < e.events; ++i) events.push_back(&events_[e.first_event + i]);
+    // No composer: the copy is only booked, never composed.
+    to(e.pattern,
+       Match(events, std::span<const uint32_t>(ends_).subspan(e.first_end, e.ends), nullptr));
+  }
+  entries_.clear();
+  events_.clear();
+  ends_.clear();
+}
+
 void TrialDetector::reported(size_t candidate, size_t pattern, const Match& match) {
   if (!deciding_) {
     // Dropped candidates are destroyed when the trial decides, so this is
@@ -98,10 +133,25 @@ void TrialDetector::reported(size_t candidate, size_t pattern, const Match& matc
     forward(pattern, match);
     return;
   }
-  if (unbalanced_overflow_ || candidates_.size() == 1) {
-    if (candidate == 0) forward(pattern, match);
-    return;
+  // The match is a view valid only now (its composer may be the engine's
+  // local): the prior's is forwarded at once.
+  if (candidate == 0) forwardTimed(pattern, match);
+  if (unbalanced_overflow_ || candidates_.size() == 1) return;
+  if (holding_) {
+    candidates_[candidate].held.add(pattern, match);
+  } else {
+    book(candidate, pattern, match);
   }
+}
+
+void TrialDetector::forwardTimed(size_t pattern, const Match& match) {
+  if (!timing_ || timed_forwards_++ % kSinkSample != 0) return forward(pattern, match);
+  const double started = clock_();
+  forward(pattern, match);
+  sink_samples_.push_back(std::max(clock_() - started - clock_cost_, 0.0));
+}
+
+void TrialDetector::book(size_t candidate, size_t pattern, const Match& match) {
   MatchKey key{pattern, {}, {}};
   key.events.reserve(match.size());
   for (size_t i = 0; i < match.size(); ++i) key.events.push_back(match.event(i));
@@ -111,25 +161,13 @@ void TrialDetector::reported(size_t candidate, size_t pattern, const Match& matc
     end += static_cast<uint32_t>(match.elementEvents(j).size());
     key.ends.push_back(end);
   }
-  auto book = [&](Ledger& ledger, int64_t delta) {
+  auto add = [&](Ledger& ledger, int64_t delta) {
     auto [it, inserted] = ledger.try_emplace(key, 0);
     if ((it->second += delta) == 0) ledger.erase(it);
     if (ledger.size() > limits_.max_unbalanced) unbalanced_overflow_ = true;
   };
-  if (candidate != 0) {
-    book(candidates_[candidate].ledger, -1);
-    return;
-  }
-  for (size_t c = 1; c < candidates_.size(); ++c) book(candidates_[c].ledger, +1);
-  // The output's cost is the caller's, not the prior's: time a sample of it.
-  if (timing_ && forwards_++ % kSinkSample == 0) {
-    const double started = clock_();
-    forward(pattern, match);
-    sampled_sink_seconds_ += clock_() - started;
-    ++sampled_forwards_;
-  } else {
-    forward(pattern, match);
-  }
+  if (candidate != 0) return add(candidates_[candidate].ledger, -1);
+  for (size_t c = 1; c < candidates_.size(); ++c) add(candidates_[c].ledger, +1);
 }
 
 Status TrialDetector::everyCandidate(const std::function<Status(Detector&)>& call, size_t events) {
@@ -144,9 +182,14 @@ Status TrialDetector::everyCandidate(const std::function<Status(Detector&)>& cal
     const size_t c = (k + calls_) % n;
     Candidate& candidate = candidates_[c];
     if (candidate.failed) continue;
+    holding_ = timing_;
     const double started = timing_ ? clock_() : 0;
     const Status s = call(*candidate.detector);
     if (timing_) candidate.cpu_seconds += clock_() - started;
+    holding_ = false;
+    candidate.held.release([&](size_t pattern, const Match& match) {
+      if (!unbalanced_overflow_) book(c, pattern, match);
+    });
     if (c == 0) {
       prior = s;
     } else if (!s) {
@@ -155,7 +198,10 @@ Status TrialDetector::everyCandidate(const std::function<Status(Detector&)>& cal
   }
   ++calls_;
   events_ += events;
-  if (timing_) timed_events_ += events;
+  if (timing_) {
+    timed_events_ += events;
+    maybeCloseBlock();
+  }
   return prior;
 }
 
@@ -198,23 +244,45 @@ std::string TrialDetector::running() const {
 
 double TrialDetector::cpuOf(size_t c) const {
   double cpu = candidates_[c].cpu_seconds;
-  if (c == 0 && sampled_forwards_ > 0) {
-    cpu -= sampled_sink_seconds_ * static_cast<double>(forwards_) /
-           static_cast<double>(sampled_forwards_);
+  if (c == 0 && !sink_samples_.empty()) {
+    // The median sampled forward: one cold or interrupted forward among few
+    // samples, scaled to all, would otherwise take the prior's figure to 0.
+    std::vector<double> samples = sink_samples_;
+    auto mid = samples.begin() + static_cast<ptrdiff_t>(samples.size() / 2);
+    std::nth_element(samples.begin(), mid, samples.end());
+    cpu -= *mid * static_cast<double>(timed_forwards_);
   }
   return std::max(cpu, 0.0);
 }
 
-size_t TrialDetector::cheapest() const {
-  size_t best = 0;
-  for (size_t c = 1; c < candidates_.size(); ++c) {
-    if (candidates_[c].failed) continue;
-    if (cpuOf(c) < cpuOf(best) * (best == 0 ? limits_.switch_below : 1.0)) best = c;
+void TrialDetector::maybeCloseBlock() {
+  if (timed_events_ - block_start_events_ < limits_.block_events) return;
+  for (size_t c = 0; c < candidates_.size(); ++c) {
+    Candidate& candidate = candidates_[c];
+    const double now = cpuOf(c);
+    candidate.blocks.push_back(now - candidate.block_start);
+    candidate.block_start = now;
   }
-  return best;
+  block_start_events_ = timed_events_;
 }
 
-bool TrialDetector::over() const {
+bool TrialDetector::settled() const {
+  const size_t k = limits_.agreeing_blocks;
+  const std::vector<double>& prior = candidates_[0].blocks;
+  if (k == 0 || prior.size() < k) return false;
+  const size_t first = prior.size() - k;
+  for (size_t c = 1; c < candidates_.size(); ++c) {
+    if (candidates_[c].failed) continue;
+    const std::vector<double>& blocks = candidates_[c].blocks;
+    auto cheaper = [&](size_t i) { return blocks[i] < prior[i] * limits_.switch_below; };
+    for (size_t i = first + 1; i < prior.size(); ++i) {
+      if (cheaper(i) != cheaper(first)) return false;
+    }
+  }
+  return true;
+}
+
+TrialDetector::Ending TrialDetector::ending() const {
   double spent = 0;
   double least = -1;
   double most = 0;
@@ -225,8 +293,52 @@ bool TrialDetector::over() const {
     least = least < 0 ? cpu : std::min(least, cpu);
     most = std::max(most, cpu);
   }
-  if (timed_events_ >= limits_.events || spent >= limits_.cpu_seconds) return true;
-  return timed_events_ >= limits_.min_events && least <= most * limits_.decisive_below;
+  if (timed_events_ >= limits_.events || spent >= limits_.cpu_seconds) return Ending::kBounds;
+  if (settled()) return Ending::kSettled;
+  if (timed_events_ >= limits_.min_events && least <= most * limits_.decisive_below) {
+    return Ending::kClearWinner;
+  }
+  return Ending::kNotYet;
+}
+
+std::vector<double> TrialDetector::cpus() const {
+  std::vector<double> out;
+  for (size_t c = 0; c < candidates_.size(); ++c) out.push_back(cpuOf(c));
+  return out;
+}
+
+std::vector<double> TrialDetector::cpus(size_t blocks) const {
+  std::vector<double> out;
+  for (const Candidate& candidate : candidates_) {
+    const auto& b = candidate.blocks;
+    out.push_back(std::accumulate(b.end() - static_cast<ptrdiff_t>(blocks), b.end(), 0.0));
+  }
+  return out;
+}
+
+std::string TrialDetector::endedEarly(Ending end) const {
+  char share[32];
+  switch (end) {
+    case Ending::kSettled:
+      return "the last " + std::to_string(limits_.agreeing_blocks) + " blocks of " +
+             std::to_string(limits_.block_events) + " events agreed";
+    case Ending::kClearWinner:
+      std::snprintf(share, sizeof share, "%g", limits_.decisive_below);
+      return std::string("one took at most ") + share + " of another's CPU";
+    case Ending::kBounds:
+    case Ending::kNotYet:
+      break;
+  }
+  return "";
+}
+
+size_t TrialDetector::cheapest(const std::vector<double>& cpu) const {
+  size_t best = 0;
+  for (size_t c = 1; c < candidates_.size(); ++c) {
+    if (candidates_[c].failed) continue;
+    if (cpu[c] < cpu[best] * (best == 0 ? limits_.switch_below : 1.0)) best = c;
+  }
+  return best;
 }
 
 bool TrialDetector::levelWith(size_t c) {
@@ -241,16 +353,18 @@ bool TrialDetector::levelWith(size_t c) {
 
 std::vector<TrialOutcome::Measured> TrialDetector::measured() const {
   std::vector<TrialOutcome::Measured> out;
-  for (size_t i = 0; i < candidates_.size(); ++i) out.push_back({candidates_[i].engine, cpuOf(i)});
+  for (size_t c = 0; c < candidates_.size(); ++c) out.push_back({candidates_[c].engine, cpuOf(c)});
   return out;
 }
 
-void TrialDetector::keep(size_t c, std::string note, std::vector<TrialOutcome::Measured> measured) {
+void TrialDetector::keep(size_t c, std::string note, std::vector<TrialOutcome::Measured> measured,
+                         std::string ended_early) {
   TrialOutcome outcome;
   outcome.kept = candidates_[c].engine;
   outcome.events = timed_events_;
   outcome.warmup = events_ - timed_events_;
   outcome.note = std::move(note);
+  outcome.ended_early = std::move(ended_early);
   outcome.measured = std::move(measured);
   // The others go (each detector before its sink); the kept one's sink
   // forwards everything from now on.
@@ -285,18 +399,20 @@ void TrialDetector::maybeDecide() {
                     " matches reported by one candidate and not yet by another",
                 measured());
   }
-  if (!over()) return;
+  const Ending end = ending();
+  if (end == Ending::kNotYet) return;
+  std::string ended_early = endedEarly(end);
   // The figures of the trial, before levelWith() flushes.
   std::vector<TrialOutcome::Measured> figures = measured();
-  const size_t best = cheapest();
-  if (best == 0) return keep(0, "", std::move(figures));
+  const size_t best = cheapest(end == Ending::kSettled ? cpus(limits_.agreeing_blocks) : cpus());
+  if (best == 0) return keep(0, "", std::move(figures), std::move(ended_early));
   if (!levelWith(best)) {
     return keep(0,
                 candidates_[best].engine + "'s matches did not line up with " +
                     candidates_[0].engine + "'s at the switch",
-                std::move(figures));
+                std::move(figures), std::move(ended_early));
   }
-  keep(best, "", std::move(figures));
+  keep(best, "", std::move(figures), std::move(ended_early));
 }
 
 Result<AutoTrial> makeAutoTrial(std::string_view prior, const DetectorOptions& options,

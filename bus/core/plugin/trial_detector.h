@@ -26,13 +26,22 @@
 // and from then on its own reports are the rest. Otherwise the prior stays.
 // A stream that ends during the trial yields the prior's matches only.
 //
-// Cost. The trial is bounded both in events and in CPU (TrialLimits); its
-// overhead is the dropped candidates' work on those events. Measuring fairly:
+// Cost. The trial's overhead is the dropped candidates' work on its events,
+// so it ends as soon as its decision is settled: the timed events are cut
+// into blocks, and once the last few blocks each put every challenger on the
+// same side of the switch threshold (TrialLimits::switch_below), more
+// blocks would most likely say the same. A difference too close to the
+// threshold for that, where blocks fall on either side, runs to the bounds
+// in events and CPU; there keeping either engine costs about the same.
+// Measuring fairly:
 // the first events (one-time costs) are not timed, the candidates take turns
 // going first on each call (the first to touch a batch pays its cache
-// misses), and what the output sink spends on the prior's matches is not
-// the prior's: it is sampled (every kSinkSample-th forward timed) and taken
-// off.
+// misses), and what the trial does with a match is not the engine's: in a
+// timed call a candidate's matches are only copied aside and booked once
+// its call has returned, and what the output sink spends on the prior's
+// (forwarded at once: a Match is valid only during onMatch) is sampled
+// (every kSinkSample-th forward timed, net of the clock's own cost) and its
+// median taken off.
 //
 // Thread safety: a Detector (one thread at a time), except outcome() and
 // running(), which may be called from any thread.
@@ -58,7 +67,11 @@ namespace cepbus::plugin {
 // not timed), until the candidates have seen `events` timed events or have
 // spent `cpu_seconds` between them, whichever comes first (at the end of
 // the call that crosses it); sooner when, from `min_events` timed events
-// on, one is already at most `decisive_below` of another's CPU.
+// on, one is already at most `decisive_below` of another's CPU, or when the
+// last `agreeing_blocks` blocks of `block_events` timed events agree (each
+// block ends at the first call boundary past its size): in each of them
+// every challenger took less than `switch_below` of the prior's CPU, or in
+// each of them it did not. 0 agreeing blocks: only the other ends.
 // docs/engines.md says why these numbers.
 struct TrialLimits {
   uint64_t warmup_events = 256;
@@ -66,9 +79,13 @@ struct TrialLimits {
   double cpu_seconds = 0.010;
   uint64_t min_events = 512;
   double decisive_below = 0.5;
-  // A challenger replaces the prior only when it took at most this share of
-  // the prior's CPU: the static rule breaks near-ties, where measurement
-  // noise would otherwise decide.
+  uint64_t block_events = 256;
+  uint64_t agreeing_blocks = 3;
+  // A challenger replaces the prior only when it took less than this share
+  // of the prior's CPU (over the whole trial, or in each agreeing block): the
+  // static rule breaks near-ties, where measurement noise would otherwise
+  // decide. A tie, either engine within 10 % of the other, is on the prior's
+  // side of it.
   double switch_below = 0.9;
   // Matches one candidate has reported and another not yet; beyond it the
   // engines are too far apart to be compared, and the prior stays.
@@ -86,8 +103,12 @@ struct TrialOutcome {
   uint64_t events = 0;             // how many timed events each candidate saw
   uint64_t warmup = 0;             // the untimed events before them
   std::string note;                // why the cheapest was not kept; usually empty
+  // Why the trial ended before its bounds ("the last 3 blocks of 256 events
+  // agreed"); empty when it ran to them.
+  std::string ended_early;
 
-  // "kept nfa: petri 5.01 ms, nfa 1.62 ms CPU on 4096 events after the first 256".
+  // "kept nfa: petri 5.01 ms, nfa 1.62 ms CPU on 4096 events after the first
+  // 256", then "; <ended_early>" and " (<note>)" when they are not empty.
   std::string describe() const;
 };
 
@@ -151,20 +172,49 @@ class TrialDetector final : public Detector {
   // The prior's reported matches minus one challenger's: only the entries
   // whose count differs.
   using Ledger = std::unordered_map<MatchKey, int64_t, MatchKeyHash>;
+  // The matches one candidate reported in a timed call, copied in order
+  // into flat arrays (once warm, no allocation per match), until release()
+  // hands each to `to` as a Match again, to be booked (it has no composer).
+  class HeldMatches {
+   public:
+    void add(size_t pattern, const Match& match);
+    void release(const std::function<void(size_t pattern, const Match& match)>& to);
+
+   private:
+    struct Entry {
+      size_t pattern;
+      size_t first_event;  // in events_
+      size_t events;
+      size_t first_end;  // in ends_
+      size_t ends;
+    };
+    std::vector<Entry> entries_;
+    std::vector<EventPtr> events_;
+    std::vector<uint32_t> ends_;
+  };
   struct Candidate {
     std::string engine;
     std::unique_ptr<CandidateSink> sink;  // declared before detector: outlives it
     std::unique_ptr<Detector> detector;
     double cpu_seconds = 0;
-    bool failed = false;  // a challenger that returned an error: out of the trial
-    Ledger ledger;        // challengers only
+    double block_start = 0;      // cpuOf() when the open block began
+    std::vector<double> blocks;  // the CPU of each closed block
+    bool failed = false;         // a challenger that returned an error: out of the trial
+    Ledger ledger;               // challengers only
+    HeldMatches held;
   };
+  // Why the trial ends at a call boundary.
+  enum class Ending { kNotYet, kBounds, kClearWinner, kSettled };
 
   TrialDetector(MatchSink* out, MultiMatchSink* out_many, TrialLimits limits, CpuClock clock);
 
   // A candidate reported `match` of query `pattern`.
   void reported(size_t candidate, size_t pattern, const Match& match);
   void forward(size_t pattern, const Match& match);
+  // The prior's forward, a sample of them timed.
+  void forwardTimed(size_t pattern, const Match& match);
+  // Books candidate `c`'s `match` in the ledgers.
+  void book(size_t c, size_t pattern, const Match& match);
   // Runs `call` (on `events` events) on every candidate in the trial,
   // timing each once past the warm-up; the prior's status.
   Status everyCandidate(const std::function<Status(Detector&)>& call, size_t events);
@@ -173,15 +223,27 @@ class TrialDetector final : public Detector {
   // Candidate `c`'s CPU in the trial: for the prior, without the output's
   // sampled cost.
   double cpuOf(size_t c) const;
-  // Whether the trial can end now: its limits reached, or a clear winner.
-  bool over() const;
-  // The cheapest candidate, the prior unless another is clearly cheaper.
-  size_t cheapest() const;
+  // Closes the open block once it has its events.
+  void maybeCloseBlock();
+  // Whether the last agreeing_blocks blocks put each challenger on one side
+  // of switch_below.
+  bool settled() const;
+  Ending ending() const;
+  // What TrialOutcome::ended_early says for `end`.
+  std::string endedEarly(Ending end) const;
+  // Each candidate's CPU over the whole trial, or over its last `blocks`
+  // closed blocks.
+  std::vector<double> cpus() const;
+  std::vector<double> cpus(size_t blocks) const;
+  // The cheapest candidate by `cpu`, the prior unless another took less
+  // than switch_below of its CPU.
+  size_t cheapest(const std::vector<double>& cpu) const;
   // Whether the output can move to challenger `c` exactly now (flushing
   // both when their ledger is not empty).
   bool levelWith(size_t c);
   std::vector<TrialOutcome::Measured> measured() const;
-  void keep(size_t c, std::string note, std::vector<TrialOutcome::Measured> measured);
+  void keep(size_t c, std::string note, std::vector<TrialOutcome::Measured> measured,
+            std::string ended_early = "");
   // The kept candidate is candidates_[0] once the trial has decided.
   Detector& runningDetector() const { return *candidates_.front().detector; }
 
@@ -190,16 +252,18 @@ class TrialDetector final : public Detector {
   const TrialLimits limits_;
   const CpuClock clock_;
   std::vector<Candidate> candidates_;
-  bool deciding_ = true;       // in the trial
-  uint64_t events_ = 0;        // events offered during the trial
-  uint64_t timed_events_ = 0;  // of those, past the warm-up
-  uint64_t calls_ = 0;         // calls during the trial: who goes first
-  bool timing_ = false;        // in a timed call
+  bool deciding_ = true;             // in the trial
+  uint64_t events_ = 0;              // events offered during the trial
+  uint64_t timed_events_ = 0;        // of those, past the warm-up
+  uint64_t block_start_events_ = 0;  // timed_events_ when the open block began
+  uint64_t calls_ = 0;               // calls during the trial: who goes first
+  bool timing_ = false;              // in a timed call
   bool unbalanced_overflow_ = false;
+  bool holding_ = false;  // in a timed call: matches go to the candidate's `held`
   // The output sink's sampled cost during the trial.
-  uint64_t forwards_ = 0;
-  uint64_t sampled_forwards_ = 0;
-  double sampled_sink_seconds_ = 0;
+  double clock_cost_ = 0;  // an empty interval of clock_
+  uint64_t timed_forwards_ = 0;
+  std::vector<double> sink_samples_;
   std::function<void(const TrialOutcome&)> on_decided_;
 
   mutable std::mutex outcome_mu_;

@@ -35,6 +35,9 @@ class Collecting final : public MatchSink, public MultiMatchSink {
  public:
   void onMatch(const Match& match) override { onMatch(0, match); }
   void onMatch(size_t pattern, const Match& match) override {
+    // As a publishing output does: the match, its composer included, must
+    // be whole while it is handed on.
+    EXPECT_NE(match.composite(), nullptr);
     std::vector<uint64_t> key;
     for (size_t i = 0; i < match.size(); ++i) key.push_back(match.event(i)->id());
     for (size_t j = 0; j < match.elementCount(); ++j) key.push_back(match.elementEvents(j).size());
@@ -134,6 +137,9 @@ bool runCase(Generator& gen, Totals& totals) {
   limits.events = static_cast<uint64_t>(gen.uniform(1, static_cast<int>(events.size()) + 20));
   limits.min_events = static_cast<uint64_t>(gen.uniform(1, static_cast<int>(limits.events)));
   limits.warmup_events = static_cast<uint64_t>(gen.uniform(0, 3) == 0 ? gen.uniform(1, 30) : 0);
+  // Half the trials may also end on agreeing blocks.
+  limits.block_events = static_cast<uint64_t>(gen.uniform(1, 40));
+  limits.agreeing_blocks = static_cast<uint64_t>(gen.chance(0.5) ? gen.uniform(1, 3) : 0);
   limits.cpu_seconds = 1e18;
   const bool challenger_cheaper = gen.chance(0.6);
   Collecting out;

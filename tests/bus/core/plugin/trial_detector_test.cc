@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,8 +28,9 @@ class NoComposer final : public MatchComposer {
 
 // A fake engine: one match per event whose x is even, made of that event
 // alone, reported `lag` events later (or at flush), as an engine with
-// batched construction does; `cost` seconds of the fake clock per event.
-// `skip`: an event of this ts never matches (an engine that disagrees).
+// batched construction does; `cost` seconds of the fake clock per event
+// (cost_of_, when set, gives the n-th event's). `skip`: an event of this ts
+// never matches (an engine that disagrees).
 class FakeEngine final : public Detector {
  public:
   FakeEngine(MatchSink* one, MultiMatchSink* many, FakeClock& clock, double cost, size_t lag,
@@ -40,8 +42,8 @@ class FakeEngine final : public Detector {
     return Detector::onEvents(events);
   }
   Status onEvent(const EventPtr& event) override {
-    clock_.now += cost_;
     ++events_;
+    clock_.now += cost_of_ ? cost_of_(events_) : cost_;
     if (fail_at_ != 0 && events_ == fail_at_) return Status::internal("fake failure");
     if (event->ts() != skip_ && event->find(Symbol::intern("x"))->asInt() % 2 == 0) {
       pending_.push_back(event);
@@ -58,7 +60,8 @@ class FakeEngine final : public Detector {
   }
   Result<std::string> exportModel(std::string_view) const override { return model_; }
 
-  uint64_t fail_at_ = 0;  // the event (1-based) whose call fails
+  std::function<double(uint64_t)> cost_of_;  // of the n-th event (1-based)
+  uint64_t fail_at_ = 0;                     // the event (1-based) whose call fails
   uint64_t state_offset_ = 0;
   std::string model_;
 
@@ -88,12 +91,13 @@ class FakeEngine final : public Detector {
 };
 
 // Records every match's (pattern, ts) it is handed; costs `cost` per match
-// on the fake clock when given one (an expensive output).
+// on the fake clock when given one (an expensive output), and `first_cost`
+// more on the first (a cold one).
 class RecordingSink final : public MatchSink, public MultiMatchSink {
  public:
   void onMatch(const Match& match) override { onMatch(0, match); }
   void onMatch(size_t pattern, const Match& match) override {
-    if (clock != nullptr) clock->now += cost;
+    if (clock != nullptr) clock->now += cost + (seen.empty() ? first_cost : 0);
     seen.emplace_back(pattern, match.ts(0));
   }
   std::vector<std::pair<size_t, Timestamp>> sorted() const {
@@ -104,6 +108,7 @@ class RecordingSink final : public MatchSink, public MultiMatchSink {
   std::vector<std::pair<size_t, Timestamp>> seen;
   FakeClock* clock = nullptr;
   double cost = 0;
+  double first_cost = 0;
 };
 
 std::vector<EventPtr> stream(int n) {
@@ -167,6 +172,7 @@ TrialLimits limits(uint64_t events) {
   TrialLimits l;
   l.events = events;
   l.min_events = events;  // no early decision
+  l.agreeing_blocks = 0;
   l.warmup_events = 0;
   l.cpu_seconds = 1e9;  // the fake clock's seconds: only the event bound counts
   return l;
@@ -254,10 +260,32 @@ TEST(TrialDetectorTest, TheOutputsCostIsNotCountedAsThePriors) {
   out.cost = 50;  // far more than either engine: charged to the prior, it would lose
   auto trial = makeTrial(out, false, clock, {{"petri", 1, 0}, {"nfa", 1, 0}}, limits(64));
   const auto events = stream(128);
-  run(*trial, events, 8);
+  // The prior's matches of a timed call reach the output before the call
+  // returns, in the order it reported them.
+  ASSERT_TRUE(trial->onEvents(std::span<const EventPtr>(events).first(8)));
+  EXPECT_EQ(out.seen, expected(std::vector<EventPtr>(events.begin(), events.begin() + 8), false));
+  run(*trial, std::vector<EventPtr>(events.begin() + 8, events.end()), 8);
   ASSERT_TRUE(trial->outcome().has_value());
   EXPECT_EQ(trial->outcome()->kept, "petri");
-  EXPECT_NEAR(trial->outcome()->measured[0].cpu_seconds, 64, 1e-6);
+  EXPECT_DOUBLE_EQ(trial->outcome()->measured[0].cpu_seconds, 64);
+  EXPECT_EQ(out.seen, expected(events, false));
+}
+
+TEST(TrialDetectorTest, AColdFirstForwardDoesNotStandForEveryForward) {
+  // The output costs 0.5 a match, 20.5 the first: scaled to every forward,
+  // that one sample would take the prior (1 an event) below the challenger
+  // (0.8) and keep it.
+  FakeClock clock;
+  RecordingSink out;
+  out.clock = &clock;
+  out.cost = 0.5;
+  out.first_cost = 20;
+  auto trial = makeTrial(out, false, clock, {{"petri", 1, 0}, {"nfa", 0.8, 0}}, limits(64));
+  run(*trial, stream(128), 8);
+  ASSERT_TRUE(trial->outcome().has_value());
+  EXPECT_EQ(trial->outcome()->kept, "nfa");
+  // The median sample (0.5) taken off each forward: the cold one's extra 20 stays.
+  EXPECT_DOUBLE_EQ(trial->outcome()->measured[0].cpu_seconds, 64 + 20);
 }
 
 TEST(TrialDetectorTest, AChallengerThatFailsIsDroppedAndThePriorsErrorsAreReturned) {
@@ -364,6 +392,97 @@ TEST(TrialDetectorTest, TheWarmUpIsNotTimedAndWhoGoesFirstTakesTurns) {
   ASSERT_GE(clock.calls.size(), 4u);
   EXPECT_EQ(std::vector<double>(clock.calls.begin(), clock.calls.begin() + 4),
             (std::vector<double>{1, 2, 2, 1}));
+}
+
+// Blocks of 16 events (at the first call boundary past 16), three agreeing
+// end the trial; no clear winner (min_events at the bound).
+TrialLimits blocks(uint64_t events) {
+  TrialLimits l = limits(events);
+  l.block_events = 16;
+  l.agreeing_blocks = 3;
+  return l;
+}
+
+TEST(TrialDetectorTest, AWinnerBelowTheDecisiveShareEndsTheTrialOnceItsBlocksAgree) {
+  // 0.7 of the other's CPU: not decisive (0.5), but on one side of
+  // switch_below (0.9) block after block, whichever is the prior.
+  for (const bool challenger_wins : {true, false}) {
+    for (const bool many : {false, true}) {
+      FakeClock clock;
+      RecordingSink out;
+      const std::vector<EngineSpec> specs =
+          challenger_wins ? std::vector<EngineSpec>{{"petri", 10, 0}, {"nfa", 7, 3}}
+                          : std::vector<EngineSpec>{{"petri", 7, 2}, {"nfa", 10, 0}};
+      auto trial = makeTrial(out, many, clock, specs, blocks(1000));
+      const auto events = stream(300);
+      run(*trial, events, 5);  // blocks close at 20, 40, 60 events
+      const auto outcome = trial->outcome();
+      ASSERT_TRUE(outcome.has_value());
+      EXPECT_EQ(outcome->kept, challenger_wins ? "nfa" : "petri");
+      EXPECT_EQ(outcome->events, 60u);
+      EXPECT_EQ(outcome->ended_early, "the last 3 blocks of 16 events agreed");
+      EXPECT_TRUE(
+          outcome->describe().ends_with("CPU on 60 events; the last 3 blocks of 16 "
+                                        "events agreed"))
+          << outcome->describe();
+      EXPECT_EQ(out.sorted(), expected(events, many));
+    }
+  }
+}
+
+TEST(TrialDetectorTest, ATieEndsTheTrialOnceItsBlocksAgreeAndKeepsThePrior) {
+  // Within 10 % either way: on the prior's side of switch_below every block.
+  for (const double challenger_cost : {0.95, 1.05}) {
+    FakeClock clock;
+    RecordingSink out;
+    auto trial =
+        makeTrial(out, false, clock, {{"petri", 1, 0}, {"nfa", challenger_cost, 2}}, blocks(1000));
+    const auto events = stream(200);
+    run(*trial, events, 4);
+    ASSERT_TRUE(trial->outcome().has_value());
+    EXPECT_EQ(trial->outcome()->kept, "petri");
+    EXPECT_EQ(trial->outcome()->events, 48u);
+    EXPECT_FALSE(trial->outcome()->ended_early.empty());
+    EXPECT_EQ(out.sorted(), expected(events, false));
+  }
+}
+
+TEST(TrialDetectorTest, BlocksThatKeepChangingSidesRunTheTrialToItsBound) {
+  // The challenger takes 0.6 and 1.4 of the prior's CPU in turn, block by
+  // block: never three on one side, never decisive (0.5) over the whole.
+  FakeClock clock;
+  RecordingSink out;
+  TrialLimits l = blocks(160);
+  l.min_events = 16;
+  std::map<std::string, FakeEngine*> engines;
+  auto trial = makeTrial(out, false, clock, {{"petri", 1, 0}, {"nfa", 1, 1}}, l, &engines);
+  engines["nfa"]->cost_of_ = [](uint64_t n) { return (n - 1) / 16 % 2 == 0 ? 0.6 : 1.4; };
+  const auto events = stream(400);
+  run(*trial, events, 4);
+  ASSERT_TRUE(trial->outcome().has_value());
+  EXPECT_EQ(trial->outcome()->kept, "petri");
+  EXPECT_EQ(trial->outcome()->events, 160u);
+  EXPECT_EQ(trial->outcome()->ended_early, "");
+  EXPECT_EQ(out.sorted(), expected(events, false));
+}
+
+TEST(TrialDetectorTest, AgreeingBlocksDecideByThemselvesNotByTheWholeTrial) {
+  // The challenger's first block costs 1.8 of the prior's, the next three
+  // 0.7: over the whole trial 0.975 (the prior would stay), in the agreeing
+  // blocks 0.7. What they say is how the engines run now.
+  FakeClock clock;
+  RecordingSink out;
+  std::map<std::string, FakeEngine*> engines;
+  auto trial =
+      makeTrial(out, false, clock, {{"petri", 1, 0}, {"nfa", 1, 2}}, blocks(1000), &engines);
+  engines["nfa"]->cost_of_ = [](uint64_t n) { return n <= 16 ? 1.8 : 0.7; };
+  const auto events = stream(200);
+  run(*trial, events, 4);
+  ASSERT_TRUE(trial->outcome().has_value());
+  EXPECT_EQ(trial->outcome()->kept, "nfa");
+  EXPECT_EQ(trial->outcome()->events, 64u);
+  EXPECT_NEAR(trial->outcome()->measured[1].cpu_seconds, 16 * 1.8 + 48 * 0.7, 1e-9);
+  EXPECT_EQ(out.sorted(), expected(events, false));
 }
 
 TEST(TrialDetectorTest, ACallbackHearsTheOutcomeOnce) {
