@@ -4,12 +4,16 @@
 
 namespace cepbus::services::amqp {
 
-bool Waker::add(std::function<void()> fn) {
+Waker::Waker(proton::work_queue* queue)
+    : queue_(queue), work_([this](std::function<void()> fn) { return post(std::move(fn)); }) {}
+
+bool Waker::post(std::function<void()> fn) {
   std::lock_guard lock(mu_);
   return queue_ != nullptr && queue_->add(std::move(fn));
 }
 
 void Waker::close() {
+  work_.close();
   std::lock_guard lock(mu_);
   queue_ = nullptr;
 }
