@@ -15,6 +15,7 @@
 //   publisher_hold.h         why a publishing link gets no credit now
 //   broker_subscriptions.h   a subscription's broker endpoint, made or resumed
 //   subscriber_outbox.h      the events waiting for one subscription
+//   work_coalescer.h         one wake per batch of work for a connection
 //   subscriber_deliveries.h  what a subscribing link has in flight, its outcomes
 //   in_flight_bound.h        how much a subscribing link may have in flight
 //   durable_parking.h        durable subscriptions whose subscriber is away
@@ -87,6 +88,7 @@
 #include "services/amqp/sasl_plugin.h"
 #include "services/amqp/subscriber_deliveries.h"
 #include "services/amqp/subscriber_outbox.h"
+#include "services/amqp/work_coalescer.h"
 
 namespace cepbus::services::amqp {
 namespace {
@@ -506,11 +508,27 @@ struct AmqpListenerService::Impl {
 
     void on_message(proton::delivery& d, proton::message& m) override {
       const bool presettled = d.settled();
+      // The subscribers' connections this message wakes: the first time in a
+      // burst at once, then held until the burst was read (work_coalescer.h).
+      WakeHold::Scope hold(openBurst() ? &burst_wakes : nullptr);
       receive(d, m, presettled);
       // Proton frees a delivery once both ends settled it: a pre-settled one
       // needs no outcome, only this settle (without it every at-most-once
       // message stayed in memory until its link closed).
       if (presettled) d.settle();
+    }
+
+    // A burst of incoming messages ends when the connection has handled what
+    // it read: its own work, posted on the first message, runs after that.
+    // False when it cannot be posted (the connection is going away): then
+    // nothing is held.
+    bool openBurst() {
+      if (!burst_open) burst_open = client && client->waker->add([this] { endBurst(); });
+      return burst_open;
+    }
+    void endBurst() {
+      burst_open = false;
+      burst_wakes.flush();
     }
 
     // The publishing path: nothing here takes a lock shared with another
@@ -642,6 +660,7 @@ struct AmqpListenerService::Impl {
     void on_transport_open(proton::transport&) override { ++impl.transports; }
     void on_transport_close(proton::transport& t) override {
       forgetConnection(t.connection());
+      endBurst();  // its own work may never run now
       // The connection's handles go on its own thread, before anyone frees us.
       link_ids.clear();
       publishers.clear();
@@ -923,6 +942,8 @@ struct AmqpListenerService::Impl {
     std::map<uint64_t, SubscriberLink> subscribers;
     proton::message outgoing;  // reused for every event sent to a subscriber (its allocations stay)
     std::vector<char> encoded;  // reused to size every message received
+    WakeHold burst_wakes;       // what the burst being read holds (openBurst())
+    bool burst_open = false;    // its end is posted
     std::atomic<bool> finished_{false};
   };
 

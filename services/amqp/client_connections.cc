@@ -5,17 +5,17 @@
 namespace cepbus::services::amqp {
 
 Waker::Waker(proton::work_queue* queue)
-    : queue_(queue), work_([this](std::function<void()> fn) { return post(std::move(fn)); }) {}
-
-bool Waker::post(std::function<void()> fn) {
-  std::lock_guard lock(mu_);
-  return queue_ != nullptr && queue_->add(std::move(fn));
+    : work_([target = target_](std::function<void()> fn) {
+        std::lock_guard lock(target->mu);
+        return target->queue != nullptr && target->queue->add(std::move(fn));
+      }) {
+  target_->queue = queue;
 }
 
 void Waker::close() {
   work_.close();
-  std::lock_guard lock(mu_);
-  queue_ = nullptr;
+  std::lock_guard lock(target_->mu);
+  target_->queue = nullptr;
 }
 
 Result<std::string> authenticatedUser(const std::string& mechanism, const std::string& user,

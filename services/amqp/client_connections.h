@@ -49,10 +49,13 @@ class Waker {
   uint64_t wakes() const { return work_.wakes(); }
 
  private:
-  bool post(std::function<void()> fn);
-
-  std::mutex mu_;
-  proton::work_queue* queue_;  // guarded by mu_
+  // Shared with the coalescer's posts: a held wake may be posted after the
+  // Waker is gone, and then finds the queue closed.
+  struct Target {
+    std::mutex mu;
+    proton::work_queue* queue = nullptr;  // guarded by mu
+  };
+  const std::shared_ptr<Target> target_ = std::make_shared<Target>();
   WorkCoalescer work_;
 };
 

@@ -125,6 +125,87 @@ TEST_F(WorkCoalescerTest, AWakeOutlivesItsCoalescer) {
   EXPECT_EQ(ran, 1);
 }
 
+TEST_F(WorkCoalescerTest, UnderAHoldTheFirstWakeOfABurstGoesAtOnceTheRestAtItsEnd) {
+  WakeHold hold;
+  std::vector<int> ran;
+  {
+    WakeHold::Scope scope(&hold);
+    EXPECT_TRUE(work.add([&ran] { ran.push_back(1); }));
+  }
+  EXPECT_EQ(work.wakes(), 1u);  // at once: the target starts while the burst is read
+  EXPECT_FALSE(hold.holding());
+  EXPECT_EQ(target.runPosted(), 1u);
+  for (int i = 2; i <= 4; ++i) {
+    WakeHold::Scope scope(&hold);
+    EXPECT_TRUE(work.add([&ran, i] { ran.push_back(i); }));
+  }
+  EXPECT_TRUE(hold.holding());
+  EXPECT_EQ(target.runPosted(), 0u);  // held: one wake for the rest of the burst
+  EXPECT_EQ(ran, (std::vector<int>{1}));
+  hold.flush();
+  EXPECT_FALSE(hold.holding());
+  EXPECT_EQ(work.wakes(), 2u);
+  EXPECT_EQ(target.runPosted(), 1u);
+  EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4}));
+  {
+    WakeHold::Scope scope(&hold);  // a new burst: at once again
+    EXPECT_TRUE(work.add([&ran] { ran.push_back(5); }));
+  }
+  EXPECT_EQ(work.wakes(), 3u);
+  EXPECT_EQ(target.runPosted(), 1u);
+  EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4, 5}));
+}
+
+TEST_F(WorkCoalescerTest, WithoutAHoldOnItsThreadNothingIsHeld) {
+  WakeHold hold;
+  {
+    WakeHold::Scope scope(&hold);
+    EXPECT_TRUE(work.add([] {}));  // this burst's first: at once
+    target.runPosted();
+    {
+      WakeHold::Scope none(nullptr);
+      EXPECT_TRUE(work.add([] {}));
+    }
+    target.runPosted();
+    // Another thread has no hold of its own.
+    std::thread other([this] { EXPECT_TRUE(work.add([] {})); });
+    other.join();
+  }
+  EXPECT_FALSE(hold.holding());
+  EXPECT_EQ(work.wakes(), 3u);
+}
+
+TEST_F(WorkCoalescerTest, AHeldWakeTheTargetRefusesLosesItsWorkAndHoldsNothingBack) {
+  WakeHold hold;
+  int ran = 0;
+  {
+    WakeHold::Scope scope(&hold);
+    EXPECT_TRUE(work.add([&ran] { ++ran; }));
+    target.runPosted();
+    EXPECT_TRUE(work.add([&ran] { ++ran; }));
+  }
+  target.refuse();
+  hold.flush();
+  EXPECT_EQ(target.runPosted(), 0u);
+  EXPECT_EQ(ran, 1);
+  EXPECT_FALSE(work.add([&ran] { ++ran; }));  // not counted as on its way
+}
+
+TEST_F(WorkCoalescerTest, AHeldWakeOutlivesItsCoalescer) {
+  WakeHold hold;
+  int ran = 0;
+  {
+    WorkCoalescer gone{[this](WorkCoalescer::Work job) { return target.post(std::move(job)); }};
+    WakeHold::Scope scope(&hold);
+    EXPECT_TRUE(gone.add([&ran] { ++ran; }));
+    target.runPosted();
+    EXPECT_TRUE(gone.add([&ran] { ++ran; }));
+  }
+  hold.flush();
+  target.runPosted();
+  EXPECT_EQ(ran, 2);
+}
+
 // Many producers, one consumer thread: every item runs exactly once, each
 // producer's in its order, and no item costs more than one wake.
 TEST_F(WorkCoalescerTest, ManyProducersOneConsumerRunEverythingOnceInOrder) {
@@ -136,9 +217,16 @@ TEST_F(WorkCoalescerTest, ManyProducersOneConsumerRunEverythingOnceInOrder) {
   std::vector<std::thread> producers;
   for (int p = 0; p < kProducers; ++p) {
     producers.emplace_back([&, p] {
+      // Half of them read bursts of 10 under a hold of their own.
+      WakeHold hold;
       for (int i = 0; i < kItems; ++i) {
-        ASSERT_TRUE(work.add([&seen, p, i] { seen[p].push_back(i); }));
+        {
+          WakeHold::Scope scope(p % 2 == 0 ? &hold : nullptr);
+          ASSERT_TRUE(work.add([&seen, p, i] { seen[p].push_back(i); }));
+        }
+        if (i % 10 == 9) hold.flush();
       }
+      hold.flush();
       producing.fetch_sub(1);
     });
   }
