@@ -508,27 +508,19 @@ struct AmqpListenerService::Impl {
 
     void on_message(proton::delivery& d, proton::message& m) override {
       const bool presettled = d.settled();
-      // The subscribers' connections this message wakes: the first time in a
-      // burst at once, then held until the burst was read (work_coalescer.h).
-      WakeHold::Scope hold(openBurst() ? &burst_wakes : nullptr);
-      receive(d, m, presettled);
+      {
+        // The connections this message wakes: each at once the first time in
+        // a burst, then held until the burst was read (work_coalescer.h).
+        WakeHold::Scope hold(&burst_wakes);
+        receive(d, m, presettled);
+      }
       // Proton frees a delivery once both ends settled it: a pre-settled one
       // needs no outcome, only this settle (without it every at-most-once
       // message stayed in memory until its link closed).
       if (presettled) d.settle();
-    }
-
-    // A burst of incoming messages ends when the connection has handled what
-    // it read: its own work, posted on the first message, runs after that.
-    // False when it cannot be posted (the connection is going away): then
-    // nothing is held.
-    bool openBurst() {
-      if (!burst_open) burst_open = client && client->waker->add([this] { endBurst(); });
-      return burst_open;
-    }
-    void endBurst() {
-      burst_open = false;
-      burst_wakes.flush();
+      // The burst ends with the last whole message read from the socket for
+      // this link: what is held never waits for the network.
+      if (!messageWaiting(d.receiver())) burst_wakes.flush();
     }
 
     // The publishing path: nothing here takes a lock shared with another
@@ -660,7 +652,7 @@ struct AmqpListenerService::Impl {
     void on_transport_open(proton::transport&) override { ++impl.transports; }
     void on_transport_close(proton::transport& t) override {
       forgetConnection(t.connection());
-      endBurst();  // its own work may never run now
+      burst_wakes.flush();
       // The connection's handles go on its own thread, before anyone frees us.
       link_ids.clear();
       publishers.clear();
@@ -942,8 +934,7 @@ struct AmqpListenerService::Impl {
     std::map<uint64_t, SubscriberLink> subscribers;
     proton::message outgoing;  // reused for every event sent to a subscriber (its allocations stay)
     std::vector<char> encoded;  // reused to size every message received
-    WakeHold burst_wakes;       // what the burst being read holds (openBurst())
-    bool burst_open = false;    // its end is posted
+    WakeHold burst_wakes;       // what the burst being read holds (on_message())
     std::atomic<bool> finished_{false};
   };
 
