@@ -105,9 +105,11 @@ constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 //   ClientHandler's (below), touched only by that connection's events and
 //   work, which Proton serializes: no lock.
 // - Crossing connections goes through the target connection's Waker (its
-//   proton::work_queue): an event for a subscriber (SubscriberOutbox's wake),
-//   a drained buffer resuming a waiting publisher (PublisherWake), a relink
-//   telling a publisher which buffers it feeds now.
+//   proton::work_queue, one wake per batch of work): an event for a
+//   subscriber (SubscriberOutbox's wake, held to the end of the burst it
+//   came in after the first: WakeHold), a drained buffer resuming a waiting
+//   publisher (PublisherWake), a relink telling a publisher which buffers it
+//   feeds now.
 // - What a publisher reads of another connection's buffers per message (load,
 //   publisher count, stalled) is atomic (SubscriberOutbox).
 // - What is global — admission counts, the connections' sessions, broker
@@ -508,6 +510,7 @@ struct AmqpListenerService::Impl {
 
     void on_message(proton::delivery& d, proton::message& m) override {
       const bool presettled = d.settled();
+      const proton::receiver r = d.receiver();
       {
         // The connections this message wakes: each at once the first time in
         // a burst, then held until the burst was read (work_coalescer.h).
@@ -520,7 +523,7 @@ struct AmqpListenerService::Impl {
       if (presettled) d.settle();
       // The burst ends with the last whole message read from the socket for
       // this link: what is held never waits for the network.
-      if (!messageWaiting(d.receiver())) burst_wakes.flush();
+      if (!messageWaiting(r)) burst_wakes.flush();
     }
 
     // The publishing path: nothing here takes a lock shared with another
