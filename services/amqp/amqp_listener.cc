@@ -616,7 +616,10 @@ struct AmqpListenerService::Impl {
       replenish(pub);
     }
 
-    void on_receiver_close(proton::receiver& r) override { forgetLink(r, false); }
+    void on_receiver_close(proton::receiver& r) override {
+      forgetLink(r, false);
+      burst_wakes.flush();  // a burst it was reading ends with it
+    }
     void on_sender_close(proton::sender& s) override { forgetLink(s, false); }
     // A detach (not a close) keeps a durable subscription.
     void on_sender_detach(proton::sender& s) override { forgetLink(s, true); }

@@ -45,8 +45,6 @@ class Waker {
   // False when the work will not run (closed, or the queue refused it).
   bool add(std::function<void()> fn) { return work_.add(std::move(fn)); }
   void close();
-  // Posts to the work queue so far.
-  uint64_t wakes() const { return work_.wakes(); }
 
  private:
   // Shared with the coalescer's posts: a held wake may be posted after the
