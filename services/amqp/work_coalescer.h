@@ -5,9 +5,10 @@
 // services/amqp/client_connections.h is one per connection). A wake — a post
 // to the connection's proton::work_queue — writes an eventfd and usually
 // makes a container thread sleep and wake once more; one per event for a
-// subscriber or per journal commit was most of what a second container
-// thread cost under a flood (docs/benchmarks.md, "Listener threads"). Work
-// added while a wake is on its way rides along with it.
+// subscriber or per journal commit made a second container thread switch
+// context about once per message under a flood (docs/benchmarks.md,
+// "Listener threads"). Work added while a wake is on its way rides along
+// with it.
 //
 // Nothing waits unseen: the woken side takes what is queued and clears the
 // flag in one step, then runs it, so work added from then on posts a wake
