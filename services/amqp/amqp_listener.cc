@@ -15,6 +15,7 @@
 //   publisher_hold.h         why a publishing link gets no credit now
 //   broker_subscriptions.h   a subscription's broker endpoint, made or resumed
 //   subscriber_outbox.h      the events waiting for one subscription
+//   work_coalescer.h         one wake per batch of work for a connection
 //   subscriber_deliveries.h  what a subscribing link has in flight, its outcomes
 //   in_flight_bound.h        how much a subscribing link may have in flight
 //   durable_parking.h        durable subscriptions whose subscriber is away
@@ -87,6 +88,7 @@
 #include "services/amqp/sasl_plugin.h"
 #include "services/amqp/subscriber_deliveries.h"
 #include "services/amqp/subscriber_outbox.h"
+#include "services/amqp/work_coalescer.h"
 
 namespace cepbus::services::amqp {
 namespace {
@@ -115,9 +117,11 @@ size_t sessionCapacity(uint64_t max_message_size) {
 //   ClientHandler's (below), touched only by that connection's events and
 //   work, which Proton serializes: no lock.
 // - Crossing connections goes through the target connection's Waker (its
-//   proton::work_queue): an event for a subscriber (SubscriberOutbox's wake),
-//   a drained buffer resuming a waiting publisher (PublisherWake), a relink
-//   telling a publisher which buffers it feeds now.
+//   proton::work_queue, one wake per batch of work): an event for a
+//   subscriber (SubscriberOutbox's wake, held to the end of the burst it
+//   came in after the first: WakeHold), a drained buffer resuming a waiting
+//   publisher (PublisherWake), a relink telling a publisher which buffers it
+//   feeds now.
 // - What a publisher reads of another connection's buffers per message (load,
 //   publisher count, stalled) is atomic (SubscriberOutbox).
 // - What is global — admission counts, the connections' sessions, broker
@@ -555,11 +559,20 @@ struct AmqpListenerService::Impl {
 
     void on_message(proton::delivery& d, proton::message& m) override {
       const bool presettled = d.settled();
-      receive(d, m, presettled);
+      const proton::receiver r = d.receiver();
+      {
+        // The connections this message wakes: each at once the first time in
+        // a burst, then held until the burst was read (work_coalescer.h).
+        WakeHold::Scope hold(&burst_wakes);
+        receive(d, m, presettled);
+      }
       // Proton frees a delivery once both ends settled it: a pre-settled one
       // needs no outcome, only this settle (without it every at-most-once
       // message stayed in memory until its link closed).
       if (presettled) d.settle();
+      // The burst ends with the last whole message read from the socket for
+      // this link: what is held never waits for the network.
+      if (!messageWaiting(r)) burst_wakes.flush();
     }
 
     // The publishing path: nothing here takes a lock shared with another
@@ -652,7 +665,10 @@ struct AmqpListenerService::Impl {
       replenish(pub);
     }
 
-    void on_receiver_close(proton::receiver& r) override { forgetLink(r, false); }
+    void on_receiver_close(proton::receiver& r) override {
+      forgetLink(r, false);
+      burst_wakes.flush();  // a burst it was reading ends with it
+    }
     void on_sender_close(proton::sender& s) override { forgetLink(s, false); }
     // A detach (not a close) keeps a durable subscription.
     void on_sender_detach(proton::sender& s) override { forgetLink(s, true); }
@@ -691,6 +707,7 @@ struct AmqpListenerService::Impl {
     void on_transport_open(proton::transport&) override { ++impl.transports; }
     void on_transport_close(proton::transport& t) override {
       forgetConnection(t.connection());
+      burst_wakes.flush();
       // The connection's handles go on its own thread, before anyone frees us.
       link_ids.clear();
       publishers.clear();
@@ -973,6 +990,7 @@ struct AmqpListenerService::Impl {
     proton::message outgoing;  // reused for every event sent to a subscriber (its allocations stay)
     std::vector<char> encoded;       // reused to size every message received
     bool incomplete_watch_ = false;  // watchIncompleteMessages() is scheduled
+    WakeHold burst_wakes;            // what the burst being read holds (on_message())
     std::atomic<bool> finished_{false};
   };
 

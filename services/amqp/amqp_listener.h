@@ -107,7 +107,9 @@
 // and outboxes are touched there only, so reading one connection's burst and
 // writing another's proceed in parallel. What crosses connections — an
 // event for a subscriber, a drained buffer giving a publisher credit back, a
-// relink — goes through the target connection's proton::work_queue; what a
+// relink — goes through the target connection's proton::work_queue, with at
+// most one wake on its way per connection and at most two per subscriber
+// connection for a burst read from a publisher (work_coalescer.h); what a
 // publish reads of another connection's buffers is atomic. The global
 // tables (admission, sessions, broker subscriptions and durable parking,
 // the link directory) are locked on the control path only (open, attach,

@@ -4,14 +4,18 @@
 
 namespace cepbus::services::amqp {
 
-bool Waker::add(std::function<void()> fn) {
-  std::lock_guard lock(mu_);
-  return queue_ != nullptr && queue_->add(std::move(fn));
+Waker::Waker(proton::work_queue* queue)
+    : work_([target = target_](std::function<void()> fn) {
+        std::lock_guard lock(target->mu);
+        return target->queue != nullptr && target->queue->add(std::move(fn));
+      }) {
+  target_->queue = queue;
 }
 
 void Waker::close() {
-  std::lock_guard lock(mu_);
-  queue_ = nullptr;
+  work_.close();
+  std::lock_guard lock(target_->mu);
+  target_->queue = nullptr;
 }
 
 Result<std::string> authenticatedUser(const std::string& mechanism, const std::string& user,

@@ -23,27 +23,38 @@
 #include <proton/session.hpp>
 #include <proton/work_queue.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bus/core/status.h"
 #include "services/amqp/admission.h"
 #include "services/amqp/listener_stats.h"
+#include "services/amqp/work_coalescer.h"
 
 namespace cepbus::services::amqp {
 
 // A connection's work queue for other threads, usable until close(), which
 // the container thread calls before the connection goes away: work added
-// later is refused rather than queued on a freed connection.
+// later is refused rather than queued on a freed connection. Work added
+// while the connection has not run the last wake yet rides along with it
+// (services/amqp/work_coalescer.h): one post to its proton::work_queue per
+// batch, not per event.
 class Waker {
  public:
-  explicit Waker(proton::work_queue* queue) : queue_(queue) {}
+  explicit Waker(proton::work_queue* queue);
   // False when the work will not run (closed, or the queue refused it).
-  bool add(std::function<void()> fn);
+  bool add(std::function<void()> fn) { return work_.add(std::move(fn)); }
   void close();
 
  private:
-  std::mutex mu_;
-  proton::work_queue* queue_;  // guarded by mu_
+  // Shared with the coalescer's posts: a held wake may be posted after the
+  // Waker is gone, and then finds the queue closed.
+  struct Target {
+    std::mutex mu;
+    proton::work_queue* queue = nullptr;  // guarded by mu
+  };
+  const std::shared_ptr<Target> target_ = std::make_shared<Target>();
+  WorkCoalescer work_;
 };
 
 // Who a client is after SASL: the user ("" for the anonymous client), from

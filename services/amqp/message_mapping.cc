@@ -1,5 +1,6 @@
 #include "services/amqp/message_mapping.h"
 
+#include <proton/connection.h>
 #include <proton/delivery.h>
 #include <proton/disposition.h>
 #include <proton/link.h>
@@ -380,6 +381,13 @@ uint64_t remoteMaxMessageSize(const proton::link& link) {
 }
 
 int unsentDeliveries(const proton::link& link) { return pn_link_queued(LinkAccess::raw(link)); }
+
+bool messageWaiting(const proton::receiver& receiver) {
+  pn_link_t* link = LinkAccess::raw(receiver);
+  pn_delivery_t* next = pn_link_current(link);
+  return next != nullptr && pn_delivery_readable(next) && !pn_delivery_partial(next) &&
+         !pn_delivery_aborted(next) && (pn_link_state(link) & PN_LOCAL_CLOSED) == 0;
+}
 
 bool sentSettled(const proton::tracker& tracker) {
   pn_delivery_t* d = DeliveryAccess::raw(tracker);

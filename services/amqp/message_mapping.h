@@ -113,6 +113,12 @@ uint64_t remoteMaxMessageSize(const proton::link& link);
 // Deliveries on `link` not written to the transport yet (pn_link_queued).
 int unsentDeliveries(const proton::link& link);
 
+// True when, after the message its handler has now, a whole message read
+// for `receiver` waits to be handed to it (the current delivery, complete,
+// not aborted, its link open): Proton's next on_message for it comes with
+// the same batch of events.
+bool messageWaiting(const proton::receiver& receiver);
+
 // True when the message `tracker` follows went out pre-settled: its link
 // sends settled (an at-most-once receiver asked for it), so the receiver
 // sends no outcome for it and nothing is left to wait for.
