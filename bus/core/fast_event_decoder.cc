@@ -66,9 +66,14 @@ std::optional<Value> scalarOf(od::value& v) {
       if (v.get_string().get(text)) return std::nullopt;
       return Value(text);
     }
-    case od::json_type::null:
-      if (!v.is_null()) return std::nullopt;
+    case od::json_type::null: {
+      // The type is read from the first letter only: "n48" gets here too,
+      // and is_null() reports it as an error (its conversion to bool would
+      // throw it).
+      bool null = false;
+      if (v.is_null().get(null) || !null) return std::nullopt;
       return Value();
+    }
     default:
       return std::nullopt;
   }

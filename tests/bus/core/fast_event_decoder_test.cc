@@ -65,6 +65,7 @@ TEST(FastEventDecoderTest, DeclinesWhatTheReferenceMustDecide) {
            R"({"type":"Reading","ts":1,"attrs":{"plate":18446744073709551615}})",
            R"({"type":"Reading","ts":1,"attrs":{"plate":1e999}})",
            R"({"type":"Reading","ts":1,"attrs":{"plate":"\ud800"}})",
+           R"({"type":"Reading","ts":1,"attrs":{"plate":n48}})",
            "{\"type\":\"Reading\",\"ts\":1,\"attrs\":{\"plate\":\"a\tb\"}}",
            "{\"type\":\"Reading\",\"ts\":1,\"attrs\":{\"plate\":\"\xff\"}}",
            R"({"type":"Reading","ts":1,"prob":1.5})",
