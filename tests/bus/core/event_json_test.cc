@@ -146,6 +146,20 @@ TEST(EventJsonTest, AValueThatOnlyStartsLikeNullIsABadLineNotAnException) {
   }
 }
 
+// Found by tests/fuzz/event_json_fuzz.cc (its fast-path invariant): the
+// fast decoder read a number with a 99-digit mantissa as 0.
+TEST(EventJsonTest, ANumberWithALongMantissaKeepsItsValue) {
+  Symbol::intern("A");
+  Symbol::intern("p");
+  Result<EventPtr> e = decodeEvent(
+      R"({"type":"A","ts":1,"attrs":{"p":104444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444449.66}})");
+  ASSERT_TRUE(e) << e.status().message();
+  EXPECT_DOUBLE_EQ((*e)->find(Symbol::intern("p"))->asDouble(), 1.0444444444444444e+98);
+  e = decodeEvent(R"({"type":"A","ts":1,"attrs":{"p":12345678901234567.5}})");
+  ASSERT_TRUE(e) << e.status().message();
+  EXPECT_DOUBLE_EQ((*e)->find(Symbol::intern("p"))->asDouble(), 12345678901234567.5);
+}
+
 // An event type travels as an AMQP subject, a C string in Proton's core: a
 // type with a NUL would leave the bus cut short, so it is refused on the way in.
 TEST(EventJsonTest, RefusesAnEventTypeWithANul) {

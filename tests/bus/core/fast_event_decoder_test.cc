@@ -52,30 +52,32 @@ TEST(FastEventDecoderTest, DeclinesWhatTheReferenceMustDecide) {
   Symbol::intern("Reading");
   Symbol::intern("plate");
   FastEventDecoder decoder;
-  for (const std::string line : {
-           R"({"type":"Reading","ts":1)",
-           R"({"type":"Reading","ts":1} {})",
-           R"({"type":"Reading","ts":1,})",
-           R"([1,2])",
-           R"({"ts":1})",
-           R"({"type":"","ts":1})",
-           R"({"type":"Reading","ts":1.5})",
-           R"({"type":"Reading","ts":1,"ts":2})",
-           R"({"type":"Reading","ts":1,"attrs":{"plate":{"y":1}}})",
-           R"({"type":"Reading","ts":1,"attrs":{"plate":18446744073709551615}})",
-           R"({"type":"Reading","ts":1,"attrs":{"plate":1e999}})",
-           R"({"type":"Reading","ts":1,"attrs":{"plate":"\ud800"}})",
-           R"({"type":"Reading","ts":1,"attrs":{"plate":n48}})",
-           "{\"type\":\"Reading\",\"ts\":1,\"attrs\":{\"plate\":\"a\tb\"}}",
-           "{\"type\":\"Reading\",\"ts\":1,\"attrs\":{\"plate\":\"\xff\"}}",
-           R"({"type":"Reading","ts":1,"prob":1.5})",
-           R"({"type":"Reading","ts":1,"id":0})",
-           R"({"type":"Reading","ts":1,"start":5})",
-           R"({"type":"Reading","ts":1,"timestamp":1})",
-           R"({"type":"Reading","ts":1,"events":[]})",
-           R"({"type":"NeverSeenBeforeFastType","ts":1})",
-           R"({"type":"Reading\u0000x","ts":1})",
-       }) {
+  for (
+      const std::string line : {
+          R"({"type":"Reading","ts":1)",
+          R"({"type":"Reading","ts":1} {})",
+          R"({"type":"Reading","ts":1,})",
+          R"([1,2])",
+          R"({"ts":1})",
+          R"({"type":"","ts":1})",
+          R"({"type":"Reading","ts":1.5})",
+          R"({"type":"Reading","ts":1,"ts":2})",
+          R"({"type":"Reading","ts":1,"attrs":{"plate":{"y":1}}})",
+          R"({"type":"Reading","ts":1,"attrs":{"plate":18446744073709551615}})",
+          R"({"type":"Reading","ts":1,"attrs":{"plate":1e999}})",
+          R"({"type":"Reading","ts":1,"attrs":{"plate":"\ud800"}})",
+          R"({"type":"Reading","ts":1,"attrs":{"plate":n48}})",
+          R"({"type":"Reading","ts":1,"attrs":{"plate":104444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444449.66}})",
+          "{\"type\":\"Reading\",\"ts\":1,\"attrs\":{\"plate\":\"a\tb\"}}",
+          "{\"type\":\"Reading\",\"ts\":1,\"attrs\":{\"plate\":\"\xff\"}}",
+          R"({"type":"Reading","ts":1,"prob":1.5})",
+          R"({"type":"Reading","ts":1,"id":0})",
+          R"({"type":"Reading","ts":1,"start":5})",
+          R"({"type":"Reading","ts":1,"timestamp":1})",
+          R"({"type":"Reading","ts":1,"events":[]})",
+          R"({"type":"NeverSeenBeforeFastType","ts":1})",
+          R"({"type":"Reading\u0000x","ts":1})",
+      }) {
     EXPECT_FALSE(fastDecode(decoder, line).has_value()) << line;
   }
 }
