@@ -48,6 +48,7 @@
 #include "services/cluster/partitioner.h"
 #include "services/cluster/stall_watchdog.h"
 #include "services/cluster/stream_checkpoint.h"
+#include "services/cluster/stream_reader_watch.h"
 #include "services/cluster/topology.h"
 
 namespace cepbus::services::cluster {
@@ -176,6 +177,7 @@ std::string clusterStatsJson(const ClusterStats& s) {
                         {"checkpoints", s.checkpoints},
                         {"retention_gaps", s.retention_gaps},
                         {"stream_refreshes", s.stream_refreshes},
+                        {"stream_broker_switches", s.stream_broker_switches},
                         {"streams_ended", s.streams_ended}}
       .dump();
 }
@@ -309,8 +311,10 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     uint32_t index = 0;
     const char kind = link.empty() ? '\0' : link[0];
     auto [end, ec] = std::from_chars(link.data() + 1, link.data() + link.size(), index);
-    // A stream link's name has a generation after '-' (see openStream()).
-    const bool whole = end == link.data() + link.size() || (kind == 's' && *end == '-');
+    // A stream or probe link's name has a generation after '-' (see
+    // openStream(), openTailProbe()).
+    const bool whole =
+        end == link.data() + link.size() || ((kind == 's' || kind == 'q') && *end == '-');
     Partition* p =
         ec == std::errc() && whole && index < partitions_.size() && partitions_[index].attached
             ? &partitions_[index]
@@ -323,6 +327,8 @@ class ClusterNode::Impl final : public proton::messaging_handler {
       }
     } else if (p != nullptr && kind == 's' && d.receiver() == p->stream && p->active) {
       onStreamInput(*p, d, m);
+    } else if (p != nullptr && kind == 'q' && d.receiver() == p->tail_probe && p->active) {
+      onTailProbe(*p, d, m);
     } else {
       // Not the partition's current consumer (an ended session's link has
       // the same name): what it held goes back to the broker.
@@ -420,7 +426,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     std::vector<HeldToken> tokens;
     uint32_t stream_credit_owed = 0;
     uint64_t replay_to = 0;  // offsets below were read by the previous owner
-    SteadyTime last_stream_read;
+    std::optional<StreamReaderWatch> reader_watch;
     uint64_t held_messages_peak = 0;
   };
 
@@ -428,9 +434,10 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     uint32_t index = 0;
     Symbol symbol;
     proton::session session;
-    proton::receiver receiver;  // the partition queue, or with stream input its lease
-    proton::receiver stream;    // stream input: the stream, once active
-    proton::sender lease;       // stream input: where new lease tokens go
+    proton::receiver receiver;    // the partition queue, or with stream input its lease
+    proton::receiver stream;      // stream input: the stream, once active
+    proton::receiver tail_probe;  // stream input: reads the stream's last chunk (reader_watch)
+    proton::sender lease;         // stream input: where new lease tokens go
     bool attached = false;
     bool handing_over = false;  // its session was ended; the broker's end not seen yet
     SteadyTime handover_started;
@@ -511,7 +518,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     for (Partition& p : partitions_) {
       if (p.active && p.active->checkpoint) {
         checkpoint(p);
-        refreshSilentStream(p);
+        if (!superviseStream(p)) break;
       }
     }
     publishStats();
@@ -658,29 +665,76 @@ class ClusterNode::Impl final : public proton::messaging_handler {
             .auto_accept(false)
             .source(proton::source_options().filters(filters)));
     p.stream.add_credit(static_cast<int>(streamCredit()));
-    p.active->last_stream_read = Clock::now();
+    if (!p.active->reader_watch) {
+      p.active->reader_watch.emplace(
+          streamSilence(), 2 * std::chrono::milliseconds(spec_.idle_timeout_ms), Clock::now());
+    }
   }
 
-  // RabbitMQ 3.10 can leave a stream consumer attached during the stream's
-  // leader election without ever delivering to it. A stream that has been
-  // silent for a while is read again through a new link from the first
-  // offset not yet read: nothing is read twice, and an idle stream costs a
-  // link every silence period.
-  void refreshSilentStream(Partition& p) {
+  // A probe of the partition's stream: one message from its last chunk,
+  // whose offset tells a silent reader from an idle stream (StreamReaderWatch).
+  void openTailProbe(Partition& p) {
+    proton::source::filter_map filters;
+    filters.put(proton::symbol("rabbitmq:stream-offset-spec"), proton::value(std::string("last")));
+    if (p.tail_probe) p.tail_probe.close();
+    p.tail_probe = p.session.open_receiver(
+        "/amq/queue/" + partitionStream(spec_.name, p.index),
+        proton::receiver_options()
+            .name("q" + std::to_string(p.index) + "-" + std::to_string(++stream_links_))
+            .credit_window(0)
+            .auto_accept(false)
+            .source(proton::source_options().filters(filters)));
+    p.tail_probe.add_credit(1);
+  }
+
+  void onTailProbe(Partition& p, proton::delivery& d, proton::message& m) {
+    d.accept();
+    p.tail_probe.close();
+    p.tail_probe = proton::receiver();
+    if (const std::optional<uint64_t> offset = streamOffset(m)) {
+      p.active->reader_watch->probed(*offset, Clock::now());
+    }
+  }
+
+  std::chrono::milliseconds streamSilence() const {
+    return std::chrono::milliseconds(std::max<uint64_t>(5 * spec_.idle_timeout_ms, 10000));
+  }
+
+  // A silent stream reader is reopened from the first offset not read
+  // (nothing is read twice; RabbitMQ 3.10 can leave a reader that attached
+  // during a leader election without deliveries), and probed from the
+  // second silence on; one the broker cannot serve ends the connection, and
+  // the node reconnects through the next broker. False when the connection
+  // is closing.
+  bool superviseStream(Partition& p) {
     Active& a = *p.active;
-    const auto silence =
-        std::chrono::milliseconds(std::max<uint64_t>(5 * spec_.idle_timeout_ms, 10000));
-    if (!p.stream || Clock::now() - a.last_stream_read < silence) return;
+    if (!p.stream || !a.reader_watch) return true;
+    const auto action = a.reader_watch->tick(Clock::now(), a.checkpoint->readTo());
+    if (action == StreamReaderWatch::Action::kNone) return true;
+    if (action == StreamReaderWatch::Action::kSwitchBroker) {
+      ++counters_.stream_broker_switches;
+      log_.warning(
+          "cluster %s node %s: partition %u: broker %s:%hu delivers nothing from the stream "
+          "although it holds events past offset %s; reconnecting through the next broker",
+          spec_.name, spec_.node, p.index, broker().host, broker().port,
+          std::to_string(a.checkpoint->readTo()));
+      if (connection_ && connection_.active()) connection_.close();
+      return false;
+    }
     ++counters_.stream_refreshes;
     log_.information(
         "cluster %s node %s: partition %u: nothing from its stream for %s ms; reading on through "
-        "a new link from offset %s",
-        spec_.name, spec_.node, p.index,
-        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silence).count()),
-        std::to_string(a.checkpoint->readTo()));
+        "a new link from offset %s%s",
+        spec_.name, spec_.node, p.index, std::to_string(streamSilence().count()),
+        std::to_string(a.checkpoint->readTo()),
+        std::string(action == StreamReaderWatch::Action::kReopenAndProbe
+                        ? ", and probing the stream's end"
+                        : ""));
+    if (action == StreamReaderWatch::Action::kReopenAndProbe) openTailProbe(p);
     p.stream.close();
     a.stream_credit_owed = 0;
     openStream(p, a.checkpoint->readTo());
+    return true;
   }
 
   // How many event ids a partition remembers to drop resent copies: what
@@ -712,6 +766,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     p.session = proton::session();
     p.receiver = proton::receiver();
     p.stream = proton::receiver();
+    p.tail_probe = proton::receiver();
     p.lease = proton::sender();
   }
 
@@ -810,7 +865,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   void onStreamInput(Partition& p, proton::delivery& d, proton::message& m) {
     ++counters_.received;
     Active& a = *p.active;
-    a.last_stream_read = Clock::now();
+    a.reader_watch->read(Clock::now());
     d.accept();
     if (++a.stream_credit_owed >= streamCredit() / 2) {
       p.stream.add_credit(static_cast<int>(a.stream_credit_owed));

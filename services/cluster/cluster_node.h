@@ -99,6 +99,9 @@ struct ClusterStats {
   // Stream input: links reopened after a silence (RabbitMQ 3.10 may stop
   // delivering to a consumer that attached during a leader election).
   uint64_t stream_refreshes = 0;
+  // Stream input: broker connections given up because the broker delivered
+  // nothing from a stream that held events past the reader (StreamReaderWatch).
+  uint64_t stream_broker_switches = 0;
   uint64_t streams_ended = 0;  // end-of-stream markers taken
 };
 

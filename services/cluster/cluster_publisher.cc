@@ -75,6 +75,8 @@ class Publisher final : public proton::messaging_handler {
       watched_ = &c.work_queue();
     }
     senders_.clear();
+    proven_.assign(spec_.partitions, false);
+    in_flight_on_.assign(spec_.partitions, 0);
     for (uint32_t p = 0; p < spec_.partitions; ++p) {
       senders_.push_back(
           c.open_sender("/exchange/" + inExchange(spec_.name) + "/" + partitionRoutingKey(p),
@@ -88,6 +90,7 @@ class Publisher final : public proton::messaging_handler {
     auto it = in_flight_.find(t);
     if (it == in_flight_.end()) return;
     report_.published += std::max<size_t>(plan_[it->second.index].events.size(), 1);
+    proven_[plan_[it->second.index].partition] = true;
     last_accepted_ = Clock::now();
     rememberAccepted(it->second.index);
     ++report_.messages;
@@ -138,6 +141,7 @@ class Publisher final : public proton::messaging_handler {
     }
     in_flight_.clear();
     in_flight_events_ = 0;
+    in_flight_on_.assign(spec_.partitions, 0);
     for (const Accepted& a : accepted_) {
       if (last_accepted_ - a.at > resendWindow()) continue;
       doubt.push_back(a.index);
@@ -198,10 +202,12 @@ class Publisher final : public proton::messaging_handler {
   }
 
   size_t total() const { return plan_.size(); }
+
   bool done() const { return next_ == total() && resend_.empty() && in_flight_.empty(); }
 
   void landed(std::map<proton::tracker, InFlight>::iterator it) {
     in_flight_events_ -= plan_[it->second.index].events.size();
+    --in_flight_on_[plan_[it->second.index].partition];
     in_flight_.erase(it);
   }
 
@@ -233,12 +239,21 @@ class Publisher final : public proton::messaging_handler {
     if (done() && connection_ && connection_.active()) connection_.close();
   }
 
-  // False when the partition's sender has no credit yet (on_sendable resumes).
+  // False when the partition's sender has no credit yet (on_sendable
+  // resumes), or when the partition is not proven on this connection and
+  // has a message in flight (an acceptance resumes).
+  //
+  // Why one message until the first acceptance: after a failover the new
+  // broker may not yet know the queue's new leader. RabbitMQ 3.10 then
+  // leaves a message to a stream unanswered for good while accepting and
+  // storing the ones after it; resent after the confirm timeout, it would
+  // land behind them and reach the partition's node out of order (late).
   bool sendMessage(size_t index) {
     if (senders_.empty()) return false;
     const MessagePlan& message = plan_[index];
     proton::sender& s = senders_[message.partition];
     if (!s.active() || s.credit() <= 0) return false;
+    if (!proven_[message.partition] && in_flight_on_[message.partition] > 0) return false;
     // RabbitMQ 3.10 cannot store in a stream a message whose message-id is a
     // ulong (it answers amqp:internal-error), which is how one event carries
     // its id; a batch carries the ids in its body.
@@ -254,6 +269,7 @@ class Publisher final : public proton::messaging_handler {
     }
     in_flight_.emplace(s.send(message_), InFlight{index, Clock::now()});
     in_flight_events_ += message.events.size();
+    ++in_flight_on_[message.partition];
     return true;
   }
 
@@ -330,6 +346,10 @@ class Publisher final : public proton::messaging_handler {
   proton::container* container_ = nullptr;
   proton::connection connection_;
   std::vector<proton::sender> senders_;
+  // Per partition, on this connection: the broker accepted a message of it;
+  // messages of it in flight.
+  std::vector<bool> proven_;
+  std::vector<uint32_t> in_flight_on_;
   proton::message message_;
   std::vector<EventPtr> batch_;
   std::map<proton::tracker, InFlight> in_flight_;

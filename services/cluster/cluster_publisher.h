@@ -13,7 +13,11 @@
 // node died: RabbitMQ 3.10's AMQP 1.0 plugin drops the session during a
 // queue leader election) it reconnects to the next broker of the failover
 // list and sends again, in order, everything still in doubt; so it does when
-// the broker leaves a message unanswered for too long. With stream input it
+// the broker leaves a message unanswered for too long. On a new connection
+// a partition has one message in flight until the broker accepted one of
+// it: a broker that does not know a queue's new leader yet may leave one
+// message unanswered and store those after it, and the resent one would
+// then reach the partition's node out of order. With stream input it
 // also sends again what the failed connection's broker accepted in its last
 // few seconds (PublishOptions::stream_resend_window_ms): an acceptance
 // there has not always meant a stored message. Duplicates are the price of

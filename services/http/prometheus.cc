@@ -477,6 +477,9 @@ void appendClusterNodes(std::string& out,
       {"checkpoints", "Stream input: lease tokens (resume offsets) the broker accepted."},
       {"retention_gaps", "Stream input: offsets to replay that the stream no longer held."},
       {"stream_refreshes", "Stream input: stream links reopened after a silence."},
+      {"stream_broker_switches",
+       "Stream input: broker connections given up for delivering nothing from a stream that "
+       "held more."},
   };
   for (const auto& [field, help] : kCounters) {
     const std::string name = "cepbus_cluster_" + std::string(field) + "_total";

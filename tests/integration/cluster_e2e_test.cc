@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -348,13 +349,39 @@ class ClusterE2eTest : public ::testing::Test {
       std::cout << "publisher: " << publisher->out();
     }
     ASSERT_TRUE(streams_ ? waitStreamsDone(partitions) : waitDrained(partitions));
+    printNodeCounters();
     Collected got = finishCollector();
     const std::vector<std::string> expected = offline(events);
     ASSERT_FALSE(expected.empty());
     EXPECT_EQ(got.composites.size(), expected.size());
-    EXPECT_EQ(got.composites, expected);
+    EXPECT_EQ(got.composites, expected) << "missing: " << difference(expected, got.composites)
+                                        << "\nextra: " << difference(got.composites, expected);
     std::cout << "composites " << got.composites.size() << ", collector " << got.summary.dump()
               << "\n";
+  }
+
+  // What the live nodes counted that explains a difference from offline.
+  void printNodeCounters() {
+    for (size_t k = 1; k <= nodes_.size(); ++k) {
+      if (!node(static_cast<int>(k)).process) continue;
+      const nlohmann::json s = stats(static_cast<int>(k));
+      std::cout << "node" << k << ":";
+      for (const char* counter : {"received", "replayed", "duplicates", "late", "takeovers",
+                                  "stream_refreshes", "stream_broker_switches", "reconnects"}) {
+        std::cout << " " << counter << "=" << s.value(counter, uint64_t{0});
+      }
+      std::cout << "\n";
+    }
+  }
+
+  // The lines of sorted `a` that sorted `b` lacks.
+  static std::string difference(const std::vector<std::string>& a,
+                                const std::vector<std::string>& b) {
+    std::vector<std::string> only;
+    std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(only));
+    std::string text;
+    for (const std::string& line : only) text += "\n  " + line;
+    return text;
   }
 
   std::string name_;
