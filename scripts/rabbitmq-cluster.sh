@@ -12,6 +12,7 @@
 #   scripts/rabbitmq-cluster.sh kill N  [DIR]  SIGKILL node N (1..3)
 #   scripts/rabbitmq-cluster.sh restart N [DIR]  start node N again, wait until it rejoined
 #   scripts/rabbitmq-cluster.sh ctl N [DIR] -- ARGS...  rabbitmqctl ARGS against node N
+#   scripts/rabbitmq-cluster.sh streams N [DIR] -- ARGS...  rabbitmq-streams ARGS against node N
 #
 # DIR defaults to $CEPBUS_RMQ_DIR, else ${TMPDIR:-/tmp}/cepbus-rabbitmq.
 # CEPBUS_RMQ_TIMEOUT (seconds, default 180) bounds each wait.
@@ -38,13 +39,13 @@ cmd=${1:-}
 shift || true
 node_arg=
 case $cmd in
-  kill | restart | ctl)
+  kill | restart | ctl | streams)
     node_arg=${1:-}
     [[ $node_arg =~ ^[123]$ ]] || die "$cmd needs a node number 1..3"
     shift
     ;;
   start | stop | status) ;;
-  *) die "usage: $0 start|stop|status [DIR] | kill N [DIR] | restart N [DIR] | ctl N [DIR] -- ARGS" ;;
+  *) die "usage: $0 start|stop|status [DIR] | kill N [DIR] | restart N [DIR] | ctl|streams N [DIR] -- ARGS" ;;
 esac
 dir_arg=
 if [[ $# -gt 0 && $1 != -- ]]; then
@@ -207,6 +208,13 @@ ctl() {
   local i=$1
   shift
   in_node_env "$i" "$rmq_bin/rabbitmqctl" -q -n "$(nodename "$i")" "$@"
+}
+
+# rabbitmq-streams on node $1, e.g. `streams 2 -- stream_status demo.p0.log`.
+streams() {
+  local i=$1
+  shift
+  in_node_env "$i" "$rmq_bin/rabbitmq-streams" -q -n "$(nodename "$i")" "$@"
 }
 
 alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
@@ -531,8 +539,15 @@ do_restart() {
   [[ -f $dir/cluster.env ]] || die "no cluster in $dir"
   alive "$(beam_pid "$i")" && die "node $i is still running (pid $(beam_pid "$i"))"
   stop_nodes "$i" # whatever is left of its old process tree
-  launch_node "$i"
-  wait_node_up "$i"
+  # RabbitMQ 3.10 sometimes fails the boot of a node just killed (its
+  # management agent stops on a case_clause in rabbit_net:dist_info when it
+  # finds two distribution connections to one peer): once more.
+  if ! (launch_node "$i" && wait_node_up "$i"); then
+    log "node $i failed to boot; starting it once more"
+    stop_nodes "$i"
+    launch_node "$i"
+    wait_node_up "$i"
+  fi
   wait_clustered "$i"
   write_cluster_env
   log "node $i rejoined after $((($(date +%s%N) - t0) / 1000000)) ms (pid $(beam_pid "$i"))"
@@ -546,4 +561,5 @@ case $cmd in
   kill) do_kill "$node_arg" ;;
   restart) do_restart "$node_arg" ;;
   ctl) ctl "$node_arg" "$@" ;;
+  streams) streams "$node_arg" "$@" ;;
 esac

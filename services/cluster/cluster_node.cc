@@ -178,6 +178,7 @@ std::string clusterStatsJson(const ClusterStats& s) {
                         {"retention_gaps", s.retention_gaps},
                         {"stream_refreshes", s.stream_refreshes},
                         {"stream_broker_switches", s.stream_broker_switches},
+                        {"echo_timeouts", s.echo_timeouts},
                         {"streams_ended", s.streams_ended}}
       .dump();
 }
@@ -297,6 +298,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     late_sender_ = c.open_sender("/exchange/" + outExchange(spec_.name) + "/late",
                                  proton::sender_options().name("late"));
     connected_at_ = Clock::now();
+    last_echo_ = connected_at_;
     sendHeartbeat(false);
   }
 
@@ -521,8 +523,30 @@ class ClusterNode::Impl final : public proton::messaging_handler {
         if (!superviseStream(p)) break;
       }
     }
+    checkEcho(now);
     publishStats();
     container_->schedule(proton::duration(spec_.heartbeat_ms), [this] { tick(); });
+  }
+
+  // The node's own heartbeats come back to it through the members exchange.
+  // When they stop, the broker no longer routes what this connection
+  // publishes (RabbitMQ 3.10 was seen, after another broker node died, to
+  // keep such a connection delivering stream input while taking none of its
+  // heartbeats or composites): the others count this node gone, but it
+  // still holds its partitions' leases, so it lets go of the connection and
+  // reconnects through the next broker.
+  void checkEcho(SteadyTime now) {
+    const auto limit = 2 * std::chrono::milliseconds(spec_.idle_timeout_ms);
+    if (!connection_ || !connection_.active() || now - last_echo_ < limit) return;
+    ++counters_.echo_timeouts;
+    log_.warning(
+        "cluster %s node %s: none of this node's heartbeats came back through broker %s:%hu for "
+        "%s ms; reconnecting through the next broker",
+        spec_.name, spec_.node, broker().host, broker().port,
+        std::to_string(
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - last_echo_).count()));
+    last_echo_ = now;
+    connection_.close();
   }
 
   // A node whose timer ran late by more than the idle timeout was stopped or
@@ -570,7 +594,13 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     auto incarnation = property<uint64_t>(m, "incarnation");
     auto leaving = property<bool>(m, "leaving");
     auto attached = property<std::string>(m, "attached");
-    if (!node || !incarnation || !leaving || !attached || *node == spec_.node) return;
+    if (!node || !incarnation || !leaving || !attached) return;
+    if (*node == spec_.node) {
+      if (*incarnation == incarnation_ && property<std::string>(m, "address") == local_address_) {
+        last_echo_ = Clock::now();
+      }
+      return;
+    }
     hb.node = *node;
     hb.incarnation = *incarnation;
     hb.leaving = *leaving;
@@ -1208,6 +1238,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
   SteadyTime last_tick_;
   SteadyTime started_at_;
   SteadyTime connected_at_ = SteadyTime::max();
+  SteadyTime last_echo_;  // this connection's last heartbeat that came back
   ClusterStats counters_;
 
   mutable std::mutex stats_mu_;

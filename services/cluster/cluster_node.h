@@ -102,6 +102,9 @@ struct ClusterStats {
   // Stream input: broker connections given up because the broker delivered
   // nothing from a stream that held events past the reader (StreamReaderWatch).
   uint64_t stream_broker_switches = 0;
+  // Broker connections given up because the node's own heartbeats stopped
+  // coming back through the broker (it routed nothing this node published).
+  uint64_t echo_timeouts = 0;
   uint64_t streams_ended = 0;  // end-of-stream markers taken
 };
 

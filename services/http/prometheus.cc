@@ -480,6 +480,8 @@ void appendClusterNodes(std::string& out,
       {"stream_broker_switches",
        "Stream input: broker connections given up for delivering nothing from a stream that "
        "held more."},
+      {"echo_timeouts",
+       "Broker connections given up because the node's own heartbeats stopped coming back."},
   };
   for (const auto& [field, help] : kCounters) {
     const std::string name = "cepbus_cluster_" + std::string(field) + "_total";

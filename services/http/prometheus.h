@@ -25,7 +25,7 @@
 //                     late,rejected,composites,reconnects,stalls,
 //                     unconfirmed_handovers,window_full,checkpoints,
 //                     retention_gaps,stream_refreshes,
-//                     stream_broker_switches}_total counter
+//                     stream_broker_switches,echo_timeouts}_total counter
 //     cepbus_cluster_partition_{active,held}, labels {.., partition, role} gauge
 //   HTTP listeners (services/http/http_listener.h), label {name}:
 //     cepbus_http_{connections,connections_refused,ws_refused,

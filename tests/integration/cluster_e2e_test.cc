@@ -103,10 +103,31 @@ class ClusterE2eTest : public ::testing::Test {
     }
     nodes_.clear();
     if (collector_) collector_->signal(SIGKILL);
+    removeTopology();
     if (::testing::Test::HasFailure()) {
       std::cerr << "scenario files kept in " << dir_ << "\n";
     } else {
       fs::remove_all(dir_);
+    }
+  }
+
+  // The scenario's queues, streams and exchanges: a broker that keeps every
+  // scenario's streams takes longer to restart with each (a node restarted
+  // by a later scenario recovers them all).
+  void removeTopology() {
+    descriptor::ClusterSpec spec;
+    spec.name = name_;
+    spec.brokers = rmq().brokers();
+    const auto client = services::cluster::ManagementClient::forCluster(spec, "guest");
+    for (const char* kind : {"queues", "exchanges"}) {
+      auto list = client.getJson(std::string("/api/") + kind + "/%2F?columns=name");
+      if (!list || !list->is_array()) continue;
+      for (const auto& entry : *list) {
+        const std::string name = entry.value("name", std::string());
+        if (name.rfind(name_ + ".", 0) != 0) continue;
+        (void)client.remove(std::string("/api/") + kind + "/%2F/" +
+                            services::cluster::percentEncode(name));
+      }
     }
   }
 
@@ -275,8 +296,21 @@ class ClusterE2eTest : public ::testing::Test {
         },
         limit);
     if (all) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure()
-           << done.size() << " of " << partitions << " partitions done with their streams";
+    auto failure = ::testing::AssertionFailure()
+                   << done.size() << " of " << partitions << " partitions done with their streams";
+    for (size_t k = 1; k <= nodes_.size(); ++k) {
+      if (node(static_cast<int>(k)).process) {
+        failure << "\nnode" << k << ": " << stats(static_cast<int>(k)).dump();
+      }
+    }
+    for (uint32_t p = 0; p < partitions; ++p) {
+      for (int b = 1; b <= RabbitMqCluster::kNodes; ++b) {
+        failure << "\n"
+                << partitionStreamName(p) << " seen by broker " << b << ":\n"
+                << rmq().streamStatus(b, partitionStreamName(p));
+      }
+    }
+    return failure;
   }
 
   // Three nodes on stream input running the query with a window of about

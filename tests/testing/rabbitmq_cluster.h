@@ -91,6 +91,15 @@ class RabbitMqCluster {
   // Starts node `n` again; returns once cluster_status shows it running.
   ::testing::AssertionResult restart(int n) { return nodeCommand("restart", n); }
 
+  // `rabbitmq-streams stream_status STREAM` as node `n` sees it: each
+  // member's role and offsets (for a failure message).
+  std::string streamStatus(int n, const std::string& stream) {
+    std::string out;
+    runScript({"streams", std::to_string(n)}, std::chrono::seconds(60), &out,
+              {"stream_status", stream});
+    return out;
+  }
+
   int amqpPort(int n) const { return amqp_ports_.at(n - 1); }
   int managementPort(int n) const { return management_ports_.at(n - 1); }
   const std::vector<int>& amqpPorts() const { return amqp_ports_; }
@@ -140,14 +149,18 @@ class RabbitMqCluster {
     return ec ? std::string("test") : exe.filename().string();
   }
 
-  // Runs the script with `args` + the folder; the exit code (-1 on timeout),
-  // its stdout and stderr in `out`.
+  // Runs the script with `args` + the folder (+ "--" `passed` when given);
+  // the exit code (-1 on timeout), its stdout and stderr in `out`.
   int runScript(std::vector<std::string> args, std::chrono::seconds timeout,
-                std::string* out = nullptr) {
+                std::string* out = nullptr, std::vector<std::string> passed = {}) {
     std::vector<std::string> argv = {
         "/bin/bash", std::string(CEPBUS_TEST_SOURCE_DIR) + "/scripts/rabbitmq-cluster.sh"};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.push_back(dir_.string());
+    if (!passed.empty()) {
+      argv.push_back("--");
+      argv.insert(argv.end(), passed.begin(), passed.end());
+    }
     ChildProcess script(argv, script_dir_);
     if (!script.started()) {
       if (out) *out = "cannot run " + argv[1];
