@@ -1,11 +1,14 @@
 // The AMQP listener (amqp_listener.h): a ClientHandler per connection gets
 // that connection's Proton events, on whichever container thread serves it,
 // and makes the Proton calls; Impl holds what the connections share (see
-// its comment for which thread owns what). Together they wire the parts
-// below, each with one job, no pointer back to the
-// listener (callbacks where it must ask for something) and a test of its own
-// in tests/services/amqp/:
+// its comment for which thread owns what) and is the ConnectionHost the
+// handlers ask for it. Together they wire the parts below, each with one
+// job, no pointer back to the listener (callbacks, or the ConnectionHost
+// interface, where it must ask for something) and a test of its own in
+// tests/services/amqp/:
 //
+//   client_handler.h         one connection: its Proton events, links, credit, deliveries
+//   connection_host.h        what a connection's handler asks of the listener
 //   client_connections.h     connections, sessions, who is behind each (SASL)
 //   admission.h              what one client may make the listener hold
 //   access_control.h         users and their permits
@@ -39,36 +42,19 @@
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
 #include <proton/container.hpp>
-#include <proton/delivery.hpp>
-#include <proton/delivery_mode.hpp>
 #include <proton/duration.hpp>
 #include <proton/error_condition.hpp>
-#include <proton/link.hpp>
 #include <proton/listen_handler.hpp>
 #include <proton/listener.hpp>
 #include <proton/message.hpp>
 #include <proton/message_id.hpp>
-#include <proton/messaging_handler.hpp>
-#include <proton/receiver.hpp>
-#include <proton/receiver_options.hpp>
-#include <proton/sasl.hpp>
-#include <proton/sender.hpp>
-#include <proton/sender_options.hpp>
 #include <proton/session.hpp>
-#include <proton/source.hpp>
-#include <proton/source_options.hpp>
 #include <proton/ssl.hpp>
-#include <proton/target.hpp>
-#include <proton/target_options.hpp>
-#include <proton/tracker.hpp>
-#include <proton/transport.hpp>
-#include <proton/work_queue.hpp>
 #include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
 
-#include "bus/core/wire_names.h"
 #include "flows/exchange.h"
 #include "router/broker.h"
 #include "router/component_entry.h"
@@ -77,51 +63,30 @@
 #include "services/amqp/access_control.h"
 #include "services/amqp/broker_subscriptions.h"
 #include "services/amqp/client_connections.h"
+#include "services/amqp/client_handler.h"
+#include "services/amqp/connection_host.h"
 #include "services/amqp/durable_store.h"
-#include "services/amqp/message_mapping.h"
 #include "services/amqp/publish_settlement.h"
-#include "services/amqp/publisher_credit.h"
-#include "services/amqp/publisher_hold.h"
 #include "services/amqp/publisher_wake.h"
 #include "services/amqp/request_router.h"
 #include "services/amqp/route_pressure.h"
 #include "services/amqp/sasl_plugin.h"
-#include "services/amqp/subscriber_deliveries.h"
 #include "services/amqp/subscriber_outbox.h"
-#include "services/amqp/work_coalescer.h"
 
 namespace cepbus::services::amqp {
-namespace {
 
-constexpr char kUnauthorized[] = "amqp:unauthorized-access";
-
-// The largest frame a client may send. Proton bounds what a session buffers
-// of incoming messages (sessionCapacity()) only when frames are bounded too.
-constexpr uint32_t kMaxFrameSize = 64 * 1024;
-
-// What one session buffers of incoming messages, whole or not: two at
-// max-message-size (two links of a session may each have one under way),
-// then the peer's transfers wait. A message far beyond the limit stalls
-// there instead of filling memory, and the listener ends its link.
-size_t sessionCapacity(uint64_t max_message_size) {
-  return 2 * static_cast<size_t>(max_message_size) + 2 * kMaxFrameSize;
-}
-
-}  // namespace
-
-// The listener's shared part: what every connection's handler reaches, the
-// service life cycle, and the state that is the listener's as a whole. Who
-// owns what, with N container threads:
+// The listener's shared part: what every connection's handler reaches
+// (through ConnectionHost), the service life cycle, and the state that is
+// the listener's as a whole. Who owns what, with N container threads:
 //
 // - A connection's links, their holds, deliveries and scratch buffers are its
-//   ClientHandler's (below), touched only by that connection's events and
-//   work, which Proton serializes: no lock.
-// - Crossing connections goes through the target connection's Waker (its
-//   proton::work_queue, one wake per batch of work): an event for a
-//   subscriber (SubscriberOutbox's wake, held to the end of the burst it
-//   came in after the first: WakeHold), a drained buffer resuming a waiting
-//   publisher (PublisherWake), a relink telling a publisher which buffers it
-//   feeds now.
+//   ClientHandler's, touched only by that connection's events and work,
+//   which Proton serializes: no lock (client_handler.h says what crosses
+//   into it, and how). Impl reaches a handler only as its connection's work
+//   (through its Waker: relink() handing a publisher its new targets,
+//   shutdown() closing the connection), during that handler's own call (the
+//   caller's targets, at once), or after the container threads ended
+//   (releaseAll()).
 // - What a publisher reads of another connection's buffers per message (load,
 //   publisher count, stalled) is atomic (SubscriberOutbox).
 // - What is global — admission counts, the connections' sessions, broker
@@ -131,7 +96,7 @@ size_t sessionCapacity(uint64_t max_message_size) {
 //   router's tables have their own requests_mu, taken for requests and
 //   answers only. A publish takes neither.
 // - Counters are atomics (listener_stats.h).
-struct AmqpListenerService::Impl {
+struct AmqpListenerService::Impl final : public ConnectionHost {
   struct Listen final : public proton::listen_handler {
     explicit Listen(Impl& impl) : impl_(impl) {}
     void on_close(proton::listener&) override { impl_.listener_open = false; }
@@ -155,8 +120,6 @@ struct AmqpListenerService::Impl {
     Impl& impl_;
   };
 
-  struct ClientHandler;
-
   // What relink() knows of every attached link (guarded by control_mu).
   struct PublisherEntry {
     Symbol address;
@@ -169,829 +132,6 @@ struct AmqpListenerService::Impl {
     std::string pattern;
     bool has_endpoint = false;  // a reply link feeds on answers only
     std::shared_ptr<SubscriberOutbox> outbox;
-  };
-
-  // One client connection: the Proton handler of its events, and the owner
-  // of everything that is only its own — its links, what they hold and send,
-  // the scratch messages. Used by the connection's events and work only
-  // (Proton runs them one at a time, on whichever container thread), so none
-  // of it is locked; what it shares goes through Impl (see above).
-  struct ClientHandler final : public proton::messaging_handler {
-    struct PublisherLink {
-      PublisherLink(uint64_t link_id, proton::receiver receiver,
-                    std::shared_ptr<ListenerCounters> counters)
-          : link(std::move(receiver)), id(link_id), hold(std::move(counters), stats) {}
-
-      proton::receiver link;
-      uint64_t id = 0;
-      Symbol address;
-      bool replies = false;  // a provider's link to kReplyAddress
-      std::shared_ptr<LinkCounters> stats = std::make_shared<LinkCounters>();
-      PublisherHold hold;                   // why it gets no more credit now (publisher_hold.h)
-      std::shared_ptr<PublisherWake> wake;  // how drained buffers resume it
-      // Unsettled messages whose journal commits are awaited (reliable routes).
-      std::map<uint64_t, proton::delivery> awaiting;
-      uint64_t next_awaiting = 0;
-      std::string entry;  // its registry entry ("" when it has none)
-      // The outboxes of the subscribing links its address matches (relink()).
-      std::vector<std::shared_ptr<SubscriberOutbox>> targets;
-    };
-    struct SubscriberLink {
-      SubscriberLink(proton::sender sender, std::shared_ptr<SubscriberOutbox> subscription,
-                     std::shared_ptr<ListenerCounters> counters)
-          : link(std::move(sender)),
-            outbox(std::move(subscription)),
-            deliveries(outbox, std::move(counters)) {}
-
-      proton::sender link;
-      std::shared_ptr<SubscriberOutbox> outbox;
-      SubscriberDeliveries deliveries;  // sent, not yet settled by the subscriber
-      std::string endpoint;             // its broker endpoint ("" for a reply link)
-      std::string pattern;              // its source address
-      bool durable = false;
-      std::string entry;  // its registry entry ("" when it has none)
-      std::string owner;  // a durable one's (max-durable)
-    };
-
-    explicit ClientHandler(Impl& listener) : impl(listener) {}
-
-    // True once the connection's last event returned: the handler may go.
-    bool finished() const { return finished_.load(std::memory_order_acquire); }
-
-    // ---- the connection's events -----------------------------------------
-
-    void on_connection_open(proton::connection& c) override {
-      if (impl.shutting_down) {
-        c.close(proton::error_condition("amqp:connection:forced", "the bus is shutting down"));
-        return;
-      }
-      Result<std::string> user =
-          authenticatedUser(c.transport().sasl().mech(), c.user(), impl.access->allowsAnonymous());
-      if (!user) {
-        c.close(proton::error_condition(kUnauthorized, user.status().message()));
-        return;
-      }
-      {
-        std::lock_guard lock(impl.control_mu);
-        if (auto refusal = impl.connections.open(c, ++impl.next_id, std::move(*user))) {
-          c.close(proton::error_condition(kResourceLimitExceeded, *refusal));
-          return;
-        }
-        client = *impl.connections.find(c);
-      }
-      connection_ = c;
-      c.open();
-    }
-
-    void on_session_open(proton::session& s) override {
-      SessionAdmission admitted;
-      {
-        std::lock_guard lock(impl.control_mu);
-        admitted = impl.connections.openSession(s);
-      }
-      switch (admitted.verdict) {
-        case SessionAdmission::Verdict::kAdmitted:
-          setIncomingCapacity(s, sessionCapacity(impl.options.limits.max_message_size));
-          s.open();
-          break;
-        case SessionAdmission::Verdict::kRefused:
-          s.close(proton::error_condition(kResourceLimitExceeded, admitted.refusal));
-          break;
-        case SessionAdmission::Verdict::kUnknownConnection:
-          break;
-      }
-    }
-    void on_session_close(proton::session& s) override {
-      std::lock_guard lock(impl.control_mu);
-      impl.connections.sessionClosed(s);
-    }
-
-    // Refuses a link beyond max-links (true when refused).
-    bool refuseLink(proton::link& l) {
-      std::optional<std::string> refusal;
-      {
-        std::lock_guard lock(impl.control_mu);
-        refusal = impl.admission->admitLink(client->id);
-      }
-      if (refusal) l.close(proton::error_condition(kResourceLimitExceeded, *refusal));
-      return refusal.has_value();
-    }
-
-    void on_receiver_open(proton::receiver& r) override {
-      if (!client) return;
-      std::string addr = r.target().address();
-      const bool replies = addr == kReplyAddress;
-      if (replies) {
-        // Any client may answer: a reply completes only a request the bus
-        // sent to it, found by its correlation id.
-      } else if (Status valid = router::validateAddress(addr); !valid) {
-        r.close(proton::error_condition(
-            kInvalidField, "target address \"" + addr + "\": " + valid.message() +
-                               " (publish to a topic; wildcards are for subscribing)"));
-        return;
-      }
-      if (!replies && !impl.access->mayPublish(client->user, addr)) {
-        r.close(proton::error_condition(
-            kUnauthorized, "user \"" + client->user + "\" may not publish to \"" + addr + "\""));
-        return;
-      }
-      // The address becomes a symbol for as long as the process lives: a
-      // client that opens links to ever new addresses spends the budget of
-      // names clients may create, not the symbol table the queries need.
-      const std::optional<Symbol> address = internWireName(addr);
-      if (!address) {
-        r.close(proton::error_condition(kResourceLimitExceeded,
-                                        wireNameRefusal("target address", addr)));
-        return;
-      }
-      if (refuseLink(r)) return;
-      setMaxMessageSize(r, impl.options.limits.max_message_size);
-      r.open(proton::receiver_options().credit_window(0).auto_accept(false).target(
-          proton::target_options().address(addr)));
-      const uint64_t id = ++impl.next_id;
-      link_ids[r] = id;
-      PublisherLink& pub = publishers.try_emplace(id, id, r, impl.counters).first->second;
-      pub.address = *address;
-      pub.replies = replies;
-      pub.wake = std::make_shared<PublisherWake>(client->waker, [this, id] { resumeWaiting(id); });
-      pub.entry = impl.registerLink(client->container_id, r.name(), "publish", addr, pub.stats);
-      {
-        std::lock_guard lock(impl.control_mu);
-        impl.publisher_dir[id] = PublisherEntry{*address, replies, this, client->waker, pub.wake};
-        impl.relink(this);
-      }
-      replenish(pub);
-      watchIncompleteMessages();
-    }
-
-    // Proton hands a message over only whole, so one far beyond
-    // max-message-size would be refused only once it had all arrived. The
-    // session's capacity (sessionCapacity()) stalls it part-way instead; once
-    // a second, while the connection publishes, this ends the link of a
-    // message more than twice the limit that is still arriving, with
-    // amqp:link:message-size-exceeded. (One up to twice the limit fits in the
-    // session whole and receive() refuses it, the link staying up.) The
-    // timer is the container's, as in scheduleRecheck().
-    void watchIncompleteMessages() {
-      if (incomplete_watch_ || !client) return;
-      incomplete_watch_ = true;
-      impl.container->schedule(proton::duration(1000), [this, waker = client->waker] {
-        waker->add([this] { endOversizedIncomplete(); });
-      });
-    }
-
-    void endOversizedIncomplete() {
-      incomplete_watch_ = false;
-      const uint64_t limit = impl.options.limits.max_message_size;
-      for (auto& [id, pub] : publishers) {
-        const size_t bytes = incompleteMessageBytes(pub.link);
-        if (bytes <= 2 * limit || !pub.link.active()) continue;
-        if (auto refusal = impl.admission->admitMessage(bytes)) {
-          bump(pub.stats->rejected);
-          pub.link.close(proton::error_condition(
-              kMessageSizeExceeded,
-              "message of more than " + std::to_string(bytes) +
-                  " bytes exceeds max-message-size=" + std::to_string(limit) +
-                  " (it had not arrived whole: a session takes at most twice that of messages "
-                  "under way); link closed"));
-        }
-      }
-      if (!publishers.empty()) watchIncompleteMessages();
-    }
-
-    void on_sender_open(proton::sender& s) override {
-      if (!client) return;
-      if (s.source().dynamic()) {
-        if (!refuseLink(s)) openReplyLink(s);
-        return;
-      }
-      std::string pattern = s.source().address();
-      if (Status valid = router::validatePattern(pattern); !valid) {
-        s.close(proton::error_condition(kInvalidField,
-                                        "source address \"" + pattern + "\": " + valid.message()));
-        return;
-      }
-      if (!impl.access->maySubscribe(client->user, pattern)) {
-        s.close(proton::error_condition(
-            kUnauthorized,
-            "user \"" + client->user + "\" may not subscribe to \"" + pattern + "\""));
-        return;
-      }
-      if (refuseLink(s)) return;
-      const bool durable = s.source().durability_mode() != proton::source::NONDURABLE;
-      const uint64_t id = ++impl.next_id;
-      std::unique_lock lock(impl.control_mu);
-      auto opened =
-          impl.subscriptions.open(client->container_id, s.name(), pattern, durable, client->user,
-                                  durable ? client->owner() : std::string(), wakeDrain(id));
-      if (const auto* refusal = std::get_if<BrokerSubscriptions::Refusal>(&opened)) {
-        impl.admission->linkClosed(client->id);
-        lock.unlock();
-        s.close(proton::error_condition(refusal->condition, refusal->description));
-        return;
-      }
-      auto& [endpoint, outbox, owner] = std::get<BrokerSubscriptions::Opened>(opened);
-      proton::source_options source;
-      source.address(pattern);
-      if (durable) {
-        source.durability_mode(s.source().durability_mode()).expiry_policy(proton::source::NEVER);
-      }
-      s.open(subscriberLinkOptions(s).source(source));
-      link_ids[s] = id;
-      SubscriberLink& sub = subscribers.try_emplace(id, s, outbox, impl.counters).first->second;
-      sub.endpoint = endpoint;
-      sub.pattern = pattern;
-      sub.durable = durable;
-      sub.entry = impl.registerLink(client->container_id, s.name(), "subscribe", pattern,
-                                    outbox->sharedStats());
-      sub.owner = std::move(owner);
-      impl.counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
-      impl.subscriber_dir[id] = SubscriberEntry{pattern, true, outbox};
-      if (!router::hasWildcard(pattern)) {
-        // Answers to requests whose reply-to names this address come here.
-        std::lock_guard requests_lock(impl.requests_mu);
-        impl.requests.offerReplyAddress(pattern, id);
-        impl.reply_outboxes[id] = outbox;
-      }
-      impl.relink(this);
-    }
-
-    // What an outbox bound to subscribing link `id` calls when an event
-    // arrives (any thread): drain the link, as this connection's work.
-    SubscriberOutbox::Wake wakeDrain(uint64_t id) {
-      return [this, waker = client->waker, id] { return waker->add([this, id] { drain(id); }); };
-    }
-
-    // An at-most-once receiver gets its messages pre-settled, as it asked: it
-    // sends no outcomes, so unsettled ones would be held for it forever.
-    static proton::sender_options subscriberLinkOptions(const proton::sender& s) {
-      proton::sender_options options;
-      if (asksPresettled(s)) options.delivery_mode(proton::delivery_mode::AT_MOST_ONCE);
-      return options;
-    }
-
-    // A receiver attached with a dynamic source: the bus names an address
-    // that only carries answers to the requests naming it as reply-to.
-    void openReplyLink(proton::sender& s) {
-      const uint64_t id = ++impl.next_id;
-      const std::string address = RequestRouter::dynamicAddress(id);
-      std::lock_guard lock(impl.control_mu);
-      auto outbox = impl.subscriptions.replyOutbox(wakeDrain(id));
-      s.open(subscriberLinkOptions(s).source(proton::source_options().address(address)));
-      link_ids[s] = id;
-      SubscriberLink& sub = subscribers.try_emplace(id, s, outbox, impl.counters).first->second;
-      sub.pattern = address;
-      sub.entry = impl.registerLink(client->container_id, s.name(), "replies", address,
-                                    outbox->sharedStats());
-      impl.counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
-      impl.subscriber_dir[id] = SubscriberEntry{address, false, outbox};
-      std::lock_guard requests_lock(impl.requests_mu);
-      impl.requests.assignReplyAddress(address, id);
-      impl.reply_outboxes[id] = outbox;
-    }
-
-    // ---- request/response -------------------------------------------------
-
-    // A message with reply-to: an in-out request to the provider of the
-    // link's address. Its answer (reply, or a fault message) goes to the
-    // reply-to address with the request's correlation-id (else its
-    // message-id). An unsettled request is accepted once the bus took it,
-    // released when the route is paused, rejected (amqp:not-found) when
-    // nothing provides the address; a pre-settled one hears those as faults.
-    void request(PublisherLink& pub, proton::delivery& d, const proton::message& m, EventPtr event,
-                 bool presettled) {
-      const std::string reply_to = m.reply_to();
-      const proton::message_id correlation = RequestRouter::correlationOf(m);
-      const std::chrono::nanoseconds timeout =
-          RequestRouter::timeoutOf(m, impl.options.request_timeout);
-      flows::Exchange exchange;
-      exchange.event = std::move(event);
-      exchange.address = pub.address;
-      const uint64_t connection = client->id;
-      std::optional<std::string> refusal;
-      {
-        std::lock_guard lock(impl.control_mu);
-        refusal = impl.admission->admitRequest(connection);
-      }
-      if (refusal) {
-        if (presettled) {
-          impl.answer(reply_to, correlation, flows::OutcomeKind::kRejected,
-                      Status::rejected(*refusal), nullptr);
-        } else {
-          rejectWithCondition(d, proton::error_condition(kResourceLimitExceeded, *refusal));
-          impl.counters->rejected.fetch_add(1, std::memory_order_relaxed);
-          bump(pub.stats->rejected);
-        }
-        return;
-      }
-      impl.counters->requests.fetch_add(1, std::memory_order_relaxed);
-      Impl* listener = &impl;
-      Result<uint64_t> id = impl.context.broker.request(
-          exchange, timeout,
-          [listener, waker = client->waker, reply_to, correlation,
-           connection](const flows::Outcome& outcome) {
-            // Any thread: the answer is made on the requester's connection,
-            // which ends the request there (max-pending-requests).
-            waker->add([listener, reply_to, correlation, connection, kind = outcome.kind,
-                        status = outcome.status, reply = outcome.reply] {
-              {
-                std::lock_guard lock(listener->control_mu);
-                listener->admission->requestEnded(connection);
-              }
-              listener->answer(reply_to, correlation, kind, status, reply);
-            });
-          });
-      if (id) {
-        if (!presettled) {
-          d.accept();
-          impl.counters->accepted.fetch_add(1, std::memory_order_relaxed);
-          bump(pub.stats->accepted);
-        }
-        return;
-      }
-      {
-        std::lock_guard lock(impl.control_mu);
-        impl.admission->requestEnded(connection);
-      }
-      const Status& why = id.status();
-      if (presettled) {
-        impl.answer(reply_to, correlation, flows::OutcomeKind::kRejected, why, nullptr);
-      } else if (why.code() == Status::Code::kUnavailable) {
-        d.release();
-        impl.counters->released.fetch_add(1, std::memory_order_relaxed);
-        bump(pub.stats->released);
-      } else {
-        rejectWithCondition(
-            d,
-            proton::error_condition(
-                why.code() == Status::Code::kNotFound ? kNotFound : kInvalidField, why.message()));
-        impl.counters->rejected.fetch_add(1, std::memory_order_relaxed);
-        bump(pub.stats->rejected);
-      }
-    }
-
-    void on_sendable(proton::sender& s) override {
-      auto it = link_ids.find(s);
-      if (it != link_ids.end()) drain(it->second);
-    }
-
-    // A subscriber's outcome (subscriber_deliveries.h).
-    void on_tracker_accept(proton::tracker& t) override {
-      settle(t, SubscriberDeliveries::Outcome::kAccepted);
-    }
-    void on_tracker_reject(proton::tracker& t) override {
-      settle(t, SubscriberDeliveries::Outcome::kRejected);
-    }
-    void on_tracker_release(proton::tracker& t) override {
-      settle(t, SubscriberDeliveries::Outcome::kReleased);
-    }
-
-    void settle(const proton::tracker& t, SubscriberDeliveries::Outcome outcome) {
-      (outcome == SubscriberDeliveries::Outcome::kAccepted ? impl.counters->acknowledged
-                                                           : impl.counters->not_acknowledged)
-          .fetch_add(1, std::memory_order_relaxed);
-      auto id = link_ids.find(t.sender());
-      auto sub = id == link_ids.end() ? subscribers.end() : subscribers.find(id->second);
-      if (sub == subscribers.end()) return;
-      const uint64_t link = sub->first;
-      sub->second.deliveries.settle(t, outcome, [this, link] { drain(link); });
-    }
-
-    void on_message(proton::delivery& d, proton::message& m) override {
-      const bool presettled = d.settled();
-      const proton::receiver r = d.receiver();
-      {
-        // The connections this message wakes: each at once the first time in
-        // a burst, then held until the burst was read (work_coalescer.h).
-        WakeHold::Scope hold(&burst_wakes);
-        receive(d, m, presettled);
-      }
-      // Proton frees a delivery once both ends settled it: a pre-settled one
-      // needs no outcome, only this settle (without it every at-most-once
-      // message stayed in memory until its link closed).
-      if (presettled) d.settle();
-      // The burst ends with the last whole message read from the socket for
-      // this link: what is held never waits for the network.
-      if (!messageWaiting(r)) burst_wakes.flush();
-    }
-
-    // The publishing path: nothing here takes a lock shared with another
-    // connection (an in-out request or a provider's answer aside).
-    void receive(proton::delivery& d, const proton::message& m, bool presettled) {
-      auto id = link_ids.find(d.receiver());
-      auto link = id == link_ids.end() ? publishers.end() : publishers.find(id->second);
-      if (link == publishers.end()) {
-        if (!presettled) d.release();
-        return;
-      }
-      PublisherLink& pub = link->second;
-      // Sized before anything else looks at it: beyond the limit the link
-      // announced on attach, what the message holds does not matter.
-      m.encode(encoded);
-      if (auto refusal = impl.admission->admitMessage(encoded.size())) {
-        if (!presettled) {
-          rejectWithCondition(d, proton::error_condition(kMessageSizeExceeded, *refusal));
-          bump(pub.stats->rejected);
-        }
-        replenish(pub);
-        return;
-      }
-      if (pub.replies) {
-        // A provider's answer (request_router.h).
-        std::optional<proton::error_condition> rejection;
-        {
-          std::lock_guard lock(impl.requests_mu);
-          rejection = impl.requests.providerReply(m);
-        }
-        if (!presettled) {
-          if (rejection) {
-            rejectWithCondition(d, *rejection);
-          } else {
-            d.accept();
-          }
-        }
-        replenish(pub);
-        return;
-      }
-      MappedEvent mapped = eventFromMessage(m);
-      if (!mapped.event) {
-        impl.counters->malformed.fetch_add(1, std::memory_order_relaxed);
-        if (!presettled) {
-          rejectWithCondition(d, proton::error_condition(mapped.condition, mapped.description));
-          bump(pub.stats->rejected);
-        }
-        replenish(pub);
-        return;
-      }
-
-      if (!m.reply_to().empty()) {
-        request(pub, d, m, std::move(mapped.event), presettled);
-        replenish(pub);
-        return;
-      }
-      flows::Exchange exchange;
-      exchange.event = std::move(mapped.event);
-      exchange.address = pub.address;
-      exchange.sender = impl.sender;
-      // In transit to the subscribers it will reach from now until they take it.
-      for (const auto& outbox : pub.targets) outbox->dispatched();
-      std::shared_ptr<PublishSettlement> listener;
-      if (!presettled) {
-        exchange.qos = flows::Qos::kReliable;
-        listener = std::make_shared<PublishSettlement>();
-        exchange.listener = listener;
-      }
-      const bool journaling =
-          !presettled && journaledRoute(impl.context.broker.policy(), pub.address);
-      flows::SendOutcome out = impl.context.broker.publish(exchange);
-      impl.counters->published.fetch_add(1, std::memory_order_relaxed);
-      std::vector<std::string> congested;
-      if (listener) congested = listener->published();
-      const PublishVerdict verdict = PublishVerdict::of(out, journaling);
-      if (!presettled) {
-        if (verdict.refused) {
-          d.release();
-          impl.counters->released.fetch_add(1, std::memory_order_relaxed);
-          bump(pub.stats->released);
-        } else if (verdict.commits > 0) {
-          awaitCommits(pub, d, *listener, verdict.commits);
-        } else {
-          d.accept();
-          impl.counters->accepted.fetch_add(1, std::memory_order_relaxed);
-          bump(pub.stats->accepted);
-        }
-      }
-      if (verdict.pause) pause(pub, std::move(congested));
-      replenish(pub);
-    }
-
-    void on_receiver_close(proton::receiver& r) override {
-      forgetLink(r, false);
-      burst_wakes.flush();  // a burst it was reading ends with it
-    }
-    void on_sender_close(proton::sender& s) override { forgetLink(s, false); }
-    // A detach (not a close) keeps a durable subscription.
-    void on_sender_detach(proton::sender& s) override { forgetLink(s, true); }
-
-    void awaitCommits(PublisherLink& pub, proton::delivery& d, PublishSettlement& listener,
-                      uint32_t commits) {
-      const uint64_t key = ++pub.next_awaiting;
-      pub.awaiting.emplace(key, d);
-      impl.counters->awaiting_commit.fetch_add(1, std::memory_order_relaxed);
-      listener.awaitCommits(
-          commits, [this, waker = client->waker, link = pub.id, key](bool accepted) {
-            // From the journal thread (or this one): settle on this connection.
-            waker->add([this, link, key, accepted] { settleCommitted(link, key, accepted); });
-          });
-    }
-
-    void settleCommitted(uint64_t link, uint64_t key, bool accepted) {
-      auto pub = publishers.find(link);
-      if (pub == publishers.end()) return;
-      auto it = pub->second.awaiting.find(key);
-      if (it == pub->second.awaiting.end()) return;
-      if (accepted) {
-        it->second.accept();
-        impl.counters->accepted.fetch_add(1, std::memory_order_relaxed);
-        bump(pub->second.stats->accepted);
-      } else {
-        it->second.release();
-        impl.counters->released.fetch_add(1, std::memory_order_relaxed);
-        bump(pub->second.stats->released);
-      }
-      pub->second.awaiting.erase(it);
-      impl.counters->awaiting_commit.fetch_sub(1, std::memory_order_relaxed);
-    }
-
-    void on_connection_close(proton::connection& c) override { forgetConnection(c); }
-    void on_transport_open(proton::transport&) override { ++impl.transports; }
-    void on_transport_close(proton::transport& t) override {
-      forgetConnection(t.connection());
-      burst_wakes.flush();
-      // The connection's handles go on its own thread, before anyone frees us.
-      link_ids.clear();
-      publishers.clear();
-      subscribers.clear();
-      connection_ = proton::connection();
-      const size_t open = impl.transportClosed();
-      // The container would wait for its scheduled work to time out as well;
-      // once the last client is gone there is nothing left to wait for.
-      if (impl.shutting_down && open == 0) impl.container->stop();
-      impl.retire(*this);
-      finished_.store(true, std::memory_order_release);  // the last use of this
-    }
-    // The default handler throws out of container::run(); a failing client
-    // must not take the listener down. The close handlers above clean up.
-    void on_error(const proton::error_condition&) override {}
-
-    // ---- publisher credit ---------------------------------------------------
-
-    // Tops the link's credit up to its room (at most a window; less while the
-    // subscriber buffers it feeds fill up) unless it is held back, and keeps
-    // the outstanding-credit count current (called after every change). With
-    // one publishing link per buffer, buffered + in transit + its credit
-    // never exceed the buffer: what it sends always fits.
-    void replenish(PublisherLink& pub) {
-      int credit = pub.link.active() ? pub.link.credit() : 0;
-      if (!pub.hold.held() && !impl.shutting_down && !impl.publishing_closed && pub.link.active()) {
-        const CreditGrant grant = creditOf(pub).grant(credit);
-        if (grant.wait) {
-          wait(pub);
-        } else if (grant.add > 0) {
-          pub.link.add_credit(grant.add);
-          credit += grant.add;
-        }
-      }
-      pub.hold.countCredit(credit);
-    }
-
-    // The buffers `pub` feeds, as its credit sees them (publisher_credit.h).
-    // A stuck subscriber does not count (see checkStalls()).
-    PublisherCredit creditOf(const PublisherLink& pub) const {
-      PublisherCredit credit(impl.options.credit_window);
-      for (const auto& outbox : pub.targets) {
-        credit.feeds(outbox->capacity(), outbox->load(), outbox->publisherCount(),
-                     outbox->stalled());
-      }
-      return credit;
-    }
-
-    // No room in a subscriber buffer: credit stops until the buffers are back
-    // at their low-water mark (their drain posts resumeWaiting()) or a stuck
-    // one is given up on (the recheck timer).
-    void wait(PublisherLink& pub) {
-      pub.hold.wait();
-      pub.wake->setWaiting(true);
-      ++impl.waiting_publishers;
-      const auto now = std::chrono::steady_clock::now();
-      for (const auto& outbox : pub.targets) outbox->watchFrom(now);
-      scheduleRecheck(pub);
-    }
-
-    // Credit again for a waiting link whose buffers drained.
-    void resume(PublisherLink& pub) {
-      if (!pub.hold.waiting() || creditOf(pub).aboveLowWater()) return;
-      pub.hold.stopWaiting();
-      pub.wake->setWaiting(false);
-      --impl.waiting_publishers;
-      replenish(pub);
-    }
-
-    // A drained buffer's resume, posted by its subscriber's connection
-    // (PublisherWake::post()).
-    void resumeWaiting(uint64_t id) {
-      auto it = publishers.find(id);
-      if (it == publishers.end()) return;
-      it->second.wake->ran();
-      resume(it->second);
-    }
-
-    // The buffers link `id` feeds now (relink()).
-    void setTargets(uint64_t id, std::vector<std::shared_ptr<SubscriberOutbox>> targets) {
-      auto it = publishers.find(id);
-      if (it == publishers.end()) return;
-      it->second.targets = std::move(targets);
-      resume(it->second);
-    }
-
-    // A buffer that held `pub` back and took nothing for the stall timeout
-    // belongs to a stuck subscriber: it stops holding anybody back until it
-    // drains to its low-water mark.
-    void checkStalls(PublisherLink& pub) {
-      const auto now = std::chrono::steady_clock::now();
-      for (const auto& outbox : pub.targets) {
-        if (outbox->checkStall(now, impl.options.subscriber_stall_timeout)) {
-          impl.counters->subscriber_stalls.fetch_add(1, std::memory_order_relaxed);
-        }
-      }
-    }
-
-    void pause(PublisherLink& pub, std::vector<std::string> congested) {
-      pub.hold.pause(std::move(congested));
-      scheduleRecheck(pub);
-    }
-
-    void scheduleRecheck(PublisherLink& pub) {
-      if (!pub.hold.scheduleRecheck()) return;
-      // The timer is the container's: a connection's own timed work outlives
-      // the connection in Proton 0.37 and crashes when it fires after a
-      // close. It runs on any container thread, so it touches nothing but
-      // the Waker; the recheck itself is the connection's work, so that the
-      // credit it grants is written out at once.
-      impl.container->schedule(
-          proton::duration(impl.options.recheck_interval.count()),
-          [this, waker = client->waker, id = pub.id] { waker->add([this, id] { recheck(id); }); });
-    }
-
-    void recheck(uint64_t id) {
-      auto it = publishers.find(id);
-      if (it == publishers.end()) return;
-      PublisherLink& pub = it->second;
-      pub.hold.recheckRan();
-      if (pub.hold.waiting()) {
-        checkStalls(pub);
-        resume(pub);
-        if (pub.hold.waiting()) scheduleRecheck(pub);
-      }
-      if (!pub.hold.paused()) return;
-      if (stagesSaturated(impl.context.broker.policy(), pub.hold.congested())) {
-        scheduleRecheck(pub);
-        return;
-      }
-      pub.hold.unpause();
-      replenish(pub);
-    }
-
-    // ---- subscriber deliveries ----------------------------------------------
-
-    void drain(uint64_t id) {
-      auto it = subscribers.find(id);
-      if (it == subscribers.end()) return;
-      SubscriberLink& sub = it->second;
-      if (!sub.link.active()) return;
-      const int n = sub.deliveries.sendable(sub.link.credit(), unsentDeliveries(sub.link));
-      for (OutboxEntry& entry : sub.outbox->take(n)) {
-        if (entry.answer) {
-          proton::tracker t = sub.link.send(*entry.answer);
-          sub.deliveries.sent(t, std::move(entry), sentSettled(t));
-          continue;
-        }
-        proton::message& m = outgoing;
-        messageFromEvent(*entry.event, m);
-        if (entry.request.pattern == flows::Pattern::kInOut) {
-          std::lock_guard lock(impl.requests_mu);
-          impl.requests.sendingToProvider(entry.request, m);
-        }
-        if (entry.delivery_count > 0) {
-          m.delivery_count(entry.delivery_count);
-          m.first_acquirer(false);
-          impl.counters->redelivered.fetch_add(1, std::memory_order_relaxed);
-          bump(sub.outbox->stats().redelivered);
-        } else {
-          m.first_acquirer(true);
-        }
-        proton::tracker t = sub.link.send(m);
-        sub.deliveries.sent(t, std::move(entry), sentSettled(t));
-      }
-      if (!sub.outbox->drainedToLowWater() || impl.waiting_publishers.load() == 0) return;
-      sub.outbox->wakePublishers();
-    }
-
-    // ---- links and the connection going away ------------------------------
-
-    // `detached`: the link went away without being closed (a detach, or its
-    // connection ended), which keeps a durable subscription.
-    void forgetLink(const proton::link& l, bool detached) {
-      auto id = link_ids.find(l);
-      if (id == link_ids.end()) return;
-      const uint64_t key = id->second;
-      link_ids.erase(id);
-      std::lock_guard lock(impl.control_mu);
-      if (auto pub = publishers.find(key); pub != publishers.end()) {
-        impl.admission->linkClosed(client->id);
-        impl.unregisterLink(pub->second.entry);
-        if (pub->second.hold.waiting()) --impl.waiting_publishers;
-        pub->second.hold.release();
-        pub->second.wake->setWaiting(false);
-        // Unsettled messages still waiting for a commit: the client resends them.
-        impl.counters->awaiting_commit.fetch_sub(pub->second.awaiting.size(),
-                                                 std::memory_order_relaxed);
-        impl.publisher_dir.erase(key);
-        publishers.erase(pub);
-      }
-      if (auto sub = subscribers.find(key); sub != subscribers.end()) {
-        impl.admission->linkClosed(client->id);
-        impl.unregisterLink(sub->second.entry);
-        {
-          std::lock_guard requests_lock(impl.requests_mu);
-          impl.requests.releaseReplyAddress(sub->second.pattern, key);
-          impl.reply_outboxes.erase(key);
-        }
-        impl.subscriber_dir.erase(key);
-        closeSubscriber(sub->second, detached && sub->second.durable && !impl.shutting_down,
-                        !detached);
-        subscribers.erase(sub);
-      }
-      if (!impl.shutting_down) impl.relink(this);
-    }
-
-    // What the subscriber had not settled goes back
-    // (SubscriberOutbox::returnUnsettled()); a kept subscription is parked.
-    // `closed`: the client closed the link (BrokerSubscriptions::end()).
-    // control_mu held.
-    void closeSubscriber(SubscriberLink& sub, bool keep, bool closed) {
-      impl.counters->subscriber_links.fetch_sub(1, std::memory_order_relaxed);
-      std::vector<OutboxEntry> unsettled = sub.deliveries.takeUnsettled();
-      if (keep) {
-        impl.subscriptions.park(sub.endpoint,
-                                DurableSubscription{sub.pattern, sub.outbox, sub.owner},
-                                std::move(unsettled));
-        return;
-      }
-      sub.outbox->returnUnsettled(std::move(unsettled), /*keep=*/false);
-      Status ended = impl.subscriptions.end(sub.endpoint, *sub.outbox,
-                                            sub.durable ? &sub.owner : nullptr, closed);
-      if (!ended) {
-        Poco::Logger::get("cepbus.amqp")
-            .warning("%s: durable subscription %s ended, but its record stays: %s",
-                     impl.options.name, sub.endpoint, ended.message());
-      }
-    }
-
-    void forgetConnection(const proton::connection& c) {
-      std::optional<uint64_t> closed;
-      {
-        std::lock_guard lock(impl.control_mu);
-        closed = impl.connections.close(c);
-      }
-      if (!closed) return;
-      std::vector<proton::link> links;
-      for (const auto& [link, key] : link_ids) links.push_back(link);
-      for (const auto& l : links) forgetLink(l, true);
-    }
-
-    // The listener stops (any thread, control_mu held): this connection
-    // closes itself, as its own work.
-    void postShutdown() {
-      if (!client) return;
-      client->waker->add([this] {
-        if (!connection_) return;
-        proton::connection c = connection_;
-        forgetConnection(c);
-        c.close(proton::error_condition("amqp:connection:forced", "the bus is shutting down"));
-      });
-    }
-
-    // After the container threads ended (control_mu held): what a closing
-    // that never happened left.
-    void releaseAll() {
-      for (auto& [id, sub] : subscribers) {
-        impl.unregisterLink(sub.entry);
-        closeSubscriber(sub, false, false);
-      }
-      subscribers.clear();
-      for (auto& [id, pub] : publishers) {
-        impl.unregisterLink(pub.entry);
-        pub.hold.countCredit(0);
-      }
-      publishers.clear();
-      link_ids.clear();
-      connection_ = proton::connection();
-      // Work added from now on (a request's answer, a commit) is refused.
-      if (client) client->waker->close();
-    }
-
-    Impl& impl;
-    std::optional<ClientConnection> client;  // once admitted
-    proton::connection connection_;          // once admitted, until its transport closed
-    std::map<proton::link, uint64_t> link_ids;
-    std::map<uint64_t, PublisherLink> publishers;
-    std::map<uint64_t, SubscriberLink> subscribers;
-    proton::message outgoing;  // reused for every event sent to a subscriber (its allocations stay)
-    std::vector<char> encoded;       // reused to size every message received
-    bool incomplete_watch_ = false;  // watchIncompleteMessages() is scheduled
-    WakeHold burst_wakes;            // what the burst being read holds (on_message())
-    std::atomic<bool> finished_{false};
   };
 
   Impl(descriptor::AmqpListener listener, AmqpListenerOptions opts, ServiceContext& ctx)
@@ -1016,20 +156,215 @@ struct AmqpListenerService::Impl {
   ClientHandler& newHandler() {
     std::lock_guard lock(control_mu);
     std::erase_if(retired, [](const std::unique_ptr<ClientHandler>& h) { return h->finished(); });
-    auto handler = std::make_unique<ClientHandler>(*this);
+    auto handler = std::make_unique<ClientHandler>(*this, handler_options);
     ClientHandler& h = *handler;
     handlers.emplace(&h, std::move(handler));
     return h;
   }
 
-  // A connection's last event ran: its handler is freed by a later accept,
-  // or when the listener stops.
-  void retire(ClientHandler& h) {
+  // ---- ConnectionHost: the listener's state ---------------------------------
+
+  bool shuttingDown() const override { return shutting_down; }
+  bool creditOpen() const override { return !shutting_down && !publishing_closed; }
+  uint64_t newLinkId() override { return ++next_id; }
+  // The container's timer: see ConnectionHost::schedule().
+  void schedule(std::chrono::milliseconds delay, std::function<void()> fn) override {
+    container->schedule(proton::duration(delay.count()), std::move(fn));
+  }
+
+  // ---- ConnectionHost: connections and sessions -----------------------------
+
+  std::variant<ClientConnection, std::string> admitConnection(const proton::connection& c,
+                                                              std::string user) override {
+    std::lock_guard lock(control_mu);
+    if (auto refusal = connections.open(c, ++next_id, std::move(user))) return *refusal;
+    return *connections.find(c);
+  }
+  SessionAdmission openSession(const proton::session& s) override {
+    std::lock_guard lock(control_mu);
+    return connections.openSession(s);
+  }
+  void sessionClosed(const proton::session& s) override {
+    std::lock_guard lock(control_mu);
+    connections.sessionClosed(s);
+  }
+  std::optional<uint64_t> closeConnection(const proton::connection& c) override {
+    std::lock_guard lock(control_mu);
+    return connections.close(c);
+  }
+  void transportOpened() override { ++transports; }
+  // The handler is freed by a later accept, or when the listener stops.
+  void transportClosed(ClientHandler& h) override {
+    const size_t open = countTransportClosed();
+    // The container would wait for its scheduled work to time out as well;
+    // once the last client is gone there is nothing left to wait for.
+    if (shutting_down && open == 0) container->stop();
     std::lock_guard lock(control_mu);
     auto it = handlers.find(&h);
     if (it == handlers.end()) return;
     retired.push_back(std::move(it->second));
     handlers.erase(it);
+  }
+
+  // ---- ConnectionHost: links ---------------------------------------------
+
+  std::optional<std::string> admitLink(uint64_t connection) override {
+    std::lock_guard lock(control_mu);
+    return admission->admitLink(connection);
+  }
+
+  std::string attachPublisher(ClientHandler& owner, const PublisherAttach& attach) override {
+    std::string entry =
+        registerLink(attach.container_id, attach.name, "publish", attach.address, attach.stats);
+    std::lock_guard lock(control_mu);
+    publisher_dir[attach.link] =
+        PublisherEntry{attach.topic, attach.replies, &owner, attach.waker, attach.wake};
+    relink(&owner);
+    return entry;
+  }
+
+  void detachPublisher(ClientHandler& owner, uint64_t connection, uint64_t link,
+                       const std::string& entry) override {
+    std::lock_guard lock(control_mu);
+    admission->linkClosed(connection);
+    unregisterLink(entry);
+    publisher_dir.erase(link);
+    if (!shutting_down) relink(&owner);
+  }
+
+  std::variant<Subscription, BrokerSubscriptions::Refusal> subscribe(
+      ClientHandler& owner, const SubscriberAttach& attach) override {
+    std::lock_guard lock(control_mu);
+    auto opened = subscriptions.open(attach.container_id, attach.name, attach.pattern,
+                                     attach.durable, attach.user, attach.owner, attach.wake);
+    if (auto* refusal = std::get_if<BrokerSubscriptions::Refusal>(&opened)) {
+      admission->linkClosed(attach.connection);
+      return std::move(*refusal);
+    }
+    auto& [endpoint, outbox, durable_owner] = std::get<BrokerSubscriptions::Opened>(opened);
+    Subscription taken{endpoint,
+                       attach.pattern,
+                       outbox,
+                       attach.durable,
+                       std::move(durable_owner),
+                       registerLink(attach.container_id, attach.name, "subscribe", attach.pattern,
+                                    outbox->sharedStats())};
+    counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
+    subscriber_dir[attach.link] = SubscriberEntry{attach.pattern, true, outbox};
+    if (!router::hasWildcard(attach.pattern)) {
+      // Answers to requests whose reply-to names this address come here.
+      std::lock_guard requests_lock(requests_mu);
+      requests.offerReplyAddress(attach.pattern, attach.link);
+      reply_outboxes[attach.link] = outbox;
+    }
+    relink(&owner);
+    return taken;
+  }
+
+  Subscription subscribeReplies(uint64_t link, const std::string& container_id,
+                                const std::string& name, SubscriberOutbox::Wake wake) override {
+    Subscription taken;
+    taken.pattern = RequestRouter::dynamicAddress(link);
+    std::lock_guard lock(control_mu);
+    taken.outbox = subscriptions.replyOutbox(std::move(wake));
+    taken.entry =
+        registerLink(container_id, name, "replies", taken.pattern, taken.outbox->sharedStats());
+    counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
+    subscriber_dir[link] = SubscriberEntry{taken.pattern, false, taken.outbox};
+    std::lock_guard requests_lock(requests_mu);
+    requests.assignReplyAddress(taken.pattern, link);
+    reply_outboxes[link] = taken.outbox;
+    return taken;
+  }
+
+  void detachSubscriber(ClientHandler& owner, uint64_t connection, uint64_t link,
+                        Subscription subscription, std::vector<OutboxEntry> unsettled,
+                        bool detached) override {
+    std::lock_guard lock(control_mu);
+    admission->linkClosed(connection);
+    unregisterLink(subscription.entry);
+    {
+      std::lock_guard requests_lock(requests_mu);
+      requests.releaseReplyAddress(subscription.pattern, link);
+      reply_outboxes.erase(link);
+    }
+    subscriber_dir.erase(link);
+    leaveSubscription(subscription, std::move(unsettled),
+                      detached && subscription.durable && !shutting_down, !detached);
+    if (!shutting_down) relink(&owner);
+  }
+
+  void releasePublisher(const std::string& entry) override {
+    std::lock_guard lock(control_mu);
+    unregisterLink(entry);
+  }
+  void releaseSubscriber(Subscription subscription, std::vector<OutboxEntry> unsettled) override {
+    std::lock_guard lock(control_mu);
+    unregisterLink(subscription.entry);
+    leaveSubscription(subscription, std::move(unsettled), false, false);
+  }
+
+  // ---- ConnectionHost: publishing -------------------------------------------
+
+  std::optional<std::string> admitMessage(uint64_t bytes) override {
+    return admission->admitMessage(bytes);
+  }
+  // An unsettled publish asks for reliable QoS; on a route that journals it,
+  // its accept waits for the commits (route_pressure.h).
+  PublishVerdict publish(flows::Exchange& exchange) override {
+    const bool journaling = exchange.qos == flows::Qos::kReliable &&
+                            journaledRoute(context.broker.policy(), exchange.address);
+    return PublishVerdict::of(context.broker.publish(exchange), journaling);
+  }
+  bool congested(const std::vector<std::string>& stages) override {
+    return stagesSaturated(context.broker.policy(), stages);
+  }
+  void publisherWaits(bool waiting) override {
+    if (waiting) {
+      ++waiting_publishers;
+    } else {
+      --waiting_publishers;
+    }
+  }
+  bool publishersWaiting() const override { return waiting_publishers.load() != 0; }
+
+  // ---- ConnectionHost: request/response ---------------------------------
+
+  std::optional<std::string> admitRequest(uint64_t connection) override {
+    std::lock_guard lock(control_mu);
+    return admission->admitRequest(connection);
+  }
+
+  Status sendRequest(uint64_t connection, flows::Exchange exchange,
+                     std::chrono::nanoseconds timeout, std::shared_ptr<Waker> waker,
+                     std::string reply_to, proton::message_id correlation) override {
+    Result<uint64_t> id = context.broker.request(
+        std::move(exchange), timeout,
+        [this, waker, reply_to, correlation, connection](const flows::Outcome& outcome) {
+          // Any thread: the answer is made on the requester's connection,
+          // which ends the request there (max-pending-requests).
+          waker->add([this, reply_to, correlation, connection, kind = outcome.kind,
+                      status = outcome.status, reply = outcome.reply] {
+            {
+              std::lock_guard lock(control_mu);
+              admission->requestEnded(connection);
+            }
+            answer(reply_to, correlation, kind, status, reply);
+          });
+        });
+    if (id) return Status::ok();
+    std::lock_guard lock(control_mu);
+    admission->requestEnded(connection);
+    return id.status();
+  }
+
+  std::optional<proton::error_condition> takeProviderReply(const proton::message& m) override {
+    std::lock_guard lock(requests_mu);
+    return requests.providerReply(m);
+  }
+  void stampProviderRequest(const flows::Exchange& request, proton::message& m) override {
+    std::lock_guard lock(requests_mu);
+    requests.sendingToProvider(request, m);
   }
 
   // ---- control path (control_mu held) ------------------------------------
@@ -1067,12 +402,33 @@ struct AmqpListenerService::Impl {
     }
   }
 
+  // A subscription's link went: what its subscriber had not settled goes
+  // back (SubscriberOutbox::returnUnsettled()); a kept subscription is
+  // parked. `closed`: the client closed the link (BrokerSubscriptions::end()).
+  void leaveSubscription(Subscription& sub, std::vector<OutboxEntry> unsettled, bool keep,
+                         bool closed) {
+    counters->subscriber_links.fetch_sub(1, std::memory_order_relaxed);
+    if (keep) {
+      subscriptions.park(sub.endpoint, DurableSubscription{sub.pattern, sub.outbox, sub.owner},
+                         std::move(unsettled));
+      return;
+    }
+    sub.outbox->returnUnsettled(std::move(unsettled), /*keep=*/false);
+    Status ended =
+        subscriptions.end(sub.endpoint, *sub.outbox, sub.durable ? &sub.owner : nullptr, closed);
+    if (!ended) {
+      Poco::Logger::get("cepbus.amqp")
+          .warning("%s: durable subscription %s ended, but its record stays: %s", options.name,
+                   sub.endpoint, ended.message());
+    }
+  }
+
   // ---- request/response ---------------------------------------------------
 
   // Sends the answer to a request to the link whose address is `reply_to`,
   // on whatever connection it is: the outbox wakes it.
   void answer(const std::string& reply_to, const proton::message_id& correlation,
-              flows::OutcomeKind kind, const Status& status, const EventPtr& reply) {
+              flows::OutcomeKind kind, const Status& status, const EventPtr& reply) override {
     std::shared_ptr<SubscriberOutbox> outbox;
     OutboxEntry entry;
     {
@@ -1157,11 +513,20 @@ struct AmqpListenerService::Impl {
   }
 
   // After the container threads ended: what a closing that never happened left.
+  // The handlers give their links back through the host's calls, which
+  // lock: they are taken out first (nothing else touches them any more).
   void releaseAll() {
+    std::map<ClientHandler*, std::unique_ptr<ClientHandler>> left;
+    std::vector<std::unique_ptr<ClientHandler>> done;
+    {
+      std::lock_guard lock(control_mu);
+      left.swap(handlers);
+      done.swap(retired);
+    }
+    for (auto& [h, handler] : left) handler->releaseAll();
+    left.clear();
+    done.clear();
     std::lock_guard lock(control_mu);
-    for (auto& [h, handler] : handlers) handler->releaseAll();
-    handlers.clear();
-    retired.clear();
     subscriptions.endParked();
     publisher_dir.clear();
     subscriber_dir.clear();
@@ -1170,7 +535,7 @@ struct AmqpListenerService::Impl {
 
   // One network connection fewer; how many are left. Never below 0: a
   // transport may close without having been counted open (refused early).
-  size_t transportClosed() {
+  size_t countTransportClosed() {
     size_t open = transports.load();
     while (open > 0 && !transports.compare_exchange_weak(open, open - 1)) {
     }
@@ -1194,6 +559,15 @@ struct AmqpListenerService::Impl {
   const std::shared_ptr<AmqpAdmission> admission = std::make_shared<AmqpAdmission>(options.limits);
   // The sender of what this listener publishes (told apart in SubscriberOutbox::offer).
   const Symbol sender = Symbol::intern(options.name);
+  // What every connection's handler is given (client_handler.h).
+  const ClientHandlerOptions handler_options{options.credit_window,
+                                             options.limits.max_message_size,
+                                             options.request_timeout,
+                                             options.recheck_interval,
+                                             options.subscriber_stall_timeout,
+                                             sender,
+                                             access,
+                                             counters};
   std::atomic<int> port{0};
 
   std::mutex open_mu;
