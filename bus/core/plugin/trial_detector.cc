@@ -451,4 +451,27 @@ Result<AutoTrial> makeAutoTrial(std::string_view prior, const DetectorOptions& o
   return made;
 }
 
+Result<AutoDetector> makeAutoDetector(const PatternSetShape& shape, const DetectorOptions& options,
+                                      MatchSink* out, MultiMatchSink* out_many,
+                                      const EngineProbe& alone, const EngineMaker& make,
+                                      TrialLimits limits) {
+  AutoTrial trial;
+  auto probe = [&](std::string_view engine) -> Status {
+    if (!trialChallengers(engine).empty()) {
+      auto made = makeAutoTrial(engine, options, out, out_many, make, limits);
+      if (!made) return made.status();  // the prior refuses (or a bad slack)
+      if (made->detector != nullptr) {
+        trial = std::move(made).value();
+        return Status::ok();
+      }
+      // No challenger runs the queries: the prior runs alone.
+    }
+    return alone(engine);
+  };
+  auto choice = chooseEngine(shape, probe);
+  if (!choice) return choice.status();
+  if (trial.detector != nullptr) choice->reason += "; " + trial.describe;
+  return AutoDetector{std::move(choice).value(), std::move(trial)};
+}
+
 }  // namespace cepbus::plugin

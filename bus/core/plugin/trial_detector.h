@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/engine_choice.h"
 #include "bus/core/plugin/guarded_detector.h"
 #include "bus/core/status.h"
 
@@ -296,5 +297,23 @@ using EngineMaker = std::function<Result<std::unique_ptr<Detector>>(
 Result<AutoTrial> makeAutoTrial(std::string_view prior, const DetectorOptions& options,
                                 MatchSink* out, MultiMatchSink* out_many, const EngineMaker& make,
                                 TrialLimits limits = {});
+
+// engine="auto" from the rule to a detector: chooseEngine() over `shape`,
+// where a candidate that may go on trial (trialChallengers() names another
+// engine) is probed by making the trial, so that the detectors built are the
+// trial's; any other by `alone`, which makes the caller's own detector of it
+// (and keeps it, as an EngineProbe may). Probing every candidate by `alone`
+// and then making the trial would build the prior twice: at 100 patterns as
+// much CPU as building the other engine. When no challenger runs the
+// queries, the trial is dropped and `alone` builds the prior again (its
+// second build, in that case only).
+struct AutoDetector {
+  EngineChoice choice;  // its reason ends with the trial's describe when there is one
+  AutoTrial trial;      // no detector when the choice runs alone, made by `alone`
+};
+Result<AutoDetector> makeAutoDetector(const PatternSetShape& shape, const DetectorOptions& options,
+                                      MatchSink* out, MultiMatchSink* out_many,
+                                      const EngineProbe& alone, const EngineMaker& make,
+                                      TrialLimits limits = {});
 
 }  // namespace cepbus::plugin

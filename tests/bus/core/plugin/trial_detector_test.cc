@@ -537,5 +537,80 @@ TEST(TrialDetectorTest, MakeAutoTrialPutsThePriorOnTrialAgainstItsChallenger) {
   EXPECT_FALSE(makeAutoTrial("nfa", *bad, &out, nullptr, make));
 }
 
+// makeAutoDetector: the engine chooseEngine() picks is probed by making its
+// trial, so that when a challenger runs the queries too each engine is built
+// once, by the trial; by `alone` (the caller's own detector) otherwise.
+TEST(TrialDetectorTest, MakeAutoDetectorBuildsTheChosenEngineOnce) {
+  FakeClock clock;
+  RecordingSink out;
+  std::vector<std::string> made;   // by the trial's maker
+  std::vector<std::string> alone;  // by the caller's probe
+  std::vector<std::string> refusing;
+  auto says_no = [&](std::string_view engine) {
+    return std::find(refusing.begin(), refusing.end(), engine) != refusing.end();
+  };
+  auto make = [&](std::string_view engine, const DetectorOptions&, MatchSink& one,
+                  MultiMatchSink&) -> Result<std::unique_ptr<Detector>> {
+    if (says_no(engine)) return Status::invalidArgument(std::string(engine) + " says no");
+    made.emplace_back(engine);
+    return std::unique_ptr<Detector>(std::make_unique<FakeEngine>(&one, nullptr, clock, 1, 0));
+  };
+  auto probe = [&](std::string_view engine) -> Status {
+    if (says_no(engine)) return Status::invalidArgument(std::string(engine) + " says no");
+    alone.emplace_back(engine);
+    return Status::ok();
+  };
+  auto choose = [&](size_t patterns) {
+    made.clear();
+    alone.clear();
+    return makeAutoDetector(PatternSetShape{patterns, false}, DetectorOptions(), &out, nullptr,
+                            probe, make);
+  };
+
+  // Two patterns: petri on trial against nfa, each built once, by the trial.
+  auto both = choose(2);
+  ASSERT_TRUE(both) << both.status().message();
+  EXPECT_EQ(both->choice.engine, "petri");
+  ASSERT_NE(both->trial.detector, nullptr);
+  EXPECT_EQ(both->trial.trial->running(), "petri");
+  EXPECT_EQ(made, (std::vector<std::string>{"petri", "nfa"}));
+  EXPECT_TRUE(alone.empty());
+  EXPECT_EQ(both->choice.reason.substr(both->choice.reason.find("; trial")),
+            "; trial against nfa over 4096 events after the first 256, or 10 ms of CPU");
+
+  // The challenger refuses: the prior runs alone, its own detector made by
+  // the caller (after the dropped trial's).
+  refusing = {"nfa"};
+  auto prior_alone = choose(2);
+  ASSERT_TRUE(prior_alone);
+  EXPECT_EQ(prior_alone->choice.engine, "petri");
+  EXPECT_EQ(prior_alone->trial.detector, nullptr);
+  EXPECT_EQ(alone, std::vector<std::string>{"petri"});
+  EXPECT_EQ(prior_alone->choice.reason.find("trial"), std::string::npos);
+
+  // The preferred engine refuses: the next one is picked, no trial.
+  refusing = {"petri"};
+  auto next = choose(2);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->choice.engine, "nfa");
+  EXPECT_EQ(next->trial.detector, nullptr);
+  EXPECT_EQ(alone, std::vector<std::string>{"nfa"});
+  EXPECT_NE(next->choice.reason.find("petri refuses: petri says no"), std::string::npos);
+
+  // An engine that goes on trial against no one is asked by the caller only.
+  refusing = {"nfa", "petri"};
+  auto algebra = choose(1);
+  ASSERT_TRUE(algebra);
+  EXPECT_EQ(algebra->choice.engine, "algebra");
+  EXPECT_TRUE(made.empty());
+  EXPECT_EQ(alone, std::vector<std::string>{"algebra"});
+
+  // None runs the queries: every refusal named.
+  refusing = {"nfa", "petri", "algebra", "join"};
+  auto none = choose(1);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.status().message().find("join refuses: join says no"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cepbus::plugin
