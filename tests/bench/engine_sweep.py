@@ -25,10 +25,13 @@ engines run one after the other in one process, where an engine run later
 finds the caches and the allocator warmed by the ones before.
 
 Auto decides by a trial (nfa against petri on the first events, the cheaper
-kept; bus/core/plugin/trial_detector.h): the table says which engine the
-trials kept (with how many runs each, when they differ) and over how many
-timed events they ran. Prints one JSON object per point, a summary object,
-then the markdown table of docs/engines.md ("Choosing an engine: auto").
+kept; bus/core/plugin/trial_detector.h): the table says over how many
+timed events the trials ran, the CPU they measured of the engine they
+dropped (the median over the runs; what that engine spent on the warm-up
+events before them is not in it) and which engine they kept (with how many
+runs each, when they differ). Prints one JSON object per point, a summary
+object, then the markdown table of docs/engines.md ("Choosing an engine:
+auto").
 
 `--stream dense` replaces the sparse 8-type stream by one of a single type
 (`Stock`: 3 symbols, 30 prices, one tick per time unit) and the shapes by
@@ -303,20 +306,28 @@ def main():
     def trial(point):
         # How many timed events the trials took, over the runs.
         lengths = [a["trial"]["events"] for a in point["auto_runs"] if a["trial"]]
+        if "trial against" not in point["auto_reason"]:
+            return "none"  # the other of nfa and petri refuses the queries
         if not lengths:
             return "ended within it"
         low, high = min(lengths), max(lengths)
         return ("%d" % low if low == high else "%d–%d" % (low, high)) + (
             "" if len(lengths) == len(point["auto_runs"]) else " (else ended within it)")
 
+    def dropped(point):
+        # The median over the runs of what the trial measured of the engines it dropped.
+        cpu = [sum(t for e, t in a["trial"]["cpu"].items() if e != a["kept"])
+               for a in point["auto_runs"] if a["trial"]]
+        return "%.1f" % (statistics.median(cpu) * 1000) if cpu else "-"
+
     print()
     print("| shape | patterns | matches | nfa ms | algebra ms | petri ms | rule | trial events | "
-          "auto kept | auto ms | auto / best |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "dropped ms | auto kept | auto ms | auto / best |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for p in rows:
-        print("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %.1f | %.2f |" % (
+        print("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %.1f | %.2f |" % (
             p["params"]["shape"], p["params"]["patterns"], p["matches"], ms(p, "nfa"),
-            ms(p, "algebra"), ms(p, "petri"), p["auto_prior"], trial(p), kept(p),
+            ms(p, "algebra"), ms(p, "petri"), p["auto_prior"], trial(p), dropped(p), kept(p),
             p["auto_seconds"] * 1000, p["auto_vs_best"]))
     return 0 if ok else 1
 
