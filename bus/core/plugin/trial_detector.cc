@@ -298,6 +298,10 @@ TrialDetector::Ending TrialDetector::ending() const {
   if (timed_events_ >= limits_.min_events && least <= most * limits_.decisive_below) {
     return Ending::kClearWinner;
   }
+  if (!candidates_[0].blocks.empty() && most >= limits_.overwhelming_cpu_seconds &&
+      least <= most * limits_.overwhelming_below) {
+    return Ending::kOverwhelmingWinner;
+  }
   return Ending::kNotYet;
 }
 
@@ -323,7 +327,10 @@ std::string TrialDetector::endedEarly(Ending end) const {
       return "the last " + std::to_string(limits_.agreeing_blocks) + " blocks of " +
              std::to_string(limits_.block_events) + " events agreed";
     case Ending::kClearWinner:
-      std::snprintf(share, sizeof share, "%g", limits_.decisive_below);
+    case Ending::kOverwhelmingWinner:
+      std::snprintf(
+          share, sizeof share, "%g",
+          end == Ending::kClearWinner ? limits_.decisive_below : limits_.overwhelming_below);
       return std::string("one took at most ") + share + " of another's CPU";
     case Ending::kBounds:
     case Ending::kNotYet:

@@ -172,6 +172,7 @@ TrialLimits limits(uint64_t events) {
   TrialLimits l;
   l.events = events;
   l.min_events = events;  // no early decision
+  l.overwhelming_below = 0;
   l.agreeing_blocks = 0;
   l.warmup_events = 0;
   l.cpu_seconds = 1e9;  // the fake clock's seconds: only the event bound counts
@@ -363,6 +364,56 @@ TEST(TrialDetectorTest, AClearWinnerEndsTheTrialEarlyAndACloseOneDoesNot) {
     EXPECT_EQ(trial->outcome()->events, challenger_cost == 4.0 ? 8u : 100u);
     EXPECT_EQ(out.sorted(), expected(events, false));
   }
+}
+
+TEST(TrialDetectorTest, AnOverwhelmingWinnerEndsTheTrialAtTheFirstBlock) {
+  // Blocks of 16 events. At most 0.25 of the other's CPU on the first block
+  // (the other's 160 past the floor of 100) ends the trial there; 0.3 waits
+  // for min_events (32), where it is decisive (0.5). Either engine may be
+  // the winner.
+  for (const double cost : {2.0, 3.0}) {
+    for (const bool challenger_wins : {true, false}) {
+      FakeClock clock;
+      RecordingSink out;
+      TrialLimits l = limits(100);
+      l.block_events = 16;
+      l.min_events = 32;
+      l.overwhelming_below = 0.25;
+      l.overwhelming_cpu_seconds = 100;
+      const std::vector<EngineSpec> specs =
+          challenger_wins ? std::vector<EngineSpec>{{"petri", 10, 0}, {"nfa", cost, 3}}
+                          : std::vector<EngineSpec>{{"petri", cost, 2}, {"nfa", 10, 0}};
+      auto trial = makeTrial(out, false, clock, specs, l);
+      const auto events = stream(200);
+      run(*trial, events, 4);
+      const auto outcome = trial->outcome();
+      ASSERT_TRUE(outcome.has_value());
+      EXPECT_EQ(outcome->kept, challenger_wins ? "nfa" : "petri");
+      EXPECT_EQ(outcome->events, cost == 2.0 ? 16u : 32u);
+      EXPECT_EQ(outcome->ended_early, cost == 2.0 ? "one took at most 0.25 of another's CPU"
+                                                  : "one took at most 0.5 of another's CPU");
+      EXPECT_EQ(out.sorted(), expected(events, false));
+    }
+  }
+}
+
+TEST(TrialDetectorTest, AnOverwhelmingWinnerOnATinyBlockWaitsForMoreEvents) {
+  // 0.2 of the other's CPU from the first block on, but the other has taken
+  // 320 by min_events (32), under the floor of 400: the trial ends there, on
+  // the decisive share (0.5).
+  FakeClock clock;
+  RecordingSink out;
+  TrialLimits l = limits(100);
+  l.block_events = 16;
+  l.min_events = 32;
+  l.overwhelming_below = 0.25;
+  l.overwhelming_cpu_seconds = 400;
+  auto trial = makeTrial(out, false, clock, {{"petri", 10, 0}, {"nfa", 2, 0}}, l);
+  run(*trial, stream(100), 4);
+  ASSERT_TRUE(trial->outcome().has_value());
+  EXPECT_EQ(trial->outcome()->kept, "nfa");
+  EXPECT_EQ(trial->outcome()->events, 32u);
+  EXPECT_EQ(trial->outcome()->ended_early, "one took at most 0.5 of another's CPU");
 }
 
 TEST(TrialDetectorTest, TheWarmUpIsNotTimedAndWhoGoesFirstTakesTurns) {
