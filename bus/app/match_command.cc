@@ -351,17 +351,20 @@ std::vector<std::string> printNotices(const plugin::Plugin& plugin, const std::s
   return all;
 }
 
-// --engine auto: `prior` (chooseEngine's pick) on trial against the other
-// engines that run the queries; no detector when none does.
-Result<plugin::AutoTrial> startTrial(const std::string& prior,
-                                     const std::vector<plugin::NamedQuery>& queries,
-                                     const std::vector<PatternLine>& lines,
-                                     const plugin::DetectorOptions& options,
-                                     plugin::PluginLoader& loader, plugin::MatchSink& one,
-                                     plugin::MultiMatchSink& many) {
+// --engine auto: the engine it chooses, built once; for nfa or petri when
+// the other runs the queries too, the trial's detector (the pick on trial
+// against the other). `alone` makes the caller's detector of the engine
+// otherwise.
+Result<plugin::AutoDetector> autoDetector(const plugin::PatternSetShape& shape,
+                                          const std::vector<plugin::NamedQuery>& queries,
+                                          const std::vector<PatternLine>& lines,
+                                          const plugin::DetectorOptions& options,
+                                          plugin::PluginLoader& loader,
+                                          const plugin::EngineProbe& alone, plugin::MatchSink& one,
+                                          plugin::MultiMatchSink& many) {
   const bool patterns = !lines.front().name.empty();
-  return plugin::makeAutoTrial(
-      prior, options, patterns ? nullptr : &one, patterns ? &many : nullptr,
+  return plugin::makeAutoDetector(
+      shape, options, patterns ? nullptr : &one, patterns ? &many : nullptr, alone,
       [&](std::string_view engine, const plugin::DetectorOptions& engine_options,
           plugin::MatchSink& candidate_one,
           plugin::MultiMatchSink& candidate_many) -> Result<std::unique_ptr<plugin::Detector>> {
@@ -576,26 +579,38 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     std::vector<const pattern::Query*> parsed;
     parsed.reserve(queries.size());
     for (const plugin::NamedQuery& q : queries) parsed.push_back(&q.query);
-    auto choice = plugin::chooseEngine(plugin::shapeOf(parsed), build);
-    if (!choice) {
-      err << "cepbus match: " << choice.status().message() << '\n';
-      return kExitError;
-    }
-    engine = choice->engine;
-    if (!exporting) {
-      auto made =
-          startTrial(engine, queries, lines, *detector_options, loader, *sinks[0], labelling);
+    const plugin::PatternSetShape shape = plugin::shapeOf(parsed);
+    std::string reason;
+    if (exporting) {
+      // The model of the engine the rule picks: no trial without events.
+      auto choice = plugin::chooseEngine(shape, build);
+      if (!choice) {
+        err << "cepbus match: " << choice.status().message() << '\n';
+        return kExitError;
+      }
+      engine = choice->engine;
+      reason = choice->reason;
+    } else {
+      auto made = autoDetector(shape, queries, lines, *detector_options, loader, build, *sinks[0],
+                               labelling);
       if (!made) {
         err << "cepbus match: " << made.status().message() << '\n';
         return kExitError;
       }
-      if (made->detector != nullptr) {
-        detector = std::move(made->detector);
-        trial = made->trial;
-        choice->reason += "; " + made->describe;
+      engine = made->choice.engine;
+      reason = made->choice.reason;
+      if (made->trial.detector != nullptr) {
+        auto loaded = loader.load(engine);  // for its notices; loaded for the trial
+        if (!loaded) {
+          err << "cepbus match: " << loaded.status().message() << '\n';
+          return kExitError;
+        }
+        plugin = std::move(*loaded);
+        detector = std::move(made->trial.detector);
+        trial = made->trial.trial;
       }
     }
-    err << "cepbus match: engine " << engine << " (" << choice->reason << ")\n";
+    err << "cepbus match: engine " << engine << " (" << reason << ")\n";
   } else if (Status s = build(engine); !s) {
     err << "cepbus match: " << s.message() << '\n';
     return kExitError;

@@ -3,22 +3,35 @@
 
 For every query shape and pattern count it writes a patterns file of that
 many distinct queries over one generated event stream and runs the real
-`cepbus match`: `--engine all` (nfa, algebra and petri in one process on
-the same events; each engine's detection time, the best of --repeat runs;
-the run fails unless every accepting engine reports the same matches), then
-`--engine auto --count` (the engine it picks, from its stderr, and its
-matches, checked equal to that engine's). Auto's time is the time of the
-engine it picked; "auto / best" divides it by the fastest engine's. Prints
-one JSON object per point, a summary object, then the markdown table of
-docs/engines.md ("Choosing an engine: auto").
+`cepbus match`, each engine as a user runs it: one whole `cepbus match
+--engine E --count` process per engine (nfa, algebra, petri; one that
+refuses the queries is skipped) and one of `--engine auto`, --repeat rounds,
+each round in another order so that drift in the machine's load hits every
+engine alike. A process's time is its CPU time (user + system, from the
+child's own resource usage): reading and decoding the events, loading the
+plugins, building the detectors and, for auto, its trial, all included. Per
+engine the median of its runs; "auto / best" divides auto's median by the
+fastest engine's. The median, not the best run: auto's trial may keep
+another engine from one run to the next, and its best run would credit it
+with its luckiest choice.
+
+`--engine all` (nfa, algebra and petri in one process on the same events)
+runs once per point to check the matches: the sweep stops unless every
+accepting engine reports the same, and each process's `--count` totals are
+checked against its engine's there (auto's against the engine its trial
+kept, from its stderr; the exit status is 1 on a difference). Its detection
+times go to the JSON as `detection_seconds`, not into the comparison: the
+engines run one after the other in one process, where an engine run later
+finds the caches and the allocator warmed by the ones before.
 
 Auto decides by a trial (nfa against petri on the first events, the cheaper
-kept; plugin/trial_detector.h): its engine is the one the trial kept (the
-static pick when the stream ends within the trial), and its time is that
-engine's plus what the dropped engine spent in the trial (both from the
-"cepbus match: trial kept ..." line), so the trial's overhead is counted.
---process-cpu also times whole `cepbus match --count` processes (reading
-the events included), auto against the engine it kept, best of --repeat.
+kept; bus/core/plugin/trial_detector.h): the table says over how many
+timed events the trials ran, the CPU they measured of the engine they
+dropped (the median over the runs; what that engine spent on the warm-up
+events before them is not in it) and which engine they kept (with how many
+runs each, when they differ). Prints one JSON object per point, a summary
+object, then the markdown table of docs/engines.md ("Choosing an engine:
+auto").
 
 `--stream dense` replaces the sparse 8-type stream by one of a single type
 (`Stock`: 3 symbols, 30 prices, one tick per time unit) and the shapes by
@@ -26,16 +39,14 @@ the events included), auto against the engine it kept, best of --repeat.
 pattern): where the nfa's partitioned stacks beat the merged net below
 about 10 patterns.
 
-    tests/bench/engine_sweep.py --cepbus build/dev/bus/app/cepbus
+    tests/bench/engine_sweep.py --cepbus build/release/bus/app/cepbus
         [--events 50000] [--counts 1,2,5,10,20,50,100]
         [--shapes seq2,seq4,kleene,negation,predicates,equal,chain] [--repeat 5]
-        [--seed 7]
-        [--clock cpu|wall] [--stream sparse|dense] [--process-cpu]
+        [--seed 7] [--clock cpu|wall] [--stream sparse|dense]
 
-Engines are compared by the process's CPU time during detection (`--clock
-cpu`, the default: every pattern engine detects on one thread, so on an idle
-machine it equals the wall time, and on a loaded one it is far steadier);
-`--clock wall` compares wall times.
+`--clock wall` compares the processes' wall times instead (on a loaded
+machine far noisier: every engine detects on one thread, so on an idle one
+the two agree).
 
 Every query says CONTEXT unrestricted, so the algebra engine reports every
 match as nfa and petri do (its default, recent, keeps one per end time).
@@ -45,7 +56,7 @@ import json
 import os
 import random
 import re
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -122,57 +133,98 @@ CHOICE = re.compile(r"cepbus match: engine (\w+) \((.*)\)")
 # "cepbus match: trial kept nfa: petri 5.51 ms, nfa 1.84 ms CPU on 4096 events after the first 256"
 TRIAL = re.compile(r"cepbus match: trial kept (\w+): (.*) CPU on (\d+) events")
 MEASURED = re.compile(r"(\w+) ([0-9.]+) ms")
+ENGINES = ("nfa", "algebra", "petri")
 
 
-def compare(cepbus, patterns, events, repeat, clock):
-    """`--engine all`, `repeat` times: per engine the best detection time, or its refusal."""
-    cmd = [cepbus, "match", "--engine", "all", "--patterns", patterns, "--events", events]
-    engines = {}
-    for _ in range(repeat):
-        p = subprocess.run(cmd, capture_output=True, text=True)
+def compare(cepbus, patterns, events):
+    """`--engine all` once: per engine its matches, checksum and detection CPU time, or its
+    refusal. Stops the sweep unless every accepting engine reports the same matches."""
+    p = subprocess.run([cepbus, "match", "--engine", "all", "--patterns", patterns, "--events",
+                        events], capture_output=True, text=True)
+    try:
         summary = json.loads(p.stdout)
-        if not summary["agree"]:
-            raise SystemExit("engines disagree on %s: %s" % (patterns, p.stdout))
-        for e in summary["engines"]:
-            if not e["accepted"]:
-                engines[e["engine"]] = {"refused": e["refusal"]}
-                continue
-            t = e["cpu_seconds" if clock == "cpu" else "seconds"]
-            best = engines.get(e["engine"], {}).get("seconds", t)
-            engines[e["engine"]] = {"seconds": min(best, t),
-                                    "matches": e["matches"], "checksum": e["checksum"]}
+    except ValueError:
+        raise SystemExit("--engine all failed on %s: %s" % (patterns, p.stderr))
+    if p.returncode != 0 or not summary["agree"]:
+        raise SystemExit("engines disagree on %s: %s" % (patterns, p.stdout))
+    engines = {}
+    for e in summary["engines"]:
+        if not e["accepted"]:
+            engines[e["engine"]] = {"refused": e["refusal"]}
+            continue
+        engines[e["engine"]] = {"detection_seconds": e["cpu_seconds"],
+                                "matches": e["matches"], "checksum": e["checksum"]}
     return engines
 
 
-def auto_choice(cepbus, patterns, events):
-    """What `--engine auto` did: its static pick and reason, the trial (the engine kept and each
-    candidate's trial CPU in seconds, or None when the stream ended within it), and its
-    matches and checksum in total."""
-    p = subprocess.run([cepbus, "match", "--engine", "auto", "--patterns", patterns, "--events",
-                        events, "--count"], capture_output=True, text=True)
-    m = CHOICE.search(p.stderr)
-    if p.returncode != 0 or not m:
-        raise SystemExit("--engine auto failed on %s: %s" % (patterns, p.stderr))
-    trial = TRIAL.search(p.stderr)
+def run_process(cmd, clock):
+    """Runs `cmd`, a whole process: its CPU time (user + system, from its own resource usage)
+    or its wall time, in seconds, and its stdout and stderr. Stops the sweep when it fails."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        child = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if child.returncode != 0:
+        raise SystemExit("%s failed: %s" % (" ".join(cmd), stderr))
+    cpu = usage.ru_utime + usage.ru_stime
+    return (cpu if clock == "cpu" else wall), stdout, stderr
+
+
+def counted(stdout):
+    """The matches and checksum in total of a `--count` run's per-pattern lines."""
+    counts = [json.loads(line) for line in stdout.splitlines()]
+    checksum = sum(int(c["checksum"], 16) for c in counts) % (1 << 64)
+    return sum(c["matches"] for c in counts), "%016x" % checksum
+
+
+def auto_run(stderr):
+    """What one `--engine auto` process did: its static pick and reason, and the trial (the
+    engine kept, how many timed events, each candidate's trial CPU in seconds), or None when
+    the stream ended within it."""
+    m = CHOICE.search(stderr)
+    if not m:
+        raise SystemExit("--engine auto said no engine: %s" % stderr)
+    trial = TRIAL.search(stderr)
     if trial:
         trial = {"kept": trial.group(1), "events": int(trial.group(3)),
                  "cpu": {e: float(ms) / 1000 for e, ms in MEASURED.findall(trial.group(2))}}
-    counts = [json.loads(line) for line in p.stdout.splitlines()]
-    checksum = sum(int(c["checksum"], 16) for c in counts) % (1 << 64)
-    return (m.group(1), m.group(2), trial, sum(c["matches"] for c in counts),
-            "%016x" % checksum)
+    return m.group(1), m.group(2), trial
 
 
-def process_cpu(cmd, repeat):
-    """The best CPU time (user + system) of `repeat` runs of `cmd`, a whole process."""
-    best = None
-    for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(cmd, capture_output=True, check=True)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        best = t if best is None else min(best, t)
-    return best
+def processes(cepbus, patterns, events, engines, repeat, clock):
+    """Each accepting engine's and auto's whole `cepbus match --count` process, `repeat` rounds,
+    each round in another order (a rotation), so that drift in the machine's load hits all
+    alike. Each run's matches are checked against its engine's in `--engine all` (auto's
+    against the engine it kept). Per name the times of its runs; for auto also what each run
+    chose; and whether every run reported its engine's matches."""
+    names = [e for e in ENGINES if "matches" in engines[e]] + ["auto"]
+    run = [cepbus, "match", "--patterns", patterns, "--events", events, "--count", "--engine"]
+    times = {name: [] for name in names}
+    auto = []
+    same = True
+    for r in range(repeat):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            seconds, stdout, stderr = run_process(run + [name], clock)
+            times[name].append(seconds)
+            engine = name
+            if name == "auto":
+                prior, reason, trial = auto_run(stderr)
+                engine = trial["kept"] if trial else prior
+                auto.append({"prior": prior, "reason": reason, "trial": trial, "kept": engine,
+                             "seconds": seconds})
+            matches, checksum = counted(stdout)
+            # An engine --engine all does not run (join): unchecked, which fails the sweep.
+            reference = engines.get(engine, {})
+            if (reference.get("matches"), reference.get("checksum")) != (matches, checksum):
+                print("%s: --engine %s reported %d matches (%s), %s in --engine all %s" % (
+                    patterns, name, matches, checksum, engine, reference), file=sys.stderr)
+                same = False
+    return times, auto, same
 
 
 def main():
@@ -183,11 +235,9 @@ def main():
     ap.add_argument("--shapes", default="seq2,seq4,kleene,negation,predicates,equal,chain")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
-                    help="compare engines by the process's CPU time or by wall time")
+                    help="compare the processes by their CPU time or by wall time")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--stream", choices=["sparse", "dense"], default="sparse")
-    ap.add_argument("--process-cpu", action="store_true",
-                    help="also time whole --count processes: auto against the engine it kept")
     args = ap.parse_args()
     if args.stream == "dense":
         if "--shapes" not in sys.argv:
@@ -207,38 +257,35 @@ def main():
             for count in counts:
                 patterns = os.path.join(work, "%s-%d.patterns" % (shape, count))
                 write_patterns(patterns, shape, count, args.seed)
-                engines = compare(args.cepbus, patterns, events, args.repeat, args.clock)
-                prior, reason, trial, matches, checksum = auto_choice(args.cepbus, patterns,
-                                                                      events)
-                chose = trial["kept"] if trial else prior
-                timed = {e: r["seconds"] for e, r in engines.items() if "seconds" in r}
+                engines = compare(args.cepbus, patterns, events)
+                times, auto, same = processes(args.cepbus, patterns, events, engines,
+                                              args.repeat, args.clock)
+                seconds = {name: statistics.median(t) for name, t in times.items()}
+                timed = {e: seconds[e] for e in ENGINES if e in seconds}
                 best = min(timed, key=timed.get)
-                same = (engines[chose].get("matches"), engines[chose].get("checksum")) == (
-                    matches, checksum)
-                # The kept engine's whole run, plus the dropped ones' work in the trial.
-                auto_seconds = timed[chose] + (sum(
-                    t for e, t in trial["cpu"].items() if e != chose) if trial else 0)
+                kept = {}
+                for a in auto:
+                    kept[a["kept"]] = kept.get(a["kept"], 0) + 1
                 point = {
                     "bench": "engine_sweep",
                     "params": {"shape": shape, "patterns": count, "events": args.events,
-                               "clock": args.clock, "stream": args.stream},
+                               "clock": args.clock, "stream": args.stream,
+                               "repeat": args.repeat},
                     "seconds": timed,
+                    "runs": {name: t for name, t in times.items()},
+                    "detection_seconds": {e: r["detection_seconds"] for e, r in engines.items()
+                                          if "detection_seconds" in r},
                     "refused": sorted(e for e, r in engines.items() if "refused" in r),
-                    "matches": matches,
+                    "matches": engines[best]["matches"],
                     "best": best,
-                    "auto_prior": prior,
-                    "auto_engine": chose,
-                    "auto_reason": reason,
-                    "auto_trial": trial,
-                    "auto_seconds": auto_seconds,
+                    "auto_prior": auto[0]["prior"],
+                    "auto_reason": auto[0]["reason"],
+                    "auto_kept": kept,
+                    "auto_runs": auto,
+                    "auto_seconds": seconds["auto"],
                     "auto_same_matches": same,
-                    "auto_vs_best": auto_seconds / timed[best],
+                    "auto_vs_best": seconds["auto"] / timed[best],
                 }
-                if args.process_cpu:
-                    run = [args.cepbus, "match", "--patterns", patterns, "--events", events,
-                           "--count", "--engine"]
-                    point["process_cpu"] = {e: process_cpu(run + [e], args.repeat)
-                                            for e in ("auto", chose)}
                 ok &= same
                 rows.append(point)
                 print(json.dumps(point), flush=True)
@@ -252,21 +299,36 @@ def main():
         t = point["seconds"].get(engine)
         return "refused" if t is None else "%.1f" % (t * 1000)
 
-    print()
-    def trial(point):
-        t = point["auto_trial"]
-        if not t:
-            return "ended within it"
-        return ", ".join("%s %.1f" % (e, s * 1000) for e, s in t["cpu"].items()) + (
-            " ms / %d" % t["events"])
+    def kept(point):
+        # The engine each auto run kept, most often first.
+        k = sorted(point["auto_kept"].items(), key=lambda item: (-item[1], item[0]))
+        return k[0][0] if len(k) == 1 else ", ".join("%s %d" % item for item in k)
 
-    print("| shape | patterns | matches | nfa ms | algebra ms | petri ms | rule | trial | "
-          "auto kept | auto ms | auto / best |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    def trial(point):
+        # How many timed events the trials took, over the runs.
+        lengths = [a["trial"]["events"] for a in point["auto_runs"] if a["trial"]]
+        if "trial against" not in point["auto_reason"]:
+            return "none"  # the other of nfa and petri refuses the queries
+        if not lengths:
+            return "ended within it"
+        low, high = min(lengths), max(lengths)
+        return ("%d" % low if low == high else "%d–%d" % (low, high)) + (
+            "" if len(lengths) == len(point["auto_runs"]) else " (else ended within it)")
+
+    def dropped(point):
+        # The median over the runs of what the trial measured of the engines it dropped.
+        cpu = [sum(t for e, t in a["trial"]["cpu"].items() if e != a["kept"])
+               for a in point["auto_runs"] if a["trial"]]
+        return "%.1f" % (statistics.median(cpu) * 1000) if cpu else "-"
+
+    print()
+    print("| shape | patterns | matches | nfa ms | algebra ms | petri ms | rule | trial events | "
+          "dropped ms | auto kept | auto ms | auto / best |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for p in rows:
-        print("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %.1f | %.2f |" % (
+        print("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %.1f | %.2f |" % (
             p["params"]["shape"], p["params"]["patterns"], p["matches"], ms(p, "nfa"),
-            ms(p, "algebra"), ms(p, "petri"), p["auto_prior"], trial(p), p["auto_engine"],
+            ms(p, "algebra"), ms(p, "petri"), p["auto_prior"], trial(p), dropped(p), kept(p),
             p["auto_seconds"] * 1000, p["auto_vs_best"]))
     return 0 if ok else 1
 

@@ -298,6 +298,10 @@ TrialDetector::Ending TrialDetector::ending() const {
   if (timed_events_ >= limits_.min_events && least <= most * limits_.decisive_below) {
     return Ending::kClearWinner;
   }
+  if (!candidates_[0].blocks.empty() && most >= limits_.overwhelming_cpu_seconds &&
+      least <= most * limits_.overwhelming_below) {
+    return Ending::kOverwhelmingWinner;
+  }
   return Ending::kNotYet;
 }
 
@@ -323,7 +327,10 @@ std::string TrialDetector::endedEarly(Ending end) const {
       return "the last " + std::to_string(limits_.agreeing_blocks) + " blocks of " +
              std::to_string(limits_.block_events) + " events agreed";
     case Ending::kClearWinner:
-      std::snprintf(share, sizeof share, "%g", limits_.decisive_below);
+    case Ending::kOverwhelmingWinner:
+      std::snprintf(
+          share, sizeof share, "%g",
+          end == Ending::kClearWinner ? limits_.decisive_below : limits_.overwhelming_below);
       return std::string("one took at most ") + share + " of another's CPU";
     case Ending::kBounds:
     case Ending::kNotYet:
@@ -449,6 +456,29 @@ Result<AutoTrial> makeAutoTrial(std::string_view prior, const DetectorOptions& o
       orderAndGuard("engine 'auto' detector (" + std::string(prior) + ", " + against + ")", nullptr,
                     std::move(trial), *slack);
   return made;
+}
+
+Result<AutoDetector> makeAutoDetector(const PatternSetShape& shape, const DetectorOptions& options,
+                                      MatchSink* out, MultiMatchSink* out_many,
+                                      const EngineProbe& alone, const EngineMaker& make,
+                                      TrialLimits limits) {
+  AutoTrial trial;
+  auto probe = [&](std::string_view engine) -> Status {
+    if (!trialChallengers(engine).empty()) {
+      auto made = makeAutoTrial(engine, options, out, out_many, make, limits);
+      if (!made) return made.status();  // the prior refuses (or a bad slack)
+      if (made->detector != nullptr) {
+        trial = std::move(made).value();
+        return Status::ok();
+      }
+      // No challenger runs the queries: the prior runs alone.
+    }
+    return alone(engine);
+  };
+  auto choice = chooseEngine(shape, probe);
+  if (!choice) return choice.status();
+  if (trial.detector != nullptr) choice->reason += "; " + trial.describe;
+  return AutoDetector{std::move(choice).value(), std::move(trial)};
 }
 
 }  // namespace cepbus::plugin

@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/engine_choice.h"
 #include "bus/core/plugin/guarded_detector.h"
 #include "bus/core/status.h"
 
@@ -67,11 +68,14 @@ namespace cepbus::plugin {
 // not timed), until the candidates have seen `events` timed events or have
 // spent `cpu_seconds` between them, whichever comes first (at the end of
 // the call that crosses it); sooner when, from `min_events` timed events
-// on, one is already at most `decisive_below` of another's CPU, or when the
-// last `agreeing_blocks` blocks of `block_events` timed events agree (each
-// block ends at the first call boundary past its size): in each of them
-// every challenger took less than `switch_below` of the prior's CPU, or in
-// each of them it did not. 0 agreeing blocks: only the other ends.
+// on, one is already at most `decisive_below` of another's CPU, or from the
+// first block on at most `overwhelming_below` of it where that other has
+// taken `overwhelming_cpu_seconds` or more, or when the last
+// `agreeing_blocks` blocks of `block_events` timed events agree (each block
+// ends at the first call boundary past its size): in each of them every
+// challenger took less than `switch_below` of the prior's CPU, or in each
+// of them it did not. 0 agreeing blocks: only the others end it; 0 for
+// overwhelming_below: no decision on the first block.
 // docs/engines.md says why these numbers.
 struct TrialLimits {
   uint64_t warmup_events = 256;
@@ -79,6 +83,14 @@ struct TrialLimits {
   double cpu_seconds = 0.010;
   uint64_t min_events = 512;
   double decisive_below = 0.5;
+  // A gap this wide is not one block's timing noise (a block of the slower
+  // engine at twice its usual CPU leaves the engines 2x apart, not 4x), and
+  // waiting for min_events would only add the loser's work: at 100 patterns
+  // a fifth to a quarter of what auto costs over the engine it keeps. Not
+  // on blocks of a few microseconds, though: there the output's cost taken
+  // off the prior's figure (sampled) can bring it near 0.
+  double overwhelming_below = 0.25;
+  double overwhelming_cpu_seconds = 0.0005;
   uint64_t block_events = 256;
   uint64_t agreeing_blocks = 3;
   // A challenger replaces the prior only when it took less than this share
@@ -204,7 +216,7 @@ class TrialDetector final : public Detector {
     HeldMatches held;
   };
   // Why the trial ends at a call boundary.
-  enum class Ending { kNotYet, kBounds, kClearWinner, kSettled };
+  enum class Ending { kNotYet, kBounds, kClearWinner, kOverwhelmingWinner, kSettled };
 
   TrialDetector(MatchSink* out, MultiMatchSink* out_many, TrialLimits limits, CpuClock clock);
 
@@ -296,5 +308,23 @@ using EngineMaker = std::function<Result<std::unique_ptr<Detector>>(
 Result<AutoTrial> makeAutoTrial(std::string_view prior, const DetectorOptions& options,
                                 MatchSink* out, MultiMatchSink* out_many, const EngineMaker& make,
                                 TrialLimits limits = {});
+
+// engine="auto" from the rule to a detector: chooseEngine() over `shape`,
+// where a candidate that may go on trial (trialChallengers() names another
+// engine) is probed by making the trial, so that the detectors built are the
+// trial's; any other by `alone`, which makes the caller's own detector of it
+// (and keeps it, as an EngineProbe may). Probing every candidate by `alone`
+// and then making the trial would build the prior twice: at 100 patterns as
+// much CPU as building the other engine. When no challenger runs the
+// queries, the trial is dropped and `alone` builds the prior again (its
+// second build, in that case only).
+struct AutoDetector {
+  EngineChoice choice;  // its reason ends with the trial's describe when there is one
+  AutoTrial trial;      // no detector when the choice runs alone, made by `alone`
+};
+Result<AutoDetector> makeAutoDetector(const PatternSetShape& shape, const DetectorOptions& options,
+                                      MatchSink* out, MultiMatchSink* out_many,
+                                      const EngineProbe& alone, const EngineMaker& make,
+                                      TrialLimits limits = {});
 
 }  // namespace cepbus::plugin

@@ -172,6 +172,7 @@ TrialLimits limits(uint64_t events) {
   TrialLimits l;
   l.events = events;
   l.min_events = events;  // no early decision
+  l.overwhelming_below = 0;
   l.agreeing_blocks = 0;
   l.warmup_events = 0;
   l.cpu_seconds = 1e9;  // the fake clock's seconds: only the event bound counts
@@ -365,6 +366,56 @@ TEST(TrialDetectorTest, AClearWinnerEndsTheTrialEarlyAndACloseOneDoesNot) {
   }
 }
 
+TEST(TrialDetectorTest, AnOverwhelmingWinnerEndsTheTrialAtTheFirstBlock) {
+  // Blocks of 16 events. At most 0.25 of the other's CPU on the first block
+  // (the other's 160 past the floor of 100) ends the trial there; 0.3 waits
+  // for min_events (32), where it is decisive (0.5). Either engine may be
+  // the winner.
+  for (const double cost : {2.0, 3.0}) {
+    for (const bool challenger_wins : {true, false}) {
+      FakeClock clock;
+      RecordingSink out;
+      TrialLimits l = limits(100);
+      l.block_events = 16;
+      l.min_events = 32;
+      l.overwhelming_below = 0.25;
+      l.overwhelming_cpu_seconds = 100;
+      const std::vector<EngineSpec> specs =
+          challenger_wins ? std::vector<EngineSpec>{{"petri", 10, 0}, {"nfa", cost, 3}}
+                          : std::vector<EngineSpec>{{"petri", cost, 2}, {"nfa", 10, 0}};
+      auto trial = makeTrial(out, false, clock, specs, l);
+      const auto events = stream(200);
+      run(*trial, events, 4);
+      const auto outcome = trial->outcome();
+      ASSERT_TRUE(outcome.has_value());
+      EXPECT_EQ(outcome->kept, challenger_wins ? "nfa" : "petri");
+      EXPECT_EQ(outcome->events, cost == 2.0 ? 16u : 32u);
+      EXPECT_EQ(outcome->ended_early, cost == 2.0 ? "one took at most 0.25 of another's CPU"
+                                                  : "one took at most 0.5 of another's CPU");
+      EXPECT_EQ(out.sorted(), expected(events, false));
+    }
+  }
+}
+
+TEST(TrialDetectorTest, AnOverwhelmingWinnerOnATinyBlockWaitsForMoreEvents) {
+  // 0.2 of the other's CPU from the first block on, but the other has taken
+  // 320 by min_events (32), under the floor of 400: the trial ends there, on
+  // the decisive share (0.5).
+  FakeClock clock;
+  RecordingSink out;
+  TrialLimits l = limits(100);
+  l.block_events = 16;
+  l.min_events = 32;
+  l.overwhelming_below = 0.25;
+  l.overwhelming_cpu_seconds = 400;
+  auto trial = makeTrial(out, false, clock, {{"petri", 10, 0}, {"nfa", 2, 0}}, l);
+  run(*trial, stream(100), 4);
+  ASSERT_TRUE(trial->outcome().has_value());
+  EXPECT_EQ(trial->outcome()->kept, "nfa");
+  EXPECT_EQ(trial->outcome()->events, 32u);
+  EXPECT_EQ(trial->outcome()->ended_early, "one took at most 0.5 of another's CPU");
+}
+
 TEST(TrialDetectorTest, TheWarmUpIsNotTimedAndWhoGoesFirstTakesTurns) {
   // The prior costs 10 per event on its first 8, then 1: timed from the
   // 9th, it is the cheaper.
@@ -535,6 +586,81 @@ TEST(TrialDetectorTest, MakeAutoTrialPutsThePriorOnTrialAgainstItsChallenger) {
   auto bad = DetectorOptions::parse(std::vector<std::string>{"slack=-1"});
   ASSERT_TRUE(bad);
   EXPECT_FALSE(makeAutoTrial("nfa", *bad, &out, nullptr, make));
+}
+
+// makeAutoDetector: the engine chooseEngine() picks is probed by making its
+// trial, so that when a challenger runs the queries too each engine is built
+// once, by the trial; by `alone` (the caller's own detector) otherwise.
+TEST(TrialDetectorTest, MakeAutoDetectorBuildsTheChosenEngineOnce) {
+  FakeClock clock;
+  RecordingSink out;
+  std::vector<std::string> made;   // by the trial's maker
+  std::vector<std::string> alone;  // by the caller's probe
+  std::vector<std::string> refusing;
+  auto says_no = [&](std::string_view engine) {
+    return std::find(refusing.begin(), refusing.end(), engine) != refusing.end();
+  };
+  auto make = [&](std::string_view engine, const DetectorOptions&, MatchSink& one,
+                  MultiMatchSink&) -> Result<std::unique_ptr<Detector>> {
+    if (says_no(engine)) return Status::invalidArgument(std::string(engine) + " says no");
+    made.emplace_back(engine);
+    return std::unique_ptr<Detector>(std::make_unique<FakeEngine>(&one, nullptr, clock, 1, 0));
+  };
+  auto probe = [&](std::string_view engine) -> Status {
+    if (says_no(engine)) return Status::invalidArgument(std::string(engine) + " says no");
+    alone.emplace_back(engine);
+    return Status::ok();
+  };
+  auto choose = [&](size_t patterns) {
+    made.clear();
+    alone.clear();
+    return makeAutoDetector(PatternSetShape{patterns, false}, DetectorOptions(), &out, nullptr,
+                            probe, make);
+  };
+
+  // Two patterns: petri on trial against nfa, each built once, by the trial.
+  auto both = choose(2);
+  ASSERT_TRUE(both) << both.status().message();
+  EXPECT_EQ(both->choice.engine, "petri");
+  ASSERT_NE(both->trial.detector, nullptr);
+  EXPECT_EQ(both->trial.trial->running(), "petri");
+  EXPECT_EQ(made, (std::vector<std::string>{"petri", "nfa"}));
+  EXPECT_TRUE(alone.empty());
+  EXPECT_EQ(both->choice.reason.substr(both->choice.reason.find("; trial")),
+            "; trial against nfa over 4096 events after the first 256, or 10 ms of CPU");
+
+  // The challenger refuses: the prior runs alone, its own detector made by
+  // the caller (after the dropped trial's).
+  refusing = {"nfa"};
+  auto prior_alone = choose(2);
+  ASSERT_TRUE(prior_alone);
+  EXPECT_EQ(prior_alone->choice.engine, "petri");
+  EXPECT_EQ(prior_alone->trial.detector, nullptr);
+  EXPECT_EQ(alone, std::vector<std::string>{"petri"});
+  EXPECT_EQ(prior_alone->choice.reason.find("trial"), std::string::npos);
+
+  // The preferred engine refuses: the next one is picked, no trial.
+  refusing = {"petri"};
+  auto next = choose(2);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->choice.engine, "nfa");
+  EXPECT_EQ(next->trial.detector, nullptr);
+  EXPECT_EQ(alone, std::vector<std::string>{"nfa"});
+  EXPECT_NE(next->choice.reason.find("petri refuses: petri says no"), std::string::npos);
+
+  // An engine that goes on trial against no one is asked by the caller only.
+  refusing = {"nfa", "petri"};
+  auto algebra = choose(1);
+  ASSERT_TRUE(algebra);
+  EXPECT_EQ(algebra->choice.engine, "algebra");
+  EXPECT_TRUE(made.empty());
+  EXPECT_EQ(alone, std::vector<std::string>{"algebra"});
+
+  // None runs the queries: every refusal named.
+  refusing = {"nfa", "petri", "algebra", "join"};
+  auto none = choose(1);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.status().message().find("join refuses: join says no"), std::string::npos);
 }
 
 }  // namespace
