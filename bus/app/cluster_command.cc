@@ -118,6 +118,8 @@ int publish(const descriptor::ClusterSpec& spec, const std::string& password,
   }
   out << "{\"published\":" << report->published << ",\"messages\":" << report->messages
       << ",\"resent\":" << report->resent << ",\"resent_accepted\":" << report->resent_accepted
+      << ",\"read_backs\":" << report->read_backs
+      << ",\"read_back_confirmed\":" << report->read_back_confirmed
       << ",\"reconnects\":" << report->reconnects
       << ",\"confirm_timeouts\":" << report->confirm_timeouts
       << ",\"broker_errors\":" << report->broker_errors << "}\n";
@@ -135,12 +137,14 @@ std::string clusterUsage() {
          "         was declared with another partition count)\n"
          "publish  publish a JSON-lines event file into the partitions, each event to the\n"
          "         partition of its key attributes, resending what a broker failover left\n"
-         "         in doubt or left unanswered for 10 s (with stream input also what the\n"
-         "         failed broker accepted in its last 3 s); prints {\"published\":N,\n"
-         "         \"messages\":N,\"resent\":N,\"resent_accepted\":N,\"reconnects\":N,\n"
-         "         \"confirm_timeouts\":N,\"broker_errors\":N} (events and end markers,\n"
-         "         messages, events resent and of those the accepted ones, connections\n"
-         "         given up, the broker's own failures retried)\n"
+         "         in doubt or left unanswered for 10 s; with stream input it reads the\n"
+         "         streams back after a failover and before it returns, and resends what\n"
+         "         they lack; prints {\"published\":N,\"messages\":N,\"resent\":N,\n"
+         "         \"resent_accepted\":N,\"read_backs\":N,\"read_back_confirmed\":N,\n"
+         "         \"reconnects\":N,\"confirm_timeouts\":N,\"broker_errors\":N} (events\n"
+         "         and end markers, messages, events resent and of those the ones the\n"
+         "         broker had accepted, read-back rounds and the messages they found,\n"
+         "         connections given up, the broker's own failures retried)\n"
          "         --rate N  events per second (default: as fast as the broker takes them)\n"
          "         --batch N  events of one partition per message at most (default 32,\n"
          "                  at most 1000; 1: one message per event); with --rate a batch\n"

@@ -11,12 +11,18 @@
 #include <proton/connection_options.hpp>
 #include <proton/container.hpp>
 #include <proton/message.hpp>
+#include <proton/message_id.hpp>
 #include <proton/messaging_handler.hpp>
+#include <proton/receiver.hpp>
+#include <proton/receiver_options.hpp>
 #include <proton/sender.hpp>
 #include <proton/sender_options.hpp>
+#include <proton/source_options.hpp>
+#include <proton/timestamp.hpp>
 #include <proton/tracker.hpp>
 #include <proton/transport.hpp>
 #include <proton/work_queue.hpp>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -25,12 +31,28 @@
 #include "services/cluster/broker_dialer.h"
 #include "services/cluster/event_batch.h"
 #include "services/cluster/partitioner.h"
+#include "services/cluster/stream_read_back.h"
 #include "services/cluster/topology.h"
 
 namespace cepbus::services::cluster {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How many read-back rounds in a row may find messages the broker accepted
+// missing from their stream before the publish fails: each round resends
+// them, so only a broker that keeps losing what it confirms gets there.
+constexpr int kMaxLossyReadBacks = 10;
+
+// A read-back takes the stream in runs of this many messages.
+constexpr int kReadBackCredit = 1000;
+// How often a read-back looks for partitions whose stream went quiet.
+const proton::duration kReadBackTick(250);
+
+uint64_t randomRun() {
+  std::random_device device;
+  return (uint64_t{device()} << 32) | device();
+}
 
 class Publisher final : public proton::messaging_handler {
  public:
@@ -41,7 +63,8 @@ class Publisher final : public proton::messaging_handler {
         password_(password),
         events_(events),
         options_(options),
-        plan_(std::move(messages)) {}
+        plan_(std::move(messages)),
+        read_back_(randomRun()) {}
 
   Status run() {
     amqp::installSaslPlugin();
@@ -82,6 +105,9 @@ class Publisher final : public proton::messaging_handler {
           c.open_sender("/exchange/" + inExchange(spec_.name) + "/" + partitionRoutingKey(p),
                         proton::sender_options().name("in:" + partitionRoutingKey(p))));
     }
+    // After a failed connection, what its broker accepted (or left in
+    // doubt) is checked against the streams before anything goes again.
+    if (read_back_.pending()) startReadBack();
   }
 
   void on_sendable(proton::sender&) override { pump(); }
@@ -89,10 +115,10 @@ class Publisher final : public proton::messaging_handler {
   void on_tracker_accept(proton::tracker& t) override {
     auto it = in_flight_.find(t);
     if (it == in_flight_.end()) return;
-    report_.published += std::max<size_t>(plan_[it->second.index].events.size(), 1);
+    report_.published += eventCount(it->second.index);
     proven_[plan_[it->second.index].partition] = true;
     last_accepted_ = Clock::now();
-    rememberAccepted(it->second.index);
+    if (streamInput()) read_back_.accepted(it->second.index);
     ++report_.messages;
     landed(it);
     last_up_ = Clock::now();
@@ -123,34 +149,28 @@ class Publisher final : public proton::messaging_handler {
     pump();
   }
 
-  // What the broker did not accept is sent again on the next connection.
+  // What the broker did not accept is sent again on the next connection;
+  // with stream input, what the stream does not hold (read back first).
   void on_transport_close(proton::transport& t) override {
     {
       std::lock_guard lock(watch_mu_);
       watched_ = nullptr;
     }
     senders_.clear();
-    if (done() || !status_) {
+    readers_.clear();
+    reading_back_ = false;
+    if ((done() && !read_back_.pending()) || !status_) {
       container_->stop();
       return;
     }
-    std::vector<size_t> doubt;
-    for (const auto& [tracker, sent] : in_flight_) {
-      doubt.push_back(sent.index);
-      report_.resent += plan_[sent.index].events.size();
+    if (!streamInput()) {
+      std::vector<size_t> doubt;
+      for (const auto& [tracker, sent] : in_flight_) doubt.push_back(sent.index);
+      resendFirst(doubt);
     }
     in_flight_.clear();
     in_flight_events_ = 0;
     in_flight_on_.assign(spec_.partitions, 0);
-    for (const Accepted& a : accepted_) {
-      if (last_accepted_ - a.at > resendWindow()) continue;
-      doubt.push_back(a.index);
-      report_.resent += plan_[a.index].events.size();
-      report_.resent_accepted += plan_[a.index].events.size();
-    }
-    accepted_.clear();
-    std::sort(doubt.begin(), doubt.end());
-    resend_.insert(resend_.begin(), doubt.begin(), doubt.end());
     if (Clock::now() - last_up_ > std::chrono::milliseconds(options_.give_up_ms)) {
       status_ = Status::unavailable("no broker of cluster \"" + spec_.name + "\" answered for " +
                                     std::to_string(options_.give_up_ms) +
@@ -168,16 +188,31 @@ class Publisher final : public proton::messaging_handler {
   // The broker ended a link or session: retried like a failed connection,
   // for give_up_ms at most (see retryBrokerError()).
   void on_sender_error(proton::sender& s) override { linkEnded(s.error()); }
+  void on_receiver_error(proton::receiver& r) override { linkEnded(r.error()); }
   void on_session_error(proton::session& s) override { linkEnded(s.error()); }
+
+  // The read-back: a message of a partition's stream.
+  void on_message(proton::delivery& d, proton::message& m) override {
+    if (!reading_back_) return;
+    const auto reader = std::find(readers_.begin(), readers_.end(), d.receiver());
+    if (reader == readers_.end()) return;
+    const uint32_t partition = reads_[reader - readers_.begin()].partition;
+    last_read_[reader - readers_.begin()] = Clock::now();
+    const std::string id =
+        m.id().type() == proton::STRING ? proton::get<std::string>(m.id()) : std::string();
+    if (read_back_.read(partition, id)) {
+      stopReading(reader - readers_.begin());
+    }
+  }
+  void on_receiver_open(proton::receiver& r) override {
+    const auto reader = std::find(readers_.begin(), readers_.end(), r);
+    if (reader != readers_.end()) last_read_[reader - readers_.begin()] = Clock::now();
+  }
 
  private:
   struct InFlight {
     size_t index;  // into plan_
     Clock::time_point sent;
-  };
-  struct Accepted {
-    size_t index;  // into plan_
-    Clock::time_point at;
   };
 
   void connect() {
@@ -186,22 +221,105 @@ class Publisher final : public proton::messaging_handler {
     connection_ = container_->connect(c.url, c.options);
   }
 
-  std::chrono::milliseconds resendWindow() const {
-    return std::chrono::milliseconds(spec_.input == descriptor::ClusterSpec::Input::kStream
-                                         ? options_.stream_resend_window_ms
-                                         : 0);
+  bool streamInput() const { return spec_.input == descriptor::ClusterSpec::Input::kStream; }
+
+  // Puts `messages` (plan indices) before anything else that goes again,
+  // all in plan order, each once.
+  void resendFirst(const std::vector<size_t>& messages) {
+    std::vector<size_t> merged(resend_.begin(), resend_.end());
+    for (size_t index : messages) {
+      merged.push_back(index);
+      report_.resent += eventCount(index);
+    }
+    std::sort(merged.begin(), merged.end());
+    merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
+    resend_.assign(merged.begin(), merged.end());
   }
 
-  // Keeps what the broker accepted in the last resendWindow(), which a
-  // failure of this connection sends again.
-  void rememberAccepted(size_t index) {
-    const auto window = resendWindow();
-    if (window.count() == 0) return;
-    accepted_.push_back(Accepted{index, last_accepted_});
-    while (last_accepted_ - accepted_.front().at > window) accepted_.pop_front();
+  // Reads back, on the open connection, every partition stream that should
+  // hold messages not seen there yet (stream_read_back.h); nothing is sent
+  // meanwhile.
+  void startReadBack() {
+    reading_back_ = true;
+    ++report_.read_backs;
+    reads_ = read_back_.beginRound(std::chrono::milliseconds(options_.read_back_skew_ms));
+    readers_.clear();
+    last_read_.assign(reads_.size(), Clock::now());
+    const uint64_t round = report_.read_backs;
+    for (const StreamReadBack::Read& r : reads_) {
+      proton::source::filter_map filters;
+      filters.put(
+          proton::symbol("rabbitmq:stream-offset-spec"),
+          proton::value(proton::timestamp(
+              std::chrono::duration_cast<std::chrono::milliseconds>(r.from.time_since_epoch())
+                  .count())));
+      readers_.push_back(connection_.open_receiver(
+          "/amq/queue/" + partitionStream(spec_.name, r.partition),
+          proton::receiver_options()
+              .name("read-back:" + partitionRoutingKey(r.partition) + "-" + std::to_string(round))
+              .credit_window(kReadBackCredit)
+              .source(proton::source_options().filters(filters))));
+    }
+    container_->schedule(kReadBackTick, [this, round] { superviseReadBack(round); });
+  }
+
+  // A partition is read to its end once its stream has been quiet for
+  // read_back_quiet_ms (from the link's attach, or its last message).
+  void superviseReadBack(uint64_t round) {
+    if (!reading_back_ || round != report_.read_backs) return;
+    const auto now = Clock::now();
+    for (size_t i = 0; i < readers_.size() && reading_back_; ++i) {
+      if (readers_[i] &&
+          now - last_read_[i] > std::chrono::milliseconds(options_.read_back_quiet_ms)) {
+        stopReading(i);
+      }
+    }
+    if (reading_back_) {
+      container_->schedule(kReadBackTick, [this, round] { superviseReadBack(round); });
+    }
+  }
+
+  void stopReading(size_t reader) {
+    if (!readers_[reader]) return;
+    readers_[reader].close();
+    readers_[reader] = proton::receiver();
+    if (std::none_of(readers_.begin(), readers_.end(),
+                     [](const proton::receiver& r) { return static_cast<bool>(r); })) {
+      finishReadBack();
+    }
+  }
+
+  // What the streams lack goes again first, in plan order.
+  void finishReadBack() {
+    reading_back_ = false;
+    readers_.clear();
+    const StreamReadBack::Outcome outcome = read_back_.endRound();
+    report_.read_back_confirmed += outcome.confirmed;
+    std::vector<size_t> missing;
+    uint64_t lost = 0;
+    for (const StreamReadBack::Missing& m : outcome.missing) {
+      missing.push_back(m.message);
+      if (m.accepted) lost += eventCount(m.message);
+    }
+    report_.resent_accepted += lost;
+    lossy_read_backs_ = lost > 0 ? lossy_read_backs_ + 1 : 0;
+    if (lossy_read_backs_ >= kMaxLossyReadBacks) {
+      fail(Status::unavailable("the brokers of cluster \"" + spec_.name +
+                               "\" accepted messages that their streams did not hold, " +
+                               std::to_string(kMaxLossyReadBacks) +
+                               " read-backs in a row (the last missed " + std::to_string(lost) +
+                               " accepted events or end markers)"));
+      return;
+    }
+    resendFirst(missing);
+    pump();
   }
 
   size_t total() const { return plan_.size(); }
+
+  // What a message counts for in the report: its events, or 1 for an
+  // end-of-stream marker.
+  size_t eventCount(size_t index) const { return std::max<size_t>(plan_[index].events.size(), 1); }
 
   bool done() const { return next_ == total() && resend_.empty() && in_flight_.empty(); }
 
@@ -212,7 +330,7 @@ class Publisher final : public proton::messaging_handler {
   }
 
   void pump() {
-    if (!status_) return;
+    if (!status_ || reading_back_) return;
     while (in_flight_events_ < options_.max_in_flight && (!resend_.empty() || next_ < total())) {
       if (!resend_.empty()) {
         if (!sendMessage(resend_.front())) return;
@@ -236,7 +354,14 @@ class Publisher final : public proton::messaging_handler {
       if (!sendMessage(next_)) return;
       ++next_;
     }
-    if (done() && connection_ && connection_.active()) connection_.close();
+    if (done() && connection_ && connection_.active()) {
+      // A publish ends once the streams hold what it sent (read back).
+      if (read_back_.pending()) {
+        startReadBack();
+      } else {
+        connection_.close();
+      }
+    }
   }
 
   // False when the partition's sender has no credit yet (on_sendable
@@ -257,7 +382,7 @@ class Publisher final : public proton::messaging_handler {
     // RabbitMQ 3.10 cannot store in a stream a message whose message-id is a
     // ulong (it answers amqp:internal-error), which is how one event carries
     // its id; a batch carries the ids in its body.
-    if (message.events.size() == 1 && spec_.input == descriptor::ClusterSpec::Input::kQueue) {
+    if (message.events.size() == 1 && !streamInput()) {
       amqp::messageFromEvent(*events_[message.events.front()], message_);
     } else if (message.events.empty()) {
       message_.clear();
@@ -266,6 +391,10 @@ class Publisher final : public proton::messaging_handler {
       batch_.clear();
       for (size_t i : message.events) batch_.push_back(events_[i]);
       messageFromEventBatch(batch_, message_);
+    }
+    if (streamInput()) {
+      message_.id(read_back_.messageId(index));
+      read_back_.sent(index, message.partition, std::chrono::system_clock::now());
     }
     in_flight_.emplace(s.send(message_), InFlight{index, Clock::now()});
     in_flight_events_ += message.events.size();
@@ -355,7 +484,15 @@ class Publisher final : public proton::messaging_handler {
   std::map<proton::tracker, InFlight> in_flight_;
   size_t in_flight_events_ = 0;
   std::deque<size_t> resend_;
-  std::deque<Accepted> accepted_;  // on this connection, within resendWindow()
+  // Stream input: what was sent and not yet seen in its stream, and the
+  // read-back in progress (one reader per partition read, in reads_ order;
+  // a finished one is empty).
+  StreamReadBack read_back_;
+  bool reading_back_ = false;
+  std::vector<StreamReadBack::Read> reads_;
+  std::vector<proton::receiver> readers_;
+  std::vector<Clock::time_point> last_read_;
+  int lossy_read_backs_ = 0;
   size_t next_ = 0;
   size_t broker_ = 0;
   bool timer_armed_ = false;

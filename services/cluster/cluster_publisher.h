@@ -17,11 +17,12 @@
 // a partition has one message in flight until the broker accepted one of
 // it: a broker that does not know a queue's new leader yet may leave one
 // message unanswered and store those after it, and the resent one would
-// then reach the partition's node out of order. With stream input it
-// also sends again what the failed connection's broker accepted in its last
-// few seconds (PublishOptions::stream_resend_window_ms): an acceptance
-// there has not always meant a stored message. Duplicates are the price of
-// losing nothing; the nodes drop them by event id.
+// then reach the partition's node out of order. With stream input an
+// acceptance has not always meant a stored message, so the publisher reads
+// the streams back (stream_read_back.h) after a failed connection, before
+// it sends anything more, and before it returns: what a stream lacks, in
+// doubt or accepted, goes again. Duplicates are the price of losing
+// nothing; the nodes drop them by event id.
 //
 // Thread-safety: publish() runs the whole exchange on the calling thread;
 // a watch thread of its own only posts the confirm check to it.
@@ -54,12 +55,14 @@ struct PublishOptions {
   // goes again through the next broker. RabbitMQ 3.10 never answers for
   // messages published to a stream while its leader's node died.
   uint64_t confirm_timeout_ms = 10000;
-  // Stream input only: when a connection fails, what the broker accepted on
-  // it in this long before its last acceptance goes again too. RabbitMQ
-  // 3.10 was seen to lose about 0.4 s of messages it had accepted to a
-  // stream just before the stream leader's node was killed (docs/cluster.md,
-  // "Stream input"); queue input (quorum queues) lost none.
-  uint64_t stream_resend_window_ms = 3000;
+  // Stream input only, the read-back (stream_read_back.h): a partition's
+  // stream is read from this long before the first message looked for
+  // (brokers whose clock is behind this host's by up to this much are
+  // covered), and is taken as read to its end once it delivered nothing
+  // for read_back_quiet_ms. Too short a quiet time only resends what the
+  // stream holds (duplicates, which the nodes drop).
+  uint64_t read_back_skew_ms = 2000;
+  uint64_t read_back_quiet_ms = 2000;
   // After the events, an end-of-stream marker to every partition: the nodes
   // then flush their windows and accept everything (see kEndOfStreamSubject).
   bool end_of_stream = false;
@@ -73,9 +76,12 @@ inline constexpr char kEndOfStreamSubject[] = "cepbus.end-of-stream";
 struct PublishReport {
   uint64_t published = 0;  // events accepted by the broker
   uint64_t messages = 0;   // messages accepted (fewer than events when batched)
-  uint64_t resent = 0;     // events sent again after a connection failed
-  // Of those, events the broker had accepted (stream_resend_window_ms).
+  uint64_t resent = 0;     // events (and end markers) sent again after a connection failed
+  // Of those, events the broker had accepted that a read-back did not find
+  // in their stream (stream input).
   uint64_t resent_accepted = 0;
+  uint64_t read_backs = 0;           // rounds of reading the streams back
+  uint64_t read_back_confirmed = 0;  // messages a read-back found in their stream
   uint64_t reconnects = 0;
   uint64_t confirm_timeouts = 0;  // connections given up for an unanswered message
   // Refusals for a failure of the broker's own (amqp:internal-error) and

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <ctime>
 #include <functional>
 #include <future>
 #include <map>
@@ -17,7 +19,10 @@
 #include <proton/messaging_handler.hpp>
 #include <proton/receiver.hpp>
 #include <proton/receiver_options.hpp>
+#include <proton/sender.hpp>
+#include <proton/source.hpp>
 #include <proton/target.hpp>
+#include <proton/timestamp.hpp>
 #include <set>
 #include <string>
 #include <thread>
@@ -33,18 +38,31 @@
 namespace cepbus::services::cluster {
 namespace {
 
-// A broker stand-in on loopback: grants credit, records in arrival order
-// the events it accepts per partition (what a stream would hold), and
-// answers each message as its script says: accept, or never answer (what
-// RabbitMQ 3.10 does with a message to a stream whose new leader it does
-// not know yet).
+// What the stand-in broker does with a message.
+enum class Answer {
+  kAccept,
+  // Never answer: what RabbitMQ 3.10 does with a message to a stream whose
+  // new leader it does not know yet.
+  kNone,
+  // Accept and drop: what RabbitMQ 3.10 did with messages to a stream just
+  // before its leader's node died.
+  kAcceptAndLose,
+  // Accept and drop, then close the connection (the broker died).
+  kAcceptLoseAndDie,
+};
+
+// A broker stand-in on loopback: grants credit, keeps in arrival order the
+// messages it stores per partition (a stream: a link from the partition's
+// stream address reads them back, from the second of its timestamp offset
+// spec on, as RabbitMQ does), and answers each message as its script says.
 class ScriptedBroker final : public proton::messaging_handler {
  public:
   // connection: 1 for the first the publisher opened; nth: 1 for the first
   // message of the partition on that connection.
-  using Script = std::function<bool(int connection, uint32_t partition, int nth)>;
+  using Script =
+      std::function<Answer(int connection, uint32_t partition, int nth, const proton::message& m)>;
 
-  explicit ScriptedBroker(Script accept) : accept_(std::move(accept)), container_(*this) {
+  explicit ScriptedBroker(Script script) : script_(std::move(script)), container_(*this) {
     amqp::installSaslPlugin();
     descriptor::AmqpListener config;
     auto hash = amqp::hashPassword("guest", amqp::kMinPasswordIterations);
@@ -69,11 +87,25 @@ class ScriptedBroker final : public proton::messaging_handler {
 
   int port() const { return port_; }
 
-  // Event ids per partition, in the order they were accepted; an id comes
-  // again when the publisher resent it.
+  // Event ids per partition, in the order they were stored (an end-of-stream
+  // marker as 0); an id comes again when the publisher resent it.
   std::map<uint32_t, std::vector<uint64_t>> stored() {
     std::lock_guard lock(mu_);
-    return stored_;
+    std::map<uint32_t, std::vector<uint64_t>> ids;
+    for (const auto& [partition, log] : log_) {
+      for (const Stored& s : log) {
+        if (s.message.subject() == kEndOfStreamSubject) ids[partition].push_back(0);
+        for (const EventPtr& e : eventsFromBatchMessage(s.message).events) {
+          ids[partition].push_back(e->id());
+        }
+      }
+    }
+    return ids;
+  }
+  // The timestamp offset specs the read-back links asked for, in ms.
+  std::vector<int64_t> readsFrom() {
+    std::lock_guard lock(mu_);
+    return reads_from_;
   }
   int connections() {
     std::lock_guard lock(mu_);
@@ -96,17 +128,48 @@ class ScriptedBroker final : public proton::messaging_handler {
     // The publisher's target is /exchange/<name>.in/p<K>.
     const std::string address = d.receiver().target().address();
     const uint32_t partition = std::stoul(address.substr(address.rfind("/p") + 2));
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     const int nth = ++received_[{connections_, partition}];
-    if (!accept_(connections_, partition, nth)) {
+    const Answer answer = script_(connections_, partition, nth, m);
+    if (answer == Answer::kNone) {
       unanswered_.push_back(d);
       return;
     }
-    for (const EventPtr& e : eventsFromBatchMessage(m).events) {
-      stored_[partition].push_back(e->id());
-    }
+    if (answer == Answer::kAccept) log_[partition].push_back(Stored{m, std::time(nullptr)});
+    lock.unlock();
     d.accept();
+    if (answer == Answer::kAcceptLoseAndDie) d.connection().close();
   }
+
+  // A read-back link on /amq/queue/<name>.p<K>.log.
+  void on_sender_open(proton::sender& s) override {
+    const std::string address = s.source().address();
+    const uint32_t partition = std::stoul(address.substr(address.rfind(".p") + 2));
+    int64_t from_ms = 0;
+    const proton::source::filter_map filters = s.source().filters();
+    const proton::value spec = filters.get(proton::symbol("rabbitmq:stream-offset-spec"));
+    if (spec.type() == proton::TIMESTAMP) {
+      from_ms = proton::get<proton::timestamp>(spec).milliseconds();
+    }
+    {
+      std::lock_guard lock(mu_);
+      reads_from_.push_back(from_ms);
+    }
+    s.open();
+    readers_[s] = Reader{partition, from_ms / 1000, 0};
+  }
+  void on_sendable(proton::sender& s) override {
+    auto it = readers_.find(s);
+    if (it == readers_.end()) return;
+    Reader& r = it->second;
+    std::lock_guard lock(mu_);
+    const std::vector<Stored>& log = log_[r.partition];
+    while (s.credit() > 0 && r.next < log.size()) {
+      const Stored& stored = log[r.next++];
+      if (stored.at >= r.from_s) s.send(stored.message);
+    }
+  }
+  void on_sender_close(proton::sender& s) override { readers_.erase(s); }
 
  private:
   struct Listen final : public proton::listen_handler {
@@ -120,7 +183,17 @@ class ScriptedBroker final : public proton::messaging_handler {
     std::promise<int> port;
   };
 
-  const Script accept_;
+  struct Stored {
+    proton::message message;
+    std::time_t at;  // RabbitMQ finds a timestamp's chunk to the second
+  };
+  struct Reader {
+    uint32_t partition;
+    std::time_t from_s;
+    size_t next;  // into the partition's log
+  };
+
+  const Script script_;
   proton::container container_;
   std::shared_ptr<const amqp::AccessControl> access_;
   std::thread thread_;
@@ -128,8 +201,10 @@ class ScriptedBroker final : public proton::messaging_handler {
   std::mutex mu_;
   int connections_ = 0;                               // guarded by mu_
   std::map<std::pair<int, uint32_t>, int> received_;  // guarded by mu_
-  std::map<uint32_t, std::vector<uint64_t>> stored_;  // guarded by mu_
+  std::map<uint32_t, std::vector<Stored>> log_;       // guarded by mu_
+  std::vector<int64_t> reads_from_;                   // guarded by mu_
   std::vector<proton::delivery> unanswered_;          // guarded by mu_
+  std::map<proton::sender, Reader> readers_;          // on the container thread
 };
 
 descriptor::ClusterSpec streamCluster(int port) {
@@ -183,8 +258,8 @@ std::map<uint32_t, std::vector<uint64_t>> expectedPerPartition(
 // before the first is accepted, or its resend lands behind them and the
 // partition's node gets it late.
 TEST(ClusterPublisherTest, AnUnansweredFirstMessageHoldsItsPartitionUntilAccepted) {
-  ScriptedBroker broker([](int connection, uint32_t partition, int nth) {
-    return !(connection == 1 && partition == 0 && nth == 1);
+  ScriptedBroker broker([](int connection, uint32_t partition, int nth, const proton::message&) {
+    return connection == 1 && partition == 0 && nth == 1 ? Answer::kNone : Answer::kAccept;
   });
   const descriptor::ClusterSpec spec = streamCluster(broker.port());
   const std::vector<EventPtr> in = events(60);
@@ -202,7 +277,7 @@ TEST(ClusterPublisherTest, AnUnansweredFirstMessageHoldsItsPartitionUntilAccepte
 // With nothing going wrong one connection carries everything, in order,
 // each event once.
 TEST(ClusterPublisherTest, WithoutFailuresEveryEventIsStoredOnceInOrder) {
-  ScriptedBroker broker([](int, uint32_t, int) { return true; });
+  ScriptedBroker broker([](int, uint32_t, int, const proton::message&) { return Answer::kAccept; });
   const descriptor::ClusterSpec spec = streamCluster(broker.port());
   const std::vector<EventPtr> in = events(500);
   PublishOptions options;
@@ -212,6 +287,83 @@ TEST(ClusterPublisherTest, WithoutFailuresEveryEventIsStoredOnceInOrder) {
   EXPECT_EQ(report->published, in.size());
   EXPECT_EQ(report->reconnects, 0u);
   EXPECT_EQ(broker.stored(), expectedPerPartition(in, spec));
+  // One read-back before returning, which found every message.
+  EXPECT_EQ(report->read_backs, 1u);
+  EXPECT_EQ(report->read_back_confirmed, report->messages);
+  EXPECT_EQ(report->resent, 0u);
+}
+
+// The broker accepts five messages of partition 0 without storing them,
+// then dies. The read-back on the next connection finds what it stored
+// (nothing is sent twice) and what it lost (sent again, before anything
+// newer of the partition).
+TEST(ClusterPublisherTest, MessagesTheBrokerAcceptedAndLostAreFoundMissingAndResentInOrder) {
+  ScriptedBroker broker([](int connection, uint32_t partition, int nth, const proton::message&) {
+    if (connection != 1 || partition != 0 || nth <= 20) return Answer::kAccept;
+    return nth < 25 ? Answer::kAcceptAndLose : Answer::kAcceptLoseAndDie;
+  });
+  const descriptor::ClusterSpec spec = streamCluster(broker.port());
+  const std::vector<EventPtr> in = events(200);
+  PublishOptions options;
+  options.batch = 1;
+  options.max_in_flight = 8;
+  const auto start = std::chrono::system_clock::now();
+  Result<PublishReport> report = publishToCluster(spec, "guest", in, options);
+  ASSERT_TRUE(report) << report.status().message();
+  EXPECT_EQ(report->reconnects, 1u);
+  EXPECT_EQ(report->resent_accepted, 5u);
+  EXPECT_EQ(broker.stored(), expectedPerPartition(in, spec));
+  // Each read-back link asked for the stream from a little before the
+  // publish began (the first message it looked for).
+  ASSERT_FALSE(broker.readsFrom().empty());
+  const int64_t start_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(start.time_since_epoch()).count();
+  for (int64_t from : broker.readsFrom()) {
+    EXPECT_LE(from, start_ms + 60'000);
+    EXPECT_GE(from, start_ms - static_cast<int64_t>(options.read_back_skew_ms) - 1000);
+  }
+}
+
+// A broker may lose what it accepted last, with no failure the publisher
+// could see: here the end-of-stream marker of partition 1. The read-back
+// before returning finds it missing and sends it again. (A broker that
+// loses it every time ends the publish: see the next test.)
+TEST(ClusterPublisherTest, ALostLastMessageIsResentBeforeThePublishReturns) {
+  ScriptedBroker broker(
+      [lost = false](int, uint32_t partition, int, const proton::message& m) mutable {
+        if (lost || partition != 1 || m.subject() != kEndOfStreamSubject) return Answer::kAccept;
+        lost = true;
+        return Answer::kAcceptAndLose;
+      });
+  const descriptor::ClusterSpec spec = streamCluster(broker.port());
+  const std::vector<EventPtr> in = events(100);
+  PublishOptions options;
+  options.end_of_stream = true;
+  options.read_back_quiet_ms = 300;
+  Result<PublishReport> report = publishToCluster(spec, "guest", in, options);
+  ASSERT_TRUE(report) << report.status().message();
+  EXPECT_EQ(report->reconnects, 0u);
+  EXPECT_EQ(report->read_backs, 2u);
+  EXPECT_EQ(report->resent_accepted, 1u);
+  std::map<uint32_t, std::vector<uint64_t>> expected = expectedPerPartition(in, spec);
+  for (auto& [partition, ids] : expected) ids.push_back(0);
+  EXPECT_EQ(broker.stored(), expected);
+}
+
+TEST(ClusterPublisherTest, ABrokerThatKeepsLosingWhatItAcceptsFailsThePublishSayingSo) {
+  ScriptedBroker broker([](int, uint32_t partition, int, const proton::message& m) {
+    return partition == 1 && m.subject() == kEndOfStreamSubject ? Answer::kAcceptAndLose
+                                                                : Answer::kAccept;
+  });
+  const descriptor::ClusterSpec spec = streamCluster(broker.port());
+  PublishOptions options;
+  options.end_of_stream = true;
+  options.read_back_quiet_ms = 100;
+  Result<PublishReport> report = publishToCluster(spec, "guest", events(20), options);
+  ASSERT_FALSE(report);
+  EXPECT_EQ(report.status().message(),
+            "the brokers of cluster \"t\" accepted messages that their streams did not hold, 10 "
+            "read-backs in a row (the last missed 1 accepted events or end markers)");
 }
 
 }  // namespace
