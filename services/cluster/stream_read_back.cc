@@ -38,6 +38,7 @@ std::vector<StreamReadBack::Read> StreamReadBack::beginRound(std::chrono::millis
     if (!first && u.sent < it->second) it->second = u.sent;
   }
   std::vector<Read> reads;
+  reads.reserve(from.size());
   for (const auto& [partition, at] : from) reads.push_back(Read{partition, at - skew});
   return reads;
 }
