@@ -152,6 +152,9 @@ struct AmqpListenerOptions {
   // How long a request from an AMQP client waits for its answer when the
   // message has no ttl.
   std::chrono::milliseconds request_timeout{30000};
+  // How long a connection may take from its accept to its client's SASL
+  // authentication before it is ended (handshake_watch.h); 0: no limit.
+  std::chrono::milliseconds handshake_timeout{10000};
   // What one client may make the listener hold (services/amqp/admission.h).
   AmqpLimits limits;
   // The reliable flow's journal, where durable subscriptions are recorded;
