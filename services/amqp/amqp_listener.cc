@@ -26,6 +26,9 @@
 //   request_router.h         reply addresses, requests open at AMQP providers
 //   route_pressure.h         what the delivery policy says about a publish
 //   listener_stats.h         the counters and the registry entries
+//   handshake_watch.h        ends connections that do not authenticate in time
+//   handshake_deadlines.h    which of them are past their deadline
+//   listener_sockets.h       the listener's sockets, seen from the descriptor table
 
 #include "services/amqp/amqp_listener.h"
 

@@ -99,7 +99,9 @@
 //   Every publishing link announces max-message-size on attach, and a
 //   message whose encoded size exceeds it is rejected with
 //   amqp:link:message-size-exceeded (counted in messages_too_large); the
-//   link stays up.
+//   link stays up. A connection whose client has not authenticated (SASL)
+//   within `handshake_timeout` of its accept is shut down and counted in
+//   handshake_timeouts (services/amqp/handshake_watch.h).
 //
 // Threading: the container runs `threads` threads (one per core unless the
 // descriptor says <amqp threads="N">), and every connection is owned by the

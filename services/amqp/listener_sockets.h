@@ -14,6 +14,10 @@
 // stream, ends the connection as if the client had gone, and closes its
 // descriptor itself.
 //
+// A look costs a few system calls per descriptor of the process (about
+// 4 ms with 1,000 connections, 35 ms with 4,000, on a loaded 2-core box);
+// HandshakeWatch looks only while connections handshake.
+//
 // The descriptors it needs to look and to end one are taken once, at
 // construction, so that it still works when the process has run out of
 // descriptors — which is when it is needed most.
