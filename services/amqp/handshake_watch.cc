@@ -22,6 +22,7 @@ HandshakeWatch::HandshakeWatch(std::chrono::milliseconds timeout,
 HandshakeWatch::~HandshakeWatch() { stop(); }
 
 bool HandshakeWatch::start(int port) {
+  if (thread_.joinable()) return true;
   auto sockets = std::make_unique<ListenerSockets>(port);
   if (!sockets->valid()) return false;
   thread_ = std::thread([this, port, sockets = std::move(sockets)] {

@@ -42,8 +42,9 @@ class HandshakeWatch {
   HandshakeWatch(const HandshakeWatch&) = delete;
   HandshakeWatch& operator=(const HandshakeWatch&) = delete;
 
-  // Watches the connections accepted on `port`. False if the descriptors it
-  // needs could not be had (the watch then does nothing).
+  // Watches the connections accepted on `port` (once: a second call does
+  // nothing). False if the descriptors it needs could not be had (the watch
+  // then does nothing).
   bool start(int port);
   // A connection was accepted: look at the sockets soon.
   void accepted();
