@@ -26,6 +26,9 @@
 //   request_router.h         reply addresses, requests open at AMQP providers
 //   route_pressure.h         what the delivery policy says about a publish
 //   listener_stats.h         the counters and the registry entries
+//   handshake_watch.h        ends connections that do not authenticate in time
+//   handshake_deadlines.h    which of them are past their deadline
+//   listener_sockets.h       the listener's sockets, seen from the descriptor table
 
 #include "services/amqp/amqp_listener.h"
 
@@ -66,6 +69,7 @@
 #include "services/amqp/client_handler.h"
 #include "services/amqp/connection_host.h"
 #include "services/amqp/durable_store.h"
+#include "services/amqp/handshake_watch.h"
 #include "services/amqp/publish_settlement.h"
 #include "services/amqp/publisher_wake.h"
 #include "services/amqp/request_router.h"
@@ -104,9 +108,15 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
       impl_.listener_open = true;
       impl_.port.store(l.port(), std::memory_order_release);
       registerSaslListener(l.port(), impl_.access);
+      if (impl_.handshakes && !impl_.handshakes->start(l.port())) {
+        Poco::Logger::get("cepbus.amqp")
+            .warning("%s: no handshake deadline: no file descriptor to watch the connections with",
+                     impl_.options.name);
+      }
       impl_.opened(Status::ok());
     }
     proton::connection_options on_accept(proton::listener&) override {
+      if (impl_.handshakes) impl_.handshakes->accepted();
       proton::connection_options options;
       // The mechanisms offered are the SASL plugin's choice (sasl_plugin.h).
       options.handler(impl_.newHandler()).sasl_enabled(true).max_frame_size(kMaxFrameSize);
@@ -139,7 +149,21 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
         options(std::move(opts)),
         context(ctx),
         access(std::make_shared<const AccessControl>(config)),
-        listen(*this) {}
+        listen(*this) {
+    if (options.handshake_timeout.count() > 0) {
+      handshakes = std::make_unique<HandshakeWatch>(
+          options.handshake_timeout,
+          [counters = counters, name = options.name,
+           timeout = std::to_string(options.handshake_timeout.count())](size_t closed) {
+            counters->handshake_timeouts.fetch_add(closed, std::memory_order_relaxed);
+            Poco::Logger::get("cepbus.amqp")
+                .information(
+                    "%s: %z connections closed: not authenticated within "
+                    "handshake-timeout=%s ms",
+                    name, closed, timeout);
+          });
+    }
+  }
 
   std::string address() const { return config.host + ":" + std::to_string(config.port); }
 
@@ -607,6 +631,8 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   std::map<uint64_t, std::shared_ptr<SubscriberOutbox>> reply_outboxes;  // guarded by requests_mu
 
   std::shared_ptr<router::ComponentEntry> entry;  // the listener's registry entry
+  // Ends connections that do not authenticate in time; null: no deadline.
+  std::unique_ptr<HandshakeWatch> handshakes;
 };
 
 AmqpListenerService::AmqpListenerService(descriptor::AmqpListener listener,
@@ -703,6 +729,7 @@ void AmqpListenerService::stop() {
     impl.container->stop();
   }
   impl.thread.join();
+  if (impl.handshakes) impl.handshakes->stop();
   unregisterSaslListener(port());
   impl.releaseAll();
   impl.opened(Status::unavailable(impl.options.name + ": stopped"));
@@ -736,6 +763,9 @@ std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listen
   if (listener.subscriber_stall_timeout_ms) {
     options.subscriber_stall_timeout =
         std::chrono::milliseconds(*listener.subscriber_stall_timeout_ms);
+  }
+  if (listener.handshake_timeout_ms) {
+    options.handshake_timeout = std::chrono::milliseconds(*listener.handshake_timeout_ms);
   }
   AmqpLimits& limits = options.limits;
   limits.max_connections = listener.max_connections.value_or(limits.max_connections);

@@ -99,7 +99,9 @@
 //   Every publishing link announces max-message-size on attach, and a
 //   message whose encoded size exceeds it is rejected with
 //   amqp:link:message-size-exceeded (counted in messages_too_large); the
-//   link stays up.
+//   link stays up. A connection whose client has not authenticated (SASL)
+//   within `handshake_timeout` of its accept is shut down and counted in
+//   handshake_timeouts (services/amqp/handshake_watch.h).
 //
 // Threading: the container runs `threads` threads (one per core unless the
 // descriptor says <amqp threads="N">), and every connection is owned by the
@@ -152,6 +154,9 @@ struct AmqpListenerOptions {
   // How long a request from an AMQP client waits for its answer when the
   // message has no ttl.
   std::chrono::milliseconds request_timeout{30000};
+  // How long a connection may take from its accept to its client's SASL
+  // authentication before it is ended (handshake_watch.h); 0: no limit.
+  std::chrono::milliseconds handshake_timeout{10000};
   // What one client may make the listener hold (services/amqp/admission.h).
   AmqpLimits limits;
   // The reliable flow's journal, where durable subscriptions are recorded;

@@ -38,6 +38,7 @@ AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const 
   s.provider_requests = get(c.provider_requests);
   s.provider_replies = get(c.provider_replies);
   s.late_replies = get(c.late_replies);
+  s.handshake_timeouts = get(c.handshake_timeouts);
   const AmqpRefusals refused = admission.refusals();
   s.connections_refused = refused.connections;
   s.sessions_refused = refused.sessions;
@@ -84,7 +85,8 @@ std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStat
           {"links_refused", s.links_refused},
           {"durable_refused", s.durable_refused},
           {"requests_refused", s.requests_refused},
-          {"messages_too_large", s.messages_too_large}};
+          {"messages_too_large", s.messages_too_large},
+          {"handshake_timeouts", s.handshake_timeouts}};
 }
 
 std::vector<std::pair<const char*, uint64_t>> LinkCounters::fields() const {

@@ -70,6 +70,9 @@ struct AmqpListenerStats {
   uint64_t requests_refused = 0;     // requests beyond max-pending-requests on their connection
   // Rejected with amqp:link:message-size-exceeded: encoded beyond max-message-size.
   uint64_t messages_too_large = 0;
+  // Connections ended because their client had not authenticated within
+  // handshake-timeout (handshake_watch.h).
+  uint64_t handshake_timeouts = 0;
 };
 
 // Every counter by name (the registry entry's metadata keys).
@@ -109,6 +112,7 @@ struct ListenerCounters {
   std::atomic<uint64_t> provider_replies{0};
   std::atomic<uint64_t> late_replies{0};
   std::atomic<uint64_t> rejected{0};
+  std::atomic<uint64_t> handshake_timeouts{0};
 
   // A copy of every counter, with `admission`'s refusals.
   AmqpListenerStats stats(const AmqpAdmission& admission) const;

@@ -7,8 +7,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
+
+#include "services/amqp/listener_sockets.h"
 
 namespace cepbus::services::amqp {
 namespace {
@@ -20,6 +23,8 @@ constexpr char kExternal[] = "EXTERNAL";
 struct Registry {
   std::mutex mu;
   std::map<int, std::shared_ptr<const AccessControl>> listeners;  // guarded by mu
+  // By port: the sockets of the transports that authenticated (socketKey()).
+  std::map<int, std::set<std::string>> authenticated;  // guarded by mu
 };
 
 Registry& registry() {
@@ -33,6 +38,8 @@ struct Context {
   std::string mechanisms;                       // what the server offered
   std::string user;                             // must outlive the transport's use of it
   std::string initial_response;                 // client side
+  int port = -1;                                // server side, once authenticated:
+  std::string socket;                           // its entry in Registry::authenticated
 };
 
 Context& context(pn_transport_t* t) {
@@ -65,7 +72,25 @@ bool offered(std::string_view list, std::string_view mech) {
   return false;
 }
 
-void freeContext(pn_transport_t* t) { delete static_cast<Context*>(pnx_sasl_get_context(t)); }
+// The socket of an accepted transport (listener_sockets.h); "" if unknown.
+std::string socketOf(pn_transport_t* t) {
+  const pn_netaddr_t* local = pn_transport_local_addr(t);
+  const pn_netaddr_t* peer = pn_transport_remote_addr(t);
+  if (local == nullptr || peer == nullptr) return {};
+  return socketKey(pn_netaddr_sockaddr(local), static_cast<socklen_t>(pn_netaddr_socklen(local)),
+                   pn_netaddr_sockaddr(peer), static_cast<socklen_t>(pn_netaddr_socklen(peer)));
+}
+
+void freeContext(pn_transport_t* t) {
+  auto* c = static_cast<Context*>(pnx_sasl_get_context(t));
+  if (c != nullptr && !c->socket.empty()) {
+    Registry& r = registry();
+    std::lock_guard lock(r.mu);
+    auto it = r.authenticated.find(c->port);
+    if (it != r.authenticated.end()) it->second.erase(c->socket);
+  }
+  delete c;
+}
 
 const char* listMechanisms(pn_transport_t* t) {
   Context& c = context(t);
@@ -120,6 +145,14 @@ void processInit(pn_transport_t* t, const char* mechanism, const pn_bytes_t* rec
   }
   if (ok) {
     pnx_sasl_set_succeeded(t, c.user.c_str(), nullptr);
+    // From now on its handshake deadline no longer applies (handshake_watch.h).
+    c.port = localPort(t);
+    c.socket = socketOf(t);
+    if (!c.socket.empty()) {
+      Registry& r = registry();
+      std::lock_guard lock(r.mu);
+      r.authenticated[c.port].insert(c.socket);
+    }
   } else {
     pnx_sasl_set_failed(t);
   }
@@ -183,6 +216,13 @@ void unregisterSaslListener(int port) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   r.listeners.erase(port);
+}
+
+std::set<std::string> authenticatedSockets(int port) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.authenticated.find(port);
+  return it == r.authenticated.end() ? std::set<std::string>() : it->second;
 }
 
 }  // namespace cepbus::services::amqp

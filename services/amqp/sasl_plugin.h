@@ -19,6 +19,8 @@
 // the plugin on the thread processing the transport.
 
 #include <memory>
+#include <set>
+#include <string>
 
 #include "services/amqp/access_control.h"
 
@@ -31,5 +33,12 @@ void installSaslPlugin();
 // unregistered. Replaces an earlier registration for the port.
 void registerSaslListener(int port, std::shared_ptr<const AccessControl> access);
 void unregisterSaslListener(int port);
+
+// The sockets (socketKey(), listener_sockets.h) of the connections accepted
+// on `port` whose client has authenticated, each until its transport is
+// freed: the handshake deadline no longer applies to them
+// (handshake_watch.h). A client only reaches its AMQP open after this: the
+// listener refuses a connection that skipped SASL.
+std::set<std::string> authenticatedSockets(int port);
 
 }  // namespace cepbus::services::amqp

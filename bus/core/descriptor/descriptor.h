@@ -124,6 +124,7 @@ struct AmqpListener {
   std::optional<uint64_t> durable_buffer;               // durable-buffer: kept while away
   std::optional<uint64_t> request_timeout_ms;           // request-timeout (ms)
   std::optional<uint64_t> subscriber_stall_timeout_ms;  // subscriber-stall-timeout (ms)
+  std::optional<uint64_t> handshake_timeout_ms;         // handshake-timeout (ms; 0: none)
   // What one client may make it hold (services/amqp/admission.h, AmqpLimits).
   std::optional<uint64_t> max_connections;       // max-connections: all clients together
   std::optional<uint64_t> max_sessions;          // max-sessions: per connection

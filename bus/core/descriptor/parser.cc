@@ -787,8 +787,8 @@ class Parser {
   void amqp(const XMLElement* e, AmqpListener& l) {
     checkAttributes(e, {"host", "port", "allow-anonymous", "credit-window", "subscriber-buffer",
                         "durable-buffer", "request-timeout", "subscriber-stall-timeout",
-                        "max-connections", "max-sessions", "max-links", "max-durable",
-                        "max-pending-requests", "max-message-size", "threads"});
+                        "handshake-timeout", "max-connections", "max-sessions", "max-links",
+                        "max-durable", "max-pending-requests", "max-message-size", "threads"});
     l.where = at(e);
     hostAndPort(e, l.host, l.port);
     l.allow_anonymous = boolean(e, "allow-anonymous").value_or(l.allow_anonymous);
@@ -800,6 +800,8 @@ class Parser {
     l.durable_buffer = integer(e, "durable-buffer", 0, kMaxCapacity);
     l.request_timeout_ms = integer(e, "request-timeout", 1, kMaxTimeoutMs);
     l.subscriber_stall_timeout_ms = integer(e, "subscriber-stall-timeout", 1, kMaxTimeoutMs);
+    // 0: no deadline for a client to authenticate.
+    l.handshake_timeout_ms = integer(e, "handshake-timeout", 0, kMaxTimeoutMs);
     l.max_connections = integer(e, "max-connections", 1, kMaxCapacity);
     l.max_sessions = integer(e, "max-sessions", 1, kMaxCapacity);
     l.max_links = integer(e, "max-links", 1, kMaxCapacity);

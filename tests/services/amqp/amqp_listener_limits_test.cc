@@ -2,7 +2,12 @@
 // checks the refusal's condition and text, its counter, and that a
 // well-behaved client is still served.
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -424,6 +429,41 @@ TEST_P(AmqpListenerLimitsTest, AHugeCreditNeverReadHoldsNoMoreThanTheSubscriberB
   // The rest waited in its buffer or was refused once that was full.
   EXPECT_GE(s.buffer_full, kEvents - 2 * kBuffer);
   expectServed(service.port());
+}
+
+// A client that connects and sends nothing is closed once handshake-timeout
+// has passed, and counted; one that authenticated goes on being served.
+TEST_P(AmqpListenerLimitsTest, AClientThatDoesNotAuthenticateIsClosedAtTheHandshakeDeadline) {
+  AmqpListenerOptions options;
+  options.handshake_timeout = 300ms;
+  AmqpListenerService& service = start(options);
+  AmqpTestClient authenticated(service.port(), "in-time");
+  ASSERT_TRUE(authenticated.waitOpen());
+
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(service.port()));
+  const auto connected = std::chrono::steady_clock::now();
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const timeval limit{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  char c;
+  EXPECT_EQ(::recv(fd, &c, 1, 0), 0) << "not closed by the bus";
+  EXPECT_GE(std::chrono::steady_clock::now() - connected, 300ms);
+  ::close(fd);
+  EXPECT_TRUE(waitUntil([&] { return service.stats().handshake_timeouts == 1; }));
+
+  EXPECT_FALSE(authenticated.read<bool>([&] { return static_cast<bool>(authenticated.error); }));
+  proton::message m;
+  m.subject("Probe");
+  m.properties().put("ts", int64_t{1});
+  authenticated.publish("probe", {m});
+  EXPECT_TRUE(authenticated.waitFor([&] { return authenticated.accepted == 1; }));
+  expectServed(service.port());
+  EXPECT_EQ(service.stats().handshake_timeouts, 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, AmqpListenerLimitsTest, ::testing::Values(1u, 2u, 4u),

@@ -44,7 +44,8 @@ void fill(ListenerCounters& c) {
                                          &c.late_replies,
                                          &c.rejected,
                                          &c.durable_restored,
-                                         &c.durable_not_restored}) {
+                                         &c.durable_not_restored,
+                                         &c.handshake_timeouts}) {
     counter->store(++n);
   }
   c.publish_credit.store(100);
@@ -115,6 +116,7 @@ TEST(ListenerStatsTest, CopiesEveryCounterAndTheRefusalsIntoTheirFields) {
                                                     {"rejected", 27},
                                                     {"durable_restored", 28},
                                                     {"durable_not_restored", 29},
+                                                    {"handshake_timeouts", 30},
                                                     {"publish_credit", 100},
                                                     {"connections_refused", 1},
                                                     {"sessions_refused", 1},

@@ -484,7 +484,7 @@ TEST(ParserTest, AmqpFlowControlAttributes) {
 TEST(ParserTest, ListenerLimitAttributes) {
   auto result = parseDescriptorString(R"(<cepbus name="t"><listeners>
 <amqp max-connections="10" max-sessions="2" max-links="20" max-durable="0"
-      max-pending-requests="5" max-message-size="4096"/>
+      max-pending-requests="5" max-message-size="4096" handshake-timeout="0"/>
 <http max-connections="7" max-ws-clients="0" request-timeout="1500"/>
 </listeners></cepbus>)",
                                       "t.xml");
@@ -496,6 +496,7 @@ TEST(ParserTest, ListenerLimitAttributes) {
   EXPECT_EQ(amqp.max_durable, 0u);
   EXPECT_EQ(amqp.max_pending_requests, 5u);
   EXPECT_EQ(amqp.max_message_size, 4096u);
+  EXPECT_EQ(amqp.handshake_timeout_ms, 0u);  // no deadline
   const HttpListener& http = *result->listeners.http;
   EXPECT_EQ(http.max_connections, 7u);
   EXPECT_EQ(http.max_ws_clients, 0u);
@@ -505,15 +506,18 @@ TEST(ParserTest, ListenerLimitAttributes) {
   ASSERT_TRUE(plain.isOk()) << plain.status().toString();
   EXPECT_FALSE(plain->listeners.amqp->max_links.has_value());
   EXPECT_FALSE(plain->listeners.amqp->max_message_size.has_value());
+  EXPECT_FALSE(plain->listeners.amqp->handshake_timeout_ms.has_value());
   EXPECT_FALSE(plain->listeners.http->request_timeout_ms.has_value());
 }
 
 TEST(ParserErrorTest, BadListenerLimitAttributes) {
   EXPECT_THAT(errorsOf(R"(<cepbus name="t"><listeners>
-<amqp max-links="0" max-message-size="0"/>
+<amqp max-links="0" max-message-size="0" handshake-timeout="-1"/>
 <http max-connections="0" request-timeout="soon"/>
 </listeners></cepbus>)"),
-              ElementsAre("t.xml:2: <amqp>: attribute \"max-links\" must be between 1 and "
+              ElementsAre("t.xml:2: <amqp>: attribute \"handshake-timeout\" must be a "
+                          "non-negative integer, got \"-1\"",
+                          "t.xml:2: <amqp>: attribute \"max-links\" must be between 1 and "
                           "1073741824, got \"0\"",
                           "t.xml:2: <amqp>: attribute \"max-message-size\" must be between 1 and "
                           "1073741824, got \"0\"",

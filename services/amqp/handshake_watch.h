@@ -1,0 +1,67 @@
+#pragma once
+
+// The AMQP listener's handshake deadline: a connection whose client has not
+// authenticated (SASL) within `handshake-timeout` of its accept is ended,
+// however far it got — nothing sent, part of a protocol header, the AMQP,
+// SASL or TLS header and then nothing, a TLS handshake or a SASL exchange
+// left unfinished — and counted.
+//
+// Proton 0.37 offers no hook for this: its C++ binding passes no event of a
+// connection to the listener before the client's AMQP open, its transport's
+// idle timeout is not ticked before the AMQP header (c/src/core/transport.c:
+// neither the autodetect nor the SASL layer has a tick), and nothing public
+// reaches a connection at its accept. So the watch looks at the sockets
+// (ListenerSockets), asks the SASL plugin which have authenticated
+// (authenticatedSockets()), times the others (HandshakeDeadlines) and shuts
+// down those past the deadline; Proton then ends their connections as if the
+// client had gone. A client that authenticated and then stalls before its
+// open is beyond it (the listener cannot tell its socket from an open one):
+// only a client with a password, or any with allow-anonymous, can do that.
+//
+// The watch has a thread of its own, which sleeps while nothing handshakes:
+// an accept wakes it, it looks within a quarter of the timeout, and again
+// when the first socket it found handshaking is due, until none is.
+//
+// Thread safety: accepted() may be called from any thread (the container's,
+// in listen_handler::on_accept); start() and stop() from one thread.
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace cepbus::services::amqp {
+
+class HandshakeWatch {
+ public:
+  // `closed(n)`: n connections were just ended (on the watch's thread).
+  HandshakeWatch(std::chrono::milliseconds timeout, std::function<void(size_t)> closed);
+  ~HandshakeWatch();  // stops
+  HandshakeWatch(const HandshakeWatch&) = delete;
+  HandshakeWatch& operator=(const HandshakeWatch&) = delete;
+
+  // Watches the connections accepted on `port` (once: a second call does
+  // nothing). False if the descriptors it needs could not be had (the watch
+  // then does nothing).
+  bool start(int port);
+  // A connection was accepted: look at the sockets soon.
+  void accepted();
+  // Idempotent.
+  void stop();
+
+ private:
+  void run(int port);
+
+  const std::chrono::milliseconds timeout_;
+  const std::function<void(size_t)> closed_;
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::optional<std::chrono::steady_clock::time_point> due_;  // guarded by mu_
+  bool stopping_ = false;                                     // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace cepbus::services::amqp
