@@ -22,6 +22,7 @@
 #include "router/topic.h"
 #include "services/amqp/message_mapping.h"
 #include "services/amqp/request_router.h"
+#include "services/amqp/sasl_plugin.h"
 
 namespace cepbus::services::amqp {
 namespace {
@@ -44,6 +45,9 @@ ClientHandler::ClientHandler(ConnectionHost& host, ClientHandlerOptions options)
 // ---- the connection's events -----------------------------------------
 
 void ClientHandler::on_connection_open(proton::connection& c) {
+  // The handshake is over: its deadline no longer applies, whatever this
+  // open is answered (handshake_watch.h).
+  connectionOpened(rawTransport(c.transport()));
   if (host_.shuttingDown()) {
     c.close(proton::error_condition("amqp:connection:forced", "the bus is shutting down"));
     return;

@@ -11,7 +11,7 @@ std::vector<uint64_t> HandshakeDeadlines::expired(Clock::time_point now,
   std::map<uint64_t, Entry> kept;
   std::vector<uint64_t> due;
   for (const Seen& s : sockets) {
-    if (s.authenticated) continue;
+    if (s.opened) continue;
     auto found = sockets_.find(s.id);
     Entry entry = found == sockets_.end() ? Entry{now, false} : found->second;
     if (!entry.expired && now - entry.first_seen >= timeout_) {

@@ -1,9 +1,9 @@
 #pragma once
 
 // Which of a listener's sockets have been handshaking for longer than the
-// handshake timeout: seen for at least that long without their client
-// having authenticated (HandshakeWatch looks at the sockets, the SASL plugin
-// says which have authenticated).
+// handshake timeout: seen for at least that long without their client's
+// AMQP open (HandshakeWatch looks at the sockets and asks which have
+// opened).
 //
 // A socket's time starts when a look first finds it, not at its accept,
 // which the listener cannot tie to a socket: HandshakeWatch looks within a
@@ -27,15 +27,15 @@ class HandshakeDeadlines {
   // A socket found by a look, by its inode (ListenerSockets).
   struct Seen {
     uint64_t id = 0;
-    bool authenticated = false;
+    bool opened = false;
   };
 
   explicit HandshakeDeadlines(std::chrono::milliseconds timeout);
 
   // One look at the sockets the listener holds at `now`: the ids of those
-  // that have not authenticated and were first found at least the timeout
-  // before, each returned once (its end is under way). Sockets no longer
-  // there, or authenticated, are forgotten.
+  // that have not opened and were first found at least the timeout before,
+  // each returned once (its end is under way). Sockets no longer there, or
+  // opened, are forgotten.
   std::vector<uint64_t> expired(Clock::time_point now, const std::vector<Seen>& sockets);
 
   // When the first socket still handshaking is due; none: nothing waits.

@@ -42,11 +42,11 @@ bool HandshakeWatch::start(int port) {
       lock.unlock();
 
       const std::vector<AcceptedSocket> found = sockets->list();
-      const std::set<std::string> authenticated = authenticatedSockets(port);
+      const std::set<std::string> opened = openedSockets(port);
       std::vector<HandshakeDeadlines::Seen> seen;
       std::map<uint64_t, const AcceptedSocket*> by_id;
       for (const AcceptedSocket& s : found) {
-        seen.push_back({s.inode, authenticated.contains(s.key)});
+        seen.push_back({s.inode, opened.contains(s.key)});
         by_id[s.inode] = &s;
       }
       size_t closed = 0;

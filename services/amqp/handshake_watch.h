@@ -1,22 +1,20 @@
 #pragma once
 
-// The AMQP listener's handshake deadline: a connection whose client has not
-// authenticated (SASL) within `handshake-timeout` of its accept is ended,
+// The AMQP listener's handshake deadline: a connection whose client's AMQP
+// open has not arrived within `handshake-timeout` of its accept is ended,
 // however far it got — nothing sent, part of a protocol header, the AMQP,
 // SASL or TLS header and then nothing, a TLS handshake or a SASL exchange
-// left unfinished — and counted.
+// left unfinished, SASL done and no AMQP open — and counted.
 //
 // Proton 0.37 offers no hook for this: its C++ binding passes no event of a
 // connection to the listener before the client's AMQP open, its transport's
 // idle timeout is not ticked before the AMQP header (c/src/core/transport.c:
 // neither the autodetect nor the SASL layer has a tick), and nothing public
 // reaches a connection at its accept. So the watch looks at the sockets
-// (ListenerSockets), asks the SASL plugin which have authenticated
-// (authenticatedSockets()), times the others (HandshakeDeadlines) and shuts
-// down those past the deadline; Proton then ends their connections as if the
-// client had gone. A client that authenticated and then stalls before its
-// open is beyond it (the listener cannot tell its socket from an open one):
-// only a client with a password, or any with allow-anonymous, can do that.
+// (ListenerSockets), asks which have had their AMQP open (openedSockets():
+// the listener's handler records each open), times the others
+// (HandshakeDeadlines) and shuts down those past the deadline; Proton then
+// ends their connections as if the client had gone.
 //
 // The watch has a thread of its own, which sleeps while nothing handshakes:
 // an accept wakes it, it looks within a quarter of the timeout, and again

@@ -41,7 +41,7 @@ struct AcceptedSocket {
 };
 
 // "local host:port>peer host:port", numeric: what the SASL plugin records of
-// an authenticated transport (Proton reads its addresses with the same
+// an opened transport (Proton reads its addresses with the same
 // getsockname/getpeername), so that the two can be matched.
 std::string socketKey(const sockaddr* local, socklen_t local_len, const sockaddr* peer,
                       socklen_t peer_len);

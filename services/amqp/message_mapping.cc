@@ -394,6 +394,10 @@ bool sentSettled(const proton::tracker& tracker) {
   return pn_link_snd_settle_mode(pn_delivery_link(d)) == PN_SND_SETTLED;
 }
 
+pn_transport_t* rawTransport(const proton::transport& transport) {
+  return TransportAccess::raw(transport);
+}
+
 std::string localAddress(const proton::transport& transport) {
   pn_transport_t* raw = TransportAccess::raw(transport);
   if (raw == nullptr) return {};

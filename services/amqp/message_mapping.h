@@ -31,6 +31,8 @@
 // Thread-safety: free functions over values; the Proton objects passed in
 // must be used by one thread at a time (Proton's rule).
 
+#include <proton/types.h>
+
 #include <proton/delivery.hpp>
 #include <proton/error_condition.hpp>
 #include <proton/link.hpp>
@@ -128,5 +130,9 @@ bool sentSettled(const proton::tracker& tracker);
 // a broker's management API names the connection's peer, so that another
 // process can find and close it.
 std::string localAddress(const proton::transport& transport);
+
+// The Proton C transport under `transport`, for what the C++ binding does
+// not offer (its socket's addresses).
+pn_transport_t* rawTransport(const proton::transport& transport);
 
 }  // namespace cepbus::services::amqp

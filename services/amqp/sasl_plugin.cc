@@ -23,8 +23,9 @@ constexpr char kExternal[] = "EXTERNAL";
 struct Registry {
   std::mutex mu;
   std::map<int, std::shared_ptr<const AccessControl>> listeners;  // guarded by mu
-  // By port: the sockets of the transports that authenticated (socketKey()).
-  std::map<int, std::set<std::string>> authenticated;  // guarded by mu
+  // By port: the sockets of the transports whose AMQP open arrived
+  // (socketKey()).
+  std::map<int, std::set<std::string>> opened;  // guarded by mu
 };
 
 Registry& registry() {
@@ -38,8 +39,8 @@ struct Context {
   std::string mechanisms;                       // what the server offered
   std::string user;                             // must outlive the transport's use of it
   std::string initial_response;                 // client side
-  int port = -1;                                // server side, once authenticated:
-  std::string socket;                           // its entry in Registry::authenticated
+  int port = -1;                                // server side, once opened:
+  std::string socket;                           // its entry in Registry::opened
 };
 
 Context& context(pn_transport_t* t) {
@@ -86,8 +87,8 @@ void freeContext(pn_transport_t* t) {
   if (c != nullptr && !c->socket.empty()) {
     Registry& r = registry();
     std::lock_guard lock(r.mu);
-    auto it = r.authenticated.find(c->port);
-    if (it != r.authenticated.end()) it->second.erase(c->socket);
+    auto it = r.opened.find(c->port);
+    if (it != r.opened.end()) it->second.erase(c->socket);
   }
   delete c;
 }
@@ -145,14 +146,6 @@ void processInit(pn_transport_t* t, const char* mechanism, const pn_bytes_t* rec
   }
   if (ok) {
     pnx_sasl_set_succeeded(t, c.user.c_str(), nullptr);
-    // From now on its handshake deadline no longer applies (handshake_watch.h).
-    c.port = localPort(t);
-    c.socket = socketOf(t);
-    if (!c.socket.empty()) {
-      Registry& r = registry();
-      std::lock_guard lock(r.mu);
-      r.authenticated[c.port].insert(c.socket);
-    }
   } else {
     pnx_sasl_set_failed(t);
   }
@@ -218,11 +211,24 @@ void unregisterSaslListener(int port) {
   r.listeners.erase(port);
 }
 
-std::set<std::string> authenticatedSockets(int port) {
+void connectionOpened(pn_transport_t* t) {
+  // A transport without a context has not been through this plugin: its
+  // connection skipped SASL, and the listener refuses it at this open.
+  auto* c = static_cast<Context*>(pnx_sasl_get_context(t));
+  if (c == nullptr || !c->socket.empty()) return;
+  c->port = localPort(t);
+  c->socket = socketOf(t);
+  if (c->socket.empty()) return;
   Registry& r = registry();
   std::lock_guard lock(r.mu);
-  auto it = r.authenticated.find(port);
-  return it == r.authenticated.end() ? std::set<std::string>() : it->second;
+  r.opened[c->port].insert(c->socket);
+}
+
+std::set<std::string> openedSockets(int port) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.opened.find(port);
+  return it == r.opened.end() ? std::set<std::string>() : it->second;
 }
 
 }  // namespace cepbus::services::amqp

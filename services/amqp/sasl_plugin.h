@@ -18,6 +18,8 @@
 // Thread safety: all functions may be called from any thread; Proton calls
 // the plugin on the thread processing the transport.
 
+#include <proton/types.h>
+
 #include <memory>
 #include <set>
 #include <string>
@@ -34,11 +36,13 @@ void installSaslPlugin();
 void registerSaslListener(int port, std::shared_ptr<const AccessControl> access);
 void unregisterSaslListener(int port);
 
+// The AMQP open of the server-side transport `t` arrived (the listener's
+// handler calls it): its handshake is over.
+void connectionOpened(pn_transport_t* t);
+
 // The sockets (socketKey(), listener_sockets.h) of the connections accepted
-// on `port` whose client has authenticated, each until its transport is
-// freed: the handshake deadline no longer applies to them
-// (handshake_watch.h). A client only reaches its AMQP open after this: the
-// listener refuses a connection that skipped SASL.
-std::set<std::string> authenticatedSockets(int port);
+// on `port` whose AMQP open has arrived, each until its transport is freed:
+// the handshake deadline no longer applies to them (handshake_watch.h).
+std::set<std::string> openedSockets(int port);
 
 }  // namespace cepbus::services::amqp

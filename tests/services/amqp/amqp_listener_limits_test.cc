@@ -96,6 +96,33 @@ class SessionClient final : public proton::messaging_handler {
 
 // Every test runs with one container thread and with several: a
 // connection's work must not depend on which thread serves it.
+// A TCP connection to the listener, reads timing out after 10 s; -1 on failure.
+int connectRaw(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  const timeval limit{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  return fd;
+}
+
+// True once the peer closes `fd`, reading (and dropping) whatever comes first.
+bool closedByPeer(int fd) {
+  char buf[256];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n == 0) return true;
+    if (n < 0) return false;
+  }
+}
+
 class AmqpListenerLimitsTest : public ::testing::TestWithParam<unsigned> {
  protected:
   AmqpListenerLimitsTest() {
@@ -432,38 +459,76 @@ TEST_P(AmqpListenerLimitsTest, AHugeCreditNeverReadHoldsNoMoreThanTheSubscriberB
 }
 
 // A client that connects and sends nothing is closed once handshake-timeout
-// has passed, and counted; one that authenticated goes on being served.
+// has passed, and counted; one that opened in time goes on being served.
 TEST_P(AmqpListenerLimitsTest, AClientThatDoesNotAuthenticateIsClosedAtTheHandshakeDeadline) {
   AmqpListenerOptions options;
   options.handshake_timeout = 300ms;
   AmqpListenerService& service = start(options);
-  AmqpTestClient authenticated(service.port(), "in-time");
-  ASSERT_TRUE(authenticated.waitOpen());
+  AmqpTestClient opened(service.port(), "in-time");
+  ASSERT_TRUE(opened.waitOpen());
 
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(service.port()));
   const auto connected = std::chrono::steady_clock::now();
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const timeval limit{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  char c;
-  EXPECT_EQ(::recv(fd, &c, 1, 0), 0) << "not closed by the bus";
+  const int fd = connectRaw(service.port());
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(closedByPeer(fd)) << "not closed by the bus";
   EXPECT_GE(std::chrono::steady_clock::now() - connected, 300ms);
   ::close(fd);
   EXPECT_TRUE(waitUntil([&] { return service.stats().handshake_timeouts == 1; }));
 
-  EXPECT_FALSE(authenticated.read<bool>([&] { return static_cast<bool>(authenticated.error); }));
+  EXPECT_FALSE(opened.read<bool>([&] { return static_cast<bool>(opened.error); }));
   proton::message m;
   m.subject("Probe");
   m.properties().put("ts", int64_t{1});
-  authenticated.publish("probe", {m});
-  EXPECT_TRUE(authenticated.waitFor([&] { return authenticated.accepted == 1; }));
+  opened.publish("probe", {m});
+  EXPECT_TRUE(opened.waitFor([&] { return opened.accepted == 1; }));
   expectServed(service.port());
   EXPECT_EQ(service.stats().handshake_timeouts, 1u);
+}
+
+// A client that authenticates (SASL ANONYMOUS, by hand) and then never sends
+// its AMQP open is closed at the deadline too: the handshake ends at the
+// open, not at the SASL outcome.
+TEST_P(AmqpListenerLimitsTest, AClientThatAuthenticatesButNeverOpensIsClosedAtTheDeadline) {
+  AmqpListenerOptions options;
+  options.handshake_timeout = 300ms;
+  AmqpListenerService& service = start(options);
+  const auto connected = std::chrono::steady_clock::now();
+  const int fd = connectRaw(service.port());
+  ASSERT_GE(fd, 0);
+  // As a client does: the SASL header; once the bus has offered its
+  // mechanisms (a sasl-mechanisms frame, descriptor 0x40), a sasl-init
+  // frame (0x41) choosing ANONYMOUS: size 25, data offset 2, type 1 (SASL),
+  // channel 0. The bus answers with a sasl-outcome (0x44) whose code is ok
+  // (ubyte 0).
+  std::string answer;
+  auto readUntil = [&](const std::string& performative, const std::string& then) {
+    for (;;) {
+      const size_t at = answer.find(std::string("\x00\x53", 2) + performative);
+      if (at != std::string::npos && answer.substr(at + 3, 16).find(then) != std::string::npos) {
+        return true;
+      }
+      char buf[256];
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) return false;
+      answer.append(buf, static_cast<size_t>(n));
+    }
+  };
+  const std::string header("AMQP\x03\x01\x00\x00", 8);
+  ASSERT_EQ(::send(fd, header.data(), header.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(header.size()));
+  ASSERT_TRUE(readUntil("\x40", "ANON")) << "no sasl-mechanisms offering ANONYMOUS";
+  const std::string init(
+      "\x00\x00\x00\x19\x02\x01\x00\x00"
+      "\x00\x53\x41\xc0\x0c\x01\xa3\x09"
+      "ANONYMOUS",
+      25);
+  ASSERT_EQ(::send(fd, init.data(), init.size(), MSG_NOSIGNAL), static_cast<ssize_t>(init.size()));
+  ASSERT_TRUE(readUntil("\x44", std::string("\x50\x00", 2))) << "no sasl-outcome ok";
+  EXPECT_TRUE(closedByPeer(fd)) << "not closed by the bus";
+  EXPECT_GE(std::chrono::steady_clock::now() - connected, 300ms);
+  ::close(fd);
+  EXPECT_TRUE(waitUntil([&] { return service.stats().handshake_timeouts == 1; }));
+  expectServed(service.port());
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, AmqpListenerLimitsTest, ::testing::Values(1u, 2u, 4u),
