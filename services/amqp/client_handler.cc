@@ -313,41 +313,54 @@ void ClientHandler::settle(const proton::tracker& t, SubscriberDeliveries::Outco
 void ClientHandler::on_message(proton::delivery& d, proton::message& m) {
   const bool presettled = d.settled();
   const proton::receiver r = d.receiver();
+  PublisherLink* pub = nullptr;
   {
     // The connections this message wakes: each at once the first time in
     // a burst, then held until the burst was read (work_coalescer.h).
     WakeHold::Scope hold(&burst_wakes_);
-    receive(d, m, presettled);
+    pub = receive(d, m, presettled);
   }
   // Proton frees a delivery once both ends settled it: a pre-settled one
   // needs no outcome, only this settle (without it every at-most-once
   // message stayed in memory until its link closed).
   if (presettled) d.settle();
+  // The next message of this link, if it is here whole: its size now, while
+  // Proton has not decoded it yet (receive()).
+  const WaitingMessage next = messageWaiting(r);
+  if (pub != nullptr) pub->next = next;
   // The burst ends with the last whole message read from the socket for
   // this link: what is held never waits for the network.
-  if (!messageWaiting(r)) burst_wakes_.flush();
+  if (next.delivery == nullptr) burst_wakes_.flush();
 }
 
 // The publishing path: nothing here takes a lock shared with another
 // connection (an in-out request or a provider's answer aside).
-void ClientHandler::receive(proton::delivery& d, const proton::message& m, bool presettled) {
+ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const proton::message& m,
+                                                     bool presettled) {
   auto id = link_ids_.find(d.receiver());
   auto link = id == link_ids_.end() ? publishers_.end() : publishers_.find(id->second);
   if (link == publishers_.end()) {
     if (!presettled) d.release();
-    return;
+    return nullptr;
   }
   PublisherLink& pub = link->second;
   // Sized before anything else looks at it: beyond the limit the link
-  // announced on attach, what the message holds does not matter.
-  m.encode(encoded_);
-  if (auto refusal = host_.admitMessage(encoded_.size())) {
+  // announced on attach, what the message holds does not matter. Most
+  // messages of a burst were sized before Proton decoded them (on_message());
+  // the first of a burst is encoded again, which costs more than mapping it
+  // to an event.
+  size_t bytes = pub.next.bytes;
+  if (pub.next.delivery != deliveryKey(d)) {
+    m.encode(encoded_);
+    bytes = encoded_.size();
+  }
+  if (auto refusal = host_.admitMessage(bytes)) {
     if (!presettled) {
       rejectWithCondition(d, proton::error_condition(kMessageSizeExceeded, *refusal));
       bump(pub.stats->rejected);
     }
     replenish(pub);
-    return;
+    return &pub;
   }
   if (pub.replies) {
     // A provider's answer (request_router.h).
@@ -360,7 +373,7 @@ void ClientHandler::receive(proton::delivery& d, const proton::message& m, bool 
       }
     }
     replenish(pub);
-    return;
+    return &pub;
   }
   MappedEvent mapped = eventFromMessage(m);
   if (!mapped.event) {
@@ -370,13 +383,13 @@ void ClientHandler::receive(proton::delivery& d, const proton::message& m, bool 
       bump(pub.stats->rejected);
     }
     replenish(pub);
-    return;
+    return &pub;
   }
 
   if (!m.reply_to().empty()) {
     request(pub, d, m, std::move(mapped.event), presettled);
     replenish(pub);
-    return;
+    return &pub;
   }
   flows::Exchange exchange;
   exchange.event = std::move(mapped.event);
@@ -409,6 +422,7 @@ void ClientHandler::receive(proton::delivery& d, const proton::message& m, bool 
   }
   if (verdict.pause) pause(pub, std::move(congested));
   replenish(pub);
+  return &pub;
 }
 
 void ClientHandler::on_receiver_close(proton::receiver& r) {

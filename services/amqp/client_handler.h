@@ -59,6 +59,7 @@
 #include "services/amqp/client_connections.h"
 #include "services/amqp/connection_host.h"
 #include "services/amqp/listener_stats.h"
+#include "services/amqp/message_mapping.h"
 #include "services/amqp/publish_settlement.h"
 #include "services/amqp/publisher_credit.h"
 #include "services/amqp/publisher_hold.h"
@@ -147,6 +148,9 @@ class ClientHandler final : public proton::messaging_handler {
     std::string entry;  // its registry entry ("" when it has none)
     // The outboxes of the subscribing links its address matches (setTargets()).
     std::vector<std::shared_ptr<SubscriberOutbox>> targets;
+    // The message it is handed next, sized before Proton decoded it, when
+    // it had arrived whole behind the one before (on_message()).
+    WaitingMessage next;
   };
   struct SubscriberLink {
     SubscriberLink(proton::sender sender, Subscription taken,
@@ -173,7 +177,8 @@ class ClientHandler final : public proton::messaging_handler {
   void request(PublisherLink& pub, proton::delivery& d, const proton::message& m, EventPtr event,
                bool presettled);
   void settle(const proton::tracker& t, SubscriberDeliveries::Outcome outcome);
-  void receive(proton::delivery& d, const proton::message& m, bool presettled);
+  // The link's record, nullptr when the link is not (or no longer) known.
+  PublisherLink* receive(proton::delivery& d, const proton::message& m, bool presettled);
   void awaitCommits(PublisherLink& pub, proton::delivery& d, PublishSettlement& listener,
                     uint32_t commits);
   void settleCommitted(uint64_t link, uint64_t key, bool accepted);
@@ -201,7 +206,7 @@ class ClientHandler final : public proton::messaging_handler {
   std::map<uint64_t, PublisherLink> publishers_;
   std::map<uint64_t, SubscriberLink> subscribers_;
   proton::message outgoing_;   // reused for every event sent to a subscriber (its allocations stay)
-  std::vector<char> encoded_;  // reused to size every message received
+  std::vector<char> encoded_;  // reused to size a message received that was not sized before
   bool incomplete_watch_ = false;  // watchIncompleteMessages() is scheduled
   WakeHold burst_wakes_;           // what the burst being read holds (on_message())
   std::atomic<bool> finished_{false};

@@ -382,12 +382,17 @@ uint64_t remoteMaxMessageSize(const proton::link& link) {
 
 int unsentDeliveries(const proton::link& link) { return pn_link_queued(LinkAccess::raw(link)); }
 
-bool messageWaiting(const proton::receiver& receiver) {
+WaitingMessage messageWaiting(const proton::receiver& receiver) {
   pn_link_t* link = LinkAccess::raw(receiver);
   pn_delivery_t* next = pn_link_current(link);
-  return next != nullptr && pn_delivery_readable(next) && !pn_delivery_partial(next) &&
-         !pn_delivery_aborted(next) && (pn_link_state(link) & PN_LOCAL_CLOSED) == 0;
+  if (next == nullptr || !pn_delivery_readable(next) || pn_delivery_partial(next) ||
+      pn_delivery_aborted(next) || (pn_link_state(link) & PN_LOCAL_CLOSED) != 0) {
+    return {};
+  }
+  return WaitingMessage{next, pn_delivery_pending(next)};
 }
+
+const void* deliveryKey(const proton::transfer& delivery) { return DeliveryAccess::raw(delivery); }
 
 bool sentSettled(const proton::tracker& tracker) {
   pn_delivery_t* d = DeliveryAccess::raw(tracker);
