@@ -335,10 +335,11 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   }
   // An unsettled publish asks for reliable QoS; on a route that journals it,
   // its accept waits for the commits (route_pressure.h).
-  PublishVerdict publish(flows::Exchange& exchange) override {
-    const bool journaling = exchange.qos == flows::Qos::kReliable &&
-                            journaledRoute(context.broker.policy(), exchange.address);
-    return PublishVerdict::of(context.broker.publish(exchange), journaling);
+  bool journaled(Symbol address) override {
+    return journaledRoute(context.broker.policy(), address);
+  }
+  PublishVerdict publish(flows::Exchange& exchange, bool journaled) override {
+    return PublishVerdict::of(context.broker.publish(exchange), journaled);
   }
   bool congested(const std::vector<std::string>& stages) override {
     return stagesSaturated(context.broker.policy(), stages);

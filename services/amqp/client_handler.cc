@@ -123,6 +123,7 @@ void ClientHandler::on_receiver_open(proton::receiver& r) {
   PublisherLink& pub = publishers_.try_emplace(id, id, r, options_.counters).first->second;
   pub.address = *address;
   pub.replies = replies;
+  pub.journaled = !replies && host_.journaled(*address);
   pub.wake = std::make_shared<PublisherWake>(client_->waker, [this, id] { resumeWaiting(id); });
   pub.entry = host_.attachPublisher(
       *this, PublisherAttach{id, client_->container_id, r.name(), addr, *address, replies,
@@ -403,7 +404,7 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
     listener = std::make_shared<PublishSettlement>();
     exchange.listener = listener;
   }
-  const PublishVerdict verdict = host_.publish(exchange);
+  const PublishVerdict verdict = host_.publish(exchange, !presettled && pub.journaled);
   counters_.published.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::string> congested;
   if (listener) congested = listener->published();

@@ -139,6 +139,8 @@ class ClientHandler final : public proton::messaging_handler {
     uint64_t id = 0;
     Symbol address;
     bool replies = false;  // a provider's link to kReplyAddress
+    // Its unsettled messages are journaled on their route (ConnectionHost::journaled()).
+    bool journaled = false;
     std::shared_ptr<LinkCounters> stats = std::make_shared<LinkCounters>();
     PublisherHold hold;                   // why it gets no more credit now (publisher_hold.h)
     std::shared_ptr<PublisherWake> wake;  // how drained buffers resume it

@@ -188,7 +188,8 @@ class FakeHost final : public ConnectionHost {
     if (bytes <= max_message_size) return std::nullopt;
     return "message of " + std::to_string(bytes) + " bytes is too large";
   }
-  PublishVerdict publish(flows::Exchange& exchange) override {
+  bool journaled(Symbol) override { return false; }
+  PublishVerdict publish(flows::Exchange& exchange, bool) override {
     std::lock_guard lock(mu);
     published.push_back(exchange);
     return verdict;
