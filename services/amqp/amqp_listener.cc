@@ -119,7 +119,9 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
       if (impl_.handshakes) impl_.handshakes->accepted();
       proton::connection_options options;
       // The mechanisms offered are the SASL plugin's choice (sasl_plugin.h).
-      options.handler(impl_.newHandler()).sasl_enabled(true).max_frame_size(kMaxFrameSize);
+      options.handler(impl_.newHandler())
+          .sasl_enabled(true)
+          .max_frame_size(impl_.handler_options.max_frame_size);
       if (impl_.tls) options.ssl_server_options(*impl_.tls);
       return options;
     }
@@ -585,14 +587,16 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   // The sender of what this listener publishes (told apart in SubscriberOutbox::offer).
   const Symbol sender = Symbol::intern(options.name);
   // What every connection's handler is given (client_handler.h).
-  const ClientHandlerOptions handler_options{options.credit_window,
-                                             options.limits.max_message_size,
-                                             options.request_timeout,
-                                             options.recheck_interval,
-                                             options.subscriber_stall_timeout,
-                                             sender,
-                                             access,
-                                             counters};
+  const ClientHandlerOptions handler_options{
+      options.credit_window,
+      options.limits.max_message_size,
+      maxFrameSize(options.limits.max_message_size, options.credit_window),
+      options.request_timeout,
+      options.recheck_interval,
+      options.subscriber_stall_timeout,
+      sender,
+      access,
+      counters};
   std::atomic<int> port{0};
 
   std::mutex open_mu;

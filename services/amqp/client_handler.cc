@@ -5,6 +5,8 @@
 
 #include "services/amqp/client_handler.h"
 
+#include <algorithm>
+#include <bit>
 #include <proton/delivery_mode.hpp>
 #include <proton/error_condition.hpp>
 #include <proton/message_id.hpp>
@@ -32,11 +34,18 @@ constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 // max-message-size (two links of a session may each have one under way),
 // then the peer's transfers wait. A message far beyond the limit stalls
 // there instead of filling memory, and the handler ends its link.
-size_t sessionCapacity(uint64_t max_message_size) {
-  return 2 * static_cast<size_t>(max_message_size) + 2 * kMaxFrameSize;
+size_t sessionCapacity(uint64_t max_message_size, uint32_t max_frame_size) {
+  return 2 * static_cast<size_t>(max_message_size) + 2 * static_cast<size_t>(max_frame_size);
 }
 
 }  // namespace
+
+uint32_t maxFrameSize(uint64_t max_message_size, uint32_t credit_window) {
+  constexpr uint64_t kLargest = 64 * 1024;
+  constexpr uint64_t kSmallest = 512;  // AMQP's minimum max-frame-size
+  const uint64_t fits = 2 * max_message_size / std::max<uint64_t>(credit_window, 1);
+  return static_cast<uint32_t>(std::clamp(std::bit_floor(fits), kSmallest, kLargest));
+}
 
 ClientHandler::ClientHandler(ConnectionHost& host, ClientHandlerOptions options)
     : host_(host), options_(std::move(options)), counters_(*options_.counters) {}
@@ -68,7 +77,7 @@ void ClientHandler::on_session_open(proton::session& s) {
   const SessionAdmission admitted = host_.openSession(s);
   switch (admitted.verdict) {
     case SessionAdmission::Verdict::kAdmitted:
-      setIncomingCapacity(s, sessionCapacity(options_.max_message_size));
+      setIncomingCapacity(s, sessionCapacity(options_.max_message_size, options_.max_frame_size));
       s.open();
       break;
     case SessionAdmission::Verdict::kRefused:

@@ -72,14 +72,23 @@ namespace cepbus::services::amqp {
 
 // The largest frame a client may send (the listener's connection option).
 // Proton bounds what a session buffers of incoming messages (the handler
-// sets its capacity from max-message-size) only when frames are bounded too.
-inline constexpr uint32_t kMaxFrameSize = 64 * 1024;
+// sets its capacity to twice max-message-size plus two frames) only when
+// frames are bounded too, and then lets the peer send the capacity divided
+// by the frame size in transfers at a time, however small the messages: with
+// 64 KiB frames and the default 1 MiB limit, 34, a third of the default
+// credit window, so a flood of small messages came in a third of a window
+// per round trip. So the frame is at most 64 KiB, and a power of two small
+// enough that a session takes `credit_window` transfers, but never below
+// AMQP's minimum of 512 bytes (a small limit under a large window keeps
+// fewer transfers under way).
+uint32_t maxFrameSize(uint64_t max_message_size, uint32_t credit_window);
 
 // What every connection's handler is given, fixed when the listener starts
 // (AmqpListenerOptions).
 struct ClientHandlerOptions {
   uint32_t credit_window = 100;
   uint64_t max_message_size = 0;
+  uint32_t max_frame_size = 64 * 1024;  // the connections' (maxFrameSize())
   std::chrono::milliseconds request_timeout{30000};
   std::chrono::milliseconds recheck_interval{20};
   std::chrono::milliseconds subscriber_stall_timeout{1000};

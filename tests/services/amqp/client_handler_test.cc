@@ -277,7 +277,7 @@ class ClientHandlerTest : public ::testing::Test, public proton::listen_handler 
     std::lock_guard lock(mu_);
     handlers_.push_back(std::make_unique<ClientHandler>(host_, options_));
     proton::connection_options options;
-    options.handler(*handlers_.back()).sasl_enabled(true).max_frame_size(kMaxFrameSize);
+    options.handler(*handlers_.back()).sasl_enabled(true).max_frame_size(options_.max_frame_size);
     return options;
   }
 
