@@ -545,5 +545,22 @@ TEST_F(ClientHandlerTest, TheConnectionsEndDetachesItsLinksAndRetiresTheHandler)
   EXPECT_EQ(counters_->publish_credit.load(), 0);
 }
 
+// Proton lets a peer send a session's capacity (twice max-message-size plus
+// two frames) divided by the frame size in transfers: the frame is the
+// largest power of two up to 64 KiB that lets a session take a credit
+// window, and never below AMQP's 512 bytes.
+TEST(MaxFrameSizeTest, ASessionTakesACreditWindowOfTransfers) {
+  const auto transfers = [](uint64_t max_message_size, uint32_t frame) {
+    return (2 * max_message_size + 2 * frame) / frame;
+  };
+  EXPECT_EQ(maxFrameSize(1 << 20, 100), 16384u);
+  EXPECT_GE(transfers(1 << 20, maxFrameSize(1 << 20, 100)), 100u);
+  EXPECT_EQ(maxFrameSize(1 << 20, 1000), 2048u);
+  EXPECT_GE(transfers(1 << 20, maxFrameSize(1 << 20, 1000)), 1000u);
+  EXPECT_EQ(maxFrameSize(64u << 20, 100), 65536u);
+  EXPECT_EQ(maxFrameSize(200, 100), 512u);
+  EXPECT_EQ(maxFrameSize(1 << 20, 0), 65536u);
+}
+
 }  // namespace
 }  // namespace cepbus::services::amqp
