@@ -119,7 +119,9 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
       if (impl_.handshakes) impl_.handshakes->accepted();
       proton::connection_options options;
       // The mechanisms offered are the SASL plugin's choice (sasl_plugin.h).
-      options.handler(impl_.newHandler()).sasl_enabled(true).max_frame_size(kMaxFrameSize);
+      options.handler(impl_.newHandler())
+          .sasl_enabled(true)
+          .max_frame_size(impl_.handler_options.max_frame_size);
       if (impl_.tls) options.ssl_server_options(*impl_.tls);
       return options;
     }
@@ -335,10 +337,11 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   }
   // An unsettled publish asks for reliable QoS; on a route that journals it,
   // its accept waits for the commits (route_pressure.h).
-  PublishVerdict publish(flows::Exchange& exchange) override {
-    const bool journaling = exchange.qos == flows::Qos::kReliable &&
-                            journaledRoute(context.broker.policy(), exchange.address);
-    return PublishVerdict::of(context.broker.publish(exchange), journaling);
+  bool journaled(Symbol address) override {
+    return journaledRoute(context.broker.policy(), address);
+  }
+  PublishVerdict publish(flows::Exchange& exchange, bool journaled) override {
+    return PublishVerdict::of(context.broker.publish(exchange), journaled);
   }
   bool congested(const std::vector<std::string>& stages) override {
     return stagesSaturated(context.broker.policy(), stages);
@@ -584,14 +587,16 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   // The sender of what this listener publishes (told apart in SubscriberOutbox::offer).
   const Symbol sender = Symbol::intern(options.name);
   // What every connection's handler is given (client_handler.h).
-  const ClientHandlerOptions handler_options{options.credit_window,
-                                             options.limits.max_message_size,
-                                             options.request_timeout,
-                                             options.recheck_interval,
-                                             options.subscriber_stall_timeout,
-                                             sender,
-                                             access,
-                                             counters};
+  const ClientHandlerOptions handler_options{
+      options.credit_window,
+      options.limits.max_message_size,
+      maxFrameSize(options.limits.max_message_size, options.credit_window),
+      options.request_timeout,
+      options.recheck_interval,
+      options.subscriber_stall_timeout,
+      sender,
+      access,
+      counters};
   std::atomic<int> port{0};
 
   std::mutex open_mu;

@@ -5,6 +5,8 @@
 
 #include "services/amqp/client_handler.h"
 
+#include <algorithm>
+#include <bit>
 #include <proton/delivery_mode.hpp>
 #include <proton/error_condition.hpp>
 #include <proton/message_id.hpp>
@@ -33,11 +35,18 @@ constexpr char kUnauthorized[] = "amqp:unauthorized-access";
 // max-message-size (two links of a session may each have one under way),
 // then the peer's transfers wait. A message far beyond the limit stalls
 // there instead of filling memory, and the handler ends its link.
-size_t sessionCapacity(uint64_t max_message_size) {
-  return 2 * static_cast<size_t>(max_message_size) + 2 * kMaxFrameSize;
+size_t sessionCapacity(uint64_t max_message_size, uint32_t max_frame_size) {
+  return 2 * static_cast<size_t>(max_message_size) + 2 * static_cast<size_t>(max_frame_size);
 }
 
 }  // namespace
+
+uint32_t maxFrameSize(uint64_t max_message_size, uint32_t credit_window) {
+  constexpr uint64_t kLargest = 64 * 1024;
+  constexpr uint64_t kSmallest = 512;  // AMQP's minimum max-frame-size
+  const uint64_t fits = 2 * max_message_size / std::max<uint64_t>(credit_window, 1);
+  return static_cast<uint32_t>(std::clamp(std::bit_floor(fits), kSmallest, kLargest));
+}
 
 ClientHandler::ClientHandler(ConnectionHost& host, ClientHandlerOptions options)
     : host_(host), options_(std::move(options)), counters_(*options_.counters) {}
@@ -72,7 +81,7 @@ void ClientHandler::on_session_open(proton::session& s) {
   const SessionAdmission admitted = host_.openSession(s);
   switch (admitted.verdict) {
     case SessionAdmission::Verdict::kAdmitted:
-      setIncomingCapacity(s, sessionCapacity(options_.max_message_size));
+      setIncomingCapacity(s, sessionCapacity(options_.max_message_size, options_.max_frame_size));
       s.open();
       break;
     case SessionAdmission::Verdict::kRefused:
@@ -127,6 +136,7 @@ void ClientHandler::on_receiver_open(proton::receiver& r) {
   PublisherLink& pub = publishers_.try_emplace(id, id, r, options_.counters).first->second;
   pub.address = *address;
   pub.replies = replies;
+  pub.journaled = !replies && host_.journaled(*address);
   pub.wake = std::make_shared<PublisherWake>(client_->waker, [this, id] { resumeWaiting(id); });
   pub.entry = host_.attachPublisher(
       *this, PublisherAttach{id, client_->container_id, r.name(), addr, *address, replies,
@@ -317,41 +327,54 @@ void ClientHandler::settle(const proton::tracker& t, SubscriberDeliveries::Outco
 void ClientHandler::on_message(proton::delivery& d, proton::message& m) {
   const bool presettled = d.settled();
   const proton::receiver r = d.receiver();
+  PublisherLink* pub = nullptr;
   {
     // The connections this message wakes: each at once the first time in
     // a burst, then held until the burst was read (work_coalescer.h).
     WakeHold::Scope hold(&burst_wakes_);
-    receive(d, m, presettled);
+    pub = receive(d, m, presettled);
   }
   // Proton frees a delivery once both ends settled it: a pre-settled one
   // needs no outcome, only this settle (without it every at-most-once
   // message stayed in memory until its link closed).
   if (presettled) d.settle();
+  // The next message of this link, if it is here whole: its size now, while
+  // Proton has not decoded it yet (receive()).
+  const WaitingMessage next = messageWaiting(r);
+  if (pub != nullptr) pub->next = next;
   // The burst ends with the last whole message read from the socket for
   // this link: what is held never waits for the network.
-  if (!messageWaiting(r)) burst_wakes_.flush();
+  if (next.delivery == nullptr) burst_wakes_.flush();
 }
 
 // The publishing path: nothing here takes a lock shared with another
 // connection (an in-out request or a provider's answer aside).
-void ClientHandler::receive(proton::delivery& d, const proton::message& m, bool presettled) {
+ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const proton::message& m,
+                                                     bool presettled) {
   auto id = link_ids_.find(d.receiver());
   auto link = id == link_ids_.end() ? publishers_.end() : publishers_.find(id->second);
   if (link == publishers_.end()) {
     if (!presettled) d.release();
-    return;
+    return nullptr;
   }
   PublisherLink& pub = link->second;
   // Sized before anything else looks at it: beyond the limit the link
-  // announced on attach, what the message holds does not matter.
-  m.encode(encoded_);
-  if (auto refusal = host_.admitMessage(encoded_.size())) {
+  // announced on attach, what the message holds does not matter. Most
+  // messages of a burst were sized before Proton decoded them (on_message());
+  // the first of a burst is encoded again, which costs more than mapping it
+  // to an event.
+  size_t bytes = pub.next.bytes;
+  if (pub.next.delivery != deliveryKey(d)) {
+    m.encode(encoded_);
+    bytes = encoded_.size();
+  }
+  if (auto refusal = host_.admitMessage(bytes)) {
     if (!presettled) {
       rejectWithCondition(d, proton::error_condition(kMessageSizeExceeded, *refusal));
       bump(pub.stats->rejected);
     }
     replenish(pub);
-    return;
+    return &pub;
   }
   if (pub.replies) {
     // A provider's answer (request_router.h).
@@ -364,7 +387,7 @@ void ClientHandler::receive(proton::delivery& d, const proton::message& m, bool 
       }
     }
     replenish(pub);
-    return;
+    return &pub;
   }
   MappedEvent mapped = eventFromMessage(m);
   if (!mapped.event) {
@@ -374,13 +397,13 @@ void ClientHandler::receive(proton::delivery& d, const proton::message& m, bool 
       bump(pub.stats->rejected);
     }
     replenish(pub);
-    return;
+    return &pub;
   }
 
   if (!m.reply_to().empty()) {
     request(pub, d, m, std::move(mapped.event), presettled);
     replenish(pub);
-    return;
+    return &pub;
   }
   flows::Exchange exchange;
   exchange.event = std::move(mapped.event);
@@ -394,7 +417,7 @@ void ClientHandler::receive(proton::delivery& d, const proton::message& m, bool 
     listener = std::make_shared<PublishSettlement>();
     exchange.listener = listener;
   }
-  const PublishVerdict verdict = host_.publish(exchange);
+  const PublishVerdict verdict = host_.publish(exchange, !presettled && pub.journaled);
   counters_.published.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::string> congested;
   if (listener) congested = listener->published();
@@ -413,6 +436,7 @@ void ClientHandler::receive(proton::delivery& d, const proton::message& m, bool 
   }
   if (verdict.pause) pause(pub, std::move(congested));
   replenish(pub);
+  return &pub;
 }
 
 void ClientHandler::on_receiver_close(proton::receiver& r) {

@@ -59,6 +59,7 @@
 #include "services/amqp/client_connections.h"
 #include "services/amqp/connection_host.h"
 #include "services/amqp/listener_stats.h"
+#include "services/amqp/message_mapping.h"
 #include "services/amqp/publish_settlement.h"
 #include "services/amqp/publisher_credit.h"
 #include "services/amqp/publisher_hold.h"
@@ -71,14 +72,23 @@ namespace cepbus::services::amqp {
 
 // The largest frame a client may send (the listener's connection option).
 // Proton bounds what a session buffers of incoming messages (the handler
-// sets its capacity from max-message-size) only when frames are bounded too.
-inline constexpr uint32_t kMaxFrameSize = 64 * 1024;
+// sets its capacity to twice max-message-size plus two frames) only when
+// frames are bounded too, and then lets the peer send the capacity divided
+// by the frame size in transfers at a time, however small the messages: with
+// 64 KiB frames and the default 1 MiB limit, 34, a third of the default
+// credit window, so a flood of small messages came in a third of a window
+// per round trip. So the frame is at most 64 KiB, and a power of two small
+// enough that a session takes `credit_window` transfers, but never below
+// AMQP's minimum of 512 bytes (a small limit under a large window keeps
+// fewer transfers under way).
+uint32_t maxFrameSize(uint64_t max_message_size, uint32_t credit_window);
 
 // What every connection's handler is given, fixed when the listener starts
 // (AmqpListenerOptions).
 struct ClientHandlerOptions {
   uint32_t credit_window = 100;
   uint64_t max_message_size = 0;
+  uint32_t max_frame_size = 64 * 1024;  // the connections' (maxFrameSize())
   std::chrono::milliseconds request_timeout{30000};
   std::chrono::milliseconds recheck_interval{20};
   std::chrono::milliseconds subscriber_stall_timeout{1000};
@@ -138,6 +148,8 @@ class ClientHandler final : public proton::messaging_handler {
     uint64_t id = 0;
     Symbol address;
     bool replies = false;  // a provider's link to kReplyAddress
+    // Its unsettled messages are journaled on their route (ConnectionHost::journaled()).
+    bool journaled = false;
     std::shared_ptr<LinkCounters> stats = std::make_shared<LinkCounters>();
     PublisherHold hold;                   // why it gets no more credit now (publisher_hold.h)
     std::shared_ptr<PublisherWake> wake;  // how drained buffers resume it
@@ -147,6 +159,9 @@ class ClientHandler final : public proton::messaging_handler {
     std::string entry;  // its registry entry ("" when it has none)
     // The outboxes of the subscribing links its address matches (setTargets()).
     std::vector<std::shared_ptr<SubscriberOutbox>> targets;
+    // The message it is handed next, sized before Proton decoded it, when
+    // it had arrived whole behind the one before (on_message()).
+    WaitingMessage next;
   };
   struct SubscriberLink {
     SubscriberLink(proton::sender sender, Subscription taken,
@@ -173,7 +188,8 @@ class ClientHandler final : public proton::messaging_handler {
   void request(PublisherLink& pub, proton::delivery& d, const proton::message& m, EventPtr event,
                bool presettled);
   void settle(const proton::tracker& t, SubscriberDeliveries::Outcome outcome);
-  void receive(proton::delivery& d, const proton::message& m, bool presettled);
+  // The link's record, nullptr when the link is not (or no longer) known.
+  PublisherLink* receive(proton::delivery& d, const proton::message& m, bool presettled);
   void awaitCommits(PublisherLink& pub, proton::delivery& d, PublishSettlement& listener,
                     uint32_t commits);
   void settleCommitted(uint64_t link, uint64_t key, bool accepted);
@@ -201,7 +217,7 @@ class ClientHandler final : public proton::messaging_handler {
   std::map<uint64_t, PublisherLink> publishers_;
   std::map<uint64_t, SubscriberLink> subscribers_;
   proton::message outgoing_;   // reused for every event sent to a subscriber (its allocations stay)
-  std::vector<char> encoded_;  // reused to size every message received
+  std::vector<char> encoded_;  // reused to size a message received that was not sized before
   bool incomplete_watch_ = false;  // watchIncompleteMessages() is scheduled
   WakeHold burst_wakes_;           // what the burst being read holds (on_message())
   std::atomic<bool> finished_{false};

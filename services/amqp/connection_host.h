@@ -147,8 +147,13 @@ class ConnectionHost {
   // Checks a message's encoded size against max-message-size: nullopt, or
   // the refusal to reject it with.
   virtual std::optional<std::string> admitMessage(uint64_t bytes) = 0;
+  // Whether an unsettled publish to `address` goes through a flow that
+  // journals it, so that its accept waits for the commits. The routes are
+  // fixed for the listener's life, so a publishing link asks once, on attach.
+  virtual bool journaled(Symbol address) = 0;
   // Hands `exchange` to the router; what becomes of the client's delivery.
-  virtual PublishVerdict publish(flows::Exchange& exchange) = 0;
+  // `journaled`: an unsettled publish on a journaled route (journaled()).
+  virtual PublishVerdict publish(flows::Exchange& exchange, bool journaled) = 0;
   // Whether a stage that held a link back (PublishSettlement::published())
   // is still saturated.
   virtual bool congested(const std::vector<std::string>& stages) = 0;

@@ -129,15 +129,20 @@ struct MapEntry {
 // Walks the map in `map` with a decoder into `out`: no std::map and no
 // proton::value per entry, which made mapping cost several times the
 // decoding itself. `what` names the map in errors ("application property",
-// "body entry"); nullopt when every entry was read.
-std::optional<MappedEvent> readMap(const proton::value& map, const char* what,
+// "body entry"); keys are strings, or symbols too when `symbol_keys`.
+// Nullopt when every entry was read.
+std::optional<MappedEvent> readMap(const proton::value& map, const char* what, bool symbol_keys,
                                    std::vector<MapEntry>& out) {
   proton::codec::decoder d(map);
   proton::codec::start start;
   d >> start;
+  if (start.type != proton::MAP) {
+    return failure(kDecodeError, std::string(what) + ": a map was expected, not " +
+                                     proton::type_name(start.type));
+  }
   for (size_t i = 0; i < start.size / 2; ++i) {
     const proton::type_id key_type = d.next_type();
-    if (key_type != proton::STRING && key_type != proton::SYMBOL) {
+    if (key_type != proton::STRING && (key_type != proton::SYMBOL || !symbol_keys)) {
       return failure(kDecodeError, std::string(what) + " keys must be strings");
     }
     MapEntry entry;
@@ -170,17 +175,23 @@ std::optional<MappedEvent> readMap(const proton::value& map, const char* what,
   return std::nullopt;
 }
 
+// The entry named `name`; of several, the last, as every later one
+// overrides an attribute set by an earlier one.
 const MapEntry* find(const std::vector<MapEntry>& entries, std::string_view name) {
-  for (const MapEntry& e : entries) {
-    if (e.name == name) return &e;
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    if (it->name == name) return &*it;
   }
   return nullptr;
 }
 
 MappedEvent map(const proton::message& message) {
   std::vector<MapEntry> props;
-  if (!message.properties().empty()) {
-    if (auto failed = readMap(message.properties().value(), "application property", props)) {
+  // Read as received: asking the property map whether it is empty decodes it
+  // into a std::map, and taking its value then encodes that back, before
+  // readMap() decodes it once more. (Without properties, value() holds an
+  // empty map.)
+  if (const proton::value& properties = message.properties().value(); !properties.empty()) {
+    if (auto failed = readMap(properties, "application property", false, props)) {
       return std::move(*failed);
     }
   }
@@ -266,7 +277,7 @@ MappedEvent map(const proton::message& message) {
                                        proton::type_name(body.type()));
     }
     std::vector<MapEntry> entries;
-    if (auto failed = readMap(body, "body entry", entries)) return std::move(*failed);
+    if (auto failed = readMap(body, "body entry", true, entries)) return std::move(*failed);
     for (const MapEntry& e : entries) {
       std::optional<Value> v = scalarValue(e.value);
       if (!v) {
@@ -382,12 +393,17 @@ uint64_t remoteMaxMessageSize(const proton::link& link) {
 
 int unsentDeliveries(const proton::link& link) { return pn_link_queued(LinkAccess::raw(link)); }
 
-bool messageWaiting(const proton::receiver& receiver) {
+WaitingMessage messageWaiting(const proton::receiver& receiver) {
   pn_link_t* link = LinkAccess::raw(receiver);
   pn_delivery_t* next = pn_link_current(link);
-  return next != nullptr && pn_delivery_readable(next) && !pn_delivery_partial(next) &&
-         !pn_delivery_aborted(next) && (pn_link_state(link) & PN_LOCAL_CLOSED) == 0;
+  if (next == nullptr || !pn_delivery_readable(next) || pn_delivery_partial(next) ||
+      pn_delivery_aborted(next) || (pn_link_state(link) & PN_LOCAL_CLOSED) != 0) {
+    return {};
+  }
+  return WaitingMessage{next, pn_delivery_pending(next)};
 }
+
+const void* deliveryKey(const proton::transfer& delivery) { return DeliveryAccess::raw(delivery); }
 
 bool sentSettled(const proton::tracker& tracker) {
   pn_delivery_t* d = DeliveryAccess::raw(tracker);

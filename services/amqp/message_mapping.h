@@ -33,6 +33,7 @@
 
 #include <proton/types.h>
 
+#include <cstddef>
 #include <proton/delivery.hpp>
 #include <proton/error_condition.hpp>
 #include <proton/link.hpp>
@@ -115,11 +116,22 @@ uint64_t remoteMaxMessageSize(const proton::link& link);
 // Deliveries on `link` not written to the transport yet (pn_link_queued).
 int unsentDeliveries(const proton::link& link);
 
-// True when, after the message its handler has now, a whole message read
-// for `receiver` waits to be handed to it (the current delivery, complete,
-// not aborted, its link open): Proton's next on_message for it comes with
-// the same batch of events.
-bool messageWaiting(const proton::receiver& receiver);
+// A whole message read for a receiver and not yet handed to its handler.
+struct WaitingMessage {
+  const void* delivery = nullptr;  // its deliveryKey(); null when none waits
+  size_t bytes = 0;                // its size as encoded: what Proton will decode
+};
+
+// What, after the message its handler has now, waits to be handed to
+// `receiver` whole (the current delivery, complete, not aborted, its link
+// open): Proton's next on_message for it comes with the same batch of
+// events and decodes exactly those bytes. Read before Proton decodes it,
+// its size costs nothing; after, only encoding the message again tells it.
+WaitingMessage messageWaiting(const proton::receiver& receiver);
+
+// What tells a delivery apart from the others of its link (a WaitingMessage's
+// `delivery`), while it is not settled.
+const void* deliveryKey(const proton::transfer& delivery);
 
 // True when the message `tracker` follows went out pre-settled: its link
 // sends settled (an at-most-once receiver asked for it), so the receiver

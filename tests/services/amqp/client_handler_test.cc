@@ -188,7 +188,8 @@ class FakeHost final : public ConnectionHost {
     if (bytes <= max_message_size) return std::nullopt;
     return "message of " + std::to_string(bytes) + " bytes is too large";
   }
-  PublishVerdict publish(flows::Exchange& exchange) override {
+  bool journaled(Symbol) override { return false; }
+  PublishVerdict publish(flows::Exchange& exchange, bool) override {
     std::lock_guard lock(mu);
     published.push_back(exchange);
     return verdict;
@@ -276,7 +277,7 @@ class ClientHandlerTest : public ::testing::Test, public proton::listen_handler 
     std::lock_guard lock(mu_);
     handlers_.push_back(std::make_unique<ClientHandler>(host_, options_));
     proton::connection_options options;
-    options.handler(*handlers_.back()).sasl_enabled(true).max_frame_size(kMaxFrameSize);
+    options.handler(*handlers_.back()).sasl_enabled(true).max_frame_size(options_.max_frame_size);
     return options;
   }
 
@@ -542,6 +543,23 @@ TEST_F(ClientHandlerTest, TheConnectionsEndDetachesItsLinksAndRetiresTheHandler)
     return true;
   });
   EXPECT_EQ(counters_->publish_credit.load(), 0);
+}
+
+// Proton lets a peer send a session's capacity (twice max-message-size plus
+// two frames) divided by the frame size in transfers: the frame is the
+// largest power of two up to 64 KiB that lets a session take a credit
+// window, and never below AMQP's 512 bytes.
+TEST(MaxFrameSizeTest, ASessionTakesACreditWindowOfTransfers) {
+  const auto transfers = [](uint64_t max_message_size, uint32_t frame) {
+    return (2 * max_message_size + 2 * frame) / frame;
+  };
+  EXPECT_EQ(maxFrameSize(1 << 20, 100), 16384u);
+  EXPECT_GE(transfers(1 << 20, maxFrameSize(1 << 20, 100)), 100u);
+  EXPECT_EQ(maxFrameSize(1 << 20, 1000), 2048u);
+  EXPECT_GE(transfers(1 << 20, maxFrameSize(1 << 20, 1000)), 1000u);
+  EXPECT_EQ(maxFrameSize(64u << 20, 100), 65536u);
+  EXPECT_EQ(maxFrameSize(200, 100), 512u);
+  EXPECT_EQ(maxFrameSize(1 << 20, 0), 65536u);
 }
 
 }  // namespace
