@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
@@ -897,6 +898,11 @@ TEST_F(HeldJournalTest, AnAckWhileTheRecordIsBeingCommittedSettlesTheSenderOnce)
   // Both records of e wait for the writer, so it takes them in one batch.
   ASSERT_EQ(flow.send(inOnly(e, "t", Qos::kReliable, listener), both).queued, 2u);
   ASSERT_TRUE(waitUntil([&] { return d.waiting() == 1; }));
+  // Both records ripe (the commit delay, 2 ms, on a 1 ms grid) before the
+  // writer moves on: were the second appended across a grid line from the
+  // first and not yet ripe, the writer would take the first alone, and d's
+  // acknowledgement would then cancel the second (seen once under TSan).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   listener->holdOn(e->id(), "g");  // settled first in e's batch
   listener->release();
   ASSERT_TRUE(listener->waitHeld());
