@@ -47,22 +47,7 @@ using testing::reservedPort;
 
 constexpr uint64_t kRssGrowthBoundKb = uint64_t{200} * 1024;
 
-// A TCP connection to `port` on loopback, or -1 when connect() fails (or
-// takes longer than `timeout`, when one is given).
-int connectLoopback(int port, std::optional<timeval> timeout = std::nullopt) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  if (timeout) ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &*timeout, sizeof *timeout);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+using testing::connectLoopback;
 
 // Publishes one event to `address` and waits until the bus accepted it.
 ::testing::AssertionResult publishProbe(AmqpTestClient& publisher, const std::string& address) {

@@ -10,9 +10,27 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <thread>
 
 namespace cepbus::testing {
+
+// A TCP connection to `port` on loopback, or -1 when connect() fails (or
+// takes longer than `timeout`, when one is given).
+inline int connectLoopback(int port, std::optional<timeval> timeout = std::nullopt) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (timeout) ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &*timeout, sizeof *timeout);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 // Binds `fd` to a port of the kernel's choice on 127.0.0.1 and returns it.
 inline int bindAnyLoopbackPort(int fd) {

@@ -33,6 +33,7 @@
 #include "services/amqp/message_mapping.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/peak_rss.h"
+#include "tests/testing/ports.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::services::amqp {
@@ -94,22 +95,11 @@ class SessionClient final : public proton::messaging_handler {
   std::thread thread_;
 };
 
-// Every test runs with one container thread and with several: a
-// connection's work must not depend on which thread serves it.
 // A TCP connection to the listener, reads timing out after 10 s; -1 on failure.
 int connectRaw(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
+  const int fd = testing::connectLoopback(port);
   const timeval limit{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   return fd;
 }
 
@@ -123,6 +113,8 @@ bool closedByPeer(int fd) {
   }
 }
 
+// Every test runs with one container thread and with several: a
+// connection's work must not depend on which thread serves it.
 class AmqpListenerLimitsTest : public ::testing::TestWithParam<unsigned> {
  protected:
   AmqpListenerLimitsTest() {
