@@ -49,6 +49,7 @@
 #include "services/cluster/stall_watchdog.h"
 #include "services/cluster/stream_checkpoint.h"
 #include "services/cluster/stream_reader_watch.h"
+#include "services/cluster/stream_sequencer.h"
 #include "services/cluster/topology.h"
 
 namespace cepbus::services::cluster {
@@ -59,6 +60,10 @@ using Clock = std::chrono::steady_clock;
 constexpr char kHeartbeatSubject[] = "cepbus.heartbeat";
 // How many messages of a partition stream a node reads ahead at most.
 constexpr uint32_t kStreamReadAhead = 1000;
+// How long stream messages wait for an earlier one of their publisher's
+// (stream_sequencer.h): a publisher resends within its confirm timeout and
+// a read-back, and gives up on the brokers after its give_up_ms (60 s).
+constexpr std::chrono::milliseconds kSequenceGapWait(60000);
 
 // A cluster query compiled once; each active partition runs a detector of it.
 struct CompiledQuery {
@@ -107,6 +112,14 @@ std::optional<std::string> bodyText(const proton::message& m) {
   }
   if (body.type() == proton::STRING) return proton::get<std::string>(body);
   return std::nullopt;
+}
+
+// A stream message's place in its publisher's order, if it has one.
+std::optional<StreamSequencer::Tag> sequenceTag(const proton::message& m) {
+  if (m.id().type() != proton::STRING) return std::nullopt;
+  const proton::value seq = m.properties().get(kSequenceProperty);
+  if (seq.type() != proton::ULONG) return std::nullopt;
+  return StreamSequencer::tagOf(proton::get<std::string>(m.id()), proton::get<uint64_t>(seq));
 }
 
 // The offset RabbitMQ stamps on a message it delivers from a stream. 3.10
@@ -176,6 +189,8 @@ std::string clusterStatsJson(const ClusterStats& s) {
                         {"window_full", s.window_full},
                         {"checkpoints", s.checkpoints},
                         {"retention_gaps", s.retention_gaps},
+                        {"out_of_order", s.out_of_order},
+                        {"sequence_gaps", s.sequence_gaps},
                         {"stream_refreshes", s.stream_refreshes},
                         {"stream_broker_switches", s.stream_broker_switches},
                         {"echo_timeouts", s.echo_timeouts},
@@ -410,6 +425,12 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     uint32_t unsettled_events;
   };
 
+  // A stream message that waits for an earlier one of its publisher.
+  struct HeldInput {
+    proton::delivery delivery;
+    proton::message message;
+  };
+
   // One active partition: its detectors and what it holds.
   struct Active {
     Active(Timestamp window, Timestamp slack, size_t dedupe) : ledger(window), seen(dedupe) {
@@ -425,6 +446,10 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     // Stream input only: where a successor resumes, the lease tokens held
     // (settled once a newer one is accepted), and stream credit to return.
     std::optional<StreamCheckpoint> checkpoint;
+    // Stream input: puts the stream back in its publishers' order; what came
+    // ahead of a gap waits here, by offset.
+    std::optional<StreamSequencer> sequencer;
+    std::map<uint64_t, HeldInput> ahead_of_gap;
     std::vector<HeldToken> tokens;
     uint32_t stream_credit_owed = 0;
     uint64_t replay_to = 0;  // offsets below were read by the previous owner
@@ -519,6 +544,9 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     if (now - connected_at_ > std::chrono::milliseconds(2 * spec_.heartbeat_ms)) reconcile();
     for (Partition& p : partitions_) {
       if (p.active && p.active->checkpoint) {
+        const uint64_t gaps = p.active->sequencer->gaps();
+        const std::vector<uint64_t> overdue = p.active->sequencer->expire(now);
+        resume(p, overdue, p.active->sequencer->gaps() - gaps);
         checkpoint(p);
         if (!superviseStream(p)) break;
       }
@@ -878,6 +906,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     if (!p.active) {
       if (!activateOrRelease(p, d)) return;
       p.active->checkpoint.emplace(mark->resume_from);
+      p.active->sequencer.emplace(spec_.max_unsettled, kSequenceGapWait);
       p.active->replay_to = mark->read_to;
       openStream(p, mark->resume_from);
       log_.information(
@@ -920,7 +949,41 @@ class ClusterNode::Impl final : public proton::messaging_handler {
           spec_.name, spec_.node, p.index, std::to_string(*offset - lost),
           std::to_string(*offset - 1), spec_.retention);
     }
-    onInput(p, *offset, d, m);
+    sequence(p, *offset, d, m);
+  }
+
+  // Stream input: a message goes on in its publisher's order
+  // (stream_sequencer.h); one that came ahead of a gap waits for it.
+  void sequence(Partition& p, uint64_t offset, proton::delivery& d, proton::message& m) {
+    Active& a = *p.active;
+    const uint64_t gaps = a.sequencer->gaps();
+    const StreamSequencer::Offer offer = a.sequencer->offer(offset, sequenceTag(m), Clock::now());
+    if (offer.held) {
+      ++counters_.out_of_order;
+      a.ahead_of_gap.emplace(offset, HeldInput{d, m});
+    } else {
+      onInput(p, offset, d, m);
+    }
+    resume(p, offer.then, a.sequencer->gaps() - gaps);
+  }
+
+  // Held stream messages whose turn came, in order; `gaps` messages were
+  // given up on to let them go.
+  void resume(Partition& p, const std::vector<uint64_t>& offsets, uint64_t gaps) {
+    Active& a = *p.active;
+    if (gaps > 0) {
+      counters_.sequence_gaps += gaps;
+      log_.error(
+          "cluster %s node %s: partition %u: %s messages of a publisher were missing from "
+          "the stream ahead of later ones for %s ms (or %s later ones were held); the "
+          "later ones go on, and the missing ones count as late if they come",
+          spec_.name, spec_.node, p.index, std::to_string(gaps),
+          std::to_string(kSequenceGapWait.count()), std::to_string(spec_.max_unsettled));
+    }
+    for (uint64_t offset : offsets) {
+      auto held = a.ahead_of_gap.extract(offset);
+      if (!held.empty()) onInput(p, offset, held.mapped().delivery, held.mapped().message);
+    }
   }
 
   void onInput(Partition& p, uint64_t tag, proton::delivery& d, proton::message& m) {

@@ -96,6 +96,11 @@ struct ClusterStats {
   uint64_t window_full = 0;     // times a partition held max-unsettled messages
   uint64_t checkpoints = 0;     // stream input: lease tokens the broker accepted
   uint64_t retention_gaps = 0;  // stream input: offsets to replay the stream no longer had
+  // Stream input: messages stored after later ones of their publisher (a
+  // broker failover), held until the earlier ones came (stream_sequencer.h);
+  // and messages given up on after waiting for them.
+  uint64_t out_of_order = 0;
+  uint64_t sequence_gaps = 0;
   // Stream input: links reopened after a silence (RabbitMQ 3.10 may stop
   // delivering to a consumer that attached during a leader election).
   uint64_t stream_refreshes = 0;

@@ -32,6 +32,7 @@
 #include "services/cluster/event_batch.h"
 #include "services/cluster/partitioner.h"
 #include "services/cluster/stream_read_back.h"
+#include "services/cluster/stream_sequencer.h"
 #include "services/cluster/topology.h"
 
 namespace cepbus::services::cluster {
@@ -49,6 +50,14 @@ constexpr int kReadBackCredit = 1000;
 // How often a read-back looks for partitions whose stream went quiet.
 const proton::duration kReadBackTick(250);
 
+// Per plan message, how many messages of its partition come before it.
+std::vector<uint64_t> placesInPartitions(const std::vector<MessagePlan>& plan) {
+  std::vector<uint64_t> place(plan.size());
+  std::map<uint32_t, uint64_t> next;
+  for (size_t i = 0; i < plan.size(); ++i) place[i] = next[plan[i].partition]++;
+  return place;
+}
+
 uint64_t randomRun() {
   std::random_device device;
   return (uint64_t{device()} << 32) | device();
@@ -64,6 +73,7 @@ class Publisher final : public proton::messaging_handler {
         events_(events),
         options_(options),
         plan_(std::move(messages)),
+        place_(placesInPartitions(plan_)),
         read_back_(randomRun()) {}
 
   Status run() {
@@ -394,6 +404,7 @@ class Publisher final : public proton::messaging_handler {
     }
     if (streamInput()) {
       message_.id(read_back_.messageId(index));
+      message_.properties().put(kSequenceProperty, place_[index]);
       read_back_.sent(index, message.partition, std::chrono::system_clock::now());
     }
     in_flight_.emplace(s.send(message_), InFlight{index, Clock::now()});
@@ -471,6 +482,8 @@ class Publisher final : public proton::messaging_handler {
   const std::span<const EventPtr> events_;
   const PublishOptions options_;
   const std::vector<MessagePlan> plan_;  // what each message carries, in sending order
+  // Per plan message, its place among its partition's (stream_sequencer.h).
+  const std::vector<uint64_t> place_;
 
   proton::container* container_ = nullptr;
   proton::connection connection_;

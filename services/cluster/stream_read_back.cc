@@ -6,10 +6,14 @@
 namespace cepbus::services::cluster {
 namespace {
 
+// A message-id: kScheme, the run in kRunDigits hex digits, ':', the message.
+constexpr std::string_view kScheme = "cepbus:";
+constexpr size_t kRunDigits = 16;
+
 std::string runPrefix(uint64_t run) {
-  char hex[17];
+  char hex[kRunDigits + 1];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(run));
-  return std::string("cepbus:") + hex + ":";
+  return std::string(kScheme) + hex + ":";
 }
 
 }  // namespace
@@ -68,6 +72,18 @@ StreamReadBack::Outcome StreamReadBack::endRound() {
   unconfirmed_.clear();
   unseen_.clear();
   return out;
+}
+
+std::optional<uint64_t> StreamReadBack::runOf(std::string_view message_id) {
+  if (!message_id.starts_with(kScheme) || message_id.size() <= kScheme.size() + kRunDigits ||
+      message_id[kScheme.size() + kRunDigits] != ':') {
+    return std::nullopt;
+  }
+  const char* first = message_id.data() + kScheme.size();
+  uint64_t run = 0;
+  auto [end, ec] = std::from_chars(first, first + kRunDigits, run, 16);
+  if (ec != std::errc() || end != first + kRunDigits) return std::nullopt;
+  return run;
 }
 
 std::optional<size_t> StreamReadBack::parse(std::string_view message_id) const {

@@ -39,6 +39,9 @@ class StreamReadBack {
   // The AMQP message-id of plan message `message`: "cepbus:<run>:<message>".
   std::string messageId(size_t message) const;
 
+  // The run of a message-id made by messageId(), of any publish run.
+  static std::optional<uint64_t> runOf(std::string_view message_id);
+
   // Plan message `message` of `partition` went to the broker at `at`. It
   // counts as unconfirmed until a read-back sees it; a message sent again
   // keeps its first time (any stored copy will do).

@@ -476,6 +476,11 @@ void appendClusterNodes(std::string& out,
       {"window_full", "Times a partition queue held max-unsettled messages its windows need."},
       {"checkpoints", "Stream input: lease tokens (resume offsets) the broker accepted."},
       {"retention_gaps", "Stream input: offsets to replay that the stream no longer held."},
+      {"out_of_order",
+       "Stream input: messages stored after later ones of their publisher, held until those "
+       "came."},
+      {"sequence_gaps",
+       "Stream input: messages of a publisher that never came while later ones waited."},
       {"stream_refreshes", "Stream input: stream links reopened after a silence."},
       {"stream_broker_switches",
        "Stream input: broker connections given up for delivering nothing from a stream that "

@@ -24,8 +24,9 @@
 //     cepbus_cluster_{received,settled,replayed,takeovers,handovers,duplicates,
 //                     late,rejected,composites,reconnects,stalls,
 //                     unconfirmed_handovers,window_full,checkpoints,
-//                     retention_gaps,stream_refreshes,
-//                     stream_broker_switches,echo_timeouts}_total counter
+//                     retention_gaps,out_of_order,sequence_gaps,
+//                     stream_refreshes,stream_broker_switches,
+//                     echo_timeouts}_total                     counter
 //     cepbus_cluster_partition_{active,held}, labels {.., partition, role} gauge
 //   HTTP listeners (services/http/http_listener.h), label {name}:
 //     cepbus_http_{connections,connections_refused,ws_refused,

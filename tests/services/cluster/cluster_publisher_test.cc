@@ -16,6 +16,7 @@
 #include <proton/listen_handler.hpp>
 #include <proton/listener.hpp>
 #include <proton/message.hpp>
+#include <proton/message_id.hpp>
 #include <proton/messaging_handler.hpp>
 #include <proton/receiver.hpp>
 #include <proton/receiver_options.hpp>
@@ -30,10 +31,12 @@
 
 #include "bus/core/event_json.h"
 #include "services/amqp/access_control.h"
+#include "services/amqp/message_mapping.h"
 #include "services/amqp/password_hash.h"
 #include "services/amqp/sasl_plugin.h"
 #include "services/cluster/event_batch.h"
 #include "services/cluster/partitioner.h"
+#include "services/cluster/stream_sequencer.h"
 
 namespace cepbus::services::cluster {
 namespace {
@@ -49,6 +52,10 @@ enum class Answer {
   kAcceptAndLose,
   // Accept and drop, then close the connection (the broker died).
   kAcceptLoseAndDie,
+  // Refuse with amqp:internal-error "nodedown", but only once the next
+  // message of the partition is stored: what RabbitMQ 3.10 did while a
+  // stream's leader changed.
+  kRefuseAfterNext,
 };
 
 // A broker stand-in on loopback: grants credit, keeps in arrival order the
@@ -102,6 +109,36 @@ class ScriptedBroker final : public proton::messaging_handler {
     }
     return ids;
   }
+  // What each partition's node would process: the stored messages put back
+  // in their publisher's order (stream_sequencer.h), as event ids (an
+  // end-of-stream marker as 0), resent copies dropped.
+  std::map<uint32_t, std::vector<uint64_t>> sequenced() {
+    std::lock_guard lock(mu_);
+    std::map<uint32_t, std::vector<uint64_t>> ids;
+    for (const auto& [partition, log] : log_) {
+      StreamSequencer sequencer(log.size(), std::chrono::hours(1));
+      std::set<uint64_t> seen;
+      auto process = [&](uint64_t offset) {
+        const proton::message& m = log[offset].message;
+        if (m.subject() == kEndOfStreamSubject) ids[partition].push_back(0);
+        for (const EventPtr& e : eventsFromBatchMessage(m).events) {
+          if (seen.insert(e->id()).second) ids[partition].push_back(e->id());
+        }
+      };
+      for (uint64_t offset = 0; offset < log.size(); ++offset) {
+        const proton::message& m = log[offset].message;
+        const proton::value place = m.properties().get(kSequenceProperty);
+        const StreamSequencer::Offer offer = sequencer.offer(
+            offset,
+            StreamSequencer::tagOf(proton::get<std::string>(m.id()), proton::get<uint64_t>(place)),
+            StreamSequencer::Time());
+        if (!offer.held) process(offset);
+        for (uint64_t released : offer.then) process(released);
+      }
+      EXPECT_EQ(sequencer.held(), 0u) << "partition " << partition << " has a gap";
+    }
+    return ids;
+  }
   // The timestamp offset specs the read-back links asked for, in ms.
   std::vector<int64_t> readsFrom() {
     std::lock_guard lock(mu_);
@@ -135,9 +172,18 @@ class ScriptedBroker final : public proton::messaging_handler {
       unanswered_.push_back(d);
       return;
     }
+    if (answer == Answer::kRefuseAfterNext) {
+      refuse_after_next_[partition].push_back(d);
+      return;
+    }
     if (answer == Answer::kAccept) log_[partition].push_back(Stored{m, std::time(nullptr)});
+    std::vector<proton::delivery> refused;
+    refused.swap(refuse_after_next_[partition]);
     lock.unlock();
     d.accept();
+    for (proton::delivery& r : refused) {
+      amqp::rejectWithCondition(r, proton::error_condition("amqp:internal-error", "nodedown"));
+    }
     if (answer == Answer::kAcceptLoseAndDie) d.connection().close();
   }
 
@@ -199,12 +245,13 @@ class ScriptedBroker final : public proton::messaging_handler {
   std::thread thread_;
   int port_ = 0;
   std::mutex mu_;
-  int connections_ = 0;                               // guarded by mu_
-  std::map<std::pair<int, uint32_t>, int> received_;  // guarded by mu_
-  std::map<uint32_t, std::vector<Stored>> log_;       // guarded by mu_
-  std::vector<int64_t> reads_from_;                   // guarded by mu_
-  std::vector<proton::delivery> unanswered_;          // guarded by mu_
-  std::map<proton::sender, Reader> readers_;          // on the container thread
+  int connections_ = 0;                                                  // guarded by mu_
+  std::map<std::pair<int, uint32_t>, int> received_;                     // guarded by mu_
+  std::map<uint32_t, std::vector<Stored>> log_;                          // guarded by mu_
+  std::vector<int64_t> reads_from_;                                      // guarded by mu_
+  std::vector<proton::delivery> unanswered_;                             // guarded by mu_
+  std::map<uint32_t, std::vector<proton::delivery>> refuse_after_next_;  // guarded by mu_
+  std::map<proton::sender, Reader> readers_;                             // on the container thread
 };
 
 descriptor::ClusterSpec streamCluster(int port) {
@@ -348,6 +395,33 @@ TEST(ClusterPublisherTest, ALostLastMessageIsResentBeforeThePublishReturns) {
   std::map<uint32_t, std::vector<uint64_t>> expected = expectedPerPartition(in, spec);
   for (auto& [partition, ids] : expected) ids.push_back(0);
   EXPECT_EQ(broker.stored(), expected);
+}
+
+// The broker refuses a message of partition 0 ("nodedown") after it stored
+// the next one, which was already in flight on the same connection: the
+// stream holds the resent message after its successor (here also after the
+// end-of-stream marker). Every message carries its place in its partition,
+// so the node puts the stream back in order.
+TEST(ClusterPublisherTest, AMessageRefusedAfterItsSuccessorWasStoredIsPutBackInOrderByItsPlace) {
+  ScriptedBroker broker([](int connection, uint32_t partition, int nth, const proton::message&) {
+    return connection == 1 && partition == 0 && nth == 10 ? Answer::kRefuseAfterNext
+                                                          : Answer::kAccept;
+  });
+  const descriptor::ClusterSpec spec = streamCluster(broker.port());
+  const std::vector<EventPtr> in = events(100);
+  PublishOptions options;
+  options.batch = 1;
+  options.max_in_flight = 8;
+  options.end_of_stream = true;
+  options.read_back_quiet_ms = 300;
+  Result<PublishReport> report = publishToCluster(spec, "guest", in, options);
+  ASSERT_TRUE(report) << report.status().message();
+  EXPECT_EQ(report->broker_errors, 1u);
+  std::map<uint32_t, std::vector<uint64_t>> expected = expectedPerPartition(in, spec);
+  for (auto& [partition, ids] : expected) ids.push_back(0);
+  // Stored out of order: the refused event after the one that followed it.
+  EXPECT_NE(firstCopies(broker.stored()), expected);
+  EXPECT_EQ(broker.sequenced(), expected);
 }
 
 TEST(ClusterPublisherTest, ABrokerThatKeepsLosingWhatItAcceptsFailsThePublishSayingSo) {

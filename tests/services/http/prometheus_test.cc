@@ -285,7 +285,8 @@ TEST(RenderMetricsTest, ClusterNodesExportTheirCountersAndPartitions) {
   (*node)->setMetadata("cluster", "trades");
   (*node)->setMetadata(
       "status", R"({"node":"node1","received":40,"takeovers":2,"window_full":3,"checkpoints":7,)"
-                R"("retention_gaps":5,"partitions":[{"partition":0,"role":"active","held":12},)"
+                R"("retention_gaps":5,"out_of_order":9,"sequence_gaps":1,)"
+                R"("partitions":[{"partition":0,"role":"active","held":12},)"
                 R"({"partition":1,"role":"standby","held":0}]})");
 
   const Scrape scrape = parseScrape(renderMetrics(*bus.broker, *bus.registry));
@@ -297,6 +298,8 @@ TEST(RenderMetricsTest, ClusterNodesExportTheirCountersAndPartitions) {
   EXPECT_EQ(scrape.samples.at("cepbus_cluster_window_full_total" + labels), 3);
   EXPECT_EQ(scrape.samples.at("cepbus_cluster_checkpoints_total" + labels), 7);
   EXPECT_EQ(scrape.samples.at("cepbus_cluster_retention_gaps_total" + labels), 5);
+  EXPECT_EQ(scrape.samples.at("cepbus_cluster_out_of_order_total" + labels), 9);
+  EXPECT_EQ(scrape.samples.at("cepbus_cluster_sequence_gaps_total" + labels), 1);
   EXPECT_EQ(scrape.samples.at("cepbus_cluster_partition_held{cluster=\"trades\",node=\"node1\","
                               "partition=\"0\",role=\"active\"}"),
             12);
