@@ -120,6 +120,7 @@ int publish(const descriptor::ClusterSpec& spec, const std::string& password,
       << ",\"resent\":" << report->resent << ",\"resent_accepted\":" << report->resent_accepted
       << ",\"read_backs\":" << report->read_backs
       << ",\"read_back_confirmed\":" << report->read_back_confirmed
+      << ",\"read_back_switches\":" << report->read_back_switches
       << ",\"reconnects\":" << report->reconnects
       << ",\"confirm_timeouts\":" << report->confirm_timeouts
       << ",\"broker_errors\":" << report->broker_errors << "}\n";
@@ -141,10 +142,12 @@ std::string clusterUsage() {
          "         streams back after a failover and before it returns, and resends what\n"
          "         they lack; prints {\"published\":N,\"messages\":N,\"resent\":N,\n"
          "         \"resent_accepted\":N,\"read_backs\":N,\"read_back_confirmed\":N,\n"
-         "         \"reconnects\":N,\"confirm_timeouts\":N,\"broker_errors\":N} (events\n"
-         "         and end markers, messages, events resent and of those the ones the\n"
-         "         broker had accepted, read-back rounds and the messages they found,\n"
-         "         connections given up, the broker's own failures retried)\n"
+         "         \"read_back_switches\":N,\"reconnects\":N,\"confirm_timeouts\":N,\n"
+         "         \"broker_errors\":N} (events and end markers, messages, events resent\n"
+         "         and of those the ones the broker had accepted, read-back rounds and\n"
+         "         the messages they found, rounds read again through another broker\n"
+         "         because a stream delivered nothing, connections given up, the\n"
+         "         broker's own failures retried)\n"
          "         --rate N  events per second (default: as fast as the broker takes them)\n"
          "         --batch N  events of one partition per message at most (default 32,\n"
          "                  at most 1000; 1: one message per event); with --rate a batch\n"

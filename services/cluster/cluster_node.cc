@@ -802,6 +802,13 @@ class ClusterNode::Impl final : public proton::messaging_handler {
 
   uint32_t streamCredit() const { return std::min(spec_.max_unsettled, kStreamReadAhead); }
 
+  // How many stream messages may wait for an earlier one of their
+  // publisher's: at least twice what a publisher has in flight (all that a
+  // broker can store after one it refuses), and what the node reads ahead.
+  size_t maxOutOfOrder() const {
+    return std::max<size_t>(spec_.max_unsettled, 2 * PublishOptions{}.max_in_flight);
+  }
+
   // Ends the partition's session: the broker takes back what it held
   // unsettled and gives the consumer to the next attached node.
   void detach(Partition& p) {
@@ -906,7 +913,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     if (!p.active) {
       if (!activateOrRelease(p, d)) return;
       p.active->checkpoint.emplace(mark->resume_from);
-      p.active->sequencer.emplace(spec_.max_unsettled, kSequenceGapWait);
+      p.active->sequencer.emplace(maxOutOfOrder(), kSequenceGapWait);
       p.active->replay_to = mark->read_to;
       openStream(p, mark->resume_from);
       log_.information(
@@ -978,7 +985,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
           "the stream ahead of later ones for %s ms (or %s later ones were held); the "
           "later ones go on, and the missing ones count as late if they come",
           spec_.name, spec_.node, p.index, std::to_string(gaps),
-          std::to_string(kSequenceGapWait.count()), std::to_string(spec_.max_unsettled));
+          std::to_string(kSequenceGapWait.count()), std::to_string(maxOutOfOrder()));
     }
     for (uint64_t offset : offsets) {
       auto held = a.ahead_of_gap.extract(offset);

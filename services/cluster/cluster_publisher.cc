@@ -303,6 +303,21 @@ class Publisher final : public proton::messaging_handler {
   void finishReadBack() {
     reading_back_ = false;
     readers_.clear();
+    // A stream that delivered nothing through this broker may be one the
+    // broker stopped serving: it is read again through the next broker
+    // before its silence is taken for a loss (once per other broker).
+    if (!read_back_.silent().empty() && silent_read_backs_ + 1 < spec_.brokers.size()) {
+      ++silent_read_backs_;
+      ++report_.read_back_switches;
+      report_.read_back_confirmed += read_back_.abandonRound();
+      if (connection_ && connection_.active()) {
+        connection_.close(proton::error_condition(
+            "cepbus:read-back-silent",
+            "a partition stream delivered nothing to the read-back through this broker"));
+      }
+      return;
+    }
+    silent_read_backs_ = 0;
     const StreamReadBack::Outcome outcome = read_back_.endRound();
     report_.read_back_confirmed += outcome.confirmed;
     std::vector<size_t> missing;
@@ -506,6 +521,7 @@ class Publisher final : public proton::messaging_handler {
   std::vector<proton::receiver> readers_;
   std::vector<Clock::time_point> last_read_;
   int lossy_read_backs_ = 0;
+  size_t silent_read_backs_ = 0;  // in a row, each through another broker
   size_t next_ = 0;
   size_t broker_ = 0;
   bool timer_armed_ = false;

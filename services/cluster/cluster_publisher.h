@@ -82,6 +82,9 @@ struct PublishReport {
   uint64_t resent_accepted = 0;
   uint64_t read_backs = 0;           // rounds of reading the streams back
   uint64_t read_back_confirmed = 0;  // messages a read-back found in their stream
+  // Read-backs given up for a stream that delivered nothing through the
+  // broker, and read again through the next one.
+  uint64_t read_back_switches = 0;
   uint64_t reconnects = 0;
   uint64_t confirm_timeouts = 0;  // connections given up for an unanswered message
   // Refusals for a failure of the broker's own (amqp:internal-error) and

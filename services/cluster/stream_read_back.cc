@@ -1,5 +1,6 @@
 #include "services/cluster/stream_read_back.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 
@@ -34,6 +35,7 @@ void StreamReadBack::accepted(size_t message) {
 
 std::vector<StreamReadBack::Read> StreamReadBack::beginRound(std::chrono::milliseconds skew) {
   unseen_.clear();
+  delivered_.clear();
   std::map<uint32_t, WallTime> from;
   for (auto& [message, u] : unconfirmed_) {
     u.seen = false;
@@ -48,6 +50,7 @@ std::vector<StreamReadBack::Read> StreamReadBack::beginRound(std::chrono::millis
 }
 
 bool StreamReadBack::read(uint32_t partition, std::string_view message_id) {
+  delivered_[partition] = true;
   auto left = unseen_.find(partition);
   if (left == unseen_.end()) return true;
   if (const std::optional<size_t> message = parse(message_id)) {
@@ -58,6 +61,24 @@ bool StreamReadBack::read(uint32_t partition, std::string_view message_id) {
     }
   }
   return left->second == 0;
+}
+
+std::vector<uint32_t> StreamReadBack::silent() const {
+  std::vector<uint32_t> out;
+  for (const auto& [message, u] : unconfirmed_) {
+    if (u.accepted && !delivered_.contains(u.partition)) out.push_back(u.partition);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+size_t StreamReadBack::abandonRound() {
+  const size_t confirmed =
+      std::erase_if(unconfirmed_, [](const auto& entry) { return entry.second.seen; });
+  unseen_.clear();
+  delivered_.clear();
+  return confirmed;
 }
 
 StreamReadBack::Outcome StreamReadBack::endRound() {
@@ -71,6 +92,7 @@ StreamReadBack::Outcome StreamReadBack::endRound() {
   }
   unconfirmed_.clear();
   unseen_.clear();
+  delivered_.clear();
   return out;
 }
 

@@ -70,6 +70,13 @@ class StreamReadBack {
   // stop.
   bool read(uint32_t partition, std::string_view message_id);
 
+  // The partitions of the round whose stream delivered no message at all
+  // although the broker had accepted one looked for there. RabbitMQ 3.10
+  // was seen, after a broker node died, to serve a stream through one
+  // broker without ever delivering from it (stream_reader_watch.h): such a
+  // round says nothing about what the stream holds.
+  std::vector<uint32_t> silent() const;
+
   // Ends the round. The messages seen are confirmed; those not seen are
   // returned in plan order and are no longer pending (sent() again when
   // they are resent).
@@ -82,6 +89,10 @@ class StreamReadBack {
     size_t confirmed = 0;
   };
   Outcome endRound();
+
+  // Ends a round that cannot be trusted (silent()): the messages seen are
+  // confirmed (returned: how many), the others stay pending for the next.
+  size_t abandonRound();
 
  private:
   struct Unconfirmed {
@@ -96,6 +107,7 @@ class StreamReadBack {
   const std::string prefix_;                   // "cepbus:<run>:"
   std::map<size_t, Unconfirmed> unconfirmed_;  // by plan message, i.e. in send order
   std::map<uint32_t, size_t> unseen_;          // per partition, during a round
+  std::map<uint32_t, bool> delivered_;         // per partition: anything at all, this round
 };
 
 }  // namespace cepbus::services::cluster

@@ -103,12 +103,26 @@ class ClusterE2eTest : public ::testing::Test {
     }
     nodes_.clear();
     if (collector_) collector_->signal(SIGKILL);
+    // A scenario that failed between killing a broker and restarting it
+    // must not leave the next ones a cluster of two.
+    for (const int b : killed_brokers_) EXPECT_TRUE(rmq().restart(b));
     removeTopology();
     if (::testing::Test::HasFailure()) {
       std::cerr << "scenario files kept in " << dir_ << "\n";
     } else {
       fs::remove_all(dir_);
     }
+  }
+
+  // SIGKILLs broker `b` (1..3); TearDown() restarts it unless
+  // restartBroker() did.
+  ::testing::AssertionResult killBroker(int b) {
+    killed_brokers_.insert(b);
+    return rmq().kill(b);
+  }
+  ::testing::AssertionResult restartBroker(int b) {
+    killed_brokers_.erase(b);
+    return rmq().restart(b);
   }
 
   // The scenario's queues, streams and exchanges: a broker that keeps every
@@ -254,14 +268,16 @@ class ClusterE2eTest : public ::testing::Test {
     spec.name = name_;
     spec.brokers = rmq().brokers();
     const auto client = services::cluster::ManagementClient::forCluster(spec, "guest");
+    auto queue = [&](uint32_t p) {
+      return client.getJson("/api/queues/%2F/" + services::cluster::percentEncode(
+                                                     services::cluster::partitionQueue(name_, p)));
+    };
     uint64_t left = 0;
     const bool drained = waitUntil(
         [&] {
           left = 0;
           for (uint32_t p = 0; p < partitions; ++p) {
-            auto q = client.getJson(
-                "/api/queues/%2F/" +
-                services::cluster::percentEncode(services::cluster::partitionQueue(name_, p)));
+            auto q = queue(p);
             left += q ? q->value("messages", uint64_t{1}) : 1;
           }
           if (left != 0) std::this_thread::sleep_for(milliseconds(300));
@@ -269,7 +285,28 @@ class ClusterE2eTest : public ::testing::Test {
         },
         limit);
     if (drained) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << left << " messages still in the partition queues";
+    auto failure = ::testing::AssertionFailure()
+                   << left << " messages still in the partition queues";
+    for (uint32_t p = 0; p < partitions; ++p) {
+      auto q = queue(p);
+      if (!q) continue;
+      failure << "\npartition " << p << ": ready " << q->value("messages_ready", uint64_t{0})
+              << ", unacked " << q->value("messages_unacknowledged", uint64_t{0}) << ", consumers "
+              << q->value("consumers", uint64_t{0}) << ", leader "
+              << q->value("leader", std::string()) << ", single active consumer "
+              << q->value("single_active_consumer_tag", nlohmann::json()).dump();
+    }
+    printNodeStats(failure);
+    return failure;
+  }
+
+  // Each live node's /api/cluster status, for a failure message.
+  void printNodeStats(::testing::AssertionResult& failure) {
+    for (size_t k = 1; k <= nodes_.size(); ++k) {
+      if (node(static_cast<int>(k)).process) {
+        failure << "\nnode" << k << ": " << stats(static_cast<int>(k)).dump();
+      }
+    }
   }
 
   // With stream input the streams keep every event: a partition is done
@@ -298,11 +335,7 @@ class ClusterE2eTest : public ::testing::Test {
     if (all) return ::testing::AssertionSuccess();
     auto failure = ::testing::AssertionFailure()
                    << done.size() << " of " << partitions << " partitions done with their streams";
-    for (size_t k = 1; k <= nodes_.size(); ++k) {
-      if (node(static_cast<int>(k)).process) {
-        failure << "\nnode" << k << ": " << stats(static_cast<int>(k)).dump();
-      }
-    }
+    printNodeStats(failure);
     for (uint32_t p = 0; p < partitions; ++p) {
       for (int b = 1; b <= RabbitMqCluster::kNodes; ++b) {
         failure << "\n"
@@ -421,6 +454,7 @@ class ClusterE2eTest : public ::testing::Test {
 
   std::string name_;
   fs::path dir_;
+  std::set<int> killed_brokers_;  // SIGKILLed by killBroker(), not restarted yet
   // The cluster's query: by default the equal-prices query partitioned by price.
   std::string key_ = "price";
   std::string engine_ = "nfa";
@@ -457,13 +491,13 @@ TEST_F(ClusterE2eTest, RepeatedNodeKillsAndABrokerKillLoseNoComposite) {
     std::this_thread::sleep_for(seconds(1));
     startNode(k);
   }
-  ASSERT_TRUE(rmq().kill(3));
+  ASSERT_TRUE(killBroker(3));
   std::cout << "SIGKILL RabbitMQ node 3\n";
   expectSameAsOffline(events, std::move(publisher), kPartitions);
   uint64_t replayed = 0;
   for (int k = 1; k <= 3; ++k) replayed += stats(k).value("replayed", uint64_t{0});
   std::cout << "replayed on the live nodes: " << replayed << "\n";
-  ASSERT_TRUE(rmq().restart(3));
+  ASSERT_TRUE(restartBroker(3));
 }
 
 // Windows longer than max-unsettled on stream input: each partition's
@@ -520,7 +554,7 @@ TEST_F(ClusterE2eTest, StreamsSurviveTheirLeaderBrokersKill) {
   ASSERT_GT(leader, 0) << "no leader listed for stream " << partitionStreamName(0);
   auto publisher = publish(events, 800, leader, {"--batch", "1"});
   std::this_thread::sleep_for(milliseconds(1500));
-  ASSERT_TRUE(rmq().kill(leader));
+  ASSERT_TRUE(killBroker(leader));
   std::cout << "SIGKILL RabbitMQ node " << leader << ", the leader of " << partitionStreamName(0)
             << " (the publisher's broker)\n";
   ASSERT_EQ(publisher->wait(seconds(180)), 0) << publisher->err();
@@ -528,7 +562,7 @@ TEST_F(ClusterE2eTest, StreamsSurviveTheirLeaderBrokersKill) {
   std::cout << "publisher: " << publisher->out();
   EXPECT_GE(report.value("read_backs", 0), 2) << "no read-back after the failover";
   expectSameAsOffline(events, nullptr, kPartitions);
-  ASSERT_TRUE(rmq().restart(leader));
+  ASSERT_TRUE(restartBroker(leader));
 }
 
 // P4's cloned plates on the join engine, partitioned by plate: uncertain

@@ -69,7 +69,10 @@ class ScriptedBroker final : public proton::messaging_handler {
   using Script =
       std::function<Answer(int connection, uint32_t partition, int nth, const proton::message& m)>;
 
-  explicit ScriptedBroker(Script script) : script_(std::move(script)), container_(*this) {
+  // `mute_reads`: whether stream reads on that connection deliver nothing
+  // (what a RabbitMQ 3.10 broker did after another node died).
+  explicit ScriptedBroker(Script script, std::function<bool(int connection)> mute_reads = {})
+      : script_(std::move(script)), mute_reads_(std::move(mute_reads)), container_(*this) {
     amqp::installSaslPlugin();
     descriptor::AmqpListener config;
     auto hash = amqp::hashPassword("guest", amqp::kMinPasswordIterations);
@@ -197,12 +200,14 @@ class ScriptedBroker final : public proton::messaging_handler {
     if (spec.type() == proton::TIMESTAMP) {
       from_ms = proton::get<proton::timestamp>(spec).milliseconds();
     }
+    bool mute = false;
     {
       std::lock_guard lock(mu_);
       reads_from_.push_back(from_ms);
+      mute = mute_reads_ && mute_reads_(connections_);
     }
     s.open();
-    readers_[s] = Reader{partition, from_ms / 1000, 0};
+    if (!mute) readers_[s] = Reader{partition, from_ms / 1000, 0};
   }
   void on_sendable(proton::sender& s) override {
     auto it = readers_.find(s);
@@ -240,6 +245,7 @@ class ScriptedBroker final : public proton::messaging_handler {
   };
 
   const Script script_;
+  const std::function<bool(int connection)> mute_reads_;
   proton::container container_;
   std::shared_ptr<const amqp::AccessControl> access_;
   std::thread thread_;
@@ -422,6 +428,27 @@ TEST(ClusterPublisherTest, AMessageRefusedAfterItsSuccessorWasStoredIsPutBackInO
   // Stored out of order: the refused event after the one that followed it.
   EXPECT_NE(firstCopies(broker.stored()), expected);
   EXPECT_EQ(broker.sequenced(), expected);
+}
+
+// A broker that delivers nothing from a stream holding the messages: the
+// read-back does not take the silence for a loss (resending everything)
+// but reads again through the next broker (here the same stand-in, which
+// serves reads on the second connection).
+TEST(ClusterPublisherTest, AStreamThatDeliversNothingThroughABrokerIsReadThroughTheNextOne) {
+  ScriptedBroker broker([](int, uint32_t, int, const proton::message&) { return Answer::kAccept; },
+                        [](int connection) { return connection == 1; });
+  descriptor::ClusterSpec spec = streamCluster(broker.port());
+  spec.brokers.push_back(spec.brokers.front());
+  const std::vector<EventPtr> in = events(100);
+  PublishOptions options;
+  options.read_back_quiet_ms = 300;
+  Result<PublishReport> report = publishToCluster(spec, "guest", in, options);
+  ASSERT_TRUE(report) << report.status().message();
+  EXPECT_EQ(report->read_back_switches, 1u);
+  EXPECT_EQ(report->reconnects, 1u);
+  EXPECT_EQ(report->resent, 0u);
+  EXPECT_EQ(report->read_back_confirmed, report->messages);
+  EXPECT_EQ(broker.stored(), expectedPerPartition(in, spec));
 }
 
 TEST(ClusterPublisherTest, ABrokerThatKeepsLosingWhatItAcceptsFailsThePublishSayingSo) {

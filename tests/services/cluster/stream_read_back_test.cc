@@ -107,5 +107,44 @@ TEST(StreamReadBackTest, MissingMessagesArePendingAgainOnceResent) {
   EXPECT_TRUE(r.endRound().missing.empty());
 }
 
+// A stream that delivered nothing at all, not even another publish's
+// message, while the broker had accepted a message looked for there: the
+// round says nothing about that stream.
+TEST(StreamReadBackTest, APartitionWhoseStreamDeliveredNothingWhileAMessageWasAcceptedIsSilent) {
+  StreamReadBack r(4);
+  r.sent(0, 0, kT0);
+  r.sent(1, 1, kT0);
+  r.sent(2, 2, kT0);
+  r.accepted(0);
+  r.accepted(1);  // 2 is only in doubt: its stream may rightly be empty
+  r.beginRound(milliseconds(0));
+  r.read(0, "another publish's message");
+  EXPECT_EQ(r.silent(), std::vector<uint32_t>{1});
+  r.read(1, r.messageId(1));
+  EXPECT_TRUE(r.silent().empty());
+}
+
+TEST(StreamReadBackTest, AnAbandonedRoundConfirmsWhatItSawAndKeepsTheRestPending) {
+  StreamReadBack r(5);
+  for (size_t i = 0; i < 3; ++i) {
+    r.sent(i, static_cast<uint32_t>(i), kT0);
+    r.accepted(i);
+  }
+  r.beginRound(milliseconds(0));
+  r.read(0, r.messageId(0));
+  ASSERT_EQ(r.silent(), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(r.abandonRound(), 1u);
+  EXPECT_TRUE(r.pending());
+  // The next round (through another broker) looks for the other two only.
+  const auto reads = r.beginRound(milliseconds(0));
+  ASSERT_EQ(reads.size(), 2u);
+  EXPECT_EQ(reads[0].partition, 1u);
+  EXPECT_EQ(r.silent().size(), 2u);
+  EXPECT_TRUE(r.read(1, r.messageId(1)));
+  const StreamReadBack::Outcome outcome = r.endRound();
+  EXPECT_EQ(outcome.confirmed, 1u);
+  EXPECT_EQ(missingMessages(outcome), std::vector<size_t>{2});
+}
+
 }  // namespace
 }  // namespace cepbus::services::cluster
