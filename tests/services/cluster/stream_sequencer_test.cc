@@ -20,9 +20,8 @@ const Time kT0 = Time() + std::chrono::hours(1);
 // held, then the released ones.
 std::vector<uint64_t> offer(StreamSequencer& s, uint64_t offset, uint64_t seq, Time at = kT0) {
   const StreamSequencer::Offer o = s.offer(offset, Tag{1, seq}, at);
-  std::vector<uint64_t> out;
-  if (!o.held) out.push_back(offset);
-  out.insert(out.end(), o.then.begin(), o.then.end());
+  std::vector<uint64_t> out = o.then;
+  if (!o.held) out.insert(out.begin(), offset);
   return out;
 }
 
