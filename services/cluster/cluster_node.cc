@@ -62,8 +62,8 @@ constexpr char kHeartbeatSubject[] = "cepbus.heartbeat";
 constexpr uint32_t kStreamReadAhead = 1000;
 // How long stream messages wait for an earlier one of their publisher's
 // (stream_sequencer.h): a publisher resends within its confirm timeout and
-// a read-back, and gives up on the brokers after its give_up_ms (60 s).
-constexpr std::chrono::milliseconds kSequenceGapWait(60000);
+// a read-back, and gives up on the brokers after its give_up_ms.
+constexpr std::chrono::milliseconds kSequenceGapWait(PublishOptions{}.give_up_ms);
 
 // A cluster query compiled once; each active partition runs a detector of it.
 struct CompiledQuery {
