@@ -187,7 +187,9 @@
                   " \u00B7 replayed " + fmt(n.replayed) + " \u00B7 takeovers " + fmt(n.takeovers) +
                   " \u00B7 duplicates " + fmt(n.duplicates) + " \u00B7 late " + fmt(n.late) +
                   " \u00B7 composites " + fmt(n.composites) +
-                  (n.checkpoints ? " \u00B7 checkpoints " + fmt(n.checkpoints) : ""));
+                  (n.checkpoints ? " \u00B7 checkpoints " + fmt(n.checkpoints) : "") +
+                  (n.out_of_order ? " \u00B7 out of order " + fmt(n.out_of_order) : "") +
+                  (n.sequence_gaps ? " \u00B7 sequence gaps " + fmt(n.sequence_gaps) : ""));
     }
     fillTable("cluster", rows);
     document.getElementById("cluster-totals").textContent =
