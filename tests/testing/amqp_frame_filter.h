@@ -13,8 +13,6 @@
 // Thread-safety: setDropping() and dropped() from any thread; the proxy runs
 // on its own thread until destruction.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -88,13 +86,8 @@ class AmqpFrameFilter {
   void accept() {
     const int client = ::accept(listen_fd_, nullptr, nullptr);
     if (client < 0) return;
-    const int upstream = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(upstream_port_));
-    if (::connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      ::close(upstream);
+    const int upstream = connectLoopback(upstream_port_);
+    if (upstream < 0) {
       ::close(client);
       return;
     }
