@@ -5,15 +5,19 @@ For every query shape and pattern count it writes a patterns file of that
 many distinct queries over one generated event stream and runs the real
 `cepbus match`, each engine as a user runs it: one whole `cepbus match
 --engine E --count` process per engine (nfa, algebra, petri; one that
-refuses the queries is skipped) and one of `--engine auto`, --repeat rounds,
-each round in another order so that drift in the machine's load hits every
-engine alike. A process's time is its CPU time (user + system, from the
-child's own resource usage): reading and decoding the events, loading the
-plugins, building the detectors and, for auto, its trial, all included. Per
-engine the median of its runs; "auto / best" divides auto's median by the
-fastest engine's. The median, not the best run: auto's trial may keep
-another engine from one run to the next, and its best run would credit it
-with its luckiest choice.
+refuses the queries is skipped) and one of `--engine auto`, --repeat rounds
+(auto run between nfa and petri, the order turned around from round to
+round). A process's time is its CPU time (user + system, from the child's
+own resource usage): reading and decoding the events, loading the plugins,
+building the detectors and, for auto, its trial, all included. Per engine
+the median of its runs; the best engine is the one with the lowest median.
+"auto / best" is the median over the rounds of auto's time divided by the
+best engine's in the same round: this machine has spells in which every
+process runs up to 1.5x slower, and a ratio of two runs made one after the
+other cancels them where a ratio of medians does not (the JSON has that
+one too, as auto_vs_best_of_medians). The median, not the best run: auto's
+trial may keep another engine from one run to the next, and its best run
+would credit it with its luckiest choice.
 
 `--engine all` (nfa, algebra and petri in one process on the same events)
 runs once per point to check the matches: the sweep stops unless every
@@ -40,9 +44,14 @@ pattern): where the nfa's partitioned stacks beat the merged net below
 about 10 patterns.
 
     tests/bench/engine_sweep.py --cepbus build/release/bus/app/cepbus
-        [--events 50000] [--counts 1,2,5,10,20,50,100]
-        [--shapes seq2,seq4,kleene,negation,predicates,equal,chain] [--repeat 5]
-        [--seed 7] [--clock cpu|wall] [--stream sparse|dense]
+        [--events 200000] [--counts 1,2,5,10,20,50,100]
+        [--shapes seq2,seq4,kleene,negation,predicates,equal,chain] [--repeat 21]
+        [--seed 7] [--clock cpu|wall] [--stream sparse|dense] [--cpu 0]
+
+Every process runs on one CPU (`--cpu`, 0 by default; -1 lets the kernel
+place it): on this 2-vCPU virtual machine the same process takes 70 ms on
+one CPU and 95 ms on the other at times, and one that is free to move
+lands on either.
 
 `--clock wall` compares the processes' wall times instead (on a loaded
 machine far noisier: every engine detects on one thread, so on an idle one
@@ -196,19 +205,43 @@ def auto_run(stderr):
     return m.group(1), m.group(2), trial
 
 
+def round_order(names, r):
+    """The order of round `r`: auto between nfa and petri, the two engines it chooses from, so
+    that a spell of the machine running slower hits auto and its pick alike; which of the two
+    goes first, and whether the others (algebra) run before or after them, alternates from
+    round to round so that drift hits every engine alike."""
+    pick = [e for e in ("nfa", "petri") if e in names]
+    core = pick[:1] + ["auto"] + pick[1:]
+    if r % 2:
+        core.reverse()
+    others = [e for e in names if e not in core]
+    return core + others if (r // 2) % 2 == 0 else others + core
+
+
+# After this many rounds an engine whose median is OUT_OF_RACE times the fastest engine's or
+# more runs no more: it cannot be the best, and the slowest (algebra on kleene, 10 s a run)
+# would take most of the sweep's time.
+RACE_ROUNDS = 5
+OUT_OF_RACE = 1.5
+
+
 def processes(cepbus, patterns, events, engines, repeat, clock):
-    """Each accepting engine's and auto's whole `cepbus match --count` process, `repeat` rounds,
-    each round in another order (a rotation), so that drift in the machine's load hits all
-    alike. Each run's matches are checked against its engine's in `--engine all` (auto's
-    against the engine it kept). Per name the times of its runs; for auto also what each run
-    chose; and whether every run reported its engine's matches."""
+    """Each accepting engine's and auto's whole `cepbus match --count` process, `repeat` rounds
+    (round_order; an engine out of the race after RACE_ROUNDS, fewer). Each run's matches are
+    checked against its engine's in `--engine all` (auto's against the engine it kept). Per
+    name the times of its runs, round by round; for auto also what each run chose; and whether
+    every run reported its engine's matches."""
     names = [e for e in ENGINES if "matches" in engines[e]] + ["auto"]
     run = [cepbus, "match", "--patterns", patterns, "--events", events, "--count", "--engine"]
     times = {name: [] for name in names}
     auto = []
     same = True
     for r in range(repeat):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        if r == RACE_ROUNDS:
+            medians = {e: statistics.median(times[e]) for e in names if e != "auto"}
+            fastest = min(medians.values())
+            names = [e for e in names if e == "auto" or medians[e] < OUT_OF_RACE * fastest]
+        for name in round_order(names, r):
             seconds, stdout, stderr = run_process(run + [name], clock)
             times[name].append(seconds)
             engine = name
@@ -230,15 +263,19 @@ def processes(cepbus, patterns, events, engines, repeat, clock):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cepbus", default=os.path.join(ROOT, "build/dev/bus/app/cepbus"))
-    ap.add_argument("--events", type=int, default=50000)
+    ap.add_argument("--events", type=int, default=200000)
     ap.add_argument("--counts", default="1,2,5,10,20,50,100")
     ap.add_argument("--shapes", default="seq2,seq4,kleene,negation,predicates,equal,chain")
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=21)
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                     help="compare the processes by their CPU time or by wall time")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--stream", choices=["sparse", "dense"], default="sparse")
+    ap.add_argument("--cpu", type=int, default=0,
+                    help="run every process on this CPU (-1: wherever the kernel puts it)")
     args = ap.parse_args()
+    if args.cpu >= 0:
+        os.sched_setaffinity(0, {args.cpu})  # the processes inherit it
     if args.stream == "dense":
         if "--shapes" not in sys.argv:
             args.shapes = "prices"
@@ -284,7 +321,9 @@ def main():
                     "auto_runs": auto,
                     "auto_seconds": seconds["auto"],
                     "auto_same_matches": same,
-                    "auto_vs_best": seconds["auto"] / timed[best],
+                    "auto_vs_best": statistics.median(
+                        a / b for a, b in zip(times["auto"], times[best])),
+                    "auto_vs_best_of_medians": seconds["auto"] / timed[best],
                 }
                 ok &= same
                 rows.append(point)
