@@ -307,7 +307,7 @@ def main():
                     "bench": "engine_sweep",
                     "params": {"shape": shape, "patterns": count, "events": args.events,
                                "clock": args.clock, "stream": args.stream,
-                               "repeat": args.repeat},
+                               "repeat": args.repeat, "cpu": args.cpu},
                     "seconds": timed,
                     "runs": {name: t for name, t in times.items()},
                     "detection_seconds": {e: r["detection_seconds"] for e, r in engines.items()
