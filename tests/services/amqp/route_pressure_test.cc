@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <memory>
@@ -69,18 +70,27 @@ TEST(RoutePressureTest, SaturatedWhileATargetsStageIsFull) {
   std::mutex mu;
   std::condition_variable cv;
   bool blocked = true;
+  std::atomic<int> entered{0};
   ASSERT_TRUE(broker.addEndpoint("t", [&](const flows::Exchange&) {
+    entered.fetch_add(1);
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return !blocked; });
     return Status::ok();
   }));
   ASSERT_TRUE(broker.subscribe("t", "slow.#"));
-  for (Timestamp ts = 1; ts <= 4; ++ts) {
+  auto publish = [&](Timestamp ts) {
     flows::Exchange ex;
     ex.event = EventBuilder("Tick").at(ts).build();
     ex.address = Symbol::intern("slow.eu");
     broker.publish(ex);
-  }
+  };
+  // The worker holds the first event in the blocked target before the
+  // queue is filled behind it: published all at once, the queue may take
+  // the first two before the worker wakes and then hold only one.
+  publish(1);
+  ASSERT_TRUE(testing::waitUntil([&] { return entered.load() == 1; }));
+  publish(2);
+  publish(3);
   EXPECT_TRUE(testing::waitUntil([&] { return stagesSaturated(broker.policy(), {"t"}); }));
   EXPECT_FALSE(stagesSaturated(broker.policy(), {"u"}));
   {
