@@ -275,6 +275,9 @@ def main():
                     help="run every process on this CPU (-1: wherever the kernel puts it)")
     args = ap.parse_args()
     if args.cpu >= 0:
+        if args.cpu not in os.sched_getaffinity(0):
+            raise SystemExit("--cpu %d: not a CPU this process may run on (%s)" % (
+                args.cpu, ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))))
         os.sched_setaffinity(0, {args.cpu})  # the processes inherit it
     if args.stream == "dense":
         if "--shapes" not in sys.argv:
