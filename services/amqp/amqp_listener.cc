@@ -103,9 +103,15 @@ namespace cepbus::services::amqp {
 struct AmqpListenerService::Impl final : public ConnectionHost {
   struct Listen final : public proton::listen_handler {
     explicit Listen(Impl& impl) : impl_(impl) {}
-    void on_close(proton::listener&) override { impl_.listener_open = false; }
+    void on_close(proton::listener&) override {
+      std::lock_guard lock(impl_.listener_mu);
+      impl_.listener_open = false;
+    }
     void on_open(proton::listener& l) override {
-      impl_.listener_open = true;
+      {
+        std::lock_guard lock(impl_.listener_mu);
+        impl_.listener_open = true;
+      }
       impl_.port.store(l.port(), std::memory_order_release);
       registerSaslListener(l.port(), impl_.access);
       if (impl_.handshakes && !impl_.handshakes->start(l.port())) {
@@ -477,12 +483,22 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   // one is closed by its own connection.
   void shutdown() {
     shutting_down = true;
-    if (listener_open) listener.stop();
+    closeListener();
     {
       std::lock_guard lock(control_mu);
       for (auto& [h, handler] : handlers) handler->postShutdown();
     }
     if (transports.load() == 0) container->stop();
+  }
+
+  // Proton frees the listener once its on_close has returned, and another
+  // thread may be closing it already: once shutting_down is set, the last
+  // client's transport to close stops the container (transportClosed()), and
+  // so does stop() when shutdown takes too long. on_close waits for this, so
+  // the handle stays valid while it is used.
+  void closeListener() {
+    std::lock_guard lock(listener_mu);
+    if (listener_open) listener.stop();
   }
 
   // A link's registry entry (listener_stats.h); "" when a link of that name
@@ -608,9 +624,10 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   std::thread thread;
   bool running = false;  // lifecycle thread
 
-  // Set before the container runs; used by shutdown() only.
+  // Set before the container runs; used by closeListener() only.
   proton::listener listener;
-  std::atomic<bool> listener_open{false};  // the handle above is only valid while true
+  std::mutex listener_mu;
+  bool listener_open = false;  // guarded by listener_mu: the handle above is valid while true
   std::atomic<bool> shutting_down{false};
   // Set by deactivate(): publishers get no more credit (the bus is draining).
   std::atomic<bool> publishing_closed{false};
