@@ -131,7 +131,16 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
       if (impl_.tls) options.ssl_server_options(*impl_.tls);
       return options;
     }
-    void on_error(proton::listener&, const std::string& what) override {
+    void on_error(proton::listener& l, const std::string& what) override {
+      bool never_opened;
+      {
+        std::lock_guard lock(impl_.listener_mu);
+        never_opened = !impl_.listener_open;
+      }
+      // start() fails and only joins the container: it is stopped here, on
+      // its own thread. Stopped from start()'s thread while it was winding
+      // down, its thread sometimes waited for good (Proton 0.37).
+      if (never_opened) l.container().stop();
       impl_.opened(Status::ioError(impl_.config.where.toString() + ": <amqp> cannot listen on " +
                                    impl_.address() + ": " + what));
     }
@@ -711,14 +720,17 @@ Status AmqpListenerService::start() {
     }
     impl.run_finished.set_value();
   });
-  Status status = opened.wait_for(impl.options.close_timeout * 5) == std::future_status::ready
+  const bool answered =
+      opened.wait_for(impl.options.close_timeout * 5) == std::future_status::ready;
+  Status status = answered
                       ? opened.get()
                       : Status::timeout(impl.config.where.toString() + ": <amqp> listening on " +
                                         impl.address() + " did not complete");
   if (!status) {
-    // Nothing was accepted; the container (stopping on its own when the
-    // listener failed) is only told to finish, and joined.
-    impl.container->stop();
+    // Nothing was accepted. A listener that failed has stopped the
+    // container from its own thread (Listen::on_error); one that never
+    // answered is stopped from here.
+    if (!answered) impl.container->stop();
     impl.thread.join();
     impl.subscriptions.endParked();
     return status;
