@@ -342,6 +342,11 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
       queue = nullptr;
     }
     shut.set_value();
+    // Stopped here, on the container's own thread, as the listener does:
+    // Proton 0.37 can lose the wake of a stop() called from another thread
+    // while the container winds down the connection just closed, and the
+    // join in AmqpBridge::stop() would then wait for ever.
+    container->stop();
   }
 
   // The registry entry: counters as metadata, refreshed at each snapshot.
@@ -451,8 +456,9 @@ void AmqpBridge::stop() {
   impl.running = false;
   std::future<void> shut = impl.shut.get_future();
   impl.container->schedule(proton::duration(0), [&impl] { impl.shutdown(); });
-  shut.wait_for(std::chrono::seconds(5));
-  impl.container->stop();
+  if (shut.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    impl.container->stop();  // shutdown() never ran: the container thread is stuck
+  }
   impl.thread.join();
   std::deque<OutEntry> left;
   {
