@@ -266,8 +266,9 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     container_->schedule(proton::duration(0), [this] { leave(); });
     // The broker takes the leave heartbeat and the session ends before the
     // connection goes; a broker that does not answer is not waited for long.
-    closed.wait_for(std::chrono::seconds(5));
-    container_->stop();
+    if (closed.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      container_->stop();
+    }
     thread_.join();
     watchdog_.reset();
     for (std::thread& t : evictions_) t.join();
@@ -398,8 +399,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     late_sender_ = proton::sender();
     connection_ = proton::connection();
     if (leaving_) {
-      if (!closed_set_) closed_.set_value();
-      closed_set_ = true;
+      left();
       return;
     }
     // The next broker of the failover list.
@@ -1239,10 +1239,20 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     for (Partition& p : partitions_) detach(p);
     if (connection_ && connection_.active()) {
       connection_.close();
-    } else if (!closed_set_) {
-      closed_set_ = true;
-      closed_.set_value();
+    } else {
+      left();
     }
+  }
+
+  // The connection is gone after leave(): stop() may join. The container is
+  // stopped here, on its own thread: Proton 0.37 can lose the wake of a
+  // stop() called from another thread while the container winds down, and
+  // the join would then wait for ever.
+  void left() {
+    if (closed_set_) return;
+    closed_set_ = true;
+    closed_.set_value();
+    container_->stop();
   }
 
   void publishStats() {
