@@ -35,13 +35,16 @@ size_t Registry::size() const {
   return entries_.size();
 }
 
-std::vector<ComponentSnapshot> Registry::snapshot(std::chrono::steady_clock::time_point now) const {
+std::vector<std::shared_ptr<ComponentEntry>> Registry::entries() const {
   std::vector<std::shared_ptr<ComponentEntry>> entries;
-  {
-    std::lock_guard lock(mu_);
-    entries.reserve(entries_.size());
-    for (const auto& [name, entry] : entries_) entries.push_back(entry);
-  }
+  std::lock_guard lock(mu_);
+  entries.reserve(entries_.size());
+  for (const auto& [name, entry] : entries_) entries.push_back(entry);
+  return entries;
+}
+
+std::vector<ComponentSnapshot> Registry::snapshot(std::chrono::steady_clock::time_point now) const {
+  const std::vector<std::shared_ptr<ComponentEntry>> entries = this->entries();
   std::vector<ComponentSnapshot> out;
   out.reserve(entries.size());
   for (const auto& entry : entries) out.push_back(entry->snapshot(now));

@@ -30,6 +30,9 @@ class Registry {
   bool remove(std::string_view name);
   std::shared_ptr<ComponentEntry> find(std::string_view name) const;
   size_t size() const;
+  // Every entry, sorted by name, as it is (nothing probed): for readers of
+  // metadata on the control path (router/relays.h).
+  std::vector<std::shared_ptr<ComponentEntry>> entries() const;
 
   // Every entry, sorted by name. Probes run outside the registry's lock.
   std::vector<ComponentSnapshot> snapshot(

@@ -62,6 +62,7 @@
 #include "router/broker.h"
 #include "router/component_entry.h"
 #include "router/registry.h"
+#include "router/relays.h"
 #include "router/topic.h"
 #include "services/amqp/access_control.h"
 #include "services/amqp/broker_subscriptions.h"
@@ -411,28 +412,38 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
 
   // ---- control path (control_mu held) ------------------------------------
 
-  // Which subscriptions each publishing link feeds; after any link comes or
-  // goes. `caller`'s own links take theirs at once (it is running); the
-  // others' go to them as their connections' work. A waiting link is looked
-  // at again when it takes them (its buffer may be gone).
+  // Which subscriptions each publishing link feeds, directly or through
+  // relays (router/relays.h); after any link comes or goes. `caller`'s own
+  // links take theirs at once (it is running); the others' go to them as
+  // their connections' work. A waiting link is looked at again when it
+  // takes them (its buffer may be gone).
   void relink(ClientHandler* caller) {
-    std::map<uint64_t, std::vector<std::shared_ptr<SubscriberOutbox>>> targets;
+    const std::vector<router::Relay> relays = router::relaysIn(context.registry);
+    std::map<uint64_t, FedOutboxes> targets;
+    std::map<uint64_t, std::vector<std::string>> derived;
+    for (auto& [pub_id, pub] : publisher_dir) {
+      if (!pub.replies) derived[pub_id] = router::derivedAddresses(relays, pub.address.name());
+    }
     for (auto& [sub_id, sub] : subscriber_dir) {
       std::vector<std::shared_ptr<PublisherWake>> feeding;
       for (auto& [pub_id, pub] : publisher_dir) {
-        if (pub.replies || !sub.has_endpoint ||
-            !router::topicMatches(sub.pattern, pub.address.name())) {
+        if (pub.replies || !sub.has_endpoint) continue;
+        if (router::topicMatches(sub.pattern, pub.address.name())) {
+          targets[pub_id].direct.push_back(sub.outbox);
+        } else if (std::any_of(derived[pub_id].begin(), derived[pub_id].end(),
+                               [&sub](const std::string& address) {
+                                 return router::topicMatches(sub.pattern, address);
+                               })) {
+          targets[pub_id].derived.push_back(sub.outbox);
+        } else {
           continue;
         }
-        targets[pub_id].push_back(sub.outbox);
         feeding.push_back(pub.wake);
       }
       sub.outbox->setPublishers(std::move(feeding));
     }
     for (auto& [pub_id, pub] : publisher_dir) {
-      auto found = targets.find(pub_id);
-      std::vector<std::shared_ptr<SubscriberOutbox>> mine;
-      if (found != targets.end()) mine = std::move(found->second);
+      FedOutboxes mine = std::move(targets[pub_id]);
       if (pub.owner == caller) {
         caller->setTargets(pub_id, std::move(mine));
       } else {

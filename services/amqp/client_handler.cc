@@ -410,7 +410,7 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
   exchange.address = pub.address;
   exchange.sender = options_.sender;
   // In transit to the subscribers it will reach from now until they take it.
-  for (const auto& outbox : pub.targets) outbox->dispatched();
+  for (const auto& outbox : pub.targets.direct) outbox->dispatched();
   std::shared_ptr<PublishSettlement> listener;
   if (!presettled) {
     exchange.qos = flows::Qos::kReliable;
@@ -515,9 +515,9 @@ void ClientHandler::replenish(PublisherLink& pub) {
 // A stuck subscriber does not count (see checkStalls()).
 PublisherCredit ClientHandler::creditOf(const PublisherLink& pub) const {
   PublisherCredit credit(options_.credit_window);
-  for (const auto& outbox : pub.targets) {
-    credit.feeds(outbox->capacity(), outbox->load(), outbox->publisherCount(), outbox->stalled());
-  }
+  pub.targets.forEach([&credit](const SubscriberOutbox& outbox) {
+    credit.feeds(outbox.capacity(), outbox.load(), outbox.publisherCount(), outbox.stalled());
+  });
   return credit;
 }
 
@@ -529,7 +529,7 @@ void ClientHandler::wait(PublisherLink& pub) {
   pub.wake->setWaiting(true);
   host_.publisherWaits(true);
   const auto now = std::chrono::steady_clock::now();
-  for (const auto& outbox : pub.targets) outbox->watchFrom(now);
+  pub.targets.forEach([now](SubscriberOutbox& outbox) { outbox.watchFrom(now); });
   scheduleRecheck(pub);
 }
 
@@ -552,8 +552,7 @@ void ClientHandler::resumeWaiting(uint64_t id) {
 }
 
 // The buffers link `id` feeds now (relink()).
-void ClientHandler::setTargets(uint64_t id,
-                               std::vector<std::shared_ptr<SubscriberOutbox>> targets) {
+void ClientHandler::setTargets(uint64_t id, FedOutboxes targets) {
   auto it = publishers_.find(id);
   if (it == publishers_.end()) return;
   it->second.targets = std::move(targets);
@@ -565,11 +564,11 @@ void ClientHandler::setTargets(uint64_t id,
 // drains to its low-water mark.
 void ClientHandler::checkStalls(PublisherLink& pub) {
   const auto now = std::chrono::steady_clock::now();
-  for (const auto& outbox : pub.targets) {
-    if (outbox->checkStall(now, options_.subscriber_stall_timeout)) {
+  pub.targets.forEach([&](SubscriberOutbox& outbox) {
+    if (outbox.checkStall(now, options_.subscriber_stall_timeout)) {
       counters_.subscriber_stalls.fetch_add(1, std::memory_order_relaxed);
     }
-  }
+  });
 }
 
 void ClientHandler::pause(PublisherLink& pub, std::vector<std::string> congested) {

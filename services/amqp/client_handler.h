@@ -130,7 +130,7 @@ class ClientHandler final : public proton::messaging_handler {
   // ---- the listener's ----
   // The buffers publishing link `id` feeds now (ConnectionHost relinks):
   // on this connection, as its work or during its own call to the host.
-  void setTargets(uint64_t id, std::vector<std::shared_ptr<SubscriberOutbox>> targets);
+  void setTargets(uint64_t id, FedOutboxes targets);
   // The listener stops (any thread, control lock held): this connection
   // closes itself, as its own work.
   void postShutdown();
@@ -157,8 +157,9 @@ class ClientHandler final : public proton::messaging_handler {
     std::map<uint64_t, proton::delivery> awaiting;
     uint64_t next_awaiting = 0;
     std::string entry;  // its registry entry ("" when it has none)
-    // The outboxes of the subscribing links its address matches (setTargets()).
-    std::vector<std::shared_ptr<SubscriberOutbox>> targets;
+    // The outboxes of the subscribing links its address matches, and of
+    // those matching what relays make of its events (setTargets()).
+    FedOutboxes targets;
     // The message it is handed next, sized before Proton decoded it, when
     // it had arrived whole behind the one before (on_message()).
     WaitingMessage next;

@@ -50,6 +50,25 @@ struct OutboxEntry {
   std::optional<proton::message> answer;  // a reply or fault for a requester, sent as is
 };
 
+class SubscriberOutbox;
+
+// The buffers one publishing link feeds. `direct` ones subscribe to its
+// address: each message it publishes is counted in transit to them
+// (SubscriberOutbox::dispatched()). `derived` ones subscribe to what relays
+// (CEP queries, router/relays.h) make of its events: they pace its credit
+// as well, but nothing is counted in transit to them, since a relay may make
+// no event of a message, or several.
+struct FedOutboxes {
+  std::vector<std::shared_ptr<SubscriberOutbox>> direct;
+  std::vector<std::shared_ptr<SubscriberOutbox>> derived;
+
+  template <typename F>
+  void forEach(F&& f) const {
+    for (const auto& outbox : direct) f(*outbox);
+    for (const auto& outbox : derived) f(*outbox);
+  }
+};
+
 class SubscriberOutbox {
  public:
   // Asks the bound link's connection to drain it; false when it cannot

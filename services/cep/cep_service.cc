@@ -16,6 +16,7 @@
 #include "bus/core/plugin/plugin_loader.h"
 #include "bus/core/plugin/trial_detector.h"
 #include "flows/exchange.h"
+#include "router/relays.h"
 #include "router/topic.h"
 #include "services/service_factory_registry.h"
 #include "stages/stage.h"
@@ -782,8 +783,9 @@ Status CepService::Query::enter(const std::shared_ptr<Query>& self,
   entry_->setMetadata("type", "cep-query");
   entry_->setMetadata("engine", engine_);
   if (!engine_choice_.empty()) entry_->setMetadata("engine_choice", engine_choice_);
-  entry_->setMetadata("input", joined(inputs_, ","));
-  entry_->setMetadata("output", output_);
+  // A relay: publishers of its input are paced by its output's subscribers.
+  entry_->setMetadata(std::string(router::kRelayInputs), joined(inputs_, ","));
+  entry_->setMetadata(std::string(router::kRelayOutput), output_);
   entry_->setMetadata("text", text_);
   entry_->setMetadata("endpoint", detection->endpoint());
   if (detection->sharedBy() > 1) {

@@ -44,6 +44,7 @@
 #include "router/broker.h"
 #include "router/delivery_policy.h"
 #include "router/registry.h"
+#include "router/relays.h"
 #include "services/amqp/message_mapping.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/wait.h"
@@ -734,6 +735,63 @@ TEST_P(AmqpListenerTest, AFloodWaitsForASlowSubscriberInsteadOfOverflowingItsBuf
   EXPECT_EQ(stats.buffer_full, 0u);
   EXPECT_GT(stats.subscriber_waits, 1u);
   EXPECT_EQ(stats.subscriber_stalls, 0u);
+}
+
+// A relay (a CEP query, router/relays.h) between the publisher and the
+// subscriber: what is published to feed.in comes out on feed.out. The
+// publisher's credit follows the buffer of feed.out's subscriber as if it
+// published there itself, so a pre-settled flood loses nothing.
+TEST_P(AmqpListenerTest, AFloodThroughARelayWaitsForTheSubscriberOfItsOutput) {
+  ASSERT_TRUE(broker_->addEndpoint("relay", [this](const flows::Exchange& in) {
+    flows::Exchange out;
+    out.event = in.event;
+    out.address = Symbol::intern("feed.out");
+    out.sender = Symbol::intern("relay");
+    return broker_->publish(out).status;
+  }));
+  ASSERT_TRUE(broker_->subscribe("relay", "feed.in"));
+  auto entry = *registry_->add("relay:detector", router::ComponentKind::kService);
+  entry->setMetadata(std::string(router::kRelayInputs), "feed.in");
+  entry->setMetadata(std::string(router::kRelayOutput), "feed.out");
+
+  AmqpListenerOptions options;
+  options.subscriber_buffer = 20;
+  options.credit_window = 8;
+  options.subscriber_stall_timeout = std::chrono::hours(1);  // slow here, never stuck
+  AmqpListenerService& service = start(true, options);
+  testing::AmqpTestClient slow(service.port(), "slow");
+  ASSERT_TRUE(slow.waitOpen());
+  slow.subscribe("feed.out", "out", /*durable=*/false, /*credit=*/0);
+  ASSERT_TRUE(slow.waitFor([&] { return slow.links_open["out"] == 1; }));
+
+  constexpr int kN = 200;
+  TestClient::Plan plan = publishing("feed.in");
+  plan.presettled = true;
+  for (int i = 1; i <= kN; ++i) plan.messages.push_back(stockMessage("S", i, i));
+  TestClient publisher(service.port(), plan);
+
+  ASSERT_TRUE(waitUntil([&] {
+    const AmqpListenerStats stats = service.stats();
+    return stats.paused_links == 1 && stats.publish_credit == 0 &&
+           stats.published == publisher.read<size_t>([&] { return publisher.sent; });
+  }));
+  AmqpListenerStats stats = service.stats();
+  EXPECT_LE(stats.published, 20u);
+  EXPECT_GE(stats.subscriber_waits, 1u);
+
+  int granted = 0;
+  while (granted < kN) {
+    slow.grant("out", 9);
+    granted += 9;
+    const size_t expected = static_cast<size_t>(std::min(granted, kN));
+    ASSERT_TRUE(slow.waitFor([&] { return slow.received["out"].size() >= expected; }));
+  }
+  const std::vector<Timestamp> received = slow.receivedTs("out");
+  ASSERT_EQ(received.size(), static_cast<size_t>(kN));
+  for (int i = 0; i < kN; ++i) EXPECT_EQ(received[i], i + 1);
+  EXPECT_EQ(service.stats().buffer_full, 0u);
+  (void)registry_->remove("relay:detector");
+  (void)broker_->removeEndpoint("relay");  // clean-up
 }
 
 // Publishers and subscribers on many connections at once, so that with

@@ -85,6 +85,8 @@ class FakeHost final : public ConnectionHost {
   PublishVerdict verdict;                  // what every publish gets
   Status request_status;                   // what sendRequest() returns
   std::shared_ptr<SubscriberOutbox> full;  // set as the target of every publishing link
+  // Set as fed through a relay by every publishing link (FedOutboxes::derived).
+  std::shared_ptr<SubscriberOutbox> relayed;
 
   // ---- recorded ----
   std::mutex mu;
@@ -149,8 +151,9 @@ class FakeHost final : public ConnectionHost {
       publishers.push_back(attach);
     }
     // As the listener's relink does for the caller's own links: at once.
-    std::vector<std::shared_ptr<SubscriberOutbox>> targets;
-    if (full) targets.push_back(full);
+    FedOutboxes targets;
+    if (full) targets.direct.push_back(full);
+    if (relayed) targets.derived.push_back(relayed);
     owner.setTargets(attach.link, std::move(targets));
     return {};
   }
@@ -425,6 +428,25 @@ TEST_F(ClientHandlerTest, APublisherFeedingAFullBufferWaitsForRoom) {
   EXPECT_EQ(counters_->publish_credit.load(), 0);
   EXPECT_EQ(counters_->subscriber_waits.load(), 1u);
   EXPECT_TRUE(host_.read<bool>([&] { return host_.published.empty(); }));
+}
+
+TEST_F(ClientHandlerTest, ABufferFedThroughARelayPacesThePublisherButCountsNothingInTransit) {
+  host_.relayed = std::make_shared<SubscriberOutbox>(10, 10, kSender, counters_);
+  host_.relayed->bind([] { return true; });
+  start();
+  auto c = client();
+  c->publish("stocks.ibm", {stockMessage(1), stockMessage(2), stockMessage(3)});
+  ASSERT_TRUE(
+      waitUntil([&] { return host_.read<size_t>([&] { return host_.published.size(); }) == 3; }));
+  // A relay may make no event of a message, or several: nothing waits for
+  // them in transit (a direct target would count 3).
+  EXPECT_EQ(host_.relayed->load(), 0);
+
+  // Once the relay filled the buffer, the publisher waits for room.
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(host_.relayed->offer(stockExchange(i)));
+  c->publish("stocks.ibm", {stockMessage(4)});
+  ASSERT_TRUE(waitUntil([&] { return host_.read<int>([&] { return host_.waiting; }) == 1; }));
+  EXPECT_EQ(counters_->subscriber_waits.load(), 1u);
 }
 
 TEST_F(ClientHandlerTest, ASubscriptionSendsWhatItsOutboxTakesAndHearsTheOutcome) {
