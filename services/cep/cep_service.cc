@@ -6,10 +6,12 @@
 #include <atomic>
 #include <bit>
 #include <charconv>
+#include <chrono>
 #include <exception>
 #include <future>
 #include <map>
 #include <span>
+#include <unordered_map>
 
 #include "bus/core/pattern/parser.h"
 #include "bus/core/plugin/engine_choice.h"
@@ -18,6 +20,7 @@
 #include "flows/exchange.h"
 #include "router/relays.h"
 #include "router/topic.h"
+#include "services/cep/output_backlog.h"
 #include "services/service_factory_registry.h"
 #include "stages/stage.h"
 
@@ -65,6 +68,33 @@ const EventPtr& flushMarker() {
   static const EventPtr marker = EventBuilder(Symbol::intern("cepbus.flush")).build();
   return marker;
 }
+
+// The stage item that asks a query's worker to wait until the bus takes the
+// composite events it refused for now (OutputBacklog), recognised by identity.
+const EventPtr& retryMarker() {
+  static const EventPtr marker = EventBuilder(Symbol::intern("cepbus.retry-output")).build();
+  return marker;
+}
+
+// Set while this thread offers an item to a detector's stage: a detect()
+// call running then is a run inline (stages/stage.h), on a thread that must
+// not wait for the bus to take held composites.
+thread_local bool t_offering = false;
+
+class OfferingScope {
+ public:
+  OfferingScope() : was_(t_offering) { t_offering = true; }
+  ~OfferingScope() { t_offering = was_; }
+  OfferingScope(const OfferingScope&) = delete;
+  OfferingScope& operator=(const OfferingScope&) = delete;
+
+ private:
+  const bool was_;
+};
+
+// How long a stopping query waits for the bus to take the composite events
+// it refused for now before it gives them up (counted, logged).
+constexpr std::chrono::seconds kStopDrain{5};
 
 // The type of the stage items that ask a shared detector's worker to mute a
 // query, each made for one removal and recognised by identity: a publisher
@@ -175,6 +205,9 @@ class CepService::Query final {
   void leave();
   // On the detector's thread, inside a detector call.
   void publish(const plugin::Match& match);
+  // The bus will not take one of its composite events: counted and logged.
+  void lost(const flows::SendOutcome& out);
+  Symbol sender() const { return sender_; }
   // The detector's last state() sample into the registry entry (any thread).
   void publishPartials(const Detection& detection);
   // Once engine auto's trial has decided, the engine it kept (any thread).
@@ -230,8 +263,16 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
         capacity_(config.capacity),
         batch_size_(config.batch_size),
         context_(context),
-        log_(Poco::Logger::get("cepbus.cep")) {
-    for (const auto& q : members_) outputs_.push_back(q->output());
+        log_(Poco::Logger::get("cepbus.cep")),
+        backlog_([&broker = context.broker](const flows::Exchange& e) { return broker.publish(e); },
+                 [this](const flows::Exchange& e, const flows::SendOutcome& out) {
+                   if (auto it = senders_.find(e.sender); it != senders_.end())
+                     it->second->lost(out);
+                 }) {
+    for (const auto& q : members_) {
+      outputs_.push_back(q->output());
+      senders_.emplace(q->sender(), q);
+    }
   }
 
   void setDetector(std::unique_ptr<plugin::GuardedDetector> detector) {
@@ -285,9 +326,22 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
   // out of the registry.
   void detach(const Query& query);
 
+  // A reliable query's composite event (Query::publish()), on the
+  // detector's thread inside a detector call: published, or held in the
+  // backlog when the bus refuses it for now (detect() then waits for it).
+  void publishReliably(flows::Exchange exchange) {
+    if (backlog_.publish(std::move(exchange)) && backlog_.heldTotal() == 1) {
+      log_.warning(
+          "%s: the bus refused a composite event for now; the query holds it, and "
+          "its input waits, until the bus takes it (output_held counts what waits)",
+          label_);
+    }
+  }
+
   // The detector's numbers; matches and publish failures are its queries'.
   QueryStats stats() const {
     QueryStats s;
+    s.output_held = backlog_.size();
     s.consumed = consumed_.load(std::memory_order_relaxed);
     s.errors = errors_.load(std::memory_order_relaxed);
     s.rejected = rejected_.load(std::memory_order_relaxed);
@@ -326,6 +380,11 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
   // The flush (when `flush`: the detector runs) and mute of detach(), on
   // whichever thread gets there.
   void mute(const Query& query, bool flush);
+  // Waits until the bus took every held composite event, or gives them up
+  // once a stop's deadline passed. Not on a thread running inline.
+  void awaitOutputs();
+  // Asks the worker to awaitOutputs(): from a run inline, which must not wait.
+  void queueRetry();
 
   // A detach() waiting for the worker.
   struct Detach {
@@ -350,6 +409,15 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
   std::string endpoint_;  // set by open()
   std::string label_;     // "query <endpoint>" or "queries <endpoint>", for the log
 
+  // Its queries by sender, for the composites the backlog loses; fixed at construction.
+  std::unordered_map<Symbol, std::shared_ptr<Query>> senders_;
+  // Declared before stage_: the stage's destructor drains into the detector,
+  // which publishes through the backlog.
+  OutputBacklog backlog_;
+  std::atomic<bool> retry_queued_{false};  // a retryMarker() is in the stage's queue
+  // When awaitOutputs() gives up: never while running, set by stop().
+  std::atomic<std::chrono::steady_clock::rep> give_up_at_{
+      std::chrono::steady_clock::time_point::max().time_since_epoch().count()};
   // Declared before stage_: the stage's destructor drains into the detector.
   std::unique_ptr<plugin::GuardedDetector> detector_;
   const plugin::TrialDetector* trial_ = nullptr;  // in detector_, under engine auto
@@ -853,8 +921,15 @@ void CepService::Query::publish(const plugin::Match& match) {
   exchange.address = output_symbol_;
   exchange.sender = sender_;
   exchange.qos = output_qos_;
+  if (output_qos_ == flows::Qos::kReliable) {
+    detection_->publishReliably(std::move(exchange));
+    return;
+  }
   const flows::SendOutcome out = context_.broker.publish(exchange);
-  if (out.status.isOk()) return;
+  if (!out.status.isOk()) lost(out);
+}
+
+void CepService::Query::lost(const flows::SendOutcome& out) {
   const uint64_t failures = std::max<uint64_t>(1, out.rejected + out.failed);
   const uint64_t n = publish_failures_.fetch_add(failures, std::memory_order_relaxed) + failures;
   if (worthLogging(n - failures, n)) {
@@ -917,16 +992,23 @@ Status CepService::Detection::start(const std::shared_ptr<Detection>& self) {
 void CepService::Detection::stop() {
   if (stopped_) return;
   stopped_ = true;
+  // Composites the bus refuses for now get kStopDrain from here to go out,
+  // however many events are still queued.
+  give_up_at_.store((std::chrono::steady_clock::now() + kStopDrain).time_since_epoch().count(),
+                    std::memory_order_release);
   // Removing the endpoint drops its subscriptions and drains the flows'
   // queues into the stage; stopping the stage then runs every queued event.
   // Stopping: there is nothing to do about an endpoint already gone.
   if (endpoint_added_) (void)context_.broker.removeEndpoint(endpoint_);
   if (stage_) stage_->stop();
   if (started_) {
-    // The stage's worker is joined; exportModel() may still come.
-    std::lock_guard lock(detector_mu_);
-    if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
-    sampleState();
+    {
+      // The stage's worker is joined; exportModel() may still come.
+      std::lock_guard lock(detector_mu_);
+      if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
+      sampleState();
+    }
+    awaitOutputs();
   }
   for (const auto& q : members_) {
     if (q != nullptr) q->leave();
@@ -948,7 +1030,12 @@ void CepService::Detection::detach(const Query& query) {
     pending_.fetch_add(1, std::memory_order_acq_rel);
     stages::StageItem item;
     item.event = request->marker;
-    if (stage_->offer(std::move(item)) != stages::Admission::kRejected) {
+    stages::Admission admission;
+    {
+      OfferingScope offering;
+      admission = stage_->offer(std::move(item));
+    }
+    if (admission != stages::Admission::kRejected) {
       done.wait();
     } else {
       // A full stage: muted now, the events still queued no longer count for it.
@@ -983,7 +1070,7 @@ void CepService::Detection::mute(const Query& query, bool flush) {
 }
 
 bool CepService::Detection::isControl(const EventPtr& event) {
-  if (event == flushMarker()) return true;
+  if (event == flushMarker() || event == retryMarker()) return true;
   if (event->type() != detachType()) return false;
   std::lock_guard lock(detach_mu_);
   return std::any_of(detaches_.begin(), detaches_.end(),
@@ -996,6 +1083,7 @@ Status CepService::Detection::consume(const flows::Exchange& exchange) {
   stages::StageItem item;
   item.event = exchange.event;
   item.reliable = exchange.qos == flows::Qos::kReliable;
+  OfferingScope offering;
   if (stage_->offer(std::move(item)) != stages::Admission::kRejected) return Status::ok();
   pending_.fetch_sub(1, std::memory_order_acq_rel);
   const uint64_t n = rejected_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -1011,15 +1099,45 @@ bool CepService::Detection::requestFlush() {
   pending_.fetch_add(1, std::memory_order_acq_rel);
   stages::StageItem item;
   item.event = flushMarker();
+  OfferingScope offering;
   if (stage_->offer(std::move(item)) != stages::Admission::kRejected) return true;
   pending_.fetch_sub(1, std::memory_order_acq_rel);
   return false;
 }
 
+void CepService::Detection::queueRetry() {
+  if (retry_queued_.exchange(true, std::memory_order_acq_rel)) return;
+  pending_.fetch_add(1, std::memory_order_acq_rel);
+  stages::StageItem item;
+  item.event = retryMarker();
+  OfferingScope offering;
+  if (stage_->offer(std::move(item)) != stages::Admission::kRejected) return;
+  // A full stage: its worker gets to the backlog before its next batch.
+  pending_.fetch_sub(1, std::memory_order_acq_rel);
+  retry_queued_.store(false, std::memory_order_release);
+}
+
+void CepService::Detection::awaitOutputs() {
+  while (!backlog_.drain(std::chrono::steady_clock::now() + std::chrono::milliseconds(100))) {
+    const std::chrono::steady_clock::time_point give_up{
+        std::chrono::steady_clock::duration(give_up_at_.load(std::memory_order_acquire))};
+    if (std::chrono::steady_clock::now() >= give_up) {
+      log_.warning("%s: stopped while the bus refused %Lu of its composite events; given up",
+                   label_, static_cast<Poco::UInt64>(backlog_.size()));
+      backlog_.abandon();
+      return;
+    }
+  }
+}
+
 stages::StageBatchResult CepService::Detection::detect(std::span<stages::StageItem> items) {
   stages::StageBatchResult result;
-  // A flush or detach marker splits the batch: the events before it, then
-  // the flush or the mute.
+  // The worker takes no more events while the bus refuses composites; a
+  // run inline never waits, it asks the worker to.
+  const bool on_worker = !t_offering;
+  if (on_worker && !backlog_.empty()) awaitOutputs();
+  // A marker splits the batch: the events before it, then the flush, the
+  // wait for held composites or the mute.
   while (!items.empty()) {
     const auto marker =
         std::find_if(items.begin(), items.end(),
@@ -1031,6 +1149,9 @@ stages::StageBatchResult CepService::Detection::detect(std::span<stages::StageIt
       std::lock_guard lock(detector_mu_);
       if (Status s = detector_->flush(); !s) detectorFailed("flush", s);
       sampleState();
+    } else if (marker->event == retryMarker()) {
+      retry_queued_.store(false, std::memory_order_release);
+      if (on_worker) awaitOutputs();
     } else {
       std::shared_ptr<Detach> request;
       {
@@ -1046,6 +1167,13 @@ stages::StageBatchResult CepService::Detection::detect(std::span<stages::StageIt
     }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
     items = items.subspan(run + 1);
+  }
+  if (!backlog_.empty()) {
+    if (on_worker) {
+      awaitOutputs();
+    } else {
+      queueRetry();
+    }
   }
   return result;
 }

@@ -81,7 +81,13 @@
 // refuses them and they are lost (counted, logged). The query option
 // `output_qos=reliable` asks for reliable delivery instead: on a route that
 // allows it (a <journal>), the reliable flow keeps each composite until its
-// subscriber takes it, retrying while the buffer is full.
+// subscriber takes it, retrying while the buffer is full. A composite the
+// bus refuses for now all the same (the flow holds back as much as its
+// stage holds, a stage is full, the route is paused) is held by the query,
+// with every later one behind it (services/cep/output_backlog.h), and its
+// worker takes no more events until the bus took them: the query's queue
+// fills and admission pushes back on whatever feeds it. A stop waits
+// kStopDrain (5 s) for them, then gives them up (counted, logged).
 //
 // The query option `run_inline=when_idle` lets the thread that delivers an
 // event run the detector itself while its stage is idle (the
@@ -149,9 +155,12 @@ struct QueryStats {
   uint64_t matches = 0;           // matches it reported
   uint64_t errors = 0;            // events it refused or threw on, failed flushes
   uint64_t rejected = 0;          // events its stage refused (overload)
-  uint64_t publish_failures = 0;  // composite events a subscriber refused or failed
-  size_t queued = 0;              // events waiting in its stage or being detected
-  uint64_t ran_inline = 0;        // events detected on the delivering thread (run_inline)
+  uint64_t publish_failures = 0;  // composite events the bus did not take (lost)
+  // Composite events of output_qos=reliable queries the bus refused for now,
+  // held until it takes them (services/cep/output_backlog.h); the detector's.
+  size_t output_held = 0;
+  size_t queued = 0;        // events waiting in its stage or being detected
+  uint64_t ran_inline = 0;  // events detected on the delivering thread (run_inline)
   // What its detector holds (plugin::DetectorState) after its last call;
   // nullopt when the engine does not count.
   std::optional<plugin::DetectorState> partial_matches;

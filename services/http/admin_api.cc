@@ -421,6 +421,7 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
                    {"errors", stats->errors},
                    {"rejected", stats->rejected},
                    {"publish_failures", stats->publish_failures},
+                   {"output_held", stats->output_held},
                    {"queued", stats->queued},
                    {"ran_inline", stats->ran_inline}};
         // null, not 0, for an engine that does not count what it holds.

@@ -564,6 +564,113 @@ TEST_F(CepServiceTest, CompositeEventsASubscriberRefusesAreCounted) {
   (void)broker_->removeEndpoint("test.refuser");  // clean-up
 }
 
+// An endpoint that refuses everything as a full buffer would (Rejected)
+// while closed, and records what it takes while open.
+class Gatekeeper {
+ public:
+  Gatekeeper(router::Broker& broker, std::string_view address) : broker_(broker) {
+    EXPECT_TRUE(broker_.addEndpoint("test.gatekeeper", [this](const flows::Exchange& exchange) {
+      std::lock_guard lock(mu_);
+      if (!open_) {
+        ++refused_;
+        return Status::rejected("buffer full");
+      }
+      taken_.push_back(attr(exchange.event, "a_x")->asInt());
+      return Status::ok();
+    }));
+    EXPECT_TRUE(broker_.subscribe("test.gatekeeper", address));
+  }
+  ~Gatekeeper() { (void)broker_.removeEndpoint("test.gatekeeper"); }  // clean-up
+  void setOpen(bool open) {
+    std::lock_guard lock(mu_);
+    open_ = open;
+  }
+  size_t refused() const {
+    std::lock_guard lock(mu_);
+    return refused_;
+  }
+  std::vector<int64_t> taken() const {
+    std::lock_guard lock(mu_);
+    return taken_;
+  }
+
+ private:
+  router::Broker& broker_;
+  mutable std::mutex mu_;
+  bool open_ = false;
+  size_t refused_ = 0;
+  std::vector<int64_t> taken_;
+};
+
+std::string reliablePairs(std::string_view run_inline) {
+  return std::string(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="cepfake" input="in.events" output="rel.pairs">
+      <option name="output_qos" value="reliable"/>
+      <option name="run_inline" value=")") +
+         std::string(run_inline) + R"("/>
+      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)";
+}
+
+// A reliable query's composites that the bus refuses for now are held, in
+// order, and the query takes no more events until the bus takes them: its
+// input waits in its stage instead. Nothing is lost. On the worker, and
+// when the delivering thread runs the detector inline (which must not wait:
+// it hands the wait to the worker).
+TEST_F(CepServiceTest, ReliableCompositesTheBusRefusesWaitAndHoldTheInputBack) {
+  for (const char* run_inline : {"never", "when_idle"}) {
+    SCOPED_TRACE(run_inline);
+    Gatekeeper out(*broker_, "rel.pairs");
+    CepService& cep = start(reliablePairs(run_inline));
+    publish("in.events", "A", 1, 1);
+    publish("in.events", "B", 2, 1);
+    ASSERT_TRUE(waitUntil([&] { return cep.stats("pairs")->output_held == 1; }));
+    // More pairs while the first waits: the detector does not see them.
+    for (int64_t i = 2; i <= 4; ++i) {
+      publish("in.events", "A", 2 * i - 1, i);
+      publish("in.events", "B", 2 * i, i);
+    }
+    std::this_thread::sleep_for(50ms);
+    QueryStats stats = *cep.stats("pairs");
+    EXPECT_EQ(stats.consumed, 2u);
+    EXPECT_GE(stats.queued, 6u);  // the six events (and the worker's wait, when queued)
+    EXPECT_EQ(stats.output_held, 1u);
+    EXPECT_GE(out.refused(), 2u);  // tried again while waiting
+
+    out.setOpen(true);
+    ASSERT_TRUE(waitUntil([&] { return out.taken().size() == 4; }));
+    EXPECT_EQ(out.taken(), (std::vector<int64_t>{1, 2, 3, 4}));
+    ASSERT_TRUE(waitConsumed(cep, "pairs", 8));
+    stats = *cep.stats("pairs");
+    EXPECT_EQ(stats.publish_failures, 0u);
+    EXPECT_EQ(stats.output_held, 0u);
+    EXPECT_EQ(stats.matches, 4u);
+    service_.reset();
+  }
+}
+
+// Stopping gives held composites a few seconds to go out, then gives them
+// up (counted in publish_failures, which a stopped service no longer
+// lists): a refusing subscriber cannot hold a stop forever.
+TEST_F(CepServiceTest, AStopGivesUpOnCompositesTheBusKeepsRefusing) {
+  Gatekeeper out(*broker_, "rel.pairs");
+  CepService& cep = start(reliablePairs("never"));
+  publish("in.events", "A", 1, 1);
+  publish("in.events", "B", 2, 1);
+  publish("in.events", "A", 3, 2);
+  publish("in.events", "B", 4, 2);
+  ASSERT_TRUE(waitUntil([&] { return cep.stats("pairs")->output_held >= 1; }));
+  const auto start = std::chrono::steady_clock::now();
+  cep.stop();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, 4s);
+  EXPECT_LT(took, 15s);
+  EXPECT_TRUE(out.taken().empty());
+}
+
 // The gate of the fake engine's block_type option, found in the loaded plugin.
 class Gate {
  public:

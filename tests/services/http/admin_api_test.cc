@@ -478,6 +478,8 @@ TEST(AdminApiQueriesTest, AnAutoQueryShowsTheEngineChosenAndWhy) {
   // A query that names its engine has no choice to explain.
   EXPECT_EQ(by_name["named"].at("engine"), "nfa");
   EXPECT_FALSE(by_name["named"].contains("engine_choice")) << by_name["named"];
+  // Nothing refused, nothing held for a reliable output.
+  EXPECT_EQ(by_name["named"].at("output_held"), 0) << by_name["named"];
 }
 
 TEST(AdminApiQueriesTest, EachQueryShowsThePartialMatchesItsDetectorHolds) {
