@@ -17,10 +17,14 @@ bool OutputBacklog::retryable(const flows::SendOutcome& out) {
 }
 
 bool OutputBacklog::publish(flows::Exchange exchange) {
-  {
+  // Only publish() adds to an empty backlog, and its calls do not overlap:
+  // seen empty, it stays empty until this call holds something (a retry
+  // publishes only while something is held).
+  if (!empty()) {
     std::lock_guard lock(mu_);
     if (!held_.empty() || retrying_) {
       held_.push_back(std::move(exchange));
+      size_.store(held_.size(), std::memory_order_release);
       ++held_total_;
       return true;
     }
@@ -35,6 +39,7 @@ bool OutputBacklog::publish(flows::Exchange exchange) {
   // Nothing was held when it went out, and publish() calls do not overlap:
   // anything held now came after it.
   held_.push_front(std::move(exchange));
+  size_.store(held_.size(), std::memory_order_release);
   ++held_total_;
   return true;
 }
@@ -57,6 +62,7 @@ bool OutputBacklog::retry() {
       retrying_ = false;
       if (refused_for_now) return false;
       held_.pop_front();
+      size_.store(held_.size(), std::memory_order_release);
     }
     if (!out.status.isOk()) lost_(next, out);
   }
@@ -85,16 +91,12 @@ void OutputBacklog::abandon() {
       held_.push_back(std::move(given_up.front()));
       given_up.pop_front();
     }
+    size_.store(held_.size(), std::memory_order_release);
   }
   flows::SendOutcome out;
   out.rejected = 1;
   out.status = Status::unavailable("the query stopped while the bus refused its composite event");
   for (const flows::Exchange& exchange : given_up) lost_(exchange, out);
-}
-
-size_t OutputBacklog::size() const {
-  std::lock_guard lock(mu_);
-  return held_.size();
 }
 
 uint64_t OutputBacklog::heldTotal() const {

@@ -21,6 +21,7 @@
 // drain() may run beside them, and one retry at a time publishes.
 // Ownership: owns the exchanges it holds; the callbacks must outlive it.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -60,7 +61,8 @@ class OutputBacklog {
   // Gives up on every held composite: each one is lost.
   void abandon();
 
-  size_t size() const;
+  // Lock-free: read before and after every detector call.
+  size_t size() const { return size_.load(std::memory_order_acquire); }
   bool empty() const { return size() == 0; }
   // Composites that had to wait, since it was made.
   uint64_t heldTotal() const;
@@ -70,6 +72,7 @@ class OutputBacklog {
   const Lost lost_;
   mutable std::mutex mu_;
   std::deque<flows::Exchange> held_;  // guarded by mu_
+  std::atomic<size_t> size_{0};       // held_.size(), written under mu_
   bool retrying_ = false;             // guarded by mu_: a retry() is publishing held_.front()
   uint64_t held_total_ = 0;           // guarded by mu_
 };
