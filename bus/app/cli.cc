@@ -30,6 +30,7 @@
 #include "bus/core/plugin/plugin_abi.h"
 #include "bus/core/plugin/plugin_loader.h"
 #include "bus/core/wire_names.h"
+#include "services/amqp/proactor_scheduling.h"
 #include "services/cluster/stall_watchdog.h"
 
 namespace cepbus::app {
@@ -344,6 +345,7 @@ void printUsage(std::ostream& out) {
 }  // namespace
 
 int runCli(int argc, char** argv) {
+  services::amqp::scheduleReadyConnectionsOnAnyFreeThread();  // no thread runs yet
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     printUsage(std::cerr);
