@@ -93,7 +93,9 @@ class OfferingScope {
 };
 
 // How long a stopping query waits for the bus to take the composite events
-// it refused for now before it gives them up (counted, logged).
+// it refused for now before it gives them up (counted, logged); and how
+// long removing one query of a shared detector waits for a worker that is
+// waiting for the bus.
 constexpr std::chrono::seconds kStopDrain{5};
 
 // The type of the stage items that ask a shared detector's worker to mute a
@@ -1036,7 +1038,15 @@ void CepService::Detection::detach(const Query& query) {
       admission = stage_->offer(std::move(item));
     }
     if (admission != stages::Admission::kRejected) {
-      done.wait();
+      // Bounded: a worker waiting for the bus to take held composites gets
+      // to the marker only then, and a removal must not hang on a stuck
+      // subscriber. The query stays a member (alive) until it is muted.
+      if (done.wait_for(kStopDrain) == std::future_status::timeout) {
+        log_.warning(
+            "%s: query %s removed while its detector waits for the bus to take its held "
+            "composite events; it is muted when the detector gets there",
+            label_, query.name());
+      }
     } else {
       // A full stage: muted now, the events still queued no longer count for it.
       pending_.fetch_sub(1, std::memory_order_acq_rel);

@@ -1329,6 +1329,43 @@ TEST_F(CepServiceTest, QueriesThatSeeOtherEventsOrNeedOtherOptionsHaveTheirOwnDe
   EXPECT_EQ(cep.stats("a1")->consumed, 0u);
 }
 
+// Removing a query from a shared detector whose worker waits for the bus
+// to take a held composite does not hang on it: the removal returns after
+// a few seconds, and the query is muted once the worker gets there.
+TEST_F(CepServiceTest, RemovingAQueryDoesNotWaitForeverForASharedDetectorsHeldOutput) {
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="ab" engine="cepfake" input="in.events" output="rel.ab">
+      <option name="output_qos" value="reliable"/>
+      <text>PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)</text>
+    </query>
+    <query name="ac" engine="cepfake" input="in.events" output="out.ac">
+      <text>PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  ASSERT_EQ(cep.endpointName("ab"), cep.endpointName("ac"));
+  Gatekeeper ab(*broker_, "rel.ab");
+  Recorder ac(*broker_, "test.ac", "out.ac");
+  publish("in.events", "A", 1, 1);
+  publish("in.events", "B", 2, 2);
+  ASSERT_TRUE(waitUntil([&] { return cep.stats("ab")->output_held == 1; }));
+
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cep.removeQuery("ac"));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, 4s);
+  EXPECT_LT(took, 15s);
+  EXPECT_EQ(cep.queries(), std::vector<std::string>{"ab"});
+
+  ab.setOpen(true);
+  ASSERT_TRUE(waitUntil([&] { return ab.taken() == std::vector<int64_t>{1}; }));
+  publish("in.events", "C", 3, 3);
+  ASSERT_TRUE(waitConsumed(cep, "ab", 3));
+  EXPECT_EQ(ac.size(), 0u);  // muted before C came
+  EXPECT_EQ(cep.stats("ab")->publish_failures, 0u);
+}
+
 // Removing a query from a shared detector keeps the detector, and with it
 // the other queries' partial matches; a query added later gets a detector
 // of its own.
