@@ -431,8 +431,9 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
         if (router::topicMatches(sub.pattern, pub.address.name())) {
           targets[pub_id].direct.push_back(sub.outbox);
         } else if (std::any_of(derived[pub_id].begin(), derived[pub_id].end(),
-                               [&sub](const std::string& address) {
-                                 return router::topicMatches(sub.pattern, address);
+                               // By name: clang 14 cannot capture a structured binding.
+                               [&pattern = sub.pattern](const std::string& address) {
+                                 return router::topicMatches(pattern, address);
                                })) {
           targets[pub_id].derived.push_back(sub.outbox);
         } else {
