@@ -332,11 +332,14 @@ class CepService::Detection final : public plugin::MatchSink, public plugin::Mul
   // detector's thread inside a detector call: published, or held in the
   // backlog when the bus refuses it for now (detect() then waits for it).
   void publishReliably(flows::Exchange exchange) {
-    if (backlog_.publish(std::move(exchange)) && backlog_.heldTotal() == 1) {
+    if (!backlog_.publish(std::move(exchange))) return;
+    const uint64_t held = backlog_.heldTotal();
+    if (worthLogging(held - 1, held)) {
       log_.warning(
-          "%s: the bus refused a composite event for now; the query holds it, and "
-          "its input waits, until the bus takes it (output_held counts what waits)",
-          label_);
+          "%s: the bus refused a composite event for now (%Lu held so far); the query "
+          "holds it, and its input waits, until the bus takes it (output_held counts "
+          "what waits)",
+          label_, held);
     }
   }
 

@@ -1,5 +1,9 @@
 #include "services/cep/cep_service.h"
 
+#include <Poco/AutoPtr.h>
+#include <Poco/Channel.h>
+#include <Poco/Logger.h>
+#include <Poco/Message.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +12,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -650,6 +655,70 @@ TEST_F(CepServiceTest, ReliableCompositesTheBusRefusesWaitAndHoldTheInputBack) {
     EXPECT_EQ(stats.matches, 4u);
     service_.reset();
   }
+}
+
+// What Poco logs under "cepbus.cep" while it lives.
+class CapturedCepLog {
+ public:
+  CapturedCepLog()
+      : logger_(Poco::Logger::get("cepbus.cep")), before_(logger_.getChannel()), lines_(new Lines) {
+    logger_.setChannel(lines_);
+  }
+  ~CapturedCepLog() { logger_.setChannel(before_); }
+  CapturedCepLog(const CapturedCepLog&) = delete;
+  CapturedCepLog& operator=(const CapturedCepLog&) = delete;
+
+  std::vector<std::string> containing(std::string_view text) const {
+    return lines_->containing(text);
+  }
+
+ private:
+  class Lines : public Poco::Channel {
+   public:
+    void log(const Poco::Message& message) override {
+      std::lock_guard lock(mu_);
+      lines_.push_back(message.getText());
+    }
+    std::vector<std::string> containing(std::string_view text) const {
+      std::lock_guard lock(mu_);
+      std::vector<std::string> found;
+      std::copy_if(
+          lines_.begin(), lines_.end(), std::back_inserter(found),
+          [text](const std::string& line) { return line.find(text) != std::string::npos; });
+      return found;
+    }
+
+   private:
+    mutable std::mutex mu_;
+    std::vector<std::string> lines_;
+  };
+
+  Poco::Logger& logger_;
+  Poco::AutoPtr<Poco::Channel> before_;
+  Poco::AutoPtr<Lines> lines_;
+};
+
+// A subscriber that keeps refusing now and then is logged when the
+// composites held reach 1, 2, 4, 8 ... — seen again later, not once per
+// composite.
+TEST_F(CepServiceTest, HeldCompositesAreLoggedAtPowersOfTwo) {
+  CapturedCepLog log;
+  Gatekeeper out(*broker_, "rel.pairs");
+  CepService& cep = start(reliablePairs("never"));
+  for (int64_t i = 1; i <= 5; ++i) {
+    out.setOpen(false);
+    publish("in.events", "A", 2 * i - 1, i);
+    publish("in.events", "B", 2 * i, i);
+    ASSERT_TRUE(waitUntil([&] { return cep.stats("pairs")->output_held == 1; }));
+    out.setOpen(true);
+    ASSERT_TRUE(waitUntil([&] { return out.taken().size() == static_cast<size_t>(i); }));
+  }
+  const std::vector<std::string> warnings = log.containing("refused a composite event");
+  ASSERT_EQ(warnings.size(), 3u);
+  EXPECT_NE(warnings[0].find("(1 held so far)"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("(2 held so far)"), std::string::npos) << warnings[1];
+  EXPECT_NE(warnings[2].find("(4 held so far)"), std::string::npos) << warnings[2];
+  EXPECT_NE(warnings[2].find("pairs"), std::string::npos) << warnings[2];
 }
 
 // Stopping gives held composites a few seconds to go out, then gives them
