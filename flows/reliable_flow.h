@@ -100,8 +100,8 @@
 
 #include "flows/abstract_flow.h"
 #include "flows/dedupe_window.h"
-#include "flows/journal.h"
-#include "flows/journal_writer.h"
+#include "flows/journal/journal.h"
+#include "flows/journal/journal_writer.h"
 #include "flows/slot_pool.h"
 #include "flows/target_stages.h"
 #include "stages/stage.h"

@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "bus/core/descriptor/descriptor.h"
 #include "bus/core/status.h"
+#include "bus/host/descriptor/descriptor.h"
 
 namespace cepbus::services {
 

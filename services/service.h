@@ -23,14 +23,16 @@
 #include <string>
 #include <string_view>
 
-#include "bus/core/descriptor/descriptor.h"
-#include "bus/core/plugin/plugin_loader.h"
 #include "bus/core/status.h"
+#include "bus/host/descriptor/descriptor.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "router/broker.h"
 #include "router/registry.h"
 #include "services/deployer.h"
 
 namespace cepbus::services {
+
+class QueryHost;
 
 // What a service may use of the bus. Outlives every service built with it.
 struct ServiceContext {
@@ -70,6 +72,9 @@ class Service {
   // always finished; `cepbus run --exit-when-drained` waits for every service
   // to be finished and every queue to be empty.
   virtual bool finished() const { return true; }
+  // The queries this service runs, for the admin API; nullptr for a service
+  // that runs none. Valid as long as the service is.
+  virtual QueryHost* queryHost() { return nullptr; }
 };
 
 // Builds services of one type from service units.

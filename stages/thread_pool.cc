@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "bus/core/thread_name.h"
+#include "bus/base/thread_name.h"
 
 namespace cepbus::stages {
 namespace {

@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "bus/core/descriptor/descriptor.h"
-#include "bus/core/plugin/plugin_loader.h"
 #include "bus/core/status.h"
+#include "bus/host/descriptor/descriptor.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "router/broker.h"
 #include "router/registry.h"
 #include "services/service.h"

@@ -26,12 +26,12 @@
 #include "bus/app/join_command.h"
 #include "bus/app/match_command.h"
 #include "bus/app/plugins_command.h"
-#include "bus/core/descriptor/parser.h"
 #include "bus/core/plugin/plugin_abi.h"
-#include "bus/core/plugin/plugin_loader.h"
 #include "bus/core/wire_names.h"
-#include "services/amqp/proactor_scheduling.h"
+#include "bus/host/descriptor/parser.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "services/cluster/stall_watchdog.h"
+#include "services/protocols/amqp/proactor_scheduling.h"
 
 namespace cepbus::app {
 namespace {

@@ -7,8 +7,8 @@
 #include <type_traits>
 
 #include "bus/app/flag_reader.h"
-#include "bus/core/descriptor/parser.h"
 #include "bus/core/event_json.h"
+#include "bus/host/descriptor/parser.h"
 #include "services/cluster/cluster_publisher.h"
 #include "services/cluster/cluster_service.h"
 #include "services/cluster/topology.h"

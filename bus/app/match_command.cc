@@ -13,9 +13,9 @@
 #include "bus/app/flag_reader.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/engine_choice.h"
-#include "bus/core/plugin/plugin_loader.h"
-#include "bus/core/plugin/trial_detector.h"
+#include "bus/host/detection/engine_choice.h"
+#include "bus/host/detection/trial_detector.h"
+#include "bus/host/loader/plugin_loader.h"
 
 namespace cepbus::app {
 namespace {

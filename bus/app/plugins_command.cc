@@ -7,7 +7,7 @@
 
 #include "bus/app/flag_reader.h"
 #include "bus/core/plugin/plugin_abi.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 
 namespace cepbus::app {
 namespace fs = std::filesystem;

@@ -9,11 +9,12 @@
 #include <memory>
 #include <string>
 
+#include "bus/core/api.h"
 #include "bus/core/event.h"
 
 namespace cepbus {
 
-class EventFilter {
+class CEPBUS_API EventFilter {
  public:
   virtual ~EventFilter() = default;
   virtual bool matches(const Event& event) const = 0;

@@ -9,7 +9,7 @@
 #include <iostream>
 #include <string>
 
-#include "services/amqp/password_hash.h"
+#include "services/protocols/amqp/password_hash.h"
 
 int main(int argc, char** argv) {
   uint32_t iterations = cepbus::services::amqp::kDefaultPasswordIterations;

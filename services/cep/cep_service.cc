@@ -14,9 +14,9 @@
 #include <unordered_map>
 
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/engine_choice.h"
-#include "bus/core/plugin/plugin_loader.h"
-#include "bus/core/plugin/trial_detector.h"
+#include "bus/host/detection/engine_choice.h"
+#include "bus/host/detection/trial_detector.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "flows/exchange.h"
 #include "router/relays.h"
 #include "router/topic.h"

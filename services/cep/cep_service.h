@@ -134,10 +134,11 @@
 #include <string_view>
 #include <vector>
 
-#include "bus/core/descriptor/descriptor.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
+#include "bus/host/descriptor/descriptor.h"
 #include "router/component_entry.h"
+#include "services/query_host.h"
 #include "services/service.h"
 
 namespace cepbus::services::cep {
@@ -149,24 +150,7 @@ struct CepServiceConfig {
   size_t batch_size = 64;
 };
 
-// The live numbers of one query.
-struct QueryStats {
-  uint64_t consumed = 0;          // events the detector consumed (refused ones included)
-  uint64_t matches = 0;           // matches it reported
-  uint64_t errors = 0;            // events it refused or threw on, failed flushes
-  uint64_t rejected = 0;          // events its stage refused (overload)
-  uint64_t publish_failures = 0;  // composite events the bus did not take (lost)
-  // Composite events of output_qos=reliable queries the bus refused for now,
-  // held until it takes them (services/cep/output_backlog.h); the detector's.
-  size_t output_held = 0;
-  size_t queued = 0;        // events waiting in its stage or being detected
-  uint64_t ran_inline = 0;  // events detected on the delivering thread (run_inline)
-  // What its detector holds (plugin::DetectorState) after its last call;
-  // nullopt when the engine does not count.
-  std::optional<plugin::DetectorState> partial_matches;
-};
-
-class CepService final : public Service {
+class CepService final : public Service, public QueryHost {
  public:
   CepService(CepServiceConfig config, ServiceContext& context);
   ~CepService() override;
@@ -185,6 +169,7 @@ class CepService final : public Service {
   void flush() override;
   // True when no detector has an event (or a flush) queued or in detection.
   bool finished() const override;
+  QueryHost* queryHost() override { return this; }
 
   // Compiles `specs` (parse, plugin, detectors, shared where they can be,
   // see above) and, while the service runs, starts them at once. All or
@@ -193,16 +178,16 @@ class CepService final : public Service {
   // exists; Unavailable after stop().
   Status addQueries(std::span<const descriptor::QuerySpec> specs);
   // addQueries() of one query: it gets a detector of its own.
-  Status addQuery(const descriptor::QuerySpec& spec);
+  Status addQuery(const descriptor::QuerySpec& spec) override;
   // A query with a detector of its own: unsubscribes it, drains its stage,
   // flushes its detector (its pending matches are published) and drops it.
   // A query sharing its detector is muted (see above). NotFound for an
   // unknown name.
-  Status removeQuery(std::string_view query);
+  Status removeQuery(std::string_view query) override;
 
   // The query names, in the order they were added.
-  std::vector<std::string> queries() const;
-  std::optional<QueryStats> stats(std::string_view query) const;
+  std::vector<std::string> queries() const override;
+  std::optional<QueryStats> stats(std::string_view query) const override;
   // Matches reported by `query` so far; 0 for an unknown query.
   uint64_t matches(std::string_view query) const;
   // The model of the query's detector in `format` ("dot" or "json"; see
@@ -211,10 +196,10 @@ class CepService final : public Service {
   // detector's worker is inside it, so it sees the detector between two
   // events. NotFound for an unknown query;
   // InvalidArgument when the engine exports no model or not in `format`.
-  Result<std::string> exportModel(std::string_view query, std::string_view format) const;
+  Result<std::string> exportModel(std::string_view query, std::string_view format) const override;
   // The endpoint the query consumes through (its detector's), or
   // "<assembly>.<unit>/<query>" for an unknown query.
-  std::string endpointName(std::string_view query) const;
+  std::string endpointName(std::string_view query) const override;
 
  private:
   class Query;      // a query's own part: output, matches, registry entry

@@ -19,7 +19,7 @@
 #include <proton/connection_options.hpp>
 #include <string>
 
-#include "bus/core/descriptor/descriptor.h"
+#include "bus/host/descriptor/descriptor.h"
 
 namespace cepbus::services::cluster {
 

@@ -34,10 +34,8 @@
 #include <unordered_map>
 
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/reorder.h"
+#include "bus/host/time/reorder.h"
 #include "flows/dedupe_window.h"
-#include "services/amqp/message_mapping.h"
-#include "services/amqp/sasl_plugin.h"
 #include "services/cluster/broker_dialer.h"
 #include "services/cluster/cluster_publisher.h"
 #include "services/cluster/composite_id.h"
@@ -51,6 +49,8 @@
 #include "services/cluster/stream_reader_watch.h"
 #include "services/cluster/stream_sequencer.h"
 #include "services/cluster/topology.h"
+#include "services/protocols/amqp/message_mapping.h"
+#include "services/protocols/amqp/sasl_plugin.h"
 
 namespace cepbus::services::cluster {
 namespace {

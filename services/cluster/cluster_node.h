@@ -49,8 +49,8 @@
 #include <string>
 #include <vector>
 
-#include "bus/core/descriptor/descriptor.h"
 #include "bus/core/status.h"
+#include "bus/host/descriptor/descriptor.h"
 #include "services/service.h"
 
 namespace cepbus::services::cluster {

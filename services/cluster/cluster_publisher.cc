@@ -26,14 +26,14 @@
 #include <thread>
 #include <vector>
 
-#include "services/amqp/message_mapping.h"
-#include "services/amqp/sasl_plugin.h"
 #include "services/cluster/broker_dialer.h"
 #include "services/cluster/event_batch.h"
 #include "services/cluster/partitioner.h"
 #include "services/cluster/stream_read_back.h"
 #include "services/cluster/stream_sequencer.h"
 #include "services/cluster/topology.h"
+#include "services/protocols/amqp/message_mapping.h"
+#include "services/protocols/amqp/sasl_plugin.h"
 
 namespace cepbus::services::cluster {
 namespace {

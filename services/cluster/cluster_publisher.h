@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "bus/core/descriptor/descriptor.h"
 #include "bus/core/event.h"
 #include "bus/core/status.h"
+#include "bus/host/descriptor/descriptor.h"
 
 namespace cepbus::services::cluster {
 

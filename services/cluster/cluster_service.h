@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "bus/core/descriptor/descriptor.h"
 #include "bus/core/status.h"
+#include "bus/host/descriptor/descriptor.h"
 #include "services/cluster/cluster_node.h"
 #include "services/service.h"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bus/core/event.h"
-#include "services/amqp/message_mapping.h"
+#include "services/protocols/amqp/message_mapping.h"
 
 namespace cepbus::services::cluster {
 

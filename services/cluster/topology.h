@@ -37,8 +37,8 @@
 #include <utility>
 #include <vector>
 
-#include "bus/core/descriptor/descriptor.h"
 #include "bus/core/status.h"
+#include "bus/host/descriptor/descriptor.h"
 
 namespace cepbus::services::cluster {
 

@@ -5,20 +5,26 @@
 #include <utility>
 #include <vector>
 
-#include "bus/core/descriptor/parser.h"
 #include "bus/core/event_json.h"
 #include "bus/core/wire_names.h"
+#include "bus/host/descriptor/parser.h"
 #include "flows/exchange.h"
 #include "router/topic.h"
-#include "services/cep/cep_service.h"
 #include "services/http/dashboard/dashboard.h"
 #include "services/http/prometheus.h"
+#include "services/query_host.h"
+#include "services/service.h"
 #include "stages/stage_types.h"
 
 namespace cepbus::services::http {
 namespace {
 
 using nlohmann::json;
+
+// The queries `service` runs; nullptr for none, or for a service that runs none.
+QueryHost* queryHostOf(Service* service) {
+  return service != nullptr ? service->queryHost() : nullptr;
+}
 
 constexpr std::string_view kEventsPrefix = "/api/events/";
 constexpr std::string_view kApiPrefix = "/api/";
@@ -408,10 +414,11 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
     if (auto refused = needsDeployer()) return std::move(*refused);
     json queries = json::array();
     for (const DeployedServiceInfo& info : deployer_->deployedServices()) {
-      auto cep = std::dynamic_pointer_cast<cep::CepService>(deployer_->findService(info.name));
+      const std::shared_ptr<Service> service = deployer_->findService(info.name);
+      QueryHost* cep = queryHostOf(service.get());
       if (cep == nullptr) continue;
       for (const std::string& q : cep->queries()) {
-        const std::optional<cep::QueryStats> stats = cep->stats(q);
+        const std::optional<QueryStats> stats = cep->stats(q);
         if (!stats) continue;  // removed meanwhile
         json entry{{"service", info.name},
                    {"name", q},
@@ -485,7 +492,8 @@ AdminResponse AdminApi::undeploy(std::string_view name) const {
 }
 
 AdminResponse AdminApi::addQuery(std::string_view service, std::string_view body) const {
-  auto cep = std::dynamic_pointer_cast<cep::CepService>(deployer_->findService(service));
+  const std::shared_ptr<Service> host = deployer_->findService(service);
+  QueryHost* cep = queryHostOf(host.get());
   if (cep == nullptr) {
     return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
   }
@@ -512,7 +520,8 @@ AdminResponse AdminApi::addQuery(std::string_view service, std::string_view body
 }
 
 AdminResponse AdminApi::removeQuery(std::string_view service, std::string_view query) const {
-  auto cep = std::dynamic_pointer_cast<cep::CepService>(deployer_->findService(service));
+  const std::shared_ptr<Service> host = deployer_->findService(service);
+  QueryHost* cep = queryHostOf(host.get());
   if (cep == nullptr) {
     return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
   }
@@ -525,7 +534,8 @@ AdminResponse AdminApi::queryModel(std::string_view service, std::string_view qu
   if (format != "json" && format != "dot") {
     return adminError(400, "format must be json or dot, not '" + std::string(format) + "'");
   }
-  auto cep = std::dynamic_pointer_cast<cep::CepService>(deployer_->findService(service));
+  const std::shared_ptr<Service> host = deployer_->findService(service);
+  QueryHost* cep = queryHostOf(host.get());
   if (cep == nullptr) {
     return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
   }

@@ -44,7 +44,7 @@
 #include <utility>
 #include <vector>
 
-#include "bus/core/descriptor/descriptor.h"
+#include "bus/host/descriptor/descriptor.h"
 #include "services/service.h"
 
 namespace cepbus::services::http {

@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "bus/core/event.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "flows/st_flow.h"
 #include "router/broker.h"
 #include "services/http/http_listener.h"

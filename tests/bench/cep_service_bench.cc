@@ -29,9 +29,9 @@
 #include <thread>
 #include <vector>
 
-#include "bus/core/descriptor/parser.h"
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/descriptor/parser.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "flows/st_flow.h"
 #include "router/broker.h"
 #include "router/delivery_policy.h"

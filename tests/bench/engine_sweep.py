@@ -29,7 +29,7 @@ engines run one after the other in one process, where an engine run later
 finds the caches and the allocator warmed by the ones before.
 
 Auto decides by a trial (nfa against petri on the first events, the cheaper
-kept; bus/core/plugin/trial_detector.h): the table says over how many
+kept; bus/host/detection/trial_detector.h): the table says over how many
 timed events the trials ran, the CPU they measured of the engine they
 dropped (the median over the runs; what that engine spent on the warm-up
 events before them is not in it) and which engine they kept (with how many

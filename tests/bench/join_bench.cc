@@ -71,7 +71,7 @@
 #include "bus/core/event.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 
 namespace {
 

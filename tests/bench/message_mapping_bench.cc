@@ -1,5 +1,5 @@
 // message_mapping_bench: the AMQP <-> event mapping the AMQP thread pays for
-// every message (services/amqp/message_mapping.h), on the benchmark's
+// every message (services/protocols/amqp/message_mapping.h), on the benchmark's
 // ~100-byte message (subject, "ts", "n", "sent_ns", a 24-character "pad").
 //
 //   encode_fresh   event -> new proton::message -> bytes (one message per event)
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "bus/core/event.h"
-#include "services/amqp/message_mapping.h"
+#include "services/protocols/amqp/message_mapping.h"
 
 namespace {
 

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "plugins/petri/petri_net.h"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bus/core/event_json.h"
-#include "services/amqp/message_mapping.h"
+#include "services/protocols/amqp/message_mapping.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

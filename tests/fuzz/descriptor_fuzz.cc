@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "bus/core/descriptor/parser.h"
 #include "bus/core/pattern/parser.h"
+#include "bus/host/descriptor/parser.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

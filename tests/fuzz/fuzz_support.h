@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 
 namespace cepbus::fuzz {
 

@@ -17,7 +17,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/event_json.h"
-#include "flows/journal.h"
+#include "flows/journal/journal.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

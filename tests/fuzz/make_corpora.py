@@ -99,7 +99,7 @@ def main():
     write("patterns_file", files)
 
     descriptors = [read("examples", d, d + ".xml") for d in ("quickstart", "cloned-plates", "secure")]
-    descriptors += [s for s in test_strings("tests/bus/core/descriptor/parser_test.cc")
+    descriptors += [s for s in test_strings("tests/bus/host/descriptor/parser_test.cc")
                     if s.lstrip().startswith("<")]
     write("descriptor", descriptors)
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <tuple>
 
-#include "services/amqp/password_hash.h"
+#include "services/protocols/amqp/password_hash.h"
 #include "tests/integration/child_process.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/bus_process.h"
@@ -35,9 +35,9 @@ using testing::AmqpTestClient;
 using testing::BusProcess;
 using testing::canConnect;
 using testing::ChildProcess;
-using testing::reservedPort;
 using ::testing::HasSubstr;
 using testing::httpGet;
+using testing::reservedPort;
 using testing::waitUntil;
 using testing::writeSelfSignedPair;
 

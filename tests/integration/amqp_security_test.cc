@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-#include "services/amqp/password_hash.h"
+#include "services/protocols/amqp/password_hash.h"
 #include "tests/integration/child_process.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/bus_process.h"
@@ -26,8 +26,8 @@ using testing::AmqpClientOptions;
 using testing::AmqpTestClient;
 using testing::BusProcess;
 using testing::ChildProcess;
-using testing::reservedPort;
 using ::testing::HasSubstr;
+using testing::reservedPort;
 using testing::writeSelfSignedPair;
 
 proton::message tick(const std::string& subject, int64_t ts) {

@@ -13,7 +13,7 @@
 
 #include "bus/core/event_json.h"
 #include "bus/core/plugin/plugin_abi.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "tests/integration/child_process.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/ports.h"
@@ -21,8 +21,8 @@
 namespace cepbus {
 namespace {
 
-using cepbus::testing::reservedPort;
 using cepbus::testing::httpGet;
+using cepbus::testing::reservedPort;
 using cepbus::testing::waitListening;
 
 namespace fs = std::filesystem;

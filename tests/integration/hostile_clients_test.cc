@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "services/amqp/message_mapping.h"
+#include "services/protocols/amqp/message_mapping.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/bus_process.h"
 #include "tests/testing/http_get.h"

@@ -2,7 +2,7 @@
 
 // Shared by the tests that run the engines of this build through the plugin
 // ABI on random cases (tests/plugins/engines_differential_test.cc,
-// tests/bus/core/plugin/trial_detector_engines_test.cc): loading an engine
+// tests/bus/host/detection/trial_detector_engines_test.cc): loading an engine
 // from build/plugins once per process, the environment knobs of a longer
 // run, and a stream printed for a failure message.
 
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bus/core/event_json.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 
 namespace cepbus::plugins::testing {
 

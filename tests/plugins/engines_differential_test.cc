@@ -22,7 +22,7 @@
 
 #include "bus/core/pattern/expr_compiler.h"
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "tests/plugins/built_engines.h"
 #include "tests/plugins/nfa/nfa_test_support.h"
 #include "tests/plugins/nfa/random_queries.h"

@@ -60,7 +60,7 @@
 #include <utility>
 #include <vector>
 
-#include "services/amqp/message_mapping.h"
+#include "services/protocols/amqp/message_mapping.h"
 
 namespace cepbus::testing {
 

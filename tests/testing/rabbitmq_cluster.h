@@ -36,7 +36,7 @@
 #include <system_error>
 #include <vector>
 
-#include "bus/core/descriptor/descriptor.h"
+#include "bus/host/descriptor/descriptor.h"
 #include "tests/integration/child_process.h"
 
 namespace cepbus::testing {

@@ -13,6 +13,7 @@
 
 #include <string_view>
 
+#include "bus/core/api.h"
 #include "bus/core/event_filter.h"
 #include "bus/core/status.h"
 
@@ -20,6 +21,6 @@ namespace cepbus::pattern {
 
 // Fails with "line L, column C: ..." on a syntax error, a variable reference
 // (`a.price`), an aggregate, or a condition that cannot be boolean.
-Result<EventFilterPtr> compileFilter(std::string_view text);
+CEPBUS_API Result<EventFilterPtr> compileFilter(std::string_view text);
 
 }  // namespace cepbus::pattern

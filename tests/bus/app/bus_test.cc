@@ -11,8 +11,8 @@
 #include <sstream>
 #include <thread>
 
-#include "bus/core/descriptor/parser.h"
 #include "bus/core/event_json.h"
+#include "bus/host/descriptor/parser.h"
 
 namespace cepbus::app {
 namespace {

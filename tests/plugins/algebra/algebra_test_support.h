@@ -15,7 +15,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 
 namespace cepbus::plugins::algebra::testing {
 

@@ -19,7 +19,7 @@
 #include <span>
 
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "tests/plugins/join/join_test_support.h"
 
 namespace cepbus::plugins::join {

@@ -5,7 +5,7 @@
 #include <optional>
 #include <span>
 
-#include "bus/core/plugin/guarded_detector.h"
+#include "bus/host/loader/guarded_detector.h"
 #include "tests/plugins/nfa/nfa_test_support.h"
 
 namespace cepbus::plugins::nfa::testing {

@@ -12,8 +12,8 @@
 #include <random>
 
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/guarded_detector.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/guarded_detector.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "tests/plugins/petri/petri_test_support.h"
 
 namespace cepbus::plugins::petri {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "bus/core/pattern/parser.h"
-#include "bus/core/plugin/plugin_loader.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "tests/plugins/petri/petri_test_support.h"
 
 namespace cepbus::plugins::petri {

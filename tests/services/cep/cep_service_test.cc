@@ -21,7 +21,7 @@
 #include <tuple>
 #include <vector>
 
-#include "bus/core/descriptor/parser.h"
+#include "bus/host/descriptor/parser.h"
 #include "flows/st_flow.h"
 #include "router/broker.h"
 #include "router/delivery_policy.h"

@@ -30,13 +30,13 @@
 #include <vector>
 
 #include "bus/core/event_json.h"
-#include "services/amqp/access_control.h"
-#include "services/amqp/message_mapping.h"
-#include "services/amqp/password_hash.h"
-#include "services/amqp/sasl_plugin.h"
 #include "services/cluster/event_batch.h"
 #include "services/cluster/partitioner.h"
 #include "services/cluster/stream_sequencer.h"
+#include "services/protocols/amqp/access_control.h"
+#include "services/protocols/amqp/message_mapping.h"
+#include "services/protocols/amqp/password_hash.h"
+#include "services/protocols/amqp/sasl_plugin.h"
 
 namespace cepbus::services::cluster {
 namespace {

@@ -7,9 +7,9 @@
 #include <set>
 #include <string>
 
-#include "bus/core/descriptor/parser.h"
-#include "bus/core/plugin/plugin_loader.h"
 #include "bus/core/wire_names.h"
+#include "bus/host/descriptor/parser.h"
+#include "bus/host/loader/plugin_loader.h"
 #include "services/cep/cep_service.h"
 #include "tests/services/http/test_broker.h"
 #include "tests/testing/wait.h"

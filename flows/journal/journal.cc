@@ -1,0 +1,380 @@
+#include "flows/journal/journal.h"
+
+#include <sqlite3.h>
+
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <string_view>
+
+#include "bus/core/event_json.h"
+#include "flows/journal/sqlite_status.h"
+
+namespace cepbus::flows {
+
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS pending(
+  seq INTEGER PRIMARY KEY,
+  target TEXT NOT NULL,
+  event_id INTEGER NOT NULL,
+  address TEXT NOT NULL,
+  sender TEXT NOT NULL,
+  pattern INTEGER NOT NULL,
+  correlation_id INTEGER NOT NULL,
+  event TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS delivered_batches(
+  n INTEGER PRIMARY KEY AUTOINCREMENT,
+  count INTEGER NOT NULL,
+  ids BLOB NOT NULL);
+)sql";
+
+// SQLite integers are signed 64-bit; ids and sequence numbers are stored bit for bit.
+int64_t toDb(uint64_t v) { return std::bit_cast<int64_t>(v); }
+uint64_t fromDb(int64_t v) { return std::bit_cast<uint64_t>(v); }
+
+std::string_view columnText(sqlite3_stmt* stmt, int column) {
+  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, column));
+  return text == nullptr ? std::string_view()
+                         : std::string_view(text, sqlite3_column_bytes(stmt, column));
+}
+
+void bindText(sqlite3_stmt* stmt, int index, std::string_view text) {
+  sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+}
+
+// The ids of one batch of acknowledgements, as stored in delivered_batches:
+// runs of acknowledgements to one target, each a u16 name length, the name,
+// a u32 count and that many u64 event ids (host byte order).
+template <typename T>
+void appendRaw(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+// Returns how many ids it stored. A target whose name does not fit the u16
+// length (a remote peer may choose a link name that long) is left out: its
+// ids only lose their duplicate suppression after a restart, where a wrapped
+// length would have made the batch read back as other targets' ids.
+size_t encodeDelivered(std::span<const JournalAck> acks, std::string& out) {
+  out.clear();
+  size_t stored = 0;
+  for (size_t i = 0; i < acks.size();) {
+    size_t end = i;
+    while (end < acks.size() && acks[end].target == acks[i].target) ++end;
+    const std::string_view name = acks[i].target.name();
+    if (name.size() > std::numeric_limits<uint16_t>::max()) {
+      i = end;
+      continue;
+    }
+    appendRaw(out, static_cast<uint16_t>(name.size()));
+    out.append(name);
+    appendRaw(out, static_cast<uint32_t>(end - i));
+    stored += end - i;
+    for (; i < end; ++i) appendRaw(out, acks[i].event_id);
+  }
+  return stored;
+}
+
+template <typename T>
+bool readRaw(std::string_view& in, T& value) {
+  if (in.size() < sizeof(value)) return false;
+  std::memcpy(&value, in.data(), sizeof(value));
+  in.remove_prefix(sizeof(value));
+  return true;
+}
+
+// False when `blob` is not what encodeDelivered() writes.
+bool decodeDelivered(std::string_view blob, std::vector<DeliveredId>& out) {
+  while (!blob.empty()) {
+    uint16_t length = 0;
+    uint32_t count = 0;
+    if (!readRaw(blob, length) || blob.size() < length) return false;
+    const Symbol target = Symbol::intern(blob.substr(0, length));
+    blob.remove_prefix(length);
+    if (!readRaw(blob, count) || blob.size() / sizeof(EventId) < count) return false;
+    for (uint32_t k = 0; k < count; ++k) {
+      EventId id = 0;
+      readRaw(blob, id);
+      out.push_back(DeliveredId{target, id});
+    }
+  }
+  return true;
+}
+
+// Resets a statement on every path out of a scope, so it never stays busy.
+class StatementReset {
+ public:
+  explicit StatementReset(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  ~StatementReset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  StatementReset(const StatementReset&) = delete;
+  StatementReset& operator=(const StatementReset&) = delete;
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalOptions options) {
+  std::unique_ptr<Journal> journal(new Journal(path, std::move(options)));
+  const std::string& vfs = journal->options_.vfs;
+  if (sqlite3_open_v2(path.c_str(), &journal->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                      vfs.empty() ? nullptr : vfs.c_str()) != SQLITE_OK) {
+    return journal->error("open");
+  }
+  // The AMQP listener records durable subscriptions in this file through a
+  // connection of its own (services/amqp/listener/durable_store.h): a commit that
+  // meets its short transaction waits for it instead of failing.
+  sqlite3_busy_timeout(journal->db_, 5000);
+  // WAL: readers do not block the writer, and a commit appends to the log
+  // instead of rewriting pages, which is what group commit wants.
+  sqlite3_stmt* mode = nullptr;
+  if (Status s = journal->prepare("PRAGMA journal_mode=WAL", &mode); !s.isOk()) return s;
+  const bool wal = sqlite3_step(mode) == SQLITE_ROW && columnText(mode, 0) == "wal";
+  sqlite3_finalize(mode);
+  if (!wal) return Status::ioError("journal " + path + ": cannot switch to WAL mode");
+
+  if (Status s = journal->exec("PRAGMA synchronous=NORMAL"); !s.isOk()) return s;
+  if (Status s = journal->exec(kSchema); !s.isOk()) return s;
+  if (Status s = journal->prepare(
+          "INSERT INTO pending(seq, target, event_id, address, sender, pattern, correlation_id, "
+          "event) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+          &journal->insert_);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = journal->prepare("DELETE FROM pending WHERE seq = ?", &journal->delete_);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = journal->prepare("INSERT INTO delivered_batches(count, ids) VALUES(?, ?)",
+                                  &journal->remember_);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = journal->prepare("DELETE FROM delivered_batches WHERE n <= ?", &journal->trim_);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = journal->migrateDeliveredRows(); !s.isOk()) return s;
+  if (Status s = journal->loadBatches(); !s.isOk()) return s;
+  return journal;
+}
+
+Status Journal::migrateDeliveredRows() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s =
+          prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivered'", &stmt);
+      !s.isOk()) {
+    return s;
+  }
+  const bool old_table = sqlite3_step(stmt) == SQLITE_ROW;
+  sqlite3_finalize(stmt);
+  if (!old_table) return Status::ok();
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  Status status = prepare("SELECT target, event_id FROM delivered ORDER BY n", &stmt);
+  std::vector<JournalAck> acks;
+  if (status.isOk()) {
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+      acks.push_back(JournalAck{0, Symbol::intern(columnText(stmt, 0)),
+                                fromDb(sqlite3_column_int64(stmt, 1)), false});
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) status = error("read delivered");
+  }
+  if (status.isOk() && !acks.empty()) status = rememberBatch(acks).status();
+  if (status.isOk()) status = exec("DROP TABLE delivered");
+  if (status.isOk()) status = exec("COMMIT");
+  // The first error is the one to report; a failed ROLLBACK adds nothing
+  // (SQLite rolls back by itself when the connection closes).
+  if (!status.isOk()) (void)exec("ROLLBACK");
+  return status;
+}
+
+Status Journal::loadBatches() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s = prepare("SELECT n, count FROM delivered_batches ORDER BY n", &stmt); !s.isOk()) {
+    return s;
+  }
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    const Batch batch{sqlite3_column_int64(stmt, 0),
+                      static_cast<size_t>(sqlite3_column_int64(stmt, 1))};
+    batches_.push_back(batch);
+    remembered_ += batch.count;
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) return error("read delivered batches");
+  return Status::ok();
+}
+
+Journal::~Journal() {
+  for (sqlite3_stmt* stmt : {insert_, delete_, remember_, trim_}) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+Status Journal::error(const std::string& what) const { return sqliteError(db_, path_, what); }
+
+Status Journal::exec(const char* sql) { return sqliteExec(db_, path_, sql); }
+
+Status Journal::prepare(const char* sql, sqlite3_stmt** stmt) {
+  if (sqlite3_prepare_v2(db_, sql, -1, stmt, nullptr) != SQLITE_OK) {
+    return error(std::string("prepare '") + sql + "'");
+  }
+  return Status::ok();
+}
+
+Result<std::vector<JournalRecord>> Journal::pending() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s = prepare("SELECT seq, target, event_id, address, sender, pattern, "
+                         "correlation_id, event FROM pending ORDER BY seq",
+                         &stmt);
+      !s.isOk()) {
+    return s;
+  }
+  std::vector<JournalRecord> records;
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    JournalRecord r;
+    r.seq = fromDb(sqlite3_column_int64(stmt, 0));
+    r.target = Symbol::intern(columnText(stmt, 1));
+    r.event_id = fromDb(sqlite3_column_int64(stmt, 2));
+    r.address = Symbol::intern(columnText(stmt, 3));
+    r.sender = Symbol::intern(columnText(stmt, 4));
+    const int64_t pattern = sqlite3_column_int64(stmt, 5);
+    r.pattern = pattern == static_cast<int64_t>(Pattern::kRobustInOnly) ? Pattern::kRobustInOnly
+                : pattern == static_cast<int64_t>(Pattern::kInOut)      ? Pattern::kInOut
+                                                                        : Pattern::kInOnly;
+    r.correlation_id = fromDb(sqlite3_column_int64(stmt, 6));
+    r.event_json = std::string(columnText(stmt, 7));
+    records.push_back(std::move(r));
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) return error("read pending");
+  return records;
+}
+
+Result<std::vector<DeliveredId>> Journal::delivered() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s = prepare("SELECT ids FROM delivered_batches ORDER BY n", &stmt); !s.isOk()) {
+    return s;
+  }
+  std::vector<DeliveredId> ids;
+  corrupt_batches_ = 0;
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    const std::string_view blob(static_cast<const char*>(sqlite3_column_blob(stmt, 0)),
+                                static_cast<size_t>(sqlite3_column_bytes(stmt, 0)));
+    const size_t before = ids.size();
+    if (!decodeDelivered(blob, ids)) {
+      // Only duplicate suppression is lost with it: skipped and counted, not fatal.
+      ids.resize(before);
+      ++corrupt_batches_;
+    }
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) return error("read delivered");
+  // Whole batches are kept; the window is exact here.
+  if (ids.size() > options_.delivered_window) {
+    ids.erase(ids.begin(), ids.end() - static_cast<ptrdiff_t>(options_.delivered_window));
+  }
+  return ids;
+}
+
+Result<uint64_t> Journal::maxSeq() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s = prepare("SELECT COALESCE(MAX(seq), 0) FROM pending", &stmt); !s.isOk()) return s;
+  const int rc = sqlite3_step(stmt);
+  const uint64_t seq = rc == SQLITE_ROW ? fromDb(sqlite3_column_int64(stmt, 0)) : 0;
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_ROW) return error("read max seq");
+  return seq;
+}
+
+Status Journal::setSynchronous(bool full) {
+  if (full == synchronous_full_) return Status::ok();
+  Status s = exec(full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+  if (s.isOk()) synchronous_full_ = full;
+  return s;
+}
+
+Status Journal::commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks) {
+  if (inserts.empty() && acks.empty()) return Status::ok();
+  if (Status s = setSynchronous(options_.fsync && !inserts.empty()); !s.isOk()) return s;
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  Result<BatchChange> change = commitBody(inserts, acks);
+  Status status = change.status();
+  if (status.isOk()) status = exec("COMMIT");
+  if (!status.isOk()) {
+    (void)exec("ROLLBACK");  // as in migrateDeliveredRows(): report the first error
+    return status;
+  }
+  // The window as the database now has it.
+  for (size_t i = 0; i < change->dropped; ++i) {
+    remembered_ -= batches_.front().count;
+    batches_.pop_front();
+  }
+  if (change->added.count > 0) {
+    batches_.push_back(change->added);
+    remembered_ += change->added.count;
+  }
+  return status;
+}
+
+Result<Journal::BatchChange> Journal::rememberBatch(std::span<const JournalAck> acks) {
+  BatchChange change;
+  if (acks.empty() || options_.delivered_window == 0) return change;
+  const size_t stored = encodeDelivered(acks, blob_);
+  if (stored == 0) return change;
+  StatementReset reset(remember_);
+  sqlite3_bind_int64(remember_, 1, static_cast<int64_t>(stored));
+  sqlite3_bind_blob(remember_, 2, blob_.data(), static_cast<int>(blob_.size()), SQLITE_STATIC);
+  if (sqlite3_step(remember_) != SQLITE_DONE) return error("remember delivered");
+  change.added = Batch{sqlite3_last_insert_rowid(db_), stored};
+  // Drop the oldest batches while the newer ones still hold a whole window.
+  size_t kept = remembered_ + stored;
+  while (change.dropped < batches_.size() &&
+         kept - batches_[change.dropped].count >= options_.delivered_window) {
+    kept -= batches_[change.dropped].count;
+    ++change.dropped;
+  }
+  if (change.dropped > 0) {
+    StatementReset trim(trim_);
+    sqlite3_bind_int64(trim_, 1, batches_[change.dropped - 1].n);
+    if (sqlite3_step(trim_) != SQLITE_DONE) return error("trim delivered");
+  }
+  return change;
+}
+
+Result<Journal::BatchChange> Journal::commitBody(std::span<const JournalRecord> inserts,
+                                                 std::span<const JournalAck> acks) {
+  std::string encoded;  // reused: the JSON of records that carry only their event
+  for (const JournalRecord& r : inserts) {
+    const bool encode = r.event_json.empty() && r.event != nullptr;
+    if (encode) encoded = encodeEvent(*r.event, EventFormat::kFull);
+    StatementReset reset(insert_);
+    sqlite3_bind_int64(insert_, 1, toDb(r.seq));
+    bindText(insert_, 2, r.target.name());
+    sqlite3_bind_int64(insert_, 3, toDb(r.event_id));
+    bindText(insert_, 4, r.address.name());
+    bindText(insert_, 5, r.sender.name());
+    sqlite3_bind_int64(insert_, 6, static_cast<int64_t>(r.pattern));
+    sqlite3_bind_int64(insert_, 7, toDb(r.correlation_id));
+    bindText(insert_, 8, encode ? encoded : r.event_json);
+    if (sqlite3_step(insert_) != SQLITE_DONE) return error("insert pending");
+  }
+  for (const JournalAck& a : acks) {
+    if (!a.written) continue;
+    StatementReset reset(delete_);
+    sqlite3_bind_int64(delete_, 1, toDb(a.seq));
+    if (sqlite3_step(delete_) != SQLITE_DONE) return error("delete pending");
+  }
+  return rememberBatch(acks);
+}
+
+}  // namespace cepbus::flows

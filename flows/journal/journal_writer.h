@@ -1,0 +1,181 @@
+#pragma once
+
+// JournalWriter: the group-commit thread of a ReliableFlow. Senders append
+// records; the thread takes everything appended since its last commit (up to
+// a batch limit), writes it in one transaction, and only then calls back so
+// the flow can acknowledge the senders (and, without concurrent dispatch,
+// dispatch the events). Target acknowledgements ride along in the same
+// transactions. While a commit is on disk the next batch accumulates, so the
+// batch size adapts to the load instead of costing one fsync per event.
+//
+// Cancellation (KahaDB's concurrent store and dispatch): a record waiting for
+// the writer may be withdrawn with cancel(), e.g. because its event already
+// reached its target while the previous commit was on disk. It is then never
+// written (no insert, no JSON encoding, no delete later) and its callback
+// never runs. Whether a record is cancelled or written is decided under the
+// writer's lock: the thread takes a batch and cancel() looks for the record
+// atomically with respect to each other, so exactly one of them wins.
+//
+// Commit delay: a record is written only once it has waited `commit_delay`
+// (or when flush() or stop() asks for it). Records ripen on a grid of half
+// the delay (so a record waits between 1 and 1.5 times it), which lets the
+// thread take all that ripened in one slot at one wake-up: at 10,000 records/s
+// and the default 2 ms that is at most 1,000 wake-ups/s instead of 10,000,
+// each a context switch and a round on the lock the senders take. An
+// acknowledgement rides with the
+// next transaction that writes records, or waits `ack_delay` (it only saves
+// a redelivery after a crash, so it need not cost an fsync of its own at low
+// rates: a crash loses at most that much of them, and their events come
+// again marked as redelivered). With concurrent dispatch most
+// events reach their target and come back acknowledged within that time, so
+// their records are cancelled instead of being inserted and deleted again;
+// under a flood that halves what the journal writes. The cost: a sender whose
+// target does not acknowledge in time hears kAccepted `commit_delay` later.
+//
+// The thread also calls a tick callback every `tick` (the flow's retry
+// timer) while it wants ticks: one that returns false is not called again
+// until requestTicks(), so an idle writer sleeps until there is work.
+// A writer owns the journal from start() to stop(), and may be started again
+// with another journal afterwards.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bus/core/status.h"
+#include "flows/journal/journal.h"
+
+namespace cepbus::flows {
+
+struct JournalWriterOptions {
+  size_t max_batch = 1024;     // records per transaction
+  size_t max_backlog = 65536;  // records waiting for a commit; append() refuses beyond it
+  std::chrono::milliseconds tick{50};
+  // How long a record waits before it is written (see above); 0: at once.
+  std::chrono::microseconds commit_delay{2000};
+  // How long acknowledgements wait for a transaction that writes records
+  // before they get one of their own.
+  std::chrono::microseconds ack_delay{50000};
+  std::string thread_name = "journal";  // the writer thread's, as `top -H` shows it
+};
+
+struct JournalWriterMetrics {
+  uint64_t commits = 0;       // transactions written
+  uint64_t inserted = 0;      // records committed
+  uint64_t acknowledged = 0;  // acknowledgements committed (of cancelled records too)
+  uint64_t cancelled = 0;     // records withdrawn by cancel() before a transaction took them
+  uint64_t errors = 0;        // transactions that failed
+  size_t backlog = 0;         // records waiting now
+};
+
+// Thread-safety: append(), cancel(), acknowledge(), flush() and metrics() may be called
+// from any thread; start() and stop() from the control thread, not
+// concurrently. The callbacks run on the writer thread, one at a time.
+// Ownership: owns the journal it was started with until stop() closes it.
+class JournalWriter {
+ public:
+  // Called after each transaction with the tokens of the records it held
+  // (cancelled ones excluded); `status` is OK when they are durable.
+  using CommitCallback =
+      std::function<void(std::span<const uint64_t> tokens, const Status& status)>;
+  // Returns whether to keep ticking.
+  using TickCallback = std::function<bool(std::chrono::steady_clock::time_point now)>;
+
+  JournalWriter(JournalWriterOptions options, CommitCallback on_commit, TickCallback on_tick);
+  ~JournalWriter();  // stop()
+  JournalWriter(const JournalWriter&) = delete;
+  JournalWriter& operator=(const JournalWriter&) = delete;
+
+  // Starts the thread on `journal`. No effect while running.
+  void start(std::unique_ptr<Journal> journal);
+  // Commits everything appended or acknowledged so far, ends the thread and
+  // closes the journal. Idempotent.
+  void stop();
+
+  // Queues a record; returns its ticket (for cancel()), or nullopt when the
+  // backlog is full or the writer is stopped.
+  std::optional<uint64_t> append(JournalRecord record, uint64_t token);
+  // Withdraws the record of `ticket` if no transaction took it yet: it is
+  // never written and its callback never runs (the caller settles it). False
+  // when a transaction took it already (its callback runs or ran), it was
+  // cancelled before, or the writer is not running.
+  bool cancel(uint64_t ticket);
+  // Queues the removal of an acknowledged record for the next transaction.
+  // Only for a record a transaction took already (cancel() returned false)
+  // or read from the journal; for a cancelled one with `written` false (the
+  // id is only remembered). Ignored once stopped (the record then stays
+  // journaled and is redelivered after a restart).
+  void acknowledge(JournalAck ack);
+  // Returns once every record appended before the call is committed and its
+  // callback has run, or was cancelled (immediately when the writer is not running).
+  void flush();
+
+  // Ticks again (the next one a tick period from now) after a tick said it
+  // wanted no more; also when called during that tick.
+  void requestTicks();
+
+  JournalWriterMetrics metrics() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Queued {
+    JournalRecord record;
+    uint64_t token = 0;
+    bool cancelled = false;
+    Clock::time_point appended_at;
+  };
+
+  // When a record appended at `appended_at` is ripe: its commit delay later,
+  // rounded up to the grid (see above).
+  Clock::time_point ripeAt(Clock::time_point appended_at) const;
+  // Whether the writer must be woken for work due at `due`: it is waiting and
+  // would not wake by itself by then.
+  bool mustWake(Clock::time_point due) const;
+  void run();
+  // Logs the first failed transaction of a run of them and the first that
+  // works again: a full disk fails every transaction, a line each would
+  // flood the log. Writer thread only.
+  void logHealth(const Status& status);
+
+  const JournalWriterOptions options_;
+  const Clock::duration ripening_grid_;  // commit_delay / 2; 0: no grid
+  const CommitCallback on_commit_;
+  const TickCallback on_tick_;
+
+  bool failing_ = false;  // writer thread only: the last transaction failed
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;     // writer waits for work
+  std::condition_variable flushed_cv_;  // flush() waits for commits
+  // Appended, not yet taken by a transaction, oldest first: the record of
+  // ticket t sits at queue_[t - 1 - taken_].
+  std::deque<Queued> queue_;        // guarded by mu_
+  std::vector<JournalAck> acks_;    // guarded by mu_
+  Clock::time_point first_ack_at_;  // guarded by mu_: of acks_.front()
+  // guarded by mu_: while the writer waits, when it wakes by itself (max()
+  // when it waits for work only); min() while it works (it looks at the
+  // queue again before it waits).
+  Clock::time_point wake_at_ = Clock::time_point::min();
+  bool ticking_ = true;          // guarded by mu_
+  Clock::time_point next_tick_;  // guarded by mu_: while ticking_
+  uint64_t tick_requests_ = 0;   // guarded by mu_: requestTicks() calls
+  uint64_t appended_ = 0;        // guarded by mu_: the last ticket given
+  uint64_t taken_ = 0;           // guarded by mu_: records taken out of queue_
+  uint64_t committed_ = 0;       // guarded by mu_: records through their callback (or cancelled)
+  uint64_t flush_through_ = 0;   // guarded by mu_: flush() wants tickets up to here now
+  std::unique_ptr<Journal> journal_;  // used by the writer thread only while running
+  bool running_ = false;              // guarded by mu_
+  bool stopping_ = false;             // guarded by mu_
+  JournalWriterMetrics metrics_;      // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace cepbus::flows

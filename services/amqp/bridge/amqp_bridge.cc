@@ -1,0 +1,573 @@
+#include "services/amqp/bridge/amqp_bridge.h"
+
+#include <Poco/Logger.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <proton/connection.hpp>
+#include <proton/connection_options.hpp>
+#include <proton/container.hpp>
+#include <proton/delivery.hpp>
+#include <proton/duration.hpp>
+#include <proton/error_condition.hpp>
+#include <proton/message.hpp>
+#include <proton/messaging_handler.hpp>
+#include <proton/receiver.hpp>
+#include <proton/receiver_options.hpp>
+#include <proton/sender.hpp>
+#include <proton/sender_options.hpp>
+#include <proton/ssl.hpp>
+#include <proton/tracker.hpp>
+#include <proton/transport.hpp>
+#include <proton/work_queue.hpp>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "bus/host/descriptor/address.h"
+#include "flows/reliable_flow.h"
+#include "router/registry.h"
+#include "router/topic.h"
+#include "services/protocols/amqp/message_mapping.h"
+#include "services/protocols/amqp/sasl_plugin.h"
+#include "services/service_factory_registry.h"
+
+namespace cepbus::services::amqp {
+namespace {
+
+// An event on its way out; `ack` is its reliable flow's when journaled.
+struct OutEntry {
+  EventPtr event;
+  flows::DeferredAck ack;
+  uint32_t delivery_count = 0;
+};
+
+// Shared with the registry's probe, which may still run for a moment after
+// stop() removed the entry.
+struct Counters {
+  std::atomic<uint64_t> connects{0}, errors{0}, waiting{0}, rejected{0}, dropped{0}, sent{0},
+      accepted{0}, resent{0}, received{0}, published{0}, refused{0};
+
+  AmqpBridgeStats stats() const {
+    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    return AmqpBridgeStats{get(connects), get(errors),    get(waiting),  get(rejected),
+                           get(dropped),  get(sent),      get(accepted), get(resent),
+                           get(received), get(published), get(refused)};
+  }
+  std::vector<std::pair<std::string, uint64_t>> fields() const {
+    const AmqpBridgeStats s = stats();
+    return {{"connects", s.connects},   {"errors", s.errors},   {"waiting", s.waiting},
+            {"rejected", s.rejected},   {"dropped", s.dropped}, {"sent", s.sent},
+            {"accepted", s.accepted},   {"resent", s.resent},   {"received", s.received},
+            {"published", s.published}, {"refused", s.refused}};
+  }
+};
+
+// The host part of "host:port", "amqp://host:port" or "amqp://[::1]:port".
+std::string hostOf(std::string_view url) {
+  if (auto scheme = url.find("://"); scheme != std::string_view::npos)
+    url.remove_prefix(scheme + 3);
+  if (auto at = url.rfind('@'); at != std::string_view::npos) url.remove_prefix(at + 1);
+  if (!url.empty() && url.front() == '[') return std::string(url.substr(1, url.find(']') - 1));
+  return std::string(url.substr(0, url.find_first_of(":/")));
+}
+
+std::string describe(const proton::error_condition& e) {
+  if (!e) return "closed by the peer";
+  return e.description().empty() ? e.name() : e.name() + ": " + e.description();
+}
+
+}  // namespace
+
+struct AmqpBridge::Impl final : public proton::messaging_handler {
+  Impl(AmqpBridgeConfig c, ServiceContext& ctx) : config(std::move(c)), context(ctx) {}
+
+  std::string endpoint() const { return config.name + ":out"; }
+
+  // ---- router threads (out) ----------------------------------------------
+
+  Status offer(const EventPtr& event) {
+    std::lock_guard lock(mu);
+    if (closed) return Status::unavailable(config.name + ": bridge stopped");
+    if (counters->waiting.load(std::memory_order_relaxed) >= config.buffer) {
+      return Status::rejected(config.name + ": " + std::to_string(config.buffer) +
+                              " events already wait for the peer " + config.url);
+    }
+    counters->waiting.fetch_add(1, std::memory_order_relaxed);
+    OutEntry entry{event, {}, 0};
+    if (auto ack = flows::ReliableFlow::deferAcknowledgement()) {
+      entry.delivery_count = ack->previousDeliveries();
+      entry.ack = std::move(*ack);
+    }
+    pending.push_back(std::move(entry));
+    wake();
+    return Status::ok();
+  }
+
+  void wake() {  // with mu held
+    if (drain_scheduled || queue == nullptr) return;
+    drain_scheduled = queue->add([this] { drain(); });
+  }
+
+  // ---- container thread ----------------------------------------------------
+
+  void on_container_start(proton::container&) override { connect(); }
+
+  void connect() {
+    if (stopping) return;
+    attempt_failed = false;
+    proton::connection_options options;
+    options.handler(*this);
+    if (config.user.empty()) {
+      options.sasl_allowed_mechs("ANONYMOUS");
+    } else {
+      options.user(config.user).password(config.password).sasl_allowed_mechs("PLAIN");
+      // The factory allows a user without TLS only to a loopback host.
+      options.sasl_allow_insecure_mechs(!tls());
+    }
+    if (tls()) {
+      options.ssl_client_options(
+          config.ca.empty() ? proton::ssl_client_options()
+                            : proton::ssl_client_options(config.ca, proton::ssl::VERIFY_PEER_NAME));
+      // Proton checks the certificate's DNS names only: a peer reached by
+      // its IP address is verified against the name it was given.
+      if (!config.peer_name.empty()) options.virtual_host(config.peer_name);
+    }
+    container->connect(config.url, options);
+  }
+
+  bool tls() const { return config.url.rfind("amqps://", 0) == 0; }
+
+  void on_connection_open(proton::connection& c) override {
+    connection = c;
+    counters->connects.fetch_add(1, std::memory_order_relaxed);
+    if (config.outgoing) {
+      sender = c.open_sender(config.remote_address);
+      std::lock_guard lock(mu);
+      queue = &c.work_queue();
+      drain_scheduled = false;
+      wake();
+    } else {
+      receiver = c.open_receiver(config.remote_address,
+                                 proton::receiver_options()
+                                     .credit_window(static_cast<int>(config.credit_window))
+                                     .auto_accept(false));
+    }
+  }
+
+  // The bridge works once the peer keeps its link: a peer that refuses a
+  // link attaches it and detaches it at once, so the first credit (out) or
+  // an attach with no error yet (in) is the sign, checked once a connection.
+  void on_receiver_open(proton::receiver& r) override {
+    if (!r.error()) attached();
+  }
+  void attached() {
+    if (link_up) return;
+    link_up = true;
+    is_connected.store(true, std::memory_order_relaxed);
+    logged_error.clear();
+    if (entry) entry->setState(router::ComponentState::kStarted);
+    Poco::Logger::get("cepbus.amqp")
+        .information("%s: connected to %s (%s %s)", config.name, config.url,
+                     std::string(config.outgoing ? "out to" : "in from"), config.remote_address);
+  }
+
+  void on_sendable(proton::sender&) override {
+    attached();
+    drain();
+  }
+
+  void drain() {
+    {
+      std::lock_guard lock(mu);
+      drain_scheduled = false;
+    }
+    if (!sender || !sender.active()) return;
+    while (sender.credit() > 0) {
+      OutEntry entry;
+      {
+        std::lock_guard lock(mu);
+        if (pending.empty()) return;
+        entry = std::move(pending.front());
+        pending.pop_front();
+      }
+      proton::message& m = outgoing;
+      messageFromEvent(*entry.event, m);
+      if (entry.delivery_count > 0) {
+        m.delivery_count(entry.delivery_count);
+        m.first_acquirer(false);
+        counters->resent.fetch_add(1, std::memory_order_relaxed);
+      }
+      unsettled.emplace(sender.send(m), std::move(entry));
+      counters->sent.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  bool take(proton::tracker& t, OutEntry& out) {
+    auto it = unsettled.find(t);
+    if (it == unsettled.end()) return false;
+    out = std::move(it->second);
+    unsettled.erase(it);
+    return true;
+  }
+  // The peer accepted it, or rejected it (final: it will not take it later).
+  void on_tracker_accept(proton::tracker& t) override {
+    OutEntry entry;
+    if (!take(t, entry)) return;
+    counters->waiting.fetch_sub(1, std::memory_order_relaxed);
+    counters->accepted.fetch_add(1, std::memory_order_relaxed);
+    if (entry.ack) entry.ack(Status::ok());
+  }
+  void on_tracker_reject(proton::tracker& t) override {
+    OutEntry entry;
+    if (!take(t, entry)) return;
+    counters->waiting.fetch_sub(1, std::memory_order_relaxed);
+    counters->rejected.fetch_add(1, std::memory_order_relaxed);
+    warnOnce("the peer rejected an event of type " + std::string(entry.event->type().name()) +
+             ": " + describe(remoteCondition(t)));
+    if (entry.ack) entry.ack(Status::ok());
+  }
+  void on_tracker_release(proton::tracker& t) override {
+    OutEntry entry;
+    if (!take(t, entry)) return;
+    putBack({std::move(entry)});
+    drain();
+  }
+
+  void putBack(std::vector<OutEntry> entries) {
+    std::lock_guard lock(mu);
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+      ++it->delivery_count;
+      pending.push_front(std::move(*it));
+    }
+  }
+
+  void on_message(proton::delivery& d, proton::message& m) override {
+    counters->received.fetch_add(1, std::memory_order_relaxed);
+    MappedEvent mapped = eventFromMessage(m);
+    if (!mapped.event) {
+      counters->refused.fetch_add(1, std::memory_order_relaxed);
+      d.reject();
+      return;
+    }
+    flows::Exchange exchange;
+    exchange.event = std::move(mapped.event);
+    exchange.address = local_symbol;
+    exchange.qos = flows::Qos::kReliable;
+    flows::SendOutcome out = context.broker.publish(exchange);
+    if (out.rejected > 0 || out.failed > 0 || (!out.status && out.targets == 0)) {
+      counters->refused.fetch_add(1, std::memory_order_relaxed);
+      d.release();
+    } else {
+      counters->published.fetch_add(1, std::memory_order_relaxed);
+      d.accept();
+    }
+  }
+
+  // Proton frees the connection after this: every handle goes now. What was
+  // sent and not settled is sent again on the next connection.
+  void on_transport_close(proton::transport&) override {
+    // A peer that closed without an error still leaves the bridge unattached.
+    if (!attempt_failed) fail(proton::error_condition());
+    is_connected.store(false, std::memory_order_relaxed);
+    link_up = false;
+    {
+      std::lock_guard lock(mu);
+      queue = nullptr;
+    }
+    std::vector<OutEntry> back;
+    for (auto& [tracker, entry] : unsettled) back.push_back(std::move(entry));
+    unsettled.clear();
+    putBack(std::move(back));
+    sender = proton::sender();
+    receiver = proton::receiver();
+    connection = proton::connection();
+    if (stopping) return;
+    container->schedule(proton::duration(config.reconnect_delay_ms), [this] { connect(); });
+  }
+  // Every failure ends in on_transport_close, which reconnects: these say
+  // why. A refused or closed link closes the connection so that the next
+  // attempt attaches it again (the peer's permissions may have changed).
+  void on_transport_error(proton::transport& t) override { fail(t.error()); }
+  void on_connection_error(proton::connection& c) override { fail(c.error()); }
+  void on_sender_close(proton::sender& s) override { linkClosed(s.error(), "sending"); }
+  void on_receiver_close(proton::receiver& r) override { linkClosed(r.error(), "receiving"); }
+  void on_sender_error(proton::sender&) override {}      // reported by on_sender_close
+  void on_receiver_error(proton::receiver&) override {}  // reported by on_receiver_close
+  void on_error(const proton::error_condition& e) override { fail(e); }
+
+  void linkClosed(const proton::error_condition& e, const char* role) {
+    if (stopping) return;
+    fail(e,
+         std::string("the peer closed the ") + role + " link to " + config.remote_address + ": ");
+    if (connection) connection.close();
+  }
+  // One failed attempt counts once, whatever number of events Proton gives it.
+  void fail(const proton::error_condition& e, const std::string& context = {}) {
+    if (stopping) return;
+    const std::string what = context + describe(e);
+    if (!attempt_failed) counters->errors.fetch_add(1, std::memory_order_relaxed);
+    attempt_failed = true;
+    if (entry) entry->setState(router::ComponentState::kFailed, config.url + ": " + what);
+    warnOnce(what);
+  }
+  // A peer that stays away, or keeps refusing, would log the same line every
+  // reconnect delay: it is logged again only once the link was attached.
+  void warnOnce(const std::string& what) {
+    if (what == logged_error) return;
+    logged_error = what;
+    Poco::Logger::get("cepbus.amqp")
+        .warning("%s: %s (%s %s): %s", config.name, config.url,
+                 std::string(config.outgoing ? "out to" : "in from"), config.remote_address, what);
+  }
+
+  // Runs on the container thread at stop(): no reconnect, handles released.
+  void shutdown() {
+    stopping = true;
+    std::vector<OutEntry> back;
+    for (auto& [tracker, entry] : unsettled) back.push_back(std::move(entry));
+    unsettled.clear();
+    putBack(std::move(back));
+    if (connection) connection.close();
+    sender = proton::sender();
+    receiver = proton::receiver();
+    connection = proton::connection();
+    {
+      std::lock_guard lock(mu);
+      queue = nullptr;
+    }
+    shut.set_value();
+    // Stopped here, on the container's own thread, as the listener does:
+    // Proton 0.37 can lose the wake of a stop() called from another thread
+    // while the container winds down the connection just closed, and the
+    // join in AmqpBridge::stop() would then wait for ever.
+    container->stop();
+  }
+
+  // The registry entry: counters as metadata, refreshed at each snapshot.
+  void report() {
+    auto added = context.registry.add(config.name, router::ComponentKind::kService);
+    if (!added) {
+      Poco::Logger::get("cepbus.amqp")
+          .warning("%s: no registry entry: %s", config.name, added.status().message());
+      return;
+    }
+    entry = *added;
+    entry->setMetadata("type", "amqp-bridge");
+    entry->setMetadata("url", config.url);
+    entry->setMetadata("direction", config.outgoing ? "out" : "in");
+    entry->setMetadata("remote-address", config.remote_address);
+    const std::weak_ptr<router::ComponentEntry> weak = entry;
+    const std::shared_ptr<Counters> shared = counters;
+    entry->setProbe([weak, shared](router::LiveNumbers& numbers) {
+      auto e = weak.lock();
+      if (!e) return;
+      const AmqpBridgeStats s = shared->stats();
+      numbers.delivered = s.accepted + s.published;
+      numbers.rejected = s.rejected + s.refused;
+      numbers.failed = s.errors;
+      numbers.queue_length = s.waiting;
+      for (const auto& [key, value] : shared->fields()) e->setMetadata(key, std::to_string(value));
+    });
+    entry->setState(router::ComponentState::kRegistered);
+  }
+
+  const AmqpBridgeConfig config;
+  ServiceContext& context;
+  const std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  std::shared_ptr<router::ComponentEntry> entry;  // set before the container thread starts
+  const Symbol local_symbol = Symbol::intern(config.local_address);
+  std::unique_ptr<proton::container> container;
+  std::thread thread;
+  bool running = false;  // lifecycle thread
+  bool registered = false;
+  std::promise<void> shut;
+
+  std::mutex mu;
+  std::deque<OutEntry> pending;         // guarded by mu
+  proton::work_queue* queue = nullptr;  // guarded by mu; the open connection's
+  bool drain_scheduled = false;         // guarded by mu
+  bool closed = false;                  // guarded by mu
+
+  // Container thread only.
+  bool stopping = false;
+  bool attempt_failed = false;  // the current connection attempt has failed
+  bool link_up = false;         // the peer kept the current connection's link
+  std::string logged_error;     // the last warning, not repeated until a link is attached
+  proton::connection connection;
+  proton::sender sender;
+  proton::receiver receiver;
+  std::map<proton::tracker, OutEntry> unsettled;
+  proton::message outgoing;  // reused for every event sent (its allocations stay)
+
+  std::atomic<bool> is_connected{false};
+};
+
+AmqpBridge::AmqpBridge(AmqpBridgeConfig config, ServiceContext& context)
+    : impl_(std::make_unique<Impl>(std::move(config), context)) {}
+
+AmqpBridge::~AmqpBridge() { stop(); }
+
+const std::string& AmqpBridge::name() const { return impl_->config.name; }
+
+Status AmqpBridge::start() {
+  Impl& impl = *impl_;
+  if (impl.running) return Status::ok();
+  if (impl.container) return Status::unavailable(impl.config.name + ": cannot be restarted");
+  if (impl.config.outgoing) {
+    Impl* p = &impl;
+    if (Status s = impl.context.broker.addEndpoint(
+            impl.endpoint(), [p](const flows::Exchange& ex) { return p->offer(ex.event); },
+            impl.config.name);
+        !s) {
+      return s;
+    }
+    impl.registered = true;
+    if (auto sub = impl.context.broker.subscribe(impl.endpoint(), impl.config.local_address);
+        !sub) {
+      (void)impl.context.broker.removeEndpoint(impl.endpoint());  // undoing; sub's error is the one
+      impl.registered = false;
+      return sub.status();
+    }
+  }
+  impl.report();
+  installSaslPlugin();
+  impl.container = std::make_unique<proton::container>(impl, impl.config.name);
+  impl.thread = std::thread([&impl] {
+    try {
+      impl.container->run();
+    } catch (const std::exception& e) {
+      Poco::Logger::get("cepbus.amqp")
+          .error("%s: container failed: %s", impl.config.name, std::string(e.what()));
+    }
+  });
+  impl.running = true;
+  return Status::ok();
+}
+
+void AmqpBridge::stop() {
+  Impl& impl = *impl_;
+  if (!impl.running) return;
+  impl.running = false;
+  std::future<void> shut = impl.shut.get_future();
+  impl.container->schedule(proton::duration(0), [&impl] { impl.shutdown(); });
+  if (shut.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    impl.container->stop();  // shutdown() never ran: the container thread is stuck
+  }
+  impl.thread.join();
+  std::deque<OutEntry> left;
+  {
+    std::lock_guard lock(impl.mu);
+    impl.closed = true;
+    left.swap(impl.pending);
+  }
+  // Journaled events not delivered go back to their flows (kept journaled);
+  // the others are lost with the bridge, and said so.
+  uint64_t dropped = 0;
+  for (auto& entry : left) {
+    if (entry.ack) {
+      entry.ack(Status::unavailable(impl.config.name + ": bridge stopped"));
+    } else {
+      ++dropped;
+    }
+  }
+  impl.counters->waiting.fetch_sub(left.size(), std::memory_order_relaxed);
+  impl.counters->dropped.fetch_add(dropped, std::memory_order_relaxed);
+  if (dropped > 0) {
+    Poco::Logger::get("cepbus.amqp")
+        .warning("%s: stopped with %s events (not journaled) never delivered to %s",
+                 impl.config.name, std::to_string(dropped), impl.config.url);
+  }
+  // Stopping: there is nothing to do about an endpoint already gone.
+  if (impl.registered) (void)impl.context.broker.removeEndpoint(impl.endpoint());
+  impl.registered = false;
+  if (impl.entry) {
+    impl.entry->setState(router::ComponentState::kStopped);
+    impl.context.registry.remove(impl.config.name);
+    impl.entry.reset();
+  }
+}
+
+bool AmqpBridge::connected() const { return impl_->is_connected.load(std::memory_order_relaxed); }
+
+AmqpBridgeStats AmqpBridge::stats() const { return impl_->counters->stats(); }
+
+Result<std::unique_ptr<Service>> AmqpBridgeFactory::create(
+    const descriptor::ServiceAssembly& assembly, const descriptor::ServiceUnit& unit,
+    ServiceContext& context) const {
+  auto fail = [&](const descriptor::Location& where, const std::string& what) {
+    return Status::invalidArgument(
+        where.error("amqp-bridge \"" + unit.name + "\": " + what).toString());
+  };
+  if (Status s = checkParamNames(unit, type(),
+                                 {"url", "remote-address", "direction", "user", "password-env",
+                                  "ca", "peer-name", "reconnect-delay-ms", "buffer"});
+      !s) {
+    return s;
+  }
+  AmqpBridgeConfig config;
+  config.name = assembly.name + "." + unit.name;
+  for (const char* required : {"url", "remote-address", "direction"}) {
+    if (auto p = requiredParam(unit, type(), required); !p) return p.status();
+  }
+  config.url = unit.param("url")->value;
+  config.remote_address = unit.param("remote-address")->value;
+  const descriptor::Param* direction = unit.param("direction");
+  if (direction->value != "in" && direction->value != "out") {
+    return fail(direction->where, "direction must be in or out, got \"" + direction->value + "\"");
+  }
+  config.outgoing = direction->value == "out";
+  if (config.outgoing) {
+    if (unit.subscriptions.size() != 1 || !unit.publications.empty() || !unit.queries.empty()) {
+      return fail(unit.where,
+                  "direction out takes one <subscribe> (what goes out) and no <publish>");
+    }
+    config.local_address = unit.subscriptions[0].address;
+    if (!unit.subscriptions[0].filter.empty()) {
+      return fail(unit.subscriptions[0].filter_where, "filters are not supported on a bridge");
+    }
+  } else {
+    if (unit.publications.size() != 1 || !unit.subscriptions.empty() || !unit.queries.empty()) {
+      return fail(unit.where,
+                  "direction in takes one <publish> (where events go) and no <subscribe>");
+    }
+    config.local_address = unit.publications[0].address;
+  }
+  if (const descriptor::Param* user = unit.param("user")) config.user = user->value;
+  if (const descriptor::Param* env = unit.param("password-env")) {
+    const char* password = std::getenv(env->value.c_str());
+    if (password == nullptr) {
+      return fail(env->where, "environment variable " + env->value + " is not set");
+    }
+    config.password = password;
+  }
+  if (!config.user.empty() && config.password.empty()) {
+    return fail(unit.where,
+                "a user needs <param name=\"password-env\"> (the password itself "
+                "never goes into the descriptor)");
+  }
+  if (!config.user.empty() && config.url.rfind("amqps://", 0) != 0 &&
+      !descriptor::isLoopbackHost(hostOf(config.url))) {
+    return fail(
+        unit.param("url")->where,
+        "a user's password goes only over amqps:// (or to a loopback host), not to " + config.url);
+  }
+  if (const descriptor::Param* ca = unit.param("ca")) {
+    config.ca = assembly.resolvePath(ca->value).string();
+  }
+  if (const descriptor::Param* peer = unit.param("peer-name")) config.peer_name = peer->value;
+  auto delay = numberParam(unit, "reconnect-delay-ms", 1000, 1, 600000);
+  if (!delay) return delay.status();
+  config.reconnect_delay_ms = static_cast<int>(*delay);
+  auto buffer = numberParam(unit, "buffer", 10000, 1, 10000000);
+  if (!buffer) return buffer.status();
+  config.buffer = static_cast<size_t>(*buffer);
+  return std::unique_ptr<Service>(std::make_unique<AmqpBridge>(std::move(config), context));
+}
+
+}  // namespace cepbus::services::amqp

@@ -1,0 +1,66 @@
+#pragma once
+
+// QueryHost: the queries a service runs, as the admin API sees them — list
+// them with their live numbers, add one, remove one, export a detector's
+// model. The CEP service engine is one (services/cep/cep_service.h); the
+// admin API reaches it through Service::queryHost(), knowing nothing of how
+// the queries are hosted.
+//
+// Thread-safety: every call may be made from any thread, concurrently with
+// events in flight.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bus/core/plugin/detector.h"
+#include "bus/core/status.h"
+#include "bus/host/descriptor/descriptor.h"
+
+namespace cepbus::services {
+
+// The live numbers of one query.
+struct QueryStats {
+  uint64_t consumed = 0;          // events the detector consumed (refused ones included)
+  uint64_t matches = 0;           // matches it reported
+  uint64_t errors = 0;            // events it refused or threw on, failed flushes
+  uint64_t rejected = 0;          // events its stage refused (overload)
+  uint64_t publish_failures = 0;  // composite events the bus did not take (lost)
+  // Composite events of output_qos=reliable queries the bus refused for now,
+  // held until it takes them; the detector's.
+  size_t output_held = 0;
+  size_t queued = 0;        // events waiting in its stage or being detected
+  uint64_t ran_inline = 0;  // events detected on the delivering thread (run_inline)
+  // What its detector holds (plugin::DetectorState) after its last call;
+  // nullopt when the engine does not count.
+  std::optional<plugin::DetectorState> partial_matches;
+};
+
+class QueryHost {
+ public:
+  virtual ~QueryHost() = default;
+
+  // Compiles and starts one query. InvalidArgument naming the descriptor
+  // location when it cannot run; AlreadyExists when a query of that name
+  // exists; Unavailable once the host stopped.
+  virtual Status addQuery(const descriptor::QuerySpec& spec) = 0;
+  // Stops one query, publishing its pending matches first. NotFound for an
+  // unknown name.
+  virtual Status removeQuery(std::string_view query) = 0;
+
+  // The query names, in the order they were added.
+  virtual std::vector<std::string> queries() const = 0;
+  // nullopt for an unknown query (removed meanwhile).
+  virtual std::optional<QueryStats> stats(std::string_view query) const = 0;
+  // The endpoint the query consumes its input through.
+  virtual std::string endpointName(std::string_view query) const = 0;
+  // The model of the query's detector in `format` ("dot" or "json"; see
+  // plugin::Detector::exportModel). NotFound for an unknown query;
+  // InvalidArgument when the engine exports no model or not in `format`.
+  virtual Result<std::string> exportModel(std::string_view query,
+                                          std::string_view format) const = 0;
+};
+
+}  // namespace cepbus::services

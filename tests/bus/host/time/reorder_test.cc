@@ -1,0 +1,175 @@
+#include "bus/host/time/reorder.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <span>
+#include <vector>
+
+namespace cepbus::plugin {
+namespace {
+
+EventPtr at(Timestamp ts, const char* type = "A") { return EventBuilder(type).at(ts).build(); }
+
+std::vector<Timestamp> drainReady(ReorderBuffer& b) {
+  std::vector<Timestamp> out;
+  while (EventPtr e = b.popReady()) out.push_back(e->ts());
+  return out;
+}
+
+TEST(ReorderBufferTest, ReleasesInTimestampOrderOnceTheSlackHasPassed) {
+  ReorderBuffer b(3);
+  ASSERT_TRUE(b.push(at(5)).isOk());
+  ASSERT_TRUE(b.push(at(3)).isOk());
+  ASSERT_TRUE(b.push(at(4)).isOk());
+  EXPECT_TRUE(drainReady(b).empty());  // newest 5: only ts <= 2 is safe
+  ASSERT_TRUE(b.push(at(7)).isOk());
+  EXPECT_EQ(drainReady(b), (std::vector<Timestamp>{3, 4}));
+  EXPECT_EQ(b.size(), 2u);
+  std::vector<Timestamp> rest;
+  while (EventPtr e = b.popAny()) rest.push_back(e->ts());
+  EXPECT_EQ(rest, (std::vector<Timestamp>{5, 7}));
+}
+
+TEST(ReorderBufferTest, EqualTimestampsKeepArrivalOrder) {
+  ReorderBuffer b(1);
+  for (const char* type : {"A", "B", "C", "D"}) ASSERT_TRUE(b.push(at(4, type)).isOk());
+  ASSERT_TRUE(b.push(at(9)).isOk());
+  std::string order;
+  while (EventPtr e = b.popReady()) order += e->type().name();
+  EXPECT_EQ(order, "ABCD");
+}
+
+TEST(ReorderBufferTest, RejectsEventsLaterThanTheSlack) {
+  ReorderBuffer b(2);
+  ASSERT_TRUE(b.push(at(10)).isOk());
+  EXPECT_TRUE(b.push(at(8)).isOk());  // exactly the slack
+  Status s = b.push(at(7, "Late"));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "out-of-order event: type Late at ts 7 arrived after ts 10, 3 time units late; the "
+            "slack is 2");
+}
+
+TEST(ReorderBufferTest, ZeroSlackAdmitsOnlyNonDecreasingTimestamps) {
+  ReorderBuffer b(0);
+  EXPECT_TRUE(b.admit(*at(1)).isOk());
+  EXPECT_TRUE(b.admit(*at(1)).isOk());
+  EXPECT_TRUE(b.admit(*at(2)).isOk());
+  EXPECT_FALSE(b.admit(*at(1)).isOk());
+  EXPECT_EQ(b.size(), 0u);
+}
+
+class Recording : public Detector {
+ public:
+  Status onEvent(const EventPtr& e) override {
+    seen.push_back(e->ts());
+    return e->ts() == 13 ? Status::invalidArgument("unlucky") : Status::ok();
+  }
+  Status flush() override {
+    ++flushes;
+    return Status::ok();
+  }
+  std::vector<Timestamp> seen;
+  int flushes = 0;
+};
+
+TEST(ReorderingDetectorTest, FeedsTheInnerDetectorInOrderAndPassesItsErrors) {
+  auto inner = std::make_unique<Recording>();
+  Recording* rec = inner.get();
+  ReorderingDetector d(std::move(inner), 2);
+  for (Timestamp ts : {3, 1, 2, 5, 4, 8}) ASSERT_TRUE(d.onEvent(at(ts)).isOk()) << ts;
+  EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 3, 4, 5}));  // 8 - 2 = 6 releases <= 6
+  EXPECT_TRUE(d.onEvent(at(15)).isOk());                          // releases 8
+  // 13 is within the slack of 15, so it is released at once, and the inner
+  // detector's refusal comes back from this call.
+  EXPECT_EQ(d.onEvent(at(13)).message(), "unlucky");
+  EXPECT_TRUE(d.onEvent(at(16)).isOk());
+  EXPECT_TRUE(d.flush().isOk());
+  EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 3, 4, 5, 8, 13, 15, 16}));
+  EXPECT_EQ(rec->flushes, 1);
+}
+
+// Records the batches it is given.
+class BatchRecording : public Recording {
+ public:
+  Status onEvents(std::span<const EventPtr> events) override {
+    batches.push_back(events.size());
+    return Detector::onEvents(events);
+  }
+  std::vector<size_t> batches;
+};
+
+std::vector<EventPtr> atAll(std::initializer_list<Timestamp> ts) {
+  std::vector<EventPtr> out;
+  for (Timestamp t : ts) out.push_back(at(t));
+  return out;
+}
+
+TEST(ReorderingDetectorTest, ZeroSlackForwardsABatchWholeAndRejectsLateEventsInside) {
+  auto inner = std::make_unique<BatchRecording>();
+  BatchRecording* rec = inner.get();
+  ReorderingDetector d(std::move(inner), 0);
+  ASSERT_TRUE(d.onEvents(atAll({1, 2, 2, 5})));
+  EXPECT_EQ(rec->batches, (std::vector<size_t>{4}));
+  // 3 and 4 are late (after 5); the runs around them go through.
+  Status s = d.onEvents(atAll({6, 3, 7, 8, 4, 9}));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("at ts 3 arrived after ts 6"), std::string::npos) << s.message();
+  EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 2, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(rec->batches, (std::vector<size_t>{4, 1, 2, 1}));
+  // The first error in batch order: the inner detector's refusal of 13
+  // comes before the lateness of 10.
+  EXPECT_EQ(d.onEvents(atAll({13, 10})).message(), "unlucky");
+}
+
+TEST(ReorderingDetectorTest, SlackReleasesWhatABatchMakesReadyAsOneBatch) {
+  auto inner = std::make_unique<BatchRecording>();
+  BatchRecording* rec = inner.get();
+  ReorderingDetector d(std::move(inner), 2);
+  ASSERT_TRUE(d.onEvents(atAll({3, 1, 2, 5, 4, 8})));
+  EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 3, 4, 5}));  // as one event at a time
+  EXPECT_EQ(rec->batches, (std::vector<size_t>{5}));
+  // 5 is late (newest 8); the others go through, and 13's refusal comes back too.
+  Status s = d.onEvents(atAll({15, 5, 13, 16}));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("at ts 5 arrived after ts 15"), std::string::npos) << s.message();
+  ASSERT_TRUE(d.flush());
+  EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 3, 4, 5, 8, 13, 15, 16}));
+  EXPECT_TRUE(d.onEvents({}));
+}
+
+TEST(ReorderingDetectorTest, BatchesGiveTheOrderOfOneEventAtATime) {
+  std::mt19937_64 rng(41);
+  std::vector<EventPtr> events;
+  Timestamp base = 0;
+  for (int i = 0; i < 500; ++i) {
+    base += static_cast<Timestamp>(rng() % 3);
+    events.push_back(at(base - static_cast<Timestamp>(rng() % 6), i % 2 ? "A" : "B"));
+  }
+  for (Timestamp slack : {0, 3, 10}) {
+    auto one = std::make_unique<Recording>();
+    Recording* one_rec = one.get();
+    ReorderingDetector single(std::move(one), slack);
+    size_t single_errors = 0;
+    for (const EventPtr& e : events) single_errors += single.onEvent(e) ? 0 : 1;
+    ASSERT_TRUE(single.flush());
+    for (size_t chunk : {1, 7, 64}) {
+      auto many = std::make_unique<Recording>();
+      Recording* many_rec = many.get();
+      ReorderingDetector batched(std::move(many), slack);
+      for (size_t i = 0; i < events.size(); i += chunk) {
+        (void)batched.onEvents(
+            std::span<const EventPtr>(events).subspan(i, std::min(chunk, events.size() - i)));
+      }
+      ASSERT_TRUE(batched.flush());
+      EXPECT_EQ(many_rec->seen, one_rec->seen) << "slack " << slack << ", chunk " << chunk;
+    }
+    if (slack == 0) {
+      EXPECT_GT(single_errors, 0u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cepbus::plugin

@@ -1,0 +1,109 @@
+#include "services/amqp/listener/admission.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+
+namespace cepbus::services::amqp {
+namespace {
+
+AmqpLimits small() {
+  AmqpLimits limits;
+  limits.max_connections = 2;
+  limits.max_sessions = 2;
+  limits.max_links = 3;
+  limits.max_durable = 1;
+  limits.max_pending_requests = 2;
+  return limits;
+}
+
+bool contains(const std::optional<std::string>& refusal, const std::string& text) {
+  return refusal && refusal->find(text) != std::string::npos;
+}
+
+TEST(AmqpAdmissionTest, RefusesConnectionsBeyondTheLimitUntilOneCloses) {
+  AmqpAdmission admission(small());
+  EXPECT_FALSE(admission.admitConnection(1));
+  EXPECT_FALSE(admission.admitConnection(2));
+  EXPECT_TRUE(contains(admission.admitConnection(3), "max-connections=2"));
+  admission.connectionClosed(1);
+  EXPECT_FALSE(admission.admitConnection(4));
+  EXPECT_EQ(admission.refusals().connections, 1u);
+}
+
+TEST(AmqpAdmissionTest, CountsSessionsLinksAndRequestsPerConnection) {
+  AmqpAdmission admission(small());
+  ASSERT_FALSE(admission.admitConnection(1));
+  ASSERT_FALSE(admission.admitConnection(2));
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(admission.admitLink(1));
+  EXPECT_TRUE(contains(admission.admitLink(1), "too many links on this connection: max-links=3"));
+  EXPECT_FALSE(admission.admitLink(2));  // another connection has its own count
+  admission.linkClosed(1);
+  EXPECT_FALSE(admission.admitLink(1));
+
+  EXPECT_FALSE(admission.admitSession(1));
+  EXPECT_FALSE(admission.admitSession(1));
+  EXPECT_TRUE(contains(admission.admitSession(1), "max-sessions=2"));
+  admission.sessionClosed(1);
+  EXPECT_FALSE(admission.admitSession(1));
+
+  EXPECT_FALSE(admission.admitRequest(1));
+  EXPECT_FALSE(admission.admitRequest(1));
+  EXPECT_TRUE(contains(admission.admitRequest(1), "max-pending-requests=2"));
+  admission.requestEnded(1);
+  EXPECT_FALSE(admission.admitRequest(1));
+
+  const AmqpRefusals refused = admission.refusals();
+  EXPECT_EQ(refused.links, 1u);
+  EXPECT_EQ(refused.sessions, 1u);
+  EXPECT_EQ(refused.requests, 1u);
+}
+
+TEST(AmqpAdmissionTest, AClosedConnectionTakesWhatItHeldWithIt) {
+  AmqpAdmission admission(small());
+  ASSERT_FALSE(admission.admitConnection(1));
+  for (int i = 0; i < 3; ++i) ASSERT_FALSE(admission.admitLink(1));
+  admission.connectionClosed(1);
+  // Late ends of what it held are ignored, and nothing is admitted on it.
+  admission.linkClosed(1);
+  admission.requestEnded(1);
+  EXPECT_TRUE(contains(admission.admitLink(1), "not open"));
+  ASSERT_FALSE(admission.admitConnection(5));
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(admission.admitLink(5));
+}
+
+TEST(AmqpAdmissionTest, CountsDurableSubscriptionsPerOwnerAcrossConnections) {
+  AmqpAdmission admission(small());
+  EXPECT_FALSE(admission.admitDurable("alice"));
+  EXPECT_TRUE(contains(admission.admitDurable("alice"),
+                       "too many durable subscriptions for this user: max-durable=1"));
+  EXPECT_FALSE(admission.admitDurable("bob"));
+  admission.durableEnded("alice");
+  admission.durableEnded("alice");  // once too often: stays at zero
+  EXPECT_FALSE(admission.admitDurable("alice"));
+  EXPECT_TRUE(admission.admitDurable("alice").has_value());
+  EXPECT_EQ(admission.refusals().durable, 2u);
+}
+
+TEST(AmqpAdmissionTest, ZeroDurableRefusesEveryOne) {
+  AmqpLimits limits = small();
+  limits.max_durable = 0;
+  AmqpAdmission admission(limits);
+  EXPECT_TRUE(contains(admission.admitDurable("alice"), "max-durable=0"));
+}
+
+TEST(AmqpAdmissionTest, RefusesMessagesLargerThanTheLimitOnly) {
+  AmqpLimits limits = small();
+  limits.max_message_size = 100;
+  AmqpAdmission admission(limits);
+  EXPECT_FALSE(admission.admitMessage(0));
+  EXPECT_FALSE(admission.admitMessage(100));
+  const std::optional<std::string> refusal = admission.admitMessage(101);
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(*refusal, "message of 101 bytes exceeds max-message-size=100");
+  EXPECT_EQ(admission.refusals().messages_too_large, 1u);
+}
+
+}  // namespace
+}  // namespace cepbus::services::amqp
