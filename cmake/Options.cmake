@@ -10,6 +10,18 @@ target_compile_options(cepbus_options INTERFACE -Wall -Wextra -Werror
   $<$<CXX_COMPILER_ID:GNU>:-Wno-stringop-overread>)
 target_include_directories(cepbus_options INTERFACE ${PROJECT_SOURCE_DIR})
 
+# Clang's thread-safety analysis over the locking annotations
+# (bus/base/thread_annotations.h): every GUARDED_BY, REQUIRES and EXCLUDES is
+# checked, and with -Werror a violation fails the build. CI builds the tree
+# this way with clang-14.
+option(CEPBUS_THREAD_SAFETY "Check the locking annotations with -Wthread-safety (clang)" OFF)
+if(CEPBUS_THREAD_SAFETY)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "CEPBUS_THREAD_SAFETY=ON needs clang (CC=clang-14 CXX=clang++-14)")
+  endif()
+  target_compile_options(cepbus_options INTERFACE -Wthread-safety)
+endif()
+
 if(CEPBUS_SANITIZE)
   # The sanitizers' instrumentation makes GCC 12 report -Wmaybe-uninitialized
   # inside std::variant at -O1 and above (GCC's own documentation warns of
