@@ -1,0 +1,316 @@
+// The run-time token game: each event fires the transitions of its type,
+// deepest first, and every token reaching an output place is a match.
+
+#include <algorithm>
+
+#include "plugins/petri/net_parts.h"
+
+namespace cepbus::plugins::petri {
+
+Status PetriNet::onEvent(const EventPtr& event) {
+  if (event->ts() < now_) {
+    return Status::invalidArgument("event at ts " + std::to_string(event->ts()) +
+                                   " arrived after ts " + std::to_string(now_) +
+                                   "; the petri net needs non-decreasing timestamps");
+  }
+  now_ = event->ts();
+  ++seq_;
+  if (auto inh = inhibitors_.find(event->type()); inh != inhibitors_.end()) {
+    for (const auto& [t, index] : inh->second) {
+      std::vector<EventPtr>& place = t->inhibitors[index].place;
+      if (t->window != kNoWindow) {
+        // Sorted by ts: the stale ones lead. The window is copied out of the
+        // structured binding because clang before 16 cannot capture one.
+        const auto window = t->window;
+        auto stale = std::find_if(place.begin(), place.end(),
+                                  [&](const EventPtr& c) { return now_ - c->ts() <= window; });
+        place.erase(place.begin(), stale);
+      }
+      place.push_back(event);
+    }
+  }
+  auto it = by_type_.find(event->type());
+  if (it != by_type_.end()) {
+    for (Transition* t : it->second) fire(*t, event);
+  }
+  // Places whose consumers see no events still let their tokens expire.
+  if (seq_ % 1024 == 0) {
+    for (const auto& t : transitions_) {
+      if (t->window == kNoWindow) continue;
+      held_ -= std::erase_if(t->place,
+                             [&](const auto& tok) { return now_ - tok->first_ts > t->window; });
+    }
+  }
+  peak_held_ = std::max(peak_held_, held_);
+  return Status::ok();
+}
+
+void PetriNet::fire(Transition& t, const EventPtr& event) {
+  const Timestamp ts = event->ts();
+  if (t.group >= 0) {
+    // A consuming transition: the event is gone once its group used it.
+    if (static_cast<size_t>(t.group) >= taken_.size()) taken_.resize(t.group + 1, 0);
+    if (taken_[t.group] == seq_) return;
+  }
+  if (t.loop) {
+    fireLoop(t, event);
+    return;
+  }
+  if (t.input == nullptr) {
+    if (guardsHold(t, nullptr, nullptr, event.get())) {
+      if (t.group >= 0) taken_[t.group] = seq_;
+      produce(t, nullptr, nullptr, event);
+    }
+    return;
+  }
+  std::vector<std::shared_ptr<const Token>>& in = t.input->place;
+  if (t.input->window != kNoWindow) {
+    const Timestamp w = t.input->window;
+    held_ -= std::erase_if(in, [&](const auto& tok) { return ts - tok->first_ts > w; });
+  }
+  // By index: a join fired from produce() may append to another place.
+  for (size_t i = 0, n = in.size(); i < n; ++i) {
+    const Token* tok = in[i].get();
+    if (tok->last_ts >= ts) continue;
+    if (t.window != kNoWindow && ts - tok->first_ts > t.window) continue;
+    if (t.unlikely(tok->prob * event->probability())) continue;
+    if (!guardsHold(t, tok, nullptr, event.get())) continue;
+    if (!t.inhibitors.empty() && negated(t, tok, *event)) continue;
+    if (t.group < 0) {
+      produce(t, in[i], nullptr, event);
+      continue;
+    }
+    // The oldest token that fits takes the event; both are consumed.
+    std::shared_ptr<const Token> taken = std::move(in[i]);
+    in.erase(in.begin() + static_cast<std::ptrdiff_t>(i));
+    --held_;
+    taken_[t.group] = seq_;
+    produce(t, std::move(taken), nullptr, event);
+    return;
+  }
+}
+
+void PetriNet::fireLoop(Transition& t, const EventPtr& event) {
+  const Timestamp ts = event->ts();
+  auto expire = [&](std::vector<std::shared_ptr<const Token>>& place, Timestamp w) {
+    if (w != kNoWindow)
+      held_ -= std::erase_if(place, [&](const auto& tok) { return ts - tok->first_ts > w; });
+  };
+  auto extend = [&](std::vector<std::shared_ptr<const Token>>& place, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const Token* tok = place[i].get();
+      if (tok->last_ts >= ts) continue;
+      if (t.window != kNoWindow && ts - tok->first_ts > t.window) continue;
+      if (!guardsHold(t, tok, nullptr, event.get())) continue;
+      produce(t, place[i], nullptr, event);
+    }
+  };
+  // The runs so far, before this event starts new ones (feedback: Kleene
+  // patterns never consume).
+  expire(t.place, t.window);
+  const size_t runs = t.place.size();
+  if (t.input == nullptr) {
+    if (guardsHold(t, nullptr, nullptr, event.get())) produce(t, nullptr, nullptr, event);
+  } else {
+    expire(t.input->place, t.input->window);
+    extend(t.input->place, t.input->place.size());
+  }
+  extend(t.place, runs);
+}
+
+void PetriNet::fireJoin(Transition& j, const std::shared_ptr<const Token>& right) {
+  // No expiry here: the left place may be the one an enclosing fire() scans.
+  std::vector<std::shared_ptr<const Token>>& in = j.input->place;
+  for (size_t i = 0, n = in.size(); i < n; ++i) {
+    const Token* left = in[i].get();
+    if (left->last_ts >= right->first_ts) continue;
+    if (j.window != kNoWindow && right->last_ts - left->first_ts > j.window) continue;
+    if (guardsHold(j, left, right.get(), nullptr)) produce(j, in[i], right, nullptr);
+  }
+}
+
+void PetriNet::fireConjunction(Transition& j, const Transition& from,
+                               const std::shared_ptr<const Token>& tok) {
+  auto pair = [&](const std::shared_ptr<const Token>& left,
+                  const std::shared_ptr<const Token>& right) {
+    if (j.window != kNoWindow &&
+        std::max(left->last_ts, right->last_ts) - std::min(left->first_ts, right->first_ts) >
+            j.window) {
+      return;
+    }
+    if (guardsHold(j, left.get(), right.get(), nullptr)) produce(j, left, right, nullptr);
+  };
+  // The new token is not in its place yet: each pair is made once, by the
+  // later of its two tokens (the same token on both sides when both
+  // operands are the same chain, as the algebra's union of two leaves).
+  // By index and no expiry, as in fireJoin().
+  if (j.input == &from) {
+    const auto& place = j.right->place;
+    for (size_t i = 0, n = place.size(); i < n; ++i) pair(tok, place[i]);
+  }
+  if (j.right == &from) {
+    const auto& place = j.input->place;
+    for (size_t i = 0, n = place.size(); i < n; ++i) pair(place[i], tok);
+  }
+  if (j.input == &from && j.right == &from) pair(tok, tok);
+}
+
+void PetriNet::bind(const Transition& t, const Token* left, const Token* right,
+                    const Event* event) {
+  if (t.by_element) {
+    // No joins here (Kleene patterns take part in none): one parent chain.
+    tokens_.clear();
+    for (const Token* tok = left; tok != nullptr; tok = tok->parent.get()) tokens_.push_back(tok);
+    bind_.assign(t.owner->layout.size(), pattern::SlotBinding{});
+    runs_.resize(t.slots.size());
+    for (auto& r : runs_) r.clear();
+    auto add = [&](int element, const Event* e) {
+      const int slot = t.slots[element];
+      if (slot < 0) return;
+      if (t.kleene_at[element]) {
+        runs_[element].push_back(e);
+      } else {
+        bind_[slot].event = e;
+      }
+    };
+    for (size_t i = tokens_.size(); i-- > 0;) add(tokens_[i]->element, tokens_[i]->event.get());
+    if (event != nullptr) add(t.depth, event);
+    for (size_t d = 0; d < t.slots.size(); ++d) {
+      if (t.kleene_at[d] && t.slots[d] >= 0) bind_[t.slots[d]].events = runs_[d];
+    }
+    return;
+  }
+  bound_.clear();
+  collect(left, bound_);
+  collect(right, bound_);
+  bind_.assign(t.owner->layout.size(), pattern::SlotBinding{});
+  for (size_t d = 0; d < bound_.size(); ++d) {
+    if (t.slots[d] >= 0) bind_[t.slots[d]].event = bound_[d]->get();
+  }
+  if (event != nullptr && t.slots[t.depth] >= 0) bind_[t.slots[t.depth]].event = event;
+}
+
+bool PetriNet::guardsHold(const Transition& t, const Token* left, const Token* right,
+                          const Event* event) {
+  if (t.guards.empty()) return true;
+  bind(t, left, right, event);
+  const int extending = t.loop ? t.slots[t.depth] : -1;
+  for (const pattern::Conjunct* g : t.guards) {
+    if (g->iteration_slot && static_cast<int>(*g->iteration_slot) != extending) {
+      // b[i] of an earlier Kleene element: it holds for every event of b.
+      pattern::SlotBinding& b = bind_[*g->iteration_slot];
+      bool all = true;
+      for (size_t i = 0; all && i < b.events.size(); ++i) {
+        b.current = i;
+        all = g->test(bind_);
+      }
+      b.current = pattern::SlotBinding::kNewest;
+      if (!all) return false;
+      continue;
+    }
+    if (!g->test(bind_)) return false;
+  }
+  return true;
+}
+
+bool PetriNet::negated(Transition& t, const Token* left, const Event& event) {
+  const Timestamp x = left->last_ts;
+  const Timestamp y = event.ts();
+  bool bound = false;
+  for (Transition::Inhibitor& i : t.inhibitors) {
+    auto c = std::upper_bound(i.place.begin(), i.place.end(), x,
+                              [](Timestamp ts, const EventPtr& e) { return ts < e->ts(); });
+    for (; c != i.place.end() && (*c)->ts() < y; ++c) {
+      if (i.spec->conditions.empty()) return true;
+      if (!bound) {
+        bind(t, left, nullptr, &event);
+        bound = true;
+      }
+      bind_[i.spec->slot].event = c->get();
+      bool all = true;
+      for (const pattern::Conjunct* cond : i.spec->conditions) {
+        if (!cond->test(bind_)) {
+          all = false;
+          break;
+        }
+      }
+      bind_[i.spec->slot].event = nullptr;
+      if (all) return true;
+    }
+  }
+  return false;
+}
+
+void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
+                       std::shared_ptr<const Token> right, const EventPtr& event) {
+  Token tok;
+  if (right != nullptr) {
+    // A conjunction's operands may come in any order.
+    tok.first_ts = std::min(parent->first_ts, right->first_ts);
+    tok.first_seq = std::min(parent->first_seq, right->first_seq);
+    tok.last_ts = std::max(parent->last_ts, right->last_ts);
+    tok.prob = parent->prob * right->prob;
+  } else {
+    tok.event = event;
+    tok.element = t.depth;
+    tok.first_ts = parent ? parent->first_ts : event->ts();
+    tok.first_seq = parent ? parent->first_seq : seq_;
+    tok.last_ts = event->ts();
+    tok.prob = (parent ? parent->prob : 1.0) * event->probability();
+  }
+  tok.parent = std::move(parent);
+  tok.right = std::move(right);
+  bool collected = false;
+  for (const std::vector<PatternEntry*>& group : t.output_groups) {
+    SharedComposer composer(*group.front()->composer);
+    for (const PatternEntry* p : group) {
+      if (tok.first_seq < p->since_seq) continue;
+      const Timestamp w = p->pattern->window;
+      if (w != kNoWindow && tok.last_ts - tok.first_ts > w) continue;
+      if (tok.prob < p->pattern->min_probability) continue;
+      const std::vector<const pattern::Conjunct*>& completion =
+          p->pattern->elements.back().completion;
+      if (!completion.empty()) {
+        bind(t, tok.parent.get(), nullptr, tok.event.get());
+        if (!std::all_of(completion.begin(), completion.end(),
+                         [&](const pattern::Conjunct* c) { return c->test(bind_); })) {
+          continue;
+        }
+      }
+      if (!collected) {
+        // Once per token: every output of `t` binds the same events.
+        chain_.clear();
+        collect(&tok, chain_);
+        collected = true;
+        if (t.by_element) {
+          // A Kleene element binds several events: ends by element.
+          ends_.assign(t.slots.size(), 0);
+          for (const Token* k = &tok; k != nullptr; k = k->parent.get()) ++ends_[k->element];
+          for (size_t d = 1; d < ends_.size(); ++d) ends_[d] += ends_[d - 1];
+        }
+      }
+      p->sink->onMatch(plugin::Match(chain_, t.by_element ? ends_ : p->ends, &composer));
+    }
+  }
+  if ((t.consumers == 0 && t.joins.empty()) || t.unlikely(tok.prob)) return;
+  auto shared = std::make_shared<const Token>(std::move(tok));
+  for (Transition* j : t.joins) {
+    if (j->conjunction) {
+      fireConjunction(*j, t, shared);
+    } else {
+      fireJoin(*j, shared);
+    }
+  }
+  if (t.consumers > 0) {
+    t.place.push_back(std::move(shared));
+    ++held_;
+  }
+}
+
+size_t PetriNet::tokenCount() const {
+  size_t n = 0;
+  for (const auto& t : transitions_) n += t->place.size();
+  return n;
+}
+
+}  // namespace cepbus::plugins::petri
