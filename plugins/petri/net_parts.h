@@ -12,6 +12,7 @@
 
 namespace cepbus::plugins::petri {
 
+// A token: the events bound so far. An extension holds its newest event and
 // the token before it (`parent`); a join (middle join) holds no event and
 // the two tokens it concatenates, `parent` then `right`.
 struct PetriNet::Token {
