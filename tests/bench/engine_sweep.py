@@ -166,13 +166,22 @@ def compare(cepbus, patterns, events):
     return engines
 
 
-def run_process(cmd, clock):
-    """Runs `cmd`, a whole process: its CPU time (user + system, from its own resource usage)
-    or its wall time, in seconds, and its stdout and stderr. Stops the sweep when it fails."""
+def run_measured(cmd, timeout=None):
+    """Runs `cmd`, a whole process, on its own: (cpu, wall, peak_rss_kb, stdout, stderr), its
+    CPU time (user + system) and peak resident set from its own resource usage. Stops the
+    sweep when it fails; None when it runs past `timeout` seconds of wall time (then killed)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         child = subprocess.Popen(cmd, stdout=out, stderr=err)
-        _, status, usage = os.wait4(child.pid, 0)
+        while True:
+            pid, status, usage = os.wait4(child.pid, 0 if timeout is None else os.WNOHANG)
+            if pid != 0:
+                break
+            if time.perf_counter() - started > timeout:
+                child.kill()
+                os.wait4(child.pid, 0)
+                return None
+            time.sleep(0.005)
         wall = time.perf_counter() - started
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
@@ -180,7 +189,13 @@ def run_process(cmd, clock):
         stdout, stderr = out.read().decode(), err.read().decode()
     if child.returncode != 0:
         raise SystemExit("%s failed: %s" % (" ".join(cmd), stderr))
-    cpu = usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss, stdout, stderr
+
+
+def run_process(cmd, clock):
+    """Runs `cmd`, a whole process: its CPU time (user + system, from its own resource usage)
+    or its wall time, in seconds, and its stdout and stderr. Stops the sweep when it fails."""
+    cpu, wall, _, stdout, stderr = run_measured(cmd)
     return (cpu if clock == "cpu" else wall), stdout, stderr
 
 
