@@ -1,6 +1,7 @@
 #include "plugins/algebra/algebra_detector.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -24,6 +25,14 @@ struct AlgebraDetector::Instance {
   // elements (a negated operand's events never enter a match).
   double prob = 1;
   std::vector<Binding> binds;  // sorted by (leaf, seq), no duplicates
+  // A lazy instance of a sequence node (AlgebraDetector::lazy_): it stands
+  // for every x ∪ right with x an instance of the node's left history
+  // (states_[node].lhist, expanded in turn) and end(x) < start(right), the
+  // way a SASE stack entry points into the previous stack. `binds` is empty;
+  // start and prob are those of `right`, bounds on every instance it
+  // stands for (their starts are earlier, their probabilities lower).
+  InstPtr right;
+  int node = -1;
 };
 
 struct AlgebraDetector::NodeState {
@@ -106,8 +115,19 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
     : plan_(std::move(plan)),
       sink_(sink),
       composer_(std::make_unique<Composer>(*plan_)),
-      states_(plan_->nodes.size()) {
+      states_(plan_->nodes.size()),
+      lazy_(plan_->nodes.size(), 0) {
   slots_.resize(plan_->layout.size());
+  if (plan_->semantics == Semantics::kUnrestricted) {
+    // A sequence with no predicate of its own whose instances only the left
+    // side of another sequence reads: that one pairs them when its right
+    // operand comes, so they need not be built before.
+    for (const Node& n : plan_->nodes) {
+      if (n.op != Op::kSeq) continue;
+      const Node& l = plan_->nodes[static_cast<size_t>(n.left)];
+      if (l.op == Op::kSeq && l.checks.empty()) lazy_[static_cast<size_t>(n.left)] = 1;
+    }
+  }
 }
 
 AlgebraDetector::~AlgebraDetector() = default;
@@ -166,6 +186,21 @@ AlgebraDetector::InstPtr AlgebraDetector::combine(const InstPtr& a, const InstPt
     if (plan_->leaves[added.leaf].element >= 0) out->prob *= added.event->probability();
   }
   return out;
+}
+
+void AlgebraDetector::expand(const InstPtr& inst, const std::function<void(const InstPtr&)>& f) {
+  if (inst->node < 0) {
+    f(inst);
+    return;
+  }
+  const InstPtr& right = inst->right;
+  for (const InstPtr& x : states_[static_cast<size_t>(inst->node)].lhist) {
+    if (x->end >= right->start) continue;
+    expand(x, [&](const InstPtr& e) {
+      InstPtr v = combine(e, right);
+      if (!unlikely(*v)) f(v);
+    });
+  }
 }
 
 void AlgebraDetector::runTick() {
@@ -243,8 +278,26 @@ void AlgebraDetector::evaluate(size_t i) {
       // An instance of the left operand ending now cannot precede one of the
       // right operand ending now, so only the past ones pair.
       for (const InstPtr& y : ys) {
+        if (lazy_[i]) {
+          // Only when some left instance still in the window precedes y
+          // (the history is in end order, its stale instances lead).
+          const Timestamp oldest = n.horizon == kNoHorizon ? INT64_MIN : now_ - n.horizon;
+          auto x = std::find_if(st.lhist.begin(), st.lhist.end(),
+                                [&](const InstPtr& e) { return e->start >= oldest; });
+          if (x != st.lhist.end() && (*x)->end < y->start) {
+            auto lazy = std::make_shared<Instance>();
+            lazy->start = y->start;
+            lazy->end = y->end;
+            lazy->prob = y->prob;
+            lazy->right = y;
+            lazy->node = static_cast<int>(i);
+            c.push_back(std::move(lazy));
+          }
+          continue;
+        }
         for (const InstPtr& x : st.lhist) {
-          if (x->end < y->start) c.push_back(combine(x, y));
+          if (x->end >= y->start) continue;
+          expand(x, [&](const InstPtr& e) { c.push_back(combine(e, y)); });
         }
       }
       break;

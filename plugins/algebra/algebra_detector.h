@@ -17,6 +17,7 @@
 // Thread safety: none (plugin::Detector). The plan is shared read-only.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -57,6 +58,8 @@ class AlgebraDetector final : public plugin::Detector {
   void finish(size_t i, std::vector<InstPtr>& candidates);
   bool passes(const Node& node, const Instance& inst);
   InstPtr combine(const InstPtr& a, const InstPtr& b) const;
+  // Calls f(inst), or, for a lazy instance, f(every instance it stands for).
+  void expand(const InstPtr& inst, const std::function<void(const InstPtr&)>& f);
   // The ts of the latest event bound to `leaf` in `inst` (a negation's gap start).
   static Timestamp gapStart(const Instance& inst, int leaf);
   void emit(const Instance& inst);
@@ -70,6 +73,9 @@ class AlgebraDetector final : public plugin::Detector {
   plugin::MatchSink& sink_;
   std::unique_ptr<Composer> composer_;
   std::vector<NodeState> states_;
+  // Sequence nodes whose instances are lazy (Instance::right): memory
+  // follows the events in the window, not their combinations.
+  std::vector<char> lazy_;
   std::vector<EventPtr> tick_events_;
   Timestamp now_ = 0;
   uint64_t next_seq_ = 0;

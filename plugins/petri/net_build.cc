@@ -54,6 +54,7 @@ Status PetriNet::addPattern(std::string name, CompiledPatternPtr pattern, plugin
     insert(std::move(entry), split);
   }
   rebuildTypeIndex();
+  markLazyPlaces();
   held_ = tokenCount();  // a back join may have rewritten places
   return Status::ok();
 }
@@ -368,6 +369,7 @@ Status PetriNet::removePattern(std::string_view name) {
     if (patterns_[i]->name == name) detach(*patterns_[i]);
   }
   rebuildTypeIndex();
+  markLazyPlaces();
   held_ = tokenCount();  // detach() cleared places and dropped transitions
   return Status::ok();
 }
@@ -403,6 +405,31 @@ void PetriNet::rebuildTypeIndex() {
   for (auto& [type, list] : by_type_) {
     std::sort(list.begin(), list.end(),
               [](const Transition* a, const Transition* b) { return a->depth > b->depth; });
+  }
+}
+
+void PetriNet::markLazyPlaces() {
+  // Whose places only feedback extensions read (joins and Kleene loops read
+  // whole tokens).
+  std::unordered_map<const Transition*, bool> plain_readers;
+  for (const auto& u : transitions_) {
+    const bool plain = !u->loop && u->right == nullptr && !u->conjunction && u->group < 0;
+    if (u->input != nullptr) plain_readers.try_emplace(u->input, true).first->second &= plain;
+    if (u->right != nullptr) plain_readers[u->right] = false;
+  }
+  for (const auto& t : transitions_) {
+    const int own_slot = t->slots[static_cast<size_t>(t->depth)];
+    const bool own_guards =
+        std::all_of(t->guards.begin(), t->guards.end(), [&](const pattern::Conjunct* g) {
+          return g->slot_mask == 0 || (own_slot >= 0 && g->slot_mask == uint64_t{1} << own_slot);
+        });
+    auto readers = plain_readers.find(t.get());
+    const bool lazy = t->input != nullptr && !t->loop && !t->by_element && t->right == nullptr &&
+                      !t->conjunction && t->group < 0 && t->input->group < 0 &&
+                      t->inhibitors.empty() && t->outputs.empty() && t->joins.empty() &&
+                      readers != plain_readers.end() && readers->second && own_guards;
+    if (t->lazy && !lazy) materialize(*t);
+    t->lazy = lazy;
   }
 }
 

@@ -65,21 +65,41 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
   }
   std::vector<std::shared_ptr<const Token>>& in = t.input->place;
   if (t.input->window != kNoWindow) {
+    // The stale tokens that lead the place, dropped once they are an eighth
+    // of it (amortised O(1) a token); firings skip the others, and onEvent()
+    // sweeps every place now and then.
     const Timestamp w = t.input->window;
-    held_ -= std::erase_if(in, [&](const auto& tok) { return ts - tok->first_ts > w; });
+    const auto stale = std::find_if(in.begin(), in.end(),
+                                    [&](const auto& tok) { return ts - tok->first_ts <= w; });
+    if (static_cast<size_t>(stale - in.begin()) * 8 >= in.size()) {
+      held_ -= static_cast<uint64_t>(stale - in.begin());
+      in.erase(in.begin(), stale);
+    }
+  }
+  if (t.lazy) {
+    // One token for the event: the pairs it makes with the input place are
+    // built when a reader extends them (Token::lazy).
+    if (!in.empty() && !t.unlikely(event->probability()) &&
+        guardsHold(t, nullptr, nullptr, event.get())) {
+      produce(t, nullptr, nullptr, event);
+    }
+    return;
   }
   // By index: a join fired from produce() may append to another place.
+  const Timestamp from = t.window == kNoWindow ? INT64_MIN : ts - t.window;
   for (size_t i = 0, n = in.size(); i < n; ++i) {
     const Token* tok = in[i].get();
     if (tok->last_ts >= ts) continue;
+    if (t.group < 0) {
+      if (tok->first_ts < from) continue;
+      expand(*t.input, in[i], from,
+             [&](const std::shared_ptr<const Token>& pair) { extend(t, pair, event); });
+      continue;
+    }
     if (t.window != kNoWindow && ts - tok->first_ts > t.window) continue;
     if (t.unlikely(tok->prob * event->probability())) continue;
     if (!guardsHold(t, tok, nullptr, event.get())) continue;
     if (!t.inhibitors.empty() && negated(t, tok, *event)) continue;
-    if (t.group < 0) {
-      produce(t, in[i], nullptr, event);
-      continue;
-    }
     // The oldest token that fits takes the event; both are consumed.
     std::shared_ptr<const Token> taken = std::move(in[i]);
     in.erase(in.begin() + static_cast<std::ptrdiff_t>(i));
@@ -88,6 +108,69 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
     produce(t, std::move(taken), nullptr, event);
     return;
   }
+}
+
+void PetriNet::extend(Transition& t, const std::shared_ptr<const Token>& tok,
+                      const EventPtr& event) {
+  if (t.window != kNoWindow && event->ts() - tok->first_ts > t.window) return;
+  if (t.unlikely(tok->prob * event->probability())) return;
+  if (!guardsHold(t, tok.get(), nullptr, event.get())) return;
+  if (!t.inhibitors.empty() && negated(t, tok.get(), *event)) return;
+  produce(t, tok, nullptr, event);
+}
+
+void PetriNet::expand(const Transition& t, const std::shared_ptr<const Token>& tok, Timestamp from,
+                      const TokenVisitor& f) const {
+  if (!tok->lazy) {
+    f(tok);
+    return;
+  }
+  // The input place is sorted by last_ts (tokens are made at their last
+  // event and kept in order), so the tokens ending before `tok` lead.
+  const std::vector<std::shared_ptr<const Token>>& in = t.input->place;
+  const auto end = std::lower_bound(
+      in.begin(), in.end(), tok->last_ts,
+      [](const std::shared_ptr<const Token>& p, Timestamp ts) { return p->last_ts < ts; });
+  for (auto it = in.begin(); it != end; ++it) {
+    if ((*it)->first_ts < from) continue;  // so does every pair a lazy one stands for
+    expand(*t.input, *it, from, [&](const std::shared_ptr<const Token>& parent) {
+      if (t.window != kNoWindow && tok->last_ts - parent->first_ts > t.window) return;
+      const double prob = parent->prob * tok->prob;
+      if (t.unlikely(prob)) return;
+      Token pair;
+      pair.event = EventPtr(EventPtr(), tok->event.get());
+      pair.parent = std::shared_ptr<const Token>(std::shared_ptr<const Token>(), parent.get());
+      pair.first_ts = parent->first_ts;
+      pair.last_ts = tok->last_ts;
+      pair.first_seq = parent->first_seq;
+      pair.prob = prob;
+      pair.element = tok->element;
+      pair.origin = tok.get();
+      pair.parent_owner = &parent;
+      f(std::shared_ptr<const Token>(std::shared_ptr<const Token>(), &pair));
+    });
+  }
+}
+
+std::shared_ptr<const PetriNet::Token> PetriNet::own(const std::shared_ptr<const Token>& tok) {
+  if (tok == nullptr || tok->origin == nullptr) return tok;
+  auto kept = std::make_shared<Token>(*tok);
+  kept->event = tok->origin->event;
+  kept->parent = own(*tok->parent_owner);
+  kept->origin = nullptr;
+  kept->parent_owner = nullptr;
+  return kept;
+}
+
+void PetriNet::materialize(Transition& t) {
+  std::vector<std::shared_ptr<const Token>> kept;
+  for (const std::shared_ptr<const Token>& tok : t.place) {
+    expand(t, tok, INT64_MIN,
+           [&](const std::shared_ptr<const Token>& pair) { kept.push_back(own(pair)); });
+  }
+  held_ += kept.size();
+  held_ -= t.place.size();
+  t.place = std::move(kept);
 }
 
 void PetriNet::fireLoop(Transition& t, const EventPtr& event) {
@@ -253,6 +336,7 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
   } else {
     tok.event = event;
     tok.element = t.depth;
+    tok.lazy = t.lazy;
     tok.first_ts = parent ? parent->first_ts : event->ts();
     tok.first_seq = parent ? parent->first_seq : seq_;
     tok.last_ts = event->ts();
@@ -293,6 +377,7 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
     }
   }
   if ((t.consumers == 0 && t.joins.empty()) || t.unlikely(tok.prob)) return;
+  tok.parent = own(tok.parent);  // an expanded pair is kept as a token of its own
   auto shared = std::make_shared<const Token>(std::move(tok));
   for (Transition* j : t.joins) {
     if (j->conjunction) {

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "plugins/petri/petri_net.h"
@@ -24,6 +25,35 @@ struct PetriNet::Token {
   uint64_t first_seq = 0;  // arrival number of the first bound event
   double prob = 1;         // the product of the bound events' probabilities
   int element = 0;         // the element `event` binds (several events bind a Kleene one)
+  // A lazy token (Transition::lazy) holds its event and no parent: it stands
+  // for every token of the input place that ends before the event, each
+  // extended with it (SASE's stack entry with its pointer into the previous
+  // stack). Its first_ts and prob are the event's own.
+  bool lazy = false;
+  // One of those pairs, made for one firing on the stack and never kept in a
+  // place: `origin` is the lazy token (which owns `event`; here `event` and
+  // `parent` do not own what they point to), `parent_owner` the owning
+  // pointer to the parent. PetriNet::own() turns it into a token to keep.
+  const Token* origin = nullptr;
+  const std::shared_ptr<const Token>* parent_owner = nullptr;
+};
+
+// What expand() calls with each token: a reference to a callable (not a
+// copy, no allocation), so that expand() can recurse without a template.
+class PetriNet::TokenVisitor {
+ public:
+  // `f` must outlive the visitor (a lambda passed to expand() does).
+  template <typename F>
+  TokenVisitor(F&& f)  // NOLINT(google-explicit-constructor): a lambda passes as is
+      : object_(static_cast<void*>(&f)),
+        call_([](void* o, const std::shared_ptr<const Token>& tok) {
+          (*static_cast<std::remove_reference_t<F>*>(o))(tok);
+        }) {}
+  void operator()(const std::shared_ptr<const Token>& tok) const { call_(object_, tok); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, const std::shared_ptr<const Token>&);
 };
 
 namespace {
@@ -34,7 +64,7 @@ void collect(const Token* tok, std::vector<const EventPtr*>& out) {
   if (tok == nullptr) return;
   collect(tok->parent.get(), out);
   if (tok->event) {
-    out.push_back(&tok->event);
+    out.push_back(tok->origin != nullptr ? &tok->origin->event : &tok->event);
   } else {
     collect(tok->right.get(), out);
   }
@@ -88,6 +118,13 @@ struct PetriNet::Transition {
   // A token this unlikely helps no user; only a feedback transition may drop
   // it (a consuming one would hand its event to another token instead).
   bool unlikely(double prob) const { return group < 0 && prob < min_probability; }
+  // The place holds lazy tokens (one per event, see Token::lazy), which its
+  // readers expand: every reader is a feedback extension, the transition's
+  // guards name its own element only, and nothing else reads its tokens
+  // (no outputs, joins, inhibitors or Kleene element). Memory follows the
+  // events in the window, not their combinations, which are built only when
+  // an event extends them.
+  bool lazy = false;
   size_t consumers = 0;                             // transitions reading the output place
   std::vector<std::shared_ptr<const Token>> place;  // kept only while consumers > 0
 };

@@ -94,6 +94,7 @@ class PetriNet {
   struct Transition;
   struct PatternEntry;
   class Composer;
+  class TokenVisitor;
 
   void fire(Transition& t, const EventPtr& event);
   void fireJoin(Transition& j, const std::shared_ptr<const Token>& right);
@@ -124,6 +125,21 @@ class PetriNet {
   // Unlinks the pattern and drops the transitions only it used.
   std::unique_ptr<PatternEntry> detach(const PatternEntry& entry);
   void rebuildTypeIndex();
+  // Decides which places hold lazy tokens (Transition::lazy); a place that
+  // stops being lazy gets its lazy tokens expanded.
+  void markLazyPlaces();
+  // Calls f(token) for `tok`, a token of t's place, or, when it is lazy, for
+  // every pair it stands for (recursively) whose first event is at or after
+  // `from`.
+  void expand(const Transition& t, const std::shared_ptr<const Token>& tok, Timestamp from,
+              const TokenVisitor& f) const;
+  // Every lazy token of t's place replaced by the pairs it stands for.
+  void materialize(Transition& t);
+  // `tok` if it may be kept, else (an expanded pair) a copy that owns its chain.
+  static std::shared_ptr<const Token> own(const std::shared_ptr<const Token>& tok);
+  // The checks of extending `tok` with `event` at feedback transition t, and
+  // the extension when they pass.
+  void extend(Transition& t, const std::shared_ptr<const Token>& tok, const EventPtr& event);
   std::string toDot() const;
   std::string toJson() const;
 
