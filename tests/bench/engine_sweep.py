@@ -166,10 +166,18 @@ def compare(cepbus, patterns, events):
     return engines
 
 
+def cpu_seconds(pid):
+    """The CPU time (user + system) a running process has used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_measured(cmd, timeout=None):
     """Runs `cmd`, a whole process, on its own: (cpu, wall, peak_rss_kb, stdout, stderr), its
     CPU time (user + system) and peak resident set from its own resource usage. Stops the
-    sweep when it fails; None when it runs past `timeout` seconds of wall time (then killed)."""
+    sweep when it fails; None when it uses more than `timeout` seconds of CPU (then killed):
+    CPU, not wall time, so that a machine busy with other work does not cut runs short."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         child = subprocess.Popen(cmd, stdout=out, stderr=err)
@@ -177,11 +185,11 @@ def run_measured(cmd, timeout=None):
             pid, status, usage = os.wait4(child.pid, 0 if timeout is None else os.WNOHANG)
             if pid != 0:
                 break
-            if time.perf_counter() - started > timeout:
+            if cpu_seconds(child.pid) > timeout:
                 child.kill()
                 os.wait4(child.pid, 0)
                 return None
-            time.sleep(0.005)
+            time.sleep(0.02)
         wall = time.perf_counter() - started
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
