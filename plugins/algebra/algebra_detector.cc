@@ -205,6 +205,7 @@ void AlgebraDetector::expand(const InstPtr& inst, const std::function<void(const
 
 void AlgebraDetector::runTick() {
   const Plan& plan = *plan_;
+  sweep_ = ++ticks_ % 1024 == 0;
   const bool recent = plan.semantics == Semantics::kRecent;
   for (const EventPtr& ev : tick_events_) {
     const uint64_t seq = next_seq_++;
@@ -472,6 +473,19 @@ void AlgebraDetector::dropOld(std::vector<InstPtr>& list, int64_t horizon) const
   std::erase_if(list, [&](const InstPtr& p) { return p->start < limit; });
 }
 
+void AlgebraDetector::dropLeading(std::vector<InstPtr>& list, int64_t horizon) const {
+  if (horizon == kNoHorizon || sweep_) {
+    dropOld(list, horizon);
+    return;
+  }
+  const Timestamp limit = now_ - horizon;
+  const auto stale =
+      std::find_if(list.begin(), list.end(), [&](const InstPtr& p) { return p->start >= limit; });
+  if (static_cast<size_t>(stale - list.begin()) * 32 >= list.size()) {
+    list.erase(list.begin(), stale);
+  }
+}
+
 void AlgebraDetector::updateState(size_t i) {
   const Node& n = plan_->nodes[i];
   NodeState& st = states_[i];
@@ -487,7 +501,8 @@ void AlgebraDetector::updateState(size_t i) {
         break;
       case Op::kSeq:
         st.lhist.insert(st.lhist.end(), l.out.begin(), l.out.end());
-        break;
+        dropLeading(st.lhist, n.horizon);
+        return;
       case Op::kIteration:
         st.lhist.insert(st.lhist.end(), st.raw.begin(), st.raw.end());
         break;

@@ -64,6 +64,11 @@ class AlgebraDetector final : public plugin::Detector {
   static Timestamp gapStart(const Instance& inst, int leaf);
   void emit(const Instance& inst);
   void dropOld(std::vector<InstPtr>& list, int64_t horizon) const;
+  // A sequence's left history under unrestricted semantics, in end order:
+  // a stale instance there only costs a pairing the time restriction above
+  // rejects, so the stale ones that lead go once they are a 32nd of it
+  // (amortised O(1) an instance), every stale one at a sweep (sweep_).
+  void dropLeading(std::vector<InstPtr>& list, int64_t horizon) const;
   // True when `inst` can be dropped before it reaches an operand's state:
   // unrestricted semantics below the threshold. Recent semantics picks one
   // instance per tick among all of them, so it checks at the top only.
@@ -79,7 +84,9 @@ class AlgebraDetector final : public plugin::Detector {
   std::vector<EventPtr> tick_events_;
   Timestamp now_ = 0;
   uint64_t next_seq_ = 0;
-  uint64_t kept_ = 0;  // retainedInstances() when the last tick closed
+  uint64_t ticks_ = 0;
+  bool sweep_ = false;  // this tick drops every stale instance (dropLeading)
+  uint64_t kept_ = 0;   // retainedInstances() when the last tick closed
   uint64_t peak_kept_ = 0;
   // Scratch buffers, reused so the hot path does not allocate.
   std::vector<pattern::SlotBinding> slots_;
