@@ -324,9 +324,15 @@ bool PetriNet::negated(Transition& t, const Token* left, const Event& event) {
   return false;
 }
 
-void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
+void PetriNet::produce(Transition& t, const std::shared_ptr<const Token>& parent,
                        std::shared_ptr<const Token> right, const EventPtr& event) {
-  Token tok;
+  // The token is built only when it is kept: one that is reported and
+  // dropped costs no construction and no reference count.
+  struct {
+    Timestamp first_ts, last_ts;
+    uint64_t first_seq;
+    double prob;
+  } tok;
   if (right != nullptr) {
     // A conjunction's operands may come in any order.
     tok.first_ts = std::min(parent->first_ts, right->first_ts);
@@ -334,16 +340,11 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
     tok.last_ts = std::max(parent->last_ts, right->last_ts);
     tok.prob = parent->prob * right->prob;
   } else {
-    tok.event = event;
-    tok.element = t.depth;
-    tok.lazy = t.lazy;
     tok.first_ts = parent ? parent->first_ts : event->ts();
     tok.first_seq = parent ? parent->first_seq : seq_;
     tok.last_ts = event->ts();
     tok.prob = (parent ? parent->prob : 1.0) * event->probability();
   }
-  tok.parent = std::move(parent);
-  tok.right = std::move(right);
   bool collected = false;
   for (const std::vector<PatternEntry*>& group : t.output_groups) {
     SharedComposer composer(*group.front()->composer);
@@ -355,7 +356,7 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
       const std::vector<const pattern::Conjunct*>& completion =
           p->pattern->elements.back().completion;
       if (!completion.empty()) {
-        bind(t, tok.parent.get(), nullptr, tok.event.get());
+        bind(t, parent.get(), nullptr, event.get());
         if (!std::all_of(completion.begin(), completion.end(),
                          [&](const pattern::Conjunct* c) { return c->test(bind_); })) {
           continue;
@@ -364,12 +365,19 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
       if (!collected) {
         // Once per token: every output of `t` binds the same events.
         chain_.clear();
-        collect(&tok, chain_);
+        collect(parent.get(), chain_);
+        if (right != nullptr) {
+          collect(right.get(), chain_);
+        } else {
+          chain_.push_back(&event);
+        }
         collected = true;
         if (t.by_element) {
           // A Kleene element binds several events: ends by element.
           ends_.assign(t.slots.size(), 0);
-          for (const Token* k = &tok; k != nullptr; k = k->parent.get()) ++ends_[k->element];
+          ++ends_[static_cast<size_t>(t.depth)];
+          for (const Token* k = parent.get(); k != nullptr; k = k->parent.get())
+            ++ends_[k->element];
           for (size_t d = 1; d < ends_.size(); ++d) ends_[d] += ends_[d - 1];
         }
       }
@@ -377,8 +385,19 @@ void PetriNet::produce(Transition& t, std::shared_ptr<const Token> parent,
     }
   }
   if ((t.consumers == 0 && t.joins.empty()) || t.unlikely(tok.prob)) return;
-  tok.parent = own(tok.parent);  // an expanded pair is kept as a token of its own
-  auto shared = std::make_shared<const Token>(std::move(tok));
+  auto kept = std::make_shared<Token>();
+  kept->first_ts = tok.first_ts;
+  kept->last_ts = tok.last_ts;
+  kept->first_seq = tok.first_seq;
+  kept->prob = tok.prob;
+  if (right == nullptr) {
+    kept->event = event;
+    kept->element = t.depth;
+    kept->lazy = t.lazy;
+  }
+  kept->parent = own(parent);  // an expanded pair is kept as a token of its own
+  kept->right = std::move(right);
+  std::shared_ptr<const Token> shared = std::move(kept);
   for (Transition* j : t.joins) {
     if (j->conjunction) {
       fireConjunction(*j, t, shared);

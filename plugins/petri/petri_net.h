@@ -112,7 +112,7 @@ class PetriNet {
   void bind(const Transition& t, const Token* left, const Token* right, const Event* event);
   // True when an event in one of t's inhibitor places forbids extending `left` with `event`.
   bool negated(Transition& t, const Token* left, const Event& event);
-  void produce(Transition& t, std::shared_ptr<const Token> parent,
+  void produce(Transition& t, const std::shared_ptr<const Token>& parent,
                std::shared_ptr<const Token> right, const EventPtr& event);
   void rebuildOutputGroups(Transition& t);
   // Where a new pattern's join should start (0: insert's default, a middle
