@@ -116,8 +116,15 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       sink_(sink),
       composer_(std::make_unique<Composer>(*plan_)),
       states_(plan_->nodes.size()),
-      lazy_(plan_->nodes.size(), 0) {
+      lazy_(plan_->nodes.size(), 0),
+      direct_(plan_->nodes.size(), 0),
+      parent_(plan_->nodes.size(), -1) {
   slots_.resize(plan_->layout.size());
+  for (size_t i = 0; i < plan_->nodes.size(); ++i) {
+    const Node& n = plan_->nodes[i];
+    if (n.left >= 0) parent_[static_cast<size_t>(n.left)] = static_cast<int>(i);
+    if (n.right >= 0) parent_[static_cast<size_t>(n.right)] = static_cast<int>(i);
+  }
   if (plan_->semantics == Semantics::kUnrestricted) {
     // A sequence with no predicate of its own whose instances only the left
     // side of another sequence reads: that one pairs them when its right
@@ -126,6 +133,17 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       if (n.op != Op::kSeq) continue;
       const Node& l = plan_->nodes[static_cast<size_t>(n.left)];
       if (l.op == Op::kSeq && l.checks.empty()) lazy_[static_cast<size_t>(n.left)] = 1;
+    }
+    // A sequence below nothing but filters (selections and time
+    // restrictions up to the root) reports each match as it builds it.
+    for (size_t i = 0; i < plan_->nodes.size(); ++i) {
+      if (plan_->nodes[i].op != Op::kSeq || lazy_[i]) continue;
+      bool filters = true;
+      for (int k = parent_[i]; filters && k >= 0; k = parent_[static_cast<size_t>(k)]) {
+        const Op op = plan_->nodes[static_cast<size_t>(k)].op;
+        filters = op == Op::kTimeRestriction || op == Op::kSelection;
+      }
+      direct_[i] = filters;
     }
   }
 }
@@ -201,6 +219,48 @@ void AlgebraDetector::expand(const InstPtr& inst, const std::function<void(const
       if (!unlikely(*v)) f(v);
     });
   }
+}
+
+double AlgebraDetector::stackProbability() const {
+  double prob = 1;
+  for (const Binding* b : stack_) {
+    if (plan_->leaves[b->leaf].element >= 0) prob *= b->event->probability();
+  }
+  return prob;
+}
+
+void AlgebraDetector::enumerate(const InstPtr& inst, const std::function<void(Timestamp)>& f) {
+  const size_t mark = stack_.size();
+  if (inst->node < 0) {
+    for (const Binding& b : inst->binds) stack_.push_back(&b);
+    f(inst->start);
+    stack_.resize(mark);
+    return;
+  }
+  // A lazy instance: its left history's instances before `right`, each
+  // followed by right's events (a sequence's left leaves precede its right
+  // leaves, so the stack stays in (leaf, seq) order).
+  const InstPtr& right = inst->right;
+  for (const InstPtr& x : states_[static_cast<size_t>(inst->node)].lhist) {
+    if (x->end >= right->start) continue;
+    enumerate(x, [&](Timestamp start) {
+      const size_t inner = stack_.size();
+      for (const Binding& b : right->binds) stack_.push_back(&b);
+      if (plan_->min_probability <= 0 || stackProbability() >= plan_->min_probability) f(start);
+      stack_.resize(inner);
+    });
+  }
+}
+
+void AlgebraDetector::reportDirect(size_t i, Timestamp start, Timestamp end) {
+  const double prob = stackProbability();
+  if (prob < plan_->min_probability) return;  // unlikely() at every level, emit() at the top
+  for (int k = static_cast<int>(i); k >= 0; k = parent_[static_cast<size_t>(k)]) {
+    const Node& n = plan_->nodes[static_cast<size_t>(k)];
+    if (n.op == Op::kTimeRestriction && end - start > n.window) return;
+    if (!passes(n, stack_)) return;
+  }
+  emit(stack_, prob);
 }
 
 void AlgebraDetector::runTick() {
@@ -298,6 +358,15 @@ void AlgebraDetector::evaluate(size_t i) {
         }
         for (const InstPtr& x : st.lhist) {
           if (x->end >= y->start) continue;
+          if (direct_[i]) {
+            enumerate(x, [&](Timestamp start) {
+              const size_t mark = stack_.size();
+              for (const Binding& b : y->binds) stack_.push_back(&b);
+              reportDirect(i, start, y->end);
+              stack_.resize(mark);
+            });
+            continue;
+          }
           expand(x, [&](const InstPtr& e) { c.push_back(combine(e, y)); });
         }
       }
@@ -433,15 +502,22 @@ void AlgebraDetector::finish(size_t i, std::vector<InstPtr>& candidates) {
 
 bool AlgebraDetector::passes(const Node& node, const Instance& inst) {
   if (node.checks.empty()) return true;
+  refs_.clear();
+  for (const Binding& b : inst.binds) refs_.push_back(&b);
+  return passes(node, refs_);
+}
+
+bool AlgebraDetector::passes(const Node& node, const std::vector<const Binding*>& binds) {
+  if (node.checks.empty()) return true;
   const Plan& plan = *plan_;
   std::fill(slots_.begin(), slots_.end(), pattern::SlotBinding{});
-  slot_events_.resize(inst.binds.size());
-  for (size_t k = 0; k < inst.binds.size(); ++k) slot_events_[k] = inst.binds[k].event.get();
+  slot_events_.resize(binds.size());
+  for (size_t k = 0; k < binds.size(); ++k) slot_events_[k] = binds[k]->event.get();
   size_t begin = 0;
-  while (begin < inst.binds.size()) {
+  while (begin < binds.size()) {
     size_t end = begin + 1;
-    while (end < inst.binds.size() && inst.binds[end].leaf == inst.binds[begin].leaf) ++end;
-    const int slot = plan.leaves[inst.binds[begin].leaf].slot;
+    while (end < binds.size() && binds[end]->leaf == binds[begin]->leaf) ++end;
+    const int slot = plan.leaves[binds[begin]->leaf].slot;
     if (slot >= 0) {
       pattern::SlotBinding& sb = slots_[static_cast<size_t>(slot)];
       sb.events = std::span<const Event* const>(slot_events_.data() + begin, end - begin);
@@ -619,14 +695,20 @@ bool AlgebraDetector::unlikely(const Instance& inst) const {
 }
 
 void AlgebraDetector::emit(const Instance& inst) {
+  refs_.clear();
+  for (const Binding& b : inst.binds) refs_.push_back(&b);
+  emit(refs_, inst.prob);
+}
+
+void AlgebraDetector::emit(const std::vector<const Binding*>& binds, double prob) {
   const Plan& plan = *plan_;
-  if (inst.prob < plan.min_probability) return;
+  if (prob < plan.min_probability) return;
   out_events_.clear();
   out_ends_.assign(plan.element_count, 0);
-  for (const Binding& b : inst.binds) {
-    const int element = plan.leaves[b.leaf].element;
+  for (const Binding* b : binds) {
+    const int element = plan.leaves[b->leaf].element;
     if (element < 0) continue;
-    out_events_.push_back(&b.event);
+    out_events_.push_back(&b->event);
     ++out_ends_[static_cast<size_t>(element)];
   }
   for (size_t j = 1; j < out_ends_.size(); ++j) out_ends_[j] += out_ends_[j - 1];
