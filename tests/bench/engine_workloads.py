@@ -205,7 +205,8 @@ def cell(row):
         return "> %d s" % row["seconds"]
     rate = row["events_per_s"]
     text = "%.2f s, %s ev/s, %.0f MB" % (
-        row["seconds"], "%.2fM" % (rate / 1e6) if rate >= 1e6 else "%.0fk" % (rate / 1e3),
+        row["seconds"], "%.2fM" % (rate / 1e6) if rate >= 1e6 else
+        "%.0fk" % (rate / 1e3) if rate >= 1e4 else "%d" % rate,
         row["peak_rss_mb"])
     if row["engine"] != "nfa" and "time_vs_nfa" in row:
         text += " (×%.1f)" % row["time_vs_nfa"]
