@@ -143,7 +143,7 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
         const Op op = plan_->nodes[static_cast<size_t>(k)].op;
         filters = op == Op::kTimeRestriction || op == Op::kSelection;
       }
-      direct_[i] = filters;
+      direct_[i] = filters ? 1 : 0;
     }
   }
 }

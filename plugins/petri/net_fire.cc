@@ -105,7 +105,7 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
     in.erase(in.begin() + static_cast<std::ptrdiff_t>(i));
     --held_;
     taken_[t.group] = seq_;
-    produce(t, std::move(taken), nullptr, event);
+    produce(t, taken, nullptr, event);
     return;
   }
 }
