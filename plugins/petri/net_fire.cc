@@ -131,24 +131,31 @@ void PetriNet::expand(const Transition& t, const std::shared_ptr<const Token>& t
   const auto end = std::lower_bound(
       in.begin(), in.end(), tok->last_ts,
       [](const std::shared_ptr<const Token>& p, Timestamp ts) { return p->last_ts < ts; });
+  // One pair on the stack, rewritten for each parent.
+  Token pair;
+  pair.event = EventPtr(EventPtr(), tok->event.get());
+  pair.last_ts = tok->last_ts;
+  pair.element = tok->element;
+  pair.origin = tok.get();
+  const std::shared_ptr<const Token> pair_ptr(std::shared_ptr<const Token>(), &pair);
+  auto with = [&](const std::shared_ptr<const Token>& parent) {
+    if (t.window != kNoWindow && tok->last_ts - parent->first_ts > t.window) return;
+    const double prob = parent->prob * tok->prob;
+    if (t.unlikely(prob)) return;
+    pair.parent = std::shared_ptr<const Token>(std::shared_ptr<const Token>(), parent.get());
+    pair.first_ts = parent->first_ts;
+    pair.first_seq = parent->first_seq;
+    pair.prob = prob;
+    pair.parent_owner = &parent;
+    f(pair_ptr);
+  };
   for (auto it = in.begin(); it != end; ++it) {
     if ((*it)->first_ts < from) continue;  // so does every pair a lazy one stands for
-    expand(*t.input, *it, from, [&](const std::shared_ptr<const Token>& parent) {
-      if (t.window != kNoWindow && tok->last_ts - parent->first_ts > t.window) return;
-      const double prob = parent->prob * tok->prob;
-      if (t.unlikely(prob)) return;
-      Token pair;
-      pair.event = EventPtr(EventPtr(), tok->event.get());
-      pair.parent = std::shared_ptr<const Token>(std::shared_ptr<const Token>(), parent.get());
-      pair.first_ts = parent->first_ts;
-      pair.last_ts = tok->last_ts;
-      pair.first_seq = parent->first_seq;
-      pair.prob = prob;
-      pair.element = tok->element;
-      pair.origin = tok.get();
-      pair.parent_owner = &parent;
-      f(std::shared_ptr<const Token>(std::shared_ptr<const Token>(), &pair));
-    });
+    if ((*it)->lazy) {
+      expand(*t.input, *it, from, with);
+    } else {
+      with(*it);
+    }
   }
 }
 
