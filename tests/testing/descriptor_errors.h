@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +41,21 @@ const descriptor::ElementParsers& onlyElement() {
     return made;
   }();
   return parsers;
+}
+
+// A parse with `Parser`'s element alone, as descriptor::parseDescriptorString.
+template <typename Parser>
+Result<descriptor::Descriptor> parseWithElement(std::string_view text,
+                                                std::string_view name = "t.xml",
+                                                descriptor::ParseReport* report = nullptr,
+                                                const std::filesystem::path& base_dir = {}) {
+  return descriptor::parseDescriptorString(text, name, report, base_dir, &onlyElement<Parser>());
+}
+
+// descriptorErrors() with `Parser`'s element alone.
+template <typename Parser>
+std::vector<std::string> elementErrors(std::string_view text) {
+  return descriptorErrors(text, &onlyElement<Parser>());
 }
 
 }  // namespace cepbus::testing

@@ -14,15 +14,11 @@ namespace {
 
 using ::testing::ElementsAre;
 
-const descriptor::ElementParsers& elements() { return testing::onlyElement<HttpListenerElement>(); }
-
-Result<descriptor::Descriptor> parse(std::string_view text) {
-  return descriptor::parseDescriptorString(text, "t.xml", nullptr, {}, &elements());
-}
-
-std::vector<std::string> errorsOf(std::string_view text) {
-  return testing::descriptorErrors(text, &elements());
-}
+// The descriptor with HttpListenerElement's element alone; errorsOf(): what its parse reports.
+constexpr auto parse = [](auto&&... args) {
+  return testing::parseWithElement<HttpListenerElement>(std::forward<decltype(args)>(args)...);
+};
+constexpr auto errorsOf = testing::elementErrors<HttpListenerElement>;
 
 TEST(HttpListenerElementTest, ReadsWhereItListensItsTokenAndItsLimits) {
   auto result = parse(R"(<cepbus name="t"><listeners>

@@ -13,20 +13,13 @@
 namespace cepbus::services::amqp {
 namespace {
 
-using descriptor::ParseReport;
 using ::testing::ElementsAre;
 
-const descriptor::ElementParsers& elements() { return testing::onlyElement<AmqpListenerElement>(); }
-
-Result<descriptor::Descriptor> parse(std::string_view text, std::string_view name,
-                                     ParseReport* report = nullptr,
-                                     const std::filesystem::path& base_dir = {}) {
-  return descriptor::parseDescriptorString(text, name, report, base_dir, &elements());
-}
-
-std::vector<std::string> errorsOf(std::string_view text) {
-  return testing::descriptorErrors(text, &elements());
-}
+// The descriptor with AmqpListenerElement's element alone; errorsOf(): what its parse reports.
+constexpr auto parse = [](auto&&... args) {
+  return testing::parseWithElement<AmqpListenerElement>(std::forward<decltype(args)>(args)...);
+};
+constexpr auto errorsOf = testing::elementErrors<AmqpListenerElement>;
 
 TEST(AmqpListenerElementErrorTest, BadListeners) {
   EXPECT_THAT(errorsOf(R"(<cepbus name="t"><listeners>
