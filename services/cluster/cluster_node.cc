@@ -200,7 +200,7 @@ std::string clusterStatsJson(const ClusterStats& s) {
 
 class ClusterNode::Impl final : public proton::messaging_handler {
  public:
-  Impl(descriptor::ClusterSpec spec, std::string password, ClusterHooks hooks,
+  Impl(ClusterSpec spec, std::string password, ClusterHooks hooks,
        std::vector<CompiledQuery> queries, router::Registry& registry)
       : spec_(std::move(spec)),
         registry_(registry),
@@ -286,7 +286,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     return published_stats_;
   }
 
-  const descriptor::ClusterSpec& spec() const { return spec_; }
+  const ClusterSpec& spec() const { return spec_; }
 
   // ---- container thread ---------------------------------------------------
 
@@ -496,7 +496,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     std::string sender;
   };
 
-  const descriptor::ClusterBroker& broker() const { return spec_.brokers[broker_index_]; }
+  const ClusterBroker& broker() const { return spec_.brokers[broker_index_]; }
 
   // Hands the new connection's socket to the stall watchdog.
   void watchSocket() {
@@ -685,7 +685,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     }
   }
 
-  bool streamInput() const { return spec_.input == descriptor::ClusterSpec::Input::kStream; }
+  bool streamInput() const { return spec_.input == ClusterSpec::Input::kStream; }
 
   // Consumes the partition queue (with stream input: its lease) in a
   // session of its own.
@@ -1280,7 +1280,7 @@ class ClusterNode::Impl final : public proton::messaging_handler {
     published_stats_ = std::move(s);
   }
 
-  const descriptor::ClusterSpec spec_;
+  const ClusterSpec spec_;
   router::Registry& registry_;
   std::shared_ptr<router::ComponentEntry> entry_;
   const std::string password_;
@@ -1337,7 +1337,7 @@ void ClusterNode::stop() { impl_->stop(); }
 
 ClusterStats ClusterNode::stats() const { return impl_->stats(); }
 
-Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const descriptor::ClusterSpec& spec,
+Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterSpec& spec,
                                                          std::string password, ClusterHooks hooks,
                                                          ServiceContext& context) {
   std::vector<CompiledQuery> queries;

@@ -19,7 +19,7 @@
 // matches by replaying those messages. Composites come out at least once;
 // their ids make the duplicates recognisable.
 //
-// With stream input (descriptor::ClusterSpec::Input::kStream) the events are
+// With stream input (ClusterSpec::Input::kStream) the events are
 // read from the stream "<name>.p<i>.log" instead, and "<name>.p<i>" holds
 // the partition's lease: the node that holds its token is the active one,
 // reads the stream from the offset the token carries, and moves that offset
@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "bus/core/status.h"
-#include "bus/host/descriptor/descriptor.h"
+#include "services/cluster/cluster_spec.h"
 #include "services/service.h"
 
 namespace cepbus::services::cluster {
@@ -137,9 +137,8 @@ class ClusterNode final : public Service {
   // Compiles and checks every query of `spec` (errors name the descriptor
   // line: a query the cluster key does not partition, one without WITHIN,
   // one its engine refuses). `password` is the broker user's.
-  static Result<std::unique_ptr<ClusterNode>> create(const descriptor::ClusterSpec& spec,
-                                                     std::string password, ClusterHooks hooks,
-                                                     ServiceContext& context);
+  static Result<std::unique_ptr<ClusterNode>> create(const ClusterSpec& spec, std::string password,
+                                                     ClusterHooks hooks, ServiceContext& context);
   ~ClusterNode() override;
 
   const std::string& name() const override;

@@ -55,6 +55,7 @@
 #include "flows/st_flow.h"
 #include "router/broker.h"
 #include "services/http/http_listener.h"
+#include "services/http/http_listener_config.h"
 
 extern char** environ;
 
@@ -222,7 +223,7 @@ int main(int argc, char** argv) {
 
   plugin::PluginLoader loader{std::vector<std::string>{}};
   services::ServiceContext context{broker, *registry, loader};
-  descriptor::HttpListener config;
+  services::http::HttpListenerConfig config;
   config.port = 0;
   services::http::HttpListenerService listener(config, {}, context);
   if (!listener.start()) return 1;

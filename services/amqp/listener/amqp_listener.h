@@ -129,9 +129,9 @@
 #include <utility>
 #include <vector>
 
-#include "bus/host/descriptor/descriptor.h"
 #include "services/amqp/listener/admission.h"
 #include "services/amqp/listener/listener_stats.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "services/service.h"
 
 namespace cepbus::services::amqp {
@@ -166,7 +166,7 @@ struct AmqpListenerOptions {
 
 class AmqpListenerService final : public Service {
  public:
-  AmqpListenerService(descriptor::AmqpListener listener, AmqpListenerOptions options,
+  AmqpListenerService(AmqpListenerConfig listener, AmqpListenerOptions options,
                       ServiceContext& context);
   ~AmqpListenerService() override;  // stops
 
@@ -190,7 +190,7 @@ class AmqpListenerService final : public Service {
 };
 
 // What the Bus calls for <listeners><amqp>; `journal` as in AmqpListenerOptions.
-std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listener,
+std::unique_ptr<Service> makeAmqpListener(const AmqpListenerConfig& listener,
                                           ServiceContext& context, std::string journal);
 
 }  // namespace cepbus::services::amqp

@@ -45,6 +45,7 @@
 #include "router/delivery_policy.h"
 #include "router/registry.h"
 #include "router/relays.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/wait.h"
@@ -321,7 +322,7 @@ class AmqpListenerTest : public ::testing::TestWithParam<unsigned> {
 
   AmqpListenerService& start(bool anonymous = true, AmqpListenerOptions options = {}) {
     options.threads = GetParam();
-    descriptor::AmqpListener config;
+    services::amqp::AmqpListenerConfig config;
     config.port = 0;
     config.allow_anonymous = anonymous;
     service_ = std::make_unique<AmqpListenerService>(config, options, *context_);
@@ -621,7 +622,7 @@ TEST_P(AmqpListenerTest, RefusesConnectionsWhenAnonymousIsNotAllowed) {
 
 TEST_P(AmqpListenerTest, StartFailsWithTheAddressWhenThePortIsTaken) {
   AmqpListenerService& first = start();
-  descriptor::AmqpListener config;
+  services::amqp::AmqpListenerConfig config;
   config.port = static_cast<uint16_t>(first.port());
   config.allow_anonymous = true;
   config.where = descriptor::Location{"bus.xml", 7};

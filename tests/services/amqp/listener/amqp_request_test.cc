@@ -22,6 +22,7 @@
 #include "router/delivery_policy.h"
 #include "router/registry.h"
 #include "services/amqp/listener/amqp_listener.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/wait.h"
@@ -64,7 +65,7 @@ class AmqpRequestTest : public ::testing::TestWithParam<unsigned> {
     broker_ = std::make_unique<router::Broker>(std::move(policy), registry_);
     EXPECT_TRUE(broker_->start());
     context_ = std::make_unique<ServiceContext>(ServiceContext{*broker_, *registry_, loader_});
-    descriptor::AmqpListener config;
+    services::amqp::AmqpListenerConfig config;
     config.port = 0;
     config.allow_anonymous = true;
     AmqpListenerOptions options;

@@ -13,6 +13,7 @@
 #include "flows/st_flow.h"
 #include "router/delivery_policy.h"
 #include "router/registry.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "tests/flows/flow_test_util.h"
 
@@ -92,7 +93,7 @@ class BrokerSubscriptionsTest : public ::testing::Test {
   std::unique_ptr<BrokerSubscriptions> subscriptions_;
   int wakes_ = 0;
   const AccessControl anyone_{[] {
-    descriptor::AmqpListener config;
+    services::amqp::AmqpListenerConfig config;
     config.allow_anonymous = true;
     return config;
   }()};
@@ -260,11 +261,11 @@ TEST_F(BrokerSubscriptionsTest, RecordsOfUsersGoneOrBeyondMaxDurableAreDroppedAn
       ASSERT_TRUE((*store)->record(r));
     }
   }
-  descriptor::AmqpListener config;
-  descriptor::AmqpUser alice;
+  services::amqp::AmqpListenerConfig config;
+  services::amqp::AmqpUser alice;
   alice.name = "alice";
-  alice.permits.push_back(descriptor::AmqpPermit{"", "orders.#", {}});
-  alice.permits.push_back(descriptor::AmqpPermit{"", "alerts.#", {}});
+  alice.permits.push_back(services::amqp::AmqpPermit{"", "orders.#", {}});
+  alice.permits.push_back(services::amqp::AmqpPermit{"", "alerts.#", {}});
   config.users.push_back(alice);
   const AccessControl access(config);
   auto store = DurableStore::open(path);

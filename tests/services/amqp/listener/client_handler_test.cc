@@ -27,6 +27,7 @@
 #include "services/amqp/listener/connection_host.h"
 #include "services/amqp/listener/request_router.h"
 #include "services/protocols/amqp/access_control.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "services/protocols/amqp/sasl_plugin.h"
 #include "tests/testing/amqp_test_client.h"
@@ -225,8 +226,8 @@ class FakeHost final : public ConnectionHost {
   std::atomic<uint64_t> next_id_{0};
 };
 
-descriptor::AmqpListener anonymousListener() {
-  descriptor::AmqpListener config;
+services::amqp::AmqpListenerConfig anonymousListener() {
+  services::amqp::AmqpListenerConfig config;
   config.allow_anonymous = true;
   return config;
 }
