@@ -124,6 +124,11 @@ class PartitionRunnerTest : public ::testing::Test {
   static uint64_t idOf(std::initializer_list<EventId> ids) {
     return compositeId("rise", std::vector<EventId>(ids));
   }
+  // Starts r_, running on io_.
+  void start(Timestamp slack, std::optional<LeaseMark> lease = std::nullopt) {
+    r_ = runner(slack, io_, lease);
+    ASSERT_NE(r_, nullptr);
+  }
   PartitionStats stats(const PartitionRunner& r) const {
     PartitionStats s;
     r.describe(s);
@@ -134,16 +139,16 @@ class PartitionRunnerTest : public ::testing::Test {
   plugin::PluginLoader loader_;
   std::vector<CompiledQuery> queries_;
   ClusterStats counters_;
+  FakePartitionIo io_;
+  std::unique_ptr<PartitionRunner> r_;
   const PartitionRunner::Time t0_{};
 };
 
 TEST_F(PartitionRunnerTest, PublishesEachCompositeWithItsDeterministicId) {
-  FakePartitionIo io;
-  auto r = runner(0, io);
-  ASSERT_NE(r, nullptr);
-  r->onQueueInput(0, input({stock(1, 1, 10)}));
-  r->onQueueInput(1, input({stock(2, 2, 11)}));
-  const std::vector<OutputMessage> composites = io.composites();
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}));
+  r_->onQueueInput(1, input({stock(2, 2, 11)}));
+  const std::vector<OutputMessage> composites = io_.composites();
   ASSERT_EQ(composites.size(), 1u);
   const OutputMessage& out = composites[0];
   EXPECT_EQ(out.composite->query, "rise");
@@ -156,152 +161,136 @@ TEST_F(PartitionRunnerTest, PublishesEachCompositeWithItsDeterministicId) {
 }
 
 TEST_F(PartitionRunnerTest, InputsAreAcceptedOnlyOnceOutOfEveryWindowAndTheirCompositeAccepted) {
-  FakePartitionIo io;
-  auto r = runner(0, io);
-  ASSERT_NE(r, nullptr);
-  r->onQueueInput(0, input({stock(1, 1, 10)}));
-  r->onQueueInput(1, input({stock(2, 2, 11)}));
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}));
+  r_->onQueueInput(1, input({stock(2, 2, 11)}));
   // ts 11 is within WITHIN 10 of ts 1: both may still match a later event.
-  r->onQueueInput(2, input({stock(3, 11, 1)}));
-  EXPECT_EQ(io.accepted, Tags{});
+  r_->onQueueInput(2, input({stock(3, 11, 1)}));
+  EXPECT_EQ(io_.accepted, Tags{});
   // Event time 30 leaves 1 and 2 out of every window, but the composite
   // they made is not accepted yet: a successor would need them to make it.
-  r->onQueueInput(3, input({stock(4, 30, 1)}));
-  EXPECT_EQ(io.accepted, Tags{});
-  EXPECT_EQ(stats(*r).unaccepted_outputs, 1u);
-  r->outputDone(io.composites()[0].seq, true);
-  EXPECT_EQ(io.accepted, (Tags{0, 1, 2}));
+  r_->onQueueInput(3, input({stock(4, 30, 1)}));
+  EXPECT_EQ(io_.accepted, Tags{});
+  EXPECT_EQ(stats(*r_).unaccepted_outputs, 1u);
+  r_->outputDone(io_.composites()[0].seq, true);
+  EXPECT_EQ(io_.accepted, (Tags{0, 1, 2}));
   EXPECT_EQ(counters_.settled, 3u);
-  EXPECT_EQ(stats(*r).held, 1u);  // ts 30 is still in its window
-  EXPECT_EQ(stats(*r).held_messages_peak, 4u);
+  EXPECT_EQ(stats(*r_).held, 1u);  // ts 30 is still in its window
+  EXPECT_EQ(stats(*r_).held_messages_peak, 4u);
 }
 
 TEST_F(PartitionRunnerTest, ARejectedCompositeIsSentAgainAndItsInputsWait) {
-  FakePartitionIo io;
-  auto r = runner(0, io);
-  ASSERT_NE(r, nullptr);
-  r->onQueueInput(0, input({stock(1, 1, 10)}));
-  r->onQueueInput(1, input({stock(2, 2, 11)}));
-  r->onQueueInput(2, input({stock(3, 30, 1)}));
-  ASSERT_EQ(io.composites().size(), 1u);
-  const uint64_t seq = io.composites()[0].seq;
-  r->outputDone(seq, false);
-  ASSERT_EQ(io.composites().size(), 2u);
-  EXPECT_EQ(io.composites()[1].seq, seq);
-  EXPECT_EQ(io.composites()[1].composite->id, idOf({1, 2}));
-  EXPECT_EQ(io.accepted, Tags{});
-  r->outputDone(seq, true);
-  EXPECT_EQ(io.accepted, (Tags{0, 1}));
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}));
+  r_->onQueueInput(1, input({stock(2, 2, 11)}));
+  r_->onQueueInput(2, input({stock(3, 30, 1)}));
+  ASSERT_EQ(io_.composites().size(), 1u);
+  const uint64_t seq = io_.composites()[0].seq;
+  r_->outputDone(seq, false);
+  ASSERT_EQ(io_.composites().size(), 2u);
+  EXPECT_EQ(io_.composites()[1].seq, seq);
+  EXPECT_EQ(io_.composites()[1].composite->id, idOf({1, 2}));
+  EXPECT_EQ(io_.accepted, Tags{});
+  r_->outputDone(seq, true);
+  EXPECT_EQ(io_.accepted, (Tags{0, 1}));
   // An answer for an output already accepted changes nothing.
-  r->outputDone(seq, false);
-  EXPECT_EQ(io.composites().size(), 2u);
+  r_->outputDone(seq, false);
+  EXPECT_EQ(io_.composites().size(), 2u);
 }
 
 TEST_F(PartitionRunnerTest, EventsOutOfOrderWithinTheSlackReachTheDetectorsInOrder) {
-  FakePartitionIo io;
-  auto r = runner(5, io);
-  ASSERT_NE(r, nullptr);
+  ASSERT_NO_FATAL_FAILURE(start(5));
   // In arrival order the price falls (11, then 10): no rise. In event-time
   // order it rises from 10 at ts 1 to 11 at ts 3.
-  r->onQueueInput(0, input({stock(1, 3, 11)}));
-  r->onQueueInput(1, input({stock(2, 1, 10)}));
-  EXPECT_TRUE(io.composites().empty()) << "released before the slack let them go";
-  r->onQueueInput(2, input({stock(3, 9, 1)}));  // 9 - 5 >= 3: both go
-  ASSERT_EQ(io.composites().size(), 1u);
-  EXPECT_EQ(io.composites()[0].composite->match_ts, "[1,3]");
-  EXPECT_EQ(io.composites()[0].composite->id, idOf({2, 1}));
+  r_->onQueueInput(0, input({stock(1, 3, 11)}));
+  r_->onQueueInput(1, input({stock(2, 1, 10)}));
+  EXPECT_TRUE(io_.composites().empty()) << "released before the slack let them go";
+  r_->onQueueInput(2, input({stock(3, 9, 1)}));  // 9 - 5 >= 3: both go
+  ASSERT_EQ(io_.composites().size(), 1u);
+  EXPECT_EQ(io_.composites()[0].composite->match_ts, "[1,3]");
+  EXPECT_EQ(io_.composites()[0].composite->id, idOf({2, 1}));
   EXPECT_EQ(counters_.late, 0u);
 }
 
 TEST_F(PartitionRunnerTest, ALateEventIsPublishedAsLateAndAcceptedOnceThatIs) {
-  FakePartitionIo io;
-  auto r = runner(2, io);
-  ASSERT_NE(r, nullptr);
-  r->onQueueInput(0, input({stock(1, 10, 10)}));
-  r->onQueueInput(1, input({stock(2, 5, 20)}));  // 5 behind, the slack is 2
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  r_->onQueueInput(0, input({stock(1, 10, 10)}));
+  r_->onQueueInput(1, input({stock(2, 5, 20)}));  // 5 behind, the slack is 2
   EXPECT_EQ(counters_.late, 1u);
-  ASSERT_EQ(io.sent.size(), 1u);
-  EXPECT_FALSE(io.sent[0].composite);
-  EXPECT_EQ(io.sent[0].event->id(), 2u);
-  EXPECT_EQ(io.accepted, Tags{});
-  r->outputDone(io.sent[0].seq, true);
-  EXPECT_EQ(io.accepted, Tags{1});
+  ASSERT_EQ(io_.sent.size(), 1u);
+  EXPECT_FALSE(io_.sent[0].composite);
+  EXPECT_EQ(io_.sent[0].event->id(), 2u);
+  EXPECT_EQ(io_.accepted, Tags{});
+  r_->outputDone(io_.sent[0].seq, true);
+  EXPECT_EQ(io_.accepted, Tags{1});
   // It reached no detector: a later rise pairs with ts 10 only.
-  r->onQueueInput(2, input({stock(3, 14, 30)}));
-  r->onQueueInput(3, input({stock(4, 30, 1)}));
-  ASSERT_EQ(io.composites().size(), 1u);
-  EXPECT_EQ(io.composites()[0].composite->id, idOf({1, 3}));
+  r_->onQueueInput(2, input({stock(3, 14, 30)}));
+  r_->onQueueInput(3, input({stock(4, 30, 1)}));
+  ASSERT_EQ(io_.composites().size(), 1u);
+  EXPECT_EQ(io_.composites()[0].composite->id, idOf({1, 3}));
 }
 
 TEST_F(PartitionRunnerTest, AResentEventIsDroppedAndItsMessageLetGo) {
-  FakePartitionIo io;
-  auto r = runner(0, io);
-  ASSERT_NE(r, nullptr);
-  r->onQueueInput(0, input({stock(1, 1, 10)}));
-  r->onQueueInput(1, input({stock(1, 1, 10)}));  // the same event id again
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}));
+  r_->onQueueInput(1, input({stock(1, 1, 10)}));  // the same event id again
   EXPECT_EQ(counters_.duplicates, 1u);
-  EXPECT_EQ(io.accepted, Tags{1});  // no output was pending
-  r->onQueueInput(2, input({stock(2, 2, 11)}));
+  EXPECT_EQ(io_.accepted, Tags{1});  // no output was pending
+  r_->onQueueInput(2, input({stock(2, 2, 11)}));
   // One rise, not two: the copy reached no detector.
-  EXPECT_EQ(io.composites().size(), 1u);
+  EXPECT_EQ(io_.composites().size(), 1u);
 }
 
 TEST_F(PartitionRunnerTest, ABatchIsAcceptedWithItsLastEvent) {
-  FakePartitionIo io;
-  auto r = runner(0, io);
-  ASSERT_NE(r, nullptr);
-  r->onQueueInput(0, input({stock(1, 1, 1), stock(2, 20, 1)}));
-  r->onQueueInput(1, input({stock(3, 25, 1)}));
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 1), stock(2, 20, 1)}));
+  r_->onQueueInput(1, input({stock(3, 25, 1)}));
   // ts 1 left every window, ts 20 has not: the batch waits for it.
-  EXPECT_EQ(io.accepted, Tags{});
+  EXPECT_EQ(io_.accepted, Tags{});
   EXPECT_EQ(counters_.settled, 1u);
-  r->onQueueInput(2, input({stock(4, 40, 1)}));
-  EXPECT_EQ(io.accepted, (Tags{0, 1}));
+  r_->onQueueInput(2, input({stock(4, 40, 1)}));
+  EXPECT_EQ(io_.accepted, (Tags{0, 1}));
 }
 
 TEST_F(PartitionRunnerTest, AMessageThatIsNoEventIsRejectedWithItsCondition) {
-  FakePartitionIo io;
-  auto r = runner(0, io);
-  ASSERT_NE(r, nullptr);
+  ASSERT_NO_FATAL_FAILURE(start(0));
   PartitionInput bad;
   bad.condition = "amqp:invalid-field";
   bad.description = "no type";
-  r->onQueueInput(7, bad);
-  ASSERT_EQ(io.rejected.size(), 1u);
-  EXPECT_EQ(io.rejected[0].tag, 7u);
-  EXPECT_EQ(io.rejected[0].condition, "amqp:invalid-field");
+  r_->onQueueInput(7, bad);
+  ASSERT_EQ(io_.rejected.size(), 1u);
+  EXPECT_EQ(io_.rejected[0].tag, 7u);
+  EXPECT_EQ(io_.rejected[0].condition, "amqp:invalid-field");
   EXPECT_EQ(counters_.rejected, 1u);
-  EXPECT_EQ(stats(*r).held, 0u);
+  EXPECT_EQ(stats(*r_).held, 0u);
 }
 
 TEST_F(PartitionRunnerTest, TheEndOfAStreamClosesEveryWindowAndTheNextStreamStartsAfresh) {
-  FakePartitionIo io;
-  auto r = runner(1, io);
-  ASSERT_NE(r, nullptr);
-  r->onQueueInput(0, input({stock(1, 1, 10)}));
-  r->onQueueInput(1, input({stock(2, 2, 11)}));
-  EXPECT_TRUE(io.composites().empty()) << "the slack holds ts 2 back";
-  r->onQueueInput(2, endOfStream());
-  ASSERT_EQ(io.composites().size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(start(1));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}));
+  r_->onQueueInput(1, input({stock(2, 2, 11)}));
+  EXPECT_TRUE(io_.composites().empty()) << "the slack holds ts 2 back";
+  r_->onQueueInput(2, endOfStream());
+  ASSERT_EQ(io_.composites().size(), 1u);
   EXPECT_EQ(counters_.streams_ended, 1u);
-  EXPECT_TRUE(stats(*r).stream_ended);
-  EXPECT_EQ(io.accepted, Tags{});
-  r->outputDone(io.composites()[0].seq, true);
-  EXPECT_EQ(sorted(io.accepted), (Tags{0, 1, 2}));
+  EXPECT_TRUE(stats(*r_).stream_ended);
+  EXPECT_EQ(io_.accepted, Tags{});
+  r_->outputDone(io_.composites()[0].seq, true);
+  EXPECT_EQ(sorted(io_.accepted), (Tags{0, 1, 2}));
 
   // A new stream: its events never pair with the last stream's (ts 5 would
   // rise from both)...
-  r->onQueueInput(3, input({stock(3, 5, 50)}));
-  EXPECT_FALSE(stats(*r).stream_ended);
-  EXPECT_EQ(sorted(io.accepted), (Tags{0, 1, 2})) << "its window needs ts 5";
-  r->onQueueInput(4, endOfStream());
-  EXPECT_EQ(io.composites().size(), 1u);
+  r_->onQueueInput(3, input({stock(3, 5, 50)}));
+  EXPECT_FALSE(stats(*r_).stream_ended);
+  EXPECT_EQ(sorted(io_.accepted), (Tags{0, 1, 2})) << "its window needs ts 5";
+  r_->onQueueInput(4, endOfStream());
+  EXPECT_EQ(io_.composites().size(), 1u);
   // ... and its time may start below the last one's without being late.
-  r->onQueueInput(5, input({stock(4, 0, 1)}));
-  r->onQueueInput(6, endOfStream());
+  r_->onQueueInput(5, input({stock(4, 0, 1)}));
+  r_->onQueueInput(6, endOfStream());
   EXPECT_EQ(counters_.late, 0u);
   EXPECT_EQ(counters_.streams_ended, 3u);
-  EXPECT_EQ(sorted(io.accepted), (Tags{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(sorted(io_.accepted), (Tags{0, 1, 2, 3, 4, 5, 6}));
 }
 
 TEST_F(PartitionRunnerTest, ANodeTakingOverReplaysTheUnsettledInputsAndRepeatsTheSameComposite) {
@@ -334,127 +323,113 @@ TEST_F(PartitionRunnerTest, ANodeTakingOverReplaysTheUnsettledInputsAndRepeatsTh
 
 TEST_F(PartitionRunnerTest, HoldingMaxUnsettledMessagesIsCounted) {
   spec_.max_unsettled = 2;
-  FakePartitionIo io;
-  auto r = runner(0, io);
-  ASSERT_NE(r, nullptr);
-  r->onQueueInput(0, input({stock(1, 1, 1)}));
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 1)}));
   EXPECT_EQ(counters_.window_full, 0u);
-  r->onQueueInput(1, input({stock(2, 2, 1)}));
+  r_->onQueueInput(1, input({stock(2, 2, 1)}));
   EXPECT_EQ(counters_.window_full, 1u);
 }
 
 TEST_F(PartitionRunnerTest, StreamInputMovesTheLeaseToTheOldestOffsetAWindowHolds) {
-  FakePartitionIo io;
-  auto r = runner(0, io, LeaseMark{100, 102});
-  ASSERT_NE(r, nullptr);
-  r->holdLeaseToken(7, "");  // the token the node took the partition with
-  r->onStreamInput(at(100, stock(1, 1, 10)), t0_);
-  r->onStreamInput(at(101, stock(2, 2, 9)), t0_);
-  r->onStreamInput(at(102, stock(3, 30, 1)), t0_);
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{100, 102}));
+  r_->holdLeaseToken(7, "");  // the token the node took the partition with
+  r_->onStreamInput(at(100, stock(1, 1, 10)), t0_);
+  r_->onStreamInput(at(101, stock(2, 2, 9)), t0_);
+  r_->onStreamInput(at(102, stock(3, 30, 1)), t0_);
   EXPECT_EQ(counters_.replayed, 2u) << "offsets below 102 were read by the previous owner";
-  EXPECT_EQ(io.accepted, Tags{}) << "a stream's messages are never accepted one by one";
-  EXPECT_EQ(r->readTo(), 103u);
-  PartitionStats s = stats(*r);
+  EXPECT_EQ(io_.accepted, Tags{}) << "a stream's messages are never accepted one by one";
+  EXPECT_EQ(r_->readTo(), 103u);
+  PartitionStats s = stats(*r_);
   EXPECT_EQ(s.resume_from, 102u);  // 100 and 101 left every window
   EXPECT_EQ(s.lease_offset, 100u);
 
-  r->tick(t0_);
-  ASSERT_EQ(io.tokens_sent.size(), 1u);
-  EXPECT_EQ(io.tokens_sent[0].resume_from, 102u);
-  EXPECT_EQ(io.tokens_sent[0].read_to, 103u);
-  r->tick(t0_);
-  EXPECT_EQ(io.tokens_sent.size(), 1u) << "one token on its way at a time";
+  r_->tick(t0_);
+  ASSERT_EQ(io_.tokens_sent.size(), 1u);
+  EXPECT_EQ(io_.tokens_sent[0].resume_from, 102u);
+  EXPECT_EQ(io_.tokens_sent[0].read_to, 103u);
+  r_->tick(t0_);
+  EXPECT_EQ(io_.tokens_sent.size(), 1u) << "one token on its way at a time";
 
   // The new token comes back to its owner before the broker's answer.
-  r->holdLeaseToken(8, "token-1");
-  r->leaseTokenDone("token-1", true);
-  EXPECT_EQ(io.tokens_settled, Tags{7});
-  EXPECT_EQ(stats(*r).lease_offset, 102u);
+  r_->holdLeaseToken(8, "token-1");
+  r_->leaseTokenDone("token-1", true);
+  EXPECT_EQ(io_.tokens_settled, Tags{7});
+  EXPECT_EQ(stats(*r_).lease_offset, 102u);
   EXPECT_EQ(counters_.checkpoints, 1u);
-  r->tick(t0_);
-  EXPECT_EQ(io.tokens_sent.size(), 1u) << "nothing new to say";
+  r_->tick(t0_);
+  EXPECT_EQ(io_.tokens_sent.size(), 1u) << "nothing new to say";
 
-  r->onStreamInput(at(103, stock(4, 50, 1)), t0_);
-  r->tick(t0_);
-  ASSERT_EQ(io.tokens_sent.size(), 2u);
-  EXPECT_EQ(io.tokens_sent[1].resume_from, 103u);
-  r->leaseTokenDone("token-2", false);  // refused: offered again
-  EXPECT_EQ(io.tokens_settled, Tags{7});
-  r->tick(t0_);
-  ASSERT_EQ(io.tokens_sent.size(), 3u);
-  EXPECT_EQ(io.tokens_sent[2].resume_from, 103u);
+  r_->onStreamInput(at(103, stock(4, 50, 1)), t0_);
+  r_->tick(t0_);
+  ASSERT_EQ(io_.tokens_sent.size(), 2u);
+  EXPECT_EQ(io_.tokens_sent[1].resume_from, 103u);
+  r_->leaseTokenDone("token-2", false);  // refused: offered again
+  EXPECT_EQ(io_.tokens_settled, Tags{7});
+  r_->tick(t0_);
+  ASSERT_EQ(io_.tokens_sent.size(), 3u);
+  EXPECT_EQ(io_.tokens_sent[2].resume_from, 103u);
 }
 
 TEST_F(PartitionRunnerTest, StreamInputWaitsForTheLeaseToTakeAToken) {
-  FakePartitionIo io;
-  io.lease_open = false;
-  auto r = runner(0, io, LeaseMark{0, 0});
-  ASSERT_NE(r, nullptr);
-  r->onStreamInput(at(0, stock(1, 1, 1)), t0_);
-  r->onStreamInput(at(1, stock(2, 20, 1)), t0_);
-  r->tick(t0_);
-  EXPECT_TRUE(io.tokens_sent.empty());
-  io.lease_open = true;
-  r->tick(t0_);
-  ASSERT_EQ(io.tokens_sent.size(), 1u);
-  EXPECT_EQ(io.tokens_sent[0].resume_from, 1u);
+  io_.lease_open = false;
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{0, 0}));
+  r_->onStreamInput(at(0, stock(1, 1, 1)), t0_);
+  r_->onStreamInput(at(1, stock(2, 20, 1)), t0_);
+  r_->tick(t0_);
+  EXPECT_TRUE(io_.tokens_sent.empty());
+  io_.lease_open = true;
+  r_->tick(t0_);
+  ASSERT_EQ(io_.tokens_sent.size(), 1u);
+  EXPECT_EQ(io_.tokens_sent[0].resume_from, 1u);
 }
 
 TEST_F(PartitionRunnerTest, StreamMessagesAheadOfTheirPublishersGapWaitForIt) {
-  FakePartitionIo io;
-  auto r = runner(0, io, LeaseMark{10, 10});
-  ASSERT_NE(r, nullptr);
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{10, 10}));
   // The broker stored the publisher's third message (ts 3) before its
   // second (ts 2). Read in stream order with slack 0, ts 2 would be late.
-  r->onStreamInput(at(10, stock(1, 1, 10), StreamSequencer::Tag{9, 0}), t0_);
-  r->onStreamInput(at(11, stock(3, 3, 12), StreamSequencer::Tag{9, 2}), t0_);
+  r_->onStreamInput(at(10, stock(1, 1, 10), StreamSequencer::Tag{9, 0}), t0_);
+  r_->onStreamInput(at(11, stock(3, 3, 12), StreamSequencer::Tag{9, 2}), t0_);
   EXPECT_EQ(counters_.out_of_order, 1u);
-  EXPECT_EQ(io.composites().size(), 0u) << "ts 3 waits for ts 2";
-  r->onStreamInput(at(12, stock(2, 2, 11), StreamSequencer::Tag{9, 1}), t0_);
+  EXPECT_EQ(io_.composites().size(), 0u) << "ts 3 waits for ts 2";
+  r_->onStreamInput(at(12, stock(2, 2, 11), StreamSequencer::Tag{9, 1}), t0_);
   EXPECT_EQ(counters_.late, 0u);
   std::vector<std::string> matches;
-  for (const OutputMessage& m : io.composites()) matches.push_back(m.composite->match_ts);
+  for (const OutputMessage& m : io_.composites()) matches.push_back(m.composite->match_ts);
   std::sort(matches.begin(), matches.end());
   EXPECT_EQ(matches, (std::vector<std::string>{"[1,2]", "[1,3]", "[2,3]"}));
 }
 
 TEST_F(PartitionRunnerTest, AGapWaitedOnTooLongIsGivenUp) {
-  FakePartitionIo io;
-  auto r = runner(0, io, LeaseMark{10, 10});
-  ASSERT_NE(r, nullptr);
-  r->onStreamInput(at(10, stock(1, 1, 10), StreamSequencer::Tag{9, 0}), t0_);
-  r->onStreamInput(at(11, stock(3, 3, 12), StreamSequencer::Tag{9, 2}), t0_);
-  r->tick(t0_ + milliseconds(1000));
-  EXPECT_TRUE(io.composites().empty());
-  r->tick(t0_ + std::chrono::minutes(5));
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{10, 10}));
+  r_->onStreamInput(at(10, stock(1, 1, 10), StreamSequencer::Tag{9, 0}), t0_);
+  r_->onStreamInput(at(11, stock(3, 3, 12), StreamSequencer::Tag{9, 2}), t0_);
+  r_->tick(t0_ + milliseconds(1000));
+  EXPECT_TRUE(io_.composites().empty());
+  r_->tick(t0_ + std::chrono::minutes(5));
   EXPECT_EQ(counters_.sequence_gaps, 1u);
-  ASSERT_EQ(io.composites().size(), 1u);
-  EXPECT_EQ(io.composites()[0].composite->match_ts, "[1,3]");
+  ASSERT_EQ(io_.composites().size(), 1u);
+  EXPECT_EQ(io_.composites()[0].composite->match_ts, "[1,3]");
 }
 
 TEST_F(PartitionRunnerTest, OffsetsTheStreamNoLongerHoldsAreCountedAsRetentionGaps) {
-  FakePartitionIo io;
-  auto r = runner(0, io, LeaseMark{100, 100});
-  ASSERT_NE(r, nullptr);
-  r->onStreamInput(at(105, stock(1, 1, 1)), t0_);
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{100, 100}));
+  r_->onStreamInput(at(105, stock(1, 1, 1)), t0_);
   EXPECT_EQ(counters_.retention_gaps, 5u);
   PartitionInput unstamped = input({stock(2, 2, 1)});
-  r->onStreamInput(unstamped, t0_);
+  r_->onStreamInput(unstamped, t0_);
   EXPECT_EQ(counters_.rejected, 1u);
-  EXPECT_EQ(r->readTo(), 106u);
+  EXPECT_EQ(r_->readTo(), 106u);
 }
 
 TEST_F(PartitionRunnerTest, AStreamMessageThatIsNoEventStopsHoldingTheLeaseBack) {
-  FakePartitionIo io;
-  auto r = runner(0, io, LeaseMark{0, 0});
-  ASSERT_NE(r, nullptr);
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{0, 0}));
   PartitionInput bad;
   bad.condition = "amqp:decode-error";
   bad.offset = 0;
-  r->onStreamInput(bad, t0_);
-  EXPECT_TRUE(io.rejected.empty()) << "a stream keeps its messages";
+  r_->onStreamInput(bad, t0_);
+  EXPECT_TRUE(io_.rejected.empty()) << "a stream keeps its messages";
   EXPECT_EQ(counters_.rejected, 1u);
-  EXPECT_EQ(stats(*r).resume_from, 1u);
+  EXPECT_EQ(stats(*r_).resume_from, 1u);
 }
 
 }  // namespace
