@@ -278,7 +278,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     const char kind = link.empty() ? '\0' : link[0];
     auto [end, ec] = std::from_chars(link.data() + 1, link.data() + link.size(), index);
     // A stream or probe link's name has a generation after '-' (see
-    // openStream(), openTailProbe()).
+    // openStreamReader()).
     const bool whole =
         end == link.data() + link.size() || ((kind == 's' || kind == 'q') && *end == '-');
     Partition* p = ec == std::errc() && whole && index < partitions_.size() && loop_.attached(index)
@@ -646,20 +646,25 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
 
   uint32_t streamCredit() const { return std::min(spec_.max_unsettled, kStreamReadAhead); }
 
-  // Reads the partition's stream from `offset`. Each link of a partition's
-  // stream has a name of its own ("s<i>-<n>"), so that one replacing
-  // another in the same session never clashes.
-  void openStream(Partition& p, uint64_t offset) {
+  // A reader of the partition's stream from `offset_spec` (an offset, or
+  // "last"), in the partition's session, with no credit yet. Each link of a
+  // partition's stream has a name of its own ("<kind><i>-<n>"), so that one
+  // replacing another in the same session never clashes.
+  proton::receiver openStreamReader(Partition& p, char kind, proton::value offset_spec) {
     proton::source::filter_map filters;
-    filters.put(proton::symbol("rabbitmq:stream-offset-spec"),
-                proton::value(static_cast<int64_t>(offset)));
-    p.stream = p.session.open_receiver(
+    filters.put(proton::symbol("rabbitmq:stream-offset-spec"), offset_spec);
+    return p.session.open_receiver(
         "/amq/queue/" + partitionStream(spec_.name, p.index),
         proton::receiver_options()
-            .name("s" + std::to_string(p.index) + "-" + std::to_string(++stream_links_))
+            .name(kind + std::to_string(p.index) + "-" + std::to_string(++stream_links_))
             .credit_window(0)
             .auto_accept(false)
             .source(proton::source_options().filters(filters)));
+  }
+
+  // Reads the partition's stream from `offset`.
+  void openStream(Partition& p, uint64_t offset) {
+    p.stream = openStreamReader(p, 's', proton::value(static_cast<int64_t>(offset)));
     p.stream.add_credit(static_cast<int>(streamCredit()));
     if (!p.reader_watch) {
       p.reader_watch.emplace(streamSilence(), 2 * std::chrono::milliseconds(spec_.idle_timeout_ms),
@@ -670,16 +675,8 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
   // A probe of the partition's stream: one message from its last chunk,
   // whose offset tells a silent reader from an idle stream (StreamReaderWatch).
   void openTailProbe(Partition& p) {
-    proton::source::filter_map filters;
-    filters.put(proton::symbol("rabbitmq:stream-offset-spec"), proton::value(std::string("last")));
     if (p.tail_probe) p.tail_probe.close();
-    p.tail_probe = p.session.open_receiver(
-        "/amq/queue/" + partitionStream(spec_.name, p.index),
-        proton::receiver_options()
-            .name("q" + std::to_string(p.index) + "-" + std::to_string(++stream_links_))
-            .credit_window(0)
-            .auto_accept(false)
-            .source(proton::source_options().filters(filters)));
+    p.tail_probe = openStreamReader(p, 'q', proton::value(std::string("last")));
     p.tail_probe.add_credit(1);
   }
 
