@@ -290,7 +290,7 @@ void ReliableFlow::offerBestEffort(const Exchange& exchange, DeliveryTarget& tar
       Delivery{exchange, &target, attachment.id, attachment.name, 0, 0, false, nullptr});
   stages::Admission admission = stages::Admission::kRejected;
   stages_.withAttachment(&target, attachment.id, [&](stages::Stage& stage, const Attachment&) {
-    admission = stage.offer(stages::StageItem{exchange.event, false, token, {}});
+    admission = stage.offer(stages::StageItem{.event = exchange.event, .token = token});
   });
   if (admission == stages::Admission::kRejected) {
     parked_.take(token);
@@ -381,7 +381,8 @@ ReliableFlow::Offered ReliableFlow::offer(Delivery& delivery) {
   stages::Admission admission = stages::Admission::kRejected;
   const bool attached =
       stages_.withAttachment(target, attachment, [&](stages::Stage& stage, const Attachment&) {
-        admission = stage.offer(stages::StageItem{std::move(event), true, token, {}});
+        admission = stage.offer(
+            stages::StageItem{.event = std::move(event), .reliable = true, .token = token});
       });
   if (!attached) {
     orphan(parked_.take(token));

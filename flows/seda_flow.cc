@@ -38,7 +38,8 @@ void SedaFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* const>
     const uint64_t token = parked_.park(exchange);
     stages::Admission admission = stages::Admission::kRejected;
     const bool attached = stages_.with(*target, [&](stages::Stage& stage, const Attachment&) {
-      admission = stage.offer(stages::StageItem{exchange.event, reliable, token, {}});
+      admission = stage.offer(
+          stages::StageItem{.event = exchange.event, .reliable = reliable, .token = token});
     });
     if (!attached) {
       parked_.take(token);
