@@ -124,21 +124,6 @@ struct ReliableFlowConfig {
   bool concurrent_dispatch = true;
 };
 
-struct ReliableMetricsSnapshot {
-  uint64_t journaled = 0;     // records committed
-  uint64_t commits = 0;       // journal transactions
-  uint64_t acknowledged = 0;  // acknowledgements committed (row removed or, if cancelled, id only)
-  uint64_t cancelled = 0;     // records acknowledged before they were written (never written)
-  uint64_t redelivered = 0;   // records found in the journal and dispatched again
-  uint64_t retries = 0;       // deliveries tried again (after a fault or a full stage)
-  size_t held_back = 0;       // deliveries waiting for their target's next retry
-  uint64_t abandoned = 0;     // records that exhausted max_attempts (still journaled)
-  uint64_t corrupt = 0;       // undecodable records (removed) or id batches (skipped)
-  uint64_t journal_errors = 0;  // failed transactions
-  size_t in_flight = 0;         // journaled, not yet acknowledged, in this run
-  size_t backlog = 0;           // records waiting for a commit
-};
-
 // Thread-safety: as AbstractFlow. Ownership: owns the journal connection
 // while running, its stages, and the exchanges it holds; not the targets.
 // The journal file must not be opened by two running flows at once.
@@ -153,7 +138,13 @@ class ReliableFlow final : public AbstractFlow {
 
   ReliableMetricsSnapshot reliableMetrics() const;
 
-  std::vector<stages::StageMetricsSnapshot> stageMetrics() const { return stages_.metrics(); }
+  bool journals() const override { return true; }
+  std::vector<stages::StageMetricsSnapshot> stageMetrics() const override {
+    return stages_.metrics();
+  }
+  std::optional<ReliableMetricsSnapshot> journalMetrics() const override {
+    return reliableMetrics();
+  }
 
  protected:
   void doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,

@@ -34,7 +34,9 @@ class SedaFlow final : public AbstractFlow {
   Status attach(DeliveryTarget& target) override;
   void detach(DeliveryTarget& target) override;
   size_t queueLength(const DeliveryTarget& target) const override;
-  std::vector<stages::StageMetricsSnapshot> stageMetrics() const { return stages_.metrics(); }
+  std::vector<stages::StageMetricsSnapshot> stageMetrics() const override {
+    return stages_.metrics();
+  }
 
  protected:
   void doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,

@@ -136,6 +136,13 @@ TEST_P(ReliableFlowTest, JournalsBeforeAcceptingAndForgetsAfterDelivery) {
   EXPECT_EQ(flow.metrics().delivered, 20u);
   auto journal = Journal::open(path, {});
   EXPECT_EQ((*journal)->delivered()->size(), 20u);
+  // What it shows as any flow.
+  const AbstractFlow& any = flow;
+  EXPECT_TRUE(any.journals());
+  ASSERT_TRUE(any.journalMetrics());
+  EXPECT_EQ(any.journalMetrics()->journaled, 20u);
+  ASSERT_EQ(any.stageMetrics().size(), 1u);
+  EXPECT_EQ(any.stageMetrics()[0].name, "reliable/a");
 }
 
 TEST_P(ReliableFlowTest, BestEffortExchangesSkipTheJournal) {

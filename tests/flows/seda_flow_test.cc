@@ -43,9 +43,13 @@ TEST(SedaFlowTest, DeliversOnStageThreadsAndCountsWhenDone) {
   ASSERT_TRUE(waitUntil([&] { return a.delivered() == 100 && b.delivered() == 100; }));
   EXPECT_NE(a.lastThread(), std::this_thread::get_id());
   ASSERT_TRUE(waitUntil([&] { return flow.metrics().delivered == 200; }));
+  // What it shows as any flow: its stages, no journal.
+  const AbstractFlow& any = flow;
   std::set<std::string> names;
-  for (const auto& m : flow.stageMetrics()) names.insert(m.name);
+  for (const auto& m : any.stageMetrics()) names.insert(m.name);
   EXPECT_EQ(names, (std::set<std::string>{"seda/a", "seda/b"}));
+  EXPECT_FALSE(any.journals());
+  EXPECT_FALSE(any.journalMetrics());
 }
 
 // The publisher's hold is only for what runs inside its send(): a run

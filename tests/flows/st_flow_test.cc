@@ -56,6 +56,13 @@ TEST_F(StFlowTest, EveryDeliveryGetsThePublishersWakeHold) {
   for (RecordingTarget* t : {&a_, &b_, &c_}) EXPECT_EQ(t->lastWakeHold(), nullptr);
 }
 
+TEST_F(StFlowTest, ShowsNoStagesAndNoJournal) {
+  const AbstractFlow& any = flow_;
+  EXPECT_FALSE(any.journals());
+  EXPECT_TRUE(any.stageMetrics().empty());
+  EXPECT_FALSE(any.journalMetrics());
+}
+
 TEST_F(StFlowTest, FailingAndThrowingTargetsAreCountedNotFatal) {
   b_.setBehavior(Behavior::kFail);
   c_.setBehavior(Behavior::kThrow);
