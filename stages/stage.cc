@@ -140,6 +140,7 @@ bool Stage::tryRunInline(StageItem& item) {
     outstanding_.fetch_sub(kInlineRun | 1, std::memory_order_release);
     return false;
   }
+  item.ran_inline = true;
   handleBatch(&item, 1);
   outstanding_.fetch_sub(kInlineRun | 1, std::memory_order_release);
   return true;

@@ -534,6 +534,34 @@ TEST(StageTest, BusyStageQueuesInOrderAndNeverRunsTwoHandlersAtOnce) {
   EXPECT_EQ(stage.metrics().processed, 6u);
 }
 
+// The handler can tell a run on the offering thread from a worker's: a
+// handler that may wait (for a downstream, say) must not make the offering
+// thread wait.
+TEST(StageTest, TheHandlerSeesWhichItemsRunInline) {
+  Gate gate;
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, bool>> ran;  // token, ran_inline
+  Stage stage(inlineConfig("inline-seen"), [&](StageItem& item) {
+    {
+      std::lock_guard lock(mu);
+      ran.emplace_back(item.token, item.ran_inline);
+    }
+    if (item.token == 0) gate.wait();
+    return Status::ok();
+  });
+  stage.start();
+  std::thread holder([&] { EXPECT_EQ(stage.offer(makeItem(0)), Admission::kAccepted); });
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(mu);
+    return ran.size() == 1;
+  }));
+  for (uint64_t t = 1; t <= 2; ++t) ASSERT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
+  gate.open();
+  holder.join();
+  stage.stop();
+  EXPECT_EQ(ran, (std::vector<std::pair<uint64_t, bool>>{{0, true}, {1, false}, {2, false}}));
+}
+
 TEST(StageTest, ConcurrentProducersKeepTheirOrderAndOneHandlerAtATime) {
   constexpr uint64_t kProducers = 4, kEach = 3000;
   Concurrency concurrency;
