@@ -92,7 +92,9 @@ class Detection final : private MemberSink {
   // A pause in the input.
   Status flushReleased();
   // Whether `event` would be refused as late now (beyond the slack), without
-  // offering it.
+  // offering it: a host that routes late events elsewhere asks before each
+  // onEvent() (one event at a time: within a batch, an event moves the
+  // newest timestamp for the ones after it).
   bool isLate(const Event& event) const { return ordered_->isLate(event); }
   // The timestamp of the newest event handed to the detector (INT64_MIN
   // before the first): every accepted event up to it has been.

@@ -66,8 +66,8 @@ Result<MadeDetector> DetectorRecipe::makeTrial(const std::vector<EngineRef>& cha
   return made;
 }
 
-Result<std::optional<MadeDetector>> DetectorRecipe::putOnTrial(std::vector<EngineRef> challengers,
-                                                               plugin::TrialLimits limits) {
+Result<std::optional<MadeDetector>> DetectorRecipe::putOnTrial(
+    const std::vector<EngineRef>& challengers, plugin::TrialLimits limits) {
   limits_ = limits;
   std::vector<EngineRef> accepted;
   auto made = makeTrial(challengers, accepted);

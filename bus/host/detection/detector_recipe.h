@@ -93,7 +93,7 @@ class DetectorRecipe {
   // when every one does there is no trial (nullopt) and the recipe makes the
   // engine's detector alone. The challengers kept go on trial in every later
   // make().
-  Result<std::optional<MadeDetector>> putOnTrial(std::vector<EngineRef> challengers,
+  Result<std::optional<MadeDetector>> putOnTrial(const std::vector<EngineRef>& challengers,
                                                  plugin::TrialLimits limits);
 
   const std::string& engine() const { return engine_.engine; }

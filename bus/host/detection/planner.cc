@@ -218,7 +218,7 @@ Status Planner::build(std::string_view engine, const Members& members, Built& ou
         against.push_back(EngineRef{*plugin, std::string(challenger)});
       }
     }
-    auto trial = recipe.putOnTrial(std::move(against), options_.trial_limits);
+    auto trial = recipe.putOnTrial(against, options_.trial_limits);
     if (!trial) {
       if (refused != nullptr) *refused = true;
       return Status::invalidArgument(refusal(members, trial.status().message()));
