@@ -312,8 +312,9 @@ std::vector<std::shared_ptr<CepDetection>> CepService::stopOrder() const {
     for (size_t j = 0; j < n; ++j) {
       if (i == j) continue;
       const auto& outputs = detections_[i]->outputs();
+      const CepDetection& consumer = *detections_[j];
       if (std::any_of(outputs.begin(), outputs.end(),
-                      [&](const std::string& o) { return detections_[j]->consumes(o); })) {
+                      [&consumer](const std::string& o) { return consumer.consumes(o); })) {
         feeds[i].push_back(j);
         ++inputs_pending[j];
       }
