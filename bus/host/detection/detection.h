@@ -77,7 +77,8 @@ class Detection final : private MemberSink {
  public:
   // A detection of `group`: it takes the detector the planner made for the
   // group when there is one still, else makes one from the group's recipe
-  // (an error when the engine refuses now). Its matches go to `sink`.
+  // (an error when the engine refuses now). Its matches go to `sink`. Not
+  // concurrently for one group (the first takes what the planner made).
   static Result<std::unique_ptr<Detection>> create(DetectionGroup& group, DetectionSink& sink);
   ~Detection() override;
   Detection(const Detection&) = delete;

@@ -31,8 +31,9 @@
 // own (a warning says so).
 //
 // One detector (PlanOptions::one_detector on): every query in one group
-// (`cepbus match --patterns`), no split; when that cannot be, the error is
-// the engine's message, put at the query it names.
+// (`cepbus match --patterns`), with the first query's engine and options, no
+// split; when that cannot be, the error is the engine's message, put at the
+// query it names.
 //
 // Engine auto's trial (PlanOptions::trial): a group of auto queries only
 // whose engine is nfa or petri, where the other runs the queries too, goes on
