@@ -102,7 +102,10 @@ Status CepDetection::start(const std::shared_ptr<CepDetection>& self) {
   }
   stage_->start();
   Status added = context_.broker.addEndpoint(
-      endpoint_, [self](const flows::Exchange& exchange) { return self->consume(exchange); },
+      endpoint_,
+      [self](const flows::Exchange& exchange, flows::DeliveryContext&) {
+        return self->consume(exchange);
+      },
       service_);
   if (!added) {
     stop();
@@ -258,7 +261,7 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
   stages::StageBatchResult result;
   // The worker takes no more events while the bus refuses composites; a run
   // on the delivering thread never waits, it asks the worker to.
-  const bool on_worker = !items.front().ran_inline;
+  const bool on_worker = !items.front().inline_run;
   if (on_worker && !backlog_.empty()) awaitOutputs();
   // A control item splits the batch: the events before it, then the flush,
   // the wait for held composites or the mute.
