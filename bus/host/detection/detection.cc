@@ -26,6 +26,14 @@ Result<std::unique_ptr<Detection>> Detection::create(DetectionGroup& group, Dete
                                                   group.engine, group.members.size(), sink));
 }
 
+Result<std::unique_ptr<Detection>> Detection::create(const DetectorRecipe& recipe,
+                                                     DetectionSink& sink) {
+  auto made = recipe.make();
+  if (!made) return made.status();
+  return std::unique_ptr<Detection>(new Detection(std::move(made).value(), recipe.slack(),
+                                                  recipe.engine(), recipe.queries(), sink));
+}
+
 Detection::Detection(MadeDetector made, Timestamp slack, std::string engine, size_t members,
                      DetectionSink& sink)
     : sink_(sink),

@@ -80,6 +80,12 @@ class Detection final : private MemberSink {
   // (an error when the engine refuses now). Its matches go to `sink`. Not
   // concurrently for one group (the first takes what the planner made).
   static Result<std::unique_ptr<Detection>> create(DetectionGroup& group, DetectionSink& sink);
+  // A detection of a new detector from `recipe` (the recipe's engine and
+  // queries, one member each): for a host that makes one per partition or
+  // per stream. Any thread may call it (DetectorRecipe::make() is
+  // thread-safe); the detection does not keep `recipe`.
+  static Result<std::unique_ptr<Detection>> create(const DetectorRecipe& recipe,
+                                                   DetectionSink& sink);
   ~Detection() override;
   Detection(const Detection&) = delete;
   Detection& operator=(const Detection&) = delete;

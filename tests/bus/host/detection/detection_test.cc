@@ -194,5 +194,28 @@ TEST(DetectionTest, EveryDetectionOfAGroupHasItsOwnDetector) {
   EXPECT_TRUE(second_sink.seen.empty());
 }
 
+// A host that keeps the recipe alone (the cluster node's query, made again
+// per partition and per stream) gets a new detector each time, with the
+// recipe's engine, members and slack.
+TEST(DetectionTest, ADetectionFromARecipeMakesItsOwnDetector) {
+  Plan plan = planned({request("ab", "petri", "PATTERN SEQ(A a, B b)", {"slack=2"})});
+  const DetectorRecipe& recipe = plan.groups[0].recipe;
+  const int before = testing::detectorsMade("petri");
+  RecordingSink first_sink, second_sink;
+  auto first = Detection::create(recipe, first_sink);
+  auto second = Detection::create(recipe, second_sink);
+  ASSERT_TRUE(first) << first.status().message();
+  ASSERT_TRUE(second) << second.status().message();
+  EXPECT_EQ(testing::detectorsMade("petri"), before + 2);
+  EXPECT_EQ((*first)->engine(), "petri");
+  EXPECT_EQ((*first)->members(), 1u);
+  ASSERT_TRUE((*first)->onEvent(event("B", 3)));
+  ASSERT_TRUE((*first)->onEvent(event("A", 2)));  // within the slack: reordered
+  ASSERT_TRUE((*second)->onEvent(event("A", 1)));
+  ASSERT_TRUE((*first)->flush());
+  EXPECT_EQ(first_sink.seen, (std::vector<Seen>{{0, {2, 3}}}));
+  EXPECT_TRUE(second_sink.seen.empty());
+}
+
 }  // namespace
 }  // namespace cepbus::detection
