@@ -84,7 +84,7 @@ Status TrialDetector::addCandidate(std::string engine, const Maker& make) {
   c.detector = std::move(made).value();
   candidates_.push_back(std::move(c));
   if (candidates_.size() == 1) {
-    std::lock_guard lock(outcome_mu_);
+    MutexLock lock(outcome_mu_);
     running_ = candidates_.front().engine;
   }
   return Status::ok();
@@ -230,12 +230,12 @@ Result<std::string> TrialDetector::exportModel(std::string_view format) const {
 std::optional<DetectorState> TrialDetector::state() const { return runningDetector().state(); }
 
 std::optional<TrialOutcome> TrialDetector::outcome() const {
-  std::lock_guard lock(outcome_mu_);
+  MutexLock lock(outcome_mu_);
   return outcome_;
 }
 
 std::string TrialDetector::running() const {
-  std::lock_guard lock(outcome_mu_);
+  MutexLock lock(outcome_mu_);
   return running_;
 }
 
@@ -378,7 +378,7 @@ void TrialDetector::keep(size_t c, std::string note, std::vector<TrialOutcome::M
   candidates_.clear();
   candidates_.push_back(std::move(kept));
   {
-    std::lock_guard lock(outcome_mu_);
+    MutexLock lock(outcome_mu_);
     running_ = outcome.kept;
     outcome_ = outcome;
   }

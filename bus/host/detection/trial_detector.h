@@ -48,7 +48,6 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -57,6 +56,7 @@
 #include <utility>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
 
@@ -276,9 +276,9 @@ class TrialDetector final : public Detector {
   std::vector<double> sink_samples_;
   std::function<void(const TrialOutcome&)> on_decided_;
 
-  mutable std::mutex outcome_mu_;
-  std::optional<TrialOutcome> outcome_;  // GUARDED_BY(outcome_mu_)
-  std::string running_;                  // GUARDED_BY(outcome_mu_)
+  mutable Mutex outcome_mu_;
+  std::optional<TrialOutcome> outcome_ GUARDED_BY(outcome_mu_);
+  std::string running_ GUARDED_BY(outcome_mu_);
 };
 
 }  // namespace cepbus::plugin

@@ -136,7 +136,7 @@ std::string PluginLoader::fileNameFor(std::string_view name) {
 
 Result<PluginPtr> PluginLoader::load(std::string_view name) {
   if (name.empty()) return Status::invalidArgument("empty plugin name");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = by_name_.find(name); it != by_name_.end()) return it->second;
 
   std::string path;

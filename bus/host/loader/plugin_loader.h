@@ -17,12 +17,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/core/pattern/ast.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
@@ -113,18 +113,20 @@ class PluginLoader {
   // library at `name` itself when it contains a '/'. NotFound when no search
   // path has it; InvalidArgument for a library that is not a usable plugin;
   // AlreadyExists when it registers an engine another loaded plugin provides.
-  Result<PluginPtr> load(std::string_view name);
+  Result<PluginPtr> load(std::string_view name) EXCLUDES(mu_);
 
   const std::vector<std::string>& searchPaths() const { return search_paths_; }
 
  private:
-  Result<PluginPtr> loadPath(const std::string& name, const std::string& path);
+  // Called by load() with mu_ held: the engines of the plugins loaded
+  // before are checked against the new one's.
+  Result<PluginPtr> loadPath(const std::string& name, const std::string& path) REQUIRES(mu_);
 
   const std::vector<std::string> search_paths_;
-  std::mutex mu_;
-  std::map<std::string, PluginPtr, std::less<>> by_name_;    // guarded by mu_
-  std::map<std::string, PluginPtr, std::less<>> by_path_;    // guarded by mu_
-  std::map<std::string, PluginPtr, std::less<>> by_engine_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, PluginPtr, std::less<>> by_name_ GUARDED_BY(mu_);
+  std::map<std::string, PluginPtr, std::less<>> by_path_ GUARDED_BY(mu_);
+  std::map<std::string, PluginPtr, std::less<>> by_engine_ GUARDED_BY(mu_);
 };
 
 }  // namespace cepbus::plugin
