@@ -15,9 +15,11 @@
 #include <span>
 #include <string>
 
+#include "bus/base/stats/store.h"
 #include "bus/core/status.h"
 #include "flows/delivery_target.h"
 #include "flows/exchange.h"
+#include "flows/flow_stats.h"
 
 namespace cepbus::flows {
 
@@ -56,7 +58,9 @@ struct FlowMetricsSnapshot {
 // send(). Ownership: a flow never owns its targets (see DeliveryTarget).
 class AbstractFlow {
  public:
-  explicit AbstractFlow(std::string name);
+  // The flow reports into `stats` (kFlowSchema, {flow=name}; see
+  // flows/flow_stats.h); by default into a store of its own.
+  explicit AbstractFlow(std::string name, const stats::Store& stats = {});
   virtual ~AbstractFlow() = default;
   AbstractFlow(const AbstractFlow&) = delete;
   AbstractFlow& operator=(const AbstractFlow&) = delete;
@@ -102,32 +106,35 @@ class AbstractFlow {
   void countAsync(const Status& status);
   // Counts an accepted exchange that was refused after send() returned (for
   // instance when its journal write failed); the caller reports it.
-  void countLateRejection() { rejected_.fetch_add(1, std::memory_order_relaxed); }
+  void countLateRejection() { rejected_.inc(); }
   // Records a refusal of `target` in `out` and reports kRejected to the sender.
   void reject(const Exchange& exchange, const DeliveryTarget& target, Status why, SendOutcome& out);
   // Records a degraded admission in `out` and reports kDegraded to the sender.
   void degrade(const Exchange& exchange, const DeliveryTarget& target, SendOutcome& out);
   // Reports to the sender, counting a listener that throws.
   void notify(const Exchange& exchange, const Outcome& outcome);
-  void countDuplicate() { duplicates_.fetch_add(1, std::memory_order_relaxed); }
+  void countDuplicate() { duplicates_.inc(); }
+  // The flow's scope, whose children are its journal's and its stages'.
+  const stats::Scope& statsScope() const { return *scope_; }
 
  private:
-  static void add(std::atomic<uint64_t>& counter, uint64_t n) {
-    if (n != 0) counter.fetch_add(n, std::memory_order_relaxed);
+  static void add(stats::Counter& counter, uint64_t n) {
+    if (n != 0) counter.add(n);
   }
 
   const std::string name_;
   std::mutex lifecycle_mu_;  // serializes start() and stop()
   std::atomic<bool> running_{false};
 
-  std::atomic<uint64_t> sent_{0};
-  std::atomic<uint64_t> delivered_{0};
-  std::atomic<uint64_t> failed_{0};
-  std::atomic<uint64_t> rejected_{0};
-  std::atomic<uint64_t> degraded_{0};
-  std::atomic<uint64_t> invalid_{0};
-  std::atomic<uint64_t> duplicates_{0};
-  std::atomic<uint64_t> listener_errors_{0};
+  const stats::ScopePtr scope_;
+  stats::Counter& sent_;
+  stats::Counter& delivered_;
+  stats::Counter& failed_;
+  stats::Counter& rejected_;
+  stats::Counter& degraded_;
+  stats::Counter& invalid_;
+  stats::Counter& duplicates_;
+  stats::Counter& listener_errors_;
 };
 
 }  // namespace cepbus::flows

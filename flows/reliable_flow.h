@@ -121,6 +121,9 @@ struct ReliableFlowConfig {
   // Dispatch a journaled delivery while its record is being committed (see
   // above); false: commit first, then dispatch.
   bool concurrent_dispatch = true;
+  // Where the flow, its journal and its stages report their numbers; by
+  // default a store of its own.
+  stats::Store stats;
 };
 
 struct ReliableMetricsSnapshot {
@@ -286,6 +289,8 @@ class ReliableFlow final : public AbstractFlow {
   // The end of a journaled delivery: acknowledged, retried or abandoned.
   // `target` is null when it was detached meanwhile (nothing is reported to it).
   void complete(DeliveryTarget* target, Delivery delivery, const Status& status);
+  // Registers the journal numbers the flow reads from itself and its writer.
+  void reportJournalGauges();
   friend class DeferredAck;
 
   const ReliableFlowConfig config_;
@@ -301,15 +306,16 @@ class ReliableFlow final : public AbstractFlow {
   std::atomic<size_t> holding_{0};
   uint64_t next_seq_ = 1;  // guarded by mu_
 
-  std::atomic<uint64_t> redelivered_{0};
-  std::atomic<uint64_t> retried_{0};
-  std::atomic<uint64_t> abandoned_{0};
-  std::atomic<uint64_t> corrupt_{0};
-
   SlotPool<Delivery> parked_;
   SlotPool<std::shared_ptr<Settlement>> settling_;  // records waiting for the writer (concurrent)
   std::shared_ptr<DeferredAck::State> deferred_;    // replaced at each start
   JournalWriter writer_;
+  // The journal's numbers ({flow}): after what its functions read.
+  const stats::ScopePtr journal_scope_;
+  stats::Counter& redelivered_;
+  stats::Counter& retried_;
+  stats::Counter& abandoned_;
+  stats::Counter& corrupt_;
   TargetStages stages_;  // last: its stages' handlers use everything above
 };
 
