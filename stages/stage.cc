@@ -125,6 +125,7 @@ Admission Stage::offer(StageItem item) {
   }
   if (decision == Admission::kDegraded) item.reliable = false;
   item.enqueued_at = Clock::now();
+  item.inline_run = false;  // the stage's to say (tryRunInline())
   if (config_.run_inline_when_idle) {
     if (tryRunInline(item)) {
       metrics_.ran_inline.inc();
@@ -157,6 +158,7 @@ bool Stage::tryRunInline(StageItem& item) {
     outstanding_.fetch_sub(kInlineRun | 1, std::memory_order_release);
     return false;
   }
+  item.inline_run = true;
   handleBatch(&item, 1);
   outstanding_.fetch_sub(kInlineRun | 1, std::memory_order_release);
   return true;

@@ -15,10 +15,13 @@
 #include "router/route_stats.h"
 #include "services/amqp/bridge/amqp_bridge.h"
 #include "services/amqp/listener/amqp_listener.h"
+#include "services/amqp/listener/amqp_listener_element.h"
 #include "services/amqp/listener/listener_stats.h"
 #include "services/cep/cep_service.h"
+#include "services/cluster/cluster_element.h"
 #include "services/cluster/cluster_service.h"
 #include "services/http/http_listener.h"
+#include "services/http/http_listener_element.h"
 #include "services/replay/replay_sink.h"
 #include "services/replay/replay_source.h"
 
@@ -90,6 +93,23 @@ void registerBuiltinServices(services::ServiceFactoryRegistry& registry) {
   add(std::make_unique<services::amqp::AmqpBridgeFactory>());
 }
 
+const descriptor::ElementParsers& builtinElementParsers() {
+  static const descriptor::ElementParsers parsers = [] {
+    descriptor::ElementParsers made;
+    // Three distinct elements into a registry made for them: a refusal is a
+    // bug of this function, not an input error.
+    auto add = [&](std::unique_ptr<descriptor::ElementParser> parser) {
+      [[maybe_unused]] const Status added = made.add(std::move(parser));
+      assert(added.isOk());
+    };
+    add(std::make_unique<services::amqp::AmqpListenerElement>());
+    add(std::make_unique<services::http::HttpListenerElement>());
+    add(std::make_unique<services::cluster::ClusterElement>());
+    return made;
+  }();
+  return parsers;
+}
+
 Bus::Bus(std::string name, BusOptions options)
     : name_(std::move(name)),
       options_(std::move(options)),
@@ -126,23 +146,23 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
   // connects at once finds the subscriptions of the whole bus in place. It
   // records durable subscriptions in the default reliable flow's journal,
   // which the broker has opened by the time the listener starts.
-  if (d.listeners.amqp) {
+  if (const auto* amqp = d.element<services::amqp::AmqpListenerConfig>()) {
     bus->services_.push_back(
         {"", "amqp-listener",
-         services::amqp::makeAmqpListener(*d.listeners.amqp, *bus->context_,
+         services::amqp::makeAmqpListener(*amqp, *bus->context_,
                                           d.journal ? d.journal->path.string() : std::string())});
   }
-  if (d.cluster) {
-    auto node = services::cluster::makeClusterNode(*d.cluster, *bus->context_);
+  if (const auto* cluster = d.element<services::cluster::ClusterSpec>()) {
+    auto node = services::cluster::makeClusterNode(*cluster, *bus->context_);
     if (node) {
       bus->services_.push_back({"", "cluster-node", std::move(*node)});
     } else {
       errors.push_back(node.status().message());
     }
   }
-  if (d.listeners.http) {
+  if (const auto* http = d.element<services::http::HttpListenerConfig>()) {
     bus->services_.push_back(
-        {"", "http-listener", services::http::makeHttpListener(*d.listeners.http, *bus->context_)});
+        {"", "http-listener", services::http::makeHttpListener(*http, *bus->context_)});
   }
   if (!errors.empty()) {
     std::string all;

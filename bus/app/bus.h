@@ -31,6 +31,7 @@
 
 #include "bus/core/status.h"
 #include "bus/host/descriptor/descriptor.h"
+#include "bus/host/descriptor/element_parser.h"
 #include "bus/host/loader/plugin_loader.h"
 #include "router/broker.h"
 #include "router/registry.h"
@@ -123,5 +124,10 @@ class Bus final : public services::Deployer {
 
 // Registers the service factories cepbus ships (replay-source, replay-sink, cep).
 void registerBuiltinServices(services::ServiceFactoryRegistry& registry);
+
+// The parsers of the descriptor elements the bus's own services own: the
+// AMQP listener's <listeners><amqp>, the admin listener's <listeners><http>
+// and the cluster node's <cluster>. Give them to the descriptor parser.
+const descriptor::ElementParsers& builtinElementParsers();
 
 }  // namespace cepbus::app

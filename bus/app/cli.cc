@@ -140,7 +140,7 @@ bool setUpLogging(const std::string& level) {
 // nullptr when either fails.
 std::unique_ptr<Bus> loadBus(const std::string& path, const ParsedArgs& parsed) {
   descriptor::ParseReport report;
-  auto d = descriptor::parseDescriptorFile(path, &report);
+  auto d = descriptor::parseDescriptorFile(path, &report, &builtinElementParsers());
   if (!d) {
     std::cerr << (report.errors.empty() ? d.status().message() : report.toString()) << "\n";
     return nullptr;

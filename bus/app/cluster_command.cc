@@ -6,6 +6,7 @@
 #include <iostream>
 #include <type_traits>
 
+#include "bus/app/bus.h"
 #include "bus/app/flag_reader.h"
 #include "bus/core/event_json.h"
 #include "bus/host/descriptor/parser.h"
@@ -21,21 +22,23 @@ constexpr int kFailure = 1;
 constexpr int kUsage = 2;
 
 // The descriptor's <cluster>, or nullopt after printing why there is none.
-std::optional<descriptor::ClusterSpec> loadCluster(const std::string& path, std::ostream& err) {
+std::optional<services::cluster::ClusterSpec> loadCluster(const std::string& path,
+                                                          std::ostream& err) {
   descriptor::ParseReport report;
-  auto d = descriptor::parseDescriptorFile(path, &report);
+  auto d = descriptor::parseDescriptorFile(path, &report, &builtinElementParsers());
   if (!d) {
     err << (report.errors.empty() ? d.status().message() : report.toString()) << "\n";
     return std::nullopt;
   }
-  if (!d->cluster) {
+  const auto* cluster = d->element<services::cluster::ClusterSpec>();
+  if (cluster == nullptr) {
     err << path << ": has no <cluster> element\n";
     return std::nullopt;
   }
-  return std::move(*d->cluster);
+  return *cluster;
 }
 
-int init(const descriptor::ClusterSpec& spec, const std::string& password, std::ostream& out,
+int init(const services::cluster::ClusterSpec& spec, const std::string& password, std::ostream& out,
          std::ostream& err) {
   if (Status s = services::cluster::declareTopology(spec, password); !s) {
     err << "cepbus cluster init: " << s.message() << "\n";
@@ -45,7 +48,7 @@ int init(const descriptor::ClusterSpec& spec, const std::string& password, std::
       << " partitions declared (exchanges " << spec.name << ".in, " << spec.name << ".out, "
       << spec.name << ".members; queues " << spec.name << ".p0.." << spec.name << ".p"
       << spec.partitions - 1 << ", " << spec.name << ".composites";
-  if (spec.input == descriptor::ClusterSpec::Input::kStream) {
+  if (spec.input == services::cluster::ClusterSpec::Input::kStream) {
     out << "; streams " << spec.name << ".p0.log.." << spec.name << ".p" << spec.partitions - 1
         << ".log, retention " << spec.retention << ")\n";
   } else {
@@ -54,7 +57,7 @@ int init(const descriptor::ClusterSpec& spec, const std::string& password, std::
   return kOk;
 }
 
-int publish(const descriptor::ClusterSpec& spec, const std::string& password,
+int publish(const services::cluster::ClusterSpec& spec, const std::string& password,
             std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   std::string events_file;
   services::cluster::PublishOptions options;

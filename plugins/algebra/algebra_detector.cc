@@ -1,6 +1,7 @@
 #include "plugins/algebra/algebra_detector.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -24,6 +25,14 @@ struct AlgebraDetector::Instance {
   // elements (a negated operand's events never enter a match).
   double prob = 1;
   std::vector<Binding> binds;  // sorted by (leaf, seq), no duplicates
+  // A lazy instance of a sequence node (AlgebraDetector::lazy_): it stands
+  // for every x ∪ right with x an instance of the node's left history
+  // (states_[node].lhist, expanded in turn) and end(x) < start(right), the
+  // way a SASE stack entry points into the previous stack. `binds` is empty;
+  // start and prob are those of `right`, bounds on every instance it
+  // stands for (their starts are earlier, their probabilities lower).
+  InstPtr right;
+  int node = -1;
 };
 
 struct AlgebraDetector::NodeState {
@@ -106,8 +115,37 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
     : plan_(std::move(plan)),
       sink_(sink),
       composer_(std::make_unique<Composer>(*plan_)),
-      states_(plan_->nodes.size()) {
+      states_(plan_->nodes.size()),
+      lazy_(plan_->nodes.size(), 0),
+      direct_(plan_->nodes.size(), 0),
+      parent_(plan_->nodes.size(), -1) {
   slots_.resize(plan_->layout.size());
+  for (size_t i = 0; i < plan_->nodes.size(); ++i) {
+    const Node& n = plan_->nodes[i];
+    if (n.left >= 0) parent_[static_cast<size_t>(n.left)] = static_cast<int>(i);
+    if (n.right >= 0) parent_[static_cast<size_t>(n.right)] = static_cast<int>(i);
+  }
+  if (plan_->semantics == Semantics::kUnrestricted) {
+    // A sequence with no predicate of its own whose instances only the left
+    // side of another sequence reads: that one pairs them when its right
+    // operand comes, so they need not be built before.
+    for (const Node& n : plan_->nodes) {
+      if (n.op != Op::kSeq) continue;
+      const Node& l = plan_->nodes[static_cast<size_t>(n.left)];
+      if (l.op == Op::kSeq && l.checks.empty()) lazy_[static_cast<size_t>(n.left)] = 1;
+    }
+    // A sequence below nothing but filters (selections and time
+    // restrictions up to the root) reports each match as it builds it.
+    for (size_t i = 0; i < plan_->nodes.size(); ++i) {
+      if (plan_->nodes[i].op != Op::kSeq || lazy_[i]) continue;
+      bool filters = true;
+      for (int k = parent_[i]; filters && k >= 0; k = parent_[static_cast<size_t>(k)]) {
+        const Op op = plan_->nodes[static_cast<size_t>(k)].op;
+        filters = op == Op::kTimeRestriction || op == Op::kSelection;
+      }
+      direct_[i] = filters ? 1 : 0;
+    }
+  }
 }
 
 AlgebraDetector::~AlgebraDetector() = default;
@@ -168,8 +206,66 @@ AlgebraDetector::InstPtr AlgebraDetector::combine(const InstPtr& a, const InstPt
   return out;
 }
 
+void AlgebraDetector::expand(const InstPtr& inst, const std::function<void(const InstPtr&)>& f) {
+  if (inst->node < 0) {
+    f(inst);
+    return;
+  }
+  const InstPtr& right = inst->right;
+  for (const InstPtr& x : states_[static_cast<size_t>(inst->node)].lhist) {
+    if (x->end >= right->start) continue;
+    expand(x, [&](const InstPtr& e) {
+      InstPtr v = combine(e, right);
+      if (!unlikely(*v)) f(v);
+    });
+  }
+}
+
+double AlgebraDetector::stackProbability() const {
+  double prob = 1;
+  for (const Binding* b : stack_) {
+    if (plan_->leaves[b->leaf].element >= 0) prob *= b->event->probability();
+  }
+  return prob;
+}
+
+void AlgebraDetector::enumerate(const InstPtr& inst, const std::function<void(Timestamp)>& f) {
+  const size_t mark = stack_.size();
+  if (inst->node < 0) {
+    for (const Binding& b : inst->binds) stack_.push_back(&b);
+    f(inst->start);
+    stack_.resize(mark);
+    return;
+  }
+  // A lazy instance: its left history's instances before `right`, each
+  // followed by right's events (a sequence's left leaves precede its right
+  // leaves, so the stack stays in (leaf, seq) order).
+  const InstPtr& right = inst->right;
+  for (const InstPtr& x : states_[static_cast<size_t>(inst->node)].lhist) {
+    if (x->end >= right->start) continue;
+    enumerate(x, [&](Timestamp start) {
+      const size_t inner = stack_.size();
+      for (const Binding& b : right->binds) stack_.push_back(&b);
+      if (plan_->min_probability <= 0 || stackProbability() >= plan_->min_probability) f(start);
+      stack_.resize(inner);
+    });
+  }
+}
+
+void AlgebraDetector::reportDirect(size_t i, Timestamp start, Timestamp end) {
+  const double prob = stackProbability();
+  if (prob < plan_->min_probability) return;  // unlikely() at every level, emit() at the top
+  for (int k = static_cast<int>(i); k >= 0; k = parent_[static_cast<size_t>(k)]) {
+    const Node& n = plan_->nodes[static_cast<size_t>(k)];
+    if (n.op == Op::kTimeRestriction && end - start > n.window) return;
+    if (!passes(n, stack_)) return;
+  }
+  emit(stack_, prob);
+}
+
 void AlgebraDetector::runTick() {
   const Plan& plan = *plan_;
+  sweep_ = ++ticks_ % 1024 == 0;
   const bool recent = plan.semantics == Semantics::kRecent;
   for (const EventPtr& ev : tick_events_) {
     const uint64_t seq = next_seq_++;
@@ -243,8 +339,35 @@ void AlgebraDetector::evaluate(size_t i) {
       // An instance of the left operand ending now cannot precede one of the
       // right operand ending now, so only the past ones pair.
       for (const InstPtr& y : ys) {
+        if (lazy_[i]) {
+          // Only when some left instance still in the window precedes y
+          // (the history is in end order, its stale instances lead).
+          const Timestamp oldest = n.horizon == kNoHorizon ? INT64_MIN : now_ - n.horizon;
+          auto x = std::find_if(st.lhist.begin(), st.lhist.end(),
+                                [&](const InstPtr& e) { return e->start >= oldest; });
+          if (x != st.lhist.end() && (*x)->end < y->start) {
+            auto lazy = std::make_shared<Instance>();
+            lazy->start = y->start;
+            lazy->end = y->end;
+            lazy->prob = y->prob;
+            lazy->right = y;
+            lazy->node = static_cast<int>(i);
+            c.push_back(std::move(lazy));
+          }
+          continue;
+        }
         for (const InstPtr& x : st.lhist) {
-          if (x->end < y->start) c.push_back(combine(x, y));
+          if (x->end >= y->start) continue;
+          if (direct_[i]) {
+            enumerate(x, [&](Timestamp start) {
+              const size_t mark = stack_.size();
+              for (const Binding& b : y->binds) stack_.push_back(&b);
+              reportDirect(i, start, y->end);
+              stack_.resize(mark);
+            });
+            continue;
+          }
+          expand(x, [&](const InstPtr& e) { c.push_back(combine(e, y)); });
         }
       }
       break;
@@ -379,15 +502,22 @@ void AlgebraDetector::finish(size_t i, std::vector<InstPtr>& candidates) {
 
 bool AlgebraDetector::passes(const Node& node, const Instance& inst) {
   if (node.checks.empty()) return true;
+  refs_.clear();
+  for (const Binding& b : inst.binds) refs_.push_back(&b);
+  return passes(node, refs_);
+}
+
+bool AlgebraDetector::passes(const Node& node, const std::vector<const Binding*>& binds) {
+  if (node.checks.empty()) return true;
   const Plan& plan = *plan_;
   std::fill(slots_.begin(), slots_.end(), pattern::SlotBinding{});
-  slot_events_.resize(inst.binds.size());
-  for (size_t k = 0; k < inst.binds.size(); ++k) slot_events_[k] = inst.binds[k].event.get();
+  slot_events_.resize(binds.size());
+  for (size_t k = 0; k < binds.size(); ++k) slot_events_[k] = binds[k]->event.get();
   size_t begin = 0;
-  while (begin < inst.binds.size()) {
+  while (begin < binds.size()) {
     size_t end = begin + 1;
-    while (end < inst.binds.size() && inst.binds[end].leaf == inst.binds[begin].leaf) ++end;
-    const int slot = plan.leaves[inst.binds[begin].leaf].slot;
+    while (end < binds.size() && binds[end]->leaf == binds[begin]->leaf) ++end;
+    const int slot = plan.leaves[binds[begin]->leaf].slot;
     if (slot >= 0) {
       pattern::SlotBinding& sb = slots_[static_cast<size_t>(slot)];
       sb.events = std::span<const Event* const>(slot_events_.data() + begin, end - begin);
@@ -419,6 +549,19 @@ void AlgebraDetector::dropOld(std::vector<InstPtr>& list, int64_t horizon) const
   std::erase_if(list, [&](const InstPtr& p) { return p->start < limit; });
 }
 
+void AlgebraDetector::dropLeading(std::vector<InstPtr>& list, int64_t horizon) const {
+  if (horizon == kNoHorizon || sweep_) {
+    dropOld(list, horizon);
+    return;
+  }
+  const Timestamp limit = now_ - horizon;
+  const auto stale =
+      std::find_if(list.begin(), list.end(), [&](const InstPtr& p) { return p->start >= limit; });
+  if (static_cast<size_t>(stale - list.begin()) * 32 >= list.size()) {
+    list.erase(list.begin(), stale);
+  }
+}
+
 void AlgebraDetector::updateState(size_t i) {
   const Node& n = plan_->nodes[i];
   NodeState& st = states_[i];
@@ -434,7 +577,8 @@ void AlgebraDetector::updateState(size_t i) {
         break;
       case Op::kSeq:
         st.lhist.insert(st.lhist.end(), l.out.begin(), l.out.end());
-        break;
+        dropLeading(st.lhist, n.horizon);
+        return;
       case Op::kIteration:
         st.lhist.insert(st.lhist.end(), st.raw.begin(), st.raw.end());
         break;
@@ -551,14 +695,20 @@ bool AlgebraDetector::unlikely(const Instance& inst) const {
 }
 
 void AlgebraDetector::emit(const Instance& inst) {
+  refs_.clear();
+  for (const Binding& b : inst.binds) refs_.push_back(&b);
+  emit(refs_, inst.prob);
+}
+
+void AlgebraDetector::emit(const std::vector<const Binding*>& binds, double prob) {
   const Plan& plan = *plan_;
-  if (inst.prob < plan.min_probability) return;
+  if (prob < plan.min_probability) return;
   out_events_.clear();
   out_ends_.assign(plan.element_count, 0);
-  for (const Binding& b : inst.binds) {
-    const int element = plan.leaves[b.leaf].element;
+  for (const Binding* b : binds) {
+    const int element = plan.leaves[b->leaf].element;
     if (element < 0) continue;
-    out_events_.push_back(&b.event);
+    out_events_.push_back(&b->event);
     ++out_ends_[static_cast<size_t>(element)];
   }
   for (size_t j = 1; j < out_ends_.size(); ++j) out_ends_[j] += out_ends_[j - 1];

@@ -58,7 +58,7 @@ class PetriDetector final : public plugin::Detector {
   PetriNet net_;
 };
 
-// What compilePattern() in petri_net.cc accepts.
+// What compilePattern() in pattern_compiler.cc accepts.
 constexpr plugin::OptionInfo kOptions[] = {
     {"policy",
      "feedback|conflict|concurrency: how the net resolves competing tokens "

@@ -7,7 +7,7 @@
 
 namespace cepbus::services::cluster {
 
-BrokerDial dialBroker(const descriptor::ClusterSpec& spec, const descriptor::ClusterBroker& broker,
+BrokerDial dialBroker(const ClusterSpec& spec, const ClusterBroker& broker,
                       const std::string& password) {
   BrokerDial c;
   const bool tls = spec.tls.has_value();

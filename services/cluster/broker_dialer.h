@@ -19,7 +19,7 @@
 #include <proton/connection_options.hpp>
 #include <string>
 
-#include "bus/host/descriptor/descriptor.h"
+#include "services/cluster/cluster_spec.h"
 
 namespace cepbus::services::cluster {
 
@@ -29,7 +29,7 @@ struct BrokerDial {
 };
 
 // The caller adds its handler to `options`.
-BrokerDial dialBroker(const descriptor::ClusterSpec& spec, const descriptor::ClusterBroker& broker,
+BrokerDial dialBroker(const ClusterSpec& spec, const ClusterBroker& broker,
                       const std::string& password);
 
 }  // namespace cepbus::services::cluster

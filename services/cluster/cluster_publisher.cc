@@ -65,9 +65,8 @@ uint64_t randomRun() {
 
 class Publisher final : public proton::messaging_handler {
  public:
-  Publisher(const descriptor::ClusterSpec& spec, const std::string& password,
-            std::span<const EventPtr> events, const PublishOptions& options,
-            std::vector<MessagePlan> messages)
+  Publisher(const ClusterSpec& spec, const std::string& password, std::span<const EventPtr> events,
+            const PublishOptions& options, std::vector<MessagePlan> messages)
       : spec_(spec),
         password_(password),
         events_(events),
@@ -231,7 +230,7 @@ class Publisher final : public proton::messaging_handler {
     connection_ = container_->connect(c.url, c.options);
   }
 
-  bool streamInput() const { return spec_.input == descriptor::ClusterSpec::Input::kStream; }
+  bool streamInput() const { return spec_.input == ClusterSpec::Input::kStream; }
 
   // Puts `messages` (plan indices) before anything else that goes again,
   // all in plan order, each once.
@@ -492,7 +491,7 @@ class Publisher final : public proton::messaging_handler {
     if (connection_ && connection_.active()) connection_.close();
   }
 
-  const descriptor::ClusterSpec& spec_;
+  const ClusterSpec& spec_;
   const std::string& password_;
   const std::span<const EventPtr> events_;
   const PublishOptions options_;
@@ -573,8 +572,7 @@ std::vector<MessagePlan> planMessages(const std::vector<uint32_t>& partition_of,
   return plan;
 }
 
-Result<PublishReport> publishToCluster(const descriptor::ClusterSpec& spec,
-                                       const std::string& password,
+Result<PublishReport> publishToCluster(const ClusterSpec& spec, const std::string& password,
                                        std::span<const EventPtr> events,
                                        const PublishOptions& options) {
   std::vector<Symbol> key;

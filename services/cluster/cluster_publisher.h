@@ -34,7 +34,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/status.h"
-#include "bus/host/descriptor/descriptor.h"
+#include "services/cluster/cluster_spec.h"
 
 namespace cepbus::services::cluster {
 
@@ -113,8 +113,7 @@ std::vector<MessagePlan> planMessages(const std::vector<uint32_t>& partition_of,
 // Publishes `events` in order and returns once the broker accepted every
 // one. Fails when an event lacks a key attribute (naming it), when the
 // broker rejects a message, or when no broker answered for give_up_ms.
-Result<PublishReport> publishToCluster(const descriptor::ClusterSpec& spec,
-                                       const std::string& password,
+Result<PublishReport> publishToCluster(const ClusterSpec& spec, const std::string& password,
                                        std::span<const EventPtr> events,
                                        const PublishOptions& options);
 

@@ -19,7 +19,7 @@ std::string joinAddresses(const std::vector<std::string>& addresses) {
 
 }  // namespace
 
-Result<std::string> clusterPassword(const descriptor::ClusterSpec& spec) {
+Result<std::string> clusterPassword(const ClusterSpec& spec) {
   if (spec.password_env.empty()) return std::string("guest");
   const char* value = std::getenv(spec.password_env.c_str());
   if (value == nullptr) {
@@ -32,7 +32,7 @@ Result<std::string> clusterPassword(const descriptor::ClusterSpec& spec) {
   return std::string(value);
 }
 
-Result<std::unique_ptr<ClusterNode>> makeClusterNode(const descriptor::ClusterSpec& spec,
+Result<std::unique_ptr<ClusterNode>> makeClusterNode(const ClusterSpec& spec,
                                                      ServiceContext& context) {
   auto password = clusterPassword(spec);
   if (!password) return password.status();
@@ -40,7 +40,7 @@ Result<std::unique_ptr<ClusterNode>> makeClusterNode(const descriptor::ClusterSp
   // The watchdog is this program again (cepbus __cluster-watchdog).
   std::error_code ec;
   hooks.watchdog_program = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  const descriptor::ClusterSpec& topology = spec;
+  const ClusterSpec& topology = spec;
   hooks.verify_topology = [topology, pw = *password]() -> Status {
     auto found = inspectTopology(topology, pw);
     if (!found) return found.status();

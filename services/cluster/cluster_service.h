@@ -8,8 +8,8 @@
 #include <string>
 
 #include "bus/core/status.h"
-#include "bus/host/descriptor/descriptor.h"
 #include "services/cluster/cluster_node.h"
+#include "services/cluster/cluster_spec.h"
 #include "services/service.h"
 
 namespace cepbus::services::cluster {
@@ -17,9 +17,9 @@ namespace cepbus::services::cluster {
 // The broker password of `spec`'s user: "guest" for the user guest without
 // password-env, else the named environment variable (an error naming it
 // when it is unset).
-Result<std::string> clusterPassword(const descriptor::ClusterSpec& spec);
+Result<std::string> clusterPassword(const ClusterSpec& spec);
 
-Result<std::unique_ptr<ClusterNode>> makeClusterNode(const descriptor::ClusterSpec& spec,
+Result<std::unique_ptr<ClusterNode>> makeClusterNode(const ClusterSpec& spec,
                                                      ServiceContext& context);
 
 }  // namespace cepbus::services::cluster

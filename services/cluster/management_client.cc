@@ -281,8 +281,7 @@ ManagementClient::ManagementClient(std::vector<ManagementEndpoint> brokers,
       authorization_(basicAuthorization(options_.user, options_.password)),
       tls_(options_.tls ? std::make_shared<const TlsContext>(options_.tls->ca) : nullptr) {}
 
-ManagementClient ManagementClient::forCluster(const descriptor::ClusterSpec& spec,
-                                              std::string password) {
+ManagementClient ManagementClient::forCluster(const ClusterSpec& spec, std::string password) {
   std::vector<ManagementEndpoint> brokers;
   for (const auto& b : spec.brokers) brokers.push_back({b.host, b.management_port});
   ManagementOptions options;

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "bus/core/status.h"
-#include "bus/host/descriptor/descriptor.h"
+#include "services/cluster/cluster_spec.h"
 
 namespace cepbus::services::cluster {
 
@@ -48,7 +48,7 @@ struct ManagementOptions {
   size_t max_body_bytes = 64 * 1024 * 1024;  // /api/queues of a big vhost is large
   // HTTPS, verifying each broker's certificate against the CA and the peer
   // name (the broker's host when empty); absent: plain HTTP.
-  std::optional<descriptor::ClusterTls> tls;
+  std::optional<ClusterTls> tls;
 };
 
 enum class HttpMethod { kGet, kPut, kPost, kDelete };
@@ -82,7 +82,7 @@ class ManagementClient {
   ManagementClient(std::vector<ManagementEndpoint> brokers, ManagementOptions options);
   // The cluster's failover list (each broker's host and management port) and
   // its user, with `password`.
-  static ManagementClient forCluster(const descriptor::ClusterSpec& spec, std::string password);
+  static ManagementClient forCluster(const ClusterSpec& spec, std::string password);
 
   // One request, with failover (see the file comment). The error, when no
   // broker answered, names every URL tried and why it failed.

@@ -2,7 +2,7 @@
 
 // Where a partition's stream resumes after a takeover, and when to say so.
 //
-// With input="stream" (descriptor::ClusterSpec::Input) a partition's events
+// With input="stream" (ClusterSpec::Input) a partition's events
 // live in the stream "<name>.p<i>.log", which keeps them whether or not they
 // were settled, so the window a query may hold is bounded by the stream's
 // retention, not by how many messages a consumer may keep unsettled. What

@@ -132,13 +132,13 @@ std::string describeQueue(const QueueState& q) {
   return s;
 }
 
-Status conflict(const descriptor::ClusterSpec& spec, const std::string& what) {
+Status conflict(const ClusterSpec& spec, const std::string& what) {
   return Status::invalidArgument("cluster '" + spec.name + "' with " +
                                  std::to_string(spec.partitions) + " partitions: " + what);
 }
 
-Status checkExchange(const descriptor::ClusterSpec& spec, const std::string& name,
-                     const ExchangeState& e, const char* type) {
+Status checkExchange(const ClusterSpec& spec, const std::string& name, const ExchangeState& e,
+                     const char* type) {
   if (!e.exists) return Status::ok();
   if (e.type != type || !e.durable) {
     return conflict(spec, "exchange '" + name + "' exists as " + e.type +
@@ -148,7 +148,7 @@ Status checkExchange(const descriptor::ClusterSpec& spec, const std::string& nam
   return Status::ok();
 }
 
-Status checkSpec(const descriptor::ClusterSpec& spec) {
+Status checkSpec(const ClusterSpec& spec) {
   if (spec.name.empty()) return Status::invalidArgument("cluster: empty name");
   if (spec.partitions == 0) {
     return Status::invalidArgument("cluster '" + spec.name + "': partitions must be > 0");
@@ -201,7 +201,7 @@ Status bindQueue(const ManagementClient& client, const std::string& exchange,
 
 // Closes the connections `pick` selects; a connection gone meanwhile is fine.
 template <typename Pick>
-Result<size_t> closeSelected(const descriptor::ClusterSpec& spec, const std::string& password,
+Result<size_t> closeSelected(const ClusterSpec& spec, const std::string& password,
                              const std::vector<BrokerConnection>& connections,
                              const std::string& reason, Pick pick) {
   const auto client = ManagementClient::forCluster(spec, password);
@@ -290,9 +290,9 @@ ExchangeState parseExchange(const json& exchange) {
   return e;
 }
 
-Status checkConflicts(const Topology& found, const descriptor::ClusterSpec& spec) {
+Status checkConflicts(const Topology& found, const ClusterSpec& spec) {
   if (Status s = checkSpec(spec); !s) return s;
-  const bool streams = spec.input == descriptor::ClusterSpec::Input::kStream;
+  const bool streams = spec.input == ClusterSpec::Input::kStream;
   const uint32_t p = spec.partitions;
   // What carries the events; declareTopology() creates it first, highest
   // partition first.
@@ -357,7 +357,7 @@ Status checkConflicts(const Topology& found, const descriptor::ClusterSpec& spec
   return checkExchange(spec, membersExchange(spec.name), found.members, "fanout");
 }
 
-Status checkComplete(const Topology& found, const descriptor::ClusterSpec& spec) {
+Status checkComplete(const Topology& found, const ClusterSpec& spec) {
   if (Status s = checkConflicts(found, spec); !s) return s;
   auto missing = [&](const std::string& what) {
     return Status::notFound("cluster '" + spec.name + "' with " + std::to_string(spec.partitions) +
@@ -371,7 +371,7 @@ Status checkComplete(const Topology& found, const descriptor::ClusterSpec& spec)
     return missing("binding '#' of '" + outExchange(spec.name) + "' to '" +
                    compositesQueue(spec.name) + "'");
   }
-  const bool streams = spec.input == descriptor::ClusterSpec::Input::kStream;
+  const bool streams = spec.input == ClusterSpec::Input::kStream;
   for (uint32_t i = 0; i < spec.partitions; ++i) {
     const std::string queue = partitionQueue(spec.name, i);
     if (!found.partitions.count(i)) return missing("queue '" + queue + "'");
@@ -385,7 +385,7 @@ Status checkComplete(const Topology& found, const descriptor::ClusterSpec& spec)
   return Status::ok();
 }
 
-Result<Topology> inspectTopology(const descriptor::ClusterSpec& spec, const std::string& password) {
+Result<Topology> inspectTopology(const ClusterSpec& spec, const std::string& password) {
   if (Status s = checkSpec(spec); !s) return s;
   const auto client = ManagementClient::forCluster(spec, password);
   Topology t;
@@ -421,7 +421,7 @@ Result<Topology> inspectTopology(const descriptor::ClusterSpec& spec, const std:
   return t;
 }
 
-Status declareTopology(const descriptor::ClusterSpec& spec, const std::string& password) {
+Status declareTopology(const ClusterSpec& spec, const std::string& password) {
   auto found = inspectTopology(spec, password);
   if (!found) return found.status();
   if (Status s = checkConflicts(*found, spec); !s) {
@@ -435,7 +435,7 @@ Status declareTopology(const descriptor::ClusterSpec& spec, const std::string& p
     if (Status s = declareExchange(client, in, "direct"); !s) return s;
   }
   // Highest partition first, its input first: see checkConflicts().
-  const bool streams = spec.input == descriptor::ClusterSpec::Input::kStream;
+  const bool streams = spec.input == ClusterSpec::Input::kStream;
   for (uint32_t i = spec.partitions; i-- > 0;) {
     const std::string queue = partitionQueue(spec.name, i);
     const std::string input = streams ? partitionStream(spec.name, i) : queue;
@@ -492,7 +492,7 @@ std::string peerAddress(const BrokerConnection& connection) {
   return connection.peer_host + ":" + std::to_string(connection.peer_port);
 }
 
-Result<std::vector<BrokerConnection>> listConnections(const descriptor::ClusterSpec& spec,
+Result<std::vector<BrokerConnection>> listConnections(const ClusterSpec& spec,
                                                       const std::string& password) {
   if (Status s = checkSpec(spec); !s) return s;
   const auto client = ManagementClient::forCluster(spec, password);
@@ -506,7 +506,7 @@ Result<std::vector<BrokerConnection>> listConnections(const descriptor::ClusterS
   return out;
 }
 
-Status closeConnectionsOf(const descriptor::ClusterSpec& spec, const std::string& password,
+Status closeConnectionsOf(const ClusterSpec& spec, const std::string& password,
                           const std::string& container_id) {
   auto connections = listConnections(spec, password);
   if (!connections) return connections.status();
@@ -528,8 +528,7 @@ Status closeConnectionsOf(const descriptor::ClusterSpec& spec, const std::string
   return closed ? Status::ok() : closed.status();
 }
 
-Result<size_t> closeConnectionsFrom(const descriptor::ClusterSpec& spec,
-                                    const std::string& password,
+Result<size_t> closeConnectionsFrom(const ClusterSpec& spec, const std::string& password,
                                     const std::vector<std::string>& peer_addresses) {
   auto connections = listConnections(spec, password);
   if (!connections) return connections.status();

@@ -1,6 +1,6 @@
 #pragma once
 
-// The broker objects of a cepbus cluster (descriptor::ClusterSpec) and the
+// The broker objects of a cepbus cluster (ClusterSpec) and the
 // calls that declare, verify and clean up after them through the RabbitMQ
 // management API (services/cluster/management_client.h), all in vhost "/":
 //
@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "bus/core/status.h"
-#include "bus/host/descriptor/descriptor.h"
+#include "services/cluster/cluster_spec.h"
 
 namespace cepbus::services::cluster {
 
@@ -101,14 +101,14 @@ ExchangeState parseExchange(const nlohmann::json& exchange);
 // consumer for the partitions), a partition bound with another key, an
 // exchange of another type. Objects merely missing are no conflict
 // (declaring adds them).
-Status checkConflicts(const Topology& found, const descriptor::ClusterSpec& spec);
+Status checkConflicts(const Topology& found, const ClusterSpec& spec);
 // checkConflicts() and nothing missing: every object and binding exists.
 // What a node requires before it consumes.
-Status checkComplete(const Topology& found, const descriptor::ClusterSpec& spec);
+Status checkComplete(const Topology& found, const ClusterSpec& spec);
 
 // --- calls -------------------------------------------------------------------
 // Reads the cluster's objects (failover over spec.brokers).
-Result<Topology> inspectTopology(const descriptor::ClusterSpec& spec, const std::string& password);
+Result<Topology> inspectTopology(const ClusterSpec& spec, const std::string& password);
 
 // Declares every object and binding, idempotently: what exists and matches
 // is left alone. With stream input, a lease queue it declares, or one the
@@ -120,7 +120,7 @@ Result<Topology> inspectTopology(const descriptor::ClusterSpec& spec, const std:
 // different partition counts at the same instant can both pass the check;
 // the inspectTopology() + checkComplete() a node does before consuming
 // catches that.
-Status declareTopology(const descriptor::ClusterSpec& spec, const std::string& password);
+Status declareTopology(const ClusterSpec& spec, const std::string& password);
 
 // --- connections ---------------------------------------------------------------
 struct BrokerConnection {
@@ -141,7 +141,7 @@ BrokerConnection parseConnection(const nlohmann::json& connection);
 // address of the client's transport (pn_transport_local_addr()).
 std::string peerAddress(const BrokerConnection& connection);
 
-Result<std::vector<BrokerConnection>> listConnections(const descriptor::ClusterSpec& spec,
+Result<std::vector<BrokerConnection>> listConnections(const ClusterSpec& spec,
                                                       const std::string& password);
 
 // Closes (DELETE /api/connections/NAME, with a reason) the AMQP 1.0
@@ -150,12 +150,11 @@ Result<std::vector<BrokerConnection>> listConnections(const descriptor::ClusterS
 // in between is no error. Fails with Unavailable when the broker shows no
 // container id for its AMQP 1.0 connections (RabbitMQ 3.10): then use
 // closeConnectionsFrom() with the addresses the node announced.
-Status closeConnectionsOf(const descriptor::ClusterSpec& spec, const std::string& password,
+Status closeConnectionsOf(const ClusterSpec& spec, const std::string& password,
                           const std::string& container_id);
 // The same, for the connections whose peer address ("host:port", see
 // peerAddress()) is one of `peer_addresses`; how many it closed.
-Result<size_t> closeConnectionsFrom(const descriptor::ClusterSpec& spec,
-                                    const std::string& password,
+Result<size_t> closeConnectionsFrom(const ClusterSpec& spec, const std::string& password,
                                     const std::vector<std::string>& peer_addresses);
 
 }  // namespace cepbus::services::cluster

@@ -106,7 +106,7 @@ struct Counters {
 }  // namespace
 
 struct HttpListenerService::Impl {
-  Impl(descriptor::HttpListener listener, HttpListenerOptions opts, ServiceContext& ctx)
+  Impl(HttpListenerConfig listener, HttpListenerOptions opts, ServiceContext& ctx)
       : config(std::move(listener)),
         options(std::move(opts)),
         context(ctx),
@@ -128,7 +128,7 @@ struct HttpListenerService::Impl {
   // Adds the listener's registry entry (lifecycle thread, once listening).
   void report();
 
-  const descriptor::HttpListener config;
+  const HttpListenerConfig config;
   const HttpListenerOptions options;
   ServiceContext& context;
   Poco::Logger& log;
@@ -187,7 +187,8 @@ class FeedSession : public std::enable_shared_from_this<FeedSession> {
     const size_t capacity = impl_.options.ws_buffer;
     // Any flow thread. The feed is closed before the io_context goes away,
     // so posting while it is open is safe.
-    auto consumer = [feed = feed_, weak, executor, capacity](const flows::Exchange& ex) {
+    auto consumer = [feed = feed_, weak, executor, capacity](const flows::Exchange& ex,
+                                                             flows::DeliveryContext&) {
       std::string line = encodeEvent(*ex.event);
       std::lock_guard lock(feed->mu);
       if (feed->closed) return Status::unavailable("websocket feed closed");
@@ -542,8 +543,8 @@ void Impl::report() {
   entry->setState(router::ComponentState::kStarted);
 }
 
-HttpListenerService::HttpListenerService(descriptor::HttpListener listener,
-                                         HttpListenerOptions options, ServiceContext& context)
+HttpListenerService::HttpListenerService(HttpListenerConfig listener, HttpListenerOptions options,
+                                         ServiceContext& context)
     : impl_(std::make_unique<Impl>(std::move(listener), std::move(options), context)) {}
 
 HttpListenerService::~HttpListenerService() { stop(); }
@@ -624,7 +625,7 @@ int HttpListenerService::port() const { return impl_->port.load(); }
 
 HttpListenerStats HttpListenerService::stats() const { return impl_->counters.stats(); }
 
-std::unique_ptr<Service> makeHttpListener(const descriptor::HttpListener& listener,
+std::unique_ptr<Service> makeHttpListener(const HttpListenerConfig& listener,
                                           ServiceContext& context) {
   HttpListenerOptions options;
   options.name = "http-listener";

@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "bus/base/stats/store.h"
-#include "bus/host/descriptor/descriptor.h"
+#include "services/http/http_listener_config.h"
 #include "services/service.h"
 
 namespace cepbus::services::http {
@@ -90,7 +90,7 @@ inline constexpr stats::Schema kHttpSchema{"http", http_stats::kAll};
 
 class HttpListenerService final : public Service {
  public:
-  HttpListenerService(descriptor::HttpListener listener, HttpListenerOptions options,
+  HttpListenerService(HttpListenerConfig listener, HttpListenerOptions options,
                       ServiceContext& context);
   ~HttpListenerService() override;  // stops
 
@@ -113,7 +113,7 @@ class HttpListenerService final : public Service {
 };
 
 // What the Bus calls for <listeners><http>.
-std::unique_ptr<Service> makeHttpListener(const descriptor::HttpListener& listener,
+std::unique_ptr<Service> makeHttpListener(const HttpListenerConfig& listener,
                                           ServiceContext& context);
 
 }  // namespace cepbus::services::http

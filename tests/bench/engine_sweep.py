@@ -166,21 +166,67 @@ def compare(cepbus, patterns, events):
     return engines
 
 
-def run_process(cmd, clock):
-    """Runs `cmd`, a whole process: its CPU time (user + system, from its own resource usage)
-    or its wall time, in seconds, and its stdout and stderr. Stops the sweep when it fails."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+def cpu_seconds(pid):
+    """The CPU time (user + system) a running process and its running children have used."""
+    total = 0.0
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            total += sum(cpu_seconds(int(c)) for c in f.read().split())
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return total
+
+
+# A child's ru_maxrss starts at its parent's peak (Linux keeps the high-water
+# mark across fork and exec), so this Python process's own would show; GNU
+# time forks the command from a small process and reports its peak alone.
+GNU_TIME = "/usr/bin/time"
+
+
+def run_measured(cmd, timeout=None):
+    """Runs `cmd`, a whole process, on its own: (cpu, wall, peak_rss_kb, stdout, stderr), its
+    CPU time (user + system) from its own resource usage and its peak resident set. Stops the
+    sweep when it fails; None when it uses more than `timeout` seconds of CPU (then killed):
+    CPU, not wall time, so that a machine busy with other work does not cut runs short."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as rss:
+        wrapped = cmd
+        if os.path.exists(GNU_TIME):
+            wrapped = [GNU_TIME, "-f", "%M", "-o", rss.name] + cmd
         started = time.perf_counter()
-        child = subprocess.Popen(cmd, stdout=out, stderr=err)
-        _, status, usage = os.wait4(child.pid, 0)
+        child = subprocess.Popen(wrapped, stdout=out, stderr=err)
+        while True:
+            pid, status, usage = os.wait4(child.pid, 0 if timeout is None else os.WNOHANG)
+            if pid != 0:
+                break
+            if cpu_seconds(child.pid) > timeout:
+                for c in open("/proc/%d/task/%d/children" % (child.pid, child.pid)).read().split():
+                    os.kill(int(c), 9)
+                child.kill()
+                os.wait4(child.pid, 0)
+                return None
+            time.sleep(0.02)
         wall = time.perf_counter() - started
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(), err.read().decode()
+        peak_kb = usage.ru_maxrss
+        if wrapped is not cmd:
+            lines = rss.read().split()
+            peak_kb = int(lines[-1]) if lines and lines[-1].isdigit() else peak_kb
     if child.returncode != 0:
         raise SystemExit("%s failed: %s" % (" ".join(cmd), stderr))
-    cpu = usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime, wall, peak_kb, stdout, stderr
+
+
+def run_process(cmd, clock):
+    """Runs `cmd`, a whole process: its CPU time (user + system, from its own resource usage)
+    or its wall time, in seconds, and its stdout and stderr. Stops the sweep when it fails."""
+    cpu, wall, _, stdout, stderr = run_measured(cmd)
     return (cpu if clock == "cpu" else wall), stdout, stderr
 
 

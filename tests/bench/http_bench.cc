@@ -28,6 +28,7 @@
 #include "router/delivery_policy.h"
 #include "router/registry.h"
 #include "services/http/http_listener.h"
+#include "services/http/http_listener_config.h"
 #include "services/http/prometheus.h"
 
 namespace {
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
 
     plugin::PluginLoader loader{std::vector<std::string>{}};
     services::ServiceContext context{*bus.broker, *bus.registry, loader};
-    descriptor::HttpListener config;
+    services::http::HttpListenerConfig config;
     config.port = 0;
     services::http::HttpListenerService service(config, {}, context);
     if (!service.start()) return 1;
@@ -119,7 +120,7 @@ int main(int argc, char** argv) {
   Bus bus;
   plugin::PluginLoader loader{std::vector<std::string>{}};
   services::ServiceContext context{*bus.broker, *bus.registry, loader};
-  descriptor::HttpListener config;
+  services::http::HttpListenerConfig config;
   config.port = 0;
   services::http::HttpListenerOptions options;
   options.ws_buffer = kEvents;

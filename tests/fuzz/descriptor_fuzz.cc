@@ -1,5 +1,6 @@
 // Deployment descriptor: XML text -> Descriptor with every check of the
-// parser (well-formedness, elements, attributes, ranges, references), then
+// parser (well-formedness, elements, attributes, ranges, references) and of
+// the element parsers of the bus's services (<amqp>, <http>, <cluster>), then
 // the query texts and filters it carries through their own parsers, as
 // `cepbus validate` does. Both as a whole descriptor and as the
 // <service-assembly> fragment the admin API deploys.
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "bus/app/bus.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/host/descriptor/parser.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -31,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
 
   descriptor::ParseReport report;
-  auto parsed = descriptor::parseDescriptorString(text, "fuzz.xml", &report, "/nonexistent");
+  auto parsed = descriptor::parseDescriptorString(text, "fuzz.xml", &report, "/nonexistent",
+                                                  &app::builtinElementParsers());
   // Failure and a report of errors go together, and every error names the file.
   fuzz::check(parsed.isOk() == report.ok(), "status and report disagree");
   if (parsed) {

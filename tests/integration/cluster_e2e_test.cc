@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "services/cluster/cluster_spec.h"
 #include "services/cluster/management_client.h"
 #include "services/cluster/topology.h"
 #include "tests/integration/child_process.h"
@@ -129,7 +130,7 @@ class ClusterE2eTest : public ::testing::Test {
   // scenario's streams takes longer to restart with each (a node restarted
   // by a later scenario recovers them all).
   void removeTopology() {
-    descriptor::ClusterSpec spec;
+    services::cluster::ClusterSpec spec;
     spec.name = name_;
     spec.brokers = rmq().brokers();
     const auto client = services::cluster::ManagementClient::forCluster(spec, "guest");
@@ -264,7 +265,7 @@ class ClusterE2eTest : public ::testing::Test {
   // means no sample from before the last message was published is read.
   ::testing::AssertionResult waitDrained(uint32_t partitions, seconds limit = seconds(120)) {
     std::this_thread::sleep_for(seconds(2));
-    descriptor::ClusterSpec spec;
+    services::cluster::ClusterSpec spec;
     spec.name = name_;
     spec.brokers = rmq().brokers();
     const auto client = services::cluster::ManagementClient::forCluster(spec, "guest");
@@ -370,7 +371,7 @@ class ClusterE2eTest : public ::testing::Test {
 
   // The broker (1..3) that leads partition p's stream, 0 if none is listed.
   int streamLeader(uint32_t p) {
-    descriptor::ClusterSpec spec;
+    services::cluster::ClusterSpec spec;
     spec.name = name_;
     spec.brokers = rmq().brokers();
     const auto client = services::cluster::ManagementClient::forCluster(spec, "guest");

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "bus/host/descriptor/descriptor.h"
+#include "services/cluster/cluster_spec.h"
 #include "tests/integration/child_process.h"
 
 namespace cepbus::testing {
@@ -112,10 +113,10 @@ class RabbitMqCluster {
   const std::string& nodeName(int n) const { return node_names_.at(n - 1); }
   const std::vector<std::string>& nodeNames() const { return node_names_; }
   // The failover list of a <cluster>: node 1, 2, 3 in that order.
-  std::vector<descriptor::ClusterBroker> brokers() const {
-    std::vector<descriptor::ClusterBroker> out;
+  std::vector<services::cluster::ClusterBroker> brokers() const {
+    std::vector<services::cluster::ClusterBroker> out;
     for (int n = 1; n <= kNodes; ++n) {
-      descriptor::ClusterBroker b;
+      services::cluster::ClusterBroker b;
       b.port = static_cast<uint16_t>(amqpPort(n));
       b.management_port = static_cast<uint16_t>(managementPort(n));
       out.push_back(b);

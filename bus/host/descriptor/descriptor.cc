@@ -81,8 +81,6 @@ std::filesystem::path ServiceAssembly::resolvePath(std::string_view path) const 
   return base_dir / p;
 }
 
-const AmqpUser* AmqpListener::user(std::string_view name) const { return findByName(users, name); }
-
 const StageSpec* Descriptor::stage(std::string_view name) const { return findByName(stages, name); }
 
 const ServiceAssembly* Descriptor::assembly(std::string_view name) const {

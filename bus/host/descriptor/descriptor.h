@@ -16,6 +16,7 @@
 // parsed descriptor as `const` (e.g. shared_ptr<const Descriptor>) and it is
 // safe to read from any thread.
 
+#include <any>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -79,83 +80,6 @@ struct JournalConfig {
   std::optional<uint64_t> retry_delay_ms;
   std::optional<uint64_t> max_retry_delay_ms;
   Location where;
-};
-
-// TLS for an AMQP listener: the server's certificate chain and private key
-// (PEM files, resolved against the descriptor's folder; the key not
-// encrypted). With TLS configured
-// the listener accepts TLS connections only.
-struct AmqpTls {
-  std::filesystem::path cert;
-  std::filesystem::path key;
-  Location where;
-};
-
-// What one <permit> lets a user do: publish to addresses matching `publish`,
-// subscribe with patterns that `subscribe` covers. Either may be empty.
-struct AmqpPermit {
-  std::string publish;    // a pattern ('*', '#'); empty: grants no publishing
-  std::string subscribe;  // a pattern; empty: grants no subscribing
-  Location where;
-};
-
-// A user that may authenticate with SASL PLAIN. The password is stored only
-// as a salted hash: "pbkdf2-sha256:<iterations>:<salt hex>:<hash hex>"
-// (services/protocols/amqp/password_hash.h; the parser checks the shape only).
-struct AmqpUser {
-  std::string name;
-  std::string password_hash;
-  std::vector<AmqpPermit> permits;  // nothing is allowed unless a permit allows it
-  Location where;
-};
-
-struct AmqpListener {
-  std::string host = "127.0.0.1";
-  uint16_t port = 5672;  // 0 asks the system for a free port
-  // SASL ANONYMOUS accepted; anonymous clients may publish and subscribe
-  // anywhere (development mode).
-  bool allow_anonymous = false;
-  std::optional<AmqpTls> tls;
-  std::vector<AmqpUser> users;  // names unique
-  // Flow control and buffering; absent: the listener's defaults
-  // (services/amqp/listener/amqp_listener.h, AmqpListenerOptions).
-  std::optional<uint32_t> credit_window;                // credit-window: per publishing link
-  std::optional<uint64_t> subscriber_buffer;            // subscriber-buffer: events per subscriber
-  std::optional<uint64_t> durable_buffer;               // durable-buffer: kept while away
-  std::optional<uint64_t> request_timeout_ms;           // request-timeout (ms)
-  std::optional<uint64_t> subscriber_stall_timeout_ms;  // subscriber-stall-timeout (ms)
-  std::optional<uint64_t> handshake_timeout_ms;         // handshake-timeout (ms; 0: none)
-  // What one client may make it hold (services/amqp/listener/admission.h, AmqpLimits).
-  std::optional<uint64_t> max_connections;       // max-connections: all clients together
-  std::optional<uint64_t> max_sessions;          // max-sessions: per connection
-  std::optional<uint64_t> max_links;             // max-links: per connection
-  std::optional<uint64_t> max_durable;           // max-durable: per user (or container id)
-  std::optional<uint64_t> max_pending_requests;  // max-pending-requests: per connection
-  std::optional<uint64_t> max_message_size;      // max-message-size: bytes, encoded
-  // threads: the container threads serving the connections; absent: one per
-  // core.
-  std::optional<unsigned> threads;
-  Location where;
-
-  const AmqpUser* user(std::string_view name) const;  // nullptr when absent
-};
-
-struct HttpListener {
-  std::string host = "127.0.0.1";
-  uint16_t port = 8080;  // 0 asks the system for a free port
-  // Name of the environment variable holding the admin API's bearer token;
-  // empty when none was named.
-  std::string token_env;
-  // Limits; absent: the listener's defaults (services/http/http_listener.h).
-  std::optional<uint64_t> max_connections;     // max-connections: open at once, feeds included
-  std::optional<uint64_t> max_ws_clients;      // max-ws-clients: WebSocket feeds open at once
-  std::optional<uint64_t> request_timeout_ms;  // request-timeout (ms): to read one request
-  Location where;
-};
-
-struct Listeners {
-  std::optional<AmqpListener> amqp;
-  std::optional<HttpListener> http;
 };
 
 // A SEDA stage (stages/): a bounded queue and a thread pool. The admission
@@ -281,74 +205,12 @@ struct ServiceAssembly {
   std::filesystem::path resolvePath(std::string_view path) const;
 };
 
-// One RabbitMQ node of a cluster's failover list: its AMQP 1.0 listener and
-// its management HTTP API (used to declare the topology and to close the
-// connections of a node that stopped answering).
-struct ClusterBroker {
-  std::string host = "127.0.0.1";
-  uint16_t port = 5672;
-  uint16_t management_port = 15672;
-  Location where;
-};
-
-// TLS to the brokers of a cluster (<cluster><tls ca peer-name>): AMQP goes
-// over amqps:// and management calls over https://, to the ports the
-// <broker> elements name. The brokers' certificates are verified against
-// `ca` and must name `peer_name` (the broker's host when empty).
-struct ClusterTls {
-  std::filesystem::path ca;
-  std::string peer_name;
-  Location where;
-};
-
-// Scale-out on a RabbitMQ cluster (services/cluster/): the events of input
-// stream `name` are split into `partitions` quorum queues by a hash of the
-// `key` attributes; every node of the cluster consumes the partitions it owns
-// and runs `queries` on each partition separately. Broker objects are named
-// after the cluster: exchange "<name>.in" (direct, routing key "p<i>"),
-// queues "<name>.p<i>" (quorum, single active consumer), exchange
-// "<name>.out" (topic, routing key = the query's output) with the queue
-// "<name>.composites" bound to it, and exchange "<name>.members" (fanout) for
-// the nodes' heartbeats.
-//
-// With input="stream" the events go to a stream per partition instead,
-// "<name>.p<i>.log" (what "p<i>" routes to), and "<name>.p<i>" holds the
-// partition's lease: one token, carrying the stream offset a new owner
-// resumes from (services/cluster/stream_checkpoint.h).
-struct ClusterSpec {
-  // Where a partition's events wait and what a successor replays.
-  enum class Input {
-    // A quorum queue: the unsettled messages are the replay log, so a
-    // window can hold at most `max_unsettled` messages per partition.
-    kQueue,
-    // A stream read from a checkpointed offset: windows as long as the
-    // stream's `retention` keeps.
-    kStream,
-  };
-
-  std::string name;
-  std::string node;  // this node's id, unique among the cluster's nodes
-  uint32_t partitions = 0;
-  std::vector<std::string> key;        // attribute names, in hashing order
-  std::vector<ClusterBroker> brokers;  // failover order
-  std::optional<ClusterTls> tls;       // absent: plain TCP, loopback brokers only
-  std::string user = "guest";
-  // The environment variable holding the broker password; empty for the
-  // user "guest" (password "guest"), required for any other user.
-  std::string password_env;
-  uint64_t heartbeat_ms = 500;      // how often a node announces itself
-  uint64_t idle_timeout_ms = 3000;  // silence after which a node counts as gone
-  // The most unsettled input messages a node holds per partition: with
-  // queue input, the events that a window or a partial match may still
-  // need (the bound the replay design puts on windows); with stream input,
-  // how far the node reads ahead of its detectors.
-  uint32_t max_unsettled = 20000;
-  Input input = Input::kQueue;
-  // How long a partition stream keeps its events (RabbitMQ's x-max-age:
-  // a count and one of Y M D h m s); input="stream" only.
-  std::string retention = "7D";
-  int64_t slack = 0;               // event-time reordering slack within a partition
-  std::vector<QuerySpec> queries;  // inputs empty: a cluster query reads its partition
+// An element a service owns (<listeners><amqp>, <cluster>, ...), as the
+// ElementParser that service registered read it (element_parser.h).
+struct ServiceElement {
+  std::string parent;  // "cepbus" or "listeners"
+  std::string tag;
+  std::any config;  // the service's own configuration type
   Location where;
 };
 
@@ -358,16 +220,24 @@ struct Descriptor {
   std::filesystem::path base_dir;
   LoggingConfig logging;
   std::optional<JournalConfig> journal;
-  Listeners listeners;
   std::vector<StageSpec> stages;
   PluginsConfig plugins;
   RoutesConfig routes;
   std::vector<ServiceAssembly> assemblies;
-  std::optional<ClusterSpec> cluster;
+  std::vector<ServiceElement> elements;  // in document order
   Location where;
 
   const StageSpec* stage(std::string_view name) const;           // nullptr when absent
   const ServiceAssembly* assembly(std::string_view name) const;  // nullptr when absent
+  // The configuration a service's element parser read, by its type; nullptr
+  // when the descriptor has no such element.
+  template <typename Config>
+  const Config* element() const {
+    for (const ServiceElement& e : elements) {
+      if (const Config* config = std::any_cast<Config>(&e.config)) return config;
+    }
+    return nullptr;
+  }
 };
 
 }  // namespace cepbus::descriptor

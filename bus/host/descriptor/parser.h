@@ -18,10 +18,12 @@
 // ranges; enum values; unique names (stages, plugins, assemblies, units in an
 // assembly, queries, params and options in their unit or query, durable
 // subscriptions); stage references of routes; reject-at >= degrade-at and
-// max-threads >= min-threads; host names and ports; address syntax
-// (bus/host/descriptor/address.h). Not checked: query text and filter
-// expressions (other modules compile them) and service-unit types and params
-// (service factories check them at deployment).
+// max-threads >= min-threads; address syntax (bus/host/descriptor/address.h).
+// The elements services own (the AMQP and HTTP listeners, the cluster) are
+// checked by the element parsers they register (element_parser.h). Not
+// checked: query text and filter expressions (other modules compile them) and
+// service-unit types and params (service factories check them at
+// deployment).
 //
 // Relative paths (journal, plugin search path, params resolved through
 // ServiceAssembly::resolvePath) are relative to the descriptor's folder.
@@ -35,6 +37,7 @@
 
 #include "bus/core/status.h"
 #include "bus/host/descriptor/descriptor.h"
+#include "bus/host/descriptor/element_parser.h"
 
 namespace cepbus::descriptor {
 
@@ -52,14 +55,18 @@ struct ParseReport {
 // `path` was given. On failure the status (IoError when the file cannot be
 // read, InvalidArgument otherwise) holds every error, one per line; `report`,
 // when given, receives them one by one.
+// `elements` reads the elements services own (element_parser.h); without it,
+// such an element is an unknown one.
 Result<Descriptor> parseDescriptorFile(const std::filesystem::path& path,
-                                       ParseReport* report = nullptr);
+                                       ParseReport* report = nullptr,
+                                       const ElementParsers* elements = nullptr);
 
 // Parses a descriptor held in memory. `name` is the file name messages use;
 // relative paths resolve against `base_dir` (none when it is empty).
 Result<Descriptor> parseDescriptorString(std::string_view text, std::string_view name,
                                          ParseReport* report = nullptr,
-                                         const std::filesystem::path& base_dir = {});
+                                         const std::filesystem::path& base_dir = {},
+                                         const ElementParsers* elements = nullptr);
 
 // Parses a fragment: a document whose root is a single <service-assembly>,
 // as the admin API deploys at run time. Checks are those of a full

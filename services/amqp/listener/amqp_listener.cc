@@ -163,7 +163,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     std::shared_ptr<SubscriberOutbox> outbox;
   };
 
-  Impl(descriptor::AmqpListener listener, AmqpListenerOptions opts, ServiceContext& ctx)
+  Impl(AmqpListenerConfig listener, AmqpListenerOptions opts, ServiceContext& ctx)
       : config(std::move(listener)),
         options(std::move(opts)),
         context(ctx),
@@ -358,8 +358,9 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   bool journaled(Symbol address) override {
     return journaledRoute(context.broker.policy(), address);
   }
-  PublishVerdict publish(flows::Exchange& exchange, bool journaled) override {
-    return PublishVerdict::of(context.broker.publish(exchange), journaled);
+  PublishVerdict publish(flows::Exchange& exchange, bool journaled,
+                         flows::WakeHold& burst) override {
+    return PublishVerdict::of(context.broker.publish(exchange, &burst), journaled);
   }
   bool congested(const std::vector<std::string>& stages) override {
     return stagesSaturated(context.broker.policy(), stages);
@@ -625,7 +626,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     return std::max(1u, std::thread::hardware_concurrency());
   }
 
-  const descriptor::AmqpListener config;
+  const AmqpListenerConfig config;
   const AmqpListenerOptions options;
   ServiceContext& context;
   const std::shared_ptr<const AccessControl> access;
@@ -695,8 +696,8 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   std::unique_ptr<HandshakeWatch> handshakes;
 };
 
-AmqpListenerService::AmqpListenerService(descriptor::AmqpListener listener,
-                                         AmqpListenerOptions options, ServiceContext& context)
+AmqpListenerService::AmqpListenerService(AmqpListenerConfig listener, AmqpListenerOptions options,
+                                         ServiceContext& context)
     : impl_(std::make_unique<Impl>(std::move(listener), std::move(options), context)) {}
 
 AmqpListenerService::~AmqpListenerService() { stop(); }
@@ -711,7 +712,7 @@ Status AmqpListenerService::start() {
   }
   installSaslPlugin();
   if (impl.config.tls) {
-    const descriptor::AmqpTls& tls = *impl.config.tls;
+    const AmqpTls& tls = *impl.config.tls;
     for (const auto& file : {tls.cert, tls.key}) {
       std::error_code ec;
       if (!std::filesystem::is_regular_file(file, ec)) {
@@ -809,7 +810,7 @@ AmqpListenerStats AmqpListenerService::stats() const {
   return impl_->counters->stats(*impl_->admission);
 }
 
-std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listener,
+std::unique_ptr<Service> makeAmqpListener(const AmqpListenerConfig& listener,
                                           ServiceContext& context, std::string journal) {
   AmqpListenerOptions options;
   options.name = "amqp-listener";

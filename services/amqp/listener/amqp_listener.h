@@ -49,7 +49,7 @@
 // - At least once end to end: on a reliable route an unsettled publish is
 //   accepted only once every target's journal commit is in, and a journaled
 //   event sent to a subscriber is acknowledged to its flow only when the
-//   subscriber accepts it (flows::ReliableFlow::deferAcknowledgement()). A
+//   subscriber accepts it (flows::DeliveryContext::deferAcknowledgement()). A
 //   subscriber that disconnects and comes back with the same container id
 //   and link name gets what it had not accepted, marked as redelivered
 //   (delivery-count > 0, first-acquirer false); a released delivery is
@@ -112,7 +112,8 @@
 // event for a subscriber, a drained buffer giving a publisher credit back, a
 // relink — goes through the target connection's proton::work_queue, with at
 // most one wake on its way per connection and at most two per subscriber
-// connection for a burst read from a publisher (work_coalescer.h); what a
+// connection for a burst read from a publisher (work_coalescer.h; the
+// publisher's flows::WakeHold, lent to the deliveries of each publish); what a
 // publish reads of another connection's buffers is atomic. The global
 // tables (admission, sessions, broker subscriptions and durable parking,
 // the link directory) are locked on the control path only (open, attach,
@@ -130,9 +131,9 @@
 #include <utility>
 #include <vector>
 
-#include "bus/host/descriptor/descriptor.h"
 #include "services/amqp/listener/admission.h"
 #include "services/amqp/listener/listener_stats.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "services/service.h"
 
 namespace cepbus::services::amqp {
@@ -167,7 +168,7 @@ struct AmqpListenerOptions {
 
 class AmqpListenerService final : public Service {
  public:
-  AmqpListenerService(descriptor::AmqpListener listener, AmqpListenerOptions options,
+  AmqpListenerService(AmqpListenerConfig listener, AmqpListenerOptions options,
                       ServiceContext& context);
   ~AmqpListenerService() override;  // stops
 
@@ -191,7 +192,7 @@ class AmqpListenerService final : public Service {
 };
 
 // What the Bus calls for <listeners><amqp>; `journal` as in AmqpListenerOptions.
-std::unique_ptr<Service> makeAmqpListener(const descriptor::AmqpListener& listener,
+std::unique_ptr<Service> makeAmqpListener(const AmqpListenerConfig& listener,
                                           ServiceContext& context, std::string journal);
 
 }  // namespace cepbus::services::amqp

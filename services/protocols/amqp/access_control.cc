@@ -38,7 +38,7 @@ bool patternCovers(std::string_view permit, std::string_view pattern) {
   return covers(q, 0, p, 0, memo);
 }
 
-AccessControl::AccessControl(descriptor::AmqpListener config)
+AccessControl::AccessControl(AmqpListenerConfig config)
     : config_(std::move(config)),
       plain_without_tls_(descriptor::isLoopbackHost(config_.host)),
       dummy_hash_(config_.users.empty() ? std::string() : config_.users.front().password_hash) {}
@@ -51,7 +51,7 @@ std::string AccessControl::mechanisms(bool encrypted) const {
 }
 
 bool AccessControl::authenticate(std::string_view user, std::string_view password) const {
-  if (const descriptor::AmqpUser* u = config_.user(user)) {
+  if (const AmqpUser* u = config_.user(user)) {
     return verifyPassword(password, u->password_hash);
   }
   if (!dummy_hash_.empty()) (void)verifyPassword(password, dummy_hash_);
@@ -60,7 +60,7 @@ bool AccessControl::authenticate(std::string_view user, std::string_view passwor
 
 bool AccessControl::mayPublish(std::string_view user, std::string_view address) const {
   if (user.empty()) return allowsAnonymous();
-  const descriptor::AmqpUser* u = config_.user(user);
+  const AmqpUser* u = config_.user(user);
   if (u == nullptr) return false;
   for (const auto& p : u->permits) {
     if (!p.publish.empty() && router::topicMatches(p.publish, address)) return true;
@@ -70,7 +70,7 @@ bool AccessControl::mayPublish(std::string_view user, std::string_view address) 
 
 bool AccessControl::maySubscribe(std::string_view user, std::string_view pattern) const {
   if (user.empty()) return allowsAnonymous();
-  const descriptor::AmqpUser* u = config_.user(user);
+  const AmqpUser* u = config_.user(user);
   if (u == nullptr) return false;
   for (const auto& p : u->permits) {
     if (!p.subscribe.empty() && patternCovers(p.subscribe, pattern)) return true;

@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "bus/host/descriptor/descriptor.h"
+#include "services/protocols/amqp/listener_config.h"
 
 namespace cepbus::services::amqp {
 
@@ -32,7 +32,7 @@ bool patternCovers(std::string_view permit, std::string_view pattern);
 
 class AccessControl {
  public:
-  explicit AccessControl(descriptor::AmqpListener config);
+  explicit AccessControl(AmqpListenerConfig config);
 
   bool allowsAnonymous() const { return config_.allow_anonymous; }
   bool hasUsers() const { return !config_.users.empty(); }
@@ -50,7 +50,7 @@ class AccessControl {
   bool maySubscribe(std::string_view user, std::string_view pattern) const;
 
  private:
-  const descriptor::AmqpListener config_;
+  const AmqpListenerConfig config_;
   const bool plain_without_tls_;
   const std::string dummy_hash_;  // verified against for unknown users
 };

@@ -14,6 +14,8 @@
 
 #include "bus/core/event_json.h"
 #include "bus/host/descriptor/parser.h"
+#include "services/http/http_listener_config.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "tests/testing/stats.h"
 #include "tests/testing/wait.h"
 
@@ -21,6 +23,7 @@ namespace cepbus::app {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class BusTest : public ::testing::Test {
@@ -33,7 +36,8 @@ class BusTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   Result<std::unique_ptr<Bus>> build(const std::string& xml) {
-    auto d = descriptor::parseDescriptorString(xml, "test.xml", nullptr, dir_);
+    auto d =
+        descriptor::parseDescriptorString(xml, "test.xml", nullptr, dir_, &builtinElementParsers());
     if (!d) return d.status();
     return Bus::create(*d);
   }
@@ -339,6 +343,44 @@ TEST_F(BusDeployTest, DeployRacesWithStop) {
   done.store(true);
   admin.join();
   EXPECT_EQ(bus->deploy(source).code(), Status::Code::kUnavailable);
+}
+
+// The quickstart's descriptor, read with the elements of the bus's services.
+TEST(BusDescriptorTest, QuickstartExampleParses) {
+  const std::filesystem::path path =
+      std::filesystem::path(CEPBUS_TEST_SOURCE_DIR) / "examples/quickstart/quickstart.xml";
+  auto result = descriptor::parseDescriptorFile(path, nullptr, &builtinElementParsers());
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  const descriptor::Descriptor& d = *result;
+  EXPECT_EQ(d.name, "quickstart");
+  EXPECT_EQ(d.source, path.string());
+  const auto* amqp = d.element<services::amqp::AmqpListenerConfig>();
+  ASSERT_NE(amqp, nullptr);
+  EXPECT_EQ(amqp->port, 5672);
+  EXPECT_NE(d.element<services::http::HttpListenerConfig>(), nullptr);
+  const descriptor::ServiceAssembly* sa = d.assembly("stocks");
+  ASSERT_NE(sa, nullptr);
+  EXPECT_EQ(sa->resolvePath(sa->unit("feed")->param("file")->value),
+            path.parent_path() / "stocks.jsonl");
+  EXPECT_EQ(sa->unit("feed")->publications.at(0).address, "stocks.ticks");
+  const descriptor::QuerySpec& q = sa->unit("detector")->queries.at(0);
+  EXPECT_EQ(q.engine, "nfa");
+  EXPECT_THAT(q.inputs, ElementsAre("stocks.ticks"));
+  EXPECT_EQ(q.output, "stocks.equal");
+  EXPECT_EQ(sa->unit("printer")->param("file")->value, "-");
+  EXPECT_EQ(sa->unit("printer")->subscriptions.at(0).address, "stocks.equal");
+
+  // The query text starts on the line of the file that holds "PATTERN".
+  std::ifstream in(path);
+  std::string line;
+  int line_no = 0;
+  int pattern_line = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find("PATTERN") != std::string::npos) pattern_line = line_no;
+  }
+  EXPECT_EQ(q.text.substr(0, 7), "PATTERN");
+  EXPECT_EQ(q.text_where.line, pattern_line);
 }
 
 }  // namespace

@@ -486,6 +486,67 @@ TEST(PetriNet, TokensExpireWithTheWindow) {
   EXPECT_EQ(sink.matches.size(), 15u);  // a, b in [3990, 3999], a < b: 5+4+3+2+1
 }
 
+// CORE's pile-up: partial matches of SEQ(A, B, ...) pile up and none
+// completes. The places hold a token per event in the window, not one per
+// combination (about 250,000 <a;b> pairs here), and the pairs are built
+// when the last element arrives, nested lazy places (<a;b;c>) included.
+TEST(PetriNet, PileUpHoldsATokenPerEventNotPerCombination) {
+  for (const char* query :
+       {"PATTERN SEQ(A a, B b, X x) WITHIN 1000", "PATTERN SEQ(A a, B b, C c, X x) WITHIN 1000"}) {
+    const bool four = std::string(query).find("C c") != std::string::npos;
+    PetriNet net;
+    CollectingSink sink;
+    ASSERT_TRUE(net.addPattern("p", parse(query), sink));
+    std::mt19937_64 rng(5);
+    std::vector<std::pair<char, Timestamp>> seen;
+    for (Timestamp ts = 1; ts <= 20000; ++ts) {
+      const char type = "ABC"[rng() % (four ? 3 : 2)];
+      seen.emplace_back(type, ts);
+      ASSERT_TRUE(net.onEvent(EventBuilder(std::string(1, type)).at(ts).build()));
+    }
+    EXPECT_LT(net.peakHeldTokens(), 2u * (1000 + 1024)) << query;
+    ASSERT_TRUE(net.onEvent(EventBuilder("X").at(20001).build()));
+    // Brute force: the combinations in pattern order that X completes.
+    const std::string order = four ? "ABC" : "AB";
+    std::vector<uint64_t> ways(order.size() + 1, 0);  // ways[k]: prefixes of length k
+    ways[0] = 1;
+    for (const auto& [type, ts] : seen) {
+      if (20001 - ts > 1000) continue;
+      for (size_t k = order.size(); k-- > 0;) {
+        if (order[k] == type) ways[k + 1] += ways[k];
+      }
+    }
+    // ways[1] counts every A, so the first factor needs no window check of its own.
+    EXPECT_EQ(sink.matches.size(), ways[order.size()]) << query;
+    EXPECT_GT(sink.matches.size(), 1000u);
+  }
+}
+
+// A lazy place whose transition becomes a pattern's output (or gains any
+// reader that needs whole tokens) expands its tokens first: the running
+// pattern keeps its partial matches and the new one sees only its own events.
+TEST(PetriNet, LazyPlaceExpandsWhenAPatternEndsThere) {
+  PetriNet net;
+  CollectingSink longer, shorter;
+  ASSERT_TRUE(net.addPattern("long", parse("PATTERN SEQ(A a, B b, X x) WITHIN 100"), longer));
+  for (const auto& [type, ts] :
+       std::vector<std::pair<const char*, Timestamp>>{{"A", 1}, {"A", 2}, {"B", 3}, {"B", 4}}) {
+    ASSERT_TRUE(net.onEvent(EventBuilder(type).at(ts).build()));
+  }
+  EXPECT_EQ(net.tokenCount(), 4u);  // a1, a2 and two lazy tokens b3, b4
+  ASSERT_TRUE(net.addPattern("short", parse("PATTERN SEQ(A a, B b) WITHIN 100"), shorter));
+  EXPECT_EQ(net.size().transitions, 3u);  // the prefix is shared
+  EXPECT_EQ(net.tokenCount(), 6u);        // a1, a2 and the four pairs
+  EXPECT_EQ(net.heldTokens(), net.tokenCount());
+  for (const auto& [type, ts] :
+       std::vector<std::pair<const char*, Timestamp>>{{"A", 5}, {"B", 6}, {"X", 7}}) {
+    ASSERT_TRUE(net.onEvent(EventBuilder(type).at(ts).build()));
+  }
+  EXPECT_EQ(longer.sorted(),
+            (Matches{{1, 3, 7}, {1, 4, 7}, {1, 6, 7}, {2, 3, 7}, {2, 4, 7}, {2, 6, 7}, {5, 6, 7}}));
+  EXPECT_EQ(shorter.sorted(), (Matches{{5, 6}}));
+}
+
 // A conjunction's operands are chains from the head: they share prefixes
 // with running sequences, the merged net matches each pattern alone, the
 // export draws the two-input transition, and removal drops only its part.

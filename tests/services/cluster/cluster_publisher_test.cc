@@ -30,10 +30,12 @@
 #include <vector>
 
 #include "bus/core/event_json.h"
+#include "services/cluster/cluster_spec.h"
 #include "services/cluster/event_batch.h"
 #include "services/cluster/partitioner.h"
 #include "services/cluster/stream_sequencer.h"
 #include "services/protocols/amqp/access_control.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "services/protocols/amqp/password_hash.h"
 #include "services/protocols/amqp/sasl_plugin.h"
@@ -74,10 +76,10 @@ class ScriptedBroker final : public proton::messaging_handler {
   explicit ScriptedBroker(Script script, std::function<bool(int connection)> mute_reads = {})
       : script_(std::move(script)), mute_reads_(std::move(mute_reads)), container_(*this) {
     amqp::installSaslPlugin();
-    descriptor::AmqpListener config;
+    services::amqp::AmqpListenerConfig config;
     auto hash = amqp::hashPassword("guest", amqp::kMinPasswordIterations);
     EXPECT_TRUE(hash);
-    config.users.push_back(descriptor::AmqpUser{"guest", hash.value(), {}, {}});
+    config.users.push_back(services::amqp::AmqpUser{"guest", hash.value(), {}, {}});
     access_ = std::make_shared<amqp::AccessControl>(config);
     std::promise<int> port;
     auto listening = port.get_future();
@@ -260,13 +262,14 @@ class ScriptedBroker final : public proton::messaging_handler {
   std::map<proton::sender, Reader> readers_;                             // on the container thread
 };
 
-descriptor::ClusterSpec streamCluster(int port) {
-  descriptor::ClusterSpec spec;
+services::cluster::ClusterSpec streamCluster(int port) {
+  services::cluster::ClusterSpec spec;
   spec.name = "t";
   spec.partitions = 2;
   spec.key = {"k"};
-  spec.brokers = {descriptor::ClusterBroker{"127.0.0.1", static_cast<uint16_t>(port), 0, {}}};
-  spec.input = descriptor::ClusterSpec::Input::kStream;
+  spec.brokers = {
+      services::cluster::ClusterBroker{"127.0.0.1", static_cast<uint16_t>(port), 0, {}}};
+  spec.input = services::cluster::ClusterSpec::Input::kStream;
   return spec;
 }
 
@@ -297,7 +300,7 @@ std::map<uint32_t, std::vector<uint64_t>> firstCopies(
 }
 
 std::map<uint32_t, std::vector<uint64_t>> expectedPerPartition(
-    const std::vector<EventPtr>& in, const descriptor::ClusterSpec& spec) {
+    const std::vector<EventPtr>& in, const services::cluster::ClusterSpec& spec) {
   const std::vector<Symbol> key{Symbol::intern("k")};
   std::map<uint32_t, std::vector<uint64_t>> out;
   for (const EventPtr& e : in) {
@@ -314,7 +317,7 @@ TEST(ClusterPublisherTest, AnUnansweredFirstMessageHoldsItsPartitionUntilAccepte
   ScriptedBroker broker([](int connection, uint32_t partition, int nth, const proton::message&) {
     return connection == 1 && partition == 0 && nth == 1 ? Answer::kNone : Answer::kAccept;
   });
-  const descriptor::ClusterSpec spec = streamCluster(broker.port());
+  const services::cluster::ClusterSpec spec = streamCluster(broker.port());
   const std::vector<EventPtr> in = events(60);
   PublishOptions options;
   options.batch = 1;
@@ -331,7 +334,7 @@ TEST(ClusterPublisherTest, AnUnansweredFirstMessageHoldsItsPartitionUntilAccepte
 // each event once.
 TEST(ClusterPublisherTest, WithoutFailuresEveryEventIsStoredOnceInOrder) {
   ScriptedBroker broker([](int, uint32_t, int, const proton::message&) { return Answer::kAccept; });
-  const descriptor::ClusterSpec spec = streamCluster(broker.port());
+  const services::cluster::ClusterSpec spec = streamCluster(broker.port());
   const std::vector<EventPtr> in = events(500);
   PublishOptions options;
   options.batch = 4;
@@ -355,7 +358,7 @@ TEST(ClusterPublisherTest, MessagesTheBrokerAcceptedAndLostAreFoundMissingAndRes
     if (connection != 1 || partition != 0 || nth <= 20) return Answer::kAccept;
     return nth < 25 ? Answer::kAcceptAndLose : Answer::kAcceptLoseAndDie;
   });
-  const descriptor::ClusterSpec spec = streamCluster(broker.port());
+  const services::cluster::ClusterSpec spec = streamCluster(broker.port());
   const std::vector<EventPtr> in = events(200);
   PublishOptions options;
   options.batch = 1;
@@ -388,7 +391,7 @@ TEST(ClusterPublisherTest, ALostLastMessageIsResentBeforeThePublishReturns) {
         lost = true;
         return Answer::kAcceptAndLose;
       });
-  const descriptor::ClusterSpec spec = streamCluster(broker.port());
+  const services::cluster::ClusterSpec spec = streamCluster(broker.port());
   const std::vector<EventPtr> in = events(100);
   PublishOptions options;
   options.end_of_stream = true;
@@ -413,7 +416,7 @@ TEST(ClusterPublisherTest, AMessageRefusedAfterItsSuccessorWasStoredIsPutBackInO
     return connection == 1 && partition == 0 && nth == 10 ? Answer::kRefuseAfterNext
                                                           : Answer::kAccept;
   });
-  const descriptor::ClusterSpec spec = streamCluster(broker.port());
+  const services::cluster::ClusterSpec spec = streamCluster(broker.port());
   const std::vector<EventPtr> in = events(100);
   PublishOptions options;
   options.batch = 1;
@@ -437,7 +440,7 @@ TEST(ClusterPublisherTest, AMessageRefusedAfterItsSuccessorWasStoredIsPutBackInO
 TEST(ClusterPublisherTest, AStreamThatDeliversNothingThroughABrokerIsReadThroughTheNextOne) {
   ScriptedBroker broker([](int, uint32_t, int, const proton::message&) { return Answer::kAccept; },
                         [](int connection) { return connection == 1; });
-  descriptor::ClusterSpec spec = streamCluster(broker.port());
+  services::cluster::ClusterSpec spec = streamCluster(broker.port());
   spec.brokers.push_back(spec.brokers.front());
   const std::vector<EventPtr> in = events(100);
   PublishOptions options;
@@ -456,7 +459,7 @@ TEST(ClusterPublisherTest, ABrokerThatKeepsLosingWhatItAcceptsFailsThePublishSay
     return partition == 1 && m.subject() == kEndOfStreamSubject ? Answer::kAcceptAndLose
                                                                 : Answer::kAccept;
   });
-  const descriptor::ClusterSpec spec = streamCluster(broker.port());
+  const services::cluster::ClusterSpec spec = streamCluster(broker.port());
   PublishOptions options;
   options.end_of_stream = true;
   options.read_back_quiet_ms = 100;

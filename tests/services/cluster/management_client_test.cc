@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "services/cluster/cluster_spec.h"
 #include "tests/integration/child_process.h"
 #include "tests/testing/ports.h"
 #include "tests/testing/self_signed_pair.h"
@@ -64,7 +65,7 @@ TEST(ManagementClientText, DescribesAnAnswer) {
 }
 
 TEST(ManagementClientText, TakesTheClusterFailoverList) {
-  descriptor::ClusterSpec spec;
+  services::cluster::ClusterSpec spec;
   spec.brokers.resize(2);
   spec.brokers[0].management_port = 1001;
   spec.brokers[1].host = "localhost";

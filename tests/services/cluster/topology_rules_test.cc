@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "services/cluster/cluster_spec.h"
 #include "services/cluster/topology.h"
 
 namespace cepbus::services::cluster {
@@ -107,8 +108,8 @@ Topology complete(uint32_t p) {
   return t;
 }
 
-descriptor::ClusterSpec specOf(uint32_t p) {
-  descriptor::ClusterSpec spec;
+services::cluster::ClusterSpec specOf(uint32_t p) {
+  services::cluster::ClusterSpec spec;
   spec.name = "s";
   spec.partitions = p;
   spec.brokers.resize(1);
@@ -197,9 +198,9 @@ Topology completeStreams(uint32_t p) {
   return t;
 }
 
-descriptor::ClusterSpec streamSpecOf(uint32_t p) {
-  descriptor::ClusterSpec spec = specOf(p);
-  spec.input = descriptor::ClusterSpec::Input::kStream;
+services::cluster::ClusterSpec streamSpecOf(uint32_t p) {
+  services::cluster::ClusterSpec spec = specOf(p);
+  spec.input = services::cluster::ClusterSpec::Input::kStream;
   return spec;
 }
 

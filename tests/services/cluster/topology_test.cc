@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "services/cluster/cluster_spec.h"
 #include "services/cluster/management_client.h"
 #include "tests/testing/rabbitmq_cluster.h"
 #include "tests/testing/wait.h"
@@ -44,7 +45,7 @@ class TopologyTest : public ::testing::Test {
 
   static RabbitMqCluster& rmq() { return RabbitMqCluster::shared(); }
 
-  descriptor::ClusterSpec& spec(uint32_t partitions) {
+  services::cluster::ClusterSpec& spec(uint32_t partitions) {
     if (spec_.name.empty()) {
       std::random_device rd;
       spec_.name = "cepbus-test-" + std::to_string(rd() % 1000000);
@@ -55,7 +56,7 @@ class TopologyTest : public ::testing::Test {
     return spec_;
   }
 
-  descriptor::ClusterSpec spec_;
+  services::cluster::ClusterSpec spec_;
 };
 
 TEST_F(TopologyTest, DeclaresQuorumSingleActiveConsumerQueuesIdempotently) {
@@ -88,7 +89,7 @@ TEST_F(TopologyTest, DeclaresQuorumSingleActiveConsumerQueuesIdempotently) {
 
 // The broker samples queue lengths (every second in the test cluster);
 // the lease queue's, once sampled.
-uint64_t sampledMessages(const descriptor::ClusterSpec& s, uint32_t partition) {
+uint64_t sampledMessages(const services::cluster::ClusterSpec& s, uint32_t partition) {
   std::optional<uint64_t> n;
   testing::waitUntil(
       [&] {
@@ -103,7 +104,7 @@ uint64_t sampledMessages(const descriptor::ClusterSpec& s, uint32_t partition) {
 
 TEST_F(TopologyTest, DeclaresStreamsAndLeasesHoldingOneTokenEach) {
   auto& s = spec(3);
-  s.input = descriptor::ClusterSpec::Input::kStream;
+  s.input = services::cluster::ClusterSpec::Input::kStream;
   s.retention = "1h";
   ASSERT_TRUE(declareTopology(s, "guest")) << declareTopology(s, "guest").toString();
   auto t = inspectTopology(s, "guest");
@@ -123,8 +124,8 @@ TEST_F(TopologyTest, DeclaresStreamsAndLeasesHoldingOneTokenEach) {
   std::this_thread::sleep_for(std::chrono::seconds(2));
   for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(sampledMessages(s, i), 1u) << i;
   // A node of the other input kind would read the wrong place: refused.
-  descriptor::ClusterSpec queues = s;
-  queues.input = descriptor::ClusterSpec::Input::kQueue;
+  services::cluster::ClusterSpec queues = s;
+  queues.input = services::cluster::ClusterSpec::Input::kQueue;
   const Status other = declareTopology(queues, "guest");
   EXPECT_EQ(other.code(), Status::Code::kInvalidArgument) << other.toString();
   EXPECT_NE(other.message().find("takes its events on streams"), std::string::npos)

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bus/core/event_json.h"
+#include "services/http/http_listener_config.h"
 #include "tests/services/http/test_broker.h"
 #include "tests/testing/peak_rss.h"
 #include "tests/testing/stats.h"
@@ -105,7 +106,7 @@ class HttpListenerTest : public ::testing::Test {
   }
 
   HttpListenerService& start(std::string token_env = {}, HttpListenerOptions options = {}) {
-    descriptor::HttpListener config;
+    services::http::HttpListenerConfig config;
     config.port = 0;
     config.token_env = std::move(token_env);
     service_ = std::make_unique<HttpListenerService>(config, options, *context_);
@@ -435,7 +436,7 @@ TEST_F(HttpListenerTest, StopClosesFeedsAndRefusesRestart) {
 // The bus's listener (makeHttpListener) reports as "http-listener", the
 // name the operations guide gives, while it runs.
 TEST_F(HttpListenerTest, TheBussListenerHasTheRegistryEntryHttpListener) {
-  descriptor::HttpListener config;
+  services::http::HttpListenerConfig config;
   config.port = 0;
   const std::unique_ptr<Service> service = makeHttpListener(config, *context_);
   ASSERT_TRUE(service->start());
@@ -457,7 +458,7 @@ TEST_F(HttpListenerTest, TheBussListenerHasTheRegistryEntryHttpListener) {
 
 TEST_F(HttpListenerTest, NamesTheDescriptorLocationWhenItCannotListen) {
   const int taken = start().port();
-  descriptor::HttpListener config;
+  services::http::HttpListenerConfig config;
   config.port = static_cast<uint16_t>(taken);
   config.where = descriptor::Location{"bus.xml", 7};
   HttpListenerService second(config, {}, *context_);

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include "tests/testing/descriptor_errors.h"
+
 namespace cepbus::descriptor {
 namespace {
 
@@ -18,8 +20,8 @@ constexpr std::string_view kFullExample = R"(<cepbus name="quickstart">
   <logging level="notice"/>
   <journal path="var/quickstart-journal.db"/>
   <listeners>
-    <amqp host="127.0.0.1" port="5672" allow-anonymous="true"/>
-    <http host="::1" port="8080" token-env="CEPBUS_ADMIN_TOKEN"/>
+    <probe port="5672"/>
+    <!-- the listeners of services, each read by its own element parser -->
   </listeners>
   <stages>
     <stage name="dispatch" capacity="4096" min-threads="1" max-threads="4"
@@ -61,19 +63,23 @@ constexpr std::string_view kFullExample = R"(<cepbus name="quickstart">
 </cepbus>
 )";
 
-std::vector<std::string> errorsOf(std::string_view text) {
-  ParseReport report;
-  auto result = parseDescriptorString(text, "t.xml", &report);
-  EXPECT_FALSE(result.isOk());
-  EXPECT_EQ(result.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(result.status().message(), report.toString());
-  std::vector<std::string> out;
-  for (const DescriptorError& e : report.errors) {
-    EXPECT_EQ(e.file, "t.xml");
-    out.push_back(e.toString());
+std::vector<std::string> errorsOf(std::string_view text) { return testing::descriptorErrors(text); }
+
+// A service's listener element as the full example declares it.
+struct ProbeConfig {
+  uint64_t port = 0;
+  Location where;
+};
+class ProbeElement final : public ElementParser {
+ public:
+  std::string_view parent() const override { return kListenersElement; }
+  std::string_view tag() const override { return "probe"; }
+  std::any parse(const Element& e) const override {
+    e.allowAttributes({"port"});
+    return ProbeConfig{e.integer("port", 0, kMaxPort).value_or(0), e.where()};
   }
-  return out;
-}
+};
+const ElementParsers& probeElement() { return testing::onlyElement<ProbeElement>(); }
 
 // A descriptor whose <stages> holds `stage_lines` (from line 3 on).
 std::string withStages(std::string_view stage_lines) {
@@ -82,7 +88,8 @@ std::string withStages(std::string_view stage_lines) {
 
 TEST(ParserTest, FullExampleParsesIntoTheModel) {
   ParseReport report;
-  auto result = parseDescriptorString(kFullExample, "quickstart.xml", &report, "/srv/qs");
+  auto result =
+      parseDescriptorString(kFullExample, "quickstart.xml", &report, "/srv/qs", &probeElement());
   ASSERT_TRUE(result.isOk()) << result.status().toString();
   EXPECT_TRUE(report.ok());
   const Descriptor& d = *result;
@@ -98,15 +105,13 @@ TEST(ParserTest, FullExampleParsesIntoTheModel) {
   EXPECT_EQ(d.journal->where.line, 3);
   EXPECT_FALSE(d.journal->commit_delay_us.has_value());  // the journal writer's default
 
-  ASSERT_TRUE(d.listeners.amqp.has_value());
-  EXPECT_EQ(d.listeners.amqp->host, "127.0.0.1");
-  EXPECT_EQ(d.listeners.amqp->port, 5672);
-  EXPECT_TRUE(d.listeners.amqp->allow_anonymous);
-  EXPECT_EQ(d.listeners.amqp->where.line, 5);
-  ASSERT_TRUE(d.listeners.http.has_value());
-  EXPECT_EQ(d.listeners.http->host, "::1");
-  EXPECT_EQ(d.listeners.http->port, 8080);
-  EXPECT_EQ(d.listeners.http->token_env, "CEPBUS_ADMIN_TOKEN");
+  const ProbeConfig* probe = d.element<ProbeConfig>();
+  ASSERT_NE(probe, nullptr);
+  EXPECT_EQ(probe->port, 5672u);
+  EXPECT_EQ(probe->where.line, 5);
+  ASSERT_EQ(d.elements.size(), 1u);
+  EXPECT_EQ(d.elements[0].parent, "listeners");
+  EXPECT_EQ(d.elements[0].tag, "probe");
 
   ASSERT_EQ(d.stages.size(), 2u);
   const StageSpec& dispatch = d.stages[0];
@@ -193,7 +198,7 @@ TEST(ParserTest, FullExampleParsesIntoTheModel) {
 
 TEST(ParserTest, OmittedElementsAndAttributesTakeTheirDefaults) {
   auto result = parseDescriptorString(R"(<cepbus name="min">
-  <listeners><amqp/><http port="0"/></listeners>
+  <listeners/>
   <stages>
     <stage name="a"/>
     <stage name="b" min-threads="3" run-inline="when-idle"/>
@@ -210,11 +215,7 @@ TEST(ParserTest, OmittedElementsAndAttributesTakeTheirDefaults) {
   EXPECT_EQ(d.logging.where.line, 0);
   EXPECT_FALSE(d.journal.has_value());
   EXPECT_TRUE(d.base_dir.empty());
-  EXPECT_EQ(d.listeners.amqp->host, "127.0.0.1");
-  EXPECT_EQ(d.listeners.amqp->port, 5672);
-  EXPECT_FALSE(d.listeners.amqp->allow_anonymous);
-  EXPECT_EQ(d.listeners.http->port, 0);
-  EXPECT_EQ(d.listeners.http->token_env, "");
+  EXPECT_TRUE(d.elements.empty());
   const StageSpec& a = d.stages[0];
   EXPECT_EQ(a.capacity, 4096u);
   EXPECT_EQ(a.min_threads, 1u);
@@ -232,39 +233,6 @@ TEST(ParserTest, OmittedElementsAndAttributesTakeTheirDefaults) {
   EXPECT_EQ(d.routes.routes[0].stage, "a");
   EXPECT_EQ(d.routes.routes[1].flow, FlowKind::kSt);
   EXPECT_EQ(d.routes.routes[1].stage, "");
-}
-
-TEST(ParserTest, QuickstartExampleParses) {
-  const std::filesystem::path path =
-      std::filesystem::path(CEPBUS_TEST_SOURCE_DIR) / "examples/quickstart/quickstart.xml";
-  auto result = parseDescriptorFile(path);
-  ASSERT_TRUE(result.isOk()) << result.status().toString();
-  const Descriptor& d = *result;
-  EXPECT_EQ(d.name, "quickstart");
-  EXPECT_EQ(d.source, path.string());
-  const ServiceAssembly* sa = d.assembly("stocks");
-  ASSERT_NE(sa, nullptr);
-  EXPECT_EQ(sa->resolvePath(sa->unit("feed")->param("file")->value),
-            path.parent_path() / "stocks.jsonl");
-  EXPECT_EQ(sa->unit("feed")->publications.at(0).address, "stocks.ticks");
-  const QuerySpec& q = sa->unit("detector")->queries.at(0);
-  EXPECT_EQ(q.engine, "nfa");
-  EXPECT_THAT(q.inputs, ElementsAre("stocks.ticks"));
-  EXPECT_EQ(q.output, "stocks.equal");
-  EXPECT_EQ(sa->unit("printer")->param("file")->value, "-");
-  EXPECT_EQ(sa->unit("printer")->subscriptions.at(0).address, "stocks.equal");
-
-  // The query text starts on the line of the file that holds "PATTERN".
-  std::ifstream in(path);
-  std::string line;
-  int line_no = 0;
-  int pattern_line = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.find("PATTERN") != std::string::npos) pattern_line = line_no;
-  }
-  EXPECT_EQ(q.text.substr(0, 7), "PATTERN");
-  EXPECT_EQ(q.text_where.line, pattern_line);
 }
 
 TEST(ParserTest, QueryTextLineInCdataAndPlainText) {
@@ -339,7 +307,7 @@ TEST(ParserErrorTest, UnknownElement) {
   EXPECT_THAT(errorsOf("<cepbus name=\"t\">\n<queues/>\n</cepbus>"),
               ElementsAre("t.xml:2: unknown element <queues> in <cepbus name=\"t\">; expected "
                           "<logging>, <journal>, <listeners>, <stages>, <plugins>, <routes>, "
-                          "<cluster>, <service-assembly>"));
+                          "<service-assembly>"));
   EXPECT_THAT(errorsOf(withStages("<stage name=\"a\"><tls/></stage>")),
               ElementsAre("t.xml:3: unknown element <tls> in <stage name=\"a\">; <stage> has no "
                           "child elements"));
@@ -420,215 +388,6 @@ TEST(ParserErrorTest, BadNumbers) {
   EXPECT_THAT(errorsOf(withStages("<stage name=\"a\" reject-at=\"0.5\"/>")),
               ElementsAre("t.xml:3: <stage name=\"a\">: reject-at (0.5) must not be below "
                           "degrade-at (0.75)"));
-}
-
-TEST(ParserErrorTest, BadListeners) {
-  EXPECT_THAT(errorsOf(R"(<cepbus name="t"><listeners>
-<amqp host="local host" port="70000" allow-anonymous="yes"/>
-<http host="256.1.1.1" port="-1" token-env="1TOKEN"/>
-</listeners></cepbus>)"),
-              ElementsAre("t.xml:2: <amqp>: attribute \"host\" must be a host name or an IP "
-                          "address, got \"local host\"",
-                          "t.xml:2: <amqp>: attribute \"port\" must be between 0 and 65535, got "
-                          "\"70000\"",
-                          "t.xml:2: <amqp>: attribute \"allow-anonymous\" must be true or false, "
-                          "got \"yes\"",
-                          "t.xml:3: <http>: attribute \"host\" must be a host name or an IP "
-                          "address, got \"256.1.1.1\"",
-                          "t.xml:3: <http>: attribute \"port\" must be a non-negative integer, got "
-                          "\"-1\"",
-                          "t.xml:3: <http>: attribute \"token-env\" must be an environment "
-                          "variable name (letters, digits and '_', not starting with a digit), "
-                          "got \"1TOKEN\""));
-  for (const char* host : {"localhost", "0.0.0.0", "bus-1.example.org", "[::1]", "fe80::1"}) {
-    auto result = parseDescriptorString("<cepbus name=\"t\"><listeners><amqp host=\"" +
-                                            std::string(host) + "\"/></listeners></cepbus>",
-                                        "t.xml");
-    EXPECT_TRUE(result.isOk()) << host << ": " << result.status().toString();
-  }
-  for (const char* host : {"-bus", "1.2.3", "a..b", "bus_1", "x:y"}) {
-    EXPECT_EQ(errorsOf("<cepbus name=\"t\"><listeners><amqp host=\"" + std::string(host) +
-                       "\"/></listeners></cepbus>")
-                  .size(),
-              1u)
-        << host;
-  }
-}
-
-TEST(ParserTest, AmqpFlowControlAttributes) {
-  auto result = parseDescriptorString(R"(<cepbus name="t"><listeners>
-<amqp credit-window="64" subscriber-buffer="5000" durable-buffer="0" request-timeout="2500"
-      subscriber-stall-timeout="300" threads="3"/>
-</listeners></cepbus>)",
-                                      "t.xml");
-  ASSERT_TRUE(result.isOk()) << result.status().toString();
-  const AmqpListener& amqp = *result->listeners.amqp;
-  EXPECT_EQ(amqp.threads, 3u);
-  EXPECT_EQ(amqp.credit_window, 64u);
-  EXPECT_EQ(amqp.subscriber_buffer, 5000u);
-  EXPECT_EQ(amqp.durable_buffer, 0u);
-  EXPECT_EQ(amqp.request_timeout_ms, 2500u);
-  EXPECT_EQ(amqp.subscriber_stall_timeout_ms, 300u);
-  // Absent: the listener's defaults apply.
-  auto plain =
-      parseDescriptorString(R"(<cepbus name="t"><listeners><amqp/></listeners></cepbus>)", "t.xml");
-  ASSERT_TRUE(plain.isOk()) << plain.status().toString();
-  EXPECT_FALSE(plain->listeners.amqp->credit_window.has_value());
-  EXPECT_FALSE(plain->listeners.amqp->subscriber_buffer.has_value());
-  EXPECT_FALSE(plain->listeners.amqp->durable_buffer.has_value());
-  EXPECT_FALSE(plain->listeners.amqp->request_timeout_ms.has_value());
-  EXPECT_FALSE(plain->listeners.amqp->subscriber_stall_timeout_ms.has_value());
-  EXPECT_FALSE(plain->listeners.amqp->threads.has_value());
-}
-
-TEST(ParserTest, ListenerLimitAttributes) {
-  auto result = parseDescriptorString(R"(<cepbus name="t"><listeners>
-<amqp max-connections="10" max-sessions="2" max-links="20" max-durable="0"
-      max-pending-requests="5" max-message-size="4096" handshake-timeout="0"/>
-<http max-connections="7" max-ws-clients="0" request-timeout="1500"/>
-</listeners></cepbus>)",
-                                      "t.xml");
-  ASSERT_TRUE(result.isOk()) << result.status().toString();
-  const AmqpListener& amqp = *result->listeners.amqp;
-  EXPECT_EQ(amqp.max_connections, 10u);
-  EXPECT_EQ(amqp.max_sessions, 2u);
-  EXPECT_EQ(amqp.max_links, 20u);
-  EXPECT_EQ(amqp.max_durable, 0u);
-  EXPECT_EQ(amqp.max_pending_requests, 5u);
-  EXPECT_EQ(amqp.max_message_size, 4096u);
-  EXPECT_EQ(amqp.handshake_timeout_ms, 0u);  // no deadline
-  const HttpListener& http = *result->listeners.http;
-  EXPECT_EQ(http.max_connections, 7u);
-  EXPECT_EQ(http.max_ws_clients, 0u);
-  EXPECT_EQ(http.request_timeout_ms, 1500u);
-  auto plain = parseDescriptorString(
-      R"(<cepbus name="t"><listeners><amqp/><http/></listeners></cepbus>)", "t.xml");
-  ASSERT_TRUE(plain.isOk()) << plain.status().toString();
-  EXPECT_FALSE(plain->listeners.amqp->max_links.has_value());
-  EXPECT_FALSE(plain->listeners.amqp->max_message_size.has_value());
-  EXPECT_FALSE(plain->listeners.amqp->handshake_timeout_ms.has_value());
-  EXPECT_FALSE(plain->listeners.http->request_timeout_ms.has_value());
-}
-
-TEST(ParserErrorTest, BadListenerLimitAttributes) {
-  EXPECT_THAT(errorsOf(R"(<cepbus name="t"><listeners>
-<amqp max-links="0" max-message-size="0" handshake-timeout="-1"/>
-<http max-connections="0" request-timeout="soon"/>
-</listeners></cepbus>)"),
-              ElementsAre("t.xml:2: <amqp>: attribute \"handshake-timeout\" must be a "
-                          "non-negative integer, got \"-1\"",
-                          "t.xml:2: <amqp>: attribute \"max-links\" must be between 1 and "
-                          "1073741824, got \"0\"",
-                          "t.xml:2: <amqp>: attribute \"max-message-size\" must be between 1 and "
-                          "1073741824, got \"0\"",
-                          "t.xml:3: <http>: attribute \"max-connections\" must be between 1 and "
-                          "1073741824, got \"0\"",
-                          "t.xml:3: <http>: attribute \"request-timeout\" must be a positive "
-                          "integer, got \"soon\""));
-}
-
-TEST(ParserErrorTest, BadAmqpFlowControlAttributes) {
-  EXPECT_THAT(errorsOf(R"(<cepbus name="t"><listeners>
-<amqp credit-window="0" subscriber-buffer="many"
-      durable-buffer="-3" request-timeout="0" subscriber-stall-timeout="1.5"/>
-</listeners></cepbus>)"),
-              ElementsAre("t.xml:2: <amqp>: attribute \"credit-window\" must be between 1 and "
-                          "1000000, got \"0\"",
-                          "t.xml:2: <amqp>: attribute \"subscriber-buffer\" must be a positive "
-                          "integer, got \"many\"",
-                          "t.xml:3: <amqp>: attribute \"durable-buffer\" must be a non-negative "
-                          "integer, got \"-3\"",
-                          "t.xml:3: <amqp>: attribute \"request-timeout\" must be between 1 and "
-                          "86400000, got \"0\"",
-                          "t.xml:3: <amqp>: attribute \"subscriber-stall-timeout\" must be a "
-                          "positive integer, got \"1.5\""));
-  EXPECT_THAT(errorsOf(R"(<cepbus name="t"><listeners>
-<amqp credit-window="2000000"/>
-</listeners></cepbus>)"),
-              ElementsAre("t.xml:2: <amqp>: attribute \"credit-window\" must be between 1 and "
-                          "1000000, got \"2000000\""));
-  EXPECT_THAT(errorsOf(R"(<cepbus name="t"><listeners>
-<amqp threads="0"/>
-</listeners></cepbus>)"),
-              ElementsAre("t.xml:2: <amqp>: attribute \"threads\" must be between 1 and "
-                          "256, got \"0\""));
-}
-
-TEST(ParserTest, AmqpSecurity) {
-  const std::string hash =
-      "pbkdf2-sha256:200000:00112233445566778899aabbccddeeff:"
-      "588372775fb38b5711b6f36b465e293dc7b793e008550ee8a10bb26a8e7f85b8";
-  auto result = parseDescriptorString(R"(<cepbus name="t">
-<listeners>
-  <amqp host="0.0.0.0" port="5671">
-    <tls cert="tls/cert.pem" key="/etc/cepbus/key.pem"/>
-    <user name="alice" password-hash=")" + hash +
-                                          R"(">
-      <permit publish="orders.#" subscribe="alerts.*"/>
-      <permit subscribe="orders.eu"/>
-    </user>
-    <user name="bob" password-hash=")" + hash +
-                                          R"("/>
-  </amqp>
-</listeners>
-</cepbus>)",
-                                      "t.xml", nullptr, "/srv/bus");
-  ASSERT_TRUE(result.isOk()) << result.status().toString();
-  const AmqpListener& amqp = *result->listeners.amqp;
-  EXPECT_FALSE(amqp.allow_anonymous);
-  ASSERT_TRUE(amqp.tls.has_value());
-  EXPECT_EQ(amqp.tls->cert, std::filesystem::path("/srv/bus/tls/cert.pem"));
-  EXPECT_EQ(amqp.tls->key, std::filesystem::path("/etc/cepbus/key.pem"));
-  EXPECT_EQ(amqp.tls->where.line, 4);
-  ASSERT_EQ(amqp.users.size(), 2u);
-  const AmqpUser* alice = amqp.user("alice");
-  ASSERT_NE(alice, nullptr);
-  EXPECT_EQ(alice->password_hash, hash);
-  EXPECT_EQ(alice->where.line, 5);
-  ASSERT_EQ(alice->permits.size(), 2u);
-  EXPECT_EQ(alice->permits[0].publish, "orders.#");
-  EXPECT_EQ(alice->permits[0].subscribe, "alerts.*");
-  EXPECT_EQ(alice->permits[1].publish, "");
-  EXPECT_EQ(alice->permits[1].subscribe, "orders.eu");
-  EXPECT_EQ(alice->permits[1].where.line, 7);
-  EXPECT_TRUE(amqp.user("bob")->permits.empty());
-  EXPECT_EQ(amqp.user("carol"), nullptr);
-}
-
-TEST(ParserErrorTest, BadAmqpSecurity) {
-  const std::string hash =
-      "pbkdf2-sha256:200000:00112233445566778899aabbccddeeff:"
-      "588372775fb38b5711b6f36b465e293dc7b793e008550ee8a10bb26a8e7f85b8";
-  EXPECT_THAT(
-      errorsOf(R"(<cepbus name="t"><listeners><amqp>
-<tls cert="c.pem"/>
-<user name="alice" password="secret"/>
-<user name="bob" password-hash="sha1:abc"/>
-<user name="carol" password-hash=")" +
-               hash + R"(">
-  <permit/>
-  <permit publish="orders.#x" subscribe="a..b"/>
-</user>
-<user name="carol" password-hash=")" +
-               hash + R"("/>
-<tls cert="c.pem" key="k.pem"/>
-</amqp></listeners></cepbus>)"),
-      ElementsAre(
-          "t.xml:2: <tls>: missing required attribute \"key\"",
-          "t.xml:3: <user name=\"alice\">: unknown attribute \"password\"; expected one of "
-          "\"name\", \"password-hash\"",
-          "t.xml:3: <user name=\"alice\">: missing required attribute \"password-hash\"",
-          "t.xml:4: <user name=\"bob\">: attribute \"password-hash\" must be "
-          "\"pbkdf2-sha256:<iterations>:<salt hex>:<hash hex>\" (a salted hash, never the "
-          "password itself; see `cepbus-amqp-passwd`), got \"sha1:abc\"",
-          "t.xml:6: <permit>: needs a \"publish\" or a \"subscribe\" pattern (or both)",
-          "t.xml:7: <permit>: attribute \"publish\" is not a valid address "
-          "\"orders.#x\": segment 2 \"#x\" mixes the wildcard \'#\' with other characters; a "
-          "wildcard is a whole segment",
-          "t.xml:7: <permit>: attribute \"subscribe\" is not a valid address \"a..b\": "
-          "segment 2 is empty",
-          "t.xml:9: <user name=\"carol\">: duplicate user \"carol\" (first at line 5)",
-          "t.xml:10: <tls> appears twice in <amqp> (first at line 2)"));
 }
 
 TEST(ParserErrorTest, BadEnumValues) {
@@ -945,155 +704,6 @@ TEST(FragmentTest, RootMustBeAServiceAssembly) {
   ASSERT_EQ(report.errors.size(), 1u);
   EXPECT_EQ(report.errors[0].toString(),
             "fragment:1: the root element must be <service-assembly>, got <cepbus>");
-}
-
-TEST(ParserTest, ClusterElementParsesIntoTheModel) {
-  auto result = parseDescriptorString(R"(<cepbus name="n1">
-  <cluster name="trades" node="n1" partitions="12" key="price, symbol" heartbeat="300"
-           idle-timeout="2000" max-unsettled="500" slack="5">
-    <broker host="127.0.0.1" port="5673" management-port="15673"/>
-    <broker port="5674"/>
-    <query name="q" engine="nfa" output="equal"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
-  </cluster>
-</cepbus>
-)",
-                                      "t.xml");
-  ASSERT_TRUE(result.isOk()) << result.status().message();
-  ASSERT_TRUE(result->cluster.has_value());
-  const ClusterSpec& c = *result->cluster;
-  EXPECT_EQ(c.name, "trades");
-  EXPECT_EQ(c.node, "n1");
-  EXPECT_EQ(c.partitions, 12u);
-  EXPECT_EQ(c.key, (std::vector<std::string>{"price", "symbol"}));
-  EXPECT_EQ(c.user, "guest");
-  EXPECT_EQ(c.heartbeat_ms, 300u);
-  EXPECT_EQ(c.idle_timeout_ms, 2000u);
-  EXPECT_EQ(c.max_unsettled, 500u);
-  EXPECT_EQ(c.slack, 5);
-  ASSERT_EQ(c.brokers.size(), 2u);
-  EXPECT_EQ(c.brokers[0].port, 5673);
-  EXPECT_EQ(c.brokers[0].management_port, 15673);
-  EXPECT_EQ(c.brokers[1].host, "127.0.0.1");
-  EXPECT_EQ(c.brokers[1].management_port, 15672);
-  ASSERT_EQ(c.queries.size(), 1u);
-  EXPECT_EQ(c.queries[0].output, "equal");
-  EXPECT_TRUE(c.queries[0].inputs.empty());
-  EXPECT_EQ(c.queries[0].text_where.line, 6);
-}
-
-TEST(ParserErrorTest, ClusterErrorsNameTheLineAndWhatToDo) {
-  const auto errors = errorsOf(R"(<cepbus name="n1">
-<cluster name="trades" node="n1" key="price" user="ops" heartbeat="1000" idle-timeout="1500">
-<broker host="10.1.2.3"/>
-<query name="q" engine="nfa" input="x" output="y"><text>PATTERN A a WITHIN 1</text></query>
-</cluster>
-</cepbus>
-)");
-  ASSERT_EQ(errors.size(), 5u) << ::testing::PrintToString(errors);
-  EXPECT_EQ(errors[0],
-            "t.xml:2: <cluster name=\"trades\">: missing required attribute \"partitions\"");
-  EXPECT_NE(errors[1].find("user \"ops\" needs \"password-env\""), std::string::npos) << errors[1];
-  EXPECT_NE(errors[2].find("must be at least twice \"heartbeat\""), std::string::npos) << errors[2];
-  EXPECT_EQ(errors[3],
-            "t.xml:3: <broker> host \"10.1.2.3\" is not a loopback host: add <tls ca=...> to the "
-            "<cluster> (SASL PLAIN would send the password in clear)");
-  EXPECT_NE(errors[4].find("t.xml:4:"), std::string::npos) << errors[4];
-  EXPECT_NE(errors[4].find("\"input\""), std::string::npos) << errors[4];
-}
-
-TEST(ParserTest, ClusterTlsAllowsRemoteBrokersAndResolvesTheCa) {
-  auto result = parseDescriptorString(R"(<cepbus name="n1">
-  <cluster name="trades" node="n1" partitions="2" key="k">
-    <broker host="rabbit-1.example" port="5671" management-port="15671"/>
-    <tls ca="certs/ca.pem" peer-name="rabbit.example"/>
-    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
-  </cluster>
-</cepbus>
-)",
-                                      "t.xml", nullptr, "/etc/cepbus");
-  ASSERT_TRUE(result.isOk()) << result.status().message();
-  const ClusterSpec& c = *result->cluster;
-  ASSERT_TRUE(c.tls.has_value());
-  EXPECT_EQ(c.tls->ca, std::filesystem::path("/etc/cepbus/certs/ca.pem"));
-  EXPECT_EQ(c.tls->peer_name, "rabbit.example");
-  EXPECT_EQ(c.tls->where.line, 4);
-  EXPECT_EQ(c.brokers[0].host, "rabbit-1.example");
-}
-
-TEST(ParserErrorTest, ClusterTlsNeedsItsCaAndComesOnce) {
-  const auto errors = errorsOf(R"(<cepbus name="n1">
-<cluster name="trades" node="n1" partitions="2" key="k">
-<broker port="5671"/>
-<tls peer-name="x"/>
-<tls ca="ca.pem"/>
-<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
-</cluster>
-</cepbus>
-)");
-  ASSERT_EQ(errors.size(), 2u) << ::testing::PrintToString(errors);
-  EXPECT_NE(errors[0].find("t.xml:4:"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("\"ca\""), std::string::npos) << errors[0];
-  EXPECT_NE(errors[1].find("t.xml:5:"), std::string::npos) << errors[1];
-  EXPECT_NE(errors[1].find("tls"), std::string::npos) << errors[1];
-}
-
-TEST(ParserTest, ClusterStreamInputTakesARetention) {
-  auto result = parseDescriptorString(R"(<cepbus name="n1">
-  <cluster name="trades" node="n1" partitions="2" key="k" input="stream" retention="36h">
-    <broker port="5672"/>
-    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
-  </cluster>
-</cepbus>
-)",
-                                      "t.xml");
-  ASSERT_TRUE(result.isOk()) << result.status().message();
-  EXPECT_EQ(result->cluster->input, ClusterSpec::Input::kStream);
-  EXPECT_EQ(result->cluster->retention, "36h");
-  auto plain = parseDescriptorString(R"(<cepbus name="n1">
-  <cluster name="trades" node="n1" partitions="2" key="k">
-    <broker port="5672"/>
-    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
-  </cluster>
-</cepbus>
-)",
-                                     "t.xml");
-  ASSERT_TRUE(plain.isOk()) << plain.status().message();
-  EXPECT_EQ(plain->cluster->input, ClusterSpec::Input::kQueue);
-}
-
-TEST(ParserErrorTest, ClusterInputAndRetentionAreChecked) {
-  const auto errors = errorsOf(R"(<cepbus name="n1">
-<cluster name="a" node="n1" partitions="2" key="k" input="log">
-<broker port="5672"/>
-<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
-</cluster>
-</cepbus>
-)");
-  ASSERT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
-  EXPECT_NE(errors[0].find("t.xml:2:"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("must be \"queue\" or \"stream\", got \"log\""), std::string::npos)
-      << errors[0];
-  for (const char* bad : {"7", "D", "0D", "7d", "1.5h", "7D "}) {
-    const auto age = errorsOf(std::string(R"(<cepbus name="n1">
-<cluster name="a" node="n1" partitions="2" key="k" input="stream" retention=")") +
-                              bad + R"(">
-<broker port="5672"/>
-<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
-</cluster>
-</cepbus>
-)");
-    ASSERT_EQ(age.size(), 1u) << bad << ": " << ::testing::PrintToString(age);
-    EXPECT_NE(age[0].find("must be a positive count and a unit"), std::string::npos) << age[0];
-  }
-  const auto queue = errorsOf(R"(<cepbus name="n1">
-<cluster name="a" node="n1" partitions="2" key="k" retention="7D">
-<broker port="5672"/>
-<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
-</cluster>
-</cepbus>
-)");
-  ASSERT_EQ(queue.size(), 1u) << ::testing::PrintToString(queue);
-  EXPECT_NE(queue[0].find("applies to input=\"stream\" only"), std::string::npos) << queue[0];
 }
 
 }  // namespace

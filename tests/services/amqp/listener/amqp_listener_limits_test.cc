@@ -30,6 +30,7 @@
 #include "router/delivery_policy.h"
 #include "router/registry.h"
 #include "services/amqp/listener/amqp_listener.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/peak_rss.h"
@@ -132,7 +133,7 @@ class AmqpListenerLimitsTest : public ::testing::TestWithParam<unsigned> {
 
   AmqpListenerService& start(AmqpListenerOptions options) {
     options.threads = GetParam();
-    descriptor::AmqpListener config;
+    services::amqp::AmqpListenerConfig config;
     config.port = 0;
     config.allow_anonymous = true;
     service_ = std::make_unique<AmqpListenerService>(config, options, *context_);

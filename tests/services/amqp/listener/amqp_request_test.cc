@@ -23,6 +23,7 @@
 #include "router/registry.h"
 #include "services/amqp/listener/amqp_listener.h"
 #include "services/amqp/listener/listener_stats.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/stats.h"
@@ -68,7 +69,7 @@ class AmqpRequestTest : public ::testing::TestWithParam<unsigned> {
     broker_ = std::make_unique<router::Broker>(std::move(policy), registry_);
     EXPECT_TRUE(broker_->start());
     context_ = std::make_unique<ServiceContext>(ServiceContext{*broker_, *registry_, loader_});
-    descriptor::AmqpListener config;
+    services::amqp::AmqpListenerConfig config;
     config.port = 0;
     config.allow_anonymous = true;
     AmqpListenerOptions options;
@@ -86,17 +87,18 @@ class AmqpRequestTest : public ::testing::TestWithParam<unsigned> {
   // An in-process provider of `address`: answers {y = 2x}, or with a fault
   // when x < 0, or not at all when x == 0.
   void provideDoubler(const std::string& address) {
-    ASSERT_TRUE(broker_->addEndpoint("doubler", [](const flows::Exchange& ex) {
-      const int64_t x = ex.event->find(Symbol::intern("x"))->asInt();
-      if (x == 0) return Status::ok();
-      if (x < 0) {
-        ex.report(flows::Outcome{flows::OutcomeKind::kFault, "doubler",
-                                 Status::invalidArgument("x must be positive"), nullptr});
-        return Status::ok();
-      }
-      ex.reply(EventBuilder("Answer").at(2000).set("y", x * 2).build());
-      return Status::ok();
-    }));
+    ASSERT_TRUE(
+        broker_->addEndpoint("doubler", [](const flows::Exchange& ex, flows::DeliveryContext&) {
+          const int64_t x = ex.event->find(Symbol::intern("x"))->asInt();
+          if (x == 0) return Status::ok();
+          if (x < 0) {
+            ex.report(flows::Outcome{flows::OutcomeKind::kFault, "doubler",
+                                     Status::invalidArgument("x must be positive"), nullptr});
+            return Status::ok();
+          }
+          ex.reply(EventBuilder("Answer").at(2000).set("y", x * 2).build());
+          return Status::ok();
+        }));
     ASSERT_TRUE(broker_->provide(address, "doubler"));
   }
 

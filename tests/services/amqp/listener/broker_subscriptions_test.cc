@@ -13,11 +13,15 @@
 #include "flows/st_flow.h"
 #include "router/delivery_policy.h"
 #include "router/registry.h"
+#include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "tests/flows/flow_test_util.h"
+#include "tests/services/amqp/listener/outbox_test_util.h"
 
 namespace cepbus::services::amqp {
 namespace {
+
+using testing::offerBestEffort;
 
 using namespace std::chrono_literals;
 using Opened = BrokerSubscriptions::Opened;
@@ -44,7 +48,7 @@ class BrokerSubscriptionsTest : public ::testing::Test {
   }
 
   SubscriberOutbox::Wake wake() {
-    return [this] {
+    return [this](flows::WakeHold*) {
       ++wakes_;
       return true;
     };
@@ -92,7 +96,7 @@ class BrokerSubscriptionsTest : public ::testing::Test {
   std::unique_ptr<BrokerSubscriptions> subscriptions_;
   int wakes_ = 0;
   const AccessControl anyone_{[] {
-    descriptor::AmqpListener config;
+    services::amqp::AmqpListenerConfig config;
     config.allow_anonymous = true;
     return config;
   }()};
@@ -172,7 +176,7 @@ TEST_F(BrokerSubscriptionsTest, ComingBackWithAnotherPatternEndsTheParkedOne) {
   auto back = open("feed", "alerts.*", true, "alice");
   ASSERT_TRUE(std::holds_alternative<Opened>(back));  // its durable admission was given back
   EXPECT_NE(std::get<Opened>(back).outbox, sub.outbox);
-  EXPECT_EQ(sub.outbox->offer(flows::Exchange{}).code(), Status::Code::kUnavailable);
+  EXPECT_EQ(offerBestEffort(*sub.outbox, flows::Exchange{}).code(), Status::Code::kUnavailable);
   EXPECT_EQ(publish("orders.eu"), 0u);
   EXPECT_EQ(publish("alerts.eu"), 1u);
 }
@@ -260,11 +264,11 @@ TEST_F(BrokerSubscriptionsTest, RecordsOfUsersGoneOrBeyondMaxDurableAreDroppedAn
       ASSERT_TRUE((*store)->record(r));
     }
   }
-  descriptor::AmqpListener config;
-  descriptor::AmqpUser alice;
+  services::amqp::AmqpListenerConfig config;
+  services::amqp::AmqpUser alice;
   alice.name = "alice";
-  alice.permits.push_back(descriptor::AmqpPermit{"", "orders.#", {}});
-  alice.permits.push_back(descriptor::AmqpPermit{"", "alerts.#", {}});
+  alice.permits.push_back(services::amqp::AmqpPermit{"", "orders.#", {}});
+  alice.permits.push_back(services::amqp::AmqpPermit{"", "alerts.#", {}});
   config.users.push_back(alice);
   const AccessControl access(config);
   auto store = DurableStore::open(path);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/password_hash.h"
 
 namespace cepbus::services::amqp {
@@ -55,11 +56,11 @@ TEST(PatternCoversTest, ASubscriptionIsAllowedOnlyWithinThePermit) {
   EXPECT_FALSE(patternCovers("a.#.z", "a.#"));
 }
 
-descriptor::AmqpListener listener(bool anonymous, const std::string& host = "127.0.0.1") {
-  descriptor::AmqpListener l;
+services::amqp::AmqpListenerConfig listener(bool anonymous, const std::string& host = "127.0.0.1") {
+  services::amqp::AmqpListenerConfig l;
   l.host = host;
   l.allow_anonymous = anonymous;
-  descriptor::AmqpUser alice;
+  services::amqp::AmqpUser alice;
   alice.name = "alice";
   alice.password_hash = *hashPassword("pw", kMinPasswordIterations);
   alice.permits.push_back({"orders.#", "", {}});
@@ -97,7 +98,7 @@ TEST(AccessControlTest, PlainIsOfferedInClearOnlyOnLoopback) {
   EXPECT_EQ(AccessControl(listener(false, "0.0.0.0")).mechanisms(false), "");
   EXPECT_EQ(AccessControl(listener(false, "0.0.0.0")).mechanisms(true), "PLAIN");
   EXPECT_EQ(AccessControl(listener(true, "bus.example.org")).mechanisms(false), "ANONYMOUS");
-  descriptor::AmqpListener none;
+  services::amqp::AmqpListenerConfig none;
   EXPECT_EQ(AccessControl(none).mechanisms(true), "");
 }
 

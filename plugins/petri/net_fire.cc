@@ -1,0 +1,427 @@
+// The run-time token game: each event fires the transitions of its type,
+// deepest first, and every token reaching an output place is a match.
+
+#include <algorithm>
+
+#include "plugins/petri/net_parts.h"
+
+namespace cepbus::plugins::petri {
+
+Status PetriNet::onEvent(const EventPtr& event) {
+  if (event->ts() < now_) {
+    return Status::invalidArgument("event at ts " + std::to_string(event->ts()) +
+                                   " arrived after ts " + std::to_string(now_) +
+                                   "; the petri net needs non-decreasing timestamps");
+  }
+  now_ = event->ts();
+  ++seq_;
+  if (auto inh = inhibitors_.find(event->type()); inh != inhibitors_.end()) {
+    for (const auto& [t, index] : inh->second) {
+      std::vector<EventPtr>& place = t->inhibitors[index].place;
+      if (t->window != kNoWindow) {
+        // Sorted by ts: the stale ones lead. The window is copied out of the
+        // structured binding because clang before 16 cannot capture one.
+        const auto window = t->window;
+        auto stale = std::find_if(place.begin(), place.end(),
+                                  [&](const EventPtr& c) { return now_ - c->ts() <= window; });
+        place.erase(place.begin(), stale);
+      }
+      place.push_back(event);
+    }
+  }
+  auto it = by_type_.find(event->type());
+  if (it != by_type_.end()) {
+    for (Transition* t : it->second) fire(*t, event);
+  }
+  // Places whose consumers see no events still let their tokens expire.
+  if (seq_ % 1024 == 0) {
+    for (const auto& t : transitions_) {
+      if (t->window == kNoWindow) continue;
+      held_ -= std::erase_if(t->place,
+                             [&](const auto& tok) { return now_ - tok->first_ts > t->window; });
+    }
+  }
+  peak_held_ = std::max(peak_held_, held_);
+  return Status::ok();
+}
+
+void PetriNet::fire(Transition& t, const EventPtr& event) {
+  const Timestamp ts = event->ts();
+  if (t.group >= 0) {
+    // A consuming transition: the event is gone once its group used it.
+    if (static_cast<size_t>(t.group) >= taken_.size()) taken_.resize(t.group + 1, 0);
+    if (taken_[t.group] == seq_) return;
+  }
+  if (t.loop) {
+    fireLoop(t, event);
+    return;
+  }
+  if (t.input == nullptr) {
+    if (guardsHold(t, nullptr, nullptr, event.get())) {
+      if (t.group >= 0) taken_[t.group] = seq_;
+      produce(t, nullptr, nullptr, event);
+    }
+    return;
+  }
+  std::vector<std::shared_ptr<const Token>>& in = t.input->place;
+  if (t.input->window != kNoWindow) {
+    // The stale tokens that lead the place, dropped once they are an eighth
+    // of it (amortised O(1) a token); firings skip the others, and onEvent()
+    // sweeps every place now and then.
+    const Timestamp w = t.input->window;
+    const auto stale = std::find_if(in.begin(), in.end(),
+                                    [&](const auto& tok) { return ts - tok->first_ts <= w; });
+    if (static_cast<size_t>(stale - in.begin()) * 8 >= in.size()) {
+      held_ -= static_cast<uint64_t>(stale - in.begin());
+      in.erase(in.begin(), stale);
+    }
+  }
+  if (t.lazy) {
+    // One token for the event: the pairs it makes with the input place are
+    // built when a reader extends them (Token::lazy).
+    if (!in.empty() && !t.unlikely(event->probability()) &&
+        guardsHold(t, nullptr, nullptr, event.get())) {
+      produce(t, nullptr, nullptr, event);
+    }
+    return;
+  }
+  // By index: a join fired from produce() may append to another place.
+  const Timestamp from = t.window == kNoWindow ? INT64_MIN : ts - t.window;
+  for (size_t i = 0, n = in.size(); i < n; ++i) {
+    const Token* tok = in[i].get();
+    if (tok->last_ts >= ts) continue;
+    if (t.group < 0) {
+      if (tok->first_ts < from) continue;
+      expand(*t.input, in[i], from,
+             [&](const std::shared_ptr<const Token>& pair) { extend(t, pair, event); });
+      continue;
+    }
+    if (t.window != kNoWindow && ts - tok->first_ts > t.window) continue;
+    if (t.unlikely(tok->prob * event->probability())) continue;
+    if (!guardsHold(t, tok, nullptr, event.get())) continue;
+    if (!t.inhibitors.empty() && negated(t, tok, *event)) continue;
+    // The oldest token that fits takes the event; both are consumed.
+    std::shared_ptr<const Token> taken = std::move(in[i]);
+    in.erase(in.begin() + static_cast<std::ptrdiff_t>(i));
+    --held_;
+    taken_[t.group] = seq_;
+    produce(t, taken, nullptr, event);
+    return;
+  }
+}
+
+void PetriNet::extend(Transition& t, const std::shared_ptr<const Token>& tok,
+                      const EventPtr& event) {
+  if (t.window != kNoWindow && event->ts() - tok->first_ts > t.window) return;
+  if (t.unlikely(tok->prob * event->probability())) return;
+  if (!guardsHold(t, tok.get(), nullptr, event.get())) return;
+  if (!t.inhibitors.empty() && negated(t, tok.get(), *event)) return;
+  produce(t, tok, nullptr, event);
+}
+
+void PetriNet::expand(const Transition& t, const std::shared_ptr<const Token>& tok, Timestamp from,
+                      const TokenVisitor& f) const {
+  if (!tok->lazy) {
+    f(tok);
+    return;
+  }
+  // The input place is sorted by last_ts (tokens are made at their last
+  // event and kept in order), so the tokens ending before `tok` lead.
+  const std::vector<std::shared_ptr<const Token>>& in = t.input->place;
+  const auto end = std::lower_bound(
+      in.begin(), in.end(), tok->last_ts,
+      [](const std::shared_ptr<const Token>& p, Timestamp ts) { return p->last_ts < ts; });
+  // One pair on the stack, rewritten for each parent.
+  Token pair;
+  pair.event = EventPtr(EventPtr(), tok->event.get());
+  pair.last_ts = tok->last_ts;
+  pair.element = tok->element;
+  pair.origin = tok.get();
+  const std::shared_ptr<const Token> pair_ptr(std::shared_ptr<const Token>(), &pair);
+  auto with = [&](const std::shared_ptr<const Token>& parent) {
+    if (t.window != kNoWindow && tok->last_ts - parent->first_ts > t.window) return;
+    const double prob = parent->prob * tok->prob;
+    if (t.unlikely(prob)) return;
+    pair.parent = std::shared_ptr<const Token>(std::shared_ptr<const Token>(), parent.get());
+    pair.first_ts = parent->first_ts;
+    pair.first_seq = parent->first_seq;
+    pair.prob = prob;
+    pair.parent_owner = &parent;
+    f(pair_ptr);
+  };
+  for (auto it = in.begin(); it != end; ++it) {
+    if ((*it)->first_ts < from) continue;  // so does every pair a lazy one stands for
+    if ((*it)->lazy) {
+      expand(*t.input, *it, from, with);
+    } else {
+      with(*it);
+    }
+  }
+}
+
+std::shared_ptr<const PetriNet::Token> PetriNet::own(const std::shared_ptr<const Token>& tok) {
+  if (tok == nullptr || tok->origin == nullptr) return tok;
+  auto kept = std::make_shared<Token>(*tok);
+  kept->event = tok->origin->event;
+  kept->parent = own(*tok->parent_owner);
+  kept->origin = nullptr;
+  kept->parent_owner = nullptr;
+  return kept;
+}
+
+void PetriNet::materialize(Transition& t) {
+  std::vector<std::shared_ptr<const Token>> kept;
+  for (const std::shared_ptr<const Token>& tok : t.place) {
+    expand(t, tok, INT64_MIN,
+           [&](const std::shared_ptr<const Token>& pair) { kept.push_back(own(pair)); });
+  }
+  held_ += kept.size();
+  held_ -= t.place.size();
+  t.place = std::move(kept);
+}
+
+void PetriNet::fireLoop(Transition& t, const EventPtr& event) {
+  const Timestamp ts = event->ts();
+  auto expire = [&](std::vector<std::shared_ptr<const Token>>& place, Timestamp w) {
+    if (w != kNoWindow)
+      held_ -= std::erase_if(place, [&](const auto& tok) { return ts - tok->first_ts > w; });
+  };
+  auto extend = [&](std::vector<std::shared_ptr<const Token>>& place, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const Token* tok = place[i].get();
+      if (tok->last_ts >= ts) continue;
+      if (t.window != kNoWindow && ts - tok->first_ts > t.window) continue;
+      if (!guardsHold(t, tok, nullptr, event.get())) continue;
+      produce(t, place[i], nullptr, event);
+    }
+  };
+  // The runs so far, before this event starts new ones (feedback: Kleene
+  // patterns never consume).
+  expire(t.place, t.window);
+  const size_t runs = t.place.size();
+  if (t.input == nullptr) {
+    if (guardsHold(t, nullptr, nullptr, event.get())) produce(t, nullptr, nullptr, event);
+  } else {
+    expire(t.input->place, t.input->window);
+    extend(t.input->place, t.input->place.size());
+  }
+  extend(t.place, runs);
+}
+
+void PetriNet::fireJoin(Transition& j, const std::shared_ptr<const Token>& right) {
+  // No expiry here: the left place may be the one an enclosing fire() scans.
+  std::vector<std::shared_ptr<const Token>>& in = j.input->place;
+  for (size_t i = 0, n = in.size(); i < n; ++i) {
+    const Token* left = in[i].get();
+    if (left->last_ts >= right->first_ts) continue;
+    if (j.window != kNoWindow && right->last_ts - left->first_ts > j.window) continue;
+    if (guardsHold(j, left, right.get(), nullptr)) produce(j, in[i], right, nullptr);
+  }
+}
+
+void PetriNet::fireConjunction(Transition& j, const Transition& from,
+                               const std::shared_ptr<const Token>& tok) {
+  auto pair = [&](const std::shared_ptr<const Token>& left,
+                  const std::shared_ptr<const Token>& right) {
+    if (j.window != kNoWindow &&
+        std::max(left->last_ts, right->last_ts) - std::min(left->first_ts, right->first_ts) >
+            j.window) {
+      return;
+    }
+    if (guardsHold(j, left.get(), right.get(), nullptr)) produce(j, left, right, nullptr);
+  };
+  // The new token is not in its place yet: each pair is made once, by the
+  // later of its two tokens (the same token on both sides when both
+  // operands are the same chain, as the algebra's union of two leaves).
+  // By index and no expiry, as in fireJoin().
+  if (j.input == &from) {
+    const auto& place = j.right->place;
+    for (size_t i = 0, n = place.size(); i < n; ++i) pair(tok, place[i]);
+  }
+  if (j.right == &from) {
+    const auto& place = j.input->place;
+    for (size_t i = 0, n = place.size(); i < n; ++i) pair(place[i], tok);
+  }
+  if (j.input == &from && j.right == &from) pair(tok, tok);
+}
+
+void PetriNet::bind(const Transition& t, const Token* left, const Token* right,
+                    const Event* event) {
+  if (t.by_element) {
+    // No joins here (Kleene patterns take part in none): one parent chain.
+    tokens_.clear();
+    for (const Token* tok = left; tok != nullptr; tok = tok->parent.get()) tokens_.push_back(tok);
+    bind_.assign(t.owner->layout.size(), pattern::SlotBinding{});
+    runs_.resize(t.slots.size());
+    for (auto& r : runs_) r.clear();
+    auto add = [&](int element, const Event* e) {
+      const int slot = t.slots[element];
+      if (slot < 0) return;
+      if (t.kleene_at[element]) {
+        runs_[element].push_back(e);
+      } else {
+        bind_[slot].event = e;
+      }
+    };
+    for (size_t i = tokens_.size(); i-- > 0;) add(tokens_[i]->element, tokens_[i]->event.get());
+    if (event != nullptr) add(t.depth, event);
+    for (size_t d = 0; d < t.slots.size(); ++d) {
+      if (t.kleene_at[d] && t.slots[d] >= 0) bind_[t.slots[d]].events = runs_[d];
+    }
+    return;
+  }
+  bound_.clear();
+  collect(left, bound_);
+  collect(right, bound_);
+  bind_.assign(t.owner->layout.size(), pattern::SlotBinding{});
+  for (size_t d = 0; d < bound_.size(); ++d) {
+    if (t.slots[d] >= 0) bind_[t.slots[d]].event = bound_[d]->get();
+  }
+  if (event != nullptr && t.slots[t.depth] >= 0) bind_[t.slots[t.depth]].event = event;
+}
+
+bool PetriNet::guardsHold(const Transition& t, const Token* left, const Token* right,
+                          const Event* event) {
+  if (t.guards.empty()) return true;
+  bind(t, left, right, event);
+  const int extending = t.loop ? t.slots[t.depth] : -1;
+  for (const pattern::Conjunct* g : t.guards) {
+    if (g->iteration_slot && static_cast<int>(*g->iteration_slot) != extending) {
+      // b[i] of an earlier Kleene element: it holds for every event of b.
+      pattern::SlotBinding& b = bind_[*g->iteration_slot];
+      bool all = true;
+      for (size_t i = 0; all && i < b.events.size(); ++i) {
+        b.current = i;
+        all = g->test(bind_);
+      }
+      b.current = pattern::SlotBinding::kNewest;
+      if (!all) return false;
+      continue;
+    }
+    if (!g->test(bind_)) return false;
+  }
+  return true;
+}
+
+bool PetriNet::negated(Transition& t, const Token* left, const Event& event) {
+  const Timestamp x = left->last_ts;
+  const Timestamp y = event.ts();
+  bool bound = false;
+  for (Transition::Inhibitor& i : t.inhibitors) {
+    auto c = std::upper_bound(i.place.begin(), i.place.end(), x,
+                              [](Timestamp ts, const EventPtr& e) { return ts < e->ts(); });
+    for (; c != i.place.end() && (*c)->ts() < y; ++c) {
+      if (i.spec->conditions.empty()) return true;
+      if (!bound) {
+        bind(t, left, nullptr, &event);
+        bound = true;
+      }
+      bind_[i.spec->slot].event = c->get();
+      bool all = true;
+      for (const pattern::Conjunct* cond : i.spec->conditions) {
+        if (!cond->test(bind_)) {
+          all = false;
+          break;
+        }
+      }
+      bind_[i.spec->slot].event = nullptr;
+      if (all) return true;
+    }
+  }
+  return false;
+}
+
+void PetriNet::produce(Transition& t, const std::shared_ptr<const Token>& parent,
+                       std::shared_ptr<const Token> right, const EventPtr& event) {
+  // The token is built only when it is kept: one that is reported and
+  // dropped costs no construction and no reference count.
+  struct {
+    Timestamp first_ts, last_ts;
+    uint64_t first_seq;
+    double prob;
+  } tok;
+  if (right != nullptr) {
+    // A conjunction's operands may come in any order.
+    tok.first_ts = std::min(parent->first_ts, right->first_ts);
+    tok.first_seq = std::min(parent->first_seq, right->first_seq);
+    tok.last_ts = std::max(parent->last_ts, right->last_ts);
+    tok.prob = parent->prob * right->prob;
+  } else {
+    tok.first_ts = parent ? parent->first_ts : event->ts();
+    tok.first_seq = parent ? parent->first_seq : seq_;
+    tok.last_ts = event->ts();
+    tok.prob = (parent ? parent->prob : 1.0) * event->probability();
+  }
+  bool collected = false;
+  for (const std::vector<PatternEntry*>& group : t.output_groups) {
+    SharedComposer composer(*group.front()->composer);
+    for (const PatternEntry* p : group) {
+      if (tok.first_seq < p->since_seq) continue;
+      const Timestamp w = p->pattern->window;
+      if (w != kNoWindow && tok.last_ts - tok.first_ts > w) continue;
+      if (tok.prob < p->pattern->min_probability) continue;
+      const std::vector<const pattern::Conjunct*>& completion =
+          p->pattern->elements.back().completion;
+      if (!completion.empty()) {
+        bind(t, parent.get(), nullptr, event.get());
+        if (!std::all_of(completion.begin(), completion.end(),
+                         [&](const pattern::Conjunct* c) { return c->test(bind_); })) {
+          continue;
+        }
+      }
+      if (!collected) {
+        // Once per token: every output of `t` binds the same events.
+        chain_.clear();
+        collect(parent.get(), chain_);
+        if (right != nullptr) {
+          collect(right.get(), chain_);
+        } else {
+          chain_.push_back(&event);
+        }
+        collected = true;
+        if (t.by_element) {
+          // A Kleene element binds several events: ends by element.
+          ends_.assign(t.slots.size(), 0);
+          ++ends_[static_cast<size_t>(t.depth)];
+          for (const Token* k = parent.get(); k != nullptr; k = k->parent.get())
+            ++ends_[k->element];
+          for (size_t d = 1; d < ends_.size(); ++d) ends_[d] += ends_[d - 1];
+        }
+      }
+      p->sink->onMatch(plugin::Match(chain_, t.by_element ? ends_ : p->ends, &composer));
+    }
+  }
+  if ((t.consumers == 0 && t.joins.empty()) || t.unlikely(tok.prob)) return;
+  auto kept = std::make_shared<Token>();
+  kept->first_ts = tok.first_ts;
+  kept->last_ts = tok.last_ts;
+  kept->first_seq = tok.first_seq;
+  kept->prob = tok.prob;
+  if (right == nullptr) {
+    kept->event = event;
+    kept->element = t.depth;
+    kept->lazy = t.lazy;
+  }
+  kept->parent = own(parent);  // an expanded pair is kept as a token of its own
+  kept->right = std::move(right);
+  std::shared_ptr<const Token> shared = std::move(kept);
+  for (Transition* j : t.joins) {
+    if (j->conjunction) {
+      fireConjunction(*j, t, shared);
+    } else {
+      fireJoin(*j, shared);
+    }
+  }
+  if (t.consumers > 0) {
+    t.place.push_back(std::move(shared));
+    ++held_;
+  }
+}
+
+size_t PetriNet::tokenCount() const {
+  size_t n = 0;
+  for (const auto& t : transitions_) n += t->place.size();
+  return n;
+}
+
+}  // namespace cepbus::plugins::petri

@@ -1,0 +1,199 @@
+#pragma once
+
+// The inside of PetriNet, shared by the files that build, fire and export
+// the net: tokens, transitions with their places, and the pattern entries.
+// Private to plugins/petri.
+
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "plugins/petri/petri_net.h"
+
+namespace cepbus::plugins::petri {
+
+// A token: the events bound so far. An extension holds its newest event and
+// the token before it (`parent`); a join (middle join) holds no event and
+// the two tokens it concatenates, `parent` then `right`.
+struct PetriNet::Token {
+  EventPtr event;
+  std::shared_ptr<const Token> parent;
+  std::shared_ptr<const Token> right;
+  Timestamp first_ts = 0;
+  Timestamp last_ts = 0;
+  uint64_t first_seq = 0;  // arrival number of the first bound event
+  double prob = 1;         // the product of the bound events' probabilities
+  int element = 0;         // the element `event` binds (several events bind a Kleene one)
+  // A lazy token (Transition::lazy) holds its event and no parent: it stands
+  // for every token of the input place that ends before the event, each
+  // extended with it (SASE's stack entry with its pointer into the previous
+  // stack). Its first_ts and prob are the event's own.
+  bool lazy = false;
+  // One of those pairs, made for one firing on the stack and never kept in a
+  // place: `origin` is the lazy token (which owns `event`; here `event` and
+  // `parent` do not own what they point to), `parent_owner` the owning
+  // pointer to the parent. PetriNet::own() turns it into a token to keep.
+  const Token* origin = nullptr;
+  const std::shared_ptr<const Token>* parent_owner = nullptr;
+};
+
+// What expand() calls with each token: a reference to a callable (not a
+// copy, no allocation), so that expand() can recurse without a template.
+class PetriNet::TokenVisitor {
+ public:
+  // `f` must outlive the visitor (a lambda passed to expand() does).
+  template <typename F>
+  TokenVisitor(F&& f)  // NOLINT(google-explicit-constructor): a lambda passes as is
+      : object_(static_cast<void*>(&f)),
+        call_([](void* o, const std::shared_ptr<const Token>& tok) {
+          (*static_cast<std::remove_reference_t<F>*>(o))(tok);
+        }) {}
+  void operator()(const std::shared_ptr<const Token>& tok) const { call_(object_, tok); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, const std::shared_ptr<const Token>&);
+};
+
+namespace {
+
+// Appends the token's events in pattern order (recursion depth <= elements).
+template <typename Token>
+void collect(const Token* tok, std::vector<const EventPtr*>& out) {
+  if (tok == nullptr) return;
+  collect(tok->parent.get(), out);
+  if (tok->event) {
+    out.push_back(tok->origin != nullptr ? &tok->origin->event : &tok->event);
+  } else {
+    collect(tok->right.get(), out);
+  }
+}
+
+}  // namespace
+
+// A transition and its output place. An extension fires on events of `type`
+// with the tokens of `input`'s place; a join fires when `right` produces a
+// token, with the tokens of `input`'s place that end before it starts.
+struct PetriNet::Transition {
+  std::string key;              // the chain of element keys from the head
+  Transition* input = nullptr;  // whose output place feeds it; null at the head
+  Transition* right = nullptr;  // a join: the shared chain it joins with
+  // A conjunction's join: it pairs the tokens of `input`'s and `right`'s
+  // places in any order (fired when either produces), not only a left token
+  // that ends before the right one starts.
+  bool conjunction = false;
+  // A Kleene element's transition: it also reads its own place (a loop),
+  // extending each run there with the event, and starts runs from `input`.
+  bool loop = false;
+  // A Kleene element at or before `depth`: tokens bind by element, not by
+  // position (kleene_at[d]: element d is a Kleene one).
+  bool by_element = false;
+  std::vector<char> kleene_at;
+  int depth = 0;  // the last element it binds
+  Symbol type;
+  CompiledPatternPtr owner;  // keeps `guards` alive
+  std::vector<const pattern::Conjunct*> guards;
+  std::vector<int> slots;        // the slot bound at each depth 0..depth, or -1
+  Timestamp window = kNoWindow;  // the largest window of `users`
+  double min_probability = 1;    // the smallest PROBABILITY bound of `users`
+  std::vector<PatternEntry*> users;
+  std::vector<PatternEntry*> outputs;  // patterns whose last transition this is
+  // `outputs` grouped by CompiledPattern::return_key: one composite per group.
+  std::vector<std::vector<PatternEntry*>> output_groups;
+  std::vector<Transition*> joins;  // joins fed by this transition's tokens
+  // -1: feedback, tokens and events are not consumed. Otherwise a firing
+  // takes the input token from the place, and the event from every other
+  // transition of the same group: 0 is every conflict pattern (their places
+  // are shared, a token goes to one parent), >0 one concurrency pattern
+  // (its places are copies: taking a token affects no other pattern).
+  int group = -1;
+  // Inhibitor places: for each negation of the element it binds, the events
+  // of the negated type seen so far (pruned with the window).
+  struct Inhibitor {
+    const CompiledPattern::Negation* spec = nullptr;
+    std::vector<EventPtr> place;
+  };
+  std::vector<Inhibitor> inhibitors;
+  // A token this unlikely helps no user; only a feedback transition may drop
+  // it (a consuming one would hand its event to another token instead).
+  bool unlikely(double prob) const { return group < 0 && prob < min_probability; }
+  // The place holds lazy tokens (one per event, see Token::lazy), which its
+  // readers expand: every reader is a feedback extension, the transition's
+  // guards name its own element only, and nothing else reads its tokens
+  // (no outputs, joins, inhibitors or Kleene element). Memory follows the
+  // events in the window, not their combinations, which are built only when
+  // an event extends them.
+  bool lazy = false;
+  size_t consumers = 0;                             // transitions reading the output place
+  std::vector<std::shared_ptr<const Token>> place;  // kept only while consumers > 0
+};
+
+class PetriNet::Composer final : public plugin::MatchComposer {
+ public:
+  explicit Composer(CompiledPatternPtr p)
+      : p_(std::move(p)), type_(p_->returns ? p_->returns->type : Symbol::intern("Match")) {}
+
+  EventPtr compose(const plugin::Match& match) const override {
+    std::vector<pattern::SlotBinding> bindings(p_->layout.size());
+    std::vector<std::vector<const Event*>> runs(p_->elements.size());
+    for (size_t k = 0; k < match.elementCount(); ++k) {
+      const int slot = p_->elements[k].slot;
+      if (slot < 0) continue;
+      auto events = match.elementEvents(k);
+      if (!p_->elements[k].kleene) {
+        bindings[slot].event = events.front()->get();
+        continue;
+      }
+      for (const EventPtr* e : events) runs[k].push_back(e->get());
+      bindings[slot].events = runs[k];
+    }
+    EventBuilder builder(type_);
+    for (size_t i = 0; i < match.size(); ++i) builder.constituent(match.event(i));
+    const double probability = match.probability();
+    builder.probability(probability);
+    if (p_->returns) p_->returns->apply(bindings, probability, builder);
+    return builder.build();
+  }
+
+ private:
+  CompiledPatternPtr p_;
+  Symbol type_;
+};
+
+namespace {
+
+// Builds the composite once for every pattern of an output group (equal
+// RETURN keys): the first pattern that asks composes, the others share it.
+class SharedComposer final : public plugin::MatchComposer {
+ public:
+  explicit SharedComposer(const plugin::MatchComposer& inner) : inner_(inner) {}
+  EventPtr compose(const plugin::Match& match) const override {
+    if (composite_ == nullptr) composite_ = inner_.compose(match);
+    return composite_;
+  }
+
+ private:
+  const plugin::MatchComposer& inner_;
+  mutable EventPtr composite_;
+};
+
+}  // namespace
+
+struct PetriNet::PatternEntry {
+  std::string name;
+  CompiledPatternPtr pattern;
+  plugin::MatchSink* sink = nullptr;
+  uint64_t since_seq = 0;
+  // Every transition it uses, once each, so that whatever refers to a
+  // transition (through input or right) comes after it.
+  std::vector<Transition*> chain;
+  std::vector<uint32_t> ends;  // 1..m: every element binds one event
+  std::unique_ptr<Composer> composer;
+  int group = -1;    // consumption group of its transitions (see Transition::group)
+  size_t split = 0;  // the first element of the chain its join shares, 0 for none
+  std::vector<std::string> tail_keys;  // its entries in tails_
+  size_t alternative = 0;              // of a disjunction: one entry per alternative
+};
+
+}  // namespace cepbus::plugins::petri

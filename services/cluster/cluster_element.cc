@@ -1,0 +1,123 @@
+#include "services/cluster/cluster_element.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "bus/host/descriptor/address.h"
+#include "services/cluster/cluster_spec.h"
+
+namespace cepbus::services::cluster {
+namespace {
+
+using descriptor::Element;
+using descriptor::quote;
+
+constexpr uint64_t kMaxPartitions = 1024;
+constexpr uint64_t kMaxSlack = uint64_t{1} << 40;
+
+void input(const Element& e, ClusterSpec& c) {
+  if (auto kind = e.string("input", false)) {
+    if (*kind == "stream") {
+      c.input = ClusterSpec::Input::kStream;
+    } else if (*kind != "queue") {
+      e.reportAttribute("input", "must be \"queue\" or \"stream\", got " + quote(*kind));
+    }
+  }
+  if (!e.has("retention")) return;
+  if (c.input != ClusterSpec::Input::kStream) {
+    e.reportAttribute("retention",
+                      "applies to input=\"stream\" only (a queue keeps what is unsettled)");
+    return;
+  }
+  // RabbitMQ's x-max-age: a positive count and one unit letter.
+  const std::string_view age = e.raw("retention");
+  const bool valid =
+      age.size() >= 2 && age.size() <= 10 &&
+      std::string_view("YMDhms").find(age.back()) != std::string_view::npos && age.front() != '0' &&
+      std::all_of(age.begin(), age.end() - 1, [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (!valid) {
+    e.reportAttribute("retention",
+                      "must be a positive count and a unit (Y, M, D, h, m or s), such as \"7D\", "
+                      "got " +
+                          quote(age));
+    return;
+  }
+  c.retention = std::string(age);
+}
+
+}  // namespace
+
+std::any ClusterElement::parse(const Element& e) const {
+  e.allowAttributes({"name", "node", "partitions", "key", "user", "password-env", "heartbeat",
+                     "idle-timeout", "max-unsettled", "input", "retention", "slack"});
+  ClusterSpec c;
+  c.where = e.where();
+  c.name = e.name("name", true).value_or("");
+  c.node = e.name("node", true).value_or("");
+  if (!e.has("partitions")) e.report("missing required attribute \"partitions\"");
+  c.partitions = static_cast<uint32_t>(e.integer("partitions", 1, kMaxPartitions).value_or(0));
+  if (!e.has("key")) {
+    e.report("missing required attribute \"key\"");
+  } else {
+    c.key = e.nameList("key");
+  }
+  if (auto user = e.name("user", false)) c.user = *user;
+  c.password_env = e.envName("password-env").value_or("");
+  if (c.password_env.empty() && c.user != "guest" && !e.has("password-env")) {
+    e.report("user " + quote(c.user) +
+             " needs \"password-env\" naming the variable that holds its password");
+  }
+  c.heartbeat_ms = e.integer("heartbeat", 1, descriptor::kMaxTimeoutMs).value_or(c.heartbeat_ms);
+  c.idle_timeout_ms =
+      e.integer("idle-timeout", 1, descriptor::kMaxTimeoutMs).value_or(c.idle_timeout_ms);
+  if (c.idle_timeout_ms < 2 * c.heartbeat_ms) {
+    e.report("\"idle-timeout\" (" + std::to_string(c.idle_timeout_ms) +
+             " ms) must be at least twice \"heartbeat\" (" + std::to_string(c.heartbeat_ms) +
+             " ms), or one late heartbeat would make a live node look gone");
+  }
+  c.max_unsettled = static_cast<uint32_t>(
+      e.integer("max-unsettled", 1, descriptor::kMaxCreditWindow).value_or(c.max_unsettled));
+  input(e, c);
+  c.slack = static_cast<int64_t>(e.integer("slack", 0, kMaxSlack).value_or(0));
+  descriptor::NameScope queries;
+  e.children({{"broker"}, {"tls", true}, {"query"}}, [&](const Element& child) {
+    const std::string_view kind = child.tag();
+    if (kind == "broker") {
+      child.allowAttributes({"host", "port", "management-port"});
+      child.noChildren();
+      ClusterBroker& b = c.brokers.emplace_back();
+      b.where = child.where();
+      child.hostAndPort(b.host, b.port);
+      if (auto port = child.integer("management-port", 1, descriptor::kMaxPort)) {
+        b.management_port = static_cast<uint16_t>(*port);
+      }
+      return;
+    }
+    if (kind == "tls") {
+      child.allowAttributes({"ca", "peer-name"});
+      child.noChildren();
+      ClusterTls& tls = c.tls.emplace();
+      tls.where = child.where();
+      if (auto ca = child.string("ca", true)) tls.ca = child.path(*ca);
+      if (auto peer = child.string("peer-name", false)) tls.peer_name = *peer;
+      return;
+    }
+    auto q = child.query(descriptor::QueryInput::kNone);
+    if (!q) return;
+    child.unique(queries, "query", q->name);
+    c.queries.push_back(std::move(*q));
+  });
+  if (c.brokers.empty()) e.report("needs at least one <broker host=... port=.../>");
+  // SASL PLAIN sends the password as it is: only inside TLS or this machine.
+  for (const ClusterBroker& b : c.brokers) {
+    if (c.tls || descriptor::isLoopbackHost(b.host)) continue;
+    e.reportAt(b.where.line, "<broker> host " + quote(b.host) +
+                                 " is not a loopback host: add <tls ca=...> to the <cluster> "
+                                 "(SASL PLAIN would send the password in clear)");
+  }
+  if (c.queries.empty()) e.report("needs at least one <query> to run on the partitions");
+  return c;
+}
+
+}  // namespace cepbus::services::cluster

@@ -1,0 +1,174 @@
+#include "services/cluster/cluster_element.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "services/cluster/cluster_spec.h"
+#include "tests/testing/descriptor_errors.h"
+
+namespace cepbus::services::cluster {
+namespace {
+
+using ::testing::ElementsAre;
+
+// The descriptor with ClusterElement's element alone; errorsOf(): what its parse reports.
+constexpr auto parse = [](auto&&... args) {
+  return testing::parseWithElement<ClusterElement>(std::forward<decltype(args)>(args)...);
+};
+constexpr auto errorsOf = testing::elementErrors<ClusterElement>;
+
+TEST(ClusterElementTest, ClusterElementParsesIntoTheModel) {
+  auto result = parse(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="12" key="price, symbol" heartbeat="300"
+           idle-timeout="2000" max-unsettled="500" slack="5">
+    <broker host="127.0.0.1" port="5673" management-port="15673"/>
+    <broker port="5674"/>
+    <query name="q" engine="nfa" output="equal"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)",
+                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().message();
+  ASSERT_NE(result->element<ClusterSpec>(), nullptr);
+  const ClusterSpec& c = *result->element<ClusterSpec>();
+  EXPECT_EQ(c.name, "trades");
+  EXPECT_EQ(c.node, "n1");
+  EXPECT_EQ(c.partitions, 12u);
+  EXPECT_EQ(c.key, (std::vector<std::string>{"price", "symbol"}));
+  EXPECT_EQ(c.user, "guest");
+  EXPECT_EQ(c.heartbeat_ms, 300u);
+  EXPECT_EQ(c.idle_timeout_ms, 2000u);
+  EXPECT_EQ(c.max_unsettled, 500u);
+  EXPECT_EQ(c.slack, 5);
+  ASSERT_EQ(c.brokers.size(), 2u);
+  EXPECT_EQ(c.brokers[0].port, 5673);
+  EXPECT_EQ(c.brokers[0].management_port, 15673);
+  EXPECT_EQ(c.brokers[1].host, "127.0.0.1");
+  EXPECT_EQ(c.brokers[1].management_port, 15672);
+  ASSERT_EQ(c.queries.size(), 1u);
+  EXPECT_EQ(c.queries[0].output, "equal");
+  EXPECT_TRUE(c.queries[0].inputs.empty());
+  EXPECT_EQ(c.queries[0].text_where.line, 6);
+}
+
+TEST(ClusterElementErrorTest, ClusterErrorsNameTheLineAndWhatToDo) {
+  const auto errors = errorsOf(R"(<cepbus name="n1">
+<cluster name="trades" node="n1" key="price" user="ops" heartbeat="1000" idle-timeout="1500">
+<broker host="10.1.2.3"/>
+<query name="q" engine="nfa" input="x" output="y"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(errors.size(), 5u) << ::testing::PrintToString(errors);
+  EXPECT_EQ(errors[0],
+            "t.xml:2: <cluster name=\"trades\">: missing required attribute \"partitions\"");
+  EXPECT_NE(errors[1].find("user \"ops\" needs \"password-env\""), std::string::npos) << errors[1];
+  EXPECT_NE(errors[2].find("must be at least twice \"heartbeat\""), std::string::npos) << errors[2];
+  EXPECT_EQ(errors[3],
+            "t.xml:3: <broker> host \"10.1.2.3\" is not a loopback host: add <tls ca=...> to the "
+            "<cluster> (SASL PLAIN would send the password in clear)");
+  EXPECT_NE(errors[4].find("t.xml:4:"), std::string::npos) << errors[4];
+  EXPECT_NE(errors[4].find("\"input\""), std::string::npos) << errors[4];
+}
+
+TEST(ClusterElementTest, ClusterTlsAllowsRemoteBrokersAndResolvesTheCa) {
+  auto result = parse(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k">
+    <broker host="rabbit-1.example" port="5671" management-port="15671"/>
+    <tls ca="certs/ca.pem" peer-name="rabbit.example"/>
+    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)",
+                      "t.xml", nullptr, "/etc/cepbus");
+  ASSERT_TRUE(result.isOk()) << result.status().message();
+  const ClusterSpec& c = *result->element<ClusterSpec>();
+  ASSERT_TRUE(c.tls.has_value());
+  EXPECT_EQ(c.tls->ca, std::filesystem::path("/etc/cepbus/certs/ca.pem"));
+  EXPECT_EQ(c.tls->peer_name, "rabbit.example");
+  EXPECT_EQ(c.tls->where.line, 4);
+  EXPECT_EQ(c.brokers[0].host, "rabbit-1.example");
+}
+
+TEST(ClusterElementErrorTest, ClusterTlsNeedsItsCaAndComesOnce) {
+  const auto errors = errorsOf(R"(<cepbus name="n1">
+<cluster name="trades" node="n1" partitions="2" key="k">
+<broker port="5671"/>
+<tls peer-name="x"/>
+<tls ca="ca.pem"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(errors.size(), 2u) << ::testing::PrintToString(errors);
+  EXPECT_NE(errors[0].find("t.xml:4:"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("\"ca\""), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("t.xml:5:"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("tls"), std::string::npos) << errors[1];
+}
+
+TEST(ClusterElementTest, ClusterStreamInputTakesARetention) {
+  auto result = parse(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k" input="stream" retention="36h">
+    <broker port="5672"/>
+    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)",
+                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().message();
+  EXPECT_EQ(result->element<ClusterSpec>()->input, ClusterSpec::Input::kStream);
+  EXPECT_EQ(result->element<ClusterSpec>()->retention, "36h");
+  auto plain = parse(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k">
+    <broker port="5672"/>
+    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)",
+                     "t.xml");
+  ASSERT_TRUE(plain.isOk()) << plain.status().message();
+  EXPECT_EQ(plain->element<ClusterSpec>()->input, ClusterSpec::Input::kQueue);
+}
+
+TEST(ClusterElementErrorTest, ClusterInputAndRetentionAreChecked) {
+  const auto errors = errorsOf(R"(<cepbus name="n1">
+<cluster name="a" node="n1" partitions="2" key="k" input="log">
+<broker port="5672"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
+  EXPECT_NE(errors[0].find("t.xml:2:"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("must be \"queue\" or \"stream\", got \"log\""), std::string::npos)
+      << errors[0];
+  for (const char* bad : {"7", "D", "0D", "7d", "1.5h", "7D "}) {
+    const auto age = errorsOf(std::string(R"(<cepbus name="n1">
+<cluster name="a" node="n1" partitions="2" key="k" input="stream" retention=")") +
+                              bad + R"(">
+<broker port="5672"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+    ASSERT_EQ(age.size(), 1u) << bad << ": " << ::testing::PrintToString(age);
+    EXPECT_NE(age[0].find("must be a positive count and a unit"), std::string::npos) << age[0];
+  }
+  const auto queue = errorsOf(R"(<cepbus name="n1">
+<cluster name="a" node="n1" partitions="2" key="k" retention="7D">
+<broker port="5672"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(queue.size(), 1u) << ::testing::PrintToString(queue);
+  EXPECT_NE(queue[0].find("applies to input=\"stream\" only"), std::string::npos) << queue[0];
+}
+
+}  // namespace
+}  // namespace cepbus::services::cluster
