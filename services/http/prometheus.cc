@@ -123,15 +123,16 @@ void appendFamily(std::string& out, std::string_view name, std::string_view type
   for (const auto& [labels, value] : samples) appendSample(out, name, labels, value);
 }
 
-// What each CEP query's detector holds, from the metadata of its registry
-// entry (services/cep/cep_service.h), label {name}. A query whose engine
-// does not count has no sample.
-void appendQueryPartials(std::string& out,
-                         const std::vector<router::ComponentSnapshot>& components) {
+// Each CEP query's matches and what its detector holds, from the metadata
+// of its registry entry (services/cep/cep_service.h), label {name}. A query
+// whose engine does not count what it holds has no partial-matches sample.
+void appendQueries(std::string& out, const std::vector<router::ComponentSnapshot>& components) {
+  std::vector<Sample> matches;
   std::vector<Sample> kept;
   std::vector<Sample> peak;
   for (const router::ComponentSnapshot& c : components) {
     bool is_query = false;
+    std::optional<uint64_t> matched;
     std::optional<uint64_t> held;
     uint64_t most = 0;
     for (const auto& [key, value] : c.metadata) {
@@ -140,16 +141,24 @@ void appendQueryPartials(std::string& out,
       const bool parsed = std::from_chars(value.data(), end, number).ec == std::errc();
       if (key == "type") {
         is_query = value == "cep-query";
+      } else if (key == "matches" && parsed) {
+        matched = number;
       } else if (key == "partial_matches" && parsed) {
         held = number;
       } else if (key == "partial_matches_peak" && parsed) {
         most = number;
       }
     }
-    if (!is_query || !held) continue;
-    kept.push_back({{{"name", c.name}}, static_cast<double>(*held)});
-    peak.push_back({{{"name", c.name}}, static_cast<double>(most)});
+    if (!is_query) continue;
+    const Labels labels{{"name", c.name}};
+    if (matched) matches.push_back({labels, static_cast<double>(*matched)});
+    if (!held) continue;
+    kept.push_back({labels, static_cast<double>(*held)});
+    peak.push_back({labels, static_cast<double>(most)});
   }
+  appendFamily(out, "cepbus_query_matches_total", "counter",
+               "Composite events the query reported (its own, also when it shares a detector).",
+               matches);
   appendFamily(out, "cepbus_query_partial_matches", "gauge",
                "Partial matches the query's detector holds, in its engine's unit.", kept);
   appendFamily(out, "cepbus_query_partial_matches_peak", "gauge",
@@ -294,7 +303,7 @@ std::string renderMetrics(const router::Registry& registry) {
   std::string out = renderPrometheus(registry.stats());
   const std::vector<router::ComponentSnapshot> components = registry.snapshot();
   appendClusterNodes(out, components);
-  appendQueryPartials(out, components);
+  appendQueries(out, components);
   return out;
 }
 

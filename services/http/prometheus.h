@@ -12,8 +12,9 @@
 //
 // renderMetrics() is one scrape of a bus: its registry's store, then the
 // families of the services that still report through their registry
-// entries' metadata (the cluster nodes; the CEP queries' partial matches),
-// read and rendered by hand until they report into stats scopes.
+// entries' metadata (the cluster nodes; the CEP queries' matches and
+// partial matches), read and rendered by hand until they report into stats
+// scopes.
 
 #include <string>
 #include <string_view>

@@ -310,21 +310,24 @@ TEST(RenderMetricsTest, ExportsTheWireNameBudget) {
   EXPECT_EQ(scrape.samples.at("cepbus_wire_names_budget"), static_cast<double>(stats.created));
 }
 
-TEST(RenderMetricsTest, QueriesThatCountShowThePartialMatchesTheyHold) {
+TEST(RenderMetricsTest, QueriesShowTheirMatchesAndThoseThatCountThePartialMatchesTheyHold) {
   TestBroker bus;
   auto counting = bus.registry->add("a.cep/seq:detector", router::ComponentKind::kService, "a.cep");
   ASSERT_TRUE(counting);
   (*counting)->setMetadata("type", "cep-query");
+  (*counting)->setMetadata("matches", "12");
   (*counting)->setMetadata("partial_matches", "5");
   (*counting)->setMetadata("partial_matches_peak", "9");
   // An engine that does not count publishes neither key: no sample.
   auto silent = bus.registry->add("a.cep/join:detector", router::ComponentKind::kService, "a.cep");
   ASSERT_TRUE(silent);
   (*silent)->setMetadata("type", "cep-query");
+  (*silent)->setMetadata("matches", "3");
   // Only CEP queries are read.
   auto other = bus.registry->add("other", router::ComponentKind::kService);
   ASSERT_TRUE(other);
   (*other)->setMetadata("partial_matches", "7");
+  (*other)->setMetadata("matches", "7");
 
   const Scrape scrape = parseScrape(renderMetrics(*bus.registry));
   ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
@@ -337,6 +340,11 @@ TEST(RenderMetricsTest, QueriesThatCountShowThePartialMatchesTheyHold) {
     if (key.starts_with("cepbus_query_partial_matches")) ++samples;
   }
   EXPECT_EQ(samples, 2u);
+  // Every query has its matches, whether or not its engine counts what it holds.
+  EXPECT_EQ(scrape.type.at("cepbus_query_matches_total"), "counter");
+  EXPECT_EQ(scrape.samples.at("cepbus_query_matches_total{name=\"a.cep/seq:detector\"}"), 12);
+  EXPECT_EQ(scrape.samples.at("cepbus_query_matches_total{name=\"a.cep/join:detector\"}"), 3);
+  EXPECT_FALSE(scrape.samples.contains("cepbus_query_matches_total{name=\"other\"}"));
 }
 
 TEST(RenderMetricsTest, ClusterNodesExportTheirCountersAndPartitions) {
