@@ -126,11 +126,14 @@ void PetriNet::expand(const Transition& t, const std::shared_ptr<const Token>& t
     return;
   }
   // The input place is sorted by last_ts (tokens are made at their last
-  // event and kept in order), so the tokens ending before `tok` lead.
+  // event and kept in order), so the tokens ending before `tok` lead, and
+  // of those the ones ending before `from` start before it too.
   const std::vector<std::shared_ptr<const Token>>& in = t.input->place;
-  const auto end = std::lower_bound(
-      in.begin(), in.end(), tok->last_ts,
-      [](const std::shared_ptr<const Token>& p, Timestamp ts) { return p->last_ts < ts; });
+  auto by_last = [](const std::shared_ptr<const Token>& p, Timestamp ts) {
+    return p->last_ts < ts;
+  };
+  const auto end = std::lower_bound(in.begin(), in.end(), tok->last_ts, by_last);
+  const auto begin = std::lower_bound(in.begin(), end, from, by_last);
   // One pair on the stack, rewritten for each parent.
   Token pair;
   pair.event = EventPtr(EventPtr(), tok->event.get());
@@ -149,7 +152,7 @@ void PetriNet::expand(const Transition& t, const std::shared_ptr<const Token>& t
     pair.parent_owner = &parent;
     f(pair_ptr);
   };
-  for (auto it = in.begin(); it != end; ++it) {
+  for (auto it = begin; it != end; ++it) {
     if ((*it)->first_ts < from) continue;  // so does every pair a lazy one stands for
     if ((*it)->lazy) {
       expand(*t.input, *it, from, with);
