@@ -49,6 +49,9 @@ Status PetriNet::addPattern(std::string name, CompiledPatternPtr pattern, plugin
       entry->ends.push_back(static_cast<uint32_t>(k + 1));
     }
     entry->group = group;
+    entry->window = chains[i]->window;
+    entry->min_probability = chains[i]->min_probability;
+    entry->completion = &chains[i]->elements.back().completion;
     entry->pattern = std::move(chains[i]);
     const size_t split = entry->group < 0 ? chooseSplit(*entry) : 0;
     insert(std::move(entry), split);

@@ -87,11 +87,16 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
   }
   // By index: a join fired from produce() may append to another place.
   const Timestamp from = t.window == kNoWindow ? INT64_MIN : ts - t.window;
+  const bool direct = reportsPairs(t);
   for (size_t i = 0, n = in.size(); i < n; ++i) {
     const Token* tok = in[i].get();
     if (tok->last_ts >= ts) continue;
     if (t.group < 0) {
       if (tok->first_ts < from) continue;
+      if (direct && tok->lazy) {
+        reportPairs(t, *tok, event, from);
+        continue;
+      }
       expand(*t.input, in[i], from,
              [&](const std::shared_ptr<const Token>& pair) { extend(t, pair, event); });
       continue;
@@ -158,6 +163,82 @@ void PetriNet::expand(const Transition& t, const std::shared_ptr<const Token>& t
       expand(*t.input, *it, from, with);
     } else {
       with(*it);
+    }
+  }
+}
+
+bool PetriNet::reportsPairs(const Transition& t) const {
+  if (t.group >= 0 || t.loop || t.by_element || !t.guards.empty() || !t.inhibitors.empty() ||
+      t.consumers > 0 || !t.joins.empty() || t.input == nullptr || !t.input->lazy ||
+      t.input->input == nullptr || t.input->input->lazy) {
+    return false;
+  }
+  return std::all_of(t.outputs.begin(), t.outputs.end(),
+                     [](const PatternEntry* p) { return p->completion->empty(); });
+}
+
+void PetriNet::reportPairs(Transition& t, const Token& lazy, const EventPtr& event,
+                           Timestamp from) {
+  // What expand() and extend() check of each pair, in the same order,
+  // with the same window and probability bounds; the pair is never built.
+  const Transition& mid = *t.input;
+  const std::vector<std::shared_ptr<const Token>>& in = mid.input->place;
+  auto by_last = [](const std::shared_ptr<const Token>& p, Timestamp ts) {
+    return p->last_ts < ts;
+  };
+  const auto end = std::lower_bound(in.begin(), in.end(), lazy.last_ts, by_last);
+  const auto begin = std::lower_bound(in.begin(), end, from, by_last);
+  // chain_: the parent's events, the lazy token's, the event's.
+  const size_t parent_events = static_cast<size_t>(mid.depth);
+  chain_.resize(parent_events + 2);
+  chain_[parent_events] = &lazy.event;
+  chain_[parent_events + 1] = &event;
+  const Timestamp ts = event->ts();
+  for (auto it = begin; it != end; ++it) {
+    const Token& parent = **it;
+    if (parent.first_ts < from) continue;
+    if (mid.window != kNoWindow && lazy.last_ts - parent.first_ts > mid.window) continue;
+    const double pair_prob = parent.prob * lazy.prob;
+    if (mid.unlikely(pair_prob)) continue;
+    if (t.window != kNoWindow && ts - parent.first_ts > t.window) continue;
+    const Stamps stamps{parent.first_ts, ts, parent.first_seq, pair_prob * event->probability()};
+    if (t.unlikely(stamps.prob)) continue;
+    report(t, stamps, &parent, event.get(), [&] {
+      if (parent.event && parent_events == 1) {
+        chain_[0] = &parent.event;  // the common case: one event before the lazy one
+        return;
+      }
+      bound_.clear();
+      collect(&parent, bound_);
+      std::copy(bound_.begin(), bound_.end(), chain_.begin());
+    });
+  }
+}
+
+template <typename Collect>
+void PetriNet::report(Transition& t, const Stamps& tok, const Token* parent, const Event* event,
+                      Collect&& collect_chain) {
+  bool collected = false;
+  for (const std::vector<PatternEntry*>& group : t.output_groups) {
+    SharedComposer composer(*group.front()->composer);
+    for (const PatternEntry* p : group) {
+      if (tok.first_seq < p->since_seq) continue;
+      if (p->window != kNoWindow && tok.last_ts - tok.first_ts > p->window) continue;
+      if (tok.prob < p->min_probability) continue;
+      const std::vector<const pattern::Conjunct*>& completion = *p->completion;
+      if (!completion.empty()) {
+        bind(t, parent, nullptr, event);
+        if (!std::all_of(completion.begin(), completion.end(),
+                         [&](const pattern::Conjunct* c) { return c->test(bind_); })) {
+          continue;
+        }
+      }
+      if (!collected) {
+        // Once per token: every output of `t` binds the same events.
+        collect_chain();
+        collected = true;
+      }
+      p->sink->onMatch(plugin::Match(chain_, t.by_element ? ends_ : p->ends, &composer));
     }
   }
 }
@@ -338,11 +419,7 @@ void PetriNet::produce(Transition& t, const std::shared_ptr<const Token>& parent
                        std::shared_ptr<const Token> right, const EventPtr& event) {
   // The token is built only when it is kept: one that is reported and
   // dropped costs no construction and no reference count.
-  struct {
-    Timestamp first_ts, last_ts;
-    uint64_t first_seq;
-    double prob;
-  } tok;
+  Stamps tok;
   if (right != nullptr) {
     // A conjunction's operands may come in any order.
     tok.first_ts = std::min(parent->first_ts, right->first_ts);
@@ -355,45 +432,22 @@ void PetriNet::produce(Transition& t, const std::shared_ptr<const Token>& parent
     tok.last_ts = event->ts();
     tok.prob = (parent ? parent->prob : 1.0) * event->probability();
   }
-  bool collected = false;
-  for (const std::vector<PatternEntry*>& group : t.output_groups) {
-    SharedComposer composer(*group.front()->composer);
-    for (const PatternEntry* p : group) {
-      if (tok.first_seq < p->since_seq) continue;
-      const Timestamp w = p->pattern->window;
-      if (w != kNoWindow && tok.last_ts - tok.first_ts > w) continue;
-      if (tok.prob < p->pattern->min_probability) continue;
-      const std::vector<const pattern::Conjunct*>& completion =
-          p->pattern->elements.back().completion;
-      if (!completion.empty()) {
-        bind(t, parent.get(), nullptr, event.get());
-        if (!std::all_of(completion.begin(), completion.end(),
-                         [&](const pattern::Conjunct* c) { return c->test(bind_); })) {
-          continue;
-        }
-      }
-      if (!collected) {
-        // Once per token: every output of `t` binds the same events.
-        chain_.clear();
-        collect(parent.get(), chain_);
-        if (right != nullptr) {
-          collect(right.get(), chain_);
-        } else {
-          chain_.push_back(&event);
-        }
-        collected = true;
-        if (t.by_element) {
-          // A Kleene element binds several events: ends by element.
-          ends_.assign(t.slots.size(), 0);
-          ++ends_[static_cast<size_t>(t.depth)];
-          for (const Token* k = parent.get(); k != nullptr; k = k->parent.get())
-            ++ends_[k->element];
-          for (size_t d = 1; d < ends_.size(); ++d) ends_[d] += ends_[d - 1];
-        }
-      }
-      p->sink->onMatch(plugin::Match(chain_, t.by_element ? ends_ : p->ends, &composer));
+  report(t, tok, parent.get(), event.get(), [&] {
+    chain_.clear();
+    collect(parent.get(), chain_);
+    if (right != nullptr) {
+      collect(right.get(), chain_);
+    } else {
+      chain_.push_back(&event);
     }
-  }
+    if (t.by_element) {
+      // A Kleene element binds several events: ends by element.
+      ends_.assign(t.slots.size(), 0);
+      ++ends_[static_cast<size_t>(t.depth)];
+      for (const Token* k = parent.get(); k != nullptr; k = k->parent.get()) ++ends_[k->element];
+      for (size_t d = 1; d < ends_.size(); ++d) ends_[d] += ends_[d - 1];
+    }
+  });
   if ((t.consumers == 0 && t.joins.empty()) || t.unlikely(tok.prob)) return;
   auto kept = std::make_shared<Token>();
   kept->first_ts = tok.first_ts;

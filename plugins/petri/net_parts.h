@@ -72,6 +72,15 @@ void collect(const Token* tok, std::vector<const EventPtr*>& out) {
 
 }  // namespace
 
+// What a token made by a firing would hold besides its events: computed
+// for every firing, the token is built only when a place keeps it.
+struct PetriNet::Stamps {
+  Timestamp first_ts = 0;
+  Timestamp last_ts = 0;
+  uint64_t first_seq = 0;
+  double prob = 1;
+};
+
 // A transition and its output place. An extension fires on events of `type`
 // with the tokens of `input`'s place; a join fires when `right` produces a
 // token, with the tokens of `input`'s place that end before it starts.
@@ -189,6 +198,10 @@ struct PetriNet::PatternEntry {
   // transition (through input or right) comes after it.
   std::vector<Transition*> chain;
   std::vector<uint32_t> ends;  // 1..m: every element binds one event
+  // Read for every match (from `pattern`, which keeps them alive).
+  Timestamp window = kNoWindow;
+  double min_probability = 0;
+  const std::vector<const pattern::Conjunct*>* completion = nullptr;
   std::unique_ptr<Composer> composer;
   int group = -1;    // consumption group of its transitions (see Transition::group)
   size_t split = 0;  // the first element of the chain its join shares, 0 for none

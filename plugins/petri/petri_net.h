@@ -91,6 +91,7 @@ class PetriNet {
 
  private:
   struct Token;
+  struct Stamps;
   struct Transition;
   struct PatternEntry;
   class Composer;
@@ -114,6 +115,23 @@ class PetriNet {
   bool negated(Transition& t, const Token* left, const Event& event);
   void produce(Transition& t, const std::shared_ptr<const Token>& parent,
                std::shared_ptr<const Token> right, const EventPtr& event);
+  // Reports a token of t with `stamps` on t's outputs whose checks it
+  // passes; `collect_chain` fills chain_ (and ends_ for a Kleene element)
+  // with its events, once, when the first output takes it. `parent` and
+  // `event` bind a completion check.
+  template <typename Collect>
+  void report(Transition& t, const Stamps& stamps, const Token* parent, const Event* event,
+              Collect&& collect_chain);
+  // Whether a lazy token of t's input place may be paired by reportPairs():
+  // t only reports (a feedback extension with no guards, inhibitors,
+  // Kleene element, completion checks, and nothing keeping its tokens) and
+  // the lazy place's own input holds no lazy tokens.
+  bool reportsPairs(const Transition& t) const;
+  // Reports every match `event` makes with the pairs the lazy token stands
+  // for, from the window's start `from`, building neither pairs nor tokens:
+  // the input place is searched by last_ts, each match's events written
+  // into chain_ in place.
+  void reportPairs(Transition& t, const Token& lazy, const EventPtr& event, Timestamp from);
   void rebuildOutputGroups(Transition& t);
   // Where a new pattern's join should start (0: insert's default, a middle
   // join at the first element it does not share); may rewrite a running
