@@ -33,6 +33,15 @@ Status PetriNet::onEvent(const EventPtr& event) {
   if (it != by_type_.end()) {
     for (Transition* t : it->second) fire(*t, event);
   }
+  if (native_) {
+    // Runs no event can extend any more (strict_contiguity: one that did not
+    // take this event; skip_till_next_match: one every reader took) go now.
+    for (const auto& t : transitions_) {
+      if (t->strategy != pattern::Strategy::kSkipTillAnyMatch) {
+        held_ -= std::erase_if(t->place, [&](const auto& tok) { return spent(*t, *tok); });
+      }
+    }
+  }
   // Places whose consumers see no events still let their tokens expire.
   if (seq_ % 1024 == 0) {
     for (const auto& t : transitions_) {
@@ -95,6 +104,10 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
       if (tok->first_ts < from) continue;
       if (direct && tok->lazy) {
         reportPairs(t, *tok, event, from);
+        continue;
+      }
+      if (t.strategy != pattern::Strategy::kSkipTillAnyMatch &&
+          !takes(t, *tok, Transition::kNextTook, *event)) {
         continue;
       }
       expand(*t.input, in[i], from,
@@ -270,11 +283,14 @@ void PetriNet::fireLoop(Transition& t, const EventPtr& event) {
     if (w != kNoWindow)
       held_ -= std::erase_if(place, [&](const auto& tok) { return ts - tok->first_ts > w; });
   };
-  auto extend = [&](std::vector<std::shared_ptr<const Token>>& place, size_t n) {
+  auto extend = [&](std::vector<std::shared_ptr<const Token>>& place, size_t n, uint8_t took) {
     for (size_t i = 0; i < n; ++i) {
       const Token* tok = place[i].get();
       if (tok->last_ts >= ts) continue;
       if (t.window != kNoWindow && ts - tok->first_ts > t.window) continue;
+      if (t.strategy != pattern::Strategy::kSkipTillAnyMatch && !takes(t, *tok, took, *event)) {
+        continue;
+      }
       if (!guardsHold(t, tok, nullptr, event.get())) continue;
       produce(t, place[i], nullptr, event);
     }
@@ -287,9 +303,9 @@ void PetriNet::fireLoop(Transition& t, const EventPtr& event) {
     if (guardsHold(t, nullptr, nullptr, event.get())) produce(t, nullptr, nullptr, event);
   } else {
     expire(t.input->place, t.input->window);
-    extend(t.input->place, t.input->place.size());
+    extend(t.input->place, t.input->place.size(), Transition::kNextTook);
   }
-  extend(t.place, runs);
+  extend(t.place, runs, Transition::kLoopTook);
 }
 
 void PetriNet::fireJoin(Transition& j, const std::shared_ptr<const Token>& right) {
@@ -364,12 +380,40 @@ void PetriNet::bind(const Transition& t, const Token* left, const Token* right,
   if (event != nullptr && t.slots[t.depth] >= 0) bind_[t.slots[t.depth]].event = event;
 }
 
+bool PetriNet::takes(const Transition& t, const Token& tok, uint8_t took, const Event& event) {
+  // strict_contiguity: made by the event before this one (onEvent() drops
+  // a token once the event after its own has been seen).
+  if (t.strategy == pattern::Strategy::kStrictContiguity)
+    return (tok.took & Transition::kSeen) != 0;
+  // skip_till_next_match: the first event that fills the element is the
+  // run's, whether or not the rest of the checks (the window, the other
+  // guards, a negation, the probability) then let it through.
+  if ((tok.took & took) != 0 || !guardsHold(t, &tok, nullptr, &event, true)) return false;
+  tok.took |= took;
+  return true;
+}
+
+bool PetriNet::spent(const Transition& t, const Token& tok) const {
+  if (t.strategy == pattern::Strategy::kStrictContiguity) {
+    // Kept through the event that made it, dropped after the next.
+    const bool seen = (tok.took & Transition::kSeen) != 0;
+    tok.took |= Transition::kSeen;
+    return seen;
+  }
+  const size_t next_readers = t.consumers - (t.loop ? 1 : 0);
+  const uint8_t readers =
+      (next_readers > 0 ? Transition::kNextTook : 0) | (t.loop ? Transition::kLoopTook : 0);
+  return (tok.took & readers) == readers;
+}
+
 bool PetriNet::guardsHold(const Transition& t, const Token* left, const Token* right,
-                          const Event* event) {
+                          const Event* event, bool steering_only) {
   if (t.guards.empty()) return true;
   bind(t, left, right, event);
   const int extending = t.loop ? t.slots[t.depth] : -1;
-  for (const pattern::Conjunct* g : t.guards) {
+  for (size_t k = 0; k < t.guards.size(); ++k) {
+    if (steering_only && !t.steers[k]) continue;
+    const pattern::Conjunct* g = t.guards[k];
     if (g->iteration_slot && static_cast<int>(*g->iteration_slot) != extending) {
       // b[i] of an earlier Kleene element: it holds for every event of b.
       pattern::SlotBinding& b = bind_[*g->iteration_slot];

@@ -108,7 +108,19 @@ class PetriNet {
                        const std::shared_ptr<const Token>& tok);
   // `event` (null for a join) binds element t.depth after the events of
   // `left` then `right`.
-  bool guardsHold(const Transition& t, const Token* left, const Token* right, const Event* event);
+  // `steering_only`: only the guards that steer a skip_till_next_match run
+  // (Transition::steers).
+  bool guardsHold(const Transition& t, const Token* left, const Token* right, const Event* event,
+                  bool steering_only = false);
+  // Under t's native strategy, whether t may extend `tok` with `event`
+  // (strict_contiguity: the event follows the token's last; skip_till_next_
+  // match: it is the first event filling the element since, and the token
+  // is marked `took` so that no later one does).
+  bool takes(const Transition& t, const Token& tok, uint8_t took, const Event& event);
+  // Whether no later event can extend `tok`, a token of t's place, under
+  // t's native strategy. Called once per event and token: it marks a
+  // strict_contiguity token as having seen the event after its own.
+  bool spent(const Transition& t, const Token& tok) const;
   // Binds the events of `left` then `right` (and `event` at t.depth) into bind_.
   void bind(const Transition& t, const Token* left, const Token* right, const Event* event);
   // True when an event in one of t's inhibitor places forbids extending `left` with `event`.
@@ -174,7 +186,8 @@ class PetriNet {
   std::vector<uint64_t> taken_;  // per consumption group: seq_ of the event it took
   uint64_t seq_ = 0;
   Timestamp now_ = INT64_MIN;
-  uint64_t held_ = 0;  // tokens in the places of transitions_
+  uint64_t held_ = 0;    // tokens in the places of transitions_
+  bool native_ = false;  // some transition runs a strategy natively (Transition::strategy)
   uint64_t peak_held_ = 0;
 
   // Scratch reused across events.
