@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -87,6 +88,17 @@ class AlgebraDetector::Composer final : public plugin::MatchComposer {
 
 namespace {
 
+// The entries of a history (in end order) that can pair with an instance
+// starting at `before` in a match starting at or after `lo`: those ending in
+// [lo, before). An entry ending before lo starts before it too.
+template <typename Ptr>
+std::span<const Ptr> pairable(const std::vector<Ptr>& hist, Timestamp lo, Timestamp before) {
+  auto by_end = [](const Ptr& p, Timestamp ts) { return p->end < ts; };
+  auto first = std::lower_bound(hist.begin(), hist.end(), lo, by_end);
+  auto last = std::lower_bound(first, hist.end(), before, by_end);
+  return {first, last};
+}
+
 // P1's concatenation, its five cases verbatim.
 bool concatenates(Timestamp sm, Timestamp em, Timestamp sn, Timestamp en) {
   return em == sn || (sm < sn && em > sn) || (sm < sn && em == en) || (sm == sn && em < en) ||
@@ -118,8 +130,21 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       states_(plan_->nodes.size()),
       lazy_(plan_->nodes.size(), 0),
       direct_(plan_->nodes.size(), 0),
-      parent_(plan_->nodes.size(), -1) {
+      parent_(plan_->nodes.size(), -1),
+      direct_window_(plan_->nodes.size(), kNoHorizon),
+      direct_checks_(plan_->nodes.size(), 0) {
   slots_.resize(plan_->layout.size());
+  bool one_each = true;  // leaf k binds element k, once
+  for (const Leaf& l : plan_->leaves) {
+    one_each = one_each && l.element == static_cast<int>(leaf_element_.size());
+    leaf_element_.push_back(l.element);
+  }
+  for (const Node& n : plan_->nodes) {
+    one_each = one_each && n.op != Op::kOr && n.op != Op::kIteration;
+  }
+  if (one_each) {
+    for (uint32_t k = 1; k <= plan_->element_count; ++k) one_each_ends_.push_back(k);
+  }
   for (size_t i = 0; i < plan_->nodes.size(); ++i) {
     const Node& n = plan_->nodes[i];
     if (n.left >= 0) parent_[static_cast<size_t>(n.left)] = static_cast<int>(i);
@@ -144,6 +169,11 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
         filters = op == Op::kTimeRestriction || op == Op::kSelection;
       }
       direct_[i] = filters ? 1 : 0;
+      for (int k = static_cast<int>(i); filters && k >= 0; k = parent_[static_cast<size_t>(k)]) {
+        const Node& f = plan_->nodes[static_cast<size_t>(k)];
+        if (f.op == Op::kTimeRestriction) direct_window_[i] = std::min(direct_window_[i], f.window);
+        if (!f.checks.empty()) direct_checks_[i] = 1;
+      }
     }
   }
 }
@@ -206,61 +236,83 @@ AlgebraDetector::InstPtr AlgebraDetector::combine(const InstPtr& a, const InstPt
   return out;
 }
 
-void AlgebraDetector::expand(const InstPtr& inst, const std::function<void(const InstPtr&)>& f) {
+void AlgebraDetector::expand(const InstPtr& inst, Timestamp lo,
+                             const std::function<void(const InstPtr&)>& f) {
   if (inst->node < 0) {
     f(inst);
     return;
   }
   const InstPtr& right = inst->right;
-  for (const InstPtr& x : states_[static_cast<size_t>(inst->node)].lhist) {
-    if (x->end >= right->start) continue;
-    expand(x, [&](const InstPtr& e) {
+  for (const InstPtr& x :
+       pairable(states_[static_cast<size_t>(inst->node)].lhist, lo, right->start)) {
+    if (x->start < lo) continue;
+    expand(x, lo, [&](const InstPtr& e) {
       InstPtr v = combine(e, right);
       if (!unlikely(*v)) f(v);
     });
   }
 }
 
-double AlgebraDetector::stackProbability() const {
+double AlgebraDetector::placedProbability() const {
   double prob = 1;
-  for (const Binding* b : stack_) {
-    if (plan_->leaves[b->leaf].element >= 0) prob *= b->event->probability();
+  for (const Binding* b : placedBinds()) {
+    if (leaf_element_[b->leaf] >= 0) prob *= b->event->probability();
   }
   return prob;
 }
 
-void AlgebraDetector::enumerate(const InstPtr& inst, const std::function<void(Timestamp)>& f) {
-  const size_t mark = stack_.size();
-  if (inst->node < 0) {
-    for (const Binding& b : inst->binds) stack_.push_back(&b);
-    f(inst->start);
-    stack_.resize(mark);
-    return;
+size_t AlgebraDetector::place(const Instance& inst) {
+  const size_t n = inst.binds.size();
+  if (back_binds_.size() - placed_ < n) {
+    // Grown at the front: what is placed keeps its distance from the back.
+    const size_t size = std::max<size_t>(2 * back_binds_.size(), placed_ + n + 8);
+    std::vector<const Binding*> binds(size);
+    std::vector<const EventPtr*> events(size);
+    std::copy(back_binds_.end() - static_cast<std::ptrdiff_t>(placed_), back_binds_.end(),
+              binds.end() - static_cast<std::ptrdiff_t>(placed_));
+    std::copy(back_events_.end() - static_cast<std::ptrdiff_t>(placed_), back_events_.end(),
+              events.end() - static_cast<std::ptrdiff_t>(placed_));
+    back_binds_ = std::move(binds);
+    back_events_ = std::move(events);
   }
-  // A lazy instance: its left history's instances before `right`, each
-  // followed by right's events (a sequence's left leaves precede its right
-  // leaves, so the stack stays in (leaf, seq) order).
-  const InstPtr& right = inst->right;
-  for (const InstPtr& x : states_[static_cast<size_t>(inst->node)].lhist) {
-    if (x->end >= right->start) continue;
-    enumerate(x, [&](Timestamp start) {
-      const size_t inner = stack_.size();
-      for (const Binding& b : right->binds) stack_.push_back(&b);
-      if (plan_->min_probability <= 0 || stackProbability() >= plan_->min_probability) f(start);
-      stack_.resize(inner);
-    });
+  size_t at = back_binds_.size() - placed_;
+  for (size_t k = n; k-- > 0;) {
+    --at;
+    back_binds_[at] = &inst.binds[k];
+    back_events_[at] = &inst.binds[k].event;
   }
+  placed_ += n;
+  return n;
+}
+
+void AlgebraDetector::descend(size_t i, const Instance& x, Timestamp lo, Timestamp end) {
+  // A lazy x places its right operand's events; the instances of its left
+  // history that precede them go before (a sequence's left leaves precede
+  // its right leaves, so the buffer stays in (leaf, seq) order).
+  const size_t n = place(x.node < 0 ? x : *x.right);
+  if (plan_->min_probability <= 0 || placedProbability() >= plan_->min_probability) {
+    if (x.node < 0) {
+      reportDirect(i, x.start, end);
+    } else {
+      for (const InstPtr& e :
+           pairable(states_[static_cast<size_t>(x.node)].lhist, lo, x.right->start)) {
+        if (e->start >= lo) descend(i, *e, lo, end);
+      }
+    }
+  }
+  placed_ -= n;
 }
 
 void AlgebraDetector::reportDirect(size_t i, Timestamp start, Timestamp end) {
-  const double prob = stackProbability();
-  if (prob < plan_->min_probability) return;  // unlikely() at every level, emit() at the top
-  for (int k = static_cast<int>(i); k >= 0; k = parent_[static_cast<size_t>(k)]) {
-    const Node& n = plan_->nodes[static_cast<size_t>(k)];
-    if (n.op == Op::kTimeRestriction && end - start > n.window) return;
-    if (!passes(n, stack_)) return;
+  if (end - start > direct_window_[i]) return;
+  // descend() checked the probability (unlikely() at every level, emit() at the top).
+  const std::span<const Binding* const> binds = placedBinds();
+  if (direct_checks_[i]) {
+    for (int k = static_cast<int>(i); k >= 0; k = parent_[static_cast<size_t>(k)]) {
+      if (!passes(plan_->nodes[static_cast<size_t>(k)], binds)) return;
+    }
   }
-  emit(stack_, prob);
+  emit(binds, placedEvents());
 }
 
 void AlgebraDetector::runTick() {
@@ -335,9 +387,11 @@ void AlgebraDetector::evaluate(size_t i) {
         for (const InstPtr& y : ys) c.push_back(combine(x, y));
       }
       break;
-    case Op::kSeq:
+    case Op::kSeq: {
       // An instance of the left operand ending now cannot precede one of the
-      // right operand ending now, so only the past ones pair.
+      // right operand ending now, so only the past ones pair; and none
+      // starting before the horizon is part of an output.
+      const Timestamp lo = n.horizon == kNoHorizon ? INT64_MIN : now_ - n.horizon;
       for (const InstPtr& y : ys) {
         if (lazy_[i]) {
           // Only when some left instance still in the window precedes y
@@ -356,21 +410,19 @@ void AlgebraDetector::evaluate(size_t i) {
           }
           continue;
         }
-        for (const InstPtr& x : st.lhist) {
-          if (x->end >= y->start) continue;
+        const size_t placed = direct_[i] ? place(*y) : 0;
+        for (const InstPtr& x : pairable(st.lhist, lo, y->start)) {
+          if (x->start < lo) continue;
           if (direct_[i]) {
-            enumerate(x, [&](Timestamp start) {
-              const size_t mark = stack_.size();
-              for (const Binding& b : y->binds) stack_.push_back(&b);
-              reportDirect(i, start, y->end);
-              stack_.resize(mark);
-            });
-            continue;
+            descend(i, *x, lo, y->end);
+          } else {
+            expand(x, lo, [&](const InstPtr& e) { c.push_back(combine(e, y)); });
           }
-          expand(x, [&](const InstPtr& e) { c.push_back(combine(e, y)); });
         }
+        placed_ -= placed;
       }
       break;
+    }
     case Op::kConcat:
       for (const InstPtr& y : ys) {
         for (const InstPtr& x : st.lhist) {
@@ -507,7 +559,7 @@ bool AlgebraDetector::passes(const Node& node, const Instance& inst) {
   return passes(node, refs_);
 }
 
-bool AlgebraDetector::passes(const Node& node, const std::vector<const Binding*>& binds) {
+bool AlgebraDetector::passes(const Node& node, std::span<const Binding* const> binds) {
   if (node.checks.empty()) return true;
   const Plan& plan = *plan_;
   std::fill(slots_.begin(), slots_.end(), pattern::SlotBinding{});
@@ -695,18 +747,29 @@ bool AlgebraDetector::unlikely(const Instance& inst) const {
 }
 
 void AlgebraDetector::emit(const Instance& inst) {
+  if (inst.prob < plan_->min_probability) return;
   refs_.clear();
-  for (const Binding& b : inst.binds) refs_.push_back(&b);
-  emit(refs_, inst.prob);
+  ref_events_.clear();
+  for (const Binding& b : inst.binds) {
+    refs_.push_back(&b);
+    ref_events_.push_back(&b.event);
+  }
+  emit(refs_, ref_events_);
 }
 
-void AlgebraDetector::emit(const std::vector<const Binding*>& binds, double prob) {
+void AlgebraDetector::emit(std::span<const Binding* const> binds,
+                           std::span<const EventPtr* const> events) {
   const Plan& plan = *plan_;
-  if (prob < plan.min_probability) return;
+  if (!one_each_ends_.empty() && binds.size() == one_each_ends_.size()) {
+    // Every element bound, each by one event, in pattern order: the ends
+    // are known and no binding need be read.
+    sink_.onMatch(plugin::Match(events, one_each_ends_, composer_.get()));
+    return;
+  }
   out_events_.clear();
   out_ends_.assign(plan.element_count, 0);
   for (const Binding* b : binds) {
-    const int element = plan.leaves[b->leaf].element;
+    const int element = leaf_element_[b->leaf];
     if (element < 0) continue;
     out_events_.push_back(&b->event);
     ++out_ends_[static_cast<size_t>(element)];

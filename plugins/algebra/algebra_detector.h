@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "bus/core/event.h"
@@ -57,24 +58,40 @@ class AlgebraDetector final : public plugin::Detector {
   void updateState(size_t i);
   void finish(size_t i, std::vector<InstPtr>& candidates);
   bool passes(const Node& node, const Instance& inst);
-  bool passes(const Node& node, const std::vector<const Binding*>& binds);
+  bool passes(const Node& node, std::span<const Binding* const> binds);
   InstPtr combine(const InstPtr& a, const InstPtr& b) const;
-  // Calls f(inst), or, for a lazy instance, f(every instance it stands for).
-  void expand(const InstPtr& inst, const std::function<void(const InstPtr&)>& f);
+  // Calls f(inst), or, for a lazy instance, f(every instance it stands for
+  // that starts at or after `lo`).
+  void expand(const InstPtr& inst, Timestamp lo, const std::function<void(const InstPtr&)>& f);
   // The ts of the latest event bound to `leaf` in `inst` (a negation's gap start).
   static Timestamp gapStart(const Instance& inst, int leaf);
   void emit(const Instance& inst);
-  void emit(const std::vector<const Binding*>& binds, double prob);
-  // Calls f(start) for each instance `inst` stands for (itself, or what a
-  // lazy one expands to), its events pushed on stack_ while f runs: no
-  // instance is built.
-  void enumerate(const InstPtr& inst, const std::function<void(Timestamp)>& f);
-  // The instance on stack_ (⟨start, end⟩), made by sequence node i, through
-  // i's checks and the filters above it, reported if it passes (direct_).
+  // `events[k]` is &binds[k]->event; a PROBABILITY bound is checked before.
+  void emit(std::span<const Binding* const> binds, std::span<const EventPtr* const> events);
+  // The match buffer: a match of a direct node is assembled from its back,
+  // its last instance first, so that each instance of an enumeration is
+  // placed once however many matches it is part of. place() puts an
+  // instance's events before those placed and returns their number (take
+  // it off placed_ to remove them).
+  size_t place(const Instance& inst);
+  std::span<const Binding* const> placedBinds() const {
+    return {back_binds_.data() + back_binds_.size() - placed_, placed_};
+  }
+  std::span<const EventPtr* const> placedEvents() const {
+    return {back_events_.data() + back_events_.size() - placed_, placed_};
+  }
+  // Direct node i's matches ending at `end` made of x, or of the instances a
+  // lazy x stands for, before what is placed, that start at or after `lo`:
+  // no instance is built. A lazy instance's left history is searched, not
+  // scanned: it is in end order, so the entries that can precede its right
+  // operand and start after `lo` are one range.
+  void descend(size_t i, const Instance& x, Timestamp lo, Timestamp end);
+  // The match placed (⟨start, end⟩), made by sequence node i, through i's
+  // checks and the filters above it, reported if it passes (direct_).
   void reportDirect(size_t i, Timestamp start, Timestamp end);
-  // The product of the probabilities of the positive events on stack_, in
+  // The product of the probabilities of the positive events placed, in
   // (leaf, seq) order as combine() multiplies them.
-  double stackProbability() const;
+  double placedProbability() const;
   void dropOld(std::vector<InstPtr>& list, int64_t horizon) const;
   // A sequence's left history under unrestricted semantics, in end order:
   // a stale instance there only costs a pairing the time restriction above
@@ -98,8 +115,22 @@ class AlgebraDetector final : public plugin::Detector {
   // enumerate it from the stack, building no instance (reportDirect).
   std::vector<char> direct_;
   std::vector<int> parent_;  // -1 for the root
-  std::vector<const Binding*> stack_;
+  // A direct node's tightest time restriction up to the root (kNoHorizon
+  // without one), and whether a node on that path has checks: a match made
+  // there passes both, or is rejected, without walking the path.
+  std::vector<int64_t> direct_window_;
+  std::vector<char> direct_checks_;
+  // The Match element of each leaf (-1 inside a negated operand).
+  std::vector<int> leaf_element_;
+  // 1, 2, ..., m when leaf k is element k and no operator (| or iteration)
+  // binds an element to no event or to several: a match of m events then
+  // has these element ends. Empty otherwise.
+  std::vector<uint32_t> one_each_ends_;
+  std::vector<const Binding*> back_binds_;  // the match buffer, see place()
+  std::vector<const EventPtr*> back_events_;
+  size_t placed_ = 0;
   std::vector<const Binding*> refs_;
+  std::vector<const EventPtr*> ref_events_;
   std::vector<EventPtr> tick_events_;
   Timestamp now_ = 0;
   uint64_t next_seq_ = 0;

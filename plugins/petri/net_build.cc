@@ -49,12 +49,18 @@ Status PetriNet::addPattern(std::string name, CompiledPatternPtr pattern, plugin
       entry->ends.push_back(static_cast<uint32_t>(k + 1));
     }
     entry->group = group;
+    entry->window = chains[i]->window;
+    entry->min_probability = chains[i]->min_probability;
+    entry->completion = &chains[i]->elements.back().completion;
     entry->pattern = std::move(chains[i]);
     const size_t split = entry->group < 0 ? chooseSplit(*entry) : 0;
     insert(std::move(entry), split);
   }
   rebuildTypeIndex();
   markLazyPlaces();
+  native_ = std::any_of(transitions_.begin(), transitions_.end(), [](const auto& t) {
+    return t->strategy != pattern::Strategy::kSkipTillAnyMatch;
+  });
   held_ = tokenCount();  // a back join may have rewritten places
   return Status::ok();
 }
@@ -74,8 +80,11 @@ std::string tailKey(const CompiledPattern& p, size_t from) {
 size_t PetriNet::chooseSplit(const PatternEntry& e) {
   const CompiledPattern& p = *e.pattern;
   // Inhibitors read the elements on both sides; a conjunction joins its own
-  // operands; Kleene tokens bind by element.
-  if (p.has_negation || p.has_kleene || !p.operand_starts.empty()) return 0;
+  // operands; Kleene tokens bind by element; a strategy's runs are its own.
+  if (p.has_negation || p.has_kleene || !p.operand_starts.empty() ||
+      p.strategy != pattern::Strategy::kSkipTillAnyMatch) {
+    return 0;
+  }
   const size_t m = p.elements.size();
   // The prefix join shares elements 0..shared-1.
   std::string key;
@@ -190,8 +199,11 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
       t->kleene_at.push_back(static_cast<char>(p.elements[from + d].kleene));
       t->by_element = t->by_element || p.elements[from + d].kleene;
     }
+    t->strategy = p.strategy;
     for (size_t g = 0; g < el.guards.size(); ++g) {
-      if (el.guard_earliest[g] >= from) t->guards.push_back(el.guards[g]);
+      if (el.guard_earliest[g] < from) continue;
+      t->guards.push_back(el.guards[g]);
+      t->steers.push_back(el.guard_steers[g]);
     }
     for (const CompiledPattern::Negation& n : el.negations) {
       t->inhibitors.push_back(Transition::Inhibitor{&n, {}});
@@ -267,8 +279,12 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
   }
 
   // Keys of consuming patterns never equal a feedback pattern's: their tokens
-  // are taken, so sharing a place changes what the others see.
+  // are taken, so sharing a place changes what the others see. Nor do those
+  // of a pattern under another strategy: its firings mark the tokens.
   std::string key;
+  if (p.strategy != pattern::Strategy::kSkipTillAnyMatch) {
+    key = std::string(pattern::strategyName(p.strategy)) + "\n";
+  }
   if (e->group == 0) key = "conflict\n";
   if (e->group > 0) key = "concurrency " + std::to_string(e->group) + "\n";
   Transition* prev = nullptr;
@@ -276,8 +292,9 @@ void PetriNet::insert(std::unique_ptr<PatternEntry> entry, size_t split) {
   for (size_t k = 0; k < m;) {
     const std::string next = key + elementKey(p, k, 0);
     auto found = by_key_.find(next);
-    const bool may_join =
-        e->group < 0 && !p.has_negation && !p.has_kleene && prev != nullptr && !joined;
+    const bool may_join = e->group < 0 && !p.has_negation && !p.has_kleene &&
+                          p.strategy == pattern::Strategy::kSkipTillAnyMatch && prev != nullptr &&
+                          !joined;
     if (may_join && (split == k || (split == 0 && found == by_key_.end()))) {
       // The right side of a join: elements k..l as a chain from the head.
       // A middle join takes the longest such chain that runs already (two
@@ -426,6 +443,7 @@ void PetriNet::markLazyPlaces() {
     auto readers = plain_readers.find(t.get());
     const bool lazy = t->input != nullptr && !t->loop && !t->by_element && t->right == nullptr &&
                       !t->conjunction && t->group < 0 && t->input->group < 0 &&
+                      t->strategy == pattern::Strategy::kSkipTillAnyMatch &&
                       t->inhibitors.empty() && t->outputs.empty() && t->joins.empty() &&
                       readers != plain_readers.end() && readers->second && own_guards;
     if (t->lazy && !lazy) materialize(*t);

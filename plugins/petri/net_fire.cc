@@ -33,6 +33,15 @@ Status PetriNet::onEvent(const EventPtr& event) {
   if (it != by_type_.end()) {
     for (Transition* t : it->second) fire(*t, event);
   }
+  if (native_) {
+    // Runs no event can extend any more (strict_contiguity: one that did not
+    // take this event; skip_till_next_match: one every reader took) go now.
+    for (const auto& t : transitions_) {
+      if (t->strategy != pattern::Strategy::kSkipTillAnyMatch) {
+        held_ -= std::erase_if(t->place, [&](const auto& tok) { return spent(*t, *tok); });
+      }
+    }
+  }
   // Places whose consumers see no events still let their tokens expire.
   if (seq_ % 1024 == 0) {
     for (const auto& t : transitions_) {
@@ -87,11 +96,20 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
   }
   // By index: a join fired from produce() may append to another place.
   const Timestamp from = t.window == kNoWindow ? INT64_MIN : ts - t.window;
+  const bool direct = reportsPairs(t);
   for (size_t i = 0, n = in.size(); i < n; ++i) {
     const Token* tok = in[i].get();
     if (tok->last_ts >= ts) continue;
     if (t.group < 0) {
       if (tok->first_ts < from) continue;
+      if (direct && tok->lazy) {
+        reportPairs(t, *tok, event, from);
+        continue;
+      }
+      if (t.strategy != pattern::Strategy::kSkipTillAnyMatch &&
+          !takes(t, *tok, Transition::kNextTook, *event)) {
+        continue;
+      }
       expand(*t.input, in[i], from,
              [&](const std::shared_ptr<const Token>& pair) { extend(t, pair, event); });
       continue;
@@ -126,11 +144,14 @@ void PetriNet::expand(const Transition& t, const std::shared_ptr<const Token>& t
     return;
   }
   // The input place is sorted by last_ts (tokens are made at their last
-  // event and kept in order), so the tokens ending before `tok` lead.
+  // event and kept in order), so the tokens ending before `tok` lead, and
+  // of those the ones ending before `from` start before it too.
   const std::vector<std::shared_ptr<const Token>>& in = t.input->place;
-  const auto end = std::lower_bound(
-      in.begin(), in.end(), tok->last_ts,
-      [](const std::shared_ptr<const Token>& p, Timestamp ts) { return p->last_ts < ts; });
+  auto by_last = [](const std::shared_ptr<const Token>& p, Timestamp ts) {
+    return p->last_ts < ts;
+  };
+  const auto end = std::lower_bound(in.begin(), in.end(), tok->last_ts, by_last);
+  const auto begin = std::lower_bound(in.begin(), end, from, by_last);
   // One pair on the stack, rewritten for each parent.
   Token pair;
   pair.event = EventPtr(EventPtr(), tok->event.get());
@@ -149,12 +170,88 @@ void PetriNet::expand(const Transition& t, const std::shared_ptr<const Token>& t
     pair.parent_owner = &parent;
     f(pair_ptr);
   };
-  for (auto it = in.begin(); it != end; ++it) {
+  for (auto it = begin; it != end; ++it) {
     if ((*it)->first_ts < from) continue;  // so does every pair a lazy one stands for
     if ((*it)->lazy) {
       expand(*t.input, *it, from, with);
     } else {
       with(*it);
+    }
+  }
+}
+
+bool PetriNet::reportsPairs(const Transition& t) const {
+  if (t.group >= 0 || t.loop || t.by_element || !t.guards.empty() || !t.inhibitors.empty() ||
+      t.consumers > 0 || !t.joins.empty() || t.input == nullptr || !t.input->lazy ||
+      t.input->input == nullptr || t.input->input->lazy) {
+    return false;
+  }
+  return std::all_of(t.outputs.begin(), t.outputs.end(),
+                     [](const PatternEntry* p) { return p->completion->empty(); });
+}
+
+void PetriNet::reportPairs(Transition& t, const Token& lazy, const EventPtr& event,
+                           Timestamp from) {
+  // What expand() and extend() check of each pair, in the same order,
+  // with the same window and probability bounds; the pair is never built.
+  const Transition& mid = *t.input;
+  const std::vector<std::shared_ptr<const Token>>& in = mid.input->place;
+  auto by_last = [](const std::shared_ptr<const Token>& p, Timestamp ts) {
+    return p->last_ts < ts;
+  };
+  const auto end = std::lower_bound(in.begin(), in.end(), lazy.last_ts, by_last);
+  const auto begin = std::lower_bound(in.begin(), end, from, by_last);
+  // chain_: the parent's events, the lazy token's, the event's.
+  const size_t parent_events = static_cast<size_t>(mid.depth);
+  chain_.resize(parent_events + 2);
+  chain_[parent_events] = &lazy.event;
+  chain_[parent_events + 1] = &event;
+  const Timestamp ts = event->ts();
+  for (auto it = begin; it != end; ++it) {
+    const Token& parent = **it;
+    if (parent.first_ts < from) continue;
+    if (mid.window != kNoWindow && lazy.last_ts - parent.first_ts > mid.window) continue;
+    const double pair_prob = parent.prob * lazy.prob;
+    if (mid.unlikely(pair_prob)) continue;
+    if (t.window != kNoWindow && ts - parent.first_ts > t.window) continue;
+    const Stamps stamps{parent.first_ts, ts, parent.first_seq, pair_prob * event->probability()};
+    if (t.unlikely(stamps.prob)) continue;
+    report(t, stamps, &parent, event.get(), [&] {
+      if (parent.event && parent_events == 1) {
+        chain_[0] = &parent.event;  // the common case: one event before the lazy one
+        return;
+      }
+      bound_.clear();
+      collect(&parent, bound_);
+      std::copy(bound_.begin(), bound_.end(), chain_.begin());
+    });
+  }
+}
+
+template <typename Collect>
+void PetriNet::report(Transition& t, const Stamps& tok, const Token* parent, const Event* event,
+                      Collect&& collect_chain) {
+  bool collected = false;
+  for (const std::vector<PatternEntry*>& group : t.output_groups) {
+    SharedComposer composer(*group.front()->composer);
+    for (const PatternEntry* p : group) {
+      if (tok.first_seq < p->since_seq) continue;
+      if (p->window != kNoWindow && tok.last_ts - tok.first_ts > p->window) continue;
+      if (tok.prob < p->min_probability) continue;
+      const std::vector<const pattern::Conjunct*>& completion = *p->completion;
+      if (!completion.empty()) {
+        bind(t, parent, nullptr, event);
+        if (!std::all_of(completion.begin(), completion.end(),
+                         [&](const pattern::Conjunct* c) { return c->test(bind_); })) {
+          continue;
+        }
+      }
+      if (!collected) {
+        // Once per token: every output of `t` binds the same events.
+        collect_chain();
+        collected = true;
+      }
+      p->sink->onMatch(plugin::Match(chain_, t.by_element ? ends_ : p->ends, &composer));
     }
   }
 }
@@ -186,11 +283,14 @@ void PetriNet::fireLoop(Transition& t, const EventPtr& event) {
     if (w != kNoWindow)
       held_ -= std::erase_if(place, [&](const auto& tok) { return ts - tok->first_ts > w; });
   };
-  auto extend = [&](std::vector<std::shared_ptr<const Token>>& place, size_t n) {
+  auto extend = [&](std::vector<std::shared_ptr<const Token>>& place, size_t n, uint8_t took) {
     for (size_t i = 0; i < n; ++i) {
       const Token* tok = place[i].get();
       if (tok->last_ts >= ts) continue;
       if (t.window != kNoWindow && ts - tok->first_ts > t.window) continue;
+      if (t.strategy != pattern::Strategy::kSkipTillAnyMatch && !takes(t, *tok, took, *event)) {
+        continue;
+      }
       if (!guardsHold(t, tok, nullptr, event.get())) continue;
       produce(t, place[i], nullptr, event);
     }
@@ -203,9 +303,9 @@ void PetriNet::fireLoop(Transition& t, const EventPtr& event) {
     if (guardsHold(t, nullptr, nullptr, event.get())) produce(t, nullptr, nullptr, event);
   } else {
     expire(t.input->place, t.input->window);
-    extend(t.input->place, t.input->place.size());
+    extend(t.input->place, t.input->place.size(), Transition::kNextTook);
   }
-  extend(t.place, runs);
+  extend(t.place, runs, Transition::kLoopTook);
 }
 
 void PetriNet::fireJoin(Transition& j, const std::shared_ptr<const Token>& right) {
@@ -280,12 +380,40 @@ void PetriNet::bind(const Transition& t, const Token* left, const Token* right,
   if (event != nullptr && t.slots[t.depth] >= 0) bind_[t.slots[t.depth]].event = event;
 }
 
+bool PetriNet::takes(const Transition& t, const Token& tok, uint8_t took, const Event& event) {
+  // strict_contiguity: made by the event before this one (onEvent() drops
+  // a token once the event after its own has been seen).
+  if (t.strategy == pattern::Strategy::kStrictContiguity)
+    return (tok.took & Transition::kSeen) != 0;
+  // skip_till_next_match: the first event that fills the element is the
+  // run's, whether or not the rest of the checks (the window, the other
+  // guards, a negation, the probability) then let it through.
+  if ((tok.took & took) != 0 || !guardsHold(t, &tok, nullptr, &event, true)) return false;
+  tok.took |= took;
+  return true;
+}
+
+bool PetriNet::spent(const Transition& t, const Token& tok) const {
+  if (t.strategy == pattern::Strategy::kStrictContiguity) {
+    // Kept through the event that made it, dropped after the next.
+    const bool seen = (tok.took & Transition::kSeen) != 0;
+    tok.took |= Transition::kSeen;
+    return seen;
+  }
+  const size_t next_readers = t.consumers - (t.loop ? 1 : 0);
+  const uint8_t readers =
+      (next_readers > 0 ? Transition::kNextTook : 0) | (t.loop ? Transition::kLoopTook : 0);
+  return (tok.took & readers) == readers;
+}
+
 bool PetriNet::guardsHold(const Transition& t, const Token* left, const Token* right,
-                          const Event* event) {
+                          const Event* event, bool steering_only) {
   if (t.guards.empty()) return true;
   bind(t, left, right, event);
   const int extending = t.loop ? t.slots[t.depth] : -1;
-  for (const pattern::Conjunct* g : t.guards) {
+  for (size_t k = 0; k < t.guards.size(); ++k) {
+    if (steering_only && !t.steers[k]) continue;
+    const pattern::Conjunct* g = t.guards[k];
     if (g->iteration_slot && static_cast<int>(*g->iteration_slot) != extending) {
       // b[i] of an earlier Kleene element: it holds for every event of b.
       pattern::SlotBinding& b = bind_[*g->iteration_slot];
@@ -335,11 +463,7 @@ void PetriNet::produce(Transition& t, const std::shared_ptr<const Token>& parent
                        std::shared_ptr<const Token> right, const EventPtr& event) {
   // The token is built only when it is kept: one that is reported and
   // dropped costs no construction and no reference count.
-  struct {
-    Timestamp first_ts, last_ts;
-    uint64_t first_seq;
-    double prob;
-  } tok;
+  Stamps tok;
   if (right != nullptr) {
     // A conjunction's operands may come in any order.
     tok.first_ts = std::min(parent->first_ts, right->first_ts);
@@ -352,45 +476,22 @@ void PetriNet::produce(Transition& t, const std::shared_ptr<const Token>& parent
     tok.last_ts = event->ts();
     tok.prob = (parent ? parent->prob : 1.0) * event->probability();
   }
-  bool collected = false;
-  for (const std::vector<PatternEntry*>& group : t.output_groups) {
-    SharedComposer composer(*group.front()->composer);
-    for (const PatternEntry* p : group) {
-      if (tok.first_seq < p->since_seq) continue;
-      const Timestamp w = p->pattern->window;
-      if (w != kNoWindow && tok.last_ts - tok.first_ts > w) continue;
-      if (tok.prob < p->pattern->min_probability) continue;
-      const std::vector<const pattern::Conjunct*>& completion =
-          p->pattern->elements.back().completion;
-      if (!completion.empty()) {
-        bind(t, parent.get(), nullptr, event.get());
-        if (!std::all_of(completion.begin(), completion.end(),
-                         [&](const pattern::Conjunct* c) { return c->test(bind_); })) {
-          continue;
-        }
-      }
-      if (!collected) {
-        // Once per token: every output of `t` binds the same events.
-        chain_.clear();
-        collect(parent.get(), chain_);
-        if (right != nullptr) {
-          collect(right.get(), chain_);
-        } else {
-          chain_.push_back(&event);
-        }
-        collected = true;
-        if (t.by_element) {
-          // A Kleene element binds several events: ends by element.
-          ends_.assign(t.slots.size(), 0);
-          ++ends_[static_cast<size_t>(t.depth)];
-          for (const Token* k = parent.get(); k != nullptr; k = k->parent.get())
-            ++ends_[k->element];
-          for (size_t d = 1; d < ends_.size(); ++d) ends_[d] += ends_[d - 1];
-        }
-      }
-      p->sink->onMatch(plugin::Match(chain_, t.by_element ? ends_ : p->ends, &composer));
+  report(t, tok, parent.get(), event.get(), [&] {
+    chain_.clear();
+    collect(parent.get(), chain_);
+    if (right != nullptr) {
+      collect(right.get(), chain_);
+    } else {
+      chain_.push_back(&event);
     }
-  }
+    if (t.by_element) {
+      // A Kleene element binds several events: ends by element.
+      ends_.assign(t.slots.size(), 0);
+      ++ends_[static_cast<size_t>(t.depth)];
+      for (const Token* k = parent.get(); k != nullptr; k = k->parent.get()) ++ends_[k->element];
+      for (size_t d = 1; d < ends_.size(); ++d) ends_[d] += ends_[d - 1];
+    }
+  });
   if ((t.consumers == 0 && t.joins.empty()) || t.unlikely(tok.prob)) return;
   auto kept = std::make_shared<Token>();
   kept->first_ts = tok.first_ts;

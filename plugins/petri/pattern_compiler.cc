@@ -370,6 +370,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
         latest = std::max(latest, slot_element[slot]);
         earliest = std::min(earliest, slot_element[slot]);
       }
+      bool steers = true;
       if (c.iteration_slot) {
         // b[i] of a Kleene element: checked as each event joins b when no
         // later element is named, else at that element for every event of b.
@@ -388,7 +389,9 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
           continue;
         }
         ++latest;
+        steers = false;
       }
+      p->elements[latest].guard_steers.push_back(steers ? 1 : 0);
       p->elements[latest].guards.push_back(&c);
       p->elements[latest].guard_earliest.push_back(static_cast<size_t>(std::min(earliest, latest)));
     }
@@ -405,6 +408,9 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
                          "=" + pattern::toString(*byPosition(*item.expr, p->position, 0)) + ";";
       }
       p->return_key += ")";
+    }
+    if (alternatives->size() == 1 && policy == Policy::kFeedback && p->operand_starts.empty()) {
+      p->strategy = query.strategy;
     }
     compiled.push_back(std::move(p));
   }

@@ -51,7 +51,12 @@ struct CompiledPattern {
     int slot = -1;
     std::vector<const pattern::Conjunct*> guards;  // conjuncts whose latest element is this one
     std::vector<size_t> guard_earliest;            // the earliest element each guard names
-    std::vector<Negation> negations;               // between the previous element and this one
+    // Whether each guard decides which event a run takes under
+    // skip_till_next_match: every guard but those moved here from a Kleene
+    // element before (count(b[]), b[1], b[last]: they wait for the whole
+    // run, and do not steer it).
+    std::vector<char> guard_steers;
+    std::vector<Negation> negations;  // between the previous element and this one
     // A Kleene element `Type+ var[]`: one or more events, in stream order.
     bool kleene = false;
     // A Kleene last element: the conjuncts that need its whole run (say
@@ -61,6 +66,10 @@ struct CompiledPattern {
   Timestamp window = kNoWindow;
   double min_probability = 0;  // PROBABILITY >= p; 0 keeps every match
   Policy policy = Policy::kFeedback;
+  // skip_till_next_match and strict_contiguity run natively on a plain
+  // sequence (PetriNet::addPattern): each run takes the events the
+  // strategy allows as they come. Under skip_till_any_match otherwise.
+  pattern::Strategy strategy = pattern::Strategy::kSkipTillAnyMatch;
   bool has_negation = false;  // such a pattern shares prefixes only (no joins)
   bool has_kleene = false;    // so does one with a Kleene element
   // A conjunction AND(o_0, ..., o_n): the first element of each operand
@@ -92,10 +101,11 @@ struct CompiledPattern {
 
 using CompiledPatternPtr = std::shared_ptr<const CompiledPattern>;
 
-// Checks and compiles `query` under skip_till_any_match whatever its
-// STRATEGY (the plugin's plugin::StrategyFactory selects the matches of the
-// others). InvalidArgument names what the net does not support: an operator
-// other than SEQ, OR, AND (not inside SEQ; feedback policy only), NOT(Type
+// Checks and compiles `query`, under its STRATEGY when it is a plain
+// sequence under the feedback policy (one alternative, no conjunction),
+// else under skip_till_any_match (the plugin's plugin::StrategyFactory then
+// selects the matches of the other strategies). InvalidArgument names what the net does not
+// support: an operator other than SEQ, OR, AND (not inside SEQ; feedback policy only), NOT(Type
 // var), selection and Kleene plus 'Type+ var[]' inside SEQ (iteration '*' and
 // the Kleene star 'Type* var[]' among them), CONTEXT recent, or an unknown
 // option. PARTITION BY is not the net's: the factory runs one net per

@@ -91,6 +91,7 @@ class PetriNet {
 
  private:
   struct Token;
+  struct Stamps;
   struct Transition;
   struct PatternEntry;
   class Composer;
@@ -107,13 +108,42 @@ class PetriNet {
                        const std::shared_ptr<const Token>& tok);
   // `event` (null for a join) binds element t.depth after the events of
   // `left` then `right`.
-  bool guardsHold(const Transition& t, const Token* left, const Token* right, const Event* event);
+  // `steering_only`: only the guards that steer a skip_till_next_match run
+  // (Transition::steers).
+  bool guardsHold(const Transition& t, const Token* left, const Token* right, const Event* event,
+                  bool steering_only = false);
+  // Under t's native strategy, whether t may extend `tok` with `event`
+  // (strict_contiguity: the event follows the token's last; skip_till_next_
+  // match: it is the first event filling the element since, and the token
+  // is marked `took` so that no later one does).
+  bool takes(const Transition& t, const Token& tok, uint8_t took, const Event& event);
+  // Whether no later event can extend `tok`, a token of t's place, under
+  // t's native strategy. Called once per event and token: it marks a
+  // strict_contiguity token as having seen the event after its own.
+  bool spent(const Transition& t, const Token& tok) const;
   // Binds the events of `left` then `right` (and `event` at t.depth) into bind_.
   void bind(const Transition& t, const Token* left, const Token* right, const Event* event);
   // True when an event in one of t's inhibitor places forbids extending `left` with `event`.
   bool negated(Transition& t, const Token* left, const Event& event);
   void produce(Transition& t, const std::shared_ptr<const Token>& parent,
                std::shared_ptr<const Token> right, const EventPtr& event);
+  // Reports a token of t with `stamps` on t's outputs whose checks it
+  // passes; `collect_chain` fills chain_ (and ends_ for a Kleene element)
+  // with its events, once, when the first output takes it. `parent` and
+  // `event` bind a completion check.
+  template <typename Collect>
+  void report(Transition& t, const Stamps& stamps, const Token* parent, const Event* event,
+              Collect&& collect_chain);
+  // Whether a lazy token of t's input place may be paired by reportPairs():
+  // t only reports (a feedback extension with no guards, inhibitors,
+  // Kleene element, completion checks, and nothing keeping its tokens) and
+  // the lazy place's own input holds no lazy tokens.
+  bool reportsPairs(const Transition& t) const;
+  // Reports every match `event` makes with the pairs the lazy token stands
+  // for, from the window's start `from`, building neither pairs nor tokens:
+  // the input place is searched by last_ts, each match's events written
+  // into chain_ in place.
+  void reportPairs(Transition& t, const Token& lazy, const EventPtr& event, Timestamp from);
   void rebuildOutputGroups(Transition& t);
   // Where a new pattern's join should start (0: insert's default, a middle
   // join at the first element it does not share); may rewrite a running
@@ -156,7 +186,8 @@ class PetriNet {
   std::vector<uint64_t> taken_;  // per consumption group: seq_ of the event it took
   uint64_t seq_ = 0;
   Timestamp now_ = INT64_MIN;
-  uint64_t held_ = 0;  // tokens in the places of transitions_
+  uint64_t held_ = 0;    // tokens in the places of transitions_
+  bool native_ = false;  // some transition runs a strategy natively (Transition::strategy)
   uint64_t peak_held_ = 0;
 
   // Scratch reused across events.

@@ -4,8 +4,10 @@
 // with its query. PARTITION BY runs one such net per partition
 // (plugin::PartitionedDetector): the queries of a set partitioned alike
 // share one net per partition; a set partitioned in different ways runs
-// each query in nets of its own. A StrategyFactory around it runs the
-// strategies other than skip_till_any_match.
+// each query in nets of its own. skip_till_next_match and strict_contiguity
+// run natively in the net of a plain sequence (CompiledPattern::strategy);
+// elsewhere, and for sets of queries, a StrategyFactory selects them from
+// skip_till_any_match's matches.
 
 #include <algorithm>
 #include <memory>
@@ -83,11 +85,18 @@ class PetriFactory final : public plugin::DetectorFactory {
     unpartitioned.partition_by.clear();
     auto compiled = compilePattern(unpartitioned, options);
     if (!compiled) return compiled.status();
-    if (query.partition_by.empty()) return netOf(*compiled, sink);
+    return create(query, *compiled, sink);
+  }
+
+  // The detector of `query` compiled as `compiled` (without its PARTITION BY).
+  static Result<std::unique_ptr<plugin::Detector>> create(const pattern::Query& query,
+                                                          const CompiledPatternPtr& compiled,
+                                                          plugin::MatchSink& sink) {
+    if (query.partition_by.empty()) return netOf(compiled, sink);
     // Compiled once: a partition's net is built from the shared pattern.
     auto made = plugin::PartitionedDetector::create(
         query.partition_by, query.within,
-        [pattern = *compiled, &sink] { return netOf(pattern, sink); });
+        [pattern = compiled, &sink] { return netOf(pattern, sink); });
     if (!made) return made.status();
     return std::unique_ptr<plugin::Detector>(std::move(made).value());
   }
@@ -115,9 +124,49 @@ class PetriFactory final : public plugin::DetectorFactory {
   }
 };
 
+// What the plugin registers: a query whose strategy the net runs natively
+// goes to PetriFactory as it is, any other with another strategy (and every
+// set of queries) through a StrategyFactory, which hands PetriFactory the
+// query under skip_till_any_match and selects the strategy's matches.
+class StrategiesFactory final : public plugin::DetectorFactory {
+ public:
+  std::span<const plugin::OptionInfo> options() const override { return kOptions; }
+  std::vector<std::string> notices(const pattern::Query& query) const override {
+    return selecting_.notices(query);
+  }
+
+  Result<std::unique_ptr<plugin::Detector>> create(const pattern::Query& query,
+                                                   const plugin::DetectorOptions& options,
+                                                   plugin::MatchSink& sink) const override {
+    if (query.strategy == pattern::Strategy::kSkipTillAnyMatch) {
+      return native_.create(query, options, sink);
+    }
+    // Refused as StrategyFactory refuses it where the strategy is not defined.
+    if (auto defined = plugin::StrategySelector::create(query, "petri"); !defined) {
+      return defined.status();
+    }
+    pattern::Query unpartitioned = query;
+    unpartitioned.partition_by.clear();
+    auto compiled = compilePattern(unpartitioned, options);
+    if (!compiled || (*compiled)->strategy != query.strategy) {
+      return selecting_.create(query, options, sink);
+    }
+    return PetriFactory::create(query, *compiled, sink);
+  }
+
+  Result<std::unique_ptr<plugin::Detector>> createMany(
+      std::span<const plugin::NamedQuery> queries, const plugin::DetectorOptions& options,
+      plugin::MultiMatchSink& sink) const override {
+    return selecting_.createMany(queries, options, sink);
+  }
+
+ private:
+  PetriFactory native_;
+  plugin::StrategyFactory selecting_{"petri", std::make_unique<PetriFactory>()};
+};
+
 void registerFactories(plugin::FactoryRegistrar& registrar) {
-  registrar.add("petri", std::make_unique<plugin::StrategyFactory>(
-                             "petri", std::make_unique<PetriFactory>()));
+  registrar.add("petri", std::make_unique<StrategiesFactory>());
 }
 
 }  // namespace

@@ -30,8 +30,9 @@
 //                            JSON lines, less the same command on a type no
 //                            reading has (what reading and decoding the file
 //                            costs), beside the native join's loop on the
-//                            same readings (60 checkpoints, uniform; threshold
-//                            0.7 unless --threshold; best of --runs, at most 5)
+//                            same readings (60 checkpoints; uniform and
+//                            Gaussian unless --dist; threshold 0.7 unless
+//                            --threshold; best of --runs, at most 5)
 //   --readings N             readings per run (default 300000)
 //   --plates N               plates (default 20000; fewer plates, longer lists)
 //   --runs N                 runs per measurement (default 9; SQLite N/4)
@@ -751,10 +752,13 @@ ProcessRun runCepbusJoin(const std::string& cepbus, const std::string& events, c
   return run;
 }
 
-int wholeProcess(size_t readings, const std::string& cepbus) {
+// wholeProcess() on one distribution of plates; the number of thresholds
+// whose pairs differ from the native join's.
+int wholeProcessOn(size_t readings, const std::string& cepbus, bool gaussian) {
   WorkloadSpec spec;
   spec.readings = readings;
   spec.plates = g_plates;
+  spec.gaussian = gaussian;
   const Workload w = generate(spec);
   const std::string events = (std::filesystem::temp_directory_path() /
                               ("join_bench_" + std::to_string(::getpid()) + ".jsonl"))
@@ -800,6 +804,16 @@ int wholeProcess(size_t readings, const std::string& cepbus) {
   }
   std::filesystem::remove(events);
   std::filesystem::remove(w.matrix_path);
+  return failures;
+}
+
+int wholeProcess(size_t readings, const std::string& cepbus) {
+  int failures = 0;
+  for (bool gaussian : {false, true}) {
+    if (selected(g_dists, std::string(gaussian ? "gaussian" : "uniform"))) {
+      failures += wholeProcessOn(readings, cepbus, gaussian);
+    }
+  }
   return failures == 0 ? 0 : 1;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
 namespace cepbus::pattern {
 namespace {
@@ -62,18 +64,43 @@ std::optional<std::string> firstUntiedVariable(const Query& query, std::string_v
       return "the unnamed " + unnamed->type + " element";
     }
   }
+  // A conjunct that names a negated variable is a condition of its
+  // negation, not of the match: under `a.x = n.x AND c.x = n.x` a and c may
+  // differ (the NOT then vetoes only an event equal to both). So the other
+  // variables must be tied among themselves (and through literals), and
+  // each negated one to them.
+  auto negated = [&](const std::string& label) {
+    const Variable* v = label.starts_with("var:") ? query.findVariable(label.substr(4)) : nullptr;
+    return v != nullptr && v->kind == VarKind::kNegated;
+  };
   Ties ties;
-  for (const Variable& v : query.variables) ties.node("var:" + v.name);
+  std::vector<std::pair<size_t, size_t>> negation_ties;
   for (const ExprPtr& c : splitConjuncts(query.where)) {
     if (!isEquality(*c)) continue;
     const std::string lhs = sideLabel(*c->lhs, attr);
     const std::string rhs = sideLabel(*c->rhs, attr);
-    if (!lhs.empty() && !rhs.empty()) ties.join(ties.node(lhs), ties.node(rhs));
+    if (lhs.empty() || rhs.empty()) continue;
+    if (negated(lhs) || negated(rhs)) {
+      negation_ties.emplace_back(ties.node(lhs), ties.node(rhs));
+    } else {
+      ties.join(ties.node(lhs), ties.node(rhs));
+    }
   }
-  for (size_t i = 1; i < query.variables.size(); ++i) {
-    const size_t first = ties.find(ties.node("var:" + query.variables[0].name));
-    if (ties.find(ties.node("var:" + query.variables[i].name)) != first) {
-      return query.variables[i].name;
+  const Variable* first = nullptr;
+  for (const Variable& v : query.variables) {
+    if (v.kind == VarKind::kNegated) continue;
+    if (first == nullptr) {
+      first = &v;
+    } else if (ties.find(ties.node("var:" + v.name)) !=
+               ties.find(ties.node("var:" + first->name))) {
+      return v.name;
+    }
+  }
+  for (const auto& [a, b] : negation_ties) ties.join(a, b);
+  for (const Variable& v : query.variables) {
+    if (v.kind != VarKind::kNegated || first == nullptr) continue;
+    if (ties.find(ties.node("var:" + v.name)) != ties.find(ties.node("var:" + first->name))) {
+      return v.name;
     }
   }
   return std::nullopt;

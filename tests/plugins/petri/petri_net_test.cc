@@ -522,6 +522,42 @@ TEST(PetriNet, PileUpHoldsATokenPerEventNotPerCombination) {
   }
 }
 
+// skip_till_next_match and strict_contiguity run natively on a plain
+// sequence: each run takes the events its strategy allows as they come, so
+// a rising run of n events holds one run per prefix, not the 2^n subsets
+// skip_till_any_match would (and then select from).
+TEST(PetriNet, NativeStrategiesHoldTheirRunsNotEverySubset) {
+  const std::string q = "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x STRATEGY ";
+  constexpr int kRising = 16;
+  for (const char* strategy : {"skip_till_next_match", "strict_contiguity"}) {
+    PetriNet net;
+    CollectingSink sink;
+    ASSERT_TRUE(net.addPattern("p", parse(q + strategy), sink));
+    Timestamp ts = 0;
+    ASSERT_TRUE(net.onEvent(EventBuilder("A").at(++ts).build()));
+    for (int x = 1; x <= kRising; ++x) {
+      ASSERT_TRUE(net.onEvent(EventBuilder("B").at(++ts).set("x", Value(int64_t{x})).build()));
+    }
+    ASSERT_TRUE(net.onEvent(EventBuilder("C").at(++ts).build()));
+    EXPECT_LT(net.peakHeldTokens(), 3u * kRising) << strategy;
+    Matches expected;
+    if (std::string(strategy) == "strict_contiguity") {
+      // Only the whole run has C right after its last B.
+      expected.emplace_back();
+      for (Timestamp t = 1; t <= ts; ++t) expected.back().push_back(t);
+    } else {
+      // Each prefix of the run, closed by C (the first C after it).
+      for (Timestamp last = 2; last < ts; ++last) {
+        expected.emplace_back();
+        for (Timestamp t = 1; t <= last; ++t) expected.back().push_back(t);
+        expected.back().push_back(ts);
+      }
+      std::sort(expected.begin(), expected.end());
+    }
+    EXPECT_EQ(sink.sorted(), expected) << strategy;
+  }
+}
+
 // A lazy place whose transition becomes a pattern's output (or gains any
 // reader that needs whole tokens) expands its tokens first: the running
 // pattern keeps its partial matches and the new one sees only its own events.
@@ -659,6 +695,10 @@ TEST(PetriNet, HeldTokensAgreeWithTheTokensInThePlaces) {
       {"PATTERN SEQ(A a, B b) WITHIN 4", "conflict"},
       {"PATTERN SEQ(B b, C c) WITHIN 4", "conflict"},
       {"PATTERN SEQ(A a, C c, A d) WITHIN 7", "concurrency"},
+      {"PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x WITHIN 6 "
+       "STRATEGY skip_till_next_match",
+       "feedback"},
+      {"PATTERN SEQ(A a, B b, C c) WITHIN 6 STRATEGY strict_contiguity", "feedback"},
   };
   std::mt19937_64 rng(11);
   for (int round = 0; round < 4; ++round) {

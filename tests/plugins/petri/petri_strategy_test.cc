@@ -1,7 +1,8 @@
 // STRATEGY skip_till_next_match and strict_contiguity on the petri engine
-// (run by plugin::StrategyFactory over the net's skip_till_any_match
-// matches), on hand-made streams whose matches under each strategy are
-// written out; one query at a time and several merged into one net.
+// (run natively by the net of a plain sequence, selected by
+// plugin::StrategyFactory from skip_till_any_match's matches elsewhere), on
+// hand-made streams whose matches under each strategy are written out; one
+// query at a time and several merged into one net.
 
 #include <gtest/gtest.h>
 

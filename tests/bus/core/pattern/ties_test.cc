@@ -45,6 +45,16 @@ TEST(TiesTest, KleeneVariablesTieThroughTheirCurrentElementAndNegatedOnesCount) 
   EXPECT_EQ(
       firstUntiedVariable(parsed("PATTERN SEQ(A a, NOT(N n), C c) WHERE c.x = a.x WITHIN 5"), "x"),
       "n");
+  // Ties through a negated variable are the negation's condition: a and c
+  // may differ (the NOT vetoes only an N equal to both), so nothing ties them.
+  EXPECT_EQ(
+      firstUntiedVariable(
+          parsed("PATTERN SEQ(A a, NOT(N n), C c) WHERE a.x = n.x AND c.x = n.x WITHIN 5"), "x"),
+      "c");
+  EXPECT_EQ(
+      firstUntiedVariable(
+          parsed("PATTERN SEQ(A a, NOT(N n), C c) WHERE c.x = a.x AND n.x = a.x WITHIN 5"), "x"),
+      std::nullopt);
 }
 
 TEST(TiesTest, AnElementWithoutAVariableIsNeverTied) {
