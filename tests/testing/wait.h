@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string_view>
@@ -54,18 +55,18 @@ inline ::testing::AssertionResult eventually(
 template <typename Read>
 auto settledValue(Read read, std::chrono::milliseconds quiet,
                   std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto last = read();
   auto since = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - since < quiet &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(quiet / 10);
-    auto now = read();
-    if (now != last) {
-      last = std::move(now);
-      since = std::chrono::steady_clock::now();
-    }
-  }
+  waitUntil(
+      [&] {
+        auto now = read();
+        if (now != last) {
+          last = std::move(now);
+          since = std::chrono::steady_clock::now();
+        }
+        return std::chrono::steady_clock::now() - since >= quiet;
+      },
+      timeout, std::max(quiet / 10, std::chrono::milliseconds(1)));
   return last;
 }
 
