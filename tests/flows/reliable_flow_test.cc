@@ -621,6 +621,8 @@ TEST_P(ReliableFlowTest, ABusyTargetIsProbedWithGrowingWaitsAndGetsItsRecordsInO
   sent.insert(sent.end(), later.begin(), later.end());
   ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().held_back == 100; }));
   const int probes_from = target.calls();
+  // A window of time to count the probes in: the backoff's growth is what is
+  // under test, so this sleep is the measurement, not a wait.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   // Waits of 5, 10, 20, ... ms: about six probes in 300 ms, however many
   // records are held. One timer per record would have made ~6,000 calls,

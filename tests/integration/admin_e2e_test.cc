@@ -26,11 +26,13 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "tests/integration/child_process.h"
 #include "tests/testing/bus_process.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus {
 namespace {
@@ -85,15 +87,12 @@ HttpResult get(int port, const std::string& target) {
   return request(port, bhttp::verb::get, target);
 }
 
-// Polls `condition` every 50 ms for up to `timeout`.
-bool eventually(const std::function<bool()>& condition,
-                std::chrono::seconds timeout = std::chrono::seconds(60)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return condition();
+// Polls `condition`, an HTTP request or a browser's answer, every 50 ms for
+// up to a minute (a loaded box runs the bus and Chromium slowly).
+::testing::AssertionResult eventually(std::string_view what,
+                                      const std::function<bool()>& condition) {
+  return testing::eventually(what, condition, std::chrono::seconds(60),
+                             std::chrono::milliseconds(50));
 }
 
 class AdminE2eTest : public ::testing::Test {
@@ -210,7 +209,8 @@ TEST_F(AdminE2eTest, ListsDeploysUndeploysAndManagesQueries) {
   HttpResult deployed = request(port, bhttp::verb::post, "/api/assemblies", source, kToken);
   ASSERT_EQ(deployed.status, 201) << deployed.body;
   EXPECT_EQ(request(port, bhttp::verb::post, "/api/assemblies", source, kToken).status, 409);
-  ASSERT_TRUE(eventually([&] { return sinkDelivered(port) >= 200; })) << sinkDelivered(port);
+  ASSERT_TRUE(eventually("200 events at the sink", [&] { return sinkDelivered(port) >= 200; }))
+      << sinkDelivered(port);
   EXPECT_TRUE(findByName(get(port, "/api/services").parsed()["services"], "feed.feed"));
 
   // A query added at run time consumes the ticks; removed, it is gone.
@@ -228,7 +228,7 @@ TEST_F(AdminE2eTest, ListsDeploysUndeploysAndManagesQueries) {
             400);
   EXPECT_EQ(request(port, bhttp::verb::post, "/api/queries/no.such", "<query/>", kToken).status,
             404);
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(eventually("the added query to match more than 10", [&] {
     auto q = findByName(get(port, "/api/queries").parsed()["queries"], "orcl");
     return q && q->value("matches", 0) > 10;
   }));
@@ -243,7 +243,7 @@ TEST_F(AdminE2eTest, ListsDeploysUndeploysAndManagesQueries) {
   EXPECT_EQ(request(port, bhttp::verb::post, "/api/routes/ticks.%23/pause").status, 401);
   ASSERT_EQ(request(port, bhttp::verb::post, "/api/routes/ticks.%23/pause", {}, kToken).status,
             200);
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(eventually("the paused route to refuse a publish", [&] {
     return get(port, "/api/routes").parsed()["routes"][0].value("refused_paused", 0) > 0;
   }));
   EXPECT_TRUE(get(port, "/api/routes").parsed()["routes"][0].value("paused", false));
@@ -256,14 +256,11 @@ TEST_F(AdminE2eTest, ListsDeploysUndeploysAndManagesQueries) {
   ASSERT_EQ(undeployed.status, 200) << undeployed.body;
   EXPECT_FALSE(findByName(get(port, "/api/services").parsed()["services"], "feed.feed"));
   EXPECT_EQ(request(port, bhttp::verb::delete_, "/api/assemblies/feed", {}, kToken).status, 404);
-  // What the stage still held reaches the sink, then nothing more comes.
-  int64_t settled = -1;
-  ASSERT_TRUE(eventually([&] {
-    const int64_t before = sinkDelivered(port);
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    settled = sinkDelivered(port);
-    return settled == before;
-  }));
+  // What the stage still held reaches the sink, then nothing more comes: a
+  // second of quiet after the count settled, in which the source, were it
+  // still deployed, would have published 2,000 more.
+  const int64_t settled =
+      testing::settledValue([&] { return sinkDelivered(port); }, std::chrono::milliseconds(500));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   EXPECT_EQ(sinkDelivered(port), settled);
 
@@ -336,7 +333,7 @@ TEST_F(AdminE2eTest, MetricsAreValidPrometheusTextAndCountersGrow) {
   const std::string published =
       R"(cepbus_route_published_total{route="ticks.#",flow="seda:dispatch"})";
   std::map<std::string, double> after;
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(eventually("the published counter to grow by 50", [&] {
     std::map<std::string, std::string> t;
     after = parseMetrics(get(port, "/metrics").body, t);
     return after.count(published) && before.count(published) &&
@@ -439,12 +436,12 @@ TEST_F(AdminE2eTest, DashboardShowsLiveNumbersInHeadlessChromiumWithoutErrors) {
   ASSERT_TRUE(browser.started());
   // Chromium writes the port it chose and the browser's path to this file.
   int devtools_port = 0;
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(eventually("Chromium's DevToolsActivePort", [&] {
     std::ifstream in(profile / "DevToolsActivePort");
     return static_cast<bool>(in >> devtools_port) && devtools_port > 0;
   })) << browser.err();
   std::string page_ws;
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(eventually("Chromium's page target", [&] {
     json targets = get(devtools_port, "/json/list").parsed();
     if (!targets.is_array()) return false;
     for (const json& t : targets) {
@@ -474,34 +471,38 @@ TEST_F(AdminE2eTest, DashboardShowsLiveNumbersInHeadlessChromiumWithoutErrors) {
     return json::parse(text.get<std::string>(), nullptr, false);
   };
   json first;
-  ASSERT_TRUE(eventually([&] {
-    first = numbers();
-    return first.is_object() && first["polls"].get<int>() >= 2;
-  })) << "the dashboard never polled; console: "
-      << ::testing::PrintToString(devtools.errors());
+  ASSERT_TRUE(eventually("two dashboard polls",
+                         [&] {
+                           first = numbers();
+                           return first.is_object() && first["polls"].get<int>() >= 2;
+                         }))
+      << "the dashboard never polled; console: " << ::testing::PrintToString(devtools.errors());
   EXPECT_THAT(first["queries"].get<std::string>(), HasSubstr("pairsnfaticks.all"));
   EXPECT_THAT(first["routes"].get<std::string>(), HasSubstr("ticks.#"));
   // The journal makes a reliable flow, listed with its numbers.
   EXPECT_THAT(first["journals"].get<std::string>(), HasSubstr("reliable"));
   EXPECT_GE(first["stages"].get<int>(), 1);
   json later;
-  EXPECT_TRUE(eventually([&] {
-    later = numbers();
-    return later.is_object() && later["delivered"] != first["delivered"];
-  })) << first
-      << " then " << later;
+  EXPECT_TRUE(eventually("the dashboard's delivered count to change",
+                         [&] {
+                           later = numbers();
+                           return later.is_object() && later["delivered"] != first["delivered"];
+                         }))
+      << first << " then " << later;
   // Composite events arrive live over the WebSocket feed.
-  EXPECT_TRUE(eventually([&] {
+  EXPECT_TRUE(eventually("composite events on the WebSocket feed", [&] {
     later = numbers();
     return later.is_object() && later["received"].get<int>() > 0 && later["events"].get<int>() > 0;
   })) << later;
   // The net panel can be opened on the query (no model: a message, no error).
   devtools.evaluate("document.querySelector('#queries tbody tr').click()");
-  EXPECT_TRUE(eventually([&] {
+  EXPECT_TRUE(eventually("the net panel on core.cep/pairs", [&] {
     json title = devtools.evaluate("document.getElementById('net-title').textContent");
     return title.is_string() && title.get<std::string>() == "core.cep/pairs";
   }));
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // a few more polls for errors to show
+  // A few more dashboard polls, in which errors that must not come would
+  // show: there is nothing to wait for.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
   devtools.evaluate("1");
   EXPECT_THAT(devtools.errors(), ::testing::IsEmpty());
   // The check itself sees a console error.

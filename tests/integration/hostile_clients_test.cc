@@ -197,20 +197,17 @@ class PeerCloses {
   // The ms from connect to close of each, in the order added; -1 for those
   // still open after `limit`.
   std::vector<int64_t> waitAll(std::chrono::milliseconds limit) {
-    const auto until = Clock::now() + limit;
-    for (;;) {
-      {
-        std::lock_guard lock(mu_);
-        const bool all = std::all_of(conns_.begin(), conns_.end(),
-                                     [](const Conn& c) { return c.closed_ms >= 0; });
-        if (all || Clock::now() >= until) {
-          std::vector<int64_t> out;
-          for (const Conn& c : conns_) out.push_back(c.closed_ms);
-          return out;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    testing::waitUntil(
+        [&] {
+          std::lock_guard lock(mu_);
+          return std::all_of(conns_.begin(), conns_.end(),
+                             [](const Conn& c) { return c.closed_ms >= 0; });
+        },
+        limit, std::chrono::milliseconds(20));
+    std::lock_guard lock(mu_);
+    std::vector<int64_t> out;
+    for (const Conn& c : conns_) out.push_back(c.closed_ms);
+    return out;
   }
 
  private:
@@ -418,7 +415,8 @@ TEST(HostileHandshakesTest, StalledHandshakesThatExhaustDescriptorsAreEndedByThe
     }
     return ticks;
   };
-  // An accept loop that retried at once would spin a core meanwhile.
+  // The bus's CPU over a 2 s window (a measurement, not a wait): an accept
+  // loop that retried at once would spin a core meanwhile.
   const uint64_t cpu_before = cpuTicks();
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const uint64_t cpu_ms = (cpuTicks() - cpu_before) * 1000 / ::sysconf(_SC_CLK_TCK);

@@ -76,6 +76,9 @@ TEST(EventQueueThreadedTest, SleepingConsumerIsWokenByPush) {
     std::vector<StageItem> batch(4);
     got = q.popBatch(batch.data(), batch.size(), Clock::now() + kFar);
   });
+  // Lets the consumer reach its sleep, the path under test. The queue shows
+  // no sleeping consumer to poll for; had it not slept yet, the test passes
+  // and only tests less.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   StageItem item = makeItem(1);
   ASSERT_EQ(q.tryPush(item), PushResult::kOk);
@@ -131,7 +134,7 @@ TEST(EventQueueThreadedTest, CloseWakesSleepingConsumer) {
     EXPECT_EQ(q.popBatch(batch.data(), batch.size(), Clock::now() + kFar), 0u);
     EXPECT_TRUE(q.drained());
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // as above: to sleep first
   q.close();
   consumer.join();
 }
@@ -149,6 +152,8 @@ TEST(EventQueueThreadedTest, PushWaitAndWaitBelowWakeWhenSpaceFrees) {
     StageItem item = makeItem(2);
     EXPECT_EQ(q.pushWait(item, Clock::now() + kFar), PushResult::kOk);
   });
+  // Time for waitBelow() and pushWait() to return early, were they wrong to:
+  // the waiter checks `popped` when they do.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::vector<StageItem> out(1);
   popped = true;

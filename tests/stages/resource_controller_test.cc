@@ -4,12 +4,14 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <thread>
 
-#include "tests/stages/test_util.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus::stages {
 namespace {
 
+using cepbus::testing::eventually;
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 
@@ -94,14 +96,15 @@ TEST(PeriodicTaskTest, TicksUntilStopped) {
     return true;
   });
   task.start();
-  EXPECT_TRUE(testing::eventually([&] { return ticks.load() >= 3; }));
+  EXPECT_TRUE(eventually("three ticks", [&] { return ticks.load() >= 3; }));
   task.stop();
   const int after_stop = ticks.load();
+  // Time for ten 1 ms ticks, had stop() not ended them: nothing to wait for.
   std::this_thread::sleep_for(milliseconds(10));
   EXPECT_EQ(ticks.load(), after_stop);
-  task.stop();   // idempotent
-  task.start();  // no restart after stop
-  std::this_thread::sleep_for(milliseconds(10));
+  task.stop();                                    // idempotent
+  task.start();                                   // no restart after stop
+  std::this_thread::sleep_for(milliseconds(10));  // as above, had start() restarted it
   EXPECT_EQ(ticks.load(), after_stop);
 }
 
@@ -116,16 +119,18 @@ TEST(PeriodicTaskTest, SleepsAfterAQuietTickUntilWoken) {
   });
   task.wake();  // not dormant: nothing happens
   task.start();
-  ASSERT_TRUE(testing::eventually([&] { return task.dormant(); }));
+  ASSERT_TRUE(eventually("the task to sleep", [&] { return task.dormant(); }));
   const int dormant_at = ticks.load();
+  // Time for thirty 1 ms ticks, had the quiet tick not put it to sleep.
   std::this_thread::sleep_for(milliseconds(30));
   EXPECT_EQ(ticks.load(), dormant_at);
   quiet = false;
   task.wake();
   EXPECT_FALSE(task.dormant());
-  EXPECT_TRUE(testing::eventually([&] { return ticks.load() >= dormant_at + 3; }));
+  EXPECT_TRUE(
+      eventually("three ticks after wake()", [&] { return ticks.load() >= dormant_at + 3; }));
   quiet = true;
-  ASSERT_TRUE(testing::eventually([&] { return task.dormant(); }));
+  ASSERT_TRUE(eventually("the task to sleep", [&] { return task.dormant(); }));
   task.stop();  // returns although the task sleeps without a deadline
 }
 

@@ -4,10 +4,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <thread>
 
 #include "bus/core/event.h"
 #include "stages/stage_types.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus::stages::testing {
 
@@ -23,12 +23,7 @@ inline StageItem makeItem(uint64_t token, int32_t cost = 0, bool reliable = fals
 // failing test, it is never the expected path.
 template <typename Pred>
 bool eventually(Pred done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
+  return cepbus::testing::waitUntil(done, limit);
 }
 
 }  // namespace cepbus::stages::testing

@@ -30,12 +30,12 @@
 #include <regex>
 #include <string>
 #include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "tests/integration/child_process.h"
 #include "tests/testing/ports.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus::testing {
 
@@ -78,20 +78,24 @@ class BusProcess {
       return ::testing::AssertionFailure() << "cannot run " << binary_;
     }
     for (int port : ports) {
-      // Generous (a loaded CI box starts the bus slowly), in short waits so
-      // that a bus that exits at once (say, a bad descriptor) fails fast.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (!waitListening(port, std::chrono::milliseconds(100))) {
-        if (!running()) {
-          return ::testing::AssertionFailure()
-                 << "the bus exited before listening on port " << port << "; stderr:\n"
-                 << err();
-        }
-        if (std::chrono::steady_clock::now() >= deadline) {
-          return ::testing::AssertionFailure()
-                 << "nothing listens on port " << port << "; stderr:\n"
-                 << err();
-        }
+      // Generous (a loaded CI box starts the bus slowly); a bus that exits at
+      // once (say, a bad descriptor) ends the wait early.
+      bool exited = false;
+      const bool listening = waitUntil(
+          [&] {
+            if (canConnect(port)) return true;
+            exited = !running();
+            return exited;
+          },
+          std::chrono::seconds(20), std::chrono::milliseconds(10));
+      if (exited) {
+        return ::testing::AssertionFailure()
+               << "the bus exited before listening on port " << port << "; stderr:\n"
+               << err();
+      }
+      if (!listening) {
+        return ::testing::AssertionFailure() << "nothing listens on port " << port << "; stderr:\n"
+                                             << err();
       }
     }
     return ::testing::AssertionSuccess();
@@ -102,15 +106,16 @@ class BusProcess {
   // `limit` passes without that line.
   int adminPort(std::chrono::milliseconds limit = std::chrono::seconds(30)) {
     static const std::regex kListening("admin listening on http://127\\.0\\.0\\.1:([0-9]+)/");
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (process_ != nullptr) {
-      std::smatch m;
-      const std::string log = err();
-      if (std::regex_search(log, m, kListening)) return std::stoi(m[1].str());
-      if (!running() || std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return 0;
+    int port = 0;
+    waitUntil(
+        [&] {
+          std::smatch m;
+          const std::string log = err();
+          if (std::regex_search(log, m, kListening)) port = std::stoi(m[1].str());
+          return port != 0 || !running();
+        },
+        limit, std::chrono::milliseconds(10));
+    return port;
   }
 
   // The bus's peak resident set so far (VmHWM of /proc/<pid>/status), in

@@ -262,7 +262,7 @@ TEST_F(JournalWriterTest, RecordsThatRipenInOneSlotShareATransaction) {
   const auto first = std::chrono::steady_clock::now();
   for (uint64_t i = 1; i <= kRecords; ++i) {
     ASSERT_TRUE(writer.append(record(i), i));
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // spreads them over slots
   }
   // The records' ripe times fall into at most this many slots.
   const uint64_t slots =
@@ -282,6 +282,8 @@ TEST_F(JournalWriterTest, AcknowledgementsRideWithTheNextRecordsInsteadOfWaiting
   ASSERT_TRUE(writer.append(record(1), 1));
   writer.flush();
   writer.acknowledge(JournalAck{1, Symbol::intern("w"), 1001, true});
+  // Time for an idle writer to commit the acknowledgement alone, were it not
+  // to wait for the next records.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(writer.metrics().acknowledged, 0u);  // no transaction of its own yet
   ASSERT_TRUE(writer.append(record(2), 2));
@@ -309,6 +311,8 @@ TEST_F(JournalWriterTest, TicksWhileWantedAndAgainWhenRequested) {
   wanted = false;
   const int before = ticks_.load();
   EXPECT_TRUE(waitUntil([&] { return ticks_.load() > before; }));  // the one saying no more
+  // Once told no more, time for 1 ms ticks to go on, had they: first for a
+  // tick already under way, then thirty more that must not come.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const int idle = ticks_.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(30));

@@ -115,7 +115,7 @@ TEST(OutputBacklogTest, DrainWaitsUntilTheBusTakesThemOrTheDeadline) {
   EXPECT_GT(bus.attempts, 2);  // tried again while waiting
 
   std::thread opener([&bus] {
-    std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(20ms);  // opens while drain() is already waiting
     bus.open = true;
   });
   EXPECT_TRUE(bus.backlog.drain(std::chrono::steady_clock::now() + 10s));

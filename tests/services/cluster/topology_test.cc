@@ -88,17 +88,17 @@ TEST_F(TopologyTest, DeclaresQuorumSingleActiveConsumerQueuesIdempotently) {
 }
 
 // The broker samples queue lengths (every second in the test cluster);
-// the lease queue's, once sampled.
+// the lease queue's, once sampled (0 when it never is, which the callers'
+// comparisons report).
 uint64_t sampledMessages(const services::cluster::ClusterSpec& s, uint32_t partition) {
   std::optional<uint64_t> n;
   testing::waitUntil(
       [&] {
         auto t = inspectTopology(s, "guest");
         if (t && t->partitions.count(partition)) n = t->partitions.at(partition).messages;
-        if (!n) std::this_thread::sleep_for(std::chrono::milliseconds(200));
         return n.has_value();
       },
-      std::chrono::seconds(20));
+      std::chrono::seconds(20), std::chrono::milliseconds(200));
   return n.value_or(0);
 }
 
@@ -121,6 +121,8 @@ TEST_F(TopologyTest, DeclaresStreamsAndLeasesHoldingOneTokenEach) {
   }
   // Declared again once the broker has sampled the leases: no second token.
   ASSERT_TRUE(declareTopology(s, "guest"));
+  // Two of the broker's samples, so that a second token, had one been
+  // published, would show: what must not happen has nothing to wait for.
   std::this_thread::sleep_for(std::chrono::seconds(2));
   for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(sampledMessages(s, i), 1u) << i;
   // A node of the other input kind would read the wrong place: refused.
@@ -215,15 +217,21 @@ TEST_F(TopologyTest, ClosesTheConnectionsOfAPeerAddressButCannotSeeContainerIds)
       dir);
   ASSERT_TRUE(probe.started());
   std::vector<BrokerConnection> amqp10;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (amqp10.empty() && std::chrono::steady_clock::now() < deadline) {
-    auto all = listConnections(s, "guest");
-    ASSERT_TRUE(all) << all.status().toString();
-    for (const auto& c : *all) {
-      if (c.protocol.rfind("AMQP 1.0", 0) == 0) amqp10.push_back(c);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  Status listed;
+  ASSERT_TRUE(testing::eventually(
+      "the broker to list the probe's AMQP 1.0 connection",
+      [&] {
+        auto all = listConnections(s, "guest");
+        listed = all.status();
+        if (!all) return true;  // reported below
+        for (const auto& c : *all) {
+          if (c.protocol.rfind("AMQP 1.0", 0) == 0) amqp10.push_back(c);
+        }
+        return !amqp10.empty();
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(200)))
+      << probe.err();
+  ASSERT_TRUE(listed) << listed.toString();
   ASSERT_EQ(amqp10.size(), 1u) << probe.err();
   EXPECT_EQ(amqp10[0].node, rmq().nodeName(2));
 
