@@ -27,7 +27,8 @@ void AbstractFlow::detach(DeliveryTarget&) {}
 
 size_t AbstractFlow::queueLength(const DeliveryTarget&) const { return 0; }
 
-SendOutcome AbstractFlow::send(const Exchange& exchange, std::span<DeliveryTarget* const> targets) {
+SendOutcome AbstractFlow::send(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
+                               WakeHold* wake_hold) {
   SendOutcome out;
   out.targets = static_cast<uint32_t>(targets.size());
   sent_.fetch_add(1, std::memory_order_relaxed);
@@ -53,7 +54,7 @@ SendOutcome AbstractFlow::send(const Exchange& exchange, std::span<DeliveryTarge
     }
   } else {
     try {
-      doSend(exchange, targets, out);
+      doSend(exchange, targets, wake_hold, out);
     } catch (const std::exception& e) {
       // Whatever doSend() had not recorded yet is lost to its targets: count it.
       out.failed += out.targets - out.accounted();
@@ -72,15 +73,17 @@ SendOutcome AbstractFlow::send(const Exchange& exchange, std::span<DeliveryTarge
   return out;
 }
 
-Status AbstractFlow::deliverTo(DeliveryTarget& target, const Exchange& exchange) noexcept {
-  Status status = invoke(target, exchange);
+Status AbstractFlow::deliverTo(DeliveryTarget& target, const Exchange& exchange,
+                               DeliveryContext& context) noexcept {
+  Status status = invoke(target, exchange, context);
   reportDelivery(exchange, target, status);
   return status;
 }
 
-Status AbstractFlow::invoke(DeliveryTarget& target, const Exchange& exchange) noexcept {
+Status AbstractFlow::invoke(DeliveryTarget& target, const Exchange& exchange,
+                            DeliveryContext& context) noexcept {
   try {
-    return target.deliver(exchange);
+    return target.deliver(exchange, context);
   } catch (const std::exception& e) {
     return Status::internal("target " + target.name() + " threw: " + e.what());
   } catch (...) {

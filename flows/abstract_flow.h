@@ -7,17 +7,27 @@
 // send() validates the exchange, refuses it when the flow is not running,
 // calls doSend(), contains anything doSend() throws, and keeps the per-flow
 // metrics. Concrete flows deliver through deliverTo(), which turns a target's
-// failure or throw into a counted, reported fault instead of a crash.
+// failure or throw into a counted, reported fault instead of a crash, and
+// hand each delivery its DeliveryContext (flows/delivery_context.h).
+//
+// What only some flows have — the stages they queue into, a journal — they
+// show through virtuals whose defaults say "none", so that nobody above
+// needs to know which flow it holds.
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "bus/core/status.h"
+#include "flows/delivery_context.h"
 #include "flows/delivery_target.h"
 #include "flows/exchange.h"
+#include "flows/wake_hold.h"
+#include "stages/stage_metrics.h"
 
 namespace cepbus::flows {
 
@@ -50,6 +60,22 @@ struct FlowMetricsSnapshot {
   uint64_t listener_errors = 0;  // outcomes the sender's listener threw on
 };
 
+// What a journaling flow (ReliableFlow) reports of its journal.
+struct ReliableMetricsSnapshot {
+  uint64_t journaled = 0;     // records committed
+  uint64_t commits = 0;       // journal transactions
+  uint64_t acknowledged = 0;  // acknowledgements committed (row removed or, if cancelled, id only)
+  uint64_t cancelled = 0;     // records acknowledged before they were written (never written)
+  uint64_t redelivered = 0;   // records found in the journal and dispatched again
+  uint64_t retries = 0;       // deliveries tried again (after a fault or a full stage)
+  size_t held_back = 0;       // deliveries waiting for their target's next retry
+  uint64_t abandoned = 0;     // records that exhausted max_attempts (still journaled)
+  uint64_t corrupt = 0;       // undecodable records (removed) or id batches (skipped)
+  uint64_t journal_errors = 0;  // failed transactions
+  size_t in_flight = 0;         // journaled, not yet acknowledged, in this run
+  size_t backlog = 0;           // records waiting for a commit
+};
+
 // Thread-safety: send(), metrics(), running(), queueLength() may be called from
 // any thread concurrently. start(), stop(), attach() and detach() are
 // control-plane calls, serialized internally; they may run concurrently with
@@ -78,24 +104,41 @@ class AbstractFlow {
   // Exchanges waiting in this flow for `target`.
   virtual size_t queueLength(const DeliveryTarget& target) const;
 
-  // The template method. Never throws.
-  SendOutcome send(const Exchange& exchange, std::span<DeliveryTarget* const> targets);
+  // The template method. Never throws. `wake_hold` is the publisher's (see
+  // flows/wake_hold.h): the deliveries that run on the calling thread before
+  // send() returns may put their wakes off until the publisher flushes it.
+  SendOutcome send(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
+                   WakeHold* wake_hold = nullptr);
 
   FlowMetricsSnapshot metrics() const;
 
+  // Whether a reliable exchange it carries is journaled: its sender hears
+  // kAccepted once the record is durable (or its target took it), not
+  // before. False unless the flow journals (ReliableFlow).
+  virtual bool journals() const { return false; }
+  // The stages it queues into, one per target; none unless it queues
+  // (SedaFlow, ReliableFlow).
+  virtual std::vector<stages::StageMetricsSnapshot> stageMetrics() const { return {}; }
+  // Its journal's numbers; nullopt unless it journals.
+  virtual std::optional<ReliableMetricsSnapshot> journalMetrics() const { return std::nullopt; }
+
  protected:
   // Delivers (or queues) `exchange` to every target, recording each target in
-  // `out`. Only called while running, with a validated exchange.
+  // `out`. Only called while running, with a validated exchange. A delivery
+  // made on this thread before doSend() returns gets `wake_hold` in its
+  // context; one made later, or on another thread, never does.
   virtual void doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
-                      SendOutcome& out) = 0;
+                      WakeHold* wake_hold, SendOutcome& out) = 0;
   virtual Status doStart() { return Status::ok(); }
   virtual void doStop() {}
 
   // invoke() then reportDelivery(). Counts nothing: synchronous callers
   // record the result in their SendOutcome, asynchronous ones call countAsync().
-  Status deliverTo(DeliveryTarget& target, const Exchange& exchange) noexcept;
+  Status deliverTo(DeliveryTarget& target, const Exchange& exchange,
+                   DeliveryContext& context) noexcept;
   // Calls target.deliver(), converting a throw into an Internal status.
-  static Status invoke(DeliveryTarget& target, const Exchange& exchange) noexcept;
+  static Status invoke(DeliveryTarget& target, const Exchange& exchange,
+                       DeliveryContext& context) noexcept;
   // Reports a delivery's result as the exchange pattern asks (kDelivered / kFault).
   void reportDelivery(const Exchange& exchange, const DeliveryTarget& target, const Status& status);
   // Counts a delivery that finished after send() returned.

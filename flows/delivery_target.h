@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bus/core/status.h"
+#include "flows/delivery_context.h"
 #include "flows/exchange.h"
 
 namespace cepbus::flows {
@@ -23,11 +24,14 @@ class DeliveryTarget {
   // by it, so it must also be stable across restarts.
   virtual const std::string& name() const = 0;
 
-  // Takes the exchange. OK acknowledges it (ReliableFlow then forgets it);
+  // Takes the exchange. OK acknowledges it (ReliableFlow then forgets it),
+  // unless the target took the acknowledgement from `context` to give later;
   // any other status is a fault, counted by the flow and reported to the
-  // sender when its pattern asks for faults. Should not throw; a throw is
-  // caught by the flow and treated as an Internal fault.
-  virtual Status deliver(const Exchange& exchange) = 0;
+  // sender when its pattern asks for faults. `context` says whether the flow
+  // journaled the delivery and what the publisher lets it put off
+  // (flows/delivery_context.h); it lives for this call only. Should not
+  // throw; a throw is caught by the flow and treated as an Internal fault.
+  virtual Status deliver(const Exchange& exchange, DeliveryContext& context) = 0;
 };
 
 }  // namespace cepbus::flows

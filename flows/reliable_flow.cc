@@ -3,9 +3,9 @@
 #include <Poco/Logger.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <utility>
 
+#include "bus/base/mutex.h"
 #include "bus/core/event_json.h"
 #include "flows/flat_set.h"
 
@@ -13,30 +13,94 @@ namespace cepbus::flows {
 
 // Shared between a running flow and the acknowledgements it handed out. The
 // flow pointer is cleared when the flow stops, which then waits until no
-// acknowledgement is running (`active`); `tokens` are the deliveries waiting
-// in parked_. `mu` is a leaf lock, never held while an acknowledgement does
-// its work: deferAcknowledgement() takes it from inside a delivery, which may
-// run inline in a stage's offer() under the flow's other locks.
-struct DeferredAck::State {
-  std::mutex mu;
-  std::condition_variable idle;                   // `active` dropped to 0
-  ReliableFlow* flow = nullptr;                   // guarded by mu
-  FlatSet<uint64_t, std::hash<uint64_t>> tokens;  // guarded by mu
-  int active = 0;                                 // guarded by mu: acknowledgements running
+// acknowledgement is running (`active_`); `tokens_` are the deliveries waiting
+// in parked_. `mu_` is a leaf lock, never held while an acknowledgement does
+// its work: a target takes an acknowledgement from inside a delivery, which
+// may run inline in a stage's offer() under the flow's other locks.
+class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver {
+ public:
+  explicit Acknowledgements(ReliableFlow& flow) : flow_(&flow) {}
+
+  // A target took the acknowledgement of the delivery parked under `token`.
+  void expect(uint64_t token) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    tokens_.insert(token);
+  }
+
+  void acknowledge(uint64_t token, const Status& status) EXCLUDES(mu_) override {
+    ReliableFlow* running;
+    {
+      MutexLock lock(mu_);
+      if (flow_ == nullptr || !tokens_.erase(token)) return;
+      running = flow_;
+      ++active_;
+    }
+    ReliableFlow& flow = *running;
+    ReliableFlow::Delivery delivery = flow.parked_.take(token);
+    // The target may have been detached since it took the acknowledgement.
+    const bool attached = flow.stages_.withAttachment(delivery.target, delivery.attachment,
+                                                      [](stages::Stage&, const Attachment&) {});
+    DeliveryTarget* target = delivery.target;
+    if (!attached && !status.isOk()) {
+      flow.orphan(delivery);
+    } else {
+      flow.complete(attached ? target : nullptr, std::move(delivery), status);
+    }
+    MutexLock lock(mu_);
+    if (--active_ == 0) idle_.notify_all();
+  }
+
+  // The flow stops: acknowledgements from now on do nothing, and the
+  // deliveries still waiting for one are returned (their records stay
+  // journaled). Waits for those running.
+  std::vector<uint64_t> close() EXCLUDES(mu_) {
+    std::vector<uint64_t> tokens;
+    MutexLock lock(mu_);
+    flow_ = nullptr;
+    tokens_.forEach([&](uint64_t token) { tokens.push_back(token); });
+    tokens_.clear();
+    idle_.wait(mu_, [this]() REQUIRES(mu_) { return active_ == 0; });
+    return tokens;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar idle_;                        // active_ dropped to 0
+  ReliableFlow* flow_ GUARDED_BY(mu_);  // null once stopped
+  FlatSet<uint64_t, std::hash<uint64_t>> tokens_ GUARDED_BY(mu_);
+  int active_ GUARDED_BY(mu_) = 0;  // acknowledgements running
+};
+
+// The context's side of a journaled delivery while its target has it: the
+// first deferAcknowledgement() parks the delivery until the acknowledgement
+// comes, instead of ending it when deliver() returns.
+class ReliableFlow::JournaledDelivery final : public DeliveryContext::Journaled {
+ public:
+  JournaledDelivery(ReliableFlow& flow, const Delivery& delivery)
+      : flow_(flow), delivery_(delivery) {}
+
+  DeferredAck defer() override {
+    // Stable while a stage handles a delivery: replaced only by start and
+    // stop, around the stages' lives.
+    const std::shared_ptr<Acknowledgements>& acknowledgements = flow_.acknowledgements_;
+    if (!parked_) {
+      // A copy: the target still reads the exchange it was handed.
+      token_ = flow_.parked_.park(delivery_);
+      parked_ = true;
+      acknowledgements->expect(token_);
+    }
+    return DeferredAck(acknowledgements, token_,
+                       delivery_.attempts + (delivery_.recovered ? 1 : 0));
+  }
+
+ private:
+  ReliableFlow& flow_;
+  const Delivery& delivery_;
+  uint64_t token_ = 0;
+  bool parked_ = false;
 };
 
 namespace {
-
-// The journaled delivery the current thread is handing to its target, so
-// that the target can take its acknowledgement (deferAcknowledgement()).
-struct DeliveryInProgress {
-  std::shared_ptr<DeferredAck::State> state;
-  uint64_t token = 0;  // parked delivery, once deferred
-  uint32_t previous = 0;
-  std::function<uint64_t()> park;  // parks the delivery; called at most once
-  bool deferred = false;
-};
-thread_local DeliveryInProgress* t_in_progress = nullptr;
 
 // Without concurrent dispatch nothing is acknowledged while a record waits
 // for the writer, so a commit delay would only delay every delivery.
@@ -48,44 +112,6 @@ JournalWriterOptions writerOptions(const ReliableFlowConfig& config) {
 }
 
 }  // namespace
-
-void DeferredAck::operator()(const Status& status) const {
-  if (!state_) return;
-  ReliableFlow* running;
-  {
-    std::lock_guard lock(state_->mu);
-    if (state_->flow == nullptr || !state_->tokens.erase(token_)) return;
-    running = state_->flow;
-    ++state_->active;
-  }
-  ReliableFlow& flow = *running;
-  ReliableFlow::Delivery delivery = flow.parked_.take(token_);
-  // The target may have been detached since it took the acknowledgement.
-  const bool attached = flow.stages_.withAttachment(delivery.target, delivery.attachment,
-                                                    [](stages::Stage&, const Attachment&) {});
-  DeliveryTarget* target = delivery.target;
-  if (!attached && !status.isOk()) {
-    flow.orphan(delivery);
-  } else {
-    flow.complete(attached ? target : nullptr, std::move(delivery), status);
-  }
-  std::lock_guard lock(state_->mu);
-  if (--state_->active == 0) state_->idle.notify_all();
-}
-
-std::optional<DeferredAck> ReliableFlow::deferAcknowledgement() {
-  DeliveryInProgress* p = t_in_progress;
-  if (p == nullptr) return std::nullopt;
-  if (!p->deferred) {
-    p->deferred = true;
-    p->token = p->park();
-    std::lock_guard lock(p->state->mu);
-    p->state->tokens.insert(p->token);
-  }
-  return DeferredAck(p->state, p->token, p->previous);
-}
-
-bool ReliableFlow::deliveringJournaled() { return t_in_progress != nullptr; }
 
 ReliableFlow::ReliableFlow(ReliableFlowConfig config)
     : AbstractFlow(config.name),
@@ -158,8 +184,7 @@ Status ReliableFlow::doStart() {
     }
     next_seq_ = *max_seq + 1;
   }
-  deferred_ = std::make_shared<DeferredAck::State>();
-  deferred_->flow = this;
+  acknowledgements_ = std::make_shared<Acknowledgements>(*this);
   writer_.start(std::move(*journal));
   stages_.start();
   for (auto& [target, attachment] : stages_.attached()) redeliver(*target, attachment);
@@ -171,19 +196,11 @@ void ReliableFlow::doStop() {
   // (deliveries acknowledge), and the last acknowledgements are committed.
   writer_.flush();
   stages_.stop();
-  if (deferred_) {
+  if (acknowledgements_) {
     // Acknowledgements still out are not waited for: their records stay
     // journaled, and the next start redelivers them.
-    std::vector<uint64_t> tokens;
-    {
-      std::unique_lock lock(deferred_->mu);
-      deferred_->flow = nullptr;
-      deferred_->tokens.forEach([&](uint64_t token) { tokens.push_back(token); });
-      deferred_->tokens.clear();
-      deferred_->idle.wait(lock, [this] { return deferred_->active == 0; });
-    }
-    for (uint64_t token : tokens) parked_.take(token);
-    deferred_.reset();
+    for (uint64_t token : acknowledgements_->close()) parked_.take(token);
+    acknowledgements_.reset();
   }
   writer_.stop();  // no tick drains held deliveries from here on
   std::lock_guard lock(mu_);
@@ -196,7 +213,7 @@ void ReliableFlow::doStop() {
 }
 
 void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
-                          SendOutcome& out) {
+                          WakeHold* wake_hold, SendOutcome& out) {
   for (DeliveryTarget* target : targets) {
     stages::Pressure pressure = stages::Pressure::kSaturated;
     Attachment attachment;
@@ -212,7 +229,8 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
       continue;
     }
     if (exchange.qos != Qos::kReliable || pressure != stages::Pressure::kNormal) {
-      offerBestEffort(exchange, *target, attachment, exchange.qos == Qos::kReliable, out);
+      offerBestEffort(exchange, *target, attachment, exchange.qos == Qos::kReliable, wake_hold,
+                      out);
       continue;
     }
 
@@ -279,18 +297,21 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
       // commit callback does not need it).
       settlement->ticket = *ticket;
       dispatch(Delivery{exchange, target, attachment.id, attachment.name, seq, 0, false,
-                        std::move(settlement)});
+                        std::move(settlement)},
+               wake_hold);
     }
   }
 }
 
 void ReliableFlow::offerBestEffort(const Exchange& exchange, DeliveryTarget& target,
-                                   const Attachment& attachment, bool degraded, SendOutcome& out) {
-  const uint64_t token = parked_.park(
-      Delivery{exchange, &target, attachment.id, attachment.name, 0, 0, false, nullptr});
+                                   const Attachment& attachment, bool degraded, WakeHold* wake_hold,
+                                   SendOutcome& out) {
+  Delivery delivery{exchange, &target, attachment.id, attachment.name, 0, 0, false, nullptr};
+  delivery.wake_hold = wake_hold;
+  const uint64_t token = parked_.park(std::move(delivery));
   stages::Admission admission = stages::Admission::kRejected;
   stages_.withAttachment(&target, attachment.id, [&](stages::Stage& stage, const Attachment&) {
-    admission = stage.offer(stages::StageItem{exchange.event, false, token, {}});
+    admission = stage.offer(stages::StageItem{.event = exchange.event, .token = token});
   });
   if (admission == stages::Admission::kRejected) {
     parked_.take(token);
@@ -365,23 +386,25 @@ void ReliableFlow::acknowledgeRecord(uint64_t seq, const DeliveryKey& key, Settl
   writer_.acknowledge(ack);
 }
 
-void ReliableFlow::dispatch(Delivery delivery) {
+void ReliableFlow::dispatch(Delivery delivery, WakeHold* wake_hold) {
   if (holding_.load(std::memory_order_acquire) != 0) {
     std::lock_guard lock(mu_);
     if (holdBack(delivery, false, std::chrono::steady_clock::now())) return;
   }
-  if (offer(delivery) == Offered::kRefused) retryLater(std::move(delivery));
+  if (offer(delivery, wake_hold) == Offered::kRefused) retryLater(std::move(delivery));
 }
 
-ReliableFlow::Offered ReliableFlow::offer(Delivery& delivery) {
+ReliableFlow::Offered ReliableFlow::offer(Delivery& delivery, WakeHold* wake_hold) {
   DeliveryTarget* target = delivery.target;
   const uint64_t attachment = delivery.attachment;
   EventPtr event = delivery.exchange.event;
+  delivery.wake_hold = wake_hold;
   const uint64_t token = parked_.park(std::move(delivery));
   stages::Admission admission = stages::Admission::kRejected;
   const bool attached =
       stages_.withAttachment(target, attachment, [&](stages::Stage& stage, const Attachment&) {
-        admission = stage.offer(stages::StageItem{std::move(event), true, token, {}});
+        admission = stage.offer(
+            stages::StageItem{.event = std::move(event), .reliable = true, .token = token});
       });
   if (!attached) {
     orphan(parked_.take(token));
@@ -389,6 +412,7 @@ ReliableFlow::Offered ReliableFlow::offer(Delivery& delivery) {
   }
   if (admission == stages::Admission::kRejected) {
     delivery = parked_.take(token);
+    delivery.wake_hold = nullptr;  // its publisher's send() is over by its next offer
     return Offered::kRefused;
   }
   return Offered::kQueued;
@@ -587,26 +611,22 @@ void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachmen
 
 Status ReliableFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
   Delivery delivery = parked_.take(item.token);
-  // A stage may run this inline, inside another target's deliver() (one that
-  // publishes): the outer delivery's acknowledgement stays the outer one's.
-  DeliveryInProgress* const outer = t_in_progress;
+  // The publisher's hold is this thread's only during a run inline, inside
+  // its send(); a worker's run gets none.
+  WakeHold* const wake_hold = item.inline_run ? delivery.wake_hold : nullptr;
+  delivery.wake_hold = nullptr;
   if (delivery.seq == 0) {
-    t_in_progress = nullptr;
-    Status status = deliverTo(target, delivery.exchange);
-    t_in_progress = outer;
+    DeliveryContext context(wake_hold);
+    Status status = deliverTo(target, delivery.exchange, context);
     countAsync(status);
     return status;
   }
-  // The target may take the acknowledgement (deferAcknowledgement()); then
-  // the delivery waits in parked_ for it instead of ending here.
-  DeliveryInProgress in_progress;
-  in_progress.state = deferred_;
-  in_progress.previous = delivery.attempts + (delivery.recovered ? 1 : 0);
-  in_progress.park = [this, &delivery] { return parked_.park(delivery); };
-  t_in_progress = in_progress.state ? &in_progress : nullptr;
-  Status status = invoke(target, delivery.exchange);
-  t_in_progress = outer;
-  if (in_progress.deferred) return Status::ok();
+  // The target may take the acknowledgement from the context; then the
+  // delivery waits in parked_ for it instead of ending here.
+  JournaledDelivery journaled(*this, delivery);
+  DeliveryContext context(wake_hold, acknowledgements_ ? &journaled : nullptr);
+  Status status = invoke(target, delivery.exchange, context);
+  if (context.deferred()) return Status::ok();
   complete(&target, std::move(delivery), status);
   return status;
 }

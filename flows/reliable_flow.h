@@ -80,7 +80,8 @@
 //   its target already acknowledged it) and handed to the stages, the stages
 //   drain, the last acknowledgements are committed.
 // - A target may acknowledge a journaled delivery later instead of by
-//   returning OK (deferAcknowledgement(), e.g. after a remote subscriber
+//   returning OK (it takes the acknowledgement from the delivery's context,
+//   DeliveryContext::deferAcknowledgement(), e.g. until a remote subscriber
 //   settled it): the record stays journaled and in flight until the
 //   acknowledgement comes; OK forgets it, anything else is a failed attempt
 //   (retried as above; a target detached meanwhile gets it again when it
@@ -123,46 +124,6 @@ struct ReliableFlowConfig {
   bool concurrent_dispatch = true;
 };
 
-struct ReliableMetricsSnapshot {
-  uint64_t journaled = 0;     // records committed
-  uint64_t commits = 0;       // journal transactions
-  uint64_t acknowledged = 0;  // acknowledgements committed (row removed or, if cancelled, id only)
-  uint64_t cancelled = 0;     // records acknowledged before they were written (never written)
-  uint64_t redelivered = 0;   // records found in the journal and dispatched again
-  uint64_t retries = 0;       // deliveries tried again (after a fault or a full stage)
-  size_t held_back = 0;       // deliveries waiting for their target's next retry
-  uint64_t abandoned = 0;     // records that exhausted max_attempts (still journaled)
-  uint64_t corrupt = 0;       // undecodable records (removed) or id batches (skipped)
-  uint64_t journal_errors = 0;  // failed transactions
-  size_t in_flight = 0;         // journaled, not yet acknowledged, in this run
-  size_t backlog = 0;           // records waiting for a commit
-};
-
-// A journaled delivery's acknowledgement, taken by its target to give later.
-// Thread-safety: call it once, from any thread; copies share one delivery and
-// only the first call counts. Harmless after the flow stopped (the record
-// then waits in the journal for the next start).
-class DeferredAck {
- public:
-  struct State;  // the flow's; outlives it while acknowledgements are out
-
-  DeferredAck() = default;
-  DeferredAck(std::shared_ptr<State> state, uint64_t token, uint32_t previous_deliveries)
-      : state_(std::move(state)), token_(token), previous_deliveries_(previous_deliveries) {}
-
-  void operator()(const Status& status) const;
-  // False for a default-constructed one (nothing to acknowledge).
-  explicit operator bool() const { return state_ != nullptr; }
-  // How often this record was delivered before without an OK (in this run,
-  // or 1 when it comes back from the journal); 0 the first time.
-  uint32_t previousDeliveries() const { return previous_deliveries_; }
-
- private:
-  std::shared_ptr<State> state_;
-  uint64_t token_ = 0;
-  uint32_t previous_deliveries_ = 0;
-};
-
 // Thread-safety: as AbstractFlow. Ownership: owns the journal connection
 // while running, its stages, and the exchanges it holds; not the targets.
 // The journal file must not be opened by two running flows at once.
@@ -177,27 +138,27 @@ class ReliableFlow final : public AbstractFlow {
 
   ReliableMetricsSnapshot reliableMetrics() const;
 
-  // Called by a target from inside its deliver(): when a ReliableFlow is
-  // delivering a journaled exchange to it on this thread, the delivery is
-  // not acknowledged by the status deliver() returns but by the returned
-  // DeferredAck, which the target must call exactly once (the status then
-  // only counts in the endpoint's metrics). nullopt otherwise (best effort,
-  // another flow): the returned status is the acknowledgement as usual.
-  static std::optional<DeferredAck> deferAcknowledgement();
-  // True while a ReliableFlow is delivering a journaled exchange to a target
-  // on this thread: a Rejected answer then only delays it (it comes again),
-  // whereas a best-effort delivery refused is gone. Lets a target tell the
-  // two apart without taking the acknowledgement.
-  static bool deliveringJournaled();
-  std::vector<stages::StageMetricsSnapshot> stageMetrics() const { return stages_.metrics(); }
+  bool journals() const override { return true; }
+  std::vector<stages::StageMetricsSnapshot> stageMetrics() const override {
+    return stages_.metrics();
+  }
+  std::optional<ReliableMetricsSnapshot> journalMetrics() const override {
+    return reliableMetrics();
+  }
 
  protected:
   void doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
-              SendOutcome& out) override;
+              WakeHold* wake_hold, SendOutcome& out) override;
   Status doStart() override;
   void doStop() override;
 
  private:
+  // Where the acknowledgements its targets took go (DeferredAck::Receiver);
+  // outlives the flow while any is out.
+  class Acknowledgements;
+  // A journaled delivery being handed to its target (DeliveryContext::Journaled).
+  class JournaledDelivery;
+
   // Who tells the sender about a journaled record with concurrent dispatch:
   // shared by the writer's commit callback and the delivery, whichever
   // settles it first reports kAccepted (or the commit's kRejected).
@@ -222,6 +183,9 @@ class ReliableFlow final : public AbstractFlow {
     bool recovered = false;  // came back from the journal (an earlier run or a detached target)
     std::shared_ptr<Settlement> settlement;  // concurrent dispatch of a record in this run
     bool retrying = false;                   // refused or failed before: its next offer is a retry
+    // The publisher's, while it is offered from inside its send(); used by a
+    // run inline only (StageItem::inline_run), cleared when handled.
+    WakeHold* wake_hold = nullptr;
     DeliveryKey key() const { return DeliveryKey{target_name, exchange.event->id()}; }
   };
   // A record waiting for its target to attach again. `record` carries its
@@ -248,7 +212,8 @@ class ReliableFlow final : public AbstractFlow {
   };
 
   void offerBestEffort(const Exchange& exchange, DeliveryTarget& target,
-                       const Attachment& attachment, bool degraded, SendOutcome& out);
+                       const Attachment& attachment, bool degraded, WakeHold* wake_hold,
+                       SendOutcome& out);
   Status handle(DeliveryTarget& target, stages::StageItem& item);
   void onCommit(std::span<const uint64_t> tokens, const Status& status);
   // A record's target acknowledged it OK (or already has it): cancels the
@@ -263,12 +228,12 @@ class ReliableFlow final : public AbstractFlow {
   bool drain(DeliveryTarget* target, std::chrono::steady_clock::time_point now);
   // Offers a journaled delivery to its target's stage, unless earlier ones
   // to that target are held back (it queues behind them); a full stage
-  // holds it back.
-  void dispatch(Delivery delivery);
+  // holds it back. `wake_hold`: the publisher's, when called from its send().
+  void dispatch(Delivery delivery, WakeHold* wake_hold = nullptr);
   enum class Offered : uint8_t { kQueued, kRefused, kOrphaned };
   // Offers it to its target's stage now. kRefused leaves it in `delivery`;
-  // a detached target's delivery becomes an orphan.
-  Offered offer(Delivery& delivery);
+  // a detached target's delivery becomes an orphan. `wake_hold`: as dispatch().
+  Offered offer(Delivery& delivery, WakeHold* wake_hold = nullptr);
   // Queues `delivery` behind its target's held-back deliveries. Without
   // `refused` only when some are held (returns false, leaving it, when none
   // is); a refused one starts a wait when none was running. Caller holds mu_.
@@ -286,7 +251,6 @@ class ReliableFlow final : public AbstractFlow {
   // The end of a journaled delivery: acknowledged, retried or abandoned.
   // `target` is null when it was detached meanwhile (nothing is reported to it).
   void complete(DeliveryTarget* target, Delivery delivery, const Status& status);
-  friend class DeferredAck;
 
   const ReliableFlowConfig config_;
 
@@ -308,7 +272,7 @@ class ReliableFlow final : public AbstractFlow {
 
   SlotPool<Delivery> parked_;
   SlotPool<std::shared_ptr<Settlement>> settling_;  // records waiting for the writer (concurrent)
-  std::shared_ptr<DeferredAck::State> deferred_;    // replaced at each start
+  std::shared_ptr<Acknowledgements> acknowledgements_;  // replaced at each start
   JournalWriter writer_;
   TargetStages stages_;  // last: its stages' handlers use everything above
 };

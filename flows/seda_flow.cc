@@ -32,13 +32,14 @@ Status SedaFlow::doStart() {
 void SedaFlow::doStop() { stages_.stop(); }
 
 void SedaFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
-                      SendOutcome& out) {
+                      WakeHold* wake_hold, SendOutcome& out) {
   const bool reliable = exchange.qos == Qos::kReliable;
   for (DeliveryTarget* target : targets) {
-    const uint64_t token = parked_.park(exchange);
+    const uint64_t token = parked_.park(Parked{exchange, wake_hold});
     stages::Admission admission = stages::Admission::kRejected;
     const bool attached = stages_.with(*target, [&](stages::Stage& stage, const Attachment&) {
-      admission = stage.offer(stages::StageItem{exchange.event, reliable, token, {}});
+      admission = stage.offer(
+          stages::StageItem{.event = exchange.event, .reliable = reliable, .token = token});
     });
     if (!attached) {
       parked_.take(token);
@@ -66,8 +67,9 @@ void SedaFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* const>
 }
 
 Status SedaFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
-  const Exchange exchange = parked_.take(item.token);
-  Status status = deliverTo(target, exchange);
+  const Parked parked = parked_.take(item.token);
+  DeliveryContext context(item.inline_run ? parked.wake_hold : nullptr);
+  Status status = deliverTo(target, parked.exchange, context);
   countAsync(status);
   return status;
 }

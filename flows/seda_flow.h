@@ -34,18 +34,28 @@ class SedaFlow final : public AbstractFlow {
   Status attach(DeliveryTarget& target) override;
   void detach(DeliveryTarget& target) override;
   size_t queueLength(const DeliveryTarget& target) const override;
-  std::vector<stages::StageMetricsSnapshot> stageMetrics() const { return stages_.metrics(); }
+  std::vector<stages::StageMetricsSnapshot> stageMetrics() const override {
+    return stages_.metrics();
+  }
 
  protected:
   void doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
-              SendOutcome& out) override;
+              WakeHold* wake_hold, SendOutcome& out) override;
   Status doStart() override;
   void doStop() override;
 
  private:
+  // An exchange while it waits in a stage queue.
+  struct Parked {
+    Exchange exchange;
+    // The publisher's, for a run inline only (StageItem::inline_run): a
+    // worker's run must not touch it.
+    WakeHold* wake_hold = nullptr;
+  };
+
   Status handle(DeliveryTarget& target, stages::StageItem& item);
 
-  SlotPool<Exchange> parked_;
+  SlotPool<Parked> parked_;
   TargetStages stages_;  // last: its stages' handlers use parked_
 };
 

@@ -5,9 +5,11 @@
 namespace cepbus::flows {
 
 void StFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
-                    SendOutcome& out) {
+                    WakeHold* wake_hold, SendOutcome& out) {
   for (DeliveryTarget* target : targets) {
-    Status status = deliverTo(*target, exchange);
+    // On the publisher's thread, inside its publish: the hold applies.
+    DeliveryContext context(wake_hold);
+    Status status = deliverTo(*target, exchange, context);
     if (status.isOk()) {
       ++out.delivered;
     } else {

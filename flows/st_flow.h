@@ -22,7 +22,7 @@ class StFlow final : public AbstractFlow {
 
  protected:
   void doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
-              SendOutcome& out) override;
+              WakeHold* wake_hold, SendOutcome& out) override;
 };
 
 }  // namespace cepbus::flows

@@ -334,7 +334,7 @@ Status Broker::setRoutePaused(std::string_view pattern, bool paused) {
   return Status::ok();
 }
 
-flows::SendOutcome Broker::publish(const flows::Exchange& exchange) {
+flows::SendOutcome Broker::publish(const flows::Exchange& exchange, flows::WakeHold* wake_hold) {
   if (exchange.event == nullptr) {
     flows::SendOutcome out;
     out.status = Status::invalidArgument("publish: exchange without an event");
@@ -367,11 +367,11 @@ flows::SendOutcome Broker::publish(const flows::Exchange& exchange) {
 
   flows::SendOutcome out;
   if (decision.qos == exchange.qos) {
-    out = decision.flow->send(exchange, targets);
+    out = decision.flow->send(exchange, targets, wake_hold);
   } else {
     flows::Exchange adjusted = exchange;
     adjusted.qos = decision.qos;
-    out = decision.flow->send(adjusted, targets);
+    out = decision.flow->send(adjusted, targets, wake_hold);
   }
   stats.record(out);
   return out;

@@ -106,7 +106,9 @@ class Broker {
 
   // Publish/subscribe. The outcome counts every target; its status is the
   // first failure, InvalidArgument for a malformed address or a missing event.
-  flows::SendOutcome publish(const flows::Exchange& exchange);
+  // `wake_hold`: the publisher's hold over the wakes of its burst
+  // (flows/wake_hold.h), lent to the deliveries that run inside this call.
+  flows::SendOutcome publish(const flows::Exchange& exchange, flows::WakeHold* wake_hold = nullptr);
 
   // Request/response: sends `exchange` as in-out to the provider of its
   // address; `on_reply` receives exactly one terminal outcome (kReply, kFault,

@@ -11,10 +11,10 @@ Endpoint::Endpoint(std::string name, Consumer consumer, std::shared_ptr<Componen
       consumer_(std::move(consumer)),
       entry_(std::move(entry)) {}
 
-Status Endpoint::deliver(const flows::Exchange& exchange) {
+Status Endpoint::deliver(const flows::Exchange& exchange, flows::DeliveryContext& context) {
   Status status;
   try {
-    status = consumer_(exchange);
+    status = consumer_(exchange, context);
   } catch (const std::exception& e) {
     status = Status::internal("endpoint " + name_ + " threw: " + e.what());
   } catch (...) {

@@ -10,6 +10,7 @@
 
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
+#include "flows/delivery_context.h"
 #include "flows/delivery_target.h"
 #include "flows/exchange.h"
 #include "router/component_entry.h"
@@ -24,14 +25,16 @@ class Endpoint final : public flows::DeliveryTarget {
   // Takes one exchange. For an in-out exchange the consumer answers with
   // exchange.reply(event), now or later from any thread (keep a copy of the
   // exchange). A non-OK status is a fault that goes back to senders who asked
-  // for faults. A throw is caught and counted as an Internal fault.
-  using Consumer = std::function<Status(const flows::Exchange&)>;
+  // for faults. A throw is caught and counted as an Internal fault. The
+  // context is the delivery's (flows/delivery_context.h): a consumer may
+  // take a journaled delivery's acknowledgement to give later.
+  using Consumer = std::function<Status(const flows::Exchange&, flows::DeliveryContext&)>;
 
   Endpoint(std::string name, Consumer consumer, std::shared_ptr<ComponentEntry> entry);
 
   const std::string& name() const override { return name_; }
   Symbol symbol() const { return symbol_; }
-  Status deliver(const flows::Exchange& exchange) override;
+  Status deliver(const flows::Exchange& exchange, flows::DeliveryContext& context) override;
   ComponentEntry& entry() const { return *entry_; }
 
  private:

@@ -113,7 +113,12 @@ fi
 # visibility, a global of the host's archive becomes a local (lower case).
 strong='^[0-9a-f]+ [TDBR] '
 core_defined=$(nm -D --defined-only "$lib" | grep -E "$strong" | cut -d' ' -f3 | sort -u)
-host_defined=$(nm --defined-only -g "$build/bus/core/libcepbus_host.a" 2>/dev/null |
+host=$build/bus/host/libcepbus_host.a
+[[ -f $host ]] || {
+  echo "check-exports: no $host" >&2
+  exit 1
+}
+host_defined=$(nm --defined-only -g "$host" 2>/dev/null |
   grep -E "$strong" | cut -d' ' -f3 | sort -u)
 shopt -s nullglob
 for plugin in "$build"/plugins/*.so; do

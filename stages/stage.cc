@@ -108,6 +108,7 @@ Admission Stage::offer(StageItem item) {
   }
   if (decision == Admission::kDegraded) item.reliable = false;
   item.enqueued_at = Clock::now();
+  item.inline_run = false;  // the stage's to say (tryRunInline())
   if (config_.run_inline_when_idle) {
     if (tryRunInline(item)) {
       StageMetrics::add(metrics_.ran_inline, 1);
@@ -140,6 +141,7 @@ bool Stage::tryRunInline(StageItem& item) {
     outstanding_.fetch_sub(kInlineRun | 1, std::memory_order_release);
     return false;
   }
+  item.inline_run = true;
   handleBatch(&item, 1);
   outstanding_.fetch_sub(kInlineRun | 1, std::memory_order_release);
   return true;

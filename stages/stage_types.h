@@ -16,7 +16,11 @@ namespace cepbus::stages {
 struct StageItem {
   EventPtr event;
   bool reliable = false;  // the sender asked for guaranteed delivery
-  uint64_t token = 0;     // caller-defined (e.g. a journal sequence number to acknowledge)
+  // Set by the stage when it hands the item to the handler on the offering
+  // thread, inside offer() (StageConfig::run_inline_when_idle): what the
+  // offering caller's frame holds is still alive and on this thread.
+  bool inline_run = false;
+  uint64_t token = 0;  // caller-defined (e.g. a journal sequence number to acknowledge)
   std::chrono::steady_clock::time_point enqueued_at{};  // set by the stage on admission
 };
 

@@ -16,7 +16,9 @@ uint64_t pack(size_t running, size_t pending) {
 }
 
 // Set by shouldRetire() on the thread that claimed a retirement, so that the
-// thread's exit does not count itself twice.
+// thread's exit does not count itself twice. A fact of the pool's own worker
+// thread (the body cannot know which Worker it runs in), not a protocol
+// between components.
 thread_local bool t_retired = false;
 
 }  // namespace

@@ -195,6 +195,8 @@ Json toJson(const Event& e, EventFormat format) {
 
 Result<EventPtr> decodeEvent(std::string_view line) {
   // A single line has no padding after it: copy it into a buffer that has.
+  // Per thread, a cache of scratch buffers that nothing else reads: no
+  // protocol between components.
   thread_local FastEventDecoder decoder;
   thread_local std::string padded;
   padded.assign(line);

@@ -976,7 +976,10 @@ Status CepService::Detection::start(const std::shared_ptr<Detection>& self) {
   }
   stage_->start();
   Status added = context_.broker.addEndpoint(
-      endpoint_, [self](const flows::Exchange& exchange) { return self->consume(exchange); },
+      endpoint_,
+      [self](const flows::Exchange& exchange, flows::DeliveryContext&) {
+        return self->consume(exchange);
+      },
       service_);
   if (!added) {
     stop();

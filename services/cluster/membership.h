@@ -35,6 +35,10 @@ struct Heartbeat {
   bool leaving = false;
   // The partitions it has a consumer attached on (active or standby).
   std::vector<uint32_t> attached;
+  // The local address ("host:port") of its broker connection, by which
+  // another node can have the broker close it (ClusterHooks::evict); a node
+  // also knows its own heartbeats by it when they come back.
+  std::string address;
 };
 
 // The nodes of `live` ranked for `partition`, best first.

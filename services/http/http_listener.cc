@@ -179,7 +179,8 @@ class FeedSession : public std::enable_shared_from_this<FeedSession> {
     const size_t capacity = impl_.options.ws_buffer;
     // Any flow thread. The feed is closed before the io_context goes away,
     // so posting while it is open is safe.
-    auto consumer = [feed = feed_, weak, executor, capacity](const flows::Exchange& ex) {
+    auto consumer = [feed = feed_, weak, executor, capacity](const flows::Exchange& ex,
+                                                             flows::DeliveryContext&) {
       std::string line = encodeEvent(*ex.event);
       std::lock_guard lock(feed->mu);
       if (feed->closed) return Status::unavailable("websocket feed closed");

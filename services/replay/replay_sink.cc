@@ -24,7 +24,9 @@ Status ReplaySink::start() {
     }
   }
   Status added = context_.broker.addEndpoint(
-      endpointName(), [this](const flows::Exchange& ex) { return write(ex); }, config_.name);
+      endpointName(),
+      [this](const flows::Exchange& ex, flows::DeliveryContext&) { return write(ex); },
+      config_.name);
   if (!added) return added;
   started_ = true;
   for (const auto& s : config_.subscriptions) {

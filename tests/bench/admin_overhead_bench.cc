@@ -210,14 +210,15 @@ int main(int argc, char** argv) {
   router::Broker broker(std::move(policy), registry);
   if (!broker.start()) return 1;
   uint64_t delivered = 0;
-  (void)broker.addEndpoint("sub", [&delivered](const flows::Exchange&) {
+  (void)broker.addEndpoint("sub", [&delivered](const flows::Exchange&, flows::DeliveryContext&) {
     ++delivered;
     return Status::ok();
   });
   (void)broker.subscribe("sub", "stocks.ibm");
   for (int i = 0; i < kExtraEndpoints; ++i) {
     const std::string name = "idle" + std::to_string(i);
-    (void)broker.addEndpoint(name, [](const flows::Exchange&) { return Status::ok(); });
+    (void)broker.addEndpoint(
+        name, [](const flows::Exchange&, flows::DeliveryContext&) { return Status::ok(); });
     (void)broker.subscribe(name, "other." + std::to_string(i) + ".#");
   }
 

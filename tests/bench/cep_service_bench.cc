@@ -136,7 +136,7 @@ Run runService(plugin::PluginLoader& loader, const std::vector<EventPtr>& events
   auto& cep = static_cast<services::cep::CepService&>(**built);
   std::atomic<uint64_t> delivered{0};
   mustOk(broker.addEndpoint("bench.out",
-                            [&delivered](const flows::Exchange&) {
+                            [&delivered](const flows::Exchange&, flows::DeliveryContext&) {
                               delivered.fetch_add(1, std::memory_order_relaxed);
                               return Status::ok();
                             }),

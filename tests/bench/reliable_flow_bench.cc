@@ -75,7 +75,7 @@ class CountingTarget final : public DeliveryTarget {
  public:
   explicit CountingTarget(Latencies& latencies) : latencies_(latencies) {}
   const std::string& name() const override { return name_; }
-  Status deliver(const Exchange& exchange) override {
+  Status deliver(const Exchange& exchange, DeliveryContext&) override {
     latencies_.arrived(exchange.event->ts());
     count.fetch_add(1, std::memory_order_relaxed);
     return Status::ok();
@@ -102,14 +102,14 @@ class DeferringTarget final : public DeliveryTarget {
     acker_.join();
   }
   const std::string& name() const override { return name_; }
-  Status deliver(const Exchange& exchange) override {
+  Status deliver(const Exchange& exchange, DeliveryContext& context) override {
     latencies_.arrived(exchange.event->ts());
     count.fetch_add(1, std::memory_order_relaxed);
-    std::optional<DeferredAck> ack = ReliableFlow::deferAcknowledgement();
+    DeferredAck ack = context.deferAcknowledgement();
     if (!ack) return Status::ok();
     {
       std::lock_guard lock(mu_);
-      waiting_.push_back({Clock::now() + delay_, std::move(*ack)});
+      waiting_.push_back({Clock::now() + delay_, std::move(ack)});
     }
     cv_.notify_one();
     return Status::ok();

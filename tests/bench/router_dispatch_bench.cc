@@ -103,7 +103,7 @@ double timeIt(Fn&& fn) {
 class CountingTarget final : public flows::DeliveryTarget {
  public:
   const std::string& name() const override { return name_; }
-  Status deliver(const flows::Exchange&) override {
+  Status deliver(const flows::Exchange&, flows::DeliveryContext&) override {
     ++count;
     return Status::ok();
   }
@@ -131,7 +131,7 @@ void benchDispatch(uint64_t n, const std::vector<EventPtr>& events, int subscrib
   uint64_t delivered = 0;
   for (int i = 0; i < subscribers; ++i) {
     const std::string name = "sub" + std::to_string(i);
-    (void)broker->addEndpoint(name, [&delivered](const flows::Exchange&) {
+    (void)broker->addEndpoint(name, [&delivered](const flows::Exchange&, flows::DeliveryContext&) {
       ++delivered;
       return Status::ok();
     });
@@ -153,7 +153,7 @@ void benchDispatch(uint64_t n, const std::vector<EventPtr>& events, int subscrib
 void benchDispatchThreads(uint64_t n, const std::vector<EventPtr>& events, int threads) {
   auto broker = stBroker(std::make_shared<Registry>());
   std::atomic<uint64_t> delivered{0};
-  (void)broker->addEndpoint("sub", [&delivered](const flows::Exchange&) {
+  (void)broker->addEndpoint("sub", [&delivered](const flows::Exchange&, flows::DeliveryContext&) {
     delivered.fetch_add(1, std::memory_order_relaxed);
     return Status::ok();
   });
@@ -186,10 +186,11 @@ void benchWildcards(uint64_t n, const std::vector<EventPtr>& events) {
   auto broker = stBroker(std::make_shared<Registry>());
   uint64_t delivered = 0;
   for (int e = 0; e < kEndpoints; ++e) {
-    (void)broker->addEndpoint("ep" + std::to_string(e), [&delivered](const flows::Exchange&) {
-      ++delivered;
-      return Status::ok();
-    });
+    (void)broker->addEndpoint("ep" + std::to_string(e),
+                              [&delivered](const flows::Exchange&, flows::DeliveryContext&) {
+                                ++delivered;
+                                return Status::ok();
+                              });
   }
   SubscriptionTable table;  // the same patterns, for the raw match rate
   auto target = std::make_shared<CountingTarget>();

@@ -1,7 +1,8 @@
 #pragma once
 
 // Test doubles shared by the flows and router tests: a delivery target that
-// records what it got and can fail, throw or block; a listener that records
+// records what it got (and what its context said) and can fail, throw or
+// block; the journaling side of a delivery's context; a listener that records
 // outcomes; and small helpers to build events and wait for conditions.
 
 #include <unistd.h>
@@ -17,11 +18,15 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bus/core/event.h"
+#include "bus/core/status.h"
+#include "flows/delivery_context.h"
 #include "flows/delivery_target.h"
 #include "flows/exchange.h"
+#include "flows/wake_hold.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::flows::testing {
@@ -69,6 +74,42 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// The journaling flow's side of one delivery, for tests of what a target
+// does with its context: defer() hands out its acknowledgement (with
+// `previous` earlier deliveries), which records what it is given.
+class FakeJournal final : public DeliveryContext::Journaled {
+ public:
+  explicit FakeJournal(uint32_t previous = 0) : previous_(previous) {}
+
+  DeferredAck defer() override {
+    ++deferred_;
+    return DeferredAck(receiver_, kToken, previous_);
+  }
+
+  // defer() calls so far.
+  uint64_t deferred() const { return deferred_; }
+  // The acknowledgements given, in order: token and status.
+  std::vector<std::pair<uint64_t, Status>> acknowledged() const {
+    std::lock_guard lock(receiver_->mu);
+    return receiver_->acknowledged;
+  }
+
+ private:
+  struct Receiver final : DeferredAck::Receiver {
+    void acknowledge(uint64_t token, const Status& status) override {
+      std::lock_guard lock(mu);
+      acknowledged.emplace_back(token, status);
+    }
+    mutable std::mutex mu;
+    std::vector<std::pair<uint64_t, Status>> acknowledged;  // guarded by mu
+  };
+
+  static constexpr uint64_t kToken = 1;
+  const uint32_t previous_;
+  uint64_t deferred_ = 0;
+  const std::shared_ptr<Receiver> receiver_ = std::make_shared<Receiver>();
+};
+
 class RecordingTarget final : public DeliveryTarget {
  public:
   enum class Behavior { kAccept, kFail, kThrow };
@@ -77,7 +118,7 @@ class RecordingTarget final : public DeliveryTarget {
 
   const std::string& name() const override { return name_; }
 
-  Status deliver(const Exchange& exchange) override {
+  Status deliver(const Exchange& exchange, DeliveryContext& context) override {
     entered_.fetch_add(1);
     {
       std::unique_lock lock(mu_);
@@ -85,6 +126,8 @@ class RecordingTarget final : public DeliveryTarget {
       last_thread_ = std::this_thread::get_id();
       last_pattern_ = exchange.pattern;
       last_qos_ = exchange.qos;
+      last_journaled_ = context.journaled();
+      last_wake_hold_ = context.wakeHold();
     }
     switch (behavior_.load()) {
       case Behavior::kFail:
@@ -141,6 +184,15 @@ class RecordingTarget final : public DeliveryTarget {
     std::lock_guard lock(mu_);
     return last_qos_;
   }
+  // What the last delivery's context said.
+  bool lastJournaled() const {
+    std::lock_guard lock(mu_);
+    return last_journaled_;
+  }
+  const WakeHold* lastWakeHold() const {
+    std::lock_guard lock(mu_);
+    return last_wake_hold_;
+  }
 
  private:
   const std::string name_;
@@ -155,6 +207,8 @@ class RecordingTarget final : public DeliveryTarget {
   std::thread::id last_thread_;
   Pattern last_pattern_ = Pattern::kInOnly;
   Qos last_qos_ = Qos::kBestEffort;
+  bool last_journaled_ = false;
+  const WakeHold* last_wake_hold_ = nullptr;
 };
 
 // Records every outcome with the event id and correlation id it concerned.

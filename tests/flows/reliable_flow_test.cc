@@ -136,6 +136,13 @@ TEST_P(ReliableFlowTest, JournalsBeforeAcceptingAndForgetsAfterDelivery) {
   EXPECT_EQ(flow.metrics().delivered, 20u);
   auto journal = Journal::open(path, {});
   EXPECT_EQ((*journal)->delivered()->size(), 20u);
+  // What it shows as any flow.
+  const AbstractFlow& any = flow;
+  EXPECT_TRUE(any.journals());
+  ASSERT_TRUE(any.journalMetrics());
+  EXPECT_EQ(any.journalMetrics()->journaled, 20u);
+  ASSERT_EQ(any.stageMetrics().size(), 1u);
+  EXPECT_EQ(any.stageMetrics()[0].name, "reliable/a");
 }
 
 TEST_P(ReliableFlowTest, BestEffortExchangesSkipTheJournal) {
@@ -276,15 +283,15 @@ class DeferringTarget final : public DeliveryTarget {
  public:
   explicit DeferringTarget(std::string name) : name_(std::move(name)) {}
   const std::string& name() const override { return name_; }
-  Status deliver(const Exchange& exchange) override {
-    std::optional<DeferredAck> ack = ReliableFlow::deferAcknowledgement();
+  Status deliver(const Exchange& exchange, DeliveryContext& context) override {
+    DeferredAck ack = context.deferAcknowledgement();
     std::lock_guard lock(mu_);
     if (!ack) {
       ++undeferred_;
       return Status::ok();
     }
-    previous_.push_back(ack->previousDeliveries());
-    acks_.emplace_back(exchange.event->id(), std::move(*ack));
+    previous_.push_back(ack.previousDeliveries());
+    acks_.emplace_back(exchange.event->id(), std::move(ack));
     return Status::ok();
   }
   size_t waiting() {
@@ -415,6 +422,50 @@ TEST_P(ReliableFlowTest, ANegativeAcknowledgementAfterTheTargetCameBackGoesToItA
   flow.stop();
 }
 
+// Takes each journaled delivery's acknowledgement twice, as two parts of a
+// target might: both are the same acknowledgement.
+class TwiceDeferringTarget final : public DeliveryTarget {
+ public:
+  const std::string& name() const override { return name_; }
+  Status deliver(const Exchange&, DeliveryContext& context) override {
+    DeferredAck first = context.deferAcknowledgement();
+    DeferredAck second = context.deferAcknowledgement();
+    std::lock_guard lock(mu_);
+    acks_.push_back(std::move(first));
+    acks_.push_back(std::move(second));
+    return Status::ok();
+  }
+  std::vector<DeferredAck> acks() {
+    std::lock_guard lock(mu_);
+    return acks_;
+  }
+
+ private:
+  const std::string name_ = "twice";
+  std::mutex mu_;
+  std::vector<DeferredAck> acks_;  // guarded by mu_
+};
+
+TEST_P(ReliableFlowTest, AnAcknowledgementTakenTwiceIsOneAcknowledgement) {
+  TempDir dir;
+  TwiceDeferringTarget target;
+  ReliableFlow flow(reliableConfig(dir.file("r.db")));
+  ASSERT_TRUE(flow.attach(target).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  std::vector<DeliveryTarget*> targets{&target};
+  ASSERT_EQ(flow.send(inOnly(makeEvent(1), "t", Qos::kReliable), targets).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return target.acks().size() == 2; }));
+  for (const DeferredAck& ack : target.acks()) {
+    ASSERT_TRUE(ack);
+    ack(Status::ok());
+  }
+  ASSERT_TRUE(waitUntil([&] { return flow.metrics().delivered == 1; }));
+  flow.stop();
+  EXPECT_EQ(flow.reliableMetrics().acknowledged, 1u);
+  EXPECT_EQ(flow.metrics().delivered, 1u);
+  EXPECT_EQ(flow.reliableMetrics().in_flight, 0u);
+}
+
 // A stage that runs a delivery inline on the offering thread (under the
 // flow's target lock) lets the target take the acknowledgement there; giving
 // it later from another thread must not take the flow's locks in the
@@ -443,13 +494,46 @@ TEST_P(ReliableFlowTest, AnAcknowledgementTakenInAnInlineDeliveryIsGivenLater) {
   EXPECT_EQ(flow.reliableMetrics().in_flight, 0u);
 }
 
+// A delivery's context says whether it was journaled, and carries the
+// publisher's hold only while the delivery runs inside the publisher's
+// send(): a run inline of a best-effort one, and with concurrent dispatch a
+// journaled one; without, a journaled one is dispatched after its commit,
+// on the writer's thread.
+TEST_P(ReliableFlowTest, TheContextSaysJournaledAndCarriesTheHoldOnlyInsideTheSend) {
+  TempDir dir;
+  ReliableFlowConfig config = reliableConfig(dir.file("r.db"));
+  config.stage.run_inline_when_idle = true;
+  RecordingTarget a("a");
+  ReliableFlow flow(config);
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  std::vector<DeliveryTarget*> targets{&a};
+  WakeHold hold;
+  ASSERT_EQ(flow.send(inOnly(makeEvent(1), "t", Qos::kBestEffort), targets, &hold).queued, 1u);
+  ASSERT_EQ(a.delivered(), 1u);  // run inline: the stage was idle
+  EXPECT_FALSE(a.lastJournaled());
+  EXPECT_EQ(a.lastWakeHold(), &hold);
+
+  ASSERT_EQ(flow.send(inOnly(makeEvent(2), "t", Qos::kReliable), targets, &hold).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return a.delivered() == 2; }));
+  EXPECT_TRUE(a.lastJournaled());
+  if (g_concurrent_dispatch) {
+    EXPECT_EQ(a.lastThread(), std::this_thread::get_id());
+    EXPECT_EQ(a.lastWakeHold(), &hold);
+  } else {
+    EXPECT_NE(a.lastThread(), std::this_thread::get_id());
+    EXPECT_EQ(a.lastWakeHold(), nullptr);
+  }
+  flow.stop();
+}
+
 // A target whose own buffer is full answers Rejected: that delays the
 // delivery like a full stage, however often, instead of using up attempts.
 class BusyThenFreeTarget final : public DeliveryTarget {
  public:
   explicit BusyThenFreeTarget(int busy) : busy_(busy) {}
   const std::string& name() const override { return name_; }
-  Status deliver(const Exchange&) override {
+  Status deliver(const Exchange&, DeliveryContext&) override {
     if (busy_.fetch_sub(1) > 0) return Status::rejected("buffer full");
     delivered_.fetch_add(1);
     return Status::ok();
@@ -484,7 +568,7 @@ class SwitchableTarget final : public DeliveryTarget {
  public:
   explicit SwitchableTarget(std::string name) : name_(std::move(name)) {}
   const std::string& name() const override { return name_; }
-  Status deliver(const Exchange& exchange) override {
+  Status deliver(const Exchange& exchange, DeliveryContext&) override {
     calls_.fetch_add(1);
     if (busy_.load()) return Status::rejected("buffer full");
     std::lock_guard lock(mu_);
@@ -1027,7 +1111,7 @@ class AckThenHang final : public DeliveryTarget {
  public:
   explicit AckThenHang(int limit) : limit_(limit) {}
   const std::string& name() const override { return name_; }
-  Status deliver(const Exchange&) override {
+  Status deliver(const Exchange&, DeliveryContext&) override {
     if (acked_.load() < limit_) {
       acked_.fetch_add(1);
       return Status::ok();

@@ -43,9 +43,41 @@ TEST(SedaFlowTest, DeliversOnStageThreadsAndCountsWhenDone) {
   ASSERT_TRUE(waitUntil([&] { return a.delivered() == 100 && b.delivered() == 100; }));
   EXPECT_NE(a.lastThread(), std::this_thread::get_id());
   ASSERT_TRUE(waitUntil([&] { return flow.metrics().delivered == 200; }));
+  // What it shows as any flow: its stages, no journal.
+  const AbstractFlow& any = flow;
   std::set<std::string> names;
-  for (const auto& m : flow.stageMetrics()) names.insert(m.name);
+  for (const auto& m : any.stageMetrics()) names.insert(m.name);
   EXPECT_EQ(names, (std::set<std::string>{"seda/a", "seda/b"}));
+  EXPECT_FALSE(any.journals());
+  EXPECT_FALSE(any.journalMetrics());
+}
+
+// The publisher's hold is only for what runs inside its send(): a run
+// inline gets it, a worker's run never does.
+TEST(SedaFlowTest, ARunInlineGetsThePublishersWakeHoldAWorkersRunDoesNot) {
+  WakeHold hold;
+  RecordingTarget inline_target("inline");
+  SedaFlowConfig config = smallConfig();
+  config.stage.run_inline_when_idle = true;
+  SedaFlow inline_flow(config);
+  ASSERT_TRUE(inline_flow.attach(inline_target).isOk());
+  ASSERT_TRUE(inline_flow.start().isOk());
+  std::vector<DeliveryTarget*> targets{&inline_target};
+  ASSERT_EQ(inline_flow.send(inOnly(makeEvent(1)), targets, &hold).queued, 1u);
+  ASSERT_EQ(inline_target.delivered(), 1u);  // idle: handled before send() returned
+  EXPECT_EQ(inline_target.lastThread(), std::this_thread::get_id());
+  EXPECT_EQ(inline_target.lastWakeHold(), &hold);
+  EXPECT_FALSE(inline_target.lastJournaled());
+
+  RecordingTarget queued_target("queued");
+  SedaFlow queued_flow(smallConfig());
+  ASSERT_TRUE(queued_flow.attach(queued_target).isOk());
+  ASSERT_TRUE(queued_flow.start().isOk());
+  targets = {&queued_target};
+  ASSERT_EQ(queued_flow.send(inOnly(makeEvent(2)), targets, &hold).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return queued_target.delivered() == 1; }));
+  EXPECT_NE(queued_target.lastThread(), std::this_thread::get_id());
+  EXPECT_EQ(queued_target.lastWakeHold(), nullptr);
 }
 
 TEST(SedaFlowTest, AnUnattachedTargetIsRejectedAndReported) {

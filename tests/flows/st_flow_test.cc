@@ -43,6 +43,26 @@ TEST_F(StFlowTest, DeliversToEveryTargetOnTheCallersThread) {
   EXPECT_EQ(m.failed, 0u);
 }
 
+// Straight through, every delivery runs inside the publisher's send(): each
+// gets its hold, and none is journaled.
+TEST_F(StFlowTest, EveryDeliveryGetsThePublishersWakeHold) {
+  WakeHold hold;
+  ASSERT_EQ(flow_.send(inOnly(makeEvent(1), "t", Qos::kReliable), all_, &hold).delivered, 3u);
+  for (RecordingTarget* t : {&a_, &b_, &c_}) {
+    EXPECT_EQ(t->lastWakeHold(), &hold);
+    EXPECT_FALSE(t->lastJournaled());
+  }
+  ASSERT_EQ(flow_.send(inOnly(makeEvent(2)), all_).delivered, 3u);
+  for (RecordingTarget* t : {&a_, &b_, &c_}) EXPECT_EQ(t->lastWakeHold(), nullptr);
+}
+
+TEST_F(StFlowTest, ShowsNoStagesAndNoJournal) {
+  const AbstractFlow& any = flow_;
+  EXPECT_FALSE(any.journals());
+  EXPECT_TRUE(any.stageMetrics().empty());
+  EXPECT_FALSE(any.journalMetrics());
+}
+
 TEST_F(StFlowTest, FailingAndThrowingTargetsAreCountedNotFatal) {
   b_.setBehavior(Behavior::kFail);
   c_.setBehavior(Behavior::kThrow);
@@ -134,8 +154,9 @@ class BrokenFlow final : public AbstractFlow {
 
  protected:
   void doSend(const Exchange& exchange, std::span<DeliveryTarget* const> targets,
-              SendOutcome& out) override {
-    if (deliverTo(*targets[0], exchange).isOk()) ++out.delivered;
+              WakeHold* wake_hold, SendOutcome& out) override {
+    DeliveryContext context(wake_hold);
+    if (deliverTo(*targets[0], exchange, context).isOk()) ++out.delivered;
     throw std::runtime_error("protocol error");
   }
 };

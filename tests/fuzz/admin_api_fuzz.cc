@@ -64,9 +64,11 @@ struct Bus {
     registry = std::make_shared<router::Registry>();
     broker = std::make_unique<router::Broker>(std::move(policy), registry);
     fuzz::check(broker->start().isOk(), "broker start");
-    fuzz::check(
-        broker->addEndpoint("sink", [](const flows::Exchange&) { return Status::ok(); }).isOk(),
-        "endpoint");
+    fuzz::check(broker
+                    ->addEndpoint("sink", [](const flows::Exchange&,
+                                             flows::DeliveryContext&) { return Status::ok(); })
+                    .isOk(),
+                "endpoint");
     fuzz::check(broker->subscribe("sink", "stocks.#").isOk(), "subscribe");
     api = std::make_unique<services::http::AdminApi>(*broker, *registry, "s3cret", "CEPBUS_TOKEN",
                                                      &deployer);

@@ -14,6 +14,7 @@
 namespace cepbus::router {
 namespace {
 
+using flows::DeliveryContext;
 using flows::Exchange;
 using flows::OutcomeKind;
 using flows::Pattern;
@@ -53,7 +54,7 @@ EventPtr priced(double price) {
 class Inbox {
  public:
   Endpoint::Consumer consumer(Status answer = Status::ok()) {
-    return [this, answer](const Exchange& ex) {
+    return [this, answer](const Exchange& ex, DeliveryContext&) {
       std::lock_guard lock(mu_);
       ids_.push_back(ex.event->id());
       addresses_.emplace_back(ex.address.name());
@@ -134,6 +135,33 @@ class BrokerTest : public ::testing::Test {
   std::shared_ptr<Registry> registry_;
   std::unique_ptr<Broker> broker_;
 };
+
+// The publisher's hold reaches the deliveries made inside its publish
+// (straight through), not those a stage's worker makes later.
+TEST_F(BrokerTest, APublishersWakeHoldReachesOnlyTheDeliveriesInsideThePublish) {
+  std::mutex mu;
+  std::vector<const flows::WakeHold*> seen;  // guarded by mu
+  ASSERT_TRUE(broker_
+                  ->addEndpoint("watcher",
+                                [&](const Exchange&, DeliveryContext& context) {
+                                  std::lock_guard lock(mu);
+                                  seen.push_back(context.wakeHold());
+                                  return Status::ok();
+                                })
+                  .isOk());
+  subscribe("watcher", "ticks.#");
+  subscribe("watcher", "orders.#");
+  flows::WakeHold hold;
+  EXPECT_EQ(broker_->publish(to("ticks.a", priced(1)), &hold).delivered, 1u);  // st
+  EXPECT_EQ(broker_->publish(to("orders.a", priced(2)), &hold).queued, 1u);    // seda
+  ASSERT_TRUE(waitUntil([&] {
+    std::lock_guard lock(mu);
+    return seen.size() == 2;
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen[0], &hold);
+  EXPECT_EQ(seen[1], nullptr);
+}
 
 TEST_F(BrokerTest, PublishReachesExactAndWildcardSubscribersOnce) {
   Inbox a, b, c, d;
@@ -300,7 +328,7 @@ TEST_F(BrokerTest, RequestResponseCorrelatesReplies) {
       broker_
           ->addEndpoint(
               "calc",
-              [&](const Exchange& ex) {
+              [&](const Exchange& ex, DeliveryContext&) {
                 EXPECT_EQ(ex.pattern, Pattern::kInOut);
                 seen_correlation = ex.correlation_id;
                 const int64_t n = ex.event->find(Symbol::intern("n"))->asInt();
@@ -327,7 +355,7 @@ TEST_F(BrokerTest, AsynchronousRepliesFromAnotherThreadAreCorrelated) {
   std::vector<Exchange> parked;
   ASSERT_TRUE(broker_
                   ->addEndpoint("slow",
-                                [&](const Exchange& ex) {
+                                [&](const Exchange& ex, DeliveryContext&) {
                                   std::lock_guard lock(mu);
                                   parked.push_back(ex);  // answer later
                                   return Status::ok();
@@ -360,10 +388,14 @@ TEST_F(BrokerTest, AsynchronousRepliesFromAnotherThreadAreCorrelated) {
 }
 
 TEST_F(BrokerTest, RequestsTimeOutOrFault) {
-  ASSERT_TRUE(broker_->addEndpoint("mute", [](const Exchange&) { return Status::ok(); }).isOk());
+  ASSERT_TRUE(
+      broker_->addEndpoint("mute", [](const Exchange&, DeliveryContext&) { return Status::ok(); })
+          .isOk());
   ASSERT_TRUE(broker_
                   ->addEndpoint("broken",
-                                [](const Exchange&) { return Status::internal("cannot compute"); })
+                                [](const Exchange&, DeliveryContext&) {
+                                  return Status::internal("cannot compute");
+                                })
                   .isOk());
   ASSERT_TRUE(broker_->provide("svc.mute", "mute").isOk());
   ASSERT_TRUE(broker_->provide("svc.broken", "broken").isOk());
@@ -442,7 +474,7 @@ TEST_F(BrokerTest, DeliveriesMayPublishAndSubscribeAgain) {
   std::atomic<int> subscribed{0};
   ASSERT_TRUE(broker_
                   ->addEndpoint("relay",
-                                [&](const Exchange& ex) {
+                                [&](const Exchange& ex, DeliveryContext&) {
                                   // A CEP engine publishing a composite event, and
                                   // a service subscribing from its callback.
                                   if (subscribed.fetch_add(1) == 0) {
@@ -546,7 +578,7 @@ TEST_F(BrokerTest, PausingKeepsWhatTheRouteAlreadyAccepted) {
   std::atomic<int> got{0};
   ASSERT_TRUE(broker_
                   ->addEndpoint("slow",
-                                [&](const Exchange&) {
+                                [&](const Exchange&, DeliveryContext&) {
                                   while (!release.load()) std::this_thread::yield();
                                   got.fetch_add(1);
                                   return Status::ok();

@@ -120,16 +120,20 @@ TEST(StageTest, CountsProcessedFailedAndThrownExactly) {
 
 TEST(StageTest, HandlerSeesAdmissionTimestamp) {
   std::atomic<bool> stamped{true};
+  std::atomic<bool> marked_inline{false};
   Stage stage(smallConfig("stamp"), [&](StageItem& item) {
     if (item.enqueued_at == std::chrono::steady_clock::time_point{}) stamped = false;
+    if (item.inline_run) marked_inline = true;  // a worker's run is not inline
     return Status::ok();
   });
   const auto before = std::chrono::steady_clock::now();
   StageItem item = makeItem(1);
+  item.inline_run = true;  // the stage's to set, not the caller's
   stage.start();
   ASSERT_EQ(stage.offer(std::move(item)), Admission::kAccepted);
   stage.stop();
   EXPECT_TRUE(stamped.load());
+  EXPECT_FALSE(marked_inline.load());
   EXPECT_GE(stage.metrics().latency.count, 1u);
   EXPECT_LE(std::chrono::nanoseconds(stage.metrics().latency.max_ns),
             std::chrono::steady_clock::now() - before);
@@ -472,8 +476,10 @@ class Concurrency {
 
 TEST(StageTest, IdleStageRunsTheHandlerOnTheOfferingThread) {
   std::vector<std::thread::id> threads;
-  Stage stage(inlineConfig("inline"), [&](StageItem&) {
+  size_t marked_inline = 0;
+  Stage stage(inlineConfig("inline"), [&](StageItem& item) {
     threads.push_back(std::this_thread::get_id());
+    if (item.inline_run) ++marked_inline;
     return Status::ok();
   });
   stage.start();
@@ -481,6 +487,7 @@ TEST(StageTest, IdleStageRunsTheHandlerOnTheOfferingThread) {
   // Each offer returned after its handler: no worker was involved.
   ASSERT_EQ(threads.size(), 100u);
   for (const std::thread::id& id : threads) EXPECT_EQ(id, std::this_thread::get_id());
+  EXPECT_EQ(marked_inline, 100u);  // the handler can tell
   stage.stop();
   const StageMetricsSnapshot m = stage.metrics();
   EXPECT_EQ(m.ran_inline, 100u);

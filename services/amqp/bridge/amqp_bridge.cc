@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "bus/host/descriptor/address.h"
-#include "flows/reliable_flow.h"
+#include "flows/delivery_context.h"
 #include "router/registry.h"
 #include "router/topic.h"
 #include "services/protocols/amqp/message_mapping.h"
@@ -91,7 +91,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
 
   // ---- router threads (out) ----------------------------------------------
 
-  Status offer(const EventPtr& event) {
+  Status offer(const EventPtr& event, flows::DeliveryContext& context) {
     std::lock_guard lock(mu);
     if (closed) return Status::unavailable(config.name + ": bridge stopped");
     if (counters->waiting.load(std::memory_order_relaxed) >= config.buffer) {
@@ -99,11 +99,8 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
                               " events already wait for the peer " + config.url);
     }
     counters->waiting.fetch_add(1, std::memory_order_relaxed);
-    OutEntry entry{event, {}, 0};
-    if (auto ack = flows::ReliableFlow::deferAcknowledgement()) {
-      entry.delivery_count = ack->previousDeliveries();
-      entry.ack = std::move(*ack);
-    }
+    OutEntry entry{event, context.deferAcknowledgement(), 0};
+    entry.delivery_count = entry.ack.previousDeliveries();
     pending.push_back(std::move(entry));
     wake();
     return Status::ok();
@@ -422,7 +419,10 @@ Status AmqpBridge::start() {
   if (impl.config.outgoing) {
     Impl* p = &impl;
     if (Status s = impl.context.broker.addEndpoint(
-            impl.endpoint(), [p](const flows::Exchange& ex) { return p->offer(ex.event); },
+            impl.endpoint(),
+            [p](const flows::Exchange& ex, flows::DeliveryContext& context) {
+              return p->offer(ex.event, context);
+            },
             impl.config.name);
         !s) {
       return s;

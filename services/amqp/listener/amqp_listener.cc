@@ -356,8 +356,9 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   bool journaled(Symbol address) override {
     return journaledRoute(context.broker.policy(), address);
   }
-  PublishVerdict publish(flows::Exchange& exchange, bool journaled) override {
-    return PublishVerdict::of(context.broker.publish(exchange), journaled);
+  PublishVerdict publish(flows::Exchange& exchange, bool journaled,
+                         flows::WakeHold& burst) override {
+    return PublishVerdict::of(context.broker.publish(exchange, &burst), journaled);
   }
   bool congested(const std::vector<std::string>& stages) override {
     return stagesSaturated(context.broker.policy(), stages);

@@ -49,7 +49,7 @@
 // - At least once end to end: on a reliable route an unsettled publish is
 //   accepted only once every target's journal commit is in, and a journaled
 //   event sent to a subscriber is acknowledged to its flow only when the
-//   subscriber accepts it (flows::ReliableFlow::deferAcknowledgement()). A
+//   subscriber accepts it (flows::DeliveryContext::deferAcknowledgement()). A
 //   subscriber that disconnects and comes back with the same container id
 //   and link name gets what it had not accepted, marked as redelivered
 //   (delivery-count > 0, first-acquirer false); a released delivery is
@@ -111,7 +111,8 @@
 // event for a subscriber, a drained buffer giving a publisher credit back, a
 // relink — goes through the target connection's proton::work_queue, with at
 // most one wake on its way per connection and at most two per subscriber
-// connection for a burst read from a publisher (work_coalescer.h); what a
+// connection for a burst read from a publisher (work_coalescer.h; the
+// publisher's flows::WakeHold, lent to the deliveries of each publish); what a
 // publish reads of another connection's buffers is atomic. The global
 // tables (admission, sessions, broker subscriptions and durable parking,
 // the link directory) are locked on the control path only (open, attach,

@@ -108,7 +108,11 @@ std::optional<BrokerSubscriptions::Refusal> BrokerSubscriptions::addEndpoint(
     const std::string& endpoint, const std::string& container_id, const std::string& link_name,
     const std::string& pattern, const std::shared_ptr<SubscriberOutbox>& outbox) {
   Status added = broker_.addEndpoint(
-      endpoint, [outbox](const flows::Exchange& ex) { return outbox->offer(ex); }, config_.owner);
+      endpoint,
+      [outbox](const flows::Exchange& ex, flows::DeliveryContext& context) {
+        return outbox->offer(ex, context);
+      },
+      config_.owner);
   if (!added) {
     outbox->close();
     if (added.code() == Status::Code::kAlreadyExists) {

@@ -43,7 +43,10 @@ class Waker {
  public:
   explicit Waker(proton::work_queue* queue);
   // False when the work will not run (closed, or the queue refused it).
-  bool add(std::function<void()> fn) { return work_.add(std::move(fn)); }
+  // `hold`: the caller's, when it may put this wake off (flows/wake_hold.h).
+  bool add(std::function<void()> fn, flows::WakeHold* hold = nullptr) {
+    return work_.add(std::move(fn), hold);
+  }
   void close();
 
  private:

@@ -221,7 +221,9 @@ void ClientHandler::on_sender_open(proton::sender& s) {
 // What an outbox bound to subscribing link `id` calls when an event
 // arrives (any thread): drain the link, as this connection's work.
 SubscriberOutbox::Wake ClientHandler::wakeDrain(uint64_t id) {
-  return [this, waker = client_->waker, id] { return waker->add([this, id] { drain(id); }); };
+  return [this, waker = client_->waker, id](flows::WakeHold* hold) {
+    return waker->add([this, id] { drain(id); }, hold);
+  };
 }
 
 // An at-most-once receiver gets its messages pre-settled, as it asked: it
@@ -327,13 +329,7 @@ void ClientHandler::settle(const proton::tracker& t, SubscriberDeliveries::Outco
 void ClientHandler::on_message(proton::delivery& d, proton::message& m) {
   const bool presettled = d.settled();
   const proton::receiver r = d.receiver();
-  PublisherLink* pub = nullptr;
-  {
-    // The connections this message wakes: each at once the first time in
-    // a burst, then held until the burst was read (work_coalescer.h).
-    WakeHold::Scope hold(&burst_wakes_);
-    pub = receive(d, m, presettled);
-  }
+  PublisherLink* const pub = receive(d, m, presettled);
   // Proton frees a delivery once both ends settled it: a pre-settled one
   // needs no outcome, only this settle (without it every at-most-once
   // message stayed in memory until its link closed).
@@ -417,7 +413,10 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
     listener = std::make_shared<PublishSettlement>();
     exchange.listener = listener;
   }
-  const PublishVerdict verdict = host_.publish(exchange, !presettled && pub.journaled);
+  // The connections this message wakes: each at once the first time in a
+  // burst, then held until the burst was read (flows/wake_hold.h).
+  const PublishVerdict verdict =
+      host_.publish(exchange, !presettled && pub.journaled, burst_wakes_);
   counters_.published.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::string> congested;
   if (listener) congested = listener->published();

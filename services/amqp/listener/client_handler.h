@@ -24,7 +24,7 @@
 // Other threads reach it through its connection's Waker only (its
 // proton::work_queue, one wake per batch of work, work_coalescer.h): an
 // event for a subscriber (SubscriberOutbox's wake, held to the end of the
-// burst it came in after the first: WakeHold), a drained buffer resuming a
+// burst it came in after the first: flows::WakeHold), a drained buffer resuming a
 // waiting publisher (PublisherWake), a relink telling a publisher which
 // buffers it feeds now (setTargets()), a commit or an answer. finished()
 // may be read from any thread; postShutdown() and releaseAll() are the
@@ -55,6 +55,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/symbol.h"
+#include "flows/wake_hold.h"
 #include "services/amqp/listener/client_connections.h"
 #include "services/amqp/listener/connection_host.h"
 #include "services/amqp/listener/listener_stats.h"
@@ -220,7 +221,9 @@ class ClientHandler final : public proton::messaging_handler {
   proton::message outgoing_;   // reused for every event sent to a subscriber (its allocations stay)
   std::vector<char> encoded_;  // reused to size a message received that was not sized before
   bool incomplete_watch_ = false;  // watchIncompleteMessages() is scheduled
-  WakeHold burst_wakes_;           // what the burst being read holds (on_message())
+  // What the burst being read holds: lent to each publish (host_.publish()),
+  // flushed when the burst ends (on_message()).
+  flows::WakeHold burst_wakes_;
   std::atomic<bool> finished_{false};
 };
 

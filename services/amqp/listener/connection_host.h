@@ -34,6 +34,7 @@
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
 #include "flows/exchange.h"
+#include "flows/wake_hold.h"
 #include "services/amqp/listener/broker_subscriptions.h"
 #include "services/amqp/listener/client_connections.h"
 #include "services/amqp/listener/listener_stats.h"
@@ -153,7 +154,10 @@ class ConnectionHost {
   virtual bool journaled(Symbol address) = 0;
   // Hands `exchange` to the router; what becomes of the client's delivery.
   // `journaled`: an unsettled publish on a journaled route (journaled()).
-  virtual PublishVerdict publish(flows::Exchange& exchange, bool journaled) = 0;
+  // `burst`: the connection's hold over the wakes of the burst it reads,
+  // lent to the deliveries that run inside the publish (flows/wake_hold.h).
+  virtual PublishVerdict publish(flows::Exchange& exchange, bool journaled,
+                                 flows::WakeHold& burst) = 0;
   // Whether a stage that held a link back (PublishSettlement::published())
   // is still saturated.
   virtual bool congested(const std::vector<std::string>& stages) = 0;

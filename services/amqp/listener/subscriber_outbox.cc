@@ -14,7 +14,7 @@ SubscriberOutbox::SubscriberOutbox(size_t capacity, size_t away_capacity, Symbol
       sender_(sender),
       counters_(std::move(counters)) {}
 
-Status SubscriberOutbox::offer(const flows::Exchange& exchange) {
+Status SubscriberOutbox::offer(const flows::Exchange& exchange, flows::DeliveryContext& context) {
   std::lock_guard lock(mu_);
   if (closed_) return Status::unavailable("amqp subscription closed");
   const bool bound = static_cast<bool>(wake_);
@@ -28,17 +28,13 @@ Status SubscriberOutbox::offer(const flows::Exchange& exchange) {
       bump(stats_->parked_overflow);
     }
     // A journaled delivery comes again; a best-effort one is gone.
-    if (ours && !flows::ReliableFlow::deliveringJournaled()) arrived();
+    if (ours && !context.journaled()) arrived();
     return Status::rejected("amqp subscriber is slow or away: its buffer of " +
                             std::to_string(capacity) + " events is full");
   }
-  std::optional<flows::DeferredAck> ack = flows::ReliableFlow::deferAcknowledgement();
-  OutboxEntry entry{exchange.event, {}, 0, {}, std::nullopt};
+  OutboxEntry entry{exchange.event, context.deferAcknowledgement(), 0, {}, std::nullopt};
   if (exchange.pattern == flows::Pattern::kInOut) entry.request = exchange;
-  if (ack) {
-    entry.delivery_count = ack->previousDeliveries();
-    entry.ack = std::move(*ack);
-  }
+  entry.delivery_count = entry.ack.previousDeliveries();
   const bool count_out = ours && entry.delivery_count == 0;  // a redelivery was counted out
   pending_.push_back(std::move(entry));
   // Buffered first, then out of transit: in between, the container thread
@@ -46,7 +42,7 @@ Status SubscriberOutbox::offer(const flows::Exchange& exchange) {
   // grant credit for room that is not there).
   queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_release);
   if (count_out) arrived();
-  wake();
+  wake(context.wakeHold());
   return Status::ok();
 }
 
@@ -55,7 +51,7 @@ void SubscriberOutbox::bind(Wake wake) {
   wake_ = std::move(wake);
   drain_scheduled_ = false;
   in_transit_.store(0, std::memory_order_relaxed);
-  this->wake();
+  this->wake(nullptr);
 }
 
 void SubscriberOutbox::unbind() {
@@ -67,7 +63,7 @@ void SubscriberOutbox::pushAnswer(OutboxEntry entry) {
   std::lock_guard lock(mu_);
   pending_.push_back(std::move(entry));
   queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
-  wake();
+  wake(nullptr);
 }
 
 std::vector<OutboxEntry> SubscriberOutbox::take(int n) {
@@ -179,9 +175,9 @@ bool SubscriberOutbox::drainedToLowWater() {
   return true;
 }
 
-void SubscriberOutbox::wake() {
+void SubscriberOutbox::wake(flows::WakeHold* hold) {
   if (drain_scheduled_ || !wake_) return;
-  drain_scheduled_ = wake_();
+  drain_scheduled_ = wake_(hold);
 }
 
 void SubscriberOutbox::arrived() {

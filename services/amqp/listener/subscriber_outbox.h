@@ -17,7 +17,7 @@
 // link, the broker endpoint's consumer and, while its subscriber is away, the parking; it owns the
 // entries it holds and gives their acknowledgements back when it closes. It knows no listener: when
 // an event arrives for a bound link it calls the Wake it was bound with, which asks the link's
-// connection to drain it.
+// connection to drain it — through the publisher's WakeHold when the delivery brings one.
 
 #include <atomic>
 #include <chrono>
@@ -34,8 +34,9 @@
 #include "bus/core/event.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
+#include "flows/delivery_context.h"
 #include "flows/exchange.h"
-#include "flows/reliable_flow.h"
+#include "flows/wake_hold.h"
 #include "services/amqp/listener/listener_stats.h"
 #include "services/amqp/listener/publisher_wake.h"
 
@@ -71,10 +72,11 @@ struct FedOutboxes {
 
 class SubscriberOutbox {
  public:
-  // Asks the bound link's connection to drain it; false when it cannot
-  // (the link's connection is closing): what arrived then waits for the
-  // subscription's next link, or its end.
-  using Wake = std::function<bool()>;
+  // Asks the bound link's connection to drain it, through `hold` when not
+  // null (the publisher's, on its thread: flows/wake_hold.h); false when it
+  // cannot (the link's connection is closing): what arrived then waits for
+  // the subscription's next link, or its end.
+  using Wake = std::function<bool(flows::WakeHold* hold)>;
 
   // `capacity` bounds it while a link is bound, `away_capacity` while not
   // (a durable subscription whose subscriber is away). `sender` marks the
@@ -86,11 +88,13 @@ class SubscriberOutbox {
   SubscriberOutbox& operator=(const SubscriberOutbox&) = delete;
 
   // ---- router threads ----
-  // Buffers the exchange's event and wakes the bound link. Beyond the bound
-  // (or once closed) it is refused: Rejected, which a reliable flow retries
-  // later without counting a failure, or Unavailable once closed. A
-  // journaled delivery takes the flow's deferred acknowledgement with it.
-  Status offer(const flows::Exchange& exchange);
+  // Buffers the exchange's event and wakes the bound link (through the
+  // context's WakeHold, if any). Beyond the bound (or once closed) it is
+  // refused: Rejected, which a reliable flow retries later without counting
+  // a failure, or Unavailable once closed. A journaled delivery takes its
+  // acknowledgement from the context with it, to give once the subscriber
+  // settles.
+  Status offer(const flows::Exchange& exchange, flows::DeliveryContext& context);
 
   // ---- the bound link's connection (or the control lock) ----
   // A link takes the subscription: what arrives wakes it through `wake`, and
@@ -155,8 +159,8 @@ class SubscriberOutbox {
   const std::shared_ptr<LinkCounters>& sharedStats() const { return stats_; }
 
  private:
-  void wake();     // with mu_ held
-  void arrived();  // one of ours was taken or dropped for good: out of transit
+  void wake(flows::WakeHold* hold);  // with mu_ held
+  void arrived();                    // one of ours was taken or dropped for good: out of transit
 
   const size_t capacity_;
   const size_t away_capacity_;

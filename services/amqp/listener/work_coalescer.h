@@ -15,31 +15,27 @@
 // of its own. Work runs in the order it was added: each wake is posted after
 // the one before it was taken, and a connection runs its posts one at a time.
 //
-// WakeHold: while a connection reads a burst of messages, the connections it
-// feeds would each wake once per message they find idle — one burst read on
-// one thread, written out one message at a time on the other. A WakeHold
-// scoped over the handling of each message (WakeHold::Scope) lets the first
-// wake of each target in the burst go at once (it starts writing while the
-// rest is read) and holds the later ones until the reader calls flush() at
-// the end of its burst: at most two wakes per target per burst.
+// Under a WakeHold (flows/wake_hold.h) — a publishing connection's, lent to
+// the deliveries of the burst it reads — the first wake of a burst goes at
+// once and the later ones wait for the end of the burst: the queue is the
+// hold's Target.
 //
 // Thread-safety: WorkCoalescer::add() and close() may be called from any
-// thread; the queued work runs wherever `post` runs what it is given (the
-// connection's thread). A WakeHold is its connection's: used by that
-// connection's events and work only. Ownership: a coalescer owns the work
-// until it ran; a posted or held wake shares the queue (and with it `post`),
-// so it may be posted or run after the coalescer is gone — it runs what was
-// queued, as a post of each would have.
+// thread (with a hold, only from the hold's own thread); the queued work runs
+// wherever `post` runs what it is given (the connection's thread).
+// Ownership: a coalescer owns the work until it ran; a posted or held wake
+// shares the queue (and with it `post`), so it may be posted or run after the
+// coalescer is gone — it runs what was queued, as a post of each would have.
 
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
-namespace cepbus::services::amqp {
+#include "bus/base/mutex.h"
+#include "flows/wake_hold.h"
 
-class WakeHold;
+namespace cepbus::services::amqp {
 
 class WorkCoalescer {
  public:
@@ -54,70 +50,34 @@ class WorkCoalescer {
   WorkCoalescer& operator=(const WorkCoalescer&) = delete;
 
   // Queues `work`, waking the target unless a wake is already on its way
-  // (or, under a WakeHold on this thread, held). False when it will not run:
-  // closed, or the post was refused (then the queue was empty, so nothing
-  // else is lost with it).
-  bool add(Work work);
+  // (or `hold`, the caller's, holds it). False when it will not run: closed,
+  // or the post was refused (then the queue was empty, so nothing else is
+  // lost with it).
+  bool add(Work work, flows::WakeHold* hold = nullptr);
   // No more work is taken; what is queued runs if its wake does.
   void close();
   // Wakes posted so far.
   uint64_t wakes() const;
 
  private:
-  friend class WakeHold;
-
-  struct Queue {
+  // The hold wakes it as its Target; its posts keep it alive (shared_from_this()).
+  struct Queue final : flows::WakeHold::Target, std::enable_shared_from_this<Queue> {
     explicit Queue(Post p) : post(std::move(p)) {}
+    void wakeHeld() override EXCLUDES(mu);
     const Post post;
-    std::mutex mu;
-    std::vector<Work> work;  // guarded by mu; not empty only while woken
-    bool woken = false;      // guarded by mu: a wake is on its way, or held
-    bool closed = false;     // guarded by mu
-    uint64_t wakes = 0;      // guarded by mu
+    Mutex mu;
+    std::vector<Work> work GUARDED_BY(mu);  // not empty only while woken
+    bool woken GUARDED_BY(mu) = false;      // a wake is on its way, or held
+    bool closed GUARDED_BY(mu) = false;
+    uint64_t wakes GUARDED_BY(mu) = 0;
   };
-  // Posts the wake (mu held); when refused, what was queued goes to
-  // `dropped`, for the caller to destroy outside the lock.
-  static bool wakeLocked(const std::shared_ptr<Queue>& queue, std::vector<Work>& dropped);
-  static void runQueued(Queue& queue);
+  // Posts the wake; when refused, what was queued goes to `dropped`, for the
+  // caller to destroy outside the lock.
+  static bool wakeLocked(const std::shared_ptr<Queue>& queue, std::vector<Work>& dropped)
+      REQUIRES(queue->mu);
+  static void runQueued(Queue& queue) EXCLUDES(queue.mu);
 
   const std::shared_ptr<Queue> queue_;
-};
-
-class WakeHold {
- public:
-  // While it lives, wakes raised on this thread go through `hold` (none:
-  // nothing is held). Scopes nest; the innermost counts.
-  class Scope {
-   public:
-    explicit Scope(WakeHold* hold);
-    ~Scope();
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-
-   private:
-    WakeHold* const outer_;
-  };
-
-  WakeHold() = default;
-  WakeHold(const WakeHold&) = delete;
-  WakeHold& operator=(const WakeHold&) = delete;
-
-  // Wakes held, waiting for flush().
-  bool holding() const { return !held_.empty(); }
-  // Ends the burst: posts what it held, and the next wake of each target goes
-  // at once again. Must run, or what was held waits forever: at the latest
-  // when the connection goes away.
-  void flush();
-
- private:
-  friend class WorkCoalescer;
-  // The hold open on this thread, if any.
-  static WakeHold* current();
-  // Whether `queue`'s wake is held: not its first in this burst.
-  bool holds(const std::shared_ptr<WorkCoalescer::Queue>& queue);
-
-  std::vector<std::shared_ptr<WorkCoalescer::Queue>> woken_;  // woken at once in this burst
-  std::vector<std::shared_ptr<WorkCoalescer::Queue>> held_;
 };
 
 }  // namespace cepbus::services::amqp

@@ -43,14 +43,15 @@ class Recorder {
  public:
   Recorder(router::Broker& broker, std::string name, std::string_view address)
       : broker_(broker), name_(std::move(name)) {
-    EXPECT_TRUE(broker_.addEndpoint(name_, [this](const flows::Exchange& exchange) {
-      std::lock_guard lock(mu_);
-      events_.push_back(exchange.event);
-      senders_.push_back(exchange.sender);
-      qos_.push_back(exchange.qos);
-      cv_.notify_all();
-      return Status::ok();
-    }));
+    EXPECT_TRUE(broker_.addEndpoint(
+        name_, [this](const flows::Exchange& exchange, flows::DeliveryContext&) {
+          std::lock_guard lock(mu_);
+          events_.push_back(exchange.event);
+          senders_.push_back(exchange.sender);
+          qos_.push_back(exchange.qos);
+          cv_.notify_all();
+          return Status::ok();
+        }));
     EXPECT_TRUE(broker_.subscribe(name_, address));
   }
   ~Recorder() { (void)broker_.removeEndpoint(name_); }  // clean-up: gone is fine
@@ -556,8 +557,10 @@ TEST_F(CepServiceTest, DetectorErrorsAreCountedAndTheQueryKeepsRunning) {
 
 TEST_F(CepServiceTest, CompositeEventsASubscriberRefusesAreCounted) {
   CepService& cep = start(kPairs);
-  ASSERT_TRUE(broker_->addEndpoint(
-      "test.refuser", [](const flows::Exchange&) { return Status::unavailable("not today"); }));
+  ASSERT_TRUE(
+      broker_->addEndpoint("test.refuser", [](const flows::Exchange&, flows::DeliveryContext&) {
+        return Status::unavailable("not today");
+      }));
   ASSERT_TRUE(broker_->subscribe("test.refuser", "out.pairs"));
   publish("in.events", "A", 1);
   publish("in.events", "B", 2);
@@ -574,15 +577,16 @@ TEST_F(CepServiceTest, CompositeEventsASubscriberRefusesAreCounted) {
 class Gatekeeper {
  public:
   Gatekeeper(router::Broker& broker, std::string_view address) : broker_(broker) {
-    EXPECT_TRUE(broker_.addEndpoint("test.gatekeeper", [this](const flows::Exchange& exchange) {
-      std::lock_guard lock(mu_);
-      if (!open_) {
-        ++refused_;
-        return Status::rejected("buffer full");
-      }
-      taken_.push_back(attr(exchange.event, "a_x")->asInt());
-      return Status::ok();
-    }));
+    EXPECT_TRUE(broker_.addEndpoint(
+        "test.gatekeeper", [this](const flows::Exchange& exchange, flows::DeliveryContext&) {
+          std::lock_guard lock(mu_);
+          if (!open_) {
+            ++refused_;
+            return Status::rejected("buffer full");
+          }
+          taken_.push_back(attr(exchange.event, "a_x")->asInt());
+          return Status::ok();
+        }));
     EXPECT_TRUE(broker_.subscribe("test.gatekeeper", address));
   }
   ~Gatekeeper() { (void)broker_.removeEndpoint("test.gatekeeper"); }  // clean-up

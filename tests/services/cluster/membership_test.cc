@@ -10,7 +10,7 @@ namespace {
 using std::chrono::milliseconds;
 
 Heartbeat beat(std::string node, uint64_t incarnation = 1, std::vector<uint32_t> attached = {}) {
-  return Heartbeat{std::move(node), incarnation, false, std::move(attached)};
+  return Heartbeat{std::move(node), incarnation, false, std::move(attached), ""};
 }
 
 TEST(RankNodesTest, EveryNodeComputesTheSameRankingWhateverTheOrder) {

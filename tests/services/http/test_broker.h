@@ -60,11 +60,12 @@ class Recorder {
  public:
   Recorder(router::Broker& broker, std::string name, std::string_view pattern)
       : broker_(broker), name_(std::move(name)) {
-    EXPECT_TRUE(broker_.addEndpoint(name_, [this](const flows::Exchange& ex) {
-      std::lock_guard lock(mu_);
-      events_.push_back(ex.event);
-      return Status::ok();
-    }));
+    EXPECT_TRUE(
+        broker_.addEndpoint(name_, [this](const flows::Exchange& ex, flows::DeliveryContext&) {
+          std::lock_guard lock(mu_);
+          events_.push_back(ex.event);
+          return Status::ok();
+        }));
     EXPECT_TRUE(broker_.subscribe(name_, pattern));
   }
   ~Recorder() { (void)broker_.removeEndpoint(name_); }  // clean-up: gone is fine
@@ -118,15 +119,16 @@ struct ReliableTestBroker {
     registry = std::make_shared<router::Registry>();
     broker = std::make_unique<router::Broker>(std::move(policy), registry);
     EXPECT_TRUE(broker->start());
-    EXPECT_TRUE(broker->addEndpoint("orders", [this](const flows::Exchange& ex) {
-      const double price = ex.event->find(Symbol::intern("price"))->asDouble();
-      if (price < 0) return Status::internal("refused by the test");
-      if (price == 0) {
-        std::lock_guard lock(mu);
-        held = flows::ReliableFlow::deferAcknowledgement();
-      }
-      return Status::ok();
-    }));
+    EXPECT_TRUE(broker->addEndpoint(
+        "orders", [this](const flows::Exchange& ex, flows::DeliveryContext& context) {
+          const double price = ex.event->find(Symbol::intern("price"))->asDouble();
+          if (price < 0) return Status::internal("refused by the test");
+          if (price == 0) {
+            std::lock_guard lock(mu);
+            if (flows::DeferredAck ack = context.deferAcknowledgement()) held = std::move(ack);
+          }
+          return Status::ok();
+        }));
     EXPECT_TRUE(broker->subscribe("orders", "orders.#"));
   }
   ~ReliableTestBroker() { broker->stop(); }

@@ -236,13 +236,14 @@ class Recorder {
  public:
   Recorder(router::Broker& broker, std::string name, std::string_view pattern)
       : broker_(broker), name_(std::move(name)) {
-    EXPECT_TRUE(broker_.addEndpoint(name_, [this](const flows::Exchange& ex) {
-      std::unique_lock lock(mu_);
-      ++entered_;
-      cv_.wait(lock, [&] { return open_; });
-      events_.push_back(ex.event);
-      return Status::ok();
-    }));
+    EXPECT_TRUE(
+        broker_.addEndpoint(name_, [this](const flows::Exchange& ex, flows::DeliveryContext&) {
+          std::unique_lock lock(mu_);
+          ++entered_;
+          cv_.wait(lock, [&] { return open_; });
+          events_.push_back(ex.event);
+          return Status::ok();
+        }));
     EXPECT_TRUE(broker_.subscribe(name_, pattern));
   }
   ~Recorder() {
@@ -460,10 +461,11 @@ TEST_P(AmqpListenerTest, PresettledMessagesArePublishedAtMostOnce) {
 TEST_P(AmqpListenerTest, AnAtMostOnceStreamLeavesNothingBehind) {
   AmqpListenerService& service = start();
   std::atomic<size_t> delivered{0};
-  ASSERT_TRUE(broker_->addEndpoint("test:count", [&](const flows::Exchange&) {
-    delivered.fetch_add(1);
-    return Status::ok();
-  }));
+  ASSERT_TRUE(
+      broker_->addEndpoint("test:count", [&](const flows::Exchange&, flows::DeliveryContext&) {
+        delivered.fetch_add(1);
+        return Status::ok();
+      }));
   ASSERT_TRUE(broker_->subscribe("test:count", "ticks"));
 
   constexpr size_t kN = 20000;
@@ -757,13 +759,14 @@ TEST_P(AmqpListenerTest, AFloodWaitsForASlowSubscriberInsteadOfOverflowingItsBuf
 // published there itself. Without it the relay overflows that buffer and
 // the events it refuses are lost.
 TEST_P(AmqpListenerTest, AFloodThroughARelayWaitsForTheSubscriberOfItsOutput) {
-  ASSERT_TRUE(broker_->addEndpoint("relay", [this](const flows::Exchange& in) {
-    flows::Exchange out;
-    out.event = in.event;
-    out.address = Symbol::intern("feed.out");
-    out.sender = Symbol::intern("relay");
-    return broker_->publish(out).status;
-  }));
+  ASSERT_TRUE(
+      broker_->addEndpoint("relay", [this](const flows::Exchange& in, flows::DeliveryContext&) {
+        flows::Exchange out;
+        out.event = in.event;
+        out.address = Symbol::intern("feed.out");
+        out.sender = Symbol::intern("relay");
+        return broker_->publish(out).status;
+      }));
   ASSERT_TRUE(broker_->subscribe("relay", "feed.in"));
   auto entry = *registry_->add("relay:detector", router::ComponentKind::kService);
   entry->setMetadata(std::string(router::kRelayInputs), "feed.in");

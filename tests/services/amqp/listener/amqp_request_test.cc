@@ -83,17 +83,18 @@ class AmqpRequestTest : public ::testing::TestWithParam<unsigned> {
   // An in-process provider of `address`: answers {y = 2x}, or with a fault
   // when x < 0, or not at all when x == 0.
   void provideDoubler(const std::string& address) {
-    ASSERT_TRUE(broker_->addEndpoint("doubler", [](const flows::Exchange& ex) {
-      const int64_t x = ex.event->find(Symbol::intern("x"))->asInt();
-      if (x == 0) return Status::ok();
-      if (x < 0) {
-        ex.report(flows::Outcome{flows::OutcomeKind::kFault, "doubler",
-                                 Status::invalidArgument("x must be positive"), nullptr});
-        return Status::ok();
-      }
-      ex.reply(EventBuilder("Answer").at(2000).set("y", x * 2).build());
-      return Status::ok();
-    }));
+    ASSERT_TRUE(
+        broker_->addEndpoint("doubler", [](const flows::Exchange& ex, flows::DeliveryContext&) {
+          const int64_t x = ex.event->find(Symbol::intern("x"))->asInt();
+          if (x == 0) return Status::ok();
+          if (x < 0) {
+            ex.report(flows::Outcome{flows::OutcomeKind::kFault, "doubler",
+                                     Status::invalidArgument("x must be positive"), nullptr});
+            return Status::ok();
+          }
+          ex.reply(EventBuilder("Answer").at(2000).set("y", x * 2).build());
+          return Status::ok();
+        }));
     ASSERT_TRUE(broker_->provide(address, "doubler"));
   }
 

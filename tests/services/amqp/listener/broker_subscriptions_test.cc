@@ -16,9 +16,12 @@
 #include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "tests/flows/flow_test_util.h"
+#include "tests/services/amqp/listener/outbox_test_util.h"
 
 namespace cepbus::services::amqp {
 namespace {
+
+using testing::offerBestEffort;
 
 using namespace std::chrono_literals;
 using Opened = BrokerSubscriptions::Opened;
@@ -45,7 +48,7 @@ class BrokerSubscriptionsTest : public ::testing::Test {
   }
 
   SubscriberOutbox::Wake wake() {
-    return [this] {
+    return [this](flows::WakeHold*) {
       ++wakes_;
       return true;
     };
@@ -173,7 +176,7 @@ TEST_F(BrokerSubscriptionsTest, ComingBackWithAnotherPatternEndsTheParkedOne) {
   auto back = open("feed", "alerts.*", true, "alice");
   ASSERT_TRUE(std::holds_alternative<Opened>(back));  // its durable admission was given back
   EXPECT_NE(std::get<Opened>(back).outbox, sub.outbox);
-  EXPECT_EQ(sub.outbox->offer(flows::Exchange{}).code(), Status::Code::kUnavailable);
+  EXPECT_EQ(offerBestEffort(*sub.outbox, flows::Exchange{}).code(), Status::Code::kUnavailable);
   EXPECT_EQ(publish("orders.eu"), 0u);
   EXPECT_EQ(publish("alerts.eu"), 1u);
 }

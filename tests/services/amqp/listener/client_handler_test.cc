@@ -15,6 +15,7 @@
 #include <proton/listen_handler.hpp>
 #include <proton/listener.hpp>
 #include <proton/message.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -23,6 +24,7 @@
 
 #include "bus/host/descriptor/descriptor.h"
 #include "flows/exchange.h"
+#include "flows/wake_hold.h"
 #include "services/amqp/listener/client_connections.h"
 #include "services/amqp/listener/connection_host.h"
 #include "services/amqp/listener/request_router.h"
@@ -30,6 +32,7 @@
 #include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "services/protocols/amqp/sasl_plugin.h"
+#include "tests/services/amqp/listener/outbox_test_util.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/wait.h"
 
@@ -39,6 +42,8 @@
 
 namespace cepbus::services::amqp {
 namespace {
+
+using testing::offerBestEffort;
 
 using cepbus::testing::AmqpTestClient;
 using cepbus::testing::waitUntil;
@@ -89,9 +94,20 @@ class FakeHost final : public ConnectionHost {
   // Set as fed through a relay by every publishing link (FedOutboxes::derived).
   std::shared_ptr<SubscriberOutbox> relayed;
 
+  // A writer every publish wakes through the hold the handler lends it, as
+  // a delivery to a subscriber's outbox does (flows/wake_hold.h).
+  struct Writer final : flows::WakeHold::Target {
+    void wakeHeld() override { held_wakes.fetch_add(1); }
+    std::atomic<int> held_wakes{0};  // woken by a flush
+  };
+  const std::shared_ptr<Writer> writer = std::make_shared<Writer>();
+
   // ---- recorded ----
   std::mutex mu;
   std::vector<flows::Exchange> published;
+  std::set<const flows::WakeHold*> holds;  // lent to the publishes
+  int wakes_at_once = 0;                   // the writer's wakes its hold let go at once
+  int wakes_held = 0;                      // and those it held for the end of the burst
   std::vector<PublisherAttach> publishers;
   std::vector<uint64_t> publishers_detached;
   std::vector<SubscriberAttach> subscribers;
@@ -193,9 +209,12 @@ class FakeHost final : public ConnectionHost {
     return "message of " + std::to_string(bytes) + " bytes is too large";
   }
   bool journaled(Symbol) override { return false; }
-  PublishVerdict publish(flows::Exchange& exchange, bool) override {
+  PublishVerdict publish(flows::Exchange& exchange, bool, flows::WakeHold& burst) override {
+    const bool held = burst.holds(writer);  // on the connection's thread, inside the publish
     std::lock_guard lock(mu);
     published.push_back(exchange);
+    holds.insert(&burst);
+    ++(held ? wakes_held : wakes_at_once);
     return verdict;
   }
   bool congested(const std::vector<std::string>&) override { return false; }
@@ -340,6 +359,27 @@ TEST_F(ClientHandlerTest, APresettledPublishIsBestEffort) {
   });
 }
 
+// Each publish lends the connection's hold to the deliveries it makes: the
+// first wake of a writer in a burst goes at once, the later ones when the
+// burst was read.
+TEST_F(ClientHandlerTest, PublishesLendTheConnectionsWakeHoldFlushedWhenTheBurstWasRead) {
+  start();
+  auto c = client();
+  std::vector<proton::message> burst;
+  for (int i = 0; i < 20; ++i) burst.push_back(stockMessage(i));
+  c->publish("stocks.ibm", std::move(burst), /*presettled=*/true);
+  ASSERT_TRUE(
+      waitUntil([&] { return host_.read<size_t>([&] { return host_.published.size(); }) == 20; }));
+  const int held = host_.read<int>([&] {
+    EXPECT_EQ(host_.holds.size(), 1u);  // the connection's, for every publish
+    EXPECT_GE(host_.wakes_at_once, 1);
+    return host_.wakes_held;
+  });
+  // The client's credit window (5) sends its messages in bursts.
+  EXPECT_GT(held, 0);
+  EXPECT_TRUE(waitUntil([&] { return host_.writer->held_wakes.load() == held; }));
+}
+
 TEST_F(ClientHandlerTest, APublishTheRouterRefusedIsReleased) {
   host_.verdict.refused = true;
   start();
@@ -420,8 +460,8 @@ TEST_F(ClientHandlerTest, WhileTheHostClosesCreditAPublisherGetsNone) {
 TEST_F(ClientHandlerTest, APublisherFeedingAFullBufferWaitsForRoom) {
   // A subscriber buffer of 10 already holding 10: no room for this link.
   host_.full = std::make_shared<SubscriberOutbox>(10, 10, kSender, counters_);
-  host_.full->bind([] { return true; });
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(host_.full->offer(stockExchange(i)));
+  host_.full->bind([](flows::WakeHold*) { return true; });
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(offerBestEffort(*host_.full, stockExchange(i)));
   start();
   auto c = client();
   c->publish("stocks.ibm", {stockMessage(1)});
@@ -433,7 +473,7 @@ TEST_F(ClientHandlerTest, APublisherFeedingAFullBufferWaitsForRoom) {
 
 TEST_F(ClientHandlerTest, ABufferFedThroughARelayPacesThePublisherButCountsNothingInTransit) {
   host_.relayed = std::make_shared<SubscriberOutbox>(10, 10, kSender, counters_);
-  host_.relayed->bind([] { return true; });
+  host_.relayed->bind([](flows::WakeHold*) { return true; });
   start();
   auto c = client();
   c->publish("stocks.ibm", {stockMessage(1), stockMessage(2), stockMessage(3)});
@@ -444,7 +484,7 @@ TEST_F(ClientHandlerTest, ABufferFedThroughARelayPacesThePublisherButCountsNothi
   EXPECT_EQ(host_.relayed->load(), 0);
 
   // Once the relay filled the buffer, the publisher waits for room.
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(host_.relayed->offer(stockExchange(i)));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(offerBestEffort(*host_.relayed, stockExchange(i)));
   c->publish("stocks.ibm", {stockMessage(4)});
   ASSERT_TRUE(waitUntil([&] { return host_.read<int>([&] { return host_.waiting; }) == 1; }));
   EXPECT_EQ(counters_->subscriber_waits.load(), 1u);
@@ -464,7 +504,7 @@ TEST_F(ClientHandlerTest, ASubscriptionSendsWhatItsOutboxTakesAndHearsTheOutcome
   EXPECT_FALSE(attach.durable);
   auto outbox =
       host_.read<std::shared_ptr<SubscriberOutbox>>([&] { return host_.outboxes[attach.link]; });
-  ASSERT_TRUE(outbox->offer(stockExchange(42)));
+  ASSERT_TRUE(offerBestEffort(*outbox, stockExchange(42)));
   ASSERT_TRUE(c->waitFor([&] { return c->received["sub"].size() == 1; }));
   EXPECT_EQ(c->receivedTs("sub"), std::vector<Timestamp>{42});
   ASSERT_TRUE(waitUntil([&] { return counters_->acknowledged.load() == 1; }));
@@ -492,7 +532,7 @@ TEST_F(ClientHandlerTest, WhatASubscriberLeftUnsettledGoesBackToTheHost) {
   EXPECT_TRUE(attach.durable);
   auto outbox =
       host_.read<std::shared_ptr<SubscriberOutbox>>([&] { return host_.outboxes[attach.link]; });
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(outbox->offer(stockExchange(i)));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(offerBestEffort(*outbox, stockExchange(i)));
   ASSERT_TRUE(c->waitFor([&] { return c->received["sub"].size() == 3; }));
   ASSERT_TRUE(waitUntil([&] { return counters_->acknowledged.load() == 1; }));
   c->closeReceiver("sub", /*detach=*/true);

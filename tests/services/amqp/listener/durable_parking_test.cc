@@ -9,9 +9,12 @@
 
 #include "bus/core/event.h"
 #include "flows/exchange.h"
+#include "tests/services/amqp/listener/outbox_test_util.h"
 
 namespace cepbus::services::amqp {
 namespace {
+
+using testing::offerBestEffort;
 
 flows::Exchange exchange(Timestamp ts) {
   flows::Exchange ex;
@@ -33,7 +36,7 @@ struct DurableParkingTest : ::testing::Test {
   std::shared_ptr<SubscriberOutbox> boundOutbox() {
     auto outbox = std::make_shared<SubscriberOutbox>(/*capacity=*/10, /*away_capacity=*/3,
                                                      Symbol::intern("amqp"), counters);
-    outbox->bind([this] {
+    outbox->bind([this](flows::WakeHold*) {
       ++wakes;
       return true;
     });
@@ -47,20 +50,20 @@ TEST_F(DurableParkingTest, AParkedSubscriptionKeepsCollectingUpToItsAwayCapacity
   const int wakes_when_parked = wakes;
   EXPECT_EQ(parking.size(), 1u);
   EXPECT_EQ(counters->parked_subscriptions.load(), 1u);
-  for (Timestamp ts = 1; ts <= 3; ++ts) ASSERT_TRUE(outbox->offer(exchange(ts)));
-  EXPECT_EQ(outbox->offer(exchange(4)).code(), Status::Code::kRejected);
+  for (Timestamp ts = 1; ts <= 3; ++ts) ASSERT_TRUE(offerBestEffort(*outbox, exchange(ts)));
+  EXPECT_EQ(offerBestEffort(*outbox, exchange(4)).code(), Status::Code::kRejected);
   EXPECT_EQ(counters->parked_overflow.load(), 1u);
   EXPECT_EQ(wakes, wakes_when_parked);  // unbound: nobody to wake
 }
 
 TEST_F(DurableParkingTest, WhatTheSubscriberHadNotSettledComesFirstOnResume) {
   auto outbox = boundOutbox();
-  for (Timestamp ts = 1; ts <= 3; ++ts) ASSERT_TRUE(outbox->offer(exchange(ts)));
+  for (Timestamp ts = 1; ts <= 3; ++ts) ASSERT_TRUE(offerBestEffort(*outbox, exchange(ts)));
   std::vector<OutboxEntry> unsettled = outbox->take(2);
   parking.park("amqp:c/sub", DurableSubscription{"orders.*", outbox, "alice"},
                std::move(unsettled));
   // Full while away: the unsettled count against the away capacity.
-  EXPECT_EQ(outbox->offer(exchange(4)).code(), Status::Code::kRejected);
+  EXPECT_EQ(offerBestEffort(*outbox, exchange(4)).code(), Status::Code::kRejected);
 
   auto resumed = parking.resume("amqp:c/sub", "orders.*", /*durable=*/true);
   ASSERT_TRUE(resumed.has_value());
@@ -69,8 +72,8 @@ TEST_F(DurableParkingTest, WhatTheSubscriberHadNotSettledComesFirstOnResume) {
   EXPECT_EQ(parking.size(), 0u);
   EXPECT_EQ(counters->parked_subscriptions.load(), 0u);
   EXPECT_TRUE(ended.empty());
-  resumed->outbox->bind([] { return true; });
-  ASSERT_TRUE(outbox->offer(exchange(4)));
+  resumed->outbox->bind([](flows::WakeHold*) { return true; });
+  ASSERT_TRUE(offerBestEffort(*outbox, exchange(4)));
 
   std::vector<OutboxEntry> entries = resumed->outbox->take(10);
   ASSERT_EQ(entries.size(), 4u);
@@ -90,7 +93,7 @@ TEST_F(DurableParkingTest, AttachingWithAnotherAddressEndsTheParkedSubscription)
   EXPECT_EQ(ended[0], (std::pair<std::string, std::string>{"amqp:c/sub", "alice"}));
   EXPECT_EQ(parking.size(), 0u);
   EXPECT_EQ(counters->parked_subscriptions.load(), 0u);
-  EXPECT_EQ(outbox->offer(exchange(1)).code(), Status::Code::kUnavailable);
+  EXPECT_EQ(offerBestEffort(*outbox, exchange(1)).code(), Status::Code::kUnavailable);
 }
 
 TEST_F(DurableParkingTest, AttachingNoLongerDurableEndsTheParkedSubscription) {

@@ -71,7 +71,7 @@ TEST(RoutePressureTest, SaturatedWhileATargetsStageIsFull) {
   std::condition_variable cv;
   bool blocked = true;
   std::atomic<int> entered{0};
-  ASSERT_TRUE(broker.addEndpoint("t", [&](const flows::Exchange&) {
+  ASSERT_TRUE(broker.addEndpoint("t", [&](const flows::Exchange&, flows::DeliveryContext&) {
     entered.fetch_add(1);
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return !blocked; });

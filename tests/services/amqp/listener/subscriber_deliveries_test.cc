@@ -12,9 +12,12 @@
 
 #include "bus/core/event.h"
 #include "flows/exchange.h"
+#include "tests/services/amqp/listener/outbox_test_util.h"
 
 namespace cepbus::services::amqp {
 namespace {
+
+using testing::offerBestEffort;
 
 using Outcome = SubscriberDeliveries::Outcome;
 
@@ -42,7 +45,7 @@ struct SubscriberDeliveriesTest : ::testing::Test {
   proton::tracker send() { return link.send(proton::message("tick")); }
 
   void bind() {
-    outbox->bind([] { return true; });
+    outbox->bind([](flows::WakeHold*) { return true; });
   }
 
   // Sends `e` and hands it over as the listener does.
@@ -105,8 +108,8 @@ TEST_F(SubscriberDeliveriesTest, ARejectIsFinal) {
 
 TEST_F(SubscriberDeliveriesTest, AReleasedBestEffortDeliveryGoesBackInFront) {
   bind();
-  ASSERT_TRUE(outbox->offer(exchange(1)));
-  ASSERT_TRUE(outbox->offer(exchange(2)));
+  ASSERT_TRUE(offerBestEffort(*outbox, exchange(1)));
+  ASSERT_TRUE(offerBestEffort(*outbox, exchange(2)));
   std::vector<OutboxEntry> taken = outbox->take(1);
   proton::tracker t = deliver(std::move(taken[0]));
   deliveries.settle(t, Outcome::kReleased, drain);

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "flows/wake_hold.h"
+
 namespace cepbus::services::amqp {
 namespace {
 
@@ -126,19 +128,13 @@ TEST_F(WorkCoalescerTest, AWakeOutlivesItsCoalescer) {
 }
 
 TEST_F(WorkCoalescerTest, UnderAHoldTheFirstWakeOfABurstGoesAtOnceTheRestAtItsEnd) {
-  WakeHold hold;
+  flows::WakeHold hold;
   std::vector<int> ran;
-  {
-    WakeHold::Scope scope(&hold);
-    EXPECT_TRUE(work.add([&ran] { ran.push_back(1); }));
-  }
+  EXPECT_TRUE(work.add([&ran] { ran.push_back(1); }, &hold));
   EXPECT_EQ(work.wakes(), 1u);  // at once: the target starts while the burst is read
   EXPECT_FALSE(hold.holding());
   EXPECT_EQ(target.runPosted(), 1u);
-  for (int i = 2; i <= 4; ++i) {
-    WakeHold::Scope scope(&hold);
-    EXPECT_TRUE(work.add([&ran, i] { ran.push_back(i); }));
-  }
+  for (int i = 2; i <= 4; ++i) EXPECT_TRUE(work.add([&ran, i] { ran.push_back(i); }, &hold));
   EXPECT_TRUE(hold.holding());
   EXPECT_EQ(target.runPosted(), 0u);  // held: one wake for the rest of the burst
   EXPECT_EQ(ran, (std::vector<int>{1}));
@@ -147,43 +143,29 @@ TEST_F(WorkCoalescerTest, UnderAHoldTheFirstWakeOfABurstGoesAtOnceTheRestAtItsEn
   EXPECT_EQ(work.wakes(), 2u);
   EXPECT_EQ(target.runPosted(), 1u);
   EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4}));
-  {
-    WakeHold::Scope scope(&hold);  // a new burst: at once again
-    EXPECT_TRUE(work.add([&ran] { ran.push_back(5); }));
-  }
+  // A new burst: at once again.
+  EXPECT_TRUE(work.add([&ran] { ran.push_back(5); }, &hold));
   EXPECT_EQ(work.wakes(), 3u);
   EXPECT_EQ(target.runPosted(), 1u);
   EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4, 5}));
 }
 
-TEST_F(WorkCoalescerTest, WithoutAHoldOnItsThreadNothingIsHeld) {
-  WakeHold hold;
-  {
-    WakeHold::Scope scope(&hold);
-    EXPECT_TRUE(work.add([] {}));  // this burst's first: at once
-    target.runPosted();
-    {
-      WakeHold::Scope none(nullptr);
-      EXPECT_TRUE(work.add([] {}));
-    }
-    target.runPosted();
-    // Another thread has no hold of its own.
-    std::thread other([this] { EXPECT_TRUE(work.add([] {})); });
-    other.join();
-  }
+TEST_F(WorkCoalescerTest, WorkAddedWithoutTheHoldIsNotHeld) {
+  flows::WakeHold hold;
+  EXPECT_TRUE(work.add([] {}, &hold));  // this burst's first: at once
+  target.runPosted();
+  EXPECT_TRUE(work.add([] {}));  // the same burst, but not through its hold
+  target.runPosted();
   EXPECT_FALSE(hold.holding());
-  EXPECT_EQ(work.wakes(), 3u);
+  EXPECT_EQ(work.wakes(), 2u);
 }
 
 TEST_F(WorkCoalescerTest, AHeldWakeTheTargetRefusesLosesItsWorkAndHoldsNothingBack) {
-  WakeHold hold;
+  flows::WakeHold hold;
   int ran = 0;
-  {
-    WakeHold::Scope scope(&hold);
-    EXPECT_TRUE(work.add([&ran] { ++ran; }));
-    target.runPosted();
-    EXPECT_TRUE(work.add([&ran] { ++ran; }));
-  }
+  EXPECT_TRUE(work.add([&ran] { ++ran; }, &hold));
+  target.runPosted();
+  EXPECT_TRUE(work.add([&ran] { ++ran; }, &hold));
   target.refuse();
   hold.flush();
   EXPECT_EQ(target.runPosted(), 0u);
@@ -192,14 +174,13 @@ TEST_F(WorkCoalescerTest, AHeldWakeTheTargetRefusesLosesItsWorkAndHoldsNothingBa
 }
 
 TEST_F(WorkCoalescerTest, AHeldWakeOutlivesItsCoalescer) {
-  WakeHold hold;
+  flows::WakeHold hold;
   int ran = 0;
   {
     WorkCoalescer gone{[this](WorkCoalescer::Work job) { return target.post(std::move(job)); }};
-    WakeHold::Scope scope(&hold);
-    EXPECT_TRUE(gone.add([&ran] { ++ran; }));
+    EXPECT_TRUE(gone.add([&ran] { ++ran; }, &hold));
     target.runPosted();
-    EXPECT_TRUE(gone.add([&ran] { ++ran; }));
+    EXPECT_TRUE(gone.add([&ran] { ++ran; }, &hold));
   }
   hold.flush();
   target.runPosted();
@@ -218,12 +199,10 @@ TEST_F(WorkCoalescerTest, ManyProducersOneConsumerRunEverythingOnceInOrder) {
   for (int p = 0; p < kProducers; ++p) {
     producers.emplace_back([&, p] {
       // Half of them read bursts of 10 under a hold of their own.
-      WakeHold hold;
+      flows::WakeHold hold;
       for (int i = 0; i < kItems; ++i) {
-        {
-          WakeHold::Scope scope(p % 2 == 0 ? &hold : nullptr);
-          ASSERT_TRUE(work.add([&seen, p, i] { seen[p].push_back(i); }));
-        }
+        ASSERT_TRUE(
+            work.add([&seen, p, i] { seen[p].push_back(i); }, p % 2 == 0 ? &hold : nullptr));
         if (i % 10 == 9) hold.flush();
       }
       hold.flush();

@@ -1,0 +1,436 @@
+#include "services/cluster/partition_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "bus/host/loader/plugin_loader.h"
+#include "services/cluster/composite_id.h"
+
+namespace cepbus::services::cluster {
+namespace {
+
+using std::chrono::milliseconds;
+using Tags = std::vector<uint64_t>;
+
+Tags sorted(Tags tags) {
+  std::sort(tags.begin(), tags.end());
+  return tags;
+}
+
+// The broker as a runner sees it: records every call, answers nothing by
+// itself (a test answers through outputDone() and leaseTokenDone()).
+class FakePartitionIo final : public PartitionIo {
+ public:
+  struct Rejected {
+    uint64_t tag;
+    std::string condition;
+  };
+
+  void accept(uint64_t tag) override { accepted.push_back(tag); }
+  void reject(uint64_t tag, const std::string& condition, const std::string&) override {
+    rejected.push_back({tag, condition});
+  }
+  void send(const OutputMessage& output) override { sent.push_back(output); }
+  std::optional<std::string> sendLeaseToken(const LeaseMark& mark) override {
+    if (!lease_open) return std::nullopt;
+    tokens_sent.push_back(mark);
+    return "token-" + std::to_string(tokens_sent.size());
+  }
+  void settleLeaseToken(uint64_t tag) override { tokens_settled.push_back(tag); }
+
+  // The composites sent, in order (resends included).
+  std::vector<OutputMessage> composites() const {
+    std::vector<OutputMessage> out;
+    for (const OutputMessage& m : sent) {
+      if (m.composite) out.push_back(m);
+    }
+    return out;
+  }
+
+  Tags accepted;
+  std::vector<Rejected> rejected;
+  std::vector<OutputMessage> sent;
+  bool lease_open = true;
+  std::vector<LeaseMark> tokens_sent;
+  Tags tokens_settled;
+};
+
+// One query, "rise": a stock whose next price, within 10, is higher.
+constexpr char kRise[] =
+    "PATTERN SEQ(Stock a, Stock b) WHERE a.symbol = b.symbol AND b.price > a.price "
+    "WITHIN 10 RETURN Rise(a.symbol, a.price, b.price)";
+
+class PartitionRunnerTest : public ::testing::Test {
+ protected:
+  PartitionRunnerTest() : loader_({std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins"}) {
+    spec_.name = "c";
+    spec_.node = "n1";
+    spec_.partitions = 4;
+    spec_.key = {"symbol"};
+    spec_.max_unsettled = 100;
+    descriptor::QuerySpec query;
+    query.name = "rise";
+    query.engine = "nfa";
+    query.output = "rises";
+    query.text = kRise;
+    spec_.queries.push_back(query);
+  }
+
+  // A runner of partition 2 with the cluster's slack `slack`; with `lease`,
+  // of stream input.
+  std::unique_ptr<PartitionRunner> runner(Timestamp slack, FakePartitionIo& io,
+                                          std::optional<LeaseMark> lease = std::nullopt) {
+    spec_.slack = slack;
+    if (queries_.empty()) {
+      auto compiled = compileClusterQueries(spec_, loader_);
+      EXPECT_TRUE(compiled.isOk()) << compiled.status().message();
+      if (compiled) queries_ = std::move(*compiled);
+    }
+    auto made = PartitionRunner::create(spec_, 2, queries_, io, counters_, lease);
+    EXPECT_TRUE(made.isOk()) << made.status().message();
+    return made ? std::move(*made) : nullptr;
+  }
+
+  static EventPtr stock(EventId id, Timestamp ts, double price) {
+    return EventBuilder("Stock")
+        .id(id)
+        .at(ts)
+        .set("symbol", Value("IBM"))
+        .set("price", Value(price))
+        .build();
+  }
+  static PartitionInput input(std::vector<EventPtr> events, bool redelivered = false) {
+    PartitionInput in;
+    in.events = std::move(events);
+    in.redelivered = redelivered;
+    return in;
+  }
+  static PartitionInput endOfStream() {
+    PartitionInput in;
+    in.end_of_stream = true;
+    return in;
+  }
+  static PartitionInput at(uint64_t offset, EventPtr event,
+                           std::optional<StreamSequencer::Tag> sequence = std::nullopt) {
+    PartitionInput in = input({std::move(event)});
+    in.offset = offset;
+    in.sequence = sequence;
+    return in;
+  }
+  static uint64_t idOf(std::initializer_list<EventId> ids) {
+    return compositeId("rise", std::vector<EventId>(ids));
+  }
+  // Starts r_, running on io_.
+  void start(Timestamp slack, std::optional<LeaseMark> lease = std::nullopt) {
+    r_ = runner(slack, io_, lease);
+    ASSERT_NE(r_, nullptr);
+  }
+  PartitionStats stats(const PartitionRunner& r) const {
+    PartitionStats s;
+    r.describe(s);
+    return s;
+  }
+
+  services::cluster::ClusterSpec spec_;
+  plugin::PluginLoader loader_;
+  std::vector<CompiledQuery> queries_;
+  ClusterStats counters_;
+  FakePartitionIo io_;
+  std::unique_ptr<PartitionRunner> r_;
+  const PartitionRunner::Time t0_{};
+};
+
+TEST_F(PartitionRunnerTest, PublishesEachCompositeWithItsDeterministicId) {
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}));
+  r_->onQueueInput(1, input({stock(2, 2, 11)}));
+  const std::vector<OutputMessage> composites = io_.composites();
+  ASSERT_EQ(composites.size(), 1u);
+  const OutputMessage& out = composites[0];
+  EXPECT_EQ(out.composite->query, "rise");
+  EXPECT_EQ(out.composite->output, "rises");
+  EXPECT_EQ(out.composite->id, idOf({1, 2}));
+  EXPECT_EQ(out.composite->match_ts, "[1,2]");
+  EXPECT_EQ(out.event->type().name(), "Rise");
+  EXPECT_EQ(counters_.composites, 1u);
+  EXPECT_EQ(counters_.received, 2u);
+}
+
+TEST_F(PartitionRunnerTest, InputsAreAcceptedOnlyOnceOutOfEveryWindowAndTheirCompositeAccepted) {
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}));
+  r_->onQueueInput(1, input({stock(2, 2, 11)}));
+  // ts 11 is within WITHIN 10 of ts 1: both may still match a later event.
+  r_->onQueueInput(2, input({stock(3, 11, 1)}));
+  EXPECT_EQ(io_.accepted, Tags{});
+  // Event time 30 leaves 1 and 2 out of every window, but the composite
+  // they made is not accepted yet: a successor would need them to make it.
+  r_->onQueueInput(3, input({stock(4, 30, 1)}));
+  EXPECT_EQ(io_.accepted, Tags{});
+  EXPECT_EQ(stats(*r_).unaccepted_outputs, 1u);
+  r_->outputDone(io_.composites()[0].seq, true);
+  EXPECT_EQ(io_.accepted, (Tags{0, 1, 2}));
+  EXPECT_EQ(counters_.settled, 3u);
+  EXPECT_EQ(stats(*r_).held, 1u);  // ts 30 is still in its window
+  EXPECT_EQ(stats(*r_).held_messages_peak, 4u);
+}
+
+TEST_F(PartitionRunnerTest, ARejectedCompositeIsSentAgainAndItsInputsWait) {
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}));
+  r_->onQueueInput(1, input({stock(2, 2, 11)}));
+  r_->onQueueInput(2, input({stock(3, 30, 1)}));
+  ASSERT_EQ(io_.composites().size(), 1u);
+  const uint64_t seq = io_.composites()[0].seq;
+  r_->outputDone(seq, false);
+  ASSERT_EQ(io_.composites().size(), 2u);
+  EXPECT_EQ(io_.composites()[1].seq, seq);
+  EXPECT_EQ(io_.composites()[1].composite->id, idOf({1, 2}));
+  EXPECT_EQ(io_.accepted, Tags{});
+  r_->outputDone(seq, true);
+  EXPECT_EQ(io_.accepted, (Tags{0, 1}));
+  // An answer for an output already accepted changes nothing.
+  r_->outputDone(seq, false);
+  EXPECT_EQ(io_.composites().size(), 2u);
+}
+
+TEST_F(PartitionRunnerTest, EventsOutOfOrderWithinTheSlackReachTheDetectorsInOrder) {
+  ASSERT_NO_FATAL_FAILURE(start(5));
+  // In arrival order the price falls (11, then 10): no rise. In event-time
+  // order it rises from 10 at ts 1 to 11 at ts 3.
+  r_->onQueueInput(0, input({stock(1, 3, 11)}));
+  r_->onQueueInput(1, input({stock(2, 1, 10)}));
+  EXPECT_TRUE(io_.composites().empty()) << "released before the slack let them go";
+  r_->onQueueInput(2, input({stock(3, 9, 1)}));  // 9 - 5 >= 3: both go
+  ASSERT_EQ(io_.composites().size(), 1u);
+  EXPECT_EQ(io_.composites()[0].composite->match_ts, "[1,3]");
+  EXPECT_EQ(io_.composites()[0].composite->id, idOf({2, 1}));
+  EXPECT_EQ(counters_.late, 0u);
+}
+
+TEST_F(PartitionRunnerTest, ALateEventIsPublishedAsLateAndAcceptedOnceThatIs) {
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  r_->onQueueInput(0, input({stock(1, 10, 10)}));
+  r_->onQueueInput(1, input({stock(2, 5, 20)}));  // 5 behind, the slack is 2
+  EXPECT_EQ(counters_.late, 1u);
+  ASSERT_EQ(io_.sent.size(), 1u);
+  EXPECT_FALSE(io_.sent[0].composite);
+  EXPECT_EQ(io_.sent[0].event->id(), 2u);
+  EXPECT_EQ(io_.accepted, Tags{});
+  r_->outputDone(io_.sent[0].seq, true);
+  EXPECT_EQ(io_.accepted, Tags{1});
+  // It reached no detector: a later rise pairs with ts 10 only.
+  r_->onQueueInput(2, input({stock(3, 14, 30)}));
+  r_->onQueueInput(3, input({stock(4, 30, 1)}));
+  ASSERT_EQ(io_.composites().size(), 1u);
+  EXPECT_EQ(io_.composites()[0].composite->id, idOf({1, 3}));
+}
+
+TEST_F(PartitionRunnerTest, AResentEventIsDroppedAndItsMessageLetGo) {
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}));
+  r_->onQueueInput(1, input({stock(1, 1, 10)}));  // the same event id again
+  EXPECT_EQ(counters_.duplicates, 1u);
+  EXPECT_EQ(io_.accepted, Tags{1});  // no output was pending
+  r_->onQueueInput(2, input({stock(2, 2, 11)}));
+  // One rise, not two: the copy reached no detector.
+  EXPECT_EQ(io_.composites().size(), 1u);
+}
+
+TEST_F(PartitionRunnerTest, ABatchIsAcceptedWithItsLastEvent) {
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 1), stock(2, 20, 1)}));
+  r_->onQueueInput(1, input({stock(3, 25, 1)}));
+  // ts 1 left every window, ts 20 has not: the batch waits for it.
+  EXPECT_EQ(io_.accepted, Tags{});
+  EXPECT_EQ(counters_.settled, 1u);
+  r_->onQueueInput(2, input({stock(4, 40, 1)}));
+  EXPECT_EQ(io_.accepted, (Tags{0, 1}));
+}
+
+TEST_F(PartitionRunnerTest, AMessageThatIsNoEventIsRejectedWithItsCondition) {
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  PartitionInput bad;
+  bad.condition = "amqp:invalid-field";
+  bad.description = "no type";
+  r_->onQueueInput(7, bad);
+  ASSERT_EQ(io_.rejected.size(), 1u);
+  EXPECT_EQ(io_.rejected[0].tag, 7u);
+  EXPECT_EQ(io_.rejected[0].condition, "amqp:invalid-field");
+  EXPECT_EQ(counters_.rejected, 1u);
+  EXPECT_EQ(stats(*r_).held, 0u);
+}
+
+TEST_F(PartitionRunnerTest, TheEndOfAStreamClosesEveryWindowAndTheNextStreamStartsAfresh) {
+  ASSERT_NO_FATAL_FAILURE(start(1));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}));
+  r_->onQueueInput(1, input({stock(2, 2, 11)}));
+  EXPECT_TRUE(io_.composites().empty()) << "the slack holds ts 2 back";
+  r_->onQueueInput(2, endOfStream());
+  ASSERT_EQ(io_.composites().size(), 1u);
+  EXPECT_EQ(counters_.streams_ended, 1u);
+  EXPECT_TRUE(stats(*r_).stream_ended);
+  EXPECT_EQ(io_.accepted, Tags{});
+  r_->outputDone(io_.composites()[0].seq, true);
+  EXPECT_EQ(sorted(io_.accepted), (Tags{0, 1, 2}));
+
+  // A new stream: its events never pair with the last stream's (ts 5 would
+  // rise from both)...
+  r_->onQueueInput(3, input({stock(3, 5, 50)}));
+  EXPECT_FALSE(stats(*r_).stream_ended);
+  EXPECT_EQ(sorted(io_.accepted), (Tags{0, 1, 2})) << "its window needs ts 5";
+  r_->onQueueInput(4, endOfStream());
+  EXPECT_EQ(io_.composites().size(), 1u);
+  // ... and its time may start below the last one's without being late.
+  r_->onQueueInput(5, input({stock(4, 0, 1)}));
+  r_->onQueueInput(6, endOfStream());
+  EXPECT_EQ(counters_.late, 0u);
+  EXPECT_EQ(counters_.streams_ended, 3u);
+  EXPECT_EQ(sorted(io_.accepted), (Tags{0, 1, 2, 3, 4, 5, 6}));
+}
+
+TEST_F(PartitionRunnerTest, ANodeTakingOverReplaysTheUnsettledInputsAndRepeatsTheSameComposite) {
+  FakePartitionIo first;
+  auto a = runner(0, first);
+  ASSERT_NE(a, nullptr);
+  a->onQueueInput(0, input({stock(1, 1, 10)}));
+  a->onQueueInput(1, input({stock(2, 2, 11)}));
+  ASSERT_EQ(first.composites().size(), 1u);
+  // The node dies before the broker accepted its composite: nothing was
+  // accepted, so the broker redelivers both inputs to the next node.
+  EXPECT_EQ(first.accepted, Tags{});
+  a.reset();
+
+  FakePartitionIo second;
+  auto b = runner(0, second);
+  ASSERT_NE(b, nullptr);
+  b->onQueueInput(0, input({stock(1, 1, 10)}, /*redelivered=*/true));
+  b->onQueueInput(1, input({stock(2, 2, 11)}, /*redelivered=*/true));
+  b->onQueueInput(2, input({stock(3, 4, 12)}));
+  EXPECT_EQ(counters_.replayed, 2u);
+  // The rebuilt partial match goes on, and the repeated composite carries
+  // the id the first node gave it: a consumer drops it as a duplicate.
+  std::vector<uint64_t> ids;
+  for (const OutputMessage& m : second.composites()) ids.push_back(m.composite->id);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0], first.composites()[0].composite->id);
+  EXPECT_EQ(sorted(ids), sorted({idOf({1, 2}), idOf({1, 3}), idOf({2, 3})}));
+}
+
+TEST_F(PartitionRunnerTest, HoldingMaxUnsettledMessagesIsCounted) {
+  spec_.max_unsettled = 2;
+  ASSERT_NO_FATAL_FAILURE(start(0));
+  r_->onQueueInput(0, input({stock(1, 1, 1)}));
+  EXPECT_EQ(counters_.window_full, 0u);
+  r_->onQueueInput(1, input({stock(2, 2, 1)}));
+  EXPECT_EQ(counters_.window_full, 1u);
+}
+
+TEST_F(PartitionRunnerTest, StreamInputMovesTheLeaseToTheOldestOffsetAWindowHolds) {
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{100, 102}));
+  r_->holdLeaseToken(7, "");  // the token the node took the partition with
+  r_->onStreamInput(at(100, stock(1, 1, 10)), t0_);
+  r_->onStreamInput(at(101, stock(2, 2, 9)), t0_);
+  r_->onStreamInput(at(102, stock(3, 30, 1)), t0_);
+  EXPECT_EQ(counters_.replayed, 2u) << "offsets below 102 were read by the previous owner";
+  EXPECT_EQ(io_.accepted, Tags{}) << "a stream's messages are never accepted one by one";
+  EXPECT_EQ(r_->readTo(), 103u);
+  PartitionStats s = stats(*r_);
+  EXPECT_EQ(s.resume_from, 102u);  // 100 and 101 left every window
+  EXPECT_EQ(s.lease_offset, 100u);
+
+  r_->tick(t0_);
+  ASSERT_EQ(io_.tokens_sent.size(), 1u);
+  EXPECT_EQ(io_.tokens_sent[0].resume_from, 102u);
+  EXPECT_EQ(io_.tokens_sent[0].read_to, 103u);
+  r_->tick(t0_);
+  EXPECT_EQ(io_.tokens_sent.size(), 1u) << "one token on its way at a time";
+
+  // The new token comes back to its owner before the broker's answer.
+  r_->holdLeaseToken(8, "token-1");
+  r_->leaseTokenDone("token-1", true);
+  EXPECT_EQ(io_.tokens_settled, Tags{7});
+  EXPECT_EQ(stats(*r_).lease_offset, 102u);
+  EXPECT_EQ(counters_.checkpoints, 1u);
+  r_->tick(t0_);
+  EXPECT_EQ(io_.tokens_sent.size(), 1u) << "nothing new to say";
+
+  r_->onStreamInput(at(103, stock(4, 50, 1)), t0_);
+  r_->tick(t0_);
+  ASSERT_EQ(io_.tokens_sent.size(), 2u);
+  EXPECT_EQ(io_.tokens_sent[1].resume_from, 103u);
+  r_->leaseTokenDone("token-2", false);  // refused: offered again
+  EXPECT_EQ(io_.tokens_settled, Tags{7});
+  r_->tick(t0_);
+  ASSERT_EQ(io_.tokens_sent.size(), 3u);
+  EXPECT_EQ(io_.tokens_sent[2].resume_from, 103u);
+}
+
+TEST_F(PartitionRunnerTest, StreamInputWaitsForTheLeaseToTakeAToken) {
+  io_.lease_open = false;
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{0, 0}));
+  r_->onStreamInput(at(0, stock(1, 1, 1)), t0_);
+  r_->onStreamInput(at(1, stock(2, 20, 1)), t0_);
+  r_->tick(t0_);
+  EXPECT_TRUE(io_.tokens_sent.empty());
+  io_.lease_open = true;
+  r_->tick(t0_);
+  ASSERT_EQ(io_.tokens_sent.size(), 1u);
+  EXPECT_EQ(io_.tokens_sent[0].resume_from, 1u);
+}
+
+TEST_F(PartitionRunnerTest, StreamMessagesAheadOfTheirPublishersGapWaitForIt) {
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{10, 10}));
+  // The broker stored the publisher's third message (ts 3) before its
+  // second (ts 2). Read in stream order with slack 0, ts 2 would be late.
+  r_->onStreamInput(at(10, stock(1, 1, 10), StreamSequencer::Tag{9, 0}), t0_);
+  r_->onStreamInput(at(11, stock(3, 3, 12), StreamSequencer::Tag{9, 2}), t0_);
+  EXPECT_EQ(counters_.out_of_order, 1u);
+  EXPECT_EQ(io_.composites().size(), 0u) << "ts 3 waits for ts 2";
+  r_->onStreamInput(at(12, stock(2, 2, 11), StreamSequencer::Tag{9, 1}), t0_);
+  EXPECT_EQ(counters_.late, 0u);
+  std::vector<std::string> matches;
+  for (const OutputMessage& m : io_.composites()) matches.push_back(m.composite->match_ts);
+  std::sort(matches.begin(), matches.end());
+  EXPECT_EQ(matches, (std::vector<std::string>{"[1,2]", "[1,3]", "[2,3]"}));
+}
+
+TEST_F(PartitionRunnerTest, AGapWaitedOnTooLongIsGivenUp) {
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{10, 10}));
+  r_->onStreamInput(at(10, stock(1, 1, 10), StreamSequencer::Tag{9, 0}), t0_);
+  r_->onStreamInput(at(11, stock(3, 3, 12), StreamSequencer::Tag{9, 2}), t0_);
+  r_->tick(t0_ + milliseconds(1000));
+  EXPECT_TRUE(io_.composites().empty());
+  r_->tick(t0_ + std::chrono::minutes(5));
+  EXPECT_EQ(counters_.sequence_gaps, 1u);
+  ASSERT_EQ(io_.composites().size(), 1u);
+  EXPECT_EQ(io_.composites()[0].composite->match_ts, "[1,3]");
+}
+
+TEST_F(PartitionRunnerTest, OffsetsTheStreamNoLongerHoldsAreCountedAsRetentionGaps) {
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{100, 100}));
+  r_->onStreamInput(at(105, stock(1, 1, 1)), t0_);
+  EXPECT_EQ(counters_.retention_gaps, 5u);
+  PartitionInput unstamped = input({stock(2, 2, 1)});
+  r_->onStreamInput(unstamped, t0_);
+  EXPECT_EQ(counters_.rejected, 1u);
+  EXPECT_EQ(r_->readTo(), 106u);
+}
+
+TEST_F(PartitionRunnerTest, AStreamMessageThatIsNoEventStopsHoldingTheLeaseBack) {
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{0, 0}));
+  PartitionInput bad;
+  bad.condition = "amqp:decode-error";
+  bad.offset = 0;
+  r_->onStreamInput(bad, t0_);
+  EXPECT_TRUE(io_.rejected.empty()) << "a stream keeps its messages";
+  EXPECT_EQ(counters_.rejected, 1u);
+  EXPECT_EQ(stats(*r_).resume_from, 1u);
+}
+
+}  // namespace
+}  // namespace cepbus::services::cluster
