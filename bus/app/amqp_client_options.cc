@@ -1,9 +1,11 @@
 #include "bus/app/amqp_client_options.h"
 
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace cepbus::app {
 
@@ -70,6 +72,21 @@ Result<std::chrono::milliseconds> parseSeconds(std::string_view flag, std::strin
                                    ": expected a number of seconds above 0");
   }
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
+}
+
+void runContainer(proton::container& container, const StopSignals& signals,
+                  const std::function<void(int)>& on_signal) {
+  // How often this thread looks whether the container has stopped.
+  constexpr std::chrono::milliseconds kTick{50};
+  std::atomic<bool> done{false};
+  std::thread runner([&] {
+    container.run();
+    done.store(true, std::memory_order_release);
+  });
+  while (!done.load(std::memory_order_acquire)) {
+    if (const int sig = signals.wait(kTick); sig != 0) on_signal(sig);
+  }
+  runner.join();
 }
 
 }  // namespace cepbus::app

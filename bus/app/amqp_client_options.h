@@ -16,10 +16,13 @@
 // Thread-safety: free functions.
 
 #include <chrono>
+#include <functional>
+#include <proton/container.hpp>
 #include <string_view>
 #include <vector>
 
 #include "bus/app/command_spec.h"
+#include "bus/app/stop_signals.h"
 #include "services/protocols/amqp/client_options.h"
 
 namespace cepbus::app {
@@ -41,5 +44,12 @@ Result<services::amqp::AmqpPeer> amqpPeerFrom(const ParsedArguments& args);
 // `text` (seconds, e.g. "2" or "0.5") as a duration; InvalidArgument naming
 // `flag` unless it is a positive number.
 Result<std::chrono::milliseconds> parseSeconds(std::string_view flag, std::string_view text);
+
+// Runs `container` on a thread of its own until it stops; meanwhile the
+// calling thread takes SIGINT and SIGTERM (`signals`, made before any other
+// thread started) and calls `on_signal` with each, so that the command can
+// wind down through its handler instead of dying mid-delivery.
+void runContainer(proton::container& container, const StopSignals& signals,
+                  const std::function<void(int)>& on_signal);
 
 }  // namespace cepbus::app

@@ -526,19 +526,12 @@ int runPublishCommand(const PublishOptions& options, std::ostream& out, std::ost
 
   Publisher publisher(options, feed, source, out, err);
   proton::container container(publisher);
-  std::atomic<bool> done{false};
   std::thread reader([&] { readEvents(*in, options.rate, feed); });
-  std::thread runner([&] {
-    container.run();
-    done.store(true, std::memory_order_release);
+  runContainer(container, signals, [&](int sig) {
+    if (feed.stopped()) return;
+    err << "cepbus publish: " << strsignal(sig) << ": stopping; settling what was sent\n";
+    feed.stop();
   });
-  while (!done.load(std::memory_order_acquire)) {
-    if (const int sig = signals.wait(kTick); sig != 0 && !feed.stopped()) {
-      err << "cepbus publish: " << strsignal(sig) << ": stopping; settling what was sent\n";
-      feed.stop();
-    }
-  }
-  runner.join();
   feed.stop();  // a reader still at work (the run failed) stops at its next line
   reader.join();
 

@@ -16,7 +16,6 @@
 #include <proton/reconnect_options.hpp>
 #include <proton/transport.hpp>
 #include <proton/work_queue.hpp>
-#include <thread>
 
 #include "bus/app/amqp_client_options.h"
 #include "bus/app/stop_signals.h"
@@ -292,15 +291,8 @@ int runSubscribeCommand(const SubscribeOptions& options, std::ostream& out, std:
   std::atomic<bool> interrupted{false};
   Subscriber subscriber(options, out, err, interrupted);
   proton::container container(subscriber);
-  std::atomic<bool> done{false};
-  std::thread runner([&] {
-    container.run();
-    done.store(true, std::memory_order_release);
-  });
-  while (!done.load(std::memory_order_acquire)) {
-    if (signals.wait(kTick) != 0) interrupted.store(true, std::memory_order_release);
-  }
-  runner.join();
+  runContainer(container, signals,
+               [&](int) { interrupted.store(true, std::memory_order_release); });
 
   err << "cepbus subscribe: " << subscriber.received() << " events from " << options.pattern;
   if (subscriber.unreadable() != 0) err << ", " << subscriber.unreadable() << " no events";
