@@ -194,8 +194,9 @@ void readEvents(std::istream& in, double rate, EventFeed& feed) {
     if (event) {
       item.event = std::move(*event);
       if (rate > 0) {
-        const auto due = start + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(paced++ / rate));
+        const auto due =
+            start + std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double>(static_cast<double>(paced++) / rate));
         if (!feed.sleepUntil(due)) break;
       }
     } else {
