@@ -5,7 +5,17 @@
 
 namespace cepbus::flows {
 
-AbstractFlow::AbstractFlow(std::string name) : name_(std::move(name)) {}
+AbstractFlow::AbstractFlow(std::string name, const stats::Store& stats)
+    : name_(std::move(name)),
+      scope_(stats.scope(kFlowSchema, {{"flow", name_}})),
+      sent_(scope_->counter(flow_stats::kSent)),
+      delivered_(scope_->counter(flow_stats::kDelivered)),
+      failed_(scope_->counter(flow_stats::kFailed)),
+      rejected_(scope_->counter(flow_stats::kRejected)),
+      degraded_(scope_->counter(flow_stats::kDegraded)),
+      invalid_(scope_->counter(flow_stats::kInvalid)),
+      duplicates_(scope_->counter(flow_stats::kDuplicates)),
+      listener_errors_(scope_->counter(flow_stats::kListenerErrors)) {}
 
 Status AbstractFlow::start() {
   std::lock_guard lock(lifecycle_mu_);
@@ -31,7 +41,7 @@ SendOutcome AbstractFlow::send(const Exchange& exchange, std::span<DeliveryTarge
                                WakeHold* wake_hold) {
   SendOutcome out;
   out.targets = static_cast<uint32_t>(targets.size());
-  sent_.fetch_add(1, std::memory_order_relaxed);
+  sent_.inc();
 
   Status invalid;
   if (exchange.event == nullptr) {
@@ -135,14 +145,14 @@ void AbstractFlow::notify(const Exchange& exchange, const Outcome& outcome) {
 FlowMetricsSnapshot AbstractFlow::metrics() const {
   FlowMetricsSnapshot s;
   s.name = name_;
-  s.sent = sent_.load(std::memory_order_relaxed);
-  s.delivered = delivered_.load(std::memory_order_relaxed);
-  s.failed = failed_.load(std::memory_order_relaxed);
-  s.rejected = rejected_.load(std::memory_order_relaxed);
-  s.degraded = degraded_.load(std::memory_order_relaxed);
-  s.invalid = invalid_.load(std::memory_order_relaxed);
-  s.duplicates = duplicates_.load(std::memory_order_relaxed);
-  s.listener_errors = listener_errors_.load(std::memory_order_relaxed);
+  s.sent = sent_.value();
+  s.delivered = delivered_.value();
+  s.failed = failed_.value();
+  s.rejected = rejected_.value();
+  s.degraded = degraded_.value();
+  s.invalid = invalid_.value();
+  s.duplicates = duplicates_.value();
+  s.listener_errors = listener_errors_.value();
   return s;
 }
 

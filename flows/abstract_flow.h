@@ -12,20 +12,22 @@
 //
 // What only some flows have — the stages they queue into, a journal — they
 // show through virtuals whose defaults say "none", so that nobody above
-// needs to know which flow it holds.
+// needs to know which flow it holds; their numbers are children of the
+// flow's stats scope (flows/flow_stats.h), which /metrics and /api render.
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "bus/base/stats/store.h"
 #include "bus/core/status.h"
 #include "flows/delivery_context.h"
 #include "flows/delivery_target.h"
 #include "flows/exchange.h"
+#include "flows/flow_stats.h"
 #include "flows/wake_hold.h"
 #include "stages/stage_metrics.h"
 
@@ -60,29 +62,15 @@ struct FlowMetricsSnapshot {
   uint64_t listener_errors = 0;  // outcomes the sender's listener threw on
 };
 
-// What a journaling flow (ReliableFlow) reports of its journal.
-struct ReliableMetricsSnapshot {
-  uint64_t journaled = 0;     // records committed
-  uint64_t commits = 0;       // journal transactions
-  uint64_t acknowledged = 0;  // acknowledgements committed (row removed or, if cancelled, id only)
-  uint64_t cancelled = 0;     // records acknowledged before they were written (never written)
-  uint64_t redelivered = 0;   // records found in the journal and dispatched again
-  uint64_t retries = 0;       // deliveries tried again (after a fault or a full stage)
-  size_t held_back = 0;       // deliveries waiting for their target's next retry
-  uint64_t abandoned = 0;     // records that exhausted max_attempts (still journaled)
-  uint64_t corrupt = 0;       // undecodable records (removed) or id batches (skipped)
-  uint64_t journal_errors = 0;  // failed transactions
-  size_t in_flight = 0;         // journaled, not yet acknowledged, in this run
-  size_t backlog = 0;           // records waiting for a commit
-};
-
 // Thread-safety: send(), metrics(), running(), queueLength() may be called from
 // any thread concurrently. start(), stop(), attach() and detach() are
 // control-plane calls, serialized internally; they may run concurrently with
 // send(). Ownership: a flow never owns its targets (see DeliveryTarget).
 class AbstractFlow {
  public:
-  explicit AbstractFlow(std::string name);
+  // The flow reports into `stats` (kFlowSchema, {flow=name}; see
+  // flows/flow_stats.h); by default into a store of its own.
+  explicit AbstractFlow(std::string name, const stats::Store& stats = {});
   virtual ~AbstractFlow() = default;
   AbstractFlow(const AbstractFlow&) = delete;
   AbstractFlow& operator=(const AbstractFlow&) = delete;
@@ -119,8 +107,6 @@ class AbstractFlow {
   // The stages it queues into, one per target; none unless it queues
   // (SedaFlow, ReliableFlow).
   virtual std::vector<stages::StageMetricsSnapshot> stageMetrics() const { return {}; }
-  // Its journal's numbers; nullopt unless it journals.
-  virtual std::optional<ReliableMetricsSnapshot> journalMetrics() const { return std::nullopt; }
 
  protected:
   // Delivers (or queues) `exchange` to every target, recording each target in
@@ -145,32 +131,35 @@ class AbstractFlow {
   void countAsync(const Status& status);
   // Counts an accepted exchange that was refused after send() returned (for
   // instance when its journal write failed); the caller reports it.
-  void countLateRejection() { rejected_.fetch_add(1, std::memory_order_relaxed); }
+  void countLateRejection() { rejected_.inc(); }
   // Records a refusal of `target` in `out` and reports kRejected to the sender.
   void reject(const Exchange& exchange, const DeliveryTarget& target, Status why, SendOutcome& out);
   // Records a degraded admission in `out` and reports kDegraded to the sender.
   void degrade(const Exchange& exchange, const DeliveryTarget& target, SendOutcome& out);
   // Reports to the sender, counting a listener that throws.
   void notify(const Exchange& exchange, const Outcome& outcome);
-  void countDuplicate() { duplicates_.fetch_add(1, std::memory_order_relaxed); }
+  void countDuplicate() { duplicates_.inc(); }
+  // The flow's scope, whose children are its journal's and its stages'.
+  const stats::Scope& statsScope() const { return *scope_; }
 
  private:
-  static void add(std::atomic<uint64_t>& counter, uint64_t n) {
-    if (n != 0) counter.fetch_add(n, std::memory_order_relaxed);
+  static void add(stats::Counter& counter, uint64_t n) {
+    if (n != 0) counter.add(n);
   }
 
   const std::string name_;
   std::mutex lifecycle_mu_;  // serializes start() and stop()
   std::atomic<bool> running_{false};
 
-  std::atomic<uint64_t> sent_{0};
-  std::atomic<uint64_t> delivered_{0};
-  std::atomic<uint64_t> failed_{0};
-  std::atomic<uint64_t> rejected_{0};
-  std::atomic<uint64_t> degraded_{0};
-  std::atomic<uint64_t> invalid_{0};
-  std::atomic<uint64_t> duplicates_{0};
-  std::atomic<uint64_t> listener_errors_{0};
+  const stats::ScopePtr scope_;
+  stats::Counter& sent_;
+  stats::Counter& delivered_;
+  stats::Counter& failed_;
+  stats::Counter& rejected_;
+  stats::Counter& degraded_;
+  stats::Counter& invalid_;
+  stats::Counter& duplicates_;
+  stats::Counter& listener_errors_;
 };
 
 }  // namespace cepbus::flows

@@ -114,7 +114,7 @@ JournalWriterOptions writerOptions(const ReliableFlowConfig& config) {
 }  // namespace
 
 ReliableFlow::ReliableFlow(ReliableFlowConfig config)
-    : AbstractFlow(config.name),
+    : AbstractFlow(config.name, config.stats),
       config_(std::move(config)),
       delivered_(config_.journal.delivered_window),
       writer_(
@@ -123,9 +123,36 @@ ReliableFlow::ReliableFlow(ReliableFlowConfig config)
             onCommit(tokens, status);
           },
           [this](std::chrono::steady_clock::time_point now) { return onTick(now); }),
-      stages_(config_.name, config_.stage, [this](DeliveryTarget& target, const Attachment&) {
-        return [this, &target](stages::StageItem& item) { return handle(target, item); };
-      }) {}
+      journal_scope_(statsScope().child(kJournalSchema)),
+      redelivered_(journal_scope_->counter(journal_stats::kRedelivered)),
+      retried_(journal_scope_->counter(journal_stats::kRetries)),
+      abandoned_(journal_scope_->counter(journal_stats::kAbandoned)),
+      corrupt_(journal_scope_->counter(journal_stats::kCorrupt)),
+      stages_(config_.name, statsScope(), config_.stage,
+              [this](DeliveryTarget& target, const Attachment&) {
+                return [this, &target](stages::StageItem& item) { return handle(target, item); };
+              }) {
+  reportJournalGauges();
+}
+
+void ReliableFlow::reportJournalGauges() {
+  namespace j = journal_stats;
+  journal_scope_->counter(j::kJournaled, [this] { return writer_.metrics().inserted; });
+  journal_scope_->counter(j::kCommits, [this] { return writer_.metrics().commits; });
+  journal_scope_->counter(j::kAcknowledged, [this] { return writer_.metrics().acknowledged; });
+  journal_scope_->counter(j::kCancelled, [this] { return writer_.metrics().cancelled; });
+  journal_scope_->counter(j::kErrors, [this] { return writer_.metrics().errors; });
+  journal_scope_->gauge(j::kBacklog,
+                        [this] { return static_cast<double>(writer_.metrics().backlog); });
+  journal_scope_->gauge(j::kInFlight, [this] {
+    std::lock_guard lock(mu_);
+    return static_cast<double>(in_flight_.size());
+  });
+  journal_scope_->gauge(j::kHeldBack, [this] {
+    std::lock_guard lock(mu_);
+    return static_cast<double>(held_back_);
+  });
+}
 
 ReliableFlow::~ReliableFlow() { stop(); }
 
@@ -167,7 +194,7 @@ Status ReliableFlow::doStart() {
   if (!journal) return journal.status();
   Result<std::vector<DeliveredId>> delivered = (*journal)->delivered();
   if (!delivered) return delivered.status();
-  corrupt_.fetch_add((*journal)->corruptBatches(), std::memory_order_relaxed);
+  corrupt_.add((*journal)->corruptBatches());
   Result<std::vector<JournalRecord>> pending = (*journal)->pending();
   if (!pending) return pending.status();
   Result<uint64_t> max_seq = (*journal)->maxSeq();
@@ -543,7 +570,7 @@ bool ReliableFlow::drain(DeliveryTarget* target, std::chrono::steady_clock::time
       --held_back_;
       probe = !held.probed;
     }
-    if (next.retrying) retried_.fetch_add(1, std::memory_order_relaxed);
+    if (next.retrying) retried_.inc();
     const Offered offered = offer(next);
     if (offered == Offered::kOrphaned) continue;  // detached: the rest follow it
     std::lock_guard lock(mu_);
@@ -585,7 +612,7 @@ void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachmen
                    " (event " + std::to_string(record.event_id) + " for " +
                    std::string(record.target.name()) +
                    ") does not decode, removed: " + decoded.status().message());
-        corrupt_.fetch_add(1, std::memory_order_relaxed);
+        corrupt_.inc();
         writer_.acknowledge(JournalAck{record.seq, record.target, record.event_id, true});
         continue;
       }
@@ -601,7 +628,7 @@ void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachmen
       acknowledgeRecord(record.seq, key, orphan.settlement.get());
       continue;
     }
-    redelivered_.fetch_add(1, std::memory_order_relaxed);
+    redelivered_.inc();
     Exchange exchange{std::move(event), record.address,        record.pattern, Qos::kReliable,
                       record.sender,    record.correlation_id, nullptr};
     dispatch(Delivery{std::move(exchange), &target, attachment.id, attachment.name, record.seq, 0,
@@ -691,7 +718,7 @@ void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Sta
   if (target != nullptr) reportDelivery(delivery.exchange, *target, status);
   countAsync(status);
   // Last: whoever sees the count sees the sender told.
-  if (gave_up) abandoned_.fetch_add(1, std::memory_order_relaxed);
+  if (gave_up) abandoned_.inc();
 }
 
 ReliableMetricsSnapshot ReliableFlow::reliableMetrics() const {
@@ -703,10 +730,10 @@ ReliableMetricsSnapshot ReliableFlow::reliableMetrics() const {
   m.cancelled = w.cancelled;
   m.journal_errors = w.errors;
   m.backlog = w.backlog;
-  m.redelivered = redelivered_.load(std::memory_order_relaxed);
-  m.retries = retried_.load(std::memory_order_relaxed);
-  m.abandoned = abandoned_.load(std::memory_order_relaxed);
-  m.corrupt = corrupt_.load(std::memory_order_relaxed);
+  m.redelivered = redelivered_.value();
+  m.retries = retried_.value();
+  m.abandoned = abandoned_.value();
+  m.corrupt = corrupt_.value();
   std::lock_guard lock(mu_);
   m.in_flight = in_flight_.size();
   m.held_back = held_back_;

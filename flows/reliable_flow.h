@@ -122,6 +122,24 @@ struct ReliableFlowConfig {
   // Dispatch a journaled delivery while its record is being committed (see
   // above); false: commit first, then dispatch.
   bool concurrent_dispatch = true;
+  // Where the flow, its journal and its stages report their numbers; by
+  // default a store of its own.
+  stats::Store stats;
+};
+
+struct ReliableMetricsSnapshot {
+  uint64_t journaled = 0;     // records committed
+  uint64_t commits = 0;       // journal transactions
+  uint64_t acknowledged = 0;  // acknowledgements committed (row removed or, if cancelled, id only)
+  uint64_t cancelled = 0;     // records acknowledged before they were written (never written)
+  uint64_t redelivered = 0;   // records found in the journal and dispatched again
+  uint64_t retries = 0;       // deliveries tried again (after a fault or a full stage)
+  size_t held_back = 0;       // deliveries waiting for their target's next retry
+  uint64_t abandoned = 0;     // records that exhausted max_attempts (still journaled)
+  uint64_t corrupt = 0;       // undecodable records (removed) or id batches (skipped)
+  uint64_t journal_errors = 0;  // failed transactions
+  size_t in_flight = 0;         // journaled, not yet acknowledged, in this run
+  size_t backlog = 0;           // records waiting for a commit
 };
 
 // Thread-safety: as AbstractFlow. Ownership: owns the journal connection
@@ -141,9 +159,6 @@ class ReliableFlow final : public AbstractFlow {
   bool journals() const override { return true; }
   std::vector<stages::StageMetricsSnapshot> stageMetrics() const override {
     return stages_.metrics();
-  }
-  std::optional<ReliableMetricsSnapshot> journalMetrics() const override {
-    return reliableMetrics();
   }
 
  protected:
@@ -251,6 +266,8 @@ class ReliableFlow final : public AbstractFlow {
   // The end of a journaled delivery: acknowledged, retried or abandoned.
   // `target` is null when it was detached meanwhile (nothing is reported to it).
   void complete(DeliveryTarget* target, Delivery delivery, const Status& status);
+  // Registers the journal numbers the flow reads from itself and its writer.
+  void reportJournalGauges();
 
   const ReliableFlowConfig config_;
 
@@ -265,15 +282,16 @@ class ReliableFlow final : public AbstractFlow {
   std::atomic<size_t> holding_{0};
   uint64_t next_seq_ = 1;  // guarded by mu_
 
-  std::atomic<uint64_t> redelivered_{0};
-  std::atomic<uint64_t> retried_{0};
-  std::atomic<uint64_t> abandoned_{0};
-  std::atomic<uint64_t> corrupt_{0};
-
   SlotPool<Delivery> parked_;
   SlotPool<std::shared_ptr<Settlement>> settling_;  // records waiting for the writer (concurrent)
   std::shared_ptr<Acknowledgements> acknowledgements_;  // replaced at each start
   JournalWriter writer_;
+  // The journal's numbers ({flow}): after what its functions read.
+  const stats::ScopePtr journal_scope_;
+  stats::Counter& redelivered_;
+  stats::Counter& retried_;
+  stats::Counter& abandoned_;
+  stats::Counter& corrupt_;
   TargetStages stages_;  // last: its stages' handlers use everything above
 };
 

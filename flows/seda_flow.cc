@@ -5,8 +5,8 @@
 namespace cepbus::flows {
 
 SedaFlow::SedaFlow(SedaFlowConfig config)
-    : AbstractFlow(config.name),
-      stages_(config.name, std::move(config.stage),
+    : AbstractFlow(config.name, config.stats),
+      stages_(config.name, statsScope(), std::move(config.stage),
               [this](DeliveryTarget& target, const Attachment&) {
                 return [this, &target](stages::StageItem& item) { return handle(target, item); };
               }) {}

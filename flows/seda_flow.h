@@ -22,6 +22,9 @@ struct SedaFlowConfig {
   // The configuration of each target's stage; its name is replaced by
   // "<flow name>/<target name>".
   stages::StageConfig stage;
+  // Where the flow and its stages report their numbers; by default a store
+  // of its own.
+  stats::Store stats;
 };
 
 // Thread-safety: as AbstractFlow. Targets must be attached before they are

@@ -17,7 +17,8 @@ namespace cepbus::flows {
 // then calls the targets concurrently.
 class StFlow final : public AbstractFlow {
  public:
-  explicit StFlow(std::string name = "st") : AbstractFlow(std::move(name)) {}
+  explicit StFlow(std::string name = "st", const stats::Store& stats = {})
+      : AbstractFlow(std::move(name), stats) {}
   ~StFlow() override { stop(); }
 
  protected:

@@ -14,9 +14,11 @@ stages::StageConfig named(stages::StageConfig config, const std::string& name) {
 
 }  // namespace
 
-TargetStages::TargetStages(const std::string& flow_name, stages::StageConfig base,
-                           HandlerFactory factory)
-    : base_(named(std::move(base), flow_name)), factory_(std::move(factory)) {}
+TargetStages::TargetStages(const std::string& flow_name, const stats::Scope& flow_scope,
+                           stages::StageConfig base, HandlerFactory factory)
+    : flow_scope_(flow_scope),
+      base_(named(std::move(base), flow_name)),
+      factory_(std::move(factory)) {}
 
 TargetStages::~TargetStages() { stop(); }
 
@@ -24,7 +26,9 @@ std::unique_ptr<stages::Stage> TargetStages::makeStage(DeliveryTarget& target,
                                                        const Attachment& attachment) const {
   stages::StageConfig config = base_;
   config.name = base_.name + "/" + target.name();
-  return std::make_unique<stages::Stage>(std::move(config), factory_(target, attachment));
+  stats::ScopePtr scope = flow_scope_.child(stages::kStageSchema, {{"stage", config.name}});
+  return std::make_unique<stages::Stage>(std::move(config), factory_(target, attachment),
+                                         std::move(scope));
 }
 
 Result<Attachment> TargetStages::attach(DeliveryTarget& target) {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bus/base/stats/store.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
 #include "flows/delivery_target.h"
@@ -37,8 +38,10 @@ class TargetStages {
       std::function<stages::StageHandler(DeliveryTarget& target, const Attachment& attachment)>;
 
   // `base` is the configuration of every stage; each stage is named
-  // "<flow_name>/<target name>".
-  TargetStages(const std::string& flow_name, stages::StageConfig base, HandlerFactory factory);
+  // "<flow_name>/<target name>" and reports into a child of `flow_scope`
+  // (the flow's, which outlives this), labelled with its name.
+  TargetStages(const std::string& flow_name, const stats::Scope& flow_scope,
+               stages::StageConfig base, HandlerFactory factory);
   ~TargetStages();  // stops every stage
 
   // Creates the target's stage, started if the set is running. AlreadyExists
@@ -87,6 +90,7 @@ class TargetStages {
   std::unique_ptr<stages::Stage> makeStage(DeliveryTarget& target,
                                            const Attachment& attachment) const;
 
+  const stats::Scope& flow_scope_;
   const stages::StageConfig base_;
   const HandlerFactory factory_;
   std::mutex control_mu_;  // serializes attach/detach/start/stop

@@ -43,24 +43,33 @@ class SelectedTargets {
   std::vector<flows::DeliveryTarget*> overflow_;
 };
 
-}  // namespace
-
-void Broker::RouteStats::record(const flows::SendOutcome& out) {
-  auto add = [](std::atomic<uint64_t>& counter, uint64_t n) {
-    if (n != 0) counter.fetch_add(n, std::memory_order_relaxed);
+// The targets of one send, by outcome.
+void record(RouteStats& route, const flows::SendOutcome& out) {
+  auto add = [](stats::Counter& counter, uint64_t n) {
+    if (n != 0) counter.add(n);
   };
-  add(delivered, out.delivered);
-  add(queued, out.queued);
-  add(rejected, out.rejected);
-  add(failed, out.failed);
+  add(route.delivered, out.delivered);
+  add(route.queued, out.queued);
+  add(route.rejected, out.rejected);
+  add(route.failed, out.failed);
 }
+
+}  // namespace
 
 Broker::Broker(std::unique_ptr<DeliveryPolicy> policy, std::shared_ptr<Registry> registry)
     : policy_(std::move(policy)),
       registry_(std::move(registry)),
       tracker_(std::make_shared<RequestTracker>()),
-      route_stats_(std::make_unique<RouteStats[]>(policy_->routeCount() + 1)),
       cache_(reclaimer_) {
+  const stats::Store& store = registry_->stats();
+  for (size_t i = 0; i < policy_->routeCount(); ++i) {
+    const RouteRule& rule = policy_->route(i);
+    route_stats_.push_back(std::make_unique<RouteStats>(
+        store.scope(kRouteSchema, {{"route", rule.pattern}, {"flow", rule.flow}})));
+  }
+  route_stats_.push_back(std::make_unique<RouteStats>(
+      store.scope(kRouteSchema,
+                  {{"route", std::string(kDefaultRouteLabel)}, {"flow", policy_->defaultFlow()}})));
   const std::weak_ptr<DeliveryPolicy> weak_policy = policy_;
   for (const auto& flow : policy_->flows()) {
     std::string name = "flow/" + flow->name();
@@ -312,7 +321,7 @@ void Broker::reportUnrouted(const flows::Exchange& exchange) {
 }
 
 flows::SendOutcome Broker::refusePaused(const flows::Exchange& exchange, RouteStats& stats) {
-  stats.refused_paused.fetch_add(1, std::memory_order_relaxed);
+  stats.refused_paused.inc();
   flows::SendOutcome out;
   out.status = Status::unavailable("route for '" + std::string(exchange.address.name()) +
                                    "' is paused; retry later");
@@ -330,7 +339,7 @@ Status Broker::setRoutePaused(std::string_view pattern, bool paused) {
       return Status::notFound("no route with pattern '" + std::string(pattern) + "'");
     }
   }
-  route_stats_[index].paused.store(paused, std::memory_order_relaxed);
+  route_stats_[index]->paused.store(paused, std::memory_order_relaxed);
   return Status::ok();
 }
 
@@ -350,17 +359,17 @@ flows::SendOutcome Broker::publish(const flows::Exchange& exchange, flows::WakeH
     return out;
   }
   const DeliveryDecision& decision = resolved->decisions[static_cast<size_t>(exchange.qos)];
-  RouteStats& stats = route_stats_[decision.route];
+  RouteStats& stats = *route_stats_[decision.route];
   if (stats.paused.load(std::memory_order_relaxed)) [[unlikely]] {
     return refusePaused(exchange, stats);
   }
-  stats.published.fetch_add(1, std::memory_order_relaxed);
+  stats.published.inc();
 
   SelectedTargets selected;
   std::span<flows::DeliveryTarget* const> targets = resolved->targets;
   if (!resolved->filtered.empty()) targets = selected.select(*resolved, *exchange.event);
   if (targets.empty()) {
-    stats.unrouted.fetch_add(1, std::memory_order_relaxed);
+    stats.unrouted.inc();
     reportUnrouted(exchange);
     return flows::SendOutcome{};
   }
@@ -373,7 +382,7 @@ flows::SendOutcome Broker::publish(const flows::Exchange& exchange, flows::WakeH
     adjusted.qos = decision.qos;
     out = decision.flow->send(adjusted, targets, wake_hold);
   }
-  stats.record(out);
+  record(stats, out);
   return out;
 }
 
@@ -396,8 +405,9 @@ Result<uint64_t> Broker::request(flows::Exchange exchange, std::chrono::nanoseco
   const ResolvedRoute* resolved = route(exchange.address);
   if (!resolved->invalid.isOk()) return resolved->invalid;
   const DeliveryDecision& decision = resolved->decisions[static_cast<size_t>(exchange.qos)];
-  if (route_stats_[decision.route].paused.load(std::memory_order_relaxed)) {
-    route_stats_[decision.route].refused_paused.fetch_add(1, std::memory_order_relaxed);
+  RouteStats& stats = *route_stats_[decision.route];
+  if (stats.paused.load(std::memory_order_relaxed)) {
+    stats.refused_paused.inc();
     return Status::unavailable("route for '" + std::string(exchange.address.name()) +
                                "' is paused; retry later");
   }
@@ -409,37 +419,11 @@ Result<uint64_t> Broker::request(flows::Exchange exchange, std::chrono::nanoseco
   exchange.correlation_id = *id;
   exchange.listener = tracker_;
 
-  RouteStats& stats = route_stats_[decision.route];
-  stats.published.fetch_add(1, std::memory_order_relaxed);
+  stats.published.inc();
   flows::DeliveryTarget* target = provider.get();
   // Outcomes (a rejection included) reach the caller through the tracker.
-  stats.record(decision.flow->send(exchange, std::span<flows::DeliveryTarget* const>(&target, 1)));
+  record(stats, decision.flow->send(exchange, std::span<flows::DeliveryTarget* const>(&target, 1)));
   return *id;
-}
-
-std::vector<RouteStatsSnapshot> Broker::routeStats() const {
-  std::vector<RouteStatsSnapshot> out;
-  const size_t routes = policy_->routeCount();
-  for (size_t i = 0; i <= routes; ++i) {
-    RouteStatsSnapshot s;
-    if (i < routes) {
-      s.pattern = policy_->route(i).pattern;
-      s.flow = policy_->route(i).flow;
-    } else {
-      s.flow = policy_->defaultFlow();
-    }
-    const RouteStats& r = route_stats_[i];
-    s.published = r.published.load(std::memory_order_relaxed);
-    s.delivered = r.delivered.load(std::memory_order_relaxed);
-    s.queued = r.queued.load(std::memory_order_relaxed);
-    s.rejected = r.rejected.load(std::memory_order_relaxed);
-    s.failed = r.failed.load(std::memory_order_relaxed);
-    s.unrouted = r.unrouted.load(std::memory_order_relaxed);
-    s.refused_paused = r.refused_paused.load(std::memory_order_relaxed);
-    s.paused = r.paused.load(std::memory_order_relaxed);
-    out.push_back(std::move(s));
-  }
-  return out;
 }
 
 }  // namespace cepbus::router

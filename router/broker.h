@@ -46,23 +46,10 @@
 #include "router/registry.h"
 #include "router/request_tracker.h"
 #include "router/route_cache.h"
+#include "router/route_stats.h"
 #include "router/subscription_table.h"
 
 namespace cepbus::router {
-
-// Per delivery-policy route (and one for the default route).
-struct RouteStatsSnapshot {
-  std::string pattern;  // "" for the default route
-  std::string flow;
-  uint64_t published = 0;  // exchanges routed by this route (requests included)
-  uint64_t delivered = 0;  // target deliveries finished before publish() returned
-  uint64_t queued = 0;     // target deliveries accepted by a queueing flow
-  uint64_t rejected = 0;
-  uint64_t failed = 0;
-  uint64_t unrouted = 0;        // exchanges no subscriber (or filter) wanted
-  uint64_t refused_paused = 0;  // exchanges refused because the route was paused
-  bool paused = false;
-};
 
 // Thread-safety: publish() and request() may be called from any thread,
 // concurrently with each other and with the control calls (endpoints,
@@ -123,23 +110,11 @@ class Broker {
   // default route); NotFound when the policy has no such route. Idempotent.
   Status setRoutePaused(std::string_view pattern, bool paused);
 
-  std::vector<RouteStatsSnapshot> routeStats() const;
   const DeliveryPolicy& policy() const { return *policy_; }
   Registry& registry() const { return *registry_; }
   const RequestTracker& requests() const { return *tracker_; }
 
  private:
-  struct RouteStats {
-    std::atomic<uint64_t> published{0};
-    std::atomic<uint64_t> delivered{0};
-    std::atomic<uint64_t> queued{0};
-    std::atomic<uint64_t> rejected{0};
-    std::atomic<uint64_t> failed{0};
-    std::atomic<uint64_t> unrouted{0};
-    std::atomic<uint64_t> refused_paused{0};
-    std::atomic<bool> paused{false};
-    void record(const flows::SendOutcome& out);
-  };
   struct StringHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const noexcept {
@@ -158,8 +133,9 @@ class Broker {
   const std::shared_ptr<DeliveryPolicy> policy_;  // shared only with registry probes (weakly)
   const std::shared_ptr<Registry> registry_;
   const std::shared_ptr<RequestTracker> tracker_;
-  const std::unique_ptr<RouteStats[]> route_stats_;  // policy_->routeCount() + 1
-  std::vector<std::string> flow_entries_;            // registry names of the flows
+  // By route index, the default route last ({route, flow} scopes of the registry's store).
+  std::vector<std::unique_ptr<RouteStats>> route_stats_;
+  std::vector<std::string> flow_entries_;  // registry names of the flows
 
   mutable std::mutex mu_;  // control calls and route-cache misses
   std::mutex lifecycle_mu_;

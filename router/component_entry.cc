@@ -28,11 +28,21 @@ const char* componentStateName(ComponentState state) {
   return "unknown";
 }
 
-ComponentEntry::ComponentEntry(std::string name, ComponentKind kind, std::string owner)
+ComponentEntry::ComponentEntry(std::string name, ComponentKind kind, std::string owner,
+                               const stats::Store& stats)
     : name_(std::move(name)),
       kind_(kind),
       owner_(std::move(owner)),
-      sample_at_(std::chrono::steady_clock::now()) {}
+      sample_at_(std::chrono::steady_clock::now()),
+      scope_(stats.scope(kComponentSchema, {{"name", name_}, {"kind", componentKindName(kind_)}})) {
+  namespace c = component_stats;
+  scope_->counter(c::kDelivered, [this] { return live().delivered; });
+  scope_->counter(c::kFailed, [this] { return live().failed; });
+  scope_->counter(c::kRejected, [this] { return live().rejected; });
+  scope_->gauge(c::kQueueLength, [this] { return static_cast<double>(live().queue_length); });
+  scope_->gauge(c::kThroughput,
+                [this] { return throughput(std::chrono::steady_clock::now(), live().delivered); });
+}
 
 void ComponentEntry::setState(ComponentState state, std::string reason) {
   std::lock_guard lock(mu_);
@@ -62,7 +72,7 @@ void ComponentEntry::setProbe(Probe probe) {
   probe_ = std::move(probe);
 }
 
-ComponentSnapshot ComponentEntry::snapshot(std::chrono::steady_clock::time_point now) {
+LiveNumbers ComponentEntry::live() const {
   LiveNumbers numbers;
   numbers.queue_length = queue_length_.load(std::memory_order_relaxed);
   numbers.delivered = delivered_.load(std::memory_order_relaxed);
@@ -74,7 +84,24 @@ ComponentSnapshot ComponentEntry::snapshot(std::chrono::steady_clock::time_point
     probe = probe_;
   }
   if (probe) probe(numbers);
+  return numbers;
+}
 
+double ComponentEntry::throughput(std::chrono::steady_clock::time_point now, uint64_t delivered) {
+  std::lock_guard lock(mu_);
+  const auto elapsed = now - sample_at_;
+  if (elapsed >= kMinSampleInterval) {
+    const double seconds = std::chrono::duration<double>(elapsed).count();
+    const uint64_t delta = delivered >= sample_delivered_ ? delivered - sample_delivered_ : 0;
+    throughput_ = static_cast<double>(delta) / seconds;
+    sample_at_ = now;
+    sample_delivered_ = delivered;
+  }
+  return throughput_;
+}
+
+ComponentSnapshot ComponentEntry::snapshot(std::chrono::steady_clock::time_point now) {
+  const LiveNumbers numbers = live();
   ComponentSnapshot s;
   s.name = name_;
   s.kind = kind_;
@@ -83,21 +110,22 @@ ComponentSnapshot ComponentEntry::snapshot(std::chrono::steady_clock::time_point
   s.delivered = numbers.delivered;
   s.failed = numbers.failed;
   s.rejected = numbers.rejected;
+  s.throughput_per_s = throughput(now, numbers.delivered);
   std::lock_guard lock(mu_);
   s.state = state_;
   s.reason = reason_;
   s.metadata.assign(metadata_.begin(), metadata_.end());
-  const auto elapsed = now - sample_at_;
-  if (elapsed >= kMinSampleInterval) {
-    const double seconds = std::chrono::duration<double>(elapsed).count();
-    const uint64_t delta =
-        numbers.delivered >= sample_delivered_ ? numbers.delivered - sample_delivered_ : 0;
-    throughput_ = static_cast<double>(delta) / seconds;
-    sample_at_ = now;
-    sample_delivered_ = numbers.delivered;
-  }
-  s.throughput_per_s = throughput_;
   return s;
+}
+
+void ComponentEntry::closeStats() {
+  stats::ScopePtr scope;
+  {
+    std::lock_guard lock(mu_);
+    scope = std::move(scope_);
+  }
+  // Destroyed without mu_: it waits for a function of it, which takes mu_.
+  scope.reset();
 }
 
 }  // namespace cepbus::router

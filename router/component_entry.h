@@ -6,6 +6,9 @@
 // Components push their counters (lock-free atomics, cheap on the data path)
 // and may install a probe that the registry calls when it takes a snapshot,
 // for numbers that are cheaper to read than to push (a stage's queue length).
+// The live numbers are reported in the stats scope "component" {name, kind}
+// (kComponentSchema), read whenever the store is, until the entry leaves
+// the registry (closeStats()).
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +21,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "bus/base/stats/store.h"
 
 namespace cepbus::router {
 
@@ -32,6 +37,22 @@ enum class ComponentState : uint8_t {
 
 const char* componentKindName(ComponentKind kind);
 const char* componentStateName(ComponentState state);
+
+namespace component_stats {
+using stats::MetricSpec;
+inline constexpr MetricSpec kDelivered =
+    MetricSpec::counter("delivered", "Deliveries the component completed.");
+inline constexpr MetricSpec kFailed =
+    MetricSpec::counter("failed", "Deliveries that failed at the component.");
+inline constexpr MetricSpec kRejected =
+    MetricSpec::counter("rejected", "Deliveries to the component refused by admission.");
+inline constexpr MetricSpec kQueueLength =
+    MetricSpec::gauge("queue_length", "Events waiting in the component's queues.");
+inline constexpr MetricSpec kThroughput = MetricSpec::gauge(
+    "throughput_per_second", "Deliveries per second over the last sampling interval.");
+inline constexpr MetricSpec kAll[] = {kDelivered, kFailed, kRejected, kQueueLength, kThroughput};
+}  // namespace component_stats
+inline constexpr stats::Schema kComponentSchema{"component", component_stats::kAll};
 
 // Numbers a probe may fill in; they start as the pushed counters.
 struct LiveNumbers {
@@ -58,14 +79,17 @@ struct ComponentSnapshot {
 
 // Thread-safety: every member may be called from any thread. Counters are
 // relaxed atomics; state and metadata are under a mutex. The probe is called
-// without the entry's lock held and must not call setProbe().
+// without the entry's lock held and must not call setProbe(); it runs
+// whenever the registry's snapshot or the stats store is read.
 class ComponentEntry {
  public:
   using Probe = std::function<void(LiveNumbers&)>;
   // Throughput is measured over intervals of at least this much.
   static constexpr std::chrono::milliseconds kMinSampleInterval{250};
 
-  ComponentEntry(std::string name, ComponentKind kind, std::string owner);
+  // Reports its live numbers into `stats` (by default a store of its own).
+  ComponentEntry(std::string name, ComponentKind kind, std::string owner,
+                 const stats::Store& stats = {});
 
   const std::string& name() const { return name_; }
   ComponentKind kind() const { return kind_; }
@@ -85,8 +109,16 @@ class ComponentEntry {
   // A copy of everything, probing the live numbers; `now` advances the
   // throughput sample when kMinSampleInterval has passed since the last one.
   ComponentSnapshot snapshot(std::chrono::steady_clock::time_point now);
+  // Takes its numbers out of the stats store (the entry left the registry).
+  // Not to be called with a lock held that the probe takes.
+  void closeStats();
 
  private:
+  // The pushed counters, then what the probe makes of them.
+  LiveNumbers live() const;
+  // The throughput over the last sample, advancing it as snapshot() says.
+  double throughput(std::chrono::steady_clock::time_point now, uint64_t delivered);
+
   const std::string name_;
   const ComponentKind kind_;
   const std::string owner_;
@@ -103,6 +135,8 @@ class ComponentEntry {
   std::chrono::steady_clock::time_point sample_at_;           // guarded by mu_
   uint64_t sample_delivered_ = 0;                             // guarded by mu_
   double throughput_ = 0;                                     // guarded by mu_
+  // Last, so destroyed first: its functions read everything above.
+  stats::ScopePtr scope_;  // guarded by mu_ (reset by closeStats())
 };
 
 }  // namespace cepbus::router

@@ -2,7 +2,16 @@
 
 #include <utility>
 
+#include "bus/core/wire_names.h"
+
 namespace cepbus::router {
+
+Registry::Registry() : wire_names_(stats_.scope(kWireNameSchema)) {
+  namespace w = wire_name_stats;
+  wire_names_->counter(w::kRefused, [] { return wireNameStats().refused; });
+  wire_names_->gauge(w::kCreated, [] { return static_cast<double>(wireNameStats().created); });
+  wire_names_->gauge(w::kBudget, [] { return static_cast<double>(wireNameStats().budget); });
+}
 
 Result<std::shared_ptr<ComponentEntry>> Registry::add(std::string name, ComponentKind kind,
                                                       std::string owner) {
@@ -11,16 +20,21 @@ Result<std::shared_ptr<ComponentEntry>> Registry::add(std::string name, Componen
   if (entries_.contains(name)) {
     return Status::alreadyExists("registry: '" + name + "' is already registered");
   }
-  auto entry = std::make_shared<ComponentEntry>(name, kind, std::move(owner));
+  auto entry = std::make_shared<ComponentEntry>(name, kind, std::move(owner), stats_);
   entries_.emplace(std::move(name), entry);
   return entry;
 }
 
 bool Registry::remove(std::string_view name) {
-  std::lock_guard lock(mu_);
-  auto it = entries_.find(name);
-  if (it == entries_.end()) return false;
-  entries_.erase(it);
+  std::shared_ptr<ComponentEntry> entry;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return false;
+    entry = std::move(it->second);
+    entries_.erase(it);
+  }
+  entry->closeStats();
   return true;
 }
 

@@ -2,7 +2,11 @@
 
 // Registry: the shared state of the router (P1) — every service, endpoint and
 // flow with its runtime state, metadata and live numbers. Components register
-// and report into their entry; the admin side reads snapshots.
+// and report into their entry; the admin side reads snapshots. It also holds
+// the stats store (bus/base/stats/) every component of the bus reports its
+// numbers into, which /metrics and /api render; the store has the
+// registry's entries (kComponentSchema) and the process-wide budget of names
+// clients may create (bus/core/wire_names.h, kWireNameSchema) from the start.
 
 #include <chrono>
 #include <map>
@@ -13,20 +17,37 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/base/stats/store.h"
 #include "bus/core/status.h"
 #include "router/component_entry.h"
 
 namespace cepbus::router {
+
+namespace wire_name_stats {
+using stats::MetricSpec;
+inline constexpr MetricSpec kRefused = MetricSpec::counter(
+    "refused",
+    "Event types and attribute names from clients refused: the budget of new names "
+    "was spent.");
+inline constexpr MetricSpec kCreated =
+    MetricSpec::gauge("created", "Names clients created in the symbol table.");
+inline constexpr MetricSpec kBudget =
+    MetricSpec::gauge("budget", "How many names clients may create.");
+inline constexpr MetricSpec kAll[] = {kRefused, kCreated, kBudget};
+}  // namespace wire_name_stats
+inline constexpr stats::Schema kWireNameSchema{"wire_names", wire_name_stats::kAll};
 
 // Thread-safety: every member may be called from any thread. Ownership:
 // entries are shared with the components that report into them; a removed
 // entry lives on until its last holder drops it, but no longer shows up.
 class Registry {
  public:
+  Registry();
+
   // AlreadyExists when `name` is taken; InvalidArgument for an empty name.
   Result<std::shared_ptr<ComponentEntry>> add(std::string name, ComponentKind kind,
                                               std::string owner = {});
-  // False when there is no such entry.
+  // False when there is no such entry. Its numbers leave the stats store.
   bool remove(std::string_view name);
   std::shared_ptr<ComponentEntry> find(std::string_view name) const;
   size_t size() const;
@@ -41,7 +62,12 @@ class Registry {
       std::string_view name,
       std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const;
 
+  // The store the bus's components report into.
+  const stats::Store& stats() const { return stats_; }
+
  private:
+  const stats::Store stats_;
+  const stats::ScopePtr wire_names_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<ComponentEntry>, std::less<>> entries_;  // guarded by mu_
 };

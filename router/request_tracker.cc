@@ -7,7 +7,7 @@ namespace cepbus::router {
 RequestTracker::~RequestTracker() { stop(); }
 
 void RequestTracker::start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (running_) return;
   running_ = true;
   thread_ = std::thread([this] { run(); });
@@ -16,7 +16,7 @@ void RequestTracker::start() {
 void RequestTracker::stop() {
   std::unordered_map<uint64_t, ReplyCallback> abandoned;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!running_) return;
     running_ = false;
     abandoned.swap(pending_);
@@ -34,7 +34,7 @@ void RequestTracker::stop() {
 Result<uint64_t> RequestTracker::track(std::chrono::nanoseconds timeout, ReplyCallback callback) {
   uint64_t id;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!running_) return Status::unavailable("request tracker is not running");
     id = next_id_++;
     pending_.emplace(id, std::move(callback));
@@ -47,7 +47,7 @@ Result<uint64_t> RequestTracker::track(std::chrono::nanoseconds timeout, ReplyCa
 bool RequestTracker::complete(uint64_t correlation_id, const flows::Outcome& outcome) {
   ReplyCallback callback;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = pending_.find(correlation_id);
     if (it == pending_.end()) {
       ++late_;
@@ -76,31 +76,31 @@ void RequestTracker::onOutcome(const flows::Exchange& exchange, const flows::Out
 }
 
 size_t RequestTracker::pending() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return pending_.size();
 }
 
 uint64_t RequestTracker::timeouts() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return timeouts_;
 }
 
 uint64_t RequestTracker::lateOutcomes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return late_;
 }
 
 void RequestTracker::run() {
   std::vector<std::pair<uint64_t, ReplyCallback>> expired;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (running_) {
     if (deadlines_.empty()) {
-      cv_.wait(lock);
+      cv_.wait(mu_);
       continue;
     }
     const Clock::time_point due = deadlines_.top().first;
     if (Clock::now() < due) {
-      cv_.wait_until(lock, due);
+      cv_.waitUntil(mu_, due);
       continue;
     }
     const auto now = Clock::now();

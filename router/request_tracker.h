@@ -6,16 +6,15 @@
 // by its timer thread — and drops what arrives after that (counted as late).
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <queue>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/core/status.h"
 #include "flows/exchange.h"
 
@@ -55,17 +54,16 @@ class RequestTracker final : public flows::ExchangeListener {
   using Clock = std::chrono::steady_clock;
   using Deadline = std::pair<Clock::time_point, uint64_t>;
 
-  void run();
+  void run() EXCLUDES(mu_);
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::unordered_map<uint64_t, ReplyCallback> pending_;  // guarded by mu_
-  std::priority_queue<Deadline, std::vector<Deadline>, std::greater<>>
-      deadlines_;          // guarded by mu_
-  uint64_t next_id_ = 1;   // guarded by mu_
-  uint64_t timeouts_ = 0;  // guarded by mu_
-  uint64_t late_ = 0;      // guarded by mu_
-  bool running_ = false;   // guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::unordered_map<uint64_t, ReplyCallback> pending_ GUARDED_BY(mu_);
+  std::priority_queue<Deadline, std::vector<Deadline>, std::greater<>> deadlines_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  uint64_t timeouts_ GUARDED_BY(mu_) = 0;
+  uint64_t late_ GUARDED_BY(mu_) = 0;
+  bool running_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

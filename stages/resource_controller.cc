@@ -78,14 +78,14 @@ PeriodicTask::PeriodicTask(std::chrono::nanoseconds period, Tick tick)
 PeriodicTask::~PeriodicTask() { stop(); }
 
 void PeriodicTask::start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (thread_.joinable() || stopping_) return;
   thread_ = std::thread([this] { run(); });
 }
 
 void PeriodicTask::stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -94,14 +94,22 @@ void PeriodicTask::stop() {
 
 void PeriodicTask::run() {
   auto next = std::chrono::steady_clock::now() + period_;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     if (dormant_.load(std::memory_order_relaxed)) {
-      cv_.wait(lock, [this] { return stopping_ || !dormant_.load(std::memory_order_relaxed); });
+      cv_.wait(mu_, [this] {
+        mu_.assertHeld();
+        return stopping_ || !dormant_.load(std::memory_order_relaxed);
+      });
       next = std::chrono::steady_clock::now() + period_;
       continue;
     }
-    if (cv_.wait_until(lock, next, [this] { return stopping_; })) break;
+    if (cv_.waitUntil(mu_, next, [this] {
+          mu_.assertHeld();
+          return stopping_;
+        })) {
+      break;
+    }
     lock.unlock();
     const auto now = std::chrono::steady_clock::now();
     const bool keep_ticking = tick_(now);
@@ -115,7 +123,7 @@ void PeriodicTask::run() {
 
 void PeriodicTask::resume() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!dormant_.load(std::memory_order_relaxed)) return;
     dormant_.store(false, std::memory_order_relaxed);
   }

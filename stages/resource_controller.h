@@ -13,12 +13,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "bus/base/mutex.h"
 
 namespace cepbus::stages {
 
@@ -93,14 +93,14 @@ class PeriodicTask {
   bool dormant() const { return dormant_.load(std::memory_order_relaxed); }
 
  private:
-  void run();
+  void run() EXCLUDES(mu_);
   void resume();
 
   const std::chrono::nanoseconds period_;
   const Tick tick_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   // Written under mu_, read without it by wake(). Activity between a tick's
   // verdict and the dormancy goes unnoticed; the next wake() ends it.
   std::atomic<bool> dormant_{false};

@@ -42,13 +42,14 @@ void logFailure(const std::string& stage, uint64_t before, uint64_t failures,
 
 }  // namespace
 
-Stage::Stage(StageConfig config, StageHandler handler)
-    : Stage(std::move(config), std::move(handler), StageBatchHandler{}) {}
+Stage::Stage(StageConfig config, StageHandler handler, stats::ScopePtr scope)
+    : Stage(std::move(config), std::move(handler), StageBatchHandler{}, std::move(scope)) {}
 
-Stage::Stage(StageConfig config, StageBatchHandler handler)
-    : Stage(std::move(config), StageHandler{}, std::move(handler)) {}
+Stage::Stage(StageConfig config, StageBatchHandler handler, stats::ScopePtr scope)
+    : Stage(std::move(config), StageHandler{}, std::move(handler), std::move(scope)) {}
 
-Stage::Stage(StageConfig config, StageHandler handler, StageBatchHandler batch_handler)
+Stage::Stage(StageConfig config, StageHandler handler, StageBatchHandler batch_handler,
+             stats::ScopePtr scope)
     : config_(checked(std::move(config), handler || batch_handler)),
       handler_(std::move(handler)),
       batch_handler_(std::move(batch_handler)),
@@ -58,7 +59,23 @@ Stage::Stage(StageConfig config, StageHandler handler, StageBatchHandler batch_h
              admission_.levels().soft_level),
       pool_(config_.name, [this] { workerLoop(); }),
       controller_(config_.resource.period,
-                  [this](Clock::time_point now) { return controllerTick(now); }) {}
+                  [this](Clock::time_point now) { return controllerTick(now); }),
+      scope_(scope != nullptr ? std::move(scope)
+                              : stats::Store().scope(kStageSchema, {{"stage", config_.name}})),
+      metrics_(*scope_) {
+  reportGauges();
+}
+
+void Stage::reportGauges() {
+  namespace s = stage_stats;
+  scope_->counter(s::kOffered, [this] { return offeredTotal(); });
+  scope_->gauge(s::kQueueLength, [this] { return static_cast<double>(queue_.size()); });
+  scope_->gauge(s::kThreads, [this] { return static_cast<double>(pool_.threads()); });
+  scope_->gauge(s::kPressure, [this] { return static_cast<double>(pressure()); });
+  scope_->gauge(s::kCapacity).set(static_cast<int64_t>(config_.capacity));
+  scope_->gauge(s::kMinThreads).set(static_cast<int64_t>(config_.min_threads));
+  scope_->gauge(s::kMaxThreads).set(static_cast<int64_t>(config_.max_threads));
+}
 
 Stage::~Stage() { stop(); }
 
@@ -93,7 +110,7 @@ void Stage::stop() {
 
 Admission Stage::offer(StageItem item) {
   if (state_.load(std::memory_order_acquire) == State::kStopped) {
-    StageMetrics::add(metrics_.rejected, 1);
+    metrics_.rejected.inc();
     return Admission::kRejected;
   }
   controller_.wake();  // watching the stage again, if it went quiet
@@ -103,7 +120,7 @@ Admission Stage::offer(StageItem item) {
   if (queue_length >= admission_.levels().soft_level) queue_length = queue_.size();
   const Admission decision = admission_.admit(queue_length, item.reliable, downstreamSaturated());
   if (decision == Admission::kRejected) {
-    StageMetrics::add(metrics_.rejected, 1);
+    metrics_.rejected.inc();
     return Admission::kRejected;
   }
   if (decision == Admission::kDegraded) item.reliable = false;
@@ -111,8 +128,8 @@ Admission Stage::offer(StageItem item) {
   item.inline_run = false;  // the stage's to say (tryRunInline())
   if (config_.run_inline_when_idle) {
     if (tryRunInline(item)) {
-      StageMetrics::add(metrics_.ran_inline, 1);
-      if (decision == Admission::kDegraded) StageMetrics::add(metrics_.degraded, 1);
+      metrics_.ran_inline.inc();
+      if (decision == Admission::kDegraded) metrics_.degraded.inc();
       return decision;
     }
     // Counted before the push: a worker cannot finish it (and uncount it) first.
@@ -122,10 +139,10 @@ Admission Stage::offer(StageItem item) {
   // it since the decision, or stop() may have closed it.
   if (queue_.tryPush(item) != PushResult::kOk) {
     if (config_.run_inline_when_idle) outstanding_.fetch_sub(1, std::memory_order_release);
-    StageMetrics::add(metrics_.rejected, 1);
+    metrics_.rejected.inc();
     return Admission::kRejected;
   }
-  if (decision == Admission::kDegraded) StageMetrics::add(metrics_.degraded, 1);
+  if (decision == Admission::kDegraded) metrics_.degraded.inc();
   return decision;
 }
 
@@ -170,13 +187,13 @@ StageMetricsSnapshot Stage::metrics() const {
   StageMetricsSnapshot s;
   s.name = config_.name;
   s.enqueued = queue_.pushedTotal();
-  s.ran_inline = StageMetrics::read(metrics_.ran_inline);
-  s.rejected = StageMetrics::read(metrics_.rejected);
+  s.ran_inline = metrics_.ran_inline.value();
+  s.rejected = metrics_.rejected.value();
   s.offered = s.enqueued + s.ran_inline + s.rejected;
-  s.processed = StageMetrics::read(metrics_.processed);
-  s.failed = StageMetrics::read(metrics_.failed);
-  s.degraded = StageMetrics::read(metrics_.degraded);
-  s.backpressure_waits = StageMetrics::read(metrics_.backpressure_waits);
+  s.processed = metrics_.processed.value();
+  s.failed = metrics_.failed.value();
+  s.degraded = metrics_.degraded.value();
+  s.backpressure_waits = metrics_.backpressure_waits.value();
   s.queue_length = queue_.size();
   s.capacity = config_.capacity;
   s.threads = pool_.threads();
@@ -240,7 +257,7 @@ void Stage::workerLoop() {
                              : std::chrono::nanoseconds(std::chrono::hours(1));
   for (;;) {
     if (pool_.shouldRetire()) return;
-    if (pauseForDownstream()) StageMetrics::add(metrics_.backpressure_waits, 1);
+    if (pauseForDownstream()) metrics_.backpressure_waits.inc();
     const size_t n = queue_.popBatch(batch.data(), batch.size(), Clock::now() + idle_wait);
     if (n > 0) {
       if (config_.run_inline_when_idle) waitForInlineRun();
@@ -262,10 +279,10 @@ void Stage::handleBatch(StageItem* items, size_t n) {
   }
   // Release the events now rather than when the slots are next overwritten.
   for (size_t i = 0; i < n; ++i) items[i] = StageItem{};
-  StageMetrics::add(metrics_.processed, ok);
-  StageMetrics::add(
-      metrics_.busy_ns,
-      static_cast<uint64_t>(std::chrono::nanoseconds(Clock::now() - started).count()));
+  metrics_.processed.add(ok);
+  busy_ns_.fetch_add(
+      static_cast<uint64_t>(std::chrono::nanoseconds(Clock::now() - started).count()),
+      std::memory_order_relaxed);
 }
 
 bool Stage::handleOne(StageItem& item) {
@@ -301,24 +318,28 @@ size_t Stage::handleAll(std::span<StageItem> items) {
 }
 
 void Stage::countFailures(uint64_t n, const Status& why) {
-  const uint64_t before = metrics_.failed.fetch_add(n, std::memory_order_relaxed);
+  const uint64_t before = metrics_.failed.value();
+  metrics_.failed.add(n);
   logFailure(config_.name, before, before + n,
              why.isOk() ? std::string("the handler reported failed items") : why.toString());
 }
 
+uint64_t Stage::offeredTotal() const {
+  return queue_.pushedTotal() + metrics_.ran_inline.value() + metrics_.rejected.value();
+}
+
 uint64_t Stage::handledTotal() const {
-  return StageMetrics::read(metrics_.processed) + StageMetrics::read(metrics_.failed);
+  return metrics_.processed.value() + metrics_.failed.value();
 }
 
 bool Stage::controllerTick(Clock::time_point now) {
   const uint64_t handled = handledTotal();
-  const uint64_t offered = queue_.pushedTotal() + StageMetrics::read(metrics_.ran_inline) +
-                           StageMetrics::read(metrics_.rejected);
+  const uint64_t offered = offeredTotal();
   admission_.sample(now, offered, handled);
   const size_t queued = queue_.size();
   const size_t threads =
-      resource_.update(now, pool_.threads(), queued, handled, StageMetrics::read(metrics_.busy_ns),
-                       downstreamSaturated());
+      resource_.update(now, pool_.threads(), queued, handled,
+                       busy_ns_.load(std::memory_order_relaxed), downstreamSaturated());
   pool_.resize(threads);
   // Quiet: nothing came or went for a whole rate window, nothing waits, no
   // thread to retire and no overload to clear. Then the samples would all be

@@ -107,17 +107,20 @@ struct StageConfig {
 // calls; stop() is idempotent and may race with itself, but must not be called
 // from this stage's own handler (it joins the handler's thread).
 // Ownership: the stage owns its queue, threads and queued items; a downstream
-// stage passed to addDownstream() is not owned and must outlive this stage's stop().
+// stage passed to addDownstream() is not owned and must outlive this stage
+// (pressure() reads it, and so does the stage's stats scope).
 class Stage {
  public:
   static constexpr size_t kMaxDownstream = 16;
 
   // Throws std::invalid_argument (naming the stage and the field) on a bad
   // config: capacity 0, min_threads 0, min > max, batch_size 0, a bad
-  // admission fraction, or cost thresholds not strictly ascending.
-  Stage(StageConfig config, StageHandler handler);
+  // admission fraction, or cost thresholds not strictly ascending. The stage
+  // reports its numbers into `scope` (a scope of kStageSchema); without one,
+  // into a store of its own.
+  Stage(StageConfig config, StageHandler handler, stats::ScopePtr scope = nullptr);
   // The same, with a handler that takes what a worker dequeued in one call.
-  Stage(StageConfig config, StageBatchHandler handler);
+  Stage(StageConfig config, StageBatchHandler handler, stats::ScopePtr scope = nullptr);
   ~Stage();  // calls stop()
   Stage(const Stage&) = delete;
   Stage& operator=(const Stage&) = delete;
@@ -149,7 +152,10 @@ class Stage {
   enum class State : uint8_t { kCreated, kRunning, kStopped };
 
   // The constructors' common part; exactly one of the handlers is set.
-  Stage(StageConfig config, StageHandler handler, StageBatchHandler batch_handler);
+  Stage(StageConfig config, StageHandler handler, StageBatchHandler batch_handler,
+        stats::ScopePtr scope);
+  // Registers what the stage reports by reading itself (queue length, threads, ...).
+  void reportGauges();
 
   void workerLoop();
   // Runs the handler on `n` items, counts them and releases their events.
@@ -169,6 +175,7 @@ class Stage {
   bool downstreamSaturated() const;
   // Waits (bounded) while a downstream stage is saturated; true if it waited.
   bool pauseForDownstream();
+  uint64_t offeredTotal() const;  // queued, run inline or rejected
   uint64_t handledTotal() const;
 
   const StageConfig config_;
@@ -181,7 +188,8 @@ class Stage {
   uint64_t last_handled_ = 0;
   int64_t quiet_ticks_ = 0;
   EventQueue queue_;
-  StageMetrics metrics_;
+  // Handler time summed over the workers: the resource controller's input.
+  alignas(stats::kCacheLine) std::atomic<uint64_t> busy_ns_{0};
   std::array<std::atomic<const Stage*>, kMaxDownstream> downstream_{};
   std::atomic<size_t> downstream_count_{0};
   // With run_inline_when_idle: items queued or in a handler (counted before
@@ -194,6 +202,9 @@ class Stage {
   std::atomic<State> state_{State::kCreated};
   ThreadPool pool_;
   PeriodicTask controller_;
+  // Last, so destroyed first: the scope's functions read the members above.
+  const stats::ScopePtr scope_;
+  StageMetrics metrics_;
 };
 
 }  // namespace cepbus::stages

@@ -1,73 +1,63 @@
 #pragma once
 
-// Per-stage metrics: monotonic counters and an HDR-style latency histogram.
+// A stage's numbers (P1: a stage is a named, measured object): the families
+// it reports into its stats scope, the live metrics it counts into, and the
+// plain copy Stage::metrics() returns.
 //
-// Recording is lock-free (relaxed atomics) because it happens on the data
-// path of every item; reading is a snapshot that may be slightly torn across
-// counters (each counter is exact, their sum at one instant is not), which
-// is what an admin API or a Prometheus scrape needs.
+// Recording is lock-free (relaxed atomics, each metric on its own cache
+// line) because it happens on the data path of every item; reading is a
+// snapshot that may be slightly torn across counters (each counter is exact,
+// their sum at one instant is not), which is what an admin API or a
+// Prometheus scrape needs.
 
-#include <array>
-#include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "bus/base/stats/store.h"
 #include "stages/stage_types.h"
 
 namespace cepbus::stages {
 
-// Percentiles of a latency distribution, in nanoseconds. Each percentile is
-// the upper bound of the histogram bucket holding it (at most 1/16 = 6.25%
-// above the true value); max and mean are exact.
-struct LatencySummary {
-  uint64_t count = 0;
-  uint64_t p50_ns = 0;
-  uint64_t p90_ns = 0;
-  uint64_t p99_ns = 0;
-  uint64_t max_ns = 0;
-  double mean_ns = 0;
-};
+// The families of the scope "stage", labels {flow, stage} (a stage outside a
+// flow: {stage}).
+namespace stage_stats {
+using stats::MetricSpec;
+inline constexpr MetricSpec kOffered =
+    MetricSpec::counter("offered", "Items offered to the stage.");
+inline constexpr MetricSpec kRanInline =
+    MetricSpec::counter("ran_inline", "Items the idle stage handled on the offering thread.");
+inline constexpr MetricSpec kProcessed =
+    MetricSpec::counter("processed", "Items the stage's handler completed.");
+inline constexpr MetricSpec kFailed =
+    MetricSpec::counter("failed", "Items the handler failed or threw on.");
+inline constexpr MetricSpec kRejected =
+    MetricSpec::counter("rejected", "Items refused by admission control.");
+inline constexpr MetricSpec kDegraded =
+    MetricSpec::counter("degraded", "Items admitted while degraded.");
+inline constexpr MetricSpec kBackpressureWaits = MetricSpec::counter(
+    "backpressure_waits", "Times a worker paused its intake for a saturated downstream stage.");
+inline constexpr MetricSpec kQueueLength =
+    MetricSpec::gauge("queue_length", "Items waiting in the stage's queue.");
+inline constexpr MetricSpec kCapacity =
+    MetricSpec::gauge("capacity", "The stage queue's capacity.");
+inline constexpr MetricSpec kThreads =
+    MetricSpec::gauge("threads", "Worker threads the stage runs now.");
+inline constexpr MetricSpec kMinThreads =
+    MetricSpec::gauge("min_threads", "The fewest worker threads the stage runs.");
+inline constexpr MetricSpec kMaxThreads =
+    MetricSpec::gauge("max_threads", "The most worker threads the stage runs.");
+inline constexpr MetricSpec kPressure = MetricSpec::gauge(
+    "pressure", "What the stage shows upstream: 0 normal, 1 degraded, 2 saturated.");
+inline constexpr MetricSpec kLatency =
+    MetricSpec::histogram("latency", "Queueing plus service time of the items the stage handled.");
+inline constexpr MetricSpec kAll[] = {
+    kOffered,     kRanInline, kProcessed, kFailed,     kRejected,   kDegraded, kBackpressureWaits,
+    kQueueLength, kCapacity,  kThreads,   kMinThreads, kMaxThreads, kPressure, kLatency};
+}  // namespace stage_stats
+inline constexpr stats::Schema kStageSchema{"stage", stage_stats::kAll};
 
-// A log-bucketed histogram of non-negative integers (nanoseconds here):
-// values below 32 have exact buckets; above, each power of two is split into
-// 16 linear sub-buckets, so the relative error is bounded by 1/16 over the
-// whole 64-bit range with a fixed 976-bucket array.
-//
-// Thread-safety: record() may run concurrently from any number of threads
-// (relaxed atomics: one bucket increment and one sum per value); readers
-// concurrent with record() see each value either fully or partly counted
-// (bucket before sum), never lost.
-class LatencyHistogram {
- public:
-  static constexpr int kSubBucketBits = 4;
-  static constexpr uint64_t kSubBuckets = uint64_t{1} << kSubBucketBits;
-  static constexpr size_t kBucketCount = (64 - kSubBucketBits + 1) * kSubBuckets;
-
-  void record(uint64_t value);
-  void recordDuration(std::chrono::nanoseconds d) { record(d.count() < 0 ? 0 : d.count()); }
-
-  // Sums the buckets: the count is not kept apart to spare record() an atomic.
-  uint64_t count() const;
-  uint64_t max() const { return max_.load(std::memory_order_relaxed); }
-  // The smallest bucket upper bound below which at least `q` (0..1] of the
-  // recorded values lie; 0 when nothing was recorded.
-  uint64_t percentile(double q) const;
-  LatencySummary summary() const;
-  void reset();
-
-  // Exposed for tests: the bucket a value falls in and the largest value of a bucket.
-  static size_t bucketOf(uint64_t value);
-  static uint64_t bucketUpperBound(size_t bucket);
-
- private:
-  std::array<std::atomic<uint64_t>, kBucketCount> buckets_{};
-  std::atomic<uint64_t> sum_{0};
-  std::atomic<uint64_t> max_{0};
-};
-
-// What a stage reports to the registry and the admin API.
+// What a stage reports to the admin side.
 // offered == enqueued + ran_inline + rejected; enqueued and ran_inline count
 // degraded items too.
 struct StageMetricsSnapshot {
@@ -87,33 +77,30 @@ struct StageMetricsSnapshot {
   size_t max_threads = 0;
   Pressure pressure = Pressure::kNormal;
   // Queueing + service time of each handled item (offer to handler return).
-  LatencySummary latency;
+  stats::HistogramSummary latency;
 };
 
-// The live counters a stage updates. Thread-safety: every member is an
-// atomic updated with relaxed ordering; nothing here orders other memory.
-// Producer-side and worker-side counters live on separate cache lines, so a
-// producer thread and a worker thread do not bounce one line per item.
+// The live metrics a stage counts into, taken from its scope. Thread-safety:
+// as stats::Counter; nothing here orders other memory.
 struct StageMetrics {
-  static constexpr size_t kCacheLine = 64;
+  explicit StageMetrics(stats::Scope& scope)
+      : rejected(scope.counter(stage_stats::kRejected)),
+        degraded(scope.counter(stage_stats::kDegraded)),
+        ran_inline(scope.counter(stage_stats::kRanInline)),
+        processed(scope.counter(stage_stats::kProcessed)),
+        failed(scope.counter(stage_stats::kFailed)),
+        backpressure_waits(scope.counter(stage_stats::kBackpressureWaits)),
+        latency(scope.histogram(stage_stats::kLatency)) {}
 
-  // Updated by offer(), off its fast path (the queue counts what it accepts).
-  alignas(kCacheLine) std::atomic<uint64_t> rejected{0};
-  std::atomic<uint64_t> degraded{0};
-  std::atomic<uint64_t> ran_inline{0};
-  // Updated by workers.
-  alignas(kCacheLine) std::atomic<uint64_t> processed{0};
-  std::atomic<uint64_t> failed{0};
-  std::atomic<uint64_t> backpressure_waits{0};
-  std::atomic<uint64_t> busy_ns{0};  // handler time summed over workers (resource controller)
-  alignas(kCacheLine) LatencyHistogram latency;
-
-  static void add(std::atomic<uint64_t>& counter, uint64_t n) {
-    counter.fetch_add(n, std::memory_order_relaxed);
-  }
-  static uint64_t read(const std::atomic<uint64_t>& counter) {
-    return counter.load(std::memory_order_relaxed);
-  }
+  // Counted by offer() (the queue counts what it accepts).
+  stats::Counter& rejected;
+  stats::Counter& degraded;
+  stats::Counter& ran_inline;
+  // Counted by the workers.
+  stats::Counter& processed;
+  stats::Counter& failed;
+  stats::Counter& backpressure_waits;
+  stats::Histogram& latency;
 };
 
 }  // namespace cepbus::stages

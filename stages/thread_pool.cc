@@ -29,7 +29,7 @@ ThreadPool::ThreadPool(std::string name, Body body)
 ThreadPool::~ThreadPool() { join(); }
 
 void ThreadPool::resize(size_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   reapLocked();
   uint64_t counts = counts_.load(std::memory_order_relaxed);
   size_t spawn = 0;
@@ -92,7 +92,7 @@ void ThreadPool::reapLocked() {
 }
 
 void ThreadPool::join() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (Worker& w : workers_) {
     if (w.thread.joinable()) w.thread.join();
   }

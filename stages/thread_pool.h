@@ -10,9 +10,10 @@
 #include <cstdint>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <string>
 #include <thread>
+
+#include "bus/base/mutex.h"
 
 namespace cepbus::stages {
 
@@ -44,15 +45,16 @@ class ThreadPool {
     std::thread thread;
     std::atomic<bool> done{false};
   };
-  void reapLocked();
+  void reapLocked() REQUIRES(mu_);
 
   const std::string name_;
   const Body body_;
   // Running threads (high 32 bits) and retirements requested but not yet
   // claimed (low 32 bits), in one word so that both change together.
   std::atomic<uint64_t> counts_{0};
-  std::mutex mu_;
-  std::list<Worker> workers_;  // guarded by mu_; list: Worker is pinned while its thread runs
+  Mutex mu_;
+  // A list: a Worker is pinned while its thread runs.
+  std::list<Worker> workers_ GUARDED_BY(mu_);
 };
 
 }  // namespace cepbus::stages

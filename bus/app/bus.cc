@@ -9,12 +9,15 @@
 #include <thread>
 
 #include "bus/host/descriptor/file_checks.h"
+#include "flows/flow_stats.h"
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
 #include "flows/st_flow.h"
+#include "router/route_stats.h"
 #include "services/amqp/bridge/amqp_bridge.h"
 #include "services/amqp/listener/amqp_listener.h"
 #include "services/amqp/listener/amqp_listener_element.h"
+#include "services/amqp/listener/listener_stats.h"
 #include "services/cep/cep_service.h"
 #include "services/cluster/cluster_element.h"
 #include "services/cluster/cluster_service.h"
@@ -90,6 +93,18 @@ void checkFiles(const descriptor::Descriptor& d, std::vector<std::string>& error
   }
 }
 
+// Every family the bus's components may report, declared up front so that
+// the first scrape shows them all, with or without samples.
+void declareFamilies(const stats::Store& store) {
+  for (const stats::Schema* schema :
+       {&router::kComponentSchema, &router::kWireNameSchema, &router::kRouteSchema,
+        &flows::kFlowSchema, &flows::kJournalSchema, &stages::kStageSchema,
+        &services::http::kHttpSchema, &services::amqp::kAmqpSchema,
+        &services::amqp::kAmqpLinkSchema, &services::amqp::kAmqpBridgeSchema}) {
+    store.declare(*schema);
+  }
+}
+
 std::string flowNameFor(descriptor::FlowKind kind, const std::string& stage) {
   switch (kind) {
     case descriptor::FlowKind::kSt:
@@ -137,7 +152,9 @@ const descriptor::ElementParsers& builtinElementParsers() {
 Bus::Bus(std::string name, BusOptions options)
     : name_(std::move(name)),
       options_(std::move(options)),
-      registry_(std::make_shared<router::Registry>()) {}
+      registry_(std::make_shared<router::Registry>()) {
+  declareFamilies(registry_->stats());
+}
 
 Bus::~Bus() { stop(); }
 
@@ -203,17 +220,20 @@ void Bus::buildPolicy(const descriptor::Descriptor& d, std::vector<std::string>&
       errors.push_back(where.error(s.message()).toString());
     }
   };
-  add(std::make_unique<flows::StFlow>(kStFlow), d.where);
+  const stats::Store& stats = registry_->stats();
+  add(std::make_unique<flows::StFlow>(kStFlow, stats), d.where);
   for (const auto& spec : d.stages) {
     flows::SedaFlowConfig seda;
     seda.name = sedaFlowName(spec.name);
     seda.stage = stageConfig(spec);
+    seda.stats = stats;
     add(std::make_unique<flows::SedaFlow>(std::move(seda)), spec.where);
   }
   if (d.journal) {
     for (const auto& [stage, path] : journalFiles(d)) {
       flows::ReliableFlowConfig reliable;
       reliable.name = reliableFlowName(stage);
+      reliable.stats = stats;
       reliable.journal_path = path;
       if (const auto* spec = d.stage(stage)) reliable.stage = stageConfig(*spec);
       if (d.journal->commit_delay_us) {

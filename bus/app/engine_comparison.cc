@@ -12,7 +12,7 @@ bool streamOrder(const RecordedMatch& a, const RecordedMatch& b) {
   return std::tie(a_end, a.ts, a.pattern) < std::tie(b_end, b.ts, b.pattern);
 }
 
-void MatchRecorder::record(size_t pattern, const plugin::Match& match) {
+void MatchRecorder::onMatch(size_t pattern, const plugin::Match& match) {
   RecordedMatch m;
   m.pattern = pattern;
   m.ts.reserve(match.size());

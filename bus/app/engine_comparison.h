@@ -9,7 +9,7 @@
 // point of the stream at which the engines part, and it does not depend on
 // the order in which an engine reports its matches.
 //
-// Thread safety: none; a recorder is the sink of one detector.
+// Thread safety: none; a recorder is the sink of one detection.
 
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +18,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/host/detection/detection.h"
 
 namespace cepbus::app {
 
@@ -33,18 +34,15 @@ struct RecordedMatch {
 // The comparison order: last ts, then ts, then pattern.
 bool streamOrder(const RecordedMatch& a, const RecordedMatch& b);
 
-// Records every match of a single- or multi-pattern detector.
-class MatchRecorder final : public plugin::MatchSink, public plugin::MultiMatchSink {
+// Records every match of a detection, by pattern (its member).
+class MatchRecorder final : public detection::DetectionSink {
  public:
-  void onMatch(const plugin::Match& match) override { record(0, match); }
-  void onMatch(size_t pattern, const plugin::Match& match) override { record(pattern, match); }
+  void onMatch(size_t pattern, const plugin::Match& match) override;
 
   // The matches in stream order (see streamOrder); the recorder is left empty.
   std::vector<RecordedMatch> takeSorted();
 
  private:
-  void record(size_t pattern, const plugin::Match& match);
-
   std::vector<RecordedMatch> matches_;
 };
 

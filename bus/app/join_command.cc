@@ -8,6 +8,8 @@
 #include "bus/app/flag_reader.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
+#include "bus/host/detection/detection.h"
+#include "bus/host/detection/planner.h"
 #include "bus/host/loader/plugin_loader.h"
 
 namespace cepbus::app {
@@ -26,11 +28,11 @@ uint64_t fnv1a64(std::string_view s) {
 }
 
 // Prints each pair as one JSON line, or only counts it (--count).
-class PairSink final : public plugin::MatchSink {
+class PairSink final : public detection::DetectionSink {
  public:
   PairSink(std::ostream& out, bool count, Symbol key) : out_(out), count_(count), key_(key) {}
 
-  void onMatch(const plugin::Match& match) override {
+  void onMatch(size_t /*member*/, const plugin::Match& match) override {
     const Event& left = *match.event(0);
     const Event& right = *match.event(1);
     const std::string l = encodeEvent(left);
@@ -196,17 +198,24 @@ int runJoinCommand(const JoinCommandOptions& options, std::ostream& out, std::os
   std::vector<std::string> paths = options.plugin_paths;
   for (std::string& p : plugin::PluginLoader::defaultSearchPaths()) paths.push_back(std::move(p));
   plugin::PluginLoader loader(std::move(paths));
-  auto plugin = loader.load("join");
-  if (!plugin) {
-    err << "cepbus join: " << plugin.status().message() << '\n';
+  detection::QueryRequest request;
+  request.query = std::move(parsed).value();
+  request.engine = "join";
+  request.options = std::move(detector_options).value();
+  detection::PlanOptions one;
+  one.one_detector = true;
+  auto plan = detection::plan(std::span(&request, 1), one, loader);
+  if (!plan) {
+    err << "cepbus join: " << plan.status().message() << '\n';
     return kExitError;
   }
   PairSink sink(out, options.count, Symbol::intern(options.key));
-  auto detector = (*plugin)->createDetector("join", *parsed, *detector_options, sink);
-  if (!detector) {
-    err << "cepbus join: " << detector.status().message() << '\n';
+  auto made = detection::Detection::create(plan->groups[0], sink);
+  if (!made) {
+    err << "cepbus join: " << made.status().message() << '\n';
     return kExitError;
   }
+  detection::Detection& detection = **made;
   // A failed spill is reported and survived; anything else stops the replay.
   auto check = [&](const Status& s, const std::string& where) {
     if (s) return true;
@@ -219,7 +228,7 @@ int runJoinCommand(const JoinCommandOptions& options, std::ostream& out, std::os
   };
   while (true) {
     if (!batch.empty() &&
-        !check((*detector)->onEvents(batch), options.events_file + ": " + (*replay)->where())) {
+        !check(detection.onEvents(batch), options.events_file + ": " + (*replay)->where())) {
       return kExitError;
     }
     if (!read) {
@@ -229,7 +238,7 @@ int runJoinCommand(const JoinCommandOptions& options, std::ostream& out, std::os
     if (batch.empty()) break;
     read = (*replay)->read(batch);
   }
-  if (!check((*detector)->flush(), options.events_file + ": at end of events")) return kExitError;
+  if (!check(detection.flush(), options.events_file + ": at end of events")) return kExitError;
   if (options.count) sink.printCount();
   out.flush();
   return 0;

@@ -13,8 +13,9 @@
 #include "bus/app/flag_reader.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
+#include "bus/host/detection/detection.h"
 #include "bus/host/detection/engine_choice.h"
-#include "bus/host/detection/trial_detector.h"
+#include "bus/host/detection/planner.h"
 #include "bus/host/loader/plugin_loader.h"
 
 namespace cepbus::app {
@@ -28,13 +29,14 @@ constexpr int kExitUsage = 2;
 constexpr std::string_view kAllEngines = "all";
 constexpr const char* kPatternEngines[] = {"nfa", "algebra", "petri"};
 
-// Writes each match as one JSON line, or only counts it (--count).
-class PrintingSink final : public plugin::MatchSink {
+// Writes one pattern's matches, each as one JSON line, or only counts them
+// (--count).
+class PatternPrinter {
  public:
-  PrintingSink(std::ostream& out, bool full, bool count, std::string pattern_json)
+  PatternPrinter(std::ostream& out, bool full, bool count, std::string pattern_json)
       : out_(out), full_(full), count_(count), pattern_json_(std::move(pattern_json)) {}
 
-  void onMatch(const plugin::Match& match) override {
+  void print(const plugin::Match& match) {
     ++matches_;
     if (count_) {
       uint64_t h = kChecksumSeed;
@@ -77,23 +79,19 @@ class PrintingSink final : public plugin::MatchSink {
   uint64_t checksum_ = 0;
 };
 
-// Hands each match of a multi-pattern detector to its pattern's printer.
-class LabellingSink final : public plugin::MultiMatchSink {
+// Hands each match of the detection to its pattern's printer.
+class MatchPrinter final : public detection::DetectionSink {
  public:
-  explicit LabellingSink(std::vector<std::unique_ptr<PrintingSink>>& sinks) : sinks_(sinks) {}
+  explicit MatchPrinter(std::vector<PatternPrinter> printers) : printers_(std::move(printers)) {}
   void onMatch(size_t pattern, const plugin::Match& match) override {
-    sinks_[pattern]->onMatch(match);
+    printers_[pattern].print(match);
+  }
+  void printCounts() const {
+    for (const PatternPrinter& p : printers_) p.printCount();
   }
 
  private:
-  std::vector<std::unique_ptr<PrintingSink>>& sinks_;
-};
-
-// A sink for a detector that only exports its model and never sees an event.
-class NoSink final : public plugin::MultiMatchSink, public plugin::MatchSink {
- public:
-  void onMatch(size_t, const plugin::Match&) override {}
-  void onMatch(const plugin::Match&) override {}
+  std::vector<PatternPrinter> printers_;
 };
 
 struct PatternLine {
@@ -309,40 +307,42 @@ double processCpuSeconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-// Turns "query 'NAME': what" of createMany() into "FILE:LINE (pattern 'NAME'): what".
-std::string locate(const std::string& message, const std::vector<PatternLine>& lines) {
-  for (const PatternLine& q : lines) {
-    const std::string prefix = "query '" + q.name + "': ";
-    if (message.starts_with(prefix)) {
-      return q.where + " (pattern '" + q.name + "'): " + message.substr(prefix.size());
-    }
+// The queries to plan, one per line of `lines`, each with `engine` and `options`.
+std::vector<detection::QueryRequest> requestsOf(const std::vector<PatternLine>& lines,
+                                                const std::vector<pattern::Query>& queries,
+                                                const std::string& engine,
+                                                const plugin::DetectorOptions& options) {
+  std::vector<detection::QueryRequest> requests;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    detection::QueryRequest r;
+    r.name = lines[i].name;
+    r.query = queries[i];
+    r.engine = engine;
+    r.options = options;
+    r.where = lines[i].label();
+    requests.push_back(std::move(r));
   }
-  return message;
+  return requests;
 }
 
-// A detector of `engine` running `queries` (one, or many for --patterns),
-// its error located at the query it names.
-Result<std::unique_ptr<plugin::GuardedDetector>> makeDetector(
-    const plugin::Plugin& plugin, const std::string& engine,
-    const std::vector<plugin::NamedQuery>& queries, const std::vector<PatternLine>& lines,
-    const plugin::DetectorOptions& options, plugin::MatchSink& one, plugin::MultiMatchSink& many) {
-  const bool patterns = !lines.front().name.empty();
-  auto made = patterns ? plugin.createManyDetectors(engine, queries, options, many)
-                       : plugin.createDetector(engine, queries[0].query, options, one);
-  if (made) return made;
-  return Status::invalidArgument(patterns ? locate(made.status().message(), lines)
-                                          : "--query: " + made.status().message());
+// How `cepbus match` plans: every query in one detector, named patterns
+// labelled inside it too, auto's trial only when there are events to run.
+detection::PlanOptions planOptions(const std::vector<PatternLine>& lines, bool trial) {
+  detection::PlanOptions options;
+  options.one_detector = true;
+  options.named_patterns = !lines.front().name.empty();
+  options.trial = trial;
+  return options;
 }
 
-// Prints what `engine` says about how it reads each query (its defaults that
-// change the matches) as notices on `err`, and returns them.
-std::vector<std::string> printNotices(const plugin::Plugin& plugin, const std::string& engine,
-                                      const std::vector<plugin::NamedQuery>& queries,
+// Prints what the group's engine says about how it reads each query (its
+// defaults that change the matches) as notices on `err`, and returns them.
+std::vector<std::string> printNotices(const detection::DetectionGroup& group,
                                       const std::vector<PatternLine>& lines, std::ostream& err) {
   std::vector<std::string> all;
-  for (size_t i = 0; i < queries.size(); ++i) {
+  for (size_t i = 0; i < lines.size(); ++i) {
     const std::string label = lines[i].label();
-    for (const std::string& notice : plugin.notices(engine, queries[i].query)) {
+    for (const std::string& notice : group.recipe.notices(i)) {
       err << "cepbus match: notice: " << label << ": " << notice << '\n';
       all.push_back(label);
       all.back().append(": ").append(notice);
@@ -351,36 +351,10 @@ std::vector<std::string> printNotices(const plugin::Plugin& plugin, const std::s
   return all;
 }
 
-// --engine auto: the engine it chooses, built once; for nfa or petri when
-// the other runs the queries too, the trial's detector (the pick on trial
-// against the other). `alone` makes the caller's detector of the engine
-// otherwise.
-Result<plugin::AutoDetector> autoDetector(const plugin::PatternSetShape& shape,
-                                          const std::vector<plugin::NamedQuery>& queries,
-                                          const std::vector<PatternLine>& lines,
-                                          const plugin::DetectorOptions& options,
-                                          plugin::PluginLoader& loader,
-                                          const plugin::EngineProbe& alone, plugin::MatchSink& one,
-                                          plugin::MultiMatchSink& many) {
-  const bool patterns = !lines.front().name.empty();
-  return plugin::makeAutoDetector(
-      shape, options, patterns ? nullptr : &one, patterns ? &many : nullptr, alone,
-      [&](std::string_view engine, const plugin::DetectorOptions& engine_options,
-          plugin::MatchSink& candidate_one,
-          plugin::MultiMatchSink& candidate_many) -> Result<std::unique_ptr<plugin::Detector>> {
-        auto loaded = loader.load(engine);
-        if (!loaded) return loaded.status();
-        auto made = makeDetector(**loaded, std::string(engine), queries, lines, engine_options,
-                                 candidate_one, candidate_many);
-        if (!made) return made.status();
-        return std::unique_ptr<plugin::Detector>(std::move(made).value());
-      });
-}
-
 // What the trial of --engine auto did, for `err` once the events are done.
-std::string trialLine(const plugin::TrialDetector& trial) {
-  if (auto outcome = trial.outcome()) return "trial " + outcome->describe();
-  return "trial undecided: the events ended within it; " + trial.running() + " ran them";
+std::string trialLine(const detection::Detection& detection) {
+  if (auto outcome = detection.trialOutcome()) return "trial " + outcome->describe();
+  return "trial undecided: the events ended within it; " + detection.engine() + " ran them";
 }
 
 // The events of one onEvents() call and where they stand in the file.
@@ -393,7 +367,7 @@ struct ReplayBatch {
 // the first that accepts (see matchUsage()).
 int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loader,
                    const std::vector<PatternLine>& lines,
-                   const std::vector<plugin::NamedQuery>& queries,
+                   const std::vector<pattern::Query>& queries,
                    const plugin::DetectorOptions& detector_options, std::ostream& out,
                    std::ostream& err) {
   auto replay = EventReplay::open(options.events_file);
@@ -421,38 +395,33 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
   bool agree = true;
   for (const std::string engine : kPatternEngines) {
     nlohmann::ordered_json report = {{"engine", engine}};
-    auto refused = [&](const std::string& why) {
-      report["accepted"] = false;
-      report["refusal"] = why;
-      engines.push_back(std::move(report));
-    };
-    auto plugin = loader.load(engine);
-    if (!plugin) {
-      refused(plugin.status().message());
-      continue;
-    }
+    const std::vector<detection::QueryRequest> requests =
+        requestsOf(lines, queries, engine, detector_options);
+    auto plan = detection::plan(requests, planOptions(lines, false), loader);
     MatchRecorder recorder;
-    auto made =
-        makeDetector(**plugin, engine, queries, lines, detector_options, recorder, recorder);
+    auto made = plan ? detection::Detection::create(plan->groups[0], recorder)
+                     : Result<std::unique_ptr<detection::Detection>>(plan.status());
     if (!made) {
-      refused(made.status().message());
+      report["accepted"] = false;
+      report["refusal"] = made.status().message();
+      engines.push_back(std::move(report));
       continue;
     }
     report["accepted"] = true;
-    const std::vector<std::string> notices = printNotices(**plugin, engine, queries, lines, err);
+    const std::vector<std::string> notices = printNotices(plan->groups[0], lines, err);
     if (!notices.empty()) report["notices"] = notices;
-    const std::unique_ptr<plugin::GuardedDetector> detector = std::move(made).value();
+    detection::Detection& detection = **made;
     const auto started = std::chrono::steady_clock::now();
     const double cpu_started = processCpuSeconds();
     std::string failure;
     for (const ReplayBatch& batch : batches) {
-      if (Status s = detector->onEvents(batch.events); !s) {
+      if (Status s = detection.onEvents(batch.events); !s) {
         failure = options.events_file + ": " + batch.where + ": " + s.message();
         break;
       }
     }
     if (failure.empty()) {
-      if (Status s = detector->flush(); !s) failure = "at end of events: " + s.message();
+      if (Status s = detection.flush(); !s) failure = "at end of events: " + s.message();
     }
     report["seconds"] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -536,91 +505,49 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   for (std::string& p : plugin::PluginLoader::defaultSearchPaths()) paths.push_back(std::move(p));
   plugin::PluginLoader loader(std::move(paths));
 
-  std::vector<plugin::NamedQuery> queries;
+  std::vector<pattern::Query> queries;
   for (const PatternLine& q : lines) {
-    const std::string label = q.label();
     auto parsed = pattern::parseQuery(q.text);
     if (!parsed) {
-      err << "cepbus match: " << label << ": bad query: " << parsed.status().message() << '\n';
+      err << "cepbus match: " << q.label() << ": bad query: " << parsed.status().message() << '\n';
       return kExitError;
     }
-    queries.push_back(plugin::NamedQuery{q.name, std::move(parsed).value()});
+    queries.push_back(std::move(parsed).value());
   }
   if (options.engine == kAllEngines) {
     return compareEngines(options, loader, lines, queries, *detector_options, out, err);
   }
-  // Sinks are declared before the detector so that they outlive it.
-  std::vector<std::unique_ptr<PrintingSink>> sinks;
-  sinks.reserve(lines.size());
-  for (const PatternLine& q : lines) {
-    sinks.push_back(std::make_unique<PrintingSink>(
-        out, options.full, options.count, many ? nlohmann::json(q.name).dump() : std::string()));
-  }
-  LabellingSink labelling(sinks);
-  NoSink no_sink;
-  plugin::PluginPtr plugin;
-  std::unique_ptr<plugin::GuardedDetector> detector;
-  const plugin::TrialDetector* trial = nullptr;  // in detector, under --engine auto
-  // Makes the detector of `engine`; also the probe of --engine auto, so the
-  // engine it picks has its detector made once.
-  auto build = [&](std::string_view engine) -> Status {
-    auto loaded = loader.load(engine);
-    if (!loaded) return loaded.status();
-    auto made = makeDetector(**loaded, std::string(engine), queries, lines, *detector_options,
-                             exporting ? static_cast<plugin::MatchSink&>(no_sink) : *sinks[0],
-                             exporting ? static_cast<plugin::MultiMatchSink&>(no_sink) : labelling);
-    if (!made) return made.status();
-    plugin = std::move(*loaded);
-    detector = std::move(made).value();
-    return Status::ok();
-  };
-  std::string engine = options.engine;
-  if (engine == plugin::kAutoEngine) {
-    std::vector<const pattern::Query*> parsed;
-    parsed.reserve(queries.size());
-    for (const plugin::NamedQuery& q : queries) parsed.push_back(&q.query);
-    const plugin::PatternSetShape shape = plugin::shapeOf(parsed);
-    std::string reason;
-    if (exporting) {
-      // The model of the engine the rule picks: no trial without events.
-      auto choice = plugin::chooseEngine(shape, build);
-      if (!choice) {
-        err << "cepbus match: " << choice.status().message() << '\n';
-        return kExitError;
-      }
-      engine = choice->engine;
-      reason = choice->reason;
-    } else {
-      auto made = autoDetector(shape, queries, lines, *detector_options, loader, build, *sinks[0],
-                               labelling);
-      if (!made) {
-        err << "cepbus match: " << made.status().message() << '\n';
-        return kExitError;
-      }
-      engine = made->choice.engine;
-      reason = made->choice.reason;
-      if (made->trial.detector != nullptr) {
-        auto loaded = loader.load(engine);  // for its notices; loaded for the trial
-        if (!loaded) {
-          err << "cepbus match: " << loaded.status().message() << '\n';
-          return kExitError;
-        }
-        plugin = std::move(*loaded);
-        detector = std::move(made->trial.detector);
-        trial = made->trial.trial;
-      }
-    }
-    err << "cepbus match: engine " << engine << " (" << reason << ")\n";
-  } else if (Status s = build(engine); !s) {
-    err << "cepbus match: " << s.message() << '\n';
+  // --export runs no events: the model of the engine the rule picks, untried.
+  const std::vector<detection::QueryRequest> requests =
+      requestsOf(lines, queries, options.engine, *detector_options);
+  auto plan = detection::plan(requests, planOptions(lines, !exporting), loader);
+  if (!plan) {
+    err << "cepbus match: " << plan.status().message() << '\n';
     return kExitError;
   }
-  printNotices(*plugin, engine, queries, lines, err);
+  detection::DetectionGroup& group = plan->groups[0];
+  if (options.engine == plugin::kAutoEngine) {
+    err << "cepbus match: engine " << group.engine << " (" << group.reason << ")\n";
+  }
+  std::vector<PatternPrinter> printers;
+  printers.reserve(lines.size());
+  for (const PatternLine& q : lines) {
+    printers.emplace_back(out, options.full, options.count,
+                          many ? nlohmann::json(q.name).dump() : std::string());
+  }
+  MatchPrinter printer(std::move(printers));
+  auto made = detection::Detection::create(group, printer);
+  if (!made) {
+    err << "cepbus match: " << made.status().message() << '\n';
+    return kExitError;
+  }
+  detection::Detection& detection = **made;
+  printNotices(group, lines, err);
 
   if (exporting) {
-    auto model = detector->exportModel(options.export_format);
+    auto model = detection.exportModel(options.export_format);
     if (!model) {
-      err << "cepbus match: engine '" << engine << "': " << model.status().message() << '\n';
+      err << "cepbus match: engine '" << group.engine << "': " << model.status().message() << '\n';
       return kExitError;
     }
     out << *model;
@@ -637,7 +564,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   while (true) {
     Status read = (*replay)->read(batch);
     if (!batch.empty()) {
-      if (Status s = detector->onEvents(batch); !s) {
+      if (Status s = detection.onEvents(batch); !s) {
         err << "cepbus match: " << options.events_file << ": " << (*replay)->where() << ": "
             << s.message() << '\n';
         return kExitError;
@@ -649,14 +576,12 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     }
     if (batch.empty()) break;
   }
-  if (Status s = detector->flush(); !s) {
+  if (Status s = detection.flush(); !s) {
     err << "cepbus match: " << options.events_file << ": at end of events: " << s.message() << '\n';
     return kExitError;
   }
-  if (trial != nullptr) err << "cepbus match: " << trialLine(*trial) << '\n';
-  if (options.count) {
-    for (const auto& sink : sinks) sink->printCount();
-  }
+  if (detection.onTrial()) err << "cepbus match: " << trialLine(detection) << '\n';
+  if (options.count) printer.printCounts();
   out.flush();
   return 0;
 }

@@ -79,6 +79,14 @@ class CondVar {
     cv_.wait(lock, std::move(done));
     lock.release();
   }
+  // Returns at `deadline` at the latest, or earlier when notified (or
+  // spuriously): the caller looks at what it waits for again.
+  template <class Clock, class Duration>
+  void waitUntil(Mutex& mu, const std::chrono::time_point<Clock, Duration>& deadline) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu.mu_, std::adopt_lock);
+    cv_.wait_until(lock, deadline);
+    lock.release();
+  }
   // False when `deadline` passed with `done()` still false.
   template <class Clock, class Duration, class Predicate>
   bool waitUntil(Mutex& mu, const std::chrono::time_point<Clock, Duration>& deadline,

@@ -19,7 +19,7 @@ JournalWriter::JournalWriter(JournalWriterOptions options, CommitCallback on_com
 JournalWriter::~JournalWriter() { stop(); }
 
 void JournalWriter::start(std::unique_ptr<Journal> journal) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (running_) return;
   journal_ = std::move(journal);
   running_ = true;
@@ -32,13 +32,13 @@ void JournalWriter::start(std::unique_ptr<Journal> journal) {
 
 void JournalWriter::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!running_ || stopping_) return;
     stopping_ = true;
   }
   work_cv_.notify_all();
   thread_.join();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   running_ = false;
   // Acknowledgements that arrived after the last commit stay journaled; the
   // records are redelivered after a restart and the dedupe window catches repeats.
@@ -60,7 +60,7 @@ std::optional<uint64_t> JournalWriter::append(JournalRecord record, uint64_t tok
   uint64_t ticket;
   bool wake;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!running_ || stopping_ || queue_.size() >= options_.max_backlog) return std::nullopt;
     // A record behind others ripens with or after them: the writer is woken
     // only when it would otherwise sleep past this one.
@@ -74,7 +74,7 @@ std::optional<uint64_t> JournalWriter::append(JournalRecord record, uint64_t tok
 }
 
 bool JournalWriter::cancel(uint64_t ticket) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!running_ || ticket <= taken_ || ticket > appended_) return false;
   Queued& queued = queue_[ticket - 1 - taken_];
   if (queued.cancelled) return false;
@@ -87,7 +87,7 @@ bool JournalWriter::cancel(uint64_t ticket) {
 void JournalWriter::acknowledge(JournalAck ack) {
   bool wake;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!running_) return;
     if (acks_.empty()) first_ack_at_ = Clock::now();
     wake = acks_.size() + 1 == options_.max_batch ||
@@ -98,16 +98,19 @@ void JournalWriter::acknowledge(JournalAck ack) {
 }
 
 void JournalWriter::flush() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t target = appended_;
   if (committed_ >= target) return;
   flush_through_ = std::max(flush_through_, target);
   work_cv_.notify_one();
-  flushed_cv_.wait(lock, [&] { return !running_ || committed_ >= target; });
+  flushed_cv_.wait(mu_, [&] {
+    mu_.assertHeld();
+    return !running_ || committed_ >= target;
+  });
 }
 
 void JournalWriter::requestTicks() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++tick_requests_;
   if (ticking_) return;
   ticking_ = true;
@@ -116,7 +119,7 @@ void JournalWriter::requestTicks() {
 }
 
 JournalWriterMetrics JournalWriter::metrics() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   JournalWriterMetrics m = metrics_;
   m.backlog = queue_.size();
   return m;
@@ -126,7 +129,7 @@ void JournalWriter::run() {
   std::vector<JournalRecord> records;
   std::vector<uint64_t> tokens;
   std::vector<JournalAck> acks;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   ticking_ = true;
   next_tick_ = Clock::now() + options_.tick;
   while (true) {
@@ -143,6 +146,7 @@ void JournalWriter::run() {
     }
     // Records ripe by now (see ripeAt()), or that stop() or flush() want now.
     auto ripe = [&](size_t i) {
+      mu_.assertHeld();
       return stopping_ || taken_ + i + 1 <= flush_through_ || ripeAt(queue_[i].appended_at) <= now;
     };
     size_t taken = 0;
@@ -159,9 +163,9 @@ void JournalWriter::run() {
       if (!queue_.empty()) wake_at_ = std::min(wake_at_, ripeAt(queue_.front().appended_at));
       if (!acks_.empty()) wake_at_ = std::min(wake_at_, first_ack_at_ + options_.ack_delay);
       if (wake_at_ == Clock::time_point::max()) {
-        work_cv_.wait(lock);
+        work_cv_.wait(mu_);
       } else {
-        work_cv_.wait_until(lock, wake_at_);
+        work_cv_.waitUntil(mu_, wake_at_);
       }
       wake_at_ = Clock::time_point::min();
       continue;

@@ -39,18 +39,17 @@
 // with another journal afterwards.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/core/status.h"
 #include "flows/journal/journal.h"
 
@@ -96,34 +95,34 @@ class JournalWriter {
   JournalWriter& operator=(const JournalWriter&) = delete;
 
   // Starts the thread on `journal`. No effect while running.
-  void start(std::unique_ptr<Journal> journal);
+  void start(std::unique_ptr<Journal> journal) EXCLUDES(mu_);
   // Commits everything appended or acknowledged so far, ends the thread and
   // closes the journal. Idempotent.
-  void stop();
+  void stop() EXCLUDES(mu_);
 
   // Queues a record; returns its ticket (for cancel()), or nullopt when the
   // backlog is full or the writer is stopped.
-  std::optional<uint64_t> append(JournalRecord record, uint64_t token);
+  std::optional<uint64_t> append(JournalRecord record, uint64_t token) EXCLUDES(mu_);
   // Withdraws the record of `ticket` if no transaction took it yet: it is
   // never written and its callback never runs (the caller settles it). False
   // when a transaction took it already (its callback runs or ran), it was
   // cancelled before, or the writer is not running.
-  bool cancel(uint64_t ticket);
+  bool cancel(uint64_t ticket) EXCLUDES(mu_);
   // Queues the removal of an acknowledged record for the next transaction.
   // Only for a record a transaction took already (cancel() returned false)
   // or read from the journal; for a cancelled one with `written` false (the
   // id is only remembered). Ignored once stopped (the record then stays
   // journaled and is redelivered after a restart).
-  void acknowledge(JournalAck ack);
+  void acknowledge(JournalAck ack) EXCLUDES(mu_);
   // Returns once every record appended before the call is committed and its
   // callback has run, or was cancelled (immediately when the writer is not running).
-  void flush();
+  void flush() EXCLUDES(mu_);
 
   // Ticks again (the next one a tick period from now) after a tick said it
   // wanted no more; also when called during that tick.
-  void requestTicks();
+  void requestTicks() EXCLUDES(mu_);
 
-  JournalWriterMetrics metrics() const;
+  JournalWriterMetrics metrics() const EXCLUDES(mu_);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -139,8 +138,8 @@ class JournalWriter {
   Clock::time_point ripeAt(Clock::time_point appended_at) const;
   // Whether the writer must be woken for work due at `due`: it is waiting and
   // would not wake by itself by then.
-  bool mustWake(Clock::time_point due) const;
-  void run();
+  bool mustWake(Clock::time_point due) const REQUIRES(mu_);
+  void run() EXCLUDES(mu_);
   // Logs the first failed transaction of a run of them and the first that
   // works again: a full disk fails every transaction, a line each would
   // flood the log. Writer thread only.
@@ -152,29 +151,30 @@ class JournalWriter {
   const TickCallback on_tick_;
 
   bool failing_ = false;  // writer thread only: the last transaction failed
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;     // writer waits for work
-  std::condition_variable flushed_cv_;  // flush() waits for commits
+  mutable Mutex mu_;
+  CondVar work_cv_;     // writer waits for work
+  CondVar flushed_cv_;  // flush() waits for commits
   // Appended, not yet taken by a transaction, oldest first: the record of
   // ticket t sits at queue_[t - 1 - taken_].
-  std::deque<Queued> queue_;        // guarded by mu_
-  std::vector<JournalAck> acks_;    // guarded by mu_
-  Clock::time_point first_ack_at_;  // guarded by mu_: of acks_.front()
-  // guarded by mu_: while the writer waits, when it wakes by itself (max()
-  // when it waits for work only); min() while it works (it looks at the
-  // queue again before it waits).
-  Clock::time_point wake_at_ = Clock::time_point::min();
-  bool ticking_ = true;          // guarded by mu_
-  Clock::time_point next_tick_;  // guarded by mu_: while ticking_
-  uint64_t tick_requests_ = 0;   // guarded by mu_: requestTicks() calls
-  uint64_t appended_ = 0;        // guarded by mu_: the last ticket given
-  uint64_t taken_ = 0;           // guarded by mu_: records taken out of queue_
-  uint64_t committed_ = 0;       // guarded by mu_: records through their callback (or cancelled)
-  uint64_t flush_through_ = 0;   // guarded by mu_: flush() wants tickets up to here now
-  std::unique_ptr<Journal> journal_;  // used by the writer thread only while running
-  bool running_ = false;              // guarded by mu_
-  bool stopping_ = false;             // guarded by mu_
-  JournalWriterMetrics metrics_;      // guarded by mu_
+  std::deque<Queued> queue_ GUARDED_BY(mu_);
+  std::vector<JournalAck> acks_ GUARDED_BY(mu_);
+  Clock::time_point first_ack_at_ GUARDED_BY(mu_);  // of acks_.front()
+  // While the writer waits, when it wakes by itself (max() when it waits for
+  // work only); min() while it works (it looks at the queue again before it
+  // waits).
+  Clock::time_point wake_at_ GUARDED_BY(mu_) = Clock::time_point::min();
+  bool ticking_ GUARDED_BY(mu_) = true;
+  Clock::time_point next_tick_ GUARDED_BY(mu_);  // while ticking_
+  uint64_t tick_requests_ GUARDED_BY(mu_) = 0;   // requestTicks() calls
+  uint64_t appended_ GUARDED_BY(mu_) = 0;        // the last ticket given
+  uint64_t taken_ GUARDED_BY(mu_) = 0;           // records taken out of queue_
+  // Records through their callback (or cancelled).
+  uint64_t committed_ GUARDED_BY(mu_) = 0;
+  uint64_t flush_through_ GUARDED_BY(mu_) = 0;  // flush() wants tickets up to here now
+  std::unique_ptr<Journal> journal_;            // used by the writer thread only while running
+  bool running_ GUARDED_BY(mu_) = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  JournalWriterMetrics metrics_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

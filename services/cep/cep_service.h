@@ -18,26 +18,19 @@
 // services, so the plugin is usually loaded already.
 //
 // Shared detectors. The queries given in one call (the unit's queries at
-// deployment, one addQueries() call at run time) share a detector when they
-// see the same events the same way: the same input addresses (as a
-// multiset, in any order), the same options apart from output_qos (engine
+// deployment, one addQueries() call at run time) are planned together by
+// the detection host (bus/host/detection/planner.h, which says the rule):
+// they share a detector when they see the same events the same way — the
+// same input addresses, the same options apart from output_qos (engine
 // options and slack go to the one detector; flush_when_idle and run_inline
-// drive its stage), and the same engine. Queries naming an engine share
-// with the queries naming it too; the queries saying engine="auto" are
-// decided as a set (plugin::chooseEngine over their count and shape, so 40
-// of them go to the merged Petri net where one alone may go to the nfa
-// engine), split
-// only where the preferred engine refuses some of them: those it runs are
-// decided again as a set, the others as a set of their own. So a query goes
-// to a later engine (algebra, which reads a query without CONTEXT as
-// recent) only when the earlier ones refuse it, never because another query
-// of the set needs that engine. An auto set's engine then shares with the
-// queries naming that engine. When an engine cannot build the shared detector although it
-// runs each query alone, each gets its own detector (logged). The option
-// share_detector=false keeps a query on a detector of its own (a costly
-// query then has a thread to itself). The grouping and auto's choice are
-// logged ("queries q1..q40 (40): engine petri (auto: 40 patterns, merged
-// Petri net from 2 patterns), one detector on in (endpoint ...)").
+// drive its stage), the same engine — and the queries saying engine="auto"
+// are decided as a set, split only where the preferred engine refuses some
+// of them. The option share_detector=false keeps a query on a detector of
+// its own (a costly query then has a thread to itself). The grouping and
+// auto's choice are logged ("queries q1..q40 (40): engine petri (auto: 40
+// patterns, merged Petri net from 2 patterns), one detector on in (endpoint
+// ...)"), and so is an engine that runs each query of a set but cannot share
+// a detector between them.
 //
 // Queries added by a later call (addQuery() of a query at run time) never
 // join an existing detector: a detector's state (partial matches) belongs
@@ -51,8 +44,12 @@
 // own.
 //
 //   publisher --broker--> endpoint --offer--> stage (1 worker: a detector
-//     is single-threaded) --> detector --match of query i--> query i's
+//     is single-threaded) --> detection --match of query i--> query i's
 //       composite event --broker.publish--> query i's output address
+//
+// The pieces: cep_query.h (a query: its options, output and registry
+// entry), cep_detection.h (a detection fed by its endpoint and stage, and
+// its output backlog), this file (the unit's queries and their life cycle).
 //
 // A detector of one query consumes through the endpoint
 // "<assembly>.<unit>/<query>"; a shared one through
@@ -127,28 +124,24 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "bus/core/plugin/detector.h"
+#include "bus/base/mutex.h"
 #include "bus/core/status.h"
 #include "bus/host/descriptor/descriptor.h"
 #include "router/component_entry.h"
+#include "services/cep/cep_config.h"
 #include "services/query_host.h"
 #include "services/service.h"
 
 namespace cepbus::services::cep {
 
-struct CepServiceConfig {
-  std::string name;        // the registry name: "<assembly>.<unit>"
-  size_t capacity = 4096;  // queue capacity of each detector's stage
-  // Most events each detector's worker hands it in one call.
-  size_t batch_size = 64;
-};
+class CepDetection;
+class CepQuery;
 
 class CepService final : public Service, public QueryHost {
  public:
@@ -157,18 +150,18 @@ class CepService final : public Service, public QueryHost {
 
   const std::string& name() const override { return config_.name; }
   // Starts every detector made so far: its stage, endpoint and subscriptions.
-  Status start() override;
+  Status start() override EXCLUDES(mu_);
   // Stops every detector, producers before consumers (one whose output
   // another one consumes goes first): unsubscribes it, lets its stage run
   // every queued event, then flushes it, so that every pending
   // match is published before the broker stops. The service cannot be
   // started again. Idempotent.
-  void stop() override;
+  void stop() override EXCLUDES(mu_);
   // Asks every detector, on its own thread and after the events already
   // queued for it, to report its pending matches (producers first).
-  void flush() override;
+  void flush() override EXCLUDES(mu_);
   // True when no detector has an event (or a flush) queued or in detection.
-  bool finished() const override;
+  bool finished() const override EXCLUDES(mu_);
   QueryHost* queryHost() override { return this; }
 
   // Compiles `specs` (parse, plugin, detectors, shared where they can be,
@@ -176,18 +169,18 @@ class CepService final : public Service, public QueryHost {
   // none: InvalidArgument naming the descriptor file:line of every query
   // that cannot run, one per line; AlreadyExists when a query of that name
   // exists; Unavailable after stop().
-  Status addQueries(std::span<const descriptor::QuerySpec> specs);
+  Status addQueries(std::span<const descriptor::QuerySpec> specs) EXCLUDES(mu_);
   // addQueries() of one query: it gets a detector of its own.
   Status addQuery(const descriptor::QuerySpec& spec) override;
   // A query with a detector of its own: unsubscribes it, drains its stage,
   // flushes its detector (its pending matches are published) and drops it.
   // A query sharing its detector is muted (see above). NotFound for an
   // unknown name.
-  Status removeQuery(std::string_view query) override;
+  Status removeQuery(std::string_view query) override EXCLUDES(mu_);
 
   // The query names, in the order they were added.
-  std::vector<std::string> queries() const override;
-  std::optional<QueryStats> stats(std::string_view query) const override;
+  std::vector<std::string> queries() const override EXCLUDES(mu_);
+  std::optional<QueryStats> stats(std::string_view query) const override EXCLUDES(mu_);
   // Matches reported by `query` so far; 0 for an unknown query.
   uint64_t matches(std::string_view query) const;
   // The model of the query's detector in `format` ("dot" or "json"; see
@@ -196,32 +189,36 @@ class CepService final : public Service, public QueryHost {
   // detector's worker is inside it, so it sees the detector between two
   // events. NotFound for an unknown query;
   // InvalidArgument when the engine exports no model or not in `format`.
-  Result<std::string> exportModel(std::string_view query, std::string_view format) const override;
+  Result<std::string> exportModel(std::string_view query, std::string_view format) const override
+      EXCLUDES(mu_);
   // The endpoint the query consumes through (its detector's), or
   // "<assembly>.<unit>/<query>" for an unknown query.
-  std::string endpointName(std::string_view query) const override;
+  std::string endpointName(std::string_view query) const override EXCLUDES(mu_);
 
  private:
-  class Query;      // a query's own part: output, matches, registry entry
-  class Detection;  // a detector, its stage and endpoint, for its queries
-  class Planner;    // groups the queries of one addQueries() call
-
-  // Producers first: a detector whose output another one consumes precedes it.
-  std::vector<std::shared_ptr<Detection>> stopOrder() const;      // under mu_
-  void stopLocked();                                              // under mu_
-  void publishQueryList();                                        // under mu_
-  std::shared_ptr<Query> findQuery(std::string_view name) const;  // under mu_
+  // The detections of the queries of one addQueries() call: planned
+  // (bus/host/detection/planner.h), each group on a detection of its own.
+  // `queries` gets the queries in the order of `specs`.
+  Status build(std::span<const descriptor::QuerySpec> specs,
+               std::vector<std::shared_ptr<CepQuery>>& queries,
+               std::vector<std::shared_ptr<CepDetection>>& detections) REQUIRES(mu_);
+  // Producers first: a detection whose output another one consumes precedes it.
+  std::vector<std::shared_ptr<CepDetection>> stopOrder() const REQUIRES(mu_);
+  void stopLocked() REQUIRES(mu_);
+  void publishQueryList() REQUIRES(mu_);
+  std::shared_ptr<CepQuery> findQuery(std::string_view name) const REQUIRES(mu_);
 
   const CepServiceConfig config_;
   ServiceContext& context_;
 
-  mutable std::mutex mu_;  // serializes the control calls; guards what follows
-  bool started_ = false;
-  bool stopped_ = false;
-  std::shared_ptr<router::ComponentEntry> entry_;       // the service's own entry while started
-  std::vector<std::shared_ptr<Query>> queries_;         // in the order added
-  std::vector<std::shared_ptr<Detection>> detections_;  // in the order made
-  uint64_t shared_made_ = 0;                            // names shared endpoints
+  mutable Mutex mu_;  // serializes the control calls
+  bool started_ GUARDED_BY(mu_) = false;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  // The service's own entry while started.
+  std::shared_ptr<router::ComponentEntry> entry_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<CepQuery>> queries_ GUARDED_BY(mu_);         // in the order added
+  std::vector<std::shared_ptr<CepDetection>> detections_ GUARDED_BY(mu_);  // in the order made
+  uint64_t shared_made_ GUARDED_BY(mu_) = 0;                               // names shared endpoints
 };
 
 class CepServiceFactory final : public ServiceFactory {

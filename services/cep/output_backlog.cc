@@ -21,7 +21,7 @@ bool OutputBacklog::publish(flows::Exchange exchange) {
   // seen empty, it stays empty until this call holds something (a retry
   // publishes only while something is held).
   if (!empty()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!held_.empty() || retrying_) {
       held_.push_back(std::move(exchange));
       size_.store(held_.size(), std::memory_order_release);
@@ -35,7 +35,7 @@ bool OutputBacklog::publish(flows::Exchange exchange) {
     lost_(exchange, out);
     return false;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Nothing was held when it went out, and publish() calls do not overlap:
   // anything held now came after it.
   held_.push_front(std::move(exchange));
@@ -48,7 +48,7 @@ bool OutputBacklog::retry() {
   for (;;) {
     flows::Exchange next;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (held_.empty()) return true;
       if (retrying_) return false;
       retrying_ = true;
@@ -58,7 +58,7 @@ bool OutputBacklog::retry() {
     const flows::SendOutcome out = publish_(next);
     const bool refused_for_now = !out.status.isOk() && retryable(out);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       retrying_ = false;
       if (refused_for_now) return false;
       held_.pop_front();
@@ -84,7 +84,7 @@ bool OutputBacklog::drain(std::chrono::steady_clock::time_point deadline) {
 void OutputBacklog::abandon() {
   std::deque<flows::Exchange> given_up;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     given_up.swap(held_);
     // The one a retry() is publishing is that retry's to settle.
     if (retrying_) {
@@ -100,7 +100,7 @@ void OutputBacklog::abandon() {
 }
 
 uint64_t OutputBacklog::heldTotal() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return held_total_;
 }
 

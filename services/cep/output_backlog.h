@@ -27,8 +27,8 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 
+#include "bus/base/mutex.h"
 #include "flows/abstract_flow.h"
 #include "flows/exchange.h"
 
@@ -70,11 +70,11 @@ class OutputBacklog {
  private:
   const Publish publish_;
   const Lost lost_;
-  mutable std::mutex mu_;
-  std::deque<flows::Exchange> held_;  // guarded by mu_
-  std::atomic<size_t> size_{0};       // held_.size(), written under mu_
-  bool retrying_ = false;             // guarded by mu_: a retry() is publishing held_.front()
-  uint64_t held_total_ = 0;           // guarded by mu_
+  mutable Mutex mu_;
+  std::deque<flows::Exchange> held_ GUARDED_BY(mu_);
+  std::atomic<size_t> size_{0};            // held_.size(), written under mu_
+  bool retrying_ GUARDED_BY(mu_) = false;  // a retry() is publishing held_.front()
+  uint64_t held_total_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace cepbus::services::cep

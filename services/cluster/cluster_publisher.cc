@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
@@ -26,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "services/cluster/broker_dialer.h"
 #include "services/cluster/event_batch.h"
 #include "services/cluster/partitioner.h"
@@ -103,7 +102,7 @@ class Publisher final : public proton::messaging_handler {
   void on_connection_open(proton::connection& c) override {
     last_up_ = Clock::now();
     {
-      std::lock_guard lock(watch_mu_);
+      MutexLock lock(watch_mu_);
       watched_ = &c.work_queue();
     }
     senders_.clear();
@@ -162,7 +161,7 @@ class Publisher final : public proton::messaging_handler {
   // with stream input, what the stream does not hold (read back first).
   void on_transport_close(proton::transport& t) override {
     {
-      std::lock_guard lock(watch_mu_);
+      MutexLock lock(watch_mu_);
       watched_ = nullptr;
     }
     senders_.clear();
@@ -470,15 +469,18 @@ class Publisher final : public proton::messaging_handler {
   // The watch thread: once a second, checkConfirms() on the open
   // connection's work queue.
   void watchConfirms() {
-    std::unique_lock lock(watch_mu_);
-    while (!watch_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return watch_stop_; })) {
+    MutexLock lock(watch_mu_);
+    while (!watch_cv_.waitFor(watch_mu_, std::chrono::seconds(1), [this] {
+      watch_mu_.assertHeld();
+      return watch_stop_;
+    })) {
       if (watched_ != nullptr) watched_->add([this] { checkConfirms(); });
     }
   }
 
   void stopWatch(std::thread& watch) {
     {
-      std::lock_guard lock(watch_mu_);
+      MutexLock lock(watch_mu_);
       watch_stop_ = true;
       watched_ = nullptr;
     }
@@ -528,10 +530,10 @@ class Publisher final : public proton::messaging_handler {
   Clock::time_point last_up_;
   Clock::time_point last_accepted_;  // bounds how long broker failures are retried
 
-  std::mutex watch_mu_;
-  std::condition_variable watch_cv_;
-  proton::work_queue* watched_ = nullptr;  // the open connection's; guarded by watch_mu_
-  bool watch_stop_ = false;                // guarded by watch_mu_
+  Mutex watch_mu_;
+  CondVar watch_cv_;
+  proton::work_queue* watched_ GUARDED_BY(watch_mu_) = nullptr;  // the open connection's
+  bool watch_stop_ GUARDED_BY(watch_mu_) = false;
   PublishReport report_;
   Status status_ = Status::ok();
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <vector>
 
 #include "bus/core/pattern/parser.h"
 #include "services/cluster/partitioned_query.h"
@@ -47,12 +49,16 @@ Result<std::vector<CompiledQuery>> compileClusterQueries(const ClusterSpec& spec
         spec_query.output,
         std::move(*query),
         plugin::DetectorOptions(std::move(values)).withBaseDir(spec_query.base_dir),
-        *plugin};
-    struct NoSink final : plugin::MatchSink {
-      void onMatch(const plugin::Match&) override {}
-    } sink;
-    auto probe =
-        compiled.plugin->createDetector(compiled.engine, compiled.query, compiled.options, sink);
+        *plugin,
+        nullptr};
+    // One query, its own detector; the partition's order is the cluster's
+    // (query_runs.h), so the recipe has no slack.
+    compiled.recipe = std::make_shared<const detection::DetectorRecipe>(
+        detection::EngineRef{compiled.plugin, compiled.engine},
+        std::make_shared<const std::vector<plugin::NamedQuery>>(
+            std::vector<plugin::NamedQuery>{{compiled.name, compiled.query}}),
+        compiled.options, /*many=*/false, /*slack=*/0);
+    auto probe = compiled.recipe->make();
     if (!probe) {
       fail(spec_query.where, label + ": engine \"" + spec_query.engine +
                                  "\" cannot run the query: " + probe.status().message());

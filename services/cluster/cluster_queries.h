@@ -17,6 +17,7 @@
 #include "bus/core/pattern/ast.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
+#include "bus/host/detection/detector_recipe.h"
 #include "bus/host/loader/plugin_loader.h"
 #include "services/cluster/cluster_spec.h"
 
@@ -30,6 +31,9 @@ struct CompiledQuery {
   pattern::Query query;
   plugin::DetectorOptions options;
   plugin::PluginPtr plugin;
+  // Makes the query's detector on the detection host, once per active
+  // partition and again for each new stream (detection::Detection::create()).
+  std::shared_ptr<const detection::DetectorRecipe> recipe;
 };
 
 // Every query of `spec`, its engine loaded through `plugins`; or

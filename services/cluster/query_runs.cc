@@ -2,17 +2,21 @@
 
 namespace cepbus::services::cluster {
 
-// One query's detector and the sink that reports its matches.
-struct QueryRuns::Run final : plugin::MatchSink {
+// One query's detection (its detector on the detection host, which the
+// shared order feeds in time order already) and the sink that reports its
+// matches.
+struct QueryRuns::Run final : detection::DetectionSink {
   Run(QueryRuns& runs, const CompiledQuery& query) : runs(runs), query(query) {}
-  void onMatch(const plugin::Match& match) override { runs.listener_.onMatch(query, match); }
-  Result<std::unique_ptr<plugin::GuardedDetector>> makeDetector() {
-    return query.plugin->createDetector(query.engine, query.query, query.options, *this);
+  void onMatch(size_t /*member*/, const plugin::Match& match) override {
+    runs.listener_.onMatch(query, match);
+  }
+  Result<std::unique_ptr<detection::Detection>> makeDetection() {
+    return detection::Detection::create(*query.recipe, *this);
   }
 
   QueryRuns& runs;
   const CompiledQuery& query;
-  std::unique_ptr<plugin::GuardedDetector> detector;
+  std::unique_ptr<detection::Detection> detection;
 };
 
 QueryRuns::QueryRuns(Timestamp slack, Listener& listener)
@@ -25,9 +29,9 @@ Result<std::unique_ptr<QueryRuns>> QueryRuns::create(std::span<const CompiledQue
   std::unique_ptr<QueryRuns> runs(new QueryRuns(slack, listener));
   for (const CompiledQuery& query : queries) {
     auto run = std::make_unique<Run>(*runs, query);
-    auto detector = run->makeDetector();
-    if (!detector) return detector.status();
-    run->detector = std::move(*detector);
+    auto detection = run->makeDetection();
+    if (!detection) return detection.status();
+    run->detection = std::move(*detection);
     runs->runs_.push_back(std::move(run));
   }
   return runs;
@@ -37,33 +41,34 @@ Status QueryRuns::push(EventPtr event) { return order_->push(std::move(event)); 
 
 void QueryRuns::release() {
   while (EventPtr e = order_->popReady()) feed(e);
-  flush();
+  flush(/*end_of_stream=*/false);
 }
 
 void QueryRuns::drain() {
   while (EventPtr e = order_->popAny()) feed(e);
-  flush();
+  flush(/*end_of_stream=*/true);
 }
 
 void QueryRuns::restart() {
   for (auto& run : runs_) {
     // The queries were tried when compiled; should the engine refuse now,
-    // the run keeps its detector rather than stop.
-    if (auto detector = run->makeDetector()) run->detector = std::move(*detector);
+    // the run keeps its detection rather than stop.
+    if (auto detection = run->makeDetection()) run->detection = std::move(*detection);
   }
   order_.emplace(slack_);
 }
 
 void QueryRuns::feed(const EventPtr& event) {
   for (auto& run : runs_) {
-    if (Status s = run->detector->onEvent(event); !s) listener_.onDetectorError(run->query, s);
+    if (Status s = run->detection->onEvent(event); !s) listener_.onDetectorError(run->query, s);
   }
   listener_.onReleased(event->ts());
 }
 
-void QueryRuns::flush() {
+void QueryRuns::flush(bool end_of_stream) {
   for (auto& run : runs_) {
-    if (Status s = run->detector->flush(); !s) listener_.onDetectorError(run->query, s);
+    Status s = end_of_stream ? run->detection->flush() : run->detection->flushReleased();
+    if (!s) listener_.onDetectorError(run->query, s);
   }
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 
-// QueryRuns: the detection of one active partition — a detector of each
-// cluster query, fed the partition's events in event-time order through one
-// reorder buffer of the cluster's slack.
+// QueryRuns: the detection of one active partition — a detection of each
+// cluster query (detection::Detection, made from the query's recipe), fed
+// the partition's events in event-time order through one reorder buffer of
+// the cluster's slack, which every query's detection shares.
 //
 // It is the only place where a partition runner (partition_runner.h) meets
 // detectors and event time: the runner hands it events and learns, through
@@ -20,7 +21,7 @@
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
-#include "bus/host/loader/guarded_detector.h"
+#include "bus/host/detection/detection.h"
 #include "bus/host/time/reorder.h"
 #include "services/cluster/cluster_queries.h"
 
@@ -65,7 +66,8 @@ class QueryRuns {
   struct Run;
   QueryRuns(Timestamp slack, Listener& listener);
   void feed(const EventPtr& event);
-  void flush();
+  // Has every detector report what the events fed so far make.
+  void flush(bool end_of_stream);
 
   const Timestamp slack_;
   Listener& listener_;

@@ -1,5 +1,7 @@
 #include "services/http/admin_api.h"
 
+#include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
@@ -9,11 +11,15 @@
 #include "bus/core/wire_names.h"
 #include "bus/host/descriptor/parser.h"
 #include "flows/exchange.h"
+#include "flows/flow_stats.h"
+#include "router/route_stats.h"
 #include "router/topic.h"
 #include "services/http/dashboard/dashboard.h"
 #include "services/http/prometheus.h"
+#include "services/http/stats_json.h"
 #include "services/query_host.h"
 #include "services/service.h"
+#include "stages/stage_metrics.h"
 #include "stages/stage_types.h"
 
 namespace cepbus::services::http {
@@ -42,15 +48,40 @@ AdminResponse jsonResponse(int status, const json& value) {
   return response;
 }
 
-json componentJson(const router::ComponentSnapshot& c) {
+// The numbers of the registry components that report into stats scopes
+// labelled with their name (the AMQP listener and its links, the HTTP
+// listener, a bridge), by name: the metrics of every such scope in one
+// object; of two scopes with the same labels, the older one's.
+std::map<std::string, json, std::less<>> componentStats(const stats::Store& store) {
+  std::map<std::string, json, std::less<>> out;
+  const auto named = [](std::string_view component, const stats::Labels& labels) {
+    return component != router::kComponentSchema.component &&
+           std::any_of(labels.begin(), labels.end(),
+                       [](const auto& l) { return l.first == "name"; });
+  };
+  for (const stats::ScopeSnapshot& scope : store.scopes(named)) {
+    const std::string_view name = scope.label("name");
+    json& merged = out.try_emplace(std::string(name), json::object()).first->second;
+    json metrics = metricsJson(scope);
+    for (auto& [key, value] : metrics.items()) {
+      if (!merged.contains(key)) merged[key] = std::move(value);
+    }
+  }
+  return out;
+}
+
+json componentJson(const router::ComponentSnapshot& c,
+                   const std::map<std::string, json, std::less<>>& stats) {
   json metadata = json::object();
   for (const auto& [key, value] : c.metadata) metadata[key] = value;
+  const auto numbers = stats.find(c.name);
   return json{{"name", c.name},
               {"kind", router::componentKindName(c.kind)},
               {"owner", c.owner},
               {"state", router::componentStateName(c.state)},
               {"reason", c.reason},
               {"metadata", std::move(metadata)},
+              {"stats", numbers != stats.end() ? numbers->second : json::object()},
               {"queue_length", c.queue_length},
               {"delivered", c.delivered},
               {"failed", c.failed},
@@ -58,55 +89,51 @@ json componentJson(const router::ComponentSnapshot& c) {
               {"throughput_per_second", c.throughput_per_s}};
 }
 
-json routesJson(const router::Broker& broker) {
+// The delivery-policy routes, default route included.
+json routesJson(const stats::Store& store) {
   json routes = json::array();
-  for (const router::RouteStatsSnapshot& r : broker.routeStats()) {
-    routes.push_back(json{{"route", r.pattern.empty() ? kDefaultRouteLabel : r.pattern},
-                          {"default", r.pattern.empty()},
-                          {"flow", r.flow},
-                          {"published", r.published},
-                          {"delivered", r.delivered},
-                          {"queued", r.queued},
-                          {"rejected", r.rejected},
-                          {"failed", r.failed},
-                          {"unrouted", r.unrouted}});
+  for (const stats::ScopeSnapshot& scope : store.scopes(router::kRouteSchema.component)) {
+    const std::string_view route = scope.label("route");
+    json entry{{"route", route},
+               {"default", route == router::kDefaultRouteLabel},
+               {"flow", scope.label("flow")}};
+    entry.update(metricsJson(scope));
+    entry["paused"] = entry.value("paused", 0) != 0;
+    routes.push_back(std::move(entry));
   }
   return json{{"routes", std::move(routes)}};
 }
 
-json routeJsonExtras(json routes, const router::Broker& broker) {
-  const auto stats = broker.routeStats();
-  for (size_t i = 0; i < stats.size() && i < routes["routes"].size(); ++i) {
-    routes["routes"][i]["paused"] = stats[i].paused;
-    routes["routes"][i]["refused_paused"] = stats[i].refused_paused;
-  }
-  return routes;
-}
-
-json stagesJson(const router::Broker& broker) {
+// The SEDA stages of the flows.
+json stagesJson(const stats::Store& store) {
   json out = json::array();
-  for (const FlowStage& s : flowStages(broker)) {
-    const stages::StageMetricsSnapshot& m = s.metrics;
-    out.push_back(json{{"flow", s.flow},
-                       {"name", m.name},
-                       {"queue_length", m.queue_length},
-                       {"capacity", m.capacity},
-                       {"threads", m.threads},
-                       {"min_threads", m.min_threads},
-                       {"max_threads", m.max_threads},
-                       {"pressure", stages::pressureName(m.pressure)},
-                       {"offered", m.offered},
-                       {"ran_inline", m.ran_inline},
-                       {"processed", m.processed},
-                       {"failed", m.failed},
-                       {"rejected", m.rejected},
-                       {"degraded", m.degraded},
-                       {"latency_ms", json{{"p50", static_cast<double>(m.latency.p50_ns) / 1e6},
-                                           {"p90", static_cast<double>(m.latency.p90_ns) / 1e6},
-                                           {"p99", static_cast<double>(m.latency.p99_ns) / 1e6},
-                                           {"max", static_cast<double>(m.latency.max_ns) / 1e6}}}});
+  for (const stats::ScopeSnapshot& scope : store.scopes(stages::kStageSchema.component)) {
+    json entry{{"flow", scope.label("flow")}, {"name", scope.label("stage")}};
+    entry.update(metricsJson(scope));
+    entry["pressure"] =
+        stages::pressureName(static_cast<stages::Pressure>(entry.value("pressure", 0)));
+    out.push_back(std::move(entry));
   }
   return json{{"stages", std::move(out)}};
+}
+
+// The flows, each reliable one with its journal's numbers.
+json flowsJson(const stats::Store& store) {
+  std::map<std::string, json, std::less<>> journals;
+  for (const stats::ScopeSnapshot& scope : store.scopes(flows::kJournalSchema.component)) {
+    journals.try_emplace(std::string(scope.label("flow")), metricsJson(scope));
+  }
+  json out = json::array();
+  for (const stats::ScopeSnapshot& scope : store.scopes(flows::kFlowSchema.component)) {
+    const std::string_view flow = scope.label("flow");
+    json entry{{"name", flow}};
+    entry.update(metricsJson(scope));
+    if (const auto journal = journals.find(flow); journal != journals.end()) {
+      entry["journal"] = journal->second;
+    }
+    out.push_back(std::move(entry));
+  }
+  return json{{"flows", std::move(out)}};
 }
 
 // An HTTP status for a control-plane Status.
@@ -177,38 +204,6 @@ json clusterJson(router::Registry& registry) {
     nodes.push_back(std::move(node));
   }
   return json{{"nodes", std::move(nodes)}};
-}
-
-json flowsJson(const router::Broker& broker) {
-  json flows = json::array();
-  for (const auto& flow : broker.policy().flows()) {
-    const flows::FlowMetricsSnapshot m = flow->metrics();
-    json entry{{"name", m.name},
-               {"sent", m.sent},
-               {"delivered", m.delivered},
-               {"failed", m.failed},
-               {"rejected", m.rejected},
-               {"degraded", m.degraded},
-               {"invalid", m.invalid},
-               {"duplicates", m.duplicates},
-               {"listener_errors", m.listener_errors}};
-    if (const std::optional<flows::ReliableMetricsSnapshot> j = journalMetrics(*flow)) {
-      entry["journal"] = json{{"journaled", j->journaled},
-                              {"commits", j->commits},
-                              {"acknowledged", j->acknowledged},
-                              {"cancelled", j->cancelled},
-                              {"redelivered", j->redelivered},
-                              {"retries", j->retries},
-                              {"abandoned", j->abandoned},
-                              {"corrupt", j->corrupt},
-                              {"journal_errors", j->journal_errors},
-                              {"in_flight", j->in_flight},
-                              {"backlog", j->backlog},
-                              {"held_back", j->held_back}};
-    }
-    flows.push_back(std::move(entry));
-  }
-  return json{{"flows", std::move(flows)}};
 }
 
 AdminResponse methodNotAllowed(std::string_view method, std::string allow) {
@@ -283,7 +278,7 @@ AdminResponse AdminApi::handle(const AdminRequest& request) const {
     if (!get) return methodNotAllowed(request.method, "GET");
     AdminResponse response;
     response.content_type = std::string(kPrometheusContentType);
-    response.body = renderMetrics(broker_, registry_);
+    response.body = renderMetrics(registry_);
     return response;
   }
   if (path.starts_with(kEventsPrefix) && path.size() > kEventsPrefix.size()) {
@@ -321,9 +316,10 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
 
   if (resource == "components" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");
+    const auto stats = componentStats(registry_.stats());
     json components = json::array();
     for (const router::ComponentSnapshot& c : registry_.snapshot()) {
-      components.push_back(componentJson(c));
+      components.push_back(componentJson(c, stats));
     }
     return jsonResponse(200, json{{"components", std::move(components)}});
   }
@@ -335,13 +331,14 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
     if (!name) return adminError(400, "malformed percent escape in the component name");
     const std::optional<router::ComponentSnapshot> c = registry_.snapshotOf(*name);
     if (!c) return adminError(404, "no component named '" + *name + "'");
-    return jsonResponse(200, componentJson(*c));
+    return jsonResponse(200, componentJson(*c, componentStats(registry_.stats())));
   }
   if (resource == "endpoints" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");
+    const auto stats = componentStats(registry_.stats());
     json endpoints = json::array();
     for (const router::ComponentSnapshot& c : registry_.snapshot()) {
-      if (c.kind == router::ComponentKind::kEndpoint) endpoints.push_back(componentJson(c));
+      if (c.kind == router::ComponentKind::kEndpoint) endpoints.push_back(componentJson(c, stats));
     }
     return jsonResponse(200, json{{"endpoints", std::move(endpoints)}});
   }
@@ -365,15 +362,15 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
   }
   if (resource == "stages" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");
-    return jsonResponse(200, stagesJson(broker_));
+    return jsonResponse(200, stagesJson(registry_.stats()));
   }
   if (resource == "flows" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");
-    return jsonResponse(200, flowsJson(broker_));
+    return jsonResponse(200, flowsJson(registry_.stats()));
   }
   if (resource == "routes" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");
-    return jsonResponse(200, routeJsonExtras(routesJson(broker_), broker_));
+    return jsonResponse(200, routesJson(registry_.stats()));
   }
   if (resource == "routes" && p.size() == 3 && (p[2] == "pause" || p[2] == "resume")) {
     if (method != "POST") return methodNotAllowed(method, "POST");
@@ -550,7 +547,7 @@ AdminResponse AdminApi::queryModel(std::string_view service, std::string_view qu
 
 AdminResponse AdminApi::pauseRoute(std::string_view route, std::string_view action) const {
   const bool pause = action == "pause";
-  const std::string_view pattern = route == kDefaultRouteLabel ? std::string_view() : route;
+  const std::string_view pattern = route == router::kDefaultRouteLabel ? std::string_view() : route;
   if (Status s = broker_.setRoutePaused(pattern, pause); !s) {
     return adminError(httpStatus(s), s.message());
   }

@@ -71,27 +71,36 @@ struct Feed {
   bool overflowed = false;          // guarded by mu: closed because the client fell behind
 };
 
-// Written on the io thread, read by stats() and by the registry entry's
-// probe, which may outlive the service for a moment: hence shared.
+// The listener's numbers (scope "http" {name}): written on the io thread,
+// read by stats() and the stats store.
 struct Counters {
-  std::atomic<uint64_t> connections{0};
-  std::atomic<uint64_t> open_connections{0};
-  std::atomic<uint64_t> ws_clients{0};
-  std::atomic<uint64_t> connections_refused{0};
-  std::atomic<uint64_t> ws_refused{0};
-  std::atomic<uint64_t> request_timeouts{0};
+  explicit Counters(stats::ScopePtr listener_scope)
+      : scope(std::move(listener_scope)),
+        connections(scope->counter(http_stats::kConnections)),
+        open_connections(scope->gauge(http_stats::kOpenConnections)),
+        ws_clients(scope->gauge(http_stats::kWsClients)),
+        connections_refused(scope->counter(http_stats::kConnectionsRefused)),
+        ws_refused(scope->counter(http_stats::kWsRefused)),
+        request_timeouts(scope->counter(http_stats::kRequestTimeouts)) {}
 
   HttpListenerStats stats() const {
-    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
     HttpListenerStats s;
-    s.connections = get(connections);
-    s.open_connections = get(open_connections);
-    s.ws_clients = get(ws_clients);
-    s.connections_refused = get(connections_refused);
-    s.ws_refused = get(ws_refused);
-    s.request_timeouts = get(request_timeouts);
+    s.connections = connections.value();
+    s.open_connections = static_cast<uint64_t>(open_connections.value());
+    s.ws_clients = static_cast<uint64_t>(ws_clients.value());
+    s.connections_refused = connections_refused.value();
+    s.ws_refused = ws_refused.value();
+    s.request_timeouts = request_timeouts.value();
     return s;
   }
+
+  const stats::ScopePtr scope;
+  stats::Counter& connections;
+  stats::Gauge& open_connections;
+  stats::Gauge& ws_clients;
+  stats::Counter& connections_refused;
+  stats::Counter& ws_refused;
+  stats::Counter& request_timeouts;
 };
 
 }  // namespace
@@ -101,13 +110,14 @@ struct HttpListenerService::Impl {
       : config(std::move(listener)),
         options(std::move(opts)),
         context(ctx),
-        log(Poco::Logger::get("cepbus.http")) {}
+        log(Poco::Logger::get("cepbus.http")),
+        counters(ctx.registry.stats().scope(kHttpSchema, {{"name", options.name}})) {}
 
   void accept();
   // Registers a feed (io thread only, while running).
   void addFeed(const std::string& endpoint, std::shared_ptr<Feed> feed) {
     feeds.emplace(endpoint, std::move(feed));
-    counters->ws_clients.store(feeds.size(), std::memory_order_relaxed);
+    counters.ws_clients.set(static_cast<int64_t>(feeds.size()));
   }
   // Answers 503 and closes at once, without reading: a flood of connections
   // costs a socket for no longer than the accept.
@@ -136,7 +146,7 @@ struct HttpListenerService::Impl {
   // by stop() once it has been joined.
   std::map<std::string, std::shared_ptr<Feed>> feeds;
 
-  const std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  Counters counters;
   std::shared_ptr<router::ComponentEntry> entry;  // the listener's registry entry
 };
 
@@ -144,17 +154,15 @@ namespace {
 
 using Impl = HttpListenerService::Impl;
 
-void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
-
 // One open connection, counted while its holder (an HTTP session, then the
 // feed it became) lives.
 class ConnectionSlot {
  public:
-  explicit ConnectionSlot(Impl& impl) : impl_(&impl) { bump(impl.counters->open_connections); }
+  explicit ConnectionSlot(Impl& impl) : impl_(&impl) { impl.counters.open_connections.inc(); }
   ConnectionSlot(ConnectionSlot&& other) noexcept : impl_(std::exchange(other.impl_, nullptr)) {}
   ConnectionSlot& operator=(ConnectionSlot&&) = delete;
   ~ConnectionSlot() {
-    if (impl_ != nullptr) impl_->counters->open_connections.fetch_sub(1, std::memory_order_relaxed);
+    if (impl_ != nullptr) impl_->counters.open_connections.dec();
   }
 
  private:
@@ -338,7 +346,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     reading_ = false;
     deadline_.cancel();
     if (timed_out_) {
-      bump(impl_.counters->request_timeouts);
+      impl_.counters.request_timeouts.inc();
       respond(adminError(408, "request not read within request-timeout=" +
                                   std::to_string(impl_.options.request_timeout.count()) + " ms"),
               false, 11);
@@ -401,7 +409,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return;
     }
     if (impl_.feeds.size() >= impl_.options.max_ws_clients) {
-      bump(impl_.counters->ws_refused);
+      impl_.counters.ws_refused.inc();
       respond(adminError(503, "too many WebSocket clients: max-ws-clients=" +
                                   std::to_string(impl_.options.max_ws_clients)),
               false, version);
@@ -475,8 +483,8 @@ void Impl::accept() {
   acceptor->async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;  // stopping
     if (!ec) {
-      bump(counters->connections);
-      if (counters->open_connections.load(std::memory_order_relaxed) >= options.max_connections) {
+      counters.connections.inc();
+      if (counters.open_connections.value() >= static_cast<int64_t>(options.max_connections)) {
         refuseConnection(std::move(socket));
       } else {
         std::make_shared<HttpSession>(std::move(socket), *this)->read();
@@ -494,7 +502,7 @@ void Impl::accept() {
 }
 
 void Impl::refuseConnection(tcp::socket socket) {
-  bump(counters->connections_refused);
+  counters.connections_refused.inc();
   const std::string body = adminError(503, "too many connections: max-connections=" +
                                                std::to_string(options.max_connections))
                                .body;
@@ -519,7 +527,7 @@ void Impl::removeFeed(std::string endpoint) {
     it->second->pending.clear();
   }
   feeds.erase(it);
-  counters->ws_clients.store(feeds.size(), std::memory_order_relaxed);
+  counters.ws_clients.set(static_cast<int64_t>(feeds.size()));
   (void)context.broker.removeEndpoint(endpoint);  // closing: gone is fine
 }
 
@@ -530,18 +538,8 @@ void Impl::report() {
     return;
   }
   entry = *added;
-  entry->setMetadata("type", std::string(kHttpListenerType));
+  entry->setMetadata("type", "http-listener");
   entry->setMetadata("address", config.host + ":" + std::to_string(port.load()));
-  const std::weak_ptr<router::ComponentEntry> weak = entry;
-  // The registry may still run the probe for a moment after stop() removed
-  // the entry: it reads the shared counters, never the service.
-  entry->setProbe([weak, shared = counters](router::LiveNumbers&) {
-    auto e = weak.lock();
-    if (!e) return;
-    for (const auto& [key, value] : statsFields(shared->stats())) {
-      e->setMetadata(key, std::to_string(value));
-    }
-  });
   entry->setState(router::ComponentState::kStarted);
 }
 
@@ -625,13 +623,7 @@ void HttpListenerService::stop() {
 
 int HttpListenerService::port() const { return impl_->port.load(); }
 
-HttpListenerStats HttpListenerService::stats() const { return impl_->counters->stats(); }
-
-std::vector<std::pair<std::string, uint64_t>> statsFields(const HttpListenerStats& s) {
-  return {{"connections", s.connections}, {"open_connections", s.open_connections},
-          {"ws_clients", s.ws_clients},   {"connections_refused", s.connections_refused},
-          {"ws_refused", s.ws_refused},   {"request_timeouts", s.request_timeouts}};
-}
+HttpListenerStats HttpListenerService::stats() const { return impl_->counters.stats(); }
 
 std::unique_ptr<Service> makeHttpListener(const HttpListenerConfig& listener,
                                           ServiceContext& context) {

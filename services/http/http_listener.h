@@ -25,9 +25,8 @@
 //   keep-alive connection — is answered 408 and the connection closed. Each
 //   is counted in stats().
 // - Registry: the listener's entry `name` (kind service, metadata "type" =
-//   kHttpListenerType and "address") holds every counter of stats() as
-//   metadata (statsFields()), refreshed when the registry takes a snapshot;
-//   /metrics renders them as the cepbus_http_* families.
+//   "http-listener" and "address"); its counters are in the stats scope
+//   "http" {name} (kHttpSchema), the cepbus_http_* families of /metrics.
 //
 // Threading: sockets are used on the io thread only. A feed's endpoint
 // consumer (any flow thread) queues under the feed's mutex and posts to the
@@ -44,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "bus/base/stats/store.h"
 #include "services/http/http_listener_config.h"
 #include "services/service.h"
 
@@ -69,12 +69,24 @@ struct HttpListenerStats {
   uint64_t request_timeouts = 0;     // requests not read within request_timeout (408)
 };
 
-// Every counter by name (the registry entry's metadata keys).
-std::vector<std::pair<std::string, uint64_t>> statsFields(const HttpListenerStats& stats);
-
-// The "type" metadata of an HTTP listener's registry entry: how /metrics
-// tells it from the other services.
-inline constexpr std::string_view kHttpListenerType = "http-listener";
+namespace http_stats {
+using stats::MetricSpec;
+inline constexpr MetricSpec kConnections =
+    MetricSpec::counter("connections", "HTTP connections accepted, refused ones included.");
+inline constexpr MetricSpec kConnectionsRefused = MetricSpec::counter(
+    "connections_refused", "HTTP connections answered 503 beyond max-connections.");
+inline constexpr MetricSpec kWsRefused =
+    MetricSpec::counter("ws_refused", "WebSocket upgrades answered 503 beyond max-ws-clients.");
+inline constexpr MetricSpec kRequestTimeouts =
+    MetricSpec::counter("request_timeouts", "HTTP requests not read within request-timeout (408).");
+inline constexpr MetricSpec kOpenConnections =
+    MetricSpec::gauge("open_connections", "HTTP connections open now, WebSocket feeds included.");
+inline constexpr MetricSpec kWsClients =
+    MetricSpec::gauge("ws_clients", "WebSocket feeds open now.");
+inline constexpr MetricSpec kAll[] = {kConnections,     kConnectionsRefused, kWsRefused,
+                                      kRequestTimeouts, kOpenConnections,    kWsClients};
+}  // namespace http_stats
+inline constexpr stats::Schema kHttpSchema{"http", http_stats::kAll};
 
 class HttpListenerService final : public Service {
  public:

@@ -1,27 +1,20 @@
 #include "services/http/prometheus.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <functional>
-#include <initializer_list>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 #include <vector>
-
-#include "bus/core/wire_names.h"
-#include "flows/abstract_flow.h"
-#include "flows/reliable_flow.h"
-#include "flows/seda_flow.h"
-#include "services/http/http_listener.h"
 
 namespace cepbus::services::http {
 namespace {
 
-void appendNumber(std::string& out, uint64_t value) {
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
-  out.append(buf, end);
-}
+using stats::Labels;
+using stats::MetricKind;
 
 void appendNumber(std::string& out, double value) {
   if (std::isnan(value)) {
@@ -37,19 +30,22 @@ void appendNumber(std::string& out, double value) {
   out.append(buf, end);
 }
 
-using Labels = std::vector<std::pair<std::string_view, std::string_view>>;
-
-void appendLabels(std::string& out, const Labels& labels) {
+// `labels`, and `extra` after them, in braces; nothing when there are none.
+void appendLabels(std::string& out, const Labels& labels,
+                  const std::pair<std::string_view, std::string_view>* extra = nullptr) {
+  if (labels.empty() && extra == nullptr) return;
   out += '{';
   bool first = true;
-  for (const auto& [key, value] : labels) {
+  auto append = [&](std::string_view key, std::string_view value) {
     if (!first) out += ',';
     first = false;
     out += key;
     out += "=\"";
     out += escapeLabelValue(value);
     out += '"';
-  }
+  };
+  for (const auto& [key, value] : labels) append(key, value);
+  if (extra != nullptr) append(extra->first, extra->second);
   out += '}';
 }
 
@@ -58,7 +54,15 @@ void appendHeader(std::string& out, std::string_view name, std::string_view type
   out += "# HELP ";
   out += name;
   out += ' ';
-  out += help;  // the help texts are ours: no backslash or line feed to escape
+  for (char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
   out += "\n# TYPE ";
   out += name;
   out += ' ';
@@ -66,399 +70,121 @@ void appendHeader(std::string& out, std::string_view name, std::string_view type
   out += '\n';
 }
 
-// One family: its header, then a sample per item.
-template <typename Item, typename Number>
+void appendSample(std::string& out, std::string_view name, const Labels& labels, double value,
+                  const std::pair<std::string_view, std::string_view>* extra = nullptr) {
+  out += name;
+  appendLabels(out, labels, extra);
+  out += ' ';
+  appendNumber(out, value);
+  out += '\n';
+}
+
+std::string familyName(const stats::Family& family) {
+  std::string name = "cepbus_" + family.component + "_" + family.name;
+  if (family.kind == MetricKind::kCounter) name += "_total";
+  if (family.kind == MetricKind::kHistogram) name += "_seconds";
+  return name;
+}
+
+std::string_view typeName(MetricKind kind) {
+  switch (kind) {
+    case MetricKind::kCounter:
+      return "counter";
+    case MetricKind::kGauge:
+      return "gauge";
+    case MetricKind::kHistogram:
+      return "summary";
+  }
+  return "untyped";
+}
+
+// A histogram of nanoseconds as a summary in seconds.
+void appendSummary(std::string& out, const std::string& name, const Labels& labels,
+                   const stats::HistogramSummary& s) {
+  for (const auto& [quantile, ns] : {std::pair<std::string_view, uint64_t>{"0.5", s.p50_ns},
+                                     {"0.9", s.p90_ns},
+                                     {"0.99", s.p99_ns}}) {
+    const std::pair<std::string_view, std::string_view> q{"quantile", quantile};
+    appendSample(out, name, labels, static_cast<double>(ns) / 1e9, &q);
+  }
+  appendSample(out, name + "_sum", labels, s.mean_ns * static_cast<double>(s.count) / 1e9);
+  appendSample(out, name + "_count", labels, static_cast<double>(s.count));
+}
+
+// ---------------------------------------------------------------------------
+// The services that do not report into stats scopes yet: what they keep in
+// their registry entries' metadata, read back here.
+
+using Sample = std::pair<Labels, double>;
+
 void appendFamily(std::string& out, std::string_view name, std::string_view type,
-                  std::string_view help, const std::vector<Item>& items,
-                  const std::function<Labels(const Item&)>& labels,
-                  const std::function<Number(const Item&)>& value) {
+                  std::string_view help, const std::vector<Sample>& samples) {
   appendHeader(out, name, type, help);
-  for (const Item& item : items) {
-    out += name;
-    appendLabels(out, labels(item));
-    out += ' ';
-    appendNumber(out, value(item));
-    out += '\n';
-  }
+  for (const auto& [labels, value] : samples) appendSample(out, name, labels, value);
 }
 
-// A family per field of a snapshot struct M that each item is or holds:
-// counters and gauges read straight off a metrics struct.
-template <typename M, typename Number>
-struct FieldFamily {
-  std::string_view name;
-  std::string_view help;
-  Number M::*field;
-};
-
-template <typename Item, typename M, typename Number>
-void appendFieldFamilies(std::string& out, std::string_view type,
-                         std::initializer_list<FieldFamily<M, Number>> families,
-                         const std::vector<Item>& items,
-                         const std::function<Labels(const Item&)>& labels,
-                         const M& (*snapshot)(const Item&)) {
-  for (const FieldFamily<M, Number>& family : families) {
-    appendFamily<Item, uint64_t>(
-        out, family.name, type, family.help, items, labels,
-        [&](const Item& item) { return static_cast<uint64_t>(snapshot(item).*family.field); });
-  }
-}
-
-template <typename T>
-const T& itself(const T& item) {
-  return item;
-}
-
-void appendComponents(std::string& out, const std::vector<router::ComponentSnapshot>& components) {
-  using C = router::ComponentSnapshot;
-  const std::function<Labels(const C&)> labels = [](const C& c) {
-    return Labels{{"name", c.name}, {"kind", router::componentKindName(c.kind)}};
-  };
-  appendFieldFamilies<C, C, uint64_t>(
-      out, "counter",
-      {
-          {"cepbus_component_delivered_total", "Deliveries the component completed.",
-           &C::delivered},
-          {"cepbus_component_failed_total", "Deliveries that failed at the component.", &C::failed},
-          {"cepbus_component_rejected_total", "Deliveries to the component refused by admission.",
-           &C::rejected},
-      },
-      components, labels, &itself<C>);
-  appendFamily<C, uint64_t>(out, "cepbus_component_queue_length", "gauge",
-                            "Events waiting in the component's queues.", components, labels,
-                            [](const C& c) { return c.queue_length; });
-  appendFamily<C, double>(out, "cepbus_component_throughput_per_second", "gauge",
-                          "Deliveries per second over the last sampling interval.", components,
-                          labels, [](const C& c) { return c.throughput_per_s; });
-}
-
-void appendRoutes(std::string& out, const std::vector<router::RouteStatsSnapshot>& routes) {
-  using R = router::RouteStatsSnapshot;
-  const std::function<Labels(const R&)> labels = [](const R& r) {
-    return Labels{{"route", r.pattern.empty() ? kDefaultRouteLabel : std::string_view(r.pattern)},
-                  {"flow", r.flow}};
-  };
-  appendFieldFamilies<R, R, uint64_t>(
-      out, "counter",
-      {
-          {"cepbus_route_published_total", "Exchanges routed by the route.", &R::published},
-          {"cepbus_route_delivered_total", "Target deliveries finished before publish returned.",
-           &R::delivered},
-          {"cepbus_route_queued_total", "Target deliveries accepted by a queueing flow.",
-           &R::queued},
-          {"cepbus_route_rejected_total", "Target deliveries refused by admission.", &R::rejected},
-          {"cepbus_route_failed_total", "Target deliveries that failed.", &R::failed},
-          {"cepbus_route_unrouted_total", "Exchanges no subscriber wanted.", &R::unrouted},
-          {"cepbus_route_refused_paused_total",
-           "Exchanges refused (Unavailable) while the route was paused.", &R::refused_paused},
-      },
-      routes, labels, &itself<R>);
-  appendFamily<R, uint64_t>(out, "cepbus_route_paused", "gauge",
-                            "1 while the route is paused (refusing new exchanges).", routes, labels,
-                            [](const R& r) { return r.paused ? 1u : 0u; });
-}
-
-void appendStages(std::string& out, const std::vector<FlowStage>& stages) {
-  using S = FlowStage;
-  using M = stages::StageMetricsSnapshot;
-  const std::function<Labels(const S&)> labels = [](const S& s) {
-    return Labels{{"flow", s.flow}, {"stage", s.metrics.name}};
-  };
-  appendFieldFamilies<S, M, uint64_t>(
-      out, "counter",
-      {
-          {"cepbus_stage_offered_total", "Items offered to the stage.", &M::offered},
-          {"cepbus_stage_ran_inline_total", "Items the idle stage handled on the offering thread.",
-           &M::ran_inline},
-          {"cepbus_stage_processed_total", "Items the stage's handler completed.", &M::processed},
-          {"cepbus_stage_failed_total", "Items the handler failed or threw on.", &M::failed},
-          {"cepbus_stage_rejected_total", "Items refused by admission control.", &M::rejected},
-          {"cepbus_stage_degraded_total", "Items admitted while degraded.", &M::degraded},
-      },
-      stages, labels, [](const S& s) -> const M& { return s.metrics; });
-  appendFieldFamilies<S, M, size_t>(
-      out, "gauge",
-      {
-          {"cepbus_stage_queue_length", "Items waiting in the stage's queue.", &M::queue_length},
-          {"cepbus_stage_capacity", "The stage queue's capacity.", &M::capacity},
-          {"cepbus_stage_threads", "Worker threads the stage runs now.", &M::threads},
-      },
-      stages, labels, [](const S& s) -> const M& { return s.metrics; });
-  constexpr std::string_view kLatency = "cepbus_stage_latency_seconds";
-  appendHeader(out, kLatency, "summary",
-               "Queueing plus service time of the items the stage handled.");
-  for (const S& s : stages) {
-    const stages::LatencySummary& l = s.metrics.latency;
-    for (const auto& [quantile, ns] : {std::pair<std::string_view, uint64_t>{"0.5", l.p50_ns},
-                                       {"0.9", l.p90_ns},
-                                       {"0.99", l.p99_ns}}) {
-      out += kLatency;
-      Labels with_quantile = labels(s);
-      with_quantile.emplace_back("quantile", quantile);
-      appendLabels(out, with_quantile);
-      out += ' ';
-      appendNumber(out, static_cast<double>(ns) / 1e9);
-      out += '\n';
-    }
-    out += kLatency;
-    out += "_sum";
-    appendLabels(out, labels(s));
-    out += ' ';
-    appendNumber(out, l.mean_ns * static_cast<double>(l.count) / 1e9);
-    out += '\n';
-    out += kLatency;
-    out += "_count";
-    appendLabels(out, labels(s));
-    out += ' ';
-    appendNumber(out, l.count);
-    out += '\n';
-  }
-}
-
-void appendFlows(std::string& out, const std::vector<flows::FlowMetricsSnapshot>& flow_metrics) {
-  using F = flows::FlowMetricsSnapshot;
-  const std::function<Labels(const F&)> labels = [](const F& f) {
-    return Labels{{"flow", f.name}};
-  };
-  appendFieldFamilies<F, F, uint64_t>(
-      out, "counter",
-      {
-          {"cepbus_flow_sent_total", "Exchanges handed to the flow.", &F::sent},
-          {"cepbus_flow_delivered_total", "Target deliveries that succeeded.", &F::delivered},
-          {"cepbus_flow_failed_total", "Target deliveries that failed.", &F::failed},
-          {"cepbus_flow_rejected_total", "Target admissions refused.", &F::rejected},
-          {"cepbus_flow_degraded_total", "Reliable deliveries degraded to best effort.",
-           &F::degraded},
-          {"cepbus_flow_invalid_total", "Exchanges refused by validation.", &F::invalid},
-          {"cepbus_flow_duplicates_total", "Deliveries suppressed as duplicates.", &F::duplicates},
-          {"cepbus_flow_listener_errors_total", "Outcomes the sender's listener threw on.",
-           &F::listener_errors},
-      },
-      flow_metrics, labels, &itself<F>);
-}
-
-// A reliable flow's journal numbers and the flow's name.
-struct FlowJournal {
-  std::string flow;
-  flows::ReliableMetricsSnapshot metrics;
-};
-
-void appendJournals(std::string& out, const std::vector<FlowJournal>& journals) {
-  using J = FlowJournal;
-  using M = flows::ReliableMetricsSnapshot;
-  const std::function<Labels(const J&)> labels = [](const J& j) {
-    return Labels{{"flow", j.flow}};
-  };
-  appendFieldFamilies<J, M, uint64_t>(
-      out, "counter",
-      {
-          {"cepbus_journal_journaled_total", "Records the journal committed.", &M::journaled},
-          {"cepbus_journal_commits_total", "Journal transactions written.", &M::commits},
-          {"cepbus_journal_acknowledged_total",
-           "Acknowledgements committed (row removed, or only the id kept if cancelled).",
-           &M::acknowledged},
-          {"cepbus_journal_cancelled_total",
-           "Records acknowledged by their target before the journal wrote them.", &M::cancelled},
-          {"cepbus_journal_redelivered_total", "Records found in the journal and dispatched again.",
-           &M::redelivered},
-          {"cepbus_journal_retries_total", "Deliveries tried again after a fault or a full stage.",
-           &M::retries},
-          {"cepbus_journal_abandoned_total",
-           "Records that used up their attempts (journaled until the next start).", &M::abandoned},
-          {"cepbus_journal_corrupt_total",
-           "Journal records (removed) or delivered-id batches (skipped) that did not decode.",
-           &M::corrupt},
-          {"cepbus_journal_errors_total", "Journal transactions that failed.", &M::journal_errors},
-      },
-      journals, labels, [](const J& j) -> const M& { return j.metrics; });
-  appendFieldFamilies<J, M, size_t>(
-      out, "gauge",
-      {
-          {"cepbus_journal_in_flight", "Journaled deliveries not acknowledged yet in this run.",
-           &M::in_flight},
-          {"cepbus_journal_backlog", "Records waiting for a journal commit.", &M::backlog},
-          {"cepbus_journal_held_back", "Deliveries waiting for their target's next retry.",
-           &M::held_back},
-      },
-      journals, labels, [](const J& j) -> const M& { return j.metrics; });
-}
-
-// The process-wide budget of names clients may create (bus/core/wire_names.h):
-// a rising refused count means a client sends ever new types or attribute names.
-void appendWireNames(std::string& out) {
-  const WireNameStats stats = wireNameStats();
-  const std::pair<std::string_view, std::pair<std::string_view, uint64_t>> families[] = {
-      {"cepbus_wire_names_refused_total",
-       {"Event types and attribute names from clients refused: the budget of new names was "
-        "spent",
-        stats.refused}},
-      {"cepbus_wire_names_created", {"Names clients created in the symbol table", stats.created}},
-      {"cepbus_wire_names_budget", {"How many names clients may create", stats.budget}},
-  };
-  for (const auto& [name, family] : families) {
-    appendHeader(out, name, name.ends_with("_total") ? "counter" : "gauge", family.first);
-    out += name;
-    out += ' ';
-    appendNumber(out, family.second);
-    out += '\n';
-  }
-}
-
-// The HTTP listeners' counters, read from the metadata of their registry
-// entries (services/http/http_listener.h, statsFields), label {name}.
-void appendHttpListeners(std::string& out,
-                         const std::vector<router::ComponentSnapshot>& components) {
-  using C = router::ComponentSnapshot;
-  const auto metadata = [](const C& c, std::string_view key) -> std::string_view {
-    for (const auto& [k, value] : c.metadata) {
-      if (k == key) return value;
-    }
-    return {};
-  };
-  std::vector<C> listeners;
-  for (const C& c : components) {
-    if (metadata(c, "type") == kHttpListenerType) listeners.push_back(c);
-  }
-  const std::function<Labels(const C&)> labels = [](const C& c) {
-    return Labels{{"name", c.name}};
-  };
-  struct Family {
-    std::string_view field;  // the metadata key
-    std::string_view type;
-    std::string_view help;
-  };
-  constexpr Family kFamilies[] = {
-      {"connections", "counter", "HTTP connections accepted, refused ones included."},
-      {"connections_refused", "counter", "HTTP connections answered 503 beyond max-connections."},
-      {"ws_refused", "counter", "WebSocket upgrades answered 503 beyond max-ws-clients."},
-      {"request_timeouts", "counter", "HTTP requests not read within request-timeout (408)."},
-      {"open_connections", "gauge", "HTTP connections open now, WebSocket feeds included."},
-      {"ws_clients", "gauge", "WebSocket feeds open now."},
-  };
-  for (const Family& family : kFamilies) {
-    const std::string name =
-        "cepbus_http_" + std::string(family.field) + (family.type == "counter" ? "_total" : "");
-    appendFamily<C, uint64_t>(
-        out, name, family.type, family.help, listeners, labels, [&](const C& c) {
-          const std::string_view text = metadata(c, family.field);
-          uint64_t value = 0;  // stays 0 when absent
-          (void)std::from_chars(text.data(), text.data() + text.size(), value);
-          return value;
-        });
-  }
-}
-
-// What each CEP query's detector holds, read from the metadata of its
-// registry entry (services/cep/cep_service.h), label {name}. A query whose
-// engine does not count has no sample.
-void appendQueryPartials(std::string& out,
-                         const std::vector<router::ComponentSnapshot>& components) {
-  using C = router::ComponentSnapshot;
-  struct Sample {
-    const C* query;
-    uint64_t kept = 0;
-    uint64_t peak = 0;
-  };
-  std::vector<Sample> samples;
-  for (const C& c : components) {
-    Sample s{&c};
+// Each CEP query's matches and what its detector holds, from the metadata
+// of its registry entry (services/cep/cep_service.h), label {name}. A query
+// whose engine does not count what it holds has no partial-matches sample.
+void appendQueries(std::string& out, const std::vector<router::ComponentSnapshot>& components) {
+  std::vector<Sample> matches;
+  std::vector<Sample> kept;
+  std::vector<Sample> peak;
+  for (const router::ComponentSnapshot& c : components) {
     bool is_query = false;
-    bool counted = false;
+    std::optional<uint64_t> matched;
+    std::optional<uint64_t> held;
+    uint64_t most = 0;
     for (const auto& [key, value] : c.metadata) {
       const char* end = value.data() + value.size();
+      uint64_t number = 0;
+      const bool parsed = std::from_chars(value.data(), end, number).ec == std::errc();
       if (key == "type") {
         is_query = value == "cep-query";
-      } else if (key == "partial_matches") {
-        counted = std::from_chars(value.data(), end, s.kept).ec == std::errc();
-      } else if (key == "partial_matches_peak") {
-        (void)std::from_chars(value.data(), end, s.peak);
+      } else if (key == "matches" && parsed) {
+        matched = number;
+      } else if (key == "partial_matches" && parsed) {
+        held = number;
+      } else if (key == "partial_matches_peak" && parsed) {
+        most = number;
       }
     }
-    if (is_query && counted) samples.push_back(s);
+    if (!is_query) continue;
+    const Labels labels{{"name", c.name}};
+    if (matched) matches.push_back({labels, static_cast<double>(*matched)});
+    if (!held) continue;
+    kept.push_back({labels, static_cast<double>(*held)});
+    peak.push_back({labels, static_cast<double>(most)});
   }
-  const std::function<Labels(const Sample&)> labels = [](const Sample& s) {
-    return Labels{{"name", s.query->name}};
-  };
-  appendFamily<Sample, uint64_t>(
-      out, "cepbus_query_partial_matches", "gauge",
-      "Partial matches the query's detector holds, in its engine's unit.", samples, labels,
-      [](const Sample& s) { return s.kept; });
-  appendFamily<Sample, uint64_t>(out, "cepbus_query_partial_matches_peak", "gauge",
-                                 "The most partial matches the query's detector held at once.",
-                                 samples, labels, [](const Sample& s) { return s.peak; });
+  appendFamily(out, "cepbus_query_matches_total", "counter",
+               "Composite events the query reported (its own, also when it shares a detector).",
+               matches);
+  appendFamily(out, "cepbus_query_partial_matches", "gauge",
+               "Partial matches the query's detector holds, in its engine's unit.", kept);
+  appendFamily(out, "cepbus_query_partial_matches_peak", "gauge",
+               "The most partial matches the query's detector held at once.", peak);
 }
 
-}  // namespace
-
-std::string escapeLabelValue(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::vector<FlowStage> flowStages(const router::Broker& broker) {
-  std::vector<FlowStage> out;
-  for (const auto& flow : broker.policy().flows()) {
-    std::vector<stages::StageMetricsSnapshot> metrics;
-    if (const auto* seda = dynamic_cast<const flows::SedaFlow*>(flow.get())) {
-      metrics = seda->stageMetrics();
-    } else if (const auto* reliable = dynamic_cast<const flows::ReliableFlow*>(flow.get())) {
-      metrics = reliable->stageMetrics();
-    }
-    for (auto& m : metrics) out.push_back(FlowStage{flow->name(), std::move(m)});
-  }
-  return out;
-}
-
-std::optional<flows::ReliableMetricsSnapshot> journalMetrics(const flows::AbstractFlow& flow) {
-  if (const auto* reliable = dynamic_cast<const flows::ReliableFlow*>(&flow)) {
-    return reliable->reliableMetrics();
-  }
-  return std::nullopt;
-}
-
-// A cluster node's numbers, read from the JSON status its registry entry
-// carries (services/cluster/cluster_node.h, clusterStatsJson).
-struct ClusterNodeNumbers {
-  std::string cluster;
-  std::string node;
-  nlohmann::json status;
-};
-
+// A cluster node's numbers, from the JSON status its registry entry carries
+// (services/cluster/cluster_node.h, clusterStatsJson), labels {cluster, node}.
 void appendClusterNodes(std::string& out,
                         const std::vector<router::ComponentSnapshot>& components) {
-  std::vector<ClusterNodeNumbers> nodes;
+  struct Node {
+    Labels labels;
+    nlohmann::json status;
+  };
+  std::vector<Node> nodes;
   for (const router::ComponentSnapshot& c : components) {
     if (!c.name.starts_with("cluster:")) continue;
-    ClusterNodeNumbers n;
+    std::string cluster;
+    nlohmann::json status;
     for (const auto& [key, value] : c.metadata) {
-      if (key == "status") n.status = nlohmann::json::parse(value, nullptr, false);
-      if (key == "cluster") n.cluster = value;
+      if (key == "status") status = nlohmann::json::parse(value, nullptr, false);
+      if (key == "cluster") cluster = value;
     }
-    if (!n.status.is_object()) continue;
-    n.node = n.status.value("node", "");
-    nodes.push_back(std::move(n));
+    if (!status.is_object()) continue;
+    nodes.push_back({{{"cluster", cluster}, {"node", status.value("node", "")}}, status});
   }
-  // Labels view their strings, which stay in `nodes` (and `partitions`) meanwhile.
-  const std::function<Labels(const ClusterNodeNumbers&)> node_labels =
-      [](const ClusterNodeNumbers& n) {
-        return Labels{{"cluster", n.cluster}, {"node", n.node}};
-      };
   constexpr std::pair<std::string_view, std::string_view> kCounters[] = {
       {"received", "Input messages the node received from its partitions."},
       {"settled", "Input events the node let go (a message is accepted with its last)."},
@@ -489,62 +215,95 @@ void appendClusterNodes(std::string& out,
        "Broker connections given up because the node's own heartbeats stopped coming back."},
   };
   for (const auto& [field, help] : kCounters) {
-    const std::string name = "cepbus_cluster_" + std::string(field) + "_total";
+    std::vector<Sample> samples;
+    samples.reserve(nodes.size());
     const std::string key(field);
-    appendFamily<ClusterNodeNumbers, uint64_t>(
-        out, name, "counter", help, nodes, node_labels,
-        [&key](const ClusterNodeNumbers& n) { return n.status.value(key, uint64_t{0}); });
+    for (const Node& n : nodes) {
+      samples.push_back({n.labels, static_cast<double>(n.status.value(key, uint64_t{0}))});
+    }
+    appendFamily(out, "cepbus_cluster_" + key + "_total", "counter", help, samples);
   }
-  struct PartitionSample {
-    const ClusterNodeNumbers* node;
-    std::string partition;
-    std::string role;
-    uint64_t held;
-  };
-  std::vector<PartitionSample> partitions;
-  for (const ClusterNodeNumbers& n : nodes) {
+  std::vector<Sample> active;
+  std::vector<Sample> held;
+  for (const Node& n : nodes) {
     for (const nlohmann::json& p : n.status.value("partitions", nlohmann::json::array())) {
-      partitions.push_back({&n, std::to_string(p.value("partition", 0)), p.value("role", "none"),
-                            p.value("held", uint64_t{0})});
+      Labels labels = n.labels;
+      labels.emplace_back("partition", std::to_string(p.value("partition", 0)));
+      const std::string role = p.value("role", "none");
+      labels.emplace_back("role", role);
+      active.push_back({labels, role == "active" ? 1.0 : 0.0});
+      held.push_back({std::move(labels), static_cast<double>(p.value("held", uint64_t{0}))});
     }
   }
-  const std::function<Labels(const PartitionSample&)> partition_labels =
-      [](const PartitionSample& p) {
-        return Labels{{"cluster", p.node->cluster},
-                      {"node", p.node->node},
-                      {"partition", p.partition},
-                      {"role", p.role}};
-      };
-  appendFamily<PartitionSample, uint64_t>(
-      out, "cepbus_cluster_partition_active", "gauge",
-      "1 while the node is the partition's active consumer.", partitions, partition_labels,
-      [](const PartitionSample& p) { return p.role == "active" ? uint64_t{1} : uint64_t{0}; });
-  appendFamily<PartitionSample, uint64_t>(
-      out, "cepbus_cluster_partition_held", "gauge",
-      "Input messages the node holds unsettled for the partition (the replay log).", partitions,
-      partition_labels, [](const PartitionSample& p) { return p.held; });
+  appendFamily(out, "cepbus_cluster_partition_active", "gauge",
+               "1 while the node is the partition's active consumer.", active);
+  appendFamily(out, "cepbus_cluster_partition_held", "gauge",
+               "Input messages the node holds unsettled for the partition (the replay log).", held);
 }
 
-std::string renderMetrics(const router::Broker& broker, const router::Registry& registry) {
-  std::vector<flows::FlowMetricsSnapshot> flow_metrics;
-  std::vector<FlowJournal> journals;
-  for (const auto& flow : broker.policy().flows()) {
-    flow_metrics.push_back(flow->metrics());
-    if (auto journal = journalMetrics(*flow)) {
-      journals.push_back(FlowJournal{flow->name(), *journal});
+}  // namespace
+
+std::string escapeLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
     }
   }
+  return out;
+}
+
+std::string renderPrometheus(const stats::Store& store) {
+  const std::vector<stats::ScopeSnapshot> scopes = store.scopes();
+  // Each family's samples, sorted by labels; of two scopes with the same
+  // labels only the older one, which the store gives first.
+  using Sample = std::pair<const Labels*, const stats::MetricValue*>;
+  std::map<std::pair<std::string_view, std::string_view>, std::vector<Sample>> samples;
+  for (const stats::ScopeSnapshot& scope : scopes) {
+    for (const stats::MetricValue& metric : scope.metrics) {
+      samples[{scope.component, metric.name}].emplace_back(&scope.labels, &metric);
+    }
+  }
+  for (auto& [family, list] : samples) {
+    std::stable_sort(list.begin(), list.end(),
+                     [](const Sample& a, const Sample& b) { return *a.first < *b.first; });
+    list.erase(std::unique(list.begin(), list.end(),
+                           [](const Sample& a, const Sample& b) { return *a.first == *b.first; }),
+               list.end());
+  }
   std::string out;
+  for (const stats::Family& family : store.families()) {
+    const std::string name = familyName(family);
+    appendHeader(out, name, typeName(family.kind), family.help);
+    const auto found = samples.find({family.component, family.name});
+    if (found == samples.end()) continue;
+    for (const auto& [labels, metric] : found->second) {
+      if (family.kind == MetricKind::kHistogram) {
+        appendSummary(out, name, *labels, metric->summary);
+      } else {
+        appendSample(out, name, *labels, metric->value);
+      }
+    }
+  }
+  return out;
+}
+
+std::string renderMetrics(const router::Registry& registry) {
+  std::string out = renderPrometheus(registry.stats());
   const std::vector<router::ComponentSnapshot> components = registry.snapshot();
-  appendComponents(out, components);
   appendClusterNodes(out, components);
-  appendHttpListeners(out, components);
-  appendQueryPartials(out, components);
-  appendRoutes(out, broker.routeStats());
-  appendFlows(out, flow_metrics);
-  appendJournals(out, journals);
-  appendStages(out, flowStages(broker));
-  appendWireNames(out);
+  appendQueries(out, components);
   return out;
 }
 

@@ -15,7 +15,7 @@ ReplaySink::~ReplaySink() { stop(); }
 
 Status ReplaySink::start() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (config_.file == "-") {
       out_ = &std::cout;
     } else {
@@ -49,21 +49,21 @@ void ReplaySink::stop() {
   // Stopping: NotFound (nothing registered) is no error here.
   (void)context_.broker.removeEndpoint(endpointName());
   subscriptions_.clear();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (out_ != nullptr) out_->flush();
   if (file_.is_open()) file_.close();
   out_ = nullptr;
 }
 
 uint64_t ReplaySink::received() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return received_;
 }
 
 Status ReplaySink::write(const flows::Exchange& exchange) {
   std::string line = encodeEvent(*exchange.event, config_.format);
   line.push_back('\n');
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (out_ == nullptr) return Status::unavailable(config_.name + ": stopped");
   out_->write(line.data(), static_cast<std::streamsize>(line.size()));
   out_->flush();

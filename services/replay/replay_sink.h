@@ -15,11 +15,11 @@
 
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/core/event_filter.h"
 #include "bus/core/event_json.h"
 #include "router/component_entry.h"
@@ -53,17 +53,17 @@ class ReplaySink final : public Service {
   uint64_t received() const;
 
  private:
-  Status write(const flows::Exchange& exchange);
+  Status write(const flows::Exchange& exchange) EXCLUDES(mu_);
 
   const ReplaySinkConfig config_;
   ServiceContext& context_;
   bool started_ = false;
   std::vector<router::SubscriptionId> subscriptions_;
 
-  mutable std::mutex mu_;
-  std::ofstream file_;           // guarded by mu_
-  std::ostream* out_ = nullptr;  // guarded by mu_; &file_ or &std::cout
-  uint64_t received_ = 0;        // guarded by mu_
+  mutable Mutex mu_;
+  std::ofstream file_ GUARDED_BY(mu_);
+  std::ostream* out_ GUARDED_BY(mu_) = nullptr;  // &file_ or &std::cout
+  uint64_t received_ GUARDED_BY(mu_) = 0;
 };
 
 class ReplaySinkFactory final : public ServiceFactory {

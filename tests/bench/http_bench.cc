@@ -44,8 +44,7 @@ using Clock = std::chrono::steady_clock;
 struct Bus {
   Bus() {
     auto policy = std::make_unique<router::DeliveryPolicy>("st");
-    mustOk(policy->addFlow(std::make_unique<flows::StFlow>("st")));
-    registry = std::make_shared<router::Registry>();
+    mustOk(policy->addFlow(std::make_unique<flows::StFlow>("st", registry->stats())));
     broker = std::make_unique<router::Broker>(std::move(policy), registry);
     mustOk(broker->start());
   }
@@ -57,7 +56,7 @@ struct Bus {
     }
   }
   ~Bus() { broker->stop(); }
-  std::shared_ptr<router::Registry> registry;
+  std::shared_ptr<router::Registry> registry = std::make_shared<router::Registry>();
   std::unique_ptr<router::Broker> broker;
 };
 
@@ -88,7 +87,7 @@ int main(int argc, char** argv) {
     long scrapes = 0;
     auto start = Clock::now();
     while (seconds(Clock::now() - start) < run_s) {
-      bytes = services::http::renderMetrics(*bus.broker, *bus.registry).size();
+      bytes = services::http::renderMetrics(*bus.registry).size();
       ++scrapes;
     }
     report("metrics_render", components, scrapes / seconds(Clock::now() - start), bytes);

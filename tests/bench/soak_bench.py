@@ -439,7 +439,7 @@ class Bus:
         explain a loss or a slowdown."""
         flows = self.admin("/api/flows").get("flows", [])
         journal = next((f.get("journal") for f in flows if f.get("name") == "reliable"), None)
-        listener = self.admin("/api/components/amqp-listener").get("metadata", {})
+        listener = self.admin("/api/components/amqp-listener").get("stats", {})
         keep = ("released", "parked_overflow", "parked_subscriptions", "subscriber_stalls",
                 "awaiting_commit", "unsettled", "credit_pauses", "redelivered", "connections")
         return {"journal": journal, "listener": {k: int(listener[k]) for k in keep if k in listener}}

@@ -29,9 +29,9 @@
 #include <thread>
 #include <vector>
 
+#include "bus/base/stats/histogram.h"
 #include "bus/core/event.h"
 #include "stages/stage.h"
-#include "stages/stage_metrics.h"
 
 namespace {
 
@@ -45,7 +45,7 @@ struct Result {
   uint64_t handled = 0;
   uint64_t rejected = 0;
   double seconds = 0;
-  LatencySummary hop;
+  cepbus::stats::HistogramSummary hop;
 };
 
 // Two threads take turns incrementing one atomic: the time per turn is the
@@ -71,7 +71,7 @@ double cacheLineTransferNs() {
 }
 
 Result run(size_t batch, uint64_t events, double rate_per_s, const std::vector<EventPtr>& pool) {
-  LatencyHistogram hop;
+  cepbus::stats::Histogram hop;
   StageConfig config;
   config.name = "hop";
   config.capacity = 16384;

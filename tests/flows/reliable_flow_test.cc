@@ -139,8 +139,6 @@ TEST_P(ReliableFlowTest, JournalsBeforeAcceptingAndForgetsAfterDelivery) {
   // What it shows as any flow.
   const AbstractFlow& any = flow;
   EXPECT_TRUE(any.journals());
-  ASSERT_TRUE(any.journalMetrics());
-  EXPECT_EQ(any.journalMetrics()->journaled, 20u);
   ASSERT_EQ(any.stageMetrics().size(), 1u);
   EXPECT_EQ(any.stageMetrics()[0].name, "reliable/a");
 }

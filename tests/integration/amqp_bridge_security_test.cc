@@ -52,10 +52,10 @@ proton::message tick(const std::string& subject, int64_t ts) {
   return m;
 }
 
-// A metadata counter of a registry entry in the admin API's JSON; -1 if absent.
+// A counter of a component's "stats" in the admin API's JSON; -1 if absent.
 int64_t counter(const std::string& component, const std::string& key) {
   std::smatch m;
-  if (!std::regex_search(component, m, std::regex("\"" + key + "\"\\s*:\\s*\"([0-9]+)\""))) {
+  if (!std::regex_search(component, m, std::regex("\"" + key + "\"\\s*:\\s*([0-9]+)"))) {
     return -1;
   }
   return std::stoll(m[1].str());

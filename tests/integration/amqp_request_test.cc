@@ -168,10 +168,11 @@ TEST_F(AmqpRequestE2eTest, StatsShowInTheAdminApiAndMetrics) {
   const std::string component = httpGet(http_port_, "/api/components/amqp-listener");
   ASSERT_NE(component.find(" 200 "), std::string::npos) << component;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(component, m, std::regex("\"sent\"\\s*:\\s*\"([0-9]+)\"")))
+  // Its counters are numbers, not strings.
+  ASSERT_TRUE(std::regex_search(component, m, std::regex("\"sent\"\\s*:\\s*([0-9]+)")))
       << component;
   EXPECT_GE(std::stoull(m[1].str()), 2u);
-  ASSERT_TRUE(std::regex_search(component, m, std::regex("\"accepted\"\\s*:\\s*\"([0-9]+)\"")))
+  ASSERT_TRUE(std::regex_search(component, m, std::regex("\"accepted\"\\s*:\\s*([0-9]+)")))
       << component;
   EXPECT_GE(std::stoull(m[1].str()), 2u);
   EXPECT_NE(component.find("\"type\":\"amqp-listener\""), std::string::npos) << component;
@@ -182,6 +183,15 @@ TEST_F(AmqpRequestE2eTest, StatsShowInTheAdminApiAndMetrics) {
                                            "listener\",kind=\"service\"\\} ([0-9]+)")))
       << metrics;
   EXPECT_GE(std::stoull(m[1].str()), 2u);
+  // The listener's own counters are families of /metrics.
+  ASSERT_TRUE(std::regex_search(
+      metrics, m, std::regex("cepbus_amqp_accepted_total\\{name=\"amqp-listener\"\\} ([0-9]+)")))
+      << metrics;
+  EXPECT_GE(std::stoull(m[1].str()), 2u);
+  EXPECT_NE(metrics.find("# TYPE cepbus_amqp_subscriber_links gauge"), std::string::npos);
+  EXPECT_NE(metrics.find("cepbus_amqp_links_refused_total{name=\"amqp-listener\"} 0"),
+            std::string::npos)
+      << metrics;
 }
 
 }  // namespace

@@ -524,7 +524,7 @@ TEST(CrashRestartTest, AFullDiskRefusesWhatTheJournalCannotHoldAndRecovers) {
     EXPECT_NE(bus.err().find("disk/journal.db"), std::string::npos) << bus.err();
     EXPECT_NE(bus.err().find("full"), std::string::npos) << bus.err();
     std::cout << "disk full: released " << refused << "; the bus logged:\n" << bus.err();
-    EXPECT_EQ(testing::httpGet(admin, "/api/flows").find("\"journal_errors\":0"), std::string::npos)
+    EXPECT_EQ(testing::httpGet(admin, "/api/flows").find("\"errors\":0"), std::string::npos)
         << testing::httpGet(admin, "/api/flows");
     disk.release();
     const size_t before = publisher.read<size_t>([&] { return publisher.accepted; });

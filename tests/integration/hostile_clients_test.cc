@@ -113,7 +113,7 @@ TEST_F(HostileClientsTest, TwoThousandLinksOnOneAmqpConnectionAreRefusedPastMaxL
            e.description().find("max-links=100") != std::string::npos;
   }));
   const std::string listener = httpGet(http_port_, "/api/components/amqp-listener");
-  EXPECT_NE(listener.find("\"links_refused\":\"1900\""), std::string::npos) << listener;
+  EXPECT_NE(listener.find("\"links_refused\":1900,"), std::string::npos) << listener;
   // Its admitted links still work, and another client is served.
   AmqpTestClient publisher(amqp_port_, "well-behaved");
   EXPECT_TRUE(publishProbe(publisher, "hoard.0"));
@@ -342,7 +342,7 @@ TEST(HostileHandshakesTest, ConnectionsThatDoNotAuthenticateAreClosedAtTheHandsh
 
   const std::string listener = httpGet(http_port, "/api/components/amqp-listener");
   EXPECT_NE(
-      listener.find("\"handshake_timeouts\":\"" + std::to_string(std::size(stalls) * kEach) + "\""),
+      listener.find("\"handshake_timeouts\":" + std::to_string(std::size(stalls) * kEach) + ","),
       std::string::npos)
       << listener;
   EXPECT_NE(bus.err().find("not authenticated within handshake-timeout=1000 ms"),
@@ -443,7 +443,7 @@ TEST(HostileHandshakesTest, StalledHandshakesThatExhaustDescriptorsAreEndedByThe
   EXPECT_TRUE(testing::waitUntil(
       [&] { return httpGet(http_port, "/metrics").starts_with("HTTP/1.1 200"); }));
   const std::string listener = httpGet(http_port, "/api/components/amqp-listener");
-  EXPECT_NE(listener.find("\"handshake_timeouts\":\"" + std::to_string(stalled.size()) + "\""),
+  EXPECT_NE(listener.find("\"handshake_timeouts\":" + std::to_string(stalled.size()) + ","),
             std::string::npos)
       << listener;
   for (const int fd : stalled) ::close(fd);

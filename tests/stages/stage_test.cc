@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <span>
@@ -116,6 +117,42 @@ TEST(StageTest, CountsProcessedFailedAndThrownExactly) {
   EXPECT_EQ(m.latency.count, 1000u);
   EXPECT_GE(m.latency.max_ns, m.latency.p50_ns);
   EXPECT_EQ(seen.tokens().size(), 1000u);
+}
+
+// What metrics() copies is what the stage reports into its scope, under the
+// names of kStageSchema, with the stage's labels.
+TEST(StageTest, ReportsIntoTheScopeItIsGiven) {
+  stats::Store store;
+  StageConfig c = smallConfig("scoped", 100);
+  c.max_threads = 3;
+  Stage stage(
+      c, [](StageItem& item) { return item.token == 2 ? Status::internal("no") : Status::ok(); },
+      store.scope(kStageSchema, {{"flow", "f"}, {"stage", "scoped"}}));
+  stage.start();
+  for (uint64_t t = 0; t < 5; ++t) ASSERT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
+  stage.stop();
+  ASSERT_EQ(stage.offer(makeItem(9)), Admission::kRejected);  // stopped
+
+  const std::vector<stats::ScopeSnapshot> scopes = store.scopes("stage");
+  ASSERT_EQ(scopes.size(), 1u);
+  EXPECT_EQ(scopes[0].labels, (stats::Labels{{"flow", "f"}, {"stage", "scoped"}}));
+  std::map<std::string, double> values;
+  for (const stats::MetricValue& m : scopes[0].metrics) values[m.name] = m.value;
+  EXPECT_EQ(values.size(), std::size(stage_stats::kAll));
+  EXPECT_EQ(values["offered"], 6);
+  EXPECT_EQ(values["processed"], 4);
+  EXPECT_EQ(values["failed"], 1);
+  EXPECT_EQ(values["rejected"], 1);
+  EXPECT_EQ(values["ran_inline"], 0);
+  EXPECT_EQ(values["queue_length"], 0);
+  EXPECT_EQ(values["capacity"], 100);
+  EXPECT_EQ(values["min_threads"], 1);
+  EXPECT_EQ(values["max_threads"], 3);
+  EXPECT_EQ(values["pressure"], static_cast<double>(Pressure::kNormal));
+  EXPECT_EQ(scopes[0].find("latency")->summary.count, 5u);
+  const StageMetricsSnapshot m = stage.metrics();
+  EXPECT_EQ(m.offered, 6u);
+  EXPECT_EQ(m.processed, 4u);
 }
 
 TEST(StageTest, HandlerSeesAdmissionTimestamp) {

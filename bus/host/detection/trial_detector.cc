@@ -6,9 +6,6 @@
 #include <cstdio>
 #include <numeric>
 
-#include "bus/host/detection/engine_choice.h"
-#include "bus/host/loader/plugin_loader.h"
-
 namespace cepbus::plugin {
 
 double threadCpuSeconds() {
@@ -87,7 +84,7 @@ Status TrialDetector::addCandidate(std::string engine, const Maker& make) {
   c.detector = std::move(made).value();
   candidates_.push_back(std::move(c));
   if (candidates_.size() == 1) {
-    std::lock_guard lock(outcome_mu_);
+    MutexLock lock(outcome_mu_);
     running_ = candidates_.front().engine;
   }
   return Status::ok();
@@ -233,12 +230,12 @@ Result<std::string> TrialDetector::exportModel(std::string_view format) const {
 std::optional<DetectorState> TrialDetector::state() const { return runningDetector().state(); }
 
 std::optional<TrialOutcome> TrialDetector::outcome() const {
-  std::lock_guard lock(outcome_mu_);
+  MutexLock lock(outcome_mu_);
   return outcome_;
 }
 
 std::string TrialDetector::running() const {
-  std::lock_guard lock(outcome_mu_);
+  MutexLock lock(outcome_mu_);
   return running_;
 }
 
@@ -381,7 +378,7 @@ void TrialDetector::keep(size_t c, std::string note, std::vector<TrialOutcome::M
   candidates_.clear();
   candidates_.push_back(std::move(kept));
   {
-    std::lock_guard lock(outcome_mu_);
+    MutexLock lock(outcome_mu_);
     running_ = outcome.kept;
     outcome_ = outcome;
   }
@@ -420,65 +417,6 @@ void TrialDetector::maybeDecide() {
                 std::move(figures), std::move(ended_early));
   }
   keep(best, "", std::move(figures), std::move(ended_early));
-}
-
-Result<AutoTrial> makeAutoTrial(std::string_view prior, const DetectorOptions& options,
-                                MatchSink* out, MultiMatchSink* out_many, const EngineMaker& make,
-                                TrialLimits limits) {
-  AutoTrial made;
-  const std::vector<std::string_view> challengers = trialChallengers(prior);
-  if (challengers.empty()) return made;
-  auto slack = slackOption(options);
-  if (!slack) return slack.status();
-  const DetectorOptions engine_options = options.without("slack");
-  auto trial = out_many != nullptr ? std::make_unique<TrialDetector>(*out_many, limits)
-                                   : std::make_unique<TrialDetector>(*out, limits);
-  auto maker = [&](std::string_view engine) {
-    return [&, engine](MatchSink& one, MultiMatchSink& many) {
-      return make(engine, engine_options, one, many);
-    };
-  };
-  if (Status s = trial->addCandidate(std::string(prior), maker(prior)); !s) return s;
-  std::string against;
-  for (std::string_view engine : challengers) {
-    if (trial->addCandidate(std::string(engine), maker(engine))) {
-      against += (against.empty() ? "" : ", ") + std::string(engine);
-    }
-  }
-  if (against.empty()) return made;
-  char ms[32];
-  std::snprintf(ms, sizeof ms, "%g", limits.cpu_seconds * 1e3);
-  made.describe = "trial against " + against + " over " + std::to_string(limits.events) +
-                  " events after the first " + std::to_string(limits.warmup_events) + ", or " + ms +
-                  " ms of CPU";
-  made.trial = trial.get();
-  made.detector =
-      orderAndGuard("engine 'auto' detector (" + std::string(prior) + ", " + against + ")", nullptr,
-                    std::move(trial), *slack);
-  return made;
-}
-
-Result<AutoDetector> makeAutoDetector(const PatternSetShape& shape, const DetectorOptions& options,
-                                      MatchSink* out, MultiMatchSink* out_many,
-                                      const EngineProbe& alone, const EngineMaker& make,
-                                      TrialLimits limits) {
-  AutoTrial trial;
-  auto probe = [&](std::string_view engine) -> Status {
-    if (!trialChallengers(engine).empty()) {
-      auto made = makeAutoTrial(engine, options, out, out_many, make, limits);
-      if (!made) return made.status();  // the prior refuses (or a bad slack)
-      if (made->detector != nullptr) {
-        trial = std::move(made).value();
-        return Status::ok();
-      }
-      // No challenger runs the queries: the prior runs alone.
-    }
-    return alone(engine);
-  };
-  auto choice = chooseEngine(shape, probe);
-  if (!choice) return choice.status();
-  if (trial.detector != nullptr) choice->reason += "; " + trial.describe;
-  return AutoDetector{std::move(choice).value(), std::move(trial)};
 }
 
 }  // namespace cepbus::plugin

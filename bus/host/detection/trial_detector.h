@@ -48,7 +48,6 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -57,10 +56,9 @@
 #include <utility>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
-#include "bus/host/detection/engine_choice.h"
-#include "bus/host/loader/guarded_detector.h"
 
 namespace cepbus::plugin {
 
@@ -278,53 +276,9 @@ class TrialDetector final : public Detector {
   std::vector<double> sink_samples_;
   std::function<void(const TrialOutcome&)> on_decided_;
 
-  mutable std::mutex outcome_mu_;
-  std::optional<TrialOutcome> outcome_;  // GUARDED_BY(outcome_mu_)
-  std::string running_;                  // GUARDED_BY(outcome_mu_)
+  mutable Mutex outcome_mu_;
+  std::optional<TrialOutcome> outcome_ GUARDED_BY(outcome_mu_);
+  std::string running_ GUARDED_BY(outcome_mu_);
 };
-
-// engine="auto" decided by trial, once chooseEngine() has picked `prior`.
-struct AutoTrial {
-  // Null when no other engine takes part (trialChallengers() names none, or
-  // each refuses the queries): the caller's detector of the prior runs
-  // alone. Else a TrialDetector of the prior and the challengers that
-  // accept, behind the host's reordering (option slack) and guard.
-  std::unique_ptr<GuardedDetector> detector;
-  TrialDetector* trial = nullptr;  // inside `detector`
-  // For the reason auto gives: "trial against nfa over 4096 events after
-  // the first 256, or 10 ms of CPU".
-  std::string describe;
-};
-
-// Makes one engine's detector for the queries with `options` (slack taken
-// out: the trial's detector reorders once for all), reporting to `one` (a
-// single query) or `many` (several), as the caller makes them.
-using EngineMaker = std::function<Result<std::unique_ptr<Detector>>(
-    std::string_view engine, const DetectorOptions& options, MatchSink& one, MultiMatchSink& many)>;
-
-// The trial of `prior` against trialChallengers(prior), reporting to `out`
-// or `out_many` (whichever is not null). An error for a bad slack or when
-// the prior cannot be made again.
-Result<AutoTrial> makeAutoTrial(std::string_view prior, const DetectorOptions& options,
-                                MatchSink* out, MultiMatchSink* out_many, const EngineMaker& make,
-                                TrialLimits limits = {});
-
-// engine="auto" from the rule to a detector: chooseEngine() over `shape`,
-// where a candidate that may go on trial (trialChallengers() names another
-// engine) is probed by making the trial, so that the detectors built are the
-// trial's; any other by `alone`, which makes the caller's own detector of it
-// (and keeps it, as an EngineProbe may). Probing every candidate by `alone`
-// and then making the trial would build the prior twice: at 100 patterns as
-// much CPU as building the other engine. When no challenger runs the
-// queries, the trial is dropped and `alone` builds the prior again (its
-// second build, in that case only).
-struct AutoDetector {
-  EngineChoice choice;  // its reason ends with the trial's describe when there is one
-  AutoTrial trial;      // no detector when the choice runs alone, made by `alone`
-};
-Result<AutoDetector> makeAutoDetector(const PatternSetShape& shape, const DetectorOptions& options,
-                                      MatchSink* out, MultiMatchSink* out_many,
-                                      const EngineProbe& alone, const EngineMaker& make,
-                                      TrialLimits limits = {});
 
 }  // namespace cepbus::plugin

@@ -5,11 +5,8 @@
 namespace cepbus::plugin {
 
 GuardedDetector::GuardedDetector(std::string label, std::shared_ptr<const void> keep_alive,
-                                 std::unique_ptr<Detector> inner, ReorderingDetector* order)
-    : label_(std::move(label)),
-      keep_alive_(std::move(keep_alive)),
-      inner_(std::move(inner)),
-      order_(order) {}
+                                 std::unique_ptr<Detector> inner)
+    : label_(std::move(label)), keep_alive_(std::move(keep_alive)), inner_(std::move(inner)) {}
 
 Status GuardedDetector::caught(const char* call, const char* what) const noexcept {
   exceptions_.fetch_add(1, std::memory_order_relaxed);
@@ -60,16 +57,6 @@ Status GuardedDetector::onEvents(std::span<const EventPtr> events) noexcept {
 Status GuardedDetector::flush() noexcept {
   try {
     return inner_->flush();
-  } catch (const std::exception& e) {
-    return caught("flush", e.what());
-  } catch (...) {
-    return caught("flush", "unknown exception");
-  }
-}
-
-Status GuardedDetector::flushReleased() noexcept {
-  try {
-    return order_ != nullptr ? order_->flushReleased() : inner_->flush();
   } catch (const std::exception& e) {
     return caught("flush", e.what());
   } catch (...) {

@@ -17,7 +17,6 @@
 #include <string_view>
 
 #include "bus/core/plugin/detector.h"
-#include "bus/host/time/reorder.h"
 
 namespace cepbus::plugin {
 
@@ -28,10 +27,8 @@ class GuardedDetector final : public Detector {
   // `label` names the detector in error messages (e.g. "nfa detector");
   // `keep_alive` is held until the inner detector is destroyed (the plugin
   // library whose code the detector runs).
-  // `order`, when given, is the ReorderingDetector that `inner` is (or
-  // holds): what flushReleased() flushes.
   GuardedDetector(std::string label, std::shared_ptr<const void> keep_alive,
-                  std::unique_ptr<Detector> inner, ReorderingDetector* order = nullptr);
+                  std::unique_ptr<Detector> inner);
 
   Status onEvent(const EventPtr& event) noexcept override;
   // One guard for the whole batch. An exception ends the call: the Internal
@@ -41,10 +38,6 @@ class GuardedDetector final : public Detector {
   // offered). A caller that must know the failing event feeds one at a time.
   Status onEvents(std::span<const EventPtr> events) noexcept override;
   Status flush() noexcept override;
-  // The input paused: the engine reports what it holds for the events
-  // released so far, and the events the reorder slack holds back stay held
-  // (ReorderingDetector::flushReleased()); flush() without one.
-  Status flushReleased() noexcept;
   Result<std::string> exportModel(std::string_view format) const noexcept override;
   // The inner detector's; std::nullopt (and an exception counted) when it throws.
   std::optional<DetectorState> state() const noexcept override;
@@ -60,7 +53,6 @@ class GuardedDetector final : public Detector {
   const std::string label_;
   std::shared_ptr<const void> keep_alive_;  // declared before inner_: outlives it
   std::unique_ptr<Detector> inner_;
-  ReorderingDetector* const order_;  // in inner_, or null
   mutable std::atomic<uint64_t> exceptions_{0};
 };
 

@@ -10,7 +10,6 @@
 #include <system_error>
 
 #include "bus/core/plugin/plugin_abi.h"
-#include "bus/host/time/reorder.h"
 
 namespace cepbus::plugin {
 namespace fs = std::filesystem;
@@ -56,16 +55,6 @@ std::vector<std::string> Plugin::engines() const {
 
 namespace {
 
-Result<Timestamp> parseSlack(const std::string& text) {
-  try {
-    size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size() && v >= 0) return static_cast<Timestamp>(v);
-  } catch (const std::exception&) {
-  }
-  return Status::invalidArgument("option slack=" + text + ": expected a non-negative integer");
-}
-
 std::string joined(const std::vector<std::string>& items) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
@@ -78,36 +67,29 @@ Result<std::unique_ptr<GuardedDetector>> Plugin::createDetector(std::string_view
                                                                 const pattern::Query& query,
                                                                 const DetectorOptions& options,
                                                                 MatchSink& sink) const {
-  return createGuarded(engine, options,
-                       [&](const DetectorFactory& factory, const DetectorOptions& engine_options) {
-                         return factory.create(query, engine_options, sink);
-                       });
+  return createGuarded(
+      engine, [&](const DetectorFactory& factory) { return factory.create(query, options, sink); });
 }
 
 Result<std::unique_ptr<GuardedDetector>> Plugin::createManyDetectors(
     std::string_view engine, std::span<const NamedQuery> queries, const DetectorOptions& options,
     MultiMatchSink& sink) const {
-  return createGuarded(engine, options,
-                       [&](const DetectorFactory& factory, const DetectorOptions& engine_options) {
-                         return factory.createMany(queries, engine_options, sink);
-                       });
+  return createGuarded(engine, [&](const DetectorFactory& factory) {
+    return factory.createMany(queries, options, sink);
+  });
 }
 
 Result<std::unique_ptr<GuardedDetector>> Plugin::createGuarded(
-    std::string_view engine, const DetectorOptions& options,
-    const std::function<Result<std::unique_ptr<Detector>>(const DetectorFactory&,
-                                                          const DetectorOptions&)>& make) const {
+    std::string_view engine,
+    const std::function<Result<std::unique_ptr<Detector>>(const DetectorFactory&)>& make) const {
   auto it = factories_.find(engine);
   if (it == factories_.end()) {
     return Status::notFound("plugin '" + name_ + "' (" + path_ + ") has no engine '" +
                             std::string(engine) + "'; it provides: " + joined(engines()));
   }
-  auto slack = slackOption(options);
-  if (!slack) return slack.status();
-  const DetectorOptions engine_options = options.without("slack");
   std::unique_ptr<Detector> detector;
   try {
-    auto made = make(*it->second, engine_options);
+    auto made = make(*it->second);
     if (!made) return made.status();
     detector = std::move(made).value();
   } catch (const std::exception& e) {
@@ -117,23 +99,8 @@ Result<std::unique_ptr<GuardedDetector>> Plugin::createGuarded(
     return Status::internal("engine '" + std::string(engine) +
                             "' threw an unknown exception while creating a detector");
   }
-  return orderAndGuard("engine '" + std::string(engine) + "' detector", shared_from_this(),
-                       std::move(detector), *slack);
-}
-
-Result<Timestamp> slackOption(const DetectorOptions& options) {
-  const std::string* s = options.find("slack");
-  return s == nullptr ? Result<Timestamp>(Timestamp{0}) : parseSlack(*s);
-}
-
-std::unique_ptr<GuardedDetector> orderAndGuard(std::string label,
-                                               std::shared_ptr<const void> keep_alive,
-                                               std::unique_ptr<Detector> detector,
-                                               Timestamp slack) {
-  auto ordered = std::make_unique<ReorderingDetector>(std::move(detector), slack);
-  ReorderingDetector* order = ordered.get();
-  return std::make_unique<GuardedDetector>(std::move(label), std::move(keep_alive),
-                                           std::move(ordered), order);
+  return std::make_unique<GuardedDetector>("engine '" + std::string(engine) + "' detector",
+                                           shared_from_this(), std::move(detector));
 }
 
 PluginLoader::PluginLoader(std::vector<std::string> search_paths)
@@ -169,7 +136,7 @@ std::string PluginLoader::fileNameFor(std::string_view name) {
 
 Result<PluginPtr> PluginLoader::load(std::string_view name) {
   if (name.empty()) return Status::invalidArgument("empty plugin name");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = by_name_.find(name); it != by_name_.end()) return it->second;
 
   std::string path;

@@ -17,12 +17,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/core/pattern/ast.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
@@ -59,18 +59,18 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   std::vector<std::string> notices(std::string_view engine, const pattern::Query& query) const;
 
   // A detector of `engine` for `query`, reporting to `sink` (which must
-  // outlive it). The host consumes the option `slack=N` (N >= 0, default 0):
-  // events are fed in timestamp order, reordered within N time units, and
-  // later ones rejected (see reorder.h). Every other option goes to the
-  // engine. The detector is guarded against exceptions and keeps this plugin
-  // loaded.
+  // outlive it), behind the host's guard against exceptions (the guard
+  // keeps this plugin loaded). Every option goes to the engine as it is:
+  // the host's own, such as slack, are taken out before by the detection
+  // host (bus/host/detection/), the one place that makes detectors for the
+  // bus.
   Result<std::unique_ptr<GuardedDetector>> createDetector(std::string_view engine,
                                                           const pattern::Query& query,
                                                           const DetectorOptions& options,
                                                           MatchSink& sink) const;
   // A detector of `engine` running every query of `queries` at once (see
   // DetectorFactory::createMany), each match reported to `sink` with its
-  // query's index. Options, reordering and guarding as for createDetector().
+  // query's index. Options and guarding as for createDetector().
   Result<std::unique_ptr<GuardedDetector>> createManyDetectors(std::string_view engine,
                                                                std::span<const NamedQuery> queries,
                                                                const DetectorOptions& options,
@@ -81,9 +81,8 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   struct Library;  // hides Poco::SharedLibrary from plugin authors
   Plugin();
   Result<std::unique_ptr<GuardedDetector>> createGuarded(
-      std::string_view engine, const DetectorOptions& options,
-      const std::function<Result<std::unique_ptr<Detector>>(const DetectorFactory&,
-                                                            const DetectorOptions&)>& make) const;
+      std::string_view engine,
+      const std::function<Result<std::unique_ptr<Detector>>(const DetectorFactory&)>& make) const;
 
   std::string name_;
   std::string version_;
@@ -94,17 +93,6 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
 };
 
 using PluginPtr = std::shared_ptr<const Plugin>;
-
-// The option slack=N the host consumes (0 when unset); InvalidArgument for
-// anything but a non-negative integer.
-Result<Timestamp> slackOption(const DetectorOptions& options);
-
-// What the host puts around every detector it hands out: timestamp order
-// within `slack` (reorder.h) and the exception guard named `label`, holding
-// `keep_alive` (a plugin library) while the detector lives.
-std::unique_ptr<GuardedDetector> orderAndGuard(std::string label,
-                                               std::shared_ptr<const void> keep_alive,
-                                               std::unique_ptr<Detector> detector, Timestamp slack);
 
 // Thread-safe: load() may be called concurrently; a plugin is loaded once per
 // loader and later calls return the same Plugin.
@@ -125,18 +113,20 @@ class PluginLoader {
   // library at `name` itself when it contains a '/'. NotFound when no search
   // path has it; InvalidArgument for a library that is not a usable plugin;
   // AlreadyExists when it registers an engine another loaded plugin provides.
-  Result<PluginPtr> load(std::string_view name);
+  Result<PluginPtr> load(std::string_view name) EXCLUDES(mu_);
 
   const std::vector<std::string>& searchPaths() const { return search_paths_; }
 
  private:
-  Result<PluginPtr> loadPath(const std::string& name, const std::string& path);
+  // Called by load() with mu_ held: the engines of the plugins loaded
+  // before are checked against the new one's.
+  Result<PluginPtr> loadPath(const std::string& name, const std::string& path) REQUIRES(mu_);
 
   const std::vector<std::string> search_paths_;
-  std::mutex mu_;
-  std::map<std::string, PluginPtr, std::less<>> by_name_;    // guarded by mu_
-  std::map<std::string, PluginPtr, std::less<>> by_path_;    // guarded by mu_
-  std::map<std::string, PluginPtr, std::less<>> by_engine_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, PluginPtr, std::less<>> by_name_ GUARDED_BY(mu_);
+  std::map<std::string, PluginPtr, std::less<>> by_path_ GUARDED_BY(mu_);
+  std::map<std::string, PluginPtr, std::less<>> by_engine_ GUARDED_BY(mu_);
 };
 
 }  // namespace cepbus::plugin

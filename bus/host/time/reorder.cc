@@ -1,6 +1,7 @@
 #include "bus/host/time/reorder.h"
 
 #include <algorithm>
+#include <exception>
 #include <string>
 
 namespace cepbus::plugin {
@@ -16,11 +17,22 @@ struct Later {
 
 }  // namespace
 
+Result<Timestamp> parseSlack(std::string_view value) {
+  const std::string text(value);
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= 0) return static_cast<Timestamp>(v);
+  } catch (const std::exception&) {
+  }
+  return Status::invalidArgument("option slack=" + text + ": expected a non-negative integer");
+}
+
 ReorderBuffer::ReorderBuffer(Timestamp slack) : slack_(slack) {}
 
 Status ReorderBuffer::admit(const Event& event) {
   const Timestamp ts = event.ts();
-  if (newest_ != INT64_MIN && ts < newest_ - slack_) {
+  if (isLate(ts)) {
     return Status::invalidArgument(
         "out-of-order event: type " + std::string(event.type().name()) + " at ts " +
         std::to_string(ts) + " arrived after ts " + std::to_string(newest_) + ", " +
@@ -82,13 +94,13 @@ Status ReorderingDetector::onEvent(const EventPtr& event) {
   if (buffer_.slack() == 0) {
     // The common in-order case: check, then forward without touching the heap.
     Status s = buffer_.admit(*event);
-    return s ? inner_->onEvent(event) : s;
+    return s ? forward(event) : s;
   }
   Status s = buffer_.push(event);
   if (!s) return s;
   Status first = Status::ok();
   while (EventPtr ready = buffer_.popReady()) {
-    Status r = inner_->onEvent(ready);
+    Status r = forward(ready);
     if (!r && first) first = std::move(r);
   }
   return first;
@@ -103,7 +115,7 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
     // Runs of in-order events, each forwarded whole, between late ones.
     while (!events.empty()) {
       const size_t run = buffer_.admitInOrder(events);
-      if (run > 0) note(inner_->onEvents(events.first(run)));
+      if (run > 0) note(forward(events.first(run)));
       if (run == events.size()) break;
       note(buffer_.admit(*events[run]));  // late: the error names it
       events = events.subspan(run + 1);
@@ -120,7 +132,7 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
       std::vector<EventPtr>& v;
       ~Clear() { v.clear(); }
     } clear{ready_};
-    note(inner_->onEvents(ready_));
+    note(forward(ready_));
   }
   return first;
 }
@@ -128,12 +140,23 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
 Status ReorderingDetector::flush() {
   Status first = Status::ok();
   while (EventPtr e = buffer_.popAny()) {
-    Status r = inner_->onEvent(e);
+    Status r = forward(e);
     if (!r && first) first = std::move(r);
   }
   Status f = inner_->flush();
   if (!f && first) first = std::move(f);
   return first;
+}
+
+Status ReorderingDetector::forward(std::span<const EventPtr> events) {
+  // In order, so the last is the newest (equal timestamps keep arrival order).
+  released_ = events.back()->ts();
+  return inner_->onEvents(events);
+}
+
+Status ReorderingDetector::forward(const EventPtr& event) {
+  released_ = event->ts();
+  return inner_->onEvent(event);
 }
 
 }  // namespace cepbus::plugin

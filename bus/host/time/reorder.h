@@ -10,11 +10,16 @@
 // error naming both timestamps: its place in the order is already gone. With
 // slack 0 nothing is buffered and any event older than the newest one is
 // rejected.
+//
+// This is the detection host's time handling (bus/host/detection/detection.h
+// owns one per detector): the slack comes from the host option `slack=N`,
+// which every engine takes and none sees.
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "bus/core/event.h"
@@ -22,6 +27,14 @@
 #include "bus/core/status.h"
 
 namespace cepbus::plugin {
+
+// The host option that sets the slack, taken out of a query's options
+// before the engine sees them.
+inline constexpr std::string_view kSlackOption = "slack";
+
+// The value of option slack=`value`: a non-negative integer, else
+// InvalidArgument "option slack=VALUE: expected a non-negative integer".
+Result<Timestamp> parseSlack(std::string_view value);
 
 // Thread safety: none (one per detector). The heap's storage is reused, so
 // steady-state pushing allocates nothing.
@@ -32,6 +45,9 @@ class ReorderBuffer {
   // Accepts `event` into the buffer or rejects it (InvalidArgument) when it is
   // too late.
   Status push(EventPtr event);
+  // Whether an event at `ts` would be rejected now (push() and admit() say
+  // why): more than the slack behind the newest timestamp seen.
+  bool isLate(Timestamp ts) const { return newest_ != INT64_MIN && ts < newest_ - slack_; }
   // Only the lateness check of push(), recording `event` as seen: for slack 0,
   // where an accepted event can be released at once without buffering.
   Status admit(const Event& event);
@@ -85,6 +101,11 @@ class ReorderingDetector final : public Detector {
   // pause in the input, which is not the end of the stream (a later arrival
   // may still precede the held events; flush() would make it late).
   Status flushReleased() { return inner_->flush(); }
+  // Whether `event` would be rejected as late now, without offering it.
+  bool isLate(const Event& event) const { return buffer_.isLate(event.ts()); }
+  // The timestamp of the newest event handed to the inner detector
+  // (INT64_MIN before the first): every accepted event up to it has been.
+  Timestamp released() const { return released_; }
   Result<std::string> exportModel(std::string_view format) const override {
     return inner_->exportModel(format);
   }
@@ -92,9 +113,14 @@ class ReorderingDetector final : public Detector {
   std::optional<DetectorState> state() const override { return inner_->state(); }
 
  private:
+  // Hands `events` (in order) to the inner detector.
+  Status forward(std::span<const EventPtr> events);
+  Status forward(const EventPtr& event);
+
   std::unique_ptr<Detector> inner_;
   ReorderBuffer buffer_;
   std::vector<EventPtr> ready_;  // onEvents() with slack: reused, empty between calls
+  Timestamp released_ = INT64_MIN;
 };
 
 }  // namespace cepbus::plugin

@@ -47,25 +47,44 @@ struct OutEntry {
   uint32_t delivery_count = 0;
 };
 
-// Shared with the registry's probe, which may still run for a moment after
-// stop() removed the entry.
+// The bridge's numbers (scope "amqp_bridge" {name}); shared with the
+// registry's probe, which may still run for a moment after stop() removed
+// the entry.
 struct Counters {
-  std::atomic<uint64_t> connects{0}, errors{0}, waiting{0}, rejected{0}, dropped{0}, sent{0},
-      accepted{0}, resent{0}, received{0}, published{0}, refused{0};
+  explicit Counters(stats::ScopePtr bridge_scope)
+      : scope(std::move(bridge_scope)),
+        connects(scope->counter(amqp_bridge_stats::kConnects)),
+        errors(scope->counter(amqp_bridge_stats::kErrors)),
+        waiting(scope->gauge(amqp_bridge_stats::kWaiting)),
+        rejected(scope->counter(amqp_bridge_stats::kRejected)),
+        dropped(scope->counter(amqp_bridge_stats::kDropped)),
+        sent(scope->counter(amqp_bridge_stats::kSent)),
+        accepted(scope->counter(amqp_bridge_stats::kAccepted)),
+        resent(scope->counter(amqp_bridge_stats::kResent)),
+        received(scope->counter(amqp_bridge_stats::kReceived)),
+        published(scope->counter(amqp_bridge_stats::kPublished)),
+        refused(scope->counter(amqp_bridge_stats::kRefused)) {}
 
   AmqpBridgeStats stats() const {
-    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    return AmqpBridgeStats{get(connects), get(errors),    get(waiting),  get(rejected),
-                           get(dropped),  get(sent),      get(accepted), get(resent),
-                           get(received), get(published), get(refused)};
+    return AmqpBridgeStats{
+        connects.value(),  errors.value(),  static_cast<uint64_t>(waiting.value()),
+        rejected.value(),  dropped.value(), sent.value(),
+        accepted.value(),  resent.value(),  received.value(),
+        published.value(), refused.value()};
   }
-  std::vector<std::pair<std::string, uint64_t>> fields() const {
-    const AmqpBridgeStats s = stats();
-    return {{"connects", s.connects},   {"errors", s.errors},   {"waiting", s.waiting},
-            {"rejected", s.rejected},   {"dropped", s.dropped}, {"sent", s.sent},
-            {"accepted", s.accepted},   {"resent", s.resent},   {"received", s.received},
-            {"published", s.published}, {"refused", s.refused}};
-  }
+
+  const stats::ScopePtr scope;
+  stats::Counter& connects;
+  stats::Counter& errors;
+  stats::Gauge& waiting;
+  stats::Counter& rejected;
+  stats::Counter& dropped;
+  stats::Counter& sent;
+  stats::Counter& accepted;
+  stats::Counter& resent;
+  stats::Counter& received;
+  stats::Counter& published;
+  stats::Counter& refused;
 };
 
 std::string describe(const proton::error_condition& e) {
@@ -84,11 +103,11 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
   Status offer(const EventPtr& event, flows::DeliveryContext& context) {
     std::lock_guard lock(mu);
     if (closed) return Status::unavailable(config.name + ": bridge stopped");
-    if (counters->waiting.load(std::memory_order_relaxed) >= config.buffer) {
+    if (counters->waiting.value() >= static_cast<int64_t>(config.buffer)) {
       return Status::rejected(config.name + ": " + std::to_string(config.buffer) +
                               " events already wait for the peer " + config.url);
     }
-    counters->waiting.fetch_add(1, std::memory_order_relaxed);
+    counters->waiting.inc();
     OutEntry entry{event, context.deferAcknowledgement(), 0};
     entry.delivery_count = entry.ack.previousDeliveries();
     pending.push_back(std::move(entry));
@@ -119,7 +138,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
 
   void on_connection_open(proton::connection& c) override {
     connection = c;
-    counters->connects.fetch_add(1, std::memory_order_relaxed);
+    counters->connects.inc();
     if (config.outgoing) {
       sender = c.open_sender(config.remote_address);
       std::lock_guard lock(mu);
@@ -175,10 +194,10 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
       if (entry.delivery_count > 0) {
         m.delivery_count(entry.delivery_count);
         m.first_acquirer(false);
-        counters->resent.fetch_add(1, std::memory_order_relaxed);
+        counters->resent.inc();
       }
       unsettled.emplace(sender.send(m), std::move(entry));
-      counters->sent.fetch_add(1, std::memory_order_relaxed);
+      counters->sent.inc();
     }
   }
 
@@ -193,15 +212,15 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
   void on_tracker_accept(proton::tracker& t) override {
     OutEntry entry;
     if (!take(t, entry)) return;
-    counters->waiting.fetch_sub(1, std::memory_order_relaxed);
-    counters->accepted.fetch_add(1, std::memory_order_relaxed);
+    counters->waiting.dec();
+    counters->accepted.inc();
     if (entry.ack) entry.ack(Status::ok());
   }
   void on_tracker_reject(proton::tracker& t) override {
     OutEntry entry;
     if (!take(t, entry)) return;
-    counters->waiting.fetch_sub(1, std::memory_order_relaxed);
-    counters->rejected.fetch_add(1, std::memory_order_relaxed);
+    counters->waiting.dec();
+    counters->rejected.inc();
     warnOnce("the peer rejected an event of type " + std::string(entry.event->type().name()) +
              ": " + describe(remoteCondition(t)));
     if (entry.ack) entry.ack(Status::ok());
@@ -222,10 +241,10 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
   }
 
   void on_message(proton::delivery& d, proton::message& m) override {
-    counters->received.fetch_add(1, std::memory_order_relaxed);
+    counters->received.inc();
     MappedEvent mapped = eventFromMessage(m);
     if (!mapped.event) {
-      counters->refused.fetch_add(1, std::memory_order_relaxed);
+      counters->refused.inc();
       d.reject();
       return;
     }
@@ -235,10 +254,10 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
     exchange.qos = flows::Qos::kReliable;
     flows::SendOutcome out = context.broker.publish(exchange);
     if (out.rejected > 0 || out.failed > 0 || (!out.status && out.targets == 0)) {
-      counters->refused.fetch_add(1, std::memory_order_relaxed);
+      counters->refused.inc();
       d.release();
     } else {
-      counters->published.fetch_add(1, std::memory_order_relaxed);
+      counters->published.inc();
       d.accept();
     }
   }
@@ -285,7 +304,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
   void fail(const proton::error_condition& e, const std::string& context = {}) {
     if (stopping) return;
     const std::string what = context + describe(e);
-    if (!attempt_failed) counters->errors.fetch_add(1, std::memory_order_relaxed);
+    if (!attempt_failed) counters->errors.inc();
     attempt_failed = true;
     if (entry) entry->setState(router::ComponentState::kFailed, config.url + ": " + what);
     warnOnce(what);
@@ -323,7 +342,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
     container->stop();
   }
 
-  // The registry entry: counters as metadata, refreshed at each snapshot.
+  // The registry entry: its live numbers read from the counters.
   void report() {
     auto added = context.registry.add(config.name, router::ComponentKind::kService);
     if (!added) {
@@ -336,24 +355,20 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
     entry->setMetadata("url", config.url);
     entry->setMetadata("direction", config.outgoing ? "out" : "in");
     entry->setMetadata("remote-address", config.remote_address);
-    const std::weak_ptr<router::ComponentEntry> weak = entry;
-    const std::shared_ptr<Counters> shared = counters;
-    entry->setProbe([weak, shared](router::LiveNumbers& numbers) {
-      auto e = weak.lock();
-      if (!e) return;
+    entry->setProbe([shared = counters](router::LiveNumbers& numbers) {
       const AmqpBridgeStats s = shared->stats();
       numbers.delivered = s.accepted + s.published;
       numbers.rejected = s.rejected + s.refused;
       numbers.failed = s.errors;
       numbers.queue_length = s.waiting;
-      for (const auto& [key, value] : shared->fields()) e->setMetadata(key, std::to_string(value));
     });
     entry->setState(router::ComponentState::kRegistered);
   }
 
   const AmqpBridgeConfig config;
   ServiceContext& context;
-  const std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  const std::shared_ptr<Counters> counters = std::make_shared<Counters>(
+      context.registry.stats().scope(kAmqpBridgeSchema, {{"name", config.name}}));
   std::shared_ptr<router::ComponentEntry> entry;  // set before the container thread starts
   const Symbol local_symbol = Symbol::intern(config.local_address);
   std::unique_ptr<proton::container> container;
@@ -453,8 +468,8 @@ void AmqpBridge::stop() {
       ++dropped;
     }
   }
-  impl.counters->waiting.fetch_sub(left.size(), std::memory_order_relaxed);
-  impl.counters->dropped.fetch_add(dropped, std::memory_order_relaxed);
+  impl.counters->waiting.sub(static_cast<int64_t>(left.size()));
+  impl.counters->dropped.add(dropped);
   if (dropped > 0) {
     Poco::Logger::get("cepbus.amqp")
         .warning("%s: stopped with %s events (not journaled) never delivered to %s",

@@ -46,8 +46,9 @@
 //   unsettled message released). They go out once the bridge connects. At
 //   stop(), journaled ones go back to their flow (kept journaled); the
 //   others are dropped, counted and logged.
-// - Statistics: the registry entry `name` (kind service) holds every counter
-//   of stats() as metadata, and type, url, direction, remote-address.
+// - Statistics: every counter of stats() is in the stats scope
+//   "amqp_bridge" {name}; the registry entry `name` (kind service) has
+//   type, url, direction and remote-address as metadata.
 //
 // Thread-safety: the Service calls are made by one thread; connected() and
 // stats() from any.
@@ -57,6 +58,7 @@
 #include <memory>
 #include <string>
 
+#include "bus/base/stats/store.h"
 #include "services/service.h"
 
 namespace cepbus::services::amqp {
@@ -77,6 +79,35 @@ struct AmqpBridgeConfig {
   size_t buffer = 10000;         // out: events waiting for the peer
   uint32_t credit_window = 100;  // in: credit given to the peer
 };
+
+// The families of the scope "amqp_bridge" {name}: AmqpBridgeStats.
+namespace amqp_bridge_stats {
+using stats::MetricSpec;
+inline constexpr MetricSpec kConnects =
+    MetricSpec::counter("connects", "Connections to the peer opened (reconnects included).");
+inline constexpr MetricSpec kErrors = MetricSpec::counter(
+    "errors", "Connections that failed or ended (the peer went away or refused).");
+inline constexpr MetricSpec kWaiting =
+    MetricSpec::gauge("waiting", "Out: events held for the peer (unsettled ones included).");
+inline constexpr MetricSpec kRejected =
+    MetricSpec::counter("rejected", "Out: events the peer rejected (final, not sent again).");
+inline constexpr MetricSpec kDropped =
+    MetricSpec::counter("dropped", "Out: events not journaled and still waiting at stop.");
+inline constexpr MetricSpec kSent =
+    MetricSpec::counter("sent", "Out: messages sent (resends included).");
+inline constexpr MetricSpec kAccepted =
+    MetricSpec::counter("accepted", "Out: messages the peer accepted.");
+inline constexpr MetricSpec kResent =
+    MetricSpec::counter("resent", "Out: messages sent again after a release or a reconnect.");
+inline constexpr MetricSpec kReceived = MetricSpec::counter("received", "In: messages received.");
+inline constexpr MetricSpec kPublished =
+    MetricSpec::counter("published", "In: messages published on the bus and accepted.");
+inline constexpr MetricSpec kRefused = MetricSpec::counter(
+    "refused", "In: messages released (the bus refused them) or rejected (malformed).");
+inline constexpr MetricSpec kAll[] = {kConnects, kErrors, kWaiting,  kRejected,  kDropped, kSent,
+                                      kAccepted, kResent, kReceived, kPublished, kRefused};
+}  // namespace amqp_bridge_stats
+inline constexpr stats::Schema kAmqpBridgeSchema{"amqp_bridge", amqp_bridge_stats::kAll};
 
 struct AmqpBridgeStats {
   uint64_t connects = 0;   // connections opened (reconnects included)

@@ -58,6 +58,7 @@
 #include <variant>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "flows/exchange.h"
 #include "router/broker.h"
 #include "router/component_entry.h"
@@ -168,12 +169,13 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
         context(ctx),
         access(std::make_shared<const AccessControl>(config)),
         listen(*this) {
+    reportRefusals(*counters->scope, admission);
     if (options.handshake_timeout.count() > 0) {
       handshakes = std::make_unique<HandshakeWatch>(
           options.handshake_timeout,
           [counters = counters, name = options.name,
            timeout = std::to_string(options.handshake_timeout.count())](size_t closed) {
-            counters->handshake_timeouts.fetch_add(closed, std::memory_order_relaxed);
+            counters->handshake_timeouts.add(closed);
             Poco::Logger::get("cepbus.amqp")
                 .information(
                     "%s: %z connections closed: not authenticated within "
@@ -291,7 +293,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
                        std::move(durable_owner),
                        registerLink(attach.container_id, attach.name, "subscribe", attach.pattern,
                                     outbox->sharedStats())};
-    counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
+    counters->subscriber_links.inc();
     subscriber_dir[attach.link] = SubscriberEntry{attach.pattern, true, outbox};
     if (!router::hasWildcard(attach.pattern)) {
       // Answers to requests whose reply-to names this address come here.
@@ -311,7 +313,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     taken.outbox = subscriptions.replyOutbox(std::move(wake));
     taken.entry =
         registerLink(container_id, name, "replies", taken.pattern, taken.outbox->sharedStats());
-    counters->subscriber_links.fetch_add(1, std::memory_order_relaxed);
+    counters->subscriber_links.inc();
     subscriber_dir[link] = SubscriberEntry{taken.pattern, false, taken.outbox};
     std::lock_guard requests_lock(requests_mu);
     requests.assignReplyAddress(taken.pattern, link);
@@ -462,7 +464,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   // parked. `closed`: the client closed the link (BrokerSubscriptions::end()).
   void leaveSubscription(Subscription& sub, std::vector<OutboxEntry> unsettled, bool keep,
                          bool closed) {
-    counters->subscriber_links.fetch_sub(1, std::memory_order_relaxed);
+    counters->subscriber_links.dec();
     if (keep) {
       subscriptions.park(sub.endpoint, DurableSubscription{sub.pattern, sub.outbox, sub.owner},
                          std::move(unsettled));
@@ -523,18 +525,29 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     if (listener_open) listener.stop();
   }
 
-  // A link's registry entry (listener_stats.h); "" when a link of that name
-  // already has one (another connection with the same container id): its
-  // counters still count in stats().
+  // A link's registry entry and stats scope (listener_stats.h); "" when a
+  // link of that name already has them (another connection with the same
+  // container id): its counters still count in stats().
   std::string registerLink(const std::string& container_id, const std::string& link,
                            const char* role, const std::string& address,
                            const std::shared_ptr<LinkCounters>& stats) {
     std::string name = "amqp-link:" + container_id + "/" + link;
-    if (!reportLink(context.registry, name, options.name, role, address, stats)) return {};
+    Result<stats::ScopePtr> scope =
+        reportLink(context.registry, name, options.name, role, address, stats);
+    if (!scope) return {};
+    MutexLock lock(links_mu);
+    link_scopes.emplace(name, std::move(*scope));
     return name;
   }
   void unregisterLink(const std::string& name) {
-    if (!name.empty()) context.registry.remove(name);
+    if (name.empty()) return;
+    context.registry.remove(name);
+    stats::ScopePtr scope;
+    MutexLock lock(links_mu);
+    if (auto it = link_scopes.find(name); it != link_scopes.end()) {
+      scope = std::move(it->second);
+      link_scopes.erase(it);
+    }
   }
 
   // The listener's registry entry (listener_stats.h). The registry may still
@@ -619,7 +632,8 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   const std::shared_ptr<const AccessControl> access;
   std::optional<proton::ssl_server_options> tls;  // set by start() when configured
   Listen listen;
-  const std::shared_ptr<ListenerCounters> counters = std::make_shared<ListenerCounters>();
+  const std::shared_ptr<ListenerCounters> counters = std::make_shared<ListenerCounters>(
+      context.registry.stats().scope(kAmqpSchema, {{"name", options.name}}));
   // Guarded by control_mu (its refusal counts and admitMessage(): any thread).
   const std::shared_ptr<AmqpAdmission> admission = std::make_shared<AmqpAdmission>(options.limits);
   // The sender of what this listener publishes (told apart in SubscriberOutbox::offer).
@@ -675,6 +689,9 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   std::map<uint64_t, std::shared_ptr<SubscriberOutbox>> reply_outboxes;  // guarded by requests_mu
 
   std::shared_ptr<router::ComponentEntry> entry;  // the listener's registry entry
+  Mutex links_mu;
+  // The stats scopes of the registered links, by registry name.
+  std::map<std::string, stats::ScopePtr> link_scopes GUARDED_BY(links_mu);
   // Ends connections that do not authenticate in time; null: no deadline.
   std::unique_ptr<HandshakeWatch> handshakes;
 };

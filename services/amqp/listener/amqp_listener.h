@@ -78,12 +78,13 @@
 //   "$cepbus.replies" and a ulong correlation-id; the provider answers by
 //   sending to "$cepbus.replies" (a fault property fails the request); an
 //   unknown correlation-id is rejected with amqp:not-found.
-// - Statistics (services/amqp/listener/listener_stats.h): the registry entry `name`
-//   (kind service) holds every counter of stats() as metadata and
-//   delivered = sent, failed = released, rejected = rejected + malformed +
-//   messages_too_large; each attached link has an entry
-//   "amqp-link:<client container id>/<link name>" (kind endpoint, owner
-//   `name`) with its own counters (LinkCounters).
+// - Statistics (services/amqp/listener/listener_stats.h): every counter of
+//   stats() is in the stats scope "amqp" {name}; the registry entry `name`
+//   (kind service) has delivered = sent, failed = released, rejected =
+//   rejected + malformed + messages_too_large; each attached link has an
+//   entry "amqp-link:<client container id>/<link name>" (kind endpoint,
+//   owner `name`) and its own counters (LinkCounters) in the scope
+//   "amqp_link" {name}.
 // - Security (services/protocols/amqp/access_control.h): SASL ANONYMOUS only with
 //   allow-anonymous="true" (then anonymous clients may use any address),
 //   SASL PLAIN against the descriptor's users (salted PBKDF2 hashes), TLS

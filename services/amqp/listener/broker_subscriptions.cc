@@ -63,8 +63,8 @@ Result<BrokerSubscriptions::Restored> BrokerSubscriptions::restore(
     }
     restored.dropped.push_back(std::move(line));
   }
-  counters_->durable_restored.fetch_add(restored.restored, std::memory_order_relaxed);
-  counters_->durable_not_restored.fetch_add(restored.dropped.size(), std::memory_order_relaxed);
+  counters_->durable_restored.add(restored.restored);
+  counters_->durable_not_restored.add(restored.dropped.size());
   return restored;
 }
 

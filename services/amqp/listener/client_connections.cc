@@ -39,7 +39,7 @@ std::optional<std::string> ClientConnections::open(const proton::connection& c, 
   conn.user = std::move(user);
   conn.container_id = c.container_id();
   conn.waker = std::make_shared<Waker>(&c.work_queue());
-  counters_->connections.fetch_add(1, std::memory_order_relaxed);
+  counters_->connections.inc();
   return std::nullopt;
 }
 

@@ -268,18 +268,18 @@ void ClientHandler::request(PublisherLink& pub, proton::delivery& d, const proto
                    nullptr);
     } else {
       rejectWithCondition(d, proton::error_condition(kResourceLimitExceeded, *refusal));
-      counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+      counters_.rejected.inc();
       bump(pub.stats->rejected);
     }
     return;
   }
-  counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  counters_.requests.inc();
   const Status why = host_.sendRequest(connection, std::move(exchange), timeout, client_->waker,
                                        reply_to, correlation);
   if (why) {
     if (!presettled) {
       d.accept();
-      counters_.accepted.fetch_add(1, std::memory_order_relaxed);
+      counters_.accepted.inc();
       bump(pub.stats->accepted);
     }
     return;
@@ -288,13 +288,13 @@ void ClientHandler::request(PublisherLink& pub, proton::delivery& d, const proto
     host_.answer(reply_to, correlation, flows::OutcomeKind::kRejected, why, nullptr);
   } else if (why.code() == Status::Code::kUnavailable) {
     d.release();
-    counters_.released.fetch_add(1, std::memory_order_relaxed);
+    counters_.released.inc();
     bump(pub.stats->released);
   } else {
     rejectWithCondition(
         d, proton::error_condition(
                why.code() == Status::Code::kNotFound ? kNotFound : kInvalidField, why.message()));
-    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    counters_.rejected.inc();
     bump(pub.stats->rejected);
   }
 }
@@ -318,7 +318,7 @@ void ClientHandler::on_tracker_release(proton::tracker& t) {
 void ClientHandler::settle(const proton::tracker& t, SubscriberDeliveries::Outcome outcome) {
   (outcome == SubscriberDeliveries::Outcome::kAccepted ? counters_.acknowledged
                                                        : counters_.not_acknowledged)
-      .fetch_add(1, std::memory_order_relaxed);
+      .inc();
   auto id = link_ids_.find(t.sender());
   auto sub = id == link_ids_.end() ? subscribers_.end() : subscribers_.find(id->second);
   if (sub == subscribers_.end()) return;
@@ -387,7 +387,7 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
   }
   MappedEvent mapped = eventFromMessage(m);
   if (!mapped.event) {
-    counters_.malformed.fetch_add(1, std::memory_order_relaxed);
+    counters_.malformed.inc();
     if (!presettled) {
       rejectWithCondition(d, proton::error_condition(mapped.condition, mapped.description));
       bump(pub.stats->rejected);
@@ -417,19 +417,19 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
   // burst, then held until the burst was read (flows/wake_hold.h).
   const PublishVerdict verdict =
       host_.publish(exchange, !presettled && pub.journaled, burst_wakes_);
-  counters_.published.fetch_add(1, std::memory_order_relaxed);
+  counters_.published.inc();
   std::vector<std::string> congested;
   if (listener) congested = listener->published();
   if (!presettled) {
     if (verdict.refused) {
       d.release();
-      counters_.released.fetch_add(1, std::memory_order_relaxed);
+      counters_.released.inc();
       bump(pub.stats->released);
     } else if (verdict.commits > 0) {
       awaitCommits(pub, d, *listener, verdict.commits);
     } else {
       d.accept();
-      counters_.accepted.fetch_add(1, std::memory_order_relaxed);
+      counters_.accepted.inc();
       bump(pub.stats->accepted);
     }
   }
@@ -450,7 +450,7 @@ void ClientHandler::awaitCommits(PublisherLink& pub, proton::delivery& d,
                                  PublishSettlement& listener, uint32_t commits) {
   const uint64_t key = ++pub.next_awaiting;
   pub.awaiting.emplace(key, d);
-  counters_.awaiting_commit.fetch_add(1, std::memory_order_relaxed);
+  counters_.awaiting_commit.inc();
   listener.awaitCommits(commits, [this, waker = client_->waker, link = pub.id, key](bool accepted) {
     // From the journal thread (or this one): settle on this connection.
     waker->add([this, link, key, accepted] { settleCommitted(link, key, accepted); });
@@ -464,15 +464,15 @@ void ClientHandler::settleCommitted(uint64_t link, uint64_t key, bool accepted) 
   if (it == pub->second.awaiting.end()) return;
   if (accepted) {
     it->second.accept();
-    counters_.accepted.fetch_add(1, std::memory_order_relaxed);
+    counters_.accepted.inc();
     bump(pub->second.stats->accepted);
   } else {
     it->second.release();
-    counters_.released.fetch_add(1, std::memory_order_relaxed);
+    counters_.released.inc();
     bump(pub->second.stats->released);
   }
   pub->second.awaiting.erase(it);
-  counters_.awaiting_commit.fetch_sub(1, std::memory_order_relaxed);
+  counters_.awaiting_commit.dec();
 }
 
 void ClientHandler::on_connection_close(proton::connection& c) { forgetConnection(c); }
@@ -565,7 +565,7 @@ void ClientHandler::checkStalls(PublisherLink& pub) {
   const auto now = std::chrono::steady_clock::now();
   pub.targets.forEach([&](SubscriberOutbox& outbox) {
     if (outbox.checkStall(now, options_.subscriber_stall_timeout)) {
-      counters_.subscriber_stalls.fetch_add(1, std::memory_order_relaxed);
+      counters_.subscriber_stalls.inc();
     }
   });
 }
@@ -628,7 +628,7 @@ void ClientHandler::drain(uint64_t id) {
     if (entry.delivery_count > 0) {
       m.delivery_count(entry.delivery_count);
       m.first_acquirer(false);
-      counters_.redelivered.fetch_add(1, std::memory_order_relaxed);
+      counters_.redelivered.inc();
       bump(sub.outbox().stats().redelivered);
     } else {
       m.first_acquirer(true);
@@ -655,7 +655,7 @@ void ClientHandler::forgetLink(const proton::link& l, bool detached) {
     link.hold.release();
     link.wake->setWaiting(false);
     // Unsettled messages still waiting for a commit: the client resends them.
-    counters_.awaiting_commit.fetch_sub(link.awaiting.size(), std::memory_order_relaxed);
+    counters_.awaiting_commit.sub(static_cast<int64_t>(link.awaiting.size()));
     const std::string entry = std::move(link.entry);
     publishers_.erase(pub);
     host_.detachPublisher(*this, client_->id, key, entry);

@@ -14,7 +14,7 @@ void DurableParking::park(const std::string& endpoint, DurableSubscription subsc
   subscription.outbox->unbind();
   subscription.outbox->returnUnsettled(std::move(unsettled), /*keep=*/true);
   parked_[endpoint] = std::move(subscription);
-  counters_->parked_subscriptions.fetch_add(1, std::memory_order_relaxed);
+  counters_->parked_subscriptions.inc();
 }
 
 std::optional<DurableSubscription> DurableParking::resume(const std::string& endpoint,
@@ -29,13 +29,13 @@ std::optional<DurableSubscription> DurableParking::resume(const std::string& end
     end_(endpoint, parked->second);
   }
   parked_.erase(parked);
-  counters_->parked_subscriptions.fetch_sub(1, std::memory_order_relaxed);
+  counters_->parked_subscriptions.dec();
   return resumed;
 }
 
 void DurableParking::endAll() {
   for (auto& [endpoint, subscription] : parked_) end_(endpoint, subscription);
-  counters_->parked_subscriptions.fetch_sub(parked_.size(), std::memory_order_relaxed);
+  counters_->parked_subscriptions.sub(static_cast<int64_t>(parked_.size()));
   parked_.clear();
 }
 

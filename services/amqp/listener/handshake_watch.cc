@@ -27,15 +27,15 @@ bool HandshakeWatch::start(int port) {
   if (!sockets->valid()) return false;
   thread_ = std::thread([this, port, sockets = std::move(sockets)] {
     HandshakeDeadlines deadlines(timeout_);
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (!stopping_) {
       if (!due_) {
-        wake_.wait(lock);
+        wake_.wait(mu_);
         continue;
       }
       const Clock::time_point now = Clock::now();
       if (now < *due_) {
-        wake_.wait_until(lock, *due_);
+        wake_.waitUntil(mu_, *due_);
         continue;
       }
       due_.reset();
@@ -65,7 +65,7 @@ bool HandshakeWatch::start(int port) {
 
 void HandshakeWatch::accepted() {
   const Clock::time_point soon = Clock::now() + timeout_ / 4;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (due_ && *due_ <= soon) return;
   due_ = soon;
   wake_.notify_one();
@@ -73,7 +73,7 @@ void HandshakeWatch::accepted() {
 
 void HandshakeWatch::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   wake_.notify_one();

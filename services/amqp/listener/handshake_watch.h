@@ -24,11 +24,11 @@
 // in listen_handler::on_accept); start() and stop() from one thread.
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <thread>
+
+#include "bus/base/mutex.h"
 
 namespace cepbus::services::amqp {
 
@@ -50,15 +50,13 @@ class HandshakeWatch {
   void stop();
 
  private:
-  void run(int port);
-
   const std::chrono::milliseconds timeout_;
   const std::function<void(size_t)> closed_;
 
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::optional<std::chrono::steady_clock::time_point> due_;  // guarded by mu_
-  bool stopping_ = false;                                     // guarded by mu_
+  Mutex mu_;
+  CondVar wake_;
+  std::optional<std::chrono::steady_clock::time_point> due_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -4,41 +4,77 @@
 
 namespace cepbus::services::amqp {
 
+namespace a = amqp_stats;
+
+ListenerCounters::ListenerCounters(stats::ScopePtr listener_scope)
+    : scope(listener_scope != nullptr ? std::move(listener_scope)
+                                      : stats::Store().scope(kAmqpSchema)),
+      connections(scope->counter(a::kConnections)),
+      published(scope->counter(a::kPublished)),
+      accepted(scope->counter(a::kAccepted)),
+      released(scope->counter(a::kReleased)),
+      malformed(scope->counter(a::kMalformed)),
+      credit_pauses(scope->counter(a::kCreditPauses)),
+      sent(scope->counter(a::kSent)),
+      acknowledged(scope->counter(a::kAcknowledged)),
+      not_acknowledged(scope->counter(a::kNotAcknowledged)),
+      buffer_full(scope->counter(a::kBufferFull)),
+      paused_links(scope->gauge(a::kPausedLinks)),
+      subscriber_links(scope->gauge(a::kSubscriberLinks)),
+      publish_credit(scope->gauge(a::kPublishCredit)),
+      redelivered(scope->counter(a::kRedelivered)),
+      parked_subscriptions(scope->gauge(a::kParkedSubscriptions)),
+      parked_overflow(scope->counter(a::kParkedOverflow)),
+      durable_restored(scope->counter(a::kDurableRestored)),
+      durable_not_restored(scope->counter(a::kDurableNotRestored)),
+      subscriber_waits(scope->counter(a::kSubscriberWaits)),
+      subscriber_stalls(scope->counter(a::kSubscriberStalls)),
+      awaiting_commit(scope->gauge(a::kAwaitingCommit)),
+      unsettled(scope->gauge(a::kUnsettled)),
+      requests(scope->counter(a::kRequests)),
+      answers(scope->counter(a::kAnswers)),
+      faults(scope->counter(a::kFaults)),
+      answers_unroutable(scope->counter(a::kAnswersUnroutable)),
+      provider_requests(scope->counter(a::kProviderRequests)),
+      provider_replies(scope->counter(a::kProviderReplies)),
+      late_replies(scope->counter(a::kLateReplies)),
+      rejected(scope->counter(a::kRejected)),
+      handshake_timeouts(scope->counter(a::kHandshakeTimeouts)) {}
+
 AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const {
-  const ListenerCounters& c = *this;
-  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  auto gauge = [](const stats::Gauge& g) { return static_cast<uint64_t>(g.value()); };
   AmqpListenerStats s;
-  s.connections = get(c.connections);
-  s.published = get(c.published);
-  s.accepted = get(c.accepted);
-  s.released = get(c.released);
-  s.malformed = get(c.malformed);
-  s.credit_pauses = get(c.credit_pauses);
-  s.sent = get(c.sent);
-  s.acknowledged = get(c.acknowledged);
-  s.not_acknowledged = get(c.not_acknowledged);
-  s.buffer_full = get(c.buffer_full);
-  s.paused_links = get(c.paused_links);
-  s.subscriber_links = get(c.subscriber_links);
-  s.publish_credit = static_cast<uint64_t>(c.publish_credit.load(std::memory_order_relaxed));
-  s.redelivered = get(c.redelivered);
-  s.parked_subscriptions = get(c.parked_subscriptions);
-  s.parked_overflow = get(c.parked_overflow);
-  s.durable_restored = get(c.durable_restored);
-  s.durable_not_restored = get(c.durable_not_restored);
-  s.subscriber_waits = get(c.subscriber_waits);
-  s.subscriber_stalls = get(c.subscriber_stalls);
-  s.unsettled = get(c.unsettled);
-  s.awaiting_commit = get(c.awaiting_commit);
-  s.rejected = get(c.rejected);
-  s.requests = get(c.requests);
-  s.answers = get(c.answers);
-  s.faults = get(c.faults);
-  s.answers_unroutable = get(c.answers_unroutable);
-  s.provider_requests = get(c.provider_requests);
-  s.provider_replies = get(c.provider_replies);
-  s.late_replies = get(c.late_replies);
-  s.handshake_timeouts = get(c.handshake_timeouts);
+  s.connections = connections.value();
+  s.published = published.value();
+  s.accepted = accepted.value();
+  s.released = released.value();
+  s.malformed = malformed.value();
+  s.credit_pauses = credit_pauses.value();
+  s.sent = sent.value();
+  s.acknowledged = acknowledged.value();
+  s.not_acknowledged = not_acknowledged.value();
+  s.buffer_full = buffer_full.value();
+  s.paused_links = gauge(paused_links);
+  s.subscriber_links = gauge(subscriber_links);
+  s.publish_credit = gauge(publish_credit);
+  s.redelivered = redelivered.value();
+  s.parked_subscriptions = gauge(parked_subscriptions);
+  s.parked_overflow = parked_overflow.value();
+  s.durable_restored = durable_restored.value();
+  s.durable_not_restored = durable_not_restored.value();
+  s.subscriber_waits = subscriber_waits.value();
+  s.subscriber_stalls = subscriber_stalls.value();
+  s.unsettled = gauge(unsettled);
+  s.awaiting_commit = gauge(awaiting_commit);
+  s.rejected = rejected.value();
+  s.requests = requests.value();
+  s.answers = answers.value();
+  s.faults = faults.value();
+  s.answers_unroutable = answers_unroutable.value();
+  s.provider_requests = provider_requests.value();
+  s.provider_replies = provider_replies.value();
+  s.late_replies = late_replies.value();
+  s.handshake_timeouts = handshake_timeouts.value();
   const AmqpRefusals refused = admission.refusals();
   s.connections_refused = refused.connections;
   s.sessions_refused = refused.sessions;
@@ -49,80 +85,50 @@ AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const 
   return s;
 }
 
-std::vector<std::pair<std::string, uint64_t>> statsFields(const AmqpListenerStats& s) {
-  return {{"connections", s.connections},
-          {"published", s.published},
-          {"accepted", s.accepted},
-          {"released", s.released},
-          {"rejected", s.rejected},
-          {"malformed", s.malformed},
-          {"credit_pauses", s.credit_pauses},
-          {"sent", s.sent},
-          {"acknowledged", s.acknowledged},
-          {"not_acknowledged", s.not_acknowledged},
-          {"buffer_full", s.buffer_full},
-          {"paused_links", s.paused_links},
-          {"subscriber_links", s.subscriber_links},
-          {"publish_credit", s.publish_credit},
-          {"redelivered", s.redelivered},
-          {"parked_subscriptions", s.parked_subscriptions},
-          {"parked_overflow", s.parked_overflow},
-          {"durable_restored", s.durable_restored},
-          {"durable_not_restored", s.durable_not_restored},
-          {"subscriber_waits", s.subscriber_waits},
-          {"subscriber_stalls", s.subscriber_stalls},
-          {"awaiting_commit", s.awaiting_commit},
-          {"unsettled", s.unsettled},
-          {"requests", s.requests},
-          {"answers", s.answers},
-          {"faults", s.faults},
-          {"answers_unroutable", s.answers_unroutable},
-          {"provider_requests", s.provider_requests},
-          {"provider_replies", s.provider_replies},
-          {"late_replies", s.late_replies},
-          {"connections_refused", s.connections_refused},
-          {"sessions_refused", s.sessions_refused},
-          {"links_refused", s.links_refused},
-          {"durable_refused", s.durable_refused},
-          {"requests_refused", s.requests_refused},
-          {"messages_too_large", s.messages_too_large},
-          {"handshake_timeouts", s.handshake_timeouts}};
+void reportRefusals(stats::Scope& scope, std::shared_ptr<const AmqpAdmission> admission) {
+  const auto refused = [admission = std::move(admission)](uint64_t AmqpRefusals::*field) {
+    return [admission, field] { return admission->refusals().*field; };
+  };
+  scope.counter(a::kConnectionsRefused, refused(&AmqpRefusals::connections));
+  scope.counter(a::kSessionsRefused, refused(&AmqpRefusals::sessions));
+  scope.counter(a::kLinksRefused, refused(&AmqpRefusals::links));
+  scope.counter(a::kDurableRefused, refused(&AmqpRefusals::durable));
+  scope.counter(a::kRequestsRefused, refused(&AmqpRefusals::requests));
+  scope.counter(a::kMessagesTooLarge, refused(&AmqpRefusals::messages_too_large));
 }
 
-std::vector<std::pair<const char*, uint64_t>> LinkCounters::fields() const {
-  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return {{"accepted", get(accepted)},
-          {"rejected", get(rejected)},
-          {"released", get(released)},
-          {"credit_withheld", get(credit_withheld)},
-          {"delivered", get(delivered)},
-          {"acknowledged", get(acknowledged)},
-          {"not_acknowledged", get(not_acknowledged)},
-          {"redelivered", get(redelivered)},
-          {"parked_overflow", get(parked_overflow)}};
-}
-
-Result<std::shared_ptr<router::ComponentEntry>> reportLink(
-    router::Registry& registry, const std::string& name, const std::string& owner,
-    const std::string& role, const std::string& address,
-    std::shared_ptr<const LinkCounters> counters) {
+Result<stats::ScopePtr> reportLink(router::Registry& registry, const std::string& name,
+                                   const std::string& owner, const std::string& role,
+                                   const std::string& address,
+                                   std::shared_ptr<const LinkCounters> counters) {
   auto added = registry.add(name, router::ComponentKind::kEndpoint, owner);
   if (!added) return added.status();
   std::shared_ptr<router::ComponentEntry> entry = *added;
   entry->setMetadata("role", role);
   entry->setMetadata("address", address);
-  const std::weak_ptr<router::ComponentEntry> weak = entry;
-  entry->setProbe([weak, counters = std::move(counters)](router::LiveNumbers& numbers) {
-    auto e = weak.lock();
-    if (!e) return;
-    for (const auto& [key, value] : counters->fields()) e->setMetadata(key, std::to_string(value));
+  entry->setProbe([counters](router::LiveNumbers& numbers) {
     numbers.delivered = counters->delivered.load(std::memory_order_relaxed) +
                         counters->accepted.load(std::memory_order_relaxed);
     numbers.rejected = counters->rejected.load(std::memory_order_relaxed);
     numbers.failed = counters->released.load(std::memory_order_relaxed);
   });
   entry->setState(router::ComponentState::kStarted);
-  return entry;
+
+  stats::ScopePtr scope = registry.stats().scope(kAmqpLinkSchema, {{"name", name}});
+  namespace l = amqp_link_stats;
+  const auto read = [&counters](const std::atomic<uint64_t> LinkCounters::*field) {
+    return [counters, field] { return ((*counters).*field).load(std::memory_order_relaxed); };
+  };
+  scope->counter(l::kAccepted, read(&LinkCounters::accepted));
+  scope->counter(l::kRejected, read(&LinkCounters::rejected));
+  scope->counter(l::kReleased, read(&LinkCounters::released));
+  scope->counter(l::kCreditWithheld, read(&LinkCounters::credit_withheld));
+  scope->counter(l::kDelivered, read(&LinkCounters::delivered));
+  scope->counter(l::kAcknowledged, read(&LinkCounters::acknowledged));
+  scope->counter(l::kNotAcknowledged, read(&LinkCounters::not_acknowledged));
+  scope->counter(l::kRedelivered, read(&LinkCounters::redelivered));
+  scope->counter(l::kParkedOverflow, read(&LinkCounters::parked_overflow));
+  return scope;
 }
 
 Result<std::shared_ptr<router::ComponentEntry>> reportListener(
@@ -134,17 +140,13 @@ Result<std::shared_ptr<router::ComponentEntry>> reportListener(
   std::shared_ptr<router::ComponentEntry> entry = *added;
   entry->setMetadata("type", "amqp-listener");
   entry->setMetadata("address", address);
-  const std::weak_ptr<router::ComponentEntry> weak = entry;
-  entry->setProbe([weak, counters = std::move(counters),
+  entry->setProbe([counters = std::move(counters),
                    admission = std::move(admission)](router::LiveNumbers& numbers) {
-    auto e = weak.lock();
-    if (!e) return;
     const AmqpListenerStats s = counters->stats(*admission);
     numbers.delivered = s.sent;
     numbers.failed = s.released;
     numbers.rejected = s.rejected + s.malformed + s.messages_too_large;
     numbers.queue_length = s.awaiting_commit;
-    for (const auto& [key, value] : statsFields(s)) e->setMetadata(key, std::to_string(value));
   });
   entry->setState(router::ComponentState::kStarted);
   return entry;

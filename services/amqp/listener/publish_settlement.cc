@@ -18,7 +18,7 @@ void PublishSettlement::onOutcome(const flows::Exchange&, const flows::Outcome& 
   Settle settle;
   bool accepted = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (outcome.kind == flows::OutcomeKind::kAccepted) ++accepted_;
     if (outcome.kind == flows::OutcomeKind::kRejected) ++rejected_;
     if (!published_ && (outcome.kind == flows::OutcomeKind::kRejected ||
@@ -31,7 +31,7 @@ void PublishSettlement::onOutcome(const flows::Exchange&, const flows::Outcome& 
 }
 
 std::vector<std::string> PublishSettlement::published() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   published_ = true;
   sync_rejected_ = rejected_;
   return std::move(targets_);
@@ -40,7 +40,7 @@ std::vector<std::string> PublishSettlement::published() {
 void PublishSettlement::awaitCommits(uint32_t commits, Settle settle) {
   bool accepted = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     expected_ = commits;
     settle_ = std::move(settle);
     settle = due(accepted);

@@ -21,10 +21,10 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "flows/abstract_flow.h"
 #include "flows/exchange.h"
 
@@ -60,16 +60,16 @@ class PublishSettlement final : public flows::ExchangeListener {
 
  private:
   // The settle callback once the count is complete (taken: it runs once).
-  Settle due(bool& accepted);
+  Settle due(bool& accepted) REQUIRES(mu_);
 
-  std::mutex mu_;
-  bool published_ = false;            // guarded by mu_
-  uint32_t accepted_ = 0;             // guarded by mu_
-  uint32_t rejected_ = 0;             // guarded by mu_
-  uint32_t sync_rejected_ = 0;        // guarded by mu_
-  uint32_t expected_ = 0;             // guarded by mu_
-  Settle settle_;                     // guarded by mu_
-  std::vector<std::string> targets_;  // guarded by mu_
+  Mutex mu_;
+  bool published_ GUARDED_BY(mu_) = false;
+  uint32_t accepted_ GUARDED_BY(mu_) = 0;
+  uint32_t rejected_ GUARDED_BY(mu_) = 0;
+  uint32_t sync_rejected_ GUARDED_BY(mu_) = 0;
+  uint32_t expected_ GUARDED_BY(mu_) = 0;
+  Settle settle_ GUARDED_BY(mu_);
+  std::vector<std::string> targets_ GUARDED_BY(mu_);
 };
 
 }  // namespace cepbus::services::amqp

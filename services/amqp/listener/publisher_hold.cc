@@ -11,7 +11,7 @@ PublisherHold::PublisherHold(std::shared_ptr<ListenerCounters> counters,
 void PublisherHold::pause(std::vector<std::string> congested) {
   if (!paused_) {
     paused_ = true;
-    counters_->credit_pauses.fetch_add(1, std::memory_order_relaxed);
+    counters_->credit_pauses.inc();
     bump(stats_->credit_withheld);
     if (!waiting_) bumpPausedLinks(true);
   }
@@ -28,8 +28,8 @@ void PublisherHold::unpause() {
 void PublisherHold::wait() {
   if (waiting_) return;
   waiting_ = true;
-  counters_->credit_pauses.fetch_add(1, std::memory_order_relaxed);
-  counters_->subscriber_waits.fetch_add(1, std::memory_order_relaxed);
+  counters_->credit_pauses.inc();
+  counters_->subscriber_waits.inc();
   bump(stats_->credit_withheld);
   if (!paused_) bumpPausedLinks(true);
 }
@@ -41,7 +41,7 @@ void PublisherHold::stopWaiting() {
 }
 
 void PublisherHold::countCredit(int credit) {
-  counters_->publish_credit.fetch_add(credit - credit_, std::memory_order_relaxed);
+  counters_->publish_credit.add(credit - credit_);
   credit_ = credit;
 }
 
@@ -60,9 +60,9 @@ bool PublisherHold::scheduleRecheck() {
 
 void PublisherHold::bumpPausedLinks(bool up) {
   if (up) {
-    counters_->paused_links.fetch_add(1, std::memory_order_relaxed);
+    counters_->paused_links.inc();
   } else {
-    counters_->paused_links.fetch_sub(1, std::memory_order_relaxed);
+    counters_->paused_links.dec();
   }
 }
 

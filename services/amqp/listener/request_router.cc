@@ -36,16 +36,16 @@ std::optional<RoutedAnswer> RequestRouter::answer(const std::string& reply_to,
   RoutedAnswer out;
   if (kind == flows::OutcomeKind::kReply && reply != nullptr) {
     out.message = messageFromEvent(*reply);
-    counters_->answers.fetch_add(1, std::memory_order_relaxed);
+    counters_->answers.inc();
   } else {
     out.message = faultMessage(flows::outcomeName(kind), status.message());
-    counters_->faults.fetch_add(1, std::memory_order_relaxed);
+    counters_->faults.inc();
   }
   out.message.to(reply_to);
   out.message.correlation_id(correlation);
   auto link = reply_links_.find(reply_to);
   if (link == reply_links_.end()) {
-    counters_->answers_unroutable.fetch_add(1, std::memory_order_relaxed);
+    counters_->answers_unroutable.inc();
     return std::nullopt;
   }
   out.link = link->second;
@@ -74,13 +74,13 @@ void RequestRouter::sendingToProvider(const flows::Exchange& request, proton::me
   message.correlation_id(proton::message_id(request.correlation_id));
   open_requests_[request.correlation_id] = request;
   while (open_requests_.size() > max_open_requests_) open_requests_.erase(open_requests_.begin());
-  counters_->provider_requests.fetch_add(1, std::memory_order_relaxed);
+  counters_->provider_requests.inc();
 }
 
 std::optional<proton::error_condition> RequestRouter::providerReply(
     const proton::message& message) {
   auto rejected = [this](const std::string& condition, const std::string& description) {
-    counters_->rejected.fetch_add(1, std::memory_order_relaxed);
+    counters_->rejected.inc();
     return proton::error_condition(condition, description);
   };
   const proton::message_id correlation = message.correlation_id();
@@ -91,7 +91,7 @@ std::optional<proton::error_condition> RequestRouter::providerReply(
   const uint64_t key = proton::get<uint64_t>(correlation);
   auto open = open_requests_.find(key);
   if (open == open_requests_.end()) {
-    counters_->late_replies.fetch_add(1, std::memory_order_relaxed);
+    counters_->late_replies.inc();
     return rejected(kNotFound, "no open request with correlation-id " + std::to_string(key) +
                                    " (already answered or timed out)");
   }
@@ -114,13 +114,13 @@ std::optional<proton::error_condition> RequestRouter::providerReply(
   } else {
     MappedEvent mapped = eventFromMessage(message);
     if (!mapped.event) {
-      counters_->malformed.fetch_add(1, std::memory_order_relaxed);
+      counters_->malformed.inc();
       return rejected(mapped.condition, mapped.description);
     }
     open->second.reply(std::move(mapped.event));
   }
   open_requests_.erase(open);
-  counters_->provider_replies.fetch_add(1, std::memory_order_relaxed);
+  counters_->provider_replies.inc();
   return std::nullopt;
 }
 

@@ -15,14 +15,14 @@ int SubscriberDeliveries::sendable(int credit, int unsent) {
 }
 
 void SubscriberDeliveries::sent(const proton::tracker& tracker, OutboxEntry entry, bool settled) {
-  counters_->sent.fetch_add(1, std::memory_order_relaxed);
+  counters_->sent.inc();
   bump(outbox_->stats().delivered);
   if (settled) {
     if (entry.ack) entry.ack(Status::ok());
     return;
   }
   unsettled_.emplace(tracker, std::move(entry));
-  counters_->unsettled.fetch_add(1, std::memory_order_relaxed);
+  counters_->unsettled.inc();
 }
 
 void SubscriberDeliveries::settle(const proton::tracker& tracker, Outcome outcome,
@@ -33,7 +33,7 @@ void SubscriberDeliveries::settle(const proton::tracker& tracker, Outcome outcom
   if (it == unsettled_.end()) return;
   OutboxEntry entry = std::move(it->second);
   unsettled_.erase(it);
-  counters_->unsettled.fetch_sub(1, std::memory_order_relaxed);
+  counters_->unsettled.dec();
   if (in_flight_.capped()) drain();
   if (outcome != Outcome::kReleased) {
     if (entry.ack) entry.ack(Status::ok());
@@ -52,7 +52,7 @@ void SubscriberDeliveries::settle(const proton::tracker& tracker, Outcome outcom
 std::vector<OutboxEntry> SubscriberDeliveries::takeUnsettled() {
   std::vector<OutboxEntry> out;
   for (auto& [tracker, entry] : unsettled_) out.push_back(std::move(entry));
-  counters_->unsettled.fetch_sub(out.size(), std::memory_order_relaxed);
+  counters_->unsettled.sub(static_cast<int64_t>(out.size()));
   unsettled_.clear();
   return out;
 }

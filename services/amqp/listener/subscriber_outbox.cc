@@ -22,9 +22,9 @@ Status SubscriberOutbox::offer(const flows::Exchange& exchange, flows::DeliveryC
   const bool ours = exchange.sender == sender_ && bound;
   const size_t capacity = bound ? capacity_ : away_capacity_;
   if (pending_.size() >= capacity) {
-    counters_->buffer_full.fetch_add(1, std::memory_order_relaxed);
+    counters_->buffer_full.inc();
     if (!bound) {
-      counters_->parked_overflow.fetch_add(1, std::memory_order_relaxed);
+      counters_->parked_overflow.inc();
       bump(stats_->parked_overflow);
     }
     // A journaled delivery comes again; a best-effort one is gone.

@@ -170,7 +170,7 @@
                 td(taken > 0 ? ((100 * j.cancelled) / taken).toFixed(1) : "-", "num"),
                 td(fmt(rate(key, j.commits, seconds)), "num"), td(fmt(j.in_flight), "num"),
                 td(fmt(j.backlog), "num"), td(fmt(j.redelivered), "num"), td(fmt(j.retries), "num"),
-                td(fmt(j.journal_errors + j.corrupt), "num"));
+                td(fmt(j.errors + j.corrupt), "num"));
     }));
 
     // Cluster: one row per partition of every cluster node this bus runs.

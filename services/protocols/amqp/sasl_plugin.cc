@@ -6,11 +6,12 @@
 #include <charconv>
 #include <cstring>
 #include <map>
-#include <mutex>
+#include <mutex>  // std::call_once
 #include <set>
 #include <string>
 #include <string_view>
 
+#include "bus/base/mutex.h"
 #include "services/protocols/amqp/listener_sockets.h"
 
 namespace cepbus::services::amqp {
@@ -21,11 +22,11 @@ constexpr char kPlain[] = "PLAIN";
 constexpr char kExternal[] = "EXTERNAL";
 
 struct Registry {
-  std::mutex mu;
-  std::map<int, std::shared_ptr<const AccessControl>> listeners;  // guarded by mu
+  Mutex mu;
+  std::map<int, std::shared_ptr<const AccessControl>> listeners GUARDED_BY(mu);
   // By port: the sockets of the transports whose AMQP open arrived
   // (socketKey()).
-  std::map<int, std::set<std::string>> opened;  // guarded by mu
+  std::map<int, std::set<std::string>> opened GUARDED_BY(mu);
 };
 
 Registry& registry() {
@@ -86,7 +87,7 @@ void freeContext(pn_transport_t* t) {
   auto* c = static_cast<Context*>(pnx_sasl_get_context(t));
   if (c != nullptr && !c->socket.empty()) {
     Registry& r = registry();
-    std::lock_guard lock(r.mu);
+    MutexLock lock(r.mu);
     auto it = r.opened.find(c->port);
     if (it != r.opened.end()) it->second.erase(c->socket);
   }
@@ -107,7 +108,7 @@ bool initServer(pn_transport_t* t) {
   Context& c = context(t);
   {
     Registry& r = registry();
-    std::lock_guard lock(r.mu);
+    MutexLock lock(r.mu);
     auto it = r.listeners.find(localPort(t));
     if (it != r.listeners.end()) c.access = it->second;
   }
@@ -201,13 +202,13 @@ void installSaslPlugin() {
 
 void registerSaslListener(int port, std::shared_ptr<const AccessControl> access) {
   Registry& r = registry();
-  std::lock_guard lock(r.mu);
+  MutexLock lock(r.mu);
   r.listeners[port] = std::move(access);
 }
 
 void unregisterSaslListener(int port) {
   Registry& r = registry();
-  std::lock_guard lock(r.mu);
+  MutexLock lock(r.mu);
   r.listeners.erase(port);
 }
 
@@ -220,13 +221,13 @@ void connectionOpened(pn_transport_t* t) {
   c->socket = socketOf(t);
   if (c->socket.empty()) return;
   Registry& r = registry();
-  std::lock_guard lock(r.mu);
+  MutexLock lock(r.mu);
   r.opened[c->port].insert(c->socket);
 }
 
 std::set<std::string> openedSockets(int port) {
   Registry& r = registry();
-  std::lock_guard lock(r.mu);
+  MutexLock lock(r.mu);
   auto it = r.opened.find(port);
   return it == r.opened.end() ? std::set<std::string>() : it->second;
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -15,6 +16,8 @@
 #include "bus/host/descriptor/parser.h"
 #include "services/http/http_listener_config.h"
 #include "services/protocols/amqp/listener_config.h"
+#include "tests/testing/stats.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus::app {
 namespace {
@@ -140,12 +143,39 @@ TEST_F(BusTest, ReplaysThroughEachFlowKind) {
   // before the sinks subscribe (sources begin only once all have started).
   ASSERT_TRUE((*bus)->start().isOk());
   waitDrained(**bus);
+  // Every flow, its stages and the reliable flow's journal report into the
+  // registry's stats store, which /metrics and /api render.
+  const stats::Store& store = (*bus)->registry().stats();
+  for (const char* flow : {"st", "seda:s", "reliable:s"}) {
+    EXPECT_EQ(cepbus::testing::statValue(store, "flow", {{"flow", flow}}, "sent"), 500) << flow;
+  }
+  // Drained: nothing queued; the last handler may still be running.
+  EXPECT_TRUE(cepbus::testing::waitUntil([&] {
+    return cepbus::testing::statValue(store, "stage",
+                                      {{"flow", "seda:s"}, {"stage", "seda:s/a.seda-sink:in"}},
+                                      "processed") == 500;
+  }));
+  EXPECT_TRUE(cepbus::testing::statValue(store, "journal", {{"flow", "reliable:s"}}, "commits"));
   (*bus)->stop();
   EXPECT_EQ(lineCount("seda.jsonl"), 500u);
   EXPECT_EQ(lineCount("rel.jsonl"), 500u);
   EXPECT_TRUE(fs::exists(dir_ / "journal.db.s"));
   EXPECT_EQ(lineCount("st.jsonl"), 500u);
   EXPECT_EQ(lineCount("all.jsonl"), 30u);  // i <= 10 from each of the three sources
+}
+
+// The first scrape of a bus shows every family its components may report,
+// those of components it does not run included.
+TEST_F(BusTest, ABusDeclaresEveryFamilyItsComponentsMayReport) {
+  auto bus = build(R"(<cepbus name="t"/>)");
+  ASSERT_TRUE(bus.isOk()) << bus.status().toString();
+  std::set<std::string> components;
+  for (const stats::Family& family : (*bus)->registry().stats().families()) {
+    components.insert(family.component);
+  }
+  EXPECT_EQ(components,
+            (std::set<std::string>{"amqp", "amqp_bridge", "amqp_link", "component", "flow", "http",
+                                   "journal", "route", "stage", "wire_names"}));
 }
 
 TEST_F(BusTest, StartAndStopAreIdempotent) {

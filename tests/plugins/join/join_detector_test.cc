@@ -20,6 +20,7 @@
 
 #include "bus/core/pattern/parser.h"
 #include "bus/host/loader/plugin_loader.h"
+#include "bus/host/time/reorder.h"
 #include "tests/plugins/join/join_test_support.h"
 
 namespace cepbus::plugins::join {
@@ -524,22 +525,24 @@ TEST_F(JoinTest, LoadsThroughThePluginAbi) {
   ASSERT_TRUE((*d)->flush());
   const auto expected = testing::referenceJoin(w, 0.5, 20);
   EXPECT_EQ(sink.sorted(), expected);
-  // In batches, through the host's GuardedDetector and ReorderingDetector.
+  // In batches, through the host's GuardedDetector and its time handling.
   const std::span<const EventPtr> events(w.events);
-  for (const char* slack : {"slack=0", "slack=5"}) {
+  for (Timestamp slack : {0, 5}) {
     for (const char* workers : {"workers=1", "workers=2"}) {
-      auto batch_options = plugin::DetectorOptions::parse(std::vector<std::string>{
-          "time_matrix=" + m, "site=site", workers, "threshold=0.5", slack});
+      auto batch_options = plugin::DetectorOptions::parse(
+          std::vector<std::string>{"time_matrix=" + m, "site=site", workers, "threshold=0.5"});
       ASSERT_TRUE(batch_options);
       for (size_t chunk : kChunkSizes) {
         CollectingSink batched;
         auto b = (*plugin)->createDetector("join", *q, *batch_options, batched);
         ASSERT_TRUE(b) << b.status().message();
+        plugin::ReorderingDetector ordered(std::move(b).value(), slack);
         for (size_t i = 0; i < events.size(); i += chunk) {
-          ASSERT_TRUE((*b)->onEvents(events.subspan(i, std::min(chunk, events.size() - i))));
+          ASSERT_TRUE(ordered.onEvents(events.subspan(i, std::min(chunk, events.size() - i))));
         }
-        ASSERT_TRUE((*b)->flush());
-        EXPECT_EQ(batched.sorted(), expected) << slack << ", " << workers << ", chunk " << chunk;
+        ASSERT_TRUE(ordered.flush());
+        EXPECT_EQ(batched.sorted(), expected)
+            << "slack " << slack << ", " << workers << ", chunk " << chunk;
       }
     }
   }

@@ -138,8 +138,8 @@ TEST(AdminApiJournalTest, AReliableFlowShowsItsJournal) {
     EXPECT_EQ(value, 0) << key;
   }
   EXPECT_EQ(keys, (std::set<std::string>{"journaled", "commits", "acknowledged", "cancelled",
-                                         "redelivered", "retries", "abandoned", "corrupt",
-                                         "journal_errors", "in_flight", "backlog", "held_back"}));
+                                         "redelivered", "retries", "abandoned", "corrupt", "errors",
+                                         "in_flight", "backlog", "held_back"}));
 
   bus.publishAndSettle();
   const json running = journalOf(api, "reliable");
@@ -153,7 +153,7 @@ TEST(AdminApiJournalTest, AReliableFlowShowsItsJournal) {
   EXPECT_EQ(running.at("held_back"), 0);
   EXPECT_EQ(running.at("redelivered"), 0);
   EXPECT_EQ(running.at("corrupt"), 0);
-  EXPECT_EQ(running.at("journal_errors"), 0);
+  EXPECT_EQ(running.at("errors"), 0);
 
   bus.releaseHeld();
   bus.broker->stop();  // commits the last acknowledgements
@@ -164,6 +164,74 @@ TEST(AdminApiJournalTest, AReliableFlowShowsItsJournal) {
   EXPECT_EQ(stopped.at("abandoned"), 1);
   EXPECT_EQ(stopped.at("in_flight"), 0);
   EXPECT_EQ(stopped.at("backlog"), 0);
+}
+
+constexpr stats::MetricSpec kAccepted = stats::MetricSpec::counter("accepted", "Accepted.");
+constexpr stats::MetricSpec kCredit = stats::MetricSpec::gauge("credit", "Credit.");
+constexpr stats::MetricSpec kListenerMetrics[] = {kAccepted, kCredit};
+constexpr stats::Schema kListener{"listener", kListenerMetrics};
+
+// A component's own numbers — the scopes labelled with its name — are under
+// "stats", as JSON numbers, never strings.
+TEST_F(AdminApiTest, AComponentsStatsAreJsonNumbers) {
+  ASSERT_TRUE(bus_.registry->add("lsn", router::ComponentKind::kService));
+  stats::ScopePtr scope = bus_.registry->stats().scope(kListener, {{"name", "lsn"}});
+  scope->counter(kAccepted).add(6);
+  scope->gauge(kCredit, [] { return 2.5; });
+
+  const json c = json::parse(get("/api/components/lsn").body);
+  ASSERT_TRUE(c.at("stats").is_object()) << c;
+  EXPECT_TRUE(c.at("stats").at("accepted").is_number_integer()) << c;
+  EXPECT_EQ(c.at("stats").at("accepted"), 6);
+  EXPECT_EQ(c.at("stats").at("credit"), 2.5);
+  EXPECT_EQ(c.at("stats").size(), 2u);  // not the component's own delivered, failed, ...
+  // The same in the list; a component without such scopes has none.
+  for (const json& listed : json::parse(get("/api/components").body).at("components")) {
+    if (listed.at("name") == "lsn") {
+      EXPECT_EQ(listed.at("stats"), c.at("stats"));
+    } else {
+      EXPECT_EQ(listed.at("stats"), json::object()) << listed;
+    }
+  }
+}
+
+// Every number of /api/routes, /api/flows and /api/stages is a JSON number;
+// a route's "paused" is a boolean and a stage's "pressure" a name.
+TEST(AdminApiNumbersTest, RoutesFlowsAndStagesShowNumbersAsNumbers) {
+  ReliableTestBroker bus;
+  bus.publishAndSettle();
+  const AdminApi api(*bus.broker, *bus.registry, "", "");
+  auto get = [&](std::string_view target) {
+    return json::parse(api.handle(AdminRequest{"GET", target, "", ""}).body);
+  };
+  // Each value of `object` is a number but the keys named in `not_numbers`.
+  auto numbersBut = [](const json& object, const std::set<std::string>& not_numbers) {
+    for (const auto& [key, value] : object.items()) {
+      if (not_numbers.contains(key)) continue;
+      EXPECT_TRUE(value.is_number()) << key << ": " << value;
+    }
+  };
+  for (const json& r : get("/api/routes").at("routes")) {
+    numbersBut(r, {"route", "flow", "default", "paused"});
+    EXPECT_TRUE(r.at("paused").is_boolean()) << r;
+  }
+  for (const json& f : get("/api/flows").at("flows")) {
+    numbersBut(f, {"name", "journal"});
+    if (f.contains("journal")) numbersBut(f.at("journal"), {});
+  }
+  const json stages = get("/api/stages").at("stages");
+  ASSERT_EQ(stages.size(), 1u);
+  const json& stage = stages[0];
+  numbersBut(stage, {"flow", "name", "pressure", "latency_ms"});
+  EXPECT_EQ(stage.at("flow"), "reliable");
+  EXPECT_EQ(stage.at("name"), "reliable/orders");
+  EXPECT_EQ(stage.at("pressure"), "normal");
+  EXPECT_EQ(stage.at("offered"), 5);
+  EXPECT_EQ(stage.at("capacity"), 4096);
+  numbersBut(stage.at("latency_ms"), {});
+  EXPECT_EQ(stage.at("latency_ms").at("count"), 5);
+  EXPECT_GE(stage.at("latency_ms").at("max").get<double>(),
+            stage.at("latency_ms").at("p50").get<double>());
 }
 
 TEST_F(AdminApiTest, AnswersUnknownPathsAndMethodsWithJsonErrors) {

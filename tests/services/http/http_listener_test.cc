@@ -27,6 +27,7 @@
 #include "services/http/http_listener_config.h"
 #include "tests/services/http/test_broker.h"
 #include "tests/testing/peak_rss.h"
+#include "tests/testing/stats.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::services::http {
@@ -41,6 +42,7 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 using cepbus::testing::peakRssKb;
+using cepbus::testing::statValue;
 using cepbus::testing::waitUntil;
 
 struct Reply {
@@ -341,18 +343,18 @@ TEST_F(HttpListenerTest, ConnectionsBeyondTheLimitGet503AndTheListenerServesAgai
   EXPECT_EQ(service.stats().open_connections, 3u);
   idle.pop_back();
   ASSERT_TRUE(waitUntil([&] { return service.stats().open_connections == 2; }));
-  // Operators see the refusals: in the listener's registry entry and in
-  // /metrics, both counting this client's own connection.
+  // Operators see the refusals: in the listener's component (numbers, not
+  // strings) and in /metrics, both counting this client's own connection.
   Client client(service.port());
   const Reply entry = client.get("/api/components/http");
   ASSERT_EQ(entry.status, 200);
   const json parsed = json::parse(entry.body);
   EXPECT_EQ(parsed.at("kind"), "service");
-  const json& metadata = parsed.at("metadata");
-  EXPECT_EQ(metadata.at("type"), "http-listener");
-  EXPECT_EQ(metadata.at("connections_refused"), "2000");
-  EXPECT_EQ(metadata.at("connections"), "2004");
-  EXPECT_EQ(metadata.at("open_connections"), "3");
+  EXPECT_EQ(parsed.at("metadata").at("type"), "http-listener");
+  const json& stats = parsed.at("stats");
+  EXPECT_EQ(stats.at("connections_refused"), 2000);
+  EXPECT_EQ(stats.at("connections"), 2004);
+  EXPECT_EQ(stats.at("open_connections"), 3);
   const Reply metrics = client.get("/metrics");
   ASSERT_EQ(metrics.status, 200);
   EXPECT_EQ(sample(metrics.body, "cepbus_http_connections_refused_total{name=\"http\"}"), 2000);
@@ -380,11 +382,9 @@ TEST_F(HttpListenerTest, WebSocketClientsBeyondTheLimitGet503) {
   EXPECT_EQ(service.stats().ws_refused, 2u);
   EXPECT_EQ(service.stats().ws_clients, 2u);
   EXPECT_EQ(bus_.registry->size(), endpoints_before + 2);
-  const std::optional<router::ComponentSnapshot> entry = bus_.registry->snapshotOf("http");
-  ASSERT_TRUE(entry);
-  const std::map<std::string, std::string> metadata(entry->metadata.begin(), entry->metadata.end());
-  EXPECT_EQ(metadata.at("ws_refused"), "2");
-  EXPECT_EQ(metadata.at("ws_clients"), "2");
+  const stats::Labels http = {{"name", "http"}};
+  EXPECT_EQ(statValue(bus_.registry->stats(), kHttpSchema.component, http, "ws_refused"), 2);
+  EXPECT_EQ(statValue(bus_.registry->stats(), kHttpSchema.component, http, "ws_clients"), 2);
   first->close();
   first.reset();
   ASSERT_TRUE(waitUntil([&] { return service.stats().ws_clients == 1; }));
@@ -417,7 +417,7 @@ TEST_F(HttpListenerTest, ARequestNotReadWithinTheTimeoutGets408) {
   EXPECT_EQ(service.stats().request_timeouts, 1u);
   const Reply entry = Client(service.port()).get("/api/components/http");
   ASSERT_EQ(entry.status, 200);
-  EXPECT_EQ(json::parse(entry.body).at("metadata").at("request_timeouts"), "1");
+  EXPECT_EQ(json::parse(entry.body).at("stats").at("request_timeouts"), 1);
 }
 
 TEST_F(HttpListenerTest, StopClosesFeedsAndRefusesRestart) {
@@ -446,9 +446,12 @@ TEST_F(HttpListenerTest, TheBussListenerHasTheRegistryEntryHttpListener) {
   EXPECT_EQ(entry->state, router::ComponentState::kStarted);
   const std::map<std::string, std::string> metadata(entry->metadata.begin(), entry->metadata.end());
   EXPECT_EQ(metadata.at("type"), "http-listener");
-  for (const auto& [key, value] : statsFields(HttpListenerStats{})) {
-    EXPECT_EQ(metadata.at(key), "0") << key;
-  }
+  // Its numbers are the scope "http" {name="http-listener"}: every family.
+  const std::vector<stats::ScopeSnapshot> scopes =
+      bus_.registry->stats().scopes(kHttpSchema.component);
+  ASSERT_EQ(scopes.size(), 1u);
+  EXPECT_EQ(scopes[0].labels, (stats::Labels{{"name", "http-listener"}}));
+  EXPECT_EQ(scopes[0].metrics.size(), std::size(http_stats::kAll));
   service->stop();
   EXPECT_FALSE(bus_.registry->find("http-listener"));
 }

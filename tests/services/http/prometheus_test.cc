@@ -10,8 +10,10 @@
 #include <string_view>
 #include <utility>
 
+#include "bus/base/stats/store.h"
 #include "bus/core/event_json.h"
 #include "bus/core/wire_names.h"
+#include "flows/flow_stats.h"
 #include "services/http/http_listener.h"
 #include "tests/services/http/test_broker.h"
 
@@ -85,9 +87,78 @@ TEST(EscapeLabelValueTest, EscapesBackslashQuoteAndLineFeed) {
   EXPECT_EQ(escapeLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
 }
 
+constexpr stats::MetricSpec kSent = stats::MetricSpec::counter("sent", "Things sent.");
+constexpr stats::MetricSpec kQueued = stats::MetricSpec::gauge("queued", "Things \\ waiting.");
+constexpr stats::MetricSpec kLatency = stats::MetricSpec::histogram("latency", "Time to send.");
+constexpr stats::MetricSpec kPipeMetrics[] = {kSent, kQueued, kLatency};
+constexpr stats::Schema kPipe{"pipe", kPipeMetrics};
+constexpr stats::MetricSpec kOpen = stats::MetricSpec::gauge("open", "1 while open.");
+constexpr stats::MetricSpec kValveMetrics[] = {kOpen};
+constexpr stats::Schema kValve{"valve", kValveMetrics};
+
+// The whole text for a small store: families sorted by component and name,
+// each with HELP and TYPE even without samples, samples sorted by labels, a
+// histogram as a summary in seconds, a scope without labels without braces.
+TEST(RenderPrometheusTest, RendersASmallStoreExactly) {
+  stats::Store store;
+  store.declare(kValve);
+  stats::ScopePtr b = store.scope(kPipe, {{"pipe", "b"}, {"kind", "x\"y"}});
+  stats::ScopePtr a = store.scope(kPipe, {{"pipe", "a"}, {"kind", "plain"}});
+  a->counter(kSent).add(3);
+  a->gauge(kQueued).set(-2);
+  b->counter(kSent).add(12345678901);
+  b->gauge(kQueued, [] { return 0.25; });
+  stats::Histogram& latency = a->histogram(kLatency);
+  latency.record(1023);  // the upper bound of its bucket: rendered exactly
+  latency.record(3000);  // the maximum: the bounds above it are clamped to it
+  stats::ScopePtr bare = store.scope(kValve);
+  bare->gauge(kOpen).set(1);
+
+  EXPECT_EQ(renderPrometheus(store),
+            "# HELP cepbus_pipe_latency_seconds Time to send.\n"
+            "# TYPE cepbus_pipe_latency_seconds summary\n"
+            "cepbus_pipe_latency_seconds{pipe=\"a\",kind=\"plain\",quantile=\"0.5\"} 1.023e-06\n"
+            "cepbus_pipe_latency_seconds{pipe=\"a\",kind=\"plain\",quantile=\"0.9\"} 3e-06\n"
+            "cepbus_pipe_latency_seconds{pipe=\"a\",kind=\"plain\",quantile=\"0.99\"} 3e-06\n"
+            "cepbus_pipe_latency_seconds_sum{pipe=\"a\",kind=\"plain\"} 4.023e-06\n"
+            "cepbus_pipe_latency_seconds_count{pipe=\"a\",kind=\"plain\"} 2\n"
+            "# HELP cepbus_pipe_queued Things \\\\ waiting.\n"
+            "# TYPE cepbus_pipe_queued gauge\n"
+            "cepbus_pipe_queued{pipe=\"a\",kind=\"plain\"} -2\n"
+            "cepbus_pipe_queued{pipe=\"b\",kind=\"x\\\"y\"} 0.25\n"
+            "# HELP cepbus_pipe_sent_total Things sent.\n"
+            "# TYPE cepbus_pipe_sent_total counter\n"
+            "cepbus_pipe_sent_total{pipe=\"a\",kind=\"plain\"} 3\n"
+            "cepbus_pipe_sent_total{pipe=\"b\",kind=\"x\\\"y\"} 12345678901\n"
+            "# HELP cepbus_valve_open 1 while open.\n"
+            "# TYPE cepbus_valve_open gauge\n"
+            "cepbus_valve_open 1\n");
+
+  // Gone with its scope; the family stays.
+  bare.reset();
+  const std::string text = renderPrometheus(store);
+  EXPECT_NE(text.find("# TYPE cepbus_valve_open gauge\n"), std::string::npos);
+  EXPECT_EQ(text.find("\ncepbus_valve_open 1\n"), std::string::npos);
+}
+
+TEST(RenderPrometheusTest, TwoScopesWithTheSameLabelsRenderTheOlderOnce) {
+  stats::Store store;
+  stats::ScopePtr old_one = store.scope(kValve, {{"valve", "v"}});
+  stats::ScopePtr new_one = store.scope(kValve, {{"valve", "v"}});
+  old_one->gauge(kOpen).set(1);
+  new_one->gauge(kOpen).set(0);
+  const Scrape scrape = parseScrape(renderPrometheus(store));
+  ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
+  EXPECT_EQ(scrape.samples.size(), 1u);
+  EXPECT_EQ(scrape.samples.at("cepbus_valve_open{valve=\"v\"}"), 1);
+}
+
 TEST(RenderMetricsTest, EveryFamilyHasHelpAndTypeBeforeAnySample) {
   TestBroker bus;
-  const Scrape scrape = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  // Declared as a bus declares every kind of component it may build.
+  bus.registry->stats().declare(flows::kJournalSchema);
+  bus.registry->stats().declare(kHttpSchema);
+  const Scrape scrape = parseScrape(renderMetrics(*bus.registry));
   EXPECT_TRUE(scrape.errors.empty()) << scrape.errors.front();
   // Families show up even before anything was published.
   for (const char* family :
@@ -115,7 +186,7 @@ TEST(RenderMetricsTest, EveryFamilyHasHelpAndTypeBeforeAnySample) {
 TEST(RenderMetricsTest, CountersFollowWhatIsPublished) {
   TestBroker bus;
   Recorder recorder(*bus.broker, "rec", "stocks.#");
-  const Scrape before = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  const Scrape before = parseScrape(renderMetrics(*bus.registry));
   ASSERT_TRUE(before.errors.empty()) << before.errors.front();
   EXPECT_EQ(before.samples.at("cepbus_component_delivered_total{name=\"rec\",kind=\"endpoint\"}"),
             0);
@@ -123,7 +194,7 @@ TEST(RenderMetricsTest, CountersFollowWhatIsPublished) {
   for (int i = 0; i < 3; ++i) bus.publish("stocks.ibm", i);
   for (int i = 0; i < 2; ++i) bus.publish("slow.nobody", i);
 
-  const Scrape after = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  const Scrape after = parseScrape(renderMetrics(*bus.registry));
   ASSERT_TRUE(after.errors.empty()) << after.errors.front();
   EXPECT_EQ(after.samples.at("cepbus_component_delivered_total{name=\"rec\",kind=\"endpoint\"}"),
             3);
@@ -133,6 +204,7 @@ TEST(RenderMetricsTest, CountersFollowWhatIsPublished) {
   EXPECT_EQ(after.samples.at("cepbus_route_delivered_total{route=\"(default)\",flow=\"st\"}"), 3);
   EXPECT_EQ(after.samples.at("cepbus_route_unrouted_total{route=\"slow.#\",flow=\"st2\"}"), 2);
   EXPECT_EQ(after.samples.at("cepbus_route_unrouted_total{route=\"(default)\",flow=\"st\"}"), 0);
+  EXPECT_EQ(after.samples.at("cepbus_route_paused{route=\"(default)\",flow=\"st\"}"), 0);
   EXPECT_EQ(after.samples.at("cepbus_flow_delivered_total{flow=\"st\"}"), 3);
   EXPECT_EQ(after.samples.at("cepbus_flow_delivered_total{flow=\"st2\"}"), 0);
 }
@@ -151,7 +223,7 @@ TEST(RenderMetricsTest, AReliableFlowsJournalHasASamplePerFamily) {
     return it == scrape.samples.end() ? -1.0 : it->second;
   };
   bus.publishAndSettle();
-  const Scrape running = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  const Scrape running = parseScrape(renderMetrics(*bus.registry));
   ASSERT_TRUE(running.errors.empty()) << running.errors.front();
   for (const char* family : kJournalCounters) EXPECT_EQ(running.type.at(family), "counter");
   for (const char* family : kJournalGauges) EXPECT_EQ(running.type.at(family), "gauge");
@@ -169,7 +241,7 @@ TEST(RenderMetricsTest, AReliableFlowsJournalHasASamplePerFamily) {
 
   bus.releaseHeld();
   bus.broker->stop();  // commits the last acknowledgements
-  const Scrape stopped = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  const Scrape stopped = parseScrape(renderMetrics(*bus.registry));
   ASSERT_TRUE(stopped.errors.empty()) << stopped.errors.front();
   EXPECT_EQ(journal(stopped, "cepbus_journal_journaled_total"), ReliableTestBroker::kPublished);
   EXPECT_EQ(journal(stopped, "cepbus_journal_acknowledged_total"),
@@ -179,10 +251,29 @@ TEST(RenderMetricsTest, AReliableFlowsJournalHasASamplePerFamily) {
   EXPECT_EQ(journal(stopped, "cepbus_journal_backlog"), 0);
 }
 
+// The stages of a queueing flow, {flow, stage}, and their latency summary.
+TEST(RenderMetricsTest, AQueueingFlowsStagesHaveTheirSamples) {
+  ReliableTestBroker bus;
+  bus.publishAndSettle();
+  const Scrape scrape = parseScrape(renderMetrics(*bus.registry));
+  ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
+  const std::string labels = "{flow=\"reliable\",stage=\"reliable/orders\"}";
+  EXPECT_EQ(scrape.type.at("cepbus_stage_latency_seconds"), "summary");
+  // Two acknowledged, one held, and the failing one's two attempts.
+  EXPECT_EQ(scrape.samples.at("cepbus_stage_offered_total" + labels), 5);
+  EXPECT_EQ(scrape.samples.at("cepbus_stage_latency_seconds_count" + labels), 5);
+  EXPECT_EQ(scrape.samples.at("cepbus_stage_capacity" + labels), 4096);
+  EXPECT_EQ(scrape.samples.at("cepbus_stage_queue_length" + labels), 0);
+  EXPECT_EQ(scrape.samples.at("cepbus_stage_pressure" + labels), 0);
+  EXPECT_TRUE(
+      scrape.samples.contains("cepbus_stage_latency_seconds{flow=\"reliable\","
+                              "stage=\"reliable/orders\",quantile=\"0.99\"}"));
+}
+
 TEST(RenderMetricsTest, EscapesComponentNamesInLabels) {
   TestBroker bus;
   ASSERT_TRUE(bus.registry->add("odd\"name\\with\nbreak", router::ComponentKind::kService));
-  const std::string text = renderMetrics(*bus.broker, *bus.registry);
+  const std::string text = renderMetrics(*bus.registry);
   const Scrape scrape = parseScrape(text);
   EXPECT_TRUE(scrape.errors.empty()) << scrape.errors.front();
   EXPECT_TRUE(scrape.samples.contains(
@@ -190,44 +281,14 @@ TEST(RenderMetricsTest, EscapesComponentNamesInLabels) {
       << text;
 }
 
-// An HTTP listener's counters, as its registry entry carries them
-// (statsFields()), each become a sample labelled with the entry's name; an
-// entry of another type with the same keys does not.
-TEST(RenderMetricsTest, ExportsTheHttpListenersCounters) {
+// A registry entry's numbers leave /metrics with the entry.
+TEST(RenderMetricsTest, ARemovedComponentHasNoSamples) {
   TestBroker bus;
-  HttpListenerStats stats;
-  stats.connections = 11;
-  stats.open_connections = 3;
-  stats.ws_clients = 2;
-  stats.connections_refused = 5;
-  stats.ws_refused = 7;
-  stats.request_timeouts = 1;
-  for (const std::string_view type : {kHttpListenerType, std::string_view("amqp-listener")}) {
-    auto entry = bus.registry->add(std::string(type) + "-entry", router::ComponentKind::kService);
-    ASSERT_TRUE(entry);
-    (*entry)->setMetadata("type", std::string(type));
-    for (const auto& [key, value] : statsFields(stats)) {
-      (*entry)->setMetadata(key, std::to_string(value));
-    }
-  }
-  const Scrape scrape = parseScrape(renderMetrics(*bus.broker, *bus.registry));
-  ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
-  const std::pair<std::string_view, double> expected[] = {
-      {"cepbus_http_connections_total", 11}, {"cepbus_http_connections_refused_total", 5},
-      {"cepbus_http_ws_refused_total", 7},   {"cepbus_http_request_timeouts_total", 1},
-      {"cepbus_http_open_connections", 3},   {"cepbus_http_ws_clients", 2}};
-  size_t http_samples = 0;
-  for (const auto& [key, value] : scrape.samples) {
-    if (key.starts_with("cepbus_http_")) ++http_samples;
-  }
-  EXPECT_EQ(http_samples, std::size(expected));
-  for (const auto& [family, value] : expected) {
-    EXPECT_EQ(scrape.type.at(std::string(family)), family.ends_with("_total") ? "counter" : "gauge")
-        << family;
-    const std::string key = std::string(family) + "{name=\"http-listener-entry\"}";
-    ASSERT_TRUE(scrape.samples.contains(key)) << key;
-    EXPECT_EQ(scrape.samples.at(key), value) << key;
-  }
+  ASSERT_TRUE(bus.registry->add("passing", router::ComponentKind::kService));
+  const std::string sample = "cepbus_component_delivered_total{name=\"passing\",kind=\"service\"}";
+  EXPECT_TRUE(parseScrape(renderMetrics(*bus.registry)).samples.contains(sample));
+  ASSERT_TRUE(bus.registry->remove("passing"));
+  EXPECT_FALSE(parseScrape(renderMetrics(*bus.registry)).samples.contains(sample));
 }
 
 // The budget of names clients may create is visible to operators: a rising
@@ -236,7 +297,7 @@ TEST(RenderMetricsTest, ExportsTheWireNameBudget) {
   TestBroker bus;
   setWireNameBudget(wireNameStats().created);  // no new name from clients
   const bool refused = !decodeEvent(R"({"type":"PromNeverSeenType","ts":1})").isOk();
-  const Scrape scrape = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  const Scrape scrape = parseScrape(renderMetrics(*bus.registry));
   const WireNameStats stats = wireNameStats();
   setWireNameBudget(kDefaultWireNameBudget);
   EXPECT_TRUE(refused);
@@ -249,23 +310,26 @@ TEST(RenderMetricsTest, ExportsTheWireNameBudget) {
   EXPECT_EQ(scrape.samples.at("cepbus_wire_names_budget"), static_cast<double>(stats.created));
 }
 
-TEST(RenderMetricsTest, QueriesThatCountShowThePartialMatchesTheyHold) {
+TEST(RenderMetricsTest, QueriesShowTheirMatchesAndThoseThatCountThePartialMatchesTheyHold) {
   TestBroker bus;
   auto counting = bus.registry->add("a.cep/seq:detector", router::ComponentKind::kService, "a.cep");
   ASSERT_TRUE(counting);
   (*counting)->setMetadata("type", "cep-query");
+  (*counting)->setMetadata("matches", "12");
   (*counting)->setMetadata("partial_matches", "5");
   (*counting)->setMetadata("partial_matches_peak", "9");
   // An engine that does not count publishes neither key: no sample.
   auto silent = bus.registry->add("a.cep/join:detector", router::ComponentKind::kService, "a.cep");
   ASSERT_TRUE(silent);
   (*silent)->setMetadata("type", "cep-query");
+  (*silent)->setMetadata("matches", "3");
   // Only CEP queries are read.
   auto other = bus.registry->add("other", router::ComponentKind::kService);
   ASSERT_TRUE(other);
   (*other)->setMetadata("partial_matches", "7");
+  (*other)->setMetadata("matches", "7");
 
-  const Scrape scrape = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  const Scrape scrape = parseScrape(renderMetrics(*bus.registry));
   ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
   EXPECT_EQ(scrape.type.at("cepbus_query_partial_matches"), "gauge");
   EXPECT_EQ(scrape.type.at("cepbus_query_partial_matches_peak"), "gauge");
@@ -276,6 +340,11 @@ TEST(RenderMetricsTest, QueriesThatCountShowThePartialMatchesTheyHold) {
     if (key.starts_with("cepbus_query_partial_matches")) ++samples;
   }
   EXPECT_EQ(samples, 2u);
+  // Every query has its matches, whether or not its engine counts what it holds.
+  EXPECT_EQ(scrape.type.at("cepbus_query_matches_total"), "counter");
+  EXPECT_EQ(scrape.samples.at("cepbus_query_matches_total{name=\"a.cep/seq:detector\"}"), 12);
+  EXPECT_EQ(scrape.samples.at("cepbus_query_matches_total{name=\"a.cep/join:detector\"}"), 3);
+  EXPECT_FALSE(scrape.samples.contains("cepbus_query_matches_total{name=\"other\"}"));
 }
 
 TEST(RenderMetricsTest, ClusterNodesExportTheirCountersAndPartitions) {
@@ -289,7 +358,7 @@ TEST(RenderMetricsTest, ClusterNodesExportTheirCountersAndPartitions) {
                 R"("partitions":[{"partition":0,"role":"active","held":12},)"
                 R"({"partition":1,"role":"standby","held":0}]})");
 
-  const Scrape scrape = parseScrape(renderMetrics(*bus.broker, *bus.registry));
+  const Scrape scrape = parseScrape(renderMetrics(*bus.registry));
   ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
   const std::string labels = "{cluster=\"trades\",node=\"node1\"}";
   EXPECT_EQ(scrape.type.at("cepbus_cluster_received_total"), "counter");

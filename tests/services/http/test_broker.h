@@ -38,10 +38,9 @@ inline flows::Exchange stockExchange(std::string_view address, int64_t ts, doubl
 struct TestBroker {
   TestBroker() {
     auto policy = std::make_unique<router::DeliveryPolicy>("st");
-    EXPECT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st")));
-    EXPECT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st2")));
+    EXPECT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st", registry->stats())));
+    EXPECT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st2", registry->stats())));
     EXPECT_TRUE(policy->addRoute(router::RouteRule{"slow.#", "st2"}));
-    registry = std::make_shared<router::Registry>();
     broker = std::make_unique<router::Broker>(std::move(policy), registry);
     EXPECT_TRUE(broker->start());
   }
@@ -51,7 +50,8 @@ struct TestBroker {
     return broker->publish(stockExchange(address, ts, price));
   }
 
-  std::shared_ptr<router::Registry> registry;
+  // First: the flows report into its stats store.
+  std::shared_ptr<router::Registry> registry = std::make_shared<router::Registry>();
   std::unique_ptr<router::Broker> broker;
 };
 
@@ -102,8 +102,9 @@ struct ReliableTestBroker {
 
   ReliableTestBroker() {
     auto policy = std::make_unique<router::DeliveryPolicy>("st");
-    EXPECT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st")));
+    EXPECT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st", registry->stats())));
     flows::ReliableFlowConfig config;
+    config.stats = registry->stats();
     config.journal_path = dir.file("journal.db");
     config.journal.fsync = false;
     config.concurrent_dispatch = false;
@@ -116,7 +117,6 @@ struct ReliableTestBroker {
     router::RouteRule orders{"orders.#", "st"};
     orders.default_qos = flows::Qos::kReliable;
     EXPECT_TRUE(policy->addRoute(orders));
-    registry = std::make_shared<router::Registry>();
     broker = std::make_unique<router::Broker>(std::move(policy), registry);
     EXPECT_TRUE(broker->start());
     EXPECT_TRUE(broker->addEndpoint(
@@ -159,7 +159,7 @@ struct ReliableTestBroker {
   flows::testing::TempDir dir;
   std::mutex mu;
   std::optional<flows::DeferredAck> held;  // guarded by mu
-  std::shared_ptr<router::Registry> registry;
+  std::shared_ptr<router::Registry> registry = std::make_shared<router::Registry>();
   std::unique_ptr<router::Broker> broker;
   const flows::ReliableFlow* flow = nullptr;  // owned by the broker's policy
 };

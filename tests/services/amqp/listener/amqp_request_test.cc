@@ -22,13 +22,17 @@
 #include "router/delivery_policy.h"
 #include "router/registry.h"
 #include "services/amqp/listener/amqp_listener.h"
+#include "services/amqp/listener/listener_stats.h"
 #include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "tests/testing/amqp_test_client.h"
+#include "tests/testing/stats.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::services::amqp {
 namespace {
+
+using cepbus::testing::statValue;
 
 using namespace std::chrono_literals;
 using cepbus::testing::AmqpTestClient;
@@ -301,20 +305,16 @@ TEST_P(AmqpRequestTest, AmqpRequesterToAmqpProviderAndLateReplies) {
   EXPECT_EQ(service_->stats().late_replies, 1u);
 }
 
-TEST_P(AmqpRequestTest, RegistryEntryReportsTheCounters) {
-  auto metadata = [&](const std::string& key) -> uint64_t {
-    auto snap = registry_->snapshotOf("amqp-listener");
-    EXPECT_TRUE(snap.has_value());
-    if (!snap) return 0;
-    for (const auto& [k, v] : snap->metadata) {
-      if (k == key) return std::stoull(v);
-    }
-    ADD_FAILURE() << "no metadata " << key;
-    return 0;
+// The listener's counters are in the registry's stats store, scope "amqp"
+// {name}, and each link's in "amqp_link" {name}, while they are attached.
+TEST_P(AmqpRequestTest, TheRegistryHasTheListenersAndTheLinksCounters) {
+  auto listener = [&](const std::string& key) {
+    return statValue(registry_->stats(), kAmqpSchema.component, {{"name", "amqp-listener"}}, key)
+        .value_or(-1);
   };
   ASSERT_TRUE(registry_->snapshotOf("amqp-listener").has_value());
   EXPECT_EQ(registry_->snapshotOf("amqp-listener")->state, router::ComponentState::kStarted);
-  EXPECT_EQ(metadata("accepted"), 0u);
+  EXPECT_EQ(listener("accepted"), 0);
 
   {
     AmqpTestClient client(service_->port(), "c");
@@ -330,43 +330,47 @@ TEST_P(AmqpRequestTest, RegistryEntryReportsTheCounters) {
     ASSERT_TRUE(client.waitFor([&] {
       return client.accepted == 2 && client.rejected == 1 && client.received["ticks"].size() == 2;
     }));
-    ASSERT_TRUE(cepbus::testing::waitUntil([&] { return metadata("acknowledged") == 2; }));
-    EXPECT_EQ(metadata("accepted"), 2u);
-    EXPECT_EQ(metadata("malformed"), 1u);
-    EXPECT_EQ(metadata("sent"), 2u);
-    EXPECT_EQ(metadata("connections"), 1u);
-    EXPECT_EQ(metadata("subscriber_links"), 1u);
+    ASSERT_TRUE(cepbus::testing::waitUntil([&] { return listener("acknowledged") == 2; }));
+    EXPECT_EQ(listener("accepted"), 2);
+    EXPECT_EQ(listener("malformed"), 1);
+    EXPECT_EQ(listener("sent"), 2);
+    EXPECT_EQ(listener("connections"), 1);
+    EXPECT_EQ(listener("subscriber_links"), 1);
     auto snap = registry_->snapshotOf("amqp-listener");
     EXPECT_EQ(snap->delivered, 2u);
     EXPECT_EQ(snap->rejected, 1u);
 
     // Per link: the subscribing link and the publishing link have entries.
-    std::map<std::string, std::map<std::string, std::string>> links;  // by role
+    std::map<std::string, std::string> links;  // name by role
     for (const auto& c : registry_->snapshot()) {
       if (c.name.rfind("amqp-link:c/", 0) != 0) continue;
       EXPECT_EQ(c.owner, "amqp-listener");
       std::map<std::string, std::string> m(c.metadata.begin(), c.metadata.end());
-      links[m["role"]] = m;
+      EXPECT_EQ(m["address"], "ticks");
+      links[m["role"]] = c.name;
     }
     ASSERT_EQ(links.size(), 2u);
-    EXPECT_EQ(links["subscribe"]["address"], "ticks");
-    EXPECT_EQ(links["subscribe"]["delivered"], "2");
-    EXPECT_EQ(links["subscribe"]["acknowledged"], "2");
-    EXPECT_EQ(links["subscribe"]["redelivered"], "0");
-    EXPECT_EQ(links["publish"]["address"], "ticks");
-    EXPECT_EQ(links["publish"]["accepted"], "2");
-    EXPECT_EQ(links["publish"]["rejected"], "1");
-    EXPECT_EQ(links["publish"]["released"], "0");
-    EXPECT_EQ(links["publish"]["credit_withheld"], "0");
+    auto link = [&](const std::string& role, const std::string& key) {
+      return statValue(registry_->stats(), kAmqpLinkSchema.component, {{"name", links[role]}}, key)
+          .value_or(-1);
+    };
+    EXPECT_EQ(link("subscribe", "delivered"), 2);
+    EXPECT_EQ(link("subscribe", "acknowledged"), 2);
+    EXPECT_EQ(link("subscribe", "redelivered"), 0);
+    EXPECT_EQ(link("publish", "accepted"), 2);
+    EXPECT_EQ(link("publish", "rejected"), 1);
+    EXPECT_EQ(link("publish", "released"), 0);
+    EXPECT_EQ(link("publish", "credit_withheld"), 0);
   }
 
-  // The client's links are gone with it.
+  // The client's links are gone with it, their numbers too.
   ASSERT_TRUE(cepbus::testing::waitUntil([&] {
     for (const auto& c : registry_->snapshot()) {
       if (c.name.rfind("amqp-link:", 0) == 0) return false;
     }
     return true;
   }));
+  EXPECT_TRUE(registry_->stats().scopes(kAmqpLinkSchema.component).empty());
   service_->stop();
   EXPECT_FALSE(registry_->snapshotOf("amqp-listener").has_value());
 }

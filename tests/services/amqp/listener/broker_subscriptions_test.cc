@@ -159,7 +159,7 @@ TEST_F(BrokerSubscriptionsTest, AParkedDurableSubscriptionKeepsItsEndpointAndRes
   EXPECT_EQ(publish("orders.eu", 1), 1u);  // still subscribed while away
   EXPECT_EQ(publish("orders.eu", 2), 1u);
   EXPECT_EQ(publish("orders.eu", 3), 1u);  // beyond the durable buffer: refused
-  EXPECT_EQ(counters_->parked_overflow.load(), 1u);
+  EXPECT_EQ(counters_->parked_overflow.value(), 1u);
 
   auto back = open("feed", "orders.*", true, "ignored");
   ASSERT_TRUE(std::holds_alternative<Opened>(back));
@@ -240,8 +240,8 @@ TEST_F(BrokerSubscriptionsTest, RestoredSubscriptionsWaitParkedAndKeepWhatIsPubl
   ASSERT_TRUE(restored) << restored.status().message();
   EXPECT_EQ(restored->restored, 1u);
   EXPECT_TRUE(restored->dropped.empty());
-  EXPECT_EQ(counters_->parked_subscriptions.load(), 1u);
-  EXPECT_EQ(counters_->durable_restored.load(), 1u);
+  EXPECT_EQ(counters_->parked_subscriptions.value(), 1);
+  EXPECT_EQ(counters_->durable_restored.value(), 1u);
   EXPECT_EQ(publish("orders.eu", 1), 1u);
   EXPECT_EQ(publish("orders.eu", 2), 1u);
   // It counts against max-durable (1) for its owner.
@@ -285,7 +285,7 @@ TEST_F(BrokerSubscriptionsTest, RecordsOfUsersGoneOrBeyondMaxDurableAreDroppedAn
   EXPECT_NE(restored->dropped[1].find("user \"mallory\" is not declared"), std::string::npos)
       << restored->dropped[1];
   EXPECT_NE(restored->dropped[2].find("amqp:client/d"), std::string::npos) << restored->dropped[2];
-  EXPECT_EQ(counters_->durable_not_restored.load(), 3u);
+  EXPECT_EQ(counters_->durable_not_restored.value(), 3u);
   EXPECT_EQ(admission_->refusals().durable, 1u);
   EXPECT_EQ(publish("alerts.eu"), 0u);
   EXPECT_EQ(publish("orders.eu"), 1u);

@@ -103,7 +103,7 @@ TEST_F(ClientConnectionsTest, RemembersWhoIsBehindAnOpenConnection) {
   EXPECT_EQ(conn->container_id, "client-1");
   EXPECT_EQ(conn->owner(), "alice");
   EXPECT_NE(connections.wakerOf(client.connection()), nullptr);
-  EXPECT_EQ(counters->connections.load(), 1u);
+  EXPECT_EQ(counters->connections.value(), 1u);
 }
 
 TEST_F(ClientConnectionsTest, AnAnonymousClientsDurablesCountAgainstItsContainerId) {
@@ -120,7 +120,7 @@ TEST_F(ClientConnectionsTest, RefusesConnectionsBeyondTheLimitUntilOneCloses) {
   ASSERT_TRUE(refusal.has_value());
   EXPECT_NE(refusal->find("max-connections"), std::string::npos) << *refusal;
   EXPECT_EQ(connections.find(c.connection()), nullptr);
-  EXPECT_EQ(counters->connections.load(), 2u);
+  EXPECT_EQ(counters->connections.value(), 2u);
   EXPECT_EQ(admission->refusals().connections, 1u);
 
   EXPECT_EQ(connections.close(a.connection()), 1u);

@@ -342,8 +342,8 @@ TEST_F(ClientHandlerTest, APublishGoesToTheHostAndIsAcceptedByItsVerdict) {
     EXPECT_EQ(sent.event->ts(), 7);
     return true;
   });
-  EXPECT_EQ(counters_->published.load(), 1u);
-  EXPECT_EQ(counters_->accepted.load(), 1u);
+  EXPECT_EQ(counters_->published.value(), 1u);
+  EXPECT_EQ(counters_->accepted.value(), 1u);
 }
 
 TEST_F(ClientHandlerTest, APresettledPublishIsBestEffort) {
@@ -387,7 +387,7 @@ TEST_F(ClientHandlerTest, APublishTheRouterRefusedIsReleased) {
   c->publish("stocks.ibm", {stockMessage(1)});
   ASSERT_TRUE(c->waitFor([&] { return c->released == 1; }));
   EXPECT_EQ(c->read<size_t>([&] { return c->accepted; }), 0u);
-  EXPECT_EQ(counters_->released.load(), 1u);
+  EXPECT_EQ(counters_->released.value(), 1u);
 }
 
 TEST_F(ClientHandlerTest, AJournaledPublishIsAcceptedOnceItsCommitIsIn) {
@@ -395,14 +395,14 @@ TEST_F(ClientHandlerTest, AJournaledPublishIsAcceptedOnceItsCommitIsIn) {
   start();
   auto c = client();
   c->publish("stocks.ibm", {stockMessage(1)});
-  ASSERT_TRUE(waitUntil([&] { return counters_->awaiting_commit.load() == 1; }));
+  ASSERT_TRUE(waitUntil([&] { return counters_->awaiting_commit.value() == 1; }));
   EXPECT_EQ(c->read<size_t>([&] { return c->accepted; }), 0u);
   // The journal's commit, from another thread: settled on the connection.
   flows::Exchange sent = host_.read<flows::Exchange>([&] { return host_.published.at(0); });
   ASSERT_NE(sent.listener, nullptr);
   sent.listener->onOutcome(sent, flows::Outcome{flows::OutcomeKind::kAccepted, {}, {}, {}});
   ASSERT_TRUE(c->waitFor([&] { return c->accepted == 1; }));
-  EXPECT_EQ(counters_->awaiting_commit.load(), 0u);
+  EXPECT_EQ(counters_->awaiting_commit.value(), 0);
 }
 
 TEST_F(ClientHandlerTest, AMessageBeyondTheHostsSizeLimitIsRejectedAndNotRouted) {
@@ -442,7 +442,7 @@ TEST_F(ClientHandlerTest, AnAttachedPublisherIsGrantedItsWindow) {
   start();
   auto c = client();
   c->publish("stocks.ibm", {});
-  ASSERT_TRUE(waitUntil([&] { return counters_->publish_credit.load() == 5; }));
+  ASSERT_TRUE(waitUntil([&] { return counters_->publish_credit.value() == 5; }));
 }
 
 TEST_F(ClientHandlerTest, WhileTheHostClosesCreditAPublisherGetsNone) {
@@ -454,7 +454,7 @@ TEST_F(ClientHandlerTest, WhileTheHostClosesCreditAPublisherGetsNone) {
   // The credit is granted in the same event as the attach, or never.
   ASSERT_TRUE(
       waitUntil([&] { return host_.read<size_t>([&] { return host_.publishers.size(); }) == 1; }));
-  EXPECT_EQ(counters_->publish_credit.load(), 0);
+  EXPECT_EQ(counters_->publish_credit.value(), 0);
 }
 
 TEST_F(ClientHandlerTest, APublisherFeedingAFullBufferWaitsForRoom) {
@@ -466,8 +466,8 @@ TEST_F(ClientHandlerTest, APublisherFeedingAFullBufferWaitsForRoom) {
   auto c = client();
   c->publish("stocks.ibm", {stockMessage(1)});
   ASSERT_TRUE(waitUntil([&] { return host_.read<int>([&] { return host_.waiting; }) == 1; }));
-  EXPECT_EQ(counters_->publish_credit.load(), 0);
-  EXPECT_EQ(counters_->subscriber_waits.load(), 1u);
+  EXPECT_EQ(counters_->publish_credit.value(), 0);
+  EXPECT_EQ(counters_->subscriber_waits.value(), 1u);
   EXPECT_TRUE(host_.read<bool>([&] { return host_.published.empty(); }));
 }
 
@@ -487,7 +487,7 @@ TEST_F(ClientHandlerTest, ABufferFedThroughARelayPacesThePublisherButCountsNothi
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(offerBestEffort(*host_.relayed, stockExchange(i)));
   c->publish("stocks.ibm", {stockMessage(4)});
   ASSERT_TRUE(waitUntil([&] { return host_.read<int>([&] { return host_.waiting; }) == 1; }));
-  EXPECT_EQ(counters_->subscriber_waits.load(), 1u);
+  EXPECT_EQ(counters_->subscriber_waits.value(), 1u);
 }
 
 TEST_F(ClientHandlerTest, ASubscriptionSendsWhatItsOutboxTakesAndHearsTheOutcome) {
@@ -507,8 +507,8 @@ TEST_F(ClientHandlerTest, ASubscriptionSendsWhatItsOutboxTakesAndHearsTheOutcome
   ASSERT_TRUE(offerBestEffort(*outbox, stockExchange(42)));
   ASSERT_TRUE(c->waitFor([&] { return c->received["sub"].size() == 1; }));
   EXPECT_EQ(c->receivedTs("sub"), std::vector<Timestamp>{42});
-  ASSERT_TRUE(waitUntil([&] { return counters_->acknowledged.load() == 1; }));
-  EXPECT_EQ(counters_->subscriber_links.load(), 0u);  // the host counts them, not the handler
+  ASSERT_TRUE(waitUntil([&] { return counters_->acknowledged.value() == 1; }));
+  EXPECT_EQ(counters_->subscriber_links.value(), 0);  // the host counts them, not the handler
 
   c->closeReceiver("sub", /*detach=*/false);
   ASSERT_TRUE(waitUntil(
@@ -534,7 +534,7 @@ TEST_F(ClientHandlerTest, WhatASubscriberLeftUnsettledGoesBackToTheHost) {
       host_.read<std::shared_ptr<SubscriberOutbox>>([&] { return host_.outboxes[attach.link]; });
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(offerBestEffort(*outbox, stockExchange(i)));
   ASSERT_TRUE(c->waitFor([&] { return c->received["sub"].size() == 3; }));
-  ASSERT_TRUE(waitUntil([&] { return counters_->acknowledged.load() == 1; }));
+  ASSERT_TRUE(waitUntil([&] { return counters_->acknowledged.value() == 1; }));
   c->closeReceiver("sub", /*detach=*/true);
   ASSERT_TRUE(waitUntil(
       [&] { return host_.read<size_t>([&] { return host_.subscribers_detached.size(); }) == 1; }));
@@ -581,7 +581,7 @@ TEST_F(ClientHandlerTest, ARequestIsSentThroughTheHostAndSettledByItsAnswer) {
     EXPECT_TRUE(host_.published.empty());  // a request is not a publish
     return true;
   });
-  EXPECT_EQ(counters_->requests.load(), 3u);
+  EXPECT_EQ(counters_->requests.value(), 3u);
 }
 
 TEST_F(ClientHandlerTest, TheConnectionsEndDetachesItsLinksAndRetiresTheHandler) {
@@ -605,7 +605,7 @@ TEST_F(ClientHandlerTest, TheConnectionsEndDetachesItsLinksAndRetiresTheHandler)
     EXPECT_TRUE(host_.subscribers_detached.at(0).detached);  // a dropped connection only detaches
     return true;
   });
-  EXPECT_EQ(counters_->publish_credit.load(), 0);
+  EXPECT_EQ(counters_->publish_credit.value(), 0);
 }
 
 // Proton lets a peer send a session's capacity (twice max-message-size plus

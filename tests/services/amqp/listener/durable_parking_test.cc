@@ -49,10 +49,10 @@ TEST_F(DurableParkingTest, AParkedSubscriptionKeepsCollectingUpToItsAwayCapacity
   parking.park("amqp:c/sub", DurableSubscription{"orders.*", outbox, "alice"}, {});
   const int wakes_when_parked = wakes;
   EXPECT_EQ(parking.size(), 1u);
-  EXPECT_EQ(counters->parked_subscriptions.load(), 1u);
+  EXPECT_EQ(counters->parked_subscriptions.value(), 1);
   for (Timestamp ts = 1; ts <= 3; ++ts) ASSERT_TRUE(offerBestEffort(*outbox, exchange(ts)));
   EXPECT_EQ(offerBestEffort(*outbox, exchange(4)).code(), Status::Code::kRejected);
-  EXPECT_EQ(counters->parked_overflow.load(), 1u);
+  EXPECT_EQ(counters->parked_overflow.value(), 1u);
   EXPECT_EQ(wakes, wakes_when_parked);  // unbound: nobody to wake
 }
 
@@ -70,7 +70,7 @@ TEST_F(DurableParkingTest, WhatTheSubscriberHadNotSettledComesFirstOnResume) {
   EXPECT_EQ(resumed->outbox, outbox);
   EXPECT_EQ(resumed->owner, "alice");
   EXPECT_EQ(parking.size(), 0u);
-  EXPECT_EQ(counters->parked_subscriptions.load(), 0u);
+  EXPECT_EQ(counters->parked_subscriptions.value(), 0);
   EXPECT_TRUE(ended.empty());
   resumed->outbox->bind([](flows::WakeHold*) { return true; });
   ASSERT_TRUE(offerBestEffort(*outbox, exchange(4)));
@@ -92,7 +92,7 @@ TEST_F(DurableParkingTest, AttachingWithAnotherAddressEndsTheParkedSubscription)
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0], (std::pair<std::string, std::string>{"amqp:c/sub", "alice"}));
   EXPECT_EQ(parking.size(), 0u);
-  EXPECT_EQ(counters->parked_subscriptions.load(), 0u);
+  EXPECT_EQ(counters->parked_subscriptions.value(), 0);
   EXPECT_EQ(offerBestEffort(*outbox, exchange(1)).code(), Status::Code::kUnavailable);
 }
 
@@ -115,11 +115,11 @@ TEST_F(DurableParkingTest, AnotherEndpointFindsNothingAndEndsNothing) {
 TEST_F(DurableParkingTest, EndAllEndsEveryParkedSubscription) {
   parking.park("amqp:c/a", DurableSubscription{"a", boundOutbox(), "alice"}, {});
   parking.park("amqp:c/b", DurableSubscription{"b", boundOutbox(), "bob"}, {});
-  EXPECT_EQ(counters->parked_subscriptions.load(), 2u);
+  EXPECT_EQ(counters->parked_subscriptions.value(), 2);
   parking.endAll();
   EXPECT_EQ(ended.size(), 2u);
   EXPECT_EQ(parking.size(), 0u);
-  EXPECT_EQ(counters->parked_subscriptions.load(), 0u);
+  EXPECT_EQ(counters->parked_subscriptions.value(), 0);
 }
 
 }  // namespace

@@ -12,47 +12,127 @@
 namespace cepbus::services::amqp {
 namespace {
 
-// Each counter a different value, so that a counter copied into the wrong
-// field shows.
+// Each counter and gauge a different value, so that one registered or
+// copied under the wrong name shows.
 void fill(ListenerCounters& c) {
   uint64_t n = 0;
-  for (std::atomic<uint64_t>* counter : {&c.connections,
-                                         &c.published,
-                                         &c.accepted,
-                                         &c.released,
-                                         &c.malformed,
-                                         &c.credit_pauses,
-                                         &c.sent,
-                                         &c.acknowledged,
-                                         &c.not_acknowledged,
-                                         &c.buffer_full,
-                                         &c.paused_links,
-                                         &c.subscriber_links,
-                                         &c.redelivered,
-                                         &c.parked_subscriptions,
-                                         &c.parked_overflow,
-                                         &c.subscriber_waits,
-                                         &c.subscriber_stalls,
-                                         &c.awaiting_commit,
-                                         &c.unsettled,
-                                         &c.requests,
-                                         &c.answers,
-                                         &c.faults,
-                                         &c.answers_unroutable,
-                                         &c.provider_requests,
-                                         &c.provider_replies,
-                                         &c.late_replies,
-                                         &c.rejected,
-                                         &c.durable_restored,
-                                         &c.durable_not_restored,
-                                         &c.handshake_timeouts}) {
-    counter->store(++n);
+  for (stats::Counter* counter : {&c.connections,
+                                  &c.published,
+                                  &c.accepted,
+                                  &c.released,
+                                  &c.malformed,
+                                  &c.credit_pauses,
+                                  &c.sent,
+                                  &c.acknowledged,
+                                  &c.not_acknowledged,
+                                  &c.buffer_full,
+                                  &c.redelivered,
+                                  &c.parked_overflow,
+                                  &c.subscriber_waits,
+                                  &c.subscriber_stalls,
+                                  &c.requests,
+                                  &c.answers,
+                                  &c.faults,
+                                  &c.answers_unroutable,
+                                  &c.provider_requests,
+                                  &c.provider_replies,
+                                  &c.late_replies,
+                                  &c.rejected,
+                                  &c.durable_restored,
+                                  &c.durable_not_restored,
+                                  &c.handshake_timeouts}) {
+    counter->add(++n);
   }
-  c.publish_credit.store(100);
+  for (stats::Gauge* gauge : {&c.paused_links, &c.subscriber_links, &c.parked_subscriptions,
+                              &c.awaiting_commit, &c.unsettled}) {
+    gauge->set(static_cast<int64_t>(++n));
+  }
+  c.publish_credit.set(100);
 }
 
-// One refusal of each kind but messages_too_large, which gets two.
-AmqpAdmission refusing() {
+// What fill() and refuseEach() leave, by name.
+const std::map<std::string, uint64_t> kFilled = {{"connections", 1},
+                                                 {"published", 2},
+                                                 {"accepted", 3},
+                                                 {"released", 4},
+                                                 {"malformed", 5},
+                                                 {"credit_pauses", 6},
+                                                 {"sent", 7},
+                                                 {"acknowledged", 8},
+                                                 {"not_acknowledged", 9},
+                                                 {"buffer_full", 10},
+                                                 {"redelivered", 11},
+                                                 {"parked_overflow", 12},
+                                                 {"subscriber_waits", 13},
+                                                 {"subscriber_stalls", 14},
+                                                 {"requests", 15},
+                                                 {"answers", 16},
+                                                 {"faults", 17},
+                                                 {"answers_unroutable", 18},
+                                                 {"provider_requests", 19},
+                                                 {"provider_replies", 20},
+                                                 {"late_replies", 21},
+                                                 {"rejected", 22},
+                                                 {"durable_restored", 23},
+                                                 {"durable_not_restored", 24},
+                                                 {"handshake_timeouts", 25},
+                                                 {"paused_links", 26},
+                                                 {"subscriber_links", 27},
+                                                 {"parked_subscriptions", 28},
+                                                 {"awaiting_commit", 29},
+                                                 {"unsettled", 30},
+                                                 {"publish_credit", 100},
+                                                 {"connections_refused", 1},
+                                                 {"sessions_refused", 1},
+                                                 {"links_refused", 1},
+                                                 {"durable_refused", 1},
+                                                 {"requests_refused", 1},
+                                                 {"messages_too_large", 2}};
+
+// Every field of a copy, by name.
+std::map<std::string, uint64_t> fieldsOf(const AmqpListenerStats& s) {
+  return {{"connections", s.connections},
+          {"published", s.published},
+          {"accepted", s.accepted},
+          {"released", s.released},
+          {"malformed", s.malformed},
+          {"credit_pauses", s.credit_pauses},
+          {"sent", s.sent},
+          {"acknowledged", s.acknowledged},
+          {"not_acknowledged", s.not_acknowledged},
+          {"buffer_full", s.buffer_full},
+          {"redelivered", s.redelivered},
+          {"parked_overflow", s.parked_overflow},
+          {"subscriber_waits", s.subscriber_waits},
+          {"subscriber_stalls", s.subscriber_stalls},
+          {"requests", s.requests},
+          {"answers", s.answers},
+          {"faults", s.faults},
+          {"answers_unroutable", s.answers_unroutable},
+          {"provider_requests", s.provider_requests},
+          {"provider_replies", s.provider_replies},
+          {"late_replies", s.late_replies},
+          {"rejected", s.rejected},
+          {"durable_restored", s.durable_restored},
+          {"durable_not_restored", s.durable_not_restored},
+          {"handshake_timeouts", s.handshake_timeouts},
+          {"paused_links", s.paused_links},
+          {"subscriber_links", s.subscriber_links},
+          {"parked_subscriptions", s.parked_subscriptions},
+          {"awaiting_commit", s.awaiting_commit},
+          {"unsettled", s.unsettled},
+          {"publish_credit", s.publish_credit},
+          {"connections_refused", s.connections_refused},
+          {"sessions_refused", s.sessions_refused},
+          {"links_refused", s.links_refused},
+          {"durable_refused", s.durable_refused},
+          {"requests_refused", s.requests_refused},
+          {"messages_too_large", s.messages_too_large}};
+}
+
+// Limits at which refuseEach() is refused once of each kind but
+// messages_too_large, which gets two.
+AmqpLimits refusingLimits() {
   AmqpLimits limits;
   limits.max_connections = 1;
   limits.max_sessions = 0;
@@ -60,7 +140,7 @@ AmqpAdmission refusing() {
   limits.max_durable = 0;
   limits.max_pending_requests = 0;
   limits.max_message_size = 10;
-  return AmqpAdmission(limits);
+  return limits;
 }
 
 void refuseEach(AmqpAdmission& admission) {
@@ -81,75 +161,60 @@ std::optional<std::string> metadata(const router::ComponentSnapshot& s, const st
   return std::nullopt;
 }
 
-TEST(ListenerStatsTest, CopiesEveryCounterAndTheRefusalsIntoTheirFields) {
+// The metrics of the only scope of `component` in `store`, by name.
+std::map<std::string, uint64_t> scopeOf(const stats::Store& store, std::string_view component) {
+  const std::vector<stats::ScopeSnapshot> scopes = store.scopes(component);
+  EXPECT_EQ(scopes.size(), 1u) << component;
+  std::map<std::string, uint64_t> out;
+  if (scopes.empty()) return out;
+  for (const stats::MetricValue& m : scopes[0].metrics) {
+    EXPECT_TRUE(out.emplace(m.name, static_cast<uint64_t>(m.value)).second) << m.name;
+  }
+  return out;
+}
+
+TEST(ListenerStatsTest, StatsCopiesEveryCounterAndTheRefusalsIntoTheirFields) {
   ListenerCounters counters;
   fill(counters);
-  AmqpAdmission admission = refusing();
+  AmqpAdmission admission(refusingLimits());
   refuseEach(admission);
+  EXPECT_EQ(fieldsOf(counters.stats(admission)), kFilled);
+}
 
-  const std::map<std::string, uint64_t> expected = {{"connections", 1},
-                                                    {"published", 2},
-                                                    {"accepted", 3},
-                                                    {"released", 4},
-                                                    {"malformed", 5},
-                                                    {"credit_pauses", 6},
-                                                    {"sent", 7},
-                                                    {"acknowledged", 8},
-                                                    {"not_acknowledged", 9},
-                                                    {"buffer_full", 10},
-                                                    {"paused_links", 11},
-                                                    {"subscriber_links", 12},
-                                                    {"redelivered", 13},
-                                                    {"parked_subscriptions", 14},
-                                                    {"parked_overflow", 15},
-                                                    {"subscriber_waits", 16},
-                                                    {"subscriber_stalls", 17},
-                                                    {"awaiting_commit", 18},
-                                                    {"unsettled", 19},
-                                                    {"requests", 20},
-                                                    {"answers", 21},
-                                                    {"faults", 22},
-                                                    {"answers_unroutable", 23},
-                                                    {"provider_requests", 24},
-                                                    {"provider_replies", 25},
-                                                    {"late_replies", 26},
-                                                    {"rejected", 27},
-                                                    {"durable_restored", 28},
-                                                    {"durable_not_restored", 29},
-                                                    {"handshake_timeouts", 30},
-                                                    {"publish_credit", 100},
-                                                    {"connections_refused", 1},
-                                                    {"sessions_refused", 1},
-                                                    {"links_refused", 1},
-                                                    {"durable_refused", 1},
-                                                    {"requests_refused", 1},
-                                                    {"messages_too_large", 2}};
-  const auto fields = statsFields(counters.stats(admission));
-  std::map<std::string, uint64_t> actual(fields.begin(), fields.end());
-  EXPECT_EQ(actual.size(), fields.size()) << "a field name appears twice";
-  EXPECT_EQ(actual, expected);
+// The scope "amqp" {name} has every counter and refusal under its name: the
+// families of /metrics and the "stats" of /api/components/<listener>.
+TEST(ListenerStatsTest, TheListenersScopeHasEveryCounterAndRefusalByName) {
+  router::Registry registry;
+  ListenerCounters counters(registry.stats().scope(kAmqpSchema, {{"name", "amqp"}}));
+  auto admission = std::make_shared<AmqpAdmission>(refusingLimits());
+  reportRefusals(*counters.scope, admission);
+  fill(counters);
+  refuseEach(*admission);
+  EXPECT_EQ(scopeOf(registry.stats(), "amqp"), kFilled);
+  EXPECT_EQ(std::size(amqp_stats::kAll), kFilled.size());
+  EXPECT_EQ(registry.stats().scopes("amqp")[0].labels, (stats::Labels{{"name", "amqp"}}));
 }
 
 TEST(ListenerStatsTest, PublishCreditIsTheNetOfTheChangesAdded) {
   ListenerCounters counters;
-  counters.publish_credit.fetch_add(100);
-  counters.publish_credit.fetch_add(-60);
+  counters.publish_credit.add(100);
+  counters.publish_credit.add(-60);
   const AmqpAdmission admission{AmqpLimits{}};
   EXPECT_EQ(counters.stats(admission).publish_credit, 40u);
 }
 
-TEST(ListenerStatsTest, RegistryEntryShowsTheCountersWhenSnapshotted) {
+TEST(ListenerStatsTest, RegistryEntryShowsTheLiveNumbersWhenSnapshotted) {
   router::Registry registry;
   auto counters = std::make_shared<ListenerCounters>();
   auto admission = std::make_shared<AmqpAdmission>(AmqpLimits{});
   auto entry = reportListener(registry, "amqp", "127.0.0.1:5672", counters, admission);
   ASSERT_TRUE(entry) << entry.status().message();
 
-  counters->sent.store(7);
-  counters->released.store(3);
-  counters->rejected.store(2);
-  counters->malformed.store(4);
-  counters->awaiting_commit.store(5);
+  counters->sent.add(7);
+  counters->released.add(3);
+  counters->rejected.add(2);
+  counters->malformed.add(4);
+  counters->awaiting_commit.set(5);
   EXPECT_TRUE(admission->admitMessage(AmqpLimits{}.max_message_size + 1).has_value());
 
   auto s = registry.snapshotOf("amqp");
@@ -158,20 +223,17 @@ TEST(ListenerStatsTest, RegistryEntryShowsTheCountersWhenSnapshotted) {
   EXPECT_EQ(s->state, router::ComponentState::kStarted);
   EXPECT_EQ(metadata(*s, "type"), "amqp-listener");
   EXPECT_EQ(metadata(*s, "address"), "127.0.0.1:5672");
+  EXPECT_EQ(s->metadata.size(), 2u);  // the numbers are in the stats scope, not strings here
   EXPECT_EQ(s->delivered, 7u);
   EXPECT_EQ(s->failed, 3u);
   EXPECT_EQ(s->rejected, 2u + 4u + 1u);  // rejected + malformed + messages_too_large
   EXPECT_EQ(s->queue_length, 5u);
-  for (const auto& [key, value] : statsFields(counters->stats(*admission))) {
-    EXPECT_EQ(metadata(*s, key), std::to_string(value)) << key;
-  }
 
   // Refreshed by each snapshot.
-  counters->sent.store(8);
+  counters->sent.inc();
   s = registry.snapshotOf("amqp");
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->delivered, 8u);
-  EXPECT_EQ(metadata(*s, "sent"), "8");
 }
 
 TEST(ListenerStatsTest, RegistryEntryFailsWhenTheNameIsTaken) {
@@ -184,17 +246,19 @@ TEST(ListenerStatsTest, RegistryEntryFailsWhenTheNameIsTaken) {
   EXPECT_EQ(entry.status().code(), Status::Code::kAlreadyExists);
 }
 
-TEST(ListenerStatsTest, LinkEntryShowsTheLinksCountersWhenSnapshotted) {
+TEST(ListenerStatsTest, ALinksEntryAndScopeShowItsCounters) {
   router::Registry registry;
   auto counters = std::make_shared<LinkCounters>();
-  auto entry = reportLink(registry, "amqp-link:c/l", "amqp", "subscribe", "orders.*", counters);
-  ASSERT_TRUE(entry) << entry.status().message();
+  auto scope = reportLink(registry, "amqp-link:c/l", "amqp", "subscribe", "orders.*", counters);
+  ASSERT_TRUE(scope) << scope.status().message();
 
-  counters->delivered.store(5);
-  counters->accepted.store(2);
-  counters->rejected.store(3);
-  counters->released.store(4);
-  bump(counters->parked_overflow);
+  uint64_t n = 0;
+  for (std::atomic<uint64_t>* counter :
+       {&counters->accepted, &counters->rejected, &counters->released, &counters->credit_withheld,
+        &counters->delivered, &counters->acknowledged, &counters->not_acknowledged,
+        &counters->redelivered, &counters->parked_overflow}) {
+    counter->store(++n);
+  }
 
   auto s = registry.snapshotOf("amqp-link:c/l");
   ASSERT_TRUE(s.has_value());
@@ -203,23 +267,36 @@ TEST(ListenerStatsTest, LinkEntryShowsTheLinksCountersWhenSnapshotted) {
   EXPECT_EQ(s->state, router::ComponentState::kStarted);
   EXPECT_EQ(metadata(*s, "role"), "subscribe");
   EXPECT_EQ(metadata(*s, "address"), "orders.*");
-  EXPECT_EQ(s->delivered, 5u + 2u);  // delivered + accepted
-  EXPECT_EQ(s->rejected, 3u);
-  EXPECT_EQ(s->failed, 4u);
-  EXPECT_EQ(metadata(*s, "parked_overflow"), "1");
-  for (const auto& [key, value] : counters->fields()) {
-    EXPECT_EQ(metadata(*s, key), std::to_string(value)) << key;
-  }
+  EXPECT_EQ(s->delivered, 5u + 1u);  // delivered + accepted
+  EXPECT_EQ(s->rejected, 2u);
+  EXPECT_EQ(s->failed, 3u);
+  EXPECT_EQ(scopeOf(registry.stats(), "amqp_link"),
+            (std::map<std::string, uint64_t>{{"accepted", 1},
+                                             {"rejected", 2},
+                                             {"released", 3},
+                                             {"credit_withheld", 4},
+                                             {"delivered", 5},
+                                             {"acknowledged", 6},
+                                             {"not_acknowledged", 7},
+                                             {"redelivered", 8},
+                                             {"parked_overflow", 9}}));
+  EXPECT_EQ(registry.stats().scopes("amqp_link")[0].labels,
+            (stats::Labels{{"name", "amqp-link:c/l"}}));
+  // The caller drops the scope when the link goes: its numbers go with it.
+  scope->reset();
+  EXPECT_TRUE(registry.stats().scopes("amqp_link").empty());
 }
 
 TEST(ListenerStatsTest, LinkEntryFailsWhenTheNameIsTaken) {
   router::Registry registry;
-  ASSERT_TRUE(reportLink(registry, "amqp-link:c/l", "amqp", "publish", "a",
-                         std::make_shared<LinkCounters>()));
+  auto first = reportLink(registry, "amqp-link:c/l", "amqp", "publish", "a",
+                          std::make_shared<LinkCounters>());
+  ASSERT_TRUE(first);
   auto again = reportLink(registry, "amqp-link:c/l", "amqp", "publish", "a",
                           std::make_shared<LinkCounters>());
   ASSERT_FALSE(again);
   EXPECT_EQ(again.status().code(), Status::Code::kAlreadyExists);
+  EXPECT_EQ(registry.stats().scopes("amqp_link").size(), 1u);
 }
 
 }  // namespace

@@ -79,13 +79,13 @@ TEST_F(SubscriberDeliveriesTest, SendsItsCreditButNoMoreThanTheBufferInFlight) {
 TEST_F(SubscriberDeliveriesTest, AnUnsettledDeliveryIsKeptUntilSettled) {
   proton::tracker t = deliver(entry(1));
   EXPECT_EQ(deliveries.unsettled(), 1u);
-  EXPECT_EQ(counters->sent.load(), 1u);
-  EXPECT_EQ(counters->unsettled.load(), 1u);
+  EXPECT_EQ(counters->sent.value(), 1u);
+  EXPECT_EQ(counters->unsettled.value(), 1);
   EXPECT_EQ(outbox->stats().delivered.load(), 1u);
 
   deliveries.settle(t, Outcome::kAccepted, drain);
   EXPECT_EQ(deliveries.unsettled(), 0u);
-  EXPECT_EQ(counters->unsettled.load(), 0u);
+  EXPECT_EQ(counters->unsettled.value(), 0);
   EXPECT_EQ(outbox->stats().acknowledged.load(), 1u);
   EXPECT_EQ(drains, 0);  // nothing held back
 }
@@ -93,8 +93,8 @@ TEST_F(SubscriberDeliveriesTest, AnUnsettledDeliveryIsKeptUntilSettled) {
 TEST_F(SubscriberDeliveriesTest, APresettledDeliveryIsNotKept) {
   deliver(entry(1), /*settled=*/true);
   EXPECT_EQ(deliveries.unsettled(), 0u);
-  EXPECT_EQ(counters->sent.load(), 1u);
-  EXPECT_EQ(counters->unsettled.load(), 0u);
+  EXPECT_EQ(counters->sent.value(), 1u);
+  EXPECT_EQ(counters->unsettled.value(), 0);
 }
 
 TEST_F(SubscriberDeliveriesTest, ARejectIsFinal) {
@@ -159,7 +159,7 @@ TEST_F(SubscriberDeliveriesTest, ALinkThatGoesAwayHandsBackEveryUnsettledEntry) 
   std::vector<OutboxEntry> back = deliveries.takeUnsettled();
   EXPECT_EQ(back.size(), 2u);
   EXPECT_EQ(deliveries.unsettled(), 0u);
-  EXPECT_EQ(counters->unsettled.load(), 0u);
+  EXPECT_EQ(counters->unsettled.value(), 0);
 }
 
 }  // namespace

@@ -68,8 +68,8 @@ TEST_F(OutboxTest, RefusesBeyondItsCapacityWhileBound) {
   for (Timestamp ts = 1; ts <= 4; ++ts) ASSERT_TRUE(offerBestEffort(outbox, exchange(ts)));
   Status full = offerBestEffort(outbox, exchange(5));
   EXPECT_EQ(full.code(), Status::Code::kRejected);
-  EXPECT_EQ(counters->buffer_full.load(), 1u);
-  EXPECT_EQ(counters->parked_overflow.load(), 0u);  // its subscriber is there
+  EXPECT_EQ(counters->buffer_full.value(), 1u);
+  EXPECT_EQ(counters->parked_overflow.value(), 0u);  // its subscriber is there
   EXPECT_EQ(outbox.load(), 4);
   outbox.take(1);
   EXPECT_TRUE(offerBestEffort(outbox, exchange(6)));
@@ -80,8 +80,8 @@ TEST_F(OutboxTest, WhileAwayItHoldsItsAwayCapacityAndCountsTheOverflow) {
   ASSERT_TRUE(offerBestEffort(outbox, exchange(1)));
   ASSERT_TRUE(offerBestEffort(outbox, exchange(2)));
   EXPECT_EQ(offerBestEffort(outbox, exchange(3)).code(), Status::Code::kRejected);
-  EXPECT_EQ(counters->buffer_full.load(), 1u);
-  EXPECT_EQ(counters->parked_overflow.load(), 1u);
+  EXPECT_EQ(counters->buffer_full.value(), 1u);
+  EXPECT_EQ(counters->parked_overflow.value(), 1u);
   EXPECT_EQ(outbox.stats().parked_overflow.load(), 1u);
   // The subscriber back: its full capacity again, and what was kept comes first.
   bind();

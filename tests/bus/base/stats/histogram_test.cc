@@ -1,21 +1,21 @@
-#include "stages/stage_metrics.h"
+#include "bus/base/stats/histogram.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <vector>
 
-namespace cepbus::stages {
+namespace cepbus::stats {
 namespace {
 
-TEST(LatencyHistogramTest, SmallValuesHaveExactBuckets) {
+TEST(HistogramTest, SmallValuesHaveExactBuckets) {
   for (uint64_t v = 0; v < 32; ++v) {
-    EXPECT_EQ(LatencyHistogram::bucketOf(v), v);
-    EXPECT_EQ(LatencyHistogram::bucketUpperBound(v), v);
+    EXPECT_EQ(Histogram::bucketOf(v), v);
+    EXPECT_EQ(Histogram::bucketUpperBound(v), v);
   }
 }
 
-TEST(LatencyHistogramTest, BucketsAreContiguousWithBoundedRelativeWidth) {
+TEST(HistogramTest, BucketsAreContiguousWithBoundedRelativeWidth) {
   std::vector<uint64_t> values;
   for (int bit = 5; bit < 64; ++bit) {
     const uint64_t p = uint64_t{1} << bit;
@@ -23,22 +23,21 @@ TEST(LatencyHistogramTest, BucketsAreContiguousWithBoundedRelativeWidth) {
   }
   values.push_back(std::numeric_limits<uint64_t>::max());
   for (uint64_t v : values) {
-    const size_t b = LatencyHistogram::bucketOf(v);
-    ASSERT_LT(b, LatencyHistogram::kBucketCount) << v;
-    const uint64_t upper = LatencyHistogram::bucketUpperBound(b);
-    const uint64_t lower = LatencyHistogram::bucketUpperBound(b - 1) + 1;
+    const size_t b = Histogram::bucketOf(v);
+    ASSERT_LT(b, Histogram::kBucketCount) << v;
+    const uint64_t upper = Histogram::bucketUpperBound(b);
+    const uint64_t lower = Histogram::bucketUpperBound(b - 1) + 1;
     EXPECT_LE(lower, v) << v;
     EXPECT_GE(upper, v) << v;
     EXPECT_LE(static_cast<double>(upper - lower + 1), static_cast<double>(lower) / 16.0 + 1) << v;
   }
-  EXPECT_EQ(LatencyHistogram::bucketOf(std::numeric_limits<uint64_t>::max()),
-            LatencyHistogram::kBucketCount - 1);
+  EXPECT_EQ(Histogram::bucketOf(std::numeric_limits<uint64_t>::max()), Histogram::kBucketCount - 1);
 }
 
-TEST(LatencyHistogramTest, PercentilesWithinOneBucketOfTruth) {
-  LatencyHistogram h;
+TEST(HistogramTest, PercentilesWithinOneBucketOfTruth) {
+  Histogram h;
   for (uint64_t v = 1; v <= 1000; ++v) h.record(v);
-  const LatencySummary s = h.summary();
+  const HistogramSummary s = h.summary();
   EXPECT_EQ(s.count, 1000u);
   EXPECT_EQ(s.max_ns, 1000u);
   EXPECT_DOUBLE_EQ(s.mean_ns, 500.5);
@@ -51,8 +50,8 @@ TEST(LatencyHistogramTest, PercentilesWithinOneBucketOfTruth) {
   EXPECT_EQ(h.percentile(1.0), 1000u);
 }
 
-TEST(LatencyHistogramTest, SkewedDistribution) {
-  LatencyHistogram h;
+TEST(HistogramTest, SkewedDistribution) {
+  Histogram h;
   for (int i = 0; i < 98; ++i) h.record(100);
   h.record(1'000'000);
   h.record(5'000'000);
@@ -64,8 +63,8 @@ TEST(LatencyHistogramTest, SkewedDistribution) {
   EXPECT_EQ(h.max(), 5'000'000u);
 }
 
-TEST(LatencyHistogramTest, EmptyAndReset) {
-  LatencyHistogram h;
+TEST(HistogramTest, EmptyAndReset) {
+  Histogram h;
   EXPECT_EQ(h.percentile(0.5), 0u);
   EXPECT_EQ(h.summary().count, 0u);
   h.recordDuration(std::chrono::microseconds(3));
@@ -80,4 +79,4 @@ TEST(LatencyHistogramTest, EmptyAndReset) {
 }
 
 }  // namespace
-}  // namespace cepbus::stages
+}  // namespace cepbus::stats

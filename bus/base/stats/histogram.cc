@@ -1,12 +1,12 @@
-#include "stages/stage_metrics.h"
+#include "bus/base/stats/histogram.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
-namespace cepbus::stages {
+namespace cepbus::stats {
 
-size_t LatencyHistogram::bucketOf(uint64_t value) {
+size_t Histogram::bucketOf(uint64_t value) {
   // Values below 2 * kSubBuckets index themselves; above, the bucket is
   // (magnitude, top kSubBucketBits bits below the leading one).
   if (value < 2 * kSubBuckets) return static_cast<size_t>(value);
@@ -16,7 +16,7 @@ size_t LatencyHistogram::bucketOf(uint64_t value) {
   return static_cast<size_t>((static_cast<uint64_t>(shift) + 1) * kSubBuckets + sub);
 }
 
-uint64_t LatencyHistogram::bucketUpperBound(size_t bucket) {
+uint64_t Histogram::bucketUpperBound(size_t bucket) {
   if (bucket < 2 * kSubBuckets) return bucket;
   const uint64_t shift = bucket / kSubBuckets - 1;
   const uint64_t sub = bucket % kSubBuckets;
@@ -24,7 +24,7 @@ uint64_t LatencyHistogram::bucketUpperBound(size_t bucket) {
   return low + ((uint64_t{1} << shift) - 1);
 }
 
-void LatencyHistogram::record(uint64_t value) {
+void Histogram::record(uint64_t value) {
   buckets_[bucketOf(value)].fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(value, std::memory_order_relaxed);
   uint64_t seen = max_.load(std::memory_order_relaxed);
@@ -32,7 +32,7 @@ void LatencyHistogram::record(uint64_t value) {
   }
 }
 
-uint64_t LatencyHistogram::count() const {
+uint64_t Histogram::count() const {
   uint64_t total = 0;
   for (const auto& b : buckets_) total += b.load(std::memory_order_relaxed);
   return total;
@@ -40,10 +40,10 @@ uint64_t LatencyHistogram::count() const {
 
 namespace {
 
-using Buckets = std::array<uint64_t, LatencyHistogram::kBucketCount>;
+using Buckets = std::array<uint64_t, Histogram::kBucketCount>;
 
 // The bucket counts at one moment and their total, so that ranks and walks agree.
-uint64_t snapshotOf(const std::array<std::atomic<uint64_t>, LatencyHistogram::kBucketCount>& from,
+uint64_t snapshotOf(const std::array<std::atomic<uint64_t>, Histogram::kBucketCount>& from,
                     Buckets& to) {
   uint64_t total = 0;
   for (size_t b = 0; b < to.size(); ++b) {
@@ -60,22 +60,22 @@ uint64_t percentileOf(const Buckets& buckets, uint64_t total, double q, uint64_t
   uint64_t seen = 0;
   for (size_t b = 0; b < buckets.size(); ++b) {
     seen += buckets[b];
-    if (seen >= rank) return std::min(LatencyHistogram::bucketUpperBound(b), max);
+    if (seen >= rank) return std::min(Histogram::bucketUpperBound(b), max);
   }
   return max;
 }
 
 }  // namespace
 
-uint64_t LatencyHistogram::percentile(double q) const {
+uint64_t Histogram::percentile(double q) const {
   Buckets buckets;
   const uint64_t total = snapshotOf(buckets_, buckets);
   return percentileOf(buckets, total, q, max());
 }
 
-LatencySummary LatencyHistogram::summary() const {
+HistogramSummary Histogram::summary() const {
   Buckets buckets;
-  LatencySummary s;
+  HistogramSummary s;
   s.count = snapshotOf(buckets_, buckets);
   if (s.count == 0) return s;
   s.max_ns = max();
@@ -86,10 +86,10 @@ LatencySummary LatencyHistogram::summary() const {
   return s;
 }
 
-void LatencyHistogram::reset() {
+void Histogram::reset() {
   for (auto& b : buckets_) b.store(0, std::memory_order_relaxed);
   sum_.store(0, std::memory_order_relaxed);
   max_.store(0, std::memory_order_relaxed);
 }
 
-}  // namespace cepbus::stages
+}  // namespace cepbus::stats

@@ -1,0 +1,119 @@
+#include "bus/host/detection/detection.h"
+
+#include <utility>
+
+#include "bus/host/detection/planner.h"
+
+namespace cepbus::detection {
+namespace {
+
+// The counters have one writer at a time (the event path, which the host
+// serializes) and readers on any thread: a plain store, no locked add.
+void add(std::atomic<uint64_t>& counter, uint64_t n) {
+  counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Detection>> Detection::create(DetectionGroup& group, DetectionSink& sink) {
+  std::optional<MadeDetector> made = std::exchange(group.made, std::nullopt);
+  if (!made) {
+    auto fresh = group.recipe.make();
+    if (!fresh) return fresh.status();
+    made = std::move(fresh).value();
+  }
+  return std::unique_ptr<Detection>(new Detection(std::move(*made), group.recipe.slack(),
+                                                  group.engine, group.members.size(), sink));
+}
+
+Result<std::unique_ptr<Detection>> Detection::create(const DetectorRecipe& recipe,
+                                                     DetectionSink& sink) {
+  auto made = recipe.make();
+  if (!made) return made.status();
+  return std::unique_ptr<Detection>(new Detection(std::move(made).value(), recipe.slack(),
+                                                  recipe.engine(), recipe.queries(), sink));
+}
+
+Detection::Detection(MadeDetector made, Timestamp slack, std::string engine, size_t members,
+                     DetectionSink& sink)
+    : sink_(sink),
+      engine_(std::move(engine)),
+      members_(members),
+      relay_(std::move(made.relay)),
+      ordered_(std::make_unique<plugin::ReorderingDetector>(std::move(made.detector), slack)),
+      trial_(made.trial),
+      counts_partials_(ordered_->state().has_value()),
+      muted_(std::make_unique<bool[]>(members)),
+      matches_(std::make_unique<std::atomic<uint64_t>[]>(members)) {
+  relay_->attach(*this);
+  if (made.trial != nullptr) {
+    made.trial->onDecided(
+        [this](const plugin::TrialOutcome& outcome) { sink_.onTrialDecided(outcome); });
+  }
+}
+
+Detection::~Detection() = default;
+
+Status Detection::counted(Status status) {
+  if (!status) add(errors_, 1);
+  if (counts_partials_) {
+    if (const std::optional<plugin::DetectorState> s = ordered_->state()) {
+      partials_.store(s->partial_matches, std::memory_order_relaxed);
+      peak_partials_.store(s->peak_partial_matches, std::memory_order_relaxed);
+    }
+  }
+  return status;
+}
+
+Status Detection::onEvents(std::span<const EventPtr> events) {
+  Status status = ordered_->onEvents(events);
+  // Once the call returned: a reader that sees them consumed sees their matches out.
+  add(consumed_, events.size());
+  return counted(std::move(status));
+}
+
+Status Detection::onEvent(const EventPtr& event) {
+  Status status = ordered_->onEvent(event);
+  add(consumed_, 1);
+  return counted(std::move(status));
+}
+
+Status Detection::flush() { return counted(ordered_->flush()); }
+
+Status Detection::flushReleased() { return counted(ordered_->flushReleased()); }
+
+void Detection::mute(size_t member) { muted_[member] = true; }
+
+void Detection::onMatch(size_t member, const plugin::Match& match) {
+  // A muted member's pattern still runs for the others; its matches go nowhere.
+  if (member >= members_ || muted_[member]) return;
+  add(matches_[member], 1);
+  sink_.onMatch(member, match);
+}
+
+Result<std::string> Detection::exportModel(std::string_view format) const {
+  return ordered_->exportModel(format);
+}
+
+DetectionStats Detection::stats() const {
+  DetectionStats s;
+  s.consumed = consumed_.load(std::memory_order_relaxed);
+  s.errors = errors_.load(std::memory_order_relaxed);
+  if (counts_partials_) {
+    s.partial_matches = plugin::DetectorState{partials_.load(std::memory_order_relaxed),
+                                              peak_partials_.load(std::memory_order_relaxed)};
+  }
+  return s;
+}
+
+uint64_t Detection::matches(size_t member) const {
+  return member < members_ ? matches_[member].load(std::memory_order_relaxed) : 0;
+}
+
+std::string Detection::engine() const { return trial_ != nullptr ? trial_->running() : engine_; }
+
+std::optional<plugin::TrialOutcome> Detection::trialOutcome() const {
+  return trial_ != nullptr ? trial_->outcome() : std::nullopt;
+}
+
+}  // namespace cepbus::detection

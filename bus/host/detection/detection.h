@@ -1,0 +1,150 @@
+#pragma once
+
+// Detection: one detector running the queries of a detection group
+// (planner.h), as every host runs it — the CEP service behind its stage, the
+// cluster node per partition, `cepbus match` and `cepbus join` over a file.
+//
+// Thread safety: the event path — onEvents(), onEvent(), flush(),
+// flushReleased() — and mute() and exportModel() are called by one thread at
+// a time (the host serializes them: a detector is single-threaded); the sink
+// is called on that thread, inside those calls. stats(), matches(),
+// engine() and trialOutcome() may be called from any thread at any time.
+// Ownership: owns its detector (which keeps its plugins loaded), its time
+// handling and its counters; the sink is the host's and must outlive it.
+//
+//   events --> time handling (slack: reorder.h) --> guarded detector (or
+//     engine auto's trial between two) --match of member i--> sink
+//
+// Time. The host option slack=N (DetectorRecipe::slack()) puts the events in
+// timestamp order within N time units before the detector sees them; a later
+// event is refused, naming both timestamps. flush() is the end of the
+// stream: what the slack holds back goes to the detector, which then
+// reports every match still pending. flushReleased() is a pause: the
+// detector reports what it holds for the events released so far, and what
+// the slack holds stays held (a later arrival may still precede it).
+//
+// Members. The detector's matches of query i of the group go to the sink as
+// member i. mute(i) stops them (a removed query whose pattern must keep
+// running for the others); flushReleased() before it hands the member what
+// is pending for it.
+//
+// Counters. Every event offered counts as consumed, refused or late ones
+// included; a call that fails (an event refused, late or thrown on — the
+// first error of a batch stands for the batch — or a failed flush) counts
+// one error. Each member's matches are counted as they go to the sink. An
+// engine that counts its partial matches (plugin::Detector::state()) is
+// sampled after each call.
+//
+// Engine auto's trial (trial_detector.h): during it the prior's matches go
+// to the sink, and onTrialDecided() hears which engine was kept.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "bus/core/event.h"
+#include "bus/core/plugin/detector.h"
+#include "bus/core/status.h"
+#include "bus/host/detection/detector_recipe.h"
+#include "bus/host/detection/trial_detector.h"
+#include "bus/host/time/reorder.h"
+
+namespace cepbus::detection {
+
+struct DetectionGroup;
+
+// What a host hears from its detection, on the detection's thread.
+class DetectionSink : public MemberSink {
+ public:
+  // Engine auto's trial decided; once, before the kept engine's matches.
+  virtual void onTrialDecided(const plugin::TrialOutcome& /*outcome*/) {}
+};
+
+// A detection's counters, as of the last call into it (see the file comment).
+struct DetectionStats {
+  uint64_t consumed = 0;
+  uint64_t errors = 0;
+  // nullopt when the engine does not count.
+  std::optional<plugin::DetectorState> partial_matches;
+};
+
+class Detection final : private MemberSink {
+ public:
+  // A detection of `group`: it takes the detector the planner made for the
+  // group when there is one still, else makes one from the group's recipe
+  // (an error when the engine refuses now). Its matches go to `sink`. Not
+  // concurrently for one group (the first takes what the planner made).
+  static Result<std::unique_ptr<Detection>> create(DetectionGroup& group, DetectionSink& sink);
+  // A detection of a new detector from `recipe` (the recipe's engine and
+  // queries, one member each): for a host that makes one per partition or
+  // per stream. Any thread may call it (DetectorRecipe::make() is
+  // thread-safe); the detection does not keep `recipe`.
+  static Result<std::unique_ptr<Detection>> create(const DetectorRecipe& recipe,
+                                                   DetectionSink& sink);
+  ~Detection() override;
+  Detection(const Detection&) = delete;
+  Detection& operator=(const Detection&) = delete;
+
+  // Offers `events` in order; the first error of the batch (see
+  // plugin::ReorderingDetector::onEvents for which comes first), or OK.
+  Status onEvents(std::span<const EventPtr> events);
+  Status onEvent(const EventPtr& event);
+  // End of the stream; more events may follow (a new stream).
+  Status flush();
+  // A pause in the input.
+  Status flushReleased();
+  // Whether `event` would be refused as late now (beyond the slack), without
+  // offering it: a host that routes late events elsewhere asks before each
+  // onEvent() (one event at a time: within a batch, an event moves the
+  // newest timestamp for the ones after it).
+  bool isLate(const Event& event) const { return ordered_->isLate(event); }
+  // The timestamp of the newest event handed to the detector (INT64_MIN
+  // before the first): every accepted event up to it has been.
+  Timestamp released() const { return ordered_->released(); }
+
+  // Drops member `member`'s matches from now on.
+  void mute(size_t member);
+  // The detector's model (plugin::Detector::exportModel): the running
+  // engine's.
+  Result<std::string> exportModel(std::string_view format) const;
+
+  size_t members() const { return members_; }
+  DetectionStats stats() const;
+  // Member `member`'s matches so far.
+  uint64_t matches(size_t member) const;
+  // The engine whose matches are the output: during engine auto's trial
+  // the prior, after it the one kept.
+  std::string engine() const;
+  bool onTrial() const { return trial_ != nullptr; }
+  // Engine auto's trial outcome once it has decided.
+  std::optional<plugin::TrialOutcome> trialOutcome() const;
+
+ private:
+  Detection(MadeDetector made, Timestamp slack, std::string engine, size_t members,
+            DetectionSink& sink);
+  void onMatch(size_t member, const plugin::Match& match) override;
+  // Counts `status` as an error when it is one, samples the detector's
+  // state, and returns it.
+  Status counted(Status status);
+
+  DetectionSink& sink_;
+  const std::string engine_;
+  const size_t members_;
+  std::unique_ptr<MemberRelay> relay_;  // declared before ordered_: outlives the detector
+  std::unique_ptr<plugin::ReorderingDetector> ordered_;
+  const plugin::TrialDetector* trial_;  // in ordered_ under engine auto's trial, else null
+  const bool counts_partials_;          // the engine's state() is not nullopt
+  std::unique_ptr<bool[]> muted_;
+  std::unique_ptr<std::atomic<uint64_t>[]> matches_;
+  std::atomic<uint64_t> consumed_{0};
+  std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> partials_{0};
+  std::atomic<uint64_t> peak_partials_{0};
+};
+
+}  // namespace cepbus::detection

@@ -1,0 +1,97 @@
+#include "bus/host/detection/detector_recipe.h"
+
+#include <cstdio>
+#include <utility>
+
+namespace cepbus::detection {
+
+DetectorRecipe::DetectorRecipe(EngineRef engine, Queries queries, plugin::DetectorOptions options,
+                               bool many, Timestamp slack)
+    : engine_(std::move(engine)),
+      queries_(std::move(queries)),
+      options_(std::move(options)),
+      many_(many || queries_->size() > 1),
+      slack_(slack) {}
+
+Result<std::unique_ptr<plugin::GuardedDetector>> DetectorRecipe::engineDetector(
+    const EngineRef& engine, plugin::MatchSink& one, plugin::MultiMatchSink& many) const {
+  if (many_) return engine.plugin->createManyDetectors(engine.engine, *queries_, options_, many);
+  return engine.plugin->createDetector(engine.engine, queries_->front().query, options_, one);
+}
+
+Result<MadeDetector> DetectorRecipe::make() const {
+  if (onTrial()) {
+    std::vector<EngineRef> accepted;
+    return makeTrial(challengers_, accepted);
+  }
+  MadeDetector made;
+  made.relay = std::make_unique<MemberRelay>();
+  auto detector = engineDetector(engine_, *made.relay, *made.relay);
+  if (!detector) return detector.status();
+  made.detector = std::move(detector).value();
+  return made;
+}
+
+Result<MadeDetector> DetectorRecipe::makeTrial(const std::vector<EngineRef>& challengers,
+                                               std::vector<EngineRef>& accepted) const {
+  MadeDetector made;
+  made.relay = std::make_unique<MemberRelay>();
+  auto trial = many_ ? std::make_unique<plugin::TrialDetector>(
+                           static_cast<plugin::MultiMatchSink&>(*made.relay), limits_)
+                     : std::make_unique<plugin::TrialDetector>(
+                           static_cast<plugin::MatchSink&>(*made.relay), limits_);
+  auto maker = [this](const EngineRef& engine) {
+    return
+        [this, &engine](plugin::MatchSink& one,
+                        plugin::MultiMatchSink& many) -> Result<std::unique_ptr<plugin::Detector>> {
+          auto detector = engineDetector(engine, one, many);
+          if (!detector) return detector.status();
+          return std::unique_ptr<plugin::Detector>(std::move(detector).value());
+        };
+  };
+  if (Status s = trial->addCandidate(engine_.engine, maker(engine_)); !s) return s;
+  std::string against;
+  for (const EngineRef& challenger : challengers) {
+    if (!trial->addCandidate(challenger.engine, maker(challenger))) continue;
+    accepted.push_back(challenger);
+    against += (against.empty() ? "" : ", ") + challenger.engine;
+  }
+  if (accepted.empty()) return made;  // no trial: no detector
+  made.trial = trial.get();
+  // The candidates' own guards name the engine that throws; this one covers
+  // the trial's forwarding of the matches it held.
+  made.detector = std::make_unique<plugin::GuardedDetector>(
+      "engine 'auto' detector (" + engine_.engine + ", " + against + ")", nullptr,
+      std::move(trial));
+  return made;
+}
+
+Result<std::optional<MadeDetector>> DetectorRecipe::putOnTrial(
+    const std::vector<EngineRef>& challengers, plugin::TrialLimits limits) {
+  limits_ = limits;
+  std::vector<EngineRef> accepted;
+  auto made = makeTrial(challengers, accepted);
+  if (!made) return made.status();
+  if (made->detector == nullptr) return std::optional<MadeDetector>();
+  challengers_ = std::move(accepted);
+  return std::optional<MadeDetector>(std::move(made).value());
+}
+
+std::string DetectorRecipe::describeTrial() const {
+  if (!onTrial()) return "";
+  std::string against;
+  for (const EngineRef& challenger : challengers_) {
+    against += (against.empty() ? "" : ", ") + challenger.engine;
+  }
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%g", limits_.cpu_seconds * 1e3);
+  return "trial against " + against + " over " + std::to_string(limits_.events) +
+         " events after the first " + std::to_string(limits_.warmup_events) + ", or " + ms +
+         " ms of CPU";
+}
+
+std::vector<std::string> DetectorRecipe::notices(size_t member) const {
+  return engine_.plugin->notices(engine_.engine, (*queries_)[member].query);
+}
+
+}  // namespace cepbus::detection

@@ -1,0 +1,385 @@
+#include "services/cep/cep_detection.h"
+
+#include <Poco/Logger.h>
+
+#include <algorithm>
+
+#include "router/topic.h"
+#include "services/cep/cep_query.h"
+
+namespace cepbus::services::cep {
+namespace {
+
+// The stage item that asks the worker to flush the detection: an event no
+// publisher can produce, recognised by identity.
+const EventPtr& flushMarker() {
+  static const EventPtr marker = EventBuilder(Symbol::intern("cepbus.flush")).build();
+  return marker;
+}
+
+// The stage item that asks the worker to wait until the bus takes the
+// composite events it refused for now (OutputBacklog), recognised by identity.
+const EventPtr& retryMarker() {
+  static const EventPtr marker = EventBuilder(Symbol::intern("cepbus.retry-output")).build();
+  return marker;
+}
+
+// The type of the stage items that ask the worker to mute a query, each
+// made for one removal and recognised by identity: a publisher may send an
+// event of that type, which is then detected as any other.
+Symbol detachType() {
+  static const Symbol type = Symbol::intern("cepbus.detach");
+  return type;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+}  // namespace
+
+CepDetection::CepDetection(std::vector<std::shared_ptr<CepQuery>> members,
+                           std::vector<std::string> inputs, bool flush_when_idle, bool run_inline,
+                           const CepServiceConfig& config, ServiceContext& context)
+    : members_(std::move(members)),
+      live_(members_.size()),
+      removed_(members_.size(), false),
+      inputs_(std::move(inputs)),
+      flush_when_idle_(flush_when_idle),
+      run_inline_(run_inline),
+      service_(config.name),
+      capacity_(config.capacity),
+      batch_size_(config.batch_size),
+      context_(context),
+      log_(Poco::Logger::get("cepbus.cep")),
+      backlog_([&broker = context.broker](const flows::Exchange& e) { return broker.publish(e); },
+               [this](const flows::Exchange& e, const flows::SendOutcome& out) {
+                 if (auto it = senders_.find(e.sender); it != senders_.end()) it->second->lost(out);
+               }) {
+  for (const auto& q : members_) {
+    outputs_.push_back(q->output());
+    senders_.emplace(q->sender(), q);
+  }
+}
+
+CepDetection::~CepDetection() = default;
+
+void CepDetection::open(std::string endpoint) {
+  endpoint_ = std::move(endpoint);
+  label_ = (members_.size() == 1 ? "query " : "queries ") + endpoint_;
+  stages::StageConfig stage;
+  stage.name = "cep:" + endpoint_;
+  stage.capacity = capacity_;
+  stage.batch_size = batch_size_;
+  // A detector is single-threaded and needs its events in arrival order:
+  // one worker, and one cost class so that costs do not reorder them.
+  stage.min_threads = 1;
+  stage.max_threads = 1;
+  stage.cost_thresholds.clear();
+  stage.run_inline_when_idle = run_inline_;
+  batch_.reserve(stage.batch_size);
+  stage_ = std::make_unique<stages::Stage>(
+      std::move(stage), [this](std::span<stages::StageItem> items) { return handle(items); });
+}
+
+bool CepDetection::consumes(const std::string& address) const {
+  return std::any_of(inputs_.begin(), inputs_.end(), [&address](const std::string& input) {
+    return router::topicMatches(input, address);
+  });
+}
+
+Status CepDetection::start(const std::shared_ptr<CepDetection>& self) {
+  if (started_ || stopped_) return Status::ok();
+  started_ = true;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (removed_[i]) continue;
+    if (Status s = members_[i]->enter(members_[i], self); !s) {
+      stop();
+      return s;
+    }
+  }
+  stage_->start();
+  Status added = context_.broker.addEndpoint(
+      endpoint_,
+      [self](const flows::Exchange& exchange, flows::DeliveryContext&) {
+        return self->consume(exchange);
+      },
+      service_);
+  if (!added) {
+    stop();
+    return added;
+  }
+  endpoint_added_ = true;
+  for (const std::string& input : inputs_) {
+    auto id = context_.broker.subscribe(endpoint_, input);
+    if (!id) {
+      stop();
+      return id.status();
+    }
+  }
+  log_.debug("%s started: input %s", label_, joined(inputs_));
+  return Status::ok();
+}
+
+void CepDetection::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  // Composites the bus refuses for now get kStopDrain from here to go out,
+  // however many events are still queued.
+  give_up_at_.store((std::chrono::steady_clock::now() + kStopDrain).time_since_epoch().count(),
+                    std::memory_order_release);
+  // Removing the endpoint drops its subscriptions and drains the flows'
+  // queues into the stage; stopping the stage then runs every queued event.
+  // Stopping: there is nothing to do about an endpoint already gone.
+  if (endpoint_added_) (void)context_.broker.removeEndpoint(endpoint_);
+  if (stage_) stage_->stop();
+  if (started_) {
+    {
+      // The stage's worker is joined; exportModel() may still come.
+      MutexLock lock(detection_mu_);
+      if (Status s = detection_->flush(); !s) failed("flush", s);
+    }
+    awaitOutputs();
+  }
+  for (const auto& q : members_) q->leave();
+}
+
+stages::Admission CepDetection::offerControl(const EventPtr& marker) {
+  pending_.fetch_add(1, std::memory_order_acq_rel);
+  stages::StageItem item;
+  item.event = marker;
+  const stages::Admission admission = stage_->offer(std::move(item));
+  if (admission == stages::Admission::kRejected) pending_.fetch_sub(1, std::memory_order_acq_rel);
+  return admission;
+}
+
+void CepDetection::detach(size_t member) {
+  const CepQuery& query = *members_[member];
+  // Behind the events already queued, as for a query of its own whose stage
+  // drains before it goes: what was delivered before the removal counts.
+  if (started_ && !stopped_) {
+    auto request = std::make_shared<Detach>();
+    request->marker = EventBuilder(detachType()).build();
+    request->member = member;
+    std::future<void> done = request->done.get_future();
+    {
+      MutexLock lock(detach_mu_);
+      detaches_.push_back(request);
+    }
+    if (offerControl(request->marker) != stages::Admission::kRejected) {
+      // Bounded: a worker waiting for the bus to take held composites gets
+      // to the marker only then, and a removal must not hang on a stuck
+      // subscriber. The query stays a member (alive) until it is muted.
+      if (done.wait_for(kStopDrain) == std::future_status::timeout) {
+        log_.warning(
+            "%s: query %s removed while its detector waits for the bus to take its held "
+            "composite events; it is muted when the detector gets there",
+            label_, query.name());
+      }
+    } else {
+      // A full stage: muted now, the events still queued no longer count for it.
+      {
+        MutexLock lock(detach_mu_);
+        std::erase(detaches_, request);
+      }
+      mute(member, true);
+    }
+  } else {
+    mute(member, false);
+  }
+  removed_[member] = true;
+  --live_;
+  log_.information(
+      "%s: query %s removed; its pattern stays in the detector, muted, while %Lu other queries "
+      "use it",
+      label_, query.name(), static_cast<Poco::UInt64>(live_));
+}
+
+void CepDetection::mute(size_t member, bool flush) {
+  MutexLock lock(detection_mu_);
+  // A flush mid-stream is allowed (the detector takes more events after
+  // it); what the slack holds back stays held for the queries that stay.
+  if (flush) {
+    if (Status s = detection_->flushReleased(); !s) failed("flush", s);
+  }
+  detection_->mute(member);
+}
+
+bool CepDetection::isControl(const EventPtr& event) {
+  if (event == flushMarker() || event == retryMarker()) return true;
+  if (event->type() != detachType()) return false;
+  MutexLock lock(detach_mu_);
+  return std::any_of(detaches_.begin(), detaches_.end(),
+                     [&event](const auto& d) { return d->marker == event; });
+}
+
+Status CepDetection::consume(const flows::Exchange& exchange) {
+  // Counted before the offer: the worker may detect the event before offer() returns.
+  pending_.fetch_add(1, std::memory_order_acq_rel);
+  stages::StageItem item;
+  item.event = exchange.event;
+  item.reliable = exchange.qos == flows::Qos::kReliable;
+  if (stage_->offer(std::move(item)) != stages::Admission::kRejected) return Status::ok();
+  pending_.fetch_sub(1, std::memory_order_acq_rel);
+  const uint64_t n = rejected_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (worthLogging(n - 1, n)) {
+    log_.warning("%s: its stage refused an event (%Lu so far): queue full or query stopped", label_,
+                 static_cast<Poco::UInt64>(n));
+  }
+  return Status::rejected(label_ + ": queue full or query stopped");
+}
+
+bool CepDetection::requestFlush() {
+  if (!started_ || stopped_) return true;
+  return offerControl(flushMarker()) != stages::Admission::kRejected;
+}
+
+void CepDetection::queueRetry() {
+  if (retry_queued_.exchange(true, std::memory_order_acq_rel)) return;
+  // A full stage refuses it: its worker gets to the backlog before its next batch.
+  if (offerControl(retryMarker()) == stages::Admission::kRejected) {
+    retry_queued_.store(false, std::memory_order_release);
+  }
+}
+
+void CepDetection::awaitOutputs() {
+  while (!backlog_.drain(std::chrono::steady_clock::now() + std::chrono::milliseconds(100))) {
+    const std::chrono::steady_clock::time_point give_up{
+        std::chrono::steady_clock::duration(give_up_at_.load(std::memory_order_acquire))};
+    if (std::chrono::steady_clock::now() >= give_up) {
+      log_.warning("%s: stopped while the bus refused %Lu of its composite events; given up",
+                   label_, static_cast<Poco::UInt64>(backlog_.size()));
+      backlog_.abandon();
+      return;
+    }
+  }
+}
+
+stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items) {
+  stages::StageBatchResult result;
+  // The worker takes no more events while the bus refuses composites; a run
+  // on the delivering thread never waits, it asks the worker to.
+  const bool on_worker = !items.front().inline_run;
+  if (on_worker && !backlog_.empty()) awaitOutputs();
+  // A control item splits the batch: the events before it, then the flush,
+  // the wait for held composites or the mute.
+  while (!items.empty()) {
+    const auto marker =
+        std::find_if(items.begin(), items.end(),
+                     [this](const stages::StageItem& i) { return isControl(i.event); });
+    const auto run = static_cast<size_t>(marker - items.begin());
+    if (run > 0) detectEvents(items.first(run), result);
+    if (run == items.size()) break;
+    if (marker->event == flushMarker()) {
+      MutexLock lock(detection_mu_);
+      if (Status s = detection_->flush(); !s) failed("flush", s);
+    } else if (marker->event == retryMarker()) {
+      retry_queued_.store(false, std::memory_order_release);
+      if (on_worker) awaitOutputs();
+    } else {
+      std::shared_ptr<Detach> request;
+      {
+        MutexLock lock(detach_mu_);
+        const auto it = std::find_if(detaches_.begin(), detaches_.end(), [&marker](const auto& d) {
+          return d->marker == marker->event;
+        });
+        request = *it;
+        detaches_.erase(it);
+      }
+      mute(request->member, true);
+      request->done.set_value();
+    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    items = items.subspan(run + 1);
+  }
+  if (!backlog_.empty()) {
+    if (on_worker) {
+      awaitOutputs();
+    } else {
+      queueRetry();
+    }
+  }
+  return result;
+}
+
+void CepDetection::detectEvents(std::span<stages::StageItem> items,
+                                stages::StageBatchResult& result) {
+  for (stages::StageItem& item : items) batch_.push_back(std::move(item.event));
+  const size_t n = batch_.size();
+  Status status = Status::ok();
+  Status flushed = Status::ok();
+  {
+    MutexLock lock(detection_mu_);
+    status = detection_->onEvents(batch_);
+    // Nothing is queued behind these events: the input paused, so a batching
+    // engine reports what it holds now instead of at its next batch
+    // boundary, which may be far off when events are sparse. Under load the
+    // queue is rarely empty and the engine keeps batching.
+    // A pause is not the end of the stream: what the slack holds back stays
+    // held, or the next event of a slower producer would be late.
+    if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == n) {
+      flushed = detection_->flushReleased();
+    }
+  }
+  batch_.clear();
+  // onEvents() reports the first error of the batch only: one error is
+  // counted (and one item failed) however many of its events were refused.
+  if (!status) {
+    failed("event", status);
+    if (result.failed++ == 0) result.first_error = status;
+  }
+  if (!flushed) failed("flush", flushed);
+  // Last: matches of these events are published by now, so an idle query
+  // has handed everything on.
+  pending_.fetch_sub(n, std::memory_order_acq_rel);
+}
+
+void CepDetection::failed(const char* call, const Status& status) {
+  const uint64_t n = detection_->stats().errors;
+  if (worthLogging(n - 1, n)) {
+    log_.warning("%s: detector refused %s (%Lu errors so far): %s", label_, std::string(call),
+                 static_cast<Poco::UInt64>(n), status.toString());
+  }
+}
+
+void CepDetection::publishReliably(flows::Exchange exchange) {
+  if (!backlog_.publish(std::move(exchange))) return;
+  const uint64_t held = backlog_.heldTotal();
+  if (worthLogging(held - 1, held)) {
+    log_.warning(
+        "%s: the bus refused a composite event for now (%Lu held so far); the query "
+        "holds it, and its input waits, until the bus takes it (output_held counts "
+        "what waits)",
+        label_, held);
+  }
+}
+
+QueryStats CepDetection::stats() const {
+  const detection::DetectionStats d = detection_->stats();
+  QueryStats s;
+  s.consumed = d.consumed;
+  s.errors = d.errors;
+  s.partial_matches = d.partial_matches;
+  s.output_held = backlog_.size();
+  s.rejected = rejected_.load(std::memory_order_relaxed);
+  s.queued = pending_.load(std::memory_order_acquire);
+  s.ran_inline = stage_->metrics().ran_inline;
+  return s;
+}
+
+Result<std::string> CepDetection::exportModel(std::string_view format) const {
+  MutexLock lock(detection_mu_);
+  return detection_->exportModel(format);
+}
+
+void CepDetection::onMatch(size_t member, const plugin::Match& match) {
+  members_[member]->publish(match);
+}
+
+void CepDetection::onTrialDecided(const plugin::TrialOutcome& outcome) {
+  log_.information("%s: engine auto's trial %s", label_, outcome.describe());
+}
+
+}  // namespace cepbus::services::cep

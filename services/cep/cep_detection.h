@@ -1,0 +1,216 @@
+#pragma once
+
+// CepDetection: a detection (bus/host/detection/detection.h) fed by the bus,
+// for one query of the CEP service or several sharing it — the broker
+// endpoint subscribed to their inputs, the SEDA stage of one worker that
+// hands the detection its events, and the backlog of composite events the
+// bus refused for now (cep_service.h says what each does).
+//
+//   broker --> endpoint --offer--> stage (1 worker) --batch--> detection
+//     --match of member i--> query i (cep_query.h) --> broker
+//
+// The worker hands the detection every event it took from the queue at
+// once, under one lock; a control item queued between events (a flush, a
+// wait for held composites, the mute of a removed query) splits the batch
+// there. When nothing is queued behind a batch the detection is flushed
+// (flush_when_idle). A reliable query's composite the bus refuses for now is
+// held in order with every later one, and the worker takes no more events
+// until the bus took them; a run on the delivering thread
+// (run_inline=when_idle) never waits for them: it leaves the wait to the
+// worker.
+//
+// Thread-safety: start(), stop(), requestFlush() and detach() are control
+// calls, serialized by the service (not from inside a delivery of a queueing
+// flow: removing the endpoint waits for its queues). The endpoint's consumer
+// runs on delivering threads. The accessors may be called from any thread.
+// Ownership: owns its detection, stage and backlog and holds its queries;
+// the endpoint's consumer holds it (shared), so that a straight-through
+// delivery still in flight after the endpoint was removed finds it alive
+// (its stage then refuses the event). The service stops it before dropping
+// it; its destructor only lets the stage drain, since the broker may be
+// going away when the last holder (an endpoint) lets go.
+
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/base/mutex.h"
+#include "bus/core/event.h"
+#include "bus/core/status.h"
+#include "bus/host/detection/detection.h"
+#include "flows/exchange.h"
+#include "services/cep/cep_config.h"
+#include "services/cep/output_backlog.h"
+#include "services/query_host.h"
+#include "services/service.h"
+#include "stages/stage.h"
+
+namespace Poco {
+class Logger;
+}
+
+namespace cepbus::services::cep {
+
+class CepQuery;
+
+// Run-time failures repeat per event under a bad feed: log when a count
+// reaches 1, 2, 4, 8 ... so that the log shows them without flooding.
+inline bool worthLogging(uint64_t before, uint64_t after) {
+  return std::bit_width(before) < std::bit_width(after);
+}
+
+// How long a stopping detection waits for the bus to take the composite
+// events it refused for now before it gives them up (counted, logged); and
+// how long removing one query of a shared detection waits for a worker that
+// is waiting for the bus.
+inline constexpr std::chrono::seconds kStopDrain{5};
+
+class CepDetection final : public detection::DetectionSink {
+ public:
+  // `members[i]` gets the matches of member i of the group; `inputs` are
+  // theirs (the same for all). The stage comes with open().
+  CepDetection(std::vector<std::shared_ptr<CepQuery>> members, std::vector<std::string> inputs,
+               bool flush_when_idle, bool run_inline, const CepServiceConfig& config,
+               ServiceContext& context);
+  ~CepDetection() override;
+
+  // Runs `detection` (made for this one's members, reporting to it).
+  void run(std::unique_ptr<detection::Detection> detection) { detection_ = std::move(detection); }
+  // Names the endpoint and makes the stage: once the service keeps it.
+  void open(std::string endpoint);
+
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& label() const { return label_; }
+  // The queries it was built for, removed ones included.
+  size_t sharedBy() const { return members_.size(); }
+  // Members not removed; control plane only.
+  size_t live() const { return live_; }
+  bool consumes(const std::string& address) const;
+  // The outputs of its queries, removed ones included (for the stop order).
+  const std::vector<std::string>& outputs() const { return outputs_; }
+
+  // Its queries' registry entries, stage, endpoint, subscriptions. `self` is
+  // this detection, captured by the endpoint's consumer. On failure it is
+  // stopped.
+  Status start(const std::shared_ptr<CepDetection>& self);
+  // Unsubscribes, drains the stage, flushes the detection, takes its queries
+  // out of the registry. Idempotent; it cannot run again.
+  void stop();
+  // Queues a flush of the detection behind the events already queued, so it
+  // runs on the worker. False when the stage refused it (full).
+  bool requestFlush();
+  // Mutes `member`, one of several live members, after the events queued so
+  // far: the detection is flushed (without releasing the slack) so that the
+  // query's pending matches are published, and its later matches are
+  // dropped. Waits (a bounded time) for the worker to get there. The caller
+  // takes the query out of the registry.
+  void detach(size_t member);
+
+  // A reliable query's composite event, on the detection's thread inside a
+  // call into it: published, or held in the backlog when the bus refuses it
+  // for now (the worker then waits for it).
+  void publishReliably(flows::Exchange exchange);
+
+  // The detection's numbers (QueryStats without a query's own matches and
+  // publish failures).
+  QueryStats stats() const;
+  // Member `member`'s matches.
+  uint64_t matches(size_t member) const { return detection_->matches(member); }
+  // The engine running now (engine auto's trial may change it) and the
+  // trial's outcome once it decided.
+  std::string engine() const { return detection_->engine(); }
+  std::optional<plugin::TrialOutcome> trialOutcome() const { return detection_->trialOutcome(); }
+  // Waits while the worker is inside the detection, so it sees the detector
+  // between two events.
+  Result<std::string> exportModel(std::string_view format) const EXCLUDES(detection_mu_);
+  bool idle() const { return pending_.load(std::memory_order_acquire) == 0; }
+
+  // detection::DetectionSink, on the detection's thread with detection_mu_ held.
+  void onMatch(size_t member, const plugin::Match& match) override;
+  void onTrialDecided(const plugin::TrialOutcome& outcome) override;
+
+ private:
+  // A detach() waiting for the worker.
+  struct Detach {
+    EventPtr marker;
+    size_t member = 0;
+    std::promise<void> done;
+  };
+
+  Status consume(const flows::Exchange& exchange);  // the endpoint's consumer
+  // Offers a control item (see isControl()), counted as pending while queued.
+  stages::Admission offerControl(const EventPtr& marker);
+  // The stage's handler: every event of `items` goes to the detection in
+  // one onEvents() call per run between control items.
+  stages::StageBatchResult handle(std::span<stages::StageItem> items);
+  void detectEvents(std::span<stages::StageItem> items, stages::StageBatchResult& result)
+      EXCLUDES(detection_mu_);
+  // Logs a failed call into the detection (it counted it).
+  void failed(const char* call, const Status& status);
+  // A stage item that is no event to detect: a flush or retry marker, or
+  // one of detaches_' markers.
+  bool isControl(const EventPtr& event) EXCLUDES(detach_mu_);
+  // Flushes (when `flush`: the detection runs) and mutes `member`.
+  void mute(size_t member, bool flush) EXCLUDES(detection_mu_);
+  // Waits until the bus took every held composite event, or gives them up
+  // once a stop's deadline passed. Never on a delivering thread.
+  void awaitOutputs();
+  // Asks the worker to awaitOutputs(): from a run inline, which must not wait.
+  void queueRetry();
+
+  // members_[i] is member i's query, removed ones included; fixed at
+  // construction.
+  const std::vector<std::shared_ptr<CepQuery>> members_;
+  size_t live_;                // control plane only
+  std::vector<bool> removed_;  // by member; control plane only
+  std::vector<std::string> outputs_;
+  const std::vector<std::string> inputs_;
+  const bool flush_when_idle_;
+  const bool run_inline_;
+  const std::string service_;
+  const size_t capacity_;
+  const size_t batch_size_;
+  ServiceContext& context_;
+  Poco::Logger& log_;
+  std::string endpoint_;  // set by open()
+  std::string label_;     // "query <endpoint>" or "queries <endpoint>", for the log
+
+  // Its queries by sender, for the composites the backlog loses; fixed at construction.
+  std::unordered_map<Symbol, std::shared_ptr<CepQuery>> senders_;
+  // Declared before stage_: the stage's destructor drains into the
+  // detection, which publishes through the backlog.
+  OutputBacklog backlog_;
+  std::atomic<bool> retry_queued_{false};  // a retry marker is in the stage's queue
+  // When awaitOutputs() gives up: never while running, set by stop().
+  std::atomic<std::chrono::steady_clock::rep> give_up_at_{
+      std::chrono::steady_clock::time_point::max().time_since_epoch().count()};
+  // Held by every call into the detection: the worker's (uncontended), a
+  // run inline's, exportModel()'s and detach()'s from any thread.
+  mutable Mutex detection_mu_;
+  // Declared before stage_: the stage's destructor drains into it. Its
+  // event path, mute and export under detection_mu_; its counters and
+  // trial outcome from any thread.
+  std::unique_ptr<detection::Detection> detection_;
+  // The events of one detectEvents() call (the worker's only): reused, empty between calls.
+  std::vector<EventPtr> batch_;
+  std::unique_ptr<stages::Stage> stage_;
+  Mutex detach_mu_;  // control plane and worker
+  std::vector<std::shared_ptr<Detach>> detaches_ GUARDED_BY(detach_mu_);
+  bool started_ = false;  // control plane only (the service's mutex)
+  bool stopped_ = false;  // control plane only
+  bool endpoint_added_ = false;
+
+  std::atomic<uint64_t> rejected_{0};
+  std::atomic<size_t> pending_{0};  // admitted to the stage, not yet detected
+};
+
+}  // namespace cepbus::services::cep

@@ -1,0 +1,243 @@
+#include "services/cep/cep_query.h"
+
+#include <Poco/Logger.h>
+
+#include <algorithm>
+#include <charconv>
+#include <initializer_list>
+#include <map>
+
+#include "bus/core/pattern/parser.h"
+#include "router/relays.h"
+#include "router/topic.h"
+#include "services/cep/cep_detection.h"
+
+namespace cepbus::services::cep {
+namespace {
+
+// The query options the service implements itself (see cep_service.h).
+constexpr std::string_view kFlushWhenIdle = "flush_when_idle";
+constexpr std::string_view kOutputQos = "output_qos";
+constexpr std::string_view kRunInline = "run_inline";
+constexpr std::string_view kShareDetector = "share_detector";
+
+using OptionValues = std::map<std::string, std::string, std::less<>>;
+
+// The value of the service option `name` in `options`, one of `allowed`
+// (the first is the default), written back so that an option left out and
+// its default are the same to the planner; InvalidArgument, saying what it
+// must be, for any other value.
+Result<std::string> serviceOption(OptionValues& options, std::string_view name,
+                                  std::initializer_list<std::string_view> allowed) {
+  auto it = options.find(name);
+  if (it == options.end()) it = options.emplace(std::string(name), *allowed.begin()).first;
+  std::string expected;
+  for (std::string_view a : allowed) {
+    if (a == it->second) return it->second;
+    expected += (expected.empty() ? "" : " or ") + std::string(a);
+  }
+  return Status::invalidArgument("option " + std::string(name) + " must be " + expected +
+                                 ", not \"" + it->second + "\"");
+}
+
+// parseQuery() reports "line L, column C: what"; L counts lines of the query
+// text, whose first line is text_where.line of the descriptor.
+std::string textError(const descriptor::QuerySpec& spec, std::string_view message) {
+  const descriptor::Location& at = spec.text_where.file.empty() ? spec.where : spec.text_where;
+  int line = 0;
+  int column = 0;
+  std::string_view rest = message;
+  auto number = [&rest](std::string_view prefix, int& out) {
+    if (!rest.starts_with(prefix)) return false;
+    rest.remove_prefix(prefix.size());
+    auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), out);
+    if (ec != std::errc()) return false;
+    rest.remove_prefix(static_cast<size_t>(end - rest.data()));
+    return true;
+  };
+  if (number("line ", line) && number(", column ", column) && rest.starts_with(": ")) {
+    rest.remove_prefix(2);
+    descriptor::Location mapped = at;
+    if (mapped.line > 0) mapped.line += line - 1;
+    return mapped
+        .error(queryLabel(spec) + ": " + std::string(rest) + " (line " + std::to_string(line) +
+               ", column " + std::to_string(column) + " of the query text)")
+        .toString();
+  }
+  return at.error(queryLabel(spec) + ": " + std::string(message)).toString();
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+}  // namespace
+
+std::vector<detection::ServiceOption> serviceOptions() {
+  // Queries share a detector when its stage runs them alike; each has its
+  // own output, and share_detector says whether it shares at all.
+  return {{kFlushWhenIdle, false}, {kRunInline, false}, {kOutputQos, true}, {kShareDetector, true}};
+}
+
+std::string queryLabel(const descriptor::QuerySpec& spec) {
+  return "<query name=\"" + spec.name + "\">";
+}
+
+Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
+                                          QuerySettings& settings) {
+  auto error = [&spec](const std::string& message) {
+    return Status::invalidArgument(spec.where.error(queryLabel(spec) + ": " + message).toString());
+  };
+  if (spec.inputs.empty()) return error("no input address");
+  if (Status s = router::validateAddress(spec.output); !s) return error("output: " + s.message());
+  for (const std::string& input : spec.inputs) {
+    if (Status s = router::validatePattern(input); !s) return error("input: " + s.message());
+  }
+  // The loader takes a name with a '/' for a library path; an engine is a name.
+  if (spec.engine.empty() || spec.engine.find('/') != std::string::npos) {
+    return error("engine \"" + spec.engine + "\" is not an engine name");
+  }
+  auto query = pattern::parseQuery(spec.text);
+  if (!query) return Status::invalidArgument(textError(spec, query.status().message()));
+
+  OptionValues values;
+  for (const descriptor::Param& option : spec.options) values[option.name] = option.value;
+  auto flush_when_idle = serviceOption(values, kFlushWhenIdle, {"true", "false"});
+  if (!flush_when_idle) return error(flush_when_idle.status().message());
+  auto output_qos = serviceOption(values, kOutputQos, {"best_effort", "reliable"});
+  if (!output_qos) return error(output_qos.status().message());
+  auto run_inline = serviceOption(values, kRunInline, {"never", "when_idle"});
+  if (!run_inline) return error(run_inline.status().message());
+  auto share = serviceOption(values, kShareDetector, {"true", "false"});
+  if (!share) return error(share.status().message());
+  settings.flush_when_idle = *flush_when_idle == "true";
+  settings.run_inline = *run_inline == "when_idle";
+  settings.output_qos = *output_qos == "reliable" ? flows::Qos::kReliable : flows::Qos::kBestEffort;
+
+  detection::QueryRequest request;
+  request.name = spec.name;
+  request.query = std::move(query).value();
+  request.engine = spec.engine;
+  request.options = plugin::DetectorOptions(std::move(values)).withBaseDir(spec.base_dir);
+  request.inputs = spec.inputs;
+  request.where = spec.where.error(queryLabel(spec)).toString();
+  request.share = *share == "true";
+  return request;
+}
+
+CepQuery::CepQuery(const descriptor::QuerySpec& spec, const std::string& service,
+                   flows::Qos output_qos, ServiceContext& context)
+    : name_(spec.name),
+      service_(service),
+      entry_name_(service + "/" + spec.name + ":detector"),
+      inputs_(spec.inputs),
+      output_(spec.output),
+      text_(spec.text),
+      output_symbol_(Symbol::intern(spec.output)),
+      sender_(Symbol::intern(service + "/" + spec.name)),
+      output_qos_(output_qos),
+      context_(context),
+      log_(Poco::Logger::get("cepbus.cep")) {}
+
+void CepQuery::assign(CepDetection* detection, size_t member, std::string engine,
+                      std::string engine_choice) {
+  detection_ = detection;
+  member_ = member;
+  engine_ = std::move(engine);
+  engine_choice_ = std::move(engine_choice);
+}
+
+Status CepQuery::enter(const std::shared_ptr<CepQuery>& self,
+                       const std::shared_ptr<CepDetection>& detection) {
+  auto entry = context_.registry.add(entry_name_, router::ComponentKind::kService, service_);
+  if (!entry) return entry.status();
+  entered_ = true;
+  entry_ = *entry;
+  entry_->setMetadata("type", "cep-query");
+  entry_->setMetadata("engine", engine_);
+  if (!engine_choice_.empty()) entry_->setMetadata("engine_choice", engine_choice_);
+  // A relay: publishers of its input are paced by its output's subscribers.
+  entry_->setMetadata(std::string(router::kRelayInputs), joined(inputs_));
+  entry_->setMetadata(std::string(router::kRelayOutput), output_);
+  entry_->setMetadata("text", text_);
+  entry_->setMetadata("endpoint", detection->endpoint());
+  if (detection->sharedBy() > 1) {
+    entry_->setMetadata("shared_by", std::to_string(detection->sharedBy()));
+  }
+  publishNumbers();
+  // The detector's numbers and the matches change on every detection; the
+  // registry reads them only when it takes a snapshot, which runs the probe
+  // before copying the metadata.
+  const std::weak_ptr<CepQuery> weak = self;
+  const std::weak_ptr<CepDetection> weak_detection = detection;
+  entry_->setProbe([weak, weak_detection](router::LiveNumbers& numbers) {
+    const std::shared_ptr<CepQuery> q = weak.lock();
+    const std::shared_ptr<CepDetection> d = weak_detection.lock();
+    if (q == nullptr || d == nullptr) return;
+    const QueryStats s = d->stats();
+    numbers.queue_length = s.queued;
+    numbers.delivered = s.consumed;
+    numbers.failed = s.errors;
+    numbers.rejected = s.rejected;
+    q->publishNumbers();
+  });
+  entry_->setState(router::ComponentState::kStarted);
+  return Status::ok();
+}
+
+void CepQuery::leave() {
+  if (!entered_) return;
+  entered_ = false;
+  publishNumbers();
+  entry_->setState(router::ComponentState::kStopped);
+  context_.registry.remove(entry_name_);
+}
+
+void CepQuery::publishNumbers() {
+  entry_->setMetadata("matches", std::to_string(matches()));
+  if (const std::optional<plugin::DetectorState> held = detection_->stats().partial_matches) {
+    entry_->setMetadata("partial_matches", std::to_string(held->partial_matches));
+    entry_->setMetadata("partial_matches_peak", std::to_string(held->peak_partial_matches));
+  }
+  if (const std::optional<plugin::TrialOutcome> outcome = detection_->trialOutcome()) {
+    entry_->setMetadata("engine", outcome->kept);
+    entry_->setMetadata("engine_choice", engine_choice_ + "; by trial: " + outcome->describe());
+  }
+}
+
+uint64_t CepQuery::matches() const { return detection_->matches(member_); }
+
+QueryStats CepQuery::stats() const {
+  QueryStats s = detection_->stats();
+  s.matches = matches();
+  s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void CepQuery::publish(const plugin::Match& match) {
+  flows::Exchange exchange;
+  exchange.event = match.composite();
+  exchange.address = output_symbol_;
+  exchange.sender = sender_;
+  exchange.qos = output_qos_;
+  if (output_qos_ == flows::Qos::kReliable) {
+    detection_->publishReliably(std::move(exchange));
+    return;
+  }
+  const flows::SendOutcome out = context_.broker.publish(exchange);
+  if (!out.status.isOk()) lost(out);
+}
+
+void CepQuery::lost(const flows::SendOutcome& out) {
+  const uint64_t failures = std::max<uint64_t>(1, out.rejected + out.failed);
+  const uint64_t n = publish_failures_.fetch_add(failures, std::memory_order_relaxed) + failures;
+  if (worthLogging(n - failures, n)) {
+    log_.warning("query %s/%s: composite event to %s refused by %Lu target(s) (%Lu so far): %s",
+                 service_, name_, output_, static_cast<Poco::UInt64>(failures),
+                 static_cast<Poco::UInt64>(n), out.status.toString());
+  }
+}
+
+}  // namespace cepbus::services::cep

@@ -1,0 +1,117 @@
+#pragma once
+
+// CepQuery: one query of the CEP service as the bus sees it — what its
+// <query> says (read and checked by readQuery()), its composite events
+// published on its output address, its registry entry
+// "<assembly>.<unit>/<query>:detector" and its publish failures. What it
+// consumes and how belongs to its CepDetection (cep_detection.h), which
+// other queries of the unit may share: the query is member `member` of it.
+//
+// Thread-safety: assign(), enter() and leave() are control calls (the
+// service's); publish() runs on its detection's thread; lost(), stats() and
+// matches() may be called from any thread. Ownership: held by the service
+// while listed, by its detection, and weakly by its registry probe.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bus/core/plugin/detector.h"
+#include "bus/core/status.h"
+#include "bus/host/descriptor/descriptor.h"
+#include "bus/host/detection/planner.h"
+#include "flows/abstract_flow.h"
+#include "flows/exchange.h"
+#include "router/component_entry.h"
+#include "services/query_host.h"
+#include "services/service.h"
+
+namespace Poco {
+class Logger;
+}
+
+namespace cepbus::services::cep {
+
+class CepDetection;
+
+// The options of a <query> the service takes itself (cep_service.h): what
+// the planner keeps from the engine, and whether queries that differ in
+// them may still share a detector.
+std::vector<detection::ServiceOption> serviceOptions();
+
+// What the service reads from a <query> for itself.
+struct QuerySettings {
+  bool flush_when_idle = true;
+  bool run_inline = false;
+  flows::Qos output_qos = flows::Qos::kBestEffort;
+};
+
+// "<query name=\"q\">", how errors and log lines name a query.
+std::string queryLabel(const descriptor::QuerySpec& spec);
+
+// The planner's request for `spec` and the service's own settings, or
+// InvalidArgument naming the descriptor line of what is wrong: no input, a
+// bad address, an engine that is no name, a query text that does not parse
+// (at its line in the file), a bad value of a service option.
+Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
+                                          QuerySettings& settings);
+
+class CepQuery final {
+ public:
+  CepQuery(const descriptor::QuerySpec& spec, const std::string& service, flows::Qos output_qos,
+           ServiceContext& context);
+
+  const std::string& name() const { return name_; }
+  const std::string& output() const { return output_; }
+  Symbol sender() const { return sender_; }
+  CepDetection& detection() const { return *detection_; }
+  size_t member() const { return member_; }
+  // Set once its detection is made, before the query is listed. `engine_choice`
+  // is engine auto's reason, empty when the descriptor named the engine.
+  void assign(CepDetection* detection, size_t member, std::string engine,
+              std::string engine_choice);
+
+  // Adds the registry entry, whose detector numbers come from `detection`.
+  Status enter(const std::shared_ptr<CepQuery>& self,
+               const std::shared_ptr<CepDetection>& detection);
+  // Leaves the registry. Idempotent.
+  void leave();
+  // One of its matches, on the detection's thread: its composite event goes
+  // out on the output address.
+  void publish(const plugin::Match& match);
+  // The bus will not take one of its composite events: counted and logged.
+  void lost(const flows::SendOutcome& out);
+
+  QueryStats stats() const;
+  uint64_t matches() const;
+
+ private:
+  // The detection's numbers into the registry entry (any thread).
+  void publishNumbers();
+
+  const std::string name_;
+  const std::string service_;
+  const std::string entry_name_;
+  const std::vector<std::string> inputs_;
+  const std::string output_;
+  const std::string text_;
+  const Symbol output_symbol_;
+  const Symbol sender_;
+  const flows::Qos output_qos_;
+  ServiceContext& context_;
+  Poco::Logger& log_;
+  CepDetection* detection_ = nullptr;  // owned by the service, alive while this query is listed
+  size_t member_ = 0;
+  std::string engine_;         // the one that runs it, as planned
+  std::string engine_choice_;  // why auto chose engine_; empty when the descriptor named it
+  // Set by enter() before any event can arrive, kept after leave() for
+  // deliveries still in flight.
+  std::shared_ptr<router::ComponentEntry> entry_;
+  bool entered_ = false;  // control plane only
+
+  std::atomic<uint64_t> publish_failures_{0};
+};
+
+}  // namespace cepbus::services::cep
