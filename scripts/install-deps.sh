@@ -22,4 +22,6 @@ packages=(
   rabbitmq-server
 )
 
-apt_install_missing install-deps "${packages[@]}"
+# --no-service-start: Debian would start rabbitmq-server as a system service,
+# which holds port 5672, where the quickstart bus listens.
+apt_install_missing install-deps --no-service-start "${packages[@]}"

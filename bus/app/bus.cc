@@ -8,6 +8,7 @@
 #include <cmath>
 #include <thread>
 
+#include "bus/host/descriptor/file_checks.h"
 #include "flows/flow_stats.h"
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
@@ -52,6 +53,44 @@ stages::StageConfig stageConfig(const descriptor::StageSpec& spec) {
   c.admission.saturation_threshold = std::max(c.admission.saturation_threshold, degrade);
   c.run_inline_when_idle = spec.run_inline_when_idle;
   return c;
+}
+
+// The journal file of each reliable flow, by its stage ("" for the default
+// flow): one file each, since a journal has one writer — the descriptor's
+// path for the default flow, "<path>.<stage>" for a reliable route through
+// a declared stage. None without a <journal>.
+std::vector<std::pair<std::string, std::string>> journalFiles(const descriptor::Descriptor& d) {
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!d.journal) return files;
+  files.emplace_back("", d.journal->path.string());
+  for (const auto& r : d.routes.routes) {
+    if (r.flow != descriptor::FlowKind::kReliable || r.stage.empty()) continue;
+    const std::string path = d.journal->path.string() + "." + r.stage;
+    if (std::find(files.begin(), files.end(), std::pair(r.stage, path)) == files.end()) {
+      files.emplace_back(r.stage, path);
+    }
+  }
+  return files;
+}
+
+// What the run will open that cannot be opened: the journals (and SQLite's
+// write-ahead log beside each) and the AMQP listener's certificate and key.
+// The services check their own files when they are built.
+void checkFiles(const descriptor::Descriptor& d, std::vector<std::string>& errors) {
+  for (const auto& [stage, path] : journalFiles(d)) {
+    for (const std::string& file : {path, path + "-wal"}) {
+      if (auto why = descriptor::unwritableFile(file)) {
+        errors.push_back(d.journal->where.error("<journal>: " + *why).toString());
+        break;
+      }
+    }
+  }
+  // Loaded again when the listener starts.
+  if (const auto* amqp = d.element<services::amqp::AmqpListenerConfig>(); amqp && amqp->tls) {
+    if (auto tls = services::amqp::loadServerTls(*amqp->tls); !tls) {
+      errors.push_back(tls.status().message());
+    }
+  }
 }
 
 // Every family the bus's components may report, declared up front so that
@@ -164,6 +203,7 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
     bus->services_.push_back(
         {"", "http-listener", services::http::makeHttpListener(*http, *bus->context_)});
   }
+  checkFiles(d, errors);
   if (!errors.empty()) {
     std::string all;
     for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;
@@ -190,23 +230,11 @@ void Bus::buildPolicy(const descriptor::Descriptor& d, std::vector<std::string>&
     add(std::make_unique<flows::SedaFlow>(std::move(seda)), spec.where);
   }
   if (d.journal) {
-    // Each reliable flow journals to a file of its own (a journal has one
-    // writer): the descriptor's path for the default flow, "<path>.<stage>"
-    // for a reliable route through a declared stage.
-    std::vector<std::string> reliable_stages = {""};
-    for (const auto& r : d.routes.routes) {
-      if (r.flow == descriptor::FlowKind::kReliable && !r.stage.empty() &&
-          std::find(reliable_stages.begin(), reliable_stages.end(), r.stage) ==
-              reliable_stages.end()) {
-        reliable_stages.push_back(r.stage);
-      }
-    }
-    for (const auto& stage : reliable_stages) {
+    for (const auto& [stage, path] : journalFiles(d)) {
       flows::ReliableFlowConfig reliable;
       reliable.name = reliableFlowName(stage);
       reliable.stats = stats;
-      reliable.journal_path =
-          stage.empty() ? d.journal->path.string() : d.journal->path.string() + "." + stage;
+      reliable.journal_path = path;
       if (const auto* spec = d.stage(stage)) reliable.stage = stageConfig(*spec);
       if (d.journal->commit_delay_us) {
         reliable.writer.commit_delay = std::chrono::microseconds(*d.journal->commit_delay_us);

@@ -5,17 +5,13 @@
 #include <Poco/FormattingChannel.h>
 #include <Poco/Logger.h>
 #include <Poco/PatternFormatter.h>
-#include <Poco/Util/HelpFormatter.h>
-#include <Poco/Util/Option.h>
-#include <Poco/Util/OptionException.h>
-#include <Poco/Util/OptionProcessor.h>
-#include <Poco/Util/OptionSet.h>
-#include <signal.h>
 #include <sys/resource.h>
 
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -23,9 +19,13 @@
 
 #include "bus/app/bus.h"
 #include "bus/app/cluster_command.h"
+#include "bus/app/command_spec.h"
 #include "bus/app/join_command.h"
 #include "bus/app/match_command.h"
 #include "bus/app/plugins_command.h"
+#include "bus/app/publish_command.h"
+#include "bus/app/stop_signals.h"
+#include "bus/app/subscribe_command.h"
 #include "bus/core/plugin/plugin_abi.h"
 #include "bus/core/wire_names.h"
 #include "bus/host/descriptor/parser.h"
@@ -36,87 +36,144 @@
 namespace cepbus::app {
 namespace {
 
-using Poco::Util::Option;
-using Poco::Util::OptionSet;
-
 constexpr int kOk = 0;
 constexpr int kFailure = 1;
 constexpr int kUsage = 2;
 
-struct Command {
-  const char* name;
-  const char* args;
-  const char* summary;
-};
+const HelpEntry kLogLevelOption{
+    "--log-level", "LEVEL",
+    "trace, debug, information, notice, warning or error (default: the descriptor's "
+    "<logging level>, else information); logs go to stderr"};
+const HelpEntry kHelpOption{"--help", "", "show this help and exit"};
+const HelpEntry kPluginPathVariable{
+    "CEPBUS_PLUGIN_PATH", "",
+    "folders (colon-separated) searched for plugins after the descriptor's <search-path>s "
+    "and before the folders beside the program"};
+const HelpEntry kDescriptorVariables{
+    "(named by the descriptor)", "",
+    "the admin token (<http token-env>), a bridge's password (password-env), the cluster's "
+    "password (<cluster password-env>): secrets never go into the descriptor"};
+const HelpEntry kDescriptorFile{
+    "DESCRIPTOR.xml", "",
+    "the deployment descriptor (docs/descriptors.md); relative paths in it are relative to "
+    "its folder"};
+const HelpEntry kPluginFiles{
+    "PREFIX/lib/cepbus/plugins, BUILD/plugins", "",
+    "the plugins beside an installed or a built cepbus (libcepbus_plugin_NAME.so), searched "
+    "last"};
 
-constexpr Command kCommands[] = {
-    {"run", "DESCRIPTOR.xml", "run the bus until SIGINT/SIGTERM, then drain and stop"},
-    {"validate", "DESCRIPTOR.xml", "check a descriptor and every query and filter in it"},
-    {"match", "--engine E (--query Q | --patterns F) (--events F | --export dot|json)",
-     "replay a JSON-lines event file through a CEP engine offline, or export its model"},
-    {"join", "--events F --key A --site A --time-matrix CSV --threshold P",
-     "join uncertain readings on a key under a travel-time matrix offline (P4)"},
-    {"plugins", "[--plugin-path DIR]...",
-     "list the plugins in the search path with their engines and options"},
-    {"cluster", "init|publish DESCRIPTOR.xml [--events F]",
-     "declare a RabbitMQ cluster's partitions, or publish events into them"},
-};
-
-// Parsed arguments of one command: Poco's option processor fills `values`,
-// the rest are positional.
-struct ParsedArgs {
-  std::vector<std::pair<std::string, std::string>> values;
-  std::vector<std::string> positional;
-
-  bool has(const std::string& name) const {
-    for (const auto& [n, v] : values) {
-      if (n == name) return true;
-    }
-    return false;
-  }
-  std::optional<std::string> value(const std::string& name) const {
-    std::optional<std::string> last;
-    for (const auto& [n, v] : values) {
-      if (n == name) last = v;
-    }
-    return last;
-  }
-};
-
-// Throws Poco::Util::OptionException with a message naming the bad option.
-ParsedArgs parseArgs(const OptionSet& options, const std::vector<std::string>& args) {
-  ParsedArgs out;
-  Poco::Util::OptionProcessor processor(options);
-  processor.setUnixStyle(true);
-  for (const std::string& arg : args) {
-    std::string name, value;
-    if (processor.process(arg, name, value)) {
-      if (!name.empty()) out.values.emplace_back(name, value);
-    } else {
-      out.positional.push_back(arg);
-    }
-  }
-  processor.checkRequired();
-  return out;
+const CommandSpec& runSpec() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "run";
+    s.usage = "cepbus run [OPTIONS] DESCRIPTOR.xml";
+    s.summary = "run the bus until SIGINT/SIGTERM, then drain and stop";
+    s.description =
+        "Builds everything the descriptor declares (plugins, flows, routes, services,\n"
+        "queries), starts it and logs one line per listener. On SIGINT or SIGTERM\n"
+        "it stops in the order that loses nothing: producers first, then every\n"
+        "queue drains, services flush what they held back, the flows flush the\n"
+        "journal, and the services stop (docs/operations.md, \"Running and\n"
+        "stopping\").\n";
+    s.options = {
+        {"--exit-when-drained", "",
+         "stop once every replay source is finished and every queue is empty (batch runs, "
+         "the quickstart)"},
+        {"--wire-name-budget", "N",
+         "how many distinct event types and attribute names clients may add to the symbol "
+         "table; beyond it events with new names are refused (default: " +
+             std::to_string(kDefaultWireNameBudget) + ")"},
+        kLogLevelOption,
+        kHelpOption,
+    };
+    s.examples = {
+        {"cepbus run examples/quickstart/quickstart.xml", "",
+         "run the quickstart's bus until Ctrl-C"},
+        {"cepbus run examples/quickstart/quickstart.xml --exit-when-drained", "",
+         "replay the quickstart's stream and stop once it is through"},
+    };
+    s.environment = {kPluginPathVariable, kDescriptorVariables};
+    s.files = {kDescriptorFile,
+               {"<journal path>", "",
+                "the reliable flows' SQLite journal; what was not delivered is redelivered "
+                "from it at the next start"},
+               kPluginFiles};
+    s.exit_status =
+        "0 stopped cleanly, 1 the descriptor is invalid or the bus failed to start, 2 bad "
+        "command line.";
+    return s;
+  }();
+  return spec;
 }
 
-void addCommonOptions(OptionSet& options) {
-  options.addOption(Option("help", "h", "show this help and exit"));
-  options.addOption(Option("log-level", "l",
-                           "trace, debug, information, notice, warning or error "
-                           "(default: the descriptor's, else information)")
-                        .argument("LEVEL"));
+const CommandSpec& validateSpec() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "validate";
+    s.usage = "cepbus validate [OPTIONS] DESCRIPTOR.xml";
+    s.summary = "check that a descriptor will start: every element, query, filter and file";
+    s.description =
+        "Builds, without starting, everything the descriptor declares: plugins,\n"
+        "routes, services, every query and content filter; and checks the files a\n"
+        "run will open: replay files readable, replay-sink and journal folders\n"
+        "writable, TLS certificates and keys loadable, plugin libraries loadable.\n"
+        "Prints \"FILE: OK\", or every error as FILE:LINE: message.\n";
+    s.options = {kLogLevelOption, kHelpOption};
+    s.examples = {
+        {"cepbus validate examples/quickstart/quickstart.xml", "", "check the quickstart"}};
+    s.environment = {kPluginPathVariable, kDescriptorVariables};
+    s.files = {kDescriptorFile, kPluginFiles};
+    s.exit_status =
+        "0 the descriptor will start, 1 it will not (each error named), 2 bad "
+        "command line.";
+    return s;
+  }();
+  return spec;
 }
 
-void printHelp(const OptionSet& options, const std::string& command, const std::string& args,
-               const std::string& summary) {
-  Poco::Util::HelpFormatter help(options);
-  help.setUnixStyle(true);
-  help.setCommand("cepbus " + command);
-  help.setUsage("[OPTIONS] " + args);
-  help.setHeader(summary);
-  help.setFooter("Exit status: 0 success, 1 failure, 2 bad command line.");
-  help.format(std::cout);
+// The help of a command whose module writes its own usage and option text
+// (match, join): its text, after the summary, then this file's sections.
+CommandSpec offlineSpec(const std::string& name, const std::string& summary, std::string text,
+                        std::vector<HelpEntry> examples) {
+  CommandSpec s;
+  s.name = name;
+  s.summary = summary;
+  // The usage is the text's first line and the indented ones after it.
+  if (text.starts_with("usage: ")) text.erase(0, 7);
+  size_t end = text.find('\n');
+  while (end != std::string::npos && text.compare(end + 1, 1, " ") == 0) {
+    end = text.find('\n', end + 1);
+  }
+  s.usage = text.substr(0, end);
+  s.description = end == std::string::npos ? "" : text.substr(end + 1);
+  s.examples = std::move(examples);
+  s.environment = {kPluginPathVariable};
+  s.files = {kPluginFiles};
+  return s;
+}
+
+const CommandSpec& matchSpec() {
+  static const CommandSpec spec = offlineSpec(
+      "match", "replay a JSON-lines event file through a CEP engine offline, or export its model",
+      matchUsage(),
+      {{"cepbus match --engine nfa --events examples/quickstart/stocks.jsonl --query 'PATTERN "
+        "SEQ(Stock a, Stock b) WHERE a.symbol = b.symbol AND b.price > a.price * 1.05 WITHIN "
+        "100'",
+        "", "pairs of ticks of one symbol, the second 5 % above the first"},
+       {"cepbus match --engine all --events examples/quickstart/stocks.jsonl --query \"$(cat "
+        "examples/cluster/equal-prices.query) CONTEXT unrestricted\"",
+        "", "check that nfa, algebra and petri agree"}});
+  return spec;
+}
+
+const CommandSpec& joinSpec() {
+  static const CommandSpec spec = offlineSpec(
+      "join", "join uncertain readings on a key under a travel-time matrix offline (P4)",
+      joinUsage(),
+      {{"cepbus join --events readings.jsonl --key plate --site site --time-matrix "
+        "matrix.csv --threshold 0.7 --count",
+        "", "count the pairs of readings of one plate too close in time for their sites"}});
+  return spec;
 }
 
 // Logs go to stderr so that stdout carries only data (events, matches).
@@ -136,9 +193,32 @@ bool setUpLogging(const std::string& level) {
   return true;
 }
 
+// "cepbus COMMAND: what (see cepbus COMMAND --help)", the one wording of a
+// bad command line.
+int usageError(const std::string& command, const std::string& what) {
+  std::cerr << "cepbus " << command << ": " << what << " (see cepbus " << command << " --help)\n";
+  return kUsage;
+}
+
+// The arguments of a command that takes one DESCRIPTOR.xml; nullopt after
+// saying what is wrong.
+std::optional<ParsedArguments> descriptorArguments(const CommandSpec& spec,
+                                                   const std::vector<std::string>& args) {
+  auto parsed = spec.parse(args);
+  if (!parsed) {
+    usageError(spec.name, parsed.status().message());
+    return std::nullopt;
+  }
+  if (parsed->positional.size() != 1) {
+    usageError(spec.name, "expected one DESCRIPTOR.xml");
+    return std::nullopt;
+  }
+  return std::move(*parsed);
+}
+
 // Parses the descriptor and builds the bus; prints every error and returns
 // nullptr when either fails.
-std::unique_ptr<Bus> loadBus(const std::string& path, const ParsedArgs& parsed) {
+std::unique_ptr<Bus> loadBus(const std::string& path, const ParsedArguments& parsed) {
   descriptor::ParseReport report;
   auto d = descriptor::parseDescriptorFile(path, &report, &builtinElementParsers());
   if (!d) {
@@ -146,7 +226,7 @@ std::unique_ptr<Bus> loadBus(const std::string& path, const ParsedArgs& parsed) 
     return nullptr;
   }
   const std::string level =
-      parsed.value("log-level").value_or(std::string(descriptor::logLevelName(d->logging.level)));
+      parsed.value("--log-level", std::string(descriptor::logLevelName(d->logging.level)));
   if (!setUpLogging(level)) return nullptr;
   auto bus = Bus::create(*d);
   if (!bus) {
@@ -157,34 +237,12 @@ std::unique_ptr<Bus> loadBus(const std::string& path, const ParsedArgs& parsed) 
 }
 
 int validateCommand(const std::vector<std::string>& args) {
-  OptionSet options;
-  addCommonOptions(options);
-  const Command& cmd = kCommands[1];
-  ParsedArgs parsed = parseArgs(options, args);
-  if (parsed.has("help")) {
-    printHelp(options, cmd.name, cmd.args, cmd.summary);
-    return kOk;
-  }
-  if (parsed.positional.size() != 1) {
-    std::cerr << "cepbus validate: expected one DESCRIPTOR.xml (see cepbus validate --help)\n";
-    return kUsage;
-  }
-  std::unique_ptr<Bus> bus = loadBus(parsed.positional[0], parsed);
+  auto parsed = descriptorArguments(validateSpec(), args);
+  if (!parsed) return kUsage;
+  std::unique_ptr<Bus> bus = loadBus(parsed->positional[0], *parsed);
   if (!bus) return kFailure;
-  std::cout << parsed.positional[0] << ": OK\n";
+  std::cout << parsed->positional[0] << ": OK\n";
   return kOk;
-}
-
-// Blocks SIGINT and SIGTERM in this thread before any other thread exists, so
-// every thread the bus starts inherits the mask and the signals are taken
-// only by the sigtimedwait() below.
-sigset_t blockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
 }
 
 // Every client socket costs the bus a file descriptor before it can be
@@ -205,38 +263,21 @@ void raiseDescriptorLimit(Poco::Logger& log) {
 }
 
 int runCommand(const std::vector<std::string>& args) {
-  OptionSet options;
-  addCommonOptions(options);
-  options.addOption(Option("exit-when-drained", "",
-                           "stop once every replay source is finished and every queue is empty"));
-  options.addOption(Option("wire-name-budget", "",
-                           "how many distinct event types and attribute names clients may add "
-                           "to the symbol table; beyond it events with new names are refused "
-                           "(default: " +
-                               std::to_string(kDefaultWireNameBudget) + ")")
-                        .argument("N"));
-  const Command& cmd = kCommands[0];
-  ParsedArgs parsed = parseArgs(options, args);
-  if (parsed.has("help")) {
-    printHelp(options, cmd.name, cmd.args, cmd.summary);
-    return kOk;
-  }
-  if (parsed.positional.size() != 1) {
-    std::cerr << "cepbus run: expected one DESCRIPTOR.xml (see cepbus run --help)\n";
-    return kUsage;
-  }
-  if (std::optional<std::string> budget = parsed.value("wire-name-budget")) {
+  auto parsed = descriptorArguments(runSpec(), args);
+  if (!parsed) return kUsage;
+  if (parsed->has("--wire-name-budget")) {
+    const std::string budget = parsed->value("--wire-name-budget");
     uint32_t n = 0;
-    const char* end = budget->data() + budget->size();
-    if (auto [p, ec] = std::from_chars(budget->data(), end, n); ec != std::errc() || p != end) {
-      std::cerr << "cepbus run: --wire-name-budget " << *budget
-                << ": expected a number of names from 0 to " << UINT32_MAX << "\n";
-      return kUsage;
+    const char* end = budget.data() + budget.size();
+    if (auto [p, ec] = std::from_chars(budget.data(), end, n); ec != std::errc() || p != end) {
+      return usageError("run", "--wire-name-budget " + budget +
+                                   ": expected a number of names from 0 to " +
+                                   std::to_string(UINT32_MAX));
     }
     setWireNameBudget(n);
   }
-  const sigset_t stop_signals = blockStopSignals();
-  std::unique_ptr<Bus> bus = loadBus(parsed.positional[0], parsed);
+  const StopSignals stop_signals;  // before the bus starts a thread
+  std::unique_ptr<Bus> bus = loadBus(parsed->positional[0], *parsed);
   if (!bus) return kFailure;
   Poco::Logger& log = Poco::Logger::get("cepbus");
   raiseDescriptorLimit(log);
@@ -244,14 +285,14 @@ int runCommand(const std::vector<std::string>& args) {
     log.fatal("cannot start the bus: %s", s.toString());
     return kFailure;
   }
-  const bool exit_when_drained = parsed.has("exit-when-drained");
+  const bool exit_when_drained = parsed->has("--exit-when-drained");
   // Drained twice in a row, a poll apart: an event between two hops is in no
   // queue for an instant, and one look could take that instant for the end.
   int drained_polls = 0;
   for (;;) {
     // Polls only to watch for the drained bus; otherwise the signal alone wakes it.
-    timespec poll{0, 50'000'000};
-    const int sig = sigtimedwait(&stop_signals, nullptr, exit_when_drained ? &poll : nullptr);
+    const int sig =
+        exit_when_drained ? stop_signals.wait(std::chrono::milliseconds(50)) : stop_signals.wait();
     if (sig == SIGINT || sig == SIGTERM) {
       log.information("%s received: draining and stopping", std::string(strsignal(sig)));
       break;
@@ -268,57 +309,55 @@ int runCommand(const std::vector<std::string>& args) {
   return kOk;
 }
 
-int matchCommand(const std::vector<std::string>& args) {
-  for (const auto& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::cout << "usage: cepbus match " << kCommands[2].args << " [OPTIONS]\n\n"
-                << kCommands[2].summary << "\n\n"
-                << matchUsage();
-      return kOk;
-    }
-  }
-  auto options = parseMatchArguments(args);
-  if (!options) {
-    std::cerr << "cepbus match: " << options.status().message() << " (see cepbus match --help)\n";
-    return kUsage;
-  }
+// A command whose module parses its own arguments into OPTIONS and runs.
+template <typename Parse, typename Run>
+int moduleCommand(const std::string& name, const std::vector<std::string>& args, Parse parse,
+                  Run run) {
+  auto options = parse(args);
+  if (!options) return usageError(name, options.status().message());
   setUpLogging("warning");
-  return runMatchCommand(*options, std::cout, std::cerr);
+  return run(*options, std::cout, std::cerr);
 }
 
-int joinCommand(const std::vector<std::string>& args) {
-  for (const auto& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::cout << "usage: cepbus join " << kCommands[3].args << " [OPTIONS]\n\n"
-                << kCommands[3].summary << "\n\n"
-                << joinUsage();
-      return kOk;
-    }
-  }
-  auto options = parseJoinArguments(args);
-  if (!options) {
-    std::cerr << "cepbus join: " << options.status().message() << " (see cepbus join --help)\n";
-    return kUsage;
-  }
-  setUpLogging("warning");
-  return runJoinCommand(*options, std::cout, std::cerr);
-}
+struct Command {
+  const CommandSpec& (*spec)();
+  std::function<int(const std::vector<std::string>&)> run;
+};
 
-int pluginsCommand(const std::vector<std::string>& args) {
-  for (const auto& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::cout << kCommands[4].summary << "\n\n" << pluginsUsage();
-      return kOk;
-    }
-  }
-  auto options = parsePluginsArguments(args);
-  if (!options) {
-    std::cerr << "cepbus plugins: " << options.status().message()
-              << " (see cepbus plugins --help)\n";
-    return kUsage;
-  }
-  setUpLogging("warning");
-  return runPluginsCommand(*options, std::cout);
+const std::vector<Command>& commands() {
+  static const std::vector<Command> all = {
+      {runSpec, runCommand},
+      {validateSpec, validateCommand},
+      {matchSpec,
+       [](const std::vector<std::string>& args) {
+         return moduleCommand("match", args, parseMatchArguments, runMatchCommand);
+       }},
+      {joinSpec,
+       [](const std::vector<std::string>& args) {
+         return moduleCommand("join", args, parseJoinArguments, runJoinCommand);
+       }},
+      {publishSpec,
+       [](const std::vector<std::string>& args) {
+         return moduleCommand("publish", args, parsePublishArguments, runPublishCommand);
+       }},
+      {subscribeSpec,
+       [](const std::vector<std::string>& args) {
+         return moduleCommand("subscribe", args, parseSubscribeArguments, runSubscribeCommand);
+       }},
+      {pluginsSpec,
+       [](const std::vector<std::string>& args) {
+         return moduleCommand("plugins", args, parsePluginsArguments,
+                              [](const PluginsCommandOptions& o, std::ostream& out, std::ostream&) {
+                                return runPluginsCommand(o, out);
+                              });
+       }},
+      {clusterSpec,
+       [](const std::vector<std::string>& args) {
+         setUpLogging("warning");
+         return runClusterCommand(args, std::cout, std::cerr);
+       }},
+  };
+  return all;
 }
 
 // What a plugin author and a bug report need: the plugin ABI version and
@@ -329,17 +368,35 @@ void printVersion(std::ostream& out) {
       << "build tag " << plugin::hostBuildTag() << "\n";
 }
 
-void printUsage(std::ostream& out) {
-  out << "usage: cepbus [--version] [--help] COMMAND [ARGS]\n\n"
-         "cepbus is an event-driven SOA bus with complex-event-processing plugins.\n\n"
-         "Commands:\n";
-  for (const Command& c : kCommands) {
-    std::string left = std::string("  ") + c.name;
-    left.resize(12, ' ');
-    out << left << c.summary << "\n";
-  }
-  out << "\n'cepbus COMMAND --help' (or 'cepbus help COMMAND') describes a command.\n"
-         "Exit status: 0 success, 1 failure, 2 bad command line.\n";
+// `cepbus --help`: the commands, as cmake/HelpToMan.cmake reads them
+// ("  NAME        summary"), and the sections every command shares.
+const CommandSpec& topSpec() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.usage = "cepbus [--version] [--help] COMMAND [ARGS]";
+    s.summary = "cepbus is an event-driven SOA bus with complex-event-processing plugins.";
+    s.description = "Commands:\n";
+    for (const Command& c : commands()) {
+      std::string left = "  " + c.spec().name;
+      left.resize(13, ' ');
+      s.description += left + c.spec().summary + "\n";
+    }
+    s.description +=
+        "\n'cepbus COMMAND --help' (or 'cepbus help COMMAND') describes a command;\n"
+        "each has a man page, cepbus-COMMAND(1).\n";
+    s.examples = {
+        {"cepbus validate examples/quickstart/quickstart.xml", "", "check a descriptor"},
+        {"cepbus run examples/quickstart/quickstart.xml", "", "run a bus until Ctrl-C"},
+        {"cepbus subscribe stocks.equal", "", "print what it detects, from another terminal"},
+        {"cepbus publish stocks.ticks --events ticks.jsonl", "", "publish events into it"},
+        {"cepbus match --engine nfa --events ticks.jsonl --query 'PATTERN ...'", "",
+         "run a query offline"},
+    };
+    s.environment = {kPluginPathVariable, publishSpec().environment.front(), kDescriptorVariables};
+    s.files = {kDescriptorFile, kPluginFiles};
+    return s;
+  }();
+  return spec;
 }
 
 }  // namespace
@@ -348,49 +405,46 @@ int runCli(int argc, char** argv) {
   services::amqp::scheduleReadyConnectionsOnAnyFreeThread();  // no thread runs yet
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
-    printUsage(std::cerr);
+    std::cerr << topSpec().help();
     return kUsage;
   }
-  std::string command = args.front();
+  std::string name = args.front();
   args.erase(args.begin());
-  if (command == "help" && !args.empty()) {
+  if (name == "help" && !args.empty()) {
     // `cepbus help COMMAND` is `cepbus COMMAND --help` (the man pages are made from it).
-    command = args.front();
+    name = args.front();
     args.assign({"--help"});
-  } else if (command == "--help" || command == "-h" || command == "help") {
-    printUsage(std::cout);
+  } else if (name == "--help" || name == "-h" || name == "help") {
+    std::cout << topSpec().help();
     return kOk;
   }
-  if (command == "--version" || command == "-v" || command == "version") {
+  if (name == "--version" || name == "-v" || name == "version") {
     printVersion(std::cout);
     return kOk;
   }
-  try {
-    if (command == "run") return runCommand(args);
-    if (command == "validate") return validateCommand(args);
-    if (command == "match") return matchCommand(args);
-    if (command == "join") return joinCommand(args);
-    if (command == "__cluster-watchdog" && args.size() == 1) {
-      // A cluster node's stall watchdog (services/cluster/stall_watchdog.h),
-      // started by the node itself; not for people.
-      return services::cluster::runStallWatchdog(3, 4,
-                                                 std::chrono::milliseconds(std::stoll(args[0])));
-    }
-    if (command == "cluster") {
-      setUpLogging("warning");
-      return runClusterCommand(args, std::cout, std::cerr);
-    }
-    if (command == "plugins") return pluginsCommand(args);
-  } catch (const Poco::Util::OptionException& e) {
-    std::cerr << "cepbus " << command << ": " << e.displayText() << " (see cepbus " << command
-              << " --help)\n";
-    return kUsage;
-  } catch (const std::exception& e) {
-    std::cerr << "cepbus " << command << ": " << e.what() << "\n";
-    return kFailure;
+  if (name == "__cluster-watchdog" && args.size() == 1) {
+    // A cluster node's stall watchdog (services/cluster/stall_watchdog.h),
+    // started by the node itself; not for people.
+    return services::cluster::runStallWatchdog(3, 4,
+                                               std::chrono::milliseconds(std::stoll(args[0])));
   }
-  std::cerr << "cepbus: unknown command \"" << command << "\"\n\n";
-  printUsage(std::cerr);
+  for (const Command& c : commands()) {
+    if (c.spec().name != name) continue;
+    // --help anywhere, before anything is read (a descriptor, a file).
+    for (const std::string& a : args) {
+      if (a == "--help" || a == "-h") {
+        std::cout << c.spec().help();
+        return kOk;
+      }
+    }
+    try {
+      return c.run(args);
+    } catch (const std::exception& e) {
+      std::cerr << "cepbus " << name << ": " << e.what() << "\n";
+      return kFailure;
+    }
+  }
+  std::cerr << "cepbus: unknown command \"" << name << "\"\n\n" << topSpec().help();
   return kUsage;
 }
 

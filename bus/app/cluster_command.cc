@@ -4,10 +4,8 @@
 #include <cstdint>
 #include <fstream>
 #include <iostream>
-#include <type_traits>
 
 #include "bus/app/bus.h"
-#include "bus/app/flag_reader.h"
 #include "bus/core/event_json.h"
 #include "bus/host/descriptor/parser.h"
 #include "services/cluster/cluster_publisher.h"
@@ -57,45 +55,30 @@ int init(const services::cluster::ClusterSpec& spec, const std::string& password
   return kOk;
 }
 
-int publish(const services::cluster::ClusterSpec& spec, const std::string& password,
-            std::span<const std::string> args, std::ostream& out, std::ostream& err) {
-  std::string events_file;
-  services::cluster::PublishOptions options;
-  FlagReader flags(args);
-  while (flags.next()) {
-    if (flags.flag() == "--end-of-stream" && !flags.hasInlineValue()) {
-      options.end_of_stream = true;
-      continue;
-    }
-    auto value = flags.value();
-    if (!value) {
-      err << "cepbus cluster publish: " << value.status().message() << "\n";
-      return kUsage;
-    }
-    auto number = [&](auto& target, uint64_t low, uint64_t high) {
-      uint64_t n = 0;
-      auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), n);
-      if (ec != std::errc() || end != value->data() + value->size() || n < low || n > high) {
-        err << "cepbus cluster publish: " << flags.flag() << " must be an integer in [" << low
-            << ", " << high << "], got \"" << *value << "\"\n";
-        return false;
-      }
-      target = static_cast<std::remove_reference_t<decltype(target)>>(n);
-      return true;
-    };
-    if (flags.flag() == "--events") {
-      events_file = *value;
-    } else if (flags.flag() == "--rate") {
-      if (!number(options.rate, 0, UINT64_MAX)) return kUsage;
-    } else if (flags.flag() == "--batch") {
-      if (!number(options.batch, 1, services::cluster::kMaxBatch)) return kUsage;
-    } else {
-      err << "cepbus cluster publish: unknown argument \"" << flags.argument() << "\"\n";
-      return kUsage;
-    }
+// A number option of `cluster publish` in [low, high]; false after saying why not.
+template <typename T>
+bool numberOption(const ParsedArguments& args, const char* flag, uint64_t low, uint64_t high,
+                  T& target, std::ostream& err) {
+  if (!args.has(flag)) return true;
+  const std::string value = args.value(flag);
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size() || n < low || n > high) {
+    err << "cepbus cluster: " << flag << " must be an integer in [" << low << ", " << high
+        << "], got \"" << value << "\" (see cepbus cluster --help)\n";
+    return false;
   }
-  if (events_file.empty()) {
-    err << "cepbus cluster publish: --events FILE is required\n";
+  target = static_cast<T>(n);
+  return true;
+}
+
+int publish(const services::cluster::ClusterSpec& spec, const std::string& password,
+            const ParsedArguments& args, std::ostream& out, std::ostream& err) {
+  const std::string events_file = args.value("--events");
+  services::cluster::PublishOptions options;
+  options.end_of_stream = args.has("--end-of-stream");
+  if (!numberOption(args, "--rate", 0, UINT64_MAX, options.rate, err) ||
+      !numberOption(args, "--batch", 1, services::cluster::kMaxBatch, options.batch, err)) {
     return kUsage;
   }
   std::ifstream file(events_file);
@@ -132,59 +115,84 @@ int publish(const services::cluster::ClusterSpec& spec, const std::string& passw
 
 }  // namespace
 
-std::string clusterUsage() {
-  return "usage: cepbus cluster init DESCRIPTOR.xml\n"
-         "       cepbus cluster publish DESCRIPTOR.xml --events FILE [--rate N] "
-         "[--batch N] [--end-of-stream]\n\n"
-         "init     declare the cluster's exchanges, partition queues and bindings on the\n"
-         "         brokers of its <cluster> element (idempotent; refuses a topology that\n"
-         "         was declared with another partition count)\n"
-         "publish  publish a JSON-lines event file into the partitions, each event to the\n"
-         "         partition of its key attributes, resending what a broker failover left\n"
-         "         in doubt or left unanswered for 10 s; with stream input it reads the\n"
-         "         streams back after a failover and before it returns, and resends what\n"
-         "         they lack; prints {\"published\":N,\"messages\":N,\"resent\":N,\n"
-         "         \"resent_accepted\":N,\"read_backs\":N,\"read_back_confirmed\":N,\n"
-         "         \"read_back_switches\":N,\"reconnects\":N,\"confirm_timeouts\":N,\n"
-         "         \"broker_errors\":N} (events and end markers, messages, events resent\n"
-         "         and of those the ones the broker had accepted, read-back rounds and\n"
-         "         the messages they found, rounds read again through another broker\n"
-         "         because a stream delivered nothing, connections given up, the\n"
-         "         broker's own failures retried)\n"
-         "         --rate N  events per second (default: as fast as the broker takes them)\n"
-         "         --batch N  events of one partition per message at most (default 32,\n"
-         "                  at most 1000; 1: one message per event); with --rate a batch\n"
-         "                  waits at most 10 ms of the schedule for more events\n"
-         "         --end-of-stream  then tell every partition the stream ended: the nodes\n"
-         "                  report the matches still pending and accept every message\n\n"
-         "Exit status: 0 success, 1 failure, 2 bad command line.\n";
+const CommandSpec& clusterSpec() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "cluster";
+    s.usage =
+        "cepbus cluster init DESCRIPTOR.xml\n"
+        "       cepbus cluster publish DESCRIPTOR.xml --events FILE [--rate N] [--batch N]\n"
+        "                              [--end-of-stream]";
+    s.summary = "declare a RabbitMQ cluster's partitions, or publish events into them";
+    s.description =
+        "The operator's side of a scale-out cluster, as the descriptor's <cluster>\n"
+        "element describes it (docs/cluster.md).\n"
+        "init     declares the cluster's exchanges, partition queues and bindings on\n"
+        "         its brokers through their management API (idempotent; refuses a\n"
+        "         topology that was declared with another partition count)\n"
+        "publish  publishes a JSON-lines event file into the partitions, each event to\n"
+        "         the partition of its key attributes, resending what a broker failover\n"
+        "         left in doubt or left unanswered for 10 s; with stream input it reads\n"
+        "         the streams back after a failover and before it returns, and resends\n"
+        "         what they lack. Prints {\"published\":N,\"messages\":N,\"resent\":N,\n"
+        "         \"resent_accepted\":N,\"read_backs\":N,\"read_back_confirmed\":N,\n"
+        "         \"read_back_switches\":N,\"reconnects\":N,\"confirm_timeouts\":N,\n"
+        "         \"broker_errors\":N}: events and end markers, messages, events resent\n"
+        "         and of those the ones the broker had accepted, read-back rounds and\n"
+        "         the messages they found, rounds read again through another broker\n"
+        "         because a stream delivered nothing, connections given up, the\n"
+        "         broker's own failures retried.\n";
+    s.options = {
+        {"--events", "FILE", "publish: the JSON-lines events (required)"},
+        {"--rate", "N", "publish: events per second (default: as fast as the broker takes them)"},
+        {"--batch", "N",
+         "publish: events of one partition per message at most (default 32, at most 1000; 1: "
+         "one message per event); with --rate a batch waits at most 10 ms of the schedule for "
+         "more events"},
+        {"--end-of-stream", "",
+         "publish: then tell every partition the stream ended: the nodes report the matches "
+         "still pending and accept every message"},
+        {"--help", "", "show this help and exit"},
+    };
+    s.examples = {
+        {"cepbus cluster init examples/cluster/node.xml", "",
+         "declare the walk-through's partitions (examples/cluster/demo.sh does it)"},
+        {"cepbus cluster publish node.xml --events ticks.jsonl --rate 2000 --end-of-stream", "",
+         "publish a stream into them, then end it"},
+    };
+    s.environment = {{"(named by <cluster password-env>)", "",
+                      "the brokers' password (default: the user guest's)"}};
+    s.files = {{"DESCRIPTOR.xml", "", "a descriptor with a <cluster> element"}};
+    return s;
+  }();
+  return spec;
 }
 
 int runClusterCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    (args.empty() ? err : out) << clusterUsage();
-    return args.empty() ? kUsage : kOk;
-  }
-  const std::string& verb = args[0];
-  if ((verb != "init" && verb != "publish") || args.size() < 2) {
-    err << "cepbus cluster: expected init or publish and a DESCRIPTOR.xml\n\n" << clusterUsage();
+  auto usage = [&](const std::string& what) {
+    err << "cepbus cluster: " << what << " (see cepbus cluster --help)\n";
     return kUsage;
+  };
+  auto parsed = clusterSpec().parse(args);
+  if (!parsed) return usage(parsed.status().message());
+  const std::vector<std::string>& positional = parsed->positional;
+  if (positional.size() != 2 || (positional[0] != "init" && positional[0] != "publish")) {
+    return usage("expected init or publish and one DESCRIPTOR.xml");
   }
-  auto spec = loadCluster(args[1], err);
+  const bool init_verb = positional[0] == "init";
+  if (init_verb && !parsed->options.empty()) {
+    return usage("init takes no option, got " + parsed->options.front().first);
+  }
+  if (!init_verb && !parsed->has("--events")) return usage("publish needs --events FILE");
+  auto spec = loadCluster(positional[1], err);
   if (!spec) return kFailure;
   auto password = services::cluster::clusterPassword(*spec);
   if (!password) {
     err << password.status().message() << "\n";
     return kFailure;
   }
-  if (verb == "init") {
-    if (args.size() != 2) {
-      err << "cepbus cluster init: unexpected argument \"" << args[2] << "\"\n";
-      return kUsage;
-    }
-    return init(*spec, *password, out, err);
-  }
-  return publish(*spec, *password, std::span(args).subspan(2), out, err);
+  if (init_verb) return init(*spec, *password, out, err);
+  return publish(*spec, *password, *parsed, out, err);
 }
 
 }  // namespace cepbus::app

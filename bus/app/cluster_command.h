@@ -18,11 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "bus/app/command_spec.h"
+
 namespace cepbus::app {
 
 int runClusterCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
-// The command's help text.
-std::string clusterUsage();
+const CommandSpec& clusterSpec();
 
 }  // namespace cepbus::app

@@ -5,33 +5,46 @@
 #include <map>
 #include <system_error>
 
-#include "bus/app/flag_reader.h"
 #include "bus/core/plugin/plugin_abi.h"
 #include "bus/host/loader/plugin_loader.h"
 
 namespace cepbus::app {
 namespace fs = std::filesystem;
 
-const char* pluginsUsage() {
-  return "usage: cepbus plugins [--plugin-path DIR]...\n"
-         "Lists every plugin in the search path (the --plugin-path folders, then\n"
-         "$CEPBUS_PLUGIN_PATH, then the folders beside the cepbus executable) with\n"
-         "its engines and their options, or why it cannot be loaded.\n"
-         "Exit status: 0 every plugin found is usable, 1 one is not, 2 bad command line.\n";
+const CommandSpec& pluginsSpec() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "plugins";
+    s.usage = "cepbus plugins [--plugin-path DIR]...";
+    s.summary = "list the plugins in the search path with their engines and options";
+    s.description =
+        "Lists every plugin in the search path with its version, its engines and\n"
+        "the options each takes (--option key=value in cepbus match, <option> in a\n"
+        "descriptor), or why it cannot be loaded (an ABI version or build tag that\n"
+        "differs, a missing entry point). A file an earlier folder also has is\n"
+        "listed as shadowed: loading by name takes the first.\n";
+    s.options = {{"--plugin-path", "DIR", "search DIR first (repeatable)"},
+                 {"--help", "", "show this help and exit"}};
+    s.examples = {{"cepbus plugins", "", "what this cepbus can load"},
+                  {"cepbus plugins --plugin-path build/plugins", "",
+                   "a plugin built out of tree, before the bundled ones"}};
+    s.environment = {
+        {"CEPBUS_PLUGIN_PATH", "", "folders (colon-separated) searched after --plugin-path"}};
+    s.files = {{"PREFIX/lib/cepbus/plugins, BUILD/plugins", "",
+                "the plugins beside an installed or a built cepbus, searched last"}};
+    s.exit_status = "0 every plugin found is usable, 1 one is not, 2 bad command line.";
+    return s;
+  }();
+  return spec;
 }
 
 Result<PluginsCommandOptions> parsePluginsArguments(std::span<const std::string> args) {
-  PluginsCommandOptions o;
-  FlagReader flags(args);
-  while (flags.next()) {
-    if (flags.flag() != "--plugin-path") {
-      return Status::invalidArgument("unknown argument '" + flags.argument() + "'");
-    }
-    Result<std::string> dir = flags.value();
-    if (!dir) return dir.status();
-    o.plugin_paths.push_back(std::move(*dir));
+  auto parsed = pluginsSpec().parse(args);
+  if (!parsed) return parsed.status();
+  if (!parsed->positional.empty()) {
+    return Status::invalidArgument("unexpected argument '" + parsed->positional[0] + "'");
   }
-  return o;
+  return PluginsCommandOptions{parsed->values("--plugin-path")};
 }
 
 namespace {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/app/command_spec.h"
 #include "bus/core/status.h"
 
 namespace cepbus::app {
@@ -26,8 +27,8 @@ struct PluginsCommandOptions {
   std::vector<std::string> plugin_paths;  // --plugin-path DIR, searched before the defaults
 };
 
+const CommandSpec& pluginsSpec();
 Result<PluginsCommandOptions> parsePluginsArguments(std::span<const std::string> args);
-const char* pluginsUsage();
 int runPluginsCommand(const PluginsCommandOptions& options, std::ostream& out);
 
 }  // namespace cepbus::app

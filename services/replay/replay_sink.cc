@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "bus/core/pattern/filter.h"
+#include "bus/host/descriptor/file_checks.h"
 #include "services/service_factory_registry.h"
 
 namespace cepbus::services::replay {
@@ -79,6 +80,10 @@ Result<std::unique_ptr<Service>> ReplaySinkFactory::create(
   auto file = requiredParam(unit, "replay-sink", "file");
   if (!file) return file.status();
   config.file = (*file)->value == "-" ? "-" : assembly.resolvePath((*file)->value).string();
+  if (auto why = config.file == "-" ? std::nullopt : descriptor::unwritableFile(config.file)) {
+    return Status::invalidArgument(
+        (*file)->where.error("replay-sink \"" + unit.name + "\": " + *why).toString());
+  }
   if (const descriptor::Param* format = unit.param("format")) {
     if (format->value == "full") {
       config.format = EventFormat::kFull;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "bus/core/event_json.h"
+#include "bus/host/descriptor/file_checks.h"
 #include "services/service_factory_registry.h"
 
 namespace cepbus::services::replay {
@@ -98,6 +99,10 @@ Result<std::unique_ptr<Service>> ReplaySourceFactory::create(
   auto file = requiredParam(unit, "replay-source", "file");
   if (!file) return file.status();
   config.file = assembly.resolvePath((*file)->value);
+  if (auto why = descriptor::unreadableFile(config.file)) {
+    return Status::invalidArgument(
+        (*file)->where.error("replay-source \"" + unit.name + "\": " + *why).toString());
+  }
   auto rate = numberParam(unit, "rate", 0, 0, 1e9);
   if (!rate) return rate.status();
   config.rate = *rate;

@@ -21,11 +21,13 @@ namespace cepbus::testing {
 
 class ChildProcess {
  public:
-  ChildProcess(std::vector<std::string> argv, const std::filesystem::path& dir)
+  // Runs `argv` in `dir`, its standard input read from `input`.
+  ChildProcess(std::vector<std::string> argv, const std::filesystem::path& dir,
+               const std::filesystem::path& input = "/dev/null")
       : out_(dir / "stdout.txt"), err_(dir / "stderr.txt") {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 0, input.c_str(), O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());

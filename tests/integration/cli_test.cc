@@ -142,13 +142,109 @@ TEST_F(CliTest, VersionNamesThePluginAbiAndTheBuildTag) {
 
 // `cepbus help COMMAND` is `cepbus COMMAND --help`: the man pages are made from it.
 TEST_F(CliTest, HelpCommandIsTheCommandsHelp) {
-  for (const char* cmd : {"run", "validate", "match", "join", "plugins"}) {
+  for (const char* cmd :
+       {"run", "validate", "match", "join", "publish", "subscribe", "plugins", "cluster"}) {
     std::string help, dashed;
     EXPECT_EQ(run({"help", cmd}, &help), 0) << cmd;
     EXPECT_EQ(run({cmd, "--help"}, &dashed), 0) << cmd;
     EXPECT_EQ(help, dashed) << cmd;
     EXPECT_FALSE(help.empty()) << cmd;
   }
+}
+
+// Every command: --help without anything else (no descriptor read), one
+// usage line, the sections the man pages are made of; a flag it does not
+// take, worded one way.
+TEST_F(CliTest, EveryCommandsHelpAndUnknownFlagLookTheSame) {
+  const std::vector<std::vector<std::string>> helps = {
+      {"run", "--help"},
+      {"validate", "--help"},
+      {"match", "--help"},
+      {"join", "--help"},
+      {"publish", "--help"},
+      {"subscribe", "--help"},
+      {"plugins", "--help"},
+      {"cluster", "--help"},
+      {"cluster", "init", "--help"},
+      {"cluster", "publish", "no-such.xml", "--help"},
+      {"--help"}};
+  for (const auto& args : helps) {
+    std::string out, err;
+    ASSERT_EQ(run(args, &out, &err), 0) << args[0] << " " << args.back() << ": " << err;
+    EXPECT_TRUE(out.starts_with("usage: cepbus ")) << out;
+    EXPECT_EQ(out.find("usage:", 1), std::string::npos) << "two usage lines:\n" << out;
+    for (const char* section :
+         {"\nExamples:\n", "\nEnvironment:\n", "\nFiles:\n", "\nExit status:\n"}) {
+      EXPECT_THAT(out, HasSubstr(section)) << args[0];
+    }
+  }
+  for (const char* cmd :
+       {"run", "validate", "match", "join", "publish", "subscribe", "plugins", "cluster"}) {
+    std::string err;
+    EXPECT_EQ(run({cmd, "--no-such-flag"}, nullptr, &err), 2) << cmd;
+    EXPECT_THAT(err,
+                HasSubstr(std::string("cepbus ") + cmd +
+                          ": unknown argument '--no-such-flag' (see cepbus " + cmd + " --help)"))
+        << cmd;
+  }
+}
+
+// `validate` means "will start": the files a run opens are checked, each
+// error naming the descriptor line of the element or param that names it.
+TEST_F(CliTest, ValidateChecksTheFilesARunWillOpen) {
+  write("files.xml", R"(<cepbus name="files">
+  <journal path="no-such-folder/journal.db"/>
+  <listeners>
+    <amqp host="127.0.0.1" port="0" allow-anonymous="true">
+      <tls cert="missing-cert.pem" key="missing-key.pem"/>
+    </amqp>
+  </listeners>
+  <plugins>
+    <plugin name="nfa" library="./no-such-plugin.so"/>
+  </plugins>
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="missing.jsonl"/>
+      <publish address="ticks"/>
+    </service-unit>
+    <service-unit name="sink" type="replay-sink">
+      <param name="file" value="no-such-folder/out.jsonl"/>
+      <subscribe address="ticks"/>
+    </service-unit>
+    <service-unit name="hq" type="amqp-bridge">
+      <param name="url" value="amqps://127.0.0.1:5671"/>
+      <param name="remote-address" value="x"/>
+      <param name="direction" value="out"/>
+      <param name="ca" value="missing-ca.pem"/>
+      <subscribe address="ticks"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+)");
+  std::string out, err;
+  EXPECT_EQ(run({"validate", "files.xml"}, &out, &err), 1) << out;
+  // Paths as the descriptor resolves them: relative to its folder, here ".".
+  EXPECT_THAT(err, HasSubstr("files.xml:2: <journal>: cannot write no-such-folder/journal.db: "
+                             "its folder no-such-folder: No such file or directory"));
+  EXPECT_THAT(err, HasSubstr("files.xml:5: <tls>: cannot read missing-cert.pem"));
+  EXPECT_THAT(err, HasSubstr("files.xml:9: plugin \"nfa\": "));
+  EXPECT_THAT(err, HasSubstr("files.xml:13: replay-source \"src\": cannot read missing.jsonl: "
+                             "No such file or directory"));
+  EXPECT_THAT(err, HasSubstr("files.xml:17: replay-sink \"sink\": cannot write "
+                             "no-such-folder/out.jsonl"));
+  EXPECT_THAT(err, HasSubstr("files.xml:24: amqp-bridge \"hq\": ca: cannot read missing-ca.pem"));
+
+  // A certificate that exists but is none: Proton's refusal, at validate.
+  write("cert.pem", "not a certificate\n");
+  write("key.pem", "not a key\n");
+  write("tls.xml", R"(<cepbus name="tls">
+  <listeners>
+    <amqp host="127.0.0.1" port="0"><tls cert="cert.pem" key="key.pem"/></amqp>
+  </listeners>
+</cepbus>
+)");
+  EXPECT_EQ(run({"validate", "tls.xml"}, &out, &err), 1) << out;
+  EXPECT_THAT(err, HasSubstr("tls.xml:3: <tls>: certificate cert.pem / key key.pem not usable: "));
 }
 
 // The build tree's plugins are found by default (bus/app/cepbus ->

@@ -20,7 +20,6 @@
 #include <proton/receiver_options.hpp>
 #include <proton/sender.hpp>
 #include <proton/sender_options.hpp>
-#include <proton/ssl.hpp>
 #include <proton/tracker.hpp>
 #include <proton/transport.hpp>
 #include <proton/work_queue.hpp>
@@ -29,10 +28,11 @@
 #include <utility>
 #include <vector>
 
-#include "bus/host/descriptor/address.h"
+#include "bus/host/descriptor/file_checks.h"
 #include "flows/delivery_context.h"
 #include "router/registry.h"
 #include "router/topic.h"
+#include "services/protocols/amqp/client_options.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "services/protocols/amqp/sasl_plugin.h"
 #include "services/service_factory_registry.h"
@@ -87,18 +87,8 @@ struct Counters {
   stats::Counter& refused;
 };
 
-// The host part of "host:port", "amqp://host:port" or "amqp://[::1]:port".
-std::string hostOf(std::string_view url) {
-  if (auto scheme = url.find("://"); scheme != std::string_view::npos)
-    url.remove_prefix(scheme + 3);
-  if (auto at = url.rfind('@'); at != std::string_view::npos) url.remove_prefix(at + 1);
-  if (!url.empty() && url.front() == '[') return std::string(url.substr(1, url.find(']') - 1));
-  return std::string(url.substr(0, url.find_first_of(":/")));
-}
-
 std::string describe(const proton::error_condition& e) {
-  if (!e) return "closed by the peer";
-  return e.description().empty() ? e.name() : e.name() + ": " + e.description();
+  return describeCondition(e, "closed by the peer");
 }
 
 }  // namespace
@@ -137,27 +127,14 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
   void connect() {
     if (stopping) return;
     attempt_failed = false;
-    proton::connection_options options;
+    proton::connection_options options = connectionOptions(peer());
     options.handler(*this);
-    if (config.user.empty()) {
-      options.sasl_allowed_mechs("ANONYMOUS");
-    } else {
-      options.user(config.user).password(config.password).sasl_allowed_mechs("PLAIN");
-      // The factory allows a user without TLS only to a loopback host.
-      options.sasl_allow_insecure_mechs(!tls());
-    }
-    if (tls()) {
-      options.ssl_client_options(
-          config.ca.empty() ? proton::ssl_client_options()
-                            : proton::ssl_client_options(config.ca, proton::ssl::VERIFY_PEER_NAME));
-      // Proton checks the certificate's DNS names only: a peer reached by
-      // its IP address is verified against the name it was given.
-      if (!config.peer_name.empty()) options.virtual_host(config.peer_name);
-    }
     container->connect(config.url, options);
   }
 
-  bool tls() const { return config.url.rfind("amqps://", 0) == 0; }
+  AmqpPeer peer() const {
+    return AmqpPeer{config.url, config.user, config.password, config.ca, config.peer_name};
+  }
 
   void on_connection_open(proton::connection& c) override {
     connection = c;
@@ -566,14 +543,12 @@ Result<std::unique_ptr<Service>> AmqpBridgeFactory::create(
                 "a user needs <param name=\"password-env\"> (the password itself "
                 "never goes into the descriptor)");
   }
-  if (!config.user.empty() && config.url.rfind("amqps://", 0) != 0 &&
-      !descriptor::isLoopbackHost(hostOf(config.url))) {
-    return fail(
-        unit.param("url")->where,
-        "a user's password goes only over amqps:// (or to a loopback host), not to " + config.url);
+  if (Status s = checkPeer(AmqpPeer{config.url, config.user, config.password, "", ""}); !s) {
+    return fail(unit.param("url")->where, s.message());
   }
   if (const descriptor::Param* ca = unit.param("ca")) {
     config.ca = assembly.resolvePath(ca->value).string();
+    if (auto why = descriptor::unreadableFile(config.ca)) return fail(ca->where, "ca: " + *why);
   }
   if (const descriptor::Param* peer = unit.param("peer-name")) config.peer_name = peer->value;
   auto delay = numberParam(unit, "reconnect-delay-ms", 1000, 1, 600000);

@@ -712,21 +712,9 @@ Status AmqpListenerService::start() {
   }
   installSaslPlugin();
   if (impl.config.tls) {
-    const AmqpTls& tls = *impl.config.tls;
-    for (const auto& file : {tls.cert, tls.key}) {
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(file, ec)) {
-        return Status::invalidArgument(tls.where.toString() + ": <tls>: cannot read " +
-                                       file.string());
-      }
-    }
-    try {
-      impl.tls.emplace(proton::ssl_certificate(tls.cert.string(), tls.key.string()));
-    } catch (const std::exception& e) {
-      return Status::invalidArgument(tls.where.toString() + ": <tls>: certificate " +
-                                     tls.cert.string() + " / key " + tls.key.string() +
-                                     " not usable: " + e.what());
-    }
+    auto tls = loadServerTls(*impl.config.tls);
+    if (!tls) return tls.status();
+    impl.tls = std::move(*tls);
   }
   if (Status restored = impl.restoreDurable(); !restored) {
     impl.subscriptions.endParked();

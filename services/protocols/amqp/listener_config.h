@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <proton/ssl.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bus/core/status.h"
 #include "bus/host/descriptor/descriptor.h"
 
 namespace cepbus::services::amqp {
@@ -28,6 +30,12 @@ struct AmqpTls {
   std::filesystem::path key;
   descriptor::Location where;
 };
+
+// The server side of `tls` as Proton loads it: when the listener starts, and
+// when the bus is built, so that `cepbus validate` names a certificate or key
+// the listener could not load. InvalidArgument "FILE:LINE: <tls>: ..." naming
+// the file that cannot be read, or the pair Proton refused, and why.
+Result<proton::ssl_server_options> loadServerTls(const AmqpTls& tls);
 
 // What one <permit> lets a user do: publish to addresses matching `publish`,
 // subscribe with patterns that `subscribe` covers. Either may be empty.

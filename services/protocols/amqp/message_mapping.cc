@@ -233,12 +233,24 @@ MappedEvent map(const proton::message& message) {
                    "creation_time");
   }
 
+  // A composite event's interval starts before its ts (the JSON contract's
+  // "start").
+  Timestamp start = ts;
+  if (const MapEntry* e = find(props, "start")) {
+    std::optional<Value> v = isInteger(e->value.type()) ? scalarValue(e->value) : std::nullopt;
+    if (!v || v->asInt() > ts) {
+      return failure(kInvalidField,
+                     "application property \"start\" must be an integer not after \"ts\"");
+    }
+    start = v->asInt();
+  }
+
   const std::optional<Symbol> type_symbol = internWireName(type);
   if (!type_symbol) return failure(kResourceLimitExceeded, wireNameRefusal("event type", type));
   EventBuilder builder(*type_symbol);
-  builder.at(ts);
+  builder.interval(start, ts);
   for (const MapEntry& e : props) {
-    if (e.name == "type" || e.name == "ts") continue;
+    if (e.name == "type" || e.name == "ts" || e.name == "start") continue;
     std::optional<Value> v = scalarValue(e.value);
     if (!v) {
       return failure(kInvalidField,
@@ -329,6 +341,9 @@ void messageFromEvent(const Event& event, proton::message& message) {
   message.subject(std::string(event.type().name()));
   message.id(proton::message_id(static_cast<uint64_t>(event.id())));
   message.properties().put("ts", proton::scalar(static_cast<int64_t>(event.ts())));
+  if (event.start() != event.ts()) {
+    message.properties().put("start", proton::scalar(static_cast<int64_t>(event.start())));
+  }
   if (event.probability() != 1.0) message.properties().put("prob", event.probability());
   if (!event.key().isNull()) message.properties().put("key", toScalar(event.key()));
   // Encoded in place: building a std::map of scalars first cost twice the

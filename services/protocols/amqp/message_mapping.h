@@ -9,7 +9,9 @@
 //   type       subject, else application property "type" (a string)
 //   ts         application property "ts" (an integer) wins, else
 //              creation_time (milliseconds since the epoch); neither: refused
-//   attributes application properties (but "type" and "ts") and then the
+//   start      application property "start" (an integer, not after ts): where
+//              a composite event's interval starts; absent: at ts
+//   attributes application properties (but "type", "ts" and "start") and then the
 //              entries of a map body (string or symbol keys; a body entry
 //              replaces a property of the same name); values must be scalars
 //              (null, bool, integers, float/double, string, symbol, timestamp)
@@ -19,9 +21,10 @@
 //              are the event's probability and partition key, not attributes
 //   body       empty or a map; anything else is refused
 // Event -> message: subject = type, application property "ts" = ts,
-// message-id = event id (ulong), body = map of the attributes; a non-unit
-// probability and a partition key travel as application properties "prob"
-// and "key". Constituents of a composite event are not carried.
+// message-id = event id (ulong), body = map of the attributes; a start
+// before ts, a non-unit probability and a partition key travel as
+// application properties "start", "prob" and "key". Constituents of a
+// composite event are not carried.
 //
 // Faults (request/response): a message with subject "cepbus.fault",
 // application properties "fault" (what ended the request: "fault",

@@ -188,21 +188,25 @@ TEST_F(BusTest, StartAndStopAreIdempotent) {
   (*bus)->stop();
 }
 
+// The replay file is there when the bus is built (validate checks it) and
+// gone when it starts: the source's own start fails.
 TEST_F(BusTest, AServiceThatFailsToStartStopsTheOthers) {
+  std::ofstream(dir_ / "gone-at-start.jsonl") << "";
   auto bus = build(R"(<cepbus name="t">
   <service-assembly name="a">
     <service-unit name="sink" type="replay-sink">
       <param name="file" value="out.jsonl"/><subscribe address="x"/>
     </service-unit>
     <service-unit name="src" type="replay-source">
-      <param name="file" value="does-not-exist.jsonl"/><publish address="x"/>
+      <param name="file" value="gone-at-start.jsonl"/><publish address="x"/>
     </service-unit>
   </service-assembly>
 </cepbus>)");
   ASSERT_TRUE(bus.isOk()) << bus.status().toString();
+  fs::remove(dir_ / "gone-at-start.jsonl");
   Status s = (*bus)->start();
   ASSERT_FALSE(s.isOk());
-  EXPECT_THAT(s.message(), HasSubstr("does-not-exist.jsonl"));
+  EXPECT_THAT(s.message(), HasSubstr("gone-at-start.jsonl"));
   EXPECT_EQ((*bus)->broker().endpoint("a.sink:in"), nullptr);  // the sink was stopped again
 }
 

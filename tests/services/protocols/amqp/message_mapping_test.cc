@@ -119,6 +119,35 @@ TEST(MessageMappingTest, EventToMessageRoundTrips) {
   EXPECT_EQ(out.event->attributes().size(), 3u);
 }
 
+// A composite event's interval crosses AMQP: `cepbus subscribe` prints its
+// "start", as the replay sink does.
+TEST(MessageMappingTest, AStartBeforeTsRoundTripsAndIsNoAttribute) {
+  EventPtr in = EventBuilder("EqualPrices").interval(682, 698).set("a_price", 181.68).build();
+  proton::message m = messageFromEvent(*in);
+  EXPECT_EQ(proton::get<int64_t>(m.properties().get("start")), 682);
+  MappedEvent out = eventFromMessage(m);
+  ASSERT_NE(out.event, nullptr) << out.description;
+  EXPECT_EQ(out.event->start(), 682);
+  EXPECT_EQ(out.event->ts(), 698);
+  EXPECT_EQ(out.event->attributes().size(), 1u);
+
+  // An atomic event carries no "start".
+  EXPECT_FALSE(messageFromEvent(*EventBuilder("A").at(5).build()).properties().exists("start"));
+
+  for (const proton::scalar& bad : {proton::scalar(int64_t{699}), proton::scalar("682")}) {
+    proton::message refused;
+    refused.subject("EqualPrices");
+    refused.properties().put("ts", int64_t{698});
+    refused.properties().put("start", bad);
+    MappedEvent e = eventFromMessage(refused);
+    EXPECT_EQ(e.event, nullptr);
+    EXPECT_EQ(e.condition, kInvalidField);
+    EXPECT_NE(e.description.find("\"start\" must be an integer not after \"ts\""),
+              std::string::npos)
+        << e.description;
+  }
+}
+
 TEST(MessageMappingTest, ProbabilityAndKeyRoundTripAsTheEventsOwn) {
   // An uncertain event crossing AMQP (a cluster partition, a bridge) keeps
   // its probability: the join engine's threshold depends on it.
