@@ -186,7 +186,8 @@ TEST_F(AdminApiTest, AComponentsStatsAreJsonNumbers) {
   EXPECT_EQ(c.at("stats").at("credit"), 2.5);
   EXPECT_EQ(c.at("stats").size(), 2u);  // not the component's own delivered, failed, ...
   // The same in the list; a component without such scopes has none.
-  for (const json& listed : json::parse(get("/api/components").body).at("components")) {
+  const json components = json::parse(get("/api/components").body).at("components");
+  for (const json& listed : components) {
     if (listed.at("name") == "lsn") {
       EXPECT_EQ(listed.at("stats"), c.at("stats"));
     } else {
@@ -211,11 +212,16 @@ TEST(AdminApiNumbersTest, RoutesFlowsAndStagesShowNumbersAsNumbers) {
       EXPECT_TRUE(value.is_number()) << key << ": " << value;
     }
   };
-  for (const json& r : get("/api/routes").at("routes")) {
+  // Held in locals: a range-for over a member of a temporary reads freed memory.
+  const json routes = get("/api/routes").at("routes");
+  ASSERT_FALSE(routes.empty());
+  for (const json& r : routes) {
     numbersBut(r, {"route", "flow", "default", "paused"});
     EXPECT_TRUE(r.at("paused").is_boolean()) << r;
   }
-  for (const json& f : get("/api/flows").at("flows")) {
+  const json flows = get("/api/flows").at("flows");
+  ASSERT_FALSE(flows.empty());
+  for (const json& f : flows) {
     numbersBut(f, {"name", "journal"});
     if (f.contains("journal")) numbersBut(f.at("journal"), {});
   }

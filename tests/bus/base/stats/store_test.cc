@@ -93,7 +93,8 @@ TEST(StatsStoreTest, GaugesGoBothWaysAndHistogramsSummarize) {
 
   Histogram& latency = scope->histogram(kLatency);
   for (uint64_t ns = 1; ns <= 100; ++ns) latency.record(ns);
-  const MetricValue* read = store.scopes("pipe").at(0).find("latency");
+  const std::vector<ScopeSnapshot> snapshots = store.scopes("pipe");
+  const MetricValue* read = snapshots.at(0).find("latency");
   ASSERT_NE(read, nullptr);
   EXPECT_EQ(read->kind, MetricKind::kHistogram);
   EXPECT_EQ(read->summary.count, 100u);
