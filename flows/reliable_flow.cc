@@ -145,11 +145,11 @@ void ReliableFlow::reportJournalGauges() {
   journal_scope_->gauge(j::kBacklog,
                         [this] { return static_cast<double>(writer_.metrics().backlog); });
   journal_scope_->gauge(j::kInFlight, [this] {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return static_cast<double>(in_flight_.size());
   });
   journal_scope_->gauge(j::kHeldBack, [this] {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return static_cast<double>(held_back_);
   });
 }
@@ -169,7 +169,7 @@ void ReliableFlow::detach(DeliveryTarget& target) {
   // way makes them orphans itself, offering them).
   std::deque<Delivery> held;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = held_.find(&target);
     if (it == held_.end() || it->second.state == HeldBack::State::kDraining) return;
     held.swap(it->second.queue);
@@ -200,7 +200,7 @@ Status ReliableFlow::doStart() {
   Result<uint64_t> max_seq = (*journal)->maxSeq();
   if (!max_seq) return max_seq.status();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     delivered_.clear();
     for (const DeliveredId& id : *delivered) delivered_.insert({id.target, id.event_id});
     in_flight_.clear();
@@ -230,7 +230,7 @@ void ReliableFlow::doStop() {
     acknowledgements_.reset();
   }
   writer_.stop();  // no tick drains held deliveries from here on
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   in_flight_.clear();
   orphans_.clear();
   // Records waiting for a retry stay journaled for the next start.
@@ -265,7 +265,7 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
     uint64_t seq = 0;
     size_t held = 0;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (holding_.load(std::memory_order_relaxed) != 0) {
         if (auto it = held_.find(target); it != held_.end()) held = it->second.queue.size();
       }
@@ -354,7 +354,7 @@ void ReliableFlow::onCommit(std::span<const uint64_t> tokens, const Status& stat
   if (config_.concurrent_dispatch) {
     for (uint64_t token : tokens) {
       const std::shared_ptr<Settlement> settlement = settling_.take(token);
-      std::lock_guard lock(settlement->mu);
+      MutexLock lock(settlement->mu);
       // Acknowledged by its target meanwhile: the sender heard kAccepted then.
       if (settlement->state != Settlement::State::kWaiting) continue;
       if (status.isOk()) {
@@ -392,7 +392,7 @@ void ReliableFlow::acknowledgeRecord(uint64_t seq, const DeliveryKey& key, Settl
   JournalAck ack{seq, key.target, key.event_id, true};
   if (settlement != nullptr) {
     std::shared_ptr<Settlement> withdrawn;  // released after the lock below
-    std::lock_guard lock(settlement->mu);
+    MutexLock lock(settlement->mu);
     if (settlement->state == Settlement::State::kWaiting) {
       // cancel() and the writer taking its batch exclude each other: either
       // the record is never written and its callback never runs, or the
@@ -415,7 +415,7 @@ void ReliableFlow::acknowledgeRecord(uint64_t seq, const DeliveryKey& key, Settl
 
 void ReliableFlow::dispatch(Delivery delivery, WakeHold* wake_hold) {
   if (holding_.load(std::memory_order_acquire) != 0) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (holdBack(delivery, false, std::chrono::steady_clock::now())) return;
   }
   if (offer(delivery, wake_hold) == Offered::kRefused) retryLater(std::move(delivery));
@@ -486,7 +486,7 @@ void ReliableFlow::startWait(HeldBack& held, std::chrono::steady_clock::time_poi
 
 void ReliableFlow::retryLater(Delivery delivery) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     holdBack(delivery, true, std::chrono::steady_clock::now());
   }
   // After holding it: a tick that saw nothing waiting may have stopped the ticks.
@@ -507,7 +507,7 @@ void ReliableFlow::orphan(const Delivery& delivery) {
                        delivery.exchange.event};
   const Symbol name = delivery.target_name;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     in_flight_.erase(delivery.key());
     orphans_[name].push_back(Orphan{std::move(record), delivery.settlement});
   }
@@ -522,7 +522,7 @@ void ReliableFlow::orphan(const Delivery& delivery) {
 }
 
 void ReliableFlow::release(const DeliveryKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   in_flight_.erase(key);
 }
 
@@ -530,7 +530,7 @@ bool ReliableFlow::onTick(std::chrono::steady_clock::time_point now) {
   std::vector<DeliveryTarget*> due;
   bool waiting = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [target, held] : held_) {
       if (held.state != HeldBack::State::kWaiting) continue;
       if (held.due <= now) {
@@ -551,7 +551,7 @@ bool ReliableFlow::drain(DeliveryTarget* target, std::chrono::steady_clock::time
     Delivery next;
     bool probe;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       HeldBack& held = held_.at(target);  // removed only while idle (or by doStop())
       if (held.refused_while_draining) {
         held.refused_while_draining = false;
@@ -573,7 +573,7 @@ bool ReliableFlow::drain(DeliveryTarget* target, std::chrono::steady_clock::time
     if (next.retrying) retried_.inc();
     const Offered offered = offer(next);
     if (offered == Offered::kOrphaned) continue;  // detached: the rest follow it
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     HeldBack& held = held_.at(target);
     if (offered == Offered::kRefused) {
       held.queue.push_front(std::move(next));
@@ -593,7 +593,7 @@ bool ReliableFlow::drain(DeliveryTarget* target, std::chrono::steady_clock::time
 void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachment) {
   std::vector<Orphan> orphans;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = orphans_.find(attachment.name);
     if (it == orphans_.end()) return;
     orphans = std::move(it->second);
@@ -620,7 +620,7 @@ void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachmen
     }
     bool duplicate;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       duplicate = delivered_.contains(key) || !in_flight_.insert(key);
     }
     if (duplicate) {
@@ -664,7 +664,7 @@ void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Sta
   if (status.isOk()) {
     bool resume = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       in_flight_.erase(key);
       delivered_.insert(key);
       // The target takes deliveries again: what it has held back follows
@@ -694,7 +694,7 @@ void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Sta
     gave_up = true;
     bool probe_given_up = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       in_flight_.erase(key);
       // A probe given up proves nothing about the next held delivery: it is
       // probed after the shortest wait, and backs off on its own failures
@@ -734,7 +734,7 @@ ReliableMetricsSnapshot ReliableFlow::reliableMetrics() const {
   m.retries = retried_.value();
   m.abandoned = abandoned_.value();
   m.corrupt = corrupt_.value();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   m.in_flight = in_flight_.size();
   m.held_back = held_back_;
   return m;

@@ -93,12 +93,12 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "flows/abstract_flow.h"
 #include "flows/dedupe_window.h"
 #include "flows/journal/journal.h"
@@ -184,8 +184,8 @@ class ReliableFlow final : public AbstractFlow {
     const Symbol target_name;
     uint64_t ticket = 0;  // the writer's, for cancel(); set before the delivery is dispatched
     uint64_t token = 0;   // in settling_, the commit callback's token
-    std::mutex mu;        // held while reporting, so kAccepted precedes kDelivered
-    State state = State::kWaiting;  // guarded by mu
+    Mutex mu;             // held while reporting, so kAccepted precedes kDelivered
+    State state GUARDED_BY(mu) = State::kWaiting;
   };
   // One delivery of an exchange to one target, parked while queued.
   struct Delivery {
@@ -251,11 +251,12 @@ class ReliableFlow final : public AbstractFlow {
   Offered offer(Delivery& delivery, WakeHold* wake_hold = nullptr);
   // Queues `delivery` behind its target's held-back deliveries. Without
   // `refused` only when some are held (returns false, leaving it, when none
-  // is); a refused one starts a wait when none was running. Caller holds mu_.
-  bool holdBack(Delivery& delivery, bool refused, std::chrono::steady_clock::time_point now);
-  // Starts `held`'s wait, doubles the next one (up to max_retry_delay) and
-  // makes its next offer a probe.
-  void startWait(HeldBack& held, std::chrono::steady_clock::time_point now) const;
+  // is); a refused one starts a wait when none was running.
+  bool holdBack(Delivery& delivery, bool refused, std::chrono::steady_clock::time_point now)
+      REQUIRES(mu_);
+  // Starts `held`'s wait (one of held_), doubles the next one (up to
+  // max_retry_delay) and makes its next offer a probe.
+  void startWait(HeldBack& held, std::chrono::steady_clock::time_point now) const REQUIRES(mu_);
   // Holds a refused or failed delivery back for a retry.
   void retryLater(Delivery delivery);
   // The target went away: its record waits for the next attach().
@@ -271,16 +272,16 @@ class ReliableFlow final : public AbstractFlow {
 
   const ReliableFlowConfig config_;
 
-  mutable std::mutex mu_;
-  DedupeWindow delivered_;                                    // guarded by mu_
-  DeliveryKeySet in_flight_;                                  // guarded by mu_
-  std::unordered_map<Symbol, std::vector<Orphan>> orphans_;   // guarded by mu_
-  std::unordered_map<const DeliveryTarget*, HeldBack> held_;  // guarded by mu_
-  size_t held_back_ = 0;                                      // guarded by mu_: in held_ queues
+  mutable Mutex mu_;
+  DedupeWindow delivered_ GUARDED_BY(mu_);
+  DeliveryKeySet in_flight_ GUARDED_BY(mu_);
+  std::unordered_map<Symbol, std::vector<Orphan>> orphans_ GUARDED_BY(mu_);
+  std::unordered_map<const DeliveryTarget*, HeldBack> held_ GUARDED_BY(mu_);
+  size_t held_back_ GUARDED_BY(mu_) = 0;  // in held_ queues
   // Targets whose HeldBack is not idle, read without mu_ so that dispatch()
   // only takes the lock when something may be held.
   std::atomic<size_t> holding_{0};
-  uint64_t next_seq_ = 1;  // guarded by mu_
+  uint64_t next_seq_ GUARDED_BY(mu_) = 1;
 
   SlotPool<Delivery> parked_;
   SlotPool<std::shared_ptr<Settlement>> settling_;  // records waiting for the writer (concurrent)

@@ -32,9 +32,9 @@ std::unique_ptr<stages::Stage> TargetStages::makeStage(DeliveryTarget& target,
 }
 
 Result<Attachment> TargetStages::attach(DeliveryTarget& target) {
-  std::lock_guard control(control_mu_);
+  MutexLock control(control_mu_);
   {
-    std::shared_lock lock(map_mu_);
+    ReaderMutexLock lock(map_mu_);
     if (entries_.contains(&target)) {
       return Status::alreadyExists("target " + target.name() + " is already attached to " +
                                    base_.name);
@@ -51,16 +51,16 @@ Result<Attachment> TargetStages::attach(DeliveryTarget& target) {
   }
   if (running_) entry.stage->start();
   Attachment attachment = entry.attachment;
-  std::unique_lock lock(map_mu_);
+  WriterMutexLock lock(map_mu_);
   entries_.emplace(&target, std::move(entry));
   return attachment;
 }
 
 void TargetStages::detach(DeliveryTarget& target) {
-  std::lock_guard control(control_mu_);
+  MutexLock control(control_mu_);
   std::unique_ptr<stages::Stage> stage;
   {
-    std::unique_lock lock(map_mu_);
+    WriterMutexLock lock(map_mu_);
     auto it = entries_.find(&target);
     if (it == entries_.end()) return;
     stage = std::move(it->second.stage);
@@ -72,10 +72,10 @@ void TargetStages::detach(DeliveryTarget& target) {
 }
 
 void TargetStages::start() {
-  std::lock_guard control(control_mu_);
+  MutexLock control(control_mu_);
   if (running_) return;
   running_ = true;
-  std::unique_lock lock(map_mu_);
+  WriterMutexLock lock(map_mu_);
   for (auto& [target, entry] : entries_) {
     if (entry.stopped) {
       // A stopped stage cannot restart; its replacement keeps the attachment.
@@ -87,12 +87,12 @@ void TargetStages::start() {
 }
 
 void TargetStages::stop() {
-  std::lock_guard control(control_mu_);
+  MutexLock control(control_mu_);
   if (!running_) return;
   running_ = false;
   std::vector<stages::Stage*> stages;
   {
-    std::unique_lock lock(map_mu_);
+    WriterMutexLock lock(map_mu_);
     for (auto& [target, entry] : entries_) {
       entry.stopped = true;
       stages.push_back(entry.stage.get());
@@ -112,7 +112,7 @@ size_t TargetStages::queueLength(const DeliveryTarget& target) const {
 
 std::vector<stages::StageMetricsSnapshot> TargetStages::metrics() const {
   std::vector<stages::StageMetricsSnapshot> out;
-  std::shared_lock lock(map_mu_);
+  ReaderMutexLock lock(map_mu_);
   out.reserve(entries_.size());
   for (const auto& [target, entry] : entries_) out.push_back(entry.stage->metrics());
   return out;
@@ -120,7 +120,7 @@ std::vector<stages::StageMetricsSnapshot> TargetStages::metrics() const {
 
 std::vector<std::pair<DeliveryTarget*, Attachment>> TargetStages::attached() const {
   std::vector<std::pair<DeliveryTarget*, Attachment>> out;
-  std::shared_lock lock(map_mu_);
+  ReaderMutexLock lock(map_mu_);
   out.reserve(entries_.size());
   for (const auto& [target, entry] : entries_) out.emplace_back(entry.target, entry.attachment);
   return out;

@@ -7,11 +7,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/base/stats/store.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
@@ -58,7 +57,7 @@ class TargetStages {
   // detached meanwhile. False when `target` is not attached.
   template <typename Fn>
   bool with(const DeliveryTarget& target, Fn&& fn) const {
-    std::shared_lock lock(map_mu_);
+    ReaderMutexLock lock(map_mu_);
     auto it = entries_.find(&target);
     if (it == entries_.end()) return false;
     fn(*it->second.stage, it->second.attachment);
@@ -67,7 +66,7 @@ class TargetStages {
   // As with(), but only if `target` is still the attachment `attachment_id`.
   template <typename Fn>
   bool withAttachment(const DeliveryTarget* target, uint64_t attachment_id, Fn&& fn) const {
-    std::shared_lock lock(map_mu_);
+    ReaderMutexLock lock(map_mu_);
     auto it = entries_.find(target);
     if (it == entries_.end() || it->second.attachment.id != attachment_id) return false;
     fn(*it->second.stage, it->second.attachment);
@@ -93,11 +92,11 @@ class TargetStages {
   const stats::Scope& flow_scope_;
   const stages::StageConfig base_;
   const HandlerFactory factory_;
-  std::mutex control_mu_;  // serializes attach/detach/start/stop
-  mutable std::shared_mutex map_mu_;
-  std::unordered_map<const DeliveryTarget*, Entry> entries_;  // guarded by map_mu_
-  bool running_ = false;                                      // guarded by control_mu_
-  uint64_t next_id_ = 1;                                      // guarded by control_mu_
+  Mutex control_mu_;  // serializes attach/detach/start/stop
+  mutable SharedMutex map_mu_;
+  std::unordered_map<const DeliveryTarget*, Entry> entries_ GUARDED_BY(map_mu_);
+  bool running_ GUARDED_BY(control_mu_) = false;
+  uint64_t next_id_ GUARDED_BY(control_mu_) = 1;
 };
 
 }  // namespace cepbus::flows

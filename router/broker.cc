@@ -94,7 +94,7 @@ Broker::~Broker() {
   stop();
   std::vector<std::shared_ptr<Endpoint>> endpoints;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, endpoint] : endpoints_) endpoints.push_back(endpoint);
   }
   for (const auto& endpoint : endpoints) {
@@ -105,7 +105,7 @@ Broker::~Broker() {
 }
 
 Status Broker::start() {
-  std::lock_guard lifecycle(lifecycle_mu_);
+  MutexLock lifecycle(lifecycle_mu_);
   if (running_) return Status::ok();
   const auto flows = policy_->flows();
   for (size_t i = 0; i < flows.size(); ++i) {
@@ -124,7 +124,7 @@ Status Broker::start() {
 }
 
 void Broker::stop() {
-  std::lock_guard lifecycle(lifecycle_mu_);
+  MutexLock lifecycle(lifecycle_mu_);
   if (!running_) return;
   running_ = false;
   const auto flows = policy_->flows();
@@ -163,7 +163,7 @@ Status Broker::addEndpoint(std::string name, Endpoint::Consumer consumer, std::s
     numbers.queue_length = queued;
   });
   (*entry)->setState(ComponentState::kStarted);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   endpoints_.emplace(std::move(name), std::move(endpoint));
   return Status::ok();
 }
@@ -171,7 +171,7 @@ Status Broker::addEndpoint(std::string name, Endpoint::Consumer consumer, std::s
 Status Broker::removeEndpoint(std::string_view name) {
   std::shared_ptr<Endpoint> endpoint;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = endpoints_.find(name);
     if (it == endpoints_.end()) {
       return Status::notFound("no endpoint named '" + std::string(name) + "'");
@@ -190,14 +190,14 @@ Status Broker::removeEndpoint(std::string_view name) {
 }
 
 std::shared_ptr<Endpoint> Broker::endpoint(std::string_view name) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = endpoints_.find(name);
   return it == endpoints_.end() ? nullptr : it->second;
 }
 
 Result<SubscriptionId> Broker::subscribe(std::string_view endpoint, std::string_view pattern,
                                          EventFilterPtr filter) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = endpoints_.find(endpoint);
   if (it == endpoints_.end()) {
     return Status::notFound("subscribe: no endpoint named '" + std::string(endpoint) + "'");
@@ -208,7 +208,7 @@ Result<SubscriptionId> Broker::subscribe(std::string_view endpoint, std::string_
 }
 
 Status Broker::unsubscribe(SubscriptionId id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!subscriptions_.remove(id)) {
     return Status::notFound("unsubscribe: no subscription " + std::to_string(id));
   }
@@ -217,13 +217,13 @@ Status Broker::unsubscribe(SubscriptionId id) {
 }
 
 size_t Broker::subscriptionCount() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return subscriptions_.size();
 }
 
 Status Broker::provide(std::string_view address, std::string_view endpoint) {
   if (Status s = validateAddress(address); !s.isOk()) return s;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = endpoints_.find(endpoint);
   if (it == endpoints_.end()) {
     return Status::notFound("provide: no endpoint named '" + std::string(endpoint) + "'");
@@ -237,7 +237,7 @@ Status Broker::provide(std::string_view address, std::string_view endpoint) {
 }
 
 Status Broker::withdraw(std::string_view address) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const Symbol symbol = Symbol::find(address);
   if (symbol.empty() || providers_.erase(symbol) == 0) {
     return Status::notFound("withdraw: no provider for '" + std::string(address) + "'");
@@ -256,7 +256,7 @@ const ResolvedRoute* Broker::route(Symbol address) {
 }
 
 const ResolvedRoute* Broker::resolve(Symbol address) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (const ResolvedRoute* cached = cache_.find(address)) return cached;
   const ResolvedRoute* installed = cache_.install(buildRoute(address));
   reclaimer_.reclaim();
@@ -393,7 +393,7 @@ Result<uint64_t> Broker::request(flows::Exchange exchange, std::chrono::nanoseco
   if (!on_reply) return Status::invalidArgument("request: no reply callback");
   std::shared_ptr<Endpoint> provider;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = providers_.find(exchange.address);
     if (it == providers_.end()) {
       return Status::notFound("request: no provider for '" + std::string(exchange.address.name()) +

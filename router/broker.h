@@ -29,12 +29,12 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/core/event_filter.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
@@ -124,9 +124,9 @@ class Broker {
 
   // The cached route of `address`, resolving it on a miss. The caller holds a guard.
   const ResolvedRoute* route(Symbol address);
-  const ResolvedRoute* resolve(Symbol address);
-  std::unique_ptr<ResolvedRoute> buildRoute(Symbol address) const;  // under mu_
-  void invalidateRoutes();                                          // under mu_
+  const ResolvedRoute* resolve(Symbol address) EXCLUDES(mu_);
+  std::unique_ptr<ResolvedRoute> buildRoute(Symbol address) const REQUIRES(mu_);
+  void invalidateRoutes() REQUIRES(mu_);
   static void reportUnrouted(const flows::Exchange& exchange);
   static flows::SendOutcome refusePaused(const flows::Exchange& exchange, RouteStats& stats);
 
@@ -137,15 +137,19 @@ class Broker {
   std::vector<std::unique_ptr<RouteStats>> route_stats_;
   std::vector<std::string> flow_entries_;  // registry names of the flows
 
-  mutable std::mutex mu_;  // control calls and route-cache misses
-  std::mutex lifecycle_mu_;
-  bool running_ = false;             // guarded by lifecycle_mu_
-  SubscriptionTable subscriptions_;  // guarded by mu_
-  std::unordered_map<std::string, std::shared_ptr<Endpoint>, StringHash, std::equal_to<>>
-      endpoints_;                                                    // guarded by mu_
-  std::unordered_map<Symbol, std::shared_ptr<Endpoint>> providers_;  // guarded by mu_
+  mutable Mutex mu_;  // control calls and route-cache misses
+  Mutex lifecycle_mu_;
+  bool running_ GUARDED_BY(lifecycle_mu_) = false;
+  SubscriptionTable subscriptions_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::shared_ptr<Endpoint>, StringHash, std::equal_to<>> endpoints_
+      GUARDED_BY(mu_);
+  std::unordered_map<Symbol, std::shared_ptr<Endpoint>> providers_ GUARDED_BY(mu_);
   EpochReclaimer reclaimer_;  // declared before cache_: outlives it
-  RouteCache cache_;          // writes guarded by mu_
+  // Written (install, clear) only with mu_ held, but not GUARDED_BY(mu_):
+  // publish() and request() read it without mu_ (route()), lock-free inside
+  // an epoch guard of reclaimer_, which frees a replaced route only once no
+  // guard can still see it.
+  RouteCache cache_;
 };
 
 }  // namespace cepbus::router

@@ -45,30 +45,30 @@ ComponentEntry::ComponentEntry(std::string name, ComponentKind kind, std::string
 }
 
 void ComponentEntry::setState(ComponentState state, std::string reason) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   state_ = state;
   reason_ = std::move(reason);
 }
 
 ComponentState ComponentEntry::state() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return state_;
 }
 
 void ComponentEntry::setMetadata(std::string key, std::string value) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   metadata_.insert_or_assign(std::move(key), std::move(value));
 }
 
 std::optional<std::string> ComponentEntry::metadata(std::string_view key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = metadata_.find(key);
   if (it == metadata_.end()) return std::nullopt;
   return it->second;
 }
 
 void ComponentEntry::setProbe(Probe probe) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   probe_ = std::move(probe);
 }
 
@@ -80,7 +80,7 @@ LiveNumbers ComponentEntry::live() const {
   numbers.rejected = rejected_.load(std::memory_order_relaxed);
   Probe probe;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     probe = probe_;
   }
   if (probe) probe(numbers);
@@ -88,7 +88,7 @@ LiveNumbers ComponentEntry::live() const {
 }
 
 double ComponentEntry::throughput(std::chrono::steady_clock::time_point now, uint64_t delivered) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto elapsed = now - sample_at_;
   if (elapsed >= kMinSampleInterval) {
     const double seconds = std::chrono::duration<double>(elapsed).count();
@@ -111,7 +111,7 @@ ComponentSnapshot ComponentEntry::snapshot(std::chrono::steady_clock::time_point
   s.failed = numbers.failed;
   s.rejected = numbers.rejected;
   s.throughput_per_s = throughput(now, numbers.delivered);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   s.state = state_;
   s.reason = reason_;
   s.metadata.assign(metadata_.begin(), metadata_.end());
@@ -121,7 +121,7 @@ ComponentSnapshot ComponentEntry::snapshot(std::chrono::steady_clock::time_point
 void ComponentEntry::closeStats() {
   stats::ScopePtr scope;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     scope = std::move(scope_);
   }
   // Destroyed without mu_: it waits for a function of it, which takes mu_.

@@ -15,13 +15,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/base/stats/store.h"
 
 namespace cepbus::router {
@@ -111,13 +111,13 @@ class ComponentEntry {
   ComponentSnapshot snapshot(std::chrono::steady_clock::time_point now);
   // Takes its numbers out of the stats store (the entry left the registry).
   // Not to be called with a lock held that the probe takes.
-  void closeStats();
+  void closeStats() EXCLUDES(mu_);
 
  private:
   // The pushed counters, then what the probe makes of them.
-  LiveNumbers live() const;
+  LiveNumbers live() const EXCLUDES(mu_);
   // The throughput over the last sample, advancing it as snapshot() says.
-  double throughput(std::chrono::steady_clock::time_point now, uint64_t delivered);
+  double throughput(std::chrono::steady_clock::time_point now, uint64_t delivered) EXCLUDES(mu_);
 
   const std::string name_;
   const ComponentKind kind_;
@@ -127,16 +127,17 @@ class ComponentEntry {
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> queue_length_{0};
 
-  mutable std::mutex mu_;
-  ComponentState state_ = ComponentState::kRegistered;        // guarded by mu_
-  std::string reason_;                                        // guarded by mu_
-  std::map<std::string, std::string, std::less<>> metadata_;  // guarded by mu_
-  Probe probe_;                                               // guarded by mu_
-  std::chrono::steady_clock::time_point sample_at_;           // guarded by mu_
-  uint64_t sample_delivered_ = 0;                             // guarded by mu_
-  double throughput_ = 0;                                     // guarded by mu_
-  // Last, so destroyed first: its functions read everything above.
-  stats::ScopePtr scope_;  // guarded by mu_ (reset by closeStats())
+  mutable Mutex mu_;
+  ComponentState state_ GUARDED_BY(mu_) = ComponentState::kRegistered;
+  std::string reason_ GUARDED_BY(mu_);
+  std::map<std::string, std::string, std::less<>> metadata_ GUARDED_BY(mu_);
+  Probe probe_ GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point sample_at_ GUARDED_BY(mu_);
+  uint64_t sample_delivered_ GUARDED_BY(mu_) = 0;
+  double throughput_ GUARDED_BY(mu_) = 0;
+  // Last, so destroyed first: its functions read everything above. Reset by
+  // closeStats().
+  stats::ScopePtr scope_ GUARDED_BY(mu_);
 };
 
 }  // namespace cepbus::router

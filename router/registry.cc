@@ -16,7 +16,7 @@ Registry::Registry() : wire_names_(stats_.scope(kWireNameSchema)) {
 Result<std::shared_ptr<ComponentEntry>> Registry::add(std::string name, ComponentKind kind,
                                                       std::string owner) {
   if (name.empty()) return Status::invalidArgument("registry: a component needs a name");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (entries_.contains(name)) {
     return Status::alreadyExists("registry: '" + name + "' is already registered");
   }
@@ -28,7 +28,7 @@ Result<std::shared_ptr<ComponentEntry>> Registry::add(std::string name, Componen
 bool Registry::remove(std::string_view name) {
   std::shared_ptr<ComponentEntry> entry;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = entries_.find(name);
     if (it == entries_.end()) return false;
     entry = std::move(it->second);
@@ -39,19 +39,19 @@ bool Registry::remove(std::string_view name) {
 }
 
 std::shared_ptr<ComponentEntry> Registry::find(std::string_view name) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(name);
   return it == entries_.end() ? nullptr : it->second;
 }
 
 size_t Registry::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 
 std::vector<std::shared_ptr<ComponentEntry>> Registry::entries() const {
   std::vector<std::shared_ptr<ComponentEntry>> entries;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   entries.reserve(entries_.size());
   for (const auto& [name, entry] : entries_) entries.push_back(entry);
   return entries;

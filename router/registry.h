@@ -11,12 +11,12 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/base/stats/store.h"
 #include "bus/core/status.h"
 #include "router/component_entry.h"
@@ -68,8 +68,8 @@ class Registry {
  private:
   const stats::Store stats_;
   const stats::ScopePtr wire_names_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<ComponentEntry>, std::less<>> entries_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<ComponentEntry>, std::less<>> entries_ GUARDED_BY(mu_);
 };
 
 }  // namespace cepbus::router

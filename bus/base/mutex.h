@@ -1,17 +1,21 @@
 #pragma once
 
 // Mutex, MutexLock and CondVar: std::mutex and std::condition_variable with
-// the annotations of Clang's thread-safety analysis (thread_annotations.h),
+// the annotations of Clang's thread-safety analysis (thread_annotations.h);
+// SharedMutex, ReaderMutexLock and WriterMutexLock likewise for
+// std::shared_mutex,
 // so that "guarded by mu_" is a GUARDED_BY(mu_) the compiler checks rather
 // than a comment. They add nothing at run time: every call is the standard
 // library's, inlined.
 //
 // Thread-safety: a Mutex is a lock, for any thread; a MutexLock belongs to
-// the thread that made it; CondVar as std::condition_variable.
+// the thread that made it (a ReaderMutexLock and a WriterMutexLock too);
+// CondVar as std::condition_variable.
 
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 #include "bus/base/thread_annotations.h"
@@ -59,6 +63,47 @@ class SCOPED_CAPABILITY MutexLock {
  private:
   Mutex& mu_;
   bool held_ = true;
+};
+
+// A lock that many readers may hold at once, or one writer alone.
+class CAPABILITY("shared mutex") SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  void lock() ACQUIRE() { mu_.lock(); }
+  void unlock() RELEASE() { mu_.unlock(); }
+  bool try_lock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
+  void lock_shared() ACQUIRE_SHARED() { mu_.lock_shared(); }
+  void unlock_shared() RELEASE_SHARED() { mu_.unlock_shared(); }
+
+ private:
+  std::shared_mutex mu_;
+};
+
+// Holds `mu` shared (as a reader) for its scope.
+class SCOPED_CAPABILITY ReaderMutexLock {
+ public:
+  explicit ReaderMutexLock(SharedMutex& mu) ACQUIRE_SHARED(mu) : mu_(mu) { mu_.lock_shared(); }
+  ~ReaderMutexLock() RELEASE() { mu_.unlock_shared(); }
+  ReaderMutexLock(const ReaderMutexLock&) = delete;
+  ReaderMutexLock& operator=(const ReaderMutexLock&) = delete;
+
+ private:
+  SharedMutex& mu_;
+};
+
+// Holds `mu` exclusively (as the writer) for its scope.
+class SCOPED_CAPABILITY WriterMutexLock {
+ public:
+  explicit WriterMutexLock(SharedMutex& mu) ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
+  ~WriterMutexLock() RELEASE() { mu_.unlock(); }
+  WriterMutexLock(const WriterMutexLock&) = delete;
+  WriterMutexLock& operator=(const WriterMutexLock&) = delete;
+
+ private:
+  SharedMutex& mu_;
 };
 
 // A condition variable waited on with a Mutex held.

@@ -34,6 +34,10 @@
 #define ACQUIRE(...) CEPBUS_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) CEPBUS_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
 #define TRY_ACQUIRE(...) CEPBUS_THREAD_ANNOTATION(try_acquire_capability(__VA_ARGS__))
+// As REQUIRES/ACQUIRE/RELEASE, for a shared (reader) hold of a SharedMutex.
+#define REQUIRES_SHARED(...) CEPBUS_THREAD_ANNOTATION(requires_shared_capability(__VA_ARGS__))
+#define ACQUIRE_SHARED(...) CEPBUS_THREAD_ANNOTATION(acquire_shared_capability(__VA_ARGS__))
+#define RELEASE_SHARED(...) CEPBUS_THREAD_ANNOTATION(release_shared_capability(__VA_ARGS__))
 // The function checks (and aborts unless) the mutex is held.
 #define ASSERT_CAPABILITY(x) CEPBUS_THREAD_ANNOTATION(assert_capability(x))
 // The function returns a reference to the mutex.

@@ -15,12 +15,12 @@
 #include <deque>
 #include <exception>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <thread>
 #include <utility>
 
+#include "bus/base/mutex.h"
 #include "bus/core/event_json.h"
 #include "router/registry.h"
 #include "router/topic.h"
@@ -65,10 +65,10 @@ std::optional<std::string> queryParam(std::string_view query, std::string_view k
 
 // What a feed's endpoint consumer shares with its connection.
 struct Feed {
-  std::mutex mu;
-  std::deque<std::string> pending;  // guarded by mu
-  bool closed = false;              // guarded by mu: no more events are taken
-  bool overflowed = false;          // guarded by mu: closed because the client fell behind
+  Mutex mu;
+  std::deque<std::string> pending GUARDED_BY(mu);
+  bool closed GUARDED_BY(mu) = false;      // no more events are taken
+  bool overflowed GUARDED_BY(mu) = false;  // closed because the client fell behind
 };
 
 // The listener's numbers (scope "http" {name}): written on the io thread,
@@ -190,7 +190,7 @@ class FeedSession : public std::enable_shared_from_this<FeedSession> {
     auto consumer = [feed = feed_, weak, executor, capacity](const flows::Exchange& ex,
                                                              flows::DeliveryContext&) {
       std::string line = encodeEvent(*ex.event);
-      std::lock_guard lock(feed->mu);
+      MutexLock lock(feed->mu);
       if (feed->closed) return Status::unavailable("websocket feed closed");
       const bool overflow = feed->pending.size() >= capacity;
       if (overflow) {
@@ -241,7 +241,7 @@ class FeedSession : public std::enable_shared_from_this<FeedSession> {
     if (!accepted_ || writing_ || done_) return;
     bool overflowed = false;
     {
-      std::lock_guard lock(feed_->mu);
+      MutexLock lock(feed_->mu);
       overflowed = feed_->overflowed;
       if (!overflowed) {
         if (feed_->pending.empty()) return;
@@ -522,7 +522,7 @@ void Impl::removeFeed(std::string endpoint) {
   auto it = feeds.find(endpoint);
   if (it == feeds.end()) return;
   {
-    std::lock_guard lock(it->second->mu);
+    MutexLock lock(it->second->mu);
     it->second->closed = true;
     it->second->pending.clear();
   }

@@ -7,7 +7,6 @@
 #include <deque>
 #include <future>
 #include <map>
-#include <mutex>
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
 #include <proton/container.hpp>
@@ -28,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/host/descriptor/file_checks.h"
 #include "flows/delivery_context.h"
 #include "router/registry.h"
@@ -101,7 +101,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
   // ---- router threads (out) ----------------------------------------------
 
   Status offer(const EventPtr& event, flows::DeliveryContext& context) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (closed) return Status::unavailable(config.name + ": bridge stopped");
     if (counters->waiting.value() >= static_cast<int64_t>(config.buffer)) {
       return Status::rejected(config.name + ": " + std::to_string(config.buffer) +
@@ -115,7 +115,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
     return Status::ok();
   }
 
-  void wake() {  // with mu held
+  void wake() REQUIRES(mu) {
     if (drain_scheduled || queue == nullptr) return;
     drain_scheduled = queue->add([this] { drain(); });
   }
@@ -141,7 +141,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
     counters->connects.inc();
     if (config.outgoing) {
       sender = c.open_sender(config.remote_address);
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       queue = &c.work_queue();
       drain_scheduled = false;
       wake();
@@ -177,14 +177,14 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
 
   void drain() {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       drain_scheduled = false;
     }
     if (!sender || !sender.active()) return;
     while (sender.credit() > 0) {
       OutEntry entry;
       {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         if (pending.empty()) return;
         entry = std::move(pending.front());
         pending.pop_front();
@@ -233,7 +233,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
   }
 
   void putBack(std::vector<OutEntry> entries) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
       ++it->delivery_count;
       pending.push_front(std::move(*it));
@@ -270,7 +270,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
     is_connected.store(false, std::memory_order_relaxed);
     link_up = false;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       queue = nullptr;
     }
     std::vector<OutEntry> back;
@@ -331,7 +331,7 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
     receiver = proton::receiver();
     connection = proton::connection();
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       queue = nullptr;
     }
     shut.set_value();
@@ -377,11 +377,11 @@ struct AmqpBridge::Impl final : public proton::messaging_handler {
   bool registered = false;
   std::promise<void> shut;
 
-  std::mutex mu;
-  std::deque<OutEntry> pending;         // guarded by mu
-  proton::work_queue* queue = nullptr;  // guarded by mu; the open connection's
-  bool drain_scheduled = false;         // guarded by mu
-  bool closed = false;                  // guarded by mu
+  Mutex mu;
+  std::deque<OutEntry> pending GUARDED_BY(mu);
+  proton::work_queue* queue GUARDED_BY(mu) = nullptr;  // the open connection's
+  bool drain_scheduled GUARDED_BY(mu) = false;
+  bool closed GUARDED_BY(mu) = false;
 
   // Container thread only.
   bool stopping = false;
@@ -454,7 +454,7 @@ void AmqpBridge::stop() {
   impl.thread.join();
   std::deque<OutEntry> left;
   {
-    std::lock_guard lock(impl.mu);
+    MutexLock lock(impl.mu);
     impl.closed = true;
     left.swap(impl.pending);
   }

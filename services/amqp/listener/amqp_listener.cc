@@ -40,7 +40,6 @@
 #include <filesystem>
 #include <future>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <proton/connection.hpp>
 #include <proton/connection_options.hpp>
@@ -106,12 +105,12 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   struct Listen final : public proton::listen_handler {
     explicit Listen(Impl& impl) : impl_(impl) {}
     void on_close(proton::listener&) override {
-      std::lock_guard lock(impl_.listener_mu);
+      MutexLock lock(impl_.listener_mu);
       impl_.listener_open = false;
     }
     void on_open(proton::listener& l) override {
       {
-        std::lock_guard lock(impl_.listener_mu);
+        MutexLock lock(impl_.listener_mu);
         impl_.listener_open = true;
       }
       impl_.port.store(l.port(), std::memory_order_release);
@@ -136,7 +135,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     void on_error(proton::listener& l, const std::string& what) override {
       bool never_opened;
       {
-        std::lock_guard lock(impl_.listener_mu);
+        MutexLock lock(impl_.listener_mu);
         never_opened = !impl_.listener_open;
       }
       // start() fails and only joins the container: it is stopped here, on
@@ -149,7 +148,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     Impl& impl_;
   };
 
-  // What relink() knows of every attached link (guarded by control_mu).
+  // What relink() knows of every attached link (publisher_dir, subscriber_dir).
   struct PublisherEntry {
     Symbol address;
     bool replies = false;
@@ -188,7 +187,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   std::string address() const { return config.host + ":" + std::to_string(config.port); }
 
   void opened(Status status) {
-    std::lock_guard lock(open_mu);
+    MutexLock lock(open_mu);
     if (open_reported) return;
     open_reported = true;
     open_promise.set_value(std::move(status));
@@ -198,7 +197,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   // handlers of connections that ended are freed here, once their last event
   // has returned.
   ClientHandler& newHandler() {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     std::erase_if(retired, [](const std::unique_ptr<ClientHandler>& h) { return h->finished(); });
     auto handler = std::make_unique<ClientHandler>(*this, handler_options);
     ClientHandler& h = *handler;
@@ -220,20 +219,20 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
 
   std::variant<ClientConnection, std::string> admitConnection(const proton::connection& c,
                                                               std::string user) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     if (auto refusal = connections.open(c, ++next_id, std::move(user))) return *refusal;
     return *connections.find(c);
   }
   SessionAdmission openSession(const proton::session& s) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     return connections.openSession(s);
   }
   void sessionClosed(const proton::session& s) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     connections.sessionClosed(s);
   }
   std::optional<uint64_t> closeConnection(const proton::connection& c) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     return connections.close(c);
   }
   void transportOpened() override { ++transports; }
@@ -243,7 +242,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     // The container would wait for its scheduled work to time out as well;
     // once the last client is gone there is nothing left to wait for.
     if (shutting_down && open == 0) container->stop();
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     auto it = handlers.find(&h);
     if (it == handlers.end()) return;
     retired.push_back(std::move(it->second));
@@ -253,14 +252,14 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   // ---- ConnectionHost: links ---------------------------------------------
 
   std::optional<std::string> admitLink(uint64_t connection) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     return admission->admitLink(connection);
   }
 
   std::string attachPublisher(ClientHandler& owner, const PublisherAttach& attach) override {
     std::string entry =
         registerLink(attach.container_id, attach.name, "publish", attach.address, attach.stats);
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     publisher_dir[attach.link] =
         PublisherEntry{attach.topic, attach.replies, &owner, attach.waker, attach.wake};
     relink(&owner);
@@ -269,7 +268,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
 
   void detachPublisher(ClientHandler& owner, uint64_t connection, uint64_t link,
                        const std::string& entry) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     admission->linkClosed(connection);
     unregisterLink(entry);
     publisher_dir.erase(link);
@@ -278,7 +277,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
 
   std::variant<Subscription, BrokerSubscriptions::Refusal> subscribe(
       ClientHandler& owner, const SubscriberAttach& attach) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     auto opened = subscriptions.open(attach.container_id, attach.name, attach.pattern,
                                      attach.durable, attach.user, attach.owner, attach.wake);
     if (auto* refusal = std::get_if<BrokerSubscriptions::Refusal>(&opened)) {
@@ -297,7 +296,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     subscriber_dir[attach.link] = SubscriberEntry{attach.pattern, true, outbox};
     if (!router::hasWildcard(attach.pattern)) {
       // Answers to requests whose reply-to names this address come here.
-      std::lock_guard requests_lock(requests_mu);
+      MutexLock requests_lock(requests_mu);
       requests.offerReplyAddress(attach.pattern, attach.link);
       reply_outboxes[attach.link] = outbox;
     }
@@ -309,13 +308,13 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
                                 const std::string& name, SubscriberOutbox::Wake wake) override {
     Subscription taken;
     taken.pattern = RequestRouter::dynamicAddress(link);
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     taken.outbox = subscriptions.replyOutbox(std::move(wake));
     taken.entry =
         registerLink(container_id, name, "replies", taken.pattern, taken.outbox->sharedStats());
     counters->subscriber_links.inc();
     subscriber_dir[link] = SubscriberEntry{taken.pattern, false, taken.outbox};
-    std::lock_guard requests_lock(requests_mu);
+    MutexLock requests_lock(requests_mu);
     requests.assignReplyAddress(taken.pattern, link);
     reply_outboxes[link] = taken.outbox;
     return taken;
@@ -324,11 +323,11 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   void detachSubscriber(ClientHandler& owner, uint64_t connection, uint64_t link,
                         Subscription subscription, std::vector<OutboxEntry> unsettled,
                         bool detached) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     admission->linkClosed(connection);
     unregisterLink(subscription.entry);
     {
-      std::lock_guard requests_lock(requests_mu);
+      MutexLock requests_lock(requests_mu);
       requests.releaseReplyAddress(subscription.pattern, link);
       reply_outboxes.erase(link);
     }
@@ -339,11 +338,11 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   }
 
   void releasePublisher(const std::string& entry) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     unregisterLink(entry);
   }
   void releaseSubscriber(Subscription subscription, std::vector<OutboxEntry> unsettled) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     unregisterLink(subscription.entry);
     leaveSubscription(subscription, std::move(unsettled), false, false);
   }
@@ -377,7 +376,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   // ---- ConnectionHost: request/response ---------------------------------
 
   std::optional<std::string> admitRequest(uint64_t connection) override {
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     return admission->admitRequest(connection);
   }
 
@@ -392,24 +391,24 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
           waker->add([this, reply_to, correlation, connection, kind = outcome.kind,
                       status = outcome.status, reply = outcome.reply] {
             {
-              std::lock_guard lock(control_mu);
+              MutexLock lock(control_mu);
               admission->requestEnded(connection);
             }
             answer(reply_to, correlation, kind, status, reply);
           });
         });
     if (id) return Status::ok();
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     admission->requestEnded(connection);
     return id.status();
   }
 
   std::optional<proton::error_condition> takeProviderReply(const proton::message& m) override {
-    std::lock_guard lock(requests_mu);
+    MutexLock lock(requests_mu);
     return requests.providerReply(m);
   }
   void stampProviderRequest(const flows::Exchange& request, proton::message& m) override {
-    std::lock_guard lock(requests_mu);
+    MutexLock lock(requests_mu);
     requests.sendingToProvider(request, m);
   }
 
@@ -420,7 +419,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   // links take theirs at once (it is running); the others' go to them as
   // their connections' work. A waiting link is looked at again when it
   // takes them (its buffer may be gone).
-  void relink(ClientHandler* caller) {
+  void relink(ClientHandler* caller) REQUIRES(control_mu) {
     const std::vector<router::Relay> relays = router::relaysIn(context.registry);
     std::map<uint64_t, FedOutboxes> targets;
     std::map<uint64_t, std::vector<std::string>> derived;
@@ -463,7 +462,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   // back (SubscriberOutbox::returnUnsettled()); a kept subscription is
   // parked. `closed`: the client closed the link (BrokerSubscriptions::end()).
   void leaveSubscription(Subscription& sub, std::vector<OutboxEntry> unsettled, bool keep,
-                         bool closed) {
+                         bool closed) REQUIRES(control_mu) {
     counters->subscriber_links.dec();
     if (keep) {
       subscriptions.park(sub.endpoint, DurableSubscription{sub.pattern, sub.outbox, sub.owner},
@@ -489,7 +488,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     std::shared_ptr<SubscriberOutbox> outbox;
     OutboxEntry entry;
     {
-      std::lock_guard lock(requests_mu);
+      MutexLock lock(requests_mu);
       std::optional<RoutedAnswer> routed =
           requests.answer(reply_to, correlation, kind, status, reply);
       if (!routed) return;
@@ -509,7 +508,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     shutting_down = true;
     closeListener();
     {
-      std::lock_guard lock(control_mu);
+      MutexLock lock(control_mu);
       for (auto& [h, handler] : handlers) handler->postShutdown();
     }
     if (transports.load() == 0) container->stop();
@@ -521,7 +520,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   // so does stop() when shutdown takes too long. on_close waits for this, so
   // the handle stays valid while it is used.
   void closeListener() {
-    std::lock_guard lock(listener_mu);
+    MutexLock lock(listener_mu);
     if (listener_open) listener.stop();
   }
 
@@ -574,6 +573,8 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
         [&]() -> Result<BrokerSubscriptions::Restored> {
       Result<std::unique_ptr<DurableStore>> store = DurableStore::open(options.journal);
       if (!store) return store.status();
+      // Nothing is accepted yet; the lock is for the analysis.
+      MutexLock lock(control_mu);
       return subscriptions.restore(std::move(*store), *access);
     }();
     if (!restored) {
@@ -590,6 +591,12 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     return Status::ok();
   }
 
+  // The parked durable subscriptions end (start() failed).
+  void endParked() {
+    MutexLock lock(control_mu);
+    subscriptions.endParked();
+  }
+
   // After the container threads ended: what a closing that never happened left.
   // The handlers give their links back through the host's calls, which
   // lock: they are taken out first (nothing else touches them any more).
@@ -597,14 +604,14 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     std::map<ClientHandler*, std::unique_ptr<ClientHandler>> left;
     std::vector<std::unique_ptr<ClientHandler>> done;
     {
-      std::lock_guard lock(control_mu);
+      MutexLock lock(control_mu);
       left.swap(handlers);
       done.swap(retired);
     }
     for (auto& [h, handler] : left) handler->releaseAll();
     left.clear();
     done.clear();
-    std::lock_guard lock(control_mu);
+    MutexLock lock(control_mu);
     subscriptions.endParked();
     publisher_dir.clear();
     subscriber_dir.clear();
@@ -634,7 +641,9 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   Listen listen;
   const std::shared_ptr<ListenerCounters> counters = std::make_shared<ListenerCounters>(
       context.registry.stats().scope(kAmqpSchema, {{"name", options.name}}));
-  // Guarded by control_mu (its refusal counts and admitMessage(): any thread).
+  // Its connection, link and request counts change with control_mu held.
+  // Not PT_GUARDED_BY(control_mu): admitMessage() and its refusal counts are
+  // for any thread, and ClientConnections and BrokerSubscriptions share it.
   const std::shared_ptr<AmqpAdmission> admission = std::make_shared<AmqpAdmission>(options.limits);
   // The sender of what this listener publishes (told apart in SubscriberOutbox::offer).
   const Symbol sender = Symbol::intern(options.name);
@@ -651,8 +660,8 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
       counters};
   std::atomic<int> port{0};
 
-  std::mutex open_mu;
-  bool open_reported = false;  // guarded by open_mu
+  Mutex open_mu;
+  bool open_reported GUARDED_BY(open_mu) = false;
   std::promise<Status> open_promise;
   std::promise<void> run_finished;
 
@@ -662,8 +671,8 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
 
   // Set before the container runs; used by closeListener() only.
   proton::listener listener;
-  std::mutex listener_mu;
-  bool listener_open = false;  // guarded by listener_mu: the handle above is valid while true
+  Mutex listener_mu;
+  bool listener_open GUARDED_BY(listener_mu) = false;  // the handle above is valid while true
   std::atomic<bool> shutting_down{false};
   // Set by deactivate(): publishers get no more credit (the bus is draining).
   std::atomic<bool> publishing_closed{false};
@@ -671,22 +680,21 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   std::atomic<uint64_t> next_id{0};
   std::atomic<size_t> waiting_publishers{0};  // publishing links waiting for room
 
-  std::mutex control_mu;
-  ClientConnections connections{admission, counters};  // guarded by control_mu
-  BrokerSubscriptions subscriptions{
-      // guarded by control_mu
+  Mutex control_mu;
+  ClientConnections connections GUARDED_BY(control_mu){admission, counters};
+  BrokerSubscriptions subscriptions GUARDED_BY(control_mu){
       context.broker, admission, counters,
       SubscriptionConfig{options.subscriber_buffer, options.durable_buffer, sender, options.name}};
-  std::map<uint64_t, PublisherEntry> publisher_dir;    // guarded by control_mu
-  std::map<uint64_t, SubscriberEntry> subscriber_dir;  // guarded by control_mu
+  std::map<uint64_t, PublisherEntry> publisher_dir GUARDED_BY(control_mu);
+  std::map<uint64_t, SubscriberEntry> subscriber_dir GUARDED_BY(control_mu);
   // Every connection's handler, by address, until its last event ran.
-  std::map<ClientHandler*, std::unique_ptr<ClientHandler>> handlers;  // guarded by control_mu
-  std::vector<std::unique_ptr<ClientHandler>> retired;                // guarded by control_mu
+  std::map<ClientHandler*, std::unique_ptr<ClientHandler>> handlers GUARDED_BY(control_mu);
+  std::vector<std::unique_ptr<ClientHandler>> retired GUARDED_BY(control_mu);
 
-  std::mutex requests_mu;            // taken after control_mu when both are
-  RequestRouter requests{counters};  // guarded by requests_mu
+  Mutex requests_mu;  // taken after control_mu when both are
+  RequestRouter requests GUARDED_BY(requests_mu){counters};
   // The subscribing links that may receive answers, by link number.
-  std::map<uint64_t, std::shared_ptr<SubscriberOutbox>> reply_outboxes;  // guarded by requests_mu
+  std::map<uint64_t, std::shared_ptr<SubscriberOutbox>> reply_outboxes GUARDED_BY(requests_mu);
 
   std::shared_ptr<router::ComponentEntry> entry;  // the listener's registry entry
   Mutex links_mu;
@@ -717,7 +725,7 @@ Status AmqpListenerService::start() {
     impl.tls = std::move(*tls);
   }
   if (Status restored = impl.restoreDurable(); !restored) {
-    impl.subscriptions.endParked();
+    impl.endParked();
     return restored;
   }
   impl.container = std::make_unique<proton::container>(impl.options.name);
@@ -725,7 +733,7 @@ Status AmqpListenerService::start() {
     impl.listener = impl.container->listen(impl.address(), impl.listen);
   } catch (const std::exception& e) {
     impl.container.reset();
-    impl.subscriptions.endParked();
+    impl.endParked();
     return Status::invalidArgument(impl.config.where.toString() + ": <amqp> cannot listen on " +
                                    impl.address() + ": " + e.what());
   }
@@ -750,7 +758,7 @@ Status AmqpListenerService::start() {
     // answered is stopped from here.
     if (!answered) impl.container->stop();
     impl.thread.join();
-    impl.subscriptions.endParked();
+    impl.endParked();
     return status;
   }
   impl.running = true;

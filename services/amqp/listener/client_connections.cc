@@ -6,7 +6,7 @@ namespace cepbus::services::amqp {
 
 Waker::Waker(proton::work_queue* queue)
     : work_([target = target_](std::function<void()> fn) {
-        std::lock_guard lock(target->mu);
+        MutexLock lock(target->mu);
         return target->queue != nullptr && target->queue->add(std::move(fn));
       }) {
   target_->queue = queue;
@@ -14,7 +14,7 @@ Waker::Waker(proton::work_queue* queue)
 
 void Waker::close() {
   work_.close();
-  std::lock_guard lock(target_->mu);
+  MutexLock lock(target_->mu);
   target_->queue = nullptr;
 }
 

@@ -17,7 +17,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <proton/connection.hpp>
 #include <proton/session.hpp>
@@ -26,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/core/status.h"
 #include "services/amqp/listener/admission.h"
 #include "services/amqp/listener/listener_stats.h"
@@ -53,8 +53,8 @@ class Waker {
   // Shared with the coalescer's posts: a held wake may be posted after the
   // Waker is gone, and then finds the queue closed.
   struct Target {
-    std::mutex mu;
-    proton::work_queue* queue = nullptr;  // guarded by mu
+    Mutex mu;
+    proton::work_queue* queue GUARDED_BY(mu) = nullptr;
   };
   const std::shared_ptr<Target> target_ = std::make_shared<Target>();
   WorkCoalescer work_;

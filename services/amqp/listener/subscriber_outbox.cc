@@ -15,7 +15,7 @@ SubscriberOutbox::SubscriberOutbox(size_t capacity, size_t away_capacity, Symbol
       counters_(std::move(counters)) {}
 
 Status SubscriberOutbox::offer(const flows::Exchange& exchange, flows::DeliveryContext& context) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return Status::unavailable("amqp subscription closed");
   const bool bound = static_cast<bool>(wake_);
   // Counted in transit only while a link is bound (see bind()).
@@ -47,7 +47,7 @@ Status SubscriberOutbox::offer(const flows::Exchange& exchange, flows::DeliveryC
 }
 
 void SubscriberOutbox::bind(Wake wake) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   wake_ = std::move(wake);
   drain_scheduled_ = false;
   in_transit_.store(0, std::memory_order_relaxed);
@@ -55,12 +55,12 @@ void SubscriberOutbox::bind(Wake wake) {
 }
 
 void SubscriberOutbox::unbind() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   wake_ = nullptr;
 }
 
 void SubscriberOutbox::pushAnswer(OutboxEntry entry) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   pending_.push_back(std::move(entry));
   queued_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
   wake(nullptr);
@@ -68,7 +68,7 @@ void SubscriberOutbox::pushAnswer(OutboxEntry entry) {
 
 std::vector<OutboxEntry> SubscriberOutbox::take(int n) {
   std::vector<OutboxEntry> out;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   drain_scheduled_ = false;
   while (n-- > 0 && !pending_.empty()) {
     out.push_back(std::move(pending_.front()));
@@ -80,7 +80,7 @@ std::vector<OutboxEntry> SubscriberOutbox::take(int n) {
 }
 
 void SubscriberOutbox::putBack(std::vector<OutboxEntry> entries) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     ++it->delivery_count;
     pending_.push_front(std::move(*it));
@@ -103,7 +103,7 @@ void SubscriberOutbox::returnUnsettled(std::vector<OutboxEntry> unsettled, bool 
 void SubscriberOutbox::close() {
   std::deque<OutboxEntry> pending;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     closed_ = true;
     wake_ = nullptr;
     queued_.store(0, std::memory_order_relaxed);
@@ -132,7 +132,7 @@ int64_t SubscriberOutbox::load() const {
 int64_t SubscriberOutbox::lowWater() const { return PublisherCredit::lowWater(capacity_); }
 
 void SubscriberOutbox::setPublishers(std::vector<std::shared_ptr<PublisherWake>> publishers) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   publishers_ = std::move(publishers);
   publisher_count_.store(publishers_.size(), std::memory_order_release);
 }
@@ -140,7 +140,7 @@ void SubscriberOutbox::setPublishers(std::vector<std::shared_ptr<PublisherWake>>
 void SubscriberOutbox::wakePublishers() {
   std::vector<std::shared_ptr<PublisherWake>> publishers;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     publishers = publishers_;
   }
   // Outside the lock: a post takes the publisher's connection's Waker.
@@ -148,7 +148,7 @@ void SubscriberOutbox::wakePublishers() {
 }
 
 void SubscriberOutbox::watchFrom(std::chrono::steady_clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   stall_mark_ = taken();
   stall_since_ = now;
 }
@@ -156,7 +156,7 @@ void SubscriberOutbox::watchFrom(std::chrono::steady_clock::time_point now) {
 bool SubscriberOutbox::checkStall(std::chrono::steady_clock::time_point now,
                                   std::chrono::nanoseconds timeout) {
   if (stalled() || load() <= lowWater()) return false;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (taken() != stall_mark_) {
     stall_mark_ = taken();
     stall_since_ = now;

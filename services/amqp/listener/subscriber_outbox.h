@@ -26,11 +26,11 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <proton/message.hpp>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/core/event.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
@@ -159,8 +159,8 @@ class SubscriberOutbox {
   const std::shared_ptr<LinkCounters>& sharedStats() const { return stats_; }
 
  private:
-  void wake(flows::WakeHold* hold);  // with mu_ held
-  void arrived();                    // one of ours was taken or dropped for good: out of transit
+  void wake(flows::WakeHold* hold) REQUIRES(mu_);
+  void arrived();  // one of ours was taken or dropped for good: out of transit
 
   const size_t capacity_;
   const size_t away_capacity_;
@@ -168,22 +168,22 @@ class SubscriberOutbox {
   const std::shared_ptr<ListenerCounters> counters_;
   const std::shared_ptr<LinkCounters> stats_ = std::make_shared<LinkCounters>();
 
-  std::mutex mu_;
-  std::deque<OutboxEntry> pending_;  // guarded by mu_
-  Wake wake_;                        // guarded by mu_; empty while no link is bound
-  bool closed_ = false;              // guarded by mu_
-  bool drain_scheduled_ = false;     // guarded by mu_
-  std::atomic<int64_t> queued_{0};   // pending_.size(), readable without mu_
+  Mutex mu_;
+  std::deque<OutboxEntry> pending_ GUARDED_BY(mu_);
+  Wake wake_ GUARDED_BY(mu_);  // empty while no link is bound
+  bool closed_ GUARDED_BY(mu_) = false;
+  bool drain_scheduled_ GUARDED_BY(mu_) = false;
+  std::atomic<int64_t> queued_{0};  // pending_.size(), readable without mu_
   // Never below 0: an arrival that was not counted out (published before
   // this outbox matched) must not make room that is not there.
   std::atomic<int64_t> in_transit_{0};
   std::atomic<uint64_t> taken_{0};  // written under mu_
 
-  std::vector<std::shared_ptr<PublisherWake>> publishers_;  // guarded by mu_
-  std::atomic<size_t> publisher_count_{0};                  // publishers_.size()
+  std::vector<std::shared_ptr<PublisherWake>> publishers_ GUARDED_BY(mu_);
+  std::atomic<size_t> publisher_count_{0};  // publishers_.size()
   std::atomic<bool> stalled_{false};
-  uint64_t stall_mark_ = 0;                              // guarded by mu_: taken() when last moving
-  std::chrono::steady_clock::time_point stall_since_{};  // guarded by mu_
+  uint64_t stall_mark_ GUARDED_BY(mu_) = 0;  // taken() when last moving
+  std::chrono::steady_clock::time_point stall_since_ GUARDED_BY(mu_){};
 };
 
 }  // namespace cepbus::services::amqp

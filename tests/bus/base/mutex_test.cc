@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 namespace cepbus {
 namespace {
@@ -71,6 +72,66 @@ TEST(MutexTest, AnUnlockedScopeLetsAnotherThreadIn) {
   other.join();
   lock.lock();
   EXPECT_FALSE(mu.try_lock());  // held again by `lock`
+}
+
+// A counter its readers read together and its writers change one at a time.
+class SharedCounter {
+ public:
+  void add() EXCLUDES(mu_) {
+    WriterMutexLock lock(mu_);
+    ++value_;
+  }
+  int value() EXCLUDES(mu_) {
+    ReaderMutexLock lock(mu_);
+    return value_;
+  }
+
+ private:
+  SharedMutex mu_;
+  int value_ GUARDED_BY(mu_) = 0;
+};
+
+TEST(SharedMutexTest, WritesFromManyThreadsAreNotLost) {
+  SharedCounter counter;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&counter] {
+      for (int i = 0; i < 10000; ++i) {
+        counter.add();
+        (void)counter.value();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(counter.value(), 40000);
+}
+
+TEST(SharedMutexTest, ReadersHoldItTogether) {
+  SharedMutex mu;
+  ReaderMutexLock lock(mu);
+  std::thread other([&mu] {
+    ReaderMutexLock inner(mu);  // would deadlock if a reader held it alone
+  });
+  other.join();
+}
+
+TEST(SharedMutexTest, AReaderKeepsTheWriterOut) {
+  SharedMutex mu;
+  bool writer_got_in = false;
+  {
+    ReaderMutexLock lock(mu);
+    std::thread writer([&] {
+      if (mu.try_lock()) {
+        writer_got_in = true;
+        mu.unlock();
+      }
+    });
+    writer.join();
+  }
+  EXPECT_FALSE(writer_got_in);
+  const bool released = mu.try_lock();  // the reader's scope ended
+  if (released) mu.unlock();
+  EXPECT_TRUE(released);
 }
 
 }  // namespace
