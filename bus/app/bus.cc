@@ -19,6 +19,7 @@
 #include "services/amqp/listener/amqp_listener_element.h"
 #include "services/amqp/listener/listener_stats.h"
 #include "services/cep/cep_service.h"
+#include "services/cep/cep_stats.h"
 #include "services/cluster/cluster_element.h"
 #include "services/cluster/cluster_service.h"
 #include "services/http/http_listener.h"
@@ -100,7 +101,8 @@ void declareFamilies(const stats::Store& store) {
        {&router::kComponentSchema, &router::kWireNameSchema, &router::kRouteSchema,
         &flows::kFlowSchema, &flows::kJournalSchema, &stages::kStageSchema,
         &services::http::kHttpSchema, &services::amqp::kAmqpSchema,
-        &services::amqp::kAmqpLinkSchema, &services::amqp::kAmqpBridgeSchema}) {
+        &services::amqp::kAmqpLinkSchema, &services::amqp::kAmqpBridgeSchema,
+        &services::cep::kQuerySchema, &services::cep::kCepDetectionSchema}) {
     store.declare(*schema);
   }
 }

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -112,7 +111,7 @@ void appendSummary(std::string& out, const std::string& name, const Labels& labe
 }
 
 // ---------------------------------------------------------------------------
-// The services that do not report into stats scopes yet: what they keep in
+// The cluster nodes do not report into stats scopes yet: what they keep in
 // their registry entries' metadata, read back here.
 
 using Sample = std::pair<Labels, double>;
@@ -121,48 +120,6 @@ void appendFamily(std::string& out, std::string_view name, std::string_view type
                   std::string_view help, const std::vector<Sample>& samples) {
   appendHeader(out, name, type, help);
   for (const auto& [labels, value] : samples) appendSample(out, name, labels, value);
-}
-
-// Each CEP query's matches and what its detector holds, from the metadata
-// of its registry entry (services/cep/cep_service.h), label {name}. A query
-// whose engine does not count what it holds has no partial-matches sample.
-void appendQueries(std::string& out, const std::vector<router::ComponentSnapshot>& components) {
-  std::vector<Sample> matches;
-  std::vector<Sample> kept;
-  std::vector<Sample> peak;
-  for (const router::ComponentSnapshot& c : components) {
-    bool is_query = false;
-    std::optional<uint64_t> matched;
-    std::optional<uint64_t> held;
-    uint64_t most = 0;
-    for (const auto& [key, value] : c.metadata) {
-      const char* end = value.data() + value.size();
-      uint64_t number = 0;
-      const bool parsed = std::from_chars(value.data(), end, number).ec == std::errc();
-      if (key == "type") {
-        is_query = value == "cep-query";
-      } else if (key == "matches" && parsed) {
-        matched = number;
-      } else if (key == "partial_matches" && parsed) {
-        held = number;
-      } else if (key == "partial_matches_peak" && parsed) {
-        most = number;
-      }
-    }
-    if (!is_query) continue;
-    const Labels labels{{"name", c.name}};
-    if (matched) matches.push_back({labels, static_cast<double>(*matched)});
-    if (!held) continue;
-    kept.push_back({labels, static_cast<double>(*held)});
-    peak.push_back({labels, static_cast<double>(most)});
-  }
-  appendFamily(out, "cepbus_query_matches_total", "counter",
-               "Composite events the query reported (its own, also when it shares a detector).",
-               matches);
-  appendFamily(out, "cepbus_query_partial_matches", "gauge",
-               "Partial matches the query's detector holds, in its engine's unit.", kept);
-  appendFamily(out, "cepbus_query_partial_matches_peak", "gauge",
-               "The most partial matches the query's detector held at once.", peak);
 }
 
 // A cluster node's numbers, from the JSON status its registry entry carries
@@ -303,7 +260,6 @@ std::string renderMetrics(const router::Registry& registry) {
   std::string out = renderPrometheus(registry.stats());
   const std::vector<router::ComponentSnapshot> components = registry.snapshot();
   appendClusterNodes(out, components);
-  appendQueries(out, components);
   return out;
 }
 

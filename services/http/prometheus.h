@@ -11,10 +11,9 @@
 // as a summary `_seconds` (quantiles 0.5, 0.9 and 0.99, `_sum`, `_count`).
 //
 // renderMetrics() is one scrape of a bus: its registry's store, then the
-// families of the services that still report through their registry
-// entries' metadata (the cluster nodes; the CEP queries' matches and
-// partial matches), read and rendered by hand until they report into stats
-// scopes.
+// families of the service that still reports through its registry
+// entries' metadata (the cluster nodes), read and rendered by hand until it
+// reports into stats scopes.
 
 #include <string>
 #include <string_view>

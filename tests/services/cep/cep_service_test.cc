@@ -91,6 +91,18 @@ const Value* attr(const EventPtr& e, std::string_view name) {
   return e->find(Symbol::intern(name));
 }
 
+// Metric `metric` of the live scope of `component` labelled {name=`scope`}
+// in `registry`'s store; nullopt when there is no such scope or metric.
+std::optional<double> statOf(const router::Registry& registry, std::string_view component,
+                             std::string_view scope, std::string_view metric) {
+  for (const stats::ScopeSnapshot& s : registry.stats().scopes(component)) {
+    if (s.label("name") != scope) continue;
+    const stats::MetricValue* value = s.find(metric);
+    return value != nullptr ? std::optional<double>(value->value) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
 class CepServiceTest : public ::testing::Test {
  protected:
   CepServiceTest() {
@@ -230,13 +242,23 @@ TEST_F(CepServiceTest, ReportsEachQueryInTheRegistry) {
   EXPECT_EQ(meta("input"), "in.events");
   EXPECT_EQ(meta("output"), "out.pairs");
   EXPECT_EQ(meta("text"), "PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)");
-  EXPECT_EQ(meta("matches"), "1");
+  // The numbers are in the stats store, not in the metadata.
+  EXPECT_EQ(meta("matches"), "<absent>");
+  EXPECT_EQ(statOf(*registry_, "query", "sa.cep/pairs:detector", "matches"), 1);
+  EXPECT_EQ(statOf(*registry_, "query", "sa.cep/pairs:detector", "publish_failures"), 0);
+  EXPECT_EQ(statOf(*registry_, "query", "sa.cep/pairs:detector", "output_held"), 0);
+  EXPECT_EQ(statOf(*registry_, "cep_detection", "sa.cep/pairs", "consumed"), 3);
+  EXPECT_EQ(statOf(*registry_, "cep_detection", "sa.cep/pairs", "errors"), 0);
+  EXPECT_EQ(statOf(*registry_, "cep_detection", "sa.cep/pairs", "queued"), 0);
 
   cep.stop();
   EXPECT_FALSE(registry_->snapshotOf("sa.cep"));
   EXPECT_FALSE(registry_->snapshotOf("sa.cep/pairs"));
   EXPECT_FALSE(registry_->snapshotOf("sa.cep/pairs:detector"));
   EXPECT_EQ(broker_->endpoint("sa.cep/pairs"), nullptr);
+  // A stopped query takes its numbers with it.
+  EXPECT_FALSE(statOf(*registry_, "query", "sa.cep/pairs:detector", "matches"));
+  EXPECT_FALSE(statOf(*registry_, "cep_detection", "sa.cep/pairs", "consumed"));
 }
 
 TEST_F(CepServiceTest, FeedsTheDetectorInArrivalOrder) {
@@ -1175,17 +1197,9 @@ TEST_F(CepServiceTest, ReportsThePartialMatchesItsDetectorHolds) {
   // An engine that does not count says so rather than 0.
   EXPECT_FALSE(cep.stats("fake")->partial_matches.has_value());
 
-  auto meta = [&](std::string_view entry, std::string_view key) -> std::string {
-    auto snapshot = registry_->snapshotOf(entry);
-    if (!snapshot) return "<no entry>";
-    for (const auto& [k, v] : snapshot->metadata) {
-      if (k == key) return v;
-    }
-    return "<absent>";
-  };
-  EXPECT_EQ(meta("sa.cep/ab:detector", "partial_matches"), "2");
-  EXPECT_EQ(meta("sa.cep/ab:detector", "partial_matches_peak"), "2");
-  EXPECT_EQ(meta("sa.cep/fake:detector", "partial_matches"), "<absent>");
+  EXPECT_EQ(statOf(*registry_, "query", "sa.cep/ab:detector", "partial_matches"), 2);
+  EXPECT_EQ(statOf(*registry_, "query", "sa.cep/ab:detector", "partial_matches_peak"), 2);
+  EXPECT_FALSE(statOf(*registry_, "query", "sa.cep/fake:detector", "partial_matches"));
 }
 
 // --- exporting a detector's model ---------------------------------------------
@@ -1328,12 +1342,16 @@ TEST_F(CepServiceTest, QueriesOnOneInputShareADetectorAndEachPublishesItsOwnMatc
     EXPECT_EQ(stats.consumed, 5u) << q;
     auto entry = registry_->snapshotOf("sa.cep/" + std::string(q) + ":detector");
     ASSERT_TRUE(entry) << q;
-    EXPECT_EQ(metaOf(*entry, "matches"), std::to_string(matches)) << q;
+    EXPECT_EQ(statOf(*registry_, "query", "sa.cep/" + std::string(q) + ":detector", "matches"),
+              matches)
+        << q;
     EXPECT_EQ(metaOf(*entry, "engine"), "cepfake") << q;
     EXPECT_EQ(metaOf(*entry, "endpoint"), shared) << q;
     EXPECT_EQ(metaOf(*entry, "shared_by"), "3") << q;
     EXPECT_EQ(entry->delivered, 5u) << q;
   }
+  // The detection's numbers once, under its endpoint.
+  EXPECT_EQ(statOf(*registry_, "cep_detection", shared, "consumed"), 5);
   cep.stop();
   EXPECT_EQ(broker_->endpoint(shared), nullptr);
   EXPECT_FALSE(registry_->snapshotOf("sa.cep/ab:detector"));
