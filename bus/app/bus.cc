@@ -22,6 +22,7 @@
 #include "services/cep/cep_stats.h"
 #include "services/cluster/cluster_element.h"
 #include "services/cluster/cluster_service.h"
+#include "services/cluster/cluster_stats.h"
 #include "services/http/http_listener.h"
 #include "services/http/http_listener_element.h"
 #include "services/replay/replay_sink.h"
@@ -102,7 +103,8 @@ void declareFamilies(const stats::Store& store) {
         &flows::kFlowSchema, &flows::kJournalSchema, &stages::kStageSchema,
         &services::http::kHttpSchema, &services::amqp::kAmqpSchema,
         &services::amqp::kAmqpLinkSchema, &services::amqp::kAmqpBridgeSchema,
-        &services::cep::kQuerySchema, &services::cep::kCepDetectionSchema}) {
+        &services::cep::kQuerySchema, &services::cep::kCepDetectionSchema,
+        &services::cluster::kClusterSchema, &services::cluster::kClusterPartitionSchema}) {
     store.declare(*schema);
   }
 }

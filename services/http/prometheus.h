@@ -10,10 +10,7 @@
 // cepbus_<c>_<what>: a counter with `_total`, a gauge as it is, a histogram
 // as a summary `_seconds` (quantiles 0.5, 0.9 and 0.99, `_sum`, `_count`).
 //
-// renderMetrics() is one scrape of a bus: its registry's store, then the
-// families of the service that still reports through its registry
-// entries' metadata (the cluster nodes), read and rendered by hand until it
-// reports into stats scopes.
+// renderMetrics() is one scrape of a bus: its registry's store.
 
 #include <string>
 #include <string_view>

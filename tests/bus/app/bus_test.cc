@@ -173,9 +173,10 @@ TEST_F(BusTest, ABusDeclaresEveryFamilyItsComponentsMayReport) {
   for (const stats::Family& family : (*bus)->registry().stats().families()) {
     components.insert(family.component);
   }
-  EXPECT_EQ(components, (std::set<std::string>{"amqp", "amqp_bridge", "amqp_link", "cep_detection",
-                                               "component", "flow", "http", "journal", "query",
-                                               "route", "stage", "wire_names"}));
+  EXPECT_EQ(components,
+            (std::set<std::string>{"amqp", "amqp_bridge", "amqp_link", "cep_detection", "cluster",
+                                   "cluster_partition", "component", "flow", "http", "journal",
+                                   "query", "route", "stage", "wire_names"}));
 }
 
 TEST_F(BusTest, StartAndStopAreIdempotent) {
