@@ -183,7 +183,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     entry_->setMetadata("cluster", spec_.name);
     entry_->setMetadata("node", spec_.node);
     // The stats change all the time; the registry asks for them only when
-    // someone takes a snapshot (the admin API, metrics).
+    // someone takes a snapshot (/api/cluster; /metrics reads report_).
     entry_->setProbe([this](router::LiveNumbers& numbers) {
       const ClusterStats s = stats();
       numbers.queue_length = 0;
@@ -230,7 +230,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     }
   }
 
-  // "cluster:<name>/<node>": what /api/cluster and the metrics read.
+  // "cluster:<name>/<node>": what /api/cluster reads.
   std::string entryName() const { return "cluster:" + spec_.name + "/" + spec_.node; }
 
   ClusterStats stats() const { return report_.stats(); }
