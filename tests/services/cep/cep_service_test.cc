@@ -26,6 +26,7 @@
 #include "router/broker.h"
 #include "router/delivery_policy.h"
 #include "router/registry.h"
+#include "tests/testing/stats.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::services::cep {
@@ -89,18 +90,6 @@ class Recorder {
 
 const Value* attr(const EventPtr& e, std::string_view name) {
   return e->find(Symbol::intern(name));
-}
-
-// Metric `metric` of the live scope of `component` labelled {name=`scope`}
-// in `registry`'s store; nullopt when there is no such scope or metric.
-std::optional<double> statOf(const router::Registry& registry, std::string_view component,
-                             std::string_view scope, std::string_view metric) {
-  for (const stats::ScopeSnapshot& s : registry.stats().scopes(component)) {
-    if (s.label("name") != scope) continue;
-    const stats::MetricValue* value = s.find(metric);
-    return value != nullptr ? std::optional<double>(value->value) : std::nullopt;
-  }
-  return std::nullopt;
 }
 
 class CepServiceTest : public ::testing::Test {
@@ -244,12 +233,20 @@ TEST_F(CepServiceTest, ReportsEachQueryInTheRegistry) {
   EXPECT_EQ(meta("text"), "PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)");
   // The numbers are in the stats store, not in the metadata.
   EXPECT_EQ(meta("matches"), "<absent>");
-  EXPECT_EQ(statOf(*registry_, "query", "sa.cep/pairs:detector", "matches"), 1);
-  EXPECT_EQ(statOf(*registry_, "query", "sa.cep/pairs:detector", "publish_failures"), 0);
-  EXPECT_EQ(statOf(*registry_, "query", "sa.cep/pairs:detector", "output_held"), 0);
-  EXPECT_EQ(statOf(*registry_, "cep_detection", "sa.cep/pairs", "consumed"), 3);
-  EXPECT_EQ(statOf(*registry_, "cep_detection", "sa.cep/pairs", "errors"), 0);
-  EXPECT_EQ(statOf(*registry_, "cep_detection", "sa.cep/pairs", "queued"), 0);
+  auto query_stat = [&](std::string_view metric) {
+    return testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/pairs:detector"}},
+                              metric);
+  };
+  auto detection_stat = [&](std::string_view metric) {
+    return testing::statValue(registry_->stats(), "cep_detection", {{"name", "sa.cep/pairs"}},
+                              metric);
+  };
+  EXPECT_EQ(query_stat("matches"), 1);
+  EXPECT_EQ(query_stat("publish_failures"), 0);
+  EXPECT_EQ(query_stat("output_held"), 0);
+  EXPECT_EQ(detection_stat("consumed"), 3);
+  EXPECT_EQ(detection_stat("errors"), 0);
+  EXPECT_EQ(detection_stat("queued"), 0);
 
   cep.stop();
   EXPECT_FALSE(registry_->snapshotOf("sa.cep"));
@@ -257,8 +254,8 @@ TEST_F(CepServiceTest, ReportsEachQueryInTheRegistry) {
   EXPECT_FALSE(registry_->snapshotOf("sa.cep/pairs:detector"));
   EXPECT_EQ(broker_->endpoint("sa.cep/pairs"), nullptr);
   // A stopped query takes its numbers with it.
-  EXPECT_FALSE(statOf(*registry_, "query", "sa.cep/pairs:detector", "matches"));
-  EXPECT_FALSE(statOf(*registry_, "cep_detection", "sa.cep/pairs", "consumed"));
+  EXPECT_FALSE(query_stat("matches"));
+  EXPECT_FALSE(detection_stat("consumed"));
 }
 
 TEST_F(CepServiceTest, FeedsTheDetectorInArrivalOrder) {
@@ -1197,9 +1194,14 @@ TEST_F(CepServiceTest, ReportsThePartialMatchesItsDetectorHolds) {
   // An engine that does not count says so rather than 0.
   EXPECT_FALSE(cep.stats("fake")->partial_matches.has_value());
 
-  EXPECT_EQ(statOf(*registry_, "query", "sa.cep/ab:detector", "partial_matches"), 2);
-  EXPECT_EQ(statOf(*registry_, "query", "sa.cep/ab:detector", "partial_matches_peak"), 2);
-  EXPECT_FALSE(statOf(*registry_, "query", "sa.cep/fake:detector", "partial_matches"));
+  EXPECT_EQ(testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/ab:detector"}},
+                               "partial_matches"),
+            2);
+  EXPECT_EQ(testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/ab:detector"}},
+                               "partial_matches_peak"),
+            2);
+  EXPECT_FALSE(testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/fake:detector"}},
+                                  "partial_matches"));
 }
 
 // --- exporting a detector's model ---------------------------------------------
@@ -1342,7 +1344,8 @@ TEST_F(CepServiceTest, QueriesOnOneInputShareADetectorAndEachPublishesItsOwnMatc
     EXPECT_EQ(stats.consumed, 5u) << q;
     auto entry = registry_->snapshotOf("sa.cep/" + std::string(q) + ":detector");
     ASSERT_TRUE(entry) << q;
-    EXPECT_EQ(statOf(*registry_, "query", "sa.cep/" + std::string(q) + ":detector", "matches"),
+    EXPECT_EQ(testing::statValue(registry_->stats(), "query",
+                                 {{"name", "sa.cep/" + std::string(q) + ":detector"}}, "matches"),
               matches)
         << q;
     EXPECT_EQ(metaOf(*entry, "engine"), "cepfake") << q;
@@ -1351,7 +1354,8 @@ TEST_F(CepServiceTest, QueriesOnOneInputShareADetectorAndEachPublishesItsOwnMatc
     EXPECT_EQ(entry->delivered, 5u) << q;
   }
   // The detection's numbers once, under its endpoint.
-  EXPECT_EQ(statOf(*registry_, "cep_detection", shared, "consumed"), 5);
+  EXPECT_EQ(testing::statValue(registry_->stats(), "cep_detection", {{"name", shared}}, "consumed"),
+            5);
   cep.stop();
   EXPECT_EQ(broker_->endpoint(shared), nullptr);
   EXPECT_FALSE(registry_->snapshotOf("sa.cep/ab:detector"));

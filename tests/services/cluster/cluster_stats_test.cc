@@ -3,9 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
-#include <string_view>
+#include <utility>
+
+#include "tests/testing/stats.h"
 
 namespace cepbus::services::cluster {
 namespace {
@@ -41,18 +42,6 @@ TEST(ClusterStatsTest, TheJsonHasEveryCounterAsANumberAndOffsetsOnlyForStreamInp
   EXPECT_EQ(j["partitions"][1]["lease_offset"], 32);
 }
 
-// Metric `metric` of the live scope of `component` whose labels are
-// `labels`; nullopt when there is no such scope or metric.
-std::optional<double> valueOf(const stats::Store& store, std::string_view component,
-                              const stats::Labels& labels, std::string_view metric) {
-  for (const stats::ScopeSnapshot& scope : store.scopes(component)) {
-    if (scope.labels != labels) continue;
-    const stats::MetricValue* value = scope.find(metric);
-    return value != nullptr ? std::optional<double>(value->value) : std::nullopt;
-  }
-  return std::nullopt;
-}
-
 PartitionStats partition(uint32_t index, std::string role, uint64_t held) {
   PartitionStats p;
   p.partition = index;
@@ -66,7 +55,7 @@ TEST(NodeReportTest, TheStoreReadsWhatTheNodePublishedLast) {
   NodeReport report(store, "trades", "n1");
   const stats::Labels node{{"cluster", "trades"}, {"node", "n1"}};
   // Counted from the start, before anything was published.
-  EXPECT_EQ(valueOf(store, "cluster", node, "received"), 0);
+  EXPECT_EQ(testing::statValue(store, "cluster", node, "received"), 0);
 
   ClusterStats s;
   s.node = "n1";
@@ -76,29 +65,29 @@ TEST(NodeReportTest, TheStoreReadsWhatTheNodePublishedLast) {
   s.partitions = {partition(0, "active", 12), partition(1, "standby", 0)};
   report.publish(s);
   EXPECT_EQ(report.stats().received, 40u);
-  EXPECT_EQ(valueOf(store, "cluster", node, "received"), 40);
-  EXPECT_EQ(valueOf(store, "cluster", node, "window_full"), 3);
-  EXPECT_EQ(valueOf(store, "cluster", node, "echo_timeouts"), 2);
+  EXPECT_EQ(testing::statValue(store, "cluster", node, "received"), 40);
+  EXPECT_EQ(testing::statValue(store, "cluster", node, "window_full"), 3);
+  EXPECT_EQ(testing::statValue(store, "cluster", node, "echo_timeouts"), 2);
   const stats::Labels p0{
       {"cluster", "trades"}, {"node", "n1"}, {"partition", "0"}, {"role", "active"}};
   const stats::Labels p1{
       {"cluster", "trades"}, {"node", "n1"}, {"partition", "1"}, {"role", "standby"}};
-  EXPECT_EQ(valueOf(store, "cluster_partition", p0, "active"), 1);
-  EXPECT_EQ(valueOf(store, "cluster_partition", p0, "held"), 12);
-  EXPECT_EQ(valueOf(store, "cluster_partition", p1, "active"), 0);
+  EXPECT_EQ(testing::statValue(store, "cluster_partition", p0, "active"), 1);
+  EXPECT_EQ(testing::statValue(store, "cluster_partition", p0, "held"), 12);
+  EXPECT_EQ(testing::statValue(store, "cluster_partition", p1, "active"), 0);
 
   // Partition 0 handed over, partition 1 taken over: their labels follow.
   s.received = 41;
   s.partitions = {partition(0, "standby", 0), partition(1, "active", 5)};
   report.publish(s);
-  EXPECT_EQ(valueOf(store, "cluster", node, "received"), 41);
-  EXPECT_FALSE(valueOf(store, "cluster_partition", p0, "held"));
-  EXPECT_FALSE(valueOf(store, "cluster_partition", p1, "held"));
+  EXPECT_EQ(testing::statValue(store, "cluster", node, "received"), 41);
+  EXPECT_FALSE(testing::statValue(store, "cluster_partition", p0, "held"));
+  EXPECT_FALSE(testing::statValue(store, "cluster_partition", p1, "held"));
   EXPECT_EQ(store.scopes("cluster_partition").size(), 2u);
   const stats::Labels p1_active{
       {"cluster", "trades"}, {"node", "n1"}, {"partition", "1"}, {"role", "active"}};
-  EXPECT_EQ(valueOf(store, "cluster_partition", p1_active, "active"), 1);
-  EXPECT_EQ(valueOf(store, "cluster_partition", p1_active, "held"), 5);
+  EXPECT_EQ(testing::statValue(store, "cluster_partition", p1_active, "active"), 1);
+  EXPECT_EQ(testing::statValue(store, "cluster_partition", p1_active, "held"), 5);
 
   // A stopped node takes its numbers with it; stats() still answers.
   report.withdraw();
