@@ -19,8 +19,10 @@
 #include "services/amqp/listener/amqp_listener_element.h"
 #include "services/amqp/listener/listener_stats.h"
 #include "services/cep/cep_service.h"
+#include "services/cep/cep_stats.h"
 #include "services/cluster/cluster_element.h"
 #include "services/cluster/cluster_service.h"
+#include "services/cluster/cluster_stats.h"
 #include "services/http/http_listener.h"
 #include "services/http/http_listener_element.h"
 #include "services/replay/replay_sink.h"
@@ -100,7 +102,9 @@ void declareFamilies(const stats::Store& store) {
        {&router::kComponentSchema, &router::kWireNameSchema, &router::kRouteSchema,
         &flows::kFlowSchema, &flows::kJournalSchema, &stages::kStageSchema,
         &services::http::kHttpSchema, &services::amqp::kAmqpSchema,
-        &services::amqp::kAmqpLinkSchema, &services::amqp::kAmqpBridgeSchema}) {
+        &services::amqp::kAmqpLinkSchema, &services::amqp::kAmqpBridgeSchema,
+        &services::cep::kQuerySchema, &services::cep::kCepDetectionSchema,
+        &services::cluster::kClusterSchema, &services::cluster::kClusterPartitionSchema}) {
     store.declare(*schema);
   }
 }

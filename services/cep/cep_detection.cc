@@ -6,6 +6,7 @@
 
 #include "router/topic.h"
 #include "services/cep/cep_query.h"
+#include "services/cep/cep_stats.h"
 
 namespace cepbus::services::cep {
 namespace {
@@ -101,6 +102,7 @@ Status CepDetection::start(const std::shared_ptr<CepDetection>& self) {
     }
   }
   stage_->start();
+  reportStats();
   Status added = context_.broker.addEndpoint(
       endpoint_,
       [self](const flows::Exchange& exchange, flows::DeliveryContext&) {
@@ -144,6 +146,18 @@ void CepDetection::stop() {
     awaitOutputs();
   }
   for (const auto& q : members_) q->leave();
+  scope_.reset();
+}
+
+void CepDetection::reportStats() {
+  namespace d = cep_detection_stats;
+  scope_ = context_.registry.stats().scope(kCepDetectionSchema, {{"name", endpoint_}});
+  scope_->counter(d::kConsumed, [this] { return detection_->stats().consumed; });
+  scope_->counter(d::kErrors, [this] { return detection_->stats().errors; });
+  scope_->counter(d::kRejected, [this] { return rejected_.load(std::memory_order_relaxed); });
+  scope_->counter(d::kRanInline, [this] { return stage_->metrics().ran_inline; });
+  scope_->gauge(d::kQueued,
+                [this] { return static_cast<double>(pending_.load(std::memory_order_acquire)); });
 }
 
 stages::Admission CepDetection::offerControl(const EventPtr& marker) {

@@ -4,7 +4,8 @@
 // for one query of the CEP service or several sharing it — the broker
 // endpoint subscribed to their inputs, the SEDA stage of one worker that
 // hands the detection its events, and the backlog of composite events the
-// bus refused for now (cep_service.h says what each does).
+// bus refused for now (cep_service.h says what each does) — and its stats
+// scope "cep_detection" (cep_stats.h) while it runs.
 //
 //   broker --> endpoint --offer--> stage (1 worker) --batch--> detection
 //     --match of member i--> query i (cep_query.h) --> broker
@@ -44,6 +45,7 @@
 #include <vector>
 
 #include "bus/base/mutex.h"
+#include "bus/base/stats/store.h"
 #include "bus/core/event.h"
 #include "bus/core/status.h"
 #include "bus/host/detection/detection.h"
@@ -98,12 +100,14 @@ class CepDetection final : public detection::DetectionSink {
   // The outputs of its queries, removed ones included (for the stop order).
   const std::vector<std::string>& outputs() const { return outputs_; }
 
-  // Its queries' registry entries, stage, endpoint, subscriptions. `self` is
+  // Its queries' registry entries, stage, stats scope, endpoint,
+  // subscriptions. `self` is
   // this detection, captured by the endpoint's consumer. On failure it is
   // stopped.
   Status start(const std::shared_ptr<CepDetection>& self);
   // Unsubscribes, drains the stage, flushes the detection, takes its queries
-  // out of the registry. Idempotent; it cannot run again.
+  // out of the registry and itself out of the stats store. Idempotent; it
+  // cannot run again.
   void stop();
   // Queues a flush of the detection behind the events already queued, so it
   // runs on the worker. False when the stage refused it (full).
@@ -123,6 +127,13 @@ class CepDetection final : public detection::DetectionSink {
   // The detection's numbers (QueryStats without a query's own matches and
   // publish failures).
   QueryStats stats() const;
+  // What its detector holds after its last call; nullopt when the engine
+  // does not count (fixed when the detection is made).
+  std::optional<plugin::DetectorState> partialMatches() const {
+    return detection_->stats().partial_matches;
+  }
+  // Composite events the bus refused for now, held in the backlog.
+  size_t outputHeld() const { return backlog_.size(); }
   // Member `member`'s matches.
   uint64_t matches(size_t member) const { return detection_->matches(member); }
   // The engine running now (engine auto's trial may change it) and the
@@ -147,6 +158,8 @@ class CepDetection final : public detection::DetectionSink {
   };
 
   Status consume(const flows::Exchange& exchange);  // the endpoint's consumer
+  // Registers its numbers in scope_ (start()).
+  void reportStats();
   // Offers a control item (see isControl()), counted as pending while queued.
   stages::Admission offerControl(const EventPtr& marker);
   // The stage's handler: every event of `items` goes to the detection in
@@ -211,6 +224,9 @@ class CepDetection final : public detection::DetectionSink {
 
   std::atomic<uint64_t> rejected_{0};
   std::atomic<size_t> pending_{0};  // admitted to the stage, not yet detected
+  // From start() to stop() (control plane); last, so that its functions,
+  // which read the detection and the stage, are gone before them.
+  stats::ScopePtr scope_;
 };
 
 }  // namespace cepbus::services::cep

@@ -11,6 +11,7 @@
 #include "router/relays.h"
 #include "router/topic.h"
 #include "services/cep/cep_detection.h"
+#include "services/cep/cep_stats.h"
 
 namespace cepbus::services::cep {
 namespace {
@@ -166,10 +167,10 @@ Status CepQuery::enter(const std::shared_ptr<CepQuery>& self,
   if (detection->sharedBy() > 1) {
     entry_->setMetadata("shared_by", std::to_string(detection->sharedBy()));
   }
-  publishNumbers();
-  // The detector's numbers and the matches change on every detection; the
-  // registry reads them only when it takes a snapshot, which runs the probe
-  // before copying the metadata.
+  reportStats();
+  // The detector's numbers change on every detection; the registry reads
+  // them, and the engine a trial kept, only when it takes a snapshot, which
+  // runs the probe before copying the metadata.
   const std::weak_ptr<CepQuery> weak = self;
   const std::weak_ptr<CepDetection> weak_detection = detection;
   entry_->setProbe([weak, weak_detection](router::LiveNumbers& numbers) {
@@ -181,7 +182,7 @@ Status CepQuery::enter(const std::shared_ptr<CepQuery>& self,
     numbers.delivered = s.consumed;
     numbers.failed = s.errors;
     numbers.rejected = s.rejected;
-    q->publishNumbers();
+    q->publishEngine();
   });
   entry_->setState(router::ComponentState::kStarted);
   return Status::ok();
@@ -190,17 +191,31 @@ Status CepQuery::enter(const std::shared_ptr<CepQuery>& self,
 void CepQuery::leave() {
   if (!entered_) return;
   entered_ = false;
-  publishNumbers();
+  scope_.reset();
+  publishEngine();
   entry_->setState(router::ComponentState::kStopped);
   context_.registry.remove(entry_name_);
 }
 
-void CepQuery::publishNumbers() {
-  entry_->setMetadata("matches", std::to_string(matches()));
-  if (const std::optional<plugin::DetectorState> held = detection_->stats().partial_matches) {
-    entry_->setMetadata("partial_matches", std::to_string(held->partial_matches));
-    entry_->setMetadata("partial_matches_peak", std::to_string(held->peak_partial_matches));
+void CepQuery::reportStats() {
+  namespace q = query_stats;
+  scope_ = context_.registry.stats().scope(kQuerySchema, {{"name", entry_name_}});
+  scope_->counter(q::kMatches, [this] { return matches(); });
+  scope_->counter(q::kPublishFailures,
+                  [this] { return publish_failures_.load(std::memory_order_relaxed); });
+  // Whether the engine counts what it holds is known when the detection is made.
+  if (detection_->partialMatches()) {
+    scope_->gauge(q::kPartialMatches, [this] {
+      return static_cast<double>(detection_->partialMatches()->partial_matches);
+    });
+    scope_->gauge(q::kPartialMatchesPeak, [this] {
+      return static_cast<double>(detection_->partialMatches()->peak_partial_matches);
+    });
   }
+  scope_->gauge(q::kOutputHeld, [this] { return static_cast<double>(detection_->outputHeld()); });
+}
+
+void CepQuery::publishEngine() {
   if (const std::optional<plugin::TrialOutcome> outcome = detection_->trialOutcome()) {
     entry_->setMetadata("engine", outcome->kept);
     entry_->setMetadata("engine_choice", engine_choice_ + "; by trial: " + outcome->describe());

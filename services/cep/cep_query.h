@@ -3,14 +3,16 @@
 // CepQuery: one query of the CEP service as the bus sees it — what its
 // <query> says (read and checked by readQuery()), its composite events
 // published on its output address, its registry entry
-// "<assembly>.<unit>/<query>:detector" and its publish failures. What it
+// "<assembly>.<unit>/<query>:detector" and its stats scope "query"
+// (cep_stats.h), with its matches and publish failures. What it
 // consumes and how belongs to its CepDetection (cep_detection.h), which
 // other queries of the unit may share: the query is member `member` of it.
 //
 // Thread-safety: assign(), enter() and leave() are control calls (the
 // service's); publish() runs on its detection's thread; lost(), stats() and
 // matches() may be called from any thread. Ownership: held by the service
-// while listed, by its detection, and weakly by its registry probe.
+// while listed, by its detection, and weakly by its registry probe; owns its
+// stats scope while entered, whose functions read it and its detection.
 
 #include <atomic>
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/base/stats/store.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
 #include "bus/host/descriptor/descriptor.h"
@@ -73,10 +76,11 @@ class CepQuery final {
   void assign(CepDetection* detection, size_t member, std::string engine,
               std::string engine_choice);
 
-  // Adds the registry entry, whose detector numbers come from `detection`.
+  // Adds the registry entry and the stats scope, whose detector numbers come
+  // from `detection`.
   Status enter(const std::shared_ptr<CepQuery>& self,
                const std::shared_ptr<CepDetection>& detection);
-  // Leaves the registry. Idempotent.
+  // Leaves the registry and the stats store. Idempotent.
   void leave();
   // One of its matches, on the detection's thread: its composite event goes
   // out on the output address.
@@ -88,8 +92,11 @@ class CepQuery final {
   uint64_t matches() const;
 
  private:
-  // The detection's numbers into the registry entry (any thread).
-  void publishNumbers();
+  // The engine that runs it into the registry entry, once engine auto's
+  // trial decided (any thread).
+  void publishEngine();
+  // Registers its numbers in scope_.
+  void reportStats();
 
   const std::string name_;
   const std::string service_;
@@ -112,6 +119,9 @@ class CepQuery final {
   bool entered_ = false;  // control plane only
 
   std::atomic<uint64_t> publish_failures_{0};
+  // While entered (control plane); last, so that its functions, which read
+  // this query, are gone before the rest of it.
+  stats::ScopePtr scope_;
 };
 
 }  // namespace cepbus::services::cep

@@ -100,14 +100,17 @@
 // entry (what the flows handed it). Per query, an entry
 // "<assembly>.<unit>/<query>:detector" has metadata engine (the one that
 // runs it), engine_choice (auto's reason, only under engine="auto"), input,
-// output, text, endpoint (its detector's), shared_by (how many queries its
-// detector was built for, only when more than one), matches and, for an
-// engine that counts them (plugin::Detector::state()), partial_matches and
-// partial_matches_peak as of the detector's last call; its counters are: delivered = events its
-// detector consumed, failed = events it refused or threw on, rejected = events the stage refused
-// under overload. Those three and the partial matches, like QueryStats' consumed, errors, rejected,
-// queued, ran_inline and partial_matches, are the detector's, the same for every query sharing it;
-// matches and publish failures are the query's own.
+// output, text, endpoint (its detector's) and shared_by (how many queries its
+// detector was built for, only when more than one); its counters are:
+// delivered = events its detector consumed, failed = events it refused or
+// threw on, rejected = events the stage refused under overload. The numbers
+// are in the stats store (cep_stats.h): a scope "query" {name} per query,
+// named by that entry (matches, publish failures, and the detector's
+// partial matches and held output), and a scope "cep_detection" {name} per
+// detector, named by its endpoint (consumed, errors, rejected, ran_inline,
+// queued). Like QueryStats' consumed, errors, rejected, queued, ran_inline,
+// output_held and partial_matches, all but matches and publish failures are
+// the detector's, the same for every query sharing it.
 //
 // Errors at run time never stop a query: an event the detector refuses (out
 // of order, malformed) or throws on is logged (logger "cepbus.cep", naming

@@ -162,7 +162,8 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
         queries_(std::move(queries)),
         incarnation_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)),
         log_(Poco::Logger::get("cepbus.cluster")),
-        loop_(spec_, incarnation_, *this, counters_) {
+        loop_(spec_, incarnation_, *this, counters_),
+        report_(registry.stats(), spec_.name, spec_.node) {
     partitions_.reserve(spec_.partitions);
     for (uint32_t p = 0; p < spec_.partitions; ++p) {
       partitions_.push_back(std::make_unique<Partition>(*this, p));
@@ -182,7 +183,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     entry_->setMetadata("cluster", spec_.name);
     entry_->setMetadata("node", spec_.node);
     // The stats change all the time; the registry asks for them only when
-    // someone takes a snapshot (the admin API, metrics).
+    // someone takes a snapshot (/api/cluster; /metrics reads report_).
     entry_->setProbe([this](router::LiveNumbers& numbers) {
       const ClusterStats s = stats();
       numbers.queue_length = 0;
@@ -222,19 +223,17 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     thread_.join();
     watchdog_.reset();
     for (std::thread& t : evictions_) t.join();
+    report_.withdraw();
     if (entry_) {
       entry_->setProbe(nullptr);
       registry_.remove(entryName());
     }
   }
 
-  // "cluster:<name>/<node>": what /api/cluster and the metrics read.
+  // "cluster:<name>/<node>": what /api/cluster reads.
   std::string entryName() const { return "cluster:" + spec_.name + "/" + spec_.node; }
 
-  ClusterStats stats() const {
-    MutexLock lock(stats_mu_);
-    return published_stats_;
-  }
+  ClusterStats stats() const { return report_.stats(); }
 
   const ClusterSpec& spec() const { return spec_; }
 
@@ -819,8 +818,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
       if (p->runner) p->runner->describe(ps);
       s.partitions.push_back(std::move(ps));
     }
-    MutexLock lock(stats_mu_);
-    published_stats_ = std::move(s);
+    report_.publish(s);
   }
 
   const ClusterSpec spec_;
@@ -855,8 +853,8 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
   std::promise<void> closed_;  // set once the connection closed after leave()
   bool closed_set_ = false;
 
-  mutable Mutex stats_mu_;
-  ClusterStats published_stats_ GUARDED_BY(stats_mu_);
+  // What publishStats() published last: for stats() and the stats store.
+  NodeReport report_;
 };
 
 ClusterNode::ClusterNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

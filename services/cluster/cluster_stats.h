@@ -2,15 +2,20 @@
 
 // What a cluster node reports about itself: the counters its membership
 // loop (membership_loop.h) and its partition runners (partition_runner.h)
-// keep, and what each partition looks like from the node. /api/cluster and
-// the metrics read them as JSON (clusterStatsJson).
+// keep, and what each partition looks like from the node. /api/cluster
+// reads them as JSON (clusterStatsJson); /metrics reads them from the stats
+// scopes of the node's NodeReport.
 //
-// Thread-safety: plain values.
+// Thread-safety: ClusterStats and PartitionStats are plain values;
+// NodeReport says its own.
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "bus/base/mutex.h"
+#include "bus/base/stats/store.h"
 
 namespace cepbus::services::cluster {
 
@@ -74,5 +79,127 @@ struct ClusterStats {
 
 // The stats as the JSON object of /api/cluster (one node's part).
 std::string clusterStatsJson(const ClusterStats& stats);
+
+// The families of the scope "cluster" {cluster, node}: the node's counters
+// (ClusterStats), and of its child "cluster_partition" {partition, role}:
+// each partition as the node sees it.
+namespace cluster_stats {
+using stats::MetricSpec;
+inline constexpr MetricSpec kReceived =
+    MetricSpec::counter("received", "Input messages the node received from its partitions.");
+inline constexpr MetricSpec kSettled = MetricSpec::counter(
+    "settled", "Input events the node let go (a message is accepted with its last).");
+inline constexpr MetricSpec kReplayed = MetricSpec::counter(
+    "replayed", "Input messages that arrived redelivered (a takeover's replay).");
+inline constexpr MetricSpec kTakeovers =
+    MetricSpec::counter("takeovers", "Partitions the node became the active consumer of.");
+inline constexpr MetricSpec kHandovers =
+    MetricSpec::counter("handovers", "Partitions the node gave up to their owner while active.");
+inline constexpr MetricSpec kDuplicates =
+    MetricSpec::counter("duplicates", "Input events whose event id the partition already held.");
+inline constexpr MetricSpec kLate =
+    MetricSpec::counter("late", "Events later than the slack, re-published as late.");
+inline constexpr MetricSpec kRejected =
+    MetricSpec::counter("rejected", "Input messages that were not events (refused).");
+inline constexpr MetricSpec kComposites =
+    MetricSpec::counter("composites", "Composite events the node published.");
+inline constexpr MetricSpec kReconnects =
+    MetricSpec::counter("reconnects", "Broker connections the node lost and made again.");
+inline constexpr MetricSpec kStalls = MetricSpec::counter(
+    "stalls", "Times the watchdog found the node stalled past the idle timeout.");
+inline constexpr MetricSpec kUnconfirmedHandovers = MetricSpec::counter(
+    "unconfirmed_handovers",
+    "Handovers whose session end the broker did not confirm within the idle timeout.");
+inline constexpr MetricSpec kWindowFull = MetricSpec::counter(
+    "window_full", "Times a partition queue held max-unsettled messages its windows need.");
+inline constexpr MetricSpec kCheckpoints = MetricSpec::counter(
+    "checkpoints", "Stream input: lease tokens (resume offsets) the broker accepted.");
+inline constexpr MetricSpec kRetentionGaps = MetricSpec::counter(
+    "retention_gaps", "Stream input: offsets to replay that the stream no longer held.");
+inline constexpr MetricSpec kOutOfOrder = MetricSpec::counter(
+    "out_of_order",
+    "Stream input: messages stored after later ones of their publisher, held until those came.");
+inline constexpr MetricSpec kSequenceGaps = MetricSpec::counter(
+    "sequence_gaps",
+    "Stream input: messages of a publisher that never came while later ones waited.");
+inline constexpr MetricSpec kStreamRefreshes =
+    MetricSpec::counter("stream_refreshes", "Stream input: stream links reopened after a silence.");
+inline constexpr MetricSpec kStreamBrokerSwitches = MetricSpec::counter(
+    "stream_broker_switches",
+    "Stream input: broker connections given up for delivering nothing from a stream that held "
+    "more.");
+inline constexpr MetricSpec kEchoTimeouts = MetricSpec::counter(
+    "echo_timeouts",
+    "Broker connections given up because the node's own heartbeats stopped coming back.");
+inline constexpr MetricSpec kAll[] = {kReceived,
+                                      kSettled,
+                                      kReplayed,
+                                      kTakeovers,
+                                      kHandovers,
+                                      kDuplicates,
+                                      kLate,
+                                      kRejected,
+                                      kComposites,
+                                      kReconnects,
+                                      kStalls,
+                                      kUnconfirmedHandovers,
+                                      kWindowFull,
+                                      kCheckpoints,
+                                      kRetentionGaps,
+                                      kOutOfOrder,
+                                      kSequenceGaps,
+                                      kStreamRefreshes,
+                                      kStreamBrokerSwitches,
+                                      kEchoTimeouts};
+}  // namespace cluster_stats
+inline constexpr stats::Schema kClusterSchema{"cluster", cluster_stats::kAll};
+
+namespace cluster_partition_stats {
+using stats::MetricSpec;
+inline constexpr MetricSpec kActive =
+    MetricSpec::gauge("active", "1 while the node is the partition's active consumer.");
+inline constexpr MetricSpec kHeld = MetricSpec::gauge(
+    "held", "Input messages the node holds unsettled for the partition (the replay log).");
+inline constexpr MetricSpec kAll[] = {kActive, kHeld};
+}  // namespace cluster_partition_stats
+inline constexpr stats::Schema kClusterPartitionSchema{"cluster_partition",
+                                                       cluster_partition_stats::kAll};
+
+// NodeReport: the numbers one node published last. stats() returns them
+// (/api/cluster); the node's scope "cluster" {cluster, node} reads its
+// counters when the store is read, and a child "cluster_partition"
+// {partition, role} per partition shows it as of the last publish(): a
+// partition whose role changed gets a new child, so its old labels go.
+//
+// Thread-safety: publish() and withdraw() from one thread at a time (the
+// node's container thread, then its stop()); stats() and the store's reads
+// from any thread. Ownership: owns its scopes.
+class NodeReport {
+ public:
+  NodeReport(const stats::Store& store, std::string cluster, std::string node);
+
+  // What the node looks like now.
+  void publish(const ClusterStats& stats) EXCLUDES(mu_);
+  // The last publish()'s stats.
+  ClusterStats stats() const EXCLUDES(mu_);
+  // Takes the node's numbers out of the store (the node stopped); stats()
+  // still answers.
+  void withdraw();
+
+ private:
+  struct Partition {
+    std::string role;
+    stats::ScopePtr scope;
+  };
+
+  const stats::Store store_;
+  const std::string cluster_;
+  const std::string node_;
+  mutable Mutex mu_;
+  ClusterStats published_ GUARDED_BY(mu_);
+  std::vector<Partition> partitions_;  // by index; publish() and withdraw() only
+  // Last, so that its functions, which read published_, are gone first.
+  stats::ScopePtr scope_;
+};
 
 }  // namespace cepbus::services::cluster

@@ -5,8 +5,6 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -111,136 +109,6 @@ void appendSummary(std::string& out, const std::string& name, const Labels& labe
   appendSample(out, name + "_count", labels, static_cast<double>(s.count));
 }
 
-// ---------------------------------------------------------------------------
-// The services that do not report into stats scopes yet: what they keep in
-// their registry entries' metadata, read back here.
-
-using Sample = std::pair<Labels, double>;
-
-void appendFamily(std::string& out, std::string_view name, std::string_view type,
-                  std::string_view help, const std::vector<Sample>& samples) {
-  appendHeader(out, name, type, help);
-  for (const auto& [labels, value] : samples) appendSample(out, name, labels, value);
-}
-
-// Each CEP query's matches and what its detector holds, from the metadata
-// of its registry entry (services/cep/cep_service.h), label {name}. A query
-// whose engine does not count what it holds has no partial-matches sample.
-void appendQueries(std::string& out, const std::vector<router::ComponentSnapshot>& components) {
-  std::vector<Sample> matches;
-  std::vector<Sample> kept;
-  std::vector<Sample> peak;
-  for (const router::ComponentSnapshot& c : components) {
-    bool is_query = false;
-    std::optional<uint64_t> matched;
-    std::optional<uint64_t> held;
-    uint64_t most = 0;
-    for (const auto& [key, value] : c.metadata) {
-      const char* end = value.data() + value.size();
-      uint64_t number = 0;
-      const bool parsed = std::from_chars(value.data(), end, number).ec == std::errc();
-      if (key == "type") {
-        is_query = value == "cep-query";
-      } else if (key == "matches" && parsed) {
-        matched = number;
-      } else if (key == "partial_matches" && parsed) {
-        held = number;
-      } else if (key == "partial_matches_peak" && parsed) {
-        most = number;
-      }
-    }
-    if (!is_query) continue;
-    const Labels labels{{"name", c.name}};
-    if (matched) matches.push_back({labels, static_cast<double>(*matched)});
-    if (!held) continue;
-    kept.push_back({labels, static_cast<double>(*held)});
-    peak.push_back({labels, static_cast<double>(most)});
-  }
-  appendFamily(out, "cepbus_query_matches_total", "counter",
-               "Composite events the query reported (its own, also when it shares a detector).",
-               matches);
-  appendFamily(out, "cepbus_query_partial_matches", "gauge",
-               "Partial matches the query's detector holds, in its engine's unit.", kept);
-  appendFamily(out, "cepbus_query_partial_matches_peak", "gauge",
-               "The most partial matches the query's detector held at once.", peak);
-}
-
-// A cluster node's numbers, from the JSON status its registry entry carries
-// (services/cluster/cluster_node.h, clusterStatsJson), labels {cluster, node}.
-void appendClusterNodes(std::string& out,
-                        const std::vector<router::ComponentSnapshot>& components) {
-  struct Node {
-    Labels labels;
-    nlohmann::json status;
-  };
-  std::vector<Node> nodes;
-  for (const router::ComponentSnapshot& c : components) {
-    if (!c.name.starts_with("cluster:")) continue;
-    std::string cluster;
-    nlohmann::json status;
-    for (const auto& [key, value] : c.metadata) {
-      if (key == "status") status = nlohmann::json::parse(value, nullptr, false);
-      if (key == "cluster") cluster = value;
-    }
-    if (!status.is_object()) continue;
-    nodes.push_back({{{"cluster", cluster}, {"node", status.value("node", "")}}, status});
-  }
-  constexpr std::pair<std::string_view, std::string_view> kCounters[] = {
-      {"received", "Input messages the node received from its partitions."},
-      {"settled", "Input events the node let go (a message is accepted with its last)."},
-      {"replayed", "Input messages that arrived redelivered (a takeover's replay)."},
-      {"takeovers", "Partitions the node became the active consumer of."},
-      {"handovers", "Partitions the node gave up to their owner while active."},
-      {"duplicates", "Input events whose event id the partition already held."},
-      {"late", "Events later than the slack, re-published as late."},
-      {"rejected", "Input messages that were not events (refused)."},
-      {"composites", "Composite events the node published."},
-      {"reconnects", "Broker connections the node lost and made again."},
-      {"stalls", "Times the watchdog found the node stalled past the idle timeout."},
-      {"unconfirmed_handovers",
-       "Handovers whose session end the broker did not confirm within the idle timeout."},
-      {"window_full", "Times a partition queue held max-unsettled messages its windows need."},
-      {"checkpoints", "Stream input: lease tokens (resume offsets) the broker accepted."},
-      {"retention_gaps", "Stream input: offsets to replay that the stream no longer held."},
-      {"out_of_order",
-       "Stream input: messages stored after later ones of their publisher, held until those "
-       "came."},
-      {"sequence_gaps",
-       "Stream input: messages of a publisher that never came while later ones waited."},
-      {"stream_refreshes", "Stream input: stream links reopened after a silence."},
-      {"stream_broker_switches",
-       "Stream input: broker connections given up for delivering nothing from a stream that "
-       "held more."},
-      {"echo_timeouts",
-       "Broker connections given up because the node's own heartbeats stopped coming back."},
-  };
-  for (const auto& [field, help] : kCounters) {
-    std::vector<Sample> samples;
-    samples.reserve(nodes.size());
-    const std::string key(field);
-    for (const Node& n : nodes) {
-      samples.push_back({n.labels, static_cast<double>(n.status.value(key, uint64_t{0}))});
-    }
-    appendFamily(out, "cepbus_cluster_" + key + "_total", "counter", help, samples);
-  }
-  std::vector<Sample> active;
-  std::vector<Sample> held;
-  for (const Node& n : nodes) {
-    for (const nlohmann::json& p : n.status.value("partitions", nlohmann::json::array())) {
-      Labels labels = n.labels;
-      labels.emplace_back("partition", std::to_string(p.value("partition", 0)));
-      const std::string role = p.value("role", "none");
-      labels.emplace_back("role", role);
-      active.push_back({labels, role == "active" ? 1.0 : 0.0});
-      held.push_back({std::move(labels), static_cast<double>(p.value("held", uint64_t{0}))});
-    }
-  }
-  appendFamily(out, "cepbus_cluster_partition_active", "gauge",
-               "1 while the node is the partition's active consumer.", active);
-  appendFamily(out, "cepbus_cluster_partition_held", "gauge",
-               "Input messages the node holds unsettled for the partition (the replay log).", held);
-}
-
 }  // namespace
 
 std::string escapeLabelValue(std::string_view value) {
@@ -300,11 +168,7 @@ std::string renderPrometheus(const stats::Store& store) {
 }
 
 std::string renderMetrics(const router::Registry& registry) {
-  std::string out = renderPrometheus(registry.stats());
-  const std::vector<router::ComponentSnapshot> components = registry.snapshot();
-  appendClusterNodes(out, components);
-  appendQueries(out, components);
-  return out;
+  return renderPrometheus(registry.stats());
 }
 
 }  // namespace cepbus::services::http

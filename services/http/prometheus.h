@@ -10,11 +10,7 @@
 // cepbus_<c>_<what>: a counter with `_total`, a gauge as it is, a histogram
 // as a summary `_seconds` (quantiles 0.5, 0.9 and 0.99, `_sum`, `_count`).
 //
-// renderMetrics() is one scrape of a bus: its registry's store, then the
-// families of the services that still report through their registry
-// entries' metadata (the cluster nodes; the CEP queries' matches and
-// partial matches), read and rendered by hand until they report into stats
-// scopes.
+// renderMetrics() is one scrape of a bus: its registry's store.
 
 #include <string>
 #include <string_view>

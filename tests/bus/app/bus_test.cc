@@ -174,8 +174,9 @@ TEST_F(BusTest, ABusDeclaresEveryFamilyItsComponentsMayReport) {
     components.insert(family.component);
   }
   EXPECT_EQ(components,
-            (std::set<std::string>{"amqp", "amqp_bridge", "amqp_link", "component", "flow", "http",
-                                   "journal", "route", "stage", "wire_names"}));
+            (std::set<std::string>{"amqp", "amqp_bridge", "amqp_link", "cep_detection", "cluster",
+                                   "cluster_partition", "component", "flow", "http", "journal",
+                                   "query", "route", "stage", "wire_names"}));
 }
 
 TEST_F(BusTest, StartAndStopAreIdempotent) {

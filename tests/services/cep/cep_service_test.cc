@@ -26,6 +26,7 @@
 #include "router/broker.h"
 #include "router/delivery_policy.h"
 #include "router/registry.h"
+#include "tests/testing/stats.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::services::cep {
@@ -230,13 +231,31 @@ TEST_F(CepServiceTest, ReportsEachQueryInTheRegistry) {
   EXPECT_EQ(meta("input"), "in.events");
   EXPECT_EQ(meta("output"), "out.pairs");
   EXPECT_EQ(meta("text"), "PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)");
-  EXPECT_EQ(meta("matches"), "1");
+  // The numbers are in the stats store, not in the metadata.
+  EXPECT_EQ(meta("matches"), "<absent>");
+  auto query_stat = [&](std::string_view metric) {
+    return testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/pairs:detector"}},
+                              metric);
+  };
+  auto detection_stat = [&](std::string_view metric) {
+    return testing::statValue(registry_->stats(), "cep_detection", {{"name", "sa.cep/pairs"}},
+                              metric);
+  };
+  EXPECT_EQ(query_stat("matches"), 1);
+  EXPECT_EQ(query_stat("publish_failures"), 0);
+  EXPECT_EQ(query_stat("output_held"), 0);
+  EXPECT_EQ(detection_stat("consumed"), 3);
+  EXPECT_EQ(detection_stat("errors"), 0);
+  EXPECT_EQ(detection_stat("queued"), 0);
 
   cep.stop();
   EXPECT_FALSE(registry_->snapshotOf("sa.cep"));
   EXPECT_FALSE(registry_->snapshotOf("sa.cep/pairs"));
   EXPECT_FALSE(registry_->snapshotOf("sa.cep/pairs:detector"));
   EXPECT_EQ(broker_->endpoint("sa.cep/pairs"), nullptr);
+  // A stopped query takes its numbers with it.
+  EXPECT_FALSE(query_stat("matches"));
+  EXPECT_FALSE(detection_stat("consumed"));
 }
 
 TEST_F(CepServiceTest, FeedsTheDetectorInArrivalOrder) {
@@ -1175,17 +1194,14 @@ TEST_F(CepServiceTest, ReportsThePartialMatchesItsDetectorHolds) {
   // An engine that does not count says so rather than 0.
   EXPECT_FALSE(cep.stats("fake")->partial_matches.has_value());
 
-  auto meta = [&](std::string_view entry, std::string_view key) -> std::string {
-    auto snapshot = registry_->snapshotOf(entry);
-    if (!snapshot) return "<no entry>";
-    for (const auto& [k, v] : snapshot->metadata) {
-      if (k == key) return v;
-    }
-    return "<absent>";
-  };
-  EXPECT_EQ(meta("sa.cep/ab:detector", "partial_matches"), "2");
-  EXPECT_EQ(meta("sa.cep/ab:detector", "partial_matches_peak"), "2");
-  EXPECT_EQ(meta("sa.cep/fake:detector", "partial_matches"), "<absent>");
+  EXPECT_EQ(testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/ab:detector"}},
+                               "partial_matches"),
+            2);
+  EXPECT_EQ(testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/ab:detector"}},
+                               "partial_matches_peak"),
+            2);
+  EXPECT_FALSE(testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/fake:detector"}},
+                                  "partial_matches"));
 }
 
 // --- exporting a detector's model ---------------------------------------------
@@ -1328,12 +1344,18 @@ TEST_F(CepServiceTest, QueriesOnOneInputShareADetectorAndEachPublishesItsOwnMatc
     EXPECT_EQ(stats.consumed, 5u) << q;
     auto entry = registry_->snapshotOf("sa.cep/" + std::string(q) + ":detector");
     ASSERT_TRUE(entry) << q;
-    EXPECT_EQ(metaOf(*entry, "matches"), std::to_string(matches)) << q;
+    EXPECT_EQ(testing::statValue(registry_->stats(), "query",
+                                 {{"name", "sa.cep/" + std::string(q) + ":detector"}}, "matches"),
+              matches)
+        << q;
     EXPECT_EQ(metaOf(*entry, "engine"), "cepfake") << q;
     EXPECT_EQ(metaOf(*entry, "endpoint"), shared) << q;
     EXPECT_EQ(metaOf(*entry, "shared_by"), "3") << q;
     EXPECT_EQ(entry->delivered, 5u) << q;
   }
+  // The detection's numbers once, under its endpoint.
+  EXPECT_EQ(testing::statValue(registry_->stats(), "cep_detection", {{"name", shared}}, "consumed"),
+            5);
   cep.stop();
   EXPECT_EQ(broker_->endpoint(shared), nullptr);
   EXPECT_FALSE(registry_->snapshotOf("sa.cep/ab:detector"));

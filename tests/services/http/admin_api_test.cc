@@ -11,6 +11,7 @@
 #include "bus/host/descriptor/parser.h"
 #include "bus/host/loader/plugin_loader.h"
 #include "services/cep/cep_service.h"
+#include "services/http/prometheus.h"
 #include "tests/services/http/test_broker.h"
 #include "tests/testing/wait.h"
 
@@ -589,6 +590,32 @@ TEST(AdminApiQueriesTest, EachQueryShowsThePartialMatchesItsDetectorHolds) {
   // The join engine does not count: null, not 0.
   EXPECT_TRUE(by_name["join"].at("partial_matches").is_null()) << by_name["join"];
   EXPECT_TRUE(by_name["join"].at("partial_matches_peak").is_null()) << by_name["join"];
+
+  // The query's entry has them as numbers under "stats", not as metadata strings.
+  const AdminResponse seq =
+      api.handle(AdminRequest{"GET", "/api/components/a.cep%2Fseq%3Adetector", "", ""});
+  ASSERT_EQ(seq.status, 200) << seq.body;
+  const json entry = json::parse(seq.body);
+  EXPECT_EQ(entry.at("stats").at("partial_matches"), 2) << entry;
+  EXPECT_EQ(entry.at("stats").at("matches"), 0) << entry;
+  EXPECT_FALSE(entry.at("metadata").contains("partial_matches")) << entry;
+  EXPECT_FALSE(entry.at("metadata").contains("matches")) << entry;
+  // The detection's numbers under its endpoint's entry.
+  const AdminResponse endpoint =
+      api.handle(AdminRequest{"GET", "/api/components/a.cep%2Fseq", "", ""});
+  ASSERT_EQ(endpoint.status, 200) << endpoint.body;
+  EXPECT_EQ(json::parse(endpoint.body).at("stats").at("consumed"), 2) << endpoint.body;
+  // And on /metrics, with the labels they had.
+  const std::string metrics = renderMetrics(*bus.registry);
+  EXPECT_NE(metrics.find("cepbus_query_partial_matches{name=\"a.cep/seq:detector\"} 2\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find("cepbus_query_partial_matches{name=\"a.cep/join:detector\"}"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("cepbus_cep_detection_consumed_total{name=\"a.cep/join\"} 2\n"),
+            std::string::npos)
+      << metrics;
 }
 
 // Queries sharing a detector still count their matches apart.

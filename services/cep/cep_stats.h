@@ -1,0 +1,56 @@
+#pragma once
+
+// The families the CEP service reports (cep_service.h): a scope "query"
+// per query and a scope "cep_detection" per detection.
+//
+// "query" {name}, name the query's registry entry
+// "<assembly>.<unit>/<query>:detector": its own matches and publish
+// failures, and what its detector holds, read when the store is. A query
+// whose engine does not count what it holds (plugin::Detector::state())
+// has no partial-matches sample.
+//
+// "cep_detection" {name}, name the endpoint the detection consumes
+// through (one query's, or the shared one of several): what it consumed,
+// refused and has queued, the same for every query sharing it.
+//
+// Thread-safety: constants only.
+
+#include "bus/base/stats/metric.h"
+
+namespace cepbus::services::cep {
+
+namespace query_stats {
+using stats::MetricSpec;
+inline constexpr MetricSpec kMatches = MetricSpec::counter(
+    "matches", "Composite events the query reported (its own, also when it shares a detector).");
+inline constexpr MetricSpec kPublishFailures =
+    MetricSpec::counter("publish_failures", "Composite events of the query the bus did not take.");
+inline constexpr MetricSpec kPartialMatches = MetricSpec::gauge(
+    "partial_matches", "Partial matches the query's detector holds, in its engine's unit.");
+inline constexpr MetricSpec kPartialMatchesPeak = MetricSpec::gauge(
+    "partial_matches_peak", "The most partial matches the query's detector held at once.");
+inline constexpr MetricSpec kOutputHeld = MetricSpec::gauge(
+    "output_held",
+    "Composite events of reliable queries the bus refused for now, held by the query's detector.");
+inline constexpr MetricSpec kAll[] = {kMatches, kPublishFailures, kPartialMatches,
+                                      kPartialMatchesPeak, kOutputHeld};
+}  // namespace query_stats
+inline constexpr stats::Schema kQuerySchema{"query", query_stats::kAll};
+
+namespace cep_detection_stats {
+using stats::MetricSpec;
+inline constexpr MetricSpec kConsumed =
+    MetricSpec::counter("consumed", "Events the detector consumed (those it refused included).");
+inline constexpr MetricSpec kErrors =
+    MetricSpec::counter("errors", "Events the detector refused or threw on, and failed flushes.");
+inline constexpr MetricSpec kRejected =
+    MetricSpec::counter("rejected", "Events the detector's stage refused (queue full or stopped).");
+inline constexpr MetricSpec kRanInline = MetricSpec::counter(
+    "ran_inline", "Events detected on the delivering thread (run_inline=when_idle).");
+inline constexpr MetricSpec kQueued =
+    MetricSpec::gauge("queued", "Events waiting in the detector's stage or being detected.");
+inline constexpr MetricSpec kAll[] = {kConsumed, kErrors, kRejected, kRanInline, kQueued};
+}  // namespace cep_detection_stats
+inline constexpr stats::Schema kCepDetectionSchema{"cep_detection", cep_detection_stats::kAll};
+
+}  // namespace cepbus::services::cep
