@@ -705,17 +705,32 @@ class Gate {
   void (*reset_batches_)() = nullptr;
 };
 
+// Closes the cepfake gate, resets its batch record and publishes an event of
+// `type` (the query's block_type), which keeps the query's worker inside its
+// detector until the gate opens; null when the gate cannot be found or the
+// worker never gets there.
+std::unique_ptr<Gate> holdDetector(plugin::PluginLoader& loader, router::Broker& broker,
+                                   std::string_view type = "Hold") {
+  auto plugin = loader.load("cepfake");
+  if (!plugin) return nullptr;
+  auto gate = std::make_unique<Gate>((*plugin)->path());
+  if (!gate->valid()) return nullptr;
+  gate->close();
+  gate->resetBatches();
+  flows::Exchange exchange;
+  exchange.event = EventBuilder(type).at(0).build();
+  exchange.address = Symbol::intern("in.events");
+  (void)broker.publish(exchange);
+  if (!waitUntil([&] { return gate->blocked() == 1; })) return nullptr;
+  return gate;
+}
+
 TEST_F(CepServiceTest, AFullStageRefusesEventsAsFaults) {
   CepService& cep = start(
       CepUnit().param("capacity", "2").query(pairsQuery().option("block_type", "Block")).toXml());
   Recorder out(*broker_, "test.out", "out.pairs");
-  auto plugin = loader_->load("cepfake");
-  ASSERT_TRUE(plugin);
-  Gate gate((*plugin)->path());
-  ASSERT_TRUE(gate.valid()) << dlerror();
-  gate.close();
-  publish("in.events", "Block", 1);
-  ASSERT_TRUE(waitUntil([&] { return gate.blocked() == 1; }));
+  std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_, "Block");
+  ASSERT_TRUE(held);
   // The worker is held inside the detector: the next two fill the queue.
   EXPECT_EQ(publish("in.events", "A", 2, 2).delivered, 1u);
   EXPECT_EQ(publish("in.events", "B", 3, 3).delivered, 1u);
@@ -738,7 +753,7 @@ TEST_F(CepServiceTest, AFullStageRefusesEventsAsFaults) {
   EXPECT_EQ(cep.stats("pairs")->rejected, 1u);
   EXPECT_EQ(registry_->snapshotOf("sa.cep/pairs:detector")->rejected, 1u);
 
-  gate.open();
+  held->open();
   ASSERT_TRUE(waitUntil([&] { return cep.finished(); }));
   ASSERT_TRUE(out.waitFor(1));
   EXPECT_EQ(cep.stats("pairs")->consumed, 3u);
@@ -750,24 +765,6 @@ CepQuery heldPairsQuery() { return pairsQuery().option("block_type", "Hold"); }
 
 std::string heldPairs(int batch, const CepQuery& query = heldPairsQuery()) {
   return CepUnit().param("batch_size", std::to_string(batch)).query(query).toXml();
-}
-
-// Closes the cepfake gate, resets its batch record and publishes a Hold
-// event, which keeps the query's worker inside its detector until the gate
-// opens; null when the gate cannot be found or the worker never gets there.
-std::unique_ptr<Gate> holdDetector(plugin::PluginLoader& loader, router::Broker& broker) {
-  auto plugin = loader.load("cepfake");
-  if (!plugin) return nullptr;
-  auto gate = std::make_unique<Gate>((*plugin)->path());
-  if (!gate->valid()) return nullptr;
-  gate->close();
-  gate->resetBatches();
-  flows::Exchange exchange;
-  exchange.event = EventBuilder("Hold").at(0).build();
-  exchange.address = Symbol::intern("in.events");
-  (void)broker.publish(exchange);
-  if (!waitUntil([&] { return gate->blocked() == 1; })) return nullptr;
-  return gate;
 }
 
 // A burst offered while the worker is inside the detector queues up; the
@@ -871,20 +868,15 @@ TEST_F(CepServiceTest, EventCostsDoNotReorderADetectorsInput) {
   // events in arrival order whatever they cost.
   CepService& cep = start(CepUnit().query(pairsQuery().option("block_type", "Block")).toXml());
   Recorder out(*broker_, "test.out", "out.pairs");
-  auto plugin = loader_->load("cepfake");
-  ASSERT_TRUE(plugin);
-  Gate gate((*plugin)->path());
-  ASSERT_TRUE(gate.valid()) << dlerror();
-  gate.close();
-  publish("in.events", "Block", 1);
-  ASSERT_TRUE(waitUntil([&] { return gate.blocked() == 1; }));
+  std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_, "Block");
+  ASSERT_TRUE(held);
   for (const auto& [type, ts, cost] : {std::tuple{"A", 2, 500}, std::tuple{"B", 3, 0}}) {
     flows::Exchange exchange;
     exchange.event = EventBuilder(type).at(ts).cost(cost).set("x", Value(ts)).build();
     exchange.address = Symbol::intern("in.events");
     EXPECT_EQ(broker_->publish(exchange).delivered, 1u);
   }
-  gate.open();
+  held->open();
   ASSERT_TRUE(waitConsumed(cep, "pairs", 3));
   EXPECT_EQ(cep.stats("pairs")->errors, 0u);
   ASSERT_TRUE(out.waitFor(1));
