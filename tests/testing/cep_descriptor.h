@@ -17,10 +17,20 @@
 // Thread-safety: none; value types.
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace cepbus::testing {
+
+// `<tag name="name" value="value"/>` on a line of its own after `indent`.
+inline std::string nameValueLine(std::string_view indent, std::string_view tag,
+                                 std::string_view name, std::string_view value) {
+  std::string line(indent);
+  line.append("<").append(tag).append(" name=\"").append(name);
+  line.append("\" value=\"").append(value).append("\"/>\n");
+  return line;
+}
 
 // One <query>. By default it runs on the test plugin "cepfake", reads
 // "in.events" and publishes to "out.<name>".
@@ -51,7 +61,7 @@ class CepQuery {
     std::string xml = "    <query name=\"" + name_ + "\" engine=\"" + engine_ + "\" input=\"" +
                       input_ + "\" output=\"" + output_ + "\">\n";
     for (const auto& [name, value] : options_) {
-      xml += "      <option name=\"" + name + "\" value=\"" + value + "\"/>\n";
+      xml += nameValueLine("      ", "option", name, value);
     }
     return xml + "      <text>" + text_ + "</text>\n    </query>\n";
   }
@@ -81,7 +91,7 @@ class CepUnit {
     std::string xml =
         "<service-assembly name=\"sa\">\n  <service-unit name=\"cep\" type=\"cep\">\n";
     for (const auto& [name, value] : params_) {
-      xml += "    <param name=\"" + name + "\" value=\"" + value + "\"/>\n";
+      xml += nameValueLine("    ", "param", name, value);
     }
     for (const std::string& query : queries_) xml += query;
     return xml + "  </service-unit>\n</service-assembly>";
