@@ -17,10 +17,12 @@
 #include "tests/integration/child_process.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/ports.h"
+#include "tests/testing/wait.h"
 
 namespace cepbus {
 namespace {
 
+using cepbus::testing::eventually;
 using cepbus::testing::httpGet;
 using cepbus::testing::reservedPort;
 using cepbus::testing::waitListening;
@@ -372,9 +374,8 @@ TEST_F(CliTest, SigtermDrainsAndExitsCleanly) {
   write("in.jsonl", events(100000));
   write("slow.xml", replayToSink("slow", 2000));
   auto p = start({"run", "slow.xml"});
-  for (int i = 0; i < 500 && lines(read("out.jsonl")).size() < 50; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(eventually("50 events written before the SIGTERM",
+                         [&] { return lines(read("out.jsonl")).size() >= 50; }));
   p->signal(SIGTERM);
   EXPECT_EQ(p->wait(std::chrono::seconds(30)), 0) << p->err();
   EXPECT_THAT(p->err(), HasSubstr("draining and stopping"));
@@ -490,9 +491,8 @@ TEST_F(CliTest, TheAdminListenerServesMetricsAndTheRegistry) {
                                   "  <listeners><http host=\"127.0.0.1\" port=\"" +
                                       std::to_string(port) + "\"/></listeners>"));
   auto bus = start({"run", "admin.xml"});
-  for (int i = 0; i < 500 && lines(read("out.jsonl")).size() < 100; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(
+      eventually("the 100 events written", [&] { return lines(read("out.jsonl")).size() >= 100; }));
   ASSERT_TRUE(waitListening(port)) << bus->err();
   const std::string metrics = httpGet(port, "/metrics");
   EXPECT_THAT(metrics, HasSubstr("200 OK"));
