@@ -1,7 +1,6 @@
 #include "bus/host/detection/input_vocabulary.h"
 
 #include <algorithm>
-#include <functional>
 
 #include "bus/base/spelling.h"
 #include "bus/core/pattern/lexer.h"
@@ -11,7 +10,6 @@ namespace {
 
 using pattern::Expr;
 using pattern::ExprKind;
-using pattern::PatternKind;
 using pattern::PatternNode;
 using pattern::Query;
 using pattern::SourcePos;

@@ -27,9 +27,11 @@ bool QueryNameWatch::lacksRead(const Event& event) const {
 }
 
 std::vector<std::string> QueryNameWatch::onEvents(std::span<const EventPtr> events) {
-  uint64_t missing = 0;
-  for (const EventPtr& e : events) missing += lacksRead(*e) ? 1 : 0;
-  if (missing > 0) missing_.fetch_add(missing, std::memory_order_relaxed);
+  if (!reads_.empty()) {
+    uint64_t missing = 0;
+    for (const EventPtr& e : events) missing += lacksRead(*e) ? 1 : 0;
+    if (missing > 0) missing_.fetch_add(missing, std::memory_order_relaxed);
+  }
   if (checked_) return {};
   const uint64_t room = sample_events_ - sample_.events();
   sample_.observe(events.first(std::min<uint64_t>(room, events.size())));
