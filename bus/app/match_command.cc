@@ -15,6 +15,7 @@
 #include "bus/core/pattern/parser.h"
 #include "bus/host/detection/detection.h"
 #include "bus/host/detection/engine_choice.h"
+#include "bus/host/detection/input_vocabulary.h"
 #include "bus/host/detection/planner.h"
 #include "bus/host/loader/plugin_loader.h"
 
@@ -351,6 +352,20 @@ std::vector<std::string> printNotices(const detection::DetectionGroup& group,
   return all;
 }
 
+// After the run: every event type, attribute and PARTITION BY key a query
+// names that the events never had, since such a query matches nothing
+// without any error. The exit status stays as it is.
+void warnUnknownNames(const detection::InputVocabulary& input,
+                      const std::vector<PatternLine>& lines,
+                      const std::vector<pattern::Query>& queries, std::ostream& err) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    for (const std::string& w :
+         input.unknownNames(detection::namesUsedBy(queries[i], lines[i].text))) {
+      err << "cepbus match: warning: " << lines[i].label() << ": " << w << '\n';
+    }
+  }
+}
+
 // What the trial of --engine auto did, for `err` once the events are done.
 std::string trialLine(const detection::Detection& detection) {
   if (auto outcome = detection.trialOutcome()) return "trial " + outcome->describe();
@@ -561,8 +576,10 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return kExitError;
   }
   std::vector<EventPtr> batch;
+  detection::InputVocabulary input;
   while (true) {
     Status read = (*replay)->read(batch);
+    input.observe(batch);
     if (!batch.empty()) {
       if (Status s = detection.onEvents(batch); !s) {
         err << "cepbus match: " << options.events_file << ": " << (*replay)->where() << ": "
@@ -581,6 +598,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return kExitError;
   }
   if (detection.onTrial()) err << "cepbus match: " << trialLine(detection) << '\n';
+  warnUnknownNames(input, lines, queries, err);
   if (options.count) printer.printCounts();
   out.flush();
   return 0;

@@ -134,6 +134,29 @@ TEST_F(MatchCommandTest, FullFormatPrintsCompositeEvents) {
   EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1);
 }
 
+TEST_F(MatchCommandTest, WarnsAboutNamesTheEventsNeverHadWithoutChangingTheExitStatus) {
+  auto o = base(paperEvents());
+  o.query = "PATTERN SEQ(A a, B b)\nWHERE b.prize > a.price\nPARTITION BY price";
+  o.count = true;
+  ASSERT_EQ(run(o), 0) << err_.str();
+  EXPECT_EQ(err_.str(),
+            "cepbus match: warning: --query: line 2, column 7: attribute 'prize' never occurred on "
+            "a B event in the input; did you mean 'price'?\n");
+  EXPECT_THAT(out_.str(), HasSubstr("\"matches\":0"));
+
+  o.query = "PATTERN SEQ(A a, B b) WHERE b.price > a.price";
+  ASSERT_EQ(run(o), 0) << err_.str();
+  EXPECT_EQ(err_.str(), "");
+
+  o.query.clear();
+  o.patterns_file =
+      write("patterns.txt", "ok: PATTERN SEQ(A a, B b)\nbad: PATTERN SEQ(A a, Bb b)\n");
+  ASSERT_EQ(run(o), 0) << err_.str();
+  EXPECT_EQ(err_.str(), "cepbus match: warning: " + (dir_ / "patterns.txt").string() +
+                            ":2 (pattern 'bad'): line 1, column 18: event type 'Bb' never "
+                            "occurred in the input; did you mean 'B'?\n");
+}
+
 TEST_F(MatchCommandTest, BadQueryUnsupportedOperatorAndBadOptionFailClearly) {
   auto o = base(paperEvents());
   o.query = "PATTERN SEQ(A a, B b";

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bus/host/descriptor/parser.h"
+#include "bus/host/detection/query_name_watch.h"
 #include "flows/st_flow.h"
 #include "router/broker.h"
 #include "router/delivery_policy.h"
@@ -626,6 +627,37 @@ class CapturedCepLog {
   Poco::AutoPtr<Poco::Channel> before_;
   Poco::AutoPtr<Lines> lines_;
 };
+
+// A query naming an attribute its events never carry is said once, after
+// the first QueryNameWatch::kSampleEvents events, and each event of its
+// types lacking it is counted (by the host: the engine is nfa only because
+// the fake engine takes no WHERE).
+TEST_F(CepServiceTest, NamesTheEventsNeverHadAreLoggedOnceAndCounted) {
+  CapturedCepLog log;
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="nfa" input="in.events" output="out.pairs">
+      <text>PATTERN SEQ(A a, B b) WHERE b.xx > a.x RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  const uint64_t n = detection::QueryNameWatch::kSampleEvents;
+  for (uint64_t i = 1; i <= n + 2; ++i) {
+    publish("in.events", i % 2 == 1 ? "A" : "B", static_cast<Timestamp>(i));
+  }
+  ASSERT_TRUE(waitConsumed(cep, "pairs", n + 2));
+  const std::vector<std::string> warnings = log.containing("never occurred");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0],
+            "query sa.cep/pairs: line 1, column 29: attribute 'xx' never occurred on "
+            "a B event in the first " +
+                std::to_string(n) + " events on its inputs; did you mean 'x'? (in the query text)");
+  // Every B event lacks b.xx; the A events have a.x.
+  EXPECT_EQ(cep.stats("pairs")->missing_attribute, n / 2 + 1);
+  EXPECT_EQ(testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/pairs:detector"}},
+                               "missing_attribute"),
+            static_cast<double>(n / 2 + 1));
+}
 
 // A subscriber that keeps refusing now and then is logged when the
 // composites held reach 1, 2, 4, 8 ... — seen again later, not once per
