@@ -35,8 +35,13 @@
 //
 // - with `--engine all`, instead of the matches: one JSON line comparing
 //   what nfa, algebra and petri report for the same queries and events
-//   (matchUsage() gives its fields); exit status 1 when an accepting engine
-//   differs from the first one that accepted (the reference) or fails.
+//   (matchUsage() gives its fields). Each engine runs in a child process
+//   stopped after `--timeout SECONDS` (kDefaultEngineTimeout; 0: no limit)
+//   and then reported as timed out with the events it had done. `agree` is
+//   reported only when at least two engines completed; exit status 0 when
+//   they did and every one reports the matches of the first that completed
+//   (the reference), 1 on a difference, a failure, or fewer than two
+//   engines completed.
 //
 // - with `--engine auto`, the matches of the engine plugin::chooseEngine()
 //   picks for the queries (their number: 1 for --query), which is named
@@ -69,6 +74,10 @@
 
 namespace cepbus::app {
 
+// How long `--engine all` lets each engine run, in seconds, unless --timeout
+// says otherwise (0: no limit).
+constexpr double kDefaultEngineTimeout = 60;
+
 struct MatchCommandOptions {
   std::string engine;                     // --engine ("all": compare them, "auto": pick one)
   std::string query;                      // --query TEXT
@@ -79,6 +88,7 @@ struct MatchCommandOptions {
   std::string export_format;              // --export dot|json (no --events then)
   std::vector<std::string> options;       // --option key=value, in order
   std::vector<std::string> plugin_paths;  // --plugin-path DIR, searched before the defaults
+  double timeout_seconds = kDefaultEngineTimeout;  // --timeout, per engine of --engine all
 };
 
 // Parses the arguments after `match` (`--flag value` or `--flag=value`).

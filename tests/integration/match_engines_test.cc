@@ -180,6 +180,57 @@ TEST_F(MatchEnginesTest, PatternsFilesNameThePatternThatDiffers) {
   EXPECT_THAT(err, HasSubstr("patterns.txt:2 (pattern 'fewer'): the algebra engine runs"));
 }
 
+// The "rising run" of docs/pattern-language.md: the algebra engine
+// enumerates subsets of the run and does not finish on the quickstart's
+// ticks; --timeout stops it, and nfa and petri are still compared.
+TEST_F(MatchEnginesTest, AnEngineStillRunningAtTheTimeoutIsReportedAsTimedOut) {
+  const std::string stocks =
+      std::string(CEPBUS_TEST_SOURCE_DIR) + "/examples/quickstart/stocks.jsonl";
+  std::string out, err;
+  EXPECT_EQ(run({"match", "--engine", "all", "--timeout", "1", "--events", stocks, "--query",
+                 "PATTERN SEQ(Stock a, Stock+ b[], Stock c) WHERE b[i].price > b[i-1].price AND "
+                 "b[i].symbol = a.symbol AND c.symbol = a.symbol AND c.price < b[1].price AND "
+                 "count(b[]) >= 3 WITHIN 500 PARTITION BY symbol STRATEGY skip-till-next-match"},
+                &out, &err),
+            0)
+      << err;
+  const auto summary = nlohmann::json::parse(out);
+  EXPECT_EQ(summary["agree"], true) << out;
+  const auto& algebra = engine(summary, "algebra");
+  EXPECT_EQ(algebra["timed_out"], true) << out;
+  EXPECT_LT(algebra["after_events"].get<int>(), 600) << out;
+  EXPECT_FALSE(algebra.contains("matches")) << out;
+  EXPECT_EQ(engine(summary, "petri")["agrees"], true) << out;
+  EXPECT_EQ(engine(summary, "nfa")["matches"], 439) << out;
+  EXPECT_THAT(err, HasSubstr("engine 'algebra' timed out after 1 s"));
+}
+
+// With one engine completing there is nothing to compare: no "agree", the
+// reason instead, and exit status 1.
+TEST_F(MatchEnginesTest, OneCompletedEngineIsNotAnAgreement) {
+  std::string err;
+  const auto summary =
+      compare("PATTERN SEQ(A a, B+ b[], NOT(C c), A d) WHERE c.x = a.x WITHIN 4", 1, &err);
+  EXPECT_FALSE(summary.contains("agree")) << summary.dump();
+  EXPECT_EQ(summary["nothing_to_compare"],
+            "only nfa completed: algebra refused the query, petri refused the query");
+  EXPECT_THAT(err, HasSubstr("nothing to compare"));
+}
+
+TEST_F(MatchEnginesTest, TimeoutIsForEngineAllOnly) {
+  std::string out, err;
+  EXPECT_EQ(run({"match", "--engine", "nfa", "--timeout", "1", "--query", "PATTERN SEQ(A a, B b)",
+                 "--events", "events.jsonl"},
+                &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--timeout limits each engine of --engine all only"));
+  EXPECT_EQ(run({"match", "--engine", "all", "--timeout", "-1", "--query", "PATTERN SEQ(A a, B b)",
+                 "--events", "events.jsonl"},
+                &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--timeout -1: expected seconds, 0 or more"));
+}
+
 TEST_F(MatchEnginesTest, AllRefusesTheSingleEngineOutputs) {
   std::string out, err;
   EXPECT_EQ(run({"match", "--engine", "all", "--query", "PATTERN SEQ(A a, B b)", "--events",
