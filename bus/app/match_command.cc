@@ -201,11 +201,16 @@ const char* matchUsage() {
   static const std::string usage =
       "usage: cepbus match --engine nfa|algebra|petri|auto|all (--query TEXT | --patterns FILE)\n"
       "                    (--events FILE [--format ts|full] [--count] | --export dot|json)\n"
-      "                    [--option key=value]... [--plugin-path DIR]... [--timeout SECONDS]\n" +
+      "                    [--option key=value]... [--plugin-path DIR]... [--strict]\n"
+      "                    [--timeout SECONDS]\n"
+      "A line of the events that is no event is named on stderr (cepbus match: FILE:\n"
+      "  line N: reason (skipped)), counted and skipped; the run goes on and ends with\n"
+      "  \"cepbus match: FILE: N bad lines skipped\", exit status 0. --strict: the first\n"
+      "  such line ends the run instead, exit status 1.\n" +
       autoUsage() +
       "--engine all: run the queries on nfa, algebra and petri over the same events and\n"
       "  print one JSON line comparing them instead of the matches:\n"
-      "    {\"reference\":\"nfa\",\"agree\":false,\"engines\":[ENGINE,...]}\n"
+      "    {\"reference\":\"nfa\",\"agree\":false,\"skipped\":N,\"engines\":[ENGINE,...]}\n"
       "  ENGINE is {\"engine\":NAME,\"accepted\":false,\"refusal\":MESSAGE},\n"
       "    {\"engine\":NAME,\"timed_out\":true,\"after_events\":N} or\n"
       "    {\"engine\":NAME,\"accepted\":true,\"matches\":N,\"checksum\":HEX,\"seconds\":S,\n"
@@ -282,6 +287,8 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
       }
     } else if (flag == "--count" && !flags.hasInlineValue()) {
       o.count = true;
+    } else if (flag == "--strict" && !flags.hasInlineValue()) {
+      o.strict = true;
     } else if (flag == "--option") {
       std::string kv;
       s = take(kv);
@@ -396,6 +403,11 @@ struct ReplayBatch {
   std::string where;
 };
 
+// How the command treats a line that is no event.
+BadLines badLines(const MatchCommandOptions& options, std::ostream& err) {
+  return BadLines{"cepbus match", &err, options.strict};
+}
+
 // Events per onEvents() call under --engine all: a timed-out engine's
 // after_events counts whole batches of these.
 constexpr size_t kCompareBatch = 32;
@@ -469,7 +481,7 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
                    const std::vector<pattern::Query>& queries,
                    const plugin::DetectorOptions& detector_options, std::ostream& out,
                    std::ostream& err) {
-  auto replay = EventReplay::open(options.events_file);
+  auto replay = EventReplay::open(options.events_file, badLines(options, err));
   if (!replay) {
     err << "cepbus match: " << replay.status().message() << '\n';
     return kExitError;
@@ -593,6 +605,7 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
     err << "cepbus match: nothing to compare: " << why << '\n';
     summary["nothing_to_compare"] = why;
   }
+  summary["skipped"] = (*replay)->skipped();
   summary["engines"] = std::move(engines);
   out << summary.dump() << '\n';
   out.flush();
@@ -681,7 +694,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return 0;
   }
 
-  auto replay = EventReplay::open(options.events_file);
+  auto replay = EventReplay::open(options.events_file, badLines(options, err));
   if (!replay) {
     err << "cepbus match: " << replay.status().message() << '\n';
     return kExitError;

@@ -5,7 +5,8 @@
 //
 //   cepbus match --engine nfa|algebra|petri|auto|all (--query TEXT | --patterns FILE)
 //                (--events FILE [--format ts|full] [--count] | --export dot|json)
-//                [--option key=value]... [--plugin-path DIR]...
+//                [--option key=value]... [--plugin-path DIR]... [--strict]
+//                [--timeout SECONDS]
 //
 // Output, one JSON line each:
 // - per match: the matched events' ts in pattern order, `[1,3,5]`; with
@@ -56,13 +57,19 @@
 // the algebra engine's default CONTEXT recent) goes to `err` as
 // "cepbus match: notice: WHERE: ..." lines.
 //
-// Exit status: 0 on success; 2 for a bad command line; 1 for everything else
-// (plugin not found or unusable, bad query, unsupported operator, bad event
-// line, a detector error), with a message on `err` naming the query, file
-// and line. The events go to the detector in batches (Detector::onEvents, up
-// to kReplayBatch of them), so a detector error is named by the lines of its
-// batch ("lines 1-256"), and the matches of the later events of that batch
-// are printed before the stop.
+// A line of the events that is no event is named on `err` ("cepbus match:
+// FILE: line N: reason (skipped)"), counted and skipped, and the run goes
+// on; "cepbus match: FILE: N bad lines skipped" closes the run then (and
+// `--engine all` reports "skipped":N). With `--strict` the first one ends
+// the run with exit status 1.
+//
+// Exit status: 0 on success (bad event lines skipped included); 2 for a bad
+// command line; 1 for everything else (plugin not found or unusable, bad
+// query, unsupported operator, a bad event line under --strict, a detector
+// error), with a message on `err` naming the query, file and line. The events go to the detector in
+// batches (Detector::onEvents, up to kReplayBatch of them), so a detector error is named by the
+// lines of its batch ("lines 1-256"), and the matches of the later events of that batch are printed
+// before the stop.
 
 #include <cstdint>
 #include <ostream>
@@ -89,6 +96,7 @@ struct MatchCommandOptions {
   std::vector<std::string> options;       // --option key=value, in order
   std::vector<std::string> plugin_paths;  // --plugin-path DIR, searched before the defaults
   double timeout_seconds = kDefaultEngineTimeout;  // --timeout, per engine of --engine all
+  bool strict = false;                             // --strict: a line that is no event ends the run
 };
 
 // Parses the arguments after `match` (`--flag value` or `--flag=value`).

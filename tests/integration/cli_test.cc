@@ -366,6 +366,8 @@ TEST_F(CliTest, ReplayThroughASedaFlowDeliversEveryEventInOrder) {
   const size_t bad_line = lines(input.substr(0, input.find("{\"type\":\"Tick\"}\n"))).size() + 1;
   EXPECT_THAT(err,
               HasSubstr("in.jsonl: line " + std::to_string(bad_line) + ": missing field \"ts\""));
+  // The closing line accounts for the whole file, the skipped line included.
+  EXPECT_THAT(err, HasSubstr("src: replayed 2000 events from in.jsonl, skipped 1 bad line"));
 }
 
 TEST_F(CliTest, SigtermDrainsAndExitsCleanly) {

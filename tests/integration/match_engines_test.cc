@@ -217,6 +217,14 @@ TEST_F(MatchEnginesTest, OneCompletedEngineIsNotAnAgreement) {
   EXPECT_THAT(err, HasSubstr("nothing to compare"));
 }
 
+TEST_F(MatchEnginesTest, TheSummaryCountsTheSkippedLines) {
+  std::ofstream(dir_ / "events.jsonl", std::ios::app) << "{\"type\":\"A\"}\n";
+  std::string err;
+  const auto summary = compare("PATTERN SEQ(A a, B b) WITHIN 4 CONTEXT unrestricted", 0, &err);
+  EXPECT_EQ(summary["skipped"], 1) << summary.dump();
+  EXPECT_THAT(err, HasSubstr("events.jsonl: line 31: missing field \"ts\" (skipped)"));
+}
+
 TEST_F(MatchEnginesTest, TimeoutIsForEngineAllOnly) {
   std::string out, err;
   EXPECT_EQ(run({"match", "--engine", "nfa", "--timeout", "1", "--query", "PATTERN SEQ(A a, B b)",
