@@ -122,6 +122,24 @@ TEST_F(MatchEnginesTest, AlgebrasDefaultContextDiffersAndIsNamed) {
   EXPECT_THAT(err, HasSubstr("engine 'algebra' differs from 'nfa' (the reference)"));
 }
 
+// CONTEXT recent chooses the latest-starting instance before a WHERE
+// conjunct relating two variables is checked: the one kept fails it and no
+// earlier one takes its place. The notice says so rather than promise a match.
+TEST_F(MatchEnginesTest, AlgebrasRecentChoosesBeforeWhereAndTheNoticeSaysSo) {
+  std::ofstream(dir_ / "events.jsonl") << R"({"type":"A","ts":1,"attrs":{"x":1}})"
+                                          "\n"
+                                          R"({"type":"A","ts":2,"attrs":{"x":2}})"
+                                          "\n"
+                                          R"({"type":"B","ts":3,"attrs":{"x":1}})"
+                                          "\n";
+  std::string err;
+  const auto summary = compare("PATTERN SEQ(A a, B b) WHERE a.x = b.x", 1, &err);
+  EXPECT_EQ(engine(summary, "nfa")["matches"], 1) << summary.dump();
+  EXPECT_EQ(engine(summary, "algebra")["matches"], 0) << summary.dump();
+  EXPECT_THAT(err, HasSubstr("before the WHERE conjuncts relating its variables are checked"));
+  EXPECT_THAT(err, HasSubstr("possibly none"));
+}
+
 // An engine that refuses is reported with its reason, which names an engine
 // that runs the construct; the accepting ones still agree.
 TEST_F(MatchEnginesTest, RefusalsAreReportedAndDoNotCountAsDifferences) {
