@@ -604,7 +604,7 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
     std::string why =
         completed == 0 ? "no engine completed" : "only " + reference_engine + " completed";
     for (size_t i = 0; i < incomplete.size(); ++i) why += (i == 0 ? ": " : ", ") + incomplete[i];
-    err << "cepbus match: nothing to compare: " << why << '\n';
+    if (any_accepted) err << "cepbus match: nothing to compare: " << why << '\n';
     summary["nothing_to_compare"] = why;
   }
   summary["skipped"] = (*replay)->skipped();

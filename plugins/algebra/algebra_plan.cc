@@ -84,8 +84,11 @@ class Compiler {
                              "the algebra engine does not support the zero-or-more "
                              "Kleene element '" +
                              pattern::toString(p) +
-                             "': an instance has at least one event (P1); write '" + p.type + "+ " +
-                             p.var + "[]' (iteration)");
+                             "' (an instance has at least one event in P1), nor does any other "
+                             "engine: write '" +
+                             p.type + "+ " + p.var +
+                             "[]', and the pattern without the element as a second query if it "
+                             "may be empty");
         }
         const int a = atom(p, negated);
         Node n;

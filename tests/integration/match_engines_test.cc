@@ -243,6 +243,23 @@ TEST_F(MatchEnginesTest, TheSummaryCountsTheSkippedLines) {
   EXPECT_THAT(err, HasSubstr("events.jsonl: line 31: missing field \"ts\" (skipped)"));
 }
 
+// No engine runs the Kleene star, and no refusal sends the reader to one
+// that would.
+TEST_F(MatchEnginesTest, EveryEngineRefusesTheKleeneStarWithoutPointingElsewhere) {
+  std::string err;
+  const auto summary = compare("PATTERN SEQ(A a, B* b[], C c) WITHIN 4", 1, &err);
+  for (const char* name : {"nfa", "algebra", "petri"}) {
+    const auto& e = engine(summary, name);
+    ASSERT_EQ(e["accepted"], false) << name;
+    const std::string refusal = e["refusal"].get<std::string>();
+    EXPECT_THAT(refusal, HasSubstr("nor does any other engine: write 'B+ b[]'")) << name;
+    EXPECT_THAT(refusal, Not(HasSubstr("--engine"))) << name;
+  }
+  EXPECT_EQ(summary["nothing_to_compare"],
+            "no engine completed: nfa refused the query, algebra refused the query, petri "
+            "refused the query");
+}
+
 TEST_F(MatchEnginesTest, TimeoutIsForEngineAllOnly) {
   std::string out, err;
   EXPECT_EQ(run({"match", "--engine", "nfa", "--timeout", "1", "--query", "PATTERN SEQ(A a, B b)",
