@@ -24,8 +24,12 @@ aside) is an HTML comment naming how:
 Each page's examples run, in order, in a scratch folder of their own that
 links every top-level entry of the repository (so `examples/...` reads as
 in a checkout, and what an example writes goes to the scratch folder).
+`NAME=TARGET` words after the kind link NAME in that folder to TARGET
+first, a path in the checkout or `@build/...` in the build folder:
+  <!-- check: validate stocks.jsonl=examples/quickstart/stocks.jsonl plugins=@build/plugins -->
 
-Usage: check_docs.py SOURCE_DIR CEPBUS_BINARY. Prints each failure as
+Usage: check_docs.py SOURCE_DIR BUILD_DIR (the cepbus binary is
+BUILD_DIR/bus/app/cepbus). Prints each failure as
 PAGE:LINE: what (the line of the block's fence) and exits 1 on any.
 """
 
@@ -36,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 
-MARKER = re.compile(r"^<!--\s*check:\s*(\w+)\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*check:\s*(\w+)((?:\s+[^\s=]+=[^\s=]+)*)\s*-->\s*$")
 TIMEOUT_SECONDS = 120
 
 
@@ -53,7 +57,7 @@ def blocks(path):
         while i < len(lines) and not lines[i].strip():
             i += 1
         if i == len(lines) or not lines[i].startswith("```"):
-            yield m.group(1), i + 1, (None, None)
+            yield m.group(1), m.group(2).split(), i + 1, (None, None)
             continue
         fence = i + 1
         body = []
@@ -72,7 +76,7 @@ def blocks(path):
             while j < len(lines) and not lines[j].startswith("```"):
                 shown.append(lines[j])
                 j += 1
-        yield m.group(1), fence, (body, shown)
+        yield m.group(1), m.group(2).split(), fence, (body, shown)
 
 
 def expectation(text):
@@ -170,7 +174,8 @@ CHECKS = {"output": check_output, "validate": check_validate, "queries": check_q
 
 
 def main():
-    root, binary = sys.argv[1], os.path.abspath(sys.argv[2])
+    root, build = sys.argv[1], os.path.abspath(sys.argv[2])
+    binary = os.path.join(build, "bus", "app", "cepbus")
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(binary) + os.pathsep + env.get("PATH", "")
     pages = ["README.md"] + sorted(
@@ -183,8 +188,15 @@ def main():
             if entry != ".git" and not entry.startswith("build"):
                 os.symlink(os.path.join(root, entry), os.path.join(scratch, entry))
         try:
-            for kind, line, (body, shown) in blocks(os.path.join(root, page)):
+            for kind, links, line, (body, shown) in blocks(os.path.join(root, page)):
                 where = f"{page}:{line}"
+                for link in links:
+                    name, target = link.split("=")
+                    target = (os.path.join(build, target[len("@build/"):])
+                              if target.startswith("@build/") else os.path.join(root, target))
+                    if os.path.lexists(os.path.join(scratch, name)):
+                        os.unlink(os.path.join(scratch, name))  # the checkout's, replaced
+                    os.symlink(target, os.path.join(scratch, name))
                 if body is None:
                     failures.append(f"{where}: 'check: {kind}' is not followed by a fenced block")
                 elif kind not in CHECKS:
