@@ -202,11 +202,7 @@ const char* matchUsage() {
       "usage: cepbus match --engine nfa|algebra|petri|auto|all (--query TEXT | --patterns FILE)\n"
       "                    (--events FILE [--format ts|full] [--count] | --export dot|json)\n"
       "                    [--option key=value]... [--plugin-path DIR]... [--strict]\n"
-      "                    [--timeout SECONDS]\n"
-      "A line of the events that is no event is named on stderr (cepbus match: FILE:\n"
-      "  line N: reason (skipped)), counted and skipped; the run goes on and ends with\n"
-      "  \"cepbus match: FILE: N bad lines skipped\", exit status 0. --strict: the first\n"
-      "  such line ends the run instead, exit status 1.\n" +
+      "                    [--timeout SECONDS]\n" +
       autoUsage() +
       "--engine all: run the queries on nfa, algebra and petri over the same events and\n"
       "  print one JSON line comparing them instead of the matches:\n"
@@ -241,7 +237,11 @@ const char* matchUsage() {
       "  All of them run in one detector (the petri engine merges them into one net);\n"
       "  each match line is labelled with its pattern's name.\n"
       "--export dot|json: print the engine's model of the query (the merged net of\n"
-      "  the patterns, for petri) as Graphviz DOT or JSON instead of running it.\n";
+      "  the patterns, for petri) as Graphviz DOT or JSON instead of running it.\n"
+      "--strict: a line of the events that is no event ends the run (exit status 1).\n"
+      "  Without it such a line is named on stderr (cepbus match: FILE: line N:\n"
+      "  reason (skipped)), counted and skipped; the run goes on and ends with\n"
+      "  \"cepbus match: FILE: N bad lines skipped\", exit status 0.\n";
   return usage.c_str();
 }
 
