@@ -523,14 +523,16 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
     if (outcome && !outcome->timed_out) {
       child = nlohmann::json::parse(outcome->output, nullptr, /*allow_exceptions=*/false);
     }
-    if (!outcome || (!outcome->timed_out && child.is_discarded())) {
-      const std::string failure =
-          outcome ? std::string("unreadable result of the run") : outcome.status().message();
+    // An engine that failed, in its child process or on an event.
+    auto fail = [&](const std::string& failure) {
       err << "cepbus match: engine '" << engine << "': " << failure << '\n';
       report["error"] = failure;
       engines.push_back(std::move(report));
       incomplete.push_back(engine + " failed");
       agree = false;
+    };
+    if (!outcome || (!outcome->timed_out && child.is_discarded())) {
+      fail(outcome ? std::string("unreadable result of the run") : outcome.status().message());
       continue;
     }
     if (outcome->timed_out) {
@@ -557,12 +559,7 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
     report["seconds"] = child["seconds"];
     report["cpu_seconds"] = child["cpu_seconds"];
     if (child.contains("error")) {
-      const std::string failure = child["error"].get<std::string>();
-      err << "cepbus match: engine '" << engine << "': " << failure << '\n';
-      report["error"] = failure;
-      engines.push_back(std::move(report));
-      incomplete.push_back(engine + " failed");
-      agree = false;
+      fail(child["error"].get<std::string>());
       continue;
     }
     ++completed;
