@@ -258,7 +258,7 @@ TEST_F(CliTest, PluginsListsTheSearchPathEnginesAndOptions) {
   EXPECT_THAT(out, HasSubstr("search path:\n  " + dir_.string() + "\n"));
   EXPECT_THAT(out, HasSubstr(std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins\n"));
   EXPECT_THAT(out, HasSubstr("plugin nfa 1.0.0\n    engine nfa (options: key=VALUE: meaning)\n"
-                             "      construction=per_event|batched: "));
+                             "      construction=batched|per_event: "));
   EXPECT_THAT(out, HasSubstr("      slack=N >= 0: (every engine; the host's)"));
   // A file that is no plugin is reported, and makes the exit status 1.
   write("libcepbus_plugin_broken.so", "not an ELF file");
@@ -368,6 +368,8 @@ TEST_F(CliTest, ReplayThroughASedaFlowDeliversEveryEventInOrder) {
   const size_t bad_line = lines(input.substr(0, input.find("{\"type\":\"Tick\"}\n"))).size() + 1;
   EXPECT_THAT(err,
               HasSubstr("in.jsonl: line " + std::to_string(bad_line) + ": missing field \"ts\""));
+  // The closing line accounts for the whole file, the skipped line included.
+  EXPECT_THAT(err, HasSubstr("src: replayed 2000 events from in.jsonl, skipped 1 bad line"));
 }
 
 TEST_F(CliTest, SigtermDrainsAndExitsCleanly) {

@@ -45,6 +45,42 @@ TEST(NfaTest, PaperExampleGivesTheSevenMatchesWithBothMethods) {
   EXPECT_EQ(matchTs("PATTERN SEQ(A a, B b, D d) WITHIN 7", kP2Stream, kBatched), within7);
 }
 
+// What `cepbus plugins` says about the options is what the engine does
+// without them: batched construction, every WITHIN + 1 time units (1024
+// without WITHIN).
+TEST(NfaTest, TheOptionsHelpStatesTheDefaultsTheEngineApplies) {
+  std::string help;
+  for (const plugin::OptionInfo& o : nfaPlugin()->engineOptions("nfa")) {
+    help += std::string(o.name) + ": " + std::string(o.help) + "\n";
+  }
+  EXPECT_NE(help.find("construction: batched|per_event: build matches in batches of "
+                      "batch_period time units (P2's batched construction; the default)"),
+            std::string::npos)
+      << help;
+  EXPECT_NE(help.find("default: the WITHIN span + 1, or 1024 for a query without WITHIN"),
+            std::string::npos)
+      << help;
+  const plugin::DetectorOptions none;
+  for (const auto& [text, stream, before, at_boundary] :
+       {std::tuple{"PATTERN SEQ(A a, B b, D d) WITHIN 8", std::string("a1 b3 d5 c8 c9"), 8, 9},
+        std::tuple{"PATTERN SEQ(A a, B b)", std::string("a1 b2 c1023 c1024"), 1023, 1024}}) {
+    auto q = pattern::parseQuery(text);
+    ASSERT_TRUE(q.isOk());
+    CollectingSink sink;
+    auto d = nfaPlugin()->createDetector("nfa", *q, none, sink);
+    ASSERT_TRUE(d.isOk()) << d.status().message();
+    for (const EventPtr& e : letters(stream)) {
+      ASSERT_TRUE((*d)->onEvent(e).isOk());
+      if (e->ts() == before) {
+        EXPECT_TRUE(sink.matches.empty()) << text;
+      }
+      if (e->ts() == at_boundary) {
+        EXPECT_EQ(sink.matches.size(), 1u) << text;
+      }
+    }
+  }
+}
+
 TEST(NfaTest, PerEventConstructsOnTheAcceptingEventBatchedAtTheBoundary) {
   auto q = pattern::parseQuery("PATTERN SEQ(A a, B b, D d) WITHIN 8");
   ASSERT_TRUE(q.isOk());
