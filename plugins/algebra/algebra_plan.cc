@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "bus/core/pattern/printer.h"
@@ -91,7 +92,6 @@ class Compiler {
         Node n;
         n.op = Op::kIteration;
         n.left = a;
-        n.increasing = true;
         // A Kleene variable names the iteration's instances, not one event:
         // predicates on it (b[i], aggregates) belong to the iteration node.
         n.slot_mask = plan_.nodes[a].slot_mask;
@@ -273,6 +273,33 @@ void checkRecentBounds(const Plan& plan) {
   }
 }
 
+// The first SASE Kleene element `Type+ var[]` of a pattern, or null.
+const PatternNode* firstKleene(const PatternNode& p) {
+  if (p.kind == PatternKind::kKleene && !p.star) return &p;  // `Type*` has its own refusal
+  for (const pattern::PatternPtr& c : p.children) {
+    if (const PatternNode* k = firstKleene(*c)) return k;
+  }
+  return nullptr;
+}
+
+// Every instance of a Kleene element is a union of its events in the
+// window, and the detector builds each union before the iteration's
+// predicate can filter it: time and memory exponential in the events of the
+// window, which no WITHIN keeps small on a real stream. Refused until the
+// closure is built as the predicate allows. `under` says what put the query
+// under CONTEXT unrestricted.
+Status refuseUnboundedKleene(const pattern::Query& query, const std::string& under,
+                             const std::string& instead) {
+  const PatternNode* k = firstKleene(*query.pattern);
+  if (k == nullptr) return Status::ok();
+  return Status::invalidArgument(
+      where(*k) + "the algebra engine does not run the Kleene element '" + pattern::toString(*k) +
+      "' " + under +
+      ": its closure builds every union of the element's events in the window (exponentially "
+      "many) before the predicate filters them; the nfa and petri engines run it" +
+      instead);
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
@@ -281,6 +308,13 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
   if (!s) return s;
   if (query.variables.size() > 64) {
     return Status::invalidArgument("the algebra engine supports at most 64 variables");
+  }
+  if (query.context == pattern::Context::kUnrestricted) {
+    Status k = refuseUnboundedKleene(
+        query, "under CONTEXT unrestricted",
+        ", and this engine runs it under CONTEXT recent (the default), which keeps the run "
+        "that starts latest");
+    if (!k) return k;
   }
   auto plan = std::make_shared<Plan>();
   plan->semantics = query.context == pattern::Context::kUnrestricted ? Semantics::kUnrestricted
@@ -328,6 +362,14 @@ Status contextForStrategy(pattern::Query& query) {
         " under CONTEXT unrestricted only: CONTEXT recent keeps one match per end time, not the "
         "ones the strategy selects; drop CONTEXT recent (the nfa engine runs every strategy, "
         "too)");
+  }
+  if (Status k = refuseUnboundedKleene(
+          query,
+          std::string("under STRATEGY ") + pattern::strategyName(query.strategy) +
+              " (which this engine runs under CONTEXT unrestricted only)",
+          "");
+      !k) {
+    return k;
   }
   query.context = pattern::Context::kUnrestricted;
   return Status::ok();
