@@ -193,6 +193,20 @@ TEST(AlgebraSase, KleenePlusIsIterationUnderRecent) {
   EXPECT_TRUE(falling.empty());
 }
 
+// docs/pattern-language.md's "big batches" example: AGG over a Kleene
+// element inside SEQ, under the default CONTEXT recent (bounded by WITHIN).
+TEST(AlgebraSase, RunsTheBigBatchesExampleUnderRecent) {
+  const auto r = runAlgebra("PATTERN SEQ(S s, AGG(F+ f[], sum(f[].x) >= 100), E e) WITHIN 3600",
+                            letters("s1 f2:60 f3:50 e4 s5 f6:30 e7"));
+  // f2 f3 reach 100, f6 alone does not: each E closes the batch f2 f3 (recent
+  // keeps, per end, the latest-starting instance).
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].binds,
+            (std::vector<std::pair<uint32_t, EventId>>{{0, 1}, {1, 2}, {1, 3}, {2, 4}}));
+  EXPECT_EQ(r[1].binds,
+            (std::vector<std::pair<uint32_t, EventId>>{{0, 1}, {1, 2}, {1, 3}, {2, 7}}));
+}
+
 // Under CONTEXT unrestricted the closure would build every union of the
 // element's events in the window before the predicate filters them
 // (exponential in the window): refused up front, naming the element, where
