@@ -273,13 +273,20 @@ void checkRecentBounds(const Plan& plan) {
   }
 }
 
-// The first SASE Kleene element `Type+ var[]` of a pattern, or null.
-const PatternNode* firstKleene(const PatternNode& p) {
-  if (p.kind == PatternKind::kKleene && !p.star) return &p;  // `Type*` has its own refusal
+// The first SASE Kleene element `Type+ var[]` of a pattern (null when there
+// is none), and whether it is the operand of AGG(...).
+struct KleeneAt {
+  const PatternNode* element = nullptr;
+  bool aggregated = false;
+};
+
+KleeneAt firstKleene(const PatternNode& p, bool aggregated = false) {
+  if (p.kind == PatternKind::kKleene && !p.star) return {&p, aggregated};  // `Type*`: own refusal
   for (const pattern::PatternPtr& c : p.children) {
-    if (const PatternNode* k = firstKleene(*c)) return k;
+    const KleeneAt k = firstKleene(*c, p.kind == PatternKind::kAggregation);
+    if (k.element != nullptr) return k;
   }
-  return nullptr;
+  return {};
 }
 
 // Every instance of a Kleene element is a union of its events in the
@@ -287,17 +294,22 @@ const PatternNode* firstKleene(const PatternNode& p) {
 // predicate can filter it: time and memory exponential in the events of the
 // window, which no WITHIN keeps small on a real stream. Refused until the
 // closure is built as the predicate allows. `under` says what put the query
-// under CONTEXT unrestricted.
-Status refuseUnboundedKleene(const pattern::Query& query, const std::string& under,
-                             const std::string& instead) {
-  const PatternNode* k = firstKleene(*query.pattern);
-  if (k == nullptr) return Status::ok();
-  return Status::invalidArgument(
-      where(*k) + "the algebra engine does not run the Kleene element '" + pattern::toString(*k) +
-      "' " + under +
+// under CONTEXT unrestricted; `recent` whether CONTEXT recent would run it.
+Status refuseUnboundedKleene(const pattern::Query& query, const std::string& under, bool recent) {
+  const KleeneAt k = firstKleene(*query.pattern);
+  if (k.element == nullptr) return Status::ok();
+  std::string message =
+      where(*k.element) + "the algebra engine does not run the Kleene element '" +
+      pattern::toString(*k.element) + "' " + under +
       ": its closure builds every union of the element's events in the window (exponentially "
-      "many) before the predicate filters them; the nfa and petri engines run it" +
-      instead);
+      "many) before the predicate filters them; ";
+  message += k.aggregated ? "no other engine runs AGG(...)" : "the nfa and petri engines run it";
+  if (recent) {
+    message +=
+        ", and this engine runs it under CONTEXT recent (the default), which keeps the run that "
+        "starts latest";
+  }
+  return Status::invalidArgument(message);
 }
 
 }  // namespace
@@ -310,10 +322,7 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
     return Status::invalidArgument("the algebra engine supports at most 64 variables");
   }
   if (query.context == pattern::Context::kUnrestricted) {
-    Status k = refuseUnboundedKleene(
-        query, "under CONTEXT unrestricted",
-        ", and this engine runs it under CONTEXT recent (the default), which keeps the run "
-        "that starts latest");
+    Status k = refuseUnboundedKleene(query, "under CONTEXT unrestricted", /*recent=*/true);
     if (!k) return k;
   }
   auto plan = std::make_shared<Plan>();
@@ -367,7 +376,7 @@ Status contextForStrategy(pattern::Query& query) {
           query,
           std::string("under STRATEGY ") + pattern::strategyName(query.strategy) +
               " (which this engine runs under CONTEXT unrestricted only)",
-          "");
+          /*recent=*/false);
       !k) {
     return k;
   }
