@@ -504,8 +504,10 @@ void AlgebraDetector::evaluate(size_t i) {
         for (const InstPtr& x : xs) {
           const size_t before = st.raw.size();
           if (fresh(x)) st.raw.push_back(x);
-          // This tick's unions end at x's ts too: a Kleene run takes none.
-          const size_t partners = st.lhist.size() + (n.increasing ? 0 : before);
+          // P1's iteration also unites x with this tick's unions (they end at
+          // x's ts too). Only P1's iteration runs here: a SASE Kleene element,
+          // whose run takes one event per ts, is refused under unrestricted.
+          const size_t partners = st.lhist.size() + before;
           for (size_t j = 0; j < partners; ++j) {
             const InstPtr& u = j < st.lhist.size() ? st.lhist[j] : st.raw[j - st.lhist.size()];
             InstPtr v = combine(x, u);

@@ -66,10 +66,6 @@ struct Node {
   // Predicates every output must satisfy (selection, aggregation and the
   // WHERE conjuncts placed here).
   std::vector<pattern::Conjunct> checks;
-  // kIteration of a SASE Kleene element `B+ b[]`: a run's events have
-  // strictly increasing ts, as in a SEQ (P1's iteration, `(e)*`, also
-  // unites instances that end at one time).
-  bool increasing = false;
   // kNegation of SASE's NOT(...) inside SEQ, `SEQ(x, NOT(C c), y)`: the
   // operand is (... ; x) ; y and n must lie strictly inside the gap
   // ⟨ts(x), ts(y)⟩, not P1's interval with its edges: `gap_leaf` is the leaf
@@ -104,7 +100,9 @@ struct Plan {
 // Compiles `query` under skip_till_any_match whatever its STRATEGY (the
 // plugin's plugin::StrategyFactory selects the matches of the others);
 // InvalidArgument names what the algebra engine does not support (an
-// operator form) or why the query cannot be compiled. PARTITION BY is not the
+// operator form; a Kleene element `Type+ var[]` under CONTEXT unrestricted,
+// whose closure would build every union of its events in the window) or why
+// the query cannot be compiled. PARTITION BY is not the
 // plan's: the factory runs one detector per partition, each from the plan of
 // the query without the clause. The engine takes no options: any option is
 // rejected.
@@ -120,7 +118,8 @@ std::vector<std::string> contextNotices(const pattern::Query& query);
 // The context of a query whose STRATEGY is not skip_till_any_match (the
 // plugin::StrategyFactory's Adapt step): unrestricted, since the strategy
 // selects among every match and CONTEXT recent would have dropped some of
-// them already. An explicit CONTEXT recent is refused.
+// them already. An explicit CONTEXT recent is refused, and so is a Kleene
+// element (see compilePlan), with the strategy named in the message.
 Status contextForStrategy(pattern::Query& query);
 
 }  // namespace cepbus::plugins::algebra

@@ -114,6 +114,18 @@ int main(int argc, char** argv) {
                             (std::strcmp(engine, "algebra") == 0 ? " CONTEXT unrestricted" : "");
         auto q = pattern::parseQuery(query);
         if (!q) return 1;
+        // A refusal (the algebra engine's of a Kleene element) is reported,
+        // not timed.
+        ReadingSink probe;
+        if (auto d = (*p)->createDetector(engine, *q, plugin::DetectorOptions(), probe); !d) {
+          std::fprintf(stderr, "strategy_bench: %s refuses: %s\n", engine,
+                       d.status().message().c_str());
+          std::printf(
+              "{\"bench\":\"strategy\",\"params\":{\"engine\":\"%s\",\"query\":\"%s\","
+              "\"strategy\":\"%s\",\"events\":%zu},\"refused\":true}\n",
+              engine, text, pattern::strategyName(s), n);
+          continue;
+        }
         Run best;
         for (int r = 0; r < repeat; ++r) {
           const Run run = runOnce(**p, engine, *q, events);

@@ -38,6 +38,7 @@ using pattern::PatternKind;
 
 // What a query uses that some engine may refuse.
 struct Constructs {
+  bool kleene = false;  // a Kleene element `Type+ var[]`
   bool negation_next_to_kleene = false;
   bool negation_before_kleene = false;
   // A predicate names a negated variable and a positive one.
@@ -54,6 +55,7 @@ Constructs constructsOf(const pattern::Query& q) {
   const auto& items = q.pattern->kind == PatternKind::kSeq ? q.pattern->children
                                                            : std::vector<pattern::PatternPtr>{};
   for (size_t i = 0; i < items.size(); ++i) {
+    c.kleene |= items[i]->kind == PatternKind::kKleene;
     if (items[i]->kind != PatternKind::kNot) continue;
     const bool before = i > 0 && items[i - 1]->kind == PatternKind::kKleene;
     const bool after = i + 1 < items.size() && items[i + 1]->kind == PatternKind::kKleene;
@@ -101,6 +103,9 @@ const Engine kEngines[] = {
      [](const Constructs&, const pattern::Query&) { return std::vector<std::string>{}; }},
     {"algebra", " CONTEXT unrestricted",
      [](const Constructs& c, const pattern::Query&) -> std::vector<std::string> {
+       // Its closure under CONTEXT unrestricted (every strategy's context)
+       // would enumerate the unions of the element's events.
+       if (c.kleene) return {"does not run the Kleene element", "the nfa and petri engines run it"};
        if (c.negation_before_kleene)
          return {"not before a Kleene element", "the nfa engine runs it"};
        if (c.negation_relates) return {"relates a negated operand", "the nfa engine runs it"};

@@ -123,18 +123,14 @@ TEST(AlgebraOperators, AggregationOverAnIteration) {
   EXPECT_EQ(iv("PATTERN AGG(A+ a[], sum(a[].x) >= 10) WITHIN 10", s), (IV{{1, 3}, {3, 4}}));
   EXPECT_EQ(iv("PATTERN AGG(A+ a[], count(a[]) >= 3) WITHIN 10", "a1 a2 a3 a4"),
             (IV{{1, 3}, {2, 4}}));
-  // Unrestricted: every subset with sum ≥ 10: four triples, all four, 4+6, 5+6.
-  auto all = runAlgebra("PATTERN AGG(A+ a[], sum(a[].x) >= 10) CONTEXT unrestricted", letters(s));
-  EXPECT_EQ(all.size(), 7u);
-  std::set<std::vector<EventId>> sets;
-  for (const Out& o : all) {
-    std::vector<EventId> ids;
-    for (const auto& b : o.binds) ids.push_back(b.second);
-    sets.insert(ids);
-  }
-  EXPECT_TRUE(sets.count({1, 4}));
-  EXPECT_TRUE(sets.count({3, 4}));
-  EXPECT_FALSE(sets.count({1, 3}));
+  // Unrestricted, its instances would be every subset of the window's A's:
+  // refused up front.
+  const std::string all = errorOf("PATTERN AGG(A+ a[], sum(a[].x) >= 10) CONTEXT unrestricted");
+  EXPECT_NE(all.find("Kleene element 'A+ a[]' under CONTEXT unrestricted"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("no other engine runs AGG(...), and this engine runs it under CONTEXT recent"),
+            std::string::npos)
+      << all;
 }
 
 TEST(AlgebraOperators, TimeRestrictionBoundsTheSpan) {
@@ -182,19 +178,58 @@ TEST(AlgebraSase, ConjunctOnOneElementFiltersItsEvents) {
   EXPECT_TRUE(runAlgebra("PATTERN SEQ(A a, B b) WHERE b.x != 1", letters("a1 b2:2 b2:1")).empty());
 }
 
-TEST(AlgebraSase, KleenePlusIsIteration) {
-  auto r = runAlgebra("PATTERN SEQ(A a, B+ b[], C c) CONTEXT unrestricted", letters("a1 b2 b3 c4"));
-  ASSERT_EQ(r.size(), 3u);
-  std::set<std::vector<std::pair<uint32_t, EventId>>> got;
-  for (const Out& o : r) got.insert(o.binds);
-  EXPECT_TRUE(got.count({{0, 1}, {1, 2}, {1, 3}, {2, 4}}));  // b in stream order
-  EXPECT_TRUE(got.count({{0, 1}, {1, 2}, {2, 4}}));
-  EXPECT_TRUE(got.count({{0, 1}, {1, 3}, {2, 4}}));
-  // An iteration predicate holds for every element.
-  auto rising =
-      runAlgebra("PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x CONTEXT unrestricted",
-                 letters("a1 b2:5 b3:4 c4"));
-  EXPECT_EQ(rising.size(), 2u);
+// Under CONTEXT recent a Kleene element is one B, or with an iteration
+// predicate the latest-starting run ending at the B that satisfies it (one
+// match per end: ties between equal starts keep one).
+TEST(AlgebraSase, KleenePlusIsIterationUnderRecent) {
+  const auto one = runAlgebra("PATTERN SEQ(A a, B+ b[], C c)", letters("a1 b2 b3 c4"));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].binds.size(), 3u);
+  const auto rising = runAlgebra(
+      "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x AND count(b[]) >= 2 WITHIN 9",
+      letters("a1 b2:5 b3:6 b4:4 b5:7 c6"));
+  ASSERT_EQ(rising.size(), 1u);
+  EXPECT_EQ(rising[0].binds.size(), 4u);  // a, a rising run of two B, c
+  const auto falling = runAlgebra(
+      "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x AND count(b[]) >= 2 WITHIN 9",
+      letters("a1 b2:5 b3:4 c6"));
+  EXPECT_TRUE(falling.empty());
+}
+
+// docs/pattern-language.md's "big batches" example: AGG over a Kleene
+// element inside SEQ, under the default CONTEXT recent (bounded by WITHIN).
+TEST(AlgebraSase, RunsTheBigBatchesExampleUnderRecent) {
+  const auto r = runAlgebra("PATTERN SEQ(S s, AGG(F+ f[], sum(f[].x) >= 100), E e) WITHIN 3600",
+                            letters("s1 f2:60 f3:50 e4 s5 f6:30 e7"));
+  // f2 f3 reach 100, f6 alone does not: each E closes the batch f2 f3 (recent
+  // keeps, per end, the latest-starting instance).
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].binds,
+            (std::vector<std::pair<uint32_t, EventId>>{{0, 1}, {1, 2}, {1, 3}, {2, 4}}));
+  EXPECT_EQ(r[1].binds,
+            (std::vector<std::pair<uint32_t, EventId>>{{0, 1}, {1, 2}, {1, 3}, {2, 7}}));
+}
+
+// Under CONTEXT unrestricted the closure would build every union of the
+// element's events in the window before the predicate filters them
+// (exponential in the window): refused up front, naming the element, where
+// it is and what runs it.
+TEST(AlgebraSase, RefusesAKleeneElementUnderUnrestricted) {
+  const std::string e =
+      errorOf("PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x CONTEXT unrestricted");
+  EXPECT_NE(e.find("line 1, column 18"), std::string::npos) << e;
+  EXPECT_NE(e.find("the algebra engine does not run the Kleene element 'B+ b[]' under CONTEXT "
+                   "unrestricted"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("the nfa and petri engines run it"), std::string::npos) << e;
+  EXPECT_NE(e.find("CONTEXT recent (the default)"), std::string::npos) << e;
+  // The zero-or-more form keeps its own message.
+  EXPECT_NE(errorOf("PATTERN SEQ(A a, B* b[], C c) CONTEXT unrestricted").find("zero-or-more"),
+            std::string::npos);
+  // P1's iteration operator is the specification's closure and still runs.
+  EXPECT_EQ(runAlgebra("PATTERN WITHIN((B)*, 2) CONTEXT unrestricted", letters("b1 b2")).size(),
+            3u);
 }
 
 TEST(AlgebraReturn, ComposesTheReturnClause) {
@@ -210,11 +245,13 @@ TEST(AlgebraReturn, ComposesTheReturnClause) {
   ASSERT_NE(c->find(Symbol::intern("ax")), nullptr);
   EXPECT_EQ(c->find(Symbol::intern("ax"))->asInt(), 5);
   EXPECT_EQ(c->find(Symbol::intern("bx"))->asInt(), 7);
-  auto k = runAlgebra("PATTERN SEQ(A a, B+ b[]) CONTEXT unrestricted RETURN R(count(b[]) AS n)",
-                      letters("a1 b2 b3"), true);
+  auto k = runAlgebra(
+      "PATTERN SEQ(A a, B+ b[]) WHERE count(b[]) >= 2 WITHIN 5 RETURN R(count(b[]) AS n)",
+      letters("a1 b2 b3 b4"), true);
   std::multiset<int64_t> counts;
   for (const Out& o : k) counts.insert(o.composite->find(Symbol::intern("n"))->asInt());
-  EXPECT_EQ(counts, (std::multiset<int64_t>{1, 1, 2}));
+  // The latest-starting runs of at least two B: b2 b3, then b3 b4.
+  EXPECT_EQ(counts, (std::multiset<int64_t>{2, 2}));
 }
 
 TEST(AlgebraContext, RecentIsTheDefaultAndKeepsOnePerEnd) {
