@@ -505,6 +505,7 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
   }
   std::vector<ReplayBatch> batches;
   size_t events = 0;
+  detection::InputVocabulary input;
   while (true) {
     ReplayBatch batch;
     Status read = (*replay)->read(batch.events, kCompareBatch);
@@ -513,10 +514,12 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
       return kExitError;
     }
     if (batch.events.empty()) break;
+    input.observe(batch.events);
     batch.where = (*replay)->where();
     events += batch.events.size();
     batches.push_back(std::move(batch));
   }
+  warnUnknownNames(input, lines, queries, err);
 
   const bool patterns = !lines.front().name.empty();
   nlohmann::ordered_json engines = nlohmann::ordered_json::array();

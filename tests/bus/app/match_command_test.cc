@@ -158,6 +158,16 @@ TEST_F(MatchCommandTest, WarnsAboutNamesTheEventsNeverHadWithoutChangingTheExitS
                             "occurred in the input; did you mean 'B'?\n");
 }
 
+TEST_F(MatchCommandTest, EngineAllWarnsAboutNamesTheEventsNeverHadToo) {
+  auto o = base(paperEvents());
+  o.engine = "all";
+  o.query = "PATTERN SEQ(A a, B b)\nWHERE b.prize > a.price";
+  run(o);
+  EXPECT_THAT(err_.str(),
+              HasSubstr("cepbus match: warning: --query: line 2, column 7: attribute 'prize' never "
+                        "occurred on a B event in the input; did you mean 'price'?\n"));
+}
+
 TEST_F(MatchCommandTest, BadQueryUnsupportedOperatorAndBadOptionFailClearly) {
   auto o = base(paperEvents());
   o.query = "PATTERN SEQ(A a, B b";
