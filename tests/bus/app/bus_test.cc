@@ -56,10 +56,8 @@ class BusTest : public ::testing::Test {
     return n;
   }
 
-  static void waitDrained(Bus& bus) {
-    for (int i = 0; i < 2000 && !bus.drained(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+  static ::testing::AssertionResult drained(Bus& bus) {
+    return cepbus::testing::eventually("the bus to drain", [&] { return bus.drained(); });
   }
 
   fs::path dir_;
@@ -142,7 +140,7 @@ TEST_F(BusTest, ReplaysThroughEachFlowKind) {
   // The sources are declared before the sinks; they must still not publish
   // before the sinks subscribe (sources begin only once all have started).
   ASSERT_TRUE((*bus)->start().isOk());
-  waitDrained(**bus);
+  ASSERT_TRUE(drained(**bus));
   // Every flow, its stages and the reliable flow's journal report into the
   // registry's stats store, which /metrics and /api render.
   const stats::Store& store = (*bus)->registry().stats();
@@ -250,7 +248,7 @@ TEST_F(BusDeployTest, DeployedAssemblyRunsAndUndeployRemovesIt) {
   EXPECT_FALSE(assemblies[0].runtime);
   EXPECT_EQ(assemblies[1].services, std::vector<std::string>{"src.feed"});
   ASSERT_NE(bus->findService("src.feed"), nullptr);
-  waitDrained(*bus);
+  ASSERT_TRUE(drained(*bus));
   bool found = false;
   for (const auto& s : bus->deployedServices()) {
     if (s.name == "src.feed") {
@@ -267,7 +265,7 @@ TEST_F(BusDeployTest, DeployedAssemblyRunsAndUndeployRemovesIt) {
   EXPECT_EQ(bus->undeploy("src").code(), Status::Code::kNotFound);
   // Its name is free again: deploying it twice replays the file twice.
   ASSERT_TRUE(bus->deploy(fragment(kSource)).isOk());
-  waitDrained(*bus);
+  ASSERT_TRUE(drained(*bus));
   bus->stop();
   EXPECT_EQ(lineCount("out.jsonl"), 600u);
 }
@@ -343,7 +341,8 @@ TEST_F(BusDeployTest, DeployRacesWithStop) {
       (void)bus->deployedServices();
     }
   });
-  while (deployed.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(
+      cepbus::testing::eventually("three deployments", [&] { return deployed.load() >= 3; }));
   bus->stop();
   done.store(true);
   admin.join();
