@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "bus/host/descriptor/file_checks.h"
+#include "bus/host/detection/schema_check.h"
 #include "flows/flow_stats.h"
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
@@ -92,6 +93,25 @@ void checkFiles(const descriptor::Descriptor& d, std::vector<std::string>& error
     if (auto tls = services::amqp::loadServerTls(*amqp->tls); !tls) {
       errors.push_back(tls.status().message());
     }
+  }
+}
+
+// With <schemas>, every query of the bus — the CEP units' and the cluster's —
+// names only the event types and attributes the schemas declare.
+void checkSchemas(const descriptor::Descriptor& d, std::vector<std::string>& errors) {
+  if (d.schemas.empty()) return;
+  auto check = [&](const descriptor::QuerySpec& query) {
+    for (std::string& e : detection::undeclaredNames(d.schemas, query)) {
+      errors.push_back(std::move(e));
+    }
+  };
+  for (const descriptor::ServiceAssembly& assembly : d.assemblies) {
+    for (const descriptor::ServiceUnit& unit : assembly.units) {
+      for (const descriptor::QuerySpec& query : unit.queries) check(query);
+    }
+  }
+  if (const auto* cluster = d.element<services::cluster::ClusterSpec>()) {
+    for (const descriptor::QuerySpec& query : cluster->queries) check(query);
   }
 }
 
@@ -208,6 +228,7 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
         {"", "http-listener", services::http::makeHttpListener(*http, *bus->context_)});
   }
   checkFiles(d, errors);
+  checkSchemas(d, errors);
   if (!errors.empty()) {
     std::string all;
     for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;

@@ -108,6 +108,14 @@ struct PluginSpec {
   Location where;
 };
 
+// An event type the descriptor declares in <schemas>, with its attributes:
+// what the bus's queries may name (checked when the bus is built).
+struct EventSchema {
+  std::string type;
+  std::vector<std::string> attributes;
+  Location where;
+};
+
 struct PluginsConfig {
   // In the order written, each resolved against the descriptor's folder;
   // searched before the loader's default paths.
@@ -225,6 +233,9 @@ struct Descriptor {
   RoutesConfig routes;
   std::vector<ServiceAssembly> assemblies;
   std::vector<ServiceElement> elements;  // in document order
+  // The event types of <schemas>; empty when the descriptor declares none,
+  // and then queries are not checked against any.
+  std::vector<EventSchema> schemas;
   Location where;
 
   const StageSpec* stage(std::string_view name) const;           // nullptr when absent

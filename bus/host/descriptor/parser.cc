@@ -192,6 +192,7 @@ class Parser {
                                          {"stages", true},
                                          {"plugins", true},
                                          {"routes", true},
+                                         {"schemas", true},
                                          {"service-assembly"}}),
                [&](const Element& child) {
                  const std::string_view tag = child.tag();
@@ -207,6 +208,8 @@ class Parser {
                    plugins(child, d.plugins);
                  } else if (tag == "routes") {
                    routes(child, d.routes);
+                 } else if (tag == "schemas") {
+                   schemas(child, d.schemas);
                  } else if (tag == "service-assembly") {
                    ServiceAssembly a;
                    if (!assembly(child, a)) return;
@@ -296,6 +299,31 @@ class Parser {
     if (!stage_name) return false;
     s.name = *stage_name;
     return true;
+  }
+
+  // <schemas><event type="T"><attribute name="a"/>...</event>...</schemas>
+  void schemas(const Element& e, std::vector<EventSchema>& out) {
+    e.allowAttributes({});
+    NameScope types;
+    e.children({{"event"}}, [&](const Element& child) {
+      child.allowAttributes({"type"});
+      EventSchema schema;
+      schema.where = child.where();
+      auto type = child.name("type", true);
+      NameScope attributes;
+      child.children({{"attribute"}}, [&](const Element& attribute) {
+        attribute.allowAttributes({"name"});
+        attribute.noChildren();
+        auto name = attribute.name("name", true);
+        if (!name) return;
+        attribute.unique(attributes, "attribute", *name);
+        schema.attributes.push_back(*name);
+      });
+      if (!type) return;
+      schema.type = *type;
+      child.unique(types, "event type", schema.type);
+      out.push_back(std::move(schema));
+    });
   }
 
   void plugins(const Element& e, PluginsConfig& out) {

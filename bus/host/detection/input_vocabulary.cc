@@ -115,6 +115,12 @@ void InputVocabulary::observe(std::span<const EventPtr> events) {
   for (const EventPtr& e : events) observe(*e);
 }
 
+void InputVocabulary::declare(std::string_view type, std::span<const std::string> attributes) {
+  declared_ = true;
+  std::unordered_set<Symbol>& names = attributes_[Symbol::intern(type)];
+  for (const std::string& a : attributes) names.insert(Symbol::intern(a));
+}
+
 std::vector<std::string> InputVocabulary::unknownNames(std::span<const NameUse> uses,
                                                        std::string_view input) const {
   std::vector<std::string> warnings;
@@ -141,7 +147,7 @@ std::string InputVocabulary::unknownType(const NameUse& use, std::string_view in
   std::vector<std::string_view> types;
   for (const auto& [type, names] : attributes_) types.push_back(type.name());
   std::sort(types.begin(), types.end());  // the guess must not depend on hashing order
-  return at(use.pos) + "event type '" + use.name + "' never occurred in " + std::string(input) +
+  return at(use.pos) + "event type '" + use.name + "' " + absent() + " in " + std::string(input) +
          suggestion(use.name, types);
 }
 
@@ -153,7 +159,7 @@ std::string InputVocabulary::unknownAttribute(const NameUse& use, std::string_vi
   std::vector<std::string_view> names;
   for (Symbol s : found->second) names.push_back(s.name());
   std::sort(names.begin(), names.end());
-  return at(use.pos) + "attribute '" + use.name + "' never occurred on a " + use.type +
+  return at(use.pos) + "attribute '" + use.name + "' " + absent() + " on a " + use.type +
          " event in " + std::string(input) + suggestion(use.name, names);
 }
 
@@ -177,7 +183,7 @@ std::string InputVocabulary::unknownKey(const NameUse& use, std::span<const Name
     if (!types.empty()) types += " or ";
     types += t;
   }
-  return at(use.pos) + "PARTITION BY key '" + use.name + "' never occurred on a " + types +
+  return at(use.pos) + "PARTITION BY key '" + use.name + "' " + absent() + " on a " + types +
          " event in " + std::string(input) + suggestion(use.name, names);
 }
 

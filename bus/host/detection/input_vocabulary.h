@@ -58,6 +58,11 @@ class InputVocabulary {
   void observe(const Event& event);
   void observe(std::span<const EventPtr> events);
 
+  // Declares an event type and its attributes (a descriptor's <schemas>)
+  // instead of observing events: the warnings then say a name "is not
+  // declared" rather than that it "never occurred".
+  void declare(std::string_view type, std::span<const std::string> attributes);
+
   // How many events observe() saw.
   uint64_t events() const { return events_; }
   bool hadType(Symbol type) const { return attributes_.contains(type); }
@@ -76,8 +81,11 @@ class InputVocabulary {
   std::string unknownKey(const NameUse& use, std::span<const NameUse> uses,
                          std::string_view input) const;
 
+  const char* absent() const { return declared_ ? "is not declared" : "never occurred"; }
+
   std::unordered_map<Symbol, std::unordered_set<Symbol>> attributes_;  // per event type
   uint64_t events_ = 0;
+  bool declared_ = false;
 };
 
 }  // namespace cepbus::detection

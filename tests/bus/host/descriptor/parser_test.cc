@@ -276,6 +276,38 @@ TEST(ParserTest, EngineAutoIsKeptForTheCepServiceToChoose) {
   EXPECT_EQ(q.where.toString(), "t.xml:4");
 }
 
+TEST(ParserTest, SchemasDeclareEventTypesAndTheirAttributes) {
+  auto result = parseDescriptorString(R"(<cepbus name="t">
+<schemas>
+  <event type="Stock"><attribute name="symbol"/><attribute name="price"/></event>
+  <event type="Tick"/>
+</schemas>
+</cepbus>)",
+                                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  ASSERT_EQ(result->schemas.size(), 2u);
+  EXPECT_EQ(result->schemas[0].type, "Stock");
+  EXPECT_EQ(result->schemas[0].attributes, (std::vector<std::string>{"symbol", "price"}));
+  EXPECT_EQ(result->schemas[0].where.toString(), "t.xml:3");
+  EXPECT_EQ(result->schemas[1].type, "Tick");
+  EXPECT_TRUE(result->schemas[1].attributes.empty());
+}
+
+TEST(ParserErrorTest, SchemasRefuseRepeatedTypesAndAttributesAndStrangeChildren) {
+  EXPECT_THAT(errorsOf("<cepbus name=\"t\">\n<schemas>\n<event type=\"A\"/>\n"
+                       "<event type=\"A\"/>\n</schemas>\n</cepbus>"),
+              ElementsAre(HasSubstr("t.xml:4:")));
+  EXPECT_THAT(errorsOf("<cepbus name=\"t\">\n<schemas>\n<event type=\"A\">\n"
+                       "<attribute name=\"x\"/>\n<attribute name=\"x\"/>\n</event>\n"
+                       "</schemas>\n</cepbus>"),
+              ElementsAre(HasSubstr("t.xml:5:")));
+  EXPECT_THAT(errorsOf("<cepbus name=\"t\">\n<schemas>\n<type name=\"A\"/>\n</schemas>\n"
+                       "</cepbus>"),
+              ElementsAre(HasSubstr("t.xml:3: unknown element <type>")));
+  EXPECT_THAT(errorsOf("<cepbus name=\"t\">\n<schemas>\n<event/>\n</schemas>\n</cepbus>"),
+              ElementsAre(HasSubstr("missing required attribute \"type\"")));
+}
+
 // ---- each kind of error ------------------------------------------------------
 
 TEST(ParserErrorTest, MalformedXmlNamesTheLine) {
@@ -307,7 +339,7 @@ TEST(ParserErrorTest, UnknownElement) {
   EXPECT_THAT(errorsOf("<cepbus name=\"t\">\n<queues/>\n</cepbus>"),
               ElementsAre("t.xml:2: unknown element <queues> in <cepbus name=\"t\">; expected "
                           "<logging>, <journal>, <listeners>, <stages>, <plugins>, <routes>, "
-                          "<service-assembly>"));
+                          "<schemas>, <service-assembly>"));
   EXPECT_THAT(errorsOf(withStages("<stage name=\"a\"><tls/></stage>")),
               ElementsAre("t.xml:3: unknown element <tls> in <stage name=\"a\">; <stage> has no "
                           "child elements"));
