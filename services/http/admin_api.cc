@@ -206,6 +206,36 @@ json clusterJson(router::Registry& registry) {
   return json{{"nodes", std::move(nodes)}};
 }
 
+// What keeps the bus from being ready, one object per part: a service
+// (plugins, listeners, bridges, CEP services and their queries: every
+// registry entry of kind service) that is not started, and a paused route.
+json notReady(router::Registry& registry) {
+  json out = json::array();
+  for (const router::ComponentSnapshot& c : registry.snapshot()) {
+    if (c.kind != router::ComponentKind::kService || c.state == router::ComponentState::kStarted) {
+      continue;
+    }
+    std::string reason = c.reason;
+    if (reason.empty()) {
+      reason = c.state == router::ComponentState::kRegistered
+                   ? "not started yet"
+                   : "the bus is stopping, or the service ended";
+    }
+    out.push_back(json{{"service", c.name},
+                       {"state", router::componentStateName(c.state)},
+                       {"reason", std::move(reason)}});
+  }
+  const json routes = routesJson(registry.stats());
+  for (const json& route : routes.at("routes")) {
+    if (!route.at("paused").get<bool>()) continue;
+    out.push_back(json{{"route", route.at("route")},
+                       {"state", "paused"},
+                       {"reason", "paused over the admin API; POST /api/routes/" +
+                                      route.at("route").get<std::string>() + "/resume"}});
+  }
+  return out;
+}
+
 AdminResponse methodNotAllowed(std::string_view method, std::string allow) {
   AdminResponse response =
       adminError(405, "method " + std::string(method) + " not allowed here; allowed: " + allow);
@@ -266,6 +296,17 @@ AdminResponse AdminApi::handle(const AdminRequest& request) const {
   std::string_view path = request.target.substr(0, request.target.find('?'));
   const bool get = request.method == "GET";
 
+  // Probes (liveness, readiness) are reads: open, like /metrics.
+  if (path == "/health") {
+    if (!get) return methodNotAllowed(request.method, "GET");
+    return jsonResponse(200, json{{"status", "ok"}});
+  }
+  if (path == "/ready") {
+    if (!get) return methodNotAllowed(request.method, "GET");
+    json waiting = notReady(registry_);
+    if (waiting.empty()) return jsonResponse(200, json{{"status", "ready"}});
+    return jsonResponse(503, json{{"status", "not ready"}, {"not_ready", std::move(waiting)}});
+  }
   if (path == "/" || path == "/index.html" || path == "/dashboard.js" || path == "/dashboard.css") {
     if (!get) return methodNotAllowed(request.method, "GET");
     const DashboardAsset asset = dashboardAsset(path == "/index.html" ? "/" : path);

@@ -3,6 +3,12 @@
 // AdminApi: what the admin HTTP listener answers, apart from the transport
 // (services/http/http_listener.h does the HTTP and hands requests here).
 //
+//   GET  /health                    liveness: 200 {"status":"ok"} while the
+//                                   process answers
+//   GET  /ready                     readiness: 200 {"status":"ready"} when every
+//                                   service is started and no route is paused;
+//                                   else 503 {"status":"not ready","not_ready":
+//                                   [{service|route, state, reason}...]}
 //   GET  /metrics                   Prometheus text (services/http/prometheus.h)
 //   GET  /api/components            {"components":[component...]}, sorted by name
 //   GET  /api/components/{name}     one component; the name is percent-decoded
@@ -25,11 +31,13 @@
 //   POST   /api/routes/{pattern}/pause | /resume   ("(default)" = default route)
 //   GET  / (and /dashboard.js, /dashboard.css)    the dashboard page
 //
-// Reads are open. A state-changing request needs `Authorization: Bearer
-// <token>`, the token being the value of the environment variable the
-// descriptor names in <listeners><http token-env="...">: without a token
-// configured such requests are refused with 403 (saying how to configure
-// one), with a missing or wrong token with 401. Every error is a JSON body
+// Reads are open, the probes and /metrics included: a Kubernetes probe or a
+// Prometheus scrape carries no secret, and a read changes nothing. A
+// state-changing request needs `Authorization: Bearer <token>`, the token
+// being the value of the environment variable the descriptor names in
+// <listeners><http token-env="...">: without a token configured such
+// requests are refused with 403 (saying how to configure one), with a
+// missing or wrong token with 401. Every error is a JSON body
 // {"error":"..."}: 404 for an unknown path, 405 (with Allow) for a method the
 // path does not take.
 //

@@ -257,6 +257,58 @@ TEST_F(AdminApiTest, AnswersUnknownPathsAndMethodsWithJsonErrors) {
   EXPECT_EQ(get("/api/flows?pretty=1").status, 200);
 }
 
+TEST_F(AdminApiTest, HealthAnswersWhileTheProcessRuns) {
+  const AdminResponse health = get("/health");
+  ASSERT_EQ(health.status, 200);
+  EXPECT_EQ(json::parse(health.body), json({{"status", "ok"}}));
+  EXPECT_EQ(call("POST", "/health").status, 405);
+}
+
+// The reasons /ready gives, one "service" or "route" name -> reason each.
+std::map<std::string, std::string> notReadyOf(const AdminResponse& response) {
+  std::map<std::string, std::string> out;
+  const json body = json::parse(response.body);
+  for (const json& part : body.value("not_ready", json::array())) {
+    const std::string name = part.contains("service")
+                                 ? "service " + part.at("service").get<std::string>()
+                                 : "route " + part.at("route").get<std::string>();
+    out[name] = part.at("state").get<std::string>() + ": " + part.at("reason").get<std::string>();
+  }
+  return out;
+}
+
+TEST_F(AdminApiTest, ReadyNamesEveryServiceNotStartedAndEveryPausedRoute) {
+  Recorder recorder(*bus_.broker, "rec", "stocks.#");  // endpoints do not count
+  AdminResponse ready = get("/ready");
+  ASSERT_EQ(ready.status, 200) << ready.body;
+  EXPECT_EQ(json::parse(ready.body), json({{"status", "ready"}}));
+
+  auto starting = bus_.registry->add("svc", router::ComponentKind::kService);
+  auto bridge = bus_.registry->add("bridge", router::ComponentKind::kService);
+  ASSERT_TRUE(starting && bridge);
+  (*bridge)->setState(router::ComponentState::kFailed, "amqp://peer: connection refused");
+  ASSERT_TRUE(bus_.broker->setRoutePaused("slow.#", true));
+  ready = get("/ready");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_EQ(json::parse(ready.body).at("status"), "not ready");
+  EXPECT_EQ(
+      notReadyOf(ready),
+      (std::map<std::string, std::string>{
+          {"service svc", "registered: not started yet"},
+          {"service bridge", "failed: amqp://peer: connection refused"},
+          {"route slow.#", "paused: paused over the admin API; POST /api/routes/slow.#/resume"}}));
+
+  (*starting)->setState(router::ComponentState::kStarted);
+  (*bridge)->setState(router::ComponentState::kStarted);
+  EXPECT_EQ(notReadyOf(get("/ready")).size(), 1u);
+  ASSERT_TRUE(bus_.broker->setRoutePaused("slow.#", false));
+  EXPECT_EQ(get("/ready").status, 200);
+  (*starting)->setState(router::ComponentState::kStopped);
+  EXPECT_EQ(notReadyOf(get("/ready")),
+            (std::map<std::string, std::string>{
+                {"service svc", "stopped: the bus is stopping, or the service ended"}}));
+}
+
 TEST_F(AdminApiTest, PublishingNeedsTheBearerToken) {
   Recorder recorder(*bus_.broker, "rec", "stocks.#");
   const std::string event = R"({"type":"Stock","ts":5,"attrs":{"price":2.5}})";
