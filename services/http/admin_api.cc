@@ -35,6 +35,57 @@ QueryHost* queryHostOf(Service* service) {
 constexpr std::string_view kEventsPrefix = "/api/events/";
 constexpr std::string_view kApiPrefix = "/api/";
 
+// One row of the /api/ index.
+struct ApiResource {
+  std::string_view path;
+  std::string_view methods;  // comma-separated
+  std::string_view description;
+};
+
+// What the listener serves, for GET /api/ (docs/operations.md has the bodies).
+constexpr ApiResource kApiIndex[] = {
+    {"/health", "GET", "liveness: 200 while the process answers"},
+    {"/ready", "GET", "readiness: 200 when every service is started and no route paused, else 503"},
+    {"/metrics", "GET", "every counter and gauge in the Prometheus text format"},
+    {"/ws?address={pattern}", "GET", "WebSocket feed of the events published to the pattern"},
+    {"/api/", "GET", "this index"},
+    {"/api/components", "GET", "every registry component with its state and numbers"},
+    {"/api/components/{name}", "GET", "one component (percent-encode the name)"},
+    {"/api/endpoints", "GET", "the components that are endpoints"},
+    {"/api/services", "GET", "the running services with their assembly, type and state"},
+    {"/api/assemblies", "GET, POST", "the deployed assemblies; POST deploys a <service-assembly>"},
+    {"/api/assemblies/{name}", "DELETE", "undeploys an assembly"},
+    {"/api/queries", "GET", "every query with its engine and numbers"},
+    {"/api/queries/{service}", "POST", "adds a <query> to a running CEP service"},
+    {"/api/queries/{service}/{query}", "DELETE", "removes a query"},
+    {"/api/queries/{service}/{query}/model?format=json|dot", "GET",
+     "the query's detector model (petri)"},
+    {"/api/routes", "GET", "the delivery-policy routes with their numbers"},
+    {"/api/routes/{pattern}/pause", "POST", "pauses a route: it refuses new events"},
+    {"/api/routes/{pattern}/resume", "POST", "resumes a paused route"},
+    {"/api/flows", "GET", "the flows with their numbers and journals"},
+    {"/api/stages", "GET", "the SEDA stages with their queues and latencies"},
+    {"/api/plugins", "GET", "the detector plugins loaded"},
+    {"/api/cluster", "GET", "the cluster nodes this bus runs"},
+    {"/api/events/{address}", "POST", "publishes one JSON-lines event to the address"},
+};
+
+json apiIndex() {
+  json resources = json::array();
+  for (const ApiResource& r : kApiIndex) {
+    json methods = json::array();
+    for (std::string_view rest = r.methods; !rest.empty();) {
+      const size_t comma = rest.find(", ");
+      methods.push_back(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 2);
+    }
+    resources.push_back(
+        json{{"path", r.path}, {"methods", std::move(methods)}, {"description", r.description}});
+  }
+  return json{{"resources", std::move(resources)},
+              {"auth", "reads are open; other methods need Authorization: Bearer <token>"}};
+}
+
 // Names and event text come from clients: invalid UTF-8 is replaced rather
 // than thrown on.
 std::string dump(const json& value) {
@@ -330,6 +381,10 @@ AdminResponse AdminApi::handle(const AdminRequest& request) const {
     const std::optional<std::string> address = percentDecode(path.substr(kEventsPrefix.size()));
     if (!address) return adminError(400, "malformed percent escape in the address");
     return publish(*address, request.body);
+  }
+  if (path == "/api" || path == kApiPrefix) {
+    if (!get) return methodNotAllowed(request.method, "GET");
+    return jsonResponse(200, apiIndex());
   }
   if (path.starts_with(kApiPrefix)) return handleApi(request, path);
   return adminError(404, "no such resource: " + std::string(path));

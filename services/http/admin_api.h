@@ -10,6 +10,8 @@
 //                                   else 503 {"status":"not ready","not_ready":
 //                                   [{service|route, state, reason}...]}
 //   GET  /metrics                   Prometheus text (services/http/prometheus.h)
+//   GET  /api/ (and /api)           the index: {"resources":[{path, methods,
+//                                   description}...], "auth"}
 //   GET  /api/components            {"components":[component...]}, sorted by name
 //   GET  /api/components/{name}     one component; the name is percent-decoded
 //   GET  /api/routes                {"routes":[{route, flow, default, counters...}]}

@@ -516,6 +516,34 @@ TEST_F(AdminApiDeployTest, WithoutADeployerDeploymentIsUnavailable) {
   EXPECT_EQ(alone.handle(AdminRequest{"GET", "/api/services", {}, {}}).status, 503);
 }
 
+// The index tells the truth: a GET of each resource it lists without a
+// placeholder answers 200, and the main resources are all in it.
+TEST_F(AdminApiDeployTest, TheApiIndexListsWhatIsServed) {
+  const AdminResponse index = call("GET", "/api/", {}, "");
+  ASSERT_EQ(index.status, 200) << index.body;
+  EXPECT_EQ(json::parse(call("GET", "/api", {}, "").body), json::parse(index.body));
+  EXPECT_EQ(call("POST", "/api/").status, 405);
+  std::set<std::string> paths;
+  const json listed = json::parse(index.body);
+  for (const json& r : listed.at("resources")) {
+    const std::string path = r.at("path").get<std::string>();
+    paths.insert(path);
+    EXPECT_FALSE(r.at("description").get<std::string>().empty()) << path;
+    ASSERT_FALSE(r.at("methods").empty()) << path;
+    if (path.find('{') != std::string::npos) continue;
+    for (const json& method : r.at("methods")) {
+      if (method != "GET") continue;
+      const AdminResponse answer = call("GET", path, {}, "");
+      EXPECT_EQ(answer.status, 200) << path << ": " << answer.body;
+    }
+  }
+  for (const char* served : {"/health", "/ready", "/metrics", "/api/components", "/api/queries",
+                             "/api/routes", "/api/routes/{pattern}/pause", "/api/assemblies",
+                             "/api/events/{address}", "/api/plugins"}) {
+    EXPECT_TRUE(paths.contains(served)) << served;
+  }
+}
+
 TEST_F(AdminApiDeployTest, ServesTheDashboard) {
   const AdminResponse page = call("GET", "/");
   ASSERT_EQ(page.status, 200);
