@@ -53,11 +53,13 @@ constexpr ApiResource kApiIndex[] = {
     {"/api/components/{name}", "GET", "one component (percent-encode the name)"},
     {"/api/endpoints", "GET", "the components that are endpoints"},
     {"/api/services", "GET", "the running services with their assembly, type and state"},
+    {"/api/services/{name}", "GET", "one service"},
     {"/api/assemblies", "GET, POST", "the deployed assemblies; POST deploys a <service-assembly>"},
     {"/api/assemblies/{name}", "DELETE", "undeploys an assembly"},
     {"/api/queries", "GET", "every query with its engine and numbers"},
     {"/api/queries/{service}", "POST", "adds a <query> to a running CEP service"},
-    {"/api/queries/{service}/{query}", "DELETE", "removes a query"},
+    {"/api/queries/{query}", "GET", "one query, whichever service runs it"},
+    {"/api/queries/{service}/{query}", "GET, DELETE", "one query; DELETE removes it"},
     {"/api/queries/{service}/{query}/model?format=json|dot", "GET",
      "the query's detector model (petri)"},
     {"/api/routes", "GET", "the delivery-policy routes with their numbers"},
@@ -287,6 +289,49 @@ json notReady(router::Registry& registry) {
   return out;
 }
 
+json serviceJson(const router::Registry& registry, const DeployedServiceInfo& info) {
+  json entry{{"name", info.name},
+             {"assembly", info.assembly},
+             {"type", info.type},
+             {"finished", info.finished}};
+  if (auto c = registry.snapshotOf(info.name)) {
+    entry["state"] = router::componentStateName(c->state);
+  }
+  return entry;
+}
+
+// One entry of /api/queries; nullopt when `cep` no longer runs `q`.
+std::optional<json> queryJson(const router::Registry& registry, const std::string& service,
+                              const std::string& q, const QueryHost& cep) {
+  const std::optional<QueryStats> stats = cep.stats(q);
+  if (!stats) return std::nullopt;  // removed meanwhile
+  json entry{{"service", service},
+             {"name", q},
+             {"endpoint", cep.endpointName(q)},
+             {"consumed", stats->consumed},
+             {"matches", stats->matches},
+             {"errors", stats->errors},
+             {"rejected", stats->rejected},
+             {"publish_failures", stats->publish_failures},
+             {"output_held", stats->output_held},
+             {"queued", stats->queued},
+             {"ran_inline", stats->ran_inline}};
+  // null, not 0, for an engine that does not count what it holds.
+  entry["partial_matches"] =
+      stats->partial_matches ? json(stats->partial_matches->partial_matches) : json();
+  entry["partial_matches_peak"] =
+      stats->partial_matches ? json(stats->partial_matches->peak_partial_matches) : json();
+  if (auto detector = registry.snapshotOf(service + "/" + q + ":detector")) {
+    for (const auto& [key, value] : detector->metadata) {
+      if (key == "engine" || key == "engine_choice" || key == "input" || key == "output" ||
+          key == "text" || key == "shared_by") {
+        entry[key] = value;
+      }
+    }
+  }
+  return entry;
+}
+
 AdminResponse methodNotAllowed(std::string_view method, std::string allow) {
   AdminResponse response =
       adminError(405, "method " + std::string(method) + " not allowed here; allowed: " + allow);
@@ -477,14 +522,17 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
     if (auto refused = needsDeployer()) return std::move(*refused);
     json services = json::array();
     for (const DeployedServiceInfo& s : deployer_->deployedServices()) {
-      json entry{
-          {"name", s.name}, {"assembly", s.assembly}, {"type", s.type}, {"finished", s.finished}};
-      if (auto c = registry_.snapshotOf(s.name)) {
-        entry["state"] = router::componentStateName(c->state);
-      }
-      services.push_back(std::move(entry));
+      services.push_back(serviceJson(registry_, s));
     }
     return jsonResponse(200, json{{"services", std::move(services)}});
+  }
+  if (resource == "services" && p.size() == 2 && !p[1].empty()) {
+    if (!get) return methodNotAllowed(method, "GET");
+    if (auto refused = needsDeployer()) return std::move(*refused);
+    for (const DeployedServiceInfo& s : deployer_->deployedServices()) {
+      if (s.name == p[1]) return jsonResponse(200, serviceJson(registry_, s));
+    }
+    return adminError(404, "no service named '" + p[1] + "'");
   }
   if (resource == "assemblies" && p.size() == 1) {
     if (auto refused = needsDeployer()) return std::move(*refused);
@@ -511,40 +559,17 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
       QueryHost* cep = queryHostOf(service.get());
       if (cep == nullptr) continue;
       for (const std::string& q : cep->queries()) {
-        const std::optional<QueryStats> stats = cep->stats(q);
-        if (!stats) continue;  // removed meanwhile
-        json entry{{"service", info.name},
-                   {"name", q},
-                   {"endpoint", cep->endpointName(q)},
-                   {"consumed", stats->consumed},
-                   {"matches", stats->matches},
-                   {"errors", stats->errors},
-                   {"rejected", stats->rejected},
-                   {"publish_failures", stats->publish_failures},
-                   {"output_held", stats->output_held},
-                   {"queued", stats->queued},
-                   {"ran_inline", stats->ran_inline}};
-        // null, not 0, for an engine that does not count what it holds.
-        entry["partial_matches"] =
-            stats->partial_matches ? json(stats->partial_matches->partial_matches) : json();
-        entry["partial_matches_peak"] =
-            stats->partial_matches ? json(stats->partial_matches->peak_partial_matches) : json();
-        if (auto detector = registry_.snapshotOf(info.name + "/" + q + ":detector")) {
-          for (const auto& [key, value] : detector->metadata) {
-            if (key == "engine" || key == "engine_choice" || key == "input" || key == "output" ||
-                key == "text" || key == "shared_by") {
-              entry[key] = value;
-            }
-          }
+        if (std::optional<json> entry = queryJson(registry_, info.name, q, *cep)) {
+          queries.push_back(std::move(*entry));
         }
-        queries.push_back(std::move(entry));
       }
     }
     return jsonResponse(200, json{{"queries", std::move(queries)}});
   }
   if (resource == "queries" && p.size() == 2 && !p[1].empty()) {
-    if (method != "POST") return methodNotAllowed(method, "POST");
     if (auto refused = needsDeployer()) return std::move(*refused);
+    if (get) return queryNamed(p[1]);
+    if (method != "POST") return methodNotAllowed(method, "GET, POST");
     return changes([&] { return addQuery(p[1], request.body); });
   }
   if (resource == "queries" && p.size() == 4 && p[3] == "model") {
@@ -554,11 +579,45 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
     return queryModel(p[1], p[2], format.empty() ? "json" : format);
   }
   if (resource == "queries" && p.size() == 3 && !p[1].empty() && !p[2].empty()) {
-    if (method != "DELETE") return methodNotAllowed(method, "DELETE");
     if (auto refused = needsDeployer()) return std::move(*refused);
+    if (get) return queryOf(p[1], p[2]);
+    if (method != "DELETE") return methodNotAllowed(method, "GET, DELETE");
     return changes([&] { return removeQuery(p[1], p[2]); });
   }
   return adminError(404, "no such resource: " + std::string(path));
+}
+
+AdminResponse AdminApi::queryOf(std::string_view service, std::string_view query) const {
+  const std::shared_ptr<Service> host = deployer_->findService(service);
+  const QueryHost* cep = queryHostOf(host.get());
+  if (cep == nullptr) {
+    return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
+  }
+  if (std::optional<json> entry =
+          queryJson(registry_, std::string(service), std::string(query), *cep)) {
+    return jsonResponse(200, *entry);
+  }
+  return adminError(404, "service '" + std::string(service) + "' runs no query named '" +
+                             std::string(query) + "'");
+}
+
+AdminResponse AdminApi::queryNamed(std::string_view query) const {
+  std::vector<std::string> hosts;
+  for (const DeployedServiceInfo& info : deployer_->deployedServices()) {
+    const std::shared_ptr<Service> host = deployer_->findService(info.name);
+    const QueryHost* cep = queryHostOf(host.get());
+    if (cep == nullptr) continue;
+    const std::vector<std::string> names = cep->queries();
+    if (std::find(names.begin(), names.end(), query) != names.end()) hosts.push_back(info.name);
+  }
+  if (hosts.empty()) return adminError(404, "no query named '" + std::string(query) + "'");
+  if (hosts.size() > 1) {
+    std::string services;
+    for (const std::string& h : hosts) services += (services.empty() ? "" : ", ") + h;
+    return adminError(409, "several services run a query named '" + std::string(query) + "' (" +
+                               services + "): ask /api/queries/{service}/" + std::string(query));
+  }
+  return queryOf(hosts.front(), query);
 }
 
 AdminResponse AdminApi::deploy(std::string_view body) const {

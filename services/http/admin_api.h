@@ -20,6 +20,10 @@
 //                                   journal's counters and gauges
 //   POST /api/events/{address}      publishes the body (one JSON-lines event)
 //                                   to the address; answers the send outcome
+//   GET  /api/services/{name}       one service, as in /api/services
+//   GET  /api/queries/{service}/{query}   one query, as in /api/queries
+//   GET  /api/queries/{query}       the query of that name in whichever
+//                                   service runs it (409 when several do)
 //   GET  /api/services | /api/endpoints | /api/stages | /api/queries |
 //        /api/plugins | /api/assemblies           the lists (docs/operations.md)
 //   POST   /api/assemblies                  deploys the body (a descriptor
@@ -98,6 +102,9 @@ class AdminApi {
   std::optional<AdminResponse> authorize(std::string_view authorization) const;
   AdminResponse publish(std::string_view address, std::string_view body) const;
   AdminResponse handleApi(const AdminRequest& request, std::string_view path) const;
+  AdminResponse queryOf(std::string_view service, std::string_view query) const;
+  // The query of that name, whichever service runs it (409 when several do).
+  AdminResponse queryNamed(std::string_view query) const;
   AdminResponse deploy(std::string_view body) const;
   AdminResponse undeploy(std::string_view name) const;
   AdminResponse addQuery(std::string_view service, std::string_view body) const;

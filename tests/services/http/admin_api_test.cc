@@ -482,6 +482,18 @@ TEST_F(AdminApiDeployTest, ListsServicesAssembliesAndPlugins) {
   EXPECT_EQ(json::parse(call("GET", "/api/stages").body).at("stages"), json::array());
 }
 
+TEST_F(AdminApiDeployTest, OneServiceIsTheSameObjectAsInTheList) {
+  const json listed = json::parse(call("GET", "/api/services").body).at("services").at(0);
+  const AdminResponse one = call("GET", "/api/services/a.u", {}, "");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body), listed);
+  EXPECT_EQ(json::parse(one.body).at("name"), "a.u");
+  const AdminResponse unknown = call("GET", "/api/services/b.u", {}, "");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_NE(errorOf(unknown).find("'b.u'"), std::string::npos) << unknown.body;
+  EXPECT_EQ(call("DELETE", "/api/services/a.u").status, 405);
+}
+
 TEST_F(AdminApiDeployTest, QueriesOfAnUnknownServiceAreNotFound) {
   EXPECT_EQ(call("POST", "/api/queries/no.such", "<query/>").status, 404);
   EXPECT_EQ(call("DELETE", "/api/queries/no.such/q").status, 404);
@@ -728,6 +740,43 @@ TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
     EXPECT_EQ(by_name[q].at("shared_by"), "2") << by_name[q];
     EXPECT_EQ(by_name[q].at("endpoint"), "a.cep/shared-1:rising..dear") << by_name[q];
   }
+}
+
+// GET of one query answers the object /api/queries lists for it, by
+// service and name or by name alone; an unknown one is a 404 naming it.
+TEST(AdminApiQueriesTest, OneQueryIsTheSameObjectAsInTheList) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
+  <service-unit name="cep" type="cep">
+    <query name="dear" engine="petri" input="in" output="out.dear">
+      <text>PATTERN Stock s WHERE s.price &gt; 2.5</text>
+    </query>
+  </service-unit>
+</service-assembly>)"));
+  for (int i = 1; i <= 3; ++i) bus.publish("in", i, i);
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
+  const auto get = [&](std::string_view target) {
+    return api.handle(AdminRequest{"GET", target, "", ""});
+  };
+  json listed;
+  ASSERT_TRUE(cepbus::testing::waitUntil([&] {
+    const json body = json::parse(get("/api/queries").body);
+    listed = body.at("queries").at(0);
+    return listed.at("consumed") == 3;
+  }));
+  const AdminResponse one = get("/api/queries/a.cep/dear");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body), listed);
+  EXPECT_EQ(json::parse(get("/api/queries/dear").body), listed);
+
+  const AdminResponse unknown = get("/api/queries/a.cep/cheap");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_NE(errorOf(unknown).find("'cheap'"), std::string::npos) << unknown.body;
+  EXPECT_NE(errorOf(get("/api/queries/cheap")).find("'cheap'"), std::string::npos);
+  EXPECT_EQ(get("/api/queries/no.such/dear").status, 404);
+  EXPECT_EQ(api.handle(AdminRequest{"PUT", "/api/queries/a.cep/dear", "", ""}).allow,
+            "GET, DELETE");
 }
 
 }  // namespace
