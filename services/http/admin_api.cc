@@ -1,5 +1,7 @@
 #include "services/http/admin_api.h"
 
+#include <Poco/Logger.h>
+
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -386,7 +388,8 @@ AdminApi::AdminApi(router::Broker& broker, router::Registry& registry, std::stri
       registry_(registry),
       token_(std::move(token)),
       token_env_(std::move(token_env)),
-      deployer_(deployer) {}
+      deployer_(deployer),
+      audit_(Poco::Logger::get(std::string(kAuditLogger))) {}
 
 AdminResponse AdminApi::handle(const AdminRequest& request) const {
   std::string_view path = request.target.substr(0, request.target.find('?'));
@@ -420,12 +423,11 @@ AdminResponse AdminApi::handle(const AdminRequest& request) const {
   }
   if (path.starts_with(kEventsPrefix) && path.size() > kEventsPrefix.size()) {
     if (request.method != "POST") return methodNotAllowed(request.method, "POST");
-    if (std::optional<AdminResponse> refused = authorize(request.authorization)) {
-      return std::move(*refused);
-    }
-    const std::optional<std::string> address = percentDecode(path.substr(kEventsPrefix.size()));
-    if (!address) return adminError(400, "malformed percent escape in the address");
-    return publish(*address, request.body);
+    return change(request, [&] {
+      const std::optional<std::string> address = percentDecode(path.substr(kEventsPrefix.size()));
+      if (!address) return adminError(400, "malformed percent escape in the address");
+      return publish(*address, request.body);
+    });
   }
   if (path == "/api" || path == kApiPrefix) {
     if (!get) return methodNotAllowed(request.method, "GET");
@@ -441,12 +443,7 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
   const std::vector<std::string>& p = *parts;
   const std::string_view method = request.method;
   const bool get = method == "GET";
-  auto changes = [&](auto&& action) -> AdminResponse {
-    if (std::optional<AdminResponse> refused = authorize(request.authorization)) {
-      return std::move(*refused);
-    }
-    return action();
-  };
+  auto changes = [&](auto&& action) { return change(request, action); };
   auto needsDeployer = [&]() -> std::optional<AdminResponse> {
     if (deployer_ == nullptr) {
       return adminError(503, "deployment is not available: these services run outside a bus");
@@ -707,6 +704,25 @@ AdminResponse AdminApi::pauseRoute(std::string_view route, std::string_view acti
     return adminError(httpStatus(s), s.message());
   }
   return jsonResponse(200, json{{"route", route}, {"paused", pause}});
+}
+
+template <typename Action>
+AdminResponse AdminApi::change(const AdminRequest& request, Action&& action) const {
+  std::optional<AdminResponse> response = authorize(request.authorization);
+  const std::string_view who = response ? std::string_view("anonymous") : token_env_;
+  if (!response) response = action();
+  // Only the error's text: a success's body may be large (a deployed
+  // assembly's services) and says nothing the path does not.
+  std::string outcome = std::to_string(response->status);
+  if (response->status >= 400) {
+    const json body = json::parse(response->body, nullptr, false);
+    if (body.is_object() && body.contains("error")) {
+      outcome += " (" + body.at("error").get<std::string>() + ")";
+    }
+  }
+  audit_.notice("%s %s by %s: %s", std::string(request.method), std::string(request.target),
+                std::string(who), outcome);
+  return std::move(*response);
 }
 
 std::optional<AdminResponse> AdminApi::authorize(std::string_view authorization) const {

@@ -47,6 +47,15 @@
 // {"error":"..."}: 404 for an unknown path, 405 (with Allow) for a method the
 // path does not take.
 //
+// Every request that needs the token (every state change: deploy,
+// undeploy, add or remove a query, pause or resume a route, publish) is
+// logged once, at notice level, to the logger kAuditLogger: method and
+// target, who — the token's name, which is the token-env variable's, or
+// "anonymous" for a request without the token — and the status, with the
+// error's text when refused or failed:
+//   POST /api/routes/slow.%23/pause by CEPBUS_TOKEN: 200
+//   DELETE /api/assemblies/x by anonymous: 401 (this request needs ...)
+//
 // Status codes of the state changes: 200/201 done; 400 a bad body (the
 // message names the fragment's line); 401/403 token; 404 unknown assembly,
 // service, query or route; 409 already exists; 503 the bus is starting or
@@ -63,6 +72,10 @@
 #include "router/broker.h"
 #include "router/registry.h"
 #include "services/deployer.h"
+
+namespace Poco {
+class Logger;
+}
 
 namespace cepbus::services::http {
 
@@ -87,6 +100,9 @@ AdminResponse adminError(int status, std::string_view message);
 // Decodes %XX escapes; nullopt when an escape is malformed.
 std::optional<std::string> percentDecode(std::string_view text);
 
+// The Poco logger the state changes are logged to.
+inline constexpr std::string_view kAuditLogger = "cepbus.http.audit";
+
 class AdminApi {
  public:
   // `token` empty: no token configured, state-changing requests are refused.
@@ -98,6 +114,9 @@ class AdminApi {
   AdminResponse handle(const AdminRequest& request) const;
 
  private:
+  // Authorizes, runs `action` (AdminResponse()) and logs the change.
+  template <typename Action>
+  AdminResponse change(const AdminRequest& request, Action&& action) const;
   // Empty when the request may change state; otherwise the refusal.
   std::optional<AdminResponse> authorize(std::string_view authorization) const;
   AdminResponse publish(std::string_view address, std::string_view body) const;
@@ -118,6 +137,7 @@ class AdminApi {
   const std::string token_;
   const std::string token_env_;
   Deployer* const deployer_;
+  Poco::Logger& audit_;
 };
 
 }  // namespace cepbus::services::http

@@ -12,6 +12,7 @@
 #include "bus/host/loader/plugin_loader.h"
 #include "services/cep/cep_service.h"
 #include "services/http/prometheus.h"
+#include "tests/services/http/captured_log.h"
 #include "tests/services/http/test_broker.h"
 #include "tests/testing/wait.h"
 
@@ -518,6 +519,48 @@ TEST_F(AdminApiDeployTest, PausesAndResumesARoute) {
   EXPECT_EQ(json::parse(call("GET", "/api/routes").body)["routes"][1].at("paused"), true);
   EXPECT_EQ(call("POST", "/api/routes/nope/pause").status, 404);
   EXPECT_EQ(call("GET", "/api/routes/slow.%23/pause").status, 405);
+}
+
+// Each state change is one audit line naming who and what, refused ones
+// included; reads log nothing.
+TEST_F(AdminApiDeployTest, EveryStateChangeIsLoggedWithWhoAndWhat) {
+  CapturedLog log(kAuditLogger);
+  Recorder recorder(*bus_.broker, "rec", "slow.#");
+  ASSERT_EQ(call("POST", "/api/routes/slow.%23/pause").status, 200);
+  ASSERT_EQ(call("POST", "/api/routes/slow.%23/resume", {}, "Bearer nope").status, 401);
+  ASSERT_EQ(call("POST", "/api/assemblies", kAssembly).status, 201);
+  ASSERT_EQ(call("DELETE", "/api/assemblies/extra").status, 200);
+  ASSERT_EQ(call("POST", "/api/queries/no.such", "<query/>").status, 404);
+  ASSERT_EQ(call("DELETE", "/api/queries/no.such/q").status, 404);
+  ASSERT_EQ(call("POST", "/api/events/slow.x", R"({"type":"Stock","ts":1,"attrs":{}})").status,
+            503);  // the route is paused
+  call("GET", "/api/routes");
+  call("GET", "/api/queries/no.such/q");
+  EXPECT_EQ(log.lines(),
+            (std::vector<std::string>{
+                "POST /api/routes/slow.%23/pause by CEPBUS_TOKEN: 200",
+                "POST /api/routes/slow.%23/resume by anonymous: 401 (this request needs "
+                "Authorization: Bearer <token>)",
+                "POST /api/assemblies by CEPBUS_TOKEN: 201",
+                "DELETE /api/assemblies/extra by CEPBUS_TOKEN: 200",
+                "POST /api/queries/no.such by CEPBUS_TOKEN: 404 (no running CEP service unit "
+                "named 'no.such')",
+                "DELETE /api/queries/no.such/q by CEPBUS_TOKEN: 404 (no running CEP service unit "
+                "named 'no.such')",
+                "POST /api/events/slow.x by CEPBUS_TOKEN: 503 (route for 'slow.x' is paused; retry "
+                "later)",
+            }));
+}
+
+TEST(AdminApiAuditTest, WithoutATokenTheRefusedChangeIsAnonymous) {
+  CapturedLog log(kAuditLogger);
+  TestBroker bus;
+  AdminApi api(*bus.broker, *bus.registry, "", "");
+  EXPECT_EQ(api.handle(AdminRequest{"POST", "/api/routes/(default)/pause", "", ""}).status, 403);
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_TRUE(lines[0].starts_with("POST /api/routes/(default)/pause by anonymous: 403 ("))
+      << lines[0];
 }
 
 TEST_F(AdminApiDeployTest, WithoutADeployerDeploymentIsUnavailable) {
