@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -334,6 +335,40 @@ std::optional<json> queryJson(const router::Registry& registry, const std::strin
   return entry;
 }
 
+// The descriptor's plugins (the bus registers each as "plugin:<name>"),
+// then those the loader loaded since, on demand.
+json pluginsJson(const router::Registry& registry, const plugin::PluginLoader* loader) {
+  constexpr std::string_view kPluginPrefix = "plugin:";
+  json plugins = json::array();
+  std::set<std::string, std::less<>> listed;  // library paths
+  for (const router::ComponentSnapshot& c : registry.snapshot()) {
+    if (!c.name.starts_with(kPluginPrefix)) continue;
+    json entry{{"name", c.name.substr(kPluginPrefix.size())},
+               {"state", router::componentStateName(c.state)},
+               {"reason", c.reason},
+               {"on_demand", false}};
+    for (const auto& [key, value] : c.metadata) {
+      entry[key] = value;
+      if (key == "path") listed.insert(value);
+    }
+    plugins.push_back(std::move(entry));
+  }
+  if (loader == nullptr) return json{{"plugins", std::move(plugins)}};
+  for (const plugin::PluginPtr& p : loader->loaded()) {
+    if (listed.contains(p->path())) continue;
+    std::string engines;
+    for (const std::string& e : p->engines()) engines += (engines.empty() ? "" : ",") + e;
+    plugins.push_back(json{{"name", p->name()},
+                           {"state", router::componentStateName(router::ComponentState::kStarted)},
+                           {"reason", ""},
+                           {"on_demand", true},
+                           {"path", p->path()},
+                           {"version", p->version()},
+                           {"engines", std::move(engines)}});
+  }
+  return json{{"plugins", std::move(plugins)}};
+}
+
 AdminResponse methodNotAllowed(std::string_view method, std::string allow) {
   AdminResponse response =
       adminError(405, "method " + std::string(method) + " not allowed here; allowed: " + allow);
@@ -383,12 +418,13 @@ std::optional<std::string> percentDecode(std::string_view text) {
 }
 
 AdminApi::AdminApi(router::Broker& broker, router::Registry& registry, std::string token,
-                   std::string token_env, Deployer* deployer)
+                   std::string token_env, Deployer* deployer, const plugin::PluginLoader* plugins)
     : broker_(broker),
       registry_(registry),
       token_(std::move(token)),
       token_env_(std::move(token_env)),
       deployer_(deployer),
+      plugins_(plugins),
       audit_(Poco::Logger::get(std::string(kAuditLogger))) {}
 
 AdminResponse AdminApi::handle(const AdminRequest& request) const {
@@ -482,17 +518,7 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
   }
   if (resource == "plugins" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");
-    constexpr std::string_view kPluginPrefix = "plugin:";
-    json plugins = json::array();
-    for (const router::ComponentSnapshot& c : registry_.snapshot()) {
-      if (!c.name.starts_with(kPluginPrefix)) continue;
-      json entry{{"name", c.name.substr(kPluginPrefix.size())},
-                 {"state", router::componentStateName(c.state)},
-                 {"reason", c.reason}};
-      for (const auto& [key, value] : c.metadata) entry[key] = value;
-      plugins.push_back(std::move(entry));
-    }
-    return jsonResponse(200, json{{"plugins", std::move(plugins)}});
+    return jsonResponse(200, pluginsJson(registry_, plugins_));
   }
   if (resource == "cluster" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");

@@ -25,7 +25,9 @@
 //   GET  /api/queries/{query}       the query of that name in whichever
 //                                   service runs it (409 when several do)
 //   GET  /api/services | /api/endpoints | /api/stages | /api/queries |
-//        /api/plugins | /api/assemblies           the lists (docs/operations.md)
+//        /api/plugins | /api/assemblies           the lists (docs/operations.md);
+//        /api/plugins: the descriptor's <plugins> (their registry entries)
+//        and those loaded on demand since (a query's engine), on_demand true
 //   POST   /api/assemblies                  deploys the body (a descriptor
 //                                           fragment: one <service-assembly>)
 //   DELETE /api/assemblies/{name}           undeploys it
@@ -69,6 +71,7 @@
 #include <string>
 #include <string_view>
 
+#include "bus/host/loader/plugin_loader.h"
 #include "router/broker.h"
 #include "router/registry.h"
 #include "services/deployer.h"
@@ -108,8 +111,10 @@ class AdminApi {
   // `token` empty: no token configured, state-changing requests are refused.
   // `token_env` is only used to say how to configure one.
   // `deployer` may be null (no bus): the deployment calls then answer 503.
+  // `plugins` may be null: /api/plugins then lists only the descriptor's.
   AdminApi(router::Broker& broker, router::Registry& registry, std::string token,
-           std::string token_env, Deployer* deployer = nullptr);
+           std::string token_env, Deployer* deployer = nullptr,
+           const plugin::PluginLoader* plugins = nullptr);
 
   AdminResponse handle(const AdminRequest& request) const;
 
@@ -137,6 +142,7 @@ class AdminApi {
   const std::string token_;
   const std::string token_env_;
   Deployer* const deployer_;
+  const plugin::PluginLoader* const plugins_;
   Poco::Logger& audit_;
 };
 

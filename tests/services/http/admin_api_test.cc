@@ -641,6 +641,7 @@ class OneCepServiceDeployer final : public Deployer {
     return {{service_->name(), "a", "cep", false}};
   }
   std::vector<AssemblyInfo> assemblies() const override { return {}; }
+  plugin::PluginLoader& loader() { return loader_; }
 
  private:
   plugin::PluginLoader loader_;
@@ -820,6 +821,45 @@ TEST(AdminApiQueriesTest, OneQueryIsTheSameObjectAsInTheList) {
   EXPECT_EQ(get("/api/queries/no.such/dear").status, 404);
   EXPECT_EQ(api.handle(AdminRequest{"PUT", "/api/queries/a.cep/dear", "", ""}).allow,
             "GET, DELETE");
+}
+
+// A plugin a query's engine loaded after start-up is listed, marked
+// on_demand; one the descriptor named (its registry entry) is listed once.
+TEST(AdminApiPluginsTest, ListsPluginsLoadedOnDemand) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  Result<plugin::PluginPtr> nfa = deployer.loader().load("nfa");
+  ASSERT_TRUE(nfa) << nfa.status().message();
+  auto entry = bus.registry->add("plugin:nfa", router::ComponentKind::kService);
+  ASSERT_TRUE(entry);
+  (*entry)->setMetadata("path", (*nfa)->path());
+  (*entry)->setState(router::ComponentState::kStarted);
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer, &deployer.loader());
+  const auto plugins = [&] {
+    std::map<std::string, json> out;
+    const json body = json::parse(api.handle(AdminRequest{"GET", "/api/plugins", "", ""}).body);
+    for (const json& p : body.at("plugins")) out[p.at("name").get<std::string>()] = p;
+    return out;
+  };
+  EXPECT_EQ(plugins().size(), 1u);
+
+  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
+  <service-unit name="cep" type="cep">
+    <query name="dear" engine="petri" input="in" output="out.dear">
+      <text>PATTERN Stock s WHERE s.price &gt; 2.5</text>
+    </query>
+  </service-unit>
+</service-assembly>)"));
+  const std::map<std::string, json> listed = plugins();
+  ASSERT_EQ(listed.size(), 2u) << json(listed);
+  EXPECT_EQ(listed.at("nfa").at("on_demand"), false);
+  const json& petri = listed.at("petri");
+  EXPECT_EQ(petri.at("on_demand"), true);
+  EXPECT_EQ(petri.at("state"), "started");
+  EXPECT_NE(petri.at("path").get<std::string>().find("libcepbus_plugin_petri.so"),
+            std::string::npos);
+  EXPECT_NE(petri.at("engines").get<std::string>().find("petri"), std::string::npos);
+  EXPECT_FALSE(petri.at("version").get<std::string>().empty());
 }
 
 }  // namespace
