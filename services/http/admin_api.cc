@@ -145,15 +145,33 @@ json componentJson(const router::ComponentSnapshot& c,
               {"throughput_per_second", c.throughput_per_s}};
 }
 
-// The delivery-policy routes, default route included.
+// The delivery-policy routes, default route included. "queued" is what the
+// stages of the route's flow hold now (the route's counter "enqueued" only
+// grows).
 json routesJson(const stats::Store& store) {
+  // By flow: what its stages took and did not finish yet (queued or being
+  // handled; a worker takes a batch off the queue before handling it).
+  std::map<std::string, double, std::less<>> waiting;
+  for (const stats::ScopeSnapshot& scope : store.scopes(stages::kStageSchema.component)) {
+    double pending = 0;
+    for (const stats::MetricValue& m : scope.metrics) {
+      if (m.name == stages::stage_stats::kOffered.name) pending += m.value;
+      if (m.name == stages::stage_stats::kRejected.name ||
+          m.name == stages::stage_stats::kProcessed.name ||
+          m.name == stages::stage_stats::kFailed.name) {
+        pending -= m.value;
+      }
+    }
+    waiting[std::string(scope.label("flow"))] += std::max(pending, 0.0);
+  }
   json routes = json::array();
   for (const stats::ScopeSnapshot& scope : store.scopes(router::kRouteSchema.component)) {
     const std::string_view route = scope.label("route");
-    json entry{{"route", route},
-               {"default", route == router::kDefaultRouteLabel},
-               {"flow", scope.label("flow")}};
+    const std::string_view flow = scope.label("flow");
+    json entry{{"route", route}, {"default", route == router::kDefaultRouteLabel}, {"flow", flow}};
     entry.update(metricsJson(scope));
+    const auto queued = waiting.find(flow);
+    entry["queued"] = static_cast<uint64_t>(queued != waiting.end() ? queued->second : 0);
     entry["paused"] = entry.value("paused", 0) != 0;
     routes.push_back(std::move(entry));
   }

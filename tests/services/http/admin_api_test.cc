@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -10,6 +12,7 @@
 #include "bus/core/wire_names.h"
 #include "bus/host/descriptor/parser.h"
 #include "bus/host/loader/plugin_loader.h"
+#include "flows/seda_flow.h"
 #include "services/cep/cep_service.h"
 #include "services/http/prometheus.h"
 #include "tests/services/http/captured_log.h"
@@ -860,6 +863,52 @@ TEST(AdminApiPluginsTest, ListsPluginsLoadedOnDemand) {
             std::string::npos);
   EXPECT_NE(petri.at("engines").get<std::string>().find("petri"), std::string::npos);
   EXPECT_FALSE(petri.at("version").get<std::string>().empty());
+}
+
+// A route through a SEDA flow shows what waits in the flow's stages now:
+// N while its endpoint is held, 0 once everything drained; "enqueued" keeps
+// the total. (It showed the total as "queued" after everything drained.)
+TEST(AdminApiRoutesTest, ARouteShowsNothingQueuedOnceDrained) {
+  auto registry = std::make_shared<router::Registry>();
+  auto policy = std::make_unique<router::DeliveryPolicy>("st");
+  ASSERT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st", registry->stats())));
+  flows::SedaFlowConfig seda;
+  seda.name = "seda";
+  seda.stats = registry->stats();
+  ASSERT_TRUE(policy->addFlow(std::make_unique<flows::SedaFlow>(std::move(seda))));
+  ASSERT_TRUE(policy->addRoute(router::RouteRule{"ticks.#", "seda"}));
+  router::Broker broker(std::move(policy), registry);
+  ASSERT_TRUE(broker.start());
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> got{0};
+  ASSERT_TRUE(broker.addEndpoint("slow", [&](const flows::Exchange&, flows::DeliveryContext&) {
+    released.wait();
+    ++got;
+    return Status::ok();
+  }));
+  ASSERT_TRUE(broker.subscribe("slow", "ticks.#"));
+  constexpr int kEvents = 5;
+  for (int i = 0; i < kEvents; ++i) {
+    ASSERT_EQ(broker.publish(stockExchange("ticks.x", i, 1.0)).queued, 1u);
+  }
+  const AdminApi api(broker, *registry, "", "");
+  const auto ticks = [&] {
+    const json body = json::parse(api.handle(AdminRequest{"GET", "/api/routes", "", ""}).body);
+    for (const json& r : body.at("routes")) {
+      if (r.at("route") == "ticks.#") return r;
+    }
+    return json();
+  };
+  // Queued, or taken off the queue by the held worker: not delivered yet.
+  EXPECT_EQ(ticks().at("queued"), kEvents) << ticks();
+  release.set_value();
+  ASSERT_TRUE(cepbus::testing::waitUntil([&] { return got == kEvents; }));
+  ASSERT_TRUE(cepbus::testing::waitUntil([&] { return ticks().at("queued") == 0; })) << ticks();
+  EXPECT_EQ(ticks().at("enqueued"), kEvents);
+  EXPECT_EQ(ticks().at("delivered"), 0);  // none finished before publish returned
+  (void)broker.removeEndpoint("slow");
+  broker.stop();
 }
 
 }  // namespace
