@@ -33,6 +33,9 @@ struct QueryStats {
   size_t output_held = 0;
   size_t queued = 0;        // events waiting in its stage or being detected
   uint64_t ran_inline = 0;  // events detected on the delivering thread (run_inline)
+  // Events of the query's types that lacked an attribute its predicates
+  // read (bus/host/detection/query_name_watch.h).
+  uint64_t missing_attribute = 0;
   // What its detector holds (plugin::DetectorState) after its last call;
   // nullopt when the engine does not count.
   std::optional<plugin::DetectorState> partial_matches;

@@ -32,6 +32,7 @@
 
 namespace cepbus::services {
 
+class ClusterMember;
 class QueryHost;
 
 // What a service may use of the bus. Outlives every service built with it.
@@ -75,6 +76,9 @@ class Service {
   // The queries this service runs, for the admin API; nullptr for a service
   // that runs none. Valid as long as the service is.
   virtual QueryHost* queryHost() { return nullptr; }
+  // What this service reports as a node of a cluster, for the admin API;
+  // nullptr for a service that is none. Valid as long as the service is.
+  virtual const ClusterMember* clusterMember() const { return nullptr; }
 };
 
 // Builds services of one type from service units.

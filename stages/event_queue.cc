@@ -80,6 +80,32 @@ void AdaptiveMutex::lock() { pthread_mutex_lock(&mu_); }
 bool AdaptiveMutex::try_lock() { return pthread_mutex_trylock(&mu_) == 0; }
 void AdaptiveMutex::unlock() { pthread_mutex_unlock(&mu_); }
 
+uint64_t EventCount::epoch() const {
+  MutexLock lock(mu_);
+  return epoch_;
+}
+
+void EventCount::waitPast(uint64_t seen, Clock::time_point deadline) const {
+  MutexLock lock(mu_);
+  cv_.waitUntil(mu_, deadline, [&]() REQUIRES(mu_) { return epoch_ != seen; });
+}
+
+void EventCount::notifyOne() {
+  {
+    MutexLock lock(mu_);
+    ++epoch_;
+  }
+  cv_.notify_one();
+}
+
+void EventCount::notifyAll() {
+  {
+    MutexLock lock(mu_);
+    ++epoch_;
+  }
+  cv_.notify_all();
+}
+
 CostClassifier::CostClassifier(std::vector<int32_t> thresholds)
     : thresholds_(std::move(thresholds)) {
   for (size_t i = 1; i < thresholds_.size(); ++i) {
@@ -136,19 +162,15 @@ bool EventQueue::spinUntil(Clock::time_point deadline, Ready ready) const {
 }
 
 template <typename Ready>
-bool EventQueue::sleepUntil(std::atomic<uint32_t>& waiters, std::condition_variable& cv,
-                            uint64_t& epoch, Clock::time_point deadline, Ready ready) const {
-  std::unique_lock<std::mutex> lock(sleep_mu_);
-  const uint64_t seen = epoch;
-  lock.unlock();
+bool EventQueue::sleepUntil(std::atomic<uint32_t>& waiters, const EventCount& wakes,
+                            Clock::time_point deadline, Ready ready) const {
+  const uint64_t seen = wakes.epoch();
   announceWaiter(waiters);
-  // Either the waker sees this waiter (and bumps the epoch under sleep_mu_),
-  // or this re-check sees what the waker published.
+  // Either the waker sees this waiter (and moves the epoch on), or this
+  // re-check sees what the waker published.
   bool ok = ready() || closed();
   if (!ok) {
-    lock.lock();
-    cv.wait_until(lock, deadline, [&] { return epoch != seen; });
-    lock.unlock();
+    wakes.waitPast(seen, deadline);
     ok = ready() || closed();
   }
   waiters.fetch_sub(1, std::memory_order_relaxed);
@@ -157,20 +179,12 @@ bool EventQueue::sleepUntil(std::atomic<uint32_t>& waiters, std::condition_varia
 
 void EventQueue::wakeConsumer() {
   if (waitersAfterPublish(sleeping_consumers_) == 0) return;
-  {
-    std::lock_guard<std::mutex> lock(sleep_mu_);
-    ++items_epoch_;
-  }
-  items_cv_.notify_one();
+  items_.notifyOne();
 }
 
 void EventQueue::wakeSpaceWaiters() const {
   if (waitersAfterPublish(space_waiters_) == 0) return;
-  {
-    std::lock_guard<std::mutex> lock(sleep_mu_);
-    ++space_epoch_;
-  }
-  space_cv_.notify_all();
+  space_.notifyAll();
 }
 
 size_t EventQueue::size() const {
@@ -213,7 +227,7 @@ bool EventQueue::pushLocked(StageItem& item) {
 
 void EventQueue::growLocked(Ring& ring) {
   // Consumers read `slots` under pop_mu_; lock order is push_mu_ then pop_mu_.
-  std::lock_guard<AdaptiveMutex> consumers(pop_mu_);
+  AdaptiveLock consumers(pop_mu_);
   const uint64_t head = ring.head.load(std::memory_order_relaxed);
   const uint64_t tail = ring.tail.load(std::memory_order_relaxed);
   const size_t bigger_size = std::min((ring.mask + 1) * 2, max_ring_);
@@ -228,7 +242,7 @@ void EventQueue::growLocked(Ring& ring) {
 
 PushResult EventQueue::tryPush(StageItem& item) {
   {
-    std::lock_guard<AdaptiveMutex> lock(push_mu_);
+    AdaptiveLock lock(push_mu_);
     if (closed_.load(std::memory_order_relaxed)) return PushResult::kClosed;
     if (!pushLocked(item)) return PushResult::kFull;
   }
@@ -243,7 +257,7 @@ PushResult EventQueue::pushWait(StageItem& item, Clock::time_point deadline) {
     if (r != PushResult::kFull) return r;
     if (spinUntil(deadline, has_room)) continue;
     if (Clock::now() >= deadline) return PushResult::kFull;
-    sleepUntil(space_waiters_, space_cv_, space_epoch_, deadline, has_room);
+    sleepUntil(space_waiters_, space_, deadline, has_room);
   }
 }
 
@@ -251,7 +265,7 @@ bool EventQueue::waitBelow(size_t level, Clock::time_point deadline) const {
   const auto below = [&] { return size() < level; };
   for (;;) {
     if (spinUntil(deadline, below) || Clock::now() >= deadline) return below();
-    if (sleepUntil(space_waiters_, space_cv_, space_epoch_, deadline, below)) return below();
+    if (sleepUntil(space_waiters_, space_, deadline, below)) return below();
   }
 }
 
@@ -276,7 +290,7 @@ size_t EventQueue::tryPopBatch(StageItem* out, size_t max) {
   if (max == 0) return 0;
   size_t taken;
   {
-    std::lock_guard<AdaptiveMutex> lock(pop_mu_);
+    AdaptiveLock lock(pop_mu_);
     taken = takeLocked(out, max);
   }
   if (taken > 0) wakeSpaceWaiters();
@@ -293,49 +307,39 @@ size_t EventQueue::popBatch(StageItem* out, size_t max, Clock::time_point deadli
     if (was_closed) return 0;
     if (spinUntil(deadline, has_items)) continue;
     if (Clock::now() >= deadline) return 0;
-    sleepUntil(sleeping_consumers_, items_cv_, items_epoch_, deadline, has_items);
+    sleepUntil(sleeping_consumers_, items_, deadline, has_items);
   }
 }
 
 void EventQueue::close() {
   {
-    std::lock_guard<AdaptiveMutex> lock(push_mu_);
+    AdaptiveLock lock(push_mu_);
     if (closed_.load(std::memory_order_relaxed)) return;
     closed_.store(true, std::memory_order_release);
   }
-  {
-    std::lock_guard<std::mutex> lock(sleep_mu_);
-    ++items_epoch_;
-    ++space_epoch_;
-  }
-  items_cv_.notify_all();
-  space_cv_.notify_all();
+  items_.notifyAll();
+  space_.notifyAll();
 }
 
 std::vector<StageItem> EventQueue::abort(Status reason) {
   std::vector<StageItem> pending;
   {
-    std::lock_guard<AdaptiveMutex> producers(push_mu_);
+    AdaptiveLock producers(push_mu_);
     if (!closed_.load(std::memory_order_relaxed)) {
       close_reason_ = std::move(reason);
       closed_.store(true, std::memory_order_release);
     }
-    std::lock_guard<AdaptiveMutex> consumers(pop_mu_);
+    AdaptiveLock consumers(pop_mu_);
     pending.resize(size());
     pending.resize(takeLocked(pending.data(), pending.size()));
   }
-  {
-    std::lock_guard<std::mutex> lock(sleep_mu_);
-    ++items_epoch_;
-    ++space_epoch_;
-  }
-  items_cv_.notify_all();
-  space_cv_.notify_all();
+  items_.notifyAll();
+  space_.notifyAll();
   return pending;
 }
 
 Status EventQueue::closeReason() const {
-  std::lock_guard<AdaptiveMutex> lock(push_mu_);
+  AdaptiveLock lock(push_mu_);
   return close_reason_;
 }
 

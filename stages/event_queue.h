@@ -22,13 +22,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "bus/base/mutex.h"
+#include "bus/base/thread_annotations.h"
 #include "bus/core/status.h"
 #include "stages/stage_types.h"
 
@@ -61,18 +61,51 @@ enum class PushResult : uint8_t { kOk, kFull, kClosed };
 // before sleeping in the kernel. The queue's critical sections last tens of
 // nanoseconds, so a contended lock is almost always free again within the
 // spin, whereas a futex sleep and wake-up costs microseconds.
-class AdaptiveMutex {
+class CAPABILITY("mutex") AdaptiveMutex {
  public:
   AdaptiveMutex();
   ~AdaptiveMutex();
   AdaptiveMutex(const AdaptiveMutex&) = delete;
   AdaptiveMutex& operator=(const AdaptiveMutex&) = delete;
-  void lock();
-  bool try_lock();  // NOLINT(readability-identifier-naming): the Lockable requirement
-  void unlock();
+  void lock() ACQUIRE();
+  bool try_lock() TRY_ACQUIRE(true);  // NOLINT(readability-identifier-naming): Lockable
+  void unlock() RELEASE();
 
  private:
   pthread_mutex_t mu_;
+};
+
+// Holds an AdaptiveMutex for its scope.
+class SCOPED_CAPABILITY AdaptiveLock {
+ public:
+  explicit AdaptiveLock(AdaptiveMutex& mu) ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
+  ~AdaptiveLock() RELEASE() { mu_.unlock(); }
+  AdaptiveLock(const AdaptiveLock&) = delete;
+  AdaptiveLock& operator=(const AdaptiveLock&) = delete;
+
+ private:
+  AdaptiveMutex& mu_;
+};
+
+// An eventcount: a waiter reads epoch(), re-checks its condition, and only
+// then sleeps until the epoch moves past what it read; a notifier moves the
+// epoch on. A notification between the read and the sleep is never lost.
+// Thread-safety: every member may be called from any thread.
+class EventCount {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  uint64_t epoch() const EXCLUDES(mu_);
+  // Sleeps until the epoch is past `seen` or `deadline` passes.
+  void waitPast(uint64_t seen, Clock::time_point deadline) const EXCLUDES(mu_);
+  // Moves the epoch on and wakes one sleeper / every sleeper.
+  void notifyOne() EXCLUDES(mu_);
+  void notifyAll() EXCLUDES(mu_);
+
+ private:
+  mutable Mutex mu_;
+  mutable CondVar cv_;
+  uint64_t epoch_ GUARDED_BY(mu_) = 0;
 };
 
 // Thread-safety: every member may be called from any thread; any number of
@@ -147,9 +180,9 @@ class EventQueue {
   };
 
   // Pushes under push_mu_; false when the queue is full.
-  bool pushLocked(StageItem& item);
-  void growLocked(Ring& ring);
-  size_t takeLocked(StageItem* out, size_t max);
+  bool pushLocked(StageItem& item) REQUIRES(push_mu_);
+  void growLocked(Ring& ring) REQUIRES(push_mu_) EXCLUDES(pop_mu_);
+  size_t takeLocked(StageItem* out, size_t max) REQUIRES(pop_mu_);
   // After a push: wakes a sleeping consumer, if any.
   void wakeConsumer();
   // After a pop: wakes threads waiting for room, if any.
@@ -161,7 +194,7 @@ class EventQueue {
   // Sleeps until `ready()`, the queue closes, or `deadline`, on one of the
   // two eventcounts below; returns ready() || closed().
   template <typename Ready>
-  bool sleepUntil(std::atomic<uint32_t>& waiters, std::condition_variable& cv, uint64_t& epoch,
+  bool sleepUntil(std::atomic<uint32_t>& waiters, const EventCount& wakes,
                   Clock::time_point deadline, Ready ready) const;
 
   // Read-mostly.
@@ -178,20 +211,18 @@ class EventQueue {
   alignas(kCacheLine) mutable AdaptiveMutex push_mu_;
   std::atomic<uint64_t> pushed_total_{0};   // written under push_mu_
   std::atomic<uint64_t> cached_popped_{0};  // written under push_mu_
-  Status close_reason_;                     // guarded by push_mu_
+  Status close_reason_ GUARDED_BY(push_mu_);
 
   // Consumer side.
   alignas(kCacheLine) AdaptiveMutex pop_mu_;
   std::atomic<uint64_t> popped_total_{0};  // written under pop_mu_
 
-  // Sleeping consumers and waiters for room: eventcounts over one mutex.
+  // Sleeping consumers and waiters for room: how many there are (so that a
+  // notifier with nobody to wake takes no lock) and their eventcounts.
   alignas(kCacheLine) mutable std::atomic<uint32_t> sleeping_consumers_{0};
   mutable std::atomic<uint32_t> space_waiters_{0};
-  mutable std::mutex sleep_mu_;
-  mutable std::condition_variable items_cv_;
-  mutable std::condition_variable space_cv_;
-  mutable uint64_t items_epoch_ = 0;  // guarded by sleep_mu_
-  mutable uint64_t space_epoch_ = 0;  // guarded by sleep_mu_
+  EventCount items_;
+  mutable EventCount space_;
 };
 
 }  // namespace cepbus::stages

@@ -9,15 +9,23 @@
 // point of the stream at which the engines part, and it does not depend on
 // the order in which an engine reports its matches.
 //
+// Each engine runs in a child process (runInChild) so that one still busy at
+// its deadline, perhaps inside a single Detector::onEvents() call, can be
+// stopped without leaving anything half-done in the comparing process.
+//
 // Thread safety: none; a recorder is the sink of one detection.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/status.h"
 #include "bus/host/detection/detection.h"
 
 namespace cepbus::app {
@@ -58,5 +66,24 @@ struct MatchDifference {
 // are the same multiset.
 std::optional<MatchDifference> firstDifference(const std::vector<RecordedMatch>& reference,
                                                const std::vector<RecordedMatch>& other);
+
+// What a run in a child process gave back.
+struct ChildOutcome {
+  bool timed_out = false;
+  uint64_t progress = 0;  // the work's counter when it finished or was stopped
+  std::string output;     // what the work returned; empty when timed out
+};
+
+// Runs `work` in a forked child process and waits for the text it returns,
+// at most `timeout_seconds` (0: no limit); a child still running then is
+// killed and the outcome is `timed_out`. `work` advances the counter it is
+// given (events done, say), which this process reads as `progress`. The
+// child ends with _exit(): it writes nothing but its result and runs no
+// destructor of this process's objects, so `work` reports through the text
+// it returns, not through streams. Called from a single-threaded process
+// (the child has only the calling thread). Internal when the child cannot be
+// started or dies without returning (naming its signal or exit status).
+Result<ChildOutcome> runInChild(const std::function<std::string(std::atomic<uint64_t>&)>& work,
+                                double timeout_seconds);
 
 }  // namespace cepbus::app

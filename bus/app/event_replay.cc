@@ -3,16 +3,17 @@
 #include <cinttypes>
 #include <cstdio>
 #include <iostream>
+#include <utility>
 
 namespace cepbus::app {
 
-EventReplay::EventReplay(const std::string& path)
-    : in_(path == "-" ? &std::cin : &file_), reader_(*in_) {
+EventReplay::EventReplay(const std::string& path, BadLines bad)
+    : path_(path), bad_(std::move(bad)), in_(path == "-" ? &std::cin : &file_), reader_(*in_) {
   if (path != "-") file_.open(path);
 }
 
-Result<std::unique_ptr<EventReplay>> EventReplay::open(const std::string& path) {
-  std::unique_ptr<EventReplay> replay(new EventReplay(path));
+Result<std::unique_ptr<EventReplay>> EventReplay::open(const std::string& path, BadLines bad) {
+  std::unique_ptr<EventReplay> replay(new EventReplay(path, std::move(bad)));
   if (path != "-" && !replay->file_) {
     return Status::notFound("cannot open events file '" + path + "'");
   }
@@ -23,8 +24,22 @@ Status EventReplay::read(std::vector<EventPtr>& batch, size_t max) {
   batch.clear();
   while (batch.size() < max) {
     auto event = reader_.next();
+    if (!event && event.status().code() == Status::Code::kNotFound) {
+      if (!ended_ && skipped_ > 0 && bad_.report != nullptr) {
+        *bad_.report << bad_.command << ": " << path_ << ": " << skipped_ << " bad line"
+                     << (skipped_ == 1 ? "" : "s") << " skipped\n";
+      }
+      ended_ = true;
+      return Status::ok();
+    }
+    if (!event && bad_.strict) return event.status();
     if (!event) {
-      return event.status().code() == Status::Code::kNotFound ? Status::ok() : event.status();
+      ++skipped_;
+      if (bad_.report != nullptr) {
+        *bad_.report << bad_.command << ": " << path_ << ": " << event.status().message()
+                     << " (skipped)\n";
+      }
+      continue;
     }
     if (batch.empty()) first_line_ = reader_.lineNumber();
     last_line_ = reader_.lineNumber();

@@ -85,7 +85,9 @@ const char* joinUsage() {
          "                   [--expiry on_insert|batch] [--deletion-interval N]\n"
          "                   [--spill none|window_half|less_than_probability\n"
          "                    --memory-budget BYTES [--spill-dir DIR]]\n"
-         "                   [--type TYPE] [--count] [--plugin-path DIR]...\n";
+         "                   [--type TYPE] [--count] [--strict] [--plugin-path DIR]...\n"
+         "A line of the events that is no event is named on stderr, counted and skipped\n"
+         "(--strict: the first one ends the run, exit status 1).\n";
 }
 
 Result<JoinCommandOptions> parseJoinArguments(std::span<const std::string> args) {
@@ -110,6 +112,10 @@ Result<JoinCommandOptions> parseJoinArguments(std::span<const std::string> args)
     const std::string& flag = flags.flag();
     if (flag == "--count" && !flags.hasInlineValue()) {
       o.count = true;
+      continue;
+    }
+    if (flag == "--strict" && !flags.hasInlineValue()) {
+      o.strict = true;
       continue;
     }
     std::string* into = nullptr;
@@ -167,7 +173,8 @@ int runJoinCommand(const JoinCommandOptions& options, std::ostream& out, std::os
     return kExitUsage;
   }
 
-  auto replay = EventReplay::open(options.events_file);
+  auto replay =
+      EventReplay::open(options.events_file, BadLines{"cepbus join", &err, options.strict});
   if (!replay) {
     err << "cepbus join: " << replay.status().message() << '\n';
     return kExitError;

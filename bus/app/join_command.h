@@ -7,7 +7,7 @@
 //               --threshold P [--window N] [--workers N] [--expiry on_insert|batch]
 //               [--deletion-interval N] [--spill none|window_half|less_than_probability
 //               --memory-budget BYTES [--spill-dir DIR]] [--type TYPE] [--count]
-//               [--plugin-path DIR]...
+//               [--strict] [--plugin-path DIR]...
 //
 // Runs `PATTERN AND(TYPE a, TYPE b) WHERE a.KEY = b.KEY` on the join engine,
 // TYPE being --type or else the type of the first event; events of other
@@ -24,8 +24,12 @@
 // with LEFT and RIGHT the compact JSON of the events (as printed) and
 // splitmix64 as in match_command.h.
 //
-// Exit status: 0 on success; 2 for a bad command line; 1 for everything else
-// (plugin not found, bad time matrix, bad event line, a reading without key
+// A line that is no event is named on `err`, counted and skipped, as in
+// `cepbus match` (event_replay.h); --strict ends the run there instead.
+//
+// Exit status: 0 on success (bad event lines skipped included); 2 for a bad
+// command line; 1 for everything else (plugin not found, bad time matrix, a
+// bad event line under --strict, a reading without key
 // or with an unknown site — naming the file and line). The readings go to the
 // detector in batches (Detector::onEvents, up to kReplayBatch of them), so a
 // refused reading is named by the lines of its batch ("lines 257-512"), and
@@ -58,6 +62,7 @@ struct JoinCommandOptions {
   std::string spill_dir;                  // --spill-dir DIR
   std::string type;                       // --type TYPE
   bool count = false;                     // --count
+  bool strict = false;                    // --strict: a line that is no event ends the run
   std::vector<std::string> plugin_paths;  // --plugin-path DIR
 };
 

@@ -1,7 +1,10 @@
 #include "bus/app/match_command.h"
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -15,6 +18,7 @@
 #include "bus/core/pattern/parser.h"
 #include "bus/host/detection/detection.h"
 #include "bus/host/detection/engine_choice.h"
+#include "bus/host/detection/input_vocabulary.h"
 #include "bus/host/detection/planner.h"
 #include "bus/host/loader/plugin_loader.h"
 
@@ -164,6 +168,17 @@ uint64_t matchChecksum(std::span<const int64_t> ts) {
 
 namespace {
 
+// `text` as a number of seconds, 0 or more, into `seconds`.
+Status parseSeconds(const std::string& text, double& seconds) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < 0) {
+    return Status::invalidArgument("--timeout " + text + ": expected seconds, 0 or more");
+  }
+  seconds = value;
+  return Status::ok();
+}
+
 // The --engine auto paragraph of the usage; the crossover is a constant of
 // the choice, not of this text.
 std::string autoUsage() {
@@ -187,38 +202,54 @@ const char* matchUsage() {
   static const std::string usage =
       "usage: cepbus match --engine nfa|algebra|petri|auto|all (--query TEXT | --patterns FILE)\n"
       "                    (--events FILE [--format ts|full] [--count] | --export dot|json)\n"
-      "                    [--option key=value]... [--plugin-path DIR]...\n" +
+      "                    [--option key=value]... [--plugin-path DIR]... [--strict]\n"
+      "                    [--timeout SECONDS]\n" +
       autoUsage() +
       "--engine all: run the queries on nfa, algebra and petri over the same events and\n"
       "  print one JSON line comparing them instead of the matches:\n"
-      "    {\"reference\":\"nfa\",\"agree\":false,\"engines\":[ENGINE,...]}\n"
-      "  ENGINE is {\"engine\":NAME,\"accepted\":false,\"refusal\":MESSAGE} or\n"
+      "    {\"reference\":\"nfa\",\"agree\":false,\"skipped\":N,\"engines\":[ENGINE,...]}\n"
+      "  ENGINE is {\"engine\":NAME,\"accepted\":false,\"refusal\":MESSAGE},\n"
+      "    {\"engine\":NAME,\"timed_out\":true,\"after_events\":N} or\n"
       "    {\"engine\":NAME,\"accepted\":true,\"matches\":N,\"checksum\":HEX,\"seconds\":S,\n"
       "     \"cpu_seconds\":S, \"notices\":[...], \"agrees\":BOOL,\n"
       "     \"first_difference\":{\"pattern\":NAME,\n"
       "     \"ts\":[...],\"in_reference\":N,\"in_engine\":N}}\n"
       "  (\"error\":MESSAGE instead of matches when it fails on an event). The reference\n"
-      "  is the first engine that accepts (\"reference\":true on it); the first\n"
+      "  is the first engine that completes (\"reference\":true on it); the first\n"
       "  difference is the earliest-ending match the two report a different number\n"
-      "  of times. Exit status 0 when every accepting engine reports the reference's\n"
-      "  matches, 1 on a difference, a failure, or when no engine accepts. Options\n"
-      "  go to every engine (one that does not take an option refuses the query).\n"
+      "  of times. \"agree\" is there only when at least two engines completed;\n"
+      "  otherwise \"nothing_to_compare\" says why. Exit status 0 when at least two\n"
+      "  engines completed and report the same matches, 1 on a difference, a failure,\n"
+      "  or fewer than two completed. Options go to every engine (one that does not\n"
+      "  take an option refuses the query).\n"
+      "--timeout SECONDS: with --engine all, how long each engine may run (default " +
+      std::to_string(static_cast<int>(kDefaultEngineTimeout)) +
+      ",\n"
+      "  0: no limit); one still running is stopped and reported as timed out, with\n"
+      "  the events it had done. A timed-out engine is not a difference.\n"
       "Context: the algebra engine runs a query without a CONTEXT clause under\n"
-      "  CONTEXT recent (of the matches ending at one time only the latest-starting\n"
-      "  one), so a SEQ gives it fewer matches than nfa and petri; a notice on\n"
-      "  stderr says so. CONTEXT unrestricted gives every match.\n"
+      "  CONTEXT recent (at every operator, of the instances ending at one time only\n"
+      "  the latest-starting one, chosen before the WHERE conjuncts relating its\n"
+      "  variables are checked), so a SEQ gives it fewer matches than nfa and petri,\n"
+      "  possibly none; a notice on stderr says so. CONTEXT unrestricted gives every\n"
+      "  match.\n"
       "--patterns FILE: one query per line, optionally 'name: PATTERN ...'; blank lines\n"
       "  and lines starting with '#' are skipped; unnamed queries are named 1, 2, ...\n"
       "  All of them run in one detector (the petri engine merges them into one net);\n"
       "  each match line is labelled with its pattern's name.\n"
       "--export dot|json: print the engine's model of the query (the merged net of\n"
-      "  the patterns, for petri) as Graphviz DOT or JSON instead of running it.\n";
+      "  the patterns, for petri) as Graphviz DOT or JSON instead of running it.\n"
+      "--strict: a line of the events that is no event ends the run (exit status 1).\n"
+      "  Without it such a line is named on stderr (cepbus match: FILE: line N:\n"
+      "  reason (skipped)), counted and skipped; the run goes on and ends with\n"
+      "  \"cepbus match: FILE: N bad lines skipped\", exit status 0.\n";
   return usage.c_str();
 }
 
 Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> args) {
   MatchCommandOptions o;
   bool format_seen = false;
+  bool timeout_seen = false;
   FlagReader flags(args);
   while (flags.next()) {
     const std::string& flag = flags.flag();
@@ -259,6 +290,8 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
       }
     } else if (flag == "--count" && !flags.hasInlineValue()) {
       o.count = true;
+    } else if (flag == "--strict" && !flags.hasInlineValue()) {
+      o.strict = true;
     } else if (flag == "--option") {
       std::string kv;
       s = take(kv);
@@ -266,6 +299,12 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
         s = Status::invalidArgument("--option " + kv + ": expected key=value");
       }
       o.options.push_back(kv);
+    } else if (flag == "--timeout") {
+      std::string seconds;
+      s = take(seconds);
+      if (s && timeout_seen) s = Status::invalidArgument("--timeout given twice");
+      if (s) s = parseSeconds(seconds, o.timeout_seconds);
+      timeout_seen = true;
     } else if (flag == "--plugin-path") {
       std::string dir;
       s = take(dir);
@@ -276,6 +315,9 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
     if (!s) return s;
   }
   if (o.engine.empty()) return Status::invalidArgument("--engine is required");
+  if (timeout_seen && o.engine != kAllEngines) {
+    return Status::invalidArgument("--timeout limits each engine of --engine all only");
+  }
   if (o.engine == kAllEngines && (o.count || format_seen || !o.export_format.empty())) {
     return Status::invalidArgument(
         "--engine all prints a comparison of the engines: no --count, --format or --export");
@@ -335,20 +377,35 @@ detection::PlanOptions planOptions(const std::vector<PatternLine>& lines, bool t
   return options;
 }
 
-// Prints what the group's engine says about how it reads each query (its
-// defaults that change the matches) as notices on `err`, and returns them.
-std::vector<std::string> printNotices(const detection::DetectionGroup& group,
-                                      const std::vector<PatternLine>& lines, std::ostream& err) {
+// What the group's engine says about how it reads each query (its defaults
+// that change the matches), each as "LABEL: NOTICE".
+std::vector<std::string> noticesOf(const detection::DetectionGroup& group,
+                                   const std::vector<PatternLine>& lines) {
   std::vector<std::string> all;
   for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string label = lines[i].label();
     for (const std::string& notice : group.recipe.notices(i)) {
-      err << "cepbus match: notice: " << label << ": " << notice << '\n';
-      all.push_back(label);
-      all.back().append(": ").append(notice);
+      all.push_back(lines[i].label() + ": " + notice);
     }
   }
   return all;
+}
+
+// After the run: every event type, attribute and PARTITION BY key a query
+// names that the events never had, since such a query matches nothing
+// without any error. The exit status stays as it is.
+void warnUnknownNames(const detection::InputVocabulary& input,
+                      const std::vector<PatternLine>& lines,
+                      const std::vector<pattern::Query>& queries, std::ostream& err) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    for (const std::string& w :
+         input.unknownNames(detection::namesUsedBy(queries[i], lines[i].text))) {
+      err << "cepbus match: warning: " << lines[i].label() << ": " << w << '\n';
+    }
+  }
+}
+
+void printNotices(const std::vector<std::string>& notices, std::ostream& err) {
+  for (const std::string& notice : notices) err << "cepbus match: notice: " << notice << '\n';
 }
 
 // What the trial of --engine auto did, for `err` once the events are done.
@@ -363,28 +420,101 @@ struct ReplayBatch {
   std::string where;
 };
 
-// `--engine all`: every pattern engine over the same events, compared with
-// the first that accepts (see matchUsage()).
+// How the command treats a line that is no event.
+BadLines badLines(const MatchCommandOptions& options, std::ostream& err) {
+  return BadLines{"cepbus match", &err, options.strict};
+}
+
+// Events per onEvents() call under --engine all: a timed-out engine's
+// after_events counts whole batches of these.
+constexpr size_t kCompareBatch = 32;
+
+// One engine's run over `batches`, in the child process of runInChild(),
+// advancing `events_done`: its report as JSON text, {"accepted":false,
+// "refusal":...} or {"accepted":true,"notices":[...],"seconds":S,
+// "cpu_seconds":S} with "error":MESSAGE or "matches":[[PATTERN,[TS...]],...]
+// in stream order.
+std::string runEngine(const std::string& engine, plugin::PluginLoader& loader,
+                      const std::vector<PatternLine>& lines,
+                      const std::vector<pattern::Query>& queries,
+                      const plugin::DetectorOptions& detector_options,
+                      const std::vector<ReplayBatch>& batches, const std::string& events_file,
+                      std::atomic<uint64_t>& events_done) {
+  nlohmann::json report;
+  const std::vector<detection::QueryRequest> requests =
+      requestsOf(lines, queries, engine, detector_options);
+  auto plan = detection::plan(requests, planOptions(lines, false), loader);
+  MatchRecorder recorder;
+  auto made = plan ? detection::Detection::create(plan->groups[0], recorder)
+                   : Result<std::unique_ptr<detection::Detection>>(plan.status());
+  if (!made) {
+    report["accepted"] = false;
+    report["refusal"] = made.status().message();
+    return report.dump();
+  }
+  report["accepted"] = true;
+  report["notices"] = noticesOf(plan->groups[0], lines);
+  detection::Detection& detection = **made;
+  const auto started = std::chrono::steady_clock::now();
+  const double cpu_started = processCpuSeconds();
+  std::string failure;
+  for (const ReplayBatch& batch : batches) {
+    if (Status s = detection.onEvents(batch.events); !s) {
+      failure = events_file + ": " + batch.where + ": " + s.message();
+      break;
+    }
+    events_done.fetch_add(batch.events.size(), std::memory_order_release);
+  }
+  if (failure.empty()) {
+    if (Status s = detection.flush(); !s) failure = "at end of events: " + s.message();
+  }
+  report["seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  report["cpu_seconds"] = processCpuSeconds() - cpu_started;
+  if (!failure.empty()) {
+    report["error"] = failure;
+    return report.dump();
+  }
+  nlohmann::json matches = nlohmann::json::array();
+  for (const RecordedMatch& m : recorder.takeSorted()) matches.push_back({m.pattern, m.ts});
+  report["matches"] = std::move(matches);
+  return report.dump();
+}
+
+// The matches of runEngine()'s report.
+std::vector<RecordedMatch> recordedMatches(const nlohmann::json& report) {
+  std::vector<RecordedMatch> matches;
+  for (const nlohmann::json& m : report["matches"]) {
+    matches.push_back({m[0].get<size_t>(), m[1].get<std::vector<Timestamp>>()});
+  }
+  return matches;
+}
+
+// `--engine all`: every pattern engine over the same events, each in a child
+// process stopped at its --timeout, compared with the first that completes
+// (see matchUsage()).
 int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loader,
                    const std::vector<PatternLine>& lines,
                    const std::vector<pattern::Query>& queries,
                    const plugin::DetectorOptions& detector_options, std::ostream& out,
                    std::ostream& err) {
-  auto replay = EventReplay::open(options.events_file);
+  auto replay = EventReplay::open(options.events_file, badLines(options, err));
   if (!replay) {
     err << "cepbus match: " << replay.status().message() << '\n';
     return kExitError;
   }
   std::vector<ReplayBatch> batches;
+  size_t events = 0;
   while (true) {
     ReplayBatch batch;
-    Status read = (*replay)->read(batch.events);
+    Status read = (*replay)->read(batch.events, kCompareBatch);
     if (!read) {
       err << "cepbus match: " << options.events_file << ": " << read.message() << '\n';
       return kExitError;
     }
     if (batch.events.empty()) break;
     batch.where = (*replay)->where();
+    events += batch.events.size();
     batches.push_back(std::move(batch));
   }
 
@@ -393,47 +523,62 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
   std::optional<std::vector<RecordedMatch>> reference;
   std::string reference_engine;
   bool agree = true;
+  bool any_accepted = false;
+  size_t completed = 0;
+  std::vector<std::string> incomplete;  // "NAME WHY" of each engine that did not complete
   for (const std::string engine : kPatternEngines) {
     nlohmann::ordered_json report = {{"engine", engine}};
-    const std::vector<detection::QueryRequest> requests =
-        requestsOf(lines, queries, engine, detector_options);
-    auto plan = detection::plan(requests, planOptions(lines, false), loader);
-    MatchRecorder recorder;
-    auto made = plan ? detection::Detection::create(plan->groups[0], recorder)
-                     : Result<std::unique_ptr<detection::Detection>>(plan.status());
-    if (!made) {
-      report["accepted"] = false;
-      report["refusal"] = made.status().message();
-      engines.push_back(std::move(report));
-      continue;
+    auto outcome = runInChild(
+        [&](std::atomic<uint64_t>& events_done) {
+          return runEngine(engine, loader, lines, queries, detector_options, batches,
+                           options.events_file, events_done);
+        },
+        options.timeout_seconds);
+    nlohmann::json child;
+    if (outcome && !outcome->timed_out) {
+      child = nlohmann::json::parse(outcome->output, nullptr, /*allow_exceptions=*/false);
     }
-    report["accepted"] = true;
-    const std::vector<std::string> notices = printNotices(plan->groups[0], lines, err);
-    if (!notices.empty()) report["notices"] = notices;
-    detection::Detection& detection = **made;
-    const auto started = std::chrono::steady_clock::now();
-    const double cpu_started = processCpuSeconds();
-    std::string failure;
-    for (const ReplayBatch& batch : batches) {
-      if (Status s = detection.onEvents(batch.events); !s) {
-        failure = options.events_file + ": " + batch.where + ": " + s.message();
-        break;
-      }
-    }
-    if (failure.empty()) {
-      if (Status s = detection.flush(); !s) failure = "at end of events: " + s.message();
-    }
-    report["seconds"] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    report["cpu_seconds"] = processCpuSeconds() - cpu_started;
-    if (!failure.empty()) {
+    // An engine that failed, in its child process or on an event.
+    auto fail = [&](const std::string& failure) {
       err << "cepbus match: engine '" << engine << "': " << failure << '\n';
       report["error"] = failure;
       engines.push_back(std::move(report));
+      incomplete.push_back(engine + " failed");
       agree = false;
+    };
+    if (!outcome || (!outcome->timed_out && child.is_discarded())) {
+      fail(outcome ? std::string("unreadable result of the run") : outcome.status().message());
       continue;
     }
-    std::vector<RecordedMatch> matches = recorder.takeSorted();
+    if (outcome->timed_out) {
+      err << "cepbus match: engine '" << engine << "' timed out after " << options.timeout_seconds
+          << " s, " << outcome->progress << " of " << events << " events done\n";
+      report["timed_out"] = true;
+      report["after_events"] = outcome->progress;
+      engines.push_back(std::move(report));
+      incomplete.push_back(engine + " timed out");
+      continue;
+    }
+    if (!child["accepted"].get<bool>()) {
+      report["accepted"] = false;
+      report["refusal"] = child["refusal"];
+      engines.push_back(std::move(report));
+      incomplete.push_back(engine + " refused the " + (patterns ? "patterns" : "query"));
+      continue;
+    }
+    any_accepted = true;
+    report["accepted"] = true;
+    const auto notices = child["notices"].get<std::vector<std::string>>();
+    printNotices(notices, err);
+    if (!notices.empty()) report["notices"] = notices;
+    report["seconds"] = child["seconds"];
+    report["cpu_seconds"] = child["cpu_seconds"];
+    if (child.contains("error")) {
+      fail(child["error"].get<std::string>());
+      continue;
+    }
+    ++completed;
+    std::vector<RecordedMatch> matches = recordedMatches(child);
     uint64_t checksum = 0;
     for (const RecordedMatch& m : matches) checksum += matchChecksum(m.ts);
     report["matches"] = matches.size();
@@ -459,18 +604,26 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
     }
     engines.push_back(std::move(report));
   }
-  if (!reference) {
-    agree = false;
+  if (!any_accepted) {
     err << "cepbus match: no engine accepts the " << (patterns ? "patterns" : "query") << '\n';
   }
-  const nlohmann::ordered_json summary = {
-      {"reference",
-       reference ? nlohmann::ordered_json(reference_engine) : nlohmann::ordered_json()},
-      {"agree", agree},
-      {"engines", std::move(engines)}};
+  nlohmann::ordered_json summary = {{"reference", reference
+                                                      ? nlohmann::ordered_json(reference_engine)
+                                                      : nlohmann::ordered_json()}};
+  if (completed >= 2) {
+    summary["agree"] = agree;
+  } else {
+    std::string why =
+        completed == 0 ? "no engine completed" : "only " + reference_engine + " completed";
+    for (size_t i = 0; i < incomplete.size(); ++i) why += (i == 0 ? ": " : ", ") + incomplete[i];
+    if (any_accepted) err << "cepbus match: nothing to compare: " << why << '\n';
+    summary["nothing_to_compare"] = why;
+  }
+  summary["skipped"] = (*replay)->skipped();
+  summary["engines"] = std::move(engines);
   out << summary.dump() << '\n';
   out.flush();
-  return agree ? 0 : kExitError;
+  return completed >= 2 && agree ? 0 : kExitError;
 }
 
 }  // namespace
@@ -542,7 +695,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return kExitError;
   }
   detection::Detection& detection = **made;
-  printNotices(group, lines, err);
+  printNotices(noticesOf(group, lines), err);
 
   if (exporting) {
     auto model = detection.exportModel(options.export_format);
@@ -555,14 +708,16 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return 0;
   }
 
-  auto replay = EventReplay::open(options.events_file);
+  auto replay = EventReplay::open(options.events_file, badLines(options, err));
   if (!replay) {
     err << "cepbus match: " << replay.status().message() << '\n';
     return kExitError;
   }
   std::vector<EventPtr> batch;
+  detection::InputVocabulary input;
   while (true) {
     Status read = (*replay)->read(batch);
+    input.observe(batch);
     if (!batch.empty()) {
       if (Status s = detection.onEvents(batch); !s) {
         err << "cepbus match: " << options.events_file << ": " << (*replay)->where() << ": "
@@ -581,6 +736,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return kExitError;
   }
   if (detection.onTrial()) err << "cepbus match: " << trialLine(detection) << '\n';
+  warnUnknownNames(input, lines, queries, err);
   if (options.count) printer.printCounts();
   out.flush();
   return 0;

@@ -5,7 +5,8 @@
 //
 //   cepbus match --engine nfa|algebra|petri|auto|all (--query TEXT | --patterns FILE)
 //                (--events FILE [--format ts|full] [--count] | --export dot|json)
-//                [--option key=value]... [--plugin-path DIR]...
+//                [--option key=value]... [--plugin-path DIR]... [--strict]
+//                [--timeout SECONDS]
 //
 // Output, one JSON line each:
 // - per match: the matched events' ts in pattern order, `[1,3,5]`; with
@@ -35,8 +36,13 @@
 //
 // - with `--engine all`, instead of the matches: one JSON line comparing
 //   what nfa, algebra and petri report for the same queries and events
-//   (matchUsage() gives its fields); exit status 1 when an accepting engine
-//   differs from the first one that accepted (the reference) or fails.
+//   (matchUsage() gives its fields). Each engine runs in a child process
+//   stopped after `--timeout SECONDS` (kDefaultEngineTimeout; 0: no limit)
+//   and then reported as timed out with the events it had done. `agree` is
+//   reported only when at least two engines completed; exit status 0 when
+//   they did and every one reports the matches of the first that completed
+//   (the reference), 1 on a difference, a failure, or fewer than two
+//   engines completed.
 //
 // - with `--engine auto`, the matches of the engine plugin::chooseEngine()
 //   picks for the queries (their number: 1 for --query), which is named
@@ -51,13 +57,19 @@
 // the algebra engine's default CONTEXT recent) goes to `err` as
 // "cepbus match: notice: WHERE: ..." lines.
 //
-// Exit status: 0 on success; 2 for a bad command line; 1 for everything else
-// (plugin not found or unusable, bad query, unsupported operator, bad event
-// line, a detector error), with a message on `err` naming the query, file
-// and line. The events go to the detector in batches (Detector::onEvents, up
-// to kReplayBatch of them), so a detector error is named by the lines of its
-// batch ("lines 1-256"), and the matches of the later events of that batch
-// are printed before the stop.
+// A line of the events that is no event is named on `err` ("cepbus match:
+// FILE: line N: reason (skipped)"), counted and skipped, and the run goes
+// on; "cepbus match: FILE: N bad lines skipped" closes the run then (and
+// `--engine all` reports "skipped":N). With `--strict` the first one ends
+// the run with exit status 1.
+//
+// Exit status: 0 on success (bad event lines skipped included); 2 for a bad
+// command line; 1 for everything else (plugin not found or unusable, bad
+// query, unsupported operator, a bad event line under --strict, a detector
+// error), with a message on `err` naming the query, file and line. The events go to the detector in
+// batches (Detector::onEvents, up to kReplayBatch of them), so a detector error is named by the
+// lines of its batch ("lines 1-256"), and the matches of the later events of that batch are printed
+// before the stop.
 
 #include <cstdint>
 #include <ostream>
@@ -69,6 +81,10 @@
 
 namespace cepbus::app {
 
+// How long `--engine all` lets each engine run, in seconds, unless --timeout
+// says otherwise (0: no limit).
+constexpr double kDefaultEngineTimeout = 60;
+
 struct MatchCommandOptions {
   std::string engine;                     // --engine ("all": compare them, "auto": pick one)
   std::string query;                      // --query TEXT
@@ -79,6 +95,8 @@ struct MatchCommandOptions {
   std::string export_format;              // --export dot|json (no --events then)
   std::vector<std::string> options;       // --option key=value, in order
   std::vector<std::string> plugin_paths;  // --plugin-path DIR, searched before the defaults
+  double timeout_seconds = kDefaultEngineTimeout;  // --timeout, per engine of --engine all
+  bool strict = false;                             // --strict: a line that is no event ends the run
 };
 
 // Parses the arguments after `match` (`--flag value` or `--flag=value`).

@@ -88,6 +88,9 @@ class SymbolTable {
     return id;
   }
 
+  // A plain std::mutex with the rule in comments: bus/core is the plugin SDK
+  // and includes nothing of the tree, so bus/base's annotated Mutex is not
+  // available here.
   std::mutex mu_;
   std::unordered_map<std::string_view, uint32_t, Hash, std::equal_to<>> ids_;
   uint32_t size_ = 0;

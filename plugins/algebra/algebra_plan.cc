@@ -84,8 +84,11 @@ class Compiler {
                              "the algebra engine does not support the zero-or-more "
                              "Kleene element '" +
                              pattern::toString(p) +
-                             "': an instance has at least one event (P1); write '" + p.type + "+ " +
-                             p.var + "[]' (iteration)");
+                             "' (an instance has at least one event in P1), nor does any other "
+                             "engine: write '" +
+                             p.type + "+ " + p.var +
+                             "[]', and the pattern without the element as a second query if it "
+                             "may be empty");
         }
         const int a = atom(p, negated);
         Node n;
@@ -316,9 +319,11 @@ std::vector<std::string> contextNotices(const pattern::Query& query) {
   if (query.context != pattern::Context::kUnspecified) return {};
   if (query.pattern->kind == pattern::PatternKind::kEvent) return {};
   return {
-      "the algebra engine runs this query under CONTEXT recent (its default: of the matches "
-      "ending at one time, only the one that starts latest), so a SEQ reports fewer matches "
-      "than the nfa and petri engines; add CONTEXT unrestricted for every match"};
+      "the algebra engine runs this query under CONTEXT recent (its default: at every operator, "
+      "of the instances ending at one time only the latest-starting one is kept, before the "
+      "WHERE conjuncts relating its variables are checked, so one that fails them is not "
+      "replaced by an earlier one); a SEQ reports fewer matches than on the nfa and petri "
+      "engines, possibly none; add CONTEXT unrestricted for every match"};
 }
 
 Status contextForStrategy(pattern::Query& query) {

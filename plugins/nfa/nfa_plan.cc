@@ -36,8 +36,10 @@ Status flatten(const PatternNode& node, std::vector<const PatternNode*>& out) {
     case PatternKind::kKleene:
       if (node.star) {
         return unsupported(node, "the Kleene star '" + node.type + "* " + node.var +
-                                     "[]' (zero or more); write '" + node.type + "+ " + node.var +
-                                     "[]', or the pattern without the element, as two queries");
+                                     "[]' (zero or more), nor does any other engine: write '" +
+                                     node.type + "+ " + node.var +
+                                     "[]', and the pattern without the element as a second "
+                                     "query if it may be empty");
       }
       out.push_back(&node);
       return Status::ok();

@@ -13,9 +13,11 @@ namespace {
 // What applyOptions() in nfa_plan.cc accepts.
 constexpr plugin::OptionInfo kOptions[] = {
     {"construction",
-     "per_event|batched: build matches as each event arrives (default) or in "
-     "batches of batch_period time units (P2's batched construction)"},
-    {"batch_period", "N > 0: the batch length for construction=batched (default: WITHIN + 1)"},
+     "batched|per_event: build matches in batches of batch_period time units (P2's batched "
+     "construction; the default) or as each event arrives"},
+    {"batch_period",
+     "N > 0: the batch length of construction=batched, in time units (default: the WITHIN "
+     "span + 1, or 1024 for a query without WITHIN)"},
 };
 
 void registerFactories(plugin::FactoryRegistrar& registrar) {

@@ -132,7 +132,10 @@ Result<std::vector<Alternative>> expand(const PatternNode& node) {
                                        "the petri engine does not support the Kleene star "
                                        "element '" +
                                        node.type + "* " + node.var +
-                                       "[]' (zero or more); write 'Type+ var[]'" + kRuns);
+                                       "[]' (zero or more), nor does any other engine: write '" +
+                                       node.type + "+ " + node.var +
+                                       "[]', and the pattern without the element as a second "
+                                       "query if it may be empty");
       }
       Alternative a;
       a.elements.push_back(&node);

@@ -326,6 +326,7 @@ void CepDetection::detectEvents(std::span<stages::StageItem> items,
   Status flushed = Status::ok();
   {
     MutexLock lock(detection_mu_);
+    for (const std::shared_ptr<CepQuery>& query : members_) query->watch(batch_);
     status = detection_->onEvents(batch_);
     // Nothing is queued behind these events: the input paused, so a batching
     // engine reports what it holds now instead of at its next batch

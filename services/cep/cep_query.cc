@@ -128,8 +128,8 @@ Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
   return request;
 }
 
-CepQuery::CepQuery(const descriptor::QuerySpec& spec, const std::string& service,
-                   flows::Qos output_qos, ServiceContext& context)
+CepQuery::CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& query,
+                   const std::string& service, flows::Qos output_qos, ServiceContext& context)
     : name_(spec.name),
       service_(service),
       entry_name_(service + "/" + spec.name + ":detector"),
@@ -140,7 +140,8 @@ CepQuery::CepQuery(const descriptor::QuerySpec& spec, const std::string& service
       sender_(Symbol::intern(service + "/" + spec.name)),
       output_qos_(output_qos),
       context_(context),
-      log_(Poco::Logger::get("cepbus.cep")) {}
+      log_(Poco::Logger::get("cepbus.cep")),
+      names_(query, spec.text) {}
 
 void CepQuery::assign(CepDetection* detection, size_t member, std::string engine,
                       std::string engine_choice) {
@@ -213,6 +214,13 @@ void CepQuery::reportStats() {
     });
   }
   scope_->gauge(q::kOutputHeld, [this] { return static_cast<double>(detection_->outputHeld()); });
+  scope_->counter(q::kMissingAttribute, [this] { return names_.missingAttribute(); });
+}
+
+void CepQuery::watch(std::span<const EventPtr> events) {
+  for (const std::string& warning : names_.onEvents(events)) {
+    log_.warning("query %s/%s: %s (in the query text)", service_, name_, warning);
+  }
 }
 
 void CepQuery::publishEngine() {
@@ -228,6 +236,7 @@ QueryStats CepQuery::stats() const {
   QueryStats s = detection_->stats();
   s.matches = matches();
   s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
+  s.missing_attribute = names_.missingAttribute();
   return s;
 }
 

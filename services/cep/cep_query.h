@@ -8,8 +8,13 @@
 // consumes and how belongs to its CepDetection (cep_detection.h), which
 // other queries of the unit may share: the query is member `member` of it.
 //
+// Its QueryNameWatch sees every event its detection is handed, before the
+// engine does: once the first kSampleEvents are in, it logs (once) the names
+// the query uses that they never had, and it counts the events lacking an
+// attribute its predicates read.
+//
 // Thread-safety: assign(), enter() and leave() are control calls (the
-// service's); publish() runs on its detection's thread; lost(), stats() and
+// service's); publish() and watch() run on its detection's thread; lost(), stats() and
 // matches() may be called from any thread. Ownership: held by the service
 // while listed, by its detection, and weakly by its registry probe; owns its
 // stats scope while entered, whose functions read it and its detection.
@@ -17,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +31,7 @@
 #include "bus/core/status.h"
 #include "bus/host/descriptor/descriptor.h"
 #include "bus/host/detection/planner.h"
+#include "bus/host/detection/query_name_watch.h"
 #include "flows/abstract_flow.h"
 #include "flows/exchange.h"
 #include "router/component_entry.h"
@@ -63,8 +70,9 @@ Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
 
 class CepQuery final {
  public:
-  CepQuery(const descriptor::QuerySpec& spec, const std::string& service, flows::Qos output_qos,
-           ServiceContext& context);
+  // `query` is `spec`'s text, parsed (readQuery()).
+  CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& query,
+           const std::string& service, flows::Qos output_qos, ServiceContext& context);
 
   const std::string& name() const { return name_; }
   const std::string& output() const { return output_; }
@@ -87,6 +95,9 @@ class CepQuery final {
   void publish(const plugin::Match& match);
   // The bus will not take one of its composite events: counted and logged.
   void lost(const flows::SendOutcome& out);
+  // Events its detection is about to run, on the detection's thread: see
+  // the class comment.
+  void watch(std::span<const EventPtr> events);
 
   QueryStats stats() const;
   uint64_t matches() const;
@@ -109,6 +120,7 @@ class CepQuery final {
   const flows::Qos output_qos_;
   ServiceContext& context_;
   Poco::Logger& log_;
+  detection::QueryNameWatch names_;
   CepDetection* detection_ = nullptr;  // owned by the service, alive while this query is listed
   size_t member_ = 0;
   std::string engine_;         // the one that runs it, as planned

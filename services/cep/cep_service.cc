@@ -71,8 +71,8 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
   for (const std::string& warning : plan->warnings) log.warning(warning);
 
   for (size_t i = 0; i < specs.size(); ++i) {
-    queries.push_back(
-        std::make_shared<CepQuery>(specs[i], config_.name, settings[i].output_qos, context_));
+    queries.push_back(std::make_shared<CepQuery>(specs[i], requests[i].query, config_.name,
+                                                 settings[i].output_qos, context_));
   }
   for (detection::DetectionGroup& group : plan->groups) {
     const size_t first = group.members.front();

@@ -4,8 +4,9 @@
 // per query and a scope "cep_detection" per detection.
 //
 // "query" {name}, name the query's registry entry
-// "<assembly>.<unit>/<query>:detector": its own matches and publish
-// failures, and what its detector holds, read when the store is. A query
+// "<assembly>.<unit>/<query>:detector": its own matches, publish failures
+// and events lacking an attribute its predicates read, and what its
+// detector holds, read when the store is. A query
 // whose engine does not count what it holds (plugin::Detector::state())
 // has no partial-matches sample.
 //
@@ -32,8 +33,13 @@ inline constexpr MetricSpec kPartialMatchesPeak = MetricSpec::gauge(
 inline constexpr MetricSpec kOutputHeld = MetricSpec::gauge(
     "output_held",
     "Composite events of reliable queries the bus refused for now, held by the query's detector.");
-inline constexpr MetricSpec kAll[] = {kMatches, kPublishFailures, kPartialMatches,
-                                      kPartialMatchesPeak, kOutputHeld};
+inline constexpr MetricSpec kMissingAttribute = MetricSpec::counter(
+    "missing_attribute",
+    "Events of the query's types that lacked an attribute its predicates read (counted by the "
+    "host, whatever the engine).");
+inline constexpr MetricSpec kAll[] = {kMatches,        kPublishFailures,
+                                      kPartialMatches, kPartialMatchesPeak,
+                                      kOutputHeld,     kMissingAttribute};
 }  // namespace query_stats
 inline constexpr stats::Schema kQuerySchema{"query", query_stats::kAll};
 

@@ -182,13 +182,12 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     entry_->setMetadata("type", "cluster-node");
     entry_->setMetadata("cluster", spec_.name);
     entry_->setMetadata("node", spec_.node);
-    // The stats change all the time; the registry asks for them only when
-    // someone takes a snapshot (/api/cluster; /metrics reads report_).
+    // The held events change all the time; the registry asks for them only
+    // when someone takes a snapshot (/api/cluster reads stats() through
+    // ClusterMember, /metrics reads report_).
     entry_->setProbe([this](router::LiveNumbers& numbers) {
-      const ClusterStats s = stats();
       numbers.queue_length = 0;
-      for (const PartitionStats& p : s.partitions) numbers.queue_length += p.held;
-      entry_->setMetadata("status", clusterStatsJson(s));
+      for (const PartitionStats& p : stats().partitions) numbers.queue_length += p.held;
     });
     entry_->setState(router::ComponentState::kStarted);
     if (!hooks_.watchdog_program.empty()) {
@@ -868,6 +867,10 @@ Status ClusterNode::start() { return impl_->start(); }
 void ClusterNode::stop() { impl_->stop(); }
 
 ClusterStats ClusterNode::stats() const { return impl_->stats(); }
+
+const std::string& ClusterNode::clusterName() const { return impl_->spec().name; }
+
+std::string ClusterNode::componentName() const { return impl_->entryName(); }
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterSpec& spec,
                                                          std::string password, ClusterHooks hooks,

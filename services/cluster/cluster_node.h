@@ -79,7 +79,7 @@ struct ClusterHooks {
   std::string watchdog_program;
 };
 
-class ClusterNode final : public Service {
+class ClusterNode final : public Service, private ClusterMember {
  public:
   // Compiles and checks every query of `spec` (errors name the descriptor
   // line: a query the cluster key does not partition, one without WITHIN,
@@ -95,8 +95,14 @@ class ClusterNode final : public Service {
   void stop() override;
 
   ClusterStats stats() const;
+  const ClusterMember* clusterMember() const override { return this; }
 
  private:
+  // ClusterMember
+  const std::string& clusterName() const override;
+  std::string componentName() const override;
+  ClusterStats clusterStats() const override { return stats(); }
+
   class Impl;
   explicit ClusterNode(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -1,10 +1,12 @@
 #pragma once
 
 // The queries a cluster runs on each of its partitions, compiled once when
-// a node is built: parsed, checked to be partitionable by the cluster's key
-// (partitioned_query.h), their engine loaded and tried on them, so that a
-// query its engine refuses is a start-up error naming its descriptor line
-// rather than a failure on each partition's first event.
+// a node is built: parsed, planned on the detection host (planner.h: the
+// engine each names, or engine auto's choice, loaded and tried on it, each
+// query on its own detector) and checked to be partitionable by the
+// cluster's key (partitioned_query.h), so that a query its engine refuses is
+// a start-up error naming its descriptor line rather than a failure on each
+// partition's first event.
 //
 // Thread-safety: immutable once compiled; every partition runner of a node
 // shares them.
@@ -26,11 +28,9 @@ namespace cepbus::services::cluster {
 // A cluster query compiled once; each active partition runs a detector of it.
 struct CompiledQuery {
   std::string name;
-  std::string engine;
+  std::string engine;  // the engine that runs it (engine auto's pick)
   std::string output;  // the routing key of its composites on "<name>.out"
   pattern::Query query;
-  plugin::DetectorOptions options;
-  plugin::PluginPtr plugin;
   // Makes the query's detector on the detection host, once per active
   // partition and again for each new stream (detection::Detection::create()).
   std::shared_ptr<const detection::DetectorRecipe> recipe;

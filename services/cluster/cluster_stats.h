@@ -2,83 +2,24 @@
 
 // What a cluster node reports about itself: the counters its membership
 // loop (membership_loop.h) and its partition runners (partition_runner.h)
-// keep, and what each partition looks like from the node. /api/cluster
-// reads them as JSON (clusterStatsJson); /metrics reads them from the stats
-// scopes of the node's NodeReport.
+// keep (services/cluster_member.h's ClusterStats), published to the stats
+// store's scopes "cluster" and "cluster_partition" for /metrics by the
+// node's NodeReport. /api/cluster reads them through ClusterMember.
 //
-// Thread-safety: ClusterStats and PartitionStats are plain values;
-// NodeReport says its own.
+// Thread-safety: NodeReport says its own.
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "bus/base/mutex.h"
 #include "bus/base/stats/store.h"
+#include "services/cluster_member.h"
 
 namespace cepbus::services::cluster {
 
-// What one partition looks like from this node.
-struct PartitionStats {
-  uint32_t partition = 0;
-  std::string role;   // "active", "standby" (attached, not receiving) or "none"
-  std::string owner;  // the rendezvous owner among the live nodes
-  uint64_t held = 0;  // events of input messages received and not yet accepted
-  uint64_t unaccepted_outputs = 0;
-  // The most input messages this node held at once since it took the
-  // partition: what a window needs, to size max-unsettled by.
-  uint64_t held_messages_peak = 0;
-  bool stream_ended = false;  // active, and the last input was an end-of-stream marker
-  // Stream input, active: the offset a successor would resume from now, and
-  // the one the partition's lease carries (behind by at most a heartbeat).
-  std::optional<uint64_t> resume_from;
-  std::optional<uint64_t> lease_offset;
-};
-
-struct ClusterStats {
-  std::string node;
-  std::vector<std::string> live_nodes;
-  std::vector<PartitionStats> partitions;
-  uint64_t received = 0;  // input messages
-  uint64_t settled = 0;   // input events let go (a message is accepted with its last)
-  // Input messages that arrived redelivered; with stream input, read again
-  // below where the previous owner had read (as its last lease token said).
-  uint64_t replayed = 0;
-  uint64_t takeovers = 0;   // partitions this node became active on
-  uint64_t handovers = 0;   // partitions this node gave up while active
-  uint64_t duplicates = 0;  // input messages whose event id was already held
-  uint64_t late = 0;        // events later than the slack, re-published as late
-  uint64_t rejected = 0;    // input messages that are not events (refused)
-  uint64_t composites = 0;  // composite events published
-  uint64_t detector_errors = 0;
-  uint64_t reconnects = 0;
-  uint64_t stalls = 0;  // times the watchdog found this node stalled
-  // Handovers whose session end the broker never confirmed (RabbitMQ 3.10
-  // sometimes sends none): given up after the idle timeout.
-  uint64_t unconfirmed_handovers = 0;
-  uint64_t window_full = 0;     // times a partition held max-unsettled messages
-  uint64_t checkpoints = 0;     // stream input: lease tokens the broker accepted
-  uint64_t retention_gaps = 0;  // stream input: offsets to replay the stream no longer had
-  // Stream input: messages stored after later ones of their publisher (a
-  // broker failover), held until the earlier ones came (stream_sequencer.h);
-  // and messages given up on after waiting for them.
-  uint64_t out_of_order = 0;
-  uint64_t sequence_gaps = 0;
-  // Stream input: links reopened after a silence (RabbitMQ 3.10 may stop
-  // delivering to a consumer that attached during a leader election).
-  uint64_t stream_refreshes = 0;
-  // Stream input: broker connections given up because the broker delivered
-  // nothing from a stream that held events past the reader (StreamReaderWatch).
-  uint64_t stream_broker_switches = 0;
-  // Broker connections given up because the node's own heartbeats stopped
-  // coming back through the broker (it routed nothing this node published).
-  uint64_t echo_timeouts = 0;
-  uint64_t streams_ended = 0;  // end-of-stream markers taken
-};
-
-// The stats as the JSON object of /api/cluster (one node's part).
-std::string clusterStatsJson(const ClusterStats& stats);
+using services::ClusterStats;
+using services::PartitionStats;
 
 // The families of the scope "cluster" {cluster, node}: the node's counters
 // (ClusterStats), and of its child "cluster_partition" {partition, role}:

@@ -17,6 +17,8 @@
 #include "flows/flow_stats.h"
 #include "router/route_stats.h"
 #include "router/topic.h"
+#include "services/cluster_member.h"
+#include "services/http/cluster_json.h"
 #include "services/http/dashboard/dashboard.h"
 #include "services/http/prometheus.h"
 #include "services/http/stats_json.h"
@@ -258,23 +260,19 @@ std::string queryParam(std::string_view target, std::string_view key) {
   return {};
 }
 
-// The cluster nodes this bus runs (services/cluster/): each reports its
-// stats as a JSON text in its registry entry's "status".
-json clusterJson(router::Registry& registry) {
-  constexpr std::string_view kClusterPrefix = "cluster:";
+// The cluster nodes this bus runs (services/cluster/), each as it reports
+// itself through ClusterMember, with its registry entry's state.
+json clusterJson(Deployer& deployer, router::Registry& registry) {
   json nodes = json::array();
-  for (const router::ComponentSnapshot& c : registry.snapshot()) {
-    if (!c.name.starts_with(kClusterPrefix)) continue;
-    json node = json::object();
-    for (const auto& [key, value] : c.metadata) {
-      if (key == "status") {
-        json parsed = json::parse(value, nullptr, false);
-        if (parsed.is_object()) node.update(parsed);
-      } else if (key == "cluster") {
-        node["cluster"] = value;
-      }
+  for (const DeployedServiceInfo& info : deployer.deployedServices()) {
+    const std::shared_ptr<Service> service = deployer.findService(info.name);
+    const ClusterMember* member = service != nullptr ? service->clusterMember() : nullptr;
+    if (member == nullptr) continue;
+    json node = clusterNodeJson(member->clusterStats());
+    node["cluster"] = member->clusterName();
+    if (auto c = registry.snapshotOf(member->componentName())) {
+      node["state"] = router::componentStateName(c->state);
     }
-    node["state"] = router::componentStateName(c.state);
     nodes.push_back(std::move(node));
   }
   return json{{"nodes", std::move(nodes)}};
@@ -540,7 +538,8 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
   }
   if (resource == "cluster" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");
-    return jsonResponse(200, clusterJson(registry_));
+    if (auto refused = needsDeployer()) return std::move(*refused);
+    return jsonResponse(200, clusterJson(*deployer_, registry_));
   }
   if (resource == "stages" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");

@@ -57,12 +57,14 @@ void ReplaySource::run() {
   const Symbol sender = Symbol::intern(config_.name);
   const auto begin = std::chrono::steady_clock::now();
   uint64_t n = 0;
+  uint64_t skipped = 0;
   while (!stopping_.load(std::memory_order_acquire)) {
     auto event = reader.next();
     if (!event) {
       if (event.status().code() == Status::Code::kNotFound) break;  // end of file
       log.warning("%s: %s: %s", config_.name, config_.file.string(), event.status().message());
       entry_->addFailed();
+      ++skipped;
       continue;
     }
     if (config_.rate > 0) {
@@ -86,8 +88,13 @@ void ReplaySource::run() {
                   out.rejected, out.status.message());
     }
   }
-  log.information("%s: replayed %Lu events from %s", config_.name, static_cast<Poco::UInt64>(n),
-                  config_.file.string());
+  // The skipped lines are named once each above; the closing line counts
+  // them too, so that it accounts for the whole file.
+  const std::string bad_lines = skipped == 0 ? std::string()
+                                             : ", skipped " + std::to_string(skipped) +
+                                                   " bad line" + (skipped == 1 ? "" : "s");
+  log.information("%s: replayed %Lu events from %s%s", config_.name, static_cast<Poco::UInt64>(n),
+                  config_.file.string(), bad_lines);
   finished_.store(true, std::memory_order_release);
 }
 

@@ -213,6 +213,23 @@ class ClusterE2eTest : public ::testing::Test {
     return n;
   }
 
+  // Every one of `partitions` has an active node among the started ones:
+  // what is published from now on is consumed as it arrives. For nodes that
+  // read streams, which hold their partitions by lease before any message;
+  // on queues a node reports a partition active only from its first message.
+  ::testing::AssertionResult waitAllActive(uint32_t partitions, seconds limit = seconds(60)) {
+    return eventually(
+        "every one of " + std::to_string(partitions) + " partitions active on a node",
+        [&] {
+          int active = 0;
+          for (size_t k = 1; k <= nodes_.size(); ++k) {
+            if (node(static_cast<int>(k)).process) active += activeOn(static_cast<int>(k));
+          }
+          return active == static_cast<int>(partitions);
+        },
+        limit, milliseconds(100));
+  }
+
   void init(int k = 1) {
     Ran r = runToEnd({kCepbus, "cluster", "init", (dir_ / ("node" + std::to_string(k) + ".xml"))},
                      dir_ / "init");
@@ -281,10 +298,9 @@ class ClusterE2eTest : public ::testing::Test {
             auto q = queue(p);
             left += q ? q->value("messages", uint64_t{1}) : 1;
           }
-          if (left != 0) std::this_thread::sleep_for(milliseconds(300));
           return left == 0;
         },
-        limit);
+        limit, milliseconds(300));
     if (drained) return ::testing::AssertionSuccess();
     auto failure = ::testing::AssertionFailure()
                    << left << " messages still in the partition queues";
@@ -329,10 +345,9 @@ class ClusterE2eTest : public ::testing::Test {
               }
             }
           }
-          if (done.size() < partitions) std::this_thread::sleep_for(milliseconds(300));
           return done.size() == partitions;
         },
-        limit);
+        limit, milliseconds(300));
     if (all) return ::testing::AssertionSuccess();
     auto failure = ::testing::AssertionFailure()
                    << done.size() << " of " << partitions << " partitions done with their streams";
@@ -475,6 +490,9 @@ TEST_F(ClusterE2eTest, RepeatedNodeKillsAndABrokerKillLoseNoComposite) {
   startCollector();
   for (int k = 1; k <= 3; ++k) startNode(k);
   const fs::path events = generate(6000, 5);
+  // Time for the nodes to attach to the partition queues. There is nothing
+  // to poll for: on queues (unlike streams) a node reports a partition active
+  // only once its first message arrives, so waitAllActive() would wait in vain.
   std::this_thread::sleep_for(seconds(2));
   auto publisher = publish(events, 700);
 
@@ -485,6 +503,7 @@ TEST_F(ClusterE2eTest, RepeatedNodeKillsAndABrokerKillLoseNoComposite) {
   std::shuffle(victims.begin(), victims.end(), rng);
   std::uniform_int_distribution<int> pause_ms(300, 1500);
   for (const int k : victims) {
+    // Time passing on purpose: the kill lands at a random point of the stream.
     std::this_thread::sleep_for(milliseconds(pause_ms(rng)));
     node(k).process->signal(SIGKILL);
     node(k).process->wait(seconds(10));
@@ -510,11 +529,12 @@ TEST_F(ClusterE2eTest, WindowsLongerThanMaxUnsettledSurviveNodeKillsOnStreams) {
   constexpr uint32_t kPartitions = 2;
   ASSERT_NO_FATAL_FAILURE(startLongWindowsOnStreams(kPartitions));
   const fs::path events = generate(3000, 8);
-  std::this_thread::sleep_for(seconds(2));
+  ASSERT_TRUE(waitAllActive(kPartitions));
   auto publisher = publish(events, 800, 1, {"--batch", "1"});
   std::mt19937 rng(20261203);
   std::uniform_int_distribution<int> pause_ms(400, 1200);
   for (const int k : {1, 2, 3}) {
+    // Time passing on purpose: the kill lands at a random point of the stream.
     std::this_thread::sleep_for(milliseconds(pause_ms(rng)));
     node(k).process->signal(SIGKILL);
     node(k).process->wait(seconds(10));
@@ -550,10 +570,12 @@ TEST_F(ClusterE2eTest, StreamsSurviveTheirLeaderBrokersKill) {
   constexpr uint32_t kPartitions = 2;
   ASSERT_NO_FATAL_FAILURE(startLongWindowsOnStreams(kPartitions));
   const fs::path events = generate(3000, 9);
-  std::this_thread::sleep_for(seconds(2));
-  const int leader = streamLeader(0);
+  ASSERT_TRUE(waitAllActive(kPartitions));
+  int leader = 0;
+  waitUntil([&] { return (leader = streamLeader(0)) > 0; }, seconds(30), milliseconds(200));
   ASSERT_GT(leader, 0) << "no leader listed for stream " << partitionStreamName(0);
   auto publisher = publish(events, 800, leader, {"--batch", "1"});
+  // Time passing on purpose: the leader dies in the middle of the stream.
   std::this_thread::sleep_for(milliseconds(1500));
   ASSERT_TRUE(killBroker(leader));
   std::cout << "SIGKILL RabbitMQ node " << leader << ", the leader of " << partitionStreamName(0)
@@ -591,6 +613,7 @@ TEST_F(ClusterE2eTest, AJoinOfUncertainReadingsGivesTheSamePairsAsOffline) {
   startNode(1);
   startNode(2);
   auto publisher = publish(dir_ / "readings.jsonl", 2000);
+  // Time passing on purpose: node 2 dies in the middle of the stream.
   std::this_thread::sleep_for(milliseconds(700));
   node(2).process->signal(SIGKILL);
   std::cout << "SIGKILL cepbus node2\n";
@@ -618,6 +641,8 @@ TEST_F(ClusterE2eTest, AStoppedNodeLosesItsPartitionsWithinTheIdleTimeout) {
   const auto takeover = std::chrono::duration_cast<milliseconds>(Clock::now() - stopped);
   std::cout << "takeover after SIGSTOP: " << takeover.count() << " ms\n";
   EXPECT_LT(takeover, milliseconds(2000 + 3000)) << "idle timeout 2000 ms, then the broker";
+  // Time passing on purpose: node 2 stays stopped a while after it lost its
+  // partitions, as a node paused by its host would.
   std::this_thread::sleep_for(seconds(1));
   node(2).process->signal(SIGCONT);
   // The continued node notices its stall and lets its stale partitions go.
@@ -697,6 +722,7 @@ TEST_F(ClusterE2eTest, APublisherGivesUpABrokerThatNeverConfirms) {
   startCollector();
   startNode(1);
   const fs::path events = generate(1500, 17);
+  // Time for node 1 to attach; see RepeatedNodeKillsAndABrokerKillLoseNoComposite.
   std::this_thread::sleep_for(seconds(2));
   auto publisher = publish(events, 0, 2);
   ASSERT_EQ(publisher->wait(seconds(120)), 0) << publisher->err();

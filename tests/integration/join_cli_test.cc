@@ -153,6 +153,31 @@ TEST_F(JoinCliTest, RefusesAReadingWithoutItsKeyNamingTheLine) {
   EXPECT_THAT(err, HasSubstr("no key attribute 'plate'"));
 }
 
+// A line that is no event is skipped as by `cepbus match`; --strict stops.
+TEST_F(JoinCliTest, SkipsALineThatIsNoEventUnlessStrict) {
+  write("m.csv", "site,N,S\nN,0,30\nS,30,0\n");
+  write("r.jsonl", R"({"type":"Reading","ts":1,"attrs":{"plate":"1","site":"N"},"prob":0.9})"
+                   "\n"
+                   R"({"type":"Reading","ts":"soon"})"
+                   "\n"
+                   R"({"type":"Reading","ts":7,"attrs":{"plate":"1","site":"S"},"prob":0.9})"
+                   "\n");
+  const std::vector<std::string> args = {"--events",    "r.jsonl", "--key",         "plate",
+                                         "--site",      "site",    "--time-matrix", "m.csv",
+                                         "--threshold", "0.7",     "--count"};
+  std::string out, err;
+  ASSERT_EQ(run(args, &out, &err), 0) << err;
+  EXPECT_THAT(out, HasSubstr("\"pairs\":1"));
+  EXPECT_THAT(err, HasSubstr("cepbus join: r.jsonl: line 2: "));
+  EXPECT_THAT(err, HasSubstr("(skipped)"));
+  EXPECT_THAT(err, HasSubstr("cepbus join: r.jsonl: 1 bad line skipped"));
+  std::vector<std::string> strict = args;
+  strict.push_back("--strict");
+  EXPECT_EQ(run(strict, &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("r.jsonl: line 2: "));
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("skipped")));
+}
+
 TEST_F(JoinCliTest, RefusesABadCommandLine) {
   std::string out, err;
   EXPECT_EQ(run({"--events", "r.jsonl", "--key", "plate"}, &out, &err), 2);

@@ -122,6 +122,24 @@ TEST_F(MatchEnginesTest, AlgebrasDefaultContextDiffersAndIsNamed) {
   EXPECT_THAT(err, HasSubstr("engine 'algebra' differs from 'nfa' (the reference)"));
 }
 
+// CONTEXT recent chooses the latest-starting instance before a WHERE
+// conjunct relating two variables is checked: the one kept fails it and no
+// earlier one takes its place. The notice says so rather than promise a match.
+TEST_F(MatchEnginesTest, AlgebrasRecentChoosesBeforeWhereAndTheNoticeSaysSo) {
+  std::ofstream(dir_ / "events.jsonl") << R"({"type":"A","ts":1,"attrs":{"x":1}})"
+                                          "\n"
+                                          R"({"type":"A","ts":2,"attrs":{"x":2}})"
+                                          "\n"
+                                          R"({"type":"B","ts":3,"attrs":{"x":1}})"
+                                          "\n";
+  std::string err;
+  const auto summary = compare("PATTERN SEQ(A a, B b) WHERE a.x = b.x", 1, &err);
+  EXPECT_EQ(engine(summary, "nfa")["matches"], 1) << summary.dump();
+  EXPECT_EQ(engine(summary, "algebra")["matches"], 0) << summary.dump();
+  EXPECT_THAT(err, HasSubstr("before the WHERE conjuncts relating its variables are checked"));
+  EXPECT_THAT(err, HasSubstr("possibly none"));
+}
+
 // An engine that refuses is reported with its reason, which names an engine
 // that runs the construct; the accepting ones still agree.
 TEST_F(MatchEnginesTest, RefusalsAreReportedAndDoNotCountAsDifferences) {
@@ -178,6 +196,82 @@ TEST_F(MatchEnginesTest, PatternsFilesNameThePatternThatDiffers) {
   // SEQ(A, C) within 2 has one start per end, so recent loses nothing there.
   EXPECT_EQ(algebra["first_difference"]["pattern"], "fewer") << out;
   EXPECT_THAT(err, HasSubstr("patterns.txt:2 (pattern 'fewer'): the algebra engine runs"));
+}
+
+// The "rising run" of docs/pattern-language.md: the algebra engine
+// enumerates subsets of the run and does not finish on the quickstart's
+// ticks; --timeout stops it, and nfa and petri are still compared.
+TEST_F(MatchEnginesTest, AnEngineStillRunningAtTheTimeoutIsReportedAsTimedOut) {
+  const std::string stocks =
+      std::string(CEPBUS_TEST_SOURCE_DIR) + "/examples/quickstart/stocks.jsonl";
+  std::string out, err;
+  EXPECT_EQ(run({"match", "--engine", "all", "--timeout", "1", "--events", stocks, "--query",
+                 "PATTERN SEQ(Stock a, Stock+ b[], Stock c) WHERE b[i].price > b[i-1].price AND "
+                 "b[i].symbol = a.symbol AND c.symbol = a.symbol AND c.price < b[1].price AND "
+                 "count(b[]) >= 3 WITHIN 500 PARTITION BY symbol STRATEGY skip-till-next-match"},
+                &out, &err),
+            0)
+      << err;
+  const auto summary = nlohmann::json::parse(out);
+  EXPECT_EQ(summary["agree"], true) << out;
+  const auto& algebra = engine(summary, "algebra");
+  EXPECT_EQ(algebra["timed_out"], true) << out;
+  EXPECT_LT(algebra["after_events"].get<int>(), 600) << out;
+  EXPECT_FALSE(algebra.contains("matches")) << out;
+  EXPECT_EQ(engine(summary, "petri")["agrees"], true) << out;
+  EXPECT_EQ(engine(summary, "nfa")["matches"], 439) << out;
+  EXPECT_THAT(err, HasSubstr("engine 'algebra' timed out after 1 s"));
+}
+
+// With one engine completing there is nothing to compare: no "agree", the
+// reason instead, and exit status 1.
+TEST_F(MatchEnginesTest, OneCompletedEngineIsNotAnAgreement) {
+  std::string err;
+  const auto summary =
+      compare("PATTERN SEQ(A a, B+ b[], NOT(C c), A d) WHERE c.x = a.x WITHIN 4", 1, &err);
+  EXPECT_FALSE(summary.contains("agree")) << summary.dump();
+  EXPECT_EQ(summary["nothing_to_compare"],
+            "only nfa completed: algebra refused the query, petri refused the query");
+  EXPECT_THAT(err, HasSubstr("nothing to compare"));
+}
+
+TEST_F(MatchEnginesTest, TheSummaryCountsTheSkippedLines) {
+  std::ofstream(dir_ / "events.jsonl", std::ios::app) << "{\"type\":\"A\"}\n";
+  std::string err;
+  const auto summary = compare("PATTERN SEQ(A a, B b) WITHIN 4 CONTEXT unrestricted", 0, &err);
+  EXPECT_EQ(summary["skipped"], 1) << summary.dump();
+  EXPECT_THAT(err, HasSubstr("events.jsonl: line 31: missing field \"ts\" (skipped)"));
+}
+
+// No engine runs the Kleene star, and no refusal sends the reader to one
+// that would.
+TEST_F(MatchEnginesTest, EveryEngineRefusesTheKleeneStarWithoutPointingElsewhere) {
+  std::string err;
+  const auto summary = compare("PATTERN SEQ(A a, B* b[], C c) WITHIN 4", 1, &err);
+  for (const char* name : {"nfa", "algebra", "petri"}) {
+    const auto& e = engine(summary, name);
+    ASSERT_EQ(e["accepted"], false) << name;
+    const std::string refusal = e["refusal"].get<std::string>();
+    EXPECT_THAT(refusal, HasSubstr("nor does any other engine: write 'B+ b[]'")) << name;
+    EXPECT_THAT(refusal, Not(HasSubstr("--engine"))) << name;
+  }
+  EXPECT_EQ(summary["nothing_to_compare"],
+            "no engine completed: nfa refused the query, algebra refused the query, petri "
+            "refused the query");
+}
+
+TEST_F(MatchEnginesTest, TimeoutIsForEngineAllOnly) {
+  std::string out, err;
+  EXPECT_EQ(run({"match", "--engine", "nfa", "--timeout", "1", "--query", "PATTERN SEQ(A a, B b)",
+                 "--events", "events.jsonl"},
+                &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--timeout limits each engine of --engine all only"));
+  EXPECT_EQ(run({"match", "--engine", "all", "--timeout", "-1", "--query", "PATTERN SEQ(A a, B b)",
+                 "--events", "events.jsonl"},
+                &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--timeout -1: expected seconds, 0 or more"));
 }
 
 TEST_F(MatchEnginesTest, AllRefusesTheSingleEngineOutputs) {

@@ -31,8 +31,8 @@
 namespace cepbus::plugins::testing {
 namespace {
 
-using nfa::testing::CollectingSink;
 using nfa::testing::Generator;
+using nfa::testing::MatchRecorder;
 using nfa::testing::ReferenceMatcher;
 using pattern::PatternKind;
 
@@ -166,7 +166,7 @@ class EnginesDifferential {
     EngineStats& st = stats_[engine.name];
     auto q = pattern::parseQuery(text);
     ASSERT_TRUE(q.isOk()) << text;
-    CollectingSink sink;
+    MatchRecorder sink;
     auto made = loadBuiltEngine(engine.name)
                     ->createDetector(engine.name, *q, plugin::DetectorOptions(), sink);
     if (!refusal.empty()) {
@@ -211,7 +211,7 @@ class EnginesDifferential {
     if (sink.sortedIds() != expected) {
       ++failures_;
       ADD_FAILURE() << engine.name << " differs from the reference on\n  " << text << "\nexpected "
-                    << expected.size() << " matches, got " << sink.matches.size() << "\nevents:\n"
+                    << expected.size() << " matches, got " << sink.size() << "\nevents:\n"
                     << describeEvents(events);
     }
   }

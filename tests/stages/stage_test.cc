@@ -300,6 +300,7 @@ TEST(StageTest, DynamicOverloadDegradesBeforeTheStaticThreshold) {
     const Admission a = stage.offer(makeItem(t, 0, true));
     ASSERT_NE(a, Admission::kRejected);
     if (a == Admission::kDegraded) degraded_at = stage.queueLength();
+    // Time passing on purpose: a trickle, so the monitor sees a rate.
     std::this_thread::sleep_for(milliseconds(1));
   }
   EXPECT_GT(degraded_at, 0u) << "the dynamic monitor never fired";
@@ -348,6 +349,7 @@ TEST(StageTest, WorkersPauseWhileDownstreamIsSaturated) {
   up.addDownstream(&down);
   up.start();
   for (uint64_t t = 0; t < 5; ++t) ASSERT_NE(up.offer(makeItem(t)), Admission::kRejected);
+  // Time passing on purpose: what must not happen has this long to happen.
   std::this_thread::sleep_for(milliseconds(50));
   EXPECT_EQ(handled.load(), 0) << "upstream kept taking work while downstream was saturated";
   EXPECT_EQ(up.queueLength(), 5u);
@@ -385,6 +387,7 @@ TEST(StageTest, OfferWaitHoldsWhileSaturated) {
   for (uint64_t t = 0; t < 9; ++t) ASSERT_NE(stage.offer(makeItem(t)), Admission::kRejected);
   std::atomic<bool> started{false};
   std::thread starter([&] {
+    // Time passing on purpose: offerWait() below has to wait for the start.
     std::this_thread::sleep_for(milliseconds(30));
     started = true;
     stage.start();
@@ -405,6 +408,7 @@ TEST(StageTest, ThreadsGrowUnderSlowHandlerAndShrinkAfter) {
   c.resource.target_latency = std::chrono::milliseconds(2);
   c.admission.rate_window = milliseconds(30);  // quiet after three idle ticks
   Stage stage(c, [&](StageItem&) {
+    // The handler's service time, which the controller sizes the pool by.
     std::this_thread::sleep_for(std::chrono::microseconds(500));
     return Status::ok();
   });
@@ -442,6 +446,7 @@ TEST(StageTest, OverloadDegradesThenRejectsAndLosesNothing) {
   c.min_threads = 1;
   c.max_threads = 2;
   Stage stage(c, [&](StageItem& item) {
+    // The handler's service time: slower than the offers, hence the overload.
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     count[item.token].fetch_add(1);
     if (item.reliable) reliable_seen[item.token].fetch_add(1);
@@ -566,7 +571,8 @@ TEST(StageTest, BusyStageQueuesInOrderAndNeverRunsTwoHandlersAtOnce) {
   ASSERT_TRUE(eventually([&] { return seen.tokens().size() == 1; }));
   for (uint64_t t = 1; t <= 5; ++t) ASSERT_EQ(stage.offer(makeItem(t)), Admission::kAccepted);
   EXPECT_EQ(stage.metrics().enqueued, 5u);
-  // The worker has the queued items but waits for the inline run.
+  // The worker has the queued items but waits for the inline run: time
+  // passing on purpose, for a worker that does not wait to run one.
   std::this_thread::sleep_for(milliseconds(20));
   EXPECT_EQ(seen.tokens().size(), 1u);
   gate.open();
@@ -635,6 +641,7 @@ TEST(StageTest, StageNotStartedQueuesAndStopWaitsForAnInlineRun) {
     stage.stop();
     stopped = true;
   });
+  // Time passing on purpose: a stop() that does not wait has this long to return.
   std::this_thread::sleep_for(milliseconds(20));
   EXPECT_FALSE(stopped.load()) << "stop() returned while a handler ran inline";
   gate.open();

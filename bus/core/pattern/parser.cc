@@ -476,6 +476,7 @@ class Parser {
     const bool kleene = (peek().kind == TokenKind::kPlus || peek().kind == TokenKind::kStar) &&
                         peek(1).kind == TokenKind::kIdent && peek(2).kind == TokenKind::kLBracket &&
                         peek(3).kind == TokenKind::kRBracket;
+    if (!kleene) rejectKleeneWithoutBrackets(type);
     auto n = newPattern(kleene ? PatternKind::kKleene : PatternKind::kEvent, type.pos);
     n->type = type.text;
     if (kleene) {
@@ -487,6 +488,33 @@ class Parser {
       n->var = take().text;
     }
     return n;
+  }
+
+  // `Temp+ b` (the operator written against the type, a lone name after it,
+  // no `[]`) is a Kleene element missing its brackets: read as written it is
+  // the conjunction of Temp with an event of type 'b' (or, for `*`, an
+  // iteration followed by a stray name), which compiles on some engine and
+  // then never matches. The spaced form `Temp + b` stays a conjunction.
+  void rejectKleeneWithoutBrackets(const Token& type) {
+    const Token& op = peek();
+    if ((op.kind != TokenKind::kPlus && op.kind != TokenKind::kStar) ||
+        peek(1).kind != TokenKind::kIdent || peek(2).kind == TokenKind::kLBracket ||
+        peek(2).kind == TokenKind::kIdent) {
+      return;
+    }
+    const bool glued = op.pos.line == type.pos.line &&
+                       op.pos.column == type.pos.column + static_cast<int>(type.text.size());
+    if (!glued) return;
+    const std::string written = type.text + op.text + " " + peek(1).text;
+    const std::string kleene = written + "[]";
+    const std::string spaced = type.text + " " + op.text + " " + peek(1).text;
+    fail(op.pos, "'" + written +
+                     "' is not a Kleene element: a Kleene variable needs '[]', as in '" + kleene +
+                     "'" +
+                     (op.kind == TokenKind::kPlus
+                          ? "; for the conjunction of " + type.text + " and an event of type '" +
+                                peek(1).text + "', write '" + spaced + "'"
+                          : std::string()));
   }
 
   // --- expressions --------------------------------------------------------

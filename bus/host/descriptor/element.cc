@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "bus/base/spelling.h"
 #include "bus/host/descriptor/document_reader.h"
 #include "bus/host/descriptor/text.h"
 

@@ -17,6 +17,7 @@
 #include <optional>
 #include <utility>
 
+#include "bus/base/spelling.h"
 #include "bus/host/descriptor/address.h"
 #include "bus/host/descriptor/document_reader.h"
 #include "bus/host/descriptor/element.h"

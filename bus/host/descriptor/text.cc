@@ -16,21 +16,6 @@ bool isAlnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
-size_t editDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
 std::string_view trim(std::string_view s) {
@@ -94,20 +79,6 @@ bool isHost(std::string_view host) {
     begin = end + 1;
   }
   return !all_numeric || labels == 4;
-}
-
-std::optional<std::string_view> closest(std::string_view word,
-                                        const std::vector<std::string_view>& candidates) {
-  std::optional<std::string_view> best;
-  size_t best_distance = std::min<size_t>(2, word.size() / 2) + 1;
-  for (std::string_view c : candidates) {
-    const size_t d = editDistance(word, c);
-    if (d < best_distance) {
-      best = c;
-      best_distance = d;
-    }
-  }
-  return best;
 }
 
 std::string listOf(const std::vector<std::string_view>& items, std::string_view open,

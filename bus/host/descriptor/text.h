@@ -1,10 +1,9 @@
 #pragma once
 
-// Text helpers of the descriptor readers: trimming, the name and host
-// alphabets, and the "did you mean" suggestion. Private to
+// Text helpers of the descriptor readers: trimming, and the name and host
+// alphabets ("did you mean" is bus/base/spelling.h). Private to
 // bus/host/descriptor/ (quote() is public, in element.h).
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,9 +18,6 @@ bool isEnvName(std::string_view s);
 // A DNS name (RFC 1123 labels), a dotted IPv4 address or an IPv6 literal,
 // optionally in brackets.
 bool isHost(std::string_view host);
-// The candidate a typo most likely meant, if one is close enough.
-std::optional<std::string_view> closest(std::string_view word,
-                                        const std::vector<std::string_view>& candidates);
 // "a, b, c" with each item wrapped as `open item close`.
 // 0.75 -> "0.75", 1 -> "1".
 std::string formatNumber(double v);

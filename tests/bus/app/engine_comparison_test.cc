@@ -1,8 +1,12 @@
 #include "bus/app/engine_comparison.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace cepbus::app {
@@ -41,6 +45,43 @@ TEST(EngineComparisonTest, NamesTheEarliestMatchCountedDifferently) {
   ASSERT_TRUE(d);
   EXPECT_EQ(d->match, (RecordedMatch{1, {5, 8}}));
   EXPECT_EQ(d->in_reference, 0u);
+}
+
+// A run that returns is read whole, even past what a pipe buffers, with the
+// counter it advanced.
+TEST(RunInChildTest, ReturnsTheChildsTextAndProgress) {
+  auto outcome = runInChild(
+      [](std::atomic<uint64_t>& progress) {
+        progress.store(7);
+        return std::string(1 << 20, 'x') + "end";
+      },
+      0);
+  ASSERT_TRUE(outcome) << outcome.status().message();
+  EXPECT_FALSE(outcome->timed_out);
+  EXPECT_EQ(outcome->progress, 7u);
+  EXPECT_EQ(outcome->output.size(), (1u << 20) + 3);
+  EXPECT_EQ(outcome->output.substr(outcome->output.size() - 3), "end");
+}
+
+// A run that never returns is stopped at its deadline, with how far it got.
+TEST(RunInChildTest, StopsARunStillGoingAtItsDeadline) {
+  auto outcome = runInChild(
+      [](std::atomic<uint64_t>& progress) -> std::string {
+        progress.store(3);
+        while (true) ::pause();
+      },
+      0.2);
+  ASSERT_TRUE(outcome) << outcome.status().message();
+  EXPECT_TRUE(outcome->timed_out);
+  EXPECT_EQ(outcome->progress, 3u);
+  EXPECT_TRUE(outcome->output.empty());
+}
+
+TEST(RunInChildTest, AChildThatDiesIsAnErrorNamingHow) {
+  auto outcome = runInChild([](std::atomic<uint64_t>&) -> std::string { std::abort(); }, 0);
+  ASSERT_FALSE(outcome);
+  EXPECT_NE(outcome.status().message().find("signal " + std::to_string(SIGABRT)), std::string::npos)
+      << outcome.status().message();
 }
 
 }  // namespace

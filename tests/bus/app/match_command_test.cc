@@ -13,6 +13,7 @@ namespace cepbus::app {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class MatchCommandTest : public ::testing::Test {
  protected:
@@ -134,6 +135,29 @@ TEST_F(MatchCommandTest, FullFormatPrintsCompositeEvents) {
   EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1);
 }
 
+TEST_F(MatchCommandTest, WarnsAboutNamesTheEventsNeverHadWithoutChangingTheExitStatus) {
+  auto o = base(paperEvents());
+  o.query = "PATTERN SEQ(A a, B b)\nWHERE b.prize > a.price\nPARTITION BY price";
+  o.count = true;
+  ASSERT_EQ(run(o), 0) << err_.str();
+  EXPECT_EQ(err_.str(),
+            "cepbus match: warning: --query: line 2, column 7: attribute 'prize' never occurred on "
+            "a B event in the input; did you mean 'price'?\n");
+  EXPECT_THAT(out_.str(), HasSubstr("\"matches\":0"));
+
+  o.query = "PATTERN SEQ(A a, B b) WHERE b.price > a.price";
+  ASSERT_EQ(run(o), 0) << err_.str();
+  EXPECT_EQ(err_.str(), "");
+
+  o.query.clear();
+  o.patterns_file =
+      write("patterns.txt", "ok: PATTERN SEQ(A a, B b)\nbad: PATTERN SEQ(A a, Bb b)\n");
+  ASSERT_EQ(run(o), 0) << err_.str();
+  EXPECT_EQ(err_.str(), "cepbus match: warning: " + (dir_ / "patterns.txt").string() +
+                            ":2 (pattern 'bad'): line 1, column 18: event type 'Bb' never "
+                            "occurred in the input; did you mean 'B'?\n");
+}
+
 TEST_F(MatchCommandTest, BadQueryUnsupportedOperatorAndBadOptionFailClearly) {
   auto o = base(paperEvents());
   o.query = "PATTERN SEQ(A a, B b";
@@ -155,11 +179,34 @@ TEST_F(MatchCommandTest, BadQueryUnsupportedOperatorAndBadOptionFailClearly) {
   EXPECT_THAT(err_.str(), HasSubstr("bad_patterns.txt:2 (pattern 'bad'): bad query"));
 }
 
-TEST_F(MatchCommandTest, BadEventLineNamesTheLine) {
+// A bad line is named, counted and skipped, as the bus's replay does; the
+// events around it still match.
+TEST_F(MatchCommandTest, BadEventLinesAreNamedCountedAndSkipped) {
+  const std::string events = write("bad.jsonl",
+                                   "{\"type\":\"A\",\"ts\":1}\n\n{\"type\":\"B\"}\nnot json\n"
+                                   "{\"type\":\"B\",\"ts\":4}\n");
+  auto o = base(events);
+  o.query = "PATTERN SEQ(A a, B b)";
+  ASSERT_EQ(run(o), 0) << err_.str();
+  EXPECT_EQ(lines(), (std::vector<std::string>{"[1,4]"}));
+  EXPECT_THAT(err_.str(),
+              HasSubstr("cepbus match: " + events + ": line 3: missing field \"ts\" (skipped)"));
+  EXPECT_THAT(err_.str(), HasSubstr("cepbus match: " + events + ": line 4: "));
+  EXPECT_THAT(err_.str(), HasSubstr("cepbus match: " + events + ": 2 bad lines skipped"));
+}
+
+TEST_F(MatchCommandTest, StrictStopsAtTheFirstBadEventLine) {
   auto o = base(write("bad.jsonl", "{\"type\":\"A\",\"ts\":1}\n\n{\"type\":\"B\"}\n"));
   o.query = "PATTERN SEQ(A a, B b)";
+  o.strict = true;
   EXPECT_EQ(run(o), 1);
   EXPECT_THAT(err_.str(), HasSubstr("bad.jsonl: line 3: missing field \"ts\""));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("skipped")));
+  const std::vector<std::string> args = {"--engine", "nfa",     "--query", "PATTERN SEQ(A a, B b)",
+                                         "--events", "x.jsonl", "--strict"};
+  auto parsed = parseMatchArguments(args);
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  EXPECT_TRUE(parsed->strict);
 }
 
 TEST_F(MatchCommandTest, OutOfOrderEventsFailUnlessASlackIsGiven) {

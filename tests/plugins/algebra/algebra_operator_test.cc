@@ -247,12 +247,12 @@ TEST(AlgebraPartitions, MatchesOfTheEqualityFormReportedWhenTheStreamMovesOn) {
             runAlgebra("PATTERN A a ; B b WHERE a.x = b.x CONTEXT unrestricted", events));
   auto q = pattern::parseQuery("PATTERN A a ; B b PARTITION BY x CONTEXT unrestricted");
   ASSERT_TRUE(q.isOk());
-  CollectingSink sink;
+  MatchRecorder sink;
   auto d = loadPlugin("algebra")->createDetector("algebra", *q, plugin::DetectorOptions(), sink);
   ASSERT_TRUE(d.isOk()) << d.status().message();
   for (size_t i = 0; i < 5; ++i) ASSERT_TRUE((*d)->onEvent(events[i]).isOk());
   // c4 (partition 3) closed tick 3 of partitions 1 and 2.
-  EXPECT_EQ(intervals(sink.outs), (std::vector<std::pair<Timestamp, Timestamp>>{{1, 3}, {2, 3}}));
+  EXPECT_EQ(intervals(outs(sink)), (std::vector<std::pair<Timestamp, Timestamp>>{{1, 3}, {2, 3}}));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "bus/core/event.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/host/loader/plugin_loader.h"
+#include "tests/testing/match_recorder.h"
 
 namespace cepbus::plugins::algebra::testing {
 
@@ -52,28 +53,27 @@ inline std::ostream& operator<<(std::ostream& os, const Out& o) {
   return os << "}";
 }
 
-class CollectingSink : public plugin::MatchSink {
- public:
-  explicit CollectingSink(bool compose = false) : compose_(compose) {}
-  void onMatch(const plugin::Match& match) override {
+using cepbus::testing::MatchRecorder;
+
+// The matches `sink` recorded as intervals and bindings, in report order.
+inline std::vector<Out> outs(const MatchRecorder& sink) {
+  std::vector<Out> outs;
+  for (const cepbus::testing::RecordedMatch& m : sink.matches()) {
     Out o;
-    o.start = match.size() ? match.ts(0) : 0;
+    o.start = m.ts.empty() ? 0 : m.ts[0];
     o.end = o.start;
-    for (size_t j = 0; j < match.elementCount(); ++j) {
-      for (const EventPtr* e : match.elementEvents(j)) {
-        o.binds.emplace_back(static_cast<uint32_t>(j), (*e)->id());
-        o.start = std::min(o.start, (*e)->ts());
-        o.end = std::max(o.end, (*e)->ts());
+    for (size_t j = 0; j < m.element_ends.size(); ++j) {
+      for (size_t i = m.elementBegin(j); i < m.elementEnd(j); ++i) {
+        o.binds.emplace_back(static_cast<uint32_t>(j), m.ids[i]);
+        o.start = std::min(o.start, m.ts[i]);
+        o.end = std::max(o.end, m.ts[i]);
       }
     }
-    if (compose_) o.composite = match.composite();
+    o.composite = m.composite;
     outs.push_back(std::move(o));
   }
-  std::vector<Out> outs;
-
- private:
-  bool compose_;
-};
+  return outs;
+}
 
 // Runs `query` on `engine` over `events`; the outputs sorted, or the status
 // of the first failing call.
@@ -84,7 +84,7 @@ inline Result<std::vector<Out>> run(const std::string& engine, const std::string
   if (!q) return q.status();
   auto opts = plugin::DetectorOptions::parse(options);
   if (!opts) return opts.status();
-  CollectingSink sink(compose);
+  MatchRecorder sink(compose);
   auto d = loadPlugin(engine)->createDetector(engine, *q, *opts, sink);
   if (!d) return d.status();
   for (const EventPtr& e : events) {
@@ -93,8 +93,9 @@ inline Result<std::vector<Out>> run(const std::string& engine, const std::string
   }
   Status s = (*d)->flush();
   if (!s) return s;
-  std::sort(sink.outs.begin(), sink.outs.end());
-  return std::move(sink.outs);
+  std::vector<Out> out = outs(sink);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 inline std::vector<Out> runAlgebra(const std::string& query, const std::vector<EventPtr>& events,

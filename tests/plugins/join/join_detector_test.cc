@@ -27,9 +27,11 @@ namespace cepbus::plugins::join {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::CollectingSink;
 using ::testing::HasSubstr;
+using testing::joinedPairs;
+using testing::MatchRecorder;
 using testing::PairKey;
+using testing::sortedPairs;
 using testing::Workload;
 
 class JoinTest : public ::testing::Test {
@@ -58,7 +60,7 @@ class JoinTest : public ::testing::Test {
   // Runs the self-join of readings on plate over `w` and returns the
   // detector's stats; the pairs go to `sink`. The events go `chunk` at a
   // time to onEvents(), or (0) one at a time to onEvent().
-  JoinDetector::Stats run(const Workload& w, std::vector<std::string> options, CollectingSink& sink,
+  JoinDetector::Stats run(const Workload& w, std::vector<std::string> options, MatchRecorder& sink,
                           size_t chunk = 0) {
     options.push_back("time_matrix=" + write("matrix.csv", w.matrixCsv()));
     options.push_back("site=site");
@@ -102,9 +104,9 @@ TEST_F(JoinTest, WorkersAndExpiryModesMatchTheReference) {
                                       "workers=" + std::to_string(workers),
                                       std::string("expiry=") + expiry, "index_slots=64"};
         if (std::string(expiry) == "batch") o.push_back("deletion_interval=17");
-        CollectingSink sink;
+        MatchRecorder sink;
         const auto stats = run(w, o, sink);
-        EXPECT_EQ(sink.sorted(), expected)
+        EXPECT_EQ(sortedPairs(sink), expected)
             << "threshold " << threshold << ", " << workers << " workers, expiry " << expiry;
         EXPECT_EQ(stats.pairs, expected.size());
       }
@@ -115,30 +117,30 @@ TEST_F(JoinTest, WorkersAndExpiryModesMatchTheReference) {
 TEST_F(JoinTest, OutputOrderDoesNotDependOnTheNumberOfWorkers) {
   std::mt19937_64 rng(11);
   const Workload w = testing::randomWorkload(rng, 3000, 4, 50, 30);
-  CollectingSink one, three;
+  MatchRecorder one, three;
   run(w, {"workers=1"}, one);
   run(w, {"workers=3"}, three);
-  ASSERT_FALSE(one.pairs.empty());
-  EXPECT_EQ(one.pairs, three.pairs);
+  ASSERT_FALSE(joinedPairs(one).empty());
+  EXPECT_EQ(joinedPairs(one), joinedPairs(three));
 }
 
 TEST_F(JoinTest, SmallHandOffBatchesGiveTheSamePairsInTheSameOrder) {
   std::mt19937_64 rng(17);
   const Workload w = testing::randomWorkload(rng, 1500, 4, 40, 30);
-  CollectingSink big, small;
+  MatchRecorder big, small;
   run(w, {"workers=2"}, big);
   run(w, {"workers=2", "batch=1"}, small);
-  ASSERT_FALSE(big.pairs.empty());
-  EXPECT_EQ(small.pairs, big.pairs);
-  EXPECT_EQ(small.sorted(), testing::referenceJoin(w, 0, 30));
+  ASSERT_FALSE(joinedPairs(big).empty());
+  EXPECT_EQ(joinedPairs(small), joinedPairs(big));
+  EXPECT_EQ(sortedPairs(small), testing::referenceJoin(w, 0, 30));
 }
 
 TEST_F(JoinTest, ProbesStopEarlyInDescendingProbabilityLists) {
   std::mt19937_64 rng(3);
   const Workload w = testing::randomWorkload(rng, 2000, 4, 5, 30);
-  CollectingSink sink;
+  MatchRecorder sink;
   const auto stats = run(w, {"threshold=0.6"}, sink);
-  EXPECT_EQ(sink.sorted(), testing::referenceJoin(w, 0.6, 30));
+  EXPECT_EQ(sortedPairs(sink), testing::referenceJoin(w, 0.6, 30));
   EXPECT_GT(sum(stats, &PartitionStats::probes_stopped_early), 100u);
   EXPECT_GT(stats.below_threshold, 0u);
 }
@@ -153,7 +155,7 @@ TEST_F(JoinTest, SpillStrategiesLoseNothing) {
     for (const char* strategy : {"window_half", "less_than_probability"}) {
       for (int workers : {1, 3}) {
         for (const char* expiry : {"on_insert", "batch"}) {
-          CollectingSink sink;
+          MatchRecorder sink;
           const auto stats =
               run(w,
                   {"threshold=0.4", "workers=" + std::to_string(workers),
@@ -163,7 +165,7 @@ TEST_F(JoinTest, SpillStrategiesLoseNothing) {
           const std::string what = std::string(strategy) + ", " + std::to_string(workers) +
                                    " workers, expiry " + expiry + ", chunk " +
                                    std::to_string(chunk);
-          EXPECT_EQ(sink.sorted(), expected) << what;
+          EXPECT_EQ(sortedPairs(sink), expected) << what;
           EXPECT_GT(sum(stats, &PartitionStats::spills), 0u) << what;
           EXPECT_GT(sum(stats, &PartitionStats::restores), 0u) << what;
           EXPECT_GT(sum(stats, &PartitionStats::restored_pairs), 0u) << what;
@@ -186,7 +188,7 @@ TEST_F(JoinTest, AFailingSpillFileIsReportedOnceAndLosesNothing) {
                 {"time_matrix=" + matrix, "site=site", "threshold=0.4", "workers=2",
                  "spill=window_half", "memory_budget=8000", "spill_dir=" + dir_.string()});
   ASSERT_TRUE(p) << p.status().message();
-  CollectingSink sink;
+  MatchRecorder sink;
   auto d = JoinDetector::create(*p, sink);
   ASSERT_TRUE(d);
   // Files may not grow past 2 KB from here on: the spill files fill up
@@ -204,7 +206,7 @@ TEST_F(JoinTest, AFailingSpillFileIsReportedOnceAndLosesNothing) {
   if (Status s = (*d)->flush(); !s) errors.push_back(s);
   ::setrlimit(RLIMIT_FSIZE, &old);
   ::signal(SIGXFSZ, old_handler);
-  EXPECT_EQ(sink.sorted(), testing::referenceJoin(w, 0.4, 60));
+  EXPECT_EQ(sortedPairs(sink), testing::referenceJoin(w, 0.4, 60));
   ASSERT_FALSE(errors.empty());
   EXPECT_LE(errors.size(), 2u);  // at most once per worker
   for (const Status& s : errors) {
@@ -232,21 +234,22 @@ TEST_F(JoinTest, SpillingReportsTheLikelyPairsFirst) {
                            .build());
   }
   for (const char* strategy : {"window_half", "less_than_probability"}) {
-    CollectingSink sink;
+    MatchRecorder sink;
     const auto stats = run(w,
                            {std::string("spill=") + strategy, "memory_budget=80000",
                             "spill_probability=0.8", "spill_m=5", "spill_dir=" + dir_.string()},
                            sink);
-    EXPECT_EQ(sink.sorted(), testing::referenceJoin(w, 0, 1000)) << strategy;
+    EXPECT_EQ(sortedPairs(sink), testing::referenceJoin(w, 0, 1000)) << strategy;
     const size_t restored = sum(stats, &PartitionStats::restored_pairs);
     ASSERT_GT(restored, 0u) << strategy;
-    ASSERT_LT(restored, sink.pairs.size()) << strategy;
+    const std::vector<PairKey> pairs = joinedPairs(sink);
+    ASSERT_LT(restored, pairs.size()) << strategy;
     // Nothing is stale within the window and nothing fits back: the only
     // restore is flush's, whose pairs come last.
     double early = 0, late = 0;
-    const size_t n_early = sink.pairs.size() - restored;
-    for (size_t i = 0; i < sink.pairs.size(); ++i) {
-      (i < n_early ? early : late) += std::get<2>(sink.pairs[i]);
+    const size_t n_early = pairs.size() - restored;
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      (i < n_early ? early : late) += std::get<2>(pairs[i]);
     }
     EXPECT_GT(early / n_early, late / restored + 0.05) << strategy;
   }
@@ -260,7 +263,7 @@ TEST_F(JoinTest, OneWorkerReportsAtOnceAndReleasesStaleEvents) {
   auto p = plan("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate",
                 {"time_matrix=" + matrix, "site=site", "batch=1"});
   ASSERT_TRUE(p) << p.status().message();
-  CollectingSink sink;
+  MatchRecorder sink;
   auto d = JoinDetector::create(*p, sink);
   ASSERT_TRUE(d);
   auto reading = [](Timestamp ts, const char* plate, int64_t site) {
@@ -276,16 +279,16 @@ TEST_F(JoinTest, OneWorkerReportsAtOnceAndReleasesStaleEvents) {
   EXPECT_GT(first.use_count(), 1);  // windowed
   const EventPtr second = reading(5, "X", 1);
   ASSERT_TRUE((*d)->onEvent(second));
-  ASSERT_EQ(sink.pairs.size(), 1u);  // before any flush
-  EXPECT_EQ(std::get<0>(sink.pairs[0]), first->id());
-  EXPECT_EQ(std::get<1>(sink.pairs[0]), second->id());
+  ASSERT_EQ(joinedPairs(sink).size(), 1u);  // before any flush
+  EXPECT_EQ(std::get<0>(joinedPairs(sink)[0]), first->id());
+  EXPECT_EQ(std::get<1>(joinedPairs(sink)[0]), second->id());
   ASSERT_TRUE((*d)->onEvent(reading(9, "Y", 0)));
   EXPECT_GT(first.use_count(), 1);  // 9 - 0 < window 10: still windowed
   ASSERT_TRUE((*d)->onEvent(reading(10, "Y", 1)));
   EXPECT_EQ(first.use_count(), 1);  // stale: released, though plate X never came back
   EXPECT_GT(second.use_count(), 1);
   ASSERT_TRUE((*d)->flush());
-  EXPECT_EQ(sink.pairs.size(), 2u);  // the two Y readings, 1 apart
+  EXPECT_EQ(joinedPairs(sink).size(), 2u);  // the two Y readings, 1 apart
 }
 
 TEST_F(JoinTest, ThresholdIsInclusiveAndTravelTimeStrict) {
@@ -303,10 +306,10 @@ TEST_F(JoinTest, ThresholdIsInclusiveAndTravelTimeStrict) {
   w.events = {r(0, 0, 0.5),  r(9, 1, 0.5),       r(10, 1, 0.5),     r(19, 2, 0.5),
               r(20, 2, 0.5), r(21, 0, 0.5, "B"), r(21, 0, 0.5, "B")};
   // 0.5 * 0.5 = 0.25 exactly: a product equal to the threshold passes.
-  CollectingSink at;
+  MatchRecorder at;
   run(w, {"threshold=0.25"}, at);
   std::vector<std::pair<Timestamp, Timestamp>> got;
-  for (const auto& [l, rr, p] : at.pairs) {
+  for (const auto& [l, rr, p] : joinedPairs(at)) {
     Timestamp lt = 0, rt = 0;
     for (const EventPtr& e : w.events) {
       if (e->id() == l) lt = e->ts();
@@ -319,13 +322,13 @@ TEST_F(JoinTest, ThresholdIsInclusiveAndTravelTimeStrict) {
   // 0-20: no; 9@1-10@1: same site, bound 0; 10@1-19@2: 9 >= 5 no; 19-20 same
   // site; B at one site twice: no.
   EXPECT_EQ(got, (std::vector<std::pair<Timestamp, Timestamp>>{{0, 9}, {0, 19}}));
-  CollectingSink above;
+  MatchRecorder above;
   run(w, {"threshold=0.2500001"}, above);
-  EXPECT_TRUE(above.pairs.empty());
+  EXPECT_TRUE(joinedPairs(above).empty());
   // The window caps the bound: window=15 keeps 0-9 and drops 0-19.
-  CollectingSink windowed;
+  MatchRecorder windowed;
   run(w, {"window=15"}, windowed);
-  EXPECT_EQ(windowed.pairs.size(), 1u);
+  EXPECT_EQ(joinedPairs(windowed).size(), 1u);
 }
 
 TEST_F(JoinTest, CompositeCarriesReturnDtAndProbability) {
@@ -335,8 +338,7 @@ TEST_F(JoinTest, CompositeCarriesReturnDtAndProbability) {
       "RETURN ClonedPlate(a.plate, a.site, b.site, a.ts, b.ts)",
       {"time_matrix=" + m, "site=site", "threshold=0.7"});
   ASSERT_TRUE(p) << p.status().message();
-  CollectingSink sink;
-  sink.compose = true;
+  MatchRecorder sink(/*compose=*/true);
   auto d = JoinDetector::create(*p, sink);
   ASSERT_TRUE(d);
   auto r = [](Timestamp ts, const char* site, const char* plate, double prob) {
@@ -353,8 +355,8 @@ TEST_F(JoinTest, CompositeCarriesReturnDtAndProbability) {
     ASSERT_TRUE((*d)->onEvent(e));
   }
   ASSERT_TRUE((*d)->flush());
-  ASSERT_EQ(sink.composites.size(), 1u);
-  const Event& c = *sink.composites[0];
+  ASSERT_EQ(sink.composites().size(), 1u);
+  const Event& c = *sink.composites()[0];
   EXPECT_EQ(c.type().name(), "ClonedPlate");
   EXPECT_EQ(c.find(Symbol::intern("a_plate"))->asString(), "12345");
   EXPECT_EQ(c.find(Symbol::intern("a_site"))->asString(), "N");
@@ -370,8 +372,7 @@ TEST_F(JoinTest, DistinctTypesJoinAcrossStreamsOnly) {
   auto p = plan("PATTERN AND(Entry a, Exit b, Toll c) WHERE a.car = b.plate AND b.plate = c.id",
                 {"window=10"});
   ASSERT_TRUE(p) << p.status().message();
-  CollectingSink sink;
-  sink.compose = true;
+  MatchRecorder sink(/*compose=*/true);
   auto d = JoinDetector::create(*p, sink);
   ASSERT_TRUE(d);
   auto e = [](const char* type, const char* attr, Timestamp ts) {
@@ -385,10 +386,10 @@ TEST_F(JoinTest, DistinctTypesJoinAcrossStreamsOnly) {
   // Entry-Entry and Toll-Toll never join; Other is no stream; Exit@2 and
   // Toll@12 are 10 apart, not below the window. Left: Entry@0 and Entry@1
   // with Exit@2, in list order (equal probabilities: arrival order).
-  ASSERT_EQ(sink.composites.size(), 2u);
-  EXPECT_EQ(sink.composites[0]->type().name(), "Match");
-  EXPECT_EQ(sink.composites[0]->find(Symbol::intern("key"))->asString(), "K");
-  EXPECT_EQ(sink.composites[1]->find(Symbol::intern("dt"))->asInt(), 1);
+  ASSERT_EQ(sink.composites().size(), 2u);
+  EXPECT_EQ(sink.composites()[0]->type().name(), "Match");
+  EXPECT_EQ(sink.composites()[0]->find(Symbol::intern("key"))->asString(), "K");
+  EXPECT_EQ(sink.composites()[1]->find(Symbol::intern("dt"))->asInt(), 1);
 }
 
 TEST_F(JoinTest, RefusesQueriesItCannotRun) {
@@ -427,7 +428,7 @@ TEST_F(JoinTest, RefusesReadingsWithoutKeyOrKnownSite) {
   auto p = plan("PATTERN AND(Reading a, Reading b) WHERE a.plate = b.plate",
                 {"time_matrix=" + m, "site=site"});
   ASSERT_TRUE(p);
-  CollectingSink sink;
+  MatchRecorder sink;
   auto d = JoinDetector::create(*p, sink);
   ASSERT_TRUE(d);
   Status s = (*d)->onEvent(EventBuilder("Reading").at(1).set("site", Value("N")).build());
@@ -451,7 +452,7 @@ TEST_F(JoinTest, RefusesReadingsWithoutKeyOrKnownSite) {
   ASSERT_TRUE((*d)->onEvent(
       EventBuilder("Reading").at(7).set("plate", Value("X")).set("site", Value("S")).build()));
   ASSERT_TRUE((*d)->flush());
-  EXPECT_EQ(sink.pairs.size(), 1u);
+  EXPECT_EQ(joinedPairs(sink).size(), 1u);
 }
 
 // Detector::onEvents: the batch sizes the tests feed.
@@ -468,13 +469,13 @@ TEST_F(JoinTest, AnyBatchSizeGivesThePairsOfOneEventPerCall) {
                                     std::string("expiry=") + expiry, "index_slots=64", "batch=100"};
       if (std::string(expiry) == "batch") o.push_back("deletion_interval=17");
       const std::string what = std::to_string(workers) + " workers, expiry " + expiry;
-      CollectingSink single;
+      MatchRecorder single;
       run(w, o, single);
-      EXPECT_EQ(single.sorted(), expected) << what;
+      EXPECT_EQ(sortedPairs(single), expected) << what;
       for (size_t chunk : kChunkSizes) {
-        CollectingSink batched;
+        MatchRecorder batched;
         run(w, o, batched, chunk);
-        EXPECT_EQ(batched.pairs, single.pairs) << what << ", batches of " << chunk;
+        EXPECT_EQ(joinedPairs(batched), joinedPairs(single)) << what << ", batches of " << chunk;
       }
     }
   }
@@ -494,14 +495,14 @@ TEST_F(JoinTest, ARefusedReadingInsideABatchLeavesTheRestGoingThrough) {
                   {"time_matrix=" + write("matrix.csv", w.matrixCsv()), "site=site",
                    "threshold=0.5", "workers=" + std::to_string(workers)});
     ASSERT_TRUE(p);
-    CollectingSink sink;
+    MatchRecorder sink;
     auto d = JoinDetector::create(*p, sink);
     ASSERT_TRUE(d);
     Status s = (*d)->onEvents(broken.events);
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("no key attribute 'plate'"));
     ASSERT_TRUE((*d)->flush());
-    EXPECT_EQ(sink.sorted(), testing::referenceJoin(w, 0.5, 20)) << workers << " workers";
+    EXPECT_EQ(sortedPairs(sink), testing::referenceJoin(w, 0.5, 20)) << workers << " workers";
   }
 }
 
@@ -518,13 +519,13 @@ TEST_F(JoinTest, LoadsThroughThePluginAbi) {
   auto o = plugin::DetectorOptions::parse(
       std::vector<std::string>{"time_matrix=" + m, "site=site", "workers=2", "threshold=0.5"});
   ASSERT_TRUE(o);
-  CollectingSink sink;
+  MatchRecorder sink;
   auto d = (*plugin)->createDetector("join", *q, *o, sink);
   ASSERT_TRUE(d) << d.status().message();
   for (const EventPtr& e : w.events) ASSERT_TRUE((*d)->onEvent(e));
   ASSERT_TRUE((*d)->flush());
   const auto expected = testing::referenceJoin(w, 0.5, 20);
-  EXPECT_EQ(sink.sorted(), expected);
+  EXPECT_EQ(sortedPairs(sink), expected);
   // In batches, through the host's GuardedDetector and its time handling.
   const std::span<const EventPtr> events(w.events);
   for (Timestamp slack : {0, 5}) {
@@ -533,7 +534,7 @@ TEST_F(JoinTest, LoadsThroughThePluginAbi) {
           std::vector<std::string>{"time_matrix=" + m, "site=site", workers, "threshold=0.5"});
       ASSERT_TRUE(batch_options);
       for (size_t chunk : kChunkSizes) {
-        CollectingSink batched;
+        MatchRecorder batched;
         auto b = (*plugin)->createDetector("join", *q, *batch_options, batched);
         ASSERT_TRUE(b) << b.status().message();
         plugin::ReorderingDetector ordered(std::move(b).value(), slack);
@@ -541,7 +542,7 @@ TEST_F(JoinTest, LoadsThroughThePluginAbi) {
           ASSERT_TRUE(ordered.onEvents(events.subspan(i, std::min(chunk, events.size() - i))));
         }
         ASSERT_TRUE(ordered.flush());
-        EXPECT_EQ(batched.sorted(), expected)
+        EXPECT_EQ(sortedPairs(batched), expected)
             << "slack " << slack << ", " << workers << ", chunk " << chunk;
       }
     }

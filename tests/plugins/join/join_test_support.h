@@ -13,28 +13,29 @@
 
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
+#include "tests/testing/match_recorder.h"
 
 namespace cepbus::plugins::join::testing {
 
 // (left id, right id, prob): a joined pair, left arrived first.
 using PairKey = std::tuple<EventId, EventId, double>;
 
-class CollectingSink : public plugin::MatchSink {
- public:
-  void onMatch(const plugin::Match& match) override {
-    pairs.emplace_back(match.event(0)->id(), match.event(1)->id(),
-                       match.event(0)->probability() * match.event(1)->probability());
-    if (compose) composites.push_back(match.composite());
+using cepbus::testing::MatchRecorder;
+
+// The pairs `sink` recorded, in report order.
+inline std::vector<PairKey> joinedPairs(const MatchRecorder& sink) {
+  std::vector<PairKey> out;
+  for (const cepbus::testing::RecordedMatch& m : sink.matches()) {
+    out.emplace_back(m.ids[0], m.ids[1], m.probabilities[0] * m.probabilities[1]);
   }
-  std::vector<PairKey> sorted() const {
-    auto out = pairs;
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-  std::vector<PairKey> pairs;
-  std::vector<EventPtr> composites;
-  bool compose = false;
-};
+  return out;
+}
+
+inline std::vector<PairKey> sortedPairs(const MatchRecorder& sink) {
+  auto out = joinedPairs(sink);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 struct Workload {
   int sites = 4;

@@ -53,13 +53,13 @@ void checkOneCase(Generator& gen, bool long_streams, Stats& stats) {
        {std::vector<std::string>{"construction=per_event"},
         std::vector<std::string>{"construction=batched"},
         std::vector<std::string>{"construction=batched", "batch_period=" + period}}) {
-    CollectingSink sink;
+    MatchRecorder sink;
     Status s = runQuery(text, events, options, sink);
     ASSERT_TRUE(s.isOk()) << text << ": " << s.message();
     if (sink.sortedIds() != expected) {
       ++stats.failures;
       ADD_FAILURE() << "query: " << text << "\noptions: " << options.back() << "\nexpected "
-                    << expected.size() << " matches, got " << sink.matches.size() << "\nevents:\n"
+                    << expected.size() << " matches, got " << sink.size() << "\nevents:\n"
                     << describe(events);
     }
   }
@@ -89,10 +89,10 @@ void checkUncertainCase(Generator& gen, Stats& stats) {
   stats.with_matches += expected.empty() ? 0 : 1;
   stats.matches += expected.size();
   for (const char* construction : {"construction=per_event", "construction=batched"}) {
-    CollectingSink sink(true);
+    MatchRecorder sink(true);
     Status s = runQuery(text, events, {construction}, sink);
     ASSERT_TRUE(s.isOk()) << text << ": " << s.message();
-    for (const CollectedMatch& m : sink.matches) {
+    for (const RecordedMatch& m : sink.matches()) {
       double p = 1;
       for (EventId id : m.ids) p *= prob[id];
       EXPECT_EQ(m.composite->probability(), p) << text;
@@ -100,7 +100,7 @@ void checkUncertainCase(Generator& gen, Stats& stats) {
     if (sink.sortedIds() != expected) {
       ++stats.failures;
       ADD_FAILURE() << "query: " << text << "\noptions: " << construction << "\nexpected "
-                    << expected.size() << " matches, got " << sink.matches.size() << "\nevents:\n"
+                    << expected.size() << " matches, got " << sink.size() << "\nevents:\n"
                     << describe(events);
     }
   }

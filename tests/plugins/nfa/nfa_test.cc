@@ -21,7 +21,7 @@ const std::vector<std::string> kBatched = {"construction=batched"};
 
 TsList matchTs(const std::string& query, const std::string& stream,
                const std::vector<std::string>& options) {
-  CollectingSink sink;
+  MatchRecorder sink;
   Status s = runQuery(query, letters(stream), options, sink);
   EXPECT_TRUE(s.isOk()) << s.message();
   return sink.sortedTs();
@@ -45,34 +45,70 @@ TEST(NfaTest, PaperExampleGivesTheSevenMatchesWithBothMethods) {
   EXPECT_EQ(matchTs("PATTERN SEQ(A a, B b, D d) WITHIN 7", kP2Stream, kBatched), within7);
 }
 
+// What `cepbus plugins` says about the options is what the engine does
+// without them: batched construction, every WITHIN + 1 time units (1024
+// without WITHIN).
+TEST(NfaTest, TheOptionsHelpStatesTheDefaultsTheEngineApplies) {
+  std::string help;
+  for (const plugin::OptionInfo& o : nfaPlugin()->engineOptions("nfa")) {
+    help += std::string(o.name) + ": " + std::string(o.help) + "\n";
+  }
+  EXPECT_NE(help.find("construction: batched|per_event: build matches in batches of "
+                      "batch_period time units (P2's batched construction; the default)"),
+            std::string::npos)
+      << help;
+  EXPECT_NE(help.find("default: the WITHIN span + 1, or 1024 for a query without WITHIN"),
+            std::string::npos)
+      << help;
+  const plugin::DetectorOptions none;
+  for (const auto& [text, stream, before, at_boundary] :
+       {std::tuple{"PATTERN SEQ(A a, B b, D d) WITHIN 8", std::string("a1 b3 d5 c8 c9"), 8, 9},
+        std::tuple{"PATTERN SEQ(A a, B b)", std::string("a1 b2 c1023 c1024"), 1023, 1024}}) {
+    auto q = pattern::parseQuery(text);
+    ASSERT_TRUE(q.isOk());
+    CollectingSink sink;
+    auto d = nfaPlugin()->createDetector("nfa", *q, none, sink);
+    ASSERT_TRUE(d.isOk()) << d.status().message();
+    for (const EventPtr& e : letters(stream)) {
+      ASSERT_TRUE((*d)->onEvent(e).isOk());
+      if (e->ts() == before) {
+        EXPECT_TRUE(sink.matches.empty()) << text;
+      }
+      if (e->ts() == at_boundary) {
+        EXPECT_EQ(sink.matches.size(), 1u) << text;
+      }
+    }
+  }
+}
+
 TEST(NfaTest, PerEventConstructsOnTheAcceptingEventBatchedAtTheBoundary) {
   auto q = pattern::parseQuery("PATTERN SEQ(A a, B b, D d) WITHIN 8");
   ASSERT_TRUE(q.isOk());
   const auto events = letters(kP2Stream);
   for (const auto& [options, after_d5, after_d7, after_d9] :
        {std::tuple{kPerEvent, 1u, 4u, 7u}, std::tuple{kBatched, 0u, 0u, 4u}}) {
-    CollectingSink sink;
+    MatchRecorder sink;
     auto d = nfaPlugin()->createDetector("nfa", *q, *plugin::DetectorOptions::parse(options), sink);
     ASSERT_TRUE(d.isOk());
     for (size_t i = 0; i < events.size(); ++i) {
       ASSERT_TRUE((*d)->onEvent(events[i]).isOk());
       if (events[i]->ts() == 5) {
-        EXPECT_EQ(sink.matches.size(), after_d5) << options[0];
+        EXPECT_EQ(sink.size(), after_d5) << options[0];
       }
       if (events[i]->ts() == 7) {
-        EXPECT_EQ(sink.matches.size(), after_d7) << options[0];
+        EXPECT_EQ(sink.size(), after_d7) << options[0];
       }
       // Batched: ts 9 reaches the boundary 9 (P2's "t % W == 0") and
       // constructs d5, d7 before d9 is pushed.
       if (events[i]->ts() == 9) {
-        EXPECT_EQ(sink.matches.size(), after_d9) << options[0];
+        EXPECT_EQ(sink.size(), after_d9) << options[0];
       }
     }
     ASSERT_TRUE((*d)->flush().isOk());
     EXPECT_EQ(sink.sortedTs(), kP2Matches);
     // Flushing again, or more events after a flush, repeats nothing.
     ASSERT_TRUE((*d)->flush().isOk());
-    EXPECT_EQ(sink.matches.size(), 7u);
+    EXPECT_EQ(sink.size(), 7u);
   }
 }
 
@@ -83,7 +119,7 @@ TEST(NfaTest, SkipTillNextMatchTakesTheFirstQualifyingEvent) {
   EXPECT_EQ(matchTs(q, kP2Stream, kPerEvent), expected);
   EXPECT_EQ(matchTs(q, kP2Stream, kBatched), expected);
   // "first qualifying" honours predicates between variables.
-  CollectingSink sink;
+  MatchRecorder sink;
   std::vector<EventPtr> events = {
       EventBuilder("A").at(1).set("p", 5).build(), EventBuilder("B").at(2).set("p", 4).build(),
       EventBuilder("B").at(3).set("p", 5).build(), EventBuilder("B").at(4).set("p", 5).build()};
@@ -113,12 +149,12 @@ TEST(NfaTest, StrictContiguityNeedsAdjacentEvents) {
     events.push_back(
         EventBuilder(std::string(1, spec[0])).at(++ts).set("k", Value(spec + 1)).build());
   }
-  CollectingSink sink;
+  MatchRecorder sink;
   ASSERT_TRUE(runQuery(q + " PARTITION BY k", events, kPerEvent, sink).isOk());
   EXPECT_EQ(sink.sortedTs(), (TsList{{1, 3, 6}, {2, 4, 5}}));
-  CollectingSink unpartitioned;
+  MatchRecorder unpartitioned;
   ASSERT_TRUE(runQuery(q, events, kBatched, unpartitioned).isOk());
-  EXPECT_TRUE(unpartitioned.matches.empty());
+  EXPECT_TRUE(unpartitioned.empty());
 }
 
 TEST(NfaTest, KleenePlusWithIterationPredicateAndAggregate) {
@@ -134,18 +170,18 @@ TEST(NfaTest, KleenePlusWithIterationPredicateAndAggregate) {
   const TsList any = {{1, 2, 3, 5, 6}, {1, 2, 3, 6}, {1, 2, 4, 5, 6}, {1, 2, 4, 6},
                       {1, 2, 5, 6},    {1, 3, 5, 6}, {1, 4, 5, 6}};
   for (const auto& options : {kPerEvent, kBatched}) {
-    CollectingSink sink(true);
+    MatchRecorder sink(true);
     ASSERT_TRUE(runQuery(q, events, options, sink).isOk());
     EXPECT_EQ(sink.sortedTs(), any);
-    for (const auto& m : sink.matches) {
-      ASSERT_EQ(m.element_sizes.size(), 3u);
-      EXPECT_EQ(m.element_sizes[0], 1u);
-      EXPECT_EQ(m.element_sizes[1], m.ts.size() - 2);
+    for (const auto& m : sink.matches()) {
+      ASSERT_EQ(m.element_ends.size(), 3u);
+      EXPECT_EQ(m.elementEnd(0) - m.elementBegin(0), 1u);
+      EXPECT_EQ(m.elementEnd(1) - m.elementBegin(1), m.ts.size() - 2);
     }
   }
   // skip_till_next_match: b takes 3, then greedily the next larger, 5, and
   // then 6 (4 is not larger than 5): prefixes [3,5] and [3,5,6].
-  CollectingSink next;
+  MatchRecorder next;
   ASSERT_TRUE(runQuery(q + " STRATEGY skip_till_next_match", events, kBatched, next).isOk());
   EXPECT_EQ(next.sortedTs(), (TsList{{1, 2, 3, 5, 6}, {1, 2, 3, 6}}));
 }
@@ -160,7 +196,7 @@ TEST(NfaTest, NegationRejectsCandidatesWithAQualifyingEventBetween) {
                                   EventBuilder("D").at(6).build()};
   // c5 (p 3) exceeds a1.p? no (5); it exceeds a4.p (1): only a4 is blocked before d6.
   for (const auto& options : {kPerEvent, kBatched}) {
-    CollectingSink sink;
+    MatchRecorder sink;
     ASSERT_TRUE(runQuery(q, events, options, sink).isOk());
     EXPECT_EQ(sink.sortedTs(), (TsList{{1, 3}, {1, 6}}));
   }
@@ -178,7 +214,7 @@ TEST(NfaTest, PartitionsAreIndependent) {
   }
   const std::string q = "PATTERN SEQ(A a, B b, D d) WITHIN 10 PARTITION BY sym";
   for (const auto& options : {kPerEvent, kBatched}) {
-    CollectingSink sink;
+    MatchRecorder sink;
     ASSERT_TRUE(runQuery(q, events, options, sink).isOk());
     EXPECT_EQ(sink.sortedTs(), (TsList{{1, 4, 5}}));
   }
@@ -192,7 +228,7 @@ TEST(NfaTest, PartitionByKeyReadsTheEventsKeyFieldWithoutSuchAttribute) {
       EventBuilder("B").at(4).set("key", "k1").build(),  // the attribute wins
       EventBuilder("B").at(5).build()};                  // null key: its own partition
   for (const auto& options : {kPerEvent, kBatched}) {
-    CollectingSink sink;
+    MatchRecorder sink;
     ASSERT_TRUE(runQuery("PATTERN SEQ(A a, B b) PARTITION BY key", events, options, sink).isOk());
     EXPECT_EQ(sink.sortedTs(), (TsList{{1, 4}, {2, 3}}));
   }
@@ -206,10 +242,10 @@ TEST(NfaTest, ReturnBuildsTheCompositeEvent) {
   const std::string q =
       "PATTERN SEQ(Stock a, Stock b) WHERE a.price = b.price AND a.symbol != b.symbol "
       "WITHIN 1000 RETURN EqualPrices(a.symbol, b.symbol, a.price)";
-  CollectingSink sink(true);
+  MatchRecorder sink(true);
   ASSERT_TRUE(runQuery(q, events, kBatched, sink).isOk());
-  ASSERT_EQ(sink.matches.size(), 1u);
-  const EventPtr& c = sink.matches[0].composite;
+  ASSERT_EQ(sink.size(), 1u);
+  const EventPtr& c = sink.matches()[0].composite;
   EXPECT_EQ(c->type().name(), "EqualPrices");
   EXPECT_EQ(c->find(Symbol::intern("a_symbol"))->asString(), "IBM");
   EXPECT_EQ(c->find(Symbol::intern("b_symbol"))->asString(), "SUN");
@@ -244,7 +280,7 @@ TEST(NfaTest, RejectsAlgebraOperatorsAndWhatItCannotRun) {
       {"PATTERN SEQ(A a, NOT(C c), B+ b[]) WHERE c.x = b[i].x", "cannot use b[i]"},
   };
   for (const auto& [query, what] : cases) {
-    CollectingSink sink;
+    MatchRecorder sink;
     Status s = runQuery(query, {}, {}, sink);
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << query;
     EXPECT_THAT(s.message(), HasSubstr(what)) << query;
@@ -259,7 +295,7 @@ TEST(NfaTest, RejectsBadOptions) {
       {{"colour=red"}, "no option 'colour'"},
   };
   for (const auto& [options, what] : cases) {
-    CollectingSink sink;
+    MatchRecorder sink;
     Status s = runQuery("PATTERN SEQ(A a, B b)", {}, options, sink);
     EXPECT_THAT(s.message(), HasSubstr(what)) << options[0];
   }
@@ -271,7 +307,7 @@ TEST(NfaTest, OutOfOrderEventsAreRejectedOrReordered) {
   const auto events = letters("a1 b3 b2 d4");
   auto q = pattern::parseQuery("PATTERN SEQ(A a, B b, D d)");
   ASSERT_TRUE(q.isOk());
-  auto run = [&](const std::vector<std::string>& options, Timestamp slack, CollectingSink& sink) {
+  auto run = [&](const std::vector<std::string>& options, Timestamp slack, MatchRecorder& sink) {
     auto d = nfaPlugin()->createDetector("nfa", *q, *plugin::DetectorOptions::parse(options), sink);
     EXPECT_TRUE(d.isOk()) << d.status().message();
     plugin::ReorderingDetector ordered(std::move(d).value(), slack);
@@ -280,12 +316,12 @@ TEST(NfaTest, OutOfOrderEventsAreRejectedOrReordered) {
     }
     return ordered.flush();
   };
-  CollectingSink strict;
+  MatchRecorder strict;
   Status s = run(kBatched, 0, strict);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("ts 2 arrived after ts 3"));
   for (const auto& construction : {"construction=per_event", "construction=batched"}) {
-    CollectingSink sink;
+    MatchRecorder sink;
     ASSERT_TRUE(run({construction}, 1, sink).isOk());
     EXPECT_EQ(sink.sortedTs(), (TsList{{1, 2, 4}, {1, 3, 4}}));
   }
@@ -300,7 +336,7 @@ TEST(NfaTest, ClusteredMatchesRespectEachMembersWindow) {
   EXPECT_EQ(matchTs(q, "a1 a2 b3 d10 d11 d12", kBatched), expected);
 }
 
-std::unique_ptr<plugin::GuardedDetector> nfaDetector(const std::string& query, CollectingSink& sink,
+std::unique_ptr<plugin::GuardedDetector> nfaDetector(const std::string& query, MatchRecorder& sink,
                                                      const std::vector<std::string>& options = {}) {
   auto q = pattern::parseQuery(query);
   EXPECT_TRUE(q.isOk()) << q.status().message();
@@ -322,7 +358,7 @@ uint64_t held(const plugin::Detector& d) {
 TEST(NfaTest, StateCountsTheEventsInTheStacksUntilTheyExpire) {
   for (const auto& [options, peak] : {std::pair{kPerEvent, 4u}, std::pair{kBatched, 6u}}) {
     SCOPED_TRACE(options.front());
-    CollectingSink sink;
+    MatchRecorder sink;
     auto d = nfaDetector("PATTERN SEQ(A a, B b, D d) WITHIN 8", sink, options);
     EXPECT_EQ(held(*d), 0u);
     const std::vector<EventPtr> events = letters(kP2Stream);
@@ -330,7 +366,7 @@ TEST(NfaTest, StateCountsTheEventsInTheStacksUntilTheyExpire) {
     EXPECT_EQ(held(*d), 2u);
     ASSERT_TRUE(d->onEvents(std::span(events).subspan(3)));
     ASSERT_TRUE(d->flush());
-    EXPECT_EQ(sink.matches.size(), kP2Matches.size());
+    EXPECT_EQ(sink.size(), kP2Matches.size());
     EXPECT_EQ(held(*d), 4u);
     // Beyond the window every one of them expires; only the new A is held.
     ASSERT_TRUE(d->onEvent(EventBuilder("A").at(20).build()));
@@ -349,7 +385,7 @@ TEST(NfaTest, StateCountsEveryPartition) {
     events.push_back(
         EventBuilder(std::string(1, spec[0])).at(++ts).set("sym", Value(spec + 1)).build());
   }
-  CollectingSink sink;
+  MatchRecorder sink;
   auto d = nfaDetector("PATTERN SEQ(A a, B b, D d) WITHIN 10 PARTITION BY sym", sink);
   ASSERT_TRUE(d->onEvents(events));
   // x: A, B and D, which waits for batched construction; y: A, B; z: a B
@@ -366,7 +402,7 @@ TEST(NfaTest, ProbabilityBoundKeepsFewerEventsInTheStacks) {
                                         EventBuilder("A").at(2).probability(0.95).build(),
                                         EventBuilder("B").at(3).probability(0.5).build(),
                                         EventBuilder("B").at(4).probability(0.95).build()};
-  CollectingSink all_sink, likely_sink;
+  MatchRecorder all_sink, likely_sink;
   auto all = nfaDetector("PATTERN SEQ(A a, B b, D d) WITHIN 8", all_sink);
   auto likely = nfaDetector("PATTERN SEQ(A a, B b, D d) WITHIN 8 PROBABILITY >= 0.9", likely_sink);
   ASSERT_TRUE(all->onEvents(events));

@@ -14,6 +14,7 @@
 #include "bus/core/event.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/host/loader/plugin_loader.h"
+#include "tests/testing/match_recorder.h"
 
 namespace cepbus::plugins::nfa::testing {
 
@@ -28,50 +29,13 @@ inline plugin::PluginPtr nfaPlugin() {
   return plugin;
 }
 
-struct CollectedMatch {
-  std::vector<EventId> ids;
-  std::vector<Timestamp> ts;
-  std::vector<uint32_t> element_sizes;
-  EventPtr composite;
-};
-
-class CollectingSink : public plugin::MatchSink {
- public:
-  explicit CollectingSink(bool compose = false) : compose_(compose) {}
-  void onMatch(const plugin::Match& match) override {
-    CollectedMatch m;
-    for (size_t i = 0; i < match.size(); ++i) {
-      m.ids.push_back(match.event(i)->id());
-      m.ts.push_back(match.ts(i));
-    }
-    for (size_t k = 0; k < match.elementCount(); ++k) {
-      m.element_sizes.push_back(static_cast<uint32_t>(match.elementEvents(k).size()));
-    }
-    if (compose_) m.composite = match.composite();
-    matches.push_back(std::move(m));
-  }
-  std::vector<std::vector<Timestamp>> sortedTs() const {
-    std::vector<std::vector<Timestamp>> out;
-    for (const auto& m : matches) out.push_back(m.ts);
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-  std::vector<std::vector<EventId>> sortedIds() const {
-    std::vector<std::vector<EventId>> out;
-    for (const auto& m : matches) out.push_back(m.ids);
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-  std::vector<CollectedMatch> matches;
-
- private:
-  bool compose_;
-};
+using cepbus::testing::MatchRecorder;
+using cepbus::testing::RecordedMatch;
 
 // Runs `query` over `events` with the given options; the status of the
 // first failing call (creation, an event, flush), or OK.
 inline Status runQuery(const std::string& query, const std::vector<EventPtr>& events,
-                       std::vector<std::string> options, CollectingSink& sink) {
+                       std::vector<std::string> options, MatchRecorder& sink) {
   auto q = pattern::parseQuery(query);
   if (!q) return q.status();
   auto opts = plugin::DetectorOptions::parse(options);

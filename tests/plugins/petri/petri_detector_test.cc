@@ -19,7 +19,7 @@
 namespace cepbus::plugins::petri {
 namespace {
 
-using testing::CollectingSink;
+using testing::MatchRecorder;
 using Matches = std::vector<std::vector<Timestamp>>;
 
 plugin::PluginLoader& loader() {
@@ -34,7 +34,7 @@ plugin::PluginPtr load(const char* name) {
 }
 
 Status run(const char* engine, const std::string& query, const std::vector<EventPtr>& events,
-           CollectingSink& sink, std::vector<std::string> options = {}) {
+           MatchRecorder& sink, std::vector<std::string> options = {}) {
   auto q = pattern::parseQuery(query);
   if (!q) return q.status();
   auto opts = plugin::DetectorOptions::parse(options);
@@ -49,10 +49,10 @@ Status run(const char* engine, const std::string& query, const std::vector<Event
 }
 
 Matches petri(const std::string& query, const std::vector<EventPtr>& events) {
-  CollectingSink sink;
+  MatchRecorder sink;
   Status s = run("petri", query, events, sink);
   EXPECT_TRUE(s) << s.message();
-  return sink.sorted();
+  return sink.sortedTs();
 }
 
 EventPtr ev(const char* type, Timestamp ts, int64_t x = 0) {
@@ -80,11 +80,11 @@ size_t agreeOnRandomStreams(
   size_t matched = 0;
   for (int round = 0; round < rounds; ++round) {
     const std::vector<EventPtr> events = testing::randomStream(rng, length, 4);
-    CollectingSink other;
+    MatchRecorder other;
     Status s = run(engine, query, events, other);
     EXPECT_TRUE(s) << query << ": " << s.message();
     const Matches got = petri(query, events);
-    EXPECT_EQ(got, other.sorted()) << query << "\n" << describe(events);
+    EXPECT_EQ(got, other.sortedTs()) << query << "\n" << describe(events);
     matched += got.size();
     if (each) each(events, got);
   }
@@ -93,10 +93,10 @@ size_t agreeOnRandomStreams(
 
 // The composite events a sink collected, one sorted line each: type, span
 // and the attributes `names`.
-std::vector<std::string> composites(const CollectingSink& sink,
+std::vector<std::string> composites(const MatchRecorder& sink,
                                     std::initializer_list<const char*> names) {
   std::vector<std::string> out;
-  for (const EventPtr& e : sink.composites) {
+  for (const EventPtr& e : sink.composites()) {
     std::string line = std::string(e->type().name()) + "@" + std::to_string(e->start()) + "-" +
                        std::to_string(e->ts());
     for (const char* name : names) line += " " + e->find(Symbol::intern(name))->toString();
@@ -137,12 +137,11 @@ TEST(PetriDetector, UnnamedElementsMatchByType) {
 }
 
 TEST(PetriDetector, ReturnBuildsTheCompositeEvent) {
-  CollectingSink sink;
-  sink.compose = true;
+  MatchRecorder sink(/*compose=*/true);
   const std::vector<EventPtr> s = {ev("A", 1, 4), ev("B", 3, 6)};
   ASSERT_TRUE(run("petri", "PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x + a.x AS sum)", s, sink));
-  ASSERT_EQ(sink.composites.size(), 1u);
-  const Event& c = *sink.composites[0];
+  ASSERT_EQ(sink.composites().size(), 1u);
+  const Event& c = *sink.composites()[0];
   EXPECT_EQ(c.type().name(), "Pair");
   EXPECT_EQ(c.find(Symbol::intern("a_x"))->asInt(), 4);
   EXPECT_EQ(c.find(Symbol::intern("sum"))->asInt(), 10);
@@ -174,31 +173,31 @@ TEST(PetriDetector, RejectsWhatItDoesNotImplementByName) {
        "at most 64 alternatives"},
   };
   for (const auto& [query, name] : cases) {
-    CollectingSink sink;
+    MatchRecorder sink;
     Status s = run("petri", query, {}, sink);
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << query;
     EXPECT_NE(s.message().find(name), std::string::npos) << query << ": " << s.message();
     EXPECT_NE(s.message().find("petri"), std::string::npos) << s.message();
   }
-  CollectingSink conflict_and;
+  MatchRecorder conflict_and;
   Status c = run("petri", "PATTERN A a + B b", {}, conflict_and, {"policy=conflict"});
   EXPECT_EQ(c.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(c.message().find("policy=feedback only"), std::string::npos) << c.message();
-  CollectingSink conflict_kleene;
+  MatchRecorder conflict_kleene;
   Status k = run("petri", "PATTERN SEQ(A a, B+ b[])", {}, conflict_kleene, {"policy=concurrency"});
   EXPECT_EQ(k.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(k.message().find("policy=feedback only"), std::string::npos) << k.message();
-  CollectingSink bad_policy;
+  MatchRecorder bad_policy;
   Status p = run("petri", "PATTERN SEQ(A a, B b)", {}, bad_policy, {"policy=greedy"});
   EXPECT_EQ(p.code(), Status::Code::kInvalidArgument);
-  CollectingSink sink;
+  MatchRecorder sink;
   Status s = run("petri", "PATTERN SEQ(A a, B b)", {}, sink, {"construction=batched"});
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s.message().find("construction"), std::string::npos) << s.message();
 }
 
 TEST(PetriDetector, RejectsEventsOutOfTimeOrder) {
-  CollectingSink sink;
+  MatchRecorder sink;
   Status s = run("petri", "PATTERN SEQ(A a, B b)", {ev("A", 5), ev("B", 4)}, sink);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
 }
@@ -215,10 +214,10 @@ TEST(PetriDetector, SameMatchesAsBruteForceAndNfa) {
     const Matches expected = testing::bruteForce(p, events);
     nonempty += !expected.empty();
     EXPECT_EQ(petri(q, events), expected) << q;
-    CollectingSink nfa;
+    MatchRecorder nfa;
     Status s = run("nfa", q, events, nfa);
     ASSERT_TRUE(s) << q << ": " << s.message();
-    EXPECT_EQ(nfa.sorted(), expected) << q;
+    EXPECT_EQ(nfa.sortedTs(), expected) << q;
   }
   EXPECT_GT(nonempty, 200u);  // the random cases exercise real matches
 }
@@ -235,19 +234,18 @@ TEST(PetriDetector, ProbabilityBoundAgreesWithBruteForceAndNfa) {
     const std::string q = p.text();
     const Matches expected = testing::bruteForce(p, events);
     kept += expected.size();
-    CollectingSink sink;
-    sink.compose = true;
+    MatchRecorder sink(/*compose=*/true);
     ASSERT_TRUE(run("petri", q, events, sink)) << q;
-    EXPECT_EQ(sink.sorted(), expected) << q;
-    for (const EventPtr& c : sink.composites) {
+    EXPECT_EQ(sink.sortedTs(), expected) << q;
+    for (const EventPtr& c : sink.composites()) {
       double prob = 1;
       for (const EventPtr& e : c->constituents()) prob *= e->probability();
       EXPECT_EQ(c->probability(), prob) << q;
       EXPECT_GE(c->probability(), p.min_probability) << q;
     }
-    CollectingSink nfa;
+    MatchRecorder nfa;
     ASSERT_TRUE(run("nfa", q, events, nfa)) << q;
-    EXPECT_EQ(nfa.sorted(), expected) << q;
+    EXPECT_EQ(nfa.sortedTs(), expected) << q;
   }
   EXPECT_GT(kept, 200u);
 }
@@ -306,7 +304,7 @@ class LabelledSink final : public plugin::MultiMatchSink {
   void onMatch(size_t pattern, const plugin::Match& match) override {
     sinks.at(pattern).onMatch(match);
   }
-  std::vector<CollectingSink> sinks;
+  std::vector<MatchRecorder> sinks;
 };
 
 // createMany() merges every query into one net: each match is labelled with
@@ -329,8 +327,8 @@ TEST(PetriDetector, CreateManyRunsOneMergedNetLabelledPerQuery) {
   for (const EventPtr& e : events) ASSERT_TRUE((*d)->onEvent(e));
   ASSERT_TRUE((*d)->flush());
   for (size_t i = 0; i < texts.size(); ++i) {
-    EXPECT_EQ(sink.sinks[i].sorted(), petri(texts[i], events)) << texts[i];
-    EXPECT_FALSE(sink.sinks[i].matches.empty()) << texts[i];
+    EXPECT_EQ(sink.sinks[i].sortedTs(), petri(texts[i], events)) << texts[i];
+    EXPECT_FALSE(sink.sinks[i].empty()) << texts[i];
   }
   auto json = (*d)->exportModel("json");
   ASSERT_TRUE(json) << json.status().message();
@@ -367,8 +365,8 @@ TEST(PetriDetector, PartitionedQueriesShareANetPerPartition) {
     for (const EventPtr& e : events) ASSERT_TRUE((*d)->onEvent(e));
     ASSERT_TRUE((*d)->flush());
     for (size_t i = 0; i < 2; ++i) {
-      EXPECT_EQ(sink.sinks[i].sorted(), petri(texts[i].second, events)) << i << second;
-      EXPECT_FALSE(sink.sinks[i].matches.empty()) << i << second;
+      EXPECT_EQ(sink.sinks[i].sortedTs(), petri(texts[i].second, events)) << i << second;
+      EXPECT_FALSE(sink.sinks[i].empty()) << i << second;
     }
   }
   std::vector<plugin::NamedQuery> alike;
@@ -500,11 +498,10 @@ TEST(PetriDetector, KleeneCompositesEqualTheNfaEngines) {
       "RETURN R(a.x, count(b[]) AS n, sum(b[].x) AS s, b[last].x AS l, c.x)";
   std::mt19937_64 rng(71);
   const std::vector<EventPtr> events = testing::randomStream(rng, 60, 3);
-  CollectingSink p, n;
-  p.compose = n.compose = true;
+  MatchRecorder p(/*compose=*/true), n(/*compose=*/true);
   ASSERT_TRUE(run("petri", q, events, p));
   ASSERT_TRUE(run("nfa", q, events, n));
-  ASSERT_GT(p.composites.size(), 10u);
+  ASSERT_GT(p.composites().size(), 10u);
   EXPECT_EQ(composites(p, {"a_x", "n", "s", "l", "c_x"}),
             composites(n, {"a_x", "n", "s", "l", "c_x"}));
 }
@@ -514,16 +511,15 @@ TEST(PetriDetector, CompositesEqualTheNfaEngines) {
       "PATTERN SEQ(A a, B b, A c) WHERE a.x <= c.x WITHIN 6 RETURN R(a.x, c.x, b.ts AS bt)";
   std::mt19937_64 rng(7);
   const std::vector<EventPtr> events = testing::randomStream(rng, 60, 2);
-  CollectingSink p, n;
-  p.compose = n.compose = true;
+  MatchRecorder p(/*compose=*/true), n(/*compose=*/true);
   ASSERT_TRUE(run("petri", q, events, p));
   ASSERT_TRUE(run("nfa", q, events, n));
-  ASSERT_FALSE(p.composites.empty());
+  ASSERT_FALSE(p.composites().empty());
   EXPECT_EQ(composites(p, {"a_x", "c_x", "bt"}), composites(n, {"a_x", "c_x", "bt"}));
 }
 
 std::unique_ptr<plugin::GuardedDetector> petriDetector(const std::string& query,
-                                                       CollectingSink& sink) {
+                                                       MatchRecorder& sink) {
   auto q = pattern::parseQuery(query);
   EXPECT_TRUE(q.isOk()) << q.status().message();
   auto d = load("petri")->createDetector("petri", *q, plugin::DetectorOptions(), sink);
@@ -545,7 +541,7 @@ EventPtr uncertain(const char* type, Timestamp ts, double prob) {
 // transition's tokens are matches, not kept. A place's tokens expire when
 // its consumer fires past the window.
 TEST(PetriDetector, StateCountsTheTokensInThePlaces) {
-  CollectingSink sink;
+  MatchRecorder sink;
   auto d = petriDetector("PATTERN SEQ(A a, B b, C c) WITHIN 8", sink);
   EXPECT_EQ(tokens(*d), 0u);
   ASSERT_TRUE(d->onEvent(ev("A", 1)));
@@ -557,14 +553,14 @@ TEST(PetriDetector, StateCountsTheTokensInThePlaces) {
   EXPECT_EQ(tokens(*d), 1u);  // <a> expired when B fired, and b100 pairs with none
   ASSERT_TRUE(d->onEvent(ev("C", 101)));
   EXPECT_EQ(tokens(*d), 0u);
-  EXPECT_TRUE(sink.matches.empty());
+  EXPECT_TRUE(sink.empty());
   EXPECT_EQ(d->state()->peak_partial_matches, 3u);
 }
 
 TEST(PetriDetector, ProbabilityBoundKeepsFewerTokens) {
   const std::vector<EventPtr> events = {uncertain("A", 1, 0.5), uncertain("A", 2, 0.95),
                                         uncertain("B", 3, 0.95)};
-  CollectingSink all_sink, likely_sink;
+  MatchRecorder all_sink, likely_sink;
   auto all = petriDetector("PATTERN SEQ(A a, B b, C c) WITHIN 8", all_sink);
   auto likely =
       petriDetector("PATTERN SEQ(A a, B b, C c) WITHIN 8 PROBABILITY >= 0.9", likely_sink);
@@ -576,7 +572,7 @@ TEST(PetriDetector, ProbabilityBoundKeepsFewerTokens) {
 
 // One net per partition: the partitioned detector adds theirs up.
 TEST(PetriDetector, StateAddsUpThePartitionsNets) {
-  CollectingSink sink;
+  MatchRecorder sink;
   auto d = petriDetector("PATTERN SEQ(A a, B b, C c) WITHIN 8 PARTITION BY x", sink);
   ASSERT_TRUE(d->onEvent(ev("A", 1, 1)));
   ASSERT_TRUE(d->onEvent(ev("A", 2, 2)));

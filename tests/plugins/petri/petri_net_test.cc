@@ -17,7 +17,7 @@
 namespace cepbus::plugins::petri {
 namespace {
 
-using testing::CollectingSink;
+using testing::MatchRecorder;
 using testing::RandomPattern;
 using Matches = std::vector<std::vector<Timestamp>>;
 
@@ -34,10 +34,10 @@ void feed(PetriNet& net, const std::vector<EventPtr>& events, size_t from, size_
 // The matches of `p` run alone in a net of its own over events[from, to).
 Matches alone(const RandomPattern& p, const std::vector<EventPtr>& events, size_t from, size_t to) {
   PetriNet net;
-  CollectingSink sink;
+  MatchRecorder sink;
   EXPECT_TRUE(net.addPattern("p", parse(p.text()), sink));
   feed(net, events, from, to);
-  return sink.sorted();
+  return sink.sortedTs();
 }
 
 // Patterns that extend a few common heads (so that they share prefixes) with
@@ -84,7 +84,7 @@ std::vector<RandomPattern> patternFamily(std::mt19937_64& rng, size_t count) {
 
 TEST(PetriNet, PrefixJoinSharesPlacesAndTransitions) {
   PetriNet net;
-  CollectingSink s1, s2, s3;
+  MatchRecorder s1, s2, s3;
   ASSERT_TRUE(net.addPattern("abcd", parse("PATTERN SEQ(A a, B b, C c, D d)"), s1));
   EXPECT_EQ(net.size().transitions, 4u);
   ASSERT_TRUE(net.addPattern("abce", parse("PATTERN SEQ(A a, B b, C c, E e)"), s2));
@@ -97,10 +97,10 @@ TEST(PetriNet, PrefixJoinSharesPlacesAndTransitions) {
   ASSERT_TRUE(net.addPattern("guarded", parse("PATTERN SEQ(A a, B b) WHERE b.x = a.x"), s3));
   EXPECT_EQ(net.size().transitions, 6u);
   // Same elements and guards written in another order share everything.
-  CollectingSink s4;
+  MatchRecorder s4;
   ASSERT_TRUE(net.addPattern("again", parse("PATTERN SEQ(A a, B b) WHERE a.x = b.x"), s4));
   EXPECT_EQ(net.size().transitions, 7u);  // the text differs: 'a.x = b.x' vs 'b.x = a.x'
-  CollectingSink s5, s6;
+  MatchRecorder s5, s6;
   ASSERT_TRUE(net.addPattern("same", parse("PATTERN SEQ(A a, B b) WHERE a.x = b.x WITHIN 3"), s5));
   EXPECT_EQ(net.size().transitions, 7u);
   // Variable names do not matter, only positions.
@@ -111,7 +111,7 @@ TEST(PetriNet, PrefixJoinSharesPlacesAndTransitions) {
 
 TEST(PetriNet, NamesAreUniqueAndRemovalNeedsAKnownName) {
   PetriNet net;
-  CollectingSink sink;
+  MatchRecorder sink;
   ASSERT_TRUE(net.addPattern("p", parse("PATTERN SEQ(A a, B b)"), sink));
   EXPECT_EQ(net.addPattern("p", parse("PATTERN SEQ(A a)"), sink).code(),
             Status::Code::kAlreadyExists);
@@ -126,10 +126,10 @@ TEST(PetriNet, NamesAreUniqueAndRemovalNeedsAKnownName) {
 
 TEST(PetriNet, IdenticalPatternsShareTheWholeNetAndEachGetsEveryMatch) {
   PetriNet net;
-  std::vector<std::unique_ptr<CollectingSink>> sinks;
+  std::vector<std::unique_ptr<MatchRecorder>> sinks;
   const std::string q = "PATTERN SEQ(A a, B b, C c) WHERE a.x = b.x AND b.x = c.x";
   for (int i = 0; i < 5; ++i) {
-    sinks.push_back(std::make_unique<CollectingSink>());
+    sinks.push_back(std::make_unique<MatchRecorder>());
     ASSERT_TRUE(net.addPattern("p" + std::to_string(i), parse(q), *sinks.back()));
   }
   EXPECT_EQ(net.size().transitions, 3u);
@@ -137,8 +137,8 @@ TEST(PetriNet, IdenticalPatternsShareTheWholeNetAndEachGetsEveryMatch) {
   std::mt19937_64 rng(3);
   const auto events = testing::randomStream(rng, 80, 3);
   feed(net, events, 0, events.size());
-  ASSERT_FALSE(sinks[0]->matches.empty());
-  for (const auto& s : sinks) EXPECT_EQ(s->matches, sinks[0]->matches);
+  ASSERT_FALSE(sinks[0]->empty());
+  for (const auto& s : sinks) EXPECT_EQ(s->timestamps(), sinks[0]->timestamps());
 }
 
 // <a;b;c;d> after <b;c;e>: the middle <b;c> is shared and joined with a.
@@ -152,7 +152,7 @@ TEST(PetriNet, MiddleJoinSharesTheMiddleOfAPattern) {
   p.preds = {{1, 2, 0, 0}, {0, 2, 1, 0}};  // v1.x = v2.x AND v0.x != v2.x
   p.within = 15;
   PetriNet net;
-  CollectingSink qs, ps;
+  MatchRecorder qs, ps;
   ASSERT_TRUE(net.addPattern("q", parse(q.text()), qs));
   ASSERT_TRUE(net.addPattern("p", parse(p.text()), ps));
   EXPECT_EQ(net.size().transitions, 6u);  // B, C, E; A, the join, D
@@ -160,13 +160,13 @@ TEST(PetriNet, MiddleJoinSharesTheMiddleOfAPattern) {
   std::mt19937_64 rng(5);
   const auto events = testing::randomStream(rng, 300, 5);
   feed(net, events, 0, events.size());
-  EXPECT_EQ(ps.sorted(), testing::bruteForce(p, events));
-  ASSERT_FALSE(ps.matches.empty());
-  EXPECT_EQ(qs.sorted(), testing::bruteForce(q, events));
+  EXPECT_EQ(ps.sortedTs(), testing::bruteForce(p, events));
+  ASSERT_FALSE(ps.empty());
+  EXPECT_EQ(qs.sortedTs(), testing::bruteForce(q, events));
   // Removing the pattern whose head is shared keeps the joined one whole.
   ASSERT_TRUE(net.removePattern("q"));
   EXPECT_EQ(net.size().transitions, 5u);  // E is gone
-  CollectingSink again;
+  MatchRecorder again;
   ASSERT_TRUE(net.addPattern("p2", parse(p.text()), again));
   EXPECT_EQ(net.size().transitions, 5u);  // shares everything with p
   const auto more = testing::randomStream(rng, 300, 5);
@@ -178,8 +178,8 @@ TEST(PetriNet, MiddleJoinSharesTheMiddleOfAPattern) {
                           .build());
   }
   feed(net, shifted, 0, shifted.size());
-  EXPECT_EQ(again.sorted(), testing::bruteForce(p, shifted));
-  ASSERT_FALSE(again.matches.empty());
+  EXPECT_EQ(again.sortedTs(), testing::bruteForce(p, shifted));
+  ASSERT_FALSE(again.empty());
 }
 
 // Regression: a join over <a;a> and one over <a;a;b> with the same prefix
@@ -199,7 +199,7 @@ TEST(PetriNet, JoinsOverChainsOfDifferentLengthsStayApart) {
       make({'B', 'A', 'A', 'B'}, {}),         // joins <a;a;b>
   };
   PetriNet net;
-  std::vector<CollectingSink> sinks(patterns.size());
+  std::vector<MatchRecorder> sinks(patterns.size());
   for (size_t i = 0; i < patterns.size(); ++i) {
     ASSERT_TRUE(net.addPattern("p" + std::to_string(i), parse(patterns[i].text()), sinks[i]));
   }
@@ -207,8 +207,8 @@ TEST(PetriNet, JoinsOverChainsOfDifferentLengthsStayApart) {
   const auto events = testing::randomStream(rng, 40, 3);
   feed(net, events, 0, events.size());
   for (size_t i = 0; i < patterns.size(); ++i) {
-    EXPECT_EQ(sinks[i].sorted(), testing::bruteForce(patterns[i], events)) << patterns[i].text();
-    EXPECT_FALSE(sinks[i].matches.empty()) << patterns[i].text();
+    EXPECT_EQ(sinks[i].sortedTs(), testing::bruteForce(patterns[i], events)) << patterns[i].text();
+    EXPECT_FALSE(sinks[i].empty()) << patterns[i].text();
   }
 }
 
@@ -221,7 +221,7 @@ TEST(PetriNet, MergedNetMatchesIndependentNetsPatternByPattern) {
     const auto patterns = patternFamily(rng, 8);
     const auto events = testing::randomStream(rng, 40, 3);
     PetriNet net;
-    std::vector<CollectingSink> sinks(patterns.size());
+    std::vector<MatchRecorder> sinks(patterns.size());
     for (size_t i = 0; i < patterns.size(); ++i) {
       ASSERT_TRUE(net.addPattern("p" + std::to_string(i), parse(patterns[i].text()), sinks[i]));
     }
@@ -236,8 +236,8 @@ TEST(PetriNet, MergedNetMatchesIndependentNetsPatternByPattern) {
     for (size_t i = 0; i < patterns.size(); ++i) {
       const Matches expected = testing::bruteForce(patterns[i], events);
       nonempty += !expected.empty();
-      EXPECT_EQ(sinks[i].sorted(), expected) << patterns[i].text();
-      EXPECT_EQ(sinks[i].sorted(), alone(patterns[i], events, 0, events.size()))
+      EXPECT_EQ(sinks[i].sortedTs(), expected) << patterns[i].text();
+      EXPECT_EQ(sinks[i].sortedTs(), alone(patterns[i], events, 0, events.size()))
           << patterns[i].text();
     }
   }
@@ -261,7 +261,7 @@ TEST(PetriNet, BackJoinSharesACommonTail) {
   };
   const std::vector<RandomPattern> patterns = {make('A'), make('E'), make('F')};
   PetriNet net;
-  std::vector<CollectingSink> sinks(patterns.size());
+  std::vector<MatchRecorder> sinks(patterns.size());
   ASSERT_TRUE(net.addPattern("abcd", parse(patterns[0].text()), sinks[0]));
   EXPECT_EQ(net.size().transitions, 4u);
   ASSERT_TRUE(net.addPattern("ebcd", parse(patterns[1].text()), sinks[1]));
@@ -281,8 +281,8 @@ TEST(PetriNet, BackJoinSharesACommonTail) {
   }
   feed(net, events, 0, events.size());
   for (size_t i = 0; i < patterns.size(); ++i) {
-    EXPECT_EQ(sinks[i].sorted(), testing::bruteForce(patterns[i], events)) << patterns[i].text();
-    EXPECT_FALSE(sinks[i].matches.empty()) << patterns[i].text();
+    EXPECT_EQ(sinks[i].sortedTs(), testing::bruteForce(patterns[i], events)) << patterns[i].text();
+    EXPECT_FALSE(sinks[i].empty()) << patterns[i].text();
   }
   // Removing the rewritten pattern keeps the shared tail for the others.
   ASSERT_TRUE(net.removePattern("abcd"));
@@ -294,24 +294,24 @@ TEST(PetriNet, BackJoinSharesACommonTail) {
 // chain already.
 TEST(PetriNet, BackJoinMidStreamOnlyReusesRunningChains) {
   PetriNet net;
-  CollectingSink s1, s2, s3;
+  MatchRecorder s1, s2, s3;
   ASSERT_TRUE(net.addPattern("abc", parse("PATTERN SEQ(A a, B b, C c) WITHIN 10"), s1));
   ASSERT_TRUE(net.onEvent(EventBuilder("A").at(1).build()));
   ASSERT_TRUE(net.addPattern("ebc", parse("PATTERN SEQ(E e, B b, C c) WITHIN 10"), s2));
   EXPECT_EQ(net.size().transitions, 6u);  // nothing shared
   ASSERT_TRUE(net.addPattern("bc", parse("PATTERN SEQ(B b, C c) WITHIN 10"), s3));
   EXPECT_EQ(net.size().transitions, 8u);
-  CollectingSink s4;
+  MatchRecorder s4;
   ASSERT_TRUE(net.addPattern("fbc", parse("PATTERN SEQ(F f, B b, C c) WITHIN 10"), s4));
   EXPECT_EQ(net.size().transitions, 10u);  // F and its join with <b;c>; not F, B, C
   Timestamp ts = 1;
   for (const char* t : {"B", "E", "F", "B", "C"}) {
     ASSERT_TRUE(net.onEvent(EventBuilder(t).at(++ts).build()));
   }
-  EXPECT_EQ(s1.sorted(), (Matches{{1, 2, 6}, {1, 5, 6}}));
-  EXPECT_EQ(s2.sorted(), (Matches{{3, 5, 6}}));
-  EXPECT_EQ(s3.sorted(), (Matches{{2, 6}, {5, 6}}));
-  EXPECT_EQ(s4.sorted(), (Matches{{4, 5, 6}}));
+  EXPECT_EQ(s1.sortedTs(), (Matches{{1, 2, 6}, {1, 5, 6}}));
+  EXPECT_EQ(s2.sortedTs(), (Matches{{3, 5, 6}}));
+  EXPECT_EQ(s3.sortedTs(), (Matches{{2, 6}, {5, 6}}));
+  EXPECT_EQ(s4.sortedTs(), (Matches{{4, 5, 6}}));
 }
 
 CompiledPatternPtr compiled(const std::string& text, const char* policy) {
@@ -334,14 +334,14 @@ TEST(PetriNet, ConsumingPoliciesUseEachTokenOnce) {
   const auto events = typed({"A", "A", "B", "B", "B"});
   for (const char* policy : {"feedback", "conflict", "concurrency"}) {
     PetriNet net;
-    CollectingSink sink;
+    MatchRecorder sink;
     ASSERT_TRUE(net.addPattern("ab", compiled("PATTERN SEQ(A a, B b)", policy), sink));
     feed(net, events, 0, events.size());
     if (std::string(policy) == "feedback") {
-      EXPECT_EQ(sink.sorted(), (Matches{{1, 3}, {1, 4}, {1, 5}, {2, 3}, {2, 4}, {2, 5}}));
+      EXPECT_EQ(sink.sortedTs(), (Matches{{1, 3}, {1, 4}, {1, 5}, {2, 3}, {2, 4}, {2, 5}}));
     } else {
       // The oldest token takes the event; both are gone afterwards.
-      EXPECT_EQ(sink.sorted(), (Matches{{1, 3}, {2, 4}})) << policy;
+      EXPECT_EQ(sink.sortedTs(), (Matches{{1, 3}, {2, 4}})) << policy;
     }
   }
 }
@@ -355,13 +355,13 @@ TEST(PetriNet, ConflictSharesAPlaceConcurrencyCopiesIt) {
   const size_t transitions[] = {3, 3, 4};
   for (int i = 0; i < 3; ++i) {
     PetriNet net;
-    CollectingSink ab, ac;
+    MatchRecorder ab, ac;
     ASSERT_TRUE(net.addPattern("ab", compiled("PATTERN SEQ(A a, B b)", policies[i]), ab));
     ASSERT_TRUE(net.addPattern("ac", compiled("PATTERN SEQ(A a, C c)", policies[i]), ac));
     EXPECT_EQ(net.size().transitions, transitions[i]) << policies[i];
     feed(net, events, 0, events.size());
-    EXPECT_EQ(ab.sorted(), (Matches{{1, 2}})) << policies[i];
-    EXPECT_EQ(ac.sorted(), expected_ac[i]) << policies[i];
+    EXPECT_EQ(ab.sortedTs(), (Matches{{1, 2}})) << policies[i];
+    EXPECT_EQ(ac.sortedTs(), expected_ac[i]) << policies[i];
   }
 }
 
@@ -371,13 +371,13 @@ TEST(PetriNet, ConflictPatternsCompeteForEvents) {
   const auto events = typed({"A", "B", "C"});
   for (const char* policy : {"conflict", "concurrency", "feedback"}) {
     PetriNet net;
-    CollectingSink ab, bc;
+    MatchRecorder ab, bc;
     ASSERT_TRUE(net.addPattern("ab", compiled("PATTERN SEQ(A a, B b)", policy), ab));
     ASSERT_TRUE(net.addPattern("bc", compiled("PATTERN SEQ(B b, C c)", policy), bc));
     feed(net, events, 0, events.size());
-    EXPECT_EQ(ab.sorted(), (Matches{{1, 2}})) << policy;
+    EXPECT_EQ(ab.sortedTs(), (Matches{{1, 2}})) << policy;
     const Matches expected = std::string(policy) == "conflict" ? Matches{} : Matches{{2, 3}};
-    EXPECT_EQ(bc.sorted(), expected) << policy;
+    EXPECT_EQ(bc.sortedTs(), expected) << policy;
   }
   auto bad = compilePattern(parse("PATTERN SEQ(A a, B b)"),
                             plugin::DetectorOptions(std::map<std::string, std::string, std::less<>>{
@@ -390,7 +390,7 @@ TEST(PetriNet, ConflictPatternsCompeteForEvents) {
 
 TEST(PetriNet, ExportsTheMergedNetAsDotAndJson) {
   PetriNet net;
-  CollectingSink s1, s2;
+  MatchRecorder s1, s2;
   ASSERT_TRUE(net.addPattern("bce", parse("PATTERN SEQ(B b, C c, E e) WHERE b.x = c.x"), s1));
   ASSERT_TRUE(net.addPattern(
       "abcd", parse("PATTERN SEQ(A a, B b, C c, D d) WHERE b.x = c.x AND a.x != c.x WITHIN 9"),
@@ -422,7 +422,7 @@ TEST(PetriNet, RemovingAndAddingPatternsMidStreamChangesNoOtherPattern) {
     // Patterns 0..5 start in the net; 0..2 are removed at the split, 6..7
     // are added there.
     PetriNet net;
-    std::vector<CollectingSink> sinks(patterns.size());
+    std::vector<MatchRecorder> sinks(patterns.size());
     for (size_t i = 0; i < 6; ++i) {
       ASSERT_TRUE(net.addPattern("p" + std::to_string(i), parse(patterns[i].text()), sinks[i]));
     }
@@ -436,14 +436,14 @@ TEST(PetriNet, RemovingAndAddingPatternsMidStreamChangesNoOtherPattern) {
     EXPECT_LE(net.size().transitions, net.unmergedSize().transitions);
     feed(net, events, split, events.size());
     for (size_t i = 0; i < 3; ++i) {
-      EXPECT_EQ(sinks[i].sorted(), alone(patterns[i], events, 0, split)) << patterns[i].text();
+      EXPECT_EQ(sinks[i].sortedTs(), alone(patterns[i], events, 0, split)) << patterns[i].text();
     }
     for (size_t i = 3; i < 6; ++i) {
-      EXPECT_EQ(sinks[i].sorted(), alone(patterns[i], events, 0, events.size()))
+      EXPECT_EQ(sinks[i].sortedTs(), alone(patterns[i], events, 0, events.size()))
           << patterns[i].text();
     }
     for (size_t i = 6; i < 8; ++i) {
-      EXPECT_EQ(sinks[i].sorted(), alone(patterns[i], events, split, events.size()))
+      EXPECT_EQ(sinks[i].sortedTs(), alone(patterns[i], events, split, events.size()))
           << patterns[i].text();
     }
     for (size_t i = 3; i < 8; ++i) ASSERT_TRUE(net.removePattern("p" + std::to_string(i)));
@@ -457,7 +457,7 @@ TEST(PetriNet, RemovingAndAddingPatternsMidStreamChangesNoOtherPattern) {
 // using it, recomputed when one leaves.
 TEST(PetriNet, SharedTransitionsKeepTheLargestRemainingWindow) {
   PetriNet net;
-  CollectingSink widest, narrow, wide;
+  MatchRecorder widest, narrow, wide;
   ASSERT_TRUE(net.addPattern("widest", parse("PATTERN SEQ(A a, B b, C c) WITHIN 30"), widest));
   ASSERT_TRUE(net.addPattern("narrow", parse("PATTERN SEQ(A a, B b, C c) WITHIN 2"), narrow));
   ASSERT_TRUE(net.addPattern("wide", parse("PATTERN SEQ(A a, B b, C c) WITHIN 20"), wide));
@@ -466,14 +466,14 @@ TEST(PetriNet, SharedTransitionsKeepTheLargestRemainingWindow) {
            {"A", 1}, {"B", 5}, {"C", 15}, {"A", 16}, {"B", 17}, {"C", 18}}) {
     ASSERT_TRUE(net.onEvent(EventBuilder(type).at(ts).build()));
   }
-  EXPECT_EQ(narrow.sorted(), (Matches{{16, 17, 18}}));
-  EXPECT_EQ(wide.sorted(), (Matches{{1, 5, 15}, {1, 5, 18}, {1, 17, 18}, {16, 17, 18}}));
-  EXPECT_TRUE(widest.matches.empty());
+  EXPECT_EQ(narrow.sortedTs(), (Matches{{16, 17, 18}}));
+  EXPECT_EQ(wide.sortedTs(), (Matches{{1, 5, 15}, {1, 5, 18}, {1, 17, 18}, {16, 17, 18}}));
+  EXPECT_TRUE(widest.empty());
 }
 
 TEST(PetriNet, TokensExpireWithTheWindow) {
   PetriNet net;
-  CollectingSink sink;
+  MatchRecorder sink;
   ASSERT_TRUE(net.addPattern("p", parse("PATTERN SEQ(A a, B b, C c) WITHIN 10"), sink));
   // A and B only: without expiry the <a;b> place would hold ~ n^2/4 tokens.
   for (Timestamp ts = 0; ts < 4000; ++ts) {
@@ -483,7 +483,7 @@ TEST(PetriNet, TokensExpireWithTheWindow) {
   EXPECT_GT(net.tokenCount(), 0u);
   // And the pattern still matches after the sweeps.
   ASSERT_TRUE(net.onEvent(EventBuilder("C").at(4000).build()));
-  EXPECT_EQ(sink.matches.size(), 15u);  // a, b in [3990, 3999], a < b: 5+4+3+2+1
+  EXPECT_EQ(sink.size(), 15u);  // a, b in [3990, 3999], a < b: 5+4+3+2+1
 }
 
 // CORE's pile-up: partial matches of SEQ(A, B, ...) pile up and none
@@ -495,7 +495,7 @@ TEST(PetriNet, PileUpHoldsATokenPerEventNotPerCombination) {
        {"PATTERN SEQ(A a, B b, X x) WITHIN 1000", "PATTERN SEQ(A a, B b, C c, X x) WITHIN 1000"}) {
     const bool four = std::string(query).find("C c") != std::string::npos;
     PetriNet net;
-    CollectingSink sink;
+    MatchRecorder sink;
     ASSERT_TRUE(net.addPattern("p", parse(query), sink));
     std::mt19937_64 rng(5);
     std::vector<std::pair<char, Timestamp>> seen;
@@ -517,8 +517,8 @@ TEST(PetriNet, PileUpHoldsATokenPerEventNotPerCombination) {
       }
     }
     // ways[1] counts every A, so the first factor needs no window check of its own.
-    EXPECT_EQ(sink.matches.size(), ways[order.size()]) << query;
-    EXPECT_GT(sink.matches.size(), 1000u);
+    EXPECT_EQ(sink.size(), ways[order.size()]) << query;
+    EXPECT_GT(sink.size(), 1000u);
   }
 }
 
@@ -531,7 +531,7 @@ TEST(PetriNet, NativeStrategiesHoldTheirRunsNotEverySubset) {
   constexpr int kRising = 16;
   for (const char* strategy : {"skip_till_next_match", "strict_contiguity"}) {
     PetriNet net;
-    CollectingSink sink;
+    MatchRecorder sink;
     ASSERT_TRUE(net.addPattern("p", parse(q + strategy), sink));
     Timestamp ts = 0;
     ASSERT_TRUE(net.onEvent(EventBuilder("A").at(++ts).build()));
@@ -554,7 +554,7 @@ TEST(PetriNet, NativeStrategiesHoldTheirRunsNotEverySubset) {
       }
       std::sort(expected.begin(), expected.end());
     }
-    EXPECT_EQ(sink.sorted(), expected) << strategy;
+    EXPECT_EQ(sink.sortedTs(), expected) << strategy;
   }
 }
 
@@ -563,7 +563,7 @@ TEST(PetriNet, NativeStrategiesHoldTheirRunsNotEverySubset) {
 // pattern keeps its partial matches and the new one sees only its own events.
 TEST(PetriNet, LazyPlaceExpandsWhenAPatternEndsThere) {
   PetriNet net;
-  CollectingSink longer, shorter;
+  MatchRecorder longer, shorter;
   ASSERT_TRUE(net.addPattern("long", parse("PATTERN SEQ(A a, B b, X x) WITHIN 100"), longer));
   for (const auto& [type, ts] :
        std::vector<std::pair<const char*, Timestamp>>{{"A", 1}, {"A", 2}, {"B", 3}, {"B", 4}}) {
@@ -578,9 +578,9 @@ TEST(PetriNet, LazyPlaceExpandsWhenAPatternEndsThere) {
        std::vector<std::pair<const char*, Timestamp>>{{"A", 5}, {"B", 6}, {"X", 7}}) {
     ASSERT_TRUE(net.onEvent(EventBuilder(type).at(ts).build()));
   }
-  EXPECT_EQ(longer.sorted(),
+  EXPECT_EQ(longer.sortedTs(),
             (Matches{{1, 3, 7}, {1, 4, 7}, {1, 6, 7}, {2, 3, 7}, {2, 4, 7}, {2, 6, 7}, {5, 6, 7}}));
-  EXPECT_EQ(shorter.sorted(), (Matches{{5, 6}}));
+  EXPECT_EQ(shorter.sortedTs(), (Matches{{5, 6}}));
 }
 
 // A conjunction's operands are chains from the head: they share prefixes
@@ -594,7 +594,7 @@ TEST(PetriNet, ConjunctionSharesItsOperandChainsAndExports) {
       "PATTERN AND(C c, SEQ(A a, B b)) WHERE a.x = b.x AND b.x != c.x WITHIN 6",
   };
   PetriNet net;
-  std::vector<CollectingSink> sinks(texts.size());
+  std::vector<MatchRecorder> sinks(texts.size());
   for (size_t i = 0; i < texts.size(); ++i) {
     ASSERT_TRUE(net.addPattern("q" + std::to_string(i), parse(texts[i]), sinks[i]));
   }
@@ -606,14 +606,14 @@ TEST(PetriNet, ConjunctionSharesItsOperandChainsAndExports) {
   feed(net, events, 0, events.size());
   for (size_t i = 0; i < texts.size(); ++i) {
     PetriNet single;
-    CollectingSink sink;
+    MatchRecorder sink;
     ASSERT_TRUE(single.addPattern("p", parse(texts[i]), sink));
     feed(single, events, 0, events.size());
-    EXPECT_EQ(sinks[i].sorted(), sink.sorted()) << texts[i];
-    EXPECT_FALSE(sink.matches.empty()) << texts[i];
+    EXPECT_EQ(sinks[i].sortedTs(), sink.sortedTs()) << texts[i];
+    EXPECT_FALSE(sink.empty()) << texts[i];
   }
   // q1 and q3 bind the same events in other orders.
-  EXPECT_EQ(sinks[1].matches.size(), sinks[3].matches.size());
+  EXPECT_EQ(sinks[1].size(), sinks[3].size());
   auto dot = net.exportModel("dot");
   ASSERT_TRUE(dot);
   EXPECT_NE(dot->find(": AND (any order)"), std::string::npos) << *dot;
@@ -632,7 +632,7 @@ TEST(PetriNet, ConjunctionSharesItsOperandChainsAndExports) {
 // loop, and a Kleene pattern added mid-stream sees only later events.
 TEST(PetriNet, KleeneLoopsOnItsPlaceAndSharesItsPrefix) {
   PetriNet net;
-  CollectingSink seq, kleene, late;
+  MatchRecorder seq, kleene, late;
   ASSERT_TRUE(net.addPattern("seq", parse("PATTERN SEQ(A a, B b) WHERE a.x = b.x"), seq));
   ASSERT_TRUE(net.addPattern(
       "kleene", parse("PATTERN SEQ(A a, B b, C+ c[]) WHERE a.x = b.x AND c[i].x > b.x"), kleene));
@@ -655,9 +655,9 @@ TEST(PetriNet, KleeneLoopsOnItsPlaceAndSharesItsPrefix) {
                              late));
   ASSERT_TRUE(net.onEvent(event("C", 4, 0)));  // fails c[i].x > b.x
   ASSERT_TRUE(net.onEvent(event("C", 5, 3)));
-  EXPECT_EQ(seq.sorted(), (Matches{{1, 2}}));
-  EXPECT_EQ(kleene.sorted(), (Matches{{1, 2, 3}, {1, 2, 3, 5}, {1, 2, 5}}));
-  EXPECT_TRUE(late.matches.empty());
+  EXPECT_EQ(seq.sortedTs(), (Matches{{1, 2}}));
+  EXPECT_EQ(kleene.sortedTs(), (Matches{{1, 2, 3}, {1, 2, 3, 5}, {1, 2, 5}}));
+  EXPECT_TRUE(late.empty());
   ASSERT_TRUE(net.removePattern("kleene"));
   ASSERT_TRUE(net.removePattern("late"));
   EXPECT_EQ(net.size().transitions, 2u);
@@ -669,7 +669,7 @@ TEST(PetriNet, KleeneLoopsOnItsPlaceAndSharesItsPrefix) {
 // applies its own bound.
 TEST(PetriNet, SharedTransitionsKeepTokensForTheLowestProbabilityBound) {
   PetriNet net;
-  testing::CollectingSink strict, loose;
+  testing::MatchRecorder strict, loose;
   ASSERT_TRUE(net.addPattern("strict", parse("PATTERN SEQ(A, B, C) PROBABILITY >= 0.5"), strict));
   ASSERT_TRUE(net.addPattern("loose", parse("PATTERN SEQ(A, B, C)"), loose));
   for (const EventPtr& e : {EventBuilder("A").at(1).probability(0.5).build(),
@@ -678,8 +678,8 @@ TEST(PetriNet, SharedTransitionsKeepTokensForTheLowestProbabilityBound) {
                             EventBuilder("B").at(5).build(), EventBuilder("C").at(6).build()}) {
     ASSERT_TRUE(net.onEvent(e));
   }
-  EXPECT_EQ(loose.sorted(), (Matches{{1, 2, 3}, {1, 2, 6}, {1, 5, 6}, {4, 5, 6}}));
-  EXPECT_EQ(strict.sorted(), (Matches{{1, 5, 6}, {4, 5, 6}}));  // 1-2-x have probability 1/4
+  EXPECT_EQ(loose.sortedTs(), (Matches{{1, 2, 3}, {1, 2, 6}, {1, 5, 6}, {4, 5, 6}}));
+  EXPECT_EQ(strict.sortedTs(), (Matches{{1, 5, 6}, {4, 5, 6}}));  // 1-2-x have probability 1/4
 }
 
 // heldTokens() is counted as tokens are placed, consumed and expire; it must
@@ -706,7 +706,7 @@ TEST(PetriNet, HeldTokensAgreeWithTheTokensInThePlaces) {
     std::vector<RandomPattern> family = patternFamily(rng, 6);
     // Windows keep the places small enough to walk after every event.
     for (RandomPattern& p : family) p.within = std::min<int64_t>(p.within.value_or(6), 6);
-    std::vector<CollectingSink> sinks(family.size() + extra.size());
+    std::vector<MatchRecorder> sinks(family.size() + extra.size());
     for (size_t i = 0; i < family.size(); ++i) {
       ASSERT_TRUE(net.addPattern("r" + std::to_string(i), parse(family[i].text()), sinks[i]));
     }

@@ -18,7 +18,7 @@
 namespace cepbus::plugins::petri {
 namespace {
 
-using testing::CollectingSink;
+using testing::MatchRecorder;
 using Matches = std::vector<std::vector<Timestamp>>;
 
 plugin::PluginPtr petriPlugin() {
@@ -45,12 +45,12 @@ Status feed(plugin::Detector& d, const std::vector<EventPtr>& events) {
 Matches petri(const std::string& query, const std::vector<EventPtr>& events) {
   auto q = pattern::parseQuery(query);
   EXPECT_TRUE(q.isOk()) << query;
-  CollectingSink sink;
+  MatchRecorder sink;
   auto d = petriPlugin()->createDetector("petri", *q, plugin::DetectorOptions(), sink);
   EXPECT_TRUE(d.isOk()) << query << ": " << d.status().message();
   if (!d) return {};
   EXPECT_TRUE(feed(**d, events)) << query;
-  return sink.sorted();
+  return sink.sortedTs();
 }
 
 std::vector<EventPtr> stream() {
@@ -120,7 +120,7 @@ TEST(PetriStrategy, MergedQueriesKeepTheirOwnStrategies) {
 TEST(PetriStrategy, RefusesWhereTheStrategyIsNotDefined) {
   auto q = pattern::parseQuery("PATTERN OR(A a, B b) STRATEGY skip_till_next_match");
   ASSERT_TRUE(q.isOk());
-  CollectingSink sink;
+  MatchRecorder sink;
   auto d = petriPlugin()->createDetector("petri", *q, plugin::DetectorOptions(), sink);
   ASSERT_FALSE(d.isOk());
   const std::string m = d.status().message();

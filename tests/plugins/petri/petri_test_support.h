@@ -13,26 +13,11 @@
 
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
+#include "tests/testing/match_recorder.h"
 
 namespace cepbus::plugins::petri::testing {
 
-class CollectingSink : public plugin::MatchSink {
- public:
-  void onMatch(const plugin::Match& match) override {
-    std::vector<Timestamp> ts;
-    for (size_t i = 0; i < match.size(); ++i) ts.push_back(match.ts(i));
-    matches.push_back(std::move(ts));
-    if (compose) composites.push_back(match.composite());
-  }
-  std::vector<std::vector<Timestamp>> sorted() const {
-    auto out = matches;
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-  std::vector<std::vector<Timestamp>> matches;
-  std::vector<EventPtr> composites;
-  bool compose = false;
-};
+using cepbus::testing::MatchRecorder;
 
 // `vi.x OP vj.x` (rhs >= 0) or `vi.x OP constant` (rhs < 0).
 struct Pred {

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <iterator>
@@ -22,10 +21,13 @@
 #include <vector>
 
 #include "bus/host/descriptor/parser.h"
+#include "bus/host/detection/query_name_watch.h"
 #include "flows/st_flow.h"
 #include "router/broker.h"
 #include "router/delivery_policy.h"
 #include "router/registry.h"
+#include "tests/testing/cep_descriptor.h"
+#include "tests/testing/recorder.h"
 #include "tests/testing/stats.h"
 #include "tests/testing/wait.h"
 
@@ -34,59 +36,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Generous: only a broken service waits this long.
-constexpr auto kWait = 20s;
-
-using cepbus::testing::waitUntil;
-
-// An endpoint that records what is published to one address.
-class Recorder {
- public:
-  Recorder(router::Broker& broker, std::string name, std::string_view address)
-      : broker_(broker), name_(std::move(name)) {
-    EXPECT_TRUE(broker_.addEndpoint(
-        name_, [this](const flows::Exchange& exchange, flows::DeliveryContext&) {
-          std::lock_guard lock(mu_);
-          events_.push_back(exchange.event);
-          senders_.push_back(exchange.sender);
-          qos_.push_back(exchange.qos);
-          cv_.notify_all();
-          return Status::ok();
-        }));
-    EXPECT_TRUE(broker_.subscribe(name_, address));
-  }
-  ~Recorder() { (void)broker_.removeEndpoint(name_); }  // clean-up: gone is fine
-
-  bool waitFor(size_t n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kWait, [&] { return events_.size() >= n; });
-  }
-  size_t size() const {
-    std::lock_guard lock(mu_);
-    return events_.size();
-  }
-  std::vector<EventPtr> events() const {
-    std::lock_guard lock(mu_);
-    return events_;
-  }
-  std::vector<Symbol> senders() const {
-    std::lock_guard lock(mu_);
-    return senders_;
-  }
-  std::vector<flows::Qos> qos() const {
-    std::lock_guard lock(mu_);
-    return qos_;
-  }
-
- private:
-  router::Broker& broker_;
-  const std::string name_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<EventPtr> events_;
-  std::vector<Symbol> senders_;
-  std::vector<flows::Qos> qos_;
-};
+using testing::CepQuery;
+using testing::CepUnit;
+using testing::Recorder;
+using testing::waitUntil;
 
 const Value* attr(const EventPtr& e, std::string_view name) {
   return e->find(Symbol::intern(name));
@@ -156,16 +109,13 @@ class CepServiceTest : public ::testing::Test {
   std::unique_ptr<CepService> service_;
 };
 
-constexpr std::string_view kPairs = R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)";
+// A and B make a Pair, from "in.events" to "out.pairs".
+CepQuery pairsQuery() { return CepQuery("pairs", "PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)"); }
+
+std::string pairsUnit() { return CepUnit().query(pairsQuery()).toXml(); }
 
 TEST_F(CepServiceTest, PublishesEveryMatchAsACompositeEventOnTheOutput) {
-  CepService& cep = start(kPairs);
+  CepService& cep = start(pairsUnit());
   Recorder out(*broker_, "test.out", "out.pairs");
   const int64_t xs[] = {1, 0, 2, 3, 4};
   const char* types[] = {"A", "C", "B", "A", "B"};
@@ -201,7 +151,7 @@ TEST_F(CepServiceTest, PublishesEveryMatchAsACompositeEventOnTheOutput) {
 }
 
 TEST_F(CepServiceTest, ReportsEachQueryInTheRegistry) {
-  CepService& cep = start(kPairs);
+  CepService& cep = start(pairsUnit());
   publish("in.events", "A", 1);
   publish("in.events", "B", 2);
   publish("in.events", "B", 3);
@@ -261,7 +211,7 @@ TEST_F(CepServiceTest, ReportsEachQueryInTheRegistry) {
 TEST_F(CepServiceTest, FeedsTheDetectorInArrivalOrder) {
   // With no slack, the detector refuses any event older than the newest one
   // it saw, so a single reordering would show up as an error.
-  CepService& cep = start(kPairs);
+  CepService& cep = start(pairsUnit());
   Recorder out(*broker_, "test.out", "out.pairs");
   constexpr int kPairsSent = 1000;
   for (int i = 0; i < kPairsSent; ++i) {
@@ -280,16 +230,12 @@ TEST_F(CepServiceTest, FeedsTheDetectorInArrivalOrder) {
 }
 
 TEST_F(CepServiceTest, AQueryConsumesTheCompositeEventsOfAnother) {
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-    <query name="quads" engine="cepfake" input="out.pairs" output="out.quads">
-      <text>PATTERN SEQ(Pair p, Pair q) RETURN Quad(p.a_x, q.b_x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep =
+      start(CepUnit()
+                .query(pairsQuery())
+                .query(CepQuery("quads", "PATTERN SEQ(Pair p, Pair q) RETURN Quad(p.a_x, q.b_x)")
+                           .input("out.pairs"))
+                .toXml());
   Recorder quads(*broker_, "test.quads", "out.quads");
   for (int i = 1; i <= 4; ++i) publish("in.events", i % 2 == 1 ? "A" : "B", i, i * 10);
   ASSERT_TRUE(quads.waitFor(1));
@@ -311,20 +257,14 @@ TEST_F(CepServiceTest, StopFlushesProducersBeforeTheirConsumers) {
   // Both detectors hold their matches until flushed (not when idle either).
   // The consumer is listed first: stopping in descriptor order would flush it
   // before its producer and lose the producer's pairs.
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="quads" engine="cepfake" input="out.pairs" output="out.quads">
-      <option name="batched" value="true"/>
-      <option name="flush_when_idle" value="false"/>
-      <text>PATTERN SEQ(Pair p, Pair q) RETURN Quad(p.a_x, q.b_x)</text>
-    </query>
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <option name="batched" value="true"/>
-      <option name="flush_when_idle" value="false"/>
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep =
+      start(CepUnit()
+                .query(CepQuery("quads", "PATTERN SEQ(Pair p, Pair q) RETURN Quad(p.a_x, q.b_x)")
+                           .input("out.pairs")
+                           .option("batched", "true")
+                           .option("flush_when_idle", "false"))
+                .query(pairsQuery().option("batched", "true").option("flush_when_idle", "false"))
+                .toXml());
   Recorder pairs(*broker_, "test.pairs", "out.pairs");
   Recorder quads(*broker_, "test.quads", "out.quads");
   for (int i = 1; i <= 4; ++i) publish("in.events", i % 2 == 1 ? "A" : "B", i, i);
@@ -361,7 +301,7 @@ descriptor::QuerySpec spec(std::string name, std::string text, std::string input
 }
 
 TEST_F(CepServiceTest, AddsAndRemovesQueriesWhileRunning) {
-  CepService& cep = start(kPairs);
+  CepService& cep = start(pairsUnit());
   Recorder pairs(*broker_, "test.pairs", "out.pairs");
   Recorder bs(*broker_, "test.bs", "out.bs");
   ASSERT_TRUE(cep.addQuery(spec("bs", "PATTERN B b RETURN OnlyB(b.x)", "in.events", "out.bs")));
@@ -392,7 +332,7 @@ TEST_F(CepServiceTest, AddsAndRemovesQueriesWhileRunning) {
 }
 
 TEST_F(CepServiceTest, RemovingAQueryPublishesItsPendingMatches) {
-  CepService& cep = start(kPairs);
+  CepService& cep = start(pairsUnit());
   Recorder bs(*broker_, "test.bs", "out.bs");
   ASSERT_TRUE(cep.addQuery(spec("bs", "PATTERN B b RETURN OnlyB(b.x)", "in.events", "out.bs",
                                 {{"batched", "true", {}}, {"flush_when_idle", "false", {}}})));
@@ -407,7 +347,7 @@ TEST_F(CepServiceTest, RemovingAQueryPublishesItsPendingMatches) {
 // Composites go out best effort unless the query asks for reliable
 // delivery; the route decides whether the ask is granted.
 TEST_F(CepServiceTest, OutputQosReliableAsksForReliableDelivery) {
-  CepService& cep = start(kPairs);
+  CepService& cep = start(pairsUnit());
   Recorder plain(*broker_, "test.plain", "rel.plain");
   Recorder kept(*broker_, "test.kept", "rel.kept");
   ASSERT_TRUE(cep.addQuery(spec("plain", "PATTERN B b RETURN P(b.x)", "in.events", "rel.plain")));
@@ -429,14 +369,7 @@ TEST_F(CepServiceTest, OutputQosReliableAsksForReliableDelivery) {
 // A batching detector on a sparse stream: each time its queue runs empty the
 // service flushes it, so matches come out without waiting for stop().
 TEST_F(CepServiceTest, AnIdleQueryReportsWhatItsDetectorHolds) {
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <option name="batched" value="true"/>
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep = start(CepUnit().query(pairsQuery().option("batched", "true")).toXml());
   Recorder pairs(*broker_, "test.pairs", "out.pairs");
   publish("in.events", "A", 1, 1);
   publish("in.events", "B", 2, 2);
@@ -452,14 +385,7 @@ TEST_F(CepServiceTest, AnIdleQueryReportsWhatItsDetectorHolds) {
 // what the slack holds back in place, so an event of a slower producer that
 // is older than the newest one, but within the slack, is still in time.
 TEST_F(CepServiceTest, AnIdleFlushKeepsWhatTheSlackHoldsBack) {
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <option name="slack" value="5"/>
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep = start(CepUnit().query(pairsQuery().option("slack", "5")).toXml());
   Recorder pairs(*broker_, "test.pairs", "out.pairs");
   publish("in.events", "A", 10, 1);
   ASSERT_TRUE(waitConsumed(cep, "pairs", 1));  // its queue ran empty: flushed
@@ -483,15 +409,10 @@ TEST_F(CepServiceTest, HostOptionsRefuseOtherValues) {
       {"run_inline", "always", "run_inline must be never or when_idle, not \"always\""},
   };
   for (const auto& c : cases) {
-    auto built = build(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <option name=")" +
-                       std::string(c.option) + R"(" value=")" + std::string(c.value) + R"("/>
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+    auto built = build(CepUnit()
+                           .query(CepQuery("pairs", "PATTERN SEQ(A a, B b)")
+                                      .option(std::string(c.option), std::string(c.value)))
+                           .toXml());
     ASSERT_FALSE(built) << c.option;
     const std::string message = built.status().message();
     EXPECT_NE(message.find("cep_test.xml:3"), std::string::npos) << message;
@@ -503,17 +424,12 @@ TEST_F(CepServiceTest, HostOptionsRefuseOtherValues) {
 // query detects on the publishing thread, so the match is out before
 // publish() returns; a query without the option detects on its worker.
 TEST_F(CepServiceTest, RunInlineWhenIdleDetectsOnTheDeliveringThread) {
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="inline" engine="cepfake" input="in.events" output="out.inline">
-      <option name="run_inline" value="when_idle"/>
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-    <query name="queued" engine="cepfake" input="in.events" output="out.queued">
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep =
+      start(CepUnit()
+                .query(CepQuery("inline", "PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)")
+                           .option("run_inline", "when_idle"))
+                .query(CepQuery("queued", "PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)"))
+                .toXml());
   Recorder inline_pairs(*broker_, "test.inline", "out.inline");
   Recorder queued_pairs(*broker_, "test.queued", "out.queued");
   publish("in.events", "A", 1, 1);
@@ -527,7 +443,7 @@ TEST_F(CepServiceTest, RunInlineWhenIdleDetectsOnTheDeliveringThread) {
 }
 
 TEST_F(CepServiceTest, QueriesAddedBeforeStartRunFromStart) {
-  auto built = build(kPairs);
+  auto built = build(pairsUnit());
   ASSERT_TRUE(built) << built.status().toString();
   service_.reset(static_cast<CepService*>(built->release()));
   ASSERT_TRUE(service_->addQuery(spec("bs", "PATTERN B b", "in.events", "out.bs")));
@@ -541,15 +457,10 @@ TEST_F(CepServiceTest, QueriesAddedBeforeStartRunFromStart) {
 }
 
 TEST_F(CepServiceTest, DetectorErrorsAreCountedAndTheQueryKeepsRunning) {
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <option name="fail_type" value="Bad"/>
-      <option name="throw_type" value="Boom"/>
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep =
+      start(CepUnit()
+                .query(pairsQuery().option("fail_type", "Bad").option("throw_type", "Boom"))
+                .toXml());
   Recorder out(*broker_, "test.out", "out.pairs");
   // One at a time, so that each is a batch of its own and counts its error.
   const std::tuple<const char*, Timestamp, int64_t> inputs[] = {
@@ -575,7 +486,7 @@ TEST_F(CepServiceTest, DetectorErrorsAreCountedAndTheQueryKeepsRunning) {
 }
 
 TEST_F(CepServiceTest, CompositeEventsASubscriberRefusesAreCounted) {
-  CepService& cep = start(kPairs);
+  CepService& cep = start(pairsUnit());
   ASSERT_TRUE(
       broker_->addEndpoint("test.refuser", [](const flows::Exchange&, flows::DeliveryContext&) {
         return Status::unavailable("not today");
@@ -631,16 +542,12 @@ class Gatekeeper {
 };
 
 std::string reliablePairs(std::string_view run_inline) {
-  return std::string(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="pairs" engine="cepfake" input="in.events" output="rel.pairs">
-      <option name="output_qos" value="reliable"/>
-      <option name="run_inline" value=")") +
-         std::string(run_inline) + R"("/>
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)";
+  return CepUnit()
+      .query(pairsQuery()
+                 .output("rel.pairs")
+                 .option("output_qos", "reliable")
+                 .option("run_inline", std::string(run_inline)))
+      .toXml();
 }
 
 // A reliable query's composites that the bus refuses for now are held, in
@@ -721,6 +628,37 @@ class CapturedCepLog {
   Poco::AutoPtr<Lines> lines_;
 };
 
+// A query naming an attribute its events never carry is said once, after
+// the first QueryNameWatch::kSampleEvents events, and each event of its
+// types lacking it is counted (by the host: the engine is nfa only because
+// the fake engine takes no WHERE).
+TEST_F(CepServiceTest, NamesTheEventsNeverHadAreLoggedOnceAndCounted) {
+  CapturedCepLog log;
+  CepService& cep = start(R"(<service-assembly name="sa">
+  <service-unit name="cep" type="cep">
+    <query name="pairs" engine="nfa" input="in.events" output="out.pairs">
+      <text>PATTERN SEQ(A a, B b) WHERE b.xx > a.x RETURN Pair(a.x, b.x)</text>
+    </query>
+  </service-unit>
+</service-assembly>)");
+  const uint64_t n = detection::QueryNameWatch::kSampleEvents;
+  for (uint64_t i = 1; i <= n + 2; ++i) {
+    publish("in.events", i % 2 == 1 ? "A" : "B", static_cast<Timestamp>(i));
+  }
+  ASSERT_TRUE(waitConsumed(cep, "pairs", n + 2));
+  const std::vector<std::string> warnings = log.containing("never occurred");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0],
+            "query sa.cep/pairs: line 1, column 29: attribute 'xx' never occurred on "
+            "a B event in the first " +
+                std::to_string(n) + " events on its inputs; did you mean 'x'? (in the query text)");
+  // Every B event lacks b.xx; the A events have a.x.
+  EXPECT_EQ(cep.stats("pairs")->missing_attribute, n / 2 + 1);
+  EXPECT_EQ(testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/pairs:detector"}},
+                               "missing_attribute"),
+            static_cast<double>(n / 2 + 1));
+}
+
 // A subscriber that keeps refusing now and then is logged when the
 // composites held reach 1, 2, 4, 8 ... — seen again later, not once per
 // composite.
@@ -799,24 +737,32 @@ class Gate {
   void (*reset_batches_)() = nullptr;
 };
 
+// Closes the cepfake gate, resets its batch record and publishes an event of
+// `type` (the query's block_type), which keeps the query's worker inside its
+// detector until the gate opens; null when the gate cannot be found or the
+// worker never gets there.
+std::unique_ptr<Gate> holdDetector(plugin::PluginLoader& loader, router::Broker& broker,
+                                   std::string_view type = "Hold") {
+  auto plugin = loader.load("cepfake");
+  if (!plugin) return nullptr;
+  auto gate = std::make_unique<Gate>((*plugin)->path());
+  if (!gate->valid()) return nullptr;
+  gate->close();
+  gate->resetBatches();
+  flows::Exchange exchange;
+  exchange.event = EventBuilder(type).at(0).build();
+  exchange.address = Symbol::intern("in.events");
+  (void)broker.publish(exchange);
+  if (!waitUntil([&] { return gate->blocked() == 1; })) return nullptr;
+  return gate;
+}
+
 TEST_F(CepServiceTest, AFullStageRefusesEventsAsFaults) {
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <param name="capacity" value="2"/>
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <option name="block_type" value="Block"/>
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep = start(
+      CepUnit().param("capacity", "2").query(pairsQuery().option("block_type", "Block")).toXml());
   Recorder out(*broker_, "test.out", "out.pairs");
-  auto plugin = loader_->load("cepfake");
-  ASSERT_TRUE(plugin);
-  Gate gate((*plugin)->path());
-  ASSERT_TRUE(gate.valid()) << dlerror();
-  gate.close();
-  publish("in.events", "Block", 1);
-  ASSERT_TRUE(waitUntil([&] { return gate.blocked() == 1; }));
+  std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_, "Block");
+  ASSERT_TRUE(held);
   // The worker is held inside the detector: the next two fill the queue.
   EXPECT_EQ(publish("in.events", "A", 2, 2).delivered, 1u);
   EXPECT_EQ(publish("in.events", "B", 3, 3).delivered, 1u);
@@ -839,7 +785,7 @@ TEST_F(CepServiceTest, AFullStageRefusesEventsAsFaults) {
   EXPECT_EQ(cep.stats("pairs")->rejected, 1u);
   EXPECT_EQ(registry_->snapshotOf("sa.cep/pairs:detector")->rejected, 1u);
 
-  gate.open();
+  held->open();
   ASSERT_TRUE(waitUntil([&] { return cep.finished(); }));
   ASSERT_TRUE(out.waitFor(1));
   EXPECT_EQ(cep.stats("pairs")->consumed, 3u);
@@ -847,40 +793,10 @@ TEST_F(CepServiceTest, AFullStageRefusesEventsAsFaults) {
 }
 
 // Pairs of A and B, a Hold event blocking the detector at the gate.
-constexpr std::string_view kHeldPairs = R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <param name="batch_size" value="%BATCH%"/>
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <option name="block_type" value="Hold"/>
-      %OPTIONS%
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)";
+CepQuery heldPairsQuery() { return pairsQuery().option("block_type", "Hold"); }
 
-std::string heldPairs(int batch, std::string_view options = "") {
-  std::string xml(kHeldPairs);
-  xml.replace(xml.find("%BATCH%"), 7, std::to_string(batch));
-  xml.replace(xml.find("%OPTIONS%"), 9, options);
-  return xml;
-}
-
-// Closes the cepfake gate, resets its batch record and publishes a Hold
-// event, which keeps the query's worker inside its detector until the gate
-// opens; null when the gate cannot be found or the worker never gets there.
-std::unique_ptr<Gate> holdDetector(plugin::PluginLoader& loader, router::Broker& broker) {
-  auto plugin = loader.load("cepfake");
-  if (!plugin) return nullptr;
-  auto gate = std::make_unique<Gate>((*plugin)->path());
-  if (!gate->valid()) return nullptr;
-  gate->close();
-  gate->resetBatches();
-  flows::Exchange exchange;
-  exchange.event = EventBuilder("Hold").at(0).build();
-  exchange.address = Symbol::intern("in.events");
-  (void)broker.publish(exchange);
-  if (!waitUntil([&] { return gate->blocked() == 1; })) return nullptr;
-  return gate;
+std::string heldPairs(int batch, const CepQuery& query = heldPairsQuery()) {
+  return CepUnit().param("batch_size", std::to_string(batch)).query(query).toXml();
 }
 
 // A burst offered while the worker is inside the detector queues up; the
@@ -920,9 +836,8 @@ TEST_F(CepServiceTest, ABurstQueuedWhileTheDetectorIsBusyArrivesInBatches) {
 // A flush request queued between events splits their batch: the events
 // before it are flushed, the ones after it wait (flush_when_idle off).
 TEST_F(CepServiceTest, AFlushInTheMiddleOfABatchSplitsIt) {
-  CepService& cep = start(heldPairs(
-      64,
-      R"(<option name="batched" value="true"/><option name="flush_when_idle" value="false"/>)"));
+  CepService& cep = start(
+      heldPairs(64, heldPairsQuery().option("batched", "true").option("flush_when_idle", "false")));
   Recorder out(*broker_, "test.out", "out.pairs");
   std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_);
   ASSERT_TRUE(held);
@@ -945,7 +860,7 @@ TEST_F(CepServiceTest, AFlushInTheMiddleOfABatchSplitsIt) {
 // A detector refusing an event of a batch counts one error for the batch
 // (onEvents() reports the first); the other events are still detected.
 TEST_F(CepServiceTest, ARefusedEventInABatchCountsOneErrorAndTheRestAreDetected) {
-  CepService& cep = start(heldPairs(64, R"(<option name="fail_type" value="Bad"/>)"));
+  CepService& cep = start(heldPairs(64, heldPairsQuery().option("fail_type", "Bad")));
   Recorder out(*broker_, "test.out", "out.pairs");
   std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_);
   ASSERT_TRUE(held);
@@ -968,7 +883,7 @@ TEST_F(CepServiceTest, ARefusedEventInABatchCountsOneErrorAndTheRestAreDetected)
 // composite of a lone event does not wait for more input. The bound is a
 // functional one (a match held for the next batch would never come).
 TEST_F(CepServiceTest, ALoneEventIsDetectedWithoutWaitingForABatch) {
-  CepService& cep = start(heldPairs(64, R"(<option name="batched" value="true"/>)"));
+  CepService& cep = start(heldPairs(64, heldPairsQuery().option("batched", "true")));
   Recorder out(*broker_, "test.out", "out.pairs");
   publish("in.events", "A", 1, 7);
   ASSERT_TRUE(waitConsumed(cep, "pairs", 1));
@@ -983,29 +898,17 @@ TEST_F(CepServiceTest, ALoneEventIsDetectedWithoutWaitingForABatch) {
 TEST_F(CepServiceTest, EventCostsDoNotReorderADetectorsInput) {
   // A stage serves cheap events first by default; a detector must see its
   // events in arrival order whatever they cost.
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="pairs" engine="cepfake" input="in.events" output="out.pairs">
-      <option name="block_type" value="Block"/>
-      <text>PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep = start(CepUnit().query(pairsQuery().option("block_type", "Block")).toXml());
   Recorder out(*broker_, "test.out", "out.pairs");
-  auto plugin = loader_->load("cepfake");
-  ASSERT_TRUE(plugin);
-  Gate gate((*plugin)->path());
-  ASSERT_TRUE(gate.valid()) << dlerror();
-  gate.close();
-  publish("in.events", "Block", 1);
-  ASSERT_TRUE(waitUntil([&] { return gate.blocked() == 1; }));
+  std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_, "Block");
+  ASSERT_TRUE(held);
   for (const auto& [type, ts, cost] : {std::tuple{"A", 2, 500}, std::tuple{"B", 3, 0}}) {
     flows::Exchange exchange;
     exchange.event = EventBuilder(type).at(ts).cost(cost).set("x", Value(ts)).build();
     exchange.address = Symbol::intern("in.events");
     EXPECT_EQ(broker_->publish(exchange).delivered, 1u);
   }
-  gate.open();
+  held->open();
   ASSERT_TRUE(waitConsumed(cep, "pairs", 3));
   EXPECT_EQ(cep.stats("pairs")->errors, 0u);
   ASSERT_TRUE(out.waitFor(1));
@@ -1016,19 +919,13 @@ TEST_F(CepServiceTest, EventCostsDoNotReorderADetectorsInput) {
 
 TEST_F(CepServiceTest, ABadQueryNamesTheDescriptorLineOfTheError) {
   // Line 5 holds the first line of the text; the error is on the text's line 2.
-  auto built = build(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="broken" engine="cepfake" input="in.events" output="out.x">
-      <text>
-        PATTERN SEQ(A a, B b)
-        WHERE a.x = = 3
-      </text>
-    </query>
-    <query name="also-broken" engine="cepfake" input="in.events" output="out.y">
-      <text>PATTERN SEQ(A a, B b) WITHIN 0</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  auto built =
+      build(CepUnit()
+                .query(CepQuery("broken",
+                                "\n        PATTERN SEQ(A a, B b)\n        WHERE a.x = = 3\n      ")
+                           .output("out.x"))
+                .query(CepQuery("also-broken", "PATTERN SEQ(A a, B b) WITHIN 0").output("out.y"))
+                .toXml());
   ASSERT_FALSE(built);
   const std::string& message = built.status().message();
   EXPECT_NE(message.find("cep_test.xml:6: <query name=\"broken\">: "), std::string::npos)
@@ -1040,13 +937,10 @@ TEST_F(CepServiceTest, ABadQueryNamesTheDescriptorLineOfTheError) {
 }
 
 TEST_F(CepServiceTest, AnUnknownEngineIsNamedWithItsQuery) {
-  auto built = build(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="q" engine="nosuch" input="in.events" output="out.x">
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  auto built =
+      build(CepUnit()
+                .query(CepQuery("q", "PATTERN SEQ(A a, B b)").engine("nosuch").output("out.x"))
+                .toXml());
   ASSERT_FALSE(built);
   const std::string& message = built.status().message();
   EXPECT_NE(message.find("cep_test.xml:3: <query name=\"q\">: unknown engine \"nosuch\""),
@@ -1056,14 +950,10 @@ TEST_F(CepServiceTest, AnUnknownEngineIsNamedWithItsQuery) {
 }
 
 TEST_F(CepServiceTest, AQueryTheEngineCannotRunIsNamedWithItsLine) {
-  auto built = build(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="q" engine="cepfake" input="in.events" output="out.x">
-      <option name="colour" value="red"/>
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  auto built = build(
+      CepUnit()
+          .query(CepQuery("q", "PATTERN SEQ(A a, B b)").output("out.x").option("colour", "red"))
+          .toXml());
   ASSERT_FALSE(built);
   const std::string& message = built.status().message();
   EXPECT_NE(message.find("cep_test.xml:3: <query name=\"q\">: engine \"cepfake\" cannot run the "
@@ -1074,14 +964,8 @@ TEST_F(CepServiceTest, AQueryTheEngineCannotRunIsNamedWithItsLine) {
 }
 
 TEST_F(CepServiceTest, TheFactoryChecksTheUnit) {
-  auto unknown_param = build(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <param name="capacty" value="3"/>
-    <query name="q" engine="cepfake" input="in.events" output="out.x">
-      <text>PATTERN A a</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  auto unknown_param = build(
+      CepUnit().param("capacty", "3").query(CepQuery("q", "PATTERN A a").output("out.x")).toXml());
   ASSERT_FALSE(unknown_param);
   EXPECT_NE(unknown_param.status().message().find("cep_test.xml:3: cep: unknown param \"capacty\""),
             std::string::npos)
@@ -1091,15 +975,8 @@ TEST_F(CepServiceTest, TheFactoryChecksTheUnit) {
       {"capacity", "0"},   {"capacity", "1.5"},     {"capacity", "many"},
       {"batch_size", "0"}, {"batch_size", "65537"}, {"batch_size", "-1"}};
   for (const auto& [param, bad] : bad_sizes) {
-    auto bad_size = build(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <param name=")" + param +
-                          R"(" value=")" + bad + R"("/>
-    <query name="q" engine="cepfake" input="in.events" output="out.x">
-      <text>PATTERN A a</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+    auto bad_size = build(
+        CepUnit().param(param, bad).query(CepQuery("q", "PATTERN A a").output("out.x")).toXml());
     ASSERT_FALSE(bad_size) << param << "=" << bad;
     EXPECT_NE(bad_size.status().message().find("cep_test.xml:3: <param name=\"" + param +
                                                "\">: expected an integer in [1, "),
@@ -1125,18 +1002,16 @@ TEST_F(CepServiceTest, RunsTheNfaPlugin) {
   if (!std::filesystem::exists(CEPBUS_TEST_BUILD_DIR "/plugins/libcepbus_plugin_nfa.so")) {
     GTEST_SKIP() << "the nfa plugin is not built";
   }
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="equal" engine="nfa" input="stocks.ticks" output="stocks.equal">
-      <text><![CDATA[
-        PATTERN SEQ(Stock a, Stock b)
-        WHERE a.price = b.price AND a.symbol != b.symbol
-        WITHIN 10
-        RETURN EqualPrices(a.symbol, b.symbol, a.price)
-      ]]></text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep =
+      start(CepUnit()
+                .query(CepQuery("equal",
+                                "<![CDATA[\n        PATTERN SEQ(Stock a, Stock b)\n        WHERE "
+                                "a.price = b.price AND a.symbol != b.symbol\n        WITHIN 10\n   "
+                                "     RETURN EqualPrices(a.symbol, b.symbol, a.price)\n      ]]>")
+                           .engine("nfa")
+                           .input("stocks.ticks")
+                           .output("stocks.equal"))
+                .toXml());
   Recorder out(*broker_, "test.out", "stocks.equal");
   const struct {
     const char* symbol;
@@ -1171,16 +1046,11 @@ TEST_F(CepServiceTest, ReportsThePartialMatchesItsDetectorHolds) {
   if (!std::filesystem::exists(CEPBUS_TEST_BUILD_DIR "/plugins/libcepbus_plugin_petri.so")) {
     GTEST_SKIP() << "the petri plugin is not built";
   }
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="ab" engine="petri" input="in.events" output="out.ab">
-      <text>PATTERN SEQ(A a, B b) WITHIN 1000</text>
-    </query>
-    <query name="fake" engine="cepfake" input="in.events" output="out.pairs">
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep =
+      start(CepUnit()
+                .query(CepQuery("ab", "PATTERN SEQ(A a, B b) WITHIN 1000").engine("petri"))
+                .query(CepQuery("fake", "PATTERN SEQ(A a, B b)").output("out.pairs"))
+                .toXml());
   publish("in.events", "A", 1);
   publish("in.events", "A", 2);
   publish("in.events", "B", 3);
@@ -1210,16 +1080,12 @@ TEST_F(CepServiceTest, ExportsThePetriNetOfAQueryWhileEventsFlow) {
   if (!std::filesystem::exists(CEPBUS_TEST_BUILD_DIR "/plugins/libcepbus_plugin_petri.so")) {
     GTEST_SKIP() << "the petri plugin is not built";
   }
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="ab" engine="petri" input="in.events" output="out.ab">
-      <text>PATTERN SEQ(A a, B b) WHERE a.x = b.x WITHIN 1000</text>
-    </query>
-    <query name="fake" engine="cepfake" input="in.events" output="out.pairs">
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep = start(
+      CepUnit()
+          .query(
+              CepQuery("ab", "PATTERN SEQ(A a, B b) WHERE a.x = b.x WITHIN 1000").engine("petri"))
+          .query(CepQuery("fake", "PATTERN SEQ(A a, B b)").output("out.pairs"))
+          .toXml());
   // Exports race with detection on the query's worker; the detector's lock
   // keeps them apart (ThreadSanitizer checks it).
   std::thread exporter([&cep] {
@@ -1295,23 +1161,18 @@ bool pluginsBuilt(std::initializer_list<const char*> engines) {
   return true;
 }
 
-constexpr std::string_view kThreeOnOneInput = R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="ab" engine="cepfake" input="in.events" output="out.ab">
-      <text>PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)</text>
-    </query>
-    <query name="ac" engine="cepfake" input="in.events" output="out.ac">
-      <text>PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)</text>
-    </query>
-    <query name="bc" engine="cepfake" input="in.events" output="rel.bc">
-      <option name="output_qos" value="reliable"/>
-      <text>PATTERN SEQ(B b, C c) RETURN BC(b.x, c.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)";
+std::string threeOnOneInput() {
+  return CepUnit()
+      .query(CepQuery("ab", "PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)"))
+      .query(CepQuery("ac", "PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)"))
+      .query(CepQuery("bc", "PATTERN SEQ(B b, C c) RETURN BC(b.x, c.x)")
+                 .output("rel.bc")
+                 .option("output_qos", "reliable"))
+      .toXml();
+}
 
 TEST_F(CepServiceTest, QueriesOnOneInputShareADetectorAndEachPublishesItsOwnMatches) {
-  CepService& cep = start(kThreeOnOneInput);
+  CepService& cep = start(threeOnOneInput());
   const std::string shared = "sa.cep/shared-1:ab..bc";
   for (const char* q : {"ab", "ac", "bc"}) EXPECT_EQ(cep.endpointName(q), shared) << q;
   ASSERT_NE(broker_->endpoint(shared), nullptr);
@@ -1362,46 +1223,29 @@ TEST_F(CepServiceTest, QueriesOnOneInputShareADetectorAndEachPublishesItsOwnMatc
 }
 
 TEST_F(CepServiceTest, QueriesThatSeeOtherEventsOrNeedOtherOptionsHaveTheirOwnDetector) {
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="a1" engine="cepfake" input="in.a" output="out.a1">
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-    <query name="b" engine="cepfake" input="in.b" output="out.b">
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-    <query name="slack" engine="cepfake" input="in.a" output="out.slack">
-      <option name="slack" value="2"/>
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-    <query name="batched" engine="cepfake" input="in.a" output="out.batched">
-      <option name="batched" value="true"/>
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-    <query name="no-idle-flush" engine="cepfake" input="in.a" output="out.nif">
-      <option name="flush_when_idle" value="false"/>
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-    <query name="inline" engine="cepfake" input="in.a" output="out.inline">
-      <option name="run_inline" value="when_idle"/>
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-    <query name="alone" engine="cepfake" input="in.a" output="out.alone">
-      <option name="share_detector" value="false"/>
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-    <query name="xy" engine="cepfake" input="in.x,in.y" output="out.xy">
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-    <query name="a2" engine="cepfake" input="in.a" output="out.a2">
-      <option name="output_qos" value="reliable"/>
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-    <query name="yx" engine="cepfake" input="in.y,in.x" output="out.yx">
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep = start(
+      CepUnit()
+          .query(CepQuery("a1", "PATTERN SEQ(A a, B b)").input("in.a"))
+          .query(CepQuery("b", "PATTERN SEQ(A a, B b)").input("in.b"))
+          .query(CepQuery("slack", "PATTERN SEQ(A a, B b)").input("in.a").option("slack", "2"))
+          .query(
+              CepQuery("batched", "PATTERN SEQ(A a, B b)").input("in.a").option("batched", "true"))
+          .query(CepQuery("no-idle-flush", "PATTERN SEQ(A a, B b)")
+                     .input("in.a")
+                     .output("out.nif")
+                     .option("flush_when_idle", "false"))
+          .query(CepQuery("inline", "PATTERN SEQ(A a, B b)")
+                     .input("in.a")
+                     .option("run_inline", "when_idle"))
+          .query(CepQuery("alone", "PATTERN SEQ(A a, B b)")
+                     .input("in.a")
+                     .option("share_detector", "false"))
+          .query(CepQuery("xy", "PATTERN SEQ(A a, B b)").input("in.x,in.y"))
+          .query(CepQuery("a2", "PATTERN SEQ(A a, B b)")
+                     .input("in.a")
+                     .option("output_qos", "reliable"))
+          .query(CepQuery("yx", "PATTERN SEQ(A a, B b)").input("in.y,in.x"))
+          .toXml());
   // output_qos is the query's own; the inputs are compared in any order.
   EXPECT_EQ(cep.endpointName("a1"), "sa.cep/shared-1:a1..a2");
   EXPECT_EQ(cep.endpointName("a2"), "sa.cep/shared-1:a1..a2");
@@ -1428,17 +1272,12 @@ TEST_F(CepServiceTest, QueriesThatSeeOtherEventsOrNeedOtherOptionsHaveTheirOwnDe
 // to take a held composite does not hang on it: the removal returns after
 // a few seconds, and the query is muted once the worker gets there.
 TEST_F(CepServiceTest, RemovingAQueryDoesNotWaitForeverForASharedDetectorsHeldOutput) {
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="ab" engine="cepfake" input="in.events" output="rel.ab">
-      <option name="output_qos" value="reliable"/>
-      <text>PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)</text>
-    </query>
-    <query name="ac" engine="cepfake" input="in.events" output="out.ac">
-      <text>PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep = start(CepUnit()
+                              .query(CepQuery("ab", "PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)")
+                                         .output("rel.ab")
+                                         .option("output_qos", "reliable"))
+                              .query(CepQuery("ac", "PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)"))
+                              .toXml());
   ASSERT_EQ(cep.endpointName("ab"), cep.endpointName("ac"));
   Gatekeeper ab(*broker_, "rel.ab");
   Recorder ac(*broker_, "test.ac", "out.ac");
@@ -1465,20 +1304,14 @@ TEST_F(CepServiceTest, RemovingAQueryDoesNotWaitForeverForASharedDetectorsHeldOu
 // the other queries' partial matches; a query added later gets a detector
 // of its own.
 TEST_F(CepServiceTest, ARemovedQueryLeavesTheSharedDetectorToTheOthers) {
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="ab" engine="cepfake" input="in.events" output="out.ab">
-      <option name="batched" value="true"/>
-      <option name="flush_when_idle" value="false"/>
-      <text>PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)</text>
-    </query>
-    <query name="ac" engine="cepfake" input="in.events" output="out.ac">
-      <option name="batched" value="true"/>
-      <option name="flush_when_idle" value="false"/>
-      <text>PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep = start(CepUnit()
+                              .query(CepQuery("ab", "PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)")
+                                         .option("batched", "true")
+                                         .option("flush_when_idle", "false"))
+                              .query(CepQuery("ac", "PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)")
+                                         .option("batched", "true")
+                                         .option("flush_when_idle", "false"))
+                              .toXml());
   const std::string shared = "sa.cep/shared-1:ab..ac";
   ASSERT_EQ(cep.endpointName("ab"), shared);
   Recorder ab(*broker_, "test.ab", "out.ab");
@@ -1535,18 +1368,12 @@ TEST_F(CepServiceTest, ARemovedQueryLeavesTheSharedDetectorToTheOthers) {
 TEST_F(CepServiceTest, ARemovedSharedQueryGetsTheMatchesOfTheEventsQueuedBeforeIt) {
   for (int round = 0; round < 20; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="ab" engine="cepfake" input="in.events" output="out.ab">
-      <option name="block_type" value="Hold"/>
-      <text>PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)</text>
-    </query>
-    <query name="ac" engine="cepfake" input="in.events" output="out.ac">
-      <option name="block_type" value="Hold"/>
-      <text>PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+    CepService& cep = start(CepUnit()
+                                .query(CepQuery("ab", "PATTERN SEQ(A a, B b) RETURN AB(a.x, b.x)")
+                                           .option("block_type", "Hold"))
+                                .query(CepQuery("ac", "PATTERN SEQ(A a, C c) RETURN AC(a.x, c.x)")
+                                           .option("block_type", "Hold"))
+                                .toXml());
     ASSERT_EQ(cep.endpointName("ab"), cep.endpointName("ac"));
     Recorder ab(*broker_, "test.ab", "out.ab");
     std::unique_ptr<Gate> held = holdDetector(*loader_, *broker_);
@@ -1567,7 +1394,7 @@ TEST_F(CepServiceTest, ARemovedSharedQueryGetsTheMatchesOfTheEventsQueuedBeforeI
 }
 
 TEST_F(CepServiceTest, QueriesAddedInOneCallShareADetector) {
-  CepService& cep = start(kPairs);
+  CepService& cep = start(pairsUnit());
   const descriptor::QuerySpec specs[] = {
       spec("b1", "PATTERN B b RETURN B1(b.x)", "in.events", "out.b1"),
       spec("b2", "PATTERN B b RETURN B2(b.x)", "in.events", "out.b2")};
@@ -1601,19 +1428,12 @@ TEST_F(CepServiceTest, QueriesAddedInOneCallShareADetector) {
 // A query the engine refuses in a set is named alone, at its line; the
 // others would have run.
 TEST_F(CepServiceTest, AQueryTheEngineRefusesInASharedSetIsNamedAtItsLine) {
-  auto built = build(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="ok1" engine="cepfake" input="in.events" output="out.x">
-      <text>PATTERN SEQ(A a, B b)</text>
-    </query>
-    <query name="bad" engine="cepfake" input="in.events" output="out.y">
-      <text>PATTERN SEQ(A a, B b) WHERE a.x = 1</text>
-    </query>
-    <query name="ok2" engine="cepfake" input="in.events" output="out.z">
-      <text>PATTERN SEQ(A a, C c)</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  auto built =
+      build(CepUnit()
+                .query(CepQuery("ok1", "PATTERN SEQ(A a, B b)").output("out.x"))
+                .query(CepQuery("bad", "PATTERN SEQ(A a, B b) WHERE a.x = 1").output("out.y"))
+                .query(CepQuery("ok2", "PATTERN SEQ(A a, C c)").output("out.z"))
+                .toXml());
   ASSERT_FALSE(built);
   const std::string& message = built.status().message();
   EXPECT_EQ(message,
@@ -1710,28 +1530,17 @@ TEST_F(CepServiceTest, AutoDecidesOverTheUnitsQueriesAsASet) {
   if (!pluginsBuilt({"nfa", "petri", "algebra"})) {
     GTEST_SKIP() << "the nfa, petri and algebra plugins are not built";
   }
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="s1" engine="auto" input="in.a" output="out.s1">
-      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
-    </query>
-    <query name="recent" engine="auto" input="in.a" output="out.recent">
-      <text>PATTERN SEQ(A a, B b) WITHIN 5 CONTEXT recent</text>
-    </query>
-    <query name="s2" engine="auto" input="in.a" output="out.s2">
-      <text>PATTERN SEQ(A a, C c) WITHIN 5</text>
-    </query>
-    <query name="s3" engine="auto" input="in.a" output="out.s3">
-      <text>PATTERN SEQ(B b, C c) WITHIN 5</text>
-    </query>
-    <query name="named" engine="nfa" input="in.a" output="out.named">
-      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
-    </query>
-    <query name="one" engine="auto" input="in.b" output="out.one">
-      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep = start(
+      CepUnit()
+          .query(CepQuery("s1", "PATTERN SEQ(A a, B b) WITHIN 5").engine("auto").input("in.a"))
+          .query(CepQuery("recent", "PATTERN SEQ(A a, B b) WITHIN 5 CONTEXT recent")
+                     .engine("auto")
+                     .input("in.a"))
+          .query(CepQuery("s2", "PATTERN SEQ(A a, C c) WITHIN 5").engine("auto").input("in.a"))
+          .query(CepQuery("s3", "PATTERN SEQ(B b, C c) WITHIN 5").engine("auto").input("in.a"))
+          .query(CepQuery("named", "PATTERN SEQ(A a, B b) WITHIN 5").engine("nfa").input("in.a"))
+          .query(CepQuery("one", "PATTERN SEQ(A a, B b) WITHIN 5").engine("auto").input("in.b"))
+          .toXml());
   auto entry = [&](const char* q) {
     auto e = registry_->snapshotOf("sa.cep/" + std::string(q) + ":detector");
     EXPECT_TRUE(e) << q;
@@ -1822,28 +1631,15 @@ TEST_F(CepServiceTest, AutosTrialKeepsOneEngineAndTheRegistrySaysWhich) {
 // that went to it.
 TEST_F(CepServiceTest, QueriesNamingAnEngineShareWithAutosChoiceOfIt) {
   if (!pluginsBuilt({"nfa", "petri"})) GTEST_SKIP() << "the nfa and petri plugins are not built";
-  CepService& cep = start(R"(<service-assembly name="sa">
-  <service-unit name="cep" type="cep">
-    <query name="p1" engine="petri" input="in.a" output="out.p1">
-      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
-    </query>
-    <query name="a1" engine="auto" input="in.a" output="out.a1">
-      <text>PATTERN SEQ(A a, C c) WITHIN 5</text>
-    </query>
-    <query name="a2" engine="auto" input="in.a" output="out.a2">
-      <text>PATTERN SEQ(B b, C c) WITHIN 5</text>
-    </query>
-    <query name="p2" engine="petri" input="in.a" output="out.p2">
-      <text>PATTERN SEQ(C c, A a) WITHIN 5</text>
-    </query>
-    <query name="n1" engine="nfa" input="in.a" output="out.n1">
-      <text>PATTERN SEQ(A a, B b) WITHIN 5</text>
-    </query>
-    <query name="n2" engine="nfa" input="in.a" output="out.n2">
-      <text>PATTERN SEQ(B b, A a) WITHIN 5</text>
-    </query>
-  </service-unit>
-</service-assembly>)");
+  CepService& cep = start(
+      CepUnit()
+          .query(CepQuery("p1", "PATTERN SEQ(A a, B b) WITHIN 5").engine("petri").input("in.a"))
+          .query(CepQuery("a1", "PATTERN SEQ(A a, C c) WITHIN 5").engine("auto").input("in.a"))
+          .query(CepQuery("a2", "PATTERN SEQ(B b, C c) WITHIN 5").engine("auto").input("in.a"))
+          .query(CepQuery("p2", "PATTERN SEQ(C c, A a) WITHIN 5").engine("petri").input("in.a"))
+          .query(CepQuery("n1", "PATTERN SEQ(A a, B b) WITHIN 5").engine("nfa").input("in.a"))
+          .query(CepQuery("n2", "PATTERN SEQ(B b, A a) WITHIN 5").engine("nfa").input("in.a"))
+          .toXml());
   for (const char* q : {"p1", "a1", "a2", "p2"}) {
     EXPECT_EQ(cep.endpointName(q), "sa.cep/shared-1:p1..p2") << q;
   }

@@ -45,8 +45,21 @@ TEST_F(ClusterQueriesTest, CompilesEveryQueryWithItsEngineAndOutput) {
   EXPECT_EQ((*queries)[0].name, "rise");
   EXPECT_EQ((*queries)[0].engine, "nfa");
   EXPECT_EQ((*queries)[0].output, "rise-out");
-  ASSERT_NE((*queries)[0].plugin, nullptr);
+  ASSERT_NE((*queries)[0].recipe, nullptr);
+  EXPECT_EQ((*queries)[0].recipe->engine(), "nfa");
   EXPECT_EQ(longestWindow(*queries), 250);
+}
+
+TEST_F(ClusterQueriesTest, EngineAutoPicksAnEngineForEachQuery) {
+  add("rise", kRise, 3, "auto");
+  auto queries = compileClusterQueries(spec_, loader_);
+  ASSERT_TRUE(queries.isOk()) << queries.status().message();
+  ASSERT_EQ(queries->size(), 1u);
+  const CompiledQuery& rise = (*queries)[0];
+  EXPECT_NE(rise.engine, "auto");
+  ASSERT_NE(rise.recipe, nullptr);
+  EXPECT_EQ(rise.recipe->engine(), rise.engine);
+  EXPECT_TRUE(rise.recipe->make().isOk());
 }
 
 TEST_F(ClusterQueriesTest, ListsEveryQueryThatCannotRunByItsLine) {
@@ -65,8 +78,7 @@ TEST_F(ClusterQueriesTest, ListsEveryQueryThatCannotRunByItsLine) {
   EXPECT_NE(message.find("cluster.xml:9"), std::string::npos) << message;
   EXPECT_NE(message.find("a query has no slack option"), std::string::npos) << message;
   EXPECT_NE(message.find("cluster.xml:12"), std::string::npos) << message;
-  EXPECT_NE(message.find("engine \"no-such-engine\" cannot be loaded"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("unknown engine \"no-such-engine\""), std::string::npos) << message;
   EXPECT_EQ(message.find("cluster.xml:15"), std::string::npos) << message;
 }
 

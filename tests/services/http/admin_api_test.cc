@@ -14,6 +14,7 @@
 #include "bus/host/loader/plugin_loader.h"
 #include "flows/seda_flow.h"
 #include "services/cep/cep_service.h"
+#include "services/cluster_member.h"
 #include "services/http/prometheus.h"
 #include "tests/services/http/captured_log.h"
 #include "tests/services/http/test_broker.h"
@@ -600,6 +601,62 @@ TEST_F(AdminApiDeployTest, TheApiIndexListsWhatIsServed) {
                              "/api/events/{address}", "/api/plugins"}) {
     EXPECT_TRUE(paths.contains(served)) << served;
   }
+}
+
+// A cluster node as the admin API sees it: a service that is a ClusterMember.
+class FakeClusterNode final : public Service, private ClusterMember {
+ public:
+  const std::string& name() const override { return name_; }
+  Status start() override { return Status::ok(); }
+  void stop() override {}
+  const ClusterMember* clusterMember() const override { return this; }
+
+  ClusterStats stats;
+
+ private:
+  const std::string& clusterName() const override { return cluster_; }
+  std::string componentName() const override { return "cluster:trades/n1"; }
+  ClusterStats clusterStats() const override { return stats; }
+
+  std::string name_ = "n1";
+  std::string cluster_ = "trades";
+};
+
+class OneClusterNodeDeployer final : public Deployer {
+ public:
+  Status deploy(const descriptor::ServiceAssembly&) override { return Status::ok(); }
+  Status undeploy(std::string_view) override { return Status::ok(); }
+  std::shared_ptr<Service> findService(std::string_view name) const override {
+    return name == node->name() ? node : nullptr;
+  }
+  std::vector<DeployedServiceInfo> deployedServices() const override {
+    return {{"a.u", "a", "replay-sink", true}, {node->name(), "", "cluster-node", false}};
+  }
+  std::vector<AssemblyInfo> assemblies() const override { return {}; }
+
+  std::shared_ptr<FakeClusterNode> node = std::make_shared<FakeClusterNode>();
+};
+
+TEST_F(AdminApiDeployTest, TheClusterListsEachNodeAsItReportsItself) {
+  OneClusterNodeDeployer deployer;
+  deployer.node->stats.node = "n1";
+  deployer.node->stats.received = 12;
+  deployer.node->stats.partitions.push_back({});
+  deployer.node->stats.partitions.back().role = "active";
+  auto entry = bus_.registry->add("cluster:trades/n1", router::ComponentKind::kService);
+  ASSERT_TRUE(entry);
+  (*entry)->setState(router::ComponentState::kStarted);
+  AdminApi api{*bus_.broker, *bus_.registry, "s3cret", "CEPBUS_TOKEN", &deployer};
+
+  const AdminResponse r = api.handle(AdminRequest{"GET", "/api/cluster", {}, {}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json nodes = json::parse(r.body).at("nodes");
+  ASSERT_EQ(nodes.size(), 1u);  // the replay sink is no cluster node
+  EXPECT_EQ(nodes[0].at("cluster"), "trades");
+  EXPECT_EQ(nodes[0].at("node"), "n1");
+  EXPECT_EQ(nodes[0].at("state"), "started");
+  EXPECT_EQ(nodes[0].at("received"), 12);  // a number, not a string
+  EXPECT_EQ(nodes[0].at("partitions")[0].at("role"), "active");
 }
 
 TEST_F(AdminApiDeployTest, ServesTheDashboard) {

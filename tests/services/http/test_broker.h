@@ -24,6 +24,7 @@
 #include "router/delivery_policy.h"
 #include "router/registry.h"
 #include "tests/flows/flow_test_util.h"
+#include "tests/testing/recorder.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::services::http {
@@ -56,30 +57,7 @@ struct TestBroker {
 };
 
 // An endpoint that keeps what it gets.
-class Recorder {
- public:
-  Recorder(router::Broker& broker, std::string name, std::string_view pattern)
-      : broker_(broker), name_(std::move(name)) {
-    EXPECT_TRUE(
-        broker_.addEndpoint(name_, [this](const flows::Exchange& ex, flows::DeliveryContext&) {
-          std::lock_guard lock(mu_);
-          events_.push_back(ex.event);
-          return Status::ok();
-        }));
-    EXPECT_TRUE(broker_.subscribe(name_, pattern));
-  }
-  ~Recorder() { (void)broker_.removeEndpoint(name_); }  // clean-up: gone is fine
-  std::vector<EventPtr> events() const {
-    std::lock_guard lock(mu_);
-    return events_;
-  }
-
- private:
-  router::Broker& broker_;
-  const std::string name_;
-  mutable std::mutex mu_;
-  std::vector<EventPtr> events_;
-};
+using Recorder = cepbus::testing::Recorder;
 
 // A started broker with a best-effort default flow "st" and a route
 // "orders.#", reliable by default, through the ReliableFlow "reliable" (its

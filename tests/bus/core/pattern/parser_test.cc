@@ -336,6 +336,19 @@ TEST(ParserTest, KleeneNeedsEmptyBracketsOtherwisePlusIsConjunction) {
   EXPECT_EQ(conj.pattern->children[1]->kind, PatternKind::kSelection);
 }
 
+TEST(ParserTest, KleeneWithoutBracketsSaysWhatItMeansAndSuggestsBrackets) {
+  EXPECT_EQ(errorOf("PATTERN SEQ(Temp a,\n  Temp+ b)\nWHERE b.value > a.value"),
+            "line 2, column 7: 'Temp+ b' is not a Kleene element: a Kleene variable needs '[]', "
+            "as in 'Temp+ b[]'; for the conjunction of Temp and an event of type 'b', write "
+            "'Temp + b'");
+  EXPECT_EQ(errorOf("PATTERN SEQ(Temp a, Temp* b)"),
+            "line 1, column 25: 'Temp* b' is not a Kleene element: a Kleene variable needs '[]', "
+            "as in 'Temp* b[]'");
+  // Written apart, or with a variable of its own, it is the conjunction.
+  EXPECT_EQ(shape("Temp + b"), "AND(Temp, b)");
+  EXPECT_EQ(shape("Temp+ B b"), "AND(Temp, B b)");
+}
+
 TEST(ParserTest, AggregationAndTimeRestriction) {
   Query q = mustParse(
       "PATTERN WITHIN(SEQ(A a, AGG(B* b[], sum(b[].qty) > 100 AND count(b[]) >= 2)), 50)");

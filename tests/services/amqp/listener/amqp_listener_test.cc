@@ -48,6 +48,7 @@
 #include "services/protocols/amqp/listener_config.h"
 #include "services/protocols/amqp/message_mapping.h"
 #include "tests/testing/amqp_test_client.h"
+#include "tests/testing/recorder.h"
 #include "tests/testing/wait.h"
 
 namespace cepbus::services::amqp {
@@ -58,6 +59,7 @@ using namespace std::chrono_literals;
 // Generous: the box is loaded; waits end as soon as the condition holds.
 constexpr auto kWait = 30s;
 
+using cepbus::testing::Recorder;
 using cepbus::testing::waitUntil;
 
 proton::message stockMessage(std::string symbol, int64_t ts, double price) {
@@ -230,58 +232,6 @@ class TestClient final : public proton::messaging_handler {
   std::thread thread_;
 };
 
-// An endpoint that records what the router delivers to it; `gate` (when set)
-// blocks each delivery until opened.
-class Recorder {
- public:
-  Recorder(router::Broker& broker, std::string name, std::string_view pattern)
-      : broker_(broker), name_(std::move(name)) {
-    EXPECT_TRUE(
-        broker_.addEndpoint(name_, [this](const flows::Exchange& ex, flows::DeliveryContext&) {
-          std::unique_lock lock(mu_);
-          ++entered_;
-          cv_.wait(lock, [&] { return open_; });
-          events_.push_back(ex.event);
-          return Status::ok();
-        }));
-    EXPECT_TRUE(broker_.subscribe(name_, pattern));
-  }
-  ~Recorder() {
-    open();
-    (void)broker_.removeEndpoint(name_);  // clean-up: gone is fine
-  }
-  void close() {
-    std::lock_guard lock(mu_);
-    open_ = false;
-  }
-  void open() {
-    {
-      std::lock_guard lock(mu_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  std::vector<EventPtr> events() const {
-    std::lock_guard lock(mu_);
-    return events_;
-  }
-  size_t count() const { return events().size(); }
-  // Deliveries that reached the consumer, including any held at the gate.
-  size_t entered() const {
-    std::lock_guard lock(mu_);
-    return entered_;
-  }
-
- private:
-  router::Broker& broker_;
-  const std::string name_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = true;              // guarded by mu_
-  size_t entered_ = 0;            // guarded by mu_
-  std::vector<EventPtr> events_;  // guarded by mu_
-};
-
 TestClient::Plan subscribing(std::vector<std::string> patterns, int credit = 100) {
   TestClient::Plan plan;
   plan.subscribe = std::move(patterns);
@@ -364,7 +314,7 @@ TEST_P(AmqpListenerTest, PublishedMessagesReachWildcardSubscribersMapped) {
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->state, "accepted");
   }
-  EXPECT_EQ(everything.count(), 5u + kN);
+  EXPECT_EQ(everything.size(), 5u + kN);
 
   ASSERT_TRUE(subscriber.waitFor([&] {
     return subscriber.received["stocks.#"].size() == kN &&
@@ -447,7 +397,7 @@ TEST_P(AmqpListenerTest, PresettledMessagesArePublishedAtMostOnce) {
   plan.messages.push_back(bad);
   for (int i = 10; i < 15; ++i) plan.messages.push_back(stockMessage("T", i, i));
   TestClient client(service.port(), plan);
-  ASSERT_TRUE(waitUntil([&] { return recorder.count() == 15; }));
+  ASSERT_TRUE(waitUntil([&] { return recorder.size() == 15; }));
   EXPECT_TRUE(waitUntil([&] { return service.stats().malformed == 1; }));
   EXPECT_EQ(service.stats().accepted, 0u);
   EXPECT_EQ(service.stats().published, 15u);
@@ -541,7 +491,7 @@ TEST_P(AmqpListenerTest, RefusedAdmissionReleasesAndStopsCreditUntilTheStageReco
   EXPECT_LT(sent_while_blocked, static_cast<size_t>(kN));
   EXPECT_LE(client.read<size_t>([&] { return client.settled - client.released; }), 3u);
   EXPECT_GE(service.stats().credit_pauses, 1u);
-  EXPECT_EQ(slow.count(), 0u);
+  EXPECT_EQ(slow.size(), 0u);
 
   // Once the target moves again the link gets credit back and the client's
   // retries of the released messages all arrive.

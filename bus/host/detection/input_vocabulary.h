@@ -1,0 +1,83 @@
+#pragma once
+
+// The names a query relies on, and whether its input ever had them: a query
+// whose event type, attribute or PARTITION BY key never occurs in the events
+// runs without error and never matches (or, for a key, puts every event in
+// one partition), so the host says so instead of staying silent.
+//
+// namesUsedBy() lists what a query names, each at the line and column of its
+// first mention; InputVocabulary collects the event types and the attributes
+// of each type that events carried, and unknownNames() turns every name the
+// input never had into a warning with the nearest name that did occur
+// ("did you mean 'price'?", bus/base/spelling.h).
+//
+// Thread safety: InputVocabulary is a plain value, used by one thread at a
+// time; namesUsedBy() is pure.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/pattern/ast.h"
+#include "bus/core/symbol.h"
+
+namespace cepbus::detection {
+
+// One name a query needs its events to carry.
+struct NameUse {
+  enum class Kind : uint8_t {
+    kEventType,     // an element's type: SEQ(Temp a, ...)
+    kAttribute,     // a.price in WHERE, RETURN, a selection or an aggregate
+    kPartitionKey,  // PARTITION BY sensor
+  };
+  Kind kind = Kind::kEventType;
+  std::string name;
+  // kAttribute: the event type of the variable it is read from; empty for
+  // the other kinds (a key is read from every type of the query).
+  std::string type;
+  pattern::SourcePos pos;
+  // kAttribute: read by a predicate (WHERE, a selection, an aggregation's
+  // condition), not only by RETURN.
+  bool predicate = false;
+};
+
+// What `query` (parsed from `text`) names, each name once, at its first
+// mention, in the order kinds are listed above. Built-in attributes (ts,
+// start, prob, type) are left out: every event has them. PARTITION BY keys
+// take their positions from `text`, which the AST does not keep.
+std::vector<NameUse> namesUsedBy(const pattern::Query& query, std::string_view text);
+
+class InputVocabulary {
+ public:
+  // Records the event's type and its attributes' names.
+  void observe(const Event& event);
+  void observe(std::span<const EventPtr> events);
+
+  // How many events observe() saw.
+  uint64_t events() const { return events_; }
+  bool hadType(Symbol type) const { return attributes_.contains(type); }
+
+  // One warning per name in `uses` the input never had, "line L, column C:
+  // attribute 'prize' never occurred on a Temp event in the input; did you
+  // mean 'price'?", `input` naming what was observed. An attribute or key
+  // of a type that never occurred is left out: the warning about the type
+  // says it all.
+  std::vector<std::string> unknownNames(std::span<const NameUse> uses,
+                                        std::string_view input = "the input") const;
+
+ private:
+  std::string unknownType(const NameUse& use, std::string_view input) const;
+  std::string unknownAttribute(const NameUse& use, std::string_view input) const;
+  std::string unknownKey(const NameUse& use, std::span<const NameUse> uses,
+                         std::string_view input) const;
+
+  std::unordered_map<Symbol, std::unordered_set<Symbol>> attributes_;  // per event type
+  uint64_t events_ = 0;
+};
+
+}  // namespace cepbus::detection
