@@ -846,18 +846,22 @@ TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
   }
 }
 
-// GET of one query answers the object /api/queries lists for it, by
-// service and name or by name alone; an unknown one is a 404 naming it.
-TEST(AdminApiQueriesTest, OneQueryIsTheSameObjectAsInTheList) {
-  TestBroker bus;
-  OneCepServiceDeployer deployer(bus);
-  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
+// One CEP unit "a.cep" with one petri query "dear", which loads the petri
+// plugin on demand.
+constexpr std::string_view kOneDearQuery = R"(<service-assembly name="a">
   <service-unit name="cep" type="cep">
     <query name="dear" engine="petri" input="in" output="out.dear">
       <text>PATTERN Stock s WHERE s.price &gt; 2.5</text>
     </query>
   </service-unit>
-</service-assembly>)"));
+</service-assembly>)";
+
+// GET of one query answers the object /api/queries lists for it, by
+// service and name or by name alone; an unknown one is a 404 naming it.
+TEST(AdminApiQueriesTest, OneQueryIsTheSameObjectAsInTheList) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(kOneDearQuery));
   for (int i = 1; i <= 3; ++i) bus.publish("in", i, i);
   AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
   const auto get = [&](std::string_view target) {
@@ -903,13 +907,7 @@ TEST(AdminApiPluginsTest, ListsPluginsLoadedOnDemand) {
   };
   EXPECT_EQ(plugins().size(), 1u);
 
-  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
-  <service-unit name="cep" type="cep">
-    <query name="dear" engine="petri" input="in" output="out.dear">
-      <text>PATTERN Stock s WHERE s.price &gt; 2.5</text>
-    </query>
-  </service-unit>
-</service-assembly>)"));
+  ASSERT_TRUE(deployer.deployCep(kOneDearQuery));
   const std::map<std::string, json> listed = plugins();
   ASSERT_EQ(listed.size(), 2u) << json(listed);
   EXPECT_EQ(listed.at("nfa").at("on_demand"), false);
