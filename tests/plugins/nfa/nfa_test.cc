@@ -66,16 +66,16 @@ TEST(NfaTest, TheOptionsHelpStatesTheDefaultsTheEngineApplies) {
         std::tuple{"PATTERN SEQ(A a, B b)", std::string("a1 b2 c1023 c1024"), 1023, 1024}}) {
     auto q = pattern::parseQuery(text);
     ASSERT_TRUE(q.isOk());
-    CollectingSink sink;
+    MatchRecorder sink;
     auto d = nfaPlugin()->createDetector("nfa", *q, none, sink);
     ASSERT_TRUE(d.isOk()) << d.status().message();
     for (const EventPtr& e : letters(stream)) {
       ASSERT_TRUE((*d)->onEvent(e).isOk());
       if (e->ts() == before) {
-        EXPECT_TRUE(sink.matches.empty()) << text;
+        EXPECT_TRUE(sink.empty()) << text;
       }
       if (e->ts() == at_boundary) {
-        EXPECT_EQ(sink.matches.size(), 1u) << text;
+        EXPECT_EQ(sink.size(), 1u) << text;
       }
     }
   }
