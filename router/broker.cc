@@ -49,7 +49,7 @@ void record(RouteStats& route, const flows::SendOutcome& out) {
     if (n != 0) counter.add(n);
   };
   add(route.delivered, out.delivered);
-  add(route.queued, out.queued);
+  add(route.enqueued, out.queued);
   add(route.rejected, out.rejected);
   add(route.failed, out.failed);
 }

@@ -21,8 +21,10 @@ inline constexpr MetricSpec kPublished =
     MetricSpec::counter("published", "Exchanges routed by the route (requests included).");
 inline constexpr MetricSpec kDelivered =
     MetricSpec::counter("delivered", "Target deliveries finished before publish returned.");
-inline constexpr MetricSpec kQueued =
-    MetricSpec::counter("queued", "Target deliveries accepted by a queueing flow.");
+// Since start: what waits now is the route's flow's stages' queue_length
+// (the admin API's /api/routes "queued").
+inline constexpr MetricSpec kEnqueued =
+    MetricSpec::counter("enqueued", "Target deliveries accepted by a queueing flow, since start.");
 inline constexpr MetricSpec kRejected =
     MetricSpec::counter("rejected", "Target deliveries refused by admission.");
 inline constexpr MetricSpec kFailed =
@@ -33,7 +35,7 @@ inline constexpr MetricSpec kRefusedPaused = MetricSpec::counter(
     "refused_paused", "Exchanges refused (Unavailable) while the route was paused.");
 inline constexpr MetricSpec kPaused =
     MetricSpec::gauge("paused", "1 while the route is paused (refusing new exchanges).");
-inline constexpr MetricSpec kAll[] = {kPublished, kDelivered, kQueued,        kRejected,
+inline constexpr MetricSpec kAll[] = {kPublished, kDelivered, kEnqueued,      kRejected,
                                       kFailed,    kUnrouted,  kRefusedPaused, kPaused};
 }  // namespace route_stats
 inline constexpr stats::Schema kRouteSchema{"route", route_stats::kAll};
@@ -45,7 +47,7 @@ struct RouteStats {
       : scope(std::move(route_scope)),
         published(scope->counter(route_stats::kPublished)),
         delivered(scope->counter(route_stats::kDelivered)),
-        queued(scope->counter(route_stats::kQueued)),
+        enqueued(scope->counter(route_stats::kEnqueued)),
         rejected(scope->counter(route_stats::kRejected)),
         failed(scope->counter(route_stats::kFailed)),
         unrouted(scope->counter(route_stats::kUnrouted)),
@@ -58,7 +60,7 @@ struct RouteStats {
   const stats::ScopePtr scope;
   stats::Counter& published;
   stats::Counter& delivered;
-  stats::Counter& queued;
+  stats::Counter& enqueued;
   stats::Counter& rejected;
   stats::Counter& failed;
   stats::Counter& unrouted;

@@ -1,9 +1,12 @@
 #include "services/http/admin_api.h"
 
+#include <Poco/Logger.h>
+
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -36,6 +39,59 @@ QueryHost* queryHostOf(Service* service) {
 
 constexpr std::string_view kEventsPrefix = "/api/events/";
 constexpr std::string_view kApiPrefix = "/api/";
+
+// One row of the /api/ index.
+struct ApiResource {
+  std::string_view path;
+  std::string_view methods;  // comma-separated
+  std::string_view description;
+};
+
+// What the listener serves, for GET /api/ (docs/operations.md has the bodies).
+constexpr ApiResource kApiIndex[] = {
+    {"/health", "GET", "liveness: 200 while the process answers"},
+    {"/ready", "GET", "readiness: 200 when every service is started and no route paused, else 503"},
+    {"/metrics", "GET", "every counter and gauge in the Prometheus text format"},
+    {"/ws?address={pattern}", "GET", "WebSocket feed of the events published to the pattern"},
+    {"/api/", "GET", "this index"},
+    {"/api/components", "GET", "every registry component with its state and numbers"},
+    {"/api/components/{name}", "GET", "one component (percent-encode the name)"},
+    {"/api/endpoints", "GET", "the components that are endpoints"},
+    {"/api/services", "GET", "the running services with their assembly, type and state"},
+    {"/api/services/{name}", "GET", "one service"},
+    {"/api/assemblies", "GET, POST", "the deployed assemblies; POST deploys a <service-assembly>"},
+    {"/api/assemblies/{name}", "DELETE", "undeploys an assembly"},
+    {"/api/queries", "GET", "every query with its engine and numbers"},
+    {"/api/queries/{service}", "POST", "adds a <query> to a running CEP service"},
+    {"/api/queries/{query}", "GET", "one query, whichever service runs it"},
+    {"/api/queries/{service}/{query}", "GET, DELETE", "one query; DELETE removes it"},
+    {"/api/queries/{service}/{query}/model?format=json|dot", "GET",
+     "the query's detector model (petri)"},
+    {"/api/routes", "GET", "the delivery-policy routes with their numbers"},
+    {"/api/routes/{pattern}/pause", "POST", "pauses a route: it refuses new events"},
+    {"/api/routes/{pattern}/resume", "POST", "resumes a paused route"},
+    {"/api/flows", "GET", "the flows with their numbers and journals"},
+    {"/api/stages", "GET", "the SEDA stages with their queues and latencies"},
+    {"/api/plugins", "GET", "the detector plugins loaded"},
+    {"/api/cluster", "GET", "the cluster nodes this bus runs"},
+    {"/api/events/{address}", "POST", "publishes one JSON-lines event to the address"},
+};
+
+json apiIndex() {
+  json resources = json::array();
+  for (const ApiResource& r : kApiIndex) {
+    json methods = json::array();
+    for (std::string_view rest = r.methods; !rest.empty();) {
+      const size_t comma = rest.find(", ");
+      methods.push_back(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 2);
+    }
+    resources.push_back(
+        json{{"path", r.path}, {"methods", std::move(methods)}, {"description", r.description}});
+  }
+  return json{{"resources", std::move(resources)},
+              {"auth", "reads are open; other methods need Authorization: Bearer <token>"}};
+}
 
 // Names and event text come from clients: invalid UTF-8 is replaced rather
 // than thrown on.
@@ -91,15 +147,33 @@ json componentJson(const router::ComponentSnapshot& c,
               {"throughput_per_second", c.throughput_per_s}};
 }
 
-// The delivery-policy routes, default route included.
+// The delivery-policy routes, default route included. "queued" is what the
+// stages of the route's flow hold now (the route's counter "enqueued" only
+// grows).
 json routesJson(const stats::Store& store) {
+  // By flow: what its stages took and did not finish yet (queued or being
+  // handled; a worker takes a batch off the queue before handling it).
+  std::map<std::string, double, std::less<>> waiting;
+  for (const stats::ScopeSnapshot& scope : store.scopes(stages::kStageSchema.component)) {
+    double pending = 0;
+    for (const stats::MetricValue& m : scope.metrics) {
+      if (m.name == stages::stage_stats::kOffered.name) pending += m.value;
+      if (m.name == stages::stage_stats::kRejected.name ||
+          m.name == stages::stage_stats::kProcessed.name ||
+          m.name == stages::stage_stats::kFailed.name) {
+        pending -= m.value;
+      }
+    }
+    waiting[std::string(scope.label("flow"))] += std::max(pending, 0.0);
+  }
   json routes = json::array();
   for (const stats::ScopeSnapshot& scope : store.scopes(router::kRouteSchema.component)) {
     const std::string_view route = scope.label("route");
-    json entry{{"route", route},
-               {"default", route == router::kDefaultRouteLabel},
-               {"flow", scope.label("flow")}};
+    const std::string_view flow = scope.label("flow");
+    json entry{{"route", route}, {"default", route == router::kDefaultRouteLabel}, {"flow", flow}};
     entry.update(metricsJson(scope));
+    const auto queued = waiting.find(flow);
+    entry["queued"] = static_cast<uint64_t>(queued != waiting.end() ? queued->second : 0);
     entry["paused"] = entry.value("paused", 0) != 0;
     routes.push_back(std::move(entry));
   }
@@ -204,6 +278,113 @@ json clusterJson(Deployer& deployer, router::Registry& registry) {
   return json{{"nodes", std::move(nodes)}};
 }
 
+// What keeps the bus from being ready, one object per part: a service
+// (plugins, listeners, bridges, CEP services and their queries: every
+// registry entry of kind service) that is not started, and a paused route.
+json notReady(router::Registry& registry) {
+  json out = json::array();
+  for (const router::ComponentSnapshot& c : registry.snapshot()) {
+    if (c.kind != router::ComponentKind::kService || c.state == router::ComponentState::kStarted) {
+      continue;
+    }
+    std::string reason = c.reason;
+    if (reason.empty()) {
+      reason = c.state == router::ComponentState::kRegistered
+                   ? "not started yet"
+                   : "the bus is stopping, or the service ended";
+    }
+    out.push_back(json{{"service", c.name},
+                       {"state", router::componentStateName(c.state)},
+                       {"reason", std::move(reason)}});
+  }
+  const json routes = routesJson(registry.stats());
+  for (const json& route : routes.at("routes")) {
+    if (!route.at("paused").get<bool>()) continue;
+    out.push_back(json{{"route", route.at("route")},
+                       {"state", "paused"},
+                       {"reason", "paused over the admin API; POST /api/routes/" +
+                                      route.at("route").get<std::string>() + "/resume"}});
+  }
+  return out;
+}
+
+json serviceJson(const router::Registry& registry, const DeployedServiceInfo& info) {
+  json entry{{"name", info.name},
+             {"assembly", info.assembly},
+             {"type", info.type},
+             {"finished", info.finished}};
+  if (auto c = registry.snapshotOf(info.name)) {
+    entry["state"] = router::componentStateName(c->state);
+  }
+  return entry;
+}
+
+// One entry of /api/queries; nullopt when `cep` no longer runs `q`.
+std::optional<json> queryJson(const router::Registry& registry, const std::string& service,
+                              const std::string& q, const QueryHost& cep) {
+  const std::optional<QueryStats> stats = cep.stats(q);
+  if (!stats) return std::nullopt;  // removed meanwhile
+  json entry{{"service", service},
+             {"name", q},
+             {"endpoint", cep.endpointName(q)},
+             {"consumed", stats->consumed},
+             {"matches", stats->matches},
+             {"errors", stats->errors},
+             {"rejected", stats->rejected},
+             {"publish_failures", stats->publish_failures},
+             {"output_held", stats->output_held},
+             {"queued", stats->queued},
+             {"ran_inline", stats->ran_inline}};
+  // null, not 0, for an engine that does not count what it holds.
+  entry["partial_matches"] =
+      stats->partial_matches ? json(stats->partial_matches->partial_matches) : json();
+  entry["partial_matches_peak"] =
+      stats->partial_matches ? json(stats->partial_matches->peak_partial_matches) : json();
+  if (auto detector = registry.snapshotOf(service + "/" + q + ":detector")) {
+    for (const auto& [key, value] : detector->metadata) {
+      if (key == "engine" || key == "engine_choice" || key == "input" || key == "output" ||
+          key == "text" || key == "shared_by") {
+        entry[key] = value;
+      }
+    }
+  }
+  return entry;
+}
+
+// The descriptor's plugins (the bus registers each as "plugin:<name>"),
+// then those the loader loaded since, on demand.
+json pluginsJson(const router::Registry& registry, const plugin::PluginLoader* loader) {
+  constexpr std::string_view kPluginPrefix = "plugin:";
+  json plugins = json::array();
+  std::set<std::string, std::less<>> listed;  // library paths
+  for (const router::ComponentSnapshot& c : registry.snapshot()) {
+    if (!c.name.starts_with(kPluginPrefix)) continue;
+    json entry{{"name", c.name.substr(kPluginPrefix.size())},
+               {"state", router::componentStateName(c.state)},
+               {"reason", c.reason},
+               {"on_demand", false}};
+    for (const auto& [key, value] : c.metadata) {
+      entry[key] = value;
+      if (key == "path") listed.insert(value);
+    }
+    plugins.push_back(std::move(entry));
+  }
+  if (loader == nullptr) return json{{"plugins", std::move(plugins)}};
+  for (const plugin::PluginPtr& p : loader->loaded()) {
+    if (listed.contains(p->path())) continue;
+    std::string engines;
+    for (const std::string& e : p->engines()) engines += (engines.empty() ? "" : ",") + e;
+    plugins.push_back(json{{"name", p->name()},
+                           {"state", router::componentStateName(router::ComponentState::kStarted)},
+                           {"reason", ""},
+                           {"on_demand", true},
+                           {"path", p->path()},
+                           {"version", p->version()},
+                           {"engines", std::move(engines)}});
+  }
+  return json{{"plugins", std::move(plugins)}};
+}
+
 AdminResponse methodNotAllowed(std::string_view method, std::string allow) {
   AdminResponse response =
       adminError(405, "method " + std::string(method) + " not allowed here; allowed: " + allow);
@@ -253,17 +434,30 @@ std::optional<std::string> percentDecode(std::string_view text) {
 }
 
 AdminApi::AdminApi(router::Broker& broker, router::Registry& registry, std::string token,
-                   std::string token_env, Deployer* deployer)
+                   std::string token_env, Deployer* deployer, const plugin::PluginLoader* plugins)
     : broker_(broker),
       registry_(registry),
       token_(std::move(token)),
       token_env_(std::move(token_env)),
-      deployer_(deployer) {}
+      deployer_(deployer),
+      plugins_(plugins),
+      audit_(Poco::Logger::get(std::string(kAuditLogger))) {}
 
 AdminResponse AdminApi::handle(const AdminRequest& request) const {
   std::string_view path = request.target.substr(0, request.target.find('?'));
   const bool get = request.method == "GET";
 
+  // Probes (liveness, readiness) are reads: open, like /metrics.
+  if (path == "/health") {
+    if (!get) return methodNotAllowed(request.method, "GET");
+    return jsonResponse(200, json{{"status", "ok"}});
+  }
+  if (path == "/ready") {
+    if (!get) return methodNotAllowed(request.method, "GET");
+    json waiting = notReady(registry_);
+    if (waiting.empty()) return jsonResponse(200, json{{"status", "ready"}});
+    return jsonResponse(503, json{{"status", "not ready"}, {"not_ready", std::move(waiting)}});
+  }
   if (path == "/" || path == "/index.html" || path == "/dashboard.js" || path == "/dashboard.css") {
     if (!get) return methodNotAllowed(request.method, "GET");
     const DashboardAsset asset = dashboardAsset(path == "/index.html" ? "/" : path);
@@ -281,12 +475,15 @@ AdminResponse AdminApi::handle(const AdminRequest& request) const {
   }
   if (path.starts_with(kEventsPrefix) && path.size() > kEventsPrefix.size()) {
     if (request.method != "POST") return methodNotAllowed(request.method, "POST");
-    if (std::optional<AdminResponse> refused = authorize(request.authorization)) {
-      return std::move(*refused);
-    }
-    const std::optional<std::string> address = percentDecode(path.substr(kEventsPrefix.size()));
-    if (!address) return adminError(400, "malformed percent escape in the address");
-    return publish(*address, request.body);
+    return change(request, [&] {
+      const std::optional<std::string> address = percentDecode(path.substr(kEventsPrefix.size()));
+      if (!address) return adminError(400, "malformed percent escape in the address");
+      return publish(*address, request.body);
+    });
+  }
+  if (path == "/api" || path == kApiPrefix) {
+    if (!get) return methodNotAllowed(request.method, "GET");
+    return jsonResponse(200, apiIndex());
   }
   if (path.starts_with(kApiPrefix)) return handleApi(request, path);
   return adminError(404, "no such resource: " + std::string(path));
@@ -298,12 +495,7 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
   const std::vector<std::string>& p = *parts;
   const std::string_view method = request.method;
   const bool get = method == "GET";
-  auto changes = [&](auto&& action) -> AdminResponse {
-    if (std::optional<AdminResponse> refused = authorize(request.authorization)) {
-      return std::move(*refused);
-    }
-    return action();
-  };
+  auto changes = [&](auto&& action) { return change(request, action); };
   auto needsDeployer = [&]() -> std::optional<AdminResponse> {
     if (deployer_ == nullptr) {
       return adminError(503, "deployment is not available: these services run outside a bus");
@@ -342,17 +534,7 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
   }
   if (resource == "plugins" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");
-    constexpr std::string_view kPluginPrefix = "plugin:";
-    json plugins = json::array();
-    for (const router::ComponentSnapshot& c : registry_.snapshot()) {
-      if (!c.name.starts_with(kPluginPrefix)) continue;
-      json entry{{"name", c.name.substr(kPluginPrefix.size())},
-                 {"state", router::componentStateName(c.state)},
-                 {"reason", c.reason}};
-      for (const auto& [key, value] : c.metadata) entry[key] = value;
-      plugins.push_back(std::move(entry));
-    }
-    return jsonResponse(200, json{{"plugins", std::move(plugins)}});
+    return jsonResponse(200, pluginsJson(registry_, plugins_));
   }
   if (resource == "cluster" && p.size() == 1) {
     if (!get) return methodNotAllowed(method, "GET");
@@ -380,14 +562,17 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
     if (auto refused = needsDeployer()) return std::move(*refused);
     json services = json::array();
     for (const DeployedServiceInfo& s : deployer_->deployedServices()) {
-      json entry{
-          {"name", s.name}, {"assembly", s.assembly}, {"type", s.type}, {"finished", s.finished}};
-      if (auto c = registry_.snapshotOf(s.name)) {
-        entry["state"] = router::componentStateName(c->state);
-      }
-      services.push_back(std::move(entry));
+      services.push_back(serviceJson(registry_, s));
     }
     return jsonResponse(200, json{{"services", std::move(services)}});
+  }
+  if (resource == "services" && p.size() == 2 && !p[1].empty()) {
+    if (!get) return methodNotAllowed(method, "GET");
+    if (auto refused = needsDeployer()) return std::move(*refused);
+    for (const DeployedServiceInfo& s : deployer_->deployedServices()) {
+      if (s.name == p[1]) return jsonResponse(200, serviceJson(registry_, s));
+    }
+    return adminError(404, "no service named '" + p[1] + "'");
   }
   if (resource == "assemblies" && p.size() == 1) {
     if (auto refused = needsDeployer()) return std::move(*refused);
@@ -414,40 +599,17 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
       QueryHost* cep = queryHostOf(service.get());
       if (cep == nullptr) continue;
       for (const std::string& q : cep->queries()) {
-        const std::optional<QueryStats> stats = cep->stats(q);
-        if (!stats) continue;  // removed meanwhile
-        json entry{{"service", info.name},
-                   {"name", q},
-                   {"endpoint", cep->endpointName(q)},
-                   {"consumed", stats->consumed},
-                   {"matches", stats->matches},
-                   {"errors", stats->errors},
-                   {"rejected", stats->rejected},
-                   {"publish_failures", stats->publish_failures},
-                   {"output_held", stats->output_held},
-                   {"queued", stats->queued},
-                   {"ran_inline", stats->ran_inline}};
-        // null, not 0, for an engine that does not count what it holds.
-        entry["partial_matches"] =
-            stats->partial_matches ? json(stats->partial_matches->partial_matches) : json();
-        entry["partial_matches_peak"] =
-            stats->partial_matches ? json(stats->partial_matches->peak_partial_matches) : json();
-        if (auto detector = registry_.snapshotOf(info.name + "/" + q + ":detector")) {
-          for (const auto& [key, value] : detector->metadata) {
-            if (key == "engine" || key == "engine_choice" || key == "input" || key == "output" ||
-                key == "text" || key == "shared_by") {
-              entry[key] = value;
-            }
-          }
+        if (std::optional<json> entry = queryJson(registry_, info.name, q, *cep)) {
+          queries.push_back(std::move(*entry));
         }
-        queries.push_back(std::move(entry));
       }
     }
     return jsonResponse(200, json{{"queries", std::move(queries)}});
   }
   if (resource == "queries" && p.size() == 2 && !p[1].empty()) {
-    if (method != "POST") return methodNotAllowed(method, "POST");
     if (auto refused = needsDeployer()) return std::move(*refused);
+    if (get) return queryNamed(p[1]);
+    if (method != "POST") return methodNotAllowed(method, "GET, POST");
     return changes([&] { return addQuery(p[1], request.body); });
   }
   if (resource == "queries" && p.size() == 4 && p[3] == "model") {
@@ -457,11 +619,45 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
     return queryModel(p[1], p[2], format.empty() ? "json" : format);
   }
   if (resource == "queries" && p.size() == 3 && !p[1].empty() && !p[2].empty()) {
-    if (method != "DELETE") return methodNotAllowed(method, "DELETE");
     if (auto refused = needsDeployer()) return std::move(*refused);
+    if (get) return queryOf(p[1], p[2]);
+    if (method != "DELETE") return methodNotAllowed(method, "GET, DELETE");
     return changes([&] { return removeQuery(p[1], p[2]); });
   }
   return adminError(404, "no such resource: " + std::string(path));
+}
+
+AdminResponse AdminApi::queryOf(std::string_view service, std::string_view query) const {
+  const std::shared_ptr<Service> host = deployer_->findService(service);
+  const QueryHost* cep = queryHostOf(host.get());
+  if (cep == nullptr) {
+    return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
+  }
+  if (std::optional<json> entry =
+          queryJson(registry_, std::string(service), std::string(query), *cep)) {
+    return jsonResponse(200, *entry);
+  }
+  return adminError(404, "service '" + std::string(service) + "' runs no query named '" +
+                             std::string(query) + "'");
+}
+
+AdminResponse AdminApi::queryNamed(std::string_view query) const {
+  std::vector<std::string> hosts;
+  for (const DeployedServiceInfo& info : deployer_->deployedServices()) {
+    const std::shared_ptr<Service> host = deployer_->findService(info.name);
+    const QueryHost* cep = queryHostOf(host.get());
+    if (cep == nullptr) continue;
+    const std::vector<std::string> names = cep->queries();
+    if (std::find(names.begin(), names.end(), query) != names.end()) hosts.push_back(info.name);
+  }
+  if (hosts.empty()) return adminError(404, "no query named '" + std::string(query) + "'");
+  if (hosts.size() > 1) {
+    std::string services;
+    for (const std::string& h : hosts) services += (services.empty() ? "" : ", ") + h;
+    return adminError(409, "several services run a query named '" + std::string(query) + "' (" +
+                               services + "): ask /api/queries/{service}/" + std::string(query));
+  }
+  return queryOf(hosts.front(), query);
 }
 
 AdminResponse AdminApi::deploy(std::string_view body) const {
@@ -551,6 +747,25 @@ AdminResponse AdminApi::pauseRoute(std::string_view route, std::string_view acti
     return adminError(httpStatus(s), s.message());
   }
   return jsonResponse(200, json{{"route", route}, {"paused", pause}});
+}
+
+template <typename Action>
+AdminResponse AdminApi::change(const AdminRequest& request, Action&& action) const {
+  std::optional<AdminResponse> response = authorize(request.authorization);
+  const std::string_view who = response ? std::string_view("anonymous") : token_env_;
+  if (!response) response = action();
+  // Only the error's text: a success's body may be large (a deployed
+  // assembly's services) and says nothing the path does not.
+  std::string outcome = std::to_string(response->status);
+  if (response->status >= 400) {
+    const json body = json::parse(response->body, nullptr, false);
+    if (body.is_object() && body.contains("error")) {
+      outcome += " (" + body.at("error").get<std::string>() + ")";
+    }
+  }
+  audit_.notice("%s %s by %s: %s", std::string(request.method), std::string(request.target),
+                std::string(who), outcome);
+  return std::move(*response);
 }
 
 std::optional<AdminResponse> AdminApi::authorize(std::string_view authorization) const {

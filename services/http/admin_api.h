@@ -3,7 +3,15 @@
 // AdminApi: what the admin HTTP listener answers, apart from the transport
 // (services/http/http_listener.h does the HTTP and hands requests here).
 //
+//   GET  /health                    liveness: 200 {"status":"ok"} while the
+//                                   process answers
+//   GET  /ready                     readiness: 200 {"status":"ready"} when every
+//                                   service is started and no route is paused;
+//                                   else 503 {"status":"not ready","not_ready":
+//                                   [{service|route, state, reason}...]}
 //   GET  /metrics                   Prometheus text (services/http/prometheus.h)
+//   GET  /api/ (and /api)           the index: {"resources":[{path, methods,
+//                                   description}...], "auth"}
 //   GET  /api/components            {"components":[component...]}, sorted by name
 //   GET  /api/components/{name}     one component; the name is percent-decoded
 //   GET  /api/routes                {"routes":[{route, flow, default, counters...}]}
@@ -12,8 +20,14 @@
 //                                   journal's counters and gauges
 //   POST /api/events/{address}      publishes the body (one JSON-lines event)
 //                                   to the address; answers the send outcome
+//   GET  /api/services/{name}       one service, as in /api/services
+//   GET  /api/queries/{service}/{query}   one query, as in /api/queries
+//   GET  /api/queries/{query}       the query of that name in whichever
+//                                   service runs it (409 when several do)
 //   GET  /api/services | /api/endpoints | /api/stages | /api/queries |
-//        /api/plugins | /api/assemblies           the lists (docs/operations.md)
+//        /api/plugins | /api/assemblies           the lists (docs/operations.md);
+//        /api/plugins: the descriptor's <plugins> (their registry entries)
+//        and those loaded on demand since (a query's engine), on_demand true
 //   POST   /api/assemblies                  deploys the body (a descriptor
 //                                           fragment: one <service-assembly>)
 //   DELETE /api/assemblies/{name}           undeploys it
@@ -25,13 +39,24 @@
 //   POST   /api/routes/{pattern}/pause | /resume   ("(default)" = default route)
 //   GET  / (and /dashboard.js, /dashboard.css)    the dashboard page
 //
-// Reads are open. A state-changing request needs `Authorization: Bearer
-// <token>`, the token being the value of the environment variable the
-// descriptor names in <listeners><http token-env="...">: without a token
-// configured such requests are refused with 403 (saying how to configure
-// one), with a missing or wrong token with 401. Every error is a JSON body
+// Reads are open, the probes and /metrics included: a Kubernetes probe or a
+// Prometheus scrape carries no secret, and a read changes nothing. A
+// state-changing request needs `Authorization: Bearer <token>`, the token
+// being the value of the environment variable the descriptor names in
+// <listeners><http token-env="...">: without a token configured such
+// requests are refused with 403 (saying how to configure one), with a
+// missing or wrong token with 401. Every error is a JSON body
 // {"error":"..."}: 404 for an unknown path, 405 (with Allow) for a method the
 // path does not take.
+//
+// Every request that needs the token (every state change: deploy,
+// undeploy, add or remove a query, pause or resume a route, publish) is
+// logged once, at notice level, to the logger kAuditLogger: method and
+// target, who — the token's name, which is the token-env variable's, or
+// "anonymous" for a request without the token — and the status, with the
+// error's text when refused or failed:
+//   POST /api/routes/slow.%23/pause by CEPBUS_TOKEN: 200
+//   DELETE /api/assemblies/x by anonymous: 401 (this request needs ...)
 //
 // Status codes of the state changes: 200/201 done; 400 a bad body (the
 // message names the fragment's line); 401/403 token; 404 unknown assembly,
@@ -46,9 +71,14 @@
 #include <string>
 #include <string_view>
 
+#include "bus/host/loader/plugin_loader.h"
 #include "router/broker.h"
 #include "router/registry.h"
 #include "services/deployer.h"
+
+namespace Poco {
+class Logger;
+}
 
 namespace cepbus::services::http {
 
@@ -73,21 +103,32 @@ AdminResponse adminError(int status, std::string_view message);
 // Decodes %XX escapes; nullopt when an escape is malformed.
 std::optional<std::string> percentDecode(std::string_view text);
 
+// The Poco logger the state changes are logged to.
+inline constexpr std::string_view kAuditLogger = "cepbus.http.audit";
+
 class AdminApi {
  public:
   // `token` empty: no token configured, state-changing requests are refused.
   // `token_env` is only used to say how to configure one.
   // `deployer` may be null (no bus): the deployment calls then answer 503.
+  // `plugins` may be null: /api/plugins then lists only the descriptor's.
   AdminApi(router::Broker& broker, router::Registry& registry, std::string token,
-           std::string token_env, Deployer* deployer = nullptr);
+           std::string token_env, Deployer* deployer = nullptr,
+           const plugin::PluginLoader* plugins = nullptr);
 
   AdminResponse handle(const AdminRequest& request) const;
 
  private:
+  // Authorizes, runs `action` (AdminResponse()) and logs the change.
+  template <typename Action>
+  AdminResponse change(const AdminRequest& request, Action&& action) const;
   // Empty when the request may change state; otherwise the refusal.
   std::optional<AdminResponse> authorize(std::string_view authorization) const;
   AdminResponse publish(std::string_view address, std::string_view body) const;
   AdminResponse handleApi(const AdminRequest& request, std::string_view path) const;
+  AdminResponse queryOf(std::string_view service, std::string_view query) const;
+  // The query of that name, whichever service runs it (409 when several do).
+  AdminResponse queryNamed(std::string_view query) const;
   AdminResponse deploy(std::string_view body) const;
   AdminResponse undeploy(std::string_view name) const;
   AdminResponse addQuery(std::string_view service, std::string_view body) const;
@@ -101,6 +142,8 @@ class AdminApi {
   const std::string token_;
   const std::string token_env_;
   Deployer* const deployer_;
+  const plugin::PluginLoader* const plugins_;
+  Poco::Logger& audit_;
 };
 
 }  // namespace cepbus::services::http

@@ -321,7 +321,7 @@ TEST_F(BrokerTest, TheDeliveryPolicyChoosesFlowAndQos) {
 
   EXPECT_EQ(registry_->stats().scopes(kRouteSchema.component).size(), 3u);
   EXPECT_EQ(route("orders.#", "published"), 2);
-  EXPECT_EQ(route("orders.#", "queued"), 2);
+  EXPECT_EQ(route("orders.#", "enqueued"), 2);
   EXPECT_EQ(route("ticks.#", "delivered"), 1);
   EXPECT_EQ(cepbus::testing::statValue(registry_->stats(), kRouteSchema.component,
                                        {{"route", "(default)"}, {"flow", "st"}}, "published"),

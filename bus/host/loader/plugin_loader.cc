@@ -176,6 +176,14 @@ Result<PluginPtr> PluginLoader::load(std::string_view name) {
   return loaded;
 }
 
+std::vector<PluginPtr> PluginLoader::loaded() const {
+  MutexLock lock(mu_);
+  std::vector<PluginPtr> out;
+  out.reserve(by_path_.size());
+  for (const auto& [path, plugin] : by_path_) out.push_back(plugin);
+  return out;
+}
+
 namespace {
 
 // What the host-side registrar callbacks fill in. The callbacks are called

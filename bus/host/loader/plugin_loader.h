@@ -116,6 +116,10 @@ class PluginLoader {
   Result<PluginPtr> load(std::string_view name) EXCLUDES(mu_);
 
   const std::vector<std::string>& searchPaths() const { return search_paths_; }
+  // Every plugin loaded so far, once each (a plugin reached by two names or
+  // paths is one), whether the descriptor named it or a query's engine
+  // needed it; ordered by library path.
+  std::vector<PluginPtr> loaded() const EXCLUDES(mu_);
 
  private:
   // Called by load() with mu_ held: the engines of the plugins loaded
@@ -123,7 +127,7 @@ class PluginLoader {
   Result<PluginPtr> loadPath(const std::string& name, const std::string& path) REQUIRES(mu_);
 
   const std::vector<std::string> search_paths_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::string, PluginPtr, std::less<>> by_name_ GUARDED_BY(mu_);
   std::map<std::string, PluginPtr, std::less<>> by_path_ GUARDED_BY(mu_);
   std::map<std::string, PluginPtr, std::less<>> by_engine_ GUARDED_BY(mu_);

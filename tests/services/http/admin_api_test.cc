@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -10,9 +12,11 @@
 #include "bus/core/wire_names.h"
 #include "bus/host/descriptor/parser.h"
 #include "bus/host/loader/plugin_loader.h"
+#include "flows/seda_flow.h"
 #include "services/cep/cep_service.h"
 #include "services/cluster_member.h"
 #include "services/http/prometheus.h"
+#include "tests/services/http/captured_log.h"
 #include "tests/services/http/test_broker.h"
 #include "tests/testing/wait.h"
 
@@ -258,6 +262,58 @@ TEST_F(AdminApiTest, AnswersUnknownPathsAndMethodsWithJsonErrors) {
   EXPECT_EQ(get("/api/flows?pretty=1").status, 200);
 }
 
+TEST_F(AdminApiTest, HealthAnswersWhileTheProcessRuns) {
+  const AdminResponse health = get("/health");
+  ASSERT_EQ(health.status, 200);
+  EXPECT_EQ(json::parse(health.body), json({{"status", "ok"}}));
+  EXPECT_EQ(call("POST", "/health").status, 405);
+}
+
+// The reasons /ready gives, one "service" or "route" name -> reason each.
+std::map<std::string, std::string> notReadyOf(const AdminResponse& response) {
+  std::map<std::string, std::string> out;
+  const json body = json::parse(response.body);
+  for (const json& part : body.value("not_ready", json::array())) {
+    const std::string name = part.contains("service")
+                                 ? "service " + part.at("service").get<std::string>()
+                                 : "route " + part.at("route").get<std::string>();
+    out[name] = part.at("state").get<std::string>() + ": " + part.at("reason").get<std::string>();
+  }
+  return out;
+}
+
+TEST_F(AdminApiTest, ReadyNamesEveryServiceNotStartedAndEveryPausedRoute) {
+  Recorder recorder(*bus_.broker, "rec", "stocks.#");  // endpoints do not count
+  AdminResponse ready = get("/ready");
+  ASSERT_EQ(ready.status, 200) << ready.body;
+  EXPECT_EQ(json::parse(ready.body), json({{"status", "ready"}}));
+
+  auto starting = bus_.registry->add("svc", router::ComponentKind::kService);
+  auto bridge = bus_.registry->add("bridge", router::ComponentKind::kService);
+  ASSERT_TRUE(starting && bridge);
+  (*bridge)->setState(router::ComponentState::kFailed, "amqp://peer: connection refused");
+  ASSERT_TRUE(bus_.broker->setRoutePaused("slow.#", true));
+  ready = get("/ready");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_EQ(json::parse(ready.body).at("status"), "not ready");
+  EXPECT_EQ(
+      notReadyOf(ready),
+      (std::map<std::string, std::string>{
+          {"service svc", "registered: not started yet"},
+          {"service bridge", "failed: amqp://peer: connection refused"},
+          {"route slow.#", "paused: paused over the admin API; POST /api/routes/slow.#/resume"}}));
+
+  (*starting)->setState(router::ComponentState::kStarted);
+  (*bridge)->setState(router::ComponentState::kStarted);
+  EXPECT_EQ(notReadyOf(get("/ready")).size(), 1u);
+  ASSERT_TRUE(bus_.broker->setRoutePaused("slow.#", false));
+  EXPECT_EQ(get("/ready").status, 200);
+  (*starting)->setState(router::ComponentState::kStopped);
+  EXPECT_EQ(notReadyOf(get("/ready")),
+            (std::map<std::string, std::string>{
+                {"service svc", "stopped: the bus is stopping, or the service ended"}}));
+}
+
 TEST_F(AdminApiTest, PublishingNeedsTheBearerToken) {
   Recorder recorder(*bus_.broker, "rec", "stocks.#");
   const std::string event = R"({"type":"Stock","ts":5,"attrs":{"price":2.5}})";
@@ -431,6 +487,18 @@ TEST_F(AdminApiDeployTest, ListsServicesAssembliesAndPlugins) {
   EXPECT_EQ(json::parse(call("GET", "/api/stages").body).at("stages"), json::array());
 }
 
+TEST_F(AdminApiDeployTest, OneServiceIsTheSameObjectAsInTheList) {
+  const json listed = json::parse(call("GET", "/api/services").body).at("services").at(0);
+  const AdminResponse one = call("GET", "/api/services/a.u", {}, "");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body), listed);
+  EXPECT_EQ(json::parse(one.body).at("name"), "a.u");
+  const AdminResponse unknown = call("GET", "/api/services/b.u", {}, "");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_NE(errorOf(unknown).find("'b.u'"), std::string::npos) << unknown.body;
+  EXPECT_EQ(call("DELETE", "/api/services/a.u").status, 405);
+}
+
 TEST_F(AdminApiDeployTest, QueriesOfAnUnknownServiceAreNotFound) {
   EXPECT_EQ(call("POST", "/api/queries/no.such", "<query/>").status, 404);
   EXPECT_EQ(call("DELETE", "/api/queries/no.such/q").status, 404);
@@ -457,12 +525,82 @@ TEST_F(AdminApiDeployTest, PausesAndResumesARoute) {
   EXPECT_EQ(call("GET", "/api/routes/slow.%23/pause").status, 405);
 }
 
+// Each state change is one audit line naming who and what, refused ones
+// included; reads log nothing.
+TEST_F(AdminApiDeployTest, EveryStateChangeIsLoggedWithWhoAndWhat) {
+  CapturedLog log(kAuditLogger);
+  Recorder recorder(*bus_.broker, "rec", "slow.#");
+  ASSERT_EQ(call("POST", "/api/routes/slow.%23/pause").status, 200);
+  ASSERT_EQ(call("POST", "/api/routes/slow.%23/resume", {}, "Bearer nope").status, 401);
+  ASSERT_EQ(call("POST", "/api/assemblies", kAssembly).status, 201);
+  ASSERT_EQ(call("DELETE", "/api/assemblies/extra").status, 200);
+  ASSERT_EQ(call("POST", "/api/queries/no.such", "<query/>").status, 404);
+  ASSERT_EQ(call("DELETE", "/api/queries/no.such/q").status, 404);
+  ASSERT_EQ(call("POST", "/api/events/slow.x", R"({"type":"Stock","ts":1,"attrs":{}})").status,
+            503);  // the route is paused
+  call("GET", "/api/routes");
+  call("GET", "/api/queries/no.such/q");
+  EXPECT_EQ(log.lines(),
+            (std::vector<std::string>{
+                "POST /api/routes/slow.%23/pause by CEPBUS_TOKEN: 200",
+                "POST /api/routes/slow.%23/resume by anonymous: 401 (this request needs "
+                "Authorization: Bearer <token>)",
+                "POST /api/assemblies by CEPBUS_TOKEN: 201",
+                "DELETE /api/assemblies/extra by CEPBUS_TOKEN: 200",
+                "POST /api/queries/no.such by CEPBUS_TOKEN: 404 (no running CEP service unit "
+                "named 'no.such')",
+                "DELETE /api/queries/no.such/q by CEPBUS_TOKEN: 404 (no running CEP service unit "
+                "named 'no.such')",
+                "POST /api/events/slow.x by CEPBUS_TOKEN: 503 (route for 'slow.x' is paused; retry "
+                "later)",
+            }));
+}
+
+TEST(AdminApiAuditTest, WithoutATokenTheRefusedChangeIsAnonymous) {
+  CapturedLog log(kAuditLogger);
+  TestBroker bus;
+  AdminApi api(*bus.broker, *bus.registry, "", "");
+  EXPECT_EQ(api.handle(AdminRequest{"POST", "/api/routes/(default)/pause", "", ""}).status, 403);
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_TRUE(lines[0].starts_with("POST /api/routes/(default)/pause by anonymous: 403 ("))
+      << lines[0];
+}
+
 TEST_F(AdminApiDeployTest, WithoutADeployerDeploymentIsUnavailable) {
   AdminApi alone{*bus_.broker, *bus_.registry, "s3cret", "CEPBUS_TOKEN"};
   const AdminResponse r =
       alone.handle(AdminRequest{"POST", "/api/assemblies", "Bearer s3cret", kAssembly});
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(alone.handle(AdminRequest{"GET", "/api/services", {}, {}}).status, 503);
+}
+
+// The index tells the truth: a GET of each resource it lists without a
+// placeholder answers 200, and the main resources are all in it.
+TEST_F(AdminApiDeployTest, TheApiIndexListsWhatIsServed) {
+  const AdminResponse index = call("GET", "/api/", {}, "");
+  ASSERT_EQ(index.status, 200) << index.body;
+  EXPECT_EQ(json::parse(call("GET", "/api", {}, "").body), json::parse(index.body));
+  EXPECT_EQ(call("POST", "/api/").status, 405);
+  std::set<std::string> paths;
+  const json listed = json::parse(index.body);
+  for (const json& r : listed.at("resources")) {
+    const std::string path = r.at("path").get<std::string>();
+    paths.insert(path);
+    EXPECT_FALSE(r.at("description").get<std::string>().empty()) << path;
+    ASSERT_FALSE(r.at("methods").empty()) << path;
+    if (path.find('{') != std::string::npos) continue;
+    for (const json& method : r.at("methods")) {
+      if (method != "GET") continue;
+      const AdminResponse answer = call("GET", path, {}, "");
+      EXPECT_EQ(answer.status, 200) << path << ": " << answer.body;
+    }
+  }
+  for (const char* served : {"/health", "/ready", "/metrics", "/api/components", "/api/queries",
+                             "/api/routes", "/api/routes/{pattern}/pause", "/api/assemblies",
+                             "/api/events/{address}", "/api/plugins"}) {
+    EXPECT_TRUE(paths.contains(served)) << served;
+  }
 }
 
 // A cluster node as the admin API sees it: a service that is a ClusterMember.
@@ -563,6 +701,7 @@ class OneCepServiceDeployer final : public Deployer {
     return {{service_->name(), "a", "cep", false}};
   }
   std::vector<AssemblyInfo> assemblies() const override { return {}; }
+  plugin::PluginLoader& loader() { return loader_; }
 
  private:
   plugin::PluginLoader loader_;
@@ -705,6 +844,126 @@ TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
     EXPECT_EQ(by_name[q].at("shared_by"), "2") << by_name[q];
     EXPECT_EQ(by_name[q].at("endpoint"), "a.cep/shared-1:rising..dear") << by_name[q];
   }
+}
+
+// One CEP unit "a.cep" with one petri query "dear", which loads the petri
+// plugin on demand.
+constexpr std::string_view kOneDearQuery = R"(<service-assembly name="a">
+  <service-unit name="cep" type="cep">
+    <query name="dear" engine="petri" input="in" output="out.dear">
+      <text>PATTERN Stock s WHERE s.price &gt; 2.5</text>
+    </query>
+  </service-unit>
+</service-assembly>)";
+
+// GET of one query answers the object /api/queries lists for it, by
+// service and name or by name alone; an unknown one is a 404 naming it.
+TEST(AdminApiQueriesTest, OneQueryIsTheSameObjectAsInTheList) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(kOneDearQuery));
+  for (int i = 1; i <= 3; ++i) bus.publish("in", i, i);
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
+  const auto get = [&](std::string_view target) {
+    return api.handle(AdminRequest{"GET", target, "", ""});
+  };
+  json listed;
+  ASSERT_TRUE(cepbus::testing::waitUntil([&] {
+    const json body = json::parse(get("/api/queries").body);
+    listed = body.at("queries").at(0);
+    return listed.at("consumed") == 3;
+  }));
+  const AdminResponse one = get("/api/queries/a.cep/dear");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body), listed);
+  EXPECT_EQ(json::parse(get("/api/queries/dear").body), listed);
+
+  const AdminResponse unknown = get("/api/queries/a.cep/cheap");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_NE(errorOf(unknown).find("'cheap'"), std::string::npos) << unknown.body;
+  EXPECT_NE(errorOf(get("/api/queries/cheap")).find("'cheap'"), std::string::npos);
+  EXPECT_EQ(get("/api/queries/no.such/dear").status, 404);
+  EXPECT_EQ(api.handle(AdminRequest{"PUT", "/api/queries/a.cep/dear", "", ""}).allow,
+            "GET, DELETE");
+}
+
+// A plugin a query's engine loaded after start-up is listed, marked
+// on_demand; one the descriptor named (its registry entry) is listed once.
+TEST(AdminApiPluginsTest, ListsPluginsLoadedOnDemand) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  Result<plugin::PluginPtr> nfa = deployer.loader().load("nfa");
+  ASSERT_TRUE(nfa) << nfa.status().message();
+  auto entry = bus.registry->add("plugin:nfa", router::ComponentKind::kService);
+  ASSERT_TRUE(entry);
+  (*entry)->setMetadata("path", (*nfa)->path());
+  (*entry)->setState(router::ComponentState::kStarted);
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer, &deployer.loader());
+  const auto plugins = [&] {
+    std::map<std::string, json> out;
+    const json body = json::parse(api.handle(AdminRequest{"GET", "/api/plugins", "", ""}).body);
+    for (const json& p : body.at("plugins")) out[p.at("name").get<std::string>()] = p;
+    return out;
+  };
+  EXPECT_EQ(plugins().size(), 1u);
+
+  ASSERT_TRUE(deployer.deployCep(kOneDearQuery));
+  const std::map<std::string, json> listed = plugins();
+  ASSERT_EQ(listed.size(), 2u) << json(listed);
+  EXPECT_EQ(listed.at("nfa").at("on_demand"), false);
+  const json& petri = listed.at("petri");
+  EXPECT_EQ(petri.at("on_demand"), true);
+  EXPECT_EQ(petri.at("state"), "started");
+  EXPECT_NE(petri.at("path").get<std::string>().find("libcepbus_plugin_petri.so"),
+            std::string::npos);
+  EXPECT_NE(petri.at("engines").get<std::string>().find("petri"), std::string::npos);
+  EXPECT_FALSE(petri.at("version").get<std::string>().empty());
+}
+
+// A route through a SEDA flow shows what waits in the flow's stages now:
+// N while its endpoint is held, 0 once everything drained; "enqueued" keeps
+// the total. (It showed the total as "queued" after everything drained.)
+TEST(AdminApiRoutesTest, ARouteShowsNothingQueuedOnceDrained) {
+  auto registry = std::make_shared<router::Registry>();
+  auto policy = std::make_unique<router::DeliveryPolicy>("st");
+  ASSERT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st", registry->stats())));
+  flows::SedaFlowConfig seda;
+  seda.name = "seda";
+  seda.stats = registry->stats();
+  ASSERT_TRUE(policy->addFlow(std::make_unique<flows::SedaFlow>(std::move(seda))));
+  ASSERT_TRUE(policy->addRoute(router::RouteRule{"ticks.#", "seda"}));
+  router::Broker broker(std::move(policy), registry);
+  ASSERT_TRUE(broker.start());
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> got{0};
+  ASSERT_TRUE(broker.addEndpoint("slow", [&](const flows::Exchange&, flows::DeliveryContext&) {
+    released.wait();
+    ++got;
+    return Status::ok();
+  }));
+  ASSERT_TRUE(broker.subscribe("slow", "ticks.#"));
+  constexpr int kEvents = 5;
+  for (int i = 0; i < kEvents; ++i) {
+    ASSERT_EQ(broker.publish(stockExchange("ticks.x", i, 1.0)).queued, 1u);
+  }
+  const AdminApi api(broker, *registry, "", "");
+  const auto ticks = [&] {
+    const json body = json::parse(api.handle(AdminRequest{"GET", "/api/routes", "", ""}).body);
+    for (const json& r : body.at("routes")) {
+      if (r.at("route") == "ticks.#") return r;
+    }
+    return json();
+  };
+  // Queued, or taken off the queue by the held worker: not delivered yet.
+  EXPECT_EQ(ticks().at("queued"), kEvents) << ticks();
+  release.set_value();
+  ASSERT_TRUE(cepbus::testing::waitUntil([&] { return got == kEvents; }));
+  ASSERT_TRUE(cepbus::testing::waitUntil([&] { return ticks().at("queued") == 0; })) << ticks();
+  EXPECT_EQ(ticks().at("enqueued"), kEvents);
+  EXPECT_EQ(ticks().at("delivered"), 0);  // none finished before publish returned
+  (void)broker.removeEndpoint("slow");
+  broker.stop();
 }
 
 }  // namespace
