@@ -334,7 +334,8 @@ std::optional<json> queryJson(const router::Registry& registry, const std::strin
              {"publish_failures", stats->publish_failures},
              {"output_held", stats->output_held},
              {"queued", stats->queued},
-             {"ran_inline", stats->ran_inline}};
+             {"ran_inline", stats->ran_inline},
+             {"missing_attribute", stats->missing_attribute}};
   // null, not 0, for an engine that does not count what it holds.
   entry["partial_matches"] =
       stats->partial_matches ? json(stats->partial_matches->partial_matches) : json();

@@ -873,6 +873,7 @@ TEST(AdminApiQueriesTest, OneQueryIsTheSameObjectAsInTheList) {
     listed = body.at("queries").at(0);
     return listed.at("consumed") == 3;
   }));
+  EXPECT_EQ(listed.at("missing_attribute"), 0);  // every Stock had its price
   const AdminResponse one = get("/api/queries/a.cep/dear");
   ASSERT_EQ(one.status, 200) << one.body;
   EXPECT_EQ(json::parse(one.body), listed);
