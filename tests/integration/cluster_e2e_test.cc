@@ -280,7 +280,7 @@ class ClusterE2eTest : public ::testing::Test {
   // The management API's queue lengths are samples up to a statistics
   // interval old (1 s in scripts/rabbitmq-cluster.sh): waiting two first
   // means no sample from before the last message was published is read.
-  ::testing::AssertionResult waitDrained(uint32_t partitions, seconds limit = seconds(120)) {
+  ::testing::AssertionResult waitDrained(uint32_t partitions, seconds limit = seconds(300)) {
     std::this_thread::sleep_for(seconds(2));
     services::cluster::ClusterSpec spec;
     spec.name = name_;
@@ -329,7 +329,7 @@ class ClusterE2eTest : public ::testing::Test {
   // With stream input the streams keep every event: a partition is done
   // when a live node is active on it past its end-of-stream marker with
   // nothing held and its lease moved up to where it stands.
-  ::testing::AssertionResult waitStreamsDone(uint32_t partitions, seconds limit = seconds(120)) {
+  ::testing::AssertionResult waitStreamsDone(uint32_t partitions, seconds limit = seconds(300)) {
     std::set<uint32_t> done;
     const bool all = waitUntil(
         [&] {
