@@ -215,6 +215,7 @@ void CepQuery::reportStats() {
   }
   scope_->gauge(q::kOutputHeld, [this] { return static_cast<double>(detection_->outputHeld()); });
   scope_->counter(q::kMissingAttribute, [this] { return names_.missingAttribute(); });
+  scope_->counter(q::kLate, [this] { return detection_->late(); });
 }
 
 void CepQuery::watch(std::span<const EventPtr> events) {
