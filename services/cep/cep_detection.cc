@@ -396,6 +396,9 @@ void CepDetection::onMatch(size_t member, const plugin::Match& match) {
 }
 
 void CepDetection::onLate(const EventPtr& event, Timestamp newest) {
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (!detection_->muted(i)) members_[i]->publishLate(event);
+  }
   // Counted by the detection before this call.
   const uint64_t n = detection_->stats().late;
   if (worthLogging(n - 1, n)) {

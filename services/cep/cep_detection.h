@@ -150,7 +150,8 @@ class CepDetection final : public detection::DetectionSink {
   // detection::DetectionSink, on the detection's thread with detection_mu_ held.
   void onMatch(size_t member, const plugin::Match& match) override;
   void onTrialDecided(const plugin::TrialOutcome& outcome) override;
-  // Logs it (the first, second, fourth, ... of them); the detection counts it.
+  // Publishes it on the late address of each query not removed, and logs it
+  // (the first, second, fourth, ... of them); the detection counts it.
   void onLate(const EventPtr& event, Timestamp newest) override;
 
  private:

@@ -121,6 +121,8 @@ class Detection final : private MemberSink, private plugin::LateSink {
 
   // Drops member `member`'s matches from now on.
   void mute(size_t member);
+  // Whether mute(`member`) was called; on the event path's thread.
+  bool muted(size_t member) const { return muted_[member]; }
   // The detector's model (plugin::Detector::exportModel): the running
   // engine's.
   Result<std::string> exportModel(std::string_view format) const;
