@@ -455,9 +455,7 @@ Status reportLate(const detection::Detection& detection, const MatchCommandOptio
   }
   const uint64_t late = detection.stats().late;
   if (late == 0) return Status::ok();
-  err << "cepbus match: " << options.events_file << ": " << late << " late event"
-      << (late == 1 ? "" : "s")
-      << " (more than the maximum delay behind the newest ts; not matched)"
+  err << lateLine("cepbus match", options.events_file, late)
       << (options.late_file.empty() ? std::string(", --late FILE keeps them")
                                     : ", written to " + options.late_file)
       << '\n';
