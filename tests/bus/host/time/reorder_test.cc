@@ -167,14 +167,23 @@ TEST(ReorderingDetectorTest, SlackReleasesWhatABatchMakesReadyAsOneBatch) {
   EXPECT_TRUE(d.onEvents({}));
 }
 
-TEST(ReorderingDetectorTest, BatchesGiveTheOrderOfOneEventAtATime) {
-  std::mt19937_64 rng(41);
+// `n` events, A and B in turn, whose newest ts climbs by less than `step`
+// each time, each `behind(rng)` behind it.
+template <typename Behind>
+std::vector<EventPtr> outOfOrder(uint64_t seed, int n, uint64_t step, Behind behind) {
+  std::mt19937_64 rng(seed);
   std::vector<EventPtr> events;
   Timestamp base = 0;
-  for (int i = 0; i < 500; ++i) {
-    base += static_cast<Timestamp>(rng() % 3);
-    events.push_back(at(base - static_cast<Timestamp>(rng() % 6), i % 2 ? "A" : "B"));
+  for (int i = 0; i < n; ++i) {
+    base += static_cast<Timestamp>(rng() % step);
+    events.push_back(at(base - static_cast<Timestamp>(behind(rng)), i % 2 ? "A" : "B"));
   }
+  return events;
+}
+
+TEST(ReorderingDetectorTest, BatchesGiveTheOrderOfOneEventAtATime) {
+  const std::vector<EventPtr> events =
+      outOfOrder(41, 500, 3, [](std::mt19937_64& rng) { return rng() % 6; });
   for (Timestamp slack : {0, 3, 10}) {
     auto one = std::make_unique<Recording>();
     Recording* one_rec = one.get();
@@ -235,15 +244,10 @@ TEST(ReorderingDetectorTest, LateEventsGoToTheLateSinkAndAreNoError) {
 // others sorted by ts, equal ts in arrival order. One event at a time and in
 // batches, for D = 0 (the unbuffered path) and with a delay.
 TEST(ReorderingDetectorTest, ExactlyTheLateEventsGoAsideAndTheRestComeSorted) {
-  std::mt19937_64 rng(17);
-  std::vector<EventPtr> events;
-  Timestamp base = 0;
-  for (int i = 0; i < 800; ++i) {
-    base += static_cast<Timestamp>(rng() % 4);
-    // Mostly within a few units; one in 20 far behind (a broken clock).
-    const Timestamp behind = static_cast<Timestamp>(rng() % 20 == 0 ? 30 + rng() % 30 : rng() % 8);
-    events.push_back(at(base - behind, i % 2 ? "A" : "B"));
-  }
+  // Mostly within a few units; one in 20 far behind (a broken clock).
+  const std::vector<EventPtr> events = outOfOrder(17, 800, 4, [](std::mt19937_64& rng) {
+    return rng() % 20 == 0 ? 30 + rng() % 30 : rng() % 8;
+  });
   for (Timestamp delay : {0, 5, 40}) {
     std::vector<EventPtr> expected_late;
     std::vector<EventPtr> expected_seen;
