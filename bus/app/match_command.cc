@@ -214,7 +214,8 @@ const char* matchUsage() {
       autoUsage() +
       "--engine all: run the queries on nfa, algebra and petri over the same events and\n"
       "  print one JSON line comparing them instead of the matches:\n"
-      "    {\"reference\":\"nfa\",\"agree\":false,\"skipped\":N,\"engines\":[ENGINE,...]}\n"
+      "    "
+      "{\"reference\":\"nfa\",\"agree\":false,\"skipped\":N,\"late\":N,\"engines\":[ENGINE,...]}\n"
       "  ENGINE is {\"engine\":NAME,\"accepted\":false,\"refusal\":MESSAGE},\n"
       "    {\"engine\":NAME,\"timed_out\":true,\"after_events\":N} or\n"
       "    {\"engine\":NAME,\"accepted\":true,\"matches\":N,\"checksum\":HEX,\"seconds\":S,\n"
@@ -228,7 +229,8 @@ const char* matchUsage() {
       "  otherwise \"nothing_to_compare\" says why. Exit status 0 when at least two\n"
       "  engines completed and report the same matches, 1 on a difference, a failure,\n"
       "  or fewer than two completed. Options go to every engine (one that does not\n"
-      "  take an option refuses the query).\n"
+      "  take an option refuses the query). \"late\" counts the events more than the\n"
+      "  maximum delay behind (see --max-delay), left out for every engine alike.\n"
       "--timeout SECONDS: with --engine all, how long each engine may run (default " +
       std::to_string(static_cast<int>(kDefaultEngineTimeout)) +
       ",\n"
@@ -526,6 +528,7 @@ std::string runEngine(const std::string& engine, plugin::PluginLoader& loader,
   nlohmann::json matches = nlohmann::json::array();
   for (const RecordedMatch& m : recorder.takeSorted()) matches.push_back({m.pattern, m.ts});
   report["matches"] = std::move(matches);
+  report["late"] = detection.stats().late;
   return report.dump();
 }
 
@@ -576,6 +579,7 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
   bool agree = true;
   bool any_accepted = false;
   size_t completed = 0;
+  uint64_t late = 0;  // events more than the maximum delay behind, as the engines saw them
   std::vector<std::string> incomplete;  // "NAME WHY" of each engine that did not complete
   for (const std::string engine : kPatternEngines) {
     nlohmann::ordered_json report = {{"engine", engine}};
@@ -629,6 +633,8 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
       continue;
     }
     ++completed;
+    // The host decides lateness before any engine: the same for each.
+    late = child["late"].get<uint64_t>();
     std::vector<RecordedMatch> matches = recordedMatches(child);
     uint64_t checksum = 0;
     for (const RecordedMatch& m : matches) checksum += matchChecksum(m.ts);
@@ -671,6 +677,8 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
     summary["nothing_to_compare"] = why;
   }
   summary["skipped"] = (*replay)->skipped();
+  summary["late"] = late;
+  if (late > 0) err << lateLine("cepbus match", options.events_file, late) << '\n';
   summary["engines"] = std::move(engines);
   out << summary.dump() << '\n';
   out.flush();
