@@ -218,11 +218,18 @@ TEST_F(MatchEnginesTest, AnEngineStillRunningAtTheTimeoutIsReportedAsTimedOut) {
   const auto summary = nlohmann::json::parse(out);
   EXPECT_FALSE(summary.contains("agree")) << out;
   const auto& petri = engine(summary, "petri");
-  EXPECT_EQ(petri["timed_out"], true) << out;
-  EXPECT_LT(petri["after_events"].get<int>(), 600) << out;
+  EXPECT_EQ(petri.value("timed_out", false), true) << out;
+  EXPECT_LT(petri.value("after_events", 600), 600) << out;
   EXPECT_FALSE(petri.contains("matches")) << out;
-  EXPECT_EQ(engine(summary, "algebra")["accepted"], false) << out;
-  EXPECT_EQ(engine(summary, "nfa")["matches"], 60209) << out;
+  EXPECT_EQ(engine(summary, "algebra").value("accepted", true), false) << out;
+  // nfa takes about 0.2 s here, but several times that under a sanitizer:
+  // it may time out too, and then it is reported like petri.
+  const auto& nfa = engine(summary, "nfa");
+  if (nfa.contains("timed_out")) {
+    EXPECT_EQ(nfa.value("timed_out", false), true) << out;
+  } else {
+    EXPECT_EQ(nfa.value("matches", -1), 60209) << out;
+  }
   EXPECT_THAT(err, HasSubstr("engine 'petri' timed out after 1 s"));
 }
 

@@ -245,7 +245,7 @@ TEST(NfaTest, ReturnBuildsTheCompositeEvent) {
   MatchRecorder sink(true);
   ASSERT_TRUE(runQuery(q, events, kBatched, sink).isOk());
   ASSERT_EQ(sink.size(), 1u);
-  const EventPtr& c = sink.matches()[0].composite;
+  const EventPtr c = sink.matches()[0].composite;  // a copy: matches() returns a temporary
   EXPECT_EQ(c->type().name(), "EqualPrices");
   EXPECT_EQ(c->find(Symbol::intern("a_symbol"))->asString(), "IBM");
   EXPECT_EQ(c->find(Symbol::intern("b_symbol"))->asString(), "SUN");

@@ -575,8 +575,9 @@ TEST_F(AdminApiDeployTest, WithoutADeployerDeploymentIsUnavailable) {
   EXPECT_EQ(alone.handle(AdminRequest{"GET", "/api/services", {}, {}}).status, 503);
 }
 
-// The index tells the truth: a GET of each resource it lists without a
-// placeholder answers 200, and the main resources are all in it.
+// The index tells the truth: a GET of each resource it lists whose path has
+// no parameter (no "{name}" part) answers 200, and the main resources are
+// all in it.
 TEST_F(AdminApiDeployTest, TheApiIndexListsWhatIsServed) {
   const AdminResponse index = call("GET", "/api/", {}, "");
   ASSERT_EQ(index.status, 200) << index.body;
