@@ -36,6 +36,12 @@ struct QueryStats {
   // Events of the query's types that lacked an attribute its predicates
   // read (bus/host/detection/query_name_watch.h).
   uint64_t missing_attribute = 0;
+  // Events that came more than the query's maximum delay behind the newest
+  // one (bus/host/time/reorder.h): not matched, counted here (of consumed).
+  uint64_t late = 0;
+  // The newest timestamp its detector was offered minus the maximum delay;
+  // nullopt before the first event.
+  std::optional<Timestamp> watermark;
   // What its detector holds (plugin::DetectorState) after its last call;
   // nullopt when the engine does not count.
   std::optional<plugin::DetectorState> partial_matches;

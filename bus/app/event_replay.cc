@@ -53,6 +53,12 @@ std::string EventReplay::where() const {
   return "lines " + std::to_string(first_line_) + "-" + std::to_string(last_line_);
 }
 
+std::string lateLine(const std::string& command, const std::string& path, uint64_t late) {
+  return command + ": " + path + ": " + std::to_string(late) + " late event" +
+         (late == 1 ? "" : "s") +
+         " (more than the maximum delay behind the newest ts; not matched)";
+}
+
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -3,8 +3,8 @@
 // What the offline replays (`cepbus join`, `cepbus match`) share: reading a
 // JSON-lines events file (or standard input) in batches for
 // Detector::onEvents(), skipping and naming the lines that are no events as
-// the bus's <replay> does, the lines of each batch for messages, and the
-// checksum helpers of their --count output.
+// the bus's <replay> does, the lines of each batch for messages, the line
+// that counts late events, and the checksum helpers of their --count output.
 
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +66,11 @@ class EventReplay {
   uint64_t skipped_ = 0;
   bool ended_ = false;
 };
+
+// "COMMAND: PATH: N late events (more than the maximum delay behind the
+// newest ts; not matched)", without a newline: what a replay says at the
+// end when `late` events of PATH came too late to be matched.
+std::string lateLine(const std::string& command, const std::string& path, uint64_t late);
 
 // The seed of the --count checksums (their headers give the formula).
 constexpr uint64_t kChecksumSeed = 0xcbf29ce484222325ULL;

@@ -246,6 +246,9 @@ int runJoinCommand(const JoinCommandOptions& options, std::ostream& out, std::os
     read = (*replay)->read(batch);
   }
   if (!check(detection.flush(), options.events_file + ": at end of events")) return kExitError;
+  if (const uint64_t late = detection.stats().late; late > 0) {
+    err << lateLine("cepbus join", options.events_file, late) << '\n';
+  }
   if (options.count) sink.printCount();
   out.flush();
   return 0;

@@ -21,6 +21,7 @@
 #include "bus/host/detection/input_vocabulary.h"
 #include "bus/host/detection/planner.h"
 #include "bus/host/loader/plugin_loader.h"
+#include "bus/host/time/reorder.h"
 
 namespace cepbus::app {
 namespace {
@@ -83,12 +84,17 @@ class PatternPrinter {
   uint64_t checksum_ = 0;
 };
 
-// Hands each match of the detection to its pattern's printer.
+// Hands each match of the detection to its pattern's printer, and each late
+// event to `late` (as read, one JSON line each) when there is one.
 class MatchPrinter final : public detection::DetectionSink {
  public:
-  explicit MatchPrinter(std::vector<PatternPrinter> printers) : printers_(std::move(printers)) {}
+  MatchPrinter(std::vector<PatternPrinter> printers, std::ostream* late)
+      : printers_(std::move(printers)), late_(late) {}
   void onMatch(size_t pattern, const plugin::Match& match) override {
     printers_[pattern].print(match);
+  }
+  void onLate(const EventPtr& event, Timestamp /*newest*/) override {
+    if (late_ != nullptr) *late_ << encodeEvent(*event) << '\n';
   }
   void printCounts() const {
     for (const PatternPrinter& p : printers_) p.printCount();
@@ -96,6 +102,7 @@ class MatchPrinter final : public detection::DetectionSink {
 
  private:
   std::vector<PatternPrinter> printers_;
+  std::ostream* const late_;
 };
 
 struct PatternLine {
@@ -203,11 +210,12 @@ const char* matchUsage() {
       "usage: cepbus match --engine nfa|algebra|petri|auto|all (--query TEXT | --patterns FILE)\n"
       "                    (--events FILE [--format ts|full] [--count] | --export dot|json)\n"
       "                    [--option key=value]... [--plugin-path DIR]... [--strict]\n"
-      "                    [--timeout SECONDS]\n" +
+      "                    [--max-delay D] [--late FILE] [--timeout SECONDS]\n" +
       autoUsage() +
       "--engine all: run the queries on nfa, algebra and petri over the same events and\n"
       "  print one JSON line comparing them instead of the matches:\n"
-      "    {\"reference\":\"nfa\",\"agree\":false,\"skipped\":N,\"engines\":[ENGINE,...]}\n"
+      "    "
+      "{\"reference\":\"nfa\",\"agree\":false,\"skipped\":N,\"late\":N,\"engines\":[ENGINE,...]}\n"
       "  ENGINE is {\"engine\":NAME,\"accepted\":false,\"refusal\":MESSAGE},\n"
       "    {\"engine\":NAME,\"timed_out\":true,\"after_events\":N} or\n"
       "    {\"engine\":NAME,\"accepted\":true,\"matches\":N,\"checksum\":HEX,\"seconds\":S,\n"
@@ -221,7 +229,8 @@ const char* matchUsage() {
       "  otherwise \"nothing_to_compare\" says why. Exit status 0 when at least two\n"
       "  engines completed and report the same matches, 1 on a difference, a failure,\n"
       "  or fewer than two completed. Options go to every engine (one that does not\n"
-      "  take an option refuses the query).\n"
+      "  take an option refuses the query). \"late\" counts the events more than the\n"
+      "  maximum delay behind (see --max-delay), left out for every engine alike.\n"
       "--timeout SECONDS: with --engine all, how long each engine may run (default " +
       std::to_string(static_cast<int>(kDefaultEngineTimeout)) +
       ",\n"
@@ -239,6 +248,13 @@ const char* matchUsage() {
       "  each match line is labelled with its pattern's name.\n"
       "--export dot|json: print the engine's model of the query (the merged net of\n"
       "  the patterns, for petri) as Graphviz DOT or JSON instead of running it.\n"
+      "--max-delay D: events may arrive up to D time units behind the newest ts; they\n"
+      "  are matched as if sorted by ts (equal ts in the order read). An event more\n"
+      "  than D behind is late: it is not matched, the run goes on, and the count\n"
+      "  ends the run on stderr (cepbus match: FILE: N late events ...); exit status\n"
+      "  0. The same as --option max_delay=D (default 0: any event behind the\n"
+      "  newest is late).\n"
+      "--late FILE: write each late event to FILE as one JSON line, as read.\n"
       "--strict: a line of the events that is no event ends the run (exit status 1).\n"
       "  Without it such a line is named on stderr (cepbus match: FILE: line N:\n"
       "  reason (skipped)), counted and skipped; the run goes on and ends with\n"
@@ -250,6 +266,7 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
   MatchCommandOptions o;
   bool format_seen = false;
   bool timeout_seen = false;
+  bool max_delay_seen = false;
   FlagReader flags(args);
   while (flags.next()) {
     const std::string& flag = flags.flag();
@@ -299,6 +316,19 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
         s = Status::invalidArgument("--option " + kv + ": expected key=value");
       }
       o.options.push_back(kv);
+    } else if (flag == "--max-delay") {
+      std::string delay;
+      s = take(delay);
+      if (s && max_delay_seen) s = Status::invalidArgument("--max-delay given twice");
+      if (s) {
+        if (auto parsed = plugin::parseMaxDelay(plugin::kMaxDelayOption, delay); !parsed) {
+          s = Status::invalidArgument("--max-delay " + delay + ": expected a non-negative integer");
+        }
+      }
+      o.options.push_back(std::string(plugin::kMaxDelayOption) + "=" + delay);
+      max_delay_seen = true;
+    } else if (flag == "--late") {
+      s = once(o.late_file);
     } else if (flag == "--timeout") {
       std::string seconds;
       s = take(seconds);
@@ -318,17 +348,20 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
   if (timeout_seen && o.engine != kAllEngines) {
     return Status::invalidArgument("--timeout limits each engine of --engine all only");
   }
-  if (o.engine == kAllEngines && (o.count || format_seen || !o.export_format.empty())) {
+  if (o.engine == kAllEngines &&
+      (o.count || format_seen || !o.export_format.empty() || !o.late_file.empty())) {
     return Status::invalidArgument(
-        "--engine all prints a comparison of the engines: no --count, --format or --export");
+        "--engine all prints a comparison of the engines: no --count, --format, --export or "
+        "--late");
   }
   if (o.query.empty() == o.patterns_file.empty()) {
     return Status::invalidArgument("give exactly one of --query and --patterns");
   }
   if (!o.export_format.empty()) {
-    if (!o.events_file.empty() || o.count || format_seen) {
+    if (!o.events_file.empty() || o.count || format_seen || !o.late_file.empty()) {
       return Status::invalidArgument(
-          "--export prints the model instead of running: no --events, --count or --format");
+          "--export prints the model instead of running: no --events, --count, --format or "
+          "--late");
     }
     return o;
   }
@@ -414,6 +447,23 @@ std::string trialLine(const detection::Detection& detection) {
   return "trial undecided: the events ended within it; " + detection.engine() + " ran them";
 }
 
+// After the run: how many events came late, and where they went; an error
+// when `late_out` (the --late file) could not be written.
+Status reportLate(const detection::Detection& detection, const MatchCommandOptions& options,
+                  std::ofstream& late_out, std::ostream& err) {
+  if (late_out.is_open()) {
+    late_out.close();
+    if (!late_out) return Status::ioError("cannot write --late file '" + options.late_file + "'");
+  }
+  const uint64_t late = detection.stats().late;
+  if (late == 0) return Status::ok();
+  err << lateLine("cepbus match", options.events_file, late)
+      << (options.late_file.empty() ? std::string(", --late FILE keeps them")
+                                    : ", written to " + options.late_file)
+      << '\n';
+  return Status::ok();
+}
+
 // The events of one onEvents() call and where they stand in the file.
 struct ReplayBatch {
   std::vector<EventPtr> events;
@@ -478,6 +528,7 @@ std::string runEngine(const std::string& engine, plugin::PluginLoader& loader,
   nlohmann::json matches = nlohmann::json::array();
   for (const RecordedMatch& m : recorder.takeSorted()) matches.push_back({m.pattern, m.ts});
   report["matches"] = std::move(matches);
+  report["late"] = detection.stats().late;
   return report.dump();
 }
 
@@ -528,6 +579,7 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
   bool agree = true;
   bool any_accepted = false;
   size_t completed = 0;
+  uint64_t late = 0;  // events more than the maximum delay behind, as the engines saw them
   std::vector<std::string> incomplete;  // "NAME WHY" of each engine that did not complete
   for (const std::string engine : kPatternEngines) {
     nlohmann::ordered_json report = {{"engine", engine}};
@@ -581,6 +633,8 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
       continue;
     }
     ++completed;
+    // The host decides lateness before any engine: the same for each.
+    late = child["late"].get<uint64_t>();
     std::vector<RecordedMatch> matches = recordedMatches(child);
     uint64_t checksum = 0;
     for (const RecordedMatch& m : matches) checksum += matchChecksum(m.ts);
@@ -623,6 +677,8 @@ int compareEngines(const MatchCommandOptions& options, plugin::PluginLoader& loa
     summary["nothing_to_compare"] = why;
   }
   summary["skipped"] = (*replay)->skipped();
+  summary["late"] = late;
+  if (late > 0) err << lateLine("cepbus match", options.events_file, late) << '\n';
   summary["engines"] = std::move(engines);
   out << summary.dump() << '\n';
   out.flush();
@@ -691,7 +747,15 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     printers.emplace_back(out, options.full, options.count,
                           many ? nlohmann::json(q.name).dump() : std::string());
   }
-  MatchPrinter printer(std::move(printers));
+  std::ofstream late_out;
+  if (!options.late_file.empty()) {
+    late_out.open(options.late_file);
+    if (!late_out) {
+      err << "cepbus match: cannot open --late file '" << options.late_file << "'\n";
+      return kExitError;
+    }
+  }
+  MatchPrinter printer(std::move(printers), late_out.is_open() ? &late_out : nullptr);
   auto made = detection::Detection::create(group, printer);
   if (!made) {
     err << "cepbus match: " << made.status().message() << '\n';
@@ -739,6 +803,10 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return kExitError;
   }
   if (detection.onTrial()) err << "cepbus match: " << trialLine(detection) << '\n';
+  if (Status s = reportLate(detection, options, late_out, err); !s) {
+    err << "cepbus match: " << s.message() << '\n';
+    return kExitError;
+  }
   warnUnknownNames(input, lines, queries, err);
   if (options.count) printer.printCounts();
   out.flush();

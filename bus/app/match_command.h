@@ -97,6 +97,7 @@ struct MatchCommandOptions {
   std::vector<std::string> plugin_paths;  // --plugin-path DIR, searched before the defaults
   double timeout_seconds = kDefaultEngineTimeout;  // --timeout, per engine of --engine all
   bool strict = false;                             // --strict: a line that is no event ends the run
+  std::string late_file;  // --late FILE: the late events, one JSON line each
 };
 
 // Parses the arguments after `match` (`--flag value` or `--flag=value`).

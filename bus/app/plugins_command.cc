@@ -70,8 +70,8 @@ void printPlugin(const plugin::Plugin& p, std::ostream& out) {
     for (const plugin::OptionInfo& o : p.engineOptions(engine)) {
       out << "      " << o.name << "=" << o.help << "\n";
     }
-    out << "      slack=N >= 0: (every engine; the host's) reorder events up to N time units "
-           "late (default 0)\n";
+    out << "      max_delay=D >= 0 (or slack=D): (every engine; the host's) reorder events up to "
+           "D time units behind the newest; later ones are late (default 0)\n";
   }
 }
 

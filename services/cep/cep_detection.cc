@@ -376,6 +376,8 @@ QueryStats CepDetection::stats() const {
   QueryStats s;
   s.consumed = d.consumed;
   s.errors = d.errors;
+  s.late = d.late;
+  if (d.watermark != INT64_MIN) s.watermark = d.watermark;
   s.partial_matches = d.partial_matches;
   s.output_held = backlog_.size();
   s.rejected = rejected_.load(std::memory_order_relaxed);
@@ -391,6 +393,21 @@ Result<std::string> CepDetection::exportModel(std::string_view format) const {
 
 void CepDetection::onMatch(size_t member, const plugin::Match& match) {
   members_[member]->publish(match);
+}
+
+void CepDetection::onLate(const EventPtr& event, Timestamp newest) {
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (!detection_->muted(i)) members_[i]->publishLate(event);
+  }
+  // Counted by the detection before this call.
+  const uint64_t n = detection_->stats().late;
+  if (worthLogging(n - 1, n)) {
+    log_.warning(
+        "%s: late event (%Lu so far, not matched): type %s at ts %Ld arrived after ts %Ld, more "
+        "than the maximum delay behind (the query option max_delay=D sets it)",
+        label_, static_cast<Poco::UInt64>(n), std::string(event->type().name()),
+        static_cast<Poco::Int64>(event->ts()), static_cast<Poco::Int64>(newest));
+  }
 }
 
 void CepDetection::onTrialDecided(const plugin::TrialOutcome& outcome) {

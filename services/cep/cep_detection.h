@@ -144,10 +144,15 @@ class CepDetection final : public detection::DetectionSink {
   // between two events.
   Result<std::string> exportModel(std::string_view format) const EXCLUDES(detection_mu_);
   bool idle() const { return pending_.load(std::memory_order_acquire) == 0; }
+  // Events more than the maximum delay behind (detection::DetectionStats::late).
+  uint64_t late() const { return detection_->stats().late; }
 
   // detection::DetectionSink, on the detection's thread with detection_mu_ held.
   void onMatch(size_t member, const plugin::Match& match) override;
   void onTrialDecided(const plugin::TrialOutcome& outcome) override;
+  // Publishes it on the late address of each query not removed, and logs it
+  // (the first, second, fourth, ... of them); the detection counts it.
+  void onLate(const EventPtr& event, Timestamp newest) override;
 
  private:
   // A detach() waiting for the worker.

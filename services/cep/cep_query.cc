@@ -21,6 +21,7 @@ constexpr std::string_view kFlushWhenIdle = "flush_when_idle";
 constexpr std::string_view kOutputQos = "output_qos";
 constexpr std::string_view kRunInline = "run_inline";
 constexpr std::string_view kShareDetector = "share_detector";
+constexpr std::string_view kLateOutput = "late_output";
 
 using OptionValues = std::map<std::string, std::string, std::less<>>;
 
@@ -79,7 +80,11 @@ std::string joined(const std::vector<std::string>& items) {
 std::vector<detection::ServiceOption> serviceOptions() {
   // Queries share a detector when its stage runs them alike; each has its
   // own output, and share_detector says whether it shares at all.
-  return {{kFlushWhenIdle, false}, {kRunInline, false}, {kOutputQos, true}, {kShareDetector, true}};
+  return {{kFlushWhenIdle, false},
+          {kRunInline, false},
+          {kOutputQos, true},
+          {kShareDetector, true},
+          {kLateOutput, true}};
 }
 
 std::string queryLabel(const descriptor::QuerySpec& spec) {
@@ -116,6 +121,11 @@ Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
   settings.flush_when_idle = *flush_when_idle == "true";
   settings.run_inline = *run_inline == "when_idle";
   settings.output_qos = *output_qos == "reliable" ? flows::Qos::kReliable : flows::Qos::kBestEffort;
+  auto late = values.find(kLateOutput);
+  settings.late_output = late != values.end() ? late->second : spec.name + ".late";
+  if (Status s = router::validateAddress(settings.late_output); !s) {
+    return error("option late_output: " + s.message());
+  }
 
   detection::QueryRequest request;
   request.name = spec.name;
@@ -129,7 +139,8 @@ Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
 }
 
 CepQuery::CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& query,
-                   const std::string& service, flows::Qos output_qos, ServiceContext& context)
+                   const std::string& service, const QuerySettings& settings,
+                   ServiceContext& context)
     : name_(spec.name),
       service_(service),
       entry_name_(service + "/" + spec.name + ":detector"),
@@ -137,8 +148,10 @@ CepQuery::CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& quer
       output_(spec.output),
       text_(spec.text),
       output_symbol_(Symbol::intern(spec.output)),
+      late_output_(settings.late_output),
+      late_symbol_(Symbol::intern(settings.late_output)),
       sender_(Symbol::intern(service + "/" + spec.name)),
-      output_qos_(output_qos),
+      output_qos_(settings.output_qos),
       context_(context),
       log_(Poco::Logger::get("cepbus.cep")),
       names_(query, spec.text) {}
@@ -215,6 +228,7 @@ void CepQuery::reportStats() {
   }
   scope_->gauge(q::kOutputHeld, [this] { return static_cast<double>(detection_->outputHeld()); });
   scope_->counter(q::kMissingAttribute, [this] { return names_.missingAttribute(); });
+  scope_->counter(q::kLate, [this] { return detection_->late(); });
 }
 
 void CepQuery::watch(std::span<const EventPtr> events) {
@@ -254,12 +268,23 @@ void CepQuery::publish(const plugin::Match& match) {
   if (!out.status.isOk()) lost(out);
 }
 
-void CepQuery::lost(const flows::SendOutcome& out) {
+void CepQuery::publishLate(const EventPtr& event) {
+  flows::Exchange exchange;
+  exchange.event = event;
+  exchange.address = late_symbol_;
+  exchange.sender = sender_;
+  const flows::SendOutcome out = context_.broker.publish(exchange);
+  if (!out.status.isOk()) lost(out, "late event", late_output_);
+}
+
+void CepQuery::lost(const flows::SendOutcome& out) { lost(out, "composite event", output_); }
+
+void CepQuery::lost(const flows::SendOutcome& out, const char* what, const std::string& address) {
   const uint64_t failures = std::max<uint64_t>(1, out.rejected + out.failed);
   const uint64_t n = publish_failures_.fetch_add(failures, std::memory_order_relaxed) + failures;
   if (worthLogging(n - failures, n)) {
-    log_.warning("query %s/%s: composite event to %s refused by %Lu target(s) (%Lu so far): %s",
-                 service_, name_, output_, static_cast<Poco::UInt64>(failures),
+    log_.warning("query %s/%s: %s to %s refused by %Lu target(s) (%Lu so far): %s", service_, name_,
+                 std::string(what), address, static_cast<Poco::UInt64>(failures),
                  static_cast<Poco::UInt64>(n), out.status.toString());
   }
 }

@@ -56,6 +56,8 @@ struct QuerySettings {
   bool flush_when_idle = true;
   bool run_inline = false;
   flows::Qos output_qos = flows::Qos::kBestEffort;
+  // Where its late events go (option late_output, default "<query>.late").
+  std::string late_output;
 };
 
 // "<query name=\"q\">", how errors and log lines name a query.
@@ -72,10 +74,11 @@ class CepQuery final {
  public:
   // `query` is `spec`'s text, parsed (readQuery()).
   CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& query,
-           const std::string& service, flows::Qos output_qos, ServiceContext& context);
+           const std::string& service, const QuerySettings& settings, ServiceContext& context);
 
   const std::string& name() const { return name_; }
   const std::string& output() const { return output_; }
+  const std::string& lateOutput() const { return late_output_; }
   Symbol sender() const { return sender_; }
   CepDetection& detection() const { return *detection_; }
   size_t member() const { return member_; }
@@ -93,6 +96,10 @@ class CepQuery final {
   // One of its matches, on the detection's thread: its composite event goes
   // out on the output address.
   void publish(const plugin::Match& match);
+  // A late event of its detection (more than the maximum delay behind), on
+  // the detection's thread: it goes out, as it came, on the late address,
+  // best effort; one the bus does not take counts as a publish failure.
+  void publishLate(const EventPtr& event);
   // The bus will not take one of its composite events: counted and logged.
   void lost(const flows::SendOutcome& out);
   // Events its detection is about to run, on the detection's thread: see
@@ -108,6 +115,8 @@ class CepQuery final {
   void publishEngine();
   // Registers its numbers in scope_.
   void reportStats();
+  // lost() of `what` (for the log) to `address`.
+  void lost(const flows::SendOutcome& out, const char* what, const std::string& address);
 
   const std::string name_;
   const std::string service_;
@@ -116,6 +125,8 @@ class CepQuery final {
   const std::string output_;
   const std::string text_;
   const Symbol output_symbol_;
+  const std::string late_output_;
+  const Symbol late_symbol_;
   const Symbol sender_;
   const flows::Qos output_qos_;
   ServiceContext& context_;

@@ -72,7 +72,7 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
 
   for (size_t i = 0; i < specs.size(); ++i) {
     queries.push_back(std::make_shared<CepQuery>(specs[i], requests[i].query, config_.name,
-                                                 settings[i].output_qos, context_));
+                                                 settings[i], context_));
   }
   for (detection::DetectionGroup& group : plan->groups) {
     const size_t first = group.members.front();

@@ -21,8 +21,8 @@
 // deployment, one addQueries() call at run time) are planned together by
 // the detection host (bus/host/detection/planner.h, which says the rule):
 // they share a detector when they see the same events the same way — the
-// same input addresses, the same options apart from output_qos (engine
-// options and slack go to the one detector; flush_when_idle and run_inline
+// same input addresses, the same options apart from output_qos and
+// late_output (engine options and max_delay go to the one detector; flush_when_idle and run_inline
 // drive its stage), the same engine — and the queries saying engine="auto"
 // are decided as a set, split only where the preferred engine refuses some
 // of them. The option share_detector=false keeps a query on a detector of
@@ -46,6 +46,8 @@
 //   publisher --broker--> endpoint --offer--> stage (1 worker: a detector
 //     is single-threaded) --> detection --match of query i--> query i's
 //       composite event --broker.publish--> query i's output address
+//                                       \--late event--> each query's late
+//       address (option late_output, default "<query>.late"), as it came
 //
 // The pieces: cep_query.h (a query: its options, output and registry
 // entry), cep_detection.h (a detection fed by its endpoint and stage, and

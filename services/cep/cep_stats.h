@@ -4,8 +4,9 @@
 // per query and a scope "cep_detection" per detection.
 //
 // "query" {name}, name the query's registry entry
-// "<assembly>.<unit>/<query>:detector": its own matches, publish failures
-// and events lacking an attribute its predicates read, and what its
+// "<assembly>.<unit>/<query>:detector": its own matches, publish failures,
+// events lacking an attribute its predicates read, late events (its
+// detector's: the same for every query sharing it), and what its
 // detector holds, read when the store is. A query
 // whose engine does not count what it holds (plugin::Detector::state())
 // has no partial-matches sample.
@@ -37,9 +38,16 @@ inline constexpr MetricSpec kMissingAttribute = MetricSpec::counter(
     "missing_attribute",
     "Events of the query's types that lacked an attribute its predicates read (counted by the "
     "host, whatever the engine).");
-inline constexpr MetricSpec kAll[] = {kMatches,        kPublishFailures,
-                                      kPartialMatches, kPartialMatchesPeak,
-                                      kOutputHeld,     kMissingAttribute};
+inline constexpr MetricSpec kLate = MetricSpec::counter(
+    "late",
+    "Events that came more than the query's maximum delay behind the newest one: not matched.");
+inline constexpr MetricSpec kAll[] = {kMatches,
+                                      kPublishFailures,
+                                      kPartialMatches,
+                                      kPartialMatchesPeak,
+                                      kOutputHeld,
+                                      kMissingAttribute,
+                                      kLate};
 }  // namespace query_stats
 inline constexpr stats::Schema kQuerySchema{"query", query_stats::kAll};
 

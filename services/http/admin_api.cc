@@ -335,7 +335,10 @@ std::optional<json> queryJson(const router::Registry& registry, const std::strin
              {"output_held", stats->output_held},
              {"queued", stats->queued},
              {"ran_inline", stats->ran_inline},
-             {"missing_attribute", stats->missing_attribute}};
+             {"missing_attribute", stats->missing_attribute},
+             {"late", stats->late}};
+  // null before the first event.
+  entry["watermark"] = stats->watermark ? json(*stats->watermark) : json();
   // null, not 0, for an engine that does not count what it holds.
   entry["partial_matches"] =
       stats->partial_matches ? json(stats->partial_matches->partial_matches) : json();

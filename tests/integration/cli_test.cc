@@ -259,7 +259,7 @@ TEST_F(CliTest, PluginsListsTheSearchPathEnginesAndOptions) {
   EXPECT_THAT(out, HasSubstr(std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins\n"));
   EXPECT_THAT(out, HasSubstr("plugin nfa 1.0.0\n    engine nfa (options: key=VALUE: meaning)\n"
                              "      construction=batched|per_event: "));
-  EXPECT_THAT(out, HasSubstr("      slack=N >= 0: (every engine; the host's)"));
+  EXPECT_THAT(out, HasSubstr("      max_delay=D >= 0 (or slack=D): (every engine; the host's)"));
   // A file that is no plugin is reported, and makes the exit status 1.
   write("libcepbus_plugin_broken.so", "not an ELF file");
   EXPECT_EQ(run({"plugins", "--plugin-path", dir_.string()}, &out, &err), 1);

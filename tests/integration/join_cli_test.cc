@@ -89,6 +89,27 @@ TEST_F(JoinCliTest, PrintsEveryJoinedPairAsAJsonLine) {
       "\n");
 }
 
+// A reading behind the newest one is late: not joined, counted on stderr,
+// and the run succeeds with the pairs of the others.
+TEST_F(JoinCliTest, ALateReadingIsCountedAndLeftOut) {
+  write("m.csv", "site,N,S\nN,0,30\nS,30,0\n");
+  const std::string n1 = R"({"type":"Reading","ts":1,"attrs":{"plate":"12345","site":"N"}})";
+  const std::string s7 = R"({"type":"Reading","ts":7,"attrs":{"plate":"12345","site":"S"}})";
+  const std::string late = R"({"type":"Reading","ts":3,"attrs":{"plate":"12345","site":"S"}})";
+  const std::vector<std::string> args = {"--events",    "r.jsonl", "--key",         "plate",
+                                         "--site",      "site",    "--time-matrix", "m.csv",
+                                         "--threshold", "0.5"};
+  write("r.jsonl", n1 + "\n" + s7 + "\n");
+  std::string expected, err;
+  ASSERT_EQ(run(args, &expected, &err), 0) << err;
+  ASSERT_FALSE(expected.empty());
+  write("r.jsonl", n1 + "\n" + s7 + "\n" + late + "\n");
+  std::string out;
+  ASSERT_EQ(run(args, &out, &err), 0) << err;
+  EXPECT_EQ(out, expected);
+  EXPECT_THAT(err, HasSubstr("cepbus join: r.jsonl: 1 late event (more than the maximum delay"));
+}
+
 TEST_F(JoinCliTest, CountsAgreeAcrossWorkersExpiryAndSpill) {
   write("m.csv", "0,20,30,40\n20,0,25,35\n30,25,0,15\n40,35,15,0\n");
   write("r.jsonl", readings(6000));

@@ -253,6 +253,18 @@ TEST_F(MatchEnginesTest, TheSummaryCountsTheSkippedLines) {
   EXPECT_THAT(err, HasSubstr("events.jsonl: line 31: missing field \"ts\" (skipped)"));
 }
 
+// An event behind the newest is late for every engine alike: they still
+// complete and agree, and the summary counts it.
+TEST_F(MatchEnginesTest, TheSummaryCountsTheLateEvents) {
+  std::ofstream(dir_ / "events.jsonl", std::ios::app)
+      << "{\"type\":\"A\",\"ts\":2,\"attrs\":{\"x\":0}}\n";
+  std::string err;
+  const auto summary = compare("PATTERN SEQ(A a, B b) WITHIN 4 CONTEXT unrestricted", 0, &err);
+  EXPECT_EQ(summary["late"], 1) << summary.dump();
+  EXPECT_EQ(summary["agree"], true) << summary.dump();
+  EXPECT_THAT(err, HasSubstr("cepbus match: events.jsonl: 1 late event"));
+}
+
 // No engine runs the Kleene star, and no refusal sends the reader to one
 // that would.
 TEST_F(MatchEnginesTest, EveryEngineRefusesTheKleeneStarWithoutPointingElsewhere) {

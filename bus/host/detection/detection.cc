@@ -22,7 +22,7 @@ Result<std::unique_ptr<Detection>> Detection::create(DetectionGroup& group, Dete
     if (!fresh) return fresh.status();
     made = std::move(fresh).value();
   }
-  return std::unique_ptr<Detection>(new Detection(std::move(*made), group.recipe.slack(),
+  return std::unique_ptr<Detection>(new Detection(std::move(*made), group.recipe.maxDelay(),
                                                   group.engine, group.members.size(), sink));
 }
 
@@ -30,17 +30,18 @@ Result<std::unique_ptr<Detection>> Detection::create(const DetectorRecipe& recip
                                                      DetectionSink& sink) {
   auto made = recipe.make();
   if (!made) return made.status();
-  return std::unique_ptr<Detection>(new Detection(std::move(made).value(), recipe.slack(),
+  return std::unique_ptr<Detection>(new Detection(std::move(made).value(), recipe.maxDelay(),
                                                   recipe.engine(), recipe.queries(), sink));
 }
 
-Detection::Detection(MadeDetector made, Timestamp slack, std::string engine, size_t members,
+Detection::Detection(MadeDetector made, Timestamp max_delay, std::string engine, size_t members,
                      DetectionSink& sink)
     : sink_(sink),
       engine_(std::move(engine)),
       members_(members),
       relay_(std::move(made.relay)),
-      ordered_(std::make_unique<plugin::ReorderingDetector>(std::move(made.detector), slack)),
+      ordered_(std::make_unique<plugin::ReorderingDetector>(std::move(made.detector), max_delay,
+                                                            static_cast<plugin::LateSink*>(this))),
       trial_(made.trial),
       counts_partials_(ordered_->state().has_value()),
       muted_(std::make_unique<bool[]>(members)),
@@ -56,6 +57,7 @@ Detection::~Detection() = default;
 
 Status Detection::counted(Status status) {
   if (!status) add(errors_, 1);
+  watermark_.store(ordered_->watermark(), std::memory_order_relaxed);
   if (counts_partials_) {
     if (const std::optional<plugin::DetectorState> s = ordered_->state()) {
       partials_.store(s->partial_matches, std::memory_order_relaxed);
@@ -91,6 +93,11 @@ void Detection::onMatch(size_t member, const plugin::Match& match) {
   sink_.onMatch(member, match);
 }
 
+void Detection::onLate(const EventPtr& event, Timestamp newest) {
+  add(late_, 1);
+  sink_.onLate(event, newest);
+}
+
 Result<std::string> Detection::exportModel(std::string_view format) const {
   return ordered_->exportModel(format);
 }
@@ -99,6 +106,8 @@ DetectionStats Detection::stats() const {
   DetectionStats s;
   s.consumed = consumed_.load(std::memory_order_relaxed);
   s.errors = errors_.load(std::memory_order_relaxed);
+  s.late = late_.load(std::memory_order_relaxed);
+  s.watermark = watermark_.load(std::memory_order_relaxed);
   if (counts_partials_) {
     s.partial_matches = plugin::DetectorState{partials_.load(std::memory_order_relaxed),
                                               peak_partials_.load(std::memory_order_relaxed)};

@@ -12,16 +12,21 @@
 // Ownership: owns its detector (which keeps its plugins loaded), its time
 // handling and its counters; the sink is the host's and must outlive it.
 //
-//   events --> time handling (slack: reorder.h) --> guarded detector (or
+//   events --> time handling (max_delay: reorder.h) --> guarded detector (or
 //     engine auto's trial between two) --match of member i--> sink
+//                 \--late event--> sink
 //
-// Time. The host option slack=N (DetectorRecipe::slack()) puts the events in
-// timestamp order within N time units before the detector sees them; a later
-// event is refused, naming both timestamps. flush() is the end of the
-// stream: what the slack holds back goes to the detector, which then
-// reports every match still pending. flushReleased() is a pause: the
-// detector reports what it holds for the events released so far, and what
-// the slack holds stays held (a later arrival may still precede it).
+// Time. The host option max_delay=D (or its synonym slack=D;
+// DetectorRecipe::maxDelay()) puts the events in timestamp order within D
+// time units before the detector sees them. An event more than D behind the
+// newest one is late: it reaches no detector, is counted, and goes to the
+// sink's onLate() (it is no error). The watermark — the newest timestamp
+// minus D — is the time up to which every event that is not late has
+// arrived. flush() is the end of the stream: what the delay holds back goes
+// to the detector, which then reports every match still pending.
+// flushReleased() is a pause: the detector reports what it holds for the
+// events released so far, and what the delay holds stays held (a later
+// arrival may still precede it).
 //
 // Members. The detector's matches of query i of the group go to the sink as
 // member i. mute(i) stops them (a removed query whose pattern must keep
@@ -29,9 +34,9 @@
 // is pending for it.
 //
 // Counters. Every event offered counts as consumed, refused or late ones
-// included; a call that fails (an event refused, late or thrown on — the
-// first error of a batch stands for the batch — or a failed flush) counts
-// one error. Each member's matches are counted as they go to the sink. An
+// included; late ones count as late too. A call that fails (an event
+// refused or thrown on — the first error of a batch stands for the batch —
+// or a failed flush) counts one error. Each member's matches are counted as they go to the sink. An
 // engine that counts its partial matches (plugin::Detector::state()) is
 // sampled after each call.
 //
@@ -63,17 +68,25 @@ class DetectionSink : public MemberSink {
  public:
   // Engine auto's trial decided; once, before the kept engine's matches.
   virtual void onTrialDecided(const plugin::TrialOutcome& /*outcome*/) {}
+  // `event` came more than the maximum delay behind an event at `newest`:
+  // no member sees it. The detection has counted it (DetectionStats::late);
+  // a host that keeps late events (a file, a late address) takes it here.
+  virtual void onLate(const EventPtr& /*event*/, Timestamp /*newest*/) {}
 };
 
 // A detection's counters, as of the last call into it (see the file comment).
 struct DetectionStats {
   uint64_t consumed = 0;
   uint64_t errors = 0;
+  uint64_t late = 0;  // of consumed: more than the maximum delay behind
+  // The newest timestamp offered minus the maximum delay; INT64_MIN before
+  // the first event.
+  Timestamp watermark = INT64_MIN;
   // nullopt when the engine does not count.
   std::optional<plugin::DetectorState> partial_matches;
 };
 
-class Detection final : private MemberSink {
+class Detection final : private MemberSink, private plugin::LateSink {
  public:
   // A detection of `group`: it takes the detector the planner made for the
   // group when there is one still, else makes one from the group's recipe
@@ -91,17 +104,16 @@ class Detection final : private MemberSink {
   Detection& operator=(const Detection&) = delete;
 
   // Offers `events` in order; the first error of the batch (see
-  // plugin::ReorderingDetector::onEvents for which comes first), or OK.
+  // plugin::ReorderingDetector::onEvents for which comes first), or OK. Late
+  // events are no error: they go to the sink's onLate().
   Status onEvents(std::span<const EventPtr> events);
   Status onEvent(const EventPtr& event);
   // End of the stream; more events may follow (a new stream).
   Status flush();
   // A pause in the input.
   Status flushReleased();
-  // Whether `event` would be refused as late now (beyond the slack), without
-  // offering it: a host that routes late events elsewhere asks before each
-  // onEvent() (one event at a time: within a batch, an event moves the
-  // newest timestamp for the ones after it).
+  // Whether `event` would be late now (beyond the maximum delay), without
+  // offering it.
   bool isLate(const Event& event) const { return ordered_->isLate(event); }
   // The timestamp of the newest event handed to the detector (INT64_MIN
   // before the first): every accepted event up to it has been.
@@ -109,6 +121,8 @@ class Detection final : private MemberSink {
 
   // Drops member `member`'s matches from now on.
   void mute(size_t member);
+  // Whether mute(`member`) was called; on the event path's thread.
+  bool muted(size_t member) const { return muted_[member]; }
   // The detector's model (plugin::Detector::exportModel): the running
   // engine's.
   Result<std::string> exportModel(std::string_view format) const;
@@ -125,11 +139,12 @@ class Detection final : private MemberSink {
   std::optional<plugin::TrialOutcome> trialOutcome() const;
 
  private:
-  Detection(MadeDetector made, Timestamp slack, std::string engine, size_t members,
+  Detection(MadeDetector made, Timestamp max_delay, std::string engine, size_t members,
             DetectionSink& sink);
   void onMatch(size_t member, const plugin::Match& match) override;
+  void onLate(const EventPtr& event, Timestamp newest) override;
   // Counts `status` as an error when it is one, samples the detector's
-  // state, and returns it.
+  // state and the watermark, and returns it.
   Status counted(Status status);
 
   DetectionSink& sink_;
@@ -143,6 +158,8 @@ class Detection final : private MemberSink {
   std::unique_ptr<std::atomic<uint64_t>[]> matches_;
   std::atomic<uint64_t> consumed_{0};
   std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> late_{0};
+  std::atomic<Timestamp> watermark_{INT64_MIN};
   std::atomic<uint64_t> partials_{0};
   std::atomic<uint64_t> peak_partials_{0};
 };

@@ -6,12 +6,12 @@
 namespace cepbus::detection {
 
 DetectorRecipe::DetectorRecipe(EngineRef engine, Queries queries, plugin::DetectorOptions options,
-                               bool many, Timestamp slack)
+                               bool many, Timestamp max_delay)
     : engine_(std::move(engine)),
       queries_(std::move(queries)),
       options_(std::move(options)),
       many_(many || queries_->size() > 1),
-      slack_(slack) {}
+      max_delay_(max_delay) {}
 
 Result<std::unique_ptr<plugin::GuardedDetector>> DetectorRecipe::engineDetector(
     const EngineRef& engine, plugin::MatchSink& one, plugin::MultiMatchSink& many) const {

@@ -79,10 +79,10 @@ class DetectorRecipe {
   // `engine` running `queries` with `options` (the engine's alone: the host's
   // are taken out), through DetectorFactory::create() for one query and
   // createMany() for several, or always createMany() when `many` (queries
-  // known by name, as `cepbus match --patterns` labels them). `slack` is the
-  // host's time handling of the detector (reorder.h).
+  // known by name, as `cepbus match --patterns` labels them). `max_delay` is
+  // the host's time handling of the detector (reorder.h).
   DetectorRecipe(EngineRef engine, Queries queries, plugin::DetectorOptions options, bool many,
-                 Timestamp slack);
+                 Timestamp max_delay);
 
   // A new detector: the engine's, or with challengers the trial.
   Result<MadeDetector> make() const;
@@ -99,7 +99,7 @@ class DetectorRecipe {
   const std::string& engine() const { return engine_.engine; }
   const plugin::PluginPtr& plugin() const { return engine_.plugin; }
   size_t queries() const { return queries_->size(); }
-  Timestamp slack() const { return slack_; }
+  Timestamp maxDelay() const { return max_delay_; }
   bool onTrial() const { return !challengers_.empty(); }
   // For engine auto's reason: "trial against nfa over 4096 events after the
   // first 256, or 10 ms of CPU"; empty without a trial.
@@ -121,7 +121,7 @@ class DetectorRecipe {
   Queries queries_;
   plugin::DetectorOptions options_;
   bool many_;
-  Timestamp slack_;
+  Timestamp max_delay_;
   std::vector<EngineRef> challengers_;  // on trial against engine_ (engine auto)
   plugin::TrialLimits limits_;
 };

@@ -24,7 +24,7 @@ struct Prepared {
   size_t index = 0;  // in the requests
   const QueryRequest* request = nullptr;
   plugin::DetectorOptions engine_options;  // the host's and the service's taken out
-  Timestamp slack = 0;
+  Timestamp max_delay = 0;
   // What must be the same for two queries to share: the options but the
   // service's per-query ones, and the inputs sorted.
   OptionValues sharing;
@@ -149,11 +149,20 @@ void Planner::prepare(size_t index, const QueryRequest& request) {
     engine_values.erase(std::string(option.name));
     if (option.per_query) p->sharing.erase(std::string(option.name));
   }
-  if (auto slack = engine_values.find(plugin::kSlackOption); slack != engine_values.end()) {
-    auto parsed = plugin::parseSlack(slack->second);
+  if (engine_values.count(plugin::kMaxDelayOption) != 0 &&
+      engine_values.count(plugin::kSlackOption) != 0) {
+    return fail(*p, "options max_delay and slack: give one (slack is a synonym of max_delay)");
+  }
+  for (std::string_view name : {plugin::kMaxDelayOption, plugin::kSlackOption}) {
+    auto delay = engine_values.find(name);
+    if (delay == engine_values.end()) continue;
+    auto parsed = plugin::parseMaxDelay(name, delay->second);
     if (!parsed) return fail(*p, parsed.status().message());
-    p->slack = *parsed;
-    engine_values.erase(slack);
+    p->max_delay = *parsed;
+    engine_values.erase(delay);
+    // Either name shares with the other.
+    p->sharing.erase(std::string(plugin::kSlackOption));
+    p->sharing[std::string(plugin::kMaxDelayOption)] = std::to_string(*parsed);
   }
   p->engine_options =
       plugin::DetectorOptions(std::move(engine_values)).withBaseDir(request.options.baseDir());
@@ -207,7 +216,7 @@ Status Planner::build(std::string_view engine, const Members& members, Built& ou
   auto queries = std::make_shared<std::vector<plugin::NamedQuery>>();
   for (const Prepared* p : members) queries->push_back({p->request->name, p->request->query});
   DetectorRecipe recipe(EngineRef{*loaded, std::string(engine)}, std::move(queries),
-                        first.engine_options, options_.named_patterns, first.slack);
+                        first.engine_options, options_.named_patterns, first.max_delay);
   std::optional<MadeDetector> made;
   const std::vector<std::string_view> challengers = plugin::trialChallengers(engine);
   if (may_trial && options_.trial && !challengers.empty()) {

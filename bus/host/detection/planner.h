@@ -8,8 +8,9 @@
 // --query or --patterns and `cepbus join` its join; each then runs a
 // Detection (detection.h) per group.
 //
-// Options. A query's options are split here. The host's own — slack=N, the
-// time handling's (reorder.h) — are read and taken out; the names a service
+// Options. A query's options are split here. The host's own — max_delay=D
+// or its synonym slack=D, the time handling's (reorder.h) — are read and
+// taken out; the names a service
 // declares (PlanOptions::service_options: the CEP service's output_qos,
 // flush_when_idle, ...) are left to it, unread; the rest go to the engine,
 // whose factory refuses what it does not take.

@@ -17,7 +17,7 @@ struct Later {
 
 }  // namespace
 
-Result<Timestamp> parseSlack(std::string_view value) {
+Result<Timestamp> parseMaxDelay(std::string_view name, std::string_view value) {
   const std::string text(value);
   try {
     size_t used = 0;
@@ -25,10 +25,11 @@ Result<Timestamp> parseSlack(std::string_view value) {
     if (used == text.size() && v >= 0) return static_cast<Timestamp>(v);
   } catch (const std::exception&) {
   }
-  return Status::invalidArgument("option slack=" + text + ": expected a non-negative integer");
+  return Status::invalidArgument("option " + std::string(name) + "=" + text +
+                                 ": expected a non-negative integer");
 }
 
-ReorderBuffer::ReorderBuffer(Timestamp slack) : slack_(slack) {}
+ReorderBuffer::ReorderBuffer(Timestamp max_delay) : max_delay_(max_delay) {}
 
 Status ReorderBuffer::admit(const Event& event) {
   const Timestamp ts = event.ts();
@@ -36,8 +37,9 @@ Status ReorderBuffer::admit(const Event& event) {
     return Status::invalidArgument(
         "out-of-order event: type " + std::string(event.type().name()) + " at ts " +
         std::to_string(ts) + " arrived after ts " + std::to_string(newest_) + ", " +
-        std::to_string(newest_ - ts) + " time units late; the slack is " + std::to_string(slack_) +
-        (slack_ == 0 ? " (set the option slack=N to reorder late events)" : ""));
+        std::to_string(newest_ - ts) + " time units late; the maximum delay is " +
+        std::to_string(max_delay_) +
+        (max_delay_ == 0 ? " (set the option max_delay=N to reorder late events)" : ""));
   }
   newest_ = std::max(newest_, ts);
   return Status::ok();
@@ -49,7 +51,7 @@ size_t ReorderBuffer::admitInOrder(std::span<const EventPtr> events) {
   const size_t n = events.size();
   for (size_t i = 0; i < std::min(n, kAhead); ++i) __builtin_prefetch(events[i].get());
   Timestamp newest = newest_;
-  const Timestamp floor = newest == INT64_MIN ? INT64_MIN : newest - slack_;
+  const Timestamp floor = watermark();
   size_t i = 0;
   for (Timestamp lowest = floor; i < n; ++i) {
     if (i + kAhead < n) __builtin_prefetch(events[i + kAhead].get());
@@ -57,7 +59,7 @@ size_t ReorderBuffer::admitInOrder(std::span<const EventPtr> events) {
     if (ts < lowest) break;
     if (ts > newest) {
       newest = ts;
-      lowest = newest - slack_;
+      lowest = newest - max_delay_;
     }
   }
   newest_ = newest;
@@ -81,18 +83,30 @@ EventPtr ReorderBuffer::popTop() {
 }
 
 EventPtr ReorderBuffer::popReady() {
-  if (heap_.empty() || heap_.front().ts > newest_ - slack_) return nullptr;
+  if (heap_.empty() || heap_.front().ts > watermark()) return nullptr;
   return popTop();
 }
 
 EventPtr ReorderBuffer::popAny() { return heap_.empty() ? nullptr : popTop(); }
 
-ReorderingDetector::ReorderingDetector(std::unique_ptr<Detector> inner, Timestamp slack)
-    : inner_(std::move(inner)), buffer_(slack) {}
+ReorderingDetector::ReorderingDetector(std::unique_ptr<Detector> inner, Timestamp max_delay,
+                                       LateSink* late)
+    : inner_(std::move(inner)), buffer_(max_delay), late_(late) {}
+
+Status ReorderingDetector::late(const EventPtr& event) {
+  if (late_ == nullptr) return buffer_.admit(*event);  // the error names it
+  late_->onLate(event, buffer_.newest());
+  return Status::ok();
+}
+
+Status ReorderingDetector::offer(const EventPtr& event) {
+  return buffer_.isLate(event->ts()) ? late(event) : buffer_.push(event);
+}
 
 Status ReorderingDetector::onEvent(const EventPtr& event) {
-  if (buffer_.slack() == 0) {
-    // The common in-order case: check, then forward without touching the heap.
+  if (buffer_.isLate(event->ts())) return late(event);
+  if (buffer_.maxDelay() == 0) {
+    // The common in-order case: forward without touching the heap.
     Status s = buffer_.admit(*event);
     return s ? forward(event) : s;
   }
@@ -111,20 +125,20 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
   auto note = [&first](Status s) {
     if (!s && first) first = std::move(s);
   };
-  if (buffer_.slack() == 0) {
+  if (buffer_.maxDelay() == 0) {
     // Runs of in-order events, each forwarded whole, between late ones.
     while (!events.empty()) {
       const size_t run = buffer_.admitInOrder(events);
       if (run > 0) note(forward(events.first(run)));
       if (run == events.size()) break;
-      note(buffer_.admit(*events[run]));  // late: the error names it
+      note(late(events[run]));
       events = events.subspan(run + 1);
     }
     return first;
   }
   // Releasing once after every push gives the same order as releasing after
   // each: an admitted event is never earlier than one already safe to release.
-  for (const EventPtr& event : events) note(buffer_.push(event));
+  for (const EventPtr& event : events) note(offer(event));
   while (EventPtr ready = buffer_.popReady()) ready_.push_back(std::move(ready));
   if (!ready_.empty()) {
     // Emptied also when the inner detector throws: nothing is forwarded twice.

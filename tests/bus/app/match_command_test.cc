@@ -219,17 +219,73 @@ TEST_F(MatchCommandTest, StrictStopsAtTheFirstBadEventLine) {
   EXPECT_TRUE(parsed->strict);
 }
 
-TEST_F(MatchCommandTest, OutOfOrderEventsFailUnlessASlackIsGiven) {
-  auto o = base(write("late.jsonl",
-                      "{\"type\":\"A\",\"ts\":1}\n{\"type\":\"B\",\"ts\":4}\n"
-                      "{\"type\":\"B\",\"ts\":3}\n{\"type\":\"D\",\"ts\":5}\n"));
-  o.query = "PATTERN SEQ(A a, B b, D d)";
-  EXPECT_EQ(run(o), 1);
-  // The events go in one batch: the error names its lines and the event.
-  EXPECT_THAT(err_.str(), HasSubstr("late.jsonl: lines 1-4: out-of-order event: type B at ts 3"));
-  o.options = {"slack=2"};
+// Events out of order: within --max-delay they are matched as the sorted
+// stream is; further behind they are late, not matched, counted on stderr
+// and (--late) written as read, and the run succeeds.
+TEST_F(MatchCommandTest, LateEventsAreSetAsideAndTheRestMatchAsSorted) {
+  // In the writer's form (keys sorted), so a late one is written back as is.
+  const std::vector<std::string> events = {
+      R"({"attrs":{"x":1},"ts":1,"type":"A"})",
+      R"({"attrs":{},"ts":4,"type":"B"})",
+      R"({"attrs":{},"ts":3,"type":"B"})",                        // 1 behind 4
+      R"({"attrs":{},"key":"k1","prob":0.5,"ts":2,"type":"A"})",  // 2 behind 4
+      R"({"attrs":{},"ts":5,"type":"D"})",
+      R"({"attrs":{"y":"s"},"ts":1,"type":"B"})",  // 4 behind 5
+      R"({"attrs":{},"ts":6,"type":"D"})",
+  };
+  auto file = [&](const std::string& name, std::initializer_list<size_t> which) {
+    std::string text;
+    for (size_t i : which) text += events[i] + "\n";
+    return write(name, text);
+  };
+  const std::string arrived = file("arrived.jsonl", {0, 1, 2, 3, 4, 5, 6});
+  struct Case {
+    const char* max_delay;
+    std::initializer_list<size_t> sorted;  // the events not late, sorted by ts
+    std::vector<std::string> late;
+  };
+  const Case cases[] = {
+      {"0", {0, 1, 4, 6}, {events[2], events[3], events[5]}},
+      {"2", {0, 3, 2, 1, 4, 6}, {events[5]}},
+  };
+  for (const Case& c : cases) {
+    auto sorted = base(file(std::string("sorted") + c.max_delay + ".jsonl", c.sorted));
+    sorted.query = "PATTERN SEQ(A a, B b, D d) WITHIN 10";
+    ASSERT_EQ(run(sorted), 0) << err_.str();
+    const std::vector<std::string> expected = lines();
+    ASSERT_FALSE(expected.empty());
+
+    auto o = sorted;
+    o.events_file = arrived;
+    o.options = {std::string("max_delay=") + c.max_delay};
+    ASSERT_EQ(run(o), 0) << err_.str();
+    EXPECT_EQ(lines(), expected) << "max_delay " << c.max_delay;
+    EXPECT_THAT(err_.str(),
+                HasSubstr("arrived.jsonl: " + std::to_string(c.late.size()) + " late event"));
+    EXPECT_THAT(err_.str(), HasSubstr("--late FILE keeps them"));
+
+    o.late_file = (dir_ / "late.jsonl").string();
+    ASSERT_EQ(run(o), 0) << err_.str();
+    EXPECT_EQ(lines(), expected) << "max_delay " << c.max_delay;
+    EXPECT_THAT(err_.str(), HasSubstr("written to " + o.late_file));
+    std::ifstream in(o.late_file);
+    std::vector<std::string> late;
+    for (std::string l; std::getline(in, l);) late.push_back(l);
+    EXPECT_EQ(late, c.late) << "max_delay " << c.max_delay;
+  }
+}
+
+TEST_F(MatchCommandTest, NoLateEventsNoLateLineAndAnUnwritableLateFileFails) {
+  auto o = base(paperEvents());
+  o.query = "PATTERN SEQ(A a, B b)";
+  o.late_file = (dir_ / "late.jsonl").string();
   ASSERT_EQ(run(o), 0) << err_.str();
-  EXPECT_EQ(lines(), (std::vector<std::string>{"[1,3,5]", "[1,4,5]"}));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("late")));
+  EXPECT_TRUE(std::filesystem::exists(o.late_file));
+  EXPECT_EQ(std::filesystem::file_size(o.late_file), 0u);
+  o.late_file = (dir_ / "no" / "such" / "late.jsonl").string();
+  EXPECT_EQ(run(o), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("cannot open --late file"));
 }
 
 TEST_F(MatchCommandTest, MissingEngineOrFilesFail) {
@@ -260,6 +316,15 @@ TEST(MatchArgumentsTest, ParsesFlagsInBothSpellings) {
   EXPECT_EQ(o->plugin_paths, (std::vector<std::string>{"/p"}));
 }
 
+TEST(MatchArgumentsTest, MaxDelayIsTheOptionAndLateNamesAFile) {
+  const std::vector<std::string> args = {"--engine", "nfa",         "--query", "Q",      "--events",
+                                         "e.jsonl",  "--max-delay", "250",     "--late", "l.jsonl"};
+  auto o = parseMatchArguments(args);
+  ASSERT_TRUE(o.isOk()) << o.status().message();
+  EXPECT_EQ(o->options, (std::vector<std::string>{"max_delay=250"}));
+  EXPECT_EQ(o->late_file, "l.jsonl");
+}
+
 TEST(MatchArgumentsTest, RejectsBadCommandLines) {
   const std::pair<std::vector<std::string>, const char*> cases[] = {
       {{"--query", "Q", "--events", "e"}, "--engine is required"},
@@ -272,6 +337,12 @@ TEST(MatchArgumentsTest, RejectsBadCommandLines) {
        "--format xml: expected ts or full"},
       {{"--engine", "nfa", "--query", "Q", "--events", "e", "--option", "k"},
        "--option k: expected key=value"},
+      {{"--engine", "nfa", "--query", "Q", "--events", "e", "--max-delay", "-1"},
+       "--max-delay -1: expected a non-negative integer"},
+      {{"--engine", "nfa", "--query", "Q", "--events", "e", "--max-delay", "1", "--max-delay", "2"},
+       "--max-delay given twice"},
+      {{"--engine", "all", "--query", "Q", "--events", "e", "--late", "l"}, "no --count"},
+      {{"--engine", "nfa", "--query", "Q", "--export", "dot", "--late", "l"}, "or --late"},
       {{"--engine", "nfa", "--query", "Q", "--events", "e", "--verbose"},
        "unknown argument '--verbose'"},
       {{"--engine", "nfa", "--query", "Q", "--events", "e", "--count", "--format", "full"},

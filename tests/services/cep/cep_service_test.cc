@@ -209,8 +209,8 @@ TEST_F(CepServiceTest, ReportsEachQueryInTheRegistry) {
 }
 
 TEST_F(CepServiceTest, FeedsTheDetectorInArrivalOrder) {
-  // With no slack, the detector refuses any event older than the newest one
-  // it saw, so a single reordering would show up as an error.
+  // With no max_delay, any event older than the newest one the detector saw
+  // is late, so a single reordering would show up as a late event.
   CepService& cep = start(pairsUnit());
   Recorder out(*broker_, "test.out", "out.pairs");
   constexpr int kPairsSent = 1000;
@@ -221,6 +221,7 @@ TEST_F(CepServiceTest, FeedsTheDetectorInArrivalOrder) {
   ASSERT_TRUE(out.waitFor(kPairsSent));
   ASSERT_TRUE(waitConsumed(cep, "pairs", 2 * kPairsSent));
   EXPECT_EQ(cep.stats("pairs")->errors, 0u);
+  EXPECT_EQ(cep.stats("pairs")->late, 0u);
   const auto events = out.events();
   ASSERT_EQ(events.size(), static_cast<size_t>(kPairsSent));
   for (int i = 0; i < kPairsSent; ++i) {
@@ -465,7 +466,7 @@ TEST_F(CepServiceTest, DetectorErrorsAreCountedAndTheQueryKeepsRunning) {
   // One at a time, so that each is a batch of its own and counts its error.
   const std::tuple<const char*, Timestamp, int64_t> inputs[] = {
       {"A", 1, 1}, {"Bad", 2, 0}, {"Boom", 3, 0},
-      {"B", 4, 4}, {"A", 0, 99},  // out of order: the host refuses it
+      {"B", 4, 4}, {"A", 0, 99},  // out of order: late, not an error
       {"A", 5, 5}, {"B", 6, 6}};
   uint64_t sent = 0;
   for (const auto& [type, ts, x] : inputs) {
@@ -477,11 +478,12 @@ TEST_F(CepServiceTest, DetectorErrorsAreCountedAndTheQueryKeepsRunning) {
   EXPECT_EQ(attr(events[0], "a_x")->asInt(), 1);
   EXPECT_EQ(attr(events[1], "a_x")->asInt(), 5);
   const QueryStats stats = *cep.stats("pairs");
-  EXPECT_EQ(stats.errors, 3u);
+  EXPECT_EQ(stats.errors, 2u);
+  EXPECT_EQ(stats.late, 1u);
   EXPECT_EQ(stats.matches, 2u);
   auto entry = registry_->snapshotOf("sa.cep/pairs:detector");
   ASSERT_TRUE(entry);
-  EXPECT_EQ(entry->failed, 3u);
+  EXPECT_EQ(entry->failed, 2u);
   EXPECT_EQ(entry->delivered, 7u);
 }
 
@@ -657,6 +659,78 @@ TEST_F(CepServiceTest, NamesTheEventsNeverHadAreLoggedOnceAndCounted) {
   EXPECT_EQ(testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/pairs:detector"}},
                                "missing_attribute"),
             static_cast<double>(n / 2 + 1));
+}
+
+// An event more than max_delay behind the newest one is late: it matches
+// nothing, is no error, goes out as it came on the query's late address
+// (<query>.late), is counted (stats, the query's "late" metric) and logged;
+// the watermark is the newest ts minus the delay.
+TEST_F(CepServiceTest, LateEventsArePublishedCountedLoggedAndMatchNothing) {
+  CapturedCepLog log;
+  CepService& cep = start(CepUnit().query(pairsQuery().option("max_delay", "2")).toXml());
+  Recorder pairs(*broker_, "test.pairs", "out.pairs");
+  Recorder late(*broker_, "test.late", "pairs.late");
+  EXPECT_FALSE(cep.stats("pairs")->watermark);
+  publish("in.events", "A", 10, 1);
+  publish("in.events", "A", 7, 2);  // 3 behind 10: late
+  publish("in.events", "A", 9, 3);  // 1 behind: in time
+  publish("in.events", "B", 12, 4);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 4));
+  ASSERT_TRUE(late.waitFor(1));
+  EXPECT_EQ(late.events()[0]->ts(), 7);
+  EXPECT_EQ(attr(late.events()[0], "x")->asInt(), 2);
+  EXPECT_EQ(late.senders()[0], Symbol::intern("sa.cep/pairs"));
+  const QueryStats stats = *cep.stats("pairs");
+  EXPECT_EQ(stats.late, 1u);
+  EXPECT_EQ(stats.errors, 0u);
+  EXPECT_EQ(stats.publish_failures, 0u);
+  EXPECT_EQ(stats.watermark, std::optional<Timestamp>(10));
+  EXPECT_EQ(
+      testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/pairs:detector"}}, "late"),
+      1.0);
+  const std::vector<std::string> warnings = log.containing("late event");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("late event (1 so far, not matched): type A at ts 7 arrived after "
+                             "ts 10"),
+            std::string::npos)
+      << warnings[0];
+  cep.stop();
+  std::vector<int64_t> firsts;
+  for (const EventPtr& e : pairs.events()) firsts.push_back(attr(e, "a_x")->asInt());
+  // The fake engine pairs the first A with the next B: A 9 (x 3) in ts
+  // order, where the late A 7 (x 2) would have come first.
+  EXPECT_EQ(firsts, (std::vector<int64_t>{3}));
+}
+
+// late_output names the late address; each query sharing a detector
+// publishes the late events on its own, a removed one no more.
+TEST_F(CepServiceTest, LateOutputNamesTheLateAddressOfEachQuery) {
+  CepService& cep =
+      start(CepUnit()
+                .query(pairsQuery().option("late_output", "late.all"))
+                .query(CepQuery("other", "PATTERN SEQ(A a, B b) RETURN Pair(a.x, b.x)")
+                           .option("late_output", "late.other"))
+                .toXml());
+  Recorder all(*broker_, "test.late.all", "late.#");
+  publish("in.events", "A", 10, 1);
+  publish("in.events", "A", 9, 2);  // late: no max_delay
+  ASSERT_TRUE(all.waitFor(2));
+  std::vector<Symbol> senders = all.senders();
+  std::sort(senders.begin(), senders.end(), [](Symbol a, Symbol b) { return a.name() < b.name(); });
+  EXPECT_EQ(senders,
+            (std::vector<Symbol>{Symbol::intern("sa.cep/other"), Symbol::intern("sa.cep/pairs")}));
+  ASSERT_TRUE(cep.removeQuery("other"));
+  publish("in.events", "A", 8, 3);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 3));
+  ASSERT_TRUE(all.waitFor(3));
+  EXPECT_EQ(all.senders().back(), Symbol::intern("sa.cep/pairs"));
+  cep.stop();
+  EXPECT_EQ(all.size(), 3u);
+
+  auto bad = build(CepUnit().query(pairsQuery().option("late_output", "late.#")).toXml());
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("option late_output: "), std::string::npos)
+      << bad.status().message();
 }
 
 // A subscriber that keeps refusing now and then is logged when the

@@ -875,6 +875,8 @@ TEST(AdminApiQueriesTest, OneQueryIsTheSameObjectAsInTheList) {
     return listed.at("consumed") == 3;
   }));
   EXPECT_EQ(listed.at("missing_attribute"), 0);  // every Stock had its price
+  EXPECT_EQ(listed.at("late"), 0);
+  EXPECT_EQ(listed.at("watermark"), 3);  // the newest ts, no max_delay
   const AdminResponse one = get("/api/queries/a.cep/dear");
   ASSERT_EQ(one.status, 200) << one.body;
   EXPECT_EQ(json::parse(one.body), listed);

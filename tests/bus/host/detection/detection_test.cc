@@ -70,49 +70,81 @@ TEST(DetectionTest, AMutedMemberHearsNothingMoreAndTheOthersRunOn) {
   EXPECT_EQ(d->matches(1), 2u);
 }
 
-// slack=N as the host has always done it: events in timestamp order within
-// N, later ones refused with both timestamps named; a pause keeps what the
-// slack holds, the end of the stream releases it.
-TEST(DetectionTest, TheSlackReordersEventsWithinItAndRefusesLaterOnes) {
+// max_delay=D: events in timestamp order within D; a later one is late,
+// reaches no member, is counted and goes to the sink's onLate() without an
+// error; a pause keeps what the delay holds, the end of the stream releases
+// it.
+TEST(DetectionTest, TheMaxDelayReordersEventsWithinItAndSetsLaterOnesAside) {
   Plan strict = planned({request("a", "nfa", "PATTERN A a")});
   RecordingSink strict_sink;
   auto in_order = detectionOf(strict.groups[0], strict_sink);
   EXPECT_TRUE(in_order->onEvent(event("A", 10)));
   EXPECT_TRUE(in_order->onEvent(event("A", 10)));  // equal ts is in order
-  Status late = in_order->onEvent(event("A", 9));
-  EXPECT_EQ(late.code(), Status::Code::kInvalidArgument);
-  EXPECT_THAT(late.message(), HasSubstr("ts 9 arrived after ts 10"));
-  EXPECT_THAT(late.message(), HasSubstr("slack=N"));
+  EXPECT_TRUE(in_order->onEvent(event("A", 9)));   // late, no error
   EXPECT_EQ(strict_sink.seen.size(), 2u);
+  EXPECT_EQ(strict_sink.late, (std::vector<std::pair<Timestamp, Timestamp>>{{9, 10}}));
+  EXPECT_EQ(in_order->stats().late, 1u);
+  EXPECT_EQ(in_order->stats().errors, 0u);
+  EXPECT_EQ(in_order->stats().watermark, 10);
 
-  Plan plan = planned({request("a", "nfa", "PATTERN A a", {"slack=5"})});
+  Plan plan = planned({request("a", "nfa", "PATTERN A a", {"max_delay=5"})});
   RecordingSink sink;
   auto d = detectionOf(plan.groups[0], sink);
   EXPECT_EQ(d->released(), INT64_MIN);
+  EXPECT_EQ(d->stats().watermark, INT64_MIN);
   EXPECT_TRUE(d->onEvent(event("A", 10)));
-  EXPECT_TRUE(d->onEvent(event("A", 7)));  // 3 late: reordered
+  EXPECT_TRUE(d->onEvent(event("A", 7)));  // 3 behind: reordered
   EXPECT_TRUE(sink.seen.empty());          // both still held back
-  EXPECT_TRUE(d->flushReleased());         // a pause releases nothing
+  EXPECT_EQ(d->stats().watermark, 5);
+  EXPECT_TRUE(d->flushReleased());  // a pause releases nothing
   EXPECT_TRUE(sink.seen.empty());
   EXPECT_TRUE(d->onEvent(event("A", 13)));  // releases ts <= 8
   EXPECT_EQ(sink.seen, (std::vector<Seen>{{0, {7}}}));
   EXPECT_EQ(d->released(), 7);
   EXPECT_FALSE(d->isLate(*event("A", 8)));
   EXPECT_TRUE(d->isLate(*event("A", 7)));
-  EXPECT_FALSE(d->onEvent(event("A", 7)));  // 6 late: refused
-  EXPECT_TRUE(d->flush());                  // the end: everything held goes
+  EXPECT_TRUE(d->onEvent(event("A", 7)));  // 6 behind: late
+  EXPECT_TRUE(d->flush());                 // the end: everything held goes
   EXPECT_EQ(sink.seen, (std::vector<Seen>{{0, {7}}, {0, {10}}, {0, {13}}}));
+  EXPECT_EQ(sink.late, (std::vector<std::pair<Timestamp, Timestamp>>{{7, 13}}));
   EXPECT_EQ(d->released(), 13);
   const DetectionStats stats = d->stats();
   EXPECT_EQ(stats.consumed, 4u);  // the late one included
-  EXPECT_EQ(stats.errors, 1u);
+  EXPECT_EQ(stats.late, 1u);
+  EXPECT_EQ(stats.errors, 0u);
+  EXPECT_EQ(stats.watermark, 8);
 
-  // In batches: with a slack, what a batch makes ready goes on as one.
+  // In batches: what a batch makes ready goes on as one; slack=D is the
+  // same option. The late A at 1 in the second batch matches nothing.
   Plan batched = planned({request("a", "nfa", "PATTERN SEQ(A a, B b)", {"slack=2"})});
   RecordingSink batch_sink;
   auto b = detectionOf(batched.groups[0], batch_sink);
   ASSERT_TRUE(b->onEvents(events({{"B", 3}, {"A", 1}, {"A", 2}, {"B", 5}, {"A", 4}, {"B", 8}})));
   EXPECT_EQ(batch_sink.seen, (std::vector<Seen>{{0, {1, 3}}, {0, {4, 5}}}));
+  ASSERT_TRUE(b->onEvents(events({{"A", 1}, {"B", 9}})));
+  EXPECT_EQ(batch_sink.late, (std::vector<std::pair<Timestamp, Timestamp>>{{1, 8}}));
+  ASSERT_TRUE(b->flush());
+  EXPECT_EQ(batch_sink.seen, (std::vector<Seen>{{0, {1, 3}}, {0, {4, 5}}}));
+}
+
+TEST(DetectionTest, MaxDelayAndSlackAreOneOptionGivenOnce) {
+  auto loader = fakeLoader();
+  PlanOptions options;
+  options.one_detector = true;
+  const std::vector<QueryRequest> both_requests = {
+      request("a", "nfa", "PATTERN A a", {"max_delay=2", "slack=2"})};
+  auto both = detection::plan(both_requests, options, loader);
+  ASSERT_FALSE(both);
+  EXPECT_THAT(both.status().message(), HasSubstr("options max_delay and slack: give one"));
+  const std::vector<QueryRequest> bad_requests = {
+      request("a", "nfa", "PATTERN A a", {"max_delay=-3"})};
+  auto bad = detection::plan(bad_requests, options, loader);
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("option max_delay=-3: expected a non-negative integer"));
+  // The engine never sees either: the fake engine refuses options it does not take.
+  Plan plan = planned({request("a", "nfa", "PATTERN A a", {"max_delay=4"})});
+  EXPECT_EQ(plan.groups[0].recipe.maxDelay(), 4);
 }
 
 TEST(DetectionTest, StatsCountEventsErrorsAndWhatTheEngineHolds) {

@@ -69,7 +69,11 @@ class RecordingSink final : public DetectionSink {
   void onTrialDecided(const plugin::TrialOutcome& outcome) override {
     decided.push_back(outcome.kept);
   }
+  void onLate(const EventPtr& event, Timestamp newest) override {
+    late.push_back({event->ts(), newest});
+  }
   std::vector<Seen> seen;
+  std::vector<std::pair<Timestamp, Timestamp>> late;  // (ts, newest before it)
   std::vector<std::string> decided;
 };
 

@@ -59,8 +59,8 @@ TEST(PlannerTest, QueriesThatSeeTheSameEventsTheSameWayShareADetector) {
                                                        "nfa: 4", "nfa: 6"}));
   // The service's options never reach the engine (the fake refuses options
   // it does not know); the host's slack goes to the time handling.
-  EXPECT_EQ(plan->groups[4].recipe.slack(), 2);
-  EXPECT_EQ(plan->groups[0].recipe.slack(), 0);
+  EXPECT_EQ(plan->groups[4].recipe.maxDelay(), 2);
+  EXPECT_EQ(plan->groups[0].recipe.maxDelay(), 0);
   EXPECT_EQ(plan->groups[0].recipe.queries(), 2u);
   EXPECT_TRUE(plan->groups[0].reason.empty());
   EXPECT_TRUE(plan->warnings.empty());

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <span>
 #include <vector>
@@ -40,15 +41,42 @@ TEST(ReorderBufferTest, EqualTimestampsKeepArrivalOrder) {
   EXPECT_EQ(order, "ABCD");
 }
 
-TEST(ReorderBufferTest, RejectsEventsLaterThanTheSlack) {
+TEST(ReorderBufferTest, RejectsEventsLaterThanTheMaxDelay) {
   ReorderBuffer b(2);
   ASSERT_TRUE(b.push(at(10)).isOk());
-  EXPECT_TRUE(b.push(at(8)).isOk());  // exactly the slack
+  EXPECT_TRUE(b.push(at(8)).isOk());  // exactly the delay
   Status s = b.push(at(7, "Late"));
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(s.message(),
             "out-of-order event: type Late at ts 7 arrived after ts 10, 3 time units late; the "
-            "slack is 2");
+            "maximum delay is 2");
+}
+
+TEST(ReorderBufferTest, TheWatermarkIsTheNewestTimestampMinusTheDelay) {
+  ReorderBuffer b(4);
+  EXPECT_EQ(b.watermark(), INT64_MIN);
+  EXPECT_FALSE(b.isLate(INT64_MIN + 1));
+  ASSERT_TRUE(b.push(at(10)).isOk());
+  EXPECT_EQ(b.watermark(), 6);
+  ASSERT_TRUE(b.push(at(7)).isOk());  // behind the newest: the watermark stays
+  EXPECT_EQ(b.watermark(), 6);
+  EXPECT_FALSE(b.isLate(6));
+  EXPECT_TRUE(b.isLate(5));
+  ASSERT_TRUE(b.push(at(12)).isOk());
+  EXPECT_EQ(b.watermark(), 8);
+}
+
+TEST(ReorderBufferTest, TheDelayOptionsTakeANonNegativeIntegerAndNameThemselves) {
+  EXPECT_EQ(*parseMaxDelay(kMaxDelayOption, "250"), 250);
+  EXPECT_EQ(*parseMaxDelay(kSlackOption, "0"), 0);
+  for (const char* bad : {"-1", "", "1.5", "10ms", "99999999999999999999"}) {
+    auto parsed = parseMaxDelay(kMaxDelayOption, bad);
+    ASSERT_FALSE(parsed) << bad;
+    EXPECT_EQ(parsed.status().message(),
+              std::string("option max_delay=") + bad + ": expected a non-negative integer");
+  }
+  EXPECT_EQ(parseMaxDelay(kSlackOption, "x").status().message(),
+            "option slack=x: expected a non-negative integer");
 }
 
 TEST(ReorderBufferTest, ZeroSlackAdmitsOnlyNonDecreasingTimestamps) {
@@ -139,14 +167,23 @@ TEST(ReorderingDetectorTest, SlackReleasesWhatABatchMakesReadyAsOneBatch) {
   EXPECT_TRUE(d.onEvents({}));
 }
 
-TEST(ReorderingDetectorTest, BatchesGiveTheOrderOfOneEventAtATime) {
-  std::mt19937_64 rng(41);
+// `n` events, A and B in turn, whose newest ts climbs by less than `step`
+// each time, each `behind(rng)` behind it.
+template <typename Behind>
+std::vector<EventPtr> outOfOrder(uint64_t seed, int n, uint64_t step, Behind behind) {
+  std::mt19937_64 rng(seed);
   std::vector<EventPtr> events;
   Timestamp base = 0;
-  for (int i = 0; i < 500; ++i) {
-    base += static_cast<Timestamp>(rng() % 3);
-    events.push_back(at(base - static_cast<Timestamp>(rng() % 6), i % 2 ? "A" : "B"));
+  for (int i = 0; i < n; ++i) {
+    base += static_cast<Timestamp>(rng() % step);
+    events.push_back(at(base - static_cast<Timestamp>(behind(rng)), i % 2 ? "A" : "B"));
   }
+  return events;
+}
+
+TEST(ReorderingDetectorTest, BatchesGiveTheOrderOfOneEventAtATime) {
+  const std::vector<EventPtr> events =
+      outOfOrder(41, 500, 3, [](std::mt19937_64& rng) { return rng() % 6; });
   for (Timestamp slack : {0, 3, 10}) {
     auto one = std::make_unique<Recording>();
     Recording* one_rec = one.get();
@@ -167,6 +204,81 @@ TEST(ReorderingDetectorTest, BatchesGiveTheOrderOfOneEventAtATime) {
     }
     if (slack == 0) {
       EXPECT_GT(single_errors, 0u);
+    }
+  }
+}
+
+// Records the events it is given, and the late ones.
+class Sequence : public Detector, public LateSink {
+ public:
+  Status onEvent(const EventPtr& e) override {
+    seen.push_back(e);
+    return Status::ok();
+  }
+  Status flush() override { return Status::ok(); }
+  void onLate(const EventPtr& e, Timestamp newest) override {
+    late.push_back(e);
+    late_behind.push_back(newest);
+  }
+  std::vector<EventPtr> seen;
+  std::vector<EventPtr> late;
+  std::vector<Timestamp> late_behind;
+};
+
+TEST(ReorderingDetectorTest, LateEventsGoToTheLateSinkAndAreNoError) {
+  auto inner = std::make_unique<Sequence>();
+  Sequence* rec = inner.get();
+  Sequence late;
+  ReorderingDetector d(std::move(inner), 2, &late);
+  const std::vector<EventPtr> events = {at(10), at(8), at(7, "L1"), at(11), at(8, "L2"), at(9)};
+  for (const EventPtr& e : events) EXPECT_TRUE(d.onEvent(e)) << e->ts();
+  EXPECT_EQ(d.watermark(), 9);
+  ASSERT_TRUE(d.flush());
+  EXPECT_EQ(late.late, (std::vector<EventPtr>{events[2], events[4]}));
+  EXPECT_EQ(late.late_behind, (std::vector<Timestamp>{10, 11}));
+  EXPECT_EQ(rec->seen, (std::vector<EventPtr>{events[1], events[5], events[0], events[3]}));
+}
+
+// Against a reference computed from the definition: an event more than D
+// behind the newest arrival before it is late; the inner detector sees the
+// others sorted by ts, equal ts in arrival order. One event at a time and in
+// batches, for D = 0 (the unbuffered path) and with a delay.
+TEST(ReorderingDetectorTest, ExactlyTheLateEventsGoAsideAndTheRestComeSorted) {
+  // Mostly within a few units; one in 20 far behind (a broken clock).
+  const std::vector<EventPtr> events = outOfOrder(17, 800, 4, [](std::mt19937_64& rng) {
+    return rng() % 20 == 0 ? 30 + rng() % 30 : rng() % 8;
+  });
+  for (Timestamp delay : {0, 5, 40}) {
+    std::vector<EventPtr> expected_late;
+    std::vector<EventPtr> expected_seen;
+    Timestamp newest = INT64_MIN;
+    for (const EventPtr& e : events) {
+      if (newest != INT64_MIN && e->ts() < newest - delay) {
+        expected_late.push_back(e);
+      } else {
+        expected_seen.push_back(e);
+        newest = std::max(newest, e->ts());
+      }
+    }
+    std::stable_sort(expected_seen.begin(), expected_seen.end(),
+                     [](const EventPtr& a, const EventPtr& b) { return a->ts() < b->ts(); });
+    ASSERT_FALSE(expected_late.empty()) << delay;
+    for (size_t chunk : {0, 1, 7, 64}) {  // 0: onEvent()
+      auto inner = std::make_unique<Sequence>();
+      Sequence* rec = inner.get();
+      Sequence late;
+      ReorderingDetector d(std::move(inner), delay, &late);
+      if (chunk == 0) {
+        for (const EventPtr& e : events) ASSERT_TRUE(d.onEvent(e));
+      } else {
+        for (size_t i = 0; i < events.size(); i += chunk) {
+          ASSERT_TRUE(d.onEvents(
+              std::span<const EventPtr>(events).subspan(i, std::min(chunk, events.size() - i))));
+        }
+      }
+      ASSERT_TRUE(d.flush());
+      EXPECT_EQ(late.late, expected_late) << "delay " << delay << ", chunk " << chunk;
+      EXPECT_EQ(rec->seen, expected_seen) << "delay " << delay << ", chunk " << chunk;
     }
   }
 }
