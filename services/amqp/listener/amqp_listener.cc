@@ -786,7 +786,16 @@ void AmqpListenerService::stop() {
   std::future<void> finished = impl.run_finished.get_future();
   impl.container->schedule(proton::duration(0), [&impl] { impl.shutdown(); });
   if (finished.wait_for(impl.options.close_timeout) != std::future_status::ready) {
-    impl.container->stop();
+    // Clients still connected: the container is stopped on one of its own
+    // threads, as shutdown() does. A stop() from this thread can lose its
+    // wake in Proton 0.37 while a connection winds down, leaving run() in
+    // epoll_wait for ever and this stop() in join(); seen about once in
+    // 300 stops of a bus whose bridges were reconnecting. The stop from
+    // here stays as the last resort, for a container thread that is stuck.
+    impl.container->schedule(proton::duration(0), [&impl] { impl.container->stop(); });
+    if (finished.wait_for(impl.options.close_timeout) != std::future_status::ready) {
+      impl.container->stop();
+    }
   }
   impl.thread.join();
   if (impl.handshakes) impl.handshakes->stop();
