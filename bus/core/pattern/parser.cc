@@ -88,15 +88,26 @@ constexpr std::pair<std::string_view, std::string_view> kOtherSpellings[] = {
     {"hr", "h"},    {"hrs", "h"},     {"hour", "h"},         {"hours", "h"},
 };
 
-const DurationUnit& tsUnitOf(TimeUnit unit) {
+const DurationUnit* durationUnitNamed(std::string_view name) {
+  for (const DurationUnit& unit : kDurationUnits) {
+    if (unit.name == name) return &unit;
+  }
+  return nullptr;
+}
+
+// The name of a unit `ts` may be declared in; "" for kNone.
+std::string_view tsUnitName(TimeUnit unit) {
   switch (unit) {
     case TimeUnit::kMicroseconds:
-      return kDurationUnits[0];
+      return "us";
     case TimeUnit::kMilliseconds:
-      return kDurationUnits[1];
-    default:
-      return kDurationUnits[2];  // kSeconds; kNone never converts
+      return "ms";
+    case TimeUnit::kSeconds:
+      return "s";
+    case TimeUnit::kNone:
+      break;
   }
+  return "";
 }
 
 // Parsing, checking, printing, evaluating and even destroying a tree recurse
@@ -263,16 +274,15 @@ class Parser {
     const std::string written =
         (use == DurationUse::kClause ? "WITHIN " : "the time restriction ") + number.text + " " +
         unit.text;
-    const auto known = std::find_if(std::begin(kDurationUnits), std::end(kDurationUnits),
-                                    [&unit](const DurationUnit& u) { return u.name == unit.text; });
-    if (known == std::end(kDurationUnits)) failUnknownUnit(unit);
+    const DurationUnit* known = durationUnitNamed(unit.text);
+    if (known == nullptr) failUnknownUnit(unit);
     if (options_.ts_unit == TimeUnit::kNone) {
       fail(unit.pos, written +
                          ": the input's ts has no declared time unit, so a duration is a number of "
                          "ts units; declare the unit (time-unit=\"ms\" on the query, --time-unit "
                          "ms with cepbus match) or drop the unit");
     }
-    const DurationUnit& ts = tsUnitOf(options_.ts_unit);
+    const DurationUnit& ts = *durationUnitNamed(tsUnitName(options_.ts_unit));
     if (known->micros < ts.micros) {
       const int64_t per_ts = ts.micros / known->micros;
       if (n % per_ts != 0) {
@@ -1143,7 +1153,7 @@ class Checker {
 
 std::optional<TimeUnit> tsUnitNamed(std::string_view name) {
   for (TimeUnit unit : {TimeUnit::kMicroseconds, TimeUnit::kMilliseconds, TimeUnit::kSeconds}) {
-    if (tsUnitOf(unit).name == name) return unit;
+    if (tsUnitName(unit) == name) return unit;
   }
   return std::nullopt;
 }

@@ -5,8 +5,8 @@
 // Every function returns a Result; nothing throws out of it. A syntax error
 // reads "line L, column C: expected X, found Y"; a semantic error (unknown or
 // duplicate variable, b[i] on a single variable, NOT at the edge of SEQ,
-// non-positive WITHIN, a unit on a duration when `ts` has none, ...) also names the line and column
-// it concerns.
+// non-positive WITHIN, a unit on a duration where `ts` has none, ...) also
+// names the line and column it concerns.
 //
 // Thread safety: the functions are pure and safe to call from any thread.
 
