@@ -1,5 +1,6 @@
 // End-to-end tests of the admin side of the real `cepbus` binary: the REST
-// API (lists, deploy/undeploy, queries, route pause, the bearer token),
+// API (lists, deploy/undeploy, queries, route pause, the bearer token, the
+// probes and the audit log),
 // /metrics parsed as Prometheus text, and the dashboard in headless Chromium
 // driven over the Chrome DevTools Protocol.
 //
@@ -263,6 +264,56 @@ TEST_F(AdminE2eTest, ListsDeploysUndeploysAndManagesQueries) {
       testing::settledValue([&] { return sinkDelivered(port); }, std::chrono::milliseconds(500));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   EXPECT_EQ(sinkDelivered(port), settled);
+
+  EXPECT_TRUE(bus_.stop(std::chrono::seconds(60)));
+}
+
+// The probes, the index and the single-resource reads a load balancer or an
+// operator's script uses, on the real process; a change is audited in the
+// bus's log with who made it.
+TEST_F(AdminE2eTest, ProbesIndexOneResourceAndTheAuditLineOnTheRunningBus) {
+  const int port = startBus();
+  ASSERT_NE(port, 0) << bus_.err();
+
+  HttpResult health = get(port, "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.parsed(), json({{"status", "ok"}}));
+  ASSERT_TRUE(eventually("/ready to answer 200", [&] { return get(port, "/ready").status == 200; }))
+      << get(port, "/ready").body;
+
+  const json index = get(port, "/api/").parsed();
+  ASSERT_TRUE(index.contains("resources")) << index;
+  std::set<std::string> paths;
+  for (const json& r : index["resources"]) paths.insert(r.value("path", ""));
+  EXPECT_TRUE(paths.count("/ready") && paths.count("/api/queries/{service}/{query}")) << index;
+
+  HttpResult query = get(port, "/api/queries/core.cep/pairs");
+  ASSERT_EQ(query.status, 200) << query.body;
+  EXPECT_EQ(query.parsed().value("name", ""), "pairs");
+  EXPECT_EQ(query.parsed().value("engine", ""), "nfa");
+  EXPECT_EQ(get(port, "/api/queries/core.cep/nope").status, 404);
+  HttpResult service = get(port, "/api/services/core.sink");
+  ASSERT_EQ(service.status, 200) << service.body;
+  EXPECT_EQ(service.parsed().value("name", ""), "core.sink");
+
+  // A paused route makes the bus not ready, naming the route; the pause and
+  // the refused anonymous resume are audited.
+  ASSERT_EQ(request(port, bhttp::verb::post, "/api/routes/ticks.%23/pause", {}, kToken).status,
+            200);
+  HttpResult paused = get(port, "/ready");
+  EXPECT_EQ(paused.status, 503);
+  EXPECT_THAT(paused.body, HasSubstr("ticks.#"));
+  EXPECT_EQ(request(port, bhttp::verb::post, "/api/routes/ticks.%23/resume").status, 401);
+  ASSERT_EQ(request(port, bhttp::verb::post, "/api/routes/ticks.%23/resume", {}, kToken).status,
+            200);
+  EXPECT_EQ(get(port, "/ready").status, 200);
+  ASSERT_TRUE(eventually("the audit lines in the bus's log", [&] {
+    return bus_.err().find("POST /api/routes/ticks.%23/resume by " + std::string(kTokenEnv) +
+                           ": 200") != std::string::npos;
+  })) << bus_.err();
+  EXPECT_THAT(bus_.err(),
+              HasSubstr("POST /api/routes/ticks.%23/pause by " + std::string(kTokenEnv) + ": 200"));
+  EXPECT_THAT(bus_.err(), HasSubstr("POST /api/routes/ticks.%23/resume by anonymous: 401"));
 
   EXPECT_TRUE(bus_.stop(std::chrono::seconds(60)));
 }

@@ -280,7 +280,7 @@ class ClusterE2eTest : public ::testing::Test {
   // The management API's queue lengths are samples up to a statistics
   // interval old (1 s in scripts/rabbitmq-cluster.sh): waiting two first
   // means no sample from before the last message was published is read.
-  ::testing::AssertionResult waitDrained(uint32_t partitions, seconds limit = seconds(120)) {
+  ::testing::AssertionResult waitDrained(uint32_t partitions, seconds limit = seconds(300)) {
     std::this_thread::sleep_for(seconds(2));
     services::cluster::ClusterSpec spec;
     spec.name = name_;
@@ -329,7 +329,7 @@ class ClusterE2eTest : public ::testing::Test {
   // With stream input the streams keep every event: a partition is done
   // when a live node is active on it past its end-of-stream marker with
   // nothing held and its lease moved up to where it stands.
-  ::testing::AssertionResult waitStreamsDone(uint32_t partitions, seconds limit = seconds(120)) {
+  ::testing::AssertionResult waitStreamsDone(uint32_t partitions, seconds limit = seconds(300)) {
     std::set<uint32_t> done;
     const bool all = waitUntil(
         [&] {
@@ -632,21 +632,31 @@ TEST_F(ClusterE2eTest, AStoppedNodeLosesItsPartitionsWithinTheIdleTimeout) {
   const fs::path events = generate(5000, 9);
   auto publisher = publish(events, 400);
   // Both nodes active on their shares.
-  ASSERT_TRUE(waitUntil([&] { return activeOn(1) > 0 && activeOn(2) > 0; }, seconds(20)));
+  ASSERT_TRUE(eventually(
+      "nodes 1 and 2 active on their shares", [&] { return activeOn(1) > 0 && activeOn(2) > 0; },
+      seconds(60), milliseconds(100)));
   node(2).process->signal(SIGSTOP);
   const auto stopped = Clock::now();
   // The idle timeout is 2 s: node 2's stall watchdog closes its connection
   // and the broker moves its partitions to node 1, the standby.
-  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(15)));
+  // The bound tells the watchdog's takeover (about 2.1 s here) from the
+  // broker's own detection of a stopped consumer (tens of seconds, over a
+  // minute at times: docs/cluster.md), with seconds to spare on a loaded box.
+  ASSERT_TRUE(eventually(
+      "every partition active on node 1",
+      [&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(30),
+      milliseconds(100)));
   const auto takeover = std::chrono::duration_cast<milliseconds>(Clock::now() - stopped);
   std::cout << "takeover after SIGSTOP: " << takeover.count() << " ms\n";
-  EXPECT_LT(takeover, milliseconds(2000 + 3000)) << "idle timeout 2000 ms, then the broker";
+  EXPECT_LT(takeover, seconds(15)) << "idle timeout 2000 ms, then the broker";
   // Time passing on purpose: node 2 stays stopped a while after it lost its
   // partitions, as a node paused by its host would.
   std::this_thread::sleep_for(seconds(1));
   node(2).process->signal(SIGCONT);
   // The continued node notices its stall and lets its stale partitions go.
-  ASSERT_TRUE(waitUntil([&] { return stats(2).value("stalls", 0) >= 1; }, seconds(10)))
+  ASSERT_TRUE(eventually(
+      "node 2 to count its stall", [&] { return stats(2).value("stalls", 0) >= 1; }, seconds(60),
+      milliseconds(100)))
       << stats(2).dump();
   expectSameAsOffline(events, std::move(publisher), kPartitions);
 }
@@ -659,17 +669,24 @@ TEST_F(ClusterE2eTest, NodesJoinAndLeaveWhileEventsFlow) {
   startNode(1);
   const fs::path events = generate(6000, 13);
   auto publisher = publish(events, 700);
-  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(20)));
+  ASSERT_TRUE(eventually(
+      "every partition active on node 1",
+      [&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(60),
+      milliseconds(100)));
   startNode(2);
   startNode(3);
   // The newcomers take their rendezvous shares: node 1 hands them over.
-  ASSERT_TRUE(waitUntil([&] { return activeOn(2) > 0 && activeOn(3) > 0; }, seconds(20)));
+  ASSERT_TRUE(eventually(
+      "nodes 2 and 3 active", [&] { return activeOn(2) > 0 && activeOn(3) > 0; }, seconds(60),
+      milliseconds(100)));
   EXPECT_GT(stats(1).value("handovers", 0), 0);
   // Node 1 leaves cleanly; the others take everything.
   node(1).process->signal(SIGTERM);
   EXPECT_EQ(node(1).process->wait(seconds(20)), 0);
-  ASSERT_TRUE(waitUntil([&] { return activeOn(2) + activeOn(3) == static_cast<int>(kPartitions); },
-                        seconds(20)));
+  ASSERT_TRUE(eventually(
+      "every partition on nodes 2 and 3",
+      [&] { return activeOn(2) + activeOn(3) == static_cast<int>(kPartitions); }, seconds(60),
+      milliseconds(100)));
   expectSameAsOffline(events, std::move(publisher), kPartitions);
 }
 
@@ -687,17 +704,25 @@ TEST_F(ClusterE2eTest, AHandoverTheBrokerNeverConfirmsEndsAfterTheIdleTimeout) {
   startNode(1);
   const fs::path events = generate(8000, 21);
   auto publisher = publish(events, 500, 2);
-  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(20)));
+  ASSERT_TRUE(eventually(
+      "every partition active on node 1",
+      [&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(60),
+      milliseconds(100)));
   filter.setDropping(true);
   startNode(2);
-  ASSERT_TRUE(
-      waitUntil([&] { return stats(1).value("unconfirmed_handovers", 0) >= 1; }, seconds(20)))
+  ASSERT_TRUE(eventually(
+      "node 1 to give up an unconfirmed handover",
+      [&] { return stats(1).value("unconfirmed_handovers", 0) >= 1; }, seconds(60),
+      milliseconds(100)))
       << stats(1).dump();
-  ASSERT_TRUE(waitUntil([&] { return activeOn(2) > 0; }, seconds(20)));
+  ASSERT_TRUE(eventually(
+      "node 2 active", [&] { return activeOn(2) > 0; }, seconds(60), milliseconds(100)));
   EXPECT_GE(filter.dropped(), 1u);
   filter.setDropping(false);
   node(2).process->signal(SIGKILL);
-  ASSERT_TRUE(waitUntil([&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(30)))
+  ASSERT_TRUE(eventually(
+      "every partition active on node 1",
+      [&] { return activeOn(1) == static_cast<int>(kPartitions); }, seconds(30), milliseconds(100)))
       << stats(1).dump();
   std::cout << "node 1: " << stats(1).dump() << "\n";
   expectSameAsOffline(events, std::move(publisher), kPartitions);
@@ -751,7 +776,9 @@ TEST_F(ClusterE2eTest, NodesAndPublisherReachTheBrokersOverTls) {
   startNode(2);
   const fs::path events = generate(3000, 17);
   auto publisher = publish(events, 1500);
-  ASSERT_TRUE(waitUntil([&] { return activeOn(1) + activeOn(2) > 0; }, seconds(20)));
+  ASSERT_TRUE(eventually(
+      "a partition active over TLS", [&] { return activeOn(1) + activeOn(2) > 0; }, seconds(60),
+      milliseconds(100)));
   expectSameAsOffline(events, std::move(publisher), kPartitions);
 }
 
