@@ -210,7 +210,8 @@ const char* matchUsage() {
       "usage: cepbus match --engine nfa|algebra|petri|auto|all (--query TEXT | --patterns FILE)\n"
       "                    (--events FILE [--format ts|full] [--count] | --export dot|json)\n"
       "                    [--option key=value]... [--plugin-path DIR]... [--strict]\n"
-      "                    [--max-delay D] [--late FILE] [--timeout SECONDS]\n" +
+      "                    [--max-delay D] [--late FILE] [--time-unit us|ms|s]\n"
+      "                    [--timeout SECONDS]\n" +
       autoUsage() +
       "--engine all: run the queries on nfa, algebra and petri over the same events and\n"
       "  print one JSON line comparing them instead of the matches:\n"
@@ -255,6 +256,10 @@ const char* matchUsage() {
       "  0. The same as --option max_delay=D (default 0: any event behind the\n"
       "  newest is late).\n"
       "--late FILE: write each late event to FILE as one JSON line, as read.\n"
+      "--time-unit us|ms|s: ts counts microseconds, milliseconds or seconds (since\n"
+      "  the epoch); the queries may then write durations with a unit (WITHIN 30 s,\n"
+      "  WITHIN 5 min, WITHIN(p, 250 ms); units us, ms, s, min, h), converted to ts\n"
+      "  units. A bare number is in ts units, with or without --time-unit.\n"
       "--strict: a line of the events that is no event ends the run (exit status 1).\n"
       "  Without it such a line is named on stderr (cepbus match: FILE: line N:\n"
       "  reason (skipped)), counted and skipped; the run goes on and ends with\n"
@@ -329,6 +334,20 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
       max_delay_seen = true;
     } else if (flag == "--late") {
       s = once(o.late_file);
+    } else if (flag == "--time-unit") {
+      std::string unit;
+      s = take(unit);
+      if (s && o.ts_unit != pattern::TimeUnit::kNone) {
+        s = Status::invalidArgument("--time-unit given twice");
+      }
+      if (s) {
+        const std::optional<pattern::TimeUnit> ts_unit = pattern::tsUnitNamed(unit);
+        if (ts_unit) {
+          o.ts_unit = *ts_unit;
+        } else {
+          s = Status::invalidArgument("--time-unit " + unit + ": expected us, ms or s");
+        }
+      }
     } else if (flag == "--timeout") {
       std::string seconds;
       s = take(seconds);
@@ -719,7 +738,7 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
 
   std::vector<pattern::Query> queries;
   for (const PatternLine& q : lines) {
-    auto parsed = pattern::parseQuery(q.text);
+    auto parsed = pattern::parseQuery(q.text, {.ts_unit = options.ts_unit});
     if (!parsed) {
       err << "cepbus match: " << q.label() << ": bad query: " << parsed.status().message() << '\n';
       return kExitError;

@@ -77,6 +77,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/core/pattern/parser.h"
 #include "bus/core/status.h"
 
 namespace cepbus::app {
@@ -98,6 +99,7 @@ struct MatchCommandOptions {
   double timeout_seconds = kDefaultEngineTimeout;  // --timeout, per engine of --engine all
   bool strict = false;                             // --strict: a line that is no event ends the run
   std::string late_file;  // --late FILE: the late events, one JSON line each
+  pattern::TimeUnit ts_unit = pattern::TimeUnit::kNone;  // --time-unit us|ms|s
 };
 
 // Parses the arguments after `match` (`--flag value` or `--flag=value`).

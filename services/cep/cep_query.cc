@@ -105,7 +105,7 @@ Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
   if (spec.engine.empty() || spec.engine.find('/') != std::string::npos) {
     return error("engine \"" + spec.engine + "\" is not an engine name");
   }
-  auto query = pattern::parseQuery(spec.text);
+  auto query = pattern::parseQuery(spec.text, {.ts_unit = spec.ts_unit});
   if (!query) return Status::invalidArgument(textError(spec, query.status().message()));
 
   OptionValues values;

@@ -23,7 +23,7 @@ Result<std::vector<CompiledQuery>> compileClusterQueries(const ClusterSpec& spec
   std::vector<const descriptor::QuerySpec*> sources;
   for (const descriptor::QuerySpec& spec_query : spec.queries) {
     const std::string label = "cluster query \"" + spec_query.name + "\"";
-    auto query = pattern::parseQuery(spec_query.text);
+    auto query = pattern::parseQuery(spec_query.text, {.ts_unit = spec_query.ts_unit});
     if (!query) {
       fail(spec_query.text_where.error(label + ": " + query.status().message()).toString());
       continue;

@@ -21,6 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ChildProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class MatchPatternsTest : public ::testing::Test {
  protected:
@@ -158,6 +159,87 @@ TEST_F(MatchPatternsTest, AnUnsupportedPatternIsNamedWithItsLine) {
             1);
   EXPECT_THAT(err, HasSubstr("bad.txt:2 (pattern 'star'): "));
   EXPECT_THAT(err, HasSubstr("Kleene star"));
+}
+
+// With --time-unit ms a duration may carry a unit: WITHIN 2 s is WITHIN 2000
+// on a stream whose ts counts milliseconds, on every pattern of a file.
+TEST_F(MatchPatternsTest, DurationsWithUnitsOnAMillisecondStream) {
+  std::ofstream(dir_ / "ms.jsonl") << R"({"type":"A","ts":0})"
+                                      "\n"
+                                      R"({"type":"B","ts":1500})"
+                                      "\n"
+                                      R"({"type":"B","ts":2000})"
+                                      "\n"
+                                      R"({"type":"B","ts":2500})"
+                                      "\n"
+                                      R"({"type":"A","ts":10000})"
+                                      "\n"
+                                      R"({"type":"B","ts":12000})"
+                                      "\n"
+                                      R"({"type":"B","ts":12001})"
+                                      "\n";
+  std::ofstream(dir_ / "units.txt")
+      << "seq: PATTERN SEQ(A a, B b) WITHIN 2 s CONTEXT unrestricted\n"
+         "any: PATTERN SEQ(A a, B b) WITHIN 2000000 us CONTEXT unrestricted\n";
+  std::ofstream(dir_ / "bare.txt")
+      << "seq: PATTERN SEQ(A a, B b) WITHIN 2000 CONTEXT unrestricted\n"
+         "any: PATTERN SEQ(A a, B b) WITHIN 2000 CONTEXT unrestricted\n";
+  for (const char* engine : {"nfa", "petri", "algebra"}) {
+    std::string with_units;
+    std::string bare;
+    std::string err;
+    ASSERT_EQ(run({"match", "--engine", engine, "--patterns", "units.txt", "--events", "ms.jsonl",
+                   "--time-unit", "ms"},
+                  &with_units, &err),
+              0)
+        << engine << ": " << err;
+    ASSERT_EQ(run({"match", "--engine", engine, "--patterns", "bare.txt", "--events", "ms.jsonl"},
+                  &bare, &err),
+              0)
+        << engine << ": " << err;
+    EXPECT_EQ(sortedLines(with_units), sortedLines(bare)) << engine;
+    EXPECT_THAT(with_units, HasSubstr(R"({"pattern":"seq","ts":[0,1500]})")) << engine;
+    EXPECT_THAT(with_units, HasSubstr(R"({"pattern":"seq","ts":[10000,12000]})")) << engine;
+    EXPECT_THAT(with_units, Not(HasSubstr("[0,2500]"))) << engine;
+  }
+  // The algebra's time restriction takes a unit the same way.
+  std::string with_units;
+  std::string bare;
+  std::string err;
+  ASSERT_EQ(run({"match", "--engine", "algebra", "--query", "PATTERN WITHIN(A ; B, 2 s)",
+                 "--events", "ms.jsonl", "--time-unit", "ms"},
+                &with_units, &err),
+            0)
+      << err;
+  ASSERT_EQ(run({"match", "--engine", "algebra", "--query", "PATTERN WITHIN(A ; B, 2000)",
+                 "--events", "ms.jsonl"},
+                &bare, &err),
+            0)
+      << err;
+  EXPECT_EQ(with_units, bare);
+  EXPECT_THAT(with_units, HasSubstr("[10000,12000]"));
+  EXPECT_THAT(with_units, Not(HasSubstr("[10000,12001]")));
+}
+
+TEST_F(MatchPatternsTest, AUnitNeedsTimeUnitAndTimeUnitIsUsMsOrS) {
+  std::string out;
+  std::string err;
+  EXPECT_EQ(run({"match", "--engine", "nfa", "--query", "PATTERN SEQ(A a, B b) WITHIN 2 s",
+                 "--events", "ticks.jsonl"},
+                &out, &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("cepbus match: --query: bad query: line 1, column 32: WITHIN 2 s: "
+                             "the input's ts has no declared time unit"));
+  EXPECT_EQ(run({"match", "--engine", "nfa", "--query", "PATTERN SEQ(A a, B b) WITHIN 2 s",
+                 "--events", "ticks.jsonl", "--time-unit", "min"},
+                &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--time-unit min: expected us, ms or s"));
+  EXPECT_EQ(run({"match", "--engine", "nfa", "--query", "PATTERN SEQ(A a, B b) WITHIN 2500 ms",
+                 "--events", "ticks.jsonl", "--time-unit", "s"},
+                &out, &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("WITHIN 2500 ms is not a whole number of the input's ts units (s)"));
 }
 
 }  // namespace

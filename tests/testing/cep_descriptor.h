@@ -52,6 +52,11 @@ class CepQuery {
     output_ = std::move(address);
     return *this;
   }
+  // The query's time-unit attribute; none by default.
+  CepQuery& timeUnit(std::string unit) {
+    time_unit_ = std::move(unit);
+    return *this;
+  }
   CepQuery& option(std::string name, std::string value) {
     options_.emplace_back(std::move(name), std::move(value));
     return *this;
@@ -59,7 +64,8 @@ class CepQuery {
 
   std::string toXml() const {
     std::string xml = "    <query name=\"" + name_ + "\" engine=\"" + engine_ + "\" input=\"" +
-                      input_ + "\" output=\"" + output_ + "\">\n";
+                      input_ + "\" output=\"" + output_ + "\"" +
+                      (time_unit_.empty() ? "" : " time-unit=\"" + time_unit_ + "\"") + ">\n";
     for (const auto& [name, value] : options_) {
       xml += nameValueLine("      ", "option", name, value);
     }
@@ -72,6 +78,7 @@ class CepQuery {
   std::string engine_ = "cepfake";
   std::string input_ = "in.events";
   std::string output_;
+  std::string time_unit_;
   std::vector<std::pair<std::string, std::string>> options_;
 };
 

@@ -66,6 +66,50 @@ std::shared_ptr<Expr> newExpr(ExprKind kind, SourcePos pos) {
 
 enum class Mode { kQuery, kFilter };
 
+// A duration's unit, as long as it is in microseconds: each unit `ts` may be
+// declared in (us, ms, s) divides every longer unit, so converting between
+// them multiplies or divides by a whole factor.
+struct DurationUnit {
+  std::string_view name;
+  int64_t micros;
+};
+constexpr DurationUnit kDurationUnits[] = {
+    {"us", 1}, {"ms", 1'000}, {"s", 1'000'000}, {"min", 60'000'000}, {"h", 3'600'000'000}};
+constexpr std::string_view kDurationUnitList = "us, ms, s, min and h";
+
+// Spellings people write for a unit, each pointing to the one the language
+// takes (a short, fixed set keeps `m` from meaning minutes to one reader and
+// months to another).
+constexpr std::pair<std::string_view, std::string_view> kOtherSpellings[] = {
+    {"usec", "us"}, {"micros", "us"}, {"microsecond", "us"}, {"microseconds", "us"},
+    {"msec", "ms"}, {"millis", "ms"}, {"millisecond", "ms"}, {"milliseconds", "ms"},
+    {"sec", "s"},   {"secs", "s"},    {"second", "s"},       {"seconds", "s"},
+    {"m", "min"},   {"mins", "min"},  {"minute", "min"},     {"minutes", "min"},
+    {"hr", "h"},    {"hrs", "h"},     {"hour", "h"},         {"hours", "h"},
+};
+
+const DurationUnit* durationUnitNamed(std::string_view name) {
+  for (const DurationUnit& unit : kDurationUnits) {
+    if (unit.name == name) return &unit;
+  }
+  return nullptr;
+}
+
+// The name of a unit `ts` may be declared in; "" for kNone.
+std::string_view tsUnitName(TimeUnit unit) {
+  switch (unit) {
+    case TimeUnit::kMicroseconds:
+      return "us";
+    case TimeUnit::kMilliseconds:
+      return "ms";
+    case TimeUnit::kSeconds:
+      return "s";
+    case TimeUnit::kNone:
+      break;
+  }
+  return "";
+}
+
 // Parsing, checking, printing, evaluating and even destroying a tree recurse
 // over it, so untrusted text must not build one deep enough to exhaust the
 // stack: parentheses and function forms nest at most kMaxNesting deep, and a
@@ -75,7 +119,8 @@ constexpr int kMaxHeight = 1000;
 
 class Parser {
  public:
-  Parser(std::vector<Token> tokens, Mode mode) : tokens_(std::move(tokens)), mode_(mode) {}
+  Parser(std::vector<Token> tokens, Mode mode, ParseOptions options = {})
+      : tokens_(std::move(tokens)), mode_(mode), options_(options) {}
 
   // query := PATTERN pattern { clause } END
   Query query() {
@@ -99,7 +144,7 @@ class Parser {
           q.where = expr();
           break;
         case Keyword::kWithin:
-          q.within = positiveInt("WITHIN");
+          q.within = duration(DurationUse::kClause);
           break;
         case Keyword::kProbability:
           q.min_probability = probabilityBound();
@@ -216,6 +261,59 @@ class Parser {
       fail(t.pos, std::string(what) + " must be a positive integer, found " + t.text);
     }
     return t.int_value;
+  }
+
+  enum class DurationUse { kClause, kTimeRestriction };
+
+  // duration := posint [ unit ]; the value in `ts` units.
+  int64_t duration(DurationUse use) {
+    const Token& number = peek();
+    const int64_t n = positiveInt(use == DurationUse::kClause ? "WITHIN" : "a time restriction");
+    if (peek().kind != TokenKind::kIdent) return n;
+    const Token& unit = take();
+    const std::string written =
+        (use == DurationUse::kClause ? "WITHIN " : "the time restriction ") + number.text + " " +
+        unit.text;
+    const DurationUnit* known = durationUnitNamed(unit.text);
+    if (known == nullptr) failUnknownUnit(unit);
+    if (options_.ts_unit == TimeUnit::kNone) {
+      fail(unit.pos, written +
+                         ": the input's ts has no declared time unit, so a duration is a number of "
+                         "ts units; declare the unit (time-unit=\"ms\" on the query, --time-unit "
+                         "ms with cepbus match) or drop the unit");
+    }
+    const DurationUnit& ts = *durationUnitNamed(tsUnitName(options_.ts_unit));
+    if (known->micros < ts.micros) {
+      const int64_t per_ts = ts.micros / known->micros;
+      if (n % per_ts != 0) {
+        fail(number.pos, written + " is not a whole number of the input's ts units (" +
+                             std::string(ts.name) + ")");
+      }
+      return n / per_ts;
+    }
+    int64_t in_ts = 0;
+    if (__builtin_mul_overflow(n, known->micros / ts.micros, &in_ts)) {
+      fail(number.pos, written + " is too long: it does not fit 64 bits of the input's ts units (" +
+                           std::string(ts.name) + ")");
+    }
+    return in_ts;
+  }
+
+  [[noreturn]] static void failUnknownUnit(const Token& unit) {
+    for (const auto& [spelling, meant] : kOtherSpellings) {
+      if (equalsIgnoreCase(unit.text, spelling)) {
+        fail(unit.pos, "unknown time unit '" + unit.text + "'; write " + std::string(meant) +
+                           " (the units are " + std::string(kDurationUnitList) + ")");
+      }
+    }
+    for (const DurationUnit& u : kDurationUnits) {
+      if (equalsIgnoreCase(unit.text, u.name)) {
+        fail(unit.pos, "unknown time unit '" + unit.text + "'; write " + std::string(u.name) +
+                           " (units are lower case: " + std::string(kDurationUnitList) + ")");
+      }
+    }
+    fail(unit.pos,
+         "unknown time unit '" + unit.text + "'; the units are " + std::string(kDurationUnitList));
   }
 
   // probability := '>=' number, the number in [0, 1]
@@ -447,7 +545,7 @@ class Parser {
           auto n = newPattern(PatternKind::kTimeRestriction, pos);
           n->children = {pattern()};
           expect(TokenKind::kComma, "',' and a time bound");
-          n->window = positiveInt("a time restriction");
+          n->window = duration(DurationUse::kTimeRestriction);
           expect(TokenKind::kRParen, "')'");
           return grown(n);
         }
@@ -793,6 +891,7 @@ class Parser {
   std::vector<Token> tokens_;
   size_t at_ = 0;
   Mode mode_;
+  ParseOptions options_;
   int nesting_ = 0;
   std::unordered_map<const void*, int> heights_;
 };
@@ -1052,11 +1151,20 @@ class Checker {
 
 }  // namespace
 
-Result<Query> parseQuery(std::string_view text) {
+std::optional<TimeUnit> tsUnitNamed(std::string_view name) {
+  for (TimeUnit unit : {TimeUnit::kMicroseconds, TimeUnit::kMilliseconds, TimeUnit::kSeconds}) {
+    if (tsUnitName(unit) == name) return unit;
+  }
+  return std::nullopt;
+}
+
+Result<Query> parseQuery(std::string_view text) { return parseQuery(text, ParseOptions{}); }
+
+Result<Query> parseQuery(std::string_view text, const ParseOptions& options) {
   Result<std::vector<Token>> tokens = tokenize(text);
   if (!tokens.isOk()) return tokens.status();
   try {
-    Query q = Parser(std::move(tokens).value(), Mode::kQuery).query();
+    Query q = Parser(std::move(tokens).value(), Mode::kQuery, options).query();
     Checker(q).run();
     return q;
   } catch (const ParseError& e) {

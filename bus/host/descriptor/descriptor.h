@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/core/pattern/parser.h"
+
 namespace cepbus::descriptor {
 
 // One problem found in a descriptor, or later when deploying it.
@@ -171,6 +173,8 @@ struct QuerySpec {
   std::vector<std::string> inputs;  // addresses the query consumes
   std::string output;               // the address its composite events go to
   std::vector<Param> options;       // engine options, e.g. construction=batched
+  // The unit of the input's ts (attribute time-unit); kNone when not declared.
+  pattern::TimeUnit ts_unit = pattern::TimeUnit::kNone;
   // The folder relative file paths in option values resolve against (the
   // assembly's base_dir; empty for a query given without a descriptor).
   std::filesystem::path base_dir;

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "bus/base/spelling.h"
+#include "bus/core/pattern/parser.h"
 #include "bus/host/descriptor/document_reader.h"
 #include "bus/host/descriptor/text.h"
 
@@ -323,14 +324,24 @@ std::optional<Param> Element::param() const {
 
 std::optional<QuerySpec> Element::query(QueryInput input) const {
   if (input == QueryInput::kAddresses) {
-    allowAttributes({"name", "engine", "input", "output"});
+    allowAttributes({"name", "engine", "input", "output", "time-unit"});
   } else {
-    allowAttributes({"name", "engine", "output"});
+    allowAttributes({"name", "engine", "output", "time-unit"});
   }
   QuerySpec q;
   q.where = where();
   auto query_name = name("name", true);
   q.engine = name("engine", true).value_or("");
+  if (auto unit = string("time-unit", false)) {
+    if (auto ts_unit = pattern::tsUnitNamed(*unit)) {
+      q.ts_unit = *ts_unit;
+    } else {
+      reportAttribute("time-unit",
+                      "must be us, ms or s (ts in microseconds, milliseconds or seconds since the "
+                      "epoch); got " +
+                          quote(*unit));
+    }
+  }
   if (input == QueryInput::kAddresses) {
     if (auto list = string("input", true)) q.inputs = inputs(*list);
   }

@@ -7,7 +7,7 @@ namespace cepbus::detection {
 
 std::vector<std::string> undeclaredNames(std::span<const descriptor::EventSchema> schemas,
                                          const descriptor::QuerySpec& query) {
-  auto parsed = pattern::parseQuery(query.text);
+  auto parsed = pattern::parseQuery(query.text, {.ts_unit = query.ts_unit});
   if (!parsed) return {};
   InputVocabulary declared;
   for (const descriptor::EventSchema& schema : schemas) {

@@ -1114,6 +1114,37 @@ TEST_F(CepServiceTest, RunsTheNfaPlugin) {
   EXPECT_EQ(attr(events[0], "a_price")->asInt(), 10);
 }
 
+// time-unit="ms" lets the query write WITHIN 2 s for WITHIN 2000.
+TEST_F(CepServiceTest, AQueryWithATimeUnitTakesDurationsWithUnits) {
+  if (!std::filesystem::exists(CEPBUS_TEST_BUILD_DIR "/plugins/libcepbus_plugin_nfa.so")) {
+    GTEST_SKIP() << "the nfa plugin is not built";
+  }
+  CepService& cep = start(
+      CepUnit()
+          .query(CepQuery("pairs", "PATTERN SEQ(A a, B b) WITHIN 2 s").engine("nfa").timeUnit("ms"))
+          .toXml());
+  Recorder out(*broker_, "test.out", "out.pairs");
+  publish("in.events", "A", 1000);
+  publish("in.events", "B", 2500);
+  publish("in.events", "B", 3000);
+  publish("in.events", "B", 3001);
+  ASSERT_TRUE(out.waitFor(2));
+  cep.stop();
+  // B at 2500 and 3000 are within 2000 of A at 1000; B at 3001 is not.
+  EXPECT_EQ(out.events().size(), 2u);
+}
+
+TEST_F(CepServiceTest, AUnitOnAQueryWithoutATimeUnitIsNamedWithItsLine) {
+  auto built = build(
+      CepUnit().query(CepQuery("pairs", "PATTERN SEQ(A a, B b) WITHIN 2 s").engine("nfa")).toXml());
+  ASSERT_FALSE(built);
+  EXPECT_EQ(built.status().message(),
+            "cep_test.xml:4: <query name=\"pairs\">: WITHIN 2 s: the input's ts has no declared "
+            "time unit, so a duration is a number of ts units; declare the unit "
+            "(time-unit=\"ms\" on the query, --time-unit ms with cepbus match) or drop the unit "
+            "(line 1, column 32 of the query text)");
+}
+
 // --- what a detector holds ----------------------------------------------------
 
 TEST_F(CepServiceTest, ReportsThePartialMatchesItsDetectorHolds) {

@@ -50,6 +50,23 @@ TEST_F(ClusterQueriesTest, CompilesEveryQueryWithItsEngineAndOutput) {
   EXPECT_EQ(longestWindow(*queries), 250);
 }
 
+TEST_F(ClusterQueriesTest, DurationsTakeTheQuerysTimeUnit) {
+  add("rise", "PATTERN SEQ(Stock a, Stock b) WHERE a.symbol = b.symbol WITHIN 2 s", 3).ts_unit =
+      pattern::TimeUnit::kMilliseconds;
+  auto queries = compileClusterQueries(spec_, loader_);
+  ASSERT_TRUE(queries.isOk()) << queries.status().message();
+  EXPECT_EQ(longestWindow(*queries), 2000);
+
+  spec_.queries.clear();
+  add("rise", "PATTERN SEQ(Stock a, Stock b) WHERE a.symbol = b.symbol WITHIN 2 s", 3);
+  queries = compileClusterQueries(spec_, loader_);
+  ASSERT_FALSE(queries.isOk());
+  EXPECT_TRUE(queries.status().message().starts_with(
+      "cluster.xml:4: cluster query \"rise\": line 1, column 66: WITHIN 2 s: the input's ts has "
+      "no declared time unit"))
+      << queries.status().message();
+}
+
 TEST_F(ClusterQueriesTest, EngineAutoPicksAnEngineForEachQuery) {
   add("rise", kRise, 3, "auto");
   auto queries = compileClusterQueries(spec_, loader_);

@@ -442,6 +442,107 @@ TEST(ParserTest, WithinMustBePositive) {
             "line 1, column 19: a time restriction must be a positive integer, found 0");
 }
 
+Query parsedIn(TimeUnit ts_unit, std::string_view text) {
+  Result<Query> r = parseQuery(text, ParseOptions{ts_unit});
+  if (!r.isOk()) {
+    ADD_FAILURE() << text << "\n-> " << r.status().toString();
+    return *parseQuery("PATTERN ParseFailed");
+  }
+  return *r;
+}
+
+std::string errorIn(TimeUnit ts_unit, std::string_view text) {
+  Result<Query> r = parseQuery(text, ParseOptions{ts_unit});
+  return r.isOk() ? "OK" : r.status().message();
+}
+
+TEST(ParserTest, DurationUnitsConvertToTheDeclaredTsUnit) {
+  EXPECT_EQ(parsedIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 30 s").within, 30'000);
+  EXPECT_EQ(parsedIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 250 ms").within, 250);
+  EXPECT_EQ(parsedIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 5 min").within, 300'000);
+  EXPECT_EQ(parsedIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 2 h").within, 7'200'000);
+  EXPECT_EQ(parsedIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 3000 us").within, 3);
+  EXPECT_EQ(parsedIn(TimeUnit::kSeconds, "PATTERN A a WITHIN 2 h").within, 7'200);
+  EXPECT_EQ(parsedIn(TimeUnit::kSeconds, "PATTERN A a WITHIN 2000 ms").within, 2);
+  EXPECT_EQ(parsedIn(TimeUnit::kMicroseconds, "PATTERN A a WITHIN 1 s").within, 1'000'000);
+  // A bare number keeps meaning ts units, with or without a declared unit.
+  EXPECT_EQ(parsedIn(TimeUnit::kSeconds, "PATTERN A a WITHIN 30").within, 30);
+  EXPECT_EQ(parsedIn(TimeUnit::kNone, "PATTERN A a WITHIN 30").within, 30);
+}
+
+TEST(ParserTest, TimeRestrictionTakesAUnitToo) {
+  const Query q = parsedIn(TimeUnit::kMilliseconds, "PATTERN WITHIN(A ; B, 2 s) CONTEXT recent");
+  EXPECT_EQ(q.pattern->window, 2'000);
+  // The unit is gone once parsed: the query prints, and parses back, in ts units.
+  EXPECT_EQ(toString(*q.pattern), "WITHIN(SEQ(A, B), 2000)");
+  const Query clause =
+      parsedIn(TimeUnit::kMilliseconds, "PATTERN SEQ(A a, B b) WITHIN 2 s PARTITION BY id");
+  EXPECT_EQ(clause.within, 2'000);
+  EXPECT_EQ(clause.partition_by, std::vector<std::string>{"id"});
+}
+
+TEST(ParserTest, AUnitNeedsADeclaredTsUnit) {
+  EXPECT_EQ(errorOf("PATTERN A a\nWITHIN 30 s"),
+            "line 2, column 11: WITHIN 30 s: the input's ts has no declared time unit, so a "
+            "duration is a number of ts units; declare the unit (time-unit=\"ms\" on the query, "
+            "--time-unit ms with cepbus match) or drop the unit");
+  EXPECT_EQ(errorIn(TimeUnit::kNone, "PATTERN WITHIN(A ; B, 5 min)"),
+            "line 1, column 25: the time restriction 5 min: the input's ts has no declared time "
+            "unit, so a duration is a number of ts units; declare the unit (time-unit=\"ms\" on "
+            "the query, --time-unit ms with cepbus match) or drop the unit");
+}
+
+TEST(ParserTest, UnknownUnitsSayWhichUnitsThereAre) {
+  EXPECT_EQ(errorIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 30 parsecs"),
+            "line 1, column 23: unknown time unit 'parsecs'; the units are us, ms, s, min and h");
+  EXPECT_EQ(errorIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 30 seconds"),
+            "line 1, column 23: unknown time unit 'seconds'; write s (the units are us, ms, s, "
+            "min and h)");
+  EXPECT_EQ(errorIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 5 m"),
+            "line 1, column 22: unknown time unit 'm'; write min (the units are us, ms, s, min "
+            "and h)");
+  EXPECT_EQ(errorIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 5 MS"),
+            "line 1, column 22: unknown time unit 'MS'; write ms (units are lower case: us, ms, "
+            "s, min and h)");
+  // An unknown unit is named before the missing declaration: it is wrong either way.
+  EXPECT_EQ(errorOf("PATTERN A a WITHIN 30 parsecs"),
+            "line 1, column 23: unknown time unit 'parsecs'; the units are us, ms, s, min and h");
+}
+
+TEST(ParserTest, DurationsMustBeWholeTsUnitsAndFit) {
+  EXPECT_EQ(errorIn(TimeUnit::kSeconds, "PATTERN A a WITHIN 2500 ms"),
+            "line 1, column 20: WITHIN 2500 ms is not a whole number of the input's ts units (s)");
+  EXPECT_EQ(errorIn(TimeUnit::kMilliseconds, "PATTERN WITHIN(A ; B, 1500 us)"),
+            "line 1, column 23: the time restriction 1500 us is not a whole number of the input's "
+            "ts units (ms)");
+  EXPECT_EQ(errorIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 9999999999999 h"),
+            "line 1, column 20: WITHIN 9999999999999 h is too long: it does not fit 64 bits of "
+            "the input's ts units (ms)");
+  // The largest that fits still parses.
+  EXPECT_EQ(parsedIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 2562047788015 h").within,
+            int64_t{2'562'047'788'015} * 3'600'000);
+}
+
+TEST(ParserTest, DurationsWithUnitsMustBePositive) {
+  EXPECT_EQ(errorIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN 0 s"),
+            "line 1, column 20: WITHIN must be a positive integer, found 0");
+  EXPECT_EQ(errorIn(TimeUnit::kMilliseconds, "PATTERN A a WITHIN -5 s"),
+            "line 1, column 20: expected a positive integer, found '-'");
+  EXPECT_EQ(errorIn(TimeUnit::kMilliseconds, "PATTERN WITHIN(A, 0 ms)"),
+            "line 1, column 19: a time restriction must be a positive integer, found 0");
+}
+
+TEST(ParserTest, TsUnitNames) {
+  EXPECT_EQ(tsUnitNamed("us"), TimeUnit::kMicroseconds);
+  EXPECT_EQ(tsUnitNamed("ms"), TimeUnit::kMilliseconds);
+  EXPECT_EQ(tsUnitNamed("s"), TimeUnit::kSeconds);
+  // min and h are durations, not units a timestamp is counted in.
+  EXPECT_EQ(tsUnitNamed("min"), std::nullopt);
+  EXPECT_EQ(tsUnitNamed("h"), std::nullopt);
+  EXPECT_EQ(tsUnitNamed("MS"), std::nullopt);
+  EXPECT_EQ(tsUnitNamed(""), std::nullopt);
+}
+
 TEST(ParserTest, SemanticErrorsNameTheirPlace) {
   EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b)\nWHERE a.x = z.x"),
             "line 2, column 13: unknown variable 'z'");

@@ -276,6 +276,26 @@ TEST(ParserTest, EngineAutoIsKeptForTheCepServiceToChoose) {
   EXPECT_EQ(q.where.toString(), "t.xml:4");
 }
 
+TEST(ParserTest, QueryTimeUnit) {
+  auto result = parseDescriptorString(R"(<cepbus name="t">
+<service-assembly name="sa">
+<service-unit name="u" type="cep">
+<query name="ms" engine="nfa" input="a" output="b" time-unit="ms"><text>PATTERN A a</text></query>
+<query name="s" engine="nfa" input="a" output="c" time-unit="s"><text>PATTERN A a</text></query>
+<query name="us" engine="nfa" input="a" output="d" time-unit="us"><text>PATTERN A a</text></query>
+<query name="none" engine="nfa" input="a" output="e"><text>PATTERN A a</text></query>
+</service-unit>
+</service-assembly>
+</cepbus>)",
+                                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  const std::vector<QuerySpec>& q = result->assemblies[0].units[0].queries;
+  EXPECT_EQ(q[0].ts_unit, pattern::TimeUnit::kMilliseconds);
+  EXPECT_EQ(q[1].ts_unit, pattern::TimeUnit::kSeconds);
+  EXPECT_EQ(q[2].ts_unit, pattern::TimeUnit::kMicroseconds);
+  EXPECT_EQ(q[3].ts_unit, pattern::TimeUnit::kNone);
+}
+
 TEST(ParserTest, SchemasDeclareEventTypesAndTheirAttributes) {
   auto result = parseDescriptorString(R"(<cepbus name="t">
 <schemas>
@@ -574,6 +594,25 @@ TEST(ParserErrorTest, QueryNeedsText) {
                           "the query",
                           "t.xml:4: <text>: must hold text",
                           "t.xml:6: <text> appears twice in <query name=\"s\"> (first at line 6)"));
+}
+
+TEST(ParserErrorTest, QueryTimeUnitIsUsMsOrS) {
+  EXPECT_THAT(errorsOf(R"(<cepbus name="t">
+<service-assembly name="sa"><service-unit name="u" type="cep">
+  <query name="q" engine="nfa" input="a" output="b" time-unit="min">
+    <text>PATTERN A a</text>
+  </query>
+  <query name="r" engine="nfa" input="a" output="c"
+         time-unit="">
+    <text>PATTERN A a</text>
+  </query>
+</service-unit></service-assembly>
+</cepbus>)"),
+              ElementsAre("t.xml:3: <query name=\"q\">: attribute \"time-unit\" must be us, ms "
+                          "or s (ts in microseconds, milliseconds or seconds since the epoch); got "
+                          "\"min\"",
+                          "t.xml:7: <query name=\"r\">: attribute \"time-unit\" must not be "
+                          "empty"));
 }
 
 TEST(ParserErrorTest, DurableNamesAreUnique) {
