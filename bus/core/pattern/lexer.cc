@@ -1,5 +1,6 @@
 #include "bus/core/pattern/lexer.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -27,14 +28,6 @@ constexpr std::array<std::pair<Keyword, const char*>, 17> kKeywords = {{
     {Keyword::kTrue, "TRUE"},
     {Keyword::kFalse, "FALSE"},
 }};
-
-bool equalsIgnoreCase(std::string_view a, std::string_view upper) {
-  if (a.size() != upper.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::toupper(static_cast<unsigned char>(a[i])) != upper[i]) return false;
-  }
-  return true;
-}
 
 Keyword keywordOf(std::string_view word) {
   for (const auto& [k, name] : kKeywords) {
@@ -264,6 +257,13 @@ class Lexer {
 }  // namespace
 
 Result<std::vector<Token>> tokenize(std::string_view text) { return Lexer(text).run(); }
+
+bool equalsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
 
 const char* keywordName(Keyword k) {
   for (const auto& [kw, name] : kKeywords) {

@@ -93,4 +93,8 @@ std::string describe(const Token& token);
 // Upper-case spelling of a keyword: "PATTERN".
 const char* keywordName(Keyword k);
 
+// ASCII letters compared without case: keywords, strategy and context names,
+// function names and time units are all read that way.
+bool equalsIgnoreCase(std::string_view a, std::string_view b);
+
 }  // namespace cepbus::pattern
