@@ -137,6 +137,11 @@ class AdminE2eTest : public ::testing::Test {
     return bus_.adminPort(std::chrono::seconds(60));
   }
 
+  // Adds `query_xml` to the core's CEP unit over REST, with the token.
+  static HttpResult addQuery(int port, const std::string& query_xml) {
+    return request(port, bhttp::verb::post, "/api/queries/core.cep", query_xml, kToken);
+  }
+
   // Events the sink's endpoint has been handed (the registry, over REST).
   static int64_t sinkDelivered(int port) {
     json sink = get(port, "/api/components/core.sink%3Ain").parsed();
@@ -215,16 +220,14 @@ TEST_F(AdminE2eTest, ListsDeploysUndeploysAndManagesQueries) {
   EXPECT_TRUE(findByName(get(port, "/api/services").parsed()["services"], "feed.feed"));
 
   // A query added at run time consumes the ticks; removed, it is gone.
-  HttpResult added = request(port, bhttp::verb::post, "/api/queries/core.cep",
-                             "<query name=\"orcl\" engine=\"nfa\" input=\"ticks.all\" "
-                             "output=\"matches.orcl\">\n<text>PATTERN Stock s WHERE s.symbol = "
-                             "'ORCL' RETURN Orcl(s.price)</text></query>",
-                             kToken);
+  HttpResult added = addQuery(port,
+                              "<query name=\"orcl\" engine=\"nfa\" input=\"ticks.all\" "
+                              "output=\"matches.orcl\">\n<text>PATTERN Stock s WHERE s.symbol = "
+                              "'ORCL' RETURN Orcl(s.price)</text></query>");
   ASSERT_EQ(added.status, 201) << added.body;
-  EXPECT_EQ(request(port, bhttp::verb::post, "/api/queries/core.cep",
-                    "<query name=\"x\" engine=\"nfa\" input=\"ticks.all\" output=\"o\">\n"
-                    "<text>PATTERN SEQ(</text></query>",
-                    kToken)
+  EXPECT_EQ(addQuery(port,
+                     "<query name=\"x\" engine=\"nfa\" input=\"ticks.all\" output=\"o\">\n"
+                     "<text>PATTERN SEQ(</text></query>")
                 .status,
             400);
   EXPECT_EQ(request(port, bhttp::verb::post, "/api/queries/no.such", "<query/>", kToken).status,
@@ -536,11 +539,10 @@ TEST_F(AdminE2eTest, DashboardShowsLiveNumbersInHeadlessChromiumWithoutErrors) {
   // A query with a maximum delay of 5 and a source whose third event is 150
   // behind the newest ts: the dashboard shows its late count, flagged, and
   // its watermark (200 - 5), and "\u2014" before its first event.
-  HttpResult added = request(port, bhttp::verb::post, "/api/queries/core.cep",
-                             "<query name=\"lagging\" engine=\"nfa\" input=\"lag.in\" "
-                             "output=\"matches.lag\"><option name=\"max_delay\" value=\"5\"/>"
-                             "<text>PATTERN Stock s RETURN Seen(s.price)</text></query>",
-                             kToken);
+  HttpResult added = addQuery(port,
+                              "<query name=\"lagging\" engine=\"nfa\" input=\"lag.in\" "
+                              "output=\"matches.lag\"><option name=\"max_delay\" value=\"5\"/>"
+                              "<text>PATTERN Stock s RETURN Seen(s.price)</text></query>");
   ASSERT_EQ(added.status, 201) << added.body;
   // The cells of a query's row by column header, with whether it is flagged.
   auto queryRow = [&](const std::string& query) -> json {
