@@ -137,6 +137,11 @@ class AdminE2eTest : public ::testing::Test {
     return bus_.adminPort(std::chrono::seconds(60));
   }
 
+  // Adds `query_xml` to the core's CEP unit over REST, with the token.
+  static HttpResult addQuery(int port, const std::string& query_xml) {
+    return request(port, bhttp::verb::post, "/api/queries/core.cep", query_xml, kToken);
+  }
+
   // Events the sink's endpoint has been handed (the registry, over REST).
   static int64_t sinkDelivered(int port) {
     json sink = get(port, "/api/components/core.sink%3Ain").parsed();
@@ -215,16 +220,14 @@ TEST_F(AdminE2eTest, ListsDeploysUndeploysAndManagesQueries) {
   EXPECT_TRUE(findByName(get(port, "/api/services").parsed()["services"], "feed.feed"));
 
   // A query added at run time consumes the ticks; removed, it is gone.
-  HttpResult added = request(port, bhttp::verb::post, "/api/queries/core.cep",
-                             "<query name=\"orcl\" engine=\"nfa\" input=\"ticks.all\" "
-                             "output=\"matches.orcl\">\n<text>PATTERN Stock s WHERE s.symbol = "
-                             "'ORCL' RETURN Orcl(s.price)</text></query>",
-                             kToken);
+  HttpResult added = addQuery(port,
+                              "<query name=\"orcl\" engine=\"nfa\" input=\"ticks.all\" "
+                              "output=\"matches.orcl\">\n<text>PATTERN Stock s WHERE s.symbol = "
+                              "'ORCL' RETURN Orcl(s.price)</text></query>");
   ASSERT_EQ(added.status, 201) << added.body;
-  EXPECT_EQ(request(port, bhttp::verb::post, "/api/queries/core.cep",
-                    "<query name=\"x\" engine=\"nfa\" input=\"ticks.all\" output=\"o\">\n"
-                    "<text>PATTERN SEQ(</text></query>",
-                    kToken)
+  EXPECT_EQ(addQuery(port,
+                     "<query name=\"x\" engine=\"nfa\" input=\"ticks.all\" output=\"o\">\n"
+                     "<text>PATTERN SEQ(</text></query>")
                 .status,
             400);
   EXPECT_EQ(request(port, bhttp::verb::post, "/api/queries/no.such", "<query/>", kToken).status,
@@ -533,6 +536,65 @@ TEST_F(AdminE2eTest, DashboardShowsLiveNumbersInHeadlessChromiumWithoutErrors) {
   // The journal makes a reliable flow, listed with its numbers.
   EXPECT_THAT(first["journals"].get<std::string>(), HasSubstr("reliable"));
   EXPECT_GE(first["stages"].get<int>(), 1);
+  // A query with a maximum delay of 5 and a source whose third event is 150
+  // behind the newest ts: the dashboard shows its late count, flagged, and
+  // its watermark (200 - 5), and "\u2014" before its first event.
+  HttpResult added = addQuery(port,
+                              "<query name=\"lagging\" engine=\"nfa\" input=\"lag.in\" "
+                              "output=\"matches.lag\"><option name=\"max_delay\" value=\"5\"/>"
+                              "<text>PATTERN Stock s RETURN Seen(s.price)</text></query>");
+  ASSERT_EQ(added.status, 201) << added.body;
+  // The cells of a query's row by column header, with whether it is flagged.
+  auto queryRow = [&](const std::string& query) -> json {
+    json text = devtools.evaluate(
+        "(() => { const t = document.getElementById('queries');"
+        " const heads = [...t.tHead.rows[0].cells].map((c) => c.textContent);"
+        " const row = [...t.tBodies[0].rows].find((r) => r.cells[0].textContent === '" +
+        query +
+        "');"
+        " if (!row) return '';"
+        " const out = {flagged: row.classList.contains('late'),"
+        " badge: row.querySelector('.badge.late') !== null};"
+        " heads.forEach((h, i) => { out[h] = row.cells[i].textContent; });"
+        " return JSON.stringify(out); })()");
+    if (!text.is_string() || text.get<std::string>().empty()) return json();
+    return json::parse(text.get<std::string>(), nullptr, false);
+  };
+  json lagging;
+  EXPECT_TRUE(eventually("the new query on the dashboard, no watermark yet", [&] {
+    lagging = queryRow("lagging");
+    return lagging.is_object() && lagging.value("watermark", "") == "\u2014";
+  })) << lagging;
+  EXPECT_EQ(lagging.value("late", ""), "0") << lagging;
+  EXPECT_FALSE(lagging.value("flagged", true)) << lagging;
+  {
+    std::ofstream out(bus_.dir() / "lag.jsonl");
+    for (int ts : {100, 200, 50}) {
+      out << R"({"type":"Stock","ts":)" << ts << R"(,"attrs":{"symbol":"IBM","price":1}})"
+          << "\n";
+    }
+  }
+  HttpResult lag_source = request(port, bhttp::verb::post, "/api/assemblies",
+                                  R"(<service-assembly name="lag">
+  <service-unit name="feed" type="replay-source">
+    <param name="file" value="lag.jsonl"/><publish address="lag.in"/>
+  </service-unit>
+</service-assembly>)",
+                                  kToken);
+  ASSERT_EQ(lag_source.status, 201) << lag_source.body;
+  EXPECT_TRUE(eventually("the late event on the dashboard", [&] {
+    lagging = queryRow("lagging");
+    return lagging.is_object() && lagging.value("late", "") == "1";
+  })) << lagging;
+  EXPECT_EQ(lagging.value("watermark", ""), "195") << lagging;
+  EXPECT_TRUE(lagging.value("flagged", false)) << lagging;
+  EXPECT_TRUE(lagging.value("badge", false)) << lagging;
+  // The ticks come in ts order: none late, nothing flagged, a watermark.
+  json pairs = queryRow("pairs");
+  EXPECT_EQ(pairs.value("late", ""), "0") << pairs;
+  EXPECT_FALSE(pairs.value("flagged", true)) << pairs;
+  EXPECT_THAT(pairs.value("watermark", ""), ::testing::MatchesRegex("[0-9]+")) << pairs;
+
   json later;
   EXPECT_TRUE(eventually("the dashboard's delivered count to change",
                          [&] {
@@ -546,7 +608,9 @@ TEST_F(AdminE2eTest, DashboardShowsLiveNumbersInHeadlessChromiumWithoutErrors) {
     return later.is_object() && later["received"].get<int>() > 0 && later["events"].get<int>() > 0;
   })) << later;
   // The net panel can be opened on the query (no model: a message, no error).
-  devtools.evaluate("document.querySelector('#queries tbody tr').click()");
+  devtools.evaluate(
+      "[...document.querySelectorAll('#queries tbody tr')]"
+      ".find((r) => r.cells[0].textContent === 'pairs').click()");
   EXPECT_TRUE(eventually("the net panel on core.cep/pairs", [&] {
     json title = devtools.evaluate("document.getElementById('net-title').textContent");
     return title.is_string() && title.get<std::string>() == "core.cep/pairs";

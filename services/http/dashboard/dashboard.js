@@ -41,6 +41,14 @@
     return Math.max(0, (value - before) / seconds);
   };
 
+  // Late events were not matched (they went to the query's late address):
+  // a count above zero is flagged like the other problems on the page.
+  function lateCell(late) {
+    if (!late) return td(fmt(late), "num");
+    return el("td", { class: "num", title: fmt(late) + " late events, not matched: on the query's late address" },
+              el("span", { class: "badge late" }, fmt(late)));
+  }
+
   async function getJson(path) {
     const response = await fetch(path, { cache: "no-store" });
     if (!response.ok) throw new Error(path + ": HTTP " + response.status);
@@ -114,7 +122,9 @@
     let queued = 0;
     const queryRows = data.queries.queries.map((q) => {
       const key = "query:" + q.service + "/" + q.name;
+      const lateKey = "late:" + q.service + "/" + q.name;
       now[key] = q.matches;
+      now[lateKey] = q.late;
       matches += q.matches;
       queued += q.queued;
       const name = td(q.name);
@@ -132,7 +142,10 @@
       if (q.partial_matches_peak != null) held.title = "peak " + fmt(q.partial_matches_peak);
       const row = el("tr", { class: "clickable" }, name, engine,
                      td((q.input || "?") + " \u2192 " + (q.output || "?"), "io"), td(fmt(q.consumed), "num"),
-                     td(fmt(q.matches), "num"), td(fmt(rate(key, q.matches, seconds)), "num"), held);
+                     td(fmt(q.matches), "num"), td(fmt(rate(key, q.matches, seconds)), "num"), held,
+                     lateCell(q.late), td(fmt(rate(lateKey, q.late, seconds)), "num"),
+                     td(q.watermark == null ? "\u2014" : String(q.watermark), "num"));
+      if (q.late > 0) row.classList.add("late");
       if (state.selected && state.selected.service === q.service && state.selected.name === q.name) {
         row.classList.add("selected");
       }

@@ -666,10 +666,16 @@ TEST_F(AdminApiDeployTest, ServesTheDashboard) {
   EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
   EXPECT_NE(page.body.find("<title>cepbus dashboard</title>"), std::string::npos);
   EXPECT_NE(page.body.find("/dashboard.js"), std::string::npos);
+  // The query table has the event-time columns (the e2e test reads them).
+  EXPECT_NE(page.body.find(">late</th>"), std::string::npos);
+  EXPECT_NE(page.body.find(">watermark</th>"), std::string::npos);
   const AdminResponse js = call("GET", "/dashboard.js");
   EXPECT_EQ(js.content_type, "text/javascript; charset=utf-8");
   EXPECT_NE(js.body.find("/api/queries"), std::string::npos);
-  EXPECT_EQ(call("GET", "/dashboard.css").content_type, "text/css; charset=utf-8");
+  const AdminResponse css = call("GET", "/dashboard.css");
+  EXPECT_EQ(css.content_type, "text/css; charset=utf-8");
+  // A query with late events is flagged as the other problems are.
+  EXPECT_NE(css.body.find(".badge.late"), std::string::npos);
   EXPECT_EQ(call("POST", "/").status, 405);
 }
 
