@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "bus/core/pattern/printer.h"
+#include "bus/core/pattern/window_query.h"
 
 namespace cepbus::plugins::algebra {
 namespace {
@@ -319,6 +320,7 @@ Status refuseUnboundedKleene(const pattern::Query& query, const std::string& und
 
 Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
                                                 const plugin::DetectorOptions& options) {
+  if (Status w = pattern::requirePatternQuery(query, "algebra"); !w) return w;
   Status s = options.checkKnown({}, "algebra");
   if (!s) return s;
   if (query.variables.size() > 64) {
