@@ -8,6 +8,8 @@
 // the late ones the way the host defines them (more than the maximum delay
 // behind the newest arrival); the late events must be the host's too.
 //
+// The pattern engines, loaded the same way, must refuse a window query.
+//
 // The regular run is bounded (a fixed seed); CEPBUS_DIFFERENTIAL_CASES=N and
 // CEPBUS_DIFFERENTIAL_SEED=S run longer.
 
@@ -381,6 +383,24 @@ TEST(WindowDifferentialTest, MatchesTheBruteForceReference) {
   // The cases must exercise what they claim to: results, and late events.
   EXPECT_GT(results, cases);
   EXPECT_GT(late_events, 0u);
+}
+
+// A window query read as its source element would run on a pattern engine
+// as a single-event pattern; each refuses it instead, naming the engine to use.
+TEST(WindowDifferentialTest, PatternEnginesRefuseWindowQueries) {
+  auto query = pattern::parseQuery("FROM T t WINDOW TUMBLING 10 RETURN R(count(t))");
+  ASSERT_TRUE(query.isOk());
+  for (const char* engine : {"nfa", "algebra", "petri", "join"}) {
+    plugin::PluginPtr plugin = loadBuiltEngine(engine);
+    ASSERT_NE(plugin, nullptr);
+    testing::ResultSink sink;
+    auto detector = plugin->createDetector(engine, *query, {}, sink);
+    ASSERT_FALSE(detector.isOk()) << engine;
+    EXPECT_EQ(detector.status().message(),
+              std::string("the ") + engine +
+                  " engine runs patterns, not window queries (FROM ... WINDOW tumbling): run it "
+                  "with engine window (or auto)");
+  }
 }
 
 }  // namespace
