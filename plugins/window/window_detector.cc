@@ -1,7 +1,6 @@
 #include "plugins/window/window_detector.h"
 
 #include <algorithm>
-#include <cmath>
 #include <span>
 #include <utility>
 
@@ -14,28 +13,6 @@ namespace {
 int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 
-uint64_t hashOf(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::kNull:
-      return 0x51ed270b27d2b6a5ULL;
-    case Value::Kind::kBool:
-      return v.asBool() ? 0x2545f4914f6cdd1dULL : 0x9e3779b97f4a7c15ULL;
-    case Value::Kind::kInt:
-      return static_cast<uint64_t>(v.asInt()) * 0xff51afd7ed558ccdULL;
-    case Value::Kind::kDouble: {
-      // Equal values hash equally: 1.0 as 1, since the two are one group.
-      const double d = v.asDouble();
-      if (d == std::trunc(d) && std::fabs(d) < 9.2e18) {
-        return static_cast<uint64_t>(static_cast<int64_t>(d)) * 0xff51afd7ed558ccdULL;
-      }
-      return std::hash<double>{}(d);
-    }
-    case Value::Kind::kString:
-      return std::hash<std::string>{}(v.asString());
-  }
-  return 0;
-}
-
 class ResultComposer final : public plugin::MatchComposer {
  public:
   // The window's result is the match's one event.
@@ -45,12 +22,6 @@ class ResultComposer final : public plugin::MatchComposer {
 const ResultComposer kComposer;
 
 }  // namespace
-
-size_t WindowDetector::KeyHash::operator()(const std::vector<Value>& key) const {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const Value& v : key) h = (h ^ hashOf(v)) * 0x100000001b3ULL;
-  return static_cast<size_t>(h);
-}
 
 WindowDetector::WindowDetector(PlanPtr plan, plugin::MatchSink& sink)
     : plan_(std::move(plan)), sink_(sink) {}

@@ -71,10 +71,7 @@ class WindowDetector final : public plugin::Detector {
     const std::vector<Value>* key;
     Accumulator acc;
   };
-  struct KeyHash {
-    size_t operator()(const std::vector<Value>& key) const;
-  };
-  using Groups = std::unordered_map<std::vector<Value>, Group, KeyHash>;
+  using Groups = std::unordered_map<std::vector<Value>, Group, ValueKeyHash, ValueKeyEqual>;
 
   bool passes(const Event& event) const;
   // The group of `event`, made when new; nullptr when max_groups refuses it.

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -142,6 +143,22 @@ TEST(WindowDetectorTest, MissingAndNonNumericValuesAreSkipped) {
   run.feed("T", 3, {{"v", 2.5}});
   // stddev of one number is Missing, so the attribute is absent; first is the first present value.
   EXPECT_EQ(run.flush(), (std::vector<std::string>{"R [0,9] a=2.5 all=3 f=\"n/a\" has=2 s=2.5"}));
+}
+
+TEST(WindowDetectorTest, KeysEqualAsValuesAreOneGroup) {
+  // 1 and 1.0 are one group, events without the key share the null group,
+  // and every NaN is one group (not one per event, which would fill the cap).
+  WindowRun run("FROM T t WINDOW TUMBLING 10 GROUP BY t.g RETURN R(count(t) AS n)",
+                {"max_groups=3"});
+  run.feed("T", 1, {{"g", 1}});
+  run.feed("T", 2, {{"g", 1.0}});
+  run.feed("T", 3, {});
+  run.feed("T", 4, {});
+  run.feed("T", 5, {{"g", std::nan("")}});
+  run.feed("T", 6, {{"g", std::nan("")}});
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{"R [0,9] n=2", "R [0,9] n=2", "R [0,9] n=2"}));
+  EXPECT_EQ(*run.detector->exportModel("json"),
+            "{\"groups\":0,\"max_groups\":3,\"refused_events\":0,\"open\":0}");
 }
 
 TEST(WindowDetectorTest, GroupsBeyondTheCapAreRefusedAndCounted) {
