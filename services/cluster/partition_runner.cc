@@ -61,7 +61,7 @@ Result<std::unique_ptr<PartitionRunner>> PartitionRunner::create(
     PartitionIo& io, ClusterStats& counters, std::optional<LeaseMark> lease) {
   std::unique_ptr<PartitionRunner> runner(
       new PartitionRunner(spec, partition, longestWindow(queries), io, counters));
-  auto runs = QueryRuns::create(queries, spec.slack, *runner);
+  auto runs = QueryRuns::create(queries, spec.max_delay, *runner);
   if (!runs) return runs.status();
   runner->runs_ = std::move(*runs);
   if (lease) runner->stream_ = std::make_unique<Stream>(*lease, maxOutOfOrder(spec));
