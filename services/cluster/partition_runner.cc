@@ -301,6 +301,7 @@ void PartitionRunner::describe(PartitionStats& stats) const {
   stats.unaccepted_outputs = ledger_.unacceptedOutputs();
   stats.stream_ended = ended_;
   stats.held_messages_peak = held_peak_;
+  if (runs_) stats.watermark = runs_->watermark();
   if (stream_) {
     stats.resume_from = stream_->checkpoint.resumeFrom();
     stats.lease_offset = stream_->checkpoint.token();

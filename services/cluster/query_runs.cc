@@ -58,6 +58,11 @@ void QueryRuns::restart() {
   order_.emplace(max_delay_);
 }
 
+std::optional<Timestamp> QueryRuns::watermark() const {
+  if (order_->newest() == INT64_MIN) return std::nullopt;
+  return order_->watermark();
+}
+
 void QueryRuns::feed(const EventPtr& event) {
   for (auto& run : runs_) {
     if (Status s = run->detection->onEvent(event); !s) listener_.onDetectorError(run->query, s);

@@ -61,6 +61,9 @@ class QueryRuns {
   void drain();
   // A new stream after drain(): fresh detectors and a fresh order.
   void restart();
+  // The newest ts pushed minus the max-delay (an event below it is late);
+  // nullopt before the stream's first event.
+  std::optional<Timestamp> watermark() const;
 
  private:
   struct Run;

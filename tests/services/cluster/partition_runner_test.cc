@@ -200,12 +200,15 @@ TEST_F(PartitionRunnerTest, ARejectedCompositeIsSentAgainAndItsInputsWait) {
 
 TEST_F(PartitionRunnerTest, EventsOutOfOrderWithinTheSlackReachTheDetectorsInOrder) {
   ASSERT_NO_FATAL_FAILURE(start(5));
+  EXPECT_EQ(stats(*r_).watermark, std::nullopt) << "no event yet";
   // In arrival order the price falls (11, then 10): no rise. In event-time
   // order it rises from 10 at ts 1 to 11 at ts 3.
   r_->onQueueInput(0, input({stock(1, 3, 11)}));
   r_->onQueueInput(1, input({stock(2, 1, 10)}));
   EXPECT_TRUE(io_.composites().empty()) << "released before the max-delay let them go";
+  EXPECT_EQ(stats(*r_).watermark, -2) << "the newest ts (3) minus the max-delay";
   r_->onQueueInput(2, input({stock(3, 9, 1)}));  // 9 - 5 >= 3: both go
+  EXPECT_EQ(stats(*r_).watermark, 4);
   ASSERT_EQ(io_.composites().size(), 1u);
   EXPECT_EQ(io_.composites()[0].composite->match_ts, "[1,3]");
   EXPECT_EQ(io_.composites()[0].composite->id, idOf({2, 1}));
