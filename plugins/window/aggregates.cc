@@ -1,6 +1,7 @@
 #include "plugins/window/aggregates.h"
 
 #include <cmath>
+#include <compare>
 
 namespace cepbus::plugins::window {
 namespace {
@@ -31,7 +32,7 @@ const Value* valueOf(const Event& event, const AggregateColumn& column, Value& s
 
 bool less(const Value& a, const Value& b) {
   const auto c = a.compare(b);
-  return c && *c < 0;
+  return c && *c == std::strong_ordering::less;
 }
 
 }  // namespace

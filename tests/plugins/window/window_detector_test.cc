@@ -34,10 +34,10 @@ struct WindowRun {
   }
   // Feeds one event and returns how many results are out so far.
   size_t feed(std::string_view type, Timestamp ts,
-              std::vector<std::pair<std::string, Value>> attrs) {
+              const std::vector<std::pair<std::string, Value>>& attrs) {
     EventBuilder b(type);
     b.at(ts);
-    for (auto& [name, value] : attrs) b.set(name, std::move(value));
+    for (const auto& [name, value] : attrs) b.set(name, value);
     EXPECT_TRUE(detector->onEvent(b.build()).isOk());
     return sink.results.size();
   }

@@ -84,9 +84,13 @@ Case randomCase(std::mt19937_64& rng) {
   if (c.having != 0)
     c.text += std::string(" HAVING ") + having[c.having] + std::to_string(c.having_value);
   c.text += " RETURN R(";
-  for (const std::string& g : c.group_by) c.text += "t." + g + " AS " + g + ", ";
+  for (const std::string& g : c.group_by)
+    c.text.append("t.").append(g).append(" AS ").append(g).append(", ");
   for (size_t i = 0; i < std::size(kAggregates); ++i) {
-    c.text += std::string(i > 0 ? ", " : "") + kAggregates[i] + " AS a" + std::to_string(i);
+    c.text.append(i > 0 ? ", " : "")
+        .append(kAggregates[i])
+        .append(" AS a")
+        .append(std::to_string(i));
   }
   c.text += ")";
   return c;
@@ -130,6 +134,7 @@ std::vector<EventPtr> shuffledWithin(std::vector<EventPtr> events, int64_t delay
   }
   std::stable_sort(arrival.begin(), arrival.end());
   std::vector<EventPtr> out;
+  out.reserve(arrival.size());
   for (const auto& [at, i] : arrival) out.push_back(events[i]);
   return out;
 }
