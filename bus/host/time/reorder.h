@@ -26,6 +26,7 @@
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
+#include "bus/host/time/time_buckets.h"
 
 namespace cepbus::plugin {
 
@@ -49,8 +50,8 @@ class LateSink {
   virtual void onLate(const EventPtr& event, Timestamp newest) = 0;
 };
 
-// Thread safety: none (one per detector). The heap's storage is reused, so
-// steady-state pushing allocates nothing.
+// Thread safety: none (one per detector). Storage is reused, so steady-state
+// pushing allocates nothing.
 class ReorderBuffer {
  public:
   explicit ReorderBuffer(Timestamp max_delay);
@@ -81,19 +82,17 @@ class ReorderBuffer {
   // first event): an event before it is late, and every event up to it has
   // arrived that is not.
   Timestamp watermark() const { return newest_ == INT64_MIN ? INT64_MIN : newest_ - max_delay_; }
-  size_t size() const { return heap_.size(); }
+  size_t size() const { return ready_.size() - ready_head_ + held_.size(); }
 
  private:
-  struct Item {
-    Timestamp ts;
-    uint64_t seq;
-    EventPtr event;
-  };
-  EventPtr popTop();
-
   const Timestamp max_delay_;
-  std::vector<Item> heap_;
-  uint64_t next_seq_ = 0;
+  // Events after the watermark, by ts (they span at most D time units).
+  TimeBuckets held_;
+  // Events up to the watermark, in order, from ready_head_ on; emptied
+  // when all are popped.
+  std::vector<EventPtr> ready_;
+  size_t ready_head_ = 0;
+  Timestamp released_upto_ = INT64_MIN;  // held_ holds nothing up to it
   Timestamp newest_ = INT64_MIN;
 };
 

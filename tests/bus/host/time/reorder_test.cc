@@ -79,6 +79,42 @@ TEST(ReorderBufferTest, TheDelayOptionsTakeANonNegativeIntegerAndNameThemselves)
             "option slack=x: expected a non-negative integer");
 }
 
+// Random arrivals, most within the delay and some beyond it, for delays with
+// a bucket per timestamp and with wider buckets: what comes out is exactly
+// the accepted events sorted by ts (equal ts in arrival order), and an event
+// is refused exactly when it is more than the delay behind the newest.
+TEST(ReorderBufferTest, ReleasesTheAcceptedEventsAsAStableSortWouldForAnyDelay) {
+  for (Timestamp delay : {1, 3, 1000, 10000, 50000}) {
+    std::mt19937_64 rng(static_cast<uint64_t>(delay));
+    ReorderBuffer b(delay);
+    std::vector<std::pair<Timestamp, int>> accepted;
+    std::vector<std::pair<Timestamp, int>> out;
+    Timestamp newest = INT64_MIN;
+    auto pop = [&](EventPtr e) {
+      out.emplace_back(e->ts(), std::stoi(std::string(e->type().name().substr(1))));
+    };
+    for (int n = 0; n < 20000; ++n) {
+      const Timestamp base = n / 2;
+      const Timestamp ts = rng() % 20 == 0 ? base - static_cast<Timestamp>(rng() % (3 * delay))
+                                           : base + static_cast<Timestamp>(rng() % (delay + 1));
+      const bool late = newest != INT64_MIN && ts < newest - delay;
+      Status s = b.push(EventBuilder("e" + std::to_string(n)).at(ts).build());
+      ASSERT_EQ(s.isOk(), !late) << "delay " << delay << " ts " << ts << " newest " << newest;
+      if (late) continue;
+      newest = std::max(newest, ts);
+      accepted.emplace_back(ts, n);
+      while (EventPtr e = b.popReady()) {
+        ASSERT_LE(e->ts(), newest - delay);
+        pop(std::move(e));
+      }
+    }
+    while (EventPtr e = b.popAny()) pop(std::move(e));
+    std::stable_sort(accepted.begin(), accepted.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    EXPECT_EQ(out, accepted) << "delay " << delay;
+  }
+}
+
 TEST(ReorderBufferTest, ZeroSlackAdmitsOnlyNonDecreasingTimestamps) {
   ReorderBuffer b(0);
   EXPECT_TRUE(b.admit(*at(1)).isOk());
