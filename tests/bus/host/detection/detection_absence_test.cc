@@ -1,0 +1,130 @@
+// The detection host's time on the real engines (loaded through the plugin
+// ABI from build/plugins): a trailing negation's match comes out when the
+// watermark passes its window, with no later event released to the engine,
+// and not before; the end of the stream lets time pass to the end; engine
+// auto picks the engine that runs it.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bus/core/pattern/parser.h"
+#include "bus/host/detection/detection.h"
+#include "bus/host/detection/planner.h"
+#include "bus/host/loader/plugin_loader.h"
+
+namespace cepbus::detection {
+namespace {
+
+class Recording final : public DetectionSink {
+ public:
+  void onMatch(size_t /*member*/, const plugin::Match& match) override {
+    std::vector<Timestamp> ts;
+    for (size_t i = 0; i < match.size(); ++i) ts.push_back(match.ts(i));
+    matches.push_back(std::move(ts));
+  }
+  void onLate(const EventPtr& event, Timestamp /*newest*/) override { late.push_back(event); }
+
+  std::vector<std::vector<Timestamp>> matches;
+  std::vector<EventPtr> late;
+};
+
+plugin::PluginLoader& loader() {
+  static plugin::PluginLoader l({std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins"});
+  return l;
+}
+
+QueryRequest request(const std::string& engine, const std::string& text,
+                     std::vector<std::string> options) {
+  QueryRequest r;
+  r.name = "q";
+  auto query = pattern::parseQuery(text);
+  EXPECT_TRUE(query) << query.status().message();
+  if (query) r.query = std::move(query).value();
+  r.engine = engine;
+  auto parsed = plugin::DetectorOptions::parse(options);
+  EXPECT_TRUE(parsed) << parsed.status().message();
+  if (parsed) r.options = std::move(parsed).value();
+  r.inputs = {"in"};
+  r.where = "test";
+  return r;
+}
+
+EventPtr ev(const char* type, Timestamp ts) { return EventBuilder(type).at(ts).build(); }
+
+// One detection of `text` on `engine` with the host options `options`.
+struct Running {
+  Plan plan;
+  Recording sink;
+  std::unique_ptr<Detection> detection;
+};
+
+std::unique_ptr<Running> run(const std::string& engine, const std::string& text,
+                             std::vector<std::string> options) {
+  auto r = std::make_unique<Running>();
+  const std::vector<QueryRequest> requests = {request(engine, text, std::move(options))};
+  auto plan = detection::plan(requests, PlanOptions{}, loader());
+  EXPECT_TRUE(plan) << plan.status().message();
+  if (!plan) return nullptr;
+  r->plan = std::move(plan).value();
+  auto d = Detection::create(r->plan.groups[0], r->sink);
+  EXPECT_TRUE(d) << d.status().message();
+  if (!d) return nullptr;
+  r->detection = std::move(d).value();
+  return r;
+}
+
+TEST(DetectionAbsenceTest, ATrailingNegationsMatchComesOutWhenTheWatermarkPassesItsWindow) {
+  // max_delay 5: after X at 15 the watermark is 10 and a C at 10 may still
+  // come; after X at 16 no event at or before 10 can, and a's window (0, 10]
+  // is closed. Neither X reaches the engine (the delay holds them back).
+  for (const char* construction : {"construction=per_event", "construction=batched"}) {
+    auto r = run("nfa", "PATTERN SEQ(A a, NOT(C c)) WITHIN 10", {"max_delay=5", construction});
+    ASSERT_NE(r, nullptr);
+    Detection& d = *r->detection;
+    ASSERT_TRUE(d.onEvent(ev("A", 0)));
+    ASSERT_TRUE(d.onEvent(ev("X", 15)));
+    EXPECT_TRUE(r->sink.matches.empty()) << construction;
+    ASSERT_TRUE(d.onEvent(ev("X", 16)));
+    EXPECT_EQ(r->sink.matches, (std::vector<std::vector<Timestamp>>{{0}})) << construction;
+    EXPECT_EQ(d.released(), 0) << construction;
+  }
+}
+
+TEST(DetectionAbsenceTest, ACancellingEventWithinTheDelayStillCancels) {
+  auto r = run("nfa", "PATTERN SEQ(A a, NOT(C c)) WITHIN 10", {"max_delay=5"});
+  ASSERT_NE(r, nullptr);
+  Detection& d = *r->detection;
+  ASSERT_TRUE(d.onEvent(ev("A", 0)));
+  ASSERT_TRUE(d.onEvent(ev("X", 15)));
+  ASSERT_TRUE(d.onEvent(ev("C", 10)));  // behind the newest, within the delay
+  ASSERT_TRUE(d.onEvent(ev("X", 40)));
+  ASSERT_TRUE(d.flush());
+  EXPECT_TRUE(r->sink.matches.empty());
+  EXPECT_TRUE(r->sink.late.empty());
+}
+
+TEST(DetectionAbsenceTest, APauseKeepsTheMatchAndTheEndOfTheStreamReportsIt) {
+  auto r = run("nfa", "PATTERN SEQ(A a, B b, NOT(C c)) WITHIN 10", {"max_delay=2"});
+  ASSERT_NE(r, nullptr);
+  Detection& d = *r->detection;
+  ASSERT_TRUE(d.onEvents(std::vector<EventPtr>{ev("A", 1), ev("B", 3), ev("X", 6)}));
+  ASSERT_TRUE(d.flushReleased());  // a pause: a C may still come
+  EXPECT_TRUE(r->sink.matches.empty());
+  ASSERT_TRUE(d.flush());  // the end: time passes to the end
+  EXPECT_EQ(r->sink.matches, (std::vector<std::vector<Timestamp>>{{1, 3}}));
+}
+
+TEST(DetectionAbsenceTest, EngineAutoPicksTheNfaForNegationAtAnEdge) {
+  for (const char* text : {"PATTERN SEQ(A a, NOT(C c)) WHERE a.x = 1 WITHIN 10",
+                           "PATTERN SEQ(NOT(C c), A a, B b) WITHIN 10"}) {
+    auto r = run("auto", text, {});
+    ASSERT_NE(r, nullptr) << text;
+    EXPECT_EQ(r->plan.groups[0].engine, "nfa") << text;
+  }
+}
+
+}  // namespace
+}  // namespace cepbus::detection
