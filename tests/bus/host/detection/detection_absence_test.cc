@@ -20,14 +20,16 @@ namespace {
 
 class Recording final : public DetectionSink {
  public:
-  void onMatch(size_t /*member*/, const plugin::Match& match) override {
+  void onMatch(size_t member, const plugin::Match& match) override {
     std::vector<Timestamp> ts;
     for (size_t i = 0; i < match.size(); ++i) ts.push_back(match.ts(i));
     matches.push_back(std::move(ts));
+    members.push_back(member);
   }
   void onLate(const EventPtr& event, Timestamp /*newest*/) override { late.push_back(event); }
 
   std::vector<std::vector<Timestamp>> matches;
+  std::vector<size_t> members;  // of each match
   std::vector<EventPtr> late;
 };
 
@@ -37,9 +39,9 @@ plugin::PluginLoader& loader() {
 }
 
 QueryRequest request(const std::string& engine, const std::string& text,
-                     std::vector<std::string> options) {
+                     std::vector<std::string> options, std::string name = "q") {
   QueryRequest r;
-  r.name = "q";
+  r.name = std::move(name);
   auto query = pattern::parseQuery(text);
   EXPECT_TRUE(query) << query.status().message();
   if (query) r.query = std::move(query).value();
@@ -54,18 +56,24 @@ QueryRequest request(const std::string& engine, const std::string& text,
 
 EventPtr ev(const char* type, Timestamp ts) { return EventBuilder(type).at(ts).build(); }
 
-// One detection of `text` on `engine` with the host options `options`.
 struct Running {
   Plan plan;
   Recording sink;
   std::unique_ptr<Detection> detection;
 };
 
-std::unique_ptr<Running> run(const std::string& engine, const std::string& text,
-                             std::vector<std::string> options) {
+// One detection of the queries `texts` (named q0, q1, ...) sharing one
+// detector of `engine`, with the host options `options`.
+std::unique_ptr<Running> run(const std::string& engine, const std::vector<std::string>& texts,
+                             const std::vector<std::string>& options) {
   auto r = std::make_unique<Running>();
-  const std::vector<QueryRequest> requests = {request(engine, text, std::move(options))};
-  auto plan = detection::plan(requests, PlanOptions{}, loader());
+  std::vector<QueryRequest> requests;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    requests.push_back(request(engine, texts[i], options, "q" + std::to_string(i)));
+  }
+  PlanOptions plan_options;
+  plan_options.one_detector = true;
+  auto plan = detection::plan(requests, plan_options, loader());
   EXPECT_TRUE(plan) << plan.status().message();
   if (!plan) return nullptr;
   r->plan = std::move(plan).value();
@@ -74,6 +82,11 @@ std::unique_ptr<Running> run(const std::string& engine, const std::string& text,
   if (!d) return nullptr;
   r->detection = std::move(d).value();
   return r;
+}
+
+std::unique_ptr<Running> run(const std::string& engine, const std::string& text,
+                             const std::vector<std::string>& options) {
+  return run(engine, std::vector<std::string>{text}, options);
 }
 
 TEST(DetectionAbsenceTest, ATrailingNegationsMatchComesOutWhenTheWatermarkPassesItsWindow) {
@@ -115,6 +128,20 @@ TEST(DetectionAbsenceTest, APauseKeepsTheMatchAndTheEndOfTheStreamReportsIt) {
   EXPECT_TRUE(r->sink.matches.empty());
   ASSERT_TRUE(d.flush());  // the end: time passes to the end
   EXPECT_EQ(r->sink.matches, (std::vector<std::vector<Timestamp>>{{1, 3}}));
+}
+
+TEST(DetectionAbsenceTest, EveryQueryOfASharedDetectorHearsTheWatermark) {
+  auto r = run("nfa",
+               std::vector<std::string>{"PATTERN SEQ(A a, NOT(C c)) WITHIN 10",
+                                        "PATTERN SEQ(A a, NOT(D d)) WITHIN 20"},
+               {"max_delay=5"});
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->detection->members(), 2u);
+  ASSERT_TRUE(r->detection->onEvent(ev("A", 0)));
+  ASSERT_TRUE(r->detection->onEvent(ev("X", 16)));  // time passed 10
+  EXPECT_EQ(r->sink.members, (std::vector<size_t>{0}));
+  ASSERT_TRUE(r->detection->onEvent(ev("X", 26)));  // time passed 20
+  EXPECT_EQ(r->sink.members, (std::vector<size_t>{0, 1}));
 }
 
 TEST(DetectionAbsenceTest, EngineAutoPicksTheNfaForNegationAtAnEdge) {
