@@ -102,20 +102,32 @@ Status ReorderingDetector::offer(const EventPtr& event) {
   return buffer_.isLate(event->ts()) ? late(event) : buffer_.push(event);
 }
 
+void ReorderingDetector::passTime(Status& first) {
+  const Timestamp watermark = buffer_.watermark();
+  if (watermark == INT64_MIN || watermark - 1 <= passed_) return;
+  passed_ = watermark - 1;
+  Status s = inner_->onWatermark(passed_);
+  if (!s && first) first = std::move(s);
+}
+
 Status ReorderingDetector::onEvent(const EventPtr& event) {
   if (buffer_.isLate(event->ts())) return late(event);
+  Status first = Status::ok();
   if (buffer_.maxDelay() == 0) {
     // The common in-order case: forward without holding the event.
-    Status s = buffer_.admit(*event);
-    return s ? forward(event) : s;
+    first = buffer_.admit(*event);
+    if (!first) return first;
+    first = forward(event);
+    passTime(first);
+    return first;
   }
-  Status s = buffer_.push(event);
-  if (!s) return s;
-  Status first = Status::ok();
+  first = buffer_.push(event);
+  if (!first) return first;
   while (EventPtr ready = buffer_.popReady()) {
     Status r = forward(ready);
     if (!r && first) first = std::move(r);
   }
+  passTime(first);
   return first;
 }
 
@@ -133,6 +145,7 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
       note(late(events[run]));
       events = events.subspan(run + 1);
     }
+    passTime(first);
     return first;
   }
   // Releasing once after every push gives the same order as releasing after
@@ -147,6 +160,7 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
     } clear{ready_};
     note(forward(ready_));
   }
+  passTime(first);
   return first;
 }
 
@@ -156,6 +170,10 @@ Status ReorderingDetector::flush() {
     Status r = forward(e);
     if (!r && first) first = std::move(r);
   }
+  // Not recorded in passed_: events after a flush are a new stream whose
+  // time the inner detector hears again.
+  Status w = inner_->onWatermark(kEndOfTime);
+  if (!w && first) first = std::move(w);
   Status f = inner_->flush();
   if (!f && first) first = std::move(f);
   return first;

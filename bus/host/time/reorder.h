@@ -12,6 +12,12 @@
 // is rejected with an error naming both timestamps. With D = 0 nothing is
 // buffered and any event older than the newest one is late.
 //
+// After each call that moves the watermark, the inner detector hears it
+// (Detector::onWatermark) once the events before it are released: every
+// event with ts < watermark has then been handed over (one at the watermark
+// may still come), so it is told that time has passed watermark - 1. A
+// trailing negation's match is decided on it with no later event needed.
+//
 // This is the detection host's time handling (bus/host/detection/detection.h
 // owns one per detector): D comes from the host option `max_delay=D` (or its
 // synonym `slack=D`), which every engine takes and none sees.
@@ -118,7 +124,8 @@ class ReorderingDetector final : public Detector {
   // delay, lateness before the inner detector's errors (it sees the batch's
   // released events after all are pushed).
   Status onEvents(std::span<const EventPtr> events) override;
-  // Releases every buffered event, then flushes the inner detector.
+  // Releases every buffered event, lets time pass to the end
+  // (onWatermark(kEndOfTime)), then flushes the inner detector.
   Status flush() override;
   // Flushes the inner detector and keeps what the delay holds back: for a
   // pause in the input, which is not the end of the stream (a later arrival
@@ -141,6 +148,9 @@ class ReorderingDetector final : public Detector {
   // Hands `events` (in order) to the inner detector.
   Status forward(std::span<const EventPtr> events);
   Status forward(const EventPtr& event);
+  // Tells the inner detector that time passed watermark - 1 when that moved
+  // since it last heard; `first` keeps the first error.
+  void passTime(Status& first);
   // A late event: to the late sink (OK), or rejected.
   Status late(const EventPtr& event);
   // push() of `event` into the buffer, a late one through late().
@@ -151,6 +161,7 @@ class ReorderingDetector final : public Detector {
   LateSink* const late_;
   std::vector<EventPtr> ready_;  // onEvents() with a delay: reused, empty between calls
   Timestamp released_ = INT64_MIN;
+  Timestamp passed_ = INT64_MIN;  // the last time told to the inner detector
 };
 
 }  // namespace cepbus::plugin

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace cepbus::plugin {
@@ -152,6 +153,55 @@ TEST(ReorderingDetectorTest, FeedsTheInnerDetectorInOrderAndPassesItsErrors) {
   EXPECT_TRUE(d.flush().isOk());
   EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 3, 4, 5, 8, 13, 15, 16}));
   EXPECT_EQ(rec->flushes, 1);
+}
+
+// Records, in one list, the events it is given (their ts), the watermarks
+// (as "w" and the time) and the flushes ("f").
+class TimeRecording : public Detector {
+ public:
+  Status onEvent(const EventPtr& e) override {
+    log.push_back(std::to_string(e->ts()));
+    return Status::ok();
+  }
+  Status onWatermark(Timestamp t) override {
+    log.push_back(t == kEndOfTime ? "w end" : "w" + std::to_string(t));
+    return Status::ok();
+  }
+  Status flush() override {
+    log.push_back("f");
+    return Status::ok();
+  }
+  std::vector<std::string> log;
+};
+
+TEST(ReorderingDetectorTest, TheInnerDetectorHearsTheWatermarkAfterTheEventsItCovers) {
+  for (const bool batches : {false, true}) {
+    auto inner = std::make_unique<TimeRecording>();
+    TimeRecording* rec = inner.get();
+    ReorderingDetector d(std::move(inner), 2);
+    auto offer = [&](std::vector<EventPtr> events) {
+      if (batches) {
+        ASSERT_TRUE(d.onEvents(events).isOk());
+      } else {
+        for (const EventPtr& e : events) ASSERT_TRUE(d.onEvent(e).isOk());
+      }
+    };
+    // 5 then 4: watermark 3, so time passed 2; 4 does not move it (no call).
+    // 8: watermark 6 releases 4 and 5, time passed 5. A pause moves nothing;
+    // the end releases 8 and lets time pass to the end before the flush.
+    offer({at(5), at(4)});
+    offer({at(8)});
+    ASSERT_TRUE(d.flushReleased().isOk());
+    ASSERT_TRUE(d.flush().isOk());
+    EXPECT_EQ(rec->log, (std::vector<std::string>{"w2", "4", "5", "w5", "f", "8", "w end", "f"}))
+        << (batches ? "batches" : "one at a time");
+  }
+  // Without a delay each event moves time to just before it.
+  auto inner = std::make_unique<TimeRecording>();
+  TimeRecording* rec = inner.get();
+  ReorderingDetector d(std::move(inner), 0);
+  for (Timestamp ts : {3, 3, 7}) ASSERT_TRUE(d.onEvent(at(ts)).isOk());
+  EXPECT_EQ(rec->log, (std::vector<std::string>{"3", "w2", "3", "7", "w6"}));
 }
 
 // Records the batches it is given.
