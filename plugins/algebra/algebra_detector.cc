@@ -137,7 +137,8 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       direct_(plan_->nodes.size(), 0),
       parent_(plan_->nodes.size(), -1),
       direct_window_(plan_->nodes.size(), kNoHorizon),
-      report_checks_(plan_->nodes.size()) {
+      report_checks_(plan_->nodes.size()),
+      run_checks_(plan_->nodes.size()) {
   slots_.resize(plan_->layout.size());
   bool one_each = true;  // leaf k binds element k, once
   for (const Leaf& l : plan_->leaves) {
@@ -182,7 +183,7 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       for (int k = static_cast<int>(i); filters && k >= 0; k = parent_[static_cast<size_t>(k)]) {
         const Node& f = plan_->nodes[static_cast<size_t>(k)];
         if (f.op == Op::kTimeRestriction) direct_window_[i] = std::min(direct_window_[i], f.window);
-        if (!f.checks.empty()) report_checks_[i].push_back(static_cast<size_t>(k));
+        for (const pattern::Conjunct& c : f.checks) report_checks_[i].push_back(&c);
       }
     }
     // A Kleene element's runs are enumerated where they are paired: as the
@@ -196,21 +197,54 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
           seq.op == Op::kSeq && (seq.left == static_cast<int>(i) || lazy_[static_cast<size_t>(p)] ||
                                  direct_[static_cast<size_t>(p)]);
     }
-    // The checks of the lazy nodes under a direct one wait for its matches.
+    // The checks of the lazy nodes under a direct one wait for its matches;
+    // those that read only a Kleene run and what follows it are checked as
+    // each run is found (run_checks_), before what precedes it is paired.
     for (size_t i = 0; i < plan_->nodes.size(); ++i) {
-      if (!direct_[i]) continue;
-      std::vector<size_t> below{i};
-      while (!below.empty()) {
-        const Node& n = plan_->nodes[below.back()];
-        below.pop_back();
-        for (int c : {n.left, n.right}) {
-          const auto k = static_cast<size_t>(c);
-          if (c < 0 || !(lazy_[k] || kleene_lazy_[k])) continue;
-          if (!plan_->nodes[k].checks.empty()) report_checks_[i].push_back(k);
-          if (lazy_[k]) below.push_back(k);
-        }
-      }
+      if (direct_[i]) chainChecks(i);
     }
+  }
+}
+
+void AlgebraDetector::chainChecks(size_t i) {
+  const Plan& plan = *plan_;
+  std::vector<size_t> kleenes;  // in the chain, right to left
+  std::vector<size_t> below{i};
+  int last_leaf = -1;
+  while (!below.empty()) {
+    const Node& n = plan.nodes[below.back()];
+    below.pop_back();
+    for (int c : {n.right, n.left}) {
+      const auto k = static_cast<size_t>(c);
+      if (c < 0) continue;
+      if (plan.nodes[k].op == Op::kAtom) last_leaf = std::max(last_leaf, plan.nodes[k].leaf);
+      if (!(lazy_[k] || kleene_lazy_[k])) continue;
+      for (const pattern::Conjunct& check : plan.nodes[k].checks) {
+        report_checks_[i].push_back(&check);
+      }
+      if (lazy_[k]) below.push_back(k);
+      if (kleene_lazy_[k]) kleenes.push_back(k);
+    }
+  }
+  for (size_t k : kleenes) {
+    const int leaf = plan.nodes[static_cast<size_t>(plan.nodes[k].left)].leaf;
+    last_leaf = std::max(last_leaf, leaf);
+  }
+  std::sort(kleenes.begin(), kleenes.end(), [&](size_t a, size_t b) { return a > b; });
+  for (size_t k : kleenes) {
+    // The slots bound once a run of k is placed: its own and every later
+    // element's up to the end of the chain.
+    uint64_t bound = 0;
+    for (int leaf = plan.nodes[static_cast<size_t>(plan.nodes[k].left)].leaf; leaf <= last_leaf;
+         ++leaf) {
+      const int slot = plan.leaves[static_cast<size_t>(leaf)].slot;
+      if (slot >= 0) bound |= uint64_t{1} << slot;
+    }
+    std::erase_if(report_checks_[i], [&](const pattern::Conjunct* c) {
+      if (c->slot_mask == 0 || (c->slot_mask & ~bound) != 0) return false;
+      run_checks_[k].push_back(c);
+      return true;
+    });
   }
 }
 
@@ -400,15 +434,20 @@ size_t AlgebraDetector::place(const Instance& inst) {
 
 void AlgebraDetector::descend(size_t i, const Instance& x, Timestamp lo, Timestamp end) {
   if (x.node >= 0 && kleene_lazy_[static_cast<size_t>(x.node)]) {
-    runs(static_cast<size_t>(x.node), *x.right, lo,
-         [&](Timestamp start, size_t) { reportDirect(i, start, end); });
+    const auto k = static_cast<size_t>(x.node);
+    runs(k, *x.right, lo, [&](Timestamp start, size_t) {
+      if (passes(run_checks_[k], placedBinds())) reportDirect(i, start, end);
+    });
     return;
   }
   if (x.node >= 0 && x.right->node >= 0) {
     // A lazy sequence ending with a Kleene element: each run of it, then
     // the left history before the run.
-    runs(static_cast<size_t>(x.right->node), *x.right->right, lo, [&](Timestamp start, size_t) {
-      descendLeft(i, static_cast<size_t>(x.node), lo, start, end);
+    const auto k = static_cast<size_t>(x.right->node);
+    runs(k, *x.right->right, lo, [&](Timestamp start, size_t) {
+      if (passes(run_checks_[k], placedBinds())) {
+        descendLeft(i, static_cast<size_t>(x.node), lo, start, end);
+      }
     });
     return;
   }
@@ -437,9 +476,7 @@ void AlgebraDetector::reportDirect(size_t i, Timestamp start, Timestamp end) {
   if (end - start > direct_window_[i]) return;
   // descend() checked the probability (unlikely() at every level, emit() at the top).
   const std::span<const Binding* const> binds = placedBinds();
-  for (size_t k : report_checks_[i]) {
-    if (!passes(plan_->nodes[k], binds)) return;
-  }
+  if (!passes(report_checks_[i], binds)) return;
   emit(binds, placedEvents());
 }
 
@@ -534,8 +571,10 @@ void AlgebraDetector::evaluate(size_t i) {
         }
         if (y->node >= 0) {
           // A lazy Kleene instance: each of its runs, then what precedes it.
-          runs(static_cast<size_t>(y->node), *y->right, lo,
-               [&](Timestamp start, size_t) { descendLeft(i, i, lo, start, y->end); });
+          const auto k = static_cast<size_t>(y->node);
+          runs(k, *y->right, lo, [&](Timestamp start, size_t) {
+            if (passes(run_checks_[k], placedBinds())) descendLeft(i, i, lo, start, y->end);
+          });
           continue;
         }
         const size_t placed = direct_[i] ? place(*y) : 0;
@@ -705,6 +744,24 @@ bool AlgebraDetector::passes(const Node& node, const Instance& inst) {
 
 bool AlgebraDetector::passes(const Node& node, std::span<const Binding* const> binds) {
   if (node.checks.empty()) return true;
+  bindSlots(binds);
+  for (const pattern::Conjunct& c : node.checks) {
+    if (!holds(c)) return false;
+  }
+  return true;
+}
+
+bool AlgebraDetector::passes(std::span<const pattern::Conjunct* const> checks,
+                             std::span<const Binding* const> binds) {
+  if (checks.empty()) return true;
+  bindSlots(binds);
+  for (const pattern::Conjunct* c : checks) {
+    if (!holds(*c)) return false;
+  }
+  return true;
+}
+
+void AlgebraDetector::bindSlots(std::span<const Binding* const> binds) {
   const Plan& plan = *plan_;
   std::fill(slots_.begin(), slots_.end(), pattern::SlotBinding{});
   slot_events_.resize(binds.size());
@@ -721,22 +778,19 @@ bool AlgebraDetector::passes(const Node& node, std::span<const Binding* const> b
     }
     begin = end;
   }
-  for (const pattern::Conjunct& c : node.checks) {
-    if (c.iteration_slot) {
-      pattern::SlotBinding& sb = slots_[*c.iteration_slot];
-      const size_t count = sb.events.size();
-      bool ok = true;
-      for (size_t cur = 0; ok && cur < count; ++cur) {
-        sb.current = cur;
-        ok = c.test(slots_);
-      }
-      sb.current = pattern::SlotBinding::kNewest;
-      if (!ok || (count == 0 && !c.test(slots_))) return false;
-    } else if (!c.test(slots_)) {
-      return false;
-    }
+}
+
+bool AlgebraDetector::holds(const pattern::Conjunct& c) {
+  if (!c.iteration_slot) return c.test(slots_);
+  pattern::SlotBinding& sb = slots_[*c.iteration_slot];
+  const size_t count = sb.events.size();
+  bool ok = true;
+  for (size_t cur = 0; ok && cur < count; ++cur) {
+    sb.current = cur;
+    ok = c.test(slots_);
   }
-  return true;
+  sb.current = pattern::SlotBinding::kNewest;
+  return ok && (count > 0 || c.test(slots_));
 }
 
 void AlgebraDetector::dropOld(std::vector<InstPtr>& list, int64_t horizon) const {

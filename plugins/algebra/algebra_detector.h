@@ -59,6 +59,14 @@ class AlgebraDetector final : public plugin::Detector {
   void finish(size_t i, std::vector<InstPtr>& candidates);
   bool passes(const Node& node, const Instance& inst);
   bool passes(const Node& node, std::span<const Binding* const> binds);
+  bool passes(std::span<const pattern::Conjunct* const> checks,
+              std::span<const Binding* const> binds);
+  // Binds slots_ to `binds` (in (leaf, seq) order), for holds().
+  void bindSlots(std::span<const Binding* const> binds);
+  // `c` over slots_, an iteration predicate at every element of its run.
+  bool holds(const pattern::Conjunct& c);
+  // report_checks_[i] and run_checks_ of the lazy chain under direct node i.
+  void chainChecks(size_t i);
   InstPtr combine(const InstPtr& a, const InstPtr& b) const;
   // A lazy instance of `node` (Instance::right) over `right`, with its interval and probability.
   static InstPtr lazyOver(const InstPtr& right, size_t node);
@@ -143,11 +151,15 @@ class AlgebraDetector final : public plugin::Detector {
   std::vector<char> direct_;
   std::vector<int> parent_;  // -1 for the root
   // A direct node's tightest time restriction up to the root (kNoHorizon
-  // without one), and the nodes whose checks a match made there must pass:
-  // those on that path, and the lazy nodes below it, whose checks wait for
-  // the whole match.
+  // without one), and the checks a match made there must pass: those of the
+  // nodes on that path, and of the lazy nodes below it, which wait for the
+  // whole match; less those in run_checks_.
   std::vector<int64_t> direct_window_;
-  std::vector<std::vector<size_t>> report_checks_;
+  std::vector<std::vector<const pattern::Conjunct*>> report_checks_;
+  // For a lazy Kleene node below a direct one, the checks of the direct
+  // node's match that read only the run and the elements after it: checked
+  // on each run found, before what precedes it is paired (chainChecks()).
+  std::vector<std::vector<const pattern::Conjunct*>> run_checks_;
   // The Match element of each leaf (-1 inside a negated operand).
   std::vector<int> leaf_element_;
   // 1, 2, ..., m when leaf k is element k and no operator (| or iteration)
