@@ -275,6 +275,10 @@ size_t AlgebraDetector::retainedInstances() const {
   return n;
 }
 
+uint64_t AlgebraDetector::lastSeq(const Instance& inst) {
+  return inst.node < 0 ? inst.binds.back().seq : lastSeq(*inst.right);
+}
+
 Timestamp AlgebraDetector::gapStart(const Instance& inst, int leaf) {
   Timestamp ts = INT64_MIN;
   for (const Binding& b : inst.binds) {
@@ -351,6 +355,7 @@ void AlgebraDetector::runsFrom(const Node& node, const std::vector<InstPtr>& eve
     if (stepHolds(node, nullptr, next)) f(first.start, count);
     // One event per timestamp: the events before are those ending before it.
     for (const InstPtr& p : pairable(events, lo, first.start)) {
+      if (plan_->strict && p->binds.front().seq + 1 != first.binds.front().seq) continue;
       if (stepHolds(node, p->binds.front().event.get(), next)) {
         runsFrom(node, events, *p, lo, count, f);
       }
@@ -433,6 +438,7 @@ size_t AlgebraDetector::place(const Instance& inst) {
 }
 
 void AlgebraDetector::descend(size_t i, const Instance& x, Timestamp lo, Timestamp end) {
+  if (plan_->strict && lastSeq(x) + 1 != placedBinds().front()->seq) return;
   if (x.node >= 0 && kleene_lazy_[static_cast<size_t>(x.node)]) {
     const auto k = static_cast<size_t>(x.node);
     runs(k, *x.right, lo, [&](Timestamp start, size_t) {
@@ -476,6 +482,12 @@ void AlgebraDetector::reportDirect(size_t i, Timestamp start, Timestamp end) {
   if (end - start > direct_window_[i]) return;
   // descend() checked the probability (unlikely() at every level, emit() at the top).
   const std::span<const Binding* const> binds = placedBinds();
+  if (plan_->strict) {
+    // descend() pairs only adjacent pieces; an eager sequence below may not.
+    for (size_t k = 1; k < binds.size(); ++k) {
+      if (binds[k - 1]->seq + 1 != binds[k]->seq) return;
+    }
+  }
   if (!passes(report_checks_[i], binds)) return;
   emit(binds, placedEvents());
 }

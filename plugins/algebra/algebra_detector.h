@@ -94,6 +94,9 @@ class AlgebraDetector final : public plugin::Detector {
   // Direct node i: every instance in node `hist`'s left history that can
   // precede what is placed (starting at `before`) in a match from `lo`.
   void descendLeft(size_t i, size_t hist, Timestamp lo, Timestamp before, Timestamp end);
+  // The arrival number of the last event of `inst` (of a SEQ: its right
+  // operand's last, for a lazy instance too).
+  static uint64_t lastSeq(const Instance& inst);
   // The ts of the latest event bound to `leaf` in `inst` (a negation's gap start).
   static Timestamp gapStart(const Instance& inst, int leaf);
   void emit(const Instance& inst);

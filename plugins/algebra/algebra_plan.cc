@@ -322,6 +322,7 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
   plan->semantics = query.context == pattern::Context::kUnrestricted ? Semantics::kUnrestricted
                                                                      : Semantics::kRecent;
   plan->min_probability = query.min_probability.value_or(0);
+  plan->strict = query.strategy == pattern::Strategy::kStrictContiguity && runsNatively(query);
   plan->layout = pattern::BindingLayout::forQuery(query);
   try {
     Compiler(query, *plan).run();
@@ -369,6 +370,15 @@ Status contextForStrategy(pattern::Query& query) {
   }
   query.context = pattern::Context::kUnrestricted;
   return Status::ok();
+}
+
+bool runsNatively(const pattern::Query& query) {
+  if (query.strategy != pattern::Strategy::kStrictContiguity) return false;
+  const PatternNode& p = *query.pattern;
+  if (p.kind != PatternKind::kSeq) return false;
+  return std::all_of(p.children.begin(), p.children.end(), [](const pattern::PatternPtr& c) {
+    return c->kind == PatternKind::kEvent || (c->kind == PatternKind::kKleene && !c->star);
+  });
 }
 
 }  // namespace cepbus::plugins::algebra

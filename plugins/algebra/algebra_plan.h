@@ -99,6 +99,11 @@ struct Plan {
   size_t element_count = 0;
   Semantics semantics = Semantics::kRecent;
   double min_probability = 0;  // PROBABILITY >= p; 0 keeps every match
+  // STRATEGY strict_contiguity run by the detector itself (a SEQ of 'Type
+  // var' and 'Type+ var[]' elements, see runsNatively()): the events of a
+  // match are consecutive in the stream the detector sees, and no run or
+  // pairing that breaks that is followed.
+  bool strict = false;
   pattern::BindingLayout layout;
   std::shared_ptr<const pattern::CompiledReturn> returns;  // null without RETURN
   // For each event type the pattern mentions, the atom nodes of that type.
@@ -107,8 +112,9 @@ struct Plan {
   size_t root() const { return nodes.size() - 1; }
 };
 
-// Compiles `query` under skip_till_any_match whatever its STRATEGY (the
-// plugin's plugin::StrategyFactory selects the matches of the others);
+// Compiles `query` under skip_till_any_match, or under strict_contiguity
+// (Plan::strict) when runsNatively(query); the plugin's
+// plugin::StrategyFactory selects the matches of the other strategies;
 // InvalidArgument names what the algebra engine does not support (an
 // operator form) or why the query cannot be compiled. PARTITION BY is not the
 // plan's: the factory runs one detector per partition, each from the plan of
@@ -129,5 +135,9 @@ std::vector<std::string> contextNotices(const pattern::Query& query);
 // them already. An explicit CONTEXT recent is refused, with the strategy
 // named in the message.
 Status contextForStrategy(pattern::Query& query);
+
+// Whether the detector runs `query`'s STRATEGY itself: strict_contiguity on
+// a SEQ(...) of 'Type var' and 'Type+ var[]' elements only.
+bool runsNatively(const pattern::Query& query);
 
 }  // namespace cepbus::plugins::algebra

@@ -199,5 +199,23 @@ TEST(AlgebraDetectorState, KleeneClosureKeepsEachEventOnceAndExtendsOnlyAccepted
   }
 }
 
+// STRATEGY strict_contiguity on a plain SEQ runs in the detector: a run is
+// extended only by the event right before it, so 40 rising B's give the one
+// contiguous match rather than 2^40 - 1 runs to select from.
+TEST(AlgebraDetectorState, StrictContiguityFollowsOnlyAdjacentEvents) {
+  CountingSink sink;
+  auto d = detector(
+      "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x CONTEXT unrestricted "
+      "STRATEGY strict_contiguity",
+      sink);
+  ASSERT_TRUE(d->onEvent(at("A", 1)));
+  for (Timestamp ts = 2; ts <= 41; ++ts) {
+    ASSERT_TRUE(d->onEvent(EventBuilder("B").at(ts).set("x", Value(int64_t{ts})).build()));
+  }
+  ASSERT_TRUE(d->onEvent(at("C", 42)));
+  ASSERT_TRUE(d->flush());
+  EXPECT_EQ(sink.matches, 1u);
+}
+
 }  // namespace
 }  // namespace cepbus::plugins::algebra
