@@ -201,8 +201,10 @@ class Compiler {
       if (!pending.empty() && child->kind != PatternKind::kEvent) {
         throw CompileError(where(*child) +
                            "the algebra engine runs NOT(...) inside SEQ only before an element "
-                           "'Type var' (not before a Kleene element or an operator); the nfa "
-                           "engine runs it");
+                           "'Type var' (not before a Kleene element or an operator: the gap would "
+                           "end at that element's first event, before the end at which the "
+                           "negation checks it, and the negation keeps only the latest negated "
+                           "event); the nfa engine runs it");
       }
       const int r = build(*child, negated);
       acc = acc < 0 ? r : binary(Op::kSeq, acc, r, p);
