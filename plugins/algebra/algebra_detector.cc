@@ -208,7 +208,7 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
 
 void AlgebraDetector::chainChecks(size_t i) {
   const Plan& plan = *plan_;
-  std::vector<size_t> kleenes;  // in the chain, right to left
+  std::vector<size_t> kleenes;  // the lazy Kleene nodes of the chain
   std::vector<size_t> below{i};
   int last_leaf = -1;
   while (!below.empty()) {
@@ -230,7 +230,9 @@ void AlgebraDetector::chainChecks(size_t i) {
     const int leaf = plan.nodes[static_cast<size_t>(plan.nodes[k].left)].leaf;
     last_leaf = std::max(last_leaf, leaf);
   }
-  std::sort(kleenes.begin(), kleenes.end(), [&](size_t a, size_t b) { return a > b; });
+  // Right to left (a later node index is further right): a conjunct goes to
+  // the first run that binds every slot it reads.
+  std::sort(kleenes.begin(), kleenes.end(), std::greater<>());
   for (size_t k : kleenes) {
     // The slots bound once a run of k is placed: its own and every later
     // element's up to the end of the chain.
