@@ -193,9 +193,10 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       const int p = parent_[i];
       if (!plan_->nodes[i].kleene || p < 0) continue;
       const Node& seq = plan_->nodes[static_cast<size_t>(p)];
-      kleene_lazy_[i] =
+      const bool pairs =
           seq.op == Op::kSeq && (seq.left == static_cast<int>(i) || lazy_[static_cast<size_t>(p)] ||
                                  direct_[static_cast<size_t>(p)]);
+      kleene_lazy_[i] = pairs ? 1 : 0;
     }
     // The checks of the lazy nodes under a direct one wait for its matches;
     // those that read only a Kleene run and what follows it are checked as
