@@ -110,9 +110,6 @@ const Engine kEngines[] = {
      [](const Constructs& c, const pattern::Query&) -> std::vector<std::string> {
        // Its first refusal names what it meets first; every one names the nfa.
        if (c.edge_negation) return {"the algebra engine", "nfa"};
-       // Its closure under CONTEXT unrestricted (every strategy's context)
-       // would enumerate the unions of the element's events.
-       if (c.kleene) return {"does not run the Kleene element", "the nfa and petri engines run it"};
        if (c.negation_before_kleene)
          return {"not before a Kleene element", "the nfa engine runs it"};
        if (c.negation_relates) return {"relates a negated operand", "the nfa engine runs it"};
@@ -142,6 +139,7 @@ struct EngineStats {
   uint64_t matches = 0;
   uint64_t refused = 0;
   uint64_t compared_by_strategy[3] = {};  // indexed by pattern::Strategy
+  uint64_t kleene_by_strategy[3] = {};    // ... of those with a Kleene element
 };
 
 constexpr pattern::Strategy kStrategies[] = {pattern::Strategy::kStrictContiguity,
@@ -166,7 +164,7 @@ class EnginesDifferential {
     const Constructs constructs = constructsOf(*q);
     for (const Engine& engine : kEngines) {
       const std::string query = text + engine.suffix;
-      check(engine, query, engine.refusal(constructs, *q), events, expected);
+      check(engine, query, engine.refusal(constructs, *q), constructs.kleene, events, expected);
     }
   }
 
@@ -175,7 +173,7 @@ class EnginesDifferential {
 
  private:
   void check(const Engine& engine, const std::string& text, const std::vector<std::string>& refusal,
-             const std::vector<EventPtr>& events,
+             bool kleene, const std::vector<EventPtr>& events,
              const std::vector<std::vector<EventId>>& expected) {
     EngineStats& st = stats_[engine.name];
     auto q = pattern::parseQuery(text);
@@ -227,6 +225,7 @@ class EnginesDifferential {
     }
     ++st.compared;
     ++st.compared_by_strategy[static_cast<size_t>(q->strategy)];
+    if (kleene) ++st.kleene_by_strategy[static_cast<size_t>(q->strategy)];
     st.with_matches += expected.empty() ? 0 : 1;
     st.matches += expected.size();
     if (sink.sortedIds() != expected) {
@@ -255,7 +254,8 @@ TEST(EnginesDifferentialTest, EveryEngineThatAcceptsAQueryReportsTheReferencesMa
             << s.matches << " matches; by strategy";
     for (pattern::Strategy k : kStrategies) {
       summary << ' ' << pattern::strategyName(k) << ' '
-              << s.compared_by_strategy[static_cast<size_t>(k)];
+              << s.compared_by_strategy[static_cast<size_t>(k)] << " (Kleene "
+              << s.kleene_by_strategy[static_cast<size_t>(k)] << ')';
     }
     summary << "), " << s.refused << " refused; ";
     if (run.failures() > 0) continue;  // stopped early: the counts say nothing
@@ -265,6 +265,9 @@ TEST(EnginesDifferentialTest, EveryEngineThatAcceptsAQueryReportsTheReferencesMa
     for (pattern::Strategy k : kStrategies) {
       EXPECT_GT(s.compared_by_strategy[static_cast<size_t>(k)], cases / 100)
           << e.name << " " << pattern::strategyName(k);
+      // Kleene elements too, on every engine and under every strategy.
+      EXPECT_GT(s.kleene_by_strategy[static_cast<size_t>(k)], cases / 200)
+          << e.name << " " << pattern::strategyName(k) << " with a Kleene element";
     }
   }
   RecordProperty("summary", summary.str());
