@@ -119,12 +119,13 @@ void ClientHandler::on_receiver_open(proton::receiver& r) {
     return;
   }
   // The address becomes a symbol for as long as the process lives: a
-  // client that opens links to ever new addresses spends the budget of
-  // names clients may create, not the symbol table the queries need.
-  const std::optional<Symbol> address = internWireName(addr);
+  // client that opens links to ever new addresses spends its own share of
+  // the names clients may create (max-names), not another client's, nor
+  // the symbol table the queries need.
+  const std::optional<Symbol> address = internWireName(addr, client_->names.get());
   if (!address) {
-    r.close(
-        proton::error_condition(kResourceLimitExceeded, wireNameRefusal("target address", addr)));
+    r.close(proton::error_condition(kResourceLimitExceeded,
+                                    wireNameRefusal("target address", addr, client_->names.get())));
     return;
   }
   if (refuseLink(r)) return;
@@ -385,7 +386,7 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
     replenish(pub);
     return &pub;
   }
-  MappedEvent mapped = eventFromMessage(m);
+  MappedEvent mapped = eventFromMessage(m, client_->names.get());
   if (!mapped.event) {
     counters_.malformed.inc();
     if (!presettled) {

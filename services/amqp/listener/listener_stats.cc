@@ -81,6 +81,10 @@ AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const 
   s.links_refused = refused.links;
   s.durable_refused = refused.durable;
   s.requests_refused = refused.requests;
+  s.user_sessions_refused = refused.user_sessions;
+  s.user_links_refused = refused.user_links;
+  s.names_refused = refused.names;
+  s.user_names_refused = refused.user_names;
   s.messages_too_large = refused.messages_too_large;
   return s;
 }
@@ -94,6 +98,10 @@ void reportRefusals(stats::Scope& scope, std::shared_ptr<const AmqpAdmission> ad
   scope.counter(a::kLinksRefused, refused(&AmqpRefusals::links));
   scope.counter(a::kDurableRefused, refused(&AmqpRefusals::durable));
   scope.counter(a::kRequestsRefused, refused(&AmqpRefusals::requests));
+  scope.counter(a::kUserSessionsRefused, refused(&AmqpRefusals::user_sessions));
+  scope.counter(a::kUserLinksRefused, refused(&AmqpRefusals::user_links));
+  scope.counter(a::kNamesRefused, refused(&AmqpRefusals::names));
+  scope.counter(a::kUserNamesRefused, refused(&AmqpRefusals::user_names));
   scope.counter(a::kMessagesTooLarge, refused(&AmqpRefusals::messages_too_large));
 }
 
