@@ -44,7 +44,9 @@ std::vector<proton::message> newNames(const std::string& type, const std::string
 
 // One bus for the suite: 20 new names per connection, 30 per user, 3 links
 // per user, and a process-wide budget of 100 new names, the cap the issue
-// ran into ("--wire-name-budget 500", 600 names from one client).
+// ran into ("--wire-name-budget 500", 600 names from one client); 3
+// unsettled deliveries and 100,000 bytes in flight per connection, with a
+// reliable route whose journal commits wait 200 ms.
 class AmqpClientLimitsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -53,12 +55,16 @@ class AmqpClientLimitsTest : public ::testing::Test {
     ASSERT_TRUE(alice.isOk());
     port_ = reservedPort();
     ASSERT_TRUE(bus_->start(
-        "<cepbus name=\"limits\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
+        "<cepbus name=\"limits\"><journal path=\"journal.db\" commit-delay-us=\"200000\"/>"
+        "<listeners><amqp host=\"127.0.0.1\" port=\"" +
             std::to_string(port_) +
             "\" allow-anonymous=\"true\" max-names=\"20\" max-user-names=\"30\" "
-            "max-user-links=\"3\"><user name=\"alice\" password-hash=\"" +
+            "max-user-links=\"3\" max-unsettled=\"3\" max-bytes-in-flight=\"100000\"><user "
+            "name=\"alice\" password-hash=\"" +
             *alice +
-            "\"><permit publish=\"#\" subscribe=\"#\"/></user></amqp></listeners></cepbus>\n",
+            "\"><permit publish=\"#\" subscribe=\"#\"/></user></amqp></listeners><routes "
+            "default-flow=\"st\"><route address=\"journaled.#\" "
+            "flow=\"reliable\" qos=\"reliable\"/></routes></cepbus>\n",
         {port_}, {"--wire-name-budget", "100"}));
   }
   static void TearDownTestSuite() {
@@ -180,6 +186,66 @@ TEST_F(AmqpClientLimitsTest, AUsersConnectionsShareItsLimits) {
   anonymous.send("anon.names", {event("AnonType", 1, "anon_name")});
   ASSERT_TRUE(anonymous.waitFor([&] { return anonymous.accepted + anonymous.rejected == 1; }));
   EXPECT_EQ(anonymous.read<size_t>([&] { return anonymous.accepted; }), 1u);
+}
+
+// A client whose unsettled messages wait for their journal commits holds
+// at most max-unsettled of them (3) and max-bytes-in-flight of their bytes
+// (100,000) on its connection: what it sends beyond is rejected with the
+// named condition, and another connection publishing to the same reliable
+// route has its own budget. How many of a burst are held at once depends on
+// when the commits come back, so the burst's split is bounded, not exact.
+TEST_F(AmqpClientLimitsTest, UnsettledDeliveriesAndBytesAreBoundedPerConnection) {
+  AmqpTestClient subscriber(port_, "journaled-subscriber");
+  ASSERT_TRUE(subscriber.waitOpen());
+  subscriber.subscribe("journaled.#");
+  ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.links_open.count("journaled.#") > 0; }));
+
+  AmqpTestClient hog(port_, "unsettled-hog");
+  ASSERT_TRUE(hog.waitOpen());
+  std::vector<proton::message> burst;
+  for (int i = 0; i < 20; ++i) burst.push_back(event("Journaled", i + 1));
+  hog.send("journaled.a", burst);
+  ASSERT_TRUE(hog.waitFor([&] { return hog.accepted + hog.rejected == 20; }));
+  // The commits wait 200 ms: at most 3 can be held meanwhile, so the burst
+  // has some refused, each naming the limit.
+  EXPECT_GT(hog.read<size_t>([&] { return hog.rejected; }), 0u) << outcomes(hog);
+  EXPECT_GE(hog.read<size_t>([&] { return hog.accepted; }), 3u);
+  hog.read<int>([&] {
+    for (const proton::error_condition& e : hog.rejections) {
+      EXPECT_TRUE(refusedFor(e, "unsettled deliveries per connection (max-unsettled): 3 reached"))
+          << e.what();
+    }
+    return 0;
+  });
+
+  AmqpTestClient other(port_, "journaled-other");
+  ASSERT_TRUE(other.waitOpen());
+  other.send("journaled.b", {event("Journaled", 1), event("Journaled", 2)});
+  ASSERT_TRUE(other.waitFor([&] { return other.accepted + other.rejected == 2; }));
+  EXPECT_EQ(other.read<size_t>([&] { return other.accepted; }), 2u);
+
+  // A message of 60,000 bytes fits in 100,000; one of 120,000 never does,
+  // whatever the connection holds at the time.
+  AmqpTestClient heavy(port_, "bytes-hog");
+  ASSERT_TRUE(heavy.waitOpen());
+  auto large = [](int64_t ts, size_t bytes) {
+    proton::message m = event("Journaled", ts);
+    m.properties().put("blob", std::string(bytes, 'x'));
+    return m;
+  };
+  heavy.send("journaled.c", {large(1, 60000)});
+  ASSERT_TRUE(heavy.waitFor([&] { return heavy.accepted + heavy.rejected == 1; }));
+  heavy.send("journaled.c", {large(2, 120000)});
+  ASSERT_TRUE(heavy.waitFor([&] { return heavy.accepted + heavy.rejected == 2; }));
+  EXPECT_EQ(heavy.read<size_t>([&] { return heavy.accepted; }), 1u);
+  ASSERT_EQ(heavy.read<size_t>([&] { return heavy.rejected; }), 1u);
+  heavy.read<int>([&] {
+    const proton::error_condition& e = heavy.rejections.at(0);
+    EXPECT_TRUE(refusedFor(e, "bytes in flight per connection (max-bytes-in-flight)")) << e.what();
+    EXPECT_TRUE(refusedFor(e, "a message of 120")) << e.what();
+    EXPECT_TRUE(refusedFor(e, "bytes would pass 100000")) << e.what();
+    return 0;
+  });
 }
 
 }  // namespace

@@ -56,6 +56,10 @@ struct AmqpLimits {
   // per connection, a quarter per user.
   uint32_t max_names = kDefaultWireNameBudget / 10;      // max-names: per connection
   uint32_t max_user_names = kDefaultWireNameBudget / 4;  // max-user-names: per user
+  // What a connection's unsettled publishes may make the listener hold
+  // (services/amqp/listener/unsettled_budget.h).
+  uint64_t max_unsettled = 10000;           // max-unsettled: deliveries, per connection
+  uint64_t max_bytes_in_flight = 64 << 20;  // max-bytes-in-flight: per connection
 };
 
 // Refusals so far, by limit.

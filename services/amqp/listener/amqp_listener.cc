@@ -657,7 +657,9 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
       options.subscriber_stall_timeout,
       sender,
       access,
-      counters};
+      counters,
+      options.limits.max_unsettled,
+      options.limits.max_bytes_in_flight};
   std::atomic<int> port{0};
 
   Mutex open_mu;
@@ -862,6 +864,8 @@ std::unique_ptr<Service> makeAmqpListener(const AmqpListenerConfig& listener,
   limits.max_names = static_cast<uint32_t>(listener.max_names.value_or(limits.max_names));
   limits.max_user_names =
       static_cast<uint32_t>(listener.max_user_names.value_or(limits.max_user_names));
+  limits.max_unsettled = listener.max_unsettled.value_or(limits.max_unsettled);
+  limits.max_bytes_in_flight = listener.max_bytes_in_flight.value_or(limits.max_bytes_in_flight);
 
   return std::make_unique<AmqpListenerService>(listener, std::move(options), context);
 }

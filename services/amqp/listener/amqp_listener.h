@@ -101,8 +101,12 @@
 //   type, attribute name, target address) is charged to its connection
 //   (max-names) and user (max-user-names): beyond either the message is
 //   rejected, or the attach detached, with amqp:resource-limit-exceeded,
-//   while other clients still create names (admission.h). Each refusal is
-//   counted (the *_refused counters).
+//   while other clients still create names (admission.h). A connection's
+//   unsettled publishes the listener has not settled yet are bounded by
+//   max-unsettled and max-bytes-in-flight (unsettled_budget.h): at either,
+//   its links get no more credit and what is sent beyond is rejected with
+//   amqp:resource-limit-exceeded. Each refusal is counted (the *_refused
+//   counters).
 //   Every publishing link announces max-message-size on attach, and a
 //   message whose encoded size exceeds it is rejected with
 //   amqp:link:message-size-exceeded (counted in messages_too_large); the

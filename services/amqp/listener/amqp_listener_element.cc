@@ -111,6 +111,8 @@ std::any AmqpListenerElement::parse(const Element& e) const {
                      "max-user-links",
                      "max-names",
                      "max-user-names",
+                     "max-unsettled",
+                     "max-bytes-in-flight",
                      "threads"});
   AmqpListenerConfig l;
   l.where = e.where();
@@ -139,6 +141,8 @@ std::any AmqpListenerElement::parse(const Element& e) const {
   // process-wide budget's default, whatever --wire-name-budget says.
   l.max_names = e.integer("max-names", 0, kDefaultWireNameBudget);
   l.max_user_names = e.integer("max-user-names", 0, kDefaultWireNameBudget);
+  l.max_unsettled = e.integer("max-unsettled", 1, kMaxCapacity);
+  l.max_bytes_in_flight = e.integer("max-bytes-in-flight", 1, kMaxCapacity);
   if (auto threads = e.integer("threads", 1, kMaxAmqpThreads)) {
     l.threads = static_cast<unsigned>(*threads);
   }

@@ -39,7 +39,9 @@ ListenerCounters::ListenerCounters(stats::ScopePtr listener_scope)
       provider_replies(scope->counter(a::kProviderReplies)),
       late_replies(scope->counter(a::kLateReplies)),
       rejected(scope->counter(a::kRejected)),
-      handshake_timeouts(scope->counter(a::kHandshakeTimeouts)) {}
+      handshake_timeouts(scope->counter(a::kHandshakeTimeouts)),
+      unsettled_refused(scope->counter(a::kUnsettledRefused)),
+      bytes_in_flight_refused(scope->counter(a::kBytesInFlightRefused)) {}
 
 AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const {
   auto gauge = [](const stats::Gauge& g) { return static_cast<uint64_t>(g.value()); };
@@ -75,6 +77,8 @@ AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const 
   s.provider_replies = provider_replies.value();
   s.late_replies = late_replies.value();
   s.handshake_timeouts = handshake_timeouts.value();
+  s.unsettled_refused = unsettled_refused.value();
+  s.bytes_in_flight_refused = bytes_in_flight_refused.value();
   const AmqpRefusals refused = admission.refusals();
   s.connections_refused = refused.connections;
   s.sessions_refused = refused.sessions;

@@ -140,8 +140,9 @@ class FakeHost final : public ConnectionHost {
                                                               std::string user) override {
     if (refuse_connection) return *refuse_connection;
     std::lock_guard lock(mu);
+    // No names quota: new names meet the process-wide budget only.
     ClientConnection client{++next_id_, std::move(user), c.container_id(),
-                            std::make_shared<Waker>(&c.work_queue())};
+                            std::make_shared<Waker>(&c.work_queue()), nullptr};
     open_[client.container_id] = client.waker;
     return client;
   }
