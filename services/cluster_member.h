@@ -26,6 +26,9 @@ struct PartitionStats {
   // partition: what a window needs, to size max-unsettled by.
   uint64_t held_messages_peak = 0;
   bool stream_ended = false;  // active, and the last input was an end-of-stream marker
+  // Active: the partition's newest ts minus the cluster's max-delay, below
+  // which an event is late; nullopt before its first event.
+  std::optional<int64_t> watermark;
   // Stream input, active: the offset a successor would resume from now, and
   // the one the partition's lease carries (behind by at most a heartbeat).
   std::optional<uint64_t> resume_from;

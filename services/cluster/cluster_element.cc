@@ -14,7 +14,7 @@ using descriptor::Element;
 using descriptor::quote;
 
 constexpr uint64_t kMaxPartitions = 1024;
-constexpr uint64_t kMaxSlack = uint64_t{1} << 40;
+constexpr uint64_t kMaxDelay = uint64_t{1} << 40;
 
 void input(const Element& e, ClusterSpec& c) {
   if (auto kind = e.string("input", false)) {
@@ -50,7 +50,7 @@ void input(const Element& e, ClusterSpec& c) {
 
 std::any ClusterElement::parse(const Element& e) const {
   e.allowAttributes({"name", "node", "partitions", "key", "user", "password-env", "heartbeat",
-                     "idle-timeout", "max-unsettled", "input", "retention", "slack"});
+                     "idle-timeout", "max-unsettled", "input", "retention", "max-delay", "slack"});
   ClusterSpec c;
   c.where = e.where();
   c.name = e.name("name", true).value_or("");
@@ -79,7 +79,12 @@ std::any ClusterElement::parse(const Element& e) const {
   c.max_unsettled = static_cast<uint32_t>(
       e.integer("max-unsettled", 1, descriptor::kMaxCreditWindow).value_or(c.max_unsettled));
   input(e, c);
-  c.slack = static_cast<int64_t>(e.integer("slack", 0, kMaxSlack).value_or(0));
+  // `slack` is the attribute's older name, kept so that no descriptor breaks.
+  if (e.has("max-delay") && e.has("slack")) {
+    e.report("attributes \"max-delay\" and \"slack\": give one (slack is a synonym of max-delay)");
+  }
+  const char* delay = e.has("slack") ? "slack" : "max-delay";
+  c.max_delay = static_cast<int64_t>(e.integer(delay, 0, kMaxDelay).value_or(0));
   descriptor::NameScope queries;
   e.children({{"broker"}, {"tls", true}, {"query"}}, [&](const Element& child) {
     const std::string_view kind = child.tag();

@@ -6,7 +6,7 @@
 // it owns or stands by for (one session per partition, so that one
 // partition can be handed over alone), runs every cluster query on each
 // active partition separately (one detector per query and partition, fed in
-// event-time order through a reorder buffer of the cluster's slack), and
+// event-time order through a reorder buffer of the cluster's max-delay), and
 // publishes each composite event to the exchange "<name>.out" with the
 // routing key of the query's output and a deterministic message-id
 // (composite_id.h), so a replayed composite is a recognisable duplicate.

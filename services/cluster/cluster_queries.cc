@@ -32,9 +32,8 @@ Result<std::vector<CompiledQuery>> compileClusterQueries(const ClusterSpec& spec
     for (const descriptor::Param& option : spec_query.options) values[option.name] = option.value;
     if (values.count(plugin::kSlackOption) != 0 || values.count(plugin::kMaxDelayOption) != 0) {
       fail(spec_query.where
-               .error(label +
-                      ": the cluster's slack attribute orders a partition's events for every "
-                      "query; a query has no slack option or max_delay option")
+               .error(label + ": the cluster's max-delay attribute orders a partition's events for "
+                              "every query; a query has no max_delay option or slack option")
                .toString());
       continue;
     }

@@ -38,8 +38,8 @@ struct CompiledQuery {
 
 // Every query of `spec`, its engine loaded through `plugins`; or
 // InvalidArgument listing, by descriptor line, each query that does not
-// parse, that the cluster key does not partition, that has a slack option
-// (the cluster's slack orders a partition for every query) or that its
+// parse, that the cluster key does not partition, that has a max_delay or slack option
+// (the cluster's max-delay orders a partition for every query) or that its
 // engine cannot load or run.
 Result<std::vector<CompiledQuery>> compileClusterQueries(const ClusterSpec& spec,
                                                          plugin::PluginLoader& plugins);

@@ -79,7 +79,8 @@ struct ClusterSpec {
   // How long a partition stream keeps its events (RabbitMQ's x-max-age:
   // a count and one of Y M D h m s); input="stream" only.
   std::string retention = "7D";
-  int64_t slack = 0;                           // event-time reordering slack within a partition
+  int64_t max_delay =
+      0;  // how far behind a partition's newest ts an event may come (`slack`: synonym)
   std::vector<descriptor::QuerySpec> queries;  // inputs empty: a cluster query reads its partition
   descriptor::Location where;
 };

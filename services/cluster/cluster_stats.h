@@ -38,8 +38,9 @@ inline constexpr MetricSpec kHandovers =
     MetricSpec::counter("handovers", "Partitions the node gave up to their owner while active.");
 inline constexpr MetricSpec kDuplicates =
     MetricSpec::counter("duplicates", "Input events whose event id the partition already held.");
-inline constexpr MetricSpec kLate =
-    MetricSpec::counter("late", "Events later than the slack, re-published as late.");
+inline constexpr MetricSpec kLate = MetricSpec::counter(
+    "late",
+    "Events more than the max-delay behind their partition's newest, re-published as late.");
 inline constexpr MetricSpec kRejected =
     MetricSpec::counter("rejected", "Input messages that were not events (refused).");
 inline constexpr MetricSpec kComposites =

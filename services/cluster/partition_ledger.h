@@ -16,7 +16,7 @@
 //      accepted by the broker.
 //
 // The ledger tracks held messages in arrival order (settling is ordered by
-// arrival, which the reorder slack keeps close to timestamp order) and the
+// arrival, which the reorder max-delay keeps close to timestamp order) and the
 // outputs by sequence number, and hands back the tags of messages that may
 // now be settled.
 //

@@ -61,7 +61,7 @@ Result<std::unique_ptr<PartitionRunner>> PartitionRunner::create(
     PartitionIo& io, ClusterStats& counters, std::optional<LeaseMark> lease) {
   std::unique_ptr<PartitionRunner> runner(
       new PartitionRunner(spec, partition, longestWindow(queries), io, counters));
-  auto runs = QueryRuns::create(queries, spec.slack, *runner);
+  auto runs = QueryRuns::create(queries, spec.max_delay, *runner);
   if (!runs) return runs.status();
   runner->runs_ = std::move(*runs);
   if (lease) runner->stream_ = std::make_unique<Stream>(*lease, maxOutOfOrder(spec));
@@ -301,6 +301,7 @@ void PartitionRunner::describe(PartitionStats& stats) const {
   stats.unaccepted_outputs = ledger_.unacceptedOutputs();
   stats.stream_ended = ended_;
   stats.held_messages_peak = held_peak_;
+  if (runs_) stats.watermark = runs_->watermark();
   if (stream_) {
     stats.resume_from = stream_->checkpoint.resumeFrom();
     stats.lease_offset = stream_->checkpoint.token();

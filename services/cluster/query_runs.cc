@@ -19,14 +19,14 @@ struct QueryRuns::Run final : detection::DetectionSink {
   std::unique_ptr<detection::Detection> detection;
 };
 
-QueryRuns::QueryRuns(Timestamp slack, Listener& listener)
-    : slack_(slack), listener_(listener), order_(std::in_place, slack) {}
+QueryRuns::QueryRuns(Timestamp max_delay, Listener& listener)
+    : max_delay_(max_delay), listener_(listener), order_(std::in_place, max_delay) {}
 
 QueryRuns::~QueryRuns() = default;
 
 Result<std::unique_ptr<QueryRuns>> QueryRuns::create(std::span<const CompiledQuery> queries,
-                                                     Timestamp slack, Listener& listener) {
-  std::unique_ptr<QueryRuns> runs(new QueryRuns(slack, listener));
+                                                     Timestamp max_delay, Listener& listener) {
+  std::unique_ptr<QueryRuns> runs(new QueryRuns(max_delay, listener));
   for (const CompiledQuery& query : queries) {
     auto run = std::make_unique<Run>(*runs, query);
     auto detection = run->makeDetection();
@@ -55,7 +55,12 @@ void QueryRuns::restart() {
     // the run keeps its detection rather than stop.
     if (auto detection = run->makeDetection()) run->detection = std::move(*detection);
   }
-  order_.emplace(slack_);
+  order_.emplace(max_delay_);
+}
+
+std::optional<Timestamp> QueryRuns::watermark() const {
+  if (order_->newest() == INT64_MIN) return std::nullopt;
+  return order_->watermark();
 }
 
 void QueryRuns::feed(const EventPtr& event) {

@@ -3,7 +3,7 @@
 // QueryRuns: the detection of one active partition — a detection of each
 // cluster query (detection::Detection, made from the query's recipe), fed
 // the partition's events in event-time order through one reorder buffer of
-// the cluster's slack, which every query's detection shares.
+// the cluster's max-delay, which every query's detection shares.
 //
 // It is the only place where a partition runner (partition_runner.h) meets
 // detectors and event time: the runner hands it events and learns, through
@@ -44,13 +44,13 @@ class QueryRuns {
   // A detector of each query of `queries`; the engine's error when one
   // cannot be made.
   static Result<std::unique_ptr<QueryRuns>> create(std::span<const CompiledQuery> queries,
-                                                   Timestamp slack, Listener& listener);
+                                                   Timestamp max_delay, Listener& listener);
   ~QueryRuns();
   QueryRuns(const QueryRuns&) = delete;
   QueryRuns& operator=(const QueryRuns&) = delete;
 
   // Takes `event` into event-time order; InvalidArgument, naming both
-  // timestamps, when it comes more than the slack behind the newest event:
+  // timestamps, when it comes more than the max-delay behind the newest event:
   // then it is late and reaches no detector.
   Status push(EventPtr event);
   // Feeds every detector the events now in order, then flushes them, so
@@ -61,15 +61,18 @@ class QueryRuns {
   void drain();
   // A new stream after drain(): fresh detectors and a fresh order.
   void restart();
+  // The newest ts pushed minus the max-delay (an event below it is late);
+  // nullopt before the stream's first event.
+  std::optional<Timestamp> watermark() const;
 
  private:
   struct Run;
-  QueryRuns(Timestamp slack, Listener& listener);
+  QueryRuns(Timestamp max_delay, Listener& listener);
   void feed(const EventPtr& event);
   // Has every detector report what the events fed so far make.
   void flush(bool end_of_stream);
 
-  const Timestamp slack_;
+  const Timestamp max_delay_;
   Listener& listener_;
   std::vector<std::unique_ptr<Run>> runs_;
   std::optional<plugin::ReorderBuffer> order_;  // replaced for each new stream

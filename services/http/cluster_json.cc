@@ -11,7 +11,8 @@ nlohmann::json clusterNodeJson(const ClusterStats& s) {
                           {"held", p.held},
                           {"unaccepted_outputs", p.unaccepted_outputs},
                           {"held_messages_peak", p.held_messages_peak},
-                          {"stream_ended", p.stream_ended}});
+                          {"stream_ended", p.stream_ended},
+                          {"watermark", p.watermark ? nlohmann::json(*p.watermark) : nullptr}});
     if (p.resume_from) {
       partitions.back()["resume_from"] = *p.resume_from;
       partitions.back()["lease_offset"] = *p.lease_offset;

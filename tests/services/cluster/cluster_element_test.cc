@@ -24,7 +24,7 @@ constexpr auto errorsOf = testing::elementErrors<ClusterElement>;
 TEST(ClusterElementTest, ClusterElementParsesIntoTheModel) {
   auto result = parse(R"(<cepbus name="n1">
   <cluster name="trades" node="n1" partitions="12" key="price, symbol" heartbeat="300"
-           idle-timeout="2000" max-unsettled="500" slack="5">
+           idle-timeout="2000" max-unsettled="500" max-delay="5">
     <broker host="127.0.0.1" port="5673" management-port="15673"/>
     <broker port="5674"/>
     <query name="q" engine="nfa" output="equal"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
@@ -43,7 +43,7 @@ TEST(ClusterElementTest, ClusterElementParsesIntoTheModel) {
   EXPECT_EQ(c.heartbeat_ms, 300u);
   EXPECT_EQ(c.idle_timeout_ms, 2000u);
   EXPECT_EQ(c.max_unsettled, 500u);
-  EXPECT_EQ(c.slack, 5);
+  EXPECT_EQ(c.max_delay, 5);
   ASSERT_EQ(c.brokers.size(), 2u);
   EXPECT_EQ(c.brokers[0].port, 5673);
   EXPECT_EQ(c.brokers[0].management_port, 15673);
@@ -73,6 +73,32 @@ TEST(ClusterElementErrorTest, ClusterErrorsNameTheLineAndWhatToDo) {
             "<cluster> (SASL PLAIN would send the password in clear)");
   EXPECT_NE(errors[4].find("t.xml:4:"), std::string::npos) << errors[4];
   EXPECT_NE(errors[4].find("\"input\""), std::string::npos) << errors[4];
+}
+
+TEST(ClusterElementTest, SlackIsASynonymOfMaxDelay) {
+  auto result = parse(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k" slack="7">
+    <broker port="5672"/>
+    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)",
+                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().message();
+  EXPECT_EQ(result->element<ClusterSpec>()->max_delay, 7);
+}
+
+TEST(ClusterElementErrorTest, MaxDelayAndSlackTogetherAreRefused) {
+  const auto errors = errorsOf(R"(<cepbus name="n1">
+<cluster name="trades" node="n1" partitions="2" key="k" max-delay="5" slack="5">
+<broker port="5672"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  EXPECT_THAT(errors,
+              ElementsAre("t.xml:2: <cluster name=\"trades\">: attributes \"max-delay\" and "
+                          "\"slack\": give one (slack is a synonym of max-delay)"));
 }
 
 TEST(ClusterElementTest, ClusterTlsAllowsRemoteBrokersAndResolvesTheCa) {

@@ -93,7 +93,8 @@ TEST_F(ClusterQueriesTest, ListsEveryQueryThatCannotRunByItsLine) {
   EXPECT_NE(message.find("cluster.xml:6"), std::string::npos) << message;
   EXPECT_NE(message.find("cluster key \"symbol\""), std::string::npos) << message;
   EXPECT_NE(message.find("cluster.xml:9"), std::string::npos) << message;
-  EXPECT_NE(message.find("a query has no slack option"), std::string::npos) << message;
+  EXPECT_NE(message.find("a query has no max_delay option or slack option"), std::string::npos)
+      << message;
   EXPECT_NE(message.find("cluster.xml:12"), std::string::npos) << message;
   EXPECT_NE(message.find("unknown engine \"no-such-engine\""), std::string::npos) << message;
   EXPECT_EQ(message.find("cluster.xml:15"), std::string::npos) << message;

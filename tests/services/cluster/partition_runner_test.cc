@@ -80,11 +80,11 @@ class PartitionRunnerTest : public ::testing::Test {
     spec_.queries.push_back(query);
   }
 
-  // A runner of partition 2 with the cluster's slack `slack`; with `lease`,
+  // A runner of partition 2 with the cluster's max-delay `max_delay`; with `lease`,
   // of stream input.
-  std::unique_ptr<PartitionRunner> runner(Timestamp slack, FakePartitionIo& io,
+  std::unique_ptr<PartitionRunner> runner(Timestamp max_delay, FakePartitionIo& io,
                                           std::optional<LeaseMark> lease = std::nullopt) {
-    spec_.slack = slack;
+    spec_.max_delay = max_delay;
     if (queries_.empty()) {
       auto compiled = compileClusterQueries(spec_, loader_);
       EXPECT_TRUE(compiled.isOk()) << compiled.status().message();
@@ -125,8 +125,8 @@ class PartitionRunnerTest : public ::testing::Test {
     return compositeId("rise", std::vector<EventId>(ids));
   }
   // Starts r_, running on io_.
-  void start(Timestamp slack, std::optional<LeaseMark> lease = std::nullopt) {
-    r_ = runner(slack, io_, lease);
+  void start(Timestamp max_delay, std::optional<LeaseMark> lease = std::nullopt) {
+    r_ = runner(max_delay, io_, lease);
     ASSERT_NE(r_, nullptr);
   }
   PartitionStats stats(const PartitionRunner& r) const {
@@ -200,12 +200,15 @@ TEST_F(PartitionRunnerTest, ARejectedCompositeIsSentAgainAndItsInputsWait) {
 
 TEST_F(PartitionRunnerTest, EventsOutOfOrderWithinTheSlackReachTheDetectorsInOrder) {
   ASSERT_NO_FATAL_FAILURE(start(5));
+  EXPECT_EQ(stats(*r_).watermark, std::nullopt) << "no event yet";
   // In arrival order the price falls (11, then 10): no rise. In event-time
   // order it rises from 10 at ts 1 to 11 at ts 3.
   r_->onQueueInput(0, input({stock(1, 3, 11)}));
   r_->onQueueInput(1, input({stock(2, 1, 10)}));
-  EXPECT_TRUE(io_.composites().empty()) << "released before the slack let them go";
+  EXPECT_TRUE(io_.composites().empty()) << "released before the max-delay let them go";
+  EXPECT_EQ(stats(*r_).watermark, -2) << "the newest ts (3) minus the max-delay";
   r_->onQueueInput(2, input({stock(3, 9, 1)}));  // 9 - 5 >= 3: both go
+  EXPECT_EQ(stats(*r_).watermark, 4);
   ASSERT_EQ(io_.composites().size(), 1u);
   EXPECT_EQ(io_.composites()[0].composite->match_ts, "[1,3]");
   EXPECT_EQ(io_.composites()[0].composite->id, idOf({2, 1}));
@@ -215,7 +218,7 @@ TEST_F(PartitionRunnerTest, EventsOutOfOrderWithinTheSlackReachTheDetectorsInOrd
 TEST_F(PartitionRunnerTest, ALateEventIsPublishedAsLateAndAcceptedOnceThatIs) {
   ASSERT_NO_FATAL_FAILURE(start(2));
   r_->onQueueInput(0, input({stock(1, 10, 10)}));
-  r_->onQueueInput(1, input({stock(2, 5, 20)}));  // 5 behind, the slack is 2
+  r_->onQueueInput(1, input({stock(2, 5, 20)}));  // 5 behind, the max-delay is 2
   EXPECT_EQ(counters_.late, 1u);
   ASSERT_EQ(io_.sent.size(), 1u);
   EXPECT_FALSE(io_.sent[0].composite);
@@ -269,7 +272,7 @@ TEST_F(PartitionRunnerTest, TheEndOfAStreamClosesEveryWindowAndTheNextStreamStar
   ASSERT_NO_FATAL_FAILURE(start(1));
   r_->onQueueInput(0, input({stock(1, 1, 10)}));
   r_->onQueueInput(1, input({stock(2, 2, 11)}));
-  EXPECT_TRUE(io_.composites().empty()) << "the slack holds ts 2 back";
+  EXPECT_TRUE(io_.composites().empty()) << "the max-delay holds ts 2 back";
   r_->onQueueInput(2, endOfStream());
   ASSERT_EQ(io_.composites().size(), 1u);
   EXPECT_EQ(counters_.streams_ended, 1u);
@@ -386,7 +389,7 @@ TEST_F(PartitionRunnerTest, StreamInputWaitsForTheLeaseToTakeAToken) {
 TEST_F(PartitionRunnerTest, StreamMessagesAheadOfTheirPublishersGapWaitForIt) {
   ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{10, 10}));
   // The broker stored the publisher's third message (ts 3) before its
-  // second (ts 2). Read in stream order with slack 0, ts 2 would be late.
+  // second (ts 2). Read in stream order with max-delay 0, ts 2 would be late.
   r_->onStreamInput(at(10, stock(1, 1, 10), StreamSequencer::Tag{9, 0}), t0_);
   r_->onStreamInput(at(11, stock(3, 3, 12), StreamSequencer::Tag{9, 2}), t0_);
   EXPECT_EQ(counters_.out_of_order, 1u);

@@ -49,8 +49,8 @@ class QueryRunsTest : public ::testing::Test {
     if (compiled) queries_ = std::move(*compiled);
   }
 
-  std::unique_ptr<QueryRuns> runs(Timestamp slack) {
-    auto made = QueryRuns::create(queries_, slack, listener_);
+  std::unique_ptr<QueryRuns> runs(Timestamp max_delay) {
+    auto made = QueryRuns::create(queries_, max_delay, listener_);
     EXPECT_TRUE(made.isOk()) << made.status().message();
     return made ? std::move(*made) : nullptr;
   }
@@ -75,7 +75,7 @@ TEST_F(QueryRunsTest, EveryQueryHearsTheEventsInTimeOrderOnceTheSlackLetsThemGo)
   auto r = runs(2);
   ASSERT_NE(r, nullptr);
   ASSERT_TRUE(r->push(stock(3, 12)).isOk());
-  ASSERT_TRUE(r->push(stock(1, 10)).isOk());  // 2 behind: within the slack
+  ASSERT_TRUE(r->push(stock(1, 10)).isOk());  // 2 behind: within the max-delay
   r->release();
   EXPECT_EQ(listener_.released, Times{1});
   EXPECT_TRUE(listener_.matches.empty());

@@ -20,6 +20,7 @@ TEST(ClusterJsonTest, TheJsonHasEveryCounterAsANumberAndOffsetsOnlyForStreamInpu
   stream.partition = 1;
   stream.resume_from = 40;
   stream.lease_offset = 32;
+  stream.watermark = -5;
   stats.partitions = {queue, stream};
 
   const nlohmann::json j = clusterNodeJson(stats);
@@ -34,6 +35,8 @@ TEST(ClusterJsonTest, TheJsonHasEveryCounterAsANumberAndOffsetsOnlyForStreamInpu
   EXPECT_FALSE(j["partitions"][0].contains("resume_from"));
   EXPECT_EQ(j["partitions"][1]["resume_from"], 40);
   EXPECT_EQ(j["partitions"][1]["lease_offset"], 32);
+  EXPECT_TRUE(j["partitions"][0]["watermark"].is_null()) << "no event yet";
+  EXPECT_EQ(j["partitions"][1]["watermark"], -5);
 }
 
 }  // namespace
