@@ -691,9 +691,15 @@ void ClientHandler::forgetLink(const proton::link& l, bool detached) {
     link.wake->setWaiting(false);
     // Unsettled messages still waiting for a commit: the client resends them.
     counters_.awaiting_commit.sub(static_cast<int64_t>(link.awaiting.size()));
-    for (const auto& [key, awaited] : link.awaiting) unsettled_.settled(awaited.second);
+    std::vector<uint64_t> unsettled_bytes;
+    for (const auto& [awaiting_key, awaited] : link.awaiting) {
+      unsettled_bytes.push_back(awaited.second);
+    }
     const std::string entry = std::move(link.entry);
     publishers_.erase(pub);
+    // Given back once the link is gone, so that the connection's other
+    // links get their credit back if they were held for them.
+    for (const uint64_t bytes : unsettled_bytes) unsettledSettled(bytes);
     host_.detachPublisher(*this, client_->id, key, entry);
   }
   if (auto sub = subscribers_.find(key); sub != subscribers_.end()) {
