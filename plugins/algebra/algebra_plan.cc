@@ -212,6 +212,11 @@ class Compiler {
                      ? plan_.nodes[lastAtom(r)].leaf
                      : -1;
     }
+    if (!pending.empty()) {
+      throw CompileError(where(*pending.front()) +
+                         "the algebra engine runs NOT(...) inside SEQ only before an element; "
+                         "the nfa engine runs it at the end of a pattern");
+    }
     return acc;
   }
 

@@ -36,6 +36,12 @@ match as nfa and petri do):
   its start-up.
 - pileup-xN: N pile-up-shaped patterns `SEQ(A a, B b, Xi x) WITHIN 1000`
   (Xi absent) over the pile-up stream.
+- absence: trailing negation `SEQ(A a, NOT(B b)) WITHIN 1000` over 1 M
+  events, 5 % B (random), each A's match waiting until time passes
+  a.ts + 1000; absence-quarter runs the first quarter of the same stream, so
+  that events/s and peak RSS of the two show whether they follow the window
+  or the stream. nfa only: the algebra and petri engines refuse a NOT at the
+  end of a pattern.
 
     tests/bench/engine_workloads.py --cepbus build/release/bus/app/cepbus
         [--repeat 3] [--only pileup,p2-uniform,...] [--engines nfa,algebra,petri]
@@ -164,6 +170,16 @@ def workloads(tmp, seed):
                               for i in range(1, n + 1)])
         out.append(("pileup-x%d" % n, pileup, PILEUP_EVENTS, ["--patterns", path],
                     ("nfa", "petri")))
+    absence = os.path.join(tmp, "absence.jsonl")
+    rng = random.Random("absence/%d" % seed)
+    types = ["B" if rng.random() < 0.05 else "A" for _ in range(PILEUP_EVENTS)]
+    write_types(absence, types)
+    absence_quarter = os.path.join(tmp, "absence-quarter.jsonl")
+    write_types(absence_quarter, types[:PILEUP_EVENTS // 4])
+    aq = "PATTERN SEQ(A a, NOT(B b)) WITHIN 1000"
+    out.append(("absence", absence, PILEUP_EVENTS, ["--query", aq], ("nfa",)))
+    out.append(("absence-quarter", absence_quarter, PILEUP_EVENTS // 4, ["--query", aq],
+                ("nfa",)))
     return out
 
 
