@@ -8,10 +8,35 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "bus/core/wire_names.h"
 
 namespace cepbus {
+
+// What the symbol table does to a quota, under its lock.
+class WireNameCharge {
+ public:
+  // Charges a new name to the quota and its parents; false (and the
+  // refusal counted by the quota that is spent) when one has no room.
+  static bool tryCharge(WireNameQuota& quota) {
+    if (const WireNameQuota* spent = quota.spent()) {
+      spent->refused_->fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    for (WireNameQuota* q = &quota; q != nullptr; q = q->parent_.get()) {
+      q->created_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return true;
+  }
+  // Takes back a charge whose name was not created after all.
+  static void refund(WireNameQuota& quota) {
+    for (WireNameQuota* q = &quota; q != nullptr; q = q->parent_.get()) {
+      q->created_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+};
+
 namespace {
 
 // Names live in fixed-size chunks that never move, so name() can read them
@@ -31,12 +56,15 @@ class SymbolTable {
     return insertLocked(name);
   }
 
-  // Like intern(), but a new name counts against the wire budget (wire_names.h):
-  // nullopt once it is spent.
-  std::optional<uint32_t> internWire(std::string_view name) {
+  // Like intern(), but a new name counts against the wire budget (wire_names.h)
+  // and `quota`: nullopt once either is spent. The quota is charged under
+  // the lock, so two connections of one user never both take its last name.
+  std::optional<uint32_t> internWire(std::string_view name, WireNameQuota* quota) {
     std::lock_guard lock(mu_);
     if (auto it = ids_.find(name); it != ids_.end()) return it->second;
+    if (quota != nullptr && !WireNameCharge::tryCharge(*quota)) return std::nullopt;
     if (wire_created_ >= wire_budget_) {
+      if (quota != nullptr) WireNameCharge::refund(*quota);
       ++wire_refused_;
       return std::nullopt;
     }
@@ -110,8 +138,23 @@ SymbolTable& table() {
 
 Symbol Symbol::intern(std::string_view name) { return Symbol(table().intern(name)); }
 
-std::optional<Symbol> internWireName(std::string_view name) {
-  const std::optional<uint32_t> id = table().internWire(name);
+WireNameQuota::WireNameQuota(uint32_t limit, std::string setting,
+                             std::shared_ptr<std::atomic<uint64_t>> refused,
+                             std::shared_ptr<WireNameQuota> parent)
+    : limit_(limit),
+      setting_(std::move(setting)),
+      refused_(std::move(refused)),
+      parent_(std::move(parent)) {}
+
+const WireNameQuota* WireNameQuota::spent() const {
+  for (const WireNameQuota* q = this; q != nullptr; q = q->parent_.get()) {
+    if (q->created() >= q->limit_) return q;
+  }
+  return nullptr;
+}
+
+std::optional<Symbol> internWireName(std::string_view name, WireNameQuota* quota) {
+  const std::optional<uint32_t> id = table().internWire(name, quota);
   if (!id) return std::nullopt;
   return Symbol::find(name);  // the id is only constructible inside Symbol
 }
@@ -120,13 +163,18 @@ void setWireNameBudget(uint32_t budget) { table().setWireBudget(budget); }
 
 WireNameStats wireNameStats() { return table().wireStats(); }
 
-std::string wireNameRefusal(std::string_view what, std::string_view name) {
-  const WireNameStats stats = wireNameStats();
+std::string wireNameRefusal(std::string_view what, std::string_view name,
+                            const WireNameQuota* quota) {
   constexpr size_t kShown = 64;  // the name is the client's: do not echo a megabyte of it
-  return std::string(what) + " '" + std::string(name.substr(0, kShown)) +
-         (name.size() > kShown ? "...'" : "'") + " refused: clients already created " +
-         std::to_string(stats.created) + " distinct names, the budget of new names (" +
-         std::to_string(stats.budget) + ") is spent";
+  std::string refused = std::string(what) + " '" + std::string(name.substr(0, kShown)) +
+                        (name.size() > kShown ? "...'" : "'") + " refused: ";
+  if (const WireNameQuota* spent = quota == nullptr ? nullptr : quota->spent()) {
+    return refused + "new names per client (" + spent->setting() +
+           "): " + std::to_string(spent->limit()) + " reached";
+  }
+  const WireNameStats stats = wireNameStats();
+  return refused + "clients already created " + std::to_string(stats.created) +
+         " distinct names, the budget of new names (" + std::to_string(stats.budget) + ") is spent";
 }
 Symbol Symbol::find(std::string_view name) { return Symbol(table().find(name)); }
 std::string_view Symbol::name() const { return table().name(id_); }

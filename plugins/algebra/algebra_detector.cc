@@ -32,6 +32,10 @@ struct AlgebraDetector::Instance {
   // way a SASE stack entry points into the previous stack. `binds` is empty;
   // start and prob are those of `right`, bounds on every instance it
   // stands for (their starts are earlier, their probabilities lower).
+  // A lazy instance of a Kleene node (kleene_lazy_) likewise stands for
+  // every run that ends with the event of `right` (runs()). Either kind
+  // waits for its node's checks until the instances it stands for are
+  // enumerated; `right` may be a lazy Kleene instance.
   InstPtr right;
   int node = -1;
 };
@@ -129,10 +133,12 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       composer_(std::make_unique<Composer>(*plan_)),
       states_(plan_->nodes.size()),
       lazy_(plan_->nodes.size(), 0),
+      kleene_lazy_(plan_->nodes.size(), 0),
       direct_(plan_->nodes.size(), 0),
       parent_(plan_->nodes.size(), -1),
       direct_window_(plan_->nodes.size(), kNoHorizon),
-      direct_checks_(plan_->nodes.size(), 0) {
+      report_checks_(plan_->nodes.size()),
+      run_checks_(plan_->nodes.size()) {
   slots_.resize(plan_->layout.size());
   bool one_each = true;  // leaf k binds element k, once
   for (const Leaf& l : plan_->leaves) {
@@ -151,13 +157,18 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
     if (n.right >= 0) parent_[static_cast<size_t>(n.right)] = static_cast<int>(i);
   }
   if (plan_->semantics == Semantics::kUnrestricted) {
-    // A sequence with no predicate of its own whose instances only the left
-    // side of another sequence reads: that one pairs them when its right
-    // operand comes, so they need not be built before.
+    // A sequence whose instances only the left side of another sequence
+    // reads: that one pairs them when its right operand comes, so they need
+    // not be built before. With a predicate of its own, only when it ends
+    // with a Kleene element (the predicate is checked on each match then,
+    // rather than on every union of a run with its left operand).
     for (const Node& n : plan_->nodes) {
       if (n.op != Op::kSeq) continue;
       const Node& l = plan_->nodes[static_cast<size_t>(n.left)];
-      if (l.op == Op::kSeq && l.checks.empty()) lazy_[static_cast<size_t>(n.left)] = 1;
+      if (l.op == Op::kSeq &&
+          (l.checks.empty() || plan_->nodes[static_cast<size_t>(l.right)].kleene)) {
+        lazy_[static_cast<size_t>(n.left)] = 1;
+      }
     }
     // A sequence below nothing but filters (selections and time
     // restrictions up to the root) reports each match as it builds it.
@@ -172,9 +183,71 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       for (int k = static_cast<int>(i); filters && k >= 0; k = parent_[static_cast<size_t>(k)]) {
         const Node& f = plan_->nodes[static_cast<size_t>(k)];
         if (f.op == Op::kTimeRestriction) direct_window_[i] = std::min(direct_window_[i], f.window);
-        if (!f.checks.empty()) direct_checks_[i] = 1;
+        for (const pattern::Conjunct& c : f.checks) report_checks_[i].push_back(&c);
       }
     }
+    // A Kleene element's runs are enumerated where they are paired: as the
+    // left operand of any sequence (expand() and descend() walk a left
+    // history), or as the right operand of a lazy or direct one.
+    for (size_t i = 0; i < plan_->nodes.size(); ++i) {
+      const int p = parent_[i];
+      if (!plan_->nodes[i].kleene || p < 0) continue;
+      const Node& seq = plan_->nodes[static_cast<size_t>(p)];
+      const bool pairs =
+          seq.op == Op::kSeq && (seq.left == static_cast<int>(i) || lazy_[static_cast<size_t>(p)] ||
+                                 direct_[static_cast<size_t>(p)]);
+      kleene_lazy_[i] = pairs ? 1 : 0;
+    }
+    // The checks of the lazy nodes under a direct one wait for its matches;
+    // those that read only a Kleene run and what follows it are checked as
+    // each run is found (run_checks_), before what precedes it is paired.
+    for (size_t i = 0; i < plan_->nodes.size(); ++i) {
+      if (direct_[i]) chainChecks(i);
+    }
+  }
+}
+
+void AlgebraDetector::chainChecks(size_t i) {
+  const Plan& plan = *plan_;
+  std::vector<size_t> kleenes;  // the lazy Kleene nodes of the chain
+  std::vector<size_t> below{i};
+  int last_leaf = -1;
+  while (!below.empty()) {
+    const Node& n = plan.nodes[below.back()];
+    below.pop_back();
+    for (int c : {n.right, n.left}) {
+      const auto k = static_cast<size_t>(c);
+      if (c < 0) continue;
+      if (plan.nodes[k].op == Op::kAtom) last_leaf = std::max(last_leaf, plan.nodes[k].leaf);
+      if (!(lazy_[k] || kleene_lazy_[k])) continue;
+      for (const pattern::Conjunct& check : plan.nodes[k].checks) {
+        report_checks_[i].push_back(&check);
+      }
+      if (lazy_[k]) below.push_back(k);
+      if (kleene_lazy_[k]) kleenes.push_back(k);
+    }
+  }
+  for (size_t k : kleenes) {
+    const int leaf = plan.nodes[static_cast<size_t>(plan.nodes[k].left)].leaf;
+    last_leaf = std::max(last_leaf, leaf);
+  }
+  // Right to left (a later node index is further right): a conjunct goes to
+  // the first run that binds every slot it reads.
+  std::sort(kleenes.begin(), kleenes.end(), std::greater<>());
+  for (size_t k : kleenes) {
+    // The slots bound once a run of k is placed: its own and every later
+    // element's up to the end of the chain.
+    uint64_t bound = 0;
+    for (int leaf = plan.nodes[static_cast<size_t>(plan.nodes[k].left)].leaf; leaf <= last_leaf;
+         ++leaf) {
+      const int slot = plan.leaves[static_cast<size_t>(leaf)].slot;
+      if (slot >= 0) bound |= uint64_t{1} << slot;
+    }
+    std::erase_if(report_checks_[i], [&](const pattern::Conjunct* c) {
+      if (c->slot_mask == 0 || (c->slot_mask & ~bound) != 0) return false;
+      run_checks_[k].push_back(c);
+      return true;
+    });
   }
 }
 
@@ -203,6 +276,10 @@ size_t AlgebraDetector::retainedInstances() const {
   size_t n = 0;
   for (const NodeState& s : states_) n += s.lhist.size() + s.rhist.size();
   return n;
+}
+
+uint64_t AlgebraDetector::lastSeq(const Instance& inst) {
+  return inst.node < 0 ? inst.binds.back().seq : lastSeq(*inst.right);
 }
 
 Timestamp AlgebraDetector::gapStart(const Instance& inst, int leaf) {
@@ -242,15 +319,93 @@ void AlgebraDetector::expand(const InstPtr& inst, Timestamp lo,
     f(inst);
     return;
   }
-  const InstPtr& right = inst->right;
-  for (const InstPtr& x :
-       pairable(states_[static_cast<size_t>(inst->node)].lhist, lo, right->start)) {
-    if (x->start < lo) continue;
-    expand(x, lo, [&](const InstPtr& e) {
-      InstPtr v = combine(e, right);
-      if (!unlikely(*v)) f(v);
+  const auto k = static_cast<size_t>(inst->node);
+  const Node& node = plan_->nodes[k];
+  if (kleene_lazy_[k]) {
+    runs(k, *inst->right, lo, [&](Timestamp start, size_t count) {
+      InstPtr run = placedInstance(start, inst->end, count);
+      if (!unlikely(*run) && passes(node, *run)) f(run);
     });
+    return;
   }
+  auto pair = [&](const InstPtr& right) {
+    for (const InstPtr& x : pairable(states_[k].lhist, lo, right->start)) {
+      if (x->start < lo) continue;
+      expand(x, lo, [&](const InstPtr& e) {
+        InstPtr v = combine(e, right);
+        if (!unlikely(*v) && passes(node, *v)) f(v);
+      });
+    }
+  };
+  if (inst->right->node >= 0) {
+    expand(inst->right, lo, pair);  // a lazy Kleene instance: pair each of its runs
+  } else {
+    pair(inst->right);
+  }
+}
+
+template <typename F>
+void AlgebraDetector::runs(size_t k, const Instance& last, Timestamp lo, F&& f) {
+  runsFrom(plan_->nodes[k], states_[k].lhist, last, lo, 0, f);
+}
+
+template <typename F>
+void AlgebraDetector::runsFrom(const Node& node, const std::vector<InstPtr>& events,
+                               const Instance& first, Timestamp lo, size_t count, F& f) {
+  count += place(first);
+  const Event& next = *first.binds.front().event;
+  if (plan_->min_probability <= 0 || placedProbability() >= plan_->min_probability) {
+    if (stepHolds(node, nullptr, next)) f(first.start, count);
+    // One event per timestamp: the events before are those ending before it.
+    for (const InstPtr& p : pairable(events, lo, first.start)) {
+      if (plan_->strict && p->binds.front().seq + 1 != first.binds.front().seq) continue;
+      if (stepHolds(node, p->binds.front().event.get(), next)) {
+        runsFrom(node, events, *p, lo, count, f);
+      }
+    }
+  }
+  placed_ -= first.binds.size();
+}
+
+bool AlgebraDetector::stepHolds(const Node& node, const Event* prev, const Event& next) {
+  if (node.step_checks.empty()) return true;
+  const Event* pair[2] = {prev, &next};
+  pattern::SlotBinding& sb = slots_[*node.step_checks.front().iteration_slot];
+  sb.events = prev == nullptr ? std::span<const Event* const>(pair + 1, 1)
+                              : std::span<const Event* const>(pair, 2);
+  sb.current = sb.events.size() - 1;
+  bool ok = true;
+  for (const pattern::Conjunct& c : node.step_checks) {
+    if (!c.test(slots_)) {
+      ok = false;
+      break;
+    }
+  }
+  sb = pattern::SlotBinding{};
+  return ok;
+}
+
+AlgebraDetector::InstPtr AlgebraDetector::placedInstance(Timestamp start, Timestamp end,
+                                                         size_t count) const {
+  auto out = std::make_shared<Instance>();
+  out->start = start;
+  out->end = end;
+  out->binds.reserve(count);
+  for (const Binding* b : placedBinds().first(count)) {
+    out->binds.push_back(*b);
+    if (plan_->leaves[b->leaf].element >= 0) out->prob *= b->event->probability();
+  }
+  return out;
+}
+
+AlgebraDetector::InstPtr AlgebraDetector::lazyOver(const InstPtr& right, size_t node) {
+  auto lazy = std::make_shared<Instance>();
+  lazy->start = right->start;
+  lazy->end = right->end;
+  lazy->prob = right->prob;
+  lazy->right = right;
+  lazy->node = static_cast<int>(node);
+  return lazy;
 }
 
 double AlgebraDetector::placedProbability() const {
@@ -286,6 +441,25 @@ size_t AlgebraDetector::place(const Instance& inst) {
 }
 
 void AlgebraDetector::descend(size_t i, const Instance& x, Timestamp lo, Timestamp end) {
+  if (plan_->strict && lastSeq(x) + 1 != placedBinds().front()->seq) return;
+  if (x.node >= 0 && kleene_lazy_[static_cast<size_t>(x.node)]) {
+    const auto k = static_cast<size_t>(x.node);
+    runs(k, *x.right, lo, [&](Timestamp start, size_t) {
+      if (passes(run_checks_[k], placedBinds())) reportDirect(i, start, end);
+    });
+    return;
+  }
+  if (x.node >= 0 && x.right->node >= 0) {
+    // A lazy sequence ending with a Kleene element: each run of it, then
+    // the left history before the run.
+    const auto k = static_cast<size_t>(x.right->node);
+    runs(k, *x.right->right, lo, [&](Timestamp start, size_t) {
+      if (passes(run_checks_[k], placedBinds())) {
+        descendLeft(i, static_cast<size_t>(x.node), lo, start, end);
+      }
+    });
+    return;
+  }
   // A lazy x places its right operand's events; the instances of its left
   // history that precede them go before (a sequence's left leaves precede
   // its right leaves, so the buffer stays in (leaf, seq) order).
@@ -294,24 +468,30 @@ void AlgebraDetector::descend(size_t i, const Instance& x, Timestamp lo, Timesta
     if (x.node < 0) {
       reportDirect(i, x.start, end);
     } else {
-      for (const InstPtr& e :
-           pairable(states_[static_cast<size_t>(x.node)].lhist, lo, x.right->start)) {
-        if (e->start >= lo) descend(i, *e, lo, end);
-      }
+      descendLeft(i, static_cast<size_t>(x.node), lo, x.right->start, end);
     }
   }
   placed_ -= n;
+}
+
+void AlgebraDetector::descendLeft(size_t i, size_t hist, Timestamp lo, Timestamp before,
+                                  Timestamp end) {
+  for (const InstPtr& e : pairable(states_[hist].lhist, lo, before)) {
+    if (e->start >= lo) descend(i, *e, lo, end);
+  }
 }
 
 void AlgebraDetector::reportDirect(size_t i, Timestamp start, Timestamp end) {
   if (end - start > direct_window_[i]) return;
   // descend() checked the probability (unlikely() at every level, emit() at the top).
   const std::span<const Binding* const> binds = placedBinds();
-  if (direct_checks_[i]) {
-    for (int k = static_cast<int>(i); k >= 0; k = parent_[static_cast<size_t>(k)]) {
-      if (!passes(plan_->nodes[static_cast<size_t>(k)], binds)) return;
+  if (plan_->strict) {
+    // descend() pairs only adjacent pieces; an eager sequence below may not.
+    for (size_t k = 1; k < binds.size(); ++k) {
+      if (binds[k - 1]->seq + 1 != binds[k]->seq) return;
     }
   }
+  if (!passes(report_checks_[i], binds)) return;
   emit(binds, placedEvents());
 }
 
@@ -400,14 +580,16 @@ void AlgebraDetector::evaluate(size_t i) {
           auto x = std::find_if(st.lhist.begin(), st.lhist.end(),
                                 [&](const InstPtr& e) { return e->start >= oldest; });
           if (x != st.lhist.end() && (*x)->end < y->start) {
-            auto lazy = std::make_shared<Instance>();
-            lazy->start = y->start;
-            lazy->end = y->end;
-            lazy->prob = y->prob;
-            lazy->right = y;
-            lazy->node = static_cast<int>(i);
-            c.push_back(std::move(lazy));
+            c.push_back(lazyOver(y, i));
           }
+          continue;
+        }
+        if (y->node >= 0) {
+          // A lazy Kleene instance: each of its runs, then what precedes it.
+          const auto k = static_cast<size_t>(y->node);
+          runs(k, *y->right, lo, [&](Timestamp start, size_t) {
+            if (passes(run_checks_[k], placedBinds())) descendLeft(i, i, lo, start, y->end);
+          });
           continue;
         }
         const size_t placed = direct_[i] ? place(*y) : 0;
@@ -472,7 +654,20 @@ void AlgebraDetector::evaluate(size_t i) {
       }
       break;
     case Op::kIteration:
-      if (recent && !n.checks.empty()) {
+      if (n.kleene && !recent) {
+        // Runs are extended only by events their step checks accept; a
+        // sequence above enumerates a lazy node's runs when it pairs them.
+        const Timestamp lo = n.horizon == kNoHorizon ? INT64_MIN : now_ - n.horizon;
+        for (const InstPtr& x : xs) {
+          if (kleene_lazy_[i]) {
+            c.push_back(lazyOver(x, i));
+          } else {
+            runs(i, *x, lo, [&](Timestamp start, size_t count) {
+              c.push_back(placedInstance(start, x->end, count));
+            });
+          }
+        }
+      } else if (recent && !n.checks.empty()) {
         // The latest-starting union ending now that satisfies the predicate:
         // search the runs x, x ∪ m_last, x ∪ m_last ∪ m_last-1, ...
         for (const InstPtr& x : xs) {
@@ -506,7 +701,7 @@ void AlgebraDetector::evaluate(size_t i) {
           if (fresh(x)) st.raw.push_back(x);
           // P1's iteration also unites x with this tick's unions (they end at
           // x's ts too). Only P1's iteration runs here: a SASE Kleene element,
-          // whose run takes one event per ts, is refused under unrestricted.
+          // whose run takes one event per ts, is extended above.
           const size_t partners = st.lhist.size() + before;
           for (size_t j = 0; j < partners; ++j) {
             const InstPtr& u = j < st.lhist.size() ? st.lhist[j] : st.raw[j - st.lhist.size()];
@@ -534,8 +729,9 @@ void AlgebraDetector::finish(size_t i, std::vector<InstPtr>& candidates) {
   std::vector<InstPtr>& out = states_[i].out;
   out.clear();
   if (plan_->semantics == Semantics::kUnrestricted) {
+    // A lazy instance's checks wait until its instances are enumerated.
     for (InstPtr& c : candidates) {
-      if (!unlikely(*c) && passes(n, *c)) out.push_back(std::move(c));
+      if (!unlikely(*c) && (c->node >= 0 || passes(n, *c))) out.push_back(std::move(c));
     }
     return;
   }
@@ -563,6 +759,24 @@ bool AlgebraDetector::passes(const Node& node, const Instance& inst) {
 
 bool AlgebraDetector::passes(const Node& node, std::span<const Binding* const> binds) {
   if (node.checks.empty()) return true;
+  bindSlots(binds);
+  for (const pattern::Conjunct& c : node.checks) {
+    if (!holds(c)) return false;
+  }
+  return true;
+}
+
+bool AlgebraDetector::passes(std::span<const pattern::Conjunct* const> checks,
+                             std::span<const Binding* const> binds) {
+  if (checks.empty()) return true;
+  bindSlots(binds);
+  for (const pattern::Conjunct* c : checks) {
+    if (!holds(*c)) return false;
+  }
+  return true;
+}
+
+void AlgebraDetector::bindSlots(std::span<const Binding* const> binds) {
   const Plan& plan = *plan_;
   std::fill(slots_.begin(), slots_.end(), pattern::SlotBinding{});
   slot_events_.resize(binds.size());
@@ -579,22 +793,19 @@ bool AlgebraDetector::passes(const Node& node, std::span<const Binding* const> b
     }
     begin = end;
   }
-  for (const pattern::Conjunct& c : node.checks) {
-    if (c.iteration_slot) {
-      pattern::SlotBinding& sb = slots_[*c.iteration_slot];
-      const size_t count = sb.events.size();
-      bool ok = true;
-      for (size_t cur = 0; ok && cur < count; ++cur) {
-        sb.current = cur;
-        ok = c.test(slots_);
-      }
-      sb.current = pattern::SlotBinding::kNewest;
-      if (!ok || (count == 0 && !c.test(slots_))) return false;
-    } else if (!c.test(slots_)) {
-      return false;
-    }
+}
+
+bool AlgebraDetector::holds(const pattern::Conjunct& c) {
+  if (!c.iteration_slot) return c.test(slots_);
+  pattern::SlotBinding& sb = slots_[*c.iteration_slot];
+  const size_t count = sb.events.size();
+  bool ok = true;
+  for (size_t cur = 0; ok && cur < count; ++cur) {
+    sb.current = cur;
+    ok = c.test(slots_);
   }
-  return true;
+  sb.current = pattern::SlotBinding::kNewest;
+  return ok && (count > 0 || c.test(slots_));
 }
 
 void AlgebraDetector::dropOld(std::vector<InstPtr>& list, int64_t horizon) const {
@@ -634,6 +845,13 @@ void AlgebraDetector::updateState(size_t i) {
         dropLeading(st.lhist, n.horizon);
         return;
       case Op::kIteration:
+        if (n.kleene) {
+          // The history of the operand's events, each once: the runs'
+          // stack (runs()).
+          st.lhist.insert(st.lhist.end(), l.out.begin(), l.out.end());
+          dropLeading(st.lhist, n.horizon);
+          return;
+        }
         st.lhist.insert(st.lhist.end(), st.raw.begin(), st.raw.end());
         break;
       default:

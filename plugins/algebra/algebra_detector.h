@@ -59,10 +59,44 @@ class AlgebraDetector final : public plugin::Detector {
   void finish(size_t i, std::vector<InstPtr>& candidates);
   bool passes(const Node& node, const Instance& inst);
   bool passes(const Node& node, std::span<const Binding* const> binds);
+  bool passes(std::span<const pattern::Conjunct* const> checks,
+              std::span<const Binding* const> binds);
+  // Binds slots_ to `binds` (in (leaf, seq) order), for holds().
+  void bindSlots(std::span<const Binding* const> binds);
+  // `c` over slots_, an iteration predicate at every element of its run.
+  bool holds(const pattern::Conjunct& c);
+  // report_checks_[i] and run_checks_ of the lazy chain under direct node i.
+  void chainChecks(size_t i);
   InstPtr combine(const InstPtr& a, const InstPtr& b) const;
+  // A lazy instance of `node` (Instance::right) over `right`, with its interval and probability.
+  static InstPtr lazyOver(const InstPtr& right, size_t node);
   // Calls f(inst), or, for a lazy instance, f(every instance it stands for
-  // that starts at or after `lo`).
+  // that starts at or after `lo`), each through the checks of the lazy
+  // nodes it was made by.
   void expand(const InstPtr& inst, Timestamp lo, const std::function<void(const InstPtr&)>& f);
+  // The runs of Kleene node k that end with the event of `last` and start at
+  // or after `lo`, found backwards through the node's history of its
+  // operand's events (SASE's stack: each event stored once, a run shares its
+  // suffix with every run it extends). Each event is placed (place()) as it
+  // is prepended, only when the node's step checks hold for it and the event
+  // after it, and f(start, count) is called with a run of `count` events
+  // placed that passes them at its first event as well.
+  template <typename F>
+  void runs(size_t k, const Instance& last, Timestamp lo, F&& f);
+  template <typename F>
+  void runsFrom(const Node& node, const std::vector<InstPtr>& events, const Instance& first,
+                Timestamp lo, size_t count, F& f);
+  // Whether Kleene node `node`'s step checks hold at `next` with `prev`
+  // before it in the run (null: `next` is the run's first event).
+  bool stepHolds(const Node& node, const Event* prev, const Event& next);
+  // An instance of the last `count` events placed, ⟨start, end⟩.
+  InstPtr placedInstance(Timestamp start, Timestamp end, size_t count) const;
+  // Direct node i: every instance in node `hist`'s left history that can
+  // precede what is placed (starting at `before`) in a match from `lo`.
+  void descendLeft(size_t i, size_t hist, Timestamp lo, Timestamp before, Timestamp end);
+  // The arrival number of the last event of `inst` (of a SEQ: its right
+  // operand's last, for a lazy instance too).
+  static uint64_t lastSeq(const Instance& inst);
   // The ts of the latest event bound to `leaf` in `inst` (a negation's gap start).
   static Timestamp gapStart(const Instance& inst, int leaf);
   void emit(const Instance& inst);
@@ -110,16 +144,25 @@ class AlgebraDetector final : public plugin::Detector {
   // Sequence nodes whose instances are lazy (Instance::right): memory
   // follows the events in the window, not their combinations.
   std::vector<char> lazy_;
+  // Kleene nodes whose instances are lazy: one per event (Instance::right),
+  // standing for every run that ends with it; the sequence above enumerates
+  // the runs (runs()) when it pairs them.
+  std::vector<char> kleene_lazy_;
   // Sequence nodes with nothing but selections and time restrictions above
   // them (under unrestricted semantics): they report each match as they
   // enumerate it from the stack, building no instance (reportDirect).
   std::vector<char> direct_;
   std::vector<int> parent_;  // -1 for the root
   // A direct node's tightest time restriction up to the root (kNoHorizon
-  // without one), and whether a node on that path has checks: a match made
-  // there passes both, or is rejected, without walking the path.
+  // without one), and the checks a match made there must pass: those of the
+  // nodes on that path, and of the lazy nodes below it, which wait for the
+  // whole match; less those in run_checks_.
   std::vector<int64_t> direct_window_;
-  std::vector<char> direct_checks_;
+  std::vector<std::vector<const pattern::Conjunct*>> report_checks_;
+  // For a lazy Kleene node below a direct one, the checks of the direct
+  // node's match that read only the run and the elements after it: checked
+  // on each run found, before what precedes it is paired (chainChecks()).
+  std::vector<std::vector<const pattern::Conjunct*>> run_checks_;
   // The Match element of each leaf (-1 inside a negated operand).
   std::vector<int> leaf_element_;
   // 1, 2, ..., m when leaf k is element k and no operator (| or iteration)

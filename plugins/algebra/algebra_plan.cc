@@ -41,6 +41,11 @@ class Compiler {
     }
     setHorizons();
     placeWhere();
+    if (plan_.semantics == Semantics::kUnrestricted) {
+      for (Node& n : plan_.nodes) {
+        if (n.kleene) splitStepChecks(n);
+      }
+    }
   }
 
  private:
@@ -95,6 +100,7 @@ class Compiler {
         const int a = atom(p, negated);
         Node n;
         n.op = Op::kIteration;
+        n.kleene = true;
         n.left = a;
         // A Kleene variable names the iteration's instances, not one event:
         // predicates on it (b[i], aggregates) belong to the iteration node.
@@ -196,8 +202,10 @@ class Compiler {
       if (!pending.empty() && child->kind != PatternKind::kEvent) {
         throw CompileError(where(*child) +
                            "the algebra engine runs NOT(...) inside SEQ only before an element "
-                           "'Type var' (not before a Kleene element or an operator); the nfa "
-                           "engine runs it");
+                           "'Type var' (not before a Kleene element or an operator: the gap would "
+                           "end at that element's first event, before the end at which the "
+                           "negation checks it, and the negation keeps only the latest negated "
+                           "event); the nfa engine runs it");
       }
       const int r = build(*child, negated);
       acc = acc < 0 ? r : binary(Op::kSeq, acc, r, p);
@@ -212,6 +220,11 @@ class Compiler {
       gap_leaf = child->kind == PatternKind::kEvent || child->kind == PatternKind::kKleene
                      ? plan_.nodes[lastAtom(r)].leaf
                      : -1;
+    }
+    if (!pending.empty()) {
+      throw CompileError(where(*pending.front()) +
+                         "the algebra engine runs NOT(...) inside SEQ only before an element; "
+                         "the nfa engine runs it at the end of a pattern");
     }
     return acc;
   }
@@ -259,6 +272,33 @@ class Compiler {
     }
   }
 
+  // Moves the conjuncts of Kleene node n that read its run only through
+  // b[i] and b[i-1] into n.step_checks (Node::step_checks).
+  static void splitStepChecks(Node& n) {
+    std::vector<pattern::Conjunct> whole;
+    for (pattern::Conjunct& c : n.checks) {
+      if (c.iteration_slot && c.slots.size() == 1 && readsNeighboursOnly(*c.source)) {
+        n.step_checks.push_back(std::move(c));
+      } else {
+        whole.push_back(std::move(c));
+      }
+    }
+    n.checks = std::move(whole);
+  }
+
+  static bool readsNeighboursOnly(const pattern::Expr& e) {
+    switch (e.kind) {
+      case pattern::ExprKind::kAttr:
+        return e.ref.index == pattern::IndexKind::kCurrent ||
+               e.ref.index == pattern::IndexKind::kPrevious;
+      case pattern::ExprKind::kAggregate:
+        return false;
+      default:
+        return (e.lhs == nullptr || readsNeighboursOnly(*e.lhs)) &&
+               (e.rhs == nullptr || readsNeighboursOnly(*e.rhs));
+    }
+  }
+
   const pattern::Query& query_;
   Plan& plan_;
 };
@@ -277,45 +317,6 @@ void checkRecentBounds(const Plan& plan) {
   }
 }
 
-// The first SASE Kleene element `Type+ var[]` of a pattern (null when there
-// is none), and whether it is the operand of AGG(...).
-struct KleeneAt {
-  const PatternNode* element = nullptr;
-  bool aggregated = false;
-};
-
-KleeneAt firstKleene(const PatternNode& p, bool aggregated = false) {
-  if (p.kind == PatternKind::kKleene && !p.star) return {&p, aggregated};  // `Type*`: own refusal
-  for (const pattern::PatternPtr& c : p.children) {
-    const KleeneAt k = firstKleene(*c, p.kind == PatternKind::kAggregation);
-    if (k.element != nullptr) return k;
-  }
-  return {};
-}
-
-// Every instance of a Kleene element is a union of its events in the
-// window, and the detector builds each union before the iteration's
-// predicate can filter it: time and memory exponential in the events of the
-// window, which no WITHIN keeps small on a real stream. Refused until the
-// closure is built as the predicate allows. `under` says what put the query
-// under CONTEXT unrestricted; `recent` whether CONTEXT recent would run it.
-Status refuseUnboundedKleene(const pattern::Query& query, const std::string& under, bool recent) {
-  const KleeneAt k = firstKleene(*query.pattern);
-  if (k.element == nullptr) return Status::ok();
-  std::string message =
-      where(*k.element) + "the algebra engine does not run the Kleene element '" +
-      pattern::toString(*k.element) + "' " + under +
-      ": its closure builds every union of the element's events in the window (exponentially "
-      "many) before the predicate filters them; ";
-  message += k.aggregated ? "no other engine runs AGG(...)" : "the nfa and petri engines run it";
-  if (recent) {
-    message +=
-        ", and this engine runs it under CONTEXT recent (the default), which keeps the run that "
-        "starts latest";
-  }
-  return Status::invalidArgument(message);
-}
-
 }  // namespace
 
 Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
@@ -326,14 +327,11 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
   if (query.variables.size() > 64) {
     return Status::invalidArgument("the algebra engine supports at most 64 variables");
   }
-  if (query.context == pattern::Context::kUnrestricted) {
-    Status k = refuseUnboundedKleene(query, "under CONTEXT unrestricted", /*recent=*/true);
-    if (!k) return k;
-  }
   auto plan = std::make_shared<Plan>();
   plan->semantics = query.context == pattern::Context::kUnrestricted ? Semantics::kUnrestricted
                                                                      : Semantics::kRecent;
   plan->min_probability = query.min_probability.value_or(0);
+  plan->strict = query.strategy == pattern::Strategy::kStrictContiguity && runsNatively(query);
   plan->layout = pattern::BindingLayout::forQuery(query);
   try {
     Compiler(query, *plan).run();
@@ -379,16 +377,17 @@ Status contextForStrategy(pattern::Query& query) {
         "ones the strategy selects; drop CONTEXT recent (the nfa engine runs every strategy, "
         "too)");
   }
-  if (Status k = refuseUnboundedKleene(
-          query,
-          std::string("under STRATEGY ") + pattern::strategyName(query.strategy) +
-              " (which this engine runs under CONTEXT unrestricted only)",
-          /*recent=*/false);
-      !k) {
-    return k;
-  }
   query.context = pattern::Context::kUnrestricted;
   return Status::ok();
+}
+
+bool runsNatively(const pattern::Query& query) {
+  if (query.strategy != pattern::Strategy::kStrictContiguity) return false;
+  const PatternNode& p = *query.pattern;
+  if (p.kind != PatternKind::kSeq) return false;
+  return std::all_of(p.children.begin(), p.children.end(), [](const pattern::PatternPtr& c) {
+    return c->kind == PatternKind::kEvent || (c->kind == PatternKind::kKleene && !c->star);
+  });
 }
 
 }  // namespace cepbus::plugins::algebra

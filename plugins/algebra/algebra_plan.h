@@ -72,6 +72,16 @@ struct Node {
   // of x (its latest event, for a Kleene x); y is the operand's last event.
   // -1 for P1's negation.
   int gap_leaf = -1;
+  // kIteration of a SASE Kleene element `Type+ var[]` (not P1's `(e)*`): its
+  // instances are runs, its operand's events at strictly increasing
+  // timestamps, which the detector extends one event at a time.
+  bool kleene = false;
+  // A Kleene element under unrestricted semantics: the iteration predicates
+  // that read b[i] and b[i-1] only (no b[k], b[last], aggregate or other
+  // variable), taken out of `checks`. Each holds for a run iff it holds for
+  // every event with the one before it, so the detector tests them as it
+  // prepends an event to a run and never builds a run they reject.
+  std::vector<pattern::Conjunct> step_checks;
   uint64_t slot_mask = 0;  // the layout slots bound below this node
   std::string text;        // canonical text, for messages
 };
@@ -89,6 +99,11 @@ struct Plan {
   size_t element_count = 0;
   Semantics semantics = Semantics::kRecent;
   double min_probability = 0;  // PROBABILITY >= p; 0 keeps every match
+  // STRATEGY strict_contiguity run by the detector itself (a SEQ of 'Type
+  // var' and 'Type+ var[]' elements, see runsNatively()): the events of a
+  // match are consecutive in the stream the detector sees, and no run or
+  // pairing that breaks that is followed.
+  bool strict = false;
   pattern::BindingLayout layout;
   std::shared_ptr<const pattern::CompiledReturn> returns;  // null without RETURN
   // For each event type the pattern mentions, the atom nodes of that type.
@@ -97,12 +112,11 @@ struct Plan {
   size_t root() const { return nodes.size() - 1; }
 };
 
-// Compiles `query` under skip_till_any_match whatever its STRATEGY (the
-// plugin's plugin::StrategyFactory selects the matches of the others);
+// Compiles `query` under skip_till_any_match, or under strict_contiguity
+// (Plan::strict) when runsNatively(query); the plugin's
+// plugin::StrategyFactory selects the matches of the other strategies;
 // InvalidArgument names what the algebra engine does not support (an
-// operator form; a Kleene element `Type+ var[]` under CONTEXT unrestricted,
-// whose closure would build every union of its events in the window) or why
-// the query cannot be compiled. PARTITION BY is not the
+// operator form) or why the query cannot be compiled. PARTITION BY is not the
 // plan's: the factory runs one detector per partition, each from the plan of
 // the query without the clause. The engine takes no options: any option is
 // rejected.
@@ -118,8 +132,12 @@ std::vector<std::string> contextNotices(const pattern::Query& query);
 // The context of a query whose STRATEGY is not skip_till_any_match (the
 // plugin::StrategyFactory's Adapt step): unrestricted, since the strategy
 // selects among every match and CONTEXT recent would have dropped some of
-// them already. An explicit CONTEXT recent is refused, and so is a Kleene
-// element (see compilePlan), with the strategy named in the message.
+// them already. An explicit CONTEXT recent is refused, with the strategy
+// named in the message.
 Status contextForStrategy(pattern::Query& query);
+
+// Whether the detector runs `query`'s STRATEGY itself: strict_contiguity on
+// a SEQ(...) of 'Type var' and 'Type+ var[]' elements only.
+bool runsNatively(const pattern::Query& query);
 
 }  // namespace cepbus::plugins::algebra

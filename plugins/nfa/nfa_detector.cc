@@ -64,6 +64,12 @@ const Value* partitionValue(const Event& event, Symbol attr) {
   return v;
 }
 
+// a + b, or INT64_MAX when it overflows (b >= 0).
+Timestamp addCapped(Timestamp a, Timestamp b) {
+  Timestamp sum;
+  return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
+}
+
 Timestamp floorDiv(Timestamp a, Timestamp b) {
   Timestamp q = a / b;
   if (a % b != 0 && (a < 0) != (b < 0)) --q;
@@ -71,6 +77,12 @@ Timestamp floorDiv(Timestamp a, Timestamp b) {
 }
 
 }  // namespace
+
+bool NfaDetector::LaterDeadline::operator()(uint32_t a, uint32_t b) const {
+  const Parked& x = (*parked)[a];
+  const Parked& y = (*parked)[b];
+  return x.deadline != y.deadline ? x.deadline > y.deadline : x.seq > y.seq;
+}
 
 NfaDetector::NfaDetector(PlanPtr plan, plugin::MatchSink& sink)
     : plan_(std::move(plan)),
@@ -86,7 +98,8 @@ NfaDetector::NfaDetector(PlanPtr plan, plugin::MatchSink& sink)
       member_checks_(!plan_->member_checks.empty() || !plan_->member_negations.empty()),
       fixed_ends_(plan_->fixed_element_ends),
       min_prob_(plan_->min_probability),
-      drop_unlikely_(min_prob_ > 0 && plan_->strategy != Strategy::kSkipTillNextMatch) {
+      drop_unlikely_(min_prob_ > 0 && plan_->strategy != Strategy::kSkipTillNextMatch),
+      trailing_(!plan_->trailing_negations.empty()) {
   bind_.resize(plan_->layout.size());
   scratch_.resize(1);
   if (plan_->partition_by.empty()) {
@@ -106,6 +119,9 @@ Status NfaDetector::onEvent(const EventPtr& event) {
                                    "; events must arrive in timestamp order");
   }
   now_ = ts;
+  // Every event before ts has been seen: decide the matches whose window
+  // closed before it, before expiry drops the negating events they need.
+  if (trailing_ && ts > INT64_MIN) decideParked(ts - 1);
   if (ts >= next_batch_) {
     if (next_batch_ != INT64_MIN) {
       if (batched_) {
@@ -150,6 +166,26 @@ Status NfaDetector::flush() {
   return Status::ok();
 }
 
+Status NfaDetector::onWatermark(Timestamp t) {
+  if (!trailing_) return Status::ok();
+  if (batched_) {
+    // A match's window closes no earlier than its last event: only the
+    // batches holding an accepting event at or before t can owe one now.
+    auto owes = [&](Partition& p) {
+      const Ring<Entry>& acc = p.stacks[m_ - 1];
+      const uint64_t i = std::max(p.constructed, acc.head());
+      if (i < acc.tail() && acc.at(i).ts <= t) constructPending(p);
+    };
+    if (single_) {
+      owes(*single_);
+    } else {
+      for (auto& p : live_) owes(*p);
+    }
+  }
+  decideParked(t);
+  return Status::ok();
+}
+
 NfaDetector::Partition* NfaDetector::partitionFor(const Event& event) {
   uint64_t h = 0xcbf29ce484222325ULL;
   for (Symbol attr : plan_->partition_by) h = mix(h, hashValue(partitionValue(event, attr)));
@@ -190,7 +226,7 @@ void NfaDetector::recycleEmptyPartitions() {
     bool empty = true;
     for (const auto& s : p.stacks) empty &= s.empty();
     for (const auto& s : p.negations) empty &= s.empty();
-    if (!empty) {
+    if (!empty || p.parked > 0) {
       ++i;
       continue;
     }
@@ -284,15 +320,19 @@ void NfaDetector::expire(Partition& p, Timestamp bound) {
 }
 
 void NfaDetector::runBatch(Timestamp now) {
-  auto run = [&](Partition& p) {
-    constructPending(p);
-    if (plan_->window != kNoWindow) expire(p, now - plan_->window);
-  };
+  // Matches parked by this construction whose window already closed are
+  // decided before expiry drops the negating events they need.
   if (single_) {
-    run(*single_);
+    constructPending(*single_);
+    if (trailing_) decideParked(now - 1);
+    if (plan_->window != kNoWindow) expire(*single_, now - plan_->window);
     return;
   }
-  for (auto& p : live_) run(*p);
+  for (auto& p : live_) constructPending(*p);
+  if (trailing_) decideParked(now - 1);
+  if (plan_->window != kNoWindow) {
+    for (auto& p : live_) expire(*p, now - plan_->window);
+  }
   recycleEmptyPartitions();
 }
 
@@ -573,13 +613,22 @@ bool NfaDetector::testCheck(const Check& check) {
 
 bool NfaDetector::negationBlocks(int n) {
   const NegationPlan& neg = plan_->negations[n];
-  const Timestamp x = ebuf_[estart_[neg.right] - 1]->ts();
-  const Timestamp y = ebuf_[estart_[neg.right]]->ts();
-  const Ring<Entry>& stack = cur_->negations[n];
+  if (neg.place == NegationPlace::kLeading) {
+    // No C with last.ts - W <= c.ts < first.ts.
+    const Timestamp last = ebuf_[end_ - 1]->ts();
+    return negatedBetween(n, cur_->negations[n], last - plan_->window - 1, ebuf_[estart_[0]]->ts());
+  }
+  return negatedBetween(n, cur_->negations[n], ebuf_[estart_[neg.right] - 1]->ts(),
+                        ebuf_[estart_[neg.right]]->ts());
+}
+
+bool NfaDetector::negatedBetween(int n, const Ring<Entry>& stack, Timestamp after,
+                                 Timestamp before) {
+  const NegationPlan& neg = plan_->negations[n];
   uint64_t lo = stack.head(), hi = stack.tail();
-  while (lo < hi) {  // the first entry with ts > x
+  while (lo < hi) {  // the first entry with ts > after
     const uint64_t mid = lo + (hi - lo) / 2;
-    if (stack.at(mid).ts <= x) {
+    if (stack.at(mid).ts <= after) {
       lo = mid + 1;
     } else {
       hi = mid;
@@ -587,7 +636,7 @@ bool NfaDetector::negationBlocks(int n) {
   }
   for (uint64_t j = lo; j < stack.tail(); ++j) {
     const Entry& c = stack.at(j);
-    if (c.ts >= y) break;
+    if (c.ts >= before) break;
     if (neg.conditions.empty()) return true;
     bind_[neg.slot].event = c.event.get();
     bool all = true;
@@ -705,10 +754,87 @@ void NfaDetector::emit() {
     for (int k = 0; k < m_; ++k) ends_[k] = static_cast<uint32_t>(estart_[k + 1] - pos_);
     ends = std::span<const uint32_t>(ends_, m_);
   }
+  if (trailing_) {
+    park(ends);
+    return;
+  }
   const plugin::Match match(std::span<const EventPtr* const>(&pbuf_[pos_], end_ - pos_), ends,
                             &composer_);
   ++matches_;
   sink_.onMatch(match);
+}
+
+// --- trailing negation ------------------------------------------------------
+
+void NfaDetector::park(std::span<const uint32_t> ends) {
+  uint32_t slot;
+  if (parked_free_.empty()) {
+    slot = static_cast<uint32_t>(parked_.size());
+    parked_.emplace_back();
+  } else {
+    slot = parked_free_.back();
+    parked_free_.pop_back();
+  }
+  Parked& match = parked_[slot];
+  for (size_t i = pos_; i < end_; ++i) match.events.push_back(*pbuf_[i]);
+  match.ends.assign(ends.begin(), ends.end());
+  match.deadline = addCapped(match.events.front()->ts(), plan_->window);
+  match.seq = parked_seq_++;
+  match.partition = cur_;
+  ++cur_->parked;
+  held_ += match.events.size();
+  parked_heap_.push_back(slot);
+  std::push_heap(parked_heap_.begin(), parked_heap_.end(), LaterDeadline{&parked_});
+}
+
+void NfaDetector::decideParked(Timestamp t) {
+  const LaterDeadline later{&parked_};
+  while (!parked_heap_.empty() && parked_[parked_heap_.front()].deadline <= t) {
+    std::pop_heap(parked_heap_.begin(), parked_heap_.end(), later);
+    const uint32_t slot = parked_heap_.back();
+    parked_heap_.pop_back();
+    Parked& match = parked_[slot];
+    if (!trailingNegated(match)) {
+      parked_match_.clear();
+      for (const EventPtr& e : match.events) parked_match_.push_back(&e);
+      ++matches_;
+      sink_.onMatch(plugin::Match(parked_match_, match.ends, &composer_));
+    }
+    held_ -= match.events.size();
+    --match.partition->parked;
+    match.events.clear();
+    parked_free_.push_back(slot);
+  }
+}
+
+bool NfaDetector::trailingNegated(const Parked& match) {
+  // Bind the positive variables to the match's events for the negations'
+  // conditions, as construction had them.
+  parked_events_.clear();
+  for (const EventPtr& e : match.events) parked_events_.push_back(e.get());
+  for (int k = 0; k < m_; ++k) {
+    const ElementPlan& el = plan_->elements[k];
+    if (el.slot < 0) continue;
+    const uint32_t begin = k == 0 ? 0 : match.ends[k - 1];
+    SlotBinding& b = bind_[el.slot];
+    if (el.kleene) {
+      b.events = std::span<const Event* const>(&parked_events_[begin], match.ends[k] - begin);
+      b.current = SlotBinding::kNewest;
+    } else {
+      b.event = parked_events_[begin];
+    }
+  }
+  const Timestamp last = match.events.back()->ts();
+  const Timestamp before = addCapped(match.deadline, 1);  // the window's end is included
+  bool negated = false;
+  for (int n : plan_->trailing_negations) {
+    negated = negatedBetween(n, match.partition->negations[n], last, before);
+    if (negated) break;
+  }
+  for (const ElementPlan& el : plan_->elements) {
+    if (el.slot >= 0) bind_[el.slot] = SlotBinding{};
+  }
+  return negated;
 }
 
 }  // namespace cepbus::plugins::nfa

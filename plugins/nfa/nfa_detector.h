@@ -8,6 +8,11 @@
 //
 // Both construction methods report the same set of matches; batched
 // construction reports a match at the next batch boundary or at flush().
+// A pattern that ends with NOT(C c) (trailing negation) parks each match of
+// its positive elements until event time passes first.ts + W — an event
+// after it or onWatermark() — and reports it then unless a C that satisfies
+// the negation's predicates came in (last.ts, first.ts + W]; such matches
+// come in the order their windows close.
 // PARTITION BY reads attributes; an event without the attribute belongs to
 // the partition of null values, except that `PARTITION BY key` falls back to
 // the event's own partition key (its JSON "key" field).
@@ -34,10 +39,16 @@ class NfaDetector final : public plugin::Detector {
   ~NfaDetector() override;
 
   Status onEvent(const EventPtr& event) override;
+  // Constructs what a batch holds; matches waiting for a trailing
+  // negation's window stay parked (a pause is not the passing of time).
   Status flush() override;
+  // Reports the parked matches whose window closed at or before `t`
+  // (constructing first the batched matches that may be among them).
+  Status onWatermark(Timestamp t) override;
   // Partial matches: the events in the active instance stacks of every
-  // partition (negation stacks hold no partial match). Counted as entries
-  // are pushed and dropped; the peak is taken after each event.
+  // partition and in matches parked for a trailing negation (negation
+  // stacks hold no partial match). Counted as entries are pushed and
+  // dropped; the peak is taken after each event.
   std::optional<plugin::DetectorState> state() const override {
     return plugin::DetectorState{held_, peak_held_};
   }
@@ -59,6 +70,21 @@ class NfaDetector final : public plugin::Detector {
     uint64_t constructed = 0;  // accepting entries below this index are constructed
     std::vector<Value> key;
     uint64_t hash = 0;
+    uint64_t parked = 0;  // its matches waiting in parked_
+  };
+  // A match of the positive elements waiting for its trailing negations'
+  // window to close. Slots are reused, so their vectors keep their capacity.
+  struct Parked {
+    Timestamp deadline = 0;  // first.ts + W: decided once time passes it
+    uint64_t seq = 0;        // parking order, for equal deadlines
+    Partition* partition = nullptr;
+    std::vector<EventPtr> events;
+    std::vector<uint32_t> ends;
+  };
+  // Orders the parked-match heap: the earliest (deadline, seq) on top.
+  struct LaterDeadline {
+    const std::vector<Parked>* parked;
+    bool operator()(uint32_t a, uint32_t b) const;
   };
 
   Partition* partitionFor(const Event& event);
@@ -87,6 +113,14 @@ class NfaDetector final : public plugin::Detector {
   bool testCheck(const Check& check);
   bool bindChecks(int k, bool prepended);
   bool negationBlocks(int n);
+  // Whether an entry of negation n's stack with after < ts < before
+  // satisfies every condition of the negation over the current binding.
+  bool negatedBetween(int n, const Ring<Entry>& stack, Timestamp after, Timestamp before);
+  // Trailing negation: parks the match being emitted.
+  void park(std::span<const uint32_t> ends);
+  // Decides every parked match whose deadline is <= t, in deadline order.
+  void decideParked(Timestamp t);
+  bool trailingNegated(const Parked& match);
   bool verifyElement(int k);
   bool verifyStep(int k, size_t position);
   bool qualifies(int k, size_t position, const Entry& candidate);
@@ -137,6 +171,16 @@ class NfaDetector final : public plugin::Detector {
   uint64_t cluster_begin_ = 0;
   uint64_t cluster_end_ = 0;
   std::vector<const Event*> scratch_;  // push filters of Kleene elements
+
+  // Trailing negation: parked matches, a min-heap of indices into parked_
+  // by (deadline, seq), and the free slots.
+  const bool trailing_;
+  std::vector<Parked> parked_;
+  std::vector<uint32_t> parked_heap_;
+  std::vector<uint32_t> parked_free_;
+  uint64_t parked_seq_ = 0;
+  std::vector<const Event*> parked_events_;  // decideParked(): a Kleene span's events
+  std::vector<const EventPtr*> parked_match_;
 };
 
 }  // namespace cepbus::plugins::nfa

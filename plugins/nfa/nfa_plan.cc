@@ -147,6 +147,15 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
   }
   const int m = static_cast<int>(plan->elements.size());
   const int last_slot = plan->elements.back().slot;
+  for (NegationPlan& neg : plan->negations) {
+    if (neg.right == 0) neg.place = NegationPlace::kLeading;
+    if (neg.right == m) neg.place = NegationPlace::kTrailing;
+    if (neg.place != NegationPlace::kBetween && plan->window == kNoWindow) {
+      return Status::invalidArgument(
+          "the nfa engine runs NOT(" + std::string(neg.type.name()) +
+          ") at the start or the end of a pattern only with WITHIN n, which bounds the absence");
+    }
+  }
 
   auto compiled = pattern::compileConjuncts(query.where, plan->layout);
   if (!compiled) return compiled.status();
@@ -229,7 +238,14 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
 
   for (size_t n = 0; n < plan->negations.size(); ++n) {
     NegationPlan& neg = plan->negations[n];
-    int ready = neg.right - 1;
+    if (neg.place == NegationPlace::kTrailing) {
+      plan->trailing_negations.push_back(static_cast<int>(n));
+      continue;
+    }
+    // A leading negation's interval reaches back from the last event: it is
+    // checked once the first element completes the binding.
+    int ready = neg.place == NegationPlace::kLeading ? 0 : neg.right - 1;
+    neg.mentions_last |= neg.place == NegationPlace::kLeading;
     for (const Check& c : neg.conditions) {
       for (size_t slot : c.conjunct->slots) {
         if (plan->slot_element[slot] >= 0) ready = std::min(ready, plan->slot_element[slot]);

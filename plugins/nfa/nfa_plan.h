@@ -83,11 +83,17 @@ struct ElementPlan {
   std::vector<int> verify_at_completion;  // elements whose steps are verified here
 };
 
-// NOT(C c) between positive elements `right - 1` and `right`.
+// Where a NOT(C c) stands: between positive elements `right - 1` and
+// `right` (no C between them), before the first (leading: no C in
+// [last.ts - W, first.ts)), or after the last (trailing: no C in
+// (last.ts, first.ts + W], decided once event time passes first.ts + W).
+enum class NegationPlace : uint8_t { kBetween, kLeading, kTrailing };
+
 struct NegationPlan {
   Symbol type;
   int slot = -1;
   int right = 0;
+  NegationPlace place = NegationPlace::kBetween;
   std::vector<const pattern::Conjunct*> filters;  // over c alone: checked on push
   std::vector<Check> conditions;                  // c with other variables
   bool mentions_last = false;
@@ -121,6 +127,9 @@ struct Plan {
   // batched construction (every Check with mentions_last, and negations).
   std::vector<Check> member_checks;
   std::vector<int> member_negations;
+  // Trailing negations: checked when a match's window has closed, not
+  // during construction.
+  std::vector<int> trailing_negations;
   std::vector<uint32_t> fixed_element_ends;  // [1..m] when no element is Kleene
   bool has_kleene = false;
   std::shared_ptr<const pattern::CompiledReturn> returns;  // null without RETURN

@@ -288,8 +288,8 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
                                          "the petri engine needs a positive element "
                                          "before NOT(" +
                                          n->type +
-                                         "); it checks a negation "
-                                         "between two elements");
+                                         "); it checks a negation between two elements (the nfa "
+                                         "engine runs NOT at the start of a pattern)");
         }
         CompiledPattern::Negation neg;
         neg.type = Symbol::intern(n->type);
@@ -317,7 +317,8 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
     if (!pending.empty()) {
       return Status::invalidArgument("the petri engine needs a positive element after NOT(" +
                                      std::string(pending.front().type.name()) +
-                                     "); it checks a negation between two elements");
+                                     "); it checks a negation between two elements (the nfa "
+                                     "engine runs NOT at the end of a pattern)");
     }
     // A guard sits on the transition that binds the latest variable it
     // names; a conjunct without variables is a constant, checked on the

@@ -114,8 +114,7 @@ int main(int argc, char** argv) {
                             (std::strcmp(engine, "algebra") == 0 ? " CONTEXT unrestricted" : "");
         auto q = pattern::parseQuery(query);
         if (!q) return 1;
-        // A refusal (the algebra engine's of a Kleene element) is reported,
-        // not timed.
+        // A refusal is reported, not timed.
         ReadingSink probe;
         if (auto d = (*p)->createDetector(engine, *q, plugin::DetectorOptions(), probe); !d) {
           std::fprintf(stderr, "strategy_bench: %s refuses: %s\n", engine,

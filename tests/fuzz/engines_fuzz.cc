@@ -65,7 +65,8 @@ Generated seqQuery(FuzzedDataProvider& in) {
     e.type = kTypes[in.ConsumeIntegralInRange<size_t>(0, 2)];
     e.var = std::string(1, static_cast<char>('a' + i));
     const int kind = in.ConsumeIntegralInRange<int>(0, 5);
-    // NOT only between two positive elements (the parser refuses it at an edge).
+    // NOT only between two positive elements (at an edge it needs WITHIN, which the
+    // grammar here may leave out, and only the nfa engine runs it).
     e.negated = kind == 5 && i > 0 && i + 1 < n && !elements.back().negated;
     e.kleene = kind == 4;
     elements.push_back(e);

@@ -208,28 +208,33 @@ TEST_F(MatchEnginesTest, AnEngineStillRunningAtTheTimeoutIsReportedAsTimedOut) {
   const std::string stocks =
       std::string(CEPBUS_TEST_SOURCE_DIR) + "/examples/quickstart/stocks.jsonl";
   std::string out, err;
-  EXPECT_EQ(run({"match", "--engine", "all", "--timeout", "1", "--events", stocks, "--query",
-                 "PATTERN SEQ(Stock a, Stock+ b[], Stock c) WHERE b[i].price > b[i-1].price AND "
-                 "b[i].symbol = a.symbol AND c.symbol = a.symbol AND c.price < b[1].price AND "
-                 "count(b[]) >= 3 WITHIN 500 PARTITION BY symbol CONTEXT unrestricted"},
-                &out, &err),
-            1)
-      << err;
+  const int status =
+      run({"match", "--engine", "all", "--timeout", "1", "--events", stocks, "--query",
+           "PATTERN SEQ(Stock a, Stock+ b[], Stock c) WHERE b[i].price > b[i-1].price AND "
+           "b[i].symbol = a.symbol AND c.symbol = a.symbol AND c.price < b[1].price AND "
+           "count(b[]) >= 3 WITHIN 500 PARTITION BY symbol CONTEXT unrestricted"},
+          &out, &err);
   const auto summary = nlohmann::json::parse(out);
-  EXPECT_FALSE(summary.contains("agree")) << out;
   const auto& petri = engine(summary, "petri");
   EXPECT_EQ(petri.value("timed_out", false), true) << out;
   EXPECT_LT(petri.value("after_events", 600), 600) << out;
   EXPECT_FALSE(petri.contains("matches")) << out;
-  EXPECT_EQ(engine(summary, "algebra").value("accepted", true), false) << out;
-  // nfa takes about 0.2 s here, but several times that under a sanitizer:
-  // it may time out too, and then it is reported like petri.
-  const auto& nfa = engine(summary, "nfa");
-  if (nfa.contains("timed_out")) {
-    EXPECT_EQ(nfa.value("timed_out", false), true) << out;
-  } else {
-    EXPECT_EQ(nfa.value("matches", -1), 60209) << out;
+  // nfa and algebra take about 0.2 s here, but several times that under a
+  // sanitizer: either may time out too, and is then reported like petri.
+  // Two that complete are compared; with fewer there is nothing to compare.
+  int completed = 0;
+  for (const char* name : {"nfa", "algebra"}) {
+    const auto& e = engine(summary, name);
+    if (e.contains("timed_out")) {
+      EXPECT_EQ(e.value("timed_out", false), true) << out;
+    } else {
+      ++completed;
+      EXPECT_EQ(e.value("matches", -1), 60209) << out;
+    }
   }
+  EXPECT_EQ(summary.contains("agree"), completed == 2) << out;
+  EXPECT_EQ(summary.value("agree", completed == 2), completed == 2) << out;
+  EXPECT_EQ(status, completed == 2 ? 0 : 1) << err;
   EXPECT_THAT(err, HasSubstr("engine 'petri' timed out after 1 s"));
 }
 

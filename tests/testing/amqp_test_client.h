@@ -51,6 +51,7 @@
 #include <proton/source.hpp>
 #include <proton/source_options.hpp>
 #include <proton/ssl.hpp>
+#include <proton/target.hpp>
 #include <proton/tracker.hpp>
 #include <proton/transport.hpp>
 #include <proton/work_queue.hpp>
@@ -230,6 +231,15 @@ class AmqpTestClient final : public proton::messaging_handler {
   // ready before the client is destroyed.
   void freeze(std::shared_future<void> until) {
     run([until] { until.wait(); });
+  }
+
+  // Closes the client's sending links to `address`.
+  void closeSenders(const std::string& address) {
+    run([this, address] {
+      for (proton::sender s : connection_.senders()) {
+        if (s.target().address() == address) s.close();
+      }
+    });
   }
 
   void closeConnection() {

@@ -65,14 +65,17 @@ class BusProcess {
 
   // Writes `descriptor` to dir()/bus.xml and runs `cepbus run bus.xml` in
   // dir(); succeeds once the process started and something accepts
-  // connections on each of `ports` (the bus's listeners). A failure carries
-  // the bus's stderr.
+  // connections on each of `ports` (the bus's listeners). `options` follow
+  // "bus.xml" on the command line (say, "--wire-name-budget", "100"). A
+  // failure carries the bus's stderr.
   ::testing::AssertionResult start(const std::string& descriptor,
-                                   std::initializer_list<int> ports = {}) {
+                                   std::initializer_list<int> ports = {},
+                                   const std::vector<std::string>& options = {}) {
     if (running()) return ::testing::AssertionFailure() << "the bus is already running";
     std::ofstream(dir_ / "bus.xml") << descriptor;
-    process_ =
-        std::make_unique<ChildProcess>(std::vector<std::string>{binary_, "run", "bus.xml"}, dir_);
+    std::vector<std::string> command{binary_, "run", "bus.xml"};
+    command.insert(command.end(), options.begin(), options.end());
+    process_ = std::make_unique<ChildProcess>(std::move(command), dir_);
     if (!process_->started()) {
       process_.reset();  // nothing to stop; a ChildProcess without a pid must not be waited for
       return ::testing::AssertionFailure() << "cannot run " << binary_;

@@ -111,7 +111,11 @@ class Checker {
     }
   }
 
-  static void checkNotPlacement(const PatternNode& p, const PatternNode* parent, size_t index) {
+  // NOT stands between two positive elements of a SEQ, or starts or ends
+  // the pattern's own SEQ (leading and trailing negation: absence over the
+  // WITHIN span before the first or after the first positive event, so
+  // WITHIN bounds it).
+  void checkNotPlacement(const PatternNode& p, const PatternNode* parent, size_t index) const {
     if (parent == nullptr || parent->kind != PatternKind::kSeq) {
       fail(p.pos, "NOT(...) is only allowed inside SEQ(...); write 'A - B' for negation elsewhere");
     }
@@ -119,8 +123,19 @@ class Checker {
     auto positive = [](const PatternPtr& c) { return c->kind != PatternKind::kNot; };
     const bool before = std::any_of(siblings.begin(), siblings.begin() + index, positive);
     const bool after = std::any_of(siblings.begin() + index + 1, siblings.end(), positive);
-    if (!before || !after) {
-      fail(p.pos, "'" + toString(p) + "' must stand between two positive elements of SEQ(...)");
+    if (before && after) return;
+    if (!before && !after) {
+      fail(p.pos,
+           "'" + toString(p) + "' needs a positive element in its SEQ(...) to negate around");
+    }
+    if (parent != q_.pattern.get()) {
+      fail(p.pos, "'" + toString(p) + "' may start or end only the pattern's outermost SEQ(...)");
+    }
+    if (!q_.within) {
+      fail(p.pos, "'" + toString(p) + "' " + (before ? "ends" : "starts") +
+                      " the pattern, so it needs WITHIN n: the absence is checked over the n "
+                      "time units " +
+                      (before ? "after the first positive event" : "before the last one"));
     }
   }
 

@@ -62,6 +62,8 @@ Status Detector::onEvents(std::span<const EventPtr> events) {
   return first;
 }
 
+Status Detector::onWatermark(Timestamp /*t*/) { return Status::ok(); }
+
 Result<std::string> Detector::exportModel(std::string_view format) const {
   return Status::invalidArgument("engine does not export its model (format '" +
                                  std::string(format) + "')");
@@ -130,13 +132,10 @@ class FanOutDetector final : public Detector {
     return first;
   }
   Status flush() override {
-    Status first = Status::ok();
-    for (size_t i = 0; i < detectors_.size(); ++i) {
-      Status s = detectors_[i]->flush();
-      if (!s && first) first = std::move(s);
-      sample(i);
-    }
-    return first;
+    return everyDetector([](Detector& d) { return d.flush(); });
+  }
+  Status onWatermark(Timestamp t) override {
+    return everyDetector([t](Detector& d) { return d.onWatermark(t); });
   }
   // Counted only when every query's detector counts: a partial sum would
   // pass for the whole.
@@ -147,6 +146,17 @@ class FanOutDetector final : public Detector {
 
  private:
   // Brings detector i's share of the total up to date.
+  // `call` on each detector in query order, sampling each; the first error.
+  template <typename Call>
+  Status everyDetector(Call call) {
+    Status first = Status::ok();
+    for (size_t i = 0; i < detectors_.size(); ++i) {
+      Status s = call(*detectors_[i]);
+      if (!s && first) first = std::move(s);
+      sample(i);
+    }
+    return first;
+  }
   void sample(size_t i) {
     if (!counts_) return;
     const std::optional<DetectorState> s = detectors_[i]->state();

@@ -152,6 +152,9 @@ struct CEPBUS_API DetectorState {
 // GuardedDetector).
 class CEPBUS_API Detector {
  public:
+  // The watermark of the end of a stream: time passes to infinity.
+  static constexpr Timestamp kEndOfTime = INT64_MAX;
+
   virtual ~Detector() = default;
   // Consumes the next event. Events arrive in non-decreasing ts order
   // (ReorderingDetector enforces it); an event of a type the query does not
@@ -173,9 +176,20 @@ class CEPBUS_API Detector {
   // may or may not have been, the later ones were not offered.
   // GuardedDetector reports it as such.
   virtual Status onEvents(std::span<const EventPtr> events);
-  // End of stream: reports every match still pending (e.g. of a batched
-  // construction). The detector may receive more events afterwards.
+  // Reports every match still pending for the events so far (e.g. of a
+  // batched construction). It does not move event time: a match that waits
+  // for time to pass (a trailing negation's window) stays until
+  // onWatermark() passes it. The end of a stream is onWatermark(kEndOfTime)
+  // then flush(). The detector may receive more events afterwards.
   virtual Status flush() = 0;
+  // Event time has passed `t`: every event with ts <= t has been offered, so
+  // a match waiting for the time after it (a trailing negation whose window
+  // ends at or before `t`) is decided now, with no later event needed.
+  // Called after the events it covers, with non-decreasing `t`; kEndOfTime
+  // at the end of a stream (events after it are a new stream, whose time
+  // starts over from their own). The default does nothing: an engine that never
+  // waits for time needs no watermark.
+  virtual Status onWatermark(Timestamp t);
   // The engine's model of the query (or queries) it runs, in `format`, for
   // people to see how the patterns were compiled and merged: "dot"
   // (Graphviz) or "json" where the engine supports it. InvalidArgument for

@@ -103,6 +103,15 @@ Status PartitionedDetector::flush() {
   return first;
 }
 
+Status PartitionedDetector::onWatermark(Timestamp t) {
+  Status first = Status::ok();
+  for (auto& [key, p] : partitions_) {
+    keepFirst(first, p.detector->onWatermark(t));
+    sample(p);
+  }
+  return first;
+}
+
 Result<std::string> PartitionedDetector::exportModel(std::string_view format) const {
   return model_->exportModel(format);
 }

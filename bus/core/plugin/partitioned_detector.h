@@ -73,6 +73,8 @@ class CEPBUS_API PartitionedDetector final : public Detector {
   Status onEvents(std::span<const EventPtr> events) override;
   // Flushes every partition's detector.
   Status flush() override;
+  // Passes the watermark to every partition's detector.
+  Status onWatermark(Timestamp t) override;
   // The model of the query as one partition runs it.
   Result<std::string> exportModel(std::string_view format) const override;
   // The sum over the live partitions, kept up to date after each call into

@@ -27,7 +27,8 @@
 // 4: DetectorFactory::options() added (the engine options, for `cepbus plugins`).
 // 5: DetectorFactory::notices() added (what an engine's defaults do to a query).
 // 6: Detector::state() added (the partial matches a detector holds).
-#define CEPBUS_PLUGIN_ABI_VERSION 6u
+// 7: Detector::onWatermark() added (event time passed; absence fires on it).
+#define CEPBUS_PLUGIN_ABI_VERSION 7u
 
 #define CEPBUS_PLUGIN_STR2(x) #x
 #define CEPBUS_PLUGIN_STR(x) CEPBUS_PLUGIN_STR2(x)

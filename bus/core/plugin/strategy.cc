@@ -244,6 +244,7 @@ class StrategyDetector final : public Detector {
     return engine_->onEvents(events);
   }
   Status flush() override { return engine_->flush(); }
+  Status onWatermark(Timestamp t) override { return engine_->onWatermark(t); }
   Result<std::string> exportModel(std::string_view format) const override {
     return engine_->exportModel(format);
   }

@@ -223,6 +223,13 @@ Status TrialDetector::flush() {
   return s;
 }
 
+Status TrialDetector::onWatermark(Timestamp t) {
+  if (!deciding_) return runningDetector().onWatermark(t);
+  const Status s = everyCandidate([t](Detector& d) { return d.onWatermark(t); }, 0);
+  maybeDecide();
+  return s;
+}
+
 Result<std::string> TrialDetector::exportModel(std::string_view format) const {
   return runningDetector().exportModel(format);
 }

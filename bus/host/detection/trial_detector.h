@@ -158,6 +158,8 @@ class TrialDetector final : public Detector {
   Status onEvent(const EventPtr& event) override;
   Status onEvents(std::span<const EventPtr> events) override;
   Status flush() override;
+  // To every candidate during the trial, else to the running engine.
+  Status onWatermark(Timestamp t) override;
   // The running engine's (during the trial, the prior's).
   Result<std::string> exportModel(std::string_view format) const override;
   std::optional<DetectorState> state() const override;

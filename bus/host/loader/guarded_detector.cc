@@ -64,6 +64,16 @@ Status GuardedDetector::flush() noexcept {
   }
 }
 
+Status GuardedDetector::onWatermark(Timestamp t) noexcept {
+  try {
+    return inner_->onWatermark(t);
+  } catch (const std::exception& e) {
+    return caught("onWatermark", e.what());
+  } catch (...) {
+    return caught("onWatermark", "unknown exception");
+  }
+}
+
 Result<std::string> GuardedDetector::exportModel(std::string_view format) const noexcept {
   try {
     return inner_->exportModel(format);

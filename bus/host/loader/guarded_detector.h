@@ -38,6 +38,7 @@ class GuardedDetector final : public Detector {
   // offered). A caller that must know the failing event feeds one at a time.
   Status onEvents(std::span<const EventPtr> events) noexcept override;
   Status flush() noexcept override;
+  Status onWatermark(Timestamp t) noexcept override;
   Result<std::string> exportModel(std::string_view format) const noexcept override;
   // The inner detector's; std::nullopt (and an exception counted) when it throws.
   std::optional<DetectorState> state() const noexcept override;

@@ -5,17 +5,6 @@
 #include <string>
 
 namespace cepbus::plugin {
-namespace {
-
-// std::*_heap keep the greatest element on top; the earliest (ts, seq) must be.
-struct Later {
-  template <typename T>
-  bool operator()(const T& a, const T& b) const {
-    return a.ts != b.ts ? a.ts > b.ts : a.seq > b.seq;
-  }
-};
-
-}  // namespace
 
 Result<Timestamp> parseMaxDelay(std::string_view name, std::string_view value) {
   const std::string text(value);
@@ -29,7 +18,7 @@ Result<Timestamp> parseMaxDelay(std::string_view name, std::string_view value) {
                                  ": expected a non-negative integer");
 }
 
-ReorderBuffer::ReorderBuffer(Timestamp max_delay) : max_delay_(max_delay) {}
+ReorderBuffer::ReorderBuffer(Timestamp max_delay) : max_delay_(max_delay), held_(max_delay) {}
 
 Status ReorderBuffer::admit(const Event& event) {
   const Timestamp ts = event.ts();
@@ -69,25 +58,35 @@ size_t ReorderBuffer::admitInOrder(std::span<const EventPtr> events) {
 Status ReorderBuffer::push(EventPtr event) {
   Status s = admit(*event);
   if (!s) return s;
+  // What the watermark passed is ready before this event: every event held
+  // is then after the watermark, within D of the newest, as held_ needs.
+  const Timestamp upto = watermark();
+  if (upto > released_upto_) {
+    held_.releaseUpTo(upto, ready_);
+    released_upto_ = upto;
+  }
   const Timestamp ts = event->ts();
-  heap_.push_back(Item{ts, next_seq_++, std::move(event)});
-  std::push_heap(heap_.begin(), heap_.end(), Later{});
+  if (ts <= upto) {
+    ready_.push_back(std::move(event));  // at the watermark: after every ready one
+  } else {
+    held_.push(ts, std::move(event));
+  }
   return Status::ok();
 }
 
-EventPtr ReorderBuffer::popTop() {
-  std::pop_heap(heap_.begin(), heap_.end(), Later{});
-  EventPtr e = std::move(heap_.back().event);
-  heap_.pop_back();
-  return e;
-}
-
 EventPtr ReorderBuffer::popReady() {
-  if (heap_.empty() || heap_.front().ts > watermark()) return nullptr;
-  return popTop();
+  if (ready_head_ == ready_.size()) {
+    ready_.clear();
+    ready_head_ = 0;
+    return nullptr;
+  }
+  return std::move(ready_[ready_head_++]);
 }
 
-EventPtr ReorderBuffer::popAny() { return heap_.empty() ? nullptr : popTop(); }
+EventPtr ReorderBuffer::popAny() {
+  if (ready_head_ == ready_.size()) held_.releaseAll(ready_);
+  return popReady();
+}
 
 ReorderingDetector::ReorderingDetector(std::unique_ptr<Detector> inner, Timestamp max_delay,
                                        LateSink* late)
@@ -103,20 +102,32 @@ Status ReorderingDetector::offer(const EventPtr& event) {
   return buffer_.isLate(event->ts()) ? late(event) : buffer_.push(event);
 }
 
+void ReorderingDetector::passTime(Status& first) {
+  const Timestamp watermark = buffer_.watermark();
+  if (watermark == INT64_MIN || watermark - 1 <= passed_) return;
+  passed_ = watermark - 1;
+  Status s = inner_->onWatermark(passed_);
+  if (!s && first) first = std::move(s);
+}
+
 Status ReorderingDetector::onEvent(const EventPtr& event) {
   if (buffer_.isLate(event->ts())) return late(event);
-  if (buffer_.maxDelay() == 0) {
-    // The common in-order case: forward without touching the heap.
-    Status s = buffer_.admit(*event);
-    return s ? forward(event) : s;
-  }
-  Status s = buffer_.push(event);
-  if (!s) return s;
   Status first = Status::ok();
+  if (buffer_.maxDelay() == 0) {
+    // The common in-order case: forward without holding the event.
+    first = buffer_.admit(*event);
+    if (!first) return first;
+    first = forward(event);
+    passTime(first);
+    return first;
+  }
+  first = buffer_.push(event);
+  if (!first) return first;
   while (EventPtr ready = buffer_.popReady()) {
     Status r = forward(ready);
     if (!r && first) first = std::move(r);
   }
+  passTime(first);
   return first;
 }
 
@@ -134,6 +145,7 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
       note(late(events[run]));
       events = events.subspan(run + 1);
     }
+    passTime(first);
     return first;
   }
   // Releasing once after every push gives the same order as releasing after
@@ -148,6 +160,7 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
     } clear{ready_};
     note(forward(ready_));
   }
+  passTime(first);
   return first;
 }
 
@@ -157,6 +170,10 @@ Status ReorderingDetector::flush() {
     Status r = forward(e);
     if (!r && first) first = std::move(r);
   }
+  // Not recorded in passed_: events after a flush are a new stream whose
+  // time the inner detector hears again.
+  Status w = inner_->onWatermark(kEndOfTime);
+  if (!w && first) first = std::move(w);
   Status f = inner_->flush();
   if (!f && first) first = std::move(f);
   return first;

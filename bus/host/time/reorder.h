@@ -12,6 +12,12 @@
 // is rejected with an error naming both timestamps. With D = 0 nothing is
 // buffered and any event older than the newest one is late.
 //
+// After each call that moves the watermark, the inner detector hears it
+// (Detector::onWatermark) once the events before it are released: every
+// event with ts < watermark has then been handed over (one at the watermark
+// may still come), so it is told that time has passed watermark - 1. A
+// trailing negation's match is decided on it with no later event needed.
+//
 // This is the detection host's time handling (bus/host/detection/detection.h
 // owns one per detector): D comes from the host option `max_delay=D` (or its
 // synonym `slack=D`), which every engine takes and none sees.
@@ -26,6 +32,7 @@
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
+#include "bus/host/time/time_buckets.h"
 
 namespace cepbus::plugin {
 
@@ -49,8 +56,8 @@ class LateSink {
   virtual void onLate(const EventPtr& event, Timestamp newest) = 0;
 };
 
-// Thread safety: none (one per detector). The heap's storage is reused, so
-// steady-state pushing allocates nothing.
+// Thread safety: none (one per detector). Storage is reused, so steady-state
+// pushing allocates nothing.
 class ReorderBuffer {
  public:
   explicit ReorderBuffer(Timestamp max_delay);
@@ -81,19 +88,17 @@ class ReorderBuffer {
   // first event): an event before it is late, and every event up to it has
   // arrived that is not.
   Timestamp watermark() const { return newest_ == INT64_MIN ? INT64_MIN : newest_ - max_delay_; }
-  size_t size() const { return heap_.size(); }
+  size_t size() const { return ready_.size() - ready_head_ + held_.size(); }
 
  private:
-  struct Item {
-    Timestamp ts;
-    uint64_t seq;
-    EventPtr event;
-  };
-  EventPtr popTop();
-
   const Timestamp max_delay_;
-  std::vector<Item> heap_;
-  uint64_t next_seq_ = 0;
+  // Events after the watermark, by ts (they span at most D time units).
+  TimeBuckets held_;
+  // Events up to the watermark, in order, from ready_head_ on; emptied
+  // when all are popped.
+  std::vector<EventPtr> ready_;
+  size_t ready_head_ = 0;
+  Timestamp released_upto_ = INT64_MIN;  // held_ holds nothing up to it
   Timestamp newest_ = INT64_MIN;
 };
 
@@ -119,7 +124,8 @@ class ReorderingDetector final : public Detector {
   // delay, lateness before the inner detector's errors (it sees the batch's
   // released events after all are pushed).
   Status onEvents(std::span<const EventPtr> events) override;
-  // Releases every buffered event, then flushes the inner detector.
+  // Releases every buffered event, lets time pass to the end
+  // (onWatermark(kEndOfTime)), then flushes the inner detector.
   Status flush() override;
   // Flushes the inner detector and keeps what the delay holds back: for a
   // pause in the input, which is not the end of the stream (a later arrival
@@ -142,6 +148,9 @@ class ReorderingDetector final : public Detector {
   // Hands `events` (in order) to the inner detector.
   Status forward(std::span<const EventPtr> events);
   Status forward(const EventPtr& event);
+  // Tells the inner detector that time passed watermark - 1 when that moved
+  // since it last heard; `first` keeps the first error.
+  void passTime(Status& first);
   // A late event: to the late sink (OK), or rejected.
   Status late(const EventPtr& event);
   // push() of `event` into the buffer, a late one through late().
@@ -152,6 +161,7 @@ class ReorderingDetector final : public Detector {
   LateSink* const late_;
   std::vector<EventPtr> ready_;  // onEvents() with a delay: reused, empty between calls
   Timestamp released_ = INT64_MIN;
+  Timestamp passed_ = INT64_MIN;  // the last time told to the inner detector
 };
 
 }  // namespace cepbus::plugin

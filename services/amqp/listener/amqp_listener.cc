@@ -657,7 +657,9 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
       options.subscriber_stall_timeout,
       sender,
       access,
-      counters};
+      counters,
+      options.limits.max_unsettled,
+      options.limits.max_bytes_in_flight};
   std::atomic<int> port{0};
 
   Mutex open_mu;
@@ -857,6 +859,13 @@ std::unique_ptr<Service> makeAmqpListener(const AmqpListenerConfig& listener,
   limits.max_durable = listener.max_durable.value_or(limits.max_durable);
   limits.max_pending_requests = listener.max_pending_requests.value_or(limits.max_pending_requests);
   limits.max_message_size = listener.max_message_size.value_or(limits.max_message_size);
+  limits.max_user_sessions = listener.max_user_sessions.value_or(limits.max_user_sessions);
+  limits.max_user_links = listener.max_user_links.value_or(limits.max_user_links);
+  limits.max_names = static_cast<uint32_t>(listener.max_names.value_or(limits.max_names));
+  limits.max_user_names =
+      static_cast<uint32_t>(listener.max_user_names.value_or(limits.max_user_names));
+  limits.max_unsettled = listener.max_unsettled.value_or(limits.max_unsettled);
+  limits.max_bytes_in_flight = listener.max_bytes_in_flight.value_or(limits.max_bytes_in_flight);
 
   return std::make_unique<AmqpListenerService>(listener, std::move(options), context);
 }

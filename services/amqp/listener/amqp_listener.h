@@ -96,7 +96,17 @@
 //   subscription's attach with a detach, beyond max-pending-requests a
 //   request is rejected (a pre-settled one gets a fault message) — each with
 //   amqp:resource-limit-exceeded and a description naming the limit; the
-//   connection stays up. Each refusal is counted (the *_refused counters).
+//   connection stays up. An authenticated user's connections together are
+//   held to max-user-sessions and max-user-links as well. A new name (event
+//   type, attribute name, target address) is charged to its connection
+//   (max-names) and user (max-user-names): beyond either the message is
+//   rejected, or the attach detached, with amqp:resource-limit-exceeded,
+//   while other clients still create names (admission.h). A connection's
+//   unsettled publishes the listener has not settled yet are bounded by
+//   max-unsettled and max-bytes-in-flight (unsettled_budget.h): at either,
+//   its links get no more credit and what is sent beyond is rejected with
+//   amqp:resource-limit-exceeded. Each refusal is counted (the *_refused
+//   counters).
 //   Every publishing link announces max-message-size on attach, and a
 //   message whose encoded size exceeds it is rejected with
 //   amqp:link:message-size-exceeded (counted in messages_too_large); the

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "bus/core/wire_names.h"
 #include "services/protocols/amqp/listener_config.h"
 
 namespace cepbus::services::amqp {
@@ -91,10 +92,28 @@ std::optional<AmqpUser> user(const Element& e) {
 std::any AmqpListenerElement::parse(const Element& e) const {
   using descriptor::kMaxCapacity;
   using descriptor::kMaxTimeoutMs;
-  e.allowAttributes({"host", "port", "allow-anonymous", "credit-window", "subscriber-buffer",
-                     "durable-buffer", "request-timeout", "subscriber-stall-timeout",
-                     "handshake-timeout", "max-connections", "max-sessions", "max-links",
-                     "max-durable", "max-pending-requests", "max-message-size", "threads"});
+  e.allowAttributes({"host",
+                     "port",
+                     "allow-anonymous",
+                     "credit-window",
+                     "subscriber-buffer",
+                     "durable-buffer",
+                     "request-timeout",
+                     "subscriber-stall-timeout",
+                     "handshake-timeout",
+                     "max-connections",
+                     "max-sessions",
+                     "max-links",
+                     "max-durable",
+                     "max-pending-requests",
+                     "max-message-size",
+                     "max-user-sessions",
+                     "max-user-links",
+                     "max-names",
+                     "max-user-names",
+                     "max-unsettled",
+                     "max-bytes-in-flight",
+                     "threads"});
   AmqpListenerConfig l;
   l.where = e.where();
   e.hostAndPort(l.host, l.port);
@@ -116,6 +135,14 @@ std::any AmqpListenerElement::parse(const Element& e) const {
   l.max_durable = e.integer("max-durable", 0, kMaxCapacity);
   l.max_pending_requests = e.integer("max-pending-requests", 1, kMaxCapacity);
   l.max_message_size = e.integer("max-message-size", 1, kMaxCapacity);
+  l.max_user_sessions = e.integer("max-user-sessions", 1, kMaxCapacity);
+  l.max_user_links = e.integer("max-user-links", 1, kMaxCapacity);
+  // 0: a client may use only the names the bus already knows. At most the
+  // process-wide budget's default, whatever --wire-name-budget says.
+  l.max_names = e.integer("max-names", 0, kDefaultWireNameBudget);
+  l.max_user_names = e.integer("max-user-names", 0, kDefaultWireNameBudget);
+  l.max_unsettled = e.integer("max-unsettled", 1, kMaxCapacity);
+  l.max_bytes_in_flight = e.integer("max-bytes-in-flight", 1, kMaxCapacity);
   if (auto threads = e.integer("threads", 1, kMaxAmqpThreads)) {
     l.threads = static_cast<unsigned>(*threads);
   }

@@ -33,10 +33,11 @@ ClientConnections::ClientConnections(std::shared_ptr<AmqpAdmission> admission,
 
 std::optional<std::string> ClientConnections::open(const proton::connection& c, uint64_t id,
                                                    std::string user) {
-  if (auto refusal = admission_->admitConnection(id)) return refusal;
+  if (auto refusal = admission_->admitConnection(id, user)) return refusal;
   ClientConnection& conn = connections_[c];
   conn.id = id;
   conn.user = std::move(user);
+  conn.names = admission_->names(id);
   conn.container_id = c.container_id();
   conn.waker = std::make_shared<Waker>(&c.work_queue());
   counters_->connections.inc();

@@ -72,6 +72,8 @@ struct ClientConnection {
   std::string user;          // empty for the anonymous client
   std::string container_id;  // the client's
   std::shared_ptr<Waker> waker;
+  // What new names it creates are charged to (AmqpAdmission::names()).
+  std::shared_ptr<WireNameQuota> names;
   // Whose durable subscriptions it opens count against max-durable.
   std::string owner() const { return user.empty() ? container_id : user; }
 };

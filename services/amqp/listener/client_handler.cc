@@ -49,7 +49,10 @@ uint32_t maxFrameSize(uint64_t max_message_size, uint32_t credit_window) {
 }
 
 ClientHandler::ClientHandler(ConnectionHost& host, ClientHandlerOptions options)
-    : host_(host), options_(std::move(options)), counters_(*options_.counters) {}
+    : host_(host),
+      options_(std::move(options)),
+      counters_(*options_.counters),
+      unsettled_(options_.max_unsettled, options_.max_bytes_in_flight) {}
 
 // ---- the connection's events -----------------------------------------
 
@@ -119,12 +122,13 @@ void ClientHandler::on_receiver_open(proton::receiver& r) {
     return;
   }
   // The address becomes a symbol for as long as the process lives: a
-  // client that opens links to ever new addresses spends the budget of
-  // names clients may create, not the symbol table the queries need.
-  const std::optional<Symbol> address = internWireName(addr);
+  // client that opens links to ever new addresses spends its own share of
+  // the names clients may create (max-names), not another client's, nor
+  // the symbol table the queries need.
+  const std::optional<Symbol> address = internWireName(addr, client_->names.get());
   if (!address) {
-    r.close(
-        proton::error_condition(kResourceLimitExceeded, wireNameRefusal("target address", addr)));
+    r.close(proton::error_condition(kResourceLimitExceeded,
+                                    wireNameRefusal("target address", addr, client_->names.get())));
     return;
   }
   if (refuseLink(r)) return;
@@ -385,8 +389,12 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
     replenish(pub);
     return &pub;
   }
-  MappedEvent mapped = eventFromMessage(m);
+  // Held from here until the listener settles it: a message beyond the
+  // connection's budget is refused before its names cost anything.
+  if (!presettled && refuseUnsettled(pub, d, bytes)) return &pub;
+  MappedEvent mapped = eventFromMessage(m, client_->names.get());
   if (!mapped.event) {
+    if (!presettled) unsettledSettled(bytes);
     counters_.malformed.inc();
     if (!presettled) {
       rejectWithCondition(d, proton::error_condition(mapped.condition, mapped.description));
@@ -397,6 +405,7 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
   }
 
   if (!m.reply_to().empty()) {
+    if (!presettled) unsettledSettled(bytes);  // a request is settled before it returns
     request(pub, d, m, std::move(mapped.event), presettled);
     replenish(pub);
     return &pub;
@@ -426,12 +435,13 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
       counters_.released.inc();
       bump(pub.stats->released);
     } else if (verdict.commits > 0) {
-      awaitCommits(pub, d, *listener, verdict.commits);
+      awaitCommits(pub, d, *listener, verdict.commits, bytes);
     } else {
       d.accept();
       counters_.accepted.inc();
       bump(pub.stats->accepted);
     }
+    if (verdict.refused || verdict.commits == 0) unsettledSettled(bytes);
   }
   if (verdict.pause) pause(pub, std::move(congested));
   replenish(pub);
@@ -446,10 +456,30 @@ void ClientHandler::on_sender_close(proton::sender& s) { forgetLink(s, false); }
 // A detach (not a close) keeps a durable subscription.
 void ClientHandler::on_sender_detach(proton::sender& s) { forgetLink(s, true); }
 
+bool ClientHandler::refuseUnsettled(PublisherLink& pub, proton::delivery& d, uint64_t bytes) {
+  const std::optional<UnsettledBudget::Refusal> refusal = unsettled_.hold(bytes);
+  if (!refusal) return false;
+  (refusal->limit == UnsettledBudget::Limit::kDeliveries ? counters_.unsettled_refused
+                                                         : counters_.bytes_in_flight_refused)
+      .inc();
+  rejectWithCondition(d, proton::error_condition(kResourceLimitExceeded, refusal->description));
+  counters_.rejected.inc();
+  bump(pub.stats->rejected);
+  replenish(pub);
+  return true;
+}
+
+void ClientHandler::unsettledSettled(uint64_t bytes) {
+  const bool was_full = unsettled_.full();
+  unsettled_.settled(bytes);
+  if (!was_full || unsettled_.full()) return;
+  for (auto& [id, pub] : publishers_) replenish(pub);
+}
+
 void ClientHandler::awaitCommits(PublisherLink& pub, proton::delivery& d,
-                                 PublishSettlement& listener, uint32_t commits) {
+                                 PublishSettlement& listener, uint32_t commits, uint64_t bytes) {
   const uint64_t key = ++pub.next_awaiting;
-  pub.awaiting.emplace(key, d);
+  pub.awaiting.emplace(key, std::pair{d, bytes});
   counters_.awaiting_commit.inc();
   listener.awaitCommits(commits, [this, waker = client_->waker, link = pub.id, key](bool accepted) {
     // From the journal thread (or this one): settle on this connection.
@@ -462,17 +492,20 @@ void ClientHandler::settleCommitted(uint64_t link, uint64_t key, bool accepted) 
   if (pub == publishers_.end()) return;
   auto it = pub->second.awaiting.find(key);
   if (it == pub->second.awaiting.end()) return;
+  proton::delivery& d = it->second.first;
   if (accepted) {
-    it->second.accept();
+    d.accept();
     counters_.accepted.inc();
     bump(pub->second.stats->accepted);
   } else {
-    it->second.release();
+    d.release();
     counters_.released.inc();
     bump(pub->second.stats->released);
   }
+  const uint64_t bytes = it->second.second;
   pub->second.awaiting.erase(it);
   counters_.awaiting_commit.dec();
+  unsettledSettled(bytes);
 }
 
 void ClientHandler::on_connection_close(proton::connection& c) { forgetConnection(c); }
@@ -498,7 +531,9 @@ void ClientHandler::on_transport_close(proton::transport& t) {
 // never exceed the buffer: what it sends always fits.
 void ClientHandler::replenish(PublisherLink& pub) {
   int credit = pub.link.active() ? pub.link.credit() : 0;
-  if (!pub.hold.held() && host_.creditOpen() && pub.link.active()) {
+  // A connection at its UnsettledBudget gets no credit until a delivery
+  // settles (unsettledSettled()).
+  if (!pub.hold.held() && host_.creditOpen() && pub.link.active() && !unsettled_.full()) {
     const CreditGrant grant = creditOf(pub).grant(credit);
     if (grant.wait) {
       wait(pub);
@@ -656,8 +691,15 @@ void ClientHandler::forgetLink(const proton::link& l, bool detached) {
     link.wake->setWaiting(false);
     // Unsettled messages still waiting for a commit: the client resends them.
     counters_.awaiting_commit.sub(static_cast<int64_t>(link.awaiting.size()));
+    std::vector<uint64_t> unsettled_bytes;
+    for (const auto& [awaiting_key, awaited] : link.awaiting) {
+      unsettled_bytes.push_back(awaited.second);
+    }
     const std::string entry = std::move(link.entry);
     publishers_.erase(pub);
+    // Given back once the link is gone, so that the connection's other
+    // links get their credit back if they were held for them.
+    for (const uint64_t bytes : unsettled_bytes) unsettledSettled(bytes);
     host_.detachPublisher(*this, client_->id, key, entry);
   }
   if (auto sub = subscribers_.find(key); sub != subscribers_.end()) {

@@ -65,6 +65,7 @@
 #include "services/amqp/listener/publisher_wake.h"
 #include "services/amqp/listener/subscriber_deliveries.h"
 #include "services/amqp/listener/subscriber_outbox.h"
+#include "services/amqp/listener/unsettled_budget.h"
 #include "services/amqp/listener/work_coalescer.h"
 #include "services/protocols/amqp/access_control.h"
 #include "services/protocols/amqp/message_mapping.h"
@@ -96,6 +97,8 @@ struct ClientHandlerOptions {
   Symbol sender;  // the sender of what the listener publishes
   std::shared_ptr<const AccessControl> access;
   std::shared_ptr<ListenerCounters> counters;  // the listener's
+  uint64_t max_unsettled = 10000;              // per connection (unsettled_budget.h)
+  uint64_t max_bytes_in_flight = 64 << 20;     // per connection
 };
 
 class ClientHandler final : public proton::messaging_handler {
@@ -154,8 +157,9 @@ class ClientHandler final : public proton::messaging_handler {
     std::shared_ptr<LinkCounters> stats = std::make_shared<LinkCounters>();
     PublisherHold hold;                   // why it gets no more credit now (publisher_hold.h)
     std::shared_ptr<PublisherWake> wake;  // how drained buffers resume it
-    // Unsettled messages whose journal commits are awaited (reliable routes).
-    std::map<uint64_t, proton::delivery> awaiting;
+    // Unsettled messages whose journal commits are awaited (reliable routes),
+    // with their encoded sizes (held in the connection's UnsettledBudget).
+    std::map<uint64_t, std::pair<proton::delivery, uint64_t>> awaiting;
     uint64_t next_awaiting = 0;
     std::string entry;  // its registry entry ("" when it has none)
     // The outboxes of the subscribing links its address matches, and of
@@ -193,7 +197,12 @@ class ClientHandler final : public proton::messaging_handler {
   // The link's record, nullptr when the link is not (or no longer) known.
   PublisherLink* receive(proton::delivery& d, const proton::message& m, bool presettled);
   void awaitCommits(PublisherLink& pub, proton::delivery& d, PublishSettlement& listener,
-                    uint32_t commits);
+                    uint32_t commits, uint64_t bytes);
+  // Refuses an unsettled message beyond the connection's UnsettledBudget
+  // (true when refused).
+  bool refuseUnsettled(PublisherLink& pub, proton::delivery& d, uint64_t bytes);
+  // A delivery the budget held is settled: links it kept from credit get it.
+  void unsettledSettled(uint64_t bytes);
   void settleCommitted(uint64_t link, uint64_t key, bool accepted);
 
   void replenish(PublisherLink& pub);
@@ -218,6 +227,7 @@ class ClientHandler final : public proton::messaging_handler {
   std::map<proton::link, uint64_t> link_ids_;
   std::map<uint64_t, PublisherLink> publishers_;
   std::map<uint64_t, SubscriberLink> subscribers_;
+  UnsettledBudget unsettled_;  // what its unsettled publishes hold
   proton::message outgoing_;   // reused for every event sent to a subscriber (its allocations stay)
   std::vector<char> encoded_;  // reused to size a message received that was not sized before
   bool incomplete_watch_ = false;  // watchIncompleteMessages() is scheduled

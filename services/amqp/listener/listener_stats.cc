@@ -39,7 +39,9 @@ ListenerCounters::ListenerCounters(stats::ScopePtr listener_scope)
       provider_replies(scope->counter(a::kProviderReplies)),
       late_replies(scope->counter(a::kLateReplies)),
       rejected(scope->counter(a::kRejected)),
-      handshake_timeouts(scope->counter(a::kHandshakeTimeouts)) {}
+      handshake_timeouts(scope->counter(a::kHandshakeTimeouts)),
+      unsettled_refused(scope->counter(a::kUnsettledRefused)),
+      bytes_in_flight_refused(scope->counter(a::kBytesInFlightRefused)) {}
 
 AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const {
   auto gauge = [](const stats::Gauge& g) { return static_cast<uint64_t>(g.value()); };
@@ -75,12 +77,18 @@ AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const 
   s.provider_replies = provider_replies.value();
   s.late_replies = late_replies.value();
   s.handshake_timeouts = handshake_timeouts.value();
+  s.unsettled_refused = unsettled_refused.value();
+  s.bytes_in_flight_refused = bytes_in_flight_refused.value();
   const AmqpRefusals refused = admission.refusals();
   s.connections_refused = refused.connections;
   s.sessions_refused = refused.sessions;
   s.links_refused = refused.links;
   s.durable_refused = refused.durable;
   s.requests_refused = refused.requests;
+  s.user_sessions_refused = refused.user_sessions;
+  s.user_links_refused = refused.user_links;
+  s.names_refused = refused.names;
+  s.user_names_refused = refused.user_names;
   s.messages_too_large = refused.messages_too_large;
   return s;
 }
@@ -94,6 +102,10 @@ void reportRefusals(stats::Scope& scope, std::shared_ptr<const AmqpAdmission> ad
   scope.counter(a::kLinksRefused, refused(&AmqpRefusals::links));
   scope.counter(a::kDurableRefused, refused(&AmqpRefusals::durable));
   scope.counter(a::kRequestsRefused, refused(&AmqpRefusals::requests));
+  scope.counter(a::kUserSessionsRefused, refused(&AmqpRefusals::user_sessions));
+  scope.counter(a::kUserLinksRefused, refused(&AmqpRefusals::user_links));
+  scope.counter(a::kNamesRefused, refused(&AmqpRefusals::names));
+  scope.counter(a::kUserNamesRefused, refused(&AmqpRefusals::user_names));
   scope.counter(a::kMessagesTooLarge, refused(&AmqpRefusals::messages_too_large));
 }
 

@@ -64,11 +64,17 @@ struct AmqpListenerStats {
   uint64_t provider_replies = 0;    // their answers (replies or faults) received
   uint64_t late_replies = 0;        // answers to requests no longer open (rejected)
   // Refused at a limit (AmqpLimits), with amqp:resource-limit-exceeded.
-  uint64_t connections_refused = 0;  // connections beyond max-connections
-  uint64_t sessions_refused = 0;     // sessions beyond max-sessions on their connection
-  uint64_t links_refused = 0;        // links beyond max-links on their connection
-  uint64_t durable_refused = 0;      // durable subscriptions beyond max-durable for their user
-  uint64_t requests_refused = 0;     // requests beyond max-pending-requests on their connection
+  uint64_t connections_refused = 0;      // connections beyond max-connections
+  uint64_t sessions_refused = 0;         // sessions beyond max-sessions on their connection
+  uint64_t links_refused = 0;            // links beyond max-links on their connection
+  uint64_t durable_refused = 0;          // durable subscriptions beyond max-durable for their user
+  uint64_t requests_refused = 0;         // requests beyond max-pending-requests on their connection
+  uint64_t user_sessions_refused = 0;    // sessions beyond max-user-sessions for their user
+  uint64_t user_links_refused = 0;       // links beyond max-user-links for their user
+  uint64_t names_refused = 0;            // new names beyond max-names on their connection
+  uint64_t user_names_refused = 0;       // new names beyond max-user-names for their user
+  uint64_t unsettled_refused = 0;        // messages beyond max-unsettled on their connection
+  uint64_t bytes_in_flight_refused = 0;  // messages beyond max-bytes-in-flight
   // Rejected with amqp:link:message-size-exceeded: encoded beyond max-message-size.
   uint64_t messages_too_large = 0;
   // Connections ended because their client had not authenticated within
@@ -141,6 +147,18 @@ inline constexpr MetricSpec kDurableRefused = MetricSpec::counter(
     "durable_refused", "Durable subscriptions refused beyond max-durable for their user.");
 inline constexpr MetricSpec kRequestsRefused = MetricSpec::counter(
     "requests_refused", "Requests refused beyond max-pending-requests on their connection.");
+inline constexpr MetricSpec kUserSessionsRefused = MetricSpec::counter(
+    "user_sessions_refused", "Sessions refused beyond max-user-sessions for their user.");
+inline constexpr MetricSpec kUserLinksRefused = MetricSpec::counter(
+    "user_links_refused", "Links refused beyond max-user-links for their user.");
+inline constexpr MetricSpec kNamesRefused = MetricSpec::counter(
+    "names_refused", "New names (types, attributes, addresses) refused beyond max-names.");
+inline constexpr MetricSpec kUserNamesRefused = MetricSpec::counter(
+    "user_names_refused", "New names refused beyond max-user-names for their user.");
+inline constexpr MetricSpec kUnsettledRefused = MetricSpec::counter(
+    "unsettled_refused", "Messages refused beyond max-unsettled on their connection.");
+inline constexpr MetricSpec kBytesInFlightRefused = MetricSpec::counter(
+    "bytes_in_flight_refused", "Messages refused beyond max-bytes-in-flight on their connection.");
 inline constexpr MetricSpec kMessagesTooLarge =
     MetricSpec::counter("messages_too_large", "Messages refused beyond max-message-size.");
 inline constexpr MetricSpec kPausedLinks =
@@ -185,6 +203,12 @@ inline constexpr MetricSpec kAll[] = {kConnections,
                                       kLinksRefused,
                                       kDurableRefused,
                                       kRequestsRefused,
+                                      kUserSessionsRefused,
+                                      kUserLinksRefused,
+                                      kNamesRefused,
+                                      kUserNamesRefused,
+                                      kUnsettledRefused,
+                                      kBytesInFlightRefused,
                                       kMessagesTooLarge,
                                       kPausedLinks,
                                       kSubscriberLinks,
@@ -237,6 +261,8 @@ struct ListenerCounters {
   stats::Counter& late_replies;
   stats::Counter& rejected;
   stats::Counter& handshake_timeouts;
+  stats::Counter& unsettled_refused;
+  stats::Counter& bytes_in_flight_refused;
 };
 
 // Reports `admission`'s refusals in `scope` (kAmqpSchema), read whenever

@@ -184,7 +184,16 @@ const MapEntry* find(const std::vector<MapEntry>& entries, std::string_view name
   return nullptr;
 }
 
-MappedEvent map(const proton::message& message) {
+// A name of the message through the client's quota; nullopt with `refusal`
+// set when it is refused.
+std::optional<Symbol> internName(std::string_view what, const std::string& name,
+                                 WireNameQuota* names, MappedEvent& refusal) {
+  std::optional<Symbol> symbol = internWireName(name, names);
+  if (!symbol) refusal = failure(kResourceLimitExceeded, wireNameRefusal(what, name, names));
+  return symbol;
+}
+
+MappedEvent map(const proton::message& message, WireNameQuota* names) {
   std::vector<MapEntry> props;
   // Read as received: asking the property map whether it is empty decodes it
   // into a std::map, and taking its value then encodes that back, before
@@ -245,8 +254,9 @@ MappedEvent map(const proton::message& message) {
     start = v->asInt();
   }
 
-  const std::optional<Symbol> type_symbol = internWireName(type);
-  if (!type_symbol) return failure(kResourceLimitExceeded, wireNameRefusal("event type", type));
+  MappedEvent refused;
+  const std::optional<Symbol> type_symbol = internName("event type", type, names, refused);
+  if (!type_symbol) return refused;
   EventBuilder builder(*type_symbol);
   builder.interval(start, ts);
   for (const MapEntry& e : props) {
@@ -277,8 +287,8 @@ MappedEvent map(const proton::message& message) {
       builder.key(std::move(*v));
       continue;
     }
-    const std::optional<Symbol> name = internWireName(e.name);
-    if (!name) return failure(kResourceLimitExceeded, wireNameRefusal("attribute name", e.name));
+    const std::optional<Symbol> name = internName("attribute name", e.name, names, refused);
+    if (!name) return refused;
     builder.set(*name, std::move(*v));
   }
 
@@ -297,10 +307,8 @@ MappedEvent map(const proton::message& message) {
                                           "\": " + proton::type_name(e.value.type()) +
                                           " is not a scalar attribute value");
       }
-      const std::optional<Symbol> name = internWireName(e.name);
-      if (!name) {
-        return failure(kResourceLimitExceeded, wireNameRefusal("attribute name", e.name));
-      }
+      const std::optional<Symbol> name = internName("attribute name", e.name, names, refused);
+      if (!name) return refused;
       builder.set(*name, std::move(*v));
     }
   }
@@ -328,9 +336,9 @@ proton::scalar toScalar(const Value& v) {
 
 }  // namespace
 
-MappedEvent eventFromMessage(const proton::message& message) {
+MappedEvent eventFromMessage(const proton::message& message, WireNameQuota* names) {
   try {
-    return map(message);
+    return map(message, names);
   } catch (const std::exception& e) {
     return failure(kDecodeError, std::string("cannot decode the message: ") + e.what());
   }

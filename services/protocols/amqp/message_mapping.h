@@ -51,6 +51,7 @@
 #include <string_view>
 
 #include "bus/core/event.h"
+#include "bus/core/wire_names.h"
 
 namespace cepbus::services::amqp {
 
@@ -73,8 +74,10 @@ struct MappedEvent {
   std::string description;  // what is wrong, for the sender
 };
 
-// Never throws: a Proton decoding error becomes kDecodeError.
-MappedEvent eventFromMessage(const proton::message& message);
+// Never throws: a Proton decoding error becomes kDecodeError. New names
+// (the type, attribute names) are charged to `names`, the sending client's
+// quota, when given (bus/core/wire_names.h).
+MappedEvent eventFromMessage(const proton::message& message, WireNameQuota* names = nullptr);
 
 proton::message messageFromEvent(const Event& event);
 // The same into `message`, cleared first: a message reused on a hot path

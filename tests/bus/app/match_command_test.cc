@@ -219,6 +219,28 @@ TEST_F(MatchCommandTest, StrictStopsAtTheFirstBadEventLine) {
   EXPECT_TRUE(parsed->strict);
 }
 
+// A trailing negation's matches: the ones whose window closes before the
+// last event come out as time passes them, and the end of the input lets
+// time pass to the end, so the ones still open come out too.
+TEST_F(MatchCommandTest, TheEndOfTheInputEmitsTheTrailingNegationsPendingMatches) {
+  auto o = base(write("orders.jsonl", R"({"type":"Order","ts":0,"attrs":{"id":1}}
+{"type":"Order","ts":10,"attrs":{"id":2}}
+{"type":"Ship","ts":40,"attrs":{"id":1}}
+{"type":"Order","ts":95,"attrs":{"id":3}}
+{"type":"Order","ts":96,"attrs":{"id":4}}
+{"type":"Ship","ts":100,"attrs":{"id":4}}
+)"));
+  o.query = "PATTERN SEQ(Order o, NOT(Ship s)) WHERE s.id = o.id WITHIN 60";
+  for (const char* construction : {"construction=per_event", "construction=batched"}) {
+    for (const char* max_delay : {"max_delay=0", "max_delay=30"}) {
+      o.options = {construction, max_delay};
+      ASSERT_EQ(run(o), 0) << err_.str();
+      EXPECT_EQ(lines(), (std::vector<std::string>{"[10]", "[95]"}))
+          << construction << " " << max_delay;
+    }
+  }
+}
+
 // Events out of order: within --max-delay they are matched as the sorted
 // stream is; further behind they are late, not matched, counted on stderr
 // and (--late) written as read, and the run succeeds.

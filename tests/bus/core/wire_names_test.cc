@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <memory>
 #include <string>
 
 #include "bus/core/event_json.h"
@@ -63,6 +65,59 @@ TEST_F(WireNamesTest, TheRefusalDoesNotEchoAHugeName) {
   const std::string message = wireNameRefusal("attribute name", huge);
   EXPECT_LT(message.size(), 300u);
   EXPECT_NE(message.find("nnn...'"), std::string::npos);
+}
+
+// One client spending its quota leaves the others theirs: its new names
+// are refused, naming its setting, while another client's still go in.
+TEST_F(WireNamesTest, AQuotaRefusesItsClientOnlyAndCountsTheRefusal) {
+  auto refused = std::make_shared<std::atomic<uint64_t>>(0);
+  WireNameQuota greedy(2, "max-names", refused);
+  WireNameQuota other(2, "max-names", refused);
+  const Symbol known = Symbol::intern("quota-test-known");
+  EXPECT_TRUE(internWireName("quota-test-a", &greedy));
+  EXPECT_TRUE(internWireName("quota-test-b", &greedy));
+  EXPECT_EQ(internWireName("quota-test-known", &greedy), known);  // known names are free
+  EXPECT_EQ(internWireName("quota-test-a", &greedy), Symbol::find("quota-test-a"));
+  EXPECT_EQ(greedy.created(), 2u);
+  EXPECT_FALSE(internWireName("quota-test-c", &greedy));
+  EXPECT_TRUE(Symbol::find("quota-test-c").empty());  // not interned
+  EXPECT_EQ(refused->load(), 1u);
+  EXPECT_EQ(wireNameRefusal("attribute name", "quota-test-c", &greedy),
+            "attribute name 'quota-test-c' refused: new names per client (max-names): 2 reached");
+  EXPECT_TRUE(internWireName("quota-test-c", &other));
+  EXPECT_EQ(internWireName("quota-test-c", &greedy), Symbol::find("quota-test-c"));  // known now
+}
+
+// A user's quota bounds its connections together; the refusal names it.
+TEST_F(WireNamesTest, AParentQuotaBoundsItsChildrenTogether) {
+  auto refused = std::make_shared<std::atomic<uint64_t>>(0);
+  auto user_refused = std::make_shared<std::atomic<uint64_t>>(0);
+  auto user = std::make_shared<WireNameQuota>(3, "max-user-names", user_refused);
+  WireNameQuota first(2, "max-names", refused, user);
+  WireNameQuota second(2, "max-names", refused, user);
+  EXPECT_TRUE(internWireName("parent-test-a", &first));
+  EXPECT_TRUE(internWireName("parent-test-b", &first));
+  EXPECT_TRUE(internWireName("parent-test-c", &second));
+  EXPECT_EQ(user->created(), 3u);
+  EXPECT_FALSE(internWireName("parent-test-d", &second));  // second has room, its user none
+  EXPECT_EQ(user_refused->load(), 1u);
+  EXPECT_EQ(refused->load(), 0u);
+  EXPECT_NE(wireNameRefusal("event type", "parent-test-d", &second).find("(max-user-names): 3"),
+            std::string::npos);
+}
+
+// The process-wide budget stays a cap under the quotas, and a name it
+// refuses is not charged to the quota.
+TEST_F(WireNamesTest, TheBudgetStillCapsClientsWithRoomInTheirQuota) {
+  auto refused = std::make_shared<std::atomic<uint64_t>>(0);
+  WireNameQuota quota(10, "max-names", refused);
+  allowNewNames(1);
+  EXPECT_TRUE(internWireName("budget-test-a", &quota));
+  EXPECT_FALSE(internWireName("budget-test-b", &quota));
+  EXPECT_EQ(quota.created(), 1u);
+  EXPECT_EQ(refused->load(), 0u);  // the budget's refusal, not the quota's
+  EXPECT_NE(wireNameRefusal("event type", "budget-test-b", &quota).find("budget"),
+            std::string::npos);
 }
 
 }  // namespace

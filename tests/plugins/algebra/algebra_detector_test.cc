@@ -175,5 +175,47 @@ TEST(AlgebraDetectorState, PileUpKeepsAnInstancePerEventNotPerCombination) {
   }
 }
 
+// A Kleene element under CONTEXT unrestricted keeps each of its events once
+// (the runs' stack) and builds a run only as far as its step predicate
+// accepts it, when the C comes: falling B's, whose unions the predicate all
+// rejects, give one-event runs only; rising ones give every subset, from a
+// state that still holds an instance or two per event.
+TEST(AlgebraDetectorState, KleeneClosureKeepsEachEventOnceAndExtendsOnlyAcceptedRuns) {
+  for (const bool rising : {false, true}) {
+    const int n = rising ? 16 : 60;
+    CountingSink sink;
+    auto d = detector(
+        "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x WITHIN 1000 CONTEXT unrestricted",
+        sink);
+    ASSERT_TRUE(d->onEvent(at("A", 1)));
+    for (Timestamp ts = 2; ts <= n + 1; ++ts) {
+      const int64_t x = rising ? ts : 1000 - ts;
+      ASSERT_TRUE(d->onEvent(EventBuilder("B").at(ts).set("x", Value(x)).build()));
+    }
+    ASSERT_TRUE(d->onEvent(at("C", n + 2)));
+    ASSERT_TRUE(d->flush());
+    EXPECT_EQ(sink.matches, rising ? (uint64_t{1} << n) - 1 : static_cast<uint64_t>(n));
+    EXPECT_LE(d->state()->peak_partial_matches, 3u * static_cast<uint64_t>(n)) << rising;
+  }
+}
+
+// STRATEGY strict_contiguity on a plain SEQ runs in the detector: a run is
+// extended only by the event right before it, so 40 rising B's give the one
+// contiguous match rather than 2^40 - 1 runs to select from.
+TEST(AlgebraDetectorState, StrictContiguityFollowsOnlyAdjacentEvents) {
+  CountingSink sink;
+  auto d = detector(
+      "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > b[i-1].x CONTEXT unrestricted "
+      "STRATEGY strict_contiguity",
+      sink);
+  ASSERT_TRUE(d->onEvent(at("A", 1)));
+  for (Timestamp ts = 2; ts <= 41; ++ts) {
+    ASSERT_TRUE(d->onEvent(EventBuilder("B").at(ts).set("x", Value(int64_t{ts})).build()));
+  }
+  ASSERT_TRUE(d->onEvent(at("C", 42)));
+  ASSERT_TRUE(d->flush());
+  EXPECT_EQ(sink.matches, 1u);
+}
+
 }  // namespace
 }  // namespace cepbus::plugins::algebra

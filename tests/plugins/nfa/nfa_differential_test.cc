@@ -34,9 +34,12 @@ struct Stats {
 
 // One random query over one random stream: per_event, batched and batched
 // with a short batch period must each report exactly the reference's matches.
-void checkOneCase(Generator& gen, bool long_streams, Stats& stats) {
+// `edge_negations`: NOT may also start or end the pattern; then each run is
+// made twice, deciding trailing negations on later events alone and with a
+// watermark after each event.
+void checkOneCase(Generator& gen, bool long_streams, Stats& stats, bool edge_negations = false) {
   bool kleene = false;
-  const std::string text = gen.query(kleene, long_streams);
+  const std::string text = gen.query(kleene, long_streams, edge_negations);
   auto q = pattern::parseQuery(text);
   ASSERT_TRUE(q.isOk()) << text << ": " << q.status().message();
   const auto events = long_streams ? gen.events(gen.uniform(60, 120))
@@ -53,14 +56,18 @@ void checkOneCase(Generator& gen, bool long_streams, Stats& stats) {
        {std::vector<std::string>{"construction=per_event"},
         std::vector<std::string>{"construction=batched"},
         std::vector<std::string>{"construction=batched", "batch_period=" + period}}) {
-    MatchRecorder sink;
-    Status s = runQuery(text, events, options, sink);
-    ASSERT_TRUE(s.isOk()) << text << ": " << s.message();
-    if (sink.sortedIds() != expected) {
-      ++stats.failures;
-      ADD_FAILURE() << "query: " << text << "\noptions: " << options.back() << "\nexpected "
-                    << expected.size() << " matches, got " << sink.size() << "\nevents:\n"
-                    << describe(events);
+    for (const bool watermarks : {false, true}) {
+      if (watermarks && !edge_negations) break;
+      MatchRecorder sink;
+      Status s = runQuery(text, events, options, sink, watermarks);
+      ASSERT_TRUE(s.isOk()) << text << ": " << s.message();
+      if (sink.sortedIds() != expected) {
+        ++stats.failures;
+        ADD_FAILURE() << "query: " << text << "\noptions: " << options.back()
+                      << (watermarks ? ", watermarks" : "") << "\nexpected " << expected.size()
+                      << " matches, got " << sink.size() << "\nevents:\n"
+                      << describe(events);
+      }
     }
   }
 }
@@ -123,6 +130,19 @@ TEST(NfaDifferentialTest, RandomPatternsAgreeWithReferenceInBothConstructions) {
   // The generator must actually exercise matching, not only empty results.
   EXPECT_GT(stats.with_matches, stats.cases / 4);
   EXPECT_GT(stats.matches, 1000u);
+  for (uint64_t n : stats.per_strategy) EXPECT_GT(n, 200u);
+  RecordProperty("matches", std::to_string(stats.matches));
+}
+
+// NOT before the first or after the last positive element (leading and
+// trailing negation), beside NOT in the middle, on every strategy.
+TEST(NfaDifferentialTest, EdgeNegationsAgreeWithReference) {
+  ASSERT_NE(nfaPlugin(), nullptr);
+  Generator gen(20261206);
+  Stats stats;
+  for (int i = 0; i < 3000 && stats.failures < 3; ++i) checkOneCase(gen, false, stats, true);
+  for (int i = 0; i < 200 && stats.failures < 3; ++i) checkOneCase(gen, true, stats, true);
+  EXPECT_GT(stats.with_matches, stats.cases / 4);
   for (uint64_t n : stats.per_strategy) EXPECT_GT(n, 200u);
   RecordProperty("matches", std::to_string(stats.matches));
 }

@@ -32,10 +32,14 @@ inline plugin::PluginPtr nfaPlugin() {
 using cepbus::testing::MatchRecorder;
 using cepbus::testing::RecordedMatch;
 
-// Runs `query` over `events` with the given options; the status of the
-// first failing call (creation, an event, flush), or OK.
+// Runs `query` over `events` with the given options, then ends the stream
+// (time passes to the end, then flush); the status of the first failing call
+// (creation, an event, a watermark, flush), or OK. `watermarks`: after each
+// event, time is said to have passed the ts before it, as a host with no
+// delay says it.
 inline Status runQuery(const std::string& query, const std::vector<EventPtr>& events,
-                       std::vector<std::string> options, MatchRecorder& sink) {
+                       std::vector<std::string> options, MatchRecorder& sink,
+                       bool watermarks = false) {
   auto q = pattern::parseQuery(query);
   if (!q) return q.status();
   auto opts = plugin::DetectorOptions::parse(options);
@@ -44,9 +48,11 @@ inline Status runQuery(const std::string& query, const std::vector<EventPtr>& ev
   if (!d) return d.status();
   for (const EventPtr& e : events) {
     Status s = (*d)->onEvent(e);
+    if (s && watermarks) s = (*d)->onWatermark(e->ts() - 1);
     if (!s) return s;
   }
-  return (*d)->flush();
+  Status s = (*d)->onWatermark(plugin::Detector::kEndOfTime);
+  return s ? (*d)->flush() : s;
 }
 
 // "a1 c2 b3" style streams: a lower-case type letter and the ts.

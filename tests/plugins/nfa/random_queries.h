@@ -2,8 +2,8 @@
 
 // Random SEQ queries and streams in the surface every pattern engine reads
 // (docs/pattern-language.md): one to four elements, negations between
-// positive elements, Kleene plus with iteration predicates and aggregates,
-// conjunctive predicates (now and then tying every variable on one
+// positive elements (and, on request, at either end of the pattern), Kleene plus with iteration
+// predicates and aggregates, conjunctive predicates (now and then tying every variable on one
 // attribute), windows, PARTITION BY key (attribute, JSON key or absent) and
 // all three strategies. The brute-force ReferenceMatcher
 // (reference_matcher.h) evaluates them; the nfa differential test and the
@@ -44,24 +44,35 @@ class Generator {
   }
 
   // `long_streams`: always a window, so that the reference stays fast on
-  // streams of a hundred events.
-  std::string query(bool& kleene_out, bool long_streams = false) {
+  // streams of a hundred events. `edge_negations`: now and then a NOT before
+  // the first or after the last positive element, and then always a window.
+  std::string query(bool& kleene_out, bool long_streams = false, bool edge_negations = false) {
     vars_.clear();
     used_.clear();
     const int m = uniform(1, 4);
     std::vector<std::string> items;
     bool kleene = false;
+    bool edge = false;
+    auto negation = [&](int right) {
+      const std::string name = "n" + std::to_string(right);
+      items.push_back("NOT(" + patternType() + " " + name + ")");
+      vars_.push_back({name, false, true, right});
+    };
+    if (edge_negations && chance(0.45)) {
+      negation(0);
+      edge = true;
+    }
     for (int k = 0; k < m; ++k) {
-      if (k > 0 && chance(0.25)) {
-        const std::string name = "n" + std::to_string(k);
-        items.push_back("NOT(" + patternType() + " " + name + ")");
-        vars_.push_back({name, false, true, k});
-      }
+      if (k > 0 && chance(0.25)) negation(k);
       const bool kl = chance(0.25);
       kleene |= kl;
       const std::string name = (kl ? "k" : "v") + std::to_string(k);
       items.push_back(patternType() + (kl ? "+ " + name + "[]" : " " + name));
       vars_.push_back({name, kl, false, k});
+    }
+    if (edge_negations && (!edge || chance(0.3)) && chance(0.6)) {
+      negation(m);
+      edge = true;
     }
     kleene_out = kleene;
     std::string text = "PATTERN SEQ(";
@@ -77,7 +88,7 @@ class Generator {
     const int w = uniform(0, 4);
     if (long_streams) {
       text += " WITHIN " + std::to_string(uniform(2, kleene ? 5 : 9));
-    } else if (w > 0 || kleene) {
+    } else if (w > 0 || kleene || edge) {
       text += " WITHIN " + std::to_string(w == 0 ? 5 : 2 + 2 * w);
     }
     if (chance(0.3)) text += " PARTITION BY key";

@@ -4,8 +4,9 @@
 // (docs/pattern-language.md, "Semantics"), independent of the NFA: it
 // enumerates candidate bindings (skip_till_any_match, strict_contiguity) or
 // simulates runs forward from every start event (skip_till_next_match), then
-// checks order, types, predicates, window and negation on each. Exponential;
-// for small streams.
+// checks order, types, predicates, window and negation on each (NOT between
+// two elements, or at either end of the pattern over the WITHIN span).
+// Exponential; for small streams.
 
 #include <algorithm>
 #include <optional>
@@ -162,9 +163,22 @@ class ReferenceMatcher {
       if (mentionsNegated(c)) continue;
       if (!testAll(c, s)) return false;
     }
+    const Timestamp first_ts = ev(flat.front()).ts();
+    const Timestamp last_ts = ev(flat.back()).ts();
     for (const Negation& n : negations_) {
-      const Timestamp x = ev(b[n.right - 1].back()).ts();
-      const Timestamp y = ev(b[n.right].front()).ts();
+      // A negated C lies in (x, y): between its neighbours, in
+      // [last - W, first) when leading, in (last, first + W] when trailing.
+      Timestamp x, y;
+      if (n.right == 0) {
+        x = last_ts - window_ - 1;
+        y = first_ts;
+      } else if (n.right == static_cast<int>(elements_.size())) {
+        x = last_ts;
+        y = first_ts + window_ + 1;
+      } else {
+        x = ev(b[n.right - 1].back()).ts();
+        y = ev(b[n.right].front()).ts();
+      }
       for (int pos = 0; pos < static_cast<int>(p_->size()); ++pos) {
         const Event& c = ev(pos);
         if (c.type() != n.type || c.ts() <= x || c.ts() >= y) continue;

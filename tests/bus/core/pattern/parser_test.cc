@@ -571,13 +571,24 @@ TEST(ParserTest, SemanticErrorsNameTheirPlace) {
             "and 'c'");
 }
 
-TEST(ParserTest, NegationMustStandBetweenPositiveElementsOfSeq) {
+TEST(ParserTest, NegationStandsBetweenPositiveElementsOrAtAnEdgeWithWithin) {
+  // At an edge of the pattern's SEQ (leading or trailing negation) WITHIN bounds the absence.
+  EXPECT_EQ(errorOf("PATTERN SEQ(NOT(C c), A a, B b) WITHIN 10"), "OK");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b, NOT(C c)) WHERE c.id = a.id WITHIN 10"), "OK");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, NOT(C c)) WITHIN 10"), "OK");
+  EXPECT_EQ(errorOf("PATTERN SEQ(NOT(C c), A a, NOT(D d)) WITHIN 10"), "OK");
   EXPECT_EQ(errorOf("PATTERN SEQ(NOT(C c), A a, B b)"),
-            "line 1, column 13: 'NOT(C c)' must stand between two positive elements of SEQ(...)");
+            "line 1, column 13: 'NOT(C c)' starts the pattern, so it needs WITHIN n: the absence "
+            "is checked over the n time units before the last one");
   EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b, NOT(C c))"),
-            "line 1, column 23: 'NOT(C c)' must stand between two positive elements of SEQ(...)");
-  EXPECT_EQ(errorOf("PATTERN SEQ(NOT(C c))"),
-            "line 1, column 13: 'NOT(C c)' must stand between two positive elements of SEQ(...)");
+            "line 1, column 23: 'NOT(C c)' ends the pattern, so it needs WITHIN n: the absence is "
+            "checked over the n time units after the first positive event");
+  EXPECT_EQ(errorOf("PATTERN SEQ(NOT(C c)) WITHIN 10"),
+            "line 1, column 13: 'NOT(C c)' needs a positive element in its SEQ(...) to negate "
+            "around");
+  EXPECT_EQ(errorOf("PATTERN SEQ(SEQ(A a, NOT(C c)), B b) WITHIN 10"),
+            "line 1, column 22: 'NOT(C c)' may start or end only the pattern's outermost "
+            "SEQ(...)");
   EXPECT_EQ(errorOf("PATTERN AND(A a, NOT(C c), B b)"),
             "line 1, column 18: NOT(...) is only allowed inside SEQ(...); write 'A - B' for "
             "negation elsewhere");

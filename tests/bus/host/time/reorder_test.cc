@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace cepbus::plugin {
@@ -79,6 +80,42 @@ TEST(ReorderBufferTest, TheDelayOptionsTakeANonNegativeIntegerAndNameThemselves)
             "option slack=x: expected a non-negative integer");
 }
 
+// Random arrivals, most within the delay and some beyond it, for delays with
+// a bucket per timestamp and with wider buckets: what comes out is exactly
+// the accepted events sorted by ts (equal ts in arrival order), and an event
+// is refused exactly when it is more than the delay behind the newest.
+TEST(ReorderBufferTest, ReleasesTheAcceptedEventsAsAStableSortWouldForAnyDelay) {
+  for (Timestamp delay : {1, 3, 1000, 10000, 50000}) {
+    std::mt19937_64 rng(static_cast<uint64_t>(delay));
+    ReorderBuffer b(delay);
+    std::vector<std::pair<Timestamp, int>> accepted;
+    std::vector<std::pair<Timestamp, int>> out;
+    Timestamp newest = INT64_MIN;
+    auto pop = [&](EventPtr e) {
+      out.emplace_back(e->ts(), std::stoi(std::string(e->type().name().substr(1))));
+    };
+    for (int n = 0; n < 20000; ++n) {
+      const Timestamp base = n / 2;
+      const Timestamp ts = rng() % 20 == 0 ? base - static_cast<Timestamp>(rng() % (3 * delay))
+                                           : base + static_cast<Timestamp>(rng() % (delay + 1));
+      const bool late = newest != INT64_MIN && ts < newest - delay;
+      Status s = b.push(EventBuilder("e" + std::to_string(n)).at(ts).build());
+      ASSERT_EQ(s.isOk(), !late) << "delay " << delay << " ts " << ts << " newest " << newest;
+      if (late) continue;
+      newest = std::max(newest, ts);
+      accepted.emplace_back(ts, n);
+      while (EventPtr e = b.popReady()) {
+        ASSERT_LE(e->ts(), newest - delay);
+        pop(std::move(e));
+      }
+    }
+    while (EventPtr e = b.popAny()) pop(std::move(e));
+    std::stable_sort(accepted.begin(), accepted.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    EXPECT_EQ(out, accepted) << "delay " << delay;
+  }
+}
+
 TEST(ReorderBufferTest, ZeroSlackAdmitsOnlyNonDecreasingTimestamps) {
   ReorderBuffer b(0);
   EXPECT_TRUE(b.admit(*at(1)).isOk());
@@ -116,6 +153,55 @@ TEST(ReorderingDetectorTest, FeedsTheInnerDetectorInOrderAndPassesItsErrors) {
   EXPECT_TRUE(d.flush().isOk());
   EXPECT_EQ(rec->seen, (std::vector<Timestamp>{1, 2, 3, 4, 5, 8, 13, 15, 16}));
   EXPECT_EQ(rec->flushes, 1);
+}
+
+// Records, in one list, the events it is given (their ts), the watermarks
+// (as "w" and the time) and the flushes ("f").
+class TimeRecording : public Detector {
+ public:
+  Status onEvent(const EventPtr& e) override {
+    log.push_back(std::to_string(e->ts()));
+    return Status::ok();
+  }
+  Status onWatermark(Timestamp t) override {
+    log.push_back(t == kEndOfTime ? "w end" : "w" + std::to_string(t));
+    return Status::ok();
+  }
+  Status flush() override {
+    log.push_back("f");
+    return Status::ok();
+  }
+  std::vector<std::string> log;
+};
+
+TEST(ReorderingDetectorTest, TheInnerDetectorHearsTheWatermarkAfterTheEventsItCovers) {
+  for (const bool batches : {false, true}) {
+    auto inner = std::make_unique<TimeRecording>();
+    TimeRecording* rec = inner.get();
+    ReorderingDetector d(std::move(inner), 2);
+    auto offer = [&](std::vector<EventPtr> events) {
+      if (batches) {
+        ASSERT_TRUE(d.onEvents(events).isOk());
+      } else {
+        for (const EventPtr& e : events) ASSERT_TRUE(d.onEvent(e).isOk());
+      }
+    };
+    // 5 then 4: watermark 3, so time passed 2; 4 does not move it (no call).
+    // 8: watermark 6 releases 4 and 5, time passed 5. A pause moves nothing;
+    // the end releases 8 and lets time pass to the end before the flush.
+    offer({at(5), at(4)});
+    offer({at(8)});
+    ASSERT_TRUE(d.flushReleased().isOk());
+    ASSERT_TRUE(d.flush().isOk());
+    EXPECT_EQ(rec->log, (std::vector<std::string>{"w2", "4", "5", "w5", "f", "8", "w end", "f"}))
+        << (batches ? "batches" : "one at a time");
+  }
+  // Without a delay each event moves time to just before it.
+  auto inner = std::make_unique<TimeRecording>();
+  TimeRecording* rec = inner.get();
+  ReorderingDetector d(std::move(inner), 0);
+  for (Timestamp ts : {3, 3, 7}) ASSERT_TRUE(d.onEvent(at(ts)).isOk());
+  EXPECT_EQ(rec->log, (std::vector<std::string>{"3", "w2", "3", "7", "w6"}));
 }
 
 // Records the batches it is given.

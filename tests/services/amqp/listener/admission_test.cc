@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "bus/core/wire_names.h"
+
 namespace cepbus::services::amqp {
 namespace {
 
@@ -91,6 +93,68 @@ TEST(AmqpAdmissionTest, ZeroDurableRefusesEveryOne) {
   limits.max_durable = 0;
   AmqpAdmission admission(limits);
   EXPECT_TRUE(contains(admission.admitDurable("alice"), "max-durable=0"));
+}
+
+// An authenticated user's connections share the per-user limits; the
+// anonymous client counts as a user per connection (the per-connection
+// limits alone).
+TEST(AmqpAdmissionTest, CountsSessionsAndLinksPerUserOverItsConnections) {
+  AmqpLimits limits = small();
+  limits.max_connections = 4;
+  limits.max_user_sessions = 3;
+  limits.max_user_links = 4;
+  AmqpAdmission admission(limits);
+  ASSERT_FALSE(admission.admitConnection(1, "alice"));
+  ASSERT_FALSE(admission.admitConnection(2, "alice"));
+  ASSERT_FALSE(admission.admitConnection(3, "bob"));
+  ASSERT_FALSE(admission.admitConnection(4));
+  EXPECT_FALSE(admission.admitSession(1));
+  EXPECT_FALSE(admission.admitSession(1));
+  EXPECT_FALSE(admission.admitSession(2));
+  EXPECT_EQ(admission.admitSession(2),
+            "too many sessions for this user (over its connections): max-user-sessions=3");
+  EXPECT_FALSE(admission.admitSession(3));  // bob has his own
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(admission.admitLink(1));
+  EXPECT_FALSE(admission.admitLink(2));
+  EXPECT_TRUE(contains(admission.admitLink(2), "max-user-links=4"));
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(admission.admitLink(4));  // anonymous: max-links only
+  EXPECT_TRUE(contains(admission.admitLink(4), "max-links=3"));
+  // A user refusal takes nothing of the connection's count: once alice
+  // closes a link elsewhere, connection 2 gets its second.
+  admission.linkClosed(1);
+  EXPECT_FALSE(admission.admitLink(2));
+  // A closed connection gives its user back what it held.
+  admission.connectionClosed(1);
+  EXPECT_FALSE(admission.admitSession(2));
+  EXPECT_FALSE(admission.admitLink(2));
+  const AmqpRefusals refused = admission.refusals();
+  EXPECT_EQ(refused.user_sessions, 1u);
+  EXPECT_EQ(refused.user_links, 1u);
+  EXPECT_EQ(refused.links, 1u);
+}
+
+// New names are charged to the connection and its user; a user's quota
+// outlives its connections, as the names it paid for do.
+TEST(AmqpAdmissionTest, ChargesNamesToTheConnectionAndItsUser) {
+  AmqpLimits limits = small();
+  limits.max_connections = 4;
+  limits.max_names = 2;
+  limits.max_user_names = 3;
+  AmqpAdmission admission(limits);
+  ASSERT_FALSE(admission.admitConnection(1, "carol"));
+  ASSERT_FALSE(admission.admitConnection(2));
+  EXPECT_TRUE(internWireName("admission-test-a", admission.names(1).get()));
+  EXPECT_TRUE(internWireName("admission-test-b", admission.names(1).get()));
+  EXPECT_FALSE(internWireName("admission-test-c", admission.names(1).get()));
+  EXPECT_TRUE(internWireName("admission-test-c", admission.names(2).get()));  // anonymous: its own
+  admission.connectionClosed(1);
+  EXPECT_EQ(admission.names(1), nullptr);
+  ASSERT_FALSE(admission.admitConnection(3, "carol"));
+  EXPECT_TRUE(internWireName("admission-test-d", admission.names(3).get()));
+  EXPECT_FALSE(internWireName("admission-test-e", admission.names(3).get()));  // carol's 3 spent
+  const AmqpRefusals refused = admission.refusals();
+  EXPECT_EQ(refused.names, 1u);
+  EXPECT_EQ(refused.user_names, 1u);
 }
 
 TEST(AmqpAdmissionTest, RefusesMessagesLargerThanTheLimitOnly) {

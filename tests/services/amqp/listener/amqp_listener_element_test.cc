@@ -74,7 +74,9 @@ TEST(AmqpListenerElementTest, AmqpFlowControlAttributes) {
 TEST(AmqpListenerElementTest, ListenerLimitAttributes) {
   auto result = parse(R"(<cepbus name="t"><listeners>
 <amqp max-connections="10" max-sessions="2" max-links="20" max-durable="0"
-      max-pending-requests="5" max-message-size="4096" handshake-timeout="0"/>
+      max-pending-requests="5" max-message-size="4096" handshake-timeout="0"
+      max-user-sessions="3" max-user-links="30" max-names="0" max-user-names="50"
+      max-unsettled="7" max-bytes-in-flight="65536"/>
 </listeners></cepbus>)",
                       "t.xml");
   ASSERT_TRUE(result.isOk()) << result.status().toString();
@@ -86,11 +88,19 @@ TEST(AmqpListenerElementTest, ListenerLimitAttributes) {
   EXPECT_EQ(amqp.max_pending_requests, 5u);
   EXPECT_EQ(amqp.max_message_size, 4096u);
   EXPECT_EQ(amqp.handshake_timeout_ms, 0u);  // no deadline
+  EXPECT_EQ(amqp.max_user_sessions, 3u);
+  EXPECT_EQ(amqp.max_user_links, 30u);
+  EXPECT_EQ(amqp.max_names, 0u);  // known names only
+  EXPECT_EQ(amqp.max_user_names, 50u);
+  EXPECT_EQ(amqp.max_unsettled, 7u);
+  EXPECT_EQ(amqp.max_bytes_in_flight, 65536u);
   auto plain = parse(R"(<cepbus name="t"><listeners><amqp/></listeners></cepbus>)", "t.xml");
   ASSERT_TRUE(plain.isOk()) << plain.status().toString();
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->max_links.has_value());
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->max_message_size.has_value());
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->handshake_timeout_ms.has_value());
+  EXPECT_FALSE(plain->element<AmqpListenerConfig>()->max_names.has_value());
+  EXPECT_FALSE(plain->element<AmqpListenerConfig>()->max_unsettled.has_value());
 }
 
 TEST(AmqpListenerElementErrorTest, BadListenerLimitAttributes) {

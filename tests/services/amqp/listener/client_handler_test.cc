@@ -140,8 +140,9 @@ class FakeHost final : public ConnectionHost {
                                                               std::string user) override {
     if (refuse_connection) return *refuse_connection;
     std::lock_guard lock(mu);
+    // No names quota: new names meet the process-wide budget only.
     ClientConnection client{++next_id_, std::move(user), c.container_id(),
-                            std::make_shared<Waker>(&c.work_queue())};
+                            std::make_shared<Waker>(&c.work_queue()), nullptr};
     open_[client.container_id] = client.waker;
     return client;
   }
@@ -271,6 +272,7 @@ class ClientHandlerTest : public ::testing::Test, public proton::listen_handler 
     options_.sender = kSender;
     options_.access = std::make_shared<const AccessControl>(anonymousListener());
     options_.counters = counters_;
+    options_.max_unsettled = max_unsettled_;
     container_ = std::make_unique<proton::container>("handler-test");
     host_.setContainer(container_.get());
     container_->listen("127.0.0.1:0", *this);
@@ -293,6 +295,7 @@ class ClientHandlerTest : public ::testing::Test, public proton::listen_handler 
 
   std::shared_ptr<ListenerCounters> counters_ = std::make_shared<ListenerCounters>();
   FakeHost host_{counters_};
+  uint64_t max_unsettled_ = 10000;  // the connections' max-unsettled
 
  private:
   void on_open(proton::listener& l) override { port_.store(l.port()); }
@@ -403,6 +406,46 @@ TEST_F(ClientHandlerTest, AJournaledPublishIsAcceptedOnceItsCommitIsIn) {
   sent.listener->onOutcome(sent, flows::Outcome{flows::OutcomeKind::kAccepted, {}, {}, {}});
   ASSERT_TRUE(c->waitFor([&] { return c->accepted == 1; }));
   EXPECT_EQ(counters_->awaiting_commit.value(), 0);
+}
+
+// Unsettled publishes awaiting their commits are held against the
+// connection's max-unsettled: beyond it a message is rejected with the
+// named condition and not routed.
+TEST_F(ClientHandlerTest, UnsettledPublishesBeyondTheConnectionsLimitAreRefused) {
+  host_.verdict.commits = 1;
+  max_unsettled_ = 2;
+  start();
+  auto c = client();
+  c->send("stocks.ibm", {stockMessage(1), stockMessage(2), stockMessage(3)});
+  ASSERT_TRUE(c->waitFor([&] { return c->rejected == 1; }));
+  c->read<bool>([&] {
+    EXPECT_EQ(c->rejections.at(0).name(), kResourceLimitExceeded);
+    EXPECT_EQ(c->rejections.at(0).description(),
+              "unsettled deliveries per connection (max-unsettled): 2 reached");
+    return true;
+  });
+  EXPECT_EQ(counters_->unsettled_refused.value(), 1u);
+  EXPECT_EQ(counters_->awaiting_commit.value(), 2);
+  EXPECT_EQ(host_.read<size_t>([&] { return host_.published.size(); }), 2u);
+}
+
+// A link closing with deliveries awaiting their commits gives them back:
+// another link of the connection, held without credit while the budget was
+// full, gets credit and publishes.
+TEST_F(ClientHandlerTest, ALinkClosingGivesItsUnsettledBackToTheConnectionsOtherLinks) {
+  host_.verdict.commits = 1;
+  max_unsettled_ = 1;
+  start();
+  auto c = client();
+  c->send("stocks.ibm", {stockMessage(1)});
+  ASSERT_TRUE(waitUntil([&] { return counters_->awaiting_commit.value() == 1; }));
+  c->send("stocks.sap", {stockMessage(2)});  // no credit: the budget is full
+  ASSERT_TRUE(c->waitFor([&] { return c->links_open.size() == 2; }));
+  EXPECT_EQ(host_.read<size_t>([&] { return host_.published.size(); }), 1u);
+  c->closeSenders("stocks.ibm");
+  ASSERT_TRUE(
+      waitUntil([&] { return host_.read<size_t>([&] { return host_.published.size(); }) == 2; }));
+  EXPECT_EQ(c->read<size_t>([&] { return c->rejected; }), 0u);
 }
 
 TEST_F(ClientHandlerTest, AMessageBeyondTheHostsSizeLimitIsRejectedAndNotRouted) {

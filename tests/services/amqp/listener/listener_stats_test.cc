@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "bus/core/wire_names.h"
 #include "router/registry.h"
 #include "services/amqp/listener/admission.h"
 
@@ -40,7 +41,9 @@ void fill(ListenerCounters& c) {
                                   &c.rejected,
                                   &c.durable_restored,
                                   &c.durable_not_restored,
-                                  &c.handshake_timeouts}) {
+                                  &c.handshake_timeouts,
+                                  &c.unsettled_refused,
+                                  &c.bytes_in_flight_refused}) {
     counter->add(++n);
   }
   for (stats::Gauge* gauge : {&c.paused_links, &c.subscriber_links, &c.parked_subscriptions,
@@ -76,17 +79,23 @@ const std::map<std::string, uint64_t> kFilled = {{"connections", 1},
                                                  {"durable_restored", 23},
                                                  {"durable_not_restored", 24},
                                                  {"handshake_timeouts", 25},
-                                                 {"paused_links", 26},
-                                                 {"subscriber_links", 27},
-                                                 {"parked_subscriptions", 28},
-                                                 {"awaiting_commit", 29},
-                                                 {"unsettled", 30},
+                                                 {"unsettled_refused", 26},
+                                                 {"bytes_in_flight_refused", 27},
+                                                 {"paused_links", 28},
+                                                 {"subscriber_links", 29},
+                                                 {"parked_subscriptions", 30},
+                                                 {"awaiting_commit", 31},
+                                                 {"unsettled", 32},
                                                  {"publish_credit", 100},
                                                  {"connections_refused", 1},
                                                  {"sessions_refused", 1},
                                                  {"links_refused", 1},
                                                  {"durable_refused", 1},
                                                  {"requests_refused", 1},
+                                                 {"user_sessions_refused", 1},
+                                                 {"user_links_refused", 1},
+                                                 {"names_refused", 1},
+                                                 {"user_names_refused", 1},
                                                  {"messages_too_large", 2}};
 
 // Every field of a copy, by name.
@@ -116,6 +125,8 @@ std::map<std::string, uint64_t> fieldsOf(const AmqpListenerStats& s) {
           {"durable_restored", s.durable_restored},
           {"durable_not_restored", s.durable_not_restored},
           {"handshake_timeouts", s.handshake_timeouts},
+          {"unsettled_refused", s.unsettled_refused},
+          {"bytes_in_flight_refused", s.bytes_in_flight_refused},
           {"paused_links", s.paused_links},
           {"subscriber_links", s.subscriber_links},
           {"parked_subscriptions", s.parked_subscriptions},
@@ -127,6 +138,10 @@ std::map<std::string, uint64_t> fieldsOf(const AmqpListenerStats& s) {
           {"links_refused", s.links_refused},
           {"durable_refused", s.durable_refused},
           {"requests_refused", s.requests_refused},
+          {"user_sessions_refused", s.user_sessions_refused},
+          {"user_links_refused", s.user_links_refused},
+          {"names_refused", s.names_refused},
+          {"user_names_refused", s.user_names_refused},
           {"messages_too_large", s.messages_too_large}};
 }
 
@@ -134,20 +149,41 @@ std::map<std::string, uint64_t> fieldsOf(const AmqpListenerStats& s) {
 // messages_too_large, which gets two.
 AmqpLimits refusingLimits() {
   AmqpLimits limits;
-  limits.max_connections = 1;
-  limits.max_sessions = 0;
-  limits.max_links = 0;
+  limits.max_connections = 3;
+  limits.max_sessions = 1;
+  limits.max_links = 1;
+  limits.max_user_sessions = 1;
+  limits.max_user_links = 1;
+  limits.max_names = 1;
+  limits.max_user_names = 1;
   limits.max_durable = 0;
   limits.max_pending_requests = 0;
   limits.max_message_size = 10;
   return limits;
 }
 
+// A name no test interned before (the symbol table is the process's).
+std::string newName() {
+  static int n = 0;
+  return "listener-stats-test-name-" + std::to_string(++n);
+}
+
+// Connections 1 and 2 are alice's, 3 is anonymous: each limit is met once.
 void refuseEach(AmqpAdmission& admission) {
-  ASSERT_FALSE(admission.admitConnection(1).has_value());
-  EXPECT_TRUE(admission.admitConnection(2).has_value());
-  EXPECT_TRUE(admission.admitSession(1).has_value());
-  EXPECT_TRUE(admission.admitLink(1).has_value());
+  ASSERT_FALSE(admission.admitConnection(1, "alice").has_value());
+  ASSERT_FALSE(admission.admitConnection(2, "alice").has_value());
+  ASSERT_FALSE(admission.admitConnection(3).has_value());
+  EXPECT_TRUE(admission.admitConnection(4).has_value());
+  ASSERT_FALSE(admission.admitSession(1).has_value());
+  EXPECT_TRUE(admission.admitSession(1).has_value());  // max-sessions
+  EXPECT_TRUE(admission.admitSession(2).has_value());  // max-user-sessions
+  ASSERT_FALSE(admission.admitLink(1).has_value());
+  EXPECT_TRUE(admission.admitLink(1).has_value());  // max-links
+  EXPECT_TRUE(admission.admitLink(2).has_value());  // max-user-links
+  ASSERT_TRUE(internWireName(newName(), admission.names(3).get()));
+  EXPECT_FALSE(internWireName(newName(), admission.names(3).get()));  // max-names
+  ASSERT_TRUE(internWireName(newName(), admission.names(1).get()));
+  EXPECT_FALSE(internWireName(newName(), admission.names(2).get()));  // max-user-names
   EXPECT_TRUE(admission.admitDurable("alice").has_value());
   EXPECT_TRUE(admission.admitRequest(1).has_value());
   EXPECT_TRUE(admission.admitMessage(11).has_value());

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
+#include <memory>
 #include <proton/codec/map.hpp>
 #include <proton/codec/vector.hpp>
 #include <proton/message.hpp>
@@ -308,6 +310,27 @@ TEST(MessageMappingTest, RefusesNewNamesBeyondTheWireBudget) {
       << property.description;
   EXPECT_EQ(type.event, nullptr);
   EXPECT_EQ(type.condition, "amqp:resource-limit-exceeded");
+}
+
+// With the client's quota, its new names are charged to it and refused,
+// naming the setting, once it is spent.
+TEST(MessageMappingTest, ChargesNewNamesToTheClientsQuota) {
+  auto refused = std::make_shared<std::atomic<uint64_t>>(0);
+  WireNameQuota quota(2, "max-names", refused);
+  proton::message m;
+  m.subject("QuotaStock");
+  m.properties().put("ts", int64_t{1});
+  m.properties().put("quota_a", int64_t{2});
+  ASSERT_NE(eventFromMessage(m, &quota).event, nullptr);
+  EXPECT_EQ(quota.created(), 2u);  // the type and quota_a
+  m.properties().put("quota_b", int64_t{3});
+  const MappedEvent e = eventFromMessage(m, &quota);
+  EXPECT_EQ(e.event, nullptr);
+  EXPECT_EQ(e.condition, kResourceLimitExceeded);
+  EXPECT_EQ(e.description,
+            "attribute name 'quota_b' refused: new names per client (max-names): 2 reached");
+  EXPECT_EQ(refused->load(), 1u);
+  EXPECT_NE(eventFromMessage(m).event, nullptr);  // another client's budget is untouched
 }
 
 // Found by tests/fuzz/amqp_message_fuzz.cc: an application property "type"

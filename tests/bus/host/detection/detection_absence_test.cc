@@ -1,0 +1,223 @@
+// The detection host's time on the real engines (loaded through the plugin
+// ABI from build/plugins): a trailing negation's match comes out when the
+// watermark passes its window, with no later event released to the engine,
+// and not before; the end of the stream lets time pass to the end; engine
+// auto picks the engine that runs it.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bus/core/pattern/parser.h"
+#include "bus/host/detection/detection.h"
+#include "bus/host/detection/planner.h"
+#include "bus/host/loader/plugin_loader.h"
+#include "tests/plugins/nfa/random_queries.h"
+#include "tests/plugins/nfa/reference_matcher.h"
+
+namespace cepbus::detection {
+namespace {
+
+class Recording final : public DetectionSink {
+ public:
+  void onMatch(size_t member, const plugin::Match& match) override {
+    std::vector<Timestamp> ts;
+    std::vector<EventId> id;
+    for (size_t i = 0; i < match.size(); ++i) {
+      ts.push_back(match.ts(i));
+      id.push_back(match.event(i)->id());
+    }
+    matches.push_back(std::move(ts));
+    ids.push_back(std::move(id));
+    members.push_back(member);
+  }
+  void onLate(const EventPtr& event, Timestamp /*newest*/) override { late.push_back(event); }
+
+  std::vector<std::vector<Timestamp>> matches;
+  std::vector<std::vector<EventId>> ids;
+  std::vector<size_t> members;  // of each match
+  std::vector<EventPtr> late;
+};
+
+plugin::PluginLoader& loader() {
+  static plugin::PluginLoader l({std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins"});
+  return l;
+}
+
+QueryRequest request(const std::string& engine, const std::string& text,
+                     std::vector<std::string> options, std::string name = "q") {
+  QueryRequest r;
+  r.name = std::move(name);
+  auto query = pattern::parseQuery(text);
+  EXPECT_TRUE(query) << query.status().message();
+  if (query) r.query = std::move(query).value();
+  r.engine = engine;
+  auto parsed = plugin::DetectorOptions::parse(options);
+  EXPECT_TRUE(parsed) << parsed.status().message();
+  if (parsed) r.options = std::move(parsed).value();
+  r.inputs = {"in"};
+  r.where = "test";
+  return r;
+}
+
+EventPtr ev(const char* type, Timestamp ts) { return EventBuilder(type).at(ts).build(); }
+
+struct Running {
+  Plan plan;
+  Recording sink;
+  std::unique_ptr<Detection> detection;
+};
+
+// One detection of the queries `texts` (named q0, q1, ...) sharing one
+// detector of `engine`, with the host options `options`.
+std::unique_ptr<Running> run(const std::string& engine, const std::vector<std::string>& texts,
+                             const std::vector<std::string>& options) {
+  auto r = std::make_unique<Running>();
+  std::vector<QueryRequest> requests;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    requests.push_back(request(engine, texts[i], options, "q" + std::to_string(i)));
+  }
+  PlanOptions plan_options;
+  plan_options.one_detector = true;
+  auto plan = detection::plan(requests, plan_options, loader());
+  EXPECT_TRUE(plan) << plan.status().message();
+  if (!plan) return nullptr;
+  r->plan = std::move(plan).value();
+  auto d = Detection::create(r->plan.groups[0], r->sink);
+  EXPECT_TRUE(d) << d.status().message();
+  if (!d) return nullptr;
+  r->detection = std::move(d).value();
+  return r;
+}
+
+std::unique_ptr<Running> run(const std::string& engine, const std::string& text,
+                             const std::vector<std::string>& options) {
+  return run(engine, std::vector<std::string>{text}, options);
+}
+
+TEST(DetectionAbsenceTest, ATrailingNegationsMatchComesOutWhenTheWatermarkPassesItsWindow) {
+  // max_delay 5: after X at 15 the watermark is 10 and a C at 10 may still
+  // come; after X at 16 no event at or before 10 can, and a's window (0, 10]
+  // is closed. Neither X reaches the engine (the delay holds them back).
+  for (const char* construction : {"construction=per_event", "construction=batched"}) {
+    auto r = run("nfa", "PATTERN SEQ(A a, NOT(C c)) WITHIN 10", {"max_delay=5", construction});
+    ASSERT_NE(r, nullptr);
+    Detection& d = *r->detection;
+    ASSERT_TRUE(d.onEvent(ev("A", 0)));
+    ASSERT_TRUE(d.onEvent(ev("X", 15)));
+    EXPECT_TRUE(r->sink.matches.empty()) << construction;
+    ASSERT_TRUE(d.onEvent(ev("X", 16)));
+    EXPECT_EQ(r->sink.matches, (std::vector<std::vector<Timestamp>>{{0}})) << construction;
+    EXPECT_EQ(d.released(), 0) << construction;
+  }
+}
+
+TEST(DetectionAbsenceTest, ACancellingEventWithinTheDelayStillCancels) {
+  auto r = run("nfa", "PATTERN SEQ(A a, NOT(C c)) WITHIN 10", {"max_delay=5"});
+  ASSERT_NE(r, nullptr);
+  Detection& d = *r->detection;
+  ASSERT_TRUE(d.onEvent(ev("A", 0)));
+  ASSERT_TRUE(d.onEvent(ev("X", 15)));
+  ASSERT_TRUE(d.onEvent(ev("C", 10)));  // behind the newest, within the delay
+  ASSERT_TRUE(d.onEvent(ev("X", 40)));
+  ASSERT_TRUE(d.flush());
+  EXPECT_TRUE(r->sink.matches.empty());
+  EXPECT_TRUE(r->sink.late.empty());
+}
+
+TEST(DetectionAbsenceTest, APauseKeepsTheMatchAndTheEndOfTheStreamReportsIt) {
+  auto r = run("nfa", "PATTERN SEQ(A a, B b, NOT(C c)) WITHIN 10", {"max_delay=2"});
+  ASSERT_NE(r, nullptr);
+  Detection& d = *r->detection;
+  ASSERT_TRUE(d.onEvents(std::vector<EventPtr>{ev("A", 1), ev("B", 3), ev("X", 6)}));
+  ASSERT_TRUE(d.flushReleased());  // a pause: a C may still come
+  EXPECT_TRUE(r->sink.matches.empty());
+  ASSERT_TRUE(d.flush());  // the end: time passes to the end
+  EXPECT_EQ(r->sink.matches, (std::vector<std::vector<Timestamp>>{{1, 3}}));
+}
+
+TEST(DetectionAbsenceTest, EveryQueryOfASharedDetectorHearsTheWatermark) {
+  auto r = run("nfa",
+               std::vector<std::string>{"PATTERN SEQ(A a, NOT(C c)) WITHIN 10",
+                                        "PATTERN SEQ(A a, NOT(D d)) WITHIN 20"},
+               {"max_delay=5"});
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->detection->members(), 2u);
+  ASSERT_TRUE(r->detection->onEvent(ev("A", 0)));
+  ASSERT_TRUE(r->detection->onEvent(ev("X", 16)));  // time passed 10
+  EXPECT_EQ(r->sink.members, (std::vector<size_t>{0}));
+  ASSERT_TRUE(r->detection->onEvent(ev("X", 26)));  // time passed 20
+  EXPECT_EQ(r->sink.members, (std::vector<size_t>{0, 1}));
+}
+
+// Random queries with NOT at either end (and between), each over a random
+// stream that arrives out of order within a random delay D, run with
+// max_delay=D: the matches are the reference's over the events sorted by ts
+// (equal ts in arrival order), none is late, and none is lost however the
+// watermark moves.
+TEST(DetectionAbsenceTest, ReorderedStreamsWithinTheDelayGiveTheSortedStreamsMatches) {
+  plugins::nfa::testing::Generator gen(20261207);
+  std::mt19937 rng(20261207);
+  int compared = 0, with_matches = 0, failures = 0;
+  for (int i = 0; i < 400 && failures < 3; ++i) {
+    bool kleene = false;
+    const std::string text = gen.query(kleene, false, /*edge_negations=*/true);
+    const std::vector<EventPtr> sorted = gen.events(gen.uniform(4, kleene ? 12 : 20));
+    const Timestamp delay = gen.uniform(0, 6);
+    // Each event arrives at ts + u, u in [0, D]: never more than D behind an
+    // earlier arrival, so never late.
+    std::vector<std::pair<Timestamp, size_t>> arrival;
+    for (size_t k = 0; k < sorted.size(); ++k) {
+      arrival.emplace_back(sorted[k]->ts() + static_cast<Timestamp>(rng() % (delay + 1)), k);
+    }
+    std::stable_sort(arrival.begin(), arrival.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<EventPtr> arrived;
+    for (const auto& [at, k] : arrival) arrived.push_back(sorted[k]);
+    std::vector<EventPtr> in_order = arrived;
+    std::stable_sort(in_order.begin(), in_order.end(),
+                     [](const EventPtr& a, const EventPtr& b) { return a->ts() < b->ts(); });
+    auto q = pattern::parseQuery(text);
+    ASSERT_TRUE(q) << text;
+    auto expected = plugins::nfa::testing::ReferenceMatcher(*q).run(in_order);
+    std::sort(expected.begin(), expected.end());
+    for (const char* construction : {"construction=per_event", "construction=batched"}) {
+      auto r = run("nfa", text, {"max_delay=" + std::to_string(delay), construction});
+      ASSERT_NE(r, nullptr) << text;
+      // Half the cases one event at a time, half in one batch.
+      if (i % 2 == 0) {
+        for (const EventPtr& e : arrived) ASSERT_TRUE(r->detection->onEvent(e)) << text;
+      } else {
+        ASSERT_TRUE(r->detection->onEvents(arrived)) << text;
+      }
+      ASSERT_TRUE(r->detection->flush()) << text;
+      std::vector<std::vector<EventId>> got = r->sink.ids;
+      std::sort(got.begin(), got.end());
+      ++compared;
+      with_matches += expected.empty() ? 0 : 1;
+      EXPECT_TRUE(r->sink.late.empty()) << text;
+      if (got != expected) {
+        ++failures;
+        ADD_FAILURE() << text << " (" << construction << ", max_delay " << delay << "): expected "
+                      << expected.size() << " matches, got " << got.size();
+      }
+    }
+  }
+  EXPECT_GT(with_matches, compared / 4);
+}
+
+TEST(DetectionAbsenceTest, EngineAutoPicksTheNfaForNegationAtAnEdge) {
+  for (const char* text : {"PATTERN SEQ(A a, NOT(C c)) WHERE a.x = 1 WITHIN 10",
+                           "PATTERN SEQ(NOT(C c), A a, B b) WITHIN 10"}) {
+    auto r = run("auto", text, {});
+    ASSERT_NE(r, nullptr) << text;
+    EXPECT_EQ(r->plan.groups[0].engine, "nfa") << text;
+  }
+}
+
+}  // namespace
+}  // namespace cepbus::detection
