@@ -17,7 +17,7 @@ set_target_properties(cepbus cepbus-amqp-passwd PROPERTIES
   INSTALL_RPATH "$ORIGIN/../${CEPBUS_INSTALL_PRIVATE_LIBDIR}")
 install(TARGETS cepbus cepbus-amqp-passwd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS cepbus_core LIBRARY DESTINATION ${CEPBUS_INSTALL_PRIVATE_LIBDIR})
-foreach(plugin nfa algebra petri join)
+foreach(plugin nfa algebra petri join window)
   set_target_properties(cepbus_plugin_${plugin} PROPERTIES INSTALL_RPATH "$ORIGIN/..")
   install(TARGETS cepbus_plugin_${plugin} LIBRARY DESTINATION ${CEPBUS_INSTALL_PLUGINDIR})
 endforeach()

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "bus/core/api.h"
 
@@ -55,5 +56,14 @@ class CEPBUS_API Value {
 };
 
 CEPBUS_API const char* kindName(Value::Kind kind);
+
+// Keys made of values (PARTITION BY, GROUP BY): values equal as Values are
+// one key (1 and 1.0; null and null) and hash alike, and so is every NaN.
+struct CEPBUS_API ValueKeyHash {
+  size_t operator()(const std::vector<Value>& key) const;
+};
+struct CEPBUS_API ValueKeyEqual {
+  bool operator()(const std::vector<Value>& a, const std::vector<Value>& b) const;
+};
 
 }  // namespace cepbus

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "bus/core/pattern/printer.h"
+#include "bus/core/pattern/window_query.h"
 
 namespace cepbus::plugins::algebra {
 namespace {
@@ -320,6 +321,7 @@ void checkRecentBounds(const Plan& plan) {
 
 Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
                                                 const plugin::DetectorOptions& options) {
+  if (Status w = pattern::requirePatternQuery(query, "algebra"); !w) return w;
   Status s = options.checkKnown({}, "algebra");
   if (!s) return s;
   if (query.variables.size() > 64) {

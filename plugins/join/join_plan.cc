@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 
+#include "bus/core/pattern/window_query.h"
+
 namespace cepbus::plugins::join {
 namespace {
 
@@ -104,6 +106,7 @@ Status compileKeys(const pattern::Query& query, JoinPlan& plan,
 
 Result<JoinPlanPtr> compileJoin(const pattern::Query& query,
                                 const plugin::DetectorOptions& options) {
+  if (Status w = pattern::requirePatternQuery(query, "join"); !w) return w;
   static constexpr std::array<std::string_view, 14> kKnown = {
       "time_matrix",       "site",        "threshold", "window", "workers",       "expiry",
       "deletion_interval", "index_slots", "batch",     "spill",  "memory_budget", "spill_dir",

@@ -5,6 +5,7 @@
 
 #include "bus/core/pattern/printer.h"
 #include "bus/core/pattern/ties.h"
+#include "bus/core/pattern/window_query.h"
 
 namespace cepbus::plugins::nfa {
 namespace {
@@ -97,6 +98,7 @@ Status applyOptions(const plugin::DetectorOptions& options, Plan& plan) {
 }  // namespace
 
 Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorOptions& options) {
+  if (Status w = pattern::requirePatternQuery(query, "nfa"); !w) return w;
   auto plan = std::make_shared<Plan>();
   plan->strategy = query.strategy;
   if (query.within) plan->window = *query.within;

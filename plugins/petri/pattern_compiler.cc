@@ -5,6 +5,7 @@
 #include <set>
 
 #include "bus/core/pattern/printer.h"
+#include "bus/core/pattern/window_query.h"
 
 namespace cepbus::plugins::petri {
 namespace {
@@ -202,6 +203,7 @@ std::string elementKey(const CompiledPattern& p, size_t k, size_t from) {
 
 Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
                                           const plugin::DetectorOptions& options) {
+  if (Status w = pattern::requirePatternQuery(query, "petri"); !w) return w;
   static constexpr std::string_view kKnown[] = {"policy"};
   Status s = options.checkKnown(kKnown, "petri");
   if (!s) return s;

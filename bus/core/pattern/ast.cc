@@ -81,6 +81,24 @@ const char* aggFuncName(AggFunc f) {
       return "min";
     case AggFunc::kMax:
       return "max";
+    case AggFunc::kStddev:
+      return "stddev";
+    case AggFunc::kFirst:
+      return "first";
+    case AggFunc::kLast:
+      return "last";
+  }
+  return "?";
+}
+
+const char* windowKindName(WindowKind k) {
+  switch (k) {
+    case WindowKind::kTumbling:
+      return "tumbling";
+    case WindowKind::kSliding:
+      return "sliding";
+    case WindowKind::kSession:
+      return "session";
   }
   return "?";
 }

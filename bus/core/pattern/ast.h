@@ -41,7 +41,7 @@ using ExprPtr = std::shared_ptr<const Expr>;
 enum class ExprKind : uint8_t {
   kLiteral,    // 10, 10.5, 'IBM', "IBM", true, false
   kAttr,       // a.price, b[i].price, b[i-1].price, b[1].price, b[last].price; price in a filter
-  kAggregate,  // count(b[]), sum(b[].price), avg, min, max
+  kAggregate,  // count(b[]), sum(b[].price), avg, ...; in a window query count(t), avg(t.x)
   kUnary,      // -x, NOT x
   kBinary,     // arithmetic, comparison, AND, OR
   kMatchProb,  // prob(): the probability of the whole match; RETURN only
@@ -76,6 +76,8 @@ enum class IndexKind : uint8_t {
   kAt,        // b[3].price: the position-th element, 1-based (AttrRef::position)
   kLast,      // b[last].price
   kAll,       // b[].price: every element; only as an aggregate's argument
+  // An aggregate's argument in a window query is t.price (kNone): every
+  // WHERE-passing event of the window and group.
 };
 
 // Attributes every event has, read from the Event rather than its attribute
@@ -88,9 +90,11 @@ enum class Builtin : uint8_t {
   kType,   // type: the event type's name, string
 };
 
-enum class AggFunc : uint8_t { kCount, kSum, kAvg, kMin, kMax };
+// stddev is the sample standard deviation; first and last are the values of
+// the earliest and the latest event that has the attribute.
+enum class AggFunc : uint8_t { kCount, kSum, kAvg, kMin, kMax, kStddev, kFirst, kLast };
 
-// "count", "sum", "avg", "min", "max".
+// "count", "sum", "avg", "min", "max", "stddev", "first", "last".
 CEPBUS_API const char* aggFuncName(AggFunc f);
 
 // var.attr, var[index].attr or, in a content filter, a bare attr (var empty).
@@ -206,7 +210,24 @@ struct CEPBUS_API ReturnClause {
   SourcePos pos;
 };
 
+// WINDOW TUMBLING L | SLIDING L EVERY S | SESSION GAP G, aligned to ts 0:
+// tumbling windows are [kL, (k+1)L), sliding ones [kS, kS + L) (S <= L), a
+// session of a group ends when its next event is more than G after its last.
+enum class WindowKind : uint8_t { kTumbling, kSliding, kSession };
+
+struct CEPBUS_API WindowSpec {
+  WindowKind kind = WindowKind::kTumbling;
+  int64_t length = 0;  // L, or the gap G of a session; > 0, in ts units
+  int64_t every = 0;   // S: the slide; equal to L for tumbling, 0 for a session
+  SourcePos pos;
+};
+
+// "tumbling", "sliding", "session".
+CEPBUS_API const char* windowKindName(WindowKind k);
+
 struct CEPBUS_API Query {
+  // A pattern query: the pattern. A window query (FROM Type t WINDOW ...):
+  // the single element `Type t` whose events the windows aggregate.
   PatternPtr pattern;
   ExprPtr where;                  // null when there is no WHERE
   std::optional<int64_t> within;  // WITHIN n: ts(last) - ts(first) <= n, n > 0
@@ -218,6 +239,12 @@ struct CEPBUS_API Query {
   Context context = Context::kUnspecified;
   std::optional<ReturnClause> returns;
   std::vector<Variable> variables;  // every named variable, in pattern order
+  // A window query only (docs/pattern-language.md, "Windows"): the window,
+  // the grouping attributes of the FROM variable (GROUP BY t.a, t.b gives
+  // {"a", "b"}) and the HAVING condition (null when absent).
+  std::optional<WindowSpec> window;
+  std::vector<std::string> group_by;
+  ExprPtr having;
 
   // The variable called `name`, or nullptr.
   const Variable* findVariable(std::string_view name) const;

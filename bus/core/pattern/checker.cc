@@ -31,7 +31,17 @@ const char* typeName(Type t) {
 }
 
 // Where an expression appears; decides which variables and indexes it may use.
-enum class Site { kWhere, kReturn, kSelection, kAggregation, kFilter };
+// kWindowReturn and kWindowHaving: RETURN and HAVING of a window query, over
+// its aggregates and group keys.
+enum class Site {
+  kWhere,
+  kReturn,
+  kSelection,
+  kAggregation,
+  kFilter,
+  kWindowReturn,
+  kWindowHaving
+};
 
 class Checker {
  public:
@@ -39,6 +49,10 @@ class Checker {
 
   void run() {
     walk(*q_.pattern, nullptr, 0);
+    if (q_.window) {
+      runWindow();
+      return;
+    }
     constexpr size_t kMaxVariables = 64;
     if (q_.variables.size() > kMaxVariables) {
       fail(q_.variables[kMaxVariables].pos, "a pattern binds at most 64 variables");
@@ -214,10 +228,19 @@ class Checker {
                           (site == Site::kSelection ? "selected" : "aggregated") + " expression");
         }
       }
+      if (q_.window) return checkWindowRef(e, site);
       if (e.kind == ExprKind::kAggregate) {
         if (v->kind != VarKind::kKleene) {
-          fail(e.pos, std::string(aggFuncName(e.agg)) + "() needs a Kleene variable ('Type+ " +
-                          ref.var + "[]'); '" + ref.var + "' is not one");
+          fail(e.pos,
+               std::string(aggFuncName(e.agg)) + "() needs a Kleene variable ('Type+ " + ref.var +
+                   "[]'); '" + ref.var + "' is not one" +
+                   (ref.index == IndexKind::kAll ? ""
+                                                 : " (aggregates over windows: FROM ... WINDOW)"));
+        }
+        if (ref.index != IndexKind::kAll) {
+          fail(e.pos, std::string(aggFuncName(e.agg)) + "() over the Kleene variable '" + ref.var +
+                          "' names it with '[]': write " + aggFuncName(e.agg) + "(" + ref.var +
+                          "[]" + (ref.attr.empty() ? "" : "." + ref.attr) + ")");
         }
         return ref.builtin == Builtin::kType ? Type::kUnknown : Type::kNumber;
       }
@@ -239,7 +262,11 @@ class Checker {
         fail(e.pos, "negated variable '" + ref.var + "' matches no event and cannot be returned");
       }
     }
-    switch (ref.builtin) {
+    return builtinType(ref.builtin);
+  }
+
+  static Type builtinType(Builtin b) {
+    switch (b) {
       case Builtin::kTs:
       case Builtin::kStart:
       case Builtin::kProb:
@@ -250,6 +277,63 @@ class Checker {
         return Type::kUnknown;
     }
     return Type::kUnknown;
+  }
+
+  // A window query: its source `Type t` is its one variable; WHERE filters
+  // single events; RETURN (required) and HAVING see aggregates of t and the
+  // GROUP BY attributes only.
+  void runWindow() {
+    if (q_.variables.empty()) fail(q_.pattern->pos, "FROM needs a variable: FROM Type t");
+    if (q_.where) requireBool(*q_.where, check(*q_.where, Site::kWhere, nullptr), "WHERE");
+    if (q_.having) {
+      requireBool(*q_.having, check(*q_.having, Site::kWindowHaving, nullptr), "HAVING");
+    }
+    if (!q_.returns || q_.returns->items.empty()) {
+      fail(q_.window->pos,
+           "a window query returns its results: write RETURN Name(expr [AS alias], ...)");
+    }
+    for (const ReturnItem& item : q_.returns->items) {
+      check(*item.expr, Site::kWindowReturn, nullptr);
+    }
+  }
+
+  Type checkWindowRef(const Expr& e, Site site) {
+    const AttrRef& ref = e.ref;
+    const char* clause = site == Site::kWindowHaving ? "HAVING" : "RETURN";
+    if (ref.index != IndexKind::kNone) {
+      fail(e.pos, "'" + ref.var + "' is the FROM variable of a window query, not a Kleene " +
+                      "variable: write " + (e.kind == ExprKind::kAggregate ? "avg(" : "") +
+                      ref.var + "." + (ref.attr.empty() ? "attr" : ref.attr) +
+                      (e.kind == ExprKind::kAggregate ? ")" : ""));
+    }
+    if (e.kind == ExprKind::kAggregate) {
+      if (site != Site::kWindowReturn && site != Site::kWindowHaving) {
+        fail(e.pos, std::string(aggFuncName(e.agg)) +
+                        "() in WHERE: WHERE keeps or drops single events; a condition over "
+                        "a window's aggregates goes in HAVING");
+      }
+      const bool numeric =
+          e.agg == AggFunc::kSum || e.agg == AggFunc::kAvg || e.agg == AggFunc::kStddev;
+      if (numeric && (ref.builtin == Builtin::kType)) {
+        fail(e.pos, std::string(aggFuncName(e.agg)) + "(" + ref.var + "." + ref.attr +
+                        ") aggregates numbers, and '" + ref.attr + "' is a string");
+      }
+      if (e.agg == AggFunc::kCount || numeric) return Type::kNumber;
+      return ref.builtin == Builtin::kNone ? Type::kUnknown : builtinType(ref.builtin);
+    }
+    if (site == Site::kWindowReturn || site == Site::kWindowHaving) {
+      const bool grouped =
+          ref.builtin == Builtin::kNone &&
+          std::find(q_.group_by.begin(), q_.group_by.end(), ref.attr) != q_.group_by.end();
+      if (!grouped) {
+        fail(e.pos, std::string(clause) + " names " + ref.var + "." + ref.attr +
+                        ", which is neither grouped nor aggregated: add GROUP BY " + ref.var + "." +
+                        ref.attr + " or aggregate it, as in last(" + ref.var + "." + ref.attr +
+                        ")");
+      }
+      return Type::kUnknown;
+    }
+    return ref.builtin == Builtin::kNone ? Type::kUnknown : builtinType(ref.builtin);
   }
 
   static void indexedVars(const Expr& e, std::vector<const Expr*>& out) {

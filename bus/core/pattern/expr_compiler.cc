@@ -144,6 +144,8 @@ Scalar CompiledExpr::aggregate(const Node& n, Bindings bindings) {
   int64_t int_sum = 0;
   double double_sum = 0;
   bool all_int = true;
+  double mean = 0;  // Welford's running mean and sum of squared deviations, for stddev
+  double m2 = 0;
   Scalar best;
   for (const Event* e : events) {
     const Scalar v = e == nullptr ? Scalar() : attributeOf(*e, n.builtin, n.attr);
@@ -151,9 +153,16 @@ Scalar CompiledExpr::aggregate(const Node& n, Bindings bindings) {
       count += v.isMissing() ? 0 : 1;
       continue;
     }
+    if (n.agg == AggFunc::kFirst || n.agg == AggFunc::kLast) {
+      if (!v.isMissing() && (best.isMissing() || n.agg == AggFunc::kLast)) best = v;
+      continue;
+    }
     if (!v.isNumber()) continue;
     ++count;
     double_sum += v.toDouble();
+    const double delta = v.toDouble() - mean;
+    mean += delta / static_cast<double>(count);
+    m2 += delta * (v.toDouble() - mean);
     if (all_int &&
         (v.kind() != Scalar::Kind::kInt || __builtin_add_overflow(int_sum, v.asInt(), &int_sum))) {
       all_int = false;
@@ -172,7 +181,12 @@ Scalar CompiledExpr::aggregate(const Node& n, Bindings bindings) {
       return count == 0 ? Scalar() : Scalar::ofDouble(double_sum / static_cast<double>(count));
     case AggFunc::kMin:
     case AggFunc::kMax:
+    case AggFunc::kFirst:
+    case AggFunc::kLast:
       return best;
+    case AggFunc::kStddev:
+      return count < 2 ? Scalar()
+                       : Scalar::ofDouble(std::sqrt(m2 / static_cast<double>(count - 1)));
   }
   return Scalar();
 }

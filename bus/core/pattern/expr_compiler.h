@@ -17,9 +17,11 @@
 // - Numbers compare across int and double (int/int exactly). `/` always
 //   yields a double; `%` on two ints is the integer remainder, else fmod.
 //   Integer + - * that overflow fall back to double.
-// - count(b[]) is the number of elements of b; sum/avg/min/max skip elements
-//   whose attribute is missing or not a number; sum of nothing is 0, avg, min
-//   and max of nothing are Missing. sum of ints stays an int.
+// - count(b[]) is the number of elements of b; sum/avg/min/max/stddev skip
+//   elements whose attribute is missing or not a number; sum of nothing is 0,
+//   avg, min and max of nothing are Missing, stddev (the sample standard
+//   deviation) of fewer than two is Missing. sum of ints stays an int.
+//   first/last are the first/last element's value where it is not missing.
 // - A value used as a condition is true only if it is the bool `true`.
 //
 // Thread safety: compiled objects are immutable; evaluate them from any

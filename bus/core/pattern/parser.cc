@@ -63,8 +63,9 @@ class Parser {
   Parser(std::vector<Token> tokens, Mode mode, ParseOptions options = {})
       : tokens_(std::move(tokens)), mode_(mode), options_(options) {}
 
-  // query := PATTERN pattern { clause } END
+  // query := PATTERN pattern { clause } END | window_query
   Query query() {
+    if (isWord("FROM")) return windowQuery();
     Query q;
     expectKeyword(Keyword::kPattern);
     q.pattern = pattern();
@@ -85,7 +86,7 @@ class Parser {
           q.where = expr();
           break;
         case Keyword::kWithin:
-          q.within = duration(DurationUse::kClause);
+          q.within = duration("WITHIN", "WITHIN ");
           break;
         case Keyword::kProbability:
           q.min_probability = probabilityBound();
@@ -184,6 +185,11 @@ class Parser {
     take();
   }
   const Token& identifier(const char* what) { return expect(TokenKind::kIdent, what); }
+  // The words of a window query (FROM, WINDOW, GROUP, HAVING, ...) are
+  // keywords only where they stand, so they remain free as names elsewhere.
+  bool isWord(const char* word) const {
+    return peek().kind == TokenKind::kIdent && equalsIgnoreCase(peek().text, word);
+  }
 
   // An attribute name: an identifier, or a keyword spelled as written (an
   // event may well have an attribute called `by` or `as`).
@@ -204,18 +210,19 @@ class Parser {
     return t.int_value;
   }
 
-  enum class DurationUse { kClause, kTimeRestriction };
-
-  // duration := posint [ unit ]; the value in `ts` units.
-  int64_t duration(DurationUse use) {
+  // duration := posint [ unit ]; the value in `ts` units. `what` names the
+  // duration in errors, `written` is what precedes it as the query wrote it.
+  // The words that may follow a window's duration are not units.
+  int64_t duration(const char* what, const std::string& written) {
     const Token& number = peek();
-    const int64_t n = positiveInt(use == DurationUse::kClause ? "WITHIN" : "a time restriction");
-    if (peek().kind != TokenKind::kIdent) return n;
+    const int64_t n = positiveInt(what);
+    if (peek().kind != TokenKind::kIdent || isWord("EVERY") || isWord("GROUP") ||
+        isWord("HAVING")) {
+      return n;
+    }
     const Token& unit = take();
-    const std::string written =
-        (use == DurationUse::kClause ? "WITHIN " : "the time restriction ") + number.text + " " +
-        unit.text;
-    return parsing::inTsUnits(n, number, unit, written, options_.ts_unit);
+    return parsing::inTsUnits(n, number, unit, written + number.text + " " + unit.text,
+                              options_.ts_unit);
   }
 
   // probability := '>=' number, the number in [0, 1]
@@ -309,6 +316,104 @@ class Parser {
     } while (accept(TokenKind::kComma));
     expect(TokenKind::kRParen, "',' or ')'");
     return r;
+  }
+
+  // --- window queries -----------------------------------------------------
+
+  // window_query := FROM Type var [ WHERE expr ] WINDOW window
+  //                 [ GROUP BY var.attr { ',' var.attr } ] [ HAVING expr ] RETURN return
+  Query windowQuery() {
+    Query q;
+    take();  // FROM
+    const Token& type = identifier("an event type after FROM");
+    auto source = newPattern(PatternKind::kEvent, type.pos);
+    source->type = type.text;
+    if (peek().kind != TokenKind::kIdent || isWord("WINDOW")) {
+      expected("a variable after the event type, as in 'FROM " + type.text + " t'");
+    }
+    source->var = take().text;
+    q.pattern = source;
+    if (isKeyword(Keyword::kWhere)) {
+      take();
+      q.where = expr();
+    }
+    if (!isWord("WINDOW")) expected(q.where ? "an operator or WINDOW" : "WHERE or WINDOW");
+    q.window = windowSpec();
+    if (isWord("GROUP")) {
+      take();
+      expectKeyword(Keyword::kBy);
+      q.group_by = groupBy(source->var);
+    }
+    if (isWord("HAVING")) {
+      take();
+      q.having = expr();
+    }
+    if (!isKeyword(Keyword::kReturn)) {
+      expected(q.having ? "an operator or RETURN"
+                        : (q.group_by.empty() ? "GROUP BY, HAVING or RETURN" : "HAVING or RETURN"));
+    }
+    take();
+    q.returns = returnClause();
+    if (peek().kind != TokenKind::kEnd) expected("end of input");
+    return q;
+  }
+
+  // window := TUMBLING duration | SLIDING duration EVERY duration | SESSION GAP duration
+  WindowSpec windowSpec() {
+    WindowSpec w;
+    w.pos = take().pos;  // WINDOW
+    if (isWord("TUMBLING")) {
+      take();
+      w.kind = WindowKind::kTumbling;
+      w.length = duration("the window length (TUMBLING)", "TUMBLING ");
+      w.every = w.length;
+    } else if (isWord("SLIDING")) {
+      take();
+      w.kind = WindowKind::kSliding;
+      w.length = duration("the window length (SLIDING)", "SLIDING ");
+      if (!isWord("EVERY")) expected("EVERY and the slide, as in 'SLIDING 60 EVERY 10'");
+      const SourcePos every = take().pos;
+      w.every = duration("the slide (EVERY)", "EVERY ");
+      if (w.every > w.length) {
+        fail(every, "the slide (EVERY " + std::to_string(w.every) +
+                        ") is longer than the window (SLIDING " + std::to_string(w.length) +
+                        "): events between two windows would be in none; use a slide <= the "
+                        "length");
+      }
+    } else if (isWord("SESSION")) {
+      take();
+      w.kind = WindowKind::kSession;
+      if (!isWord("GAP")) expected("GAP and the gap that ends a session, as in 'SESSION GAP 30'");
+      take();
+      w.length = duration("the session gap (GAP)", "SESSION GAP ");
+    } else {
+      expected("TUMBLING, SLIDING or SESSION after WINDOW");
+    }
+    return w;
+  }
+
+  // group_by := var.attr { ',' var.attr }, attributes of the FROM variable
+  std::vector<std::string> groupBy(const std::string& var) {
+    std::vector<std::string> attrs;
+    do {
+      const Token& name = identifier("the FROM variable and an attribute, as in 't.sensor'");
+      if (name.text != var) {
+        fail(name.pos, "GROUP BY names attributes of the FROM variable: write '" + var +
+                           ".attr', found '" + name.text + "'");
+      }
+      expect(TokenKind::kDot, "'.' and an attribute name");
+      const SourcePos pos = peek().pos;
+      std::string attr = attributeName();
+      if (builtinOf(attr) != Builtin::kNone) {
+        fail(pos, "GROUP BY " + var + "." + attr + ": the built-in '" + attr +
+                      "' cannot be a group key");
+      }
+      if (std::find(attrs.begin(), attrs.end(), attr) != attrs.end()) {
+        fail(pos, "duplicate GROUP BY attribute '" + var + "." + attr + "'");
+      }
+      attrs.push_back(std::move(attr));
+    } while (accept(TokenKind::kComma));
+    return attrs;
   }
 
   // --- pattern expressions ------------------------------------------------
@@ -447,7 +552,7 @@ class Parser {
           auto n = newPattern(PatternKind::kTimeRestriction, pos);
           n->children = {pattern()};
           expect(TokenKind::kComma, "',' and a time bound");
-          n->window = duration(DurationUse::kTimeRestriction);
+          n->window = duration("a time restriction", "the time restriction ");
           expect(TokenKind::kRParen, "')'");
           return grown(n);
         }
@@ -759,32 +864,35 @@ class Parser {
     return e;
   }
 
-  // aggregate := (count|sum|avg|min|max) '(' var '[' ']' [ '.' attr ] ')'
+  // aggregate := function '(' var [ '[' ']' ] [ '.' attr ] ')'; `b[]` over a
+  // Kleene variable of a pattern, a bare `t` over a window's events.
   ExprPtr aggregate() {
     const Token& fn = take();
     auto e = newExpr(ExprKind::kAggregate, fn.pos);
     bool known = false;
-    for (AggFunc f :
-         {AggFunc::kCount, AggFunc::kSum, AggFunc::kAvg, AggFunc::kMin, AggFunc::kMax}) {
+    for (AggFunc f : {AggFunc::kCount, AggFunc::kSum, AggFunc::kAvg, AggFunc::kMin, AggFunc::kMax,
+                      AggFunc::kStddev, AggFunc::kFirst, AggFunc::kLast}) {
       if (equalsIgnoreCase(fn.text, aggFuncName(f))) {
         e->agg = f;
         known = true;
       }
     }
     if (!known) {
-      fail(fn.pos, "unknown function '" + fn.text + "'; expected count, sum, avg, min or max");
+      fail(fn.pos, "unknown function '" + fn.text +
+                       "'; expected count, sum, avg, min, max, stddev, first or last");
     }
     take();  // '('
-    e->ref.var = identifier("a Kleene variable").text;
-    e->ref.index = IndexKind::kAll;
-    expect(TokenKind::kLBracket, "'[]' after the Kleene variable");
-    expect(TokenKind::kRBracket, "']'");
+    e->ref.var = identifier("a variable").text;
+    if (accept(TokenKind::kLBracket)) {
+      expect(TokenKind::kRBracket, "']'");
+      e->ref.index = IndexKind::kAll;
+    }
     if (accept(TokenKind::kDot)) {
       e->ref.attr = attributeName();
       e->ref.builtin = builtinOf(e->ref.attr);
     } else if (e->agg != AggFunc::kCount) {
       expected(std::string("'.' and an attribute: ") + aggFuncName(e->agg) + "(" + e->ref.var +
-               "[].attr)");
+               (e->ref.index == IndexKind::kAll ? "[]" : "") + ".attr)");
     }
     expect(TokenKind::kRParen, "')'");
     return e;

@@ -221,7 +221,46 @@ std::string toString(const PatternNode& p) {
   return "?";
 }
 
+namespace {
+
+std::string returnText(const ReturnClause& r) {
+  std::string out = "\nRETURN " + r.type + "(";
+  for (size_t i = 0; i < r.items.size(); ++i) {
+    const ReturnItem& item = r.items[i];
+    if (i > 0) out += ", ";
+    out += toString(*item.expr);
+    if (item.name != defaultReturnName(*item.expr)) out += " AS " + item.name;
+  }
+  return out + ")";
+}
+
+std::string windowQueryText(const Query& q) {
+  std::string out = "FROM " + toString(*q.pattern);
+  if (q.where) out += "\nWHERE " + toString(*q.where);
+  const WindowSpec& w = *q.window;
+  switch (w.kind) {
+    case WindowKind::kTumbling:
+      out += "\nWINDOW TUMBLING " + std::to_string(w.length);
+      break;
+    case WindowKind::kSliding:
+      out += "\nWINDOW SLIDING " + std::to_string(w.length) + " EVERY " + std::to_string(w.every);
+      break;
+    case WindowKind::kSession:
+      out += "\nWINDOW SESSION GAP " + std::to_string(w.length);
+      break;
+  }
+  for (size_t i = 0; i < q.group_by.size(); ++i) {
+    out += (i > 0 ? ", " : "\nGROUP BY ") + q.pattern->var + "." + q.group_by[i];
+  }
+  if (q.having) out += "\nHAVING " + toString(*q.having);
+  if (q.returns) out += returnText(*q.returns);
+  return out;
+}
+
+}  // namespace
+
 std::string toString(const Query& q) {
+  if (q.window) return windowQueryText(q);
   std::string out = "PATTERN " + toString(*q.pattern);
   if (q.where) out += "\nWHERE " + toString(*q.where);
   if (q.within) out += "\nWITHIN " + std::to_string(*q.within);
@@ -234,16 +273,7 @@ std::string toString(const Query& q) {
   }
   out += std::string("\nSTRATEGY ") + strategyName(q.strategy);
   if (q.context != Context::kUnspecified) out += std::string("\nCONTEXT ") + contextName(q.context);
-  if (q.returns) {
-    out += "\nRETURN " + q.returns->type + "(";
-    for (size_t i = 0; i < q.returns->items.size(); ++i) {
-      const ReturnItem& item = q.returns->items[i];
-      if (i > 0) out += ", ";
-      out += toString(*item.expr);
-      if (item.name != defaultReturnName(*item.expr)) out += " AS " + item.name;
-    }
-    out += ")";
-  }
+  if (q.returns) out += returnText(*q.returns);
   return out;
 }
 

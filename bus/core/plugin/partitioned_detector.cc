@@ -1,51 +1,11 @@
 #include "bus/core/plugin/partitioned_detector.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <string_view>
 #include <utility>
 
 namespace cepbus::plugin {
 namespace {
-
-uint64_t mix(uint64_t h, uint64_t v) {
-  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
-}
-
-// Equal Values hash equally: an integral double hashes as the integer, as
-// 1 == 1.0; every NaN hashes alike (KeyEqual makes them one key).
-uint64_t hashValue(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::kNull:
-      return 0x51ed270b27d2b6a5ULL;
-    case Value::Kind::kBool:
-      return v.asBool() ? 0x2545f4914f6cdd1dULL : 0x9e3779b97f4a7c15ULL;
-    case Value::Kind::kInt:
-      return static_cast<uint64_t>(v.asInt()) * 0xff51afd7ed558ccdULL;
-    case Value::Kind::kDouble: {
-      const double d = v.asDouble();
-      if (std::isnan(d)) return 0x7ff8000000000000ULL;
-      if (d == std::trunc(d) && std::fabs(d) < 9.2e18) {
-        return static_cast<uint64_t>(static_cast<int64_t>(d)) * 0xff51afd7ed558ccdULL;
-      }
-      uint64_t bits;
-      static_assert(sizeof bits == sizeof d);
-      std::memcpy(&bits, &d, sizeof bits);
-      return bits * 0xc4ceb9fe1a85ec53ULL;
-    }
-    case Value::Kind::kString:
-      return std::hash<std::string_view>{}(v.asString());
-  }
-  return 0;
-}
-
-bool sameValue(const Value& a, const Value& b) {
-  if (a.isNull() || b.isNull()) return a.isNull() && b.isNull();
-  if (a == b) return true;
-  return a.kind() == Value::Kind::kDouble && b.kind() == Value::Kind::kDouble &&
-         std::isnan(a.asDouble()) && std::isnan(b.asDouble());
-}
 
 // The first error of a sequence of calls.
 void keepFirst(Status& first, Status s) {
@@ -68,17 +28,6 @@ std::optional<Timestamp> largestWindow(std::span<const NamedQuery> queries) {
 }
 
 }  // namespace
-
-size_t PartitionedDetector::KeyHash::operator()(const std::vector<Value>& key) const {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const Value& v : key) h = mix(h, hashValue(v));
-  return static_cast<size_t>(h);
-}
-
-bool PartitionedDetector::KeyEqual::operator()(const std::vector<Value>& a,
-                                               const std::vector<Value>& b) const {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), sameValue);
-}
 
 Result<std::unique_ptr<PartitionedDetector>> PartitionedDetector::create(
     std::span<const std::string> partition_by, std::optional<Timestamp> window, MakeDetector make) {

@@ -92,13 +92,7 @@ class CEPBUS_API PartitionedDetector final : public Detector {
     bool touched = false;  // in touched_
     uint64_t kept = 0;     // its partial matches, as last sampled
   };
-  struct KeyHash {
-    size_t operator()(const std::vector<Value>& key) const;
-  };
-  struct KeyEqual {
-    bool operator()(const std::vector<Value>& a, const std::vector<Value>& b) const;
-  };
-  using Partitions = std::unordered_map<std::vector<Value>, Partition, KeyHash, KeyEqual>;
+  using Partitions = std::unordered_map<std::vector<Value>, Partition, ValueKeyHash, ValueKeyEqual>;
 
   PartitionedDetector(std::vector<Symbol> attrs, std::optional<Timestamp> window, MakeDetector make,
                       std::unique_ptr<Detector> model);

@@ -19,6 +19,7 @@ bool filtersFirstVariable(const pattern::Query& q) {
 
 // The sentence of the rule that put the preferred engine first.
 std::string ruleFor(const PatternSetShape& shape) {
+  if (shape.windowed) return "auto: a window query (FROM ... WINDOW), the window engine";
   if (shape.patterns >= kMergeFromPatterns) {
     return "auto: " + countOf(shape.patterns) + ", merged Petri net from " +
            countOf(kMergeFromPatterns);
@@ -33,14 +34,18 @@ std::string ruleFor(const PatternSetShape& shape) {
 }  // namespace
 
 PatternSetShape shapeOf(std::span<const pattern::Query* const> queries) {
-  return PatternSetShape{
-      queries.size(),
-      !queries.empty() && std::all_of(queries.begin(), queries.end(), [](const pattern::Query* q) {
-        return filtersFirstVariable(*q);
-      })};
+  return PatternSetShape{queries.size(),
+                         !queries.empty() && std::all_of(queries.begin(), queries.end(),
+                                                         [](const pattern::Query* q) {
+                                                           return filtersFirstVariable(*q);
+                                                         }),
+                         std::any_of(queries.begin(), queries.end(), [](const pattern::Query* q) {
+                           return q->window.has_value();
+                         })};
 }
 
 std::vector<std::string_view> autoCandidates(const PatternSetShape& shape) {
+  if (shape.windowed) return {"window"};
   if (shape.patterns >= kMergeFromPatterns || shape.filtered_start) {
     return {"petri", "nfa", "algebra", "join"};
   }

@@ -2,7 +2,8 @@
 
 // engine="auto": which engine runs a query or a set of queries.
 //
-// The rule (docs/engines.md, "Choosing an engine: auto"), as
+// A window query (FROM ... WINDOW) goes to the window engine, the only one
+// that runs windows. For patterns, the rule (docs/engines.md, "Choosing an engine: auto"), as
 // tests/bench/engine_sweep.py measures it: from kMergeFromPatterns patterns
 // on, the petri engine's merged net, which shares the work of patterns with
 // common parts, is fastest. For a single pattern it depends on where the
@@ -47,6 +48,9 @@ struct PatternSetShape {
   // Every pattern's first variable is narrowed by a WHERE conjunct that
   // mentions it alone (`a.x = 3`, `a.price > 100`).
   bool filtered_start = false;
+  // One of the queries is a window query (FROM ... WINDOW): only the window
+  // engine runs those, so it is the one candidate.
+  bool windowed = false;
 };
 
 // The shape of a set of one or more queries.

@@ -408,7 +408,8 @@ TEST(ParserTest, SyntaxErrorsNameLineColumnExpectedAndFound) {
   EXPECT_EQ(errorOf("PATTERN SEQ(A a, B+ b[]) WHERE sum(b[]) > 1"),
             "line 1, column 39: expected '.' and an attribute: sum(b[].attr), found ')'");
   EXPECT_EQ(errorOf("PATTERN SEQ(A a, B+ b[]) WHERE median(b[].x) > 1"),
-            "line 1, column 32: unknown function 'median'; expected count, sum, avg, min or max");
+            "line 1, column 32: unknown function 'median'; expected count, sum, avg, min, max, "
+            "stddev, first or last");
   EXPECT_EQ(errorOf("PATTERN A a STRATEGY skip_till_some_match"),
             "line 1, column 22: unknown strategy 'skip_till_some_match'; expected "
             "strict_contiguity, skip_till_next_match or skip_till_any_match");

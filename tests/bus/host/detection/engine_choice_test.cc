@@ -135,6 +135,29 @@ TEST(EngineChoiceTest, OnlyAPredicateOverTheFirstVariableAloneFiltersTheStart) {
   EXPECT_EQ(shapeOf(twice).patterns, 2u);
 }
 
+TEST(EngineChoiceTest, WindowQueriesGoToTheWindowEngineAlone) {
+  const pattern::Query window =
+      parsed("FROM T t WHERE t.x = 3 WINDOW TUMBLING 10 GROUP BY t.k RETURN R(count(t))");
+  const pattern::Query pattern = parsed("PATTERN SEQ(A a, B b) WITHIN 9");
+  const pattern::Query* one = &window;
+  EXPECT_TRUE(shapeOf({&one, 1}).windowed);
+  const pattern::Query* mixed[] = {&pattern, &window};
+  EXPECT_TRUE(shapeOf(mixed).windowed);
+  const pattern::Query* none = &pattern;
+  EXPECT_FALSE(shapeOf({&none, 1}).windowed);
+  FakeEngines engines;
+  auto choice = chooseEngine(shapeOf({&one, 1}), engines.probe());
+  ASSERT_TRUE(choice.isOk());
+  EXPECT_EQ(choice->engine, "window");
+  EXPECT_EQ(engines.asked, std::vector<std::string>{"window"});
+  EXPECT_EQ(choice->reason, "auto: a window query (FROM ... WINDOW), the window engine");
+  // Without the window engine, the refusal says so rather than trying a pattern engine.
+  FakeEngines without{{"window"}, {}};
+  auto refused = chooseEngine(shapeOf({&one, 1}), without.probe());
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_EQ(without.asked, std::vector<std::string>{"window"});
+}
+
 // The trial settles only what the rule guesses from the text: nfa against petri.
 TEST(EngineChoiceTest, NfaAndPetriAreTriedAgainstEachOther) {
   EXPECT_EQ(trialChallengers("nfa"), std::vector<std::string_view>{"petri"});

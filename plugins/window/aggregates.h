@@ -1,0 +1,78 @@
+#pragma once
+
+// The aggregates of the window engine, kept as mergeable running state: the
+// state of a pane (or a session) is built event by event, and the state of a
+// window is the merge of its panes in time order, so no window ever goes back
+// over its events.
+//
+// Values follow the pattern language's aggregates (expr_compiler.h):
+// count(t) counts the events, count(t.x) those that have x; sum, avg, min,
+// max and stddev (sample) read numbers only, skipping the rest; sum of
+// nothing is 0, sum of ints stays an int (a double once it would overflow);
+// avg, min, max of nothing and stddev of fewer than two are Missing (a null
+// Value); first and last are the earliest and latest present value.
+//
+// Thread safety: none; owned by one detector.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/pattern/ast.h"
+#include "bus/core/symbol.h"
+#include "bus/core/value.h"
+
+namespace cepbus::plugins::window {
+
+// What one aggregate reads: an attribute, a built-in, or (count(t)) nothing.
+struct AggregateColumn {
+  pattern::AggFunc func = pattern::AggFunc::kCount;
+  pattern::Builtin builtin = pattern::Builtin::kNone;
+  Symbol attr;  // empty for count(t) and for built-ins
+
+  bool countsEvents() const { return attr.empty() && builtin == pattern::Builtin::kNone; }
+  bool operator==(const AggregateColumn&) const = default;
+};
+
+// The running state of one column over a set of events.
+class ColumnState {
+ public:
+  // `v`: the event's value of the column (nullptr when it has none).
+  void add(const Value* v);
+  // Appends the state of events that all come after these ones.
+  void merge(const ColumnState& later);
+  // The aggregate's value; a null Value for Missing.
+  Value result(pattern::AggFunc func) const;
+
+ private:
+  int64_t present_ = 0;  // values present, numbers or not
+  int64_t numbers_ = 0;
+  int64_t int_sum_ = 0;
+  bool all_int_ = true;
+  double sum_ = 0;
+  double mean_ = 0;  // Welford / Chan: running mean and sum of squared deviations
+  double m2_ = 0;
+  Value min_;
+  Value max_;
+  Value first_;
+  Value last_;
+};
+
+// The state of every column of a query over one pane, window or session.
+class Accumulator {
+ public:
+  explicit Accumulator(size_t columns) : columns_(columns) {}
+
+  void add(const Event& event, std::span<const AggregateColumn> columns);
+  void merge(const Accumulator& later);
+  // Column i's value (a null Value for Missing).
+  Value result(size_t i, const AggregateColumn& column) const;
+  int64_t events() const { return events_; }
+
+ private:
+  int64_t events_ = 0;
+  std::vector<ColumnState> columns_;
+};
+
+}  // namespace cepbus::plugins::window

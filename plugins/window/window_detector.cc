@@ -1,0 +1,200 @@
+#include "plugins/window/window_detector.h"
+
+#include <algorithm>
+#include <span>
+#include <utility>
+
+#include "bus/core/pattern/expr_compiler.h"
+
+namespace cepbus::plugins::window {
+namespace {
+
+// Division rounding towards minus infinity, for times before ts 0.
+int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
+
+class ResultComposer final : public plugin::MatchComposer {
+ public:
+  // The window's result is the match's one event.
+  EventPtr compose(const plugin::Match& match) const override { return match.event(0); }
+};
+
+const ResultComposer kComposer;
+
+}  // namespace
+
+WindowDetector::WindowDetector(PlanPtr plan, plugin::MatchSink& sink)
+    : plan_(std::move(plan)), sink_(sink) {}
+
+Status WindowDetector::onEvent(const EventPtr& event) {
+  if (event->ts() >= due_) closeBefore(event->ts());
+  if (event->type() != plan_->type || !passes(*event)) return Status::ok();
+  Group* group = groupOf(*event);
+  if (group == nullptr) {
+    ++refused_events_;
+    return Status::ok();
+  }
+  add(*group, *event);
+  peak_open_ = std::max(peak_open_, open_);
+  return Status::ok();
+}
+
+Status WindowDetector::flush() {
+  closeBefore(std::nullopt);
+  return Status::ok();
+}
+
+bool WindowDetector::passes(const Event& event) const {
+  pattern::SlotBinding binding;
+  binding.event = &event;
+  const std::span<const pattern::SlotBinding> bindings(&binding, 1);
+  return std::all_of(plan_->where.begin(), plan_->where.end(),
+                     [&](const pattern::Conjunct& c) { return c.test(bindings); });
+}
+
+WindowDetector::Group* WindowDetector::groupOf(const Event& event) {
+  std::vector<Value> key;
+  key.reserve(plan_->group_by.size());
+  for (Symbol attr : plan_->group_by) {
+    const Value* v = event.find(attr);
+    key.push_back(v == nullptr ? Value() : *v);
+  }
+  auto it = groups_.find(key);
+  if (it != groups_.end()) return &it->second;
+  if (groups_.size() >= plan_->max_groups) return nullptr;
+  Group& group = groups_[key];
+  group.seq = next_seq_++;
+  group.key = std::move(key);
+  return &group;
+}
+
+int64_t WindowDetector::firstWindowHolding(int64_t pane) const {
+  return ceilDiv(pane * plan_->pane + plan_->pane - plan_->length, plan_->every);
+}
+
+void WindowDetector::add(Group& group, const Event& event) {
+  const Timestamp ts = event.ts();
+  const size_t columns = plan_->columns.size();
+  if (plan_->kind == pattern::WindowKind::kSession) {
+    if (!group.session) {
+      group.session.emplace(columns);
+      group.first = ts;
+      ++open_;
+      due_ = std::min(due_, ts + plan_->length + 1);
+    }
+    group.last = ts;
+    group.session->add(event, plan_->columns);
+    return;
+  }
+  const int64_t pane = floorDiv(ts, plan_->pane);
+  if (group.panes.empty() || group.panes.back().index != pane) {
+    if (group.panes.empty())
+      group.next_window = std::max(group.next_window, firstWindowHolding(pane));
+    group.panes.push_back(Pane{pane, Accumulator(columns)});
+    ++open_;
+  }
+  group.panes.back().acc.add(event, plan_->columns);
+  if (const auto due = dueOf(group)) due_ = std::min(due_, *due);
+}
+
+std::optional<Timestamp> WindowDetector::dueOf(const Group& group) const {
+  if (plan_->kind == pattern::WindowKind::kSession) {
+    if (!group.session) return std::nullopt;
+    return group.last + plan_->length + 1;
+  }
+  if (group.panes.empty()) return std::nullopt;
+  const int64_t k = std::max(group.next_window, firstWindowHolding(group.panes.front().index));
+  return k * plan_->every + plan_->length;
+}
+
+void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
+                                  std::vector<Closed>& out) {
+  if (plan_->kind == pattern::WindowKind::kSession) {
+    if (group.session && (!now || *now > group.last + plan_->length)) {
+      out.push_back(
+          Closed{group.first, group.last, group.seq, &group.key, std::move(*group.session)});
+      group.session.reset();
+      --open_;
+    }
+    return;
+  }
+  const int64_t p = plan_->pane;
+  while (!group.panes.empty()) {
+    const int64_t k = std::max(group.next_window, firstWindowHolding(group.panes.front().index));
+    const Timestamp start = k * plan_->every;
+    if (now && start + plan_->length > *now) {
+      group.next_window = k;
+      return;
+    }
+    const int64_t end_pane = (start + plan_->length) / p;  // exclusive; the window is whole panes
+    Accumulator acc(plan_->columns.size());
+    for (const Pane& pane : group.panes) {
+      if (pane.index >= end_pane) break;
+      acc.merge(pane.acc);
+    }
+    out.push_back(Closed{start, start + plan_->length - 1, group.seq, &group.key, std::move(acc)});
+    group.next_window = k + 1;
+    const int64_t kept_from = floorDiv(group.next_window * plan_->every, p);
+    while (!group.panes.empty() && group.panes.front().index < kept_from) {
+      group.panes.pop_front();
+      --open_;
+    }
+  }
+}
+
+void WindowDetector::closeBefore(std::optional<Timestamp> now) {
+  std::vector<Closed> closed;
+  due_ = INT64_MAX;
+  for (auto& [key, group] : groups_) {
+    closeWindows(group, now, closed);
+    if (const auto due = dueOf(group)) due_ = std::min(due_, *due);
+  }
+  std::sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) {
+    return a.start != b.start ? a.start < b.start : a.seq < b.seq;
+  });
+  for (const Closed& c : closed) emit(c);
+  // Forgotten only now: `closed` points at the keys.
+  std::erase_if(groups_, [](const auto& entry) {
+    return entry.second.panes.empty() && !entry.second.session;
+  });
+}
+
+void WindowDetector::emit(const Closed& closed) {
+  const Plan& plan = *plan_;
+  EventBuilder row(plan.type);
+  for (size_t i = 0; i < plan.columns.size(); ++i) {
+    Value v = closed.acc.result(i, plan.columns[i]);
+    if (!v.isNull()) row.set(plan.column_names[i], std::move(v));
+  }
+  for (size_t j = 0; j < plan.key_names.size(); ++j) {
+    if (!(*closed.key)[j].isNull()) row.set(plan.key_names[j], (*closed.key)[j]);
+  }
+  const EventPtr row_event = row.build();
+  pattern::SlotBinding binding;
+  binding.event = row_event.get();
+  const std::span<const pattern::SlotBinding> bindings(&binding, 1);
+  if (plan.having && !plan.having->test(bindings)) return;
+  EventBuilder result(plan.returns.type);
+  result.interval(closed.start, closed.end);
+  plan.returns.apply(bindings, 1.0, result);
+  const EventPtr composite = result.build();
+  const EventPtr* events[] = {&composite};
+  const uint32_t ends[] = {1};
+  sink_.onMatch(plugin::Match(events, ends, &kComposer));
+}
+
+Result<std::string> WindowDetector::exportModel(std::string_view format) const {
+  if (format != "json") {
+    return Status::invalidArgument("the window engine exports its state as json only");
+  }
+  return "{\"groups\":" + std::to_string(groups_.size()) +
+         ",\"max_groups\":" + std::to_string(plan_->max_groups) +
+         ",\"refused_events\":" + std::to_string(refused_events_) +
+         ",\"open\":" + std::to_string(open_) + "}";
+}
+
+std::optional<plugin::DetectorState> WindowDetector::state() const {
+  return plugin::DetectorState{open_, peak_open_};
+}
+
+}  // namespace cepbus::plugins::window

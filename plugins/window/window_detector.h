@@ -1,0 +1,102 @@
+#pragma once
+
+// The window engine's detector: tumbling, sliding and session windows per
+// group, each result a composite event (docs/pattern-language.md, "Windows").
+//
+// Tumbling and sliding windows share panes: time is cut into panes of
+// gcd(L, S) units aligned to ts 0, an event updates the one pane it falls in
+// (its group's newest), and a window's result merges the group's non-empty
+// panes inside it, so an event costs the same whatever L/S is and no window
+// goes back over its events. A pane is dropped once every window that holds
+// it has come out. A session is one running state per group.
+//
+// Events come in ts order (the host reorders them within the query's maximum
+// delay): an event at ts closes every window ending at or before ts (a
+// window [s, e) holds ts < e) and every session whose last event is more
+// than the gap before ts; flush() closes the rest. Results closing together
+// come out by window start, then by group in order of first appearance.
+//
+// Memory: the groups with an open pane or session, at most max_groups; an
+// event of a new group beyond that is refused and counted (exportModel
+// "json"), never stored. A group with nothing open is forgotten.
+// state().partial_matches is the open panes plus open sessions.
+//
+// Thread safety: none (Detector); the sink must outlive the detector.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/core/event.h"
+#include "bus/core/plugin/detector.h"
+#include "bus/core/status.h"
+#include "bus/core/value.h"
+#include "plugins/window/aggregates.h"
+#include "plugins/window/window_plan.h"
+
+namespace cepbus::plugins::window {
+
+class WindowDetector final : public plugin::Detector {
+ public:
+  WindowDetector(PlanPtr plan, plugin::MatchSink& sink);
+
+  Status onEvent(const EventPtr& event) override;
+  Status flush() override;
+  // "json": {"groups":N,"max_groups":M,"refused_events":R,"open":P}.
+  Result<std::string> exportModel(std::string_view format) const override;
+  std::optional<plugin::DetectorState> state() const override;
+
+ private:
+  struct Pane {
+    int64_t index;
+    Accumulator acc;
+  };
+  struct Group {
+    uint64_t seq = 0;  // order of first appearance
+    std::vector<Value> key;
+    std::deque<Pane> panes;           // non-empty panes, oldest first
+    int64_t next_window = INT64_MIN;  // no window before it comes out (tumbling, sliding)
+    std::optional<Accumulator> session;
+    Timestamp first = 0;  // the open session's first and last ts
+    Timestamp last = 0;
+  };
+  struct Closed {
+    Timestamp start;
+    Timestamp end;
+    uint64_t seq;
+    const std::vector<Value>* key;
+    Accumulator acc;
+  };
+  using Groups = std::unordered_map<std::vector<Value>, Group, ValueKeyHash, ValueKeyEqual>;
+
+  bool passes(const Event& event) const;
+  // The group of `event`, made when new; nullptr when max_groups refuses it.
+  Group* groupOf(const Event& event);
+  void add(Group& group, const Event& event);
+  // Closes whatever ends before `now` (everything when `now` is nullopt).
+  void closeBefore(std::optional<Timestamp> now);
+  void closeWindows(Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
+  // When the group's next result is due: the end of its next window, or one
+  // past its session's gap; nullopt when it has nothing open.
+  std::optional<Timestamp> dueOf(const Group& group) const;
+  void emit(const Closed& closed);
+
+  int64_t firstWindowHolding(int64_t pane) const;
+
+  PlanPtr plan_;
+  plugin::MatchSink& sink_;
+  Groups groups_;
+  uint64_t next_seq_ = 0;
+  // No result is due before this time (a lower bound: a session extended
+  // since it was computed is due later).
+  Timestamp due_ = INT64_MAX;
+  uint64_t open_ = 0;  // panes and sessions held
+  uint64_t peak_open_ = 0;
+  uint64_t refused_events_ = 0;
+};
+
+}  // namespace cepbus::plugins::window

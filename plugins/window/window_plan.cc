@@ -1,0 +1,118 @@
+#include "plugins/window/window_plan.h"
+
+#include <algorithm>
+#include <charconv>
+#include <numeric>
+#include <string>
+#include <utility>
+
+namespace cepbus::plugins::window {
+namespace {
+
+using pattern::Expr;
+using pattern::ExprKind;
+using pattern::ExprPtr;
+
+// Rewrites RETURN and HAVING expressions into reads of the row event,
+// collecting the aggregate columns as it meets them (each distinct one once).
+class RowRewriter {
+ public:
+  explicit RowRewriter(Plan& plan, std::string var) : plan_(plan), var_(std::move(var)) {}
+
+  ExprPtr rewrite(const ExprPtr& e) {
+    auto out = std::make_shared<Expr>(*e);
+    if (e->kind == ExprKind::kAggregate) {
+      out->kind = ExprKind::kAttr;
+      out->ref = rowRef(columnOf(*e));
+    } else if (e->kind == ExprKind::kAttr) {
+      // The checker admits only group keys here.
+      const auto key =
+          std::find(plan_.group_by.begin(), plan_.group_by.end(), Symbol::intern(e->ref.attr));
+      out->ref = rowRef(plan_.key_names[static_cast<size_t>(key - plan_.group_by.begin())]);
+    }
+    if (e->lhs) out->lhs = rewrite(e->lhs);
+    if (e->rhs) out->rhs = rewrite(e->rhs);
+    return out;
+  }
+
+ private:
+  Symbol columnOf(const Expr& e) {
+    AggregateColumn column{e.agg, e.ref.builtin,
+                           e.ref.builtin == pattern::Builtin::kNone && !e.ref.attr.empty()
+                               ? Symbol::intern(e.ref.attr)
+                               : Symbol()};
+    auto it = std::find(plan_.columns.begin(), plan_.columns.end(), column);
+    if (it != plan_.columns.end()) {
+      return plan_.column_names[static_cast<size_t>(it - plan_.columns.begin())];
+    }
+    plan_.columns.push_back(column);
+    plan_.column_names.push_back(Symbol::intern("#a" + std::to_string(plan_.columns.size() - 1)));
+    return plan_.column_names.back();
+  }
+
+  pattern::AttrRef rowRef(Symbol attr) const {
+    pattern::AttrRef ref;
+    ref.var = var_;
+    ref.attr = std::string(attr.name());
+    return ref;
+  }
+
+  Plan& plan_;
+  std::string var_;
+};
+
+Status applyOptions(const plugin::DetectorOptions& options, Plan& plan) {
+  static constexpr std::string_view kKnown[] = {"max_groups"};
+  if (Status s = options.checkKnown(kKnown, "window"); !s) return s;
+  if (const std::string* text = options.find("max_groups")) {
+    size_t n = 0;
+    const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+    if (ec != std::errc() || end != text->data() + text->size() || n == 0) {
+      return Status::invalidArgument("window engine: option max_groups=" + *text +
+                                     ": expected an integer >= 1");
+    }
+    plan.max_groups = n;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorOptions& options) {
+  if (!query.window || !query.returns) {
+    return Status::invalidArgument(
+        "the window engine runs window queries (FROM Type t ... WINDOW ... RETURN ...), not "
+        "patterns; run patterns with engine nfa, petri, algebra or auto");
+  }
+  auto plan = std::make_shared<Plan>();
+  if (Status s = applyOptions(options, *plan); !s) return s;
+  const pattern::PatternNode& source = *query.pattern;
+  plan->type = Symbol::intern(source.type);
+  const pattern::BindingLayout layout = pattern::BindingLayout::forQuery(query);
+  auto where = pattern::compileConjuncts(query.where, layout);
+  if (!where) return where.status();
+  plan->where = std::move(where).value();
+  plan->kind = query.window->kind;
+  plan->length = query.window->length;
+  plan->every = query.window->every;
+  plan->pane =
+      plan->kind == pattern::WindowKind::kSession ? 0 : std::gcd(plan->length, plan->every);
+  for (size_t j = 0; j < query.group_by.size(); ++j) {
+    plan->group_by.push_back(Symbol::intern(query.group_by[j]));
+    plan->key_names.push_back(Symbol::intern("#g" + std::to_string(j)));
+  }
+  RowRewriter rows(*plan, source.var);
+  pattern::ReturnClause returns = *query.returns;
+  for (pattern::ReturnItem& item : returns.items) item.expr = rows.rewrite(item.expr);
+  auto compiled = pattern::compileReturn(returns, layout);
+  if (!compiled) return compiled.status();
+  plan->returns = std::move(compiled).value();
+  if (query.having) {
+    auto having = pattern::compileExpr(*rows.rewrite(query.having), layout);
+    if (!having) return having.status();
+    plan->having = std::move(having).value();
+  }
+  return PlanPtr(std::move(plan));
+}
+
+}  // namespace cepbus::plugins::window

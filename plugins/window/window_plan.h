@@ -1,0 +1,57 @@
+#pragma once
+
+// The window engine's compiled query: what FROM Type t [WHERE ...] WINDOW ...
+// [GROUP BY ...] [HAVING ...] RETURN ... becomes (docs/pattern-language.md,
+// "Windows").
+//
+// RETURN and HAVING are compiled with the core's expression compiler over a
+// "row": one event per closed window and group whose attributes are the
+// aggregate columns and the group keys, bound to the FROM variable. Each
+// aggregate and group key of the text is rewritten into a read of the row,
+// so results follow the language's rules for arithmetic, comparisons and
+// Missing values exactly as patterns do.
+//
+// Thread safety: a Plan is immutable once compiled and shared by the
+// factory's detectors.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "bus/core/pattern/ast.h"
+#include "bus/core/pattern/expr_compiler.h"
+#include "bus/core/plugin/detector.h"
+#include "bus/core/status.h"
+#include "bus/core/symbol.h"
+#include "plugins/window/aggregates.h"
+
+namespace cepbus::plugins::window {
+
+// The groups a detector keeps at most unless the option max_groups says
+// otherwise: events of further groups are refused and counted.
+inline constexpr size_t kDefaultMaxGroups = 100000;
+
+struct Plan {
+  Symbol type;                           // the FROM event type
+  std::vector<pattern::Conjunct> where;  // over slot 0, the FROM variable
+  pattern::WindowKind kind = pattern::WindowKind::kTumbling;
+  int64_t length = 0;  // L, or the session gap G
+  int64_t every = 0;   // S (L for tumbling)
+  int64_t pane = 0;    // gcd(L, S): every window is a whole number of panes
+  std::vector<Symbol> group_by;
+  std::vector<AggregateColumn> columns;
+  std::vector<Symbol> column_names;  // the row attribute of each column
+  std::vector<Symbol> key_names;     // the row attribute of each group key
+  std::optional<pattern::CompiledExpr> having;
+  pattern::CompiledReturn returns;
+  size_t max_groups = kDefaultMaxGroups;
+};
+using PlanPtr = std::shared_ptr<const Plan>;
+
+// Compiles a window query; InvalidArgument for a pattern query, an unknown
+// option or a bad max_groups.
+Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorOptions& options);
+
+}  // namespace cepbus::plugins::window

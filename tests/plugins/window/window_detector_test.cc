@@ -1,0 +1,194 @@
+// The window engine on hand-computed cases: when each kind of window closes,
+// what its result holds, HAVING, group keys, the group cap, and what it
+// refuses. The random comparison with a brute-force reference is
+// window_differential_test.cc.
+
+#include "plugins/window/window_detector.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bus/core/pattern/parser.h"
+#include "plugins/window/window_plan.h"
+#include "tests/plugins/window/window_test_support.h"
+
+namespace cepbus::plugins::window {
+namespace {
+
+using testing::describeAll;
+using testing::ResultSink;
+
+struct WindowRun {
+  explicit WindowRun(std::string_view query, std::vector<std::string> options = {}) {
+    auto q = pattern::parseQuery(query);
+    EXPECT_TRUE(q.isOk()) << q.status().message();
+    auto opts = plugin::DetectorOptions::parse(options);
+    EXPECT_TRUE(opts.isOk());
+    auto plan = compilePlan(*q, *opts);
+    EXPECT_TRUE(plan.isOk()) << plan.status().message();
+    detector = std::make_unique<WindowDetector>(*plan, sink);
+  }
+  // Feeds one event and returns how many results are out so far.
+  size_t feed(std::string_view type, Timestamp ts,
+              const std::vector<std::pair<std::string, Value>>& attrs) {
+    EventBuilder b(type);
+    b.at(ts);
+    for (const auto& [name, value] : attrs) b.set(name, value);
+    EXPECT_TRUE(detector->onEvent(b.build()).isOk());
+    return sink.results.size();
+  }
+  std::vector<std::string> flush() {
+    EXPECT_TRUE(detector->flush().isOk());
+    return describeAll(sink.results);
+  }
+
+  ResultSink sink;
+  std::unique_ptr<WindowDetector> detector;
+};
+
+TEST(WindowDetectorTest, TumblingWindowsCloseWhenTimePassesTheirEnd) {
+  WindowRun run(
+      "FROM Temp t WINDOW TUMBLING 10 GROUP BY t.sensor "
+      "RETURN Mean(t.sensor AS sensor, avg(t.v) AS mean, count(t) AS n)");
+  EXPECT_EQ(run.feed("Temp", 1, {{"sensor", "a"}, {"v", 10}}), 0u);
+  EXPECT_EQ(run.feed("Temp", 9, {{"sensor", "a"}, {"v", 20}}), 0u);
+  EXPECT_EQ(run.feed("Temp", 9, {{"sensor", "b"}, {"v", 5}}), 0u);
+  // ts 10 is in [10, 20): it closes [0, 10) for both groups, in order of first appearance.
+  EXPECT_EQ(run.feed("Temp", 10, {{"sensor", "a"}, {"v", 1}}), 2u);
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "Mean [0,9] mean=15.0 n=2 sensor=\"a\"",
+                             "Mean [0,9] mean=5.0 n=1 sensor=\"b\"",
+                             "Mean [10,19] mean=1.0 n=1 sensor=\"a\"",
+                         }));
+}
+
+TEST(WindowDetectorTest, OtherEventsMoveTimeToo) {
+  WindowRun run("FROM Temp t WINDOW TUMBLING 10 RETURN N(count(t))");
+  run.feed("Temp", 3, {});
+  EXPECT_EQ(run.feed("Other", 12, {}), 1u);
+}
+
+TEST(WindowDetectorTest, SlidingWindowsShareTheirPanes) {
+  // Windows [5k, 5k + 10): ts 7 is in [0,10) and [5,15); ts 12 in [5,15) and [10,20).
+  WindowRun run(
+      "FROM T t WINDOW SLIDING 10 EVERY 5 RETURN S(sum(t.v) AS s, first(t.v) AS f, "
+      "last(t.v) AS l, min(t.v) AS lo, max(t.v) AS hi)");
+  run.feed("T", 7, {{"v", 1}});
+  run.feed("T", 12, {{"v", 2}});
+  EXPECT_EQ(run.feed("T", 15, {{"v", 4}}), 2u);  // [0,10) and [5,15) are out
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "S [0,9] f=1 hi=1 l=1 lo=1 s=1",
+                             "S [5,14] f=1 hi=2 l=2 lo=1 s=3",
+                             "S [10,19] f=2 hi=4 l=4 lo=2 s=6",
+                             "S [15,24] f=4 hi=4 l=4 lo=4 s=4",
+                         }));
+}
+
+TEST(WindowDetectorTest, SlidingWithASlideThatDoesNotDivideTheLength) {
+  // L = 6, S = 4: panes of gcd 2; windows [4k, 4k + 6).
+  WindowRun run("FROM T t WINDOW SLIDING 6 EVERY 4 RETURN C(count(t) AS n)");
+  for (Timestamp ts : {1, 3, 5, 7}) run.feed("T", ts, {});
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "C [-4,1] n=1",
+                             "C [0,5] n=3",
+                             "C [4,9] n=2",
+                         }));
+}
+
+TEST(WindowDetectorTest, WindowsAlignToTsZeroBeforeItToo) {
+  WindowRun run("FROM T t WINDOW TUMBLING 5 RETURN C(count(t) AS n)");
+  run.feed("T", -3, {});
+  run.feed("T", -1, {});
+  run.feed("T", 0, {});
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{"C [-5,-1] n=2", "C [0,4] n=1"}));
+}
+
+TEST(WindowDetectorTest, SessionsEndAfterAGapLongerThanG) {
+  WindowRun run(
+      "FROM Trade x WINDOW SESSION GAP 2 GROUP BY x.sym "
+      "RETURN Burst(x.sym AS sym, count(x) AS n, stddev(x.p) AS sd)");
+  run.feed("Trade", 1, {{"sym", "A"}, {"p", 1}});
+  run.feed("Trade", 3, {{"sym", "A"}, {"p", 3}});  // a gap of exactly 2 keeps the session
+  EXPECT_EQ(run.feed("Trade", 5, {{"sym", "B"}, {"p", 1}}), 0u);
+  EXPECT_EQ(run.feed("Trade", 6, {{"sym", "B"}, {"p", 1}}), 1u);  // 6 - 3 > 2 ends A's
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "Burst [1,3] n=2 sd=1.4142135623730951 sym=\"A\"",
+                             "Burst [5,6] n=2 sd=0.0 sym=\"B\"",
+                         }));
+}
+
+TEST(WindowDetectorTest, WhereFiltersEventsAndHavingFiltersResults) {
+  WindowRun run(
+      "FROM T t WHERE t.v > 0 WINDOW TUMBLING 10 GROUP BY t.g HAVING count(t) >= 2 "
+      "RETURN R(t.g AS g, count(t.v) AS n, stddev(t.v) AS sd)");
+  run.feed("T", 1, {{"g", 1}, {"v", 5}});
+  run.feed("T", 2, {{"g", 1}, {"v", -5}});  // fails WHERE
+  run.feed("T", 3, {{"g", 2}, {"v", 5}});
+  run.feed("T", 4, {{"g", 2}, {"v", 7}});
+  run.feed("T", 5, {{"g", 1}, {"v", -1}});
+  // Group 1 has one WHERE-passing event: HAVING drops it. A window with none gives nothing.
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{"R [0,9] g=2 n=2 sd=1.4142135623730951"}));
+}
+
+TEST(WindowDetectorTest, MissingAndNonNumericValuesAreSkipped) {
+  WindowRun run(
+      "FROM T t WINDOW TUMBLING 10 RETURN R(count(t) AS all, count(t.v) AS has, "
+      "sum(t.v) AS s, avg(t.v) AS a, stddev(t.v) AS sd, first(t.v) AS f)");
+  run.feed("T", 1, {{"v", "n/a"}});
+  run.feed("T", 2, {});
+  run.feed("T", 3, {{"v", 2.5}});
+  // stddev of one number is Missing, so the attribute is absent; first is the first present value.
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{"R [0,9] a=2.5 all=3 f=\"n/a\" has=2 s=2.5"}));
+}
+
+TEST(WindowDetectorTest, KeysEqualAsValuesAreOneGroup) {
+  // 1 and 1.0 are one group, events without the key share the null group,
+  // and every NaN is one group (not one per event, which would fill the cap).
+  WindowRun run("FROM T t WINDOW TUMBLING 10 GROUP BY t.g RETURN R(count(t) AS n)",
+                {"max_groups=3"});
+  run.feed("T", 1, {{"g", 1}});
+  run.feed("T", 2, {{"g", 1.0}});
+  run.feed("T", 3, {});
+  run.feed("T", 4, {});
+  run.feed("T", 5, {{"g", std::nan("")}});
+  run.feed("T", 6, {{"g", std::nan("")}});
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{"R [0,9] n=2", "R [0,9] n=2", "R [0,9] n=2"}));
+  EXPECT_EQ(*run.detector->exportModel("json"),
+            "{\"groups\":0,\"max_groups\":3,\"refused_events\":0,\"open\":0}");
+}
+
+TEST(WindowDetectorTest, GroupsBeyondTheCapAreRefusedAndCounted) {
+  WindowRun run("FROM T t WINDOW TUMBLING 10 GROUP BY t.g RETURN R(t.g AS g, count(t) AS n)",
+                {"max_groups=2"});
+  run.feed("T", 1, {{"g", 1}});
+  run.feed("T", 2, {{"g", 2}});
+  run.feed("T", 3, {{"g", 3}});  // a third group while two are open
+  run.feed("T", 4, {{"g", 1}});
+  EXPECT_EQ(*run.detector->exportModel("json"),
+            "{\"groups\":2,\"max_groups\":2,\"refused_events\":1,\"open\":2}");
+  EXPECT_EQ(run.detector->state()->partial_matches, 2u);
+  // Once [0,10) closes the groups are forgotten, and a new one fits.
+  run.feed("T", 11, {{"g", 3}});
+  EXPECT_EQ(run.flush(),
+            (std::vector<std::string>{"R [0,9] g=1 n=2", "R [0,9] g=2 n=1", "R [10,19] g=3 n=1"}));
+  EXPECT_EQ(run.detector->state()->partial_matches, 0u);
+}
+
+TEST(WindowDetectorTest, RefusesPatternsAndBadOptions) {
+  auto pattern = pattern::parseQuery("PATTERN SEQ(A a, B b)");
+  auto refused = compilePlan(*pattern, {});
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_NE(refused.status().message().find("runs window queries"), std::string::npos);
+  auto window = pattern::parseQuery("FROM T t WINDOW TUMBLING 1 RETURN R(count(t))");
+  const std::vector<std::string> bad = {"max_groups=0"};
+  auto cap = compilePlan(*window, *plugin::DetectorOptions::parse(bad));
+  ASSERT_FALSE(cap.isOk());
+  EXPECT_EQ(cap.status().message(), "window engine: option max_groups=0: expected an integer >= 1");
+}
+
+}  // namespace
+}  // namespace cepbus::plugins::window
