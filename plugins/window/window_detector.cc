@@ -39,8 +39,12 @@ Status WindowDetector::onEvent(const EventPtr& event) {
   return Status::ok();
 }
 
-Status WindowDetector::flush() {
-  closeBefore(std::nullopt);
+Status WindowDetector::onWatermark(Timestamp t) {
+  if (t == kEndOfTime) {
+    closeBefore(std::nullopt);
+  } else if (t + 1 >= due_) {
+    closeBefore(t + 1);
+  }
   return Status::ok();
 }
 

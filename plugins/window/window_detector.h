@@ -13,7 +13,10 @@
 // Events come in ts order (the host reorders them within the query's maximum
 // delay): an event at ts closes every window ending at or before ts (a
 // window [s, e) holds ts < e) and every session whose last event is more
-// than the gap before ts; flush() closes the rest. Results closing together
+// than the gap before ts; the host's watermark (onWatermark(t): no event at
+// or before t is still to come) closes those ending by t + 1, and the end
+// of time closes the rest. flush() is a pause in the input, which closes
+// nothing: a later event may still fall into an open window. Results closing together
 // come out by window start, then by group in order of first appearance.
 //
 // Memory: the groups with an open pane or session, at most max_groups; an
@@ -45,7 +48,9 @@ class WindowDetector final : public plugin::Detector {
   WindowDetector(PlanPtr plan, plugin::MatchSink& sink);
 
   Status onEvent(const EventPtr& event) override;
-  Status flush() override;
+  Status onWatermark(Timestamp t) override;
+  // Nothing to report: windows close on time, not on pauses.
+  Status flush() override { return Status::ok(); }
   // "json": {"groups":N,"max_groups":M,"refused_events":R,"open":P}.
   Result<std::string> exportModel(std::string_view format) const override;
   std::optional<plugin::DetectorState> state() const override;

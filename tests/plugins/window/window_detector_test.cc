@@ -41,7 +41,10 @@ struct WindowRun {
     EXPECT_TRUE(detector->onEvent(b.build()).isOk());
     return sink.results.size();
   }
+  // The end of the input, as the host gives it: time passes to the end,
+  // then the detector is flushed.
   std::vector<std::string> flush() {
+    EXPECT_TRUE(detector->onWatermark(plugin::Detector::kEndOfTime).isOk());
     EXPECT_TRUE(detector->flush().isOk());
     return describeAll(sink.results);
   }
@@ -49,6 +52,23 @@ struct WindowRun {
   ResultSink sink;
   std::unique_ptr<WindowDetector> detector;
 };
+
+// The bus flushes a detector whenever its input pauses: that must close
+// nothing, or the events after the pause would give a window a second
+// result. The watermark closes what ends by it; the end of time the rest.
+TEST(WindowDetectorTest, APauseClosesNothingAndTheWatermarkClosesWhatEndsByIt) {
+  WindowRun run("FROM Temp t WINDOW TUMBLING 10 RETURN N(count(t) AS n)");
+  run.feed("Temp", 3, {});
+  run.feed("Temp", 12, {});
+  ASSERT_TRUE(run.detector->flush().isOk());
+  EXPECT_EQ(run.sink.results.size(), 1u) << "a pause closed [10, 20)";
+  run.feed("Temp", 15, {});
+  ASSERT_TRUE(run.detector->onWatermark(18).isOk());
+  EXPECT_EQ(run.sink.results.size(), 1u) << "ts 19 may still come";
+  ASSERT_TRUE(run.detector->onWatermark(19).isOk());
+  EXPECT_EQ(describeAll(run.sink.results),
+            (std::vector<std::string>{"N [0,9] n=1", "N [10,19] n=2"}));
+}
 
 TEST(WindowDetectorTest, TumblingWindowsCloseWhenTimePassesTheirEnd) {
   WindowRun run(
