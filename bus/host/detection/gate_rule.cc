@@ -1,0 +1,79 @@
+#include "bus/host/detection/gate_rule.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace cepbus::detection {
+
+std::unique_ptr<GateRule> GateRule::firstEvery(Timestamp every, MatchKeyer keyer, Timestamp delay,
+                                               plugin::MatchSink& next) {
+  return std::unique_ptr<GateRule>(
+      new GateRule(Measure::kEnd, every, std::move(keyer), delay, next));
+}
+
+std::unique_ptr<GateRule> GateRule::skipPastLastEvent(MatchKeyer keyer, Timestamp delay,
+                                                      plugin::MatchSink& next) {
+  return std::unique_ptr<GateRule>(new GateRule(Measure::kStart, 1, std::move(keyer), delay, next));
+}
+
+GateRule::GateRule(Measure measure, Timestamp step, MatchKeyer keyer, Timestamp delay,
+                   plugin::MatchSink& next)
+    : OutputRule(next), measure_(measure), step_(step), delay_(delay), keyer_(std::move(keyer)) {}
+
+Timestamp GateRule::measure(const plugin::Match& match) const {
+  return measure_ == Measure::kEnd ? matchEnd(match) : matchStart(match);
+}
+
+void GateRule::onMatch(const plugin::Match& match) {
+  keyer_.keyOf(match, key_);
+  Key& key = keys_[key_];
+  // The gate only moves forward: what is shut now stays shut.
+  if (measure(match) < key.open_at) return suppress();
+  const Timestamp end = matchEnd(match);
+  auto it = key.held.find(end);
+  if (it == key.held.end()) {
+    key.held.emplace(end, MatchCopy(match));
+    waiting_.emplace(end, &key);
+    return;
+  }
+  // At most one match of a key ending at one time can pass.
+  if (preferred(match, it->second.view())) it->second = MatchCopy(match);
+  suppress();
+}
+
+bool GateRule::preferred(const plugin::Match& a, const plugin::Match& b) const {
+  if (measure_ == Measure::kStart) {
+    // The one that starts last: it passes if any of them does, and whichever
+    // passes, the gate opens at the same place.
+    const Timestamp sa = matchStart(a);
+    const Timestamp sb = matchStart(b);
+    if (sa != sb) return sa > sb;
+  }
+  return compareMatches(a, b) < 0;
+}
+
+void GateRule::onTime(Timestamp t) {
+  if (t < INT64_MIN + delay_) return;
+  const Timestamp decided = t - delay_;  // every match ending by it is in
+  std::vector<MatchCopy> passed;
+  for (auto it = waiting_.begin(); it != waiting_.end() && it->first <= decided;
+       it = waiting_.erase(it)) {
+    Key& key = *it->second;
+    auto held = key.held.find(it->first);
+    const plugin::Match match = held->second.view();
+    if (measure(match) >= key.open_at) {
+      key.open_at = held->second.end() + step_;
+      passed.push_back(std::move(held->second));
+    } else {
+      suppress();
+    }
+    key.held.erase(held);
+  }
+  // Keys are independent; what passes goes on in one order on every engine.
+  std::sort(passed.begin(), passed.end(), [](const MatchCopy& a, const MatchCopy& b) {
+    return compareMatches(a.view(), b.view()) < 0;
+  });
+  for (const MatchCopy& m : passed) pass(m.view());
+}
+
+}  // namespace cepbus::detection
