@@ -76,4 +76,10 @@ void GateRule::onTime(Timestamp t) {
   for (const MatchCopy& m : passed) pass(m.view());
 }
 
+Timestamp GateRule::due() const {
+  if (waiting_.empty()) return INT64_MAX;
+  const Timestamp end = waiting_.begin()->first;
+  return end > INT64_MAX - delay_ ? INT64_MAX : end + delay_;
+}
+
 }  // namespace cepbus::detection

@@ -48,6 +48,7 @@ class GateRule final : public OutputRule {
 
   void onMatch(const plugin::Match& match) override;
   void onTime(Timestamp t) override;
+  Timestamp due() const override;
 
  private:
   // What a match is measured by against the gate: its end (FIRST) or its

@@ -51,4 +51,8 @@ void LastEveryRule::onTime(Timestamp t) {
   for (const MatchCopy& m : out) pass(m.view());
 }
 
+Timestamp LastEveryRule::due() const {
+  return waiting_.empty() ? INT64_MAX : waiting_.begin()->first;
+}
+
 }  // namespace cepbus::detection

@@ -34,6 +34,7 @@ class LastEveryRule final : public OutputRule {
 
   void onMatch(const plugin::Match& match) override;
   void onTime(Timestamp t) override;
+  Timestamp due() const override;
 
  private:
   // A key's intervals holding a match, by index.

@@ -23,6 +23,10 @@ int compareMatches(const plugin::Match& a, const plugin::Match& b) {
   const size_t n = std::min(a.size(), b.size());
   for (size_t i = 0; i < n; ++i) {
     if (a.ts(i) != b.ts(i)) return a.ts(i) < b.ts(i) ? -1 : 1;
+    // Events of equal ts in the order they were made: the order they came in.
+    const EventId ia = a.event(i)->id();
+    const EventId ib = b.event(i)->id();
+    if (ia != ib) return ia < ib ? -1 : 1;
   }
   if (a.size() == b.size()) return 0;
   return a.size() < b.size() ? -1 : 1;

@@ -21,10 +21,11 @@ Timestamp matchEnd(const plugin::Match& match);
 Timestamp matchStart(const plugin::Match& match);
 
 // The order output control takes matches in, the same on every engine: by
-// end, then by the ts of the bound events in pattern order, compared
-// lexicographically (so, among matches that end together, the one that starts
-// first comes first). Negative, zero or positive as `a` comes before, with or
-// after `b`; matches with the same ts everywhere are equal.
+// end, then by the bound events in pattern order, compared lexicographically
+// by ts and, for equal ts, by event id (the order the host made the events
+// in, which is the order they came in). Among matches that end together, the
+// one that starts first comes first. Negative, zero or positive as `a` comes
+// before, with or after `b`; zero for matches of the same events.
 int compareMatches(const plugin::Match& a, const plugin::Match& b);
 
 class MatchCopy final : private plugin::MatchComposer {

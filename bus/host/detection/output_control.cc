@@ -84,40 +84,74 @@ void OutputControl::onMatch(size_t member, const plugin::Match& match) {
 }
 
 void OutputControl::settle() {
-  if (time_ == INT64_MIN) return;
+  const Timestamp t = std::min(time_, reported_to_);
+  if (t == INT64_MIN) return;
   for (Member& member : members_) {
-    for (const std::unique_ptr<OutputRule>& rule : member.rules) rule->onTime(time_);
+    for (const std::unique_ptr<OutputRule>& rule : member.rules) rule->onTime(t);
   }
 }
 
-void OutputControl::newStreamAfterEnd() {
-  // After the end of time, events are a new stream whose time starts over.
-  if (time_ == kEndOfTime) time_ = INT64_MIN;
+bool OutputControl::decidesBy(Timestamp t) const {
+  for (const Member& member : members_) {
+    for (const std::unique_ptr<OutputRule>& rule : member.rules) {
+      if (rule->due() <= t) return true;
+    }
+  }
+  return false;
+}
+
+Status OutputControl::beforeOffering(Timestamp ts) {
+  if (time_ == kEndOfTime) {
+    // After the end of time, events are a new stream whose time starts over.
+    time_ = INT64_MIN;
+    reported_to_ = INT64_MIN;
+    newest_ = INT64_MIN;
+  }
+  if (ts <= newest_) return Status::ok();
+  // Every event before `ts` has been offered and none at it yet: a flush now
+  // makes the engine report every match ending before `ts` without cutting
+  // the events of one ts in two (which an engine may treat as two steps).
+  // Only when a rule waits for it.
+  Status s = Status::ok();
+  if (newest_ != INT64_MIN && decidesBy(ts - 1)) {
+    s = inner_->flush();
+    reported_to_ = ts - 1;
+    settle();
+  }
+  newest_ = ts;
+  return s;
 }
 
 Status OutputControl::onEvent(const EventPtr& event) {
-  newStreamAfterEnd();
+  Status before = beforeOffering(event->ts());
   Status s = inner_->onEvent(event);
   settle();
-  return s;
+  return before ? s : before;
 }
 
 Status OutputControl::onEvents(std::span<const EventPtr> events) {
-  newStreamAfterEnd();
+  if (events.empty()) return inner_->onEvents(events);
+  Status before = beforeOffering(events.front()->ts());
   Status s = inner_->onEvents(events);
+  for (const EventPtr& e : events) newest_ = std::max(newest_, e->ts());
   settle();
-  return s;
+  return before ? s : before;
 }
 
 Status OutputControl::flush() {
-  Status s = inner_->flush();
-  settle();
-  return s;
+  // A pause: more events of the newest ts may follow, so the rules decide
+  // nothing new from it.
+  return inner_->flush();
 }
 
 Status OutputControl::onWatermark(Timestamp t) {
   Status s = inner_->onWatermark(t);
   time_ = std::max(time_, t);
+  if (t == kEndOfTime) {
+    // Every match is in after a last flush; the rules decide them all.
+    if (s) s = inner_->flush();
+    reported_to_ = kEndOfTime;
+  }
   settle();
   return s;
 }

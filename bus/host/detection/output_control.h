@@ -11,6 +11,16 @@
 // and what they keep goes on to the relay the host reads. Event time reaches
 // the rules through onWatermark(); after every call into the detector the
 // rules let out what that time has decided (matches an engine reports late).
+// The rules decide a match only once every match ending with or before it
+// has been reported, and engines may hold a match past the watermark (until
+// a later event, a batch's end, a flush). So when a rule waits, the engine is
+// flushed (Detector::flush()) just before it is offered an event of a later
+// ts than every one before — all events of the earlier ts are in, none of
+// the new one — and the rules decide up to the smaller of the watermark and
+// that ts - 1; at the end of time after a last flush. A trailing negation's
+// matches are reported only when the watermark passes their WITHIN, and the
+// rules wait that long for them. Under --max-delay batches, decisions lag by
+// at most one batch.
 //
 // Thread safety: a detector, driven by one thread at a time; suppressed()
 // may be read from any thread. Ownership: owns the engine's detector (given
@@ -82,12 +92,18 @@ class OutputControl final : public plugin::Detector,
   };
 
   OutputControl() = default;
-  void newStreamAfterEnd();
+  // Before the engine is offered an event at `ts`: the flush that lets the
+  // rules decide what ends before it, when one waits for that.
+  Status beforeOffering(Timestamp ts);
+  // Whether some rule decides something once event time passes `t`.
+  bool decidesBy(Timestamp t) const;
   // Lets every rule decide what event time so far has decided, in chain order.
   void settle();
 
   std::vector<Member> members_;
-  Timestamp time_ = INT64_MIN;  // the last watermark
+  Timestamp time_ = INT64_MIN;         // the last watermark
+  Timestamp newest_ = INT64_MIN;       // the greatest ts offered to the engine
+  Timestamp reported_to_ = INT64_MIN;  // every match ending by it has been reported
   // Declared last: destroyed first, while the rules it reports to live.
   std::unique_ptr<plugin::Detector> inner_;
 };

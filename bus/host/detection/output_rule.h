@@ -31,6 +31,9 @@ class OutputRule : public plugin::MatchSink {
   // reported (a rule that waits for a trailing negation's span takes that
   // into account itself). What waited for it is decided and passed on.
   virtual void onTime(Timestamp t) = 0;
+  // The event time whose passing lets the rule decide what it holds now;
+  // INT64_MAX when it holds nothing.
+  virtual Timestamp due() const = 0;
 
   // The matches this rule has suppressed so far.
   uint64_t suppressed() const { return suppressed_.load(std::memory_order_relaxed); }
