@@ -1,24 +1,41 @@
 #include "bus/host/detection/gate_rule.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 namespace cepbus::detection {
 
+namespace {
+
+// forgetIdleKeys() looks at the keys when there are at least this many, then
+// when twice as many as it kept: amortized constant time per key.
+constexpr size_t kMinSweep = 64;
+
+}  // namespace
+
 std::unique_ptr<GateRule> GateRule::firstEvery(Timestamp every, MatchKeyer keyer, Timestamp delay,
                                                plugin::MatchSink& next) {
   return std::unique_ptr<GateRule>(
-      new GateRule(Measure::kEnd, every, std::move(keyer), delay, next));
+      new GateRule(Measure::kEnd, every, Timestamp{0}, std::move(keyer), delay, next));
 }
 
-std::unique_ptr<GateRule> GateRule::skipPastLastEvent(MatchKeyer keyer, Timestamp delay,
-                                                      plugin::MatchSink& next) {
-  return std::unique_ptr<GateRule>(new GateRule(Measure::kStart, 1, std::move(keyer), delay, next));
+std::unique_ptr<GateRule> GateRule::skipPastLastEvent(MatchKeyer keyer,
+                                                      std::optional<Timestamp> within,
+                                                      Timestamp delay, plugin::MatchSink& next) {
+  return std::unique_ptr<GateRule>(
+      new GateRule(Measure::kStart, 1, within, std::move(keyer), delay, next));
 }
 
-GateRule::GateRule(Measure measure, Timestamp step, MatchKeyer keyer, Timestamp delay,
-                   plugin::MatchSink& next)
-    : OutputRule(next), measure_(measure), step_(step), delay_(delay), keyer_(std::move(keyer)) {}
+GateRule::GateRule(Measure measure, Timestamp step, std::optional<Timestamp> reach,
+                   MatchKeyer keyer, Timestamp delay, plugin::MatchSink& next)
+    : OutputRule(next),
+      measure_(measure),
+      step_(step),
+      delay_(delay),
+      reach_(reach),
+      next_sweep_(kMinSweep),
+      keyer_(std::move(keyer)) {}
 
 Timestamp GateRule::measure(const plugin::Match& match) const {
   return measure_ == Measure::kEnd ? matchEnd(match) : matchStart(match);
@@ -74,6 +91,20 @@ void GateRule::onTime(Timestamp t) {
     return compareMatches(a.view(), b.view()) < 0;
   });
   for (const MatchCopy& m : passed) pass(m.view());
+  forgetIdleKeys(decided);
+}
+
+void GateRule::forgetIdleKeys(Timestamp decided) {
+  if (keys_.size() < next_sweep_ || !reach_ || decided < INT64_MIN + *reach_) return;
+  // A later match measures more than decided - reach: a gate open by then
+  // stops none of them, as a new key's would not.
+  const Timestamp lowest = decided - *reach_;
+  for (auto it = keys_.begin(); it != keys_.end();) {
+    const Key& key = it->second;
+    const bool idle = key.held.empty() && (key.open_at == INT64_MIN || key.open_at - 1 <= lowest);
+    it = idle ? keys_.erase(it) : std::next(it);
+  }
+  next_sweep_ = std::max(kMinSweep, 2 * keys_.size());
 }
 
 Timestamp GateRule::due() const {

@@ -27,6 +27,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -42,13 +43,22 @@ class GateRule final : public OutputRule {
   // EMIT FIRST EVERY `every` PER `keyer`.
   static std::unique_ptr<GateRule> firstEvery(Timestamp every, MatchKeyer keyer, Timestamp delay,
                                               plugin::MatchSink& next);
-  // AFTER MATCH SKIP PAST LAST EVENT in the partitions of `keyer`.
-  static std::unique_ptr<GateRule> skipPastLastEvent(MatchKeyer keyer, Timestamp delay,
-                                                     plugin::MatchSink& next);
+  // AFTER MATCH SKIP PAST LAST EVENT in the partitions of `keyer`; `within`
+  // is the query's WITHIN (how far before its end a match may start), which
+  // lets the rule forget a partition whose gate no later match can meet.
+  static std::unique_ptr<GateRule> skipPastLastEvent(MatchKeyer keyer,
+                                                     std::optional<Timestamp> within,
+                                                     Timestamp delay, plugin::MatchSink& next);
 
   void onMatch(const plugin::Match& match) override;
   void onTime(Timestamp t) override;
   Timestamp due() const override;
+
+  // The keys it remembers: those holding a match or whose gate may still
+  // stop one. The others are forgotten as event time passes (their matches
+  // pass as a new key's would), so memory follows the keys active within
+  // WITHIN (every key seen, for SKIP PAST LAST EVENT without WITHIN).
+  size_t keys() const { return keys_.size(); }
 
  private:
   // What a match is measured by against the gate: its end (FIRST) or its
@@ -59,8 +69,11 @@ class GateRule final : public OutputRule {
     std::map<Timestamp, MatchCopy> held;  // by end: the first of the key's matches ending there
   };
 
-  GateRule(Measure measure, Timestamp step, MatchKeyer keyer, Timestamp delay,
-           plugin::MatchSink& next);
+  GateRule(Measure measure, Timestamp step, std::optional<Timestamp> reach, MatchKeyer keyer,
+           Timestamp delay, plugin::MatchSink& next);
+  // Forgets, now and then, the keys no match still to come can be stopped
+  // by: every match ending by `decided` is in.
+  void forgetIdleKeys(Timestamp decided);
   Timestamp measure(const plugin::Match& match) const;
   // Whether `a` is held rather than `b`, two matches of a key ending together.
   bool preferred(const plugin::Match& a, const plugin::Match& b) const;
@@ -70,6 +83,10 @@ class GateRule final : public OutputRule {
   // SKIP PAST LAST EVENT (a later first event).
   const Timestamp step_;
   const Timestamp delay_;
+  // How far below the last decided time a later match's measure may be: 0
+  // for its end, WITHIN for its start; nullopt: unbounded (keys are kept).
+  const std::optional<Timestamp> reach_;
+  size_t next_sweep_;  // forgetIdleKeys() looks at the keys when there are this many
   MatchKeyer keyer_;
   std::unordered_map<std::vector<Value>, Key, ValueKeyHash, ValueKeyEqual> keys_;
   // The keys holding a match, by the match's end: what onTime() decides.

@@ -49,6 +49,10 @@ void LastEveryRule::onTime(Timestamp t) {
     return compareMatches(a.view(), b.view()) < 0;
   });
   for (const MatchCopy& m : out) pass(m.view());
+  if (keys_.size() >= next_sweep_) {
+    std::erase_if(keys_, [](const auto& key) { return key.second.empty(); });
+    next_sweep_ = std::max<size_t>(64, 2 * keys_.size());
+  }
 }
 
 Timestamp LastEveryRule::due() const {

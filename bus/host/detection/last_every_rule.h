@@ -36,6 +36,10 @@ class LastEveryRule final : public OutputRule {
   void onTime(Timestamp t) override;
   Timestamp due() const override;
 
+  // The keys it remembers: those holding a match; a key's entry goes once
+  // its last interval is let out (amortized, as keys pile up).
+  size_t keys() const { return keys_.size(); }
+
  private:
   // A key's intervals holding a match, by index.
   using Intervals = std::map<Timestamp, MatchCopy>;
@@ -48,6 +52,7 @@ class LastEveryRule final : public OutputRule {
   // (their end - 1 + delay): what onTime() lets out.
   std::multimap<Timestamp, std::pair<Intervals*, Timestamp>> waiting_;
   std::vector<Value> key_;  // scratch of onMatch()
+  size_t next_sweep_ = 64;  // onTime() drops the keys holding nothing when there are this many
 };
 
 }  // namespace cepbus::detection

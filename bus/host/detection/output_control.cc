@@ -60,8 +60,8 @@ Result<std::unique_ptr<OutputControl>> OutputControl::create(
       next = member.rules.back().get();
     }
     if (query.skip_past_last_event) {
-      member.rules.push_back(
-          GateRule::skipPastLastEvent(MatchKeyer::ofPartition(query.partition_by), delay, *next));
+      member.rules.push_back(GateRule::skipPastLastEvent(
+          MatchKeyer::ofPartition(query.partition_by), query.within, delay, *next));
       next = member.rules.back().get();
     }
     // Built backwards: put them in the order matches go through.

@@ -65,7 +65,7 @@ TEST(GateRuleTest, FirstEveryPerKeyKeepsAGatePerValue) {
 
 TEST(GateRuleTest, SkipPastLastEventPassesOnlyMatchesStartingAfterTheLastPassedEnds) {
   RecordingSink out;
-  auto rule = GateRule::skipPastLastEvent(MatchKeyer(), 0, out);
+  auto rule = GateRule::skipPastLastEvent(MatchKeyer(), std::nullopt, 0, out);
   report(*rule, {reading(1), reading(2)});
   report(*rule, {reading(2), reading(3)});  // shares 2
   report(*rule, {reading(1), reading(4)});  // starts before 2
@@ -79,7 +79,7 @@ TEST(GateRuleTest, SkipPastLastEventPassesOnlyMatchesStartingAfterTheLastPassedE
 
 TEST(GateRuleTest, SkipPastLastEventWaitsForATrailingNegationsSpan) {
   RecordingSink out;
-  auto rule = GateRule::skipPastLastEvent(MatchKeyer(), 5, out);
+  auto rule = GateRule::skipPastLastEvent(MatchKeyer(), std::nullopt, 5, out);
   report(*rule, {reading(4), reading(6)});
   rule->onTime(10);
   EXPECT_TRUE(out.got.empty());  // a match ending at 6 may be decided up to 11
@@ -90,12 +90,37 @@ TEST(GateRuleTest, SkipPastLastEventWaitsForATrailingNegationsSpan) {
 
 TEST(GateRuleTest, SkipPastLastEventKeepsAPartitionEach) {
   RecordingSink out;
-  auto rule = GateRule::skipPastLastEvent(MatchKeyer::ofPartition({"sensor"}), 0, out);
+  auto rule =
+      GateRule::skipPastLastEvent(MatchKeyer::ofPartition({"sensor"}), std::nullopt, 0, out);
   report(*rule, {reading(1, "x"), reading(3, "x")});
   report(*rule, {reading(2, "y"), reading(4, "y")});  // overlaps x's, another partition
   report(*rule, {reading(3, "x"), reading(5, "x")});
   rule->onTime(10);
   EXPECT_EQ(out.got, (Ts{{1, 3}, {2, 4}}));
+}
+
+TEST(GateRuleTest, KeysWhoseGateNoLaterMatchMeetsAreForgotten) {
+  RecordingSink out;
+  auto first = GateRule::firstEvery(10, MatchKeyer::ofPartition({"sensor"}), 0, out);
+  auto skip = GateRule::skipPastLastEvent(MatchKeyer::ofPartition({"sensor"}), 5, 0, out);
+  auto skip_unbounded =
+      GateRule::skipPastLastEvent(MatchKeyer::ofPartition({"sensor"}), std::nullopt, 0, out);
+  for (int k = 0; k < 1000; ++k) {
+    const std::string sensor = "s" + std::to_string(k);
+    for (GateRule* rule : {first.get(), skip.get(), skip_unbounded.get()}) {
+      report(*rule, {reading(k, sensor), reading(k + 1, sensor)});
+    }
+  }
+  for (GateRule* rule : {first.get(), skip.get(), skip_unbounded.get()}) rule->onTime(1000);
+  // FIRST: a gate at end + 10 stops nothing after 1000 for the keys of ends
+  // up to 990; SKIP with WITHIN 5: a gate at end + 1 for ends up to 995.
+  EXPECT_LT(first->keys(), 20u);
+  EXPECT_LT(skip->keys(), 10u);
+  EXPECT_EQ(skip_unbounded->keys(), 1000u);  // without WITHIN a match may start anywhere before
+  // A forgotten key's next match passes as a new key's would.
+  report(*first, {reading(1500, "s0"), reading(1501, "s0")});
+  first->onTime(2000);
+  EXPECT_EQ(out.got.back(), (std::vector<Timestamp>{1500, 1501}));
 }
 
 }  // namespace

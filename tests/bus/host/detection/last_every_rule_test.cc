@@ -61,5 +61,16 @@ TEST(LastEveryRuleTest, KeysHaveIntervalsOfTheirOwn) {
   EXPECT_EQ(out.got, (Ts{{1, 3}, {2, 5}}));
 }
 
+TEST(LastEveryRuleTest, KeysHoldingNothingAreForgotten) {
+  RecordingSink out;
+  LastEveryRule rule(10, MatchKeyer::ofPartition({"sensor"}), 0, out);
+  for (int k = 0; k < 1000; ++k) {
+    report(rule, {reading(k, "s" + std::to_string(k)), reading(k + 1, "s" + std::to_string(k))});
+  }
+  rule.onTime(plugin::Detector::kEndOfTime);
+  EXPECT_EQ(out.got.size(), 1000u);
+  EXPECT_EQ(rule.keys(), 0u);
+}
+
 }  // namespace
 }  // namespace cepbus::detection
