@@ -242,6 +242,26 @@ TEST(WindowDetectorTest, GroupsBeyondTheCapAreRefusedAndCounted) {
   EXPECT_EQ(run.detector->state()->partial_matches, 0u);
 }
 
+// A flood of distinct groups (each event a new one, all in one window) is
+// bounded by the cap: the map never grows past it, and the rest is counted.
+TEST(WindowDetectorTest, AFloodOfDistinctGroupsStaysWithinTheCap) {
+  WindowRun run("FROM T t WINDOW TUMBLING 1000000 GROUP BY t.g RETURN R(count(t) AS n)",
+                {"max_groups=1000"});
+  for (int64_t g = 0; g < 200000; ++g) {
+    EventBuilder b("T");
+    b.at(g % 1000);
+    b.set("g", Value(g));
+    ASSERT_TRUE(run.detector->onEvent(b.build()).isOk());
+  }
+  const auto counters =
+      plugin::parseEngineCounters(*run.detector->exportModel(plugin::kCountersFormat));
+  ASSERT_TRUE(counters.isOk());
+  EXPECT_EQ((*counters)[0], (std::pair<std::string, uint64_t>{"groups", 1000}));
+  EXPECT_EQ((*counters)[2], (std::pair<std::string, uint64_t>{"refused_events", 199000}));
+  EXPECT_EQ(run.detector->state()->peak_partial_matches, 1000u);
+  EXPECT_EQ(run.flush().size(), 1000u);
+}
+
 TEST(WindowDetectorTest, RefusesPatternsAndBadOptions) {
   auto pattern = pattern::parseQuery("PATTERN SEQ(A a, B b)");
   auto refused = compilePlan(*pattern, {});
