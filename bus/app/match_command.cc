@@ -822,6 +822,10 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return kExitError;
   }
   if (detection.onTrial()) err << "cepbus match: " << trialLine(detection) << '\n';
+  if (const uint64_t suppressed = detection.stats().suppressed; suppressed > 0) {
+    err << "cepbus match: " << suppressed << (suppressed == 1 ? " match" : " matches")
+        << " suppressed by output control (EMIT, AFTER MATCH)\n";
+  }
   if (Status s = reportLate(detection, options, late_out, err); !s) {
     err << "cepbus match: " << s.message() << '\n';
     return kExitError;

@@ -6,6 +6,10 @@
 // engine refuses, its message must name the construct and an engine that
 // runs it.
 //
+// Output control (EMIT FIRST|LAST EVERY, AFTER MATCH SKIP PAST LAST EVENT)
+// runs in the host around each engine's detector and must let out exactly
+// what the reference's matches give under output_control_reference.h.
+//
 // The regular run is bounded (a fixed seed, a few seconds);
 // CEPBUS_DIFFERENTIAL_CASES=N (and CEPBUS_DIFFERENTIAL_SEED=S) runs longer.
 
@@ -22,11 +26,13 @@
 
 #include "bus/core/pattern/expr_compiler.h"
 #include "bus/core/pattern/parser.h"
+#include "bus/host/detection/output_control.h"
 #include "bus/host/loader/plugin_loader.h"
 #include "tests/plugins/built_engines.h"
 #include "tests/plugins/nfa/nfa_test_support.h"
 #include "tests/plugins/nfa/random_queries.h"
 #include "tests/plugins/nfa/reference_matcher.h"
+#include "tests/plugins/output_control_reference.h"
 
 namespace cepbus::plugins::testing {
 namespace {
@@ -170,6 +176,40 @@ class EnginesDifferential {
     }
   }
 
+  // One random query with random output control over one random stream on
+  // every engine that accepts the query, through the host's rules.
+  void runControlledCase(bool long_stream, bool edge_negations) {
+    bool kleene = false;
+    std::string text = gen_.query(kleene, long_stream, edge_negations);
+    auto plain = pattern::parseQuery(text);
+    ASSERT_TRUE(plain.isOk()) << text << ": " << plain.status().message();
+    const pattern::Variable& first = plain->variables.front();
+    std::string per_attr;
+    const bool skip = gen_.chance(0.5);
+    if (skip) text += " AFTER MATCH SKIP PAST LAST EVENT";
+    const int emit = gen_.uniform(0, 2);  // none (with SKIP), FIRST, LAST
+    if (emit > 0 || !skip) {
+      text += std::string(emit == 2 ? " EMIT LAST" : " EMIT FIRST") + " EVERY " +
+              std::to_string(gen_.uniform(1, 6));
+      if (first.kind == pattern::VarKind::kSingle && gen_.chance(0.5)) {
+        per_attr = gen_.chance(0.5) ? "sym" : "key";
+        text += " PER " + first.name + "." + per_attr;
+      }
+    }
+    auto q = pattern::parseQuery(text);
+    ASSERT_TRUE(q.isOk()) << text << ": " << q.status().message();
+    const auto events = long_stream ? gen_.events(gen_.uniform(40, 80))
+                                    : gen_.events(gen_.uniform(4, kleene ? 12 : 20));
+    auto expected =
+        OutputControlReference(*q, per_attr).run(events, ReferenceMatcher(*q).run(events));
+    std::sort(expected.begin(), expected.end());
+    const Constructs constructs = constructsOf(*q);
+    for (const Engine& engine : kEngines) {
+      if (!engine.refusal(constructs, *q).empty()) continue;
+      checkControlled(engine, text + engine.suffix, events, expected);
+    }
+  }
+
   int failures() const { return failures_; }
   const EngineStats& stats(const std::string& engine) { return stats_[engine]; }
 
@@ -238,6 +278,82 @@ class EnginesDifferential {
     }
   }
 
+  // Hands a member's matches to a recorder.
+  class ToRecorder final : public detection::MemberSink {
+   public:
+    explicit ToRecorder(MatchRecorder& recorder) : recorder_(recorder) {}
+    void onMatch(size_t /*member*/, const plugin::Match& match) override {
+      recorder_.onMatch(match);
+    }
+
+   private:
+    MatchRecorder& recorder_;
+  };
+
+  // `text` on `engine` behind the host's output control, time passing as the
+  // host passes it with no maximum delay: after each event, to just before it.
+  void checkControlled(const Engine& engine, const std::string& text,
+                       const std::vector<EventPtr>& events,
+                       const std::vector<std::vector<EventId>>& expected) {
+    EngineStats& st = stats_[engine.name];
+    auto q = pattern::parseQuery(text);
+    ASSERT_TRUE(q.isOk()) << text;
+    MatchRecorder sink;
+    ToRecorder to(sink);
+    detection::MemberRelay relay;
+    relay.attach(to);
+    const std::vector<plugin::NamedQuery> queries = {{"q", *q}};
+    auto control = detection::OutputControl::create(queries, relay);
+    ASSERT_TRUE(control.isOk()) << text << ": " << control.status().message();
+    auto made = loadBuiltEngine(engine.name)
+                    ->createDetector(engine.name, *q, plugin::DetectorOptions(), **control);
+    if (!made) {
+      ++failures_;
+      ADD_FAILURE() << engine.name << " refuses " << text << ": " << made.status().message();
+      return;
+    }
+    auto detector =
+        detection::OutputControl::wrap(std::move(control).value(), std::move(made).value());
+    Timestamp newest = INT64_MIN;
+    Status s = Status::ok();
+    for (const EventPtr& e : events) {
+      s = detector->onEvent(e);
+      if (s && e->ts() > newest) s = detector->onWatermark(e->ts() - 1);
+      newest = std::max(newest, e->ts());
+      if (!s) break;
+    }
+    if (s) s = detector->onWatermark(plugin::Detector::kEndOfTime);
+    if (s) s = detector->flush();
+    if (!s) {
+      ++failures_;
+      ADD_FAILURE() << engine.name << " fails on " << text << ": " << s.message();
+      return;
+    }
+    ++st.compared;
+    st.with_matches += expected.empty() ? 0 : 1;
+    st.matches += expected.size();
+    if (sink.sortedIds() != expected) {
+      ++failures_;
+      auto ids = [&](const std::vector<std::vector<EventId>>& ms) {
+        std::string out;
+        for (const auto& m : ms) {
+          out += " [";
+          for (EventId id : m) {
+            for (size_t i = 0; i < events.size(); ++i) {
+              if (events[i]->id() == id) out += " #" + std::to_string(i);
+            }
+          }
+          out += " ]";
+        }
+        return out;
+      };
+      ADD_FAILURE() << engine.name << " differs from the output control reference on\n  " << text
+                    << "\nexpected" << ids(expected) << "\ngot     " << ids(sink.sortedIds())
+                    << "\nevents (#0 first):\n"
+                    << describeEvents(events);
+    }
+  }
+
   Generator gen_;
   std::map<std::string, EngineStats> stats_;
   int failures_ = 0;
@@ -291,6 +407,28 @@ TEST(EnginesDifferentialTest, EdgeNegationsRunOnTheNfaAndAreRefusedElsewhere) {
   // Most cases have a NOT at an edge, which the other engines refuse.
   EXPECT_GT(run.stats("algebra").refused, cases / 3);
   EXPECT_GT(run.stats("petri").refused, cases / 3);
+}
+
+// EMIT FIRST|LAST EVERY d [PER v0.attr] and AFTER MATCH SKIP PAST LAST
+// EVENT, alone and together, on random queries under every strategy: every
+// engine that runs the query lets out the reference's matches.
+TEST(EnginesDifferentialTest, OutputControlLetsOutTheSameMatchesOnEveryEngine) {
+  for (const Engine& e : kEngines) ASSERT_NE(loadBuiltEngine(e.name), nullptr) << e.name;
+  const uint64_t cases = envOr("CEPBUS_DIFFERENTIAL_CASES", 10000) / 5;
+  EnginesDifferential run(static_cast<uint32_t>(envOr("CEPBUS_DIFFERENTIAL_SEED", 20261207)));
+  for (uint64_t i = 0; i < cases && run.failures() < 5; ++i) {
+    run.runControlledCase(/*long_stream=*/i % 10 == 9, /*edge_negations=*/i % 4 == 3);
+  }
+  if (run.failures() > 0) return;
+  std::ostringstream summary;
+  for (const Engine& e : kEngines) {
+    const EngineStats& s = run.stats(e.name);
+    summary << e.name << ": " << s.compared << " compared (" << s.with_matches
+            << " letting matches out, " << s.matches << " matches); ";
+    EXPECT_GT(s.compared, cases / 3) << e.name;
+    EXPECT_GT(s.with_matches, s.compared / 4) << e.name;
+  }
+  std::cout << "[ output   ] " << cases << " cases; " << summary.str() << '\n';
 }
 
 }  // namespace

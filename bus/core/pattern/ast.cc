@@ -103,6 +103,8 @@ const char* windowKindName(WindowKind k) {
   return "?";
 }
 
+const char* emitKindName(EmitKind k) { return k == EmitKind::kFirst ? "first" : "last"; }
+
 std::string defaultReturnName(const Expr& e) {
   if (e.kind == ExprKind::kAttr && !e.ref.var.empty()) {
     switch (e.ref.index) {

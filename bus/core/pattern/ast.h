@@ -232,6 +232,28 @@ inline constexpr const char* kPartialAttribute = "partial";
 // "tumbling", "sliding", "session".
 CEPBUS_API const char* windowKindName(WindowKind k);
 
+// Output control of a pattern query (docs/pattern-language.md, "Output
+// control"). A match's time is its end: the greatest ts of its events.
+enum class EmitKind : uint8_t {
+  // EMIT FIRST EVERY d: per key, a match is suppressed when it ends less than
+  // d after the end of the last match emitted.
+  kFirst,
+  // EMIT LAST EVERY d: per key, the last match of each aligned interval
+  // [k*d, (k+1)*d), out once event time passes the interval's end.
+  kLast,
+};
+
+// "first", "last".
+CEPBUS_API const char* emitKindName(EmitKind k);
+
+// EMIT FIRST|LAST EVERY d [PER expr].
+struct CEPBUS_API EmitClause {
+  EmitKind kind = EmitKind::kFirst;
+  int64_t every = 0;  // d, > 0, in ts units
+  ExprPtr per;        // the key, over the pattern's variables; null: one key
+  SourcePos pos;
+};
+
 struct CEPBUS_API Query {
   // A pattern query: the pattern. A window query (FROM Type t WINDOW ...):
   // the single element `Type t` whose events the windows aggregate.
@@ -252,6 +274,11 @@ struct CEPBUS_API Query {
   std::optional<WindowSpec> window;
   std::vector<std::string> group_by;
   ExprPtr having;
+  // A pattern query only: EMIT FIRST|LAST EVERY d [PER expr], and AFTER
+  // MATCH SKIP PAST LAST EVENT (a match is emitted only if every one of its
+  // events is after the end of the last match emitted in its partition).
+  std::optional<EmitClause> emit;
+  bool skip_past_last_event = false;
 
   // The variable called `name`, or nullptr.
   const Variable* findVariable(std::string_view name) const;

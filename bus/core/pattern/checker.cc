@@ -32,10 +32,12 @@ const char* typeName(Type t) {
 
 // Where an expression appears; decides which variables and indexes it may use.
 // kWindowReturn and kWindowHaving: RETURN and HAVING of a window query, over
-// its aggregates and group keys.
+// its aggregates and group keys. kPer: the key of EMIT ... PER, over a match
+// as RETURN sees it.
 enum class Site {
   kWhere,
   kReturn,
+  kPer,
   kSelection,
   kAggregation,
   kFilter,
@@ -64,6 +66,7 @@ class Checker {
     if (q_.returns) {
       for (const ReturnItem& item : q_.returns->items) check(*item.expr, Site::kReturn, nullptr);
     }
+    if (q_.emit && q_.emit->per) check(*q_.emit->per, Site::kPer, nullptr);
   }
 
   static void checkFilter(const Expr& e) {
@@ -260,6 +263,9 @@ class Checker {
       }
       if (site == Site::kReturn && v->kind == VarKind::kNegated) {
         fail(e.pos, "negated variable '" + ref.var + "' matches no event and cannot be returned");
+      }
+      if (site == Site::kPer && v->kind == VarKind::kNegated) {
+        fail(e.pos, "negated variable '" + ref.var + "' matches no event and cannot key EMIT PER");
       }
     }
     return builtinType(ref.builtin);

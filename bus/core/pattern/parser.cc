@@ -72,9 +72,11 @@ class Parser {
     std::vector<Keyword> seen;
     while (peek().kind != TokenKind::kEnd) {
       const Token t = peek();
+      if (outputControl(q)) continue;
       if (t.kind != TokenKind::kKeyword || !isClause(t.keyword)) {
         expected(
-            "WHERE, WITHIN, PROBABILITY, PARTITION BY, STRATEGY, CONTEXT, RETURN or end of input");
+            "WHERE, WITHIN, PROBABILITY, PARTITION BY, STRATEGY, CONTEXT, RETURN, EMIT, "
+            "AFTER MATCH or end of input");
       }
       if (std::find(seen.begin(), seen.end(), t.keyword) != seen.end()) {
         fail(t.pos, std::string("duplicate ") + keywordName(t.keyword) + " clause");
@@ -217,7 +219,7 @@ class Parser {
     const Token& number = peek();
     const int64_t n = positiveInt(what);
     if (peek().kind != TokenKind::kIdent || isWord("EVERY") || isWord("GROUP") ||
-        isWord("HAVING")) {
+        isWord("HAVING") || isWord("EMIT") || isWord("AFTER") || isWord("PER")) {
       return n;
     }
     const Token& unit = take();
@@ -316,6 +318,56 @@ class Parser {
     } while (accept(TokenKind::kComma));
     expect(TokenKind::kRParen, "',' or ')'");
     return r;
+  }
+
+  // --- output control of pattern queries ---------------------------------
+
+  // The words of output control are keywords only where a clause starts.
+  void expectWord(const char* word, const char* after) {
+    if (!isWord(word)) expected(std::string(word) + " after " + after);
+    take();
+  }
+
+  // Parses an output-control clause of `q` if one starts here:
+  //   EMIT (FIRST | LAST) EVERY duration [ PER expr ]
+  //   AFTER MATCH SKIP PAST LAST EVENT
+  // Whether it did.
+  bool outputControl(Query& q) {
+    const Token start = peek();
+    if (isWord("EMIT")) {
+      if (q.emit) fail(start.pos, "duplicate EMIT clause");
+      take();
+      EmitClause e;
+      e.pos = start.pos;
+      if (isWord("FIRST")) {
+        e.kind = EmitKind::kFirst;
+      } else if (isWord("LAST")) {
+        e.kind = EmitKind::kLast;
+      } else {
+        expected("FIRST or LAST after EMIT (EMIT FIRST EVERY d or EMIT LAST EVERY d)");
+      }
+      take();
+      expectWord("EVERY", e.kind == EmitKind::kFirst ? "EMIT FIRST" : "EMIT LAST");
+      e.every = duration("the EMIT interval (EVERY)", "EVERY ");
+      if (isWord("PER")) {
+        take();
+        e.per = expr();
+      }
+      q.emit = std::move(e);
+      return true;
+    }
+    if (isWord("AFTER")) {
+      if (q.skip_past_last_event) fail(start.pos, "duplicate AFTER MATCH clause");
+      take();
+      expectWord("MATCH", "AFTER");
+      expectWord("SKIP", "AFTER MATCH");
+      expectWord("PAST", "AFTER MATCH SKIP");
+      expectWord("LAST", "AFTER MATCH SKIP PAST");
+      expectWord("EVENT", "AFTER MATCH SKIP PAST LAST");
+      q.skip_past_last_event = true;
+      return true;
+    }
+    return false;
   }
 
   // --- window queries -----------------------------------------------------

@@ -39,7 +39,8 @@ struct ParseOptions {
 };
 
 // Parses and checks a whole query: PATTERN ... [WHERE ...] [WITHIN n [unit]]
-// [PARTITION BY a, ...] [STRATEGY s] [CONTEXT c] [RETURN T(...)].
+// [PARTITION BY a, ...] [STRATEGY s] [CONTEXT c] [RETURN T(...)]
+// [EMIT FIRST|LAST EVERY d [PER expr]] [AFTER MATCH SKIP PAST LAST EVENT].
 // Fills Query::variables. A duration with a unit is refused (with its line and
 // column) when `options` declares no unit for `ts`, when the unit is unknown,
 // when it is not a whole number of `ts` units, or when it does not fit 64 bits.

@@ -275,6 +275,12 @@ std::string toString(const Query& q) {
   out += std::string("\nSTRATEGY ") + strategyName(q.strategy);
   if (q.context != Context::kUnspecified) out += std::string("\nCONTEXT ") + contextName(q.context);
   if (q.returns) out += returnText(*q.returns);
+  if (q.emit) {
+    out += std::string("\nEMIT ") + (q.emit->kind == EmitKind::kFirst ? "FIRST" : "LAST") +
+           " EVERY " + std::to_string(q.emit->every);
+    if (q.emit->per) out += " PER " + toString(*q.emit->per);
+  }
+  if (q.skip_past_last_event) out += "\nAFTER MATCH SKIP PAST LAST EVENT";
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "bus/host/detection/output_control.h"
 #include "bus/host/detection/planner.h"
 
 namespace cepbus::detection {
@@ -43,6 +44,7 @@ Detection::Detection(MadeDetector made, Timestamp max_delay, std::string engine,
       ordered_(std::make_unique<plugin::ReorderingDetector>(std::move(made.detector), max_delay,
                                                             static_cast<plugin::LateSink*>(this))),
       trial_(made.trial),
+      output_control_(made.output_control),
       counts_partials_(ordered_->state().has_value()),
       muted_(std::make_unique<bool[]>(members)),
       matches_(std::make_unique<std::atomic<uint64_t>[]>(members)) {
@@ -108,6 +110,7 @@ DetectionStats Detection::stats() const {
   s.errors = errors_.load(std::memory_order_relaxed);
   s.late = late_.load(std::memory_order_relaxed);
   s.watermark = watermark_.load(std::memory_order_relaxed);
+  for (size_t m = 0; m < members_; ++m) s.suppressed += suppressed(m);
   if (counts_partials_) {
     s.partial_matches = plugin::DetectorState{partials_.load(std::memory_order_relaxed),
                                               peak_partials_.load(std::memory_order_relaxed)};
@@ -117,6 +120,10 @@ DetectionStats Detection::stats() const {
 
 uint64_t Detection::matches(size_t member) const {
   return member < members_ ? matches_[member].load(std::memory_order_relaxed) : 0;
+}
+
+uint64_t Detection::suppressed(size_t member) const {
+  return output_control_ != nullptr ? output_control_->suppressed(member) : 0;
 }
 
 std::string Detection::engine() const { return trial_ != nullptr ? trial_->running() : engine_; }

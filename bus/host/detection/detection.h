@@ -38,7 +38,8 @@
 // refused or thrown on — the first error of a batch stands for the batch —
 // or a failed flush) counts one error. Each member's matches are counted as they go to the sink. An
 // engine that counts its partial matches (plugin::Detector::state()) is
-// sampled after each call.
+// sampled after each call. Matches a member's output control (EMIT, AFTER
+// MATCH: output_control.h) suppresses are counted apart, as suppressed.
 //
 // Engine auto's trial (trial_detector.h): during it the prior's matches go
 // to the sink, and onTrialDecided() hears which engine was kept.
@@ -84,6 +85,9 @@ struct DetectionStats {
   Timestamp watermark = INT64_MIN;
   // nullopt when the engine does not count.
   std::optional<plugin::DetectorState> partial_matches;
+  // Matches the members' output control (EMIT, AFTER MATCH) kept from the
+  // sink; not among the members' matches().
+  uint64_t suppressed = 0;
 };
 
 class Detection final : private MemberSink, private plugin::LateSink {
@@ -131,6 +135,8 @@ class Detection final : private MemberSink, private plugin::LateSink {
   DetectionStats stats() const;
   // Member `member`'s matches so far.
   uint64_t matches(size_t member) const;
+  // Member `member`'s matches its output control suppressed so far.
+  uint64_t suppressed(size_t member) const;
   // The engine whose matches are the output: during engine auto's trial
   // the prior, after it the one kept.
   std::string engine() const;
@@ -152,8 +158,9 @@ class Detection final : private MemberSink, private plugin::LateSink {
   const size_t members_;
   std::unique_ptr<MemberRelay> relay_;  // declared before ordered_: outlives the detector
   std::unique_ptr<plugin::ReorderingDetector> ordered_;
-  const plugin::TrialDetector* trial_;  // in ordered_ under engine auto's trial, else null
-  const bool counts_partials_;          // the engine's state() is not nullopt
+  const plugin::TrialDetector* trial_;   // in ordered_ under engine auto's trial, else null
+  const OutputControl* output_control_;  // in ordered_ when a member asks for it, else null
+  const bool counts_partials_;           // the engine's state() is not nullopt
   std::unique_ptr<bool[]> muted_;
   std::unique_ptr<std::atomic<uint64_t>[]> matches_;
   std::atomic<uint64_t> consumed_{0};

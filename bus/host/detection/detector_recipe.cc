@@ -1,7 +1,10 @@
 #include "bus/host/detection/detector_recipe.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
+
+#include "bus/host/detection/output_control.h"
 
 namespace cepbus::detection {
 
@@ -19,27 +22,54 @@ Result<std::unique_ptr<plugin::GuardedDetector>> DetectorRecipe::engineDetector(
   return engine.plugin->createDetector(engine.engine, queries_->front().query, options_, one);
 }
 
+Result<std::unique_ptr<OutputControl>> DetectorRecipe::outputControl(
+    MadeDetector& made, plugin::MatchSink*& one, plugin::MultiMatchSink*& many) const {
+  made.relay = std::make_unique<MemberRelay>();
+  one = made.relay.get();
+  many = made.relay.get();
+  if (std::none_of(queries_->begin(), queries_->end(),
+                   [](const plugin::NamedQuery& q) { return hasOutputControl(q.query); })) {
+    return std::unique_ptr<OutputControl>();
+  }
+  auto control = OutputControl::create(*queries_, *made.relay);
+  if (!control) return control.status();
+  one = control->get();
+  many = control->get();
+  return control;
+}
+
+void DetectorRecipe::putBehind(std::unique_ptr<OutputControl> control, MadeDetector& made) {
+  if (control == nullptr || made.detector == nullptr) return;
+  made.output_control = control.get();
+  made.detector = OutputControl::wrap(std::move(control), std::move(made.detector));
+}
+
 Result<MadeDetector> DetectorRecipe::make() const {
   if (onTrial()) {
     std::vector<EngineRef> accepted;
     return makeTrial(challengers_, accepted);
   }
   MadeDetector made;
-  made.relay = std::make_unique<MemberRelay>();
-  auto detector = engineDetector(engine_, *made.relay, *made.relay);
+  plugin::MatchSink* one = nullptr;
+  plugin::MultiMatchSink* many = nullptr;
+  auto control = outputControl(made, one, many);
+  if (!control) return control.status();
+  auto detector = engineDetector(engine_, *one, *many);
   if (!detector) return detector.status();
   made.detector = std::move(detector).value();
+  putBehind(std::move(control).value(), made);
   return made;
 }
 
 Result<MadeDetector> DetectorRecipe::makeTrial(const std::vector<EngineRef>& challengers,
                                                std::vector<EngineRef>& accepted) const {
   MadeDetector made;
-  made.relay = std::make_unique<MemberRelay>();
-  auto trial = many_ ? std::make_unique<plugin::TrialDetector>(
-                           static_cast<plugin::MultiMatchSink&>(*made.relay), limits_)
-                     : std::make_unique<plugin::TrialDetector>(
-                           static_cast<plugin::MatchSink&>(*made.relay), limits_);
+  plugin::MatchSink* one = nullptr;
+  plugin::MultiMatchSink* many = nullptr;
+  auto control = outputControl(made, one, many);
+  if (!control) return control.status();
+  auto trial = many_ ? std::make_unique<plugin::TrialDetector>(*many, limits_)
+                     : std::make_unique<plugin::TrialDetector>(*one, limits_);
   auto maker = [this](const EngineRef& engine) {
     return
         [this, &engine](plugin::MatchSink& one,
@@ -63,6 +93,7 @@ Result<MadeDetector> DetectorRecipe::makeTrial(const std::vector<EngineRef>& cha
   made.detector = std::make_unique<plugin::GuardedDetector>(
       "engine 'auto' detector (" + engine_.engine + ", " + against + ")", nullptr,
       std::move(trial));
+  putBehind(std::move(control).value(), made);
   return made;
 }
 

@@ -10,7 +10,8 @@
 // it. make() builds a new detector from it each time a host needs one (the
 // cluster node makes one per partition, and again after an end of stream).
 // What make() returns is the engine's detector (or the trial's) behind the
-// host's exception guard, with the relay it reports to; the detection
+// host's exception guard — and, when a query asks for EMIT or AFTER MATCH,
+// behind the output control of output_control.h — with the relay it reports to; the detection
 // (detection.h) puts its time handling in front and attaches its members'
 // sink to the relay.
 //
@@ -58,12 +59,16 @@ class MemberRelay final : public plugin::MatchSink, public plugin::MultiMatchSin
   MemberSink* sink_ = nullptr;
 };
 
+class OutputControl;
+
 // A detector made by a recipe. `relay` must outlive `detector`, which
 // reports to it.
 struct MadeDetector {
   std::unique_ptr<MemberRelay> relay;
   std::unique_ptr<plugin::GuardedDetector> detector;
   plugin::TrialDetector* trial = nullptr;  // inside `detector` when engine auto is on trial
+  // Inside `detector` when a query asks for output control (output_control.h).
+  const OutputControl* output_control = nullptr;
 };
 
 // An engine and the plugin that provides it.
@@ -108,6 +113,12 @@ class DetectorRecipe {
   std::vector<std::string> notices(size_t member) const;
 
  private:
+  // The output control of the queries in front of `made`'s relay (null when
+  // no query asks for it); `one` and `many` are then it, else the relay.
+  Result<std::unique_ptr<OutputControl>> outputControl(MadeDetector& made, plugin::MatchSink*& one,
+                                                       plugin::MultiMatchSink*& many) const;
+  // `made.detector` behind `control` when there is one.
+  static void putBehind(std::unique_ptr<OutputControl> control, MadeDetector& made);
   // The detector of `engine` for the queries, reporting to `one` (create())
   // or `many` (createMany()).
   Result<std::unique_ptr<plugin::GuardedDetector>> engineDetector(

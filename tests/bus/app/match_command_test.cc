@@ -105,6 +105,41 @@ TEST_F(MatchCommandTest, CountPrintsMatchesAndAnOrderIndependentChecksum) {
   EXPECT_EQ(matchChecksum(std::vector<int64_t>{}), 0xcbf29ce484222325ULL);
 }
 
+// Output control is in the query text and the same on every engine:
+// SEQ(A a, B b, D d) WITHIN 8 over P2's stream matches [1,3,5], [1,3,7],
+// [1,3,9], [1,6,7], [1,6,9], [4,6,7] and [4,6,9].
+TEST_F(MatchCommandTest, OutputControlClausesRunOnEveryEngine) {
+  struct Case {
+    const char* clause;
+    std::vector<std::string> expected;
+    const char* suppressed;
+  };
+  const Case cases[] = {
+      // 5 comes out; 7 is within 4 of it; 9 is not, and [1,3,9] is first of those ending there.
+      {" EMIT FIRST EVERY 4", {"[1,3,5]", "[1,3,9]"}, "5 matches suppressed"},
+      // [5, 10) holds every end; its last match.
+      {" EMIT LAST EVERY 5", {"[4,6,9]"}, "6 matches suppressed"},
+      // Every later match starts before 5.
+      {" AFTER MATCH SKIP PAST LAST EVENT", {"[1,3,5]"}, "6 matches suppressed"},
+  };
+  auto o = base(paperEvents());
+  for (const Case& c : cases) {
+    for (const char* engine : {"nfa", "petri", "algebra"}) {
+      for (const char* max_delay : {"max_delay=0", "max_delay=3"}) {
+        o.engine = engine;
+        o.query = std::string("PATTERN SEQ(A a, B b, D d) WITHIN 8") + c.clause +
+                  (std::string(engine) == "algebra" ? " CONTEXT unrestricted" : "");
+        o.options = {max_delay};
+        ASSERT_EQ(run(o), 0) << err_.str();
+        EXPECT_EQ(lines(), c.expected) << engine << ": " << o.query << " " << max_delay;
+        EXPECT_THAT(err_.str(), HasSubstr(std::string("cepbus match: ") + c.suppressed +
+                                          " by output control (EMIT, AFTER MATCH)"))
+            << engine << ": " << o.query;
+      }
+    }
+  }
+}
+
 TEST_F(MatchCommandTest, PatternsFileRunsNamedAndUnnamedQueriesInOnePass) {
   auto o = base(paperEvents());
   o.patterns_file = write("patterns.txt",

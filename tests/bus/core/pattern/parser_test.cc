@@ -386,7 +386,7 @@ TEST(ParserTest, SyntaxErrorsNameLineColumnExpectedAndFound) {
             "line 1, column 21: expected ',' or ')', found end of input");
   EXPECT_EQ(errorOf("PATTERN SEQ(A a,\n  B b))"),
             "line 2, column 7: expected WHERE, WITHIN, PROBABILITY, PARTITION BY, STRATEGY, "
-            "CONTEXT, RETURN or end of input, found ')'");
+            "CONTEXT, RETURN, EMIT, AFTER MATCH or end of input, found ')'");
   EXPECT_EQ(errorOf("PATTERN"),
             "line 1, column 8: expected an event type, '(', SEQ, AND, OR, NOT, AGG or WITHIN, "
             "found end of input");
@@ -688,6 +688,59 @@ TEST(ParserTest, FilterExpressions) {
   EXPECT_EQ(err("price + 1"),
             "line 1, column 1: a filter needs a boolean condition, found a number");
   EXPECT_EQ(err(""), "line 1, column 1: expected an expression, found end of input");
+}
+
+TEST(ParserTest, OutputControlClauses) {
+  Query q = mustParse(
+      "PATTERN SEQ(Temp a, Temp b) WHERE a.value > 80 WITHIN 60\n"
+      "EMIT FIRST EVERY 60 PER a.sensor AFTER MATCH SKIP PAST LAST EVENT RETURN Hot(a.sensor)");
+  ASSERT_TRUE(q.emit.has_value());
+  EXPECT_EQ(q.emit->kind, EmitKind::kFirst);
+  EXPECT_EQ(q.emit->every, 60);
+  ASSERT_NE(q.emit->per, nullptr);
+  EXPECT_EQ(q.emit->per->ref.var, "a");
+  EXPECT_EQ(q.emit->per->ref.attr, "sensor");
+  EXPECT_EQ(q.emit->pos.line, 2);
+  EXPECT_EQ(q.emit->pos.column, 1);
+  EXPECT_TRUE(q.skip_past_last_event);
+  ASSERT_TRUE(q.returns.has_value());
+  EXPECT_EQ(q.returns->type, "Hot");
+
+  Query last = mustParse("PATTERN SEQ(A a, B b) emit last every 10");
+  ASSERT_TRUE(last.emit.has_value());
+  EXPECT_EQ(last.emit->kind, EmitKind::kLast);
+  EXPECT_EQ(last.emit->per, nullptr);
+  EXPECT_FALSE(last.skip_past_last_event);
+  EXPECT_FALSE(mustParse("PATTERN SEQ(A a, B b)").emit.has_value());
+}
+
+TEST(ParserTest, OutputControlDurationsTakeUnits) {
+  Result<Query> q = parseQuery("PATTERN SEQ(A a, B b) WITHIN 1 s EMIT FIRST EVERY 1 min",
+                               ParseOptions{TimeUnit::kMilliseconds});
+  ASSERT_TRUE(q.isOk()) << q.status().toString();
+  EXPECT_EQ(q->within, 1000);
+  EXPECT_EQ(q->emit->every, 60000);
+}
+
+TEST(ParserTest, OutputControlErrorsNameLineAndColumn) {
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b) EMIT FIRST EVERY 0"),
+            "line 1, column 40: the EMIT interval (EVERY) must be a positive integer, found 0");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b) EMIT FIRST EVERY -5"),
+            "line 1, column 40: expected a positive integer, found '-'");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b)\nEMIT FIRST EVERY 5 PER c.sensor"),
+            "line 2, column 24: unknown variable 'c'");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, NOT(C c), B b) EMIT LAST EVERY 5 PER c.k"),
+            "line 1, column 55: negated variable 'c' matches no event and cannot key EMIT PER");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b) EMIT FIRST EVERY 5 EMIT LAST EVERY 5"),
+            "line 1, column 42: duplicate EMIT clause");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b) AFTER MATCH SKIP PAST LAST EVENT\n"
+                    "AFTER MATCH SKIP PAST LAST EVENT"),
+            "line 2, column 1: duplicate AFTER MATCH clause");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b) EMIT EVERY 5"),
+            "line 1, column 28: expected FIRST or LAST after EMIT (EMIT FIRST EVERY d or EMIT LAST "
+            "EVERY d), found identifier 'EVERY'");
+  EXPECT_EQ(errorOf("PATTERN SEQ(A a, B b) AFTER MATCH SKIP TO NEXT ROW"),
+            "line 1, column 40: expected PAST after AFTER MATCH SKIP, found identifier 'TO'");
 }
 
 }  // namespace

@@ -93,6 +93,8 @@ TEST(PrinterTest, RoundTrip) {
       "PATTERN (A a ; B b)[a.x % 2 = 1 AND NOT (b.s = 'q' OR b.s < \"r\")] WITHIN 5",
       "PATTERN SEQ(A a, B b) WHERE a.x / 2 * 3 - -a.y >= (b.z - 1) * -(2 + a.w) OR a.flag",
       "PATTERN SEQ(A a, B b) WHERE a.d = 1e-7 AND a.e = 12345678.875 AND a.f = -0.5",
+      "PATTERN SEQ(T a, T b) WITHIN 60 EMIT FIRST EVERY 60 PER a.sensor RETURN Hot(a.sensor)",
+      "PATTERN SEQ(T a, T b) AFTER MATCH SKIP PAST LAST EVENT EMIT LAST EVERY 10",
   };
   for (const char* q : queries) {
     const std::string once = canonical(q);
