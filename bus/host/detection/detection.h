@@ -125,6 +125,8 @@ class Detection final : private MemberSink, private plugin::LateSink {
   // Whether `event` would be late now (beyond the maximum delay), without
   // offering it.
   bool isLate(const Event& event) const { return ordered_->isLate(event); }
+  // The maximum delay D (DetectorRecipe::maxDelay()).
+  Timestamp maxDelay() const { return ordered_->maxDelay(); }
   // The timestamp of the newest event handed to the detector (INT64_MIN
   // before the first): every accepted event up to it has been.
   Timestamp released() const { return ordered_->released(); }

@@ -167,6 +167,7 @@ class ReorderingDetector final : public Detector {
   bool isLate(const Event& event) const { return buffer_.isLate(event.ts()); }
   // ReorderBuffer::watermark().
   Timestamp watermark() const { return buffer_.watermark(); }
+  Timestamp maxDelay() const { return buffer_.maxDelay(); }
   // The timestamp of the newest event handed to the inner detector
   // (INT64_MIN before the first): every accepted event up to it has been.
   Timestamp released() const { return released_; }
