@@ -17,13 +17,6 @@ void SourceClock::heard(SourceId source, Timestamp ts, TimePoint now) {
   forget(now);
 }
 
-void SourceClock::closed(SourceId source) {
-  auto it = sources_.find(source);
-  if (it == sources_.end()) return;
-  gone_newest_ = std::max(gone_newest_, it->second.newest);
-  sources_.erase(it);
-}
-
 std::optional<Timestamp> SourceClock::eventTime(TimePoint now) const {
   std::optional<Timestamp> live_min;
   Timestamp newest = gone_newest_;

@@ -9,9 +9,8 @@
 // live sources' newest `ts`, so a slower source still holds back what it may
 // precede. A source silent for longer is **idle** and holds nothing back;
 // when every source is idle the event time is the newest `ts` of any of
-// them. A source that says it has closed is forgotten at once, and one idle
-// for kForgetAfter idle timeouts is forgotten too, so that links that came
-// and went cost nothing.
+// them. A source idle for kForgetAfter idle timeouts is forgotten (when a
+// new one comes), so that links that came and went cost nothing.
 //
 // The wall clock is the caller's (`now`), so a test drives it with a fake
 // one; wallTime() turns a wall-clock time into `ts` units for a stream that
@@ -48,8 +47,6 @@ class SourceClock {
 
   // `source` delivered an event at `ts` at `now`.
   void heard(SourceId source, Timestamp ts, TimePoint now);
-  // `source` closed cleanly: it holds nothing back from now on.
-  void closed(SourceId source);
   // The minimum of the live sources' newest ts; when none is live, the
   // newest ts of any source; nullopt before any source was heard (or after
   // all were forgotten).
@@ -75,7 +72,7 @@ class SourceClock {
 
   const std::chrono::milliseconds idle_timeout_;
   std::unordered_map<SourceId, Source> sources_;
-  // The newest ts of the sources forgotten or closed.
+  // The newest ts of the sources forgotten.
   Timestamp gone_newest_ = INT64_MIN;
 };
 

@@ -54,21 +54,6 @@ TEST(SourceClockTest, WhenAllAreIdleTheNewestOfAnyCounts) {
   EXPECT_TRUE(clock.allIdle(at(101)));
 }
 
-TEST(SourceClockTest, AClosedSourceIsRemovedAtOnce) {
-  SourceClock clock(milliseconds(100));
-  clock.heard(1, 10, at(0));
-  clock.heard(2, 40, at(0));
-  clock.closed(1);
-  EXPECT_EQ(clock.sources(), 1u);
-  EXPECT_EQ(clock.eventTime(at(1)), 40);
-  clock.closed(2);
-  EXPECT_EQ(clock.sources(), 0u);
-  // Nothing live: what the closed ones reached stands.
-  EXPECT_EQ(clock.eventTime(at(2)), 40);
-  clock.closed(7);  // unknown: nothing happens
-  EXPECT_EQ(clock.eventTime(at(3)), 40);
-}
-
 TEST(SourceClockTest, LongIdleSourcesAreForgottenWhenANewOneComes) {
   SourceClock clock(milliseconds(10));
   clock.heard(1, 100, at(0));
