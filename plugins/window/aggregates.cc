@@ -35,14 +35,20 @@ bool less(const Value& a, const Value& b) {
   return c && *c == std::strong_ordering::less;
 }
 
+// The aggregates that read numbers only.
+bool isNumeric(AggFunc func) {
+  return func == AggFunc::kSum || func == AggFunc::kAvg || func == AggFunc::kMin ||
+         func == AggFunc::kMax || func == AggFunc::kStddev;
+}
+
 }  // namespace
 
-void ColumnState::add(const Value* v) {
-  if (v == nullptr || v->isNull()) return;
+bool ColumnState::add(const Value* v, bool numeric) {
+  if (v == nullptr || v->isNull()) return true;
   ++present_;
   if (first_.isNull()) first_ = *v;
   last_ = *v;
-  if (!v->isNumber()) return;
+  if (!v->isNumber()) return !numeric;
   ++numbers_;
   const double d = v->toDouble();
   sum_ += d;
@@ -55,6 +61,7 @@ void ColumnState::add(const Value* v) {
   m2_ += delta * (d - mean_);
   if (min_.isNull() || less(*v, min_)) min_ = *v;
   if (max_.isNull() || less(max_, *v)) max_ = *v;
+  return true;
 }
 
 void ColumnState::merge(const ColumnState& later) {
@@ -100,12 +107,17 @@ Value ColumnState::result(AggFunc func) const {
   return Value();
 }
 
-void Accumulator::add(const Event& event, std::span<const AggregateColumn> columns) {
+uint32_t Accumulator::add(const Event& event, std::span<const AggregateColumn> columns) {
   ++events_;
   Value scratch;
+  uint32_t skipped = 0;
   for (size_t i = 0; i < columns.size(); ++i) {
-    if (!columns[i].countsEvents()) columns_[i].add(valueOf(event, columns[i], scratch));
+    if (columns[i].countsEvents()) continue;
+    if (!columns_[i].add(valueOf(event, columns[i], scratch), isNumeric(columns[i].func))) {
+      ++skipped;
+    }
   }
+  return skipped;
 }
 
 void Accumulator::merge(const Accumulator& later) {

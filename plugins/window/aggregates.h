@@ -7,7 +7,8 @@
 //
 // Values follow the pattern language's aggregates (expr_compiler.h):
 // count(t) counts the events, count(t.x) those that have x; sum, avg, min,
-// max and stddev (sample) read numbers only, skipping the rest; sum of
+// max and stddev (sample) read numbers only, skipping the rest (which the
+// detector counts: Accumulator::add() returns them); sum of
 // nothing is 0, sum of ints stays an int (a double once it would overflow);
 // avg, min, max of nothing and stddev of fewer than two are Missing (a null
 // Value); first and last are the earliest and latest present value.
@@ -38,8 +39,9 @@ struct AggregateColumn {
 // The running state of one column over a set of events.
 class ColumnState {
  public:
-  // `v`: the event's value of the column (nullptr when it has none).
-  void add(const Value* v);
+  // `v`: the event's value of the column (nullptr when it has none). False
+  // when `v` is present but not a number, which `numeric` aggregates skip.
+  bool add(const Value* v, bool numeric);
   // Appends the state of events that all come after these ones.
   void merge(const ColumnState& later);
   // The aggregate's value; a null Value for Missing.
@@ -64,7 +66,9 @@ class Accumulator {
  public:
   explicit Accumulator(size_t columns) : columns_(columns) {}
 
-  void add(const Event& event, std::span<const AggregateColumn> columns);
+  // Returns how many of the event's values a numeric aggregate (sum, avg,
+  // min, max, stddev) skipped as not numbers.
+  uint32_t add(const Event& event, std::span<const AggregateColumn> columns);
   void merge(const Accumulator& later);
   // Column i's value (a null Value for Missing).
   Value result(size_t i, const AggregateColumn& column) const;
