@@ -1,5 +1,6 @@
 #include "flows/exchange.h"
 
+#include <atomic>
 #include <utility>
 
 namespace cepbus::flows {
@@ -59,6 +60,11 @@ const char* outcomeName(OutcomeKind kind) {
       return "timeout";
   }
   return "unknown";
+}
+
+uint64_t newSource() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 ExchangeListenerPtr makeListener(std::function<void(const Exchange&, const Outcome&)> fn) {

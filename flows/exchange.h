@@ -84,6 +84,10 @@ using ExchangeListenerPtr = std::shared_ptr<ExchangeListener>;
 // A listener that calls `fn`; `fn` must follow the ExchangeListener contract.
 ExchangeListenerPtr makeListener(std::function<void(const Exchange&, const Outcome&)> fn);
 
+// A number no other source of events in this process has (never 0): what a
+// publishing link puts in Exchange::source. Thread-safe.
+uint64_t newSource();
+
 // A value type; copy it to keep it past a call. Thread-safety: immutable
 // after construction by convention (fields are public for cheap aggregate
 // construction); the event and the listener are shared read-only.
@@ -95,6 +99,9 @@ struct Exchange {
   Symbol sender;  // the sending endpoint; empty for anonymous senders
   uint64_t correlation_id = 0;
   ExchangeListenerPtr listener;  // null: nobody to tell
+  // The publishing link it came by (newSource()); 0 when no link is known.
+  // A query's event time is the slowest of its sources (services/cep).
+  uint64_t source = 0;
 
   // Hands `outcome` to the listener. False when there is no listener or it
   // threw (the throw is swallowed here so that no exception crosses a stage).

@@ -43,6 +43,11 @@ struct QueryStats {
   // The newest timestamp its detector was offered minus the maximum delay;
   // nullopt before the first event.
   std::optional<Timestamp> watermark;
+  // The sources of its events (publishing links) its detector knows, and of
+  // them those silent for longer than its idle timeout (not holding the
+  // event time back); as of its detector's last batch or tick.
+  size_t sources = 0;
+  size_t idle_sources = 0;
   // What its detector holds (plugin::DetectorState) after its last call;
   // nullopt when the engine does not count.
   std::optional<plugin::DetectorState> partial_matches;

@@ -25,6 +25,13 @@ const EventPtr& retryMarker() {
   return marker;
 }
 
+// The stage item that asks the worker to move the event time (a tick of the
+// service's ticker), recognised by identity.
+const EventPtr& tickMarker() {
+  static const EventPtr marker = EventBuilder(Symbol::intern("cepbus.tick")).build();
+  return marker;
+}
+
 // The type of the stage items that ask the worker to mute a query, each
 // made for one removal and recognised by identity: a publisher may send an
 // event of that type, which is then detected as any other.
@@ -42,14 +49,15 @@ std::string joined(const std::vector<std::string>& items) {
 }  // namespace
 
 CepDetection::CepDetection(std::vector<std::shared_ptr<CepQuery>> members,
-                           std::vector<std::string> inputs, bool flush_when_idle, bool run_inline,
+                           std::vector<std::string> inputs, const QuerySettings& settings,
                            const CepServiceConfig& config, ServiceContext& context)
     : members_(std::move(members)),
       live_(members_.size()),
       removed_(members_.size(), false),
       inputs_(std::move(inputs)),
-      flush_when_idle_(flush_when_idle),
-      run_inline_(run_inline),
+      flush_when_idle_(settings.flush_when_idle),
+      run_inline_(settings.run_inline),
+      ts_unit_(settings.ts_unit),
       service_(config.name),
       capacity_(config.capacity),
       batch_size_(config.batch_size),
@@ -58,7 +66,8 @@ CepDetection::CepDetection(std::vector<std::shared_ptr<CepQuery>> members,
       backlog_([&broker = context.broker](const flows::Exchange& e) { return broker.publish(e); },
                [this](const flows::Exchange& e, const flows::SendOutcome& out) {
                  if (auto it = senders_.find(e.sender); it != senders_.end()) it->second->lost(out);
-               }) {
+               }),
+      clock_(settings.idle_timeout) {
   for (const auto& q : members_) {
     outputs_.push_back(q->output());
     senders_.emplace(q->sender(), q);
@@ -222,7 +231,7 @@ void CepDetection::mute(size_t member, bool flush) {
 }
 
 bool CepDetection::isControl(const EventPtr& event) {
-  if (event == flushMarker() || event == retryMarker()) return true;
+  if (event == flushMarker() || event == retryMarker() || event == tickMarker()) return true;
   if (event->type() != detachType()) return false;
   MutexLock lock(detach_mu_);
   return std::any_of(detaches_.begin(), detaches_.end(),
@@ -235,6 +244,7 @@ Status CepDetection::consume(const flows::Exchange& exchange) {
   stages::StageItem item;
   item.event = exchange.event;
   item.reliable = exchange.qos == flows::Qos::kReliable;
+  item.token = exchange.source;
   if (stage_->offer(std::move(item)) != stages::Admission::kRejected) return Status::ok();
   pending_.fetch_sub(1, std::memory_order_acq_rel);
   const uint64_t n = rejected_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -248,6 +258,32 @@ Status CepDetection::consume(const flows::Exchange& exchange) {
 bool CepDetection::requestFlush() {
   if (!started_ || stopped_) return true;
   return offerControl(flushMarker()) != stages::Admission::kRejected;
+}
+
+void CepDetection::requestTick() {
+  if (!started_ || stopped_) return;
+  const size_t sources = sources_.load(std::memory_order_relaxed);
+  if (sources == 0 || (sources == 1 && ts_unit_ == pattern::TimeUnit::kNone)) return;
+  if (tick_queued_.exchange(true, std::memory_order_acq_rel)) return;
+  // A full stage refuses it: the events queued move the time anyway.
+  if (offerControl(tickMarker()) == stages::Admission::kRejected) {
+    tick_queued_.store(false, std::memory_order_release);
+  }
+}
+
+Status CepDetection::advanceTime() {
+  const auto now = std::chrono::steady_clock::now();
+  std::optional<Timestamp> time = clock_.eventTime(now);
+  sources_.store(clock_.sources(), std::memory_order_relaxed);
+  idle_sources_.store(clock_.idleSources(now), std::memory_order_relaxed);
+  if (time && clock_.allIdle(now)) {
+    // Never back: a wall clock set back holds the time where it was.
+    if (auto wall = plugin::wallTime(ts_unit_, std::chrono::system_clock::now())) {
+      wall_time_ = std::max(wall_time_, *wall);
+      time = std::max(*time, wall_time_);
+    }
+  }
+  return time ? detection_->advanceTo(*time) : Status::ok();
 }
 
 void CepDetection::queueRetry() {
@@ -289,6 +325,14 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
     if (marker->event == flushMarker()) {
       MutexLock lock(detection_mu_);
       if (Status s = detection_->flush(); !s) failed("flush", s);
+    } else if (marker->event == tickMarker()) {
+      tick_queued_.store(false, std::memory_order_release);
+      MutexLock lock(detection_mu_);
+      if (Status s = advanceTime(); !s) failed("tick", s);
+      // What the time released, a batching engine reports now (as after a batch).
+      if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == 1) {
+        if (Status s = detection_->flushReleased(); !s) failed("flush", s);
+      }
     } else if (marker->event == retryMarker()) {
       retry_queued_.store(false, std::memory_order_release);
       if (on_worker) awaitOutputs();
@@ -327,7 +371,30 @@ void CepDetection::detectEvents(std::span<stages::StageItem> items,
   {
     MutexLock lock(detection_mu_);
     for (const std::shared_ptr<CepQuery>& query : members_) query->watch(batch_);
-    status = detection_->onEvents(batch_);
+    auto note = [&status](Status s) {
+      if (!s && status) status = std::move(s);
+    };
+    // Each event is judged against the time before it, which the events
+    // before it in the batch may have moved (their source was the slowest
+    // live one). The batch goes to the detection whole unless an event is
+    // late only against that moved time: the run before it goes first, and
+    // the time moves before it is offered.
+    const auto now = std::chrono::steady_clock::now();
+    const Timestamp delay = detection_->maxDelay();
+    std::optional<Timestamp> time = clock_.eventTime(now);
+    size_t from = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const Event& event = *batch_[i];
+      if (time && event.ts() < *time - delay && !detection_->isLate(event)) {
+        note(detection_->onEvents(std::span<const EventPtr>(batch_).subspan(from, i - from)));
+        note(detection_->advanceTo(*time));
+        from = i;
+      }
+      clock_.heard(items[i].token, event.ts(), now);
+      time = clock_.eventTime(now);
+    }
+    note(detection_->onEvents(std::span<const EventPtr>(batch_).subspan(from)));
+    note(advanceTime());
     // Nothing is queued behind these events: the input paused, so a batching
     // engine reports what it holds now instead of at its next batch
     // boundary, which may be far off when events are sparse. Under load the
@@ -383,6 +450,8 @@ QueryStats CepDetection::stats() const {
   s.rejected = rejected_.load(std::memory_order_relaxed);
   s.queued = pending_.load(std::memory_order_acquire);
   s.ran_inline = stage_->metrics().ran_inline;
+  s.sources = sources_.load(std::memory_order_relaxed);
+  s.idle_sources = idle_sources_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -20,6 +20,18 @@
 // (run_inline=when_idle) never waits for them: it leaves the wait to the
 // worker.
 //
+// Time. Each event's source is the publishing link it came by
+// (flows::Exchange::source; 0 for events of no known link, such as another
+// query's composites). The detection keeps the event time itself
+// (plugin::EventTime::kOwner): after each batch it is the slowest live
+// source's newest ts (plugin::SourceClock, with the first query's
+// idle_timeout), so an event may come up to the maximum delay behind it; a
+// source silent for the idle timeout holds nothing back. With a declared
+// time unit, while every source is idle, the event time is the wall clock
+// in ts units (never going back), so timers fire with no traffic. The
+// service's ticker asks for a tick (requestTick()) several times a second;
+// the worker then moves the event time as the clocks say.
+//
 // Thread-safety: start(), stop(), requestFlush() and detach() are control
 // calls, serialized by the service (not from inside a delivery of a queueing
 // flow: removing the endpoint waits for its queues). The endpoint's consumer
@@ -50,6 +62,7 @@
 #include "bus/core/plugin/engine_counters.h"
 #include "bus/core/status.h"
 #include "bus/host/detection/detection.h"
+#include "bus/host/time/source_clock.h"
 #include "flows/exchange.h"
 #include "services/cep/cep_config.h"
 #include "services/cep/output_backlog.h"
@@ -64,6 +77,7 @@ class Logger;
 namespace cepbus::services::cep {
 
 class CepQuery;
+struct QuerySettings;
 
 // Run-time failures repeat per event under a bad feed: log when a count
 // reaches 1, 2, 4, 8 ... so that the log shows them without flooding.
@@ -81,8 +95,10 @@ class CepDetection final : public detection::DetectionSink {
  public:
   // `members[i]` gets the matches of member i of the group; `inputs` are
   // theirs (the same for all). The stage comes with open().
+  // `settings` are the first member's (the planner grouped queries that
+  // agree on the ones it reads: flush_when_idle, run_inline, idle_timeout).
   CepDetection(std::vector<std::shared_ptr<CepQuery>> members, std::vector<std::string> inputs,
-               bool flush_when_idle, bool run_inline, const CepServiceConfig& config,
+               const QuerySettings& settings, const CepServiceConfig& config,
                ServiceContext& context);
   ~CepDetection() override;
 
@@ -113,6 +129,10 @@ class CepDetection final : public detection::DetectionSink {
   // Queues a flush of the detection behind the events already queued, so it
   // runs on the worker. False when the stage refused it (full).
   bool requestFlush();
+  // Queues a tick behind the events already queued, unless one is queued or
+  // nothing can move without events (no source yet; no time unit and one
+  // source): the worker then moves the event time (see Time above).
+  void requestTick();
   // Mutes `member`, one of several live members, after the events queued so
   // far: the detection is flushed (without releasing the slack) so that the
   // query's pending matches are published, and its later matches are
@@ -185,6 +205,9 @@ class CepDetection final : public detection::DetectionSink {
   bool isControl(const EventPtr& event) EXCLUDES(detach_mu_);
   // Flushes (when `flush`: the detection runs) and mutes `member`.
   void mute(size_t member, bool flush) EXCLUDES(detection_mu_);
+  // Moves the detection's event time to what the source clock (and, with a
+  // time unit and every source idle, the wall clock) says now.
+  Status advanceTime() REQUIRES(detection_mu_);
   // Waits until the bus took every held composite event, or gives them up
   // once a stop's deadline passed. Never on a delivering thread.
   void awaitOutputs();
@@ -200,6 +223,7 @@ class CepDetection final : public detection::DetectionSink {
   const std::vector<std::string> inputs_;
   const bool flush_when_idle_;
   const bool run_inline_;
+  const pattern::TimeUnit ts_unit_;
   const std::string service_;
   const size_t capacity_;
   const size_t batch_size_;
@@ -228,6 +252,13 @@ class CepDetection final : public detection::DetectionSink {
   mutable plugin::EngineCounters counters_ GUARDED_BY(counters_mu_);  // as last read
   // The events of one detectEvents() call (the worker's only): reused, empty between calls.
   std::vector<EventPtr> batch_;
+  // Its sources' event time, and the wall-clock time it last moved to.
+  plugin::SourceClock clock_ GUARDED_BY(detection_mu_);
+  Timestamp wall_time_ GUARDED_BY(detection_mu_) = INT64_MIN;
+  // The clock's source counts after the last batch or tick, for the stats.
+  std::atomic<size_t> sources_{0};
+  std::atomic<size_t> idle_sources_{0};
+  std::atomic<bool> tick_queued_{false};  // a tick marker is in the stage's queue
   std::unique_ptr<stages::Stage> stage_;
   Mutex detach_mu_;  // control plane and worker
   std::vector<std::shared_ptr<Detach>> detaches_ GUARDED_BY(detach_mu_);

@@ -42,6 +42,26 @@ Result<std::string> serviceOption(OptionValues& options, std::string_view name,
                                  ", not \"" + it->second + "\"");
 }
 
+// The option idle_timeout: a positive number of milliseconds, written back
+// (the default when left out) so that the planner compares the same text.
+Result<std::chrono::milliseconds> idleTimeout(OptionValues& options) {
+  auto it = options.find(plugin::kIdleTimeoutOption);
+  if (it == options.end()) {
+    it = options
+             .emplace(std::string(plugin::kIdleTimeoutOption),
+                      std::to_string(plugin::kDefaultIdleTimeout.count()))
+             .first;
+  }
+  const std::string& text = it->second;
+  int64_t ms = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec != std::errc() || end != text.data() + text.size() || ms <= 0) {
+    return Status::invalidArgument("option idle_timeout=" + text +
+                                   ": expected a positive number of milliseconds");
+  }
+  return std::chrono::milliseconds(ms);
+}
+
 // parseQuery() reports "line L, column C: what"; L counts lines of the query
 // text, whose first line is text_where.line of the descriptor.
 std::string textError(const descriptor::QuerySpec& spec, std::string_view message) {
@@ -80,11 +100,8 @@ std::string joined(const std::vector<std::string>& items) {
 std::vector<detection::ServiceOption> serviceOptions() {
   // Queries share a detector when its stage runs them alike; each has its
   // own output, and share_detector says whether it shares at all.
-  return {{kFlushWhenIdle, false},
-          {kRunInline, false},
-          {kOutputQos, true},
-          {kShareDetector, true},
-          {kLateOutput, true}};
+  return {{kFlushWhenIdle, false}, {kRunInline, false},    {plugin::kIdleTimeoutOption, false},
+          {kOutputQos, true},      {kShareDetector, true}, {kLateOutput, true}};
 }
 
 std::string queryLabel(const descriptor::QuerySpec& spec) {
@@ -121,6 +138,10 @@ Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
   settings.flush_when_idle = *flush_when_idle == "true";
   settings.run_inline = *run_inline == "when_idle";
   settings.output_qos = *output_qos == "reliable" ? flows::Qos::kReliable : flows::Qos::kBestEffort;
+  auto idle = idleTimeout(values);
+  if (!idle) return error(idle.status().message());
+  settings.idle_timeout = *idle;
+  settings.ts_unit = spec.ts_unit;
   auto late = values.find(kLateOutput);
   settings.late_output = late != values.end() ? late->second : spec.name + ".late";
   if (Status s = router::validateAddress(settings.late_output); !s) {

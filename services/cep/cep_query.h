@@ -20,6 +20,7 @@
 // stats scope while entered, whose functions read it and its detection.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -32,6 +33,7 @@
 #include "bus/host/descriptor/descriptor.h"
 #include "bus/host/detection/planner.h"
 #include "bus/host/detection/query_name_watch.h"
+#include "bus/host/time/source_clock.h"
 #include "flows/abstract_flow.h"
 #include "flows/exchange.h"
 #include "router/component_entry.h"
@@ -58,6 +60,12 @@ struct QuerySettings {
   flows::Qos output_qos = flows::Qos::kBestEffort;
   // Where its late events go (option late_output, default "<query>.late").
   std::string late_output;
+  // How long a source of its events may be silent before it stops holding
+  // the event time back (option idle_timeout, milliseconds).
+  std::chrono::milliseconds idle_timeout = plugin::kDefaultIdleTimeout;
+  // The unit of its input's ts (time-unit): with one, event time follows
+  // the wall clock while every source is idle.
+  pattern::TimeUnit ts_unit = pattern::TimeUnit::kNone;
 };
 
 // "<query name=\"q\">", how errors and log lines name a query.

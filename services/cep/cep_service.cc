@@ -82,10 +82,9 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
       members.push_back(queries[m]);
       names.push_back(specs[m].name);
     }
-    auto made = std::make_shared<CepDetection>(members, specs[first].inputs,
-                                               settings[first].flush_when_idle,
-                                               settings[first].run_inline, config_, context_);
-    auto running = detection::Detection::create(group, *made);
+    auto made = std::make_shared<CepDetection>(members, specs[first].inputs, settings[first],
+                                               config_, context_);
+    auto running = detection::Detection::create(group, *made, plugin::EventTime::kOwner);
     if (!running) return running.status();
     made->run(std::move(running).value());
     // The reason of engine auto is said for the queries that asked for it.
@@ -124,7 +123,9 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
 }
 
 CepService::CepService(CepServiceConfig config, ServiceContext& context)
-    : config_(std::move(config)), context_(context) {}
+    : config_(std::move(config)),
+      context_(context),
+      ticker_(kTickPeriod, [this](std::chrono::steady_clock::time_point) { return tick(); }) {}
 
 CepService::~CepService() { stop(); }
 
@@ -145,12 +146,20 @@ Status CepService::start() {
     }
   }
   entry_->setState(router::ComponentState::kStarted);
+  ticker_.start();
   return Status::ok();
 }
 
 void CepService::stop() {
+  ticker_.stop();
   MutexLock lock(mu_);
   stopLocked();
+}
+
+bool CepService::tick() {
+  MutexLock lock(mu_);
+  for (const auto& d : detections_) d->requestTick();
+  return true;
 }
 
 void CepService::stopLocked() {

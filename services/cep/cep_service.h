@@ -88,6 +88,15 @@
 // fills and admission pushes back on whatever feeds it. A stop waits
 // kStopDrain (5 s) for them, then gives them up (counted, logged).
 //
+// Event time. A query's event time on the bus is the slowest of its live
+// sources (each publishing link; cep_detection.h says how): a source silent
+// for longer than the query option `idle_timeout` (milliseconds, default
+// 2000) holds nothing back, and with a declared time unit (<query
+// time-unit>) event time follows the wall clock while every source is idle,
+// so that a trailing negation's match or a window's result comes out with
+// no more traffic. The service's ticker (kTickPeriod) asks each detection to
+// move its time.
+//
 // The query option `run_inline=when_idle` lets the thread that delivers an
 // event run the detector itself while its stage is idle (the
 // stage's run-inline mode, stages/stage.h): on a light stream each event
@@ -127,6 +136,7 @@
 // its queries and detectors (with their stages, endpoints and registry entries); a detector keeps
 // its plugin loaded.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -142,6 +152,7 @@
 #include "services/cep/cep_config.h"
 #include "services/query_host.h"
 #include "services/service.h"
+#include "stages/resource_controller.h"
 
 namespace cepbus::services::cep {
 
@@ -150,6 +161,10 @@ class CepQuery;
 
 class CepService final : public Service, public QueryHost {
  public:
+  // How often the ticker asks each detection to move its event time: the
+  // most a match decided by time alone comes out after it is due.
+  static constexpr std::chrono::milliseconds kTickPeriod{100};
+
   CepService(CepServiceConfig config, ServiceContext& context);
   ~CepService() override;
 
@@ -213,8 +228,13 @@ class CepService final : public Service, public QueryHost {
   void publishQueryList() REQUIRES(mu_);
   std::shared_ptr<CepQuery> findQuery(std::string_view name) const REQUIRES(mu_);
 
+  // The ticker's tick: asks every detection to move its event time.
+  bool tick() EXCLUDES(mu_);
+
   const CepServiceConfig config_;
   ServiceContext& context_;
+  // Started by start(), stopped by stop() before it takes mu_ (a tick takes it).
+  stages::PeriodicTask ticker_;
 
   mutable Mutex mu_;  // serializes the control calls
   bool started_ GUARDED_BY(mu_) = false;

@@ -336,7 +336,9 @@ std::optional<json> queryJson(const router::Registry& registry, const std::strin
              {"queued", stats->queued},
              {"ran_inline", stats->ran_inline},
              {"missing_attribute", stats->missing_attribute},
-             {"late", stats->late}};
+             {"late", stats->late},
+             {"sources", stats->sources},
+             {"idle_sources", stats->idle_sources}};
   // null before the first event.
   entry["watermark"] = stats->watermark ? json(*stats->watermark) : json();
   // null, not 0, for an engine that does not count what it holds.

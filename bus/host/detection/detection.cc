@@ -16,14 +16,15 @@ void add(std::atomic<uint64_t>& counter, uint64_t n) {
 
 }  // namespace
 
-Result<std::unique_ptr<Detection>> Detection::create(DetectionGroup& group, DetectionSink& sink) {
+Result<std::unique_ptr<Detection>> Detection::create(DetectionGroup& group, DetectionSink& sink,
+                                                     plugin::EventTime time) {
   std::optional<MadeDetector> made = std::exchange(group.made, std::nullopt);
   if (!made) {
     auto fresh = group.recipe.make();
     if (!fresh) return fresh.status();
     made = std::move(fresh).value();
   }
-  return std::unique_ptr<Detection>(new Detection(std::move(*made), group.recipe.maxDelay(),
+  return std::unique_ptr<Detection>(new Detection(std::move(*made), group.recipe.maxDelay(), time,
                                                   group.engine, group.members.size(), sink));
 }
 
@@ -32,17 +33,18 @@ Result<std::unique_ptr<Detection>> Detection::create(const DetectorRecipe& recip
   auto made = recipe.make();
   if (!made) return made.status();
   return std::unique_ptr<Detection>(new Detection(std::move(made).value(), recipe.maxDelay(),
-                                                  recipe.engine(), recipe.queries(), sink));
+                                                  plugin::EventTime::kNewestEvent, recipe.engine(),
+                                                  recipe.queries(), sink));
 }
 
-Detection::Detection(MadeDetector made, Timestamp max_delay, std::string engine, size_t members,
-                     DetectionSink& sink)
+Detection::Detection(MadeDetector made, Timestamp max_delay, plugin::EventTime time,
+                     std::string engine, size_t members, DetectionSink& sink)
     : sink_(sink),
       engine_(std::move(engine)),
       members_(members),
       relay_(std::move(made.relay)),
-      ordered_(std::make_unique<plugin::ReorderingDetector>(std::move(made.detector), max_delay,
-                                                            static_cast<plugin::LateSink*>(this))),
+      ordered_(std::make_unique<plugin::ReorderingDetector>(
+          std::move(made.detector), max_delay, static_cast<plugin::LateSink*>(this), time)),
       trial_(made.trial),
       output_control_(made.output_control),
       counts_partials_(ordered_->state().has_value()),
@@ -85,6 +87,10 @@ Status Detection::onEvent(const EventPtr& event) {
 Status Detection::flush() { return counted(ordered_->flush()); }
 
 Status Detection::flushReleased() { return counted(ordered_->flushReleased()); }
+
+Status Detection::advanceTo(Timestamp event_time) {
+  return counted(ordered_->advanceTo(event_time));
+}
 
 void Detection::mute(size_t member) { muted_[member] = true; }
 

@@ -26,7 +26,10 @@
 // to the detector, which then reports every match still pending.
 // flushReleased() is a pause: the detector reports what it holds for the
 // events released so far, and what the delay holds stays held (a later
-// arrival may still precede it).
+// arrival may still precede it). A host that knows its sources keeps the
+// event time itself (plugin::EventTime::kOwner, the bus's CEP service with
+// its source clock): events then move no time, advanceTo() does, and the
+// watermark is that time minus D.
 //
 // Members. The detector's matches of query i of the group go to the sink as
 // member i. mute(i) stops them (a removed query whose pattern must keep
@@ -96,7 +99,10 @@ class Detection final : private MemberSink, private plugin::LateSink {
   // group when there is one still, else makes one from the group's recipe
   // (an error when the engine refuses now). Its matches go to `sink`. Not
   // concurrently for one group (the first takes what the planner made).
-  static Result<std::unique_ptr<Detection>> create(DetectionGroup& group, DetectionSink& sink);
+  // `time` says what moves its event time (see Time above).
+  static Result<std::unique_ptr<Detection>> create(
+      DetectionGroup& group, DetectionSink& sink,
+      plugin::EventTime time = plugin::EventTime::kNewestEvent);
   // A detection of a new detector from `recipe` (the recipe's engine and
   // queries, one member each): for a host that makes one per partition or
   // per stream. Any thread may call it (DetectorRecipe::make() is
@@ -116,9 +122,15 @@ class Detection final : private MemberSink, private plugin::LateSink {
   Status flush();
   // A pause in the input.
   Status flushReleased();
+  // Moves the event time up to `event_time` (plugin::ReorderingDetector::
+  // advanceTo): what it makes ready goes to the detector, and the detector
+  // hears the time that passed.
+  Status advanceTo(Timestamp event_time);
   // Whether `event` would be late now (beyond the maximum delay), without
   // offering it.
   bool isLate(const Event& event) const { return ordered_->isLate(event); }
+  // The maximum delay D (DetectorRecipe::maxDelay()).
+  Timestamp maxDelay() const { return ordered_->maxDelay(); }
   // The timestamp of the newest event handed to the detector (INT64_MIN
   // before the first): every accepted event up to it has been.
   Timestamp released() const { return ordered_->released(); }
@@ -145,8 +157,8 @@ class Detection final : private MemberSink, private plugin::LateSink {
   std::optional<plugin::TrialOutcome> trialOutcome() const;
 
  private:
-  Detection(MadeDetector made, Timestamp max_delay, std::string engine, size_t members,
-            DetectionSink& sink);
+  Detection(MadeDetector made, Timestamp max_delay, plugin::EventTime time, std::string engine,
+            size_t members, DetectionSink& sink);
   void onMatch(size_t member, const plugin::Match& match) override;
   void onLate(const EventPtr& event, Timestamp newest) override;
   // Counts `status` as an error when it is one, samples the detector's

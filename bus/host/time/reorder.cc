@@ -18,7 +18,8 @@ Result<Timestamp> parseMaxDelay(std::string_view name, std::string_view value) {
                                  ": expected a non-negative integer");
 }
 
-ReorderBuffer::ReorderBuffer(Timestamp max_delay) : max_delay_(max_delay), held_(max_delay) {}
+ReorderBuffer::ReorderBuffer(Timestamp max_delay, EventTime time)
+    : max_delay_(max_delay), time_(time), held_(max_delay) {}
 
 Status ReorderBuffer::admit(const Event& event) {
   const Timestamp ts = event.ts();
@@ -30,7 +31,7 @@ Status ReorderBuffer::admit(const Event& event) {
         std::to_string(max_delay_) +
         (max_delay_ == 0 ? " (set the option max_delay=N to reorder late events)" : ""));
   }
-  newest_ = std::max(newest_, ts);
+  if (time_ == EventTime::kNewestEvent) newest_ = std::max(newest_, ts);
   return Status::ok();
 }
 
@@ -61,17 +62,38 @@ Status ReorderBuffer::push(EventPtr event) {
   // What the watermark passed is ready before this event: every event held
   // is then after the watermark, within D of the newest, as held_ needs.
   const Timestamp upto = watermark();
-  if (upto > released_upto_) {
-    held_.releaseUpTo(upto, ready_);
-    released_upto_ = upto;
-  }
+  releaseTo(upto);
   const Timestamp ts = event->ts();
   if (ts <= upto) {
     ready_.push_back(std::move(event));  // at the watermark: after every ready one
-  } else {
+  } else if (upto != INT64_MIN && ts <= upto + max_delay_) {  // upto + D is the newest
     held_.push(ts, std::move(event));
+  } else {
+    far_.emplace(ts, std::move(event));  // after the equal ones: arrival order
   }
   return Status::ok();
+}
+
+void ReorderBuffer::advanceTo(Timestamp event_time) {
+  if (event_time <= newest_) return;
+  newest_ = event_time;
+  releaseTo(watermark());
+}
+
+void ReorderBuffer::releaseTo(Timestamp upto) {
+  if (upto <= released_upto_) return;
+  held_.releaseUpTo(upto, ready_);
+  released_upto_ = upto;
+  if (far_.empty()) return;
+  // held_ held only events within D of the old watermark, each before every
+  // one in far_: those the watermark passed follow them, and those now
+  // within D of it go to held_ before any later arrival at their ts.
+  auto it = far_.begin();
+  for (; it != far_.end() && it->first <= upto; ++it) ready_.push_back(std::move(it->second));
+  for (; it != far_.end() && it->first <= upto + max_delay_; ++it) {
+    held_.push(it->first, std::move(it->second));
+  }
+  far_.erase(far_.begin(), it);
 }
 
 EventPtr ReorderBuffer::popReady() {
@@ -84,13 +106,17 @@ EventPtr ReorderBuffer::popReady() {
 }
 
 EventPtr ReorderBuffer::popAny() {
-  if (ready_head_ == ready_.size()) held_.releaseAll(ready_);
+  if (ready_head_ == ready_.size()) {
+    held_.releaseAll(ready_);
+    for (auto& [ts, event] : far_) ready_.push_back(std::move(event));
+    far_.clear();
+  }
   return popReady();
 }
 
 ReorderingDetector::ReorderingDetector(std::unique_ptr<Detector> inner, Timestamp max_delay,
-                                       LateSink* late)
-    : inner_(std::move(inner)), buffer_(max_delay), late_(late) {}
+                                       LateSink* late, EventTime time)
+    : inner_(std::move(inner)), buffer_(max_delay, time), late_(late) {}
 
 Status ReorderingDetector::late(const EventPtr& event) {
   if (late_ == nullptr) return buffer_.admit(*event);  // the error names it
@@ -113,7 +139,7 @@ void ReorderingDetector::passTime(Status& first) {
 Status ReorderingDetector::onEvent(const EventPtr& event) {
   if (buffer_.isLate(event->ts())) return late(event);
   Status first = Status::ok();
-  if (buffer_.maxDelay() == 0) {
+  if (buffer_.maxDelay() == 0 && !buffer_.ownerKeepsTime()) {
     // The common in-order case: forward without holding the event.
     first = buffer_.admit(*event);
     if (!first) return first;
@@ -136,7 +162,7 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
   auto note = [&first](Status s) {
     if (!s && first) first = std::move(s);
   };
-  if (buffer_.maxDelay() == 0) {
+  if (buffer_.maxDelay() == 0 && !buffer_.ownerKeepsTime()) {
     // Runs of in-order events, each forwarded whole, between late ones.
     while (!events.empty()) {
       const size_t run = buffer_.admitInOrder(events);
@@ -151,17 +177,27 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
   // Releasing once after every push gives the same order as releasing after
   // each: an admitted event is never earlier than one already safe to release.
   for (const EventPtr& event : events) note(offer(event));
-  while (EventPtr ready = buffer_.popReady()) ready_.push_back(std::move(ready));
-  if (!ready_.empty()) {
-    // Emptied also when the inner detector throws: nothing is forwarded twice.
-    struct Clear {
-      std::vector<EventPtr>& v;
-      ~Clear() { v.clear(); }
-    } clear{ready_};
-    note(forward(ready_));
-  }
+  note(forwardReady());
   passTime(first);
   return first;
+}
+
+Status ReorderingDetector::advanceTo(Timestamp event_time) {
+  buffer_.advanceTo(event_time);
+  Status first = forwardReady();
+  passTime(first);
+  return first;
+}
+
+Status ReorderingDetector::forwardReady() {
+  while (EventPtr ready = buffer_.popReady()) ready_.push_back(std::move(ready));
+  if (ready_.empty()) return Status::ok();
+  // Emptied also when the inner detector throws: nothing is forwarded twice.
+  struct Clear {
+    std::vector<EventPtr>& v;
+    ~Clear() { v.clear(); }
+  } clear{ready_};
+  return forward(ready_);
 }
 
 Status ReorderingDetector::flush() {

@@ -18,11 +18,19 @@
 // may still come), so it is told that time has passed watermark - 1. A
 // trailing negation's match is decided on it with no later event needed.
 //
+// Event time is the newest timestamp seen, unless the owner keeps it
+// (EventTime::kOwner): then events do not move it and advanceTo() does (the
+// bus's query, whose event time is the slowest of its live sources,
+// source_clock.h). Held events may then span more than D (a fast source
+// runs ahead of a slow one): those beyond D of the watermark wait in an
+// ordered map until the watermark comes within D of them.
+//
 // This is the detection host's time handling (bus/host/detection/detection.h
 // owns one per detector): D comes from the host option `max_delay=D` (or its
 // synonym `slack=D`), which every engine takes and none sees.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -56,15 +64,26 @@ class LateSink {
   virtual void onLate(const EventPtr& event, Timestamp newest) = 0;
 };
 
+// What moves a reorder buffer's event time (see the file comment).
+enum class EventTime : uint8_t {
+  kNewestEvent,  // the newest ts pushed
+  kOwner,        // advanceTo() alone
+};
+
 // Thread safety: none (one per detector). Storage is reused, so steady-state
-// pushing allocates nothing.
+// pushing allocates nothing (with EventTime::kOwner, an event more than D
+// ahead of the watermark costs a map node).
 class ReorderBuffer {
  public:
-  explicit ReorderBuffer(Timestamp max_delay);
+  explicit ReorderBuffer(Timestamp max_delay, EventTime time = EventTime::kNewestEvent);
 
   // Accepts `event` into the buffer or rejects it (InvalidArgument) when it is
   // too late.
   Status push(EventPtr event);
+  // Moves the event time up to `event_time` (never down), making ready what
+  // the watermark passes. Either mode takes it: with kNewestEvent it is as if
+  // an event at `event_time` had come.
+  void advanceTo(Timestamp event_time);
   // Whether an event at `ts` would be rejected now (push() and admit() say
   // why): more than the maximum delay behind the newest timestamp seen.
   bool isLate(Timestamp ts) const { return ts < watermark(); }
@@ -82,18 +101,28 @@ class ReorderBuffer {
   EventPtr popAny();
 
   Timestamp maxDelay() const { return max_delay_; }
-  // The newest timestamp seen (INT64_MIN before the first event).
+  // The event time: the newest timestamp seen, or the owner's
+  // (INT64_MIN before the first).
   Timestamp newest() const { return newest_; }
+  bool ownerKeepsTime() const { return time_ == EventTime::kOwner; }
   // The newest timestamp seen minus the maximum delay (INT64_MIN before the
   // first event): an event before it is late, and every event up to it has
   // arrived that is not.
   Timestamp watermark() const { return newest_ == INT64_MIN ? INT64_MIN : newest_ - max_delay_; }
-  size_t size() const { return ready_.size() - ready_head_ + held_.size(); }
+  size_t size() const { return ready_.size() - ready_head_ + held_.size() + far_.size(); }
 
  private:
+  // Makes ready what the watermark `upto` passed, and moves into held_ what
+  // came within D of it.
+  void releaseTo(Timestamp upto);
+
   const Timestamp max_delay_;
-  // Events after the watermark, by ts (they span at most D time units).
+  const EventTime time_;
+  // Events after the watermark within D of it, by ts.
   TimeBuckets held_;
+  // Events further ahead (only when the owner keeps time), by ts and then
+  // arrival: each is later than every event in held_.
+  std::multimap<Timestamp, EventPtr> far_;
   // Events up to the watermark, in order, from ready_head_ on; emptied
   // when all are popped.
   std::vector<EventPtr> ready_;
@@ -108,8 +137,8 @@ class ReorderBuffer {
 // onEvent() and onEvents().
 class ReorderingDetector final : public Detector {
  public:
-  ReorderingDetector(std::unique_ptr<Detector> inner, Timestamp max_delay,
-                     LateSink* late = nullptr);
+  ReorderingDetector(std::unique_ptr<Detector> inner, Timestamp max_delay, LateSink* late = nullptr,
+                     EventTime time = EventTime::kNewestEvent);
 
   // Hands a late event to the late sink (or, without one, rejects it);
   // otherwise forwards every event now in order and returns the first error
@@ -124,6 +153,9 @@ class ReorderingDetector final : public Detector {
   // delay, lateness before the inner detector's errors (it sees the batch's
   // released events after all are pushed).
   Status onEvents(std::span<const EventPtr> events) override;
+  // ReorderBuffer::advanceTo(), then forwards what it made ready and tells
+  // the inner detector the time that passed: timers fire with no event.
+  Status advanceTo(Timestamp event_time);
   // Releases every buffered event, lets time pass to the end
   // (onWatermark(kEndOfTime)), then flushes the inner detector.
   Status flush() override;
@@ -135,6 +167,7 @@ class ReorderingDetector final : public Detector {
   bool isLate(const Event& event) const { return buffer_.isLate(event.ts()); }
   // ReorderBuffer::watermark().
   Timestamp watermark() const { return buffer_.watermark(); }
+  Timestamp maxDelay() const { return buffer_.maxDelay(); }
   // The timestamp of the newest event handed to the inner detector
   // (INT64_MIN before the first): every accepted event up to it has been.
   Timestamp released() const { return released_; }
@@ -155,6 +188,8 @@ class ReorderingDetector final : public Detector {
   Status late(const EventPtr& event);
   // push() of `event` into the buffer, a late one through late().
   Status offer(const EventPtr& event);
+  // Forwards every event the buffer has ready, as one span.
+  Status forwardReady();
 
   std::unique_ptr<Detector> inner_;
   ReorderBuffer buffer_;

@@ -414,6 +414,7 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
   exchange.event = std::move(mapped.event);
   exchange.address = pub.address;
   exchange.sender = options_.sender;
+  exchange.source = pub.source;
   // In transit to the subscribers it will reach from now until they take it.
   for (const auto& outbox : pub.targets.direct) outbox->dispatched();
   std::shared_ptr<PublishSettlement> listener;

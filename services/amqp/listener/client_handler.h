@@ -55,6 +55,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/symbol.h"
+#include "flows/exchange.h"
 #include "flows/wake_hold.h"
 #include "services/amqp/listener/client_connections.h"
 #include "services/amqp/listener/connection_host.h"
@@ -150,6 +151,8 @@ class ClientHandler final : public proton::messaging_handler {
 
     proton::receiver link;
     uint64_t id = 0;
+    // What its events carry as Exchange::source (flows::newSource()).
+    const uint64_t source = flows::newSource();
     Symbol address;
     bool replies = false;  // a provider's link to kReplyAddress
     // Its unsettled messages are journaled on their route (ConnectionHost::journaled()).

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -87,11 +88,13 @@ class CepServiceTest : public ::testing::Test {
     return *service_;
   }
 
+  // `source`: the publishing link it comes by (flows::Exchange::source).
   flows::SendOutcome publish(std::string_view address, std::string_view type, Timestamp ts,
-                             int64_t x = 0) {
+                             int64_t x = 0, uint64_t source = 0) {
     flows::Exchange exchange;
     exchange.event = EventBuilder(type).at(ts).set("x", Value(x)).build();
     exchange.address = Symbol::intern(address);
+    exchange.source = source;
     return broker_->publish(exchange);
   }
 
@@ -663,6 +666,43 @@ TEST_F(CepServiceTest, NamesTheEventsNeverHadAreLoggedOnceAndCounted) {
   EXPECT_EQ(testing::statValue(registry_->stats(), "query", {{"name", "sa.cep/pairs:detector"}},
                                "missing_attribute"),
             static_cast<double>(n / 2 + 1));
+}
+
+// A query's time is the slowest live source's newest ts: an event of the
+// slow source behind the fast one's is no late event, and the fast one's
+// events wait for it. Once the slow source is silent for idle_timeout it
+// holds nothing back, and the service's ticker releases them with no
+// event arriving.
+TEST_F(CepServiceTest, TheSlowestLiveSourceSetsTheTimeUntilItIsIdle) {
+  CepService& cep = start(CepUnit().query(pairsQuery().option("idle_timeout", "300")).toXml());
+  Recorder pairs(*broker_, "test.pairs", "out.pairs");
+  publish("in.events", "A", 10, 1, /*source=*/1);
+  publish("in.events", "B", 50, 2, /*source=*/2);
+  publish("in.events", "B", 20, 3, /*source=*/1);  // 30 behind 50, not behind source 1
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 3));
+  // In ts order the A pairs with the B at 20 (the fake engine binds the next B).
+  ASSERT_TRUE(pairs.waitFor(1));
+  EXPECT_EQ(attr(pairs.events()[0], "b_x")->asInt(), 3);
+  const QueryStats stats = *cep.stats("pairs");
+  EXPECT_EQ(stats.late, 0u);
+  EXPECT_EQ(stats.sources, 2u);
+  // Both idle: the time is the newest of any, moved by the ticker alone.
+  EXPECT_TRUE(waitUntil([&] {
+    const QueryStats s = *cep.stats("pairs");
+    return s.idle_sources == 2u && s.watermark == std::optional<Timestamp>(50);
+  }));
+}
+
+// A bad idle_timeout is refused at deployment, naming the option.
+TEST_F(CepServiceTest, AnIdleTimeoutMustBeAPositiveNumberOfMilliseconds) {
+  for (const char* bad : {"0", "-5", "2s", ""}) {
+    auto built = build(CepUnit().query(pairsQuery().option("idle_timeout", bad)).toXml());
+    ASSERT_FALSE(built) << bad;
+    EXPECT_NE(built.status().message().find("option idle_timeout=" + std::string(bad) +
+                                            ": expected a positive number of milliseconds"),
+              std::string::npos)
+        << built.status().message();
+  }
 }
 
 // An event more than max_delay behind the newest one is late: it matches

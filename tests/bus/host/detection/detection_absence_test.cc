@@ -75,7 +75,8 @@ struct Running {
 // One detection of the queries `texts` (named q0, q1, ...) sharing one
 // detector of `engine`, with the host options `options`.
 std::unique_ptr<Running> run(const std::string& engine, const std::vector<std::string>& texts,
-                             const std::vector<std::string>& options) {
+                             const std::vector<std::string>& options,
+                             plugin::EventTime time = plugin::EventTime::kNewestEvent) {
   auto r = std::make_unique<Running>();
   std::vector<QueryRequest> requests;
   for (size_t i = 0; i < texts.size(); ++i) {
@@ -87,7 +88,7 @@ std::unique_ptr<Running> run(const std::string& engine, const std::vector<std::s
   EXPECT_TRUE(plan) << plan.status().message();
   if (!plan) return nullptr;
   r->plan = std::move(plan).value();
-  auto d = Detection::create(r->plan.groups[0], r->sink);
+  auto d = Detection::create(r->plan.groups[0], r->sink, time);
   EXPECT_TRUE(d) << d.status().message();
   if (!d) return nullptr;
   r->detection = std::move(d).value();
@@ -114,6 +115,30 @@ TEST(DetectionAbsenceTest, ATrailingNegationsMatchComesOutWhenTheWatermarkPasses
     EXPECT_EQ(r->sink.matches, (std::vector<std::vector<Timestamp>>{{0}})) << construction;
     EXPECT_EQ(d.released(), 0) << construction;
   }
+}
+
+TEST(DetectionAbsenceTest, WithTheHostKeepingTimeTheMatchComesOutWhenTimeAloneMoves) {
+  // The bus's case: the host's source clock says what time it is. Events
+  // move no time; advancing past a's window releases nothing new and still
+  // decides the match, and a C within the window cancels the next one.
+  auto r = run("nfa", std::vector<std::string>{"PATTERN SEQ(A a, NOT(C c)) WITHIN 10"},
+               {"max_delay=2"}, plugin::EventTime::kOwner);
+  ASSERT_NE(r, nullptr);
+  Detection& d = *r->detection;
+  ASSERT_TRUE(d.onEvent(ev("A", 0)));
+  ASSERT_TRUE(d.advanceTo(0));
+  ASSERT_TRUE(d.onEvent(ev("A", 30)));
+  ASSERT_TRUE(d.onEvent(ev("C", 35)));
+  ASSERT_TRUE(d.advanceTo(12));  // watermark 10: a C at 10 may still come
+  EXPECT_TRUE(r->sink.matches.empty());
+  ASSERT_TRUE(d.advanceTo(13));
+  EXPECT_EQ(r->sink.matches, (std::vector<std::vector<Timestamp>>{{0}}));
+  EXPECT_EQ(d.stats().watermark, 11);
+  ASSERT_TRUE(d.advanceTo(1000));
+  EXPECT_EQ(r->sink.matches.size(), 1u);  // the A at 30 was cancelled
+  ASSERT_TRUE(d.onEvent(ev("A", 998)));   // behind the host's time, within D
+  ASSERT_TRUE(d.onEvent(ev("A", 990)));   // more than D behind it: late
+  EXPECT_EQ(r->sink.late.size(), 1u);
 }
 
 TEST(DetectionAbsenceTest, ACancellingEventWithinTheDelayStillCancels) {

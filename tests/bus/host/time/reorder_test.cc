@@ -139,6 +139,57 @@ class Recording : public Detector {
   int flushes = 0;
 };
 
+// With the owner keeping time, events spread far wider than D (a fast
+// source ahead of a slow one) come out as a stable sort would, each once the
+// owner's time is D past it; lateness is against the owner's time.
+TEST(ReorderBufferTest, OwnerKeptTimeReleasesAsAStableSortWouldPastAnySpread) {
+  for (Timestamp delay : {0, 2, 50}) {
+    std::mt19937_64 rng(static_cast<uint64_t>(delay) + 7);
+    ReorderBuffer b(delay, EventTime::kOwner);
+    std::vector<std::pair<Timestamp, int>> accepted;
+    std::vector<std::pair<Timestamp, int>> out;
+    Timestamp time = INT64_MIN;
+    auto pop = [&](EventPtr e) {
+      out.emplace_back(e->ts(), std::stoi(std::string(e->type().name().substr(1))));
+    };
+    for (int n = 0; n < 5000; ++n) {
+      // Two sources: one near the owner's time, one up to 20 * D + 40 ahead.
+      const Timestamp base = n / 4;
+      const Timestamp ts = n % 2 == 0 ? base + static_cast<Timestamp>(rng() % (delay + 1))
+                                      : base + static_cast<Timestamp>(rng() % (20 * delay + 40));
+      const bool late = time != INT64_MIN && ts < time - delay;
+      Status s = b.push(EventBuilder("e" + std::to_string(n)).at(ts).build());
+      ASSERT_EQ(s.isOk(), !late) << "delay " << delay << " ts " << ts << " time " << time;
+      if (!late) accepted.emplace_back(ts, n);
+      // Pushing never moves the owner's time.
+      EXPECT_EQ(b.newest(), time);
+      if (n % 7 == 0) {
+        time = std::max(time, base - 1);
+        b.advanceTo(base - 1);
+        while (EventPtr e = b.popReady()) {
+          ASSERT_LE(e->ts(), time - delay);
+          pop(std::move(e));
+        }
+      }
+    }
+    while (EventPtr e = b.popAny()) pop(std::move(e));
+    std::stable_sort(accepted.begin(), accepted.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    EXPECT_EQ(out, accepted) << "delay " << delay;
+  }
+}
+
+TEST(ReorderBufferTest, AdvanceToNeverMovesTimeBack) {
+  ReorderBuffer b(1);
+  ASSERT_TRUE(b.push(at(10)).isOk());
+  b.advanceTo(5);
+  EXPECT_EQ(b.newest(), 10);
+  b.advanceTo(20);  // as if an event at 20 came: 10 is ready
+  EXPECT_EQ(b.watermark(), 19);
+  EXPECT_EQ(drainReady(b), (std::vector<Timestamp>{10}));
+  EXPECT_TRUE(b.isLate(18));
+}
+
 TEST(ReorderingDetectorTest, FeedsTheInnerDetectorInOrderAndPassesItsErrors) {
   auto inner = std::make_unique<Recording>();
   Recording* rec = inner.get();
@@ -202,6 +253,25 @@ TEST(ReorderingDetectorTest, TheInnerDetectorHearsTheWatermarkAfterTheEventsItCo
   ReorderingDetector d(std::move(inner), 0);
   for (Timestamp ts : {3, 3, 7}) ASSERT_TRUE(d.onEvent(at(ts)).isOk());
   EXPECT_EQ(rec->log, (std::vector<std::string>{"3", "w2", "3", "7", "w6"}));
+}
+
+TEST(ReorderingDetectorTest, AdvanceToFiresTimersWithNoEvent) {
+  auto inner = std::make_unique<TimeRecording>();
+  TimeRecording* rec = inner.get();
+  ReorderingDetector d(std::move(inner), 0, nullptr, EventTime::kOwner);
+  // Held until the owner's time passes them, even with D = 0.
+  ASSERT_TRUE(d.onEvents(std::vector<EventPtr>{at(5), at(3)}).isOk());
+  EXPECT_TRUE(rec->log.empty());
+  ASSERT_TRUE(d.advanceTo(4).isOk());
+  EXPECT_EQ(rec->log, (std::vector<std::string>{"3", "w3"}));
+  // No event at all: time alone passes 5 and then 100.
+  ASSERT_TRUE(d.advanceTo(100).isOk());
+  ASSERT_TRUE(d.advanceTo(100).isOk());  // nothing moved: nothing said
+  EXPECT_EQ(rec->log, (std::vector<std::string>{"3", "w3", "5", "w99"}));
+  // Behind the owner's time: late, rejected without a late sink.
+  EXPECT_FALSE(d.onEvent(at(99)).isOk());
+  ASSERT_TRUE(d.onEvent(at(100)).isOk());
+  EXPECT_EQ(rec->log.back(), "100");
 }
 
 // Records the batches it is given.

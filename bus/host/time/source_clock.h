@@ -1,0 +1,84 @@
+#pragma once
+
+// SourceClock: the event time of a stream merged from several sources (the
+// publishing AMQP links of a query, a replay, another query's output), each
+// delivering its own events in about timestamp order.
+//
+// Each source's newest `ts` is kept. A source is **live** while it was heard
+// from within the idle timeout: the event time is then the minimum of the
+// live sources' newest `ts`, so a slower source still holds back what it may
+// precede. A source silent for longer is **idle** and holds nothing back;
+// when every source is idle the event time is the newest `ts` of any of
+// them. A source idle for kForgetAfter idle timeouts is forgotten (when a
+// new one comes), so that links that came and went cost nothing.
+//
+// The wall clock is the caller's (`now`), so a test drives it with a fake
+// one; wallTime() turns a wall-clock time into `ts` units for a stream that
+// declares its time unit (the owner's choice: when every source is idle,
+// event time may then follow the wall clock).
+//
+// Thread safety: none (one per detection, on its worker). Ownership: a value.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+
+#include "bus/core/event.h"
+#include "bus/core/pattern/parser.h"
+
+namespace cepbus::plugin {
+
+// The query option that sets the idle timeout, in milliseconds, and its default.
+inline constexpr std::string_view kIdleTimeoutOption = "idle_timeout";
+inline constexpr std::chrono::milliseconds kDefaultIdleTimeout{2000};
+
+class SourceClock {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  // Names a source; 0 is a source too (the events of no known link).
+  using SourceId = uint64_t;
+  // An idle source is forgotten after this many idle timeouts of silence.
+  static constexpr int kForgetAfter = 100;
+
+  explicit SourceClock(std::chrono::milliseconds idle_timeout);
+
+  // `source` delivered an event at `ts` at `now`.
+  void heard(SourceId source, Timestamp ts, TimePoint now);
+  // The minimum of the live sources' newest ts; when none is live, the
+  // newest ts of any source; nullopt before any source was heard (or after
+  // all were forgotten).
+  std::optional<Timestamp> eventTime(TimePoint now) const;
+  // Whether no source was heard from within the idle timeout (true with none).
+  bool allIdle(TimePoint now) const { return idleSources(now) == sources(); }
+
+  size_t sources() const { return sources_.size(); }
+  size_t idleSources(TimePoint now) const;
+  std::chrono::milliseconds idleTimeout() const { return idle_timeout_; }
+
+ private:
+  struct Source {
+    Timestamp newest;
+    TimePoint last_heard;
+  };
+  bool idle(const Source& source, TimePoint now) const {
+    return now - source.last_heard > idle_timeout_;
+  }
+  // Drops the sources idle for kForgetAfter idle timeouts, keeping their
+  // newest ts for eventTime() when none is left.
+  void forget(TimePoint now);
+
+  const std::chrono::milliseconds idle_timeout_;
+  std::unordered_map<SourceId, Source> sources_;
+  // The newest ts of the sources forgotten.
+  Timestamp gone_newest_ = INT64_MIN;
+};
+
+// `now` in `unit` since the epoch; nullopt for TimeUnit::kNone (a stream whose
+// ts has no declared unit has no wall-clock time).
+std::optional<Timestamp> wallTime(pattern::TimeUnit unit,
+                                  std::chrono::system_clock::time_point now);
+
+}  // namespace cepbus::plugin

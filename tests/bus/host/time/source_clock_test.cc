@@ -1,0 +1,78 @@
+#include "bus/host/time/source_clock.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+namespace cepbus::plugin {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A fake steady clock: the tests say what time it is.
+const SourceClock::TimePoint kStart{std::chrono::hours(1)};
+SourceClock::TimePoint at(int ms) { return kStart + milliseconds(ms); }
+
+TEST(SourceClockTest, NoSourceHasNoEventTime) {
+  SourceClock clock(milliseconds(100));
+  EXPECT_EQ(clock.eventTime(at(0)), std::nullopt);
+  EXPECT_TRUE(clock.allIdle(at(0)));
+}
+
+TEST(SourceClockTest, EventTimeIsTheSlowestLiveSource) {
+  SourceClock clock(milliseconds(100));
+  clock.heard(1, 50, at(0));
+  clock.heard(2, 80, at(0));
+  clock.heard(1, 60, at(10));
+  clock.heard(1, 55, at(20));  // behind its own newest: the newest stays
+  EXPECT_EQ(clock.eventTime(at(20)), 60);
+  clock.heard(2, 90, at(30));
+  EXPECT_EQ(clock.eventTime(at(30)), 60);
+  EXPECT_EQ(clock.idleSources(at(30)), 0u);
+}
+
+TEST(SourceClockTest, AQuietSourceStopsHoldingBackAfterTheIdleTimeout) {
+  SourceClock clock(milliseconds(100));
+  clock.heard(1, 10, at(0));
+  clock.heard(2, 500, at(0));
+  clock.heard(2, 900, at(100));
+  EXPECT_EQ(clock.eventTime(at(100)), 10);  // source 1 silent exactly the timeout: still live
+  EXPECT_EQ(clock.eventTime(at(101)), 900);
+  EXPECT_EQ(clock.idleSources(at(101)), 1u);
+  // Heard again, it holds time back again.
+  clock.heard(1, 700, at(150));
+  EXPECT_EQ(clock.eventTime(at(150)), 700);
+}
+
+TEST(SourceClockTest, WhenAllAreIdleTheNewestOfAnyCounts) {
+  SourceClock clock(milliseconds(100));
+  clock.heard(1, 10, at(0));
+  clock.heard(2, 40, at(0));
+  EXPECT_EQ(clock.eventTime(at(50)), 10);
+  EXPECT_FALSE(clock.allIdle(at(50)));
+  EXPECT_EQ(clock.eventTime(at(101)), 40);
+  EXPECT_TRUE(clock.allIdle(at(101)));
+}
+
+TEST(SourceClockTest, LongIdleSourcesAreForgottenWhenANewOneComes) {
+  SourceClock clock(milliseconds(10));
+  clock.heard(1, 100, at(0));
+  clock.heard(2, 5, at(SourceClock::kForgetAfter * 10 + 1));
+  EXPECT_EQ(clock.sources(), 1u);
+  // Source 2 is live, the forgotten one held at 100 no longer matters...
+  EXPECT_EQ(clock.eventTime(at(SourceClock::kForgetAfter * 10 + 1)), 5);
+  // ...and once all are idle its newest still counts.
+  EXPECT_EQ(clock.eventTime(at(SourceClock::kForgetAfter * 10 + 100)), 100);
+}
+
+TEST(SourceClockTest, WallTimeCountsInTheDeclaredUnit) {
+  const std::chrono::system_clock::time_point t{std::chrono::seconds(1'700'000'000) +
+                                                milliseconds(250)};
+  EXPECT_EQ(wallTime(pattern::TimeUnit::kSeconds, t), 1'700'000'000);
+  EXPECT_EQ(wallTime(pattern::TimeUnit::kMilliseconds, t), 1'700'000'000'250);
+  EXPECT_EQ(wallTime(pattern::TimeUnit::kMicroseconds, t), 1'700'000'000'250'000);
+  EXPECT_EQ(wallTime(pattern::TimeUnit::kNone, t), std::nullopt);
+}
+
+}  // namespace
+}  // namespace cepbus::plugin
