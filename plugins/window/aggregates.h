@@ -35,13 +35,40 @@ struct AggregateColumn {
   bool operator==(const AggregateColumn&) const = default;
 };
 
-// The running state of one column over a set of events.
+// One value the columns read (an attribute or a built-in; count(t) reads
+// none), with what its running state must keep for the columns reading it:
+// sum, avg, min and max of t.x share one state, updated once per event, and
+// a state keeps first/last, min/max or the moments only when a column asks.
+struct AggregateInput {
+  pattern::Builtin builtin = pattern::Builtin::kNone;
+  Symbol attr;
+  bool order = false;     // first, last
+  bool extremes = false;  // min, max
+  bool moments = false;   // stddev
+};
+
+// The distinct inputs of a query's columns, and which one each column reads.
+class AggregateLayout {
+ public:
+  AggregateLayout() = default;
+  explicit AggregateLayout(std::span<const AggregateColumn> columns);
+
+  std::span<const AggregateInput> inputs() const { return inputs_; }
+  // The input column i reads; meaningless for count(t).
+  size_t inputOf(size_t column) const { return input_of_[column]; }
+
+ private:
+  std::vector<AggregateInput> inputs_;
+  std::vector<size_t> input_of_;
+};
+
+// The running state of one input over a set of events.
 class ColumnState {
  public:
-  // `v`: the event's value of the column (nullptr when it has none).
-  void add(const Value* v);
+  // `v`: the event's value of the input (nullptr when it has none).
+  void add(const Value* v, const AggregateInput& input);
   // Appends the state of events that all come after these ones.
-  void merge(const ColumnState& later);
+  void merge(const ColumnState& later, const AggregateInput& input);
   // The aggregate's value; a null Value for Missing.
   Value result(pattern::AggFunc func) const;
 
@@ -59,20 +86,20 @@ class ColumnState {
   Value last_;
 };
 
-// The state of every column of a query over one pane, window or session.
+// The state of every input of a query over one pane, window or session.
 class Accumulator {
  public:
-  explicit Accumulator(size_t columns) : columns_(columns) {}
+  explicit Accumulator(const AggregateLayout& layout) : inputs_(layout.inputs().size()) {}
 
-  void add(const Event& event, std::span<const AggregateColumn> columns);
-  void merge(const Accumulator& later);
+  void add(const Event& event, const AggregateLayout& layout);
+  void merge(const Accumulator& later, const AggregateLayout& layout);
   // Column i's value (a null Value for Missing).
-  Value result(size_t i, const AggregateColumn& column) const;
+  Value result(size_t i, const AggregateColumn& column, const AggregateLayout& layout) const;
   int64_t events() const { return events_; }
 
  private:
   int64_t events_ = 0;
-  std::vector<ColumnState> columns_;
+  std::vector<ColumnState> inputs_;
 };
 
 }  // namespace cepbus::plugins::window
