@@ -150,6 +150,11 @@ void Accumulator::merge(const Accumulator& later, const AggregateLayout& layout)
   for (size_t i = 0; i < inputs.size(); ++i) inputs_[i].merge(later.inputs_[i], inputs[i]);
 }
 
+void Accumulator::clear() {
+  events_ = 0;
+  std::fill(inputs_.begin(), inputs_.end(), ColumnState());
+}
+
 Value Accumulator::result(size_t i, const AggregateColumn& column,
                           const AggregateLayout& layout) const {
   if (column.countsEvents()) return Value(events_);

@@ -93,6 +93,8 @@ class Accumulator {
 
   void add(const Event& event, const AggregateLayout& layout);
   void merge(const Accumulator& later, const AggregateLayout& layout);
+  // Back to the state of no events, keeping the storage.
+  void clear();
   // Column i's value (a null Value for Missing).
   Value result(size_t i, const AggregateColumn& column, const AggregateLayout& layout) const;
   int64_t events() const { return events_; }

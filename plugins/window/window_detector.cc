@@ -97,7 +97,7 @@ void WindowDetector::add(Group& group, const Event& event) {
   if (group.panes.empty() || group.panes.back().index != pane) {
     if (group.panes.empty())
       group.next_window = std::max(group.next_window, firstWindowHolding(pane));
-    group.panes.push_back(Pane{pane, Accumulator(aggregates), Accumulator(aggregates)});
+    group.panes.push_back(newPane(pane));
     ++open_;
   }
   group.panes.back().acc.add(event, aggregates);
@@ -157,7 +157,18 @@ Accumulator WindowDetector::windowState(Group& group, int64_t end_pane) const {
   return state;
 }
 
-void WindowDetector::dropFrontPane(Group& group) const {
+WindowDetector::Pane WindowDetector::newPane(int64_t index) {
+  if (spare_.empty()) {
+    return Pane{index, Accumulator(plan_->aggregates), Accumulator(plan_->aggregates)};
+  }
+  Pane pane = std::move(spare_.back());
+  spare_.pop_back();
+  pane.index = index;
+  pane.acc.clear();
+  return pane;
+}
+
+void WindowDetector::dropFrontPane(Group& group) {
   if (group.front == 0 && group.in > 0) {
     // The front stack ran out: the back stack's panes become it, each with
     // the merge of itself and the panes after it.
@@ -170,6 +181,7 @@ void WindowDetector::dropFrontPane(Group& group) const {
     group.front = group.in;
     group.back.reset();
   }
+  if (spare_.size() < open_) spare_.push_back(std::move(group.panes.front()));
   group.panes.pop_front();
   if (group.front > 0) {
     --group.front;

@@ -99,7 +99,9 @@ class WindowDetector final : public plugin::Detector {
   // The merge of the group's panes before `end_pane` (those of the window
   // coming out; the ones before it are gone).
   Accumulator windowState(Group& group, int64_t end_pane) const;
-  void dropFrontPane(Group& group) const;
+  void dropFrontPane(Group& group);
+  // A new empty pane, from the spare ones when there is one.
+  Pane newPane(int64_t index);
   // When the group's next result is due: the end of its next window, or one
   // past its session's gap; nullopt when it has nothing open.
   std::optional<Timestamp> dueOf(const Group& group) const;
@@ -111,6 +113,8 @@ class WindowDetector final : public plugin::Detector {
   plugin::MatchSink& sink_;
   Groups groups_;
   std::vector<Value> key_;  // the key being looked up, kept to reuse its storage
+  // Dropped panes, kept (at most as many as are open) to reuse their storage.
+  std::vector<Pane> spare_;
   uint64_t next_seq_ = 0;
   // No result is due before this time (a lower bound: a session extended
   // since it was computed is due later).
