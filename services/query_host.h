@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/engine_counters.h"
 #include "bus/core/status.h"
 #include "bus/host/descriptor/descriptor.h"
 
@@ -45,6 +46,9 @@ struct QueryStats {
   // What its detector holds (plugin::DetectorState) after its last call;
   // nullopt when the engine does not count.
   std::optional<plugin::DetectorState> partial_matches;
+  // The engine's own counters (bus/core/plugin/engine_counters.h), such as
+  // the window engine's groups and refused events; empty when it has none.
+  plugin::EngineCounters engine_counters;
 };
 
 class QueryHost {

@@ -41,12 +41,16 @@ struct AlgebraDetector::Instance {
 };
 
 struct AlgebraDetector::NodeState {
-  std::vector<InstPtr> out;       // the instances ending at the current tick
-  std::vector<InstPtr> raw;       // iteration, unrestricted: unions before the predicate
-  std::vector<InstPtr> lhist;     // past instances of the left operand still needed
-  std::vector<InstPtr> rhist;     // ... of the right operand
-  bool neg_seen = false;          // negation: has the right operand had an instance
-  Timestamp neg_best = 0;         // ... and the latest start among them
+  std::vector<InstPtr> out;    // the instances ending at the current tick
+  std::vector<InstPtr> raw;    // iteration, unrestricted: unions before the predicate
+  std::vector<InstPtr> lhist;  // past instances of the left operand still needed
+  std::vector<InstPtr> rhist;  // ... of the right operand
+  bool neg_seen = false;       // negation: has the right operand had an instance
+  Timestamp neg_best = 0;      // ... and the latest start among them
+  // A negation with parameters (Node::negation_checks): the negated
+  // operand's instances within the horizon, in end order; whether one
+  // rejects a candidate depends on the candidate's events.
+  std::vector<InstPtr> negated;
   std::vector<Timestamp> starts;  // recent: S, the starts ≤ now future outputs may have
   bool changed = false;           // recent: `starts` changed at this tick
 };
@@ -136,6 +140,7 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       kleene_lazy_(plan_->nodes.size(), 0),
       direct_(plan_->nodes.size(), 0),
       parent_(plan_->nodes.size(), -1),
+      keep_every_(plan_->nodes.size(), 0),
       direct_window_(plan_->nodes.size(), kNoHorizon),
       report_checks_(plan_->nodes.size()),
       run_checks_(plan_->nodes.size()) {
@@ -155,6 +160,10 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
     const Node& n = plan_->nodes[i];
     if (n.left >= 0) parent_[static_cast<size_t>(n.left)] = static_cast<int>(i);
     if (n.right >= 0) parent_[static_cast<size_t>(n.right)] = static_cast<int>(i);
+    if (n.op == Op::kNegation && !n.negation_checks.empty() &&
+        plan_->nodes[static_cast<size_t>(n.right)].op == Op::kAtom) {
+      keep_every_[static_cast<size_t>(n.right)] = 1;
+    }
   }
   if (plan_->semantics == Semantics::kUnrestricted) {
     // A sequence whose instances only the left side of another sequence
@@ -274,7 +283,7 @@ Status AlgebraDetector::flush() {
 
 size_t AlgebraDetector::retainedInstances() const {
   size_t n = 0;
-  for (const NodeState& s : states_) n += s.lhist.size() + s.rhist.size();
+  for (const NodeState& s : states_) n += s.lhist.size() + s.rhist.size() + s.negated.size();
   return n;
 }
 
@@ -515,7 +524,7 @@ void AlgebraDetector::runTick() {
         // Recent: one instance per end; the latest event of the tick. A
         // WHERE conjunct naming only this element is placed on the atom and
         // filters it like a selection (on the recent instance under recent).
-        if (recent) out.clear();
+        if (recent && !keep_every_[static_cast<size_t>(a)]) out.clear();
         if (passes(plan.nodes[static_cast<size_t>(a)], *inst)) out.push_back(std::move(inst));
       }
     }
@@ -630,6 +639,16 @@ void AlgebraDetector::evaluate(size_t i) {
       }
       break;
     case Op::kNegation:
+      if (!n.negation_checks.empty()) {
+        // P1's interval holds negated instances ending now; a gap excludes
+        // its end, so this tick's count from the next one.
+        if (n.gap_leaf < 0) st.negated.insert(st.negated.end(), ys.begin(), ys.end());
+        for (const InstPtr& x : xs) {
+          if (!negatedBy(n, *x, st.negated)) c.push_back(x);
+        }
+        if (n.gap_leaf >= 0) st.negated.insert(st.negated.end(), ys.begin(), ys.end());
+        break;
+      }
       if (n.gap_leaf >= 0) {
         // Some n lies strictly inside ⟨ts(x), now⟩ iff the latest start of
         // the negated operand's instances that ended before now is > ts(x):
@@ -750,6 +769,25 @@ void AlgebraDetector::finish(size_t i, std::vector<InstPtr>& candidates) {
   if (!search && !out.empty() && !passes(n, *out[0])) out.clear();
 }
 
+bool AlgebraDetector::negatedBy(const Node& node, const Instance& x,
+                                const std::vector<InstPtr>& negated) {
+  // Inside the gap ⟨ts(x's gap leaf), now⟩, or inside P1's ⟨start(x), now⟩.
+  const bool gap = node.gap_leaf >= 0;
+  const Timestamp after = gap ? gapStart(x, node.gap_leaf) : x.start - 1;
+  for (const InstPtr& y : negated) {
+    if (y->start <= after) continue;
+    refs_.clear();
+    for (const Binding& b : x.binds) refs_.push_back(&b);
+    for (const Binding& b : y->binds) refs_.push_back(&b);
+    bindSlots(refs_);
+    if (std::all_of(node.negation_checks.begin(), node.negation_checks.end(),
+                    [&](const pattern::Conjunct& c) { return holds(c); })) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool AlgebraDetector::passes(const Node& node, const Instance& inst) {
   if (node.checks.empty()) return true;
   refs_.clear();
@@ -859,6 +897,7 @@ void AlgebraDetector::updateState(size_t i) {
     }
     dropOld(st.lhist, n.horizon);
     dropOld(st.rhist, n.horizon);
+    dropOld(st.negated, n.horizon);
     return;
   }
 
@@ -929,6 +968,7 @@ void AlgebraDetector::updateState(size_t i) {
   }
   dropOld(st.lhist, n.horizon);
   dropOld(st.rhist, n.horizon);
+  dropOld(st.negated, n.horizon);
 
   // S: the start times ≤ now that this node's future outputs may have.
   std::vector<Timestamp> s;

@@ -57,6 +57,9 @@ class AlgebraDetector final : public plugin::Detector {
   void evaluate(size_t i);
   void updateState(size_t i);
   void finish(size_t i, std::vector<InstPtr>& candidates);
+  // Whether an instance of negation `node`'s negated operand in `negated`
+  // lies inside x's gap (or interval) and passes node.negation_checks with x.
+  bool negatedBy(const Node& node, const Instance& x, const std::vector<InstPtr>& negated);
   bool passes(const Node& node, const Instance& inst);
   bool passes(const Node& node, std::span<const Binding* const> binds);
   bool passes(std::span<const pattern::Conjunct* const> checks,
@@ -153,6 +156,10 @@ class AlgebraDetector final : public plugin::Detector {
   // enumerate it from the stack, building no instance (reportDirect).
   std::vector<char> direct_;
   std::vector<int> parent_;  // -1 for the root
+  // Atoms negated with parameters: under recent semantics they keep every
+  // event of a tick, not one, since which one rejects a candidate depends
+  // on the candidate.
+  std::vector<char> keep_every_;
   // A direct node's tightest time restriction up to the root (kNoHorizon
   // without one), and the checks a match made there must pass: those of the
   // nodes on that path, and of the lazy nodes below it, which wait for the

@@ -256,10 +256,16 @@ class Compiler {
     }
     for (auto& c : *conjuncts) {
       if ((c.slot_mask & negated_mask) != 0 && (c.slot_mask & ~negated_mask) != 0) {
-        throw CompileError("WHERE conjunct '" + pattern::toString(*c.source) +
-                           "' relates a negated operand to the rest of the pattern; P1's "
-                           "negation has no parameters (the algebra engine cannot check it, "
-                           "also not for NOT(...) inside SEQ; the nfa engine runs it)");
+        const int neg = negationChecking(c.slot_mask, negated_mask);
+        if (neg < 0) {
+          throw CompileError("WHERE conjunct '" + pattern::toString(*c.source) +
+                             "' relates a negated operand to what its negation cannot see: an "
+                             "element after the gap it negates, or another negated operand (the "
+                             "algebra engine checks a negation when its gap closes); the nfa "
+                             "engine runs it");
+        }
+        plan_.nodes[static_cast<size_t>(neg)].negation_checks.push_back(std::move(c));
+        continue;
       }
       size_t at = plan_.root();
       for (size_t i = 0; i < plan_.nodes.size(); ++i) {
@@ -270,6 +276,23 @@ class Compiler {
       }
       plan_.nodes[at].checks.push_back(std::move(c));
     }
+  }
+
+  // The negation node that can check a conjunct over the slots `mask`: its
+  // negated operand binds the conjunct's negated slots and its left operand
+  // every other one. -1 when none can: the conjunct names an element bound
+  // only after the negation's gap has closed.
+  int negationChecking(uint64_t mask, uint64_t negated_mask) const {
+    for (size_t i = 0; i < plan_.nodes.size(); ++i) {
+      const Node& n = plan_.nodes[i];
+      if (n.op != Op::kNegation) continue;
+      const uint64_t left = plan_.nodes[static_cast<size_t>(n.left)].slot_mask & ~negated_mask;
+      const uint64_t right = plan_.nodes[static_cast<size_t>(n.right)].slot_mask;
+      if ((mask & negated_mask & ~right) == 0 && (mask & ~negated_mask & ~left) == 0) {
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
   }
 
   // Moves the conjuncts of Kleene node n that read its run only through

@@ -72,6 +72,12 @@ struct Node {
   // of x (its latest event, for a Kleene x); y is the operand's last event.
   // -1 for P1's negation.
   int gap_leaf = -1;
+  // kNegation: the WHERE conjuncts that relate the negated operand to the
+  // left operand (`NOT(C c)` with `c.id = a.id`). Only a negated instance
+  // that passes them with the candidate rejects it: a negation with
+  // parameters, which P1's algebra lacks. A conjunct naming an element after
+  // the gap is refused (compilePlan).
+  std::vector<pattern::Conjunct> negation_checks;
   // kIteration of a SASE Kleene element `Type+ var[]` (not P1's `(e)*`): its
   // instances are runs, its operand's events at strictly increasing
   // timestamps, which the detector extends one event at a time.

@@ -41,6 +41,11 @@ bool less(const Value& a, const Value& b) {
 
 bool needsOrder(AggFunc f) { return f == AggFunc::kFirst || f == AggFunc::kLast; }
 bool needsExtremes(AggFunc f) { return f == AggFunc::kMin || f == AggFunc::kMax; }
+// The aggregates that read numbers only.
+bool isNumeric(AggFunc func) {
+  return func == AggFunc::kSum || func == AggFunc::kAvg || func == AggFunc::kMin ||
+         func == AggFunc::kMax || func == AggFunc::kStddev;
+}
 
 }  // namespace
 
@@ -57,18 +62,19 @@ AggregateLayout::AggregateLayout(std::span<const AggregateColumn> columns) {
     it->order |= needsOrder(column.func);
     it->extremes |= needsExtremes(column.func);
     it->moments |= column.func == AggFunc::kStddev;
+    if (isNumeric(column.func)) ++it->numeric;
     input_of_.push_back(static_cast<size_t>(it - inputs_.begin()));
   }
 }
 
-void ColumnState::add(const Value* v, const AggregateInput& input) {
-  if (v == nullptr || v->isNull()) return;
+bool ColumnState::add(const Value* v, const AggregateInput& input) {
+  if (v == nullptr || v->isNull()) return true;
   ++present_;
   if (input.order) {
     if (first_.isNull()) first_ = *v;
     last_ = *v;
   }
-  if (!v->isNumber()) return;
+  if (!v->isNumber()) return false;
   ++numbers_;
   const double d = v->toDouble();
   sum_ += d;
@@ -85,6 +91,7 @@ void ColumnState::add(const Value* v, const AggregateInput& input) {
     if (min_.isNull() || less(*v, min_)) min_ = *v;
     if (max_.isNull() || less(max_, *v)) max_ = *v;
   }
+  return true;
 }
 
 void ColumnState::merge(const ColumnState& later, const AggregateInput& input) {
@@ -136,12 +143,16 @@ Value ColumnState::result(AggFunc func) const {
   return Value();
 }
 
-void Accumulator::add(const Event& event, const AggregateLayout& layout) {
+uint32_t Accumulator::add(const Event& event, const AggregateLayout& layout) {
   ++events_;
   Value scratch;
+  uint32_t skipped = 0;
   const std::span<const AggregateInput> inputs = layout.inputs();
-  for (size_t i = 0; i < inputs.size(); ++i)
-    inputs_[i].add(valueOf(event, inputs[i], scratch), inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs_[i].add(valueOf(event, inputs[i], scratch), inputs[i]))
+      skipped += inputs[i].numeric;
+  }
+  return skipped;
 }
 
 void Accumulator::merge(const Accumulator& later, const AggregateLayout& layout) {

@@ -7,10 +7,10 @@
 //
 // Values follow the pattern language's aggregates (expr_compiler.h):
 // count(t) counts the events, count(t.x) those that have x; sum, avg, min,
-// max and stddev (sample) read numbers only, skipping the rest; sum of
-// nothing is 0, sum of ints stays an int (a double once it would overflow);
-// avg, min, max of nothing and stddev of fewer than two are Missing (a null
-// Value); first and last are the earliest and latest present value.
+// max and stddev (sample) read numbers only, skipping the rest (which the
+// detector counts: Accumulator::add() returns them); sum of nothing is 0, sum of ints stays an int
+// (a double once it would overflow); avg, min, max of nothing and stddev of fewer than two are
+// Missing (a null Value); first and last are the earliest and latest present value.
 //
 // Thread safety: none; owned by one detector.
 
@@ -45,6 +45,7 @@ struct AggregateInput {
   bool order = false;     // first, last
   bool extremes = false;  // min, max
   bool moments = false;   // stddev
+  uint32_t numeric = 0;   // columns reading numbers only (sum, avg, min, max, stddev)
 };
 
 // The distinct inputs of a query's columns, and which one each column reads.
@@ -65,8 +66,9 @@ class AggregateLayout {
 // The running state of one input over a set of events.
 class ColumnState {
  public:
-  // `v`: the event's value of the input (nullptr when it has none).
-  void add(const Value* v, const AggregateInput& input);
+  // `v`: the event's value of the input (nullptr when it has none). False
+  // when `v` is present but not a number, which numeric aggregates skip.
+  bool add(const Value* v, const AggregateInput& input);
   // Appends the state of events that all come after these ones.
   void merge(const ColumnState& later, const AggregateInput& input);
   // The aggregate's value; a null Value for Missing.
@@ -91,7 +93,9 @@ class Accumulator {
  public:
   explicit Accumulator(const AggregateLayout& layout) : inputs_(layout.inputs().size()) {}
 
-  void add(const Event& event, const AggregateLayout& layout);
+  // Returns how many of the event's values a numeric aggregate (sum, avg,
+  // min, max, stddev) skipped as not numbers, one per such column.
+  uint32_t add(const Event& event, const AggregateLayout& layout);
   void merge(const Accumulator& later, const AggregateLayout& layout);
   // Back to the state of no events, keeping the storage.
   void clear();

@@ -12,6 +12,8 @@ namespace {
 // Division rounding towards minus infinity, for times before ts 0.
 int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
+// The first multiple of d after t.
+int64_t nextMultiple(int64_t t, int64_t d) { return (floorDiv(t, d) + 1) * d; }
 
 class ResultComposer final : public plugin::MatchComposer {
  public:
@@ -86,32 +88,83 @@ void WindowDetector::add(Group& group, const Event& event) {
     if (!group.session) {
       group.session.emplace(aggregates);
       group.first = ts;
+      group.last = ts;
       ++open_;
-      due_ = std::min(due_, ts + plan_->length + 1);
+      due_ = std::min(due_, *dueOf(group));
     }
     group.last = ts;
-    group.session->add(event, aggregates);
+    non_numeric_ += group.session->add(event, aggregates);
     return;
   }
   const int64_t pane = floorDiv(ts, plan_->pane);
   if (group.panes.empty() || group.panes.back().index != pane) {
     if (group.panes.empty())
       group.next_window = std::max(group.next_window, firstWindowHolding(pane));
-    group.panes.push_back(newPane(pane));
+    group.panes.push_back(newPane(pane, ts));
     ++open_;
   }
-  group.panes.back().acc.add(event, aggregates);
+  non_numeric_ += group.panes.back().acc.add(event, aggregates);
   if (const auto due = dueOf(group)) due_ = std::min(due_, *due);
 }
 
 std::optional<Timestamp> WindowDetector::dueOf(const Group& group) const {
+  Timestamp due = 0;
+  Timestamp first = 0;  // the group's oldest event still in an open window
   if (plan_->kind == pattern::WindowKind::kSession) {
     if (!group.session) return std::nullopt;
-    return group.last + plan_->length + 1;
+    due = group.last + plan_->length + 1;
+    first = group.first;
+  } else {
+    if (group.panes.empty()) return std::nullopt;
+    const int64_t k = std::max(group.next_window, firstWindowHolding(group.panes.front().index));
+    due = k * plan_->every + plan_->length;
+    first = group.panes.front().first;
   }
-  if (group.panes.empty()) return std::nullopt;
-  const int64_t k = std::max(group.next_window, firstWindowHolding(group.panes.front().index));
-  return k * plan_->every + plan_->length;
+  if (plan_->emit_every > 0) {
+    due = std::min(due, nextMultiple(std::max(partials_until_, first), plan_->emit_every));
+  }
+  return due;
+}
+
+void WindowDetector::reportPartials(const Group& group, std::optional<Timestamp> now,
+                                    std::vector<Closed>& out) {
+  if (plan_->kind == pattern::WindowKind::kSession) {
+    if (!group.session) return;
+    // Open up to its gap's end: a result at that point is the final one.
+    const Timestamp open_until = group.last + plan_->length;
+    partialsOf(group, group.first, group.first, now ? std::min(*now, open_until) : open_until,
+               *group.session, out);
+    return;
+  }
+  if (group.panes.empty()) return;
+  const int64_t p = plan_->pane;
+  for (int64_t k = std::max(group.next_window, firstWindowHolding(group.panes.front().index));;
+       ++k) {
+    const Timestamp start = k * plan_->every;
+    if (now && start >= *now) return;  // no point of it has passed
+    const Timestamp end = start + plan_->length;
+    auto pane = std::find_if(group.panes.begin(), group.panes.end(),
+                             [&](const Pane& x) { return x.index * p >= start; });
+    if (pane == group.panes.end()) return;  // this window and the later ones are empty
+    if (pane->index * p >= end) continue;
+    const Timestamp first = pane->first;
+    Accumulator acc(plan_->aggregates);
+    for (; pane != group.panes.end() && pane->index * p < end; ++pane)
+      acc.merge(pane->acc, plan_->aggregates);
+    partialsOf(group, start, first, now ? std::min(*now, end - 1) : end - 1, acc, out);
+  }
+}
+
+void WindowDetector::partialsOf(const Group& group, Timestamp start, Timestamp first,
+                                Timestamp last_point, const Accumulator& acc,
+                                std::vector<Closed>& out) const {
+  const int64_t d = plan_->emit_every;
+  for (Timestamp point = nextMultiple(std::max(partials_until_, first), d); point <= last_point;
+       point += d) {
+    // A session's result so far ends at its last event, as its final one does.
+    const Timestamp ts = plan_->kind == pattern::WindowKind::kSession ? group.last : point - 1;
+    out.push_back(Closed{start, ts, group.seq, &group.key, acc, true});
+  }
 }
 
 void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
@@ -157,13 +210,14 @@ Accumulator WindowDetector::windowState(Group& group, int64_t end_pane) const {
   return state;
 }
 
-WindowDetector::Pane WindowDetector::newPane(int64_t index) {
+WindowDetector::Pane WindowDetector::newPane(int64_t index, Timestamp first) {
   if (spare_.empty()) {
-    return Pane{index, Accumulator(plan_->aggregates), Accumulator(plan_->aggregates)};
+    return Pane{index, first, Accumulator(plan_->aggregates), Accumulator(plan_->aggregates)};
   }
   Pane pane = std::move(spare_.back());
   spare_.pop_back();
   pane.index = index;
+  pane.first = first;
   pane.acc.clear();
   return pane;
 }
@@ -192,12 +246,23 @@ void WindowDetector::dropFrontPane(Group& group) {
 void WindowDetector::closeBefore(std::optional<Timestamp> now) {
   std::vector<Closed> closed;
   due_ = INT64_MAX;
+  const bool partials = plan_->emit_every > 0;
   for (auto& [key, group] : groups_) {
+    if (partials) reportPartials(group, now, closed);
     closeWindows(group, now, closed);
+  }
+  // A new stream may follow the end of time.
+  if (partials) partials_until_ = now.value_or(INT64_MIN);
+  for (const auto& [key, group] : groups_) {
     if (const auto due = dueOf(group)) due_ = std::min(due_, *due);
   }
+  // In time order: by end (a window's partial results end before its final
+  // one, a session's no later), window start, partial before final, group.
   std::sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) {
-    return a.start != b.start ? a.start < b.start : a.seq < b.seq;
+    if (a.end != b.end) return a.end < b.end;
+    if (a.start != b.start) return a.start < b.start;
+    if (a.partial != b.partial) return a.partial;
+    return a.seq < b.seq;
   });
   for (const Closed& c : closed) emit(c);
   // Forgotten only now: `closed` points at the keys.
@@ -224,6 +289,7 @@ void WindowDetector::emit(const Closed& closed) {
   EventBuilder result(plan.returns.type);
   result.interval(closed.start, closed.end);
   plan.returns.apply(bindings, 1.0, result);
+  if (plan.emit_every > 0) result.set(plan.partial_name, Value(closed.partial));
   const EventPtr composite = result.build();
   const EventPtr* events[] = {&composite};
   const uint32_t ends[] = {1};
@@ -231,13 +297,31 @@ void WindowDetector::emit(const Closed& closed) {
 }
 
 Result<std::string> WindowDetector::exportModel(std::string_view format) const {
-  if (format != "json") {
-    return Status::invalidArgument("the window engine exports its state as json only");
+  const std::pair<const char*, uint64_t> counters[] = {
+      {"groups", groups_.size()},
+      {"max_groups", plan_->max_groups},
+      {"refused_events", refused_events_},
+      {"non_numeric", non_numeric_},
+      {"open", open_},
+  };
+  std::string out;
+  if (format == plugin::kCountersFormat) {
+    for (const auto& [name, value] : counters) {
+      out.append(name).append(" ").append(std::to_string(value)).append("\n");
+    }
+    return out;
   }
-  return "{\"groups\":" + std::to_string(groups_.size()) +
-         ",\"max_groups\":" + std::to_string(plan_->max_groups) +
-         ",\"refused_events\":" + std::to_string(refused_events_) +
-         ",\"open\":" + std::to_string(open_) + "}";
+  if (format != "json") {
+    return Status::invalidArgument(std::string("the window engine exports its state as json or ") +
+                                   plugin::kCountersFormat + ", not " + std::string(format));
+  }
+  for (const auto& [name, value] : counters) {
+    out.append(out.empty() ? "{\"" : ",\"")
+        .append(name)
+        .append("\":")
+        .append(std::to_string(value));
+  }
+  return out + "}";
 }
 
 std::optional<plugin::DetectorState> WindowDetector::state() const {

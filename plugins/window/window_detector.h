@@ -20,12 +20,22 @@
 // than the gap before ts; the host's watermark (onWatermark(t): no event at
 // or before t is still to come) closes those ending by t + 1, and the end
 // of time closes the rest. flush() is a pause in the input, which closes
-// nothing: a later event may still fall into an open window. Results closing together
-// come out by window start, then by group in order of first appearance.
+// nothing: a later event may still fall into an open window. Results coming
+// out together come out by ts, then window start, then by group in order of
+// first appearance.
+//
+// EMIT EVERY d: when event time passes a multiple p of d strictly inside an
+// open window (or session) that holds an event before p, the window's
+// result so far comes out with ts p - 1 (a session's: its last event's) and
+// `partial` true; its final result has `partial` false. HAVING filters
+// partial results too. A window's partial results come out before its final
+// one, in time order.
 //
 // Memory: the groups with an open pane or session, at most max_groups; an
 // event of a new group beyond that is refused and counted (exportModel
-// "json"), never stored. A group with nothing open is forgotten.
+// "json"), never stored. A group with nothing open is forgotten. A value a
+// numeric aggregate (sum, avg, min, max, stddev) skips as not a number is
+// counted too (non_numeric).
 // state().partial_matches is the open panes plus open sessions.
 //
 // Thread safety: none (Detector); the sink must outlive the detector.
@@ -40,6 +50,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/engine_counters.h"
 #include "bus/core/status.h"
 #include "bus/core/value.h"
 #include "plugins/window/aggregates.h"
@@ -55,13 +66,15 @@ class WindowDetector final : public plugin::Detector {
   Status onWatermark(Timestamp t) override;
   // Nothing to report: windows close on time, not on pauses.
   Status flush() override { return Status::ok(); }
-  // "json": {"groups":N,"max_groups":M,"refused_events":R,"open":P}.
+  // "json": {"groups":N,"max_groups":M,"refused_events":R,"non_numeric":K,
+  // "open":P}; plugin::kCountersFormat: the same as "name value" lines.
   Result<std::string> exportModel(std::string_view format) const override;
   std::optional<plugin::DetectorState> state() const override;
 
  private:
   struct Pane {
     int64_t index;
+    Timestamp first;  // the ts of its first event
     Accumulator acc;
     Accumulator suffix;  // this pane's to the front stack's newest, in the front stack
   };
@@ -86,6 +99,7 @@ class WindowDetector final : public plugin::Detector {
     uint64_t seq;
     const std::vector<Value>* key;
     Accumulator acc;
+    bool partial = false;
   };
   using Groups = std::unordered_map<std::vector<Value>, Group, ValueKeyHash, ValueKeyEqual>;
 
@@ -101,7 +115,14 @@ class WindowDetector final : public plugin::Detector {
   Accumulator windowState(Group& group, int64_t end_pane) const;
   void dropFrontPane(Group& group);
   // A new empty pane, from the spare ones when there is one.
-  Pane newPane(int64_t index);
+  Pane newPane(int64_t index, Timestamp first);
+  // EMIT EVERY: the partial results of the group's open windows (or session)
+  // at the multiples of d after partials_until_ and up to `now`.
+  void reportPartials(const Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
+  // The partial results of a window [start, end) whose first event is at
+  // `first` and whose state is `acc`, at the points up to `last_point`.
+  void partialsOf(const Group& group, Timestamp start, Timestamp first, Timestamp last_point,
+                  const Accumulator& acc, std::vector<Closed>& out) const;
   // When the group's next result is due: the end of its next window, or one
   // past its session's gap; nullopt when it has nothing open.
   std::optional<Timestamp> dueOf(const Group& group) const;
@@ -119,9 +140,12 @@ class WindowDetector final : public plugin::Detector {
   // No result is due before this time (a lower bound: a session extended
   // since it was computed is due later).
   Timestamp due_ = INT64_MAX;
+  // EMIT EVERY: every partial result due at or before this time is out.
+  Timestamp partials_until_ = INT64_MIN;
   uint64_t open_ = 0;  // panes and sessions held
   uint64_t peak_open_ = 0;
   uint64_t refused_events_ = 0;
+  uint64_t non_numeric_ = 0;  // values numeric aggregates skipped as not numbers
 };
 
 }  // namespace cepbus::plugins::window

@@ -95,6 +95,8 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
   plan->kind = query.window->kind;
   plan->length = query.window->length;
   plan->every = query.window->every;
+  plan->emit_every = query.window->emit_every;
+  plan->partial_name = Symbol::intern(pattern::kPartialAttribute);
   plan->pane =
       plan->kind == pattern::WindowKind::kSession ? 0 : std::gcd(plan->length, plan->every);
   for (size_t j = 0; j < query.group_by.size(); ++j) {

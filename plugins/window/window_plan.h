@@ -37,9 +37,11 @@ struct Plan {
   Symbol type;                           // the FROM event type
   std::vector<pattern::Conjunct> where;  // over slot 0, the FROM variable
   pattern::WindowKind kind = pattern::WindowKind::kTumbling;
-  int64_t length = 0;  // L, or the session gap G
-  int64_t every = 0;   // S (L for tumbling)
-  int64_t pane = 0;    // gcd(L, S): every window is a whole number of panes
+  int64_t length = 0;      // L, or the session gap G
+  int64_t every = 0;       // S (L for tumbling)
+  int64_t pane = 0;        // gcd(L, S): every window is a whole number of panes
+  int64_t emit_every = 0;  // EMIT EVERY d; 0 for final results only
+  Symbol partial_name;     // the result attribute marking partial results (EMIT EVERY)
   std::vector<Symbol> group_by;
   std::vector<AggregateColumn> columns;
   std::vector<Symbol> column_names;  // the row attribute of each column

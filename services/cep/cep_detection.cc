@@ -391,6 +391,20 @@ Result<std::string> CepDetection::exportModel(std::string_view format) const {
   return detection_->exportModel(format);
 }
 
+plugin::EngineCounters CepDetection::engineCounters() const {
+  if (detection_mu_.try_lock()) {
+    Result<std::string> text = detection_->exportModel(plugin::kCountersFormat);
+    detection_mu_.unlock();
+    Result<plugin::EngineCounters> counters = text.isOk()
+                                                  ? plugin::parseEngineCounters(*text)
+                                                  : Result<plugin::EngineCounters>(text.status());
+    MutexLock lock(counters_mu_);
+    counters_ = counters.isOk() ? std::move(counters).value() : plugin::EngineCounters{};
+  }
+  MutexLock lock(counters_mu_);
+  return counters_;
+}
+
 void CepDetection::onMatch(size_t member, const plugin::Match& match) {
   members_[member]->publish(match);
 }

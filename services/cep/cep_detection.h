@@ -47,6 +47,7 @@
 #include "bus/base/mutex.h"
 #include "bus/base/stats/store.h"
 #include "bus/core/event.h"
+#include "bus/core/plugin/engine_counters.h"
 #include "bus/core/status.h"
 #include "bus/host/detection/detection.h"
 #include "flows/exchange.h"
@@ -143,6 +144,11 @@ class CepDetection final : public detection::DetectionSink {
   // Waits while the worker is inside the detection, so it sees the detector
   // between two events.
   Result<std::string> exportModel(std::string_view format) const EXCLUDES(detection_mu_);
+  // The engine's own counters (plugin/engine_counters.h): read now when the
+  // worker is not inside the detection, else as last read, so a reader never
+  // waits for a batch; empty for an engine without any. Not on the
+  // detection's thread.
+  plugin::EngineCounters engineCounters() const EXCLUDES(detection_mu_, counters_mu_);
   bool idle() const { return pending_.load(std::memory_order_acquire) == 0; }
   // Events more than the maximum delay behind (detection::DetectionStats::late).
   uint64_t late() const { return detection_->stats().late; }
@@ -218,6 +224,8 @@ class CepDetection final : public detection::DetectionSink {
   // event path, mute and export under detection_mu_; its counters and
   // trial outcome from any thread.
   std::unique_ptr<detection::Detection> detection_;
+  mutable Mutex counters_mu_;
+  mutable plugin::EngineCounters counters_ GUARDED_BY(counters_mu_);  // as last read
   // The events of one detectEvents() call (the worker's only): reused, empty between calls.
   std::vector<EventPtr> batch_;
   std::unique_ptr<stages::Stage> stage_;

@@ -226,6 +226,29 @@ void CepQuery::reportStats() {
       return static_cast<double>(detection_->partialMatches()->peak_partial_matches);
     });
   }
+  // The engine's own counters that have a family, when it has them; asked
+  // once here, waiting for the worker if need be (the control plane).
+  const Result<std::string> model = detection_->exportModel(plugin::kCountersFormat);
+  const Result<plugin::EngineCounters> counters =
+      model.isOk() ? plugin::parseEngineCounters(*model)
+                   : Result<plugin::EngineCounters>(model.status());
+  for (const stats::MetricSpec& spec : q::kEngineCounters) {
+    const bool reported =
+        counters.isOk() && std::any_of(counters->begin(), counters->end(),
+                                       [&](const auto& c) { return c.first == spec.name; });
+    if (!reported) continue;
+    auto read = [this, name = std::string(spec.name)] {
+      for (const auto& [counter, value] : detection_->engineCounters()) {
+        if (counter == name) return value;
+      }
+      return uint64_t{0};
+    };
+    if (spec.kind == stats::MetricKind::kGauge) {
+      scope_->gauge(spec, [read] { return static_cast<double>(read()); });
+    } else {
+      scope_->counter(spec, read);
+    }
+  }
   scope_->gauge(q::kOutputHeld, [this] { return static_cast<double>(detection_->outputHeld()); });
   scope_->counter(q::kMissingAttribute, [this] { return names_.missingAttribute(); });
   scope_->counter(q::kLate, [this] { return detection_->late(); });
@@ -251,6 +274,7 @@ QueryStats CepQuery::stats() const {
   s.matches = matches();
   s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
   s.missing_attribute = names_.missingAttribute();
+  s.engine_counters = detection_->engineCounters();
   return s;
 }
 

@@ -41,13 +41,21 @@ inline constexpr MetricSpec kMissingAttribute = MetricSpec::counter(
 inline constexpr MetricSpec kLate = MetricSpec::counter(
     "late",
     "Events that came more than the query's maximum delay behind the newest one: not matched.");
-inline constexpr MetricSpec kAll[] = {kMatches,
-                                      kPublishFailures,
-                                      kPartialMatches,
-                                      kPartialMatchesPeak,
-                                      kOutputHeld,
-                                      kMissingAttribute,
-                                      kLate};
+// Engine counters (bus/core/plugin/engine_counters.h) with a family, each
+// sampled for a query whose engine reports it (today the window engine's).
+inline constexpr MetricSpec kGroups =
+    MetricSpec::gauge("groups", "Groups a window query keeps open (open windows or sessions).");
+inline constexpr MetricSpec kMaxGroups =
+    MetricSpec::gauge("max_groups", "The most groups a window query keeps open (max_groups).");
+inline constexpr MetricSpec kRefusedEvents = MetricSpec::counter(
+    "refused_events", "Events a window query refused because their group would pass max_groups.");
+inline constexpr MetricSpec kNonNumeric = MetricSpec::counter(
+    "non_numeric", "Values a window query's sum, avg, min, max or stddev skipped as not numbers.");
+inline constexpr MetricSpec kEngineCounters[] = {kGroups, kMaxGroups, kRefusedEvents, kNonNumeric};
+inline constexpr MetricSpec kAll[] = {
+    kMatches,    kPublishFailures,  kPartialMatches, kPartialMatchesPeak,
+    kOutputHeld, kMissingAttribute, kLate,           kGroups,
+    kMaxGroups,  kRefusedEvents,    kNonNumeric};
 }  // namespace query_stats
 inline constexpr stats::Schema kQuerySchema{"query", query_stats::kAll};
 

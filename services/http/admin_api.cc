@@ -344,6 +344,11 @@ std::optional<json> queryJson(const router::Registry& registry, const std::strin
       stats->partial_matches ? json(stats->partial_matches->partial_matches) : json();
   entry["partial_matches_peak"] =
       stats->partial_matches ? json(stats->partial_matches->peak_partial_matches) : json();
+  // Only for an engine with counters of its own (the window engine's groups, ...).
+  if (!stats->engine_counters.empty()) {
+    json& counters = entry["engine_counters"];
+    for (const auto& [name, value] : stats->engine_counters) counters[name] = value;
+  }
   if (auto detector = registry.snapshotOf(service + "/" + q + ":detector")) {
     for (const auto& [key, value] : detector->metadata) {
       if (key == "engine" || key == "engine_choice" || key == "input" || key == "output" ||

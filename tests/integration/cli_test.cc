@@ -417,6 +417,82 @@ TEST_F(CliTest, QuickstartDetectsThePlantedEqualPrices) {
   }
 }
 
+// Hierarchical queries on the bus, each reading another's output address: a
+// window counting a pattern's composites per group, and a pattern over a
+// window's results (two consecutive averages that rise).
+TEST_F(CliTest, WindowsAndPatternsReadEachOthersResults) {
+  write("in.jsonl", R"({"type":"A","ts":1,"attrs":{"g":"x"}}
+{"type":"B","ts":2,"attrs":{"g":"x"}}
+{"type":"Tick","ts":3,"attrs":{"v":1}}
+{"type":"Tick","ts":5,"attrs":{"v":3}}
+{"type":"A","ts":10,"attrs":{"g":"y"}}
+{"type":"Tick","ts":11,"attrs":{"v":5}}
+{"type":"B","ts":12,"attrs":{"g":"y"}}
+{"type":"A","ts":20,"attrs":{"g":"x"}}
+{"type":"B","ts":21,"attrs":{"g":"x"}}
+{"type":"Tick","ts":25,"attrs":{"v":4}}
+{"type":"Tick","ts":31,"attrs":{"v":10}}
+{"type":"Tick","ts":45,"attrs":{"v":0}}
+{"type":"A","ts":150,"attrs":{"g":"x"}}
+{"type":"B","ts":151,"attrs":{"g":"x"}}
+)");
+  write("levels.xml", R"(<cepbus name="levels">
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="in.jsonl"/>
+      <publish address="ticks"/>
+    </service-unit>
+    <service-unit name="cep" type="cep">
+      <query name="pairs" engine="nfa" input="ticks" output="pairs">
+        <text>PATTERN SEQ(A a, B b) WHERE a.g = b.g WITHIN 5 RETURN Pair(a.g AS g)</text>
+      </query>
+      <query name="per_group" engine="auto" input="pairs" output="counts">
+        <text>FROM Pair p WINDOW TUMBLING 100 GROUP BY p.g RETURN Pairs(p.g AS g, count(p) AS n)</text>
+      </query>
+      <query name="means" engine="auto" input="ticks" output="means">
+        <text>FROM Tick t WINDOW TUMBLING 10 RETURN Mean(avg(t.v) AS mean)</text>
+      </query>
+      <query name="rises" engine="nfa" input="means" output="rises">
+        <text>PATTERN SEQ(Mean x, Mean y) WHERE y.mean &gt; x.mean STRATEGY strict_contiguity RETURN Rise(x.mean AS low, y.mean AS high)</text>
+      </query>
+    </service-unit>
+    <service-unit name="counts" type="replay-sink">
+      <param name="file" value="counts.jsonl"/>
+      <subscribe address="counts"/>
+    </service-unit>
+    <service-unit name="rises" type="replay-sink">
+      <param name="file" value="rises.jsonl"/>
+      <subscribe address="rises"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"run", "levels.xml", "--exit-when-drained"}, &out, &err), 0) << err;
+  auto describe = [](const std::string& line) {
+    auto e = decodeEvent(line);
+    if (!e.isOk()) return "bad line: " + line;
+    std::string text = std::string((*e)->type().name()) + " [" + std::to_string((*e)->start()) +
+                       "," + std::to_string((*e)->ts()) + "]";
+    for (const char* name : {"g", "n", "low", "high"}) {
+      if (const Value* v = (*e)->find(Symbol::intern(name))) text += " " + v->toString();
+    }
+    return text;
+  };
+  std::vector<std::string> counts, rises;
+  for (const std::string& l : lines(read("counts.jsonl"))) counts.push_back(describe(l));
+  for (const std::string& l : lines(read("rises.jsonl"))) rises.push_back(describe(l));
+  // The pair at 151 closes [0, 100): x paired at 2 and 21, y at 12; the
+  // stop closes [100, 200) after the pattern's last pair reached it.
+  EXPECT_EQ(counts, (std::vector<std::string>{"Pairs [0,99] \"x\" 2", "Pairs [0,99] \"y\" 1",
+                                              "Pairs [100,199] \"x\" 1"}))
+      << err;
+  // Means 2, 5, 4, 10, 0 over [0,10) .. [40,50): rises 2 -> 5 and 4 -> 10,
+  // each from the first mean's window start to the second's end.
+  EXPECT_EQ(rises, (std::vector<std::string>{"Rise [0,19] 2.0 5.0", "Rise [20,39] 4.0 10.0"}))
+      << err;
+}
+
 // The real bus with its AMQP listener, and Debian's python3-qpid-proton as an
 // independent client: it subscribes with a wildcard, publishes unsettled
 // messages (each accepted only once the bus admitted it), sees a malformed one

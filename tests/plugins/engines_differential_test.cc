@@ -112,7 +112,9 @@ const Engine kEngines[] = {
        if (c.edge_negation) return {"the algebra engine", "nfa"};
        if (c.negation_before_kleene)
          return {"not before a Kleene element", "the nfa engine runs it"};
-       if (c.negation_relates) return {"relates a negated operand", "the nfa engine runs it"};
+       if (c.negation_names_later) {
+         return {"relates a negated operand", "the nfa engine runs it"};
+       }
        return {};
      }},
     {"petri", "",

@@ -219,8 +219,15 @@ struct CEPBUS_API WindowSpec {
   WindowKind kind = WindowKind::kTumbling;
   int64_t length = 0;  // L, or the gap G of a session; > 0, in ts units
   int64_t every = 0;   // S: the slide; equal to L for tumbling, 0 for a session
+  // EMIT EVERY d: a partial result at every multiple of d strictly inside a
+  // window (after its first event); 0 when absent (final results only).
+  int64_t emit_every = 0;
   SourcePos pos;
 };
+
+// The attribute EMIT EVERY sets on each result of a window query: true on a
+// partial result, false on the final one.
+inline constexpr const char* kPartialAttribute = "partial";
 
 // "tumbling", "sliding", "session".
 CEPBUS_API const char* windowKindName(WindowKind k);

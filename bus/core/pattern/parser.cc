@@ -322,6 +322,7 @@ class Parser {
 
   // window_query := FROM Type var [ WHERE expr ] WINDOW window
   //                 [ GROUP BY var.attr { ',' var.attr } ] [ HAVING expr ] RETURN return
+  //                 [ EMIT EVERY duration ]
   Query windowQuery() {
     Query q;
     take();  // FROM
@@ -354,8 +355,27 @@ class Parser {
     }
     take();
     q.returns = returnClause();
-    if (peek().kind != TokenKind::kEnd) expected("end of input");
+    if (isWord("EMIT")) q.window->emit_every = emitEvery(*q.returns);
+    if (peek().kind != TokenKind::kEnd) expected("EMIT EVERY or end of input");
     return q;
+  }
+
+  // emit := EMIT EVERY duration; RETURN may not name an attribute `partial`,
+  // which marks the results.
+  int64_t emitEvery(const ReturnClause& returns) {
+    const SourcePos emit = take().pos;  // EMIT
+    if (!isWord("EVERY")) {
+      expected("EVERY and how often partial results come out, as in 'EMIT EVERY 10'");
+    }
+    take();
+    const int64_t every = duration("the partial results' period (EMIT EVERY)", "EMIT EVERY ");
+    for (const ReturnItem& item : returns.items) {
+      if (item.name == kPartialAttribute) {
+        fail(emit, std::string("EMIT EVERY marks each result with the attribute '") +
+                       kPartialAttribute + "'; RETURN names one too: rename it with AS");
+      }
+    }
+    return every;
   }
 
   // window := TUMBLING duration | SLIDING duration EVERY duration | SESSION GAP duration

@@ -254,6 +254,7 @@ std::string windowQueryText(const Query& q) {
   }
   if (q.having) out += "\nHAVING " + toString(*q.having);
   if (q.returns) out += returnText(*q.returns);
+  if (w.emit_every > 0) out += "\nEMIT EVERY " + std::to_string(w.emit_every);
   return out;
 }
 

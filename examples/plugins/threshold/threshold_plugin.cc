@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bus/core/pattern/expr_compiler.h"
+#include "bus/core/pattern/window_query.h"
 #include "bus/core/plugin/plugin_export.h"
 
 #ifndef THRESHOLD_PLUGIN_VERSION
@@ -79,6 +80,9 @@ Result<std::shared_ptr<const Plan>> compile(const pattern::Query& query,
                                             const plugin::DetectorOptions& options) {
   static constexpr std::string_view kKnown[] = {"count"};
   if (Status s = options.checkKnown(kKnown, "threshold"); !s) return s;
+  // A window query (FROM ... WINDOW) also has a single event element; the
+  // shared check refuses it with the message every engine gives.
+  if (Status s = pattern::requirePatternQuery(query, "threshold"); !s) return s;
   // `PATTERN Login l`, or the same written as a one-element SEQ(Login l).
   const pattern::PatternNode* node = query.pattern.get();
   if (node->kind == pattern::PatternKind::kSeq && node->children.size() == 1) {

@@ -60,6 +60,34 @@ TEST(AlgebraSeqNegation, APredicateOnTheNegatedVariableAloneFiltersIt) {
             (IV{{1, 3}}));
 }
 
+// "No cancellation of *this* order": only a negated event that passes the
+// predicates relating it to the candidate rejects it.
+TEST(AlgebraSeqNegation, APredicateRelatingTheNegatedVariableRejectsOnlyItsCandidates) {
+  const std::string q = "PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x";
+  // c2:1 cancels a1:1 only; a3:2 has no C of its own in its gap.
+  EXPECT_EQ(iv(q, "a1:1 c2:1 a3:2 b4"), (IV{{3, 4}}));
+  EXPECT_EQ(iv(q, "a1:1 c2:2 b4"), (IV{{1, 4}}));
+  // A C at the gap's edge is outside it.
+  EXPECT_EQ(iv(q, "a1:1 c1:1 b4 c4:1"), (IV{{1, 4}}));
+  // Relating it to the element after the gap, and to both.
+  EXPECT_EQ(iv("PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = b.x", "a1 c2:5 b3:5 a4 b6:7"),
+            (IV{{1, 6}, {4, 6}}));
+  EXPECT_EQ(iv("PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x > a.x AND c.x < b.x",
+               "a1:1 c2:9 b3:5 a4:1 c5:3 b6:5"),
+            (IV{{1, 3}}));
+  // P1's negation operator with a parameter: over the whole interval.
+  EXPECT_EQ(iv("PATTERN (A a ; B b) - C c WHERE c.x = a.x", "a1:1 c1:2 b3 a4:1 c4:1 b6"),
+            (IV{{1, 3}}));
+}
+
+// Under CONTEXT recent, every negated event of a tick is kept: which one
+// rejects the candidate depends on the candidate.
+TEST(AlgebraSeqNegation, UnderRecentEveryNegatedEventOfATickCounts) {
+  const auto r = runAlgebra("PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x CONTEXT recent",
+                            letters("a1:1 c2:1 c2:2 b3"));
+  EXPECT_TRUE(r.empty());
+}
+
 TEST(AlgebraSeqNegation, RefusesWhatItCannotCheck) {
   auto error = [](const std::string& query) {
     auto r = run("algebra", query, letters("a1 b2"));
@@ -70,8 +98,9 @@ TEST(AlgebraSeqNegation, RefusesWhatItCannotCheck) {
   EXPECT_NE(before_kleene.find("not before a Kleene element"), std::string::npos) << before_kleene;
   EXPECT_NE(before_kleene.find("the nfa engine runs it"), std::string::npos) << before_kleene;
   const std::string relates =
-      error("PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x CONTEXT unrestricted");
+      error("PATTERN SEQ(A a, NOT(C c), B b, D d) WHERE c.x = d.x CONTEXT unrestricted");
   EXPECT_NE(relates.find("relates a negated operand"), std::string::npos) << relates;
+  EXPECT_NE(relates.find("after the gap"), std::string::npos) << relates;
   EXPECT_NE(relates.find("the nfa engine runs it"), std::string::npos) << relates;
 }
 

@@ -286,7 +286,7 @@ TEST(AlgebraErrors, ClearMessages) {
   EXPECT_NE(errorOf("PATTERN A ; B", {"construction=batched"}).find("construction"),
             std::string::npos);
   EXPECT_NE(errorOf("PATTERN AGG(A+ a[], count(a[]) > 2)").find("time bound"), std::string::npos);
-  EXPECT_NE(errorOf("PATTERN (A a ; B b) - C c WHERE c.x = a.x").find("negated"),
+  EXPECT_NE(errorOf("PATTERN ((A a ; B b) - C c) ; D d WHERE c.x = d.x").find("negated"),
             std::string::npos);
 }
 

@@ -143,6 +143,41 @@ TEST(WindowDetectorTest, SlidingWithASlideThatDoesNotDivideTheLength) {
                          }));
 }
 
+// EMIT EVERY 4 on [0, 10): partial results at 4 and 8 over the events
+// before each, then the final one; [10, 20) has its first event at 13, so
+// its first partial is at 16.
+TEST(WindowDetectorTest, EmitEveryGivesPartialResultsThenTheFinalOne) {
+  WindowRun run("FROM T t WINDOW TUMBLING 10 RETURN S(sum(t.v) AS s) EMIT EVERY 4");
+  run.feed("T", 1, {{"v", 1}});
+  EXPECT_EQ(run.feed("T", 3, {{"v", 2}}), 0u);
+  EXPECT_EQ(run.feed("T", 4, {{"v", 4}}), 1u);   // 4 passed: [0, 4) so far
+  EXPECT_EQ(run.feed("T", 13, {{"v", 8}}), 3u);  // 8 and the end passed
+  ASSERT_TRUE(run.detector->onWatermark(15).isOk());
+  EXPECT_EQ(run.sink.results.size(), 4u) << "the watermark 15 passes 16";
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "S [0,3] partial=true s=3",
+                             "S [0,7] partial=true s=7",
+                             "S [0,9] partial=false s=7",
+                             "S [10,15] partial=true s=8",
+                             "S [10,19] partial=false s=8",
+                         }));
+}
+
+// A session's partial results end at its last event so far; one comes at
+// every multiple of d until the gap runs out, HAVING filtering each.
+TEST(WindowDetectorTest, EmitEveryOnSessionsAndHaving) {
+  WindowRun run(
+      "FROM T t WINDOW SESSION GAP 5 HAVING count(t) >= 2 RETURN N(count(t) AS n) EMIT EVERY 3");
+  run.feed("T", 1, {});
+  run.feed("T", 4, {});  // 3 passed with one event: HAVING drops it
+  EXPECT_EQ(run.sink.results.size(), 0u);
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "N [1,4] n=2 partial=true",  // at 6
+                             "N [1,4] n=2 partial=true",  // at 9: the gap runs out after 9
+                             "N [1,4] n=2 partial=false",
+                         }));
+}
+
 TEST(WindowDetectorTest, WindowsAlignToTsZeroBeforeItToo) {
   WindowRun run("FROM T t WINDOW TUMBLING 5 RETURN C(count(t) AS n)");
   run.feed("T", -3, {});
@@ -187,6 +222,11 @@ TEST(WindowDetectorTest, MissingAndNonNumericValuesAreSkipped) {
   run.feed("T", 3, {{"v", 2.5}});
   // stddev of one number is Missing, so the attribute is absent; first is the first present value.
   EXPECT_EQ(run.flush(), (std::vector<std::string>{"R [0,9] a=2.5 all=3 f=\"n/a\" has=2 s=2.5"}));
+  // "n/a" was skipped by sum, avg and stddev (count and first take it): three skips, counted.
+  const auto counters =
+      plugin::parseEngineCounters(*run.detector->exportModel(plugin::kCountersFormat));
+  ASSERT_TRUE(counters.isOk());
+  EXPECT_EQ((*counters)[3], (std::pair<std::string, uint64_t>{"non_numeric", 3}));
 }
 
 TEST(WindowDetectorTest, KeysEqualAsValuesAreOneGroup) {
@@ -202,7 +242,8 @@ TEST(WindowDetectorTest, KeysEqualAsValuesAreOneGroup) {
   run.feed("T", 6, {{"g", std::nan("")}});
   EXPECT_EQ(run.flush(), (std::vector<std::string>{"R [0,9] n=2", "R [0,9] n=2", "R [0,9] n=2"}));
   EXPECT_EQ(*run.detector->exportModel("json"),
-            "{\"groups\":0,\"max_groups\":3,\"refused_events\":0,\"open\":0}");
+            "{\"groups\":0,\"max_groups\":3,\"refused_events\":0,\"non_numeric\":0,"
+            "\"open\":0}");
 }
 
 TEST(WindowDetectorTest, GroupsBeyondTheCapAreRefusedAndCounted) {
@@ -213,13 +254,36 @@ TEST(WindowDetectorTest, GroupsBeyondTheCapAreRefusedAndCounted) {
   run.feed("T", 3, {{"g", 3}});  // a third group while two are open
   run.feed("T", 4, {{"g", 1}});
   EXPECT_EQ(*run.detector->exportModel("json"),
-            "{\"groups\":2,\"max_groups\":2,\"refused_events\":1,\"open\":2}");
+            "{\"groups\":2,\"max_groups\":2,\"refused_events\":1,\"non_numeric\":0,"
+            "\"open\":2}");
+  EXPECT_EQ(*run.detector->exportModel(plugin::kCountersFormat),
+            "groups 2\nmax_groups 2\nrefused_events 1\nnon_numeric 0\nopen 2\n");
   EXPECT_EQ(run.detector->state()->partial_matches, 2u);
   // Once [0,10) closes the groups are forgotten, and a new one fits.
   run.feed("T", 11, {{"g", 3}});
   EXPECT_EQ(run.flush(),
             (std::vector<std::string>{"R [0,9] g=1 n=2", "R [0,9] g=2 n=1", "R [10,19] g=3 n=1"}));
   EXPECT_EQ(run.detector->state()->partial_matches, 0u);
+}
+
+// A flood of distinct groups (each event a new one, all in one window) is
+// bounded by the cap: the map never grows past it, and the rest is counted.
+TEST(WindowDetectorTest, AFloodOfDistinctGroupsStaysWithinTheCap) {
+  WindowRun run("FROM T t WINDOW TUMBLING 1000000 GROUP BY t.g RETURN R(count(t) AS n)",
+                {"max_groups=1000"});
+  for (int64_t g = 0; g < 200000; ++g) {
+    EventBuilder b("T");
+    b.at(g % 1000);
+    b.set("g", Value(g));
+    ASSERT_TRUE(run.detector->onEvent(b.build()).isOk());
+  }
+  const auto counters =
+      plugin::parseEngineCounters(*run.detector->exportModel(plugin::kCountersFormat));
+  ASSERT_TRUE(counters.isOk());
+  EXPECT_EQ((*counters)[0], (std::pair<std::string, uint64_t>{"groups", 1000}));
+  EXPECT_EQ((*counters)[2], (std::pair<std::string, uint64_t>{"refused_events", 199000}));
+  EXPECT_EQ(run.detector->state()->peak_partial_matches, 1000u);
+  EXPECT_EQ(run.flush().size(), 1000u);
 }
 
 TEST(WindowDetectorTest, RefusesPatternsAndBadOptions) {

@@ -821,6 +821,54 @@ TEST(AdminApiQueriesTest, EachQueryShowsThePartialMatchesItsDetectorHolds) {
       << metrics;
 }
 
+// A window query's memory: the open panes (partial_matches), the groups
+// against the cap the descriptor sets, the events that cap refused and the
+// values its numeric aggregates skipped, in /api/queries and /metrics.
+TEST(AdminApiQueriesTest, AWindowQueryShowsItsGroupsAndWhatItsCapRefused) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
+  <service-unit name="cep" type="cep">
+    <query name="avg" engine="window" input="in" output="out.avg">
+      <text>FROM T t WINDOW TUMBLING 100 GROUP BY t.g RETURN R(t.g AS g, avg(t.v) AS mean)</text>
+      <option name="max_groups" value="2"/>
+    </query>
+  </service-unit>
+</service-assembly>)"));
+  // Groups 1 and 2 fill the cap; 3 is refused; one value of 2 is no number.
+  const std::pair<int64_t, Value> events[] = {
+      {1, Value(int64_t{5})}, {2, Value("n/a")}, {3, Value(int64_t{7})}, {2, Value(int64_t{1})}};
+  Timestamp ts = 0;
+  for (const auto& [g, v] : events) {
+    flows::Exchange exchange;
+    exchange.event = EventBuilder("T").at(++ts).set("g", Value(g)).set("v", v).build();
+    exchange.address = Symbol::intern("in");
+    bus.broker->publish(exchange);
+  }
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
+  json avg;
+  const bool consumed = testing::waitUntil([&] {
+    const json body = json::parse(api.handle(AdminRequest{"GET", "/api/queries", "", ""}).body);
+    avg = body.at("queries").at(0);
+    return avg.value("consumed", 0) == 4;
+  });
+  ASSERT_TRUE(consumed) << avg;
+  EXPECT_EQ(avg.at("partial_matches"), 2) << avg;  // one open pane per group
+  const json& counters = avg.at("engine_counters");
+  EXPECT_EQ(counters.at("groups"), 2) << avg;
+  EXPECT_EQ(counters.at("max_groups"), 2) << avg;
+  EXPECT_EQ(counters.at("refused_events"), 1) << avg;
+  EXPECT_EQ(counters.at("non_numeric"), 1) << avg;
+
+  const std::string metrics = renderMetrics(*bus.registry);
+  for (const char* sample : {"cepbus_query_groups{name=\"a.cep/avg:detector\"} 2\n",
+                             "cepbus_query_max_groups{name=\"a.cep/avg:detector\"} 2\n",
+                             "cepbus_query_refused_events_total{name=\"a.cep/avg:detector\"} 1\n",
+                             "cepbus_query_non_numeric_total{name=\"a.cep/avg:detector\"} 1\n"}) {
+    EXPECT_NE(metrics.find(sample), std::string::npos) << sample << metrics;
+  }
+}
+
 // Queries sharing a detector still count their matches apart.
 TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
   TestBroker bus;

@@ -96,6 +96,7 @@ TEST(WindowQueryTest, PrintsCanonicallyAndReparses) {
       "FROM Login l WINDOW TUMBLING 300 RETURN Logins(count(l))",
       "FROM Trade x WINDOW SESSION GAP 2 GROUP BY x.symbol, x.venue RETURN "
       "Burst(x.symbol, first(x.price), last(x.price))",
+      "FROM Temp t WINDOW TUMBLING 60 RETURN Mean(avg(t.value) AS mean) EMIT EVERY 10",
   };
   for (const char* text : texts) {
     const std::string printed = toString(mustParse(text));
@@ -135,7 +136,28 @@ TEST(WindowQueryTest, BadWindowsNameLineAndColumn) {
             "line 1, column 10: a window query returns its results: write RETURN Name(expr [AS "
             "alias], ...)");
   EXPECT_EQ(errorOf("FROM T t WINDOW TUMBLING 1 RETURN R(count(t)) WITHIN 5"),
-            "line 1, column 47: expected end of input, found keyword WITHIN");
+            "line 1, column 47: expected EMIT EVERY or end of input, found keyword WITHIN");
+}
+
+TEST(WindowQueryTest, EmitEveryTakesADurationAndReservesPartial) {
+  const Query q = mustParse("FROM T t WINDOW TUMBLING 60 RETURN R(count(t)) EMIT EVERY 10");
+  EXPECT_EQ(q.window->emit_every, 10);
+  EXPECT_EQ(mustParse("FROM T t WINDOW TUMBLING 60 RETURN R(count(t))").window->emit_every, 0);
+  EXPECT_EQ(mustParse("FROM T t WINDOW TUMBLING 1 min RETURN R(count(t)) EMIT EVERY 10 s",
+                      ParseOptions{.ts_unit = TimeUnit::kMilliseconds})
+                .window->emit_every,
+            10000);
+  EXPECT_EQ(errorOf("FROM T t WINDOW TUMBLING 60 RETURN R(count(t)) EMIT 10"),
+            "line 1, column 53: expected EVERY and how often partial results come out, as in "
+            "'EMIT EVERY 10', found integer 10");
+  EXPECT_EQ(errorOf("FROM T t WINDOW TUMBLING 60 RETURN R(count(t)) EMIT EVERY 0"),
+            "line 1, column 59: the partial results' period (EMIT EVERY) must be a positive "
+            "integer, found 0");
+  EXPECT_EQ(errorOf("FROM T t WINDOW TUMBLING 60 RETURN R(count(t) AS partial) EMIT EVERY 5"),
+            "line 1, column 59: EMIT EVERY marks each result with the attribute 'partial'; RETURN "
+            "names one too: rename it with AS");
+  EXPECT_EQ(errorOf("FROM T t WINDOW TUMBLING 60 RETURN R(count(t)) EMIT EVERY 5 GROUP BY t.a"),
+            "line 1, column 61: expected EMIT EVERY or end of input, found identifier 'GROUP'");
 }
 
 TEST(WindowQueryTest, GroupKeysAndAggregatesAreChecked) {
