@@ -1,5 +1,6 @@
 #include "plugins/window/aggregates.h"
 
+#include <algorithm>
 #include <cmath>
 #include <compare>
 
@@ -9,11 +10,11 @@ namespace {
 using pattern::AggFunc;
 using pattern::Builtin;
 
-// The value a column reads off `event`, or nullptr; built-ins go through `scratch`.
-const Value* valueOf(const Event& event, const AggregateColumn& column, Value& scratch) {
-  switch (column.builtin) {
+// The value an input reads off `event`, or nullptr; built-ins go through `scratch`.
+const Value* valueOf(const Event& event, const AggregateInput& input, Value& scratch) {
+  switch (input.builtin) {
     case Builtin::kNone:
-      return event.find(column.attr);
+      return event.find(input.attr);
     case Builtin::kTs:
       scratch = Value(event.ts());
       return &scratch;
@@ -31,10 +32,15 @@ const Value* valueOf(const Event& event, const AggregateColumn& column, Value& s
 }
 
 bool less(const Value& a, const Value& b) {
+  // Doubles, the common case, without the general comparison's dispatch.
+  if (a.kind() == Value::Kind::kDouble && b.kind() == Value::Kind::kDouble)
+    return a.asDouble() < b.asDouble();
   const auto c = a.compare(b);
   return c && *c == std::strong_ordering::less;
 }
 
+bool needsOrder(AggFunc f) { return f == AggFunc::kFirst || f == AggFunc::kLast; }
+bool needsExtremes(AggFunc f) { return f == AggFunc::kMin || f == AggFunc::kMax; }
 // The aggregates that read numbers only.
 bool isNumeric(AggFunc func) {
   return func == AggFunc::kSum || func == AggFunc::kAvg || func == AggFunc::kMin ||
@@ -43,12 +49,32 @@ bool isNumeric(AggFunc func) {
 
 }  // namespace
 
-bool ColumnState::add(const Value* v, bool numeric) {
+AggregateLayout::AggregateLayout(std::span<const AggregateColumn> columns) {
+  for (const AggregateColumn& column : columns) {
+    auto it = std::find_if(inputs_.begin(), inputs_.end(), [&](const AggregateInput& in) {
+      return in.builtin == column.builtin && in.attr == column.attr;
+    });
+    if (column.countsEvents()) {
+      input_of_.push_back(0);
+      continue;
+    }
+    if (it == inputs_.end()) it = inputs_.insert(it, AggregateInput{column.builtin, column.attr});
+    it->order |= needsOrder(column.func);
+    it->extremes |= needsExtremes(column.func);
+    it->moments |= column.func == AggFunc::kStddev;
+    if (isNumeric(column.func)) ++it->numeric;
+    input_of_.push_back(static_cast<size_t>(it - inputs_.begin()));
+  }
+}
+
+bool ColumnState::add(const Value* v, const AggregateInput& input) {
   if (v == nullptr || v->isNull()) return true;
   ++present_;
-  if (first_.isNull()) first_ = *v;
-  last_ = *v;
-  if (!v->isNumber()) return !numeric;
+  if (input.order) {
+    if (first_.isNull()) first_ = *v;
+    last_ = *v;
+  }
+  if (!v->isNumber()) return false;
   ++numbers_;
   const double d = v->toDouble();
   sum_ += d;
@@ -56,33 +82,43 @@ bool ColumnState::add(const Value* v, bool numeric) {
       (v->kind() != Value::Kind::kInt || __builtin_add_overflow(int_sum_, v->asInt(), &int_sum_))) {
     all_int_ = false;
   }
-  const double delta = d - mean_;
-  mean_ += delta / static_cast<double>(numbers_);
-  m2_ += delta * (d - mean_);
-  if (min_.isNull() || less(*v, min_)) min_ = *v;
-  if (max_.isNull() || less(max_, *v)) max_ = *v;
+  if (input.moments) {
+    const double delta = d - mean_;
+    mean_ += delta / static_cast<double>(numbers_);
+    m2_ += delta * (d - mean_);
+  }
+  if (input.extremes) {
+    if (min_.isNull() || less(*v, min_)) min_ = *v;
+    if (max_.isNull() || less(max_, *v)) max_ = *v;
+  }
   return true;
 }
 
-void ColumnState::merge(const ColumnState& later) {
+void ColumnState::merge(const ColumnState& later, const AggregateInput& input) {
   if (later.present_ == 0) return;
   present_ += later.present_;
-  if (first_.isNull()) first_ = later.first_;
-  last_ = later.last_;
+  if (input.order) {
+    if (first_.isNull()) first_ = later.first_;
+    last_ = later.last_;
+  }
   if (later.numbers_ == 0) return;
   const int64_t n = numbers_ + later.numbers_;
-  const double delta = later.mean_ - mean_;
-  m2_ += later.m2_ + delta * delta * static_cast<double>(numbers_) *
-                         static_cast<double>(later.numbers_) / static_cast<double>(n);
-  mean_ += delta * static_cast<double>(later.numbers_) / static_cast<double>(n);
+  if (input.moments) {
+    const double delta = later.mean_ - mean_;
+    m2_ += later.m2_ + delta * delta * static_cast<double>(numbers_) *
+                           static_cast<double>(later.numbers_) / static_cast<double>(n);
+    mean_ += delta * static_cast<double>(later.numbers_) / static_cast<double>(n);
+  }
   numbers_ = n;
   sum_ += later.sum_;
   if (all_int_ &&
       (!later.all_int_ || __builtin_add_overflow(int_sum_, later.int_sum_, &int_sum_))) {
     all_int_ = false;
   }
-  if (min_.isNull() || less(later.min_, min_)) min_ = later.min_;
-  if (max_.isNull() || less(max_, later.max_)) max_ = later.max_;
+  if (input.extremes) {
+    if (min_.isNull() || less(later.min_, min_)) min_ = later.min_;
+    if (max_.isNull() || less(max_, later.max_)) max_ = later.max_;
+  }
 }
 
 Value ColumnState::result(AggFunc func) const {
@@ -107,27 +143,33 @@ Value ColumnState::result(AggFunc func) const {
   return Value();
 }
 
-uint32_t Accumulator::add(const Event& event, std::span<const AggregateColumn> columns) {
+uint32_t Accumulator::add(const Event& event, const AggregateLayout& layout) {
   ++events_;
   Value scratch;
   uint32_t skipped = 0;
-  for (size_t i = 0; i < columns.size(); ++i) {
-    if (columns[i].countsEvents()) continue;
-    if (!columns_[i].add(valueOf(event, columns[i], scratch), isNumeric(columns[i].func))) {
-      ++skipped;
-    }
+  const std::span<const AggregateInput> inputs = layout.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs_[i].add(valueOf(event, inputs[i], scratch), inputs[i]))
+      skipped += inputs[i].numeric;
   }
   return skipped;
 }
 
-void Accumulator::merge(const Accumulator& later) {
+void Accumulator::merge(const Accumulator& later, const AggregateLayout& layout) {
   events_ += later.events_;
-  for (size_t i = 0; i < columns_.size(); ++i) columns_[i].merge(later.columns_[i]);
+  const std::span<const AggregateInput> inputs = layout.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) inputs_[i].merge(later.inputs_[i], inputs[i]);
 }
 
-Value Accumulator::result(size_t i, const AggregateColumn& column) const {
+void Accumulator::clear() {
+  events_ = 0;
+  std::fill(inputs_.begin(), inputs_.end(), ColumnState());
+}
+
+Value Accumulator::result(size_t i, const AggregateColumn& column,
+                          const AggregateLayout& layout) const {
   if (column.countsEvents()) return Value(events_);
-  return columns_[i].result(column.func);
+  return inputs_[layout.inputOf(i)].result(column.func);
 }
 
 }  // namespace cepbus::plugins::window

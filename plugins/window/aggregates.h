@@ -8,10 +8,9 @@
 // Values follow the pattern language's aggregates (expr_compiler.h):
 // count(t) counts the events, count(t.x) those that have x; sum, avg, min,
 // max and stddev (sample) read numbers only, skipping the rest (which the
-// detector counts: Accumulator::add() returns them); sum of
-// nothing is 0, sum of ints stays an int (a double once it would overflow);
-// avg, min, max of nothing and stddev of fewer than two are Missing (a null
-// Value); first and last are the earliest and latest present value.
+// detector counts: Accumulator::add() returns them); sum of nothing is 0, sum of ints stays an int
+// (a double once it would overflow); avg, min, max of nothing and stddev of fewer than two are
+// Missing (a null Value); first and last are the earliest and latest present value.
 //
 // Thread safety: none; owned by one detector.
 
@@ -36,14 +35,42 @@ struct AggregateColumn {
   bool operator==(const AggregateColumn&) const = default;
 };
 
-// The running state of one column over a set of events.
+// One value the columns read (an attribute or a built-in; count(t) reads
+// none), with what its running state must keep for the columns reading it:
+// sum, avg, min and max of t.x share one state, updated once per event, and
+// a state keeps first/last, min/max or the moments only when a column asks.
+struct AggregateInput {
+  pattern::Builtin builtin = pattern::Builtin::kNone;
+  Symbol attr;
+  bool order = false;     // first, last
+  bool extremes = false;  // min, max
+  bool moments = false;   // stddev
+  uint32_t numeric = 0;   // columns reading numbers only (sum, avg, min, max, stddev)
+};
+
+// The distinct inputs of a query's columns, and which one each column reads.
+class AggregateLayout {
+ public:
+  AggregateLayout() = default;
+  explicit AggregateLayout(std::span<const AggregateColumn> columns);
+
+  std::span<const AggregateInput> inputs() const { return inputs_; }
+  // The input column i reads; meaningless for count(t).
+  size_t inputOf(size_t column) const { return input_of_[column]; }
+
+ private:
+  std::vector<AggregateInput> inputs_;
+  std::vector<size_t> input_of_;
+};
+
+// The running state of one input over a set of events.
 class ColumnState {
  public:
-  // `v`: the event's value of the column (nullptr when it has none). False
-  // when `v` is present but not a number, which `numeric` aggregates skip.
-  bool add(const Value* v, bool numeric);
+  // `v`: the event's value of the input (nullptr when it has none). False
+  // when `v` is present but not a number, which numeric aggregates skip.
+  bool add(const Value* v, const AggregateInput& input);
   // Appends the state of events that all come after these ones.
-  void merge(const ColumnState& later);
+  void merge(const ColumnState& later, const AggregateInput& input);
   // The aggregate's value; a null Value for Missing.
   Value result(pattern::AggFunc func) const;
 
@@ -61,22 +88,24 @@ class ColumnState {
   Value last_;
 };
 
-// The state of every column of a query over one pane, window or session.
+// The state of every input of a query over one pane, window or session.
 class Accumulator {
  public:
-  explicit Accumulator(size_t columns) : columns_(columns) {}
+  explicit Accumulator(const AggregateLayout& layout) : inputs_(layout.inputs().size()) {}
 
   // Returns how many of the event's values a numeric aggregate (sum, avg,
-  // min, max, stddev) skipped as not numbers.
-  uint32_t add(const Event& event, std::span<const AggregateColumn> columns);
-  void merge(const Accumulator& later);
+  // min, max, stddev) skipped as not numbers, one per such column.
+  uint32_t add(const Event& event, const AggregateLayout& layout);
+  void merge(const Accumulator& later, const AggregateLayout& layout);
+  // Back to the state of no events, keeping the storage.
+  void clear();
   // Column i's value (a null Value for Missing).
-  Value result(size_t i, const AggregateColumn& column) const;
+  Value result(size_t i, const AggregateColumn& column, const AggregateLayout& layout) const;
   int64_t events() const { return events_; }
 
  private:
   int64_t events_ = 0;
-  std::vector<ColumnState> columns_;
+  std::vector<ColumnState> inputs_;
 };
 
 }  // namespace cepbus::plugins::window

@@ -59,18 +59,21 @@ bool WindowDetector::passes(const Event& event) const {
 }
 
 WindowDetector::Group* WindowDetector::groupOf(const Event& event) {
-  std::vector<Value> key;
-  key.reserve(plan_->group_by.size());
-  for (Symbol attr : plan_->group_by) {
-    const Value* v = event.find(attr);
-    key.push_back(v == nullptr ? Value() : *v);
+  key_.resize(plan_->group_by.size());
+  for (size_t j = 0; j < key_.size(); ++j) {
+    const Value* v = event.find(plan_->group_by[j]);
+    if (v == nullptr) {
+      key_[j] = Value();
+    } else {
+      key_[j] = *v;
+    }
   }
-  auto it = groups_.find(key);
+  auto it = groups_.find(key_);
   if (it != groups_.end()) return &it->second;
   if (groups_.size() >= plan_->max_groups) return nullptr;
-  Group& group = groups_[key];
+  Group& group = groups_[key_];
   group.seq = next_seq_++;
-  group.key = std::move(key);
+  group.key = key_;
   return &group;
 }
 
@@ -80,27 +83,27 @@ int64_t WindowDetector::firstWindowHolding(int64_t pane) const {
 
 void WindowDetector::add(Group& group, const Event& event) {
   const Timestamp ts = event.ts();
-  const size_t columns = plan_->columns.size();
+  const AggregateLayout& aggregates = plan_->aggregates;
   if (plan_->kind == pattern::WindowKind::kSession) {
     if (!group.session) {
-      group.session.emplace(columns);
+      group.session.emplace(aggregates);
       group.first = ts;
       group.last = ts;
       ++open_;
       due_ = std::min(due_, *dueOf(group));
     }
     group.last = ts;
-    non_numeric_ += group.session->add(event, plan_->columns);
+    non_numeric_ += group.session->add(event, aggregates);
     return;
   }
   const int64_t pane = floorDiv(ts, plan_->pane);
   if (group.panes.empty() || group.panes.back().index != pane) {
     if (group.panes.empty())
       group.next_window = std::max(group.next_window, firstWindowHolding(pane));
-    group.panes.push_back(Pane{pane, ts, Accumulator(columns)});
+    group.panes.push_back(newPane(pane, ts));
     ++open_;
   }
-  non_numeric_ += group.panes.back().acc.add(event, plan_->columns);
+  non_numeric_ += group.panes.back().acc.add(event, aggregates);
   if (const auto due = dueOf(group)) due_ = std::min(due_, *due);
 }
 
@@ -145,8 +148,9 @@ void WindowDetector::reportPartials(const Group& group, std::optional<Timestamp>
     if (pane == group.panes.end()) return;  // this window and the later ones are empty
     if (pane->index * p >= end) continue;
     const Timestamp first = pane->first;
-    Accumulator acc(plan_->columns.size());
-    for (; pane != group.panes.end() && pane->index * p < end; ++pane) acc.merge(pane->acc);
+    Accumulator acc(plan_->aggregates);
+    for (; pane != group.panes.end() && pane->index * p < end; ++pane)
+      acc.merge(pane->acc, plan_->aggregates);
     partialsOf(group, start, first, now ? std::min(*now, end - 1) : end - 1, acc, out);
   }
 }
@@ -183,18 +187,59 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
       return;
     }
     const int64_t end_pane = (start + plan_->length) / p;  // exclusive; the window is whole panes
-    Accumulator acc(plan_->columns.size());
-    for (const Pane& pane : group.panes) {
-      if (pane.index >= end_pane) break;
-      acc.merge(pane.acc);
-    }
-    out.push_back(Closed{start, start + plan_->length - 1, group.seq, &group.key, std::move(acc)});
+    out.push_back(Closed{start, start + plan_->length - 1, group.seq, &group.key,
+                         windowState(group, end_pane)});
     group.next_window = k + 1;
     const int64_t kept_from = floorDiv(group.next_window * plan_->every, p);
     while (!group.panes.empty() && group.panes.front().index < kept_from) {
-      group.panes.pop_front();
+      dropFrontPane(group);
       --open_;
     }
+  }
+}
+
+Accumulator WindowDetector::windowState(Group& group, int64_t end_pane) const {
+  const AggregateLayout& aggregates = plan_->aggregates;
+  if (!group.back) group.back.emplace(aggregates);
+  // The window's panes are complete: no event comes at or after its end.
+  for (; group.in < group.panes.size() && group.panes[group.in].index < end_pane; ++group.in)
+    group.back->merge(group.panes[group.in].acc, aggregates);
+  if (group.front == 0) return *group.back;
+  Accumulator state = group.panes.front().suffix;
+  state.merge(*group.back, aggregates);
+  return state;
+}
+
+WindowDetector::Pane WindowDetector::newPane(int64_t index, Timestamp first) {
+  if (spare_.empty()) {
+    return Pane{index, first, Accumulator(plan_->aggregates), Accumulator(plan_->aggregates)};
+  }
+  Pane pane = std::move(spare_.back());
+  spare_.pop_back();
+  pane.index = index;
+  pane.first = first;
+  pane.acc.clear();
+  return pane;
+}
+
+void WindowDetector::dropFrontPane(Group& group) {
+  if (group.front == 0 && group.in > 0) {
+    // The front stack ran out: the back stack's panes become it, each with
+    // the merge of itself and the panes after it.
+    const AggregateLayout& aggregates = plan_->aggregates;
+    for (size_t i = group.in; i-- > 0;) {
+      Pane& pane = group.panes[i];
+      pane.suffix = pane.acc;
+      if (i + 1 < group.in) pane.suffix.merge(group.panes[i + 1].suffix, aggregates);
+    }
+    group.front = group.in;
+    group.back.reset();
+  }
+  if (spare_.size() < open_) spare_.push_back(std::move(group.panes.front()));
+  group.panes.pop_front();
+  if (group.front > 0) {
+    --group.front;
+    --group.in;
   }
 }
 
@@ -230,7 +275,7 @@ void WindowDetector::emit(const Closed& closed) {
   const Plan& plan = *plan_;
   EventBuilder row(plan.type);
   for (size_t i = 0; i < plan.columns.size(); ++i) {
-    Value v = closed.acc.result(i, plan.columns[i]);
+    Value v = closed.acc.result(i, plan.columns[i], plan.aggregates);
     if (!v.isNull()) row.set(plan.column_names[i], std::move(v));
   }
   for (size_t j = 0; j < plan.key_names.size(); ++j) {

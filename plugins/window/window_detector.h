@@ -7,8 +7,12 @@
 // gcd(L, S) units aligned to ts 0, an event updates the one pane it falls in
 // (its group's newest), and a window's result merges the group's non-empty
 // panes inside it, so an event costs the same whatever L/S is and no window
-// goes back over its events. A pane is dropped once every window that holds
-// it has come out. A session is one running state per group.
+// goes back over its events. The panes of a group's windows are a queue
+// aggregated with two stacks: panes enter at the back into one running
+// state, and leave at the front from suffix states computed when the front
+// runs out, so a result costs a constant number of merges amortized, not
+// L/gcd(L, S). A pane is dropped once every window that holds it has come
+// out. A session is one running state per group.
 //
 // Events come in ts order (the host reorders them within the query's maximum
 // delay): an event at ts closes every window ending at or before ts (a
@@ -72,11 +76,18 @@ class WindowDetector final : public plugin::Detector {
     int64_t index;
     Timestamp first;  // the ts of its first event
     Accumulator acc;
+    Accumulator suffix;  // this pane's to the front stack's newest, in the front stack
   };
   struct Group {
     uint64_t seq = 0;  // order of first appearance
     std::vector<Value> key;
-    std::deque<Pane> panes;           // non-empty panes, oldest first
+    std::deque<Pane> panes;  // non-empty panes, oldest first
+    // The two stacks: panes [0, front) are the front stack (their suffix
+    // set), [front, in) the back stack, merged in `back`; [0, in) are the
+    // panes of the windows out so far still held.
+    size_t front = 0;
+    size_t in = 0;
+    std::optional<Accumulator> back;
     int64_t next_window = INT64_MIN;  // no window before it comes out (tumbling, sliding)
     std::optional<Accumulator> session;
     Timestamp first = 0;  // the open session's first and last ts
@@ -99,6 +110,12 @@ class WindowDetector final : public plugin::Detector {
   // Closes whatever ends before `now` (everything when `now` is nullopt).
   void closeBefore(std::optional<Timestamp> now);
   void closeWindows(Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
+  // The merge of the group's panes before `end_pane` (those of the window
+  // coming out; the ones before it are gone).
+  Accumulator windowState(Group& group, int64_t end_pane) const;
+  void dropFrontPane(Group& group);
+  // A new empty pane, from the spare ones when there is one.
+  Pane newPane(int64_t index, Timestamp first);
   // EMIT EVERY: the partial results of the group's open windows (or session)
   // at the multiples of d after partials_until_ and up to `now`.
   void reportPartials(const Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
@@ -116,6 +133,9 @@ class WindowDetector final : public plugin::Detector {
   PlanPtr plan_;
   plugin::MatchSink& sink_;
   Groups groups_;
+  std::vector<Value> key_;  // the key being looked up, kept to reuse its storage
+  // Dropped panes, kept (at most as many as are open) to reuse their storage.
+  std::vector<Pane> spare_;
   uint64_t next_seq_ = 0;
   // No result is due before this time (a lower bound: a session extended
   // since it was computed is due later).

@@ -114,6 +114,7 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
     if (!having) return having.status();
     plan->having = std::move(having).value();
   }
+  plan->aggregates = AggregateLayout(plan->columns);
   return PlanPtr(std::move(plan));
 }
 

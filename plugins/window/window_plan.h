@@ -45,6 +45,7 @@ struct Plan {
   std::vector<Symbol> group_by;
   std::vector<AggregateColumn> columns;
   std::vector<Symbol> column_names;  // the row attribute of each column
+  AggregateLayout aggregates;        // what `columns` read
   std::vector<Symbol> key_names;     // the row attribute of each group key
   std::optional<pattern::CompiledExpr> having;
   pattern::CompiledReturn returns;

@@ -108,6 +108,30 @@ TEST(WindowDetectorTest, SlidingWindowsShareTheirPanes) {
                          }));
 }
 
+TEST(WindowDetectorTest, SlidingResultsStayInOrderAsPanesLeaveAndEnter) {
+  // L = 3, S = 1: each pane is in three windows, so the group's panes leave
+  // one by one while new ones enter, across several refills of the pane
+  // queue's front, and a gap leaves windows with no pane. first/last and
+  // min/max show that every window merges exactly its panes, oldest first.
+  WindowRun run(
+      "FROM T t WINDOW SLIDING 3 EVERY 1 RETURN S(sum(t.v) AS s, first(t.v) AS f, "
+      "last(t.v) AS l, min(t.v) AS lo, max(t.v) AS hi)");
+  const std::pair<Timestamp, int> events[] = {{0, 5}, {1, 2}, {2, 9}, {3, 4}, {4, 1}, {10, 7}};
+  for (const auto& [ts, v] : events) run.feed("T", ts, {{"v", v}});
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "S [-2,0] f=5 hi=5 l=5 lo=5 s=5",
+                             "S [-1,1] f=5 hi=5 l=2 lo=2 s=7",
+                             "S [0,2] f=5 hi=9 l=9 lo=2 s=16",
+                             "S [1,3] f=2 hi=9 l=4 lo=2 s=15",
+                             "S [2,4] f=9 hi=9 l=1 lo=1 s=14",
+                             "S [3,5] f=4 hi=4 l=1 lo=1 s=5",
+                             "S [4,6] f=1 hi=1 l=1 lo=1 s=1",
+                             "S [8,10] f=7 hi=7 l=7 lo=7 s=7",
+                             "S [9,11] f=7 hi=7 l=7 lo=7 s=7",
+                             "S [10,12] f=7 hi=7 l=7 lo=7 s=7",
+                         }));
+}
+
 TEST(WindowDetectorTest, SlidingWithASlideThatDoesNotDivideTheLength) {
   // L = 6, S = 4: panes of gcd 2; windows [4k, 4k + 6).
   WindowRun run("FROM T t WINDOW SLIDING 6 EVERY 4 RETURN C(count(t) AS n)");
