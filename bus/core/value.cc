@@ -6,15 +6,14 @@
 #include <nlohmann/json.hpp>
 
 namespace cepbus {
-namespace {
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+uint64_t combineKeyHash(uint64_t h, uint64_t value_hash) {
+  return h ^ (value_hash + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
 }
 
 // Equal Values hash equally: an integral double hashes as the integer, as
 // 1 == 1.0; every NaN hashes alike (ValueKeyEqual makes them one key).
-uint64_t hashValue(const Value& v) {
+uint64_t keyValueHash(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kNull:
       return 0x51ed270b27d2b6a5ULL;
@@ -39,14 +38,12 @@ uint64_t hashValue(const Value& v) {
   return 0;
 }
 
-bool sameValue(const Value& a, const Value& b) {
+bool sameKeyValue(const Value& a, const Value& b) {
   if (a.isNull() || b.isNull()) return a.isNull() && b.isNull();
   if (a == b) return true;
   return a.kind() == Value::Kind::kDouble && b.kind() == Value::Kind::kDouble &&
          std::isnan(a.asDouble()) && std::isnan(b.asDouble());
 }
-
-}  // namespace
 
 double Value::toDouble() const {
   switch (kind()) {
@@ -135,13 +132,13 @@ const char* kindName(Value::Kind kind) {
 }
 
 size_t ValueKeyHash::operator()(const std::vector<Value>& key) const {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const Value& v : key) h = mix(h, hashValue(v));
+  uint64_t h = kKeyHashSeed;
+  for (const Value& v : key) h = combineKeyHash(h, keyValueHash(v));
   return static_cast<size_t>(h);
 }
 
 bool ValueKeyEqual::operator()(const std::vector<Value>& a, const std::vector<Value>& b) const {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), sameValue);
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), sameKeyValue);
 }
 
 }  // namespace cepbus

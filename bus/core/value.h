@@ -59,6 +59,14 @@ CEPBUS_API const char* kindName(Value::Kind kind);
 
 // Keys made of values (PARTITION BY, GROUP BY): values equal as Values are
 // one key (1 and 1.0; null and null) and hash alike, and so is every NaN.
+// An engine that hashes a key without building the vector (the values still
+// in their event) folds keyValueHash(v) of each into kKeyHashSeed with
+// combineKeyHash, which gives ValueKeyHash's hash, and compares with sameKeyValue.
+inline constexpr uint64_t kKeyHashSeed = 0xcbf29ce484222325ULL;
+CEPBUS_API uint64_t keyValueHash(const Value& v);
+CEPBUS_API uint64_t combineKeyHash(uint64_t h, uint64_t value_hash);
+CEPBUS_API bool sameKeyValue(const Value& a, const Value& b);
+
 struct CEPBUS_API ValueKeyHash {
   size_t operator()(const std::vector<Value>& key) const;
 };

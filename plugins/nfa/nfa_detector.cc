@@ -12,56 +12,15 @@ namespace {
 using pattern::SlotBinding;
 using pattern::Strategy;
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  return h;
-}
-
-// Equal keys hash equally: numbers compare across int and double (Value's
-// equality), so an integral double hashes as the integer.
-uint64_t hashValue(const Value* v) {
-  if (v == nullptr || v->isNull()) return 0x51ed270b27d2b6a5ULL;
-  switch (v->kind()) {
-    case Value::Kind::kBool:
-      return v->asBool() ? 0x2545f4914f6cdd1dULL : 0x9e3779b97f4a7c15ULL;
-    case Value::Kind::kInt:
-      return static_cast<uint64_t>(v->asInt()) * 0xff51afd7ed558ccdULL;
-    case Value::Kind::kDouble: {
-      const double d = v->asDouble();
-      if (std::isnan(d)) return 0x7ff8000000000000ULL;
-      if (d == std::trunc(d) && std::fabs(d) < 9.2e18) {
-        return static_cast<uint64_t>(static_cast<int64_t>(d)) * 0xff51afd7ed558ccdULL;
-      }
-      uint64_t bits;
-      static_assert(sizeof bits == sizeof d);
-      std::memcpy(&bits, &d, sizeof bits);
-      return bits * 0xc4ceb9fe1a85ec53ULL;
-    }
-    case Value::Kind::kString:
-      return std::hash<std::string_view>{}(v->asString());
-    case Value::Kind::kNull:
-      break;
-  }
-  return 0;
-}
-
-bool sameKey(const Value& stored, const Value* v) {
-  if (v == nullptr || v->isNull() || stored.isNull()) {
-    return stored.isNull() && (v == nullptr || v->isNull());
-  }
-  if (stored == *v) return true;
-  return stored.kind() == Value::Kind::kDouble && v->kind() == Value::Kind::kDouble &&
-         std::isnan(stored.asDouble()) && std::isnan(v->asDouble());
-}
-
 // The partition value of `event` for PARTITION BY `attr`: the attribute, or
 // for `key` without such an attribute the event's own partition key (the
 // JSON field "key"); null (a partition of its own) when it has neither.
-const Value* partitionValue(const Event& event, Symbol attr) {
+const Value& partitionValue(const Event& event, Symbol attr) {
   static const Symbol kKey = Symbol::intern("key");
+  static const Value kNull;
   const Value* v = event.find(attr);
   if (v == nullptr && attr == kKey && !event.key().isNull()) v = &event.key();
-  return v;
+  return v != nullptr ? *v : kNull;
 }
 
 // a + b, or INT64_MAX when it overflows (b >= 0).
@@ -187,14 +146,15 @@ Status NfaDetector::onWatermark(Timestamp t) {
 }
 
 NfaDetector::Partition* NfaDetector::partitionFor(const Event& event) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (Symbol attr : plan_->partition_by) h = mix(h, hashValue(partitionValue(event, attr)));
+  uint64_t h = kKeyHashSeed;
+  for (Symbol attr : plan_->partition_by)
+    h = combineKeyHash(h, keyValueHash(partitionValue(event, attr)));
   auto [it, last] = by_hash_.equal_range(h);
   for (; it != last; ++it) {
     Partition* p = it->second;
     bool same = true;
     for (size_t i = 0; i < plan_->partition_by.size() && same; ++i) {
-      same = sameKey(p->key[i], partitionValue(event, plan_->partition_by[i]));
+      same = sameKeyValue(p->key[i], partitionValue(event, plan_->partition_by[i]));
     }
     if (same) return p;
   }
@@ -209,8 +169,7 @@ NfaDetector::Partition* NfaDetector::partitionFor(const Event& event) {
   }
   p->key.clear();
   for (Symbol attr : plan_->partition_by) {
-    const Value* v = partitionValue(event, attr);
-    p->key.push_back(v != nullptr ? *v : Value());
+    p->key.push_back(partitionValue(event, attr));
   }
   p->hash = h;
   p->seq = 0;
