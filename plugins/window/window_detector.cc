@@ -271,6 +271,18 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
   });
 }
 
+// The id names the result's group and window, early or final, not the
+// moment it was computed: a result computed again from the same events (a
+// cluster node replaying a partition's messages after a takeover) has the
+// same id, so a consumer recognises the duplicate, as it does a pattern's
+// composite by its constituents' ids.
+EventId WindowDetector::resultId(const Closed& closed) {
+  uint64_t h = ValueKeyHash{}(*closed.key);
+  h = combineKeyHash(h, static_cast<uint64_t>(closed.start));
+  h = combineKeyHash(h, static_cast<uint64_t>(closed.end));
+  return combineKeyHash(h, closed.partial ? 1 : 0);
+}
+
 void WindowDetector::emit(const Closed& closed) {
   const Plan& plan = *plan_;
   EventBuilder row(plan.type);
@@ -287,7 +299,7 @@ void WindowDetector::emit(const Closed& closed) {
   const std::span<const pattern::SlotBinding> bindings(&binding, 1);
   if (plan.having && !plan.having->test(bindings)) return;
   EventBuilder result(plan.returns.type);
-  result.interval(closed.start, closed.end);
+  result.interval(closed.start, closed.end).id(resultId(closed));
   plan.returns.apply(bindings, 1.0, result);
   if (plan.emit_every > 0) result.set(plan.partial_name, Value(closed.partial));
   const EventPtr composite = result.build();

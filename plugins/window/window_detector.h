@@ -103,6 +103,7 @@ class WindowDetector final : public plugin::Detector {
   };
   using Groups = std::unordered_map<std::vector<Value>, Group, ValueKeyHash, ValueKeyEqual>;
 
+  static EventId resultId(const Closed& closed);
   bool passes(const Event& event) const;
   // The group of `event`, made when new; nullptr when max_groups refuses it.
   Group* groupOf(const Event& event);

@@ -89,7 +89,11 @@ Result<std::vector<CompiledQuery>> compileClusterQueries(const ClusterSpec& spec
 
 Timestamp longestWindow(std::span<const CompiledQuery> queries) {
   Timestamp window = 0;
-  for (const CompiledQuery& q : queries) window = std::max(window, *q.query.within);
+  for (const CompiledQuery& q : queries) {
+    // An event at ts lies in windows that end by ts + L (checkPartitionedQuery
+    // admits no session), as a match holding it ends by ts + WITHIN.
+    window = std::max(window, q.query.window ? q.query.window->length : *q.query.within);
+  }
   return window;
 }
 

@@ -44,8 +44,8 @@ struct CompiledQuery {
 Result<std::vector<CompiledQuery>> compileClusterQueries(const ClusterSpec& spec,
                                                          plugin::PluginLoader& plugins);
 
-// The longest WITHIN of `queries` (0 for none): how long after an event a
-// partition still needs it (partition_ledger.h).
+// The longest WITHIN or window length of `queries` (0 for none): how long
+// after an event a partition still needs it (partition_ledger.h).
 Timestamp longestWindow(std::span<const CompiledQuery> queries);
 
 }  // namespace cepbus::services::cluster

@@ -10,7 +10,9 @@
 // other by conjuncts `x.k = y.k` (a Kleene variable through `b[i].k`), or
 // to one literal. A query must also have WITHIN: a node settles an input
 // message only once it has left every window, so an unbounded window would
-// hold every message forever.
+// hold every message forever. A window query (FROM ... WINDOW) instead
+// groups by every key attribute, over tumbling or sliding windows, whose
+// length bounds how long a message is needed; a session has no such bound.
 
 #include <span>
 #include <string>

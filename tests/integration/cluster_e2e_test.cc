@@ -620,6 +620,34 @@ TEST_F(ClusterE2eTest, AJoinOfUncertainReadingsGivesTheSamePairsAsOffline) {
   expectSameAsOffline(dir_ / "readings.jsonl", std::move(publisher), kPartitions);
 }
 
+// A window query grouped by the cluster key: each group lies in one
+// partition, so the nodes give what one process gives on the whole stream,
+// across a node's SIGKILL (its successor replays the windows' messages).
+TEST_F(ClusterE2eTest, AWindowQueryGroupedByTheKeyGivesTheSameResultsAsOffline) {
+  constexpr uint32_t kPartitions = 4;
+  key_ = "symbol";
+  engine_ = "window";
+  query_ =
+      "FROM Stock s WINDOW SLIDING 800 EVERY 200 GROUP BY s.symbol "
+      "RETURN Volume(s.symbol AS symbol, count(s) AS n, sum(s.volume) AS volume, "
+      "max(s.price) AS high)";
+  for (int k = 1; k <= 2; ++k) writeNode(k, kPartitions);
+  init();
+  startCollector();
+  startNode(1);
+  startNode(2);
+  const fs::path events = generate(4000, 7);
+  // Time for the nodes to attach to the partition queues (see
+  // RepeatedNodeKillsAndABrokerKillLoseNoComposite).
+  std::this_thread::sleep_for(seconds(2));
+  auto publisher = publish(events, 1000);
+  // Time passing on purpose: node 2 dies in the middle of the stream.
+  std::this_thread::sleep_for(milliseconds(1500));
+  node(2).process->signal(SIGKILL);
+  std::cout << "SIGKILL cepbus node2\n";
+  expectSameAsOffline(events, std::move(publisher), kPartitions);
+}
+
 TEST_F(ClusterE2eTest, AStoppedNodeLosesItsPartitionsWithinTheIdleTimeout) {
   constexpr uint32_t kPartitions = 4;
   for (int k = 1; k <= 2; ++k) writeNode(k, kPartitions);

@@ -50,6 +50,21 @@ TEST_F(ClusterQueriesTest, CompilesEveryQueryWithItsEngineAndOutput) {
   EXPECT_EQ(longestWindow(*queries), 250);
 }
 
+// A window query runs on the window engine; its length bounds how long a
+// partition needs an event, as a pattern's WITHIN does.
+TEST_F(ClusterQueriesTest, AWindowQueryRunsWithItsLengthAsTheWindow) {
+  add("rise", kRise, 3);
+  add("volume",
+      "FROM Stock s WINDOW SLIDING 600 EVERY 100 GROUP BY s.symbol "
+      "RETURN Volume(s.symbol AS symbol, count(s) AS n)",
+      6, "auto");
+  auto queries = compileClusterQueries(spec_, loader_);
+  ASSERT_TRUE(queries.isOk()) << queries.status().message();
+  ASSERT_EQ(queries->size(), 2u);
+  EXPECT_EQ((*queries)[1].recipe->engine(), "window");
+  EXPECT_EQ(longestWindow(*queries), 600);
+}
+
 TEST_F(ClusterQueriesTest, DurationsTakeTheQuerysTimeUnit) {
   add("rise", "PATTERN SEQ(Stock a, Stock b) WHERE a.symbol = b.symbol WITHIN 2 s", 3).ts_unit =
       pattern::TimeUnit::kMilliseconds;

@@ -88,5 +88,31 @@ TEST(PartitionedQueryTest, EveryKeyAttributeMustBeImplied) {
   EXPECT_FALSE(check("PATTERN SEQ(A a, B b) WHERE a.x = b.x WITHIN 10", {"x", "y"}).isOk());
 }
 
+// A window query gives per group what the whole stream gives when each
+// group lies in one partition.
+TEST(PartitionedQueryTest, AWindowQueryGroupsByTheKey) {
+  EXPECT_TRUE(check("FROM Stock s WINDOW TUMBLING 100 GROUP BY s.symbol "
+                    "RETURN V(s.symbol, count(s) AS n)",
+                    {"symbol"})
+                  .isOk());
+  EXPECT_TRUE(check("FROM Stock s WINDOW SLIDING 100 EVERY 10 GROUP BY s.line, s.symbol "
+                    "RETURN V(s.symbol, count(s) AS n)",
+                    {"symbol"})
+                  .isOk());
+  const Status ungrouped =
+      check("FROM Stock s WINDOW TUMBLING 100 GROUP BY s.line RETURN V(count(s) AS n)", {"symbol"});
+  ASSERT_FALSE(ungrouped.isOk());
+  EXPECT_NE(ungrouped.message().find("does not group by the cluster key \"symbol\""),
+            std::string::npos)
+      << ungrouped.message();
+  EXPECT_NE(ungrouped.message().find("add s.symbol to GROUP BY"), std::string::npos);
+  const Status session = check(
+      "FROM Stock s WINDOW SESSION GAP 10 GROUP BY s.symbol RETURN V(count(s) AS n)", {"symbol"});
+  ASSERT_FALSE(session.isOk());
+  EXPECT_NE(session.message().find("session window, which has no bounded length"),
+            std::string::npos)
+      << session.message();
+}
+
 }  // namespace
 }  // namespace cepbus::services::cluster
