@@ -7,38 +7,63 @@ namespace cepbus::plugin {
 SourceClock::SourceClock(std::chrono::milliseconds idle_timeout) : idle_timeout_(idle_timeout) {}
 
 void SourceClock::heard(SourceId source, Timestamp ts, TimePoint now) {
+  newest_ = std::max(newest_, ts);
   auto [it, added] = sources_.try_emplace(source, Source{ts, now});
-  if (!added) {
-    it->second.newest = std::max(it->second.newest, ts);
-    it->second.last_heard = now;
+  if (added) {
+    // A new source is rare (a link attached): the moment to forget old
+    // ones, after which the kept minimum is recomputed.
+    forget(now);
+    stale_ = true;
     return;
   }
-  // A new source is rare (a link attached): the moment to forget old ones.
-  forget(now);
+  Source& s = it->second;
+  const bool was_live = !idle(s, now);
+  const Timestamp before = s.newest;
+  s.newest = std::max(s.newest, ts);
+  s.last_heard = now;
+  if (stale_) return;
+  if (!was_live) {
+    stale_ = true;  // back from idle: it may be the slowest now
+  } else if (live_min_ && before == *live_min_ && s.newest > before && --at_min_ == 0) {
+    stale_ = true;  // the last of the slowest moved on
+  }
 }
 
 std::optional<Timestamp> SourceClock::eventTime(TimePoint now) const {
-  std::optional<Timestamp> live_min;
-  Timestamp newest = gone_newest_;
+  if (stale_ || now > valid_until_) recompute(now);
+  if (live_min_) return live_min_;
+  if (newest_ == INT64_MIN) return std::nullopt;
+  return newest_;
+}
+
+void SourceClock::recompute(TimePoint now) const {
+  live_min_.reset();
+  at_min_ = 0;
+  live_ = 0;
+  valid_until_ = TimePoint::max();
   for (const auto& [id, source] : sources_) {
-    newest = std::max(newest, source.newest);
-    if (!idle(source, now)) live_min = std::min(live_min.value_or(source.newest), source.newest);
+    if (idle(source, now)) continue;
+    ++live_;
+    valid_until_ = std::min(valid_until_, source.last_heard + idle_timeout_);
+    if (!live_min_ || source.newest < *live_min_) {
+      live_min_ = source.newest;
+      at_min_ = 1;
+    } else if (source.newest == *live_min_) {
+      ++at_min_;
+    }
   }
-  if (live_min) return live_min;
-  if (newest == INT64_MIN) return std::nullopt;
-  return newest;
+  stale_ = false;
 }
 
 size_t SourceClock::idleSources(TimePoint now) const {
-  return static_cast<size_t>(std::count_if(sources_.begin(), sources_.end(),
-                                           [&](const auto& s) { return idle(s.second, now); }));
+  // Every change of liveness makes the kept figures stale or expires them.
+  if (stale_ || now > valid_until_) recompute(now);
+  return sources_.size() - live_;
 }
 
 void SourceClock::forget(TimePoint now) {
   std::erase_if(sources_, [&](const auto& s) {
-    if (now - s.second.last_heard <= kForgetAfter * idle_timeout_) return false;
-    gone_newest_ = std::max(gone_newest_, s.second.newest);
-    return true;
+    return now - s.second.last_heard > kForgetAfter * idle_timeout_;
   });
 }
 

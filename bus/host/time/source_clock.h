@@ -17,6 +17,13 @@
 // declares its time unit (the owner's choice: when every source is idle,
 // event time may then follow the wall clock).
 //
+// Cost: the bus asks for the event time after every event, so it is kept,
+// not recomputed: a full pass over the sources happens only when the
+// slowest live ones have all moved on, when a source comes back from idle,
+// or when the first live one can have gone idle; otherwise heard() and
+// eventTime() are O(1). With many publishers at one `ts` (a timestamp in
+// seconds), the slowest are counted, so that each moving on is O(1) too.
+//
 // Thread safety: none (one per detection, on its worker). Ownership: a value.
 
 #include <chrono>
@@ -69,11 +76,21 @@ class SourceClock {
   // Drops the sources idle for kForgetAfter idle timeouts, keeping their
   // newest ts for eventTime() when none is left.
   void forget(TimePoint now);
+  // The full pass: the live minimum, how many live sources are at it, and
+  // when the first live source can go idle.
+  void recompute(TimePoint now) const;
 
   const std::chrono::milliseconds idle_timeout_;
   std::unordered_map<SourceId, Source> sources_;
-  // The newest ts of the sources forgotten.
-  Timestamp gone_newest_ = INT64_MIN;
+  // The newest ts of any source, the forgotten ones included.
+  Timestamp newest_ = INT64_MIN;
+
+  // What recompute() found, valid while !stale_ and until valid_until_.
+  mutable bool stale_ = true;
+  mutable std::optional<Timestamp> live_min_;
+  mutable size_t at_min_ = 0;  // live sources whose newest ts is live_min_
+  mutable size_t live_ = 0;    // live sources
+  mutable TimePoint valid_until_;
 };
 
 // `now` in `unit` since the epoch; nullopt for TimeUnit::kNone (a stream whose

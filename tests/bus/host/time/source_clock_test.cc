@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
+#include <optional>
+#include <random>
 
 namespace cepbus::plugin {
 namespace {
@@ -63,6 +66,60 @@ TEST(SourceClockTest, LongIdleSourcesAreForgottenWhenANewOneComes) {
   EXPECT_EQ(clock.eventTime(at(SourceClock::kForgetAfter * 10 + 1)), 5);
   // ...and once all are idle its newest still counts.
   EXPECT_EQ(clock.eventTime(at(SourceClock::kForgetAfter * 10 + 100)), 100);
+}
+
+// The clock keeps its minimum instead of recomputing it after every event;
+// against the definition (a pass over every source at every step), on
+// random sources that speak, pause, share timestamps and fall behind.
+TEST(SourceClockTest, TheKeptTimeIsTheDefinitionsOnRandomSources) {
+  struct Model {
+    struct Source {
+      Timestamp newest;
+      int last_heard;
+    };
+    std::map<SourceClock::SourceId, Source> sources;
+    Timestamp newest = INT64_MIN;
+    std::optional<Timestamp> time(int now, int timeout) const {
+      std::optional<Timestamp> live;
+      for (const auto& [id, s] : sources) {
+        if (now - s.last_heard <= timeout) live = std::min(live.value_or(s.newest), s.newest);
+      }
+      if (live) return live;
+      if (newest == INT64_MIN) return std::nullopt;
+      return newest;
+    }
+  };
+  std::mt19937 rng(20261206);
+  for (int round = 0; round < 200; ++round) {
+    constexpr int kTimeout = 50;
+    SourceClock clock{milliseconds{kTimeout}};
+    Model model;
+    const int sources = 1 + static_cast<int>(rng() % 8);
+    int now = 0;
+    for (int step = 0; step < 400; ++step) {
+      now += static_cast<int>(rng() % 3 == 0 ? rng() % 40 : 0);
+      const auto id = static_cast<SourceClock::SourceId>(rng() % sources);
+      // Few distinct timestamps, so that sources often share the slowest one.
+      const Timestamp ts = step / 4 + static_cast<Timestamp>(rng() % 3);
+      clock.heard(id, ts, at(now));
+      auto [it, added] = model.sources.try_emplace(id, Model::Source{ts, now});
+      if (!added) {
+        it->second = {std::max(it->second.newest, ts), now};
+      } else {
+        std::erase_if(model.sources, [&](const auto& entry) {
+          return now - entry.second.last_heard > SourceClock::kForgetAfter * kTimeout;
+        });
+      }
+      model.newest = std::max(model.newest, ts);
+      const int asked = now + static_cast<int>(rng() % 60);
+      ASSERT_EQ(clock.eventTime(at(asked)), model.time(asked, kTimeout))
+          << "round " << round << " step " << step;
+      size_t idle = 0;
+      for (const auto& [sid, s] : model.sources) idle += asked - s.last_heard > kTimeout ? 1 : 0;
+      ASSERT_EQ(clock.idleSources(at(asked)), idle) << "round " << round << " step " << step;
+      now = asked;  // the bus's clock is steady: never back
+    }
+  }
 }
 
 TEST(SourceClockTest, WallTimeCountsInTheDeclaredUnit) {
