@@ -40,6 +40,9 @@ struct QueryStats {
   // Events that came more than the query's maximum delay behind the newest
   // one (bus/host/time/reorder.h): not matched, counted here (of consumed).
   uint64_t late = 0;
+  // Matches its output control (EMIT FIRST|LAST EVERY, AFTER MATCH SKIP
+  // PAST LAST EVENT) held back: found, not published (of matches' peers).
+  uint64_t suppressed = 0;
   // The newest timestamp its detector was offered minus the maximum delay;
   // nullopt before the first event.
   std::optional<Timestamp> watermark;

@@ -157,6 +157,8 @@ class CepDetection final : public detection::DetectionSink {
   size_t outputHeld() const { return backlog_.size(); }
   // Member `member`'s matches.
   uint64_t matches(size_t member) const { return detection_->matches(member); }
+  // Member `member`'s matches its output control suppressed.
+  uint64_t suppressed(size_t member) const { return detection_->suppressed(member); }
   // The engine running now (engine auto's trial may change it) and the
   // trial's outcome once it decided.
   std::string engine() const { return detection_->engine(); }

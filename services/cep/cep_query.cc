@@ -273,6 +273,7 @@ void CepQuery::reportStats() {
   scope_->gauge(q::kOutputHeld, [this] { return static_cast<double>(detection_->outputHeld()); });
   scope_->counter(q::kMissingAttribute, [this] { return names_.missingAttribute(); });
   scope_->counter(q::kLate, [this] { return detection_->late(); });
+  scope_->counter(q::kSuppressed, [this] { return detection_->suppressed(member_); });
 }
 
 void CepQuery::watch(std::span<const EventPtr> events) {
@@ -293,6 +294,7 @@ uint64_t CepQuery::matches() const { return detection_->matches(member_); }
 QueryStats CepQuery::stats() const {
   QueryStats s = detection_->stats();
   s.matches = matches();
+  s.suppressed = detection_->suppressed(member_);
   s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
   s.missing_attribute = names_.missingAttribute();
   s.engine_counters = detection_->engineCounters();

@@ -41,6 +41,10 @@ inline constexpr MetricSpec kMissingAttribute = MetricSpec::counter(
 inline constexpr MetricSpec kLate = MetricSpec::counter(
     "late",
     "Events that came more than the query's maximum delay behind the newest one: not matched.");
+inline constexpr MetricSpec kSuppressed = MetricSpec::counter(
+    "suppressed",
+    "Matches the query's output control (EMIT FIRST|LAST EVERY, AFTER MATCH SKIP PAST LAST "
+    "EVENT) found and did not publish.");
 // Engine counters (bus/core/plugin/engine_counters.h) with a family, each
 // sampled for a query whose engine reports it (today the window engine's).
 inline constexpr MetricSpec kGroups =
@@ -54,8 +58,8 @@ inline constexpr MetricSpec kNonNumeric = MetricSpec::counter(
 inline constexpr MetricSpec kEngineCounters[] = {kGroups, kMaxGroups, kRefusedEvents, kNonNumeric};
 inline constexpr MetricSpec kAll[] = {
     kMatches,    kPublishFailures,  kPartialMatches, kPartialMatchesPeak,
-    kOutputHeld, kMissingAttribute, kLate,           kGroups,
-    kMaxGroups,  kRefusedEvents,    kNonNumeric};
+    kOutputHeld, kMissingAttribute, kLate,           kSuppressed,
+    kGroups,     kMaxGroups,        kRefusedEvents,  kNonNumeric};
 }  // namespace query_stats
 inline constexpr stats::Schema kQuerySchema{"query", query_stats::kAll};
 

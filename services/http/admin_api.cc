@@ -337,6 +337,7 @@ std::optional<json> queryJson(const router::Registry& registry, const std::strin
              {"ran_inline", stats->ran_inline},
              {"missing_attribute", stats->missing_attribute},
              {"late", stats->late},
+             {"suppressed", stats->suppressed},
              {"sources", stats->sources},
              {"idle_sources", stats->idle_sources}};
   // null before the first event.

@@ -869,6 +869,36 @@ TEST(AdminApiQueriesTest, AWindowQueryShowsItsGroupsAndWhatItsCapRefused) {
   }
 }
 
+// Output control's suppressed matches are the query's own count, beside its
+// matches.
+TEST(AdminApiQueriesTest, AQueryShowsTheMatchesItsOutputControlSuppressed) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
+  <service-unit name="cep" type="cep">
+    <query name="first" engine="nfa" input="in" output="out.first">
+      <text>PATTERN Stock s WHERE s.price &gt; 0 EMIT FIRST EVERY 100</text>
+    </query>
+  </service-unit>
+</service-assembly>)"));
+  // Five matches within 100 of the first: one passes, four are suppressed;
+  // the one at 200 passes once time moves past it.
+  for (int i = 1; i <= 5; ++i) bus.publish("in", i, i);
+  bus.publish("in", 200, 1);
+  bus.publish("in", 300, 1);
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
+  json first;
+  const bool counted = testing::waitUntil([&] {
+    const json body = json::parse(api.handle(AdminRequest{"GET", "/api/queries", "", ""}).body);
+    first = body.at("queries").at(0);
+    return first.value("suppressed", 0) == 4 && first.value("matches", 0) >= 2;
+  });
+  ASSERT_TRUE(counted) << first;
+  const std::string metrics = renderMetrics(*bus.registry);
+  const std::string sample = "cepbus_query_suppressed_total{name=\"a.cep/first:detector\"} 4\n";
+  EXPECT_NE(metrics.find(sample), std::string::npos) << metrics;
+}
+
 // Queries sharing a detector still count their matches apart.
 TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
   TestBroker bus;
