@@ -243,7 +243,7 @@ TEST_F(MatchEnginesTest, AnEngineStillRunningAtTheTimeoutIsReportedAsTimedOut) {
 TEST_F(MatchEnginesTest, OneCompletedEngineIsNotAnAgreement) {
   std::string err;
   const auto summary =
-      compare("PATTERN SEQ(A a, B+ b[], NOT(C c), A d) WHERE c.x = a.x WITHIN 4", 1, &err);
+      compare("PATTERN SEQ(A a, NOT(C c), B+ b[], A d) WHERE c.x = a.x WITHIN 4", 1, &err);
   EXPECT_FALSE(summary.contains("agree")) << summary.dump();
   EXPECT_EQ(summary["nothing_to_compare"],
             "only nfa completed: algebra refused the query, petri refused the query");
