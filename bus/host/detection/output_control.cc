@@ -91,15 +91,6 @@ void OutputControl::settle() {
   }
 }
 
-bool OutputControl::decidesBy(Timestamp t) const {
-  for (const Member& member : members_) {
-    for (const std::unique_ptr<OutputRule>& rule : member.rules) {
-      if (rule->due() <= t) return true;
-    }
-  }
-  return false;
-}
-
 Status OutputControl::beforeOffering(Timestamp ts) {
   if (time_ == kEndOfTime) {
     // After the end of time, events are a new stream whose time starts over.
@@ -111,9 +102,12 @@ Status OutputControl::beforeOffering(Timestamp ts) {
   // Every event before `ts` has been offered and none at it yet: a flush now
   // makes the engine report every match ending before `ts` without cutting
   // the events of one ts in two (which an engine may treat as two steps).
-  // Only when a rule waits for it.
+  // Also when no rule waits yet: an engine that constructs in batches (the
+  // nfa on the bus) may not have reported the match a rule would wait for,
+  // and the watermark alone, which may come after the last event, cannot
+  // flush without cutting the newest ts in two.
   Status s = Status::ok();
-  if (newest_ != INT64_MIN && decidesBy(ts - 1)) {
+  if (newest_ != INT64_MIN) {
     s = inner_->flush();
     reported_to_ = ts - 1;
     settle();
@@ -131,11 +125,24 @@ Status OutputControl::onEvent(const EventPtr& event) {
 
 Status OutputControl::onEvents(std::span<const EventPtr> events) {
   if (events.empty()) return inner_->onEvents(events);
-  Status before = beforeOffering(events.front()->ts());
-  Status s = inner_->onEvents(events);
-  for (const EventPtr& e : events) newest_ = std::max(newest_, e->ts());
+  // Each run of one ts goes in on its own, after beforeOffering(): a batch
+  // spanning several ts (the bus hands over everything its reorder buffer
+  // released at once) must let the rules decide at each ts boundary in it,
+  // or what ends before its last ts waits for an event that may never come.
+  Status first = Status::ok();
+  size_t from = 0;
+  while (from < events.size()) {
+    const Timestamp ts = events[from]->ts();
+    size_t to = from + 1;
+    while (to < events.size() && events[to]->ts() == ts) ++to;
+    Status before = beforeOffering(ts);
+    Status s = inner_->onEvents(events.subspan(from, to - from));
+    newest_ = std::max(newest_, ts);
+    if (first) first = before ? std::move(s) : std::move(before);
+    from = to;
+  }
   settle();
-  return before ? s : before;
+  return first;
 }
 
 Status OutputControl::flush() {
@@ -151,6 +158,11 @@ Status OutputControl::onWatermark(Timestamp t) {
     // Every match is in after a last flush; the rules decide them all.
     if (s) s = inner_->flush();
     reported_to_ = kEndOfTime;
+  } else if (newest_ != INT64_MIN && newest_ <= t && reported_to_ < t) {
+    // No event at or before t is still to come and every one offered is:
+    // a flush cuts no ts in two (time moving on with no event, a wall clock).
+    if (s) s = inner_->flush();
+    reported_to_ = t;
   }
   settle();
   return s;

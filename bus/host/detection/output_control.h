@@ -13,11 +13,13 @@
 // rules let out what that time has decided (matches an engine reports late).
 // The rules decide a match only once every match ending with or before it
 // has been reported, and engines may hold a match past the watermark (until
-// a later event, a batch's end, a flush). So when a rule waits, the engine is
-// flushed (Detector::flush()) just before it is offered an event of a later
-// ts than every one before — all events of the earlier ts are in, none of
-// the new one — and the rules decide up to the smaller of the watermark and
-// that ts - 1; at the end of time after a last flush. A trailing negation's
+// a later event, a batch's end, a flush). So the engine is flushed
+// (Detector::flush()) just before it is offered an event of a later ts than
+// every one before — all events of the earlier ts are in, none of the new
+// one; a batch spanning several ts goes in one ts at a time — and the rules
+// decide up to the smaller of the watermark and that ts - 1; when the
+// watermark passes every event offered (time moving on with no event), after
+// a flush, up to the watermark; at the end of time after a last flush. A trailing negation's
 // matches are reported only when the watermark passes their WITHIN, and the
 // rules wait that long for them. Under --max-delay batches, decisions lag by
 // at most one batch.
@@ -92,11 +94,9 @@ class OutputControl final : public plugin::Detector,
   };
 
   OutputControl() = default;
-  // Before the engine is offered an event at `ts`: the flush that lets the
-  // rules decide what ends before it, when one waits for that.
+  // Before the engine is offered an event at `ts`: at a new ts, the flush
+  // that lets the rules decide what ends before it.
   Status beforeOffering(Timestamp ts);
-  // Whether some rule decides something once event time passes `t`.
-  bool decidesBy(Timestamp t) const;
   // Lets every rule decide what event time so far has decided, in chain order.
   void settle();
 

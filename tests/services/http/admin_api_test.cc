@@ -919,9 +919,12 @@ TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
   ASSERT_TRUE(cepbus::testing::waitUntil([&] {
     const json body = json::parse(api.handle(AdminRequest{"GET", "/api/queries", "", ""}).body);
     for (const json& q : body.at("queries")) by_name[q.at("name").get<std::string>()] = q;
+    // A query's matches are counted after its events are: wait for both.
     return by_name.size() == 2 && by_name["rising"].at("consumed") == 3 &&
-           by_name["dear"].at("consumed") == 3;
-  }));
+           by_name["dear"].at("consumed") == 3 && by_name["rising"].at("matches") == 3 &&
+           by_name["dear"].at("matches") == 1;
+  })) << by_name["rising"]
+      << by_name["dear"];
   EXPECT_EQ(by_name["rising"].at("matches"), 3) << by_name["rising"];
   EXPECT_EQ(by_name["dear"].at("matches"), 1) << by_name["dear"];
   for (const char* q : {"rising", "dear"}) {
