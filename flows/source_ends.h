@@ -24,7 +24,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <vector>
 
 #include "bus/base/mutex.h"
 
@@ -39,10 +39,14 @@ class SourceEnds {
   // How many sources have ended so far: the cursor of a reader that has
   // seen them all.
   uint64_t count() const { return count_.load(std::memory_order_acquire); }
-  // Calls `fn` with each source that ended at positions [from, to) of the
-  // log (`to` at most count()). Returns how many of those positions were no
-  // longer kept.
-  uint64_t read(uint64_t from, uint64_t to, const std::function<void(uint64_t)>& fn) const;
+  // The sources that ended at positions [from, to) of the log (`to` at
+  // most count()), in order, and how many of those positions the log no
+  // longer keeps.
+  struct Ends {
+    std::vector<uint64_t> sources;
+    uint64_t lost = 0;
+  };
+  Ends read(uint64_t from, uint64_t to) const;
 
  private:
   mutable Mutex mu_;

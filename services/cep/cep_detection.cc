@@ -276,9 +276,9 @@ void CepDetection::readSourceEnds() {
   const uint64_t due = ends_before_tick_.load(std::memory_order_acquire);
   if (due <= ends_read_) return;
   const auto now = std::chrono::steady_clock::now();
-  // Ends the log no longer keeps: those sources go idle in their time.
-  (void)flows::sourceEnds().read(ends_read_, due,
-                                 [&](uint64_t source) { clock_.ended(source, now); });
+  // Ends the log no longer keeps (ends.lost): those sources go idle in their time.
+  const flows::SourceEnds::Ends ends = flows::sourceEnds().read(ends_read_, due);
+  for (const uint64_t source : ends.sources) clock_.ended(source, now);
   ends_read_ = due;
 }
 

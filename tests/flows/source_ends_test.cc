@@ -7,12 +7,8 @@
 namespace cepbus::flows {
 namespace {
 
-std::vector<uint64_t> readAll(const SourceEnds& log, uint64_t from, uint64_t to,
-                              uint64_t* lost = nullptr) {
-  std::vector<uint64_t> ended;
-  const uint64_t n = log.read(from, to, [&ended](uint64_t s) { ended.push_back(s); });
-  if (lost != nullptr) *lost = n;
-  return ended;
+std::vector<uint64_t> readAll(const SourceEnds& log, uint64_t from, uint64_t to) {
+  return log.read(from, to).sources;
 }
 
 TEST(SourceEndsTest, AReaderSeesTheEndsAfterItsCursorInOrder) {
@@ -34,9 +30,9 @@ TEST(SourceEndsTest, AReaderTooFarBehindLearnsHowManyItLost) {
   SourceEnds log;
   const uint64_t total = SourceEnds::kKept + 10;
   for (uint64_t s = 1; s <= total; ++s) log.end(s);
-  uint64_t lost = 0;
-  const std::vector<uint64_t> kept = readAll(log, 0, log.count(), &lost);
-  EXPECT_EQ(lost, 10u);
+  const SourceEnds::Ends ends = log.read(0, log.count());
+  const std::vector<uint64_t>& kept = ends.sources;
+  EXPECT_EQ(ends.lost, 10u);
   ASSERT_EQ(kept.size(), SourceEnds::kKept);
   EXPECT_EQ(kept.front(), 11u);  // the oldest kept
   EXPECT_EQ(kept.back(), total);

@@ -204,9 +204,8 @@ TEST_F(BusTest, AReplayEndsItsSourceAtTheEndOfItsFile) {
   ASSERT_TRUE((*bus)->start().isOk());
   ASSERT_TRUE(drained(**bus));
   ASSERT_TRUE(cepbus::testing::waitUntil([&] { return flows::sourceEnds().count() > before; }));
-  std::vector<uint64_t> ended;
-  flows::sourceEnds().read(before, flows::sourceEnds().count(),
-                           [&ended](uint64_t s) { ended.push_back(s); });
+  const std::vector<uint64_t> ended =
+      flows::sourceEnds().read(before, flows::sourceEnds().count()).sources;
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_NE(ended[0], 0u);  // 0 is the source of events of no known link
   (*bus)->stop();
