@@ -15,6 +15,10 @@ struct AlgebraDetector::Binding {
   uint32_t leaf;
   uint64_t seq;
   EventPtr event;
+  // The ts of the latest event before it that passed its leaf's atom (none:
+  // INT64_MIN), where skip_till_next_match looks for an event a run would
+  // have taken instead (nextFloor()).
+  Timestamp prev_filled;
 };
 
 // An instance: its constituents and interval. Immutable once built and
@@ -143,7 +147,9 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       keep_every_(plan_->nodes.size(), 0),
       direct_window_(plan_->nodes.size(), kNoHorizon),
       report_checks_(plan_->nodes.size()),
-      run_checks_(plan_->nodes.size()) {
+      run_checks_(plan_->nodes.size()),
+      leaf_kleene_(plan_->leaves.size(), -1),
+      last_filled_(plan_->nodes.size(), INT64_MIN) {
   slots_.resize(plan_->layout.size());
   bool one_each = true;  // leaf k binds element k, once
   for (const Leaf& l : plan_->leaves) {
@@ -159,6 +165,10 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
   for (size_t i = 0; i < plan_->nodes.size(); ++i) {
     const Node& n = plan_->nodes[i];
     if (n.left >= 0) parent_[static_cast<size_t>(n.left)] = static_cast<int>(i);
+    if (n.kleene) {
+      leaf_kleene_[static_cast<size_t>(plan_->nodes[static_cast<size_t>(n.left)].leaf)] =
+          static_cast<int>(i);
+    }
     if (n.right >= 0) parent_[static_cast<size_t>(n.right)] = static_cast<int>(i);
     if (n.op == Op::kNegation && !n.negation_checks.empty() &&
         plan_->nodes[static_cast<size_t>(n.right)].op == Op::kAtom) {
@@ -338,7 +348,8 @@ void AlgebraDetector::expand(const InstPtr& inst, Timestamp lo,
     return;
   }
   auto pair = [&](const InstPtr& right) {
-    for (const InstPtr& x : pairable(states_[k].lhist, lo, right->start)) {
+    const Timestamp from = nextFloor(right->binds.front(), lo);
+    for (const InstPtr& x : pairable(states_[k].lhist, from, right->start)) {
       if (x->start < lo) continue;
       expand(x, lo, [&](const InstPtr& e) {
         InstPtr v = combine(e, right);
@@ -366,11 +377,22 @@ void AlgebraDetector::runsFrom(const Node& node, const std::vector<InstPtr>& eve
   if (plan_->min_probability <= 0 || placedProbability() >= plan_->min_probability) {
     if (stepHolds(node, nullptr, next)) f(first.start, count);
     // One event per timestamp: the events before are those ending before it.
-    for (const InstPtr& p : pairable(events, lo, first.start)) {
-      if (plan_->strict && p->binds.front().seq + 1 != first.binds.front().seq) continue;
-      if (stepHolds(node, p->binds.front().event.get(), next)) {
-        runsFrom(node, events, *p, lo, count, f);
+    // Without step checks the event a run takes after p is the next one
+    // that filled the element, so p ends at or after first's prev_filled.
+    const Binding& b = first.binds.front();
+    const bool next_step = plan_->next_match && !node.step_checks.empty();
+    const Timestamp from = plan_->next_match && !next_step ? std::max(lo, b.prev_filled) : lo;
+    const std::span<const InstPtr> before = pairable(events, from, first.start);
+    const size_t at = next_step ? positionOf(events, b) : 0;
+    for (const InstPtr& p : before) {
+      if (plan_->strict && p->binds.front().seq + 1 != b.seq) continue;
+      const Event* prev = p->binds.front().event.get();
+      if (!stepHolds(node, prev, next)) continue;
+      if (next_step &&
+          takenBefore(node, events, static_cast<size_t>(&p - events.data()), at, b.seq)) {
+        continue;
       }
+      runsFrom(node, events, *p, lo, count, f);
     }
   }
   placed_ -= first.binds.size();
@@ -392,6 +414,54 @@ bool AlgebraDetector::stepHolds(const Node& node, const Event* prev, const Event
   }
   sb = pattern::SlotBinding{};
   return ok;
+}
+
+size_t AlgebraDetector::positionOf(const std::vector<InstPtr>& events, const Binding& b) {
+  auto by_arrival = [](const InstPtr& p, const Binding& x) {
+    const Binding& e = p->binds.front();
+    return e.event->ts() < x.event->ts() || (e.event->ts() == x.event->ts() && e.seq < x.seq);
+  };
+  return static_cast<size_t>(std::lower_bound(events.begin(), events.end(), b, by_arrival) -
+                             events.begin());
+}
+
+bool AlgebraDetector::takenBefore(const Node& node, const std::vector<InstPtr>& events, size_t p,
+                                  size_t at, uint64_t first_seq) {
+  const Binding& from = events[p]->binds.front();
+  auto takes = [&](const InstPtr& e) {
+    const Event& z = *e->binds.front().event;
+    return z.ts() > from.event->ts() && stepHolds(node, from.event.get(), z);
+  };
+  for (size_t z = p + 1; z < at; ++z) {
+    if (takes(events[z])) return true;
+  }
+  if (at < events.size()) return false;
+  // The node's own runs of a tick are found before its history holds the
+  // tick's events: those that came before the run's first are in its
+  // operand's output.
+  for (const InstPtr& e : states_[static_cast<size_t>(node.left)].out) {
+    if (e->binds.front().seq >= first_seq) break;
+    if (takes(e)) return true;
+  }
+  return false;
+}
+
+Timestamp AlgebraDetector::nextFloor(const Binding& first, Timestamp lo) {
+  if (!plan_->next_match) return lo;
+  const int k = leaf_kleene_[first.leaf];
+  if (k < 0 || plan_->nodes[static_cast<size_t>(k)].step_checks.empty()) {
+    return std::max(lo, first.prev_filled);
+  }
+  // A run's first event is one its step checks accept alone: the latest
+  // such event before `first` in the element's history.
+  const Node& node = plan_->nodes[static_cast<size_t>(k)];
+  const std::vector<InstPtr>& events = states_[static_cast<size_t>(k)].lhist;
+  for (size_t z = positionOf(events, first); z-- > 0;) {
+    const InstPtr& e = events[z];
+    if (e->end < lo) break;
+    if (stepHolds(node, nullptr, *e->binds.front().event)) return e->end;
+  }
+  return lo;
 }
 
 AlgebraDetector::InstPtr AlgebraDetector::placedInstance(Timestamp start, Timestamp end,
@@ -485,7 +555,8 @@ void AlgebraDetector::descend(size_t i, const Instance& x, Timestamp lo, Timesta
 
 void AlgebraDetector::descendLeft(size_t i, size_t hist, Timestamp lo, Timestamp before,
                                   Timestamp end) {
-  for (const InstPtr& e : pairable(states_[hist].lhist, lo, before)) {
+  const Timestamp from = nextFloor(*placedBinds().front(), lo);
+  for (const InstPtr& e : pairable(states_[hist].lhist, from, before)) {
     if (e->start >= lo) descend(i, *e, lo, end);
   }
 }
@@ -517,7 +588,8 @@ void AlgebraDetector::runTick() {
         inst->start = now_;
         inst->end = now_;
         const int leaf = plan.nodes[static_cast<size_t>(a)].leaf;
-        inst->binds.push_back(Binding{static_cast<uint32_t>(leaf), seq, ev});
+        Timestamp& filled = last_filled_[static_cast<size_t>(a)];
+        inst->binds.push_back(Binding{static_cast<uint32_t>(leaf), seq, ev, filled});
         if (plan.leaves[static_cast<size_t>(leaf)].element >= 0) inst->prob = ev->probability();
         if (unlikely(*inst)) continue;
         auto& out = states_[static_cast<size_t>(a)].out;
@@ -525,7 +597,10 @@ void AlgebraDetector::runTick() {
         // WHERE conjunct naming only this element is placed on the atom and
         // filters it like a selection (on the recent instance under recent).
         if (recent && !keep_every_[static_cast<size_t>(a)]) out.clear();
-        if (passes(plan.nodes[static_cast<size_t>(a)], *inst)) out.push_back(std::move(inst));
+        if (passes(plan.nodes[static_cast<size_t>(a)], *inst)) {
+          filled = now_;
+          out.push_back(std::move(inst));
+        }
       }
     }
   }
@@ -602,7 +677,8 @@ void AlgebraDetector::evaluate(size_t i) {
           continue;
         }
         const size_t placed = direct_[i] ? place(*y) : 0;
-        for (const InstPtr& x : pairable(st.lhist, lo, y->start)) {
+        const Timestamp from = nextFloor(y->binds.front(), lo);
+        for (const InstPtr& x : pairable(st.lhist, from, y->start)) {
           if (x->start < lo) continue;
           if (direct_[i]) {
             descend(i, *x, lo, y->end);

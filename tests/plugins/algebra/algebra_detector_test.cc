@@ -217,5 +217,81 @@ TEST(AlgebraDetectorState, StrictContiguityFollowsOnlyAdjacentEvents) {
   EXPECT_EQ(sink.matches, 1u);
 }
 
+// STRATEGY skip_till_next_match on a SEQ whose steering reads each element
+// alone runs in the detector: each B of a run is the next B after the one
+// before it, so 20 B's give the 20 prefixes of the one run from a1 rather
+// than 2^20 - 1 runs to select from.
+TEST(AlgebraDetectorState, NextMatchTakesOnlyTheNextEventOfEachRun) {
+  CountingSink sink;
+  auto d = detector(
+      "PATTERN SEQ(A a, B+ b[], C c) WITHIN 1000 CONTEXT unrestricted "
+      "STRATEGY skip_till_next_match",
+      sink);
+  ASSERT_TRUE(d->onEvent(at("A", 1)));
+  for (Timestamp ts = 2; ts <= 21; ++ts) ASSERT_TRUE(d->onEvent(at("B", ts)));
+  ASSERT_TRUE(d->onEvent(at("C", 22)));
+  ASSERT_TRUE(d->onEvent(at("C", 23)));  // not the first C after any run
+  ASSERT_TRUE(d->flush());
+  EXPECT_EQ(sink.matches, 20u);
+}
+
+// With a step predicate a run skips the B's it rejects and takes the next
+// one it accepts: over x = 5 1 6 2 7 every B starts a run, and the next
+// larger x extends it.
+TEST(AlgebraDetectorState, NextMatchFollowsTheStepPredicate) {
+  CountingSink sink;
+  auto d = detector(
+      "PATTERN SEQ(B+ b[], C c) WHERE b[i].x > b[i-1].x WITHIN 1000 CONTEXT unrestricted "
+      "STRATEGY skip_till_next_match",
+      sink);
+  Timestamp ts = 1;
+  for (int64_t x : {5, 1, 6, 2, 7}) {
+    ASSERT_TRUE(d->onEvent(EventBuilder("B").at(ts++).set("x", Value(x)).build()));
+  }
+  ASSERT_TRUE(d->onEvent(at("C", ts)));
+  ASSERT_TRUE(d->flush());
+  // Runs: 5 6 7 (3 prefixes), 1 6 7 (3), 6 7 (2), 2 7 (2), 7 (1); the C is
+  // the first after each run's last B.
+  EXPECT_EQ(sink.matches, 11u);
+}
+
+// A run takes the first of two events at one timestamp that its step
+// predicate accepts, also where the element's runs are built at the tick of
+// their last event (a lone Kleene element): 1 then 2 and 3 at ts 2 give the
+// runs 1, 1 2, 2 and 3, not 1 3.
+TEST(AlgebraDetectorState, NextMatchTakesTheFirstOfOneTimestampsEvents) {
+  CountingSink sink;
+  auto d = detector(
+      "PATTERN SEQ(B+ b[]) WHERE b[i].x > b[i-1].x WITHIN 10 CONTEXT unrestricted "
+      "STRATEGY skip_till_next_match",
+      sink);
+  ASSERT_TRUE(d->onEvent(EventBuilder("B").at(1).set("x", Value(int64_t{1})).build()));
+  ASSERT_TRUE(d->onEvent(EventBuilder("B").at(2).set("x", Value(int64_t{2})).build()));
+  ASSERT_TRUE(d->onEvent(EventBuilder("B").at(2).set("x", Value(int64_t{3})).build()));
+  ASSERT_TRUE(d->flush());
+  EXPECT_EQ(sink.matches, 4u);
+}
+
+TEST(AlgebraPlan, RunsNextMatchNativelyWhenEachElementSteersItself) {
+  auto native = [](const std::string& query) {
+    auto q = pattern::parseQuery(query);
+    EXPECT_TRUE(q.isOk()) << q.status().message();
+    return runsNatively(*q);
+  };
+  const std::string next = " CONTEXT unrestricted STRATEGY skip_till_next_match";
+  EXPECT_TRUE(native("PATTERN SEQ(A a, B+ b[], D d) WITHIN 20" + next));
+  // d's conjunct names earlier elements: which D a run takes depends on them.
+  EXPECT_FALSE(native("PATTERN SEQ(A a, B+ b[], D d) WHERE d.x < b[1].x + a.x" + next));
+  EXPECT_TRUE(
+      native("PATTERN SEQ(A a, B+ b[], D d) WHERE a.x > 1 AND b[i].x > b[i-1].x AND "
+             "count(b[]) >= 2 AND sum(b[].x) < a.x" +
+             next));
+  // Which B a run takes depends on a: the selector decides.
+  EXPECT_FALSE(native("PATTERN SEQ(A a, B+ b[], D d) WHERE b[i].x > a.x" + next));
+  EXPECT_FALSE(native("PATTERN SEQ(A a, D d) WHERE d.x = a.x" + next));
+  EXPECT_FALSE(native("PATTERN SEQ(A a, D d) PROBABILITY >= 0.5" + next));
+  EXPECT_FALSE(native("PATTERN SEQ(A a, NOT(C c), D d)" + next));
+}
+
 }  // namespace
 }  // namespace cepbus::plugins::algebra
