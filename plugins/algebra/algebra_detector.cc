@@ -7,57 +7,10 @@
 #include <string>
 #include <utility>
 
+#include "plugins/algebra/algebra_instance.h"
+#include "plugins/algebra/algebra_kleene_runs.h"
+
 namespace cepbus::plugins::algebra {
-
-// One atomic event bound to a leaf; `seq` is its arrival number, so sorting by
-// (leaf, seq) gives pattern order and, within a leaf, stream order.
-struct AlgebraDetector::Binding {
-  uint32_t leaf;
-  uint64_t seq;
-  EventPtr event;
-  // The ts of the latest event before it that passed its leaf's atom (none:
-  // INT64_MIN), where skip_till_next_match looks for an event a run would
-  // have taken instead (nextFloor()).
-  Timestamp prev_filled;
-};
-
-// An instance: its constituents and interval. Immutable once built and
-// shared between the operand state of several subexpressions.
-struct AlgebraDetector::Instance {
-  Timestamp start = 0;
-  Timestamp end = 0;
-  // The product of the probabilities of the events bound to positive
-  // elements (a negated operand's events never enter a match).
-  double prob = 1;
-  std::vector<Binding> binds;  // sorted by (leaf, seq), no duplicates
-  // A lazy instance of a sequence node (AlgebraDetector::lazy_): it stands
-  // for every x ∪ right with x an instance of the node's left history
-  // (states_[node].lhist, expanded in turn) and end(x) < start(right), the
-  // way a SASE stack entry points into the previous stack. `binds` is empty;
-  // start and prob are those of `right`, bounds on every instance it
-  // stands for (their starts are earlier, their probabilities lower).
-  // A lazy instance of a Kleene node (kleene_lazy_) likewise stands for
-  // every run that ends with the event of `right` (runs()). Either kind
-  // waits for its node's checks until the instances it stands for are
-  // enumerated; `right` may be a lazy Kleene instance.
-  InstPtr right;
-  int node = -1;
-};
-
-struct AlgebraDetector::NodeState {
-  std::vector<InstPtr> out;    // the instances ending at the current tick
-  std::vector<InstPtr> raw;    // iteration, unrestricted: unions before the predicate
-  std::vector<InstPtr> lhist;  // past instances of the left operand still needed
-  std::vector<InstPtr> rhist;  // ... of the right operand
-  bool neg_seen = false;       // negation: has the right operand had an instance
-  Timestamp neg_best = 0;      // ... and the latest start among them
-  // A negation with parameters (Node::negation_checks): the negated
-  // operand's instances within the horizon, in end order; whether one
-  // rejects a candidate depends on the candidate's events.
-  std::vector<InstPtr> negated;
-  std::vector<Timestamp> starts;  // recent: S, the starts ≤ now future outputs may have
-  bool changed = false;           // recent: `starts` changed at this tick
-};
 
 // Builds the RETURN composite from a Match; reads only the immutable plan.
 class AlgebraDetector::Composer final : public plugin::MatchComposer {
@@ -99,17 +52,6 @@ class AlgebraDetector::Composer final : public plugin::MatchComposer {
 };
 
 namespace {
-
-// The entries of a history (in end order) that can pair with an instance
-// starting at `before` in a match starting at or after `lo`: those ending in
-// [lo, before). An entry ending before lo starts before it too.
-template <typename Ptr>
-std::span<const Ptr> pairable(const std::vector<Ptr>& hist, Timestamp lo, Timestamp before) {
-  auto by_end = [](const Ptr& p, Timestamp ts) { return p->end < ts; };
-  auto first = std::lower_bound(hist.begin(), hist.end(), lo, by_end);
-  auto last = std::lower_bound(first, hist.end(), before, by_end);
-  return {first, last};
-}
 
 // P1's concatenation, its five cases verbatim.
 bool concatenates(Timestamp sm, Timestamp em, Timestamp sn, Timestamp en) {
@@ -362,119 +304,6 @@ void AlgebraDetector::expand(const InstPtr& inst, Timestamp lo,
   } else {
     pair(inst->right);
   }
-}
-
-template <typename F>
-void AlgebraDetector::runs(size_t k, const Instance& last, Timestamp lo, F&& f) {
-  runsFrom(plan_->nodes[k], states_[k].lhist, last, lo, 0, f);
-}
-
-template <typename F>
-void AlgebraDetector::runsFrom(const Node& node, const std::vector<InstPtr>& events,
-                               const Instance& first, Timestamp lo, size_t count, F& f) {
-  count += place(first);
-  const Event& next = *first.binds.front().event;
-  if (plan_->min_probability <= 0 || placedProbability() >= plan_->min_probability) {
-    if (stepHolds(node, nullptr, next)) f(first.start, count);
-    // One event per timestamp: the events before are those ending before it.
-    // Without step checks the event a run takes after p is the next one
-    // that filled the element, so p ends at or after first's prev_filled.
-    const Binding& b = first.binds.front();
-    const bool next_step = plan_->next_match && !node.step_checks.empty();
-    const Timestamp from = plan_->next_match && !next_step ? std::max(lo, b.prev_filled) : lo;
-    const std::span<const InstPtr> before = pairable(events, from, first.start);
-    const size_t at = next_step ? positionOf(events, b) : 0;
-    for (const InstPtr& p : before) {
-      if (plan_->strict && p->binds.front().seq + 1 != b.seq) continue;
-      const Event* prev = p->binds.front().event.get();
-      if (!stepHolds(node, prev, next)) continue;
-      if (next_step &&
-          takenBefore(node, events, static_cast<size_t>(&p - events.data()), at, b.seq)) {
-        continue;
-      }
-      runsFrom(node, events, *p, lo, count, f);
-    }
-  }
-  placed_ -= first.binds.size();
-}
-
-bool AlgebraDetector::stepHolds(const Node& node, const Event* prev, const Event& next) {
-  if (node.step_checks.empty()) return true;
-  const Event* pair[2] = {prev, &next};
-  pattern::SlotBinding& sb = slots_[*node.step_checks.front().iteration_slot];
-  sb.events = prev == nullptr ? std::span<const Event* const>(pair + 1, 1)
-                              : std::span<const Event* const>(pair, 2);
-  sb.current = sb.events.size() - 1;
-  bool ok = true;
-  for (const pattern::Conjunct& c : node.step_checks) {
-    if (!c.test(slots_)) {
-      ok = false;
-      break;
-    }
-  }
-  sb = pattern::SlotBinding{};
-  return ok;
-}
-
-size_t AlgebraDetector::positionOf(const std::vector<InstPtr>& events, const Binding& b) {
-  auto by_arrival = [](const InstPtr& p, const Binding& x) {
-    const Binding& e = p->binds.front();
-    return e.event->ts() < x.event->ts() || (e.event->ts() == x.event->ts() && e.seq < x.seq);
-  };
-  return static_cast<size_t>(std::lower_bound(events.begin(), events.end(), b, by_arrival) -
-                             events.begin());
-}
-
-bool AlgebraDetector::takenBefore(const Node& node, const std::vector<InstPtr>& events, size_t p,
-                                  size_t at, uint64_t first_seq) {
-  const Binding& from = events[p]->binds.front();
-  auto takes = [&](const InstPtr& e) {
-    const Event& z = *e->binds.front().event;
-    return z.ts() > from.event->ts() && stepHolds(node, from.event.get(), z);
-  };
-  for (size_t z = p + 1; z < at; ++z) {
-    if (takes(events[z])) return true;
-  }
-  if (at < events.size()) return false;
-  // The node's own runs of a tick are found before its history holds the
-  // tick's events: those that came before the run's first are in its
-  // operand's output.
-  for (const InstPtr& e : states_[static_cast<size_t>(node.left)].out) {
-    if (e->binds.front().seq >= first_seq) break;
-    if (takes(e)) return true;
-  }
-  return false;
-}
-
-Timestamp AlgebraDetector::nextFloor(const Binding& first, Timestamp lo) {
-  if (!plan_->next_match) return lo;
-  const int k = leaf_kleene_[first.leaf];
-  if (k < 0 || plan_->nodes[static_cast<size_t>(k)].step_checks.empty()) {
-    return std::max(lo, first.prev_filled);
-  }
-  // A run's first event is one its step checks accept alone: the latest
-  // such event before `first` in the element's history.
-  const Node& node = plan_->nodes[static_cast<size_t>(k)];
-  const std::vector<InstPtr>& events = states_[static_cast<size_t>(k)].lhist;
-  for (size_t z = positionOf(events, first); z-- > 0;) {
-    const InstPtr& e = events[z];
-    if (e->end < lo) break;
-    if (stepHolds(node, nullptr, *e->binds.front().event)) return e->end;
-  }
-  return lo;
-}
-
-AlgebraDetector::InstPtr AlgebraDetector::placedInstance(Timestamp start, Timestamp end,
-                                                         size_t count) const {
-  auto out = std::make_shared<Instance>();
-  out->start = start;
-  out->end = end;
-  out->binds.reserve(count);
-  for (const Binding* b : placedBinds().first(count)) {
-    out->binds.push_back(*b);
-    if (plan_->leaves[b->leaf].element >= 0) out->prob *= b->event->probability();
-  }
-  return out;
 }
 
 AlgebraDetector::InstPtr AlgebraDetector::lazyOver(const InstPtr& right, size_t node) {
