@@ -157,13 +157,13 @@ void WindowDetector::reportPartials(const Group& group, std::optional<Timestamp>
 
 void WindowDetector::partialsOf(const Group& group, Timestamp start, Timestamp first,
                                 Timestamp last_point, const Accumulator& acc,
-                                std::vector<Closed>& out) const {
+                                std::vector<Closed>& out) {
   const int64_t d = plan_->emit_every;
   for (Timestamp point = nextMultiple(std::max(partials_until_, first), d); point <= last_point;
        point += d) {
     // A session's result so far ends at its last event, as its final one does.
     const Timestamp ts = plan_->kind == pattern::WindowKind::kSession ? group.last : point - 1;
-    out.push_back(Closed{start, ts, group.seq, &group.key, acc, true});
+    close(Closed{start, ts, group.seq, &group.key, 0, true}, acc, out);
   }
 }
 
@@ -171,8 +171,7 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
                                   std::vector<Closed>& out) {
   if (plan_->kind == pattern::WindowKind::kSession) {
     if (group.session && (!now || *now > group.last + plan_->length)) {
-      out.push_back(
-          Closed{group.first, group.last, group.seq, &group.key, std::move(*group.session)});
+      close(Closed{group.first, group.last, group.seq, &group.key, 0}, *group.session, out);
       group.session.reset();
       --open_;
     }
@@ -187,8 +186,8 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
       return;
     }
     const int64_t end_pane = (start + plan_->length) / p;  // exclusive; the window is whole panes
-    out.push_back(Closed{start, start + plan_->length - 1, group.seq, &group.key,
-                         windowState(group, end_pane)});
+    close(Closed{start, start + plan_->length - 1, group.seq, &group.key, 0},
+          windowState(group, end_pane), out);
     group.next_window = k + 1;
     const int64_t kept_from = floorDiv(group.next_window * plan_->every, p);
     while (!group.panes.empty() && group.panes.front().index < kept_from) {
@@ -198,16 +197,29 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
   }
 }
 
-Accumulator WindowDetector::windowState(Group& group, int64_t end_pane) const {
+const Accumulator& WindowDetector::windowState(Group& group, int64_t end_pane) {
   const AggregateLayout& aggregates = plan_->aggregates;
   if (!group.back) group.back.emplace(aggregates);
   // The window's panes are complete: no event comes at or after its end.
   for (; group.in < group.panes.size() && group.panes[group.in].index < end_pane; ++group.in)
     group.back->merge(group.panes[group.in].acc, aggregates);
   if (group.front == 0) return *group.back;
-  Accumulator state = group.panes.front().suffix;
-  state.merge(*group.back, aggregates);
-  return state;
+  // Assigned, not constructed: the storage of the last window's merge is reused.
+  if (merged_) {
+    *merged_ = group.panes.front().suffix;
+  } else {
+    merged_.emplace(group.panes.front().suffix);
+  }
+  merged_->merge(*group.back, aggregates);
+  return *merged_;
+}
+
+void WindowDetector::close(const Closed& closed, const Accumulator& acc, std::vector<Closed>& out) {
+  const Plan& plan = *plan_;
+  out.push_back(closed);
+  out.back().first = values_.size();
+  for (size_t i = 0; i < plan.columns.size(); ++i)
+    values_.push_back(acc.result(i, plan.columns[i], plan.aggregates));
 }
 
 WindowDetector::Pane WindowDetector::newPane(int64_t index, Timestamp first) {
@@ -265,6 +277,7 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
     return a.seq < b.seq;
   });
   for (const Closed& c : closed) emit(c);
+  values_.clear();
   // Forgotten only now: `closed` points at the keys.
   std::erase_if(groups_, [](const auto& entry) {
     return entry.second.panes.empty() && !entry.second.session;
@@ -286,9 +299,10 @@ EventId WindowDetector::resultId(const Closed& closed) {
 void WindowDetector::emit(const Closed& closed) {
   const Plan& plan = *plan_;
   EventBuilder row(plan.type);
+  row.reserveAttributes(plan.columns.size() + plan.key_names.size());
   for (size_t i = 0; i < plan.columns.size(); ++i) {
-    Value v = closed.acc.result(i, plan.columns[i], plan.aggregates);
-    if (!v.isNull()) row.set(plan.column_names[i], std::move(v));
+    const Value& v = values_[closed.first + i];
+    if (!v.isNull()) row.set(plan.column_names[i], v);
   }
   for (size_t j = 0; j < plan.key_names.size(); ++j) {
     if (!(*closed.key)[j].isNull()) row.set(plan.key_names[j], (*closed.key)[j]);
@@ -299,6 +313,7 @@ void WindowDetector::emit(const Closed& closed) {
   const std::span<const pattern::SlotBinding> bindings(&binding, 1);
   if (plan.having && !plan.having->test(bindings)) return;
   EventBuilder result(plan.returns.type);
+  result.reserveAttributes(plan.returns.items.size() + (plan.emit_every > 0 ? 1 : 0));
   result.interval(closed.start, closed.end).id(resultId(closed));
   plan.returns.apply(bindings, 1.0, result);
   if (plan.emit_every > 0) result.set(plan.partial_name, Value(closed.partial));

@@ -93,12 +93,14 @@ class WindowDetector final : public plugin::Detector {
     Timestamp first = 0;  // the open session's first and last ts
     Timestamp last = 0;
   };
+  // A result ready to come out: its columns' values are values_[first,
+  // first + columns), computed when it closed so that no state is copied.
   struct Closed {
     Timestamp start;
     Timestamp end;
     uint64_t seq;
     const std::vector<Value>* key;
-    Accumulator acc;
+    size_t first;
     bool partial = false;
   };
   using Groups = std::unordered_map<std::vector<Value>, Group, ValueKeyHash, ValueKeyEqual>;
@@ -112,8 +114,10 @@ class WindowDetector final : public plugin::Detector {
   void closeBefore(std::optional<Timestamp> now);
   void closeWindows(Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
   // The merge of the group's panes before `end_pane` (those of the window
-  // coming out; the ones before it are gone).
-  Accumulator windowState(Group& group, int64_t end_pane) const;
+  // coming out; the ones before it are gone), valid until the next call.
+  const Accumulator& windowState(Group& group, int64_t end_pane);
+  // Appends the result of a window or session in state `acc` to `out`.
+  void close(const Closed& closed, const Accumulator& acc, std::vector<Closed>& out);
   void dropFrontPane(Group& group);
   // A new empty pane, from the spare ones when there is one.
   Pane newPane(int64_t index, Timestamp first);
@@ -123,7 +127,7 @@ class WindowDetector final : public plugin::Detector {
   // The partial results of a window [start, end) whose first event is at
   // `first` and whose state is `acc`, at the points up to `last_point`.
   void partialsOf(const Group& group, Timestamp start, Timestamp first, Timestamp last_point,
-                  const Accumulator& acc, std::vector<Closed>& out) const;
+                  const Accumulator& acc, std::vector<Closed>& out);
   // When the group's next result is due: the end of its next window, or one
   // past its session's gap; nullopt when it has nothing open.
   std::optional<Timestamp> dueOf(const Group& group) const;
@@ -135,6 +139,10 @@ class WindowDetector final : public plugin::Detector {
   plugin::MatchSink& sink_;
   Groups groups_;
   std::vector<Value> key_;  // the key being looked up, kept to reuse its storage
+  // The column values of the results closing together (Closed::first), and
+  // the merge of a window's panes: kept to reuse their storage.
+  std::vector<Value> values_;
+  std::optional<Accumulator> merged_;
   // Dropped panes, kept (at most as many as are open) to reuse their storage.
   std::vector<Pane> spare_;
   uint64_t next_seq_ = 0;
