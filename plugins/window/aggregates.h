@@ -63,6 +63,34 @@ class AggregateLayout {
   std::vector<size_t> input_of_;
 };
 
+// A number (int or double) or none: what min and max keep, since they read
+// numbers only. Trivially copyable, so that copying and merging pane states
+// does not go through Value's generic copy.
+class Number {
+ public:
+  Number() = default;
+  // `v` must be a number.
+  explicit Number(const Value& v)
+      : kind_(v.kind() == Value::Kind::kInt ? Kind::kInt : Kind::kDouble),
+        int_(kind_ == Kind::kInt ? v.asInt() : 0),
+        double_(kind_ == Kind::kDouble ? v.asDouble() : 0) {}
+
+  bool empty() const { return kind_ == Kind::kNone; }
+  // As Value::compare orders numbers: ints exactly, otherwise as doubles
+  // (false when either is NaN).
+  bool less(const Number& other) const;
+  // A null Value when empty.
+  Value toValue() const;
+
+ private:
+  enum class Kind : uint8_t { kNone, kInt, kDouble };
+  double toDouble() const { return kind_ == Kind::kInt ? static_cast<double>(int_) : double_; }
+
+  Kind kind_ = Kind::kNone;
+  int64_t int_ = 0;
+  double double_ = 0;
+};
+
 // The running state of one input over a set of events.
 class ColumnState {
  public:
@@ -82,8 +110,8 @@ class ColumnState {
   double sum_ = 0;
   double mean_ = 0;  // Welford / Chan: running mean and sum of squared deviations
   double m2_ = 0;
-  Value min_;
-  Value max_;
+  Number min_;
+  Number max_;
   Value first_;
   Value last_;
 };
