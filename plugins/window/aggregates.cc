@@ -158,8 +158,7 @@ uint32_t Accumulator::add(const Event& event, const AggregateLayout& layout) {
   uint32_t skipped = 0;
   const std::span<const AggregateInput> inputs = layout.inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs_[i].add(valueOf(event, inputs[i], scratch), inputs[i]))
-      skipped += inputs[i].numeric;
+    if (!input(i).add(valueOf(event, inputs[i], scratch), inputs[i])) skipped += inputs[i].numeric;
   }
   return skipped;
 }
@@ -167,18 +166,19 @@ uint32_t Accumulator::add(const Event& event, const AggregateLayout& layout) {
 void Accumulator::merge(const Accumulator& later, const AggregateLayout& layout) {
   events_ += later.events_;
   const std::span<const AggregateInput> inputs = layout.inputs();
-  for (size_t i = 0; i < inputs.size(); ++i) inputs_[i].merge(later.inputs_[i], inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) input(i).merge(later.input(i), inputs[i]);
 }
 
 void Accumulator::clear() {
   events_ = 0;
-  std::fill(inputs_.begin(), inputs_.end(), ColumnState());
+  first_ = ColumnState();
+  std::fill(more_.begin(), more_.end(), ColumnState());
 }
 
 Value Accumulator::result(size_t i, const AggregateColumn& column,
                           const AggregateLayout& layout) const {
   if (column.countsEvents()) return Value(events_);
-  return inputs_[layout.inputOf(i)].result(column.func);
+  return input(layout.inputOf(i)).result(column.func);
 }
 
 }  // namespace cepbus::plugins::window

@@ -119,7 +119,8 @@ class ColumnState {
 // The state of every input of a query over one pane, window or session.
 class Accumulator {
  public:
-  explicit Accumulator(const AggregateLayout& layout) : inputs_(layout.inputs().size()) {}
+  explicit Accumulator(const AggregateLayout& layout)
+      : more_(layout.inputs().empty() ? 0 : layout.inputs().size() - 1) {}
 
   // Returns how many of the event's values a numeric aggregate (sum, avg,
   // min, max, stddev) skipped as not numbers, one per such column.
@@ -132,8 +133,14 @@ class Accumulator {
   int64_t events() const { return events_; }
 
  private:
+  ColumnState& input(size_t i) { return i == 0 ? first_ : more_[i - 1]; }
+  const ColumnState& input(size_t i) const { return i == 0 ? first_ : more_[i - 1]; }
+
   int64_t events_ = 0;
-  std::vector<ColumnState> inputs_;
+  // Input 0 (most queries read one value) inline, so that copying and
+  // merging the states of panes touches no other memory; the rest after it.
+  ColumnState first_;
+  std::vector<ColumnState> more_;
 };
 
 }  // namespace cepbus::plugins::window

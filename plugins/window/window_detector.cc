@@ -98,13 +98,15 @@ void WindowDetector::add(Group& group, const Event& event) {
   }
   const int64_t pane = floorDiv(ts, plan_->pane);
   if (group.panes.empty() || group.panes.back().index != pane) {
-    if (group.panes.empty())
-      group.next_window = std::max(group.next_window, firstWindowHolding(pane));
-    group.panes.push_back(newPane(pane, ts));
+    const bool was_empty = group.panes.empty();
+    if (was_empty) group.next_window = std::max(group.next_window, firstWindowHolding(pane));
+    pushPane(group, pane, ts);
     ++open_;
+    // When is due depends on the front pane only, which an event changes
+    // only in a group with no pane (due_ counts the others already).
+    if (was_empty) due_ = std::min(due_, *dueOf(group));
   }
   non_numeric_ += group.panes.back().acc.add(event, aggregates);
-  if (const auto due = dueOf(group)) due_ = std::min(due_, *due);
 }
 
 std::optional<Timestamp> WindowDetector::dueOf(const Group& group) const {
@@ -143,14 +145,14 @@ void WindowDetector::reportPartials(const Group& group, std::optional<Timestamp>
     const Timestamp start = k * plan_->every;
     if (now && start >= *now) return;  // no point of it has passed
     const Timestamp end = start + plan_->length;
-    auto pane = std::find_if(group.panes.begin(), group.panes.end(),
-                             [&](const Pane& x) { return x.index * p >= start; });
-    if (pane == group.panes.end()) return;  // this window and the later ones are empty
-    if (pane->index * p >= end) continue;
-    const Timestamp first = pane->first;
+    size_t i = 0;
+    while (i < group.panes.size() && group.panes[i].index * p < start) ++i;
+    if (i == group.panes.size()) return;  // this window and the later ones are empty
+    if (group.panes[i].index * p >= end) continue;
+    const Timestamp first = group.panes[i].first;
     Accumulator acc(plan_->aggregates);
-    for (; pane != group.panes.end() && pane->index * p < end; ++pane)
-      acc.merge(pane->acc, plan_->aggregates);
+    for (; i < group.panes.size() && group.panes[i].index * p < end; ++i)
+      acc.merge(group.panes[i].acc, plan_->aggregates);
     partialsOf(group, start, first, now ? std::min(*now, end - 1) : end - 1, acc, out);
   }
 }
@@ -222,16 +224,13 @@ void WindowDetector::close(const Closed& closed, const Accumulator& acc, std::ve
     values_.push_back(acc.result(i, plan.columns[i], plan.aggregates));
 }
 
-WindowDetector::Pane WindowDetector::newPane(int64_t index, Timestamp first) {
-  if (spare_.empty()) {
-    return Pane{index, first, Accumulator(plan_->aggregates), Accumulator(plan_->aggregates)};
-  }
-  Pane pane = std::move(spare_.back());
-  spare_.pop_back();
+void WindowDetector::pushPane(Group& group, int64_t index, Timestamp first) {
+  Pane& pane = group.panes.pushBack([&] {
+    return Pane{0, 0, Accumulator(plan_->aggregates), Accumulator(plan_->aggregates)};
+  });
   pane.index = index;
   pane.first = first;
   pane.acc.clear();
-  return pane;
 }
 
 void WindowDetector::dropFrontPane(Group& group) {
@@ -247,8 +246,7 @@ void WindowDetector::dropFrontPane(Group& group) {
     group.front = group.in;
     group.back.reset();
   }
-  if (spare_.size() < open_) spare_.push_back(std::move(group.panes.front()));
-  group.panes.pop_front();
+  group.panes.popFront();
   if (group.front > 0) {
     --group.front;
     --group.in;

@@ -41,7 +41,6 @@
 // Thread safety: none (Detector); the sink must outlive the detector.
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +53,7 @@
 #include "bus/core/status.h"
 #include "bus/core/value.h"
 #include "plugins/window/aggregates.h"
+#include "plugins/window/ring_queue.h"
 #include "plugins/window/window_plan.h"
 
 namespace cepbus::plugins::window {
@@ -81,7 +81,7 @@ class WindowDetector final : public plugin::Detector {
   struct Group {
     uint64_t seq = 0;  // order of first appearance
     std::vector<Value> key;
-    std::deque<Pane> panes;  // non-empty panes, oldest first
+    RingQueue<Pane> panes;  // non-empty panes, oldest first
     // The two stacks: panes [0, front) are the front stack (their suffix
     // set), [front, in) the back stack, merged in `back`; [0, in) are the
     // panes of the windows out so far still held.
@@ -119,8 +119,8 @@ class WindowDetector final : public plugin::Detector {
   // Appends the result of a window or session in state `acc` to `out`.
   void close(const Closed& closed, const Accumulator& acc, std::vector<Closed>& out);
   void dropFrontPane(Group& group);
-  // A new empty pane, from the spare ones when there is one.
-  Pane newPane(int64_t index, Timestamp first);
+  // Appends an empty pane to the group's.
+  void pushPane(Group& group, int64_t index, Timestamp first);
   // EMIT EVERY: the partial results of the group's open windows (or session)
   // at the multiples of d after partials_until_ and up to `now`.
   void reportPartials(const Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
@@ -143,8 +143,6 @@ class WindowDetector final : public plugin::Detector {
   // the merge of a window's panes: kept to reuse their storage.
   std::vector<Value> values_;
   std::optional<Accumulator> merged_;
-  // Dropped panes, kept (at most as many as are open) to reuse their storage.
-  std::vector<Pane> spare_;
   uint64_t next_seq_ = 0;
   // No result is due before this time (a lower bound: a session extended
   // since it was computed is due later).
