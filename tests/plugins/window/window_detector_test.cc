@@ -250,6 +250,24 @@ TEST(WindowDetectorTest, MissingAndNonNumericValuesAreSkipped) {
   EXPECT_EQ((*counters)[3], (std::pair<std::string, uint64_t>{"non_numeric", 3}));
 }
 
+// min and max keep ints as ints and compare them exactly (two ints a double
+// cannot tell apart), and compare an int with a double as numbers, in a
+// pane and across the panes a sliding window merges.
+TEST(WindowDetectorTest, MinAndMaxCompareIntsExactlyAndMixedKindsAsNumbers) {
+  WindowRun run("FROM T t WINDOW SLIDING 4 EVERY 2 RETURN R(min(t.v) AS lo, max(t.v) AS hi)");
+  run.feed("T", 0, {{"v", int64_t{9007199254740992}}});
+  run.feed("T", 1, {{"v", int64_t{9007199254740993}}});
+  run.feed("T", 2, {{"v", 2.5}});
+  run.feed("T", 3, {{"v", int64_t{3}}});
+  run.feed("T", 4, {{"v", int64_t{2}}});
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "R [-2,1] hi=9007199254740993 lo=9007199254740992",
+                             "R [0,3] hi=9007199254740993 lo=2.5",
+                             "R [2,5] hi=3 lo=2",
+                             "R [4,7] hi=2 lo=2",
+                         }));
+}
+
 TEST(WindowDetectorTest, KeysEqualAsValuesAreOneGroup) {
   // 1 and 1.0 are one group, events without the key share the null group,
   // and every NaN is one group (not one per event, which would fill the cap).
