@@ -208,9 +208,9 @@ const Accumulator& WindowDetector::windowState(Group& group, int64_t end_pane) {
   if (group.front == 0) return *group.back;
   // Assigned, not constructed: the storage of the last window's merge is reused.
   if (merged_) {
-    *merged_ = group.panes.front().suffix;
+    *merged_ = suffixOf(group.panes.front());
   } else {
-    merged_.emplace(group.panes.front().suffix);
+    merged_.emplace(suffixOf(group.panes.front()));
   }
   merged_->merge(*group.back, aggregates);
   return *merged_;
@@ -226,7 +226,8 @@ void WindowDetector::close(const Closed& closed, const Accumulator& acc, std::ve
 
 void WindowDetector::pushPane(Group& group, int64_t index, Timestamp first) {
   Pane& pane = group.panes.pushBack([&] {
-    return Pane{0, 0, Accumulator(plan_->aggregates), Accumulator(plan_->aggregates)};
+    return Pane{0, 0, Accumulator(plan_->aggregates),
+                plan_->emit_every > 0 ? std::make_unique<Accumulator>(plan_->aggregates) : nullptr};
   });
   pane.index = index;
   pane.first = first;
@@ -240,8 +241,9 @@ void WindowDetector::dropFrontPane(Group& group) {
     const AggregateLayout& aggregates = plan_->aggregates;
     for (size_t i = group.in; i-- > 0;) {
       Pane& pane = group.panes[i];
-      pane.suffix = pane.acc;
-      if (i + 1 < group.in) pane.suffix.merge(group.panes[i + 1].suffix, aggregates);
+      Accumulator& suffix = suffixOf(pane);
+      if (&suffix != &pane.acc) suffix = pane.acc;
+      if (i + 1 < group.in) suffix.merge(suffixOf(group.panes[i + 1]), aggregates);
     }
     group.front = group.in;
     group.back.reset();

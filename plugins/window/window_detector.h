@@ -75,8 +75,13 @@ class WindowDetector final : public plugin::Detector {
   struct Pane {
     int64_t index;
     Timestamp first;  // the ts of its first event
+    // The pane's events; in the front stack, its suffix state (its events
+    // and those of the front stack's newer panes) unless `suffix` is set.
     Accumulator acc;
-    Accumulator suffix;  // this pane's to the front stack's newest, in the front stack
+    // EMIT EVERY, which merges panes' own states for partial results, keeps
+    // the suffix state apart; otherwise it takes the place of `acc`, so that
+    // a pane is half the memory.
+    std::unique_ptr<Accumulator> suffix;
   };
   struct Group {
     uint64_t seq = 0;  // order of first appearance
@@ -119,6 +124,7 @@ class WindowDetector final : public plugin::Detector {
   // Appends the result of a window or session in state `acc` to `out`.
   void close(const Closed& closed, const Accumulator& acc, std::vector<Closed>& out);
   void dropFrontPane(Group& group);
+  static Accumulator& suffixOf(Pane& pane) { return pane.suffix ? *pane.suffix : pane.acc; }
   // Appends an empty pane to the group's.
   void pushPane(Group& group, int64_t index, Timestamp first);
   // EMIT EVERY: the partial results of the group's open windows (or session)
