@@ -152,6 +152,20 @@ Value ColumnState::result(AggFunc func) const {
   return Value();
 }
 
+void ColumnState::clear() {
+  present_ = 0;
+  numbers_ = 0;
+  int_sum_ = 0;
+  all_int_ = true;
+  sum_ = 0;
+  mean_ = 0;
+  m2_ = 0;
+  min_ = Number();
+  max_ = Number();
+  if (!first_.isNull()) first_ = Value();
+  if (!last_.isNull()) last_ = Value();
+}
+
 uint32_t Accumulator::add(const Event& event, const AggregateLayout& layout) {
   ++events_;
   Value scratch;
@@ -171,8 +185,8 @@ void Accumulator::merge(const Accumulator& later, const AggregateLayout& layout)
 
 void Accumulator::clear() {
   events_ = 0;
-  first_ = ColumnState();
-  std::fill(more_.begin(), more_.end(), ColumnState());
+  first_.clear();
+  for (ColumnState& state : more_) state.clear();
 }
 
 Value Accumulator::result(size_t i, const AggregateColumn& column,

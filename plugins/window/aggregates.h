@@ -101,6 +101,9 @@ class ColumnState {
   void merge(const ColumnState& later, const AggregateInput& input);
   // The aggregate's value; a null Value for Missing.
   Value result(pattern::AggFunc func) const;
+  // Back to the state of no values, without building a new one (first and
+  // last are Values, dearer to assign than to test).
+  void clear();
 
  private:
   int64_t present_ = 0;  // values present, numbers or not
