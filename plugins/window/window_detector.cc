@@ -94,6 +94,10 @@ void WindowDetector::add(Group& group, const Event& event) {
     }
     group.last = ts;
     non_numeric_ += group.session->add(event, aggregates);
+    if (plan_->emit_every == 0) {
+      touchSession(group);
+      due_ = *dueOf(*oldest_);  // exact: the oldest session ends first
+    }
     return;
   }
   const int64_t pane = floorDiv(ts, plan_->pane);
@@ -255,10 +259,46 @@ void WindowDetector::dropFrontPane(Group& group) {
   }
 }
 
+void WindowDetector::touchSession(Group& group) {
+  if (newest_ == &group) return;
+  if (group.newer != nullptr || oldest_ == &group) unlinkSession(group);
+  group.older = newest_;
+  group.newer = nullptr;
+  if (newest_ != nullptr) newest_->newer = &group;
+  newest_ = &group;
+  if (oldest_ == nullptr) oldest_ = &group;
+}
+
+void WindowDetector::unlinkSession(Group& group) {
+  (group.older != nullptr ? group.older->newer : oldest_) = group.newer;
+  (group.newer != nullptr ? group.newer->older : newest_) = group.older;
+  group.older = nullptr;
+  group.newer = nullptr;
+}
+
+void WindowDetector::closeSessionsBefore(std::optional<Timestamp> now) {
+  std::vector<Closed> closed;
+  while (oldest_ != nullptr && (!now || *now > oldest_->last + plan_->length)) {
+    Group& group = *oldest_;
+    unlinkSession(group);
+    close(Closed{group.first, group.last, group.seq, &group.key, 0}, *group.session, closed);
+    group.session.reset();
+    --open_;
+  }
+  due_ = oldest_ != nullptr ? *dueOf(*oldest_) : INT64_MAX;
+  emitInOrder(closed);
+  // Forgotten only now: `closed` points at the keys.
+  for (const Closed& c : closed) groups_.erase(groups_.find(*c.key));
+}
+
 void WindowDetector::closeBefore(std::optional<Timestamp> now) {
+  const bool partials = plan_->emit_every > 0;
+  if (plan_->kind == pattern::WindowKind::kSession && !partials) {
+    closeSessionsBefore(now);
+    return;
+  }
   std::vector<Closed> closed;
   due_ = INT64_MAX;
-  const bool partials = plan_->emit_every > 0;
   for (auto& [key, group] : groups_) {
     if (partials) reportPartials(group, now, closed);
     closeWindows(group, now, closed);
@@ -268,6 +308,14 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
   for (const auto& [key, group] : groups_) {
     if (const auto due = dueOf(group)) due_ = std::min(due_, *due);
   }
+  emitInOrder(closed);
+  // Forgotten only now: `closed` points at the keys.
+  std::erase_if(groups_, [](const auto& entry) {
+    return entry.second.panes.empty() && !entry.second.session;
+  });
+}
+
+void WindowDetector::emitInOrder(std::vector<Closed>& closed) {
   // In time order: by end (a window's partial results end before its final
   // one, a session's no later), window start, partial before final, group.
   std::sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) {
@@ -278,10 +326,6 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
   });
   for (const Closed& c : closed) emit(c);
   values_.clear();
-  // Forgotten only now: `closed` points at the keys.
-  std::erase_if(groups_, [](const auto& entry) {
-    return entry.second.panes.empty() && !entry.second.session;
-  });
 }
 
 // The id names the result's group and window, early or final, not the

@@ -97,6 +97,10 @@ class WindowDetector final : public plugin::Detector {
     std::optional<Accumulator> session;
     Timestamp first = 0;  // the open session's first and last ts
     Timestamp last = 0;
+    // Sessions without EMIT EVERY: the neighbours in the list of open
+    // sessions by last event (see oldest_).
+    Group* older = nullptr;
+    Group* newer = nullptr;
   };
   // A result ready to come out: its columns' values are values_[first,
   // first + columns), computed when it closed so that no state is copied.
@@ -117,6 +121,14 @@ class WindowDetector final : public plugin::Detector {
   void add(Group& group, const Event& event);
   // Closes whatever ends before `now` (everything when `now` is nullopt).
   void closeBefore(std::optional<Timestamp> now);
+  // closeBefore() for sessions without EMIT EVERY: the sessions that ended
+  // are the oldest of the list, so it walks those only, not every group.
+  void closeSessionsBefore(std::optional<Timestamp> now);
+  // Moves the group to the newest end of the list of open sessions.
+  void touchSession(Group& group);
+  void unlinkSession(Group& group);
+  // Emits `closed` in time order and forgets the values they hold.
+  void emitInOrder(std::vector<Closed>& closed);
   void closeWindows(Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
   // The merge of the group's panes before `end_pane` (those of the window
   // coming out; the ones before it are gone), valid until the next call.
@@ -150,6 +162,11 @@ class WindowDetector final : public plugin::Detector {
   std::vector<Value> values_;
   std::optional<Accumulator> merged_;
   uint64_t next_seq_ = 0;
+  // Sessions without EMIT EVERY: the groups with an open session by their
+  // last event's ts (events come in ts order, so a touched group goes to
+  // the newest end), which makes the next one due the oldest's.
+  Group* oldest_ = nullptr;
+  Group* newest_ = nullptr;
   // No result is due before this time (a lower bound: a session extended
   // since it was computed is due later).
   Timestamp due_ = INT64_MAX;

@@ -221,6 +221,25 @@ TEST(WindowDetectorTest, SessionsEndAfterAGapLongerThanG) {
                          }));
 }
 
+// The session that ends first is the one whose last event is oldest, not
+// the one that started first: A starts before B but its later events make
+// B's session the one an event at 5 ends.
+TEST(WindowDetectorTest, TheSessionWithTheOldestLastEventEndsFirst) {
+  WindowRun run(
+      "FROM Trade x WINDOW SESSION GAP 2 GROUP BY x.sym RETURN Burst(x.sym AS sym, count(x) AS n)");
+  run.feed("Trade", 1, {{"sym", "A"}});
+  run.feed("Trade", 2, {{"sym", "B"}});
+  run.feed("Trade", 3, {{"sym", "A"}});
+  run.feed("Trade", 4, {{"sym", "A"}});
+  EXPECT_EQ(run.feed("Trade", 5, {{"sym", "C"}}), 1u) << "5 - 2 > 2 ends B's session";
+  EXPECT_EQ(run.feed("Trade", 6, {{"sym", "C"}}), 1u) << "A's last event is 4";
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "Burst [2,2] n=1 sym=\"B\"",
+                             "Burst [1,4] n=3 sym=\"A\"",
+                             "Burst [5,6] n=2 sym=\"C\"",
+                         }));
+}
+
 TEST(WindowDetectorTest, WhereFiltersEventsAndHavingFiltersResults) {
   WindowRun run(
       "FROM T t WHERE t.v > 0 WINDOW TUMBLING 10 GROUP BY t.g HAVING count(t) >= 2 "
