@@ -39,7 +39,8 @@ Result<std::unique_ptr<AbsenceRule>> AbsenceRule::create(const pattern::Query& q
         "NOT(...) at an edge of a pattern needs a SEQ with a positive "
         "element");
   }
-  const pattern::PatternNode& some = first == items.begin() ? *items.front() : *items.back();
+  // An edge NOT, for the messages.
+  const pattern::PatternNode& some = first != items.begin() ? *items.front() : *items.back();
   if (!query.within) {
     return Status::invalidArgument(at(some.pos) + "NOT(" + some.type +
                                    ") at the start or the end of a pattern needs WITHIN n, which "
