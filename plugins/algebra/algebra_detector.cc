@@ -7,53 +7,10 @@
 #include <string>
 #include <utility>
 
+#include "plugins/algebra/algebra_instance.h"
+#include "plugins/algebra/algebra_kleene_runs.h"
+
 namespace cepbus::plugins::algebra {
-
-// One atomic event bound to a leaf; `seq` is its arrival number, so sorting by
-// (leaf, seq) gives pattern order and, within a leaf, stream order.
-struct AlgebraDetector::Binding {
-  uint32_t leaf;
-  uint64_t seq;
-  EventPtr event;
-};
-
-// An instance: its constituents and interval. Immutable once built and
-// shared between the operand state of several subexpressions.
-struct AlgebraDetector::Instance {
-  Timestamp start = 0;
-  Timestamp end = 0;
-  // The product of the probabilities of the events bound to positive
-  // elements (a negated operand's events never enter a match).
-  double prob = 1;
-  std::vector<Binding> binds;  // sorted by (leaf, seq), no duplicates
-  // A lazy instance of a sequence node (AlgebraDetector::lazy_): it stands
-  // for every x ∪ right with x an instance of the node's left history
-  // (states_[node].lhist, expanded in turn) and end(x) < start(right), the
-  // way a SASE stack entry points into the previous stack. `binds` is empty;
-  // start and prob are those of `right`, bounds on every instance it
-  // stands for (their starts are earlier, their probabilities lower).
-  // A lazy instance of a Kleene node (kleene_lazy_) likewise stands for
-  // every run that ends with the event of `right` (runs()). Either kind
-  // waits for its node's checks until the instances it stands for are
-  // enumerated; `right` may be a lazy Kleene instance.
-  InstPtr right;
-  int node = -1;
-};
-
-struct AlgebraDetector::NodeState {
-  std::vector<InstPtr> out;    // the instances ending at the current tick
-  std::vector<InstPtr> raw;    // iteration, unrestricted: unions before the predicate
-  std::vector<InstPtr> lhist;  // past instances of the left operand still needed
-  std::vector<InstPtr> rhist;  // ... of the right operand
-  bool neg_seen = false;       // negation: has the right operand had an instance
-  Timestamp neg_best = 0;      // ... and the latest start among them
-  // A negation with parameters (Node::negation_checks): the negated
-  // operand's instances within the horizon, in end order; whether one
-  // rejects a candidate depends on the candidate's events.
-  std::vector<InstPtr> negated;
-  std::vector<Timestamp> starts;  // recent: S, the starts ≤ now future outputs may have
-  bool changed = false;           // recent: `starts` changed at this tick
-};
 
 // Builds the RETURN composite from a Match; reads only the immutable plan.
 class AlgebraDetector::Composer final : public plugin::MatchComposer {
@@ -96,17 +53,6 @@ class AlgebraDetector::Composer final : public plugin::MatchComposer {
 
 namespace {
 
-// The entries of a history (in end order) that can pair with an instance
-// starting at `before` in a match starting at or after `lo`: those ending in
-// [lo, before). An entry ending before lo starts before it too.
-template <typename Ptr>
-std::span<const Ptr> pairable(const std::vector<Ptr>& hist, Timestamp lo, Timestamp before) {
-  auto by_end = [](const Ptr& p, Timestamp ts) { return p->end < ts; };
-  auto first = std::lower_bound(hist.begin(), hist.end(), lo, by_end);
-  auto last = std::lower_bound(first, hist.end(), before, by_end);
-  return {first, last};
-}
-
 // P1's concatenation, its five cases verbatim.
 bool concatenates(Timestamp sm, Timestamp em, Timestamp sn, Timestamp en) {
   return em == sn || (sm < sn && em > sn) || (sm < sn && em == en) || (sm == sn && em < en) ||
@@ -143,7 +89,9 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
       keep_every_(plan_->nodes.size(), 0),
       direct_window_(plan_->nodes.size(), kNoHorizon),
       report_checks_(plan_->nodes.size()),
-      run_checks_(plan_->nodes.size()) {
+      run_checks_(plan_->nodes.size()),
+      leaf_kleene_(plan_->leaves.size(), -1),
+      last_filled_(plan_->nodes.size(), INT64_MIN) {
   slots_.resize(plan_->layout.size());
   bool one_each = true;  // leaf k binds element k, once
   for (const Leaf& l : plan_->leaves) {
@@ -159,6 +107,10 @@ AlgebraDetector::AlgebraDetector(std::shared_ptr<const Plan> plan, plugin::Match
   for (size_t i = 0; i < plan_->nodes.size(); ++i) {
     const Node& n = plan_->nodes[i];
     if (n.left >= 0) parent_[static_cast<size_t>(n.left)] = static_cast<int>(i);
+    if (n.kleene) {
+      leaf_kleene_[static_cast<size_t>(plan_->nodes[static_cast<size_t>(n.left)].leaf)] =
+          static_cast<int>(i);
+    }
     if (n.right >= 0) parent_[static_cast<size_t>(n.right)] = static_cast<int>(i);
     if (n.op == Op::kNegation && !n.negation_checks.empty() &&
         plan_->nodes[static_cast<size_t>(n.right)].op == Op::kAtom) {
@@ -338,7 +290,8 @@ void AlgebraDetector::expand(const InstPtr& inst, Timestamp lo,
     return;
   }
   auto pair = [&](const InstPtr& right) {
-    for (const InstPtr& x : pairable(states_[k].lhist, lo, right->start)) {
+    const Timestamp from = nextFloor(right->binds.front(), lo);
+    for (const InstPtr& x : pairable(states_[k].lhist, from, right->start)) {
       if (x->start < lo) continue;
       expand(x, lo, [&](const InstPtr& e) {
         InstPtr v = combine(e, right);
@@ -351,60 +304,6 @@ void AlgebraDetector::expand(const InstPtr& inst, Timestamp lo,
   } else {
     pair(inst->right);
   }
-}
-
-template <typename F>
-void AlgebraDetector::runs(size_t k, const Instance& last, Timestamp lo, F&& f) {
-  runsFrom(plan_->nodes[k], states_[k].lhist, last, lo, 0, f);
-}
-
-template <typename F>
-void AlgebraDetector::runsFrom(const Node& node, const std::vector<InstPtr>& events,
-                               const Instance& first, Timestamp lo, size_t count, F& f) {
-  count += place(first);
-  const Event& next = *first.binds.front().event;
-  if (plan_->min_probability <= 0 || placedProbability() >= plan_->min_probability) {
-    if (stepHolds(node, nullptr, next)) f(first.start, count);
-    // One event per timestamp: the events before are those ending before it.
-    for (const InstPtr& p : pairable(events, lo, first.start)) {
-      if (plan_->strict && p->binds.front().seq + 1 != first.binds.front().seq) continue;
-      if (stepHolds(node, p->binds.front().event.get(), next)) {
-        runsFrom(node, events, *p, lo, count, f);
-      }
-    }
-  }
-  placed_ -= first.binds.size();
-}
-
-bool AlgebraDetector::stepHolds(const Node& node, const Event* prev, const Event& next) {
-  if (node.step_checks.empty()) return true;
-  const Event* pair[2] = {prev, &next};
-  pattern::SlotBinding& sb = slots_[*node.step_checks.front().iteration_slot];
-  sb.events = prev == nullptr ? std::span<const Event* const>(pair + 1, 1)
-                              : std::span<const Event* const>(pair, 2);
-  sb.current = sb.events.size() - 1;
-  bool ok = true;
-  for (const pattern::Conjunct& c : node.step_checks) {
-    if (!c.test(slots_)) {
-      ok = false;
-      break;
-    }
-  }
-  sb = pattern::SlotBinding{};
-  return ok;
-}
-
-AlgebraDetector::InstPtr AlgebraDetector::placedInstance(Timestamp start, Timestamp end,
-                                                         size_t count) const {
-  auto out = std::make_shared<Instance>();
-  out->start = start;
-  out->end = end;
-  out->binds.reserve(count);
-  for (const Binding* b : placedBinds().first(count)) {
-    out->binds.push_back(*b);
-    if (plan_->leaves[b->leaf].element >= 0) out->prob *= b->event->probability();
-  }
-  return out;
 }
 
 AlgebraDetector::InstPtr AlgebraDetector::lazyOver(const InstPtr& right, size_t node) {
@@ -485,7 +384,8 @@ void AlgebraDetector::descend(size_t i, const Instance& x, Timestamp lo, Timesta
 
 void AlgebraDetector::descendLeft(size_t i, size_t hist, Timestamp lo, Timestamp before,
                                   Timestamp end) {
-  for (const InstPtr& e : pairable(states_[hist].lhist, lo, before)) {
+  const Timestamp from = nextFloor(*placedBinds().front(), lo);
+  for (const InstPtr& e : pairable(states_[hist].lhist, from, before)) {
     if (e->start >= lo) descend(i, *e, lo, end);
   }
 }
@@ -517,7 +417,8 @@ void AlgebraDetector::runTick() {
         inst->start = now_;
         inst->end = now_;
         const int leaf = plan.nodes[static_cast<size_t>(a)].leaf;
-        inst->binds.push_back(Binding{static_cast<uint32_t>(leaf), seq, ev});
+        Timestamp& filled = last_filled_[static_cast<size_t>(a)];
+        inst->binds.push_back(Binding{static_cast<uint32_t>(leaf), seq, ev, filled});
         if (plan.leaves[static_cast<size_t>(leaf)].element >= 0) inst->prob = ev->probability();
         if (unlikely(*inst)) continue;
         auto& out = states_[static_cast<size_t>(a)].out;
@@ -525,7 +426,10 @@ void AlgebraDetector::runTick() {
         // WHERE conjunct naming only this element is placed on the atom and
         // filters it like a selection (on the recent instance under recent).
         if (recent && !keep_every_[static_cast<size_t>(a)]) out.clear();
-        if (passes(plan.nodes[static_cast<size_t>(a)], *inst)) out.push_back(std::move(inst));
+        if (passes(plan.nodes[static_cast<size_t>(a)], *inst)) {
+          filled = now_;
+          out.push_back(std::move(inst));
+        }
       }
     }
   }
@@ -602,7 +506,8 @@ void AlgebraDetector::evaluate(size_t i) {
           continue;
         }
         const size_t placed = direct_[i] ? place(*y) : 0;
-        for (const InstPtr& x : pairable(st.lhist, lo, y->start)) {
+        const Timestamp from = nextFloor(y->binds.front(), lo);
+        for (const InstPtr& x : pairable(st.lhist, from, y->start)) {
           if (x->start < lo) continue;
           if (direct_[i]) {
             descend(i, *x, lo, y->end);

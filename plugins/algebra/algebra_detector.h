@@ -92,6 +92,20 @@ class AlgebraDetector final : public plugin::Detector {
   // Whether Kleene node `node`'s step checks hold at `next` with `prev`
   // before it in the run (null: `next` is the run's first event).
   bool stepHolds(const Node& node, const Event* prev, const Event& next);
+  // skip_till_next_match: the index in a Kleene node's history `events` of
+  // the event of `b`, or of the first that arrived after it.
+  static size_t positionOf(const std::vector<InstPtr>& events, const Binding& b);
+  // Whether a run at events[p] takes another event before the one at
+  // events[at] (arrival number first_seq; at is events.size() while the
+  // node's own tick is evaluated): one later than events[p] that its step
+  // checks accept.
+  bool takenBefore(const Node& node, const std::vector<InstPtr>& events, size_t p, size_t at,
+                   uint64_t first_seq);
+  // skip_till_next_match: what precedes `first`, the first event of an
+  // element, in a match must end at or after the returned ts (and `lo`):
+  // the latest event before `first` that fills its element, which a run
+  // ending earlier would have taken instead. `lo` when not next_match.
+  Timestamp nextFloor(const Binding& first, Timestamp lo);
   // An instance of the last `count` events placed, ⟨start, end⟩.
   InstPtr placedInstance(Timestamp start, Timestamp end, size_t count) const;
   // Direct node i: every instance in node `hist`'s left history that can
@@ -170,6 +184,11 @@ class AlgebraDetector final : public plugin::Detector {
   // node's match that read only the run and the elements after it: checked
   // on each run found, before what precedes it is paired (chainChecks()).
   std::vector<std::vector<const pattern::Conjunct*>> run_checks_;
+  // The Kleene node of each leaf (-1 for a 'Type var' leaf).
+  std::vector<int> leaf_kleene_;
+  // For each atom node, the ts of the latest event that passed it
+  // (Binding::prev_filled).
+  std::vector<Timestamp> last_filled_;
   // The Match element of each leaf (-1 inside a negated operand).
   std::vector<int> leaf_element_;
   // 1, 2, ..., m when leaf k is element k and no operator (| or iteration)

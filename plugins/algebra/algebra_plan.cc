@@ -14,6 +14,64 @@ namespace {
 using pattern::PatternKind;
 using pattern::PatternNode;
 
+bool readsNeighboursOnly(const pattern::Expr& e) {
+  switch (e.kind) {
+    case pattern::ExprKind::kAttr:
+      return e.ref.index == pattern::IndexKind::kCurrent ||
+             e.ref.index == pattern::IndexKind::kPrevious;
+    case pattern::ExprKind::kAggregate:
+      return false;
+    default:
+      return (e.lhs == nullptr || readsNeighboursOnly(*e.lhs)) &&
+             (e.rhs == nullptr || readsNeighboursOnly(*e.rhs));
+  }
+}
+
+// A Kleene node's step check (Node::step_checks): it reads the run through
+// b[i] and b[i-1] only.
+bool isStepCheck(const pattern::Conjunct& c) {
+  return c.iteration_slot && c.slots.size() == 1 && readsNeighboursOnly(*c.source);
+}
+
+// Whether a SEQ of 'Type var' and 'Type+ var[]' elements is one whose
+// skip_till_next_match steering (the conjuncts that name an element and no
+// later one: for a Kleene element its b[i] ones) reads nothing but the
+// element itself, so that whether an event fills an element does not depend
+// on the events bound before: for a 'Type var' element, conjuncts over that
+// variable alone (checked on its atom), for a Kleene element its step
+// checks. Then a run takes element k's event y after x iff no event between
+// them fills k, which the detector tests as it pairs x with y. Not with
+// PROBABILITY, whose pruning would hide such an event.
+bool steersLocally(const pattern::Query& query) {
+  // A run the probability bound pruned is not there to say which event a
+  // run takes next.
+  if (query.min_probability) return false;
+  const pattern::BindingLayout layout = pattern::BindingLayout::forQuery(query);
+  auto conjuncts = pattern::compileConjuncts(query.where, layout);
+  if (!conjuncts) return false;  // compilePlan reports it
+  const auto& elements = query.pattern->children;
+  std::vector<int> element_of(layout.size(), -1);
+  for (size_t e = 0; e < elements.size(); ++e) {
+    if (elements[e]->var.empty()) continue;
+    if (auto slot = layout.slotOf(elements[e]->var)) element_of[*slot] = static_cast<int>(e);
+  }
+  for (const pattern::Conjunct& c : *conjuncts) {
+    int last = -1;
+    for (size_t slot : c.slots) last = std::max(last, element_of[slot]);
+    if (last < 0) continue;
+    const PatternNode& element = *elements[static_cast<size_t>(last)];
+    const size_t slot = *layout.slotOf(element.var);
+    if (element.kind == PatternKind::kKleene) {
+      // Aggregates, b[1] and b[last] do not steer a run.
+      if (!c.iteration_slot || *c.iteration_slot != slot) continue;
+      if (!isStepCheck(c)) return false;
+    } else if (c.slot_mask != uint64_t{1} << slot) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Thrown inside the compiler only; compilePlan turns it into a Status.
 struct CompileError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -300,26 +358,13 @@ class Compiler {
   static void splitStepChecks(Node& n) {
     std::vector<pattern::Conjunct> whole;
     for (pattern::Conjunct& c : n.checks) {
-      if (c.iteration_slot && c.slots.size() == 1 && readsNeighboursOnly(*c.source)) {
+      if (isStepCheck(c)) {
         n.step_checks.push_back(std::move(c));
       } else {
         whole.push_back(std::move(c));
       }
     }
     n.checks = std::move(whole);
-  }
-
-  static bool readsNeighboursOnly(const pattern::Expr& e) {
-    switch (e.kind) {
-      case pattern::ExprKind::kAttr:
-        return e.ref.index == pattern::IndexKind::kCurrent ||
-               e.ref.index == pattern::IndexKind::kPrevious;
-      case pattern::ExprKind::kAggregate:
-        return false;
-      default:
-        return (e.lhs == nullptr || readsNeighboursOnly(*e.lhs)) &&
-               (e.rhs == nullptr || readsNeighboursOnly(*e.rhs));
-    }
   }
 
   const pattern::Query& query_;
@@ -355,6 +400,7 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
                                                                      : Semantics::kRecent;
   plan->min_probability = query.min_probability.value_or(0);
   plan->strict = query.strategy == pattern::Strategy::kStrictContiguity && runsNatively(query);
+  plan->next_match = query.strategy == pattern::Strategy::kSkipTillNextMatch && runsNatively(query);
   plan->layout = pattern::BindingLayout::forQuery(query);
   try {
     Compiler(query, *plan).run();
@@ -405,12 +451,16 @@ Status contextForStrategy(pattern::Query& query) {
 }
 
 bool runsNatively(const pattern::Query& query) {
-  if (query.strategy != pattern::Strategy::kStrictContiguity) return false;
+  const bool strict = query.strategy == pattern::Strategy::kStrictContiguity;
+  const bool next = query.strategy == pattern::Strategy::kSkipTillNextMatch;
+  if (!strict && !next) return false;
   const PatternNode& p = *query.pattern;
   if (p.kind != PatternKind::kSeq) return false;
-  return std::all_of(p.children.begin(), p.children.end(), [](const pattern::PatternPtr& c) {
-    return c->kind == PatternKind::kEvent || (c->kind == PatternKind::kKleene && !c->star);
-  });
+  const bool plain =
+      std::all_of(p.children.begin(), p.children.end(), [](const pattern::PatternPtr& c) {
+        return c->kind == PatternKind::kEvent || (c->kind == PatternKind::kKleene && !c->star);
+      });
+  return plain && (strict || steersLocally(query));
 }
 
 }  // namespace cepbus::plugins::algebra

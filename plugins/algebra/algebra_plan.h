@@ -110,6 +110,11 @@ struct Plan {
   // match are consecutive in the stream the detector sees, and no run or
   // pairing that breaks that is followed.
   bool strict = false;
+  // STRATEGY skip_till_next_match run by the detector itself (a SEQ whose
+  // elements' steering reads only the element, see runsNatively()): each
+  // event of a match after the first is the first event after the one
+  // before it that fills its element; no other pairing or run is followed.
+  bool next_match = false;
   pattern::BindingLayout layout;
   std::shared_ptr<const pattern::CompiledReturn> returns;  // null without RETURN
   // For each event type the pattern mentions, the atom nodes of that type.
@@ -119,7 +124,8 @@ struct Plan {
 };
 
 // Compiles `query` under skip_till_any_match, or under strict_contiguity
-// (Plan::strict) when runsNatively(query); the plugin's
+// (Plan::strict) or skip_till_next_match (Plan::next_match) when
+// runsNatively(query); the plugin's
 // plugin::StrategyFactory selects the matches of the other strategies;
 // InvalidArgument names what the algebra engine does not support (an
 // operator form) or why the query cannot be compiled. PARTITION BY is not the
@@ -142,8 +148,13 @@ std::vector<std::string> contextNotices(const pattern::Query& query);
 // named in the message.
 Status contextForStrategy(pattern::Query& query);
 
-// Whether the detector runs `query`'s STRATEGY itself: strict_contiguity on
-// a SEQ(...) of 'Type var' and 'Type+ var[]' elements only.
+// Whether the detector runs `query`'s STRATEGY itself: on a SEQ(...) of
+// 'Type var' and 'Type+ var[]' elements only, strict_contiguity always, and
+// skip_till_next_match when whether an event fills an element depends on
+// that event alone (and, in a Kleene run, on the run's event before it):
+// every WHERE conjunct that names an element and no later one reads only
+// that element's variable, through b[i] and b[i-1] for a Kleene element
+// (aggregates, b[1] and b[last] do not steer a run and may read anything).
 bool runsNatively(const pattern::Query& query);
 
 }  // namespace cepbus::plugins::algebra

@@ -2,8 +2,10 @@
 // compiles a query into a Plan (P1's decomposition into subexpressions) and
 // wraps it in an AlgebraDetector; PARTITION BY runs one AlgebraDetector per
 // partition (plugin::PartitionedDetector). STRATEGY strict_contiguity on a
-// plain SEQ runs in the detector itself (Plan::strict); the other strategies
-// than skip_till_any_match, and strict_contiguity elsewhere, run through a
+// plain SEQ, and skip_till_next_match there when each element's steering
+// predicates read that element alone, run in the detector itself
+// (Plan::strict, Plan::next_match, runsNatively()); the other strategies
+// than skip_till_any_match, and these two elsewhere, run through a
 // StrategyFactory around it.
 
 #include <memory>

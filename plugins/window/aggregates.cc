@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <compare>
 
 namespace cepbus::plugins::window {
 namespace {
@@ -31,14 +30,6 @@ const Value* valueOf(const Event& event, const AggregateInput& input, Value& scr
   return nullptr;
 }
 
-bool less(const Value& a, const Value& b) {
-  // Doubles, the common case, without the general comparison's dispatch.
-  if (a.kind() == Value::Kind::kDouble && b.kind() == Value::Kind::kDouble)
-    return a.asDouble() < b.asDouble();
-  const auto c = a.compare(b);
-  return c && *c == std::strong_ordering::less;
-}
-
 bool needsOrder(AggFunc f) { return f == AggFunc::kFirst || f == AggFunc::kLast; }
 bool needsExtremes(AggFunc f) { return f == AggFunc::kMin || f == AggFunc::kMax; }
 // The aggregates that read numbers only.
@@ -48,6 +39,23 @@ bool isNumeric(AggFunc func) {
 }
 
 }  // namespace
+
+bool Number::less(const Number& other) const {
+  if (kind_ == Kind::kInt && other.kind_ == Kind::kInt) return int_ < other.int_;
+  return toDouble() < other.toDouble();
+}
+
+Value Number::toValue() const {
+  switch (kind_) {
+    case Kind::kNone:
+      return Value();
+    case Kind::kInt:
+      return Value(int_);
+    case Kind::kDouble:
+      return Value(double_);
+  }
+  return Value();
+}
 
 AggregateLayout::AggregateLayout(std::span<const AggregateColumn> columns) {
   for (const AggregateColumn& column : columns) {
@@ -88,8 +96,9 @@ bool ColumnState::add(const Value* v, const AggregateInput& input) {
     m2_ += delta * (d - mean_);
   }
   if (input.extremes) {
-    if (min_.isNull() || less(*v, min_)) min_ = *v;
-    if (max_.isNull() || less(max_, *v)) max_ = *v;
+    const Number n(*v);
+    if (min_.empty() || n.less(min_)) min_ = n;
+    if (max_.empty() || max_.less(n)) max_ = n;
   }
   return true;
 }
@@ -116,8 +125,8 @@ void ColumnState::merge(const ColumnState& later, const AggregateInput& input) {
     all_int_ = false;
   }
   if (input.extremes) {
-    if (min_.isNull() || less(later.min_, min_)) min_ = later.min_;
-    if (max_.isNull() || less(max_, later.max_)) max_ = later.max_;
+    if (min_.empty() || later.min_.less(min_)) min_ = later.min_;
+    if (max_.empty() || max_.less(later.max_)) max_ = later.max_;
   }
 }
 
@@ -130,9 +139,9 @@ Value ColumnState::result(AggFunc func) const {
     case AggFunc::kAvg:
       return numbers_ == 0 ? Value() : Value(sum_ / static_cast<double>(numbers_));
     case AggFunc::kMin:
-      return min_;
+      return min_.toValue();
     case AggFunc::kMax:
-      return max_;
+      return max_.toValue();
     case AggFunc::kStddev:
       return numbers_ < 2 ? Value() : Value(std::sqrt(m2_ / static_cast<double>(numbers_ - 1)));
     case AggFunc::kFirst:
@@ -143,14 +152,27 @@ Value ColumnState::result(AggFunc func) const {
   return Value();
 }
 
+void ColumnState::clear() {
+  present_ = 0;
+  numbers_ = 0;
+  int_sum_ = 0;
+  all_int_ = true;
+  sum_ = 0;
+  mean_ = 0;
+  m2_ = 0;
+  min_ = Number();
+  max_ = Number();
+  if (!first_.isNull()) first_ = Value();
+  if (!last_.isNull()) last_ = Value();
+}
+
 uint32_t Accumulator::add(const Event& event, const AggregateLayout& layout) {
   ++events_;
   Value scratch;
   uint32_t skipped = 0;
   const std::span<const AggregateInput> inputs = layout.inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs_[i].add(valueOf(event, inputs[i], scratch), inputs[i]))
-      skipped += inputs[i].numeric;
+    if (!input(i).add(valueOf(event, inputs[i], scratch), inputs[i])) skipped += inputs[i].numeric;
   }
   return skipped;
 }
@@ -158,18 +180,19 @@ uint32_t Accumulator::add(const Event& event, const AggregateLayout& layout) {
 void Accumulator::merge(const Accumulator& later, const AggregateLayout& layout) {
   events_ += later.events_;
   const std::span<const AggregateInput> inputs = layout.inputs();
-  for (size_t i = 0; i < inputs.size(); ++i) inputs_[i].merge(later.inputs_[i], inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) input(i).merge(later.input(i), inputs[i]);
 }
 
 void Accumulator::clear() {
   events_ = 0;
-  std::fill(inputs_.begin(), inputs_.end(), ColumnState());
+  first_.clear();
+  for (ColumnState& state : more_) state.clear();
 }
 
 Value Accumulator::result(size_t i, const AggregateColumn& column,
                           const AggregateLayout& layout) const {
   if (column.countsEvents()) return Value(events_);
-  return inputs_[layout.inputOf(i)].result(column.func);
+  return input(layout.inputOf(i)).result(column.func);
 }
 
 }  // namespace cepbus::plugins::window

@@ -63,6 +63,34 @@ class AggregateLayout {
   std::vector<size_t> input_of_;
 };
 
+// A number (int or double) or none: what min and max keep, since they read
+// numbers only. Trivially copyable, so that copying and merging pane states
+// does not go through Value's generic copy.
+class Number {
+ public:
+  Number() = default;
+  // `v` must be a number.
+  explicit Number(const Value& v)
+      : kind_(v.kind() == Value::Kind::kInt ? Kind::kInt : Kind::kDouble),
+        int_(kind_ == Kind::kInt ? v.asInt() : 0),
+        double_(kind_ == Kind::kDouble ? v.asDouble() : 0) {}
+
+  bool empty() const { return kind_ == Kind::kNone; }
+  // As Value::compare orders numbers: ints exactly, otherwise as doubles
+  // (false when either is NaN).
+  bool less(const Number& other) const;
+  // A null Value when empty.
+  Value toValue() const;
+
+ private:
+  enum class Kind : uint8_t { kNone, kInt, kDouble };
+  double toDouble() const { return kind_ == Kind::kInt ? static_cast<double>(int_) : double_; }
+
+  Kind kind_ = Kind::kNone;
+  int64_t int_ = 0;
+  double double_ = 0;
+};
+
 // The running state of one input over a set of events.
 class ColumnState {
  public:
@@ -73,6 +101,9 @@ class ColumnState {
   void merge(const ColumnState& later, const AggregateInput& input);
   // The aggregate's value; a null Value for Missing.
   Value result(pattern::AggFunc func) const;
+  // Back to the state of no values, without building a new one (first and
+  // last are Values, dearer to assign than to test).
+  void clear();
 
  private:
   int64_t present_ = 0;  // values present, numbers or not
@@ -82,8 +113,8 @@ class ColumnState {
   double sum_ = 0;
   double mean_ = 0;  // Welford / Chan: running mean and sum of squared deviations
   double m2_ = 0;
-  Value min_;
-  Value max_;
+  Number min_;
+  Number max_;
   Value first_;
   Value last_;
 };
@@ -91,7 +122,8 @@ class ColumnState {
 // The state of every input of a query over one pane, window or session.
 class Accumulator {
  public:
-  explicit Accumulator(const AggregateLayout& layout) : inputs_(layout.inputs().size()) {}
+  explicit Accumulator(const AggregateLayout& layout)
+      : more_(layout.inputs().empty() ? 0 : layout.inputs().size() - 1) {}
 
   // Returns how many of the event's values a numeric aggregate (sum, avg,
   // min, max, stddev) skipped as not numbers, one per such column.
@@ -104,8 +136,14 @@ class Accumulator {
   int64_t events() const { return events_; }
 
  private:
+  ColumnState& input(size_t i) { return i == 0 ? first_ : more_[i - 1]; }
+  const ColumnState& input(size_t i) const { return i == 0 ? first_ : more_[i - 1]; }
+
   int64_t events_ = 0;
-  std::vector<ColumnState> inputs_;
+  // Input 0 (most queries read one value) inline, so that copying and
+  // merging the states of panes touches no other memory; the rest after it.
+  ColumnState first_;
+  std::vector<ColumnState> more_;
 };
 
 }  // namespace cepbus::plugins::window

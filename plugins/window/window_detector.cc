@@ -94,17 +94,23 @@ void WindowDetector::add(Group& group, const Event& event) {
     }
     group.last = ts;
     non_numeric_ += group.session->add(event, aggregates);
+    if (plan_->emit_every == 0) {
+      touchSession(group);
+      due_ = *dueOf(*oldest_);  // exact: the oldest session ends first
+    }
     return;
   }
   const int64_t pane = floorDiv(ts, plan_->pane);
   if (group.panes.empty() || group.panes.back().index != pane) {
-    if (group.panes.empty())
-      group.next_window = std::max(group.next_window, firstWindowHolding(pane));
-    group.panes.push_back(newPane(pane, ts));
+    const bool was_empty = group.panes.empty();
+    if (was_empty) group.next_window = std::max(group.next_window, firstWindowHolding(pane));
+    pushPane(group, pane, ts);
     ++open_;
+    // When is due depends on the front pane only, which an event changes
+    // only in a group with no pane (due_ counts the others already).
+    if (was_empty) due_ = std::min(due_, *dueOf(group));
   }
   non_numeric_ += group.panes.back().acc.add(event, aggregates);
-  if (const auto due = dueOf(group)) due_ = std::min(due_, *due);
 }
 
 std::optional<Timestamp> WindowDetector::dueOf(const Group& group) const {
@@ -143,27 +149,27 @@ void WindowDetector::reportPartials(const Group& group, std::optional<Timestamp>
     const Timestamp start = k * plan_->every;
     if (now && start >= *now) return;  // no point of it has passed
     const Timestamp end = start + plan_->length;
-    auto pane = std::find_if(group.panes.begin(), group.panes.end(),
-                             [&](const Pane& x) { return x.index * p >= start; });
-    if (pane == group.panes.end()) return;  // this window and the later ones are empty
-    if (pane->index * p >= end) continue;
-    const Timestamp first = pane->first;
+    size_t i = 0;
+    while (i < group.panes.size() && group.panes[i].index * p < start) ++i;
+    if (i == group.panes.size()) return;  // this window and the later ones are empty
+    if (group.panes[i].index * p >= end) continue;
+    const Timestamp first = group.panes[i].first;
     Accumulator acc(plan_->aggregates);
-    for (; pane != group.panes.end() && pane->index * p < end; ++pane)
-      acc.merge(pane->acc, plan_->aggregates);
+    for (; i < group.panes.size() && group.panes[i].index * p < end; ++i)
+      acc.merge(group.panes[i].acc, plan_->aggregates);
     partialsOf(group, start, first, now ? std::min(*now, end - 1) : end - 1, acc, out);
   }
 }
 
 void WindowDetector::partialsOf(const Group& group, Timestamp start, Timestamp first,
                                 Timestamp last_point, const Accumulator& acc,
-                                std::vector<Closed>& out) const {
+                                std::vector<Closed>& out) {
   const int64_t d = plan_->emit_every;
   for (Timestamp point = nextMultiple(std::max(partials_until_, first), d); point <= last_point;
        point += d) {
     // A session's result so far ends at its last event, as its final one does.
     const Timestamp ts = plan_->kind == pattern::WindowKind::kSession ? group.last : point - 1;
-    out.push_back(Closed{start, ts, group.seq, &group.key, acc, true});
+    close(Closed{start, ts, group.seq, &group.key, 0, true}, acc, out);
   }
 }
 
@@ -171,8 +177,7 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
                                   std::vector<Closed>& out) {
   if (plan_->kind == pattern::WindowKind::kSession) {
     if (group.session && (!now || *now > group.last + plan_->length)) {
-      out.push_back(
-          Closed{group.first, group.last, group.seq, &group.key, std::move(*group.session)});
+      close(Closed{group.first, group.last, group.seq, &group.key, 0}, *group.session, out);
       group.session.reset();
       --open_;
     }
@@ -187,8 +192,8 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
       return;
     }
     const int64_t end_pane = (start + plan_->length) / p;  // exclusive; the window is whole panes
-    out.push_back(Closed{start, start + plan_->length - 1, group.seq, &group.key,
-                         windowState(group, end_pane)});
+    close(Closed{start, start + plan_->length - 1, group.seq, &group.key, 0},
+          windowState(group, end_pane), out);
     group.next_window = k + 1;
     const int64_t kept_from = floorDiv(group.next_window * plan_->every, p);
     while (!group.panes.empty() && group.panes.front().index < kept_from) {
@@ -198,28 +203,39 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
   }
 }
 
-Accumulator WindowDetector::windowState(Group& group, int64_t end_pane) const {
+const Accumulator& WindowDetector::windowState(Group& group, int64_t end_pane) {
   const AggregateLayout& aggregates = plan_->aggregates;
   if (!group.back) group.back.emplace(aggregates);
   // The window's panes are complete: no event comes at or after its end.
   for (; group.in < group.panes.size() && group.panes[group.in].index < end_pane; ++group.in)
     group.back->merge(group.panes[group.in].acc, aggregates);
   if (group.front == 0) return *group.back;
-  Accumulator state = group.panes.front().suffix;
-  state.merge(*group.back, aggregates);
-  return state;
+  // Assigned, not constructed: the storage of the last window's merge is reused.
+  if (merged_) {
+    *merged_ = suffixOf(group.panes.front());
+  } else {
+    merged_.emplace(suffixOf(group.panes.front()));
+  }
+  merged_->merge(*group.back, aggregates);
+  return *merged_;
 }
 
-WindowDetector::Pane WindowDetector::newPane(int64_t index, Timestamp first) {
-  if (spare_.empty()) {
-    return Pane{index, first, Accumulator(plan_->aggregates), Accumulator(plan_->aggregates)};
-  }
-  Pane pane = std::move(spare_.back());
-  spare_.pop_back();
+void WindowDetector::close(const Closed& closed, const Accumulator& acc, std::vector<Closed>& out) {
+  const Plan& plan = *plan_;
+  out.push_back(closed);
+  out.back().first = values_.size();
+  for (size_t i = 0; i < plan.columns.size(); ++i)
+    values_.push_back(acc.result(i, plan.columns[i], plan.aggregates));
+}
+
+void WindowDetector::pushPane(Group& group, int64_t index, Timestamp first) {
+  Pane& pane = group.panes.pushBack([&] {
+    return Pane{0, 0, Accumulator(plan_->aggregates),
+                plan_->emit_every > 0 ? std::make_unique<Accumulator>(plan_->aggregates) : nullptr};
+  });
   pane.index = index;
   pane.first = first;
   pane.acc.clear();
-  return pane;
 }
 
 void WindowDetector::dropFrontPane(Group& group) {
@@ -229,24 +245,60 @@ void WindowDetector::dropFrontPane(Group& group) {
     const AggregateLayout& aggregates = plan_->aggregates;
     for (size_t i = group.in; i-- > 0;) {
       Pane& pane = group.panes[i];
-      pane.suffix = pane.acc;
-      if (i + 1 < group.in) pane.suffix.merge(group.panes[i + 1].suffix, aggregates);
+      Accumulator& suffix = suffixOf(pane);
+      if (&suffix != &pane.acc) suffix = pane.acc;
+      if (i + 1 < group.in) suffix.merge(suffixOf(group.panes[i + 1]), aggregates);
     }
     group.front = group.in;
     group.back.reset();
   }
-  if (spare_.size() < open_) spare_.push_back(std::move(group.panes.front()));
-  group.panes.pop_front();
+  group.panes.popFront();
   if (group.front > 0) {
     --group.front;
     --group.in;
   }
 }
 
+void WindowDetector::touchSession(Group& group) {
+  if (newest_ == &group) return;
+  if (group.newer != nullptr || oldest_ == &group) unlinkSession(group);
+  group.older = newest_;
+  group.newer = nullptr;
+  if (newest_ != nullptr) newest_->newer = &group;
+  newest_ = &group;
+  if (oldest_ == nullptr) oldest_ = &group;
+}
+
+void WindowDetector::unlinkSession(Group& group) {
+  (group.older != nullptr ? group.older->newer : oldest_) = group.newer;
+  (group.newer != nullptr ? group.newer->older : newest_) = group.older;
+  group.older = nullptr;
+  group.newer = nullptr;
+}
+
+void WindowDetector::closeSessionsBefore(std::optional<Timestamp> now) {
+  std::vector<Closed> closed;
+  while (oldest_ != nullptr && (!now || *now > oldest_->last + plan_->length)) {
+    Group& group = *oldest_;
+    unlinkSession(group);
+    close(Closed{group.first, group.last, group.seq, &group.key, 0}, *group.session, closed);
+    group.session.reset();
+    --open_;
+  }
+  due_ = oldest_ != nullptr ? *dueOf(*oldest_) : INT64_MAX;
+  emitInOrder(closed);
+  // Forgotten only now: `closed` points at the keys.
+  for (const Closed& c : closed) groups_.erase(groups_.find(*c.key));
+}
+
 void WindowDetector::closeBefore(std::optional<Timestamp> now) {
+  const bool partials = plan_->emit_every > 0;
+  if (plan_->kind == pattern::WindowKind::kSession && !partials) {
+    closeSessionsBefore(now);
+    return;
+  }
   std::vector<Closed> closed;
   due_ = INT64_MAX;
-  const bool partials = plan_->emit_every > 0;
   for (auto& [key, group] : groups_) {
     if (partials) reportPartials(group, now, closed);
     closeWindows(group, now, closed);
@@ -256,6 +308,14 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
   for (const auto& [key, group] : groups_) {
     if (const auto due = dueOf(group)) due_ = std::min(due_, *due);
   }
+  emitInOrder(closed);
+  // Forgotten only now: `closed` points at the keys.
+  std::erase_if(groups_, [](const auto& entry) {
+    return entry.second.panes.empty() && !entry.second.session;
+  });
+}
+
+void WindowDetector::emitInOrder(std::vector<Closed>& closed) {
   // In time order: by end (a window's partial results end before its final
   // one, a session's no later), window start, partial before final, group.
   std::sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) {
@@ -265,10 +325,7 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
     return a.seq < b.seq;
   });
   for (const Closed& c : closed) emit(c);
-  // Forgotten only now: `closed` points at the keys.
-  std::erase_if(groups_, [](const auto& entry) {
-    return entry.second.panes.empty() && !entry.second.session;
-  });
+  values_.clear();
 }
 
 // The id names the result's group and window, early or final, not the
@@ -286,9 +343,10 @@ EventId WindowDetector::resultId(const Closed& closed) {
 void WindowDetector::emit(const Closed& closed) {
   const Plan& plan = *plan_;
   EventBuilder row(plan.type);
+  row.reserveAttributes(plan.columns.size() + plan.key_names.size());
   for (size_t i = 0; i < plan.columns.size(); ++i) {
-    Value v = closed.acc.result(i, plan.columns[i], plan.aggregates);
-    if (!v.isNull()) row.set(plan.column_names[i], std::move(v));
+    const Value& v = values_[closed.first + i];
+    if (!v.isNull()) row.set(plan.column_names[i], v);
   }
   for (size_t j = 0; j < plan.key_names.size(); ++j) {
     if (!(*closed.key)[j].isNull()) row.set(plan.key_names[j], (*closed.key)[j]);
@@ -299,6 +357,7 @@ void WindowDetector::emit(const Closed& closed) {
   const std::span<const pattern::SlotBinding> bindings(&binding, 1);
   if (plan.having && !plan.having->test(bindings)) return;
   EventBuilder result(plan.returns.type);
+  result.reserveAttributes(plan.returns.items.size() + (plan.emit_every > 0 ? 1 : 0));
   result.interval(closed.start, closed.end).id(resultId(closed));
   plan.returns.apply(bindings, 1.0, result);
   if (plan.emit_every > 0) result.set(plan.partial_name, Value(closed.partial));

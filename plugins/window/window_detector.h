@@ -41,7 +41,6 @@
 // Thread safety: none (Detector); the sink must outlive the detector.
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +53,7 @@
 #include "bus/core/status.h"
 #include "bus/core/value.h"
 #include "plugins/window/aggregates.h"
+#include "plugins/window/ring_queue.h"
 #include "plugins/window/window_plan.h"
 
 namespace cepbus::plugins::window {
@@ -75,13 +75,18 @@ class WindowDetector final : public plugin::Detector {
   struct Pane {
     int64_t index;
     Timestamp first;  // the ts of its first event
+    // The pane's events; in the front stack, its suffix state (its events
+    // and those of the front stack's newer panes) unless `suffix` is set.
     Accumulator acc;
-    Accumulator suffix;  // this pane's to the front stack's newest, in the front stack
+    // EMIT EVERY, which merges panes' own states for partial results, keeps
+    // the suffix state apart; otherwise it takes the place of `acc`, so that
+    // a pane is half the memory.
+    std::unique_ptr<Accumulator> suffix;
   };
   struct Group {
     uint64_t seq = 0;  // order of first appearance
     std::vector<Value> key;
-    std::deque<Pane> panes;  // non-empty panes, oldest first
+    RingQueue<Pane> panes;  // non-empty panes, oldest first
     // The two stacks: panes [0, front) are the front stack (their suffix
     // set), [front, in) the back stack, merged in `back`; [0, in) are the
     // panes of the windows out so far still held.
@@ -92,13 +97,19 @@ class WindowDetector final : public plugin::Detector {
     std::optional<Accumulator> session;
     Timestamp first = 0;  // the open session's first and last ts
     Timestamp last = 0;
+    // Sessions without EMIT EVERY: the neighbours in the list of open
+    // sessions by last event (see oldest_).
+    Group* older = nullptr;
+    Group* newer = nullptr;
   };
+  // A result ready to come out: its columns' values are values_[first,
+  // first + columns), computed when it closed so that no state is copied.
   struct Closed {
     Timestamp start;
     Timestamp end;
     uint64_t seq;
     const std::vector<Value>* key;
-    Accumulator acc;
+    size_t first;
     bool partial = false;
   };
   using Groups = std::unordered_map<std::vector<Value>, Group, ValueKeyHash, ValueKeyEqual>;
@@ -110,20 +121,31 @@ class WindowDetector final : public plugin::Detector {
   void add(Group& group, const Event& event);
   // Closes whatever ends before `now` (everything when `now` is nullopt).
   void closeBefore(std::optional<Timestamp> now);
+  // closeBefore() for sessions without EMIT EVERY: the sessions that ended
+  // are the oldest of the list, so it walks those only, not every group.
+  void closeSessionsBefore(std::optional<Timestamp> now);
+  // Moves the group to the newest end of the list of open sessions.
+  void touchSession(Group& group);
+  void unlinkSession(Group& group);
+  // Emits `closed` in time order and forgets the values they hold.
+  void emitInOrder(std::vector<Closed>& closed);
   void closeWindows(Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
   // The merge of the group's panes before `end_pane` (those of the window
-  // coming out; the ones before it are gone).
-  Accumulator windowState(Group& group, int64_t end_pane) const;
+  // coming out; the ones before it are gone), valid until the next call.
+  const Accumulator& windowState(Group& group, int64_t end_pane);
+  // Appends the result of a window or session in state `acc` to `out`.
+  void close(const Closed& closed, const Accumulator& acc, std::vector<Closed>& out);
   void dropFrontPane(Group& group);
-  // A new empty pane, from the spare ones when there is one.
-  Pane newPane(int64_t index, Timestamp first);
+  static Accumulator& suffixOf(Pane& pane) { return pane.suffix ? *pane.suffix : pane.acc; }
+  // Appends an empty pane to the group's.
+  void pushPane(Group& group, int64_t index, Timestamp first);
   // EMIT EVERY: the partial results of the group's open windows (or session)
   // at the multiples of d after partials_until_ and up to `now`.
   void reportPartials(const Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
   // The partial results of a window [start, end) whose first event is at
   // `first` and whose state is `acc`, at the points up to `last_point`.
   void partialsOf(const Group& group, Timestamp start, Timestamp first, Timestamp last_point,
-                  const Accumulator& acc, std::vector<Closed>& out) const;
+                  const Accumulator& acc, std::vector<Closed>& out);
   // When the group's next result is due: the end of its next window, or one
   // past its session's gap; nullopt when it has nothing open.
   std::optional<Timestamp> dueOf(const Group& group) const;
@@ -135,9 +157,16 @@ class WindowDetector final : public plugin::Detector {
   plugin::MatchSink& sink_;
   Groups groups_;
   std::vector<Value> key_;  // the key being looked up, kept to reuse its storage
-  // Dropped panes, kept (at most as many as are open) to reuse their storage.
-  std::vector<Pane> spare_;
+  // The column values of the results closing together (Closed::first), and
+  // the merge of a window's panes: kept to reuse their storage.
+  std::vector<Value> values_;
+  std::optional<Accumulator> merged_;
   uint64_t next_seq_ = 0;
+  // Sessions without EMIT EVERY: the groups with an open session by their
+  // last event's ts (events come in ts order, so a touched group goes to
+  // the newest end), which makes the next one due the oldest's.
+  Group* oldest_ = nullptr;
+  Group* newest_ = nullptr;
   // No result is due before this time (a lower bound: a session extended
   // since it was computed is due later).
   Timestamp due_ = INT64_MAX;

@@ -265,10 +265,21 @@ void CepDetection::requestTick() {
   const size_t sources = sources_.load(std::memory_order_relaxed);
   if (sources == 0 || (sources == 1 && ts_unit_ == pattern::TimeUnit::kNone)) return;
   if (tick_queued_.exchange(true, std::memory_order_acq_rel)) return;
+  ends_before_tick_.store(flows::sourceEnds().count(), std::memory_order_release);
   // A full stage refuses it: the events queued move the time anyway.
   if (offerControl(tickMarker()) == stages::Admission::kRejected) {
     tick_queued_.store(false, std::memory_order_release);
   }
+}
+
+void CepDetection::readSourceEnds() {
+  const uint64_t due = ends_before_tick_.load(std::memory_order_acquire);
+  if (due <= ends_read_) return;
+  const auto now = std::chrono::steady_clock::now();
+  // Ends the log no longer keeps (ends.lost): those sources go idle in their time.
+  const flows::SourceEnds::Ends ends = flows::sourceEnds().read(ends_read_, due);
+  for (const uint64_t source : ends.sources) clock_.ended(source, now);
+  ends_read_ = due;
 }
 
 Status CepDetection::advanceTime() {
@@ -328,6 +339,7 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
     } else if (marker->event == tickMarker()) {
       tick_queued_.store(false, std::memory_order_release);
       MutexLock lock(detection_mu_);
+      readSourceEnds();
       if (Status s = advanceTime(); !s) failed("tick", s);
       // What the time released, a batching engine reports now (as after a batch).
       if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == 1) {

@@ -64,6 +64,7 @@
 #include "bus/host/detection/detection.h"
 #include "bus/host/time/source_clock.h"
 #include "flows/exchange.h"
+#include "flows/source_ends.h"
 #include "services/cep/cep_config.h"
 #include "services/cep/output_backlog.h"
 #include "services/query_host.h"
@@ -210,6 +211,9 @@ class CepDetection final : public detection::DetectionSink {
   // Moves the detection's event time to what the source clock (and, with a
   // time unit and every source idle, the wall clock) says now.
   Status advanceTime() REQUIRES(detection_mu_);
+  // Tells the source clock of the sources that ended before the tick being
+  // handled was queued: their events were queued before it, so they are in.
+  void readSourceEnds() REQUIRES(detection_mu_);
   // Waits until the bus took every held composite event, or gives them up
   // once a stop's deadline passed. Never on a delivering thread.
   void awaitOutputs();
@@ -261,6 +265,11 @@ class CepDetection final : public detection::DetectionSink {
   std::atomic<size_t> sources_{0};
   std::atomic<size_t> idle_sources_{0};
   std::atomic<bool> tick_queued_{false};  // a tick marker is in the stage's queue
+  // flows::sourceEnds()'s count when the queued tick was queued, and how far
+  // the clock has read it.
+  // Ends from before it was made are no business of it.
+  std::atomic<uint64_t> ends_before_tick_{flows::sourceEnds().count()};
+  uint64_t ends_read_ GUARDED_BY(detection_mu_) = flows::sourceEnds().count();
   std::unique_ptr<stages::Stage> stage_;
   Mutex detach_mu_;  // control plane and worker
   std::vector<std::shared_ptr<Detach>> detaches_ GUARDED_BY(detach_mu_);

@@ -7,6 +7,7 @@
 
 #include "bus/core/event_json.h"
 #include "bus/host/descriptor/file_checks.h"
+#include "flows/source_ends.h"
 #include "services/service_factory_registry.h"
 
 namespace cepbus::services::replay {
@@ -78,6 +79,7 @@ void ReplaySource::run() {
     exchange.address = address;
     exchange.qos = config_.qos;
     exchange.sender = sender;
+    exchange.source = source_;
     const flows::SendOutcome out = context_.broker.publish(exchange);
     ++n;
     published_.fetch_add(1, std::memory_order_relaxed);
@@ -93,6 +95,8 @@ void ReplaySource::run() {
   const std::string bad_lines = skipped == 0 ? std::string()
                                              : ", skipped " + std::to_string(skipped) +
                                                    " bad line" + (skipped == 1 ? "" : "s");
+  // Stopped early too: nothing more comes from this run.
+  flows::sourceEnds().end(source_);
   log.information("%s: replayed %Lu events from %s%s", config_.name, static_cast<Poco::UInt64>(n),
                   config_.file.string(), bad_lines);
   finished_.store(true, std::memory_order_release);

@@ -9,7 +9,9 @@
 // the default), `qos` (best-effort | reliable) and exactly one <publish>.
 // A malformed line is logged with file:line, counted as failed in the
 // registry and skipped; the rest of the file is still replayed. Targets that
-// refuse an event (admission) are counted as rejected and logged.
+// refuse an event (admission) are counted as rejected and logged. Each run
+// of the file is a source of its own (Exchange::source), which ends with the
+// file, so a query it fed stops waiting for it then.
 //
 // Thread-safety: the life-cycle calls come from the Bus's thread; the replay
 // runs on a thread of its own, which stop() ends and joins.
@@ -58,6 +60,8 @@ class ReplaySource final : public Service {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> finished_{false};
   std::atomic<uint64_t> published_{0};
+  // What its events carry as Exchange::source.
+  const uint64_t source_ = flows::newSource();
 };
 
 class ReplaySourceFactory final : public ServiceFactory {

@@ -75,6 +75,10 @@ class EventTimeE2eTest : public ::testing::Test {
         <option name="idle_timeout" value="1000"/>
         <text>PATTERN SEQ(A a, B b) WHERE a.id = b.id WITHIN 10 RETURN Pair(a.id)</text>
       </query>
+      <query name="closing" engine="nfa" input="closing.in" output="closing.out">
+        <option name="idle_timeout" value="600000"/>
+        <text>PATTERN SEQ(A a, B b) WHERE a.id = b.id WITHIN 10 RETURN Pair(a.id)</text>
+      </query>
       <query name="absence" engine="nfa" input="absence.in" output="absence.out" time-unit="ms">
         <option name="max_delay" value="200"/><option name="idle_timeout" value="1000"/>
         <text>PATTERN SEQ(A a, NOT(B b)) WHERE b.id = a.id WITHIN 2 s RETURN Lonely(a.id)</text>
@@ -204,6 +208,47 @@ TEST_F(EventTimeE2eTest, AQuietPublisherStopsHoldingTheOtherBackOnceIdle) {
     return stats.value("sources", 0) == 2 && stats.value("idle_sources", 0) == 2;
   })) << stats;
   EXPECT_EQ(stats.value("watermark", 0), 300);
+}
+
+// As above, but the A publisher closes: its link first, then a second
+// one its connection. A closed source holds nothing back at once, while
+// the idle timeout (ten minutes) would keep the pair waiting.
+TEST_F(EventTimeE2eTest, AClosedPublisherStopsHoldingTheOtherBackAtOnce) {
+  auto out = subscriber({"closing.out"});
+  AmqpTestClient pb(client());
+  ASSERT_TRUE(pb.waitOpen());
+  {
+    AmqpTestClient pa(client());
+    ASSERT_TRUE(pa.waitOpen());
+    pa.send("closing.in", {event("A", 100, 1)});
+    ASSERT_TRUE(pa.waitFor([&] { return pa.accepted == 1; }));
+    pb.send("closing.in", {event("B", 105, 1), event("B", 300, 2)});
+    ASSERT_TRUE(pb.waitFor([&] { return pb.accepted == 2; }));
+    ASSERT_TRUE(eventually("A's source holding the time at 100", [] {
+      const json stats = queryStats("closing");
+      return stats.value("sources", 0) == 2 && stats.value("watermark", 0) == 100;
+    })) << queryStats("closing");
+    pa.closeSenders("closing.in");
+    ASSERT_TRUE(out->waitFor([&] { return out->received["closing.out"].size() == 1; }));
+    EXPECT_EQ(out->receivedTs("closing.out"), std::vector<Timestamp>{105});
+    EXPECT_TRUE(eventually("the time at the B publisher's 300", [] {
+      const json stats = queryStats("closing");
+      return stats.value("sources", 0) == 1 && stats.value("watermark", 0) == 300;
+    })) << queryStats("closing");
+  }
+  // A new publisher holds the time at 400 until its connection closes.
+  AmqpTestClient pc(client());
+  ASSERT_TRUE(pc.waitOpen());
+  pc.send("closing.in", {event("A", 400, 3)});
+  ASSERT_TRUE(pc.waitFor([&] { return pc.accepted == 1; }));
+  pb.send("closing.in", {event("B", 402, 3), event("B", 900, 4)});
+  ASSERT_TRUE(pb.waitFor([&] { return pb.accepted == 4; }));
+  ASSERT_TRUE(eventually("C's source holding the time at 400", [] {
+    return queryStats("closing").value("watermark", 0) == 400;
+  })) << queryStats("closing");
+  pc.closeConnection();
+  ASSERT_TRUE(out->waitFor([&] { return out->received["closing.out"].size() == 2; }));
+  EXPECT_EQ(out->receivedTs("closing.out"), (std::vector<Timestamp>{105, 402}));
 }
 
 // SEQ(A a, NOT(B b)) WITHIN 2 s on ts in milliseconds: A(2) is cancelled by

@@ -1,23 +1,22 @@
-// Recursive-descent parser of the pattern language; the semantic checks are
-// checker.cc's, the units of durations duration_units.cc's.
+// Recursive-descent parser of the pattern language: queries, their patterns,
+// clauses, output control and windows. Expressions are expr_parser.cc's, the
+// reading of tokens and the nesting limits token_cursor.h's, the semantic
+// checks checker.cc's.
 //
 // Parsing is control plane: errors are thrown inside as ParseError
-// (parse_error.h) and turned into a Status at the two entry points. The grammar, with its
-// precedence levels, is in docs/pattern-language.md; each parse function below names the rule it
-// implements.
+// (parse_error.h) and turned into a Status at the two entry points. The
+// grammar, with its precedence levels, is in docs/pattern-language.md; each
+// parse function below names the rule it implements.
 
 #include "bus/core/pattern/parser.h"
 
 #include <algorithm>
-#include <cctype>
 #include <string>
-#include <type_traits>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "bus/core/pattern/checker.h"
-#include "bus/core/pattern/duration_units.h"
+#include "bus/core/pattern/expr_parser.h"
 #include "bus/core/pattern/lexer.h"
 #include "bus/core/pattern/parse_error.h"
 #include "bus/core/pattern/printer.h"
@@ -25,15 +24,10 @@
 namespace cepbus::pattern {
 namespace {
 
+using parsing::builtinOf;
+using parsing::ExprParser;
 using parsing::fail;
-
-Builtin builtinOf(std::string_view attr) {
-  if (attr == "ts") return Builtin::kTs;
-  if (attr == "start") return Builtin::kStart;
-  if (attr == "prob") return Builtin::kProb;
-  if (attr == "type") return Builtin::kType;
-  return Builtin::kNone;
-}
+using parsing::Mode;
 
 std::shared_ptr<PatternNode> newPattern(PatternKind kind, SourcePos pos) {
   auto n = std::make_shared<PatternNode>();
@@ -42,26 +36,10 @@ std::shared_ptr<PatternNode> newPattern(PatternKind kind, SourcePos pos) {
   return n;
 }
 
-std::shared_ptr<Expr> newExpr(ExprKind kind, SourcePos pos) {
-  auto e = std::make_shared<Expr>();
-  e->kind = kind;
-  e->pos = pos;
-  return e;
-}
-
-enum class Mode { kQuery, kFilter };
-
-// Parsing, checking, printing, evaluating and even destroying a tree recurse
-// over it, so untrusted text must not build one deep enough to exhaust the
-// stack: parentheses and function forms nest at most kMaxNesting deep, and a
-// tree (including a long left-associative chain) is at most kMaxHeight tall.
-constexpr int kMaxNesting = 200;
-constexpr int kMaxHeight = 1000;
-
-class Parser {
+class Parser : public ExprParser {
  public:
-  Parser(std::vector<Token> tokens, Mode mode, ParseOptions options = {})
-      : tokens_(std::move(tokens)), mode_(mode), options_(options) {}
+  Parser(std::vector<Token> tokens, ParseOptions options)
+      : ExprParser(std::move(tokens), Mode::kQuery, options) {}
 
   // query := PATTERN pattern { clause } END | window_query
   Query query() {
@@ -110,123 +88,7 @@ class Parser {
     return q;
   }
 
-  // filter := expr END
-  ExprPtr filter() {
-    ExprPtr e = expr();
-    if (peek().kind != TokenKind::kEnd) expected("an operator or end of input");
-    return e;
-  }
-
  private:
-  // --- limits -------------------------------------------------------------
-
-  class NestingGuard {
-   public:
-    explicit NestingGuard(Parser& p) : p_(p) {
-      if (++p_.nesting_ > kMaxNesting) {
-        fail(p_.peek().pos, "nesting deeper than " + std::to_string(kMaxNesting) + " levels");
-      }
-    }
-    ~NestingGuard() { --p_.nesting_; }
-    NestingGuard(const NestingGuard&) = delete;
-    NestingGuard& operator=(const NestingGuard&) = delete;
-
-   private:
-    Parser& p_;
-  };
-
-  int heightOf(const void* node) const {
-    auto it = heights_.find(node);
-    return it == heights_.end() ? 1 : it->second;  // leaves are not recorded
-  }
-
-  // Records the height of a node whose children are set; fails past kMaxHeight.
-  template <typename Node>
-  std::shared_ptr<Node> grown(std::shared_ptr<Node> n) {
-    int h = 0;
-    if constexpr (std::is_same_v<Node, Expr>) {
-      h = std::max(n->lhs ? heightOf(n->lhs.get()) : 0, n->rhs ? heightOf(n->rhs.get()) : 0);
-    } else {
-      for (const PatternPtr& c : n->children) h = std::max(h, heightOf(c.get()));
-      if (n->predicate) h = std::max(h, heightOf(n->predicate.get()));
-    }
-    if (h + 1 > kMaxHeight) {
-      fail(n->pos, "expression deeper than " + std::to_string(kMaxHeight) + " operators");
-    }
-    heights_[n.get()] = h + 1;
-    return n;
-  }
-
-  // --- tokens -------------------------------------------------------------
-
-  const Token& peek(size_t ahead = 0) const {
-    return tokens_[std::min(at_ + ahead, tokens_.size() - 1)];
-  }
-  const Token& take() {
-    const Token& t = peek();
-    if (at_ < tokens_.size() - 1) ++at_;
-    return t;
-  }
-  bool isKeyword(Keyword k, size_t ahead = 0) const {
-    return peek(ahead).kind == TokenKind::kKeyword && peek(ahead).keyword == k;
-  }
-  bool accept(TokenKind k) {
-    if (peek().kind != k) return false;
-    take();
-    return true;
-  }
-  [[noreturn]] void expected(const std::string& what) const {
-    fail(peek().pos, "expected " + what + ", found " + describe(peek()));
-  }
-  const Token& expect(TokenKind k, const char* what) {
-    if (peek().kind != k) expected(what);
-    return take();
-  }
-  void expectKeyword(Keyword k) {
-    if (!isKeyword(k)) expected(std::string("keyword ") + keywordName(k));
-    take();
-  }
-  const Token& identifier(const char* what) { return expect(TokenKind::kIdent, what); }
-  // The words of a window query (FROM, WINDOW, GROUP, HAVING, ...) are
-  // keywords only where they stand, so they remain free as names elsewhere.
-  bool isWord(const char* word) const {
-    return peek().kind == TokenKind::kIdent && equalsIgnoreCase(peek().text, word);
-  }
-
-  // An attribute name: an identifier, or a keyword spelled as written (an
-  // event may well have an attribute called `by` or `as`).
-  std::string attributeName() {
-    if (peek().kind != TokenKind::kIdent && peek().kind != TokenKind::kKeyword) {
-      expected("an attribute name");
-    }
-    return take().text;
-  }
-
-  int64_t positiveInt(const char* what) {
-    const Token& t = peek();
-    if (t.kind != TokenKind::kInt) expected("a positive integer");
-    take();
-    if (t.int_value <= 0) {
-      fail(t.pos, std::string(what) + " must be a positive integer, found " + t.text);
-    }
-    return t.int_value;
-  }
-
-  // duration := posint [ unit ]; the value in `ts` units. `what` names the
-  // duration in errors, `written` is what precedes it as the query wrote it.
-  // The words that may follow a window's duration are not units.
-  int64_t duration(const char* what, const std::string& written) {
-    const Token& number = peek();
-    const int64_t n = positiveInt(what);
-    if (peek().kind != TokenKind::kIdent || isWord("EVERY") || isWord("GROUP") ||
-        isWord("HAVING") || isWord("EMIT") || isWord("AFTER") || isWord("PER")) {
-      return n;
-    }
-    const Token& unit = take();
-    return parsing::inTsUnits(n, number, unit, written + number.text + " " + unit.text,
-                              options_.ts_unit);
-  }
-
   // probability := '>=' number, the number in [0, 1]
   double probabilityBound() {
     expect(TokenKind::kGe,
@@ -321,12 +183,6 @@ class Parser {
   }
 
   // --- output control of pattern queries ---------------------------------
-
-  // The words of output control are keywords only where a clause starts.
-  void expectWord(const char* word, const char* after) {
-    if (!isWord(word)) expected(std::string(word) + " after " + after);
-    take();
-  }
 
   // Parses an output-control clause of `q` if one starts here:
   //   EMIT (FIRST | LAST) EVERY duration [ PER expr ]
@@ -693,289 +549,6 @@ class Parser {
                                 peek(1).text + "', write '" + spaced + "'"
                           : std::string()));
   }
-
-  // --- expressions --------------------------------------------------------
-  // Loosest to tightest: OR  AND  NOT  comparison  + -  * / %  unary -  primary
-
-  ExprPtr expr() {
-    NestingGuard guard(*this);
-    return orExpr();
-  }
-
-  ExprPtr binary(BinaryOp op, SourcePos pos, ExprPtr lhs, ExprPtr rhs) {
-    auto e = newExpr(ExprKind::kBinary, pos);
-    e->binary = op;
-    e->lhs = std::move(lhs);
-    e->rhs = std::move(rhs);
-    return grown(e);
-  }
-
-  ExprPtr orExpr() {
-    const SourcePos pos = peek().pos;
-    ExprPtr lhs = andExpr();
-    while (isKeyword(Keyword::kOr)) {
-      take();
-      lhs = binary(BinaryOp::kOr, pos, std::move(lhs), andExpr());
-    }
-    return lhs;
-  }
-
-  ExprPtr andExpr() {
-    const SourcePos pos = peek().pos;
-    ExprPtr lhs = notExpr();
-    while (isKeyword(Keyword::kAnd)) {
-      take();
-      lhs = binary(BinaryOp::kAnd, pos, std::move(lhs), notExpr());
-    }
-    return lhs;
-  }
-
-  ExprPtr notExpr() {
-    if (!isKeyword(Keyword::kNot)) return comparison();
-    NestingGuard guard(*this);
-    auto e = newExpr(ExprKind::kUnary, take().pos);
-    e->unary = UnaryOp::kNot;
-    e->lhs = notExpr();
-    return grown(e);
-  }
-
-  static bool comparisonOp(TokenKind k, BinaryOp& op) {
-    switch (k) {
-      case TokenKind::kEq:
-        op = BinaryOp::kEq;
-        return true;
-      case TokenKind::kNe:
-        op = BinaryOp::kNe;
-        return true;
-      case TokenKind::kLt:
-        op = BinaryOp::kLt;
-        return true;
-      case TokenKind::kLe:
-        op = BinaryOp::kLe;
-        return true;
-      case TokenKind::kGt:
-        op = BinaryOp::kGt;
-        return true;
-      case TokenKind::kGe:
-        op = BinaryOp::kGe;
-        return true;
-      default:
-        return false;
-    }
-  }
-
-  ExprPtr comparison() {
-    const SourcePos pos = peek().pos;
-    ExprPtr lhs = additive();
-    BinaryOp op;
-    if (!comparisonOp(peek().kind, op)) return lhs;
-    take();
-    ExprPtr e = binary(op, pos, std::move(lhs), additive());
-    if (comparisonOp(peek().kind, op)) {
-      fail(peek().pos, "comparisons do not chain: write 'a < b AND b < c'");
-    }
-    return e;
-  }
-
-  ExprPtr additive() {
-    const SourcePos pos = peek().pos;
-    ExprPtr lhs = multiplicative();
-    while (peek().kind == TokenKind::kPlus || peek().kind == TokenKind::kMinus) {
-      const BinaryOp op = take().kind == TokenKind::kPlus ? BinaryOp::kAdd : BinaryOp::kSub;
-      lhs = binary(op, pos, std::move(lhs), multiplicative());
-    }
-    return lhs;
-  }
-
-  ExprPtr multiplicative() {
-    const SourcePos pos = peek().pos;
-    ExprPtr lhs = unary();
-    while (true) {
-      BinaryOp op;
-      switch (peek().kind) {
-        case TokenKind::kStar:
-          op = BinaryOp::kMul;
-          break;
-        case TokenKind::kSlash:
-          op = BinaryOp::kDiv;
-          break;
-        case TokenKind::kPercent:
-          op = BinaryOp::kMod;
-          break;
-        default:
-          return lhs;
-      }
-      take();
-      lhs = binary(op, pos, std::move(lhs), unary());
-    }
-  }
-
-  // A minus sign directly before a number folds into the literal, so `-3`
-  // is the constant -3 rather than an operation.
-  ExprPtr unary() {
-    if (peek().kind != TokenKind::kMinus) return primaryExpr();
-    NestingGuard guard(*this);
-    const SourcePos pos = take().pos;
-    ExprPtr operand = unary();
-    if (operand->kind == ExprKind::kLiteral && operand->literal.isNumber()) {
-      auto e = newExpr(ExprKind::kLiteral, pos);
-      e->literal = operand->literal.kind() == Value::Kind::kInt
-                       ? Value(-operand->literal.asInt())
-                       : Value(-operand->literal.asDouble());
-      return e;
-    }
-    auto e = newExpr(ExprKind::kUnary, pos);
-    e->unary = UnaryOp::kNeg;
-    e->lhs = std::move(operand);
-    return grown(e);
-  }
-
-  ExprPtr literal(SourcePos pos, Value v) {
-    auto e = newExpr(ExprKind::kLiteral, pos);
-    e->literal = std::move(v);
-    return e;
-  }
-
-  ExprPtr primaryExpr() {
-    const Token& t = peek();
-    switch (t.kind) {
-      case TokenKind::kInt:
-        take();
-        return literal(t.pos, Value(t.int_value));
-      case TokenKind::kDouble:
-        take();
-        return literal(t.pos, Value(t.double_value));
-      case TokenKind::kString:
-        take();
-        return literal(t.pos, Value(t.text));
-      case TokenKind::kLParen: {
-        take();
-        ExprPtr e = expr();
-        expect(TokenKind::kRParen, "an operator or ')'");
-        return e;
-      }
-      case TokenKind::kKeyword:
-        if (t.keyword == Keyword::kTrue || t.keyword == Keyword::kFalse) {
-          take();
-          return literal(t.pos, Value(t.keyword == Keyword::kTrue));
-        }
-        break;
-      case TokenKind::kIdent:
-        if (mode_ == Mode::kFilter) return bareAttribute();
-        if (peek(1).kind == TokenKind::kLParen && peek(2).kind == TokenKind::kRParen &&
-            equalsIgnoreCase(t.text, "prob")) {
-          return matchProbability();
-        }
-        if (peek(1).kind == TokenKind::kLParen) return aggregate();
-        return reference();
-      default:
-        break;
-    }
-    expected("an expression");
-  }
-
-  ExprPtr bareAttribute() {
-    const Token& t = take();
-    if (peek().kind == TokenKind::kLParen) {
-      fail(peek().pos, "a filter has no functions: '" + t.text + "(' is not allowed");
-    }
-    if (peek().kind == TokenKind::kDot || peek().kind == TokenKind::kLBracket) {
-      fail(peek().pos,
-           "a filter names attributes of one event: write '" + t.text + "' without a variable");
-    }
-    auto e = newExpr(ExprKind::kAttr, t.pos);
-    e->ref.attr = t.text;
-    e->ref.builtin = builtinOf(t.text);
-    return e;
-  }
-
-  // reference := var '.' attr | var '[' index ']' '.' attr
-  // index := 'i' | 'i' '-' 1 | 'last' | positive integer
-  ExprPtr reference() {
-    const Token& var = take();
-    auto e = newExpr(ExprKind::kAttr, var.pos);
-    e->ref.var = var.text;
-    if (accept(TokenKind::kLBracket)) {
-      const Token& idx = peek();
-      if (idx.kind == TokenKind::kIdent && idx.text == "i") {
-        take();
-        e->ref.index = IndexKind::kCurrent;
-        if (accept(TokenKind::kMinus)) {
-          const Token& one = peek();
-          if (one.kind != TokenKind::kInt || one.int_value != 1) {
-            expected("1 after 'i-' (b[i-1] is the previous element)");
-          }
-          take();
-          e->ref.index = IndexKind::kPrevious;
-        }
-      } else if (idx.kind == TokenKind::kIdent && idx.text == "last") {
-        take();
-        e->ref.index = IndexKind::kLast;
-      } else if (idx.kind == TokenKind::kInt) {
-        e->ref.position = positiveInt("a Kleene position");
-        e->ref.index = IndexKind::kAt;
-      } else {
-        expected("'i', 'i-1', 'last' or a position");
-      }
-      expect(TokenKind::kRBracket, "']'");
-    }
-    if (!accept(TokenKind::kDot)) {
-      expected(e->ref.index == IndexKind::kNone ? "'.' or '[' after variable '" + var.text + "'"
-                                                : std::string("'.' and an attribute name"));
-    }
-    e->ref.attr = attributeName();
-    e->ref.builtin = builtinOf(e->ref.attr);
-    return e;
-  }
-
-  // prob := 'prob' '(' ')'
-  ExprPtr matchProbability() {
-    auto e = newExpr(ExprKind::kMatchProb, take().pos);
-    take();  // '('
-    take();  // ')'
-    return e;
-  }
-
-  // aggregate := function '(' var [ '[' ']' ] [ '.' attr ] ')'; `b[]` over a
-  // Kleene variable of a pattern, a bare `t` over a window's events.
-  ExprPtr aggregate() {
-    const Token& fn = take();
-    auto e = newExpr(ExprKind::kAggregate, fn.pos);
-    bool known = false;
-    for (AggFunc f : {AggFunc::kCount, AggFunc::kSum, AggFunc::kAvg, AggFunc::kMin, AggFunc::kMax,
-                      AggFunc::kStddev, AggFunc::kFirst, AggFunc::kLast}) {
-      if (equalsIgnoreCase(fn.text, aggFuncName(f))) {
-        e->agg = f;
-        known = true;
-      }
-    }
-    if (!known) {
-      fail(fn.pos, "unknown function '" + fn.text +
-                       "'; expected count, sum, avg, min, max, stddev, first or last");
-    }
-    take();  // '('
-    e->ref.var = identifier("a variable").text;
-    if (accept(TokenKind::kLBracket)) {
-      expect(TokenKind::kRBracket, "']'");
-      e->ref.index = IndexKind::kAll;
-    }
-    if (accept(TokenKind::kDot)) {
-      e->ref.attr = attributeName();
-      e->ref.builtin = builtinOf(e->ref.attr);
-    } else if (e->agg != AggFunc::kCount) {
-      expected(std::string("'.' and an attribute: ") + aggFuncName(e->agg) + "(" + e->ref.var +
-               (e->ref.index == IndexKind::kAll ? "[]" : "") + ".attr)");
-    }
-    expect(TokenKind::kRParen, "')'");
-    return e;
-  }
-
-  std::vector<Token> tokens_;
-  size_t at_ = 0;
-  Mode mode_;
-  ParseOptions options_;
-  int nesting_ = 0;
-  std::unordered_map<const void*, int> heights_;
 };
 
 // ---------------------------------------------------------------------------
@@ -987,7 +560,7 @@ Result<Query> parseQuery(std::string_view text, const ParseOptions& options) {
   Result<std::vector<Token>> tokens = tokenize(text);
   if (!tokens.isOk()) return tokens.status();
   try {
-    Query q = Parser(std::move(tokens).value(), Mode::kQuery, options).query();
+    Query q = Parser(std::move(tokens).value(), options).query();
     parsing::checkQuery(q);
     return q;
   } catch (const parsing::ParseError& e) {
@@ -999,7 +572,7 @@ Result<ExprPtr> parseFilter(std::string_view text) {
   Result<std::vector<Token>> tokens = tokenize(text);
   if (!tokens.isOk()) return tokens.status();
   try {
-    ExprPtr e = Parser(std::move(tokens).value(), Mode::kFilter).filter();
+    ExprPtr e = ExprParser(std::move(tokens).value(), Mode::kFilter).filter();
     parsing::checkFilter(*e);
     return e;
   } catch (const parsing::ParseError& e) {

@@ -54,9 +54,14 @@ Status DetectorOptions::checkKnown(std::span<const std::string_view> known,
 }
 
 Status Detector::onEvents(std::span<const EventPtr> events) {
+  // Each event is an allocation of its own, and a batch that a reorder
+  // buffer put in ts order holds them out of the order they were made in:
+  // loaded a few places ahead, an event is in cache when its turn comes.
+  constexpr size_t kAhead = 8;
   Status first = Status::ok();
-  for (const EventPtr& event : events) {
-    Status s = onEvent(event);
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (i + kAhead < events.size()) __builtin_prefetch(events[i + kAhead].get());
+    Status s = onEvent(events[i]);
     if (!s && first) first = std::move(s);
   }
   return first;

@@ -97,6 +97,16 @@ class ReorderBuffer {
   size_t admitInOrder(std::span<const EventPtr> events);
   // The next event safe to release in order, or nullptr when none is yet.
   EventPtr popReady();
+  // Every event safe to release, in order, not yet popped: valid until the
+  // buffer next changes. clearReady() lets go of them (the caller took
+  // them), which a batch takes at once instead of popping one by one.
+  std::span<const EventPtr> ready() const {
+    return std::span<const EventPtr>(ready_).subspan(ready_head_);
+  }
+  void clearReady() {
+    ready_.clear();
+    ready_head_ = 0;
+  }
   // The next buffered event regardless of the delay (end of stream), or nullptr.
   EventPtr popAny();
 
@@ -194,7 +204,6 @@ class ReorderingDetector final : public Detector {
   std::unique_ptr<Detector> inner_;
   ReorderBuffer buffer_;
   LateSink* const late_;
-  std::vector<EventPtr> ready_;  // onEvents() with a delay: reused, empty between calls
   Timestamp released_ = INT64_MIN;
   Timestamp passed_ = INT64_MIN;  // the last time told to the inner detector
 };

@@ -9,6 +9,10 @@ SourceClock::SourceClock(std::chrono::milliseconds idle_timeout) : idle_timeout_
 void SourceClock::heard(SourceId source, Timestamp ts, TimePoint now) {
   newest_ = std::max(newest_, ts);
   auto [it, added] = sources_.try_emplace(source, Source{ts, now});
+  if (added && ended_.contains(source)) {
+    sources_.erase(it);
+    return;
+  }
   if (added) {
     // A new source is rare (a link attached): the moment to forget old
     // ones, after which the kept minimum is recomputed.
@@ -27,6 +31,11 @@ void SourceClock::heard(SourceId source, Timestamp ts, TimePoint now) {
   } else if (live_min_ && before == *live_min_ && s.newest > before && --at_min_ == 0) {
     stale_ = true;  // the last of the slowest moved on
   }
+}
+
+void SourceClock::ended(SourceId source, TimePoint now) {
+  ended_.insert_or_assign(source, now);
+  if (sources_.erase(source) > 0) stale_ = true;
 }
 
 std::optional<Timestamp> SourceClock::eventTime(TimePoint now) const {
@@ -65,6 +74,8 @@ void SourceClock::forget(TimePoint now) {
   std::erase_if(sources_, [&](const auto& s) {
     return now - s.second.last_heard > kForgetAfter * idle_timeout_;
   });
+  std::erase_if(ended_,
+                [&](const auto& e) { return now - e.second > kForgetAfter * idle_timeout_; });
 }
 
 std::optional<Timestamp> wallTime(pattern::TimeUnit unit,

@@ -12,6 +12,11 @@
 // them. A source idle for kForgetAfter idle timeouts is forgotten (when a
 // new one comes), so that links that came and went cost nothing.
 //
+// A source that ended cleanly (its link closed, its replay finished) holds
+// nothing back from then on, without waiting for the idle timeout: it is
+// dropped, and an event of it that still comes (one resent after the end)
+// counts towards the newest ts only.
+//
 // The wall clock is the caller's (`now`), so a test drives it with a fake
 // one; wallTime() turns a wall-clock time into `ts` units for a stream that
 // declares its time unit (the owner's choice: when every source is idle,
@@ -54,6 +59,8 @@ class SourceClock {
 
   // `source` delivered an event at `ts` at `now`.
   void heard(SourceId source, Timestamp ts, TimePoint now);
+  // `source` ended at `now`: it sends nothing more.
+  void ended(SourceId source, TimePoint now);
   // The minimum of the live sources' newest ts; when none is live, the
   // newest ts of any source; nullopt before any source was heard (or after
   // all were forgotten).
@@ -74,7 +81,7 @@ class SourceClock {
     return now - source.last_heard > idle_timeout_;
   }
   // Drops the sources idle for kForgetAfter idle timeouts, keeping their
-  // newest ts for eventTime() when none is left.
+  // newest ts for eventTime() when none is left, and the ends as old.
   void forget(TimePoint now);
   // The full pass: the live minimum, how many live sources are at it, and
   // when the first live source can go idle.
@@ -82,6 +89,9 @@ class SourceClock {
 
   const std::chrono::milliseconds idle_timeout_;
   std::unordered_map<SourceId, Source> sources_;
+  // The sources that ended, and when: looked up only when an unknown source
+  // is heard, so an event of a known one pays nothing for them.
+  std::unordered_map<SourceId, TimePoint> ended_;
   // The newest ts of any source, the forgotten ones included.
   Timestamp newest_ = INT64_MIN;
 

@@ -27,23 +27,14 @@ Timestamp bucketWidth(Timestamp span, uint64_t ring) {
 TimeBuckets::TimeBuckets(Timestamp span)
     : width_(bucketWidth(span, ringSize(span))),
       mask_(ringSize(span) - 1),
-      ring_(ringSize(span)),
-      occupied_(ringSize(span) / 64, 0) {}
+      first_(ringSize(span)),
+      more_(ringSize(span)),
+      occupied_(ringSize(span) / 64, 0),
+      crowded_(ringSize(span) / 64, 0) {}
 
-int64_t TimeBuckets::bucketOf(Timestamp ts) const {
-  if (width_ == 1) return ts;
-  int64_t q = ts / width_;
-  if (ts % width_ != 0 && ts < 0) --q;
-  return q;
-}
-
-void TimeBuckets::push(Timestamp ts, EventPtr event) {
-  const int64_t bucket = bucketOf(ts);
-  if (held_ == 0 || bucket < low_) low_ = bucket;
-  const size_t slot = slotOf(bucket);
-  ring_[slot].push_back(Item{ts, std::move(event)});
-  occupied_[slot >> 6] |= uint64_t{1} << (slot & 63);
-  ++held_;
+void TimeBuckets::pushCrowded(size_t slot, EventPtr event) {
+  more_[slot].push_back(std::move(event));
+  crowded_[slot >> 6] |= uint64_t{1} << (slot & 63);
 }
 
 int64_t TimeBuckets::nextOccupied(int64_t from, int64_t to) const {
@@ -60,20 +51,43 @@ int64_t TimeBuckets::nextOccupied(int64_t from, int64_t to) const {
 
 void TimeBuckets::release(int64_t bucket, Timestamp upto, std::vector<EventPtr>& out) {
   const size_t slot = slotOf(bucket);
-  std::vector<Item>& items = ring_[slot];
-  auto byTs = [](const Item& a, const Item& b) { return a.ts < b.ts; };
-  size_t taken = items.size();
-  if (width_ > 1) {
-    // Stable: equal timestamps keep their arrival order.
-    if (!std::is_sorted(items.begin(), items.end(), byTs)) {
-      std::stable_sort(items.begin(), items.end(), byTs);
+  const uint64_t bit = uint64_t{1} << (slot & 63);
+  const bool crowded = (crowded_[slot >> 6] & bit) != 0;
+  if (width_ == 1 || (!crowded && first_[slot]->ts() <= upto)) {
+    // Every event of the bucket is at most `upto` (width 1: it has one ts).
+    out.push_back(std::move(first_[slot]));
+    --held_;
+    if (crowded) {
+      std::vector<EventPtr>& more = more_[slot];
+      for (EventPtr& event : more) out.push_back(std::move(event));
+      held_ -= more.size();
+      more.clear();
+      crowded_[slot >> 6] &= ~bit;
     }
-    taken = std::upper_bound(items.begin(), items.end(), Item{upto, nullptr}, byTs) - items.begin();
+    occupied_[slot >> 6] &= ~bit;
+    return;
   }
-  for (size_t i = 0; i < taken; ++i) out.push_back(std::move(items[i].event));
-  items.erase(items.begin(), items.begin() + static_cast<ptrdiff_t>(taken));
-  held_ -= taken;
-  if (items.empty()) occupied_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
+  // Stable: equal timestamps keep their arrival order.
+  sorting_.clear();
+  sorting_.push_back(std::move(first_[slot]));
+  for (EventPtr& event : more_[slot]) sorting_.push_back(std::move(event));
+  more_[slot].clear();
+  auto byTs = [](const EventPtr& x, const EventPtr& y) { return x->ts() < y->ts(); };
+  if (!std::is_sorted(sorting_.begin(), sorting_.end(), byTs)) {
+    std::stable_sort(sorting_.begin(), sorting_.end(), byTs);
+  }
+  const auto kept = std::partition_point(sorting_.begin(), sorting_.end(),
+                                         [upto](const EventPtr& e) { return e->ts() <= upto; });
+  for (auto it = sorting_.begin(); it != kept; ++it) out.push_back(std::move(*it));
+  held_ -= static_cast<size_t>(kept - sorting_.begin());
+  crowded_[slot >> 6] &= ~bit;
+  if (kept == sorting_.end()) {
+    occupied_[slot >> 6] &= ~bit;
+    return;
+  }
+  first_[slot] = std::move(*kept);
+  for (auto it = kept + 1; it != sorting_.end(); ++it) more_[slot].push_back(std::move(*it));
+  if (!more_[slot].empty()) crowded_[slot >> 6] |= bit;
 }
 
 void TimeBuckets::releaseUpTo(Timestamp upto, std::vector<EventPtr>& out) {

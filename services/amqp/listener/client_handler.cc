@@ -21,6 +21,7 @@
 
 #include "bus/core/wire_names.h"
 #include "flows/exchange.h"
+#include "flows/source_ends.h"
 #include "router/topic.h"
 #include "services/amqp/listener/request_router.h"
 #include "services/protocols/amqp/message_mapping.h"
@@ -450,6 +451,7 @@ ClientHandler::PublisherLink* ClientHandler::receive(proton::delivery& d, const 
 }
 
 void ClientHandler::on_receiver_close(proton::receiver& r) {
+  endSource(r);
   forgetLink(r, false);
   burst_wakes_.flush();  // a burst it was reading ends with it
 }
@@ -509,7 +511,10 @@ void ClientHandler::settleCommitted(uint64_t link, uint64_t key, bool accepted) 
   unsettledSettled(bytes);
 }
 
-void ClientHandler::on_connection_close(proton::connection& c) { forgetConnection(c); }
+void ClientHandler::on_connection_close(proton::connection& c) {
+  for (const auto& [link, key] : link_ids_) endSource(link);
+  forgetConnection(c);
+}
 void ClientHandler::on_transport_open(proton::transport&) { host_.transportOpened(); }
 void ClientHandler::on_transport_close(proton::transport& t) {
   forgetConnection(t.connection());
@@ -677,6 +682,18 @@ void ClientHandler::drain(uint64_t id) {
 }
 
 // ---- links and the connection going away ------------------------------
+
+// Closed by its client (the link, or its connection): the link's events
+// have all been handed on, and the queries it fed stop waiting for it. A
+// dropped connection's links are not ended: they go idle, for their
+// client may come back.
+void ClientHandler::endSource(const proton::link& l) {
+  auto id = link_ids_.find(l);
+  if (id == link_ids_.end()) return;
+  if (auto pub = publishers_.find(id->second); pub != publishers_.end()) {
+    flows::sourceEnds().end(pub->second.source);
+  }
+}
 
 // `detached`: the link went away without being closed (a detach, or its
 // connection ended), which keeps a durable subscription.

@@ -219,6 +219,8 @@ class ClientHandler final : public proton::messaging_handler {
   void recheck(uint64_t id);
 
   void drain(uint64_t id);
+  // Records that a publishing link's source ended (flows::sourceEnds()).
+  void endSource(const proton::link& l);
   void forgetLink(const proton::link& l, bool detached);
   void forgetConnection(const proton::connection& c);
 

@@ -14,6 +14,7 @@
 
 #include "bus/core/event_json.h"
 #include "bus/host/descriptor/parser.h"
+#include "flows/source_ends.h"
 #include "services/http/http_listener_config.h"
 #include "services/protocols/amqp/listener_config.h"
 #include "tests/testing/stats.h"
@@ -185,6 +186,29 @@ TEST_F(BusTest, ReplaysThroughEachFlowKind) {
   EXPECT_TRUE(fs::exists(dir_ / "journal.db.s"));
   EXPECT_EQ(lineCount("st.jsonl"), 500u);
   EXPECT_EQ(lineCount("all.jsonl"), 30u);  // i <= 10 from each of the three sources
+}
+
+// A replay is a source of its own, which ends with its file, so that the
+// queries it fed stop waiting for it (services/cep reads the ends).
+TEST_F(BusTest, AReplayEndsItsSourceAtTheEndOfItsFile) {
+  writeEvents("in.jsonl", 20);
+  auto bus = build(R"(<cepbus name="t">
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="in.jsonl"/><publish address="x"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>)");
+  ASSERT_TRUE(bus.isOk()) << bus.status().toString();
+  const uint64_t before = flows::sourceEnds().count();
+  ASSERT_TRUE((*bus)->start().isOk());
+  ASSERT_TRUE(drained(**bus));
+  ASSERT_TRUE(cepbus::testing::waitUntil([&] { return flows::sourceEnds().count() > before; }));
+  const std::vector<uint64_t> ended =
+      flows::sourceEnds().read(before, flows::sourceEnds().count()).sources;
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_NE(ended[0], 0u);  // 0 is the source of events of no known link
+  (*bus)->stop();
 }
 
 // The first scrape of a bus shows every family its components may report,

@@ -217,5 +217,74 @@ TEST(AlgebraDetectorState, StrictContiguityFollowsOnlyAdjacentEvents) {
   EXPECT_EQ(sink.matches, 1u);
 }
 
+// The matches a detector of `query` reports over `events`.
+size_t matchesOf(const std::string& query, const std::vector<EventPtr>& events) {
+  CountingSink sink;
+  auto d = detector(query, sink);
+  for (const EventPtr& e : events) EXPECT_TRUE(d->onEvent(e));
+  EXPECT_TRUE(d->flush());
+  return sink.matches;
+}
+
+EventPtr bx(Timestamp ts, int64_t x) { return EventBuilder("B").at(ts).set("x", Value(x)).build(); }
+
+const char* const kNext = " CONTEXT unrestricted STRATEGY skip_till_next_match";
+
+// STRATEGY skip_till_next_match on a SEQ whose steering reads each element
+// alone runs in the detector: each B of a run is the next B after the one
+// before it, so 20 B's give the 20 prefixes of the one run from a1 rather
+// than 2^20 - 1 runs to select from; the second C is the first C after no run.
+TEST(AlgebraDetectorState, NextMatchTakesOnlyTheNextEventOfEachRun) {
+  std::vector<EventPtr> events{at("A", 1)};
+  for (Timestamp ts = 2; ts <= 21; ++ts) events.push_back(at("B", ts));
+  events.push_back(at("C", 22));
+  events.push_back(at("C", 23));
+  EXPECT_EQ(matchesOf(std::string("PATTERN SEQ(A a, B+ b[], C c) WITHIN 1000") + kNext, events),
+            20u);
+}
+
+// With a step predicate a run skips the B's it rejects and takes the next
+// one it accepts: over x = 5 1 6 2 7 every B starts a run, and the next
+// larger x extends it: 5 6 7 (3 prefixes), 1 6 7 (3), 6 7 (2), 2 7 (2) and 7,
+// the C the first after each run's last B.
+TEST(AlgebraDetectorState, NextMatchFollowsTheStepPredicate) {
+  const std::vector<EventPtr> events{bx(1, 5), bx(2, 1), bx(3, 6), bx(4, 2), bx(5, 7), at("C", 6)};
+  EXPECT_EQ(
+      matchesOf(std::string("PATTERN SEQ(B+ b[], C c) WHERE b[i].x > b[i-1].x WITHIN 1000") + kNext,
+                events),
+      11u);
+}
+
+// A run takes the first of two events at one timestamp that its step
+// predicate accepts, also where the element's runs are built at the tick of
+// their last event (a lone Kleene element): 1 then 2 and 3 at ts 2 give the
+// runs 1, 1 2, 2 and 3, not 1 3.
+TEST(AlgebraDetectorState, NextMatchTakesTheFirstOfOneTimestampsEvents) {
+  EXPECT_EQ(matchesOf(std::string("PATTERN SEQ(B+ b[]) WHERE b[i].x > b[i-1].x WITHIN 10") + kNext,
+                      {bx(1, 1), bx(2, 2), bx(2, 3)}),
+            4u);
+}
+
+TEST(AlgebraPlan, RunsNextMatchNativelyWhenEachElementSteersItself) {
+  auto native = [](const std::string& query) {
+    auto q = pattern::parseQuery(query);
+    EXPECT_TRUE(q.isOk()) << q.status().message();
+    return runsNatively(*q);
+  };
+  const std::string next = kNext;
+  EXPECT_TRUE(native("PATTERN SEQ(A a, B+ b[], D d) WITHIN 20" + next));
+  // d's conjunct names earlier elements: which D a run takes depends on them.
+  EXPECT_FALSE(native("PATTERN SEQ(A a, B+ b[], D d) WHERE d.x < b[1].x + a.x" + next));
+  EXPECT_TRUE(
+      native("PATTERN SEQ(A a, B+ b[], D d) WHERE a.x > 1 AND b[i].x > b[i-1].x AND "
+             "count(b[]) >= 2 AND sum(b[].x) < a.x" +
+             next));
+  // Which B a run takes depends on a: the selector decides.
+  EXPECT_FALSE(native("PATTERN SEQ(A a, B+ b[], D d) WHERE b[i].x > a.x" + next));
+  EXPECT_FALSE(native("PATTERN SEQ(A a, D d) WHERE d.x = a.x" + next));
+  EXPECT_FALSE(native("PATTERN SEQ(A a, D d) PROBABILITY >= 0.5" + next));
+  EXPECT_FALSE(native("PATTERN SEQ(A a, NOT(C c), D d)" + next));
+}
+
 }  // namespace
 }  // namespace cepbus::plugins::algebra

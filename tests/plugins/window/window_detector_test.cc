@@ -221,6 +221,25 @@ TEST(WindowDetectorTest, SessionsEndAfterAGapLongerThanG) {
                          }));
 }
 
+// The session that ends first is the one whose last event is oldest, not
+// the one that started first: A starts before B but its later events make
+// B's session the one an event at 5 ends.
+TEST(WindowDetectorTest, TheSessionWithTheOldestLastEventEndsFirst) {
+  WindowRun run(
+      "FROM Trade x WINDOW SESSION GAP 2 GROUP BY x.sym RETURN Burst(x.sym AS sym, count(x) AS n)");
+  run.feed("Trade", 1, {{"sym", "A"}});
+  run.feed("Trade", 2, {{"sym", "B"}});
+  run.feed("Trade", 3, {{"sym", "A"}});
+  run.feed("Trade", 4, {{"sym", "A"}});
+  EXPECT_EQ(run.feed("Trade", 5, {{"sym", "C"}}), 1u) << "5 - 2 > 2 ends B's session";
+  EXPECT_EQ(run.feed("Trade", 6, {{"sym", "C"}}), 1u) << "A's last event is 4";
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "Burst [2,2] n=1 sym=\"B\"",
+                             "Burst [1,4] n=3 sym=\"A\"",
+                             "Burst [5,6] n=2 sym=\"C\"",
+                         }));
+}
+
 TEST(WindowDetectorTest, WhereFiltersEventsAndHavingFiltersResults) {
   WindowRun run(
       "FROM T t WHERE t.v > 0 WINDOW TUMBLING 10 GROUP BY t.g HAVING count(t) >= 2 "
@@ -248,6 +267,24 @@ TEST(WindowDetectorTest, MissingAndNonNumericValuesAreSkipped) {
       plugin::parseEngineCounters(*run.detector->exportModel(plugin::kCountersFormat));
   ASSERT_TRUE(counters.isOk());
   EXPECT_EQ((*counters)[3], (std::pair<std::string, uint64_t>{"non_numeric", 3}));
+}
+
+// min and max keep ints as ints and compare them exactly (two ints a double
+// cannot tell apart), and compare an int with a double as numbers, in a
+// pane and across the panes a sliding window merges.
+TEST(WindowDetectorTest, MinAndMaxCompareIntsExactlyAndMixedKindsAsNumbers) {
+  WindowRun run("FROM T t WINDOW SLIDING 4 EVERY 2 RETURN R(min(t.v) AS lo, max(t.v) AS hi)");
+  run.feed("T", 0, {{"v", int64_t{9007199254740992}}});
+  run.feed("T", 1, {{"v", int64_t{9007199254740993}}});
+  run.feed("T", 2, {{"v", 2.5}});
+  run.feed("T", 3, {{"v", int64_t{3}}});
+  run.feed("T", 4, {{"v", int64_t{2}}});
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "R [-2,1] hi=9007199254740993 lo=9007199254740992",
+                             "R [0,3] hi=9007199254740993 lo=2.5",
+                             "R [2,5] hi=3 lo=2",
+                             "R [4,7] hi=2 lo=2",
+                         }));
 }
 
 TEST(WindowDetectorTest, KeysEqualAsValuesAreOneGroup) {

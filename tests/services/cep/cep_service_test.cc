@@ -23,6 +23,7 @@
 
 #include "bus/host/descriptor/parser.h"
 #include "bus/host/detection/query_name_watch.h"
+#include "flows/source_ends.h"
 #include "flows/st_flow.h"
 #include "router/broker.h"
 #include "router/delivery_policy.h"
@@ -691,6 +692,30 @@ TEST_F(CepServiceTest, TheSlowestLiveSourceSetsTheTimeUntilItIsIdle) {
     const QueryStats s = *cep.stats("pairs");
     return s.idle_sources == 2u && s.watermark == std::optional<Timestamp>(50);
   }));
+}
+
+// A source that ended (its link closed by its client, its replay done)
+// holds nothing back from the next tick on, long before its idle timeout;
+// what it sent before it ended is in order before that.
+TEST_F(CepServiceTest, AnEndedSourceStopsHoldingTheTimeBackAtTheNextTick) {
+  CepService& cep = start(CepUnit().query(pairsQuery().option("idle_timeout", "600000")).toXml());
+  Recorder pairs(*broker_, "test.pairs", "out.pairs");
+  const uint64_t slow = flows::newSource();
+  const uint64_t fast = flows::newSource();
+  publish("in.events", "A", 10, 1, slow);
+  publish("in.events", "B", 50, 2, fast);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 2));
+  ASSERT_TRUE(
+      waitUntil([&] { return cep.stats("pairs")->watermark == std::optional<Timestamp>(10); }));
+  publish("in.events", "B", 20, 3, slow);
+  flows::sourceEnds().end(slow);
+  EXPECT_TRUE(waitUntil([&] {
+    const QueryStats s = *cep.stats("pairs");
+    return s.sources == 1u && s.watermark == std::optional<Timestamp>(50);
+  })) << cep.stats("pairs")->watermark.value_or(-1);
+  EXPECT_EQ(cep.stats("pairs")->late, 0u);
+  ASSERT_TRUE(pairs.waitFor(1));
+  EXPECT_EQ(attr(pairs.events()[0], "b_x")->asInt(), 3);
 }
 
 // A bad idle_timeout is refused at deployment, naming the option.

@@ -68,6 +68,29 @@ TEST(SourceClockTest, LongIdleSourcesAreForgottenWhenANewOneComes) {
   EXPECT_EQ(clock.eventTime(at(SourceClock::kForgetAfter * 10 + 100)), 100);
 }
 
+// A source that ended stops holding back at once, long before its idle
+// timeout, and an event of it resent after the end does not bring it back.
+TEST(SourceClockTest, AnEndedSourceStopsHoldingBackAtOnce) {
+  SourceClock clock(milliseconds(60'000));
+  clock.heard(1, 10, at(0));
+  clock.heard(2, 50, at(0));
+  ASSERT_EQ(clock.eventTime(at(1)), 10);
+  clock.ended(1, at(2));
+  EXPECT_EQ(clock.sources(), 1u);
+  EXPECT_EQ(clock.eventTime(at(2)), 50);
+  clock.heard(1, 12, at(3));
+  EXPECT_EQ(clock.sources(), 1u);
+  EXPECT_EQ(clock.eventTime(at(3)), 50);
+  // Its events still count towards the newest ts of any.
+  clock.heard(1, 70, at(4));
+  EXPECT_EQ(clock.eventTime(at(4)), 50);
+  EXPECT_EQ(clock.eventTime(at(60'010)), 70);  // all idle
+  // Ending a source never heard of is remembered too.
+  clock.ended(5, at(5));
+  clock.heard(5, 1, at(6));
+  EXPECT_EQ(clock.sources(), 1u);
+}
+
 // The clock keeps its minimum instead of recomputing it after every event;
 // against the definition (a pass over every source at every step), on
 // random sources that speak, pause, share timestamps and fall behind.

@@ -25,15 +25,15 @@ Seen seen(const std::vector<EventPtr>& events) {
 
 TEST(TimeBucketsTest, ReleasesUpToATimeInTimestampThenArrivalOrder) {
   TimeBuckets b(10);
-  b.push(7, arrival(7, 0));
-  b.push(3, arrival(3, 1));
-  b.push(7, arrival(7, 2));
-  b.push(5, arrival(5, 3));
+  b.push(arrival(7, 0));
+  b.push(arrival(3, 1));
+  b.push(arrival(7, 2));
+  b.push(arrival(5, 3));
   std::vector<EventPtr> out;
   b.releaseUpTo(6, out);
   EXPECT_EQ(seen(out), (Seen{{3, "e1"}, {5, "e3"}}));
   EXPECT_EQ(b.size(), 2u);
-  b.push(12, arrival(12, 4));
+  b.push(arrival(12, 4));
   out.clear();
   b.releaseAll(out);
   EXPECT_EQ(seen(out), (Seen{{7, "e0"}, {7, "e2"}, {12, "e4"}}));
@@ -69,7 +69,7 @@ TEST(TimeBucketsTest, MatchesAStableSortForEverySpanAndJump) {
         b.releaseUpTo(floor - 1, out);
         ASSERT_EQ(seen(out), expected) << "span " << span << " seed " << seed << " n " << n;
         const Timestamp ts = floor + static_cast<Timestamp>(rng() % (span + 1));
-        b.push(ts, arrival(ts, n));
+        b.push(arrival(ts, n));
         pending.emplace_back(ts, n);
         ASSERT_EQ(b.size(), pending.size());
       }
