@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "bus/host/detection/edge_negation.h"
 #include "bus/host/detection/output_control.h"
 
 namespace cepbus::detection {
@@ -18,8 +19,13 @@ DetectorRecipe::DetectorRecipe(EngineRef engine, Queries queries, plugin::Detect
 
 Result<std::unique_ptr<plugin::GuardedDetector>> DetectorRecipe::engineDetector(
     const EngineRef& engine, plugin::MatchSink& one, plugin::MultiMatchSink& many) const {
-  if (many_) return engine.plugin->createManyDetectors(engine.engine, *queries_, options_, many);
-  return engine.plugin->createDetector(engine.engine, queries_->front().query, options_, one);
+  auto make = [&](std::span<const plugin::NamedQuery> queries, plugin::MatchSink& one_sink,
+                  plugin::MultiMatchSink& many_sink) {
+    if (many_)
+      return engine.plugin->createManyDetectors(engine.engine, queries, options_, many_sink);
+    return engine.plugin->createDetector(engine.engine, queries.front().query, options_, one_sink);
+  };
+  return EdgeNegation::makeDetector(*queries_, make, one, many, many_);
 }
 
 Result<std::unique_ptr<OutputControl>> DetectorRecipe::outputControl(
@@ -122,7 +128,11 @@ std::string DetectorRecipe::describeTrial() const {
 }
 
 std::vector<std::string> DetectorRecipe::notices(size_t member) const {
-  return engine_.plugin->notices(engine_.engine, (*queries_)[member].query);
+  // An edge negation the engine leaves to the host runs under CONTEXT
+  // unrestricted (edge_negation.h): the engine says how it reads that.
+  const pattern::Query& query = (*queries_)[member].query;
+  return engine_.plugin->notices(engine_.engine,
+                                 hasEdgeNegation(query) ? withoutEdgeNegation(query) : query);
 }
 
 }  // namespace cepbus::detection

@@ -10,10 +10,11 @@
 // it. make() builds a new detector from it each time a host needs one (the
 // cluster node makes one per partition, and again after an end of stream).
 // What make() returns is the engine's detector (or the trial's) behind the
-// host's exception guard — and, when a query asks for EMIT or AFTER MATCH,
-// behind the output control of output_control.h — with the relay it reports to; the detection
-// (detection.h) puts its time handling in front and attaches its members'
-// sink to the relay.
+// host's exception guard — behind the host's edge negation (edge_negation.h)
+// for an engine that leaves NOT at an edge of a pattern to it — and, when a query asks for EMIT or
+// AFTER MATCH, behind the output control of output_control.h — with the relay it reports to; the
+// detection (detection.h) puts its time handling in front and attaches its members' sink to the
+// relay.
 //
 // Thread safety: a recipe is immutable once planned and make() may be called
 // from any thread (plugin factories are thread-safe). What make() returns is

@@ -5,10 +5,8 @@
 namespace cepbus::detection {
 namespace {
 
-// The positive elements of `p` in pattern order (a match's elements): each
-// one's slot in `layout`, or -1 when it binds no variable.
-void elementSlots(const pattern::PatternNode& p, const pattern::BindingLayout& layout,
-                  std::vector<int>& out) {
+void addElementSlots(const pattern::PatternNode& p, const pattern::BindingLayout& layout,
+                     std::vector<int>& out) {
   switch (p.kind) {
     case pattern::PatternKind::kEvent:
     case pattern::PatternKind::kKleene: {
@@ -19,11 +17,42 @@ void elementSlots(const pattern::PatternNode& p, const pattern::BindingLayout& l
     case pattern::PatternKind::kNot:
       return;
     default:
-      for (const pattern::PatternPtr& c : p.children) elementSlots(*c, layout, out);
+      for (const pattern::PatternPtr& c : p.children) addElementSlots(*c, layout, out);
   }
 }
 
 }  // namespace
+
+std::vector<int> elementSlots(const pattern::Query& query, const pattern::BindingLayout& layout) {
+  std::vector<int> out;
+  addElementSlots(*query.pattern, layout, out);
+  return out;
+}
+
+void bindMatch(const plugin::Match& match, const std::vector<int>& element_slots,
+               std::vector<const Event*>& events, std::vector<pattern::SlotBinding>& slots) {
+  events.clear();
+  for (size_t i = 0; i < match.size(); ++i) events.push_back(match.event(i).get());
+  size_t offset = 0;
+  for (size_t j = 0; j < match.elementCount() && j < element_slots.size(); ++j) {
+    const size_t n = match.elementEvents(j).size();
+    const int slot = element_slots[j];
+    if (slot >= 0 && n > 0) {
+      pattern::SlotBinding& b = slots[static_cast<size_t>(slot)];
+      b.events = std::span<const Event* const>(events.data() + offset, n);
+      b.event = events[offset + n - 1];
+    }
+    offset += n;
+  }
+}
+
+const Value& partitionValue(const Event& event, Symbol attr) {
+  static const Symbol kKey = Symbol::intern("key");
+  static const Value kNull;
+  const Value* v = event.find(attr);
+  if (v == nullptr && attr == kKey && !event.key().isNull()) v = &event.key();
+  return v != nullptr ? *v : kNull;
+}
 
 Result<MatchKeyer> MatchKeyer::ofExpr(const pattern::Query& query, const pattern::Expr& per) {
   const pattern::BindingLayout layout = pattern::BindingLayout::forQuery(query);
@@ -32,7 +61,7 @@ Result<MatchKeyer> MatchKeyer::ofExpr(const pattern::Query& query, const pattern
   MatchKeyer keyer;
   keyer.per_ = std::move(compiled).value();
   keyer.slots_ = layout.size();
-  elementSlots(*query.pattern, layout, keyer.element_slot_);
+  keyer.element_slot_ = elementSlots(query, layout);
   return keyer;
 }
 
@@ -50,24 +79,9 @@ void MatchKeyer::keyOf(const plugin::Match& match, std::vector<Value>& key) {
     key.push_back(v != nullptr ? *v : Value());
   }
   if (!per_) return;
-  // Bound as the engines bind RETURN: a Kleene element's events in stream
-  // order, a single element's one event.
-  std::vector<const Event*>& events = events_;
-  events.clear();
-  for (size_t i = 0; i < match.size(); ++i) events.push_back(match.event(i).get());
   std::vector<pattern::SlotBinding>& slots = slots_bound_;
   slots.assign(slots_, pattern::SlotBinding{});
-  size_t offset = 0;
-  for (size_t j = 0; j < match.elementCount() && j < element_slot_.size(); ++j) {
-    const size_t n = match.elementEvents(j).size();
-    const int slot = element_slot_[j];
-    if (slot >= 0 && n > 0) {
-      pattern::SlotBinding& b = slots[static_cast<size_t>(slot)];
-      b.events = std::span<const Event* const>(events.data() + offset, n);
-      b.event = events[offset + n - 1];
-    }
-    offset += n;
-  }
+  bindMatch(match, element_slot_, events_, slots);
   key.push_back(per_->evaluate(slots, match.probability()).toValue());
 }
 

@@ -20,6 +20,21 @@
 
 namespace cepbus::detection {
 
+// The positive elements of `query`'s pattern in pattern order (a match's
+// elements): each one's slot in `layout`, or -1 when it binds no variable.
+std::vector<int> elementSlots(const pattern::Query& query, const pattern::BindingLayout& layout);
+
+// Binds `match` to `slots` (sized to the layout) as the engines bind it: a
+// Kleene element's events in stream order, a single element's one event.
+// `events` is the storage the Kleene spans point into; both are reused.
+void bindMatch(const plugin::Match& match, const std::vector<int>& element_slots,
+               std::vector<const Event*>& events, std::vector<pattern::SlotBinding>& slots);
+
+// The value PARTITION BY `attr` gives `event`, as every engine reads it: the
+// attribute, or for `key` without such an attribute the event's own
+// partition key (its JSON "key" field); null when it has neither.
+const Value& partitionValue(const Event& event, Symbol attr);
+
 class MatchKeyer {
  public:
   // Every match has the same (empty) key.

@@ -274,6 +274,13 @@ TEST_F(MatchCommandTest, TheEndOfTheInputEmitsTheTrailingNegationsPendingMatches
           << construction << " " << max_delay;
     }
   }
+  // The petri and algebra engines run it through the host's edge negation.
+  for (const char* engine : {"petri", "algebra"}) {
+    o.engine = engine;
+    o.options = {"max_delay=30"};
+    ASSERT_EQ(run(o), 0) << engine << ": " << err_.str();
+    EXPECT_EQ(lines(), (std::vector<std::string>{"[10]", "[95]"})) << engine;
+  }
 }
 
 // Events out of order: within --max-delay they are matched as the sorted
