@@ -572,12 +572,17 @@ TEST_F(CliTest, TheAdminListenerServesMetricsAndTheRegistry) {
   ASSERT_TRUE(
       eventually("the 100 events written", [&] { return lines(read("out.jsonl")).size() >= 100; }));
   ASSERT_TRUE(waitListening(port)) << bus->err();
-  const std::string metrics = httpGet(port, "/metrics");
+  // A delivery is counted once the sink's write returned, which may be after
+  // the line is in the file: the scrape is repeated until it shows all 100.
+  const std::string delivered =
+      "cepbus_component_delivered_total{name=\"a.sink:in\",kind=\"endpoint\"} 100";
+  std::string metrics;
+  EXPECT_TRUE(eventually("the 100 deliveries counted", [&] {
+    metrics = httpGet(port, "/metrics");
+    return metrics.find(delivered) != std::string::npos;
+  })) << metrics;
   EXPECT_THAT(metrics, HasSubstr("200 OK"));
   EXPECT_THAT(metrics, HasSubstr("# TYPE cepbus_component_delivered_total counter"));
-  EXPECT_THAT(
-      metrics,
-      HasSubstr("cepbus_component_delivered_total{name=\"a.sink:in\",kind=\"endpoint\"} 100"));
   EXPECT_THAT(httpGet(port, "/api/components"), HasSubstr("\"a.src\""));
   EXPECT_THAT(httpGet(port, "/no/such/path"), HasSubstr("404"));
   bus->signal(SIGINT);
