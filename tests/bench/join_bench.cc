@@ -30,9 +30,12 @@
 //                            JSON lines, less the same command on a type no
 //                            reading has (what reading and decoding the file
 //                            costs), beside the native join's loop on the
-//                            same readings (60 checkpoints; uniform and
-//                            Gaussian unless --dist; threshold 0.7 unless
-//                            --threshold; best of --runs, at most 5)
+//                            same readings, on every case the sweeps use:
+//                            uniform and Gaussian plates, 30..150
+//                            checkpoints, thresholds 0.7/0.8/0.9 (expiry on
+//                            insert), and at 60 checkpoints batch expiry
+//                            every 30..150 min (--dist, --checkpoints and
+//                            --threshold filter; best of --runs, at most 5)
 //   --readings N             readings per run (default 300000)
 //   --plates N               plates (default 20000; fewer plates, longer lists)
 //   --runs N                 runs per measurement (default 9; SQLite N/4)
@@ -705,20 +708,22 @@ struct ProcessRun {
 };
 
 ProcessRun runCepbusJoin(const std::string& cepbus, const std::string& events, const Workload& w,
-                         double threshold, const std::string& type) {
+                         double threshold, const std::string& type,
+                         const std::vector<std::string>& expiry) {
   const std::string out = (std::filesystem::temp_directory_path() /
                            ("join_bench_" + std::to_string(::getpid()) + ".out"))
                               .string();
-  const std::vector<std::string> args = {cepbus,          "join",
-                                         "--events",      events,
-                                         "--key",         "plate",
-                                         "--site",        "site",
-                                         "--time-matrix", w.matrix_path,
-                                         "--threshold",   std::to_string(threshold),
-                                         "--window",      std::to_string(w.max_time),
-                                         "--workers",     "1",
-                                         "--type",        type,
-                                         "--count"};
+  std::vector<std::string> args = {cepbus,          "join",
+                                   "--events",      events,
+                                   "--key",         "plate",
+                                   "--site",        "site",
+                                   "--time-matrix", w.matrix_path,
+                                   "--threshold",   std::to_string(threshold),
+                                   "--window",      std::to_string(w.max_time),
+                                   "--workers",     "1",
+                                   "--type",        type,
+                                   "--count"};
+  args.insert(args.end(), expiry.begin(), expiry.end());
   // Built before fork(): the child only redirects and execs.
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
@@ -752,13 +757,60 @@ ProcessRun runCepbusJoin(const std::string& cepbus, const std::string& events, c
   return run;
 }
 
-// wholeProcess() on one distribution of plates; the number of thresholds
-// whose pairs differ from the native join's.
-int wholeProcessOn(size_t readings, const std::string& cepbus, bool gaussian) {
+// One case of the whole-process comparison: `cepbus join` with `expiry`'s
+// flags (empty: expiry on insert, as the native loop) at `threshold` on the
+// readings of `w`, written to `events`; whether its pairs equal the native
+// join's.
+bool wholeProcessCase(const std::string& cepbus, const std::string& events, const Workload& w,
+                      const WorkloadSpec& spec, double threshold,
+                      const std::vector<std::string>& expiry, const std::string& expiry_param) {
+  const int runs = std::min(g_runs, 5);
+  // Interleaved, so that a disturbance of the machine hits every method;
+  // the least wall and, separately, the least CPU time of each.
+  ProcessRun join{1e100, 1e100, 0}, empty{1e100, 1e100, 0};
+  Timing native{1e100, 1e100};
+  Output native_out;
+  for (int r = 0; r < runs; ++r) {
+    const ProcessRun j = runCepbusJoin(cepbus, events, w, threshold, "Reading", expiry);
+    const ProcessRun e = runCepbusJoin(cepbus, events, w, threshold, "NoSuchType", expiry);
+    Timing t;
+    native_out = runNative(w, threshold, t);
+    join = ProcessRun{std::min(join.seconds, j.seconds), std::min(join.cpu, j.cpu), j.pairs};
+    empty = ProcessRun{std::min(empty.seconds, e.seconds), std::min(empty.cpu, e.cpu), 0};
+    native.seconds = std::min(native.seconds, t.seconds);
+    native.cpu = std::min(native.cpu, t.cpu);
+  }
+  const bool same = join.pairs == native_out.pairs;
+  const double own = join.seconds - empty.seconds;
+  const double own_cpu = join.cpu - empty.cpu;
+  std::printf(
+      "{\"bench\":\"join_process\",\"params\":{%s,%s,\"runs\":%d},\"cepbus_join_s\":%.4f,"
+      "\"cepbus_join_no_match_s\":%.4f,\"join_minus_no_match_s\":%.4f,\"native_loop_s\":%.4f,"
+      "\"join_minus_no_match_vs_native\":%.2f,\"cepbus_join_cpu_s\":%.4f,"
+      "\"cepbus_join_no_match_cpu_s\":%.4f,\"native_loop_cpu_s\":%.4f,"
+      "\"join_minus_no_match_vs_native_cpu\":%.2f,\"cepbus_events_per_s\":%.0f,"
+      "\"pairs\":%llu,\"native_pairs\":%llu,\"same_pairs\":%s}\n",
+      params(spec, threshold).c_str(), expiry_param.c_str(), runs, join.seconds, empty.seconds, own,
+      native.seconds, own / native.seconds, join.cpu, empty.cpu, native.cpu, own_cpu / native.cpu,
+      static_cast<double>(spec.readings) / join.seconds,
+      static_cast<unsigned long long>(join.pairs),
+      static_cast<unsigned long long>(native_out.pairs), same ? "true" : "false");
+  std::fflush(stdout);
+  return same;
+}
+
+// wholeProcess() on one distribution of plates and one number of
+// checkpoints, at every threshold the sweeps use (or those chosen), with
+// expiry on insert; at 60 checkpoints also with the sweeps' batch expiry
+// (deletion interval 30..150 min, threshold 0.7), where the window holds up
+// to an interval more. The number of cases whose pairs differ from the native
+// join's.
+int wholeProcessOn(size_t readings, const std::string& cepbus, bool gaussian, int sites) {
   WorkloadSpec spec;
   spec.readings = readings;
   spec.plates = g_plates;
   spec.gaussian = gaussian;
+  spec.sites = sites;
   const Workload w = generate(spec);
   const std::string events = (std::filesystem::temp_directory_path() /
                               ("join_bench_" + std::to_string(::getpid()) + ".jsonl"))
@@ -767,40 +819,22 @@ int wholeProcessOn(size_t readings, const std::string& cepbus, bool gaussian) {
     std::ofstream out(events);
     for (const EventPtr& e : w.events) out << encodeEvent(*e) << '\n';
   }
-  const int runs = std::min(g_runs, 5);
   int failures = 0;
-  for (double threshold : g_thresholds.empty() ? std::vector<double>{0.7} : g_thresholds) {
-    // Interleaved, so that a disturbance of the machine hits every method;
-    // the least wall and, separately, the least CPU time of each.
-    ProcessRun join{1e100, 1e100, 0}, empty{1e100, 1e100, 0};
-    Timing native{1e100, 1e100};
-    Output native_out;
-    for (int r = 0; r < runs; ++r) {
-      const ProcessRun j = runCepbusJoin(cepbus, events, w, threshold, "Reading");
-      const ProcessRun e = runCepbusJoin(cepbus, events, w, threshold, "NoSuchType");
-      Timing t;
-      native_out = runNative(w, threshold, t);
-      join = ProcessRun{std::min(join.seconds, j.seconds), std::min(join.cpu, j.cpu), j.pairs};
-      empty = ProcessRun{std::min(empty.seconds, e.seconds), std::min(empty.cpu, e.cpu), 0};
-      native.seconds = std::min(native.seconds, t.seconds);
-      native.cpu = std::min(native.cpu, t.cpu);
+  for (double threshold :
+       g_thresholds.empty() ? std::vector<double>{0.7, 0.8, 0.9} : g_thresholds) {
+    if (!wholeProcessCase(cepbus, events, w, spec, threshold, {}, "\"expiry\":\"on_insert\"")) {
+      ++failures;
     }
-    const bool same = join.pairs == native_out.pairs;
-    if (!same) ++failures;
-    const double own = join.seconds - empty.seconds;
-    const double own_cpu = join.cpu - empty.cpu;
-    std::printf(
-        "{\"bench\":\"join_process\",\"params\":{%s,\"runs\":%d},\"cepbus_join_s\":%.4f,"
-        "\"cepbus_join_no_match_s\":%.4f,\"join_minus_no_match_s\":%.4f,\"native_loop_s\":%.4f,"
-        "\"join_minus_no_match_vs_native\":%.2f,\"cepbus_join_cpu_s\":%.4f,"
-        "\"cepbus_join_no_match_cpu_s\":%.4f,\"native_loop_cpu_s\":%.4f,"
-        "\"join_minus_no_match_vs_native_cpu\":%.2f,\"cepbus_events_per_s\":%.0f,"
-        "\"pairs\":%llu,\"native_pairs\":%llu,\"same_pairs\":%s}\n",
-        params(spec, threshold).c_str(), runs, join.seconds, empty.seconds, own, native.seconds,
-        own / native.seconds, join.cpu, empty.cpu, native.cpu, own_cpu / native.cpu,
-        static_cast<double>(readings) / join.seconds, static_cast<unsigned long long>(join.pairs),
-        static_cast<unsigned long long>(native_out.pairs), same ? "true" : "false");
-    std::fflush(stdout);
+  }
+  if (sites == 60 && selected(g_thresholds, 0.7)) {
+    for (int minutes : {30, 60, 90, 120, 150}) {
+      if (!wholeProcessCase(
+              cepbus, events, w, spec, 0.7,
+              {"--expiry", "batch", "--deletion-interval", std::to_string(minutes * 60)},
+              "\"expiry\":\"batch\",\"deletion_interval_min\":" + std::to_string(minutes))) {
+        ++failures;
+      }
+    }
   }
   std::filesystem::remove(events);
   std::filesystem::remove(w.matrix_path);
@@ -810,8 +844,9 @@ int wholeProcessOn(size_t readings, const std::string& cepbus, bool gaussian) {
 int wholeProcess(size_t readings, const std::string& cepbus) {
   int failures = 0;
   for (bool gaussian : {false, true}) {
-    if (selected(g_dists, std::string(gaussian ? "gaussian" : "uniform"))) {
-      failures += wholeProcessOn(readings, cepbus, gaussian);
+    if (!selected(g_dists, std::string(gaussian ? "gaussian" : "uniform"))) continue;
+    for (int sites : {30, 60, 90, 120, 150}) {
+      if (selected(g_sites, sites)) failures += wholeProcessOn(readings, cepbus, gaussian, sites);
     }
   }
   return failures == 0 ? 0 : 1;
