@@ -61,7 +61,7 @@ class QueryRuns {
     virtual ~Listener() = default;
     // A detector of `query` found `match` (a view, valid during the call).
     virtual void onMatch(const CompiledQuery& query, const plugin::Match& match) = 0;
-    // Event time passed `ts`: every event up to it went to every
+    // Event time reached `ts`: every event before it went to every
     // detector, and any event still to come that is not late is at `ts`
     // or after. Never back within a stream.
     virtual void onReleased(Timestamp ts) = 0;

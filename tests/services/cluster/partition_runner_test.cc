@@ -503,7 +503,8 @@ TEST_F(PartitionRunnerTest, WithoutATimeUnitAQuietPartitionKeepsItsTime) {
   EXPECT_TRUE(io_.composites().empty());
   EXPECT_EQ(stats(*r_).watermark, kT - 100);
   EXPECT_EQ(stats(*r_).held, 1u);
-  // A later event moves it as ever.
+  // A later event moves it as ever: the watermark it makes (kT + 1100)
+  // closes the window, though the max-delay still holds that event back.
   r_->onQueueInput(1, input({stock(2, kT + 1200, 1)}), t0_ + std::chrono::hours(1));
   EXPECT_EQ(compositesTs(), TsList{"[" + std::to_string(kT) + "]"});
 }
