@@ -250,9 +250,9 @@ class Compiler {
       if (child->kind == PatternKind::kNot) {
         if (gap_leaf < 0) {
           throw CompileError(where(*child) +
-                             "the algebra engine runs NOT(...) inside SEQ only "
-                             "after an element 'Type var' or 'Type+ var[]'; "
-                             "the nfa engine runs it");
+                             "the algebra engine negates only the gap after an element "
+                             "'Type var' or 'Type+ var[]': it refuses NOT(...) at the start "
+                             "of a SEQ");
         }
         pending.push_back(child.get());
         continue;
@@ -281,8 +281,8 @@ class Compiler {
     }
     if (!pending.empty()) {
       throw CompileError(where(*pending.front()) +
-                         "the algebra engine runs NOT(...) inside SEQ only before an element; "
-                         "the nfa engine runs it at the end of a pattern");
+                         "the algebra engine negates only the gap before an element: it "
+                         "refuses NOT(...) at the end of a SEQ");
     }
     return acc;
   }

@@ -285,11 +285,11 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
       if (n->kind == PatternKind::kNot) {
         if (p->elements.empty() || split_at(node)) {
           return Status::invalidArgument(at(n->pos) +
-                                         "the petri engine needs a positive element "
-                                         "before NOT(" +
+                                         "the petri engine checks a negation between two "
+                                         "elements: it refuses NOT(" +
                                          n->type +
-                                         "); it checks a negation between two elements (the nfa "
-                                         "engine runs NOT at the start of a pattern)");
+                                         ") at the start of a SEQ or of a conjunction's "
+                                         "operand, with no positive element before it");
         }
         CompiledPattern::Negation neg;
         neg.type = Symbol::intern(n->type);
@@ -315,10 +315,10 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
       p->elements.push_back(std::move(e));
     }
     if (!pending.empty()) {
-      return Status::invalidArgument("the petri engine needs a positive element after NOT(" +
-                                     std::string(pending.front().type.name()) +
-                                     "); it checks a negation between two elements (the nfa "
-                                     "engine runs NOT at the end of a pattern)");
+      return Status::invalidArgument(
+          "the petri engine checks a negation between two elements: it refuses NOT(" +
+          std::string(pending.front().type.name()) +
+          ") at the end of a SEQ, with no positive element after it");
     }
     // A guard sits on the transition that binds the latest variable it
     // names; a conjunct without variables is a constant, checked on the

@@ -67,7 +67,8 @@ CepDetection::CepDetection(std::vector<std::shared_ptr<CepQuery>> members,
                [this](const flows::Exchange& e, const flows::SendOutcome& out) {
                  if (auto it = senders_.find(e.sender); it != senders_.end()) it->second->lost(out);
                }),
-      clock_(settings.idle_timeout) {
+      clock_(settings.idle_timeout),
+      wall_clock_(settings.ts_unit) {
   for (const auto& q : members_) {
     outputs_.push_back(q->output());
     senders_.emplace(q->sender(), q);
@@ -284,16 +285,10 @@ void CepDetection::readSourceEnds() {
 
 Status CepDetection::advanceTime() {
   const auto now = std::chrono::steady_clock::now();
-  std::optional<Timestamp> time = clock_.eventTime(now);
   sources_.store(clock_.sources(), std::memory_order_relaxed);
   idle_sources_.store(clock_.idleSources(now), std::memory_order_relaxed);
-  if (time && clock_.allIdle(now)) {
-    // Never back: a wall clock set back holds the time where it was.
-    if (auto wall = plugin::wallTime(ts_unit_, std::chrono::system_clock::now())) {
-      wall_time_ = std::max(wall_time_, *wall);
-      time = std::max(*time, wall_time_);
-    }
-  }
+  const std::optional<Timestamp> time =
+      wall_clock_.eventTime(clock_, now, std::chrono::system_clock::now());
   return time ? detection_->advanceTo(*time) : Status::ok();
 }
 

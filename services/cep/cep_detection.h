@@ -260,7 +260,7 @@ class CepDetection final : public detection::DetectionSink {
   std::vector<EventPtr> batch_;
   // Its sources' event time, and the wall-clock time it last moved to.
   plugin::SourceClock clock_ GUARDED_BY(detection_mu_);
-  Timestamp wall_time_ GUARDED_BY(detection_mu_) = INT64_MIN;
+  plugin::WallClockAdvance wall_clock_ GUARDED_BY(detection_mu_);
   // The clock's source counts after the last batch or tick, for the stats.
   std::atomic<size_t> sources_{0};
   std::atomic<size_t> idle_sources_{0};

@@ -46,11 +46,20 @@ void input(const Element& e, ClusterSpec& c) {
   c.retention = std::string(age);
 }
 
+// The partition's event time: the unit of its events' ts and the silence
+// after which, with a unit, it follows the wall clock.
+void eventTime(const Element& e, ClusterSpec& c) {
+  if (auto unit = e.timeUnit("time-unit")) c.ts_unit = *unit;
+  c.source_idle_timeout_ms = e.integer("source-idle-timeout", 1, descriptor::kMaxTimeoutMs)
+                                 .value_or(c.source_idle_timeout_ms);
+}
+
 }  // namespace
 
 std::any ClusterElement::parse(const Element& e) const {
   e.allowAttributes({"name", "node", "partitions", "key", "user", "password-env", "heartbeat",
-                     "idle-timeout", "max-unsettled", "input", "retention", "max-delay", "slack"});
+                     "idle-timeout", "max-unsettled", "input", "retention", "max-delay", "slack",
+                     "time-unit", "source-idle-timeout"});
   ClusterSpec c;
   c.where = e.where();
   c.name = e.name("name", true).value_or("");
@@ -85,6 +94,7 @@ std::any ClusterElement::parse(const Element& e) const {
   }
   const char* delay = e.has("slack") ? "slack" : "max-delay";
   c.max_delay = static_cast<int64_t>(e.integer(delay, 0, kMaxDelay).value_or(0));
+  eventTime(e, c);
   descriptor::NameScope queries;
   e.children({{"broker"}, {"tls", true}, {"query"}}, [&](const Element& child) {
     const std::string_view kind = child.tag();
@@ -110,6 +120,15 @@ std::any ClusterElement::parse(const Element& e) const {
     }
     auto q = child.query(descriptor::QueryInput::kNone);
     if (!q) return;
+    // The partition's events have one unit: the cluster's, which a query
+    // inherits and may only repeat.
+    if (q->ts_unit == pattern::TimeUnit::kNone) {
+      q->ts_unit = c.ts_unit;
+    } else if (c.ts_unit != pattern::TimeUnit::kNone && q->ts_unit != c.ts_unit) {
+      child.reportAttribute("time-unit", "differs from the <cluster>'s " +
+                                             quote(e.raw("time-unit")) +
+                                             " (a partition's events have one unit)");
+    }
     child.unique(queries, "query", q->name);
     c.queries.push_back(std::move(*q));
   });

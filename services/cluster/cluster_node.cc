@@ -453,10 +453,11 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     loop_.checkStall(now);
     if (watchdog_) watchdog_->beat();
     loop_.tick(now);
+    const auto wall = std::chrono::system_clock::now();
     for (auto& p : partitions_) {
-      if (!p->runner || !streamInput()) continue;
-      p->runner->tick(now);
-      if (!superviseStream(*p)) break;
+      if (!p->runner) continue;
+      p->runner->tick(now, wall);
+      if (streamInput() && !superviseStream(*p)) break;
     }
     loop_.checkEcho(now);
     publishStats();
@@ -595,7 +596,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     p.deliveries.emplace(tag, d);
     PartitionInput input = decodeInput(m);
     input.redelivered = m.delivery_count() > 0 || !m.first_acquirer();
-    p.runner->onQueueInput(tag, std::move(input));
+    p.runner->onQueueInput(tag, std::move(input), Clock::now());
   }
 
   // Stream input: the lease's token, with the offset to resume from. The

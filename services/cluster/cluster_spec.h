@@ -81,6 +81,12 @@ struct ClusterSpec {
   std::string retention = "7D";
   int64_t max_delay =
       0;  // how far behind a partition's newest ts an event may come (`slack`: synonym)
+  // Event time (docs/time.md): the unit of the events' ts (`time-unit`; the
+  // queries' default, kNone when not declared) and how long a partition with
+  // no input keeps its event time before, with a unit, it follows the wall
+  // clock (`source-idle-timeout`; the bus's default idle_timeout).
+  pattern::TimeUnit ts_unit = pattern::TimeUnit::kNone;
+  uint64_t source_idle_timeout_ms = 2000;
   std::vector<descriptor::QuerySpec> queries;  // inputs empty: a cluster query reads its partition
   descriptor::Location where;
 };

@@ -61,7 +61,7 @@ Result<std::unique_ptr<PartitionRunner>> PartitionRunner::create(
     PartitionIo& io, ClusterStats& counters, std::optional<LeaseMark> lease) {
   std::unique_ptr<PartitionRunner> runner(
       new PartitionRunner(spec, partition, longestWindow(queries), io, counters));
-  auto runs = QueryRuns::create(queries, spec.max_delay, *runner);
+  auto runs = QueryRuns::create(queries, partitionTime(spec), *runner);
   if (!runs) return runs.status();
   runner->runs_ = std::move(*runs);
   if (lease) runner->stream_ = std::make_unique<Stream>(*lease, maxOutOfOrder(spec));
@@ -81,10 +81,10 @@ PartitionRunner::PartitionRunner(const ClusterSpec& spec, uint32_t partition, Ti
 
 PartitionRunner::~PartitionRunner() = default;
 
-void PartitionRunner::onQueueInput(uint64_t tag, PartitionInput input) {
+void PartitionRunner::onQueueInput(uint64_t tag, PartitionInput input, Time now) {
   ++counters_.received;
   if (input.redelivered) ++counters_.replayed;
-  take(tag, std::move(input));
+  take(tag, std::move(input), now);
   if (held_.size() >= spec_.max_unsettled) {
     ++counters_.window_full;
     if (counters_.window_full == 1 || counters_.window_full % 1000 == 0) {
@@ -131,14 +131,14 @@ void PartitionRunner::sequence(uint64_t offset, PartitionInput input, Time now) 
     ++counters_.out_of_order;
     stream_->ahead_of_gap.emplace(offset, std::move(input));
   } else {
-    take(offset, std::move(input));
+    take(offset, std::move(input), now);
   }
-  resume(offer.then, sequencer.gaps() - gaps);
+  resume(offer.then, sequencer.gaps() - gaps, now);
 }
 
 // Held stream messages whose turn came, in order; `gaps` messages were
 // given up on to let them go.
-void PartitionRunner::resume(const std::vector<uint64_t>& offsets, uint64_t gaps) {
+void PartitionRunner::resume(const std::vector<uint64_t>& offsets, uint64_t gaps, Time now) {
   if (gaps > 0) {
     counters_.sequence_gaps += gaps;
     log_.error(
@@ -150,7 +150,7 @@ void PartitionRunner::resume(const std::vector<uint64_t>& offsets, uint64_t gaps
   }
   for (uint64_t offset : offsets) {
     auto held = stream_->ahead_of_gap.extract(offset);
-    if (!held.empty()) take(offset, std::move(held.mapped()));
+    if (!held.empty()) take(offset, std::move(held.mapped()), now);
   }
 }
 
@@ -158,7 +158,7 @@ void PartitionRunner::holdLeaseToken(uint64_t tag, std::string id) {
   stream_->tokens.push_back(HeldToken{tag, std::move(id)});
 }
 
-void PartitionRunner::take(uint64_t tag, PartitionInput input) {
+void PartitionRunner::take(uint64_t tag, PartitionInput input, Time now) {
   if (input.end_of_stream) {
     endOfStream(tag);
     return;
@@ -188,7 +188,7 @@ void PartitionRunner::take(uint64_t tag, PartitionInput input) {
     }
     seen_.insert(key);
     const Timestamp ts = event->ts();
-    if (Status s = runs_->push(event); !s) {
+    if (Status s = runs_->push(event, now); !s) {
       ++counters_.late;
       publish(OutputMessage{0, std::move(event), std::nullopt});
       ledger_.holdUntilOutputsAccepted(tag);
@@ -260,13 +260,26 @@ void PartitionRunner::outputDone(uint64_t seq, bool accepted) {
   settle();
 }
 
-void PartitionRunner::tick(Time now) {
-  if (!stream_) return;
+void PartitionRunner::tick(Time now, WallTime wall) {
+  if (!stream_) {
+    advanceTime(now, wall);
+    return;
+  }
   StreamSequencer& sequencer = stream_->sequencer;
   const uint64_t gaps = sequencer.gaps();
   const std::vector<uint64_t> overdue = sequencer.expire(now);
-  resume(overdue, sequencer.gaps() - gaps);
+  resume(overdue, sequencer.gaps() - gaps, now);
+  advanceTime(now, wall);
   checkpoint();
+}
+
+// Not after an end of stream (every window closed; the next event starts
+// anew) nor while stream messages wait for a publisher's missing one: its
+// events may precede theirs, and the wall clock would make them late.
+void PartitionRunner::advanceTime(Time now, WallTime wall) {
+  if (ended_ || (stream_ && !stream_->ahead_of_gap.empty())) return;
+  runs_->tick(now, wall);
+  settle();
 }
 
 // Stream input: moves the partition's lease forward when its windows let

@@ -14,7 +14,12 @@
 // with stream input its offset stops holding the partition's lease back,
 // and the runner moves the lease forward with new tokens
 // (stream_checkpoint.h). An end-of-stream marker lets every window close
-// and the next event start a new stream.
+// and the next event start a new stream. The partition is its queries' one
+// source of event time (query_runs.h): on the node's tick, a partition
+// silent for the source idle timeout whose events declare their time unit
+// follows the wall clock, so its windows close, its trailing negations fire
+// and the input they held is settled with no later event — except while a
+// stream's messages wait for a publisher's missing one (its time waits too).
 //
 // The runner reaches the broker only through PartitionIo, and the broker's
 // answers come back through outputDone() and leaseTokenDone(): a test runs
@@ -113,7 +118,8 @@ class PartitionIo {
 
 class PartitionRunner final : private QueryRuns::Listener {
  public:
-  using Time = std::chrono::steady_clock::time_point;
+  using Time = QueryRuns::Time;
+  using WallTime = QueryRuns::WallTime;
 
   // The runner of `partition` of the cluster `spec`, running `queries`,
   // counting into `counters`. `lease`: with stream input, the mark of the
@@ -130,8 +136,8 @@ class PartitionRunner final : private QueryRuns::Listener {
   PartitionRunner& operator=(const PartitionRunner&) = delete;
 
   // Queue input: a message of the partition queue, known to PartitionIo as
-  // `tag` (unique for the runner's life).
-  void onQueueInput(uint64_t tag, PartitionInput input);
+  // `tag` (unique for the runner's life), received at `now`.
+  void onQueueInput(uint64_t tag, PartitionInput input, Time now);
   // Stream input: a message read from the partition's stream at `now`. The
   // stream keeps it, so the runner only holds its offset.
   void onStreamInput(PartitionInput input, Time now);
@@ -146,9 +152,11 @@ class PartitionRunner final : private QueryRuns::Listener {
   // The broker's answer to the lease token `id`: once accepted, the lease
   // carries its offset and the older tokens are settled.
   void leaseTokenDone(const std::string& id, bool accepted);
-  // Every heartbeat period (stream input): lets go of publishers' gaps
-  // waited on too long, and moves the lease forward when it can.
-  void tick(Time now);
+  // Every heartbeat period: moves event time with the wall clock `wall`
+  // when the partition is silent (see the file comment); with stream
+  // input, first lets go of publishers' gaps waited on too long, and then
+  // moves the lease forward when it can.
+  void tick(Time now, WallTime wall);
 
   // The partition's holdings, as PartitionStats reports them.
   void describe(PartitionStats& stats) const;
@@ -168,9 +176,11 @@ class PartitionRunner final : private QueryRuns::Listener {
                   ClusterStats& counters);
 
   // An input message in its turn; `tag` is what settling it names.
-  void take(uint64_t tag, PartitionInput input);
+  void take(uint64_t tag, PartitionInput input, Time now);
   void sequence(uint64_t offset, PartitionInput input, Time now);
-  void resume(const std::vector<uint64_t>& offsets, uint64_t gaps);
+  void resume(const std::vector<uint64_t>& offsets, uint64_t gaps, Time now);
+  // Lets event time follow the wall clock on a tick (QueryRuns::tick()).
+  void advanceTime(Time now, WallTime wall);
   void refuse(uint64_t tag, const PartitionInput& input);
   void endOfStream(uint64_t tag);
   void settle();

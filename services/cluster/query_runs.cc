@@ -19,14 +19,24 @@ struct QueryRuns::Run final : detection::DetectionSink {
   std::unique_ptr<detection::Detection> detection;
 };
 
-QueryRuns::QueryRuns(Timestamp max_delay, Listener& listener)
-    : max_delay_(max_delay), listener_(listener), order_(std::in_place, max_delay) {}
+PartitionTime partitionTime(const ClusterSpec& spec) {
+  return PartitionTime{spec.max_delay, std::chrono::milliseconds(spec.source_idle_timeout_ms),
+                       spec.ts_unit};
+}
+
+QueryRuns::QueryRuns(const PartitionTime& time, Listener& listener)
+    : time_(time),
+      listener_(listener),
+      order_(std::in_place, time.max_delay),
+      clock_(std::in_place, time.idle_timeout),
+      wall_clock_(std::in_place, time.unit) {}
 
 QueryRuns::~QueryRuns() = default;
 
 Result<std::unique_ptr<QueryRuns>> QueryRuns::create(std::span<const CompiledQuery> queries,
-                                                     Timestamp max_delay, Listener& listener) {
-  std::unique_ptr<QueryRuns> runs(new QueryRuns(max_delay, listener));
+                                                     const PartitionTime& time,
+                                                     Listener& listener) {
+  std::unique_ptr<QueryRuns> runs(new QueryRuns(time, listener));
   for (const CompiledQuery& query : queries) {
     auto run = std::make_unique<Run>(*runs, query);
     auto detection = run->makeDetection();
@@ -37,11 +47,24 @@ Result<std::unique_ptr<QueryRuns>> QueryRuns::create(std::span<const CompiledQue
   return runs;
 }
 
-Status QueryRuns::push(EventPtr event) { return order_->push(std::move(event)); }
+Status QueryRuns::push(EventPtr event, Time now) {
+  // The partition is the one source: a late event shows it is live too.
+  clock_->heard(0, event->ts(), now);
+  return order_->push(std::move(event));
+}
 
 void QueryRuns::release() {
   while (EventPtr e = order_->popReady()) feed(e);
+  passTime();
   flush(/*end_of_stream=*/false);
+}
+
+void QueryRuns::tick(Time now, WallTime wall) {
+  if (!wall_clock_->follows()) return;
+  const std::optional<Timestamp> time = wall_clock_->eventTime(*clock_, now, wall);
+  if (!time || *time <= order_->newest()) return;
+  order_->advanceTo(*time);
+  release();
 }
 
 void QueryRuns::drain() {
@@ -55,7 +78,10 @@ void QueryRuns::restart() {
     // the run keeps its detection rather than stop.
     if (auto detection = run->makeDetection()) run->detection = std::move(*detection);
   }
-  order_.emplace(max_delay_);
+  order_.emplace(time_.max_delay);
+  clock_.emplace(time_.idle_timeout);
+  wall_clock_.emplace(time_.unit);
+  reported_ = INT64_MIN;
 }
 
 std::optional<Timestamp> QueryRuns::watermark() const {
@@ -67,7 +93,24 @@ void QueryRuns::feed(const EventPtr& event) {
   for (auto& run : runs_) {
     if (Status s = run->detection->onEvent(event); !s) listener_.onDetectorError(run->query, s);
   }
-  listener_.onReleased(event->ts());
+  reported_ = event->ts();
+  listener_.onReleased(reported_);
+}
+
+// Every event up to the watermark went to the detectors; one at it may
+// still come. A detector already told of a later time (a fed event's) is
+// told nothing.
+void QueryRuns::passTime() {
+  if (order_->newest() == INT64_MIN) return;
+  const Timestamp watermark = order_->watermark();
+  if (watermark <= reported_) return;
+  for (auto& run : runs_) {
+    if (Status s = run->detection->advanceTo(watermark); !s) {
+      listener_.onDetectorError(run->query, s);
+    }
+  }
+  reported_ = watermark;
+  listener_.onReleased(watermark);
 }
 
 void QueryRuns::flush(bool end_of_stream) {

@@ -15,8 +15,12 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <proton/codec/map.hpp>
+#include <proton/message.hpp>
+#include <proton/scalar.hpp>
 #include <random>
 #include <set>
 #include <sstream>
@@ -26,9 +30,11 @@
 
 #include "services/cluster/cluster_spec.h"
 #include "services/cluster/management_client.h"
+#include "services/cluster/partitioner.h"
 #include "services/cluster/topology.h"
 #include "tests/integration/child_process.h"
 #include "tests/testing/amqp_frame_filter.h"
+#include "tests/testing/amqp_test_client.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/ports.h"
 #include "tests/testing/rabbitmq_cluster.h"
@@ -646,6 +652,125 @@ TEST_F(ClusterE2eTest, AWindowQueryGroupedByTheKeyGivesTheSameResultsAsOffline) 
   node(2).process->signal(SIGKILL);
   std::cout << "SIGKILL cepbus node2\n";
   expectSameAsOffline(events, std::move(publisher), kPartitions);
+}
+
+// Event time on partitions, with real Proton clients publishing straight to
+// the brokers: SEQ(A a, NOT(B b)) WITHIN 1 s on ts in milliseconds near the
+// wall clock, A(k) for k = 1..20 and a B for each even k. Two publishers
+// take turns with pairs of the sorted stream, each pair swapped (out of
+// order within max-delay): the composites are the sorted stream's. The
+// last lonely A's window closes after the last event: its composite comes
+// only because the quiet partitions follow the wall clock, and never
+// before the window and max-delay passed (the delay is reported, not
+// asserted). Afterwards an event behind that wall-clock time is late, and
+// every input is settled.
+TEST_F(ClusterE2eTest, QuietPartitionsFollowTheWallClockAndCloseTheirWindows) {
+  constexpr uint32_t kPartitions = 2;
+  constexpr int64_t kMaxDelay = 300;
+  key_ = "id";
+  query_ = "PATTERN SEQ(A a, NOT(B b)) WHERE b.id = a.id WITHIN 1 s RETURN Lonely(a.id)";
+  offline_options_ = {"--time-unit", "ms"};
+  writeNode(1, kPartitions,
+            "time-unit=\"ms\" source-idle-timeout=\"1000\" max-delay=\"" +
+                std::to_string(kMaxDelay) + "\"");
+  init();
+  startCollector();
+  startNode(1);
+  // Time for the node to attach to the partition queues (see
+  // RepeatedNodeKillsAndABrokerKillLoseNoComposite).
+  std::this_thread::sleep_for(seconds(2));
+
+  auto wallMs = [] {
+    return std::chrono::duration_cast<milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  struct Sent {
+    std::string type;
+    int64_t ts;
+    int64_t id;
+  };
+  const int64_t t = wallMs() + 500;
+  std::vector<Sent> sorted;
+  for (int64_t k = 1; k <= 20; ++k) {
+    sorted.push_back({"A", t + 100 * k, k});
+    if (k % 2 == 0) sorted.push_back({"B", t + 100 * k + 40, k});
+  }
+  {
+    std::ofstream file(dir_ / "sorted.jsonl");
+    for (const Sent& e : sorted) {
+      file << nlohmann::json{{"type", e.type}, {"ts", e.ts}, {"attrs", {{"id", e.id}}}}.dump()
+           << "\n";
+    }
+  }
+  uint64_t message_id = 0;
+  auto message = [&](const Sent& e) {
+    proton::message m;
+    m.id(proton::message_id(++message_id));
+    m.subject(e.type);
+    m.properties().put("ts", e.ts);
+    // A map body, as the AMQP binding maps events: RabbitMQ gives a message
+    // without a body an empty binary one.
+    m.body(proton::value(std::map<std::string, proton::scalar>{{"id", e.id}}));
+    return m;
+  };
+  auto address = [&](int64_t id) {
+    return "/exchange/" + name_ + ".in/p" +
+           std::to_string(services::cluster::partitionOfKey(std::to_string(id), kPartitions));
+  };
+  AmqpClientOptions guest;
+  guest.port = rmq().amqpPort(1);
+  guest.user = "guest";
+  guest.password = "guest";
+  AmqpTestClient pa(guest);
+  AmqpTestClient pb(guest);
+  ASSERT_TRUE(pa.waitOpen());
+  ASSERT_TRUE(pb.waitOpen());
+  size_t sent_a = 0;
+  size_t sent_b = 0;
+  for (size_t i = 0; i + 1 < sorted.size(); i += 2) {
+    AmqpTestClient& p = (i / 2) % 2 == 0 ? pa : pb;
+    size_t& sent = (i / 2) % 2 == 0 ? sent_a : sent_b;
+    for (const Sent* e : {&sorted[i + 1], &sorted[i]}) p.send(address(e->id), {message(*e)});
+    sent += 2;
+    ASSERT_TRUE(p.waitFor([&] { return p.accepted == sent; })) << "pair at " << i;
+  }
+
+  // The last lonely A, A(19): no event comes after its window.
+  const int64_t closes = t + 1900 + 1000;
+  const std::string last = "[" + std::to_string(t + 1900) + "]";
+  int64_t arrived = 0;
+  ASSERT_TRUE(eventually(
+      "A(19)'s composite in the collector's output",
+      [&] {
+        if (slurp(dir_ / "composites.jsonl").find(last) == std::string::npos) return false;
+        arrived = wallMs();
+        return true;
+      },
+      seconds(30), milliseconds(20)));
+  EXPECT_GE(arrived, closes + kMaxDelay) << "not before its window and the max-delay passed";
+  std::cout << "trailing negation on a quiet partition: composite " << arrived - closes
+            << " ms after its window closed (source-idle-timeout 1000 ms, max-delay " << kMaxDelay
+            << " ms, heartbeat 300 ms)\n";
+  RecordProperty("ms_after_window_end", std::to_string(arrived - closes));
+
+  // Both partitions' time is past `closes` now: an A at t + 2500, after every
+  // event sent, is late there, and goes out as late, not as a composite.
+  const Sent behind{"A", t + 2500, 19};
+  pa.send(address(behind.id), {message(behind)});
+  ASSERT_TRUE(pa.waitFor([&] { return pa.accepted == sent_a + 1; }));
+  EXPECT_TRUE(eventually(
+      "the node to count a late event", [&] { return stats(1).value("late", 0) == 1; }, seconds(30),
+      milliseconds(100)))
+      << stats(1).dump();
+  // Every input settled: the windows that held it closed with no later event.
+  ASSERT_TRUE(waitDrained(kPartitions, seconds(60)));
+  Collected got = finishCollector();
+  const std::vector<std::string> expected = offline(dir_ / "sorted.jsonl");
+  EXPECT_EQ(expected.size(), 10u);
+  EXPECT_EQ(got.composites, expected) << "missing: " << difference(expected, got.composites)
+                                      << "\nextra: " << difference(got.composites, expected);
+  EXPECT_EQ(got.summary.value("late", 0), 1) << got.summary.dump();
 }
 
 TEST_F(ClusterE2eTest, AStoppedNodeLosesItsPartitionsWithinTheIdleTimeout) {

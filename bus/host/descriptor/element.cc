@@ -322,6 +322,19 @@ std::optional<Param> Element::param() const {
   return p;
 }
 
+std::optional<pattern::TimeUnit> Element::timeUnit(const char* attribute) const {
+  auto unit = string(attribute, false);
+  if (!unit) return std::nullopt;
+  auto ts_unit = pattern::tsUnitNamed(*unit);
+  if (!ts_unit) {
+    reportAttribute(attribute,
+                    "must be us, ms or s (ts in microseconds, milliseconds or seconds since the "
+                    "epoch); got " +
+                        quote(*unit));
+  }
+  return ts_unit;
+}
+
 std::optional<QuerySpec> Element::query(QueryInput input) const {
   if (input == QueryInput::kAddresses) {
     allowAttributes({"name", "engine", "input", "output", "time-unit"});
@@ -332,16 +345,7 @@ std::optional<QuerySpec> Element::query(QueryInput input) const {
   q.where = where();
   auto query_name = name("name", true);
   q.engine = name("engine", true).value_or("");
-  if (auto unit = string("time-unit", false)) {
-    if (auto ts_unit = pattern::tsUnitNamed(*unit)) {
-      q.ts_unit = *ts_unit;
-    } else {
-      reportAttribute("time-unit",
-                      "must be us, ms or s (ts in microseconds, milliseconds or seconds since the "
-                      "epoch); got " +
-                          quote(*unit));
-    }
-  }
+  if (auto unit = timeUnit("time-unit")) q.ts_unit = *unit;
   if (input == QueryInput::kAddresses) {
     if (auto list = string("input", true)) q.inputs = inputs(*list);
   }

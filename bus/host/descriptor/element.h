@@ -125,6 +125,8 @@ class Element {
     return values[*at].second;
   }
   std::optional<std::string> address(const char* attribute, AddressUse use, bool required) const;
+  // The unit of a stream's ts: "us", "ms" or "s".
+  std::optional<pattern::TimeUnit> timeUnit(const char* attribute) const;
   // A comma-separated list of names ("symbol,venue").
   std::vector<std::string> nameList(const char* attribute) const;
   // The variable name of a "*-env" attribute (letters, digits and '_', not

@@ -95,4 +95,16 @@ std::optional<Timestamp> wallTime(pattern::TimeUnit unit,
   return std::nullopt;
 }
 
+std::optional<Timestamp> WallClockAdvance::eventTime(const SourceClock& sources,
+                                                     SourceClock::TimePoint now,
+                                                     std::chrono::system_clock::time_point wall) {
+  std::optional<Timestamp> time = sources.eventTime(now);
+  if (!time || !sources.allIdle(now)) return time;
+  if (auto w = wallTime(unit_, wall)) {
+    wall_time_ = std::max(wall_time_, *w);
+    time = std::max(*time, wall_time_);
+  }
+  return time;
+}
+
 }  // namespace cepbus::plugin

@@ -108,4 +108,29 @@ class SourceClock {
 std::optional<Timestamp> wallTime(pattern::TimeUnit unit,
                                   std::chrono::system_clock::time_point now);
 
+// The event time a host moves its detection to on a tick: its sources'
+// (SourceClock::eventTime()), and, for a stream that declares its time unit,
+// while every source is idle, at least the wall clock in ts units, so that
+// windows close and timers fire with no traffic. Never back: a wall clock
+// set back holds the time where it went. The bus's CEP query and a cluster
+// partition (whose one source is the partition) both take it from here.
+//
+// Thread safety: none (the owner's, with its SourceClock). Ownership: a value.
+class WallClockAdvance {
+ public:
+  explicit WallClockAdvance(pattern::TimeUnit unit) : unit_(unit) {}
+
+  // `sources`' event time at `now`, moved up to `wall` (in the unit) when
+  // every source is idle and the unit is declared; nullopt before any
+  // source was heard.
+  std::optional<Timestamp> eventTime(const SourceClock& sources, SourceClock::TimePoint now,
+                                     std::chrono::system_clock::time_point wall);
+  // Whether the wall clock can move the time (a unit is declared).
+  bool follows() const { return unit_ != pattern::TimeUnit::kNone; }
+
+ private:
+  const pattern::TimeUnit unit_;
+  Timestamp wall_time_ = INT64_MIN;  // the wall-clock time it last moved to
+};
+
 }  // namespace cepbus::plugin

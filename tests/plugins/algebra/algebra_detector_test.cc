@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bus/core/pattern/parser.h"
@@ -284,6 +285,23 @@ TEST(AlgebraPlan, RunsNextMatchNativelyWhenEachElementSteersItself) {
   EXPECT_FALSE(native("PATTERN SEQ(A a, D d) WHERE d.x = a.x" + next));
   EXPECT_FALSE(native("PATTERN SEQ(A a, D d) PROBABILITY >= 0.5" + next));
   EXPECT_FALSE(native("PATTERN SEQ(A a, NOT(C c), D d)" + next));
+}
+
+// The host runs a NOT at an edge of a SEQ around the engine
+// (bus/host/detection/edge_negation.h); the engine's own refusal says what
+// it refuses, in its own words.
+TEST(AlgebraPlan, RefusesANegationAtAnEdgeOfASeqInItsOwnWords) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"PATTERN SEQ(NOT(C c), A a, B b) WITHIN 10", "refuses NOT(...) at the start of a SEQ"},
+      {"PATTERN SEQ(A a, B b, NOT(C c)) WITHIN 10", "refuses NOT(...) at the end of a SEQ"}};
+  for (const auto& [text, refusal] : cases) {
+    auto q = pattern::parseQuery(text);
+    ASSERT_TRUE(q.isOk()) << q.status().message();
+    auto plan = compilePlan(*q, plugin::DetectorOptions());
+    ASSERT_FALSE(plan.isOk()) << text;
+    EXPECT_NE(plan.status().message().find(refusal), std::string::npos) << plan.status().message();
+    EXPECT_EQ(plan.status().message().find("nfa"), std::string::npos) << plan.status().message();
+  }
 }
 
 }  // namespace

@@ -731,4 +731,19 @@ TEST(PetriNet, HeldTokensAgreeWithTheTokensInThePlaces) {
   }
 }
 
+// The host runs a NOT at an edge of a SEQ around the engine
+// (bus/host/detection/edge_negation.h); the engine's own refusal says what
+// it refuses, in its own words.
+TEST(PetriNet, RefusesANegationAtAnEdgeOfASeqInItsOwnWords) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"PATTERN SEQ(NOT(C c), A a, B b) WITHIN 10", "refuses NOT(C) at the start of a SEQ"},
+      {"PATTERN SEQ(A a, B b, NOT(C c)) WITHIN 10", "refuses NOT(C) at the end of a SEQ"}};
+  for (const auto& [text, refusal] : cases) {
+    auto p = compilePattern(parse(text), plugin::DetectorOptions());
+    ASSERT_FALSE(p) << text;
+    EXPECT_NE(p.status().message().find(refusal), std::string::npos) << p.status().message();
+    EXPECT_EQ(p.status().message().find("nfa"), std::string::npos) << p.status().message();
+  }
+}
+
 }  // namespace cepbus::plugins::petri

@@ -101,6 +101,67 @@ TEST(ClusterElementErrorTest, MaxDelayAndSlackTogetherAreRefused) {
                           "\"slack\": give one (slack is a synonym of max-delay)"));
 }
 
+// The partition's event time: the unit of its events' ts, which its queries
+// inherit (a query may repeat it), and how long it waits when quiet.
+TEST(ClusterElementTest, TimeUnitAndSourceIdleTimeoutSetThePartitionsEventTime) {
+  auto result = parse(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k" time-unit="ms"
+           source-idle-timeout="1500">
+    <broker port="5672"/>
+    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 2 s</text></query>
+    <query name="r" engine="nfa" output="o" time-unit="ms"><text>PATTERN A a</text></query>
+  </cluster>
+</cepbus>
+)",
+                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().message();
+  const ClusterSpec& c = *result->element<ClusterSpec>();
+  EXPECT_EQ(c.ts_unit, pattern::TimeUnit::kMilliseconds);
+  EXPECT_EQ(c.source_idle_timeout_ms, 1500u);
+  ASSERT_EQ(c.queries.size(), 2u);
+  EXPECT_EQ(c.queries[0].ts_unit, pattern::TimeUnit::kMilliseconds);
+  EXPECT_EQ(c.queries[1].ts_unit, pattern::TimeUnit::kMilliseconds);
+
+  auto plain = parse(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k">
+    <broker port="5672"/>
+    <query name="q" engine="nfa" output="o"><text>PATTERN A a</text></query>
+  </cluster>
+</cepbus>
+)",
+                     "t.xml");
+  ASSERT_TRUE(plain.isOk()) << plain.status().message();
+  EXPECT_EQ(plain->element<ClusterSpec>()->ts_unit, pattern::TimeUnit::kNone);
+  EXPECT_EQ(plain->element<ClusterSpec>()->source_idle_timeout_ms, 2000u)
+      << "the bus's default idle_timeout";
+}
+
+TEST(ClusterElementErrorTest, TimeUnitAndSourceIdleTimeoutAreChecked) {
+  const auto errors = errorsOf(R"(<cepbus name="n1">
+<cluster name="trades" node="n1" partitions="2" key="k" time-unit="min"
+ source-idle-timeout="0">
+<broker port="5672"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(errors.size(), 2u) << ::testing::PrintToString(errors);
+  EXPECT_NE(errors[0].find("\"time-unit\" must be us, ms or s"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("\"source-idle-timeout\""), std::string::npos) << errors[1];
+
+  const auto mismatch = errorsOf(R"(<cepbus name="n1">
+<cluster name="trades" node="n1" partitions="2" key="k" time-unit="ms">
+<broker port="5672"/>
+<query name="q" engine="nfa" output="o" time-unit="s"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(mismatch.size(), 1u) << ::testing::PrintToString(mismatch);
+  EXPECT_NE(mismatch[0].find("t.xml:4:"), std::string::npos) << mismatch[0];
+  EXPECT_NE(mismatch[0].find("differs from the <cluster>'s \"ms\""), std::string::npos)
+      << mismatch[0];
+}
+
 TEST(ClusterElementTest, ClusterTlsAllowsRemoteBrokersAndResolvesTheCa) {
   auto result = parse(R"(<cepbus name="n1">
   <cluster name="trades" node="n1" partitions="2" key="k">

@@ -64,6 +64,18 @@ constexpr char kRise[] =
     "PATTERN SEQ(Stock a, Stock b) WHERE a.symbol = b.symbol AND b.price > a.price "
     "WITHIN 10 RETURN Rise(a.symbol, a.price, b.price)";
 
+// One query, "flat": a stock whose price does not rise within 1,000 (a
+// trailing negation: decided only once event time passes the window).
+constexpr char kFlat[] =
+    "PATTERN SEQ(Stock a, NOT(Stock b)) WHERE b.symbol = a.symbol AND b.price > a.price "
+    "WITHIN 1000 RETURN Flat(a.symbol, a.price)";
+
+// A ts in milliseconds since the epoch, and the wall-clock time it stands for.
+constexpr Timestamp kT = 1'700'000'000'000;
+std::chrono::system_clock::time_point wallAt(Timestamp ms) {
+  return std::chrono::system_clock::time_point(milliseconds(ms));
+}
+
 class PartitionRunnerTest : public ::testing::Test {
  protected:
   PartitionRunnerTest() : loader_({std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins"}) {
@@ -124,6 +136,20 @@ class PartitionRunnerTest : public ::testing::Test {
   static uint64_t idOf(std::initializer_list<EventId> ids) {
     return compositeId("rise", std::vector<EventId>(ids));
   }
+  // Runs "flat" instead of "rise", on events whose ts is in `unit`
+  // (kNone: no declared unit), quiet after 2 s.
+  void runFlat(pattern::TimeUnit unit) {
+    spec_.queries[0].name = "flat";
+    spec_.queries[0].text = kFlat;
+    spec_.queries[0].ts_unit = unit;
+    spec_.ts_unit = unit;
+    spec_.source_idle_timeout_ms = 2000;
+  }
+  std::vector<std::string> compositesTs() const {
+    std::vector<std::string> out;
+    for (const OutputMessage& m : io_.composites()) out.push_back(m.composite->match_ts);
+    return out;
+  }
   // Starts r_, running on io_.
   void start(Timestamp max_delay, std::optional<LeaseMark> lease = std::nullopt) {
     r_ = runner(max_delay, io_, lease);
@@ -142,12 +168,13 @@ class PartitionRunnerTest : public ::testing::Test {
   FakePartitionIo io_;
   std::unique_ptr<PartitionRunner> r_;
   const PartitionRunner::Time t0_{};
+  const PartitionRunner::WallTime wall0_{};
 };
 
 TEST_F(PartitionRunnerTest, PublishesEachCompositeWithItsDeterministicId) {
   ASSERT_NO_FATAL_FAILURE(start(0));
-  r_->onQueueInput(0, input({stock(1, 1, 10)}));
-  r_->onQueueInput(1, input({stock(2, 2, 11)}));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
+  r_->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
   const std::vector<OutputMessage> composites = io_.composites();
   ASSERT_EQ(composites.size(), 1u);
   const OutputMessage& out = composites[0];
@@ -162,14 +189,14 @@ TEST_F(PartitionRunnerTest, PublishesEachCompositeWithItsDeterministicId) {
 
 TEST_F(PartitionRunnerTest, InputsAreAcceptedOnlyOnceOutOfEveryWindowAndTheirCompositeAccepted) {
   ASSERT_NO_FATAL_FAILURE(start(0));
-  r_->onQueueInput(0, input({stock(1, 1, 10)}));
-  r_->onQueueInput(1, input({stock(2, 2, 11)}));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
+  r_->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
   // ts 11 is within WITHIN 10 of ts 1: both may still match a later event.
-  r_->onQueueInput(2, input({stock(3, 11, 1)}));
+  r_->onQueueInput(2, input({stock(3, 11, 1)}), t0_);
   EXPECT_EQ(io_.accepted, Tags{});
   // Event time 30 leaves 1 and 2 out of every window, but the composite
   // they made is not accepted yet: a successor would need them to make it.
-  r_->onQueueInput(3, input({stock(4, 30, 1)}));
+  r_->onQueueInput(3, input({stock(4, 30, 1)}), t0_);
   EXPECT_EQ(io_.accepted, Tags{});
   EXPECT_EQ(stats(*r_).unaccepted_outputs, 1u);
   r_->outputDone(io_.composites()[0].seq, true);
@@ -181,9 +208,9 @@ TEST_F(PartitionRunnerTest, InputsAreAcceptedOnlyOnceOutOfEveryWindowAndTheirCom
 
 TEST_F(PartitionRunnerTest, ARejectedCompositeIsSentAgainAndItsInputsWait) {
   ASSERT_NO_FATAL_FAILURE(start(0));
-  r_->onQueueInput(0, input({stock(1, 1, 10)}));
-  r_->onQueueInput(1, input({stock(2, 2, 11)}));
-  r_->onQueueInput(2, input({stock(3, 30, 1)}));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
+  r_->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
+  r_->onQueueInput(2, input({stock(3, 30, 1)}), t0_);
   ASSERT_EQ(io_.composites().size(), 1u);
   const uint64_t seq = io_.composites()[0].seq;
   r_->outputDone(seq, false);
@@ -203,11 +230,11 @@ TEST_F(PartitionRunnerTest, EventsOutOfOrderWithinTheSlackReachTheDetectorsInOrd
   EXPECT_EQ(stats(*r_).watermark, std::nullopt) << "no event yet";
   // In arrival order the price falls (11, then 10): no rise. In event-time
   // order it rises from 10 at ts 1 to 11 at ts 3.
-  r_->onQueueInput(0, input({stock(1, 3, 11)}));
-  r_->onQueueInput(1, input({stock(2, 1, 10)}));
+  r_->onQueueInput(0, input({stock(1, 3, 11)}), t0_);
+  r_->onQueueInput(1, input({stock(2, 1, 10)}), t0_);
   EXPECT_TRUE(io_.composites().empty()) << "released before the max-delay let them go";
   EXPECT_EQ(stats(*r_).watermark, -2) << "the newest ts (3) minus the max-delay";
-  r_->onQueueInput(2, input({stock(3, 9, 1)}));  // 9 - 5 >= 3: both go
+  r_->onQueueInput(2, input({stock(3, 9, 1)}), t0_);  // 9 - 5 >= 3: both go
   EXPECT_EQ(stats(*r_).watermark, 4);
   ASSERT_EQ(io_.composites().size(), 1u);
   EXPECT_EQ(io_.composites()[0].composite->match_ts, "[1,3]");
@@ -217,8 +244,8 @@ TEST_F(PartitionRunnerTest, EventsOutOfOrderWithinTheSlackReachTheDetectorsInOrd
 
 TEST_F(PartitionRunnerTest, ALateEventIsPublishedAsLateAndAcceptedOnceThatIs) {
   ASSERT_NO_FATAL_FAILURE(start(2));
-  r_->onQueueInput(0, input({stock(1, 10, 10)}));
-  r_->onQueueInput(1, input({stock(2, 5, 20)}));  // 5 behind, the max-delay is 2
+  r_->onQueueInput(0, input({stock(1, 10, 10)}), t0_);
+  r_->onQueueInput(1, input({stock(2, 5, 20)}), t0_);  // 5 behind, the max-delay is 2
   EXPECT_EQ(counters_.late, 1u);
   ASSERT_EQ(io_.sent.size(), 1u);
   EXPECT_FALSE(io_.sent[0].composite);
@@ -227,31 +254,31 @@ TEST_F(PartitionRunnerTest, ALateEventIsPublishedAsLateAndAcceptedOnceThatIs) {
   r_->outputDone(io_.sent[0].seq, true);
   EXPECT_EQ(io_.accepted, Tags{1});
   // It reached no detector: a later rise pairs with ts 10 only.
-  r_->onQueueInput(2, input({stock(3, 14, 30)}));
-  r_->onQueueInput(3, input({stock(4, 30, 1)}));
+  r_->onQueueInput(2, input({stock(3, 14, 30)}), t0_);
+  r_->onQueueInput(3, input({stock(4, 30, 1)}), t0_);
   ASSERT_EQ(io_.composites().size(), 1u);
   EXPECT_EQ(io_.composites()[0].composite->id, idOf({1, 3}));
 }
 
 TEST_F(PartitionRunnerTest, AResentEventIsDroppedAndItsMessageLetGo) {
   ASSERT_NO_FATAL_FAILURE(start(0));
-  r_->onQueueInput(0, input({stock(1, 1, 10)}));
-  r_->onQueueInput(1, input({stock(1, 1, 10)}));  // the same event id again
+  r_->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
+  r_->onQueueInput(1, input({stock(1, 1, 10)}), t0_);  // the same event id again
   EXPECT_EQ(counters_.duplicates, 1u);
   EXPECT_EQ(io_.accepted, Tags{1});  // no output was pending
-  r_->onQueueInput(2, input({stock(2, 2, 11)}));
+  r_->onQueueInput(2, input({stock(2, 2, 11)}), t0_);
   // One rise, not two: the copy reached no detector.
   EXPECT_EQ(io_.composites().size(), 1u);
 }
 
 TEST_F(PartitionRunnerTest, ABatchIsAcceptedWithItsLastEvent) {
   ASSERT_NO_FATAL_FAILURE(start(0));
-  r_->onQueueInput(0, input({stock(1, 1, 1), stock(2, 20, 1)}));
-  r_->onQueueInput(1, input({stock(3, 25, 1)}));
+  r_->onQueueInput(0, input({stock(1, 1, 1), stock(2, 20, 1)}), t0_);
+  r_->onQueueInput(1, input({stock(3, 25, 1)}), t0_);
   // ts 1 left every window, ts 20 has not: the batch waits for it.
   EXPECT_EQ(io_.accepted, Tags{});
   EXPECT_EQ(counters_.settled, 1u);
-  r_->onQueueInput(2, input({stock(4, 40, 1)}));
+  r_->onQueueInput(2, input({stock(4, 40, 1)}), t0_);
   EXPECT_EQ(io_.accepted, (Tags{0, 1}));
 }
 
@@ -260,7 +287,7 @@ TEST_F(PartitionRunnerTest, AMessageThatIsNoEventIsRejectedWithItsCondition) {
   PartitionInput bad;
   bad.condition = "amqp:invalid-field";
   bad.description = "no type";
-  r_->onQueueInput(7, bad);
+  r_->onQueueInput(7, bad, t0_);
   ASSERT_EQ(io_.rejected.size(), 1u);
   EXPECT_EQ(io_.rejected[0].tag, 7u);
   EXPECT_EQ(io_.rejected[0].condition, "amqp:invalid-field");
@@ -270,10 +297,10 @@ TEST_F(PartitionRunnerTest, AMessageThatIsNoEventIsRejectedWithItsCondition) {
 
 TEST_F(PartitionRunnerTest, TheEndOfAStreamClosesEveryWindowAndTheNextStreamStartsAfresh) {
   ASSERT_NO_FATAL_FAILURE(start(1));
-  r_->onQueueInput(0, input({stock(1, 1, 10)}));
-  r_->onQueueInput(1, input({stock(2, 2, 11)}));
+  r_->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
+  r_->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
   EXPECT_TRUE(io_.composites().empty()) << "the max-delay holds ts 2 back";
-  r_->onQueueInput(2, endOfStream());
+  r_->onQueueInput(2, endOfStream(), t0_);
   ASSERT_EQ(io_.composites().size(), 1u);
   EXPECT_EQ(counters_.streams_ended, 1u);
   EXPECT_TRUE(stats(*r_).stream_ended);
@@ -283,14 +310,14 @@ TEST_F(PartitionRunnerTest, TheEndOfAStreamClosesEveryWindowAndTheNextStreamStar
 
   // A new stream: its events never pair with the last stream's (ts 5 would
   // rise from both)...
-  r_->onQueueInput(3, input({stock(3, 5, 50)}));
+  r_->onQueueInput(3, input({stock(3, 5, 50)}), t0_);
   EXPECT_FALSE(stats(*r_).stream_ended);
   EXPECT_EQ(sorted(io_.accepted), (Tags{0, 1, 2})) << "its window needs ts 5";
-  r_->onQueueInput(4, endOfStream());
+  r_->onQueueInput(4, endOfStream(), t0_);
   EXPECT_EQ(io_.composites().size(), 1u);
   // ... and its time may start below the last one's without being late.
-  r_->onQueueInput(5, input({stock(4, 0, 1)}));
-  r_->onQueueInput(6, endOfStream());
+  r_->onQueueInput(5, input({stock(4, 0, 1)}), t0_);
+  r_->onQueueInput(6, endOfStream(), t0_);
   EXPECT_EQ(counters_.late, 0u);
   EXPECT_EQ(counters_.streams_ended, 3u);
   EXPECT_EQ(sorted(io_.accepted), (Tags{0, 1, 2, 3, 4, 5, 6}));
@@ -300,8 +327,8 @@ TEST_F(PartitionRunnerTest, ANodeTakingOverReplaysTheUnsettledInputsAndRepeatsTh
   FakePartitionIo first;
   auto a = runner(0, first);
   ASSERT_NE(a, nullptr);
-  a->onQueueInput(0, input({stock(1, 1, 10)}));
-  a->onQueueInput(1, input({stock(2, 2, 11)}));
+  a->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
+  a->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
   ASSERT_EQ(first.composites().size(), 1u);
   // The node dies before the broker accepted its composite: nothing was
   // accepted, so the broker redelivers both inputs to the next node.
@@ -311,9 +338,9 @@ TEST_F(PartitionRunnerTest, ANodeTakingOverReplaysTheUnsettledInputsAndRepeatsTh
   FakePartitionIo second;
   auto b = runner(0, second);
   ASSERT_NE(b, nullptr);
-  b->onQueueInput(0, input({stock(1, 1, 10)}, /*redelivered=*/true));
-  b->onQueueInput(1, input({stock(2, 2, 11)}, /*redelivered=*/true));
-  b->onQueueInput(2, input({stock(3, 4, 12)}));
+  b->onQueueInput(0, input({stock(1, 1, 10)}, /*redelivered=*/true), t0_);
+  b->onQueueInput(1, input({stock(2, 2, 11)}, /*redelivered=*/true), t0_);
+  b->onQueueInput(2, input({stock(3, 4, 12)}), t0_);
   EXPECT_EQ(counters_.replayed, 2u);
   // The rebuilt partial match goes on, and the repeated composite carries
   // the id the first node gave it: a consumer drops it as a duplicate.
@@ -327,9 +354,9 @@ TEST_F(PartitionRunnerTest, ANodeTakingOverReplaysTheUnsettledInputsAndRepeatsTh
 TEST_F(PartitionRunnerTest, HoldingMaxUnsettledMessagesIsCounted) {
   spec_.max_unsettled = 2;
   ASSERT_NO_FATAL_FAILURE(start(0));
-  r_->onQueueInput(0, input({stock(1, 1, 1)}));
+  r_->onQueueInput(0, input({stock(1, 1, 1)}), t0_);
   EXPECT_EQ(counters_.window_full, 0u);
-  r_->onQueueInput(1, input({stock(2, 2, 1)}));
+  r_->onQueueInput(1, input({stock(2, 2, 1)}), t0_);
   EXPECT_EQ(counters_.window_full, 1u);
 }
 
@@ -346,11 +373,11 @@ TEST_F(PartitionRunnerTest, StreamInputMovesTheLeaseToTheOldestOffsetAWindowHold
   EXPECT_EQ(s.resume_from, 102u);  // 100 and 101 left every window
   EXPECT_EQ(s.lease_offset, 100u);
 
-  r_->tick(t0_);
+  r_->tick(t0_, wall0_);
   ASSERT_EQ(io_.tokens_sent.size(), 1u);
   EXPECT_EQ(io_.tokens_sent[0].resume_from, 102u);
   EXPECT_EQ(io_.tokens_sent[0].read_to, 103u);
-  r_->tick(t0_);
+  r_->tick(t0_, wall0_);
   EXPECT_EQ(io_.tokens_sent.size(), 1u) << "one token on its way at a time";
 
   // The new token comes back to its owner before the broker's answer.
@@ -359,16 +386,16 @@ TEST_F(PartitionRunnerTest, StreamInputMovesTheLeaseToTheOldestOffsetAWindowHold
   EXPECT_EQ(io_.tokens_settled, Tags{7});
   EXPECT_EQ(stats(*r_).lease_offset, 102u);
   EXPECT_EQ(counters_.checkpoints, 1u);
-  r_->tick(t0_);
+  r_->tick(t0_, wall0_);
   EXPECT_EQ(io_.tokens_sent.size(), 1u) << "nothing new to say";
 
   r_->onStreamInput(at(103, stock(4, 50, 1)), t0_);
-  r_->tick(t0_);
+  r_->tick(t0_, wall0_);
   ASSERT_EQ(io_.tokens_sent.size(), 2u);
   EXPECT_EQ(io_.tokens_sent[1].resume_from, 103u);
   r_->leaseTokenDone("token-2", false);  // refused: offered again
   EXPECT_EQ(io_.tokens_settled, Tags{7});
-  r_->tick(t0_);
+  r_->tick(t0_, wall0_);
   ASSERT_EQ(io_.tokens_sent.size(), 3u);
   EXPECT_EQ(io_.tokens_sent[2].resume_from, 103u);
 }
@@ -378,10 +405,10 @@ TEST_F(PartitionRunnerTest, StreamInputWaitsForTheLeaseToTakeAToken) {
   ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{0, 0}));
   r_->onStreamInput(at(0, stock(1, 1, 1)), t0_);
   r_->onStreamInput(at(1, stock(2, 20, 1)), t0_);
-  r_->tick(t0_);
+  r_->tick(t0_, wall0_);
   EXPECT_TRUE(io_.tokens_sent.empty());
   io_.lease_open = true;
-  r_->tick(t0_);
+  r_->tick(t0_, wall0_);
   ASSERT_EQ(io_.tokens_sent.size(), 1u);
   EXPECT_EQ(io_.tokens_sent[0].resume_from, 1u);
 }
@@ -406,9 +433,9 @@ TEST_F(PartitionRunnerTest, AGapWaitedOnTooLongIsGivenUp) {
   ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{10, 10}));
   r_->onStreamInput(at(10, stock(1, 1, 10), StreamSequencer::Tag{9, 0}), t0_);
   r_->onStreamInput(at(11, stock(3, 3, 12), StreamSequencer::Tag{9, 2}), t0_);
-  r_->tick(t0_ + milliseconds(1000));
+  r_->tick(t0_ + milliseconds(1000), wall0_);
   EXPECT_TRUE(io_.composites().empty());
-  r_->tick(t0_ + std::chrono::minutes(5));
+  r_->tick(t0_ + std::chrono::minutes(5), wall0_);
   EXPECT_EQ(counters_.sequence_gaps, 1u);
   ASSERT_EQ(io_.composites().size(), 1u);
   EXPECT_EQ(io_.composites()[0].composite->match_ts, "[1,3]");
@@ -433,6 +460,93 @@ TEST_F(PartitionRunnerTest, AStreamMessageThatIsNoEventStopsHoldingTheLeaseBack)
   EXPECT_TRUE(io_.rejected.empty()) << "a stream keeps its messages";
   EXPECT_EQ(counters_.rejected, 1u);
   EXPECT_EQ(stats(*r_).resume_from, 1u);
+}
+
+using TsList = std::vector<std::string>;
+
+// Two stocks whose price never rises and no later event: the partition goes
+// quiet, and after the idle timeout its time follows the wall clock, which
+// closes each window once it passes it by the max-delay — not before — and
+// settles the input once the composite is accepted.
+TEST_F(PartitionRunnerTest, ATrailingNegationFiresOnceTheQuietPartitionFollowsTheWallClock) {
+  runFlat(pattern::TimeUnit::kMilliseconds);
+  ASSERT_NO_FATAL_FAILURE(start(100));
+  r_->onQueueInput(0, input({stock(1, kT, 10)}), t0_);
+  r_->onQueueInput(1, input({stock(2, kT + 100, 9)}), t0_);
+  r_->tick(t0_ + milliseconds(1500), wallAt(kT + 5000));
+  EXPECT_TRUE(io_.composites().empty()) << "not idle yet: the time stays at the newest event";
+  EXPECT_EQ(stats(*r_).watermark, kT);
+
+  r_->tick(t0_ + milliseconds(2001), wallAt(kT + 1050));
+  EXPECT_EQ(stats(*r_).watermark, kT + 950);
+  EXPECT_TRUE(io_.composites().empty()) << "the first window closes at " << kT + 1000;
+
+  r_->tick(t0_ + milliseconds(2200), wallAt(kT + 1150));
+  EXPECT_EQ(compositesTs(), TsList{"[" + std::to_string(kT) + "]"});
+  EXPECT_TRUE(io_.accepted.empty()) << "held until its composite is accepted";
+  r_->outputDone(io_.composites()[0].seq, true);
+  EXPECT_EQ(io_.accepted, Tags{0});
+
+  r_->tick(t0_ + milliseconds(2400), wallAt(kT + 1300));
+  EXPECT_EQ(compositesTs(),
+            (TsList{"[" + std::to_string(kT) + "]", "[" + std::to_string(kT + 100) + "]"}));
+  r_->outputDone(io_.composites()[1].seq, true);
+  EXPECT_EQ(io_.accepted, (Tags{0, 1}));
+  EXPECT_EQ(stats(*r_).held, 0u);
+}
+
+TEST_F(PartitionRunnerTest, WithoutATimeUnitAQuietPartitionKeepsItsTime) {
+  runFlat(pattern::TimeUnit::kNone);
+  ASSERT_NO_FATAL_FAILURE(start(100));
+  r_->onQueueInput(0, input({stock(1, kT, 10)}), t0_);
+  r_->tick(t0_ + std::chrono::hours(1), wallAt(kT + 3'600'000));
+  EXPECT_TRUE(io_.composites().empty());
+  EXPECT_EQ(stats(*r_).watermark, kT - 100);
+  EXPECT_EQ(stats(*r_).held, 1u);
+  // A later event moves it as ever: the watermark it makes (kT + 1100)
+  // closes the window, though the max-delay still holds that event back.
+  r_->onQueueInput(1, input({stock(2, kT + 1200, 1)}), t0_ + std::chrono::hours(1));
+  EXPECT_EQ(compositesTs(), TsList{"[" + std::to_string(kT) + "]"});
+}
+
+// Time that followed the wall clock stays: an event more than the max-delay
+// behind it is late (re-published, counted), one within it is not, and a
+// wall clock set back moves nothing.
+TEST_F(PartitionRunnerTest, AnEventBehindTheWallClocksTimeIsLate) {
+  runFlat(pattern::TimeUnit::kMilliseconds);
+  ASSERT_NO_FATAL_FAILURE(start(100));
+  r_->onQueueInput(0, input({stock(1, kT, 10)}), t0_);
+  r_->tick(t0_ + milliseconds(2001), wallAt(kT + 5000));
+  EXPECT_EQ(stats(*r_).watermark, kT + 4900);
+  EXPECT_EQ(io_.composites().size(), 1u);
+
+  r_->tick(t0_ + milliseconds(2500), wallAt(kT + 3000));
+  EXPECT_EQ(stats(*r_).watermark, kT + 4900) << "never back";
+
+  r_->onQueueInput(1, input({stock(2, kT + 4800, 20)}), t0_ + milliseconds(2600));
+  EXPECT_EQ(counters_.late, 1u);
+  ASSERT_EQ(io_.sent.size(), 2u);
+  EXPECT_FALSE(io_.sent[1].composite);
+  EXPECT_EQ(io_.sent[1].event->ts(), kT + 4800);
+  r_->onQueueInput(2, input({stock(3, kT + 4950, 20)}), t0_ + milliseconds(2600));
+  EXPECT_EQ(counters_.late, 1u) << "within the max-delay of the wall clock's time";
+}
+
+// While a stream's messages wait for a publisher's missing one, the
+// partition's time waits too: the missing one may precede them.
+TEST_F(PartitionRunnerTest, AStreamWaitingForAPublishersGapKeepsItsTime) {
+  runFlat(pattern::TimeUnit::kMilliseconds);
+  ASSERT_NO_FATAL_FAILURE(start(0, LeaseMark{10, 10}));
+  r_->onStreamInput(at(10, stock(1, kT, 10), StreamSequencer::Tag{9, 0}), t0_);
+  r_->onStreamInput(at(11, stock(3, kT + 300, 5), StreamSequencer::Tag{9, 2}), t0_);
+  r_->tick(t0_ + milliseconds(5000), wallAt(kT + 10'000));
+  EXPECT_EQ(stats(*r_).watermark, kT);
+  EXPECT_TRUE(io_.composites().empty());
+  r_->onStreamInput(at(12, stock(2, kT + 200, 9), StreamSequencer::Tag{9, 1}),
+                    t0_ + milliseconds(5000));
+  EXPECT_EQ(counters_.late, 0u);
+  r_->tick(t0_ + milliseconds(7001), wallAt(kT + 10'000));
+  EXPECT_EQ(compositesTs().size(), 3u);
 }
 
 }  // namespace

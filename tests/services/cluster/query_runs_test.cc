@@ -50,7 +50,7 @@ class QueryRunsTest : public ::testing::Test {
   }
 
   std::unique_ptr<QueryRuns> runs(Timestamp max_delay) {
-    auto made = QueryRuns::create(queries_, max_delay, listener_);
+    auto made = QueryRuns::create(queries_, PartitionTime{.max_delay = max_delay}, listener_);
     EXPECT_TRUE(made.isOk()) << made.status().message();
     return made ? std::move(*made) : nullptr;
   }
@@ -66,6 +66,7 @@ class QueryRunsTest : public ::testing::Test {
   plugin::PluginLoader loader_;
   std::vector<CompiledQuery> queries_;
   RecordingListener listener_;
+  const QueryRuns::Time t0_{};
 };
 
 using Matches = std::set<std::string>;
@@ -74,12 +75,12 @@ using Times = std::vector<Timestamp>;
 TEST_F(QueryRunsTest, EveryQueryHearsTheEventsInTimeOrderOnceTheSlackLetsThemGo) {
   auto r = runs(2);
   ASSERT_NE(r, nullptr);
-  ASSERT_TRUE(r->push(stock(3, 12)).isOk());
-  ASSERT_TRUE(r->push(stock(1, 10)).isOk());  // 2 behind: within the max-delay
+  ASSERT_TRUE(r->push(stock(3, 12), t0_).isOk());
+  ASSERT_TRUE(r->push(stock(1, 10), t0_).isOk());  // 2 behind: within the max-delay
   r->release();
   EXPECT_EQ(listener_.released, Times{1});
   EXPECT_TRUE(listener_.matches.empty());
-  ASSERT_TRUE(r->push(stock(5, 11)).isOk());
+  ASSERT_TRUE(r->push(stock(5, 11), t0_).isOk());
   r->release();
   // Out before release() returns: what ts 3 made.
   EXPECT_EQ(listener_.released, (Times{1, 3}));
@@ -93,8 +94,8 @@ TEST_F(QueryRunsTest, EveryQueryHearsTheEventsInTimeOrderOnceTheSlackLetsThemGo)
 TEST_F(QueryRunsTest, AnEventBeyondTheSlackIsRefusedAndReachesNoQuery) {
   auto r = runs(2);
   ASSERT_NE(r, nullptr);
-  ASSERT_TRUE(r->push(stock(10, 10)).isOk());
-  EXPECT_FALSE(r->push(stock(7, 20)).isOk());
+  ASSERT_TRUE(r->push(stock(10, 10), t0_).isOk());
+  EXPECT_FALSE(r->push(stock(7, 20), t0_).isOk());
   r->drain();
   EXPECT_EQ(listener_.released, Times{10});
   EXPECT_TRUE(listener_.matches.empty());
@@ -103,13 +104,13 @@ TEST_F(QueryRunsTest, AnEventBeyondTheSlackIsRefusedAndReachesNoQuery) {
 TEST_F(QueryRunsTest, ARestartForgetsTheLastStreamsOrderAndPartialMatches) {
   auto r = runs(0);
   ASSERT_NE(r, nullptr);
-  ASSERT_TRUE(r->push(stock(5, 10)).isOk());
+  ASSERT_TRUE(r->push(stock(5, 10), t0_).isOk());
   r->drain();
   r->restart();
   // Behind the last stream's time, yet in order for the new one.
-  ASSERT_TRUE(r->push(stock(1, 1)).isOk());
+  ASSERT_TRUE(r->push(stock(1, 1), t0_).isOk());
   // A fall from the last stream's 10 would be [5,6]: that stream is over.
-  ASSERT_TRUE(r->push(stock(6, 5)).isOk());
+  ASSERT_TRUE(r->push(stock(6, 5), t0_).isOk());
   r->release();
   EXPECT_EQ(listener_.released, (Times{5, 1, 6}));
   EXPECT_EQ(listener_.matches, Matches{"rise [1,6]"});

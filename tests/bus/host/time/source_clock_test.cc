@@ -154,5 +154,26 @@ TEST(SourceClockTest, WallTimeCountsInTheDeclaredUnit) {
   EXPECT_EQ(wallTime(pattern::TimeUnit::kNone, t), std::nullopt);
 }
 
+// The wall clock moves the time only while every source is idle and the
+// unit is declared, and never back.
+TEST(WallClockAdvanceTest, FollowsTheWallClockOnlyWhenEverySourceIsIdle) {
+  auto wall = [](Timestamp ms) { return std::chrono::system_clock::time_point(milliseconds(ms)); };
+  SourceClock clock(milliseconds(100));
+  WallClockAdvance ms(pattern::TimeUnit::kMilliseconds);
+  EXPECT_TRUE(ms.follows());
+  EXPECT_EQ(ms.eventTime(clock, at(0), wall(5000)), std::nullopt) << "no source: no time";
+  clock.heard(1, 1000, at(0));
+  EXPECT_EQ(ms.eventTime(clock, at(50), wall(5000)), 1000) << "live: the source's time";
+  EXPECT_EQ(ms.eventTime(clock, at(101), wall(5000)), 5000);
+  EXPECT_EQ(ms.eventTime(clock, at(102), wall(3000)), 5000) << "a wall clock set back";
+  EXPECT_EQ(ms.eventTime(clock, at(103), wall(500)), 5000);
+  clock.heard(1, 7000, at(200));
+  EXPECT_EQ(ms.eventTime(clock, at(301), wall(6000)), 7000) << "ahead of the wall clock";
+
+  WallClockAdvance none(pattern::TimeUnit::kNone);
+  EXPECT_FALSE(none.follows());
+  EXPECT_EQ(none.eventTime(clock, at(1000), wall(9000)), 7000);
+}
+
 }  // namespace
 }  // namespace cepbus::plugin
