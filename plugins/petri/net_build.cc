@@ -473,6 +473,11 @@ bool PetriNet::markLazyRuns(Transition& t, const std::vector<const Transition*>&
     }
   }
   t.all_links = t.pair.empty();
+  // Without links to bound the runs, a predicate tying b[i] to an earlier
+  // element (b[i].x = a.x) would be checked only on whole runs, after every
+  // subset of the window's events was enumerated: the run tokens it prunes
+  // as they grow cost less.
+  if (t.all_links && !t.across.empty()) return false;
   // A place holding run tokens keeps them (none is lost), until it is empty.
   return t.lazy_runs || t.place.empty();
 }

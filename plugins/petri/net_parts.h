@@ -203,8 +203,8 @@ struct PetriNet::Transition {
   // no outputs, joins or inhibitors, every other reader of its place only
   // reports (the element after it ends the pattern), and each guard indexes
   // its own element with b[i] and b[i-1] only (no b[1], b[last] or
-  // aggregate of the run so far; earlier elements may be named). The
-  // guards are split by what they read:
+  // aggregate of the run so far; earlier elements may be named, when a
+  // guard relates b[i] to b[i-1]). The guards are split by what they read:
   bool lazy_runs = false;
   std::vector<const pattern::Conjunct*> admit;   // the event alone: checked as it arrives
   std::vector<const pattern::Conjunct*> pair;    // b[i] and b[i-1]: checked per link
