@@ -425,14 +425,78 @@ void PetriNet::rebuildTypeIndex() {
   }
 }
 
+namespace {
+
+// Whether every reference `e` makes to the Kleene variable `var` is b[i] or
+// b[i-1]: what a link between two events, or one event of a run, decides.
+bool relative(const pattern::Expr& e, const std::string& var) {
+  if ((e.kind == pattern::ExprKind::kAttr || e.kind == pattern::ExprKind::kAggregate) &&
+      e.ref.var == var && e.ref.index != pattern::IndexKind::kCurrent &&
+      e.ref.index != pattern::IndexKind::kPrevious) {
+    return false;
+  }
+  return (!e.lhs || relative(*e.lhs, var)) && (!e.rhs || relative(*e.rhs, var));
+}
+
+}  // namespace
+
+bool PetriNet::markLazyRuns(Transition& t, const std::vector<const Transition*>& readers) {
+  t.admit.clear();
+  t.pair.clear();
+  t.across.clear();
+  const bool shape = t.loop && t.group < 0 && t.strategy == pattern::Strategy::kSkipTillAnyMatch &&
+                     t.inhibitors.empty() && t.outputs.empty() && t.joins.empty() &&
+                     !readers.empty() &&
+                     std::all_of(readers.begin(), readers.end(), [](const Transition* u) {
+                       return !u->loop && u->right == nullptr && !u->conjunction && u->group < 0 &&
+                              u->strategy == pattern::Strategy::kSkipTillAnyMatch &&
+                              u->inhibitors.empty() && u->consumers == 0 && u->joins.empty();
+                     });
+  if (!shape) return false;
+  const int slot = t.slots[static_cast<size_t>(t.depth)];
+  const uint64_t own = slot >= 0 ? uint64_t{1} << slot : 0;
+  for (const pattern::Conjunct* g : t.guards) {
+    if (g->slot_mask == 0) {
+      t.admit.push_back(g);
+      continue;
+    }
+    if (slot < 0 || !g->iteration_slot || static_cast<int>(*g->iteration_slot) != slot ||
+        !relative(*g->source, t.owner->layout.nameOf(static_cast<size_t>(slot)))) {
+      return false;
+    }
+    if (g->slot_mask != own) {
+      t.across.push_back(g);
+    } else if (g->uses_previous) {
+      t.pair.push_back(g);
+    } else {
+      t.admit.push_back(g);
+    }
+  }
+  t.all_links = t.pair.empty();
+  // Without links to bound the runs, a predicate tying b[i] to an earlier
+  // element (b[i].x = a.x) would be checked only on whole runs, after every
+  // subset of the window's events was enumerated: the run tokens it prunes
+  // as they grow cost less.
+  if (t.all_links && !t.across.empty()) return false;
+  // A place holding run tokens keeps them (none is lost), until it is empty.
+  return t.lazy_runs || t.place.empty();
+}
+
 void PetriNet::markLazyPlaces() {
   // Whose places only feedback extensions read (joins and Kleene loops read
   // whole tokens).
   std::unordered_map<const Transition*, bool> plain_readers;
+  std::unordered_map<const Transition*, std::vector<const Transition*>> readers_of;
   for (const auto& u : transitions_) {
     const bool plain = !u->loop && u->right == nullptr && !u->conjunction && u->group < 0;
     if (u->input != nullptr) plain_readers.try_emplace(u->input, true).first->second &= plain;
     if (u->right != nullptr) plain_readers[u->right] = false;
+    if (u->input != nullptr) readers_of[u->input].push_back(u.get());
+  }
+  for (const auto& t : transitions_) {
+    const bool lazy_runs = markLazyRuns(*t, readers_of[t.get()]);
+    if (t->lazy_runs && !lazy_runs) materializeRuns(*t);
+    t->lazy_runs = lazy_runs;
   }
   for (const auto& t : transitions_) {
     const int own_slot = t->slots[static_cast<size_t>(t->depth)];

@@ -62,7 +62,7 @@ std::string PetriNet::toDot() const {
     for (const PatternEntry* u : t.users) users += (users.empty() ? "" : ", ") + u->name;
     label += "\n[" + users + "]";
     out += "  t" + n + " [shape=box, label=\"" + dotEscape(label) + "\"];\n";
-    out += "  p" + n + " [shape=circle, label=\"P" + n + "\\n" + std::to_string(t.place.size()) +
+    out += "  p" + n + " [shape=circle, label=\"P" + n + "\\n" + std::to_string(t.held()) +
            " tok\"];\n";
     if (t.input != nullptr) out += "  p" + std::to_string(id.at(t.input)) + " -> t" + n + ";\n";
     if (t.conjunction) {
@@ -103,7 +103,7 @@ std::string PetriNet::toJson() const {
     places.push_back({{"id", "p" + n},
                       {"kind", "output"},
                       {"transition", "t" + n},
-                      {"tokens", t.place.size()},
+                      {"tokens", t.held()},
                       {"emits", outputs}});
     nlohmann::json inputs = nlohmann::json::array();
     if (t.input != nullptr) inputs.push_back("p" + std::to_string(id.at(t.input)));

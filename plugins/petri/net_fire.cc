@@ -48,6 +48,7 @@ Status PetriNet::onEvent(const EventPtr& event) {
       if (t->window == kNoWindow) continue;
       held_ -= std::erase_if(t->place,
                              [&](const auto& tok) { return now_ - tok->first_ts > t->window; });
+      held_ -= t->runs.dropBefore(now_ - t->window);
     }
   }
   peak_held_ = std::max(peak_held_, held_);
@@ -62,7 +63,11 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
     if (taken_[t.group] == seq_) return;
   }
   if (t.loop) {
-    fireLoop(t, event);
+    if (t.lazy_runs) {
+      fireLazyLoop(t, event);
+    } else {
+      fireLoop(t, event);
+    }
     return;
   }
   if (t.input == nullptr) {
@@ -70,6 +75,10 @@ void PetriNet::fire(Transition& t, const EventPtr& event) {
       if (t.group >= 0) taken_[t.group] = seq_;
       produce(t, nullptr, nullptr, event);
     }
+    return;
+  }
+  if (t.input->lazy_runs) {
+    enumerateRuns(t, event);
     return;
   }
   std::vector<std::shared_ptr<const Token>>& in = t.input->place;
@@ -308,6 +317,215 @@ void PetriNet::fireLoop(Transition& t, const EventPtr& event) {
   extend(t.place, runs, Transition::kLoopTook);
 }
 
+void PetriNet::fireLazyLoop(Transition& t, const EventPtr& event) {
+  const Timestamp ts = event->ts();
+  KleenePlace& runs = t.runs;
+  if (t.window != kNoWindow) held_ -= runs.dropBefore(ts - t.window);
+  if (t.input != nullptr) {
+    std::vector<std::shared_ptr<const Token>>& in = t.input->place;
+    if (t.input->window != kNoWindow) {
+      const Timestamp w = t.input->window;
+      held_ -= std::erase_if(in, [&](const auto& tok) { return ts - tok->first_ts > w; });
+    }
+    // A run starts after a token of the input place (sorted by last_ts): an
+    // event none precedes is in no run.
+    if (in.empty() || in.front()->last_ts >= ts) return;
+  }
+  // Every run holding it would be dropped as unlikely.
+  if (t.unlikely(event->probability())) return;
+  const int slot = t.slots[static_cast<size_t>(t.depth)];
+  const Event* pairing[2] = {nullptr, event.get()};
+  if (!t.admit.empty() || !t.pair.empty()) bind_.assign(t.owner->layout.size(), {});
+  if (!t.admit.empty()) {
+    if (slot >= 0) bind_[slot].events = std::span<const Event* const>(pairing + 1, 1);
+    for (const pattern::Conjunct* g : t.admit) {
+      if (!g->test(bind_)) return;
+    }
+  }
+  const uint64_t earlier = !runs.entries.empty() && runs.entries.back().token.last_ts == ts
+                               ? runs.entries.back().earlier
+                               : runs.end();
+  KleenePlace::Entry& entry = runs.entries.emplace_back();
+  entry.token.event = event;
+  entry.token.first_ts = ts;
+  entry.token.last_ts = ts;
+  entry.token.first_seq = seq_;
+  entry.token.prob = event->probability();
+  entry.token.element = t.depth;
+  entry.earlier = earlier;
+  ++held_;
+  if (t.all_links) return;
+  // The iteration predicates relating b[i] to b[i-1], once per pair.
+  bind_[slot].events = std::span<const Event* const>(pairing, 2);
+  for (uint64_t n = runs.first; n < earlier; ++n) {
+    pairing[0] = runs.at(n).token.event.get();
+    if (std::all_of(t.pair.begin(), t.pair.end(),
+                    [&](const pattern::Conjunct* g) { return g->test(bind_); })) {
+      entry.links.push_back(n);
+    }
+  }
+}
+
+// One enumeration of the runs of a lazy Kleene place (enumerateRuns()).
+struct PetriNet::RunWalk {
+  Transition& u;          // the element after the Kleene one
+  const Transition& t;    // the Kleene element's loop
+  const EventPtr& event;  // u's event
+  Timestamp from;         // the window's start: a match's first event is at or after it
+  uint64_t lo;            // the first entry that has a parent before it
+  size_t capacity;        // the longest run: the entries from lo on before the event
+  int own_slot;           // the Kleene element's slot in u's binding
+};
+
+void PetriNet::enumerateRuns(Transition& u, const EventPtr& event) {
+  const Transition& t = *u.input;
+  const KleenePlace& runs = t.runs;
+  const Timestamp ts = event->ts();
+  const Timestamp from = u.window == kNoWindow ? INT64_MIN : ts - u.window;
+  // The runs' events lie after the end of the earliest parent that starts
+  // in the window (the input place is sorted by last_ts), or at or after
+  // the window's start when the Kleene element comes first.
+  Timestamp after = from == INT64_MIN ? INT64_MIN : from - 1;
+  if (t.input != nullptr) {
+    const auto& in = t.input->place;
+    auto first =
+        std::find_if(in.begin(), in.end(), [&](const auto& tok) { return tok->first_ts >= from; });
+    if (first == in.end()) return;
+    after = (*first)->last_ts;
+  }
+  const uint64_t lo = runs.firstAfter(after);
+  const uint64_t hi = runs.firstAfter(ts - 1);
+  if (lo >= hi) return;
+  const size_t capacity = static_cast<size_t>(hi - lo);
+  if (run_tokens_.size() < capacity) run_tokens_.resize(capacity);
+  if (run_events_.size() < capacity) run_events_.resize(capacity);
+  if (run_probs_.size() < capacity) run_probs_.resize(capacity);
+  // u's guards naming no element before the Kleene one are checked on each
+  // run before it is paired with the parents.
+  uint64_t parent_mask = 0;
+  for (size_t d = 0; d < static_cast<size_t>(t.depth); ++d) {
+    if (u.slots[d] >= 0) parent_mask |= uint64_t{1} << u.slots[d];
+  }
+  early_.clear();
+  for (const pattern::Conjunct* g : u.guards) {
+    if ((g->slot_mask & parent_mask) == 0) early_.push_back(g);
+  }
+  const int event_slot = u.slots[static_cast<size_t>(u.depth)];
+  early_bind_.assign(u.owner->layout.size(), pattern::SlotBinding{});
+  if (event_slot >= 0) early_bind_[event_slot].event = event.get();
+  RunWalk w{u, t, event, from, lo, capacity, u.slots[static_cast<size_t>(t.depth)]};
+  for (uint64_t n = lo; n < hi; ++n) visitRuns(w, n, 0);
+}
+
+void PetriNet::visitRuns(RunWalk& w, uint64_t n, size_t depth) {
+  const KleenePlace::Entry& entry = w.t.runs.at(n);
+  const Token& origin = entry.token;
+  const double prob = (depth == 0 ? 1.0 : run_probs_[depth - 1]) * origin.prob;
+  if (w.t.unlikely(prob)) return;
+  run_probs_[depth] = prob;
+  Token& tok = run_tokens_[depth];
+  tok.event = EventPtr(EventPtr(), origin.event.get());
+  tok.origin = &origin;
+  tok.element = w.t.depth;
+  tok.last_ts = origin.last_ts;
+  run_events_[w.capacity - 1 - depth] = origin.event.get();
+  const std::shared_ptr<const Token> top(std::shared_ptr<const Token>(), &run_tokens_[0]);
+  // The run starting at this entry, with each parent, before the longer
+  // runs through the entries it follows: the order of the loop's tokens.
+  bool early = true;
+  if (!early_.empty()) {
+    if (w.own_slot >= 0) {
+      early_bind_[w.own_slot].events =
+          std::span<const Event* const>(&run_events_[w.capacity - 1 - depth], depth + 1);
+    }
+    early = std::all_of(early_.begin(), early_.end(),
+                        [&](const pattern::Conjunct* g) { return holds(*g, -1, early_bind_); });
+  }
+  auto close = [&](const std::shared_ptr<const Token>* parent) {
+    Token& first = run_tokens_[0];
+    tok.parent = parent == nullptr
+                     ? nullptr
+                     : std::shared_ptr<const Token>(std::shared_ptr<const Token>(), parent->get());
+    first.first_ts = parent == nullptr ? origin.first_ts : (*parent)->first_ts;
+    first.first_seq = parent == nullptr ? origin.first_seq : (*parent)->first_seq;
+    first.prob = (parent == nullptr ? 1.0 : (*parent)->prob) * prob;
+    if (!w.t.across.empty() && !acrossHold(w.t, depth)) return;
+    extend(w.u, top, w.event);
+  };
+  if (early) {
+    if (w.t.input == nullptr) {
+      close(nullptr);
+    } else {
+      for (const std::shared_ptr<const Token>& parent : w.t.input->place) {
+        if (parent->last_ts >= origin.last_ts) break;
+        if (parent->first_ts >= w.from) close(&parent);
+      }
+    }
+  }
+  if (depth + 1 == w.capacity) return;  // no entry before this one from lo on
+  tok.parent =
+      std::shared_ptr<const Token>(std::shared_ptr<const Token>(), &run_tokens_[depth + 1]);
+  if (w.t.all_links) {
+    for (uint64_t p = w.lo; p < entry.earlier; ++p) visitRuns(w, p, depth + 1);
+    return;
+  }
+  for (auto it = std::lower_bound(entry.links.begin(), entry.links.end(), w.lo);
+       it != entry.links.end(); ++it) {
+    visitRuns(w, *it, depth + 1);
+  }
+}
+
+bool PetriNet::acrossHold(const Transition& t, size_t depth) {
+  // As when the loop extended the run with each of its events: the run so
+  // far is b[], its newest event b[i].
+  bind(t, &run_tokens_[0], nullptr, nullptr);
+  const std::vector<const Event*>& run = runs_[static_cast<size_t>(t.depth)];
+  pattern::SlotBinding& b = bind_[t.slots[static_cast<size_t>(t.depth)]];
+  for (size_t k = 0; k <= depth; ++k) {
+    b.events = std::span<const Event* const>(run.data(), k + 1);
+    for (const pattern::Conjunct* g : t.across) {
+      if (!g->test(bind_)) return false;
+    }
+  }
+  return true;
+}
+
+void PetriNet::materializeRuns(Transition& t) {
+  // The loop's firings replayed over the stored events (fireLoop()): each
+  // event starts runs from the input place, then extends the runs so far.
+  std::vector<std::shared_ptr<const Token>> place;
+  auto add = [&](const std::shared_ptr<const Token>& parent, const Token& e) {
+    if (parent != nullptr) {
+      if (parent->last_ts >= e.last_ts) return;
+      if (t.window != kNoWindow && e.last_ts - parent->first_ts > t.window) return;
+    }
+    const double prob = (parent != nullptr ? parent->prob : 1.0) * e.prob;
+    if (t.unlikely(prob) || !guardsHold(t, parent.get(), nullptr, e.event.get())) return;
+    auto kept = std::make_shared<Token>();
+    kept->event = e.event;
+    kept->parent = parent;
+    kept->first_ts = parent != nullptr ? parent->first_ts : e.first_ts;
+    kept->last_ts = e.last_ts;
+    kept->first_seq = parent != nullptr ? parent->first_seq : e.first_seq;
+    kept->prob = prob;
+    kept->element = t.depth;
+    place.push_back(std::move(kept));
+  };
+  for (const KleenePlace::Entry& entry : t.runs.entries) {
+    const size_t before = place.size();
+    if (t.input == nullptr) {
+      add(nullptr, entry.token);
+    } else {
+      for (const std::shared_ptr<const Token>& parent : t.input->place) add(parent, entry.token);
+    }
+    for (size_t i = 0; i < before; ++i) add(place[i], entry.token);
+  }
+  held_ -= t.runs.entries.size();
+  held_ += place.size();
+  t.runs.entries.clear();
+  t.place = std::move(place);
+}
+
 void PetriNet::fireJoin(Transition& j, const std::shared_ptr<const Token>& right) {
   // No expiry here: the left place may be the one an enclosing fire() scans.
   std::vector<std::shared_ptr<const Token>>& in = j.input->place;
@@ -413,22 +631,25 @@ bool PetriNet::guardsHold(const Transition& t, const Token* left, const Token* r
   const int extending = t.loop ? t.slots[t.depth] : -1;
   for (size_t k = 0; k < t.guards.size(); ++k) {
     if (steering_only && !t.steers[k]) continue;
-    const pattern::Conjunct* g = t.guards[k];
-    if (g->iteration_slot && static_cast<int>(*g->iteration_slot) != extending) {
-      // b[i] of an earlier Kleene element: it holds for every event of b.
-      pattern::SlotBinding& b = bind_[*g->iteration_slot];
-      bool all = true;
-      for (size_t i = 0; all && i < b.events.size(); ++i) {
-        b.current = i;
-        all = g->test(bind_);
-      }
-      b.current = pattern::SlotBinding::kNewest;
-      if (!all) return false;
-      continue;
-    }
-    if (!g->test(bind_)) return false;
+    if (!holds(*t.guards[k], extending, bind_)) return false;
   }
   return true;
+}
+
+bool PetriNet::holds(const pattern::Conjunct& g, int extending,
+                     std::vector<pattern::SlotBinding>& binding) {
+  if (g.iteration_slot && static_cast<int>(*g.iteration_slot) != extending) {
+    // b[i] of an earlier Kleene element: it holds for every event of b.
+    pattern::SlotBinding& b = binding[*g.iteration_slot];
+    bool all = true;
+    for (size_t i = 0; all && i < b.events.size(); ++i) {
+      b.current = i;
+      all = g.test(binding);
+    }
+    b.current = pattern::SlotBinding::kNewest;
+    return all;
+  }
+  return g.test(binding);
 }
 
 bool PetriNet::negated(Transition& t, const Token* left, const Event& event) {
@@ -521,7 +742,7 @@ void PetriNet::produce(Transition& t, const std::shared_ptr<const Token>& parent
 
 size_t PetriNet::tokenCount() const {
   size_t n = 0;
-  for (const auto& t : transitions_) n += t->place.size();
+  for (const auto& t : transitions_) n += t->held();
   return n;
 }
 

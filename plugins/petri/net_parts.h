@@ -4,6 +4,8 @@
 // the net: tokens, transitions with their places, and the pattern entries.
 // Private to plugins/petri.
 
+#include <algorithm>
+#include <deque>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -81,6 +83,47 @@ void collect(const Token* tok, std::vector<const EventPtr*>& out) {
 
 }  // namespace
 
+// The tokens of a lazy Kleene place (Transition::lazy_runs): each event of
+// the element once, in arrival order, with the earlier events it may follow
+// in a run (SASE's stack entry with its predecessor pointers). The runs are
+// enumerated from it, depth-first over the links, when the element after the
+// Kleene one arrives; memory follows the events of the window, not their
+// rising subsequences. Entries are numbered in arrival order from 0; the
+// numbers of dropped entries are not reused, so links stay valid.
+struct PetriNet::KleenePlace {
+  struct Entry {
+    // The event (owned), its ts as first_ts and last_ts, its arrival
+    // number and probability: what a run token pointing here (Token::origin)
+    // reads.
+    Token token;
+    uint64_t earlier = 0;  // the number of the first entry at the event's ts
+    // The earlier entries it may follow, ascending; unused when every
+    // earlier entry may be followed (Transition::all_links).
+    std::vector<uint64_t> links;
+  };
+  std::deque<Entry> entries;  // ts non-decreasing
+  uint64_t first = 0;         // the number of entries.front()
+
+  uint64_t end() const { return first + entries.size(); }
+  const Entry& at(uint64_t n) const { return entries[n - first]; }
+  // The number of the first entry whose ts is above `ts` (end() if none).
+  uint64_t firstAfter(Timestamp ts) const {
+    auto it = std::partition_point(entries.begin(), entries.end(),
+                                   [&](const Entry& e) { return e.token.last_ts <= ts; });
+    return first + static_cast<uint64_t>(it - entries.begin());
+  }
+  // Drops the entries older than `oldest`; returns how many.
+  size_t dropBefore(Timestamp oldest) {
+    size_t n = 0;
+    while (!entries.empty() && entries.front().token.last_ts < oldest) {
+      entries.pop_front();
+      ++first;
+      ++n;
+    }
+    return n;
+  }
+};
+
 // What a token made by a firing would hold besides its events: computed
 // for every firing, the token is built only when a place keeps it.
 struct PetriNet::Stamps {
@@ -155,8 +198,24 @@ struct PetriNet::Transition {
   // events in the window, not their combinations, which are built only when
   // an event extends them.
   bool lazy = false;
+  // A Kleene element's place holds a KleenePlace (`runs`) instead of one
+  // token per run: the loop is a feedback one under skip_till_any_match with
+  // no outputs, joins or inhibitors, every other reader of its place only
+  // reports (the element after it ends the pattern), and each guard indexes
+  // its own element with b[i] and b[i-1] only (no b[1], b[last] or
+  // aggregate of the run so far; earlier elements may be named, when a
+  // guard relates b[i] to b[i-1]). The guards are split by what they read:
+  bool lazy_runs = false;
+  std::vector<const pattern::Conjunct*> admit;   // the event alone: checked as it arrives
+  std::vector<const pattern::Conjunct*> pair;    // b[i] and b[i-1]: checked per link
+  std::vector<const pattern::Conjunct*> across;  // earlier elements: checked per run
+  bool all_links = false;  // no `pair` guard: an event may follow every earlier one
+  KleenePlace runs;
   size_t consumers = 0;                             // transitions reading the output place
   std::vector<std::shared_ptr<const Token>> place;  // kept only while consumers > 0
+
+  // Tokens held: the place's, or the lazy Kleene place's events.
+  size_t held() const { return place.size() + runs.entries.size(); }
 };
 
 class PetriNet::Composer final : public plugin::MatchComposer {

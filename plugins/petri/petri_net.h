@@ -93,7 +93,9 @@ class PetriNet {
   struct Token;
   struct Stamps;
   struct Transition;
+  struct KleenePlace;
   struct PatternEntry;
+  struct RunWalk;
   class Composer;
   class TokenVisitor;
 
@@ -102,6 +104,25 @@ class PetriNet {
   // A Kleene element's transition: starts runs from its input place and
   // extends the runs in its own place.
   void fireLoop(Transition& t, const EventPtr& event);
+  // A Kleene element's transition over a lazy Kleene place
+  // (Transition::lazy_runs): stores the event once, with its links.
+  void fireLazyLoop(Transition& t, const EventPtr& event);
+  // The element after a lazy Kleene place: enumerates the runs `event` may
+  // close, depth-first from their last event back over the links, in the
+  // order the runs' tokens would have in the place (by last event, then a
+  // run starting there before longer ones, then by the run before it), and
+  // extends each with the event.
+  void enumerateRuns(Transition& u, const EventPtr& event);
+  // The runs whose events from the depth-th last on are the entry `n` and
+  // the ones visited before it.
+  void visitRuns(RunWalk& w, uint64_t n, size_t depth);
+  // Whether the run on run_tokens_[0..depth] satisfies the Kleene element's
+  // guards that name earlier elements, at each of its events as it would
+  // have been extended by it.
+  bool acrossHold(const Transition& t, size_t depth);
+  // A lazy Kleene place replaced by a token per run, the tokens the loop
+  // would have made (a place that stops being lazy).
+  void materializeRuns(Transition& t);
   // `tok`, just produced by `from` (j's input, right or both), paired with
   // every token of the other side.
   void fireConjunction(Transition& j, const Transition& from,
@@ -112,6 +133,10 @@ class PetriNet {
   // (Transition::steers).
   bool guardsHold(const Transition& t, const Token* left, const Token* right, const Event* event,
                   bool steering_only = false);
+  // Conjunct `g` on `binding`; an iteration predicate of a Kleene element
+  // other than `extending` (a slot, or -1) must hold for each of its events.
+  static bool holds(const pattern::Conjunct& g, int extending,
+                    std::vector<pattern::SlotBinding>& binding);
   // Under t's native strategy, whether t may extend `tok` with `event`
   // (strict_contiguity: the event follows the token's last; skip_till_next_
   // match: it is the first event filling the element since, and the token
@@ -158,6 +183,10 @@ class PetriNet {
   // Decides which places hold lazy tokens (Transition::lazy); a place that
   // stops being lazy gets its lazy tokens expanded.
   void markLazyPlaces();
+  // Whether t's place is a lazy Kleene place (Transition::lazy_runs) with
+  // `readers` (the transitions reading it besides t), sorting t's guards by
+  // what they read; a place of run tokens becomes one only once empty.
+  bool markLazyRuns(Transition& t, const std::vector<const Transition*>& readers);
   // Calls f(token) for `tok`, a token of t's place, or, when it is lazy, for
   // every pair it stands for (recursively) whose first event is at or after
   // `from`.
@@ -197,6 +226,13 @@ class PetriNet {
   std::vector<uint32_t> ends_;
   std::vector<const Token*> tokens_;             // bind() by element
   std::vector<std::vector<const Event*>> runs_;  // per element: a Kleene one's events
+  // enumerateRuns(): a run's tokens by depth from its last event, and its
+  // events in stream order, filled from the back.
+  std::vector<Token> run_tokens_;
+  std::vector<const Event*> run_events_;
+  std::vector<double> run_probs_;                 // the product of the probabilities of depths 0..d
+  std::vector<const pattern::Conjunct*> early_;   // the guards checked before a parent is bound
+  std::vector<pattern::SlotBinding> early_bind_;  // their binding: the run and the event
 };
 
 }  // namespace cepbus::plugins::petri
