@@ -44,7 +44,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "bus/core/event.h"
@@ -53,6 +52,7 @@
 #include "bus/core/status.h"
 #include "bus/core/value.h"
 #include "plugins/window/aggregates.h"
+#include "plugins/window/group_table.h"
 #include "plugins/window/ring_queue.h"
 #include "plugins/window/window_plan.h"
 
@@ -86,6 +86,8 @@ class WindowDetector final : public plugin::Detector {
   struct Group {
     uint64_t seq = 0;  // order of first appearance
     std::vector<Value> key;
+    uint64_t hash = 0;      // ValueKeyHash of the key
+    size_t at = 0;          // its place in groups_
     RingQueue<Pane> panes;  // non-empty panes, oldest first
     // The two stacks: panes [0, front) are the front stack (their suffix
     // set), [front, in) the back stack, merged in `back`; [0, in) are the
@@ -108,16 +110,16 @@ class WindowDetector final : public plugin::Detector {
     Timestamp start;
     Timestamp end;
     uint64_t seq;
-    const std::vector<Value>* key;
+    const Group* group;
     size_t first;
     bool partial = false;
   };
-  using Groups = std::unordered_map<std::vector<Value>, Group, ValueKeyHash, ValueKeyEqual>;
-
   static EventId resultId(const Closed& closed);
   bool passes(const Event& event) const;
   // The group of `event`, made when new; nullptr when max_groups refuses it.
   Group* groupOf(const Event& event);
+  // Drops the group (its results are out).
+  void forget(const Group& group);
   void add(Group& group, const Event& event);
   // Closes whatever ends before `now` (everything when `now` is nullopt).
   void closeBefore(std::optional<Timestamp> now);
@@ -150,13 +152,21 @@ class WindowDetector final : public plugin::Detector {
   // past its session's gap; nullopt when it has nothing open.
   std::optional<Timestamp> dueOf(const Group& group) const;
   void emit(const Closed& closed);
+  // Value i of the result's row: column i, then the group keys.
+  const Value& rowValue(const Closed& closed, size_t i) const;
 
   int64_t firstWindowHolding(int64_t pane) const;
 
   PlanPtr plan_;
   plugin::MatchSink& sink_;
-  Groups groups_;
-  std::vector<Value> key_;  // the key being looked up, kept to reuse its storage
+  // The groups, and the index from key to group. In order of first
+  // appearance, so that the results of windows ending together come out
+  // sorted already, except after a session's group was forgotten (the last
+  // group takes its place; results are sorted as they come out anyway).
+  std::vector<std::unique_ptr<Group>> groups_;
+  GroupTable<Group> index_;
+  // The values of the key being looked up, in the event.
+  std::vector<const Value*> key_values_;
   // The column values of the results closing together (Closed::first), and
   // the merge of a window's panes: kept to reuse their storage.
   std::vector<Value> values_;
