@@ -15,6 +15,16 @@ int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 // The first multiple of d after t.
 int64_t nextMultiple(int64_t t, int64_t d) { return (floorDiv(t, d) + 1) * d; }
 
+// Asks for the cache lines of `*object` ahead of their use. A group's panes
+// are far apart in memory and most are not touched for a long time: with
+// many groups, the pane a close reads or a new pane's slot would otherwise
+// miss cache every time.
+template <typename T>
+void prefetch(const T* object) {
+  const char* bytes = reinterpret_cast<const char*>(object);
+  for (size_t offset = 0; offset < sizeof(T); offset += 64) __builtin_prefetch(bytes + offset);
+}
+
 class ResultComposer final : public plugin::MatchComposer {
  public:
   // The window's result is the match's one event.
@@ -125,6 +135,8 @@ void WindowDetector::add(Group& group, const Event& event) {
     const bool was_empty = group.panes.empty();
     if (was_empty) group.next_window = std::max(group.next_window, firstWindowHolding(pane));
     pushPane(group, pane, ts);
+    // The group's next pane goes there, some events from now.
+    if (const Pane* next = group.panes.nextSlot()) prefetch(next);
     ++open_;
     // When is due depends on the front pane only, which an event changes
     // only in a group with no pane (due_ counts the others already).
@@ -319,9 +331,14 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
   }
   std::vector<Closed> closed;
   due_ = INT64_MAX;
-  for (const auto& group : groups_) {
-    if (partials) reportPartials(*group, now, closed);
-    closeWindows(*group, now, closed);
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    // The next group's oldest pane, which its windows read first.
+    if (i + 1 < groups_.size() && !groups_[i + 1]->panes.empty()) {
+      prefetch(&groups_[i + 1]->panes.front());
+    }
+    Group& group = *groups_[i];
+    if (partials) reportPartials(group, now, closed);
+    closeWindows(group, now, closed);
   }
   // A new stream may follow the end of time.
   if (partials) partials_until_ = now.value_or(INT64_MIN);
