@@ -1,6 +1,7 @@
 #include "plugins/window/window_detector.h"
 
 #include <algorithm>
+#include <array>
 #include <span>
 #include <utility>
 
@@ -39,16 +40,54 @@ WindowDetector::WindowDetector(PlanPtr plan, plugin::MatchSink& sink)
     : plan_(std::move(plan)), sink_(sink) {}
 
 Status WindowDetector::onEvent(const EventPtr& event) {
-  if (event->ts() >= due_) closeBefore(event->ts());
-  if (event->type() != plan_->type || !passes(*event)) return Status::ok();
-  Group* group = groupOf(*event);
+  consume(*event, std::nullopt);
+  return Status::ok();
+}
+
+Status WindowDetector::onEvents(std::span<const EventPtr> events) {
+  // Two stages ahead of the event being consumed: the key hash of the event
+  // 2 * kLookahead places on is computed and its slot in the index
+  // prefetched; the group of the one kLookahead places on, whose slot is in
+  // cache by then, is prefetched.
+  constexpr size_t kSpan = 2 * kLookahead;
+  std::array<std::optional<uint64_t>, kSpan> hashes;  // by position modulo kSpan
+  const size_t n = events.size();
+  const auto hashAhead = [&](size_t i) {
+    hashes[i % kSpan] =
+        events[i]->type() == plan_->type ? std::optional(keyHash(*events[i])) : std::nullopt;
+    if (hashes[i % kSpan]) index_.prefetchSlot(*hashes[i % kSpan]);
+  };
+  for (size_t i = 0; i < std::min(n, kSpan); ++i) hashAhead(i);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kLookahead < n && hashes[(i + kLookahead) % kSpan]) {
+      prefetchGroup(*hashes[(i + kLookahead) % kSpan]);
+    }
+    const std::optional<uint64_t> hash = hashes[i % kSpan];
+    if (i + kSpan < n) hashAhead(i + kSpan);
+    consume(*events[i], hash);
+  }
+  return Status::ok();
+}
+
+void WindowDetector::prefetchGroup(uint64_t hash) const {
+  // The group filed under the hash now may be gone or another by the time
+  // the event's turn comes: a prefetch only asks, it reads nothing.
+  if (const Group* group = index_.find(hash, [](const Group&) { return true; })) {
+    __builtin_prefetch(group);
+    __builtin_prefetch(reinterpret_cast<const char*>(group) + 64);
+  }
+}
+
+void WindowDetector::consume(const Event& event, std::optional<uint64_t> hash) {
+  if (event.ts() >= due_) closeBefore(event.ts());
+  if (event.type() != plan_->type || !passes(event)) return;
+  Group* group = groupOf(event, hash ? *hash : keyHash(event));
   if (group == nullptr) {
     ++refused_events_;
-    return Status::ok();
+    return;
   }
-  add(*group, *event);
+  add(*group, event);
   peak_open_ = std::max(peak_open_, open_);
-  return Status::ok();
 }
 
 Status WindowDetector::onWatermark(Timestamp t) {
@@ -68,19 +107,34 @@ bool WindowDetector::passes(const Event& event) const {
                      [&](const pattern::Conjunct& c) { return c.test(bindings); });
 }
 
-WindowDetector::Group* WindowDetector::groupOf(const Event& event) {
-  static const Value kAbsent;
-  // The key's hash as ValueKeyHash computes it, from the values in the event.
-  key_values_.resize(plan_->group_by.size());
+uint64_t WindowDetector::keyHash(const Event& event) const {
+  // As ValueKeyHash hashes the key, from the values in the event.
   uint64_t hash = kKeyHashSeed;
-  for (size_t j = 0; j < key_values_.size(); ++j) {
-    const Value* v = event.find(plan_->group_by[j]);
-    key_values_[j] = v != nullptr ? v : &kAbsent;
-    hash = combineKeyHash(hash, keyValueHash(*key_values_[j]));
-  }
+  for (const Symbol attr : plan_->group_by)
+    hash = combineKeyHash(hash, keyValueHash(keyValue(event, attr)));
+  return hash;
+}
+
+const Value& WindowDetector::keyValue(const Event& event, Symbol attr) {
+  static const Value kAbsent;
+  const Value* v = event.find(attr);
+  return v != nullptr ? *v : kAbsent;
+}
+
+WindowDetector::Group* WindowDetector::groupOf(const Event& event, uint64_t hash) {
+  key_values_.resize(plan_->group_by.size());
+  for (size_t j = 0; j < key_values_.size(); ++j)
+    key_values_[j] = &keyValue(event, plan_->group_by[j]);
   Group* found = index_.find(hash, [&](const Group& group) {
     for (size_t j = 0; j < key_values_.size(); ++j) {
-      if (!sameKeyValue(group.key[j], *key_values_[j])) return false;
+      const Value& a = j == 0 ? group.key_first : group.key[j];
+      const Value& b = *key_values_[j];
+      // Two strings (the usual key) are one key when equal; sameKeyValue,
+      // a call out of the plugin, decides the rest (numbers, nulls, NaN).
+      const bool same = a.kind() == Value::Kind::kString && b.kind() == Value::Kind::kString
+                            ? a.asString() == b.asString()
+                            : sameKeyValue(a, b);
+      if (!same) return false;
     }
     return true;
   });
@@ -90,6 +144,7 @@ WindowDetector::Group* WindowDetector::groupOf(const Event& event) {
   group->seq = next_seq_++;
   group->key.reserve(key_values_.size());
   for (const Value* v : key_values_) group->key.push_back(*v);
+  if (!key_values_.empty()) group->key_first = *key_values_[0];
   group->hash = hash;
   group->at = groups_.size();
   index_.insert(hash, group.get());

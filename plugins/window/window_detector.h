@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,10 @@ class WindowDetector final : public plugin::Detector {
   WindowDetector(PlanPtr plan, plugin::MatchSink& sink);
 
   Status onEvent(const EventPtr& event) override;
+  // As onEvent() on each, looking ahead: the group of the event kLookahead
+  // places on is found early and prefetched, so that finding it when its
+  // turn comes does not wait on memory (with a thousand groups, it would).
+  Status onEvents(std::span<const EventPtr> events) override;
   Status onWatermark(Timestamp t) override;
   // Nothing to report: windows close on time, not on pauses.
   Status flush() override { return Status::ok(); }
@@ -86,6 +91,7 @@ class WindowDetector final : public plugin::Detector {
   struct Group {
     uint64_t seq = 0;  // order of first appearance
     std::vector<Value> key;
+    Value key_first;        // key[0] (a null Value for no key), beside the rest for lookups
     uint64_t hash = 0;      // ValueKeyHash of the key
     size_t at = 0;          // its place in groups_
     RingQueue<Pane> panes;  // non-empty panes, oldest first
@@ -116,8 +122,17 @@ class WindowDetector final : public plugin::Detector {
   };
   static EventId resultId(const Closed& closed);
   bool passes(const Event& event) const;
-  // The group of `event`, made when new; nullptr when max_groups refuses it.
-  Group* groupOf(const Event& event);
+  static constexpr size_t kLookahead = 8;
+  void consume(const Event& event, std::optional<uint64_t> hash);
+  // Asks for the first lines of the group filed under `hash`, if any.
+  void prefetchGroup(uint64_t hash) const;
+  // ValueKeyHash of the event's key.
+  uint64_t keyHash(const Event& event) const;
+  // The event's value of a key attribute, a null Value when it has none.
+  static const Value& keyValue(const Event& event, Symbol attr);
+  // The group of `event`, whose key hash is `hash`, made when new; nullptr
+  // when max_groups refuses it.
+  Group* groupOf(const Event& event, uint64_t hash);
   // Drops the group (its results are out).
   void forget(const Group& group);
   void add(Group& group, const Event& event);
