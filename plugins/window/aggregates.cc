@@ -84,10 +84,11 @@ bool ColumnState::add(const Value* v, const AggregateInput& input) {
   }
   if (!v->isNumber()) return false;
   ++numbers_;
-  const double d = v->toDouble();
+  // Not Value::toDouble(), a call out of the plugin for every value.
+  const bool is_int = v->kind() == Value::Kind::kInt;
+  const double d = is_int ? static_cast<double>(v->asInt()) : v->asDouble();
   sum_ += d;
-  if (all_int_ &&
-      (v->kind() != Value::Kind::kInt || __builtin_add_overflow(int_sum_, v->asInt(), &int_sum_))) {
+  if (all_int_ && (!is_int || __builtin_add_overflow(int_sum_, v->asInt(), &int_sum_))) {
     all_int_ = false;
   }
   if (input.moments) {

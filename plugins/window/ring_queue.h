@@ -35,6 +35,11 @@ class RingQueue {
     ++size_;
     return back();
   }
+  // The slot the next pushBack() hands out, or nullptr when the ring is
+  // full (it grows then): for a caller to prefetch before it needs it.
+  const T* nextSlot() const {
+    return size_ == slots_.size() ? nullptr : &slots_[(head_ + size_) & (slots_.size() - 1)];
+  }
   void popFront() {
     head_ = (head_ + 1) & (slots_.size() - 1);
     --size_;

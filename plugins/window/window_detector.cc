@@ -1,6 +1,7 @@
 #include "plugins/window/window_detector.h"
 
 #include <algorithm>
+#include <array>
 #include <span>
 #include <utility>
 
@@ -14,6 +15,16 @@ int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0
 int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 // The first multiple of d after t.
 int64_t nextMultiple(int64_t t, int64_t d) { return (floorDiv(t, d) + 1) * d; }
+
+// Asks for the cache lines of `*object` ahead of their use. A group's panes
+// are far apart in memory and most are not touched for a long time: with
+// many groups, the pane a close reads or a new pane's slot would otherwise
+// miss cache every time.
+template <typename T>
+void prefetch(const T* object) {
+  const char* bytes = reinterpret_cast<const char*>(object);
+  for (size_t offset = 0; offset < sizeof(T); offset += 64) __builtin_prefetch(bytes + offset);
+}
 
 class ResultComposer final : public plugin::MatchComposer {
  public:
@@ -29,16 +40,54 @@ WindowDetector::WindowDetector(PlanPtr plan, plugin::MatchSink& sink)
     : plan_(std::move(plan)), sink_(sink) {}
 
 Status WindowDetector::onEvent(const EventPtr& event) {
-  if (event->ts() >= due_) closeBefore(event->ts());
-  if (event->type() != plan_->type || !passes(*event)) return Status::ok();
-  Group* group = groupOf(*event);
+  consume(*event, std::nullopt);
+  return Status::ok();
+}
+
+Status WindowDetector::onEvents(std::span<const EventPtr> events) {
+  // Two stages ahead of the event being consumed: the key hash of the event
+  // 2 * kLookahead places on is computed and its slot in the index
+  // prefetched; the group of the one kLookahead places on, whose slot is in
+  // cache by then, is prefetched.
+  constexpr size_t kSpan = 2 * kLookahead;
+  std::array<std::optional<uint64_t>, kSpan> hashes;  // by position modulo kSpan
+  const size_t n = events.size();
+  const auto hashAhead = [&](size_t i) {
+    hashes[i % kSpan] =
+        events[i]->type() == plan_->type ? std::optional(keyHash(*events[i])) : std::nullopt;
+    if (hashes[i % kSpan]) index_.prefetchSlot(*hashes[i % kSpan]);
+  };
+  for (size_t i = 0; i < std::min(n, kSpan); ++i) hashAhead(i);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kLookahead < n && hashes[(i + kLookahead) % kSpan]) {
+      prefetchGroup(*hashes[(i + kLookahead) % kSpan]);
+    }
+    const std::optional<uint64_t> hash = hashes[i % kSpan];
+    if (i + kSpan < n) hashAhead(i + kSpan);
+    consume(*events[i], hash);
+  }
+  return Status::ok();
+}
+
+void WindowDetector::prefetchGroup(uint64_t hash) const {
+  // The group filed under the hash now may be gone or another by the time
+  // the event's turn comes: a prefetch only asks, it reads nothing.
+  if (const Group* group = index_.find(hash, [](const Group&) { return true; })) {
+    __builtin_prefetch(group);
+    __builtin_prefetch(reinterpret_cast<const char*>(group) + 64);
+  }
+}
+
+void WindowDetector::consume(const Event& event, std::optional<uint64_t> hash) {
+  if (event.ts() >= due_) closeBefore(event.ts());
+  if (event.type() != plan_->type || !passes(event)) return;
+  Group* group = groupOf(event, hash ? *hash : keyHash(event));
   if (group == nullptr) {
     ++refused_events_;
-    return Status::ok();
+    return;
   }
-  add(*group, *event);
+  add(*group, event);
   peak_open_ = std::max(peak_open_, open_);
-  return Status::ok();
 }
 
 Status WindowDetector::onWatermark(Timestamp t) {
@@ -58,23 +107,59 @@ bool WindowDetector::passes(const Event& event) const {
                      [&](const pattern::Conjunct& c) { return c.test(bindings); });
 }
 
-WindowDetector::Group* WindowDetector::groupOf(const Event& event) {
-  key_.resize(plan_->group_by.size());
-  for (size_t j = 0; j < key_.size(); ++j) {
-    const Value* v = event.find(plan_->group_by[j]);
-    if (v == nullptr) {
-      key_[j] = Value();
-    } else {
-      key_[j] = *v;
+uint64_t WindowDetector::keyHash(const Event& event) const {
+  // As ValueKeyHash hashes the key, from the values in the event.
+  uint64_t hash = kKeyHashSeed;
+  for (const Symbol attr : plan_->group_by)
+    hash = combineKeyHash(hash, keyValueHash(keyValue(event, attr)));
+  return hash;
+}
+
+const Value& WindowDetector::keyValue(const Event& event, Symbol attr) {
+  static const Value kAbsent;
+  const Value* v = event.find(attr);
+  return v != nullptr ? *v : kAbsent;
+}
+
+WindowDetector::Group* WindowDetector::groupOf(const Event& event, uint64_t hash) {
+  key_values_.resize(plan_->group_by.size());
+  for (size_t j = 0; j < key_values_.size(); ++j)
+    key_values_[j] = &keyValue(event, plan_->group_by[j]);
+  Group* found = index_.find(hash, [&](const Group& group) {
+    for (size_t j = 0; j < key_values_.size(); ++j) {
+      const Value& a = j == 0 ? group.key_first : group.key[j];
+      const Value& b = *key_values_[j];
+      // Two strings (the usual key) are one key when equal; sameKeyValue,
+      // a call out of the plugin, decides the rest (numbers, nulls, NaN).
+      const bool same = a.kind() == Value::Kind::kString && b.kind() == Value::Kind::kString
+                            ? a.asString() == b.asString()
+                            : sameKeyValue(a, b);
+      if (!same) return false;
     }
-  }
-  auto it = groups_.find(key_);
-  if (it != groups_.end()) return &it->second;
+    return true;
+  });
+  if (found != nullptr) return found;
   if (groups_.size() >= plan_->max_groups) return nullptr;
-  Group& group = groups_[key_];
-  group.seq = next_seq_++;
-  group.key = key_;
-  return &group;
+  auto group = std::make_unique<Group>();
+  group->seq = next_seq_++;
+  group->key.reserve(key_values_.size());
+  for (const Value* v : key_values_) group->key.push_back(*v);
+  if (!key_values_.empty()) group->key_first = *key_values_[0];
+  group->hash = hash;
+  group->at = groups_.size();
+  index_.insert(hash, group.get());
+  groups_.push_back(std::move(group));
+  return groups_.back().get();
+}
+
+void WindowDetector::forget(const Group& group) {
+  index_.erase(group.hash, &group);
+  const size_t at = group.at;
+  if (at + 1 != groups_.size()) {
+    groups_[at] = std::move(groups_.back());
+    groups_[at]->at = at;
+  }
+  groups_.pop_back();
 }
 
 int64_t WindowDetector::firstWindowHolding(int64_t pane) const {
@@ -105,6 +190,8 @@ void WindowDetector::add(Group& group, const Event& event) {
     const bool was_empty = group.panes.empty();
     if (was_empty) group.next_window = std::max(group.next_window, firstWindowHolding(pane));
     pushPane(group, pane, ts);
+    // The group's next pane goes there, some events from now.
+    if (const Pane* next = group.panes.nextSlot()) prefetch(next);
     ++open_;
     // When is due depends on the front pane only, which an event changes
     // only in a group with no pane (due_ counts the others already).
@@ -169,7 +256,7 @@ void WindowDetector::partialsOf(const Group& group, Timestamp start, Timestamp f
        point += d) {
     // A session's result so far ends at its last event, as its final one does.
     const Timestamp ts = plan_->kind == pattern::WindowKind::kSession ? group.last : point - 1;
-    close(Closed{start, ts, group.seq, &group.key, 0, true}, acc, out);
+    close(Closed{start, ts, group.seq, &group, 0, true}, acc, out);
   }
 }
 
@@ -177,7 +264,7 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
                                   std::vector<Closed>& out) {
   if (plan_->kind == pattern::WindowKind::kSession) {
     if (group.session && (!now || *now > group.last + plan_->length)) {
-      close(Closed{group.first, group.last, group.seq, &group.key, 0}, *group.session, out);
+      close(Closed{group.first, group.last, group.seq, &group, 0}, *group.session, out);
       group.session.reset();
       --open_;
     }
@@ -192,7 +279,7 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
       return;
     }
     const int64_t end_pane = (start + plan_->length) / p;  // exclusive; the window is whole panes
-    close(Closed{start, start + plan_->length - 1, group.seq, &group.key, 0},
+    close(Closed{start, start + plan_->length - 1, group.seq, &group, 0},
           windowState(group, end_pane), out);
     group.next_window = k + 1;
     const int64_t kept_from = floorDiv(group.next_window * plan_->every, p);
@@ -281,14 +368,14 @@ void WindowDetector::closeSessionsBefore(std::optional<Timestamp> now) {
   while (oldest_ != nullptr && (!now || *now > oldest_->last + plan_->length)) {
     Group& group = *oldest_;
     unlinkSession(group);
-    close(Closed{group.first, group.last, group.seq, &group.key, 0}, *group.session, closed);
+    close(Closed{group.first, group.last, group.seq, &group, 0}, *group.session, closed);
     group.session.reset();
     --open_;
   }
   due_ = oldest_ != nullptr ? *dueOf(*oldest_) : INT64_MAX;
   emitInOrder(closed);
-  // Forgotten only now: `closed` points at the keys.
-  for (const Closed& c : closed) groups_.erase(groups_.find(*c.key));
+  // Forgotten only now: `closed` points at the groups.
+  for (const Closed& c : closed) forget(*c.group);
 }
 
 void WindowDetector::closeBefore(std::optional<Timestamp> now) {
@@ -299,31 +386,49 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
   }
   std::vector<Closed> closed;
   due_ = INT64_MAX;
-  for (auto& [key, group] : groups_) {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    // The next group's oldest pane, which its windows read first.
+    if (i + 1 < groups_.size() && !groups_[i + 1]->panes.empty()) {
+      prefetch(&groups_[i + 1]->panes.front());
+    }
+    Group& group = *groups_[i];
     if (partials) reportPartials(group, now, closed);
     closeWindows(group, now, closed);
   }
   // A new stream may follow the end of time.
   if (partials) partials_until_ = now.value_or(INT64_MIN);
-  for (const auto& [key, group] : groups_) {
-    if (const auto due = dueOf(group)) due_ = std::min(due_, *due);
+  for (const auto& group : groups_) {
+    if (const auto due = dueOf(*group)) due_ = std::min(due_, *due);
   }
   emitInOrder(closed);
-  // Forgotten only now: `closed` points at the keys.
-  std::erase_if(groups_, [](const auto& entry) {
-    return entry.second.panes.empty() && !entry.second.session;
-  });
+  // Forgotten only now: `closed` points at the groups.
+  // In place, keeping the others' order (see emitInOrder).
+  size_t kept = 0;
+  for (std::unique_ptr<Group>& group : groups_) {
+    if (group->panes.empty() && !group->session) {
+      index_.erase(group->hash, group.get());
+    } else {
+      group->at = kept;
+      groups_[kept++] = std::move(group);
+    }
+  }
+  groups_.resize(kept);
 }
 
 void WindowDetector::emitInOrder(std::vector<Closed>& closed) {
   // In time order: by end (a window's partial results end before its final
   // one, a session's no later), window start, partial before final, group.
-  std::sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) {
+  const auto before = [](const Closed& a, const Closed& b) {
     if (a.end != b.end) return a.end < b.end;
     if (a.start != b.start) return a.start < b.start;
     if (a.partial != b.partial) return a.partial;
     return a.seq < b.seq;
-  });
+  };
+  // Often in order already: groups_ keeps the order of first appearance
+  // until a group is forgotten, and a group's results end in order.
+  if (!std::is_sorted(closed.begin(), closed.end(), before)) {
+    std::sort(closed.begin(), closed.end(), before);
+  }
   for (const Closed& c : closed) emit(c);
   values_.clear();
 }
@@ -334,32 +439,46 @@ void WindowDetector::emitInOrder(std::vector<Closed>& closed) {
 // same id, so a consumer recognises the duplicate, as it does a pattern's
 // composite by its constituents' ids.
 EventId WindowDetector::resultId(const Closed& closed) {
-  uint64_t h = ValueKeyHash{}(*closed.key);
+  uint64_t h = closed.group->hash;
   h = combineKeyHash(h, static_cast<uint64_t>(closed.start));
   h = combineKeyHash(h, static_cast<uint64_t>(closed.end));
   return combineKeyHash(h, closed.partial ? 1 : 0);
 }
 
+const Value& WindowDetector::rowValue(const Closed& closed, size_t i) const {
+  const size_t columns = plan_->columns.size();
+  return i < columns ? values_[closed.first + i] : closed.group->key[i - columns];
+}
+
 void WindowDetector::emit(const Closed& closed) {
   const Plan& plan = *plan_;
-  EventBuilder row(plan.type);
-  row.reserveAttributes(plan.columns.size() + plan.key_names.size());
-  for (size_t i = 0; i < plan.columns.size(); ++i) {
-    const Value& v = values_[closed.first + i];
-    if (!v.isNull()) row.set(plan.column_names[i], v);
-  }
-  for (size_t j = 0; j < plan.key_names.size(); ++j) {
-    if (!(*closed.key)[j].isNull()) row.set(plan.key_names[j], (*closed.key)[j]);
-  }
-  const EventPtr row_event = row.build();
-  pattern::SlotBinding binding;
-  binding.event = row_event.get();
-  const std::span<const pattern::SlotBinding> bindings(&binding, 1);
-  if (plan.having && !plan.having->test(bindings)) return;
   EventBuilder result(plan.returns.type);
   result.reserveAttributes(plan.returns.items.size() + (plan.emit_every > 0 ? 1 : 0));
   result.interval(closed.start, closed.end).id(resultId(closed));
-  plan.returns.apply(bindings, 1.0, result);
+  if (plan.direct_returns) {
+    const std::vector<size_t>& sources = *plan.direct_returns;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const Value& v = rowValue(closed, sources[i]);
+      if (!v.isNull()) result.set(plan.returns.items[i].name, v);
+    }
+  } else {
+    const size_t row_values = plan.columns.size() + plan.key_names.size();
+    EventBuilder row(plan.type);
+    row.reserveAttributes(row_values);
+    for (size_t i = 0; i < row_values; ++i) {
+      const Value& v = rowValue(closed, i);
+      if (!v.isNull())
+        row.set(i < plan.columns.size() ? plan.column_names[i]
+                                        : plan.key_names[i - plan.columns.size()],
+                v);
+    }
+    const EventPtr row_event = row.build();
+    pattern::SlotBinding binding;
+    binding.event = row_event.get();
+    const std::span<const pattern::SlotBinding> bindings(&binding, 1);
+    if (plan.having && !plan.having->test(bindings)) return;
+    plan.returns.apply(bindings, 1.0, result);
+  }
   if (plan.emit_every > 0) result.set(plan.partial_name, Value(closed.partial));
   const EventPtr composite = result.build();
   const EventPtr* events[] = {&composite};

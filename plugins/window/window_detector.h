@@ -43,8 +43,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "bus/core/event.h"
@@ -53,6 +53,7 @@
 #include "bus/core/status.h"
 #include "bus/core/value.h"
 #include "plugins/window/aggregates.h"
+#include "plugins/window/group_table.h"
 #include "plugins/window/ring_queue.h"
 #include "plugins/window/window_plan.h"
 
@@ -63,6 +64,10 @@ class WindowDetector final : public plugin::Detector {
   WindowDetector(PlanPtr plan, plugin::MatchSink& sink);
 
   Status onEvent(const EventPtr& event) override;
+  // As onEvent() on each, looking ahead: the group of the event kLookahead
+  // places on is found early and prefetched, so that finding it when its
+  // turn comes does not wait on memory (with a thousand groups, it would).
+  Status onEvents(std::span<const EventPtr> events) override;
   Status onWatermark(Timestamp t) override;
   // Nothing to report: windows close on time, not on pauses.
   Status flush() override { return Status::ok(); }
@@ -86,6 +91,9 @@ class WindowDetector final : public plugin::Detector {
   struct Group {
     uint64_t seq = 0;  // order of first appearance
     std::vector<Value> key;
+    Value key_first;        // key[0] (a null Value for no key), beside the rest for lookups
+    uint64_t hash = 0;      // ValueKeyHash of the key
+    size_t at = 0;          // its place in groups_
     RingQueue<Pane> panes;  // non-empty panes, oldest first
     // The two stacks: panes [0, front) are the front stack (their suffix
     // set), [front, in) the back stack, merged in `back`; [0, in) are the
@@ -108,16 +116,25 @@ class WindowDetector final : public plugin::Detector {
     Timestamp start;
     Timestamp end;
     uint64_t seq;
-    const std::vector<Value>* key;
+    const Group* group;
     size_t first;
     bool partial = false;
   };
-  using Groups = std::unordered_map<std::vector<Value>, Group, ValueKeyHash, ValueKeyEqual>;
-
   static EventId resultId(const Closed& closed);
   bool passes(const Event& event) const;
-  // The group of `event`, made when new; nullptr when max_groups refuses it.
-  Group* groupOf(const Event& event);
+  static constexpr size_t kLookahead = 8;
+  void consume(const Event& event, std::optional<uint64_t> hash);
+  // Asks for the first lines of the group filed under `hash`, if any.
+  void prefetchGroup(uint64_t hash) const;
+  // ValueKeyHash of the event's key.
+  uint64_t keyHash(const Event& event) const;
+  // The event's value of a key attribute, a null Value when it has none.
+  static const Value& keyValue(const Event& event, Symbol attr);
+  // The group of `event`, whose key hash is `hash`, made when new; nullptr
+  // when max_groups refuses it.
+  Group* groupOf(const Event& event, uint64_t hash);
+  // Drops the group (its results are out).
+  void forget(const Group& group);
   void add(Group& group, const Event& event);
   // Closes whatever ends before `now` (everything when `now` is nullopt).
   void closeBefore(std::optional<Timestamp> now);
@@ -150,13 +167,21 @@ class WindowDetector final : public plugin::Detector {
   // past its session's gap; nullopt when it has nothing open.
   std::optional<Timestamp> dueOf(const Group& group) const;
   void emit(const Closed& closed);
+  // Value i of the result's row: column i, then the group keys.
+  const Value& rowValue(const Closed& closed, size_t i) const;
 
   int64_t firstWindowHolding(int64_t pane) const;
 
   PlanPtr plan_;
   plugin::MatchSink& sink_;
-  Groups groups_;
-  std::vector<Value> key_;  // the key being looked up, kept to reuse its storage
+  // The groups, and the index from key to group. In order of first
+  // appearance, so that the results of windows ending together come out
+  // sorted already, except after a session's group was forgotten (the last
+  // group takes its place; results are sorted as they come out anyway).
+  std::vector<std::unique_ptr<Group>> groups_;
+  GroupTable<Group> index_;
+  // The values of the key being looked up, in the event.
+  std::vector<const Value*> key_values_;
   // The column values of the results closing together (Closed::first), and
   // the merge of a window's panes: kept to reuse their storage.
   std::vector<Value> values_;

@@ -61,6 +61,24 @@ class RowRewriter {
   std::string var_;
 };
 
+// The row value a rewritten RETURN item reads as it is, if it is a bare read.
+std::optional<size_t> rowSource(const Plan& plan, const Expr& e) {
+  if (e.kind != ExprKind::kAttr || e.ref.index != pattern::IndexKind::kNone ||
+      e.ref.builtin != pattern::Builtin::kNone) {
+    return std::nullopt;
+  }
+  const Symbol attr = Symbol::intern(e.ref.attr);
+  const auto column = std::find(plan.column_names.begin(), plan.column_names.end(), attr);
+  if (column != plan.column_names.end()) {
+    return static_cast<size_t>(column - plan.column_names.begin());
+  }
+  const auto key = std::find(plan.key_names.begin(), plan.key_names.end(), attr);
+  if (key != plan.key_names.end()) {
+    return plan.columns.size() + static_cast<size_t>(key - plan.key_names.begin());
+  }
+  return std::nullopt;
+}
+
 Status applyOptions(const plugin::DetectorOptions& options, Plan& plan) {
   static constexpr std::string_view kKnown[] = {"max_groups"};
   if (Status s = options.checkKnown(kKnown, "window"); !s) return s;
@@ -115,6 +133,15 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
     plan->having = std::move(having).value();
   }
   plan->aggregates = AggregateLayout(plan->columns);
+  if (!query.having) {
+    std::vector<size_t> sources;
+    for (const pattern::ReturnItem& item : returns.items) {
+      const std::optional<size_t> source = rowSource(*plan, *item.expr);
+      if (!source) break;
+      sources.push_back(*source);
+    }
+    if (sources.size() == returns.items.size()) plan->direct_returns = std::move(sources);
+  }
   return PlanPtr(std::move(plan));
 }
 

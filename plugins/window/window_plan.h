@@ -49,6 +49,11 @@ struct Plan {
   std::vector<Symbol> key_names;     // the row attribute of each group key
   std::optional<pattern::CompiledExpr> having;
   pattern::CompiledReturn returns;
+  // RETURN without the row: when there is no HAVING and every item is an
+  // aggregate or a group key as it is, the row value each item copies (a
+  // column i, or a key j as columns.size() + j). Copying it is what
+  // evaluating the item over the row gives, without building the row.
+  std::optional<std::vector<size_t>> direct_returns;
   size_t max_groups = kDefaultMaxGroups;
 };
 using PlanPtr = std::shared_ptr<const Plan>;

@@ -48,5 +48,21 @@ TEST(RingQueueTest, ASlotHandedOutAgainHoldsTheElementThatLeftIt) {
   EXPECT_EQ(queue.pushBack(make), std::vector<std::string>{"second"});
 }
 
+TEST(RingQueueTest, NextSlotIsWherePushBackGoesUnlessTheRingIsFull) {
+  RingQueue<int> queue;
+  const auto make = [] { return 0; };
+  EXPECT_EQ(queue.nextSlot(), nullptr);  // no slot yet
+  queue.pushBack(make) = 1;              // two slots
+  const int* next = queue.nextSlot();
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(&queue.pushBack(make), next);
+  EXPECT_EQ(queue.nextSlot(), nullptr);  // full: the next push grows the ring
+  queue.popFront();
+  // Wrapped: the slot the first element left.
+  next = queue.nextSlot();
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(&queue.pushBack(make), next);
+}
+
 }  // namespace
 }  // namespace cepbus::plugins::window

@@ -253,6 +253,61 @@ TEST(WindowDetectorTest, WhereFiltersEventsAndHavingFiltersResults) {
   EXPECT_EQ(run.flush(), (std::vector<std::string>{"R [0,9] g=2 n=2 sd=1.4142135623730951"}));
 }
 
+// A RETURN whose items are aggregates and group keys as they are copies them
+// into the result without building the row; with a HAVING (here always
+// true) it evaluates RETURN over the row. Both give the same results: the
+// same attributes (none for a Missing aggregate or an absent key), values
+// of the same kind, the same ids.
+TEST(WindowDetectorTest, ReturnCopiedAsItIsEqualsReturnEvaluatedOverTheRow) {
+  const std::string returns =
+      "RETURN R(t.g AS g, t.h AS h, count(t) AS n, avg(t.v) AS a, min(t.v) AS lo, "
+      "last(t.v) AS l, stddev(t.v) AS sd)";
+  const std::string query = "FROM T t WINDOW SLIDING 10 EVERY 5 GROUP BY t.g, t.h ";
+  auto results = [&](const std::string& text, bool direct) {
+    WindowRun run(text);
+    auto plan = compilePlan(*pattern::parseQuery(text), {});
+    EXPECT_EQ((*plan)->direct_returns.has_value(), direct) << text;
+    run.feed("T", 1, {{"g", "a"}, {"h", 1}, {"v", 2}});
+    run.feed("T", 3, {{"g", "a"}, {"h", 1}, {"v", 2.5}});
+    run.feed("T", 4, {{"g", "b"}, {"v", "n/a"}});
+    run.feed("T", 8, {{"h", true}});
+    run.feed("T", 12, {{"g", "a"}, {"h", 1.0}});
+    std::vector<std::string> out = run.flush();
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] += " id=" + std::to_string(run.sink.results[i]->id());
+    return out;
+  };
+  const std::vector<std::string> copied = results(query + returns, true);
+  ASSERT_EQ(copied.size(), 8u);
+  EXPECT_EQ(copied[0].substr(0, copied[0].find(" id=")),
+            "R [-5,4] a=2.25 g=\"a\" h=1 l=2.5 lo=2 n=2 sd=0.3535533905932738");
+  EXPECT_EQ(results(query + "HAVING true " + returns, false), copied);
+}
+
+// onEvents() looks ahead to prefetch groups, which may be forgotten (a
+// session closes) or made before the event's turn: a batch gives what the
+// same events one by one give.
+TEST(WindowDetectorTest, ABatchGivesWhatEventsOneByOneGive) {
+  for (const char* window : {"SESSION GAP 3", "SLIDING 6 EVERY 2", "TUMBLING 5"}) {
+    const std::string query = std::string("FROM T t WINDOW ") + window +
+                              " GROUP BY t.g RETURN R(t.g AS g, count(t) AS n, sum(t.v) AS s)";
+    std::vector<EventPtr> events;
+    for (int i = 0; i < 400; ++i) {
+      EventBuilder b(i % 9 == 0 ? "Other" : "T");  // another type moves time too
+      b.at(i / 4 + (i / 100) * 5);                 // gaps that close sessions
+      b.set("g", static_cast<int64_t>((i * 7) % 23));
+      b.set("v", i);
+      events.push_back(b.build());
+    }
+    WindowRun one_by_one(query);
+    for (const EventPtr& e : events) ASSERT_TRUE(one_by_one.detector->onEvent(e).isOk());
+    WindowRun batched(query);
+    ASSERT_TRUE(batched.detector->onEvents(events).isOk());
+    ASSERT_GT(one_by_one.sink.results.size(), 20u) << window;
+    EXPECT_EQ(batched.flush(), one_by_one.flush()) << window;
+  }
+}
+
 TEST(WindowDetectorTest, MissingAndNonNumericValuesAreSkipped) {
   WindowRun run(
       "FROM T t WINDOW TUMBLING 10 RETURN R(count(t) AS all, count(t.v) AS has, "
