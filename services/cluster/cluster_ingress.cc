@@ -166,14 +166,24 @@ void ClusterIngress::credit(proton::receiver& r) {
   if (r.credit() <= window / 2) r.add_credit(window - r.credit());
 }
 
+// From the broker connection's events too: woken as in settled().
 void ClusterIngress::creditAll() {
-  for (proton::receiver& r : producers_) credit(r);
+  for (proton::receiver& r : producers_) {
+    credit(r);
+    r.connection().wake();
+  }
 }
 
+// Runs on an event of the broker connection: Proton 0.37 writes out what
+// changed on another connection (the producers' dispositions) only when
+// that connection has work of its own, so each is woken.
 void ClusterIngress::settled(const std::vector<uint64_t>& deliveries, bool accepted) {
+  std::vector<proton::connection> touched;
   for (uint64_t id : deliveries) {
     const auto it = waiting_.find(id);
     if (it == waiting_.end()) continue;  // pre-settled, or its producer left
+    proton::connection c = it->second.connection();
+    if (std::find(touched.begin(), touched.end(), c) == touched.end()) touched.push_back(c);
     if (accepted) {
       it->second.accept();
       ++counters_.accepted;
@@ -183,6 +193,7 @@ void ClusterIngress::settled(const std::vector<uint64_t>& deliveries, bool accep
     }
     waiting_.erase(it);
   }
+  for (const proton::connection& c : touched) c.wake();
 }
 
 // ---- batches --------------------------------------------------------------
