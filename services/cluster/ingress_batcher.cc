@@ -7,8 +7,8 @@
 namespace cepbus::services::cluster {
 
 IngressBatcher::IngressBatcher(uint32_t partitions, const Limits& limits)
-    : partitions_(partitions), limits_(limits), open_(partitions) {
-  assert(partitions_ > 0 && limits_.max_events > 0);
+    : limits_(limits), open_(partitions) {
+  assert(partitions > 0 && limits_.max_events > 0);
 }
 
 std::vector<IngressBatcher::Batch> IngressBatcher::add(uint64_t delivery,
@@ -25,7 +25,7 @@ std::vector<IngressBatcher::Batch> IngressBatcher::add(uint64_t delivery,
 
 void IngressBatcher::append(uint64_t delivery, const Item& item, TimePoint now,
                             std::vector<Batch>& closed) {
-  assert(item.partition < partitions_);
+  assert(item.partition < open_.size());
   Open& open = open_[item.partition];
   if (!open.batch.events.empty() && open.batch.bytes + item.bytes > limits_.max_bytes) {
     close(item.partition, Closed::kBytes, closed);
@@ -61,21 +61,20 @@ void IngressBatcher::close(uint32_t partition, Closed why, std::vector<Batch>& c
 }
 
 std::vector<IngressBatcher::Batch> IngressBatcher::expire(TimePoint now) {
-  std::vector<Batch> closed;
-  dropStaleDeadlines();
-  while (!deadlines_.empty() && std::get<0>(deadlines_.front()) + limits_.linger <= now) {
-    close(std::get<1>(deadlines_.front()), Closed::kLinger, closed);
-    deadlines_.pop_front();
-    dropStaleDeadlines();
-  }
-  return closed;
+  return closeOldest(now, Closed::kLinger);
 }
 
 std::vector<IngressBatcher::Batch> IngressBatcher::flush() {
+  return closeOldest(std::nullopt, Closed::kFlush);
+}
+
+std::vector<IngressBatcher::Batch> IngressBatcher::closeOldest(std::optional<TimePoint> now,
+                                                               Closed why) {
   std::vector<Batch> closed;
   dropStaleDeadlines();
-  while (!deadlines_.empty()) {
-    close(std::get<1>(deadlines_.front()), Closed::kFlush, closed);
+  while (!deadlines_.empty() &&
+         (!now || std::get<0>(deadlines_.front()) + limits_.linger <= *now)) {
+    close(std::get<1>(deadlines_.front()), why, closed);
     deadlines_.pop_front();
     dropStaleDeadlines();
   }

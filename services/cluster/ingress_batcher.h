@@ -121,11 +121,13 @@ class IngressBatcher {
 
   void append(uint64_t delivery, const Item& item, TimePoint now, std::vector<Batch>& closed);
   void close(uint32_t partition, Closed why, std::vector<Batch>& closed);
+  // Closes open batches oldest first: those whose linger ended by `now`,
+  // or every one (nullopt).
+  std::vector<Batch> closeOldest(std::optional<TimePoint> now, Closed why);
   void dropStaleDeadlines();
   // The batch's record, taken out; its events and bytes no longer held.
   std::optional<Sent> settle(uint64_t batch);
 
-  const uint32_t partitions_;
   const Limits limits_;
   std::vector<Open> open_;  // per partition; no events: none open
   // (opened, partition, batch id) of open batches, in opening order; an

@@ -391,6 +391,21 @@ class ClusterE2eTest : public ::testing::Test {
     for (int k = 1; k <= 3; ++k) startNode(k);
   }
 
+  // Two nodes with an <ingress> each, attached to their partitions, and the
+  // collector.
+  void startIngressNodes(uint32_t partitions) {
+    ingress_ = true;
+    for (int k = 1; k <= 2; ++k) writeNode(k, partitions);
+    init();
+    startCollector();
+    for (int k = 1; k <= 2; ++k) {
+      startNode(k);
+      ASSERT_TRUE(waitListening(node(k).ingress_port)) << "node" << k;
+    }
+    // Time for the nodes to attach (see RepeatedNodeKillsAndABrokerKillLoseNoComposite).
+    std::this_thread::sleep_for(seconds(2));
+  }
+
   std::string partitionStreamName(uint32_t p) const {
     return services::cluster::partitionStream(name_, p);
   }
@@ -565,14 +580,7 @@ std::vector<proton::message> ingressMessages(const fs::path& events) {
 // message, sends into node 1's ingress; the composites are offline's.
 TEST_F(ClusterE2eTest, AProducerThroughANodesIngressGivesTheSameCompositesAsOffline) {
   constexpr uint32_t kPartitions = 4;
-  ingress_ = true;
-  for (int k = 1; k <= 2; ++k) writeNode(k, kPartitions);
-  init();
-  startCollector();
-  for (int k = 1; k <= 2; ++k) startNode(k);
-  ASSERT_TRUE(waitListening(node(1).ingress_port));
-  // Time for the nodes to attach (see RepeatedNodeKillsAndABrokerKillLoseNoComposite).
-  std::this_thread::sleep_for(seconds(2));
+  ASSERT_NO_FATAL_FAILURE(startIngressNodes(kPartitions));
   const fs::path events = generate(3000, 7);
   const std::vector<proton::message> messages = ingressMessages(events);
   AmqpTestClient producer(node(1).ingress_port, "producer");
@@ -595,14 +603,7 @@ TEST_F(ClusterE2eTest, AProducerThroughANodesIngressGivesTheSameCompositesAsOffl
 // is lost, and the copies of what had landed anyway are dropped by id.
 TEST_F(ClusterE2eTest, AnIngressNodesKillLosesNoAcceptedEvent) {
   constexpr uint32_t kPartitions = 4;
-  ingress_ = true;
-  for (int k = 1; k <= 2; ++k) writeNode(k, kPartitions);
-  init();
-  startCollector();
-  for (int k = 1; k <= 2; ++k) startNode(k);
-  ASSERT_TRUE(waitListening(node(1).ingress_port));
-  ASSERT_TRUE(waitListening(node(2).ingress_port));
-  std::this_thread::sleep_for(seconds(2));
+  ASSERT_NO_FATAL_FAILURE(startIngressNodes(kPartitions));
   const fs::path events = generate(3000, 9);
   const std::vector<proton::message> messages = ingressMessages(events);
   std::set<uint64_t> accepted;
