@@ -420,6 +420,7 @@ def model(points, cores):
                      "bounds": {k: round(v) for k, v in bounds.items()}})
     print(json.dumps({"bench": "cluster_model", "params": {"cores_per_machine": cores,
                       "measured_at_partitions": widest, "batch": points[0]["params"]["batch"],
+                      "via": points[0]["params"]["via"],
                       "input": points[0]["params"]["input"]},
                       "broker_us_per_event": b, "node_us_per_event": c, "publisher_us_per_event": u,
                       "partition_events_per_s": round(r), "machines": rows}), flush=True)
