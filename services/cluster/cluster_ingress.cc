@@ -70,13 +70,14 @@ class ClusterIngress::Door final : public proton::listen_handler {
   ClusterIngress& ingress_;
 };
 
-ClusterIngress::ClusterIngress(const ClusterSpec& spec)
+ClusterIngress::ClusterIngress(const ClusterSpec& spec, ClusterStats& counters)
     : spec_(spec),
       key_(keySymbols(spec)),
       door_(std::make_unique<Door>(*this)),
       log_(Poco::Logger::get("cepbus.cluster")),
       batcher_(spec.partitions, batchLimits(*spec.ingress)),
-      unsent_(spec.partitions) {}
+      unsent_(spec.partitions),
+      counters_(counters) {}
 
 ClusterIngress::~ClusterIngress() = default;
 
@@ -117,7 +118,7 @@ void ClusterIngress::on_receiver_open(proton::receiver& r) {
 void ClusterIngress::on_receiver_close(proton::receiver& r) { std::erase(producers_, r); }
 
 void ClusterIngress::on_message(proton::delivery& d, proton::message& m) {
-  ++counters_.deliveries;
+  ++counters_.ingress_received;
   proton::receiver r = d.receiver();
   MappedBatch mapped = eventsOf(m);
   std::vector<IngressBatcher::Item> items;
@@ -136,14 +137,14 @@ void ClusterIngress::on_message(proton::delivery& d, proton::message& m) {
                      encodeEvent(*e, EventFormat::kFull).size() + 1});
   }
   if (!mapped.condition.empty()) {
-    ++counters_.rejected;
+    ++counters_.ingress_rejected;
     log_.warning("cluster %s node %s: ingress refused a message: %s", spec_.name, spec_.node,
                  mapped.description);
     amqp::rejectWithCondition(d, proton::error_condition(mapped.condition, mapped.description));
     credit(r);
     return;
   }
-  counters_.events += items.size();
+  counters_.ingress_events += items.size();
   const uint64_t id = next_delivery_++;
   // A pre-settled message asked for at most once: nothing to answer.
   if (!d.settled()) waiting_.emplace(id, d);
@@ -186,10 +187,10 @@ void ClusterIngress::settled(const std::vector<uint64_t>& deliveries, bool accep
     if (std::find(touched.begin(), touched.end(), c) == touched.end()) touched.push_back(c);
     if (accepted) {
       it->second.accept();
-      ++counters_.accepted;
+      ++counters_.ingress_accepted;
     } else {
       it->second.release();
-      ++counters_.released;
+      ++counters_.ingress_released;
     }
     waiting_.erase(it);
   }
@@ -268,7 +269,7 @@ void ClusterIngress::resend(std::optional<uint32_t> partition) {
   // they closed, before what closed after them.
   std::sort(doubt.begin(), doubt.end(), [](const auto& a, const auto& b) { return a.id > b.id; });
   for (IngressBatcher::Batch& batch : doubt) {
-    ++counters_.resent;
+    ++counters_.ingress_resent;
     unsent_[batch.partition].push_front(std::move(batch));
   }
 }
@@ -309,7 +310,7 @@ void ClusterIngress::on_tracker_accept(proton::tracker& t) {
   const auto it = in_flight_.find(t);
   if (it == in_flight_.end()) return;
   const bool was_full = batcher_.full();
-  ++counters_.batches;
+  ++counters_.ingress_batches;
   settled(batcher_.confirmed(it->second.id), true);
   in_flight_.erase(it);
   if (was_full) creditAll();
@@ -335,7 +336,7 @@ void ClusterIngress::on_tracker_release(proton::tracker& t) {
   const auto it = in_flight_.find(t);
   if (it == in_flight_.end()) return;
   const uint32_t p = it->second.partition;
-  ++counters_.resent;
+  ++counters_.ingress_resent;
   unsent_[p].push_front(std::move(it->second));
   in_flight_.erase(it);
   pump(p);

@@ -49,6 +49,7 @@
 #include "bus/core/symbol.h"
 #include "services/cluster/cluster_spec.h"
 #include "services/cluster/ingress_batcher.h"
+#include "services/cluster_member.h"
 
 namespace Poco {
 class Logger;
@@ -56,20 +57,10 @@ class Logger;
 
 namespace cepbus::services::cluster {
 
-// What an ingress did since the node started.
-struct IngressCounters {
-  uint64_t deliveries = 0;  // producer messages taken
-  uint64_t events = 0;
-  uint64_t accepted = 0;  // producer deliveries accepted (their batches confirmed)
-  uint64_t rejected = 0;  // producer deliveries refused as bad input
-  uint64_t released = 0;  // producer deliveries released after the broker refused a batch
-  uint64_t batches = 0;   // batches the broker confirmed
-  uint64_t resent = 0;    // batches sent again after a broker connection failed
-};
-
 class ClusterIngress final : public proton::messaging_handler {
  public:
-  explicit ClusterIngress(const ClusterSpec& spec);
+  // Counts into `counters` (the node's ingress_* counters).
+  ClusterIngress(const ClusterSpec& spec, ClusterStats& counters);
   ~ClusterIngress() override;
 
   // Listens on the spec's host:port (from the container's start).
@@ -80,8 +71,6 @@ class ClusterIngress final : public proton::messaging_handler {
   void brokerDown();
   // The node leaves: no more producers; what is not accepted yet stays so.
   void stop();
-
-  const IngressCounters& counters() const { return counters_; }
 
   // proton::messaging_handler: the producers' connections and the senders.
   void on_receiver_open(proton::receiver& r) override;
@@ -129,7 +118,7 @@ class ClusterIngress final : public proton::messaging_handler {
   proton::message message_;
   bool timer_armed_ = false;
   bool stopped_ = false;
-  IngressCounters counters_;
+  ClusterStats& counters_;
 };
 
 }  // namespace cepbus::services::cluster

@@ -165,7 +165,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
         log_(Poco::Logger::get("cepbus.cluster")),
         loop_(spec_, incarnation_, *this, counters_),
         report_(registry.stats(), spec_.name, spec_.node) {
-    if (spec_.ingress) ingress_ = std::make_unique<ClusterIngress>(spec_);
+    if (spec_.ingress) ingress_ = std::make_unique<ClusterIngress>(spec_, counters_);
     partitions_.reserve(spec_.partitions);
     for (uint32_t p = 0; p < spec_.partitions; ++p) {
       partitions_.push_back(std::make_unique<Partition>(*this, p));

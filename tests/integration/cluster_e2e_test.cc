@@ -593,6 +593,18 @@ TEST_F(ClusterE2eTest, AProducerThroughANodesIngressGivesTheSameCompositesAsOffl
                   std::to_string(producer.rejected);
          });
   EXPECT_EQ(producer.read<size_t>([&] { return producer.rejected + producer.released; }), 0u);
+  // The node's counters (/api/cluster, published every heartbeat) say the same.
+  nlohmann::json counted;
+  EXPECT_TRUE(eventually(
+      "node 1 to count every delivery accepted",
+      [&] {
+        counted = stats(1);
+        return counted.value("ingress_accepted", 0u) == messages.size();
+      },
+      seconds(10), milliseconds(100)))
+      << counted.dump();
+  EXPECT_EQ(counted.value("ingress_received", 0u), messages.size()) << counted.dump();
+  EXPECT_EQ(counted.value("ingress_rejected", 1u), 0u) << counted.dump();
   // The ends of the partitions' streams, through `cluster publish`.
   std::ofstream(dir_ / "none.jsonl") << "";
   expectSameAsOffline(events, publish(dir_ / "none.jsonl", 0), kPartitions);
