@@ -76,6 +76,17 @@ struct ClusterStats {
   // coming back through the broker (it routed nothing this node published).
   uint64_t echo_timeouts = 0;
   uint64_t streams_ended = 0;  // end-of-stream markers taken
+  // The node's ingress (services/cluster/cluster_ingress.h): producer
+  // messages and their events taken; deliveries accepted, refused as bad
+  // input, released after the broker refused their batch; batches confirmed
+  // and sent again.
+  uint64_t ingress_received = 0;
+  uint64_t ingress_events = 0;
+  uint64_t ingress_accepted = 0;
+  uint64_t ingress_rejected = 0;
+  uint64_t ingress_released = 0;
+  uint64_t ingress_batches = 0;
+  uint64_t ingress_resent = 0;
 };
 
 class ClusterMember {

@@ -78,7 +78,9 @@ int publish(const services::cluster::ClusterSpec& spec, const std::string& passw
   services::cluster::PublishOptions options;
   options.end_of_stream = args.has("--end-of-stream");
   if (!numberOption(args, "--rate", 0, UINT64_MAX, options.rate, err) ||
-      !numberOption(args, "--batch", 1, services::cluster::kMaxBatch, options.batch, err)) {
+      !numberOption(args, "--batch", 1, services::cluster::kMaxBatch, options.batch, err) ||
+      !numberOption(args, "--batch-bytes", 1, UINT64_MAX, options.batch_bytes, err) ||
+      !numberOption(args, "--linger-ms", 0, 60000, options.linger_ms, err)) {
     return kUsage;
   }
   std::ifstream file(events_file);
@@ -122,7 +124,7 @@ const CommandSpec& clusterSpec() {
     s.usage =
         "cepbus cluster init DESCRIPTOR.xml\n"
         "       cepbus cluster publish DESCRIPTOR.xml --events FILE [--rate N] [--batch N]\n"
-        "                              [--end-of-stream]";
+        "                              [--batch-bytes N] [--linger-ms N] [--end-of-stream]";
     s.summary = "declare a RabbitMQ cluster's partitions, or publish events into them";
     s.description =
         "The operator's side of a scale-out cluster, as the descriptor's <cluster>\n"
@@ -147,8 +149,13 @@ const CommandSpec& clusterSpec() {
         {"--rate", "N", "publish: events per second (default: as fast as the broker takes them)"},
         {"--batch", "N",
          "publish: events of one partition per message at most (default 32, at most 1000; 1: "
-         "one message per event); with --rate a batch waits at most 10 ms of the schedule for "
-         "more events"},
+         "one message per event)"},
+        {"--batch-bytes", "N",
+         "publish: a batch message closes before an event would take its body past N bytes "
+         "(default 65536; a larger event goes alone)"},
+        {"--linger-ms", "N",
+         "publish: with --rate, a batch waits at most N ms of the schedule for more events of "
+         "its partition (default 10; 0: what comes together goes together)"},
         {"--end-of-stream", "",
          "publish: then tell every partition the stream ended: the nodes report the matches "
          "still pending and accept every message"},

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "bus/host/descriptor/address.h"
+#include "services/cluster/cluster_publisher.h"
 #include "services/cluster/cluster_spec.h"
 
 namespace cepbus::services::cluster {
@@ -15,6 +16,8 @@ using descriptor::quote;
 
 constexpr uint64_t kMaxPartitions = 1024;
 constexpr uint64_t kMaxDelay = uint64_t{1} << 40;
+constexpr uint64_t kMaxBatchBytes = uint64_t{64} << 20;
+constexpr uint64_t kMaxHeldEvents = uint64_t{1} << 30;
 
 void input(const Element& e, ClusterSpec& c) {
   if (auto kind = e.string("input", false)) {
@@ -52,6 +55,25 @@ void eventTime(const Element& e, ClusterSpec& c) {
   if (auto unit = e.timeUnit("time-unit")) c.ts_unit = *unit;
   c.source_idle_timeout_ms = e.integer("source-idle-timeout", 1, descriptor::kMaxTimeoutMs)
                                  .value_or(c.source_idle_timeout_ms);
+}
+
+// <ingress host port batch-events batch-bytes linger-ms max-held-events credit>
+ClusterIngressSpec ingress(const Element& e) {
+  e.allowAttributes(
+      {"host", "port", "batch-events", "batch-bytes", "linger-ms", "max-held-events", "credit"});
+  e.noChildren();
+  ClusterIngressSpec in;
+  in.where = e.where();
+  if (!e.has("port")) e.report("missing required attribute \"port\"");
+  e.hostAndPort(in.host, in.port);
+  in.batch_events =
+      static_cast<uint32_t>(e.integer("batch-events", 1, kMaxBatch).value_or(in.batch_events));
+  in.batch_bytes = e.integer("batch-bytes", 1, kMaxBatchBytes).value_or(in.batch_bytes);
+  in.linger_ms = e.integer("linger-ms", 0, descriptor::kMaxTimeoutMs).value_or(in.linger_ms);
+  in.max_held_events = e.integer("max-held-events", 1, kMaxHeldEvents).value_or(in.max_held_events);
+  in.credit = static_cast<uint32_t>(
+      e.integer("credit", 1, descriptor::kMaxCreditWindow).value_or(in.credit));
+  return in;
 }
 
 }  // namespace
@@ -96,8 +118,12 @@ std::any ClusterElement::parse(const Element& e) const {
   c.max_delay = static_cast<int64_t>(e.integer(delay, 0, kMaxDelay).value_or(0));
   eventTime(e, c);
   descriptor::NameScope queries;
-  e.children({{"broker"}, {"tls", true}, {"query"}}, [&](const Element& child) {
+  e.children({{"broker"}, {"tls", true}, {"ingress", true}, {"query"}}, [&](const Element& child) {
     const std::string_view kind = child.tag();
+    if (kind == "ingress") {
+      c.ingress = ingress(child);
+      return;
+    }
     if (kind == "broker") {
       child.allowAttributes({"host", "port", "management-port"});
       child.noChildren();

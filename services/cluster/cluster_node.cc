@@ -38,6 +38,7 @@
 
 #include "bus/base/mutex.h"
 #include "services/cluster/broker_dialer.h"
+#include "services/cluster/cluster_ingress.h"
 #include "services/cluster/cluster_publisher.h"
 #include "services/cluster/cluster_queries.h"
 #include "services/cluster/event_batch.h"
@@ -164,6 +165,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
         log_(Poco::Logger::get("cepbus.cluster")),
         loop_(spec_, incarnation_, *this, counters_),
         report_(registry.stats(), spec_.name, spec_.node) {
+    if (spec_.ingress) ingress_ = std::make_unique<ClusterIngress>(spec_, counters_);
     partitions_.reserve(spec_.partitions);
     for (uint32_t p = 0; p < spec_.partitions; ++p) {
       partitions_.push_back(std::make_unique<Partition>(*this, p));
@@ -238,7 +240,8 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
 
   // ---- container thread ---------------------------------------------------
 
-  void on_container_start(proton::container&) override {
+  void on_container_start(proton::container& c) override {
+    if (ingress_) ingress_->listen(c);
     loop_.start(Clock::now());
     connect();
     tick();
@@ -260,6 +263,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     }
     late_sender_ = c.open_sender("/exchange/" + outExchange(spec_.name) + "/late",
                                  proton::sender_options().name("late"));
+    if (ingress_) ingress_->brokerUp(c);
     loop_.connected(Clock::now(), local_address, broker());
   }
 
@@ -337,6 +341,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
   // redelivered by the broker, to this node or another.
   void on_transport_close(proton::transport&) override {
     for (auto& p : partitions_) detached(*p, "connection closed");
+    if (ingress_) ingress_->brokerDown();
     trackers_.clear();
     token_trackers_.clear();
     outputs_.clear();
@@ -787,6 +792,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
 
   void leave() {
     leaving_ = true;
+    if (ingress_) ingress_->stop();
     loop_.leave(Clock::now());
     if (connection_ && connection_.active()) {
       connection_.close();
@@ -831,6 +837,9 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
   Poco::Logger& log_;
 
   std::unique_ptr<StallWatchdog> watchdog_;  // beaten and fed on the container thread
+  // Producers' door (<cluster><ingress>); declared before the container,
+  // whose connections it handles, so that it outlives them.
+  std::unique_ptr<ClusterIngress> ingress_;
   std::unique_ptr<proton::container> container_;
   std::thread thread_;
   bool stopped_ = false;  // control plane

@@ -25,8 +25,10 @@
 #include <vector>
 
 #include "bus/base/mutex.h"
+#include "bus/core/event_json.h"
 #include "services/cluster/broker_dialer.h"
 #include "services/cluster/event_batch.h"
+#include "services/cluster/ingress_batcher.h"
 #include "services/cluster/partitioner.h"
 #include "services/cluster/stream_read_back.h"
 #include "services/cluster/stream_sequencer.h"
@@ -540,34 +542,41 @@ class Publisher final : public proton::messaging_handler {
 
 }  // namespace
 
-std::vector<MessagePlan> planMessages(const std::vector<uint32_t>& partition_of,
+std::vector<MessagePlan> planMessages(std::span<const EventPtr> events,
+                                      const std::vector<uint32_t>& partition_of,
                                       uint32_t partitions, const PublishOptions& options) {
-  const uint32_t batch = std::max<uint32_t>(options.batch, 1);
-  const size_t linger =
-      options.rate == 0 ? SIZE_MAX : std::max<size_t>(1, options.rate * options.linger_ms / 1000);
+  IngressBatcher::Limits limits;
+  limits.max_events = std::max<uint32_t>(options.batch, 1);
+  limits.max_bytes = std::max<uint64_t>(options.batch_bytes, 1);
+  limits.linger = std::chrono::milliseconds(options.linger_ms);
+  limits.max_held_events = UINT64_MAX;  // the plan holds nothing: in_flight bounds the publish
+  limits.max_held_bytes = UINT64_MAX;
+  IngressBatcher batcher(partitions, limits);
+  // Event i comes at i / rate seconds of the schedule; without a rate the
+  // whole file is there at once, so batches close by size only.
+  const IngressBatcher::TimePoint start{};
+  auto at = [&](size_t i) {
+    return options.rate == 0 ? start
+                             : start + std::chrono::nanoseconds(i * 1'000'000'000 / options.rate);
+  };
   std::vector<MessagePlan> plan;
-  std::vector<MessagePlan> open(partitions);
-  std::deque<std::pair<size_t, uint32_t>> opened;  // (first event, partition), oldest first
-  auto close = [&](uint32_t p) {
-    open[p].partition = p;
-    open[p].due = open[p].events.back();
-    plan.push_back(std::move(open[p]));
-    open[p] = MessagePlan{};
+  auto take = [&](std::vector<IngressBatcher::Batch> closed) {
+    for (IngressBatcher::Batch& batch : closed) {
+      batcher.confirmed(batch.id);
+      // Each event is a delivery of its own, named by its index.
+      const size_t last = batch.deliveries.back();
+      plan.push_back(MessagePlan{batch.partition, std::move(batch.deliveries), last});
+    }
   };
   for (size_t i = 0; i < partition_of.size(); ++i) {
-    while (!opened.empty() && i - opened.front().first >= linger) {
-      const auto [first, p] = opened.front();
-      opened.pop_front();
-      if (!open[p].events.empty() && open[p].events.front() == first) close(p);
-    }
-    const uint32_t p = partition_of[i];
-    if (open[p].events.empty()) opened.emplace_back(i, p);
-    open[p].events.push_back(i);
-    if (open[p].events.size() == batch) close(p);
+    // The linger timer fires before an event that comes at its deadline.
+    if (options.rate > 0) take(batcher.expire(at(i)));
+    const uint64_t bytes =
+        limits.max_events > 1 ? encodeEvent(*events[i], EventFormat::kFull).size() + 1 : 0;
+    const IngressBatcher::Item item{partition_of[i], events[i], bytes};
+    take(batcher.add(i, std::span(&item, 1), at(i)));
   }
-  for (const auto& [first, p] : opened) {
-    if (!open[p].events.empty() && open[p].events.front() == first) close(p);
-  }
+  take(batcher.flush());
   if (options.end_of_stream) {
     for (uint32_t p = 0; p < partitions; ++p) plan.push_back(MessagePlan{p, {}, 0});
   }
@@ -591,7 +600,7 @@ Result<PublishReport> publishToCluster(const ClusterSpec& spec, const std::strin
   }
   if (spec.brokers.empty()) return Status::invalidArgument("the cluster names no broker");
   Publisher publisher(spec, password, events, options,
-                      planMessages(partitions, spec.partitions, options));
+                      planMessages(events, partitions, spec.partitions, options));
   if (Status s = publisher.run(); !s) return s;
   return publisher.report();
 }

@@ -43,11 +43,13 @@ inline constexpr uint32_t kMaxBatch = 1000;
 struct PublishOptions {
   uint64_t rate = 0;              // events per second; 0: as fast as the broker takes them
   uint32_t max_in_flight = 1000;  // unaccepted events at most (what a failover may resend)
-  // Events of one partition per message at most (1..kMaxBatch); 1 sends
-  // every event on its own, in the plain event mapping (docs/amqp.md).
+  // A batch message closes at `batch` events (1..kMaxBatch), before an
+  // event would take its body past `batch_bytes`, or, with a rate,
+  // `linger_ms` of the schedule after its first event: the ingress's rule
+  // (ingress_batcher.h). A batch of 1 sends every event on its own, in the
+  // plain event mapping (docs/amqp.md).
   uint32_t batch = 32;
-  // With a rate, a batch waits at most this long (in the schedule) for more
-  // events of its partition.
+  uint64_t batch_bytes = 65536;
   uint32_t linger_ms = 10;
   uint64_t give_up_ms = 60000;  // no broker reachable for this long: fail
   // A message the broker neither accepts nor refuses for this long is in
@@ -103,11 +105,14 @@ struct MessagePlan {
 };
 
 // Groups consecutive events of each partition (`partition_of`: per event)
-// into messages of at most options.batch events, in the order they close:
-// full, lingered past options.linger_ms of the rate schedule, or at the end;
-// then the end-of-stream markers when asked for. Within a partition the
-// events keep their publish order.
-std::vector<MessagePlan> planMessages(const std::vector<uint32_t>& partition_of,
+// into messages with the ingress's batcher (ingress_batcher.h), event i
+// coming at i / options.rate seconds of the schedule, in the order they
+// close: full (options.batch events or options.batch_bytes), lingered past
+// options.linger_ms of the schedule, or at the end; then the end-of-stream
+// markers when asked for. Within a partition the events keep their publish
+// order.
+std::vector<MessagePlan> planMessages(std::span<const EventPtr> events,
+                                      const std::vector<uint32_t>& partition_of,
                                       uint32_t partitions, const PublishOptions& options);
 
 // Publishes `events` in order and returns once the broker accepted every

@@ -33,6 +33,23 @@ struct ClusterTls {
   descriptor::Location where;
 };
 
+// A node's door for ordinary AMQP 1.0 producers (<cluster><ingress>,
+// services/cluster/cluster_ingress.h): a listener on host:port taking
+// events sent to the address "<name>.in", forwarded to the partitions in
+// batches (services/cluster/ingress_batcher.h).
+struct ClusterIngressSpec {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  uint32_t batch_events = 256;
+  uint64_t batch_bytes = 65536;
+  uint64_t linger_ms = 5;
+  // What the node holds of the producers' events (in open batches and in
+  // batches the broker has not confirmed) before they get no more credit.
+  uint64_t max_held_events = 20000;
+  uint32_t credit = 100;  // per producer link
+  descriptor::Location where;
+};
+
 // Scale-out on a RabbitMQ cluster (services/cluster/): the events of input
 // stream `name` are split into `partitions` quorum queues by a hash of the
 // `key` attributes; every node of the cluster consumes the partitions it owns
@@ -87,6 +104,7 @@ struct ClusterSpec {
   // clock (`source-idle-timeout`; the bus's default idle_timeout).
   pattern::TimeUnit ts_unit = pattern::TimeUnit::kNone;
   uint64_t source_idle_timeout_ms = 2000;
+  std::optional<ClusterIngressSpec> ingress;   // absent: no producers' door on this node
   std::vector<descriptor::QuerySpec> queries;  // inputs empty: a cluster query reads its partition
   descriptor::Location where;
 };

@@ -33,6 +33,13 @@ const CounterField kCounterFields[] = {
     {c::kStreamRefreshes, &ClusterStats::stream_refreshes},
     {c::kStreamBrokerSwitches, &ClusterStats::stream_broker_switches},
     {c::kEchoTimeouts, &ClusterStats::echo_timeouts},
+    {c::kIngressReceived, &ClusterStats::ingress_received},
+    {c::kIngressEvents, &ClusterStats::ingress_events},
+    {c::kIngressAccepted, &ClusterStats::ingress_accepted},
+    {c::kIngressRejected, &ClusterStats::ingress_rejected},
+    {c::kIngressReleased, &ClusterStats::ingress_released},
+    {c::kIngressBatches, &ClusterStats::ingress_batches},
+    {c::kIngressResent, &ClusterStats::ingress_resent},
 };
 
 }  // namespace

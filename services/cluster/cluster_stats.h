@@ -73,6 +73,24 @@ inline constexpr MetricSpec kStreamBrokerSwitches = MetricSpec::counter(
 inline constexpr MetricSpec kEchoTimeouts = MetricSpec::counter(
     "echo_timeouts",
     "Broker connections given up because the node's own heartbeats stopped coming back.");
+inline constexpr MetricSpec kIngressReceived =
+    MetricSpec::counter("ingress_received", "Messages the node's ingress took from producers.");
+inline constexpr MetricSpec kIngressEvents =
+    MetricSpec::counter("ingress_events", "Events in the messages the ingress took.");
+inline constexpr MetricSpec kIngressAccepted = MetricSpec::counter(
+    "ingress_accepted",
+    "Producer deliveries the ingress accepted once the broker confirmed their batches.");
+inline constexpr MetricSpec kIngressRejected = MetricSpec::counter(
+    "ingress_rejected",
+    "Producer messages the ingress refused: no event, or an event without a key attribute.");
+inline constexpr MetricSpec kIngressReleased = MetricSpec::counter(
+    "ingress_released", "Producer deliveries released because the broker refused a batch of them.");
+inline constexpr MetricSpec kIngressBatches =
+    MetricSpec::counter("ingress_batches", "Ingress batches the broker confirmed.");
+inline constexpr MetricSpec kIngressResent =
+    MetricSpec::counter("ingress_resent",
+                        "Ingress batches sent again after the broker connection or link failed or "
+                        "the broker released them.");
 inline constexpr MetricSpec kAll[] = {kReceived,
                                       kSettled,
                                       kReplayed,
@@ -92,7 +110,14 @@ inline constexpr MetricSpec kAll[] = {kReceived,
                                       kSequenceGaps,
                                       kStreamRefreshes,
                                       kStreamBrokerSwitches,
-                                      kEchoTimeouts};
+                                      kEchoTimeouts,
+                                      kIngressReceived,
+                                      kIngressEvents,
+                                      kIngressAccepted,
+                                      kIngressRejected,
+                                      kIngressReleased,
+                                      kIngressBatches,
+                                      kIngressResent};
 }  // namespace cluster_stats
 inline constexpr stats::Schema kClusterSchema{"cluster", cluster_stats::kAll};
 

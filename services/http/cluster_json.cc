@@ -42,7 +42,14 @@ nlohmann::json clusterNodeJson(const ClusterStats& s) {
           {"stream_refreshes", s.stream_refreshes},
           {"stream_broker_switches", s.stream_broker_switches},
           {"echo_timeouts", s.echo_timeouts},
-          {"streams_ended", s.streams_ended}};
+          {"streams_ended", s.streams_ended},
+          {"ingress_received", s.ingress_received},
+          {"ingress_events", s.ingress_events},
+          {"ingress_accepted", s.ingress_accepted},
+          {"ingress_rejected", s.ingress_rejected},
+          {"ingress_released", s.ingress_released},
+          {"ingress_batches", s.ingress_batches},
+          {"ingress_resent", s.ingress_resent}};
 }
 
 }  // namespace cepbus::services::http

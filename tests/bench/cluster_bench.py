@@ -11,7 +11,9 @@ Beside it, in the same run, the RabbitMQ-only figure for the same path: the
 same publisher into the same partition queues with no consumer, so the
 broker's own ingest bound is visible. Each is measured with one event per
 message and with batches (--batches), for each partition input (--inputs:
-quorum queues, and streams with lease tokens). Then the takeover figures: SIGKILL and
+quorum queues, and streams with lease tokens) and for each way in (--via:
+`cepbus cluster publish`, or an ordinary AMQP 1.0 producer sending one event
+per message into node 1's <ingress>, which batches them). Then the takeover figures: SIGKILL and
 SIGSTOP of an active node while events flow, with the replayed messages and
 the time the survivor took to replay them (rebuild).
 Every throughput point also says where the time went: the CPU seconds of
@@ -23,7 +25,7 @@ machines (cluster_model). Prints one JSON object per measurement.
 
     tests/bench/cluster_bench.py --cepbus build/release/bus/app/cepbus
         [--events 20000] [--nodes 1,2,3] [--partitions 1,4,12] [--batches 1,32]
-        [--inputs queue,stream] [--profile]
+        [--inputs queue,stream] [--via publish,ingress] [--no-takeover] [--profile]
 
 Starts and stops its own 3-node RabbitMQ cluster (scripts/rabbitmq-cluster.sh).
 """
@@ -171,13 +173,17 @@ class Profiler:
 
 
 class Scenario:
-    def __init__(self, args, broker, work, name, nodes, partitions, input="queue"):
+    def __init__(self, args, broker, work, name, nodes, partitions, input="queue", ingress_batch=0):
         self.args, self.broker, self.name = args, broker, name
         self.nodes, self.partitions, self.input = nodes, partitions, input
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir)
         self.procs = {}
         self.http = {}
+        # With ingress_batch, node 1 takes the producers' events (<ingress>),
+        # in batches of at most that many events.
+        self.ingress_batch = ingress_batch
+        self.ingress_port = free_port() if ingress_batch else 0
         for k in range(1, 4):
             self.write_node(k)
 
@@ -186,6 +192,9 @@ class Scenario:
                           % (self.broker.amqp[(k - 1 + i) % 3], self.broker.mgmt[(k - 1 + i) % 3])
                           for i in range(3))
         self.http[k] = free_port()
+        if k == 1 and self.ingress_port:
+            brokers += ('<ingress port="%d" batch-events="%d" linger-ms="5"/>'
+                        % (self.ingress_port, self.ingress_batch))
         text = ('<cepbus name="n%d"><logging level="warning"/><listeners><http host="127.0.0.1" '
                 'port="%d"/></listeners><cluster name="%s" node="n%d" partitions="%d" key="price" '
                 'heartbeat="300" idle-timeout="2000" input="%s"%s>%s<query name="q" engine="nfa" '
@@ -228,6 +237,20 @@ class Scenario:
                                  "--end-of-stream"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
+    def ingress_publish(self, events):
+        """One event per message through node 1's ingress (an ordinary AMQP
+        1.0 producer), then the end-of-stream markers through `cluster publish`."""
+        producer = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests/bench/ingress_producer.py"),
+                                   "--url", "127.0.0.1:%d" % self.ingress_port,
+                                   "--address", self.name + ".in", "--events", events],
+                                  capture_output=True, text=True)
+        if producer.returncode != 0:
+            self.stop()
+            sys.exit("ingress producer: " + producer.stdout + producer.stderr)
+        none = os.path.join(self.dir, "none.jsonl")
+        open(none, "w").close()
+        return self.publish(none)
+
     def drained(self, timeout=600):
         # Queue lengths are management samples up to a second old
         # (scripts/rabbitmq-cluster.sh): read none from before the last publish.
@@ -267,8 +290,9 @@ class Scenario:
                 p.kill()
 
 
-def throughput(args, broker, work, events, count, nodes, partitions, batch, index, input):
-    s = Scenario(args, broker, work, "tp%d" % index, nodes, partitions, input)
+def throughput(args, broker, work, events, count, nodes, partitions, batch, index, input, via="publish"):
+    s = Scenario(args, broker, work, "tp%d" % index, nodes, partitions, input,
+                 ingress_batch=batch if via == "ingress" else 0)
     s.init()
     for k in range(1, nodes + 1):
         s.start(k)
@@ -278,7 +302,7 @@ def throughput(args, broker, work, events, count, nodes, partitions, batch, inde
                 if args.profile else None)
     meter.start()
     t0 = time.time()
-    pub = s.publish(events, batch=batch)
+    pub = s.ingress_publish(events) if via == "ingress" else s.publish(events, batch=batch)
     out, err = pub.communicate()
     if pub.returncode != 0:
         sys.exit(err)
@@ -298,7 +322,7 @@ def throughput(args, broker, work, events, count, nodes, partitions, batch, inde
     ok = s.drained()
     composites = sum(s.stats(k).get("composites", 0) for k in range(1, nodes + 1))
     s.stop()
-    result = {"bench": "cluster_throughput", "params": {"input": input, "nodes": nodes,
+    result = {"bench": "cluster_throughput", "params": {"via": via, "input": input, "nodes": nodes,
               "partitions": partitions, "batch": batch, "events": count}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
               "total_s": round(t_all, 2), "drained": ok, "composites": composites, "cpu": cpu}
     if profile:
@@ -396,6 +420,7 @@ def model(points, cores):
                      "bounds": {k: round(v) for k, v in bounds.items()}})
     print(json.dumps({"bench": "cluster_model", "params": {"cores_per_machine": cores,
                       "measured_at_partitions": widest, "batch": points[0]["params"]["batch"],
+                      "via": points[0]["params"]["via"],
                       "input": points[0]["params"]["input"]},
                       "broker_us_per_event": b, "node_us_per_event": c, "publisher_us_per_event": u,
                       "partition_events_per_s": round(r), "machines": rows}), flush=True)
@@ -411,6 +436,11 @@ def main():
                         help="events per message (cepbus cluster publish --batch), each measured")
     parser.add_argument("--inputs", default="queue,stream",
                         help="partition inputs (<cluster input=...>), each measured")
+    parser.add_argument("--via", default="publish",
+                        help="how events enter, each measured: publish (cepbus cluster publish "
+                             "--batch N) or ingress (one event per message from an AMQP 1.0 "
+                             "producer into node 1's <ingress batch-events=N>)")
+    parser.add_argument("--no-takeover", action="store_true", help="skip the takeover points")
     parser.add_argument("--profile", action="store_true",
                         help="sample the nodes and brokers with perf record during every throughput point")
     parser.add_argument("--cores", type=int, default=os.cpu_count(),
@@ -433,15 +463,19 @@ def main():
                     index += 1
                     rabbitmq_only(args, broker, work, events, args.events, partitions, batch, index, input)
                     for nodes in [int(n) for n in args.nodes.split(",")]:
-                        index += 1
-                        points.append(throughput(args, broker, work, events, args.events, nodes,
-                                                 partitions, batch, index, input))
-        takeover(args, broker, work, events, "sigkill")
-        takeover(args, broker, work, events, "sigstop")
-        for input in sorted({p["params"]["input"] for p in points}):
-            for batch in sorted({p["params"]["batch"] for p in points}):
-                model([p for p in points if p["params"]["batch"] == batch
-                       and p["params"]["input"] == input], args.cores)
+                        for via in args.via.split(","):
+                            index += 1
+                            points.append(throughput(args, broker, work, events, args.events, nodes,
+                                                     partitions, batch, index, input, via))
+        if not args.no_takeover:
+            takeover(args, broker, work, events, "sigkill")
+            takeover(args, broker, work, events, "sigstop")
+        for via in sorted({p["params"]["via"] for p in points}):
+            for input in sorted({p["params"]["input"] for p in points}):
+                for batch in sorted({p["params"]["batch"] for p in points}):
+                    model([p for p in points if p["params"]["batch"] == batch
+                           and p["params"]["input"] == input and p["params"]["via"] == via],
+                          args.cores)
     finally:
         broker.stop()
 

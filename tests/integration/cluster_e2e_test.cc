@@ -169,6 +169,10 @@ class ClusterE2eTest : public ::testing::Test {
     }
     Node& node = this->node(k);
     node.http_port = reservedPort();
+    if (ingress_) {
+      node.ingress_port = reservedPort();
+      brokers += "<ingress port=\"" + std::to_string(node.ingress_port) + "\" linger-ms=\"5\"/>";
+    }
     const fs::path path = dir_ / ("node" + std::to_string(k) + ".xml");
     std::ofstream(path) << "<cepbus name=\"node" << k << "\"><logging level=\"information\"/>"
                         << "<listeners><http host=\"127.0.0.1\" port=\"" << node.http_port
@@ -183,6 +187,7 @@ class ClusterE2eTest : public ::testing::Test {
 
   struct Node {
     int http_port = 0;
+    int ingress_port = 0;  // with ingress_
     std::unique_ptr<ChildProcess> process;
   };
 
@@ -386,6 +391,21 @@ class ClusterE2eTest : public ::testing::Test {
     for (int k = 1; k <= 3; ++k) startNode(k);
   }
 
+  // Two nodes with an <ingress> each, attached to their partitions, and the
+  // collector.
+  void startIngressNodes(uint32_t partitions) {
+    ingress_ = true;
+    for (int k = 1; k <= 2; ++k) writeNode(k, partitions);
+    init();
+    startCollector();
+    for (int k = 1; k <= 2; ++k) {
+      startNode(k);
+      ASSERT_TRUE(waitListening(node(k).ingress_port)) << "node" << k;
+    }
+    // Time for the nodes to attach (see RepeatedNodeKillsAndABrokerKillLoseNoComposite).
+    std::this_thread::sleep_for(seconds(2));
+  }
+
   std::string partitionStreamName(uint32_t p) const {
     return services::cluster::partitionStream(name_, p);
   }
@@ -484,6 +504,7 @@ class ClusterE2eTest : public ::testing::Test {
   std::string options_xml_;                   // <option> elements of the query
   std::vector<std::string> offline_options_;  // the same for `cepbus match`
   bool streams_ = false;                      // the nodes' descriptors say input="stream"
+  bool ingress_ = false;                      // the nodes' descriptors have an <ingress>
   std::vector<Node> nodes_;
   int runs_ = 0;
   std::unique_ptr<ChildProcess> collector_;
@@ -524,6 +545,117 @@ TEST_F(ClusterE2eTest, RepeatedNodeKillsAndABrokerKillLoseNoComposite) {
   for (int k = 1; k <= 3; ++k) replayed += stats(k).value("replayed", uint64_t{0});
   std::cout << "replayed on the live nodes: " << replayed << "\n";
   ASSERT_TRUE(restartBroker(3));
+}
+
+// The quickstart stream as one-event messages for an ingress: the plain
+// event mapping, with message-id i + 1 for line i (the event id the nodes
+// drop a resent copy by).
+std::vector<proton::message> ingressMessages(const fs::path& events) {
+  std::vector<proton::message> messages;
+  std::istringstream lines(slurp(events));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    const auto e = nlohmann::json::parse(line);
+    proton::message m;
+    m.id(proton::message_id(static_cast<uint64_t>(messages.size() + 1)));
+    m.subject(e["type"].get<std::string>());
+    m.properties().put("ts", e["ts"].get<int64_t>());
+    std::map<std::string, proton::scalar> attrs;
+    for (const auto& [name, value] : e["attrs"].items()) {
+      if (value.is_string()) {
+        attrs[name] = value.get<std::string>();
+      } else if (value.is_number_integer()) {
+        attrs[name] = value.get<int64_t>();
+      } else {
+        attrs[name] = value.get<double>();
+      }
+    }
+    m.body(proton::value(attrs));
+    messages.push_back(std::move(m));
+  }
+  return messages;
+}
+
+// Ingress through any node: an ordinary AMQP 1.0 producer, one event per
+// message, sends into node 1's ingress; the composites are offline's.
+TEST_F(ClusterE2eTest, AProducerThroughANodesIngressGivesTheSameCompositesAsOffline) {
+  constexpr uint32_t kPartitions = 4;
+  ASSERT_NO_FATAL_FAILURE(startIngressNodes(kPartitions));
+  const fs::path events = generate(3000, 7);
+  const std::vector<proton::message> messages = ingressMessages(events);
+  AmqpTestClient producer(node(1).ingress_port, "producer");
+  ASSERT_TRUE(producer.waitOpen());
+  producer.send(name_ + ".in", messages);
+  ASSERT_TRUE(producer.waitFor([&] { return producer.accepted == messages.size(); }, seconds(120)))
+      << producer.read<std::string>([&] {
+           return "accepted " + std::to_string(producer.accepted) + ", released " +
+                  std::to_string(producer.released) + ", rejected " +
+                  std::to_string(producer.rejected);
+         });
+  EXPECT_EQ(producer.read<size_t>([&] { return producer.rejected + producer.released; }), 0u);
+  // The node's counters (/api/cluster, published every heartbeat) say the same.
+  nlohmann::json counted;
+  EXPECT_TRUE(eventually(
+      "node 1 to count every delivery accepted",
+      [&] {
+        counted = stats(1);
+        return counted.value("ingress_accepted", 0u) == messages.size();
+      },
+      seconds(10), milliseconds(100)))
+      << counted.dump();
+  EXPECT_EQ(counted.value("ingress_received", 0u), messages.size()) << counted.dump();
+  EXPECT_EQ(counted.value("ingress_rejected", 1u), 0u) << counted.dump();
+  // The ends of the partitions' streams, through `cluster publish`.
+  std::ofstream(dir_ / "none.jsonl") << "";
+  expectSameAsOffline(events, publish(dir_ / "none.jsonl", 0), kPartitions);
+}
+
+// SIGKILL of the ingress node mid-stream: what it had not accepted, the
+// producer sends again through another node's ingress; nothing accepted
+// is lost, and the copies of what had landed anyway are dropped by id.
+TEST_F(ClusterE2eTest, AnIngressNodesKillLosesNoAcceptedEvent) {
+  constexpr uint32_t kPartitions = 4;
+  ASSERT_NO_FATAL_FAILURE(startIngressNodes(kPartitions));
+  const fs::path events = generate(3000, 9);
+  const std::vector<proton::message> messages = ingressMessages(events);
+  std::set<uint64_t> accepted;
+  {
+    AmqpTestClient producer(node(1).ingress_port, "producer-1");
+    ASSERT_TRUE(producer.waitOpen());
+    // 1,000 events/s in steps of 50; node 1 is killed half-way.
+    for (size_t i = 0; i < messages.size(); i += 50) {
+      if (i == messages.size() / 2) {
+        node(1).process->signal(SIGKILL);
+        node(1).process->wait(seconds(10));
+        std::cout << "SIGKILL cepbus node1 after " << i << " events sent\n";
+        break;
+      }
+      producer.send(name_ + ".in", std::vector<proton::message>(
+                                       messages.begin() + i,
+                                       messages.begin() + std::min(i + 50, messages.size())));
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    ASSERT_TRUE(producer.waitFor([&] { return producer.transport_closed; }, seconds(30)));
+    producer.read<int>([&] {
+      for (const proton::message_id& id : producer.accepted_ids) {
+        accepted.insert(proton::get<uint64_t>(id));
+      }
+      return 0;
+    });
+  }
+  std::vector<proton::message> rest;
+  for (const proton::message& m : messages) {
+    if (!accepted.contains(proton::get<uint64_t>(m.id()))) rest.push_back(m);
+  }
+  std::cout << "node1 accepted " << accepted.size() << " events; " << rest.size()
+            << " go through node2\n";
+  ASSERT_FALSE(accepted.empty());
+  AmqpTestClient producer(node(2).ingress_port, "producer-2");
+  ASSERT_TRUE(producer.waitOpen());
+  producer.send(name_ + ".in", rest);
+  ASSERT_TRUE(producer.waitFor([&] { return producer.accepted == rest.size(); }, seconds(120)));
+  std::ofstream(dir_ / "none.jsonl") << "";
+  expectSameAsOffline(events, publish(dir_ / "none.jsonl", 0), kPartitions);
 }
 
 // Windows longer than max-unsettled on stream input: each partition's

@@ -198,6 +198,45 @@ TEST(ClusterElementErrorTest, ClusterTlsNeedsItsCaAndComesOnce) {
   EXPECT_NE(errors[1].find("tls"), std::string::npos) << errors[1];
 }
 
+TEST(ClusterElementTest, ClusterIngressTakesItsListenerAndBatchLimits) {
+  auto result = parse(R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k">
+    <broker port="5672"/>
+    <ingress port="5690" linger-ms="0" batch-events="64" batch-bytes="4096"
+             max-held-events="1000" credit="50"/>
+    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)",
+                      "t.xml");
+  ASSERT_TRUE(result.isOk()) << result.status().message();
+  const ClusterSpec& c = *result->element<ClusterSpec>();
+  ASSERT_TRUE(c.ingress.has_value());
+  EXPECT_EQ(c.ingress->host, "127.0.0.1");
+  EXPECT_EQ(c.ingress->port, 5690);
+  EXPECT_EQ(c.ingress->linger_ms, 0u);
+  EXPECT_EQ(c.ingress->batch_events, 64u);
+  EXPECT_EQ(c.ingress->batch_bytes, 4096u);
+  EXPECT_EQ(c.ingress->max_held_events, 1000u);
+  EXPECT_EQ(c.ingress->credit, 50u);
+  EXPECT_EQ(c.ingress->where.line, 4);
+}
+
+TEST(ClusterElementErrorTest, ClusterIngressNeedsAPortAndBatchesOfOneEventOrMore) {
+  const auto errors = errorsOf(R"(<cepbus name="n1">
+<cluster name="trades" node="n1" partitions="2" key="k">
+<broker port="5672"/>
+<ingress batch-events="0"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(errors.size(), 2u) << ::testing::PrintToString(errors);
+  EXPECT_NE(errors[0].find("t.xml:4:"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("\"port\""), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("\"batch-events\""), std::string::npos) << errors[1];
+}
+
 TEST(ClusterElementTest, ClusterStreamInputTakesARetention) {
   auto result = parse(R"(<cepbus name="n1">
   <cluster name="trades" node="n1" partitions="2" key="k" input="stream" retention="36h">

@@ -30,12 +30,14 @@ TEST(NodeReportTest, TheStoreReadsWhatTheNodePublishedLast) {
   s.received = 40;
   s.window_full = 3;
   s.echo_timeouts = 2;
+  s.ingress_released = 5;
   s.partitions = {partition(0, "active", 12), partition(1, "standby", 0)};
   report.publish(s);
   EXPECT_EQ(report.stats().received, 40u);
   EXPECT_EQ(testing::statValue(store, "cluster", node, "received"), 40);
   EXPECT_EQ(testing::statValue(store, "cluster", node, "window_full"), 3);
   EXPECT_EQ(testing::statValue(store, "cluster", node, "echo_timeouts"), 2);
+  EXPECT_EQ(testing::statValue(store, "cluster", node, "ingress_released"), 5);
   const stats::Labels p0{
       {"cluster", "trades"}, {"node", "n1"}, {"partition", "0"}, {"role", "active"}};
   const stats::Labels p1{

@@ -56,14 +56,24 @@ TEST(EventBatchTest, RefusesABodyThatIsNotAStringAndAnEmptyBatch) {
   EXPECT_EQ(empty.condition, amqp::kInvalidField);
 }
 
-// The partition of each event, for the planner tests.
 std::vector<size_t> eventsOf(const MessagePlan& m) { return m.events; }
+
+// The plan of events whose partitions are `partition_of`.
+std::vector<MessagePlan> planOf(const std::vector<uint32_t>& partition_of, uint32_t partitions,
+                                const PublishOptions& options) {
+  std::vector<EventPtr> events;
+  for (size_t i = 0; i < partition_of.size(); ++i) {
+    events.push_back(
+        event(R"({"type":"Stock","ts":)" + std::to_string(i) + R"(,"attrs":{"price":1}})"));
+  }
+  return planMessages(events, partition_of, partitions, options);
+}
 
 TEST(PlanMessagesTest, BatchesEachPartitionInPublishOrderUpToTheBatchSize) {
   PublishOptions options;
   options.batch = 2;
   options.end_of_stream = true;
-  const std::vector<MessagePlan> plan = planMessages({0, 1, 0, 0, 1, 0, 0}, 2, options);
+  const std::vector<MessagePlan> plan = planOf({0, 1, 0, 0, 1, 0, 0}, 2, options);
   // Closed when full, then what is open at the end (oldest first), then markers.
   ASSERT_EQ(plan.size(), 6u);
   EXPECT_EQ(eventsOf(plan[0]), (std::vector<size_t>{0, 2}));
@@ -80,7 +90,7 @@ TEST(PlanMessagesTest, BatchesEachPartitionInPublishOrderUpToTheBatchSize) {
 TEST(PlanMessagesTest, BatchOfOneIsOneMessagePerEvent) {
   PublishOptions options;
   options.batch = 1;
-  const std::vector<MessagePlan> plan = planMessages({2, 0, 1}, 3, options);
+  const std::vector<MessagePlan> plan = planOf({2, 0, 1}, 3, options);
   ASSERT_EQ(plan.size(), 3u);
   for (size_t i = 0; i < plan.size(); ++i) EXPECT_EQ(eventsOf(plan[i]), (std::vector<size_t>{i}));
 }
@@ -92,7 +102,7 @@ TEST(PlanMessagesTest, WithARateABatchLingersNoLongerThanTheLingerInTheSchedule)
   options.linger_ms = 10;
   std::vector<uint32_t> partition_of(25, 1);
   partition_of[0] = 0;  // partition 0 gets one event, then nothing for a long while
-  const std::vector<MessagePlan> plan = planMessages(partition_of, 2, options);
+  const std::vector<MessagePlan> plan = planOf(partition_of, 2, options);
   ASSERT_GE(plan.size(), 3u);
   EXPECT_EQ(eventsOf(plan[0]), (std::vector<size_t>{0}));
   EXPECT_EQ(plan[0].partition, 0u);
@@ -101,6 +111,22 @@ TEST(PlanMessagesTest, WithARateABatchLingersNoLongerThanTheLingerInTheSchedule)
   size_t total = 0;
   for (const MessagePlan& m : plan) total += m.events.size();
   EXPECT_EQ(total, 25u);
+}
+
+TEST(PlanMessagesTest, ABatchClosesBeforeItsBodyWouldPassBatchBytes) {
+  PublishOptions options;
+  options.batch = 100;
+  // Each event's line is the same length: room for exactly two.
+  const size_t line =
+      encodeEvent(*event(R"({"type":"Stock","ts":0,"attrs":{"price":1}})"), EventFormat::kFull)
+          .size() +
+      1;
+  options.batch_bytes = 2 * line + 1;
+  const std::vector<MessagePlan> plan = planOf({0, 0, 0, 0, 0}, 1, options);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(eventsOf(plan[0]), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(eventsOf(plan[1]), (std::vector<size_t>{2, 3}));
+  EXPECT_EQ(eventsOf(plan[2]), (std::vector<size_t>{4}));
 }
 
 }  // namespace

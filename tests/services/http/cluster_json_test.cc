@@ -11,6 +11,7 @@ TEST(ClusterJsonTest, TheJsonHasEveryCounterAsANumberAndOffsetsOnlyForStreamInpu
   stats.live_nodes = {"n1", "n2"};
   stats.received = 7;
   stats.echo_timeouts = 2;
+  stats.ingress_accepted = 9;
   PartitionStats queue;
   queue.partition = 0;
   queue.role = "active";
@@ -29,6 +30,7 @@ TEST(ClusterJsonTest, TheJsonHasEveryCounterAsANumberAndOffsetsOnlyForStreamInpu
   EXPECT_EQ(j["received"], 7);
   EXPECT_EQ(j["echo_timeouts"], 2);
   EXPECT_EQ(j["streams_ended"], 0);
+  EXPECT_EQ(j["ingress_accepted"], 9);
   ASSERT_EQ(j["partitions"].size(), 2u);
   EXPECT_EQ(j["partitions"][0]["held"], 3);
   EXPECT_EQ(j["partitions"][0]["role"], "active");
