@@ -327,6 +327,9 @@ uint64_t NfaDetector::dropEntries(Partition& p, Timestamp bound) {
 }
 
 void NfaDetector::trimOldest(Partition& p, uint64_t cap) {
+  // Matches the accepting entries already hold are complete: batched
+  // construction builds them before their first elements go.
+  if (batched_) constructPending(p);
   // One timestamp at a time: an event over the cap usually drops the one
   // oldest entry, so the cost per event stays constant at the cap.
   while (p.held > cap) {
@@ -352,6 +355,7 @@ void NfaDetector::shedLeastRecent() {
             [](const Partition* a, const Partition* b) { return a->last_ts < b->last_ts; });
   for (Partition* p : shed_order_) {
     if (held_ <= target) break;
+    if (batched_) constructPending(*p);
     evicted_ += dropEntries(*p, INT64_MAX);
   }
 }

@@ -22,7 +22,9 @@
 // event starts or extends a partial match; at a cap the
 // plan's StatePolicy drops the oldest (or sheds the least recently active
 // partitions) or refuses new partial matches, each entry dropped or refused
-// counted in state().evicted. Parked matches are complete and never
+// counted in state().evicted. Batched construction first builds the matches
+// its waiting accepting entries complete, so a cap loses no match that was
+// complete before it struck. Parked matches are complete and never
 // dropped; events kept only to negate are not partial matches.
 //
 // Thread safety: none; one thread drives a detector. Steady state allocates

@@ -56,6 +56,21 @@ TEST(NfaStateCapTest, APartitionOverItsCapDropsItsOldestEntries) {
   }
 }
 
+// Batched construction holds the B back until its batch ends; the cap that
+// strikes before then builds B's matches first.
+TEST(NfaStateCapTest, ACapLosesNoMatchAlreadyCompleteUnderBatchedConstruction) {
+  MatchRecorder sink;
+  auto d = make(kPair, sink, {"construction=batched", "max_partition_partial_matches=3"});
+  ASSERT_NE(d, nullptr);
+  Timestamp ts = 0;
+  for (const char* type : {"A", "A", "A", "B", "A", "A", "A", "B"}) {
+    ASSERT_TRUE(d->onEvent(keyed(type, ++ts, "x")));
+  }
+  ASSERT_TRUE(d->flush());
+  EXPECT_EQ(sink.sortedTs(), (TsList{{1, 4}, {2, 4}, {3, 4}, {5, 8}, {6, 8}, {7, 8}}));
+  EXPECT_EQ(stateOf(*d).evicted, 3u);
+}
+
 TEST(NfaStateCapTest, RefuseNewKeepsThePartialMatchesHeldAndTheyStillComplete) {
   MatchRecorder sink;
   auto d = make(
