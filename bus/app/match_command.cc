@@ -826,6 +826,12 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     err << "cepbus match: " << suppressed << (suppressed == 1 ? " match" : " matches")
         << " suppressed by output control (EMIT, AFTER MATCH)\n";
   }
+  if (const auto state = detection.stats().partial_matches; state && state->evicted > 0) {
+    err << "cepbus match: the state caps dropped or refused " << state->evicted
+        << " partial matches (held at the most: " << state->peak_partial_matches
+        << "; --option max_partial_matches, max_partition_partial_matches and state_policy set "
+           "them)\n";
+  }
   if (Status s = reportLate(detection, options, late_out, err); !s) {
     err << "cepbus match: " << s.message() << '\n';
     return kExitError;

@@ -43,7 +43,7 @@ class AlgebraDetector final : public plugin::Detector {
   // ticks (the events of the open tick are not counted until it closes).
   // Counted once per tick, when it closes; the peak is over closed ticks.
   std::optional<plugin::DetectorState> state() const override {
-    return plugin::DetectorState{kept_, peak_kept_};
+    return plugin::DetectorState{kept_, peak_kept_, 0, 0};
   }
 
  private:

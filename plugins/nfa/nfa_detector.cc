@@ -29,6 +29,27 @@ Timestamp addCapped(Timestamp a, Timestamp b) {
   return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
 }
 
+// What an entry keeps alive, for DetectorState::bytes: the entry and the
+// fixed part of its event (an event on two stacks counts twice).
+uint64_t entryBytes(const Event& event) {
+  return sizeof(Event) + event.attributes().size() * sizeof(Attribute) + 64;
+}
+
+// Drops the entries of `stack` older than `bound`; returns how many and the
+// bytes they kept alive.
+template <typename Entry>
+std::pair<uint64_t, uint64_t> dropBefore(Ring<Entry>& stack, Timestamp bound) {
+  uint64_t n = 0;
+  uint64_t bytes = 0;
+  while (!stack.empty() && stack.front().ts < bound) {
+    bytes += entryBytes(*stack.front().event);
+    stack.front().event.reset();
+    stack.popFront();
+    ++n;
+  }
+  return {n, bytes};
+}
+
 Timestamp floorDiv(Timestamp a, Timestamp b) {
   Timestamp q = a / b;
   if (a % b != 0 && (a < 0) != (b < 0)) --q;
@@ -58,6 +79,11 @@ NfaDetector::NfaDetector(PlanPtr plan, plugin::MatchSink& sink)
       fixed_ends_(plan_->fixed_element_ends),
       min_prob_(plan_->min_probability),
       drop_unlikely_(min_prob_ > 0 && plan_->strategy != Strategy::kSkipTillNextMatch),
+      partition_cap_(plan_->partition_by.empty()
+                         ? std::min(plan_->max_partition_entries, plan_->max_entries)
+                         : plan_->max_partition_entries),
+      total_cap_(plan_->max_entries),
+      refuse_new_(plan_->state_policy == StatePolicy::kRefuseNew),
       trailing_(!plan_->trailing_negations.empty()) {
   bind_.resize(plan_->layout.size());
   scratch_.resize(1);
@@ -109,7 +135,15 @@ Status NfaDetector::onEvent(const EventPtr& event) {
     e.ts = ts;
     e.event = event;
   }
-  for (int k : route->elements) push(*p, k, event, seq);
+  p->last_ts = ts;
+  bool grew = false;
+  for (int k : route->elements) grew |= push(*p, k, event, seq);
+  // Only an event that starts or extends a partial match makes room: an
+  // accepting entry waiting for its construction is about to go.
+  if (grew && !refuse_new_) {
+    if (p->held > partition_cap_) trimOldest(*p, partition_cap_);
+    if (held_ > total_cap_) shedLeastRecent();
+  }
   peak_held_ = std::max(peak_held_, held_);
   return Status::ok();
 }
@@ -173,6 +207,7 @@ NfaDetector::Partition* NfaDetector::partitionFor(const Event& event) {
   }
   p->hash = h;
   p->seq = 0;
+  p->held = 0;
   p->constructed = p->stacks[m_ - 1].tail();
   by_hash_.emplace(h, p.get());
   live_.push_back(std::move(p));
@@ -224,10 +259,10 @@ bool NfaDetector::passes(const std::vector<const pattern::Conjunct*>& filters, i
   return ok;
 }
 
-void NfaDetector::push(Partition& p, int k, const EventPtr& event, uint64_t seq) {
+bool NfaDetector::push(Partition& p, int k, const EventPtr& event, uint64_t seq) {
   const ElementPlan& el = plan_->elements[k];
-  if (drop_unlikely_ && event->probability() < min_prob_) return;
-  if (!passes(el.push_filters, el.slot, el.kleene, *event)) return;
+  if (drop_unlikely_ && event->probability() < min_prob_) return false;
+  if (!passes(el.push_filters, el.slot, el.kleene, *event)) return false;
   const Timestamp ts = event->ts();
   uint64_t rip = 0;
   if (k > 0) {
@@ -235,7 +270,11 @@ void NfaDetector::push(Partition& p, int k, const EventPtr& event, uint64_t seq)
     rip = prev.tail();
     while (rip > prev.head() && prev.at(rip - 1).ts >= ts) --rip;
     // No earlier event of the previous element: no match can use this one.
-    if (rip == prev.head()) return;
+    if (rip == prev.head()) return false;
+  }
+  if (refuse_new_ && k != m_ - 1 && atCap(p)) {
+    ++evicted_;
+    return false;
   }
   Ring<Entry>& stack = p.stacks[k];
   uint64_t rip_self = 0;
@@ -246,6 +285,8 @@ void NfaDetector::push(Partition& p, int k, const EventPtr& event, uint64_t seq)
   const uint64_t index = stack.tail();
   Entry& e = stack.pushBack();
   ++held_;
+  ++p.held;
+  bytes_ += entryBytes(*event);
   e.ts = ts;
   e.rip = rip;
   e.rip_self = rip_self;
@@ -260,22 +301,67 @@ void NfaDetector::push(Partition& p, int k, const EventPtr& event, uint64_t seq)
       stack.back().event.reset();
       stack.popBack();
       --held_;
+      --p.held;
+      bytes_ -= entryBytes(*event);
     }
   }
+  return k != m_ - 1;
 }
 
 void NfaDetector::expire(Partition& p, Timestamp bound) {
-  auto drop = [bound](Ring<Entry>& r) {
-    const size_t before = r.size();
-    while (!r.empty() && r.front().ts < bound) {
-      r.front().event.reset();
-      r.popFront();
-    }
-    return before - r.size();
-  };
-  for (auto& s : p.stacks) held_ -= drop(s);
-  for (auto& s : p.negations) drop(s);
+  dropEntries(p, bound);
+  for (auto& s : p.negations) dropBefore(s, bound);
+}
+
+uint64_t NfaDetector::dropEntries(Partition& p, Timestamp bound) {
+  uint64_t dropped = 0;
+  for (auto& s : p.stacks) {
+    const auto [n, bytes] = dropBefore(s, bound);
+    dropped += n;
+    bytes_ -= bytes;
+  }
+  held_ -= dropped;
+  p.held -= dropped;
   p.constructed = std::max(p.constructed, p.stacks[m_ - 1].head());
+  return dropped;
+}
+
+void NfaDetector::trimOldest(Partition& p, uint64_t cap) {
+  // Matches the accepting entries already hold are complete: batched
+  // construction builds them before their first elements go.
+  if (batched_) constructPending(p);
+  // One timestamp at a time: an event over the cap usually drops the one
+  // oldest entry, so the cost per event stays constant at the cap.
+  while (p.held > cap) {
+    Timestamp oldest = INT64_MAX;
+    for (const auto& s : p.stacks) {
+      if (!s.empty()) oldest = std::min(oldest, s.at(s.head()).ts);
+    }
+    evicted_ += dropEntries(p, addCapped(oldest, 1));
+  }
+}
+
+void NfaDetector::shedLeastRecent() {
+  if (single_) {
+    trimOldest(*single_, total_cap_);
+    return;
+  }
+  // Down to nine tenths of the cap, so that a pass (a sort of the live
+  // partitions) happens once per tenth of the cap's entries at most.
+  const uint64_t target = total_cap_ - total_cap_ / 10;
+  shed_order_.clear();
+  for (auto& p : live_) shed_order_.push_back(p.get());
+  std::sort(shed_order_.begin(), shed_order_.end(),
+            [](const Partition* a, const Partition* b) { return a->last_ts < b->last_ts; });
+  for (Partition* p : shed_order_) {
+    if (held_ <= target) break;
+    if (batched_) constructPending(*p);
+    evicted_ += dropEntries(*p, INT64_MAX);
+  }
+}
+
+bool NfaDetector::atCap(const Partition& p) const {
+  return p.held >= partition_cap_ || held_ >= total_cap_;
 }
 
 void NfaDetector::runBatch(Timestamp now) {
@@ -318,11 +404,10 @@ void NfaDetector::constructPending(Partition& p) {
   }
   p.constructed = acc.tail();
   if (any_match_ && !kleene_last) {
-    held_ -= acc.size();
-    while (!acc.empty()) {
-      acc.front().event.reset();
-      acc.popFront();
-    }
+    const auto [n, bytes] = dropBefore(acc, INT64_MAX);
+    held_ -= n;
+    p.held -= n;
+    bytes_ -= bytes;
   }
 }
 
@@ -742,6 +827,7 @@ void NfaDetector::park(std::span<const uint32_t> ends) {
   match.partition = cur_;
   ++cur_->parked;
   held_ += match.events.size();
+  for (const EventPtr& e : match.events) bytes_ += entryBytes(*e);
   parked_heap_.push_back(slot);
   std::push_heap(parked_heap_.begin(), parked_heap_.end(), LaterDeadline{&parked_});
 }
@@ -760,6 +846,7 @@ void NfaDetector::decideParked(Timestamp t) {
       sink_.onMatch(plugin::Match(parked_match_, match.ends, &composer_));
     }
     held_ -= match.events.size();
+    for (const EventPtr& e : match.events) bytes_ -= entryBytes(*e);
     --match.partition->parked;
     match.events.clear();
     parked_free_.push_back(slot);

@@ -17,6 +17,16 @@
 // the partition of null values, except that `PARTITION BY key` falls back to
 // the event's own partition key (its JSON "key" field).
 //
+// State caps: a partition holds at most max_partition_partial_matches stack
+// entries and all partitions together max_partial_matches, checked when an
+// event starts or extends a partial match; at a cap the
+// plan's StatePolicy drops the oldest (or sheds the least recently active
+// partitions) or refuses new partial matches, each entry dropped or refused
+// counted in state().evicted. Batched construction first builds the matches
+// its waiting accepting entries complete, so a cap loses no match that was
+// complete before it struck. Parked matches are complete and never
+// dropped; events kept only to negate are not partial matches.
+//
 // Thread safety: none; one thread drives a detector. Steady state allocates
 // nothing per event: stacks are rings that only grow, construction buffers
 // are reused, and a new partition reuses a recycled one.
@@ -49,8 +59,9 @@ class NfaDetector final : public plugin::Detector {
   // partition and in matches parked for a trailing negation (negation
   // stacks hold no partial match). Counted as entries are pushed and
   // dropped; the peak is taken after each event.
+  // Evicted: entries the state caps dropped or refused (see StatePolicy).
   std::optional<plugin::DetectorState> state() const override {
-    return plugin::DetectorState{held_, peak_held_};
+    return plugin::DetectorState{held_, peak_held_, evicted_, bytes_};
   }
 
   uint64_t matches() const { return matches_; }
@@ -70,7 +81,9 @@ class NfaDetector final : public plugin::Detector {
     uint64_t constructed = 0;  // accepting entries below this index are constructed
     std::vector<Value> key;
     uint64_t hash = 0;
-    uint64_t parked = 0;  // its matches waiting in parked_
+    uint64_t parked = 0;            // its matches waiting in parked_
+    uint64_t held = 0;              // entries in its instance stacks
+    Timestamp last_ts = INT64_MIN;  // its newest event, for shedding the least recent
   };
   // A match of the positive elements waiting for its trailing negations'
   // window to close. Slots are reused, so their vectors keep their capacity.
@@ -91,8 +104,18 @@ class NfaDetector final : public plugin::Detector {
   void recycleEmptyPartitions();
   bool passes(const std::vector<const pattern::Conjunct*>& filters, int slot, bool kleene,
               const Event& event);
-  void push(Partition& p, int k, const EventPtr& event, uint64_t seq);
+  // True when it pushed an entry that does not complete a match.
+  bool push(Partition& p, int k, const EventPtr& event, uint64_t seq);
   void expire(Partition& p, Timestamp bound);
+  // Drops the entries of p's instance stacks older than `bound` and returns
+  // how many; negation stacks stay (parked matches may still need them).
+  uint64_t dropEntries(Partition& p, Timestamp bound);
+  // State caps under StatePolicy::kDropOldest (nfa_plan.h).
+  void trimOldest(Partition& p, uint64_t cap);
+  void shedLeastRecent();
+  // StatePolicy::kRefuseNew: whether an entry that would not complete a
+  // match is refused now.
+  bool atCap(const Partition& p) const;
   void runBatch(Timestamp now);
   void constructPending(Partition& p);
 
@@ -152,6 +175,12 @@ class NfaDetector final : public plugin::Detector {
   uint64_t matches_ = 0;
   uint64_t held_ = 0;  // entries in the instance stacks, all partitions
   uint64_t peak_held_ = 0;
+  uint64_t evicted_ = 0;  // entries the caps dropped or refused
+  uint64_t bytes_ = 0;    // what the held entries keep alive (entryBytes())
+  const uint64_t partition_cap_;
+  const uint64_t total_cap_;
+  const bool refuse_new_;
+  std::vector<Partition*> shed_order_;  // shedLeastRecent()'s scratch
 
   // Construction state.
   Partition* cur_ = nullptr;

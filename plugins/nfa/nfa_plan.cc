@@ -71,7 +71,9 @@ Result<Timestamp> positiveOption(const plugin::DetectorOptions& options, std::st
 }
 
 Status applyOptions(const plugin::DetectorOptions& options, Plan& plan) {
-  static constexpr std::string_view kKnown[] = {"construction", "batch_period"};
+  static constexpr std::string_view kKnown[] = {"construction", "batch_period",
+                                                "max_partition_partial_matches",
+                                                "max_partial_matches", "state_policy"};
   Status s = options.checkKnown(kKnown, "nfa");
   if (!s) return s;
   if (const std::string* c = options.find("construction")) {
@@ -91,6 +93,26 @@ Status applyOptions(const plugin::DetectorOptions& options, Plan& plan) {
     auto p = positiveOption(options, "batch_period");
     if (!p) return p.status();
     plan.batch_period = *p;
+  }
+  if (options.find("max_partition_partial_matches") != nullptr) {
+    auto n = positiveOption(options, "max_partition_partial_matches");
+    if (!n) return n.status();
+    plan.max_partition_entries = static_cast<uint64_t>(*n);
+  }
+  if (options.find("max_partial_matches") != nullptr) {
+    auto n = positiveOption(options, "max_partial_matches");
+    if (!n) return n.status();
+    plan.max_entries = static_cast<uint64_t>(*n);
+  }
+  if (const std::string* p = options.find("state_policy")) {
+    if (*p == "drop_oldest") {
+      plan.state_policy = StatePolicy::kDropOldest;
+    } else if (*p == "refuse_new") {
+      plan.state_policy = StatePolicy::kRefuseNew;
+    } else {
+      return Status::invalidArgument("option state_policy=" + *p +
+                                     ": expected drop_oldest or refuse_new");
+    }
   }
   return Status::ok();
 }

@@ -45,6 +45,25 @@ namespace cepbus::plugins::nfa {
 inline constexpr size_t kMaxElements = 32;
 inline constexpr Timestamp kNoWindow = INT64_MAX;
 
+// What a detector does when its state reaches a cap (max_partition_partial_matches,
+// max_partial_matches).
+enum class StatePolicy : uint8_t {
+  // A partition over its cap drops its oldest entries, as if its window had
+  // narrowed; over the total cap the partitions least recently active are
+  // shed whole (their stacks emptied), down to nine tenths of the cap.
+  kDropOldest,
+  // At a cap no entry is taken that would not complete a match: the partial
+  // matches held go on and complete, none starts or grows.
+  kRefuseNew,
+};
+
+// The defaults of the caps: far above what a query with a sensible window
+// holds, low enough that one runaway key cannot take the process down (an
+// entry keeps an event alive, a few hundred bytes: about 0.3 GB per
+// partition and 3 GB in all at the caps).
+inline constexpr uint64_t kDefaultMaxPartitionEntries = 1'000'000;
+inline constexpr uint64_t kDefaultMaxEntries = 10'000'000;
+
 enum class Construction : uint8_t {
   kPerEvent,  // SASE: construct on every accepting event
   kBatched,   // P2: aggregated links, construction in batches once per cluster
@@ -113,6 +132,11 @@ struct Plan {
   Timestamp window = kNoWindow;  // WITHIN n, inclusive
   double min_probability = 0;    // PROBABILITY >= p; 0 keeps every match
   Timestamp batch_period = 0;    // batched: construct when time crosses a multiple
+  // Entries of the instance stacks (the detector's partial matches) one
+  // partition may hold, and all partitions together.
+  uint64_t max_partition_entries = kDefaultMaxPartitionEntries;
+  uint64_t max_entries = kDefaultMaxEntries;
+  StatePolicy state_policy = StatePolicy::kDropOldest;
   // The query's PARTITION BY or, without one, an attribute its WHERE ties
   // every variable on (see nfa_plan.cc).
   std::vector<Symbol> partition_by;
@@ -146,7 +170,8 @@ struct Plan {
 using PlanPtr = std::shared_ptr<const Plan>;
 
 // Compiles `query` with the engine options (construction=per_event|batched,
-// batch_period=N). InvalidArgument names what the engine does not support
+// batch_period=N, max_partition_partial_matches=N, max_partial_matches=N,
+// state_policy=drop_oldest|refuse_new). InvalidArgument names what the engine does not support
 // (algebra operators, CONTEXT recent, Kleene star, predicates it cannot
 // schedule) or the bad option.
 Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorOptions& options);

@@ -18,6 +18,13 @@ constexpr plugin::OptionInfo kOptions[] = {
     {"batch_period",
      "N > 0: the batch length of construction=batched, in time units (default: the WITHIN "
      "span + 1, or 1024 for a query without WITHIN)"},
+    {"max_partition_partial_matches",
+     "N > 0: the stack entries one partition may hold (default 1000000)"},
+    {"max_partial_matches", "N > 0: the stack entries all partitions may hold (default 10000000)"},
+    {"state_policy",
+     "drop_oldest|refuse_new: at a cap, drop the partition's oldest entries (over the total cap: "
+     "shed the least recently active partitions; the default), or take no entry that would not "
+     "complete a match"},
 };
 
 void registerFactories(plugin::FactoryRegistrar& registrar) {

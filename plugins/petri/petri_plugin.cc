@@ -34,7 +34,7 @@ class PetriDetector final : public plugin::Detector {
   }
   // Partial matches: the tokens in the net's places.
   std::optional<plugin::DetectorState> state() const override {
-    return plugin::DetectorState{net_.heldTokens(), net_.peakHeldTokens()};
+    return plugin::DetectorState{net_.heldTokens(), net_.peakHeldTokens(), 0, 0};
   }
 
   PetriNet& net() { return net_; }

@@ -515,7 +515,7 @@ Result<std::string> WindowDetector::exportModel(std::string_view format) const {
 }
 
 std::optional<plugin::DetectorState> WindowDetector::state() const {
-  return plugin::DetectorState{open_, peak_open_};
+  return plugin::DetectorState{open_, peak_open_, 0, 0};
 }
 
 }  // namespace cepbus::plugins::window

@@ -411,6 +411,7 @@ void CepDetection::detectEvents(std::span<stages::StageItem> items,
     if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == n) {
       flushed = detection_->flushReleased();
     }
+    noteEvictions();
   }
   batch_.clear();
   // onEvents() reports the first error of the batch only: one error is
@@ -431,6 +432,20 @@ void CepDetection::failed(const char* call, const Status& status) {
     log_.warning("%s: detector refused %s (%Lu errors so far): %s", label_, std::string(call),
                  static_cast<Poco::UInt64>(n), status.toString());
   }
+}
+
+void CepDetection::noteEvictions() {
+  const std::optional<plugin::DetectorState> state = detection_->stats().partial_matches;
+  if (!state || state->evicted == logged_evictions_) return;
+  if (worthLogging(logged_evictions_, state->evicted)) {
+    log_.warning(
+        "%s: its state reached a cap: %Lu partial matches dropped or refused so far, %Lu held "
+        "(%Lu bytes); the engine options max_partial_matches, max_partition_partial_matches and "
+        "state_policy set the caps",
+        label_, static_cast<Poco::UInt64>(state->evicted),
+        static_cast<Poco::UInt64>(state->partial_matches), static_cast<Poco::UInt64>(state->bytes));
+  }
+  logged_evictions_ = state->evicted;
 }
 
 void CepDetection::publishReliably(flows::Exchange exchange) {

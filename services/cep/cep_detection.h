@@ -203,6 +203,8 @@ class CepDetection final : public detection::DetectionSink {
       EXCLUDES(detection_mu_);
   // Logs a failed call into the detection (it counted it).
   void failed(const char* call, const Status& status);
+  // Logs, once per doubling, the partial matches a state cap dropped or refused.
+  void noteEvictions() REQUIRES(detection_mu_);
   // A stage item that is no event to detect: a flush or retry marker, or
   // one of detaches_' markers.
   bool isControl(const EventPtr& event) EXCLUDES(detach_mu_);
@@ -258,6 +260,8 @@ class CepDetection final : public detection::DetectionSink {
   mutable plugin::EngineCounters counters_ GUARDED_BY(counters_mu_);  // as last read
   // The events of one detectEvents() call (the worker's only): reused, empty between calls.
   std::vector<EventPtr> batch_;
+  // The state evictions last logged (noteEvictions()).
+  uint64_t logged_evictions_ GUARDED_BY(detection_mu_) = 0;
   // Its sources' event time, and the wall-clock time it last moved to.
   plugin::SourceClock clock_ GUARDED_BY(detection_mu_);
   plugin::WallClockAdvance wall_clock_ GUARDED_BY(detection_mu_);

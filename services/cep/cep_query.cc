@@ -246,6 +246,9 @@ void CepQuery::reportStats() {
     scope_->gauge(q::kPartialMatchesPeak, [this] {
       return static_cast<double>(detection_->partialMatches()->peak_partial_matches);
     });
+    scope_->counter(q::kStateEvictions, [this] { return detection_->partialMatches()->evicted; });
+    scope_->gauge(q::kStateBytes,
+                  [this] { return static_cast<double>(detection_->partialMatches()->bytes); });
   }
   // The engine's own counters that have a family, when it has them; asked
   // once here, waiting for the worker if need be (the control plane).

@@ -31,6 +31,12 @@ inline constexpr MetricSpec kPartialMatches = MetricSpec::gauge(
     "partial_matches", "Partial matches the query's detector holds, in its engine's unit.");
 inline constexpr MetricSpec kPartialMatchesPeak = MetricSpec::gauge(
     "partial_matches_peak", "The most partial matches the query's detector held at once.");
+inline constexpr MetricSpec kStateEvictions = MetricSpec::counter(
+    "state_evictions",
+    "Partial matches a cap on the query's state dropped or refused (docs/engines.md, Bounded "
+    "state).");
+inline constexpr MetricSpec kStateBytes = MetricSpec::gauge(
+    "state_bytes", "The memory the query's detector state keeps alive, its engine's estimate.");
 inline constexpr MetricSpec kOutputHeld = MetricSpec::gauge(
     "output_held",
     "Composite events of reliable queries the bus refused for now, held by the query's detector.");
@@ -57,9 +63,10 @@ inline constexpr MetricSpec kNonNumeric = MetricSpec::counter(
     "non_numeric", "Values a window query's sum, avg, min, max or stddev skipped as not numbers.");
 inline constexpr MetricSpec kEngineCounters[] = {kGroups, kMaxGroups, kRefusedEvents, kNonNumeric};
 inline constexpr MetricSpec kAll[] = {
-    kMatches,    kPublishFailures,  kPartialMatches, kPartialMatchesPeak,
-    kOutputHeld, kMissingAttribute, kLate,           kSuppressed,
-    kGroups,     kMaxGroups,        kRefusedEvents,  kNonNumeric};
+    kMatches,        kPublishFailures, kPartialMatches, kPartialMatchesPeak,
+    kStateEvictions, kStateBytes,      kOutputHeld,     kMissingAttribute,
+    kLate,           kSuppressed,      kGroups,         kMaxGroups,
+    kRefusedEvents,  kNonNumeric};
 }  // namespace query_stats
 inline constexpr stats::Schema kQuerySchema{"query", query_stats::kAll};
 

@@ -347,6 +347,9 @@ std::optional<json> queryJson(const router::Registry& registry, const std::strin
       stats->partial_matches ? json(stats->partial_matches->partial_matches) : json();
   entry["partial_matches_peak"] =
       stats->partial_matches ? json(stats->partial_matches->peak_partial_matches) : json();
+  entry["state_evictions"] =
+      stats->partial_matches ? json(stats->partial_matches->evicted) : json();
+  entry["state_bytes"] = stats->partial_matches ? json(stats->partial_matches->bytes) : json();
   // Only for an engine with counters of its own (the window engine's groups, ...).
   if (!stats->engine_counters.empty()) {
     json& counters = entry["engine_counters"];

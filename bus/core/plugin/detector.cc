@@ -113,7 +113,7 @@ class FanOutDetector final : public Detector {
   void add(std::unique_ptr<Detector> detector) {
     counts_ = detector->state().has_value() && (detectors_.empty() || counts_);
     detectors_.push_back(std::move(detector));
-    kept_.push_back(0);
+    shares_.emplace_back();
   }
 
   Status onEvent(const EventPtr& event) override {
@@ -146,7 +146,7 @@ class FanOutDetector final : public Detector {
   // pass for the whole.
   std::optional<DetectorState> state() const override {
     if (!counts_) return std::nullopt;
-    return DetectorState{total_, peak_};
+    return total_.total();
   }
 
  private:
@@ -164,19 +164,14 @@ class FanOutDetector final : public Detector {
   }
   void sample(size_t i) {
     if (!counts_) return;
-    const std::optional<DetectorState> s = detectors_[i]->state();
-    const uint64_t now = s ? s->partial_matches : 0;
-    total_ = total_ - kept_[i] + now;
-    kept_[i] = now;
-    peak_ = std::max(peak_, total_);
+    total_.update(shares_[i], detectors_[i]->state().value_or(DetectorState{}));
   }
 
   std::vector<std::unique_ptr<Label>> labels_;  // declared first: outlive the detectors
   std::vector<std::unique_ptr<Detector>> detectors_;
-  std::vector<uint64_t> kept_;  // per detector, as last sampled
+  std::vector<DetectorState> shares_;  // per detector, as last sampled
   bool counts_ = false;
-  uint64_t total_ = 0;
-  uint64_t peak_ = 0;
+  StateTotal total_;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 // RETURN clause, made on demand so that a sink that only needs the bound
 // events (counting, printing timestamps) costs no allocation per match.
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -142,6 +143,37 @@ struct CEPBUS_API DetectorState {
   // parts after each call into one, so a part's peak inside a call may go
   // beyond it.
   uint64_t peak_partial_matches = 0;
+  // Partial matches a cap on the engine's state dropped or refused since the
+  // detector was made, in the same unit (docs/engines.md, "Bounded state").
+  uint64_t evicted = 0;
+  // The memory the state keeps alive, in bytes: the engine's estimate, for a
+  // gauge (an event held in two places may be counted twice); 0 from an
+  // engine that does not estimate it.
+  uint64_t bytes = 0;
+};
+
+// The state of a detector made of parts (a fan-out's queries, a partitioned
+// detector's partitions): each part's last sample is its share of the sum,
+// and the peak is the sum's. Thread safety: none (the detector's).
+class CEPBUS_API StateTotal {
+ public:
+  // Replaces `share` (the part's previous sample, then updated) by `now`.
+  void update(DetectorState& share, const DetectorState& now) {
+    total_.partial_matches += now.partial_matches - share.partial_matches;
+    total_.evicted += now.evicted - share.evicted;
+    total_.bytes += now.bytes - share.bytes;
+    total_.peak_partial_matches = std::max(total_.peak_partial_matches, total_.partial_matches);
+    share = now;
+  }
+  // A part that is gone: what it held leaves the sum, what it evicted stays.
+  void remove(const DetectorState& share) {
+    total_.partial_matches -= share.partial_matches;
+    total_.bytes -= share.bytes;
+  }
+  const DetectorState& total() const { return total_; }
+
+ private:
+  DetectorState total_;
 };
 
 // One detector instance: a compiled query plus its run-time state.

@@ -118,16 +118,12 @@ Result<std::string> PartitionedDetector::exportModel(std::string_view format) co
 
 std::optional<DetectorState> PartitionedDetector::state() const {
   if (!counts_) return std::nullopt;
-  return DetectorState{kept_, peak_};
+  return total_.total();
 }
 
 void PartitionedDetector::sample(Partition& p) {
   if (!counts_) return;
-  const std::optional<DetectorState> s = p.detector->state();
-  const uint64_t now = s ? s->partial_matches : 0;
-  kept_ = kept_ - p.kept + now;
-  p.kept = now;
-  peak_ = std::max(peak_, kept_);
+  total_.update(p.share, p.detector->state().value_or(DetectorState{}));
 }
 
 Status PartitionedDetector::late(const Event& event) const {
@@ -163,7 +159,7 @@ PartitionedDetector::Partition* PartitionedDetector::partitionOf(const Event& ev
       error = made.status();
       return nullptr;
     }
-    it = partitions_.emplace(key_, Partition{std::move(made).value()}).first;
+    it = partitions_.emplace(key_, Partition{std::move(made).value(), INT64_MIN, false, {}}).first;
   }
   Partition& p = it->second;
   p.newest = now_;
@@ -189,7 +185,7 @@ void PartitionedDetector::dropQuiet() {
   // Called with touched_ empty, so no pointer into a dropped partition remains.
   std::erase_if(partitions_, [&](const auto& entry) {
     if (entry.second.newest >= now_ - *window_) return false;
-    kept_ -= entry.second.kept;
+    total_.remove(entry.second.share);
     return true;
   });
 }

@@ -78,8 +78,8 @@ class CEPBUS_API PartitionedDetector final : public Detector {
   // The model of the query as one partition runs it.
   Result<std::string> exportModel(std::string_view format) const override;
   // The sum over the live partitions, kept up to date after each call into
-  // one (a dropped partition's state goes with it); std::nullopt when the
-  // engine does not count.
+  // one (a dropped partition's holdings go with it, its evictions stay in
+  // the sum); std::nullopt when the engine does not count.
   std::optional<DetectorState> state() const override;
 
   // Partitions alive now (for tests and memory accounting).
@@ -90,7 +90,7 @@ class CEPBUS_API PartitionedDetector final : public Detector {
     std::unique_ptr<Detector> detector;
     Timestamp newest = INT64_MIN;
     bool touched = false;  // in touched_
-    uint64_t kept = 0;     // its partial matches, as last sampled
+    DetectorState share;   // its state, as last sampled
   };
   using Partitions = std::unordered_map<std::vector<Value>, Partition, ValueKeyHash, ValueKeyEqual>;
 
@@ -107,7 +107,7 @@ class CEPBUS_API PartitionedDetector final : public Detector {
   Partition* partitionOf(const Event& event, Status& error);
   Status flushTouched();
   void dropQuiet();
-  // Brings p's share of kept_ up to date after a call into its detector.
+  // Brings p's share of total_ up to date after a call into its detector.
   void sample(Partition& p);
 
   const std::vector<Symbol> attrs_;
@@ -120,8 +120,7 @@ class CEPBUS_API PartitionedDetector final : public Detector {
   Timestamp now_ = INT64_MIN;
   Timestamp next_drop_ = INT64_MIN;
   const bool counts_;  // the engine's detectors report state()
-  uint64_t kept_ = 0;  // the partitions' partial matches
-  uint64_t peak_ = 0;
+  StateTotal total_;   // the partitions' states
 };
 
 // What an engine's create() returns for a query with PARTITION BY: a

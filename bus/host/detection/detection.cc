@@ -66,6 +66,8 @@ Status Detection::counted(Status status) {
     if (const std::optional<plugin::DetectorState> s = ordered_->state()) {
       partials_.store(s->partial_matches, std::memory_order_relaxed);
       peak_partials_.store(s->peak_partial_matches, std::memory_order_relaxed);
+      evicted_.store(s->evicted, std::memory_order_relaxed);
+      state_bytes_.store(s->bytes, std::memory_order_relaxed);
     }
   }
   return status;
@@ -118,8 +120,9 @@ DetectionStats Detection::stats() const {
   s.watermark = watermark_.load(std::memory_order_relaxed);
   for (size_t m = 0; m < members_; ++m) s.suppressed += suppressed(m);
   if (counts_partials_) {
-    s.partial_matches = plugin::DetectorState{partials_.load(std::memory_order_relaxed),
-                                              peak_partials_.load(std::memory_order_relaxed)};
+    s.partial_matches = plugin::DetectorState{
+        partials_.load(std::memory_order_relaxed), peak_partials_.load(std::memory_order_relaxed),
+        evicted_.load(std::memory_order_relaxed), state_bytes_.load(std::memory_order_relaxed)};
   }
   return s;
 }

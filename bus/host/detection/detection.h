@@ -181,6 +181,8 @@ class Detection final : private MemberSink, private plugin::LateSink {
   std::atomic<Timestamp> watermark_{INT64_MIN};
   std::atomic<uint64_t> partials_{0};
   std::atomic<uint64_t> peak_partials_{0};
+  std::atomic<uint64_t> evicted_{0};
+  std::atomic<uint64_t> state_bytes_{0};
 };
 
 }  // namespace cepbus::detection

@@ -176,7 +176,7 @@ class ThresholdDetector final : public plugin::Detector {
   // matches (the host shows them per query; optional: the default says the
   // engine does not count).
   std::optional<plugin::DetectorState> state() const override {
-    return plugin::DetectorState{kept_.size(), peak_kept_};
+    return plugin::DetectorState{kept_.size(), peak_kept_, 0, 0};
   }
 
  private:

@@ -771,6 +771,10 @@ TEST(AdminApiQueriesTest, EachQueryShowsThePartialMatchesItsDetectorHolds) {
     <query name="join" engine="join" input="in" output="out.join">
       <text>PATTERN AND(A a, B b) WHERE a.x = b.x WITHIN 50</text>
     </query>
+    <query name="capped" engine="nfa" input="in" output="out.capped">
+      <text>PATTERN SEQ(A a, B b) WITHIN 50</text>
+      <option name="max_partial_matches" value="1"/>
+    </query>
   </service-unit>
 </service-assembly>)"));
   for (Timestamp ts : {1, 2}) {
@@ -786,16 +790,28 @@ TEST(AdminApiQueriesTest, EachQueryShowsThePartialMatchesItsDetectorHolds) {
     for (const json& q : body.at("queries")) by_name[q.at("name").get<std::string>()] = q;
     // Consumed counts what the endpoint took; queued what its detector has
     // still to run: wait until every event is through.
-    return by_name["seq"].value("consumed", 0) == 2 && by_name["join"].value("consumed", 0) == 2 &&
-           by_name["seq"].value("queued", 1) == 0 && by_name["join"].value("queued", 1) == 0;
+    for (const char* name : {"seq", "join", "capped"}) {
+      if (by_name[name].value("consumed", 0) != 2 || by_name[name].value("queued", 1) != 0) {
+        return false;
+      }
+    }
+    return true;
   });
-  ASSERT_TRUE(consumed) << by_name["seq"] << by_name["join"];
+  ASSERT_TRUE(consumed) << by_name["seq"] << by_name["join"] << by_name["capped"];
   // The nfa holds both A events for a B.
   EXPECT_EQ(by_name["seq"].at("partial_matches"), 2) << by_name["seq"];
   EXPECT_EQ(by_name["seq"].at("partial_matches_peak"), 2) << by_name["seq"];
+  EXPECT_EQ(by_name["seq"].at("state_evictions"), 0) << by_name["seq"];
+  EXPECT_GT(by_name["seq"].at("state_bytes").get<uint64_t>(), 0u) << by_name["seq"];
+  // Capped at one, it dropped the older A for the newer.
+  EXPECT_EQ(by_name["capped"].at("partial_matches"), 1) << by_name["capped"];
+  EXPECT_EQ(by_name["capped"].at("state_evictions"), 1) << by_name["capped"];
+  EXPECT_EQ(by_name["capped"].at("state_bytes").get<uint64_t>() * 2,
+            by_name["seq"].at("state_bytes").get<uint64_t>());
   // The join engine does not count: null, not 0.
   EXPECT_TRUE(by_name["join"].at("partial_matches").is_null()) << by_name["join"];
   EXPECT_TRUE(by_name["join"].at("partial_matches_peak").is_null()) << by_name["join"];
+  EXPECT_TRUE(by_name["join"].at("state_evictions").is_null()) << by_name["join"];
 
   // The query's entry has them as numbers under "stats", not as metadata strings.
   const AdminResponse seq =

@@ -322,6 +322,8 @@ TEST(RenderMetricsTest, QueriesShowTheirMatchesAndThoseThatCountThePartialMatche
   counting->counter(q::kMatches).add(12);
   counting->gauge(q::kPartialMatches).set(5);
   counting->gauge(q::kPartialMatchesPeak).set(9);
+  counting->counter(q::kStateEvictions).add(4);
+  counting->gauge(q::kStateBytes).set(640);
   // An engine that does not count registers no partial matches: no sample.
   stats::ScopePtr silent = store.scope(cep::kQuerySchema, {{"name", "a.cep/join:detector"}});
   silent->counter(q::kMatches).add(3);
@@ -332,6 +334,10 @@ TEST(RenderMetricsTest, QueriesShowTheirMatchesAndThoseThatCountThePartialMatche
   EXPECT_EQ(scrape.type.at("cepbus_query_partial_matches_peak"), "gauge");
   EXPECT_EQ(scrape.samples.at("cepbus_query_partial_matches{name=\"a.cep/seq:detector\"}"), 5);
   EXPECT_EQ(scrape.samples.at("cepbus_query_partial_matches_peak{name=\"a.cep/seq:detector\"}"), 9);
+  EXPECT_EQ(scrape.type.at("cepbus_query_state_evictions_total"), "counter");
+  EXPECT_EQ(scrape.samples.at("cepbus_query_state_evictions_total{name=\"a.cep/seq:detector\"}"),
+            4);
+  EXPECT_EQ(scrape.samples.at("cepbus_query_state_bytes{name=\"a.cep/seq:detector\"}"), 640);
   size_t samples = 0;
   for (const auto& [key, value] : scrape.samples) {
     if (key.starts_with("cepbus_query_partial_matches")) ++samples;

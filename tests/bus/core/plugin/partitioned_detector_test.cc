@@ -16,7 +16,9 @@ namespace {
 // flush() and then reports it as a one-event match; each detector gets a
 // number (in creation order) so a test can see which partition ran what.
 // An event of type "Open" stands for a partial match that stays open: held
-// across flushes, never reported. What it holds is its state().
+// across flushes, never reported. An event of type "Evict" stands for one a
+// cap on its state refused: counted in evicted, not held. What it holds is
+// its state(), at 100 bytes an event.
 struct EngineLog {
   int created = 0;
   int alive = 0;
@@ -33,6 +35,10 @@ class HoldingDetector final : public Detector {
   ~HoldingDetector() override { --log_.alive; }
   Status onEvent(const EventPtr& event) override {
     if (event->type().name() == "Bad") return Status::invalidArgument("bad event");
+    if (event->type().name() == "Evict") {
+      ++evicted_;
+      return Status::ok();
+    }
     held_.push_back(event);
     peak_ = std::max(peak_, held_.size());
     return Status::ok();
@@ -52,7 +58,9 @@ class HoldingDetector final : public Detector {
     held_ = std::move(open);
     return Status::ok();
   }
-  std::optional<DetectorState> state() const override { return DetectorState{held_.size(), peak_}; }
+  std::optional<DetectorState> state() const override {
+    return DetectorState{held_.size(), peak_, evicted_, held_.size() * 100};
+  }
   Result<std::string> exportModel(std::string_view format) const override {
     return "model " + std::string(format);
   }
@@ -63,6 +71,7 @@ class HoldingDetector final : public Detector {
   const int n_;
   std::vector<EventPtr> held_;
   size_t peak_ = 0;
+  uint64_t evicted_ = 0;
 };
 
 class HoldingFactory final : public DetectorFactory {
@@ -311,6 +320,25 @@ TEST(PartitionedDetectorTest, StateSumsTheLivePartitionsAndForgetsDroppedOnes) {
   EXPECT_EQ(d->state()->partial_matches, 2u);
 }
 
+TEST(PartitionedDetectorTest, EvictionsOfADroppedPartitionStayInTheSumItsBytesLeave) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d = make(f, "PATTERN SEQ(A a, B b) WITHIN 5 PARTITION BY x", sink);
+  ASSERT_TRUE(d->onEvent(ev(1, Value(int64_t{1}), "Open")));
+  ASSERT_TRUE(d->onEvent(ev(1, Value(int64_t{1}), "Evict")));
+  ASSERT_TRUE(d->onEvent(ev(1, Value(int64_t{2}), "Evict")));
+  EXPECT_EQ(d->state()->evicted, 2u);
+  EXPECT_EQ(d->state()->bytes, 100u);
+  // Both partitions go quiet and are dropped; what they evicted happened.
+  ASSERT_TRUE(d->onEvent(ev(20, Value(int64_t{3}), "Open")));
+  EXPECT_EQ(static_cast<PartitionedDetector*>(d.get())->partitionCount(), 1u);
+  EXPECT_EQ(d->state()->evicted, 2u);
+  EXPECT_EQ(d->state()->bytes, 100u);  // partition 3's one event
+  ASSERT_TRUE(d->onEvent(ev(21, Value(int64_t{3}), "Evict")));
+  EXPECT_EQ(d->state()->evicted, 3u);
+}
+
 TEST(PartitionedDetectorTest, StateIsAbsentWhenTheEngineDoesNotCount) {
   class Silent final : public DetectorFactory {
    public:
@@ -347,6 +375,10 @@ TEST(PartitionedDetectorTest, DefaultFanOutSumsTheQueriesDetectors) {
   ASSERT_TRUE((*d)->flush());
   EXPECT_EQ((*d)->state()->partial_matches, 2u);  // each keeps its open one
   EXPECT_EQ((*d)->state()->peak_partial_matches, 4u);
+  const std::vector<EventPtr> evictions = {ev(3, Value(), "Evict")};
+  ASSERT_TRUE((*d)->onEvents(evictions));
+  EXPECT_EQ((*d)->state()->evicted, 2u);  // one by each query
+  EXPECT_EQ((*d)->state()->bytes, 200u);
 }
 
 }  // namespace

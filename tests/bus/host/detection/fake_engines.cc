@@ -75,7 +75,7 @@ class FakeDetector final : public plugin::Detector {
     return "{\"engine\":\"" + std::string(kEngine) + "\"}";
   }
   std::optional<plugin::DetectorState> state() const override {
-    return plugin::DetectorState{bound_.size(), peak_};
+    return plugin::DetectorState{bound_.size(), peak_, 0, 0};
   }
 
  private:

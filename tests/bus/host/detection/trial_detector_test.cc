@@ -56,7 +56,7 @@ class FakeEngine final : public Detector {
     return Status::ok();
   }
   std::optional<DetectorState> state() const override {
-    return DetectorState{pending_.size() + state_offset_, 0};
+    return DetectorState{pending_.size() + state_offset_, 0, 0, 0};
   }
   Result<std::string> exportModel(std::string_view) const override { return model_; }
 

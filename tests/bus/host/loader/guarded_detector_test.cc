@@ -107,7 +107,7 @@ class StatefulDetector final : public Detector {
   Status flush() override { return Status::ok(); }
   std::optional<DetectorState> state() const override {
     if (throws_) throw std::runtime_error("no state");
-    return DetectorState{7, 9};
+    return DetectorState{7, 9, 0, 0};
   }
 
  private:
