@@ -28,7 +28,8 @@
 // 5: DetectorFactory::notices() added (what an engine's defaults do to a query).
 // 6: Detector::state() added (the partial matches a detector holds).
 // 7: Detector::onWatermark() added (event time passed; absence fires on it).
-#define CEPBUS_PLUGIN_ABI_VERSION 7u
+// 8: Detector::snapshotVersion(), snapshot() and restore() added (snapshot.h).
+#define CEPBUS_PLUGIN_ABI_VERSION 8u
 
 #define CEPBUS_PLUGIN_STR2(x) #x
 #define CEPBUS_PLUGIN_STR(x) CEPBUS_PLUGIN_STR2(x)
