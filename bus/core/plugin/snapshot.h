@@ -87,9 +87,6 @@ class CEPBUS_API SnapshotWriter {
   // event cannot be written exactly (event_json.h, encodeEventExactly).
   Result<std::string> finish(SnapshotHeader header) const;
 
-  size_t bodySize() const { return body_.size(); }
-  size_t eventCount() const { return events_.size(); }
-
  private:
   std::vector<unsigned char> body_;
   std::vector<const Event*> events_;  // the event table, in first-written order

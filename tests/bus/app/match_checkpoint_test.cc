@@ -344,6 +344,19 @@ TEST_F(MatchCheckpointTest, AnEngineThatDoesNotSnapshotIsRefusedByName) {
   EXPECT_FALSE(std::filesystem::exists(o.checkpoint_file));
 }
 
+TEST_F(MatchCheckpointTest, AHostStageThatDoesNotSnapshotIsRefusedByName) {
+  std::mt19937_64 rng(3);
+  const std::string events = stream(rng, 10, 0);
+  MatchCommandOptions o =
+      options({"nfa", "PATTERN SEQ(A a, B b) WITHIN 5 EMIT FIRST EVERY 10", {}}, events);
+  o.checkpoint_file = path("x.snap");
+  std::string out;
+  EXPECT_NE(run(o, out), 0);
+  EXPECT_NE(err_.str().find("output control (EMIT FIRST/LAST EVERY"), std::string::npos)
+      << err_.str();
+  EXPECT_TRUE(out.empty());
+}
+
 // The real binary, twice, as a user runs it.
 TEST_F(MatchCheckpointTest, TheCepbusBinaryStopsAndResumes) {
   std::mt19937_64 rng(5);

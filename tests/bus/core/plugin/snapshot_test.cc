@@ -16,6 +16,12 @@ EventPtr event(std::string_view line) { return decodeEvent(line).value(); }
 constexpr std::string_view kSampleEvent =
     R"({"type":"A","ts":5,"attrs":{"x":1.5,"s":"q"},"prob":0.5,"key":"k"})";
 
+// The event sample() writes, made once so that its id is known.
+const EventPtr& sampleEvent() {
+  static const EventPtr kEvent = event(kSampleEvent);
+  return kEvent;
+}
+
 SnapshotHeader header() {
   return {
       .engine = "nfa", .engine_version = 3, .fingerprint = 0x0123456789abcdefULL, .position = 42};
@@ -38,7 +44,7 @@ std::string sample() {
   out.value(Value(int64_t{-7}));
   out.value(Value(1.25));
   out.value(Value("IBM"));
-  const EventPtr a = event(kSampleEvent);
+  const EventPtr& a = sampleEvent();
   out.event(a);
   out.event(nullptr);
   out.event(a);  // shared: one entry in the table
@@ -72,8 +78,8 @@ TEST(SnapshotTest, ReadsBackWhatWasWritten) {
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->ts(), 5);
   EXPECT_EQ(a->probability(), 0.5);
-  EXPECT_EQ(encodeEvent(*a, EventFormat::kFull),
-            encodeEvent(*event(kSampleEvent), EventFormat::kFull));
+  EXPECT_EQ(encodeEvent(*a, EventFormat::kFull), encodeEvent(*sampleEvent(), EventFormat::kFull))
+      << "type, ts, attributes, probability, key and id";
   EXPECT_EQ(in->event(), nullptr);
   EXPECT_EQ(in->event().get(), a.get()) << "a shared event is restored as one";
   EXPECT_TRUE(in->atEnd());
