@@ -5,6 +5,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -458,10 +459,13 @@ Status endOfEvents(detection::Detection& detection) {
   return held ? end : held;
 }
 
-// Wall-clock milliseconds since `start`, for what the command reports.
-double millisecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
+// Wall-clock milliseconds since `start` as "0.18", for what the command reports.
+std::string millisecondsSince(std::chrono::steady_clock::time_point start) {
+  char text[32];
+  std::snprintf(
+      text, sizeof text, "%.2f",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return text;
 }
 
 // The CPU time of the whole process (an engine's workers included): on a

@@ -43,6 +43,7 @@ std::vector<Case> cases() {
       "PATTERN SEQ(A a, B b) WITHIN 6 STRATEGY strict_contiguity",
       "PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x WITHIN 10",
       "PATTERN SEQ(A a, B b, NOT(D d)) WITHIN 7",
+      "PATTERN SEQ(NOT(D d), A a, B b) WHERE d.k = a.k WITHIN 8",
       "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x >= b[i-1].x WITHIN 10",
       "PATTERN SEQ(A a, B+ b[], C c) WITHIN 10 STRATEGY skip_till_next_match",
       "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k",
