@@ -445,9 +445,12 @@ uint64_t queryFingerprint(const std::vector<PatternLine>& lines,
                           const plugin::DetectorOptions& options) {
   std::string canonical;
   for (size_t i = 0; i < lines.size(); ++i) {
-    canonical += lines[i].name + '\n' + pattern::toString(queries[i]) + '\n';
+    canonical.append(lines[i].name).append(1, '\n');
+    canonical.append(pattern::toString(queries[i])).append(1, '\n');
   }
-  for (const auto& [key, value] : options.values()) canonical += key + '=' + value + '\n';
+  for (const auto& [key, value] : options.values()) {
+    canonical.append(key).append(1, '=').append(value).append(1, '\n');
+  }
   return plugin::snapshotFingerprint(canonical);
 }
 

@@ -125,7 +125,7 @@ void SnapshotWriter::section(std::string_view name, uint32_t version) {
   varint(version);
 }
 
-Result<std::string> SnapshotWriter::finish(SnapshotHeader header) const {
+Result<std::string> SnapshotWriter::finish(const SnapshotHeader& header) const {
   std::string out(kMagic);
   appendFixed(out, kSnapshotFormatVersion, kVersionBytes);
   appendString(out, header.engine);
@@ -201,7 +201,7 @@ Result<SnapshotReader> SnapshotReader::open(std::string_view bytes) {
   return r;
 }
 
-void SnapshotReader::fail(std::string why) {
+void SnapshotReader::fail(const std::string& why) {
   if (status_.isOk()) {
     status_ =
         Status::invalidArgument("snapshot unreadable at byte " + std::to_string(pos_) + ": " + why);

@@ -85,7 +85,7 @@ class CEPBUS_API SnapshotWriter {
   // The whole file: `header` (its format version is kSnapshotFormatVersion),
   // the events, the body written so far and the checksum. An error when an
   // event cannot be written exactly (event_json.h, encodeEventExactly).
-  Result<std::string> finish(SnapshotHeader header) const;
+  Result<std::string> finish(const SnapshotHeader& header) const;
 
  private:
   std::vector<unsigned char> body_;
@@ -119,7 +119,7 @@ class CEPBUS_API SnapshotReader {
   bool section(std::string_view name, uint32_t version);
 
   // Makes the reader fail with `why` (the first failure stays).
-  void fail(std::string why);
+  void fail(const std::string& why);
   bool ok() const { return status_.isOk(); }
   const Status& status() const { return status_; }
   // Whether the body has been read to its end.

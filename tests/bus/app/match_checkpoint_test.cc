@@ -56,17 +56,23 @@ std::vector<Case> cases() {
   }
   all.push_back(
       {"nfa", "PATTERN SEQ(A a, B b, C c) WITHIN 12", {"construction=batched", "batch_period=5"}});
-  const std::vector<std::string> window = {
-      "FROM A a WINDOW TUMBLING 10 GROUP BY a.k RETURN R(a.k AS k, count(a) AS n, sum(a.x) AS s)",
-      "FROM A a WINDOW SLIDING 12 EVERY 4 GROUP BY a.k RETURN R(a.k AS k, avg(a.x) AS m, "
-      "min(a.x) AS lo, max(a.x) AS hi)",
-      "FROM A a WINDOW SESSION GAP 3 GROUP BY a.k RETURN R(a.k AS k, count(a) AS n, first(a.x) "
-      "AS f, last(a.x) AS l)",
-      "FROM A a WINDOW TUMBLING 12 GROUP BY a.k RETURN R(a.k AS k, count(a) AS n, stddev(a.x) "
-      "AS sd) EMIT EVERY 5",
-      "FROM A a WINDOW SESSION GAP 4 RETURN R(count(a) AS n, sum(a.x) AS s) EMIT EVERY 3",
+  // FROM A a WINDOW <window> RETURN R(<columns>) <emit>.
+  struct WindowQuery {
+    std::string window, columns, emit;
   };
-  for (const std::string& q : window) all.push_back({"window", q, {}});
+  const std::vector<WindowQuery> windows = {
+      {"TUMBLING 10 GROUP BY a.k", "a.k AS k, count(a) AS n, sum(a.x) AS s", ""},
+      {"SLIDING 12 EVERY 4 GROUP BY a.k", "a.k AS k, avg(a.x) AS m, min(a.x) AS lo, max(a.x) AS hi",
+       ""},
+      {"SESSION GAP 3 GROUP BY a.k", "a.k AS k, count(a) AS n, first(a.x) AS f, last(a.x) AS l",
+       ""},
+      {"TUMBLING 12 GROUP BY a.k", "a.k AS k, count(a) AS n, stddev(a.x) AS sd", " EMIT EVERY 5"},
+      {"SESSION GAP 4", "count(a) AS n, sum(a.x) AS s", " EMIT EVERY 3"},
+  };
+  for (const WindowQuery& w : windows) {
+    all.push_back(
+        {"window", "FROM A a WINDOW " + w.window + " RETURN R(" + w.columns + ")" + w.emit, {}});
+  }
   return all;
 }
 
@@ -108,7 +114,7 @@ class MatchCheckpointTest : public ::testing::Test {
     }
     std::string text;
     for (const auto& e : events) text += e.second;
-    const std::string file = path("events.jsonl");
+    std::string file = path("events.jsonl");
     std::ofstream(file) << text;
     return file;
   }
