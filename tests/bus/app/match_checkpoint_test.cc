@@ -362,6 +362,12 @@ TEST_F(MatchCheckpointTest, AHostStageThatDoesNotSnapshotIsRefusedByName) {
   EXPECT_NE(err_.str().find("output control (EMIT FIRST/LAST EVERY"), std::string::npos)
       << err_.str();
   EXPECT_TRUE(out.empty());
+  o = options({"auto", "PATTERN SEQ(A a, B b) WITHIN 5", {}}, events);
+  o.checkpoint_file = path("x.snap");
+  EXPECT_NE(run(o, out), 0);
+  EXPECT_NE(err_.str().find("engine auto's trial between two engines cannot be checkpointed"),
+            std::string::npos)
+      << err_.str();
 }
 
 // The real binary, twice, as a user runs it.
