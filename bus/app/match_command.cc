@@ -1,11 +1,14 @@
 #include "bus/app/match_command.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,6 +19,9 @@
 #include "bus/app/flag_reader.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
+#include "bus/core/pattern/printer.h"
+#include "bus/core/plugin/snapshot.h"
+#include "bus/host/detection/checkpoint.h"
 #include "bus/host/detection/detection.h"
 #include "bus/host/detection/engine_choice.h"
 #include "bus/host/detection/input_vocabulary.h"
@@ -211,7 +217,8 @@ const char* matchUsage() {
       "                    (--events FILE [--format ts|full] [--count] | --export dot|json)\n"
       "                    [--option key=value]... [--plugin-path DIR]... [--strict]\n"
       "                    [--max-delay D] [--late FILE] [--time-unit us|ms|s]\n"
-      "                    [--timeout SECONDS]\n" +
+      "                    [--timeout SECONDS]\n"
+      "                    [--checkpoint FILE [--stop-after N]] [--resume FILE]\n" +
       autoUsage() +
       "--engine all: run the queries on nfa, algebra and petri over the same events and\n"
       "  print one JSON line comparing them instead of the matches:\n"
@@ -260,6 +267,15 @@ const char* matchUsage() {
       "  the epoch); the queries may then write durations with a unit (WITHIN 30 s,\n"
       "  WITHIN 5 min, WITHIN(p, 250 ms); units us, ms, s, min, h), converted to ts\n"
       "  units. A bare number is in ts units, with or without --time-unit.\n"
+      "--checkpoint FILE --stop-after N: read the first N events, print their matches,\n"
+      "  write the detector's state and the position N to FILE and exit 0, without\n"
+      "  ending the stream (matches still pending stay in the state). Without\n"
+      "  --stop-after, after every event. The engine must snapshot its state (nfa,\n"
+      "  window); another is refused, naming it.\n"
+      "--resume FILE: the same query, options and --events after a --checkpoint run:\n"
+      "  skip the events FILE was written after and go on from the next. Both outputs\n"
+      "  together are the output of one run. FILE of another query, options or\n"
+      "  engine, of a newer cepbus, corrupted or truncated is refused, saying which.\n"
       "--strict: a line of the events that is no event ends the run (exit status 1).\n"
       "  Without it such a line is named on stderr (cepbus match: FILE: line N:\n"
       "  reason (skipped)), counted and skipped; the run goes on and ends with\n"
@@ -354,6 +370,22 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
       if (s && timeout_seen) s = Status::invalidArgument("--timeout given twice");
       if (s) s = parseSeconds(seconds, o.timeout_seconds);
       timeout_seen = true;
+    } else if (flag == "--checkpoint") {
+      s = once(o.checkpoint_file);
+    } else if (flag == "--resume") {
+      s = once(o.resume_file);
+    } else if (flag == "--stop-after") {
+      std::string n;
+      s = take(n);
+      if (s && o.stop_after) s = Status::invalidArgument("--stop-after given twice");
+      if (s) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(n.c_str(), &end, 10);
+        if (n.empty() || n[0] == '-' || end != n.c_str() + n.size()) {
+          s = Status::invalidArgument("--stop-after " + n + ": expected a number of events");
+        }
+        o.stop_after = v;
+      }
     } else if (flag == "--plugin-path") {
       std::string dir;
       s = take(dir);
@@ -376,6 +408,15 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
   if (o.query.empty() == o.patterns_file.empty()) {
     return Status::invalidArgument("give exactly one of --query and --patterns");
   }
+  const bool checkpointing = !o.checkpoint_file.empty() || !o.resume_file.empty();
+  if (o.stop_after && o.checkpoint_file.empty()) {
+    return Status::invalidArgument("--stop-after N needs --checkpoint FILE to keep the state in");
+  }
+  if (checkpointing && (o.engine == kAllEngines || !o.export_format.empty())) {
+    return Status::invalidArgument(
+        "--checkpoint and --resume run one engine: no --engine all or "
+        "--export");
+  }
   if (!o.export_format.empty()) {
     if (!o.events_file.empty() || o.count || format_seen || !o.late_file.empty()) {
       return Status::invalidArgument(
@@ -385,12 +426,50 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
     return o;
   }
   if (o.events_file.empty()) return Status::invalidArgument("--events is required");
+  if (checkpointing && o.events_file == "-") {
+    return Status::invalidArgument(
+        "--checkpoint and --resume count events in a file: no --events - (standard input)");
+  }
   if (o.full && o.count)
     return Status::invalidArgument("--count and --format full exclude each other");
   return o;
 }
 
 namespace {
+
+// What a checkpoint of these queries is for: the fingerprint of each query as
+// printed, with its name, and of the options (the host's max_delay among
+// them), so that a checkpoint is resumed only by the same run.
+uint64_t queryFingerprint(const std::vector<PatternLine>& lines,
+                          const std::vector<pattern::Query>& queries,
+                          const plugin::DetectorOptions& options) {
+  std::string canonical;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    canonical.append(lines[i].name).append(1, '\n');
+    canonical.append(pattern::toString(queries[i])).append(1, '\n');
+  }
+  for (const auto& [key, value] : options.values()) {
+    canonical.append(key).append(1, '=').append(value).append(1, '\n');
+  }
+  return plugin::snapshotFingerprint(canonical);
+}
+
+// The end of the input: the time a checkpoint at its last event held back
+// (one run passes it at the end of its last batch), then the end of the stream.
+Status endOfEvents(detection::Detection& detection) {
+  Status held = detection.passHeldTime();
+  Status end = detection.flush();
+  return held ? end : held;
+}
+
+// Wall-clock milliseconds since `start` as "0.18", for what the command reports.
+std::string millisecondsSince(std::chrono::steady_clock::time_point start) {
+  char text[32];
+  std::snprintf(
+      text, sizeof text, "%.2f",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return text;
+}
 
 // The CPU time of the whole process (an engine's workers included): on a
 // machine other processes load, steadier than the wall clock for comparing
@@ -794,6 +873,37 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return 0;
   }
 
+  const detection::CheckpointIdentity identity{group.engine,
+                                               queryFingerprint(lines, queries, *detector_options)};
+  if (!options.checkpoint_file.empty()) {
+    if (Status s = detection::checkCheckpointable(detection); !s) {
+      err << "cepbus match: --checkpoint: " << s.message() << '\n';
+      return kExitError;
+    }
+  }
+  // The events before `resume_at` ran before the checkpoint; `stop_at` ends
+  // this run without ending the stream.
+  uint64_t resume_at = 0;
+  if (!options.resume_file.empty()) {
+    const auto started = std::chrono::steady_clock::now();
+    auto position = detection::restoreCheckpoint(options.resume_file, detection, identity);
+    if (!position) {
+      err << "cepbus match: --resume: " << position.status().message() << '\n';
+      return kExitError;
+    }
+    resume_at = *position;
+    std::error_code size_error;  // the file was just read: its size is there
+    err << "cepbus match: resumed from checkpoint '" << options.resume_file << "' after "
+        << resume_at << " events (" << std::filesystem::file_size(options.resume_file, size_error)
+        << " bytes, " << millisecondsSince(started) << " ms)\n";
+  }
+  const uint64_t stop_at = options.stop_after.value_or(UINT64_MAX);
+  if (stop_at < resume_at) {
+    err << "cepbus match: --stop-after " << stop_at << " is before the checkpoint's position, "
+        << resume_at << " events\n";
+    return kExitError;
+  }
+
   auto replay = EventReplay::open(options.events_file, badLines(options, err));
   if (!replay) {
     err << "cepbus match: " << replay.status().message() << '\n';
@@ -801,11 +911,23 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   }
   std::vector<EventPtr> batch;
   detection::InputVocabulary input;
-  while (true) {
-    Status read = (*replay)->read(batch);
+  uint64_t position = 0;  // events read so far
+  while (position < stop_at) {
+    // Batches start at multiples of kReplayBatch in the file whether the
+    // run resumes or not, so that the detector hears time pass where one
+    // run makes it pass: at the end of each batch, but not at a checkpoint
+    // inside one (the resumed run's first batch ends where one run's does).
+    const uint64_t want = std::min<uint64_t>(kReplayBatch, stop_at - position);
+    Status read = (*replay)->read(batch, want);
     input.observe(batch);
-    if (!batch.empty()) {
-      if (Status s = detection.onEvents(batch); !s) {
+    const uint64_t first = position;
+    position += batch.size();
+    const bool cut = want < kReplayBatch && batch.size() == want;
+    // Skipped events went to the detector before the checkpoint.
+    const std::span<const EventPtr> fresh = std::span<const EventPtr>(batch).subspan(
+        std::min<uint64_t>(batch.size(), resume_at > first ? resume_at - first : 0));
+    if (!fresh.empty()) {
+      if (Status s = cut ? detection.onEventsKeepingTime(fresh) : detection.onEvents(fresh); !s) {
         err << "cepbus match: " << options.events_file << ": " << (*replay)->where() << ": "
             << s.message() << '\n';
         return kExitError;
@@ -817,7 +939,24 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     }
     if (batch.empty()) break;
   }
-  if (Status s = detection.flush(); !s) {
+  if (position < resume_at) {
+    err << "cepbus match: --resume: checkpoint '" << options.resume_file << "' was written after "
+        << resume_at << " events; " << options.events_file << " has " << position << '\n';
+    return kExitError;
+  }
+  if (!options.checkpoint_file.empty()) {
+    // Not the end of the stream: what is pending stays in the state.
+    size_t bytes = 0;
+    const auto started = std::chrono::steady_clock::now();
+    if (Status s = detection::writeCheckpoint(options.checkpoint_file, detection, identity,
+                                              position, &bytes);
+        !s) {
+      err << "cepbus match: --checkpoint: " << s.message() << '\n';
+      return kExitError;
+    }
+    err << "cepbus match: checkpoint '" << options.checkpoint_file << "' written after " << position
+        << " events (" << bytes << " bytes, " << millisecondsSince(started) << " ms)\n";
+  } else if (Status s = endOfEvents(detection); !s) {
     err << "cepbus match: " << options.events_file << ": at end of events: " << s.message() << '\n';
     return kExitError;
   }

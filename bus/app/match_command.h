@@ -72,6 +72,7 @@
 // before the stop.
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -100,6 +101,9 @@ struct MatchCommandOptions {
   bool strict = false;                             // --strict: a line that is no event ends the run
   std::string late_file;  // --late FILE: the late events, one JSON line each
   pattern::TimeUnit ts_unit = pattern::TimeUnit::kNone;  // --time-unit us|ms|s
+  std::string checkpoint_file;                           // --checkpoint FILE
+  std::optional<uint64_t> stop_after;                    // --stop-after N (with --checkpoint)
+  std::string resume_file;                               // --resume FILE
 };
 
 // Parses the arguments after `match` (`--flag value` or `--flag=value`).

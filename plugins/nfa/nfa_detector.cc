@@ -192,6 +192,13 @@ NfaDetector::Partition* NfaDetector::partitionFor(const Event& event) {
     }
     if (same) return p;
   }
+  std::vector<Value> key;
+  key.reserve(plan_->partition_by.size());
+  for (Symbol attr : plan_->partition_by) key.push_back(partitionValue(event, attr));
+  return addPartition(std::move(key), h);
+}
+
+NfaDetector::Partition* NfaDetector::addPartition(std::vector<Value> key, uint64_t hash) {
   std::unique_ptr<Partition> p;
   if (!pool_.empty()) {
     p = std::move(pool_.back());
@@ -201,15 +208,12 @@ NfaDetector::Partition* NfaDetector::partitionFor(const Event& event) {
     p->stacks.resize(m_);
     p->negations.resize(plan_->negations.size());
   }
-  p->key.clear();
-  for (Symbol attr : plan_->partition_by) {
-    p->key.push_back(partitionValue(event, attr));
-  }
-  p->hash = h;
+  p->key = std::move(key);
+  p->hash = hash;
   p->seq = 0;
   p->held = 0;
   p->constructed = p->stacks[m_ - 1].tail();
-  by_hash_.emplace(h, p.get());
+  by_hash_.emplace(hash, p.get());
   live_.push_back(std::move(p));
   return live_.back().get();
 }
@@ -881,6 +885,160 @@ bool NfaDetector::trailingNegated(const Parked& match) {
     if (el.slot >= 0) bind_[el.slot] = SlotBinding{};
   }
   return negated;
+}
+
+// --- snapshots ----------------------------------------------------------------
+
+void NfaDetector::snapshotPartition(const Partition& p, plugin::SnapshotWriter& out) const {
+  out.varint(p.seq);
+  out.varint(p.constructed);
+  out.signedVarint(p.last_ts);
+  auto ring = [&out](const Ring<Entry>& r, bool links) {
+    out.varint(r.head());
+    out.varint(r.size());
+    for (uint64_t i = r.head(); i < r.tail(); ++i) {
+      const Entry& e = r.at(i);
+      out.event(e.event);
+      if (!links) continue;
+      out.varint(e.rip);
+      out.varint(e.rip_self);
+      out.varint(e.seq);
+    }
+  };
+  for (const auto& r : p.stacks) ring(r, true);
+  for (const auto& r : p.negations) ring(r, false);
+}
+
+void NfaDetector::restorePartition(Partition& p, plugin::SnapshotReader& in) {
+  p.seq = in.varint();
+  p.constructed = in.varint();
+  p.last_ts = in.signedVarint();
+  auto ring = [&](Ring<Entry>& r, const Ring<Entry>* prev, bool links) {
+    r.restartAt(in.varint());
+    const uint64_t n = in.count();
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      EventPtr event = in.event();
+      if (!event) in.fail("an instance stack entry without its event");
+      Entry e;
+      if (links) {
+        e.rip = in.varint();
+        e.rip_self = in.varint();
+        e.seq = in.varint();
+        // A link past the previous stack's end would be followed blindly.
+        if ((prev != nullptr && e.rip > prev->tail()) || e.rip_self > r.tail()) {
+          in.fail("an instance stack link out of range");
+        }
+      }
+      if (!in.ok()) return;
+      e.ts = event->ts();
+      if (links) bytes_ += entryBytes(*event);
+      e.event = std::move(event);
+      r.pushBack() = std::move(e);
+    }
+  };
+  for (int k = 0; k < m_ && in.ok(); ++k) {
+    ring(p.stacks[k], k > 0 ? &p.stacks[k - 1] : nullptr, true);
+    held_ += p.stacks[k].size();
+    p.held += p.stacks[k].size();
+  }
+  for (auto& r : p.negations) ring(r, nullptr, false);
+  const Ring<Entry>& acc = p.stacks[m_ - 1];
+  if (in.ok() && p.constructed > acc.tail()) in.fail("constructed past the accepting stack");
+}
+
+Status NfaDetector::snapshot(plugin::SnapshotWriter& out) const {
+  out.section("nfa", kSnapshotVersion);
+  out.signedVarint(now_);
+  out.signedVarint(next_batch_);
+  out.varint(matches_);
+  out.varint(peak_held_);
+  out.varint(evicted_);
+  out.varint(parked_seq_);
+  if (single_) {
+    snapshotPartition(*single_, out);
+  } else {
+    out.varint(live_.size());
+    for (const auto& p : live_) {
+      for (const Value& v : p->key) out.value(v);
+      snapshotPartition(*p, out);
+    }
+  }
+  out.varint(parked_heap_.size());
+  for (uint32_t slot : parked_heap_) {
+    const Parked& match = parked_[slot];
+    out.signedVarint(match.deadline);
+    out.varint(match.seq);
+    uint64_t partition = 0;
+    while (!single_ && live_[partition].get() != match.partition) ++partition;
+    out.varint(partition);
+    out.varint(match.events.size());
+    for (const EventPtr& e : match.events) out.event(e);
+    out.varint(match.ends.size());
+    for (uint32_t end : match.ends) out.varint(end);
+  }
+  return Status::ok();
+}
+
+Status NfaDetector::restore(plugin::SnapshotReader& in) {
+  if (!in.section("nfa", kSnapshotVersion)) return in.status();
+  now_ = in.signedVarint();
+  next_batch_ = in.signedVarint();
+  matches_ = in.varint();
+  peak_held_ = in.varint();
+  evicted_ = in.varint();
+  parked_seq_ = in.varint();
+  held_ = 0;
+  bytes_ = 0;
+  if (single_) {
+    restorePartition(*single_, in);
+  } else {
+    const uint64_t partitions = in.count();
+    for (uint64_t i = 0; i < partitions && in.ok(); ++i) {
+      std::vector<Value> key;
+      uint64_t h = kKeyHashSeed;
+      for (size_t a = 0; a < plan_->partition_by.size(); ++a) {
+        key.push_back(in.value());
+        h = combineKeyHash(h, keyValueHash(key.back()));
+      }
+      restorePartition(*addPartition(std::move(key), h), in);
+    }
+  }
+  const uint64_t parked = in.count();
+  for (uint64_t i = 0; i < parked && in.ok(); ++i) {
+    if (!trailing_) {
+      in.fail("parked matches for a query without a trailing negation");
+      break;
+    }
+    Parked match;
+    match.deadline = in.signedVarint();
+    match.seq = in.varint();
+    const uint64_t partition = in.varint();
+    if (single_ ? partition != 0 : partition >= live_.size()) {
+      in.fail("a parked match of partition " + std::to_string(partition) + " of " +
+              std::to_string(single_ ? 1 : live_.size()));
+      break;
+    }
+    match.partition = single_ ? single_.get() : live_[partition].get();
+    const uint64_t events = in.count();
+    for (uint64_t e = 0; e < events && in.ok(); ++e) {
+      match.events.push_back(in.event());
+      if (!match.events.back()) in.fail("a parked match without its event");
+    }
+    const uint64_t ends = in.count();
+    for (uint64_t e = 0; e < ends && in.ok(); ++e) {
+      match.ends.push_back(static_cast<uint32_t>(in.varint()));
+      if (match.ends.back() > match.events.size()) in.fail("a parked match's element end");
+    }
+    if (!in.ok() || match.events.empty()) break;
+    ++match.partition->parked;
+    held_ += match.events.size();
+    for (const EventPtr& e : match.events) bytes_ += entryBytes(*e);
+    parked_.push_back(std::move(match));
+    parked_heap_.push_back(static_cast<uint32_t>(parked_.size() - 1));
+    std::push_heap(parked_heap_.begin(), parked_heap_.end(), LaterDeadline{&parked_});
+  }
+  if (in.ok() && parked > 0 && parked_.empty()) in.fail("a parked match without events");
+  return in.status();
 }
 
 }  // namespace cepbus::plugins::nfa

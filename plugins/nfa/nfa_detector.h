@@ -64,6 +64,15 @@ class NfaDetector final : public plugin::Detector {
     return plugin::DetectorState{held_, peak_held_, evicted_, bytes_};
   }
 
+  // Snapshots (plugin::Detector): the partitions in the order they are
+  // swept, each with its instance and negation stacks at their absolute
+  // indices (links stay valid), the matches parked for a trailing negation,
+  // and the event time and batch boundary; a match that batched
+  // construction has not yet built stays pending in its stack.
+  uint32_t snapshotVersion() const override { return kSnapshotVersion; }
+  Status snapshot(plugin::SnapshotWriter& out) const override;
+  Status restore(plugin::SnapshotReader& in) override;
+
   uint64_t matches() const { return matches_; }
 
  private:
@@ -100,7 +109,13 @@ class NfaDetector final : public plugin::Detector {
     bool operator()(uint32_t a, uint32_t b) const;
   };
 
+  static constexpr uint32_t kSnapshotVersion = 1;
+
   Partition* partitionFor(const Event& event);
+  // A live partition for `key` (hashed `hash`), from the pool when it can.
+  Partition* addPartition(std::vector<Value> key, uint64_t hash);
+  void snapshotPartition(const Partition& p, plugin::SnapshotWriter& out) const;
+  void restorePartition(Partition& p, plugin::SnapshotReader& in);
   void recycleEmptyPartitions();
   bool passes(const std::vector<const pattern::Conjunct*>& filters, int slot, bool kleene,
               const Event& event);

@@ -52,6 +52,9 @@ class Ring {
   }
   // Drops every entry (their slots keep their contents until reused).
   void clear() { head_ = tail_; }
+  // Drops every entry and moves the next index to `head`: a restored stack
+  // keeps the absolute indices the links into it were written with.
+  void restartAt(uint64_t head) { head_ = tail_ = head; }
 
  private:
   void grow() {

@@ -196,4 +196,58 @@ Value Accumulator::result(size_t i, const AggregateColumn& column,
   return input(layout.inputOf(i)).result(column.func);
 }
 
+void Number::save(plugin::SnapshotWriter& out) const {
+  out.u8(static_cast<uint8_t>(kind_));
+  if (kind_ == Kind::kInt) out.signedVarint(int_);
+  if (kind_ == Kind::kDouble) out.real(double_);
+}
+
+void Number::load(plugin::SnapshotReader& in) {
+  const uint8_t kind = in.u8();
+  if (kind > static_cast<uint8_t>(Kind::kDouble)) in.fail("unknown number kind");
+  kind_ = in.ok() ? static_cast<Kind>(kind) : Kind::kNone;
+  int_ = kind_ == Kind::kInt ? in.signedVarint() : 0;
+  double_ = kind_ == Kind::kDouble ? in.real() : 0;
+}
+
+void ColumnState::save(plugin::SnapshotWriter& out) const {
+  out.signedVarint(present_);
+  out.signedVarint(numbers_);
+  out.signedVarint(int_sum_);
+  out.flag(all_int_);
+  out.real(sum_);
+  out.real(mean_);
+  out.real(m2_);
+  min_.save(out);
+  max_.save(out);
+  out.value(first_);
+  out.value(last_);
+}
+
+void ColumnState::load(plugin::SnapshotReader& in) {
+  present_ = in.signedVarint();
+  numbers_ = in.signedVarint();
+  int_sum_ = in.signedVarint();
+  all_int_ = in.flag();
+  sum_ = in.real();
+  mean_ = in.real();
+  m2_ = in.real();
+  min_.load(in);
+  max_.load(in);
+  first_ = in.value();
+  last_ = in.value();
+}
+
+void Accumulator::save(plugin::SnapshotWriter& out) const {
+  out.signedVarint(events_);
+  first_.save(out);
+  for (const ColumnState& c : more_) c.save(out);
+}
+
+void Accumulator::load(plugin::SnapshotReader& in) {
+  events_ = in.signedVarint();
+  first_.load(in);
+  for (ColumnState& c : more_) c.load(in);
+}
+
 }  // namespace cepbus::plugins::window

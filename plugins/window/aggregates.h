@@ -20,6 +20,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/pattern/ast.h"
+#include "bus/core/plugin/snapshot.h"
 #include "bus/core/symbol.h"
 #include "bus/core/value.h"
 
@@ -81,6 +82,9 @@ class Number {
   bool less(const Number& other) const;
   // A null Value when empty.
   Value toValue() const;
+  // Snapshots (WindowDetector::snapshot()).
+  void save(plugin::SnapshotWriter& out) const;
+  void load(plugin::SnapshotReader& in);
 
  private:
   enum class Kind : uint8_t { kNone, kInt, kDouble };
@@ -104,6 +108,8 @@ class ColumnState {
   // Back to the state of no values, without building a new one (first and
   // last are Values, dearer to assign than to test).
   void clear();
+  void save(plugin::SnapshotWriter& out) const;
+  void load(plugin::SnapshotReader& in);
 
  private:
   int64_t present_ = 0;  // values present, numbers or not
@@ -134,6 +140,10 @@ class Accumulator {
   // Column i's value (a null Value for Missing).
   Value result(size_t i, const AggregateColumn& column, const AggregateLayout& layout) const;
   int64_t events() const { return events_; }
+  // Snapshots: the state of every input, read back into an accumulator of
+  // the same layout.
+  void save(plugin::SnapshotWriter& out) const;
+  void load(plugin::SnapshotReader& in);
 
  private:
   ColumnState& input(size_t i) { return i == 0 ? first_ : more_[i - 1]; }

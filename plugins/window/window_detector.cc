@@ -518,4 +518,113 @@ std::optional<plugin::DetectorState> WindowDetector::state() const {
   return plugin::DetectorState{open_, peak_open_, 0, 0};
 }
 
+// --- snapshots ----------------------------------------------------------------
+
+void WindowDetector::snapshotGroup(const Group& group, plugin::SnapshotWriter& out) const {
+  out.varint(group.seq);
+  for (const Value& v : group.key) out.value(v);
+  out.varint(group.panes.size());
+  for (size_t i = 0; i < group.panes.size(); ++i) {
+    const Pane& pane = group.panes[i];
+    out.signedVarint(pane.index);
+    out.signedVarint(pane.first);
+    pane.acc.save(out);
+    out.flag(pane.suffix != nullptr);
+    if (pane.suffix) pane.suffix->save(out);
+  }
+  out.varint(group.front);
+  out.varint(group.in);
+  out.flag(group.back.has_value());
+  if (group.back) group.back->save(out);
+  out.signedVarint(group.next_window);
+  out.flag(group.session.has_value());
+  if (group.session) group.session->save(out);
+  out.signedVarint(group.first);
+  out.signedVarint(group.last);
+}
+
+void WindowDetector::restoreGroup(Group& group, plugin::SnapshotReader& in) {
+  group.seq = in.varint();
+  uint64_t hash = kKeyHashSeed;
+  for (size_t j = 0; j < plan_->group_by.size(); ++j) {
+    group.key.push_back(in.value());
+    hash = combineKeyHash(hash, keyValueHash(group.key.back()));
+  }
+  if (!group.key.empty()) group.key_first = group.key[0];
+  group.hash = hash;
+  const uint64_t panes = in.count();
+  for (uint64_t i = 0; i < panes && in.ok(); ++i) {
+    const int64_t index = in.signedVarint();
+    const Timestamp first = in.signedVarint();
+    pushPane(group, index, first);
+    Pane& pane = group.panes.back();
+    pane.acc.load(in);
+    if (in.flag() != (pane.suffix != nullptr)) in.fail("a pane's suffix state");
+    if (pane.suffix) pane.suffix->load(in);
+  }
+  group.front = in.varint();
+  group.in = in.varint();
+  if (group.front > group.in || group.in > group.panes.size()) in.fail("a group's pane stacks");
+  if (in.flag()) {
+    group.back.emplace(plan_->aggregates);
+    group.back->load(in);
+  }
+  group.next_window = in.signedVarint();
+  if (in.flag()) {
+    group.session.emplace(plan_->aggregates);
+    group.session->load(in);
+  }
+  group.first = in.signedVarint();
+  group.last = in.signedVarint();
+}
+
+Status WindowDetector::snapshot(plugin::SnapshotWriter& out) const {
+  out.section("window", kSnapshotVersion);
+  out.varint(groups_.size());
+  for (const auto& group : groups_) snapshotGroup(*group, out);
+  // The open sessions from the oldest, by their place in groups_.
+  uint64_t sessions = 0;
+  for (const Group* g = oldest_; g != nullptr; g = g->newer) ++sessions;
+  out.varint(sessions);
+  for (const Group* g = oldest_; g != nullptr; g = g->newer) out.varint(g->at);
+  out.varint(next_seq_);
+  out.signedVarint(due_);
+  out.signedVarint(partials_until_);
+  out.varint(open_);
+  out.varint(peak_open_);
+  out.varint(refused_events_);
+  out.varint(non_numeric_);
+  return Status::ok();
+}
+
+Status WindowDetector::restore(plugin::SnapshotReader& in) {
+  if (!in.section("window", kSnapshotVersion)) return in.status();
+  const uint64_t groups = in.count();
+  if (groups > plan_->max_groups) in.fail("more groups than max_groups");
+  for (uint64_t i = 0; i < groups && in.ok(); ++i) {
+    auto group = std::make_unique<Group>();
+    restoreGroup(*group, in);
+    group->at = groups_.size();
+    index_.insert(group->hash, group.get());
+    groups_.push_back(std::move(group));
+  }
+  const uint64_t sessions = in.count();
+  for (uint64_t i = 0; i < sessions && in.ok(); ++i) {
+    const uint64_t at = in.varint();
+    if (at >= groups_.size() || groups_[at]->newer != nullptr || newest_ == groups_[at].get()) {
+      in.fail("an open session of no group");
+      break;
+    }
+    touchSession(*groups_[at]);
+  }
+  next_seq_ = in.varint();
+  due_ = in.signedVarint();
+  partials_until_ = in.signedVarint();
+  open_ = in.varint();
+  peak_open_ = in.varint();
+  refused_events_ = in.varint();
+  non_numeric_ = in.varint();
+  return in.status();
+}
+
 }  // namespace cepbus::plugins::window

@@ -75,8 +75,17 @@ class WindowDetector final : public plugin::Detector {
   // "open":P}; plugin::kCountersFormat: the same as "name value" lines.
   Result<std::string> exportModel(std::string_view format) const override;
   std::optional<plugin::DetectorState> state() const override;
+  // Snapshots (plugin::Detector): every group in order of its place, with
+  // its panes (their own and suffix states), its two-stack split, its next
+  // window and its session; the list of open sessions by last event; the
+  // time results and partial results are due; and the counters.
+  uint32_t snapshotVersion() const override { return kSnapshotVersion; }
+  Status snapshot(plugin::SnapshotWriter& out) const override;
+  Status restore(plugin::SnapshotReader& in) override;
 
  private:
+  static constexpr uint32_t kSnapshotVersion = 1;
+
   struct Pane {
     int64_t index;
     Timestamp first;  // the ts of its first event
@@ -154,6 +163,8 @@ class WindowDetector final : public plugin::Detector {
   void close(const Closed& closed, const Accumulator& acc, std::vector<Closed>& out);
   void dropFrontPane(Group& group);
   static Accumulator& suffixOf(Pane& pane) { return pane.suffix ? *pane.suffix : pane.acc; }
+  void snapshotGroup(const Group& group, plugin::SnapshotWriter& out) const;
+  void restoreGroup(Group& group, plugin::SnapshotReader& in);
   // Appends an empty pane to the group's.
   void pushPane(Group& group, int64_t index, Timestamp first);
   // EMIT EVERY: the partial results of the group's open windows (or session)

@@ -76,6 +76,14 @@ Result<std::string> Detector::exportModel(std::string_view format) const {
 
 std::optional<DetectorState> Detector::state() const { return std::nullopt; }
 
+Status Detector::snapshot(SnapshotWriter& /*out*/) const {
+  return Status::invalidArgument("the engine does not snapshot its state");
+}
+
+Status Detector::restore(SnapshotReader& /*in*/) {
+  return Status::invalidArgument("the engine does not restore a snapshot");
+}
+
 Status checkNamedQueries(std::span<const NamedQuery> queries) {
   if (queries.empty()) return Status::invalidArgument("no queries to run");
   std::set<std::string_view> names;
@@ -147,6 +155,32 @@ class FanOutDetector final : public Detector {
   std::optional<DetectorState> state() const override {
     if (!counts_) return std::nullopt;
     return total_.total();
+  }
+  // Every query's detector is of one engine: its version, 0 when one does not snapshot.
+  uint32_t snapshotVersion() const override {
+    uint32_t version = detectors_.empty() ? 0 : detectors_[0]->snapshotVersion();
+    for (const auto& d : detectors_) version = std::min(version, d->snapshotVersion());
+    return version;
+  }
+  Status snapshot(SnapshotWriter& out) const override {
+    out.section("fan-out", 1);
+    out.varint(detectors_.size());
+    for (const auto& d : detectors_) {
+      if (Status s = d->snapshot(out); !s) return s;
+    }
+    return Status::ok();
+  }
+  Status restore(SnapshotReader& in) override {
+    if (!in.section("fan-out", 1)) return in.status();
+    if (const uint64_t n = in.varint(); in.ok() && n != detectors_.size()) {
+      in.fail("state of " + std::to_string(n) + " queries for " +
+              std::to_string(detectors_.size()));
+    }
+    for (size_t i = 0; i < detectors_.size() && in.ok(); ++i) {
+      if (Status s = detectors_[i]->restore(in); !s) return s;
+      sample(i);
+    }
+    return in.status();
   }
 
  private:

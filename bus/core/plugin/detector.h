@@ -26,6 +26,7 @@
 #include "bus/core/api.h"
 #include "bus/core/event.h"
 #include "bus/core/pattern/ast.h"
+#include "bus/core/plugin/snapshot.h"
 #include "bus/core/status.h"
 
 namespace cepbus::plugin {
@@ -234,6 +235,28 @@ class CEPBUS_API Detector {
   // (the default), which is not the same as holding nothing. Called on the
   // thread that drives the detector (or with that thread excluded).
   virtual std::optional<DetectorState> state() const;
+
+  // Snapshots (snapshot.h; docs/plugins.md, "Snapshots"): a checkpointed
+  // query's state written to bytes and read back into a new detector of the
+  // same query and options, which then goes on as the original would have.
+  // A snapshot holds everything a later event, watermark or flush() depends
+  // on (partial matches, windows, negation and partition state, matches
+  // waiting for a flush or for time to pass, counters that change what is
+  // reported), but not the host's (reorder buffer, late events), and is
+  // taken between calls, never from inside a sink.
+  //
+  // The version of the state snapshot() writes, which restore() reads back
+  // (the host refuses a snapshot of another version); 0, the default, for a
+  // detector that does not snapshot: the host refuses to checkpoint its
+  // queries, and nothing else changes.
+  virtual uint32_t snapshotVersion() const { return 0; }
+  // Writes the state to `out`. The default refuses (InvalidArgument).
+  virtual Status snapshot(SnapshotWriter& out) const;
+  // Reads back what snapshot() wrote into a detector just made for the same
+  // query, before any event. An error (never an exception, never a crash)
+  // when `in` does not hold such state; the detector is then not to be used.
+  // The default refuses (InvalidArgument).
+  virtual Status restore(SnapshotReader& in);
 };
 
 // One query of a multi-pattern detector, named for the labels of its matches.

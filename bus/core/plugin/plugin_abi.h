@@ -28,7 +28,8 @@
 // 5: DetectorFactory::notices() added (what an engine's defaults do to a query).
 // 6: Detector::state() added (the partial matches a detector holds).
 // 7: Detector::onWatermark() added (event time passed; absence fires on it).
-// 8: DetectorState gained evicted and bytes (what caps on state dropped, and
+// 8: Detector::snapshotVersion(), snapshot() and restore() added (snapshot.h);
+//    DetectorState gained evicted and bytes (what caps on state dropped, and
 //    the memory it keeps).
 #define CEPBUS_PLUGIN_ABI_VERSION 8u
 

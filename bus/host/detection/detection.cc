@@ -80,6 +80,12 @@ Status Detection::onEvents(std::span<const EventPtr> events) {
   return counted(std::move(status));
 }
 
+Status Detection::onEventsKeepingTime(std::span<const EventPtr> events) {
+  Status status = ordered_->onEventsKeepingTime(events);
+  add(consumed_, events.size());
+  return counted(std::move(status));
+}
+
 Status Detection::onEvent(const EventPtr& event) {
   Status status = ordered_->onEvent(event);
   add(consumed_, 1);

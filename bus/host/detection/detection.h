@@ -118,6 +118,10 @@ class Detection final : private MemberSink, private plugin::LateSink {
   // events are no error: they go to the sink's onLate().
   Status onEvents(std::span<const EventPtr> events);
   Status onEvent(const EventPtr& event);
+  // plugin::ReorderingDetector::onEventsKeepingTime() and passHeldTime():
+  // a checkpoint in the middle of a batch of one run (checkpoint.h).
+  Status onEventsKeepingTime(std::span<const EventPtr> events);
+  Status passHeldTime() { return counted(ordered_->passHeldTime()); }
   // End of the stream; more events may follow (a new stream).
   Status flush();
   // A pause in the input.
@@ -142,6 +146,15 @@ class Detection final : private MemberSink, private plugin::LateSink {
   // The detector's model (plugin::Detector::exportModel): the running
   // engine's.
   Result<std::string> exportModel(std::string_view format) const;
+
+  // Snapshots of the whole detection (checkpoint.h): the time handling's
+  // state, then the detector's (plugin::Detector::snapshot()). The
+  // version is the engine's, 0 when the detector, or a host stage in front
+  // of it, does not snapshot. Counters are not part of the state.
+  uint32_t snapshotVersion() const { return ordered_->snapshotVersion(); }
+  Status snapshot(plugin::SnapshotWriter& out) const { return ordered_->snapshot(out); }
+  // Into a detection just made for the same group, before any event.
+  Status restore(plugin::SnapshotReader& in) { return counted(ordered_->restore(in)); }
 
   size_t members() const { return members_; }
   DetectionStats stats() const;

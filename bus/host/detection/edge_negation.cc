@@ -208,4 +208,9 @@ size_t EdgeNegation::kept() const {
   return n;
 }
 
+Status EdgeNegation::snapshot(plugin::SnapshotWriter& /*out*/) const {
+  return Status::invalidArgument(
+      "the host's NOT at the edge of a pattern cannot be checkpointed yet");
+}
+
 }  // namespace cepbus::detection

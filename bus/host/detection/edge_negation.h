@@ -86,6 +86,9 @@ class EdgeNegation final : public plugin::Detector,
   Status onWatermark(Timestamp t) override;
   Result<std::string> exportModel(std::string_view format) const override;
   std::optional<plugin::DetectorState> state() const override;
+  // Its rules' state is not written yet: a checkpoint is refused, naming
+  // them, rather than the engine.
+  Status snapshot(plugin::SnapshotWriter& out) const override;
 
   // What the rules hold now: matches waiting for their trailing span, and
   // negated events kept (for tests and monitoring).

@@ -182,4 +182,10 @@ uint64_t OutputControl::suppressed(size_t member) const {
   return n;
 }
 
+Status OutputControl::snapshot(plugin::SnapshotWriter& /*out*/) const {
+  return Status::invalidArgument(
+      "output control (EMIT FIRST/LAST EVERY, AFTER MATCH SKIP PAST LAST EVENT) cannot be "
+      "checkpointed yet");
+}
+
 }  // namespace cepbus::detection

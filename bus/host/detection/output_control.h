@@ -72,6 +72,9 @@ class OutputControl final : public plugin::Detector,
   Status onWatermark(Timestamp t) override;
   Result<std::string> exportModel(std::string_view format) const override;
   std::optional<plugin::DetectorState> state() const override;
+  // Its rules' state is not written yet: a checkpoint is refused, naming
+  // them, rather than the engine.
+  Status snapshot(plugin::SnapshotWriter& out) const override;
 
   // The matches of member `member` its rules suppressed so far.
   uint64_t suppressed(size_t member) const;

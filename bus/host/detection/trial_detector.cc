@@ -426,4 +426,10 @@ void TrialDetector::maybeDecide() {
   keep(best, "", std::move(figures), std::move(ended_early));
 }
 
+Status TrialDetector::snapshot(SnapshotWriter& /*out*/) const {
+  return Status::invalidArgument(
+      "engine auto's trial between two engines cannot be checkpointed; name the engine "
+      "(--engine nfa, --engine petri)");
+}
+
 }  // namespace cepbus::plugin

@@ -163,6 +163,9 @@ class TrialDetector final : public Detector {
   // The running engine's (during the trial, the prior's).
   Result<std::string> exportModel(std::string_view format) const override;
   std::optional<DetectorState> state() const override;
+  // The trial's two engines are not written: a checkpoint is refused,
+  // saying so, rather than as the kept engine's.
+  Status snapshot(SnapshotWriter& out) const override;
 
   // Any thread: the trial's outcome once it has decided.
   std::optional<TrialOutcome> outcome() const;

@@ -93,4 +93,38 @@ std::optional<DetectorState> GuardedDetector::state() const noexcept {
   }
 }
 
+uint32_t GuardedDetector::snapshotVersion() const noexcept {
+  try {
+    return inner_->snapshotVersion();
+  } catch (...) {
+    exceptions_.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+}
+
+Status GuardedDetector::labelled(Status status) const {
+  if (status) return status;
+  return Status::invalidArgument(label_ + ": " + status.message());
+}
+
+Status GuardedDetector::snapshot(SnapshotWriter& out) const noexcept {
+  try {
+    return labelled(inner_->snapshot(out));
+  } catch (const std::exception& e) {
+    return caught("snapshot", e.what());
+  } catch (...) {
+    return caught("snapshot", "unknown exception");
+  }
+}
+
+Status GuardedDetector::restore(SnapshotReader& in) noexcept {
+  try {
+    return labelled(inner_->restore(in));
+  } catch (const std::exception& e) {
+    return caught("restore", e.what());
+  } catch (...) {
+    return caught("restore", "unknown exception");
+  }
+}
+
 }  // namespace cepbus::plugin

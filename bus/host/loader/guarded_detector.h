@@ -42,6 +42,12 @@ class GuardedDetector final : public Detector {
   Result<std::string> exportModel(std::string_view format) const noexcept override;
   // The inner detector's; std::nullopt (and an exception counted) when it throws.
   std::optional<DetectorState> state() const noexcept override;
+  // The inner detector's; 0 (and an exception counted) when it throws.
+  uint32_t snapshotVersion() const noexcept override;
+  // The inner detector's, an error prefixed with the label: "nfa detector:
+  // ...", so that a refusal names the engine.
+  Status snapshot(SnapshotWriter& out) const noexcept override;
+  Status restore(SnapshotReader& in) noexcept override;
 
   // How many calls ended in an exception.
   uint64_t exceptionCount() const { return exceptions_.load(std::memory_order_relaxed); }
@@ -49,6 +55,9 @@ class GuardedDetector final : public Detector {
 
  private:
   Status caught(const char* call, const char* what) const noexcept;
+  // `status` with the label before its message when it is an error (all
+  // snapshot errors are InvalidArgument).
+  Status labelled(Status status) const;
   Status caughtInBatch(std::span<const EventPtr> events, const char* what) const noexcept;
 
   const std::string label_;

@@ -113,6 +113,47 @@ EventPtr ReorderBuffer::popAny() {
   return popReady();
 }
 
+// The version of the section ReorderBuffer and ReorderingDetector write.
+constexpr uint32_t kReorderStateVersion = 1;
+
+void ReorderBuffer::snapshot(SnapshotWriter& out) const {
+  out.signedVarint(newest_);
+  out.signedVarint(released_upto_);
+  // Copied to be walked in release order without disturbing the buffer.
+  std::vector<EventPtr> held;
+  TimeBuckets(held_).releaseAll(held);
+  out.varint(held.size());
+  for (const EventPtr& e : held) out.event(e);
+  out.varint(far_.size());
+  for (const auto& [ts, e] : far_) out.event(e);
+}
+
+void ReorderBuffer::restore(SnapshotReader& in) {
+  newest_ = in.signedVarint();
+  released_upto_ = in.signedVarint();
+  const Timestamp upto = watermark();
+  const uint64_t held = in.count();
+  for (uint64_t i = 0; i < held && in.ok(); ++i) {
+    EventPtr e = in.event();
+    // What push() put in held_: after the watermark, within D of it.
+    if (!e || e->ts() <= upto || e->ts() > upto + max_delay_) {
+      in.fail("a held event outside the reorder span");
+      return;
+    }
+    held_.push(std::move(e));
+  }
+  const uint64_t far = in.count();
+  for (uint64_t i = 0; i < far && in.ok(); ++i) {
+    EventPtr e = in.event();
+    if (!e) {
+      in.fail("a missing event in the reorder buffer");
+      return;
+    }
+    const Timestamp ts = e->ts();
+    far_.emplace(ts, std::move(e));
+  }
+}
+
 ReorderingDetector::ReorderingDetector(std::unique_ptr<Detector> inner, Timestamp max_delay,
                                        LateSink* late, EventTime time)
     : inner_(std::move(inner)), buffer_(max_delay, time), late_(late) {}
@@ -157,6 +198,18 @@ Status ReorderingDetector::onEvent(const EventPtr& event) {
 }
 
 Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
+  Status first = onEventsKeepingTime(events);
+  passTime(first);
+  return first;
+}
+
+Status ReorderingDetector::passHeldTime() {
+  Status first = Status::ok();
+  passTime(first);
+  return first;
+}
+
+Status ReorderingDetector::onEventsKeepingTime(std::span<const EventPtr> events) {
   Status first = Status::ok();
   auto note = [&first](Status s) {
     if (!s && first) first = std::move(s);
@@ -170,7 +223,6 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
       note(late(events[run]));
       events = events.subspan(run + 1);
     }
-    passTime(first);
     return first;
   }
   // Releasing once after every push gives the same order as releasing after
@@ -182,7 +234,6 @@ Status ReorderingDetector::onEvents(std::span<const EventPtr> events) {
     note(offer(events[i]));
   }
   note(forwardReady());
-  passTime(first);
   return first;
 }
 
@@ -228,6 +279,28 @@ Status ReorderingDetector::forward(std::span<const EventPtr> events) {
 Status ReorderingDetector::forward(const EventPtr& event) {
   released_ = event->ts();
   return inner_->onEvent(event);
+}
+
+Status ReorderingDetector::snapshot(SnapshotWriter& out) const {
+  out.section("reorder", kReorderStateVersion);
+  out.signedVarint(buffer_.maxDelay());
+  out.signedVarint(released_);
+  out.signedVarint(passed_);
+  buffer_.snapshot(out);
+  return inner_->snapshot(out);
+}
+
+Status ReorderingDetector::restore(SnapshotReader& in) {
+  if (!in.section("reorder", kReorderStateVersion)) return in.status();
+  if (const Timestamp d = in.signedVarint(); in.ok() && d != buffer_.maxDelay()) {
+    in.fail("the snapshot's maximum delay is " + std::to_string(d) + ", this query's " +
+            std::to_string(buffer_.maxDelay()));
+  }
+  released_ = in.signedVarint();
+  passed_ = in.signedVarint();
+  buffer_.restore(in);
+  if (!in.ok()) return in.status();
+  return inner_->restore(in);
 }
 
 }  // namespace cepbus::plugin

@@ -39,6 +39,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/snapshot.h"
 #include "bus/core/status.h"
 #include "bus/host/time/time_buckets.h"
 
@@ -121,6 +122,11 @@ class ReorderBuffer {
   Timestamp watermark() const { return newest_ == INT64_MIN ? INT64_MIN : newest_ - max_delay_; }
   size_t size() const { return ready_.size() - ready_head_ + held_.size() + far_.size(); }
 
+  // The events held and the event time, between calls (nothing ready).
+  void snapshot(SnapshotWriter& out) const;
+  // Into a buffer of the same delay and time mode that has seen nothing.
+  void restore(SnapshotReader& in);
+
  private:
   // Makes ready what the watermark `upto` passed, and moves into held_ what
   // came within D of it.
@@ -163,6 +169,14 @@ class ReorderingDetector final : public Detector {
   // delay, lateness before the inner detector's errors (it sees the batch's
   // released events after all are pushed).
   Status onEvents(std::span<const EventPtr> events) override;
+  // onEvents() except that the inner detector does not hear the time pass
+  // (it hears it at the next call that moves it, or passHeldTime()): for a
+  // host that stops in the middle of what one run hands over in one call (a
+  // checkpoint), so that the detector sees the calls that one run makes.
+  Status onEventsKeepingTime(std::span<const EventPtr> events);
+  // Tells the inner detector the time passed that onEventsKeepingTime()
+  // held back (nothing when none was).
+  Status passHeldTime();
   // ReorderBuffer::advanceTo(), then forwards what it made ready and tells
   // the inner detector the time that passed: timers fire with no event.
   Status advanceTo(Timestamp event_time);
@@ -186,6 +200,11 @@ class ReorderingDetector final : public Detector {
   }
   // The inner detector's: events the delay holds back are no partial matches.
   std::optional<DetectorState> state() const override { return inner_->state(); }
+  // The inner detector's version: the buffer's own state is the host's, in
+  // a section of its own before the inner detector's.
+  uint32_t snapshotVersion() const override { return inner_->snapshotVersion(); }
+  Status snapshot(SnapshotWriter& out) const override;
+  Status restore(SnapshotReader& in) override;
 
  private:
   // Hands `events` (in order) to the inner detector.

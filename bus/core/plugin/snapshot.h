@@ -1,0 +1,143 @@
+#pragma once
+
+// Detector snapshots: the bytes a detector's state is written to and read
+// back from (Detector::snapshot() and Detector::restore(), plugin ABI 8), and
+// the file around them. docs/plugins.md ("Snapshots") is the format's
+// reference; in short, all integers little-endian:
+//
+//   "CEPBSNAP"                 8 bytes, the magic
+//   format version             4 bytes (kSnapshotFormatVersion); fixed here
+//                              in every version, so a newer file is told apart
+//   engine                     string: the engine whose state it holds
+//   engine state version       varint: Detector::snapshotVersion()
+//   fingerprint                8 bytes: the query's (snapshotFingerprint())
+//   position                   varint: the host's input position
+//   event table                varint count, then each event as one string
+//                              (its JSON line in full format, event_json.h)
+//   body                       varint length, then the detectors' state
+//   CRC-32                     4 bytes, of every byte before it
+//
+// A string is a varint length and its bytes; a signed integer a zigzag
+// varint; a double its 8 IEEE-754 bytes; a Value a kind byte and its payload.
+// An event in the body is its index in the event table plus one (0: none),
+// so an event that several partial matches share is written once and
+// restored as one shared event.
+//
+// The reader never throws and never reads out of bounds: the first thing
+// that does not parse (a length beyond the end, an unknown kind, an event
+// index outside the table) makes the reader fail, every later read returns a
+// zero value, and status() says what and where. A restoring detector checks
+// ok() before it trusts what it read.
+//
+// Thread safety: none; a writer or reader is used by one thread.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/core/api.h"
+#include "bus/core/event.h"
+#include "bus/core/status.h"
+#include "bus/core/value.h"
+
+namespace cepbus::plugin {
+
+// The layout above. A file of a later version is refused as written by a
+// newer cepbus.
+inline constexpr uint32_t kSnapshotFormatVersion = 1;
+
+// What a snapshot file says about itself, before the state.
+struct CEPBUS_API SnapshotHeader {
+  uint32_t format_version = kSnapshotFormatVersion;
+  std::string engine;
+  uint32_t engine_version = 0;
+  uint64_t fingerprint = 0;
+  // Where the host's input stood (for `cepbus match`, the events consumed).
+  uint64_t position = 0;
+};
+
+// A stable 64-bit hash (FNV-1a) of `canonical`: the text of a query as
+// printed (pattern/printer.h) and its options, the same on every build.
+CEPBUS_API uint64_t snapshotFingerprint(std::string_view canonical);
+
+// CRC-32 (IEEE 802.3, the zlib one) of `bytes`.
+CEPBUS_API uint32_t crc32(std::span<const unsigned char> bytes);
+
+class CEPBUS_API SnapshotWriter {
+ public:
+  void varint(uint64_t v);
+  void signedVarint(int64_t v);
+  void u8(uint8_t v) { body_.push_back(v); }
+  void flag(bool v) { u8(v ? 1 : 0); }
+  void real(double v);
+  void string(std::string_view s);
+  void value(const Value& v);
+  // `event` (may be null) by its place in the event table.
+  void event(const EventPtr& event);
+  // A section: `name` and its state version, checked by
+  // SnapshotReader::section() so that state read by the wrong code is
+  // refused by name rather than misread.
+  void section(std::string_view name, uint32_t version);
+
+  // The whole file: `header` (its format version is kSnapshotFormatVersion),
+  // the events, the body written so far and the checksum. An error when an
+  // event cannot be written exactly (event_json.h, encodeEventExactly).
+  Result<std::string> finish(const SnapshotHeader& header) const;
+
+ private:
+  std::vector<unsigned char> body_;
+  std::vector<const Event*> events_;  // the event table, in first-written order
+  std::vector<EventPtr> keep_;        // events_, alive until finish()
+  std::unordered_map<const Event*, uint64_t> index_;
+};
+
+class CEPBUS_API SnapshotReader {
+ public:
+  // Checks the magic, the format version (a newer one is refused as such),
+  // the checksum (corruption, truncation), then reads the header and the
+  // event table. The error says which check failed.
+  static Result<SnapshotReader> open(std::string_view bytes);
+
+  const SnapshotHeader& header() const { return header_; }
+
+  uint64_t varint();
+  int64_t signedVarint();
+  uint8_t u8();
+  bool flag();
+  double real();
+  std::string string();
+  Value value();
+  EventPtr event();
+  // A count of items each at least `min_bytes` long: more than the bytes
+  // left make the reader fail (no huge allocation on a corrupted count).
+  uint64_t count(size_t min_bytes = 1);
+  // Reads a section written by SnapshotWriter::section(): fails unless it is
+  // `name` at `version`, naming both.
+  bool section(std::string_view name, uint32_t version);
+
+  // Makes the reader fail with `why` (the first failure stays).
+  void fail(const std::string& why);
+  bool ok() const { return status_.isOk(); }
+  const Status& status() const { return status_; }
+  // Whether the body has been read to its end.
+  bool atEnd() const { return pos_ == end_; }
+
+ private:
+  SnapshotReader() = default;
+  // Whether `n` more bytes are there before end_; fails the reader if not.
+  bool need(size_t n);
+  // The fixed-width little-endian integer of `n` bytes.
+  uint64_t fixed(size_t n);
+
+  SnapshotHeader header_;
+  std::string data_;  // the whole file
+  size_t pos_ = 0;
+  size_t end_ = 0;  // the end of what may be read now: the body's, once open
+  std::vector<EventPtr> events_;
+  Status status_;
+};
+
+}  // namespace cepbus::plugin

@@ -1,0 +1,408 @@
+// `cepbus match --checkpoint FILE --stop-after N` then `--resume FILE`: the
+// two outputs together are the output of one run, for every split point N,
+// per engine that snapshots (nfa, window), over strategies, negation,
+// Kleene, PARTITION BY, construction methods, windows with GROUP BY and EMIT
+// EVERY, and --max-delay over re-ordered input; and every bad checkpoint
+// file is refused with a message naming the file and the reason.
+//
+// CEPBUS_CHECKPOINT_CASES (streams per query, default 3) and
+// CEPBUS_CHECKPOINT_SEED run it longer.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bus/app/match_command.h"
+#include "bus/core/plugin/snapshot.h"
+
+namespace cepbus::app {
+namespace {
+
+struct Case {
+  std::string engine;
+  std::string query;
+  std::vector<std::string> options;
+};
+
+// The queries of the differential: each exercises a kind of state.
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  const std::vector<std::string> nfa = {
+      "PATTERN SEQ(A a, B b, C c) WHERE a.x <= c.x WITHIN 12",
+      "PATTERN SEQ(A a, B b, C c) WITHIN 12 STRATEGY skip_till_next_match",
+      "PATTERN SEQ(A a, B b) WITHIN 6 STRATEGY strict_contiguity",
+      "PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x WITHIN 10",
+      "PATTERN SEQ(A a, B b, NOT(D d)) WITHIN 7",
+      "PATTERN SEQ(NOT(D d), A a, B b) WHERE d.k = a.k WITHIN 8",
+      "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x >= b[i-1].x WITHIN 10",
+      "PATTERN SEQ(A a, B+ b[], C c) WITHIN 10 STRATEGY skip_till_next_match",
+      "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k",
+      "PATTERN SEQ(A a, B b, NOT(D d)) WITHIN 9 PARTITION BY k",
+  };
+  for (const std::string& q : nfa) {
+    for (const char* construction : {"construction=per_event", "construction=batched"}) {
+      all.push_back({"nfa", q, {construction}});
+    }
+  }
+  all.push_back(
+      {"nfa", "PATTERN SEQ(A a, B b, C c) WITHIN 12", {"construction=batched", "batch_period=5"}});
+  // Caps on the state that strike often: what they dropped, and the least
+  // recently active partitions they shed, are part of the state.
+  all.push_back(
+      {"nfa",
+       "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k",
+       {"construction=per_event", "max_partition_partial_matches=3", "max_partial_matches=5"}});
+  all.push_back(
+      {"nfa",
+       "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k",
+       {"construction=batched", "max_partition_partial_matches=2", "state_policy=refuse_new"}});
+  // FROM A a WINDOW <window> RETURN R(<columns>) <emit>.
+  struct WindowQuery {
+    std::string window, columns, emit;
+  };
+  const std::vector<WindowQuery> windows = {
+      {"TUMBLING 10 GROUP BY a.k", "a.k AS k, count(a) AS n, sum(a.x) AS s", ""},
+      {"SLIDING 12 EVERY 4 GROUP BY a.k", "a.k AS k, avg(a.x) AS m, min(a.x) AS lo, max(a.x) AS hi",
+       ""},
+      {"SESSION GAP 3 GROUP BY a.k", "a.k AS k, count(a) AS n, first(a.x) AS f, last(a.x) AS l",
+       ""},
+      {"TUMBLING 12 GROUP BY a.k", "a.k AS k, count(a) AS n, stddev(a.x) AS sd", " EMIT EVERY 5"},
+      {"SESSION GAP 4", "count(a) AS n, sum(a.x) AS s", " EMIT EVERY 3"},
+  };
+  for (const WindowQuery& w : windows) {
+    all.push_back(
+        {"window", "FROM A a WINDOW " + w.window + " RETURN R(" + w.columns + ")" + w.emit, {}});
+  }
+  return all;
+}
+
+class MatchCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("match_checkpoint_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // A random stream of `n` events of types A-D with x in 0..3 and k in 0..2;
+  // ts rise by 0-2, and with `delay` > 0 each event is moved up to `delay`
+  // behind its place, as a source that re-orders would.
+  std::string stream(std::mt19937_64& rng, int n, int delay) {
+    std::vector<std::pair<int64_t, std::string>> events;
+    int64_t ts = 0;
+    for (int i = 0; i < n; ++i) {
+      ts += static_cast<int64_t>(rng() % 3);
+      const char type = static_cast<char>('A' + rng() % 4);
+      events.emplace_back(ts, "{\"type\":\"" + std::string(1, type) +
+                                  "\",\"ts\":" + std::to_string(ts) +
+                                  ",\"attrs\":{\"x\":" + std::to_string(rng() % 4) +
+                                  ",\"k\":" + std::to_string(rng() % 3) + "}}\n");
+    }
+    if (delay > 0) {
+      for (size_t i = 1; i < events.size(); ++i) {
+        size_t j = i;
+        // Swap back while within the delay of the newest before it.
+        while (j > 0 && rng() % 2 == 0 && events[i].first - events[j - 1].first < delay) --j;
+        std::rotate(events.begin() + static_cast<std::ptrdiff_t>(j),
+                    events.begin() + static_cast<std::ptrdiff_t>(i),
+                    events.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      }
+    }
+    std::string text;
+    for (const auto& e : events) text += e.second;
+    std::string file = path("events.jsonl");
+    std::ofstream(file) << text;
+    return file;
+  }
+
+  MatchCommandOptions options(const Case& c, const std::string& events) const {
+    MatchCommandOptions o;
+    o.engine = c.engine;
+    o.query = c.query;
+    o.options = c.options;
+    o.events_file = events;
+    o.full = true;
+    o.plugin_paths.push_back(std::string(CEPBUS_TEST_BUILD_DIR) + "/plugins");
+    return o;
+  }
+
+  // Runs the command; `out` is its output without the events' ids, which
+  // are unique per event made, not a function of the stream.
+  int run(const MatchCommandOptions& o, std::string& out) {
+    std::ostringstream o_out;
+    err_.str("");
+    const int rc = runMatchCommand(o, o_out, err_);
+    static const std::regex kId("\"id\":[0-9]+,?");
+    out = std::regex_replace(o_out.str(), kId, "");
+    return rc;
+  }
+
+  std::filesystem::path dir_;
+  std::ostringstream err_;
+};
+
+int envOr(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
+}
+
+TEST_F(MatchCheckpointTest, StopAndResumeAtEverySplitPrintsExactlyTheOneRunOutput) {
+  const int streams = envOr("CEPBUS_CHECKPOINT_CASES", 3);
+  std::mt19937_64 rng(static_cast<uint64_t>(envOr("CEPBUS_CHECKPOINT_SEED", 20261207)));
+  constexpr int kEvents = 40;
+  size_t runs = 0;
+  size_t with_matches = 0;
+  for (const Case& base : cases()) {
+    for (int delay : {0, 3}) {
+      Case c = base;
+      if (delay > 0) c.options.push_back("max_delay=" + std::to_string(delay));
+      for (int s = 0; s < streams; ++s) {
+        const std::string events = stream(rng, kEvents, delay);
+        std::string whole;
+        ASSERT_EQ(run(options(c, events), whole), 0) << c.query << "\n" << err_.str();
+        with_matches += whole.empty() ? 0 : 1;
+        for (int n = 0; n <= kEvents + 1; ++n) {
+          MatchCommandOptions first = options(c, events);
+          first.checkpoint_file = path("state.snap");
+          first.stop_after = n;
+          std::string before;
+          ASSERT_EQ(run(first, before), 0) << c.query << " N=" << n << "\n" << err_.str();
+          MatchCommandOptions second = options(c, events);
+          second.resume_file = first.checkpoint_file;
+          std::string after;
+          ASSERT_EQ(run(second, after), 0) << c.query << " N=" << n << "\n" << err_.str();
+          runs += 2;
+          if (before + after == whole) continue;
+          ADD_FAILURE() << c.engine << " " << c.query << " options "
+                        << ::testing::PrintToString(c.options) << " split after " << n
+                        << " events\nwhole:\n"
+                        << whole << "before:\n"
+                        << before << "after:\n"
+                        << after;
+          break;  // the next stream
+        }
+      }
+    }
+  }
+  EXPECT_GT(with_matches, cases().size()) << "the streams must give matches to compare";
+  std::printf("{\"test\":\"checkpoint_differential\",\"runs\":%zu,\"streams_with_matches\":%zu}\n",
+              runs, with_matches);
+}
+
+// The command reads 256 events at a time and time passes at the end of each
+// read: splits at, before and after those ends, and at the last event.
+TEST_F(MatchCheckpointTest, SplitsAroundTheReadBatchesOfALongerStream) {
+  std::mt19937_64 rng(static_cast<uint64_t>(envOr("CEPBUS_CHECKPOINT_SEED", 20261207)) + 1);
+  constexpr int kEvents = 700;
+  const std::vector<Case> long_cases = {
+      {"nfa", "PATTERN SEQ(A a, B b, NOT(D d)) WITHIN 9 PARTITION BY k", {}},
+      {"nfa", "PATTERN SEQ(A a, B+ b[], C c) WITHIN 10", {"max_delay=3"}},
+      {"window",
+       "FROM A a WINDOW SLIDING 12 EVERY 4 GROUP BY a.k RETURN R(count(a) AS n) EMIT EVERY 5",
+       {"max_delay=3"}},
+  };
+  for (const Case& c : long_cases) {
+    const bool delayed = !c.options.empty();
+    const std::string events = stream(rng, kEvents, delayed ? 3 : 0);
+    std::string whole;
+    ASSERT_EQ(run(options(c, events), whole), 0) << err_.str();
+    ASSERT_FALSE(whole.empty());
+    for (int n : {1, 255, 256, 257, 300, 511, 512, 513, 699, 700}) {
+      MatchCommandOptions first = options(c, events);
+      first.checkpoint_file = path("state.snap");
+      first.stop_after = n;
+      std::string before, after;
+      ASSERT_EQ(run(first, before), 0) << err_.str();
+      MatchCommandOptions second = options(c, events);
+      second.resume_file = first.checkpoint_file;
+      ASSERT_EQ(run(second, after), 0) << err_.str();
+      EXPECT_EQ(before + after, whole) << c.query << " split after " << n;
+    }
+  }
+}
+
+TEST_F(MatchCheckpointTest, ACheckpointCanBeResumedAndCheckpointedAgain) {
+  std::mt19937_64 rng(7);
+  const Case c{"nfa", "PATTERN SEQ(A a, B b, NOT(D d)) WITHIN 9 PARTITION BY k", {}};
+  const std::string events = stream(rng, 60, 0);
+  std::string whole, one, two, three;
+  ASSERT_EQ(run(options(c, events), whole), 0);
+  MatchCommandOptions a = options(c, events);
+  a.checkpoint_file = path("a.snap");
+  a.stop_after = 20;
+  ASSERT_EQ(run(a, one), 0) << err_.str();
+  MatchCommandOptions b = options(c, events);
+  b.resume_file = a.checkpoint_file;
+  b.checkpoint_file = path("b.snap");
+  b.stop_after = 45;
+  ASSERT_EQ(run(b, two), 0) << err_.str();
+  MatchCommandOptions d = options(c, events);
+  d.resume_file = b.checkpoint_file;
+  ASSERT_EQ(run(d, three), 0) << err_.str();
+  EXPECT_FALSE(whole.empty());
+  EXPECT_EQ(one + two + three, whole);
+}
+
+class BadCheckpointTest : public MatchCheckpointTest {
+ protected:
+  void SetUp() override {
+    MatchCheckpointTest::SetUp();
+    std::mt19937_64 rng(11);
+    events_ = stream(rng, 30, 0);
+    MatchCommandOptions o = options(nfa_, events_);
+    o.checkpoint_file = path("good.snap");
+    o.stop_after = 15;
+    std::string out;
+    ASSERT_EQ(run(o, out), 0) << err_.str();
+    std::ifstream in(o.checkpoint_file, std::ios::binary);
+    good_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    ASSERT_GT(good_.size(), 20u);
+  }
+
+  // Resumes `c` from a file holding `bytes`; its exit status, stderr in err_.
+  int resumeFrom(const std::string& bytes, const Case& c) {
+    const std::string file = path("bad.snap");
+    std::ofstream(file, std::ios::binary) << bytes;
+    MatchCommandOptions o = options(c, events_);
+    o.resume_file = file;
+    std::string out;
+    const int rc = run(o, out);
+    EXPECT_TRUE(out.empty()) << "nothing runs on a refused checkpoint";
+    EXPECT_NE(err_.str().find("bad.snap"), std::string::npos) << err_.str();
+    return rc;
+  }
+
+  const Case nfa_{"nfa", "PATTERN SEQ(A a, B b, C c) WITHIN 12", {}};
+  std::string events_;
+  std::string good_;
+};
+
+TEST_F(BadCheckpointTest, AFlippedByteIsRefusedAsCorrupted) {
+  for (size_t i : {size_t{12}, good_.size() / 2, good_.size() - 1}) {
+    std::string bad = good_;
+    bad[i] = static_cast<char>(bad[i] ^ 0x01);
+    EXPECT_NE(resumeFrom(bad, nfa_), 0);
+    EXPECT_NE(err_.str().find("corrupted or truncated"), std::string::npos) << err_.str();
+  }
+}
+
+TEST_F(BadCheckpointTest, ATruncatedFileIsRefused) {
+  for (size_t n : {size_t{0}, size_t{5}, size_t{13}, good_.size() - 1}) {
+    EXPECT_NE(resumeFrom(good_.substr(0, n), nfa_), 0) << n;
+  }
+  EXPECT_NE(err_.str().find("truncated"), std::string::npos) << err_.str();
+}
+
+TEST_F(BadCheckpointTest, AnotherQueryOrOptionIsRefusedAsSuch) {
+  Case other = nfa_;
+  other.query = "PATTERN SEQ(A a, B b, C c) WITHIN 13";
+  EXPECT_NE(resumeFrom(good_, other), 0);
+  EXPECT_NE(err_.str().find("another query or options"), std::string::npos) << err_.str();
+  other = nfa_;
+  other.options = {"max_delay=2"};
+  EXPECT_NE(resumeFrom(good_, other), 0);
+  EXPECT_NE(err_.str().find("another query or options"), std::string::npos) << err_.str();
+}
+
+TEST_F(BadCheckpointTest, AnotherEngineIsRefusedByName) {
+  const Case window{"window", "FROM A a WINDOW TUMBLING 10 RETURN R(count(a) AS n)", {}};
+  EXPECT_NE(resumeFrom(good_, window), 0);
+  EXPECT_NE(err_.str().find("engine 'nfa', this run's engine is 'window'"), std::string::npos)
+      << err_.str();
+}
+
+TEST_F(BadCheckpointTest, ANewerFormatIsRefusedAsNewer) {
+  std::string newer = good_;
+  newer[8] = static_cast<char>(plugin::kSnapshotFormatVersion + 1);
+  const size_t body = newer.size() - 4;
+  const uint32_t crc = plugin::crc32({reinterpret_cast<const unsigned char*>(newer.data()), body});
+  for (size_t i = 0; i < 4; ++i) newer[body + i] = static_cast<char>(crc >> (8 * i));
+  EXPECT_NE(resumeFrom(newer, nfa_), 0);
+  EXPECT_NE(err_.str().find("written by a newer cepbus"), std::string::npos) << err_.str();
+}
+
+TEST_F(BadCheckpointTest, AMissingFileOrAShorterEventsFileIsRefused) {
+  MatchCommandOptions o = options(nfa_, events_);
+  o.resume_file = path("absent.snap");
+  std::string out;
+  EXPECT_NE(run(o, out), 0);
+  EXPECT_NE(err_.str().find("cannot open checkpoint"), std::string::npos) << err_.str();
+  const std::string shorter = path("short.jsonl");
+  std::ofstream(shorter) << "{\"type\":\"A\",\"ts\":1}\n";
+  o = options(nfa_, shorter);
+  o.resume_file = path("good.snap");
+  EXPECT_NE(run(o, out), 0);
+  EXPECT_NE(err_.str().find("was written after 15 events"), std::string::npos) << err_.str();
+}
+
+TEST_F(MatchCheckpointTest, AnEngineThatDoesNotSnapshotIsRefusedByName) {
+  std::mt19937_64 rng(3);
+  const std::string events = stream(rng, 10, 0);
+  MatchCommandOptions o = options({"algebra", "PATTERN SEQ(A a, B b) WITHIN 5", {}}, events);
+  o.checkpoint_file = path("x.snap");
+  o.stop_after = 5;
+  std::string out;
+  EXPECT_NE(run(o, out), 0);
+  EXPECT_NE(err_.str().find("engine 'algebra' cannot checkpoint"), std::string::npos) << err_.str();
+  EXPECT_FALSE(std::filesystem::exists(o.checkpoint_file));
+}
+
+TEST_F(MatchCheckpointTest, AHostStageThatDoesNotSnapshotIsRefusedByName) {
+  std::mt19937_64 rng(3);
+  const std::string events = stream(rng, 10, 0);
+  MatchCommandOptions o =
+      options({"nfa", "PATTERN SEQ(A a, B b) WITHIN 5 EMIT FIRST EVERY 10", {}}, events);
+  o.checkpoint_file = path("x.snap");
+  std::string out;
+  EXPECT_NE(run(o, out), 0);
+  EXPECT_NE(err_.str().find("output control (EMIT FIRST/LAST EVERY"), std::string::npos)
+      << err_.str();
+  EXPECT_TRUE(out.empty());
+  o = options({"auto", "PATTERN SEQ(A a, B b) WITHIN 5", {}}, events);
+  o.checkpoint_file = path("x.snap");
+  EXPECT_NE(run(o, out), 0);
+  EXPECT_NE(err_.str().find("engine auto's trial between two engines cannot be checkpointed"),
+            std::string::npos)
+      << err_.str();
+}
+
+// The real binary, twice, as a user runs it.
+TEST_F(MatchCheckpointTest, TheCepbusBinaryStopsAndResumes) {
+  std::mt19937_64 rng(5);
+  const std::string events = stream(rng, 50, 2);
+  const std::string common = std::string(CEPBUS_BINARY) + " match --engine nfa --plugin-path " +
+                             CEPBUS_TEST_BUILD_DIR + "/plugins --max-delay 2 --events " + events +
+                             " --query 'PATTERN SEQ(A a, B b, NOT(C c)) WITHIN 8 PARTITION BY k'";
+  auto shell = [](const std::string& command, std::string& out) {
+    FILE* p = ::popen(command.c_str(), "r");
+    out.clear();
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    return ::pclose(p);
+  };
+  std::string whole, before, after;
+  ASSERT_EQ(shell(common, whole), 0);
+  const std::string snap = path("run.snap");
+  ASSERT_EQ(shell(common + " --checkpoint " + snap + " --stop-after 23", before), 0);
+  ASSERT_EQ(shell(common + " --resume " + snap, after), 0);
+  EXPECT_FALSE(whole.empty());
+  EXPECT_EQ(before + after, whole);
+  EXPECT_FALSE(std::filesystem::exists(snap + ".tmp"));
+}
+
+}  // namespace
+}  // namespace cepbus::app
