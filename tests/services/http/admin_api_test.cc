@@ -347,7 +347,7 @@ TEST_F(AdminApiTest, AnAddressBeyondTheWireNameBudgetIsRefusedAndKnownOnesStillW
   const std::string event = R"({"type":"Stock","ts":5,"attrs":{"price":2.5}})";
   ASSERT_EQ(call("POST", "/api/events/stocks.ibm", "Bearer s3cret", event).status, 200);
 
-  setWireNameBudget(wireNameStats().created);  // no new name from clients from now on
+  setWireNameBudget(wireNameStats().held);  // no new name from clients from now on
   const uint64_t refused_before = wireNameStats().refused;
   const AdminResponse refused =
       call("POST", "/api/events/stocks.never-seen-before", "Bearer s3cret", event);
