@@ -363,6 +363,28 @@ TEST_F(AdminApiTest, AnAddressBeyondTheWireNameBudgetIsRefusedAndKnownOnesStillW
   EXPECT_EQ(recorder.events().size(), 2u);
 }
 
+// The token is one client: the address and the names only its events carry
+// count against its max-names while held, and the event names come back
+// when the events are gone.
+TEST(AdminApiNamesTest, TheTokensEventsHoldNamesWithinItsMaxNames) {
+  TestBroker bus;
+  const AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", nullptr, nullptr, 3);
+  auto post = [&](std::string_view body) {
+    return api.handle(AdminRequest{"POST", "/api/events/names.a", "Bearer s3cret", body});
+  };
+  auto recorder = std::make_unique<Recorder>(*bus.broker, "rec", "names.#");
+  // The address and two names: the token's 3.
+  ASSERT_EQ(post(R"({"type":"TokenNamesT","ts":1,"attrs":{"token_a":1}})").status, 200);
+  const AdminResponse refused = post(R"({"type":"TokenNamesT","ts":2,"attrs":{"token_b":1}})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_NE(errorOf(refused).find("attribute name 'token_b' refused: names held per client "
+                                  "(max-names): 3 reached"),
+            std::string::npos)
+      << refused.body;
+  recorder.reset();  // the recorded event goes, and its names with it
+  EXPECT_EQ(post(R"({"type":"TokenNamesT","ts":3,"attrs":{"token_b":1}})").status, 200);
+}
+
 TEST(AdminApiNoTokenTest, RefusesStateChangesAndSaysHowToConfigureAToken) {
   TestBroker bus;
   const std::string event = R"({"type":"Stock","ts":5})";
