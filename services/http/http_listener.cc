@@ -561,10 +561,9 @@ Status HttpListenerService::start() {
   if (!impl.config.token_env.empty()) {
     if (const char* value = std::getenv(impl.config.token_env.c_str())) token = value;
   }
-  impl.api = std::make_unique<AdminApi>(impl.context.broker, impl.context.registry,
-                                        std::move(token), impl.config.token_env,
-                                        impl.context.deployer, &impl.context.plugins,
-                                        impl.options.max_names);
+  impl.api = std::make_unique<AdminApi>(
+      impl.context.broker, impl.context.registry, std::move(token), impl.config.token_env,
+      impl.context.deployer, &impl.context.plugins, impl.options.max_names);
   impl.ioc.emplace(1);
   const std::string address = impl.config.host + ":" + std::to_string(impl.config.port);
   const auto refuse = [&](const beast::error_code& ec) {

@@ -6,9 +6,8 @@ namespace cepbus::services::http {
 
 std::any HttpListenerElement::parse(const descriptor::Element& e) const {
   using descriptor::kMaxCapacity;
-  e.allowAttributes(
-      {"host", "port", "token-env", "max-connections", "max-ws-clients", "request-timeout",
-       "max-names"});
+  e.allowAttributes({"host", "port", "token-env", "max-connections", "max-ws-clients",
+                     "request-timeout", "max-names"});
   e.noChildren();
   HttpListenerConfig l;
   l.where = e.where();
