@@ -202,7 +202,8 @@ Result<EventPtr> decodeEvent(std::string_view line, WireNameQuota* names) {
   padded.assign(line);
   padded.resize(line.size() + FastEventDecoder::kPadding);
   if (std::optional<EventPtr> e =
-          decoder.decode(std::string_view(padded.data(), line.size()), padded.size())) {
+          decoder.decode(std::string_view(padded.data(), line.size()), padded.size(),
+                         /*hold_new_names=*/names == nullptr)) {
     return std::move(*e);
   }
   return decodeEventReference(line, names);
