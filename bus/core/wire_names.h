@@ -12,6 +12,8 @@
 // to EventBuilder, the event keeps it, and the last holder to let go frees
 // the name; the last kIdleHeldNames names given back are kept a while, so a
 // client repeating a name no query knows does not re-create it per event.
+// The fast JSON decoder's cache holds the last 4096 names it met, per
+// decoder (fast_event_decoder.h): a bounded few more.
 //
 // Two limits bound what clients hold: the process-wide budget (a safety cap
 // on names held; the idle ones come on top) and a WireNameQuota per client (the
