@@ -9,7 +9,8 @@ namespace cepbus::router {
 Registry::Registry() : wire_names_(stats_.scope(kWireNameSchema)) {
   namespace w = wire_name_stats;
   wire_names_->counter(w::kRefused, [] { return wireNameStats().refused; });
-  wire_names_->gauge(w::kCreated, [] { return static_cast<double>(wireNameStats().created); });
+  wire_names_->gauge(w::kHeld, [] { return static_cast<double>(wireNameStats().held); });
+  wire_names_->counter(w::kGivenBack, [] { return wireNameStats().given_back; });
   wire_names_->gauge(w::kBudget, [] { return static_cast<double>(wireNameStats().budget); });
 }
 

@@ -27,13 +27,15 @@ namespace wire_name_stats {
 using stats::MetricSpec;
 inline constexpr MetricSpec kRefused = MetricSpec::counter(
     "refused",
-    "Event types and attribute names from clients refused: the budget of new names "
+    "Event types and attribute names from clients refused: the budget of names held "
     "was spent.");
-inline constexpr MetricSpec kCreated =
-    MetricSpec::gauge("created", "Names clients created in the symbol table.");
+inline constexpr MetricSpec kHeld = MetricSpec::gauge(
+    "held", "Names from clients in the symbol table now; given back when nothing holds them.");
+inline constexpr MetricSpec kGivenBack = MetricSpec::counter(
+    "given_back", "Names from clients freed because nothing held them any more.");
 inline constexpr MetricSpec kBudget =
     MetricSpec::gauge("budget", "How many names clients may create.");
-inline constexpr MetricSpec kAll[] = {kRefused, kCreated, kBudget};
+inline constexpr MetricSpec kAll[] = {kRefused, kHeld, kGivenBack, kBudget};
 }  // namespace wire_name_stats
 inline constexpr stats::Schema kWireNameSchema{"wire_names", wire_name_stats::kAll};
 

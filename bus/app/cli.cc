@@ -80,8 +80,8 @@ const CommandSpec& runSpec() {
          "stop once every replay source is finished and every queue is empty (batch runs, "
          "the quickstart)"},
         {"--wire-name-budget", "N",
-         "how many distinct event types and attribute names clients may add to the symbol "
-         "table; beyond it events with new names are refused (default: " +
+         "how many distinct event types and attribute names from clients the symbol table "
+         "may hold at once; beyond it events with new names are refused (default: " +
              std::to_string(kDefaultWireNameBudget) + ")"},
         kLogLevelOption,
         kHelpOption,

@@ -6,6 +6,13 @@
 
 namespace cepbus {
 
+Event::~Event() {
+  if (!holds_names_) return;
+  releaseHeldName(type_);
+  releaseHeldName(source_);
+  for (const Attribute& a : attrs_) releaseHeldName(a.name);
+}
+
 const Value* Event::find(Symbol name) const {
   for (const Attribute& a : attrs_) {
     if (a.name == name) return &a.value;
@@ -23,8 +30,11 @@ EventId nextEventId() {
   return prefix | (counter.fetch_add(1, std::memory_order_relaxed) & ((EventId{1} << 40) - 1));
 }
 
-EventBuilder::EventBuilder(Symbol type) : event_(std::make_shared<Event>(Event::Key())) {
-  event_->type_ = type;
+EventBuilder::EventBuilder(Symbol type) : EventBuilder(NameHold::of(type)) {}
+
+EventBuilder::EventBuilder(NameHold type) : event_(std::make_shared<Event>(Event::Key())) {
+  event_->holds_names_ = type.symbol().held();
+  event_->type_ = type.release();
 }
 
 EventBuilder& EventBuilder::at(Timestamp ts) { return interval(ts, ts); }
@@ -37,13 +47,18 @@ EventBuilder& EventBuilder::interval(Timestamp start, Timestamp end) {
 }
 
 EventBuilder& EventBuilder::set(Symbol name, Value value) {
+  return set(NameHold::of(name), std::move(value));
+}
+
+EventBuilder& EventBuilder::set(NameHold name, Value value) {
   auto& attrs = event_->attrs_;
-  auto it = std::lower_bound(attrs.begin(), attrs.end(), name,
+  auto it = std::lower_bound(attrs.begin(), attrs.end(), name.symbol(),
                              [](const Attribute& a, Symbol n) { return a.name < n; });
-  if (it != attrs.end() && it->name == name) {
-    it->value = std::move(value);
+  if (it != attrs.end() && it->name == name.symbol()) {
+    it->value = std::move(value);  // the event holds the name already: `name` lets go
   } else {
-    attrs.insert(it, Attribute{name, std::move(value)});
+    event_->holds_names_ |= name.symbol().held();
+    attrs.insert(it, Attribute{name.release(), std::move(value)});
   }
   return *this;
 }
@@ -79,8 +94,12 @@ EventBuilder& EventBuilder::id(EventId id) {
   return *this;
 }
 
-EventBuilder& EventBuilder::source(Symbol endpoint) {
-  event_->source_ = endpoint;
+EventBuilder& EventBuilder::source(Symbol endpoint) { return source(NameHold::of(endpoint)); }
+
+EventBuilder& EventBuilder::source(NameHold endpoint) {
+  releaseHeldName(event_->source_);
+  event_->holds_names_ |= endpoint.symbol().held();
+  event_->source_ = endpoint.release();
   return *this;
 }
 

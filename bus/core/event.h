@@ -13,6 +13,11 @@
 // EventPtr (shared_ptr<const Event>); they are safe to read from any thread.
 // Attributes are kept sorted by symbol id, so find() is a short scan of ids:
 // no string is hashed on the hot path.
+//
+// An event holds the held names (symbol.h) it carries — type, source,
+// attribute names from a client that no query knows — and gives them back
+// when it dies; an event of permanent names only holds nothing and pays
+// nothing for it.
 
 #include <cstdint>
 #include <memory>
@@ -23,6 +28,7 @@
 #include "bus/core/api.h"
 #include "bus/core/symbol.h"
 #include "bus/core/value.h"
+#include "bus/core/wire_names.h"
 
 namespace cepbus {
 
@@ -46,6 +52,9 @@ class CEPBUS_API Event {
     Key() = default;
   };
   explicit Event(Key /*unused*/) {}
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
 
   Symbol type() const { return type_; }
   Timestamp start() const { return start_; }
@@ -80,6 +89,7 @@ class CEPBUS_API Event {
   Value key_;
   std::vector<Attribute> attrs_;
   std::vector<EventPtr> constituents_;
+  bool holds_names_ = false;  // some symbol above is held: let go in ~Event()
 };
 
 // Returns a fresh process-unique event id. Ids embed a per-process random
@@ -91,12 +101,17 @@ class CEPBUS_API EventBuilder {
  public:
   explicit EventBuilder(Symbol type);
   explicit EventBuilder(std::string_view type) : EventBuilder(Symbol::intern(type)) {}
+  // The event takes over the hold (a decoder's name from the wire).
+  explicit EventBuilder(NameHold type);
 
   // An atomic event at `ts`.
   EventBuilder& at(Timestamp ts);
   EventBuilder& interval(Timestamp start, Timestamp end);
-  // Sets (or replaces) an attribute.
+  // Sets (or replaces) an attribute. A held `name` must be kept alive by
+  // the caller meanwhile (read off an event it holds); the event holds it too.
   EventBuilder& set(Symbol name, Value value);
+  // The same, the event taking over the hold.
+  EventBuilder& set(NameHold name, Value value);
   EventBuilder& set(std::string_view name, Value value);
   // Room for `n` attributes, so that a decoder that knows the count sets them
   // with a single allocation.
@@ -106,6 +121,7 @@ class CEPBUS_API EventBuilder {
   EventBuilder& cost(int32_t cost);
   EventBuilder& id(EventId id);
   EventBuilder& source(Symbol endpoint);
+  EventBuilder& source(NameHold endpoint);
   // Adds a constituent and widens the interval to cover it, so a composite
   // event spans ⟨min start, max end⟩ of its parts (P1).
   EventBuilder& constituent(EventPtr part);

@@ -46,7 +46,7 @@ Result<int64_t> toInteger(const Json& j, std::string_view field) {
                                  (j.is_number() ? j.dump() : std::string(j.type_name())));
 }
 
-Result<EventPtr> fromJson(const Json& j) {
+Result<EventPtr> fromJson(const Json& j, WireNameQuota* names) {
   if (!j.is_object()) {
     return Status::invalidArgument(std::string("expected a JSON object, got ") + j.type_name());
   }
@@ -66,9 +66,9 @@ Result<EventPtr> fromJson(const Json& j) {
   if (type_name.find('\0') != std::string::npos) {
     return Status::invalidArgument("\"type\": must not contain a NUL character");
   }
-  const std::optional<Symbol> type = internWireName(type_name);
-  if (!type) return Status::rejected(wireNameRefusal("event type", type_name));
-  EventBuilder b(*type);
+  std::optional<NameHold> type = holdWireName(type_name, names);
+  if (!type) return Status::rejected(wireNameRefusal("event type", type_name, names));
+  EventBuilder b(std::move(*type));
   Timestamp start = *ts;
   bool has_start = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -80,9 +80,9 @@ Result<EventPtr> fromJson(const Json& j) {
       for (auto a = v.begin(); a != v.end(); ++a) {
         auto value = toValue(a.value(), "attrs." + a.key());
         if (!value) return value.status();
-        const std::optional<Symbol> name = internWireName(a.key());
-        if (!name) return Status::rejected(wireNameRefusal("attribute name", a.key()));
-        b.set(*name, std::move(*value));
+        std::optional<NameHold> name = holdWireName(a.key(), names);
+        if (!name) return Status::rejected(wireNameRefusal("attribute name", a.key(), names));
+        b.set(std::move(*name), std::move(*value));
       }
     } else if (k == "prob") {
       if (!v.is_number()) return Status::invalidArgument("\"prob\": expected a number");
@@ -113,11 +113,11 @@ Result<EventPtr> fromJson(const Json& j) {
       b.id(v.get<uint64_t>());
     } else if (k == "source") {
       if (!v.is_string()) return Status::invalidArgument("\"source\": expected a string");
-      const std::optional<Symbol> source = internWireName(v.get_ref<const std::string&>());
+      std::optional<NameHold> source = holdWireName(v.get_ref<const std::string&>(), names);
       if (!source) {
-        return Status::rejected(wireNameRefusal("source", v.get_ref<const std::string&>()));
+        return Status::rejected(wireNameRefusal("source", v.get_ref<const std::string&>(), names));
       }
-      b.source(*source);
+      b.source(std::move(*source));
     } else if (k == "start") {
       auto s = toInteger(v, "start");
       if (!s) return s.status();
@@ -126,7 +126,7 @@ Result<EventPtr> fromJson(const Json& j) {
     } else if (k == "events") {
       if (!v.is_array()) return Status::invalidArgument("\"events\": expected an array");
       for (const Json& part : v) {
-        auto e = fromJson(part);
+        auto e = fromJson(part, names);
         if (!e) return Status::invalidArgument("\"events\": " + e.status().message());
         b.constituent(std::move(*e));
       }
@@ -193,7 +193,7 @@ Json toJson(const Event& e, EventFormat format) {
 
 }  // namespace
 
-Result<EventPtr> decodeEvent(std::string_view line) {
+Result<EventPtr> decodeEvent(std::string_view line, WireNameQuota* names) {
   // A single line has no padding after it: copy it into a buffer that has.
   // Per thread, a cache of scratch buffers that nothing else reads: no
   // protocol between components.
@@ -202,13 +202,14 @@ Result<EventPtr> decodeEvent(std::string_view line) {
   padded.assign(line);
   padded.resize(line.size() + FastEventDecoder::kPadding);
   if (std::optional<EventPtr> e =
-          decoder.decode(std::string_view(padded.data(), line.size()), padded.size())) {
+          decoder.decode(std::string_view(padded.data(), line.size()), padded.size(),
+                         /*hold_new_names=*/names == nullptr)) {
     return std::move(*e);
   }
-  return decodeEventReference(line);
+  return decodeEventReference(line, names);
 }
 
-Result<EventPtr> decodeEventReference(std::string_view line) {
+Result<EventPtr> decodeEventReference(std::string_view line, WireNameQuota* names) {
   Json j;
   try {
     j = Json::parse(line);
@@ -220,7 +221,7 @@ Result<EventPtr> decodeEventReference(std::string_view line) {
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     return Status::invalidArgument("malformed JSON: " + what);
   }
-  return fromJson(j);
+  return fromJson(j, names);
 }
 
 std::string encodeEvent(const Event& event, EventFormat format) {

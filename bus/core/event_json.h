@@ -21,19 +21,23 @@
 #include "bus/core/api.h"
 #include "bus/core/event.h"
 #include "bus/core/status.h"
+#include "bus/core/wire_names.h"
 
 namespace cepbus {
 
 class FastEventDecoder;
 
 // Decodes one line. On failure the status says what is wrong with it
-// (without a line number; EventLineReader adds that).
-CEPBUS_API Result<EventPtr> decodeEvent(std::string_view line);
+// (without a line number; EventLineReader adds that). Names no query knows
+// are held by the event (wire_names.h); with `names`, they are charged to
+// that client's quota while held.
+CEPBUS_API Result<EventPtr> decodeEvent(std::string_view line, WireNameQuota* names = nullptr);
 // The decoder that defines the answer (nlohmann::json): decodeEvent() and
 // EventLineReader read common lines on a faster path (fast_event_decoder.h)
 // and give this function's result, event or error, for every line. Exposed
 // for the fuzz target and the benchmark that compare the two.
-CEPBUS_API Result<EventPtr> decodeEventReference(std::string_view line);
+CEPBUS_API Result<EventPtr> decodeEventReference(std::string_view line,
+                                                 WireNameQuota* names = nullptr);
 
 enum class EventFormat {
   kCompact,  // type, ts, attrs and the optional fields that differ from defaults

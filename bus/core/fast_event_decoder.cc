@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "bus/core/wire_names.h"
+
 namespace cepbus {
 namespace {
 
@@ -99,7 +101,8 @@ const size_t FastEventDecoder::kPadding = simdjson::SIMDJSON_PADDING;
 
 class FastEventDecoder::Impl {
  public:
-  std::optional<EventPtr> decode(std::string_view line, size_t capacity) {
+  std::optional<EventPtr> decode(std::string_view line, size_t capacity, bool hold_new_names) {
+    hold_new_names_ = hold_new_names;
     od::document doc;
     od::object object;
     if (parser_.iterate(line.data(), line.size(), capacity).get(doc) ||
@@ -230,15 +233,28 @@ class FastEventDecoder::Impl {
     return true;
   }
 
-  // The symbol of a name interned before; nullopt for a new name, which the
-  // reference decoder interns against the wire-name budget (wire_names.h).
-  // The cache spares the symbol table's lock on every field of every line.
+  // The symbol of a name: interned, or held from the wire (wire_names.h)
+  // when hold_new_names_; nullopt otherwise, or when the name is refused:
+  // the reference decoder then holds it through the client's quota, or
+  // gives the refusal. The cache spares the symbol table's lock on every
+  // field of every line; it holds the held names it caches, so the events
+  // built from them only count a reference each.
   std::optional<Symbol> symbol(std::string_view name) {
-    if (auto it = names_.find(name); it != names_.end()) return it->second;
-    const Symbol s = Symbol::find(name);
-    if (s.empty() && !name.empty()) return std::nullopt;
+    if (auto it = names_.find(name); it != names_.end()) {
+      const Symbol s = it->second.symbol();
+      if (s.held() && !hold_new_names_) return std::nullopt;  // a client's quota must see it
+      return s;
+    }
+    NameHold hold = NameHold::of(Symbol::find(name));
+    if (hold.symbol().empty() && !name.empty()) {
+      std::optional<NameHold> held = hold_new_names_ ? holdWireName(name) : std::nullopt;
+      if (!held) return std::nullopt;
+      hold = std::move(*held);
+    }
+    const Symbol s = hold.symbol();
+    if (s.held() && !hold_new_names_) return std::nullopt;
     if (names_.size() >= kMaxCachedNames) names_.clear();
-    names_.emplace(std::string(name), s);
+    names_.emplace(std::string(name), std::move(hold));
     return s;
   }
 
@@ -246,20 +262,23 @@ class FastEventDecoder::Impl {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  // Bounds the cache of a stream with many distinct names.
+  // Bounds the cache of a stream with many distinct names, and so the held
+  // names a decoder keeps alive.
   static constexpr size_t kMaxCachedNames = 4096;
 
   od::parser parser_;
-  std::unordered_map<std::string, Symbol, Hash, std::equal_to<>> names_;
+  bool hold_new_names_ = true;  // of the current decode()
+  std::unordered_map<std::string, NameHold, Hash, std::equal_to<>> names_;
   std::vector<Attribute> attrs_;
 };
 
 FastEventDecoder::FastEventDecoder() : impl_(std::make_unique<Impl>()) {}
 FastEventDecoder::~FastEventDecoder() = default;
 
-std::optional<EventPtr> FastEventDecoder::decode(std::string_view line, size_t capacity) {
+std::optional<EventPtr> FastEventDecoder::decode(std::string_view line, size_t capacity,
+                                                 bool hold_new_names) {
   if (capacity < line.size() + kPadding) return std::nullopt;
-  return impl_->decode(line, capacity);
+  return impl_->decode(line, capacity, hold_new_names);
 }
 
 }  // namespace cepbus

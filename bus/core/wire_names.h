@@ -1,25 +1,31 @@
 #pragma once
 
-// A budget on the symbols that input from clients may create.
+// Names from clients: held while in use, given back after, within budgets.
 //
-// The symbol table (symbol.h) keeps every name forever and holds at most
-// Symbol::kMaxSymbols of them; once full, every intern() throws, also those
-// of a query being deployed. Event types and attribute names come from
-// clients, so a client that sends millions of distinct property names would
-// exhaust it for everyone. Decoders of client input (the JSON-lines codec,
-// the AMQP mapping) therefore intern through internWireName(): a name the
-// table already holds is returned as it is; a new one is interned only while
-// the names created this way stay within the budget; beyond it the name is
-// refused and counted, and the decoder refuses the event with an error that
-// says so. Names from queries, descriptors and the bus itself are not
-// counted and never refused.
+// Event types and attribute names come from clients, so a client sending
+// millions of distinct names must not grow the bus for ever nor shut other
+// clients out. Decoders of client input (the JSON-lines codec, the AMQP
+// mapping) therefore take names through holdWireName(): a permanent name
+// (one a query, descriptor or the bus interned) is returned as it is, free
+// of charge; any other becomes a held name (symbol.h) that lives while the
+// events carrying it do and is given back after. The decoder hands the hold
+// to EventBuilder, the event keeps it, and the last holder to let go frees
+// the name; the last kIdleHeldNames names given back are kept a while, so a
+// client repeating a name no query knows does not re-create it per event.
+// The fast JSON decoder's cache holds the last 4096 names it met, per
+// decoder (fast_event_decoder.h): a bounded few more.
 //
-// The budget is a process-wide safety cap; what keeps one client from
-// spending it for all the others is its WireNameQuota: a decoder that knows
-// its client (the AMQP listener knows the connection and its user) charges
-// each new name to that client's quota, so a client that spent its share is
-// refused while another still creates names. Names are not given back yet:
-// a name stays interned, and charged to its quota, for the process's life.
+// Two limits bound what clients hold: the process-wide budget (a safety cap
+// on names held; the idle ones come on top) and a WireNameQuota per client (the
+// AMQP listener charges a connection and its user). A quota counts the names
+// its client created and something still holds; a name given back is
+// refunded to the quota it was charged to, so a client that leaves gets its
+// share back once its events are gone, and nobody spends the budget for good.
+// A name refused by either limit is counted, and the decoder refuses the
+// event with an error that says which limit.
+//
+// Addresses (link targets, admin API) still go through internWireName(),
+// which interns permanently and charges for good, as before names were held.
 //
 // Thread safety: every function is safe to call from any thread.
 
@@ -38,23 +44,24 @@ namespace cepbus {
 // A quarter of the table: clients can never take the rest from queries.
 inline constexpr uint32_t kDefaultWireNameBudget = Symbol::kMaxSymbols / 4;
 
-// One client's share of the new names client input may create: at most
-// `limit` of them, and at most what its parent (the quota of the client's
-// user, shared by its connections) still allows. `setting` names the limit
+// One client's share of the names client input holds: at most `limit` names
+// it created and something still holds, and at most what its parent (the
+// quota of the client's user, shared by its connections) still allows. `setting` names the limit
 // in refusals ("max-names"). Each refusal it makes is counted in `refused`
 // too, which the owner of the quotas sums (e.g. over connections).
-// Thread safety: charged under the symbol table's lock by internWireName();
+// Thread safety: charged and refunded under the symbol table's lock;
 // its counts may be read from any thread. Ownership: shares its parent and
-// its refusal tally.
-class CEPBUS_API WireNameQuota {
+// its refusal tally; each name charged to it shares it too, so the quota
+// outlives its client until the client's names are given back.
+class CEPBUS_API WireNameQuota : public std::enable_shared_from_this<WireNameQuota> {
  public:
   WireNameQuota(uint32_t limit, std::string setting, std::shared_ptr<std::atomic<uint64_t>> refused,
                 std::shared_ptr<WireNameQuota> parent = nullptr);
 
   uint32_t limit() const { return limit_; }
   const std::string& setting() const { return setting_; }
-  // New names charged to it so far.
-  uint32_t created() const { return created_.load(std::memory_order_relaxed); }
+  // Names charged to it that are not given back yet.
+  uint32_t held() const { return held_.load(std::memory_order_relaxed); }
 
   // The quota of this chain (itself, then its parents) that is spent;
   // nullptr while every one has room.
@@ -67,23 +74,81 @@ class CEPBUS_API WireNameQuota {
   const std::string setting_;
   const std::shared_ptr<std::atomic<uint64_t>> refused_;
   const std::shared_ptr<WireNameQuota> parent_;
-  std::atomic<uint32_t> created_{0};
+  std::atomic<uint32_t> held_{0};
 };
 
-// The symbol of `name`; nullopt when it is new and the budget is spent, or
-// `quota` (when given) is.
+namespace wire_names_detail {
+CEPBUS_API void acquire(Symbol held);
+CEPBUS_API void release(Symbol held);
+}  // namespace wire_names_detail
+
+// The raw counting behind NameHold and Event: each does nothing for a
+// permanent symbol (inline, so a permanent name costs a test of its id).
+// acquireHeldName() needs a reference held meanwhile.
+inline void acquireHeldName(Symbol symbol) {
+  if (symbol.held()) wire_names_detail::acquire(symbol);
+}
+inline void releaseHeldName(Symbol symbol) {
+  if (symbol.held()) wire_names_detail::release(symbol);
+}
+
+// One reference to a held name, or a permanent symbol (which needs none).
+// Moving hands the reference on; destroying it lets go.
+// Thread safety: a value; one thread at a time.
+class CEPBUS_API NameHold {
+ public:
+  NameHold() = default;
+  // Another reference to `symbol`, which the caller must keep alive meanwhile
+  // (it holds it, or an event it holds carries it).
+  static NameHold of(Symbol symbol) {
+    acquireHeldName(symbol);
+    return NameHold(symbol);
+  }
+  ~NameHold() { releaseHeldName(symbol_); }
+  NameHold(NameHold&& other) noexcept : symbol_(other.symbol_) { other.symbol_ = Symbol(); }
+  NameHold& operator=(NameHold&& other) noexcept;
+  NameHold(const NameHold&) = delete;
+  NameHold& operator=(const NameHold&) = delete;
+
+  Symbol symbol() const { return symbol_; }
+  // Gives up the reference to the caller, who must end it with
+  // releaseHeldName() (EventBuilder does, through its event).
+  Symbol release();
+
+ private:
+  friend class SymbolIds;
+  explicit NameHold(Symbol adopted) : symbol_(adopted) {}
+  Symbol symbol_;
+};
+
+// How many names given back are kept for reuse before they are freed.
+inline constexpr uint32_t kIdleHeldNames = 1024;
+
+// A hold on `name`: its permanent symbol, or a held name created or found
+// (charged to `quota`, when given, unless something holds it already);
+// nullopt when it is new and the budget or `quota` is spent.
+CEPBUS_API std::optional<NameHold> holdWireName(std::string_view name,
+                                                WireNameQuota* quota = nullptr);
+
+// The permanent symbol of `name`, for names held by slow-path objects that
+// do not count references yet (addresses); nullopt when it is new and the
+// budget or `quota` is spent. A name created here is never given back.
 CEPBUS_API std::optional<Symbol> internWireName(std::string_view name,
                                                 WireNameQuota* quota = nullptr);
 
-// How many new names client input may create in this process (default
-// kDefaultWireNameBudget). Lowering it below what was already created
-// refuses every further new name; the names already created stay.
+// How many names from client input the process may hold at once (default
+// kDefaultWireNameBudget). Lowering it below what is held refuses every
+// further new name until enough are given back; held names stay.
 CEPBUS_API void setWireNameBudget(uint32_t budget);
 
 struct CEPBUS_API WireNameStats {
   uint32_t budget = 0;
-  uint32_t created = 0;  // new names interned through internWireName()
-  uint64_t refused = 0;  // names refused because the budget was spent
+  // Names from clients something holds now, and those internWireName()
+  // created for good: what the budget counts.
+  uint32_t held = 0;
+  uint32_t idle = 0;        // besides: given back, kept for reuse (kIdleHeldNames at most)
+  uint64_t refused = 0;     // names refused because the budget was spent
+  uint64_t given_back = 0;  // held names freed since the start
 };
 CEPBUS_API WireNameStats wireNameStats();
 

@@ -449,13 +449,16 @@ std::optional<std::string> percentDecode(std::string_view text) {
 }
 
 AdminApi::AdminApi(router::Broker& broker, router::Registry& registry, std::string token,
-                   std::string token_env, Deployer* deployer, const plugin::PluginLoader* plugins)
+                   std::string token_env, Deployer* deployer, const plugin::PluginLoader* plugins,
+                   uint32_t max_names)
     : broker_(broker),
       registry_(registry),
       token_(std::move(token)),
       token_env_(std::move(token_env)),
       deployer_(deployer),
       plugins_(plugins),
+      names_(std::make_shared<WireNameQuota>(max_names, "max-names",
+                                             std::make_shared<std::atomic<uint64_t>>(0))),
       audit_(Poco::Logger::get(std::string(kAuditLogger))) {}
 
 AdminResponse AdminApi::handle(const AdminRequest& request) const {
@@ -804,11 +807,13 @@ AdminResponse AdminApi::publish(std::string_view address, std::string_view body)
   if (Status valid = router::validateAddress(address); !valid) {
     return adminError(400, valid.message());
   }
-  // Refused like a new attribute name beyond the budget (bus/core/wire_names.h):
-  // every address becomes a symbol the process keeps.
-  const std::optional<Symbol> symbol = internWireName(address);
-  if (!symbol) return adminError(400, wireNameRefusal("address", address));
-  Result<EventPtr> event = decodeEvent(body);
+  // The token is one client: the address (a symbol the process keeps) and the
+  // names only the event carries (held while it lives) are charged to its
+  // max-names (bus/core/wire_names.h), so publishing here cannot spend the
+  // process-wide budget the AMQP clients share.
+  const std::optional<Symbol> symbol = internWireName(address, names_.get());
+  if (!symbol) return adminError(400, wireNameRefusal("address", address, names_.get()));
+  Result<EventPtr> event = decodeEvent(body, names_.get());
   if (!event) return adminError(400, "bad event: " + event.status().message());
   flows::Exchange exchange;
   exchange.event = std::move(event).value();

@@ -67,10 +67,12 @@
 // api is immutable after construction. Ownership: refers to the broker,
 // registry and deployer, which must outlive it.
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "bus/core/wire_names.h"
 #include "bus/host/loader/plugin_loader.h"
 #include "router/broker.h"
 #include "router/registry.h"
@@ -112,9 +114,12 @@ class AdminApi {
   // `token_env` is only used to say how to configure one.
   // `deployer` may be null (no bus): the deployment calls then answer 503.
   // `plugins` may be null: /api/plugins then lists only the descriptor's.
+  // `max_names`: the names the token's published events and addresses may
+  // hold (wire_names.h), its share of the process-wide budget.
   AdminApi(router::Broker& broker, router::Registry& registry, std::string token,
            std::string token_env, Deployer* deployer = nullptr,
-           const plugin::PluginLoader* plugins = nullptr);
+           const plugin::PluginLoader* plugins = nullptr,
+           uint32_t max_names = kDefaultWireNameBudget / 10);
 
   AdminResponse handle(const AdminRequest& request) const;
 
@@ -143,6 +148,8 @@ class AdminApi {
   const std::string token_env_;
   Deployer* const deployer_;
   const plugin::PluginLoader* const plugins_;
+  // The token's quota of names held (max-names): one token, one client.
+  const std::shared_ptr<WireNameQuota> names_;
   Poco::Logger& audit_;
 };
 

@@ -561,9 +561,9 @@ Status HttpListenerService::start() {
   if (!impl.config.token_env.empty()) {
     if (const char* value = std::getenv(impl.config.token_env.c_str())) token = value;
   }
-  impl.api = std::make_unique<AdminApi>(impl.context.broker, impl.context.registry,
-                                        std::move(token), impl.config.token_env,
-                                        impl.context.deployer, &impl.context.plugins);
+  impl.api = std::make_unique<AdminApi>(
+      impl.context.broker, impl.context.registry, std::move(token), impl.config.token_env,
+      impl.context.deployer, &impl.context.plugins, impl.options.max_names);
   impl.ioc.emplace(1);
   const std::string address = impl.config.host + ":" + std::to_string(impl.config.port);
   const auto refuse = [&](const beast::error_code& ec) {
@@ -633,6 +633,7 @@ std::unique_ptr<Service> makeHttpListener(const HttpListenerConfig& listener,
       static_cast<size_t>(listener.max_connections.value_or(options.max_connections));
   options.max_ws_clients =
       static_cast<size_t>(listener.max_ws_clients.value_or(options.max_ws_clients));
+  options.max_names = static_cast<uint32_t>(listener.max_names.value_or(options.max_names));
   if (listener.request_timeout_ms) {
     options.request_timeout = std::chrono::milliseconds(*listener.request_timeout_ms);
   }

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "bus/base/stats/store.h"
+#include "bus/core/wire_names.h"
 #include "services/http/http_listener_config.h"
 #include "services/service.h"
 
@@ -58,6 +59,9 @@ struct HttpListenerOptions {
   size_t max_connections = 256;           // open at once, WebSocket feeds included
   size_t max_ws_clients = 64;             // WebSocket feeds open at once
   std::chrono::milliseconds request_timeout{10000};  // to read one request, header and body
+  // Names the admin token's events and addresses may hold (wire_names.h),
+  // as an AMQP connection's max-names.
+  uint32_t max_names = kDefaultWireNameBudget / 10;
 };
 
 struct HttpListenerStats {

@@ -27,6 +27,7 @@ struct HttpListenerConfig {
   std::optional<uint64_t> max_connections;     // max-connections: open at once, feeds included
   std::optional<uint64_t> max_ws_clients;      // max-ws-clients: WebSocket feeds open at once
   std::optional<uint64_t> request_timeout_ms;  // request-timeout (ms): to read one request
+  std::optional<uint64_t> max_names;  // max-names: names POST /api/events holds (the token's)
   descriptor::Location where;
 };
 

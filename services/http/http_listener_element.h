@@ -2,7 +2,7 @@
 
 // The descriptor element of the admin and monitoring listener,
 // <listeners><http host port token-env max-connections max-ws-clients
-// request-timeout> (docs/descriptors.md). Registered with the descriptor
+// request-timeout max-names> (docs/descriptors.md). Registered with the descriptor
 // parser by the bus (descriptor::ElementParsers); read into
 // HttpListenerConfig.
 //

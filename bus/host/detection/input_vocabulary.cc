@@ -107,8 +107,15 @@ std::vector<NameUse> namesUsedBy(const Query& query, std::string_view text) {
 
 void InputVocabulary::observe(const Event& event) {
   ++events_;
-  std::unordered_set<Symbol>& names = attributes_[event.type()];
-  for (const Attribute& a : event.attributes()) names.insert(a.name);
+  auto [type, new_type] = attributes_.try_emplace(event.type());
+  if (new_type) keep(event.type());
+  for (const Attribute& a : event.attributes()) {
+    if (type->second.insert(a.name).second) keep(a.name);
+  }
+}
+
+void InputVocabulary::keep(Symbol name) {
+  if (name.held()) holds_.push_back(NameHold::of(name));
 }
 
 void InputVocabulary::observe(std::span<const EventPtr> events) {

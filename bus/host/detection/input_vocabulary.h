@@ -25,6 +25,7 @@
 #include "bus/core/event.h"
 #include "bus/core/pattern/ast.h"
 #include "bus/core/symbol.h"
+#include "bus/core/wire_names.h"
 
 namespace cepbus::detection {
 
@@ -81,9 +82,14 @@ class InputVocabulary {
   std::string unknownKey(const NameUse& use, std::span<const NameUse> uses,
                          std::string_view input) const;
 
+  // Holds a name from the wire (symbol.h) that the event observed carries,
+  // so that it outlives the event.
+  void keep(Symbol name);
+
   const char* absent() const { return declared_ ? "is not declared" : "never occurred"; }
 
   std::unordered_map<Symbol, std::unordered_set<Symbol>> attributes_;  // per event type
+  std::vector<NameHold> holds_;  // of the held names among attributes_
   uint64_t events_ = 0;
   bool declared_ = false;
 };

@@ -184,13 +184,13 @@ const MapEntry* find(const std::vector<MapEntry>& entries, std::string_view name
   return nullptr;
 }
 
-// A name of the message through the client's quota; nullopt with `refusal`
-// set when it is refused.
-std::optional<Symbol> internName(std::string_view what, const std::string& name,
+// A hold on a name of the message through the client's quota; nullopt with
+// `refusal` set when it is refused.
+std::optional<NameHold> holdName(std::string_view what, const std::string& name,
                                  WireNameQuota* names, MappedEvent& refusal) {
-  std::optional<Symbol> symbol = internWireName(name, names);
-  if (!symbol) refusal = failure(kResourceLimitExceeded, wireNameRefusal(what, name, names));
-  return symbol;
+  std::optional<NameHold> hold = holdWireName(name, names);
+  if (!hold) refusal = failure(kResourceLimitExceeded, wireNameRefusal(what, name, names));
+  return hold;
 }
 
 MappedEvent map(const proton::message& message, WireNameQuota* names) {
@@ -255,9 +255,9 @@ MappedEvent map(const proton::message& message, WireNameQuota* names) {
   }
 
   MappedEvent refused;
-  const std::optional<Symbol> type_symbol = internName("event type", type, names, refused);
-  if (!type_symbol) return refused;
-  EventBuilder builder(*type_symbol);
+  std::optional<NameHold> type_name = holdName("event type", type, names, refused);
+  if (!type_name) return refused;
+  EventBuilder builder(std::move(*type_name));
   builder.interval(start, ts);
   for (const MapEntry& e : props) {
     if (e.name == "type" || e.name == "ts" || e.name == "start") continue;
@@ -287,9 +287,9 @@ MappedEvent map(const proton::message& message, WireNameQuota* names) {
       builder.key(std::move(*v));
       continue;
     }
-    const std::optional<Symbol> name = internName("attribute name", e.name, names, refused);
+    std::optional<NameHold> name = holdName("attribute name", e.name, names, refused);
     if (!name) return refused;
-    builder.set(*name, std::move(*v));
+    builder.set(std::move(*name), std::move(*v));
   }
 
   const proton::value& body = message.body();
@@ -307,9 +307,9 @@ MappedEvent map(const proton::message& message, WireNameQuota* names) {
                                           "\": " + proton::type_name(e.value.type()) +
                                           " is not a scalar attribute value");
       }
-      const std::optional<Symbol> name = internName("attribute name", e.name, names, refused);
+      std::optional<NameHold> name = holdName("attribute name", e.name, names, refused);
       if (!name) return refused;
-      builder.set(*name, std::move(*v));
+      builder.set(std::move(*name), std::move(*v));
     }
   }
 

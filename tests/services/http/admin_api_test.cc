@@ -347,7 +347,7 @@ TEST_F(AdminApiTest, AnAddressBeyondTheWireNameBudgetIsRefusedAndKnownOnesStillW
   const std::string event = R"({"type":"Stock","ts":5,"attrs":{"price":2.5}})";
   ASSERT_EQ(call("POST", "/api/events/stocks.ibm", "Bearer s3cret", event).status, 200);
 
-  setWireNameBudget(wireNameStats().created);  // no new name from clients from now on
+  setWireNameBudget(wireNameStats().held);  // no new name from clients from now on
   const uint64_t refused_before = wireNameStats().refused;
   const AdminResponse refused =
       call("POST", "/api/events/stocks.never-seen-before", "Bearer s3cret", event);
@@ -361,6 +361,28 @@ TEST_F(AdminApiTest, AnAddressBeyondTheWireNameBudgetIsRefusedAndKnownOnesStillW
   EXPECT_EQ(stats.refused, refused_before + 1);
   EXPECT_EQ(known.status, 200) << known.body;
   EXPECT_EQ(recorder.events().size(), 2u);
+}
+
+// The token is one client: the address and the names only its events carry
+// count against its max-names while held, and the event names come back
+// when the events are gone.
+TEST(AdminApiNamesTest, TheTokensEventsHoldNamesWithinItsMaxNames) {
+  TestBroker bus;
+  const AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", nullptr, nullptr, 3);
+  auto post = [&](std::string_view body) {
+    return api.handle(AdminRequest{"POST", "/api/events/names.a", "Bearer s3cret", body});
+  };
+  auto recorder = std::make_unique<Recorder>(*bus.broker, "rec", "names.#");
+  // The address and two names: the token's 3.
+  ASSERT_EQ(post(R"({"type":"TokenNamesT","ts":1,"attrs":{"token_a":1}})").status, 200);
+  const AdminResponse refused = post(R"({"type":"TokenNamesT","ts":2,"attrs":{"token_b":1}})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_NE(errorOf(refused).find("attribute name 'token_b' refused: names held per client "
+                                  "(max-names): 3 reached"),
+            std::string::npos)
+      << refused.body;
+  recorder.reset();  // the recorded event goes, and its names with it
+  EXPECT_EQ(post(R"({"type":"TokenNamesT","ts":3,"attrs":{"token_b":1}})").status, 200);
 }
 
 TEST(AdminApiNoTokenTest, RefusesStateChangesAndSaysHowToConfigureAToken) {

@@ -23,7 +23,7 @@ constexpr auto errorsOf = testing::elementErrors<HttpListenerElement>;
 TEST(HttpListenerElementTest, ReadsWhereItListensItsTokenAndItsLimits) {
   auto result = parse(R"(<cepbus name="t"><listeners>
 <http host="::1" port="8080" token-env="CEPBUS_ADMIN_TOKEN" max-connections="7"
-      max-ws-clients="0" request-timeout="1500"/>
+      max-ws-clients="0" request-timeout="1500" max-names="12"/>
 </listeners></cepbus>)");
   ASSERT_TRUE(result.isOk()) << result.status().toString();
   const HttpListenerConfig* http = result->element<HttpListenerConfig>();
@@ -34,6 +34,7 @@ TEST(HttpListenerElementTest, ReadsWhereItListensItsTokenAndItsLimits) {
   EXPECT_EQ(http->max_connections, 7u);
   EXPECT_EQ(http->max_ws_clients, 0u);
   EXPECT_EQ(http->request_timeout_ms, 1500u);
+  EXPECT_EQ(http->max_names, 12u);
   EXPECT_EQ(http->where.toString(), "t.xml:2");
 }
 
@@ -46,6 +47,7 @@ TEST(HttpListenerElementTest, AbsentAttributesLeaveTheListenersDefaults) {
   EXPECT_EQ(http.token_env, "");
   EXPECT_FALSE(http.max_connections.has_value());
   EXPECT_FALSE(http.request_timeout_ms.has_value());
+  EXPECT_FALSE(http.max_names.has_value());
 }
 
 TEST(HttpListenerElementErrorTest, EachBadAttributeIsNamedWithItsLine) {
@@ -64,7 +66,7 @@ TEST(HttpListenerElementErrorTest, EachBadAttributeIsNamedWithItsLine) {
 </listeners></cepbus>)"),
               ElementsAre("t.xml:2: <http>: unknown attribute \"tls\"; expected one of \"host\", "
                           "\"port\", \"token-env\", \"max-connections\", \"max-ws-clients\", "
-                          "\"request-timeout\"",
+                          "\"request-timeout\", \"max-names\"",
                           "t.xml:2: <http>: attribute \"max-connections\" must be between 1 and "
                           "1073741824, got \"0\"",
                           "t.xml:2: <http>: attribute \"request-timeout\" must be a positive "

@@ -297,7 +297,7 @@ TEST(RenderMetricsTest, ARemovedComponentHasNoSamples) {
 // refused count means a client sends ever new event types or attribute names.
 TEST(RenderMetricsTest, ExportsTheWireNameBudget) {
   TestBroker bus;
-  setWireNameBudget(wireNameStats().created);  // no new name from clients
+  setWireNameBudget(wireNameStats().held);  // no new name from clients
   const bool refused = !decodeEvent(R"({"type":"PromNeverSeenType","ts":1})").isOk();
   const Scrape scrape = parseScrape(renderMetrics(*bus.registry));
   const WireNameStats stats = wireNameStats();
@@ -305,11 +305,11 @@ TEST(RenderMetricsTest, ExportsTheWireNameBudget) {
   EXPECT_TRUE(refused);
   ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
   EXPECT_EQ(scrape.type.at("cepbus_wire_names_refused_total"), "counter");
-  EXPECT_EQ(scrape.type.at("cepbus_wire_names_created"), "gauge");
+  EXPECT_EQ(scrape.type.at("cepbus_wire_names_held"), "gauge");
   EXPECT_GE(scrape.samples.at("cepbus_wire_names_refused_total"), 1);
   EXPECT_EQ(scrape.samples.at("cepbus_wire_names_refused_total"),
             static_cast<double>(stats.refused));
-  EXPECT_EQ(scrape.samples.at("cepbus_wire_names_budget"), static_cast<double>(stats.created));
+  EXPECT_EQ(scrape.samples.at("cepbus_wire_names_budget"), static_cast<double>(stats.held));
 }
 
 // The CEP queries' families keep the names and labels they had when /metrics

@@ -554,7 +554,7 @@ TEST_P(AmqpListenerTest, BadAddressesCloseTheLinkWithAReason) {
 // create, and is refused with the resource-limit condition beyond it.
 TEST_P(AmqpListenerTest, ATargetAddressBeyondTheWireNameBudgetClosesTheLinkWithAReason) {
   AmqpListenerService& service = start();
-  setWireNameBudget(wireNameStats().created);  // no new name from clients from now on
+  setWireNameBudget(wireNameStats().held);  // no new name from clients from now on
   TestClient publisher(service.port(), publishing("stocks.never-seen-before"));
   const bool closed = publisher.waitFor([&] { return static_cast<bool>(publisher.error); });
   setWireNameBudget(kDefaultWireNameBudget);

@@ -298,7 +298,7 @@ TEST(MessageMappingTest, RefusesNewNamesBeyondTheWireBudget) {
     return m;
   };
   ASSERT_NE(eventFromMessage(message("WireStock", "wire_known")).event, nullptr);
-  setWireNameBudget(wireNameStats().created);  // no new name from now on
+  setWireNameBudget(wireNameStats().held);  // no new name from now on
   EXPECT_NE(eventFromMessage(message("WireStock", "wire_known")).event, nullptr);
   const MappedEvent property = eventFromMessage(message("WireStock", "wire_new_property"));
   const MappedEvent type = eventFromMessage(message("WireNewType", "wire_known"));
@@ -312,25 +312,36 @@ TEST(MessageMappingTest, RefusesNewNamesBeyondTheWireBudget) {
   EXPECT_EQ(type.condition, "amqp:resource-limit-exceeded");
 }
 
-// With the client's quota, its new names are charged to it and refused,
-// naming the setting, once it is spent.
-TEST(MessageMappingTest, ChargesNewNamesToTheClientsQuota) {
+// With the client's quota, the names only its events carry are charged to
+// it while they are held, refused (naming the setting) once it is spent, and
+// refunded when the events are gone.
+TEST(MessageMappingTest, ChargesNewNamesToTheClientsQuotaWhileHeld) {
   auto refused = std::make_shared<std::atomic<uint64_t>>(0);
-  WireNameQuota quota(2, "max-names", refused);
+  auto quota = std::make_shared<WireNameQuota>(2, "max-names", refused);
   proton::message m;
   m.subject("QuotaStock");
   m.properties().put("ts", int64_t{1});
   m.properties().put("quota_a", int64_t{2});
-  ASSERT_NE(eventFromMessage(m, &quota).event, nullptr);
-  EXPECT_EQ(quota.created(), 2u);  // the type and quota_a
+  MappedEvent first = eventFromMessage(m, quota.get());
+  ASSERT_NE(first.event, nullptr);
+  EXPECT_EQ(quota->held(), 2u);  // the type and quota_a
   m.properties().put("quota_b", int64_t{3});
-  const MappedEvent e = eventFromMessage(m, &quota);
+  const MappedEvent e = eventFromMessage(m, quota.get());
   EXPECT_EQ(e.event, nullptr);
   EXPECT_EQ(e.condition, kResourceLimitExceeded);
   EXPECT_EQ(e.description,
-            "attribute name 'quota_b' refused: new names per client (max-names): 2 reached");
+            "attribute name 'quota_b' refused: names held per client (max-names): 2 reached");
   EXPECT_EQ(refused->load(), 1u);
   EXPECT_NE(eventFromMessage(m).event, nullptr);  // another client's budget is untouched
+  first.event.reset();
+  EXPECT_EQ(quota->held(), 0u);
+  proton::message next;
+  next.subject("QuotaStock");
+  next.properties().put("ts", int64_t{2});
+  next.properties().put("quota_b", int64_t{3});
+  const MappedEvent again = eventFromMessage(next, quota.get());
+  ASSERT_NE(again.event, nullptr);
+  EXPECT_EQ(quota->held(), 2u);  // the type and quota_b
 }
 
 // Found by tests/fuzz/amqp_message_fuzz.cc: an application property "type"
