@@ -115,7 +115,17 @@ void InputVocabulary::observe(const Event& event) {
 }
 
 void InputVocabulary::keep(Symbol name) {
-  if (name.held()) holds_.push_back(NameHold::of(name));
+  if (!name.held()) return;
+  holds_.push_back(NameHold::of(name));
+  held_by_name_.emplace(std::string(name.name()), name);
+}
+
+Symbol InputVocabulary::lookup(std::string_view name) const {
+  // Symbol::find() skips held names (its caller could not keep them
+  // alive); the held names seen here are kept alive by holds_.
+  if (const Symbol s = Symbol::find(name); !s.empty()) return s;
+  const auto held = held_by_name_.find(name);
+  return held == held_by_name_.end() ? Symbol() : held->second;
 }
 
 void InputVocabulary::observe(std::span<const EventPtr> events) {
@@ -150,7 +160,7 @@ std::vector<std::string> InputVocabulary::unknownNames(std::span<const NameUse> 
 }
 
 std::string InputVocabulary::unknownType(const NameUse& use, std::string_view input) const {
-  if (hadType(Symbol::find(use.name))) return "";
+  if (hadType(lookup(use.name))) return "";
   std::vector<std::string_view> types;
   for (const auto& [type, names] : attributes_) types.push_back(type.name());
   std::sort(types.begin(), types.end());  // the guess must not depend on hashing order
@@ -159,9 +169,9 @@ std::string InputVocabulary::unknownType(const NameUse& use, std::string_view in
 }
 
 std::string InputVocabulary::unknownAttribute(const NameUse& use, std::string_view input) const {
-  auto found = attributes_.find(Symbol::find(use.type));
+  auto found = attributes_.find(lookup(use.type));
   if (found == attributes_.end() || found->first.empty()) return "";
-  const Symbol name = Symbol::find(use.name);
+  const Symbol name = lookup(use.name);
   if (!name.empty() && found->second.contains(name)) return "";
   std::vector<std::string_view> names;
   for (Symbol s : found->second) names.push_back(s.name());
@@ -172,12 +182,12 @@ std::string InputVocabulary::unknownAttribute(const NameUse& use, std::string_vi
 
 std::string InputVocabulary::unknownKey(const NameUse& use, std::span<const NameUse> uses,
                                         std::string_view input) const {
-  const Symbol key = Symbol::find(use.name);
+  const Symbol key = lookup(use.name);
   std::vector<std::string_view> seen_types;
   std::vector<std::string_view> names;
   for (const NameUse& u : uses) {
     if (u.kind != NameUse::Kind::kEventType) continue;
-    auto found = attributes_.find(Symbol::find(u.name));
+    auto found = attributes_.find(lookup(u.name));
     if (found == attributes_.end() || found->first.empty()) continue;
     if (!key.empty() && found->second.contains(key)) return "";
     seen_types.push_back(u.name);

@@ -15,6 +15,7 @@
 // time; namesUsedBy() is pure.
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -85,11 +86,15 @@ class InputVocabulary {
   // Holds a name from the wire (symbol.h) that the event observed carries,
   // so that it outlives the event.
   void keep(Symbol name);
+  // The symbol of `name` as the input had it, a held one included; the
+  // empty symbol for a name it never had.
+  Symbol lookup(std::string_view name) const;
 
   const char* absent() const { return declared_ ? "is not declared" : "never occurred"; }
 
   std::unordered_map<Symbol, std::unordered_set<Symbol>> attributes_;  // per event type
-  std::vector<NameHold> holds_;  // of the held names among attributes_
+  std::vector<NameHold> holds_;                              // of the held names among attributes_
+  std::map<std::string, Symbol, std::less<>> held_by_name_;  // the same, by name
   uint64_t events_ = 0;
   bool declared_ = false;
 };
