@@ -24,6 +24,17 @@
 namespace cepbus {
 namespace {
 
+// Under a sanitizer the allocator is the sanitizer's: AddressSanitizer keeps
+// freed blocks in its quarantine, and both keep what they mapped, so the
+// bus's resident set cannot show names given back. Those builds flood (the
+// hold and give-back paths under the sanitizer, the other client served
+// throughout) without the RSS bound, which the regular build checks.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kRssComparable = false;
+#else
+constexpr bool kRssComparable = true;
+#endif
+
 using testing::AmqpTestClient;
 using testing::BusProcess;
 using testing::reservedPort;
@@ -106,8 +117,11 @@ TEST(WireNameFloodTest, AFloodOfNewNamesIsGivenBackAndAnotherClientIsServedThrou
   serveOther();
   const uint64_t after_kb = rssKb(bus.pid());
   std::cout << "{\"flood_names\":" << 2 * total << ",\"rss_before_kb\":" << before_kb
-            << ",\"rss_after_kb\":" << after_kb << ",\"rss_peak_kb\":" << bus.peakRssKb() << "}\n";
-  EXPECT_LE(after_kb, before_kb + 16 * 1024);
+            << ",\"rss_after_kb\":" << after_kb << ",\"rss_peak_kb\":" << bus.peakRssKb()
+            << ",\"rss_compared\":" << (kRssComparable ? "true" : "false") << "}\n";
+  if (kRssComparable) {
+    EXPECT_LE(after_kb, before_kb + 16 * 1024);
+  }
   EXPECT_TRUE(bus.stop());
 }
 
