@@ -274,8 +274,10 @@ const char* matchUsage() {
       "  window); another is refused, naming it.\n"
       "--resume FILE: the same query, options and --events after a --checkpoint run:\n"
       "  skip the events FILE was written after and go on from the next. Both outputs\n"
-      "  together are the output of one run. FILE of another query, options or\n"
-      "  engine, of a newer cepbus, corrupted or truncated is refused, saying which.\n"
+      "  together are the output of one run. A query edited only in WITHIN, WHERE,\n"
+      "  HAVING, RETURN, PROBABILITY or EMIT takes over the state FILE holds (see\n"
+      "  docs/checkpoints.md). FILE of another query, options or engine, of a newer\n"
+      "  cepbus, corrupted or truncated is refused, saying which.\n"
       "--strict: a line of the events that is no event ends the run (exit status 1).\n"
       "  Without it such a line is named on stderr (cepbus match: FILE: line N:\n"
       "  reason (skipped)), counted and skipped; the run goes on and ends with\n"
@@ -437,21 +439,17 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
 
 namespace {
 
-// What a checkpoint of these queries is for: the fingerprint of each query as
-// printed, with its name, and of the options (the host's max_delay among
-// them), so that a checkpoint is resumed only by the same run.
-uint64_t queryFingerprint(const std::vector<PatternLine>& lines,
-                          const std::vector<pattern::Query>& queries,
-                          const plugin::DetectorOptions& options) {
-  std::string canonical;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    canonical.append(lines[i].name).append(1, '\n');
-    canonical.append(pattern::toString(queries[i])).append(1, '\n');
-  }
-  for (const auto& [key, value] : options.values()) {
-    canonical.append(key).append(1, '=').append(value).append(1, '\n');
-  }
-  return plugin::snapshotFingerprint(canonical);
+// What a checkpoint of these queries is for (detection/checkpoint.h): the
+// queries with their names, and the options (the host's max_delay among
+// them), so that a checkpoint is resumed only by the same run or an edit of
+// its queries that keeps their state.
+detection::CheckpointIdentity identityOf(const std::string& engine,
+                                         const std::vector<PatternLine>& lines,
+                                         const std::vector<pattern::Query>& queries,
+                                         const plugin::DetectorOptions& options) {
+  std::vector<detection::CheckpointedQuery> named;
+  for (size_t i = 0; i < lines.size(); ++i) named.push_back({lines[i].name, queries[i]});
+  return detection::checkpointIdentity(engine, named, options);
 }
 
 // The end of the input: the time a checkpoint at its last event held back
@@ -873,8 +871,8 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return 0;
   }
 
-  const detection::CheckpointIdentity identity{group.engine,
-                                               queryFingerprint(lines, queries, *detector_options)};
+  const detection::CheckpointIdentity identity =
+      identityOf(group.engine, lines, queries, *detector_options);
   if (!options.checkpoint_file.empty()) {
     if (Status s = detection::checkCheckpointable(detection); !s) {
       err << "cepbus match: --checkpoint: " << s.message() << '\n';
@@ -886,16 +884,17 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
   uint64_t resume_at = 0;
   if (!options.resume_file.empty()) {
     const auto started = std::chrono::steady_clock::now();
-    auto position = detection::restoreCheckpoint(options.resume_file, detection, identity);
-    if (!position) {
-      err << "cepbus match: --resume: " << position.status().message() << '\n';
+    auto restored = detection::restoreCheckpoint(options.resume_file, detection, identity);
+    if (!restored) {
+      err << "cepbus match: --resume: " << restored.status().message() << '\n';
       return kExitError;
     }
-    resume_at = *position;
+    resume_at = restored->position;
     std::error_code size_error;  // the file was just read: its size is there
     err << "cepbus match: resumed from checkpoint '" << options.resume_file << "' after "
         << resume_at << " events (" << std::filesystem::file_size(options.resume_file, size_error)
-        << " bytes, " << millisecondsSince(started) << " ms)\n";
+        << " bytes, " << millisecondsSince(started) << " ms)"
+        << (restored->carried_over ? ", its state carried over to the edited query" : "") << '\n';
   }
   const uint64_t stop_at = options.stop_after.value_or(UINT64_MAX);
   if (stop_at < resume_at) {

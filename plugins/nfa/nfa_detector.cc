@@ -947,7 +947,7 @@ void NfaDetector::restorePartition(Partition& p, plugin::SnapshotReader& in) {
 }
 
 Status NfaDetector::snapshot(plugin::SnapshotWriter& out) const {
-  out.section("nfa", kSnapshotVersion);
+  out.section("nfa", kSnapshotVersion, plan_->state_shape);
   out.signedVarint(now_);
   out.signedVarint(next_batch_);
   out.varint(matches_);
@@ -966,7 +966,6 @@ Status NfaDetector::snapshot(plugin::SnapshotWriter& out) const {
   out.varint(parked_heap_.size());
   for (uint32_t slot : parked_heap_) {
     const Parked& match = parked_[slot];
-    out.signedVarint(match.deadline);
     out.varint(match.seq);
     uint64_t partition = 0;
     while (!single_ && live_[partition].get() != match.partition) ++partition;
@@ -980,7 +979,7 @@ Status NfaDetector::snapshot(plugin::SnapshotWriter& out) const {
 }
 
 Status NfaDetector::restore(plugin::SnapshotReader& in) {
-  if (!in.section("nfa", kSnapshotVersion)) return in.status();
+  if (!in.section("nfa", kSnapshotVersion, plan_->state_shape)) return in.status();
   now_ = in.signedVarint();
   next_batch_ = in.signedVarint();
   matches_ = in.varint();
@@ -1010,7 +1009,6 @@ Status NfaDetector::restore(plugin::SnapshotReader& in) {
       break;
     }
     Parked match;
-    match.deadline = in.signedVarint();
     match.seq = in.varint();
     const uint64_t partition = in.varint();
     if (single_ ? partition != 0 : partition >= live_.size()) {
@@ -1029,7 +1027,13 @@ Status NfaDetector::restore(plugin::SnapshotReader& in) {
       match.ends.push_back(static_cast<uint32_t>(in.varint()));
       if (match.ends.back() > match.events.size()) in.fail("a parked match's element end");
     }
-    if (!in.ok() || match.events.empty()) break;
+    if (in.ok() && match.events.empty()) in.fail("a parked match without events");
+    if (!in.ok()) break;
+    // The query's WITHIN decides how long a match waits for its trailing
+    // negation; an edited query's (carried over) may differ from the
+    // writer's, and keeps only the matches that fit in it.
+    match.deadline = addCapped(match.events.front()->ts(), plan_->window);
+    if (match.events.back()->ts() - match.events.front()->ts() > plan_->window) continue;
     ++match.partition->parked;
     held_ += match.events.size();
     for (const EventPtr& e : match.events) bytes_ += entryBytes(*e);
@@ -1037,7 +1041,6 @@ Status NfaDetector::restore(plugin::SnapshotReader& in) {
     parked_heap_.push_back(static_cast<uint32_t>(parked_.size() - 1));
     std::push_heap(parked_heap_.begin(), parked_heap_.end(), LaterDeadline{&parked_});
   }
-  if (in.ok() && parked > 0 && parked_.empty()) in.fail("a parked match without events");
   return in.status();
 }
 

@@ -68,7 +68,8 @@ class NfaDetector final : public plugin::Detector {
   // swept, each with its instance and negation stacks at their absolute
   // indices (links stay valid), the matches parked for a trailing negation,
   // and the event time and batch boundary; a match that batched
-  // construction has not yet built stays pending in its stack.
+  // construction has not yet built stays pending in its stack. The state
+  // carries over into an edited query of the same Plan::state_shape.
   uint32_t snapshotVersion() const override { return kSnapshotVersion; }
   Status snapshot(plugin::SnapshotWriter& out) const override;
   Status restore(plugin::SnapshotReader& in) override;
