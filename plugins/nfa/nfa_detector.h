@@ -35,6 +35,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "bus/core/plugin/detector.h"
@@ -111,6 +112,15 @@ class NfaDetector final : public plugin::Detector {
   };
 
   static constexpr uint32_t kSnapshotVersion = 1;
+
+  // a + b, or INT64_MAX when it overflows (b >= 0).
+  static Timestamp addCapped(Timestamp a, Timestamp b);
+  // What an entry keeps alive, for DetectorState::bytes: the entry and the
+  // fixed part of its event (an event on two stacks counts twice).
+  static uint64_t entryBytes(const Event& event);
+  // Drops the entries of `stack` older than `bound`; returns how many and
+  // the bytes they kept alive.
+  static std::pair<uint64_t, uint64_t> dropBefore(Ring<Entry>& stack, Timestamp bound);
 
   Partition* partitionFor(const Event& event);
   // A live partition for `key` (hashed `hash`), from the pool when it can.
