@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,10 +16,10 @@
 #include "bus/app/engine_comparison.h"
 #include "bus/app/event_replay.h"
 #include "bus/app/flag_reader.h"
+#include "bus/app/match_checkpoints.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/core/pattern/printer.h"
-#include "bus/core/plugin/snapshot.h"
 #include "bus/host/detection/checkpoint.h"
 #include "bus/host/detection/detection.h"
 #include "bus/host/detection/engine_choice.h"
@@ -452,23 +451,6 @@ detection::CheckpointIdentity identityOf(const std::string& engine,
   return detection::checkpointIdentity(engine, named, options);
 }
 
-// The end of the input: the time a checkpoint at its last event held back
-// (one run passes it at the end of its last batch), then the end of the stream.
-Status endOfEvents(detection::Detection& detection) {
-  Status held = detection.passHeldTime();
-  Status end = detection.flush();
-  return held ? end : held;
-}
-
-// Wall-clock milliseconds since `start` as "0.18", for what the command reports.
-std::string millisecondsSince(std::chrono::steady_clock::time_point start) {
-  char text[32];
-  std::snprintf(
-      text, sizeof text, "%.2f",
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  return text;
-}
-
 // The CPU time of the whole process (an engine's workers included): on a
 // machine other processes load, steadier than the wall clock for comparing
 // engines.
@@ -871,37 +853,14 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return 0;
   }
 
-  const detection::CheckpointIdentity identity =
-      identityOf(group.engine, lines, queries, *detector_options);
-  if (!options.checkpoint_file.empty()) {
-    if (Status s = detection::checkCheckpointable(detection); !s) {
-      err << "cepbus match: --checkpoint: " << s.message() << '\n';
-      return kExitError;
-    }
-  }
-  // The events before `resume_at` ran before the checkpoint; `stop_at` ends
-  // this run without ending the stream.
-  uint64_t resume_at = 0;
-  if (!options.resume_file.empty()) {
-    const auto started = std::chrono::steady_clock::now();
-    auto restored = detection::restoreCheckpoint(options.resume_file, detection, identity);
-    if (!restored) {
-      err << "cepbus match: --resume: " << restored.status().message() << '\n';
-      return kExitError;
-    }
-    resume_at = restored->position;
-    std::error_code size_error;  // the file was just read: its size is there
-    err << "cepbus match: resumed from checkpoint '" << options.resume_file << "' after "
-        << resume_at << " events (" << std::filesystem::file_size(options.resume_file, size_error)
-        << " bytes, " << millisecondsSince(started) << " ms)"
-        << (restored->carried_over ? ", its state carried over to the edited query" : "") << '\n';
-  }
-  const uint64_t stop_at = options.stop_after.value_or(UINT64_MAX);
-  if (stop_at < resume_at) {
-    err << "cepbus match: --stop-after " << stop_at << " is before the checkpoint's position, "
-        << resume_at << " events\n";
+  MatchCheckpoints checkpoints(options,
+                               identityOf(group.engine, lines, queries, *detector_options));
+  if (Status s = checkpoints.start(detection, err); !s) {
+    err << "cepbus match: " << s.message() << '\n';
     return kExitError;
   }
+  const uint64_t resume_at = checkpoints.resumeAt();
+  const uint64_t stop_at = checkpoints.stopAt();
 
   auto replay = EventReplay::open(options.events_file, badLines(options, err));
   if (!replay) {
@@ -938,25 +897,8 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     }
     if (batch.empty()) break;
   }
-  if (position < resume_at) {
-    err << "cepbus match: --resume: checkpoint '" << options.resume_file << "' was written after "
-        << resume_at << " events; " << options.events_file << " has " << position << '\n';
-    return kExitError;
-  }
-  if (!options.checkpoint_file.empty()) {
-    // Not the end of the stream: what is pending stays in the state.
-    size_t bytes = 0;
-    const auto started = std::chrono::steady_clock::now();
-    if (Status s = detection::writeCheckpoint(options.checkpoint_file, detection, identity,
-                                              position, &bytes);
-        !s) {
-      err << "cepbus match: --checkpoint: " << s.message() << '\n';
-      return kExitError;
-    }
-    err << "cepbus match: checkpoint '" << options.checkpoint_file << "' written after " << position
-        << " events (" << bytes << " bytes, " << millisecondsSince(started) << " ms)\n";
-  } else if (Status s = endOfEvents(detection); !s) {
-    err << "cepbus match: " << options.events_file << ": at end of events: " << s.message() << '\n';
+  if (Status s = checkpoints.finish(detection, position, err); !s) {
+    err << "cepbus match: " << s.message() << '\n';
     return kExitError;
   }
   if (detection.onTrial()) err << "cepbus match: " << trialLine(detection) << '\n';
