@@ -394,7 +394,8 @@ TEST_F(BadCheckpointTest, AMissingFileOrAShorterEventsFileIsRefused) {
 TEST_F(MatchCheckpointTest, AnEngineThatDoesNotSnapshotIsRefusedByName) {
   std::mt19937_64 rng(3);
   const std::string events = stream(rng, 10, 0);
-  MatchCommandOptions o = options({"join", "PATTERN SEQ(A a, B b) WITHIN 5", {}}, events);
+  MatchCommandOptions o =
+      options({"join", "PATTERN AND(A a, B b) WHERE a.k = b.k WITHIN 5", {}}, events);
   o.checkpoint_file = path("x.snap");
   o.stop_after = 5;
   std::string out;
