@@ -7,35 +7,12 @@
 // index, a leaf, a node, a lazy instance the enumeration could not walk.
 
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "plugins/algebra/algebra_detector.h"
 #include "plugins/algebra/algebra_instance.h"
 
 namespace cepbus::plugins::algebra {
-namespace {
-
-// The instance table: each instance an index, those it points to first.
-template <typename Instance>
-class InstanceTable {
- public:
-  void add(const Instance* inst) {
-    if (index_.contains(inst)) return;
-    if (inst->right) add(inst->right.get());
-    index_.emplace(inst, order_.size());
-    order_.push_back(inst);
-  }
-  uint64_t indexOf(const Instance* inst) const { return index_.at(inst); }
-  const std::vector<const Instance*>& order() const { return order_; }
-
- private:
-  std::unordered_map<const Instance*, uint64_t> index_;
-  std::vector<const Instance*> order_;
-};
-
-}  // namespace
-
 Status AlgebraDetector::snapshot(plugin::SnapshotWriter& out) const {
   out.section("algebra", kSnapshotVersion);
   out.signedVarint(now_);
@@ -48,16 +25,17 @@ Status AlgebraDetector::snapshot(plugin::SnapshotWriter& out) const {
   out.varint(last_filled_.size());
   for (Timestamp ts : last_filled_) out.signedVarint(ts);
 
-  InstanceTable<Instance> table;
+  plugin::SnapshotTable<Instance> table;
+  auto pointees = [](const Instance& inst, const auto& visit) { visit(inst.right.get()); };
   for (const NodeState& st : states_) {
     for (const auto* list : {&st.lhist, &st.rhist, &st.negated}) {
-      for (const InstPtr& inst : *list) table.add(inst.get());
+      for (const InstPtr& inst : *list) table.add(inst.get(), pointees);
     }
   }
   out.varint(table.order().size());
   for (const Instance* inst : table.order()) {
     out.signedVarint(inst->node);
-    out.varint(inst->right ? table.indexOf(inst->right.get()) + 1 : 0);
+    out.varint(table.ref(inst->right.get()));
     out.signedVarint(inst->start);
     out.signedVarint(inst->end);
     out.real(inst->prob);
@@ -73,7 +51,7 @@ Status AlgebraDetector::snapshot(plugin::SnapshotWriter& out) const {
   for (const NodeState& st : states_) {
     for (const auto* list : {&st.lhist, &st.rhist, &st.negated}) {
       out.varint(list->size());
-      for (const InstPtr& inst : *list) out.varint(table.indexOf(inst.get()));
+      for (const InstPtr& inst : *list) out.varint(table.ref(inst.get()) - 1);
     }
     out.flag(st.neg_seen);
     out.signedVarint(st.neg_best);

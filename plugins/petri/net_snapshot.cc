@@ -7,36 +7,11 @@
 // transition's key must match.
 
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "plugins/petri/net_parts.h"
 
 namespace cepbus::plugins::petri {
-namespace {
-
-// The token table: each token an index, those it points to first.
-template <typename Token>
-class TokenTable {
- public:
-  void add(const Token* tok) {
-    if (tok == nullptr || index_.contains(tok)) return;
-    add(tok->parent.get());
-    add(tok->right.get());
-    index_.emplace(tok, order_.size());
-    order_.push_back(tok);
-  }
-  // The index plus one, 0 for none.
-  uint64_t ref(const Token* tok) const { return tok == nullptr ? 0 : index_.at(tok) + 1; }
-  const std::vector<const Token*>& order() const { return order_; }
-
- private:
-  std::unordered_map<const Token*, uint64_t> index_;
-  std::vector<const Token*> order_;
-};
-
-}  // namespace
-
 void PetriNet::snapshot(plugin::SnapshotWriter& out) const {
   out.section("petri", kSnapshotVersion);
   out.varint(seq_);
@@ -45,9 +20,13 @@ void PetriNet::snapshot(plugin::SnapshotWriter& out) const {
   out.varint(taken_.size());
   for (uint64_t seq : taken_) out.varint(seq);
 
-  TokenTable<Token> table;
+  plugin::SnapshotTable<Token> table;
+  auto pointees = [](const Token& tok, const auto& visit) {
+    visit(tok.parent.get());
+    visit(tok.right.get());
+  };
   for (const auto& t : transitions_) {
-    for (const auto& tok : t->place) table.add(tok.get());
+    for (const auto& tok : t->place) table.add(tok.get(), pointees);
   }
   out.varint(table.order().size());
   for (const Token* tok : table.order()) {

@@ -197,4 +197,44 @@ class SnapshotDifferential {
   SnapshotCase case_;
 };
 
+// Each case over `streams` random streams of 40 events, split at every
+// point: a split whose matches differ from the one run's fails the test
+// (once per stream, with both). Also fails unless most streams match.
+inline void expectEverySplitResumes(const std::vector<SnapshotCase>& cases, uint64_t seed,
+                                    int streams = 2) {
+  std::mt19937_64 rng(seed);
+  size_t with_matches = 0;
+  for (const SnapshotCase& c : cases) {
+    const SnapshotDifferential diff(c);
+    for (int s = 0; s < streams; ++s) {
+      const auto events = numberedStream(rng, 40);
+      const std::vector<std::string> whole = diff.whole(events);
+      with_matches += whole.empty() ? 0 : 1;
+      for (size_t k = 0; k <= events.size(); ++k) {
+        const std::vector<std::string> split = diff.split(events, k);
+        if (split == whole) continue;
+        ADD_FAILURE() << c << " split after " << k << "\nwhole: " << ::testing::PrintToString(whole)
+                      << "\nsplit: " << ::testing::PrintToString(split);
+        break;
+      }
+    }
+  }
+  EXPECT_GT(with_matches, cases.size()) << "the streams must give matches to compare";
+}
+
+// Each query's snapshot after 20 of 30 events, damaged byte by byte
+// (mutations()): a quarter of the bytes at least must be refused.
+inline void expectDamageRefused(const std::string& engine, const std::vector<std::string>& queries,
+                                uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (const std::string& q : queries) {
+    const SnapshotDifferential diff({engine, {q}});
+    const auto events = numberedStream(rng, 30);
+    std::string file;
+    diff.split(events, 20, &file);
+    ASSERT_FALSE(file.empty());
+    EXPECT_GT(diff.mutations(file, events, 20), file.size() / 4) << q;
+  }
+}
+
 }  // namespace cepbus::testing

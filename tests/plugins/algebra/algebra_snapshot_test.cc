@@ -50,39 +50,16 @@ std::vector<SnapshotCase> cases() {
 }
 
 TEST(AlgebraSnapshotTest, ResumingFromEverySplitGivesTheOneRunMatches) {
-  std::mt19937_64 rng(20261207);
-  size_t with_matches = 0;
-  for (const SnapshotCase& c : cases()) {
-    const SnapshotDifferential diff(c);
-    for (int s = 0; s < 2; ++s) {
-      const auto events = cepbus::testing::numberedStream(rng, 40);
-      const std::vector<std::string> whole = diff.whole(events);
-      with_matches += whole.empty() ? 0 : 1;
-      for (size_t k = 0; k <= events.size(); ++k) {
-        const std::vector<std::string> split = diff.split(events, k);
-        if (split == whole) continue;
-        ADD_FAILURE() << c << " split after " << k << "\nwhole: " << ::testing::PrintToString(whole)
-                      << "\nsplit: " << ::testing::PrintToString(split);
-        break;
-      }
-    }
-  }
-  EXPECT_GT(with_matches, cases().size()) << "the streams must give matches to compare";
+  cepbus::testing::expectEverySplitResumes(cases(), 20261207);
 }
 
 TEST(AlgebraSnapshotTest, ADamagedBodyIsRefusedOrHarmlessNeverACrash) {
-  std::mt19937_64 rng(5);
-  for (const char* q : {"PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x >= b[i-1].x WITHIN 10",
-                        "PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x WITHIN 10",
-                        "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k"}) {
-    const SnapshotDifferential diff({"algebra", {q}});
-    const auto events = cepbus::testing::numberedStream(rng, 30);
-    std::string file;
-    diff.split(events, 20, &file);
-    ASSERT_FALSE(file.empty());
-    const size_t refused = diff.mutations(file, events, 20);
-    EXPECT_GT(refused, file.size() / 4) << q;
-  }
+  cepbus::testing::expectDamageRefused(
+      "algebra",
+      {"PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x >= b[i-1].x WITHIN 10",
+       "PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x WITHIN 10",
+       "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k"},
+      5);
 }
 
 TEST(AlgebraSnapshotTest, AnotherQuerysStateIsRefused) {
