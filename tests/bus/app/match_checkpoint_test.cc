@@ -46,8 +46,7 @@ void algebraCases(std::vector<Case>& all) {
            "PATTERN WITHIN((A ; B) ~ (C ; D), 10) CONTEXT unrestricted",
            "PATTERN SEQ(A a, B b, C c) WITHIN 12 STRATEGY skip_till_next_match",
            "PATTERN SEQ(A a, B b) WITHIN 6 STRATEGY strict_contiguity",
-           "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > a.x WITHIN 10 "
-           "STRATEGY skip_till_next_match",
+           "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > a.x STRATEGY skip_till_next_match",
            "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k",
            "PATTERN SEQ(A a, NOT(D d), B b) WITHIN 9 PARTITION BY k",
        }) {
