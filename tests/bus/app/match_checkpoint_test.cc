@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -296,6 +297,44 @@ TEST_F(MatchCheckpointTest, ACheckpointCanBeResumedAndCheckpointedAgain) {
   ASSERT_EQ(run(d, three), 0) << err_.str();
   EXPECT_FALSE(whole.empty());
   EXPECT_EQ(one + two + three, whole);
+}
+
+// Several queries in one petri net (--patterns): the net's shared places
+// are written once and every pattern's lines come out as in one run (lines
+// of different patterns within one read batch may interleave differently).
+TEST_F(MatchCheckpointTest, APetriNetOfSeveralPatternsStopsAndResumes) {
+  std::mt19937_64 rng(13);
+  const std::string patterns = path("patterns.txt");
+  std::ofstream(patterns) << "abc: PATTERN SEQ(A a, B b, C c) WITHIN 10\n"
+                             "abd: PATTERN SEQ(A a, B b, D d) WITHIN 8\n"
+                             "dbc: PATTERN SEQ(D d, B b, C c) WHERE d.x = c.x WITHIN 9\n";
+  // Each pattern's lines, in order.
+  auto byPattern = [](const std::string& out) {
+    std::map<std::string, std::string> lines;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      lines[line.substr(0, line.find(',') + 1)] += line + "\n";
+    }
+    return lines;
+  };
+  const std::string events = stream(rng, 60, 0);
+  MatchCommandOptions o = options({"petri", "", {}}, events);
+  o.query.clear();
+  o.patterns_file = patterns;
+  std::string whole;
+  ASSERT_EQ(run(o, whole), 0) << err_.str();
+  ASSERT_EQ(byPattern(whole).size(), 3u) << whole;
+  for (int n : {0, 7, 20, 33, 59, 60}) {
+    MatchCommandOptions first = o;
+    first.checkpoint_file = path("state.snap");
+    first.stop_after = n;
+    std::string before, after;
+    ASSERT_EQ(run(first, before), 0) << err_.str();
+    MatchCommandOptions second = o;
+    second.resume_file = first.checkpoint_file;
+    ASSERT_EQ(run(second, after), 0) << err_.str();
+    EXPECT_EQ(byPattern(before + after), byPattern(whole)) << "split after " << n;
+  }
 }
 
 class BadCheckpointTest : public MatchCheckpointTest {
