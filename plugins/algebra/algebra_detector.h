@@ -46,7 +46,17 @@ class AlgebraDetector final : public plugin::Detector {
     return plugin::DetectorState{kept_, peak_kept_, 0, 0};
   }
 
+  // Snapshots (plugin::Detector; algebra_snapshot.cc): the clock and arrival
+  // numbers, the open tick's events, every node's state, and the instances
+  // it holds, each once (they are shared between nodes and lazy instances
+  // point to others) with its bound events and what it stands for.
+  uint32_t snapshotVersion() const override { return kSnapshotVersion; }
+  Status snapshot(plugin::SnapshotWriter& out) const override;
+  Status restore(plugin::SnapshotReader& in) override;
+
  private:
+  static constexpr uint32_t kSnapshotVersion = 1;
+
   struct Binding;
   struct Instance;
   using InstPtr = std::shared_ptr<const Instance>;
@@ -153,6 +163,10 @@ class AlgebraDetector final : public plugin::Detector {
   // unrestricted semantics below the threshold. Recent semantics picks one
   // instance per tick among all of them, so it checks at the top only.
   bool unlikely(const Instance& inst) const;
+  // Reads one instance of the snapshot's table (`table`: those before it)
+  // and checks what the detector relies on: bound events in (leaf, seq)
+  // order, a lazy instance of a lazy node over one its enumeration reads.
+  InstPtr restoreInstance(plugin::SnapshotReader& in, const std::vector<InstPtr>& table) const;
 
   std::shared_ptr<const Plan> plan_;
   plugin::MatchSink& sink_;

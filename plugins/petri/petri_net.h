@@ -89,6 +89,18 @@ class PetriNet {
   uint64_t heldTokens() const { return held_; }
   uint64_t peakHeldTokens() const { return peak_held_; }
 
+  // The version of the state snapshot() writes.
+  static constexpr uint32_t kSnapshotVersion = 1;
+  // Snapshots (net_snapshot.cc): the marking of every place in transition
+  // order (tokens with their bound events, stamps and strategy flags, each
+  // token once however many places and tokens share it; the events of
+  // inhibitor places; the entries of lazy Kleene places with their links),
+  // the consumption groups' last events and the arrival and time counters.
+  // restore() reads it into a net built from the same patterns, before any
+  // event, checking every index, link and element against the net's shape.
+  void snapshot(plugin::SnapshotWriter& out) const;
+  Status restore(plugin::SnapshotReader& in);
+
  private:
   struct Token;
   struct Stamps;
@@ -199,6 +211,21 @@ class PetriNet {
   // The checks of extending `tok` with `event` at feedback transition t, and
   // the extension when they pass.
   void extend(Transition& t, const std::shared_ptr<const Token>& tok, const EventPtr& event);
+  // What restore() checks a token against the place that holds it by: the
+  // events it binds and the largest element along its parent chain.
+  struct TokenShape {
+    uint64_t events = 0;
+    int max_element = 0;
+  };
+  // The next token of the snapshot's table (`table`: those before it, with
+  // their shapes), checked; null when the reader failed.
+  std::shared_ptr<const Token> restoreToken(plugin::SnapshotReader& in,
+                                            const std::vector<std::shared_ptr<const Token>>& table,
+                                            std::vector<TokenShape>& shapes) const;
+  // Transition t's marking, its tokens checked against t's depth.
+  void restorePlaces(Transition& t, plugin::SnapshotReader& in,
+                     const std::vector<std::shared_ptr<const Token>>& table,
+                     const std::vector<TokenShape>& shapes);
   std::string toDot() const;
   std::string toJson() const;
 

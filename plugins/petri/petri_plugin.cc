@@ -36,6 +36,13 @@ class PetriDetector final : public plugin::Detector {
   std::optional<plugin::DetectorState> state() const override {
     return plugin::DetectorState{net_.heldTokens(), net_.peakHeldTokens(), 0, 0};
   }
+  // The net's marking; nothing waits for a flush.
+  uint32_t snapshotVersion() const override { return PetriNet::kSnapshotVersion; }
+  Status snapshot(plugin::SnapshotWriter& out) const override {
+    net_.snapshot(out);
+    return Status::ok();
+  }
+  Status restore(plugin::SnapshotReader& in) override { return net_.restore(in); }
 
   PetriNet& net() { return net_; }
   // A sink labelling the matches of query `index` for `sink`; kept as long

@@ -95,7 +95,8 @@ Status PartitionedDetector::onEvents(std::span<const EventPtr> events) {
 Status PartitionedDetector::flush() {
   Status first = Status::ok();
   touched_.clear();
-  for (auto& [key, p] : partitions_) {
+  for (auto* entry : order_) {
+    Partition& p = entry->second;
     p.touched = false;
     keepFirst(first, p.detector->flush());
     sample(p);
@@ -105,7 +106,8 @@ Status PartitionedDetector::flush() {
 
 Status PartitionedDetector::onWatermark(Timestamp t) {
   Status first = Status::ok();
-  for (auto& [key, p] : partitions_) {
+  for (auto* entry : order_) {
+    Partition& p = entry->second;
     keepFirst(first, p.detector->onWatermark(t));
     sample(p);
   }
@@ -152,6 +154,18 @@ PartitionedDetector::Partition* PartitionedDetector::partitionOf(const Event& ev
     if (v == nullptr && attr == kKey) v = &event.key();
     key_.push_back(v != nullptr ? *v : Value());
   }
+  Partitions::value_type* entry = findOrMake(error);
+  if (entry == nullptr) return nullptr;
+  Partition& p = entry->second;
+  p.newest = now_;
+  if (!p.touched) {
+    p.touched = true;
+    touched_.push_back(&p);
+  }
+  return &p;
+}
+
+PartitionedDetector::Partitions::value_type* PartitionedDetector::findOrMake(Status& error) {
   auto it = partitions_.find(key_);
   if (it == partitions_.end()) {
     auto made = make_();
@@ -160,14 +174,9 @@ PartitionedDetector::Partition* PartitionedDetector::partitionOf(const Event& ev
       return nullptr;
     }
     it = partitions_.emplace(key_, Partition{std::move(made).value(), INT64_MIN, false, {}}).first;
+    order_.push_back(&*it);
   }
-  Partition& p = it->second;
-  p.newest = now_;
-  if (!p.touched) {
-    p.touched = true;
-    touched_.push_back(&p);
-  }
-  return &p;
+  return &*it;
 }
 
 Status PartitionedDetector::flushTouched() {
@@ -183,11 +192,69 @@ Status PartitionedDetector::flushTouched() {
 
 void PartitionedDetector::dropQuiet() {
   // Called with touched_ empty, so no pointer into a dropped partition remains.
-  std::erase_if(partitions_, [&](const auto& entry) {
-    if (entry.second.newest >= now_ - *window_) return false;
-    total_.remove(entry.second.share);
+  std::erase_if(order_, [&](Partitions::value_type* entry) {
+    if (entry->second.newest >= now_ - *window_) return false;
+    total_.remove(entry->second.share);
+    partitions_.erase(partitions_.find(entry->first));
     return true;
   });
+}
+
+Status PartitionedDetector::snapshot(SnapshotWriter& out) const {
+  // An engine that does not snapshot refuses in its own words.
+  if (model_->snapshotVersion() == 0) return model_->snapshot(out);
+  out.section("partitioned", kSnapshotVersion);
+  out.signedVarint(now_);
+  out.signedVarint(next_drop_);
+  out.varint(order_.size());
+  for (const auto* entry : order_) {
+    for (const Value& v : entry->first) out.value(v);
+    out.signedVarint(entry->second.newest);
+    if (Status s = entry->second.detector->snapshot(out); !s) return s;
+  }
+  out.varint(touched_.size());
+  for (const Partition* t : touched_) {
+    const auto at = std::find_if(order_.begin(), order_.end(),
+                                 [t](const auto* entry) { return &entry->second == t; });
+    out.varint(static_cast<uint64_t>(at - order_.begin()));
+  }
+  return Status::ok();
+}
+
+Status PartitionedDetector::restore(SnapshotReader& in) {
+  if (!in.section("partitioned", kSnapshotVersion)) return in.status();
+  if (!order_.empty()) return Status::invalidArgument("restore into a detector that ran");
+  now_ = in.signedVarint();
+  next_drop_ = in.signedVarint();
+  const uint64_t partitions = in.count();
+  for (uint64_t i = 0; i < partitions && in.ok(); ++i) {
+    key_.clear();
+    for (size_t a = 0; a < attrs_.size(); ++a) key_.push_back(in.value());
+    const Timestamp newest = in.signedVarint();
+    if (!in.ok()) break;
+    if (partitions_.contains(key_)) {
+      in.fail("partition " + std::to_string(i) + " repeats an earlier partition's key");
+      break;
+    }
+    Status made;
+    Partitions::value_type* entry = findOrMake(made);
+    if (entry == nullptr) return made;
+    entry->second.newest = newest;
+    if (Status s = entry->second.detector->restore(in); !s) return s;
+    sample(entry->second);
+  }
+  const uint64_t touched = in.count();
+  for (uint64_t i = 0; i < touched && in.ok(); ++i) {
+    const uint64_t at = in.varint();
+    if (at >= order_.size() || order_[at]->second.touched) {
+      in.fail("an open tick's partition " + std::to_string(at) + " of " +
+              std::to_string(order_.size()) + " (out of range or repeated)");
+      break;
+    }
+    order_[at]->second.touched = true;
+    touched_.push_back(&order_[at]->second);
+  }
+  return in.status();
 }
 
 Result<std::unique_ptr<Detector>> createPartitioned(const DetectorFactory& engine,

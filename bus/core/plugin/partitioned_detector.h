@@ -29,7 +29,16 @@
 //
 // Order: matches come out as the per-partition detectors report them, event
 // by event, so the order is the unpartitioned engine's for one partition;
-// matches of one tick from several partitions come partition by partition.
+// matches of one tick from several partitions come partition by partition,
+// in the order the partitions were made (flush() and onWatermark() too), so
+// that a restored detector reports them in the order the original would.
+//
+// Snapshots: the partitions in that order, each with its key, its newest
+// timestamp and its detector's own snapshot, then the partitions of the open
+// tick, the stream's time and when quiet partitions are next dropped. The
+// detector snapshots when the engine's detectors do (the model's
+// snapshotVersion(), which it reports as its own); otherwise it refuses as
+// the engine refuses.
 //
 // Thread safety: none (Detector); the factory used to make partitions must
 // outlive the detector, as must the sink the partitions report to.
@@ -81,6 +90,11 @@ class CEPBUS_API PartitionedDetector final : public Detector {
   // one (a dropped partition's holdings go with it, its evictions stay in
   // the sum); std::nullopt when the engine does not count.
   std::optional<DetectorState> state() const override;
+  uint32_t snapshotVersion() const override { return model_->snapshotVersion(); }
+  Status snapshot(SnapshotWriter& out) const override;
+  // Makes each partition's detector and restores it; a key of the wrong
+  // arity, a repeated key or a touched partition out of range fails it.
+  Status restore(SnapshotReader& in) override;
 
   // Partitions alive now (for tests and memory accounting).
   size_t partitionCount() const { return partitions_.size(); }
@@ -93,6 +107,8 @@ class CEPBUS_API PartitionedDetector final : public Detector {
     DetectorState share;   // its state, as last sampled
   };
   using Partitions = std::unordered_map<std::vector<Value>, Partition, ValueKeyHash, ValueKeyEqual>;
+  // The state section's version (the snapshot's own is the engine's).
+  static constexpr uint32_t kSnapshotVersion = 1;
 
   PartitionedDetector(std::vector<Symbol> attrs, std::optional<Timestamp> window, MakeDetector make,
                       std::unique_ptr<Detector> model);
@@ -105,6 +121,9 @@ class CEPBUS_API PartitionedDetector final : public Detector {
   // The partition of `event`, made when new; nullptr with `error` set when
   // making its detector failed.
   Partition* partitionOf(const Event& event, Status& error);
+  // The partition of key_, made when new (added to order_); nullptr with
+  // `error` set when making its detector failed.
+  Partitions::value_type* findOrMake(Status& error);
   Status flushTouched();
   void dropQuiet();
   // Brings p's share of total_ up to date after a call into its detector.
@@ -115,8 +134,9 @@ class CEPBUS_API PartitionedDetector final : public Detector {
   const MakeDetector make_;
   const std::unique_ptr<Detector> model_;  // never fed: exportModel() only
   Partitions partitions_;
-  std::vector<Partition*> touched_;  // received events at now_; stable (node-based map)
-  std::vector<Value> key_;           // scratch
+  std::vector<Partitions::value_type*> order_;  // partitions_ in the order made; stable
+  std::vector<Partition*> touched_;             // received events at now_; stable (node-based map)
+  std::vector<Value> key_;                      // scratch
   Timestamp now_ = INT64_MIN;
   Timestamp next_drop_ = INT64_MIN;
   const bool counts_;  // the engine's detectors report state()

@@ -111,6 +111,32 @@ class CEPBUS_API SnapshotWriter {
   std::unordered_map<const Event*, uint64_t> index_;
 };
 
+// Objects shared by pointer (an instance several partial matches extend, a
+// token that is the parent of others), numbered so that a snapshot writes
+// each once, after the objects it points to, and refers to it by number; a
+// restore then reads each object with its pointers already resolvable.
+// add() each object held, with `pointees(object, visit)` calling visit() on
+// what the object points to (null is skipped); then write order() and
+// refer to objects with ref(). Header-only: it never crosses the ABI.
+template <typename T>
+class SnapshotTable {
+ public:
+  template <typename Pointees>
+  void add(const T* object, const Pointees& pointees) {
+    if (object == nullptr || index_.contains(object)) return;
+    pointees(*object, [&](const T* p) { add(p, pointees); });
+    index_.emplace(object, order_.size());
+    order_.push_back(object);
+  }
+  // The object's place in order() plus one; 0 for null.
+  uint64_t ref(const T* object) const { return object == nullptr ? 0 : index_.at(object) + 1; }
+  const std::vector<const T*>& order() const { return order_; }
+
+ private:
+  std::unordered_map<const T*, uint64_t> index_;
+  std::vector<const T*> order_;
+};
+
 class CEPBUS_API SnapshotReader {
  public:
   // Checks the magic, the format version (a newer one is refused as such),

@@ -123,6 +123,34 @@ void StrategySelector::observe(const EventPtr& event) {
   kept_.push_back({event->ts(), event, position});
 }
 
+void StrategySelector::save(SnapshotWriter& out) const {
+  out.varint(next_position_);
+  out.signedVarint(newest_);
+  out.varint(kept_.size());
+  for (const Kept& k : kept_) {
+    out.event(k.event);
+    out.varint(k.position);
+  }
+}
+
+void StrategySelector::load(SnapshotReader& in) {
+  next_position_ = in.varint();
+  newest_ = in.signedVarint();
+  const uint64_t kept = in.count(2);
+  for (uint64_t i = 0; i < kept && in.ok(); ++i) {
+    EventPtr event = in.event();
+    const uint64_t position = in.varint();
+    if (!in.ok()) break;
+    // find() searches by ts, contiguous() compares positions.
+    if (!event || position >= next_position_ ||
+        (!kept_.empty() && (kept_.back().ts > event->ts() || kept_.back().position >= position))) {
+      in.fail("a strategy's kept event missing or out of stream order");
+      break;
+    }
+    kept_.push_back({event->ts(), std::move(event), position});
+  }
+}
+
 int64_t StrategySelector::find(const Event& event) const {
   auto it = std::lower_bound(kept_.begin(), kept_.end(), event.ts(),
                              [](const Kept& k, Timestamp ts) { return k.ts < ts; });
@@ -250,6 +278,35 @@ class StrategyDetector final : public Detector {
   }
   // The engine's: the events a selector keeps are not partial matches.
   std::optional<DetectorState> state() const override { return engine_->state(); }
+  // The selectors' events, then the engine's state: a strategy snapshots
+  // when its engine does.
+  uint32_t snapshotVersion() const override { return engine_->snapshotVersion(); }
+  Status snapshot(SnapshotWriter& out) const override {
+    if (engine_->snapshotVersion() == 0) return engine_->snapshot(out);
+    out.section("strategy", 1);
+    out.varint(selectors_.size());
+    for (const auto& s : selectors_) {
+      out.flag(s != nullptr);
+      if (s != nullptr) s->save(out);
+    }
+    return engine_->snapshot(out);
+  }
+  Status restore(SnapshotReader& in) override {
+    if (!in.section("strategy", 1)) return in.status();
+    if (const uint64_t n = in.varint(); in.ok() && n != selectors_.size()) {
+      in.fail("state of " + std::to_string(n) + " strategies for " +
+              std::to_string(selectors_.size()) + " queries");
+    }
+    for (size_t i = 0; i < selectors_.size() && in.ok(); ++i) {
+      if (in.flag() != (selectors_[i] != nullptr)) {
+        in.fail("a strategy's state for query " + std::to_string(i) + ", which has none");
+        break;
+      }
+      if (selectors_[i] != nullptr) selectors_[i]->load(in);
+    }
+    if (!in.ok()) return in.status();
+    return engine_->restore(in);
+  }
 
  private:
   class Single final : public MatchSink {

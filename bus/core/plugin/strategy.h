@@ -42,6 +42,7 @@
 #include "bus/core/pattern/ast.h"
 #include "bus/core/pattern/expr_compiler.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/snapshot.h"
 #include "bus/core/status.h"
 
 namespace cepbus::plugin {
@@ -65,6 +66,12 @@ class CEPBUS_API StrategySelector {
   // Whether the strategy keeps `match`, a skip_till_any_match match made of
   // observed events.
   bool selects(const Match& match);
+
+  // Snapshots: the events kept, with their stream positions, and the
+  // stream's position and newest ts. load() reads them into a selector just
+  // made for the same query; events out of order fail the reader.
+  void save(SnapshotWriter& out) const;
+  void load(SnapshotReader& in);
 
  private:
   struct Element {

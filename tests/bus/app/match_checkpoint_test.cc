@@ -1,6 +1,6 @@
 // `cepbus match --checkpoint FILE --stop-after N` then `--resume FILE`: the
 // two outputs together are the output of one run, for every split point N,
-// per engine that snapshots (nfa, window), over strategies, negation,
+// per engine that snapshots (nfa, window, algebra, petri), over strategies, negation,
 // Kleene, PARTITION BY, construction methods, windows with GROUP BY and EMIT
 // EVERY, and --max-delay over re-ordered input; and every bad checkpoint
 // file is refused with a message naming the file and the reason.
@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -34,6 +35,45 @@ struct Case {
   std::string query;
   std::vector<std::string> options;
 };
+
+// The algebra engine's block: contexts, negation of a gap, Kleene runs,
+// P1's operators, strategies run natively and selected, PARTITION BY. (A
+// NOT at the start or end is a host stage's on this engine, not its own.)
+void algebraCases(std::vector<Case>& all) {
+  for (const char* q : {
+           "PATTERN SEQ(A a, B b, C c) WHERE a.x <= c.x WITHIN 12",
+           "PATTERN SEQ(A a, B b) WITHIN 6 CONTEXT recent",
+           "PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x WITHIN 10",
+           "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x >= b[i-1].x WITHIN 10",
+           "PATTERN WITHIN((A ; B) ~ (C ; D), 10) CONTEXT unrestricted",
+           "PATTERN SEQ(A a, B b, C c) WITHIN 12 STRATEGY skip_till_next_match",
+           "PATTERN SEQ(A a, B b) WITHIN 6 STRATEGY strict_contiguity",
+           "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > a.x STRATEGY skip_till_next_match",
+           "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k",
+           "PATTERN SEQ(A a, NOT(D d), B b) WITHIN 9 PARTITION BY k",
+       }) {
+    all.push_back({"algebra", q, {}});
+  }
+}
+
+// The petri engine's block: the marking with shared tokens, inhibitor
+// places, lazy Kleene places, the consuming policies, strategies,
+// PARTITION BY.
+void petriCases(std::vector<Case>& all) {
+  for (const char* q : {
+           "PATTERN SEQ(A a, B b, C c) WHERE a.x <= c.x WITHIN 12",
+           "PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x WITHIN 10",
+           "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x >= b[i-1].x WITHIN 10",
+           "PATTERN AND(SEQ(A a, B b), C c) WHERE a.x = b.x WITHIN 6",
+           "PATTERN SEQ(A a, B b, C c) WITHIN 12 STRATEGY skip_till_next_match",
+           "PATTERN SEQ(A a, B b) WITHIN 6 STRATEGY strict_contiguity",
+           "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k",
+       }) {
+    all.push_back({"petri", q, {}});
+  }
+  all.push_back({"petri", "PATTERN SEQ(A a, B b, C c) WITHIN 8", {"policy=conflict"}});
+  all.push_back({"petri", "PATTERN SEQ(A a, B b, C c) WITHIN 8", {"policy=concurrency"}});
+}
 
 // The queries of the differential: each exercises a kind of state.
 std::vector<Case> cases() {
@@ -84,6 +124,8 @@ std::vector<Case> cases() {
     all.push_back(
         {"window", "FROM A a WINDOW " + w.window + " RETURN R(" + w.columns + ")" + w.emit, {}});
   }
+  algebraCases(all);
+  petriCases(all);
   return all;
 }
 
@@ -258,6 +300,44 @@ TEST_F(MatchCheckpointTest, ACheckpointCanBeResumedAndCheckpointedAgain) {
   EXPECT_EQ(one + two + three, whole);
 }
 
+// Several queries in one petri net (--patterns): the net's shared places
+// are written once and every pattern's lines come out as in one run (lines
+// of different patterns within one read batch may interleave differently).
+TEST_F(MatchCheckpointTest, APetriNetOfSeveralPatternsStopsAndResumes) {
+  std::mt19937_64 rng(13);
+  const std::string patterns = path("patterns.txt");
+  std::ofstream(patterns) << "abc: PATTERN SEQ(A a, B b, C c) WITHIN 10\n"
+                             "abd: PATTERN SEQ(A a, B b, D d) WITHIN 8\n"
+                             "dbc: PATTERN SEQ(D d, B b, C c) WHERE d.x = c.x WITHIN 9\n";
+  // Each pattern's lines, in order.
+  auto byPattern = [](const std::string& out) {
+    std::map<std::string, std::string> lines;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      lines[line.substr(0, line.find(',') + 1)] += line + "\n";
+    }
+    return lines;
+  };
+  const std::string events = stream(rng, 60, 0);
+  MatchCommandOptions o = options({"petri", "", {}}, events);
+  o.query.clear();
+  o.patterns_file = patterns;
+  std::string whole;
+  ASSERT_EQ(run(o, whole), 0) << err_.str();
+  ASSERT_EQ(byPattern(whole).size(), 3u) << whole;
+  for (int n : {0, 7, 20, 33, 59, 60}) {
+    MatchCommandOptions first = o;
+    first.checkpoint_file = path("state.snap");
+    first.stop_after = n;
+    std::string before, after;
+    ASSERT_EQ(run(first, before), 0) << err_.str();
+    MatchCommandOptions second = o;
+    second.resume_file = first.checkpoint_file;
+    ASSERT_EQ(run(second, after), 0) << err_.str();
+    EXPECT_EQ(byPattern(before + after), byPattern(whole)) << "split after " << n;
+  }
+}
+
 class BadCheckpointTest : public MatchCheckpointTest {
  protected:
   void SetUp() override {
@@ -354,12 +434,13 @@ TEST_F(BadCheckpointTest, AMissingFileOrAShorterEventsFileIsRefused) {
 TEST_F(MatchCheckpointTest, AnEngineThatDoesNotSnapshotIsRefusedByName) {
   std::mt19937_64 rng(3);
   const std::string events = stream(rng, 10, 0);
-  MatchCommandOptions o = options({"algebra", "PATTERN SEQ(A a, B b) WITHIN 5", {}}, events);
+  MatchCommandOptions o =
+      options({"join", "PATTERN AND(A a, B b) WHERE a.k = b.k WITHIN 5", {}}, events);
   o.checkpoint_file = path("x.snap");
   o.stop_after = 5;
   std::string out;
   EXPECT_NE(run(o, out), 0);
-  EXPECT_NE(err_.str().find("engine 'algebra' cannot checkpoint"), std::string::npos) << err_.str();
+  EXPECT_NE(err_.str().find("engine 'join' cannot checkpoint"), std::string::npos) << err_.str();
   EXPECT_FALSE(std::filesystem::exists(o.checkpoint_file));
 }
 

@@ -25,6 +25,7 @@ struct EngineLog {
   int create_many_calls = 0;
   std::vector<std::string> matches;  // "detector:event ts" in report order
   bool fail_create = false;
+  bool snapshots = false;  // its detectors snapshot what they hold
 };
 
 class HoldingDetector final : public Detector {
@@ -63,6 +64,20 @@ class HoldingDetector final : public Detector {
   }
   Result<std::string> exportModel(std::string_view format) const override {
     return "model " + std::string(format);
+  }
+  uint32_t snapshotVersion() const override { return log_.snapshots ? 1 : 0; }
+  Status snapshot(SnapshotWriter& out) const override {
+    if (!log_.snapshots) return Detector::snapshot(out);
+    out.section("holding", 1);
+    out.varint(held_.size());
+    for (const EventPtr& e : held_) out.event(e);
+    return Status::ok();
+  }
+  Status restore(SnapshotReader& in) override {
+    if (!in.section("holding", 1)) return in.status();
+    const uint64_t n = in.count();
+    for (uint64_t i = 0; i < n && in.ok(); ++i) held_.push_back(in.event());
+    return in.status();
   }
 
  private:
@@ -201,6 +216,90 @@ TEST(PartitionedDetectorTest, DropsPartitionsQuietForLongerThanTheWindow) {
   EXPECT_EQ(sink.ts, (std::vector<Timestamp>{1, 3, 6, 7}));
   ASSERT_TRUE(d->onEvent(ev(13, 1)).isOk());  // a fresh partition for key 1
   EXPECT_EQ(parts.partitionCount(), 2u);
+}
+
+// Snapshots: the partitions in the order they were made, each with its key
+// and its engine detector's state, and the partitions of the open tick.
+std::string snapshotOf(const Detector& d) {
+  SnapshotWriter out;
+  EXPECT_TRUE(d.snapshot(out).isOk());
+  return out.finish({.engine = "holding", .engine_version = d.snapshotVersion()}).value();
+}
+
+TEST(PartitionedDetectorTest, ARestoredDetectorGoesOnAsTheOriginalWould) {
+  EngineLog log;
+  log.snapshots = true;
+  HoldingFactory f(log);
+  const std::string text = "PATTERN A a PARTITION BY x WITHIN 5";
+  // Two partitions with events of the open tick (ts 4), a quiet one about
+  // to be dropped, and Open events held across flushes.
+  const std::vector<EventPtr> before = {ev(1, 3), ev(2, 1, "Open"), ev(4, 2), ev(4, 1)};
+  const std::vector<EventPtr> after = {ev(4, 3), ev(9, 2), ev(10, 1), ev(12, 4)};
+  Sink whole_sink;
+  auto whole = make(f, text, whole_sink);
+  for (const auto* part : {&before, &after}) {
+    for (const EventPtr& e : *part) ASSERT_TRUE(whole->onEvent(e).isOk());
+  }
+  ASSERT_TRUE(whole->flush().isOk());
+
+  Sink sink;
+  std::string bytes;
+  {
+    auto first = make(f, text, sink);
+    EXPECT_EQ(first->snapshotVersion(), 1u);
+    for (const EventPtr& e : before) ASSERT_TRUE(first->onEvent(e).isOk());
+    bytes = snapshotOf(*first);
+  }
+  auto second = make(f, text, sink);
+  auto in = SnapshotReader::open(bytes);
+  ASSERT_TRUE(in.isOk()) << in.status().message();
+  ASSERT_TRUE(second->restore(*in).isOk()) << in->status().message();
+  EXPECT_EQ(dynamic_cast<PartitionedDetector&>(*second).partitionCount(), 3u);
+  for (const EventPtr& e : after) ASSERT_TRUE(second->onEvent(e).isOk());
+  ASSERT_TRUE(second->flush().isOk());
+  EXPECT_EQ(sink.ts, whole_sink.ts);
+  EXPECT_EQ(dynamic_cast<PartitionedDetector&>(*second).partitionCount(),
+            dynamic_cast<PartitionedDetector&>(*whole).partitionCount());
+}
+
+TEST(PartitionedDetectorTest, SnapshotsOnlyWhenTheEngineDoesAndRefusesInItsWords) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d = make(f, "PATTERN A a PARTITION BY x", sink);
+  ASSERT_TRUE(d->onEvent(ev(1, 1)).isOk());
+  EXPECT_EQ(d->snapshotVersion(), 0u);
+  SnapshotWriter out;
+  const Status s = d->snapshot(out);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("does not snapshot"), std::string::npos) << s.message();
+}
+
+TEST(PartitionedDetectorTest, ARepeatedKeyInASnapshotIsRefused) {
+  EngineLog log;
+  log.snapshots = true;
+  HoldingFactory f(log);
+  SnapshotWriter out;
+  out.section("partitioned", 1);
+  out.signedVarint(4);  // now
+  out.signedVarint(9);  // next drop
+  out.varint(2);
+  for (int i = 0; i < 2; ++i) {
+    out.value(Value(int64_t{1}));
+    out.signedVarint(4);
+    out.section("holding", 1);
+    out.varint(0);
+  }
+  out.varint(0);
+  const std::string bytes = out.finish({.engine = "holding", .engine_version = 1}).value();
+  Sink sink;
+  auto d = make(f, "PATTERN A a PARTITION BY x WITHIN 5", sink);
+  auto in = SnapshotReader::open(bytes);
+  ASSERT_TRUE(in.isOk());
+  const Status s = d->restore(*in);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("repeats an earlier partition's key"), std::string::npos)
+      << s.message();
 }
 
 TEST(PartitionedDetectorTest, KeepsEveryPartitionWithoutAWindow) {
