@@ -48,6 +48,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "bus/core/api.h"
@@ -123,10 +124,23 @@ class SnapshotTable {
  public:
   template <typename Pointees>
   void add(const T* object, const Pointees& pointees) {
-    if (object == nullptr || index_.contains(object)) return;
-    pointees(*object, [&](const T* p) { add(p, pointees); });
-    index_.emplace(object, order_.size());
-    order_.push_back(object);
+    // Depth first with a stack of its own, not by recursion: a chain of
+    // parents (a long Kleene run) may be far deeper than a thread's stack.
+    std::vector<std::pair<const T*, bool>> pending{{object, false}};  // (object, expanded)
+    while (!pending.empty()) {
+      const auto [o, expanded] = pending.back();
+      pending.pop_back();
+      if (o == nullptr || index_.contains(o)) continue;
+      if (expanded) {
+        index_.emplace(o, order_.size());
+        order_.push_back(o);
+        continue;
+      }
+      pending.emplace_back(o, true);
+      pointees(*o, [&](const T* p) {
+        if (p != nullptr && !index_.contains(p)) pending.emplace_back(p, false);
+      });
+    }
   }
   // The object's place in order() plus one; 0 for null.
   uint64_t ref(const T* object) const { return object == nullptr ? 0 : index_.at(object) + 1; }
