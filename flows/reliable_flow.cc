@@ -17,9 +17,11 @@ namespace cepbus::flows {
 // in parked_. `mu_` is a leaf lock, never held while an acknowledgement does
 // its work: a target takes an acknowledgement from inside a delivery, which
 // may run inline in a stage's offer() under the flow's other locks.
-class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver {
+class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver,
+                                             public std::enable_shared_from_this<Acknowledgements> {
  public:
-  explicit Acknowledgements(ReliableFlow& flow) : flow_(&flow) {}
+  explicit Acknowledgements(ReliableFlow& flow)
+      : journal_path_(flow.config_.journal_path), flow_(&flow) {}
 
   // A target took the acknowledgement of the delivery parked under `token`.
   void expect(uint64_t token) EXCLUDES(mu_) {
@@ -50,6 +52,44 @@ class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver {
     if (--active_ == 0) idle_.notify_all();
   }
 
+  // The deliveries stay parked until the transaction is over: then those it
+  // acknowledged end as acknowledged OK (their records are gone from the
+  // journal already), or, when it failed, they wait for the next checkpoint.
+  void acknowledgeWithCheckpoint(std::vector<uint64_t> tokens, CheckpointRecord checkpoint,
+                                 CheckpointDone done) EXCLUDES(mu_) override {
+    ReliableFlow* running;
+    {
+      MutexLock lock(mu_);
+      running = flow_;
+      for (uint64_t token : tokens) {
+        if (running != nullptr && !tokens_.contains(token)) running = nullptr;
+      }
+      if (running != nullptr) ++active_;
+    }
+    if (running == nullptr) {
+      done(Status::unavailable("flow stopped or deliveries already acknowledged: checkpoint " +
+                               checkpoint.name + " not stored"));
+      return;
+    }
+    std::vector<JournalAck> acks;
+    acks.reserve(tokens.size());
+    for (uint64_t token : tokens) {
+      running->parked_.peek(token, [&acks](const Delivery& d) {
+        acks.push_back(JournalAck{d.seq, d.target_name, d.exchange.event->id(), true});
+      });
+    }
+    running->writer_.checkpoint(std::move(checkpoint), std::move(acks),
+                                [self = shared_from_this(), tokens = std::move(tokens),
+                                 done = std::move(done)](const Status& status) {
+                                  if (status.isOk()) self->committed(tokens);
+                                  done(status);
+                                });
+    MutexLock lock(mu_);
+    if (--active_ == 0) idle_.notify_all();
+  }
+
+  std::string journalPath() const override { return journal_path_; }
+
   // The flow stops: acknowledgements from now on do nothing, and the
   // deliveries still waiting for one are returned (their records stay
   // journaled). Waits for those running.
@@ -64,6 +104,31 @@ class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver {
   }
 
  private:
+  // A checkpoint's transaction acknowledged the deliveries of `tokens`
+  // (writer thread): they end as acknowledged, unless the flow stopped
+  // meanwhile (their records are gone from the journal all the same).
+  void committed(const std::vector<uint64_t>& tokens) EXCLUDES(mu_) {
+    for (uint64_t token : tokens) {
+      ReliableFlow* running;
+      {
+        MutexLock lock(mu_);
+        if (flow_ == nullptr || !tokens_.erase(token)) continue;
+        running = flow_;
+        ++active_;
+      }
+      ReliableFlow& flow = *running;
+      ReliableFlow::Delivery delivery = flow.parked_.take(token);
+      const bool attached = flow.stages_.withAttachment(delivery.target, delivery.attachment,
+                                                        [](stages::Stage&, const Attachment&) {});
+      DeliveryTarget* target = delivery.target;
+      flow.complete(attached ? target : nullptr, std::move(delivery), Status::ok(),
+                    /*acknowledged=*/true);
+      MutexLock lock(mu_);
+      if (--active_ == 0) idle_.notify_all();
+    }
+  }
+
+  const std::string journal_path_;
   Mutex mu_;
   CondVar idle_;                        // active_ dropped to 0
   ReliableFlow* flow_ GUARDED_BY(mu_);  // null once stopped
@@ -658,7 +723,8 @@ Status ReliableFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
   return status;
 }
 
-void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Status& status) {
+void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Status& status,
+                            bool acknowledged) {
   const DeliveryKey key = delivery.key();
   bool gave_up = false;
   if (status.isOk()) {
@@ -683,7 +749,7 @@ void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Sta
       }
     }
     if (resume) writer_.requestTicks();
-    acknowledgeRecord(delivery.seq, key, delivery.settlement.get());
+    if (!acknowledged) acknowledgeRecord(delivery.seq, key, delivery.settlement.get());
   } else if (status.code() == Status::Code::kRejected ||
              ++delivery.attempts < config_.max_attempts) {
     // Rejected is the target's own admission refusing it (a full buffer):

@@ -8,10 +8,13 @@
 #include <map>
 
 #include "bus/core/pattern/parser.h"
+#include "bus/core/pattern/printer.h"
+#include "bus/core/plugin/snapshot.h"
 #include "router/relays.h"
 #include "router/topic.h"
 #include "services/cep/cep_detection.h"
 #include "services/cep/cep_stats.h"
+#include "services/cep/query_checkpoints.h"
 
 namespace cepbus::services::cep {
 namespace {
@@ -22,6 +25,7 @@ constexpr std::string_view kOutputQos = "output_qos";
 constexpr std::string_view kRunInline = "run_inline";
 constexpr std::string_view kShareDetector = "share_detector";
 constexpr std::string_view kLateOutput = "late_output";
+constexpr std::string_view kCheckpointInterval = "checkpoint_interval";
 
 using OptionValues = std::map<std::string, std::string, std::less<>>;
 
@@ -58,6 +62,34 @@ Result<std::chrono::milliseconds> idleTimeout(OptionValues& options) {
   if (ec != std::errc() || end != text.data() + text.size() || ms <= 0) {
     return Status::invalidArgument("option idle_timeout=" + text +
                                    ": expected a positive number of milliseconds");
+  }
+  return std::chrono::milliseconds(ms);
+}
+
+// What fingerprint() hashes: the name, the query as printed and the
+// options in name order, checkpoint_interval left out (changing how often
+// the state is stored does not change the state).
+uint64_t queryFingerprint(const descriptor::QuerySpec& spec, const pattern::Query& query) {
+  std::map<std::string, std::string> options;
+  for (const descriptor::Param& option : spec.options) {
+    if (option.name != kCheckpointInterval) options[option.name] = option.value;
+  }
+  std::string canonical = spec.name + "\n" + spec.engine + "\n" + pattern::toString(query) + "\n";
+  for (const auto& [name, value] : options) canonical += name + "=" + value + "\n";
+  return plugin::snapshotFingerprint(canonical);
+}
+
+// The option checkpoint_interval: milliseconds between checkpoints, 0 (the
+// default) for none.
+Result<std::chrono::milliseconds> checkpointInterval(const OptionValues& options) {
+  auto it = options.find(kCheckpointInterval);
+  if (it == options.end()) return std::chrono::milliseconds(0);
+  const std::string& text = it->second;
+  int64_t ms = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec != std::errc() || end != text.data() + text.size() || ms < 0) {
+    return Status::invalidArgument("option checkpoint_interval=" + text +
+                                   ": expected a number of milliseconds (0: no checkpoints)");
   }
   return std::chrono::milliseconds(ms);
 }
@@ -100,8 +132,9 @@ std::string joined(const std::vector<std::string>& items) {
 std::vector<detection::ServiceOption> serviceOptions() {
   // Queries share a detector when its stage runs them alike; each has its
   // own output, and share_detector says whether it shares at all.
-  return {{kFlushWhenIdle, false}, {kRunInline, false},    {plugin::kIdleTimeoutOption, false},
-          {kOutputQos, true},      {kShareDetector, true}, {kLateOutput, true}};
+  return {{kFlushWhenIdle, false},     {kRunInline, false},    {plugin::kIdleTimeoutOption, false},
+          {kOutputQos, true},          {kShareDetector, true}, {kLateOutput, true},
+          {kCheckpointInterval, false}};
 }
 
 std::string queryLabel(const descriptor::QuerySpec& spec) {
@@ -142,6 +175,9 @@ Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
   if (!idle) return error(idle.status().message());
   settings.idle_timeout = *idle;
   settings.ts_unit = spec.ts_unit;
+  auto interval = checkpointInterval(values);
+  if (!interval) return error(interval.status().message());
+  settings.checkpoint_interval = *interval;
   auto late = values.find(kLateOutput);
   settings.late_output = late != values.end() ? late->second : spec.name + ".late";
   if (Status s = router::validateAddress(settings.late_output); !s) {
@@ -173,6 +209,7 @@ CepQuery::CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& quer
       late_symbol_(Symbol::intern(settings.late_output)),
       sender_(Symbol::intern(service + "/" + spec.name)),
       output_qos_(settings.output_qos),
+      fingerprint_(queryFingerprint(spec, query)),
       context_(context),
       log_(Poco::Logger::get("cepbus.cep")),
       names_(query, spec.text) {}
@@ -250,6 +287,25 @@ void CepQuery::reportStats() {
     scope_->gauge(q::kStateBytes,
                   [this] { return static_cast<double>(detection_->partialMatches()->bytes); });
   }
+  if (detection_->checkpoints() != nullptr) {
+    auto read = [this](auto field) {
+      return [this, field] {
+        return detection_->checkpointStats().value_or(CheckpointStats{}).*field;
+      };
+    };
+    scope_->counter(q::kCheckpoints, read(&CheckpointStats::written));
+    scope_->counter(q::kCheckpointFailures, read(&CheckpointStats::failed));
+    scope_->gauge(q::kCheckpointBytes, [this] {
+      return static_cast<double>(detection_->checkpointStats()->last_bytes);
+    });
+    scope_->gauge(q::kCheckpointMs, [this] { return detection_->checkpointStats()->last_ms; });
+    scope_->gauge(q::kRestoreBytes, [this] {
+      return static_cast<double>(detection_->checkpointStats()->restored_bytes);
+    });
+    scope_->gauge(q::kRestoreMs, [this] { return detection_->checkpointStats()->restore_ms; });
+    scope_->counter(q::kRestoreRefused, read(&CheckpointStats::restore_refused));
+    scope_->counter(q::kDuplicatesDropped, read(&CheckpointStats::duplicates_dropped));
+  }
   // The engine's own counters that have a family, when it has them; asked
   // once here, waiting for the worker if need be (the control plane).
   const Result<std::string> model = detection_->exportModel(plugin::kCountersFormat);
@@ -296,6 +352,7 @@ uint64_t CepQuery::matches() const { return detection_->matches(member_); }
 
 QueryStats CepQuery::stats() const {
   QueryStats s = detection_->stats();
+  s.checkpoints = detection_->checkpointStats();
   s.matches = matches();
   s.suppressed = detection_->suppressed(member_);
   s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
@@ -310,6 +367,17 @@ void CepQuery::publish(const plugin::Match& match) {
   exchange.address = output_symbol_;
   exchange.sender = sender_;
   exchange.qos = output_qos_;
+  if (QueryCheckpoints* checkpoints = detection_->checkpoints()) {
+    std::vector<EventId> constituents;
+    constituents.reserve(match.size());
+    for (size_t i = 0; i < match.size(); ++i) constituents.push_back(match.event(i)->id());
+    checkpoints->hold(*this, std::move(exchange), constituents);
+    return;
+  }
+  send(std::move(exchange));
+}
+
+void CepQuery::send(flows::Exchange exchange) {
   if (output_qos_ == flows::Qos::kReliable) {
     detection_->publishReliably(std::move(exchange));
     return;

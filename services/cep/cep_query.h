@@ -58,6 +58,9 @@ struct QuerySettings {
   bool flush_when_idle = true;
   bool run_inline = false;
   flows::Qos output_qos = flows::Qos::kBestEffort;
+  // How often its detector's state is checkpointed (option
+  // checkpoint_interval, milliseconds; 0: never), query_checkpoints.h.
+  std::chrono::milliseconds checkpoint_interval{0};
   // Where its late events go (option late_output, default "<query>.late").
   std::string late_output;
   // How long a source of its events may be silent before it stops holding
@@ -102,8 +105,15 @@ class CepQuery final {
   // Leaves the registry and the stats store. Idempotent.
   void leave();
   // One of its matches, on the detection's thread: its composite event goes
-  // out on the output address.
+  // out on the output address (after the checkpoint that covers it, when
+  // its detection is checkpointed).
   void publish(const plugin::Match& match);
+  // Sends one of its composite events on: published, or held by its
+  // detection while the bus refuses it for now (output_qos=reliable).
+  void send(flows::Exchange exchange);
+  // Its name, text and options but checkpoint_interval, hashed: a
+  // checkpoint of another query, or of this one with other options, is refused.
+  uint64_t fingerprint() const { return fingerprint_; }
   // A late event of its detection (more than the maximum delay behind), on
   // the detection's thread: it goes out, as it came, on the late address,
   // best effort; one the bus does not take counts as a publish failure.
@@ -137,6 +147,7 @@ class CepQuery final {
   const Symbol late_symbol_;
   const Symbol sender_;
   const flows::Qos output_qos_;
+  const uint64_t fingerprint_;
   ServiceContext& context_;
   Poco::Logger& log_;
   detection::QueryNameWatch names_;

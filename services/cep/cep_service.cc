@@ -365,7 +365,8 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
   std::vector<std::string> errors;
   sizeParam(unit, "capacity", kMaxCapacity, config.capacity, errors);
   sizeParam(unit, "batch_size", kMaxBatchSize, config.batch_size, errors);
-  if (Status s = checkParamNames(unit, type(), {"capacity", "batch_size"}); !s)
+  if (Status s = checkParamNames(unit, type(), {"capacity", "batch_size", "checkpoint_interval"});
+      !s)
     errors.push_back(s.message());
   if (unit.queries.empty() || !unit.subscriptions.empty() || !unit.publications.empty()) {
     errors.push_back(unit.where
@@ -377,7 +378,17 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
   if (!errors.empty()) return Status::invalidArgument(joined(errors, "\n"));
   auto service = std::make_unique<CepService>(std::move(config), context);
   std::vector<descriptor::QuerySpec> queries = unit.queries;
-  for (descriptor::QuerySpec& query : queries) query.base_dir = assembly.base_dir;
+  // The unit's checkpoint_interval is the default of its queries' option.
+  const descriptor::Param* interval = nullptr;
+  for (const descriptor::Param& p : unit.params) {
+    if (p.name == "checkpoint_interval") interval = &p;
+  }
+  for (descriptor::QuerySpec& query : queries) {
+    query.base_dir = assembly.base_dir;
+    if (interval != nullptr && query.option("checkpoint_interval") == nullptr) {
+      query.options.push_back(*interval);
+    }
+  }
   // One call, so that the unit's queries share detectors.
   if (Status s = service->addQueries(queries); !s) return Status::invalidArgument(s.message());
   return std::unique_ptr<Service>(std::move(service));

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "bus/core/status.h"
 #include "bus/host/detection/detection.h"
@@ -34,6 +35,16 @@ struct CheckpointIdentity {
 // refuses (an engine that does not snapshot, a host stage that does not).
 // Cheap before the first event, which is when a host asks.
 Status checkCheckpointable(const Detection& detection);
+
+// `detection`'s state and `position` as the bytes of a checkpoint file.
+Result<std::string> checkpointBytes(const Detection& detection, const CheckpointIdentity& identity,
+                                    uint64_t position);
+
+// Reads the checkpoint `data` into `detection` (just made, before any
+// event) and returns the input position it was written at. An error says
+// what is refused, after `what` (e.g. "checkpoint 'FILE'").
+Result<uint64_t> restoreCheckpointBytes(std::string_view data, const std::string& what,
+                                        Detection& detection, const CheckpointIdentity& identity);
 
 // Writes `detection`'s state and `position` to `file`, atomically; the
 // file's size goes to `bytes` when given.
