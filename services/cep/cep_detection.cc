@@ -277,7 +277,7 @@ Status CepDetection::openCheckpoints() {
                               {detection_->engine(), plugin::snapshotFingerprint(fingerprints)}};
   checkpoints_ = std::make_unique<QueryCheckpoints>(std::move(settings), log_);
   MutexLock lock(detection_mu_);
-  checkpoints_->restore(*detection_);
+  checkpoints_->restore(*detection_, members_);
   return Status::ok();
 }
 
@@ -285,6 +285,10 @@ void CepDetection::checkpointIfDue() {
   if (!checkpoints_ || !checkpoints_->due(std::chrono::steady_clock::now())) return;
   MutexLock lock(detection_mu_);
   checkpoints_->checkpoint(*detection_, detection_->stats().consumed);
+}
+
+void CepDetection::activate() {
+  if (checkpoints_) checkpoints_->activate();
 }
 
 std::optional<CheckpointStats> CepDetection::checkpointStats() const {

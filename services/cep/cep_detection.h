@@ -146,6 +146,8 @@ class CepDetection final : public detection::DetectionSink {
   // call into it: published, or held in the backlog when the bus refuses it
   // for now (the worker then waits for it).
   void publishReliably(flows::Exchange exchange);
+  // The bus's services have all started (CepService::activate()).
+  void activate();
   // Its checkpoints (query_checkpoints.h) from start() on; null when its
   // queries are not checkpointed.
   QueryCheckpoints* checkpoints() const { return checkpoints_.get(); }

@@ -362,22 +362,22 @@ QueryStats CepQuery::stats() const {
 }
 
 void CepQuery::publish(const plugin::Match& match) {
-  flows::Exchange exchange;
-  exchange.event = match.composite();
-  exchange.address = output_symbol_;
-  exchange.sender = sender_;
-  exchange.qos = output_qos_;
   if (QueryCheckpoints* checkpoints = detection_->checkpoints()) {
     std::vector<EventId> constituents;
     constituents.reserve(match.size());
     for (size_t i = 0; i < match.size(); ++i) constituents.push_back(match.event(i)->id());
-    checkpoints->hold(*this, std::move(exchange), constituents);
+    checkpoints->hold(*this, match.composite(), constituents);
     return;
   }
-  send(std::move(exchange));
+  send(match.composite());
 }
 
-void CepQuery::send(flows::Exchange exchange) {
+void CepQuery::send(EventPtr composite) {
+  flows::Exchange exchange;
+  exchange.event = std::move(composite);
+  exchange.address = output_symbol_;
+  exchange.sender = sender_;
+  exchange.qos = output_qos_;
   if (output_qos_ == flows::Qos::kReliable) {
     detection_->publishReliably(std::move(exchange));
     return;

@@ -110,7 +110,7 @@ class CepQuery final {
   void publish(const plugin::Match& match);
   // Sends one of its composite events on: published, or held by its
   // detection while the bus refuses it for now (output_qos=reliable).
-  void send(flows::Exchange exchange);
+  void send(EventPtr composite);
   // Its name, text and options but checkpoint_interval, hashed: a
   // checkpoint of another query, or of this one with other options, is refused.
   uint64_t fingerprint() const { return fingerprint_; }

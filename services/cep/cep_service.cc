@@ -150,6 +150,12 @@ Status CepService::start() {
   return Status::ok();
 }
 
+void CepService::activate() {
+  MutexLock lock(mu_);
+  activated_ = true;
+  for (const auto& d : detections_) d->activate();
+}
+
 void CepService::stop() {
   ticker_.stop();
   MutexLock lock(mu_);
@@ -230,6 +236,7 @@ Status CepService::addQueries(std::span<const descriptor::QuerySpec> specs) {
         for (size_t j = 0; j <= i; ++j) detections[j]->stop();
         return s;
       }
+      if (activated_) d->activate();
     }
   }
   for (auto& d : detections) detections_.push_back(std::move(d));

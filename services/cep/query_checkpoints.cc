@@ -6,6 +6,7 @@
 #include <future>
 #include <utility>
 
+#include "bus/core/event_json.h"
 #include "bus/host/detection/composite_id.h"
 #include "flows/journal/checkpoint_table.h"
 #include "services/cep/cep_detection.h"
@@ -67,7 +68,52 @@ bool PublishedWindow::decode(std::string_view bytes) {
 QueryCheckpoints::QueryCheckpoints(CheckpointSettings settings, Poco::Logger& log)
     : settings_(std::move(settings)), log_(log), last_(std::chrono::steady_clock::now()) {}
 
-void QueryCheckpoints::restore(detection::Detection& detection) {
+std::string QueryCheckpoints::encodePublished() const {
+  std::string out;
+  const std::string window = published_.encode();
+  appendLe(out, static_cast<uint32_t>(window.size()));
+  out += window;
+  appendLe(out, static_cast<uint32_t>(held_.size()));
+  for (const Held& h : held_) {
+    const std::string json = encodeEvent(*h.composite, EventFormat::kFull);
+    appendLe(out, static_cast<uint32_t>(h.query->member()));
+    appendLe(out, static_cast<uint32_t>(json.size()));
+    out += json;
+  }
+  return out;
+}
+
+bool QueryCheckpoints::decodePublished(std::string_view bytes, PublishedWindow& window,
+                                       std::vector<Held>& held,
+                                       std::span<const std::shared_ptr<CepQuery>> members) const {
+  auto u32 = [&bytes](uint32_t& v) {
+    if (bytes.size() < 4) return false;
+    v = readLe<uint32_t>(bytes);
+    bytes.remove_prefix(4);
+    return true;
+  };
+  uint32_t length = 0;
+  if (!u32(length) || bytes.size() < length || !window.decode(bytes.substr(0, length))) {
+    return false;
+  }
+  bytes.remove_prefix(length);
+  uint32_t count = 0;
+  if (!u32(count)) return false;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t member = 0;
+    if (!u32(member) || member >= members.size() || !u32(length) || bytes.size() < length) {
+      return false;
+    }
+    Result<EventPtr> event = decodeEvent(bytes.substr(0, length));
+    if (!event) return false;
+    bytes.remove_prefix(length);
+    held.push_back(Held{members[member].get(), std::move(event).value()});
+  }
+  return bytes.empty();
+}
+
+void QueryCheckpoints::restore(detection::Detection& detection,
+                               std::span<const std::shared_ptr<CepQuery>> members) {
   const auto start = std::chrono::steady_clock::now();
   auto refuse = [&](const std::string& why) {
     {
@@ -87,23 +133,31 @@ void QueryCheckpoints::restore(detection::Detection& detection) {
   const std::string what =
       "checkpoint of " + settings_.label + " in journal " + settings_.journal_path;
   PublishedWindow published(kPublishedWindow);
-  if (!published.decode(record.published)) {
-    return refuse(what + ": its published composite ids do not decode");
+  std::vector<Held> held;
+  if (!decodePublished(record.published, published, held, members)) {
+    return refuse(what + ": its published composite ids and held composites do not decode");
   }
   Result<uint64_t> position =
       detection::restoreCheckpointBytes(record.state, what, detection, settings_.identity);
   if (!position) return refuse(position.status().message());
   position_base_ = *position;
   published_ = std::move(published);
+  held_ = std::move(held);
   const double ms = msSince(start);
   {
     MutexLock lock(stats_mu_);
     stats_.restored_bytes = record.state.size();
     stats_.restore_ms = ms;
   }
-  log_.information("%s: restored from its checkpoint (%Lu events in, %Lu bytes, %.1f ms)",
-                   settings_.label, static_cast<Poco::UInt64>(*position),
-                   static_cast<Poco::UInt64>(record.state.size()), ms);
+  {
+    MutexLock lock(stats_mu_);
+    stats_.held = held_.size();
+  }
+  log_.information(
+      "%s: restored from its checkpoint (%Lu events in, %Lu bytes, %.1f ms; %Lu composites to "
+      "publish again)",
+      settings_.label, static_cast<Poco::UInt64>(*position),
+      static_cast<Poco::UInt64>(record.state.size()), ms, static_cast<Poco::UInt64>(held_.size()));
 }
 
 void QueryCheckpoints::delivered(const Event* event, flows::DeliveryContext& context) {
@@ -138,7 +192,7 @@ void QueryCheckpoints::consumed(std::span<const EventPtr> events) {
   }
 }
 
-void QueryCheckpoints::hold(CepQuery& query, flows::Exchange exchange,
+void QueryCheckpoints::hold(CepQuery& query, EventPtr composite,
                             std::span<const EventId> constituents) {
   if (!published_.insert(detection::compositeId(query.name(), constituents))) {
     MutexLock lock(stats_mu_);
@@ -146,22 +200,25 @@ void QueryCheckpoints::hold(CepQuery& query, flows::Exchange exchange,
     return;
   }
   if (disabled_) {
-    query.send(std::move(exchange));
+    query.send(std::move(composite));
     return;
   }
-  held_.push_back(Held{&query, std::move(exchange)});
+  held_.push_back(Held{&query, std::move(composite)});
   MutexLock lock(stats_mu_);
   stats_.held = held_.size();
 }
 
 bool QueryCheckpoints::due(std::chrono::steady_clock::time_point now) const {
-  if (disabled_ || now - last_ < settings_.interval) return false;
+  if (disabled_ || !activated_.load(std::memory_order_acquire) ||
+      now - last_ < settings_.interval) {
+    return false;
+  }
   MutexLock lock(mu_);
   return changed_ || !covered_.empty() || !held_.empty();
 }
 
 void QueryCheckpoints::publishHeld() {
-  for (Held& h : held_) h.query->send(std::move(h.exchange));
+  for (Held& h : held_) h.query->send(std::move(h.composite));
   held_.clear();
   MutexLock lock(stats_mu_);
   stats_.held = 0;
@@ -226,7 +283,7 @@ void QueryCheckpoints::checkpoint(const detection::Detection& detection, uint64_
                                  settings_.identity.fingerprint,
                                  position_base_ + consumed,
                                  std::move(state).value(),
-                                 published_.encode()};
+                                 encodePublished()};
   std::promise<Status> stored;
   std::future<Status> result = stored.get_future();
   via.storeCheckpoint(acks, std::move(record),

@@ -13,10 +13,15 @@
 // Output. A composite event is published only once the checkpoint whose
 // state produced it is committed: the detection holds it until then
 // (Flink's two-phase sink, for a bus whose subscribers take no part in the
-// transaction). Each carries a deterministic id (bus/host/detection/
-// composite_id.h); the ids of the newest kPublishedWindow composites are
-// stored with the state, and one already published is dropped (counted),
-// so a replay after a restart publishes none twice.
+// transaction). The checkpoint stores the composites it releases (its
+// outbox, with their event ids): a crash while they are being published
+// loses none, since the restored detection publishes them again after its
+// first checkpoint, and a reliable output flow recognises by its id each
+// one it journaled or delivered already. Each composite also carries a
+// deterministic id (bus/host/detection/composite_id.h); the ids of the
+// newest kPublishedWindow composites are stored with the state, and one
+// produced again is dropped (counted), so a replay after a restart
+// publishes none twice.
 //
 // A checkpoint that cannot be stored (the journal failing) is logged and
 // counted; the detection runs on, its acknowledgements and composites wait
@@ -30,6 +35,7 @@
 // from any thread. Ownership: owns the acknowledgements and the held
 // composites; the detection and the queries are its caller's.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -96,8 +102,10 @@ class QueryCheckpoints {
   QueryCheckpoints(CheckpointSettings settings, Poco::Logger& log);
 
   // Before the first event: the stored checkpoint into `detection`, or
-  // nothing (none stored, or one refused: logged and counted).
-  void restore(detection::Detection& detection);
+  // nothing (none stored, or one refused: logged and counted). The
+  // composites its outbox holds are held again, for `members` (the
+  // detection's queries, by member index).
+  void restore(detection::Detection& detection, std::span<const std::shared_ptr<CepQuery>> members);
 
   // A delivery of `event` whose acknowledgement `context` may give: kept
   // (when journaled) until a checkpoint covers it. Before the event is
@@ -110,7 +118,10 @@ class QueryCheckpoints {
 
   // A composite of `query` (its constituents' ids in `constituents`): held
   // for the next checkpoint, or dropped as published already.
-  void hold(CepQuery& query, flows::Exchange exchange, std::span<const EventId> constituents);
+  void hold(CepQuery& query, EventPtr composite, std::span<const EventId> constituents);
+  // Every service of the bus has started (its subscribers, durable ones
+  // included, are there): checkpoints may release composites from now on.
+  void activate() { activated_.store(true, std::memory_order_release); }
 
   // Whether a checkpoint is due (the interval passed since the last one and
   // there is something to store).
@@ -129,8 +140,14 @@ class QueryCheckpoints {
  private:
   struct Held {
     CepQuery* query;
-    flows::Exchange exchange;
+    EventPtr composite;
   };
+  // The row's `published` bytes: a u32 length and the window's encoding,
+  // then a u32 count of held composites, each a u32 member index, a u32
+  // length and its event in full JSON.
+  std::string encodePublished() const;
+  bool decodePublished(std::string_view bytes, PublishedWindow& window, std::vector<Held>& held,
+                       std::span<const std::shared_ptr<CepQuery>> members) const;
   // Stops checkpointing for good: every acknowledgement given now, the held
   // composites published (they can no longer be covered).
   void giveUp(const std::string& why) EXCLUDES(mu_);
@@ -142,6 +159,7 @@ class QueryCheckpoints {
   PublishedWindow published_{kPublishedWindow};
   std::vector<Held> held_;  // the detection's thread
   bool disabled_ = false;   // the detection's thread
+  std::atomic<bool> activated_{false};
   std::chrono::steady_clock::time_point last_{};
 
   mutable Mutex mu_;

@@ -265,7 +265,15 @@ TEST(CheckpointCrashTest, CompositesOfAKilledAndRestartedBusAreThoseOfAnUninterr
   std::ofstream(std::string(CEPBUS_TEST_BUILD_DIR) + "/checkpoint_crash_results.jsonl",
                 std::ios::app)
       << line.str() << "\n";
-  EXPECT_EQ(missing, 0u) << "composites of the uninterrupted run never received";
+  std::string first_missing;
+  for (const auto& [ts, n] : expected) {
+    if (got.times.count(ts) == 0 && first_missing.size() < 200) {
+      first_missing += std::to_string(ts) + " ";
+    }
+  }
+  EXPECT_EQ(missing, 0u) << "composites of the uninterrupted run never received, the first: "
+                         << first_missing << "\n"
+                         << bus.err();
   EXPECT_EQ(extra, 0u) << "composites the uninterrupted run does not have";
   EXPECT_EQ(got.unmarked_repeats, 0u) << "a composite published twice";
   EXPECT_GT(checkpointFigure(figures, "restored_bytes"), 0u) << figures;
