@@ -87,9 +87,9 @@ TEST(CheckpointTableTest, AFailedCheckpointLeavesItsAcknowledgementsUndone) {
   std::vector<JournalRecord> inserts{record(1, 101)};
   std::vector<CheckpointRecord> rows{checkpoint("first", 0)};
   ASSERT_TRUE((*journal)->commit(inserts, {}, rows).isOk());
-  testing::execRaw(path,
-                   "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints "
-                   "BEGIN SELECT RAISE(ABORT, 'checkpoints refused'); END");
+  cepbus::testing::execRaw(path,
+                           "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints "
+                           "BEGIN SELECT RAISE(ABORT, 'checkpoints refused'); END");
   std::vector<JournalAck> acks{{1, Symbol::intern("cep/q"), 101, true}};
   rows = {checkpoint("second", 1)};
   const Status status = (*journal)->commit({}, acks, rows);
@@ -108,7 +108,7 @@ TEST(CheckpointTableTest, NothingStoredReadsAsNone) {
   EXPECT_FALSE(missing->has_value());
   // A database without the table (written by another program, or a
   // journal from before checkpoints).
-  testing::execRaw(dir.file("other.db"), "CREATE TABLE t(x)");
+  cepbus::testing::execRaw(dir.file("other.db"), "CREATE TABLE t(x)");
   auto no_table = readCheckpoint(dir.file("other.db"), "q");
   ASSERT_TRUE(no_table.isOk()) << no_table.status().toString();
   EXPECT_FALSE(no_table->has_value());
@@ -122,9 +122,9 @@ TEST(CheckpointTableTest, ARowOfTheWrongTypesIsRefusedNamingIt) {
   TempDir dir;
   const std::string path = dir.file("j.db");
   ASSERT_TRUE(Journal::open(path, {}).isOk());
-  testing::execRaw(path,
-                   "INSERT INTO checkpoints VALUES('cep.detector/q', 'nfa', 'three', 1, 0, "
-                   "x'00', x'')");
+  cepbus::testing::execRaw(path,
+                           "INSERT INTO checkpoints VALUES('cep.detector/q', 'nfa', 'three', 1, 0, "
+                           "x'00', x'')");
   auto stored = readCheckpoint(path, "cep.detector/q");
   ASSERT_FALSE(stored.isOk());
   EXPECT_EQ(stored.status().code(), Status::Code::kInvalidArgument);
