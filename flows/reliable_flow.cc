@@ -30,26 +30,7 @@ class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver,
   }
 
   void acknowledge(uint64_t token, const Status& status) EXCLUDES(mu_) override {
-    ReliableFlow* running;
-    {
-      MutexLock lock(mu_);
-      if (flow_ == nullptr || !tokens_.erase(token)) return;
-      running = flow_;
-      ++active_;
-    }
-    ReliableFlow& flow = *running;
-    ReliableFlow::Delivery delivery = flow.parked_.take(token);
-    // The target may have been detached since it took the acknowledgement.
-    const bool attached = flow.stages_.withAttachment(delivery.target, delivery.attachment,
-                                                      [](stages::Stage&, const Attachment&) {});
-    DeliveryTarget* target = delivery.target;
-    if (!attached && !status.isOk()) {
-      flow.orphan(delivery);
-    } else {
-      flow.complete(attached ? target : nullptr, std::move(delivery), status);
-    }
-    MutexLock lock(mu_);
-    if (--active_ == 0) idle_.notify_all();
+    end(token, status, /*journaled=*/false);
   }
 
   // The deliveries stay parked until the transaction is over: then those it
@@ -108,24 +89,33 @@ class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver,
   // (writer thread): they end as acknowledged, unless the flow stopped
   // meanwhile (their records are gone from the journal all the same).
   void committed(const std::vector<uint64_t>& tokens) EXCLUDES(mu_) {
-    for (uint64_t token : tokens) {
-      ReliableFlow* running;
-      {
-        MutexLock lock(mu_);
-        if (flow_ == nullptr || !tokens_.erase(token)) continue;
-        running = flow_;
-        ++active_;
-      }
-      ReliableFlow& flow = *running;
-      ReliableFlow::Delivery delivery = flow.parked_.take(token);
-      const bool attached = flow.stages_.withAttachment(delivery.target, delivery.attachment,
-                                                        [](stages::Stage&, const Attachment&) {});
-      DeliveryTarget* target = delivery.target;
-      flow.complete(attached ? target : nullptr, std::move(delivery), Status::ok(),
-                    /*acknowledged=*/true);
+    for (uint64_t token : tokens) end(token, Status::ok(), /*journaled=*/true);
+  }
+
+  // Ends the delivery parked under `token` with `status`, unless the flow
+  // stopped or it ended already; `journaled`: a checkpoint's transaction
+  // acknowledged it in the journal already.
+  void end(uint64_t token, const Status& status, bool journaled) EXCLUDES(mu_) {
+    ReliableFlow* running;
+    {
       MutexLock lock(mu_);
-      if (--active_ == 0) idle_.notify_all();
+      if (flow_ == nullptr || !tokens_.erase(token)) return;
+      running = flow_;
+      ++active_;
     }
+    ReliableFlow& flow = *running;
+    ReliableFlow::Delivery delivery = flow.parked_.take(token);
+    // The target may have been detached since it took the acknowledgement.
+    const bool attached = flow.stages_.withAttachment(delivery.target, delivery.attachment,
+                                                      [](stages::Stage&, const Attachment&) {});
+    DeliveryTarget* target = delivery.target;
+    if (!attached && !status.isOk()) {
+      flow.orphan(delivery);
+    } else {
+      flow.complete(attached ? target : nullptr, std::move(delivery), status, journaled);
+    }
+    MutexLock lock(mu_);
+    if (--active_ == 0) idle_.notify_all();
   }
 
   const std::string journal_path_;

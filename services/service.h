@@ -48,7 +48,7 @@ struct ServiceContext {
   Deployer* deployer = nullptr;
   // The descriptor's <journal path>, empty without one: where the reliable
   // flow journals and checkpointed CEP queries keep their state.
-  std::string journal_path;
+  std::string journal_path{};
 };
 
 class Service {

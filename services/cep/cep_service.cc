@@ -60,6 +60,15 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
       errors.push_back(request.status().message());
       continue;
     }
+    if (settings[i].checkpoint_interval.count() > 0 && context_.journal_path.empty()) {
+      errors.push_back(specs[i]
+                           .where
+                           .error(queryLabel(specs[i]) +
+                                  ": option checkpoint_interval needs a <journal> in the "
+                                  "descriptor (checkpoints are kept in it)")
+                           .toString());
+      continue;
+    }
     requests.push_back(std::move(request).value());
   }
   if (!errors.empty()) return Status::invalidArgument(joined(errors, "\n"));

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "services/protocols/amqp/message_mapping.h"
+#include "tests/integration/order_stream.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/bus_process.h"
 #include "tests/testing/http_get.h"
@@ -38,10 +39,12 @@
 namespace cepbus {
 namespace {
 
-using testing::AmqpClientOptions;
 using testing::AmqpReceived;
 using testing::AmqpTestClient;
 using testing::BusProcess;
+using testing::client;
+using testing::kPairsQuery;
+using testing::order;
 using testing::reservedPort;
 
 int envInt(const char* name, int fallback) {
@@ -49,38 +52,7 @@ int envInt(const char* name, int fallback) {
   return value != nullptr ? std::atoi(value) : fallback;
 }
 
-uint32_t runSeed() {
-  const char* fixed = std::getenv("CEPBUS_CRASH_SEED");
-  const uint32_t seed = fixed != nullptr ? static_cast<uint32_t>(std::strtoul(fixed, nullptr, 10))
-                                         : std::random_device()();
-  std::cout << "checkpoint_crash seed: " << seed << " (CEPBUS_CRASH_SEED=" << seed
-            << " repeats this run)" << std::endl;
-  return seed;
-}
-
-// Message `n`: an Open (even n) or a Close (odd n) of pair n/2; its id and
-// ts are n. Pair p's composite is Pair(p) at ts 2p + 1.
-proton::message order(uint64_t n) {
-  proton::message m;
-  m.subject(n % 2 == 0 ? "Open" : "Close");
-  m.id(proton::message_id(n));
-  m.properties().put("ts", static_cast<int64_t>(n));
-  m.properties().put("pair", static_cast<int64_t>(n / 2));
-  return m;
-}
-
-AmqpClientOptions client(int port, const std::string& container_id = "") {
-  AmqpClientOptions o;
-  o.port = port;
-  o.container_id = container_id;
-  return o;
-}
-
 void sleepMs(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-constexpr char kPairsQuery[] =
-    "PATTERN SEQ(Open a, Close b) WHERE a.pair = b.pair WITHIN 1000 "
-    "STRATEGY skip_till_next_match RETURN Pair(a.pair)";
 
 // A bus with an AMQP listener, an admin listener, reliable routes for the
 // orders and the composites, and the pairs query checkpointed every
@@ -152,7 +124,7 @@ uint64_t checkpointFigure(const std::string& json, const std::string& name) {
 }
 
 TEST(CheckpointCrashTest, CompositesOfAKilledAndRestartedBusAreThoseOfAnUninterruptedRun) {
-  const uint32_t seed = runSeed();
+  const uint32_t seed = testing::crashSeed("checkpoint_crash");
   std::mt19937 rng(seed);
   const int kills = envInt("CEPBUS_CHECKPOINT_KILLS", 3);
   constexpr uint64_t kBatch = 2000;
