@@ -371,6 +371,29 @@ TEST_F(CepServiceTest, OutputQosReliableAsksForReliableDelivery) {
       << bad.message();
 }
 
+// checkpoint_interval keeps the state in the bus's journal: without one, or
+// with a value that is no number of milliseconds, the query is refused
+// naming its descriptor line.
+TEST_F(CepServiceTest, ACheckpointedQueryNeedsAJournalAndANumberOfMilliseconds) {
+  CepService& cep = start(pairsUnit());
+  const Status no_journal = cep.addQuery(
+      spec("kept", "PATTERN B b", "in.events", "out.kept", {{"checkpoint_interval", "100", {}}}));
+  EXPECT_EQ(no_journal.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(no_journal.message().find(
+                "admin:1: <query name=\"kept\">: option checkpoint_interval needs a <journal>"),
+            std::string::npos)
+      << no_journal.message();
+  const Status bad = cep.addQuery(
+      spec("bad", "PATTERN B b", "in.events", "out.bad", {{"checkpoint_interval", "soon", {}}}));
+  EXPECT_NE(bad.message().find("option checkpoint_interval=soon: expected a number of "
+                               "milliseconds (0: no checkpoints)"),
+            std::string::npos)
+      << bad.message();
+  // 0 asks for none: no journal needed.
+  EXPECT_TRUE(cep.addQuery(
+      spec("none", "PATTERN B b", "in.events", "out.none", {{"checkpoint_interval", "0", {}}})));
+}
+
 // A batching detector on a sparse stream: each time its queue runs empty the
 // service flushes it, so matches come out without waiting for stop().
 TEST_F(CepServiceTest, AnIdleQueryReportsWhatItsDetectorHolds) {
