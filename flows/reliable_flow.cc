@@ -358,8 +358,8 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
       settlement = std::make_shared<Settlement>(exchange, attachment.name);
       token = settlement->token = settling_.park(settlement);
     } else {
-      token = parked_.park(
-          Delivery{exchange, target, attachment.id, attachment.name, seq, 0, false, nullptr});
+      token = parked_.park(Delivery{exchange, target, attachment.id, attachment.name, seq, 0,
+                                    exchange.redelivery, nullptr});
     }
     const std::optional<uint64_t> ticket = writer_.append(std::move(record), token);
     if (!ticket) {
@@ -378,8 +378,8 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
       // Nobody reads the ticket before the delivery is dispatched (the
       // commit callback does not need it).
       settlement->ticket = *ticket;
-      dispatch(Delivery{exchange, target, attachment.id, attachment.name, seq, 0, false,
-                        std::move(settlement)},
+      dispatch(Delivery{exchange, target, attachment.id, attachment.name, seq, 0,
+                        exchange.redelivery, std::move(settlement)},
                wake_hold);
     }
   }

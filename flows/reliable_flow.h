@@ -201,7 +201,9 @@ class ReliableFlow final : public AbstractFlow {
     Symbol target_name;
     uint64_t seq = 0;  // journal sequence number; 0 for a best-effort delivery
     uint32_t attempts = 0;
-    bool recovered = false;  // came back from the journal (an earlier run or a detached target)
+    // Came back from the journal (an earlier run or a detached target), or its
+    // sender said it may have been delivered before (Exchange::redelivery).
+    bool recovered = false;
     std::shared_ptr<Settlement> settlement;  // concurrent dispatch of a record in this run
     bool retrying = false;                   // refused or failed before: its next offer is a retry
     // The publisher's, while it is offered from inside its send(); used by a

@@ -369,15 +369,16 @@ void CepQuery::publish(const plugin::Match& match) {
     checkpoints->hold(*this, match.composite(), constituents);
     return;
   }
-  send(match.composite());
+  send(match.composite(), false);
 }
 
-void CepQuery::send(EventPtr composite) {
+void CepQuery::send(EventPtr composite, bool redelivery) {
   flows::Exchange exchange;
   exchange.event = std::move(composite);
   exchange.address = output_symbol_;
   exchange.sender = sender_;
   exchange.qos = output_qos_;
+  exchange.redelivery = redelivery;
   if (output_qos_ == flows::Qos::kReliable) {
     detection_->publishReliably(std::move(exchange));
     return;

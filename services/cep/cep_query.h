@@ -110,7 +110,8 @@ class CepQuery final {
   void publish(const plugin::Match& match);
   // Sends one of its composite events on: published, or held by its
   // detection while the bus refuses it for now (output_qos=reliable).
-  void send(EventPtr composite);
+  // `redelivery`: it may have gone out before a crash (Exchange::redelivery).
+  void send(EventPtr composite, bool redelivery);
   // Its name, text and options but checkpoint_interval, hashed: a
   // checkpoint of another query, or of this one with other options, is refused.
   uint64_t fingerprint() const { return fingerprint_; }

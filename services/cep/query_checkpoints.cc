@@ -107,7 +107,7 @@ bool QueryCheckpoints::decodePublished(std::string_view bytes, PublishedWindow& 
     Result<EventPtr> event = decodeEvent(bytes.substr(0, length));
     if (!event) return false;
     bytes.remove_prefix(length);
-    held.push_back(Held{members[member].get(), std::move(event).value()});
+    held.push_back(Held{members[member].get(), std::move(event).value(), true});
   }
   return bytes.empty();
 }
@@ -200,10 +200,10 @@ void QueryCheckpoints::hold(CepQuery& query, EventPtr composite,
     return;
   }
   if (disabled_) {
-    query.send(std::move(composite));
+    query.send(std::move(composite), false);
     return;
   }
-  held_.push_back(Held{&query, std::move(composite)});
+  held_.push_back(Held{&query, std::move(composite), false});
   MutexLock lock(stats_mu_);
   stats_.held = held_.size();
 }
@@ -218,7 +218,7 @@ bool QueryCheckpoints::due(std::chrono::steady_clock::time_point now) const {
 }
 
 void QueryCheckpoints::publishHeld() {
-  for (Held& h : held_) h.query->send(std::move(h.composite));
+  for (Held& h : held_) h.query->send(std::move(h.composite), h.redelivery);
   held_.clear();
   MutexLock lock(stats_mu_);
   stats_.held = 0;

@@ -141,6 +141,8 @@ class QueryCheckpoints {
   struct Held {
     CepQuery* query;
     EventPtr composite;
+    // Restored from the outbox: it may have gone out before the crash.
+    bool redelivery = false;
   };
   // The row's `published` bytes: a u32 length and the window's encoding,
   // then a u32 count of held composites, each a u32 member index, a u32
