@@ -62,11 +62,13 @@ Result<std::optional<CheckpointRecord>> readCheckpoint(const std::string& path,
     const int type = sqlite3_column_type(c.stmt, i);
     // An empty blob may read back as one.
     if (type != kTypes[i] && !(kTypes[i] == SQLITE_BLOB && type == SQLITE_NULL)) {
-      return Status::invalidArgument("journal " + path + ": checkpoint " + name + ": column " +
-                                     kColumns[i] + " holds no " +
-                                     (kTypes[i] == SQLITE_TEXT      ? "text"
-                                      : kTypes[i] == SQLITE_INTEGER ? "integer"
-                                                                    : "bytes"));
+      std::string why = "journal " + path;
+      why.append(": checkpoint ").append(name).append(": column ").append(kColumns[i]);
+      why.append(" holds no ")
+          .append(kTypes[i] == SQLITE_TEXT      ? "text"
+                  : kTypes[i] == SQLITE_INTEGER ? "integer"
+                                                : "bytes");
+      return Status::invalidArgument(why);
     }
   }
   CheckpointRecord record;

@@ -61,7 +61,7 @@ bool PublishedWindow::decode(std::string_view bytes) {
   if (bytes.size() != 8 * static_cast<size_t>(count)) return false;
   order_.clear();
   ids_.clear();
-  for (uint32_t i = 0; i < count; ++i) insert(readLe<uint64_t>(bytes.substr(8 * i, 8)));
+  for (uint32_t i = 0; i < count; ++i) insert(readLe<uint64_t>(bytes.substr(size_t{8} * i, 8)));
   return true;
 }
 
