@@ -182,14 +182,19 @@ void QueryCheckpoints::refused(const Event* event) {
 }
 
 void QueryCheckpoints::consumed(std::span<const EventPtr> events) {
-  MutexLock lock(mu_);
-  changed_ = changed_ || !events.empty();
-  for (const EventPtr& event : events) {
-    auto it = delivered_.find(event.get());
-    if (it == delivered_.end()) continue;
-    for (flows::DeferredAck& ack : it->second) covered_.push_back(std::move(ack));
-    delivered_.erase(it);
+  std::vector<flows::DeferredAck> now;  // once checkpoints stopped: acknowledged at once
+  {
+    MutexLock lock(mu_);
+    changed_ = changed_ || !events.empty();
+    std::vector<flows::DeferredAck>& to = disabled_ ? now : covered_;
+    for (const EventPtr& event : events) {
+      auto it = delivered_.find(event.get());
+      if (it == delivered_.end()) continue;
+      for (flows::DeferredAck& ack : it->second) to.push_back(std::move(ack));
+      delivered_.erase(it);
+    }
   }
+  for (const flows::DeferredAck& ack : now) ack(Status::ok());
 }
 
 void QueryCheckpoints::hold(CepQuery& query, EventPtr composite,
