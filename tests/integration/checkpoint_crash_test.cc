@@ -57,7 +57,7 @@ void sleepMs(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds
 // A bus with an AMQP listener, an admin listener, reliable routes for the
 // orders and the composites, and the pairs query checkpointed every
 // `interval_ms`, its composites reliable.
-std::string descriptor(int port, int interval_ms) {
+std::string descriptor(int port, int interval_ms, const std::string& query = kPairsQuery) {
   return R"(<cepbus name="checkpoints">
   <journal path="journal.db"/>
   <listeners><amqp host="127.0.0.1" port=")" +
@@ -76,7 +76,7 @@ std::string descriptor(int port, int interval_ms) {
          std::to_string(interval_ms) + R"("/>
         <option name="output_qos" value="reliable"/>
         <text>)" +
-         kPairsQuery + R"(</text>
+         query + R"(</text>
       </query>
     </service-unit>
   </service-assembly>
@@ -270,7 +270,7 @@ void checkpointAnOpen(BusProcess& bus, int port) {
 TEST(CheckpointCrashTest, ARestartResumesAPartialMatchFromItsCheckpoint) {
   const int port = reservedPort();
   BusProcess bus(CEPBUS_BINARY, "cepbus-checkpoint-resume");
-  checkpointAnOpen(bus, port);
+  ASSERT_NO_FATAL_FAILURE(checkpointAnOpen(bus, port));
   ASSERT_TRUE(bus.start(descriptor(port, 20), {port}));
   const int admin = bus.adminPort();
   AmqpTestClient subscriber(client(port, "resume-sub"));
@@ -292,7 +292,7 @@ TEST(CheckpointCrashTest, ARestartResumesAPartialMatchFromItsCheckpoint) {
 TEST(CheckpointCrashTest, ADamagedCheckpointIsRefusedAndTheQueryStartsEmpty) {
   const int port = reservedPort();
   BusProcess bus(CEPBUS_BINARY, "cepbus-checkpoint-damaged");
-  checkpointAnOpen(bus, port);
+  ASSERT_NO_FATAL_FAILURE(checkpointAnOpen(bus, port));
   testing::execRaw((bus.dir() / "journal.db").string(),
                    "UPDATE checkpoints SET state = substr(state, 1, length(state) - 3)");
   ASSERT_TRUE(bus.start(descriptor(port, 20), {port}));
@@ -314,6 +314,26 @@ TEST(CheckpointCrashTest, ADamagedCheckpointIsRefusedAndTheQueryStartsEmpty) {
       << bus.err();
   sleepMs(200);  // a pair-1 composite, had the state been restored, would be out by now
   EXPECT_EQ(subscriber.receivedTs("pairs"), std::vector<Timestamp>({5}));
+  EXPECT_TRUE(bus.stop());
+}
+
+// The query changed between two runs: its stored state is another query's,
+// refused as such, and the new query starts empty.
+TEST(CheckpointCrashTest, TheCheckpointOfAnotherQueryIsRefused) {
+  const int port = reservedPort();
+  BusProcess bus(CEPBUS_BINARY, "cepbus-checkpoint-foreign");
+  ASSERT_NO_FATAL_FAILURE(checkpointAnOpen(bus, port));
+  const std::string other =
+      "PATTERN SEQ(Open a, Close b) WHERE a.pair = b.pair WITHIN 2000 RETURN Pair(a.pair)";
+  ASSERT_TRUE(bus.start(descriptor(port, 20, other), {port}));
+  const int admin = bus.adminPort();
+  ASSERT_TRUE(testing::eventually(
+      "the refusal to show", [&] { return checkpointFigure(queries(admin), "restore_refused"); },
+      std::chrono::seconds(10), std::chrono::milliseconds(20)))
+      << queries(admin);
+  EXPECT_NE(bus.err().find("it was written for another query or options"), std::string::npos)
+      << bus.err();
+  EXPECT_EQ(checkpointFigure(queries(admin), "restored_bytes"), 0u) << queries(admin);
   EXPECT_TRUE(bus.stop());
 }
 
