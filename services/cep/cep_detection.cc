@@ -109,10 +109,7 @@ Status CepDetection::start(const std::shared_ptr<CepDetection>& self) {
   started_ = true;
   // Before the first event can come: the stored state first, then what the
   // journal redelivers. Before the queries enter: their stats show it.
-  if (Status s = openCheckpoints(); !s) {
-    stop();
-    return s;
-  }
+  openCheckpoints();
   for (size_t i = 0; i < members_.size(); ++i) {
     if (removed_[i]) continue;
     if (Status s = members_[i]->enter(members_[i], self); !s) {
@@ -249,23 +246,8 @@ bool CepDetection::isControl(const EventPtr& event) {
                      [&event](const auto& d) { return d->marker == event; });
 }
 
-Status CepDetection::openCheckpoints() {
-  if (checkpoint_interval_.count() == 0) return Status::ok();
-  if (context_.journal_path.empty()) {
-    return Status::invalidArgument(label_ +
-                                   ": option checkpoint_interval needs a <journal> in the "
-                                   "descriptor (checkpoints are kept in it)");
-  }
-  if (run_inline_) {
-    // A delivering thread running the detection would wait for the worker,
-    // which waits for the journal's thread, which may be that thread.
-    return Status::invalidArgument(label_ +
-                                   ": option checkpoint_interval cannot be combined with "
-                                   "run_inline=when_idle");
-  }
-  if (Status s = detection::checkCheckpointable(*detection_); !s) {
-    return Status::invalidArgument(label_ + ": option checkpoint_interval: " + s.message());
-  }
+void CepDetection::openCheckpoints() {
+  if (checkpoint_interval_.count() == 0) return;
   // The members' fingerprints, in member order: a shared detector's state
   // belongs to exactly these queries.
   std::string fingerprints;
@@ -278,7 +260,6 @@ Status CepDetection::openCheckpoints() {
   checkpoints_ = std::make_unique<QueryCheckpoints>(std::move(settings), log_);
   MutexLock lock(detection_mu_);
   checkpoints_->restore(*detection_, members_);
-  return Status::ok();
 }
 
 void CepDetection::checkpointIfDue() {

@@ -200,9 +200,9 @@ class CepDetection final : public detection::DetectionSink {
 
   // The endpoint's consumer.
   Status consume(const flows::Exchange& exchange, flows::DeliveryContext& context);
-  // Makes checkpoints_ and restores the stored state (start()); an error
-  // names the query when its engine cannot checkpoint or the bus keeps no journal.
-  Status openCheckpoints();
+  // Makes checkpoints_ and restores the stored state (start()); the service
+  // checked that the detection can checkpoint (cep_service.cc).
+  void openCheckpoints();
   // Stores a checkpoint when one is due (the worker, between batches).
   void checkpointIfDue();
   // Registers its numbers in scope_ (start()).

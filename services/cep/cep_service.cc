@@ -6,6 +6,7 @@
 #include <charconv>
 #include <exception>
 
+#include "bus/host/detection/checkpoint.h"
 #include "bus/host/detection/detection.h"
 #include "bus/host/detection/engine_choice.h"
 #include "bus/host/detection/planner.h"
@@ -44,6 +45,22 @@ void sizeParam(const descriptor::ServiceUnit& unit, const char* name, size_t max
     return;
   }
   out = v;
+}
+
+// InvalidArgument naming `spec`'s descriptor line when it asks for
+// checkpoints (query_checkpoints.h) its detection cannot give.
+Status checkCheckpoints(const descriptor::QuerySpec& spec, const QuerySettings& settings,
+                        const detection::Detection& detection) {
+  if (settings.checkpoint_interval.count() == 0) return Status::ok();
+  auto refuse = [&spec](const std::string& why) {
+    return Status::invalidArgument(
+        spec.where.error(queryLabel(spec) + ": option checkpoint_interval: " + why).toString());
+  };
+  // A delivering thread running the detection would wait for the worker,
+  // which waits for the journal's thread, which may be that thread.
+  if (settings.run_inline) return refuse("cannot be combined with run_inline=when_idle");
+  if (Status s = detection::checkCheckpointable(detection); !s) return refuse(s.message());
+  return Status::ok();
 }
 
 }  // namespace
@@ -95,6 +112,7 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
                                                config_, context_);
     auto running = detection::Detection::create(group, *made, plugin::EventTime::kOwner);
     if (!running) return running.status();
+    if (Status s = checkCheckpoints(specs[first], settings[first], **running); !s) return s;
     made->run(std::move(running).value());
     // The reason of engine auto is said for the queries that asked for it.
     auto choiceOf = [&](size_t m) {
@@ -395,10 +413,7 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
   auto service = std::make_unique<CepService>(std::move(config), context);
   std::vector<descriptor::QuerySpec> queries = unit.queries;
   // The unit's checkpoint_interval is the default of its queries' option.
-  const descriptor::Param* interval = nullptr;
-  for (const descriptor::Param& p : unit.params) {
-    if (p.name == "checkpoint_interval") interval = &p;
-  }
+  const descriptor::Param* interval = unit.param("checkpoint_interval");
   for (descriptor::QuerySpec& query : queries) {
     query.base_dir = assembly.base_dir;
     if (interval != nullptr && query.option("checkpoint_interval") == nullptr) {

@@ -392,6 +392,20 @@ TEST_F(CepServiceTest, ACheckpointedQueryNeedsAJournalAndANumberOfMilliseconds) 
   // 0 asks for none: no journal needed.
   EXPECT_TRUE(cep.addQuery(
       spec("none", "PATTERN B b", "in.events", "out.none", {{"checkpoint_interval", "0", {}}})));
+  // With a journal: an engine that does not snapshot, a query run inline.
+  context_->journal_path = "journal.db";
+  const Status engine = cep.addQuery(
+      spec("fake", "PATTERN B b", "in.events", "out.fake", {{"checkpoint_interval", "100", {}}}));
+  EXPECT_NE(engine.message().find("admin:1: <query name=\"fake\">: option checkpoint_interval: "
+                                  "engine 'cepfake' cannot checkpoint this query"),
+            std::string::npos)
+      << engine.message();
+  const Status inline_run =
+      cep.addQuery(spec("inline", "PATTERN B b", "in.events", "out.inline",
+                        {{"checkpoint_interval", "100", {}}, {"run_inline", "when_idle", {}}}));
+  EXPECT_NE(inline_run.message().find("cannot be combined with run_inline=when_idle"),
+            std::string::npos)
+      << inline_run.message();
 }
 
 // A batching detector on a sparse stream: each time its queue runs empty the
