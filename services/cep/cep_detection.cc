@@ -248,15 +248,8 @@ bool CepDetection::isControl(const EventPtr& event) {
 
 void CepDetection::openCheckpoints() {
   if (checkpoint_interval_.count() == 0) return;
-  // The members' fingerprints, in member order: a shared detector's state
-  // belongs to exactly these queries.
-  std::string fingerprints;
-  for (const auto& q : members_) fingerprints += std::to_string(q->fingerprint()) + "\n";
-  CheckpointSettings settings{endpoint_,
-                              label_,
-                              checkpoint_interval_,
-                              context_.journal_path,
-                              {detection_->engine(), plugin::snapshotFingerprint(fingerprints)}};
+  CheckpointSettings settings{endpoint_, label_, checkpoint_interval_, context_.journal_path,
+                              checkpoint_identity_};
   checkpoints_ = std::make_unique<QueryCheckpoints>(std::move(settings), log_);
   MutexLock lock(detection_mu_);
   checkpoints_->restore(*detection_, members_);

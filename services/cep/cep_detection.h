@@ -61,6 +61,7 @@
 #include "bus/core/event.h"
 #include "bus/core/plugin/engine_counters.h"
 #include "bus/core/status.h"
+#include "bus/host/detection/checkpoint.h"
 #include "bus/host/detection/detection.h"
 #include "bus/host/time/source_clock.h"
 #include "flows/exchange.h"
@@ -106,6 +107,11 @@ class CepDetection final : public detection::DetectionSink {
 
   // Runs `detection` (made for this one's members, reporting to it).
   void run(std::unique_ptr<detection::Detection> detection) { detection_ = std::move(detection); }
+  // What its checkpoints are for (detection::checkpointIdentity() of its
+  // queries); set before start() when they are checkpointed.
+  void checkpointAs(detection::CheckpointIdentity identity) {
+    checkpoint_identity_ = std::move(identity);
+  }
   // Names the endpoint and makes the stage: once the service keeps it.
   void open(std::string endpoint);
 
@@ -245,6 +251,7 @@ class CepDetection final : public detection::DetectionSink {
   const bool flush_when_idle_;
   const bool run_inline_;
   const std::chrono::milliseconds checkpoint_interval_;
+  detection::CheckpointIdentity checkpoint_identity_;  // control plane
   const pattern::TimeUnit ts_unit_;
   const std::string service_;
   const size_t capacity_;

@@ -8,8 +8,6 @@
 #include <map>
 
 #include "bus/core/pattern/parser.h"
-#include "bus/core/pattern/printer.h"
-#include "bus/core/plugin/snapshot.h"
 #include "router/relays.h"
 #include "router/topic.h"
 #include "services/cep/cep_detection.h"
@@ -25,7 +23,6 @@ constexpr std::string_view kOutputQos = "output_qos";
 constexpr std::string_view kRunInline = "run_inline";
 constexpr std::string_view kShareDetector = "share_detector";
 constexpr std::string_view kLateOutput = "late_output";
-constexpr std::string_view kCheckpointInterval = "checkpoint_interval";
 
 using OptionValues = std::map<std::string, std::string, std::less<>>;
 
@@ -66,23 +63,10 @@ Result<std::chrono::milliseconds> idleTimeout(OptionValues& options) {
   return std::chrono::milliseconds(ms);
 }
 
-// What fingerprint() hashes: the name, the query as printed and the
-// options in name order, checkpoint_interval left out (changing how often
-// the state is stored does not change the state).
-uint64_t queryFingerprint(const descriptor::QuerySpec& spec, const pattern::Query& query) {
-  std::map<std::string, std::string> options;
-  for (const descriptor::Param& option : spec.options) {
-    if (option.name != kCheckpointInterval) options[option.name] = option.value;
-  }
-  std::string canonical = spec.name + "\n" + spec.engine + "\n" + pattern::toString(query) + "\n";
-  for (const auto& [name, value] : options) canonical += name + "=" + value + "\n";
-  return plugin::snapshotFingerprint(canonical);
-}
-
 // The option checkpoint_interval: milliseconds between checkpoints, 0 (the
 // default) for none.
 Result<std::chrono::milliseconds> checkpointInterval(const OptionValues& options) {
-  auto it = options.find(kCheckpointInterval);
+  auto it = options.find(kCheckpointIntervalOption);
   if (it == options.end()) return std::chrono::milliseconds(0);
   const std::string& text = it->second;
   int64_t ms = 0;
@@ -132,9 +116,13 @@ std::string joined(const std::vector<std::string>& items) {
 std::vector<detection::ServiceOption> serviceOptions() {
   // Queries share a detector when its stage runs them alike; each has its
   // own output, and share_detector says whether it shares at all.
-  return {{kFlushWhenIdle, false},     {kRunInline, false},    {plugin::kIdleTimeoutOption, false},
-          {kOutputQos, true},          {kShareDetector, true}, {kLateOutput, true},
-          {kCheckpointInterval, false}};
+  return {{kFlushWhenIdle, false},
+          {kRunInline, false},
+          {plugin::kIdleTimeoutOption, false},
+          {kOutputQos, true},
+          {kShareDetector, true},
+          {kLateOutput, true},
+          {kCheckpointIntervalOption, false}};
 }
 
 std::string queryLabel(const descriptor::QuerySpec& spec) {
@@ -209,7 +197,6 @@ CepQuery::CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& quer
       late_symbol_(Symbol::intern(settings.late_output)),
       sender_(Symbol::intern(service + "/" + spec.name)),
       output_qos_(settings.output_qos),
-      fingerprint_(queryFingerprint(spec, query)),
       context_(context),
       log_(Poco::Logger::get("cepbus.cep")),
       names_(query, spec.text) {}

@@ -48,6 +48,10 @@ namespace cepbus::services::cep {
 
 class CepDetection;
 
+// The option (and the cep unit's param) asking for checkpoints
+// (query_checkpoints.h).
+inline constexpr std::string_view kCheckpointIntervalOption = "checkpoint_interval";
+
 // The options of a <query> the service takes itself (cep_service.h): what
 // the planner keeps from the engine, and whether queries that differ in
 // them may still share a detector.
@@ -112,9 +116,7 @@ class CepQuery final {
   // detection while the bus refuses it for now (output_qos=reliable).
   // `redelivery`: it may have gone out before a crash (Exchange::redelivery).
   void send(EventPtr composite, bool redelivery);
-  // Its name, text and options but checkpoint_interval, hashed: a
-  // checkpoint of another query, or of this one with other options, is refused.
-  uint64_t fingerprint() const { return fingerprint_; }
+
   // A late event of its detection (more than the maximum delay behind), on
   // the detection's thread: it goes out, as it came, on the late address,
   // best effort; one the bus does not take counts as a publish failure.
@@ -148,7 +150,6 @@ class CepQuery final {
   const Symbol late_symbol_;
   const Symbol sender_;
   const flows::Qos output_qos_;
-  const uint64_t fingerprint_;
   ServiceContext& context_;
   Poco::Logger& log_;
   detection::QueryNameWatch names_;

@@ -47,6 +47,21 @@ void sizeParam(const descriptor::ServiceUnit& unit, const char* name, size_t max
   out = v;
 }
 
+// What a checkpoint of `group`'s detection is for: its queries, by the
+// names `names` gives them, and their options but checkpoint_interval
+// (storing the state more or less often does not change it).
+detection::CheckpointIdentity identityOf(const detection::DetectionGroup& group,
+                                         const std::vector<detection::QueryRequest>& requests,
+                                         const std::vector<std::string>& names) {
+  std::vector<detection::CheckpointedQuery> queries;
+  for (size_t i = 0; i < group.members.size(); ++i) {
+    queries.push_back({names[i], requests[group.members[i]].query});
+  }
+  auto values = requests[group.members.front()].options.values();
+  values.erase(std::string(kCheckpointIntervalOption));
+  return detection::checkpointIdentity(group.engine, queries, plugin::DetectorOptions(values));
+}
+
 // InvalidArgument naming `spec`'s descriptor line when it asks for
 // checkpoints (query_checkpoints.h) its detection cannot give.
 Status checkCheckpoints(const descriptor::QuerySpec& spec, const QuerySettings& settings,
@@ -113,6 +128,9 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
     auto running = detection::Detection::create(group, *made, plugin::EventTime::kOwner);
     if (!running) return running.status();
     if (Status s = checkCheckpoints(specs[first], settings[first], **running); !s) return s;
+    if (settings[first].checkpoint_interval.count() > 0) {
+      made->checkpointAs(identityOf(group, requests, names));
+    }
     made->run(std::move(running).value());
     // The reason of engine auto is said for the queries that asked for it.
     auto choiceOf = [&](size_t m) {
@@ -413,10 +431,10 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
   auto service = std::make_unique<CepService>(std::move(config), context);
   std::vector<descriptor::QuerySpec> queries = unit.queries;
   // The unit's checkpoint_interval is the default of its queries' option.
-  const descriptor::Param* interval = unit.param("checkpoint_interval");
+  const descriptor::Param* interval = unit.param(kCheckpointIntervalOption);
   for (descriptor::QuerySpec& query : queries) {
     query.base_dir = assembly.base_dir;
-    if (interval != nullptr && query.option("checkpoint_interval") == nullptr) {
+    if (interval != nullptr && query.option(kCheckpointIntervalOption) == nullptr) {
       query.options.push_back(*interval);
     }
   }

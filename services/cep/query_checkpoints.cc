@@ -137,10 +137,10 @@ void QueryCheckpoints::restore(detection::Detection& detection,
   if (!decodePublished(record.published, published, held, members)) {
     return refuse(what + ": its published composite ids and held composites do not decode");
   }
-  Result<uint64_t> position =
+  Result<detection::RestoredCheckpoint> restored =
       detection::restoreCheckpointBytes(record.state, what, detection, settings_.identity);
-  if (!position) return refuse(position.status().message());
-  position_base_ = *position;
+  if (!restored) return refuse(restored.status().message());
+  position_base_ = restored->position;
   published_ = std::move(published);
   held_ = std::move(held);
   const double ms = msSince(start);
@@ -148,16 +148,15 @@ void QueryCheckpoints::restore(detection::Detection& detection,
     MutexLock lock(stats_mu_);
     stats_.restored_bytes = record.state.size();
     stats_.restore_ms = ms;
-  }
-  {
-    MutexLock lock(stats_mu_);
     stats_.held = held_.size();
   }
   log_.information(
-      "%s: restored from its checkpoint (%Lu events in, %Lu bytes, %.1f ms; %Lu composites to "
+      "%s: restored from its checkpoint%s (%Lu events in, %Lu bytes, %.1f ms; %Lu composites to "
       "publish again)",
-      settings_.label, static_cast<Poco::UInt64>(*position),
-      static_cast<Poco::UInt64>(record.state.size()), ms, static_cast<Poco::UInt64>(held_.size()));
+      settings_.label,
+      std::string(restored->carried_over ? ", its state carried over to the edited query" : ""),
+      static_cast<Poco::UInt64>(restored->position), static_cast<Poco::UInt64>(record.state.size()),
+      ms, static_cast<Poco::UInt64>(held_.size()));
 }
 
 void QueryCheckpoints::delivered(const Event* event, flows::DeliveryContext& context) {

@@ -317,8 +317,9 @@ TEST(CheckpointCrashTest, ADamagedCheckpointIsRefusedAndTheQueryStartsEmpty) {
   EXPECT_TRUE(bus.stop());
 }
 
-// The query changed between two runs: its stored state is another query's,
-// refused as such, and the new query starts empty.
+// The query changed between two runs, its strategy with it (an edit of
+// WITHIN alone would carry the state over, checkpoint.h): its stored state
+// is another query's, refused as such, and the new query starts empty.
 TEST(CheckpointCrashTest, TheCheckpointOfAnotherQueryIsRefused) {
   const int port = reservedPort();
   BusProcess bus(CEPBUS_BINARY, "cepbus-checkpoint-foreign");
