@@ -18,9 +18,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "bus/core/status.h"
+#include "flows/journal/checkpoint_record.h"
 #include "flows/wake_hold.h"
 
 namespace cepbus::flows {
@@ -38,6 +42,18 @@ class DeferredAck {
     // Acknowledges the delivery parked under `token`: OK forgets its record,
     // anything else is a failed attempt. Ignores a token it already had.
     virtual void acknowledge(uint64_t token, const Status& status) = 0;
+    // Acknowledges OK the deliveries parked under `tokens` in the journal
+    // transaction that stores `checkpoint` (checkpoint_record.h); `done`
+    // gets its status. When it fails none is acknowledged: they stay parked,
+    // for a later checkpoint to acknowledge. By default a receiver keeps no
+    // checkpoints (Unavailable).
+    virtual void acknowledgeWithCheckpoint(std::vector<uint64_t> tokens,
+                                           CheckpointRecord checkpoint, CheckpointDone done) {
+      (void)tokens;
+      done(Status::unavailable("flow stores no checkpoint " + checkpoint.name));
+    }
+    // The journal file its checkpoints go to; empty when none.
+    virtual std::string journalPath() const { return {}; }
 
    protected:
     ~Receiver() = default;
@@ -52,6 +68,16 @@ class DeferredAck {
   }
   // False for a default-constructed one (nothing to acknowledge).
   explicit operator bool() const { return receiver_ != nullptr; }
+  // Stores `checkpoint` in the journal of this acknowledgement's flow and
+  // acknowledges OK every one of `acks` in the same transaction
+  // (Receiver::acknowledgeWithCheckpoint()). This one may be acknowledged
+  // already: it only names the flow. InvalidArgument (to `done`) when an
+  // acknowledgement of `acks` comes from another flow; Unavailable from a
+  // flow that keeps no checkpoints.
+  void storeCheckpoint(std::span<const DeferredAck> acks, CheckpointRecord checkpoint,
+                       CheckpointDone done) const;
+  // The journal file of its flow (Receiver::journalPath()); empty when none.
+  std::string journalPath() const { return receiver_ ? receiver_->journalPath() : std::string(); }
   // How often this record was delivered before without an OK (in this run,
   // or 1 when it comes back from the journal); 0 the first time.
   uint32_t previousDeliveries() const { return previous_deliveries_; }

@@ -102,6 +102,11 @@ struct Exchange {
   // The publishing link it came by (newSource()); 0 when no link is known.
   // A query's event time is the slowest of its sources (services/cep).
   uint64_t source = 0;
+  // Its sender cannot tell whether it reached its targets before (a
+  // checkpointed CEP query publishing again the composites a crash may have
+  // cut short): a journaling flow delivers it marked as a redelivery
+  // (DeferredAck::previousDeliveries() of at least 1).
+  bool redelivery = false;
 
   // Hands `outcome` to the listener. False when there is no listener or it
   // threw (the throw is swallowed here so that no exception crosses a stage).

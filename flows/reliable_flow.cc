@@ -17,9 +17,11 @@ namespace cepbus::flows {
 // in parked_. `mu_` is a leaf lock, never held while an acknowledgement does
 // its work: a target takes an acknowledgement from inside a delivery, which
 // may run inline in a stage's offer() under the flow's other locks.
-class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver {
+class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver,
+                                             public std::enable_shared_from_this<Acknowledgements> {
  public:
-  explicit Acknowledgements(ReliableFlow& flow) : flow_(&flow) {}
+  explicit Acknowledgements(ReliableFlow& flow)
+      : journal_path_(flow.config_.journal_path), flow_(&flow) {}
 
   // A target took the acknowledgement of the delivery parked under `token`.
   void expect(uint64_t token) EXCLUDES(mu_) {
@@ -28,6 +30,72 @@ class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver {
   }
 
   void acknowledge(uint64_t token, const Status& status) EXCLUDES(mu_) override {
+    end(token, status, /*journaled=*/false);
+  }
+
+  // The deliveries stay parked until the transaction is over: then those it
+  // acknowledged end as acknowledged OK (their records are gone from the
+  // journal already), or, when it failed, they wait for the next checkpoint.
+  void acknowledgeWithCheckpoint(std::vector<uint64_t> tokens, CheckpointRecord checkpoint,
+                                 CheckpointDone done) EXCLUDES(mu_) override {
+    ReliableFlow* running;
+    {
+      MutexLock lock(mu_);
+      running = flow_;
+      for (uint64_t token : tokens) {
+        if (running != nullptr && !tokens_.contains(token)) running = nullptr;
+      }
+      if (running != nullptr) ++active_;
+    }
+    if (running == nullptr) {
+      done(Status::unavailable("flow stopped or deliveries already acknowledged: checkpoint " +
+                               checkpoint.name + " not stored"));
+      return;
+    }
+    std::vector<JournalAck> acks;
+    acks.reserve(tokens.size());
+    for (uint64_t token : tokens) {
+      running->parked_.peek(token, [&acks](const Delivery& d) {
+        acks.push_back(JournalAck{d.seq, d.target_name, d.exchange.event->id(), true});
+      });
+    }
+    running->writer_.checkpoint(std::move(checkpoint), std::move(acks),
+                                [self = shared_from_this(), tokens = std::move(tokens),
+                                 done = std::move(done)](const Status& status) {
+                                  if (status.isOk()) self->committed(tokens);
+                                  done(status);
+                                });
+    MutexLock lock(mu_);
+    if (--active_ == 0) idle_.notify_all();
+  }
+
+  std::string journalPath() const override { return journal_path_; }
+
+  // The flow stops: acknowledgements from now on do nothing, and the
+  // deliveries still waiting for one are returned (their records stay
+  // journaled). Waits for those running.
+  std::vector<uint64_t> close() EXCLUDES(mu_) {
+    std::vector<uint64_t> tokens;
+    MutexLock lock(mu_);
+    flow_ = nullptr;
+    tokens_.forEach([&](uint64_t token) { tokens.push_back(token); });
+    tokens_.clear();
+    idle_.wait(mu_, [this]() REQUIRES(mu_) { return active_ == 0; });
+    return tokens;
+  }
+
+ private:
+  // A checkpoint's transaction acknowledged the deliveries of `tokens`
+  // (writer thread): they end as acknowledged, unless the flow stopped
+  // meanwhile (their records are gone from the journal all the same).
+  void committed(const std::vector<uint64_t>& tokens) EXCLUDES(mu_) {
+    for (uint64_t token : tokens) end(token, Status::ok(), /*journaled=*/true);
+  }
+
+  // Ends the delivery parked under `token` with `status`, unless the flow
+  // stopped or it ended already; `journaled`: a checkpoint's transaction
+  // acknowledged it in the journal already.
+  void end(uint64_t token, const Status& status, bool journaled) EXCLUDES(mu_) {
     ReliableFlow* running;
     {
       MutexLock lock(mu_);
@@ -44,26 +112,13 @@ class ReliableFlow::Acknowledgements final : public DeferredAck::Receiver {
     if (!attached && !status.isOk()) {
       flow.orphan(delivery);
     } else {
-      flow.complete(attached ? target : nullptr, std::move(delivery), status);
+      flow.complete(attached ? target : nullptr, std::move(delivery), status, journaled);
     }
     MutexLock lock(mu_);
     if (--active_ == 0) idle_.notify_all();
   }
 
-  // The flow stops: acknowledgements from now on do nothing, and the
-  // deliveries still waiting for one are returned (their records stay
-  // journaled). Waits for those running.
-  std::vector<uint64_t> close() EXCLUDES(mu_) {
-    std::vector<uint64_t> tokens;
-    MutexLock lock(mu_);
-    flow_ = nullptr;
-    tokens_.forEach([&](uint64_t token) { tokens.push_back(token); });
-    tokens_.clear();
-    idle_.wait(mu_, [this]() REQUIRES(mu_) { return active_ == 0; });
-    return tokens;
-  }
-
- private:
+  const std::string journal_path_;
   Mutex mu_;
   CondVar idle_;                        // active_ dropped to 0
   ReliableFlow* flow_ GUARDED_BY(mu_);  // null once stopped
@@ -303,8 +358,8 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
       settlement = std::make_shared<Settlement>(exchange, attachment.name);
       token = settlement->token = settling_.park(settlement);
     } else {
-      token = parked_.park(
-          Delivery{exchange, target, attachment.id, attachment.name, seq, 0, false, nullptr});
+      token = parked_.park(Delivery{exchange, target, attachment.id, attachment.name, seq, 0,
+                                    exchange.redelivery, nullptr});
     }
     const std::optional<uint64_t> ticket = writer_.append(std::move(record), token);
     if (!ticket) {
@@ -323,8 +378,8 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
       // Nobody reads the ticket before the delivery is dispatched (the
       // commit callback does not need it).
       settlement->ticket = *ticket;
-      dispatch(Delivery{exchange, target, attachment.id, attachment.name, seq, 0, false,
-                        std::move(settlement)},
+      dispatch(Delivery{exchange, target, attachment.id, attachment.name, seq, 0,
+                        exchange.redelivery, std::move(settlement)},
                wake_hold);
     }
   }
@@ -658,7 +713,8 @@ Status ReliableFlow::handle(DeliveryTarget& target, stages::StageItem& item) {
   return status;
 }
 
-void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Status& status) {
+void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Status& status,
+                            bool acknowledged) {
   const DeliveryKey key = delivery.key();
   bool gave_up = false;
   if (status.isOk()) {
@@ -683,7 +739,7 @@ void ReliableFlow::complete(DeliveryTarget* target, Delivery delivery, const Sta
       }
     }
     if (resume) writer_.requestTicks();
-    acknowledgeRecord(delivery.seq, key, delivery.settlement.get());
+    if (!acknowledged) acknowledgeRecord(delivery.seq, key, delivery.settlement.get());
   } else if (status.code() == Status::Code::kRejected ||
              ++delivery.attempts < config_.max_attempts) {
     // Rejected is the target's own admission refusing it (a full buffer):

@@ -87,6 +87,12 @@
 //   (retried as above; a target detached meanwhile gets it again when it
 //   attaches once more). Acknowledgements still missing at stop() leave
 //   their records journaled for the next start.
+// - A target that keeps state from its deliveries (a checkpointed CEP query)
+//   acknowledges the deferred ones together with storing that state
+//   (DeferredAck::storeCheckpoint()): one journal transaction writes the
+//   state to the `checkpoints` table, every record still waiting for the
+//   writer, and deletes the records the state covers. After a crash the
+//   journal redelivers exactly what came after the stored state.
 
 #include <atomic>
 #include <chrono>
@@ -195,7 +201,9 @@ class ReliableFlow final : public AbstractFlow {
     Symbol target_name;
     uint64_t seq = 0;  // journal sequence number; 0 for a best-effort delivery
     uint32_t attempts = 0;
-    bool recovered = false;  // came back from the journal (an earlier run or a detached target)
+    // Came back from the journal (an earlier run or a detached target), or its
+    // sender said it may have been delivered before (Exchange::redelivery).
+    bool recovered = false;
     std::shared_ptr<Settlement> settlement;  // concurrent dispatch of a record in this run
     bool retrying = false;                   // refused or failed before: its next offer is a retry
     // The publisher's, while it is offered from inside its send(); used by a
@@ -266,7 +274,10 @@ class ReliableFlow final : public AbstractFlow {
   void release(const DeliveryKey& key);
   // The end of a journaled delivery: acknowledged, retried or abandoned.
   // `target` is null when it was detached meanwhile (nothing is reported to it).
-  void complete(DeliveryTarget* target, Delivery delivery, const Status& status);
+  // `acknowledged`: an OK whose acknowledgement a checkpoint's transaction
+  // committed already (nothing more goes to the journal).
+  void complete(DeliveryTarget* target, Delivery delivery, const Status& status,
+                bool acknowledged = false);
   // Registers the journal numbers the flow reads from itself and its writer.
   void reportJournalGauges();
 

@@ -45,6 +45,14 @@ class SlotPool {
     return value;
   }
 
+  // Calls `read` with the value parked under `token`, which stays parked.
+  template <typename F>
+  void peek(uint64_t token, F&& read) const {
+    std::lock_guard lock(mu_);
+    assert(token < slots_.size());
+    read(slots_[token]);
+  }
+
   size_t size() const {
     std::lock_guard lock(mu_);
     return parked_;

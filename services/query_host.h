@@ -23,6 +23,21 @@
 namespace cepbus::services {
 
 // The live numbers of one query.
+// A checkpointed query's checkpoints (the query option checkpoint_interval,
+// services/cep/query_checkpoints.h); its detector's, the same for every
+// query sharing it.
+struct CheckpointStats {
+  uint64_t written = 0;             // checkpoints stored
+  uint64_t failed = 0;              // checkpoints the journal did not store
+  uint64_t last_bytes = 0;          // the last one's state
+  double last_ms = 0;               // the last one, from snapshot to commit
+  uint64_t restored_bytes = 0;      // the state restored at start; 0: none
+  double restore_ms = 0;            // reading and restoring it
+  uint64_t restore_refused = 0;     // a stored one refused at start (the query started empty)
+  uint64_t duplicates_dropped = 0;  // composites already published, not published again
+  size_t held = 0;                  // composites waiting for their checkpoint
+};
+
 struct QueryStats {
   uint64_t consumed = 0;          // events the detector consumed (refused ones included)
   uint64_t matches = 0;           // matches it reported
@@ -57,6 +72,8 @@ struct QueryStats {
   // The engine's own counters (bus/core/plugin/engine_counters.h), such as
   // the window engine's groups and refused events; empty when it has none.
   plugin::EngineCounters engine_counters;
+  // Only for a checkpointed query.
+  std::optional<CheckpointStats> checkpoints;
 };
 
 class QueryHost {

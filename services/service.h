@@ -46,6 +46,9 @@ struct ServiceContext {
   // outside a bus (tests, benchmarks), and then the admin API refuses to
   // deploy.
   Deployer* deployer = nullptr;
+  // The descriptor's <journal path>, empty without one: where the reliable
+  // flow journals and checkpointed CEP queries keep their state.
+  std::string journal_path{};
 };
 
 class Service {

@@ -200,7 +200,8 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
   bus->loadPlugins(d, errors);
   registerBuiltinServices(bus->factories_);
   bus->context_.reset(
-      new services::ServiceContext{*bus->broker_, *bus->registry_, *bus->plugins_, bus.get()});
+      new services::ServiceContext{*bus->broker_, *bus->registry_, *bus->plugins_, bus.get(),
+                                   d.journal ? d.journal->path.string() : std::string()});
   for (const auto& assembly : d.assemblies) {
     bus->buildServices(assembly, errors, bus->services_);
     bus->assemblies_.push_back({assembly.name, false});

@@ -28,6 +28,14 @@ CREATE TABLE IF NOT EXISTS delivered_batches(
   n INTEGER PRIMARY KEY AUTOINCREMENT,
   count INTEGER NOT NULL,
   ids BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS checkpoints(
+  name TEXT PRIMARY KEY,
+  engine TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  fingerprint INTEGER NOT NULL,
+  position INTEGER NOT NULL,
+  state BLOB NOT NULL,
+  published BLOB NOT NULL);
 )sql";
 
 // SQLite integers are signed 64-bit; ids and sequence numbers are stored bit for bit.
@@ -160,6 +168,13 @@ Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalO
       !s.isOk()) {
     return s;
   }
+  if (Status s = journal->prepare(
+          "INSERT OR REPLACE INTO checkpoints(name, engine, version, fingerprint, position, "
+          "state, published) VALUES(?, ?, ?, ?, ?, ?, ?)",
+          &journal->checkpoint_);
+      !s.isOk()) {
+    return s;
+  }
   if (Status s = journal->migrateDeliveredRows(); !s.isOk()) return s;
   if (Status s = journal->loadBatches(); !s.isOk()) return s;
   return journal;
@@ -214,7 +229,8 @@ Status Journal::loadBatches() {
 }
 
 Journal::~Journal() {
-  for (sqlite3_stmt* stmt : {insert_, delete_, remember_, trim_}) sqlite3_finalize(stmt);
+  for (sqlite3_stmt* stmt : {insert_, delete_, remember_, trim_, checkpoint_})
+    sqlite3_finalize(stmt);
   sqlite3_close(db_);
 }
 
@@ -303,11 +319,17 @@ Status Journal::setSynchronous(bool full) {
   return s;
 }
 
-Status Journal::commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks) {
-  if (inserts.empty() && acks.empty()) return Status::ok();
-  if (Status s = setSynchronous(options_.fsync && !inserts.empty()); !s.isOk()) return s;
+Status Journal::commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks,
+                       std::span<const CheckpointRecord> checkpoints) {
+  if (inserts.empty() && acks.empty() && checkpoints.empty()) return Status::ok();
+  // A checkpoint is fsynced like records: its acknowledgements delete
+  // records that only its state holds from then on.
+  if (Status s = setSynchronous(options_.fsync && (!inserts.empty() || !checkpoints.empty()));
+      !s.isOk()) {
+    return s;
+  }
   if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
-  Result<BatchChange> change = commitBody(inserts, acks);
+  Result<BatchChange> change = commitBody(inserts, acks, checkpoints);
   Status status = change.status();
   if (status.isOk()) status = exec("COMMIT");
   if (!status.isOk()) {
@@ -352,7 +374,8 @@ Result<Journal::BatchChange> Journal::rememberBatch(std::span<const JournalAck> 
 }
 
 Result<Journal::BatchChange> Journal::commitBody(std::span<const JournalRecord> inserts,
-                                                 std::span<const JournalAck> acks) {
+                                                 std::span<const JournalAck> acks,
+                                                 std::span<const CheckpointRecord> checkpoints) {
   std::string encoded;  // reused: the JSON of records that carry only their event
   for (const JournalRecord& r : inserts) {
     const bool encode = r.event_json.empty() && r.event != nullptr;
@@ -373,6 +396,19 @@ Result<Journal::BatchChange> Journal::commitBody(std::span<const JournalRecord> 
     StatementReset reset(delete_);
     sqlite3_bind_int64(delete_, 1, toDb(a.seq));
     if (sqlite3_step(delete_) != SQLITE_DONE) return error("delete pending");
+  }
+  for (const CheckpointRecord& c : checkpoints) {
+    StatementReset reset(checkpoint_);
+    bindText(checkpoint_, 1, c.name);
+    bindText(checkpoint_, 2, c.engine);
+    sqlite3_bind_int64(checkpoint_, 3, c.version);
+    sqlite3_bind_int64(checkpoint_, 4, toDb(c.fingerprint));
+    sqlite3_bind_int64(checkpoint_, 5, toDb(c.position));
+    sqlite3_bind_blob(checkpoint_, 6, c.state.data(), static_cast<int>(c.state.size()),
+                      SQLITE_STATIC);
+    sqlite3_bind_blob(checkpoint_, 7, c.published.data(), static_cast<int>(c.published.size()),
+                      SQLITE_STATIC);
+    if (sqlite3_step(checkpoint_) != SQLITE_DONE) return error("store checkpoint " + c.name);
   }
   return rememberBatch(acks);
 }

@@ -8,6 +8,10 @@
 //   delivered_batches(n PRIMARY KEY, count, ids BLOB)  -- recently
 //           acknowledged (target, event id) pairs, one row per transaction,
 //           bounded to a window, for duplicate suppression across restarts
+//   checkpoints(name PRIMARY KEY, engine, version, fingerprint, position,
+//           state BLOB, published BLOB)  -- a consumer's stored state
+//           (checkpoint_record.h), written in the transaction that
+//           acknowledges the deliveries it covers; read by checkpoint_table.h
 //
 // A commit() is one transaction holding a whole batch of inserts and
 // acknowledgements (group commit): one fsync for many events. An
@@ -37,6 +41,7 @@
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
 #include "flows/exchange.h"
+#include "flows/journal/checkpoint_record.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -110,8 +115,10 @@ class Journal {
 
   // One transaction: insert `inserts` (encoding the events of those without
   // JSON), delete the acknowledged pending rows (those written) and remember
-  // every acknowledged id, trim the delivered window. All or nothing.
-  Status commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks);
+  // every acknowledged id, trim the delivered window, store `checkpoints`
+  // (replacing the rows of their names). All or nothing.
+  Status commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks,
+                std::span<const CheckpointRecord> checkpoints = {});
 
   const std::string& path() const { return path_; }
 
@@ -132,7 +139,8 @@ class Journal {
     size_t dropped = 0;  // oldest batches deleted
   };
   Result<BatchChange> commitBody(std::span<const JournalRecord> inserts,
-                                 std::span<const JournalAck> acks);
+                                 std::span<const JournalAck> acks,
+                                 std::span<const CheckpointRecord> checkpoints);
   // Inserts the ids of `acks` as one batch and trims the window (inside a transaction).
   Result<BatchChange> rememberBatch(std::span<const JournalAck> acks);
   Status migrateDeliveredRows();
@@ -147,6 +155,7 @@ class Journal {
   sqlite3_stmt* delete_ = nullptr;
   sqlite3_stmt* remember_ = nullptr;
   sqlite3_stmt* trim_ = nullptr;
+  sqlite3_stmt* checkpoint_ = nullptr;
   bool synchronous_full_ = false;  // the connection's current setting
   std::deque<Batch> batches_;      // the window's rows, oldest first
   size_t remembered_ = 0;          // ids in batches_

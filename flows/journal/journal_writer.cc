@@ -97,6 +97,20 @@ void JournalWriter::acknowledge(JournalAck ack) {
   if (wake) work_cv_.notify_one();
 }
 
+void JournalWriter::checkpoint(CheckpointRecord record, std::vector<JournalAck> acks,
+                               CheckpointDone done) {
+  {
+    MutexLock lock(mu_);
+    if (running_) {
+      checkpoints_.push_back(QueuedCheckpoint{std::move(record), std::move(acks), std::move(done)});
+      work_cv_.notify_one();
+      return;
+    }
+  }
+  done(Status::unavailable("journal writer is not running: checkpoint " + record.name +
+                           " not stored"));
+}
+
 void JournalWriter::flush() {
   MutexLock lock(mu_);
   const uint64_t target = appended_;
@@ -129,6 +143,8 @@ void JournalWriter::run() {
   std::vector<JournalRecord> records;
   std::vector<uint64_t> tokens;
   std::vector<JournalAck> acks;
+  std::vector<QueuedCheckpoint> checkpoints;
+  std::vector<CheckpointRecord> rows;
   MutexLock lock(mu_);
   ticking_ = true;
   next_tick_ = Clock::now() + options_.tick;
@@ -144,17 +160,22 @@ void JournalWriter::run() {
       if (!again && tick_requests_ == requests) ticking_ = false;
       continue;
     }
-    // Records ripe by now (see ripeAt()), or that stop() or flush() want now.
+    // Records ripe by now (see ripeAt()), or that stop(), flush() or a
+    // checkpoint want now; a checkpoint takes every one.
+    const bool checkpointing = !checkpoints_.empty();
     auto ripe = [&](size_t i) {
       mu_.assertHeld();
-      return stopping_ || taken_ + i + 1 <= flush_through_ || ripeAt(queue_[i].appended_at) <= now;
+      return stopping_ || checkpointing || taken_ + i + 1 <= flush_through_ ||
+             ripeAt(queue_[i].appended_at) <= now;
     };
     size_t taken = 0;
-    while (taken < queue_.size() && taken < options_.max_batch && ripe(taken)) ++taken;
+    while (taken < queue_.size() && (taken < options_.max_batch || checkpointing) && ripe(taken)) {
+      ++taken;
+    }
     const bool acks_ripe =
         !acks_.empty() && (taken > 0 || stopping_ || acks_.size() >= options_.max_batch ||
                            first_ack_at_ <= now - options_.ack_delay);
-    if (taken == 0 && !acks_ripe) {
+    if (taken == 0 && !acks_ripe && !checkpointing) {
       if (stopping_) break;  // nothing left: stop() wants everything
       // Until the oldest ripens, the acknowledgements are due or the next
       // tick; append() and acknowledge() wake it earlier only for work due
@@ -184,7 +205,8 @@ void JournalWriter::run() {
     }
     taken_ += taken;
     acks.swap(acks_);
-    if (records.empty() && acks.empty()) {
+    checkpoints.swap(checkpoints_);
+    if (records.empty() && acks.empty() && checkpoints.empty()) {
       // Every record was cancelled (its target acknowledged it in time): the
       // common case at low rates, done without giving up the lock.
       committed_ += taken;
@@ -193,8 +215,25 @@ void JournalWriter::run() {
     }
     lock.unlock();
 
-    const Status status = journal_->commit(records, acks);
+    rows.clear();
+    const size_t own_acks = acks.size();
+    for (QueuedCheckpoint& c : checkpoints) {
+      acks.insert(acks.end(), c.acks.begin(), c.acks.end());
+      rows.push_back(std::move(c.record));
+    }
+    const Status checkpointed = journal_->commit(records, acks, rows);
+    Status status = checkpointed;
+    if (!checkpointed.isOk() && !rows.empty()) {
+      // A checkpoint the journal refuses (its row alone may be what fails)
+      // must not take the records down with it: they go again on their own.
+      acks.resize(own_acks);
+      status = journal_->commit(records, acks);
+    }
     if (!records.empty()) on_commit_(tokens, status);
+    // After the records' callback: a sender hears its record is durable
+    // before the checkpoint that acknowledged it is reported.
+    for (QueuedCheckpoint& c : checkpoints) c.done(checkpointed);
+    checkpoints.clear();
     logHealth(status);
 
     lock.lock();

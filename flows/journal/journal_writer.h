@@ -32,6 +32,12 @@
 // under a flood that halves what the journal writes. The cost: a sender whose
 // target does not acknowledge in time hears kAccepted `commit_delay` later.
 //
+// Checkpoints: checkpoint() queues a consumer's stored state with the
+// acknowledgements of the deliveries it covers; the next transaction takes
+// it, with every record appended so far (ripe or not, so that a record it
+// acknowledges is written and deleted in that one transaction), and stores
+// the state and the acknowledgements together or neither.
+//
 // The thread also calls a tick callback every `tick` (the flow's retry
 // timer) while it wants ticks: one that returns false is not called again
 // until requestTicks(), so an idle writer sleeps until there is work.
@@ -114,6 +120,12 @@ class JournalWriter {
   // id is only remembered). Ignored once stopped (the record then stays
   // journaled and is redelivered after a restart).
   void acknowledge(JournalAck ack) EXCLUDES(mu_);
+  // Queues `record` and `acks` for the next transaction (see above); `done`
+  // runs on the writer thread after it with its status, or at once with
+  // Unavailable when the writer is not running. A transaction that fails
+  // drops them: the caller acknowledges them again with a later checkpoint.
+  void checkpoint(CheckpointRecord record, std::vector<JournalAck> acks, CheckpointDone done)
+      EXCLUDES(mu_);
   // Returns once every record appended before the call is committed and its
   // callback has run, or was cancelled (immediately when the writer is not running).
   void flush() EXCLUDES(mu_);
@@ -131,6 +143,12 @@ class JournalWriter {
     uint64_t token = 0;
     bool cancelled = false;
     Clock::time_point appended_at;
+  };
+
+  struct QueuedCheckpoint {
+    CheckpointRecord record;
+    std::vector<JournalAck> acks;
+    CheckpointDone done;
   };
 
   // When a record appended at `appended_at` is ripe: its commit delay later,
@@ -158,6 +176,7 @@ class JournalWriter {
   // ticket t sits at queue_[t - 1 - taken_].
   std::deque<Queued> queue_ GUARDED_BY(mu_);
   std::vector<JournalAck> acks_ GUARDED_BY(mu_);
+  std::vector<QueuedCheckpoint> checkpoints_ GUARDED_BY(mu_);
   Clock::time_point first_ack_at_ GUARDED_BY(mu_);  // of acks_.front()
   // While the writer waits, when it wakes by itself (max() when it waits for
   // work only); min() while it works (it looks at the queue again before it

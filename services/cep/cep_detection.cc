@@ -4,9 +4,11 @@
 
 #include <algorithm>
 
+#include "bus/core/plugin/snapshot.h"
 #include "router/topic.h"
 #include "services/cep/cep_query.h"
 #include "services/cep/cep_stats.h"
+#include "services/cep/query_checkpoints.h"
 
 namespace cepbus::services::cep {
 namespace {
@@ -57,6 +59,7 @@ CepDetection::CepDetection(std::vector<std::shared_ptr<CepQuery>> members,
       inputs_(std::move(inputs)),
       flush_when_idle_(settings.flush_when_idle),
       run_inline_(settings.run_inline),
+      checkpoint_interval_(settings.checkpoint_interval),
       ts_unit_(settings.ts_unit),
       service_(config.name),
       capacity_(config.capacity),
@@ -104,6 +107,9 @@ bool CepDetection::consumes(const std::string& address) const {
 Status CepDetection::start(const std::shared_ptr<CepDetection>& self) {
   if (started_ || stopped_) return Status::ok();
   started_ = true;
+  // Before the first event can come: the stored state first, then what the
+  // journal redelivers. Before the queries enter: their stats show it.
+  openCheckpoints();
   for (size_t i = 0; i < members_.size(); ++i) {
     if (removed_[i]) continue;
     if (Status s = members_[i]->enter(members_[i], self); !s) {
@@ -115,8 +121,8 @@ Status CepDetection::start(const std::shared_ptr<CepDetection>& self) {
   reportStats();
   Status added = context_.broker.addEndpoint(
       endpoint_,
-      [self](const flows::Exchange& exchange, flows::DeliveryContext&) {
-        return self->consume(exchange);
+      [self](const flows::Exchange& exchange, flows::DeliveryContext& context) {
+        return self->consume(exchange, context);
       },
       service_);
   if (!added) {
@@ -152,6 +158,7 @@ void CepDetection::stop() {
       // The stage's worker is joined; exportModel() may still come.
       MutexLock lock(detection_mu_);
       if (Status s = detection_->flush(); !s) failed("flush", s);
+      if (checkpoints_) checkpoints_->finish(*detection_, detection_->stats().consumed);
     }
     awaitOutputs();
   }
@@ -239,14 +246,42 @@ bool CepDetection::isControl(const EventPtr& event) {
                      [&event](const auto& d) { return d->marker == event; });
 }
 
-Status CepDetection::consume(const flows::Exchange& exchange) {
+void CepDetection::openCheckpoints() {
+  if (checkpoint_interval_.count() == 0) return;
+  CheckpointSettings settings{endpoint_, label_, checkpoint_interval_, context_.journal_path,
+                              checkpoint_identity_};
+  checkpoints_ = std::make_unique<QueryCheckpoints>(std::move(settings), log_);
+  MutexLock lock(detection_mu_);
+  checkpoints_->restore(*detection_, members_);
+}
+
+void CepDetection::checkpointIfDue() {
+  if (!checkpoints_ || !checkpoints_->due(std::chrono::steady_clock::now())) return;
+  MutexLock lock(detection_mu_);
+  checkpoints_->checkpoint(*detection_, detection_->stats().consumed);
+}
+
+void CepDetection::activate() {
+  if (checkpoints_) checkpoints_->activate();
+}
+
+std::optional<CheckpointStats> CepDetection::checkpointStats() const {
+  if (!checkpoints_) return std::nullopt;
+  return checkpoints_->stats();
+}
+
+Status CepDetection::consume(const flows::Exchange& exchange, flows::DeliveryContext& context) {
   // Counted before the offer: the worker may detect the event before offer() returns.
   pending_.fetch_add(1, std::memory_order_acq_rel);
+  // Its acknowledgement waits for the checkpoint that covers it; taken
+  // before the offer, which may run the detection inline.
+  if (checkpoints_) checkpoints_->delivered(exchange.event.get(), context);
   stages::StageItem item;
   item.event = exchange.event;
   item.reliable = exchange.qos == flows::Qos::kReliable;
   item.token = exchange.source;
   if (stage_->offer(std::move(item)) != stages::Admission::kRejected) return Status::ok();
+  if (checkpoints_) checkpoints_->refused(exchange.event.get());
   pending_.fetch_sub(1, std::memory_order_acq_rel);
   const uint64_t n = rejected_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (worthLogging(n - 1, n)) {
@@ -264,7 +299,11 @@ bool CepDetection::requestFlush() {
 void CepDetection::requestTick() {
   if (!started_ || stopped_) return;
   const size_t sources = sources_.load(std::memory_order_relaxed);
-  if (sources == 0 || (sources == 1 && ts_unit_ == pattern::TimeUnit::kNone)) return;
+  // A checkpointed detection ticks anyway: its worker stores a checkpoint
+  // that falls due while its input is quiet.
+  if (!checkpoints_ && (sources == 0 || (sources == 1 && ts_unit_ == pattern::TimeUnit::kNone))) {
+    return;
+  }
   if (tick_queued_.exchange(true, std::memory_order_acq_rel)) return;
   ends_before_tick_.store(flows::sourceEnds().count(), std::memory_order_release);
   // A full stage refuses it: the events queued move the time anyway.
@@ -359,6 +398,8 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
     pending_.fetch_sub(1, std::memory_order_acq_rel);
     items = items.subspan(run + 1);
   }
+  // Not on a delivering thread: a checkpoint waits for its transaction.
+  if (on_worker) checkpointIfDue();
   if (!backlog_.empty()) {
     if (on_worker) {
       awaitOutputs();
@@ -401,6 +442,7 @@ void CepDetection::detectEvents(std::span<stages::StageItem> items,
       time = clock_.eventTime(now);
     }
     note(detection_->onEvents(std::span<const EventPtr>(batch_).subspan(from)));
+    if (checkpoints_) checkpoints_->consumed(batch_);
     note(advanceTime());
     // Nothing is queued behind these events: the input paused, so a batching
     // engine reports what it holds now instead of at its next batch

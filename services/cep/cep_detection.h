@@ -61,6 +61,7 @@
 #include "bus/core/event.h"
 #include "bus/core/plugin/engine_counters.h"
 #include "bus/core/status.h"
+#include "bus/host/detection/checkpoint.h"
 #include "bus/host/detection/detection.h"
 #include "bus/host/time/source_clock.h"
 #include "flows/exchange.h"
@@ -78,6 +79,7 @@ class Logger;
 namespace cepbus::services::cep {
 
 class CepQuery;
+class QueryCheckpoints;
 struct QuerySettings;
 
 // Run-time failures repeat per event under a bad feed: log when a count
@@ -105,6 +107,11 @@ class CepDetection final : public detection::DetectionSink {
 
   // Runs `detection` (made for this one's members, reporting to it).
   void run(std::unique_ptr<detection::Detection> detection) { detection_ = std::move(detection); }
+  // What its checkpoints are for (detection::checkpointIdentity() of its
+  // queries); set before start() when they are checkpointed.
+  void checkpointAs(detection::CheckpointIdentity identity) {
+    checkpoint_identity_ = std::move(identity);
+  }
   // Names the endpoint and makes the stage: once the service keeps it.
   void open(std::string endpoint);
 
@@ -145,6 +152,12 @@ class CepDetection final : public detection::DetectionSink {
   // call into it: published, or held in the backlog when the bus refuses it
   // for now (the worker then waits for it).
   void publishReliably(flows::Exchange exchange);
+  // The bus's services have all started (CepService::activate()).
+  void activate();
+  // Its checkpoints (query_checkpoints.h) from start() on; null when its
+  // queries are not checkpointed.
+  QueryCheckpoints* checkpoints() const { return checkpoints_.get(); }
+  std::optional<CheckpointStats> checkpointStats() const;
 
   // The detection's numbers (QueryStats without a query's own matches and
   // publish failures).
@@ -191,7 +204,13 @@ class CepDetection final : public detection::DetectionSink {
     std::promise<void> done;
   };
 
-  Status consume(const flows::Exchange& exchange);  // the endpoint's consumer
+  // The endpoint's consumer.
+  Status consume(const flows::Exchange& exchange, flows::DeliveryContext& context);
+  // Makes checkpoints_ and restores the stored state (start()); the service
+  // checked that the detection can checkpoint (cep_service.cc).
+  void openCheckpoints();
+  // Stores a checkpoint when one is due (the worker, between batches).
+  void checkpointIfDue();
   // Registers its numbers in scope_ (start()).
   void reportStats();
   // Offers a control item (see isControl()), counted as pending while queued.
@@ -231,6 +250,8 @@ class CepDetection final : public detection::DetectionSink {
   const std::vector<std::string> inputs_;
   const bool flush_when_idle_;
   const bool run_inline_;
+  const std::chrono::milliseconds checkpoint_interval_;
+  detection::CheckpointIdentity checkpoint_identity_;  // control plane
   const pattern::TimeUnit ts_unit_;
   const std::string service_;
   const size_t capacity_;
@@ -274,6 +295,9 @@ class CepDetection final : public detection::DetectionSink {
   // Ends from before it was made are no business of it.
   std::atomic<uint64_t> ends_before_tick_{flows::sourceEnds().count()};
   uint64_t ends_read_ GUARDED_BY(detection_mu_) = flows::sourceEnds().count();
+  // Made by start() when checkpoint_interval_ is set; declared before
+  // stage_, whose draining detection holds composites in it.
+  std::unique_ptr<QueryCheckpoints> checkpoints_;
   std::unique_ptr<stages::Stage> stage_;
   Mutex detach_mu_;  // control plane and worker
   std::vector<std::shared_ptr<Detach>> detaches_ GUARDED_BY(detach_mu_);

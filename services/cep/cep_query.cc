@@ -12,6 +12,7 @@
 #include "router/topic.h"
 #include "services/cep/cep_detection.h"
 #include "services/cep/cep_stats.h"
+#include "services/cep/query_checkpoints.h"
 
 namespace cepbus::services::cep {
 namespace {
@@ -62,6 +63,21 @@ Result<std::chrono::milliseconds> idleTimeout(OptionValues& options) {
   return std::chrono::milliseconds(ms);
 }
 
+// The option checkpoint_interval: milliseconds between checkpoints, 0 (the
+// default) for none.
+Result<std::chrono::milliseconds> checkpointInterval(const OptionValues& options) {
+  auto it = options.find(kCheckpointIntervalOption);
+  if (it == options.end()) return std::chrono::milliseconds(0);
+  const std::string& text = it->second;
+  int64_t ms = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec != std::errc() || end != text.data() + text.size() || ms < 0) {
+    return Status::invalidArgument("option checkpoint_interval=" + text +
+                                   ": expected a number of milliseconds (0: no checkpoints)");
+  }
+  return std::chrono::milliseconds(ms);
+}
+
 // parseQuery() reports "line L, column C: what"; L counts lines of the query
 // text, whose first line is text_where.line of the descriptor.
 std::string textError(const descriptor::QuerySpec& spec, std::string_view message) {
@@ -100,8 +116,13 @@ std::string joined(const std::vector<std::string>& items) {
 std::vector<detection::ServiceOption> serviceOptions() {
   // Queries share a detector when its stage runs them alike; each has its
   // own output, and share_detector says whether it shares at all.
-  return {{kFlushWhenIdle, false}, {kRunInline, false},    {plugin::kIdleTimeoutOption, false},
-          {kOutputQos, true},      {kShareDetector, true}, {kLateOutput, true}};
+  return {{kFlushWhenIdle, false},
+          {kRunInline, false},
+          {plugin::kIdleTimeoutOption, false},
+          {kOutputQos, true},
+          {kShareDetector, true},
+          {kLateOutput, true},
+          {kCheckpointIntervalOption, false}};
 }
 
 std::string queryLabel(const descriptor::QuerySpec& spec) {
@@ -142,6 +163,9 @@ Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
   if (!idle) return error(idle.status().message());
   settings.idle_timeout = *idle;
   settings.ts_unit = spec.ts_unit;
+  auto interval = checkpointInterval(values);
+  if (!interval) return error(interval.status().message());
+  settings.checkpoint_interval = *interval;
   auto late = values.find(kLateOutput);
   settings.late_output = late != values.end() ? late->second : spec.name + ".late";
   if (Status s = router::validateAddress(settings.late_output); !s) {
@@ -250,6 +274,25 @@ void CepQuery::reportStats() {
     scope_->gauge(q::kStateBytes,
                   [this] { return static_cast<double>(detection_->partialMatches()->bytes); });
   }
+  if (detection_->checkpoints() != nullptr) {
+    auto read = [this](auto field) {
+      return [this, field] {
+        return detection_->checkpointStats().value_or(CheckpointStats{}).*field;
+      };
+    };
+    scope_->counter(q::kCheckpoints, read(&CheckpointStats::written));
+    scope_->counter(q::kCheckpointFailures, read(&CheckpointStats::failed));
+    scope_->gauge(q::kCheckpointBytes, [this] {
+      return static_cast<double>(detection_->checkpointStats()->last_bytes);
+    });
+    scope_->gauge(q::kCheckpointMs, [this] { return detection_->checkpointStats()->last_ms; });
+    scope_->gauge(q::kRestoreBytes, [this] {
+      return static_cast<double>(detection_->checkpointStats()->restored_bytes);
+    });
+    scope_->gauge(q::kRestoreMs, [this] { return detection_->checkpointStats()->restore_ms; });
+    scope_->counter(q::kRestoreRefused, read(&CheckpointStats::restore_refused));
+    scope_->counter(q::kDuplicatesDropped, read(&CheckpointStats::duplicates_dropped));
+  }
   // The engine's own counters that have a family, when it has them; asked
   // once here, waiting for the worker if need be (the control plane).
   const Result<std::string> model = detection_->exportModel(plugin::kCountersFormat);
@@ -296,6 +339,7 @@ uint64_t CepQuery::matches() const { return detection_->matches(member_); }
 
 QueryStats CepQuery::stats() const {
   QueryStats s = detection_->stats();
+  s.checkpoints = detection_->checkpointStats();
   s.matches = matches();
   s.suppressed = detection_->suppressed(member_);
   s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
@@ -305,11 +349,23 @@ QueryStats CepQuery::stats() const {
 }
 
 void CepQuery::publish(const plugin::Match& match) {
+  if (QueryCheckpoints* checkpoints = detection_->checkpoints()) {
+    std::vector<EventId> constituents;
+    constituents.reserve(match.size());
+    for (size_t i = 0; i < match.size(); ++i) constituents.push_back(match.event(i)->id());
+    checkpoints->hold(*this, match.composite(), constituents);
+    return;
+  }
+  send(match.composite(), false);
+}
+
+void CepQuery::send(EventPtr composite, bool redelivery) {
   flows::Exchange exchange;
-  exchange.event = match.composite();
+  exchange.event = std::move(composite);
   exchange.address = output_symbol_;
   exchange.sender = sender_;
   exchange.qos = output_qos_;
+  exchange.redelivery = redelivery;
   if (output_qos_ == flows::Qos::kReliable) {
     detection_->publishReliably(std::move(exchange));
     return;

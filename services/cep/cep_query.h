@@ -48,6 +48,10 @@ namespace cepbus::services::cep {
 
 class CepDetection;
 
+// The option (and the cep unit's param) asking for checkpoints
+// (query_checkpoints.h).
+inline constexpr std::string_view kCheckpointIntervalOption = "checkpoint_interval";
+
 // The options of a <query> the service takes itself (cep_service.h): what
 // the planner keeps from the engine, and whether queries that differ in
 // them may still share a detector.
@@ -58,6 +62,9 @@ struct QuerySettings {
   bool flush_when_idle = true;
   bool run_inline = false;
   flows::Qos output_qos = flows::Qos::kBestEffort;
+  // How often its detector's state is checkpointed (option
+  // checkpoint_interval, milliseconds; 0: never), query_checkpoints.h.
+  std::chrono::milliseconds checkpoint_interval{0};
   // Where its late events go (option late_output, default "<query>.late").
   std::string late_output;
   // How long a source of its events may be silent before it stops holding
@@ -102,8 +109,14 @@ class CepQuery final {
   // Leaves the registry and the stats store. Idempotent.
   void leave();
   // One of its matches, on the detection's thread: its composite event goes
-  // out on the output address.
+  // out on the output address (after the checkpoint that covers it, when
+  // its detection is checkpointed).
   void publish(const plugin::Match& match);
+  // Sends one of its composite events on: published, or held by its
+  // detection while the bus refuses it for now (output_qos=reliable).
+  // `redelivery`: it may have gone out before a crash (Exchange::redelivery).
+  void send(EventPtr composite, bool redelivery);
+
   // A late event of its detection (more than the maximum delay behind), on
   // the detection's thread: it goes out, as it came, on the late address,
   // best effort; one the bus does not take counts as a publish failure.

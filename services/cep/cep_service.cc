@@ -6,6 +6,7 @@
 #include <charconv>
 #include <exception>
 
+#include "bus/host/detection/checkpoint.h"
 #include "bus/host/detection/detection.h"
 #include "bus/host/detection/engine_choice.h"
 #include "bus/host/detection/planner.h"
@@ -46,6 +47,37 @@ void sizeParam(const descriptor::ServiceUnit& unit, const char* name, size_t max
   out = v;
 }
 
+// What a checkpoint of `group`'s detection is for: its queries, by the
+// names `names` gives them, and their options but checkpoint_interval
+// (storing the state more or less often does not change it).
+detection::CheckpointIdentity identityOf(const detection::DetectionGroup& group,
+                                         const std::vector<detection::QueryRequest>& requests,
+                                         const std::vector<std::string>& names) {
+  std::vector<detection::CheckpointedQuery> queries;
+  for (size_t i = 0; i < group.members.size(); ++i) {
+    queries.push_back({names[i], requests[group.members[i]].query});
+  }
+  auto values = requests[group.members.front()].options.values();
+  values.erase(std::string(kCheckpointIntervalOption));
+  return detection::checkpointIdentity(group.engine, queries, plugin::DetectorOptions(values));
+}
+
+// InvalidArgument naming `spec`'s descriptor line when it asks for
+// checkpoints (query_checkpoints.h) its detection cannot give.
+Status checkCheckpoints(const descriptor::QuerySpec& spec, const QuerySettings& settings,
+                        const detection::Detection& detection) {
+  if (settings.checkpoint_interval.count() == 0) return Status::ok();
+  auto refuse = [&spec](const std::string& why) {
+    return Status::invalidArgument(
+        spec.where.error(queryLabel(spec) + ": option checkpoint_interval: " + why).toString());
+  };
+  // A delivering thread running the detection would wait for the worker,
+  // which waits for the journal's thread, which may be that thread.
+  if (settings.run_inline) return refuse("cannot be combined with run_inline=when_idle");
+  if (Status s = detection::checkCheckpointable(detection); !s) return refuse(s.message());
+  return Status::ok();
+}
+
 }  // namespace
 
 Status CepService::build(std::span<const descriptor::QuerySpec> specs,
@@ -58,6 +90,15 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
     auto request = readQuery(specs[i], settings[i]);
     if (!request) {
       errors.push_back(request.status().message());
+      continue;
+    }
+    if (settings[i].checkpoint_interval.count() > 0 && context_.journal_path.empty()) {
+      errors.push_back(specs[i]
+                           .where
+                           .error(queryLabel(specs[i]) +
+                                  ": option checkpoint_interval needs a <journal> in the "
+                                  "descriptor (checkpoints are kept in it)")
+                           .toString());
       continue;
     }
     requests.push_back(std::move(request).value());
@@ -86,6 +127,10 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
                                                config_, context_);
     auto running = detection::Detection::create(group, *made, plugin::EventTime::kOwner);
     if (!running) return running.status();
+    if (Status s = checkCheckpoints(specs[first], settings[first], **running); !s) return s;
+    if (settings[first].checkpoint_interval.count() > 0) {
+      made->checkpointAs(identityOf(group, requests, names));
+    }
     made->run(std::move(running).value());
     // The reason of engine auto is said for the queries that asked for it.
     auto choiceOf = [&](size_t m) {
@@ -148,6 +193,12 @@ Status CepService::start() {
   entry_->setState(router::ComponentState::kStarted);
   ticker_.start();
   return Status::ok();
+}
+
+void CepService::activate() {
+  MutexLock lock(mu_);
+  activated_ = true;
+  for (const auto& d : detections_) d->activate();
 }
 
 void CepService::stop() {
@@ -230,6 +281,7 @@ Status CepService::addQueries(std::span<const descriptor::QuerySpec> specs) {
         for (size_t j = 0; j <= i; ++j) detections[j]->stop();
         return s;
       }
+      if (activated_) d->activate();
     }
   }
   for (auto& d : detections) detections_.push_back(std::move(d));
@@ -365,7 +417,8 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
   std::vector<std::string> errors;
   sizeParam(unit, "capacity", kMaxCapacity, config.capacity, errors);
   sizeParam(unit, "batch_size", kMaxBatchSize, config.batch_size, errors);
-  if (Status s = checkParamNames(unit, type(), {"capacity", "batch_size"}); !s)
+  if (Status s = checkParamNames(unit, type(), {"capacity", "batch_size", "checkpoint_interval"});
+      !s)
     errors.push_back(s.message());
   if (unit.queries.empty() || !unit.subscriptions.empty() || !unit.publications.empty()) {
     errors.push_back(unit.where
@@ -377,7 +430,14 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
   if (!errors.empty()) return Status::invalidArgument(joined(errors, "\n"));
   auto service = std::make_unique<CepService>(std::move(config), context);
   std::vector<descriptor::QuerySpec> queries = unit.queries;
-  for (descriptor::QuerySpec& query : queries) query.base_dir = assembly.base_dir;
+  // The unit's checkpoint_interval is the default of its queries' option.
+  const descriptor::Param* interval = unit.param(kCheckpointIntervalOption);
+  for (descriptor::QuerySpec& query : queries) {
+    query.base_dir = assembly.base_dir;
+    if (interval != nullptr && query.option(kCheckpointIntervalOption) == nullptr) {
+      query.options.push_back(*interval);
+    }
+  }
   // One call, so that the unit's queries share detectors.
   if (Status s = service->addQueries(queries); !s) return Status::invalidArgument(s.message());
   return std::unique_ptr<Service>(std::move(service));

@@ -177,6 +177,9 @@ class CepService final : public Service, public QueryHost {
   // match is published before the broker stops. The service cannot be
   // started again. Idempotent.
   void stop() override EXCLUDES(mu_);
+  // Every service has started: checkpointed queries may publish what their
+  // checkpoints release from now on (their durable subscribers are there).
+  void activate() override EXCLUDES(mu_);
   // Asks every detector, on its own thread and after the events already
   // queued for it, to report its pending matches (producers first).
   void flush() override EXCLUDES(mu_);
@@ -239,6 +242,7 @@ class CepService final : public Service, public QueryHost {
   mutable Mutex mu_;  // serializes the control calls
   bool started_ GUARDED_BY(mu_) = false;
   bool stopped_ GUARDED_BY(mu_) = false;
+  bool activated_ GUARDED_BY(mu_) = false;
   // The service's own entry while started.
   std::shared_ptr<router::ComponentEntry> entry_ GUARDED_BY(mu_);
   std::vector<std::shared_ptr<CepQuery>> queries_ GUARDED_BY(mu_);         // in the order added

@@ -51,6 +51,24 @@ inline constexpr MetricSpec kSuppressed = MetricSpec::counter(
     "suppressed",
     "Matches the query's output control (EMIT FIRST|LAST EVERY, AFTER MATCH SKIP PAST LAST "
     "EVENT) found and did not publish.");
+// A checkpointed query's (services/query_host.h, CheckpointStats).
+inline constexpr MetricSpec kCheckpoints = MetricSpec::counter(
+    "checkpoints", "Checkpoints of the query's detector stored in the journal.");
+inline constexpr MetricSpec kCheckpointFailures = MetricSpec::counter(
+    "checkpoint_failures",
+    "Checkpoints the journal did not store (the input stays unacknowledged until one is).");
+inline constexpr MetricSpec kCheckpointBytes =
+    MetricSpec::gauge("checkpoint_bytes", "The size of the query's last checkpoint.");
+inline constexpr MetricSpec kCheckpointMs = MetricSpec::gauge(
+    "checkpoint_ms", "How long the query's last checkpoint took, from snapshot to commit.");
+inline constexpr MetricSpec kRestoreBytes =
+    MetricSpec::gauge("restore_bytes", "The size of the checkpoint the query restored at start.");
+inline constexpr MetricSpec kRestoreMs =
+    MetricSpec::gauge("restore_ms", "How long restoring the query's checkpoint took at start.");
+inline constexpr MetricSpec kRestoreRefused = MetricSpec::counter(
+    "restore_refused", "Stored checkpoints refused at start (the query started empty).");
+inline constexpr MetricSpec kDuplicatesDropped = MetricSpec::counter(
+    "duplicates_dropped", "Composite events the query had published already, not published again.");
 // Engine counters (bus/core/plugin/engine_counters.h) with a family, each
 // sampled for a query whose engine reports it (today the window engine's).
 inline constexpr MetricSpec kGroups =
@@ -62,11 +80,28 @@ inline constexpr MetricSpec kRefusedEvents = MetricSpec::counter(
 inline constexpr MetricSpec kNonNumeric = MetricSpec::counter(
     "non_numeric", "Values a window query's sum, avg, min, max or stddev skipped as not numbers.");
 inline constexpr MetricSpec kEngineCounters[] = {kGroups, kMaxGroups, kRefusedEvents, kNonNumeric};
-inline constexpr MetricSpec kAll[] = {
-    kMatches,        kPublishFailures, kPartialMatches, kPartialMatchesPeak,
-    kStateEvictions, kStateBytes,      kOutputHeld,     kMissingAttribute,
-    kLate,           kSuppressed,      kGroups,         kMaxGroups,
-    kRefusedEvents,  kNonNumeric};
+inline constexpr MetricSpec kAll[] = {kMatches,
+                                      kPublishFailures,
+                                      kPartialMatches,
+                                      kPartialMatchesPeak,
+                                      kStateEvictions,
+                                      kStateBytes,
+                                      kOutputHeld,
+                                      kMissingAttribute,
+                                      kLate,
+                                      kSuppressed,
+                                      kGroups,
+                                      kMaxGroups,
+                                      kRefusedEvents,
+                                      kNonNumeric,
+                                      kCheckpoints,
+                                      kCheckpointFailures,
+                                      kCheckpointBytes,
+                                      kCheckpointMs,
+                                      kRestoreBytes,
+                                      kRestoreMs,
+                                      kRestoreRefused,
+                                      kDuplicatesDropped};
 }  // namespace query_stats
 inline constexpr stats::Schema kQuerySchema{"query", query_stats::kAll};
 

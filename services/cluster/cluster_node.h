@@ -9,7 +9,7 @@
 // event-time order through a reorder buffer of the cluster's max-delay), and
 // publishes each composite event to the exchange "<name>.out" with the
 // routing key of the query's output and a deterministic message-id
-// (composite_id.h), so a replayed composite is a recognisable duplicate.
+// (bus/host/detection/composite_id.h), so a replayed composite is a recognisable duplicate.
 //
 // State lives in the broker, not in the node: an input message is accepted
 // only once no window can still need it and the composites it took part in

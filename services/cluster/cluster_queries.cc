@@ -61,7 +61,7 @@ Result<std::vector<CompiledQuery>> compileClusterQueries(const ClusterSpec& spec
   }
   // No trial: every node of the cluster must run a partition's query on the
   // same engine, so that a partition moved to another node finds the
-  // composites it already published under the same ids (composite_id.h).
+  // composites it already published under the same ids (bus/host/detection/composite_id.h).
   detection::PlanOptions options;
   options.trial = false;
   auto plan = detection::plan(requests, options, plugins);

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "bus/host/detection/composite_id.h"
 #include "services/cluster/cluster_publisher.h"
-#include "services/cluster/composite_id.h"
 #include "services/cluster/topology.h"
 
 namespace cepbus::services::cluster {
@@ -328,9 +328,10 @@ void PartitionRunner::onMatch(const CompiledQuery& query, const plugin::Match& m
   ids.reserve(match.size());
   for (size_t i = 0; i < match.size(); ++i) ids.push_back(match.event(i)->id());
   ++counters_.composites;
-  publish(OutputMessage{0, match.composite(),
-                        OutputMessage::Composite{query.name, query.output,
-                                                 compositeId(query.name, ids), joinTs(match)}});
+  publish(OutputMessage{
+      0, match.composite(),
+      OutputMessage::Composite{query.name, query.output, detection::compositeId(query.name, ids),
+                               joinTs(match)}});
 }
 
 void PartitionRunner::onReleased(Timestamp ts) { ledger_.released(ts); }

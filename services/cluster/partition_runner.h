@@ -8,7 +8,7 @@
 // messages back in their publishers' order (stream_sequencer.h), feeds the
 // events to the cluster's queries in event-time order (QueryRuns),
 // re-publishes an event more than the max-delay behind as late, and publishes each
-// composite with its deterministic id (composite_id.h). An input message is
+// composite with its deterministic id (bus/host/detection/composite_id.h). An input message is
 // settled once no window needs its events and every output published before
 // was accepted (partition_ledger.h): a queue's message is then accepted;
 // with stream input its offset stops holding the partition's lease back,

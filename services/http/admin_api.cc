@@ -350,6 +350,18 @@ std::optional<json> queryJson(const router::Registry& registry, const std::strin
   entry["state_evictions"] =
       stats->partial_matches ? json(stats->partial_matches->evicted) : json();
   entry["state_bytes"] = stats->partial_matches ? json(stats->partial_matches->bytes) : json();
+  // Only for a checkpointed query (option checkpoint_interval).
+  if (const std::optional<CheckpointStats>& c = stats->checkpoints) {
+    entry["checkpoints"] = json{{"written", c->written},
+                                {"failed", c->failed},
+                                {"last_bytes", c->last_bytes},
+                                {"last_ms", c->last_ms},
+                                {"restored_bytes", c->restored_bytes},
+                                {"restore_ms", c->restore_ms},
+                                {"restore_refused", c->restore_refused},
+                                {"duplicates_dropped", c->duplicates_dropped},
+                                {"held", c->held}};
+  }
   // Only for an engine with counters of its own (the window engine's groups, ...).
   if (!stats->engine_counters.empty()) {
     json& counters = entry["engine_counters"];

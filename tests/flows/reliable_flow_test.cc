@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -19,7 +20,9 @@
 #include <tuple>
 
 #include "bus/core/event_json.h"
+#include "flows/journal/checkpoint_table.h"
 #include "tests/flows/flow_test_util.h"
+#include "tests/testing/sqlite_raw.h"
 
 extern char** environ;
 
@@ -307,6 +310,14 @@ class DeferringTarget final : public DeliveryTarget {
     ack(status);
     ack(Status::ok());  // a second call does nothing
   }
+  // Takes the oldest `n` waiting acknowledgements, to give otherwise.
+  std::vector<DeferredAck> take(size_t n) {
+    std::lock_guard lock(mu_);
+    std::vector<DeferredAck> out;
+    for (size_t i = 0; i < n; ++i) out.push_back(std::move(acks_[i].second));
+    acks_.erase(acks_.begin(), acks_.begin() + static_cast<ptrdiff_t>(n));
+    return out;
+  }
   std::vector<uint32_t> previous() {
     std::lock_guard lock(mu_);
     return previous_;
@@ -323,6 +334,52 @@ class DeferringTarget final : public DeliveryTarget {
   std::vector<uint32_t> previous_;                     // guarded by mu_
   size_t undeferred_ = 0;                              // guarded by mu_
 };
+
+// Stores `acks`' checkpoint through their flow and waits for its transaction.
+Status storeCheckpoint(const std::vector<DeferredAck>& acks, const std::string& state) {
+  std::promise<Status> done;
+  acks.front().storeCheckpoint(acks, CheckpointRecord{"q", "nfa", 1, 7, acks.size(), state, ""},
+                               [&done](const Status& status) { done.set_value(status); });
+  return done.get_future().get();
+}
+
+// A target keeping state from its deliveries acknowledges them with a
+// checkpoint of it: one transaction stores the state and deletes what it
+// covers; one that fails leaves them in flight, for the next checkpoint.
+TEST_P(ReliableFlowTest, ACheckpointAcknowledgesWhatItCoversInItsOwnTransaction) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  EventPtr e1 = makeEvent(1), e2 = makeEvent(2), e3 = makeEvent(3);
+  {
+    DeferringTarget a("a");
+    ReliableFlow flow(reliableConfig(path));
+    ASSERT_TRUE(flow.attach(a).isOk());
+    ASSERT_TRUE(flow.start().isOk());
+    std::vector<DeliveryTarget*> targets{&a};
+    for (const EventPtr& e : {e1, e2, e3}) {
+      ASSERT_EQ(flow.send(inOnly(e, "t", Qos::kReliable), targets).queued, 1u);
+    }
+    ASSERT_TRUE(waitUntil([&] { return a.waiting() == 3; }));
+    const std::vector<DeferredAck> first = a.take(2);  // e1, e2
+    EXPECT_EQ(first.front().journalPath(), path);
+    cepbus::testing::execRaw(path,
+                             "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints "
+                             "BEGIN SELECT RAISE(ABORT, 'refused'); END");
+    EXPECT_FALSE(storeCheckpoint(first, "s1").isOk());
+    EXPECT_EQ(flow.reliableMetrics().in_flight, 3u);
+    cepbus::testing::execRaw(path, "DROP TRIGGER refuse");
+    ASSERT_TRUE(storeCheckpoint(first, "s1").isOk());
+    EXPECT_EQ(flow.reliableMetrics().in_flight, 1u);
+    // Acknowledged already: a second checkpoint of them is refused whole.
+    EXPECT_EQ(storeCheckpoint(first, "s2").code(), Status::Code::kUnavailable);
+    flow.stop();
+  }
+  EXPECT_EQ(idsOf(pendingIn(path)), std::set<EventId>{e3->id()});
+  auto stored = readCheckpoint(path, "q");
+  ASSERT_TRUE(stored.isOk() && stored->has_value());
+  EXPECT_EQ((*stored)->state, "s1");
+  EXPECT_EQ((*stored)->position, 2u);
+}
 
 TEST_P(ReliableFlowTest, ADeferredAcknowledgementKeepsTheRecordUntilItIsGiven) {
   TempDir dir;

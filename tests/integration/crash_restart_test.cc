@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/order_stream.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/bus_process.h"
 #include "tests/testing/http_get.h"
@@ -40,46 +41,16 @@
 namespace cepbus {
 namespace {
 
-using testing::AmqpClientOptions;
 using testing::AmqpReceived;
 using testing::AmqpTestClient;
 using testing::BusProcess;
+using testing::client;
+using testing::kPairsQuery;
+using testing::order;
+using testing::orders;
 using testing::reservedPort;
 
-uint32_t runSeed() {
-  const char* fixed = std::getenv("CEPBUS_CRASH_SEED");
-  const uint32_t seed = fixed != nullptr ? static_cast<uint32_t>(std::strtoul(fixed, nullptr, 10))
-                                         : std::random_device()();
-  std::cout << "crash_restart seed: " << seed << " (CEPBUS_CRASH_SEED=" << seed
-            << " repeats this run)" << std::endl;
-  return seed;
-}
-
-// Message `n`: an Open (even n) or a Close (odd n) of pair n/2, so that the
-// CEP query holds a partial match between the two; its id and ts are n.
-proton::message order(uint64_t n) {
-  proton::message m;
-  m.subject(n % 2 == 0 ? "Open" : "Close");
-  m.id(proton::message_id(n));
-  m.properties().put("ts", static_cast<int64_t>(n));
-  m.properties().put("pair", static_cast<int64_t>(n / 2));
-  return m;
-}
-
-std::vector<proton::message> orders(uint64_t first, uint64_t count) {
-  std::vector<proton::message> out;
-  for (uint64_t n = first; n < first + count; ++n) out.push_back(order(n));
-  return out;
-}
-
 uint64_t idOf(const proton::message& m) { return proton::get<uint64_t>(m.id()); }
-
-AmqpClientOptions client(int port, const std::string& container_id = "") {
-  AmqpClientOptions o;
-  o.port = port;
-  o.container_id = container_id;
-  return o;
-}
 
 // Lets time pass on purpose: a random moment to kill the bus at, or a window
 // in which something must not happen. Waits for something use eventually().
@@ -161,10 +132,6 @@ void report(const std::string& test, uint32_t seed, int kills, const Tally& t) {
       << line.str() << "\n";
 }
 
-constexpr char kPairsQuery[] =
-    "PATTERN SEQ(Open a, Close b) WHERE a.pair = b.pair WITHIN 1000 "
-    "STRATEGY skip_till_next_match RETURN Pair(a.pair)";
-
 // A bus with an AMQP listener, a reliable route "orders.#" on the journal,
 // and the pairs query on orders.in; `extra` goes inside <cepbus>.
 std::string descriptor(int port, int commit_delay_us, const std::string& journal = "journal.db",
@@ -197,7 +164,7 @@ constexpr const char* kMomentNames[] = {"mid-batch", "mid-commit", "mid-delivery
 // the journal's commit delay changes between restarts (0: every record is
 // written at once; 2000 us: most are cancelled by the subscriber's accept).
 TEST(CrashRestartTest, EveryAcceptedMessageArrivesThroughTwentyFourKills) {
-  const uint32_t seed = runSeed();
+  const uint32_t seed = testing::crashSeed("crash_restart");
   std::mt19937 rng(seed);
   constexpr int kKills = 24;
   constexpr uint64_t kBatch = 300;
@@ -380,7 +347,7 @@ TEST(CrashRestartTest, ADurableSubscriptionKeepsWhatIsPublishedBetweenARestartAn
 // descriptor declares, so it exists before the bridge reconnects). a is
 // killed four times, then b three times, each under a publisher's flood.
 TEST(CrashRestartTest, EveryAcceptedMessageCrossesABridgeThroughKillsOfBothBuses) {
-  const uint32_t seed = runSeed();
+  const uint32_t seed = testing::crashSeed("crash_restart");
   std::mt19937 rng(seed);
   const int port_a = reservedPort();
   const int port_b = reservedPort();

@@ -63,15 +63,20 @@ Status checkCheckpointable(const Detection& detection) {
   return Status::ok();
 }
 
-Status writeCheckpoint(const std::string& file, const Detection& detection,
-                       const CheckpointIdentity& identity, uint64_t position, size_t* bytes) {
+Result<std::string> checkpointBytes(const Detection& detection, const CheckpointIdentity& identity,
+                                    uint64_t position) {
   plugin::SnapshotWriter out;
   if (Status s = detection.snapshot(out); !s) return s;
-  auto data = out.finish({.engine = identity.engine,
-                          .engine_version = detection.snapshotVersion(),
-                          .fingerprint = identity.fingerprint,
-                          .shape = identity.shape,
-                          .position = position});
+  return out.finish({.engine = identity.engine,
+                     .engine_version = detection.snapshotVersion(),
+                     .fingerprint = identity.fingerprint,
+                     .shape = identity.shape,
+                     .position = position});
+}
+
+Status writeCheckpoint(const std::string& file, const Detection& detection,
+                       const CheckpointIdentity& identity, uint64_t position, size_t* bytes) {
+  auto data = checkpointBytes(detection, identity, position);
   if (!data) return data.status();
   const std::string tmp = file + ".tmp";
   {
@@ -96,9 +101,15 @@ Result<RestoredCheckpoint> restoreCheckpoint(const std::string& file, Detection&
   std::ifstream f(file, std::ios::binary);
   if (!f) return Status::notFound("cannot open checkpoint '" + file + "'");
   const std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return restoreCheckpointBytes(data, "checkpoint '" + file + "'", detection, identity);
+}
+
+Result<RestoredCheckpoint> restoreCheckpointBytes(std::string_view data, const std::string& what,
+                                                  Detection& detection,
+                                                  const CheckpointIdentity& identity) {
   auto in = plugin::SnapshotReader::open(data);
-  auto refuse = [&file](const std::string& why) {
-    return Status::invalidArgument("checkpoint '" + file + "': " + why);
+  auto refuse = [&what](const std::string& why) {
+    return Status::invalidArgument(what + ": " + why);
   };
   if (!in) return refuse(in.status().message());
   const plugin::SnapshotHeader& h = in->header();

@@ -69,6 +69,17 @@ struct RestoredCheckpoint {
 // Cheap before the first event, which is when a host asks.
 Status checkCheckpointable(const Detection& detection);
 
+// `detection`'s state and `position` as the bytes of a checkpoint file.
+Result<std::string> checkpointBytes(const Detection& detection, const CheckpointIdentity& identity,
+                                    uint64_t position);
+
+// Reads the checkpoint `data` into `detection` (just made, before any
+// event) and returns where it goes on from. An error says what is refused,
+// after `what` (e.g. "checkpoint 'FILE'").
+Result<RestoredCheckpoint> restoreCheckpointBytes(std::string_view data, const std::string& what,
+                                                  Detection& detection,
+                                                  const CheckpointIdentity& identity);
+
 // Writes `detection`'s state and `position` to `file`, atomically; the
 // file's size goes to `bytes` when given.
 Status writeCheckpoint(const std::string& file, const Detection& detection,

@@ -371,6 +371,43 @@ TEST_F(CepServiceTest, OutputQosReliableAsksForReliableDelivery) {
       << bad.message();
 }
 
+// checkpoint_interval keeps the state in the bus's journal: without one, or
+// with a value that is no number of milliseconds, the query is refused
+// naming its descriptor line.
+TEST_F(CepServiceTest, ACheckpointedQueryNeedsAJournalAndANumberOfMilliseconds) {
+  CepService& cep = start(pairsUnit());
+  const Status no_journal = cep.addQuery(
+      spec("kept", "PATTERN B b", "in.events", "out.kept", {{"checkpoint_interval", "100", {}}}));
+  EXPECT_EQ(no_journal.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(no_journal.message().find(
+                "admin:1: <query name=\"kept\">: option checkpoint_interval needs a <journal>"),
+            std::string::npos)
+      << no_journal.message();
+  const Status bad = cep.addQuery(
+      spec("bad", "PATTERN B b", "in.events", "out.bad", {{"checkpoint_interval", "soon", {}}}));
+  EXPECT_NE(bad.message().find("option checkpoint_interval=soon: expected a number of "
+                               "milliseconds (0: no checkpoints)"),
+            std::string::npos)
+      << bad.message();
+  // 0 asks for none: no journal needed.
+  EXPECT_TRUE(cep.addQuery(
+      spec("none", "PATTERN B b", "in.events", "out.none", {{"checkpoint_interval", "0", {}}})));
+  // With a journal: an engine that does not snapshot, a query run inline.
+  context_->journal_path = "journal.db";
+  const Status engine = cep.addQuery(
+      spec("fake", "PATTERN B b", "in.events", "out.fake", {{"checkpoint_interval", "100", {}}}));
+  EXPECT_NE(engine.message().find("admin:1: <query name=\"fake\">: option checkpoint_interval: "
+                                  "engine 'cepfake' cannot checkpoint this query"),
+            std::string::npos)
+      << engine.message();
+  const Status inline_run =
+      cep.addQuery(spec("inline", "PATTERN B b", "in.events", "out.inline",
+                        {{"checkpoint_interval", "100", {}}, {"run_inline", "when_idle", {}}}));
+  EXPECT_NE(inline_run.message().find("cannot be combined with run_inline=when_idle"),
+            std::string::npos)
+      << inline_run.message();
+}
+
 // A batching detector on a sparse stream: each time its queue runs empty the
 // service flushes it, so matches come out without waiting for stop().
 TEST_F(CepServiceTest, AnIdleQueryReportsWhatItsDetectorHolds) {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "bus/host/detection/composite_id.h"
 #include "bus/host/loader/plugin_loader.h"
-#include "services/cluster/composite_id.h"
 
 namespace cepbus::services::cluster {
 namespace {
@@ -134,7 +134,7 @@ class PartitionRunnerTest : public ::testing::Test {
     return in;
   }
   static uint64_t idOf(std::initializer_list<EventId> ids) {
-    return compositeId("rise", std::vector<EventId>(ids));
+    return detection::compositeId("rise", std::vector<EventId>(ids));
   }
   // Runs "flat" instead of "rise", on events whose ts is in `unit`
   // (kNone: no declared unit), quiet after 2 s.

@@ -1,10 +1,10 @@
-#include "services/cluster/composite_id.h"
+#include "bus/host/detection/composite_id.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-namespace cepbus::services::cluster {
+namespace cepbus::detection {
 namespace {
 
 TEST(CompositeIdTest, SameQueryAndConstituentsGiveTheSameId) {
@@ -25,4 +25,4 @@ TEST(CompositeIdTest, QueryOrderAndEventsAllMatter) {
 }
 
 }  // namespace
-}  // namespace cepbus::services::cluster
+}  // namespace cepbus::detection
