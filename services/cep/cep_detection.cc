@@ -252,7 +252,15 @@ void CepDetection::openCheckpoints() {
                               checkpoint_identity_};
   checkpoints_ = std::make_unique<QueryCheckpoints>(std::move(settings), log_);
   MutexLock lock(detection_mu_);
-  checkpoints_->restore(*detection_, members_);
+  if (checkpoints_->restore(*detection_, members_)) return;
+  // Never start from half a snapshot: a new detection, empty.
+  auto fresh = remake_();
+  if (!fresh) {
+    log_.error("%s: cannot make a new detection after its checkpoint was refused: %s", label_,
+               fresh.status().message());
+    return;
+  }
+  detection_ = std::move(fresh).value();
 }
 
 void CepDetection::checkpointIfDue() {

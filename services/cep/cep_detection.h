@@ -47,6 +47,7 @@
 #include <bit>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -105,8 +106,15 @@ class CepDetection final : public detection::DetectionSink {
                ServiceContext& context);
   ~CepDetection() override;
 
-  // Runs `detection` (made for this one's members, reporting to it).
-  void run(std::unique_ptr<detection::Detection> detection) { detection_ = std::move(detection); }
+  // Makes a new detection for this one's members, reporting to it.
+  using MakeDetection = std::function<Result<std::unique_ptr<detection::Detection>>()>;
+  // Runs `detection` (made for this one's members, reporting to it);
+  // `remake` makes another when a refused checkpoint may have left part of
+  // its state in the first.
+  void run(std::unique_ptr<detection::Detection> detection, MakeDetection remake) {
+    detection_ = std::move(detection);
+    remake_ = std::move(remake);
+  }
   // What its checkpoints are for (detection::checkpointIdentity() of its
   // queries); set before start() when they are checkpointed.
   void checkpointAs(detection::CheckpointIdentity identity) {
@@ -277,6 +285,7 @@ class CepDetection final : public detection::DetectionSink {
   // event path, mute and export under detection_mu_; its counters and
   // trial outcome from any thread.
   std::unique_ptr<detection::Detection> detection_;
+  MakeDetection remake_;
   mutable Mutex counters_mu_;
   mutable plugin::EngineCounters counters_ GUARDED_BY(counters_mu_);  // as last read
   // The events of one detectEvents() call (the worker's only): reused, empty between calls.

@@ -131,7 +131,12 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
     if (settings[first].checkpoint_interval.count() > 0) {
       made->checkpointAs(identityOf(group, requests, names));
     }
-    made->run(std::move(running).value());
+    // A copy of the group without the detector the planner made (taken).
+    made->run(std::move(running).value(), [sink = made.get(), engine = group.engine,
+                                           members = group.members, recipe = group.recipe] {
+      detection::DetectionGroup again{engine, {}, members, recipe, std::nullopt};
+      return detection::Detection::create(again, *sink, plugin::EventTime::kOwner);
+    });
     // The reason of engine auto is said for the queries that asked for it.
     auto choiceOf = [&](size_t m) {
       return specs[m].engine == plugin::kAutoEngine ? group.reason : std::string();

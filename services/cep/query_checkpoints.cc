@@ -112,7 +112,7 @@ bool QueryCheckpoints::decodePublished(std::string_view bytes, PublishedWindow& 
   return bytes.empty();
 }
 
-void QueryCheckpoints::restore(detection::Detection& detection,
+bool QueryCheckpoints::restore(detection::Detection& detection,
                                std::span<const std::shared_ptr<CepQuery>> members) {
   const auto start = std::chrono::steady_clock::now();
   auto refuse = [&](const std::string& why) {
@@ -124,11 +124,12 @@ void QueryCheckpoints::restore(detection::Detection& detection,
         "%s: checkpoint refused, the query starts empty and the journal redelivers what "
         "it holds: %s",
         settings_.label, why);
+    return false;
   };
   Result<std::optional<flows::CheckpointRecord>> stored =
       flows::readCheckpoint(settings_.journal_path, settings_.name);
   if (!stored) return refuse(stored.status().message());
-  if (!stored->has_value()) return;
+  if (!stored->has_value()) return true;
   const flows::CheckpointRecord& record = **stored;
   const std::string what =
       "checkpoint of " + settings_.label + " in journal " + settings_.journal_path;
@@ -157,6 +158,7 @@ void QueryCheckpoints::restore(detection::Detection& detection,
       std::string(restored->carried_over ? ", its state carried over to the edited query" : ""),
       static_cast<Poco::UInt64>(restored->position), static_cast<Poco::UInt64>(record.state.size()),
       ms, static_cast<Poco::UInt64>(held_.size()));
+  return true;
 }
 
 void QueryCheckpoints::delivered(const Event* event, flows::DeliveryContext& context) {

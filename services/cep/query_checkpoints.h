@@ -104,8 +104,10 @@ class QueryCheckpoints {
   // Before the first event: the stored checkpoint into `detection`, or
   // nothing (none stored, or one refused: logged and counted). The
   // composites its outbox holds are held again, for `members` (the
-  // detection's queries, by member index).
-  void restore(detection::Detection& detection, std::span<const std::shared_ptr<CepQuery>> members);
+  // detection's queries, by member index). False when a stored checkpoint
+  // was refused: an engine may have failed part-way through its restore,
+  // so `detection` is to be replaced by a new one before any event.
+  bool restore(detection::Detection& detection, std::span<const std::shared_ptr<CepQuery>> members);
 
   // A delivery of `event` whose acknowledgement `context` may give: kept
   // (when journaled) until a checkpoint covers it. Before the event is

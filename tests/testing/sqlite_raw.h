@@ -21,4 +21,34 @@ inline void execRaw(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
+// The first column of the first row `sql` selects, as bytes ("" when none).
+inline std::string readBlobRaw(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::string out;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW) {
+    const auto* bytes = static_cast<const char*>(sqlite3_column_blob(stmt, 0));
+    out.assign(bytes != nullptr ? bytes : "", static_cast<size_t>(sqlite3_column_bytes(stmt, 0)));
+  }
+  EXPECT_NE(stmt, nullptr) << sqlite3_errmsg(db);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return out;
+}
+
+// Runs `sql`, whose one parameter ?1 is bound to `blob`.
+inline void writeBlobRaw(const std::string& path, const std::string& sql, const std::string& blob) {
+  sqlite3* db = nullptr;
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_bind_blob(stmt, 1, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  EXPECT_EQ(sqlite3_step(stmt), SQLITE_DONE) << sqlite3_errmsg(db);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
 }  // namespace cepbus::testing
