@@ -38,6 +38,21 @@ class OneElementEngine final : public plugin::Detector {
     pending_.clear();
     return Status::ok();
   }
+  // Its pending events, so that the rules in front of it can be checkpointed.
+  uint32_t snapshotVersion() const override { return 1; }
+  Status snapshot(plugin::SnapshotWriter& out) const override {
+    out.varint(pending_.size());
+    for (const EventPtr& e : pending_) out.event(e);
+    return Status::ok();
+  }
+  Status restore(plugin::SnapshotReader& in) override {
+    const uint64_t n = in.count();
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      pending_.push_back(in.event());
+      if (pending_.back() == nullptr) in.fail("a pending event is missing");
+    }
+    return in.status();
+  }
 
  private:
   plugin::MatchSink& sink_;
@@ -77,6 +92,86 @@ std::unique_ptr<plugin::GuardedDetector> make(const char* text, FakeEngine& engi
   auto made = EdgeNegation::makeDetector(queries, engine.maker(), sink, no_members, false);
   EXPECT_TRUE(made.isOk()) << made.status().toString();
   return made.isOk() ? std::move(made).value() : nullptr;
+}
+
+Result<std::string> snapshotOf(const plugin::Detector& d) {
+  plugin::SnapshotWriter out;
+  if (Status s = d.snapshot(out); !s) return s;
+  return out.finish({.engine = "fake", .engine_version = d.snapshotVersion()});
+}
+
+TEST(EdgeNegationTest, ASnapshotCarriesKeptEventsAndHeldMatchesIntoANewOne) {
+  const char* query =
+      "PATTERN SEQ(NOT(D d), A a, NOT(C c)) WHERE d.key = a.key AND c.id = a.id WITHIN 6";
+  const std::vector<EventPtr> events = {
+      event("D", 0, 9, 1),  event("A", 1, 1, 1),  event("A", 2, 2, 0), event("C", 4, 1),
+      event("A", 5, 3, 1),  event("D", 6, 9, 0),  event("A", 7, 4, 0), event("C", 9, 3),
+      event("A", 12, 5, 1), event("A", 13, 6, 0), event("C", 15, 6)};
+  auto feed = [&](plugin::Detector& d, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      ASSERT_TRUE(d.onEvent(events[i]).isOk());
+      if (i % 3 == 2) {
+        ASSERT_TRUE(d.onWatermark(events[i]->ts() - 1).isOk());
+      }
+    }
+  };
+  for (const bool batched : {false, true}) {
+    FakeEngine engine;
+    engine.batched = batched;
+    RecordingSink whole;
+    auto one = make(query, engine, whole);
+    feed(*one, 0, events.size());
+    ASSERT_TRUE(one->onWatermark(plugin::Detector::kEndOfTime).isOk());
+    ASSERT_FALSE(whole.got.empty());
+    for (size_t split = 0; split <= events.size(); ++split) {
+      RecordingSink a, b;
+      auto first = make(query, engine, a);
+      feed(*first, 0, split);
+      auto bytes = snapshotOf(*first);
+      ASSERT_TRUE(bytes.isOk()) << bytes.status().toString();
+      auto second = make(query, engine, b);
+      auto in = plugin::SnapshotReader::open(*bytes);
+      ASSERT_TRUE(in.isOk());
+      ASSERT_TRUE(second->restore(*in).isOk()) << in->status().toString();
+      EXPECT_TRUE(in->atEnd());
+      feed(*second, split, events.size());
+      ASSERT_TRUE(second->onWatermark(plugin::Detector::kEndOfTime).isOk());
+      Ts got = a.got;
+      got.insert(got.end(), b.got.begin(), b.got.end());
+      EXPECT_EQ(got, whole.got) << (batched ? "batched, " : "") << "split after " << split;
+    }
+  }
+}
+
+TEST(EdgeNegationTest, ACorruptedSnapshotIsRefusedOrHarmlessNeverACrash) {
+  const char* query = "PATTERN SEQ(NOT(D d), A a, NOT(C c)) WHERE c.id = a.id WITHIN 6";
+  FakeEngine engine;
+  RecordingSink sink;
+  auto d = make(query, engine, sink);
+  for (const EventPtr& e :
+       {event("D", 0, 1), event("A", 1, 1), event("A", 2, 2), event("C", 3, 2)}) {
+    ASSERT_TRUE(d->onEvent(e).isOk());
+  }
+  auto bytes = snapshotOf(*d);
+  ASSERT_TRUE(bytes.isOk());
+  size_t refused = 0;
+  for (size_t i = 12; i + 4 < bytes->size(); ++i) {
+    std::string bad = *bytes;
+    bad[i] = static_cast<char>(bad[i] ^ 0x03);
+    const uint32_t crc = plugin::crc32(std::span<const unsigned char>(
+        reinterpret_cast<const unsigned char*>(bad.data()), bad.size() - 4));
+    for (int k = 0; k < 4; ++k) bad[bad.size() - 4 + k] = static_cast<char>(crc >> (8 * k));
+    RecordingSink out;
+    auto fresh = make(query, engine, out);
+    auto in = plugin::SnapshotReader::open(bad);
+    if (!in.isOk() || !fresh->restore(*in).isOk()) {
+      ++refused;
+      continue;
+    }
+    (void)fresh->onEvent(event("A", 5, 3));
+    (void)fresh->onWatermark(plugin::Detector::kEndOfTime);
+  }
+  EXPECT_GT(refused, 0u);
 }
 
 TEST(EdgeNegationTest, TheEngineRunsThePatternWithoutItsEdgeNotsAndTheirConjuncts) {

@@ -29,6 +29,21 @@ class PairsEngine final : public plugin::Detector {
     return Status::ok();
   }
   Status flush() override { return Status::ok(); }
+  // Its events so far, so that the rules in front of it can be checkpointed.
+  uint32_t snapshotVersion() const override { return 1; }
+  Status snapshot(plugin::SnapshotWriter& out) const override {
+    out.varint(seen_.size());
+    for (const EventPtr& e : seen_) out.event(e);
+    return Status::ok();
+  }
+  Status restore(plugin::SnapshotReader& in) override {
+    const uint64_t n = in.count();
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      seen_.push_back(in.event());
+      if (seen_.back() == nullptr) in.fail("an event seen is missing");
+    }
+    return in.status();
+  }
 
  private:
   class Forward final : public plugin::MatchSink {
@@ -87,6 +102,97 @@ TEST(OutputControlTest, EachMemberGoesThroughItsOwnRulesAsEventTimePasses) {
   // (2, 3), (2, 12) and (3, 12) as reported, (1, 3) once time passed it.
   EXPECT_EQ(rules->suppressed(0), 4u);
   EXPECT_EQ(rules->suppressed(1), 0u);
+}
+
+// Output control of `queries` around a PairsEngine, reporting to `members`.
+std::unique_ptr<plugin::GuardedDetector> controlled(const std::vector<plugin::NamedQuery>& queries,
+                                                    MemberRelay& relay, Members& members) {
+  relay.attach(members);
+  auto control = OutputControl::create(queries, relay);
+  EXPECT_TRUE(control.isOk()) << control.status().toString();
+  auto engine = std::make_unique<PairsEngine>(**control, queries.size());
+  return OutputControl::wrap(std::move(control).value(), std::move(engine));
+}
+
+Result<std::string> snapshotOf(const plugin::Detector& d) {
+  plugin::SnapshotWriter out;
+  if (Status s = d.snapshot(out); !s) return s;
+  return out.finish({.engine = "pairs", .engine_version = d.snapshotVersion()});
+}
+
+TEST(OutputControlTest, ASnapshotCarriesHeldMatchesAndGatesIntoANewControl) {
+  const std::vector<plugin::NamedQuery> queries = {
+      named("first", "PATTERN SEQ(T a, T b) EMIT FIRST EVERY 4 PER a.sensor"),
+      named("last", "PATTERN SEQ(T a, T b) AFTER MATCH SKIP PAST LAST EVENT EMIT LAST EVERY 3"),
+  };
+  const std::vector<EventPtr> events = {reading(1, "s1"), reading(2, "s2"),  reading(2, "s1"),
+                                        reading(4, "s2"), reading(5, "s1"),  reading(7, "s1"),
+                                        reading(8, "s2"), reading(11, "s1"), reading(12, "s2")};
+  auto feed = [&](plugin::Detector& d, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      ASSERT_TRUE(d.onEvent(events[i]).isOk());
+      ASSERT_TRUE(d.onWatermark(events[i]->ts() - 2).isOk());
+    }
+  };
+  MemberRelay whole_relay;
+  Members whole;
+  auto one = controlled(queries, whole_relay, whole);
+  feed(*one, 0, events.size());
+  ASSERT_TRUE(one->onWatermark(plugin::Detector::kEndOfTime).isOk());
+  ASSERT_FALSE(whole.got[0].empty());
+  ASSERT_FALSE(whole.got[1].empty());
+  EXPECT_EQ(one->snapshotVersion(), 1u);  // the engine's
+  for (size_t split = 0; split <= events.size(); ++split) {
+    MemberRelay relay_a, relay_b;
+    Members a, b;
+    auto first = controlled(queries, relay_a, a);
+    feed(*first, 0, split);
+    auto bytes = snapshotOf(*first);
+    ASSERT_TRUE(bytes.isOk()) << bytes.status().toString();
+    auto second = controlled(queries, relay_b, b);
+    auto in = plugin::SnapshotReader::open(*bytes);
+    ASSERT_TRUE(in.isOk());
+    ASSERT_TRUE(second->restore(*in).isOk()) << in->status().toString();
+    EXPECT_TRUE(in->atEnd());
+    feed(*second, split, events.size());
+    ASSERT_TRUE(second->onWatermark(plugin::Detector::kEndOfTime).isOk());
+    for (size_t m = 0; m < 2; ++m) {
+      Ts got = a.got[m];
+      got.insert(got.end(), b.got[m].begin(), b.got[m].end());
+      EXPECT_EQ(got, whole.got[m]) << queries[m].name << " split after " << split;
+    }
+  }
+}
+
+TEST(OutputControlTest, ACorruptedSnapshotIsRefusedOrHarmlessNeverACrash) {
+  const std::vector<plugin::NamedQuery> queries = {
+      named("first", "PATTERN SEQ(T a, T b) EMIT FIRST EVERY 4 PER a.sensor"),
+      named("last", "PATTERN SEQ(T a, T b) EMIT LAST EVERY 3")};
+  MemberRelay relay;
+  Members members;
+  auto d = controlled(queries, relay, members);
+  for (Timestamp ts : {1, 2, 3, 5, 6}) ASSERT_TRUE(d->onEvent(reading(ts)).isOk());
+  auto bytes = snapshotOf(*d);
+  ASSERT_TRUE(bytes.isOk());
+  size_t refused = 0;
+  for (size_t i = 12; i + 4 < bytes->size(); ++i) {
+    std::string bad = *bytes;
+    bad[i] = static_cast<char>(bad[i] ^ 0x21);
+    const uint32_t crc = plugin::crc32(std::span<const unsigned char>(
+        reinterpret_cast<const unsigned char*>(bad.data()), bad.size() - 4));
+    for (int k = 0; k < 4; ++k) bad[bad.size() - 4 + k] = static_cast<char>(crc >> (8 * k));
+    MemberRelay r;
+    Members m;
+    auto fresh = controlled(queries, r, m);
+    auto in = plugin::SnapshotReader::open(bad);
+    if (!in.isOk() || !fresh->restore(*in).isOk()) {
+      ++refused;
+      continue;
+    }
+    (void)fresh->onEvent(reading(9));
+    (void)fresh->onWatermark(plugin::Detector::kEndOfTime);
+  }
+  EXPECT_GT(refused, 0u);
 }
 
 TEST(OutputControlTest, AnUnusablePerExpressionNamesTheQuery) {
