@@ -25,11 +25,15 @@
 #include "bus/host/loader/plugin_loader.h"
 #include "bus/host/time/reorder.h"
 #include "tests/plugins/join/join_test_support.h"
+#include "tests/testing/snapshot_bytes.h"
 
 namespace cepbus::plugins::join {
 namespace {
 
 namespace fs = std::filesystem;
+using cepbus::testing::refusedCorruptions;
+using cepbus::testing::restoreBytes;
+using cepbus::testing::snapshotBytes;
 using ::testing::HasSubstr;
 using testing::joinedPairs;
 using testing::MatchRecorder;
@@ -101,20 +105,6 @@ class JoinTest : public ::testing::Test {
   fs::path dir_;
   static inline int counter_ = 0;
 };
-
-// The file a checkpoint of `d` would be.
-Result<std::string> snapshotOf(const plugin::Detector& d) {
-  plugin::SnapshotWriter out;
-  if (Status s = d.snapshot(out); !s) return s;
-  return out.finish({.engine = "join", .engine_version = d.snapshotVersion()});
-}
-
-Status restoreInto(plugin::Detector& d, const std::string& bytes) {
-  auto in = plugin::SnapshotReader::open(bytes);
-  if (!in) return in.status();
-  if (Status s = d.restore(*in); !s) return s;
-  return in->atEnd() ? Status::ok() : Status::invalidArgument("state left unread");
-}
 
 uint64_t sum(const JoinDetector::Stats& s, uint64_t PartitionStats::*field) {
   uint64_t n = 0;
@@ -560,12 +550,12 @@ TEST_F(JoinTest, ASnapshotAnywhereResumesTheUninterruptedRunsPairsInOrder) {
       ASSERT_TRUE(first);
       const std::span<const EventPtr> events(w.events);
       ASSERT_TRUE(first->onEvents(events.first(split)));
-      auto bytes = snapshotOf(*first);
+      auto bytes = snapshotBytes(*first, "join");
       ASSERT_TRUE(bytes) << bytes.status().message();
       first.reset();  // nothing more is reported by it
       auto second = make(w, options, after);
       ASSERT_TRUE(second);
-      Status restored = restoreInto(*second, *bytes);
+      Status restored = restoreBytes(*second, *bytes);
       ASSERT_TRUE(restored) << restored.message();
       ASSERT_TRUE(second->onEvents(events.subspan(split)));
       ASSERT_TRUE(second->flush());
@@ -594,7 +584,7 @@ TEST_F(JoinTest, ASnapshotIsRefusedWhileTuplesAreSpilled) {
   for (const EventPtr& e : w.events) {
     ASSERT_TRUE(d->onEvent(e));
     if (d->stats().partitions[0].spilled == 0) continue;
-    auto bytes = snapshotOf(*d);
+    auto bytes = snapshotBytes(*d, "join");
     ASSERT_FALSE(bytes);
     EXPECT_THAT(bytes.status().message(), HasSubstr("spilled to disk"));
     refused = true;
@@ -613,28 +603,19 @@ TEST_F(JoinTest, ACorruptedSnapshotBodyIsRefusedOrHarmlessNeverACrash) {
   ASSERT_TRUE(d);
   const std::span<const EventPtr> events(w.events);
   ASSERT_TRUE(d->onEvents(events.first(70)));
-  auto bytes = snapshotOf(*d);
+  auto bytes = snapshotBytes(*d, "join");
   ASSERT_TRUE(bytes) << bytes.status().message();
   // Every byte after the magic and format version, changed, with the
   // checksum made right again: what the body says is checked, not trusted.
-  size_t refused = 0;
-  for (size_t i = 12; i + 4 < bytes->size(); ++i) {
-    std::string bad = *bytes;
-    bad[i] = static_cast<char>(bad[i] ^ (i % 2 == 0 ? 0x01 : 0x5a));
-    const uint32_t crc = plugin::crc32(std::span<const unsigned char>(
-        reinterpret_cast<const unsigned char*>(bad.data()), bad.size() - 4));
-    for (int k = 0; k < 4; ++k) bad[bad.size() - 4 + k] = static_cast<char>(crc >> (8 * k));
+  const size_t refused = refusedCorruptions(*bytes, 0x01, [&](const std::string& bad) {
     MatchRecorder out;
     auto fresh = make(w, options, out);
-    ASSERT_TRUE(fresh);
-    if (!restoreInto(*fresh, bad)) {
-      ++refused;
-      continue;
-    }
+    if (!fresh || !restoreBytes(*fresh, bad)) return false;
     // Accepted: it still runs (other values, not other shapes).
     (void)fresh->onEvents(events.subspan(70));
     (void)fresh->flush();
-  }
+    return true;
+  });
   EXPECT_GT(refused, 0u);
 }
 

@@ -4,10 +4,14 @@
 
 #include "bus/core/pattern/parser.h"
 #include "tests/bus/host/detection/match_sink_fakes.h"
+#include "tests/testing/snapshot_bytes.h"
 
 namespace cepbus::detection {
 namespace {
 
+using cepbus::testing::refusedCorruptions;
+using cepbus::testing::restoreBytes;
+using cepbus::testing::snapshotBytes;
 using match_fakes::RecordingSink;
 using match_fakes::report;
 using Ts = std::vector<std::vector<Timestamp>>;
@@ -94,12 +98,6 @@ std::unique_ptr<plugin::GuardedDetector> make(const char* text, FakeEngine& engi
   return made.isOk() ? std::move(made).value() : nullptr;
 }
 
-Result<std::string> snapshotOf(const plugin::Detector& d) {
-  plugin::SnapshotWriter out;
-  if (Status s = d.snapshot(out); !s) return s;
-  return out.finish({.engine = "fake", .engine_version = d.snapshotVersion()});
-}
-
 TEST(EdgeNegationTest, ASnapshotCarriesKeptEventsAndHeldMatchesIntoANewOne) {
   const char* query =
       "PATTERN SEQ(NOT(D d), A a, NOT(C c)) WHERE d.key = a.key AND c.id = a.id WITHIN 6";
@@ -127,13 +125,11 @@ TEST(EdgeNegationTest, ASnapshotCarriesKeptEventsAndHeldMatchesIntoANewOne) {
       RecordingSink a, b;
       auto first = make(query, engine, a);
       feed(*first, 0, split);
-      auto bytes = snapshotOf(*first);
+      auto bytes = snapshotBytes(*first);
       ASSERT_TRUE(bytes.isOk()) << bytes.status().toString();
       auto second = make(query, engine, b);
-      auto in = plugin::SnapshotReader::open(*bytes);
-      ASSERT_TRUE(in.isOk());
-      ASSERT_TRUE(second->restore(*in).isOk()) << in->status().toString();
-      EXPECT_TRUE(in->atEnd());
+      const Status restored = restoreBytes(*second, *bytes);
+      ASSERT_TRUE(restored.isOk()) << restored.toString();
       feed(*second, split, events.size());
       ASSERT_TRUE(second->onWatermark(plugin::Detector::kEndOfTime).isOk());
       Ts got = a.got;
@@ -152,25 +148,16 @@ TEST(EdgeNegationTest, ACorruptedSnapshotIsRefusedOrHarmlessNeverACrash) {
        {event("D", 0, 1), event("A", 1, 1), event("A", 2, 2), event("C", 3, 2)}) {
     ASSERT_TRUE(d->onEvent(e).isOk());
   }
-  auto bytes = snapshotOf(*d);
+  auto bytes = snapshotBytes(*d);
   ASSERT_TRUE(bytes.isOk());
-  size_t refused = 0;
-  for (size_t i = 12; i + 4 < bytes->size(); ++i) {
-    std::string bad = *bytes;
-    bad[i] = static_cast<char>(bad[i] ^ 0x03);
-    const uint32_t crc = plugin::crc32(std::span<const unsigned char>(
-        reinterpret_cast<const unsigned char*>(bad.data()), bad.size() - 4));
-    for (int k = 0; k < 4; ++k) bad[bad.size() - 4 + k] = static_cast<char>(crc >> (8 * k));
+  const size_t refused = refusedCorruptions(*bytes, 0x03, [&](const std::string& bad) {
     RecordingSink out;
     auto fresh = make(query, engine, out);
-    auto in = plugin::SnapshotReader::open(bad);
-    if (!in.isOk() || !fresh->restore(*in).isOk()) {
-      ++refused;
-      continue;
-    }
+    if (!restoreBytes(*fresh, bad).isOk()) return false;
     (void)fresh->onEvent(event("A", 5, 3));
     (void)fresh->onWatermark(plugin::Detector::kEndOfTime);
-  }
+    return true;
+  });
   EXPECT_GT(refused, 0u);
 }
 

@@ -4,10 +4,14 @@
 
 #include "bus/core/pattern/parser.h"
 #include "tests/bus/host/detection/match_sink_fakes.h"
+#include "tests/testing/snapshot_bytes.h"
 
 namespace cepbus::detection {
 namespace {
 
+using cepbus::testing::refusedCorruptions;
+using cepbus::testing::restoreBytes;
+using cepbus::testing::snapshotBytes;
 using match_fakes::reading;
 using match_fakes::report;
 using Ts = std::vector<std::vector<Timestamp>>;
@@ -114,12 +118,6 @@ std::unique_ptr<plugin::GuardedDetector> controlled(const std::vector<plugin::Na
   return OutputControl::wrap(std::move(control).value(), std::move(engine));
 }
 
-Result<std::string> snapshotOf(const plugin::Detector& d) {
-  plugin::SnapshotWriter out;
-  if (Status s = d.snapshot(out); !s) return s;
-  return out.finish({.engine = "pairs", .engine_version = d.snapshotVersion()});
-}
-
 TEST(OutputControlTest, ASnapshotCarriesHeldMatchesAndGatesIntoANewControl) {
   const std::vector<plugin::NamedQuery> queries = {
       named("first", "PATTERN SEQ(T a, T b) EMIT FIRST EVERY 4 PER a.sensor"),
@@ -147,13 +145,11 @@ TEST(OutputControlTest, ASnapshotCarriesHeldMatchesAndGatesIntoANewControl) {
     Members a, b;
     auto first = controlled(queries, relay_a, a);
     feed(*first, 0, split);
-    auto bytes = snapshotOf(*first);
+    auto bytes = snapshotBytes(*first);
     ASSERT_TRUE(bytes.isOk()) << bytes.status().toString();
     auto second = controlled(queries, relay_b, b);
-    auto in = plugin::SnapshotReader::open(*bytes);
-    ASSERT_TRUE(in.isOk());
-    ASSERT_TRUE(second->restore(*in).isOk()) << in->status().toString();
-    EXPECT_TRUE(in->atEnd());
+    const Status restored = restoreBytes(*second, *bytes);
+    ASSERT_TRUE(restored.isOk()) << restored.toString();
     feed(*second, split, events.size());
     ASSERT_TRUE(second->onWatermark(plugin::Detector::kEndOfTime).isOk());
     for (size_t m = 0; m < 2; ++m) {
@@ -172,26 +168,17 @@ TEST(OutputControlTest, ACorruptedSnapshotIsRefusedOrHarmlessNeverACrash) {
   Members members;
   auto d = controlled(queries, relay, members);
   for (Timestamp ts : {1, 2, 3, 5, 6}) ASSERT_TRUE(d->onEvent(reading(ts)).isOk());
-  auto bytes = snapshotOf(*d);
+  auto bytes = snapshotBytes(*d);
   ASSERT_TRUE(bytes.isOk());
-  size_t refused = 0;
-  for (size_t i = 12; i + 4 < bytes->size(); ++i) {
-    std::string bad = *bytes;
-    bad[i] = static_cast<char>(bad[i] ^ 0x21);
-    const uint32_t crc = plugin::crc32(std::span<const unsigned char>(
-        reinterpret_cast<const unsigned char*>(bad.data()), bad.size() - 4));
-    for (int k = 0; k < 4; ++k) bad[bad.size() - 4 + k] = static_cast<char>(crc >> (8 * k));
+  const size_t refused = refusedCorruptions(*bytes, 0x21, [&](const std::string& bad) {
     MemberRelay r;
     Members m;
     auto fresh = controlled(queries, r, m);
-    auto in = plugin::SnapshotReader::open(bad);
-    if (!in.isOk() || !fresh->restore(*in).isOk()) {
-      ++refused;
-      continue;
-    }
+    if (!restoreBytes(*fresh, bad).isOk()) return false;
     (void)fresh->onEvent(reading(9));
     (void)fresh->onWatermark(plugin::Detector::kEndOfTime);
-  }
+    return true;
+  });
   EXPECT_GT(refused, 0u);
 }
 

@@ -8,8 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/snapshot_bytes.h"
+
 namespace cepbus::plugin {
 namespace {
+
+using cepbus::testing::restoreBytes;
+using cepbus::testing::snapshotBytes;
 
 // The trial's clock: only the fake engines below advance it, by the cost
 // each is given per event, so what the trial measures is what a test says.
@@ -225,18 +230,6 @@ TEST(TrialDetectorTest, KeepsACheaperChallengerAndLosesOrDoublesNoMatchAtTheSwit
   }
 }
 
-Result<std::string> snapshotOf(const Detector& d) {
-  SnapshotWriter out;
-  if (Status s = d.snapshot(out); !s) return s;
-  return out.finish({.engine = "auto", .engine_version = d.snapshotVersion()});
-}
-
-Status restoreFrom(Detector& d, const std::string& bytes) {
-  auto in = SnapshotReader::open(bytes);
-  if (!in) return in.status();
-  return d.restore(*in);
-}
-
 TEST(TrialDetectorTest, ACheckpointIsRefusedDuringTheTrialAndCarriesTheKeptEngineAfterIt) {
   const std::vector<EngineSpec> specs = {{"petri", 10, 3}, {"nfa", 1, 2}};
   const auto events = stream(120);
@@ -246,17 +239,17 @@ TEST(TrialDetectorTest, ACheckpointIsRefusedDuringTheTrialAndCarriesTheKeptEngin
   auto trial = makeTrial(out, false, clock, specs, limits(40));
   EXPECT_EQ(trial->snapshotVersion(), 1u);
   // Before the first event: an empty trial, which a new one resumes as such.
-  auto empty = snapshotOf(*trial);
+  auto empty = snapshotBytes(*trial);
   ASSERT_TRUE(empty) << empty.status().message();
   {
     FakeClock c;
     RecordingSink o;
     auto fresh = makeTrial(o, false, c, specs, limits(40));
-    ASSERT_TRUE(restoreFrom(*fresh, *empty));
+    ASSERT_TRUE(restoreBytes(*fresh, *empty));
     EXPECT_FALSE(fresh->outcome().has_value());
   }
   ASSERT_TRUE(trial->onEvents(all.first(16)));
-  auto during = snapshotOf(*trial);
+  auto during = snapshotBytes(*trial);
   ASSERT_FALSE(during);
   EXPECT_NE(during.status().message().find("between petri, nfa is still running after 16 events"),
             std::string::npos)
@@ -264,7 +257,7 @@ TEST(TrialDetectorTest, ACheckpointIsRefusedDuringTheTrialAndCarriesTheKeptEngin
   ASSERT_TRUE(trial->onEvents(all.subspan(16, 64)));
   ASSERT_TRUE(trial->outcome().has_value());
   ASSERT_EQ(trial->outcome()->kept, "nfa");
-  auto after = snapshotOf(*trial);
+  auto after = snapshotBytes(*trial);
   ASSERT_TRUE(after) << after.status().message();
   const auto before = out.seen;
   ASSERT_TRUE(trial->onEvents(all.subspan(80)));
@@ -273,7 +266,7 @@ TEST(TrialDetectorTest, ACheckpointIsRefusedDuringTheTrialAndCarriesTheKeptEngin
   FakeClock c;
   RecordingSink resumed;
   auto fresh = makeTrial(resumed, false, c, specs, limits(40));
-  ASSERT_TRUE(restoreFrom(*fresh, *after));
+  ASSERT_TRUE(restoreBytes(*fresh, *after));
   ASSERT_TRUE(fresh->outcome().has_value());
   EXPECT_EQ(fresh->outcome()->describe(), trial->outcome()->describe());
   EXPECT_EQ(fresh->running(), "nfa");
@@ -288,7 +281,7 @@ TEST(TrialDetectorTest, ACheckpointIsRefusedDuringTheTrialAndCarriesTheKeptEngin
   RecordingSink other_out;
   auto other =
       makeTrial(other_out, false, other_clock, {{"petri", 10, 3}, {"algebra", 1, 2}}, limits(40));
-  Status refused = restoreFrom(*other, *after);
+  Status refused = restoreBytes(*other, *after);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.message().find("kept engine 'nfa', which is not a candidate"),
             std::string::npos)
