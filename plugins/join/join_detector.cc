@@ -397,20 +397,12 @@ void JoinDetector::quiesce() const {
 
 Status JoinDetector::snapshot(plugin::SnapshotWriter& out) const {
   quiesce();
-  size_t spilled = 0;
   for (const auto& w : workers_) {
-    spilled += w->partition->spilledCount();
     std::lock_guard lock(w->mu);
     if (!w->error.isOk()) {
       return Status::invalidArgument("join: a worker's error is not reported yet (" +
                                      w->error.message() + ")");
     }
-  }
-  if (spilled > 0) {
-    return Status::invalidArgument(
-        "join: " + std::to_string(spilled) +
-        " windowed tuples are spilled to disk, and spilled state is not checkpointed: "
-        "raise memory_budget, or checkpoint at a point where nothing is spilled");
   }
   out.section("join", kSnapshotVersion);
   out.varint(workers_.size());
@@ -443,7 +435,7 @@ Status JoinDetector::snapshot(plugin::SnapshotWriter& out) const {
       out.varint(p->seq);
     }
     out.varint(upto);
-    w.partition->snapshot(out);
+    if (Status s = w.partition->snapshot(out); !s) return s;
   }
   return Status::ok();
 }

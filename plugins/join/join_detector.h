@@ -73,11 +73,11 @@ class JoinDetector final : public plugin::Detector {
 
   // Snapshots (section "join", version 1): the clock, the arrival numbers,
   // the tuples not yet handed to a worker, the pairs found and not yet
-  // reported, and each partition's window and adaptive state. With worker
-  // threads, snapshot() first waits for them to finish what they were
-  // handed (it reports nothing: their pairs go into the snapshot). Refused
-  // while any tuple is spilled to disk (the spill files are not written
-  // into it): a checkpoint taken then is an error naming how many are.
+  // reported, and each partition's window and adaptive state, with what it
+  // has spilled read back from its files (restore() writes it into the new
+  // detector's own). With worker threads, snapshot() first waits for them to
+  // finish what they were handed (it reports nothing: their pairs go into
+  // the snapshot).
   uint32_t snapshotVersion() const override { return kSnapshotVersion; }
   Status snapshot(plugin::SnapshotWriter& out) const override;
   Status restore(plugin::SnapshotReader& in) override;

@@ -526,7 +526,7 @@ void JoinPartition::snapshotEntry(const Entry& e,
   out.varint(it == at.end() ? 0 : it->second + 1);
 }
 
-void JoinPartition::snapshot(plugin::SnapshotWriter& out) const {
+Status JoinPartition::snapshot(plugin::SnapshotWriter& out) const {
   out.signedVarint(now_);
   out.varint(last_seq_);
   out.signedVarint(next_deletion_);
@@ -571,6 +571,82 @@ void JoinPartition::snapshot(plugin::SnapshotWriter& out) const {
   out.varint(stats_.restores);
   out.varint(stats_.restored_pairs);
   out.varint(stats_.probes_stopped_early);
+  return snapshotSpilled(out);
+}
+
+Status JoinPartition::snapshotSpilled(plugin::SnapshotWriter& out) const {
+  out.varint(spilled_count_);
+  if (spilled_count_ == 0) return Status::ok();
+  out.varint(spilled_bytes_);
+  out.signedVarint(first_spill_now_);
+  for (const SpillStore* store : {entry_store_.get(), probe_store_.get()}) {
+    std::vector<std::string> records;
+    Status read = store->readAll([&](std::string_view record) {
+      records.emplace_back(record);
+      return Status::ok();
+    });
+    if (!read)
+      return Status::ioError("join: cannot read back the spilled tuples: " + read.message());
+    out.varint(records.size());
+    for (const std::string& record : records) out.string(record);
+  }
+  // The probe log's tail not committed yet: the tuples themselves.
+  out.varint(unlogged_.size());
+  for (const Tuple& t : unlogged_) {
+    out.event(t.event);
+    out.varint(t.seq);
+  }
+  return Status::ok();
+}
+
+void JoinPartition::restoreSpilled(plugin::SnapshotReader& in) {
+  const uint64_t spilled = in.varint();
+  if (spilled == 0 || !in.ok()) return;
+  if (!entry_store_ || !probe_store_) {
+    in.fail("spilled tuples, and this join does not spill");
+    return;
+  }
+  spilled_bytes_ = in.varint();
+  first_spill_now_ = in.signedVarint();
+  // Entry records hold the entry's and the spill's arrival numbers, probe
+  // records the probe's, before the event.
+  for (auto [store, header] :
+       {std::pair{entry_store_.get(), 16}, std::pair{probe_store_.get(), 8}}) {
+    const uint64_t n = in.count();
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      const std::string record = in.string();
+      if (record.size() < static_cast<size_t>(header)) in.fail("a spilled record too short");
+      store->append(record);
+    }
+    if (!in.ok()) return;
+    if (Status s = store->commit(); !s) {
+      in.fail("cannot write the restored spilled tuples: " + s.message());
+      return;
+    }
+  }
+  if (entry_store_->committedRecords() != spilled)
+    in.fail("spilled tuples and their records differ");
+  const uint64_t unlogged = in.count(2);
+  for (uint64_t i = 0; i < unlogged && in.ok(); ++i) {
+    EventPtr event = in.event();
+    const uint64_t seq = in.varint();
+    const int stream = event ? plan_->streamOf(event->type()) : -1;
+    auto t = stream < 0 ? Result<Tuple>(Status::invalidArgument("not of the query's types"))
+                        : makeTuple(*plan_, event, stream, seq);
+    if (!t || seq > last_seq_) {
+      in.fail("a probe logged while spilled is not one of the query's");
+      break;
+    }
+    std::string payload;
+    putU64(payload, seq);
+    if (!encodeFor(*event, payload)) {
+      in.fail("a probe logged while spilled cannot be encoded");
+      break;
+    }
+    probe_store_->append(payload);
+    unlogged_.push_back(std::move(*t));
+  }
+  spilled_count_ = spilled;
 }
 
 JoinPartition::Entry JoinPartition::restoreEntry(plugin::SnapshotReader& in) {
@@ -665,6 +741,7 @@ void JoinPartition::restore(plugin::SnapshotReader& in) {
   stats_.restores = in.varint();
   stats_.restored_pairs = in.varint();
   stats_.probes_stopped_early = in.varint();
+  restoreSpilled(in);
 }
 
 PartitionStats JoinPartition::stats() const {

@@ -119,15 +119,17 @@ class JoinPartition {
   void restoreAll(std::vector<JoinedPair>& out);
 
   bool hasSpilled() const { return spilled_count_ > 0; }
-  size_t spilledCount() const { return spilled_count_; }
 
   // The partition's state (its window in memory, expiry and adaptive state,
-  // clock and counters) for JoinDetector::snapshot(); written only with
-  // nothing spilled (the spill files are not part of it).
-  void snapshot(plugin::SnapshotWriter& out) const;
+  // clock and counters) for JoinDetector::snapshot(), and what is spilled:
+  // the records of both spill files, read back, and the probes not yet
+  // committed to the log. IoError when a spill file cannot be read.
+  Status snapshot(plugin::SnapshotWriter& out) const;
   // Reads back what snapshot() wrote into a partition just made from the
-  // same plan; what does not fit it (a slot, site or stream out of range, a
-  // key in the wrong bucket, a live entry without its event) fails `in`.
+  // same plan, writing the spilled records into its own spill files; what
+  // does not fit it (a slot, site or stream out of range, a key in the wrong
+  // bucket, a live entry without its event, spilled records for a join that
+  // does not spill or files that cannot be written) fails `in`.
   void restore(plugin::SnapshotReader& in);
   bool hasError() const { return !error_.isOk(); }
   // The first error since the last call (a failed spill write or restore
@@ -187,6 +189,8 @@ class JoinPartition {
   void snapshotEntry(const Entry& e, const std::unordered_map<const EventPtr*, uint64_t>& at,
                      plugin::SnapshotWriter& out) const;
   Entry restoreEntry(plugin::SnapshotReader& in);
+  Status snapshotSpilled(plugin::SnapshotWriter& out) const;
+  void restoreSpilled(plugin::SnapshotReader& in);
 
   JoinPlanPtr plan_;
   size_t budget_;

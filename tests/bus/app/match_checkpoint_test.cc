@@ -38,8 +38,8 @@ struct Case {
 };
 
 // The join engine over uncertain events (one worker on the caller's thread
-// or several, either expiry), and queries the host runs through its output
-// control stage (EMIT FIRST/LAST EVERY, AFTER MATCH SKIP PAST LAST EVENT) in
+// or several, either expiry, spilling to disk over a small budget), and queries the host runs
+// through its output control stage (EMIT FIRST/LAST EVERY, AFTER MATCH SKIP PAST LAST EVENT) in
 // front of an engine.
 std::vector<Case> joinAndHostStageCases() {
   return {
@@ -50,6 +50,9 @@ std::vector<Case> joinAndHostStageCases() {
       {"join",
        "PATTERN AND(A a, C c) WHERE a.k = c.k",
        {"window=8", "workers=3", "batch=4", "expiry=batch", "deletion_interval=3"}},
+      {"join",
+       "PATTERN AND(A a, B b) WHERE a.k = b.k",
+       {"window=8", "threshold=0.3", "batch=1", "spill=window_half", "memory_budget=600"}},
       {"nfa", "PATTERN SEQ(A a, B b) WITHIN 6 EMIT FIRST EVERY 5 PER a.k", {}},
       {"nfa", "PATTERN SEQ(A a, B b) WITHIN 6 EMIT LAST EVERY 4", {"construction=batched"}},
       {"nfa", "PATTERN SEQ(A a, B b, NOT(D d)) WITHIN 5 EMIT LAST EVERY 3 PER a.k", {}},

@@ -535,7 +535,14 @@ TEST_F(JoinTest, ASnapshotAnywhereResumesTheUninterruptedRunsPairsInOrder) {
       {"threshold=0.4", "workers=3", "batch=16", "index_slots=16"},
       {"threshold=0.5", "spill=less_than_probability", "memory_budget=1000000",
        "spill_dir=" + dir_.string(), "index_slots=16"},
+      // Budgets that make one worker spill and restore again and again: the
+      // spilled tuples and the probes logged meanwhile are in the snapshot.
+      {"threshold=0.3", "spill=window_half", "memory_budget=3000", "spill_dir=" + dir_.string(),
+       "index_slots=16", "batch=1"},
+      {"threshold=0.3", "spill=less_than_probability", "memory_budget=2500", "spill_m=2",
+       "spill_dir=" + dir_.string(), "index_slots=16"},
   };
+  size_t spilled_at_split = 0;
   for (const auto& options : configurations) {
     MatchRecorder whole_sink;
     auto whole = make(w, options, whole_sink);
@@ -544,12 +551,18 @@ TEST_F(JoinTest, ASnapshotAnywhereResumesTheUninterruptedRunsPairsInOrder) {
     ASSERT_TRUE(whole->flush());
     const std::vector<PairKey> expected = joinedPairs(whole_sink);
     ASSERT_GT(expected.size(), 50u);
-    for (size_t split : {size_t{0}, size_t{1}, size_t{37}, size_t{250}, size_t{599}, size_t{600}}) {
+    const bool one_worker = std::none_of(options.begin(), options.end(), [](const std::string& o) {
+      return o.starts_with("workers=");
+    });
+    for (size_t split : {size_t{0}, size_t{1}, size_t{37}, size_t{120}, size_t{250}, size_t{333},
+                         size_t{599}, size_t{600}}) {
       MatchRecorder before, after;
       auto first = make(w, options, before);
       ASSERT_TRUE(first);
       const std::span<const EventPtr> events(w.events);
       ASSERT_TRUE(first->onEvents(events.first(split)));
+      // One worker runs on this thread: its partition may be read between calls.
+      if (one_worker && first->stats().partitions[0].spilled > 0) ++spilled_at_split;
       auto bytes = snapshotBytes(*first, "join");
       ASSERT_TRUE(bytes) << bytes.status().message();
       first.reset();  // nothing more is reported by it
@@ -569,28 +582,7 @@ TEST_F(JoinTest, ASnapshotAnywhereResumesTheUninterruptedRunsPairsInOrder) {
       }
     }
   }
-}
-
-TEST_F(JoinTest, ASnapshotIsRefusedWhileTuplesAreSpilled) {
-  std::mt19937_64 rng(5);
-  const Workload w = testing::randomWorkload(rng, 400, 4, 10, 40);
-  MatchRecorder sink;
-  auto d = make(w,
-                {"threshold=0", "spill=window_half", "memory_budget=4000",
-                 "spill_dir=" + dir_.string(), "index_slots=16", "batch=1"},
-                sink);
-  ASSERT_TRUE(d);
-  bool refused = false;
-  for (const EventPtr& e : w.events) {
-    ASSERT_TRUE(d->onEvent(e));
-    if (d->stats().partitions[0].spilled == 0) continue;
-    auto bytes = snapshotBytes(*d, "join");
-    ASSERT_FALSE(bytes);
-    EXPECT_THAT(bytes.status().message(), HasSubstr("spilled to disk"));
-    refused = true;
-    break;
-  }
-  EXPECT_TRUE(refused) << "the budget must make the join spill";
+  EXPECT_GE(spilled_at_split, 4u) << "the small budgets must spill at some splits";
 }
 
 TEST_F(JoinTest, ACorruptedSnapshotBodyIsRefusedOrHarmlessNeverACrash) {
