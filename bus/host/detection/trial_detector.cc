@@ -502,6 +502,8 @@ Status TrialDetector::restore(SnapshotReader& in) {
   }
   if (decided) {
     adopt(c, outcome);
+    // The host hears which engine runs, as when the trial decided.
+    if (on_decided_) on_decided_(outcome);
   } else if (candidates_.size() > 1) {
     in.fail("a lone candidate's state, and this run's trial has several");
     return in.status();

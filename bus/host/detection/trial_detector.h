@@ -165,7 +165,8 @@ class TrialDetector final : public Detector {
   std::optional<DetectorState> state() const override;
   // Snapshots (section "trial", version 1): before the first event, an
   // empty trial; once the trial has decided, its outcome and then the kept
-  // engine's state, which a restored TrialDetector runs alone, with no trial.
+  // engine's state, which a restored TrialDetector runs alone, with no trial
+  // (its onDecided() callback hears the outcome as restored).
   // While the trial runs a checkpoint is refused, saying so: the candidates'
   // ledgers and timings are not written. The version is the trial's own, 0
   // when no candidate snapshots; the kept engine's state carries its own.

@@ -266,7 +266,10 @@ TEST(TrialDetectorTest, ACheckpointIsRefusedDuringTheTrialAndCarriesTheKeptEngin
   FakeClock c;
   RecordingSink resumed;
   auto fresh = makeTrial(resumed, false, c, specs, limits(40));
+  std::vector<std::string> heard;
+  fresh->onDecided([&](const TrialOutcome& o) { heard.push_back(o.kept); });
   ASSERT_TRUE(restoreBytes(*fresh, *after));
+  EXPECT_EQ(heard, std::vector<std::string>{"nfa"});
   ASSERT_TRUE(fresh->outcome().has_value());
   EXPECT_EQ(fresh->outcome()->describe(), trial->outcome()->describe());
   EXPECT_EQ(fresh->running(), "nfa");
