@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,10 +16,10 @@
 #include "bus/app/engine_comparison.h"
 #include "bus/app/event_replay.h"
 #include "bus/app/flag_reader.h"
+#include "bus/app/match_checkpoints.h"
 #include "bus/core/event_json.h"
 #include "bus/core/pattern/parser.h"
 #include "bus/core/pattern/printer.h"
-#include "bus/core/plugin/snapshot.h"
 #include "bus/host/detection/checkpoint.h"
 #include "bus/host/detection/detection.h"
 #include "bus/host/detection/engine_choice.h"
@@ -274,8 +273,10 @@ const char* matchUsage() {
       "  window); another is refused, naming it.\n"
       "--resume FILE: the same query, options and --events after a --checkpoint run:\n"
       "  skip the events FILE was written after and go on from the next. Both outputs\n"
-      "  together are the output of one run. FILE of another query, options or\n"
-      "  engine, of a newer cepbus, corrupted or truncated is refused, saying which.\n"
+      "  together are the output of one run. A query edited only in WITHIN, WHERE,\n"
+      "  HAVING, RETURN, PROBABILITY or EMIT takes over the state FILE holds (see\n"
+      "  docs/checkpoints.md). FILE of another query, options or engine, of a newer\n"
+      "  cepbus, corrupted or truncated is refused, saying which.\n"
       "--strict: a line of the events that is no event ends the run (exit status 1).\n"
       "  Without it such a line is named on stderr (cepbus match: FILE: line N:\n"
       "  reason (skipped)), counted and skipped; the run goes on and ends with\n"
@@ -437,38 +438,17 @@ Result<MatchCommandOptions> parseMatchArguments(std::span<const std::string> arg
 
 namespace {
 
-// What a checkpoint of these queries is for: the fingerprint of each query as
-// printed, with its name, and of the options (the host's max_delay among
-// them), so that a checkpoint is resumed only by the same run.
-uint64_t queryFingerprint(const std::vector<PatternLine>& lines,
-                          const std::vector<pattern::Query>& queries,
-                          const plugin::DetectorOptions& options) {
-  std::string canonical;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    canonical.append(lines[i].name).append(1, '\n');
-    canonical.append(pattern::toString(queries[i])).append(1, '\n');
-  }
-  for (const auto& [key, value] : options.values()) {
-    canonical.append(key).append(1, '=').append(value).append(1, '\n');
-  }
-  return plugin::snapshotFingerprint(canonical);
-}
-
-// The end of the input: the time a checkpoint at its last event held back
-// (one run passes it at the end of its last batch), then the end of the stream.
-Status endOfEvents(detection::Detection& detection) {
-  Status held = detection.passHeldTime();
-  Status end = detection.flush();
-  return held ? end : held;
-}
-
-// Wall-clock milliseconds since `start` as "0.18", for what the command reports.
-std::string millisecondsSince(std::chrono::steady_clock::time_point start) {
-  char text[32];
-  std::snprintf(
-      text, sizeof text, "%.2f",
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  return text;
+// What a checkpoint of these queries is for (detection/checkpoint.h): the
+// queries with their names, and the options (the host's max_delay among
+// them), so that a checkpoint is resumed only by the same run or an edit of
+// its queries that keeps their state.
+detection::CheckpointIdentity identityOf(const std::string& engine,
+                                         const std::vector<PatternLine>& lines,
+                                         const std::vector<pattern::Query>& queries,
+                                         const plugin::DetectorOptions& options) {
+  std::vector<detection::CheckpointedQuery> named;
+  for (size_t i = 0; i < lines.size(); ++i) named.push_back({lines[i].name, queries[i]});
+  return detection::checkpointIdentity(engine, named, options);
 }
 
 // The CPU time of the whole process (an engine's workers included): on a
@@ -873,36 +853,14 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     return 0;
   }
 
-  const detection::CheckpointIdentity identity{group.engine,
-                                               queryFingerprint(lines, queries, *detector_options)};
-  if (!options.checkpoint_file.empty()) {
-    if (Status s = detection::checkCheckpointable(detection); !s) {
-      err << "cepbus match: --checkpoint: " << s.message() << '\n';
-      return kExitError;
-    }
-  }
-  // The events before `resume_at` ran before the checkpoint; `stop_at` ends
-  // this run without ending the stream.
-  uint64_t resume_at = 0;
-  if (!options.resume_file.empty()) {
-    const auto started = std::chrono::steady_clock::now();
-    auto position = detection::restoreCheckpoint(options.resume_file, detection, identity);
-    if (!position) {
-      err << "cepbus match: --resume: " << position.status().message() << '\n';
-      return kExitError;
-    }
-    resume_at = *position;
-    std::error_code size_error;  // the file was just read: its size is there
-    err << "cepbus match: resumed from checkpoint '" << options.resume_file << "' after "
-        << resume_at << " events (" << std::filesystem::file_size(options.resume_file, size_error)
-        << " bytes, " << millisecondsSince(started) << " ms)\n";
-  }
-  const uint64_t stop_at = options.stop_after.value_or(UINT64_MAX);
-  if (stop_at < resume_at) {
-    err << "cepbus match: --stop-after " << stop_at << " is before the checkpoint's position, "
-        << resume_at << " events\n";
+  MatchCheckpoints checkpoints(options,
+                               identityOf(group.engine, lines, queries, *detector_options));
+  if (Status s = checkpoints.start(detection, err); !s) {
+    err << "cepbus match: " << s.message() << '\n';
     return kExitError;
   }
+  const uint64_t resume_at = checkpoints.resumeAt();
+  const uint64_t stop_at = checkpoints.stopAt();
 
   auto replay = EventReplay::open(options.events_file, badLines(options, err));
   if (!replay) {
@@ -939,25 +897,8 @@ int runMatchCommand(const MatchCommandOptions& options, std::ostream& out, std::
     }
     if (batch.empty()) break;
   }
-  if (position < resume_at) {
-    err << "cepbus match: --resume: checkpoint '" << options.resume_file << "' was written after "
-        << resume_at << " events; " << options.events_file << " has " << position << '\n';
-    return kExitError;
-  }
-  if (!options.checkpoint_file.empty()) {
-    // Not the end of the stream: what is pending stays in the state.
-    size_t bytes = 0;
-    const auto started = std::chrono::steady_clock::now();
-    if (Status s = detection::writeCheckpoint(options.checkpoint_file, detection, identity,
-                                              position, &bytes);
-        !s) {
-      err << "cepbus match: --checkpoint: " << s.message() << '\n';
-      return kExitError;
-    }
-    err << "cepbus match: checkpoint '" << options.checkpoint_file << "' written after " << position
-        << " events (" << bytes << " bytes, " << millisecondsSince(started) << " ms)\n";
-  } else if (Status s = endOfEvents(detection); !s) {
-    err << "cepbus match: " << options.events_file << ": at end of events: " << s.message() << '\n';
+  if (Status s = checkpoints.finish(detection, position, err); !s) {
+    err << "cepbus match: " << s.message() << '\n';
     return kExitError;
   }
   if (detection.onTrial()) err << "cepbus match: " << trialLine(detection) << '\n';

@@ -35,6 +35,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "bus/core/plugin/detector.h"
@@ -68,7 +69,8 @@ class NfaDetector final : public plugin::Detector {
   // swept, each with its instance and negation stacks at their absolute
   // indices (links stay valid), the matches parked for a trailing negation,
   // and the event time and batch boundary; a match that batched
-  // construction has not yet built stays pending in its stack.
+  // construction has not yet built stays pending in its stack. The state
+  // carries over into an edited query of the same Plan::state_shape.
   uint32_t snapshotVersion() const override { return kSnapshotVersion; }
   Status snapshot(plugin::SnapshotWriter& out) const override;
   Status restore(plugin::SnapshotReader& in) override;
@@ -110,6 +112,15 @@ class NfaDetector final : public plugin::Detector {
   };
 
   static constexpr uint32_t kSnapshotVersion = 1;
+
+  // a + b, or INT64_MAX when it overflows (b >= 0).
+  static Timestamp addCapped(Timestamp a, Timestamp b);
+  // What an entry keeps alive, for DetectorState::bytes: the entry and the
+  // fixed part of its event (an event on two stacks counts twice).
+  static uint64_t entryBytes(const Event& event);
+  // Drops the entries of `stack` older than `bound`; returns how many and
+  // the bytes they kept alive.
+  static std::pair<uint64_t, uint64_t> dropBefore(Ring<Entry>& stack, Timestamp bound);
 
   Partition* partitionFor(const Event& event);
   // A live partition for `key` (hashed `hash`), from the pool when it can.

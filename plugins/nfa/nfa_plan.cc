@@ -1,11 +1,14 @@
 #include "plugins/nfa/nfa_plan.h"
 
 #include <algorithm>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "bus/core/pattern/printer.h"
 #include "bus/core/pattern/ties.h"
 #include "bus/core/pattern/window_query.h"
+#include "bus/core/plugin/snapshot.h"
 
 namespace cepbus::plugins::nfa {
 namespace {
@@ -115,6 +118,34 @@ Status applyOptions(const plugin::DetectorOptions& options, Plan& plan) {
     }
   }
   return Status::ok();
+}
+
+// Plan::state_shape. Under another strategy than skip_till_any_match, which
+// events a stack keeps may depend on any condition: all of them count.
+uint64_t stateShapeOf(const Plan& plan) {
+  std::string text = pattern::strategyName(plan.strategy);
+  text += plan.construction == Construction::kBatched ? " batched" : " per_event";
+  const bool every_condition = plan.strategy != pattern::Strategy::kSkipTillAnyMatch;
+  auto conditions = [&text](std::span<const pattern::Conjunct* const> filters) {
+    for (const pattern::Conjunct* c : filters) text += " [" + pattern::toString(*c->source) + "]";
+  };
+  for (Symbol attr : plan.partition_by) text += " by:" + std::string(attr.name());
+  for (const ElementPlan& e : plan.elements) {
+    text +=
+        " e:" + std::string(e.type.name()) + (e.kleene ? "+" : "") + "/" + std::to_string(e.slot);
+    conditions(e.push_filters);
+  }
+  for (const NegationPlan& n : plan.negations) {
+    text += " not:" + std::string(n.type.name()) + "/" + std::to_string(n.slot) + "@" +
+            std::to_string(n.right) + "." + std::to_string(static_cast<int>(n.place));
+    conditions(n.filters);
+  }
+  if (every_condition) {
+    for (const pattern::Conjunct& c : plan.conjuncts)
+      text += " {" + pattern::toString(*c.source) + "}";
+  }
+  // Never 0, which would say the state cannot be carried over.
+  return plugin::snapshotFingerprint(text) | 1;
 }
 
 }  // namespace
@@ -331,6 +362,7 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
     if (!r) return r.status();
     plan->returns = std::make_shared<const pattern::CompiledReturn>(std::move(r).value());
   }
+  plan->state_shape = stateShapeOf(*plan);
   return PlanPtr(std::move(plan));
 }
 

@@ -157,6 +157,13 @@ struct Plan {
   std::vector<uint32_t> fixed_element_ends;  // [1..m] when no element is Kleene
   bool has_kleene = false;
   std::shared_ptr<const pattern::CompiledReturn> returns;  // null without RETURN
+  // What the detector's state depends on (its snapshot section's shape, see
+  // bus/core/plugin/snapshot.h): the elements and negations with the
+  // conditions checked as an event is pushed, the partitioning, the
+  // strategy and the construction; not WITHIN, PROBABILITY, RETURN or the
+  // conditions checked at construction, which an edit carrying the state
+  // over may change. Hashed from names, the same in every process.
+  uint64_t state_shape = 0;
 
   size_t size() const { return elements.size(); }
   const TypeRoute* route(Symbol type) const {

@@ -579,7 +579,7 @@ void WindowDetector::restoreGroup(Group& group, plugin::SnapshotReader& in) {
 }
 
 Status WindowDetector::snapshot(plugin::SnapshotWriter& out) const {
-  out.section("window", kSnapshotVersion);
+  out.section("window", kSnapshotVersion, plan_->state_shape);
   out.varint(groups_.size());
   for (const auto& group : groups_) snapshotGroup(*group, out);
   // The open sessions from the oldest, by their place in groups_.
@@ -598,7 +598,7 @@ Status WindowDetector::snapshot(plugin::SnapshotWriter& out) const {
 }
 
 Status WindowDetector::restore(plugin::SnapshotReader& in) {
-  if (!in.section("window", kSnapshotVersion)) return in.status();
+  if (!in.section("window", kSnapshotVersion, plan_->state_shape)) return in.status();
   const uint64_t groups = in.count();
   if (groups > plan_->max_groups) in.fail("more groups than max_groups");
   for (uint64_t i = 0; i < groups && in.ok(); ++i) {

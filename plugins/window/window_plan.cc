@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "bus/core/plugin/snapshot.h"
+
 namespace cepbus::plugins::window {
 namespace {
 
@@ -94,6 +96,21 @@ Status applyOptions(const plugin::DetectorOptions& options, Plan& plan) {
   return Status::ok();
 }
 
+// Plan::state_shape.
+uint64_t stateShapeOf(const Plan& plan) {
+  std::string text = pattern::windowKindName(plan.kind);
+  text += " " + std::to_string(plan.length) + "/" + std::to_string(plan.every) + "/" +
+          std::to_string(plan.pane) + (plan.emit_every != 0 ? " partials" : "");
+  for (Symbol attr : plan.group_by) text += " by:" + std::string(attr.name());
+  for (const AggregateInput& in : plan.aggregates.inputs()) {
+    text += " in:" + std::string(in.attr.name()) + "/" +
+            std::to_string(static_cast<int>(in.builtin)) + (in.order ? "o" : "") +
+            (in.extremes ? "e" : "") + (in.moments ? "m" : "") + std::to_string(in.numeric);
+  }
+  // Never 0, which would say the state cannot be carried over.
+  return plugin::snapshotFingerprint(text) | 1;
+}
+
 }  // namespace
 
 Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorOptions& options) {
@@ -142,6 +159,7 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
     }
     if (sources.size() == returns.items.size()) plan->direct_returns = std::move(sources);
   }
+  plan->state_shape = stateShapeOf(*plan);
   return PlanPtr(std::move(plan));
 }
 

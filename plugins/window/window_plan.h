@@ -55,6 +55,12 @@ struct Plan {
   // evaluating the item over the row gives, without building the row.
   std::optional<std::vector<size_t>> direct_returns;
   size_t max_groups = kDefaultMaxGroups;
+  // What the detector's state depends on (its snapshot section's shape, see
+  // bus/core/plugin/snapshot.h): the window, the grouping, and what the
+  // running states keep (AggregateLayout); not WHERE, HAVING or how RETURN
+  // names and combines the aggregates, which an edit carrying the windows
+  // over may change. Hashed from names, the same in every process.
+  uint64_t state_shape = 0;
 };
 using PlanPtr = std::shared_ptr<const Plan>;
 

@@ -45,8 +45,9 @@ std::vector<proton::message> newNames(const std::string& type, const std::string
 // One bus for the suite: 20 names held per connection, 30 per user, 3 links
 // per user, and a process-wide budget of 100 names held, the cap the issue
 // ran into ("--wire-name-budget 500", 600 names from one client); 3
-// unsettled deliveries and 100,000 bytes in flight per connection, with a
-// reliable route whose journal commits wait 200 ms.
+// unsettled deliveries and 100,000 bytes in flight per connection, 4
+// unsettled deliveries per user, with a reliable route whose journal
+// commits wait 200 ms.
 class AmqpClientLimitsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -59,7 +60,8 @@ class AmqpClientLimitsTest : public ::testing::Test {
         "<listeners><amqp host=\"127.0.0.1\" port=\"" +
             std::to_string(port_) +
             "\" allow-anonymous=\"true\" max-names=\"20\" max-user-names=\"30\" "
-            "max-user-links=\"3\" max-unsettled=\"3\" max-bytes-in-flight=\"100000\"><user "
+            "max-user-links=\"3\" max-unsettled=\"3\" max-bytes-in-flight=\"100000\" "
+            "max-user-unsettled=\"4\"><user "
             "name=\"alice\" password-hash=\"" +
             *alice +
             "\"><permit publish=\"#\" subscribe=\"#\"/></user></amqp></listeners><routes "
@@ -230,6 +232,51 @@ TEST_F(AmqpClientLimitsTest, UnsettledDeliveriesAndBytesAreBoundedPerConnection)
     EXPECT_TRUE(refusedFor(e, "bytes would pass 100000")) << e.what();
     return 0;
   });
+}
+
+// alice's two connections may hold 3 unsettled deliveries each, but 4
+// together. Its subscriber takes the deliveries and acknowledges none, so
+// each waits 200 ms for its journal commit: of two bursts sent at once, the
+// one that comes second finds alice's budget spent and has what goes beyond
+// refused naming the user's limit, while an anonymous client publishing to
+// the same route meanwhile has its own budget and is served.
+TEST_F(AmqpClientLimitsTest, UnsettledDeliveriesAreBoundedPerUserOverItsConnections) {
+  AmqpTestClient subscriber(port_, "journaled-user-subscriber");
+  ASSERT_TRUE(subscriber.waitOpen());
+  subscriber.subscribe("journaled.#", "", false, 100, /*accept_limit=*/0);
+  ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.links_open.count("journaled.#") > 0; }));
+  AmqpTestClient first(alice());
+  AmqpTestClient second(alice());
+  AmqpTestClient anonymous(port_, "unsettled-beside-alice");
+  ASSERT_TRUE(first.waitOpen());
+  ASSERT_TRUE(second.waitOpen());
+  ASSERT_TRUE(anonymous.waitOpen());
+  std::vector<proton::message> burst;
+  for (int i = 0; i < 10; ++i) burst.push_back(event("Journaled", i + 1));
+  first.send("journaled.user1", burst);
+  second.send("journaled.user2", burst);
+  anonymous.send("journaled.anon", {event("Journaled", 1), event("Journaled", 2)});
+  ASSERT_TRUE(first.waitFor([&] { return first.accepted + first.rejected == 10; }))
+      << outcomes(first);
+  ASSERT_TRUE(second.waitFor([&] { return second.accepted + second.rejected == 10; }))
+      << outcomes(second);
+  ASSERT_TRUE(anonymous.waitFor([&] { return anonymous.accepted + anonymous.rejected == 2; }));
+  EXPECT_EQ(anonymous.read<size_t>([&] { return anonymous.accepted; }), 2u) << outcomes(anonymous);
+
+  size_t user_refusals = 0;
+  for (AmqpTestClient* client : {&first, &second}) {
+    EXPECT_GE(client->read<size_t>([&] { return client->accepted; }), 1u) << outcomes(*client);
+    client->read<int>([&] {
+      for (const proton::error_condition& e : client->rejections) {
+        const bool user =
+            refusedFor(e, "unsettled deliveries per user (max-user-unsettled): 4 reached");
+        user_refusals += user ? 1 : 0;
+        EXPECT_TRUE(user || refusedFor(e, "per connection (max-unsettled): 3 reached")) << e.what();
+      }
+      return 0;
+    });
+  }
+  EXPECT_GT(user_refusals, 0u) << outcomes(first) << outcomes(second);
 }
 
 }  // namespace

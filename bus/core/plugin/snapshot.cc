@@ -120,9 +120,10 @@ void SnapshotWriter::event(const EventPtr& event) {
   varint(it->second + 1);
 }
 
-void SnapshotWriter::section(std::string_view name, uint32_t version) {
+void SnapshotWriter::section(std::string_view name, uint32_t version, uint64_t shape) {
   string(name);
   varint(version);
+  varint(shape);
 }
 
 Result<std::string> SnapshotWriter::finish(const SnapshotHeader& header) const {
@@ -131,6 +132,7 @@ Result<std::string> SnapshotWriter::finish(const SnapshotHeader& header) const {
   appendString(out, header.engine);
   appendVarint(out, header.engine_version);
   appendFixed(out, header.fingerprint, 8);
+  appendFixed(out, header.shape, 8);
   appendVarint(out, header.position);
   appendVarint(out, events_.size());
   for (const Event* e : events_) {
@@ -165,7 +167,12 @@ Result<SnapshotReader> SnapshotReader::open(std::string_view bytes) {
                                    " was written by a newer cepbus; this one reads version " +
                                    std::to_string(kSnapshotFormatVersion) + " and older");
   }
-  if (version == 0) return Status::invalidArgument("snapshot format version 0 is not one");
+  if (version < kSnapshotFormatVersion) {
+    // Version 1 had no shapes; nothing was deployed with it.
+    return Status::invalidArgument("snapshot format version " + std::to_string(version) +
+                                   " is not read by this cepbus (it reads version " +
+                                   std::to_string(kSnapshotFormatVersion) + ")");
+  }
   const size_t end = r.end_;
   const uint32_t stored = static_cast<uint32_t>(
       static_cast<unsigned char>(r.data_[end]) | static_cast<unsigned char>(r.data_[end + 1]) << 8 |
@@ -179,6 +186,7 @@ Result<SnapshotReader> SnapshotReader::open(std::string_view bytes) {
   r.header_.engine = r.string();
   r.header_.engine_version = static_cast<uint32_t>(r.varint());
   r.header_.fingerprint = r.fixed(8);
+  r.header_.shape = r.fixed(8);
   r.header_.position = r.varint();
   const uint64_t events = r.count(2);
   r.events_.reserve(events);
@@ -304,9 +312,10 @@ uint64_t SnapshotReader::count(size_t min_bytes) {
   return n;
 }
 
-bool SnapshotReader::section(std::string_view name, uint32_t version) {
+bool SnapshotReader::section(std::string_view name, uint32_t version, uint64_t shape) {
   const std::string got = string();
   const uint64_t got_version = varint();
+  const uint64_t got_shape = varint();
   if (!ok()) return false;
   if (got != name) {
     fail("expected the state of '" + std::string(name) + "', found '" + got + "'");
@@ -315,6 +324,15 @@ bool SnapshotReader::section(std::string_view name, uint32_t version) {
   if (got_version != version) {
     fail("'" + got + "' state version " + std::to_string(got_version) + "; this build reads " +
          std::to_string(version));
+    return false;
+  }
+  if (carrying_over_ && (shape == 0 || got_shape == 0)) {
+    fail("'" + got + "' does not carry its state over an edited query");
+    return false;
+  }
+  if (got_shape != shape) {
+    fail(carrying_over_ ? "the edit changes what '" + got + "' keeps (the state's shape)"
+                        : "'" + got + "' state of another shape (another query or build)");
     return false;
   }
   return true;

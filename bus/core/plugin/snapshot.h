@@ -11,6 +11,8 @@
 //   engine                     string: the engine whose state it holds
 //   engine state version       varint: Detector::snapshotVersion()
 //   fingerprint                8 bytes: the query's (snapshotFingerprint())
+//   shape                      8 bytes: the fingerprint of the query without
+//                              the clauses an edit may change (format 2)
 //   position                   varint: the host's input position
 //   event table                varint count, then each event as one string
 //                              (its JSON line in full format, event_json.h)
@@ -21,7 +23,17 @@
 // varint; a double its 8 IEEE-754 bytes; a Value a kind byte and its payload.
 // An event in the body is its index in the event table plus one (0: none),
 // so an event that several partial matches share is written once and
-// restored as one shared event.
+// restored as one shared event. A section is its name, its state version
+// and its shape (a varint; 0 for state that is never carried over).
+//
+// Carrying state over an edited query: a host that replaces a query by an
+// edit keeping its elements (another WITHIN, WHERE, RETURN, ...) may restore
+// the old query's snapshot into the new query's detector. The reader is then
+// told so (carryOver()), and every section must have been written with a
+// shape — a hash of what the section's state depends on, from the writer's
+// compiled query — equal to the one its reader expects from the new query:
+// an engine whose state the edit changes, or that gives no shape, refuses
+// by name instead of misreading.
 //
 // The reader never throws and never reads out of bounds: the first thing
 // that does not parse (a length beyond the end, an unknown kind, an event
@@ -47,7 +59,7 @@ namespace cepbus::plugin {
 
 // The layout above. A file of a later version is refused as written by a
 // newer cepbus.
-inline constexpr uint32_t kSnapshotFormatVersion = 1;
+inline constexpr uint32_t kSnapshotFormatVersion = 2;
 
 // What a snapshot file says about itself, before the state.
 struct CEPBUS_API SnapshotHeader {
@@ -55,6 +67,9 @@ struct CEPBUS_API SnapshotHeader {
   std::string engine;
   uint32_t engine_version = 0;
   uint64_t fingerprint = 0;
+  // The fingerprint of the query without the clauses an edit may change
+  // while its state is carried over (the host's choice; 0 for none).
+  uint64_t shape = 0;
   // Where the host's input stood (for `cepbus match`, the events consumed).
   uint64_t position = 0;
 };
@@ -79,8 +94,10 @@ class CEPBUS_API SnapshotWriter {
   void event(const EventPtr& event);
   // A section: `name` and its state version, checked by
   // SnapshotReader::section() so that state read by the wrong code is
-  // refused by name rather than misread.
-  void section(std::string_view name, uint32_t version);
+  // refused by name rather than misread. `shape` (non-zero) lets the state
+  // be carried over into an edited query whose reader expects the same
+  // shape; 0 refuses that.
+  void section(std::string_view name, uint32_t version, uint64_t shape = 0);
 
   // The whole file: `header` (its format version is kSnapshotFormatVersion),
   // the events, the body written so far and the checksum. An error when an
@@ -115,8 +132,14 @@ class CEPBUS_API SnapshotReader {
   // left make the reader fail (no huge allocation on a corrupted count).
   uint64_t count(size_t min_bytes = 1);
   // Reads a section written by SnapshotWriter::section(): fails unless it is
-  // `name` at `version`, naming both.
-  bool section(std::string_view name, uint32_t version);
+  // `name` at `version`, naming both. When carrying over, it also fails
+  // unless the section was written with `shape` (non-zero): the state of
+  // a section without one, or of another shape, cannot serve the edited query.
+  bool section(std::string_view name, uint32_t version, uint64_t shape = 0);
+
+  // The state is read into a detector of an edited query (see above).
+  void carryOver() { carrying_over_ = true; }
+  bool carryingOver() const { return carrying_over_; }
 
   // Makes the reader fail with `why` (the first failure stays).
   void fail(const std::string& why);
@@ -138,6 +161,7 @@ class CEPBUS_API SnapshotReader {
   size_t end_ = 0;  // the end of what may be read now: the body's, once open
   std::vector<EventPtr> events_;
   Status status_;
+  bool carrying_over_ = false;
 };
 
 }  // namespace cepbus::plugin

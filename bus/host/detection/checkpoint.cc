@@ -5,6 +5,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "bus/core/pattern/printer.h"
 #include "bus/core/plugin/snapshot.h"
 
 namespace cepbus::detection {
@@ -16,7 +17,38 @@ std::string hex(uint64_t v) {
   return text;
 }
 
+// The clauses an edit may change and keep the state, taken out.
+pattern::Query shapeOf(const pattern::Query& query) {
+  pattern::Query shape = query;
+  shape.where = nullptr;
+  shape.within.reset();
+  shape.min_probability.reset();
+  shape.returns.reset();
+  shape.having = nullptr;
+  shape.emit.reset();
+  if (shape.window) shape.window->emit_every = 0;
+  return shape;
+}
+
 }  // namespace
+
+CheckpointIdentity checkpointIdentity(std::string engine,
+                                      std::span<const CheckpointedQuery> queries,
+                                      const plugin::DetectorOptions& options) {
+  std::string full;
+  std::string shape;
+  for (const CheckpointedQuery& q : queries) {
+    full.append(q.name).append(1, '\n').append(pattern::toString(q.query)).append(1, '\n');
+    shape.append(q.name).append(1, '\n').append(pattern::toString(shapeOf(q.query)));
+    shape.append(1, '\n');
+  }
+  std::string settings;
+  for (const auto& [key, value] : options.values()) {
+    settings.append(key).append(1, '=').append(value).append(1, '\n');
+  }
+  return {std::move(engine), plugin::snapshotFingerprint(full + settings),
+          plugin::snapshotFingerprint(shape + settings)};
+}
 
 Status checkCheckpointable(const Detection& detection) {
   plugin::SnapshotWriter scratch;
@@ -38,6 +70,7 @@ Status writeCheckpoint(const std::string& file, const Detection& detection,
   auto data = out.finish({.engine = identity.engine,
                           .engine_version = detection.snapshotVersion(),
                           .fingerprint = identity.fingerprint,
+                          .shape = identity.shape,
                           .position = position});
   if (!data) return data.status();
   const std::string tmp = file + ".tmp";
@@ -58,8 +91,8 @@ Status writeCheckpoint(const std::string& file, const Detection& detection,
   return Status::ok();
 }
 
-Result<uint64_t> restoreCheckpoint(const std::string& file, Detection& detection,
-                                   const CheckpointIdentity& identity) {
+Result<RestoredCheckpoint> restoreCheckpoint(const std::string& file, Detection& detection,
+                                             const CheckpointIdentity& identity) {
   std::ifstream f(file, std::ios::binary);
   if (!f) return Status::notFound("cannot open checkpoint '" + file + "'");
   const std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -78,13 +111,21 @@ Result<uint64_t> restoreCheckpoint(const std::string& file, Detection& detection
                   "; this cepbus's " + h.engine + " reads version " +
                   std::to_string(detection.snapshotVersion()));
   }
-  if (h.fingerprint != identity.fingerprint) {
+  const bool edited = h.fingerprint != identity.fingerprint;
+  if (edited && h.shape != identity.shape) {
     return refuse("it was written for another query or options (fingerprint " + hex(h.fingerprint) +
-                  ", this run's " + hex(identity.fingerprint) + ")");
+                  ", this run's " + hex(identity.fingerprint) +
+                  "); an edit keeps the state only when it changes WITHIN, WHERE, HAVING, "
+                  "RETURN, PROBABILITY or EMIT alone");
   }
-  if (Status s = detection.restore(*in); !s) return refuse(s.message());
+  if (edited) in->carryOver();
+  if (Status s = detection.restore(*in); !s) {
+    if (edited)
+      return refuse("the state cannot be carried over to the edited query: " + s.message());
+    return refuse(s.message());
+  }
   if (!in->atEnd()) return refuse("state left unread after the detector's");
-  return h.position;
+  return RestoredCheckpoint{h.position, edited};
 }
 
 }  // namespace cepbus::detection

@@ -115,6 +115,9 @@ EventPtr ReorderBuffer::popAny() {
 
 // The version of the section ReorderBuffer and ReorderingDetector write.
 constexpr uint32_t kReorderStateVersion = 1;
+// The held events and the event time do not depend on the query's clauses
+// (the maximum delay is checked apart): one shape, whatever the edit.
+constexpr uint64_t kReorderShape = 1;
 
 void ReorderBuffer::snapshot(SnapshotWriter& out) const {
   out.signedVarint(newest_);
@@ -282,7 +285,7 @@ Status ReorderingDetector::forward(const EventPtr& event) {
 }
 
 Status ReorderingDetector::snapshot(SnapshotWriter& out) const {
-  out.section("reorder", kReorderStateVersion);
+  out.section("reorder", kReorderStateVersion, kReorderShape);
   out.signedVarint(buffer_.maxDelay());
   out.signedVarint(released_);
   out.signedVarint(passed_);
@@ -291,7 +294,7 @@ Status ReorderingDetector::snapshot(SnapshotWriter& out) const {
 }
 
 Status ReorderingDetector::restore(SnapshotReader& in) {
-  if (!in.section("reorder", kReorderStateVersion)) return in.status();
+  if (!in.section("reorder", kReorderStateVersion, kReorderShape)) return in.status();
   if (const Timestamp d = in.signedVarint(); in.ok() && d != buffer_.maxDelay()) {
     in.fail("the snapshot's maximum delay is " + std::to_string(d) + ", this query's " +
             std::to_string(buffer_.maxDelay()));

@@ -29,6 +29,8 @@ std::optional<std::string> AmqpAdmission::admitConnection(uint64_t connection,
     if (!u.names) {
       u.names = std::make_shared<WireNameQuota>(limits_.max_user_names, "max-user-names",
                                                 user_names_refused_);
+      u.unsettled = std::make_shared<UserUnsettledBudget>(limits_.max_user_unsettled,
+                                                          limits_.max_user_bytes_in_flight);
     }
     c.user = &u;
     user_names = u.names;
@@ -51,6 +53,11 @@ void AmqpAdmission::connectionClosed(uint64_t connection) {
 std::shared_ptr<WireNameQuota> AmqpAdmission::names(uint64_t connection) {
   PerConnection* c = find(connection);
   return c == nullptr ? nullptr : c->names;
+}
+
+std::shared_ptr<UserUnsettledBudget> AmqpAdmission::userUnsettled(uint64_t connection) {
+  PerConnection* c = find(connection);
+  return c == nullptr || c->user == nullptr ? nullptr : c->user->unsettled;
 }
 
 AmqpAdmission::PerConnection* AmqpAdmission::find(uint64_t connection) {

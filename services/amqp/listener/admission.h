@@ -38,6 +38,7 @@
 #include <string>
 
 #include "bus/core/wire_names.h"
+#include "services/amqp/listener/unsettled_budget.h"
 
 namespace cepbus::services::amqp {
 
@@ -60,6 +61,10 @@ struct AmqpLimits {
   // (services/amqp/listener/unsettled_budget.h).
   uint64_t max_unsettled = 10000;           // max-unsettled: deliveries, per connection
   uint64_t max_bytes_in_flight = 64 << 20;  // max-bytes-in-flight: per connection
+  // The same over all the connections of one authenticated user: four
+  // connections' worth, as for sessions and links.
+  uint64_t max_user_unsettled = 40000;                      // max-user-unsettled
+  uint64_t max_user_bytes_in_flight = uint64_t{256} << 20;  // max-user-bytes-in-flight
 };
 
 // Refusals so far, by limit.
@@ -91,6 +96,10 @@ class AmqpAdmission {
   // The quota new names from the connection are charged to; null when it is
   // not open. Shared: a decoder may hold it past the connection's close.
   std::shared_ptr<WireNameQuota> names(uint64_t connection);
+  // What the connection's user's connections may hold unsettled together
+  // (unsettled_budget.h); null for the anonymous client or a connection
+  // that is not open. Shared with the connections' handlers.
+  std::shared_ptr<UserUnsettledBudget> userUnsettled(uint64_t connection);
 
   std::optional<std::string> admitSession(uint64_t connection);
   void sessionClosed(uint64_t connection);
@@ -115,6 +124,7 @@ class AmqpAdmission {
     size_t sessions = 0;
     size_t links = 0;
     std::shared_ptr<WireNameQuota> names;
+    std::shared_ptr<UserUnsettledBudget> unsettled;
   };
   struct PerConnection {
     size_t sessions = 0;

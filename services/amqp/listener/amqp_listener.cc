@@ -866,6 +866,9 @@ std::unique_ptr<Service> makeAmqpListener(const AmqpListenerConfig& listener,
       static_cast<uint32_t>(listener.max_user_names.value_or(limits.max_user_names));
   limits.max_unsettled = listener.max_unsettled.value_or(limits.max_unsettled);
   limits.max_bytes_in_flight = listener.max_bytes_in_flight.value_or(limits.max_bytes_in_flight);
+  limits.max_user_unsettled = listener.max_user_unsettled.value_or(limits.max_user_unsettled);
+  limits.max_user_bytes_in_flight =
+      listener.max_user_bytes_in_flight.value_or(limits.max_user_bytes_in_flight);
 
   return std::make_unique<AmqpListenerService>(listener, std::move(options), context);
 }

@@ -113,6 +113,8 @@ std::any AmqpListenerElement::parse(const Element& e) const {
                      "max-user-names",
                      "max-unsettled",
                      "max-bytes-in-flight",
+                     "max-user-unsettled",
+                     "max-user-bytes-in-flight",
                      "threads"});
   AmqpListenerConfig l;
   l.where = e.where();
@@ -143,6 +145,8 @@ std::any AmqpListenerElement::parse(const Element& e) const {
   l.max_user_names = e.integer("max-user-names", 0, kDefaultWireNameBudget);
   l.max_unsettled = e.integer("max-unsettled", 1, kMaxCapacity);
   l.max_bytes_in_flight = e.integer("max-bytes-in-flight", 1, kMaxCapacity);
+  l.max_user_unsettled = e.integer("max-user-unsettled", 1, kMaxCapacity);
+  l.max_user_bytes_in_flight = e.integer("max-user-bytes-in-flight", 1, kMaxCapacity);
   if (auto threads = e.integer("threads", 1, kMaxAmqpThreads)) {
     l.threads = static_cast<unsigned>(*threads);
   }

@@ -38,6 +38,7 @@ std::optional<std::string> ClientConnections::open(const proton::connection& c, 
   conn.id = id;
   conn.user = std::move(user);
   conn.names = admission_->names(id);
+  conn.user_unsettled = admission_->userUnsettled(id);
   conn.container_id = c.container_id();
   conn.waker = std::make_shared<Waker>(&c.work_queue());
   counters_->connections.inc();

@@ -74,6 +74,8 @@ struct ClientConnection {
   std::shared_ptr<Waker> waker;
   // What new names it creates are charged to (AmqpAdmission::names()).
   std::shared_ptr<WireNameQuota> names;
+  // What its user's connections hold unsettled together (null: anonymous).
+  std::shared_ptr<UserUnsettledBudget> user_unsettled;
   // Whose durable subscriptions it opens count against max-durable.
   std::string owner() const { return user.empty() ? container_id : user; }
 };

@@ -77,6 +77,7 @@ void ClientHandler::on_connection_open(proton::connection& c) {
     return;
   }
   client_ = std::move(std::get<ClientConnection>(admitted));
+  unsettled_.shareWith(client_->user_unsettled);
   connection_ = c;
   c.open();
 }
@@ -462,9 +463,20 @@ void ClientHandler::on_sender_detach(proton::sender& s) { forgetLink(s, true); }
 bool ClientHandler::refuseUnsettled(PublisherLink& pub, proton::delivery& d, uint64_t bytes) {
   const std::optional<UnsettledBudget::Refusal> refusal = unsettled_.hold(bytes);
   if (!refusal) return false;
-  (refusal->limit == UnsettledBudget::Limit::kDeliveries ? counters_.unsettled_refused
-                                                         : counters_.bytes_in_flight_refused)
-      .inc();
+  switch (refusal->limit) {
+    case UnsettledLimit::kDeliveries:
+      counters_.unsettled_refused.inc();
+      break;
+    case UnsettledLimit::kBytes:
+      counters_.bytes_in_flight_refused.inc();
+      break;
+    case UnsettledLimit::kUserDeliveries:
+      counters_.user_unsettled_refused.inc();
+      break;
+    case UnsettledLimit::kUserBytes:
+      counters_.user_bytes_in_flight_refused.inc();
+      break;
+  }
   rejectWithCondition(d, proton::error_condition(kResourceLimitExceeded, refusal->description));
   counters_.rejected.inc();
   bump(pub.stats->rejected);

@@ -41,7 +41,9 @@ ListenerCounters::ListenerCounters(stats::ScopePtr listener_scope)
       rejected(scope->counter(a::kRejected)),
       handshake_timeouts(scope->counter(a::kHandshakeTimeouts)),
       unsettled_refused(scope->counter(a::kUnsettledRefused)),
-      bytes_in_flight_refused(scope->counter(a::kBytesInFlightRefused)) {}
+      bytes_in_flight_refused(scope->counter(a::kBytesInFlightRefused)),
+      user_unsettled_refused(scope->counter(a::kUserUnsettledRefused)),
+      user_bytes_in_flight_refused(scope->counter(a::kUserBytesInFlightRefused)) {}
 
 AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const {
   auto gauge = [](const stats::Gauge& g) { return static_cast<uint64_t>(g.value()); };
@@ -79,6 +81,8 @@ AmqpListenerStats ListenerCounters::stats(const AmqpAdmission& admission) const 
   s.handshake_timeouts = handshake_timeouts.value();
   s.unsettled_refused = unsettled_refused.value();
   s.bytes_in_flight_refused = bytes_in_flight_refused.value();
+  s.user_unsettled_refused = user_unsettled_refused.value();
+  s.user_bytes_in_flight_refused = user_bytes_in_flight_refused.value();
   const AmqpRefusals refused = admission.refusals();
   s.connections_refused = refused.connections;
   s.sessions_refused = refused.sessions;

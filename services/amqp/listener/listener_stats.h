@@ -75,6 +75,8 @@ struct AmqpListenerStats {
   uint64_t user_names_refused = 0;       // new names beyond max-user-names for their user
   uint64_t unsettled_refused = 0;        // messages beyond max-unsettled on their connection
   uint64_t bytes_in_flight_refused = 0;  // messages beyond max-bytes-in-flight
+  uint64_t user_unsettled_refused = 0;   // beyond max-user-unsettled for their user
+  uint64_t user_bytes_in_flight_refused = 0;  // beyond max-user-bytes-in-flight
   // Rejected with amqp:link:message-size-exceeded: encoded beyond max-message-size.
   uint64_t messages_too_large = 0;
   // Connections ended because their client had not authenticated within
@@ -159,6 +161,11 @@ inline constexpr MetricSpec kUnsettledRefused = MetricSpec::counter(
     "unsettled_refused", "Messages refused beyond max-unsettled on their connection.");
 inline constexpr MetricSpec kBytesInFlightRefused = MetricSpec::counter(
     "bytes_in_flight_refused", "Messages refused beyond max-bytes-in-flight on their connection.");
+inline constexpr MetricSpec kUserUnsettledRefused = MetricSpec::counter(
+    "user_unsettled_refused", "Messages refused beyond max-user-unsettled for their user.");
+inline constexpr MetricSpec kUserBytesInFlightRefused =
+    MetricSpec::counter("user_bytes_in_flight_refused",
+                        "Messages refused beyond max-user-bytes-in-flight for their user.");
 inline constexpr MetricSpec kMessagesTooLarge =
     MetricSpec::counter("messages_too_large", "Messages refused beyond max-message-size.");
 inline constexpr MetricSpec kPausedLinks =
@@ -209,6 +216,8 @@ inline constexpr MetricSpec kAll[] = {kConnections,
                                       kUserNamesRefused,
                                       kUnsettledRefused,
                                       kBytesInFlightRefused,
+                                      kUserUnsettledRefused,
+                                      kUserBytesInFlightRefused,
                                       kMessagesTooLarge,
                                       kPausedLinks,
                                       kSubscriberLinks,
@@ -263,6 +272,8 @@ struct ListenerCounters {
   stats::Counter& handshake_timeouts;
   stats::Counter& unsettled_refused;
   stats::Counter& bytes_in_flight_refused;
+  stats::Counter& user_unsettled_refused;
+  stats::Counter& user_bytes_in_flight_refused;
 };
 
 // Reports `admission`'s refusals in `scope` (kAmqpSchema), read whenever

@@ -10,33 +10,74 @@
 // goes beyond refused with amqp:resource-limit-exceeded and a description
 // naming the limit and its value; its links and connection stay up.
 //
-// Thread-safety: not thread-safe; one per connection, used by that
-// connection's events and work only.
+// An authenticated user's connections also share a UserUnsettledBudget
+// (max-user-unsettled, max-user-bytes-in-flight), so that opening more
+// connections does not multiply what one user may make the listener hold.
+// Beyond it a message is refused the same way; credit still flows, since a
+// connection cannot tell when another one's settlement makes room.
+//
+// Thread-safety: UnsettledBudget is not thread-safe; one per connection,
+// used by that connection's events and work only. UserUnsettledBudget is
+// thread-safe: its connections run on different threads.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+
+#include "bus/base/mutex.h"
+#include "bus/base/thread_annotations.h"
 
 namespace cepbus::services::amqp {
 
+// Which limit refused a delivery.
+enum class UnsettledLimit { kDeliveries, kBytes, kUserDeliveries, kUserBytes };
+
+struct UnsettledRefusal {
+  UnsettledLimit limit;
+  std::string description;
+};
+
+// What the connections of one authenticated user hold together.
+class UserUnsettledBudget {
+ public:
+  UserUnsettledBudget(uint64_t max_deliveries, uint64_t max_bytes)
+      : max_deliveries_(max_deliveries), max_bytes_(max_bytes) {}
+
+  // As UnsettledBudget::hold(), over the user's connections.
+  std::optional<UnsettledRefusal> hold(uint64_t bytes) EXCLUDES(mu_);
+  void settled(uint64_t bytes) EXCLUDES(mu_);
+  uint64_t deliveries() const EXCLUDES(mu_);
+  uint64_t bytes() const EXCLUDES(mu_);
+
+ private:
+  const uint64_t max_deliveries_;
+  const uint64_t max_bytes_;
+  mutable Mutex mu_;
+  uint64_t deliveries_ GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+};
+
 class UnsettledBudget {
  public:
-  enum class Limit { kDeliveries, kBytes };
-  struct Refusal {
-    Limit limit;
-    std::string description;
-  };
+  using Limit = UnsettledLimit;
+  using Refusal = UnsettledRefusal;
 
   UnsettledBudget(uint64_t max_deliveries, uint64_t max_bytes)
       : max_deliveries_(max_deliveries), max_bytes_(max_bytes) {}
+
+  // The connection's user's budget, charged after the connection's own
+  // (none for the anonymous client). Before the first hold().
+  void shareWith(std::shared_ptr<UserUnsettledBudget> user) { user_ = std::move(user); }
 
   // Holds a delivery of `bytes`: nullopt, or why not (nothing held then).
   std::optional<Refusal> hold(uint64_t bytes);
   // A delivery hold() took is settled.
   void settled(uint64_t bytes);
 
-  // True while a new delivery would be refused whatever its size: the
-  // connection's links get no more credit.
+  // True while a new delivery would be refused whatever its size on this
+  // connection's own budget: its links get no more credit.
   bool full() const { return deliveries_ >= max_deliveries_ || bytes_ >= max_bytes_; }
   uint64_t deliveries() const { return deliveries_; }
   uint64_t bytes() const { return bytes_; }
@@ -46,6 +87,7 @@ class UnsettledBudget {
   const uint64_t max_bytes_;
   uint64_t deliveries_ = 0;
   uint64_t bytes_ = 0;
+  std::shared_ptr<UserUnsettledBudget> user_;
 };
 
 }  // namespace cepbus::services::amqp

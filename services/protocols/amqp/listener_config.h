@@ -74,18 +74,20 @@ struct AmqpListenerConfig {
   std::optional<uint64_t> subscriber_stall_timeout_ms;  // subscriber-stall-timeout (ms)
   std::optional<uint64_t> handshake_timeout_ms;         // handshake-timeout (ms; 0: none)
   // What one client may make it hold (services/amqp/listener/admission.h, AmqpLimits).
-  std::optional<uint64_t> max_connections;       // max-connections: all clients together
-  std::optional<uint64_t> max_sessions;          // max-sessions: per connection
-  std::optional<uint64_t> max_links;             // max-links: per connection
-  std::optional<uint64_t> max_durable;           // max-durable: per user (or container id)
-  std::optional<uint64_t> max_pending_requests;  // max-pending-requests: per connection
-  std::optional<uint64_t> max_message_size;      // max-message-size: bytes, encoded
-  std::optional<uint64_t> max_user_sessions;     // max-user-sessions: per authenticated user
-  std::optional<uint64_t> max_user_links;        // max-user-links: per authenticated user
-  std::optional<uint64_t> max_names;             // max-names: new names per connection
-  std::optional<uint64_t> max_user_names;        // max-user-names: new names per user
-  std::optional<uint64_t> max_unsettled;         // max-unsettled: per connection
-  std::optional<uint64_t> max_bytes_in_flight;   // max-bytes-in-flight: per connection
+  std::optional<uint64_t> max_connections;           // max-connections: all clients together
+  std::optional<uint64_t> max_sessions;              // max-sessions: per connection
+  std::optional<uint64_t> max_links;                 // max-links: per connection
+  std::optional<uint64_t> max_durable;               // max-durable: per user (or container id)
+  std::optional<uint64_t> max_pending_requests;      // max-pending-requests: per connection
+  std::optional<uint64_t> max_message_size;          // max-message-size: bytes, encoded
+  std::optional<uint64_t> max_user_sessions;         // max-user-sessions: per authenticated user
+  std::optional<uint64_t> max_user_links;            // max-user-links: per authenticated user
+  std::optional<uint64_t> max_names;                 // max-names: new names per connection
+  std::optional<uint64_t> max_user_names;            // max-user-names: new names per user
+  std::optional<uint64_t> max_unsettled;             // max-unsettled: per connection
+  std::optional<uint64_t> max_bytes_in_flight;       // max-bytes-in-flight: per connection
+  std::optional<uint64_t> max_user_unsettled;        // max-user-unsettled: per user
+  std::optional<uint64_t> max_user_bytes_in_flight;  // max-user-bytes-in-flight: per user
   // threads: the container threads serving the connections; absent: one per
   // core.
   std::optional<unsigned> threads;

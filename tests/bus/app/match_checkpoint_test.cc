@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -345,9 +346,10 @@ TEST_F(BadCheckpointTest, ATruncatedFileIsRefused) {
 
 TEST_F(BadCheckpointTest, AnotherQueryOrOptionIsRefusedAsSuch) {
   Case other = nfa_;
-  other.query = "PATTERN SEQ(A a, B b, C c) WITHIN 13";
+  other.query = "PATTERN SEQ(A a, B b, D d) WITHIN 12";
   EXPECT_NE(resumeFrom(good_, other), 0);
   EXPECT_NE(err_.str().find("another query or options"), std::string::npos) << err_.str();
+  EXPECT_NE(err_.str().find("an edit keeps the state only when"), std::string::npos) << err_.str();
   other = nfa_;
   other.options = {"max_delay=2"};
   EXPECT_NE(resumeFrom(good_, other), 0);
@@ -442,6 +444,188 @@ TEST_F(MatchCheckpointTest, EngineAutoCheckpointsOnceItsTrialHasDecided) {
     return lines;
   };
   EXPECT_EQ(sortedLines(before + after), sortedLines(whole));
+}
+
+// --- an edited query resumed from the original's checkpoint -----------------
+
+// An edit that leaves what the state holds as it is (a condition checked
+// when a match is built, RETURN, a narrower WITHIN, HAVING): the resumed run
+// prints exactly what the edited query would print from the same point had
+// it run from the start.
+TEST_F(MatchCheckpointTest, AnEditThatKeepsTheStateResumesAsTheEditedQueryWould) {
+  struct Edit {
+    Case before;
+    std::string after;
+  };
+  const std::string window = "FROM A a WINDOW SLIDING 12 EVERY 4 GROUP BY a.k ";
+  const std::vector<Edit> edits = {
+      {{"nfa", "PATTERN SEQ(A a, B b, C c) WHERE a.x <= c.x WITHIN 12", {}},
+       "PATTERN SEQ(A a, B b, C c) WHERE a.x > c.x AND b.x != c.x WITHIN 12"},
+      {{"nfa", "PATTERN SEQ(A a, B b, C c) WITHIN 12", {"construction=batched"}},
+       "PATTERN SEQ(A a, B b, C c) WITHIN 12 RETURN Found(a.x AS first, c.x AS last)"},
+      {{"nfa", "PATTERN SEQ(A a, B+ b[], C c) WITHIN 12", {"construction=per_event"}},
+       "PATTERN SEQ(A a, B+ b[], C c) WITHIN 5"},
+      {{"nfa", "PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x WITHIN 10 PARTITION BY k", {}},
+       "PATTERN SEQ(A a, NOT(C c), B b) WHERE c.x = a.x AND a.x < b.x WITHIN 10 PARTITION BY k"},
+      {{"window", window + "RETURN R(a.k AS k, count(a) AS n, sum(a.x) AS s)", {"max_delay=3"}},
+       window + "HAVING count(a) > 2 RETURN Busy(a.k AS key, sum(a.x) AS total, count(a) AS n)"},
+  };
+  std::mt19937_64 rng(static_cast<uint64_t>(envOr("CEPBUS_CHECKPOINT_SEED", 20261207)) + 2);
+  constexpr int kEvents = 40;
+  size_t compared = 0;
+  for (const Edit& e : edits) {
+    Case edited = e.before;
+    edited.query = e.after;
+    const bool delayed = !e.before.options.empty() && e.before.options[0] == "max_delay=3";
+    for (int s = 0; s < 3; ++s) {
+      const std::string events = stream(rng, kEvents, delayed ? 3 : 0);
+      std::string whole;
+      ASSERT_EQ(run(options(edited, events), whole), 0) << edited.query << "\n" << err_.str();
+      for (int n = 0; n <= kEvents; ++n) {
+        // What the edited query prints by event n, had it run from the start.
+        MatchCommandOptions edited_first = options(edited, events);
+        edited_first.checkpoint_file = path("edited.snap");
+        edited_first.stop_after = n;
+        std::string edited_before;
+        ASSERT_EQ(run(edited_first, edited_before), 0) << err_.str();
+        ASSERT_EQ(whole.compare(0, edited_before.size(), edited_before), 0);
+
+        MatchCommandOptions first = options(e.before, events);
+        first.checkpoint_file = path("state.snap");
+        first.stop_after = n;
+        std::string ignored, after;
+        ASSERT_EQ(run(first, ignored), 0) << err_.str();
+        MatchCommandOptions second = options(edited, events);
+        second.resume_file = first.checkpoint_file;
+        ASSERT_EQ(run(second, after), 0) << e.after << " N=" << n << "\n" << err_.str();
+        ASSERT_NE(err_.str().find("its state carried over to the edited query"), std::string::npos)
+            << err_.str();
+        ++compared;
+        if (after == whole.substr(edited_before.size())) continue;
+        ADD_FAILURE() << e.before.query << "\nedited to " << e.after << "\nsplit after " << n
+                      << " events\nthe edited query from there:\n"
+                      << whole.substr(edited_before.size()) << "resumed:\n"
+                      << after;
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(compared, edits.size() * 3 * (kEvents + 1));
+}
+
+// A wider WITHIN cannot bring back what the original's window had already
+// let go: the resumed run prints only matches the edited query prints too,
+// and at least every one of those whose events before the checkpoint lie
+// within the original WITHIN of its last event.
+TEST_F(MatchCheckpointTest, AWiderWithinFindsWhatTheKeptStateAllowsAndNothingElse) {
+  const Case narrow{"nfa", "PATTERN SEQ(A a, B b, C c) WITHIN 6", {}};
+  Case wide = narrow;
+  wide.query = "PATTERN SEQ(A a, B b, C c) WITHIN 20";
+  std::mt19937_64 rng(static_cast<uint64_t>(envOr("CEPBUS_CHECKPOINT_SEED", 20261207)) + 3);
+  constexpr int kEvents = 60;
+  size_t lost = 0;
+  size_t found = 0;
+  for (int s = 0; s < 3; ++s) {
+    const std::string events = stream(rng, kEvents, 0);
+    std::vector<int64_t> ts;  // of each event, in file order
+    {
+      std::ifstream in(events);
+      for (std::string line; std::getline(in, line);) {
+        ts.push_back(nlohmann::json::parse(line)["ts"].get<int64_t>());
+      }
+    }
+    std::string whole;
+    ASSERT_EQ(run(options(wide, events), whole), 0) << err_.str();
+    for (int n = 1; n <= kEvents; n += 7) {
+      MatchCommandOptions wide_first = options(wide, events);
+      wide_first.checkpoint_file = path("wide.snap");
+      wide_first.stop_after = n;
+      std::string wide_before, ignored, after;
+      ASSERT_EQ(run(wide_first, wide_before), 0) << err_.str();
+      MatchCommandOptions first = options(narrow, events);
+      first.checkpoint_file = path("state.snap");
+      first.stop_after = n;
+      ASSERT_EQ(run(first, ignored), 0) << err_.str();
+      MatchCommandOptions second = options(wide, events);
+      second.resume_file = first.checkpoint_file;
+      ASSERT_EQ(run(second, after), 0) << err_.str();
+
+      std::istringstream resumed(after);
+      std::istringstream expected(whole.substr(wide_before.size()));
+      std::vector<std::string> resumed_lines;
+      for (std::string line; std::getline(resumed, line);) {
+        EXPECT_NE(whole.find(line), std::string::npos)
+            << "not a match of the edited query: " << line;
+        resumed_lines.push_back(line);
+      }
+      const int64_t checkpoint_ts = ts[static_cast<size_t>(n) - 1];
+      for (std::string line; std::getline(expected, line);) {
+        int64_t earliest = INT64_MAX;
+        const nlohmann::json match = nlohmann::json::parse(line);
+        for (const auto& c : match.at("events")) {
+          earliest = std::min(earliest, c["ts"].get<int64_t>());
+        }
+        const bool kept = earliest > checkpoint_ts - 6;
+        const bool printed =
+            std::find(resumed_lines.begin(), resumed_lines.end(), line) != resumed_lines.end();
+        if (kept) {
+          EXPECT_TRUE(printed) << "lost after the checkpoint at " << n << ": " << line;
+        }
+        lost += printed ? 0 : 1;
+        found += printed ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_GT(found, 0u);
+  EXPECT_GT(lost, 0u) << "the streams must have matches the narrower window let go";
+}
+
+TEST_F(MatchCheckpointTest, AnEditThatChangesWhatTheStateHoldsIsRefusedNamingTheEngine) {
+  std::mt19937_64 rng(9);
+  const std::string events = stream(rng, 30, 0);
+  struct Edit {
+    Case before;
+    std::string after;
+    std::string why;
+  };
+  const std::vector<Edit> edits = {
+      // A condition on one variable decides which events a stack keeps.
+      {{"nfa", "PATTERN SEQ(A a, B b) WITHIN 8", {}},
+       "PATTERN SEQ(A a, B b) WHERE a.x > 1 WITHIN 8",
+       "the edit changes what 'nfa' keeps"},
+      // Under skip_till_next_match, every condition does.
+      {{"nfa", "PATTERN SEQ(A a, B b) WITHIN 8 STRATEGY skip_till_next_match", {}},
+       "PATTERN SEQ(A a, B b) WHERE a.x < b.x WITHIN 8 STRATEGY skip_till_next_match",
+       "the edit changes what 'nfa' keeps"},
+      // A tie on one attribute partitions the stacks by it.
+      {{"nfa", "PATTERN SEQ(A a, B b) WITHIN 8", {}},
+       "PATTERN SEQ(A a, B b) WHERE a.k = b.k WITHIN 8",
+       "the edit changes what 'nfa' keeps"},
+      // Another aggregate needs another running state.
+      {{"window", "FROM A a WINDOW TUMBLING 10 RETURN R(count(a) AS n)", {}},
+       "FROM A a WINDOW TUMBLING 10 RETURN R(count(a) AS n, max(a.x) AS hi)",
+       "the edit changes what 'window' keeps"},
+      {{"window", "FROM A a WINDOW TUMBLING 10 RETURN R(count(a) AS n)", {}},
+       "FROM A a WINDOW TUMBLING 12 RETURN R(count(a) AS n)",
+       "an edit keeps the state only when"},
+      {{"nfa", "PATTERN SEQ(A a, B b) WITHIN 8", {}},
+       "PATTERN SEQ(A a, B b, C c) WITHIN 8",
+       "an edit keeps the state only when"},
+  };
+  for (const Edit& e : edits) {
+    MatchCommandOptions first = options(e.before, events);
+    first.checkpoint_file = path("state.snap");
+    first.stop_after = 15;
+    std::string out;
+    ASSERT_EQ(run(first, out), 0) << err_.str();
+    Case edited = e.before;
+    edited.query = e.after;
+    MatchCommandOptions second = options(edited, events);
+    second.resume_file = first.checkpoint_file;
+    EXPECT_NE(run(second, out), 0) << e.after;
+    EXPECT_TRUE(out.empty()) << e.after;
+    EXPECT_NE(err_.str().find(e.why), std::string::npos) << e.after << "\n" << err_.str();
+  }
 }
 
 // The real binary, twice, as a user runs it.

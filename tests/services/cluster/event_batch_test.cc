@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 
 #include "bus/core/event_json.h"
+#include "bus/core/wire_names.h"
 #include "services/cluster/cluster_publisher.h"
 
 namespace cepbus::services::cluster {
@@ -30,6 +32,32 @@ TEST(EventBatchTest, RoundTripsEventsWithTheirIdsInOrder) {
               encodeEvent(*events[i], EventFormat::kFull));
   }
   EXPECT_EQ(batch.events[1]->id(), events[1]->id());
+}
+
+// Cluster input is a door for names too: a batch read from a partition's
+// queue holds the new names its events carry only while they live. (Read
+// on a thread of its own, whose decoder, with the names it keeps for
+// reuse, goes when the thread ends.)
+TEST(EventBatchTest, TheNewNamesOfABatchAreHeldWhileItsEventsLiveAndGivenBack) {
+  std::string lines;
+  for (int i = 0; i < 100; ++i) {
+    const std::string n = std::to_string(i);
+    lines += R"({"type":"BatchNameType)" + n + R"(","ts":1,"attrs":{"batch_name_)" + n +
+             R"(":1}})" + "\n";
+  }
+  proton::message m;
+  m.subject(kEventBatchSubject);
+  m.body(lines);
+  const WireNameStats before = wireNameStats();
+  uint64_t held_while_read = 0;
+  std::thread reader([&] {
+    const MappedBatch batch = eventsFromBatchMessage(m);
+    EXPECT_EQ(batch.events.size(), 100u) << batch.description;
+    held_while_read = wireNameStats().held;
+  });
+  reader.join();
+  EXPECT_GE(held_while_read, before.held + 200);  // a type and an attribute each
+  EXPECT_LE(wireNameStats().held, before.held);  // given back (kept idle, for reuse)
 }
 
 TEST(EventBatchTest, ABadLineRefusesTheWholeBatchNamingTheLine) {

@@ -23,8 +23,11 @@ const EventPtr& sampleEvent() {
 }
 
 SnapshotHeader header() {
-  return {
-      .engine = "nfa", .engine_version = 3, .fingerprint = 0x0123456789abcdefULL, .position = 42};
+  return {.engine = "nfa",
+          .engine_version = 3,
+          .fingerprint = 0x0123456789abcdefULL,
+          .shape = 0xfedcba9876543210ULL,
+          .position = 42};
 }
 
 std::string sample() {
@@ -57,6 +60,7 @@ TEST(SnapshotTest, ReadsBackWhatWasWritten) {
   EXPECT_EQ(in->header().engine, "nfa");
   EXPECT_EQ(in->header().engine_version, 3u);
   EXPECT_EQ(in->header().fingerprint, 0x0123456789abcdefULL);
+  EXPECT_EQ(in->header().shape, 0xfedcba9876543210ULL);
   EXPECT_EQ(in->header().position, 42u);
   EXPECT_EQ(in->header().format_version, kSnapshotFormatVersion);
   EXPECT_TRUE(in->section("test", 2));
@@ -102,18 +106,29 @@ TEST(SnapshotTest, RefusesEveryFlippedByteAndEveryTruncation) {
   EXPECT_NE(checksum.find("checksum"), std::string::npos) << checksum;
 }
 
-// A file as a newer cepbus would write it: the version word raised and the
-// checksum made right again.
+// The sample with another format version word, the checksum made right again.
+std::string sampleOfFormat(uint32_t version) {
+  std::string file = sample();
+  file[8] = static_cast<char>(version);
+  const size_t body = file.size() - 4;
+  const uint32_t crc = crc32({reinterpret_cast<const unsigned char*>(file.data()), body});
+  for (int i = 0; i < 4; ++i) file[body + i] = static_cast<char>(crc >> (8 * i));
+  return file;
+}
+
 TEST(SnapshotTest, RefusesANewerFormatByName) {
-  std::string newer = sample();
-  newer[8] = static_cast<char>(kSnapshotFormatVersion + 1);
-  const size_t body = newer.size() - 4;
-  const uint32_t crc = crc32({reinterpret_cast<const unsigned char*>(newer.data()), body});
-  for (int i = 0; i < 4; ++i) newer[body + i] = static_cast<char>(crc >> (8 * i));
-  auto in = SnapshotReader::open(newer);
+  auto in = SnapshotReader::open(sampleOfFormat(kSnapshotFormatVersion + 1));
   ASSERT_FALSE(in.isOk());
   EXPECT_NE(in.status().message().find("newer cepbus"), std::string::npos) << in.status().message();
   EXPECT_FALSE(SnapshotReader::open("CEPBSNAQ and more bytes").isOk());
+}
+
+// Format 1 had no shapes: read as format 2 it would be misread.
+TEST(SnapshotTest, RefusesAnOlderFormatByName) {
+  auto in = SnapshotReader::open(sampleOfFormat(kSnapshotFormatVersion - 1));
+  ASSERT_FALSE(in.isOk());
+  EXPECT_NE(in.status().message().find("format version 1 is not read"), std::string::npos)
+      << in.status().message();
 }
 
 TEST(SnapshotTest, AReaderThatRunsOutFailsOnceAndReadsZeros) {
@@ -141,6 +156,44 @@ TEST(SnapshotTest, ASectionOfAnotherNameOrVersionIsRefusedByName) {
   EXPECT_FALSE(version->section("window", 2));
   EXPECT_NE(version->status().message().find("version 1; this build reads 2"), std::string::npos)
       << version->status().message();
+}
+
+// Sections read into the same query need no shape; carried over into an
+// edited query, every section needs one, equal on both sides.
+TEST(SnapshotTest, CarryingOverNeedsEverySectionsShapeToMatch) {
+  SnapshotWriter out;
+  out.section("reorder", 1, 7);
+  out.section("nfa", 2, 0x1234);
+  out.section("stage", 1);
+  const std::string data = out.finish(header()).value();
+
+  auto same = SnapshotReader::open(data);
+  EXPECT_TRUE(same->section("reorder", 1, 7));
+  EXPECT_TRUE(same->section("nfa", 2, 0x1234));
+  EXPECT_TRUE(same->section("stage", 1));
+
+  auto carried = SnapshotReader::open(data);
+  carried->carryOver();
+  EXPECT_TRUE(carried->section("reorder", 1, 7));
+  EXPECT_TRUE(carried->section("nfa", 2, 0x1234));
+  EXPECT_FALSE(carried->section("stage", 1));
+  EXPECT_NE(carried->status().message().find("'stage' does not carry its state over"),
+            std::string::npos)
+      << carried->status().message();
+
+  auto changed = SnapshotReader::open(data);
+  changed->carryOver();
+  EXPECT_TRUE(changed->section("reorder", 1, 7));
+  EXPECT_FALSE(changed->section("nfa", 2, 0x4321));
+  EXPECT_NE(changed->status().message().find("the edit changes what 'nfa' keeps"),
+            std::string::npos)
+      << changed->status().message();
+
+  // Without carrying over, a shape that differs is another query's state.
+  auto other = SnapshotReader::open(data);
+  EXPECT_FALSE(other->section("reorder", 1, 8));
+  EXPECT_NE(other->status().message().find("another shape"), std::string::npos)
+      << other->status().message();
 }
 
 TEST(SnapshotTest, CrcAndFingerprintAreTheFixedFunctions) {

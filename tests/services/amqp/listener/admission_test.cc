@@ -157,6 +157,32 @@ TEST(AmqpAdmissionTest, ChargesNamesToTheConnectionAndItsUser) {
   EXPECT_EQ(refused.user_names, 1u);
 }
 
+// A user's connections share one budget of unsettled deliveries; the
+// anonymous client has none beyond its connection's.
+TEST(AmqpAdmissionTest, AUsersConnectionsShareItsUnsettledBudget) {
+  AmqpLimits limits = small();
+  limits.max_connections = 4;
+  limits.max_user_unsettled = 3;
+  limits.max_user_bytes_in_flight = 1000;
+  AmqpAdmission admission(limits);
+  ASSERT_FALSE(admission.admitConnection(1, "dave"));
+  ASSERT_FALSE(admission.admitConnection(2, "dave"));
+  ASSERT_FALSE(admission.admitConnection(3));
+  ASSERT_NE(admission.userUnsettled(1), nullptr);
+  EXPECT_EQ(admission.userUnsettled(1), admission.userUnsettled(2));
+  EXPECT_EQ(admission.userUnsettled(3), nullptr);
+  EXPECT_EQ(admission.userUnsettled(9), nullptr);  // not open
+  EXPECT_FALSE(admission.userUnsettled(1)->hold(10));
+  EXPECT_FALSE(admission.userUnsettled(2)->hold(10));
+  EXPECT_EQ(admission.userUnsettled(2)->deliveries(), 2u);
+  // What a closed connection held is settled by its handler as it goes, so
+  // the budget outlives the connection, as the user's names quota does.
+  admission.connectionClosed(1);
+  admission.connectionClosed(2);
+  ASSERT_FALSE(admission.admitConnection(4, "dave"));
+  EXPECT_EQ(admission.userUnsettled(4)->deliveries(), 2u);
+}
+
 TEST(AmqpAdmissionTest, RefusesMessagesLargerThanTheLimitOnly) {
   AmqpLimits limits = small();
   limits.max_message_size = 100;

@@ -76,7 +76,8 @@ TEST(AmqpListenerElementTest, ListenerLimitAttributes) {
 <amqp max-connections="10" max-sessions="2" max-links="20" max-durable="0"
       max-pending-requests="5" max-message-size="4096" handshake-timeout="0"
       max-user-sessions="3" max-user-links="30" max-names="0" max-user-names="50"
-      max-unsettled="7" max-bytes-in-flight="65536"/>
+      max-unsettled="7" max-bytes-in-flight="65536" max-user-unsettled="9"
+      max-user-bytes-in-flight="131072"/>
 </listeners></cepbus>)",
                       "t.xml");
   ASSERT_TRUE(result.isOk()) << result.status().toString();
@@ -94,6 +95,8 @@ TEST(AmqpListenerElementTest, ListenerLimitAttributes) {
   EXPECT_EQ(amqp.max_user_names, 50u);
   EXPECT_EQ(amqp.max_unsettled, 7u);
   EXPECT_EQ(amqp.max_bytes_in_flight, 65536u);
+  EXPECT_EQ(amqp.max_user_unsettled, 9u);
+  EXPECT_EQ(amqp.max_user_bytes_in_flight, 131072u);
   auto plain = parse(R"(<cepbus name="t"><listeners><amqp/></listeners></cepbus>)", "t.xml");
   ASSERT_TRUE(plain.isOk()) << plain.status().toString();
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->max_links.has_value());
@@ -101,6 +104,7 @@ TEST(AmqpListenerElementTest, ListenerLimitAttributes) {
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->handshake_timeout_ms.has_value());
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->max_names.has_value());
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->max_unsettled.has_value());
+  EXPECT_FALSE(plain->element<AmqpListenerConfig>()->max_user_unsettled.has_value());
 }
 
 TEST(AmqpListenerElementErrorTest, BadListenerLimitAttributes) {

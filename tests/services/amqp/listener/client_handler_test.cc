@@ -140,9 +140,11 @@ class FakeHost final : public ConnectionHost {
                                                               std::string user) override {
     if (refuse_connection) return *refuse_connection;
     std::lock_guard lock(mu);
-    // No names quota: new names meet the process-wide budget only.
-    ClientConnection client{++next_id_, std::move(user), c.container_id(),
-                            std::make_shared<Waker>(&c.work_queue()), nullptr};
+    // No names quota (new names meet the process-wide budget only), no
+    // user budget of unsettled deliveries.
+    ClientConnection client{++next_id_,       std::move(user),
+                            c.container_id(), std::make_shared<Waker>(&c.work_queue()),
+                            nullptr,          nullptr};
     open_[client.container_id] = client.waker;
     return client;
   }
