@@ -387,6 +387,120 @@ Status JoinDetector::flush() {
   return takeError();
 }
 
+void JoinDetector::quiesce() const {
+  if (inline_) return;
+  for (const auto& w : workers_) {
+    std::unique_lock lock(w->mu);
+    w->cv.wait(lock, [&] { return w->done_batch == batch_id_; });
+  }
+}
+
+Status JoinDetector::snapshot(plugin::SnapshotWriter& out) const {
+  quiesce();
+  for (const auto& w : workers_) {
+    std::lock_guard lock(w->mu);
+    if (!w->error.isOk()) {
+      return Status::invalidArgument("join: a worker's error is not reported yet (" +
+                                     w->error.message() + ")");
+    }
+  }
+  out.section("join", kSnapshotVersion);
+  out.varint(workers_.size());
+  out.varint(seq_);
+  out.signedVarint(last_ts_);
+  out.varint(stats_.events);
+  out.varint(stats_.below_threshold);
+  out.varint(stats_.pairs);
+  out.varint(since_idle_check_);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const Worker& w = *workers_[i];
+    out.varint(pending_[i].size());
+    for (const Tuple& t : pending_[i]) {
+      out.event(t.event);
+      out.varint(t.seq);
+    }
+    // The pairs found and not yet reported, in the order they would be.
+    std::vector<const JoinedPair*> pairs;
+    uint64_t upto = w.upto;
+    for (size_t k = w.head; k < w.ready.size(); ++k) pairs.push_back(&w.ready[k]);
+    for (const Chunk& c : w.out) {
+      for (const JoinedPair& p : c.pairs) pairs.push_back(&p);
+      upto = std::max(upto, c.upto);
+    }
+    out.varint(pairs.size());
+    for (const JoinedPair* p : pairs) {
+      out.event(p->left);
+      out.event(p->right);
+      out.real(p->prob);
+      out.varint(p->seq);
+    }
+    out.varint(upto);
+    if (Status s = w.partition->snapshot(out); !s) return s;
+  }
+  return Status::ok();
+}
+
+Status JoinDetector::restore(plugin::SnapshotReader& in) {
+  if (!in.section("join", kSnapshotVersion)) return in.status();
+  const uint64_t workers = in.varint();
+  if (in.ok() && workers != workers_.size()) {
+    in.fail("the snapshot has " + std::to_string(workers) + " join workers, this join " +
+            std::to_string(workers_.size()));
+  }
+  seq_ = in.varint();
+  last_ts_ = in.signedVarint();
+  stats_.events = in.varint();
+  stats_.below_threshold = in.varint();
+  stats_.pairs = in.varint();
+  since_idle_check_ = in.varint();
+  for (size_t i = 0; i < workers_.size() && in.ok(); ++i) {
+    Worker& w = *workers_[i];
+    const uint64_t pending = in.count(2);
+    for (uint64_t k = 0; k < pending && in.ok(); ++k) {
+      EventPtr event = in.event();
+      const uint64_t seq = in.varint();
+      const int stream = event ? plan_->streamOf(event->type()) : -1;
+      if (stream < 0 || seq == 0 || seq > seq_) {
+        in.fail("a tuple waiting for its worker is not one of the query's");
+        break;
+      }
+      auto t = makeTuple(*plan_, event, stream, seq);
+      if (!t) {
+        in.fail("a tuple waiting for its worker: " + t.status().message());
+        break;
+      }
+      if ((t->hash >> 32) % workers_.size() != i) {
+        in.fail("a tuple waiting for another worker than its key's");
+        break;
+      }
+      pending_[i].push_back(std::move(*t));
+    }
+    pending_count_ += pending_[i].size();
+    const uint64_t pairs = in.count(12);
+    for (uint64_t k = 0; k < pairs && in.ok(); ++k) {
+      JoinedPair p;
+      p.left = in.event();
+      p.right = in.event();
+      p.prob = in.real();
+      p.seq = in.varint();
+      if (p.left == nullptr || p.right == nullptr || plan_->streamOf(p.left->type()) < 0 ||
+          plan_->streamOf(p.right->type()) < 0) {
+        in.fail("a pair not yet reported without its events, or of events not of the query");
+        break;
+      }
+      w.ready.push_back(std::move(p));
+    }
+    w.upto = in.varint();
+    if (!in.ok()) break;
+    w.partition->restore(in);
+  }
+  if (in.ok() && (inline_ ? pending_[0].size() >= std::min(plan_->batch, kInlineBatch)
+                          : pending_count_ >= plan_->batch)) {
+    in.fail("more tuples waiting for the workers than a batch");
+  }
+  return in.status();
+}
+
 JoinDetector::Stats JoinDetector::stats() const {
   Stats s = stats_;
   for (const auto& w : workers_) s.partitions.push_back(w->partition->stats());

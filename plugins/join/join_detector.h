@@ -71,6 +71,17 @@ class JoinDetector final : public plugin::Detector {
   Status onEvents(std::span<const EventPtr> events) override;
   Status flush() override;
 
+  // Snapshots (section "join", version 1): the clock, the arrival numbers,
+  // the tuples not yet handed to a worker, the pairs found and not yet
+  // reported, and each partition's window and adaptive state, with what it
+  // has spilled read back from its files (restore() writes it into the new
+  // detector's own). With worker threads, snapshot() first waits for them to
+  // finish what they were handed (it reports nothing: their pairs go into
+  // the snapshot).
+  uint32_t snapshotVersion() const override { return kSnapshotVersion; }
+  Status snapshot(plugin::SnapshotWriter& out) const override;
+  Status restore(plugin::SnapshotReader& in) override;
+
   struct Stats {
     uint64_t events = 0;           // of the query's types
     uint64_t below_threshold = 0;  // dropped by the dispatcher
@@ -109,6 +120,8 @@ class JoinDetector final : public plugin::Detector {
   };
   class Composer;
 
+  static constexpr uint32_t kSnapshotVersion = 1;
+
   JoinDetector(JoinPlanPtr plan, plugin::MatchSink& sink);
   void run(Worker& w);
   void handOff(bool flush);
@@ -124,6 +137,8 @@ class JoinDetector final : public plugin::Detector {
   Status runInline();
   // Reports and clears inline_pairs_; the partition's error, if any.
   Status reportInline();
+  // Waits until every worker has processed what it was handed.
+  void quiesce() const;
 
   JoinPlanPtr plan_;
   plugin::MatchSink& sink_;

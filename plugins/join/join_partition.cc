@@ -511,6 +511,239 @@ Status JoinPartition::takeError() {
   return s;
 }
 
+// --- snapshots ----------------------------------------------------------------
+
+void JoinPartition::snapshotEntry(const Entry& e,
+                                  const std::unordered_map<const EventPtr*, uint64_t>& at,
+                                  plugin::SnapshotWriter& out) const {
+  out.real(e.prob);
+  out.signedVarint(e.ts);
+  out.varint(e.seq);
+  out.signedVarint(e.site);
+  out.varint(e.stream);
+  out.varint(e.bytes);
+  const auto it = at.find(e.event);
+  out.varint(it == at.end() ? 0 : it->second + 1);
+}
+
+Status JoinPartition::snapshot(plugin::SnapshotWriter& out) const {
+  out.signedVarint(now_);
+  out.varint(last_seq_);
+  out.signedVarint(next_deletion_);
+  out.varint(sweep_hand_);
+  out.flag(spill_disabled_);
+  // The FIFO of windowed events (an event is null once spilled), then the
+  // lists, whose entries name their event by its place in it.
+  std::unordered_map<const EventPtr*, uint64_t> at;
+  out.varint(owned_.size());
+  for (const Owned& o : owned_) {
+    at.emplace(&o.event, at.size());
+    out.signedVarint(o.ts);
+    out.event(o.event);
+  }
+  uint64_t used = 0;
+  for (const Bucket& bucket : slots_) used += bucket.empty() ? 0 : 1;
+  out.varint(used);
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    if (slots_[slot].empty()) continue;
+    out.varint(slot);
+    out.varint(slots_[slot].size());
+    for (const Group& g : slots_[slot]) {
+      out.value(g.key);
+      out.varint(g.list.size());
+      for (const Entry& e : g.list) snapshotEntry(e, at, out);
+    }
+  }
+  // less_than_probability's evidence: probes and hits per bucket.
+  uint64_t probed = 0;
+  for (uint32_t n : bucket_probes_) probed += n > 0 ? 1 : 0;
+  out.varint(probed);
+  for (size_t i = 0; i < bucket_probes_.size(); ++i) {
+    if (bucket_probes_[i] == 0) continue;
+    out.varint(i);
+    out.varint(bucket_probes_[i]);
+    out.varint(bucket_hits_[i]);
+  }
+  out.varint(total_probes_);
+  out.varint(total_hits_);
+  out.varint(stats_.spills);
+  out.varint(stats_.spilled_total);
+  out.varint(stats_.restores);
+  out.varint(stats_.restored_pairs);
+  out.varint(stats_.probes_stopped_early);
+  return snapshotSpilled(out);
+}
+
+Status JoinPartition::snapshotSpilled(plugin::SnapshotWriter& out) const {
+  out.varint(spilled_count_);
+  if (spilled_count_ == 0) return Status::ok();
+  out.varint(spilled_bytes_);
+  out.signedVarint(first_spill_now_);
+  for (const SpillStore* store : {entry_store_.get(), probe_store_.get()}) {
+    std::vector<std::string> records;
+    Status read = store->readAll([&](std::string_view record) {
+      records.emplace_back(record);
+      return Status::ok();
+    });
+    if (!read)
+      return Status::ioError("join: cannot read back the spilled tuples: " + read.message());
+    out.varint(records.size());
+    for (const std::string& record : records) out.string(record);
+  }
+  // The probe log's tail not committed yet: the tuples themselves.
+  out.varint(unlogged_.size());
+  for (const Tuple& t : unlogged_) {
+    out.event(t.event);
+    out.varint(t.seq);
+  }
+  return Status::ok();
+}
+
+void JoinPartition::restoreSpilled(plugin::SnapshotReader& in) {
+  const uint64_t spilled = in.varint();
+  if (spilled == 0 || !in.ok()) return;
+  if (!entry_store_ || !probe_store_) {
+    in.fail("spilled tuples, and this join does not spill");
+    return;
+  }
+  spilled_bytes_ = in.varint();
+  first_spill_now_ = in.signedVarint();
+  // Entry records hold the entry's and the spill's arrival numbers, probe
+  // records the probe's, before the event.
+  for (auto [store, header] :
+       {std::pair{entry_store_.get(), 16}, std::pair{probe_store_.get(), 8}}) {
+    const uint64_t n = in.count();
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      const std::string record = in.string();
+      if (record.size() < static_cast<size_t>(header)) in.fail("a spilled record too short");
+      store->append(record);
+    }
+    if (!in.ok()) return;
+    if (Status s = store->commit(); !s) {
+      in.fail("cannot write the restored spilled tuples: " + s.message());
+      return;
+    }
+  }
+  if (entry_store_->committedRecords() != spilled)
+    in.fail("spilled tuples and their records differ");
+  const uint64_t unlogged = in.count(2);
+  for (uint64_t i = 0; i < unlogged && in.ok(); ++i) {
+    EventPtr event = in.event();
+    const uint64_t seq = in.varint();
+    const int stream = event ? plan_->streamOf(event->type()) : -1;
+    auto t = stream < 0 ? Result<Tuple>(Status::invalidArgument("not of the query's types"))
+                        : makeTuple(*plan_, event, stream, seq);
+    if (!t || seq > last_seq_) {
+      in.fail("a probe logged while spilled is not one of the query's");
+      break;
+    }
+    std::string payload;
+    putU64(payload, seq);
+    if (!encodeFor(*event, payload)) {
+      in.fail("a probe logged while spilled cannot be encoded");
+      break;
+    }
+    probe_store_->append(payload);
+    unlogged_.push_back(std::move(*t));
+  }
+  spilled_count_ = spilled;
+}
+
+JoinPartition::Entry JoinPartition::restoreEntry(plugin::SnapshotReader& in) {
+  Entry e{};
+  e.prob = in.real();
+  e.ts = in.signedVarint();
+  e.seq = in.varint();
+  const int64_t site = in.signedVarint();
+  const uint64_t stream = in.varint();
+  const uint64_t bytes = in.varint();
+  const uint64_t at = in.varint();
+  const bool site_ok =
+      plan_->matrix ? site >= 0 && static_cast<uint64_t>(site) < plan_->matrix->size() : site == -1;
+  if (!(e.prob >= 0 && e.prob <= 1)) in.fail("a windowed tuple's probability is not in [0, 1]");
+  if (!site_ok) in.fail("a windowed tuple's site is not in the time matrix");
+  if (stream >= plan_->streams.size()) in.fail("a windowed tuple of no stream of the query");
+  if (bytes > UINT32_MAX) in.fail("a windowed tuple's size is out of range");
+  if (at > owned_.size()) in.fail("a windowed tuple's event is not in the window");
+  if (e.seq > last_seq_) in.fail("a windowed tuple arrived after the partition's last one");
+  e.site = static_cast<int32_t>(site);
+  e.stream = static_cast<uint32_t>(stream);
+  e.bytes = static_cast<uint32_t>(bytes);
+  e.event = at == 0 || at > owned_.size() ? &released_ : &owned_[at - 1].event;
+  // A live entry is probed and its event joined: it must be there.
+  if (!stale(e.ts) && (*e.event == nullptr || (*e.event)->ts() != e.ts ||
+                       plan_->streamOf((*e.event)->type()) != static_cast<int>(e.stream))) {
+    in.fail("a live windowed tuple without its event");
+  }
+  return e;
+}
+
+void JoinPartition::restore(plugin::SnapshotReader& in) {
+  now_ = in.signedVarint();
+  last_seq_ = in.varint();
+  next_deletion_ = in.signedVarint();
+  sweep_hand_ = in.varint();
+  if (sweep_hand_ > mask_) in.fail("the expiry sweep is past the last bucket");
+  spill_disabled_ = in.flag() || budget_ == 0 || !entry_store_ || !probe_store_;
+  const uint64_t owned = in.count(2);
+  for (uint64_t i = 0; i < owned && in.ok(); ++i) {
+    const Timestamp ts = in.signedVarint();
+    owned_.push_back(Owned{ts, in.event()});
+  }
+  const uint64_t used = in.count(2);
+  size_t previous = 0;
+  for (uint64_t b = 0; b < used && in.ok(); ++b) {
+    const uint64_t slot = in.varint();
+    if (slot >= slots_.size() || (b > 0 && slot <= previous)) {
+      in.fail("a bucket of the window index out of range or out of order");
+      break;
+    }
+    previous = slot;
+    const uint64_t groups = in.count(2);
+    for (uint64_t gi = 0; gi < groups && in.ok(); ++gi) {
+      Value key = in.value();
+      if (key.kind() != Value::Kind::kInt && key.kind() != Value::Kind::kString) {
+        in.fail("a key of the window index is neither a string nor an integer");
+        break;
+      }
+      const uint64_t hash = hashKey(key);
+      if ((hash & mask_) != slot) {
+        in.fail("a key in another bucket than its hash's");
+        break;
+      }
+      Group& g = slots_[slot].emplace_back(Group{hash, std::move(key), {}});
+      const uint64_t n = in.count(8);
+      for (uint64_t k = 0; k < n && in.ok(); ++k) {
+        g.list.push_back(restoreEntry(in));
+        ++entries_;
+        bytes_ += g.list.back().bytes;
+      }
+    }
+  }
+  const uint64_t probed = in.count(3);
+  if (probed > 0 && bucket_probes_.empty())
+    in.fail("bucket statistics without spill=less_than_probability");
+  for (uint64_t i = 0; i < probed && in.ok(); ++i) {
+    const uint64_t slot = in.varint();
+    const uint64_t probes = in.varint();
+    const uint64_t hits = in.varint();
+    if (slot >= bucket_probes_.size() || probes > UINT32_MAX || hits > UINT32_MAX) {
+      in.fail("bucket statistics out of range");
+      break;
+    }
+    bucket_probes_[slot] = static_cast<uint32_t>(probes);
+    bucket_hits_[slot] = static_cast<uint32_t>(hits);
+  }
+  total_probes_ = in.varint();
+  total_hits_ = in.varint();
+  stats_.spills = in.varint();
+  stats_.spilled_total = in.varint();
+  stats_.restores = in.varint();
+  stats_.restored_pairs = in.varint();
+  stats_.probes_stopped_early = in.varint();
+  restoreSpilled(in);
+}
+
 PartitionStats JoinPartition::stats() const {
   PartitionStats s = stats_;
   s.entries = entries_;

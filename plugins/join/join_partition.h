@@ -27,9 +27,11 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "bus/core/event.h"
+#include "bus/core/plugin/snapshot.h"
 #include "bus/core/status.h"
 #include "plugins/join/join_plan.h"
 #include "plugins/join/spill_store.h"
@@ -117,6 +119,18 @@ class JoinPartition {
   void restoreAll(std::vector<JoinedPair>& out);
 
   bool hasSpilled() const { return spilled_count_ > 0; }
+
+  // The partition's state (its window in memory, expiry and adaptive state,
+  // clock and counters) for JoinDetector::snapshot(), and what is spilled:
+  // the records of both spill files, read back, and the probes not yet
+  // committed to the log. IoError when a spill file cannot be read.
+  Status snapshot(plugin::SnapshotWriter& out) const;
+  // Reads back what snapshot() wrote into a partition just made from the
+  // same plan, writing the spilled records into its own spill files; what
+  // does not fit it (a slot, site or stream out of range, a key in the wrong
+  // bucket, a live entry without its event, spilled records for a join that
+  // does not spill or files that cannot be written) fails `in`.
+  void restore(plugin::SnapshotReader& in);
   bool hasError() const { return !error_.isOk(); }
   // The first error since the last call (a failed spill write or restore
   // read), else OK.
@@ -170,6 +184,13 @@ class JoinPartition {
   // it cannot be encoded.
   bool encodeFor(const Event& event, std::string& payload);
   bool stale(Timestamp ts) const { return now_ - ts >= plan_->window; }
+  // One entry of a group's list, its event by its place in owned_ (0: its
+  // event left the FIFO: a stale entry, never dereferenced).
+  void snapshotEntry(const Entry& e, const std::unordered_map<const EventPtr*, uint64_t>& at,
+                     plugin::SnapshotWriter& out) const;
+  Entry restoreEntry(plugin::SnapshotReader& in);
+  Status snapshotSpilled(plugin::SnapshotWriter& out) const;
+  void restoreSpilled(plugin::SnapshotReader& in);
 
   JoinPlanPtr plan_;
   size_t budget_;
@@ -184,6 +205,8 @@ class JoinPartition {
   // The windowed events in insertion order; a deque, so entries' pointers
   // stay valid as it grows and shrinks at the ends.
   std::deque<Owned> owned_;
+  // Where a restored stale entry whose event had left the FIFO points.
+  EventPtr released_;
 
   // Spill state.
   std::unique_ptr<SpillStore> entry_store_;

@@ -182,6 +182,49 @@ void AbsenceRule::restart() {
   time_ = INT64_MIN;
 }
 
+void AbsenceRule::save(plugin::SnapshotWriter& out) const {
+  out.signedVarint(time_);
+  out.varint(negations_.size());
+  for (const Negation& n : negations_) {
+    out.varint(n.seen.size());
+    for (const EventPtr& c : n.seen) out.event(c);
+  }
+  // In the order onTime() lets them out; each one's span and partition
+  // follow from its events.
+  out.varint(held_.size());
+  for (const auto& [deadline, held] : held_) held.match.save(out);
+}
+
+void AbsenceRule::load(plugin::SnapshotReader& in) {
+  time_ = in.signedVarint();
+  if (in.varint() != negations_.size()) in.fail("edge negation of another number of NOTs");
+  for (Negation& n : negations_) {
+    const uint64_t seen = in.count();
+    for (uint64_t i = 0; i < seen && in.ok(); ++i) {
+      EventPtr c = in.event();
+      if (c == nullptr || c->type() != n.type ||
+          (!n.seen.empty() && c->ts() < n.seen.back()->ts())) {
+        in.fail("a negated event kept out of its NOT's type or out of time order");
+        break;
+      }
+      n.seen.push_back(std::move(c));
+    }
+  }
+  const uint64_t held = in.count(4);
+  for (uint64_t i = 0; i < held && in.ok(); ++i) {
+    MatchCopy match = MatchCopy::load(in);
+    if (!in.ok()) break;
+    const plugin::Match view = match.view();
+    if (view.elementCount() != element_slots_.size()) {
+      in.fail("a held match of another number of elements than the pattern's");
+      break;
+    }
+    bind(view);
+    const Timestamp last = match.end();
+    held_.emplace(plus(matchStart(view), window_), Held{std::move(match), last, key_});
+  }
+}
+
 size_t AbsenceRule::kept() const {
   size_t n = 0;
   for (const Negation& negation : negations_) n += negation.seen.size();

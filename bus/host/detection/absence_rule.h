@@ -29,6 +29,7 @@
 #include "bus/core/pattern/ast.h"
 #include "bus/core/pattern/expr_compiler.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/snapshot.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
 #include "bus/core/value.h"
@@ -56,6 +57,11 @@ class AbsenceRule final : public plugin::MatchSink {
   void forget(Timestamp reported_to);
   // A new stream after the end of time: nothing seen, nothing held.
   void restart();
+  // Its state (event time, the negated events kept, the matches held) for a
+  // snapshot of its edge negation; load() reads it back into a rule just
+  // made for the same query, failing `in` on what does not fit.
+  void save(plugin::SnapshotWriter& out) const;
+  void load(plugin::SnapshotReader& in);
 
   Timestamp window() const { return window_; }
   // The matches held for their trailing span and the negated events kept.

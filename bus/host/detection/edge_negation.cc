@@ -7,6 +7,9 @@
 namespace cepbus::detection {
 namespace {
 
+// The state version of the "edge negation" section.
+constexpr uint32_t kSnapshotVersion = 1;
+
 bool isNot(const pattern::PatternPtr& n) { return n->kind == pattern::PatternKind::kNot; }
 
 }  // namespace
@@ -208,9 +211,35 @@ size_t EdgeNegation::kept() const {
   return n;
 }
 
-Status EdgeNegation::snapshot(plugin::SnapshotWriter& /*out*/) const {
-  return Status::invalidArgument(
-      "the host's NOT at the edge of a pattern cannot be checkpointed yet");
+Status EdgeNegation::snapshot(plugin::SnapshotWriter& out) const {
+  out.section("edge negation", kSnapshotVersion);
+  out.signedVarint(newest_);
+  out.signedVarint(reported_to_);
+  out.flag(ended_);
+  out.varint(members_.size());
+  for (const Member& member : members_) {
+    out.flag(member.rule != nullptr);
+    if (member.rule != nullptr) member.rule->save(out);
+  }
+  return inner_->snapshot(out);
+}
+
+Status EdgeNegation::restore(plugin::SnapshotReader& in) {
+  if (!in.section("edge negation", kSnapshotVersion)) return in.status();
+  newest_ = in.signedVarint();
+  reported_to_ = in.signedVarint();
+  ended_ = in.flag();
+  if (in.varint() != members_.size()) in.fail("edge negation of another number of queries");
+  for (Member& member : members_) {
+    if (!in.ok()) break;
+    if (in.flag() != (member.rule != nullptr)) {
+      in.fail("edge negation rules of other queries");
+      break;
+    }
+    if (member.rule != nullptr) member.rule->load(in);
+  }
+  if (!in.ok()) return in.status();
+  return inner_->restore(in);
 }
 
 }  // namespace cepbus::detection

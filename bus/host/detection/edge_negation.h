@@ -86,9 +86,12 @@ class EdgeNegation final : public plugin::Detector,
   Status onWatermark(Timestamp t) override;
   Result<std::string> exportModel(std::string_view format) const override;
   std::optional<plugin::DetectorState> state() const override;
-  // Its rules' state is not written yet: a checkpoint is refused, naming
-  // them, rather than the engine.
+  // Snapshots: section "edge negation" (its clock and each rule's negated
+  // events and held matches), then the engine's; the version is the
+  // engine's.
+  uint32_t snapshotVersion() const override { return inner_->snapshotVersion(); }
   Status snapshot(plugin::SnapshotWriter& out) const override;
+  Status restore(plugin::SnapshotReader& in) override;
 
   // What the rules hold now: matches waiting for their trailing span, and
   // negated events kept (for tests and monitoring).

@@ -113,4 +113,39 @@ Timestamp GateRule::due() const {
   return end > INT64_MAX - delay_ ? INT64_MAX : end + delay_;
 }
 
+void GateRule::save(plugin::SnapshotWriter& out) const {
+  out.varint(suppressed());
+  out.varint(next_sweep_);
+  out.varint(keys_.size());
+  for (const auto& [values, key] : keys_) {
+    saveKey(values, out);
+    out.signedVarint(key.open_at);
+    out.varint(key.held.size());
+    for (const auto& [end, copy] : key.held) copy.save(out);
+  }
+}
+
+void GateRule::load(plugin::SnapshotReader& in) {
+  restoreSuppressed(in.varint());
+  next_sweep_ = in.varint();
+  const uint64_t keys = in.count();
+  for (uint64_t k = 0; k < keys && in.ok(); ++k) {
+    auto [it, added] = keys_.try_emplace(loadKey(in));
+    if (!added) in.fail("the output gate holds a key twice");
+    Key& key = it->second;
+    key.open_at = in.signedVarint();
+    const uint64_t n = in.count(2);
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      MatchCopy copy = MatchCopy::load(in);
+      if (!in.ok()) break;
+      const Timestamp end = copy.end();
+      if (!key.held.emplace(end, std::move(copy)).second) {
+        in.fail("the output gate holds two matches of a key ending together");
+        break;
+      }
+      waiting_.emplace(end, &key);
+    }
+  }
+}
+
 }  // namespace cepbus::detection

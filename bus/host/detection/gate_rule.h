@@ -53,6 +53,8 @@ class GateRule final : public OutputRule {
   void onMatch(const plugin::Match& match) override;
   void onTime(Timestamp t) override;
   Timestamp due() const override;
+  void save(plugin::SnapshotWriter& out) const override;
+  void load(plugin::SnapshotReader& in) override;
 
   // The keys it remembers: those holding a match or whose gate may still
   // stop one. The others are forgotten as event time passes (their matches

@@ -25,15 +25,16 @@ void LastEveryRule::onMatch(const plugin::Match& match) {
   Intervals& intervals = keys_[key_];
   const Timestamp interval = floorDiv(matchEnd(match), every_);
   auto it = intervals.find(interval);
-  if (it == intervals.end()) {
-    intervals.emplace(interval, MatchCopy(match));
-    const Timestamp last_unit =
-        interval >= INT64_MAX / every_ ? INT64_MAX : (interval + 1) * every_ - 1;
-    waiting_.emplace(saturatedAdd(last_unit, delay_), std::make_pair(&intervals, interval));
-    return;
-  }
+  if (it == intervals.end()) return hold(intervals, interval, MatchCopy(match));
   if (compareMatches(match, it->second.view()) > 0) it->second = MatchCopy(match);
   suppress();
+}
+
+void LastEveryRule::hold(Intervals& intervals, Timestamp interval, MatchCopy copy) {
+  intervals.emplace(interval, std::move(copy));
+  const Timestamp last_unit =
+      interval >= INT64_MAX / every_ ? INT64_MAX : (interval + 1) * every_ - 1;
+  waiting_.emplace(saturatedAdd(last_unit, delay_), std::make_pair(&intervals, interval));
 }
 
 void LastEveryRule::onTime(Timestamp t) {
@@ -57,6 +58,41 @@ void LastEveryRule::onTime(Timestamp t) {
 
 Timestamp LastEveryRule::due() const {
   return waiting_.empty() ? INT64_MAX : waiting_.begin()->first;
+}
+
+void LastEveryRule::save(plugin::SnapshotWriter& out) const {
+  out.varint(suppressed());
+  out.varint(next_sweep_);
+  out.varint(keys_.size());
+  for (const auto& [key, intervals] : keys_) {
+    saveKey(key, out);
+    out.varint(intervals.size());
+    for (const auto& [interval, copy] : intervals) {
+      out.signedVarint(interval);
+      copy.save(out);
+    }
+  }
+}
+
+void LastEveryRule::load(plugin::SnapshotReader& in) {
+  restoreSuppressed(in.varint());
+  next_sweep_ = in.varint();
+  const uint64_t keys = in.count();
+  for (uint64_t k = 0; k < keys && in.ok(); ++k) {
+    auto [it, added] = keys_.try_emplace(loadKey(in));
+    if (!added) in.fail("EMIT LAST EVERY holds a key twice");
+    const uint64_t n = in.count(2);
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      const Timestamp interval = in.signedVarint();
+      MatchCopy copy = MatchCopy::load(in);
+      if (!in.ok()) break;
+      if (floorDiv(copy.end(), every_) != interval || it->second.contains(interval)) {
+        in.fail("EMIT LAST EVERY holds a match in another interval than its end's");
+        break;
+      }
+      hold(it->second, interval, std::move(copy));
+    }
+  }
 }
 
 }  // namespace cepbus::detection

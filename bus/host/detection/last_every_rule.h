@@ -35,6 +35,8 @@ class LastEveryRule final : public OutputRule {
   void onMatch(const plugin::Match& match) override;
   void onTime(Timestamp t) override;
   Timestamp due() const override;
+  void save(plugin::SnapshotWriter& out) const override;
+  void load(plugin::SnapshotReader& in) override;
 
   // The keys it remembers: those holding a match; a key's entry goes once
   // its last interval is let out (amortized, as keys pile up).
@@ -43,6 +45,9 @@ class LastEveryRule final : public OutputRule {
  private:
   // A key's intervals holding a match, by index.
   using Intervals = std::map<Timestamp, MatchCopy>;
+
+  // Holds `copy` for `interval` of `intervals`, waiting for its end.
+  void hold(Intervals& intervals, Timestamp interval, MatchCopy copy);
 
   const Timestamp every_;
   const Timestamp delay_;

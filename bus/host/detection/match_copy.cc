@@ -36,14 +36,53 @@ MatchCopy::MatchCopy(const plugin::Match& match)
     : composite_(match.composite()), end_(matchEnd(match)) {
   events_.reserve(match.size());
   for (size_t i = 0; i < match.size(); ++i) events_.push_back(match.event(i));
-  pointers_.reserve(events_.size());
-  for (const EventPtr& e : events_) pointers_.push_back(&e);
+  pointAtEvents();
   ends_.reserve(match.elementCount());
   uint32_t end = 0;
   for (size_t j = 0; j < match.elementCount(); ++j) {
     end += static_cast<uint32_t>(match.elementEvents(j).size());
     ends_.push_back(end);
   }
+}
+
+void MatchCopy::pointAtEvents() {
+  pointers_.clear();
+  pointers_.reserve(events_.size());
+  for (const EventPtr& e : events_) pointers_.push_back(&e);
+}
+
+void MatchCopy::save(plugin::SnapshotWriter& out) const {
+  out.varint(events_.size());
+  for (const EventPtr& e : events_) out.event(e);
+  out.varint(ends_.size());
+  for (uint32_t end : ends_) out.varint(end);
+  out.event(composite_);
+}
+
+MatchCopy MatchCopy::load(plugin::SnapshotReader& in) {
+  MatchCopy copy;
+  const uint64_t events = in.count();
+  for (uint64_t i = 0; i < events && in.ok(); ++i) {
+    copy.events_.push_back(in.event());
+    if (copy.events_.back() == nullptr) in.fail("a held match without its events");
+  }
+  const uint64_t elements = in.count();
+  for (uint64_t j = 0; j < elements && in.ok(); ++j) {
+    const uint64_t end = in.varint();
+    if (end > events || (!copy.ends_.empty() && end < copy.ends_.back())) {
+      in.fail("a held match's element bounds out of order");
+    }
+    copy.ends_.push_back(static_cast<uint32_t>(end));
+  }
+  if (in.ok() && (events == 0 || copy.ends_.empty() || copy.ends_.back() != events)) {
+    in.fail("a held match's elements do not cover its events");
+  }
+  copy.composite_ = in.event();
+  if (in.ok() && copy.composite_ == nullptr) in.fail("a held match without its composite event");
+  if (!in.ok()) return MatchCopy();
+  copy.pointAtEvents();
+  copy.end_ = matchEnd(copy.view());
+  return copy;
 }
 
 }  // namespace cepbus::detection

@@ -12,6 +12,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/snapshot.h"
 
 namespace cepbus::detection {
 
@@ -40,14 +41,24 @@ class MatchCopy final : private plugin::MatchComposer {
   plugin::Match view() const { return plugin::Match(pointers_, ends_, this); }
   Timestamp end() const { return end_; }
 
+  // Its events, element bounds and composite, for a snapshot of the output
+  // control holding it.
+  void save(plugin::SnapshotWriter& out) const;
+  // What save() wrote; a copy that is not one (a missing event, element
+  // bounds out of order) fails `in` and comes back empty.
+  static MatchCopy load(plugin::SnapshotReader& in);
+
  private:
+  MatchCopy() = default;
+  void pointAtEvents();
+
   EventPtr compose(const plugin::Match& /*match*/) const override { return composite_; }
 
   std::vector<EventPtr> events_;
   std::vector<const EventPtr*> pointers_;  // into events_'s buffer, which a move keeps
   std::vector<uint32_t> ends_;
   EventPtr composite_;
-  Timestamp end_;
+  Timestamp end_ = INT64_MIN;
 };
 
 }  // namespace cepbus::detection

@@ -85,4 +85,16 @@ void MatchKeyer::keyOf(const plugin::Match& match, std::vector<Value>& key) {
   key.push_back(per_->evaluate(slots, match.probability()).toValue());
 }
 
+void saveKey(const std::vector<Value>& key, plugin::SnapshotWriter& out) {
+  out.varint(key.size());
+  for (const Value& v : key) out.value(v);
+}
+
+std::vector<Value> loadKey(plugin::SnapshotReader& in) {
+  std::vector<Value> key;
+  const uint64_t n = in.count();
+  for (uint64_t i = 0; i < n && in.ok(); ++i) key.push_back(in.value());
+  return key;
+}
+
 }  // namespace cepbus::detection

@@ -14,6 +14,7 @@
 #include "bus/core/pattern/ast.h"
 #include "bus/core/pattern/expr_compiler.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/snapshot.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
 #include "bus/core/value.h"
@@ -34,6 +35,11 @@ void bindMatch(const plugin::Match& match, const std::vector<int>& element_slots
 // attribute, or for `key` without such an attribute the event's own
 // partition key (its JSON "key" field); null when it has neither.
 const Value& partitionValue(const Event& event, Symbol attr);
+
+// A key as output control's snapshots write it (its values in order), and
+// back.
+void saveKey(const std::vector<Value>& key, plugin::SnapshotWriter& out);
+std::vector<Value> loadKey(plugin::SnapshotReader& in);
 
 class MatchKeyer {
  public:

@@ -11,6 +11,9 @@
 namespace cepbus::detection {
 namespace {
 
+// The state version of the "output control" section.
+constexpr uint32_t kSnapshotVersion = 1;
+
 // How long after a match's end it may still be reported: a trailing
 // negation's match is decided when event time passes its first event plus
 // WITHIN, so its rules wait that long before taking the matches ending at a
@@ -182,10 +185,31 @@ uint64_t OutputControl::suppressed(size_t member) const {
   return n;
 }
 
-Status OutputControl::snapshot(plugin::SnapshotWriter& /*out*/) const {
-  return Status::invalidArgument(
-      "output control (EMIT FIRST/LAST EVERY, AFTER MATCH SKIP PAST LAST EVENT) cannot be "
-      "checkpointed yet");
+Status OutputControl::snapshot(plugin::SnapshotWriter& out) const {
+  out.section("output control", kSnapshotVersion);
+  out.signedVarint(time_);
+  out.signedVarint(newest_);
+  out.signedVarint(reported_to_);
+  out.varint(members_.size());
+  for (const Member& member : members_) {
+    for (const std::unique_ptr<OutputRule>& rule : member.rules) rule->save(out);
+  }
+  return inner_->snapshot(out);
+}
+
+Status OutputControl::restore(plugin::SnapshotReader& in) {
+  if (!in.section("output control", kSnapshotVersion)) return in.status();
+  time_ = in.signedVarint();
+  newest_ = in.signedVarint();
+  reported_to_ = in.signedVarint();
+  if (in.varint() != members_.size()) in.fail("output control of another number of queries");
+  for (Member& member : members_) {
+    for (const std::unique_ptr<OutputRule>& rule : member.rules) {
+      if (in.ok()) rule->load(in);
+    }
+  }
+  if (!in.ok()) return in.status();
+  return inner_->restore(in);
 }
 
 }  // namespace cepbus::detection

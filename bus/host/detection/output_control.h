@@ -72,9 +72,11 @@ class OutputControl final : public plugin::Detector,
   Status onWatermark(Timestamp t) override;
   Result<std::string> exportModel(std::string_view format) const override;
   std::optional<plugin::DetectorState> state() const override;
-  // Its rules' state is not written yet: a checkpoint is refused, naming
-  // them, rather than the engine.
+  // Snapshots: section "output control" (its clock and each rule's held
+  // matches and gates), then the engine's; the version is the engine's.
+  uint32_t snapshotVersion() const override { return inner_->snapshotVersion(); }
   Status snapshot(plugin::SnapshotWriter& out) const override;
+  Status restore(plugin::SnapshotReader& in) override;
 
   // The matches of member `member` its rules suppressed so far.
   uint64_t suppressed(size_t member) const;

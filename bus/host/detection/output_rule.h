@@ -16,6 +16,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/snapshot.h"
 
 namespace cepbus::detection {
 
@@ -35,6 +36,12 @@ class OutputRule : public plugin::MatchSink {
   // INT64_MAX when it holds nothing.
   virtual Timestamp due() const = 0;
 
+  // Its state (the matches it holds, its gates, the count it suppressed) for
+  // a snapshot of its output control; load() reads it back into a rule just
+  // made for the same query, failing `in` on what does not fit.
+  virtual void save(plugin::SnapshotWriter& out) const = 0;
+  virtual void load(plugin::SnapshotReader& in) = 0;
+
   // The matches this rule has suppressed so far.
   uint64_t suppressed() const { return suppressed_.load(std::memory_order_relaxed); }
 
@@ -44,6 +51,7 @@ class OutputRule : public plugin::MatchSink {
   void suppress() {
     suppressed_.store(suppressed_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
+  void restoreSuppressed(uint64_t n) { suppressed_.store(n, std::memory_order_relaxed); }
 
  private:
   plugin::MatchSink& next_;

@@ -377,6 +377,11 @@ void TrialDetector::keep(size_t c, std::string note, std::vector<TrialOutcome::M
   outcome.note = std::move(note);
   outcome.ended_early = std::move(ended_early);
   outcome.measured = std::move(measured);
+  adopt(c, outcome);
+  if (on_decided_) on_decided_(outcome);
+}
+
+void TrialDetector::adopt(size_t c, const TrialOutcome& outcome) {
   // The others go (each detector before its sink); the kept one's sink
   // forwards everything from now on.
   deciding_ = false;
@@ -384,12 +389,9 @@ void TrialDetector::keep(size_t c, std::string note, std::vector<TrialOutcome::M
   kept.ledger = Ledger();
   candidates_.clear();
   candidates_.push_back(std::move(kept));
-  {
-    MutexLock lock(outcome_mu_);
-    running_ = outcome.kept;
-    outcome_ = outcome;
-  }
-  if (on_decided_) on_decided_(outcome);
+  MutexLock lock(outcome_mu_);
+  running_ = outcome.kept;
+  outcome_ = outcome;
 }
 
 void TrialDetector::maybeDecide() {
@@ -426,10 +428,89 @@ void TrialDetector::maybeDecide() {
   keep(best, "", std::move(figures), std::move(ended_early));
 }
 
-Status TrialDetector::snapshot(SnapshotWriter& /*out*/) const {
-  return Status::invalidArgument(
-      "engine auto's trial between two engines cannot be checkpointed; name the engine "
-      "(--engine nfa, --engine petri)");
+namespace {
+
+constexpr uint32_t kTrialSnapshotVersion = 1;
+
+}  // namespace
+
+uint32_t TrialDetector::snapshotVersion() const {
+  for (const Candidate& c : candidates_) {
+    if (c.detector->snapshotVersion() > 0) return kTrialSnapshotVersion;
+  }
+  return 0;
+}
+
+Status TrialDetector::snapshot(SnapshotWriter& out) const {
+  if (deciding_ && events_ > 0) {
+    std::string engines;
+    for (const Candidate& c : candidates_) engines += (engines.empty() ? "" : ", ") + c.engine;
+    return Status::invalidArgument(
+        "engine auto's trial between " + engines + " is still running after " +
+        std::to_string(events_) +
+        " events and cannot be checkpointed until it decides; checkpoint later, or name the "
+        "engine (--engine " +
+        candidates_.front().engine + ")");
+  }
+  out.section("trial", kTrialSnapshotVersion);
+  const std::optional<TrialOutcome> decided = outcome();
+  out.flag(!deciding_);
+  if (deciding_) return Status::ok();
+  // A trial with one candidate decides nothing and keeps it without an outcome.
+  out.string(decided ? decided->kept : candidates_.front().engine);
+  out.flag(decided.has_value());
+  if (decided) {
+    out.varint(decided->measured.size());
+    for (const TrialOutcome::Measured& m : decided->measured) {
+      out.string(m.engine);
+      out.real(m.cpu_seconds);
+    }
+    out.varint(decided->events);
+    out.varint(decided->warmup);
+    out.string(decided->note);
+    out.string(decided->ended_early);
+  }
+  return candidates_.front().detector->snapshot(out);
+}
+
+Status TrialDetector::restore(SnapshotReader& in) {
+  if (!in.section("trial", kTrialSnapshotVersion)) return in.status();
+  if (!in.flag()) return in.status();  // taken before the first event
+  const std::string kept = in.string();
+  TrialOutcome outcome;
+  outcome.kept = kept;
+  const bool decided = in.flag();
+  if (decided) {
+    const uint64_t n = in.count(9);
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      TrialOutcome::Measured m;
+      m.engine = in.string();
+      m.cpu_seconds = in.real();
+      outcome.measured.push_back(std::move(m));
+    }
+    outcome.events = in.varint();
+    outcome.warmup = in.varint();
+    outcome.note = in.string();
+    outcome.ended_early = in.string();
+  }
+  if (!in.ok()) return in.status();
+  size_t c = 0;
+  while (c < candidates_.size() && candidates_[c].engine != kept) ++c;
+  if (c == candidates_.size()) {
+    in.fail("the trial kept engine '" + kept + "', which is not a candidate of this run");
+    return in.status();
+  }
+  if (decided) {
+    adopt(c, outcome);
+    // The host hears which engine runs, as when the trial decided.
+    if (on_decided_) on_decided_(outcome);
+  } else if (candidates_.size() > 1) {
+    in.fail("a lone candidate's state, and this run's trial has several");
+    return in.status();
+  } else {
+    deciding_ = false;  // a lone candidate, as maybeDecide() leaves it
+  }
+  return candidates_.front().detector->restore(in);
 }
 
 }  // namespace cepbus::plugin

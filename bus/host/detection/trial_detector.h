@@ -163,9 +163,16 @@ class TrialDetector final : public Detector {
   // The running engine's (during the trial, the prior's).
   Result<std::string> exportModel(std::string_view format) const override;
   std::optional<DetectorState> state() const override;
-  // The trial's two engines are not written: a checkpoint is refused,
-  // saying so, rather than as the kept engine's.
+  // Snapshots (section "trial", version 1): before the first event, an
+  // empty trial; once the trial has decided, its outcome and then the kept
+  // engine's state, which a restored TrialDetector runs alone, with no trial
+  // (its onDecided() callback hears the outcome as restored).
+  // While the trial runs a checkpoint is refused, saying so: the candidates'
+  // ledgers and timings are not written. The version is the trial's own, 0
+  // when no candidate snapshots; the kept engine's state carries its own.
+  uint32_t snapshotVersion() const override;
   Status snapshot(SnapshotWriter& out) const override;
+  Status restore(SnapshotReader& in) override;
 
   // Any thread: the trial's outcome once it has decided.
   std::optional<TrialOutcome> outcome() const;
@@ -259,6 +266,8 @@ class TrialDetector final : public Detector {
   std::vector<TrialOutcome::Measured> measured() const;
   void keep(size_t c, std::string note, std::vector<TrialOutcome::Measured> measured,
             std::string ended_early = "");
+  // Ends the trial with candidate `c` running alone, as `outcome` says.
+  void adopt(size_t c, const TrialOutcome& outcome);
   // The kept candidate is candidates_[0] once the trial has decided.
   Detector& runningDetector() const { return *candidates_.front().detector; }
 

@@ -4,10 +4,14 @@
 
 #include "bus/core/pattern/parser.h"
 #include "tests/bus/host/detection/match_sink_fakes.h"
+#include "tests/testing/snapshot_bytes.h"
 
 namespace cepbus::detection {
 namespace {
 
+using cepbus::testing::refusedCorruptions;
+using cepbus::testing::restoreBytes;
+using cepbus::testing::snapshotBytes;
 using match_fakes::RecordingSink;
 using match_fakes::report;
 using Ts = std::vector<std::vector<Timestamp>>;
@@ -37,6 +41,21 @@ class OneElementEngine final : public plugin::Detector {
     for (const EventPtr& e : pending_) report(sink_, {e});
     pending_.clear();
     return Status::ok();
+  }
+  // Its pending events, so that the rules in front of it can be checkpointed.
+  uint32_t snapshotVersion() const override { return 1; }
+  Status snapshot(plugin::SnapshotWriter& out) const override {
+    out.varint(pending_.size());
+    for (const EventPtr& e : pending_) out.event(e);
+    return Status::ok();
+  }
+  Status restore(plugin::SnapshotReader& in) override {
+    const uint64_t n = in.count();
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      pending_.push_back(in.event());
+      if (pending_.back() == nullptr) in.fail("a pending event is missing");
+    }
+    return in.status();
   }
 
  private:
@@ -77,6 +96,69 @@ std::unique_ptr<plugin::GuardedDetector> make(const char* text, FakeEngine& engi
   auto made = EdgeNegation::makeDetector(queries, engine.maker(), sink, no_members, false);
   EXPECT_TRUE(made.isOk()) << made.status().toString();
   return made.isOk() ? std::move(made).value() : nullptr;
+}
+
+TEST(EdgeNegationTest, ASnapshotCarriesKeptEventsAndHeldMatchesIntoANewOne) {
+  const char* query =
+      "PATTERN SEQ(NOT(D d), A a, NOT(C c)) WHERE d.key = a.key AND c.id = a.id WITHIN 6";
+  const std::vector<EventPtr> events = {
+      event("D", 0, 9, 1),  event("A", 1, 1, 1),  event("A", 2, 2, 0), event("C", 4, 1),
+      event("A", 5, 3, 1),  event("D", 6, 9, 0),  event("A", 7, 4, 0), event("C", 9, 3),
+      event("A", 12, 5, 1), event("A", 13, 6, 0), event("C", 15, 6)};
+  auto feed = [&](plugin::Detector& d, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      ASSERT_TRUE(d.onEvent(events[i]).isOk());
+      if (i % 3 == 2) {
+        ASSERT_TRUE(d.onWatermark(events[i]->ts() - 1).isOk());
+      }
+    }
+  };
+  for (const bool batched : {false, true}) {
+    FakeEngine engine;
+    engine.batched = batched;
+    RecordingSink whole;
+    auto one = make(query, engine, whole);
+    feed(*one, 0, events.size());
+    ASSERT_TRUE(one->onWatermark(plugin::Detector::kEndOfTime).isOk());
+    ASSERT_FALSE(whole.got.empty());
+    for (size_t split = 0; split <= events.size(); ++split) {
+      RecordingSink a, b;
+      auto first = make(query, engine, a);
+      feed(*first, 0, split);
+      auto bytes = snapshotBytes(*first);
+      ASSERT_TRUE(bytes.isOk()) << bytes.status().toString();
+      auto second = make(query, engine, b);
+      const Status restored = restoreBytes(*second, *bytes);
+      ASSERT_TRUE(restored.isOk()) << restored.toString();
+      feed(*second, split, events.size());
+      ASSERT_TRUE(second->onWatermark(plugin::Detector::kEndOfTime).isOk());
+      Ts got = a.got;
+      got.insert(got.end(), b.got.begin(), b.got.end());
+      EXPECT_EQ(got, whole.got) << (batched ? "batched, " : "") << "split after " << split;
+    }
+  }
+}
+
+TEST(EdgeNegationTest, ACorruptedSnapshotIsRefusedOrHarmlessNeverACrash) {
+  const char* query = "PATTERN SEQ(NOT(D d), A a, NOT(C c)) WHERE c.id = a.id WITHIN 6";
+  FakeEngine engine;
+  RecordingSink sink;
+  auto d = make(query, engine, sink);
+  for (const EventPtr& e :
+       {event("D", 0, 1), event("A", 1, 1), event("A", 2, 2), event("C", 3, 2)}) {
+    ASSERT_TRUE(d->onEvent(e).isOk());
+  }
+  auto bytes = snapshotBytes(*d);
+  ASSERT_TRUE(bytes.isOk());
+  const size_t refused = refusedCorruptions(*bytes, 0x03, [&](const std::string& bad) {
+    RecordingSink out;
+    auto fresh = make(query, engine, out);
+    if (!restoreBytes(*fresh, bad).isOk()) return false;
+    (void)fresh->onEvent(event("A", 5, 3));
+    (void)fresh->onWatermark(plugin::Detector::kEndOfTime);
+    return true;
+  });
+  EXPECT_GT(refused, 0u);
 }
 
 TEST(EdgeNegationTest, TheEngineRunsThePatternWithoutItsEdgeNotsAndTheirConjuncts) {

@@ -8,8 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/snapshot_bytes.h"
+
 namespace cepbus::plugin {
 namespace {
+
+using cepbus::testing::restoreBytes;
+using cepbus::testing::snapshotBytes;
 
 // The trial's clock: only the fake engines below advance it, by the cost
 // each is given per event, so what the trial measures is what a test says.
@@ -59,6 +64,22 @@ class FakeEngine final : public Detector {
     return DetectorState{pending_.size() + state_offset_, 0, 0, 0};
   }
   Result<std::string> exportModel(std::string_view) const override { return model_; }
+  uint32_t snapshotVersion() const override { return 1; }
+  Status snapshot(SnapshotWriter& out) const override {
+    out.varint(events_);
+    out.varint(pending_.size());
+    for (const EventPtr& e : pending_) out.event(e);
+    return Status::ok();
+  }
+  Status restore(SnapshotReader& in) override {
+    events_ = in.varint();
+    const uint64_t n = in.count();
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      pending_.push_back(in.event());
+      if (pending_.back() == nullptr) in.fail("a pending event is missing");
+    }
+    return in.status();
+  }
 
   std::function<double(uint64_t)> cost_of_;  // of the n-th event (1-based)
   uint64_t fail_at_ = 0;                     // the event (1-based) whose call fails
@@ -207,6 +228,67 @@ TEST(TrialDetectorTest, KeepsACheaperChallengerAndLosesOrDoublesNoMatchAtTheSwit
       }
     }
   }
+}
+
+TEST(TrialDetectorTest, ACheckpointIsRefusedDuringTheTrialAndCarriesTheKeptEngineAfterIt) {
+  const std::vector<EngineSpec> specs = {{"petri", 10, 3}, {"nfa", 1, 2}};
+  const auto events = stream(120);
+  const std::span<const EventPtr> all(events);
+  FakeClock clock;
+  RecordingSink out;
+  auto trial = makeTrial(out, false, clock, specs, limits(40));
+  EXPECT_EQ(trial->snapshotVersion(), 1u);
+  // Before the first event: an empty trial, which a new one resumes as such.
+  auto empty = snapshotBytes(*trial);
+  ASSERT_TRUE(empty) << empty.status().message();
+  {
+    FakeClock c;
+    RecordingSink o;
+    auto fresh = makeTrial(o, false, c, specs, limits(40));
+    ASSERT_TRUE(restoreBytes(*fresh, *empty));
+    EXPECT_FALSE(fresh->outcome().has_value());
+  }
+  ASSERT_TRUE(trial->onEvents(all.first(16)));
+  auto during = snapshotBytes(*trial);
+  ASSERT_FALSE(during);
+  EXPECT_NE(during.status().message().find("between petri, nfa is still running after 16 events"),
+            std::string::npos)
+      << during.status().message();
+  ASSERT_TRUE(trial->onEvents(all.subspan(16, 64)));
+  ASSERT_TRUE(trial->outcome().has_value());
+  ASSERT_EQ(trial->outcome()->kept, "nfa");
+  auto after = snapshotBytes(*trial);
+  ASSERT_TRUE(after) << after.status().message();
+  const auto before = out.seen;
+  ASSERT_TRUE(trial->onEvents(all.subspan(80)));
+  ASSERT_TRUE(trial->flush());
+
+  FakeClock c;
+  RecordingSink resumed;
+  auto fresh = makeTrial(resumed, false, c, specs, limits(40));
+  std::vector<std::string> heard;
+  fresh->onDecided([&](const TrialOutcome& o) { heard.push_back(o.kept); });
+  ASSERT_TRUE(restoreBytes(*fresh, *after));
+  EXPECT_EQ(heard, std::vector<std::string>{"nfa"});
+  ASSERT_TRUE(fresh->outcome().has_value());
+  EXPECT_EQ(fresh->outcome()->describe(), trial->outcome()->describe());
+  EXPECT_EQ(fresh->running(), "nfa");
+  ASSERT_TRUE(fresh->onEvents(all.subspan(80)));
+  ASSERT_TRUE(fresh->flush());
+  auto got = before;
+  got.insert(got.end(), resumed.seen.begin(), resumed.seen.end());
+  EXPECT_EQ(got, out.seen);
+  EXPECT_EQ(c.calls.size(), 1u);  // the kept engine alone: no trial after the restore
+
+  FakeClock other_clock;
+  RecordingSink other_out;
+  auto other =
+      makeTrial(other_out, false, other_clock, {{"petri", 10, 3}, {"algebra", 1, 2}}, limits(40));
+  Status refused = restoreBytes(*other, *after);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.message().find("kept engine 'nfa', which is not a candidate"),
+            std::string::npos)
+      << refused.message();
 }
 
 TEST(TrialDetectorTest, KeepsThePriorWhenItIsCheaperOrTheChallengerNotClearlySo) {
