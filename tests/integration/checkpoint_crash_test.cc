@@ -274,6 +274,13 @@ void checkpointAnOpen(BusProcess& bus, int port) {
   bus.kill();
 }
 
+// Whether the bus's query counts a refused checkpoint within 10 s.
+bool refusalShows(int admin) {
+  return testing::eventually(
+      "the refusal to show", [&] { return checkpointFigure(queries(admin), "restore_refused"); },
+      std::chrono::seconds(10), std::chrono::milliseconds(20));
+}
+
 // On a bus whose query started empty after checkpointAnOpen(): pair 1's
 // Close, then pair 2, make pair 2's composite alone (the Open of pair 1, had
 // any of the stored state been kept, would pair too), then stops the bus.
@@ -322,10 +329,7 @@ TEST(CheckpointCrashTest, ADamagedCheckpointIsRefusedAndTheQueryStartsEmpty) {
                    "UPDATE checkpoints SET state = substr(state, 1, length(state) - 3)");
   ASSERT_TRUE(bus.start(descriptor(port, 20), {port}));
   const int admin = bus.adminPort();
-  ASSERT_TRUE(testing::eventually(
-      "the refusal to show", [&] { return checkpointFigure(queries(admin), "restore_refused"); },
-      std::chrono::seconds(10), std::chrono::milliseconds(20)))
-      << queries(admin);
+  ASSERT_TRUE(refusalShows(admin)) << queries(admin);
   EXPECT_NE(bus.err().find("query cep.detector/pairs: checkpoint refused"), std::string::npos)
       << bus.err();
   ASSERT_NO_FATAL_FAILURE(expectPairOneForgotten(bus, port));
@@ -352,10 +356,7 @@ TEST(CheckpointCrashTest, AStateThatFailsPartWayIsNotKeptInPart) {
       testing::writeBlobRaw(journal, "UPDATE checkpoints SET state = ?1", state));
   ASSERT_TRUE(bus.start(descriptor(port, 20), {port}));
   const int admin = bus.adminPort();
-  ASSERT_TRUE(testing::eventually(
-      "the refusal to show", [&] { return checkpointFigure(queries(admin), "restore_refused"); },
-      std::chrono::seconds(10), std::chrono::milliseconds(20)))
-      << queries(admin);
+  ASSERT_TRUE(refusalShows(admin)) << queries(admin);
   EXPECT_NE(bus.err().find("exceeds"), std::string::npos) << bus.err();
   ASSERT_NO_FATAL_FAILURE(expectPairOneForgotten(bus, port));
 }
@@ -371,10 +372,7 @@ TEST(CheckpointCrashTest, TheCheckpointOfAnotherQueryIsRefused) {
       "PATTERN SEQ(Open a, Close b) WHERE a.pair = b.pair WITHIN 2000 RETURN Pair(a.pair)";
   ASSERT_TRUE(bus.start(descriptor(port, 20, other), {port}));
   const int admin = bus.adminPort();
-  ASSERT_TRUE(testing::eventually(
-      "the refusal to show", [&] { return checkpointFigure(queries(admin), "restore_refused"); },
-      std::chrono::seconds(10), std::chrono::milliseconds(20)))
-      << queries(admin);
+  ASSERT_TRUE(refusalShows(admin)) << queries(admin);
   EXPECT_NE(bus.err().find("it was written for another query or options"), std::string::npos)
       << bus.err();
   EXPECT_EQ(checkpointFigure(queries(admin), "restored_bytes"), 0u) << queries(admin);
