@@ -44,12 +44,13 @@ unsigned fieldOf(std::string_view key) {
 
 // A JSON number the reference decoder reads as a signed integer or a double;
 // false for anything else (an integer beyond INT64_MAX, not a number), and
-// for a number of more than 19 digits: simdjson 3.0.1 (Debian 12's) reads
-// 104444...449.66 (99 digits before the point) as 0, found by
-// fuzz_event_json; such numbers are left to the reference decoder.
+// for a number of 19 digits or more: simdjson 3.0.1 (Debian 12's) reads a
+// decimal of 19 digits or more (12345678901234567.89, or 99 digits before the
+// point) as 0, found by fuzz_event_json; such numbers are left to the
+// reference decoder.
 bool readNumber(od::value& v, od::number& out) {
   const std::string_view raw = v.raw_json_token();
-  if (std::count_if(raw.begin(), raw.end(), [](char c) { return c >= '0' && c <= '9'; }) > 19) {
+  if (std::count_if(raw.begin(), raw.end(), [](char c) { return c >= '0' && c <= '9'; }) >= 19) {
     return false;
   }
   return !v.get_number().get(out) && !out.is_uint64();

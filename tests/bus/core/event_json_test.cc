@@ -147,7 +147,8 @@ TEST(EventJsonTest, AValueThatOnlyStartsLikeNullIsABadLineNotAnException) {
 }
 
 // Found by tests/fuzz/event_json_fuzz.cc (its fast-path invariant): the
-// fast decoder read a number with a 99-digit mantissa as 0.
+// fast decoder read a number with a 99-digit mantissa, or any decimal of 19
+// digits, as 0.
 TEST(EventJsonTest, ANumberWithALongMantissaKeepsItsValue) {
   Symbol::intern("A");
   Symbol::intern("p");
@@ -158,6 +159,9 @@ TEST(EventJsonTest, ANumberWithALongMantissaKeepsItsValue) {
   e = decodeEvent(R"({"type":"A","ts":1,"attrs":{"p":12345678901234567.5}})");
   ASSERT_TRUE(e) << e.status().message();
   EXPECT_DOUBLE_EQ((*e)->find(Symbol::intern("p"))->asDouble(), 12345678901234567.5);
+  e = decodeEvent(R"({"type":"A","ts":1,"attrs":{"p":10444444444444444.66}})");
+  ASSERT_TRUE(e) << e.status().message();
+  EXPECT_DOUBLE_EQ((*e)->find(Symbol::intern("p"))->asDouble(), 10444444444444444.66);
 }
 
 // An event type travels as an AMQP subject, a C string in Proton's core: a

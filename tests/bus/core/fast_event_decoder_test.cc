@@ -68,6 +68,7 @@ TEST(FastEventDecoderTest, DeclinesWhatTheReferenceMustDecide) {
           R"({"type":"Reading","ts":1,"attrs":{"plate":"\ud800"}})",
           R"({"type":"Reading","ts":1,"attrs":{"plate":n48}})",
           R"({"type":"Reading","ts":1,"attrs":{"plate":104444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444449.66}})",
+          R"({"type":"Reading","ts":1,"attrs":{"plate":10444444444444444.66}})",
           "{\"type\":\"Reading\",\"ts\":1,\"attrs\":{\"plate\":\"a\tb\"}}",
           "{\"type\":\"Reading\",\"ts\":1,\"attrs\":{\"plate\":\"\xff\"}}",
           R"({"type":"Reading","ts":1,"prob":1.5})",
