@@ -158,7 +158,7 @@ void CepDetection::stop() {
       // The stage's worker is joined; exportModel() may still come.
       MutexLock lock(detection_mu_);
       if (Status s = detection_->flush(); !s) failed("flush", s);
-      if (checkpoints_) checkpoints_->finish(*detection_, detection_->stats().consumed);
+      if (checkpoints_) checkpoints_->finish(*detection_, clock_, detection_->stats().consumed);
     }
     awaitOutputs();
   }
@@ -252,7 +252,7 @@ void CepDetection::openCheckpoints() {
                               checkpoint_identity_};
   checkpoints_ = std::make_unique<QueryCheckpoints>(std::move(settings), log_);
   MutexLock lock(detection_mu_);
-  if (checkpoints_->restore(*detection_, members_)) return;
+  if (checkpoints_->restore(*detection_, clock_, members_)) return;
   // Never start from half a snapshot: a new detection, empty.
   auto fresh = remake_();
   if (!fresh) {
@@ -266,7 +266,7 @@ void CepDetection::openCheckpoints() {
 void CepDetection::checkpointIfDue() {
   if (!checkpoints_ || !checkpoints_->due(std::chrono::steady_clock::now())) return;
   MutexLock lock(detection_mu_);
-  checkpoints_->checkpoint(*detection_, detection_->stats().consumed);
+  checkpoints_->checkpoint(*detection_, clock_, detection_->stats().consumed);
 }
 
 void CepDetection::activate() {

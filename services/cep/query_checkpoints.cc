@@ -68,7 +68,8 @@ bool PublishedWindow::decode(std::string_view bytes) {
 QueryCheckpoints::QueryCheckpoints(CheckpointSettings settings, Poco::Logger& log)
     : settings_(std::move(settings)), log_(log), last_(std::chrono::steady_clock::now()) {}
 
-std::string QueryCheckpoints::encodePublished() const {
+std::string QueryCheckpoints::encodePublished(
+    const std::optional<plugin::SourceClock::Saved>& clock) const {
   std::string out;
   const std::string window = published_.encode();
   appendLe(out, static_cast<uint32_t>(window.size()));
@@ -80,11 +81,16 @@ std::string QueryCheckpoints::encodePublished() const {
     appendLe(out, static_cast<uint32_t>(json.size()));
     out += json;
   }
+  if (clock) {
+    appendLe(out, static_cast<uint64_t>(clock->time));
+    appendLe(out, static_cast<uint64_t>(clock->newest));
+  }
   return out;
 }
 
 bool QueryCheckpoints::decodePublished(std::string_view bytes, PublishedWindow& window,
                                        std::vector<Held>& held,
+                                       std::optional<plugin::SourceClock::Saved>& clock,
                                        std::span<const std::shared_ptr<CepQuery>> members) const {
   auto u32 = [&bytes](uint32_t& v) {
     if (bytes.size() < 4) return false;
@@ -109,10 +115,14 @@ bool QueryCheckpoints::decodePublished(std::string_view bytes, PublishedWindow& 
     bytes.remove_prefix(length);
     held.push_back(Held{members[member].get(), std::move(event).value(), true});
   }
-  return bytes.empty();
+  if (bytes.empty()) return true;
+  if (bytes.size() != 16) return false;
+  clock = plugin::SourceClock::Saved{static_cast<Timestamp>(readLe<uint64_t>(bytes)),
+                                     static_cast<Timestamp>(readLe<uint64_t>(bytes.substr(8)))};
+  return true;
 }
 
-bool QueryCheckpoints::restore(detection::Detection& detection,
+bool QueryCheckpoints::restore(detection::Detection& detection, plugin::SourceClock& clock,
                                std::span<const std::shared_ptr<CepQuery>> members) {
   const auto start = std::chrono::steady_clock::now();
   auto refuse = [&](const std::string& why) {
@@ -135,13 +145,18 @@ bool QueryCheckpoints::restore(detection::Detection& detection,
       "checkpoint of " + settings_.label + " in journal " + settings_.journal_path;
   PublishedWindow published(kPublishedWindow);
   std::vector<Held> held;
-  if (!decodePublished(record.published, published, held, members)) {
+  std::optional<plugin::SourceClock::Saved> saved_clock;
+  if (!decodePublished(record.published, published, held, saved_clock, members)) {
     return refuse(what + ": its published composite ids and held composites do not decode");
   }
   Result<detection::RestoredCheckpoint> restored =
       detection::restoreCheckpointBytes(record.state, what, detection, settings_.identity);
   if (!restored) return refuse(restored.status().message());
   position_base_ = restored->position;
+  // The links it heard are gone with the process: one source, of an id no
+  // link of this run has.
+  if (saved_clock)
+    clock.restore(flows::newSource(), *saved_clock, std::chrono::steady_clock::now());
   published_ = std::move(published);
   held_ = std::move(held);
   const double ms = msSince(start);
@@ -243,7 +258,8 @@ void QueryCheckpoints::giveUp(const std::string& why) {
   publishHeld();
 }
 
-void QueryCheckpoints::checkpoint(const detection::Detection& detection, uint64_t consumed) {
+void QueryCheckpoints::checkpoint(const detection::Detection& detection,
+                                  const plugin::SourceClock& clock, uint64_t consumed) {
   if (disabled_) return;
   const auto start = std::chrono::steady_clock::now();
   last_ = start;
@@ -289,7 +305,7 @@ void QueryCheckpoints::checkpoint(const detection::Detection& detection, uint64_
                                  settings_.identity.fingerprint,
                                  position_base_ + consumed,
                                  std::move(state).value(),
-                                 encodePublished()};
+                                 encodePublished(clock.save(start))};
   std::promise<Status> stored;
   std::future<Status> result = stored.get_future();
   via.storeCheckpoint(acks, std::move(record),
@@ -327,14 +343,15 @@ void QueryCheckpoints::checkpoint(const detection::Detection& detection, uint64_
   publishHeld();
 }
 
-void QueryCheckpoints::finish(const detection::Detection& detection, uint64_t consumed) {
+void QueryCheckpoints::finish(const detection::Detection& detection,
+                              const plugin::SourceClock& clock, uint64_t consumed) {
   if (disabled_) return;
   bool pending;
   {
     MutexLock lock(mu_);
     pending = changed_ || !covered_.empty();
   }
-  if (pending || !held_.empty()) checkpoint(detection, consumed);
+  if (pending || !held_.empty()) checkpoint(detection, clock, consumed);
   if (held_.empty()) return;
   log_.warning(
       "%s: stopped without a checkpoint of its last %Lu composite events; the journal "

@@ -23,6 +23,11 @@
 // produced again is dropped (counted), so a replay after a restart
 // publishes none twice.
 //
+// Time. The checkpoint keeps the detection's source clock
+// (SourceClock::save()): events the detection holds back for a slower source
+// are in its state, and the restored clock releases them after an idle
+// timeout even when nothing more comes (SourceClock::restore()).
+//
 // A checkpoint that cannot be stored (the journal failing) is logged and
 // counted; the detection runs on, its acknowledgements and composites wait
 // for the next one, so nothing is lost. A stored checkpoint that is not this
@@ -54,6 +59,7 @@
 #include "bus/core/status.h"
 #include "bus/host/detection/checkpoint.h"
 #include "bus/host/detection/detection.h"
+#include "bus/host/time/source_clock.h"
 #include "flows/delivery_context.h"
 #include "flows/exchange.h"
 #include "services/query_host.h"
@@ -101,13 +107,14 @@ class QueryCheckpoints {
 
   QueryCheckpoints(CheckpointSettings settings, Poco::Logger& log);
 
-  // Before the first event: the stored checkpoint into `detection`, or
-  // nothing (none stored, or one refused: logged and counted). The
-  // composites its outbox holds are held again, for `members` (the
+  // Before the first event: the stored checkpoint into `detection` and
+  // `clock`, or nothing (none stored, or one refused: logged and counted).
+  // The composites its outbox holds are held again, for `members` (the
   // detection's queries, by member index). False when a stored checkpoint
   // was refused: an engine may have failed part-way through its restore,
   // so `detection` is to be replaced by a new one before any event.
-  bool restore(detection::Detection& detection, std::span<const std::shared_ptr<CepQuery>> members);
+  bool restore(detection::Detection& detection, plugin::SourceClock& clock,
+               std::span<const std::shared_ptr<CepQuery>> members);
 
   // A delivery of `event` whose acknowledgement `context` may give: kept
   // (when journaled) until a checkpoint covers it. Before the event is
@@ -128,14 +135,17 @@ class QueryCheckpoints {
   // Whether a checkpoint is due (the interval passed since the last one and
   // there is something to store).
   bool due(std::chrono::steady_clock::time_point now) const EXCLUDES(mu_);
-  // Stores a checkpoint of `detection` (held by the caller between two
-  // calls) and waits for its transaction; then publishes the composites it
-  // covers. `consumed`: the events the detection consumed in this run.
-  void checkpoint(const detection::Detection& detection, uint64_t consumed) EXCLUDES(mu_);
+  // Stores a checkpoint of `detection` and `clock` (held by the caller
+  // between two calls) and waits for its transaction; then publishes the
+  // composites it covers. `consumed`: the events the detection consumed in
+  // this run.
+  void checkpoint(const detection::Detection& detection, const plugin::SourceClock& clock,
+                  uint64_t consumed) EXCLUDES(mu_);
   // The detection stops: a last checkpoint, or, when it cannot be stored,
   // the held composites are dropped (the journal's replay after the next
   // start produces them again).
-  void finish(const detection::Detection& detection, uint64_t consumed) EXCLUDES(mu_);
+  void finish(const detection::Detection& detection, const plugin::SourceClock& clock,
+              uint64_t consumed) EXCLUDES(mu_);
 
   CheckpointStats stats() const EXCLUDES(stats_mu_);
 
@@ -148,9 +158,11 @@ class QueryCheckpoints {
   };
   // The row's `published` bytes: a u32 length and the window's encoding,
   // then a u32 count of held composites, each a u32 member index, a u32
-  // length and its event in full JSON.
-  std::string encodePublished() const;
+  // length and its event in full JSON; then, when any source was heard, the
+  // clock: its time and newest ts as i64 (a row without them has none).
+  std::string encodePublished(const std::optional<plugin::SourceClock::Saved>& clock) const;
   bool decodePublished(std::string_view bytes, PublishedWindow& window, std::vector<Held>& held,
+                       std::optional<plugin::SourceClock::Saved>& clock,
                        std::span<const std::shared_ptr<CepQuery>> members) const;
   // Stops checkpointing for good: every acknowledgement given now, the held
   // composites published (they can no longer be covered).

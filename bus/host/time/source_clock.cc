@@ -45,6 +45,17 @@ std::optional<Timestamp> SourceClock::eventTime(TimePoint now) const {
   return newest_;
 }
 
+std::optional<SourceClock::Saved> SourceClock::save(TimePoint now) const {
+  const std::optional<Timestamp> time = eventTime(now);
+  if (!time) return std::nullopt;
+  return Saved{*time, newest_};
+}
+
+void SourceClock::restore(SourceId source, const Saved& saved, TimePoint now) {
+  heard(source, saved.time, now);
+  newest_ = std::max(newest_, saved.newest);
+}
+
 void SourceClock::recompute(TimePoint now) const {
   live_min_.reset();
   at_min_ = 0;

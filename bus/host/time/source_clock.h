@@ -17,6 +17,14 @@
 // dropped, and an event of it that still comes (one resent after the end)
 // counts towards the newest ts only.
 //
+// A checkpoint keeps the clock as two figures (save()): its event time and the
+// newest ts. The links it heard die with the process, so after a restart
+// restore() takes them back as one source at that event time, heard at the
+// restart: it holds the time there for an idle timeout, as the silent links
+// would have (what the journal redelivers from them is not late), and then
+// lets it move up to the newest ts, so the events a restored detection holds
+// back for the slowest source are released even if nothing more comes.
+//
 // The wall clock is the caller's (`now`), so a test drives it with a fake
 // one; wallTime() turns a wall-clock time into `ts` units for a stream that
 // declares its time unit (the owner's choice: when every source is idle,
@@ -67,6 +75,17 @@ class SourceClock {
   std::optional<Timestamp> eventTime(TimePoint now) const;
   // Whether no source was heard from within the idle timeout (true with none).
   bool allIdle(TimePoint now) const { return idleSources(now) == sources(); }
+
+  // What a checkpoint keeps of the clock (see the top of this file).
+  struct Saved {
+    Timestamp time;    // eventTime() when saved
+    Timestamp newest;  // the newest ts of any source
+  };
+  // Nullopt before any source was heard.
+  std::optional<Saved> save(TimePoint now) const;
+  // Before any event: the sources of `saved` as one source, `source` (an id
+  // no link has), heard at `now`.
+  void restore(SourceId source, const Saved& saved, TimePoint now);
 
   size_t sources() const { return sources_.size(); }
   size_t idleSources(TimePoint now) const;

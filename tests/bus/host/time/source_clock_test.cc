@@ -57,6 +57,29 @@ TEST(SourceClockTest, WhenAllAreIdleTheNewestOfAnyCounts) {
   EXPECT_TRUE(clock.allIdle(at(101)));
 }
 
+// A restarted host: the saved clock holds the time at the slowest source's
+// ts for an idle timeout (what is redelivered from before is not late), then
+// lets it go to the newest ts though nothing more comes.
+TEST(SourceClockTest, ARestoredClockHoldsItsTimeForAnIdleTimeoutThenMovesToTheNewest) {
+  SourceClock before(milliseconds(100));
+  EXPECT_FALSE(before.save(at(0)).has_value());
+  before.heard(1, 2000, at(0));
+  before.heard(2, 6000, at(10));
+  const std::optional<SourceClock::Saved> saved = before.save(at(20));
+  ASSERT_TRUE(saved.has_value());
+  EXPECT_EQ(saved->time, 2000);
+  EXPECT_EQ(saved->newest, 6000);
+
+  SourceClock after(milliseconds(100));
+  after.restore(7, *saved, at(1000));
+  EXPECT_EQ(after.eventTime(at(1000)), 2000);
+  EXPECT_EQ(after.eventTime(at(1100)), 2000);
+  EXPECT_EQ(after.eventTime(at(1101)), 6000);
+  // A source of the new run that is behind holds the time back as any live one.
+  after.heard(3, 3000, at(1150));
+  EXPECT_EQ(after.eventTime(at(1150)), 3000);
+}
+
 TEST(SourceClockTest, LongIdleSourcesAreForgottenWhenANewOneComes) {
   SourceClock clock(milliseconds(10));
   clock.heard(1, 100, at(0));
