@@ -263,8 +263,11 @@ void CepDetection::openCheckpoints() {
   detection_ = std::move(fresh).value();
 }
 
-void CepDetection::checkpointIfDue() {
-  if (!checkpoints_ || !checkpoints_->due(std::chrono::steady_clock::now())) return;
+void CepDetection::checkpointIfDue(bool flushed) {
+  if (!checkpoints_ ||
+      !(flushed ? checkpoints_->pending() : checkpoints_->due(std::chrono::steady_clock::now()))) {
+    return;
+  }
   MutexLock lock(detection_mu_);
   checkpoints_->checkpoint(*detection_, clock_, detection_->stats().consumed);
 }
@@ -366,6 +369,7 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
   // on the delivering thread never waits, it asks the worker to.
   const bool on_worker = !items.front().inline_run;
   if (on_worker && !backlog_.empty()) awaitOutputs();
+  bool flushed = false;
   // A control item splits the batch: the events before it, then the flush,
   // the wait for held composites or the mute.
   while (!items.empty()) {
@@ -376,6 +380,7 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
     if (run > 0) detectEvents(items.first(run), result);
     if (run == items.size()) break;
     if (marker->event == flushMarker()) {
+      flushed = true;
       MutexLock lock(detection_mu_);
       if (Status s = detection_->flush(); !s) failed("flush", s);
     } else if (marker->event == tickMarker()) {
@@ -407,7 +412,7 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
     items = items.subspan(run + 1);
   }
   // Not on a delivering thread: a checkpoint waits for its transaction.
-  if (on_worker) checkpointIfDue();
+  if (on_worker) checkpointIfDue(flushed);
   if (!backlog_.empty()) {
     if (on_worker) {
       awaitOutputs();

@@ -217,8 +217,11 @@ class CepDetection final : public detection::DetectionSink {
   // Makes checkpoints_ and restores the stored state (start()); the service
   // checked that the detection can checkpoint (cep_service.cc).
   void openCheckpoints();
-  // Stores a checkpoint when one is due (the worker, between batches).
-  void checkpointIfDue();
+  // Stores a checkpoint when one is due (the worker, between batches); with
+  // `flushed` (the bus is stopping, services/service.h) whenever there is
+  // anything to store: while the flows still run, so that the last
+  // acknowledgements commit and the held composites go out.
+  void checkpointIfDue(bool flushed);
   // Registers its numbers in scope_ (start()).
   void reportStats();
   // Offers a control item (see isControl()), counted as pending while queued.

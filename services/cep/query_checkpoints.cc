@@ -229,13 +229,14 @@ void QueryCheckpoints::hold(CepQuery& query, EventPtr composite,
   stats_.held = held_.size();
 }
 
-bool QueryCheckpoints::due(std::chrono::steady_clock::time_point now) const {
-  if (disabled_ || !activated_.load(std::memory_order_acquire) ||
-      now - last_ < settings_.interval) {
-    return false;
-  }
+bool QueryCheckpoints::pending() const {
+  if (disabled_ || !activated_.load(std::memory_order_acquire)) return false;
   MutexLock lock(mu_);
   return changed_ || !covered_.empty() || !held_.empty();
+}
+
+bool QueryCheckpoints::due(std::chrono::steady_clock::time_point now) const {
+  return now - last_ >= settings_.interval && pending();
 }
 
 void QueryCheckpoints::publishHeld() {

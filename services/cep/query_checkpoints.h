@@ -132,8 +132,11 @@ class QueryCheckpoints {
   // included, are there): checkpoints may release composites from now on.
   void activate() { activated_.store(true, std::memory_order_release); }
 
-  // Whether a checkpoint is due (the interval passed since the last one and
-  // there is something to store).
+  // Whether a checkpoint has something to store (consumed events, their
+  // acknowledgements, held composites).
+  bool pending() const EXCLUDES(mu_);
+  // Whether a checkpoint is due: pending() and the interval passed since the
+  // last one.
   bool due(std::chrono::steady_clock::time_point now) const EXCLUDES(mu_);
   // Stores a checkpoint of `detection` and `clock` (held by the caller
   // between two calls) and waits for its transaction; then publishes the

@@ -30,6 +30,7 @@ using cepbus::testing::waitListening;
 namespace fs = std::filesystem;
 using testing::ChildProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -370,6 +371,48 @@ TEST_F(CliTest, ReplayThroughASedaFlowDeliversEveryEventInOrder) {
               HasSubstr("in.jsonl: line " + std::to_string(bad_line) + ": missing field \"ts\""));
   // The closing line accounts for the whole file, the skipped line included.
   EXPECT_THAT(err, HasSubstr("src: replayed 2000 events from in.jsonl, skipped 1 bad line"));
+}
+
+// A query checkpointed once a minute on a reliable route: only the stop
+// writes a checkpoint, and it must do so while the flows still run, so that
+// the input's acknowledgements commit and every composite the query held
+// for it comes out before `--exit-when-drained` exits.
+TEST_F(CliTest, AStopStoresTheLastCheckpointAndPublishesWhatItHeld) {
+  std::string input;
+  for (int ts = 1; ts <= 1000; ++ts) {
+    input += std::string("{\"type\":\"") + (ts % 2 == 1 ? "A" : "B") +
+             "\",\"ts\":" + std::to_string(ts) +
+             ",\"attrs\":{\"g\":" + std::to_string((ts - 1) / 2) + "}}\n";
+  }
+  write("in.jsonl", input);
+  write("kept.xml", R"(<cepbus name="kept">
+  <journal path="journal.db"/>
+  <routes default-flow="st">
+    <route address="ticks" flow="reliable" qos="reliable"/>
+  </routes>
+  <service-assembly name="a">
+    <service-unit name="src" type="replay-source">
+      <param name="file" value="in.jsonl"/>
+      <publish address="ticks"/>
+    </service-unit>
+    <service-unit name="cep" type="cep">
+      <query name="pairs" engine="nfa" input="ticks" output="pairs">
+        <option name="checkpoint_interval" value="60000"/>
+        <text>PATTERN SEQ(A a, B b) WHERE a.g = b.g WITHIN 5 RETURN Pair(a.g AS g)</text>
+      </query>
+    </service-unit>
+    <service-unit name="sink" type="replay-sink">
+      <param name="file" value="pairs.jsonl"/>
+      <subscribe address="pairs"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"run", "kept.xml", "--exit-when-drained"}, &out, &err), 0) << err;
+  EXPECT_EQ(lines(read("pairs.jsonl")).size(), 500u) << err;
+  EXPECT_THAT(err, Not(HasSubstr("not stored"))) << err;
+  EXPECT_THAT(err, Not(HasSubstr("stopped without a checkpoint"))) << err;
 }
 
 TEST_F(CliTest, SigtermDrainsAndExitsCleanly) {
