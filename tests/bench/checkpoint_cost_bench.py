@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""What checkpointing a query once a second costs the running bus.
+
+`cepbus run --exit-when-drained` on a generated descriptor, the whole process
+as a user runs it:
+
+    replay-source --(reliable route, the <journal>)--> cep query --> replay-sink
+
+The same stream and query run twice per round: `checkpoint_interval=0` (the
+reliable input acknowledged as the query takes it) and
+`checkpoint_interval=MS` (its state stored with the acknowledgements every MS
+milliseconds, docs/checkpoints.md "On the bus"), the two taking turns within a
+round so that a slow spell of the machine hits both. Per setting the median
+over --repeat rounds of wall-clock events/s and of CPU per event (user +
+system; less disturbed by other load than wall time), the start-up of the
+process measured with a one-event file and subtracted. Both runs must write
+the same number of composites, or the run stops.
+
+Workloads (from engine_workloads.py): pileup, `SEQ(A a, B b, X x) WITHIN 1000`
+over A and B (X never comes: partial matches pile up, the state a checkpoint
+writes is at its largest); p2-uniform, P2's `SEQ(A a, B b, D d) WITHIN 499`
+over A, B, C, D uniform (many composites, each held until its checkpoint).
+
+    tests/bench/checkpoint_cost_bench.py --build build/test
+        [--engines nfa,algebra,petri] [--only pileup,p2-uniform]
+        [--scale 1.0] [--interval 1000] [--repeat 3]
+
+Prints one JSON object per (workload, engine) with the slowdown of the
+checkpointed run, then the markdown table of docs/checkpoints.md.
+"""
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import engine_workloads  # noqa: E402
+
+# The query and the events of each workload (p2-uniform's 20,000 events make
+# about 2.6 M composites, which the bus publishes one by one).
+WORKLOADS = {
+    "pileup": ("PATTERN SEQ(A a, B b, X x) WITHIN 1000 CONTEXT unrestricted", 1_000_000),
+    "p2-uniform": ("PATTERN SEQ(A a, B b, D d) WITHIN 499 CONTEXT unrestricted", 20_000),
+}
+
+
+def write_stream(path, workload, n, seed):
+    if workload == "pileup":
+        types = engine_workloads.pileup_types(n, seed)
+    else:
+        rng = random.Random("p2/%d" % seed)
+        types = [rng.choice("ABCD") for _ in range(n)]
+    engine_workloads.write_types(path, types)
+
+
+def descriptor(build, engine, query, events, sink, interval, journal):
+    library = os.path.join(build, "plugins", "libcepbus_plugin_%s.so" % engine)
+    capacity = 1 << 20
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<cepbus name="checkpoint-cost">
+  <logging level="warning"/>
+  <journal path="{journal}"/>
+  <plugins><plugin name="{engine}" library="{library}"/></plugins>
+  <routes default-flow="st">
+    <route address="in.events" flow="reliable" qos="reliable"/>
+  </routes>
+  <service-assembly name="bench">
+    <service-unit name="source" type="replay-source">
+      <param name="file" value="{events}"/>
+      <publish address="in.events"/>
+    </service-unit>
+    <service-unit name="cep" type="cep">
+      <param name="capacity" value="{capacity}"/>
+      <query name="q" engine="{engine}" input="in.events" output="out.matches">
+        <option name="checkpoint_interval" value="{interval}"/>
+        <text>{query}</text>
+      </query>
+    </service-unit>
+    <service-unit name="sink" type="replay-sink">
+      <param name="file" value="{sink}"/>
+      <subscribe address="out.matches"/>
+    </service-unit>
+  </service-assembly>
+</cepbus>
+"""
+
+
+def run_bus(args, tmp, engine, query, events, interval):
+    """Wall seconds, CPU seconds (user + system) and composites of one run."""
+    journal = os.path.join(tmp, "journal.db")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(journal + suffix):
+            os.remove(journal + suffix)
+    sink = os.path.join(tmp, "out.jsonl")
+    xml = os.path.join(tmp, "bus.xml")
+    with open(xml, "w") as f:
+        f.write(descriptor(args.build, engine, query, events, sink, interval, journal))
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    subprocess.run([args.cepbus, "run", "--exit-when-drained", xml], check=True,
+                   stdout=subprocess.DEVNULL)
+    wall = time.monotonic() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    with open(sink) as f:
+        composites = sum(1 for _ in f)
+    return wall, cpu, composites
+
+
+def measure(args, tmp, workload, engine):
+    query, n = WORKLOADS[workload]
+    n = max(1, int(n * args.scale))
+    events = os.path.join(tmp, "%s.jsonl" % workload)
+    if not os.path.exists(events):
+        write_stream(events, workload, n, args.seed)
+    one = os.path.join(tmp, "%s-one.jsonl" % workload)
+    if not os.path.exists(one):
+        write_stream(one, workload, 1, args.seed)
+    settings = (0, args.interval)
+    startup = {s: min(run_bus(args, tmp, engine, query, one, s)[:2] for _ in range(2))
+               for s in settings}
+    runs = {s: [] for s in settings}
+    for _ in range(args.repeat):
+        for s in settings:
+            runs[s].append(run_bus(args, tmp, engine, query, events, s))
+    composites = {s: {r[2] for r in runs[s]} for s in settings}
+    if len(composites[0] | composites[args.interval]) != 1:
+        sys.exit("%s/%s: the runs disagree on the composites: %s" % (workload, engine, composites))
+    row = {"bench": "checkpoint_cost", "workload": workload, "engine": engine,
+           "events": n, "interval_ms": args.interval, "repeat": args.repeat,
+           "composites": composites[0].pop()}
+    for s in settings:
+        wall = max(1e-9, statistics.median(r[0] for r in runs[s]) - startup[s][0])
+        cpu = max(1e-9, statistics.median(r[1] for r in runs[s]) - startup[s][1])
+        key = "checkpointed" if s else "plain"
+        row[key] = {"events_per_s": round(n / wall), "cpu_us_per_event": round(cpu / n * 1e6, 3)}
+    row["events_per_s_lost_pct"] = round(
+        100 * (1 - row["checkpointed"]["events_per_s"] / row["plain"]["events_per_s"]), 1)
+    row["cpu_added_pct"] = round(
+        100 * (row["checkpointed"]["cpu_us_per_event"] / row["plain"]["cpu_us_per_event"] - 1), 1)
+    return row
+
+
+def table(rows):
+    lines = ["| workload | engine | events/s plain | events/s checkpointed | lost | "
+             "CPU/event plain | CPU/event checkpointed |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| %s | %s | %s | %s | %.1f %% | %.2f µs | %.2f µs |" % (
+            r["workload"], r["engine"], f"{r['plain']['events_per_s']:,}",
+            f"{r['checkpointed']['events_per_s']:,}", r["events_per_s_lost_pct"],
+            r["plain"]["cpu_us_per_event"], r["checkpointed"]["cpu_us_per_event"]))
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", default="build/release")
+    p.add_argument("--cepbus", help="default BUILD/bus/app/cepbus")
+    p.add_argument("--engines", default="nfa,algebra,petri")
+    p.add_argument("--only", default="pileup,p2-uniform")
+    p.add_argument("--scale", type=float, default=1.0, help="times each workload's events")
+    p.add_argument("--interval", type=int, default=1000, help="checkpoint_interval, ms")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--seed", type=int, default=7)
+    args = p.parse_args()
+    args.build = os.path.abspath(args.build)
+    args.cepbus = args.cepbus or os.path.join(args.build, "bus", "app", "cepbus")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="checkpoint-cost-") as tmp:
+        for workload in args.only.split(","):
+            for engine in args.engines.split(","):
+                row = measure(args, tmp, workload, engine)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
