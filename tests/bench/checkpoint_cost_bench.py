@@ -32,15 +32,13 @@ import argparse
 import json
 import os
 import random
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import engine_workloads  # noqa: E402
+from live_bus_bench import run_bus  # noqa: E402
 
 # The query and the events of each workload (p2-uniform's 20,000 events make
 # about 2.6 M composites, which the bus publishes one by one).
@@ -91,7 +89,7 @@ def descriptor(build, engine, query, events, sink, interval, journal):
 """
 
 
-def run_bus(args, tmp, engine, query, events, interval):
+def run_checkpointed(args, tmp, engine, query, events, interval):
     """Wall seconds, CPU seconds (user + system) and composites of one run."""
     journal = os.path.join(tmp, "journal.db")
     for suffix in ("", "-wal", "-shm"):
@@ -101,13 +99,7 @@ def run_bus(args, tmp, engine, query, events, interval):
     xml = os.path.join(tmp, "bus.xml")
     with open(xml, "w") as f:
         f.write(descriptor(args.build, engine, query, events, sink, interval, journal))
-    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.monotonic()
-    subprocess.run([args.cepbus, "run", "--exit-when-drained", xml], check=True,
-                   stdout=subprocess.DEVNULL)
-    wall = time.monotonic() - started
-    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    wall, cpu = run_bus(args.cepbus, xml)
     with open(sink) as f:
         composites = sum(1 for _ in f)
     return wall, cpu, composites
@@ -123,12 +115,12 @@ def measure(args, tmp, workload, engine):
     if not os.path.exists(one):
         write_stream(one, workload, 1, args.seed)
     settings = (0, args.interval)
-    startup = {s: min(run_bus(args, tmp, engine, query, one, s)[:2] for _ in range(2))
+    startup = {s: min(run_checkpointed(args, tmp, engine, query, one, s)[:2] for _ in range(2))
                for s in settings}
     runs = {s: [] for s in settings}
     for _ in range(args.repeat):
         for s in settings:
-            runs[s].append(run_bus(args, tmp, engine, query, events, s))
+            runs[s].append(run_checkpointed(args, tmp, engine, query, events, s))
     composites = {s: {r[2] for r in runs[s]} for s in settings}
     if len(composites[0] | composites[args.interval]) != 1:
         sys.exit("%s/%s: the runs disagree on the composites: %s" % (workload, engine, composites))
@@ -136,8 +128,11 @@ def measure(args, tmp, workload, engine):
            "events": n, "interval_ms": args.interval, "repeat": args.repeat,
            "composites": composites[0].pop()}
     for s in settings:
-        wall = max(1e-9, statistics.median(r[0] for r in runs[s]) - startup[s][0])
-        cpu = max(1e-9, statistics.median(r[1] for r in runs[s]) - startup[s][1])
+        wall = statistics.median(r[0] for r in runs[s]) - startup[s][0]
+        cpu = statistics.median(r[1] for r in runs[s]) - startup[s][1]
+        if wall <= 0 or cpu <= 0:
+            sys.exit("%s/%s: the runs are no longer than the start-up; raise --scale"
+                     % (workload, engine))
         key = "checkpointed" if s else "plain"
         row[key] = {"events_per_s": round(n / wall), "cpu_us_per_event": round(cpu / n * 1e6, 3)}
     row["events_per_s_lost_pct"] = round(
