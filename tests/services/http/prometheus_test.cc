@@ -257,13 +257,18 @@ TEST(RenderMetricsTest, AReliableFlowsJournalHasASamplePerFamily) {
 TEST(RenderMetricsTest, AQueueingFlowsStagesHaveTheirSamples) {
   ReliableTestBroker bus;
   bus.publishAndSettle();
-  const Scrape scrape = parseScrape(renderMetrics(*bus.registry));
-  ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
   const std::string labels = "{flow=\"reliable\",stage=\"reliable/orders\"}";
+  // The stage samples an item's latency once its handler returned, which
+  // may be after the flow counted the delivery publishAndSettle() waits for.
+  Scrape scrape;
+  EXPECT_TRUE(cepbus::testing::waitUntil([&] {
+    scrape = parseScrape(renderMetrics(*bus.registry));
+    return scrape.samples["cepbus_stage_latency_seconds_count" + labels] == 5;
+  })) << "latency samples: " << scrape.samples["cepbus_stage_latency_seconds_count" + labels];
+  ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
   EXPECT_EQ(scrape.type.at("cepbus_stage_latency_seconds"), "summary");
   // Two acknowledged, one held, and the failing one's two attempts.
   EXPECT_EQ(scrape.samples.at("cepbus_stage_offered_total" + labels), 5);
-  EXPECT_EQ(scrape.samples.at("cepbus_stage_latency_seconds_count" + labels), 5);
   EXPECT_EQ(scrape.samples.at("cepbus_stage_capacity" + labels), 4096);
   EXPECT_EQ(scrape.samples.at("cepbus_stage_queue_length" + labels), 0);
   EXPECT_EQ(scrape.samples.at("cepbus_stage_pressure" + labels), 0);
