@@ -345,7 +345,14 @@ QueryStats CepQuery::stats() const {
   s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
   s.missing_attribute = names_.missingAttribute();
   s.engine_counters = detection_->engineCounters();
+  MutexLock lock(edit_mu_);
+  s.edited = edit_;
   return s;
+}
+
+void CepQuery::noteEdit(QueryEdit edit) {
+  MutexLock lock(edit_mu_);
+  edit_ = std::move(edit);
 }
 
 void CepQuery::publish(const plugin::Match& match) {
