@@ -45,6 +45,11 @@ struct QueryEdit {
   // windows; when false it started empty, and `why_not` says why.
   bool carried_over = false;
   std::string why_not;
+  // Not carried over: the replaced query runs on beside the edited one, for
+  // the matches open at the edit, until event time passes this ts; nullopt
+  // when it stopped at the edit (nothing open, or no WITHIN or window to
+  // bound it).
+  std::optional<int64_t> side_by_side_until;
   std::string from;  // the replaced query's text
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "bus/core/plugin/snapshot.h"
+#include "bus/host/detection/composite_id.h"
 #include "router/topic.h"
 #include "services/cep/cep_query.h"
 #include "services/cep/cep_stats.h"
@@ -159,6 +160,7 @@ void CepDetection::stop() {
     {
       // The stage's worker is joined; exportModel() may still come.
       MutexLock lock(detection_mu_);
+      if (retiring_) retireIfDue(true);
       if (Status s = detection_->flush(); !s) failed("flush", s);
       if (checkpoints_) checkpoints_->finish(*detection_, clock_, detection_->stats().consumed);
     }
@@ -303,8 +305,19 @@ QueryEdit CepDetection::swap(Edit& edit) {
                      "' cannot hand its state over: " + state.status().message();
   }
   if (!record.carried_over) {
-    // As for a removed query: the replaced one reports what it holds.
-    if (Status s = detection_->flush(); !s) failed("flush", s);
+    // One version at a time runs beside the edited one.
+    if (retiring_) retireIfDue(true);
+    const std::optional<int64_t> horizon = members_.front()->horizon();
+    const Timestamp watermark = detection_->stats().watermark;
+    if (horizon && watermark != INT64_MIN) {
+      const Timestamp newest = watermark + detection_->maxDelay();
+      record.side_by_side_until = newest + *horizon;
+      retiring_ = Retiring{detection_, members_.front(), newest, newest + *horizon};
+      if (!edit_published_) edit_published_.emplace(QueryCheckpoints::kPublishedWindow);
+    } else if (Status s = detection_->flush(); !s) {
+      // As for a removed query: the replaced one reports what it holds.
+      failed("flush", s);
+    }
   }
   {
     MutexLock current(current_mu_);
@@ -321,11 +334,36 @@ QueryEdit CepDetection::swap(Edit& edit) {
   if (record.carried_over) {
     log_.notice("%s: query %s edited; its partial matches and windows carried over", label_,
                 edit.query->name());
+  } else if (record.side_by_side_until) {
+    log_.notice(
+        "%s: query %s edited; it starts empty (%s), the replaced version runs beside it for the "
+        "matches open at the edit until event time %Ld",
+        label_, edit.query->name(), record.why_not,
+        static_cast<Poco::Int64>(*record.side_by_side_until));
   } else {
     log_.notice("%s: query %s edited; it starts empty: %s", label_, edit.query->name(),
                 record.why_not);
   }
   return record;
+}
+
+void CepDetection::onRetiring(const std::function<Status(detection::Detection&)>& call) {
+  feeding_retiring_ = true;
+  const Status status = call(*retiring_->detection);
+  feeding_retiring_ = false;
+  // Its events are the edited detection's too, which counts and logs them.
+  if (!status) log_.debug("%s: the replaced version refused a call: %s", label_, status.toString());
+}
+
+void CepDetection::retireIfDue(bool now) {
+  if (!now && retiring_->detection->stats().watermark <= retiring_->until) return;
+  // What it holds of the matches open at the edit comes out now, after what
+  // the edited query holds: a match both found is the edited query's.
+  if (Status s = detection_->flushReleased(); !s) failed("flush", s);
+  onRetiring([](detection::Detection& d) { return d.flush(); });
+  log_.notice("%s: the replaced version of query %s retired (event time past %Ld)", label_,
+              retiring_->query->name(), static_cast<Poco::Int64>(retiring_->until));
+  retiring_.reset();
 }
 
 std::shared_ptr<const detection::Detection> CepDetection::current() const {
@@ -445,7 +483,13 @@ Status CepDetection::advanceTime() {
   idle_sources_.store(clock_.idleSources(now), std::memory_order_relaxed);
   const std::optional<Timestamp> time =
       wall_clock_.eventTime(clock_, now, std::chrono::system_clock::now());
-  return time ? detection_->advanceTo(*time) : Status::ok();
+  if (!time) return Status::ok();
+  const Status status = detection_->advanceTo(*time);
+  if (retiring_) {
+    onRetiring([&time](detection::Detection& d) { return d.advanceTo(*time); });
+    retireIfDue(false);
+  }
+  return status;
 }
 
 void CepDetection::queueRetry() {
@@ -489,6 +533,7 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
       flushed = true;
       MutexLock lock(detection_mu_);
       if (Status s = detection_->flush(); !s) failed("flush", s);
+      if (retiring_) onRetiring([](detection::Detection& d) { return d.flush(); });
     } else if (marker->event == tickMarker()) {
       tick_queued_.store(false, std::memory_order_release);
       MutexLock lock(detection_mu_);
@@ -497,6 +542,7 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
       // What the time released, a batching engine reports now (as after a batch).
       if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == 1) {
         if (Status s = detection_->flushReleased(); !s) failed("flush", s);
+        if (retiring_) onRetiring([](detection::Detection& d) { return d.flushReleased(); });
       }
     } else if (marker->event == retryMarker()) {
       retry_queued_.store(false, std::memory_order_release);
@@ -561,6 +607,9 @@ void CepDetection::detectEvents(std::span<stages::StageItem> items,
       time = clock_.eventTime(now);
     }
     note(detection_->onEvents(std::span<const EventPtr>(batch_).subspan(from)));
+    if (retiring_) {
+      onRetiring([this](detection::Detection& d) { return d.onEvents(batch_); });
+    }
     if (checkpoints_) checkpoints_->consumed(batch_);
     note(advanceTime());
     // Nothing is queued behind these events: the input paused, so a batching
@@ -571,6 +620,7 @@ void CepDetection::detectEvents(std::span<stages::StageItem> items,
     // held, or the next event of a slower producer would be late.
     if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == n) {
       flushed = detection_->flushReleased();
+      if (retiring_) onRetiring([](detection::Detection& d) { return d.flushReleased(); });
     }
     noteEvictions();
   }
@@ -658,10 +708,25 @@ plugin::EngineCounters CepDetection::engineCounters() const {
 }
 
 void CepDetection::onMatch(size_t member, const plugin::Match& match) {
-  members_[member]->publish(match);
+  detection_mu_.assertHeld();  // inside a call into a detection
+  CepQuery& query = feeding_retiring_ ? *retiring_->query : *members_[member];
+  if (edit_published_) {
+    std::vector<EventId> constituents;
+    Timestamp first = INT64_MAX;
+    for (size_t i = 0; i < match.size(); ++i) {
+      constituents.push_back(match.event(i)->id());
+      first = std::min(first, match.event(i)->ts());
+    }
+    // A match that begins after the edit is the edited query's alone.
+    if (feeding_retiring_ && first > retiring_->newest) return;
+    if (!edit_published_->insert(detection::compositeId(query.name(), constituents))) return;
+  }
+  query.publish(match);
 }
 
 void CepDetection::onLate(const EventPtr& event, Timestamp newest) {
+  detection_mu_.assertHeld();  // inside a call into a detection
+  if (feeding_retiring_) return;
   for (size_t i = 0; i < members_.size(); ++i) {
     if (!detection_->muted(i)) members_[i]->publishLate(event);
   }

@@ -34,8 +34,16 @@
 // the detection after the events queued before the edit, so that each event
 // is detected once, by the replaced query before and by the edited one
 // after; the edited detection takes over the replaced one's state when the
-// edit keeps its shape (bus/host/detection/checkpoint.h), and starts empty
-// otherwise, the replaced one flushed as for a removal.
+// edit keeps its shape (bus/host/detection/checkpoint.h). Otherwise it
+// starts empty and the replaced detection runs on beside it ("retiring"),
+// fed the same events, for the matches open at the edit: it publishes only
+// matches that begin at or before the newest ts it had seen then, until its
+// watermark passes that ts plus its horizon (CepQuery::horizon(): WITHIN or
+// window length), when it is flushed and dropped. From such an edit on,
+// the composite ids published are kept (a bounded window), so that a match
+// both versions find goes out once. A replaced query that nothing bounds
+// (no WITHIN, a session window), or that had seen no event, is flushed and
+// dropped at the edit, as for a removal.
 //
 // Thread-safety: start(), stop(), requestFlush(), detach() and replace() are
 // control calls, serialized by the service (not from inside a delivery of a queueing
@@ -74,6 +82,7 @@
 #include "flows/source_ends.h"
 #include "services/cep/cep_config.h"
 #include "services/cep/output_backlog.h"
+#include "services/cep/query_checkpoints.h"
 #include "services/query_host.h"
 #include "services/service.h"
 #include "stages/stage.h"
@@ -269,6 +278,12 @@ class CepDetection final : public detection::DetectionSink {
   bool onWorker(std::function<void()> run) EXCLUDES(controls_mu_);
   // The swap of replace(), with detection_mu_ held.
   QueryEdit swap(Edit& edit) REQUIRES(detection_mu_);
+  // Runs `call` on the retiring detection: its matches go to the replaced
+  // query, its late events nowhere (the edited query publishes them).
+  void onRetiring(const std::function<Status(detection::Detection&)>& call) REQUIRES(detection_mu_);
+  // Flushes and drops the retiring detection once its watermark passed its
+  // `until`, or `now`.
+  void retireIfDue(bool now) REQUIRES(detection_mu_);
   // The detection, for the readers that do not take detection_mu_ (a
   // replace() may swap it meanwhile; the copy keeps the old one alive).
   std::shared_ptr<const detection::Detection> current() const EXCLUDES(current_mu_);
@@ -328,6 +343,18 @@ class CepDetection final : public detection::DetectionSink {
   std::shared_ptr<detection::Detection> detection_;
   mutable Mutex current_mu_;
   MakeDetection remake_;
+  // The replaced version of an edit that could not carry its state over,
+  // running on beside detection_ (see the class comment).
+  struct Retiring {
+    std::shared_ptr<detection::Detection> detection;
+    std::shared_ptr<CepQuery> query;
+    Timestamp newest = 0;  // the newest ts it had seen at the edit
+    Timestamp until = 0;   // it retires once its watermark passes this
+  };
+  std::optional<Retiring> retiring_ GUARDED_BY(detection_mu_);
+  bool feeding_retiring_ GUARDED_BY(detection_mu_) = false;  // inside onRetiring()
+  // The composite ids published since an edit ran two versions side by side.
+  std::optional<PublishedWindow> edit_published_ GUARDED_BY(detection_mu_);
   mutable Mutex counters_mu_;
   mutable plugin::EngineCounters counters_ GUARDED_BY(counters_mu_);  // as last read
   // The events of one detectEvents() call (the worker's only): reused, empty between calls.

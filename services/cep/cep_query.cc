@@ -17,6 +17,15 @@
 namespace cepbus::services::cep {
 namespace {
 
+// CepQuery::horizon() of `query`.
+std::optional<int64_t> horizonOf(const pattern::Query& query) {
+  if (query.window) {
+    if (query.window->kind == pattern::WindowKind::kSession) return std::nullopt;
+    return query.window->length;
+  }
+  return query.within;
+}
+
 // The query options the service implements itself (see cep_service.h).
 constexpr std::string_view kFlushWhenIdle = "flush_when_idle";
 constexpr std::string_view kOutputQos = "output_qos";
@@ -197,6 +206,7 @@ CepQuery::CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& quer
       late_symbol_(Symbol::intern(settings.late_output)),
       sender_(Symbol::intern(service + "/" + spec.name)),
       output_qos_(settings.output_qos),
+      horizon_(horizonOf(query)),
       context_(context),
       log_(Poco::Logger::get("cepbus.cep")),
       names_(query, spec.text) {}

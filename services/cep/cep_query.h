@@ -98,6 +98,10 @@ class CepQuery final {
   const std::string& lateOutput() const { return late_output_; }
   const std::string& text() const { return text_; }
   const std::vector<std::string>& inputs() const { return inputs_; }
+  // How far in event time after its newest event its state may still make
+  // a match: its WITHIN, or its tumbling or sliding window's length;
+  // nullopt when nothing bounds it (no WITHIN, a session window).
+  std::optional<int64_t> horizon() const { return horizon_; }
   Symbol sender() const { return sender_; }
   CepDetection& detection() const { return *detection_; }
   size_t member() const { return member_; }
@@ -158,6 +162,7 @@ class CepQuery final {
   const Symbol late_symbol_;
   const Symbol sender_;
   const flows::Qos output_qos_;
+  const std::optional<int64_t> horizon_;
   ServiceContext& context_;
   Poco::Logger& log_;
   detection::QueryNameWatch names_;

@@ -323,10 +323,12 @@ json serviceJson(const router::Registry& registry, const DeployedServiceInfo& in
 }
 
 // What a PUT of a query did: {"at" (ms since the epoch), "carried_over",
-// "why_not" (only when not), "from" (the replaced text)}.
+// "why_not" (only when not), "side_by_side_until" (only when the replaced
+// version runs on beside it), "from" (the replaced text)}.
 json editJson(const QueryEdit& edit) {
   json out{{"at", edit.at_ms}, {"carried_over", edit.carried_over}};
   if (!edit.carried_over) out["why_not"] = edit.why_not;
+  if (edit.side_by_side_until) out["side_by_side_until"] = *edit.side_by_side_until;
   out["from"] = edit.from;
   return out;
 }
@@ -754,15 +756,24 @@ std::variant<descriptor::QuerySpec, AdminResponse> queryOfBody(std::string_view 
 
 }  // namespace
 
-AdminResponse AdminApi::addQuery(std::string_view service, std::string_view body) const {
-  const std::shared_ptr<Service> host = deployer_->findService(service);
-  QueryHost* cep = queryHostOf(host.get());
-  if (cep == nullptr) {
+std::variant<AdminApi::QueryChange, AdminResponse> AdminApi::queryChange(
+    std::string_view service, std::string_view body) const {
+  QueryChange change;
+  change.host = deployer_->findService(service);
+  change.cep = queryHostOf(change.host.get());
+  if (change.cep == nullptr) {
     return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
   }
   auto read = queryOfBody(body);
   if (auto* refused = std::get_if<AdminResponse>(&read)) return std::move(*refused);
-  const descriptor::QuerySpec& spec = std::get<descriptor::QuerySpec>(read);
+  change.spec = std::get<descriptor::QuerySpec>(std::move(read));
+  return change;
+}
+
+AdminResponse AdminApi::addQuery(std::string_view service, std::string_view body) const {
+  auto change = queryChange(service, body);
+  if (auto* refused = std::get_if<AdminResponse>(&change)) return std::move(*refused);
+  const auto& [host, cep, spec] = std::get<QueryChange>(change);
   if (Status s = cep->addQuery(spec); !s) return adminError(httpStatus(s), s.message());
   return jsonResponse(
       201,
@@ -771,14 +782,9 @@ AdminResponse AdminApi::addQuery(std::string_view service, std::string_view body
 
 AdminResponse AdminApi::replaceQuery(std::string_view service, std::string_view query,
                                      std::string_view body) const {
-  const std::shared_ptr<Service> host = deployer_->findService(service);
-  QueryHost* cep = queryHostOf(host.get());
-  if (cep == nullptr) {
-    return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
-  }
-  auto read = queryOfBody(body);
-  if (auto* refused = std::get_if<AdminResponse>(&read)) return std::move(*refused);
-  const descriptor::QuerySpec& spec = std::get<descriptor::QuerySpec>(read);
+  auto change = queryChange(service, body);
+  if (auto* refused = std::get_if<AdminResponse>(&change)) return std::move(*refused);
+  const auto& [host, cep, spec] = std::get<QueryChange>(change);
   if (spec.name != query) {
     return adminError(400, spec.where
                                .error("<query name=\"" + spec.name + "\">: a PUT on query '" +

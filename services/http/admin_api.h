@@ -78,12 +78,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "bus/core/wire_names.h"
 #include "bus/host/loader/plugin_loader.h"
 #include "router/broker.h"
 #include "router/registry.h"
 #include "services/deployer.h"
+#include "services/query_host.h"
 
 namespace Poco {
 class Logger;
@@ -143,6 +145,17 @@ class AdminApi {
   AdminResponse queryNamed(std::string_view query) const;
   AdminResponse deploy(std::string_view body) const;
   AdminResponse undeploy(std::string_view name) const;
+  // What a query's POST or PUT names: the CEP unit (held while the change
+  // runs) and the one <query> of the body.
+  struct QueryChange {
+    std::shared_ptr<Service> host;
+    QueryHost* cep = nullptr;
+    descriptor::QuerySpec spec;
+  };
+  // The refusal when there is no such unit (404) or the body is no one
+  // <query> (400, naming its line).
+  std::variant<QueryChange, AdminResponse> queryChange(std::string_view service,
+                                                       std::string_view body) const;
   AdminResponse addQuery(std::string_view service, std::string_view body) const;
   AdminResponse replaceQuery(std::string_view service, std::string_view query,
                              std::string_view body) const;

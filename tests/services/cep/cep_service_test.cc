@@ -1969,6 +1969,67 @@ TEST_F(CepServiceTest, AnEditOfThePatternStartsEmptyAndSaysWhy) {
   EXPECT_FALSE(cep.stats("pairs")->edited->carried_over);
 }
 
+// A then B within 10 under `strategy`, on the nfa engine, composites of
+// type `type`: another strategy changes what the nfa keeps.
+CepQuery strategyPairs(const std::string& strategy, const std::string& type) {
+  return CepQuery("pairs", "PATTERN SEQ(A a, B b) WITHIN 10 STRATEGY " + strategy + " RETURN " +
+                               type + "(a.x, b.x)")
+      .engine("nfa");
+}
+
+// Another STRATEGY changes what the nfa keeps: the edited query starts
+// empty, and the replaced one runs beside it for the match open at the edit
+// (publishing those alone) until event time passes the A's ts + WITHIN.
+TEST_F(CepServiceTest, AnEditThatCannotTakeTheStateOverRunsBesideTheReplacedQueryUntilItsWithin) {
+  if (!pluginsBuilt({"nfa"})) GTEST_SKIP() << "the nfa plugin is not built";
+  CepService& cep = start(CepUnit().query(strategyPairs("skip_till_next_match", "Old")).toXml());
+  Recorder out(*broker_, "test.out", "out.pairs");
+  publish("in.events", "A", 1, 1);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 1));
+  const Result<QueryEdit> edit =
+      cep.replaceQuery(specOf(strategyPairs("skip_till_any_match", "New")));
+  ASSERT_TRUE(edit) << edit.status().toString();
+  EXPECT_FALSE(edit->carried_over);
+  EXPECT_EQ(edit->side_by_side_until, std::optional<int64_t>(11));
+  publish("in.events", "B", 5, 5);  // closes the old A: the replaced query's
+  publish("in.events", "A", 6, 6);  // begins after the edit: the edited query's
+  publish("in.events", "B", 7, 7);
+  publish("in.events", "A", 30, 30);  // past 11: the replaced query retires
+  publish("in.events", "B", 31, 31);
+  ASSERT_TRUE(out.waitFor(3));
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 5));
+  EXPECT_EQ(rendered(out),
+            (std::vector<std::string>{"New a_x=30 b_x=31 @ 30 31", "New a_x=6 b_x=7 @ 6 7",
+                                      "Old a_x=1 b_x=5 @ 1 5"}));
+  EXPECT_EQ(cep.stats("pairs")->edited->side_by_side_until, std::optional<int64_t>(11));
+}
+
+// With a maximum delay, an event after the edit may come before the newest
+// one the replaced query had seen: both versions then find the match, which
+// goes out once (the edited query's, whose detection runs first).
+TEST_F(CepServiceTest, AMatchBothVersionsFindIsPublishedOnce) {
+  if (!pluginsBuilt({"nfa"})) GTEST_SKIP() << "the nfa plugin is not built";
+  CepService& cep =
+      start(CepUnit()
+                .query(strategyPairs("skip_till_next_match", "Old").option("max_delay", "5"))
+                .toXml());
+  Recorder out(*broker_, "test.out", "out.pairs");
+  publish("in.events", "A", 10, 10);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 1));
+  const Result<QueryEdit> edit = cep.replaceQuery(
+      specOf(strategyPairs("skip_till_any_match", "New").option("max_delay", "5")));
+  ASSERT_TRUE(edit) << edit.status().toString();
+  ASSERT_FALSE(edit->carried_over);
+  EXPECT_EQ(edit->side_by_side_until, std::optional<int64_t>(20));
+  publish("in.events", "A", 8, 8);  // within the delay of the newest, 10
+  publish("in.events", "B", 9, 9);
+  publish("in.events", "C", 30, 30);  // releases them, and retires the replaced query
+  ASSERT_TRUE(out.waitFor(1));
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 3));
+  cep.stop();
+  EXPECT_EQ(rendered(out), std::vector<std::string>{"New a_x=8 b_x=9 @ 8 9"});
+}
+
 TEST_F(CepServiceTest, AnEngineThatCannotHandItsStateOverStartsTheEditedQueryEmpty) {
   CepService& cep = start(pairsUnit());
   const Result<QueryEdit> edit =

@@ -943,11 +943,8 @@ TEST(AdminApiQueriesTest, AQueryShowsTheMatchesItsOutputControlSuppressed) {
   EXPECT_NE(metrics.find(sample), std::string::npos) << metrics;
 }
 
-// Queries sharing a detector still count their matches apart.
-TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
-  TestBroker bus;
-  OneCepServiceDeployer deployer(bus);
-  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
+// One CEP unit "a.cep" with two petri queries sharing a detector.
+constexpr std::string_view kRisingAndDear = R"(<service-assembly name="a">
   <service-unit name="cep" type="cep">
     <query name="rising" engine="petri" input="in" output="out.rising">
       <text>PATTERN SEQ(Stock a, Stock b) WHERE a.price &lt; b.price WITHIN 10</text>
@@ -956,7 +953,13 @@ TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
       <text>PATTERN Stock s WHERE s.price &gt; 2.5</text>
     </query>
   </service-unit>
-</service-assembly>)"));
+</service-assembly>)";
+
+// Queries sharing a detector still count their matches apart.
+TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(kRisingAndDear));
   for (int i = 1; i <= 3; ++i) bus.publish("in", i, i);
   AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
   std::map<std::string, json> by_name;
@@ -1065,16 +1068,7 @@ TEST(AdminApiQueriesTest, APutReplacesTheQueryAndTheListShowsTheEdit) {
 TEST(AdminApiQueriesTest, APutOfAQuerySharingItsDetectorIsAConflict) {
   TestBroker bus;
   OneCepServiceDeployer deployer(bus);
-  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
-  <service-unit name="cep" type="cep">
-    <query name="rising" engine="petri" input="in" output="out.rising">
-      <text>PATTERN SEQ(Stock a, Stock b) WHERE a.price &lt; b.price WITHIN 10</text>
-    </query>
-    <query name="dear" engine="petri" input="in" output="out.dear">
-      <text>PATTERN Stock s WHERE s.price &gt; 2.5</text>
-    </query>
-  </service-unit>
-</service-assembly>)"));
+  ASSERT_TRUE(deployer.deployCep(kRisingAndDear));
   AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
   const AdminResponse refused = api.handle(
       AdminRequest{"PUT", "/api/queries/a.cep/dear", "Bearer s3cret",
