@@ -297,8 +297,11 @@ QueryEdit CepDetection::swap(Edit& edit) {
       record.why_not = restored.status().message();
       // Never go on from half a state: a new detection, empty.
       Result<std::unique_ptr<detection::Detection>> fresh = edit.remake();
-      if (fresh) edit.detection = std::move(fresh).value();
-      if (!fresh) record.why_not += "; and no new detection: " + fresh.status().message();
+      if (fresh) {
+        edit.detection = std::move(fresh).value();
+      } else {
+        record.why_not += "; and no new detection: " + fresh.status().message();
+      }
     }
   } else {
     record.why_not = "engine '" + detection_->engine() +
@@ -484,7 +487,7 @@ Status CepDetection::advanceTime() {
   const std::optional<Timestamp> time =
       wall_clock_.eventTime(clock_, now, std::chrono::system_clock::now());
   if (!time) return Status::ok();
-  const Status status = detection_->advanceTo(*time);
+  Status status = detection_->advanceTo(*time);
   if (retiring_) {
     onRetiring([&time](detection::Detection& d) { return d.advanceTo(*time); });
     retireIfDue(false);

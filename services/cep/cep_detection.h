@@ -13,10 +13,12 @@
 // The worker hands the detection every event it took from the queue at
 // once, under one lock; a control item queued between events (a flush, a
 // wait for held composites, the mute of a removed query, the swap of an
-// edited one) splits the batch there. When nothing is queued behind a batch the detection is
-// flushed (flush_when_idle). A reliable query's composite the bus refuses for now is held in order
-// with every later one, and the worker takes no more events until the bus took them; a run on the
-// delivering thread (run_inline=when_idle) never waits for them: it leaves the wait to the worker.
+// edited one) splits the batch there. When nothing is queued behind a batch
+// the detection is flushed (flush_when_idle). A reliable query's composite
+// the bus refuses for now is held in order with every later one, and the
+// worker takes no more events until the bus took them; a run on the
+// delivering thread (run_inline=when_idle) never waits for them: it leaves
+// the wait to the worker.
 //
 // Time. Each event's source is the publishing link it came by
 // (flows::Exchange::source; 0 for events of no known link, such as another
@@ -46,8 +48,8 @@
 // dropped at the edit, as for a removal.
 //
 // Thread-safety: start(), stop(), requestFlush(), detach() and replace() are
-// control calls, serialized by the service (not from inside a delivery of a queueing
-// flow: removing the endpoint waits for its queues). The endpoint's consumer
+// control calls, serialized by the service (not from inside a delivery of a
+// queueing flow: removing the endpoint waits for its queues). The endpoint's consumer
 // runs on delivering threads. The accessors may be called from any thread.
 // Ownership: owns its detection, stage and backlog and holds its queries;
 // the endpoint's consumer holds it (shared), so that a straight-through

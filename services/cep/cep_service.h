@@ -43,6 +43,12 @@
 // last sharer is removed, which stops the detector as for a query of its
 // own.
 //
+// Editing a query at run time (replaceQuery(), the admin API's PUT) keeps
+// its detector's endpoint and stage and swaps the detection behind the
+// events already queued, its state carried over when the edit allows it,
+// else with the replaced version beside it until its WITHIN has passed
+// (cep_detection.h says how; docs/checkpoints.md what each edit recovers).
+//
 //   publisher --broker--> endpoint --offer--> stage (1 worker: a detector
 //     is single-threaded) --> detection --match of query i--> query i's
 //       composite event --broker.publish--> query i's output address
