@@ -56,7 +56,7 @@
 // path does not take.
 //
 // Every request that needs the token (every state change: deploy,
-// undeploy, add or remove a query, pause or resume a route, publish) is
+// undeploy, add, edit or remove a query, pause or resume a route, publish) is
 // logged once, at notice level, to the logger kAuditLogger: method and
 // target, who — the token's name, which is the token-env variable's, or
 // "anonymous" for a request without the token — and the status, with the
