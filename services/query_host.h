@@ -38,6 +38,21 @@ struct CheckpointStats {
   size_t held = 0;                  // composites waiting for their checkpoint
 };
 
+// A query replaced at run time by an edit of it (QueryHost::replaceQuery()).
+struct QueryEdit {
+  int64_t at_ms = 0;  // when the edit took effect: wall clock, ms since the Unix epoch
+  // The edited query took over the replaced one's partial matches and
+  // windows; when false it started empty, and `why_not` says why.
+  bool carried_over = false;
+  std::string why_not;
+  // Not carried over: the replaced query runs on beside the edited one, for
+  // the matches open at the edit, until event time passes this ts; nullopt
+  // when it stopped at the edit (nothing open, or no WITHIN or window to
+  // bound it).
+  std::optional<int64_t> side_by_side_until;
+  std::string from;  // the replaced query's text
+};
+
 struct QueryStats {
   uint64_t consumed = 0;          // events the detector consumed (refused ones included)
   uint64_t matches = 0;           // matches it reported
@@ -74,6 +89,9 @@ struct QueryStats {
   plugin::EngineCounters engine_counters;
   // Only for a checkpointed query.
   std::optional<CheckpointStats> checkpoints;
+  // Only for a query that replaced another at run time (its last edit); the
+  // numbers above then count from the edit on.
+  std::optional<QueryEdit> edited;
 };
 
 class QueryHost {
@@ -87,6 +105,12 @@ class QueryHost {
   // Stops one query, publishing its pending matches first. NotFound for an
   // unknown name.
   virtual Status removeQuery(std::string_view query) = 0;
+  // Replaces the running query of `spec`'s name by `spec`, losing no event
+  // and detecting none twice, its state carried over when the edit allows
+  // it. InvalidArgument as for addQuery(); NotFound for an unknown name;
+  // Rejected when the query cannot be replaced at run time (why, in the
+  // message); Unavailable once the host stopped.
+  virtual Result<QueryEdit> replaceQuery(const descriptor::QuerySpec& spec) = 0;
 
   // The query names, in the order they were added.
   virtual std::vector<std::string> queries() const = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "bus/core/plugin/snapshot.h"
+#include "bus/host/detection/composite_id.h"
 #include "router/topic.h"
 #include "services/cep/cep_query.h"
 #include "services/cep/cep_stats.h"
@@ -34,11 +35,12 @@ const EventPtr& tickMarker() {
   return marker;
 }
 
-// The type of the stage items that ask the worker to mute a query, each
-// made for one removal and recognised by identity: a publisher may send an
-// event of that type, which is then detected as any other.
-Symbol detachType() {
-  static const Symbol type = Symbol::intern("cepbus.detach");
+// The type of the stage items that ask the worker to run a control (mute
+// a removed query, swap an edited one), each made for one and recognised
+// by identity: a publisher may send an event of that type, which is then
+// detected as any other.
+Symbol controlType() {
+  static const Symbol type = Symbol::intern("cepbus.control");
   return type;
 }
 
@@ -59,6 +61,7 @@ CepDetection::CepDetection(std::vector<std::shared_ptr<CepQuery>> members,
       inputs_(std::move(inputs)),
       flush_when_idle_(settings.flush_when_idle),
       run_inline_(settings.run_inline),
+      idle_timeout_(settings.idle_timeout),
       checkpoint_interval_(settings.checkpoint_interval),
       ts_unit_(settings.ts_unit),
       service_(config.name),
@@ -157,6 +160,7 @@ void CepDetection::stop() {
     {
       // The stage's worker is joined; exportModel() may still come.
       MutexLock lock(detection_mu_);
+      if (retiring_) retireIfDue(true);
       if (Status s = detection_->flush(); !s) failed("flush", s);
       if (checkpoints_) checkpoints_->finish(*detection_, clock_, detection_->stats().consumed);
     }
@@ -169,8 +173,8 @@ void CepDetection::stop() {
 void CepDetection::reportStats() {
   namespace d = cep_detection_stats;
   scope_ = context_.registry.stats().scope(kCepDetectionSchema, {{"name", endpoint_}});
-  scope_->counter(d::kConsumed, [this] { return detection_->stats().consumed; });
-  scope_->counter(d::kErrors, [this] { return detection_->stats().errors; });
+  scope_->counter(d::kConsumed, [this] { return current()->stats().consumed; });
+  scope_->counter(d::kErrors, [this] { return current()->stats().errors; });
   scope_->counter(d::kRejected, [this] { return rejected_.load(std::memory_order_relaxed); });
   scope_->counter(d::kRanInline, [this] { return stage_->metrics().ran_inline; });
   scope_->gauge(d::kQueued,
@@ -186,36 +190,41 @@ stages::Admission CepDetection::offerControl(const EventPtr& marker) {
   return admission;
 }
 
+bool CepDetection::onWorker(std::function<void()> run) {
+  auto request = std::make_shared<Control>();
+  request->marker = EventBuilder(controlType()).build();
+  request->run = std::move(run);
+  std::future<void> done = request->done.get_future();
+  {
+    MutexLock lock(controls_mu_);
+    controls_.push_back(request);
+  }
+  if (offerControl(request->marker) == stages::Admission::kRejected) {
+    // A full stage: run now, between two of the worker's batches.
+    {
+      MutexLock lock(controls_mu_);
+      std::erase(controls_, request);
+    }
+    request->run();
+    return true;
+  }
+  // Bounded: a worker waiting for the bus to take held composites gets to
+  // the marker only then, and a control call must not hang on a stuck
+  // subscriber.
+  return done.wait_for(kStopDrain) != std::future_status::timeout;
+}
+
 void CepDetection::detach(size_t member) {
   const CepQuery& query = *members_[member];
   // Behind the events already queued, as for a query of its own whose stage
   // drains before it goes: what was delivered before the removal counts.
+  // The query stays a member (alive) until it is muted.
   if (started_ && !stopped_) {
-    auto request = std::make_shared<Detach>();
-    request->marker = EventBuilder(detachType()).build();
-    request->member = member;
-    std::future<void> done = request->done.get_future();
-    {
-      MutexLock lock(detach_mu_);
-      detaches_.push_back(request);
-    }
-    if (offerControl(request->marker) != stages::Admission::kRejected) {
-      // Bounded: a worker waiting for the bus to take held composites gets
-      // to the marker only then, and a removal must not hang on a stuck
-      // subscriber. The query stays a member (alive) until it is muted.
-      if (done.wait_for(kStopDrain) == std::future_status::timeout) {
-        log_.warning(
-            "%s: query %s removed while its detector waits for the bus to take its held "
-            "composite events; it is muted when the detector gets there",
-            label_, query.name());
-      }
-    } else {
-      // A full stage: muted now, the events still queued no longer count for it.
-      {
-        MutexLock lock(detach_mu_);
-        std::erase(detaches_, request);
-      }
-      mute(member, true);
+    if (!onWorker([this, member] { mute(member, true); })) {
+      log_.warning(
+          "%s: query %s removed while its detector waits for the bus to take its held "
+          "composite events; it is muted when the detector gets there",
+          label_, query.name());
     }
   } else {
     mute(member, false);
@@ -226,6 +235,143 @@ void CepDetection::detach(size_t member) {
       "%s: query %s removed; its pattern stays in the detector, muted, while %Lu other queries "
       "use it",
       label_, query.name(), static_cast<Poco::UInt64>(live_));
+}
+
+std::string CepDetection::whyNotReplaceable(const std::vector<std::string>& inputs,
+                                            const QuerySettings& settings) const {
+  if (members_.size() > 1) {
+    return "it shares its detector with other queries (the option share_detector=false gives it "
+           "one of its own)";
+  }
+  if (checkpoint_interval_.count() > 0 || settings.checkpoint_interval.count() > 0) {
+    return "a checkpointed query (option checkpoint_interval) cannot be edited at run time yet";
+  }
+  if (inputs != inputs_) return "the edit changes its input";
+  if (settings.flush_when_idle != flush_when_idle_ || settings.run_inline != run_inline_ ||
+      settings.idle_timeout != idle_timeout_ || settings.ts_unit != ts_unit_) {
+    return "the edit changes how its events are fed to its detector (the options "
+           "flush_when_idle, run_inline, idle_timeout or its time-unit)";
+  }
+  return {};
+}
+
+Result<QueryEdit> CepDetection::replace(Edit edit) {
+  outputs_.push_back(edit.query->output());
+  // Shared with the worker, which may get there after this call gave up.
+  auto shared = std::make_shared<Edit>(std::move(edit));
+  auto outcome = std::make_shared<QueryEdit>();
+  auto apply = [this, shared, outcome] {
+    MutexLock lock(detection_mu_);
+    *outcome = swap(*shared);
+  };
+  if (!started_ || stopped_) {
+    apply();
+  } else if (!onWorker(apply)) {
+    log_.warning(
+        "%s: query %s edited while its detector waits for the bus to take its held composite "
+        "events; the edit is made when the detector gets there",
+        label_, shared->query->name());
+    return Status::unavailable(label_ +
+                               ": its detector waits for the bus to take its held composite "
+                               "events; the edit is made when it gets there");
+  }
+  return *outcome;
+}
+
+QueryEdit CepDetection::swap(Edit& edit) {
+  QueryEdit record;
+  record.at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  record.from = members_.front()->text();
+  // What the events before the edit complete is the replaced query's: it
+  // reports it before its state is taken (what the slack holds back stays
+  // in the state, for the edited query).
+  if (Status s = detection_->flushReleased(); !s) failed("flush", s);
+  Result<std::string> state = detection::checkpointBytes(*detection_, identity_, 0);
+  if (state) {
+    Result<detection::RestoredCheckpoint> restored = detection::restoreCheckpointBytes(
+        *state, "the state of " + label_, *edit.detection, edit.identity);
+    record.carried_over = restored.isOk();
+    if (!restored) {
+      record.why_not = restored.status().message();
+      // Never go on from half a state: a new detection, empty.
+      Result<std::unique_ptr<detection::Detection>> fresh = edit.remake();
+      if (fresh) {
+        edit.detection = std::move(fresh).value();
+      } else {
+        record.why_not += "; and no new detection: " + fresh.status().message();
+      }
+    }
+  } else {
+    record.why_not = "engine '" + detection_->engine() +
+                     "' cannot hand its state over: " + state.status().message();
+  }
+  if (!record.carried_over) {
+    // One version at a time runs beside the edited one.
+    if (retiring_) retireIfDue(true);
+    const std::optional<int64_t> horizon = members_.front()->horizon();
+    const Timestamp watermark = detection_->stats().watermark;
+    if (horizon && watermark != INT64_MIN) {
+      const Timestamp newest = watermark + detection_->maxDelay();
+      record.side_by_side_until = newest + *horizon;
+      retiring_ = Retiring{detection_, members_.front(), newest, newest + *horizon};
+      if (!edit_published_) edit_published_.emplace(QueryCheckpoints::kPublishedWindow);
+    } else if (Status s = detection_->flush(); !s) {
+      // As for a removed query: the replaced one reports what it holds.
+      failed("flush", s);
+    }
+  }
+  {
+    MutexLock current(current_mu_);
+    detection_ = std::move(edit.detection);
+  }
+  remake_ = std::move(edit.remake);
+  identity_ = std::move(edit.identity);
+  members_.front() = edit.query;
+  senders_[edit.query->sender()] = edit.query;
+  logged_evictions_ = 0;
+  // A detection that starts empty has heard no time yet.
+  if (Status s = advanceTime(); !s) failed("tick", s);
+  edit.query->noteEdit(record);
+  if (record.carried_over) {
+    log_.notice("%s: query %s edited; its partial matches and windows carried over", label_,
+                edit.query->name());
+  } else if (record.side_by_side_until) {
+    log_.notice(
+        "%s: query %s edited; it starts empty (%s), the replaced version runs beside it for the "
+        "matches open at the edit until event time %Ld",
+        label_, edit.query->name(), record.why_not,
+        static_cast<Poco::Int64>(*record.side_by_side_until));
+  } else {
+    log_.notice("%s: query %s edited; it starts empty: %s", label_, edit.query->name(),
+                record.why_not);
+  }
+  return record;
+}
+
+void CepDetection::onRetiring(const std::function<Status(detection::Detection&)>& call) {
+  feeding_retiring_ = true;
+  const Status status = call(*retiring_->detection);
+  feeding_retiring_ = false;
+  // Its events are the edited detection's too, which counts and logs them.
+  if (!status) log_.debug("%s: the replaced version refused a call: %s", label_, status.toString());
+}
+
+void CepDetection::retireIfDue(bool now) {
+  if (!now && retiring_->detection->stats().watermark <= retiring_->until) return;
+  // What it holds of the matches open at the edit comes out now, after what
+  // the edited query holds: a match both found is the edited query's.
+  if (Status s = detection_->flushReleased(); !s) failed("flush", s);
+  onRetiring([](detection::Detection& d) { return d.flush(); });
+  log_.notice("%s: the replaced version of query %s retired (event time past %Ld)", label_,
+              retiring_->query->name(), static_cast<Poco::Int64>(retiring_->until));
+  retiring_.reset();
+}
+
+std::shared_ptr<const detection::Detection> CepDetection::current() const {
+  MutexLock lock(current_mu_);
+  return detection_;
 }
 
 void CepDetection::mute(size_t member, bool flush) {
@@ -240,16 +386,16 @@ void CepDetection::mute(size_t member, bool flush) {
 
 bool CepDetection::isControl(const EventPtr& event) {
   if (event == flushMarker() || event == retryMarker() || event == tickMarker()) return true;
-  if (event->type() != detachType()) return false;
-  MutexLock lock(detach_mu_);
-  return std::any_of(detaches_.begin(), detaches_.end(),
-                     [&event](const auto& d) { return d->marker == event; });
+  if (event->type() != controlType()) return false;
+  MutexLock lock(controls_mu_);
+  return std::any_of(controls_.begin(), controls_.end(),
+                     [&event](const auto& c) { return c->marker == event; });
 }
 
 void CepDetection::openCheckpoints() {
   if (checkpoint_interval_.count() == 0) return;
   CheckpointSettings settings{endpoint_, label_, checkpoint_interval_, context_.journal_path,
-                              checkpoint_identity_};
+                              identity_};
   checkpoints_ = std::make_unique<QueryCheckpoints>(std::move(settings), log_);
   MutexLock lock(detection_mu_);
   if (checkpoints_->restore(*detection_, clock_, members_)) return;
@@ -260,6 +406,7 @@ void CepDetection::openCheckpoints() {
                fresh.status().message());
     return;
   }
+  MutexLock current(current_mu_);
   detection_ = std::move(fresh).value();
 }
 
@@ -339,7 +486,13 @@ Status CepDetection::advanceTime() {
   idle_sources_.store(clock_.idleSources(now), std::memory_order_relaxed);
   const std::optional<Timestamp> time =
       wall_clock_.eventTime(clock_, now, std::chrono::system_clock::now());
-  return time ? detection_->advanceTo(*time) : Status::ok();
+  if (!time) return Status::ok();
+  Status status = detection_->advanceTo(*time);
+  if (retiring_) {
+    onRetiring([&time](detection::Detection& d) { return d.advanceTo(*time); });
+    retireIfDue(false);
+  }
+  return status;
 }
 
 void CepDetection::queueRetry() {
@@ -383,6 +536,7 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
       flushed = true;
       MutexLock lock(detection_mu_);
       if (Status s = detection_->flush(); !s) failed("flush", s);
+      if (retiring_) onRetiring([](detection::Detection& d) { return d.flush(); });
     } else if (marker->event == tickMarker()) {
       tick_queued_.store(false, std::memory_order_release);
       MutexLock lock(detection_mu_);
@@ -391,21 +545,22 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
       // What the time released, a batching engine reports now (as after a batch).
       if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == 1) {
         if (Status s = detection_->flushReleased(); !s) failed("flush", s);
+        if (retiring_) onRetiring([](detection::Detection& d) { return d.flushReleased(); });
       }
     } else if (marker->event == retryMarker()) {
       retry_queued_.store(false, std::memory_order_release);
       if (on_worker) awaitOutputs();
     } else {
-      std::shared_ptr<Detach> request;
+      std::shared_ptr<Control> request;
       {
-        MutexLock lock(detach_mu_);
-        const auto it = std::find_if(detaches_.begin(), detaches_.end(), [&marker](const auto& d) {
-          return d->marker == marker->event;
+        MutexLock lock(controls_mu_);
+        const auto it = std::find_if(controls_.begin(), controls_.end(), [&marker](const auto& c) {
+          return c->marker == marker->event;
         });
         request = *it;
-        detaches_.erase(it);
+        controls_.erase(it);
       }
-      mute(request->member, true);
+      request->run();
       request->done.set_value();
     }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
@@ -455,6 +610,9 @@ void CepDetection::detectEvents(std::span<stages::StageItem> items,
       time = clock_.eventTime(now);
     }
     note(detection_->onEvents(std::span<const EventPtr>(batch_).subspan(from)));
+    if (retiring_) {
+      onRetiring([this](detection::Detection& d) { return d.onEvents(batch_); });
+    }
     if (checkpoints_) checkpoints_->consumed(batch_);
     note(advanceTime());
     // Nothing is queued behind these events: the input paused, so a batching
@@ -465,6 +623,7 @@ void CepDetection::detectEvents(std::span<stages::StageItem> items,
     // held, or the next event of a slower producer would be late.
     if (flush_when_idle_ && pending_.load(std::memory_order_acquire) == n) {
       flushed = detection_->flushReleased();
+      if (retiring_) onRetiring([](detection::Detection& d) { return d.flushReleased(); });
     }
     noteEvictions();
   }
@@ -482,7 +641,7 @@ void CepDetection::detectEvents(std::span<stages::StageItem> items,
 }
 
 void CepDetection::failed(const char* call, const Status& status) {
-  const uint64_t n = detection_->stats().errors;
+  const uint64_t n = current()->stats().errors;
   if (worthLogging(n - 1, n)) {
     log_.warning("%s: detector refused %s (%Lu errors so far): %s", label_, std::string(call),
                  static_cast<Poco::UInt64>(n), status.toString());
@@ -516,7 +675,7 @@ void CepDetection::publishReliably(flows::Exchange exchange) {
 }
 
 QueryStats CepDetection::stats() const {
-  const detection::DetectionStats d = detection_->stats();
+  const detection::DetectionStats d = current()->stats();
   QueryStats s;
   s.consumed = d.consumed;
   s.errors = d.errors;
@@ -552,10 +711,25 @@ plugin::EngineCounters CepDetection::engineCounters() const {
 }
 
 void CepDetection::onMatch(size_t member, const plugin::Match& match) {
-  members_[member]->publish(match);
+  detection_mu_.assertHeld();  // inside a call into a detection
+  CepQuery& query = feeding_retiring_ ? *retiring_->query : *members_[member];
+  if (edit_published_) {
+    std::vector<EventId> constituents;
+    Timestamp first = INT64_MAX;
+    for (size_t i = 0; i < match.size(); ++i) {
+      constituents.push_back(match.event(i)->id());
+      first = std::min(first, match.event(i)->ts());
+    }
+    // A match that begins after the edit is the edited query's alone.
+    if (feeding_retiring_ && first > retiring_->newest) return;
+    if (!edit_published_->insert(detection::compositeId(query.name(), constituents))) return;
+  }
+  query.publish(match);
 }
 
 void CepDetection::onLate(const EventPtr& event, Timestamp newest) {
+  detection_mu_.assertHeld();  // inside a call into a detection
+  if (feeding_retiring_) return;
   for (size_t i = 0; i < members_.size(); ++i) {
     if (!detection_->muted(i)) members_[i]->publishLate(event);
   }

@@ -12,13 +12,13 @@
 //
 // The worker hands the detection every event it took from the queue at
 // once, under one lock; a control item queued between events (a flush, a
-// wait for held composites, the mute of a removed query) splits the batch
-// there. When nothing is queued behind a batch the detection is flushed
-// (flush_when_idle). A reliable query's composite the bus refuses for now is
-// held in order with every later one, and the worker takes no more events
-// until the bus took them; a run on the delivering thread
-// (run_inline=when_idle) never waits for them: it leaves the wait to the
-// worker.
+// wait for held composites, the mute of a removed query, the swap of an
+// edited one) splits the batch there. When nothing is queued behind a batch
+// the detection is flushed (flush_when_idle). A reliable query's composite
+// the bus refuses for now is held in order with every later one, and the
+// worker takes no more events until the bus took them; a run on the
+// delivering thread (run_inline=when_idle) never waits for them: it leaves
+// the wait to the worker.
 //
 // Time. Each event's source is the publishing link it came by
 // (flows::Exchange::source; 0 for events of no known link, such as another
@@ -32,9 +32,24 @@
 // service's ticker asks for a tick (requestTick()) several times a second;
 // the worker then moves the event time as the clocks say.
 //
-// Thread-safety: start(), stop(), requestFlush() and detach() are control
-// calls, serialized by the service (not from inside a delivery of a queueing
-// flow: removing the endpoint waits for its queues). The endpoint's consumer
+// An edited query (replace(), a detection of one query): the worker swaps
+// the detection after the events queued before the edit, so that each event
+// is detected once, by the replaced query before and by the edited one
+// after; the edited detection takes over the replaced one's state when the
+// edit keeps its shape (bus/host/detection/checkpoint.h). Otherwise it
+// starts empty and the replaced detection runs on beside it ("retiring"),
+// fed the same events, for the matches open at the edit: it publishes only
+// matches that begin at or before the newest ts it had seen then, until its
+// watermark passes that ts plus its horizon (CepQuery::horizon(): WITHIN or
+// window length), when it is flushed and dropped. From such an edit on,
+// the composite ids published are kept (a bounded window), so that a match
+// both versions find goes out once. A replaced query that nothing bounds
+// (no WITHIN, a session window), or that had seen no event, is flushed and
+// dropped at the edit, as for a removal.
+//
+// Thread-safety: start(), stop(), requestFlush(), detach() and replace() are
+// control calls, serialized by the service (not from inside a delivery of a
+// queueing flow: removing the endpoint waits for its queues). The endpoint's consumer
 // runs on delivering threads. The accessors may be called from any thread.
 // Ownership: owns its detection, stage and backlog and holds its queries;
 // the endpoint's consumer holds it (shared), so that a straight-through
@@ -69,6 +84,7 @@
 #include "flows/source_ends.h"
 #include "services/cep/cep_config.h"
 #include "services/cep/output_backlog.h"
+#include "services/cep/query_checkpoints.h"
 #include "services/query_host.h"
 #include "services/service.h"
 #include "stages/stage.h"
@@ -115,11 +131,9 @@ class CepDetection final : public detection::DetectionSink {
     detection_ = std::move(detection);
     remake_ = std::move(remake);
   }
-  // What its checkpoints are for (detection::checkpointIdentity() of its
-  // queries); set before start() when they are checkpointed.
-  void checkpointAs(detection::CheckpointIdentity identity) {
-    checkpoint_identity_ = std::move(identity);
-  }
+  // What its state is (detection::checkpointIdentity() of its queries), for
+  // its checkpoints and an edit's carry-over; set before start().
+  void identify(detection::CheckpointIdentity identity) { identity_ = std::move(identity); }
   // Names the endpoint and makes the stage: once the service keeps it.
   void open(std::string endpoint);
 
@@ -156,6 +170,27 @@ class CepDetection final : public detection::DetectionSink {
   // takes the query out of the registry.
   void detach(size_t member);
 
+  // What replaces its one query (CepService::replaceQuery()).
+  struct Edit {
+    std::shared_ptr<CepQuery> query;  // assigned to this detection as member 0
+    // Made for `query`, reporting to this detection; no event yet.
+    std::unique_ptr<detection::Detection> detection;
+    MakeDetection remake;  // another such, for a refused carry-over
+    detection::CheckpointIdentity identity;
+  };
+  // Why a query read as `inputs` and `settings` cannot replace its query in
+  // place (replace()): it shares it, the edit changes what the stage feeds
+  // the detection or how, or its checkpoints; empty when it can.
+  std::string whyNotReplaceable(const std::vector<std::string>& inputs,
+                                const QuerySettings& settings) const;
+  // Replaces its one query and its detection by `edit`'s, after the events
+  // queued so far (see the class comment), and says what was carried over.
+  // Waits (a bounded time) for the worker to get there: Unavailable when it
+  // did not (it waits for the bus to take held composites); the edit is
+  // then made when it gets there. The caller moved the queries' registry
+  // entries.
+  Result<QueryEdit> replace(Edit edit);
+
   // A reliable query's composite event, on the detection's thread inside a
   // call into it: published, or held in the backlog when the bus refuses it
   // for now (the worker then waits for it).
@@ -173,18 +208,18 @@ class CepDetection final : public detection::DetectionSink {
   // What its detector holds after its last call; nullopt when the engine
   // does not count (fixed when the detection is made).
   std::optional<plugin::DetectorState> partialMatches() const {
-    return detection_->stats().partial_matches;
+    return current()->stats().partial_matches;
   }
   // Composite events the bus refused for now, held in the backlog.
   size_t outputHeld() const { return backlog_.size(); }
   // Member `member`'s matches.
-  uint64_t matches(size_t member) const { return detection_->matches(member); }
+  uint64_t matches(size_t member) const { return current()->matches(member); }
   // Member `member`'s matches its output control suppressed.
-  uint64_t suppressed(size_t member) const { return detection_->suppressed(member); }
+  uint64_t suppressed(size_t member) const { return current()->suppressed(member); }
   // The engine running now (engine auto's trial may change it) and the
   // trial's outcome once it decided.
-  std::string engine() const { return detection_->engine(); }
-  std::optional<plugin::TrialOutcome> trialOutcome() const { return detection_->trialOutcome(); }
+  std::string engine() const { return current()->engine(); }
+  std::optional<plugin::TrialOutcome> trialOutcome() const { return current()->trialOutcome(); }
   // Waits while the worker is inside the detection, so it sees the detector
   // between two events.
   Result<std::string> exportModel(std::string_view format) const EXCLUDES(detection_mu_);
@@ -195,7 +230,7 @@ class CepDetection final : public detection::DetectionSink {
   plugin::EngineCounters engineCounters() const EXCLUDES(detection_mu_, counters_mu_);
   bool idle() const { return pending_.load(std::memory_order_acquire) == 0; }
   // Events more than the maximum delay behind (detection::DetectionStats::late).
-  uint64_t late() const { return detection_->stats().late; }
+  uint64_t late() const { return current()->stats().late; }
 
   // detection::DetectionSink, on the detection's thread with detection_mu_ held.
   void onMatch(size_t member, const plugin::Match& match) override;
@@ -205,10 +240,10 @@ class CepDetection final : public detection::DetectionSink {
   void onLate(const EventPtr& event, Timestamp newest) override;
 
  private:
-  // A detach() waiting for the worker.
-  struct Detach {
+  // Work queued for the worker behind the events (onWorker()).
+  struct Control {
     EventPtr marker;
-    size_t member = 0;
+    std::function<void()> run;
     std::promise<void> done;
   };
 
@@ -236,8 +271,24 @@ class CepDetection final : public detection::DetectionSink {
   // Logs, once per doubling, the partial matches a state cap dropped or refused.
   void noteEvictions() REQUIRES(detection_mu_);
   // A stage item that is no event to detect: a flush or retry marker, or
-  // one of detaches_' markers.
-  bool isControl(const EventPtr& event) EXCLUDES(detach_mu_);
+  // one of controls_' markers.
+  bool isControl(const EventPtr& event) EXCLUDES(controls_mu_);
+  // Runs `run` on the worker after the events queued so far, and waits for
+  // it a bounded time (kStopDrain): false when it did not get there in
+  // time (it runs `run` when it does). A stage that refuses it (full) has
+  // it run here at once. `run` takes detection_mu_ itself.
+  bool onWorker(std::function<void()> run) EXCLUDES(controls_mu_);
+  // The swap of replace(), with detection_mu_ held.
+  QueryEdit swap(Edit& edit) REQUIRES(detection_mu_);
+  // Runs `call` on the retiring detection: its matches go to the replaced
+  // query, its late events nowhere (the edited query publishes them).
+  void onRetiring(const std::function<Status(detection::Detection&)>& call) REQUIRES(detection_mu_);
+  // Flushes and drops the retiring detection once its watermark passed its
+  // `until`, or `now`.
+  void retireIfDue(bool now) REQUIRES(detection_mu_);
+  // The detection, for the readers that do not take detection_mu_ (a
+  // replace() may swap it meanwhile; the copy keeps the old one alive).
+  std::shared_ptr<const detection::Detection> current() const EXCLUDES(current_mu_);
   // Flushes (when `flush`: the detection runs) and mutes `member`.
   void mute(size_t member, bool flush) EXCLUDES(detection_mu_);
   // Moves the detection's event time to what the source clock (and, with a
@@ -253,16 +304,17 @@ class CepDetection final : public detection::DetectionSink {
   void queueRetry();
 
   // members_[i] is member i's query, removed ones included; fixed at
-  // construction.
-  const std::vector<std::shared_ptr<CepQuery>> members_;
+  // construction but for an edit's swap (on the worker, detection_mu_ held).
+  std::vector<std::shared_ptr<CepQuery>> members_;
   size_t live_;                // control plane only
   std::vector<bool> removed_;  // by member; control plane only
   std::vector<std::string> outputs_;
   const std::vector<std::string> inputs_;
   const bool flush_when_idle_;
   const bool run_inline_;
+  const std::chrono::milliseconds idle_timeout_;
   const std::chrono::milliseconds checkpoint_interval_;
-  detection::CheckpointIdentity checkpoint_identity_;  // control plane
+  detection::CheckpointIdentity identity_;  // set before start(); then detection_mu_
   const pattern::TimeUnit ts_unit_;
   const std::string service_;
   const size_t capacity_;
@@ -272,7 +324,8 @@ class CepDetection final : public detection::DetectionSink {
   std::string endpoint_;  // set by open()
   std::string label_;     // "query <endpoint>" or "queries <endpoint>", for the log
 
-  // Its queries by sender, for the composites the backlog loses; fixed at construction.
+  // Its queries by sender, for the composites the backlog loses; an edit's
+  // query takes its name's place (the worker).
   std::unordered_map<Symbol, std::shared_ptr<CepQuery>> senders_;
   // Declared before stage_: the stage's destructor drains into the
   // detection, which publishes through the backlog.
@@ -286,9 +339,24 @@ class CepDetection final : public detection::DetectionSink {
   mutable Mutex detection_mu_;
   // Declared before stage_: the stage's destructor drains into it. Its
   // event path, mute and export under detection_mu_; its counters and
-  // trial outcome from any thread.
-  std::unique_ptr<detection::Detection> detection_;
+  // trial outcome from any thread, through current(). Replaced (by an
+  // edit) with both detection_mu_ and current_mu_ held, so either lock
+  // keeps it in place.
+  std::shared_ptr<detection::Detection> detection_;
+  mutable Mutex current_mu_;
   MakeDetection remake_;
+  // The replaced version of an edit that could not carry its state over,
+  // running on beside detection_ (see the class comment).
+  struct Retiring {
+    std::shared_ptr<detection::Detection> detection;
+    std::shared_ptr<CepQuery> query;
+    Timestamp newest = 0;  // the newest ts it had seen at the edit
+    Timestamp until = 0;   // it retires once its watermark passes this
+  };
+  std::optional<Retiring> retiring_ GUARDED_BY(detection_mu_);
+  bool feeding_retiring_ GUARDED_BY(detection_mu_) = false;  // inside onRetiring()
+  // The composite ids published since an edit ran two versions side by side.
+  std::optional<PublishedWindow> edit_published_ GUARDED_BY(detection_mu_);
   mutable Mutex counters_mu_;
   mutable plugin::EngineCounters counters_ GUARDED_BY(counters_mu_);  // as last read
   // The events of one detectEvents() call (the worker's only): reused, empty between calls.
@@ -311,8 +379,8 @@ class CepDetection final : public detection::DetectionSink {
   // stage_, whose draining detection holds composites in it.
   std::unique_ptr<QueryCheckpoints> checkpoints_;
   std::unique_ptr<stages::Stage> stage_;
-  Mutex detach_mu_;  // control plane and worker
-  std::vector<std::shared_ptr<Detach>> detaches_ GUARDED_BY(detach_mu_);
+  Mutex controls_mu_;  // control plane and worker
+  std::vector<std::shared_ptr<Control>> controls_ GUARDED_BY(controls_mu_);
   bool started_ = false;  // control plane only (the service's mutex)
   bool stopped_ = false;  // control plane only
   bool endpoint_added_ = false;

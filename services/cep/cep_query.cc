@@ -17,6 +17,15 @@
 namespace cepbus::services::cep {
 namespace {
 
+// CepQuery::horizon() of `query`.
+std::optional<int64_t> horizonOf(const pattern::Query& query) {
+  if (query.window) {
+    if (query.window->kind == pattern::WindowKind::kSession) return std::nullopt;
+    return query.window->length;
+  }
+  return query.within;
+}
+
 // The query options the service implements itself (see cep_service.h).
 constexpr std::string_view kFlushWhenIdle = "flush_when_idle";
 constexpr std::string_view kOutputQos = "output_qos";
@@ -197,6 +206,7 @@ CepQuery::CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& quer
       late_symbol_(Symbol::intern(settings.late_output)),
       sender_(Symbol::intern(service + "/" + spec.name)),
       output_qos_(settings.output_qos),
+      horizon_(horizonOf(query)),
       context_(context),
       log_(Poco::Logger::get("cepbus.cep")),
       names_(query, spec.text) {}
@@ -345,7 +355,14 @@ QueryStats CepQuery::stats() const {
   s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
   s.missing_attribute = names_.missingAttribute();
   s.engine_counters = detection_->engineCounters();
+  MutexLock lock(edit_mu_);
+  s.edited = edit_;
   return s;
+}
+
+void CepQuery::noteEdit(QueryEdit edit) {
+  MutexLock lock(edit_mu_);
+  edit_ = std::move(edit);
 }
 
 void CepQuery::publish(const plugin::Match& match) {

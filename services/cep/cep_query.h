@@ -14,8 +14,8 @@
 // attribute its predicates read.
 //
 // Thread-safety: assign(), enter() and leave() are control calls (the
-// service's); publish() and watch() run on its detection's thread; lost(), stats() and
-// matches() may be called from any thread. Ownership: held by the service
+// service's); publish(), watch() and noteEdit() run on its detection's thread; lost(),
+// stats() and matches() may be called from any thread. Ownership: held by the service
 // while listed, by its detection, and weakly by its registry probe; owns its
 // stats scope while entered, whose functions read it and its detection.
 
@@ -23,10 +23,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "bus/base/mutex.h"
 #include "bus/base/stats/store.h"
 #include "bus/core/plugin/detector.h"
 #include "bus/core/status.h"
@@ -94,6 +96,12 @@ class CepQuery final {
   const std::string& name() const { return name_; }
   const std::string& output() const { return output_; }
   const std::string& lateOutput() const { return late_output_; }
+  const std::string& text() const { return text_; }
+  const std::vector<std::string>& inputs() const { return inputs_; }
+  // How far in event time after its newest event its state may still make
+  // a match: its WITHIN, or its tumbling or sliding window's length;
+  // nullopt when nothing bounds it (no WITHIN, a session window).
+  std::optional<int64_t> horizon() const { return horizon_; }
   Symbol sender() const { return sender_; }
   CepDetection& detection() const { return *detection_; }
   size_t member() const { return member_; }
@@ -127,7 +135,11 @@ class CepQuery final {
   // the class comment.
   void watch(std::span<const EventPtr> events);
 
-  QueryStats stats() const;
+  // It replaced another query at run time (CepDetection::replace()), on
+  // its detection's thread: stats() says so from then on.
+  void noteEdit(QueryEdit edit) EXCLUDES(edit_mu_);
+
+  QueryStats stats() const EXCLUDES(edit_mu_);
   uint64_t matches() const;
 
  private:
@@ -150,6 +162,7 @@ class CepQuery final {
   const Symbol late_symbol_;
   const Symbol sender_;
   const flows::Qos output_qos_;
+  const std::optional<int64_t> horizon_;
   ServiceContext& context_;
   Poco::Logger& log_;
   detection::QueryNameWatch names_;
@@ -163,6 +176,8 @@ class CepQuery final {
   bool entered_ = false;  // control plane only
 
   std::atomic<uint64_t> publish_failures_{0};
+  mutable Mutex edit_mu_;
+  std::optional<QueryEdit> edit_ GUARDED_BY(edit_mu_);
   // While entered (control plane); last, so that its functions, which read
   // this query, are gone before the rest of it.
   stats::ScopePtr scope_;

@@ -78,13 +78,28 @@ Status checkCheckpoints(const descriptor::QuerySpec& spec, const QuerySettings& 
   return Status::ok();
 }
 
+// Another detection of `group`, reporting to `sink` (CepDetection::run()):
+// a copy of the group without the detector the planner made (taken).
+CepDetection::MakeDetection remakeOf(const detection::DetectionGroup& group, CepDetection& sink) {
+  return [sink = &sink, engine = group.engine, members = group.members, recipe = group.recipe] {
+    detection::DetectionGroup again{engine, {}, members, recipe, std::nullopt};
+    return detection::Detection::create(again, *sink, plugin::EventTime::kOwner);
+  };
+}
+
+// The reason of engine auto, said for the queries that asked for it.
+std::string choiceOf(const descriptor::QuerySpec& spec, const detection::DetectionGroup& group) {
+  return spec.engine == plugin::kAutoEngine ? group.reason : std::string();
+}
+
 }  // namespace
 
-Status CepService::build(std::span<const descriptor::QuerySpec> specs,
-                         std::vector<std::shared_ptr<CepQuery>>& queries,
-                         std::vector<std::shared_ptr<CepDetection>>& detections) {
-  std::vector<detection::QueryRequest> requests;
-  std::vector<QuerySettings> settings(specs.size());
+Result<CepService::Planned> CepService::planQueries(
+    std::span<const descriptor::QuerySpec> specs) const {
+  Planned out;
+  out.settings.resize(specs.size());
+  std::vector<detection::QueryRequest>& requests = out.requests;
+  std::vector<QuerySettings>& settings = out.settings;
   std::vector<std::string> errors;
   for (size_t i = 0; i < specs.size(); ++i) {
     auto request = readQuery(specs[i], settings[i]);
@@ -108,14 +123,27 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
   options.service_options = serviceOptions();
   auto plan = detection::plan(requests, options, context_.plugins);
   if (!plan) return plan.status();
+  for (const std::string& warning : plan->warnings) {
+    Poco::Logger::get("cepbus.cep").warning(warning);
+  }
+  out.plan = std::move(plan).value();
+  return out;
+}
+
+Status CepService::build(std::span<const descriptor::QuerySpec> specs,
+                         std::vector<std::shared_ptr<CepQuery>>& queries,
+                         std::vector<std::shared_ptr<CepDetection>>& detections) {
+  Result<Planned> planned = planQueries(specs);
+  if (!planned) return planned.status();
+  const std::vector<detection::QueryRequest>& requests = planned->requests;
+  const std::vector<QuerySettings>& settings = planned->settings;
   Poco::Logger& log = Poco::Logger::get("cepbus.cep");
-  for (const std::string& warning : plan->warnings) log.warning(warning);
 
   for (size_t i = 0; i < specs.size(); ++i) {
     queries.push_back(std::make_shared<CepQuery>(specs[i], requests[i].query, config_.name,
                                                  settings[i], context_));
   }
-  for (detection::DetectionGroup& group : plan->groups) {
+  for (detection::DetectionGroup& group : planned->plan.groups) {
     const size_t first = group.members.front();
     std::vector<std::shared_ptr<CepQuery>> members;
     std::vector<std::string> names;
@@ -128,22 +156,11 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
     auto running = detection::Detection::create(group, *made, plugin::EventTime::kOwner);
     if (!running) return running.status();
     if (Status s = checkCheckpoints(specs[first], settings[first], **running); !s) return s;
-    if (settings[first].checkpoint_interval.count() > 0) {
-      made->checkpointAs(identityOf(group, requests, names));
-    }
-    // A copy of the group without the detector the planner made (taken).
-    made->run(std::move(running).value(), [sink = made.get(), engine = group.engine,
-                                           members = group.members, recipe = group.recipe] {
-      detection::DetectionGroup again{engine, {}, members, recipe, std::nullopt};
-      return detection::Detection::create(again, *sink, plugin::EventTime::kOwner);
-    });
-    // The reason of engine auto is said for the queries that asked for it.
-    auto choiceOf = [&](size_t m) {
-      return specs[m].engine == plugin::kAutoEngine ? group.reason : std::string();
-    };
+    made->identify(identityOf(group, requests, names));
+    made->run(std::move(running).value(), remakeOf(group, *made));
     std::string reason;
     for (size_t m : group.members) {
-      if (reason.empty()) reason = choiceOf(m);
+      if (reason.empty()) reason = choiceOf(specs[m], group);
     }
     if (group.members.size() == 1) {
       made->open(config_.name + "/" + names.front());
@@ -160,7 +177,7 @@ Status CepService::build(std::span<const descriptor::QuerySpec> specs,
     }
     for (size_t i = 0; i < group.members.size(); ++i) {
       const size_t m = group.members[i];
-      queries[m]->assign(made.get(), i, group.engine, choiceOf(m));
+      queries[m]->assign(made.get(), i, group.engine, choiceOf(specs[m], group));
       // An engine default that changes the matches (the algebra engine's
       // CONTEXT recent) is said where the operator reads the bus log.
       for (const std::string& notice : group.recipe.notices(i)) {
@@ -317,6 +334,55 @@ Status CepService::removeQuery(std::string_view name) {
   detections_.erase(d);
   last->stop();
   return Status::ok();
+}
+
+Result<QueryEdit> CepService::replaceQuery(const descriptor::QuerySpec& spec) {
+  MutexLock lock(mu_);
+  if (stopped_) return Status::unavailable(config_.name + ": stopped; no query can be edited");
+  const auto it = std::find_if(queries_.begin(), queries_.end(),
+                               [&spec](const auto& q) { return q->name() == spec.name; });
+  if (it == queries_.end()) {
+    return Status::notFound(config_.name + ": no query \"" + spec.name + "\" to replace");
+  }
+  const std::shared_ptr<CepQuery> old = *it;
+  CepDetection& detection = old->detection();
+  Result<Planned> planned = [&]() -> Result<Planned> {
+    try {
+      return planQueries(std::span(&spec, 1));
+    } catch (const std::exception& e) {
+      return Status::internal(spec.where.error(queryLabel(spec) + ": " + e.what()).toString());
+    }
+  }();
+  if (!planned) return planned.status();
+  const QuerySettings& settings = planned->settings.front();
+  if (std::string why = detection.whyNotReplaceable(spec.inputs, settings); !why.empty()) {
+    return Status::rejected(queryLabel(spec) + ": cannot replace the running query: " + why +
+                            "; remove it and add the edited one instead");
+  }
+  detection::DetectionGroup& group = planned->plan.groups.front();
+  auto query = std::make_shared<CepQuery>(spec, planned->requests.front().query, config_.name,
+                                          settings, context_);
+  auto running = detection::Detection::create(group, detection, plugin::EventTime::kOwner);
+  if (!running) return running.status();
+  query->assign(&detection, 0, group.engine, choiceOf(spec, group));
+  for (const std::string& notice : group.recipe.notices(0)) {
+    Poco::Logger::get("cepbus.cep").notice("%s: %s", queryLabel(spec), notice);
+  }
+  CepDetection::Edit edit{query, std::move(running).value(), remakeOf(group, detection),
+                          identityOf(group, planned->requests, {spec.name})};
+  // The registry entry and the stats scope go to the edited query now;
+  // its detection is swapped when the worker gets to the edit.
+  if (started_) {
+    const auto holder = std::find_if(detections_.begin(), detections_.end(),
+                                     [&detection](const auto& d) { return d.get() == &detection; });
+    old->leave();
+    if (Status s = query->enter(query, *holder); !s) {
+      (void)old->enter(old, *holder);
+      return s;
+    }
+  }
+  *it = query;
+  return detection.replace(std::move(edit));
 }
 
 std::shared_ptr<CepQuery> CepService::findQuery(std::string_view name) const {

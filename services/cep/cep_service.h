@@ -43,6 +43,12 @@
 // last sharer is removed, which stops the detector as for a query of its
 // own.
 //
+// Editing a query at run time (replaceQuery(), the admin API's PUT) keeps
+// its detector's endpoint and stage and swaps the detection behind the
+// events already queued, its state carried over when the edit allows it,
+// else with the replaced version beside it until its WITHIN has passed
+// (cep_detection.h says how; docs/checkpoints.md what each edit recovers).
+//
 //   publisher --broker--> endpoint --offer--> stage (1 worker: a detector
 //     is single-threaded) --> detection --match of query i--> query i's
 //       composite event --broker.publish--> query i's output address
@@ -148,8 +154,10 @@
 #include "bus/base/mutex.h"
 #include "bus/core/status.h"
 #include "bus/host/descriptor/descriptor.h"
+#include "bus/host/detection/planner.h"
 #include "router/component_entry.h"
 #include "services/cep/cep_config.h"
+#include "services/cep/cep_query.h"
 #include "services/query_host.h"
 #include "services/service.h"
 #include "stages/resource_controller.h"
@@ -200,6 +208,15 @@ class CepService final : public Service, public QueryHost {
   // A query sharing its detector is muted (see above). NotFound for an
   // unknown name.
   Status removeQuery(std::string_view query) override EXCLUDES(mu_);
+  // Replaces a query with a detector of its own by an edit of it, in place:
+  // its detector's endpoint and stage stay, and the worker swaps the
+  // detection after the events queued before the edit
+  // (CepDetection::replace()), carrying its state over when the edit
+  // allows it. Rejected (naming why) for a query sharing its detector, a
+  // checkpointed one, and an edit of its input or of how its events are fed
+  // (flush_when_idle, run_inline, idle_timeout, time-unit). NotFound for an
+  // unknown name; InvalidArgument as addQuery().
+  Result<QueryEdit> replaceQuery(const descriptor::QuerySpec& spec) override EXCLUDES(mu_);
 
   // The query names, in the order they were added.
   std::vector<std::string> queries() const override EXCLUDES(mu_);
@@ -219,6 +236,15 @@ class CepService final : public Service, public QueryHost {
   std::string endpointName(std::string_view query) const override EXCLUDES(mu_);
 
  private:
+  // What build() and replaceQuery() read from their specs: each one's
+  // planner request and settings (by spec), and the plan.
+  struct Planned {
+    std::vector<detection::QueryRequest> requests;
+    std::vector<QuerySettings> settings;
+    detection::Plan plan;
+  };
+  // InvalidArgument naming the descriptor line of each spec that cannot run.
+  Result<Planned> planQueries(std::span<const descriptor::QuerySpec> specs) const;
   // The detections of the queries of one addQueries() call: planned
   // (bus/host/detection/planner.h), each group on a detection of its own.
   // `queries` gets the queries in the order of `specs`.

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "bus/core/event_json.h"
@@ -64,7 +65,8 @@ constexpr ApiResource kApiIndex[] = {
     {"/api/queries", "GET", "every query with its engine and numbers"},
     {"/api/queries/{service}", "POST", "adds a <query> to a running CEP service"},
     {"/api/queries/{query}", "GET", "one query, whichever service runs it"},
-    {"/api/queries/{service}/{query}", "GET, DELETE", "one query; DELETE removes it"},
+    {"/api/queries/{service}/{query}", "GET, PUT, DELETE",
+     "one query; PUT replaces it by an edit (a <query> of that name), DELETE removes it"},
     {"/api/queries/{service}/{query}/model?format=json|dot", "GET",
      "the query's detector model (petri)"},
     {"/api/routes", "GET", "the delivery-policy routes with their numbers"},
@@ -222,6 +224,7 @@ int httpStatus(const Status& status) {
     case Status::Code::kNotFound:
       return 404;
     case Status::Code::kAlreadyExists:
+    case Status::Code::kRejected:  // the change does not fit what runs (the message says why)
       return 409;
     case Status::Code::kUnavailable:
       return 503;
@@ -319,6 +322,17 @@ json serviceJson(const router::Registry& registry, const DeployedServiceInfo& in
   return entry;
 }
 
+// What a PUT of a query did: {"at" (ms since the epoch), "carried_over",
+// "why_not" (only when not), "side_by_side_until" (only when the replaced
+// version runs on beside it), "from" (the replaced text)}.
+json editJson(const QueryEdit& edit) {
+  json out{{"at", edit.at_ms}, {"carried_over", edit.carried_over}};
+  if (!edit.carried_over) out["why_not"] = edit.why_not;
+  if (edit.side_by_side_until) out["side_by_side_until"] = *edit.side_by_side_until;
+  out["from"] = edit.from;
+  return out;
+}
+
 // One entry of /api/queries; nullopt when `cep` no longer runs `q`.
 std::optional<json> queryJson(const router::Registry& registry, const std::string& service,
                               const std::string& q, const QueryHost& cep) {
@@ -361,6 +375,10 @@ std::optional<json> queryJson(const router::Registry& registry, const std::strin
                                 {"restore_refused", c->restore_refused},
                                 {"duplicates_dropped", c->duplicates_dropped},
                                 {"held", c->held}};
+  }
+  // Only for a query that replaced another at run time (PUT).
+  if (const std::optional<QueryEdit>& e = stats->edited) {
+    entry["edited"] = editJson(*e);
   }
   // Only for an engine with counters of its own (the window engine's groups, ...).
   if (!stats->engine_counters.empty()) {
@@ -651,7 +669,8 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
   if (resource == "queries" && p.size() == 3 && !p[1].empty() && !p[2].empty()) {
     if (auto refused = needsDeployer()) return std::move(*refused);
     if (get) return queryOf(p[1], p[2]);
-    if (method != "DELETE") return methodNotAllowed(method, "GET, DELETE");
+    if (method == "PUT") return changes([&] { return replaceQuery(p[1], p[2], request.body); });
+    if (method != "DELETE") return methodNotAllowed(method, "GET, PUT, DELETE");
     return changes([&] { return removeQuery(p[1], p[2]); });
   }
   return adminError(404, "no such resource: " + std::string(path));
@@ -713,12 +732,10 @@ AdminResponse AdminApi::undeploy(std::string_view name) const {
   return jsonResponse(200, json{{"undeployed", name}});
 }
 
-AdminResponse AdminApi::addQuery(std::string_view service, std::string_view body) const {
-  const std::shared_ptr<Service> host = deployer_->findService(service);
-  QueryHost* cep = queryHostOf(host.get());
-  if (cep == nullptr) {
-    return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
-  }
+namespace {
+
+// The one <query> of a request body, or the 400 refusal naming its line.
+std::variant<descriptor::QuerySpec, AdminResponse> queryOfBody(std::string_view body) {
   if (body.empty()) return adminError(400, "empty body: expected one <query> element");
   // The query is parsed as the one query of a CEP unit; the wrapper starts on
   // the body's first line, so the parser's line numbers are the body's.
@@ -734,11 +751,55 @@ AdminResponse AdminApi::addQuery(std::string_view service, std::string_view body
   if (parsed->units.size() != 1 || parsed->units[0].queries.size() != 1) {
     return adminError(400, "expected exactly one <query> element in the body");
   }
-  const descriptor::QuerySpec& spec = parsed->units[0].queries[0];
+  return parsed->units[0].queries[0];
+}
+
+}  // namespace
+
+std::variant<AdminApi::QueryChange, AdminResponse> AdminApi::queryChange(
+    std::string_view service, std::string_view body) const {
+  QueryChange change;
+  change.host = deployer_->findService(service);
+  change.cep = queryHostOf(change.host.get());
+  if (change.cep == nullptr) {
+    return adminError(404, "no running CEP service unit named '" + std::string(service) + "'");
+  }
+  auto read = queryOfBody(body);
+  if (auto* refused = std::get_if<AdminResponse>(&read)) return std::move(*refused);
+  change.spec = std::get<descriptor::QuerySpec>(std::move(read));
+  return change;
+}
+
+AdminResponse AdminApi::addQuery(std::string_view service, std::string_view body) const {
+  auto change = queryChange(service, body);
+  if (auto* refused = std::get_if<AdminResponse>(&change)) return std::move(*refused);
+  const auto& [host, cep, spec] = std::get<QueryChange>(change);
   if (Status s = cep->addQuery(spec); !s) return adminError(httpStatus(s), s.message());
   return jsonResponse(
       201,
       json{{"service", service}, {"query", spec.name}, {"endpoint", cep->endpointName(spec.name)}});
+}
+
+AdminResponse AdminApi::replaceQuery(std::string_view service, std::string_view query,
+                                     std::string_view body) const {
+  auto change = queryChange(service, body);
+  if (auto* refused = std::get_if<AdminResponse>(&change)) return std::move(*refused);
+  const auto& [host, cep, spec] = std::get<QueryChange>(change);
+  if (spec.name != query) {
+    return adminError(400, spec.where
+                               .error("<query name=\"" + spec.name + "\">: a PUT on query '" +
+                                      std::string(query) +
+                                      "' replaces it by a <query> of the same name (POST "
+                                      "/api/queries/" +
+                                      std::string(service) + " adds another)")
+                               .toString());
+  }
+  Result<QueryEdit> edit = cep->replaceQuery(spec);
+  if (!edit) return adminError(httpStatus(edit.status()), edit.status().message());
+  json out = editJson(*edit);
+  out["service"] = service;
+  out["query"] = query;
+  return jsonResponse(200, out);
 }
 
 AdminResponse AdminApi::removeQuery(std::string_view service, std::string_view query) const {

@@ -33,6 +33,12 @@
 //   DELETE /api/assemblies/{name}           undeploys it
 //   POST   /api/queries/{service}           adds the body (one <query>) to a
 //                                           running CEP service unit
+//   PUT    /api/queries/{service}/{query}   replaces it by the body (one
+//                                           <query> of that name), an edit
+//                                           taking over its state when it
+//                                           can; answers what was carried
+//                                           over: {"carried_over", "why_not",
+//                                           "from", "at"}
 //   DELETE /api/queries/{service}/{query}   removes it
 //   GET    /api/queries/{service}/{query}/model?format=json|dot   the
 //          detector's model (the Petri net of an engine "petri" query)
@@ -50,7 +56,7 @@
 // path does not take.
 //
 // Every request that needs the token (every state change: deploy,
-// undeploy, add or remove a query, pause or resume a route, publish) is
+// undeploy, add, edit or remove a query, pause or resume a route, publish) is
 // logged once, at notice level, to the logger kAuditLogger: method and
 // target, who — the token's name, which is the token-env variable's, or
 // "anonymous" for a request without the token — and the status, with the
@@ -60,8 +66,9 @@
 //
 // Status codes of the state changes: 200/201 done; 400 a bad body (the
 // message names the fragment's line); 401/403 token; 404 unknown assembly,
-// service, query or route; 409 already exists; 503 the bus is starting or
-// stopping, or no deployer (services outside a bus).
+// service, query or route; 409 already exists, or a change that does not
+// fit what runs (a query that cannot be replaced in place: the message says why); 503 the bus is
+// starting or stopping, or no deployer (services outside a bus).
 //
 // Thread-safety: handle() may be called from any thread, concurrently; the
 // api is immutable after construction. Ownership: refers to the broker,
@@ -71,12 +78,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "bus/core/wire_names.h"
 #include "bus/host/loader/plugin_loader.h"
 #include "router/broker.h"
 #include "router/registry.h"
 #include "services/deployer.h"
+#include "services/query_host.h"
 
 namespace Poco {
 class Logger;
@@ -136,7 +145,20 @@ class AdminApi {
   AdminResponse queryNamed(std::string_view query) const;
   AdminResponse deploy(std::string_view body) const;
   AdminResponse undeploy(std::string_view name) const;
+  // What a query's POST or PUT names: the CEP unit (held while the change
+  // runs) and the one <query> of the body.
+  struct QueryChange {
+    std::shared_ptr<Service> host;
+    QueryHost* cep = nullptr;
+    descriptor::QuerySpec spec;
+  };
+  // The refusal when there is no such unit (404) or the body is no one
+  // <query> (400, naming its line).
+  std::variant<QueryChange, AdminResponse> queryChange(std::string_view service,
+                                                       std::string_view body) const;
   AdminResponse addQuery(std::string_view service, std::string_view body) const;
+  AdminResponse replaceQuery(std::string_view service, std::string_view query,
+                             std::string_view body) const;
   AdminResponse removeQuery(std::string_view service, std::string_view query) const;
   AdminResponse queryModel(std::string_view service, std::string_view query,
                            std::string_view format) const;

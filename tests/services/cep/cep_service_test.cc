@@ -1877,5 +1877,200 @@ TEST_F(CepServiceTest, QueriesNamingAnEngineShareWithAutosChoiceOfIt) {
   EXPECT_EQ(cep.matches("a2"), 0u);
 }
 
+// --- queries edited at run time ---------------------------------------------------
+
+// The one <query> of `query`, read as a descriptor's (file edit.xml).
+descriptor::QuerySpec specOf(const CepQuery& query) {
+  descriptor::ParseReport report;
+  auto assembly =
+      descriptor::parseServiceAssembly(CepUnit().query(query).toXml(), "edit.xml", &report);
+  EXPECT_TRUE(assembly) << report.toString();
+  return assembly->units.at(0).queries.at(0);
+}
+
+// A then B within `within`, on the nfa engine, composites of type `type`.
+CepQuery nfaPairs(const std::string& within, const std::string& type) {
+  return CepQuery("pairs",
+                  "PATTERN SEQ(A a, B b) WITHIN " + within + " RETURN " + type + "(a.x, b.x)")
+      .engine("nfa");
+}
+
+TEST_F(CepServiceTest, AWiderWithinTakesOverThePartialMatchesOfTheNarrowerOne) {
+  if (!pluginsBuilt({"nfa"})) GTEST_SKIP() << "the nfa plugin is not built";
+  CepService& cep = start(CepUnit().query(nfaPairs("10", "Narrow")).toXml());
+  Recorder out(*broker_, "test.out", "out.pairs");
+  publish("in.events", "A", 1, 1);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 1));
+  const Result<QueryEdit> edit = cep.replaceQuery(specOf(nfaPairs("100", "Wide")));
+  ASSERT_TRUE(edit) << edit.status().toString();
+  EXPECT_TRUE(edit->carried_over) << edit->why_not;
+  EXPECT_EQ(edit->from, "PATTERN SEQ(A a, B b) WITHIN 10 RETURN Narrow(a.x, b.x)");
+  // 49 after the A: beyond the narrower WITHIN, within the wider one, whose
+  // state holds the A the narrower one kept.
+  publish("in.events", "B", 50, 2);
+  ASSERT_TRUE(out.waitFor(1));
+  EXPECT_EQ(rendered(out), std::vector<std::string>{"Wide a_x=1 b_x=2 @ 1 50"});
+  const std::optional<QueryStats> stats = cep.stats("pairs");
+  ASSERT_TRUE(stats && stats->edited);
+  EXPECT_TRUE(stats->edited->carried_over);
+  EXPECT_GT(stats->edited->at_ms, 0);
+  auto entry = registry_->snapshotOf("sa.cep/pairs:detector");
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(metaOf(*entry, "text"), "PATTERN SEQ(A a, B b) WITHIN 100 RETURN Wide(a.x, b.x)");
+  EXPECT_EQ(cep.endpointName("pairs"), "sa.cep/pairs");  // the same endpoint and stage
+}
+
+// The edit is queued behind the events delivered before it: each of them
+// is detected once, by the replaced query, and each after it by the edited one.
+TEST_F(CepServiceTest, EventsDeliveredBeforeAnEditAreTheReplacedQuerysAndAfterItTheEditedOnes) {
+  if (!pluginsBuilt({"nfa"})) GTEST_SKIP() << "the nfa plugin is not built";
+  CepService& cep = start(CepUnit().query(nfaPairs("2", "Old")).toXml());
+  Recorder out(*broker_, "test.out", "out.pairs");
+  constexpr int kPairs = 50;
+  for (int i = 0; i < 2 * kPairs; ++i) publish("in.events", i % 2 == 0 ? "A" : "B", i, i);
+  ASSERT_TRUE(cep.replaceQuery(specOf(nfaPairs("2", "New"))));
+  for (int i = 2 * kPairs; i < 4 * kPairs; ++i) {
+    publish("in.events", i % 2 == 0 ? "A" : "B", i, i);
+  }
+  ASSERT_TRUE(out.waitFor(2 * kPairs));
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 2 * kPairs));
+  const std::vector<EventPtr> events = out.events();
+  ASSERT_EQ(events.size(), size_t{2 * kPairs});
+  std::set<int64_t> firsts;
+  for (const EventPtr& e : events) {
+    const int64_t a = attr(e, "a_x")->asInt();
+    EXPECT_EQ(attr(e, "b_x")->asInt(), a + 1);
+    EXPECT_EQ(e->type().name(), a < 2 * kPairs ? "Old" : "New") << render(e);
+    firsts.insert(a);
+  }
+  EXPECT_EQ(firsts.size(), size_t{2 * kPairs});  // none twice
+}
+
+TEST_F(CepServiceTest, AnEditOfThePatternStartsEmptyAndSaysWhy) {
+  if (!pluginsBuilt({"nfa"})) GTEST_SKIP() << "the nfa plugin is not built";
+  CepService& cep = start(CepUnit().query(nfaPairs("100", "AB")).toXml());
+  Recorder out(*broker_, "test.out", "out.pairs");
+  publish("in.events", "A", 1, 1);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 1));
+  const CepQuery ac("pairs", "PATTERN SEQ(A a, C c) WITHIN 100 RETURN AC(a.x, c.x)");
+  const Result<QueryEdit> edit = cep.replaceQuery(specOf(CepQuery(ac).engine("nfa")));
+  ASSERT_TRUE(edit) << edit.status().toString();
+  EXPECT_FALSE(edit->carried_over);
+  EXPECT_NE(edit->why_not.find("an edit keeps the state only when it changes WITHIN"),
+            std::string::npos)
+      << edit->why_not;
+  // The A before the edit is not in the new state; the A after it is.
+  publish("in.events", "C", 5, 5);
+  publish("in.events", "A", 6, 6);
+  publish("in.events", "C", 7, 7);
+  ASSERT_TRUE(out.waitFor(1));
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 3));
+  EXPECT_EQ(rendered(out), std::vector<std::string>{"AC a_x=6 c_x=7 @ 6 7"});
+  EXPECT_FALSE(cep.stats("pairs")->edited->carried_over);
+}
+
+// A then B within 10 under `strategy`, on the nfa engine, composites of
+// type `type`: another strategy changes what the nfa keeps.
+CepQuery strategyPairs(const std::string& strategy, const std::string& type) {
+  return CepQuery("pairs", "PATTERN SEQ(A a, B b) WITHIN 10 STRATEGY " + strategy + " RETURN " +
+                               type + "(a.x, b.x)")
+      .engine("nfa");
+}
+
+// Another STRATEGY changes what the nfa keeps: the edited query starts
+// empty, and the replaced one runs beside it for the match open at the edit
+// (publishing those alone) until event time passes the A's ts + WITHIN.
+TEST_F(CepServiceTest, AnEditThatCannotTakeTheStateOverRunsBesideTheReplacedQueryUntilItsWithin) {
+  if (!pluginsBuilt({"nfa"})) GTEST_SKIP() << "the nfa plugin is not built";
+  CepService& cep = start(CepUnit().query(strategyPairs("skip_till_next_match", "Old")).toXml());
+  Recorder out(*broker_, "test.out", "out.pairs");
+  publish("in.events", "A", 1, 1);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 1));
+  const Result<QueryEdit> edit =
+      cep.replaceQuery(specOf(strategyPairs("skip_till_any_match", "New")));
+  ASSERT_TRUE(edit) << edit.status().toString();
+  EXPECT_FALSE(edit->carried_over);
+  EXPECT_EQ(edit->side_by_side_until, std::optional<int64_t>(11));
+  publish("in.events", "B", 5, 5);  // closes the old A: the replaced query's
+  publish("in.events", "A", 6, 6);  // begins after the edit: the edited query's
+  publish("in.events", "B", 7, 7);
+  publish("in.events", "A", 30, 30);  // past 11: the replaced query retires
+  publish("in.events", "B", 31, 31);
+  ASSERT_TRUE(out.waitFor(3));
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 5));
+  EXPECT_EQ(rendered(out),
+            (std::vector<std::string>{"New a_x=30 b_x=31 @ 30 31", "New a_x=6 b_x=7 @ 6 7",
+                                      "Old a_x=1 b_x=5 @ 1 5"}));
+  EXPECT_EQ(cep.stats("pairs")->edited->side_by_side_until, std::optional<int64_t>(11));
+}
+
+// With a maximum delay, an event after the edit may come before the newest
+// one the replaced query had seen: both versions then find the match, which
+// goes out once (the edited query's, whose detection runs first).
+TEST_F(CepServiceTest, AMatchBothVersionsFindIsPublishedOnce) {
+  if (!pluginsBuilt({"nfa"})) GTEST_SKIP() << "the nfa plugin is not built";
+  CepService& cep =
+      start(CepUnit()
+                .query(strategyPairs("skip_till_next_match", "Old").option("max_delay", "5"))
+                .toXml());
+  Recorder out(*broker_, "test.out", "out.pairs");
+  publish("in.events", "A", 10, 10);
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 1));
+  const Result<QueryEdit> edit = cep.replaceQuery(
+      specOf(strategyPairs("skip_till_any_match", "New").option("max_delay", "5")));
+  ASSERT_TRUE(edit) << edit.status().toString();
+  ASSERT_FALSE(edit->carried_over);
+  EXPECT_EQ(edit->side_by_side_until, std::optional<int64_t>(20));
+  publish("in.events", "A", 8, 8);  // within the delay of the newest, 10
+  publish("in.events", "B", 9, 9);
+  publish("in.events", "C", 30, 30);  // releases them, and retires the replaced query
+  ASSERT_TRUE(out.waitFor(1));
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 3));
+  cep.stop();
+  EXPECT_EQ(rendered(out), std::vector<std::string>{"New a_x=8 b_x=9 @ 8 9"});
+}
+
+TEST_F(CepServiceTest, AnEngineThatCannotHandItsStateOverStartsTheEditedQueryEmpty) {
+  CepService& cep = start(pairsUnit());
+  const Result<QueryEdit> edit =
+      cep.replaceQuery(specOf(CepQuery("pairs", "PATTERN SEQ(A a, B b) RETURN Other(a.x)")));
+  ASSERT_TRUE(edit) << edit.status().toString();
+  EXPECT_FALSE(edit->carried_over);
+  EXPECT_NE(edit->why_not.find("engine 'cepfake' cannot hand its state over"), std::string::npos)
+      << edit->why_not;
+}
+
+TEST_F(CepServiceTest, AnEditThatCannotReplaceTheQueryInPlaceIsRefusedAndNamesWhy) {
+  CepService& cep = start(threeOnOneInput());
+  auto refused = [&](const CepQuery& query, Status::Code code, const std::string& why) {
+    const Result<QueryEdit> edit = cep.replaceQuery(specOf(query));
+    EXPECT_FALSE(edit);
+    if (edit) return;
+    EXPECT_EQ(edit.status().code(), code) << edit.status().toString();
+    EXPECT_NE(edit.status().message().find(why), std::string::npos) << edit.status().toString();
+  };
+  refused(CepQuery("nope", "PATTERN SEQ(A a, B b)"), Status::Code::kNotFound,
+          "no query \"nope\" to replace");
+  refused(CepQuery("ab", "PATTERN SEQ(A a, B b) RETURN X(a.x)"), Status::Code::kRejected,
+          "shares its detector with other queries");
+  refused(CepQuery("ab", "PATTERN SEQ(A a"), Status::Code::kInvalidArgument, "edit.xml:");
+  // Nothing changed.
+  EXPECT_EQ(cep.queries(), (std::vector<std::string>{"ab", "ac", "bc"}));
+  EXPECT_FALSE(cep.stats("ab")->edited);
+}
+
+TEST_F(CepServiceTest, AnEditOfItsInputOrOfHowItIsFedIsRefused) {
+  CepService& cep = start(pairsUnit());
+  const Result<QueryEdit> input =
+      cep.replaceQuery(specOf(CepQuery(pairsQuery()).input("in.other")));
+  ASSERT_FALSE(input);
+  EXPECT_EQ(input.status().code(), Status::Code::kRejected);
+  EXPECT_NE(input.status().message().find("the edit changes its input"), std::string::npos);
+  const Result<QueryEdit> fed =
+      cep.replaceQuery(specOf(CepQuery(pairsQuery()).option("flush_when_idle", "false")));
+  ASSERT_FALSE(fed);
+  EXPECT_NE(fed.status().message().find("flush_when_idle"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cepbus::services::cep

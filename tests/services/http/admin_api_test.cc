@@ -943,11 +943,8 @@ TEST(AdminApiQueriesTest, AQueryShowsTheMatchesItsOutputControlSuppressed) {
   EXPECT_NE(metrics.find(sample), std::string::npos) << metrics;
 }
 
-// Queries sharing a detector still count their matches apart.
-TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
-  TestBroker bus;
-  OneCepServiceDeployer deployer(bus);
-  ASSERT_TRUE(deployer.deployCep(R"(<service-assembly name="a">
+// One CEP unit "a.cep" with two petri queries sharing a detector.
+constexpr std::string_view kRisingAndDear = R"(<service-assembly name="a">
   <service-unit name="cep" type="cep">
     <query name="rising" engine="petri" input="in" output="out.rising">
       <text>PATTERN SEQ(Stock a, Stock b) WHERE a.price &lt; b.price WITHIN 10</text>
@@ -956,7 +953,13 @@ TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
       <text>PATTERN Stock s WHERE s.price &gt; 2.5</text>
     </query>
   </service-unit>
-</service-assembly>)"));
+</service-assembly>)";
+
+// Queries sharing a detector still count their matches apart.
+TEST(AdminApiQueriesTest, QueriesSharingADetectorShowTheirOwnMatches) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(kRisingAndDear));
   for (int i = 1; i <= 3; ++i) bus.publish("in", i, i);
   AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
   std::map<std::string, json> by_name;
@@ -1018,8 +1021,62 @@ TEST(AdminApiQueriesTest, OneQueryIsTheSameObjectAsInTheList) {
   EXPECT_NE(errorOf(unknown).find("'cheap'"), std::string::npos) << unknown.body;
   EXPECT_NE(errorOf(get("/api/queries/cheap")).find("'cheap'"), std::string::npos);
   EXPECT_EQ(get("/api/queries/no.such/dear").status, 404);
-  EXPECT_EQ(api.handle(AdminRequest{"PUT", "/api/queries/a.cep/dear", "", ""}).allow,
-            "GET, DELETE");
+  EXPECT_EQ(api.handle(AdminRequest{"PATCH", "/api/queries/a.cep/dear", "", ""}).allow,
+            "GET, PUT, DELETE");
+}
+
+// A PUT replaces the query by an edit of it and says what it carried over;
+// the query's object shows the edit from then on. The petri engine does
+// not hand its state over: the edited query starts empty, and says why.
+TEST(AdminApiQueriesTest, APutReplacesTheQueryAndTheListShowsTheEdit) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(kOneDearQuery));
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
+  const std::string edited =
+      "<query name=\"dear\" engine=\"petri\" input=\"in\" output=\"out.dear\">\n"
+      "  <text>PATTERN Stock s WHERE s.price &gt; 1.5</text>\n</query>";
+  const auto put = [&](std::string_view target, std::string_view body) {
+    return api.handle(AdminRequest{"PUT", target, "Bearer s3cret", body});
+  };
+  EXPECT_EQ(api.handle(AdminRequest{"PUT", "/api/queries/a.cep/dear", "", edited}).status, 401);
+  const AdminResponse done = put("/api/queries/a.cep/dear", edited);
+  ASSERT_EQ(done.status, 200) << done.body;
+  const json answer = json::parse(done.body);
+  EXPECT_EQ(answer.at("carried_over"), false) << answer;
+  EXPECT_NE(answer.at("why_not").get<std::string>().find("engine 'petri'"), std::string::npos)
+      << answer;
+  EXPECT_EQ(answer.at("from"), "PATTERN Stock s WHERE s.price > 2.5");
+  const json one =
+      json::parse(api.handle(AdminRequest{"GET", "/api/queries/a.cep/dear", "", ""}).body);
+  EXPECT_EQ(one.at("edited"), json({{"at", answer.at("at")},
+                                    {"carried_over", false},
+                                    {"why_not", answer.at("why_not")},
+                                    {"from", "PATTERN Stock s WHERE s.price > 2.5"}}))
+      << one;
+  EXPECT_EQ(one.at("text"), "PATTERN Stock s WHERE s.price > 1.5");
+  // An unknown query (the body names it), a body naming another query.
+  std::string cheap = edited;
+  cheap.replace(cheap.find("dear"), 4, "cheap");
+  EXPECT_EQ(put("/api/queries/a.cep/cheap", cheap).status, 404);
+  EXPECT_EQ(put("/api/queries/a.cep/dear", cheap).status, 400);
+  EXPECT_EQ(put("/api/queries/no.such/dear", edited).status, 404);
+  EXPECT_EQ(put("/api/queries/a.cep/dear", "").status, 400);
+}
+
+// A query sharing its detector cannot be replaced in place: 409, saying why.
+TEST(AdminApiQueriesTest, APutOfAQuerySharingItsDetectorIsAConflict) {
+  TestBroker bus;
+  OneCepServiceDeployer deployer(bus);
+  ASSERT_TRUE(deployer.deployCep(kRisingAndDear));
+  AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", &deployer);
+  const AdminResponse refused = api.handle(
+      AdminRequest{"PUT", "/api/queries/a.cep/dear", "Bearer s3cret",
+                   "<query name=\"dear\" engine=\"petri\" input=\"in\" output=\"out.dear\">"
+                   "<text>PATTERN Stock s WHERE s.price &gt; 1.5</text></query>"});
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find("shares its detector with other queries"), std::string::npos)
+      << refused.body;
 }
 
 // A plugin a query's engine loaded after start-up is listed, marked
