@@ -1,6 +1,7 @@
 #include "bus/core/plugin/partitioned_detector.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <string_view>
 #include <unordered_set>
 #include <utility>
@@ -232,7 +233,8 @@ void PartitionedDetector::enforceTotalCap() {
     total_.remove(p.share);
   }
   if (shed == 0) return;
-  const std::unordered_set<const Partitions::value_type*> gone(idle.begin(), idle.begin() + shed);
+  const std::unordered_set<const Partitions::value_type*> gone(
+      idle.begin(), idle.begin() + static_cast<std::ptrdiff_t>(shed));
   std::erase_if(order_, [&](Partitions::value_type* entry) {
     if (!gone.contains(entry)) return false;
     partitions_.erase(partitions_.find(entry->first));
