@@ -233,6 +233,13 @@ Status AlgebraDetector::flush() {
   return Status::ok();
 }
 
+std::optional<plugin::DetectorState> AlgebraDetector::state() const {
+  // make_shared's block: the instance and two counters.
+  constexpr uint64_t kInstanceBytes =
+      sizeof(InstPtr) + sizeof(Instance) + 16 + sizeof(Binding) + sizeof(Event);
+  return plugin::DetectorState{kept_, peak_kept_, evicted_, kept_ * kInstanceBytes};
+}
+
 size_t AlgebraDetector::retainedInstances() const {
   size_t n = 0;
   for (const NodeState& s : states_) n += s.lhist.size() + s.rhist.size() + s.negated.size();
@@ -452,7 +459,53 @@ void AlgebraDetector::runTick() {
   }
   tick_events_.clear();
   kept_ = retainedInstances();
+  enforceCap();
   peak_kept_ = std::max(peak_kept_, kept_);
+}
+
+void AlgebraDetector::enforceCap() {
+  const uint64_t cap = plan_->caps.perDetector();
+  if (kept_ <= cap) return;
+  const bool oldest = !plan_->caps.refuseNew();
+  capped_lists_.clear();
+  for (NodeState& st : states_) {
+    for (std::vector<InstPtr>* list : {&st.lhist, &st.rhist}) {
+      if (!list->empty()) capped_lists_.push_back(list);
+    }
+  }
+  capped_drop_.assign(capped_lists_.size(), 0);
+  // A merge over the histories, each in end order: the earliest-ending
+  // instance next (drop_oldest) or the latest-ending (refuse_new).
+  uint64_t excess = kept_ - (oldest ? plugin::trimTarget(cap) : cap);
+  uint64_t dropped = 0;
+  while (dropped < excess) {
+    size_t pick = capped_lists_.size();
+    Timestamp best = 0;
+    for (size_t j = 0; j < capped_lists_.size(); ++j) {
+      const std::vector<InstPtr>& list = *capped_lists_[j];
+      if (capped_drop_[j] == list.size()) continue;
+      const Timestamp end =
+          oldest ? list[capped_drop_[j]]->end : list[list.size() - 1 - capped_drop_[j]]->end;
+      if (pick == capped_lists_.size() || (oldest ? end < best : end > best)) {
+        pick = j;
+        best = end;
+      }
+    }
+    if (pick == capped_lists_.size()) break;  // what is left is negations' only
+    ++capped_drop_[pick];
+    ++dropped;
+  }
+  for (size_t j = 0; j < capped_lists_.size(); ++j) {
+    std::vector<InstPtr>& list = *capped_lists_[j];
+    const auto n = static_cast<std::ptrdiff_t>(capped_drop_[j]);
+    if (oldest) {
+      list.erase(list.begin(), list.begin() + n);
+    } else {
+      list.erase(list.end() - n, list.end());
+    }
+  }
+  kept_ -= dropped;
+  evicted_ += dropped;
 }
 
 void AlgebraDetector::evaluate(size_t i) {

@@ -13,6 +13,13 @@
 //   per event is O(k) and memory is bounded on an unbounded stream.
 // - Events of one tick are buffered until an event with a later timestamp
 //   (or flush()) closes the tick, so matches are reported one tick late.
+// - State cap (Plan::caps): when a tick closes with more instances kept in
+//   the operators' left and right histories than StateCaps::perDetector(),
+//   drop_oldest drops the instances that end earliest (down to
+//   trimTarget() of the cap), refuse_new those that end latest — the ones
+//   this tick added — down to the cap, so what was held goes on pairing and
+//   completing. Each one counts in state().evicted. Instances a negation
+//   keeps only to negate are not dropped.
 //
 // Thread safety: none (plugin::Detector). The plan is shared read-only.
 
@@ -42,9 +49,10 @@ class AlgebraDetector final : public plugin::Detector {
   // Partial matches: retainedInstances(), the operand instances kept between
   // ticks (the events of the open tick are not counted until it closes).
   // Counted once per tick, when it closes; the peak is over closed ticks.
-  std::optional<plugin::DetectorState> state() const override {
-    return plugin::DetectorState{kept_, peak_kept_, 0, 0};
-  }
+  // The bytes: an estimate of the fixed sizes, per instance its slot in a
+  // history, the instance, its shared block, one binding and the fixed part
+  // of one event (an instance of several events is counted as of one).
+  std::optional<plugin::DetectorState> state() const override;
 
   // Snapshots (plugin::Detector; algebra_snapshot.cc): the clock and arrival
   // numbers, the open tick's events, every node's state, and the instances
@@ -55,7 +63,8 @@ class AlgebraDetector final : public plugin::Detector {
   Status restore(plugin::SnapshotReader& in) override;
 
  private:
-  static constexpr uint32_t kSnapshotVersion = 1;
+  // 2: the evictions of the state cap.
+  static constexpr uint32_t kSnapshotVersion = 2;
 
   struct Binding;
   struct Instance;
@@ -154,6 +163,9 @@ class AlgebraDetector final : public plugin::Detector {
   // (leaf, seq) order as combine() multiplies them.
   double placedProbability() const;
   void dropOld(std::vector<InstPtr>& list, int64_t horizon) const;
+  // Brings kept_ back under the cap at the close of a tick (see the file
+  // comment), counting what it drops in evicted_.
+  void enforceCap();
   // A sequence's left history under unrestricted semantics, in end order:
   // a stale instance there only costs a pairing the time restriction above
   // rejects, so the stale ones that lead go once they are a 32nd of it
@@ -221,12 +233,15 @@ class AlgebraDetector final : public plugin::Detector {
   bool sweep_ = false;  // this tick drops every stale instance (dropLeading)
   uint64_t kept_ = 0;   // retainedInstances() when the last tick closed
   uint64_t peak_kept_ = 0;
+  uint64_t evicted_ = 0;  // instances the cap dropped
   // Scratch buffers, reused so the hot path does not allocate.
   std::vector<pattern::SlotBinding> slots_;
   std::vector<const Event*> slot_events_;
   std::vector<const EventPtr*> out_events_;
   std::vector<uint32_t> out_ends_;
   std::vector<InstPtr> candidates_;
+  std::vector<std::vector<InstPtr>*> capped_lists_;  // enforceCap(): every history
+  std::vector<size_t> capped_drop_;                  // ... and how many it drops
 };
 
 }  // namespace cepbus::plugins::algebra

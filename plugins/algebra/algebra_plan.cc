@@ -390,8 +390,10 @@ void checkRecentBounds(const Plan& plan) {
 Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
                                                 const plugin::DetectorOptions& options) {
   if (Status w = pattern::requirePatternQuery(query, "algebra"); !w) return w;
-  Status s = options.checkKnown({}, "algebra");
+  Status s = options.checkKnown(plugin::StateCaps::kOptionNames, "algebra");
   if (!s) return s;
+  auto caps = plugin::StateCaps::parse(options);
+  if (!caps) return caps.status();
   if (query.variables.size() > 64) {
     return Status::invalidArgument("the algebra engine supports at most 64 variables");
   }
@@ -402,6 +404,7 @@ Result<std::shared_ptr<const Plan>> compilePlan(const pattern::Query& query,
   plan->strict = query.strategy == pattern::Strategy::kStrictContiguity && runsNatively(query);
   plan->next_match = query.strategy == pattern::Strategy::kSkipTillNextMatch && runsNatively(query);
   plan->layout = pattern::BindingLayout::forQuery(query);
+  plan->caps = *caps;
   try {
     Compiler(query, *plan).run();
     checkRecentBounds(*plan);

@@ -25,6 +25,7 @@
 #include "bus/core/pattern/ast.h"
 #include "bus/core/pattern/expr_compiler.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/state_caps.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
 
@@ -119,6 +120,9 @@ struct Plan {
   std::shared_ptr<const pattern::CompiledReturn> returns;  // null without RETURN
   // For each event type the pattern mentions, the atom nodes of that type.
   std::vector<std::pair<Symbol, std::vector<int>>> routes;
+  // The caps on the instances kept (the engine options; a detector runs one
+  // partition, so it holds at most StateCaps::perDetector()).
+  plugin::StateCaps caps;
 
   size_t root() const { return nodes.size() - 1; }
 };

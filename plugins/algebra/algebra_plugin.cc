@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "bus/core/plugin/plugin_export.h"
+#include "bus/core/plugin/state_caps.h"
 #include "bus/core/plugin/strategy.h"
 #include "plugins/algebra/algebra_detector.h"
 #include "plugins/algebra/algebra_plan.h"
@@ -21,7 +22,7 @@ namespace {
 using PlanFactory = plugin::PlanDetectorFactory<AlgebraDetector, compilePlan>;
 
 std::unique_ptr<PlanFactory> planFactory() {
-  return std::make_unique<PlanFactory>(std::span<const plugin::OptionInfo>{}, contextNotices,
+  return std::make_unique<PlanFactory>(plugin::kStateCapOptionInfo, contextNotices,
                                        PlanFactory::Partitions::kPerPartitionDetector);
 }
 

@@ -20,6 +20,7 @@ Status AlgebraDetector::snapshot(plugin::SnapshotWriter& out) const {
   out.varint(ticks_);
   out.varint(kept_);
   out.varint(peak_kept_);
+  out.varint(evicted_);
   out.varint(tick_events_.size());
   for (const EventPtr& e : tick_events_) out.event(e);
   out.varint(last_filled_.size());
@@ -130,6 +131,7 @@ Status AlgebraDetector::restore(plugin::SnapshotReader& in) {
   ticks_ = in.varint();
   kept_ = in.varint();
   peak_kept_ = in.varint();
+  evicted_ = in.varint();
   const uint64_t open = in.count();
   for (uint64_t i = 0; i < open && in.ok(); ++i) {
     EventPtr e = in.event();

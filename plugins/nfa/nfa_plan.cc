@@ -1,6 +1,7 @@
 #include "plugins/nfa/nfa_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <span>
 #include <string>
 #include <string_view>
@@ -74,9 +75,8 @@ Result<Timestamp> positiveOption(const plugin::DetectorOptions& options, std::st
 }
 
 Status applyOptions(const plugin::DetectorOptions& options, Plan& plan) {
-  static constexpr std::string_view kKnown[] = {"construction", "batch_period",
-                                                "max_partition_partial_matches",
-                                                "max_partial_matches", "state_policy"};
+  static constexpr auto kKnown =
+      plugin::withStateCapOptions(std::array<std::string_view, 2>{"construction", "batch_period"});
   Status s = options.checkKnown(kKnown, "nfa");
   if (!s) return s;
   if (const std::string* c = options.find("construction")) {
@@ -97,26 +97,11 @@ Status applyOptions(const plugin::DetectorOptions& options, Plan& plan) {
     if (!p) return p.status();
     plan.batch_period = *p;
   }
-  if (options.find("max_partition_partial_matches") != nullptr) {
-    auto n = positiveOption(options, "max_partition_partial_matches");
-    if (!n) return n.status();
-    plan.max_partition_entries = static_cast<uint64_t>(*n);
-  }
-  if (options.find("max_partial_matches") != nullptr) {
-    auto n = positiveOption(options, "max_partial_matches");
-    if (!n) return n.status();
-    plan.max_entries = static_cast<uint64_t>(*n);
-  }
-  if (const std::string* p = options.find("state_policy")) {
-    if (*p == "drop_oldest") {
-      plan.state_policy = StatePolicy::kDropOldest;
-    } else if (*p == "refuse_new") {
-      plan.state_policy = StatePolicy::kRefuseNew;
-    } else {
-      return Status::invalidArgument("option state_policy=" + *p +
-                                     ": expected drop_oldest or refuse_new");
-    }
-  }
+  auto caps = plugin::StateCaps::parse(options);
+  if (!caps) return caps.status();
+  plan.max_partition_entries = caps->partition;
+  plan.max_entries = caps->total;
+  plan.state_policy = caps->policy;
   return Status::ok();
 }
 

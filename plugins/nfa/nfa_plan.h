@@ -37,6 +37,7 @@
 #include "bus/core/pattern/ast.h"
 #include "bus/core/pattern/expr_compiler.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/state_caps.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
 
@@ -45,24 +46,17 @@ namespace cepbus::plugins::nfa {
 inline constexpr size_t kMaxElements = 32;
 inline constexpr Timestamp kNoWindow = INT64_MAX;
 
-// What a detector does when its state reaches a cap (max_partition_partial_matches,
-// max_partial_matches).
-enum class StatePolicy : uint8_t {
-  // A partition over its cap drops its oldest entries, as if its window had
-  // narrowed; over the total cap the partitions least recently active are
-  // shed whole (their stacks emptied), down to nine tenths of the cap.
-  kDropOldest,
-  // At a cap no entry is taken that would not complete a match: the partial
-  // matches held go on and complete, none starts or grows.
-  kRefuseNew,
-};
+// What a detector does when its state reaches a cap (plugin::StateCaps): a
+// partition over its cap drops its oldest entries, as if its window had
+// narrowed; over the total cap the partitions least recently active are shed
+// whole (their stacks emptied), down to nine tenths of the cap. Under
+// refuse_new no entry is taken that would not complete a match.
+using StatePolicy = plugin::StatePolicy;
 
-// The defaults of the caps: far above what a query with a sensible window
-// holds, low enough that one runaway key cannot take the process down (an
-// entry keeps an event alive, a few hundred bytes: about 0.3 GB per
-// partition and 3 GB in all at the caps).
-inline constexpr uint64_t kDefaultMaxPartitionEntries = 1'000'000;
-inline constexpr uint64_t kDefaultMaxEntries = 10'000'000;
+// The defaults of the caps (plugin::StateCaps): an entry keeps an event
+// alive, a few hundred bytes: about 0.3 GB per partition and 3 GB in all.
+inline constexpr uint64_t kDefaultMaxPartitionEntries = plugin::StateCaps::kDefaultPartition;
+inline constexpr uint64_t kDefaultMaxEntries = plugin::StateCaps::kDefaultTotal;
 
 enum class Construction : uint8_t {
   kPerEvent,  // SASE: construct on every accepting event

@@ -51,8 +51,71 @@ Status PetriNet::onEvent(const EventPtr& event) {
       held_ -= t->runs.dropBefore(now_ - t->window);
     }
   }
+  if (held_ > cap_) enforceCap();
   peak_held_ = std::max(peak_held_, held_);
   return Status::ok();
+}
+
+void PetriNet::enforceCap() {
+  // A merge over the places, each in last_ts order: the token (or lazy
+  // Kleene entry) whose last event is oldest next, or newest under refuse_new.
+  struct Side {
+    Transition* t;
+    bool runs;  // the lazy Kleene place, not the token place
+    size_t drop = 0;
+    size_t size() const { return runs ? t->runs.entries.size() : t->place.size(); }
+    Timestamp lastTs(size_t i) const {
+      return runs ? t->runs.entries[i].token.last_ts : t->place[i]->last_ts;
+    }
+  };
+  std::vector<Side> sides;
+  for (const auto& t : transitions_) {
+    if (!t->place.empty()) sides.push_back(Side{t.get(), false});
+    if (!t->runs.entries.empty()) sides.push_back(Side{t.get(), true});
+  }
+  const bool oldest = !refuse_new_;
+  const uint64_t excess = held_ - (oldest ? plugin::trimTarget(cap_) : cap_);
+  uint64_t dropped = 0;
+  while (dropped < excess) {
+    Side* pick = nullptr;
+    Timestamp best = 0;
+    for (Side& side : sides) {
+      const size_t n = side.size();
+      if (side.drop == n) continue;
+      const Timestamp ts = side.lastTs(oldest ? side.drop : n - 1 - side.drop);
+      if (pick == nullptr || (oldest ? ts < best : ts > best)) {
+        pick = &side;
+        best = ts;
+      }
+    }
+    if (pick == nullptr) break;
+    ++pick->drop;
+    ++dropped;
+  }
+  for (Side& side : sides) {
+    const auto n = static_cast<std::ptrdiff_t>(side.drop);
+    if (side.runs) {
+      KleenePlace& runs = side.t->runs;
+      if (oldest) {
+        runs.entries.erase(runs.entries.begin(), runs.entries.begin() + n);
+        runs.first += side.drop;
+      } else {
+        runs.entries.erase(runs.entries.end() - n, runs.entries.end());
+      }
+    } else if (oldest) {
+      side.t->place.erase(side.t->place.begin(), side.t->place.begin() + n);
+    } else {
+      side.t->place.erase(side.t->place.end() - n, side.t->place.end());
+    }
+  }
+  held_ -= dropped;
+  evicted_ += dropped;
+}
+
+uint64_t PetriNet::heldBytes() const {
+  constexpr uint64_t kTokenBytes =
+      sizeof(std::shared_ptr<const Token>) + sizeof(Token) + 16 + sizeof(Event);
+  return held_ * kTokenBytes;
 }
 
 void PetriNet::fire(Transition& t, const EventPtr& event) {

@@ -17,6 +17,7 @@ void PetriNet::snapshot(plugin::SnapshotWriter& out) const {
   out.varint(seq_);
   out.signedVarint(now_);
   out.varint(peak_held_);
+  out.varint(evicted_);
   out.varint(taken_.size());
   for (uint64_t seq : taken_) out.varint(seq);
 
@@ -181,6 +182,7 @@ Status PetriNet::restore(plugin::SnapshotReader& in) {
   seq_ = in.varint();
   now_ = in.signedVarint();
   peak_held_ = in.varint();
+  evicted_ = in.varint();
   const uint64_t groups = in.count();
   for (uint64_t i = 0; i < groups && in.ok(); ++i) taken_.push_back(in.varint());
 

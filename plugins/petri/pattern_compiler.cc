@@ -1,6 +1,7 @@
 #include "plugins/petri/pattern_compiler.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -204,9 +205,12 @@ std::string elementKey(const CompiledPattern& p, size_t k, size_t from) {
 Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
                                           const plugin::DetectorOptions& options) {
   if (Status w = pattern::requirePatternQuery(query, "petri"); !w) return w;
-  static constexpr std::string_view kKnown[] = {"policy"};
+  static constexpr auto kKnown =
+      plugin::withStateCapOptions(std::array<std::string_view, 1>{"policy"});
   Status s = options.checkKnown(kKnown, "petri");
   if (!s) return s;
+  auto caps = plugin::StateCaps::parse(options);
+  if (!caps) return caps.status();
   Policy policy = Policy::kFeedback;
   if (const std::string* v = options.find("policy")) {
     if (*v == "conflict") {
@@ -230,6 +234,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
   for (const Alternative& alt : *alternatives) {
     auto p = std::make_shared<CompiledPattern>();
     p->policy = policy;
+    p->caps = *caps;
     if (query.within) p->window = *query.within;
     p->min_probability = query.min_probability.value_or(0);
     p->layout = layout;
@@ -424,6 +429,7 @@ Result<CompiledPatternPtr> compilePattern(const pattern::Query& query,
 
   auto disjunction = std::make_shared<CompiledPattern>();
   disjunction->policy = policy;
+  disjunction->caps = *caps;
   disjunction->window = compiled.front()->window;
   disjunction->min_probability = compiled.front()->min_probability;
   disjunction->layout = layout;

@@ -17,6 +17,7 @@
 #include "bus/core/pattern/ast.h"
 #include "bus/core/pattern/expr_compiler.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/state_caps.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
 
@@ -66,6 +67,8 @@ struct CompiledPattern {
   Timestamp window = kNoWindow;
   double min_probability = 0;  // PROBABILITY >= p; 0 keeps every match
   Policy policy = Policy::kFeedback;
+  // The caps on the net's tokens (the engine options; PetriNet::setCap()).
+  plugin::StateCaps caps;
   // skip_till_next_match and strict_contiguity run natively on a plain
   // sequence (PetriNet::addPattern): each run takes the events the
   // strategy allows as they come. Under skip_till_any_match otherwise.

@@ -26,6 +26,12 @@
 // - A pattern sees only events that arrive after it is added (each token
 //   remembers the arrival number of its first event), so adding or removing a
 //   pattern never changes another pattern's matches.
+// - State cap (setCap()): when an event leaves more tokens in the places
+//   than the cap, drop_oldest drops the tokens whose last event is oldest
+//   (down to plugin::trimTarget() of the cap), as if the window had
+//   narrowed; refuse_new the newest — those the event added — down to the
+//   cap, so the tokens held go on and complete. Each counts in evicted().
+//   Inhibitor places hold events to negate, no tokens, and are not capped.
 //
 // Thread safety: none; one thread drives a net. The net does not own the
 // sinks, which must outlive their patterns and must not call back into the
@@ -88,9 +94,19 @@ class PetriNet {
   // held after any event so far. Inhibitor places hold events, not tokens.
   uint64_t heldTokens() const { return held_; }
   uint64_t peakHeldTokens() const { return peak_held_; }
+  // The tokens the cap dropped (see the file comment), and an estimate of
+  // the bytes the held tokens keep alive: per token its slot, the token and
+  // its shared block, and the fixed part of its event.
+  uint64_t evicted() const { return evicted_; }
+  uint64_t heldBytes() const;
+  // At most `cap` tokens kept after an event; `refuse_new`: see the file comment.
+  void setCap(uint64_t cap, bool refuse_new) {
+    cap_ = cap;
+    refuse_new_ = refuse_new;
+  }
 
-  // The version of the state snapshot() writes.
-  static constexpr uint32_t kSnapshotVersion = 1;
+  // The version of the state snapshot() writes; 2: the cap's evictions.
+  static constexpr uint32_t kSnapshotVersion = 2;
   // Snapshots (net_snapshot.cc): the marking of every place in transition
   // order (tokens with their bound events, stamps and strategy flags, each
   // token once however many places and tokens share it; the events of
@@ -182,6 +198,8 @@ class PetriNet {
   // into chain_ in place.
   void reportPairs(Transition& t, const Token& lazy, const EventPtr& event, Timestamp from);
   void rebuildOutputGroups(Transition& t);
+  // Brings held_ back under cap_ after an event (see the file comment).
+  void enforceCap();
   // Where a new pattern's join should start (0: insert's default, a middle
   // join at the first element it does not share); may rewrite a running
   // pattern for a back join.
@@ -245,6 +263,9 @@ class PetriNet {
   uint64_t held_ = 0;    // tokens in the places of transitions_
   bool native_ = false;  // some transition runs a strategy natively (Transition::strategy)
   uint64_t peak_held_ = 0;
+  uint64_t cap_ = UINT64_MAX;
+  bool refuse_new_ = false;
+  uint64_t evicted_ = 0;  // tokens the cap dropped
 
   // Scratch reused across events.
   std::vector<pattern::SlotBinding> bind_;

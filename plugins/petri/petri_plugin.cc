@@ -17,6 +17,7 @@
 
 #include "bus/core/plugin/partitioned_detector.h"
 #include "bus/core/plugin/plugin_export.h"
+#include "bus/core/plugin/state_caps.h"
 #include "bus/core/plugin/strategy.h"
 #include "plugins/petri/petri_net.h"
 
@@ -34,7 +35,8 @@ class PetriDetector final : public plugin::Detector {
   }
   // Partial matches: the tokens in the net's places.
   std::optional<plugin::DetectorState> state() const override {
-    return plugin::DetectorState{net_.heldTokens(), net_.peakHeldTokens(), 0, 0};
+    return plugin::DetectorState{net_.heldTokens(), net_.peakHeldTokens(), net_.evicted(),
+                                 net_.heldBytes()};
   }
   // The net's marking; nothing waits for a flush.
   uint32_t snapshotVersion() const override { return PetriNet::kSnapshotVersion; }
@@ -72,12 +74,16 @@ constexpr plugin::OptionInfo kOptions[] = {
     {"policy",
      "feedback|conflict|concurrency: how the net resolves competing tokens "
      "(default feedback)"},
+    plugin::kStateCapOptionInfo[0],
+    plugin::kStateCapOptionInfo[1],
+    plugin::kStateCapOptionInfo[2],
 };
 
 class PetriFactory final : public plugin::DetectorFactory {
   static Result<std::unique_ptr<plugin::Detector>> netOf(CompiledPatternPtr pattern,
                                                          plugin::MatchSink& sink) {
     auto detector = std::make_unique<PetriDetector>();
+    detector->net().setCap(pattern->caps.perDetector(), pattern->caps.refuseNew());
     if (Status s = detector->net().addPattern("query", std::move(pattern), sink); !s) return s;
     return std::unique_ptr<plugin::Detector>(std::move(detector));
   }
@@ -103,7 +109,7 @@ class PetriFactory final : public plugin::DetectorFactory {
     // Compiled once: a partition's net is built from the shared pattern.
     auto made = plugin::PartitionedDetector::create(
         query.partition_by, query.within,
-        [pattern = compiled, &sink] { return netOf(pattern, sink); });
+        [pattern = compiled, &sink] { return netOf(pattern, sink); }, compiled->caps);
     if (!made) return made.status();
     return std::unique_ptr<plugin::Detector>(std::move(made).value());
   }
@@ -123,6 +129,8 @@ class PetriFactory final : public plugin::DetectorFactory {
         return Status::invalidArgument("query '" + queries[i].name +
                                        "': " + compiled.status().message());
       }
+      // One net, one cap: the options are the set's.
+      detector->net().setCap((*compiled)->caps.perDetector(), (*compiled)->caps.refuseNew());
       Status s = detector->net().addPattern(queries[i].name, std::move(compiled).value(),
                                             detector->label(i, sink));
       if (!s) return s;

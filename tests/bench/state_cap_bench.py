@@ -8,8 +8,10 @@ start whose id it names, so completions are rare. The query:
 
     PATTERN SEQ(Start s, End e) WHERE s.id = e.id WITHIN <hours in ms> PARTITION BY key
 
-The events are written once to a temporary file; each case runs the whole
-`cepbus match --engine nfa --count` process on it:
+(CONTEXT unrestricted on the algebra engine, whose default recent context keeps one start and
+so bounds the state by itself). The events are written once to a temporary file; each case runs
+the whole `cepbus match --engine ENGINE --count` process on it, for each engine of --engines
+(nfa, algebra, petri: the engines with caps on their partial matches):
 
 - capped: the defaults (max_partition_partial_matches=1000000, state_policy=drop_oldest), or
   --cap N;
@@ -23,6 +25,7 @@ that dropped nothing must find the matches of the uncapped case, or the run stop
 
     tests/bench/state_cap_bench.py --cepbus build/release/bus/app/cepbus [--hours 6]
         [--rate 1000] [--end-every 600] [--cap N] [--only capped,uncapped] [--sample 1]
+        [--engines nfa,algebra,petri]
 
 Prints one JSON object per case, then a markdown table.
 """
@@ -81,10 +84,12 @@ def proc_sample(pid):
         return None
 
 
-def run_case(name, args, options, path, count):
+def run_case(engine, name, args, options, path, count):
     window = int(args.hours * 3600 * 1000)
     query = "PATTERN SEQ(Start s, End e) WHERE s.id = e.id WITHIN %d PARTITION BY key" % window
-    cmd = [args.cepbus, "match", "--engine", "nfa", "--count", "--query", query, "--events", path]
+    if engine == "algebra":
+        query += " CONTEXT unrestricted"
+    cmd = [args.cepbus, "match", "--engine", engine, "--count", "--query", query, "--events", path]
     for o in options:
         cmd += ["--option", o]
     size = os.path.getsize(path)
@@ -109,7 +114,7 @@ def run_case(name, args, options, path, count):
     sampler.join()
     wall = time.monotonic() - started
     if proc.returncode != 0:
-        sys.exit("%s: cepbus match failed (%d): %s" % (name, proc.returncode, err))
+        sys.exit("%s %s: cepbus match failed (%d): %s" % (engine, name, proc.returncode, err))
     matches = re.search(r'"matches":(\d+)', out)
     evicted = re.search(r"dropped or refused (\d+) partial matches", err)
     # CPU per event over each quarter of the event time, from the samples.
@@ -122,6 +127,7 @@ def run_case(name, args, options, path, count):
         else:
             per_quarter.append(None)
     return {
+        "engine": engine,
         "case": name,
         "options": options,
         "events": count,
@@ -145,6 +151,7 @@ def main():
     ap.add_argument("--cap", type=int, default=None)
     ap.add_argument("--only", default="capped,uncapped")
     ap.add_argument("--sample", type=float, default=1.0)
+    ap.add_argument("--engines", default="nfa,algebra,petri")
     args = ap.parse_args()
     cases = {
         "capped": ["max_partition_partial_matches=%d" % args.cap] if args.cap else [],
@@ -155,20 +162,21 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "events.jsonl")
         count = write_events(path, args.hours, args.rate, args.end_every)
-        for name in args.only.split(","):
-            r = run_case(name, args, cases[name], path, count)
-            print(json.dumps(r), flush=True)
-            results.append(r)
-    by_name = {r["case"]: r for r in results}
-    if "uncapped" in by_name:
-        for r in results:
-            if r["evicted"] == 0 and r["matches"] != by_name["uncapped"]["matches"]:
-                sys.exit("%s dropped nothing but found %s matches, uncapped %s"
-                         % (r["case"], r["matches"], by_name["uncapped"]["matches"]))
+        for engine in args.engines.split(","):
+            for name in args.only.split(","):
+                r = run_case(engine, name, args, cases[name], path, count)
+                print(json.dumps(r), flush=True)
+                results.append(r)
+    uncapped = {r["engine"]: r for r in results if r["case"] == "uncapped"}
+    for r in results:
+        if r["engine"] in uncapped and r["evicted"] == 0 and \
+                r["matches"] != uncapped[r["engine"]]["matches"]:
+            sys.exit("%s %s dropped nothing but found %s matches, uncapped %s"
+                     % (r["engine"], r["case"], r["matches"], uncapped[r["engine"]]["matches"]))
     print()
-    print("| case | events | events/s | RSS at 1/4, 1/2, 3/4, 4/4 of the event time | "
+    print("| engine | case | events | events/s | RSS at 1/4, 1/2, 3/4, 4/4 of the event time | "
           "CPU µs per event, by quarter | matches | dropped by the cap |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         rss = []
         for q in (0.25, 0.5, 0.75, 1.0):
@@ -176,8 +184,8 @@ def main():
                        if x["event_time_h"] <= q * args.hours]
             rss.append("%.0f MB" % reached[-1] if reached else "-")
         cost = ", ".join("-" if c is None else "%.2f" % c for c in r["cpu_us_per_event_by_quarter"])
-        print("| %s | %s | %s | %s | %s | %s | %s |" % (
-            r["case"], f"{r['events']:,}", f"{r['events_per_s']:,}", ", ".join(rss), cost,
+        print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["engine"], r["case"], f"{r['events']:,}", f"{r['events_per_s']:,}", ", ".join(rss), cost,
             r["matches"], f"{r['evicted']:,}"))
 
 

@@ -1,7 +1,9 @@
 #include "bus/core/plugin/partitioned_detector.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 
 namespace cepbus::plugin {
@@ -30,23 +32,26 @@ std::optional<Timestamp> largestWindow(std::span<const NamedQuery> queries) {
 }  // namespace
 
 Result<std::unique_ptr<PartitionedDetector>> PartitionedDetector::create(
-    std::span<const std::string> partition_by, std::optional<Timestamp> window, MakeDetector make) {
+    std::span<const std::string> partition_by, std::optional<Timestamp> window, MakeDetector make,
+    std::optional<StateCaps> caps) {
   if (partition_by.empty()) return Status::invalidArgument("PARTITION BY names no attribute");
   auto model = make();
   if (!model) return model.status();
   std::vector<Symbol> attrs;
   for (const std::string& a : partition_by) attrs.push_back(Symbol::intern(a));
-  return std::unique_ptr<PartitionedDetector>(
-      new PartitionedDetector(std::move(attrs), window, std::move(make), std::move(model).value()));
+  return std::unique_ptr<PartitionedDetector>(new PartitionedDetector(
+      std::move(attrs), window, std::move(make), std::move(model).value(), caps));
 }
 
 PartitionedDetector::PartitionedDetector(std::vector<Symbol> attrs, std::optional<Timestamp> window,
-                                         MakeDetector make, std::unique_ptr<Detector> model)
+                                         MakeDetector make, std::unique_ptr<Detector> model,
+                                         std::optional<StateCaps> caps)
     : attrs_(std::move(attrs)),
       window_(window),
       make_(std::move(make)),
       model_(std::move(model)),
-      counts_(model_->state().has_value()) {}
+      counts_(model_->state().has_value()),
+      caps_(caps) {}
 
 Status PartitionedDetector::onEvent(const EventPtr& event) {
   if (event->ts() < now_) return late(*event);
@@ -59,6 +64,7 @@ Status PartitionedDetector::onEvent(const EventPtr& event) {
   }
   keepFirst(first, p->detector->onEvent(event));
   sample(*p);
+  enforceTotalCap();
   return first;
 }
 
@@ -78,15 +84,17 @@ Status PartitionedDetector::onEvents(std::span<const EventPtr> events) {
       ++i;
       continue;
     }
-    // The run: later events of the same tick and partition.
+    // The run: later events of the same tick and partition (p, touched at now_).
     size_t end = i + 1;
     while (end < events.size() && events[end]->ts() == now_) {
-      Status ignored;  // a partition that cannot be made ends the run; its event reports it
-      if (partitionOf(*events[end], ignored) != p) break;
+      keyOf(*events[end]);
+      const auto it = partitions_.find(key_);
+      if (it == partitions_.end() || &it->second != p) break;
       ++end;
     }
     keepFirst(first, p->detector->onEvents(events.subspan(i, end - i)));
     sample(*p);
+    enforceTotalCap();
     i = end;
   }
   return first;
@@ -120,7 +128,9 @@ Result<std::string> PartitionedDetector::exportModel(std::string_view format) co
 
 std::optional<DetectorState> PartitionedDetector::state() const {
   if (!counts_) return std::nullopt;
-  return total_.total();
+  DetectorState s = total_.total();
+  s.evicted += evicted_;
+  return s;
 }
 
 void PartitionedDetector::sample(Partition& p) {
@@ -145,14 +155,22 @@ Status PartitionedDetector::advanceTo(Timestamp ts) {
   return s;
 }
 
-PartitionedDetector::Partition* PartitionedDetector::partitionOf(const Event& event,
-                                                                 Status& error) {
+void PartitionedDetector::keyOf(const Event& event) {
   static const Symbol kKey = Symbol::intern("key");
   key_.clear();
   for (Symbol attr : attrs_) {
     const Value* v = event.find(attr);
     if (v == nullptr && attr == kKey) v = &event.key();
     key_.push_back(v != nullptr ? *v : Value());
+  }
+}
+
+PartitionedDetector::Partition* PartitionedDetector::partitionOf(const Event& event,
+                                                                 Status& error) {
+  keyOf(event);
+  if (refusesNew() && !partitions_.contains(key_)) {
+    ++evicted_;
+    return nullptr;
   }
   Partitions::value_type* entry = findOrMake(error);
   if (entry == nullptr) return nullptr;
@@ -190,6 +208,40 @@ Status PartitionedDetector::flushTouched() {
   return first;
 }
 
+bool PartitionedDetector::refusesNew() const {
+  return caps_ && counts_ && caps_->refuseNew() && total_.total().partial_matches >= caps_->total;
+}
+
+void PartitionedDetector::enforceTotalCap() {
+  if (!caps_ || !counts_ || caps_->refuseNew() || total_.total().partial_matches <= caps_->total) {
+    return;
+  }
+  // The partitions of the open tick stay: their detectors hold its events
+  // and touched_ points to them; they are the most recently active anyway.
+  std::vector<Partitions::value_type*> idle;
+  for (auto* entry : order_) {
+    if (!entry->second.touched) idle.push_back(entry);
+  }
+  std::stable_sort(idle.begin(), idle.end(), [](const auto* a, const auto* b) {
+    return a->second.newest < b->second.newest;
+  });
+  const uint64_t target = caps_->total - caps_->total / 10;
+  size_t shed = 0;
+  while (shed < idle.size() && total_.total().partial_matches > target) {
+    const Partition& p = idle[shed++]->second;
+    evicted_ += p.share.partial_matches;
+    total_.remove(p.share);
+  }
+  if (shed == 0) return;
+  const std::unordered_set<const Partitions::value_type*> gone(
+      idle.begin(), idle.begin() + static_cast<std::ptrdiff_t>(shed));
+  std::erase_if(order_, [&](Partitions::value_type* entry) {
+    if (!gone.contains(entry)) return false;
+    partitions_.erase(partitions_.find(entry->first));
+    return true;
+  });
+}
+
 void PartitionedDetector::dropQuiet() {
   // Called with touched_ empty, so no pointer into a dropped partition remains.
   std::erase_if(order_, [&](Partitions::value_type* entry) {
@@ -206,6 +258,7 @@ Status PartitionedDetector::snapshot(SnapshotWriter& out) const {
   out.section("partitioned", kSnapshotVersion);
   out.signedVarint(now_);
   out.signedVarint(next_drop_);
+  out.varint(evicted_);
   out.varint(order_.size());
   for (const auto* entry : order_) {
     for (const Value& v : entry->first) out.value(v);
@@ -226,6 +279,7 @@ Status PartitionedDetector::restore(SnapshotReader& in) {
   if (!order_.empty()) return Status::invalidArgument("restore into a detector that ran");
   now_ = in.signedVarint();
   next_drop_ = in.signedVarint();
+  evicted_ = in.varint();
   const uint64_t partitions = in.count();
   for (uint64_t i = 0; i < partitions && in.ok(); ++i) {
     key_.clear();
@@ -261,10 +315,14 @@ Result<std::unique_ptr<Detector>> createPartitioned(const DetectorFactory& engin
                                                     const pattern::Query& query,
                                                     const DetectorOptions& options,
                                                     MatchSink& sink) {
-  auto made =
-      PartitionedDetector::create(query.partition_by, query.within,
-                                  [&engine, unpartitioned = withoutPartitions(query), options,
-                                   &sink] { return engine.create(unpartitioned, options, sink); });
+  auto caps = StateCaps::parse(options);
+  if (!caps) return caps.status();
+  auto made = PartitionedDetector::create(
+      query.partition_by, query.within,
+      [&engine, unpartitioned = withoutPartitions(query), options, &sink] {
+        return engine.create(unpartitioned, options, sink);
+      },
+      *caps);
   if (!made) return made.status();
   return std::unique_ptr<Detector>(std::move(made).value());
 }
@@ -278,13 +336,16 @@ Result<std::unique_ptr<Detector>> createManyPartitioned(const DetectorFactory& e
   const bool same = std::all_of(queries.begin(), queries.end(),
                                 [&](const NamedQuery& q) { return q.query.partition_by == by; });
   if (!same || by.empty()) return engine.DetectorFactory::createMany(queries, options, sink);
+  auto caps = StateCaps::parse(options);
+  if (!caps) return caps.status();
   std::vector<NamedQuery> unpartitioned(queries.begin(), queries.end());
   for (NamedQuery& q : unpartitioned) q.query.partition_by.clear();
   auto made = PartitionedDetector::create(
       by, largestWindow(queries),
       [&engine, unpartitioned = std::move(unpartitioned), options, &sink] {
         return engine.createMany(unpartitioned, options, sink);
-      });
+      },
+      *caps);
   if (!made) return made.status();
   return std::unique_ptr<Detector>(std::move(made).value());
 }

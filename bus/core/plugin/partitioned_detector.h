@@ -27,6 +27,17 @@
 // one; at most once per window the quiet ones are dropped, their detectors
 // destroyed. Without a window every partition is kept.
 //
+// State caps (StateCaps, the engine options): each partition's detector
+// caps its own state (max_partition_partial_matches); the partitioned
+// detector caps their sum (max_partial_matches) when the engine counts its
+// state. Over the total cap under drop_oldest the partitions least recently
+// active are shed whole, their detectors destroyed, down to nine tenths of
+// the cap (those that received events at the stream's newest timestamp are
+// kept); under refuse_new no partition is made while the sum is at the cap
+// (its events go nowhere), and the live ones go on under their own caps, so
+// the sum may pass the total cap by what they grow. A shed partition's
+// partial matches and each refused event count as evicted.
+//
 // Order: matches come out as the per-partition detectors report them, event
 // by event, so the order is the unpartitioned engine's for one partition;
 // matches of one tick from several partitions come partition by partition,
@@ -50,11 +61,13 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "bus/core/api.h"
 #include "bus/core/event.h"
 #include "bus/core/plugin/detector.h"
+#include "bus/core/plugin/state_caps.h"
 #include "bus/core/symbol.h"
 #include "bus/core/value.h"
 
@@ -65,12 +78,19 @@ class CEPBUS_API PartitionedDetector final : public Detector {
   // Makes the detector of one new partition, reporting to the caller's sink.
   using MakeDetector = std::function<Result<std::unique_ptr<Detector>>()>;
 
-  // `partition_by`: the attribute names (at least one). `window`: see the file
-  // comment. Makes one detector up front (a query the engine refuses fails
-  // here, and exportModel() shows it); an error is `make`'s.
+  // `partition_by`: the attribute names (at least one). `window`, `caps`:
+  // see the file comment. Makes one detector up front (a query the engine
+  // refuses fails here, and exportModel() shows it); an error is `make`'s.
+  static Result<std::unique_ptr<PartitionedDetector>> create(
+      std::span<const std::string> partition_by, std::optional<Timestamp> window, MakeDetector make,
+      std::optional<StateCaps> caps);
+  // Without a total cap (the SDK's form before caps, kept for plugins built
+  // against it).
   static Result<std::unique_ptr<PartitionedDetector>> create(
       std::span<const std::string> partition_by, std::optional<Timestamp> window,
-      MakeDetector make);
+      MakeDetector make) {
+    return create(partition_by, window, std::move(make), std::nullopt);
+  }
 
   // Returns the first error of the partitions' detectors (flushing the
   // previous tick, consuming the event) or of making the event's partition
@@ -107,23 +127,32 @@ class CEPBUS_API PartitionedDetector final : public Detector {
     DetectorState share;   // its state, as last sampled
   };
   using Partitions = std::unordered_map<std::vector<Value>, Partition, ValueKeyHash, ValueKeyEqual>;
-  // The state section's version (the snapshot's own is the engine's).
-  static constexpr uint32_t kSnapshotVersion = 1;
+  // The state section's version (the snapshot's own is the engine's); 2:
+  // the evictions of the total cap.
+  static constexpr uint32_t kSnapshotVersion = 2;
 
   PartitionedDetector(std::vector<Symbol> attrs, std::optional<Timestamp> window, MakeDetector make,
-                      std::unique_ptr<Detector> model);
+                      std::unique_ptr<Detector> model, std::optional<StateCaps> caps);
 
   // The error for an event older than now_.
   Status late(const Event& event) const;
   // Moves now_ to `ts` >= now_: closes the tick before it (flushing its
   // partitions) and drops quiet partitions when due; an error is a flush's.
   Status advanceTo(Timestamp ts);
+  // Sets key_ to the key of `event`.
+  void keyOf(const Event& event);
   // The partition of `event`, made when new; nullptr with `error` set when
-  // making its detector failed.
+  // making its detector failed, or with it OK when the total cap refused a
+  // new partition (counted in evicted_).
   Partition* partitionOf(const Event& event, Status& error);
   // The partition of key_, made when new (added to order_); nullptr with
   // `error` set when making its detector failed.
   Partitions::value_type* findOrMake(Status& error);
+  // Over the total cap under drop_oldest: sheds the least recently active
+  // partitions (see the file comment).
+  void enforceTotalCap();
+  // Whether the total cap refuses to make a partition now.
+  bool refusesNew() const;
   Status flushTouched();
   void dropQuiet();
   // Brings p's share of total_ up to date after a call into its detector.
@@ -140,12 +169,15 @@ class CEPBUS_API PartitionedDetector final : public Detector {
   Timestamp now_ = INT64_MIN;
   Timestamp next_drop_ = INT64_MIN;
   const bool counts_;  // the engine's detectors report state()
-  StateTotal total_;   // the partitions' states
+  const std::optional<StateCaps> caps_;
+  StateTotal total_;      // the partitions' states
+  uint64_t evicted_ = 0;  // partial matches of shed partitions, events refused
 };
 
 // What an engine's create() returns for a query with PARTITION BY: a
 // PartitionedDetector whose partitions are `engine.create()` detectors of the
-// query without the clause, reporting to `sink`.
+// query without the clause, reporting to `sink`, under the total cap
+// `options` set (StateCaps::parse(), whose error it returns).
 CEPBUS_API Result<std::unique_ptr<Detector>> createPartitioned(const DetectorFactory& engine,
                                                                const pattern::Query& query,
                                                                const DetectorOptions& options,

@@ -138,6 +138,14 @@ std::vector<Case> cases() {
       {"nfa",
        "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k",
        {"construction=batched", "max_partition_partial_matches=2", "state_policy=refuse_new"}});
+  for (const char* engine : {"algebra", "petri"}) {
+    all.push_back({engine,
+                   "PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k CONTEXT unrestricted",
+                   {"max_partition_partial_matches=3", "max_partial_matches=5"}});
+    all.push_back({engine,
+                   "PATTERN SEQ(A a, B b, C c) WITHIN 15 CONTEXT unrestricted",
+                   {"max_partition_partial_matches=2", "state_policy=refuse_new"}});
+  }
   // FROM A a WINDOW <window> RETURN R(<columns>) <emit>.
   struct WindowQuery {
     std::string window, columns, emit;

@@ -46,6 +46,17 @@ std::vector<SnapshotCase> cases() {
   };
   std::vector<SnapshotCase> all;
   for (const std::string& q : queries) all.push_back({"algebra", {q}});
+  // Caps that strike often: what they dropped, and the partitions the total
+  // cap shed, are part of the state.
+  all.push_back({"algebra",
+                 {"PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k CONTEXT unrestricted"},
+                 {"max_partition_partial_matches=3", "max_partial_matches=5"}});
+  all.push_back({"algebra",
+                 {"PATTERN SEQ(A a, B b, C c) WITHIN 15 CONTEXT unrestricted"},
+                 {"max_partition_partial_matches=2", "state_policy=refuse_new"}});
+  all.push_back({"algebra",
+                 {"PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k CONTEXT unrestricted"},
+                 {"max_partial_matches=4", "state_policy=refuse_new"}});
   return all;
 }
 

@@ -53,6 +53,17 @@ std::vector<SnapshotCase> cases() {
   all.push_back({"petri",
                  {"PATTERN SEQ(A a, B b, C c) WITHIN 10",
                   "PATTERN SEQ(A a, C c) WITHIN 6 STRATEGY skip_till_next_match"}});
+  // Caps that strike often: what they dropped, and the partitions the total
+  // cap shed, are part of the state.
+  all.push_back({"petri",
+                 {"PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k"},
+                 {"max_partition_partial_matches=3", "max_partial_matches=5"}});
+  all.push_back({"petri",
+                 {"PATTERN SEQ(A a, B b, C c) WITHIN 15"},
+                 {"max_partition_partial_matches=2", "state_policy=refuse_new"}});
+  all.push_back({"petri",
+                 {"PATTERN SEQ(A a, B b, C c) WITHIN 15 PARTITION BY k"},
+                 {"max_partial_matches=4", "state_policy=refuse_new"}});
   return all;
 }
 

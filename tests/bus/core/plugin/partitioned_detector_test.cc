@@ -93,9 +93,9 @@ class HoldingFactory final : public DetectorFactory {
  public:
   explicit HoldingFactory(EngineLog& log) : log_(log) {}
   Result<std::unique_ptr<Detector>> create(const pattern::Query& query,
-                                           const DetectorOptions& /*options*/,
+                                           const DetectorOptions& options,
                                            MatchSink& sink) const override {
-    if (!query.partition_by.empty()) return createPartitioned(*this, query, {}, sink);
+    if (!query.partition_by.empty()) return createPartitioned(*this, query, options, sink);
     if (log_.fail_create) return Status::invalidArgument("cannot make a partition");
     return std::unique_ptr<Detector>(std::make_unique<HoldingDetector>(log_, sink));
   }
@@ -144,8 +144,9 @@ EventPtr ev(Timestamp ts, Value x, std::string_view type = "A") {
   return b.build();
 }
 
-std::unique_ptr<Detector> make(const HoldingFactory& f, const std::string& text, Sink& sink) {
-  auto d = f.create(query(text), {}, sink);
+std::unique_ptr<Detector> make(const HoldingFactory& f, const std::string& text, Sink& sink,
+                               const std::vector<std::string>& options = {}) {
+  auto d = f.create(query(text), *DetectorOptions::parse(options), sink);
   EXPECT_TRUE(d.isOk()) << d.status().message();
   return std::move(d).value();
 }
@@ -280,9 +281,10 @@ TEST(PartitionedDetectorTest, ARepeatedKeyInASnapshotIsRefused) {
   log.snapshots = true;
   HoldingFactory f(log);
   SnapshotWriter out;
-  out.section("partitioned", 1);
+  out.section("partitioned", 2);
   out.signedVarint(4);  // now
   out.signedVarint(9);  // next drop
+  out.varint(0);        // evicted by the total cap
   out.varint(2);
   for (int i = 0; i < 2; ++i) {
     out.value(Value(int64_t{1}));
@@ -478,6 +480,60 @@ TEST(PartitionedDetectorTest, DefaultFanOutSumsTheQueriesDetectors) {
   ASSERT_TRUE((*d)->onEvents(evictions));
   EXPECT_EQ((*d)->state()->evicted, 2u);  // one by each query
   EXPECT_EQ((*d)->state()->bytes, 200u);
+}
+
+// The total cap (max_partial_matches) is the partitioned detector's, for any
+// engine that counts its state; the fake engine's "Open" events are its
+// partial matches.
+TEST(PartitionedDetectorTest, OverTheTotalCapTheLeastRecentlyActivePartitionsGoWhole) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d =
+      make(f, "PATTERN SEQ(A a, B b) WITHIN 100 PARTITION BY x", sink, {"max_partial_matches=3"});
+  ASSERT_TRUE(d->onEvent(ev(1, Value(int64_t{1}), "Open")));
+  ASSERT_TRUE(d->onEvent(ev(2, Value(int64_t{2}), "Open")));
+  ASSERT_TRUE(d->onEvent(ev(2, Value(int64_t{2}), "Open")));
+  EXPECT_EQ(log.alive, 3);  // the model and two partitions
+  // A fourth partial match: partition 1, the least recently active, goes
+  // whole; partition 3 has just received its event and stays.
+  ASSERT_TRUE(d->onEvent(ev(3, Value(int64_t{3}), "Open")));
+  EXPECT_EQ(log.alive, 3);
+  EXPECT_EQ(static_cast<PartitionedDetector*>(d.get())->partitionCount(), 2u);
+  EXPECT_EQ(d->state()->partial_matches, 3u);
+  EXPECT_EQ(d->state()->evicted, 1u);
+  EXPECT_EQ(d->state()->bytes, 300u);
+}
+
+TEST(PartitionedDetectorTest, AtTheTotalCapRefuseNewMakesNoPartition) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d = make(f, "PATTERN SEQ(A a, B b) WITHIN 100 PARTITION BY x", sink,
+                {"max_partial_matches=2", "state_policy=refuse_new"});
+  ASSERT_TRUE(d->onEvent(ev(1, Value(int64_t{1}), "Open")));
+  ASSERT_TRUE(d->onEvent(ev(1, Value(int64_t{2}), "Open")));
+  // A new key's event goes nowhere; a live partition still takes its own.
+  ASSERT_TRUE(d->onEvent(ev(2, Value(int64_t{3}), "Open")));
+  EXPECT_EQ(static_cast<PartitionedDetector*>(d.get())->partitionCount(), 2u);
+  EXPECT_EQ(d->state()->evicted, 1u);
+  const std::vector<EventPtr> batch = {ev(3, Value(int64_t{1}), "Open"),
+                                       ev(3, Value(int64_t{4}), "Open")};
+  ASSERT_TRUE(d->onEvents(batch));
+  EXPECT_EQ(d->state()->partial_matches, 3u);  // partition 1 grew under its own cap
+  EXPECT_EQ(d->state()->evicted, 2u);
+  EXPECT_EQ(static_cast<PartitionedDetector*>(d.get())->partitionCount(), 2u);
+}
+
+TEST(PartitionedDetectorTest, ABadCapIsRefusedNamingTheOption) {
+  EngineLog log;
+  HoldingFactory f(log);
+  Sink sink;
+  auto d =
+      f.create(query("PATTERN A a PARTITION BY x"),
+               *DetectorOptions::parse(std::vector<std::string>{"max_partial_matches=0"}), sink);
+  ASSERT_FALSE(d.isOk());
+  EXPECT_EQ(d.status().message(), "option max_partial_matches=0: expected a positive integer");
 }
 
 }  // namespace
