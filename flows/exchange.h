@@ -26,6 +26,7 @@
 #include "bus/core/event.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
+#include "bus/core/wire_names.h"
 
 namespace cepbus::flows {
 
@@ -93,7 +94,9 @@ uint64_t newSource();
 // construction); the event and the listener are shared read-only.
 struct Exchange {
   EventPtr event;
-  Symbol address;  // the interned destination topic, e.g. "stocks.ibm"
+  // The destination topic, e.g. "stocks.ibm"; a client's address that no
+  // query or descriptor knows is a held name, which every copy holds.
+  SharedName address;
   Pattern pattern = Pattern::kInOnly;
   Qos qos = Qos::kBestEffort;
   Symbol sender;  // the sending endpoint; empty for anonymous senders

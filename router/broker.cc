@@ -266,6 +266,7 @@ const ResolvedRoute* Broker::resolve(Symbol address) {
 std::unique_ptr<ResolvedRoute> Broker::buildRoute(Symbol address) const {
   auto route = std::make_unique<ResolvedRoute>();
   route->address = address;
+  route->incarnation = heldNameIncarnation(address);
   const std::string_view name = address.name();
   if (Status s = validateAddress(name); !s.isOk()) {
     route->invalid = std::move(s);

@@ -8,6 +8,7 @@
 // decision for each QoS a sender can ask for.
 
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct FilteredTarget {
 // Ownership: keeps its targets alive (keep_alive) while any reader may use it.
 struct ResolvedRoute {
   Symbol address;
+  // Of a held address, the incarnation of the name it was built for
+  // (heldNameIncarnation()); 0 for a permanent one.
+  uint64_t incarnation = 0;
   Status invalid;  // not OK: the address is malformed or undeliverable; publishing fails with it
   std::vector<flows::DeliveryTarget*> targets;  // delivered unconditionally
   std::vector<FilteredTarget> filtered;

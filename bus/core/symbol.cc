@@ -40,10 +40,9 @@ class WireNameCharge {
   }
 };
 
-// Makes symbols and holds from ids: only the table below knows which ids exist.
+// Makes holds from ids: only the table below knows which ids exist.
 class SymbolIds {
  public:
-  static Symbol symbol(uint32_t id) { return Symbol(id); }
   static NameHold adopt(uint32_t id) { return NameHold(Symbol(id)); }
 };
 
@@ -60,6 +59,7 @@ struct HeldSlot {
   std::string name;
   std::atomic<uint32_t> holds{0};
   std::atomic<bool> permanent{false};    // interned since: never given back
+  std::atomic<uint64_t> incarnation{0};  // set when the slot takes a name; read by holders
   bool in_use = false;                   // names a held name (else free)
   bool given_back = false;               // no holds since the last one ended
   bool idle = false;                     // in the table's idle queue
@@ -90,22 +90,6 @@ class SymbolTable {
     std::lock_guard lock(mu_);
     auto it = ids_.find(name);
     return it == ids_.end() ? 0 : it->second;
-  }
-
-  // A permanent name from the wire (internWireName): free when known or held,
-  // else charged to `quota` and the budget for good.
-  std::optional<uint32_t> internWire(std::string_view name, WireNameQuota* quota) {
-    std::lock_guard lock(mu_);
-    if (auto it = ids_.find(name); it != ids_.end()) return it->second;
-    if (auto it = held_ids_.find(name); it != held_ids_.end()) return promoteLocked(it);
-    if (quota != nullptr && !WireNameCharge::tryCharge(*quota)) return std::nullopt;
-    if (!roomLocked()) {
-      if (quota != nullptr) WireNameCharge::refund(*quota);
-      ++wire_refused_;
-      return std::nullopt;
-    }
-    ++kept_;
-    return insertLocked(name);
   }
 
   // One more hold on `name` (holdWireName); the caller adopts it.
@@ -139,6 +123,7 @@ class SymbolTable {
     }
     HeldSlot& slot = heldSlot(*id);
     slot.name.assign(name);
+    slot.incarnation.store(++incarnations_, std::memory_order_relaxed);
     slot.in_use = true;
     slot.holds.store(1, std::memory_order_relaxed);
     slot.quota = std::move(owner);
@@ -170,8 +155,12 @@ class SymbolTable {
 
   WireNameStats wireStats() {
     std::lock_guard lock(mu_);
-    return WireNameStats{wire_budget_, held_ - given_back_now_ + kept_, given_back_now_,
-                         wire_refused_, given_back_};
+    return WireNameStats{wire_budget_, held_ - given_back_now_, given_back_now_, wire_refused_,
+                         given_back_};
+  }
+
+  uint64_t incarnation(uint32_t id) const {
+    return heldSlot(id).incarnation.load(std::memory_order_relaxed);
   }
 
   std::string_view name(uint32_t id) const {
@@ -232,9 +221,9 @@ class SymbolTable {
     return id;
   }
 
-  // The budget counts the names held and kept, not the idle ones: those are
+  // The budget counts the names held, not the idle ones: those are
   // at most kIdleHeldNames more, and re-holding one creates nothing.
-  bool roomLocked() const { return held_ - given_back_now_ + kept_ < wire_budget_; }
+  bool roomLocked() const { return held_ - given_back_now_ < wire_budget_; }
 
   // The last hold on `id` ended: refund its charge and queue it as idle,
   // freeing the oldest idle name beyond kIdleHeldNames.
@@ -319,8 +308,8 @@ class SymbolTable {
   NameMap held_ids_;  // held names not permanent, idle ones included
   uint32_t size_ = 0;
   uint32_t wire_budget_ = kDefaultWireNameBudget;
-  uint32_t held_ = 0;  // entries of held_ids_, given back ones included
-  uint32_t kept_ = 0;  // permanent names internWire() created
+  uint32_t held_ = 0;          // entries of held_ids_, given back ones included
+  uint64_t incarnations_ = 0;  // the last incarnation given to a held slot
   uint64_t wire_refused_ = 0;
   uint64_t given_back_ = 0;      // names freed since the start
   uint32_t given_back_now_ = 0;  // names in held_ids_ that nothing holds
@@ -378,10 +367,8 @@ std::optional<NameHold> holdWireName(std::string_view name, WireNameQuota* quota
   return SymbolIds::adopt(*id);
 }
 
-std::optional<Symbol> internWireName(std::string_view name, WireNameQuota* quota) {
-  const std::optional<uint32_t> id = table().internWire(name, quota);
-  if (!id) return std::nullopt;
-  return SymbolIds::symbol(*id);
+uint64_t heldNameIncarnation(Symbol symbol) {
+  return symbol.held() ? table().incarnation(symbol.id()) : 0;
 }
 
 void setWireNameBudget(uint32_t budget) { table().setWireBudget(budget); }

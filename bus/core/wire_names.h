@@ -24,8 +24,13 @@
 // A name refused by either limit is counted, and the decoder refuses the
 // event with an error that says which limit.
 //
-// Addresses (link targets, admin API) still go through internWireName(),
-// which interns permanently and charges for good, as before names were held.
+// Addresses from clients (a publishing link's target, the address of
+// POST /api/events/ADDRESS) are held the same way: by the link or request
+// that named them, and by every exchange addressed to one (SharedName, copied
+// into queues, journal records and request tables), and given back after.
+// A held id is reused once its name is freed; heldNameIncarnation() tells
+// which name an id stood for, so a cache keyed by id (the router's route
+// cache) does not take a reused id for the name it had before.
 //
 // Thread safety: every function is safe to call from any thread.
 
@@ -130,11 +135,57 @@ inline constexpr uint32_t kIdleHeldNames = 1024;
 CEPBUS_API std::optional<NameHold> holdWireName(std::string_view name,
                                                 WireNameQuota* quota = nullptr);
 
-// The permanent symbol of `name`, for names held by slow-path objects that
-// do not count references yet (addresses); nullopt when it is new and the
-// budget or `quota` is spent. A name created here is never given back.
-CEPBUS_API std::optional<Symbol> internWireName(std::string_view name,
-                                                WireNameQuota* quota = nullptr);
+// A symbol that holds its name, for values that are copied about (an
+// exchange's address, queued, journaled, kept for a request): each copy
+// holds a held name too, so it lives while any copy does. It reads as its
+// Symbol. A permanent symbol costs a test of its id per copy.
+// Thread safety: a value; one thread at a time.
+class CEPBUS_API SharedName {
+ public:
+  SharedName() = default;
+  // Another hold on `symbol`, which the caller must keep alive meanwhile.
+  SharedName(Symbol symbol) : symbol_(symbol) {  // NOLINT(google-explicit-constructor)
+    acquireHeldName(symbol_);
+  }
+  // Takes over `hold`.
+  explicit SharedName(NameHold hold) : symbol_(hold.release()) {}
+  SharedName(const SharedName& other) : SharedName(other.symbol_) {}
+  SharedName(SharedName&& other) noexcept : symbol_(other.symbol_) { other.symbol_ = Symbol(); }
+  SharedName& operator=(const SharedName& other) {
+    if (this != &other) *this = SharedName(other);
+    return *this;
+  }
+  SharedName& operator=(SharedName&& other) noexcept {
+    if (this != &other) {
+      releaseHeldName(symbol_);
+      symbol_ = other.symbol_;
+      other.symbol_ = Symbol();
+    }
+    return *this;
+  }
+  ~SharedName() { releaseHeldName(symbol_); }
+
+  operator Symbol() const { return symbol_; }  // NOLINT(google-explicit-constructor)
+  Symbol symbol() const { return symbol_; }
+  uint32_t id() const { return symbol_.id(); }
+  bool empty() const { return symbol_.empty(); }
+  bool held() const { return symbol_.held(); }
+  std::string_view name() const { return symbol_.name(); }
+
+  friend bool operator==(const SharedName& a, const SharedName& b) {
+    return a.symbol_ == b.symbol_;
+  }
+  friend bool operator==(const SharedName& a, Symbol b) { return a.symbol_ == b; }
+
+ private:
+  Symbol symbol_;
+};
+
+// Which name the held id of `symbol` stands for: ids are reused once their
+// names are freed, each time with a new incarnation (never 0, never seen
+// before in this process); 0 for a permanent symbol. `symbol` must be held
+// meanwhile. Lock-free.
+CEPBUS_API uint64_t heldNameIncarnation(Symbol symbol);
 
 // How many names from client input the process may hold at once (default
 // kDefaultWireNameBudget). Lowering it below what is held refuses every
@@ -143,8 +194,7 @@ CEPBUS_API void setWireNameBudget(uint32_t budget);
 
 struct CEPBUS_API WireNameStats {
   uint32_t budget = 0;
-  // Names from clients something holds now, and those internWireName()
-  // created for good: what the budget counts.
+  // Names from clients something holds now: what the budget counts.
   uint32_t held = 0;
   uint32_t idle = 0;        // besides: given back, kept for reuse (kIdleHeldNames at most)
   uint64_t refused = 0;     // names refused because the budget was spent

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 #include "bus/core/event_json.h"
@@ -46,6 +47,14 @@ std::string_view columnText(sqlite3_stmt* stmt, int column) {
   const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, column));
   return text == nullptr ? std::string_view()
                          : std::string_view(text, sqlite3_column_bytes(stmt, column));
+}
+
+// A pending record's address, held again as it was before the restart (a
+// client's address is given back once its records are). One the budget of
+// names cannot take becomes the bus's for good rather than lose the record.
+SharedName journaledAddress(std::string_view name) {
+  if (std::optional<NameHold> hold = holdWireName(name)) return SharedName(std::move(*hold));
+  return Symbol::intern(name);
 }
 
 void bindText(sqlite3_stmt* stmt, int index, std::string_view text) {
@@ -260,7 +269,7 @@ Result<std::vector<JournalRecord>> Journal::pending() {
     r.seq = fromDb(sqlite3_column_int64(stmt, 0));
     r.target = Symbol::intern(columnText(stmt, 1));
     r.event_id = fromDb(sqlite3_column_int64(stmt, 2));
-    r.address = Symbol::intern(columnText(stmt, 3));
+    r.address = journaledAddress(columnText(stmt, 3));
     r.sender = Symbol::intern(columnText(stmt, 4));
     const int64_t pattern = sqlite3_column_int64(stmt, 5);
     r.pattern = pattern == static_cast<int64_t>(Pattern::kRobustInOnly) ? Pattern::kRobustInOnly

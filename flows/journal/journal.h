@@ -40,6 +40,7 @@
 #include "bus/core/event.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
+#include "bus/core/wire_names.h"
 #include "flows/exchange.h"
 #include "flows/journal/checkpoint_record.h"
 
@@ -53,7 +54,7 @@ struct JournalRecord {
   uint64_t seq = 0;
   Symbol target;
   EventId event_id = 0;
-  Symbol address;
+  SharedName address;  // holds a client's address while the record lives
   Symbol sender;
   Pattern pattern = Pattern::kInOnly;
   uint64_t correlation_id = 0;

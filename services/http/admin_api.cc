@@ -880,17 +880,17 @@ AdminResponse AdminApi::publish(std::string_view address, std::string_view body)
   if (Status valid = router::validateAddress(address); !valid) {
     return adminError(400, valid.message());
   }
-  // The token is one client: the address (a symbol the process keeps) and the
-  // names only the event carries (held while it lives) are charged to its
-  // max-names (bus/core/wire_names.h), so publishing here cannot spend the
-  // process-wide budget the AMQP clients share.
-  const std::optional<Symbol> symbol = internWireName(address, names_.get());
+  // The token is one client: a new address and the names only the event
+  // carries are held while the request and what it queued live, charged to
+  // its max-names (bus/core/wire_names.h) meanwhile, so publishing here
+  // cannot spend the process-wide budget the AMQP clients share.
+  std::optional<NameHold> symbol = holdWireName(address, names_.get());
   if (!symbol) return adminError(400, wireNameRefusal("address", address, names_.get()));
   Result<EventPtr> event = decodeEvent(body, names_.get());
   if (!event) return adminError(400, "bad event: " + event.status().message());
   flows::Exchange exchange;
   exchange.event = std::move(event).value();
-  exchange.address = *symbol;
+  exchange.address = SharedName(std::move(*symbol));
   const flows::SendOutcome outcome = broker_.publish(exchange);
   json answer{{"targets", outcome.targets},      {"delivered", outcome.delivered},
               {"queued", outcome.queued},        {"degraded", outcome.degraded},

@@ -1,9 +1,11 @@
 // A flood of new names against the real `cepbus` with real AMQP clients:
 // one client publishes events whose event types and property names are all
-// new, then disconnects. The names were held only while their events lived
-// (bus/core/wire_names.h), so the bus's resident set comes back to within
-// 16 MB of what it was before, and a second client publishing new names to
-// new addresses is accepted throughout and after.
+// new, each batch through links to new target addresses it closes after
+// the batch, then disconnects. The names were held only while their events
+// and links lived (bus/core/wire_names.h), so the names clients hold come
+// back to what they were before, the bus's resident set to within 16 MB,
+// and a second client publishing new names to new addresses is accepted
+// throughout and after.
 //
 // The suite floods 200,000 names; CEPBUS_FLOOD_NAMES=N floods N (the long
 // run of docs/operations.md: 2,000,000).
@@ -23,6 +25,7 @@
 
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/bus_process.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/ports.h"
 #include "tests/testing/wait.h"
 
@@ -42,6 +45,7 @@ constexpr bool kRssComparable = true;
 
 using testing::AmqpTestClient;
 using testing::BusProcess;
+using testing::httpGet;
 using testing::reservedPort;
 
 proton::message event(const std::string& type, int64_t ts, const std::string& property) {
@@ -62,6 +66,12 @@ uint64_t rssKb(pid_t pid) {
   return 0;
 }
 
+// A metric's value in a /metrics scrape (0 when it is missing).
+uint64_t metric(const std::string& scrape, const std::string& name) {
+  const size_t at = scrape.find("\n" + name + " ");
+  return at == std::string::npos ? 0 : std::stoull(scrape.substr(at + name.size() + 2));
+}
+
 uint64_t floodNames() {
   const char* n = std::getenv("CEPBUS_FLOOD_NAMES");
   return n != nullptr ? std::stoull(n) : 200'000;
@@ -70,12 +80,17 @@ uint64_t floodNames() {
 TEST(WireNameFloodTest, AFloodOfNewNamesIsGivenBackAndAnotherClientIsServedThroughout) {
   BusProcess bus(CEPBUS_BINARY, "cepbus-wire-name-flood");
   const int port = reservedPort();
+  const int http_port = reservedPort();
   // max-names far below the flood: only names given back let it through.
   ASSERT_TRUE(bus.start("<cepbus name=\"flood\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
                             std::to_string(port) +
-                            "\" allow-anonymous=\"true\" max-names=\"1000\"/></listeners>"
+                            "\" allow-anonymous=\"true\" max-names=\"1000\"/>"
+                            "<http host=\"127.0.0.1\" port=\"" +
+                            std::to_string(http_port) +
+                            "\"/></listeners>"
                             "<routes default-flow=\"st\"/></cepbus>\n",
-                        {port}));
+                        {port, http_port}));
+  auto namesHeld = [&] { return metric(httpGet(http_port, "/metrics"), "cepbus_wire_names_held"); };
   AmqpTestClient other(port, "other");
   ASSERT_TRUE(other.waitOpen());
   size_t other_sent = 0;
@@ -94,21 +109,35 @@ TEST(WireNameFloodTest, AFloodOfNewNamesIsGivenBackAndAnotherClientIsServedThrou
 
   const uint64_t total = floodNames() / 2;  // a new type and a new property per event
   constexpr uint64_t kBatch = 10'000;
+  constexpr uint64_t kAddressesPerBatch = 100;  // new target addresses, one link each
+  // What clients hold before the flood: the other client's names, if any.
+  const uint64_t held_at_start = namesHeld();
   uint64_t before_kb = 0;
+  uint64_t addresses = 0;
   {
     AmqpTestClient greedy(port, "greedy");
     ASSERT_TRUE(greedy.waitOpen());
     uint64_t sent = 0;
     auto flood = [&](uint64_t n) {
-      std::vector<proton::message> batch;
+      std::vector<std::vector<proton::message>> batches(kAddressesPerBatch);
       for (uint64_t i = 0; i < n; ++i, ++sent) {
         const std::string k = std::to_string(sent);
-        batch.push_back(event("FloodType" + k, static_cast<int64_t>(sent), "flood_property_" + k));
+        batches[i % kAddressesPerBatch].push_back(
+            event("FloodType" + k, static_cast<int64_t>(sent), "flood_property_" + k));
       }
-      greedy.send("flood", std::move(batch));
+      std::vector<std::string> targets;
+      for (auto& batch : batches) {
+        targets.push_back("flood.a" + std::to_string(addresses++));
+        greedy.send(targets.back(), std::move(batch));
+      }
       ASSERT_TRUE(greedy.waitFor([&] { return greedy.accepted + greedy.rejected == sent; },
                                  std::chrono::minutes(2)));
-      EXPECT_EQ(greedy.read<size_t>([&] { return greedy.rejected; }), 0u);
+      EXPECT_EQ(greedy.read<size_t>([&] { return greedy.rejected; }), 0u)
+          << greedy.read<std::string>([&] {
+               return greedy.rejections.empty() ? std::string() : greedy.rejections.front().what();
+             });
+      // The links go, and with them what holds their addresses.
+      for (const std::string& target : targets) greedy.closeSenders(target);
     };
     // Warm up: the allocator's arenas, the idle names kept for reuse.
     flood(kBatch);
@@ -120,9 +149,15 @@ TEST(WireNameFloodTest, AFloodOfNewNamesIsGivenBackAndAnotherClientIsServedThrou
     }
   }
   serveOther();
+  // Every name the flood created, addresses included, is given back once
+  // the greedy client's links and events are gone.
+  EXPECT_TRUE(testing::waitUntil([&] { return namesHeld() <= held_at_start; }))
+      << namesHeld() << " names held, " << held_at_start << " before the flood";
   const uint64_t after_kb = rssKb(bus.pid());
-  std::cout << "{\"flood_names\":" << 2 * total << ",\"rss_before_kb\":" << before_kb
-            << ",\"rss_after_kb\":" << after_kb << ",\"rss_peak_kb\":" << bus.peakRssKb()
+  std::cout << "{\"flood_names\":" << 2 * total + addresses << ",\"flood_addresses\":" << addresses
+            << ",\"names_held_before\":" << held_at_start << ",\"names_held_after\":" << namesHeld()
+            << ",\"rss_before_kb\":" << before_kb << ",\"rss_after_kb\":" << after_kb
+            << ",\"rss_peak_kb\":" << bus.peakRssKb()
             << ",\"rss_compared\":" << (kRssComparable ? "true" : "false") << "}\n";
   if (kRssComparable) {
     EXPECT_LE(after_kb, before_kb + 16 * 1024);

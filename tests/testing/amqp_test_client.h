@@ -233,12 +233,17 @@ class AmqpTestClient final : public proton::messaging_handler {
     run([until] { until.wait(); });
   }
 
-  // Closes the client's sending links to `address`.
+  // Closes the client's sending links to `address`. By session: Proton's
+  // connection-wide sender range stops after the connection's first link.
   void closeSenders(const std::string& address) {
     run([this, address] {
-      for (proton::sender s : connection_.senders()) {
-        if (s.target().address() == address) s.close();
+      for (proton::session session : connection_.sessions()) {
+        for (proton::sender s : session.senders()) {
+          if (s.active() && s.target().address() == address) s.close();
+        }
       }
+      std::erase_if(senders_,
+                    [&](const auto& entry) { return entry.second.target().address() == address; });
     });
   }
 

@@ -150,7 +150,7 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
 
   // What relink() knows of every attached link (publisher_dir, subscriber_dir).
   struct PublisherEntry {
-    Symbol address;
+    SharedName address;  // holds a client's address while the link is known
     bool replies = false;
     ClientHandler* owner = nullptr;
     std::shared_ptr<Waker> waker;  // the owner's connection's

@@ -123,11 +123,12 @@ void ClientHandler::on_receiver_open(proton::receiver& r) {
         kUnauthorized, "user \"" + client_->user + "\" may not publish to \"" + addr + "\""));
     return;
   }
-  // The address becomes a symbol for as long as the process lives: a
+  // A new address is a held name, charged to the client (max-names) while
+  // the link and the exchanges it sent hold it, and given back after: a
   // client that opens links to ever new addresses spends its own share of
-  // the names clients may create (max-names), not another client's, nor
-  // the symbol table the queries need.
-  const std::optional<Symbol> address = internWireName(addr, client_->names.get());
+  // the names clients may create, not another client's, nor the symbol
+  // table the queries need.
+  std::optional<NameHold> address = holdWireName(addr, client_->names.get());
   if (!address) {
     r.close(proton::error_condition(kResourceLimitExceeded,
                                     wireNameRefusal("target address", addr, client_->names.get())));
@@ -140,12 +141,12 @@ void ClientHandler::on_receiver_open(proton::receiver& r) {
   const uint64_t id = host_.newLinkId();
   link_ids_[r] = id;
   PublisherLink& pub = publishers_.try_emplace(id, id, r, options_.counters).first->second;
-  pub.address = *address;
+  pub.address = SharedName(std::move(*address));
   pub.replies = replies;
-  pub.journaled = !replies && host_.journaled(*address);
+  pub.journaled = !replies && host_.journaled(pub.address);
   pub.wake = std::make_shared<PublisherWake>(client_->waker, [this, id] { resumeWaiting(id); });
   pub.entry = host_.attachPublisher(
-      *this, PublisherAttach{id, client_->container_id, r.name(), addr, *address, replies,
+      *this, PublisherAttach{id, client_->container_id, r.name(), addr, pub.address, replies,
                              client_->waker, pub.wake, pub.stats});
   replenish(pub);
   watchIncompleteMessages();

@@ -55,6 +55,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/symbol.h"
+#include "bus/core/wire_names.h"
 #include "flows/exchange.h"
 #include "flows/wake_hold.h"
 #include "services/amqp/listener/client_connections.h"
@@ -153,7 +154,8 @@ class ClientHandler final : public proton::messaging_handler {
     uint64_t id = 0;
     // What its events carry as Exchange::source (flows::newSource()).
     const uint64_t source = flows::newSource();
-    Symbol address;
+    // Its target address: a client's is a held name, held while the link is open.
+    SharedName address;
     bool replies = false;  // a provider's link to kReplyAddress
     // Its unsettled messages are journaled on their route (ConnectionHost::journaled()).
     bool journaled = false;

@@ -33,6 +33,7 @@
 
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
+#include "bus/core/wire_names.h"
 #include "flows/exchange.h"
 #include "flows/wake_hold.h"
 #include "services/amqp/listener/broker_subscriptions.h"
@@ -53,7 +54,7 @@ struct PublisherAttach {
   std::string container_id;      // its client's
   std::string name;              // the link's
   std::string address;           // its target address
-  Symbol topic;                  // the same, interned
+  SharedName topic;              // the same, as a symbol (held while the link is)
   bool replies = false;          // a provider's link to kReplyAddress: it feeds no subscription
   std::shared_ptr<Waker> waker;  // its connection's
   std::shared_ptr<PublisherWake> wake;  // how drained buffers resume it

@@ -10,6 +10,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/event_json.h"
+#include "tests/testing/held_names.h"
 
 namespace cepbus {
 namespace {
@@ -25,16 +26,20 @@ class WireNamesTest : public ::testing::Test {
 TEST_F(WireNamesTest, KnownNamesAreFreeAndNewOnesCountUntilTheBudgetIsSpent) {
   const Symbol known = Symbol::intern("wire-test-known");
   allowNewNames(1);
-  EXPECT_EQ(internWireName("wire-test-known"), known);  // known: not counted
+  std::optional<NameHold> known_hold = holdWireName("wire-test-known");
+  ASSERT_TRUE(known_hold);
+  EXPECT_EQ(known_hold->symbol(), known);  // known: not counted
   const WireNameStats before = wireNameStats();
-  const std::optional<Symbol> fresh = internWireName("wire-test-fresh");
+  std::optional<NameHold> fresh = holdWireName("wire-test-fresh");
   ASSERT_TRUE(fresh);
-  EXPECT_EQ(fresh->name(), "wire-test-fresh");
+  EXPECT_EQ(fresh->symbol().name(), "wire-test-fresh");
   EXPECT_EQ(wireNameStats().held, before.held + 1);
-  EXPECT_FALSE(internWireName("wire-test-one-too-many"));
+  EXPECT_FALSE(holdWireName("wire-test-one-too-many"));
   EXPECT_EQ(wireNameStats().refused, before.refused + 1);
-  EXPECT_TRUE(Symbol::find("wire-test-one-too-many").empty());  // not interned
-  EXPECT_EQ(internWireName("wire-test-fresh"), fresh);          // once created, free
+  EXPECT_TRUE(Symbol::find("wire-test-one-too-many").empty());      // not interned
+  std::optional<NameHold> again = holdWireName("wire-test-fresh");  // held already: free
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->symbol(), fresh->symbol());
   // Names from queries and descriptors are never refused.
   EXPECT_EQ(Symbol::intern("wire-test-from-a-query").name(), "wire-test-from-a-query");
 }
@@ -78,21 +83,29 @@ TEST_F(WireNamesTest, TheRefusalDoesNotEchoAHugeName) {
 // are refused, naming its setting, while another client's still go in.
 TEST_F(WireNamesTest, AQuotaRefusesItsClientOnlyAndCountsTheRefusal) {
   auto refused = std::make_shared<std::atomic<uint64_t>>(0);
-  WireNameQuota greedy(2, "max-names", refused);
-  WireNameQuota other(2, "max-names", refused);
+  auto greedy = std::make_shared<WireNameQuota>(2, "max-names", refused);
+  auto other = std::make_shared<WireNameQuota>(2, "max-names", refused);
   const Symbol known = Symbol::intern("quota-test-known");
-  EXPECT_TRUE(internWireName("quota-test-a", &greedy));
-  EXPECT_TRUE(internWireName("quota-test-b", &greedy));
-  EXPECT_EQ(internWireName("quota-test-known", &greedy), known);  // known names are free
-  EXPECT_EQ(internWireName("quota-test-a", &greedy), Symbol::find("quota-test-a"));
-  EXPECT_EQ(greedy.held(), 2u);
-  EXPECT_FALSE(internWireName("quota-test-c", &greedy));
-  EXPECT_TRUE(Symbol::find("quota-test-c").empty());  // not interned
+  std::optional<NameHold> a = holdWireName("quota-test-a", greedy.get());
+  std::optional<NameHold> b = holdWireName("quota-test-b", greedy.get());
+  ASSERT_TRUE(a && b);
+  std::optional<NameHold> k = holdWireName("quota-test-known", greedy.get());
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->symbol(), known);  // known names are free
+  std::optional<NameHold> a_again = holdWireName("quota-test-a", greedy.get());
+  ASSERT_TRUE(a_again);
+  EXPECT_EQ(a_again->symbol(), a->symbol());  // held names too
+  EXPECT_EQ(greedy->held(), 2u);
+  EXPECT_FALSE(holdWireName("quota-test-c", greedy.get()));
   EXPECT_EQ(refused->load(), 1u);
-  EXPECT_EQ(wireNameRefusal("attribute name", "quota-test-c", &greedy),
+  EXPECT_EQ(wireNameRefusal("attribute name", "quota-test-c", greedy.get()),
             "attribute name 'quota-test-c' refused: names held per client (max-names): 2 reached");
-  EXPECT_TRUE(internWireName("quota-test-c", &other));
-  EXPECT_EQ(internWireName("quota-test-c", &greedy), Symbol::find("quota-test-c"));  // known now
+  std::optional<NameHold> c = holdWireName("quota-test-c", other.get());
+  ASSERT_TRUE(c);
+  std::optional<NameHold> c_greedy = holdWireName("quota-test-c", greedy.get());  // held now
+  ASSERT_TRUE(c_greedy);
+  EXPECT_EQ(c_greedy->symbol(), c->symbol());
+  EXPECT_EQ(greedy->held(), 2u);
 }
 
 // A user's quota bounds its connections together; the refusal names it.
@@ -100,30 +113,33 @@ TEST_F(WireNamesTest, AParentQuotaBoundsItsChildrenTogether) {
   auto refused = std::make_shared<std::atomic<uint64_t>>(0);
   auto user_refused = std::make_shared<std::atomic<uint64_t>>(0);
   auto user = std::make_shared<WireNameQuota>(3, "max-user-names", user_refused);
-  WireNameQuota first(2, "max-names", refused, user);
-  WireNameQuota second(2, "max-names", refused, user);
-  EXPECT_TRUE(internWireName("parent-test-a", &first));
-  EXPECT_TRUE(internWireName("parent-test-b", &first));
-  EXPECT_TRUE(internWireName("parent-test-c", &second));
+  auto first = std::make_shared<WireNameQuota>(2, "max-names", refused, user);
+  auto second = std::make_shared<WireNameQuota>(2, "max-names", refused, user);
+  std::optional<NameHold> a = holdWireName("parent-test-a", first.get());
+  std::optional<NameHold> b = holdWireName("parent-test-b", first.get());
+  std::optional<NameHold> c = holdWireName("parent-test-c", second.get());
+  ASSERT_TRUE(a && b && c);
   EXPECT_EQ(user->held(), 3u);
-  EXPECT_FALSE(internWireName("parent-test-d", &second));  // second has room, its user none
+  EXPECT_FALSE(holdWireName("parent-test-d", second.get()));  // second has room, its user none
   EXPECT_EQ(user_refused->load(), 1u);
   EXPECT_EQ(refused->load(), 0u);
-  EXPECT_NE(wireNameRefusal("event type", "parent-test-d", &second).find("(max-user-names): 3"),
-            std::string::npos);
+  EXPECT_NE(
+      wireNameRefusal("event type", "parent-test-d", second.get()).find("(max-user-names): 3"),
+      std::string::npos);
 }
 
 // The process-wide budget stays a cap under the quotas, and a name it
 // refuses is not charged to the quota.
 TEST_F(WireNamesTest, TheBudgetStillCapsClientsWithRoomInTheirQuota) {
   auto refused = std::make_shared<std::atomic<uint64_t>>(0);
-  WireNameQuota quota(10, "max-names", refused);
+  auto quota = std::make_shared<WireNameQuota>(10, "max-names", refused);
   allowNewNames(1);
-  EXPECT_TRUE(internWireName("budget-test-a", &quota));
-  EXPECT_FALSE(internWireName("budget-test-b", &quota));
-  EXPECT_EQ(quota.held(), 1u);
+  std::optional<NameHold> a = holdWireName("budget-test-a", quota.get());
+  EXPECT_TRUE(a);
+  EXPECT_FALSE(holdWireName("budget-test-b", quota.get()));
+  EXPECT_EQ(quota->held(), 1u);
   EXPECT_EQ(refused->load(), 0u);  // the budget's refusal, not the quota's
-  EXPECT_NE(wireNameRefusal("event type", "budget-test-b", &quota).find("budget"),
+  EXPECT_NE(wireNameRefusal("event type", "budget-test-b", quota.get()).find("budget"),
             std::string::npos);
 }
 
@@ -254,6 +270,49 @@ TEST_F(WireNamesTest, EventsOnManyThreadsHoldAndGiveBackTheirNames) {
   }
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// These run last: the second leaves the idle names full, which tests above count.
+// An address held by a link is held by every exchange copied from it
+// (SharedName): given back, and its client's quota refunded, only when the
+// link and the last copy are gone.
+TEST_F(WireNamesTest, ASharedNameHoldsItsNameWhileAnyCopyLives) {
+  auto quota =
+      std::make_shared<WireNameQuota>(1, "max-names", std::make_shared<std::atomic<uint64_t>>(0));
+  std::optional<NameHold> hold = holdWireName("shared-name-test.a", quota.get());
+  ASSERT_TRUE(hold);
+  auto link = std::make_optional<SharedName>(std::move(*hold));
+  hold.reset();
+  ASSERT_TRUE(link->held());
+  std::vector<SharedName> queued(3, *link);  // exchanges addressed to it, queued
+  SharedName journaled = queued.back();
+  const WireNameStats before = wireNameStats();
+  link.reset();
+  queued.clear();
+  EXPECT_EQ(wireNameStats().held, before.held);  // the journaled copy still holds it
+  EXPECT_EQ(journaled.name(), "shared-name-test.a");
+  EXPECT_EQ(quota->held(), 1u);
+  journaled = SharedName();
+  EXPECT_EQ(wireNameStats().held, before.held - 1);
+  EXPECT_EQ(quota->held(), 0u);  // refunded: the client may name another address
+  EXPECT_TRUE(holdWireName("shared-name-test.b", quota.get()));
+}
+
+// A held id is reused for another name once its name is freed, with a new
+// incarnation: what a cache keyed by id compares to tell the two apart.
+TEST_F(WireNamesTest, AReusedIdHasANewIncarnation) {
+  EXPECT_EQ(heldNameIncarnation(Symbol::intern("incarnation-test-permanent")), 0u);
+  std::optional<NameHold> first = holdWireName("incarnation-test-0");
+  ASSERT_TRUE(first);
+  const Symbol id = first->symbol();
+  const uint64_t incarnation = heldNameIncarnation(id);
+  EXPECT_NE(incarnation, 0u);
+  first.reset();
+  std::vector<NameHold> kept;
+  const std::optional<NameHold> reused = testing::reuseHeldId(id, "incarnation-test-", kept);
+  ASSERT_TRUE(reused);
+  EXPECT_NE(reused->symbol().name(), "incarnation-test-0");
+  EXPECT_GT(heldNameIncarnation(reused->symbol()), incarnation);
 }
 
 }  // namespace

@@ -340,8 +340,8 @@ TEST_F(AdminApiTest, PublishingNeedsTheBearerToken) {
   EXPECT_EQ(recorder.events().size(), 1u);
 }
 
-// Every address becomes a symbol the process keeps: a client posting to ever
-// new addresses spends the budget of names clients may create, nothing more.
+// A new address is a name from a client: beyond the budget of names clients
+// may hold it is refused, and addresses the bus knows still work.
 TEST_F(AdminApiTest, AnAddressBeyondTheWireNameBudgetIsRefusedAndKnownOnesStillWork) {
   Recorder recorder(*bus_.broker, "rec", "stocks.#");
   const std::string event = R"({"type":"Stock","ts":5,"attrs":{"price":2.5}})";
@@ -383,6 +383,24 @@ TEST(AdminApiNamesTest, TheTokensEventsHoldNamesWithinItsMaxNames) {
       << refused.body;
   recorder.reset();  // the recorded event goes, and its names with it
   EXPECT_EQ(post(R"({"type":"TokenNamesT","ts":3,"attrs":{"token_b":1}})").status, 200);
+}
+
+// An address is held by its request and what the request queued, not kept:
+// the token posts to ever new addresses within max-names=1, and the names
+// clients hold come back to where they were.
+TEST(AdminApiNamesTest, NewAddressesAreGivenBackAfterTheirRequests) {
+  TestBroker bus;
+  const AdminApi api(*bus.broker, *bus.registry, "s3cret", "CEPBUS_TOKEN", nullptr, nullptr, 1);
+  (void)Symbol::intern("FreshAddressT");  // the event's names are the bus's: only addresses count
+  const uint32_t held_before = wireNameStats().held;
+  for (int i = 0; i < 50; ++i) {
+    const std::string target = "/api/events/fresh.a" + std::to_string(i);
+    const AdminResponse posted = api.handle(
+        AdminRequest{"POST", target, "Bearer s3cret", R"({"type":"FreshAddressT","ts":1})"});
+    ASSERT_EQ(posted.status, 200) << target << ": " << posted.body;
+  }
+  EXPECT_EQ(wireNameStats().held, held_before);
+  EXPECT_TRUE(Symbol::find("fresh.a0").empty());  // never the bus's
 }
 
 TEST(AdminApiNoTokenTest, RefusesStateChangesAndSaysHowToConfigureAToken) {

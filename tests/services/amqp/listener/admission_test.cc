@@ -133,8 +133,9 @@ TEST(AmqpAdmissionTest, CountsSessionsAndLinksPerUserOverItsConnections) {
   EXPECT_EQ(refused.links, 1u);
 }
 
-// New names are charged to the connection and its user; a user's quota
-// outlives its connections, as the names it paid for do.
+// New names are charged to the connection and its user while they are
+// held; a user's quota outlives its connections, as the names it paid for
+// do, and gets them back when they are given back.
 TEST(AmqpAdmissionTest, ChargesNamesToTheConnectionAndItsUser) {
   AmqpLimits limits = small();
   limits.max_connections = 4;
@@ -143,18 +144,24 @@ TEST(AmqpAdmissionTest, ChargesNamesToTheConnectionAndItsUser) {
   AmqpAdmission admission(limits);
   ASSERT_FALSE(admission.admitConnection(1, "carol"));
   ASSERT_FALSE(admission.admitConnection(2));
-  EXPECT_TRUE(internWireName("admission-test-a", admission.names(1).get()));
-  EXPECT_TRUE(internWireName("admission-test-b", admission.names(1).get()));
-  EXPECT_FALSE(internWireName("admission-test-c", admission.names(1).get()));
-  EXPECT_TRUE(internWireName("admission-test-c", admission.names(2).get()));  // anonymous: its own
+  std::optional<NameHold> a = holdWireName("admission-test-a", admission.names(1).get());
+  std::optional<NameHold> b = holdWireName("admission-test-b", admission.names(1).get());
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(holdWireName("admission-test-c", admission.names(1).get()));
+  // Anonymous: its own quota.
+  std::optional<NameHold> c = holdWireName("admission-test-c", admission.names(2).get());
+  EXPECT_TRUE(c);
   admission.connectionClosed(1);
   EXPECT_EQ(admission.names(1), nullptr);
   ASSERT_FALSE(admission.admitConnection(3, "carol"));
-  EXPECT_TRUE(internWireName("admission-test-d", admission.names(3).get()));
-  EXPECT_FALSE(internWireName("admission-test-e", admission.names(3).get()));  // carol's 3 spent
+  std::optional<NameHold> d = holdWireName("admission-test-d", admission.names(3).get());
+  EXPECT_TRUE(d);
+  EXPECT_FALSE(holdWireName("admission-test-e", admission.names(3).get()));  // carol's 3 spent
   const AmqpRefusals refused = admission.refusals();
   EXPECT_EQ(refused.names, 1u);
   EXPECT_EQ(refused.user_names, 1u);
+  a.reset();  // what the closed connection held, given back: carol's again
+  EXPECT_TRUE(holdWireName("admission-test-e", admission.names(3).get()));
 }
 
 // A user's connections share one budget of unsettled deliveries; the

@@ -549,9 +549,9 @@ TEST_P(AmqpListenerTest, BadAddressesCloseTheLinkWithAReason) {
   EXPECT_EQ(broker_->subscriptionCount(), 0u);
 }
 
-// A publisher link's address becomes a symbol the process keeps: a client
-// opening links to ever new addresses spends the budget of names clients may
-// create, and is refused with the resource-limit condition beyond it.
+// A publisher link's new address is a name from a client: beyond the budget
+// of names clients may hold the link is refused with the resource-limit
+// condition and a reason.
 TEST_P(AmqpListenerTest, ATargetAddressBeyondTheWireNameBudgetClosesTheLinkWithAReason) {
   AmqpListenerService& service = start();
   setWireNameBudget(wireNameStats().held);  // no new name from clients from now on

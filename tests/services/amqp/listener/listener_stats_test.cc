@@ -186,10 +186,12 @@ void refuseEach(AmqpAdmission& admission) {
   ASSERT_FALSE(admission.admitLink(1).has_value());
   EXPECT_TRUE(admission.admitLink(1).has_value());  // max-links
   EXPECT_TRUE(admission.admitLink(2).has_value());  // max-user-links
-  ASSERT_TRUE(internWireName(newName(), admission.names(3).get()));
-  EXPECT_FALSE(internWireName(newName(), admission.names(3).get()));  // max-names
-  ASSERT_TRUE(internWireName(newName(), admission.names(1).get()));
-  EXPECT_FALSE(internWireName(newName(), admission.names(2).get()));  // max-user-names
+  const std::optional<NameHold> anonymous = holdWireName(newName(), admission.names(3).get());
+  ASSERT_TRUE(anonymous);
+  EXPECT_FALSE(holdWireName(newName(), admission.names(3).get()));  // max-names
+  const std::optional<NameHold> alice = holdWireName(newName(), admission.names(1).get());
+  ASSERT_TRUE(alice);
+  EXPECT_FALSE(holdWireName(newName(), admission.names(2).get()));  // max-user-names
   EXPECT_TRUE(admission.admitDurable("alice").has_value());
   EXPECT_TRUE(admission.admitRequest(1).has_value());
   EXPECT_TRUE(admission.admitMessage(11).has_value());
