@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -247,13 +248,32 @@ int envOr(const char* name, int fallback) {
   return v != nullptr ? std::atoi(v) : fallback;
 }
 
-TEST_F(MatchCheckpointTest, StopAndResumeAtEverySplitPrintsExactlyTheOneRunOutput) {
+// One engine's cases per test, so that each stays well inside the suite's
+// time limit under the sanitizers and the engines run side by side.
+constexpr std::array<const char*, 5> kSplitEngines = {"nfa", "algebra", "petri", "window", "join"};
+
+TEST_F(MatchCheckpointTest, EveryCaseOfTheDifferentialHasItsEnginesTest) {
+  for (const Case& c : cases()) {
+    EXPECT_NE(std::find(kSplitEngines.begin(), kSplitEngines.end(), c.engine), kSplitEngines.end())
+        << c.engine << ": " << c.query;
+  }
+}
+
+class MatchCheckpointSplitTest : public MatchCheckpointTest,
+                                 public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(MatchCheckpointSplitTest, StopAndResumeAtEverySplitPrintsExactlyTheOneRunOutput) {
   const int streams = envOr("CEPBUS_CHECKPOINT_CASES", 3);
   std::mt19937_64 rng(static_cast<uint64_t>(envOr("CEPBUS_CHECKPOINT_SEED", 20261207)));
   constexpr int kEvents = 40;
   size_t runs = 0;
   size_t with_matches = 0;
-  for (const Case& base : cases()) {
+  std::vector<Case> engine_cases;
+  for (const Case& c : cases()) {
+    if (c.engine == GetParam()) engine_cases.push_back(c);
+  }
+  ASSERT_FALSE(engine_cases.empty()) << "no case for engine " << GetParam();
+  for (const Case& base : engine_cases) {
     for (int delay : {0, 3}) {
       Case c = base;
       if (delay > 0) c.options.push_back("max_delay=" + std::to_string(delay));
@@ -285,10 +305,17 @@ TEST_F(MatchCheckpointTest, StopAndResumeAtEverySplitPrintsExactlyTheOneRunOutpu
       }
     }
   }
-  EXPECT_GT(with_matches, cases().size()) << "the streams must give matches to compare";
-  std::printf("{\"test\":\"checkpoint_differential\",\"runs\":%zu,\"streams_with_matches\":%zu}\n",
-              runs, with_matches);
+  EXPECT_GT(with_matches, engine_cases.size()) << "the streams must give matches to compare";
+  std::printf(
+      "{\"test\":\"checkpoint_differential\",\"engine\":\"%s\",\"runs\":%zu,"
+      "\"streams_with_matches\":%zu}\n",
+      GetParam(), runs, with_matches);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, MatchCheckpointSplitTest, ::testing::ValuesIn(kSplitEngines),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 // The command reads 256 events at a time and time passes at the end of each
 // read: splits at, before and after those ends, and at the last event.
