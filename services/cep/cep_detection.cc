@@ -522,7 +522,6 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
   // on the delivering thread never waits, it asks the worker to.
   const bool on_worker = !items.front().inline_run;
   if (on_worker && !backlog_.empty()) awaitOutputs();
-  bool flushed = false;
   // A control item splits the batch: the events before it, then the flush,
   // the wait for held composites or the mute.
   while (!items.empty()) {
@@ -533,10 +532,14 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
     if (run > 0) detectEvents(items.first(run), result);
     if (run == items.size()) break;
     if (marker->event == flushMarker()) {
-      flushed = true;
-      MutexLock lock(detection_mu_);
-      if (Status s = detection_->flush(); !s) failed("flush", s);
-      if (retiring_) onRetiring([](detection::Detection& d) { return d.flush(); });
+      {
+        MutexLock lock(detection_mu_);
+        if (Status s = detection_->flush(); !s) failed("flush", s);
+        if (retiring_) onRetiring([](detection::Detection& d) { return d.flush(); });
+      }
+      // While the marker still counts as pending: the bus stops its flows
+      // once every service is idle, and this checkpoint needs them.
+      if (on_worker) checkpointIfDue(/*flushed=*/true);
     } else if (marker->event == tickMarker()) {
       tick_queued_.store(false, std::memory_order_release);
       MutexLock lock(detection_mu_);
@@ -567,7 +570,7 @@ stages::StageBatchResult CepDetection::handle(std::span<stages::StageItem> items
     items = items.subspan(run + 1);
   }
   // Not on a delivering thread: a checkpoint waits for its transaction.
-  if (on_worker) checkpointIfDue(flushed);
+  if (on_worker) checkpointIfDue(/*flushed=*/false);
   if (!backlog_.empty()) {
     if (on_worker) {
       awaitOutputs();
