@@ -180,7 +180,9 @@ inline bool boundHolds(const JoinPlan& plan, Timestamp ts1, double p1, int32_t s
 }  // namespace
 
 void JoinPartition::process(Tuple t, std::vector<JoinedPair>& out) {
-  now_ = t.ts;
+  // Never back: what release() gave back must stay stale. The host feeds
+  // tuples in time order, but a restored clock may be ahead of them.
+  now_ = std::max(now_, t.ts);
   last_seq_ = t.seq;
   if (spilled_count_ > 0 && now_ - first_spill_now_ >= plan_->window) restoreAll(out);
   if (spilled_count_ > 0) {
@@ -688,7 +690,11 @@ void JoinPartition::restore(plugin::SnapshotReader& in) {
   const uint64_t owned = in.count(2);
   for (uint64_t i = 0; i < owned && in.ok(); ++i) {
     const Timestamp ts = in.signedVarint();
-    owned_.push_back(Owned{ts, in.event()});
+    EventPtr event = in.event();
+    // release() frees an event by this time, and its entries stop being
+    // probed by theirs: the two must agree.
+    if (event && event->ts() != ts) in.fail("a windowed event's time is not its own");
+    owned_.push_back(Owned{ts, std::move(event)});
   }
   const uint64_t used = in.count(2);
   size_t previous = 0;
