@@ -14,12 +14,15 @@
 // meanwhile (it is then stopped).
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "bus/core/status.h"
 #include "bus/host/descriptor/descriptor.h"
+#include "services/query_host.h"
+#include "services/redeploy_plan.h"
 
 namespace cepbus::services {
 
@@ -38,6 +41,20 @@ struct AssemblyInfo {
   bool runtime = false;               // deployed through deploy(), not by the descriptor
 };
 
+// A query a redeploy changed.
+struct RedeployedQuery {
+  std::string service;
+  std::string query;
+  QueryStep::Kind change;
+  std::optional<QueryEdit> edit;  // for a replacement: what it carried over
+};
+
+struct Redeployed {
+  bool deployed = false;  // no assembly of that name ran: it was deployed
+  std::vector<RedeployedQuery> changed;
+  std::vector<std::string> kept;  // "<service>/<query>" of each unchanged query
+};
+
 class Deployer {
  public:
   virtual ~Deployer() = default;
@@ -52,6 +69,14 @@ class Deployer {
   // flushes them, then stops them in reverse order. NotFound for an unknown
   // assembly; Unavailable when the container is not running.
   virtual Status undeploy(std::string_view assembly) = 0;
+  // Changes a running assembly into `assembly` without stopping its units:
+  // its queries are kept, replaced, added or removed (redeploy_plan.h). When
+  // no assembly of that name runs it is deployed as by deploy(). Rejected,
+  // naming the unit, when anything but queries differs, and nothing is
+  // changed. When a query change fails, the query host's status is returned
+  // if it was the first; after others, Rejected listing those, which stay
+  // applied. Unavailable when the container is not running.
+  virtual Result<Redeployed> redeploy(const descriptor::ServiceAssembly& assembly) = 0;
   // nullptr when no running service has that name.
   virtual std::shared_ptr<Service> findService(std::string_view name) const = 0;
   virtual std::vector<DeployedServiceInfo> deployedServices() const = 0;

@@ -114,6 +114,8 @@ class QueryHost {
 
   // The query names, in the order they were added.
   virtual std::vector<std::string> queries() const = 0;
+  // The queries as they run now (edits included), in the same order.
+  virtual std::vector<descriptor::QuerySpec> querySpecs() const = 0;
   // nullopt for an unknown query (removed meanwhile).
   virtual std::optional<QueryStats> stats(std::string_view query) const = 0;
   // The endpoint the query consumes its input through.

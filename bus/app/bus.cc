@@ -36,6 +36,11 @@ constexpr const char* kStFlow = "st";
 constexpr const char* kReliableFlow = "reliable";
 constexpr int kMaxFlushRounds = 8;
 
+Status notRunning(const std::string& bus) {
+  return Status::unavailable("bus \"" + bus +
+                             "\" is not running (starting, stopping or stopped); retry later");
+}
+
 std::string sedaFlowName(const std::string& stage) { return "seda:" + stage; }
 std::string reliableFlowName(const std::string& stage) {
   return stage.empty() ? kReliableFlow : std::string(kReliableFlow) + ":" + stage;
@@ -204,7 +209,7 @@ Result<std::unique_ptr<Bus>> Bus::create(const descriptor::Descriptor& d, BusOpt
                                    d.journal ? d.journal->path.string() : std::string()});
   for (const auto& assembly : d.assemblies) {
     bus->buildServices(assembly, errors, bus->services_);
-    bus->assemblies_.push_back({assembly.name, false});
+    bus->assemblies_.push_back({assembly, false});
   }
   // The AMQP listener starts after every service unit, so that a client that
   // connects at once finds the subscriptions of the whole bus in place. It
@@ -425,14 +430,15 @@ namespace cepbus::app {
 
 Status Bus::deploy(const descriptor::ServiceAssembly& assembly) {
   std::unique_lock lifecycle(lifecycle_mu_, std::try_to_lock);
-  if (!lifecycle.owns_lock() || !started_ || stopped_) {
-    return Status::unavailable("bus \"" + name_ +
-                               "\" is not running (starting, stopping or stopped); retry later");
-  }
+  if (!lifecycle.owns_lock() || !started_ || stopped_) return notRunning(name_);
+  return deployRunning(assembly);
+}
+
+Status Bus::deployRunning(const descriptor::ServiceAssembly& assembly) {
   {
     std::lock_guard lock(services_mu_);
     for (const Assembly& a : assemblies_) {
-      if (a.name == assembly.name) {
+      if (a.descriptor.name == assembly.name) {
         return Status::alreadyExists("service assembly \"" + assembly.name +
                                      "\" is already deployed; undeploy it first");
       }
@@ -457,7 +463,7 @@ Status Bus::deploy(const descriptor::ServiceAssembly& assembly) {
   {
     std::lock_guard lock(services_mu_);
     for (const DeployedService& d : built) services_.push_back(d);
-    assemblies_.push_back({assembly.name, true});
+    assemblies_.push_back({assembly, true});
   }
   for (auto& d : built) d.service->activate();
   log.information("service assembly \"%s\" deployed: %z services", assembly.name, built.size());
@@ -466,15 +472,12 @@ Status Bus::deploy(const descriptor::ServiceAssembly& assembly) {
 
 Status Bus::undeploy(std::string_view assembly) {
   std::unique_lock lifecycle(lifecycle_mu_, std::try_to_lock);
-  if (!lifecycle.owns_lock() || !started_ || stopped_) {
-    return Status::unavailable("bus \"" + name_ +
-                               "\" is not running (starting, stopping or stopped); retry later");
-  }
+  if (!lifecycle.owns_lock() || !started_ || stopped_) return notRunning(name_);
   std::vector<std::shared_ptr<services::Service>> targets;
   {
     std::lock_guard lock(services_mu_);
     if (std::none_of(assemblies_.begin(), assemblies_.end(),
-                     [&](const Assembly& a) { return a.name == assembly; })) {
+                     [&](const Assembly& a) { return a.descriptor.name == assembly; })) {
       return Status::notFound("no service assembly named \"" + std::string(assembly) + "\"");
     }
     for (const DeployedService& d : services_) {
@@ -494,12 +497,96 @@ Status Bus::undeploy(std::string_view assembly) {
   {
     std::lock_guard lock(services_mu_);
     std::erase_if(services_, [&](const DeployedService& d) { return d.assembly == assembly; });
-    std::erase_if(assemblies_, [&](const Assembly& a) { return a.name == assembly; });
+    std::erase_if(assemblies_, [&](const Assembly& a) { return a.descriptor.name == assembly; });
   }
   Poco::Logger::get("cepbus.bus")
       .information("service assembly \"%s\" undeployed: %z services stopped", std::string(assembly),
                    targets.size());
   return Status::ok();
+}
+
+Result<services::Redeployed> Bus::redeploy(const descriptor::ServiceAssembly& assembly) {
+  std::unique_lock lifecycle(lifecycle_mu_, std::try_to_lock);
+  if (!lifecycle.owns_lock() || !started_ || stopped_) return notRunning(name_);
+  std::optional<descriptor::ServiceAssembly> deployed;
+  std::vector<std::shared_ptr<services::Service>> units;
+  {
+    std::lock_guard lock(services_mu_);
+    for (const Assembly& a : assemblies_) {
+      if (a.descriptor.name == assembly.name) deployed = a.descriptor;
+    }
+    for (const DeployedService& d : services_) {
+      if (d.assembly == assembly.name) units.push_back(d.service);
+    }
+  }
+  if (!deployed) {
+    if (Status s = deployRunning(assembly); !s) return s;
+    return services::Redeployed{.deployed = true, .changed = {}, .kept = {}};
+  }
+  const auto running =
+      [&units](std::string_view name) -> std::optional<std::vector<descriptor::QuerySpec>> {
+    for (const auto& service : units) {
+      if (service->name() != name) continue;
+      if (services::QueryHost* host = service->queryHost()) return host->querySpecs();
+    }
+    return std::nullopt;
+  };
+  Result<services::RedeployPlan> plan = services::planRedeploy(*deployed, assembly, running);
+  if (!plan) return plan.status();
+  Result<services::Redeployed> done = applyRedeploy(*plan);
+  {
+    // The units' queries are compared as they run, so the stored
+    // descriptor only has to stay right for the rest, which did not change.
+    std::lock_guard lock(services_mu_);
+    for (Assembly& a : assemblies_) {
+      if (a.descriptor.name == assembly.name) a.descriptor = assembly;
+    }
+  }
+  return done;
+}
+
+Result<services::Redeployed> Bus::applyRedeploy(const services::RedeployPlan& plan) {
+  Poco::Logger& log = Poco::Logger::get("cepbus.bus");
+  services::Redeployed out;
+  out.kept = plan.kept;
+  std::string applied;
+  for (const services::QueryStep& step : plan.steps) {
+    const std::shared_ptr<services::Service> service = findService(step.service);
+    services::QueryHost* host = service != nullptr ? service->queryHost() : nullptr;
+    const std::string label = step.service + "/" + step.spec.name;
+    Status status =
+        host != nullptr ? Status::ok() : Status::notFound("service " + step.service + " stopped");
+    std::optional<services::QueryEdit> edit;
+    if (status) {
+      switch (step.kind) {
+        case services::QueryStep::Kind::kRemove:
+          status = host->removeQuery(step.spec.name);
+          break;
+        case services::QueryStep::Kind::kReplace:
+          if (Result<services::QueryEdit> e = host->replaceQuery(step.spec); e) {
+            edit = std::move(e).value();
+          } else {
+            status = e.status();
+          }
+          break;
+        case services::QueryStep::Kind::kAdd:
+          status = host->addQuery(step.spec);
+          break;
+      }
+    }
+    const std::string_view change = services::queryStepName(step.kind);
+    if (!status) {
+      // The host's message names the query and what is wrong with it.
+      if (applied.empty()) return status;
+      return Status::rejected("redeploy stopped at query " + label + " (not " +
+                              std::string(change) + "): " + status.message() +
+                              "; already applied, and kept: " + applied);
+    }
+    log.information("redeploy: query %s %s", label, std::string(change));
+    applied += (applied.empty() ? "" : ", ") + label + " " + std::string(change);
+    out.changed.push_back({step.service, step.spec.name, step.kind, std::move(edit)});
+  }
+  return out;
 }
 
 void Bus::waitFinished(const std::vector<std::shared_ptr<services::Service>>& services) const {
@@ -540,9 +627,9 @@ std::vector<services::AssemblyInfo> Bus::assemblies() const {
   std::lock_guard lock(services_mu_);
   std::vector<services::AssemblyInfo> out;
   for (const Assembly& a : assemblies_) {
-    services::AssemblyInfo info{a.name, {}, a.runtime};
+    services::AssemblyInfo info{a.descriptor.name, {}, a.runtime};
     for (const DeployedService& d : services_) {
-      if (d.assembly == a.name) info.services.push_back(d.service->name());
+      if (d.assembly == a.descriptor.name) info.services.push_back(d.service->name());
     }
     out.push_back(std::move(info));
   }

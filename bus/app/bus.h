@@ -73,6 +73,7 @@ class Bus final : public services::Deployer {
   // services::Deployer
   Status deploy(const descriptor::ServiceAssembly& assembly) override;
   Status undeploy(std::string_view assembly) override;
+  Result<services::Redeployed> redeploy(const descriptor::ServiceAssembly& assembly) override;
   std::shared_ptr<services::Service> findService(std::string_view name) const override;
   std::vector<services::DeployedServiceInfo> deployedServices() const override;
   std::vector<services::AssemblyInfo> assemblies() const override;
@@ -89,11 +90,15 @@ class Bus final : public services::Deployer {
     std::shared_ptr<services::Service> service;
   };
   struct Assembly {
-    std::string name;
+    descriptor::ServiceAssembly descriptor;  // as deployed; redeploy() compares with it
     bool runtime = false;
   };
 
   Bus(std::string name, BusOptions options);
+  // deploy() once lifecycle_mu_ is held and the bus runs.
+  Status deployRunning(const descriptor::ServiceAssembly& assembly);
+  // Applies a redeploy's query changes to the running services.
+  Result<services::Redeployed> applyRedeploy(const services::RedeployPlan& plan);
   void waitDrained() const;
   uint64_t deliveredTotal() const;  // deliveries to endpoints, from the registry
   void buildPolicy(const descriptor::Descriptor& d, std::vector<std::string>& errors);

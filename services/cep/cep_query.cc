@@ -195,12 +195,9 @@ Result<detection::QueryRequest> readQuery(const descriptor::QuerySpec& spec,
 CepQuery::CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& query,
                    const std::string& service, const QuerySettings& settings,
                    ServiceContext& context)
-    : name_(spec.name),
+    : spec_(spec),
       service_(service),
       entry_name_(service + "/" + spec.name + ":detector"),
-      inputs_(spec.inputs),
-      output_(spec.output),
-      text_(spec.text),
       output_symbol_(Symbol::intern(spec.output)),
       late_output_(settings.late_output),
       late_symbol_(Symbol::intern(settings.late_output)),
@@ -229,9 +226,9 @@ Status CepQuery::enter(const std::shared_ptr<CepQuery>& self,
   entry_->setMetadata("engine", engine_);
   if (!engine_choice_.empty()) entry_->setMetadata("engine_choice", engine_choice_);
   // A relay: publishers of its input are paced by its output's subscribers.
-  entry_->setMetadata(std::string(router::kRelayInputs), joined(inputs_));
-  entry_->setMetadata(std::string(router::kRelayOutput), output_);
-  entry_->setMetadata("text", text_);
+  entry_->setMetadata(std::string(router::kRelayInputs), joined(spec_.inputs));
+  entry_->setMetadata(std::string(router::kRelayOutput), spec_.output);
+  entry_->setMetadata("text", spec_.text);
   entry_->setMetadata("endpoint", detection->endpoint());
   if (detection->sharedBy() > 1) {
     entry_->setMetadata("shared_by", std::to_string(detection->sharedBy()));
@@ -334,7 +331,7 @@ void CepQuery::reportStats() {
 
 void CepQuery::watch(std::span<const EventPtr> events) {
   for (const std::string& warning : names_.onEvents(events)) {
-    log_.warning("query %s/%s: %s (in the query text)", service_, name_, warning);
+    log_.warning("query %s/%s: %s (in the query text)", service_, spec_.name, warning);
   }
 }
 
@@ -400,14 +397,14 @@ void CepQuery::publishLate(const EventPtr& event) {
   if (!out.status.isOk()) lost(out, "late event", late_output_);
 }
 
-void CepQuery::lost(const flows::SendOutcome& out) { lost(out, "composite event", output_); }
+void CepQuery::lost(const flows::SendOutcome& out) { lost(out, "composite event", spec_.output); }
 
 void CepQuery::lost(const flows::SendOutcome& out, const char* what, const std::string& address) {
   const uint64_t failures = std::max<uint64_t>(1, out.rejected + out.failed);
   const uint64_t n = publish_failures_.fetch_add(failures, std::memory_order_relaxed) + failures;
   if (worthLogging(n - failures, n)) {
-    log_.warning("query %s/%s: %s to %s refused by %Lu target(s) (%Lu so far): %s", service_, name_,
-                 std::string(what), address, static_cast<Poco::UInt64>(failures),
+    log_.warning("query %s/%s: %s to %s refused by %Lu target(s) (%Lu so far): %s", service_,
+                 spec_.name, std::string(what), address, static_cast<Poco::UInt64>(failures),
                  static_cast<Poco::UInt64>(n), out.status.toString());
   }
 }

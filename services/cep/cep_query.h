@@ -93,11 +93,13 @@ class CepQuery final {
   CepQuery(const descriptor::QuerySpec& spec, const pattern::Query& query,
            const std::string& service, const QuerySettings& settings, ServiceContext& context);
 
-  const std::string& name() const { return name_; }
-  const std::string& output() const { return output_; }
+  // The query as it was given (a redeploy compares it with its new text).
+  const descriptor::QuerySpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+  const std::string& output() const { return spec_.output; }
   const std::string& lateOutput() const { return late_output_; }
-  const std::string& text() const { return text_; }
-  const std::vector<std::string>& inputs() const { return inputs_; }
+  const std::string& text() const { return spec_.text; }
+  const std::vector<std::string>& inputs() const { return spec_.inputs; }
   // How far in event time after its newest event its state may still make
   // a match: its WITHIN, or its tumbling or sliding window's length;
   // nullopt when nothing bounds it (no WITHIN, a session window).
@@ -151,12 +153,9 @@ class CepQuery final {
   // lost() of `what` (for the log) to `address`.
   void lost(const flows::SendOutcome& out, const char* what, const std::string& address);
 
-  const std::string name_;
+  const descriptor::QuerySpec spec_;
   const std::string service_;
   const std::string entry_name_;
-  const std::vector<std::string> inputs_;
-  const std::string output_;
-  const std::string text_;
   const Symbol output_symbol_;
   const std::string late_output_;
   const Symbol late_symbol_;

@@ -399,6 +399,13 @@ std::vector<std::string> CepService::queries() const {
   return out;
 }
 
+std::vector<descriptor::QuerySpec> CepService::querySpecs() const {
+  MutexLock lock(mu_);
+  std::vector<descriptor::QuerySpec> out;
+  for (const auto& q : queries_) out.push_back(q->spec());
+  return out;
+}
+
 std::optional<QueryStats> CepService::stats(std::string_view name) const {
   MutexLock lock(mu_);
   const std::shared_ptr<CepQuery> q = findQuery(name);

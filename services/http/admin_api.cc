@@ -53,7 +53,8 @@ constexpr ApiResource kApiIndex[] = {
     {"/api/services", "GET", "the running services with their assembly, type and state"},
     {"/api/services/{name}", "GET", "one service"},
     {"/api/assemblies", "GET, POST", "the deployed assemblies; POST deploys a <service-assembly>"},
-    {"/api/assemblies/{name}", "DELETE", "undeploys an assembly"},
+    {"/api/assemblies/{name}", "PUT, DELETE",
+     "PUT redeploys an assembly, changing only its queries; DELETE undeploys it"},
     {"/api/queries", "GET", "every query with its engine and numbers"},
     {"/api/queries/{service}", "POST", "adds a <query> to a running CEP service"},
     {"/api/queries/{query}", "GET", "one query, whichever service runs it"},
@@ -383,8 +384,9 @@ AdminResponse AdminApi::handleApi(const AdminRequest& request, std::string_view 
     return jsonResponse(200, json{{"assemblies", std::move(assemblies)}});
   }
   if (resource == "assemblies" && p.size() == 2 && !p[1].empty()) {
-    if (method != "DELETE") return methodNotAllowed(method, "DELETE");
+    if (method != "DELETE" && method != "PUT") return methodNotAllowed(method, "PUT, DELETE");
     if (auto refused = needsDeployer()) return std::move(*refused);
+    if (method == "PUT") return changes([&] { return redeploy(p[1], request.body); });
     return changes([&] { return undeploy(p[1]); });
   }
   if (resource == "queries" && p.size() == 1) {
@@ -458,7 +460,11 @@ AdminResponse AdminApi::queryNamed(std::string_view query) const {
   return queryOf(hosts.front(), query);
 }
 
-AdminResponse AdminApi::deploy(std::string_view body) const {
+namespace {
+
+// The one <service-assembly> of a request body, or the 400 refusal naming
+// its line.
+std::variant<descriptor::ServiceAssembly, AdminResponse> assemblyOfBody(std::string_view body) {
   if (body.empty()) {
     return adminError(400, "empty body: expected a descriptor fragment, one <service-assembly>");
   }
@@ -468,12 +474,46 @@ AdminResponse AdminApi::deploy(std::string_view body) const {
   if (!assembly) {
     return adminError(400, report.errors.empty() ? assembly.status().message() : report.toString());
   }
+  return std::move(assembly).value();
+}
+
+}  // namespace
+
+AdminResponse AdminApi::deploy(std::string_view body) const {
+  auto read = assemblyOfBody(body);
+  if (auto* refused = std::get_if<AdminResponse>(&read)) return std::move(*refused);
+  const auto assembly = &std::get<descriptor::ServiceAssembly>(read);
   if (Status s = deployer_->deploy(*assembly); !s) return adminError(httpStatus(s), s.message());
   json services = json::array();
   for (const AssemblyInfo& a : deployer_->assemblies()) {
     if (a.name == assembly->name) services = a.services;
   }
   return jsonResponse(201, json{{"deployed", assembly->name}, {"services", std::move(services)}});
+}
+
+AdminResponse AdminApi::redeploy(std::string_view name, std::string_view body) const {
+  auto read = assemblyOfBody(body);
+  if (auto* refused = std::get_if<AdminResponse>(&read)) return std::move(*refused);
+  const auto assembly = &std::get<descriptor::ServiceAssembly>(read);
+  if (assembly->name != name) {
+    return adminError(400, assembly->where
+                               .error("<service-assembly name=\"" + assembly->name +
+                                      "\">: a PUT on assembly '" + std::string(name) +
+                                      "' redeploys it from a <service-assembly> of the same name")
+                               .toString());
+  }
+  Result<Redeployed> done = deployer_->redeploy(*assembly);
+  if (!done) return adminError(httpStatus(done.status()), done.status().message());
+  json changed = json::array();
+  for (const RedeployedQuery& q : done->changed) {
+    json entry{{"service", q.service}, {"query", q.query}, {"change", queryStepName(q.change)}};
+    if (q.edit) entry["edit"] = editJson(*q.edit);
+    changed.push_back(std::move(entry));
+  }
+  return jsonResponse(done->deployed ? 201 : 200, json{{"redeployed", name},
+                                                       {"deployed", done->deployed},
+                                                       {"changed", std::move(changed)},
+                                                       {"kept", done->kept}});
 }
 
 AdminResponse AdminApi::undeploy(std::string_view name) const {

@@ -30,6 +30,12 @@
 //        and those loaded on demand since (a query's engine), on_demand true
 //   POST   /api/assemblies                  deploys the body (a descriptor
 //                                           fragment: one <service-assembly>)
+//   PUT    /api/assemblies/{name}           redeploys it from the body (one
+//                                           <service-assembly> of that name)
+//                                           without stopping its units: its
+//                                           queries kept, replaced, added or
+//                                           removed (services/redeploy_plan.h);
+//                                           201 when it deployed it anew
 //   DELETE /api/assemblies/{name}           undeploys it
 //   POST   /api/queries/{service}           adds the body (one <query>) to a
 //                                           running CEP service unit
@@ -145,6 +151,7 @@ class AdminApi {
   AdminResponse queryNamed(std::string_view query) const;
   AdminResponse deploy(std::string_view body) const;
   AdminResponse undeploy(std::string_view name) const;
+  AdminResponse redeploy(std::string_view name, std::string_view body) const;
   // What a query's POST or PUT names: the CEP unit (held while the change
   // runs) and the one <query> of the body.
   struct QueryChange {

@@ -45,6 +45,13 @@ class AcceptingDeployer final : public services::Deployer {
     }
     return Status::notFound("assembly " + std::string(assembly));
   }
+  Result<services::Redeployed> redeploy(const descriptor::ServiceAssembly& assembly) override {
+    for (const auto& a : assemblies_) {
+      if (a.name == assembly.name) return services::Redeployed{};
+    }
+    if (Status s = deploy(assembly); !s) return s;
+    return services::Redeployed{.deployed = true, .changed = {}, .kept = {}};
+  }
   std::shared_ptr<services::Service> findService(std::string_view) const override {
     return nullptr;
   }

@@ -1,6 +1,7 @@
 // A CEP query edited on the running bus, end to end with the real `cepbus`:
 // a stream of order pairs replayed over AMQP, the pairing query's WITHIN
-// widened mid-stream by a PUT on the admin API. The composites the
+// widened mid-stream by a PUT on the admin API, of the query or of its whole
+// assembly (a redeploy). The composites the
 // subscriber gets must be the narrower query's up to the change and the
 // wider one's from it on — a pair open across the change found from the
 // state the narrower query kept — none lost, none twice; /api/queries says
@@ -67,6 +68,16 @@ std::string queryXml(const std::string& name, int64_t within) {
          queryText(within) + "</text>\n</query>";
 }
 
+// The assembly as deployed (its query's WITHIN `within`), plus `more`.
+std::string assemblyXml(int64_t within, const std::string& more = "") {
+  return R"(<service-assembly name="cep">
+    <service-unit name="detector" type="cep">
+      )" +
+         queryXml("pairs", within) + more + R"(
+    </service-unit>
+  </service-assembly>)";
+}
+
 std::string descriptor(int port) {
   return R"(<cepbus name="query-edit">
   <listeners><amqp host="127.0.0.1" port=")" +
@@ -76,13 +87,8 @@ std::string descriptor(int port) {
   </listeners>
   <plugins><search-path>)" +
          CEPBUS_PLUGIN_DIR + R"(</search-path><plugin name="nfa"/></plugins>
-  <service-assembly name="cep">
-    <service-unit name="detector" type="cep">
-      )" +
-         queryXml("pairs", kNarrow) +
+  )" + assemblyXml(kNarrow) +
          R"(
-    </service-unit>
-  </service-assembly>
 </cepbus>
 )";
 }
@@ -125,7 +131,30 @@ std::vector<int64_t> receivedPairs(AmqpTestClient& subscriber) {
   });
 }
 
-TEST(QueryEditTest, AWiderWithinMidStreamFindsTheNarrowerMatchesBeforeAndTheWiderOnesAfter) {
+// How the edit reaches the bus: a PUT of the query, or of its assembly.
+enum class EditBy { kQuery, kAssembly };
+
+class QueryEditByTest : public ::testing::TestWithParam<EditBy> {};
+
+// The edit, as the PUT of the query answers it (the assembly's PUT answers
+// it for each query it replaced).
+json widen(int admin, EditBy by) {
+  if (by == EditBy::kQuery) {
+    const Reply edit = put(admin, "/api/queries/cep.detector/pairs", queryXml("pairs", kWide));
+    EXPECT_EQ(edit.status, 200) << edit.body.dump();
+    return edit.body;
+  }
+  const Reply redeploy = put(admin, "/api/assemblies/cep", assemblyXml(kWide));
+  EXPECT_EQ(redeploy.status, 200) << redeploy.body.dump();
+  const json& changed = redeploy.body.value("changed", json::array());
+  EXPECT_EQ(changed.size(), 1u) << redeploy.body.dump();
+  if (changed.size() != 1) return json();
+  EXPECT_EQ(changed[0].value("query", ""), "pairs");
+  EXPECT_EQ(changed[0].value("change", ""), "replaced");
+  return changed[0].value("edit", json());
+}
+
+TEST_P(QueryEditByTest, AWiderWithinMidStreamFindsTheNarrowerMatchesBeforeAndTheWiderOnesAfter) {
   ::setenv(kTokenEnv, kToken, 1);
   constexpr int64_t kPairs = 40;
   constexpr int64_t kChange = 21;  // an odd pair: open across the change, closed 50 later
@@ -153,10 +182,10 @@ TEST(QueryEditTest, AWiderWithinMidStreamFindsTheNarrowerMatchesBeforeAndTheWide
   const auto consumed = [&] { return queryEntry(admin).value("consumed", uint64_t{0}); };
   ASSERT_TRUE(testing::waitUntil([&] { return consumed() == before.size(); })) << consumed();
 
-  const Reply edit = put(admin, "/api/queries/cep.detector/pairs", queryXml("pairs", kWide));
-  ASSERT_EQ(edit.status, 200) << edit.body.dump() << bus.err();
-  EXPECT_EQ(edit.body.value("carried_over", false), true) << edit.body.dump();
-  EXPECT_EQ(edit.body.value("from", ""), queryText(kNarrow));
+  const json edit = widen(admin, GetParam());
+  ASSERT_FALSE(edit.is_null()) << bus.err();
+  EXPECT_EQ(edit.value("carried_over", false), true) << edit.dump();
+  EXPECT_EQ(edit.value("from", ""), queryText(kNarrow));
 
   std::vector<proton::message> after{closeOf(kChange)};
   for (int64_t p = kChange + 1; p < kPairs; ++p) {
@@ -196,6 +225,55 @@ TEST(QueryEditTest, AWiderWithinMidStreamFindsTheNarrowerMatchesBeforeAndTheWide
   EXPECT_NE(bus.err().find("query pairs edited; its partial matches and windows carried over"),
             std::string::npos)
       << bus.err();
+  EXPECT_TRUE(bus.stop());
+}
+
+INSTANTIATE_TEST_SUITE_P(ByQueryAndByAssembly, QueryEditByTest,
+                         ::testing::Values(EditBy::kQuery, EditBy::kAssembly),
+                         [](const auto& info) {
+                           return info.param == EditBy::kQuery ? "Query" : "Assembly";
+                         });
+
+TEST(QueryEditTest, ARedeployAddsAndRemovesQueriesAndRefusesAnythingElse) {
+  ::setenv(kTokenEnv, kToken, 1);
+  const int port = reservedPort();
+  BusProcess bus(CEPBUS_BINARY, "cepbus-redeploy");
+  ASSERT_TRUE(bus.start(descriptor(port), {port}));
+  const int admin = bus.adminPort();
+  ASSERT_NE(admin, 0) << bus.err();
+  const auto queries = [&] {
+    const std::string raw = testing::httpGet(admin, "/api/queries");
+    const json body = json::parse(raw.substr(raw.find("\r\n\r\n") + 4), nullptr, false);
+    std::vector<std::string> names;
+    for (const json& q : body.value("queries", json::array())) names.push_back(q.value("name", ""));
+    return names;
+  };
+
+  // The same descriptor changes nothing.
+  const Reply same = put(admin, "/api/assemblies/cep", assemblyXml(kNarrow));
+  ASSERT_EQ(same.status, 200) << same.body.dump();
+  EXPECT_TRUE(same.body.at("changed").empty()) << same.body.dump();
+  EXPECT_EQ(same.body.at("kept"), json::array({"cep.detector/pairs"}));
+
+  const Reply added =
+      put(admin, "/api/assemblies/cep", assemblyXml(kNarrow, "\n      " + queryXml("more", kWide)));
+  ASSERT_EQ(added.status, 200) << added.body.dump();
+  EXPECT_EQ(added.body.at("changed").at(0).value("change", ""), "added") << added.body.dump();
+  EXPECT_EQ(queries(), (std::vector<std::string>{"pairs", "more"}));
+
+  // A unit's subscriptions are read when it is built: not changed in place.
+  std::string other = assemblyXml(kNarrow);
+  other.insert(other.find("      <query"), "      <subscribe address=\"extra\"/>\n");
+  const Reply refused = put(admin, "/api/assemblies/cep", other);
+  EXPECT_EQ(refused.status, 409) << refused.body.dump();
+  EXPECT_NE(refused.body.value("error", "").find("its subscriptions differ"), std::string::npos)
+      << refused.body.dump();
+  EXPECT_EQ(queries(), (std::vector<std::string>{"pairs", "more"}));  // nothing changed
+
+  const Reply removed = put(admin, "/api/assemblies/cep", assemblyXml(kNarrow));
+  ASSERT_EQ(removed.status, 200) << removed.body.dump();
+  EXPECT_EQ(removed.body.at("changed").at(0).value("change", ""), "removed");
+  EXPECT_EQ(queries(), std::vector<std::string>{"pairs"});
   EXPECT_TRUE(bus.stop());
 }
 

@@ -372,6 +372,44 @@ TEST_F(BusDeployTest, RefusalsNameTheProblem) {
   EXPECT_EQ(bus->undeploy("sinks").code(), Status::Code::kUnavailable);
 }
 
+// A redeploy keeps the units running and changes queries only (the CEP
+// side is end to end in tests/integration/query_edit_test.cc).
+TEST_F(BusDeployTest, ARedeployDeploysWhatDoesNotRunAndRefusesChangesBeyondQueries) {
+  writeEvents("in.jsonl", 100);
+  std::unique_ptr<Bus> bus = sinkBus();
+  ASSERT_NE(bus, nullptr);
+  EXPECT_EQ(bus->redeploy(fragment(kSource)).status().code(), Status::Code::kUnavailable);
+  ASSERT_TRUE(bus->start().isOk());
+  const std::string sinks = R"(<service-assembly name="sinks">
+    <service-unit name="out" type="replay-sink">
+      <param name="file" value="out.jsonl"/><subscribe address="x"/>
+    </service-unit>
+  </service-assembly>)";
+  const std::shared_ptr<services::Service> before = bus->findService("sinks.out");
+  auto same = bus->redeploy(fragment(sinks));
+  ASSERT_TRUE(same) << same.status().message();
+  EXPECT_FALSE(same->deployed);
+  EXPECT_TRUE(same->changed.empty());
+  EXPECT_EQ(bus->findService("sinks.out"), before);  // the same unit runs on
+
+  std::string moved = sinks;
+  moved.replace(moved.find("out.jsonl"), 9, "elsewhere.jsonl");
+  auto refused = bus->redeploy(fragment(moved));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.status().code(), Status::Code::kRejected);
+  EXPECT_THAT(refused.status().message(), HasSubstr("fragment.xml:2"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("\"out\": its params differ"));
+  EXPECT_EQ(bus->findService("sinks.out"), before);
+
+  // Not deployed yet: deployed as by deploy().
+  auto fresh = bus->redeploy(fragment(kSource));
+  ASSERT_TRUE(fresh) << fresh.status().message();
+  EXPECT_TRUE(fresh->deployed);
+  ASSERT_TRUE(drained(*bus));
+  bus->stop();
+  EXPECT_EQ(lineCount("out.jsonl"), 100u);
+}
+
 // Deploy/undeploy from another thread while the bus stops: no deadlock, no
 // race (TSan), and once stop() returned they are refused.
 TEST_F(BusDeployTest, DeployRacesWithStop) {

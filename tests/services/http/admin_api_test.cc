@@ -440,6 +440,11 @@ class FakeDeployer final : public Deployer {
     undeployed.emplace_back(assembly);
     return answer;
   }
+  Result<Redeployed> redeploy(const descriptor::ServiceAssembly& assembly) override {
+    redeployed.push_back(assembly.name);
+    if (!answer.isOk()) return answer;
+    return redeploy_answer;
+  }
   std::shared_ptr<Service> findService(std::string_view) const override { return nullptr; }
   std::vector<DeployedServiceInfo> deployedServices() const override {
     return {{"a.u", "a", "replay-sink", true}};
@@ -447,8 +452,10 @@ class FakeDeployer final : public Deployer {
   std::vector<AssemblyInfo> assemblies() const override { return assemblies_; }
 
   Status answer = Status::ok();
+  Redeployed redeploy_answer;
   std::vector<std::string> deployed;
   std::vector<std::string> undeployed;
+  std::vector<std::string> redeployed;
 
  private:
   std::vector<AssemblyInfo> assemblies_;
@@ -504,9 +511,43 @@ TEST_F(AdminApiDeployTest, UndeployMapsTheDeployersAnswer) {
   deployer_.answer = Status::notFound("no assembly");
   EXPECT_EQ(call("DELETE", "/api/assemblies/a%20b").status, 404);
   EXPECT_EQ(deployer_.undeployed.back(), "a b");
-  const AdminResponse wrong = call("PUT", "/api/assemblies/extra");
+  const AdminResponse wrong = call("POST", "/api/assemblies/extra");
   EXPECT_EQ(wrong.status, 405);
-  EXPECT_EQ(wrong.allow, "DELETE");
+  EXPECT_EQ(wrong.allow, "PUT, DELETE");
+}
+
+TEST_F(AdminApiDeployTest, RedeployAnswersWhatChangedAndNeedsAnAssemblyOfThatName) {
+  EXPECT_EQ(call("PUT", "/api/assemblies/extra", kAssembly, "").status, 401);
+  const AdminResponse other = call("PUT", "/api/assemblies/other", kAssembly);
+  EXPECT_EQ(other.status, 400);
+  EXPECT_NE(errorOf(other).find("request body:1"), std::string::npos) << other.body;
+  EXPECT_EQ(call("PUT", "/api/assemblies/extra", "").status, 400);
+  EXPECT_TRUE(deployer_.redeployed.empty());  // a bad body never reaches the deployer
+
+  QueryEdit edit;
+  edit.carried_over = true;
+  edit.from = "PATTERN SEQ(A a, B b) WITHIN 10";
+  deployer_.redeploy_answer.changed = {{"extra.cep", "q1", QueryStep::Kind::kReplace, edit},
+                                       {"extra.cep", "q2", QueryStep::Kind::kAdd, std::nullopt}};
+  deployer_.redeploy_answer.kept = {"extra.cep/q3"};
+  const AdminResponse done = call("PUT", "/api/assemblies/extra", kAssembly);
+  ASSERT_EQ(done.status, 200) << done.body;
+  EXPECT_EQ(deployer_.redeployed, std::vector<std::string>{"extra"});
+  const json body = json::parse(done.body);
+  EXPECT_EQ(body.at("deployed"), false);
+  EXPECT_EQ(body.at("kept"), json::array({"extra.cep/q3"}));
+  ASSERT_EQ(body.at("changed").size(), 2u);
+  EXPECT_EQ(body.at("changed")[0].at("change"), "replaced");
+  EXPECT_EQ(body.at("changed")[0].at("edit").at("carried_over"), true);
+  EXPECT_EQ(body.at("changed")[1].at("change"), "added");
+  EXPECT_FALSE(body.at("changed")[1].contains("edit"));
+
+  deployer_.redeploy_answer = Redeployed{.deployed = true, .changed = {}, .kept = {}};
+  EXPECT_EQ(call("PUT", "/api/assemblies/extra", kAssembly).status, 201);
+  deployer_.answer = Status::rejected("unit \"sink\": its params differ");
+  const AdminResponse refused = call("PUT", "/api/assemblies/extra", kAssembly);
+  EXPECT_EQ(refused.status, 409);
+  EXPECT_EQ(errorOf(refused), "unit \"sink\": its params differ");
 }
 
 TEST_F(AdminApiDeployTest, ListsServicesAssembliesAndPlugins) {
@@ -667,6 +708,7 @@ class OneClusterNodeDeployer final : public Deployer {
  public:
   Status deploy(const descriptor::ServiceAssembly&) override { return Status::ok(); }
   Status undeploy(std::string_view) override { return Status::ok(); }
+  Result<Redeployed> redeploy(const descriptor::ServiceAssembly&) override { return Redeployed{}; }
   std::shared_ptr<Service> findService(std::string_view name) const override {
     return name == node->name() ? node : nullptr;
   }
@@ -740,6 +782,7 @@ class OneCepServiceDeployer final : public Deployer {
 
   Status deploy(const descriptor::ServiceAssembly&) override { return Status::ok(); }
   Status undeploy(std::string_view) override { return Status::ok(); }
+  Result<Redeployed> redeploy(const descriptor::ServiceAssembly&) override { return Redeployed{}; }
   std::shared_ptr<Service> findService(std::string_view name) const override {
     return service_ && service_->name() == name ? service_ : nullptr;
   }
