@@ -90,7 +90,7 @@ struct QueryStats {
   // Only for a checkpointed query.
   std::optional<CheckpointStats> checkpoints;
   // Only for a query that replaced another at run time (its last edit); the
-  // numbers above then count from the edit on.
+  // numbers above go on across edits.
   std::optional<QueryEdit> edited;
 };
 

@@ -324,10 +324,17 @@ QueryEdit CepDetection::swap(Edit& edit) {
   }
   {
     MutexLock current(current_mu_);
+    const detection::DetectionStats before = detection_->stats();
+    replaced_.consumed += before.consumed;
+    replaced_.errors += before.errors;
+    replaced_.late += before.late;
+    replaced_.matches += detection_->matches(0);
+    replaced_.suppressed += detection_->suppressed(0);
     detection_ = std::move(edit.detection);
   }
   remake_ = std::move(edit.remake);
   identity_ = std::move(edit.identity);
+  edit.query->continueCountsOf(*members_.front());
   members_.front() = edit.query;
   senders_[edit.query->sender()] = edit.query;
   logged_evictions_ = 0;
@@ -372,6 +379,27 @@ void CepDetection::retireIfDue(bool now) {
 std::shared_ptr<const detection::Detection> CepDetection::current() const {
   MutexLock lock(current_mu_);
   return detection_;
+}
+
+std::pair<std::shared_ptr<const detection::Detection>, CepDetection::Replaced>
+CepDetection::currentAndReplaced() const {
+  MutexLock lock(current_mu_);
+  return {detection_, replaced_};
+}
+
+uint64_t CepDetection::matches(size_t member) const {
+  const auto [detection, replaced] = currentAndReplaced();
+  return detection->matches(member) + replaced.matches;
+}
+
+uint64_t CepDetection::suppressed(size_t member) const {
+  const auto [detection, replaced] = currentAndReplaced();
+  return detection->suppressed(member) + replaced.suppressed;
+}
+
+uint64_t CepDetection::late() const {
+  const auto [detection, replaced] = currentAndReplaced();
+  return detection->stats().late + replaced.late;
 }
 
 void CepDetection::mute(size_t member, bool flush) {
@@ -678,11 +706,12 @@ void CepDetection::publishReliably(flows::Exchange exchange) {
 }
 
 QueryStats CepDetection::stats() const {
-  const detection::DetectionStats d = current()->stats();
+  const auto [detection, replaced] = currentAndReplaced();
+  const detection::DetectionStats d = detection->stats();
   QueryStats s;
-  s.consumed = d.consumed;
-  s.errors = d.errors;
-  s.late = d.late;
+  s.consumed = d.consumed + replaced.consumed;
+  s.errors = d.errors + replaced.errors;
+  s.late = d.late + replaced.late;
   if (d.watermark != INT64_MIN) s.watermark = d.watermark;
   s.partial_matches = d.partial_matches;
   s.output_held = backlog_.size();

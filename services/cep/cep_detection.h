@@ -213,9 +213,9 @@ class CepDetection final : public detection::DetectionSink {
   // Composite events the bus refused for now, held in the backlog.
   size_t outputHeld() const { return backlog_.size(); }
   // Member `member`'s matches.
-  uint64_t matches(size_t member) const { return current()->matches(member); }
+  uint64_t matches(size_t member) const EXCLUDES(current_mu_);
   // Member `member`'s matches its output control suppressed.
-  uint64_t suppressed(size_t member) const { return current()->suppressed(member); }
+  uint64_t suppressed(size_t member) const EXCLUDES(current_mu_);
   // The engine running now (engine auto's trial may change it) and the
   // trial's outcome once it decided.
   std::string engine() const { return current()->engine(); }
@@ -230,7 +230,7 @@ class CepDetection final : public detection::DetectionSink {
   plugin::EngineCounters engineCounters() const EXCLUDES(detection_mu_, counters_mu_);
   bool idle() const { return pending_.load(std::memory_order_acquire) == 0; }
   // Events more than the maximum delay behind (detection::DetectionStats::late).
-  uint64_t late() const { return current()->stats().late; }
+  uint64_t late() const EXCLUDES(current_mu_);
 
   // detection::DetectionSink, on the detection's thread with detection_mu_ held.
   void onMatch(size_t member, const plugin::Match& match) override;
@@ -289,6 +289,19 @@ class CepDetection final : public detection::DetectionSink {
   // The detection, for the readers that do not take detection_mu_ (a
   // replace() may swap it meanwhile; the copy keeps the old one alive).
   std::shared_ptr<const detection::Detection> current() const EXCLUDES(current_mu_);
+  // What the versions edits replaced had counted: a query's numbers go on
+  // across its edits, as counters must (only a detection of one query is
+  // edited, so they are its member 0's).
+  struct Replaced {
+    uint64_t consumed = 0;
+    uint64_t errors = 0;
+    uint64_t late = 0;
+    uint64_t matches = 0;
+    uint64_t suppressed = 0;
+  };
+  // current() and what the versions before it counted, read together.
+  std::pair<std::shared_ptr<const detection::Detection>, Replaced> currentAndReplaced() const
+      EXCLUDES(current_mu_);
   // Flushes (when `flush`: the detection runs) and mutes `member`.
   void mute(size_t member, bool flush) EXCLUDES(detection_mu_);
   // Moves the detection's event time to what the source clock (and, with a
@@ -344,6 +357,7 @@ class CepDetection final : public detection::DetectionSink {
   // keeps it in place.
   std::shared_ptr<detection::Detection> detection_;
   mutable Mutex current_mu_;
+  Replaced replaced_ GUARDED_BY(current_mu_);
   MakeDetection remake_;
   // The replaced version of an edit that could not carry its state over,
   // running on beside detection_ (see the class comment).

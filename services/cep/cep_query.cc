@@ -324,7 +324,9 @@ void CepQuery::reportStats() {
     }
   }
   scope_->gauge(q::kOutputHeld, [this] { return static_cast<double>(detection_->outputHeld()); });
-  scope_->counter(q::kMissingAttribute, [this] { return names_.missingAttribute(); });
+  scope_->counter(q::kMissingAttribute, [this] {
+    return names_.missingAttribute() + missing_before_.load(std::memory_order_relaxed);
+  });
   scope_->counter(q::kLate, [this] { return detection_->late(); });
   scope_->counter(q::kSuppressed, [this] { return detection_->suppressed(member_); });
 }
@@ -350,11 +352,19 @@ QueryStats CepQuery::stats() const {
   s.matches = matches();
   s.suppressed = detection_->suppressed(member_);
   s.publish_failures = publish_failures_.load(std::memory_order_relaxed);
-  s.missing_attribute = names_.missingAttribute();
+  s.missing_attribute = names_.missingAttribute() + missing_before_.load(std::memory_order_relaxed);
   s.engine_counters = detection_->engineCounters();
   MutexLock lock(edit_mu_);
   s.edited = edit_;
   return s;
+}
+
+void CepQuery::continueCountsOf(const CepQuery& replaced) {
+  publish_failures_.fetch_add(replaced.publish_failures_.load(std::memory_order_relaxed),
+                              std::memory_order_relaxed);
+  missing_before_.store(
+      replaced.names_.missingAttribute() + replaced.missing_before_.load(std::memory_order_relaxed),
+      std::memory_order_relaxed);
 }
 
 void CepQuery::noteEdit(QueryEdit edit) {

@@ -143,6 +143,10 @@ class CepQuery final {
 
   QueryStats stats() const EXCLUDES(edit_mu_);
   uint64_t matches() const;
+  // Takes over the counts of the query this one replaces at an edit, so that
+  // its numbers go on (the detection's go on in CepDetection). On the
+  // detection's thread, before this query publishes.
+  void continueCountsOf(const CepQuery& replaced);
 
  private:
   // The engine that runs it into the registry entry, once engine auto's
@@ -165,6 +169,8 @@ class CepQuery final {
   ServiceContext& context_;
   Poco::Logger& log_;
   detection::QueryNameWatch names_;
+  // What the versions this one replaced counted as missing attributes.
+  std::atomic<uint64_t> missing_before_{0};
   CepDetection* detection_ = nullptr;  // owned by the service, alive while this query is listed
   size_t member_ = 0;
   std::string engine_;         // the one that runs it, as planned

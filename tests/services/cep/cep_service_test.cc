@@ -1933,7 +1933,13 @@ TEST_F(CepServiceTest, EventsDeliveredBeforeAnEditAreTheReplacedQuerysAndAfterIt
     publish("in.events", i % 2 == 0 ? "A" : "B", i, i);
   }
   ASSERT_TRUE(out.waitFor(2 * kPairs));
-  ASSERT_TRUE(waitConsumed(cep, "pairs", 2 * kPairs));
+  ASSERT_TRUE(waitConsumed(cep, "pairs", 4 * kPairs));
+  // The query's numbers go on across the edit: both versions' events and
+  // matches.
+  const std::optional<QueryStats> stats = cep.stats("pairs");
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->consumed, uint64_t{4 * kPairs});
+  EXPECT_EQ(stats->matches, uint64_t{2 * kPairs});
   const std::vector<EventPtr> events = out.events();
   ASSERT_EQ(events.size(), size_t{2 * kPairs});
   std::set<int64_t> firsts;
