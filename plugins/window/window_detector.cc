@@ -364,7 +364,8 @@ void WindowDetector::unlinkSession(Group& group) {
 }
 
 void WindowDetector::closeSessionsBefore(std::optional<Timestamp> now) {
-  std::vector<Closed> closed;
+  std::vector<Closed>& closed = closed_;
+  closed.clear();
   while (oldest_ != nullptr && (!now || *now > oldest_->last + plan_->length)) {
     Group& group = *oldest_;
     unlinkSession(group);
@@ -384,24 +385,62 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
     closeSessionsBefore(now);
     return;
   }
-  std::vector<Closed> closed;
+  if (!now && !partials) {
+    // The end of time closes every window: round by round, the windows
+    // ending first, so that each round comes out in order already (closing
+    // each group's windows at once would leave all of them to sort).
+    while (due_ != INT64_MAX) closeBefore(due_);
+    return;
+  }
+  // Window ends are S apart, so when `now` is less than S past the first
+  // one due, every window closing ends there: one per group at most, and
+  // in the order of groups_, which is the groups' order of appearance
+  // (only sessions forget a group out of place). Those come out as they
+  // close, not collected and checked for order.
+  int64_t past_due = 0;
+  const bool in_order =
+      !partials && now && !__builtin_sub_overflow(*now, due_, &past_due) && past_due < plan_->every;
+  closed_.clear();
   due_ = INT64_MAX;
+  bool emptied = false;
   for (size_t i = 0; i < groups_.size(); ++i) {
     // The next group's oldest pane, which its windows read first.
     if (i + 1 < groups_.size() && !groups_[i + 1]->panes.empty()) {
       prefetch(&groups_[i + 1]->panes.front());
     }
     Group& group = *groups_[i];
-    if (partials) reportPartials(group, now, closed);
-    closeWindows(group, now, closed);
+    if (partials) {
+      reportPartials(group, now, closed_);
+    }
+    closeWindows(group, now, closed_);
+    if (in_order) {
+      for (const Closed& c : closed_) emit(c);
+      closed_.clear();
+      values_.clear();
+    }
+    // With partials, when a group is due depends on partials_until_, set below.
+    if (!partials) {
+      if (const auto due = dueOf(group)) {
+        due_ = std::min(due_, *due);
+      } else {
+        emptied = true;
+      }
+    }
   }
-  // A new stream may follow the end of time.
-  if (partials) partials_until_ = now.value_or(INT64_MIN);
-  for (const auto& group : groups_) {
-    if (const auto due = dueOf(*group)) due_ = std::min(due_, *due);
+  if (partials) {
+    // A new stream may follow the end of time.
+    partials_until_ = now.value_or(INT64_MIN);
+    for (const auto& group : groups_) {
+      if (const auto due = dueOf(*group)) {
+        due_ = std::min(due_, *due);
+      } else {
+        emptied = true;
+      }
+    }
   }
-  emitInOrder(closed);
-  // Forgotten only now: `closed` points at the groups.
+  emitInOrder(closed_);
+  if (!emptied) return;
+  // Forgotten only now: `closed_` pointed at the groups.
   // In place, keeping the others' order (see emitInOrder).
   size_t kept = 0;
   for (std::unique_ptr<Group>& group : groups_) {
@@ -456,10 +495,15 @@ void WindowDetector::emit(const Closed& closed) {
   result.reserveAttributes(plan.returns.items.size() + (plan.emit_every > 0 ? 1 : 0));
   result.interval(closed.start, closed.end).id(resultId(closed));
   if (plan.direct_returns) {
-    const std::vector<size_t>& sources = *plan.direct_returns;
-    for (size_t i = 0; i < sources.size(); ++i) {
-      const Value& v = rowValue(closed, sources[i]);
-      if (!v.isNull()) result.set(plan.returns.items[i].name, v);
+    for (const Plan::DirectItem& item : *plan.direct_returns) {
+      if (item.takes) {
+        // values_ is cleared once the results are out: nothing reads it again.
+        Value& v = values_[closed.first + item.source];
+        if (!v.isNull()) result.set(item.name, std::move(v));
+      } else {
+        const Value& v = rowValue(closed, item.source);
+        if (!v.isNull()) result.set(item.name, v);
+      }
     }
   } else {
     const size_t row_values = plan.columns.size() + plan.key_names.size();

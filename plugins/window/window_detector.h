@@ -196,6 +196,8 @@ class WindowDetector final : public plugin::Detector {
   // The column values of the results closing together (Closed::first), and
   // the merge of a window's panes: kept to reuse their storage.
   std::vector<Value> values_;
+  // The results closing together, kept to reuse its storage.
+  std::vector<Closed> closed_;
   std::optional<Accumulator> merged_;
   uint64_t next_seq_ = 0;
   // Sessions without EMIT EVERY: the groups with an open session by their
