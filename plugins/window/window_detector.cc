@@ -309,6 +309,13 @@ const Accumulator& WindowDetector::windowState(Group& group, int64_t end_pane) {
 
 void WindowDetector::close(const Closed& closed, const Accumulator& acc, std::vector<Closed>& out) {
   const Plan& plan = *plan_;
+  if (emit_at_close_) {
+    emit(closed, [&](size_t i, bool /*takes*/) -> Value {
+      if (i < plan.columns.size()) return acc.result(i, plan.columns[i], plan.aggregates);
+      return closed.group->key[i - plan.columns.size()];
+    });
+    return;
+  }
   out.push_back(closed);
   out.back().first = values_.size();
   for (size_t i = 0; i < plan.columns.size(); ++i)
@@ -398,7 +405,7 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
   // (only sessions forget a group out of place). Those come out as they
   // close, not collected and checked for order.
   int64_t past_due = 0;
-  const bool in_order =
+  emit_at_close_ =
       !partials && now && !__builtin_sub_overflow(*now, due_, &past_due) && past_due < plan_->every;
   closed_.clear();
   due_ = INT64_MAX;
@@ -413,11 +420,6 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
       reportPartials(group, now, closed_);
     }
     closeWindows(group, now, closed_);
-    if (in_order) {
-      for (const Closed& c : closed_) emit(c);
-      closed_.clear();
-      values_.clear();
-    }
     // With partials, when a group is due depends on partials_until_, set below.
     if (!partials) {
       if (const auto due = dueOf(group)) {
@@ -438,6 +440,7 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
       }
     }
   }
+  emit_at_close_ = false;
   emitInOrder(closed_);
   if (!emptied) return;
   // Forgotten only now: `closed_` pointed at the groups.
@@ -484,37 +487,38 @@ EventId WindowDetector::resultId(const Closed& closed) {
   return combineKeyHash(h, closed.partial ? 1 : 0);
 }
 
-const Value& WindowDetector::rowValue(const Closed& closed, size_t i) const {
+void WindowDetector::emit(const Closed& closed) {
   const size_t columns = plan_->columns.size();
-  return i < columns ? values_[closed.first + i] : closed.group->key[i - columns];
+  emit(closed, [&](size_t i, bool takes) -> Value {
+    if (i >= columns) return closed.group->key[i - columns];
+    // values_ is cleared once the results are out: the last reader may take it.
+    Value& v = values_[closed.first + i];
+    if (takes) return std::move(v);
+    return v;
+  });
 }
 
-void WindowDetector::emit(const Closed& closed) {
+template <typename Column>
+void WindowDetector::emit(const Closed& closed, const Column& column) {
   const Plan& plan = *plan_;
   EventBuilder result(plan.returns.type);
   result.reserveAttributes(plan.returns.items.size() + (plan.emit_every > 0 ? 1 : 0));
   result.interval(closed.start, closed.end).id(resultId(closed));
   if (plan.direct_returns) {
     for (const Plan::DirectItem& item : *plan.direct_returns) {
-      if (item.takes) {
-        // values_ is cleared once the results are out: nothing reads it again.
-        Value& v = values_[closed.first + item.source];
-        if (!v.isNull()) result.set(item.name, std::move(v));
-      } else {
-        const Value& v = rowValue(closed, item.source);
-        if (!v.isNull()) result.set(item.name, v);
-      }
+      Value v = column(item.source, item.takes);
+      if (!v.isNull()) result.set(NameHold::of(item.name), std::move(v));
     }
   } else {
     const size_t row_values = plan.columns.size() + plan.key_names.size();
     EventBuilder row(plan.type);
     row.reserveAttributes(row_values);
     for (size_t i = 0; i < row_values; ++i) {
-      const Value& v = rowValue(closed, i);
+      Value v = column(i, false);
       if (!v.isNull())
         row.set(i < plan.columns.size() ? plan.column_names[i]
                                         : plan.key_names[i - plan.columns.size()],
-                v);
+                std::move(v));
     }
     const EventPtr row_event = row.build();
     pattern::SlotBinding binding;

@@ -177,9 +177,13 @@ class WindowDetector final : public plugin::Detector {
   // When the group's next result is due: the end of its next window, or one
   // past its session's gap; nullopt when it has nothing open.
   std::optional<Timestamp> dueOf(const Group& group) const;
+  // Builds the result of `closed` and hands it to the sink. column(i,
+  // takes) is value i of its row: column i, then the group keys; `takes`
+  // when no later item reads it.
+  template <typename Column>
+  void emit(const Closed& closed, const Column& column);
+  // emit() of a result whose columns are in values_.
   void emit(const Closed& closed);
-  // Value i of the result's row: column i, then the group keys.
-  const Value& rowValue(const Closed& closed, size_t i) const;
 
   int64_t firstWindowHolding(int64_t pane) const;
 
@@ -198,6 +202,9 @@ class WindowDetector final : public plugin::Detector {
   std::vector<Value> values_;
   // The results closing together, kept to reuse its storage.
   std::vector<Closed> closed_;
+  // Results come out as they close, in order already (closeBefore()), not
+  // collected in closed_ and values_.
+  bool emit_at_close_ = false;
   std::optional<Accumulator> merged_;
   uint64_t next_seq_ = 0;
   // Sessions without EMIT EVERY: the groups with an open session by their
