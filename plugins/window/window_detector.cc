@@ -260,15 +260,15 @@ void WindowDetector::partialsOf(const Group& group, Timestamp start, Timestamp f
   }
 }
 
-void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
-                                  std::vector<Closed>& out) {
+Timestamp WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
+                                       std::vector<Closed>& out) {
   if (plan_->kind == pattern::WindowKind::kSession) {
     if (group.session && (!now || *now > group.last + plan_->length)) {
       close(Closed{group.first, group.last, group.seq, &group, 0}, *group.session, out);
       group.session.reset();
       --open_;
     }
-    return;
+    return group.session ? group.last + plan_->length + 1 : INT64_MAX;
   }
   const int64_t p = plan_->pane;
   while (!group.panes.empty()) {
@@ -276,7 +276,7 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
     const Timestamp start = k * plan_->every;
     if (now && start + plan_->length > *now) {
       group.next_window = k;
-      return;
+      return start + plan_->length;
     }
     const int64_t end_pane = (start + plan_->length) / p;  // exclusive; the window is whole panes
     close(Closed{start, start + plan_->length - 1, group.seq, &group, 0},
@@ -288,6 +288,7 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
       --open_;
     }
   }
+  return INT64_MAX;
 }
 
 const Accumulator& WindowDetector::windowState(Group& group, int64_t end_pane) {
@@ -411,7 +412,9 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
   due_ = INT64_MAX;
   bool emptied = false;
   for (size_t i = 0; i < groups_.size(); ++i) {
-    // The next group's oldest pane, which its windows read first.
+    // The group after next, and the next group's oldest pane, which its
+    // windows read first.
+    if (i + 2 < groups_.size()) prefetch(groups_[i + 2].get());
     if (i + 1 < groups_.size() && !groups_[i + 1]->panes.empty()) {
       prefetch(&groups_[i + 1]->panes.front());
     }
@@ -419,14 +422,11 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
     if (partials) {
       reportPartials(group, now, closed_);
     }
-    closeWindows(group, now, closed_);
+    const Timestamp due = closeWindows(group, now, closed_);
     // With partials, when a group is due depends on partials_until_, set below.
     if (!partials) {
-      if (const auto due = dueOf(group)) {
-        due_ = std::min(due_, *due);
-      } else {
-        emptied = true;
-      }
+      due_ = std::min(due_, due);
+      emptied |= due == INT64_MAX;
     }
   }
   if (partials) {

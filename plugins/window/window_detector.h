@@ -155,7 +155,10 @@ class WindowDetector final : public plugin::Detector {
   void unlinkSession(Group& group);
   // Emits `closed` in time order and forgets the values they hold.
   void emitInOrder(std::vector<Closed>& closed);
-  void closeWindows(Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
+  // Closes the group's windows (or session) ending before `now` (all when
+  // nullopt); returns when its next one is due without EMIT EVERY (dueOf()),
+  // INT64_MAX when it has nothing open.
+  Timestamp closeWindows(Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
   // The merge of the group's panes before `end_pane` (those of the window
   // coming out; the ones before it are gone), valid until the next call.
   const Accumulator& windowState(Group& group, int64_t end_pane);
