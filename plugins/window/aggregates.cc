@@ -206,8 +206,9 @@ void Number::load(plugin::SnapshotReader& in) {
   const uint8_t kind = in.u8();
   if (kind > static_cast<uint8_t>(Kind::kDouble)) in.fail("unknown number kind");
   kind_ = in.ok() ? static_cast<Kind>(kind) : Kind::kNone;
-  int_ = kind_ == Kind::kInt ? in.signedVarint() : 0;
-  double_ = kind_ == Kind::kDouble ? in.real() : 0;
+  int_ = 0;
+  if (kind_ == Kind::kInt) int_ = in.signedVarint();
+  if (kind_ == Kind::kDouble) double_ = in.real();
 }
 
 void ColumnState::save(plugin::SnapshotWriter& out) const {

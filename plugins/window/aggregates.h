@@ -72,9 +72,13 @@ class Number {
   Number() = default;
   // `v` must be a number.
   explicit Number(const Value& v)
-      : kind_(v.kind() == Value::Kind::kInt ? Kind::kInt : Kind::kDouble),
-        int_(kind_ == Kind::kInt ? v.asInt() : 0),
-        double_(kind_ == Kind::kDouble ? v.asDouble() : 0) {}
+      : kind_(v.kind() == Value::Kind::kInt ? Kind::kInt : Kind::kDouble) {
+    if (kind_ == Kind::kInt) {
+      int_ = v.asInt();
+    } else {
+      double_ = v.asDouble();
+    }
+  }
 
   bool empty() const { return kind_ == Kind::kNone; }
   // As Value::compare orders numbers: ints exactly, otherwise as doubles
@@ -91,8 +95,12 @@ class Number {
   double toDouble() const { return kind_ == Kind::kInt ? static_cast<double>(int_) : double_; }
 
   Kind kind_ = Kind::kNone;
-  int64_t int_ = 0;
-  double double_ = 0;
+  // The one kind_ names: a pane keeps two numbers (min and max), in every
+  // pane of every group.
+  union {
+    int64_t int_ = 0;
+    double double_;
+  };
 };
 
 // The running state of one input over a set of events.
