@@ -15,6 +15,7 @@
 // Thread safety: none; owned by one detector.
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -103,6 +104,39 @@ class Number {
   };
 };
 
+// The first and last value of an input that keeps them (first, last), in
+// storage of their own made when first set: most inputs keep neither, and
+// their state, kept in every pane of every group, is 80 bytes smaller
+// without them. Copies copy the values.
+class OrderValues {
+ public:
+  OrderValues() = default;
+  OrderValues(const OrderValues& other)
+      : values_(other.values_ ? std::make_unique<Pair>(*other.values_) : nullptr) {}
+  OrderValues& operator=(const OrderValues& other);
+  OrderValues(OrderValues&&) noexcept = default;
+  OrderValues& operator=(OrderValues&&) noexcept = default;
+  ~OrderValues() = default;
+
+  // Null Values until set.
+  const Value& first() const { return values_ ? values_->first : null(); }
+  const Value& last() const { return values_ ? values_->last : null(); }
+  Value& first() { return held().first; }
+  Value& last() { return held().last; }
+  // Both null again, keeping the storage.
+  void clear();
+
+ private:
+  struct Pair {
+    Value first;
+    Value last;
+  };
+  static const Value& null();
+  Pair& held();
+
+  std::unique_ptr<Pair> values_;
+};
+
 // The running state of one input over a set of events.
 class ColumnState {
  public:
@@ -129,8 +163,7 @@ class ColumnState {
   double m2_ = 0;
   Number min_;
   Number max_;
-  Value first_;
-  Value last_;
+  OrderValues order_;
 };
 
 // The state of every input of a query over one pane, window or session.
