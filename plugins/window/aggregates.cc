@@ -40,6 +40,32 @@ bool isNumeric(AggFunc func) {
 
 }  // namespace
 
+OrderValues& OrderValues::operator=(const OrderValues& other) {
+  if (this == &other) return *this;
+  if (other.values_) {
+    held() = *other.values_;
+  } else {
+    clear();
+  }
+  return *this;
+}
+
+void OrderValues::clear() {
+  if (!values_) return;
+  if (!values_->first.isNull()) values_->first = Value();
+  if (!values_->last.isNull()) values_->last = Value();
+}
+
+const Value& OrderValues::null() {
+  static const Value kNull;
+  return kNull;
+}
+
+OrderValues::Pair& OrderValues::held() {
+  if (!values_) values_ = std::make_unique<Pair>();
+  return *values_;
+}
+
 bool Number::less(const Number& other) const {
   if (kind_ == Kind::kInt && other.kind_ == Kind::kInt) return int_ < other.int_;
   return toDouble() < other.toDouble();
@@ -79,8 +105,8 @@ bool ColumnState::add(const Value* v, const AggregateInput& input) {
   if (v == nullptr || v->isNull()) return true;
   ++present_;
   if (input.order) {
-    if (first_.isNull()) first_ = *v;
-    last_ = *v;
+    if (order_.first().isNull()) order_.first() = *v;
+    order_.last() = *v;
   }
   if (!v->isNumber()) return false;
   ++numbers_;
@@ -108,8 +134,8 @@ void ColumnState::merge(const ColumnState& later, const AggregateInput& input) {
   if (later.present_ == 0) return;
   present_ += later.present_;
   if (input.order) {
-    if (first_.isNull()) first_ = later.first_;
-    last_ = later.last_;
+    if (order_.first().isNull()) order_.first() = later.order_.first();
+    order_.last() = later.order_.last();
   }
   if (later.numbers_ == 0) return;
   const int64_t n = numbers_ + later.numbers_;
@@ -146,9 +172,9 @@ Value ColumnState::result(AggFunc func) const {
     case AggFunc::kStddev:
       return numbers_ < 2 ? Value() : Value(std::sqrt(m2_ / static_cast<double>(numbers_ - 1)));
     case AggFunc::kFirst:
-      return first_;
+      return order_.first();
     case AggFunc::kLast:
-      return last_;
+      return order_.last();
   }
   return Value();
 }
@@ -163,8 +189,7 @@ void ColumnState::clear() {
   m2_ = 0;
   min_ = Number();
   max_ = Number();
-  if (!first_.isNull()) first_ = Value();
-  if (!last_.isNull()) last_ = Value();
+  order_.clear();
 }
 
 uint32_t Accumulator::add(const Event& event, const AggregateLayout& layout) {
@@ -206,8 +231,9 @@ void Number::load(plugin::SnapshotReader& in) {
   const uint8_t kind = in.u8();
   if (kind > static_cast<uint8_t>(Kind::kDouble)) in.fail("unknown number kind");
   kind_ = in.ok() ? static_cast<Kind>(kind) : Kind::kNone;
-  int_ = kind_ == Kind::kInt ? in.signedVarint() : 0;
-  double_ = kind_ == Kind::kDouble ? in.real() : 0;
+  int_ = 0;
+  if (kind_ == Kind::kInt) int_ = in.signedVarint();
+  if (kind_ == Kind::kDouble) double_ = in.real();
 }
 
 void ColumnState::save(plugin::SnapshotWriter& out) const {
@@ -220,8 +246,8 @@ void ColumnState::save(plugin::SnapshotWriter& out) const {
   out.real(m2_);
   min_.save(out);
   max_.save(out);
-  out.value(first_);
-  out.value(last_);
+  out.value(order_.first());
+  out.value(order_.last());
 }
 
 void ColumnState::load(plugin::SnapshotReader& in) {
@@ -234,8 +260,11 @@ void ColumnState::load(plugin::SnapshotReader& in) {
   m2_ = in.real();
   min_.load(in);
   max_.load(in);
-  first_ = in.value();
-  last_ = in.value();
+  Value first = in.value();
+  Value last = in.value();
+  order_.clear();
+  if (!first.isNull()) order_.first() = std::move(first);
+  if (!last.isNull()) order_.last() = std::move(last);
 }
 
 void Accumulator::save(plugin::SnapshotWriter& out) const {

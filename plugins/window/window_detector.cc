@@ -260,15 +260,15 @@ void WindowDetector::partialsOf(const Group& group, Timestamp start, Timestamp f
   }
 }
 
-void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
-                                  std::vector<Closed>& out) {
+Timestamp WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
+                                       std::vector<Closed>& out) {
   if (plan_->kind == pattern::WindowKind::kSession) {
     if (group.session && (!now || *now > group.last + plan_->length)) {
       close(Closed{group.first, group.last, group.seq, &group, 0}, *group.session, out);
       group.session.reset();
       --open_;
     }
-    return;
+    return group.session ? group.last + plan_->length + 1 : INT64_MAX;
   }
   const int64_t p = plan_->pane;
   while (!group.panes.empty()) {
@@ -276,7 +276,7 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
     const Timestamp start = k * plan_->every;
     if (now && start + plan_->length > *now) {
       group.next_window = k;
-      return;
+      return start + plan_->length;
     }
     const int64_t end_pane = (start + plan_->length) / p;  // exclusive; the window is whole panes
     close(Closed{start, start + plan_->length - 1, group.seq, &group, 0},
@@ -288,6 +288,7 @@ void WindowDetector::closeWindows(Group& group, std::optional<Timestamp> now,
       --open_;
     }
   }
+  return INT64_MAX;
 }
 
 const Accumulator& WindowDetector::windowState(Group& group, int64_t end_pane) {
@@ -309,6 +310,13 @@ const Accumulator& WindowDetector::windowState(Group& group, int64_t end_pane) {
 
 void WindowDetector::close(const Closed& closed, const Accumulator& acc, std::vector<Closed>& out) {
   const Plan& plan = *plan_;
+  if (emit_at_close_) {
+    emit(closed, [&](size_t i, bool /*takes*/) -> Value {
+      if (i < plan.columns.size()) return acc.result(i, plan.columns[i], plan.aggregates);
+      return closed.group->key[i - plan.columns.size()];
+    });
+    return;
+  }
   out.push_back(closed);
   out.back().first = values_.size();
   for (size_t i = 0; i < plan.columns.size(); ++i)
@@ -364,7 +372,8 @@ void WindowDetector::unlinkSession(Group& group) {
 }
 
 void WindowDetector::closeSessionsBefore(std::optional<Timestamp> now) {
-  std::vector<Closed> closed;
+  std::vector<Closed>& closed = closed_;
+  closed.clear();
   while (oldest_ != nullptr && (!now || *now > oldest_->last + plan_->length)) {
     Group& group = *oldest_;
     unlinkSession(group);
@@ -384,24 +393,57 @@ void WindowDetector::closeBefore(std::optional<Timestamp> now) {
     closeSessionsBefore(now);
     return;
   }
-  std::vector<Closed> closed;
+  if (!now && !partials) {
+    // The end of time closes every window: round by round, the windows
+    // ending first, so that each round comes out in order already (closing
+    // each group's windows at once would leave all of them to sort).
+    while (due_ != INT64_MAX) closeBefore(due_);
+    return;
+  }
+  // Window ends are S apart, so when `now` is less than S past the first
+  // one due, every window closing ends there: one per group at most, and
+  // in the order of groups_, which is the groups' order of appearance
+  // (only sessions forget a group out of place). Those come out as they
+  // close, not collected and checked for order.
+  int64_t past_due = 0;
+  emit_at_close_ =
+      !partials && now && !__builtin_sub_overflow(*now, due_, &past_due) && past_due < plan_->every;
+  closed_.clear();
   due_ = INT64_MAX;
+  bool emptied = false;
   for (size_t i = 0; i < groups_.size(); ++i) {
-    // The next group's oldest pane, which its windows read first.
+    // The group after next, and the next group's oldest pane, which its
+    // windows read first.
+    if (i + 2 < groups_.size()) prefetch(groups_[i + 2].get());
     if (i + 1 < groups_.size() && !groups_[i + 1]->panes.empty()) {
       prefetch(&groups_[i + 1]->panes.front());
     }
     Group& group = *groups_[i];
-    if (partials) reportPartials(group, now, closed);
-    closeWindows(group, now, closed);
+    if (partials) {
+      reportPartials(group, now, closed_);
+    }
+    const Timestamp due = closeWindows(group, now, closed_);
+    // With partials, when a group is due depends on partials_until_, set below.
+    if (!partials) {
+      due_ = std::min(due_, due);
+      emptied |= due == INT64_MAX;
+    }
   }
-  // A new stream may follow the end of time.
-  if (partials) partials_until_ = now.value_or(INT64_MIN);
-  for (const auto& group : groups_) {
-    if (const auto due = dueOf(*group)) due_ = std::min(due_, *due);
+  if (partials) {
+    // A new stream may follow the end of time.
+    partials_until_ = now.value_or(INT64_MIN);
+    for (const auto& group : groups_) {
+      if (const auto due = dueOf(*group)) {
+        due_ = std::min(due_, *due);
+      } else {
+        emptied = true;
+      }
+    }
   }
-  emitInOrder(closed);
-  // Forgotten only now: `closed` points at the groups.
+  emit_at_close_ = false;
+  emitInOrder(closed_);
+  if (!emptied) return;
+  // Forgotten only now: `closed_` pointed at the groups.
   // In place, keeping the others' order (see emitInOrder).
   size_t kept = 0;
   for (std::unique_ptr<Group>& group : groups_) {
@@ -445,32 +487,38 @@ EventId WindowDetector::resultId(const Closed& closed) {
   return combineKeyHash(h, closed.partial ? 1 : 0);
 }
 
-const Value& WindowDetector::rowValue(const Closed& closed, size_t i) const {
+void WindowDetector::emit(const Closed& closed) {
   const size_t columns = plan_->columns.size();
-  return i < columns ? values_[closed.first + i] : closed.group->key[i - columns];
+  emit(closed, [&](size_t i, bool takes) -> Value {
+    if (i >= columns) return closed.group->key[i - columns];
+    // values_ is cleared once the results are out: the last reader may take it.
+    Value& v = values_[closed.first + i];
+    if (takes) return std::move(v);
+    return v;
+  });
 }
 
-void WindowDetector::emit(const Closed& closed) {
+template <typename Column>
+void WindowDetector::emit(const Closed& closed, const Column& column) {
   const Plan& plan = *plan_;
   EventBuilder result(plan.returns.type);
   result.reserveAttributes(plan.returns.items.size() + (plan.emit_every > 0 ? 1 : 0));
   result.interval(closed.start, closed.end).id(resultId(closed));
   if (plan.direct_returns) {
-    const std::vector<size_t>& sources = *plan.direct_returns;
-    for (size_t i = 0; i < sources.size(); ++i) {
-      const Value& v = rowValue(closed, sources[i]);
-      if (!v.isNull()) result.set(plan.returns.items[i].name, v);
+    for (const Plan::DirectItem& item : *plan.direct_returns) {
+      Value v = column(item.source, item.takes);
+      if (!v.isNull()) result.set(NameHold::of(item.name), std::move(v));
     }
   } else {
     const size_t row_values = plan.columns.size() + plan.key_names.size();
     EventBuilder row(plan.type);
     row.reserveAttributes(row_values);
     for (size_t i = 0; i < row_values; ++i) {
-      const Value& v = rowValue(closed, i);
+      Value v = column(i, false);
       if (!v.isNull())
         row.set(i < plan.columns.size() ? plan.column_names[i]
                                         : plan.key_names[i - plan.columns.size()],
-                v);
+                std::move(v));
     }
     const EventPtr row_event = row.build();
     pattern::SlotBinding binding;

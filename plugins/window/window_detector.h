@@ -155,7 +155,10 @@ class WindowDetector final : public plugin::Detector {
   void unlinkSession(Group& group);
   // Emits `closed` in time order and forgets the values they hold.
   void emitInOrder(std::vector<Closed>& closed);
-  void closeWindows(Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
+  // Closes the group's windows (or session) ending before `now` (all when
+  // nullopt); returns when its next one is due without EMIT EVERY (dueOf()),
+  // INT64_MAX when it has nothing open.
+  Timestamp closeWindows(Group& group, std::optional<Timestamp> now, std::vector<Closed>& out);
   // The merge of the group's panes before `end_pane` (those of the window
   // coming out; the ones before it are gone), valid until the next call.
   const Accumulator& windowState(Group& group, int64_t end_pane);
@@ -177,9 +180,13 @@ class WindowDetector final : public plugin::Detector {
   // When the group's next result is due: the end of its next window, or one
   // past its session's gap; nullopt when it has nothing open.
   std::optional<Timestamp> dueOf(const Group& group) const;
+  // Builds the result of `closed` and hands it to the sink. column(i,
+  // takes) is value i of its row: column i, then the group keys; `takes`
+  // when no later item reads it.
+  template <typename Column>
+  void emit(const Closed& closed, const Column& column);
+  // emit() of a result whose columns are in values_.
   void emit(const Closed& closed);
-  // Value i of the result's row: column i, then the group keys.
-  const Value& rowValue(const Closed& closed, size_t i) const;
 
   int64_t firstWindowHolding(int64_t pane) const;
 
@@ -196,6 +203,11 @@ class WindowDetector final : public plugin::Detector {
   // The column values of the results closing together (Closed::first), and
   // the merge of a window's panes: kept to reuse their storage.
   std::vector<Value> values_;
+  // The results closing together, kept to reuse its storage.
+  std::vector<Closed> closed_;
+  // Results come out as they close, in order already (closeBefore()), not
+  // collected in closed_ and values_.
+  bool emit_at_close_ = false;
   std::optional<Accumulator> merged_;
   uint64_t next_seq_ = 0;
   // Sessions without EMIT EVERY: the groups with an open session by their

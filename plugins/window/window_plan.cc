@@ -151,13 +151,25 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
   }
   plan->aggregates = AggregateLayout(plan->columns);
   if (!query.having) {
-    std::vector<size_t> sources;
+    std::vector<Plan::DirectItem> items;
     for (const pattern::ReturnItem& item : returns.items) {
       const std::optional<size_t> source = rowSource(*plan, *item.expr);
       if (!source) break;
-      sources.push_back(*source);
+      items.push_back({Symbol::intern(item.name), *source});
     }
-    if (sources.size() == returns.items.size()) plan->direct_returns = std::move(sources);
+    if (items.size() == returns.items.size()) {
+      std::sort(
+          items.begin(), items.end(),
+          [](const Plan::DirectItem& a, const Plan::DirectItem& b) { return a.name < b.name; });
+      for (size_t i = 0; i < items.size(); ++i) {
+        items[i].takes = items[i].source < plan->columns.size() &&
+                         std::none_of(items.begin() + static_cast<ptrdiff_t>(i) + 1, items.end(),
+                                      [&](const Plan::DirectItem& later) {
+                                        return later.source == items[i].source;
+                                      });
+      }
+      plan->direct_returns = std::move(items);
+    }
   }
   plan->state_shape = stateShapeOf(*plan);
   return PlanPtr(std::move(plan));

@@ -50,10 +50,18 @@ struct Plan {
   std::optional<pattern::CompiledExpr> having;
   pattern::CompiledReturn returns;
   // RETURN without the row: when there is no HAVING and every item is an
-  // aggregate or a group key as it is, the row value each item copies (a
-  // column i, or a key j as columns.size() + j). Copying it is what
-  // evaluating the item over the row gives, without building the row.
-  std::optional<std::vector<size_t>> direct_returns;
+  // aggregate or a group key as it is, the row value each item copies.
+  // Copying it is what evaluating the item over the row gives, without
+  // building the row.
+  struct DirectItem {
+    Symbol name;    // the RETURN item's
+    size_t source;  // a column i, or a key j as columns.size() + j
+    // The last item reading this column: it may take the value, not copy it.
+    bool takes = false;
+  };
+  // In the order of their names, which is the order an event keeps its
+  // attributes in, so that each is appended, not inserted.
+  std::optional<std::vector<DirectItem>> direct_returns;
   size_t max_groups = kDefaultMaxGroups;
   // What the detector's state depends on (its snapshot section's shape, see
   // bus/core/plugin/snapshot.h): the window, the grouping, and what the

@@ -153,6 +153,39 @@ TEST(WindowDetectorTest, SlidingResultsStayInOrderAsPanesLeaveAndEnter) {
                          }));
 }
 
+// Results of several groups come out in time order whichever way they close:
+// as they close, when time moves less than S past the first window due
+// (ts 3 and 4); collected and sorted, when it jumps further (ts 20 closes
+// a's [2,6) and [4,8) and b's [2,6)); round by round at the end of time
+// (both groups' [18,22) before their [20,24)). Group a had nothing open
+// when ts 4 came (its last window out), so it was forgotten and comes back
+// after b: b's [2,6) comes out before a's. RETURN reads first(t.g) twice,
+// so the first of the two items must not take the string from the second.
+TEST(WindowDetectorTest, GroupsResultsComeOutInTimeOrderHoweverTheyClose) {
+  WindowRun run(
+      "FROM T t WINDOW SLIDING 4 EVERY 2 GROUP BY t.g "
+      "RETURN C(t.g AS g, count(t) AS n, first(t.g) AS x, first(t.g) AS y)");
+  run.feed("T", 0, {{"g", "a"}});
+  run.feed("T", 1, {{"g", "b"}});
+  EXPECT_EQ(run.feed("T", 3, {{"g", "b"}}), 2u);
+  EXPECT_EQ(run.feed("T", 4, {{"g", "a"}}), 4u);
+  EXPECT_EQ(run.feed("T", 20, {{"g", "a"}}), 7u);
+  run.feed("T", 21, {{"g", "b"}});
+  EXPECT_EQ(run.flush(), (std::vector<std::string>{
+                             "C [-2,1] g=\"a\" n=1 x=\"a\" y=\"a\"",
+                             "C [-2,1] g=\"b\" n=1 x=\"b\" y=\"b\"",
+                             "C [0,3] g=\"a\" n=1 x=\"a\" y=\"a\"",
+                             "C [0,3] g=\"b\" n=2 x=\"b\" y=\"b\"",
+                             "C [2,5] g=\"b\" n=1 x=\"b\" y=\"b\"",
+                             "C [2,5] g=\"a\" n=1 x=\"a\" y=\"a\"",
+                             "C [4,7] g=\"a\" n=1 x=\"a\" y=\"a\"",
+                             "C [18,21] g=\"a\" n=1 x=\"a\" y=\"a\"",
+                             "C [18,21] g=\"b\" n=1 x=\"b\" y=\"b\"",
+                             "C [20,23] g=\"a\" n=1 x=\"a\" y=\"a\"",
+                             "C [20,23] g=\"b\" n=1 x=\"b\" y=\"b\"",
+                         }));
+}
+
 TEST(WindowDetectorTest, SlidingWithASlideThatDoesNotDivideTheLength) {
   // L = 6, S = 4: panes of gcd 2; windows [4k, 4k + 6).
   WindowRun run("FROM T t WINDOW SLIDING 6 EVERY 4 RETURN C(count(t) AS n)");
