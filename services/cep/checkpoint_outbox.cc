@@ -96,9 +96,11 @@ EventPtr readComposite(plugin::SnapshotReader& r) {
 
 // The bytes of an outbox written before kOutboxVersion (see the header).
 Status decodeLegacy(std::string_view bytes, size_t members, Outbox& outbox) {
-  const Status damaged = Status::invalidArgument(
-      "its published composite ids and held composites (the format before outbox version 1) "
-      "do not decode");
+  auto damaged = [] {
+    return Status::invalidArgument(
+        "its published composite ids and held composites (the format before outbox version 1) "
+        "do not decode");
+  };
   auto u32 = [&bytes](uint32_t& v) {
     if (bytes.size() < 4) return false;
     v = readLe<uint32_t>(bytes);
@@ -107,23 +109,23 @@ Status decodeLegacy(std::string_view bytes, size_t members, Outbox& outbox) {
   };
   uint32_t length = 0;
   if (!u32(length) || bytes.size() < length || !outbox.published.decode(bytes.substr(0, length))) {
-    return damaged;
+    return damaged();
   }
   bytes.remove_prefix(length);
   uint32_t count = 0;
-  if (!u32(count)) return damaged;
+  if (!u32(count)) return damaged();
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t member = 0;
     if (!u32(member) || member >= members || !u32(length) || bytes.size() < length) {
-      return damaged;
+      return damaged();
     }
     Result<EventPtr> event = decodeEvent(bytes.substr(0, length));
-    if (!event) return damaged;
+    if (!event) return damaged();
     bytes.remove_prefix(length);
     outbox.held.push_back(OutboxEntry{member, std::move(event).value()});
   }
   if (bytes.empty()) return Status::ok();
-  if (bytes.size() != 16) return damaged;
+  if (bytes.size() != 16) return damaged();
   outbox.clock =
       plugin::SourceClock::Saved{static_cast<Timestamp>(readLe<uint64_t>(bytes)),
                                  static_cast<Timestamp>(readLe<uint64_t>(bytes.substr(8)))};
