@@ -2,11 +2,9 @@
 
 #include <Poco/Logger.h>
 
-#include <cstring>
 #include <future>
 #include <utility>
 
-#include "bus/core/event_json.h"
 #include "bus/host/detection/composite_id.h"
 #include "flows/journal/checkpoint_table.h"
 #include "services/cep/cep_detection.h"
@@ -20,106 +18,19 @@ double msSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-template <typename T>
-void appendLe(std::string& out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
-
-template <typename T>
-T readLe(std::string_view bytes) {
-  T v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    v |= static_cast<T>(static_cast<unsigned char>(bytes[i])) << (8 * i);
-  }
-  return v;
-}
-
 }  // namespace
-
-bool PublishedWindow::insert(uint64_t id) {
-  if (!ids_.insert(id).second) return false;
-  order_.push_back(id);
-  if (order_.size() > capacity_) {
-    ids_.erase(order_.front());
-    order_.pop_front();
-  }
-  return true;
-}
-
-std::string PublishedWindow::encode() const {
-  std::string out;
-  out.reserve(4 + 8 * order_.size());
-  appendLe(out, static_cast<uint32_t>(order_.size()));
-  for (uint64_t id : order_) appendLe(out, id);
-  return out;
-}
-
-bool PublishedWindow::decode(std::string_view bytes) {
-  if (bytes.size() < 4) return false;
-  const auto count = readLe<uint32_t>(bytes);
-  bytes.remove_prefix(4);
-  if (bytes.size() != 8 * static_cast<size_t>(count)) return false;
-  order_.clear();
-  ids_.clear();
-  for (uint32_t i = 0; i < count; ++i) insert(readLe<uint64_t>(bytes.substr(size_t{8} * i, 8)));
-  return true;
-}
 
 QueryCheckpoints::QueryCheckpoints(CheckpointSettings settings, Poco::Logger& log)
     : settings_(std::move(settings)), log_(log), last_(std::chrono::steady_clock::now()) {}
 
-std::string QueryCheckpoints::encodePublished(
+Result<std::string> QueryCheckpoints::encodePublished(
     const std::optional<plugin::SourceClock::Saved>& clock) const {
-  std::string out;
-  const std::string window = published_.encode();
-  appendLe(out, static_cast<uint32_t>(window.size()));
-  out += window;
-  appendLe(out, static_cast<uint32_t>(held_.size()));
+  std::vector<OutboxEntry> held;
+  held.reserve(held_.size());
   for (const Held& h : held_) {
-    const std::string json = encodeEvent(*h.composite, EventFormat::kFull);
-    appendLe(out, static_cast<uint32_t>(h.query->member()));
-    appendLe(out, static_cast<uint32_t>(json.size()));
-    out += json;
+    held.push_back(OutboxEntry{static_cast<uint32_t>(h.query->member()), h.composite});
   }
-  if (clock) {
-    appendLe(out, static_cast<uint64_t>(clock->time));
-    appendLe(out, static_cast<uint64_t>(clock->newest));
-  }
-  return out;
-}
-
-bool QueryCheckpoints::decodePublished(std::string_view bytes, PublishedWindow& window,
-                                       std::vector<Held>& held,
-                                       std::optional<plugin::SourceClock::Saved>& clock,
-                                       std::span<const std::shared_ptr<CepQuery>> members) const {
-  auto u32 = [&bytes](uint32_t& v) {
-    if (bytes.size() < 4) return false;
-    v = readLe<uint32_t>(bytes);
-    bytes.remove_prefix(4);
-    return true;
-  };
-  uint32_t length = 0;
-  if (!u32(length) || bytes.size() < length || !window.decode(bytes.substr(0, length))) {
-    return false;
-  }
-  bytes.remove_prefix(length);
-  uint32_t count = 0;
-  if (!u32(count)) return false;
-  for (uint32_t i = 0; i < count; ++i) {
-    uint32_t member = 0;
-    if (!u32(member) || member >= members.size() || !u32(length) || bytes.size() < length) {
-      return false;
-    }
-    Result<EventPtr> event = decodeEvent(bytes.substr(0, length));
-    if (!event) return false;
-    bytes.remove_prefix(length);
-    held.push_back(Held{members[member].get(), std::move(event).value(), true});
-  }
-  if (bytes.empty()) return true;
-  if (bytes.size() != 16) return false;
-  clock = plugin::SourceClock::Saved{static_cast<Timestamp>(readLe<uint64_t>(bytes)),
-                                     static_cast<Timestamp>(readLe<uint64_t>(bytes.substr(8)))};
-  return true;
+  return encodeOutbox(published_, held, clock);
 }
 
 bool QueryCheckpoints::restore(detection::Detection& detection, plugin::SourceClock& clock,
@@ -143,11 +54,9 @@ bool QueryCheckpoints::restore(detection::Detection& detection, plugin::SourceCl
   const flows::CheckpointRecord& record = **stored;
   const std::string what =
       "checkpoint of " + settings_.label + " in journal " + settings_.journal_path;
-  PublishedWindow published(kPublishedWindow);
-  std::vector<Held> held;
-  std::optional<plugin::SourceClock::Saved> saved_clock;
-  if (!decodePublished(record.published, published, held, saved_clock, members)) {
-    return refuse(what + ": its published composite ids and held composites do not decode");
+  Outbox outbox(kPublishedWindow);
+  if (Status s = decodeOutbox(record.published, members.size(), outbox); !s) {
+    return refuse(what + ": " + s.message());
   }
   Result<detection::RestoredCheckpoint> restored =
       detection::restoreCheckpointBytes(record.state, what, detection, settings_.identity);
@@ -155,10 +64,13 @@ bool QueryCheckpoints::restore(detection::Detection& detection, plugin::SourceCl
   position_base_ = restored->position;
   // The links it heard are gone with the process: one source, of an id no
   // link of this run has.
-  if (saved_clock)
-    clock.restore(flows::newSource(), *saved_clock, std::chrono::steady_clock::now());
-  published_ = std::move(published);
-  held_ = std::move(held);
+  if (outbox.clock)
+    clock.restore(flows::newSource(), *outbox.clock, std::chrono::steady_clock::now());
+  published_ = std::move(outbox.published);
+  held_.clear();
+  for (OutboxEntry& entry : outbox.held) {
+    held_.push_back(Held{members[entry.member].get(), std::move(entry.composite), true});
+  }
   const double ms = msSince(start);
   {
     MutexLock lock(stats_mu_);
@@ -292,12 +204,14 @@ void QueryCheckpoints::checkpoint(const detection::Detection& detection,
   }
   Result<std::string> state =
       detection::checkpointBytes(detection, settings_.identity, position_base_ + consumed);
-  if (!state) {
+  Result<std::string> published = encodePublished(clock.save(start));
+  if (!state || !published) {
     {
       MutexLock lock(mu_);
       covered_ = std::move(acks);
     }
-    return giveUp(state.status().message());
+    return giveUp(!state ? state.status().message()
+                         : "its outbox cannot be written: " + published.status().message());
   }
   const size_t bytes = state->size();
   flows::CheckpointRecord record{settings_.name,
@@ -306,7 +220,7 @@ void QueryCheckpoints::checkpoint(const detection::Detection& detection,
                                  settings_.identity.fingerprint,
                                  position_base_ + consumed,
                                  std::move(state).value(),
-                                 encodePublished(clock.save(start))};
+                                 std::move(published).value()};
   std::promise<Status> stored;
   std::future<Status> result = stored.get_future();
   via.storeCheckpoint(acks, std::move(record),

@@ -43,7 +43,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -51,7 +50,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "bus/base/mutex.h"
@@ -62,6 +60,7 @@
 #include "bus/host/time/source_clock.h"
 #include "flows/delivery_context.h"
 #include "flows/exchange.h"
+#include "services/cep/checkpoint_outbox.h"
 #include "services/query_host.h"
 
 namespace Poco {
@@ -71,27 +70,6 @@ class Logger;
 namespace cepbus::services::cep {
 
 class CepQuery;
-
-// The newest composite ids a detection published, bounded, in the order
-// published. Thread-safety: none (the detection's thread).
-class PublishedWindow {
- public:
-  explicit PublishedWindow(size_t capacity) : capacity_(capacity) {}
-  // False when `id` is in the window already; otherwise remembers it (the
-  // oldest goes once the window is full).
-  bool insert(uint64_t id);
-  size_t size() const { return order_.size(); }
-  // A u32 count, then each id as 8 bytes, little-endian.
-  std::string encode() const;
-  // Replaces the window with what encode() wrote; false (window untouched)
-  // when `bytes` is not that.
-  bool decode(std::string_view bytes);
-
- private:
-  size_t capacity_;
-  std::deque<uint64_t> order_;
-  std::unordered_set<uint64_t> ids_;
-};
 
 struct CheckpointSettings {
   std::string name;   // the row's key: the detection's endpoint
@@ -159,14 +137,9 @@ class QueryCheckpoints {
     // Restored from the outbox: it may have gone out before the crash.
     bool redelivery = false;
   };
-  // The row's `published` bytes: a u32 length and the window's encoding,
-  // then a u32 count of held composites, each a u32 member index, a u32
-  // length and its event in full JSON; then, when any source was heard, the
-  // clock: its time and newest ts as i64 (a row without them has none).
-  std::string encodePublished(const std::optional<plugin::SourceClock::Saved>& clock) const;
-  bool decodePublished(std::string_view bytes, PublishedWindow& window, std::vector<Held>& held,
-                       std::optional<plugin::SourceClock::Saved>& clock,
-                       std::span<const std::shared_ptr<CepQuery>> members) const;
+  // The row's `published` bytes (checkpoint_outbox.h): the window, the
+  // held composites and `clock`.
+  Result<std::string> encodePublished(const std::optional<plugin::SourceClock::Saved>& clock) const;
   // Stops checkpointing for good: every acknowledgement given now, the held
   // composites published (they can no longer be covered).
   void giveUp(const std::string& why) EXCLUDES(mu_);

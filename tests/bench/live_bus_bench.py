@@ -106,12 +106,18 @@ def descriptor(build, engine, events, sink_file, batch, rate, echo_input):
 """
 
 
-def run_bus(cepbus, xml_path):
-    """Wall seconds and CPU seconds (user + system) of one `cepbus run`."""
+def run_bus(cepbus, xml_path, log=None):
+    """Wall seconds and CPU seconds (user + system) of one `cepbus run`;
+    its stderr goes to the file `log` when given."""
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    subprocess.run([cepbus, "run", "--exit-when-drained", xml_path], check=True,
-                   stdout=subprocess.DEVNULL)
+    err = open(log, "w") if log else None
+    try:
+        subprocess.run([cepbus, "run", "--exit-when-drained", xml_path], check=True,
+                       stdout=subprocess.DEVNULL, stderr=err)
+    finally:
+        if err:
+            err.close()
     wall = time.monotonic() - started
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)

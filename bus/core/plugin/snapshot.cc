@@ -13,14 +13,28 @@ constexpr std::string_view kMagic = "CEPBSNAP";
 constexpr size_t kVersionBytes = 4;
 constexpr size_t kChecksumBytes = 4;
 
-std::array<uint32_t, 256> crcTable() {
-  std::array<uint32_t, 256> table{};
+// Slicing-by-8 (Intel's): eight tables, eight bytes per step. A bus
+// checkpointing once a second checksums every outbox and state it stores,
+// megabytes a second on a query with many composites; a byte per step made
+// the CRC a few percent of such a query's CPU.
+using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
+
+CrcTables crcTables() {
+  CrcTables t{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
     for (int k = 0; k < 8; ++k) c = (c & 1) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-    table[i] = c;
+    t[0][i] = c;
   }
-  return table;
+  for (uint32_t i = 0; i < 256; ++i) {
+    for (size_t k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
+  }
+  return t;
+}
+
+uint32_t load32(const unsigned char* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
 }
 
 void appendFixed(std::string& out, uint64_t v, size_t n) {
@@ -56,9 +70,17 @@ uint64_t snapshotFingerprint(std::string_view canonical) {
 }
 
 uint32_t crc32(std::span<const unsigned char> bytes) {
-  static const std::array<uint32_t, 256> kTable = crcTable();
+  static const CrcTables kT = crcTables();
   uint32_t c = 0xFFFFFFFFU;
-  for (unsigned char b : bytes) c = kTable[(c ^ b) & 0xFF] ^ (c >> 8);
+  const unsigned char* p = bytes.data();
+  size_t n = bytes.size();
+  for (; n >= 8; p += 8, n -= 8) {
+    const uint32_t lo = c ^ load32(p);
+    const uint32_t hi = load32(p + 4);
+    c = kT[7][lo & 0xFF] ^ kT[6][(lo >> 8) & 0xFF] ^ kT[5][(lo >> 16) & 0xFF] ^ kT[4][lo >> 24] ^
+        kT[3][hi & 0xFF] ^ kT[2][(hi >> 8) & 0xFF] ^ kT[1][(hi >> 16) & 0xFF] ^ kT[0][hi >> 24];
+  }
+  for (; n > 0; ++p, --n) c = kT[0][(c ^ *p) & 0xFF] ^ (c >> 8);
   return c ^ 0xFFFFFFFFU;
 }
 
