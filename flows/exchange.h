@@ -110,6 +110,12 @@ struct Exchange {
   // cut short): a journaling flow delivers it marked as a redelivery
   // (DeferredAck::previousDeliveries() of at least 1).
   bool redelivery = false;
+  // A reliable exchange whose sender cannot take a loss: under admission
+  // pressure a journaling flow refuses it (kRejected, and the sender holds
+  // it and sends again) rather than degrade it to best effort, which a full
+  // subscriber would then drop. A CEP query's output_qos=reliable
+  // composites (services/cep/output_backlog.h) are sent so.
+  bool degrade_under_load = true;
 
   // Hands `outcome` to the listener. False when there is no listener or it
   // threw (the throw is swallowed here so that no exception crosses a stage).

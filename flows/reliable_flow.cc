@@ -310,6 +310,15 @@ void ReliableFlow::doSend(const Exchange& exchange, std::span<DeliveryTarget* co
              out);
       continue;
     }
+    if (exchange.qos == Qos::kReliable && pressure != stages::Pressure::kNormal &&
+        !exchange.degrade_under_load) {
+      reject(exchange, *target,
+             Status::rejected("flow " + name() + ": target " + target->name() + " is under load (" +
+                              std::string(stages::pressureName(pressure)) +
+                              "); its reliable deliveries wait"),
+             out);
+      continue;
+    }
     if (exchange.qos != Qos::kReliable || pressure != stages::Pressure::kNormal) {
       offerBestEffort(exchange, *target, attachment, exchange.qos == Qos::kReliable, wake_hold,
                       out);

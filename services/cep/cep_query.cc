@@ -391,6 +391,7 @@ void CepQuery::send(EventPtr composite, bool redelivery) {
   exchange.qos = output_qos_;
   exchange.redelivery = redelivery;
   if (output_qos_ == flows::Qos::kReliable) {
+    exchange.degrade_under_load = false;  // held by the backlog instead
     detection_->publishReliably(std::move(exchange));
     return;
   }

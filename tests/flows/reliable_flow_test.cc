@@ -853,6 +853,59 @@ TEST_P(ReliableFlowTest, OverloadDegradesThenRejectsAndEveryAcceptedEventArrives
   EXPECT_EQ(flow.metrics().rejected, rejected.size());
 }
 
+// A sender that cannot take a loss (a query's output_qos=reliable
+// composites) is refused under pressure instead of degraded: it holds the
+// event and sends it again, and nothing it was told is queued can be dropped
+// by a full target.
+TEST_P(ReliableFlowTest, UnderLoadAnExchangeThatMayNotDegradeIsRefusedNotDegraded) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  RecordingTarget slow("slow");
+  ReliableFlow flow(reliableConfig(path, 20));
+  ASSERT_TRUE(flow.attach(slow).isOk());
+  ASSERT_TRUE(flow.start().isOk());
+  slow.closeGate();
+  auto recorder = std::make_shared<OutcomeRecorder>();
+  std::vector<DeliveryTarget*> targets{&slow};
+  std::set<EventId> journaled;
+  std::vector<EventPtr> refused;
+  for (int i = 0; i < 300 && refused.empty(); ++i) {
+    EventPtr event = makeEvent(i);
+    Exchange exchange = inOnly(event, "t", Qos::kReliable, recorder);
+    exchange.degrade_under_load = false;
+    SendOutcome out = flow.send(exchange, targets);
+    ASSERT_EQ(out.accounted(), 1u);
+    ASSERT_EQ(out.degraded, 0u) << "event " << i;
+    if (out.rejected == 1) {
+      EXPECT_NE(out.status.message().find("under load"), std::string::npos) << out.status.message();
+      refused.push_back(event);
+      continue;
+    }
+    journaled.insert(event->id());
+    ASSERT_TRUE(waitUntil([&] {
+      return recorder->idsWith(OutcomeKind::kAccepted).count(event->id()) == 1 &&
+             flow.queueLength(slow) + slow.entered() == journaled.size();
+    }));
+  }
+  ASSERT_EQ(refused.size(), 1u);
+  // Refused well before the stage is full: at its degrade threshold.
+  EXPECT_LT(journaled.size(), 20u);
+  EXPECT_TRUE(recorder->idsWith(OutcomeKind::kDegraded).empty());
+  EXPECT_EQ(flow.metrics().degraded, 0u);
+
+  // Sent again once the target catches up, it arrives, as does every one
+  // before it, once each.
+  slow.openGate();
+  ASSERT_TRUE(waitUntil([&] { return slow.delivered() == journaled.size(); }));
+  Exchange again = inOnly(refused.front(), "t", Qos::kReliable, recorder);
+  again.degrade_under_load = false;
+  ASSERT_EQ(flow.send(again, targets).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return slow.delivered() == journaled.size() + 1; }));
+  flow.stop();
+  for (const auto& [id, count] : slow.counts()) EXPECT_EQ(count, 1) << id;
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
 // --- Concurrent dispatch: who settles the sender, and what is written. ---
 
 // Records every outcome by (event id, target, kind), and can hold the thread
