@@ -456,10 +456,29 @@ void ClientHandler::on_receiver_close(proton::receiver& r) {
   endSource(r);
   forgetLink(r, false);
   burst_wakes_.flush();  // a burst it was reading ends with it
+  freeWhenAnswered(r);
 }
-void ClientHandler::on_sender_close(proton::sender& s) { forgetLink(s, false); }
+void ClientHandler::on_receiver_detach(proton::receiver& r) { on_receiver_close(r); }
+void ClientHandler::on_sender_close(proton::sender& s) {
+  forgetLink(s, false);
+  freeWhenAnswered(s);
+}
 // A detach (not a close) keeps a durable subscription.
-void ClientHandler::on_sender_detach(proton::sender& s) { forgetLink(s, true); }
+void ClientHandler::on_sender_detach(proton::sender& s) {
+  forgetLink(s, true);
+  freeWhenAnswered(s);
+}
+
+// Proton answers the peer's detach (pn_link_close or pn_link_detach) after
+// the handler returns, so the link is freed by work that runs after. Links
+// the bus refused or closed first are freed too, once their peer answers.
+// When the connection goes first, Proton frees the link with it.
+void ClientHandler::freeWhenAnswered(const proton::link& l) {
+  if (!client_) return;
+  client_->waker->add([this, l] {
+    if (connection_) freeLink(l);
+  });
+}
 
 bool ClientHandler::refuseUnsettled(PublisherLink& pub, proton::delivery& d, uint64_t bytes) {
   const std::optional<UnsettledBudget::Refusal> refusal = unsettled_.hold(bytes);

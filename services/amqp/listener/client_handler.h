@@ -123,6 +123,8 @@ class ClientHandler final : public proton::messaging_handler {
   void on_tracker_release(proton::tracker& t) override;
   void on_message(proton::delivery& d, proton::message& m) override;
   void on_receiver_close(proton::receiver& r) override;
+  // A publishing link keeps nothing for later: a detach ends it as a close does.
+  void on_receiver_detach(proton::receiver& r) override;
   void on_sender_close(proton::sender& s) override;
   // A detach (not a close) keeps a durable subscription.
   void on_sender_detach(proton::sender& s) override;
@@ -224,6 +226,8 @@ class ClientHandler final : public proton::messaging_handler {
   // Records that a publishing link's source ended (flows::sourceEnds()).
   void endSource(const proton::link& l);
   void forgetLink(const proton::link& l, bool detached);
+  // Frees the link the peer detached once Proton has answered (message_mapping.h, freeLink()).
+  void freeWhenAnswered(const proton::link& l);
   void forgetConnection(const proton::connection& c);
 
   ConnectionHost& host_;
