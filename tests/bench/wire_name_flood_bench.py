@@ -30,7 +30,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,43 +45,37 @@ BATCH = 10_000
 LINKS_PER_BATCH = 100
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Bus:
     """The cepbus process and its temp folder."""
 
     def __init__(self, binary):
         self.dir = tempfile.mkdtemp(prefix="cepbus-name-flood-")
-        self.amqp_port, self.http_port = free_port(), free_port()
         path = os.path.join(self.dir, "bus.xml")
         with open(path, "w") as f:
             f.write("""<cepbus name="flood">
   <listeners>
-    <amqp host="127.0.0.1" port="%d" allow-anonymous="true" max-names="1000"/>
-    <http host="127.0.0.1" port="%d"/>
+    <amqp host="127.0.0.1" port="0" allow-anonymous="true" max-names="1000"/>
+    <http host="127.0.0.1" port="0"/>
   </listeners>
   <routes default-flow="st"/>
 </cepbus>
-""" % (self.amqp_port, self.http_port))
+""")
         self.log_path = os.path.join(self.dir, "cepbus.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([binary, "run", path], cwd=self.dir, stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # Both listeners take a free port and log it.
         deadline = time.time() + 30
         while True:
             if self.proc.poll() is not None or time.time() > deadline:
                 raise RuntimeError("cepbus did not start:\n" + self.tail())
-            try:
-                socket.create_connection(("127.0.0.1", self.amqp_port), timeout=1).close()
+            log = self.tail(100_000)
+            amqp = re.search(r"AMQP 1\.0 listening on amqp://127\.0\.0\.1:(\d+)", log)
+            http = re.search(r"admin listening on http://127\.0\.0\.1:(\d+)/", log)
+            if amqp and http:
+                self.amqp_port, self.http_port = int(amqp.group(1)), int(http.group(1))
                 break
-            except OSError:
-                time.sleep(0.2)
+            time.sleep(0.2)
 
     def tail(self, chars=3000):
         self.log.flush()
