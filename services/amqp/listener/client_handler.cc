@@ -204,6 +204,20 @@ void ClientHandler::on_sender_open(proton::sender& s) {
         kUnauthorized, "user \"" + client_->user + "\" may not subscribe to \"" + pattern + "\""));
     return;
   }
+  // A plain address the bus does not know is a held name charged to the
+  // client (max-names) while the link holds it, as a publishing link's
+  // target is: it provides the address for requests meanwhile. A pattern
+  // with wildcards is no name.
+  std::optional<NameHold> address;
+  if (!router::hasWildcard(pattern)) {
+    address = holdWireName(pattern, client_->names.get());
+    if (!address) {
+      s.close(proton::error_condition(
+          kResourceLimitExceeded,
+          wireNameRefusal("source address", pattern, client_->names.get())));
+      return;
+    }
+  }
   if (refuseLink(s)) return;
   const bool durable = s.source().durability_mode() != proton::source::NONDURABLE;
   const uint64_t id = host_.newLinkId();
@@ -222,7 +236,10 @@ void ClientHandler::on_sender_open(proton::sender& s) {
   }
   s.open(subscriberLinkOptions(s).source(source));
   link_ids_[s] = id;
-  subscribers_.try_emplace(id, s, std::move(std::get<Subscription>(opened)), options_.counters);
+  SubscriberLink& sub =
+      subscribers_.try_emplace(id, s, std::move(std::get<Subscription>(opened)), options_.counters)
+          .first->second;
+  if (address) sub.address = SharedName(std::move(*address));
 }
 
 // What an outbox bound to subscribing link `id` calls when an event

@@ -188,6 +188,8 @@ class ClientHandler final : public proton::messaging_handler {
     proton::sender link;
     Subscription subscription;
     SubscriberDeliveries deliveries;  // sent, not yet settled by the subscriber
+    // Its source when a plain address: a client's is a held name, held while the link is open.
+    SharedName address;
   };
 
   // Refuses a link beyond max-links (true when refused).
