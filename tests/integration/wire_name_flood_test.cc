@@ -210,8 +210,9 @@ TEST(WireNameFloodTest, LinksOpenedAndClosedOnOneConnectionAreNotKept) {
   std::cout << "{\"links\":4000,\"rss_before_kb\":" << before_kb << ",\"rss_after_kb\":" << after_kb
             << ",\"rss_compared\":" << (kRssComparable ? "true" : "false") << "}\n";
   if (kRssComparable) {
-    // Kept, 4,000 links would take some 10 MB.
-    EXPECT_LE(after_kb, before_kb + 2 * 1024);
+    // Freed, they left 0.25-0.85 MB in runs here (the allocator's own
+    // churn); kept, they took 9.4 MB.
+    EXPECT_LE(after_kb, before_kb + 4 * 1024);
   }
   EXPECT_TRUE(bus.stop());
 }
