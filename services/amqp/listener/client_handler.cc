@@ -489,12 +489,20 @@ void ClientHandler::on_sender_detach(proton::sender& s) {
 // Proton answers the peer's detach (pn_link_close or pn_link_detach) after
 // the handler returns, so the link is freed by work that runs after. Links
 // the bus refused or closed first are freed too, once their peer answers.
-// When the connection goes first, Proton frees the link with it.
+// The handles stay with the handler, not in the work, so that they go on
+// the connection's thread; when the connection goes first, Proton frees
+// the links with it.
 void ClientHandler::freeWhenAnswered(const proton::link& l) {
   if (!client_) return;
-  client_->waker->add([this, l] {
-    if (connection_) freeLink(l);
-  });
+  ended_links_.push_back(l);
+  if (ended_links_.size() == 1) client_->waker->add([this] { freeEndedLinks(); });
+}
+
+void ClientHandler::freeEndedLinks() {
+  if (connection_) {
+    for (const proton::link& l : ended_links_) freeLink(l);
+  }
+  ended_links_.clear();
 }
 
 bool ClientHandler::refuseUnsettled(PublisherLink& pub, proton::delivery& d, uint64_t bytes) {
@@ -572,6 +580,7 @@ void ClientHandler::on_transport_close(proton::transport& t) {
   link_ids_.clear();
   publishers_.clear();
   subscribers_.clear();
+  ended_links_.clear();
   connection_ = proton::connection();
   host_.transportClosed(*this);
   finished_.store(true, std::memory_order_release);  // the last use of this
@@ -808,6 +817,7 @@ void ClientHandler::releaseAll() {
   }
   publishers_.clear();
   link_ids_.clear();
+  ended_links_.clear();
   connection_ = proton::connection();
   // Work added from now on (a request's answer, a commit) is refused.
   if (client_) client_->waker->close();

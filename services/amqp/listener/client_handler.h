@@ -230,6 +230,7 @@ class ClientHandler final : public proton::messaging_handler {
   void forgetLink(const proton::link& l, bool detached);
   // Frees the link the peer detached once Proton has answered (message_mapping.h, freeLink()).
   void freeWhenAnswered(const proton::link& l);
+  void freeEndedLinks();
   void forgetConnection(const proton::connection& c);
 
   ConnectionHost& host_;
@@ -240,7 +241,8 @@ class ClientHandler final : public proton::messaging_handler {
   std::map<proton::link, uint64_t> link_ids_;
   std::map<uint64_t, PublisherLink> publishers_;
   std::map<uint64_t, SubscriberLink> subscribers_;
-  UnsettledBudget unsettled_;  // what its unsettled publishes hold
+  std::vector<proton::link> ended_links_;  // detached by their peers, to free (freeWhenAnswered())
+  UnsettledBudget unsettled_;              // what its unsettled publishes hold
   proton::message outgoing_;   // reused for every event sent to a subscriber (its allocations stay)
   std::vector<char> encoded_;  // reused to size a message received that was not sized before
   bool incomplete_watch_ = false;  // watchIncompleteMessages() is scheduled
