@@ -1,6 +1,7 @@
 #include "router/broker.h"
 
 #include <array>
+#include <optional>
 #include <utility>
 
 #include "router/topic.h"
@@ -179,7 +180,7 @@ Status Broker::removeEndpoint(std::string_view name) {
     endpoint = std::move(it->second);
     endpoints_.erase(it);
     subscriptions_.removeTarget(endpoint.get());
-    std::erase_if(providers_, [&](const auto& entry) { return entry.second == endpoint; });
+    std::erase_if(providers_, [&](const auto& entry) { return entry.second.endpoint == endpoint; });
     invalidateRoutes();
   }
   // Outside the lock: draining may deliver, and deliveries may publish.
@@ -228,18 +229,23 @@ Status Broker::provide(std::string_view address, std::string_view endpoint) {
   if (it == endpoints_.end()) {
     return Status::notFound("provide: no endpoint named '" + std::string(endpoint) + "'");
   }
-  auto [slot, inserted] = providers_.try_emplace(Symbol::intern(address), it->second);
+  std::optional<NameHold> held = holdWireName(address);
+  if (!held) return Status::unavailable("provide: " + wireNameRefusal("address", address));
+  SharedName name(std::move(*held));
+  auto [slot, inserted] = providers_.try_emplace(name.symbol(), Provider{name, it->second});
   if (!inserted) {
     return Status::alreadyExists("provide: '" + std::string(address) + "' is provided by " +
-                                 slot->second->name());
+                                 slot->second.endpoint->name());
   }
   return Status::ok();
 }
 
 Status Broker::withdraw(std::string_view address) {
   MutexLock lock(mu_);
-  const Symbol symbol = Symbol::find(address);
-  if (symbol.empty() || providers_.erase(symbol) == 0) {
+  // By name: a held address has no symbol Symbol::find() knows.
+  if (std::erase_if(providers_, [&](const auto& entry) {
+        return entry.second.address.name() == address;
+      }) == 0) {
     return Status::notFound("withdraw: no provider for '" + std::string(address) + "'");
   }
   return Status::ok();
@@ -400,7 +406,7 @@ Result<uint64_t> Broker::request(flows::Exchange exchange, std::chrono::nanoseco
       return Status::notFound("request: no provider for '" + std::string(exchange.address.name()) +
                               "'");
     }
-    provider = it->second;
+    provider = it->second.endpoint;
   }
   EpochReclaimer::Guard guard = reclaimer_.enter();
   const ResolvedRoute* resolved = route(exchange.address);

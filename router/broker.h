@@ -38,6 +38,7 @@
 #include "bus/core/event_filter.h"
 #include "bus/core/status.h"
 #include "bus/core/symbol.h"
+#include "bus/core/wire_names.h"
 #include "flows/abstract_flow.h"
 #include "flows/exchange.h"
 #include "router/delivery_policy.h"
@@ -87,7 +88,10 @@ class Broker {
   Status unsubscribe(SubscriptionId id);
   size_t subscriptionCount() const;
 
-  // Makes `endpoint` the provider of the address for request().
+  // Makes `endpoint` the provider of the address for request(). The address
+  // may come from a client (a subscribing link's): it is a held name
+  // (bus/core/wire_names.h), given back with the binding, and refused with
+  // Unavailable when the budget of names from clients is spent.
   Status provide(std::string_view address, std::string_view endpoint);
   Status withdraw(std::string_view address);
 
@@ -143,7 +147,12 @@ class Broker {
   SubscriptionTable subscriptions_ GUARDED_BY(mu_);
   std::unordered_map<std::string, std::shared_ptr<Endpoint>, StringHash, std::equal_to<>> endpoints_
       GUARDED_BY(mu_);
-  std::unordered_map<Symbol, std::shared_ptr<Endpoint>> providers_ GUARDED_BY(mu_);
+  // A provider binding holds its address's name while it lasts.
+  struct Provider {
+    SharedName address;
+    std::shared_ptr<Endpoint> endpoint;
+  };
+  std::unordered_map<Symbol, Provider> providers_ GUARDED_BY(mu_);
   EpochReclaimer reclaimer_;  // declared before cache_: outlives it
   // Written (install, clear) only with mu_ held, but not GUARDED_BY(mu_):
   // publish() and request() read it without mu_ (route()), lock-free inside

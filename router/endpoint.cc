@@ -6,10 +6,7 @@
 namespace cepbus::router {
 
 Endpoint::Endpoint(std::string name, Consumer consumer, std::shared_ptr<ComponentEntry> entry)
-    : name_(std::move(name)),
-      symbol_(Symbol::intern(name_)),
-      consumer_(std::move(consumer)),
-      entry_(std::move(entry)) {}
+    : name_(std::move(name)), consumer_(std::move(consumer)), entry_(std::move(entry)) {}
 
 Status Endpoint::deliver(const flows::Exchange& exchange, flows::DeliveryContext& context) {
   Status status;

@@ -2,14 +2,15 @@
 
 // Endpoint: a named service endpoint on the router. A service supplies the
 // consumer that takes exchanges; the endpoint makes it a flows::DeliveryTarget
-// and counts what it delivered and failed into its registry entry.
+// and counts what it delivered and failed into its registry entry. Its name
+// is a plain string, not a symbol: clients name endpoints (an AMQP
+// subscribing link, a WebSocket feed), and a symbol would outlive them.
 
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "bus/core/status.h"
-#include "bus/core/symbol.h"
 #include "flows/delivery_context.h"
 #include "flows/delivery_target.h"
 #include "flows/exchange.h"
@@ -33,13 +34,11 @@ class Endpoint final : public flows::DeliveryTarget {
   Endpoint(std::string name, Consumer consumer, std::shared_ptr<ComponentEntry> entry);
 
   const std::string& name() const override { return name_; }
-  Symbol symbol() const { return symbol_; }
   Status deliver(const flows::Exchange& exchange, flows::DeliveryContext& context) override;
   ComponentEntry& entry() const { return *entry_; }
 
  private:
   const std::string name_;
-  const Symbol symbol_;
   const Consumer consumer_;
   const std::shared_ptr<ComponentEntry> entry_;
 };

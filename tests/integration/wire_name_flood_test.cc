@@ -12,6 +12,9 @@
 //
 // A replay file is another door: a file whose every line names a new
 // attribute is replayed in the memory of one that repeats its names.
+//
+// tests/bench/wire_name_flood_bench.py runs the 2,000,000-name flood
+// against any cepbus binary and prints JSON.
 
 #include <gtest/gtest.h>
 
@@ -150,17 +153,66 @@ TEST(WireNameFloodTest, AFloodOfNewNamesIsGivenBackAndAnotherClientIsServedThrou
   }
   serveOther();
   // Every name the flood created, addresses included, is given back once
-  // the greedy client's links and events are gone.
-  EXPECT_TRUE(testing::waitUntil([&] { return namesHeld() <= held_at_start; }))
-      << namesHeld() << " names held, " << held_at_start << " before the flood";
+  // the greedy client's links and events are gone. The other client, still
+  // there, holds the addresses it subscribes and publishes to.
+  EXPECT_TRUE(testing::waitUntil([&] { return namesHeld() <= held_at_start + other_sent; }))
+      << namesHeld() << " names held, " << held_at_start << " before the flood, " << other_sent
+      << " addresses of the other client";
   const uint64_t after_kb = rssKb(bus.pid());
   std::cout << "{\"flood_names\":" << 2 * total + addresses << ",\"flood_addresses\":" << addresses
             << ",\"names_held_before\":" << held_at_start << ",\"names_held_after\":" << namesHeld()
-            << ",\"rss_before_kb\":" << before_kb << ",\"rss_after_kb\":" << after_kb
-            << ",\"rss_peak_kb\":" << bus.peakRssKb()
+            << ",\"other_addresses\":" << other_sent << ",\"rss_before_kb\":" << before_kb
+            << ",\"rss_after_kb\":" << after_kb << ",\"rss_peak_kb\":" << bus.peakRssKb()
             << ",\"rss_compared\":" << (kRssComparable ? "true" : "false") << "}\n";
   if (kRssComparable) {
     EXPECT_LE(after_kb, before_kb + 16 * 1024);
+  }
+  EXPECT_TRUE(bus.stop());
+}
+
+// Links a client opens and closes on one connection are freed as they
+// close, not when the connection goes (Proton keeps them until then unless
+// the bus frees them: some 2.6 kB a link): a connection that stays and
+// opens a link per batch leaves the bus as it found it. Every link goes to
+// one address, so no name is involved.
+TEST(WireNameFloodTest, LinksOpenedAndClosedOnOneConnectionAreNotKept) {
+  BusProcess bus(CEPBUS_BINARY, "cepbus-link-churn");
+  const int port = reservedPort();
+  ASSERT_TRUE(bus.start("<cepbus name=\"churn\"><listeners><amqp host=\"127.0.0.1\" port=\"" +
+                            std::to_string(port) +
+                            "\" allow-anonymous=\"true\"/></listeners>"
+                            "<routes default-flow=\"st\"/></cepbus>\n",
+                        {port}));
+  AmqpTestClient client(port, "churn");
+  ASSERT_TRUE(client.waitOpen());
+  constexpr uint64_t kLinksPerRound = 100;
+  uint64_t sent = 0;
+  // `links` links opened, each sending one event, and closed.
+  auto churn = [&](uint64_t links) {
+    for (uint64_t round = 0; round < links / kLinksPerRound; ++round) {
+      for (uint64_t i = 0; i < kLinksPerRound; ++i, ++sent) {
+        client.publish("churn.a", {event("Churn", static_cast<int64_t>(sent), "p")});
+      }
+      ASSERT_TRUE(client.waitFor([&] { return client.accepted + client.rejected == sent; }));
+      client.closeSenders("churn.a");
+    }
+    // The bus reads a connection's frames in order: once this link's event
+    // is answered, it has read every close before it.
+    client.publish("churn.b", {event("Churn", static_cast<int64_t>(sent++), "p")});
+    ASSERT_TRUE(client.waitFor([&] { return client.accepted + client.rejected == sent; }));
+    client.closeSenders("churn.b");
+  };
+  churn(1'000);  // warm up
+  const uint64_t before_kb = rssKb(bus.pid());
+  churn(4'000);
+  const uint64_t after_kb = rssKb(bus.pid());
+  EXPECT_EQ(client.read<size_t>([&] { return client.rejected; }), 0u);
+  std::cout << "{\"links\":4000,\"rss_before_kb\":" << before_kb << ",\"rss_after_kb\":" << after_kb
+            << ",\"rss_compared\":" << (kRssComparable ? "true" : "false") << "}\n";
+  if (kRssComparable) {
+    // Freed, they left 0.25-0.85 MB in runs here (the allocator's own
+    // churn); kept, they took 9.4 MB.
+    EXPECT_LE(after_kb, before_kb + 4 * 1024);
   }
   EXPECT_TRUE(bus.stop());
 }

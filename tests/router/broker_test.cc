@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "bus/core/wire_names.h"
 #include "flows/reliable_flow.h"
 #include "flows/seda_flow.h"
 #include "flows/st_flow.h"
@@ -354,6 +355,57 @@ TEST_F(BrokerTest, RequestResponseCorrelatesReplies) {
   ASSERT_EQ(got.kind, OutcomeKind::kReply);
   EXPECT_EQ(got.reply->find(Symbol::intern("n"))->asInt(), 42);
   EXPECT_EQ(broker_->requests().pending(), 0u);
+}
+
+// A client's subscribing link provides its address for requests: the
+// binding holds the address as a name from a client, given back with it.
+TEST_F(BrokerTest, AnAddressAClientsEndpointProvidesIsGivenBackWithIt) {
+  const uint32_t held_before = wireNameStats().held;
+  ASSERT_TRUE(broker_
+                  ->addEndpoint("amqp:client-1/link-7",
+                                [](const Exchange&, DeliveryContext&) { return Status::ok(); })
+                  .isOk());
+  ASSERT_TRUE(broker_->provide("client.only.here", "amqp:client-1/link-7").isOk());
+  EXPECT_TRUE(Symbol::find("client.only.here").empty()) << "the provided address was interned";
+  EXPECT_EQ(wireNameStats().held, held_before + 1);
+  ASSERT_TRUE(broker_->removeEndpoint("amqp:client-1/link-7").isOk());
+  EXPECT_EQ(wireNameStats().held, held_before);
+}
+
+// Clients name endpoints (an AMQP subscribing link's, a WebSocket feed's):
+// on the straight-through flow nothing keeps the name after them. (A SEDA or
+// reliable flow still interns the name of each endpoint it attaches: the
+// reliable journal keys the deliveries it keeps for a subscriber by it.)
+TEST(BrokerEndpointNameTest, OnTheStraightThroughFlowAnEndpointNameIsNotInterned) {
+  auto policy = std::make_unique<DeliveryPolicy>("st");
+  ASSERT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st")).isOk());
+  Broker broker(std::move(policy), std::make_shared<Registry>());
+  ASSERT_TRUE(broker.start().isOk());
+  ASSERT_TRUE(broker
+                  .addEndpoint("amqp:client-2/link-9",
+                               [](const Exchange&, DeliveryContext&) { return Status::ok(); })
+                  .isOk());
+  ASSERT_TRUE(broker.subscribe("amqp:client-2/link-9", "client.feed.#").isOk());
+  EXPECT_TRUE(Symbol::find("amqp:client-2/link-9").empty()) << "the endpoint's name was interned";
+  ASSERT_TRUE(broker.removeEndpoint("amqp:client-2/link-9").isOk());
+  broker.stop();
+}
+
+TEST_F(BrokerTest, AHeldProvidedAddressIsWithdrawnByName) {
+  const uint32_t held_before = wireNameStats().held;
+  ASSERT_TRUE(
+      broker_->addEndpoint("svc", [](const Exchange&, DeliveryContext&) { return Status::ok(); })
+          .isOk());
+  ASSERT_TRUE(broker_->provide("client.withdrawn", "svc").isOk());
+  ASSERT_TRUE(broker_->withdraw("client.withdrawn").isOk());
+  EXPECT_EQ(wireNameStats().held, held_before);
+  EXPECT_EQ(broker_->withdraw("client.withdrawn").code(), Status::Code::kNotFound);
+  EXPECT_EQ(broker_
+                ->request(to("client.withdrawn", makeEvent(1)), std::chrono::seconds(1),
+                          [](const flows::Outcome&) {})
+                .status()
+                .code(),
+            Status::Code::kNotFound);
 }
 
 TEST_F(BrokerTest, AsynchronousRepliesFromAnotherThreadAreCorrelated) {

@@ -29,7 +29,6 @@ TEST(EndpointTest, DeliversThroughTheConsumerAndCounts) {
       },
       entry);
   EXPECT_EQ(endpoint.name(), "svc.in");
-  EXPECT_EQ(endpoint.symbol(), Symbol::intern("svc.in"));
   EXPECT_TRUE(deliverBestEffort(endpoint, inOnly(makeEvent(1))).isOk());
   EXPECT_EQ(deliverBestEffort(endpoint, inOnly(makeEvent(-1))).code(),
             Status::Code::kInvalidArgument);

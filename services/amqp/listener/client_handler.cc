@@ -204,6 +204,20 @@ void ClientHandler::on_sender_open(proton::sender& s) {
         kUnauthorized, "user \"" + client_->user + "\" may not subscribe to \"" + pattern + "\""));
     return;
   }
+  // A plain address the bus does not know is a held name charged to the
+  // client (max-names) while the link holds it, as a publishing link's
+  // target is: it provides the address for requests meanwhile. A pattern
+  // with wildcards is no name.
+  std::optional<NameHold> address;
+  if (!router::hasWildcard(pattern)) {
+    address = holdWireName(pattern, client_->names.get());
+    if (!address) {
+      s.close(proton::error_condition(
+          kResourceLimitExceeded,
+          wireNameRefusal("source address", pattern, client_->names.get())));
+      return;
+    }
+  }
   if (refuseLink(s)) return;
   const bool durable = s.source().durability_mode() != proton::source::NONDURABLE;
   const uint64_t id = host_.newLinkId();
@@ -222,7 +236,10 @@ void ClientHandler::on_sender_open(proton::sender& s) {
   }
   s.open(subscriberLinkOptions(s).source(source));
   link_ids_[s] = id;
-  subscribers_.try_emplace(id, s, std::move(std::get<Subscription>(opened)), options_.counters);
+  SubscriberLink& sub =
+      subscribers_.try_emplace(id, s, std::move(std::get<Subscription>(opened)), options_.counters)
+          .first->second;
+  if (address) sub.address = SharedName(std::move(*address));
 }
 
 // What an outbox bound to subscribing link `id` calls when an event
@@ -456,10 +473,37 @@ void ClientHandler::on_receiver_close(proton::receiver& r) {
   endSource(r);
   forgetLink(r, false);
   burst_wakes_.flush();  // a burst it was reading ends with it
+  freeWhenAnswered(r);
 }
-void ClientHandler::on_sender_close(proton::sender& s) { forgetLink(s, false); }
+void ClientHandler::on_receiver_detach(proton::receiver& r) { on_receiver_close(r); }
+void ClientHandler::on_sender_close(proton::sender& s) {
+  forgetLink(s, false);
+  freeWhenAnswered(s);
+}
 // A detach (not a close) keeps a durable subscription.
-void ClientHandler::on_sender_detach(proton::sender& s) { forgetLink(s, true); }
+void ClientHandler::on_sender_detach(proton::sender& s) {
+  forgetLink(s, true);
+  freeWhenAnswered(s);
+}
+
+// Proton answers the peer's detach (pn_link_close or pn_link_detach) after
+// the handler returns, so the link is freed by work that runs after. Links
+// the bus refused or closed first are freed too, once their peer answers.
+// The handles stay with the handler, not in the work, so that they go on
+// the connection's thread; when the connection goes first, Proton frees
+// the links with it.
+void ClientHandler::freeWhenAnswered(const proton::link& l) {
+  if (!client_) return;
+  ended_links_.push_back(l);
+  if (ended_links_.size() == 1) client_->waker->add([this] { freeEndedLinks(); });
+}
+
+void ClientHandler::freeEndedLinks() {
+  if (connection_) {
+    for (const proton::link& l : ended_links_) freeLink(l);
+  }
+  ended_links_.clear();
+}
 
 bool ClientHandler::refuseUnsettled(PublisherLink& pub, proton::delivery& d, uint64_t bytes) {
   const std::optional<UnsettledBudget::Refusal> refusal = unsettled_.hold(bytes);
@@ -536,6 +580,7 @@ void ClientHandler::on_transport_close(proton::transport& t) {
   link_ids_.clear();
   publishers_.clear();
   subscribers_.clear();
+  ended_links_.clear();
   connection_ = proton::connection();
   host_.transportClosed(*this);
   finished_.store(true, std::memory_order_release);  // the last use of this
@@ -772,6 +817,7 @@ void ClientHandler::releaseAll() {
   }
   publishers_.clear();
   link_ids_.clear();
+  ended_links_.clear();
   connection_ = proton::connection();
   // Work added from now on (a request's answer, a commit) is refused.
   if (client_) client_->waker->close();

@@ -123,6 +123,8 @@ class ClientHandler final : public proton::messaging_handler {
   void on_tracker_release(proton::tracker& t) override;
   void on_message(proton::delivery& d, proton::message& m) override;
   void on_receiver_close(proton::receiver& r) override;
+  // A publishing link keeps nothing for later: a detach ends it as a close does.
+  void on_receiver_detach(proton::receiver& r) override;
   void on_sender_close(proton::sender& s) override;
   // A detach (not a close) keeps a durable subscription.
   void on_sender_detach(proton::sender& s) override;
@@ -186,6 +188,8 @@ class ClientHandler final : public proton::messaging_handler {
     proton::sender link;
     Subscription subscription;
     SubscriberDeliveries deliveries;  // sent, not yet settled by the subscriber
+    // Its source when a plain address: a client's is a held name, held while the link is open.
+    SharedName address;
   };
 
   // Refuses a link beyond max-links (true when refused).
@@ -224,6 +228,9 @@ class ClientHandler final : public proton::messaging_handler {
   // Records that a publishing link's source ended (flows::sourceEnds()).
   void endSource(const proton::link& l);
   void forgetLink(const proton::link& l, bool detached);
+  // Frees the link the peer detached once Proton has answered (message_mapping.h, freeLink()).
+  void freeWhenAnswered(const proton::link& l);
+  void freeEndedLinks();
   void forgetConnection(const proton::connection& c);
 
   ConnectionHost& host_;
@@ -234,7 +241,8 @@ class ClientHandler final : public proton::messaging_handler {
   std::map<proton::link, uint64_t> link_ids_;
   std::map<uint64_t, PublisherLink> publishers_;
   std::map<uint64_t, SubscriberLink> subscribers_;
-  UnsettledBudget unsettled_;  // what its unsettled publishes hold
+  std::vector<proton::link> ended_links_;  // detached by their peers, to free (freeWhenAnswered())
+  UnsettledBudget unsettled_;              // what its unsettled publishes hold
   proton::message outgoing_;   // reused for every event sent to a subscriber (its allocations stay)
   std::vector<char> encoded_;  // reused to size a message received that was not sized before
   bool incomplete_watch_ = false;  // watchIncompleteMessages() is scheduled

@@ -416,6 +416,8 @@ uint64_t remoteMaxMessageSize(const proton::link& link) {
 
 int unsentDeliveries(const proton::link& link) { return pn_link_queued(LinkAccess::raw(link)); }
 
+void freeLink(const proton::link& link) { pn_link_free(LinkAccess::raw(link)); }
+
 WaitingMessage messageWaiting(const proton::receiver& receiver) {
   pn_link_t* link = LinkAccess::raw(receiver);
   pn_delivery_t* next = pn_link_current(link);

@@ -566,6 +566,34 @@ TEST_P(AmqpListenerTest, ATargetAddressBeyondTheWireNameBudgetClosesTheLinkWithA
             std::string::npos);
 }
 
+// A subscribing link's plain address is a name from the client too.
+TEST_P(AmqpListenerTest, ASourceAddressBeyondTheWireNameBudgetClosesTheLinkWithAReason) {
+  AmqpListenerService& service = start();
+  setWireNameBudget(wireNameStats().held);  // no new name from clients from now on
+  TestClient subscriber(service.port(), subscribing({"alerts.never-seen-before"}));
+  const bool closed = subscriber.waitFor([&] { return static_cast<bool>(subscriber.error); });
+  setWireNameBudget(kDefaultWireNameBudget);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(subscriber.read<std::string>([&] { return subscriber.error.name(); }),
+            kResourceLimitExceeded);
+  EXPECT_NE(subscriber.read<std::string>([&] { return subscriber.error.description(); })
+                .find("source address 'alerts.never-seen-before' refused"),
+            std::string::npos);
+}
+
+// ... and given back with the link (and the request provider it made).
+TEST_P(AmqpListenerTest, ASubscribingLinksAddressIsGivenBackWhenItCloses) {
+  AmqpListenerService& service = start();
+  const uint32_t held_before = wireNameStats().held;
+  {
+    TestClient subscriber(service.port(), subscribing({"alerts.only-while-attached"}));
+    ASSERT_TRUE(subscriber.waitFor([&] { return subscriber.links_open == 1; }));
+    EXPECT_EQ(wireNameStats().held, held_before + 1);
+  }
+  EXPECT_TRUE(waitUntil([&] { return wireNameStats().held == held_before; }))
+      << wireNameStats().held << " names held, " << held_before << " before";
+}
+
 TEST_P(AmqpListenerTest, RefusesConnectionsWhenAnonymousIsNotAllowed) {
   AmqpListenerService& service = start(/*anonymous=*/false);
   TestClient client(service.port(), publishing("x"));
