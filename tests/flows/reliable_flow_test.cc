@@ -800,16 +800,27 @@ TEST_P(ReliableFlowTest, AnUnopenableJournalFailsStart) {
   EXPECT_EQ(unnamed.start().code(), Status::Code::kInvalidArgument);
 }
 
-TEST_P(ReliableFlowTest, OverloadDegradesThenRejectsAndEveryAcceptedEventArrivesOnce) {
+// A reliable flow of stage capacity 20 whose one target, "slow", takes
+// nothing until its gate opens: its stage fills, passing degrade-at first.
+struct OverloadedFlow {
   TempDir dir;
-  const std::string path = dir.file("r.db");
-  RecordingTarget slow("slow");
-  ReliableFlow flow(reliableConfig(path, 20));
-  ASSERT_TRUE(flow.attach(slow).isOk());
-  ASSERT_TRUE(flow.start().isOk());
-  slow.closeGate();
-  auto recorder = std::make_shared<OutcomeRecorder>();
+  std::string path = dir.file("r.db");
+  RecordingTarget slow{"slow"};
+  ReliableFlow flow{reliableConfig(path, 20)};
+  std::shared_ptr<OutcomeRecorder> recorder = std::make_shared<OutcomeRecorder>();
   std::vector<DeliveryTarget*> targets{&slow};
+
+  bool start() {
+    if (!flow.attach(slow).isOk() || !flow.start().isOk()) return false;
+    slow.closeGate();
+    return true;
+  }
+};
+
+TEST_P(ReliableFlowTest, OverloadDegradesThenRejectsAndEveryAcceptedEventArrivesOnce) {
+  OverloadedFlow o;
+  ASSERT_TRUE(o.start());
+  auto& [dir, path, slow, flow, recorder, targets] = o;
   std::set<EventId> journaled, degraded, rejected;
   for (int i = 0; i < 300 && rejected.empty(); ++i) {
     EventPtr event = makeEvent(i);
@@ -858,15 +869,9 @@ TEST_P(ReliableFlowTest, OverloadDegradesThenRejectsAndEveryAcceptedEventArrives
 // event and sends it again, and nothing it was told is queued can be dropped
 // by a full target.
 TEST_P(ReliableFlowTest, UnderLoadAnExchangeThatMayNotDegradeIsRefusedNotDegraded) {
-  TempDir dir;
-  const std::string path = dir.file("r.db");
-  RecordingTarget slow("slow");
-  ReliableFlow flow(reliableConfig(path, 20));
-  ASSERT_TRUE(flow.attach(slow).isOk());
-  ASSERT_TRUE(flow.start().isOk());
-  slow.closeGate();
-  auto recorder = std::make_shared<OutcomeRecorder>();
-  std::vector<DeliveryTarget*> targets{&slow};
+  OverloadedFlow o;
+  ASSERT_TRUE(o.start());
+  auto& [dir, path, slow, flow, recorder, targets] = o;
   std::set<EventId> journaled;
   std::vector<EventPtr> refused;
   for (int i = 0; i < 300 && refused.empty(); ++i) {
