@@ -500,7 +500,12 @@ void ClientHandler::freeWhenAnswered(const proton::link& l) {
 
 void ClientHandler::freeEndedLinks() {
   if (connection_) {
-    for (const proton::link& l : ended_links_) freeLink(l);
+    for (const proton::link& l : ended_links_) {
+      // Proton gives an attach of a name the link object of that name it
+      // still has, unless that link is closed on both sides: a link the
+      // handler tracks again is live, not freed.
+      if (link_ids_.count(l) == 0) freeLink(l);
+    }
   }
   ended_links_.clear();
 }
