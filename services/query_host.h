@@ -116,6 +116,12 @@ class QueryHost {
   virtual std::vector<std::string> queries() const = 0;
   // The queries as they run now (edits included), in the same order.
   virtual std::vector<descriptor::QuerySpec> querySpecs() const = 0;
+  // The queries of `unit` of `assembly` as this host would run them: with
+  // what the unit and the assembly add to each (the folder its relative
+  // paths resolve in, the unit's defaults), so that they compare with
+  // querySpecs().
+  virtual std::vector<descriptor::QuerySpec> unitQueries(
+      const descriptor::ServiceAssembly& assembly, const descriptor::ServiceUnit& unit) const = 0;
   // nullopt for an unknown query (removed meanwhile).
   virtual std::optional<QueryStats> stats(std::string_view query) const = 0;
   // The endpoint the query consumes its input through.

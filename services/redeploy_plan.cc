@@ -68,7 +68,7 @@ std::string_view queryStepName(QueryStep::Kind kind) {
 
 Result<RedeployPlan> planRedeploy(const descriptor::ServiceAssembly& deployed,
                                   const descriptor::ServiceAssembly& next,
-                                  const RunningQueries& running) {
+                                  const QueryHostOf& host_of) {
   for (const descriptor::ServiceUnit& unit : deployed.units) {
     if (next.unit(unit.name) == nullptr) {
       return refuse(next.where, "service unit \"" + unit.name + "\" runs but is not in the " +
@@ -86,21 +86,23 @@ Result<RedeployPlan> planRedeploy(const descriptor::ServiceAssembly& deployed,
       return refuse(unit.where, "service unit \"" + unit.name + "\": " + what);
     }
     const std::string service = next.name + "." + unit.name;
-    const std::optional<std::vector<descriptor::QuerySpec>> queries = running(service);
-    if (!queries) {
+    const QueryHost* host = host_of(service);
+    if (host == nullptr) {
       if (unit.queries.empty()) continue;
       return refuse(unit.where,
                     "service unit \"" + unit.name + "\" runs no queries to change (no CEP unit)");
     }
-    for (const descriptor::QuerySpec& q : *queries) {
-      if (findQuery(unit.queries, q.name) == nullptr) {
+    const std::vector<descriptor::QuerySpec> queries = host->querySpecs();
+    const std::vector<descriptor::QuerySpec> wanted = host->unitQueries(next, unit);
+    for (const descriptor::QuerySpec& q : queries) {
+      if (findQuery(wanted, q.name) == nullptr) {
         descriptor::QuerySpec name_only;
         name_only.name = q.name;
         plan.steps.push_back({QueryStep::Kind::kRemove, service, std::move(name_only)});
       }
     }
-    for (const descriptor::QuerySpec& q : unit.queries) {
-      const descriptor::QuerySpec* runs = findQuery(*queries, q.name);
+    for (const descriptor::QuerySpec& q : wanted) {
+      const descriptor::QuerySpec* runs = findQuery(queries, q.name);
       if (runs == nullptr) {
         additions.push_back({QueryStep::Kind::kAdd, service, q});
       } else if (sameQuery(*runs, q)) {

@@ -18,13 +18,13 @@
 // which starts its units empty. The refusal names the unit and what differs.
 
 #include <functional>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "bus/core/status.h"
 #include "bus/host/descriptor/descriptor.h"
+#include "services/query_host.h"
 
 namespace cepbus::services {
 
@@ -45,16 +45,16 @@ struct RedeployPlan {
   std::vector<std::string> kept;
 };
 
-// The queries `service` runs now, as their specs; nullopt when `service`
-// runs no queries (it is no query host).
-using RunningQueries =
-    std::function<std::optional<std::vector<descriptor::QuerySpec>>(std::string_view service)>;
+// The running query host of service `service`; nullptr when it runs no
+// queries.
+using QueryHostOf = std::function<const QueryHost*(std::string_view service)>;
 
-// The plan that turns `deployed` (as it runs, with `running`'s queries) into
-// `next`. Rejected, naming the unit of `next` (its descriptor line) and what
-// differs, when anything but queries differs.
+// The plan that turns `deployed` (as it runs: each unit's queries as its
+// host runs them) into `next`, whose queries are compared as the host would
+// run them (QueryHost::unitQueries()). Rejected, naming the unit of `next`
+// (its descriptor line) and what differs, when anything but queries differs.
 Result<RedeployPlan> planRedeploy(const descriptor::ServiceAssembly& deployed,
                                   const descriptor::ServiceAssembly& next,
-                                  const RunningQueries& running);
+                                  const QueryHostOf& host_of);
 
 }  // namespace cepbus::services

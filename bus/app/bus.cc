@@ -523,15 +523,17 @@ Result<services::Redeployed> Bus::redeploy(const descriptor::ServiceAssembly& as
     if (Status s = deployRunning(assembly); !s) return s;
     return services::Redeployed{.deployed = true, .changed = {}, .kept = {}};
   }
-  const auto running =
-      [&units](std::string_view name) -> std::optional<std::vector<descriptor::QuerySpec>> {
+  const auto host_of = [&units](std::string_view name) -> const services::QueryHost* {
     for (const auto& service : units) {
-      if (service->name() != name) continue;
-      if (services::QueryHost* host = service->queryHost()) return host->querySpecs();
+      if (service->name() == name) return service->queryHost();
     }
-    return std::nullopt;
+    return nullptr;
   };
-  Result<services::RedeployPlan> plan = services::planRedeploy(*deployed, assembly, running);
+  // A body given without a folder (the admin API's) resolves its relative
+  // paths where the assembly it redeploys does.
+  descriptor::ServiceAssembly next = assembly;
+  if (next.base_dir.empty()) next.base_dir = deployed->base_dir;
+  Result<services::RedeployPlan> plan = services::planRedeploy(*deployed, next, host_of);
   if (!plan) return plan.status();
   Result<services::Redeployed> done = applyRedeploy(*plan);
   {
@@ -539,7 +541,7 @@ Result<services::Redeployed> Bus::redeploy(const descriptor::ServiceAssembly& as
     // descriptor only has to stay right for the rest, which did not change.
     std::lock_guard lock(services_mu_);
     for (Assembly& a : assemblies_) {
-      if (a.descriptor.name == assembly.name) a.descriptor = assembly;
+      if (a.descriptor.name == next.name) a.descriptor = next;
     }
   }
   return done;

@@ -406,6 +406,20 @@ std::vector<descriptor::QuerySpec> CepService::querySpecs() const {
   return out;
 }
 
+std::vector<descriptor::QuerySpec> CepService::unitQueries(
+    const descriptor::ServiceAssembly& assembly, const descriptor::ServiceUnit& unit) const {
+  std::vector<descriptor::QuerySpec> queries = unit.queries;
+  // The unit's checkpoint_interval is the default of its queries' option.
+  const descriptor::Param* interval = unit.param(kCheckpointIntervalOption);
+  for (descriptor::QuerySpec& query : queries) {
+    query.base_dir = assembly.base_dir;
+    if (interval != nullptr && query.option(kCheckpointIntervalOption) == nullptr) {
+      query.options.push_back(*interval);
+    }
+  }
+  return queries;
+}
+
 std::optional<QueryStats> CepService::stats(std::string_view name) const {
   MutexLock lock(mu_);
   const std::shared_ptr<CepQuery> q = findQuery(name);
@@ -507,17 +521,10 @@ Result<std::unique_ptr<Service>> CepServiceFactory::create(
   }
   if (!errors.empty()) return Status::invalidArgument(joined(errors, "\n"));
   auto service = std::make_unique<CepService>(std::move(config), context);
-  std::vector<descriptor::QuerySpec> queries = unit.queries;
-  // The unit's checkpoint_interval is the default of its queries' option.
-  const descriptor::Param* interval = unit.param(kCheckpointIntervalOption);
-  for (descriptor::QuerySpec& query : queries) {
-    query.base_dir = assembly.base_dir;
-    if (interval != nullptr && query.option(kCheckpointIntervalOption) == nullptr) {
-      query.options.push_back(*interval);
-    }
-  }
   // One call, so that the unit's queries share detectors.
-  if (Status s = service->addQueries(queries); !s) return Status::invalidArgument(s.message());
+  if (Status s = service->addQueries(service->unitQueries(assembly, unit)); !s) {
+    return Status::invalidArgument(s.message());
+  }
   return std::unique_ptr<Service>(std::move(service));
 }
 

@@ -221,6 +221,9 @@ class CepService final : public Service, public QueryHost {
   // The query names, in the order they were added.
   std::vector<std::string> queries() const override EXCLUDES(mu_);
   std::vector<descriptor::QuerySpec> querySpecs() const override EXCLUDES(mu_);
+  std::vector<descriptor::QuerySpec> unitQueries(
+      const descriptor::ServiceAssembly& assembly,
+      const descriptor::ServiceUnit& unit) const override;
   std::optional<QueryStats> stats(std::string_view query) const override EXCLUDES(mu_);
   // Matches reported by `query` so far; 0 for an unknown query.
   uint64_t matches(std::string_view query) const;

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -32,20 +31,42 @@ constexpr std::string_view kDeployed = R"(<service-assembly name="plant">
   </service-unit>
 </service-assembly>)";
 
-// What the running services hold: the deployed descriptor's queries, unless
-// a test changed them (as the admin API's query edits would).
+// A query host that runs `running` and, as a CEP unit does with its
+// checkpoint_interval, gives every query of a unit an option of the unit's.
+class FakeHost final : public QueryHost {
+ public:
+  std::vector<descriptor::QuerySpec> running;
+
+  std::vector<descriptor::QuerySpec> querySpecs() const override { return running; }
+  std::vector<descriptor::QuerySpec> unitQueries(
+      const descriptor::ServiceAssembly&, const descriptor::ServiceUnit& unit) const override {
+    std::vector<descriptor::QuerySpec> out = unit.queries;
+    for (descriptor::QuerySpec& q : out) q.options.push_back({"from_unit", "1", {}});
+    return out;
+  }
+  Status addQuery(const descriptor::QuerySpec&) override { return Status::ok(); }
+  Status removeQuery(std::string_view) override { return Status::ok(); }
+  Result<QueryEdit> replaceQuery(const descriptor::QuerySpec&) override { return QueryEdit{}; }
+  std::vector<std::string> queries() const override { return {}; }
+  std::optional<QueryStats> stats(std::string_view) const override { return std::nullopt; }
+  std::string endpointName(std::string_view) const override { return {}; }
+  Result<std::string> exportModel(std::string_view, std::string_view) const override {
+    return Status::notFound("no model");
+  }
+};
+
+// The CEP unit runs the deployed descriptor's queries as its host makes
+// them, unless a test changed them (as the admin API's query edits would).
 class RedeployPlanTest : public ::testing::Test {
  protected:
   void SetUp() override {
     deployed_ = parse(kDeployed);
-    running_["plant.cep"] = deployed_.unit("cep")->queries;
+    cep_.running = cep_.unitQueries(deployed_, *deployed_.unit("cep"));
   }
 
   Result<RedeployPlan> plan(std::string_view next) {
     return planRedeploy(deployed_, parse(next), [this](std::string_view service) {
-      const auto it = running_.find(std::string(service));
-      return it != running_.end() ? std::optional<std::vector<descriptor::QuerySpec>>(it->second)
-                                  : std::nullopt;
+      return service == "plant.cep" && cep_runs_ ? &cep_ : nullptr;
     });
   }
 
@@ -58,9 +79,12 @@ class RedeployPlanTest : public ::testing::Test {
   }
 
   descriptor::ServiceAssembly deployed_;
-  std::map<std::string, std::vector<descriptor::QuerySpec>> running_;
+  FakeHost cep_;
+  bool cep_runs_ = true;
 };
 
+// Compared as the host runs them, the unit's own additions included: the
+// same descriptor changes nothing.
 TEST_F(RedeployPlanTest, TheSameDescriptorKeepsEveryQuery) {
   const auto p = plan(kDeployed);
   ASSERT_TRUE(p) << p.status().message();
@@ -88,20 +112,23 @@ TEST_F(RedeployPlanTest, AnEditedQueryIsReplacedAnAbsentOneRemovedANewOneAdded) 
   EXPECT_EQ(steps(*p), (std::vector<std::string>{"removed plant.cep/cold", "replaced plant.cep/hot",
                                                  "added plant.cep/rising"}));
   EXPECT_NE(p->steps[1].spec.text.find("WITHIN 60"), std::string::npos);
+  // As the host runs them: with what the unit gives each query.
+  EXPECT_NE(p->steps[1].spec.option("from_unit"), nullptr);
+  EXPECT_NE(p->steps[2].spec.option("from_unit"), nullptr);
   EXPECT_TRUE(p->kept.empty());
 }
 
 TEST_F(RedeployPlanTest, ItComparesWithTheQueriesAsTheyRunNotAsFirstDeployed) {
   // An edit over the admin API widened "hot" already: the descriptor that
   // says the same keeps it, and one that repeats the deployed text reverts it.
-  descriptor::QuerySpec& hot = running_["plant.cep"][0];
+  descriptor::QuerySpec& hot = cep_.running[0];
   hot.text = "PATTERN SEQ(Temp a, Temp b) WHERE b.value > a.value WITHIN 60";
   auto reverted = plan(kDeployed);
   ASSERT_TRUE(reverted);
   EXPECT_EQ(steps(*reverted), std::vector<std::string>{"replaced plant.cep/hot"});
   // Only the text, output and options count, not where a query was written.
-  running_["plant.cep"] = parse(kDeployed).unit("cep")->queries;
-  for (auto& q : running_["plant.cep"]) q.where.line += 40;
+  cep_.running = cep_.unitQueries(deployed_, *deployed_.unit("cep"));
+  for (auto& q : cep_.running) q.where.line += 40;
   auto same = plan(kDeployed);
   ASSERT_TRUE(same);
   EXPECT_TRUE(same->steps.empty());
@@ -146,7 +173,7 @@ TEST_F(RedeployPlanTest, AnythingButQueriesIsRefusedNamingTheUnitAndWhat) {
 }
 
 TEST_F(RedeployPlanTest, QueriesOnAUnitThatRunsNoneAreRefused) {
-  running_.erase("plant.cep");
+  cep_runs_ = false;
   const auto p = plan(kDeployed);
   ASSERT_FALSE(p);
   EXPECT_NE(p.status().message().find("runs no queries"), std::string::npos);

@@ -1888,6 +1888,31 @@ descriptor::QuerySpec specOf(const CepQuery& query) {
   return assembly->units.at(0).queries.at(0);
 }
 
+// What a redeploy compares with the running queries: a unit's queries with
+// the unit's checkpoint_interval as their default and the assembly's folder.
+TEST_F(CepServiceTest, AUnitsQueriesTakeTheUnitsDefaultAndTheAssemblysFolder) {
+  CepService& cep = start(pairsUnit());
+  auto assembly = descriptor::parseServiceAssembly(R"(<service-assembly name="plant">
+  <service-unit name="u" type="cep">
+    <param name="checkpoint_interval" value="250"/>
+    <query name="own" engine="nfa" input="in" output="out">
+      <option name="checkpoint_interval" value="50"/><text>PATTERN A a</text>
+    </query>
+    <query name="unit" engine="nfa" input="in" output="out"><text>PATTERN A a</text></query>
+  </service-unit>
+</service-assembly>)",
+                                                   "plant.xml", nullptr, "/srv/plant");
+  ASSERT_TRUE(assembly) << assembly.status().toString();
+  const std::vector<descriptor::QuerySpec> queries =
+      cep.unitQueries(*assembly, *assembly->unit("u"));
+  ASSERT_EQ(queries.size(), 2u);
+  EXPECT_EQ(queries[0].option("checkpoint_interval")->value, "50");
+  EXPECT_EQ(queries[0].options.size(), 1u);
+  ASSERT_NE(queries[1].option("checkpoint_interval"), nullptr);
+  EXPECT_EQ(queries[1].option("checkpoint_interval")->value, "250");
+  for (const auto& q : queries) EXPECT_EQ(q.base_dir, "/srv/plant");
+}
+
 // A then B within `within`, on the nfa engine, composites of type `type`.
 CepQuery nfaPairs(const std::string& within, const std::string& type) {
   return CepQuery("pairs",
