@@ -89,6 +89,10 @@ class AbstractFlow {
   virtual Status attach(DeliveryTarget& target);
   // Releases them; returns once nothing of this flow is delivering to `target`.
   virtual void detach(DeliveryTarget& target);
+  // As detach(), for a target that will not come back under its name (a
+  // subscriber that ended its subscription): what the flow keeps for its
+  // return (a reliable flow's undelivered records) goes too.
+  virtual void retire(DeliveryTarget& target) { detach(target); }
   // Exchanges waiting in this flow for `target`.
   virtual size_t queueLength(const DeliveryTarget& target) const;
 

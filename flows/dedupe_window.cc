@@ -5,11 +5,11 @@ namespace cepbus::flows {
 void DedupeWindow::insert(const DeliveryKey& key) {
   if (capacity_ == 0 || !set_.insert(key)) return;
   if (order_.size() < capacity_) {
-    order_.push_back(key);
+    order_.push_back(Remembered{key.target, key.event_id});
     return;
   }
-  set_.erase(order_[oldest_]);
-  order_[oldest_] = key;
+  set_.erase(order_[oldest_].key());
+  order_[oldest_] = Remembered{key.target, key.event_id};
   oldest_ = (oldest_ + 1) % capacity_;
 }
 

@@ -10,6 +10,7 @@
 
 #include "bus/core/event.h"
 #include "bus/core/symbol.h"
+#include "bus/core/wire_names.h"
 #include "flows/flat_set.h"
 
 namespace cepbus::flows {
@@ -31,6 +32,11 @@ struct DeliveryKeyHash {
 
 using DeliveryKeySet = FlatSet<DeliveryKey, DeliveryKeyHash>;
 
+// It holds the target names of the keys it remembers: a name from a client
+// (a subscribing link's) is given back once its target detached and its keys
+// are forgotten, and its id is not reused for another target meanwhile, which
+// would make that target's first deliveries look like duplicates.
+//
 // Thread-safety: none (ReliableFlow guards it with its mutex). Memory grows
 // with the keys remembered, up to the capacity, and is then reused.
 class DedupeWindow {
@@ -39,6 +45,7 @@ class DedupeWindow {
 
   bool contains(const DeliveryKey& key) const { return set_.contains(key); }
   // Remembers `key`, forgetting the oldest key when full. No effect if known.
+  // The caller holds `key.target` meanwhile.
   void insert(const DeliveryKey& key);
   void clear() {
     set_.clear();
@@ -51,9 +58,14 @@ class DedupeWindow {
  private:
   const size_t capacity_;
   DeliveryKeySet set_;
+  struct Remembered {
+    SharedName target;
+    EventId event_id = 0;
+    DeliveryKey key() const { return DeliveryKey{target, event_id}; }
+  };
   // The keys in the order remembered: a ring once it holds capacity_ keys,
   // whose oldest is at oldest_.
-  std::vector<DeliveryKey> order_;
+  std::vector<Remembered> order_;
   size_t oldest_ = 0;
 };
 

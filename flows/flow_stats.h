@@ -57,9 +57,13 @@ inline constexpr MetricSpec kBacklog =
     MetricSpec::gauge("backlog", "Records waiting for a journal commit.");
 inline constexpr MetricSpec kHeldBack =
     MetricSpec::gauge("held_back", "Deliveries waiting for their target's next retry.");
-inline constexpr MetricSpec kAll[] = {kJournaled,   kCommits,  kAcknowledged, kCancelled,
-                                      kRedelivered, kRetries,  kAbandoned,    kCorrupt,
-                                      kErrors,      kInFlight, kBacklog,      kHeldBack};
+inline constexpr MetricSpec kDeparted = MetricSpec::counter(
+    "departed", "Records removed because their target left for good (a subscription ended).");
+inline constexpr MetricSpec kOrphans =
+    MetricSpec::gauge("orphans", "Records waiting for their target to attach again.");
+inline constexpr MetricSpec kAll[] = {
+    kJournaled, kCommits,  kAcknowledged, kCancelled, kRedelivered, kRetries,  kAbandoned,
+    kCorrupt,   kDeparted, kErrors,       kInFlight,  kBacklog,     kHeldBack, kOrphans};
 }  // namespace journal_stats
 inline constexpr stats::Schema kJournalSchema{"journal", journal_stats::kAll};
 

@@ -183,6 +183,7 @@ ReliableFlow::ReliableFlow(ReliableFlowConfig config)
       retried_(journal_scope_->counter(journal_stats::kRetries)),
       abandoned_(journal_scope_->counter(journal_stats::kAbandoned)),
       corrupt_(journal_scope_->counter(journal_stats::kCorrupt)),
+      departed_(journal_scope_->counter(journal_stats::kDeparted)),
       stages_(config_.name, statsScope(), config_.stage,
               [this](DeliveryTarget& target, const Attachment&) {
                 return [this, &target](stages::StageItem& item) { return handle(target, item); };
@@ -207,6 +208,7 @@ void ReliableFlow::reportJournalGauges() {
     MutexLock lock(mu_);
     return static_cast<double>(held_back_);
   });
+  journal_scope_->gauge(j::kOrphans, [this] { return static_cast<double>(orphanCount()); });
 }
 
 ReliableFlow::~ReliableFlow() { stop(); }
@@ -214,6 +216,10 @@ ReliableFlow::~ReliableFlow() { stop(); }
 Status ReliableFlow::attach(DeliveryTarget& target) {
   Result<Attachment> attached = stages_.attach(target);
   if (!attached) return attached.status();
+  {
+    MutexLock lock(mu_);
+    departed_names_.remove(attached->name.name());
+  }
   if (running()) redeliver(target, *attached);
   return Status::ok();
 }
@@ -235,6 +241,38 @@ void ReliableFlow::detach(DeliveryTarget& target) {
     held_.erase(it);
   }
   for (const Delivery& delivery : held) orphan(delivery);
+}
+
+void ReliableFlow::retire(DeliveryTarget& target) {
+  SharedName name;
+  stages_.with(target,
+               [&](const stages::Stage&, const Attachment& attachment) { name = attachment.name; });
+  detach(target);
+  if (name.empty()) return;
+  std::vector<Orphan> orphans;
+  {
+    MutexLock lock(mu_);
+    departed_names_.add(name.name());
+    if (auto it = orphans_.find(name); it != orphans_.end()) {
+      orphans = std::move(it->second);
+      orphans_.erase(it);
+    }
+  }
+  for (Orphan& orphan : orphans) drop(orphan);
+}
+
+void ReliableFlow::drop(Orphan& orphan) {
+  const JournalRecord& record = orphan.record;
+  departed_.inc();
+  acknowledgeRecord(record.seq, DeliveryKey{record.target, record.event_id},
+                    orphan.settlement.get());
+}
+
+size_t ReliableFlow::orphanCount() const {
+  MutexLock lock(mu_);
+  size_t count = 0;
+  for (const auto& [name, orphans] : orphans_) count += orphans.size();
+  return count;
 }
 
 size_t ReliableFlow::queueLength(const DeliveryTarget& target) const {
@@ -570,10 +608,17 @@ void ReliableFlow::orphan(const Delivery& delivery) {
                        {},
                        delivery.exchange.event};
   const Symbol name = delivery.target_name;
+  bool departed;
   {
     MutexLock lock(mu_);
     in_flight_.erase(delivery.key());
-    orphans_[name].push_back(Orphan{std::move(record), delivery.settlement});
+    departed = departed_names_.contains(name.name());
+    if (!departed) orphans_[name].push_back(Orphan{std::move(record), delivery.settlement});
+  }
+  if (departed) {
+    Orphan dropped{std::move(record), delivery.settlement};
+    drop(dropped);
+    return;
   }
   // A target of the same name may have attached again meanwhile (a
   // subscriber that came back before this retry): it gets the record now,
@@ -799,6 +844,8 @@ ReliableMetricsSnapshot ReliableFlow::reliableMetrics() const {
   m.retries = retried_.value();
   m.abandoned = abandoned_.value();
   m.corrupt = corrupt_.value();
+  m.departed = departed_.value();
+  m.orphans = orphanCount();
   MutexLock lock(mu_);
   m.in_flight = in_flight_.size();
   m.held_back = held_back_;

@@ -107,6 +107,7 @@
 #include "bus/base/mutex.h"
 #include "flows/abstract_flow.h"
 #include "flows/dedupe_window.h"
+#include "flows/departed_names.h"
 #include "flows/journal/journal.h"
 #include "flows/journal/journal_writer.h"
 #include "flows/slot_pool.h"
@@ -143,6 +144,8 @@ struct ReliableMetricsSnapshot {
   size_t held_back = 0;       // deliveries waiting for their target's next retry
   uint64_t abandoned = 0;     // records that exhausted max_attempts (still journaled)
   uint64_t corrupt = 0;       // undecodable records (removed) or id batches (skipped)
+  uint64_t departed = 0;      // records removed because their target left for good
+  size_t orphans = 0;         // records waiting for their target to attach again
   uint64_t journal_errors = 0;  // failed transactions
   size_t in_flight = 0;         // journaled, not yet acknowledged, in this run
   size_t backlog = 0;           // records waiting for a commit
@@ -158,6 +161,11 @@ class ReliableFlow final : public AbstractFlow {
 
   Status attach(DeliveryTarget& target) override;
   void detach(DeliveryTarget& target) override;
+  // Detaches it and acknowledges its records in its place, those waiting for
+  // it now and those its deliveries still out leave behind later: a
+  // subscription that ended is not delivered to again, so its records would
+  // otherwise stay in memory and in the journal for good.
+  void retire(DeliveryTarget& target) override;
   size_t queueLength(const DeliveryTarget& target) const override;
 
   ReliableMetricsSnapshot reliableMetrics() const;
@@ -174,6 +182,9 @@ class ReliableFlow final : public AbstractFlow {
   void doStop() override;
 
  private:
+  // How many departures the flow remembers (DepartedNames).
+  static constexpr size_t kRememberedDepartures = 4096;
+
   // Where the acknowledgements its targets took go (DeferredAck::Receiver);
   // outlives the flow while any is out.
   class Acknowledgements;
@@ -185,9 +196,10 @@ class ReliableFlow final : public AbstractFlow {
   // settles it first reports kAccepted (or the commit's kRejected).
   struct Settlement {
     enum class State : uint8_t { kWaiting, kDurable, kFailed, kAcknowledged, kCancelled };
-    Settlement(Exchange e, Symbol name) : exchange(std::move(e)), target_name(name) {}
+    Settlement(Exchange e, SharedName name)
+        : exchange(std::move(e)), target_name(std::move(name)) {}
     const Exchange exchange;
-    const Symbol target_name;
+    const SharedName target_name;
     uint64_t ticket = 0;  // the writer's, for cancel(); set before the delivery is dispatched
     uint64_t token = 0;   // in settling_, the commit callback's token
     Mutex mu;             // held while reporting, so kAccepted precedes kDelivered
@@ -198,8 +210,8 @@ class ReliableFlow final : public AbstractFlow {
     Exchange exchange;
     DeliveryTarget* target = nullptr;
     uint64_t attachment = 0;
-    Symbol target_name;
-    uint64_t seq = 0;  // journal sequence number; 0 for a best-effort delivery
+    SharedName target_name;  // held: the target may detach meanwhile
+    uint64_t seq = 0;        // journal sequence number; 0 for a best-effort delivery
     uint32_t attempts = 0;
     // Came back from the journal (an earlier run or a detached target), or its
     // sender said it may have been delivered before (Exchange::redelivery).
@@ -267,8 +279,12 @@ class ReliableFlow final : public AbstractFlow {
   void startWait(HeldBack& held, std::chrono::steady_clock::time_point now) const REQUIRES(mu_);
   // Holds a refused or failed delivery back for a retry.
   void retryLater(Delivery delivery);
-  // The target went away: its record waits for the next attach().
+  // The target went away: its record waits for the next attach(), or is
+  // dropped if the target was retired.
   void orphan(const Delivery& delivery);
+  // Acknowledges the record of a retired target in its place.
+  void drop(Orphan& orphan);
+  size_t orphanCount() const;
   void redeliver(DeliveryTarget& target, const Attachment& attachment);
   // Forgets an in-flight delivery that will not be acknowledged in this run.
   void release(const DeliveryKey& key);
@@ -287,6 +303,7 @@ class ReliableFlow final : public AbstractFlow {
   DedupeWindow delivered_ GUARDED_BY(mu_);
   DeliveryKeySet in_flight_ GUARDED_BY(mu_);
   std::unordered_map<Symbol, std::vector<Orphan>> orphans_ GUARDED_BY(mu_);
+  DepartedNames departed_names_ GUARDED_BY(mu_){kRememberedDepartures};
   std::unordered_map<const DeliveryTarget*, HeldBack> held_ GUARDED_BY(mu_);
   size_t held_back_ GUARDED_BY(mu_) = 0;  // in held_ queues
   // Targets whose HeldBack is not idle, read without mu_ so that dispatch()
@@ -304,6 +321,7 @@ class ReliableFlow final : public AbstractFlow {
   stats::Counter& retried_;
   stats::Counter& abandoned_;
   stats::Counter& corrupt_;
+  stats::Counter& departed_;
   TargetStages stages_;  // last: its stages' handlers use everything above
 };
 

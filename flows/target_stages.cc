@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "flows/kept_name.h"
+
 namespace cepbus::flows {
 
 namespace {
@@ -42,7 +44,7 @@ Result<Attachment> TargetStages::attach(DeliveryTarget& target) {
   }
   Entry entry;
   entry.target = &target;
-  entry.attachment = Attachment{next_id_++, Symbol::intern(target.name())};
+  entry.attachment = Attachment{next_id_++, keepName(target.name())};
   try {
     entry.stage = makeStage(target, entry.attachment);
   } catch (const std::exception& e) {

@@ -13,7 +13,7 @@
 #include "bus/base/mutex.h"
 #include "bus/base/stats/store.h"
 #include "bus/core/status.h"
-#include "bus/core/symbol.h"
+#include "bus/core/wire_names.h"
 #include "flows/delivery_target.h"
 #include "stages/stage.h"
 
@@ -22,7 +22,9 @@ namespace cepbus::flows {
 // What a flow knows about an attached target besides its stage.
 struct Attachment {
   uint64_t id = 0;  // unique per attach(), so a stale reference to a re-attached target is detected
-  Symbol name;      // the target's interned name (journal and dedupe key)
+  // The target's name, the key of its journal records and of the deliveries
+  // it took; held while attached (a client's name is given back after).
+  SharedName name;
 };
 
 // Thread-safety: with(), withAttachment(), queueLength() and metrics() may run

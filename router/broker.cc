@@ -169,7 +169,7 @@ Status Broker::addEndpoint(std::string name, Endpoint::Consumer consumer, std::s
   return Status::ok();
 }
 
-Status Broker::removeEndpoint(std::string_view name) {
+Status Broker::removeEndpoint(std::string_view name, EndpointExit exit) {
   std::shared_ptr<Endpoint> endpoint;
   {
     MutexLock lock(mu_);
@@ -184,7 +184,13 @@ Status Broker::removeEndpoint(std::string_view name) {
     invalidateRoutes();
   }
   // Outside the lock: draining may deliver, and deliveries may publish.
-  for (const auto& flow : policy_->flows()) flow->detach(*endpoint);
+  for (const auto& flow : policy_->flows()) {
+    if (exit == EndpointExit::kForGood) {
+      flow->retire(*endpoint);
+    } else {
+      flow->detach(*endpoint);
+    }
+  }
   endpoint->entry().setState(ComponentState::kStopped);
   registry_->remove(endpoint->name());
   return Status::ok();

@@ -52,6 +52,12 @@
 
 namespace cepbus::router {
 
+// Whether an endpoint that is removed may come back under its name: a
+// service being redeployed or a durable subscriber that is away may, and
+// the flows keep what waits for it (a reliable flow's records); a
+// subscription that ended will not, and what waited for it goes.
+enum class EndpointExit : uint8_t { kMayReturn, kForGood };
+
 // Thread-safety: publish() and request() may be called from any thread,
 // concurrently with each other and with the control calls (endpoints,
 // subscriptions, providers, start/stop), which are serialized internally.
@@ -79,8 +85,9 @@ class Broker {
   // attaches it to every flow.
   Status addEndpoint(std::string name, Endpoint::Consumer consumer, std::string owner = {});
   // Drops its subscriptions and provider bindings, detaches it from the flows
-  // (draining its queues) and removes its registry entry.
-  Status removeEndpoint(std::string_view name);
+  // (draining its queues) and removes its registry entry. `exit` says whether
+  // an endpoint of this name may come back (EndpointExit).
+  Status removeEndpoint(std::string_view name, EndpointExit exit = EndpointExit::kMayReturn);
   std::shared_ptr<Endpoint> endpoint(std::string_view name) const;
 
   Result<SubscriptionId> subscribe(std::string_view endpoint, std::string_view pattern,

@@ -52,7 +52,7 @@ namespace cepbus::flows {
 // One accepted delivery of an event to a target, as journaled.
 struct JournalRecord {
   uint64_t seq = 0;
-  Symbol target;
+  SharedName target;  // held while the record lives, as its address
   EventId event_id = 0;
   SharedName address;  // holds a client's address while the record lives
   Symbol sender;
@@ -68,7 +68,7 @@ struct JournalRecord {
 // A target acknowledged the delivery `seq` of `event_id`.
 struct JournalAck {
   uint64_t seq = 0;
-  Symbol target;
+  SharedName target;
   EventId event_id = 0;
   // False when the record was never written (cancelled before a transaction
   // took it): there is no pending row to delete, only the id to remember.

@@ -528,7 +528,8 @@ void Impl::removeFeed(std::string endpoint) {
   }
   feeds.erase(it);
   counters.ws_clients.set(static_cast<int64_t>(feeds.size()));
-  (void)context.broker.removeEndpoint(endpoint);  // closing: gone is fine
+  // Closing: gone is fine. A feed's name is never used again.
+  (void)context.broker.removeEndpoint(endpoint, router::EndpointExit::kForGood);
 }
 
 void Impl::report() {

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
+#include "bus/core/wire_names.h"
+
 namespace cepbus::flows {
 namespace {
 
@@ -27,6 +31,26 @@ TEST(DedupeWindowTest, ForgetsTheOldestWhenFull) {
   w.clear();
   EXPECT_EQ(w.size(), 0u);
   EXPECT_FALSE(w.contains({a, 5}));
+}
+
+// A client's target name stays held while a key of it is remembered, so
+// its id cannot stand for another target meanwhile; it is given back with
+// the last such key.
+TEST(DedupeWindowTest, HoldsAClientsTargetNameWhileItRemembersAKeyOfIt) {
+  DedupeWindow w(2);
+  const Symbol permanent = Symbol::intern("dedupe.a");
+  const uint32_t held_before = wireNameStats().held;
+  {
+    std::optional<NameHold> hold = holdWireName("dedupe.client-link-1");
+    ASSERT_TRUE(hold.has_value());
+    w.insert({hold->symbol(), 1});
+    w.insert({hold->symbol(), 2});
+  }  // the link went away
+  EXPECT_EQ(wireNameStats().held, held_before + 1);
+  w.insert({permanent, 3});
+  EXPECT_EQ(wireNameStats().held, held_before + 1);  // key 2 still names it
+  w.insert({permanent, 4});
+  EXPECT_EQ(wireNameStats().held, held_before);
 }
 
 // Long after it first filled up, the window still holds exactly the last

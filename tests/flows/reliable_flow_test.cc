@@ -477,6 +477,53 @@ TEST_P(ReliableFlowTest, ANegativeAcknowledgementAfterTheTargetCameBackGoesToItA
   flow.stop();
 }
 
+// A retired target (a subscription that ended) does not come back: its
+// records are acknowledged in its place, those waiting for it when it left
+// and those its deliveries still out leave behind later (the negative
+// acknowledgements of a subscriber that went away). None stays in memory or
+// in the journal, and a new target of its name gets none of them.
+TEST_P(ReliableFlowTest, ARetiredTargetsRecordsAreAcknowledgedInItsPlace) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.start().isOk());
+  DeferringTarget target("gone");
+  ASSERT_TRUE(flow.attach(target).isOk());
+  std::vector<DeliveryTarget*> targets{&target};
+  for (int64_t i = 1; i <= 3; ++i) {
+    ASSERT_EQ(flow.send(inOnly(makeEvent(i), "t", Qos::kReliable), targets).queued, 1u);
+  }
+  ASSERT_TRUE(waitUntil([&] { return target.waiting() == 3; }));
+  target.ackOne(Status::unavailable("not now"));  // back to the flow, for a retry
+  flow.retire(target);
+  while (target.waiting() > 0) target.ackOne(Status::unavailable("the subscriber went away"));
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().departed == 3; }))
+      << flow.reliableMetrics().departed;
+  EXPECT_EQ(flow.reliableMetrics().orphans, 0u);
+  DeferringTarget again("gone");
+  ASSERT_TRUE(flow.attach(again).isOk());
+  flow.stop();
+  EXPECT_EQ(again.waiting(), 0u);
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
+// Detached, a target may come back: its records wait for it (the contrast).
+TEST_P(ReliableFlowTest, ADetachedTargetsRecordsWaitAsOrphans) {
+  TempDir dir;
+  ReliableFlow flow(reliableConfig(dir.file("r.db")));
+  ASSERT_TRUE(flow.start().isOk());
+  DeferringTarget target("away");
+  ASSERT_TRUE(flow.attach(target).isOk());
+  std::vector<DeliveryTarget*> targets{&target};
+  ASSERT_EQ(flow.send(inOnly(makeEvent(1), "t", Qos::kReliable), targets).queued, 1u);
+  ASSERT_TRUE(waitUntil([&] { return target.waiting() == 1; }));
+  flow.detach(target);
+  target.ackOne(Status::unavailable("the subscriber went away"));
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().orphans == 1; }));
+  EXPECT_EQ(flow.reliableMetrics().departed, 0u);
+  flow.stop();
+}
+
 // Takes each journaled delivery's acknowledgement twice, as two parts of a
 // target might: both are the same acknowledgement.
 class TwiceDeferringTarget final : public DeliveryTarget {

@@ -31,6 +31,7 @@
 #include "tests/testing/http_get.h"
 #include "tests/testing/ports.h"
 #include "tests/testing/wait.h"
+#include "tests/testing/websocket_feed_client.h"
 
 namespace cepbus {
 namespace {
@@ -214,6 +215,148 @@ TEST(WireNameFloodTest, LinksOpenedAndClosedOnOneConnectionAreNotKept) {
     // churn); kept, they took 9.4 MB.
     EXPECT_LE(after_kb, before_kb + 4 * 1024);
   }
+  EXPECT_TRUE(bus.stop());
+}
+
+// Subscribers on queueing routes: a SEDA stage and a reliable journal hold
+// the name of each subscribing link and WebSocket feed they deliver to (the
+// journal keys what it keeps for a subscriber by it) while it is attached,
+// and give it back after, as the straight-through flow never takes it.
+TEST(WireNameFloodTest, SubscribersOfQueueingRoutesGiveTheirNamesBack) {
+  BusProcess bus(CEPBUS_BINARY, "cepbus-subscriber-names");
+  const int port = reservedPort();
+  const int http_port = reservedPort();
+  ASSERT_TRUE(bus.start(
+      "<cepbus name=\"subs\"><journal path=\"journal.db\"/>"
+      "<stages><stage name=\"dispatch\"/></stages>"
+      "<listeners><amqp host=\"127.0.0.1\" port=\"" +
+          std::to_string(port) + "\" allow-anonymous=\"true\"/><http host=\"127.0.0.1\" port=\"" +
+          std::to_string(http_port) +
+          "\"/></listeners><routes default-flow=\"st\">"
+          "<route address=\"orders.#\" flow=\"reliable\" qos=\"reliable\"/>"
+          "<route address=\"ticks.#\" flow=\"seda\" stage=\"dispatch\"/></routes></cepbus>\n",
+      {port, http_port}));
+  auto namesHeld = [&] { return metric(httpGet(http_port, "/metrics"), "cepbus_wire_names_held"); };
+  const uint64_t held_at_start = namesHeld();
+  constexpr int kEach = 40;
+  AmqpTestClient client(port, "subscriber");
+  ASSERT_TRUE(client.waitOpen());
+  for (int i = 0; i < kEach; ++i) {
+    client.subscribe(i % 2 == 0 ? "orders.#" : "ticks.#", "sub-" + std::to_string(i));
+  }
+  ASSERT_TRUE(client.waitFor([&] { return client.links_open.size() == kEach; }));
+  std::vector<std::unique_ptr<testing::FeedClient>> feeds;
+  for (int i = 0; i < kEach; ++i) {
+    feeds.push_back(std::make_unique<testing::FeedClient>(
+        http_port, i % 2 == 0 ? "/ws?address=orders.%23" : "/ws?address=ticks.%23"));
+  }
+  // Each subscriber gets the event published to its route.
+  AmqpTestClient publisher(port, "publisher");
+  ASSERT_TRUE(publisher.waitOpen());
+  publisher.send("orders.a", {event("Order", 1, "qty")});
+  // Pre-settled: best effort, so the SEDA stage takes it, not the journal.
+  publisher.send("ticks.a", {event("Tick", 2, "price")}, true);
+  ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == 1; }));
+  EXPECT_TRUE(client.waitFor([&] {
+    size_t got = 0;
+    for (const auto& [link, messages] : client.received) got += messages.size();
+    return got == kEach;
+  }));
+  for (auto& feed : feeds) EXPECT_FALSE(feed->read().empty());
+  publisher.closeSenders("orders.a");
+  publisher.closeSenders("ticks.a");
+  // Each subscriber's name, held once however many flows hold it; the
+  // publisher's addresses and its events' names are given back.
+  EXPECT_TRUE(testing::waitUntil([&] { return namesHeld() == held_at_start + 2 * kEach; }))
+      << namesHeld() << " names held, " << held_at_start << " at the start";
+
+  for (int i = 0; i < kEach; ++i) client.closeReceiver("sub-" + std::to_string(i), false);
+  for (auto& feed : feeds) feed->close();
+  feeds.clear();
+  // The ticks' subscribers are given back. The orders' (half the links, half
+  // the feeds: kEach names) stay held by the
+  // journal's window of delivered ids (its newest 100,000), which keeps
+  // their names from standing for other subscribers meanwhile; the flows'
+  // unit tests push them out of a small window.
+  EXPECT_TRUE(testing::waitUntil([&] { return namesHeld() == held_at_start + kEach; }))
+      << namesHeld() << " names held, " << held_at_start << " at the start";
+  EXPECT_TRUE(bus.stop());
+}
+
+// A subscriber on a reliable route that closes its link with deliveries it
+// never settled ends its subscription: they are removed (they would stay in
+// memory and in the journal for good, and hold its name). One that only
+// drops its connection may come back under the same container id and link
+// name: its deliveries wait for it, and it gets them when it does.
+TEST(WireNameFloodTest, ASubscriberThatClosesItsLinkLeavesNothingBehind) {
+  BusProcess bus(CEPBUS_BINARY, "cepbus-subscriber-leaves");
+  const int port = reservedPort();
+  const int http_port = reservedPort();
+  ASSERT_TRUE(bus.start(
+      "<cepbus name=\"leaves\"><journal path=\"journal.db\"/>"
+      "<listeners><amqp host=\"127.0.0.1\" port=\"" +
+          std::to_string(port) + "\" allow-anonymous=\"true\"/><http host=\"127.0.0.1\" port=\"" +
+          std::to_string(http_port) +
+          "\"/></listeners><routes default-flow=\"st\">"
+          "<route address=\"orders.#\" flow=\"reliable\" qos=\"reliable\"/></routes></cepbus>\n",
+      {port, http_port}));
+  auto scrape = [&](const std::string& name) {
+    return metric(httpGet(http_port, "/metrics"), name);
+  };
+  const std::string journal = "{flow=\"reliable\"}";
+  const uint64_t held_at_start = scrape("cepbus_wire_names_held");
+  constexpr size_t kEvents = 5;
+  auto link_closer = std::make_unique<AmqpTestClient>(port, "closer");
+  auto dropper = std::make_unique<AmqpTestClient>(port, "dropper");
+  ASSERT_TRUE(link_closer->waitOpen());
+  ASSERT_TRUE(dropper->waitOpen());
+  // Neither settles anything.
+  link_closer->subscribe("orders.#", "never-settles", false, 100, 0);
+  dropper->subscribe("orders.#", "never-settles", false, 100, 0);
+  ASSERT_TRUE(link_closer->waitFor([&] { return link_closer->links_open.size() == 1; }));
+  ASSERT_TRUE(dropper->waitFor([&] { return dropper->links_open.size() == 1; }));
+  AmqpTestClient publisher(port, "publisher");
+  ASSERT_TRUE(publisher.waitOpen());
+  for (size_t i = 0; i < kEvents; ++i) {
+    publisher.send("orders.a", {event("Order", static_cast<int64_t>(i), "qty")});
+  }
+  ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == kEvents; }));
+  ASSERT_TRUE(link_closer->waitFor(
+      [&] { return link_closer->received["never-settles"].size() == kEvents; }));
+  ASSERT_TRUE(
+      dropper->waitFor([&] { return dropper->received["never-settles"].size() == kEvents; }));
+  publisher.closeSenders("orders.a");
+
+  link_closer->closeReceiver("never-settles", false);
+  dropper->closeConnection();
+  EXPECT_TRUE(testing::waitUntil([&] {
+    return scrape("cepbus_journal_departed_total" + journal) == kEvents;
+  })) << scrape("cepbus_journal_departed_total" + journal)
+      << " records removed";
+  EXPECT_TRUE(testing::waitUntil([&] {
+    return scrape("cepbus_journal_orphans" + journal) == kEvents;
+  })) << scrape("cepbus_journal_orphans" + journal)
+      << " records wait for their subscriber";
+  link_closer.reset();
+  dropper.reset();
+
+  AmqpTestClient back(port, "dropper");
+  ASSERT_TRUE(back.waitOpen());
+  back.subscribe("orders.#", "never-settles");
+  EXPECT_TRUE(back.waitFor([&] { return back.received["never-settles"].size() == kEvents; }));
+  EXPECT_TRUE(testing::waitUntil([&] {
+    return scrape("cepbus_journal_orphans" + journal) == 0 &&
+           scrape("cepbus_journal_in_flight" + journal) == 0;
+  }));
+  back.closeReceiver("never-settles", false);
+  EXPECT_EQ(scrape("cepbus_journal_departed_total" + journal), kEvents);
+  // What still holds a name is the window of delivered ids, for the
+  // subscriber that took its deliveries; the closed link's name, its
+  // events' names and the address are given back.
+  EXPECT_TRUE(testing::waitUntil([&] {
+    return scrape("cepbus_wire_names_held") == held_at_start + 1;
+  })) << scrape("cepbus_wire_names_held")
+      << " names held, " << held_at_start << " at the start";
   EXPECT_TRUE(bus.stop());
 }
 

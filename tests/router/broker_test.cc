@@ -367,35 +367,67 @@ TEST_F(BrokerTest, AnAddressAClientsEndpointProvidesIsGivenBackWithIt) {
                   .isOk());
   ASSERT_TRUE(broker_->provide("client.only.here", "amqp:client-1/link-7").isOk());
   EXPECT_TRUE(Symbol::find("client.only.here").empty()) << "the provided address was interned";
-  EXPECT_EQ(wireNameStats().held, held_before + 1);
+  // The address, and the endpoint's name, which the queueing flows hold.
+  EXPECT_EQ(wireNameStats().held, held_before + 2);
   ASSERT_TRUE(broker_->removeEndpoint("amqp:client-1/link-7").isOk());
   EXPECT_EQ(wireNameStats().held, held_before);
 }
 
-// Clients name endpoints (an AMQP subscribing link's, a WebSocket feed's):
-// on the straight-through flow nothing keeps the name after them. (A SEDA or
-// reliable flow still interns the name of each endpoint it attaches: the
-// reliable journal keys the deliveries it keeps for a subscriber by it.)
-TEST(BrokerEndpointNameTest, OnTheStraightThroughFlowAnEndpointNameIsNotInterned) {
+// Clients name endpoints (an AMQP subscribing link's, a WebSocket feed's).
+// Every flow that delivered to one holds its name only while it needs it:
+// the SEDA and reliable flows while the endpoint is attached, the reliable
+// flow's window of delivered ids until the endpoint's ids leave it (so the
+// name's id is not reused for another endpoint meanwhile). Then it is given
+// back; it is never made permanent.
+TEST(BrokerEndpointNameTest, EveryFlowGivesBackTheNameOfAClientsEndpoint) {
+  TempDir dir;
   auto policy = std::make_unique<DeliveryPolicy>("st");
   ASSERT_TRUE(policy->addFlow(std::make_unique<flows::StFlow>("st")).isOk());
+  ASSERT_TRUE(policy->addFlow(std::make_unique<flows::SedaFlow>(flows::SedaFlowConfig{})).isOk());
+  flows::ReliableFlowConfig reliable;
+  reliable.journal_path = dir.file("names.db");
+  reliable.journal.fsync = false;
+  reliable.journal.delivered_window = 4;
+  ASSERT_TRUE(policy->addFlow(std::make_unique<flows::ReliableFlow>(reliable)).isOk());
+  RouteRule queued{"client.queued.#", "seda"};
+  queued.allow_reliable = true;
+  ASSERT_TRUE(policy->addRoute(queued).isOk());
   Broker broker(std::move(policy), std::make_shared<Registry>());
   ASSERT_TRUE(broker.start().isOk());
-  ASSERT_TRUE(broker
-                  .addEndpoint("amqp:client-2/link-9",
-                               [](const Exchange&, DeliveryContext&) { return Status::ok(); })
-                  .isOk());
-  ASSERT_TRUE(broker.subscribe("amqp:client-2/link-9", "client.feed.#").isOk());
-  EXPECT_TRUE(Symbol::find("amqp:client-2/link-9").empty()) << "the endpoint's name was interned";
-  ASSERT_TRUE(broker.removeEndpoint("amqp:client-2/link-9").isOk());
+
+  Inbox service;
+  ASSERT_TRUE(broker.addEndpoint("svc", service.consumer()).isOk());
+  ASSERT_TRUE(broker.subscribe("svc", "client.#").isOk());
+  const std::string name = "amqp:client-2/link-9";
+  const uint32_t held_before = wireNameStats().held;
+  Inbox client;
+  ASSERT_TRUE(broker.addEndpoint(name, client.consumer()).isOk());
+  ASSERT_TRUE(broker.subscribe(name, "client.#").isOk());
+  EXPECT_EQ(wireNameStats().held, held_before + 1);
+  broker.publish(to("client.direct", makeEvent(1)));                    // st
+  broker.publish(to("client.queued.a", makeEvent(2)));                  // seda
+  broker.publish(to("client.queued.b", makeEvent(3), Qos::kReliable));  // reliable
+  ASSERT_TRUE(waitUntil([&] { return client.size() == 3; }));
+  ASSERT_TRUE(broker.removeEndpoint(name).isOk());
+  EXPECT_TRUE(Symbol::find(name).empty()) << "the endpoint's name was interned";
+  EXPECT_EQ(wireNameStats().held, held_before + 1) << "the delivered ids' window holds it";
+
+  // Four more reliable deliveries, to the service, push the client's id out.
+  for (int64_t i = 0; i < 4; ++i) {
+    broker.publish(to("client.queued.c", makeEvent(10 + i), Qos::kReliable));
+  }
+  ASSERT_TRUE(waitUntil([&] { return service.size() == 7; }));
+  EXPECT_TRUE(waitUntil([&] { return wireNameStats().held == held_before; }))
+      << wireNameStats().held << " names held, " << held_before << " before";
+  EXPECT_TRUE(Symbol::find(name).empty());
   broker.stop();
 }
 
 TEST_F(BrokerTest, AHeldProvidedAddressIsWithdrawnByName) {
-  const uint32_t held_before = wireNameStats().held;
   ASSERT_TRUE(
       broker_->addEndpoint("svc", [](const Exchange&, DeliveryContext&) { return Status::ok(); })
           .isOk());
+  const uint32_t held_before = wireNameStats().held;
   ASSERT_TRUE(broker_->provide("client.withdrawn", "svc").isOk());
   ASSERT_TRUE(broker_->withdraw("client.withdrawn").isOk());
   EXPECT_EQ(wireNameStats().held, held_before);

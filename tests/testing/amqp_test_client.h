@@ -212,15 +212,17 @@ class AmqpTestClient final : public proton::messaging_handler {
   }
 
   // Closes a receiving link: `detach` only (durable subscriptions keep their
-  // state) or close.
+  // state) or close. By session, as closeSenders().
   void closeReceiver(const std::string& name, bool detach) {
     run([this, name, detach] {
-      for (proton::receiver r : connection_.receivers()) {
-        if (r.name() != name) continue;
-        if (detach) {
-          r.detach();
-        } else {
-          r.close();
+      for (proton::session session : connection_.sessions()) {
+        for (proton::receiver r : session.receivers()) {
+          if (r.name() != name) continue;
+          if (detach) {
+            r.detach();
+          } else {
+            r.close();
+          }
         }
       }
     });

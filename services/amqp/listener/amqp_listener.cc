@@ -470,8 +470,15 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
       return;
     }
     sub.outbox->returnUnsettled(std::move(unsettled), /*keep=*/false);
-    Status ended =
-        subscriptions.end(sub.endpoint, *sub.outbox, sub.durable ? &sub.owner : nullptr, closed);
+    // A closed link ends its subscription for good, so what waits for it
+    // goes (docs/amqp.md). A subscriber that only went away (a detach, a
+    // dropped connection) may come back under the same container id and
+    // link name and get it, and a clean stop keeps it for the next start,
+    // as a crash does.
+    const router::EndpointExit exit = closed && !shutting_down ? router::EndpointExit::kForGood
+                                                               : router::EndpointExit::kMayReturn;
+    Status ended = subscriptions.end(sub.endpoint, *sub.outbox, sub.durable ? &sub.owner : nullptr,
+                                     closed, exit);
     if (!ended) {
       Poco::Logger::get("cepbus.amqp")
           .warning("%s: durable subscription %s ended, but its record stays: %s", options.name,

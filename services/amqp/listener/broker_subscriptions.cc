@@ -24,7 +24,8 @@ BrokerSubscriptions::BrokerSubscriptions(router::Broker& broker,
       parking_(counters_, [this](const std::string& endpoint, DurableSubscription& sub) {
         // A parked one ends when the bus stops or another attach replaces
         // it: not closed, so open() or the next start decides its record.
-        (void)end(endpoint, *sub.outbox, &sub.owner, /*closed=*/false);
+        (void)end(endpoint, *sub.outbox, &sub.owner, /*closed=*/false,
+                  router::EndpointExit::kMayReturn);
       }) {}
 
 Result<BrokerSubscriptions::Restored> BrokerSubscriptions::restore(
@@ -161,10 +162,11 @@ void BrokerSubscriptions::park(const std::string& endpoint, DurableSubscription 
 }
 
 Status BrokerSubscriptions::end(const std::string& endpoint, SubscriberOutbox& outbox,
-                                const std::string* durable_owner, bool closed) {
+                                const std::string* durable_owner, bool closed,
+                                router::EndpointExit exit) {
   if (durable_owner != nullptr) admission_->durableEnded(*durable_owner);
   outbox.close();
-  if (!endpoint.empty()) (void)broker_.removeEndpoint(endpoint);
+  if (!endpoint.empty()) (void)broker_.removeEndpoint(endpoint, exit);
   if (!closed || durable_owner == nullptr || !store_ || recorded_.erase(endpoint) == 0) {
     return Status::ok();
   }

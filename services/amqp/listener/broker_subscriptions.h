@@ -100,9 +100,11 @@ class BrokerSubscriptions {
   // ("" for none), which may already be gone. `closed`: its link was
   // closed, which ends a durable one for good, so its record goes too; an
   // error doing so is returned (the record would bring it back at the next
-  // start).
+  // start). `exit`: whether its endpoint may come back (a subscriber that
+  // went away without closing its link, or any at a stop of the bus), so
+  // that the flows keep what waits for it.
   Status end(const std::string& endpoint, SubscriberOutbox& outbox,
-             const std::string* durable_owner, bool closed);
+             const std::string* durable_owner, bool closed, router::EndpointExit exit);
   // Ends every parked subscription (the listener stops); their records stay.
   void endParked();
 

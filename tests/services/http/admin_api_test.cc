@@ -143,9 +143,10 @@ TEST(AdminApiJournalTest, AReliableFlowShowsItsJournal) {
     keys.insert(key);
     EXPECT_EQ(value, 0) << key;
   }
-  EXPECT_EQ(keys, (std::set<std::string>{"journaled", "commits", "acknowledged", "cancelled",
-                                         "redelivered", "retries", "abandoned", "corrupt", "errors",
-                                         "in_flight", "backlog", "held_back"}));
+  EXPECT_EQ(keys,
+            (std::set<std::string>{"journaled", "commits", "acknowledged", "cancelled",
+                                   "redelivered", "retries", "abandoned", "corrupt", "departed",
+                                   "errors", "in_flight", "backlog", "held_back", "orphans"}));
 
   bus.publishAndSettle();
   const json running = journalOf(api, "reliable");
@@ -159,6 +160,8 @@ TEST(AdminApiJournalTest, AReliableFlowShowsItsJournal) {
   EXPECT_EQ(running.at("held_back"), 0);
   EXPECT_EQ(running.at("redelivered"), 0);
   EXPECT_EQ(running.at("corrupt"), 0);
+  EXPECT_EQ(running.at("departed"), 0);
+  EXPECT_EQ(running.at("orphans"), 0);
   EXPECT_EQ(running.at("errors"), 0);
 
   bus.releaseHeld();

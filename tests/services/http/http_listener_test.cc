@@ -29,6 +29,7 @@
 #include "tests/testing/peak_rss.h"
 #include "tests/testing/stats.h"
 #include "tests/testing/wait.h"
+#include "tests/testing/websocket_feed_client.h"
 
 namespace cepbus::services::http {
 namespace {
@@ -41,6 +42,7 @@ using tcp = asio::ip::tcp;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
+using cepbus::testing::FeedClient;
 using cepbus::testing::peakRssKb;
 using cepbus::testing::statValue;
 using cepbus::testing::waitUntil;
@@ -241,35 +243,6 @@ TEST_F(HttpListenerTest, PublishesWithTheTokenFromTheEnvironment) {
   ASSERT_EQ(recorder.events().size(), 1u);
   EXPECT_EQ(recorder.events()[0]->ts(), 9);
 }
-
-// A blocking WebSocket client of the feed.
-class FeedClient {
- public:
-  FeedClient(int port, std::string_view target) : ws_(ioc_) {
-    ws_.next_layer().connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-    ws_.handshake("127.0.0.1", std::string(target));
-  }
-  std::string read() {
-    beast::flat_buffer buffer;
-    ws_.read(buffer);
-    return beast::buffers_to_string(buffer.data());
-  }
-  // Reads frames until the server closes; the close reason.
-  websocket::close_reason readUntilClosed() {
-    beast::error_code ec;
-    while (!ec) {
-      beast::flat_buffer buffer;
-      ws_.read(buffer, ec);
-    }
-    EXPECT_EQ(ec, websocket::error::closed) << ec.message();
-    return ws_.reason();
-  }
-  void close() { ws_.close(websocket::close_code::normal); }
-
- private:
-  asio::io_context ioc_;
-  websocket::stream<tcp::socket> ws_;
-};
 
 TEST_F(HttpListenerTest, WebSocketFeedSendsPublishedEventsInOrder) {
   const int port = start().port();

@@ -76,9 +76,9 @@ constexpr const char* kJournalCounters[] = {
     "cepbus_journal_acknowledged_total", "cepbus_journal_cancelled_total",
     "cepbus_journal_redelivered_total",  "cepbus_journal_retries_total",
     "cepbus_journal_abandoned_total",    "cepbus_journal_corrupt_total",
-    "cepbus_journal_errors_total"};
+    "cepbus_journal_departed_total",     "cepbus_journal_errors_total"};
 constexpr const char* kJournalGauges[] = {"cepbus_journal_in_flight", "cepbus_journal_backlog",
-                                          "cepbus_journal_held_back"};
+                                          "cepbus_journal_held_back", "cepbus_journal_orphans"};
 constexpr const char* kHttpCounters[] = {
     "cepbus_http_connections_total", "cepbus_http_connections_refused_total",
     "cepbus_http_ws_refused_total", "cepbus_http_request_timeouts_total"};
@@ -264,7 +264,8 @@ TEST(RenderMetricsTest, AQueueingFlowsStagesHaveTheirSamples) {
   EXPECT_TRUE(cepbus::testing::waitUntil([&] {
     scrape = parseScrape(renderMetrics(*bus.registry));
     return scrape.samples["cepbus_stage_latency_seconds_count" + labels] == 5;
-  })) << "latency samples: " << scrape.samples["cepbus_stage_latency_seconds_count" + labels];
+  })) << "latency samples: "
+      << scrape.samples["cepbus_stage_latency_seconds_count" + labels];
   ASSERT_TRUE(scrape.errors.empty()) << scrape.errors.front();
   EXPECT_EQ(scrape.type.at("cepbus_stage_latency_seconds"), "summary");
   // Two acknowledged, one held, and the failing one's two attempts.

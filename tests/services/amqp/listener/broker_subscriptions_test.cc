@@ -186,7 +186,8 @@ TEST_F(BrokerSubscriptionsTest, EndingRemovesTheEndpointAndTheDurableCount) {
   ASSERT_TRUE(std::holds_alternative<Opened>(opened));
   const Opened& sub = std::get<Opened>(opened);
   const std::string owner = sub.owner;
-  EXPECT_TRUE(subscriptions_->end(sub.endpoint, *sub.outbox, &owner, /*closed=*/true));
+  EXPECT_TRUE(subscriptions_->end(sub.endpoint, *sub.outbox, &owner, /*closed=*/true,
+                                  router::EndpointExit::kForGood));
   EXPECT_EQ(broker_->endpoint("amqp:client/feed"), nullptr);
   EXPECT_EQ(publish("orders.eu"), 0u);
   EXPECT_TRUE(std::holds_alternative<Opened>(open("other", "x.*", true, "alice")));
@@ -212,7 +213,8 @@ TEST_F(BrokerSubscriptionsTest, ADurableSubscriptionIsRecordedUntilItsLinkIsClos
   park(std::get<Opened>(kept), "orders.*");
   const Opened& sub = std::get<Opened>(closed);
   const std::string owner = sub.owner;
-  EXPECT_TRUE(subscriptions_->end(sub.endpoint, *sub.outbox, &owner, /*closed=*/true));
+  EXPECT_TRUE(subscriptions_->end(sub.endpoint, *sub.outbox, &owner, /*closed=*/true,
+                                  router::EndpointExit::kForGood));
   subscriptions_->endParked();
   EXPECT_EQ(recorded(path), (std::vector<std::string>{"kept"}));
 }
