@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "bus/core/event_json.h"
 #include "bus/core/plugin/snapshot.h"
@@ -28,6 +29,15 @@ EventPtr richEvent() {
       .set("n", Value())
       .set("s", Value(std::string("with \"quotes\" and \n")))
       .build();
+}
+
+// The bytes of `w` framed as a record of `engine` at `version`.
+std::string framed(const plugin::SnapshotWriter& w, std::string engine = "journal-event",
+                   uint32_t version = kEventRecordVersion) {
+  plugin::SnapshotHeader header;
+  header.engine = std::move(engine);
+  header.engine_version = version;
+  return *w.finish(header);
 }
 
 // Equal as the journal's reader needs them: the full JSON says every field.
@@ -82,10 +92,7 @@ TEST(EventRecordTest, FieldsOutOfRangeAreRefusedNamingWhere) {
   w.string("A");
   w.signedVarint(9);  // starts after it ends
   w.signedVarint(3);
-  plugin::SnapshotHeader header;
-  header.engine = "journal-event";
-  header.engine_version = kEventRecordVersion;
-  Result<EventPtr> back = decodeEventRecord(*w.finish(header));
+  Result<EventPtr> back = decodeEventRecord(framed(w));
   ASSERT_FALSE(back.isOk());
   EXPECT_NE(back.status().message().find("at byte"), std::string::npos) << back.status().message();
 }
@@ -94,10 +101,7 @@ TEST(EventRecordTest, BytesAfterTheEventAreRefused) {
   plugin::SnapshotWriter w;
   plugin::writeEventFields(w, *richEvent());
   w.u8(0);
-  plugin::SnapshotHeader header;
-  header.engine = "journal-event";
-  header.engine_version = kEventRecordVersion;
-  Result<EventPtr> back = decodeEventRecord(*w.finish(header));
+  Result<EventPtr> back = decodeEventRecord(framed(w));
   ASSERT_FALSE(back.isOk());
   EXPECT_NE(back.status().message().find("bytes after the event"), std::string::npos)
       << back.status().message();
@@ -106,16 +110,11 @@ TEST(EventRecordTest, BytesAfterTheEventAreRefused) {
 TEST(EventRecordTest, ANewerVersionOrAnotherSnapshotIsRefusedByName) {
   plugin::SnapshotWriter w;
   plugin::writeEventFields(w, *richEvent());
-  plugin::SnapshotHeader header;
-  header.engine = "journal-event";
-  header.engine_version = kEventRecordVersion + 1;
-  Result<EventPtr> newer = decodeEventRecord(*w.finish(header));
+  Result<EventPtr> newer = decodeEventRecord(framed(w, "journal-event", kEventRecordVersion + 1));
   ASSERT_FALSE(newer.isOk());
   EXPECT_NE(newer.status().message().find("version 2"), std::string::npos)
       << newer.status().message();
-  header.engine = "nfa";
-  header.engine_version = 1;
-  Result<EventPtr> other = decodeEventRecord(*w.finish(header));
+  Result<EventPtr> other = decodeEventRecord(framed(w, "nfa", 1));
   ASSERT_FALSE(other.isOk());
   EXPECT_NE(other.status().message().find("'nfa'"), std::string::npos) << other.status().message();
 }
