@@ -127,7 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (delivered) fuzz::check(delivered->size() <= kWindow, "window larger than its bound");
   auto pending = (*journal)->pending();
   if (pending) {
-    for (const JournalRecord& r : *pending) (void)decodeEventRecord(r.stored_event);
+    for (const JournalRecord& r : *pending) (void)flows::decodeEventRecord(r.stored_event);
   }
   (void)(*journal)->maxSeq();
   // The journal goes on being written after a recovery.
