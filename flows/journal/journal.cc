@@ -434,9 +434,8 @@ Status Journal::insertRecords(std::span<const JournalRecord> inserts) {
 }
 
 Status Journal::deleteAcknowledged(std::span<const JournalAck> acks) {
-  // One statement per run of consecutive sequence numbers: a checkpoint
-  // acknowledges whole ranges of them, and a statement per record made the
-  // statement's own cost most of the delete's.
+  // One statement per run of consecutive sequence numbers, not per record:
+  // a checkpoint acknowledges whole ranges of them.
   seqs_.clear();
   for (const JournalAck& a : acks) {
     if (a.written) seqs_.push_back(a.seq);

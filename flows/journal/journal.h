@@ -129,8 +129,8 @@ class Journal {
   const std::string& path() const { return path_; }
 
   // Records per INSERT statement when a transaction has that many: a
-  // checkpointed consumer leaves every record to be written, and a
-  // statement each made the statement's own cost most of the insert's.
+  // checkpointed consumer leaves every record to be written, and binding
+  // and stepping one statement per record was part of that cost.
   static constexpr size_t kRowsPerInsert = 64;
   static constexpr size_t kInsertColumns = 8;
 
