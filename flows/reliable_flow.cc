@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "bus/base/mutex.h"
-#include "bus/core/event_json.h"
 #include "flows/flat_set.h"
+#include "flows/journal/event_record.h"
 
 namespace cepbus::flows {
 
@@ -713,7 +713,7 @@ void ReliableFlow::redeliver(DeliveryTarget& target, const Attachment& attachmen
     const DeliveryKey key{record.target, record.event_id};
     EventPtr event = std::move(record.event);
     if (event == nullptr) {
-      Result<EventPtr> decoded = decodeEvent(record.event_json);
+      Result<EventPtr> decoded = decodeEventRecord(record.stored_event);
       if (!decoded) {
         // Lost: said once per record, since nothing else will ever see it.
         Poco::Logger::get("cepbus.journal")

@@ -2,14 +2,16 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <string_view>
 
-#include "bus/core/event_json.h"
+#include "flows/journal/event_record.h"
 #include "flows/journal/sqlite_status.h"
+#include "flows/kept_name.h"
 
 namespace cepbus::flows {
 
@@ -49,16 +51,14 @@ std::string_view columnText(sqlite3_stmt* stmt, int column) {
                          : std::string_view(text, sqlite3_column_bytes(stmt, column));
 }
 
-// A pending record's address, held again as it was before the restart (a
-// client's address is given back once its records are). One the budget of
-// names cannot take becomes the bus's for good rather than lose the record.
-SharedName journaledAddress(std::string_view name) {
-  if (std::optional<NameHold> hold = holdWireName(name)) return SharedName(std::move(*hold));
-  return Symbol::intern(name);
-}
-
 void bindText(sqlite3_stmt* stmt, int index, std::string_view text) {
   sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+}
+
+// A binary record as a BLOB; a JSON line stays TEXT, as older journals have it.
+void bindEvent(sqlite3_stmt* stmt, int index, std::string_view bytes) {
+  if (!isBinaryEventRecord(bytes)) return bindText(stmt, index, bytes);
+  sqlite3_bind_blob(stmt, index, bytes.data(), static_cast<int>(bytes.size()), SQLITE_STATIC);
 }
 
 // The ids of one batch of acknowledgements, as stored in delivered_batches:
@@ -107,7 +107,7 @@ bool decodeDelivered(std::string_view blob, std::vector<DeliveredId>& out) {
     uint16_t length = 0;
     uint32_t count = 0;
     if (!readRaw(blob, length) || blob.size() < length) return false;
-    const Symbol target = Symbol::intern(blob.substr(0, length));
+    const SharedName target = keepName(blob.substr(0, length));
     blob.remove_prefix(length);
     if (!readRaw(blob, count) || blob.size() / sizeof(EventId) < count) return false;
     for (uint32_t k = 0; k < count; ++k) {
@@ -117,6 +117,16 @@ bool decodeDelivered(std::string_view blob, std::vector<DeliveredId>& out) {
     }
   }
   return true;
+}
+
+// The statement that inserts Journal::kRowsPerInsert records at once.
+std::string insertManySql() {
+  std::string sql =
+      "INSERT INTO pending(seq, target, event_id, address, sender, pattern, correlation_id, "
+      "event) VALUES";
+  for (size_t i = 0; i < Journal::kRowsPerInsert; ++i)
+    sql += i == 0 ? "(?,?,?,?,?,?,?,?)" : ",(?,?,?,?,?,?,?,?)";
+  return sql;
 }
 
 // Resets a statement on every path out of a scope, so it never stays busy.
@@ -164,7 +174,11 @@ Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalO
       !s.isOk()) {
     return s;
   }
-  if (Status s = journal->prepare("DELETE FROM pending WHERE seq = ?", &journal->delete_);
+  if (Status s = journal->prepare(insertManySql().c_str(), &journal->insert_many_); !s.isOk()) {
+    return s;
+  }
+  if (Status s =
+          journal->prepare("DELETE FROM pending WHERE seq BETWEEN ? AND ?", &journal->delete_);
       !s.isOk()) {
     return s;
   }
@@ -205,7 +219,7 @@ Status Journal::migrateDeliveredRows() {
   if (status.isOk()) {
     int rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-      acks.push_back(JournalAck{0, Symbol::intern(columnText(stmt, 0)),
+      acks.push_back(JournalAck{0, keepName(columnText(stmt, 0)),
                                 fromDb(sqlite3_column_int64(stmt, 1)), false});
     }
     sqlite3_finalize(stmt);
@@ -238,7 +252,7 @@ Status Journal::loadBatches() {
 }
 
 Journal::~Journal() {
-  for (sqlite3_stmt* stmt : {insert_, delete_, remember_, trim_, checkpoint_})
+  for (sqlite3_stmt* stmt : {insert_, insert_many_, delete_, remember_, trim_, checkpoint_})
     sqlite3_finalize(stmt);
   sqlite3_close(db_);
 }
@@ -267,16 +281,22 @@ Result<std::vector<JournalRecord>> Journal::pending() {
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     JournalRecord r;
     r.seq = fromDb(sqlite3_column_int64(stmt, 0));
-    r.target = Symbol::intern(columnText(stmt, 1));
+    // Names held again as before the restart: a client's are given back
+    // once its records are (flows/kept_name.h).
+    r.target = keepName(columnText(stmt, 1));
     r.event_id = fromDb(sqlite3_column_int64(stmt, 2));
-    r.address = journaledAddress(columnText(stmt, 3));
+    r.address = keepName(columnText(stmt, 3));
     r.sender = Symbol::intern(columnText(stmt, 4));
     const int64_t pattern = sqlite3_column_int64(stmt, 5);
     r.pattern = pattern == static_cast<int64_t>(Pattern::kRobustInOnly) ? Pattern::kRobustInOnly
                 : pattern == static_cast<int64_t>(Pattern::kInOut)      ? Pattern::kInOut
                                                                         : Pattern::kInOnly;
     r.correlation_id = fromDb(sqlite3_column_int64(stmt, 6));
-    r.event_json = std::string(columnText(stmt, 7));
+    // A BLOB (a binary record) or TEXT (a JSON line): the bytes as stored either way.
+    const auto* stored = static_cast<const char*>(sqlite3_column_blob(stmt, 7));
+    r.stored_event =
+        std::string(stored == nullptr ? std::string_view()
+                                      : std::string_view(stored, sqlite3_column_bytes(stmt, 7)));
     records.push_back(std::move(r));
   }
   sqlite3_finalize(stmt);
@@ -382,30 +402,57 @@ Result<Journal::BatchChange> Journal::rememberBatch(std::span<const JournalAck> 
   return change;
 }
 
+Status Journal::insertRecords(std::span<const JournalRecord> inserts) {
+  while (!inserts.empty()) {
+    const size_t rows = inserts.size() >= kRowsPerInsert ? kRowsPerInsert : 1;
+    sqlite3_stmt* stmt = rows == 1 ? insert_ : insert_many_;
+    StatementReset reset(stmt);
+    for (size_t i = 0; i < rows; ++i) {
+      const JournalRecord& r = inserts[i];
+      std::string& encoded = encoded_[i];
+      const bool encode = r.stored_event.empty() && r.event != nullptr;
+      if (encode) encoded = encodeEventRecord(*r.event);
+      const int first = static_cast<int>(i * kInsertColumns);
+      sqlite3_bind_int64(stmt, first + 1, toDb(r.seq));
+      bindText(stmt, first + 2, r.target.name());
+      sqlite3_bind_int64(stmt, first + 3, toDb(r.event_id));
+      bindText(stmt, first + 4, r.address.name());
+      bindText(stmt, first + 5, r.sender.name());
+      sqlite3_bind_int64(stmt, first + 6, static_cast<int64_t>(r.pattern));
+      sqlite3_bind_int64(stmt, first + 7, toDb(r.correlation_id));
+      bindEvent(stmt, first + 8, encode ? encoded : r.stored_event);
+    }
+    if (sqlite3_step(stmt) != SQLITE_DONE) return error("insert pending");
+    inserts = inserts.subspan(rows);
+  }
+  return Status::ok();
+}
+
+Status Journal::deleteAcknowledged(std::span<const JournalAck> acks) {
+  // One statement per run of consecutive sequence numbers, not per record:
+  // a checkpoint acknowledges whole ranges of them.
+  seqs_.clear();
+  for (const JournalAck& a : acks) {
+    if (a.written) seqs_.push_back(a.seq);
+  }
+  std::sort(seqs_.begin(), seqs_.end());
+  for (size_t i = 0; i < seqs_.size();) {
+    size_t end = i + 1;
+    while (end < seqs_.size() && seqs_[end] <= seqs_[end - 1] + 1) ++end;
+    StatementReset reset(delete_);
+    sqlite3_bind_int64(delete_, 1, toDb(seqs_[i]));
+    sqlite3_bind_int64(delete_, 2, toDb(seqs_[end - 1]));
+    if (sqlite3_step(delete_) != SQLITE_DONE) return error("delete pending");
+    i = end;
+  }
+  return Status::ok();
+}
+
 Result<Journal::BatchChange> Journal::commitBody(std::span<const JournalRecord> inserts,
                                                  std::span<const JournalAck> acks,
                                                  std::span<const CheckpointRecord> checkpoints) {
-  std::string encoded;  // reused: the JSON of records that carry only their event
-  for (const JournalRecord& r : inserts) {
-    const bool encode = r.event_json.empty() && r.event != nullptr;
-    if (encode) encoded = encodeEvent(*r.event, EventFormat::kFull);
-    StatementReset reset(insert_);
-    sqlite3_bind_int64(insert_, 1, toDb(r.seq));
-    bindText(insert_, 2, r.target.name());
-    sqlite3_bind_int64(insert_, 3, toDb(r.event_id));
-    bindText(insert_, 4, r.address.name());
-    bindText(insert_, 5, r.sender.name());
-    sqlite3_bind_int64(insert_, 6, static_cast<int64_t>(r.pattern));
-    sqlite3_bind_int64(insert_, 7, toDb(r.correlation_id));
-    bindText(insert_, 8, encode ? encoded : r.event_json);
-    if (sqlite3_step(insert_) != SQLITE_DONE) return error("insert pending");
-  }
-  for (const JournalAck& a : acks) {
-    if (!a.written) continue;
-    StatementReset reset(delete_);
-    sqlite3_bind_int64(delete_, 1, toDb(a.seq));
-    if (sqlite3_step(delete_) != SQLITE_DONE) return error("delete pending");
-  }
+  if (Status s = insertRecords(inserts); !s.isOk()) return s;
+  if (Status s = deleteAcknowledged(acks); !s.isOk()) return s;
   for (const CheckpointRecord& c : checkpoints) {
     StatementReset reset(checkpoint_);
     bindText(checkpoint_, 1, c.name);

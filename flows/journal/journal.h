@@ -4,7 +4,9 @@
 // mode (a real embedded store, not a home-made file format). Two tables:
 //
 //   pending(seq PRIMARY KEY, target, event_id, address, sender, pattern,
-//           correlation_id, event)  -- accepted, not yet acknowledged by target
+//           correlation_id, event)  -- accepted, not yet acknowledged by target;
+//           `event` its binary record (event_record.h) or, written by an
+//           older cepbus, its JSON line
 //   delivered_batches(n PRIMARY KEY, count, ids BLOB)  -- recently
 //           acknowledged (target, event id) pairs, one row per transaction,
 //           bounded to a window, for duplicate suppression across restarts
@@ -29,6 +31,7 @@
 // events back, marked as redelivered, which at-least-once allows; an fsync
 // for it cost ~2 ms of a core on the development VM, 20 times a second.
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -58,10 +61,12 @@ struct JournalRecord {
   Symbol sender;
   Pattern pattern = Pattern::kInOnly;
   uint64_t correlation_id = 0;
-  std::string event_json;  // bus/core/event_json.h, full format
-  // When event_json is empty, commit() encodes this event instead: the
+  // The event as stored (event_record.h: a binary record, or the JSON line
+  // of a journal written before it); decodeEventRecord() reads either.
+  std::string stored_event;
+  // When stored_event is empty, commit() encodes this event instead: the
   // encoding then costs the journal thread, not the sender, and a record
-  // that is never written never pays for it. pending() fills event_json only.
+  // that is never written never pays for it. pending() fills stored_event only.
   EventPtr event;
 };
 
@@ -76,7 +81,7 @@ struct JournalAck {
 };
 
 struct DeliveredId {
-  Symbol target;
+  SharedName target;
   EventId event_id = 0;
 };
 
@@ -115,13 +120,19 @@ class Journal {
   Result<uint64_t> maxSeq();
 
   // One transaction: insert `inserts` (encoding the events of those without
-  // JSON), delete the acknowledged pending rows (those written) and remember
+  // stored bytes), delete the acknowledged pending rows (those written) and remember
   // every acknowledged id, trim the delivered window, store `checkpoints`
   // (replacing the rows of their names). All or nothing.
   Status commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks,
                 std::span<const CheckpointRecord> checkpoints = {});
 
   const std::string& path() const { return path_; }
+
+  // Records per INSERT statement when a transaction has that many: a
+  // checkpointed consumer leaves every record to be written, and binding
+  // and stepping one statement per record was part of that cost.
+  static constexpr size_t kRowsPerInsert = 64;
+  static constexpr size_t kInsertColumns = 8;
 
  private:
   Journal(std::string path, JournalOptions options)
@@ -144,6 +155,10 @@ class Journal {
                                  std::span<const CheckpointRecord> checkpoints);
   // Inserts the ids of `acks` as one batch and trims the window (inside a transaction).
   Result<BatchChange> rememberBatch(std::span<const JournalAck> acks);
+  // Inserts the records (inside a transaction), kRowsPerInsert at a time.
+  Status insertRecords(std::span<const JournalRecord> inserts);
+  // Deletes the pending rows of `acks` (inside a transaction).
+  Status deleteAcknowledged(std::span<const JournalAck> acks);
   Status migrateDeliveredRows();
   Status loadBatches();
   // Switches between fsyncing commits (FULL) and not (NORMAL) when needed.
@@ -153,7 +168,8 @@ class Journal {
   const JournalOptions options_;
   sqlite3* db_ = nullptr;
   sqlite3_stmt* insert_ = nullptr;
-  sqlite3_stmt* delete_ = nullptr;
+  sqlite3_stmt* insert_many_ = nullptr;  // kRowsPerInsert rows
+  sqlite3_stmt* delete_ = nullptr;       // a range of sequence numbers
   sqlite3_stmt* remember_ = nullptr;
   sqlite3_stmt* trim_ = nullptr;
   sqlite3_stmt* checkpoint_ = nullptr;
@@ -161,6 +177,9 @@ class Journal {
   std::deque<Batch> batches_;      // the window's rows, oldest first
   size_t remembered_ = 0;          // ids in batches_
   std::string blob_;               // reused by rememberBatch()
+  // Reused by insertRecords(): the event records of one statement.
+  std::array<std::string, kRowsPerInsert> encoded_;
+  std::vector<uint64_t> seqs_;  // reused by deleteAcknowledged()
   size_t corrupt_batches_ = 0;
 };
 

@@ -4,7 +4,6 @@
 
 #include "bus/core/event_json.h"
 #include "bus/core/plugin/snapshot.h"
-#include "bus/core/wire_names.h"
 
 namespace cepbus::services::cep {
 namespace {
@@ -27,71 +26,6 @@ T readLe(std::string_view bytes) {
     v |= static_cast<T>(static_cast<unsigned char>(bytes[i])) << (8 * i);
   }
   return v;
-}
-
-// A name read back: held like a decoder's, or made permanent when the
-// budget of held names cannot take it, rather than lose the composite.
-NameHold holdName(std::string_view name) {
-  if (std::optional<NameHold> hold = holdWireName(name)) return std::move(*hold);
-  return NameHold::of(Symbol::intern(name));
-}
-
-// A composite: type, start, end, probability, cost, id, source, key, the
-// attributes (count, then name and value each) and the constituents (count,
-// then each by its place in the event table).
-void writeComposite(plugin::SnapshotWriter& w, const Event& e) {
-  w.string(e.type().name());
-  w.signedVarint(e.start());
-  w.signedVarint(e.end());
-  w.real(e.probability());
-  w.signedVarint(e.cost());
-  w.varint(e.id());
-  w.string(e.source().name());
-  w.value(e.key());
-  w.varint(e.attributes().size());
-  for (const Attribute& a : e.attributes()) {
-    w.string(a.name.name());
-    w.value(a.value);
-  }
-  w.varint(e.constituents().size());
-  for (const EventPtr& part : e.constituents()) w.event(part);
-}
-
-EventPtr readComposite(plugin::SnapshotReader& r) {
-  const std::string type = r.string();
-  const Timestamp start = r.signedVarint();
-  const Timestamp end = r.signedVarint();
-  const double probability = r.real();
-  const int64_t cost = r.signedVarint();
-  const uint64_t id = r.varint();
-  const std::string source = r.string();
-  Value key = r.value();
-  if (!r.ok()) return nullptr;
-  if (type.empty() || start > end || id == 0 || !(probability >= 0.0 && probability <= 1.0) ||
-      cost < INT32_MIN || cost > INT32_MAX) {
-    r.fail("a composite's type, interval, probability, cost or id is out of range");
-    return nullptr;
-  }
-  EventBuilder b(holdName(type));
-  b.probability(probability).cost(static_cast<int32_t>(cost)).id(id).key(std::move(key));
-  if (!source.empty()) b.source(holdName(source));
-  const uint64_t attrs = r.count(2);  // a name's length and a value's kind at least
-  b.reserveAttributes(attrs);
-  for (uint64_t i = 0; i < attrs && r.ok(); ++i) {
-    const std::string name = r.string();
-    Value value = r.value();
-    if (r.ok()) b.set(holdName(name), std::move(value));
-  }
-  const uint64_t parts = r.count(1);
-  for (uint64_t i = 0; i < parts && r.ok(); ++i) {
-    EventPtr part = r.event();
-    if (part == nullptr && r.ok()) r.fail("a composite's constituent is missing");
-    if (r.ok()) b.constituent(std::move(part));
-  }
-  if (!r.ok()) return nullptr;
-  // Last: constituent() widened the interval, the stored one is exact.
-  b.interval(start, end);
-  return b.build();
 }
 
 // The bytes of an outbox written before kOutboxVersion (see the header).
@@ -172,7 +106,7 @@ Result<std::string> encodeOutbox(const PublishedWindow& published,
   w.varint(held.size());
   for (const OutboxEntry& entry : held) {
     w.varint(entry.member);
-    writeComposite(w, *entry.composite);
+    plugin::writeEventFields(w, *entry.composite);
   }
   w.flag(clock.has_value());
   if (clock) {
@@ -208,7 +142,7 @@ Status decodeOutbox(std::string_view bytes, size_t members, Outbox& outbox) {
              "; the detection has " + std::to_string(members));
       break;
     }
-    EventPtr composite = readComposite(r);
+    EventPtr composite = plugin::readEventFields(r);
     if (composite == nullptr) {
       return Status::invalidArgument("its outbox: composite " + std::to_string(i) + " of " +
                                      std::to_string(count) + ": " + r.status().message());

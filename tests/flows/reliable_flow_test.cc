@@ -813,7 +813,7 @@ TEST_P(ReliableFlowTest, CorruptRecordsAreCountedAndRemoved) {
   {
     auto journal = Journal::open(path, {});
     JournalRecord bad = recordFor(1, "a", makeEvent(1));
-    bad.event_json = "{not json";
+    bad.stored_event = "{not json";
     std::vector<JournalRecord> rows{bad, recordFor(2, "a", makeEvent(2))};
     ASSERT_TRUE((*journal)->commit(rows, {}).isOk());
   }

@@ -2,7 +2,7 @@
 // acknowledged batches) is written through Journal, then one field of one
 // row is overwritten with fuzzed bytes through SQLite, as a torn write or a
 // bad disk would leave it; then the journal is opened and read the way
-// ReliableFlow recovers (delivered(), pending(), maxSeq(), decodeEvent() of
+// ReliableFlow recovers (delivered(), pending(), maxSeq(), decodeEventRecord() of
 // each record) and written to again. A corrupt record must be refused or
 // skipped, never crash, and the window must stay within its bound.
 
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bus/core/event.h"
-#include "bus/core/event_json.h"
+#include "flows/journal/event_record.h"
 #include "flows/journal/journal.h"
 #include "tests/fuzz/fuzz_support.h"
 
@@ -127,7 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (delivered) fuzz::check(delivered->size() <= kWindow, "window larger than its bound");
   auto pending = (*journal)->pending();
   if (pending) {
-    for (const JournalRecord& r : *pending) (void)decodeEvent(r.event_json);
+    for (const JournalRecord& r : *pending) (void)flows::decodeEventRecord(r.stored_event);
   }
   (void)(*journal)->maxSeq();
   // The journal goes on being written after a recovery.

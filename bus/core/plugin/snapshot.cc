@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdint>
+#include <optional>
 
 #include "bus/core/event_json.h"
+#include "bus/core/wire_names.h"
 
 namespace cepbus::plugin {
 namespace {
@@ -56,6 +59,13 @@ void appendString(std::string& out, std::string_view s) {
 
 std::span<const unsigned char> bytesOf(std::string_view s) {
   return {reinterpret_cast<const unsigned char*>(s.data()), s.size()};
+}
+
+// A name read back: held like a decoder's, or made permanent when the
+// budget of held names cannot take it, rather than lose the composite.
+NameHold holdName(std::string_view name) {
+  if (std::optional<NameHold> hold = holdWireName(name)) return std::move(*hold);
+  return NameHold::of(Symbol::intern(name));
 }
 
 }  // namespace
@@ -358,6 +368,63 @@ bool SnapshotReader::section(std::string_view name, uint32_t version, uint64_t s
     return false;
   }
   return true;
+}
+
+// --- event fields ------------------------------------------------------------
+
+void writeEventFields(SnapshotWriter& w, const Event& e) {
+  w.string(e.type().name());
+  w.signedVarint(e.start());
+  w.signedVarint(e.end());
+  w.real(e.probability());
+  w.signedVarint(e.cost());
+  w.varint(e.id());
+  w.string(e.source().name());
+  w.value(e.key());
+  w.varint(e.attributes().size());
+  for (const Attribute& a : e.attributes()) {
+    w.string(a.name.name());
+    w.value(a.value);
+  }
+  w.varint(e.constituents().size());
+  for (const EventPtr& part : e.constituents()) w.event(part);
+}
+
+EventPtr readEventFields(SnapshotReader& r) {
+  const std::string type = r.string();
+  const Timestamp start = r.signedVarint();
+  const Timestamp end = r.signedVarint();
+  const double probability = r.real();
+  const int64_t cost = r.signedVarint();
+  const uint64_t id = r.varint();
+  const std::string source = r.string();
+  Value key = r.value();
+  if (!r.ok()) return nullptr;
+  if (type.empty() || start > end || !(probability >= 0.0 && probability <= 1.0) ||
+      cost < INT32_MIN || cost > INT32_MAX) {
+    r.fail("an event's type, interval, probability or cost is out of range");
+    return nullptr;
+  }
+  EventBuilder b(holdName(type));
+  b.probability(probability).cost(static_cast<int32_t>(cost)).id(id).key(std::move(key));
+  if (!source.empty()) b.source(holdName(source));
+  const uint64_t attrs = r.count(2);  // a name's length and a value's kind at least
+  b.reserveAttributes(attrs);
+  for (uint64_t i = 0; i < attrs && r.ok(); ++i) {
+    const std::string name = r.string();
+    Value value = r.value();
+    if (r.ok()) b.set(holdName(name), std::move(value));
+  }
+  const uint64_t parts = r.count(1);
+  for (uint64_t i = 0; i < parts && r.ok(); ++i) {
+    EventPtr part = r.event();
+    if (part == nullptr && r.ok()) r.fail("an event's constituent is missing");
+    if (r.ok()) b.constituent(std::move(part));
+  }
+  if (!r.ok()) return nullptr;
+  // Last: constituent() widened the interval, the stored one is exact.
+  b.interval(start, end);
+  return b.build();
 }
 
 }  // namespace cepbus::plugin

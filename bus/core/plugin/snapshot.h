@@ -204,4 +204,15 @@ class CEPBUS_API SnapshotReader {
   bool carrying_over_ = false;
 };
 
+// An event's own fields, in binary: type, start, end, probability, cost, id,
+// source, key, the attributes (count, then name and value each) and the
+// constituents (count, then each through SnapshotWriter::event()). Exact,
+// where the JSON of the event table would need a string to be valid UTF-8
+// only for the constituents.
+CEPBUS_API void writeEventFields(SnapshotWriter& w, const Event& event);
+// What writeEventFields() wrote; null when it does not parse or is out of
+// range, the reader then failed saying what. Names are held like a
+// decoder's (wire_names.h).
+CEPBUS_API EventPtr readEventFields(SnapshotReader& r);
+
 }  // namespace cepbus::plugin
