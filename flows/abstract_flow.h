@@ -20,6 +20,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bus/base/stats/store.h"
@@ -93,6 +94,10 @@ class AbstractFlow {
   // subscriber that ended its subscription): what the flow keeps for its
   // return (a reliable flow's undelivered records) goes too.
   virtual void retire(DeliveryTarget& target) { detach(target); }
+  // Drops what the flow keeps for the return of a target of this name that
+  // is not attached, as retire() would have: it did not come back in time.
+  // The caller makes sure that no target of this name attaches meanwhile.
+  virtual void forgetAway(std::string_view /*target_name*/) {}
   // Exchanges waiting in this flow for `target`.
   virtual size_t queueLength(const DeliveryTarget& target) const;
 

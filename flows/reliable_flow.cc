@@ -261,6 +261,26 @@ void ReliableFlow::retire(DeliveryTarget& target) {
   for (Orphan& orphan : orphans) drop(orphan);
 }
 
+void ReliableFlow::forgetAway(std::string_view target_name) {
+  for (const auto& [target, attachment] : stages_.attached()) {
+    if (attachment.name.name() == target_name) return;  // it came back
+  }
+  std::vector<Orphan> orphans;
+  {
+    MutexLock lock(mu_);
+    departed_names_.add(target_name);
+    // By its text (a timer's rare path): its symbol may have no holder left
+    // but its orphans.
+    for (auto it = orphans_.begin(); it != orphans_.end(); ++it) {
+      if (it->first.name() != target_name) continue;
+      orphans = std::move(it->second);
+      orphans_.erase(it);
+      break;
+    }
+  }
+  for (Orphan& orphan : orphans) drop(orphan);
+}
+
 void ReliableFlow::drop(Orphan& orphan) {
   const JournalRecord& record = orphan.record;
   departed_.inc();

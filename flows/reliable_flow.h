@@ -166,6 +166,7 @@ class ReliableFlow final : public AbstractFlow {
   // subscription that ended is not delivered to again, so its records would
   // otherwise stay in memory and in the journal for good.
   void retire(DeliveryTarget& target) override;
+  void forgetAway(std::string_view target_name) override;
   size_t queueLength(const DeliveryTarget& target) const override;
 
   ReliableMetricsSnapshot reliableMetrics() const;

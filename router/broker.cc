@@ -196,6 +196,11 @@ Status Broker::removeEndpoint(std::string_view name, EndpointExit exit) {
   return Status::ok();
 }
 
+void Broker::forgetAway(std::string_view name) {
+  if (endpoint(name) != nullptr) return;
+  for (const auto& flow : policy_->flows()) flow->forgetAway(name);
+}
+
 std::shared_ptr<Endpoint> Broker::endpoint(std::string_view name) const {
   MutexLock lock(mu_);
   auto it = endpoints_.find(name);

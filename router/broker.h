@@ -89,6 +89,11 @@ class Broker {
   // an endpoint of this name may come back (EndpointExit).
   Status removeEndpoint(std::string_view name, EndpointExit exit = EndpointExit::kMayReturn);
   std::shared_ptr<Endpoint> endpoint(std::string_view name) const;
+  // What the flows keep for an endpoint of this name that was removed as one
+  // that may return (a subscriber that went away) goes: it did not come back
+  // in time. No effect while an endpoint of this name exists. The caller
+  // makes sure none is added meanwhile.
+  void forgetAway(std::string_view name);
 
   Result<SubscriptionId> subscribe(std::string_view endpoint, std::string_view pattern,
                                    EventFilterPtr filter = nullptr);

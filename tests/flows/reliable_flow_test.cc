@@ -524,6 +524,31 @@ TEST_P(ReliableFlowTest, ADetachedTargetsRecordsWaitAsOrphans) {
   flow.stop();
 }
 
+// A target that stays away past its time is forgotten as a retired one;
+// one attached under that name is not.
+TEST_P(ReliableFlowTest, ATargetForgottenWhileAwayLosesItsRecordsUnlessItCameBack) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.start().isOk());
+  DeferringTarget away("away"), back("back");
+  ASSERT_TRUE(flow.attach(away).isOk());
+  ASSERT_TRUE(flow.attach(back).isOk());
+  std::vector<DeliveryTarget*> targets{&away, &back};
+  ASSERT_EQ(flow.send(inOnly(makeEvent(1), "t", Qos::kReliable), targets).queued, 2u);
+  ASSERT_TRUE(waitUntil([&] { return away.waiting() == 1 && back.waiting() == 1; }));
+  flow.detach(away);
+  away.ackOne(Status::unavailable("the subscriber went away"));
+  ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().orphans == 1; }));
+  flow.forgetAway("back");  // attached: nothing happens
+  flow.forgetAway("away");
+  EXPECT_EQ(flow.reliableMetrics().departed, 1u);
+  EXPECT_EQ(flow.reliableMetrics().orphans, 0u);
+  back.ackOne(Status::ok());
+  flow.stop();
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
 // Takes each journaled delivery's acknowledgement twice, as two parts of a
 // target might: both are the same acknowledgement.
 class TwiceDeferringTarget final : public DeliveryTarget {

@@ -360,6 +360,53 @@ TEST(WireNameFloodTest, ASubscriberThatClosesItsLinkLeavesNothingBehind) {
   EXPECT_TRUE(bus.stop());
 }
 
+// One that went away and does not come back within
+// `subscriber-return-timeout` loses what waited for it, as a closed link.
+TEST(WireNameFloodTest, ASubscriberThatDoesNotComeBackInTimeLeavesNothingBehind) {
+  BusProcess bus(CEPBUS_BINARY, "cepbus-subscriber-vanishes");
+  const int port = reservedPort();
+  const int http_port = reservedPort();
+  ASSERT_TRUE(bus.start(
+      "<cepbus name=\"vanishes\"><journal path=\"journal.db\"/>"
+      "<listeners><amqp host=\"127.0.0.1\" port=\"" +
+          std::to_string(port) +
+          "\" allow-anonymous=\"true\" subscriber-return-timeout=\"200\"/>"
+          "<http host=\"127.0.0.1\" port=\"" +
+          std::to_string(http_port) +
+          "\"/></listeners><routes default-flow=\"st\">"
+          "<route address=\"orders.#\" flow=\"reliable\" qos=\"reliable\"/></routes></cepbus>\n",
+      {port, http_port}));
+  auto scrape = [&](const std::string& name) {
+    return metric(httpGet(http_port, "/metrics"), name);
+  };
+  const std::string journal = "{flow=\"reliable\"}";
+  const uint64_t held_at_start = scrape("cepbus_wire_names_held");
+  constexpr size_t kEvents = 5;
+  {
+    AmqpTestClient vanisher(port, "vanisher");
+    ASSERT_TRUE(vanisher.waitOpen());
+    vanisher.subscribe("orders.#", "never-settles", false, 100, 0);
+    ASSERT_TRUE(vanisher.waitFor([&] { return vanisher.links_open.size() == 1; }));
+    AmqpTestClient publisher(port, "publisher");
+    ASSERT_TRUE(publisher.waitOpen());
+    for (size_t i = 0; i < kEvents; ++i) {
+      publisher.send("orders.a", {event("Order", static_cast<int64_t>(i), "qty")});
+    }
+    ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == kEvents; }));
+    ASSERT_TRUE(
+        vanisher.waitFor([&] { return vanisher.received["never-settles"].size() == kEvents; }));
+    vanisher.closeConnection();
+  }
+  EXPECT_TRUE(testing::waitUntil([&] {
+    return scrape("cepbus_journal_departed_total" + journal) == kEvents;
+  })) << scrape("cepbus_journal_departed_total" + journal)
+      << " records removed";
+  EXPECT_EQ(scrape("cepbus_journal_orphans" + journal), 0u);
+  EXPECT_TRUE(testing::waitUntil([&] { return scrape("cepbus_wire_names_held") == held_at_start; }))
+      << scrape("cepbus_wire_names_held") << " names held, " << held_at_start << " at the start";
+  EXPECT_TRUE(bus.stop());
+}
+
 // The peak resident set (kB) of a bus that replays `lines` events to a
 // replay sink, each event's attribute named by `name(i)`; the sink's file
 // must hold every event.

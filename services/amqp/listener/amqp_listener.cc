@@ -32,7 +32,9 @@
 
 #include "services/amqp/listener/amqp_listener.h"
 
+#include <Poco/Clock.h>
 #include <Poco/Logger.h>
+#include <Poco/Util/Timer.h>
 
 #include <algorithm>
 #include <atomic>
@@ -479,11 +481,47 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
                                                                : router::EndpointExit::kMayReturn;
     Status ended = subscriptions.end(sub.endpoint, *sub.outbox, sub.durable ? &sub.owner : nullptr,
                                      closed, exit);
+    if (exit == router::EndpointExit::kMayReturn && !sub.durable && !shutting_down) {
+      awaitReturn(sub.endpoint);
+    }
     if (!ended) {
       Poco::Logger::get("cepbus.amqp")
           .warning("%s: durable subscription %s ended, but its record stays: %s", options.name,
                    sub.endpoint, ended.message());
     }
+  }
+
+  // A non-durable subscriber went away: what it left unsettled waits for it
+  // (under its endpoint's name) for options.subscriber_return_timeout, then
+  // goes. A subscription that came back under that name meanwhile keeps it:
+  // subscriptions open under control_mu, as this decides.
+  void awaitReturn(const std::string& endpoint) REQUIRES(control_mu) {
+    if (endpoint.empty()) return;
+    if (options.subscriber_return_timeout.count() == 0) {
+      context.broker.forgetAway(endpoint);
+      return;
+    }
+    // A timer of its own: the container's stop waits for its pending timers.
+    if (!return_timer) return_timer = std::make_unique<Poco::Util::Timer>();
+    Poco::Clock due;
+    due += std::chrono::duration_cast<std::chrono::microseconds>(options.subscriber_return_timeout)
+               .count();
+    return_timer->schedule(Poco::Util::Timer::func([this, endpoint] {
+                             MutexLock lock(control_mu);
+                             if (!shutting_down) context.broker.forgetAway(endpoint);
+                           }),
+                           due);
+  }
+  // Cancels the waits of awaitReturn(): what they would have removed stays
+  // journaled for the next start.
+  void stopReturnTimer() {
+    std::unique_ptr<Poco::Util::Timer> timer;
+    {
+      MutexLock lock(control_mu);
+      timer = std::move(return_timer);
+    }
+    // Outside the lock: a task running now takes it.
+    if (timer) timer->cancel(/*wait=*/true);
   }
 
   // ---- request/response ---------------------------------------------------
@@ -712,6 +750,8 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   std::map<std::string, stats::ScopePtr> link_scopes GUARDED_BY(links_mu);
   // Ends connections that do not authenticate in time; null: no deadline.
   std::unique_ptr<HandshakeWatch> handshakes;
+  // Runs awaitReturn()'s waits; made at the first.
+  std::unique_ptr<Poco::Util::Timer> return_timer GUARDED_BY(control_mu);
 };
 
 AmqpListenerService::AmqpListenerService(AmqpListenerConfig listener, AmqpListenerOptions options,
@@ -822,6 +862,7 @@ void AmqpListenerService::stop() {
             impl.options.name, static_cast<Poco::Int64>(2 * impl.options.close_timeout.count()));
   }
   if (impl.handshakes) impl.handshakes->stop();
+  impl.stopReturnTimer();
   unregisterSaslListener(port());
   impl.releaseAll();
   impl.opened(Status::unavailable(impl.options.name + ": stopped"));
@@ -855,6 +896,10 @@ std::unique_ptr<Service> makeAmqpListener(const AmqpListenerConfig& listener,
   if (listener.subscriber_stall_timeout_ms) {
     options.subscriber_stall_timeout =
         std::chrono::milliseconds(*listener.subscriber_stall_timeout_ms);
+  }
+  if (listener.subscriber_return_timeout_ms) {
+    options.subscriber_return_timeout =
+        std::chrono::milliseconds(*listener.subscriber_return_timeout_ms);
   }
   if (listener.handshake_timeout_ms) {
     options.handshake_timeout = std::chrono::milliseconds(*listener.handshake_timeout_ms);

@@ -158,6 +158,11 @@ struct AmqpListenerOptions {
   // for this long is stuck: it stops holding them back (it alone then loses
   // what does not fit in its buffer) until it drains below its low-water mark.
   std::chrono::milliseconds subscriber_stall_timeout{1000};
+  // How long what a subscriber that went away without closing its link (a
+  // dropped connection, a detach) left unsettled on a reliable route waits
+  // for a link of the same container id and link name; then it is removed
+  // as for a closed link. Durable subscriptions keep theirs; 0: none waits.
+  std::chrono::milliseconds subscriber_return_timeout{60000};
   // How often a publishing link that ran into backpressure checks whether it
   // may have credit again.
   std::chrono::milliseconds recheck_interval{20};

@@ -100,6 +100,7 @@ std::any AmqpListenerElement::parse(const Element& e) const {
                      "durable-buffer",
                      "request-timeout",
                      "subscriber-stall-timeout",
+                     "subscriber-return-timeout",
                      "handshake-timeout",
                      "max-connections",
                      "max-sessions",
@@ -128,6 +129,8 @@ std::any AmqpListenerElement::parse(const Element& e) const {
   l.durable_buffer = e.integer("durable-buffer", 0, kMaxCapacity);
   l.request_timeout_ms = e.integer("request-timeout", 1, kMaxTimeoutMs);
   l.subscriber_stall_timeout_ms = e.integer("subscriber-stall-timeout", 1, kMaxTimeoutMs);
+  // 0: what a subscriber that went away left unsettled does not wait for it.
+  l.subscriber_return_timeout_ms = e.integer("subscriber-return-timeout", 0, kMaxTimeoutMs);
   // 0: no deadline for a client to authenticate.
   l.handshake_timeout_ms = e.integer("handshake-timeout", 0, kMaxTimeoutMs);
   l.max_connections = e.integer("max-connections", 1, kMaxCapacity);

@@ -67,12 +67,13 @@ struct AmqpListenerConfig {
   std::vector<AmqpUser> users;  // names unique
   // Flow control and buffering; absent: the listener's defaults
   // (services/amqp/listener/amqp_listener.h, AmqpListenerOptions).
-  std::optional<uint32_t> credit_window;                // credit-window: per publishing link
-  std::optional<uint64_t> subscriber_buffer;            // subscriber-buffer: events per subscriber
-  std::optional<uint64_t> durable_buffer;               // durable-buffer: kept while away
-  std::optional<uint64_t> request_timeout_ms;           // request-timeout (ms)
-  std::optional<uint64_t> subscriber_stall_timeout_ms;  // subscriber-stall-timeout (ms)
-  std::optional<uint64_t> handshake_timeout_ms;         // handshake-timeout (ms; 0: none)
+  std::optional<uint32_t> credit_window;                 // credit-window: per publishing link
+  std::optional<uint64_t> subscriber_buffer;             // subscriber-buffer: events per subscriber
+  std::optional<uint64_t> durable_buffer;                // durable-buffer: kept while away
+  std::optional<uint64_t> request_timeout_ms;            // request-timeout (ms)
+  std::optional<uint64_t> subscriber_stall_timeout_ms;   // subscriber-stall-timeout (ms)
+  std::optional<uint64_t> subscriber_return_timeout_ms;  // subscriber-return-timeout (ms; 0: none)
+  std::optional<uint64_t> handshake_timeout_ms;          // handshake-timeout (ms; 0: none)
   // What one client may make it hold (services/amqp/listener/admission.h, AmqpLimits).
   std::optional<uint64_t> max_connections;           // max-connections: all clients together
   std::optional<uint64_t> max_sessions;              // max-sessions: per connection

@@ -49,7 +49,7 @@ TEST(AmqpListenerElementErrorTest, BadListeners) {
 TEST(AmqpListenerElementTest, AmqpFlowControlAttributes) {
   auto result = parse(R"(<cepbus name="t"><listeners>
 <amqp credit-window="64" subscriber-buffer="5000" durable-buffer="0" request-timeout="2500"
-      subscriber-stall-timeout="300" threads="3"/>
+      subscriber-stall-timeout="300" subscriber-return-timeout="0" threads="3"/>
 </listeners></cepbus>)",
                       "t.xml");
   ASSERT_TRUE(result.isOk()) << result.status().toString();
@@ -60,6 +60,7 @@ TEST(AmqpListenerElementTest, AmqpFlowControlAttributes) {
   EXPECT_EQ(amqp.durable_buffer, 0u);
   EXPECT_EQ(amqp.request_timeout_ms, 2500u);
   EXPECT_EQ(amqp.subscriber_stall_timeout_ms, 300u);
+  EXPECT_EQ(amqp.subscriber_return_timeout_ms, 0u);
   // Absent: the listener's defaults apply.
   auto plain = parse(R"(<cepbus name="t"><listeners><amqp/></listeners></cepbus>)", "t.xml");
   ASSERT_TRUE(plain.isOk()) << plain.status().toString();
@@ -68,6 +69,7 @@ TEST(AmqpListenerElementTest, AmqpFlowControlAttributes) {
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->durable_buffer.has_value());
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->request_timeout_ms.has_value());
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->subscriber_stall_timeout_ms.has_value());
+  EXPECT_FALSE(plain->element<AmqpListenerConfig>()->subscriber_return_timeout_ms.has_value());
   EXPECT_FALSE(plain->element<AmqpListenerConfig>()->threads.has_value());
 }
 
