@@ -199,6 +199,10 @@ void ClusterIngress::settled(const std::vector<uint64_t>& deliveries, bool accep
 
 // ---- batches --------------------------------------------------------------
 
+// Runs on a producer's connection or the linger timer, not on the broker
+// connection: Proton 0.37 writes out what was sent on it only when it has
+// work of its own, so it is woken. Otherwise the batches wait for the
+// node's next heartbeat, and a flood stalls on max-held-events meanwhile.
 void ClusterIngress::take(std::vector<IngressBatcher::Batch> closed) {
   std::vector<bool> touched(spec_.partitions, false);
   for (IngressBatcher::Batch& batch : closed) {
@@ -208,6 +212,7 @@ void ClusterIngress::take(std::vector<IngressBatcher::Batch> closed) {
   for (uint32_t p = 0; p < spec_.partitions; ++p) {
     if (touched[p]) pump(p);
   }
+  if (!closed.empty() && !senders_.empty()) senders_.front().connection().wake();
 }
 
 void ClusterIngress::armTimer() {

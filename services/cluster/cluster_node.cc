@@ -762,7 +762,11 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
         std::max(*due - Clock::now(), Clock::duration{}));
     container_->schedule(proton::duration(wait.count()), [this] {
       output_timer_armed_ = false;
-      sendBatches(outbox_.expire(Clock::now()));
+      const std::vector<OutputBatcher::Batch> lingered = outbox_.expire(Clock::now());
+      sendBatches(lingered);
+      // Off the connection's own events, Proton 0.37 writes out what was
+      // sent only once the connection is woken (see ClusterIngress::take()).
+      if (!lingered.empty() && connection_) connection_.wake();
       armOutputTimer();
     });
   }

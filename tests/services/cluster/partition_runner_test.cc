@@ -208,6 +208,13 @@ class PartitionRunnerTest : public ::testing::Test {
     r_ = runner(max_delay, io_, lease);
     ASSERT_NE(r_, nullptr);
   }
+  // The node's output path, batches of up to 8 composites, before the fake broker.
+  BatchedPartitionIo& batched() {
+    spec_.output.batch_events = 8;
+    EXPECT_NE(runner(0, io_), nullptr);  // compiles the queries
+    batcher_.emplace(spec_, queries_);
+    return batched_.emplace(*batcher_);
+  }
   PartitionStats stats(const PartitionRunner& r) const {
     PartitionStats s;
     r.describe(s);
@@ -219,6 +226,8 @@ class PartitionRunnerTest : public ::testing::Test {
   std::vector<CompiledQuery> queries_;
   ClusterStats counters_;
   FakePartitionIo io_;
+  std::optional<OutputBatcher> batcher_;
+  std::optional<BatchedPartitionIo> batched_;
   std::unique_ptr<PartitionRunner> r_;
   const PartitionRunner::Time t0_{};
   const PartitionRunner::WallTime wall0_{};
@@ -407,10 +416,7 @@ TEST_F(PartitionRunnerTest, ANodeTakingOverReplaysTheUnsettledInputsAndRepeatsTh
 // Three composites of three inputs leave in one batch message; the inputs
 // wait for the batch, not for a message per composite.
 TEST_F(PartitionRunnerTest, CompositesLeaveInOneBatchAndTheirInputsWaitForIt) {
-  spec_.output.batch_events = 8;
-  ASSERT_NE(runner(0, io_), nullptr);  // compiles the queries
-  OutputBatcher batcher(spec_, queries_);
-  BatchedPartitionIo io(batcher);
+  BatchedPartitionIo& io = batched();
   auto r = runner(0, io);
   r->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
   r->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
@@ -428,10 +434,7 @@ TEST_F(PartitionRunnerTest, CompositesLeaveInOneBatchAndTheirInputsWaitForIt) {
 // The broker refuses a batch: each of its composites is sent again, in a
 // new batch, and the inputs wait until that one is accepted.
 TEST_F(PartitionRunnerTest, ARefusedCompositeBatchIsSentAgainAndItsInputsWaitForIt) {
-  spec_.output.batch_events = 8;
-  ASSERT_NE(runner(0, io_), nullptr);
-  OutputBatcher batcher(spec_, queries_);
-  BatchedPartitionIo io(batcher);
+  BatchedPartitionIo& io = batched();
   auto r = runner(0, io);
   r->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
   r->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
@@ -453,16 +456,13 @@ TEST_F(PartitionRunnerTest, ARefusedCompositeBatchIsSentAgainAndItsInputsWaitFor
 // its batch carries the same composite id, which a consumer drops as a
 // duplicate. The dead runner's batch answers nobody.
 TEST_F(PartitionRunnerTest, AReplayedCompositeInABatchCarriesTheSameId) {
-  spec_.output.batch_events = 8;
-  ASSERT_NE(runner(0, io_), nullptr);
-  OutputBatcher batcher(spec_, queries_);
-  BatchedPartitionIo io(batcher);
+  BatchedPartitionIo& io = batched();
   auto a = runner(0, io);
   a->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
   a->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
   io.linger();
   a.reset();
-  batcher.forget(2);
+  batcher_->forget(2);
 
   auto b = runner(0, io);
   b->onQueueInput(0, input({stock(1, 1, 10)}, /*redelivered=*/true), t0_);
@@ -472,7 +472,7 @@ TEST_F(PartitionRunnerTest, AReplayedCompositeInABatchCarriesTheSameId) {
   ASSERT_EQ(io.batches.size(), 2u);
   EXPECT_EQ(io.ids(0), std::vector<uint64_t>{idOf({1, 2})});
   EXPECT_EQ(io.ids(1), io.ids(0));
-  EXPECT_TRUE(batcher.confirmed(io.batches[0].id).empty()) << "its runner is gone";
+  EXPECT_TRUE(batcher_->confirmed(io.batches[0].id).empty()) << "its runner is gone";
   io.answer(1, true, *b);
   EXPECT_EQ(io.accepted, (Tags{0, 1}));
 }
