@@ -202,8 +202,8 @@ class Scenario:
         if self.out_batch is not None:
             brokers += '<output batch-events="%d"/>' % self.out_batch
         if k == 1 and self.ingress_port:
-            brokers += ('<ingress port="%d" batch-events="%d" linger-ms="5"%s/>'
-                        % (self.ingress_port, self.ingress_batch,
+            brokers += ('<ingress port="%d" batch-events="%d" linger-ms="%d"%s/>'
+                        % (self.ingress_port, self.ingress_batch, self.args.ingress_linger_ms,
                            ' credit="%d"' % self.args.ingress_credit if self.args.ingress_credit else ""))
         text = ('<cepbus name="n%d"><logging level="warning"/><listeners><http host="127.0.0.1" '
                 'port="%d"/></listeners><cluster name="%s" node="n%d" partitions="%d" key="price" '
@@ -337,7 +337,7 @@ def throughput(args, broker, work, events, count, nodes, partitions, batch, inde
     result = {"bench": "cluster_throughput", "params": {"via": via, "input": input, "nodes": nodes,
               "partitions": partitions, "batch": batch, "out_batch": out_batch, "events": count,
               "producer": ("c++" if args.ingress_producer else "python") if via == "ingress" else "publish",
-              "ingress_credit": args.ingress_credit or None}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
+              "ingress_credit": args.ingress_credit or None, "ingress_linger_ms": args.ingress_linger_ms}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
               "total_s": round(t_all, 2), "drained": ok, "composites": composites, "cpu": cpu}
     if profile:
         result["profile"] = profile
@@ -463,6 +463,8 @@ def main():
     parser.add_argument("--ingress-credit", type=int, default=0,
                         help="<ingress credit>: the events a producer may have unsettled (default: "
                              "the node's); one producer sends at most that many per broker round trip")
+    parser.add_argument("--ingress-linger-ms", type=int, default=5,
+                        help="<ingress linger-ms>: how long a partition's batch waits for more events")
     parser.add_argument("--no-takeover", action="store_true", help="skip the takeover points")
     parser.add_argument("--profile", action="store_true",
                         help="sample the nodes and brokers with perf record during every throughput point")
