@@ -83,7 +83,7 @@ void OutputBatcher::encode(const Batch& batch, proton::message& message) const {
   }
   message.subject(late(batch) ? kEventBatchSubject : kCompositeBatchSubject);
   if (late(batch)) message.properties().put("late", true);
-  message.body(std::move(body));
+  message.body(body);
 }
 
 void OutputBatcher::encodeOne(const Pending& pending, proton::message& message) const {
