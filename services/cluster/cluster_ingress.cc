@@ -212,7 +212,7 @@ void ClusterIngress::take(std::vector<IngressBatcher::Batch> closed) {
   for (uint32_t p = 0; p < spec_.partitions; ++p) {
     if (touched[p]) pump(p);
   }
-  if (!closed.empty() && !senders_.empty()) senders_.front().connection().wake();
+  if (!closed.empty() && broker_ && broker_.active()) broker_.wake();
 }
 
 void ClusterIngress::armTimer() {
@@ -251,11 +251,13 @@ void ClusterIngress::openSender(proton::connection& broker, uint32_t partition) 
 }
 
 void ClusterIngress::brokerUp(proton::connection& broker) {
+  broker_ = broker;
   senders_.assign(spec_.partitions, proton::sender());
   for (uint32_t p = 0; p < spec_.partitions; ++p) openSender(broker, p);
 }
 
 void ClusterIngress::brokerDown() {
+  broker_ = proton::connection();
   senders_.clear();
   resend(std::nullopt);
 }
