@@ -3,11 +3,12 @@
 
 An independent AMQP 1.0 client (Debian's python3-qpid-proton) that consumes
 the queue NAME.composites, where every node publishes its composite events,
-and writes each distinct composite once: the message-id is the composite's
-deterministic id (query + constituent event ids), so a composite replayed
-after a failover is recognised and only counted. Events re-published as late
-(application property "late") are counted, not written. Fails over along the
-broker list when a broker dies.
+and writes each distinct composite once: every composite carries its
+deterministic id (query + constituent event ids; in its line of a batch
+message, or as the message-id of a message of its own), so a composite
+replayed after a failover is recognised and only counted. Events re-published
+as late (application property "late") are counted, not written. Fails over
+along the broker list when a broker dies.
 
     collect.py --brokers 127.0.0.1:5672,127.0.0.1:5673 --queue demo.composites \\
                --out composites.jsonl --summary collector.json --stop-file DONE
@@ -23,6 +24,12 @@ import time
 
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
+
+# Nodes publish composites in batches (docs/cluster.md, "Composites on
+# <name>.out"): one JSON line per composite, its id in the line; with
+# <output batch-events="1">, one composite per message, its id the message-id.
+COMPOSITE_BATCH = "cepbus.composites"
+EVENT_BATCH = "cepbus.events"
 
 
 class Collector(MessagingHandler):
@@ -54,15 +61,24 @@ class Collector(MessagingHandler):
         self.last_message = time.monotonic()
         message = event.message
         props = message.properties or {}
-        if props.get("late"):
-            self.late += 1
-            return
-        if message.id in self.seen:
+        if message.subject == COMPOSITE_BATCH:
+            for line in message.body.splitlines():
+                if line:
+                    composite = json.loads(line)
+                    self.take(composite["id"], json.dumps(composite["match_ts"], separators=(",", ":")))
+        elif props.get("late"):
+            # A batch of late events (subject cepbus.events), or one.
+            self.late += len(message.body.splitlines()) if message.subject == EVENT_BATCH else 1
+        else:
+            self.take(message.id, props["match-ts"])
+        self.out.flush()
+
+    def take(self, composite_id, match_ts):
+        if composite_id in self.seen:
             self.duplicates += 1
             return
-        self.seen.add(message.id)
-        self.out.write(props["match-ts"] + "\n")
-        self.out.flush()
+        self.seen.add(composite_id)
+        self.out.write(match_ts + "\n")
 
     def on_timer_task(self, event):
         quiet = time.monotonic() - self.last_message

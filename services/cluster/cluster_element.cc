@@ -76,6 +76,18 @@ ClusterIngressSpec ingress(const Element& e) {
   return in;
 }
 
+// <output batch-events batch-bytes linger-ms>
+ClusterOutputSpec output(const Element& e) {
+  e.allowAttributes({"batch-events", "batch-bytes", "linger-ms"});
+  e.noChildren();
+  ClusterOutputSpec out;
+  out.batch_events =
+      static_cast<uint32_t>(e.integer("batch-events", 1, kMaxBatch).value_or(out.batch_events));
+  out.batch_bytes = e.integer("batch-bytes", 1, kMaxBatchBytes).value_or(out.batch_bytes);
+  out.linger_ms = e.integer("linger-ms", 0, descriptor::kMaxTimeoutMs).value_or(out.linger_ms);
+  return out;
+}
+
 }  // namespace
 
 std::any ClusterElement::parse(const Element& e) const {
@@ -118,10 +130,16 @@ std::any ClusterElement::parse(const Element& e) const {
   c.max_delay = static_cast<int64_t>(e.integer(delay, 0, kMaxDelay).value_or(0));
   eventTime(e, c);
   descriptor::NameScope queries;
-  e.children({{"broker"}, {"tls", true}, {"ingress", true}, {"query"}}, [&](const Element& child) {
+  const std::vector<descriptor::ChildSpec> kinds = {
+      {"broker"}, {"tls", true}, {"ingress", true}, {"output", true}, {"query"}};
+  e.children(kinds, [&](const Element& child) {
     const std::string_view kind = child.tag();
     if (kind == "ingress") {
       c.ingress = ingress(child);
+      return;
+    }
+    if (kind == "output") {
+      c.output = output(child);
       return;
     }
     if (kind == "broker") {

@@ -199,6 +199,10 @@ void ClusterIngress::settled(const std::vector<uint64_t>& deliveries, bool accep
 
 // ---- batches --------------------------------------------------------------
 
+// Runs on a producer's connection or the linger timer, not on the broker
+// connection: Proton 0.37 writes out what was sent on it only when it has
+// work of its own, so it is woken. Otherwise the batches wait for the
+// node's next heartbeat, and a flood stalls on max-held-events meanwhile.
 void ClusterIngress::take(std::vector<IngressBatcher::Batch> closed) {
   std::vector<bool> touched(spec_.partitions, false);
   for (IngressBatcher::Batch& batch : closed) {
@@ -208,6 +212,7 @@ void ClusterIngress::take(std::vector<IngressBatcher::Batch> closed) {
   for (uint32_t p = 0; p < spec_.partitions; ++p) {
     if (touched[p]) pump(p);
   }
+  if (!closed.empty() && broker_ && broker_.active()) broker_.wake();
 }
 
 void ClusterIngress::armTimer() {
@@ -246,11 +251,13 @@ void ClusterIngress::openSender(proton::connection& broker, uint32_t partition) 
 }
 
 void ClusterIngress::brokerUp(proton::connection& broker) {
+  broker_ = broker;
   senders_.assign(spec_.partitions, proton::sender());
   for (uint32_t p = 0; p < spec_.partitions; ++p) openSender(broker, p);
 }
 
 void ClusterIngress::brokerDown() {
+  broker_ = proton::connection();
   senders_.clear();
   resend(std::nullopt);
 }

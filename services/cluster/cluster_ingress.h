@@ -110,6 +110,7 @@ class ClusterIngress final : public proton::messaging_handler {
   std::vector<proton::receiver> producers_;
   std::map<uint64_t, proton::delivery> waiting_;  // unsettled producer deliveries, by id
   uint64_t next_delivery_ = 1;
+  proton::connection broker_;  // none while it is down
   // Per partition: its sender on the broker connection (none while it is
   // down) and the batches closed and not sent yet, oldest first.
   std::vector<proton::sender> senders_;

@@ -43,6 +43,7 @@
 #include "services/cluster/cluster_queries.h"
 #include "services/cluster/event_batch.h"
 #include "services/cluster/membership_loop.h"
+#include "services/cluster/output_batcher.h"
 #include "services/cluster/partition_runner.h"
 #include "services/cluster/stall_watchdog.h"
 #include "services/cluster/stream_checkpoint.h"
@@ -164,6 +165,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
         incarnation_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)),
         log_(Poco::Logger::get("cepbus.cluster")),
         loop_(spec_, incarnation_, *this, counters_),
+        outbox_(spec_, queries_),
         report_(registry.stats(), spec_.name, spec_.node) {
     if (spec_.ingress) ingress_ = std::make_unique<ClusterIngress>(spec_, counters_);
     partitions_.reserve(spec_.partitions);
@@ -308,7 +310,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
   void on_tracker_release(proton::tracker& t) override { trackerDone(t, false); }
   void on_tracker_settle(proton::tracker& t) override {
     // A broker that settles without an outcome (a dead link) resends.
-    if (trackers_.count(t) != 0 || token_trackers_.count(t) != 0) trackerDone(t, false);
+    if (batch_trackers_.count(t) != 0 || token_trackers_.count(t) != 0) trackerDone(t, false);
   }
 
   void on_session_close(proton::session& s) override {
@@ -342,7 +344,8 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
   void on_transport_close(proton::transport&) override {
     for (auto& p : partitions_) detached(*p, "connection closed");
     if (ingress_) ingress_->brokerDown();
-    trackers_.clear();
+    outbox_.clear();
+    batch_trackers_.clear();
     token_trackers_.clear();
     outputs_.clear();
     heartbeat_sender_ = proton::sender();
@@ -407,12 +410,6 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     uint64_t next_tag = 0;
     uint32_t stream_credit_owed = 0;  // stream input: credit to return
     std::optional<StreamReaderWatch> reader_watch;
-  };
-
-  // An output on its way, until the broker answers.
-  struct OutputRef {
-    uint32_t partition;
-    uint64_t seq;
   };
 
   // A lease token on its way.
@@ -564,9 +561,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
 
   void dropRunner(Partition& p) {
     if (!p.runner) return;
-    for (auto it = trackers_.begin(); it != trackers_.end();) {
-      it = it->second.partition == p.index ? trackers_.erase(it) : std::next(it);
-    }
+    outbox_.forget(p.index);
     for (auto it = token_trackers_.begin(); it != token_trackers_.end();) {
       it = it->second.partition == p.index ? token_trackers_.erase(it) : std::next(it);
     }
@@ -735,28 +730,45 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
 
   // ---- outputs --------------------------------------------------------------
 
-  // Sends on the query's output sender (or the late sender), tracked until
-  // the broker answers.
+  // The output goes into its routing key's batch (output_batcher.h); a
+  // batch that closes is sent, tracked until the broker answers.
   void send(uint32_t partition, const OutputMessage& output) {
-    proton::sender* sender = &late_sender_;
-    if (output.composite) {
-      auto it = outputs_.find(output.composite->output);
-      sender = it == outputs_.end() ? nullptr : &it->second;
+    sendBatches(outbox_.add(partition, output, Clock::now()));
+    armOutputTimer();
+  }
+
+  void sendBatches(const std::vector<OutputBatcher::Batch>& batches) {
+    for (const OutputBatcher::Batch& batch : batches) {
+      proton::sender* sender = &late_sender_;
+      if (!outbox_.late(batch)) {
+        auto it = outputs_.find(outbox_.routingKey(batch));
+        sender = it == outputs_.end() ? nullptr : &it->second;
+      }
+      if (sender == nullptr || !*sender || !sender->active()) {
+        // No link: the connection is going, and every partition with it.
+        outbox_.refused(batch.id);
+        continue;
+      }
+      outbox_.encode(batch, output_message_);
+      batch_trackers_.emplace(sender->send(output_message_), batch.id);
     }
-    if (sender == nullptr || !*sender || !sender->active()) return;
-    proton::message m;
-    amqp::messageFromEvent(*output.event, m);
-    if (const auto& composite = output.composite) {
-      m.id(proton::message_id(composite->id));
-      m.properties().put("query", composite->query);
-      m.properties().put("match-ts", composite->match_ts);
-      m.properties().put("partition", partition);
-      m.properties().put("node", spec_.node);
-    } else {
-      m.properties().put("late", true);
-      m.properties().put("partition", partition);
-    }
-    trackers_.emplace(sender->send(m), OutputRef{partition, output.seq});
+  }
+
+  void armOutputTimer() {
+    const std::optional<OutputBatcher::TimePoint> due = outbox_.nextDeadline();
+    if (output_timer_armed_ || !due) return;
+    output_timer_armed_ = true;
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(
+        std::max(*due - Clock::now(), Clock::duration{}));
+    container_->schedule(proton::duration(wait.count()), [this] {
+      output_timer_armed_ = false;
+      const std::vector<OutputBatcher::Batch> lingered = outbox_.expire(Clock::now());
+      sendBatches(lingered);
+      // Off the connection's own events, Proton 0.37 writes out what was
+      // sent only once the connection is woken (see ClusterIngress::take()).
+      if (!lingered.empty() && connection_) connection_.wake();
+      armOutputTimer();
+    });
   }
 
   std::optional<std::string> sendLeaseToken(Partition& p, const LeaseMark& mark) {
@@ -781,12 +793,15 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
       }
       return;
     }
-    auto it = trackers_.find(t);
-    if (it == trackers_.end()) return;
-    const OutputRef ref = it->second;
-    trackers_.erase(it);
-    if (PartitionRunner* runner = partitions_[ref.partition]->runner.get()) {
-      runner->outputDone(ref.seq, accepted);
+    auto it = batch_trackers_.find(t);
+    if (it == batch_trackers_.end()) return;
+    const uint64_t batch = it->second;
+    batch_trackers_.erase(it);
+    for (const OutputBatcher::Ref& ref :
+         accepted ? outbox_.confirmed(batch) : outbox_.refused(batch)) {
+      if (PartitionRunner* runner = partitions_[ref.partition]->runner.get()) {
+        runner->outputDone(ref.seq, accepted);
+      }
     }
   }
 
@@ -852,7 +867,10 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
   proton::sender heartbeat_sender_;
   proton::sender late_sender_;
   std::map<std::string, proton::sender> outputs_;
-  std::map<proton::tracker, OutputRef> trackers_;
+  OutputBatcher outbox_;
+  proton::message output_message_;
+  bool output_timer_armed_ = false;
+  std::map<proton::tracker, uint64_t> batch_trackers_;  // output batches, by id
   std::map<proton::tracker, TokenRef> token_trackers_;
   uint64_t tokens_published_ = 0;
   uint64_t stream_links_ = 0;

@@ -50,6 +50,18 @@ struct ClusterIngressSpec {
   descriptor::Location where;
 };
 
+// How a node publishes its composites and late events to "<name>.out"
+// (<cluster><output>, services/cluster/output_batcher.h): per routing key,
+// in batch messages closed at `batch_events`, `batch_bytes` or `linger_ms`
+// after their first output, as the ingress batches its events. With
+// `batch_events` 1, each output goes alone in the plain event mapping, for a
+// subscriber that needs one composite per message.
+struct ClusterOutputSpec {
+  uint32_t batch_events = 256;
+  uint64_t batch_bytes = 65536;
+  uint64_t linger_ms = 5;
+};
+
 // Scale-out on a RabbitMQ cluster (services/cluster/): the events of input
 // stream `name` are split into `partitions` quorum queues by a hash of the
 // `key` attributes; every node of the cluster consumes the partitions it owns
@@ -104,7 +116,8 @@ struct ClusterSpec {
   // clock (`source-idle-timeout`; the bus's default idle_timeout).
   pattern::TimeUnit ts_unit = pattern::TimeUnit::kNone;
   uint64_t source_idle_timeout_ms = 2000;
-  std::optional<ClusterIngressSpec> ingress;   // absent: no producers' door on this node
+  std::optional<ClusterIngressSpec> ingress;  // absent: no producers' door on this node
+  ClusterOutputSpec output;
   std::vector<descriptor::QuerySpec> queries;  // inputs empty: a cluster query reads its partition
   descriptor::Location where;
 };

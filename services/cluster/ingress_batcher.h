@@ -2,7 +2,9 @@
 
 // IngressBatcher: the adaptive batching rule of a cluster's ingress (a node
 // taking events from ordinary AMQP producers and forwarding them to the
-// partitions) and of `cepbus cluster publish`.
+// partitions), of `cepbus cluster publish`, and of a node's composites
+// (output_batcher.h: a "partition" there is a routing key, a "delivery" one
+// output).
 //
 // Per partition, events go into an open batch that closes when it holds
 // `max_events`, when the next event would take it past `max_bytes`, or

@@ -13,7 +13,10 @@ broker's own ingest bound is visible. Each is measured with one event per
 message and with batches (--batches), for each partition input (--inputs:
 quorum queues, and streams with lease tokens) and for each way in (--via:
 `cepbus cluster publish`, or an ordinary AMQP 1.0 producer sending one event
-per message into node 1's <ingress>, which batches them). Then the takeover figures: SIGKILL and
+per message into node 1's <ingress>, which batches them), and for each
+bound on the composites the nodes pack into one message to <name>.out
+(--out-batches: <output batch-events=N>; 1 is a message per composite).
+Then the takeover figures: SIGKILL and
 SIGSTOP of an active node while events flow, with the replayed messages and
 the time the survivor took to replay them (rebuild).
 Every throughput point also says where the time went: the CPU seconds of
@@ -25,7 +28,8 @@ machines (cluster_model). Prints one JSON object per measurement.
 
     tests/bench/cluster_bench.py --cepbus build/release/bus/app/cepbus
         [--events 20000] [--nodes 1,2,3] [--partitions 1,4,12] [--batches 1,32]
-        [--inputs queue,stream] [--via publish,ingress] [--no-takeover] [--profile]
+        [--inputs queue,stream] [--via publish,ingress] [--out-batches 1,256]
+        [--no-takeover] [--profile]
 
 Starts and stops its own 3-node RabbitMQ cluster (scripts/rabbitmq-cluster.sh).
 """
@@ -173,8 +177,11 @@ class Profiler:
 
 
 class Scenario:
-    def __init__(self, args, broker, work, name, nodes, partitions, input="queue", ingress_batch=0):
+    def __init__(self, args, broker, work, name, nodes, partitions, input="queue", ingress_batch=0,
+                 out_batch=None):
         self.args, self.broker, self.name = args, broker, name
+        # <output batch-events>: composites per message to <name>.out (None: the default).
+        self.out_batch = out_batch
         self.nodes, self.partitions, self.input = nodes, partitions, input
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir)
@@ -192,9 +199,12 @@ class Scenario:
                           % (self.broker.amqp[(k - 1 + i) % 3], self.broker.mgmt[(k - 1 + i) % 3])
                           for i in range(3))
         self.http[k] = free_port()
+        if self.out_batch is not None:
+            brokers += '<output batch-events="%d"/>' % self.out_batch
         if k == 1 and self.ingress_port:
-            brokers += ('<ingress port="%d" batch-events="%d" linger-ms="5"/>'
-                        % (self.ingress_port, self.ingress_batch))
+            brokers += ('<ingress port="%d" batch-events="%d" linger-ms="%d"%s/>'
+                        % (self.ingress_port, self.ingress_batch, self.args.ingress_linger_ms,
+                           ' credit="%d"' % self.args.ingress_credit if self.args.ingress_credit else ""))
         text = ('<cepbus name="n%d"><logging level="warning"/><listeners><http host="127.0.0.1" '
                 'port="%d"/></listeners><cluster name="%s" node="n%d" partitions="%d" key="price" '
                 'heartbeat="300" idle-timeout="2000" input="%s"%s>%s<query name="q" engine="nfa" '
@@ -240,8 +250,9 @@ class Scenario:
     def ingress_publish(self, events):
         """One event per message through node 1's ingress (an ordinary AMQP
         1.0 producer), then the end-of-stream markers through `cluster publish`."""
-        producer = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests/bench/ingress_producer.py"),
-                                   "--url", "127.0.0.1:%d" % self.ingress_port,
+        program = ([self.args.ingress_producer] if self.args.ingress_producer else
+                   ["/usr/bin/python3", os.path.join(ROOT, "tests/bench/ingress_producer.py")])
+        producer = subprocess.run(program + ["--url", "127.0.0.1:%d" % self.ingress_port,
                                    "--address", self.name + ".in", "--events", events],
                                   capture_output=True, text=True)
         if producer.returncode != 0:
@@ -290,9 +301,10 @@ class Scenario:
                 p.kill()
 
 
-def throughput(args, broker, work, events, count, nodes, partitions, batch, index, input, via="publish"):
+def throughput(args, broker, work, events, count, nodes, partitions, batch, index, input, via="publish",
+               out_batch=None):
     s = Scenario(args, broker, work, "tp%d" % index, nodes, partitions, input,
-                 ingress_batch=batch if via == "ingress" else 0)
+                 ingress_batch=batch if via == "ingress" else 0, out_batch=out_batch)
     s.init()
     for k in range(1, nodes + 1):
         s.start(k)
@@ -323,7 +335,9 @@ def throughput(args, broker, work, events, count, nodes, partitions, batch, inde
     composites = sum(s.stats(k).get("composites", 0) for k in range(1, nodes + 1))
     s.stop()
     result = {"bench": "cluster_throughput", "params": {"via": via, "input": input, "nodes": nodes,
-              "partitions": partitions, "batch": batch, "events": count}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
+              "partitions": partitions, "batch": batch, "out_batch": out_batch, "events": count,
+              "producer": ("c++" if args.ingress_producer else "python") if via == "ingress" else "publish",
+              "ingress_credit": args.ingress_credit or None, "ingress_linger_ms": args.ingress_linger_ms}, "events_per_s": round(count / t_all), "publish_s": round(t_pub, 2),
               "total_s": round(t_all, 2), "drained": ok, "composites": composites, "cpu": cpu}
     if profile:
         result["profile"] = profile
@@ -420,7 +434,7 @@ def model(points, cores):
                      "bounds": {k: round(v) for k, v in bounds.items()}})
     print(json.dumps({"bench": "cluster_model", "params": {"cores_per_machine": cores,
                       "measured_at_partitions": widest, "batch": points[0]["params"]["batch"],
-                      "via": points[0]["params"]["via"],
+                      "via": points[0]["params"]["via"], "out_batch": points[0]["params"]["out_batch"],
                       "input": points[0]["params"]["input"]},
                       "broker_us_per_event": b, "node_us_per_event": c, "publisher_us_per_event": u,
                       "partition_events_per_s": round(r), "machines": rows}), flush=True)
@@ -440,12 +454,24 @@ def main():
                         help="how events enter, each measured: publish (cepbus cluster publish "
                              "--batch N) or ingress (one event per message from an AMQP 1.0 "
                              "producer into node 1's <ingress batch-events=N>)")
+    parser.add_argument("--out-batches", default="",
+                        help="composites per message to <name>.out (<output batch-events=N>), each "
+                             "measured; empty: the nodes' default")
+    parser.add_argument("--ingress-producer", default="",
+                        help="the producer for --via ingress: the C++ one (build/.../tests/bench/"
+                             "ingress_producer); default tests/bench/ingress_producer.py")
+    parser.add_argument("--ingress-credit", type=int, default=0,
+                        help="<ingress credit>: the events a producer may have unsettled (default: "
+                             "the node's); one producer sends at most that many per broker round trip")
+    parser.add_argument("--ingress-linger-ms", type=int, default=5,
+                        help="<ingress linger-ms>: how long a partition's batch waits for more events")
     parser.add_argument("--no-takeover", action="store_true", help="skip the takeover points")
     parser.add_argument("--profile", action="store_true",
                         help="sample the nodes and brokers with perf record during every throughput point")
     parser.add_argument("--cores", type=int, default=os.cpu_count(),
                         help="cores per machine in the N-machine model (default: this machine's)")
     args = parser.parse_args()
+    out_batches = [int(b) for b in args.out_batches.split(",")] if args.out_batches else [None]
     work = tempfile.mkdtemp(prefix="cepbus-cluster-bench-")
     os.chmod(work, 0o755)  # the brokers run as the rabbitmq user and keep their data below it
     events = os.path.join(work, "events.jsonl")
@@ -464,18 +490,17 @@ def main():
                     rabbitmq_only(args, broker, work, events, args.events, partitions, batch, index, input)
                     for nodes in [int(n) for n in args.nodes.split(",")]:
                         for via in args.via.split(","):
-                            index += 1
-                            points.append(throughput(args, broker, work, events, args.events, nodes,
-                                                     partitions, batch, index, input, via))
+                            for out_batch in out_batches:
+                                index += 1
+                                points.append(throughput(args, broker, work, events, args.events,
+                                                         nodes, partitions, batch, index, input, via,
+                                                         out_batch))
         if not args.no_takeover:
             takeover(args, broker, work, events, "sigkill")
             takeover(args, broker, work, events, "sigstop")
-        for via in sorted({p["params"]["via"] for p in points}):
-            for input in sorted({p["params"]["input"] for p in points}):
-                for batch in sorted({p["params"]["batch"] for p in points}):
-                    model([p for p in points if p["params"]["batch"] == batch
-                           and p["params"]["input"] == input and p["params"]["via"] == via],
-                          args.cores)
+        group = lambda p: tuple(p["params"][k] for k in ("via", "input", "batch", "out_batch"))
+        for key in dict.fromkeys(group(p) for p in points):
+            model([p for p in points if group(p) == key], args.cores)
     finally:
         broker.stop()
 

@@ -237,6 +237,50 @@ TEST(ClusterElementErrorTest, ClusterIngressNeedsAPortAndBatchesOfOneEventOrMore
   EXPECT_NE(errors[1].find("\"batch-events\""), std::string::npos) << errors[1];
 }
 
+TEST(ClusterElementTest, ClusterOutputTakesItsBatchLimitsWithDefaults) {
+  const char* kText = R"(<cepbus name="n1">
+  <cluster name="trades" node="n1" partitions="2" key="k">
+    <broker port="5672"/>
+    %s
+    <query name="q" engine="nfa" output="o"><text>PATTERN SEQ(A a, B b) WITHIN 10</text></query>
+  </cluster>
+</cepbus>
+)";
+  auto with = [&](const std::string& output) {
+    std::string text = kText;
+    text.replace(text.find("%s"), 2, output);
+    return parse(text, "t.xml");
+  };
+  auto defaults = with("");
+  ASSERT_TRUE(defaults.isOk()) << defaults.status().message();
+  const ClusterOutputSpec& d = defaults->element<ClusterSpec>()->output;
+  EXPECT_EQ(d.batch_events, 256u);
+  EXPECT_EQ(d.batch_bytes, 65536u);
+  EXPECT_EQ(d.linger_ms, 5u);
+  auto given = with(R"(<output batch-events="1" batch-bytes="4096" linger-ms="0"/>)");
+  ASSERT_TRUE(given.isOk()) << given.status().message();
+  const ClusterOutputSpec& o = given->element<ClusterSpec>()->output;
+  EXPECT_EQ(o.batch_events, 1u);
+  EXPECT_EQ(o.batch_bytes, 4096u);
+  EXPECT_EQ(o.linger_ms, 0u);
+}
+
+TEST(ClusterElementErrorTest, ClusterOutputRefusesBatchesOfNoEventAndUnknownAttributes) {
+  const auto errors = errorsOf(R"(<cepbus name="n1">
+<cluster name="trades" node="n1" partitions="2" key="k">
+<broker port="5672"/>
+<output batch-events="0" linger="5"/>
+<query name="q" engine="nfa" output="o"><text>PATTERN A a WITHIN 1</text></query>
+</cluster>
+</cepbus>
+)");
+  ASSERT_EQ(errors.size(), 2u) << ::testing::PrintToString(errors);
+  EXPECT_NE(errors[0].find("t.xml:4:"), std::string::npos) << errors[0];
+  const std::string both = errors[0] + errors[1];
+  EXPECT_NE(both.find("\"batch-events\""), std::string::npos) << both;
+  EXPECT_NE(both.find("linger"), std::string::npos) << both;
+}
+
 TEST(ClusterElementTest, ClusterStreamInputTakesARetention) {
   auto result = parse(R"(<cepbus name="n1">
   <cluster name="trades" node="n1" partitions="2" key="k" input="stream" retention="36h">

@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
+#include <proton/message.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bus/host/detection/composite_id.h"
 #include "bus/host/loader/plugin_loader.h"
+#include "services/cluster/output_batcher.h"
 
 namespace cepbus::services::cluster {
 namespace {
@@ -59,6 +63,55 @@ class FakePartitionIo final : public PartitionIo {
   Tags tokens_settled;
 };
 
+// The node's output path before the fake broker: a runner's outputs go
+// into batches (output_batcher.h) and the test answers whole batches, as
+// the broker does, handing each output's answer back to the runner.
+class BatchedPartitionIo final : public PartitionIo {
+ public:
+  explicit BatchedPartitionIo(OutputBatcher& batcher) : batcher_(batcher) {}
+
+  void accept(uint64_t tag) override { accepted.push_back(tag); }
+  void reject(uint64_t, const std::string&, const std::string&) override {}
+  void send(const OutputMessage& output) override { keep(batcher_.add(2, output, now)); }
+  std::optional<std::string> sendLeaseToken(const LeaseMark&) override { return std::nullopt; }
+  void settleLeaseToken(uint64_t) override {}
+
+  // The linger of the open batches ends.
+  void linger() { keep(batcher_.expire(now + std::chrono::hours(1))); }
+  // The broker's answer to the sent batch `index`, for `runner`.
+  void answer(size_t index, bool accepted_by_broker, PartitionRunner& runner) {
+    const uint64_t id = batches[index].id;
+    for (const OutputBatcher::Ref& ref :
+         accepted_by_broker ? batcher_.confirmed(id) : batcher_.refused(id)) {
+      EXPECT_EQ(ref.partition, 2u);
+      runner.outputDone(ref.seq, accepted_by_broker);
+    }
+  }
+  // The composite ids batch `index` carries, in order.
+  std::vector<uint64_t> ids(size_t index) const {
+    proton::message m;
+    batcher_.encode(batches[index], m);
+    EXPECT_EQ(m.subject(), kCompositeBatchSubject);
+    std::vector<uint64_t> out;
+    std::istringstream lines(proton::get<std::string>(m.body()));
+    for (std::string line; std::getline(lines, line);) {
+      out.push_back(nlohmann::json::parse(line).at("id").get<uint64_t>());
+    }
+    return out;
+  }
+
+  Tags accepted;
+  std::vector<OutputBatcher::Batch> batches;  // sent, in order
+  IngressBatcher::TimePoint now{};
+
+ private:
+  void keep(std::vector<OutputBatcher::Batch> closed) {
+    for (OutputBatcher::Batch& batch : closed) batches.push_back(std::move(batch));
+  }
+
+  OutputBatcher& batcher_;
+};
+
 // One query, "rise": a stock whose next price, within 10, is higher.
 constexpr char kRise[] =
     "PATTERN SEQ(Stock a, Stock b) WHERE a.symbol = b.symbol AND b.price > a.price "
@@ -94,7 +147,7 @@ class PartitionRunnerTest : public ::testing::Test {
 
   // A runner of partition 2 with the cluster's max-delay `max_delay`; with `lease`,
   // of stream input.
-  std::unique_ptr<PartitionRunner> runner(Timestamp max_delay, FakePartitionIo& io,
+  std::unique_ptr<PartitionRunner> runner(Timestamp max_delay, PartitionIo& io,
                                           std::optional<LeaseMark> lease = std::nullopt) {
     spec_.max_delay = max_delay;
     if (queries_.empty()) {
@@ -155,6 +208,13 @@ class PartitionRunnerTest : public ::testing::Test {
     r_ = runner(max_delay, io_, lease);
     ASSERT_NE(r_, nullptr);
   }
+  // The node's output path, batches of up to 8 composites, before the fake broker.
+  BatchedPartitionIo& batched() {
+    spec_.output.batch_events = 8;
+    EXPECT_NE(runner(0, io_), nullptr);  // compiles the queries
+    batcher_.emplace(spec_, queries_);
+    return batched_.emplace(*batcher_);
+  }
   PartitionStats stats(const PartitionRunner& r) const {
     PartitionStats s;
     r.describe(s);
@@ -166,6 +226,8 @@ class PartitionRunnerTest : public ::testing::Test {
   std::vector<CompiledQuery> queries_;
   ClusterStats counters_;
   FakePartitionIo io_;
+  std::optional<OutputBatcher> batcher_;
+  std::optional<BatchedPartitionIo> batched_;
   std::unique_ptr<PartitionRunner> r_;
   const PartitionRunner::Time t0_{};
   const PartitionRunner::WallTime wall0_{};
@@ -349,6 +411,70 @@ TEST_F(PartitionRunnerTest, ANodeTakingOverReplaysTheUnsettledInputsAndRepeatsTh
   ASSERT_EQ(ids.size(), 3u);
   EXPECT_EQ(ids[0], first.composites()[0].composite->id);
   EXPECT_EQ(sorted(ids), sorted({idOf({1, 2}), idOf({1, 3}), idOf({2, 3})}));
+}
+
+// Three composites of three inputs leave in one batch message; the inputs
+// wait for the batch, not for a message per composite.
+TEST_F(PartitionRunnerTest, CompositesLeaveInOneBatchAndTheirInputsWaitForIt) {
+  BatchedPartitionIo& io = batched();
+  auto r = runner(0, io);
+  r->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
+  r->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
+  r->onQueueInput(2, input({stock(3, 3, 12)}), t0_);
+  r->onQueueInput(3, input({stock(4, 30, 1)}), t0_);  // ts 1-3 leave every window
+  EXPECT_TRUE(io.batches.empty()) << "the batch lingers for more composites";
+  io.linger();
+  ASSERT_EQ(io.batches.size(), 1u);
+  EXPECT_EQ(sorted(io.ids(0)), sorted({idOf({1, 2}), idOf({1, 3}), idOf({2, 3})}));
+  EXPECT_EQ(io.accepted, Tags{});
+  io.answer(0, true, *r);
+  EXPECT_EQ(io.accepted, (Tags{0, 1, 2}));
+}
+
+// The broker refuses a batch: each of its composites is sent again, in a
+// new batch, and the inputs wait until that one is accepted.
+TEST_F(PartitionRunnerTest, ARefusedCompositeBatchIsSentAgainAndItsInputsWaitForIt) {
+  BatchedPartitionIo& io = batched();
+  auto r = runner(0, io);
+  r->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
+  r->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
+  r->onQueueInput(2, input({stock(3, 30, 1)}), t0_);
+  io.linger();
+  ASSERT_EQ(io.batches.size(), 1u);
+  io.answer(0, false, *r);
+  io.linger();
+  ASSERT_EQ(io.batches.size(), 2u);
+  EXPECT_EQ(io.ids(1), std::vector<uint64_t>{idOf({1, 2})});
+  EXPECT_EQ(io.accepted, Tags{});
+  EXPECT_EQ(stats(*r).unaccepted_outputs, 1u);
+  io.answer(1, true, *r);
+  EXPECT_EQ(io.accepted, (Tags{0, 1}));
+  EXPECT_EQ(stats(*r).unaccepted_outputs, 0u);
+}
+
+// A node dies with its batch unanswered; the next replays the inputs and
+// its batch carries the same composite id, which a consumer drops as a
+// duplicate. The dead runner's batch answers nobody.
+TEST_F(PartitionRunnerTest, AReplayedCompositeInABatchCarriesTheSameId) {
+  BatchedPartitionIo& io = batched();
+  auto a = runner(0, io);
+  a->onQueueInput(0, input({stock(1, 1, 10)}), t0_);
+  a->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
+  io.linger();
+  a.reset();
+  batcher_->forget(2);
+
+  auto b = runner(0, io);
+  b->onQueueInput(0, input({stock(1, 1, 10)}, /*redelivered=*/true), t0_);
+  b->onQueueInput(1, input({stock(2, 2, 11)}, /*redelivered=*/true), t0_);
+  b->onQueueInput(2, input({stock(3, 30, 1)}), t0_);
+  io.linger();
+  ASSERT_EQ(io.batches.size(), 2u);
+  EXPECT_EQ(io.ids(0), std::vector<uint64_t>{idOf({1, 2})});
+  EXPECT_EQ(io.ids(1), io.ids(0));
+  EXPECT_TRUE(batcher_->confirmed(io.batches[0].id).empty()) << "its runner is gone";
+  io.answer(1, true, *b);
+  EXPECT_EQ(io.accepted, (Tags{0, 1}));
 }
 
 TEST_F(PartitionRunnerTest, HoldingMaxUnsettledMessagesIsCounted) {
