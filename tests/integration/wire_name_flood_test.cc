@@ -283,127 +283,128 @@ TEST(WireNameFloodTest, SubscribersOfQueueingRoutesGiveTheirNamesBack) {
   EXPECT_TRUE(bus.stop());
 }
 
+// A bus whose "orders.#" route is reliable (a journal), with an AMQP
+// listener (`amqp_attributes` added to it) and an HTTP one: what subscribers
+// on it leave behind.
+class ReliableOrdersBus {
+ public:
+  ReliableOrdersBus(const std::string& name, const std::string& amqp_attributes)
+      : bus_(CEPBUS_BINARY, "cepbus-" + name) {
+    started_ =
+        bus_.start("<cepbus name=\"" + name +
+                       "\"><journal path=\"journal.db\"/>"
+                       "<listeners><amqp host=\"127.0.0.1\" port=\"" +
+                       std::to_string(port_) + "\" allow-anonymous=\"true\" " + amqp_attributes +
+                       "/><http host=\"127.0.0.1\" port=\"" + std::to_string(http_port_) +
+                       "\"/></listeners><routes default-flow=\"st\"><route "
+                       "address=\"orders.#\" flow=\"reliable\" qos=\"reliable\"/>"
+                       "</routes></cepbus>\n",
+                   {port_, http_port_});
+  }
+  bool started() const { return started_; }
+  int port() const { return port_; }
+  bool stop() { return bus_.stop(); }
+
+  // A sample of /metrics; a journal's metric names its flow.
+  uint64_t scrape(const std::string& name) const {
+    return metric(httpGet(http_port_, "/metrics"), name);
+  }
+  uint64_t journal(const std::string& name) const { return scrape(name + "{flow=\"reliable\"}"); }
+  uint64_t namesHeld() const { return scrape("cepbus_wire_names_held"); }
+
+  // Publishes `n` events to orders.a, unsettled, and waits for their accepts.
+  void publishOrders(size_t n) {
+    AmqpTestClient publisher(port_, "publisher");
+    ASSERT_TRUE(publisher.waitOpen());
+    for (size_t i = 0; i < n; ++i) {
+      publisher.send("orders.a", {event("Order", static_cast<int64_t>(i), "qty")});
+    }
+    ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == n; }));
+  }
+
+ private:
+  BusProcess bus_;
+  const int port_ = reservedPort();
+  const int http_port_ = reservedPort();
+  bool started_ = false;
+};
+
+// A client subscribed to orders.# that settles nothing.
+std::unique_ptr<AmqpTestClient> neverSettling(int port, const std::string& container_id) {
+  auto client = std::make_unique<AmqpTestClient>(port, container_id);
+  EXPECT_TRUE(client->waitOpen());
+  client->subscribe("orders.#", "never-settles", false, 100, 0);
+  EXPECT_TRUE(client->waitFor([&] { return client->links_open.size() == 1; }));
+  return client;
+}
+
 // A subscriber on a reliable route that closes its link with deliveries it
 // never settled ends its subscription: they are removed (they would stay in
 // memory and in the journal for good, and hold its name). One that only
 // drops its connection may come back under the same container id and link
 // name: its deliveries wait for it, and it gets them when it does.
 TEST(WireNameFloodTest, ASubscriberThatClosesItsLinkLeavesNothingBehind) {
-  BusProcess bus(CEPBUS_BINARY, "cepbus-subscriber-leaves");
-  const int port = reservedPort();
-  const int http_port = reservedPort();
-  ASSERT_TRUE(bus.start(
-      "<cepbus name=\"leaves\"><journal path=\"journal.db\"/>"
-      "<listeners><amqp host=\"127.0.0.1\" port=\"" +
-          std::to_string(port) + "\" allow-anonymous=\"true\"/><http host=\"127.0.0.1\" port=\"" +
-          std::to_string(http_port) +
-          "\"/></listeners><routes default-flow=\"st\">"
-          "<route address=\"orders.#\" flow=\"reliable\" qos=\"reliable\"/></routes></cepbus>\n",
-      {port, http_port}));
-  auto scrape = [&](const std::string& name) {
-    return metric(httpGet(http_port, "/metrics"), name);
-  };
-  const std::string journal = "{flow=\"reliable\"}";
-  const uint64_t held_at_start = scrape("cepbus_wire_names_held");
+  ReliableOrdersBus bus("subscriber-leaves", "");
+  ASSERT_TRUE(bus.started());
+  const uint64_t held_at_start = bus.namesHeld();
   constexpr size_t kEvents = 5;
-  auto link_closer = std::make_unique<AmqpTestClient>(port, "closer");
-  auto dropper = std::make_unique<AmqpTestClient>(port, "dropper");
-  ASSERT_TRUE(link_closer->waitOpen());
-  ASSERT_TRUE(dropper->waitOpen());
-  // Neither settles anything.
-  link_closer->subscribe("orders.#", "never-settles", false, 100, 0);
-  dropper->subscribe("orders.#", "never-settles", false, 100, 0);
-  ASSERT_TRUE(link_closer->waitFor([&] { return link_closer->links_open.size() == 1; }));
-  ASSERT_TRUE(dropper->waitFor([&] { return dropper->links_open.size() == 1; }));
-  AmqpTestClient publisher(port, "publisher");
-  ASSERT_TRUE(publisher.waitOpen());
-  for (size_t i = 0; i < kEvents; ++i) {
-    publisher.send("orders.a", {event("Order", static_cast<int64_t>(i), "qty")});
+  auto link_closer = neverSettling(bus.port(), "closer");
+  auto dropper = neverSettling(bus.port(), "dropper");
+  bus.publishOrders(kEvents);
+  for (auto* client : {link_closer.get(), dropper.get()}) {
+    ASSERT_TRUE(
+        client->waitFor([&] { return client->received["never-settles"].size() == kEvents; }));
   }
-  ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == kEvents; }));
-  ASSERT_TRUE(link_closer->waitFor(
-      [&] { return link_closer->received["never-settles"].size() == kEvents; }));
-  ASSERT_TRUE(
-      dropper->waitFor([&] { return dropper->received["never-settles"].size() == kEvents; }));
-  publisher.closeSenders("orders.a");
-
   link_closer->closeReceiver("never-settles", false);
   dropper->closeConnection();
   EXPECT_TRUE(testing::waitUntil([&] {
-    return scrape("cepbus_journal_departed_total" + journal) == kEvents;
-  })) << scrape("cepbus_journal_departed_total" + journal)
+    return bus.journal("cepbus_journal_departed_total") == kEvents;
+  })) << bus.journal("cepbus_journal_departed_total")
       << " records removed";
-  EXPECT_TRUE(testing::waitUntil([&] {
-    return scrape("cepbus_journal_orphans" + journal) == kEvents;
-  })) << scrape("cepbus_journal_orphans" + journal)
-      << " records wait for their subscriber";
+  EXPECT_TRUE(testing::waitUntil([&] { return bus.journal("cepbus_journal_orphans") == kEvents; }))
+      << bus.journal("cepbus_journal_orphans") << " records wait for their subscriber";
   link_closer.reset();
   dropper.reset();
 
-  AmqpTestClient back(port, "dropper");
+  AmqpTestClient back(bus.port(), "dropper");
   ASSERT_TRUE(back.waitOpen());
   back.subscribe("orders.#", "never-settles");
   EXPECT_TRUE(back.waitFor([&] { return back.received["never-settles"].size() == kEvents; }));
   EXPECT_TRUE(testing::waitUntil([&] {
-    return scrape("cepbus_journal_orphans" + journal) == 0 &&
-           scrape("cepbus_journal_in_flight" + journal) == 0;
+    return bus.journal("cepbus_journal_orphans") == 0 &&
+           bus.journal("cepbus_journal_in_flight") == 0;
   }));
   back.closeReceiver("never-settles", false);
-  EXPECT_EQ(scrape("cepbus_journal_departed_total" + journal), kEvents);
+  EXPECT_EQ(bus.journal("cepbus_journal_departed_total"), kEvents);
   // What still holds a name is the window of delivered ids, for the
   // subscriber that took its deliveries; the closed link's name, its
   // events' names and the address are given back.
-  EXPECT_TRUE(testing::waitUntil([&] {
-    return scrape("cepbus_wire_names_held") == held_at_start + 1;
-  })) << scrape("cepbus_wire_names_held")
-      << " names held, " << held_at_start << " at the start";
+  EXPECT_TRUE(testing::waitUntil([&] { return bus.namesHeld() == held_at_start + 1; }))
+      << bus.namesHeld() << " names held, " << held_at_start << " at the start";
   EXPECT_TRUE(bus.stop());
 }
 
 // One that went away and does not come back within
 // `subscriber-return-timeout` loses what waited for it, as a closed link.
 TEST(WireNameFloodTest, ASubscriberThatDoesNotComeBackInTimeLeavesNothingBehind) {
-  BusProcess bus(CEPBUS_BINARY, "cepbus-subscriber-vanishes");
-  const int port = reservedPort();
-  const int http_port = reservedPort();
-  ASSERT_TRUE(bus.start(
-      "<cepbus name=\"vanishes\"><journal path=\"journal.db\"/>"
-      "<listeners><amqp host=\"127.0.0.1\" port=\"" +
-          std::to_string(port) +
-          "\" allow-anonymous=\"true\" subscriber-return-timeout=\"200\"/>"
-          "<http host=\"127.0.0.1\" port=\"" +
-          std::to_string(http_port) +
-          "\"/></listeners><routes default-flow=\"st\">"
-          "<route address=\"orders.#\" flow=\"reliable\" qos=\"reliable\"/></routes></cepbus>\n",
-      {port, http_port}));
-  auto scrape = [&](const std::string& name) {
-    return metric(httpGet(http_port, "/metrics"), name);
-  };
-  const std::string journal = "{flow=\"reliable\"}";
-  const uint64_t held_at_start = scrape("cepbus_wire_names_held");
+  ReliableOrdersBus bus("subscriber-vanishes", "subscriber-return-timeout=\"200\"");
+  ASSERT_TRUE(bus.started());
+  const uint64_t held_at_start = bus.namesHeld();
   constexpr size_t kEvents = 5;
   {
-    AmqpTestClient vanisher(port, "vanisher");
-    ASSERT_TRUE(vanisher.waitOpen());
-    vanisher.subscribe("orders.#", "never-settles", false, 100, 0);
-    ASSERT_TRUE(vanisher.waitFor([&] { return vanisher.links_open.size() == 1; }));
-    AmqpTestClient publisher(port, "publisher");
-    ASSERT_TRUE(publisher.waitOpen());
-    for (size_t i = 0; i < kEvents; ++i) {
-      publisher.send("orders.a", {event("Order", static_cast<int64_t>(i), "qty")});
-    }
-    ASSERT_TRUE(publisher.waitFor([&] { return publisher.accepted == kEvents; }));
+    auto vanisher = neverSettling(bus.port(), "vanisher");
+    bus.publishOrders(kEvents);
     ASSERT_TRUE(
-        vanisher.waitFor([&] { return vanisher.received["never-settles"].size() == kEvents; }));
-    vanisher.closeConnection();
+        vanisher->waitFor([&] { return vanisher->received["never-settles"].size() == kEvents; }));
+    vanisher->closeConnection();
   }
   EXPECT_TRUE(testing::waitUntil([&] {
-    return scrape("cepbus_journal_departed_total" + journal) == kEvents;
-  })) << scrape("cepbus_journal_departed_total" + journal)
+    return bus.journal("cepbus_journal_departed_total") == kEvents;
+  })) << bus.journal("cepbus_journal_departed_total")
       << " records removed";
-  EXPECT_EQ(scrape("cepbus_journal_orphans" + journal), 0u);
-  EXPECT_TRUE(testing::waitUntil([&] { return scrape("cepbus_wire_names_held") == held_at_start; }))
-      << scrape("cepbus_wire_names_held") << " names held, " << held_at_start << " at the start";
+  EXPECT_EQ(bus.journal("cepbus_journal_orphans"), 0u);
+  EXPECT_TRUE(testing::waitUntil([&] { return bus.namesHeld() == held_at_start; }))
+      << bus.namesHeld() << " names held, " << held_at_start << " at the start";
   EXPECT_TRUE(bus.stop());
 }
 
