@@ -628,16 +628,18 @@ void ReliableFlow::orphan(const Delivery& delivery) {
                        {},
                        delivery.exchange.event};
   const Symbol name = delivery.target_name;
-  bool departed;
+  std::optional<Orphan> dropped;  // its target was retired
   {
     MutexLock lock(mu_);
     in_flight_.erase(delivery.key());
-    departed = departed_names_.contains(name.name());
-    if (!departed) orphans_[name].push_back(Orphan{std::move(record), delivery.settlement});
+    if (departed_names_.contains(name.name())) {
+      dropped.emplace(Orphan{std::move(record), delivery.settlement});
+    } else {
+      orphans_[name].push_back(Orphan{std::move(record), delivery.settlement});
+    }
   }
-  if (departed) {
-    Orphan dropped{std::move(record), delivery.settlement};
-    drop(dropped);
+  if (dropped) {
+    drop(*dropped);
     return;
   }
   // A target of the same name may have attached again meanwhile (a
