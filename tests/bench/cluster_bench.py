@@ -24,12 +24,19 @@ each RabbitMQ node, each cepbus node (per thread) and the publisher, per
 event, and how busy the machine was; with --profile, `perf record` samples
 the cepbus nodes and the brokers during the point and the report names the
 top functions. The last line is the model those per-event costs give for N
-machines (cluster_model). Prints one JSON object per measurement.
+machines (cluster_model). With --latency-rate, the latency the ingress's
+linger adds: the C++ producer sends one event per message at that rate into
+node 1's ingress (1 node, queue input, --latency-partitions) and reports its
+send-to-accept percentiles per <ingress linger-ms> of --latency-lingers, the
+0 ms linger being what the brokers' confirm costs without waiting
+(cluster_ingress_latency). Prints one JSON object per measurement.
 
     tests/bench/cluster_bench.py --cepbus build/release/bus/app/cepbus
         [--events 20000] [--nodes 1,2,3] [--partitions 1,4,12] [--batches 1,32]
         [--inputs queue,stream] [--via publish,ingress] [--out-batches 1,256]
         [--no-takeover] [--profile]
+        [--latency-rate 1000 --ingress-producer build/.../ingress_producer
+         [--latency-lingers 0,5,50] [--latency-seconds 15] [--no-throughput]]
 
 Starts and stops its own 3-node RabbitMQ cluster (scripts/rabbitmq-cluster.sh).
 """
@@ -178,8 +185,10 @@ class Profiler:
 
 class Scenario:
     def __init__(self, args, broker, work, name, nodes, partitions, input="queue", ingress_batch=0,
-                 out_batch=None):
+                 out_batch=None, ingress_linger_ms=None):
         self.args, self.broker, self.name = args, broker, name
+        self.ingress_linger_ms = (args.ingress_linger_ms if ingress_linger_ms is None
+                                  else ingress_linger_ms)
         # <output batch-events>: composites per message to <name>.out (None: the default).
         self.out_batch = out_batch
         self.nodes, self.partitions, self.input = nodes, partitions, input
@@ -203,7 +212,7 @@ class Scenario:
             brokers += '<output batch-events="%d"/>' % self.out_batch
         if k == 1 and self.ingress_port:
             brokers += ('<ingress port="%d" batch-events="%d" linger-ms="%d"%s/>'
-                        % (self.ingress_port, self.ingress_batch, self.args.ingress_linger_ms,
+                        % (self.ingress_port, self.ingress_batch, self.ingress_linger_ms,
                            ' credit="%d"' % self.args.ingress_credit if self.args.ingress_credit else ""))
         text = ('<cepbus name="n%d"><logging level="warning"/><listeners><http host="127.0.0.1" '
                 'port="%d"/></listeners><cluster name="%s" node="n%d" partitions="%d" key="price" '
@@ -247,17 +256,23 @@ class Scenario:
                                  "--end-of-stream"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def ingress_publish(self, events):
+    def ingress_produce(self, events, *options):
         """One event per message through node 1's ingress (an ordinary AMQP
-        1.0 producer), then the end-of-stream markers through `cluster publish`."""
+        1.0 producer): the producer's JSON line."""
         program = ([self.args.ingress_producer] if self.args.ingress_producer else
                    ["/usr/bin/python3", os.path.join(ROOT, "tests/bench/ingress_producer.py")])
         producer = subprocess.run(program + ["--url", "127.0.0.1:%d" % self.ingress_port,
-                                   "--address", self.name + ".in", "--events", events],
+                                   "--address", self.name + ".in", "--events", events] + list(options),
                                   capture_output=True, text=True)
         if producer.returncode != 0:
             self.stop()
             sys.exit("ingress producer: " + producer.stdout + producer.stderr)
+        return json.loads(producer.stdout)
+
+    def ingress_publish(self, events):
+        """The events through node 1's ingress, then the end-of-stream markers
+        through `cluster publish`."""
+        self.ingress_produce(events)
         none = os.path.join(self.dir, "none.jsonl")
         open(none, "w").close()
         return self.publish(none)
@@ -343,6 +358,31 @@ def throughput(args, broker, work, events, count, nodes, partitions, batch, inde
         result["profile"] = profile
     print(json.dumps(result), flush=True)
     return result
+
+
+def ingress_latency(args, broker, work, events, count, linger_ms, index):
+    """The C++ producer paced at --latency-rate through node 1's ingress: its
+    send-to-accept times, i.e. the batch's linger plus the brokers' confirm."""
+    partitions = args.latency_partitions
+    s = Scenario(args, broker, work, "lat%d" % index, 1, partitions, "queue",
+                 ingress_batch=args.latency_batch, ingress_linger_ms=linger_ms)
+    s.init()
+    s.start(1)
+    time.sleep(2)
+    s.check_alive()
+    meter = CpuMeter(broker.pids, [s.procs[1].pid])
+    meter.start()
+    producer = s.ingress_produce(events, "--rate", str(args.latency_rate))
+    cpu = meter.stop(count)
+    s.stop()
+    print(json.dumps({"bench": "cluster_ingress_latency", "params": {
+        "input": "queue", "nodes": 1, "partitions": partitions, "rate": args.latency_rate,
+        "events": count, "ingress_linger_ms": linger_ms, "ingress_batch": args.latency_batch,
+        "ingress_credit": args.ingress_credit or None},
+        "latency_ms": producer["latency_ms"], "behind_max_ms": producer["behind_max_ms"],
+        "accepted": producer["accepted"],
+        "p99_within_linger_plus_5ms": producer["latency_ms"]["p99"] <= linger_ms + 5,
+        "cpu": cpu}), flush=True)
 
 
 def rabbitmq_only(args, broker, work, events, count, partitions, batch, index, input):
@@ -466,11 +506,24 @@ def main():
     parser.add_argument("--ingress-linger-ms", type=int, default=5,
                         help="<ingress linger-ms>: how long a partition's batch waits for more events")
     parser.add_argument("--no-takeover", action="store_true", help="skip the takeover points")
+    parser.add_argument("--no-throughput", action="store_true",
+                        help="skip the throughput points (and so the model)")
+    parser.add_argument("--latency-rate", type=int, default=0,
+                        help="events/s of the ingress latency points (needs the C++ "
+                             "--ingress-producer); 0: none")
+    parser.add_argument("--latency-lingers", default="0,5,50",
+                        help="<ingress linger-ms> of each latency point; 0 is the reference")
+    parser.add_argument("--latency-seconds", type=int, default=15, help="how long each latency point sends")
+    parser.add_argument("--latency-partitions", type=int, default=12)
+    parser.add_argument("--latency-batch", type=int, default=256,
+                        help="<ingress batch-events> of the latency points")
     parser.add_argument("--profile", action="store_true",
                         help="sample the nodes and brokers with perf record during every throughput point")
     parser.add_argument("--cores", type=int, default=os.cpu_count(),
                         help="cores per machine in the N-machine model (default: this machine's)")
     args = parser.parse_args()
+    if args.latency_rate and not args.ingress_producer:
+        parser.error("--latency-rate needs --ingress-producer (the C++ producer paces and times)")
     out_batches = [int(b) for b in args.out_batches.split(",")] if args.out_batches else [None]
     work = tempfile.mkdtemp(prefix="cepbus-cluster-bench-")
     os.chmod(work, 0o755)  # the brokers run as the rabbitmq user and keep their data below it
@@ -479,11 +532,18 @@ def main():
         subprocess.run([sys.executable, os.path.join(ROOT, "examples/quickstart/generate_stocks.py"),
                         "--events", str(args.events), "--every", "16", "--seed", "3"],
                        stdout=f, stderr=subprocess.DEVNULL, check=True)
+    latency_count = args.latency_rate * args.latency_seconds
+    if latency_count:
+        latency_events = os.path.join(work, "latency-events.jsonl")
+        with open(latency_events, "w") as f:
+            subprocess.run([sys.executable, os.path.join(ROOT, "examples/quickstart/generate_stocks.py"),
+                            "--events", str(latency_count), "--every", "16", "--seed", "3"],
+                           stdout=f, stderr=subprocess.DEVNULL, check=True)
     broker = Broker(work)
     try:
         index = 0
         points = []
-        for input in args.inputs.split(","):
+        for input in [] if args.no_throughput else args.inputs.split(","):
             for batch in [int(b) for b in args.batches.split(",")]:
                 for partitions in [int(p) for p in args.partitions.split(",")]:
                     index += 1
@@ -495,6 +555,9 @@ def main():
                                 points.append(throughput(args, broker, work, events, args.events,
                                                          nodes, partitions, batch, index, input, via,
                                                          out_batch))
+        for linger_ms in [int(m) for m in args.latency_lingers.split(",")] if latency_count else []:
+            index += 1
+            ingress_latency(args, broker, work, latency_events, latency_count, linger_ms, index)
         if not args.no_takeover:
             takeover(args, broker, work, events, "sigkill")
             takeover(args, broker, work, events, "sigstop")
