@@ -520,8 +520,11 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
       MutexLock lock(control_mu);
       timer = std::move(return_timer);
     }
-    // Outside the lock: a task running now takes it.
-    if (timer) timer->cancel(/*wait=*/true);
+    // Destroyed outside the lock (a task running now takes it): the timer's
+    // thread stops before any pending task and is joined. Not cancel(true):
+    // Poco destroys its cancel notice's event while the timer's thread may
+    // still be signalling it (ThreadSanitizer reports the race).
+    timer.reset();
   }
 
   // ---- request/response ---------------------------------------------------
