@@ -32,9 +32,7 @@
 
 #include "services/amqp/listener/amqp_listener.h"
 
-#include <Poco/Clock.h>
 #include <Poco/Logger.h>
-#include <Poco/Util/Timer.h>
 
 #include <algorithm>
 #include <atomic>
@@ -75,6 +73,7 @@
 #include "services/amqp/listener/publish_settlement.h"
 #include "services/amqp/listener/publisher_wake.h"
 #include "services/amqp/listener/request_router.h"
+#include "services/amqp/listener/return_waits.h"
 #include "services/amqp/listener/route_pressure.h"
 #include "services/amqp/listener/subscriber_outbox.h"
 #include "services/protocols/amqp/access_control.h"
@@ -501,30 +500,10 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
       context.broker.forgetAway(endpoint);
       return;
     }
-    // A timer of its own: the container's stop waits for its pending timers.
-    if (!return_timer) return_timer = std::make_unique<Poco::Util::Timer>();
-    Poco::Clock due;
-    due += std::chrono::duration_cast<std::chrono::microseconds>(options.subscriber_return_timeout)
-               .count();
-    return_timer->schedule(Poco::Util::Timer::func([this, endpoint] {
-                             MutexLock lock(control_mu);
-                             if (!shutting_down) context.broker.forgetAway(endpoint);
-                           }),
-                           due);
-  }
-  // Cancels the waits of awaitReturn(): what they would have removed stays
-  // journaled for the next start.
-  void stopReturnTimer() {
-    std::unique_ptr<Poco::Util::Timer> timer;
-    {
+    return_waits.after(options.subscriber_return_timeout, [this, endpoint] {
       MutexLock lock(control_mu);
-      timer = std::move(return_timer);
-    }
-    // Destroyed outside the lock (a task running now takes it): the timer's
-    // thread stops before any pending task and is joined. Not cancel(true):
-    // Poco destroys its cancel notice's event while the timer's thread may
-    // still be signalling it (ThreadSanitizer reports the race).
-    timer.reset();
+      if (!shutting_down) context.broker.forgetAway(endpoint);
+    });
   }
 
   // ---- request/response ---------------------------------------------------
@@ -753,8 +732,9 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
   std::map<std::string, stats::ScopePtr> link_scopes GUARDED_BY(links_mu);
   // Ends connections that do not authenticate in time; null: no deadline.
   std::unique_ptr<HandshakeWatch> handshakes;
-  // Runs awaitReturn()'s waits; made at the first.
-  std::unique_ptr<Poco::Util::Timer> return_timer GUARDED_BY(control_mu);
+  // Runs awaitReturn()'s waits; stopped with the listener (what they would
+  // have removed stays journaled for the next start).
+  ReturnWaits return_waits;
 };
 
 AmqpListenerService::AmqpListenerService(AmqpListenerConfig listener, AmqpListenerOptions options,
@@ -865,7 +845,7 @@ void AmqpListenerService::stop() {
             impl.options.name, static_cast<Poco::Int64>(2 * impl.options.close_timeout.count()));
   }
   if (impl.handshakes) impl.handshakes->stop();
-  impl.stopReturnTimer();
+  impl.return_waits.stop();
   unregisterSaslListener(port());
   impl.releaseAll();
   impl.opened(Status::unavailable(impl.options.name + ": stopped"));
@@ -880,52 +860,6 @@ int AmqpListenerService::port() const { return impl_->port.load(std::memory_orde
 
 AmqpListenerStats AmqpListenerService::stats() const {
   return impl_->counters->stats(*impl_->admission);
-}
-
-std::unique_ptr<Service> makeAmqpListener(const AmqpListenerConfig& listener,
-                                          ServiceContext& context, std::string journal) {
-  AmqpListenerOptions options;
-  options.name = "amqp-listener";
-  options.journal = std::move(journal);
-  options.credit_window = listener.credit_window.value_or(options.credit_window);
-  options.subscriber_buffer =
-      static_cast<size_t>(listener.subscriber_buffer.value_or(options.subscriber_buffer));
-  options.durable_buffer =
-      static_cast<size_t>(listener.durable_buffer.value_or(options.durable_buffer));
-  options.threads = listener.threads.value_or(options.threads);
-  if (listener.request_timeout_ms) {
-    options.request_timeout = std::chrono::milliseconds(*listener.request_timeout_ms);
-  }
-  if (listener.subscriber_stall_timeout_ms) {
-    options.subscriber_stall_timeout =
-        std::chrono::milliseconds(*listener.subscriber_stall_timeout_ms);
-  }
-  if (listener.subscriber_return_timeout_ms) {
-    options.subscriber_return_timeout =
-        std::chrono::milliseconds(*listener.subscriber_return_timeout_ms);
-  }
-  if (listener.handshake_timeout_ms) {
-    options.handshake_timeout = std::chrono::milliseconds(*listener.handshake_timeout_ms);
-  }
-  AmqpLimits& limits = options.limits;
-  limits.max_connections = listener.max_connections.value_or(limits.max_connections);
-  limits.max_sessions = listener.max_sessions.value_or(limits.max_sessions);
-  limits.max_links = listener.max_links.value_or(limits.max_links);
-  limits.max_durable = listener.max_durable.value_or(limits.max_durable);
-  limits.max_pending_requests = listener.max_pending_requests.value_or(limits.max_pending_requests);
-  limits.max_message_size = listener.max_message_size.value_or(limits.max_message_size);
-  limits.max_user_sessions = listener.max_user_sessions.value_or(limits.max_user_sessions);
-  limits.max_user_links = listener.max_user_links.value_or(limits.max_user_links);
-  limits.max_names = static_cast<uint32_t>(listener.max_names.value_or(limits.max_names));
-  limits.max_user_names =
-      static_cast<uint32_t>(listener.max_user_names.value_or(limits.max_user_names));
-  limits.max_unsettled = listener.max_unsettled.value_or(limits.max_unsettled);
-  limits.max_bytes_in_flight = listener.max_bytes_in_flight.value_or(limits.max_bytes_in_flight);
-  limits.max_user_unsettled = listener.max_user_unsettled.value_or(limits.max_user_unsettled);
-  limits.max_user_bytes_in_flight =
-      listener.max_user_bytes_in_flight.value_or(limits.max_user_bytes_in_flight);
-
-  return std::make_unique<AmqpListenerService>(listener, std::move(options), context);
 }
 
 }  // namespace cepbus::services::amqp
