@@ -98,6 +98,10 @@ class AbstractFlow {
   // is not attached, as retire() would have: it did not come back in time.
   // The caller makes sure that no target of this name attaches meanwhile.
   virtual void forgetAway(std::string_view /*target_name*/) {}
+  // The names of targets that are not attached and that the flow keeps
+  // something for: ones that went away, and ones that a restart left behind
+  // (a reliable flow's records read back from its journal).
+  virtual std::vector<std::string> awayNames() const { return {}; }
   // Exchanges waiting in this flow for `target`.
   virtual size_t queueLength(const DeliveryTarget& target) const;
 

@@ -281,6 +281,18 @@ void ReliableFlow::forgetAway(std::string_view target_name) {
   for (Orphan& orphan : orphans) drop(orphan);
 }
 
+std::vector<std::string> ReliableFlow::awayNames() const {
+  std::vector<std::string> names;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [name, orphans] : orphans_) names.emplace_back(name.name());
+  }
+  for (const auto& [target, attachment] : stages_.attached()) {
+    std::erase(names, attachment.name.name());
+  }
+  return names;
+}
+
 void ReliableFlow::drop(Orphan& orphan) {
   const JournalRecord& record = orphan.record;
   departed_.inc();

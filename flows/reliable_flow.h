@@ -167,6 +167,7 @@ class ReliableFlow final : public AbstractFlow {
   // otherwise stay in memory and in the journal for good.
   void retire(DeliveryTarget& target) override;
   void forgetAway(std::string_view target_name) override;
+  std::vector<std::string> awayNames() const override;
   size_t queueLength(const DeliveryTarget& target) const override;
 
   ReliableMetricsSnapshot reliableMetrics() const;

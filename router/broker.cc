@@ -1,5 +1,6 @@
 #include "router/broker.h"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <utility>
@@ -199,6 +200,19 @@ Status Broker::removeEndpoint(std::string_view name, EndpointExit exit) {
 void Broker::forgetAway(std::string_view name) {
   if (endpoint(name) != nullptr) return;
   for (const auto& flow : policy_->flows()) flow->forgetAway(name);
+}
+
+std::vector<std::string> Broker::awayEndpoints(std::string_view prefix) const {
+  std::vector<std::string> names;
+  for (const auto& flow : policy_->flows()) {
+    for (std::string& name : flow->awayNames()) {
+      if (name.starts_with(prefix)) names.push_back(std::move(name));
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::erase_if(names, [this](const std::string& name) { return endpoint(name) != nullptr; });
+  return names;
 }
 
 std::shared_ptr<Endpoint> Broker::endpoint(std::string_view name) const {

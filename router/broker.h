@@ -94,6 +94,12 @@ class Broker {
   // in time. No effect while an endpoint of this name exists. The caller
   // makes sure none is added meanwhile.
   void forgetAway(std::string_view name);
+  // The names beginning with `prefix` that the flows keep something for and
+  // that no endpoint has, sorted: endpoints that went away, and those of
+  // before a restart (a reliable flow's journal names them). A service that
+  // names its endpoints `prefix...` gives them at its start what it gives
+  // one that went away, so that they do not wait for good.
+  std::vector<std::string> awayEndpoints(std::string_view prefix) const;
 
   Result<SubscriptionId> subscribe(std::string_view endpoint, std::string_view pattern,
                                    EventFilterPtr filter = nullptr);

@@ -127,6 +127,17 @@ struct HttpListenerService::Impl {
   void removeFeed(std::string endpoint);
   // Adds the listener's registry entry (lifecycle thread, once listening).
   void report();
+  // What every feed's endpoint name begins with; the rest counts the
+  // process's feeds from 1.
+  std::string feedPrefix() const { return options.name + ":ws/"; }
+  // A feed's name is not used again in this process, but a restart counts
+  // again: what the flows kept for the feeds of before it is not for the
+  // feeds to come, and none of those feeds comes back. Before accepting.
+  void forgetFormerFeeds() {
+    for (const std::string& feed : context.broker.awayEndpoints(feedPrefix())) {
+      context.broker.forgetAway(feed);
+    }
+  }
 
   const HttpListenerConfig config;
   const HttpListenerOptions options;
@@ -180,7 +191,7 @@ class FeedSession : public std::enable_shared_from_this<FeedSession> {
 
   // Adds the endpoint and subscribes it (io thread).
   Status subscribe() {
-    endpoint_ = impl_.options.name + ":ws/" + std::to_string(++impl_.next_feed);
+    endpoint_ = impl_.feedPrefix() + std::to_string(++impl_.next_feed);
     feed_ = std::make_shared<Feed>();
     std::weak_ptr<FeedSession> weak = weak_from_this();
     auto executor = impl_.ioc->get_executor();
@@ -589,6 +600,7 @@ Status HttpListenerService::start() {
   if (ec) return refuse(ec);
   impl.port = impl.acceptor->local_endpoint().port();
   impl.accept_retry.emplace(*impl.ioc);
+  impl.forgetFormerFeeds();
   impl.accept();
   impl.thread = std::thread([&impl] { impl.ioc->run(); });
   impl.running = true;

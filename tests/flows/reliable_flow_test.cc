@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -545,6 +546,40 @@ TEST_P(ReliableFlowTest, ATargetForgottenWhileAwayLosesItsRecordsUnlessItCameBac
   EXPECT_EQ(flow.reliableMetrics().departed, 1u);
   EXPECT_EQ(flow.reliableMetrics().orphans, 0u);
   back.ackOne(Status::ok());
+  flow.stop();
+  EXPECT_TRUE(pendingIn(path).empty());
+}
+
+// What a restart reads back for targets that are not attached names them as
+// away, so that the service that owns such names can time their return; a
+// target that attaches is no longer away.
+TEST_P(ReliableFlowTest, TargetsWithRecordsReadBackAtARestartAreAwayUntilTheyAttach) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  {
+    RecordingTarget a("a"), b("b");
+    a.setBehavior(Behavior::kFail);
+    b.setBehavior(Behavior::kFail);
+    ReliableFlow flow(reliableConfig(path));
+    ASSERT_TRUE(flow.attach(a).isOk());
+    ASSERT_TRUE(flow.attach(b).isOk());
+    ASSERT_TRUE(flow.start().isOk());
+    std::vector<DeliveryTarget*> targets{&a, &b};
+    ASSERT_EQ(flow.send(inOnly(makeEvent(1), "t", Qos::kReliable), targets).queued, 2u);
+    ASSERT_TRUE(waitUntil([&] { return flow.reliableMetrics().abandoned == 2; }));
+    EXPECT_TRUE(flow.awayNames().empty());  // both attached
+  }
+  ReliableFlow flow(reliableConfig(path));
+  ASSERT_TRUE(flow.start().isOk());
+  std::vector<std::string> away = flow.awayNames();
+  std::sort(away.begin(), away.end());
+  EXPECT_EQ(away, (std::vector<std::string>{"a", "b"}));
+  RecordingTarget a("a");
+  ASSERT_TRUE(flow.attach(a).isOk());
+  ASSERT_TRUE(waitUntil([&] { return a.delivered() == 1; }));
+  EXPECT_EQ(flow.awayNames(), std::vector<std::string>{"b"});
+  flow.forgetAway("b");
+  EXPECT_TRUE(flow.awayNames().empty());
   flow.stop();
   EXPECT_TRUE(pendingIn(path).empty());
 }

@@ -289,21 +289,16 @@ TEST(WireNameFloodTest, SubscribersOfQueueingRoutesGiveTheirNamesBack) {
 class ReliableOrdersBus {
  public:
   ReliableOrdersBus(const std::string& name, const std::string& amqp_attributes)
-      : bus_(CEPBUS_BINARY, "cepbus-" + name) {
-    started_ =
-        bus_.start("<cepbus name=\"" + name +
-                       "\"><journal path=\"journal.db\"/>"
-                       "<listeners><amqp host=\"127.0.0.1\" port=\"" +
-                       std::to_string(port_) + "\" allow-anonymous=\"true\" " + amqp_attributes +
-                       "/><http host=\"127.0.0.1\" port=\"" + std::to_string(http_port_) +
-                       "\"/></listeners><routes default-flow=\"st\"><route "
-                       "address=\"orders.#\" flow=\"reliable\" qos=\"reliable\"/>"
-                       "</routes></cepbus>\n",
-                   {port_, http_port_});
+      : name_(name), bus_(CEPBUS_BINARY, "cepbus-" + name) {
+    started_ = start(amqp_attributes);
   }
   bool started() const { return started_; }
   int port() const { return port_; }
   bool stop() { return bus_.stop(); }
+  // Stops it and starts it again on the same journal and ports.
+  bool restart(const std::string& amqp_attributes) {
+    return bus_.stop() && (started_ = start(amqp_attributes));
+  }
 
   // A sample of /metrics; a journal's metric names its flow.
   uint64_t scrape(const std::string& name) const {
@@ -323,6 +318,19 @@ class ReliableOrdersBus {
   }
 
  private:
+  bool start(const std::string& amqp_attributes) {
+    return bus_.start("<cepbus name=\"" + name_ +
+                          "\"><journal path=\"journal.db\"/>"
+                          "<listeners><amqp host=\"127.0.0.1\" port=\"" +
+                          std::to_string(port_) + "\" allow-anonymous=\"true\" " + amqp_attributes +
+                          "/><http host=\"127.0.0.1\" port=\"" + std::to_string(http_port_) +
+                          "\"/></listeners><routes default-flow=\"st\"><route "
+                          "address=\"orders.#\" flow=\"reliable\" qos=\"reliable\"/>"
+                          "</routes></cepbus>\n",
+                      {port_, http_port_});
+  }
+
+  const std::string name_;
   BusProcess bus_;
   const int port_ = reservedPort();
   const int http_port_ = reservedPort();
@@ -405,6 +413,43 @@ TEST(WireNameFloodTest, ASubscriberThatDoesNotComeBackInTimeLeavesNothingBehind)
   EXPECT_EQ(bus.journal("cepbus_journal_orphans"), 0u);
   EXPECT_TRUE(testing::waitUntil([&] { return bus.namesHeld() == held_at_start; }))
       << bus.namesHeld() << " names held, " << held_at_start << " at the start";
+  EXPECT_TRUE(bus.stop());
+}
+
+// A subscriber of before a restart is one that went away: what the journal
+// kept for it waits for it `subscriber-return-timeout` from the start, then
+// goes. Within that time it gets it when it comes back.
+TEST(WireNameFloodTest, ASubscriberOfBeforeARestartHasTheReturnTimeoutToComeBack) {
+  ReliableOrdersBus bus("subscriber-restart", "");
+  ASSERT_TRUE(bus.started());
+  constexpr size_t kEvents = 5;
+  auto subscribe_and_take = [&](const std::string& container_id) {
+    auto subscriber = neverSettling(bus.port(), container_id);
+    bus.publishOrders(kEvents);
+    ASSERT_TRUE(subscriber->waitFor(
+        [&] { return subscriber->received["never-settles"].size() == kEvents; }));
+  };
+  subscribe_and_take("comes-back");
+  subscribe_and_take("stays-away");
+  ASSERT_TRUE(bus.restart(""));
+  EXPECT_EQ(bus.journal("cepbus_journal_orphans"), 2 * kEvents);
+  {
+    AmqpTestClient back(bus.port(), "comes-back");
+    ASSERT_TRUE(back.waitOpen());
+    back.subscribe("orders.#", "never-settles");
+    EXPECT_TRUE(back.waitFor([&] { return back.received["never-settles"].size() == kEvents; }));
+    EXPECT_TRUE(testing::waitUntil([&] {
+      return bus.journal("cepbus_journal_orphans") == kEvents;
+    })) << bus.journal("cepbus_journal_orphans")
+        << " records wait for their subscriber";
+  }
+
+  ASSERT_TRUE(bus.restart("subscriber-return-timeout=\"200\""));
+  EXPECT_TRUE(testing::waitUntil([&] {
+    return bus.journal("cepbus_journal_departed_total") == kEvents;
+  })) << bus.journal("cepbus_journal_departed_total")
+      << " records removed";
+  EXPECT_EQ(bus.journal("cepbus_journal_orphans"), 0u);
   EXPECT_TRUE(bus.stop());
 }
 

@@ -618,6 +618,17 @@ struct AmqpListenerService::Impl final : public ConnectionHost {
     return Status::ok();
   }
 
+  // The subscribers of before the restart that are not restored (not
+  // durable, or their record was dropped) may still come back, as one that
+  // went away: what the journal kept for them waits for them as long, from
+  // now. Without this it would wait for good.
+  void awaitFormerSubscribers() {
+    MutexLock lock(control_mu);
+    for (const std::string& endpoint : context.broker.awayEndpoints(kSubscriptionEndpointPrefix)) {
+      awaitReturn(endpoint);
+    }
+  }
+
   // The parked durable subscriptions end (start() failed).
   void endParked() {
     MutexLock lock(control_mu);
@@ -799,6 +810,7 @@ Status AmqpListenerService::start() {
     return status;
   }
   impl.running = true;
+  impl.awaitFormerSubscribers();
   impl.report();
   Poco::Logger::get("cepbus.amqp")
       .information("AMQP 1.0 listening on %s://%s:%d (%z users%s)",

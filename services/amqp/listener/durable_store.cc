@@ -80,7 +80,7 @@ std::optional<std::string> decode(sqlite3_stmt* stmt, DurableRecord& record) {
 }  // namespace
 
 std::string subscriptionEndpoint(const std::string& container_id, const std::string& link_name) {
-  return "amqp:" + container_id + "/" + link_name;
+  return std::string(kSubscriptionEndpointPrefix) + container_id + "/" + link_name;
 }
 
 Result<std::unique_ptr<DurableStore>> DurableStore::open(const std::string& path) {

@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bus/core/status.h"
@@ -29,8 +30,10 @@ struct sqlite3;
 namespace cepbus::services::amqp {
 
 // The broker endpoint of link `link_name` of client `container_id`: the name
-// that identifies its subscription.
+// that identifies its subscription. Every such name begins with
+// kSubscriptionEndpointPrefix.
 std::string subscriptionEndpoint(const std::string& container_id, const std::string& link_name);
+inline constexpr std::string_view kSubscriptionEndpointPrefix = "amqp:";
 
 struct DurableRecord {
   std::string container_id;
