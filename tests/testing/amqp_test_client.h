@@ -262,6 +262,8 @@ class AmqpTestClient final : public proton::messaging_handler {
   std::map<std::string, int> links_open;                       // by link name
   std::map<std::string, std::string> addresses;                // receiving link name -> its source
   std::map<std::string, uint64_t> max_message_sizes;  // sending link name -> the peer's (0: none)
+  std::map<std::string, int>
+      max_credit;  // sending link's address -> the most credit it held at once
   std::map<std::string, std::vector<AmqpReceived>> received;  // by receiving link name
   size_t accepted = 0, released = 0, rejected = 0;            // outcomes of what was sent
   std::vector<proton::message_id> accepted_ids;               // the ids of `accepted`, as settled
@@ -406,6 +408,10 @@ class AmqpTestClient final : public proton::messaging_handler {
     queue(m.reply_to(), *answer, false);
   }
   void on_sendable(proton::sender& s) override {
+    bump([&] {
+      int& most = max_credit[s.target().address()];
+      most = std::max(most, s.credit());
+    });
     auto it = pending_.find(s.name());
     if (it == pending_.end()) return;
     while (s.credit() > 0 && !it->second.empty()) {

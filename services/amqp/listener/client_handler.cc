@@ -537,7 +537,8 @@ bool ClientHandler::refuseUnsettled(PublisherLink& pub, proton::delivery& d, uin
 void ClientHandler::unsettledSettled(uint64_t bytes) {
   const bool was_full = unsettled_.full();
   unsettled_.settled(bytes);
-  if (!was_full || unsettled_.full()) return;
+  if (unsettled_.full() || (!was_full && !credit_short_)) return;
+  credit_short_ = false;
   for (auto& [id, pub] : publishers_) replenish(pub);
 }
 
@@ -597,7 +598,8 @@ void ClientHandler::on_transport_close(proton::transport& t) {
 // subscriber buffers it feeds fill up) unless it is held back, and keeps
 // the outstanding-credit count current (called after every change). With
 // one publishing link per buffer, buffered + in transit + its credit
-// never exceed the buffer: what it sends always fits.
+// never exceed the buffer: what it sends always fits. Nor does the
+// connection's credit pass what its UnsettledBudget leaves.
 void ClientHandler::replenish(PublisherLink& pub) {
   int credit = pub.link.active() ? pub.link.credit() : 0;
   // A connection at its UnsettledBudget gets no credit until a delivery
@@ -607,10 +609,23 @@ void ClientHandler::replenish(PublisherLink& pub) {
     if (grant.wait) {
       wait(pub);
     } else if (grant.add > 0) {
-      pub.link.add_credit(grant.add);
-      credit += grant.add;
+      // A link without credit gets one even when the connection's other
+      // links hold all the room: idle links must not starve it.
+      const int64_t room =
+          std::max<int64_t>(unsettled_.creditRoom(pub.hold.credit()) - credit, credit == 0 ? 1 : 0);
+      const int add = static_cast<int>(std::min<int64_t>(room, grant.add));
+      if (add < grant.add) credit_short_ = true;
+      if (add > 0) {
+        pub.link.add_credit(add);
+        credit += add;
+      }
     }
   }
+  countCredit(pub, credit);
+}
+
+void ClientHandler::countCredit(PublisherLink& pub, int credit) {
+  unsettled_.countCredit(credit - pub.hold.credit());
   pub.hold.countCredit(credit);
 }
 
@@ -768,6 +783,7 @@ void ClientHandler::forgetLink(const proton::link& l, bool detached) {
   if (auto pub = publishers_.find(key); pub != publishers_.end()) {
     PublisherLink& link = pub->second;
     if (link.hold.waiting()) host_.publisherWaits(false);
+    unsettled_.countCredit(-link.hold.credit());
     link.hold.release();
     link.wake->setWaiting(false);
     // Unsettled messages still waiting for a commit: the client resends them.
@@ -818,7 +834,7 @@ void ClientHandler::releaseAll() {
   subscribers_.clear();
   for (auto& [id, pub] : publishers_) {
     host_.releasePublisher(pub.entry);
-    pub.hold.countCredit(0);
+    countCredit(pub, 0);
   }
   publishers_.clear();
   link_ids_.clear();

@@ -215,6 +215,8 @@ class ClientHandler final : public proton::messaging_handler {
   void settleCommitted(uint64_t link, uint64_t key, bool accepted);
 
   void replenish(PublisherLink& pub);
+  // Counts the credit `pub` now holds, for the listener and the connection.
+  void countCredit(PublisherLink& pub, int credit);
   PublisherCredit creditOf(const PublisherLink& pub) const;
   void wait(PublisherLink& pub);
   void resume(PublisherLink& pub);
@@ -243,6 +245,9 @@ class ClientHandler final : public proton::messaging_handler {
   std::map<uint64_t, SubscriberLink> subscribers_;
   std::vector<proton::link> ended_links_;  // detached by their peers, to free (freeWhenAnswered())
   UnsettledBudget unsettled_;              // what its unsettled publishes hold
+  // A link got less credit than it would have for want of room in
+  // unsettled_: settlements top the links up again.
+  bool credit_short_ = false;
   proton::message outgoing_;   // reused for every event sent to a subscriber (its allocations stay)
   std::vector<char> encoded_;  // reused to size a message received that was not sized before
   bool incomplete_watch_ = false;  // watchIncompleteMessages() is scheduled

@@ -56,6 +56,8 @@ class PublisherHold {
 
   // The link now holds `credit` (0 once it is gone).
   void countCredit(int credit);
+  // As last counted.
+  int credit() const { return credit_; }
   // The link went away: it no longer counts as held nor holds credit.
   void release();
 

@@ -10,6 +10,15 @@
 // goes beyond refused with amqp:resource-limit-exceeded and a description
 // naming the limit and its value; its links and connection stay up.
 //
+// It also bounds the credit the connection's links hold together by what
+// max-unsettled leaves (creditRoom()), so that a client that sends only on
+// credit is not refused for max-unsettled: when its commits are slow it
+// waits for credit instead. (The listener still gives a link without credit
+// one, so that idle links holding the room cannot starve it; only then may
+// a client on credit pass the limit.) Bytes cannot be bounded that way
+// (credit counts messages), so max-bytes-in-flight still refuses what
+// passes it.
+//
 // An authenticated user's connections also share a UserUnsettledBudget
 // (max-user-unsettled, max-user-bytes-in-flight), so that opening more
 // connections does not multiply what one user may make the listener hold.
@@ -82,11 +91,22 @@ class UnsettledBudget {
   uint64_t deliveries() const { return deliveries_; }
   uint64_t bytes() const { return bytes_; }
 
+  // The connection's publishing links now hold `delta` more credit.
+  void countCredit(int64_t delta) { credit_ += delta; }
+  // The credit a link that holds `link_credit` may hold in all: what
+  // max-unsettled leaves besides the deliveries held and the credit of the
+  // connection's other links. 0 or less: none.
+  int64_t creditRoom(int64_t link_credit) const {
+    return static_cast<int64_t>(max_deliveries_) - static_cast<int64_t>(deliveries_) -
+           (credit_ - link_credit);
+  }
+
  private:
   const uint64_t max_deliveries_;
   const uint64_t max_bytes_;
   uint64_t deliveries_ = 0;
   uint64_t bytes_ = 0;
+  int64_t credit_ = 0;  // held by the connection's publishing links
   std::shared_ptr<UserUnsettledBudget> user_;
 };
 

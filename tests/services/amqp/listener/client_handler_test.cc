@@ -411,24 +411,24 @@ TEST_F(ClientHandlerTest, AJournaledPublishIsAcceptedOnceItsCommitIsIn) {
 }
 
 // Unsettled publishes awaiting their commits are held against the
-// connection's max-unsettled: beyond it a message is rejected with the
-// named condition and not routed.
-TEST_F(ClientHandlerTest, UnsettledPublishesBeyondTheConnectionsLimitAreRefused) {
+// connection's max-unsettled, and so is the credit of its links: a client
+// that sends on credit waits for a commit to make room, and is not refused.
+TEST_F(ClientHandlerTest, TheConnectionsCreditStaysWithinWhatMaxUnsettledLeaves) {
   host_.verdict.commits = 1;
   max_unsettled_ = 2;
   start();
   auto c = client();
   c->send("stocks.ibm", {stockMessage(1), stockMessage(2), stockMessage(3)});
-  ASSERT_TRUE(c->waitFor([&] { return c->rejected == 1; }));
-  c->read<bool>([&] {
-    EXPECT_EQ(c->rejections.at(0).name(), kResourceLimitExceeded);
-    EXPECT_EQ(c->rejections.at(0).description(),
-              "unsettled deliveries per connection (max-unsettled): 2 reached");
-    return true;
-  });
-  EXPECT_EQ(counters_->unsettled_refused.value(), 1u);
-  EXPECT_EQ(counters_->awaiting_commit.value(), 2);
+  ASSERT_TRUE(waitUntil([&] { return counters_->awaiting_commit.value() == 2; }));
   EXPECT_EQ(host_.read<size_t>([&] { return host_.published.size(); }), 2u);
+  EXPECT_EQ(c->read<int>([&] { return c->max_credit["stocks.ibm"]; }), 2);
+  flows::Exchange first = host_.read<flows::Exchange>([&] { return host_.published.at(0); });
+  ASSERT_NE(first.listener, nullptr);
+  first.listener->onOutcome(first, flows::Outcome{flows::OutcomeKind::kAccepted, {}, {}, {}});
+  ASSERT_TRUE(
+      waitUntil([&] { return host_.read<size_t>([&] { return host_.published.size(); }) == 3; }));
+  EXPECT_EQ(c->read<size_t>([&] { return c->rejected; }), 0u);
+  EXPECT_EQ(counters_->unsettled_refused.value(), 0u);
 }
 
 // A link closing with deliveries awaiting their commits gives them back:
