@@ -31,7 +31,7 @@ struct JournalRecord {
   std::string stored_event;
   // When stored_event is empty, commit() encodes this event instead: the
   // encoding then costs the journal thread, not the sender, and a record
-  // that is never written never pays for it. pending() fills stored_event only.
+  // that is never written never pays for it. pending() fills one of the two.
   EventPtr event;
 };
 

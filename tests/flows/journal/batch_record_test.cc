@@ -48,10 +48,12 @@ TEST(BatchRecordTest, RecordsComeBackWithTheirFieldsAndEventBytes) {
   EXPECT_EQ(a.sender.name(), "sender");
   EXPECT_EQ(a.pattern, Pattern::kInOut);
   EXPECT_EQ(a.correlation_id, 15u);
-  EXPECT_EQ(a.event, nullptr);  // bytes only, decoded when redelivered
-  Result<EventPtr> event = decodeEventRecord(a.stored_event);
-  ASSERT_TRUE(event.isOk()) << event.status().toString();
-  EXPECT_EQ((*event)->id(), 1005u);
+  // An event written as its fields comes back as one; stored bytes as those.
+  ASSERT_NE(a.event, nullptr);
+  EXPECT_TRUE(a.stored_event.empty());
+  EXPECT_EQ(a.event->id(), 1005u);
+  EXPECT_EQ(a.event->find(Symbol::intern("n"))->asInt(), 5);
+  EXPECT_EQ((*decoded)[1].event, nullptr);
   EXPECT_EQ((*decoded)[1].stored_event, records[1].stored_event);
 }
 
@@ -83,6 +85,7 @@ TEST(BatchRecordTest, ABodyThatDoesNotParseNamesTheRecord) {
   w.string("sender");
   w.u8(0);
   w.varint(0);
+  w.u8(1);  // the event as bytes
   w.string("{}");
   w.varint(2);
   w.string("a");  // then nothing: the second record ends early
@@ -100,6 +103,22 @@ TEST(BatchRecordTest, ABodyThatDoesNotParseNamesTheRecord) {
   ASSERT_FALSE(decoded.isOk());
   EXPECT_NE(decoded.status().message().find("record 2 of 2"), std::string::npos)
       << decoded.status().message();
+}
+
+// A constituent the snapshot's event table cannot hold exactly (a string
+// that is not valid UTF-8): the row stores each event's own record instead.
+TEST(BatchRecordTest, AnEventTheFieldsCannotHoldIsStoredAsItsRecord) {
+  EventPtr odd = EventBuilder("Odd").at(1).id(5).set("s", Value(std::string("\xff\xfe"))).build();
+  EventPtr pair = EventBuilder("Pair").constituent(odd).at(2).id(6).build();
+  std::vector<JournalRecord> records{record(1, "a")};
+  records[0].event = pair;
+  Result<std::vector<JournalRecord>> decoded = decodeBatchRecord(encode(records));
+  ASSERT_TRUE(decoded.isOk()) << decoded.status().toString();
+  ASSERT_EQ(decoded->size(), 1u);
+  ASSERT_FALSE((*decoded)[0].stored_event.empty());
+  Result<EventPtr> event = decodeEventRecord((*decoded)[0].stored_event);
+  ASSERT_TRUE(event.isOk()) << event.status().toString();
+  EXPECT_EQ((*event)->id(), 6u);
 }
 
 TEST(BatchRecordTest, ANewerVersionOrAnotherEngineIsRefusedByName) {

@@ -172,7 +172,7 @@ TEST(JournalTest, AcknowledgementsRemoveRowsAndRememberIds) {
   EXPECT_EQ((*delivered)[0].event_id, 101u);
 }
 
-TEST(JournalTest, ARecordWithoutStoredBytesIsEncodedAsABinaryRecord) {
+TEST(JournalTest, ARecordWithoutStoredBytesIsWrittenAsItsEventsFields) {
   TempDir dir;
   auto journal = Journal::open(dir.file("j.db"), {});
   ASSERT_TRUE(journal.isOk());
@@ -183,13 +183,12 @@ TEST(JournalTest, ARecordWithoutStoredBytesIsEncodedAsABinaryRecord) {
   ASSERT_TRUE((*journal)->commit(inserts, {}).isOk());
   auto pending = (*journal)->pending();
   ASSERT_EQ(pending->size(), 1u);
-  EXPECT_EQ((*pending)[0].event, nullptr);  // read back as bytes only
-  EXPECT_TRUE(isBinaryEventRecord((*pending)[0].stored_event));
-  auto event = decodeEventRecord((*pending)[0].stored_event);
-  ASSERT_TRUE(event.isOk()) << event.status().toString();
-  EXPECT_EQ((*event)->id(), 101u);
-  EXPECT_EQ((*event)->ts(), 5);
-  EXPECT_EQ((*event)->find(Symbol::intern("n"))->asInt(), 5);
+  EXPECT_TRUE((*pending)[0].stored_event.empty());  // read back as the event
+  const EventPtr& event = (*pending)[0].event;
+  ASSERT_NE(event, nullptr);
+  EXPECT_EQ(event->id(), 101u);
+  EXPECT_EQ(event->ts(), 5);
+  EXPECT_EQ(event->find(Symbol::intern("n"))->asInt(), 5);
 }
 
 // Many records, and acknowledgements in runs with gaps: each record is
@@ -228,9 +227,8 @@ TEST(JournalTest, ManyRecordsAndRunsOfAcknowledgements) {
   }
   EXPECT_EQ(left, expected);
   for (const JournalRecord& r : *pending) {
-    auto event = decodeEventRecord(r.stored_event);
-    ASSERT_TRUE(event.isOk()) << r.seq << ": " << event.status().toString();
-    EXPECT_EQ((*event)->id(), r.event_id);
+    ASSERT_NE(r.event, nullptr) << r.seq;
+    EXPECT_EQ(r.event->id(), r.event_id);
   }
 }
 
