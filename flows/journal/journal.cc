@@ -558,7 +558,13 @@ Result<int64_t> Journal::insertRecords(std::span<const JournalRecord> inserts) {
   bindBlob(insert_, 2, blob_);
   bindBlob(insert_, 3, records);
   if (sqlite3_step(insert_) != SQLITE_DONE) return error("insert pending");
-  return sqlite3_last_insert_rowid(db_);
+  const int64_t row = sqlite3_last_insert_rowid(db_);
+  // A row's key may be one a deleted row had; a bitmap left of that one (a
+  // damaged file can hold one) would mark the new row's records acknowledged.
+  StatementReset stale(delete_bitmap_);
+  sqlite3_bind_int64(delete_bitmap_, 1, row);
+  if (sqlite3_step(delete_bitmap_) != SQLITE_DONE) return error("delete pending bitmap");
+  return row;
 }
 
 Result<PendingBatches::Plan> Journal::acknowledgeRecords() {

@@ -589,6 +589,24 @@ TEST(JournalTest, APendingRowThatDoesNotDecodeIsRemovedAndCounted) {
   EXPECT_EQ((*journal)->corruptPendingRows(), 0u);
 }
 
+// Row keys are reused once the highest row is gone: a bitmap left under a
+// key (only a damaged file has one) does not mark a new row's records.
+TEST(JournalTest, ANewRowTakesNoBitmapLeftUnderItsKey) {
+  TempDir dir;
+  const std::string path = dir.file("j.db");
+  { ASSERT_TRUE(Journal::open(path, {}).isOk()); }
+  execRaw(path, "INSERT INTO pending_acked(n, acked) VALUES(1, x'ff')");
+  {
+    auto journal = Journal::open(path, {});
+    ASSERT_TRUE(journal.isOk());
+    std::vector<JournalRecord> inserts{record(1, "a", 101), record(2, "a", 102)};
+    ASSERT_TRUE((*journal)->commit(inserts, {}).isOk());
+  }
+  auto journal = Journal::open(path, {});
+  ASSERT_TRUE(journal.isOk());
+  EXPECT_EQ(seqsOf(*(*journal)->pending()), (std::vector<uint64_t>{1, 2}));
+}
+
 TEST(JournalTest, AnUnopenablePathIsAnIoErrorNamingIt) {
   auto journal = Journal::open("/nonexistent-dir/sub/j.db", {});
   ASSERT_FALSE(journal.isOk());
