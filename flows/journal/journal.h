@@ -87,10 +87,10 @@ class Journal {
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
-  // The pending records, in the order they were written (within one row,
-  // by sequence number; the rows of an older cepbus first). A row that
-  // does not decode is logged naming it and what fails, deleted and
-  // counted (corruptPendingRows()): its records cannot be told apart.
+  // The pending records, in the order they were written (the rows of an
+  // older cepbus first, by sequence number). A row that does not decode is
+  // logged naming it and what fails, deleted and counted
+  // (corruptPendingRows()): its records cannot be told apart.
   Result<std::vector<JournalRecord>> pending();
   // Rows the last pending() deleted as corrupt.
   size_t corruptPendingRows() const { return corrupt_pending_rows_; }
@@ -158,6 +158,8 @@ class Journal {
   Status readPendingRows(std::vector<JournalRecord>& out);
   Status migrateDeliveredRows();
   Status loadBatches();
+  // Indexes the rows of pending_batches by their seqs and bitmaps (at open),
+  // and notes whether `pending` holds rows.
   Status loadPendingRows();
   // Switches between fsyncing commits (FULL) and not (NORMAL) when needed.
   Status setSynchronous(bool full);
@@ -176,7 +178,7 @@ class Journal {
   bool synchronous_full_ = false;  // the connection's current setting
   std::deque<Batch> batches_;      // the window's rows, oldest first
   size_t remembered_ = 0;          // ids in batches_
-  std::string blob_;               // reused by rememberBatch()
+  std::string blob_;               // reused by rememberBatch() and insertRecords()
   PendingBatches pending_;         // the rows of pending_batches
   bool record_rows_ = false;       // `pending` had rows when opened
   // Reused by each transaction: the written records it acknowledges
