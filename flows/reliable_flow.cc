@@ -322,6 +322,7 @@ Status ReliableFlow::doStart() {
   corrupt_.add((*journal)->corruptBatches());
   Result<std::vector<JournalRecord>> pending = (*journal)->pending();
   if (!pending) return pending.status();
+  corrupt_.add((*journal)->corruptPendingRows());
   Result<uint64_t> max_seq = (*journal)->maxSeq();
   if (!max_seq) return max_seq.status();
   {

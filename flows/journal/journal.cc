@@ -1,5 +1,6 @@
 #include "flows/journal/journal.h"
 
+#include <Poco/Logger.h>
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -9,7 +10,7 @@
 #include <optional>
 #include <string_view>
 
-#include "flows/journal/event_record.h"
+#include "flows/journal/batch_record.h"
 #include "flows/journal/sqlite_status.h"
 #include "flows/kept_name.h"
 
@@ -18,6 +19,14 @@ namespace cepbus::flows {
 namespace {
 
 constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS pending_batches(
+  n INTEGER PRIMARY KEY,
+  last_seq INTEGER NOT NULL,
+  seqs BLOB NOT NULL,
+  records BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS pending_acked(
+  n INTEGER PRIMARY KEY,
+  acked BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS pending(
   seq INTEGER PRIMARY KEY,
   target TEXT NOT NULL,
@@ -55,10 +64,27 @@ void bindText(sqlite3_stmt* stmt, int index, std::string_view text) {
   sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
 }
 
-// A binary record as a BLOB; a JSON line stays TEXT, as older journals have it.
-void bindEvent(sqlite3_stmt* stmt, int index, std::string_view bytes) {
-  if (!isBinaryEventRecord(bytes)) return bindText(stmt, index, bytes);
+std::string_view columnBlob(sqlite3_stmt* stmt, int column) {
+  const auto* bytes = static_cast<const char*>(sqlite3_column_blob(stmt, column));
+  return bytes == nullptr ? std::string_view()
+                          : std::string_view(bytes, sqlite3_column_bytes(stmt, column));
+}
+
+void bindBlob(sqlite3_stmt* stmt, int index, std::string_view bytes) {
   sqlite3_bind_blob(stmt, index, bytes.data(), static_cast<int>(bytes.size()), SQLITE_STATIC);
+}
+
+// The `seqs` column of pending_batches: each a u64, host byte order.
+void encodeSeqs(std::span<const uint64_t> seqs, std::string& out) {
+  out.assign(reinterpret_cast<const char*>(seqs.data()), seqs.size() * sizeof(uint64_t));
+}
+
+// False when `blob` is not what encodeSeqs() writes.
+bool decodeSeqs(std::string_view blob, std::vector<uint64_t>& out) {
+  if (blob.size() % sizeof(uint64_t) != 0) return false;
+  out.resize(blob.size() / sizeof(uint64_t));
+  std::memcpy(out.data(), blob.data(), blob.size());
+  return true;
 }
 
 // The ids of one batch of acknowledgements, as stored in delivered_batches:
@@ -119,16 +145,6 @@ bool decodeDelivered(std::string_view blob, std::vector<DeliveredId>& out) {
   return true;
 }
 
-// The statement that inserts Journal::kRowsPerInsert records at once.
-std::string insertManySql() {
-  std::string sql =
-      "INSERT INTO pending(seq, target, event_id, address, sender, pattern, correlation_id, "
-      "event) VALUES";
-  for (size_t i = 0; i < Journal::kRowsPerInsert; ++i)
-    sql += i == 0 ? "(?,?,?,?,?,?,?,?)" : ",(?,?,?,?,?,?,?,?)";
-  return sql;
-}
-
 // Resets a statement on every path out of a scope, so it never stays busy.
 class StatementReset {
  public:
@@ -166,15 +182,26 @@ Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalO
   if (!wal) return Status::ioError("journal " + path + ": cannot switch to WAL mode");
 
   if (Status s = journal->exec("PRAGMA synchronous=NORMAL"); !s.isOk()) return s;
+  if (Status s = journal->exec("PRAGMA secure_delete=FAST"); !s.isOk()) return s;
   if (Status s = journal->exec(kSchema); !s.isOk()) return s;
-  if (Status s = journal->prepare(
-          "INSERT INTO pending(seq, target, event_id, address, sender, pattern, correlation_id, "
-          "event) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-          &journal->insert_);
+  if (Status s =
+          journal->prepare("INSERT INTO pending_batches(last_seq, seqs, records) VALUES(?, ?, ?)",
+                           &journal->insert_);
       !s.isOk()) {
     return s;
   }
-  if (Status s = journal->prepare(insertManySql().c_str(), &journal->insert_many_); !s.isOk()) {
+  if (Status s = journal->prepare("DELETE FROM pending_batches WHERE n = ?", &journal->delete_row_);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s =
+          journal->prepare("DELETE FROM pending_acked WHERE n = ?", &journal->delete_bitmap_);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = journal->prepare("INSERT OR REPLACE INTO pending_acked(n, acked) VALUES(?, ?)",
+                                  &journal->store_bitmap_);
+      !s.isOk()) {
     return s;
   }
   if (Status s =
@@ -200,6 +227,7 @@ Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalO
   }
   if (Status s = journal->migrateDeliveredRows(); !s.isOk()) return s;
   if (Status s = journal->loadBatches(); !s.isOk()) return s;
+  if (Status s = journal->loadPendingRows(); !s.isOk()) return s;
   return journal;
 }
 
@@ -251,8 +279,34 @@ Status Journal::loadBatches() {
   return Status::ok();
 }
 
+Status Journal::loadPendingRows() {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s = prepare("SELECT EXISTS(SELECT 1 FROM pending)", &stmt); !s.isOk()) return s;
+  int rc = sqlite3_step(stmt);
+  record_rows_ = rc == SQLITE_ROW && sqlite3_column_int64(stmt, 0) != 0;
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_ROW) return error("read pending");
+  if (Status s = prepare("SELECT b.n, b.seqs, a.acked FROM pending_batches b "
+                         "LEFT JOIN pending_acked a ON a.n = b.n ORDER BY b.n",
+                         &stmt);
+      !s.isOk()) {
+    return s;
+  }
+  std::vector<uint64_t> seqs;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    // A row whose seqs do not decode stays out of the index: pending()
+    // finds it there and deletes it as corrupt.
+    if (!decodeSeqs(columnBlob(stmt, 1), seqs)) continue;
+    pending_.add(sqlite3_column_int64(stmt, 0), seqs, std::string(columnBlob(stmt, 2)));
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) return error("read pending batches");
+  return Status::ok();
+}
+
 Journal::~Journal() {
-  for (sqlite3_stmt* stmt : {insert_, insert_many_, delete_, remember_, trim_, checkpoint_})
+  for (sqlite3_stmt* stmt : {insert_, delete_row_, delete_bitmap_, store_bitmap_, delete_,
+                             remember_, trim_, checkpoint_})
     sqlite3_finalize(stmt);
   sqlite3_close(db_);
 }
@@ -269,6 +323,13 @@ Status Journal::prepare(const char* sql, sqlite3_stmt** stmt) {
 }
 
 Result<std::vector<JournalRecord>> Journal::pending() {
+  std::vector<JournalRecord> records;
+  if (Status s = readRecordRows(records); !s.isOk()) return s;
+  if (Status s = readPendingRows(records); !s.isOk()) return s;
+  return records;
+}
+
+Status Journal::readRecordRows(std::vector<JournalRecord>& out) {
   sqlite3_stmt* stmt = nullptr;
   if (Status s = prepare("SELECT seq, target, event_id, address, sender, pattern, "
                          "correlation_id, event FROM pending ORDER BY seq",
@@ -276,7 +337,6 @@ Result<std::vector<JournalRecord>> Journal::pending() {
       !s.isOk()) {
     return s;
   }
-  std::vector<JournalRecord> records;
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     JournalRecord r;
@@ -293,15 +353,71 @@ Result<std::vector<JournalRecord>> Journal::pending() {
                                                                         : Pattern::kInOnly;
     r.correlation_id = fromDb(sqlite3_column_int64(stmt, 6));
     // A BLOB (a binary record) or TEXT (a JSON line): the bytes as stored either way.
-    const auto* stored = static_cast<const char*>(sqlite3_column_blob(stmt, 7));
-    r.stored_event =
-        std::string(stored == nullptr ? std::string_view()
-                                      : std::string_view(stored, sqlite3_column_bytes(stmt, 7)));
-    records.push_back(std::move(r));
+    r.stored_event = std::string(columnBlob(stmt, 7));
+    out.push_back(std::move(r));
   }
   sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE) return error("read pending");
-  return records;
+  return Status::ok();
+}
+
+Status Journal::readPendingRows(std::vector<JournalRecord>& out) {
+  sqlite3_stmt* stmt = nullptr;
+  if (Status s = prepare("SELECT b.n, b.records, a.acked FROM pending_batches b "
+                         "LEFT JOIN pending_acked a ON a.n = b.n ORDER BY b.n",
+                         &stmt);
+      !s.isOk()) {
+    return s;
+  }
+  corrupt_pending_rows_ = 0;
+  std::vector<int64_t> corrupt;
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    const int64_t row = sqlite3_column_int64(stmt, 0);
+    Result<std::vector<JournalRecord>> records = decodeBatchRecord(columnBlob(stmt, 1));
+    const std::vector<uint64_t>* seqs = pending_.seqsOf(row);
+    Status status = records.status();
+    if (status.isOk() &&
+        (seqs == nullptr || seqs->size() != records->size() ||
+         !std::equal(seqs->begin(), seqs->end(), records->begin(),
+                     [](uint64_t seq, const JournalRecord& r) { return seq == r.seq; }))) {
+      status = Status::invalidArgument("its seqs column does not list its records");
+    }
+    if (!status.isOk()) {
+      // Its records cannot be told apart from what damaged them: said once,
+      // then the row goes, as a record that does not decode does.
+      Poco::Logger::get("cepbus.journal")
+          .error("journal " + path_ + ": pending_batches row " + std::to_string(row) +
+                 " does not decode, removed: " + status.message());
+      corrupt.push_back(row);
+      continue;
+    }
+    const std::string_view acked = columnBlob(stmt, 2);
+    for (size_t i = 0; i < records->size(); ++i) {
+      if (!PendingBatches::isAcked(acked, i)) out.push_back(std::move((*records)[i]));
+    }
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) return error("read pending batches");
+  for (int64_t row : corrupt) {
+    if (Status s = deletePendingRow(row, true); !s.isOk()) return s;
+    pending_.remove(row);
+    ++corrupt_pending_rows_;
+  }
+  return Status::ok();
+}
+
+Status Journal::deletePendingRow(int64_t row, bool had_bitmap) {
+  {
+    StatementReset reset(delete_row_);
+    sqlite3_bind_int64(delete_row_, 1, row);
+    if (sqlite3_step(delete_row_) != SQLITE_DONE) return error("delete pending batch");
+  }
+  if (!had_bitmap) return Status::ok();
+  StatementReset reset(delete_bitmap_);
+  sqlite3_bind_int64(delete_bitmap_, 1, row);
+  if (sqlite3_step(delete_bitmap_) != SQLITE_DONE) return error("delete pending bitmap");
+  return Status::ok();
 }
 
 Result<std::vector<DeliveredId>> Journal::delivered() {
@@ -333,7 +449,12 @@ Result<std::vector<DeliveredId>> Journal::delivered() {
 
 Result<uint64_t> Journal::maxSeq() {
   sqlite3_stmt* stmt = nullptr;
-  if (Status s = prepare("SELECT COALESCE(MAX(seq), 0) FROM pending", &stmt); !s.isOk()) return s;
+  if (Status s = prepare("SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM pending), "
+                         "(SELECT COALESCE(MAX(last_seq), 0) FROM pending_batches))",
+                         &stmt);
+      !s.isOk()) {
+    return s;
+  }
   const int rc = sqlite3_step(stmt);
   const uint64_t seq = rc == SQLITE_ROW ? fromDb(sqlite3_column_int64(stmt, 0)) : 0;
   sqlite3_finalize(stmt);
@@ -358,22 +479,25 @@ Status Journal::commit(std::span<const JournalRecord> inserts, std::span<const J
     return s;
   }
   if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
-  Result<BatchChange> change = commitBody(inserts, acks, checkpoints);
+  Result<Change> change = commitBody(inserts, acks, checkpoints);
   Status status = change.status();
   if (status.isOk()) status = exec("COMMIT");
   if (!status.isOk()) {
     (void)exec("ROLLBACK");  // as in migrateDeliveredRows(): report the first error
     return status;
   }
-  // The window as the database now has it.
-  for (size_t i = 0; i < change->dropped; ++i) {
+  // The window and the pending rows as the database now has them.
+  const BatchChange& window = change->window;
+  for (size_t i = 0; i < window.dropped; ++i) {
     remembered_ -= batches_.front().count;
     batches_.pop_front();
   }
-  if (change->added.count > 0) {
-    batches_.push_back(change->added);
-    remembered_ += change->added.count;
+  if (window.added.count > 0) {
+    batches_.push_back(window.added);
+    remembered_ += window.added.count;
   }
+  pending_.apply(change->pending.acked);
+  if (change->pending.added != 0) pending_.add(change->pending.added, written_);
   return status;
 }
 
@@ -402,57 +526,96 @@ Result<Journal::BatchChange> Journal::rememberBatch(std::span<const JournalAck> 
   return change;
 }
 
-Status Journal::insertRecords(std::span<const JournalRecord> inserts) {
-  while (!inserts.empty()) {
-    const size_t rows = inserts.size() >= kRowsPerInsert ? kRowsPerInsert : 1;
-    sqlite3_stmt* stmt = rows == 1 ? insert_ : insert_many_;
-    StatementReset reset(stmt);
-    for (size_t i = 0; i < rows; ++i) {
-      const JournalRecord& r = inserts[i];
-      std::string& encoded = encoded_[i];
-      const bool encode = r.stored_event.empty() && r.event != nullptr;
-      if (encode) encoded = encodeEventRecord(*r.event);
-      const int first = static_cast<int>(i * kInsertColumns);
-      sqlite3_bind_int64(stmt, first + 1, toDb(r.seq));
-      bindText(stmt, first + 2, r.target.name());
-      sqlite3_bind_int64(stmt, first + 3, toDb(r.event_id));
-      bindText(stmt, first + 4, r.address.name());
-      bindText(stmt, first + 5, r.sender.name());
-      sqlite3_bind_int64(stmt, first + 6, static_cast<int64_t>(r.pattern));
-      sqlite3_bind_int64(stmt, first + 7, toDb(r.correlation_id));
-      bindEvent(stmt, first + 8, encode ? encoded : r.stored_event);
+Result<int64_t> Journal::insertRecords(std::span<const JournalRecord> inserts) {
+  writing_.clear();
+  written_.clear();
+  for (const JournalRecord& r : inserts) {
+    if (std::binary_search(acked_.begin(), acked_.end(), r.seq)) continue;
+    if (pending_.holds(r.seq)) {
+      return Status::invalidArgument("journal " + path_ + ": insert pending: record " +
+                                     std::to_string(r.seq) + " is pending already");
     }
-    if (sqlite3_step(stmt) != SQLITE_DONE) return error("insert pending");
-    inserts = inserts.subspan(rows);
+    writing_.push_back(&r);
+    written_.push_back(r.seq);
   }
-  return Status::ok();
+  if (writing_.empty()) return int64_t{0};
+  // Twice in one transaction: the index would hold it once, the row twice.
+  std::span<const uint64_t> sorted = written_;
+  std::vector<uint64_t> copy;
+  if (!std::is_sorted(written_.begin(), written_.end())) {
+    copy = written_;
+    std::sort(copy.begin(), copy.end());
+    sorted = copy;
+  }
+  if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end()) {
+    return Status::invalidArgument("journal " + path_ + ": insert pending: record " +
+                                   std::to_string(*twice) + " twice in one transaction");
+  }
+  const std::string records = encodeBatchRecord(writing_);
+  encodeSeqs(written_, blob_);
+  StatementReset reset(insert_);
+  sqlite3_bind_int64(insert_, 1, toDb(*std::max_element(written_.begin(), written_.end())));
+  bindBlob(insert_, 2, blob_);
+  bindBlob(insert_, 3, records);
+  if (sqlite3_step(insert_) != SQLITE_DONE) return error("insert pending");
+  const int64_t row = sqlite3_last_insert_rowid(db_);
+  // A row's key may be one a deleted row had; a bitmap left of that one (a
+  // damaged file can hold one) would mark the new row's records acknowledged.
+  StatementReset stale(delete_bitmap_);
+  sqlite3_bind_int64(delete_bitmap_, 1, row);
+  if (sqlite3_step(delete_bitmap_) != SQLITE_DONE) return error("delete pending bitmap");
+  return row;
 }
 
-Status Journal::deleteAcknowledged(std::span<const JournalAck> acks) {
-  // One statement per run of consecutive sequence numbers, not per record:
-  // a checkpoint acknowledges whole ranges of them.
-  seqs_.clear();
-  for (const JournalAck& a : acks) {
-    if (a.written) seqs_.push_back(a.seq);
+Result<PendingBatches::Plan> Journal::acknowledgeRecords() {
+  PendingBatches::Plan plan = pending_.plan(acked_);
+  for (const PendingBatches::RowChange& change : plan.rows) {
+    if (change.emptied) {
+      if (Status s = deletePendingRow(change.row, change.had_bitmap); !s.isOk()) return s;
+      continue;
+    }
+    StatementReset reset(store_bitmap_);
+    sqlite3_bind_int64(store_bitmap_, 1, change.row);
+    bindBlob(store_bitmap_, 2, change.acked);
+    if (sqlite3_step(store_bitmap_) != SQLITE_DONE) return error("store pending bitmap");
   }
-  std::sort(seqs_.begin(), seqs_.end());
-  for (size_t i = 0; i < seqs_.size();) {
+  // Only a journal of an older cepbus has rows of its own for records.
+  if (record_rows_) {
+    if (Status s = deleteRecordRows(plan.unknown); !s.isOk()) return s;
+  }
+  return plan;
+}
+
+Status Journal::deleteRecordRows(std::span<const uint64_t> seqs) {
+  // One statement per run of consecutive sequence numbers, not per record.
+  for (size_t i = 0; i < seqs.size();) {
     size_t end = i + 1;
-    while (end < seqs_.size() && seqs_[end] <= seqs_[end - 1] + 1) ++end;
+    while (end < seqs.size() && seqs[end] == seqs[end - 1] + 1) ++end;
     StatementReset reset(delete_);
-    sqlite3_bind_int64(delete_, 1, toDb(seqs_[i]));
-    sqlite3_bind_int64(delete_, 2, toDb(seqs_[end - 1]));
+    sqlite3_bind_int64(delete_, 1, toDb(seqs[i]));
+    sqlite3_bind_int64(delete_, 2, toDb(seqs[end - 1]));
     if (sqlite3_step(delete_) != SQLITE_DONE) return error("delete pending");
     i = end;
   }
   return Status::ok();
 }
 
-Result<Journal::BatchChange> Journal::commitBody(std::span<const JournalRecord> inserts,
-                                                 std::span<const JournalAck> acks,
-                                                 std::span<const CheckpointRecord> checkpoints) {
-  if (Status s = insertRecords(inserts); !s.isOk()) return s;
-  if (Status s = deleteAcknowledged(acks); !s.isOk()) return s;
+Result<Journal::Change> Journal::commitBody(std::span<const JournalRecord> inserts,
+                                            std::span<const JournalAck> acks,
+                                            std::span<const CheckpointRecord> checkpoints) {
+  Change change;
+  acked_.clear();
+  for (const JournalAck& a : acks) {
+    if (a.written) acked_.push_back(a.seq);
+  }
+  std::sort(acked_.begin(), acked_.end());
+  acked_.erase(std::unique(acked_.begin(), acked_.end()), acked_.end());
+  Result<int64_t> added = insertRecords(inserts);
+  if (!added) return added.status();
+  change.pending.added = *added;
+  Result<PendingBatches::Plan> plan = acknowledgeRecords();
+  if (!plan) return plan.status();
+  change.pending.acked = std::move(*plan);
   for (const CheckpointRecord& c : checkpoints) {
     StatementReset reset(checkpoint_);
     bindText(checkpoint_, 1, c.name);
@@ -460,13 +623,14 @@ Result<Journal::BatchChange> Journal::commitBody(std::span<const JournalRecord> 
     sqlite3_bind_int64(checkpoint_, 3, c.version);
     sqlite3_bind_int64(checkpoint_, 4, toDb(c.fingerprint));
     sqlite3_bind_int64(checkpoint_, 5, toDb(c.position));
-    sqlite3_bind_blob(checkpoint_, 6, c.state.data(), static_cast<int>(c.state.size()),
-                      SQLITE_STATIC);
-    sqlite3_bind_blob(checkpoint_, 7, c.published.data(), static_cast<int>(c.published.size()),
-                      SQLITE_STATIC);
+    bindBlob(checkpoint_, 6, c.state);
+    bindBlob(checkpoint_, 7, c.published);
     if (sqlite3_step(checkpoint_) != SQLITE_DONE) return error("store checkpoint " + c.name);
   }
-  return rememberBatch(acks);
+  Result<BatchChange> window = rememberBatch(acks);
+  if (!window) return window.status();
+  change.window = *window;
+  return change;
 }
 
 }  // namespace cepbus::flows

@@ -1,12 +1,19 @@
 #pragma once
 
 // Journal: the durable store behind ReliableFlow, an SQLite database in WAL
-// mode (a real embedded store, not a home-made file format). Two tables:
+// mode (a real embedded store, not a home-made file format). Its tables:
 //
+//   pending_batches(n PRIMARY KEY, last_seq, seqs BLOB, records BLOB)  --
+//           accepted records not yet acknowledged by their targets, one row
+//           per transaction that wrote them: `records` the batch record
+//           (batch_record.h), `seqs` their sequence numbers (u64 each, host
+//           byte order), `last_seq` the highest
+//   pending_acked(n PRIMARY KEY, acked BLOB)  -- which records of row n are
+//           acknowledged, while some are not (pending_batches.h)
 //   pending(seq PRIMARY KEY, target, event_id, address, sender, pattern,
-//           correlation_id, event)  -- accepted, not yet acknowledged by target;
-//           `event` its binary record (event_record.h) or, written by an
-//           older cepbus, its JSON line
+//           correlation_id, event)  -- one row per record, as an older
+//           cepbus wrote them (`event` its binary record or JSON line);
+//           read, and deleted as acknowledged, never written any more
 //   delivered_batches(n PRIMARY KEY, count, ids BLOB)  -- recently
 //           acknowledged (target, event id) pairs, one row per transaction,
 //           bounded to a window, for duplicate suppression across restarts
@@ -20,6 +27,14 @@
 // acknowledgement of a record that was never written (ReliableFlow cancelled
 // it because its target acknowledged first) only remembers the id.
 //
+// A record acknowledged in the transaction that would write it (a
+// checkpoint takes every record appended so far, and acknowledges most of
+// them) is not written at all. A row whose records are all acknowledged is
+// deleted; at a restart only a row's records not acknowledged come back.
+//
+// Freed pages are not zeroed (secure_delete=FAST): a deleted row's pages
+// would otherwise be written once more, to the WAL and then the file.
+//
 // The acknowledged ids of a transaction go into one row: under a flood a
 // transaction carries hundreds of them, and a row (and a trim) each made the
 // window most of the journal thread's work. A journal written with one row
@@ -31,7 +46,6 @@
 // events back, marked as redelivered, which at-least-once allows; an fsync
 // for it cost ~2 ms of a core on the development VM, 20 times a second.
 
-#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -40,50 +54,15 @@
 #include <utility>
 #include <vector>
 
-#include "bus/core/event.h"
 #include "bus/core/status.h"
-#include "bus/core/symbol.h"
-#include "bus/core/wire_names.h"
-#include "flows/exchange.h"
 #include "flows/journal/checkpoint_record.h"
+#include "flows/journal/journal_record.h"
+#include "flows/journal/pending_batches.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
 
 namespace cepbus::flows {
-
-// One accepted delivery of an event to a target, as journaled.
-struct JournalRecord {
-  uint64_t seq = 0;
-  SharedName target;  // held while the record lives, as its address
-  EventId event_id = 0;
-  SharedName address;  // holds a client's address while the record lives
-  Symbol sender;
-  Pattern pattern = Pattern::kInOnly;
-  uint64_t correlation_id = 0;
-  // The event as stored (event_record.h: a binary record, or the JSON line
-  // of a journal written before it); decodeEventRecord() reads either.
-  std::string stored_event;
-  // When stored_event is empty, commit() encodes this event instead: the
-  // encoding then costs the journal thread, not the sender, and a record
-  // that is never written never pays for it. pending() fills stored_event only.
-  EventPtr event;
-};
-
-// A target acknowledged the delivery `seq` of `event_id`.
-struct JournalAck {
-  uint64_t seq = 0;
-  SharedName target;
-  EventId event_id = 0;
-  // False when the record was never written (cancelled before a transaction
-  // took it): there is no pending row to delete, only the id to remember.
-  bool written = true;
-};
-
-struct DeliveredId {
-  SharedName target;
-  EventId event_id = 0;
-};
 
 struct JournalOptions {
   // Every commit that writes records is fsynced (durable against power
@@ -108,8 +87,13 @@ class Journal {
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
-  // The pending records, oldest first.
+  // The pending records, in the order they were written (the rows of an
+  // older cepbus first, by sequence number). A row that does not decode is
+  // logged naming it and what fails, deleted and counted
+  // (corruptPendingRows()): its records cannot be told apart.
   Result<std::vector<JournalRecord>> pending();
+  // Rows the last pending() deleted as corrupt.
+  size_t corruptPendingRows() const { return corrupt_pending_rows_; }
   // The remembered acknowledged ids, oldest first. A batch that does not
   // decode is skipped (see corruptBatches()): it only costs the duplicate
   // suppression of its ids.
@@ -119,20 +103,16 @@ class Journal {
   // The highest sequence number ever used (0 for an empty journal).
   Result<uint64_t> maxSeq();
 
-  // One transaction: insert `inserts` (encoding the events of those without
-  // stored bytes), delete the acknowledged pending rows (those written) and remember
-  // every acknowledged id, trim the delivered window, store `checkpoints`
-  // (replacing the rows of their names). All or nothing.
+  // One transaction: write `inserts` not acknowledged in it as one row
+  // (encoding the events of those without stored bytes), mark the records
+  // of `acks` (those written) acknowledged, deleting the rows they empty,
+  // and remember every acknowledged id, trim the delivered window, store
+  // `checkpoints` (replacing the rows of their names). All or nothing; an
+  // InvalidArgument for a record whose sequence number is pending already.
   Status commit(std::span<const JournalRecord> inserts, std::span<const JournalAck> acks,
                 std::span<const CheckpointRecord> checkpoints = {});
 
   const std::string& path() const { return path_; }
-
-  // Records per INSERT statement when a transaction has that many: a
-  // checkpointed consumer leaves every record to be written, and binding
-  // and stepping one statement per record was part of that cost.
-  static constexpr size_t kRowsPerInsert = 64;
-  static constexpr size_t kInsertColumns = 8;
 
  private:
   Journal(std::string path, JournalOptions options)
@@ -150,37 +130,64 @@ class Journal {
     Batch added;         // count 0: nothing added
     size_t dropped = 0;  // oldest batches deleted
   };
-  Result<BatchChange> commitBody(std::span<const JournalRecord> inserts,
-                                 std::span<const JournalAck> acks,
-                                 std::span<const CheckpointRecord> checkpoints);
+  // What a transaction does to the pending rows, applied to pending_ once committed.
+  struct PendingChange {
+    PendingBatches::Plan acked;
+    int64_t added = 0;  // the row written (0: none); its records' seqs in written_
+  };
+  struct Change {
+    BatchChange window;
+    PendingChange pending;
+  };
+  Result<Change> commitBody(std::span<const JournalRecord> inserts,
+                            std::span<const JournalAck> acks,
+                            std::span<const CheckpointRecord> checkpoints);
   // Inserts the ids of `acks` as one batch and trims the window (inside a transaction).
   Result<BatchChange> rememberBatch(std::span<const JournalAck> acks);
-  // Inserts the records (inside a transaction), kRowsPerInsert at a time.
-  Status insertRecords(std::span<const JournalRecord> inserts);
-  // Deletes the pending rows of `acks` (inside a transaction).
-  Status deleteAcknowledged(std::span<const JournalAck> acks);
+  // Writes the records not acknowledged in this transaction (acked_, sorted)
+  // as one row; returns its key, 0 when there is none (inside a transaction).
+  Result<int64_t> insertRecords(std::span<const JournalRecord> inserts);
+  // Marks the written records of acked_ acknowledged (inside a transaction).
+  Result<PendingBatches::Plan> acknowledgeRecords();
+  // Deletes the rows of an older cepbus of `seqs` (inside a transaction).
+  Status deleteRecordRows(std::span<const uint64_t> seqs);
+  // Deletes a row of pending_batches and its bitmap (inside a transaction or not).
+  Status deletePendingRow(int64_t row, bool had_bitmap);
+  // Reads the rows of an older cepbus and of pending_batches into `out`.
+  Status readRecordRows(std::vector<JournalRecord>& out);
+  Status readPendingRows(std::vector<JournalRecord>& out);
   Status migrateDeliveredRows();
   Status loadBatches();
+  // Indexes the rows of pending_batches by their seqs and bitmaps (at open),
+  // and notes whether `pending` holds rows.
+  Status loadPendingRows();
   // Switches between fsyncing commits (FULL) and not (NORMAL) when needed.
   Status setSynchronous(bool full);
 
   const std::string path_;
   const JournalOptions options_;
   sqlite3* db_ = nullptr;
-  sqlite3_stmt* insert_ = nullptr;
-  sqlite3_stmt* insert_many_ = nullptr;  // kRowsPerInsert rows
-  sqlite3_stmt* delete_ = nullptr;       // a range of sequence numbers
+  sqlite3_stmt* insert_ = nullptr;         // a row of pending_batches
+  sqlite3_stmt* delete_row_ = nullptr;     // one of pending_batches
+  sqlite3_stmt* delete_bitmap_ = nullptr;  // one of pending_acked
+  sqlite3_stmt* store_bitmap_ = nullptr;   // one of pending_acked
+  sqlite3_stmt* delete_ = nullptr;         // a range of an older cepbus's rows
   sqlite3_stmt* remember_ = nullptr;
   sqlite3_stmt* trim_ = nullptr;
   sqlite3_stmt* checkpoint_ = nullptr;
   bool synchronous_full_ = false;  // the connection's current setting
   std::deque<Batch> batches_;      // the window's rows, oldest first
   size_t remembered_ = 0;          // ids in batches_
-  std::string blob_;               // reused by rememberBatch()
-  // Reused by insertRecords(): the event records of one statement.
-  std::array<std::string, kRowsPerInsert> encoded_;
-  std::vector<uint64_t> seqs_;  // reused by deleteAcknowledged()
+  std::string blob_;               // reused by rememberBatch() and insertRecords()
+  PendingBatches pending_;         // the rows of pending_batches
+  bool record_rows_ = false;       // `pending` had rows when opened
+  // Reused by each transaction: the written records it acknowledges
+  // (sorted), the records it writes and their sequence numbers.
+  std::vector<uint64_t> acked_;
+  std::vector<const JournalRecord*> writing_;
+  std::vector<uint64_t> written_;
   size_t corrupt_batches_ = 0;
+  size_t corrupt_pending_rows_ = 0;
 };
 
 }  // namespace cepbus::flows

@@ -29,10 +29,14 @@ over A, B, C, D uniform (many composites, each held until its checkpoint).
 
     tests/bench/checkpoint_cost_bench.py --build build/test
         [--engines nfa,algebra,petri] [--only pileup,p2-uniform]
-        [--scale 1.0] [--interval 1000] [--repeat 3]
+        [--scale 1.0] [--interval 1000] [--repeat 3] [--compare OTHER_BUILD]
 
-Prints one JSON object per (workload, engine) with the slowdown of the
-checkpointed run, then the markdown table of docs/checkpoints.md.
+--compare runs a second build (say, of the commit before a change) in the
+same rounds, its runs taking turns with those of --build, and reports it as
+well: a before/after under the same load.
+
+Prints one JSON object per (workload, engine, build) with the slowdown of
+the checkpointed run, then the markdown table of docs/checkpoints.md.
 """
 import argparse
 import json
@@ -95,9 +99,9 @@ def descriptor(build, engine, query, events, sink, interval, journal):
 """
 
 
-def run_checkpointed(args, tmp, engine, query, events, interval):
+def run_checkpointed(build, tmp, engine, query, events, interval):
     """Wall seconds, CPU seconds (user + system), composites and events
-    refused of one run."""
+    refused of one run of `build` (its directory and its cepbus first)."""
     journal = os.path.join(tmp, "journal.db")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(journal + suffix):
@@ -105,9 +109,9 @@ def run_checkpointed(args, tmp, engine, query, events, interval):
     sink = os.path.join(tmp, "out.jsonl")
     xml = os.path.join(tmp, "bus.xml")
     with open(xml, "w") as f:
-        f.write(descriptor(args.build, engine, query, events, sink, interval, journal))
+        f.write(descriptor(build[0], engine, query, events, sink, interval, journal))
     log = os.path.join(tmp, "bus.log")
-    wall, cpu = run_bus(args.cepbus, xml, log)
+    wall, cpu = run_bus(build[1], xml, log)
     with open(sink) as f:
         composites = sum(1 for _ in f)
     with open(log) as f:
@@ -116,6 +120,7 @@ def run_checkpointed(args, tmp, engine, query, events, interval):
 
 
 def measure(args, tmp, workload, engine):
+    """One row per build: its runs take turns with the other build's."""
     query, n = WORKLOADS[workload]
     n = max(1, int(n * args.scale))
     events = os.path.join(tmp, "%s.jsonl" % workload)
@@ -124,42 +129,50 @@ def measure(args, tmp, workload, engine):
     one = os.path.join(tmp, "%s-one.jsonl" % workload)
     if not os.path.exists(one):
         write_stream(one, workload, 1, args.seed)
-    settings = (0, args.interval)
-    startup = {s: min(run_checkpointed(args, tmp, engine, query, one, s)[:2] for _ in range(2))
-               for s in settings}
-    runs = {s: [] for s in settings}
+    settings = [(b, s) for b in args.builds for s in (0, args.interval)]
+    startup = {k: min(run_checkpointed(k[0], tmp, engine, query, one, k[1])[:2]
+                      for _ in range(2))
+               for k in settings}
+    runs = {k: [] for k in settings}
     for _ in range(args.repeat):
-        for s in settings:
-            runs[s].append(run_checkpointed(args, tmp, engine, query, events, s))
-    composites = {s: {r[2] for r in runs[s]} for s in settings}
-    if len(composites[0] | composites[args.interval]) != 1:
+        for k in settings:
+            runs[k].append(run_checkpointed(k[0], tmp, engine, query, events, k[1]))
+    composites = set()
+    for k in settings:
+        composites |= {r[2] for r in runs[k]}
+    if len(composites) != 1:
         sys.exit("%s/%s: the runs disagree on the composites: %s" % (workload, engine, composites))
-    row = {"bench": "checkpoint_cost", "workload": workload, "engine": engine,
-           "events": n, "interval_ms": args.interval, "repeat": args.repeat,
-           "composites": composites[0].pop()}
-    for s in settings:
-        wall = statistics.median(r[0] for r in runs[s]) - startup[s][0]
-        cpu = statistics.median(r[1] for r in runs[s]) - startup[s][1]
-        if wall <= 0 or cpu <= 0:
-            sys.exit("%s/%s: the runs are no longer than the start-up; raise --scale"
-                     % (workload, engine))
-        key = "checkpointed" if s else "plain"
-        row[key] = {"events_per_s": round(n / wall), "cpu_us_per_event": round(cpu / n * 1e6, 3),
-                    "refused": round(statistics.median(r[3] for r in runs[s]))}
-    row["events_per_s_lost_pct"] = round(
-        100 * (1 - row["checkpointed"]["events_per_s"] / row["plain"]["events_per_s"]), 1)
-    row["cpu_added_pct"] = round(
-        100 * (row["checkpointed"]["cpu_us_per_event"] / row["plain"]["cpu_us_per_event"] - 1), 1)
-    return row
+    rows = []
+    for build in args.builds:
+        row = {"bench": "checkpoint_cost", "workload": workload, "engine": engine,
+               "build": build[2], "events": n, "interval_ms": args.interval,
+               "repeat": args.repeat, "composites": next(iter(composites))}
+        for s in (0, args.interval):
+            wall = statistics.median(r[0] for r in runs[(build, s)]) - startup[(build, s)][0]
+            cpu = statistics.median(r[1] for r in runs[(build, s)]) - startup[(build, s)][1]
+            if wall <= 0 or cpu <= 0:
+                sys.exit("%s/%s: the runs are no longer than the start-up; raise --scale"
+                         % (workload, engine))
+            key = "checkpointed" if s else "plain"
+            row[key] = {"events_per_s": round(n / wall),
+                        "cpu_us_per_event": round(cpu / n * 1e6, 3),
+                        "refused": round(statistics.median(r[3] for r in runs[(build, s)]))}
+        row["events_per_s_lost_pct"] = round(
+            100 * (1 - row["checkpointed"]["events_per_s"] / row["plain"]["events_per_s"]), 1)
+        row["cpu_added_pct"] = round(
+            100 * (row["checkpointed"]["cpu_us_per_event"] / row["plain"]["cpu_us_per_event"]
+                   - 1), 1)
+        rows.append(row)
+    return rows
 
 
 def table(rows):
-    lines = ["| workload | engine | events/s plain | events/s checkpointed | lost | "
+    lines = ["| workload | engine | build | events/s plain | events/s checkpointed | lost | "
              "CPU/event plain | CPU/event checkpointed | refused plain | refused checkpointed |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append("| %s | %s | %s | %s | %.1f %% | %.2f µs | %.2f µs | %s | %s |" % (
-            r["workload"], r["engine"], f"{r['plain']['events_per_s']:,}",
+        lines.append("| %s | %s | %s | %s | %s | %.1f %% | %.2f µs | %.2f µs | %s | %s |" % (
+            r["workload"], r["engine"], r["build"], f"{r['plain']['events_per_s']:,}",
             f"{r['checkpointed']['events_per_s']:,}", r["events_per_s_lost_pct"],
             r["plain"]["cpu_us_per_event"], r["checkpointed"]["cpu_us_per_event"],
             f"{r['plain']['refused']:,}", f"{r['checkpointed']['refused']:,}"))
@@ -170,6 +183,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default="build/release")
     p.add_argument("--cepbus", help="default BUILD/bus/app/cepbus")
+    p.add_argument("--compare", help="another build to run in the same rounds")
     p.add_argument("--engines", default="nfa,algebra,petri")
     p.add_argument("--only", default="pileup,p2-uniform")
     p.add_argument("--scale", type=float, default=1.0, help="times each workload's events")
@@ -177,15 +191,21 @@ def main():
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args()
+    given = args.build
     args.build = os.path.abspath(args.build)
     args.cepbus = args.cepbus or os.path.join(args.build, "bus", "app", "cepbus")
+    # (directory, cepbus, the name given on the command line)
+    args.builds = [(args.build, args.cepbus, given)]
+    if args.compare:
+        other = os.path.abspath(args.compare)
+        args.builds.append((other, os.path.join(other, "bus", "app", "cepbus"), args.compare))
     rows = []
     with tempfile.TemporaryDirectory(prefix="checkpoint-cost-") as tmp:
         for workload in args.only.split(","):
             for engine in args.engines.split(","):
-                row = measure(args, tmp, workload, engine)
-                print(json.dumps(row), flush=True)
-                rows.append(row)
+                for row in measure(args, tmp, workload, engine):
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
     print(table(rows))
 
 

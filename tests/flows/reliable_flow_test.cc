@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "bus/core/event_json.h"
+#include "flows/journal/batch_record.h"
 #include "flows/journal/checkpoint_table.h"
 #include "tests/flows/flow_test_util.h"
 #include "tests/testing/sqlite_raw.h"
@@ -97,12 +98,20 @@ class DurabilityChecker final : public ExchangeListener {
 
   void onOutcome(const Exchange& exchange, const Outcome& outcome) override {
     if (outcome.kind != OutcomeKind::kAccepted) return;
+    // In one of the rows of pending_batches (flows/journal/batch_record.h).
     sqlite3_stmt* stmt = nullptr;
-    sqlite3_prepare_v2(db_, "SELECT COUNT(*) FROM pending WHERE event_id = ?", -1, &stmt, nullptr);
-    sqlite3_bind_int64(stmt, 1, static_cast<int64_t>(exchange.event->id()));
-    const bool found = sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int64(stmt, 0) == 1;
+    sqlite3_prepare_v2(db_, "SELECT records FROM pending_batches", -1, &stmt, nullptr);
+    int found = 0;
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+      const std::string_view bytes(static_cast<const char*>(sqlite3_column_blob(stmt, 0)),
+                                   static_cast<size_t>(sqlite3_column_bytes(stmt, 0)));
+      Result<std::vector<JournalRecord>> records = decodeBatchRecord(bytes);
+      for (const JournalRecord& r : records ? *records : std::vector<JournalRecord>{}) {
+        if (r.event_id == exchange.event->id()) ++found;
+      }
+    }
     sqlite3_finalize(stmt);
-    (found ? found_ : missing_).fetch_add(1);
+    (found == 1 ? found_ : missing_).fetch_add(1);
   }
   int found() const { return found_.load(); }
   int missing() const { return missing_.load(); }

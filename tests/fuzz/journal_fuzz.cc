@@ -1,9 +1,10 @@
-// Journal record decoding: a small journal (pending records and
-// acknowledged batches) is written through Journal, then one field of one
+// Journal record decoding: a small journal (a row of pending records with
+// its bitmap of acknowledged ones, two rows of an older cepbus's one row per
+// record, acknowledged batches) is written, then one field of one
 // row is overwritten with fuzzed bytes through SQLite, as a torn write or a
 // bad disk would leave it; then the journal is opened and read the way
 // ReliableFlow recovers (delivered(), pending(), maxSeq(), decodeEventRecord() of
-// each record) and written to again. A corrupt record must be refused or
+// each record read as bytes) and written to again. A corrupt record must be refused or
 // skipped, never crash, and the window must stay within its bound.
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "bus/core/event.h"
+#include "bus/core/event_json.h"
 #include "flows/journal/event_record.h"
 #include "flows/journal/journal.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -59,6 +61,26 @@ const std::filesystem::path& templateJournal() {
                                           {0, Symbol::intern("b"), 77, false}};
     fuzz::check((*journal)->commit(records, {}).isOk(), "template commit");
     fuzz::check((*journal)->commit({}, acks).isOk(), "template acks");
+    journal->reset();
+    // Rows of an older cepbus: a record per row, a JSON line and a binary record.
+    sqlite3* db = nullptr;
+    fuzz::check(sqlite3_open(p->c_str(), &db) == SQLITE_OK, "template rows");
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db,
+                       "INSERT INTO pending(seq, target, event_id, address, sender, pattern, "
+                       "correlation_id, event) VALUES(?1, 'a', ?1, 'orders.new', 'client', 0, 0, "
+                       "?2)",
+                       -1, &stmt, nullptr);
+    for (const JournalRecord& r : {record(4, "a", 4), record(5, "b", 5)}) {
+      const std::string bytes = r.seq == 4 ? encodeEvent(*r.event, EventFormat::kFull)
+                                           : flows::encodeEventRecord(*r.event);
+      sqlite3_bind_int64(stmt, 1, static_cast<int64_t>(r.seq));
+      sqlite3_bind_blob(stmt, 2, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+      fuzz::check(sqlite3_step(stmt) == SQLITE_DONE, "template row");
+      sqlite3_reset(stmt);
+    }
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
     return p;
   }();
   return *path;
@@ -74,13 +96,18 @@ void corrupt(const std::string& path, FuzzedDataProvider& in) {
     return;
   }
   static const char* const kUpdates[] = {
-      "UPDATE pending SET event = ?1 WHERE seq = 2",
-      "UPDATE pending SET target = ?1 WHERE seq = 3",
+      "UPDATE pending SET event = ?1 WHERE seq = 4",
+      "UPDATE pending SET target = ?1 WHERE seq = 5",
       "UPDATE delivered_batches SET ids = ?1",
       "UPDATE delivered_batches SET count = ?2",
-      "UPDATE pending SET seq = ?2 WHERE seq = 3",
+      "UPDATE pending SET seq = ?2 WHERE seq = 5",
       "UPDATE pending SET pattern = ?2, event_id = ?2, correlation_id = ?2",
       "INSERT INTO delivered_batches(count, ids) VALUES(?2, ?1)",
+      "UPDATE pending_batches SET records = ?1",
+      "UPDATE pending_batches SET seqs = ?1",
+      "UPDATE pending_batches SET last_seq = ?2, n = ?2",
+      "UPDATE pending_acked SET acked = ?1",
+      "INSERT OR REPLACE INTO pending_acked(n, acked) VALUES(?2, ?1)",
   };
   const size_t which = in.ConsumeIntegralInRange<size_t>(0, std::size(kUpdates));
   const int64_t number = in.ConsumeIntegral<int64_t>();
@@ -127,7 +154,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (delivered) fuzz::check(delivered->size() <= kWindow, "window larger than its bound");
   auto pending = (*journal)->pending();
   if (pending) {
-    for (const JournalRecord& r : *pending) (void)flows::decodeEventRecord(r.stored_event);
+    for (const JournalRecord& r : *pending) {
+      if (r.event == nullptr) (void)flows::decodeEventRecord(r.stored_event);
+    }
+    // Every record read may be acknowledged (its row, if it has one, found).
+    std::vector<JournalAck> read;
+    for (const JournalRecord& r : *pending) read.push_back({r.seq, r.target, r.event_id, true});
+    (void)(*journal)->commit({}, read);
   }
   (void)(*journal)->maxSeq();
   // The journal goes on being written after a recovery.

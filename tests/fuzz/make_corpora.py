@@ -180,7 +180,7 @@ def journal_inputs(lines):
     # journal_fuzz reads (FuzzedDataProvider): the last byte picks the field to
     # corrupt, the 8 before it the number written, the rest the bytes written.
     out = []
-    for which in range(8):
+    for which in range(13):
         payloads = [b"", lines[0].encode(), b'{"type":"A"', b"\xff\xfe",
                     struct.pack("<H", 1) + b"a" + struct.pack("<I", 2) + struct.pack("<QQ", 5, 6),
                     struct.pack("<H", 1) + b"a" + struct.pack("<I", 0xFFFFFFFF)]

@@ -31,6 +31,8 @@
 #include <thread>
 #include <vector>
 
+#include "flows/journal/batch_record.h"
+#include "flows/journal/event_record.h"
 #include "tests/integration/order_stream.h"
 #include "tests/testing/amqp_test_client.h"
 #include "tests/testing/bus_process.h"
@@ -583,22 +585,46 @@ TEST_P(DamagedJournalTest, TheBusRefusesOrSaysWhatItLost) {
   if (damage == std::string("truncated")) {
     std::filesystem::resize_file(journal, size / 2);
   } else if (damage == std::string("record")) {
-    // One live record of the subscriber's loses its event's last bytes (of
-    // its binary record, flows/journal/event_record.h): SQLite cannot tell,
-    // the bus must. Through SQLite, so that the damage lands in
-    // a row the bus will read (a byte search can hit a stale copy of a row in
-    // a free page and damage nothing).
+    // One live record of the subscriber's gets its event as a binary record
+    // (flows/journal/event_record.h) missing its last bytes, in a row
+    // resealed around it (flows/journal/batch_record.h): neither SQLite nor
+    // the row's checksum can tell, the bus must. Through SQLite, so that the damage
+    // lands in a row the bus will read (a byte search can hit a stale copy
+    // of a row in a free page and damage nothing).
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(journal.c_str(), &db), SQLITE_OK);
-    char* error = nullptr;
-    const int rc = sqlite3_exec(db,
-                                "UPDATE pending SET event = substr(event, 1, length(event) - 3) "
-                                "WHERE seq = (SELECT min(seq) FROM pending "
-                                "WHERE target LIKE '%damage-sub/feed%')",
-                                nullptr, nullptr, &error);
+    sqlite3_stmt* select = nullptr;
+    sqlite3_prepare_v2(db, "SELECT n, records FROM pending_batches ORDER BY n", -1, &select,
+                       nullptr);
+    int64_t row = 0;
+    std::string resealed;
+    while (row == 0 && sqlite3_step(select) == SQLITE_ROW) {
+      auto records = flows::decodeBatchRecord(
+          std::string_view(static_cast<const char*>(sqlite3_column_blob(select, 1)),
+                           static_cast<size_t>(sqlite3_column_bytes(select, 1))));
+      ASSERT_TRUE(records.isOk()) << records.status().toString();
+      for (flows::JournalRecord& r : *records) {
+        if (r.target.name().find("damage-sub/feed") == std::string_view::npos) continue;
+        if (r.stored_event.empty()) r.stored_event = flows::encodeEventRecord(*r.event);
+        r.stored_event.resize(r.stored_event.size() - 3);
+        std::vector<const flows::JournalRecord*> pointers;
+        for (const flows::JournalRecord& each : *records) pointers.push_back(&each);
+        resealed = flows::encodeBatchRecord(pointers);
+        row = sqlite3_column_int64(select, 0);
+        break;
+      }
+    }
+    sqlite3_finalize(select);
+    sqlite3_stmt* update = nullptr;
+    sqlite3_prepare_v2(db, "UPDATE pending_batches SET records = ? WHERE n = ?", -1, &update,
+                       nullptr);
+    sqlite3_bind_blob(update, 1, resealed.data(), static_cast<int>(resealed.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(update, 2, row);
+    const int rc = sqlite3_step(update);
+    sqlite3_finalize(update);
     const int changed = sqlite3_changes(db);
     sqlite3_close(db);
-    ASSERT_EQ(rc, SQLITE_OK) << (error != nullptr ? error : "");
+    ASSERT_EQ(rc, SQLITE_DONE);
     ASSERT_EQ(changed, 1);
   } else {
     std::fstream f(journal, std::ios::in | std::ios::out | std::ios::binary);
