@@ -50,8 +50,7 @@ OrderValues& OrderValues::operator=(const OrderValues& other) {
   return *this;
 }
 
-void OrderValues::clear() {
-  if (!values_) return;
+void OrderValues::clearValues() {
   if (!values_->first.isNull()) values_->first = Value();
   if (!values_->last.isNull()) values_->last = Value();
 }

@@ -123,8 +123,11 @@ class OrderValues {
   const Value& last() const { return values_ ? values_->last : null(); }
   Value& first() { return held().first; }
   Value& last() { return held().last; }
-  // Both null again, keeping the storage.
-  void clear();
+  // Both null again, keeping the storage. Inline: every new pane clears
+  // its state, and most keep no values.
+  void clear() {
+    if (values_) clearValues();
+  }
 
  private:
   struct Pair {
@@ -133,6 +136,7 @@ class OrderValues {
   };
   static const Value& null();
   Pair& held();
+  void clearValues();
 
   std::unique_ptr<Pair> values_;
 };

@@ -163,7 +163,10 @@ void WindowDetector::forget(const Group& group) {
 }
 
 int64_t WindowDetector::firstWindowHolding(int64_t pane) const {
-  return ceilDiv(pane * plan_->pane + plan_->pane - plan_->length, plan_->every);
+  // Window k is panes [k S', k S' + L') in panes; it holds `pane` from
+  // k = ceil((pane + 1 - L') / S').
+  const int64_t from = pane + 1 - plan_->length_panes;
+  return plan_->every_panes == 1 ? from : ceilDiv(from, plan_->every_panes);
 }
 
 void WindowDetector::add(Group& group, const Event& event) {
@@ -185,7 +188,7 @@ void WindowDetector::add(Group& group, const Event& event) {
     }
     return;
   }
-  const int64_t pane = floorDiv(ts, plan_->pane);
+  const int64_t pane = paneIndexOf(ts);
   if (group.panes.empty() || group.panes.back().index != pane) {
     const bool was_empty = group.panes.empty();
     if (was_empty) group.next_window = std::max(group.next_window, firstWindowHolding(pane));
@@ -198,6 +201,17 @@ void WindowDetector::add(Group& group, const Event& event) {
     if (was_empty) due_ = std::min(due_, *dueOf(group));
   }
   non_numeric_ += group.panes.back().acc.add(event, aggregates);
+}
+
+int64_t WindowDetector::paneIndexOf(Timestamp ts) {
+  // Unsigned, so that a ts before the pane's start is far past its end too.
+  if (!pane_known_ || static_cast<uint64_t>(ts) - static_cast<uint64_t>(pane_start_) >=
+                          static_cast<uint64_t>(plan_->pane)) {
+    pane_index_ = floorDiv(ts, plan_->pane);
+    pane_start_ = pane_index_ * plan_->pane;
+    pane_known_ = true;
+  }
+  return pane_index_;
 }
 
 std::optional<Timestamp> WindowDetector::dueOf(const Group& group) const {
@@ -270,7 +284,6 @@ Timestamp WindowDetector::closeWindows(Group& group, std::optional<Timestamp> no
     }
     return group.session ? group.last + plan_->length + 1 : INT64_MAX;
   }
-  const int64_t p = plan_->pane;
   while (!group.panes.empty()) {
     const int64_t k = std::max(group.next_window, firstWindowHolding(group.panes.front().index));
     const Timestamp start = k * plan_->every;
@@ -278,11 +291,12 @@ Timestamp WindowDetector::closeWindows(Group& group, std::optional<Timestamp> no
       group.next_window = k;
       return start + plan_->length;
     }
-    const int64_t end_pane = (start + plan_->length) / p;  // exclusive; the window is whole panes
+    // In panes, exclusive: the window is whole panes.
+    const int64_t end_pane = k * plan_->every_panes + plan_->length_panes;
     close(Closed{start, start + plan_->length - 1, group.seq, &group, 0},
           windowState(group, end_pane), out);
     group.next_window = k + 1;
-    const int64_t kept_from = floorDiv(group.next_window * plan_->every, p);
+    const int64_t kept_from = group.next_window * plan_->every_panes;
     while (!group.panes.empty() && group.panes.front().index < kept_from) {
       dropFrontPane(group);
       --open_;
