@@ -127,7 +127,7 @@ WindowDetector::Group* WindowDetector::groupOf(const Event& event, uint64_t hash
     key_values_[j] = &keyValue(event, plan_->group_by[j]);
   Group* found = index_.find(hash, [&](const Group& group) {
     for (size_t j = 0; j < key_values_.size(); ++j) {
-      const Value& a = j == 0 ? group.key_first : group.key[j];
+      const Value& a = group.keyAt(j);
       const Value& b = *key_values_[j];
       // Two strings (the usual key) are one key when equal; sameKeyValue,
       // a call out of the plugin, decides the rest (numbers, nulls, NaN).
@@ -327,7 +327,7 @@ void WindowDetector::close(const Closed& closed, const Accumulator& acc, std::ve
   if (emit_at_close_) {
     emit(closed, [&](size_t i, bool /*takes*/) -> Value {
       if (i < plan.columns.size()) return acc.result(i, plan.columns[i], plan.aggregates);
-      return closed.group->key[i - plan.columns.size()];
+      return closed.group->keyAt(i - plan.columns.size());
     });
     return;
   }
@@ -504,7 +504,7 @@ EventId WindowDetector::resultId(const Closed& closed) {
 void WindowDetector::emit(const Closed& closed) {
   const size_t columns = plan_->columns.size();
   emit(closed, [&](size_t i, bool takes) -> Value {
-    if (i >= columns) return closed.group->key[i - columns];
+    if (i >= columns) return closed.group->keyAt(i - columns);
     // values_ is cleared once the results are out: the last reader may take it.
     Value& v = values_[closed.first + i];
     if (takes) return std::move(v);

@@ -118,6 +118,9 @@ class WindowDetector final : public plugin::Detector {
     // sessions by last event (see oldest_).
     Group* older = nullptr;
     Group* newer = nullptr;
+
+    // Key j, the first read beside the group's other fields.
+    const Value& keyAt(size_t j) const { return j == 0 ? key_first : key[j]; }
   };
   // A result ready to come out: its columns' values are values_[first,
   // first + columns), computed when it closed so that no state is copied.
