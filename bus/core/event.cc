@@ -57,7 +57,7 @@ EventBuilder& EventBuilder::set(NameHold name, Value value) {
   // neither the search nor the insertion's shift.
   if (attrs.empty() || attrs.back().name < name.symbol()) {
     event_->holds_names_ |= name.symbol().held();
-    attrs.emplace_back(name.release(), std::move(value));
+    attrs.push_back(Attribute{name.release(), std::move(value)});
     return *this;
   }
   auto it = std::lower_bound(attrs.begin(), attrs.end(), name.symbol(),
