@@ -52,6 +52,14 @@ EventBuilder& EventBuilder::set(Symbol name, Value value) {
 
 EventBuilder& EventBuilder::set(NameHold name, Value value) {
   auto& attrs = event_->attrs_;
+  // Appended when it sorts after the last: callers that know their names
+  // (a query's RETURN, an engine's results) set them in id order, and pay
+  // neither the search nor the insertion's shift.
+  if (attrs.empty() || attrs.back().name < name.symbol()) {
+    event_->holds_names_ |= name.symbol().held();
+    attrs.push_back(Attribute{name.release(), std::move(value)});
+    return *this;
+  }
   auto it = std::lower_bound(attrs.begin(), attrs.end(), name.symbol(),
                              [](const Attribute& a, Symbol n) { return a.name < n; });
   if (it != attrs.end() && it->name == name.symbol()) {

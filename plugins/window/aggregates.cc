@@ -40,30 +40,31 @@ bool isNumeric(AggFunc func) {
 
 }  // namespace
 
-OrderValues& OrderValues::operator=(const OrderValues& other) {
+ColumnExtras& ColumnExtras::operator=(const ColumnExtras& other) {
   if (this == &other) return *this;
-  if (other.values_) {
-    held() = *other.values_;
+  if (other.held_) {
+    held() = *other.held_;
   } else {
     clear();
   }
   return *this;
 }
 
-void OrderValues::clear() {
-  if (!values_) return;
-  if (!values_->first.isNull()) values_->first = Value();
-  if (!values_->last.isNull()) values_->last = Value();
+void ColumnExtras::clearHeld() {
+  if (!held_->first.isNull()) held_->first = Value();
+  if (!held_->last.isNull()) held_->last = Value();
+  held_->mean = 0;
+  held_->m2 = 0;
 }
 
-const Value& OrderValues::null() {
+const Value& ColumnExtras::null() {
   static const Value kNull;
   return kNull;
 }
 
-OrderValues::Pair& OrderValues::held() {
-  if (!values_) values_ = std::make_unique<Pair>();
-  return *values_;
+ColumnExtras::Held& ColumnExtras::held() {
+  if (!held_) held_ = std::make_unique<Held>();
+  return *held_;
 }
 
 bool Number::less(const Number& other) const {
@@ -105,8 +106,8 @@ bool ColumnState::add(const Value* v, const AggregateInput& input) {
   if (v == nullptr || v->isNull()) return true;
   ++present_;
   if (input.order) {
-    if (order_.first().isNull()) order_.first() = *v;
-    order_.last() = *v;
+    if (extras_.first().isNull()) extras_.first() = *v;
+    extras_.last() = *v;
   }
   if (!v->isNumber()) return false;
   ++numbers_;
@@ -118,9 +119,10 @@ bool ColumnState::add(const Value* v, const AggregateInput& input) {
     all_int_ = false;
   }
   if (input.moments) {
-    const double delta = d - mean_;
-    mean_ += delta / static_cast<double>(numbers_);
-    m2_ += delta * (d - mean_);
+    double& mean = extras_.mean();
+    const double delta = d - mean;
+    mean += delta / static_cast<double>(numbers_);
+    extras_.m2() += delta * (d - mean);
   }
   if (input.extremes) {
     const Number n(*v);
@@ -134,16 +136,18 @@ void ColumnState::merge(const ColumnState& later, const AggregateInput& input) {
   if (later.present_ == 0) return;
   present_ += later.present_;
   if (input.order) {
-    if (order_.first().isNull()) order_.first() = later.order_.first();
-    order_.last() = later.order_.last();
+    if (extras_.first().isNull()) extras_.first() = later.extras_.first();
+    extras_.last() = later.extras_.last();
   }
   if (later.numbers_ == 0) return;
   const int64_t n = numbers_ + later.numbers_;
   if (input.moments) {
-    const double delta = later.mean_ - mean_;
-    m2_ += later.m2_ + delta * delta * static_cast<double>(numbers_) *
-                           static_cast<double>(later.numbers_) / static_cast<double>(n);
-    mean_ += delta * static_cast<double>(later.numbers_) / static_cast<double>(n);
+    double& mean = extras_.mean();
+    const double delta = later.extras_.mean() - mean;
+    extras_.m2() += later.extras_.m2() + delta * delta * static_cast<double>(numbers_) *
+                                             static_cast<double>(later.numbers_) /
+                                             static_cast<double>(n);
+    mean += delta * static_cast<double>(later.numbers_) / static_cast<double>(n);
   }
   numbers_ = n;
   sum_ += later.sum_;
@@ -170,11 +174,12 @@ Value ColumnState::result(AggFunc func) const {
     case AggFunc::kMax:
       return max_.toValue();
     case AggFunc::kStddev:
-      return numbers_ < 2 ? Value() : Value(std::sqrt(m2_ / static_cast<double>(numbers_ - 1)));
+      return numbers_ < 2 ? Value()
+                          : Value(std::sqrt(extras_.m2() / static_cast<double>(numbers_ - 1)));
     case AggFunc::kFirst:
-      return order_.first();
+      return extras_.first();
     case AggFunc::kLast:
-      return order_.last();
+      return extras_.last();
   }
   return Value();
 }
@@ -185,11 +190,9 @@ void ColumnState::clear() {
   int_sum_ = 0;
   all_int_ = true;
   sum_ = 0;
-  mean_ = 0;
-  m2_ = 0;
   min_ = Number();
   max_ = Number();
-  order_.clear();
+  extras_.clear();
 }
 
 uint32_t Accumulator::add(const Event& event, const AggregateLayout& layout) {
@@ -242,12 +245,12 @@ void ColumnState::save(plugin::SnapshotWriter& out) const {
   out.signedVarint(int_sum_);
   out.flag(all_int_);
   out.real(sum_);
-  out.real(mean_);
-  out.real(m2_);
+  out.real(extras_.mean());
+  out.real(extras_.m2());
   min_.save(out);
   max_.save(out);
-  out.value(order_.first());
-  out.value(order_.last());
+  out.value(extras_.first());
+  out.value(extras_.last());
 }
 
 void ColumnState::load(plugin::SnapshotReader& in) {
@@ -256,15 +259,20 @@ void ColumnState::load(plugin::SnapshotReader& in) {
   int_sum_ = in.signedVarint();
   all_int_ = in.flag();
   sum_ = in.real();
-  mean_ = in.real();
-  m2_ = in.real();
+  const double mean = in.real();
+  const double m2 = in.real();
   min_.load(in);
   max_.load(in);
   Value first = in.value();
   Value last = in.value();
-  order_.clear();
-  if (!first.isNull()) order_.first() = std::move(first);
-  if (!last.isNull()) order_.last() = std::move(last);
+  extras_.clear();
+  // Storage only for what an input keeps (-0.0 is kept too: its sign is the state's).
+  if (mean != 0 || m2 != 0 || std::signbit(mean) || std::signbit(m2)) {
+    extras_.mean() = mean;
+    extras_.m2() = m2;
+  }
+  if (!first.isNull()) extras_.first() = std::move(first);
+  if (!last.isNull()) extras_.last() = std::move(last);
 }
 
 void Accumulator::save(plugin::SnapshotWriter& out) const {

@@ -104,37 +104,49 @@ class Number {
   };
 };
 
-// The first and last value of an input that keeps them (first, last), in
-// storage of their own made when first set: most inputs keep neither, and
-// their state, kept in every pane of every group, is 80 bytes smaller
-// without them. Copies copy the values.
-class OrderValues {
+// What few inputs keep: the first and last value (first, last) and the
+// running moments (stddev), in storage of their own made when first set.
+// Most inputs keep neither, and their state, kept in every pane of every
+// group, is that much smaller without them (96 bytes). Copies copy the
+// values.
+class ColumnExtras {
  public:
-  OrderValues() = default;
-  OrderValues(const OrderValues& other)
-      : values_(other.values_ ? std::make_unique<Pair>(*other.values_) : nullptr) {}
-  OrderValues& operator=(const OrderValues& other);
-  OrderValues(OrderValues&&) noexcept = default;
-  OrderValues& operator=(OrderValues&&) noexcept = default;
-  ~OrderValues() = default;
+  ColumnExtras() = default;
+  ColumnExtras(const ColumnExtras& other)
+      : held_(other.held_ ? std::make_unique<Held>(*other.held_) : nullptr) {}
+  ColumnExtras& operator=(const ColumnExtras& other);
+  ColumnExtras(ColumnExtras&&) noexcept = default;
+  ColumnExtras& operator=(ColumnExtras&&) noexcept = default;
+  ~ColumnExtras() = default;
 
   // Null Values until set.
-  const Value& first() const { return values_ ? values_->first : null(); }
-  const Value& last() const { return values_ ? values_->last : null(); }
+  const Value& first() const { return held_ ? held_->first : null(); }
+  const Value& last() const { return held_ ? held_->last : null(); }
   Value& first() { return held().first; }
   Value& last() { return held().last; }
-  // Both null again, keeping the storage.
-  void clear();
+  // Welford / Chan: the running mean and sum of squared deviations, 0 until set.
+  double mean() const { return held_ ? held_->mean : 0; }
+  double m2() const { return held_ ? held_->m2 : 0; }
+  double& mean() { return held().mean; }
+  double& m2() { return held().m2; }
+  // Back to nothing kept, keeping the storage. Inline: every new pane
+  // clears its state, and most keep nothing here.
+  void clear() {
+    if (held_) clearHeld();
+  }
 
  private:
-  struct Pair {
+  struct Held {
     Value first;
     Value last;
+    double mean = 0;
+    double m2 = 0;
   };
   static const Value& null();
-  Pair& held();
+  Held& held();
+  void clearHeld();
 
-  std::unique_ptr<Pair> values_;
+  std::unique_ptr<Held> held_;
 };
 
 // The running state of one input over a set of events.
@@ -159,11 +171,9 @@ class ColumnState {
   int64_t int_sum_ = 0;
   bool all_int_ = true;
   double sum_ = 0;
-  double mean_ = 0;  // Welford / Chan: running mean and sum of squared deviations
-  double m2_ = 0;
   Number min_;
   Number max_;
-  OrderValues order_;
+  ColumnExtras extras_;  // first, last and the moments
 };
 
 // The state of every input of a query over one pane, window or session.

@@ -127,7 +127,7 @@ WindowDetector::Group* WindowDetector::groupOf(const Event& event, uint64_t hash
     key_values_[j] = &keyValue(event, plan_->group_by[j]);
   Group* found = index_.find(hash, [&](const Group& group) {
     for (size_t j = 0; j < key_values_.size(); ++j) {
-      const Value& a = j == 0 ? group.key_first : group.key[j];
+      const Value& a = group.keyAt(j);
       const Value& b = *key_values_[j];
       // Two strings (the usual key) are one key when equal; sameKeyValue,
       // a call out of the plugin, decides the rest (numbers, nulls, NaN).
@@ -163,7 +163,10 @@ void WindowDetector::forget(const Group& group) {
 }
 
 int64_t WindowDetector::firstWindowHolding(int64_t pane) const {
-  return ceilDiv(pane * plan_->pane + plan_->pane - plan_->length, plan_->every);
+  // Window k is panes [k S', k S' + L') in panes; it holds `pane` from
+  // k = ceil((pane + 1 - L') / S').
+  const int64_t from = pane + 1 - plan_->length_panes;
+  return plan_->every_panes == 1 ? from : ceilDiv(from, plan_->every_panes);
 }
 
 void WindowDetector::add(Group& group, const Event& event) {
@@ -185,7 +188,7 @@ void WindowDetector::add(Group& group, const Event& event) {
     }
     return;
   }
-  const int64_t pane = floorDiv(ts, plan_->pane);
+  const int64_t pane = paneIndexOf(ts);
   if (group.panes.empty() || group.panes.back().index != pane) {
     const bool was_empty = group.panes.empty();
     if (was_empty) group.next_window = std::max(group.next_window, firstWindowHolding(pane));
@@ -198,6 +201,17 @@ void WindowDetector::add(Group& group, const Event& event) {
     if (was_empty) due_ = std::min(due_, *dueOf(group));
   }
   non_numeric_ += group.panes.back().acc.add(event, aggregates);
+}
+
+int64_t WindowDetector::paneIndexOf(Timestamp ts) {
+  // Unsigned, so that a ts before the pane's start is far past its end too.
+  if (!pane_known_ || static_cast<uint64_t>(ts) - static_cast<uint64_t>(pane_start_) >=
+                          static_cast<uint64_t>(plan_->pane)) {
+    pane_index_ = floorDiv(ts, plan_->pane);
+    pane_start_ = pane_index_ * plan_->pane;
+    pane_known_ = true;
+  }
+  return pane_index_;
 }
 
 std::optional<Timestamp> WindowDetector::dueOf(const Group& group) const {
@@ -270,7 +284,6 @@ Timestamp WindowDetector::closeWindows(Group& group, std::optional<Timestamp> no
     }
     return group.session ? group.last + plan_->length + 1 : INT64_MAX;
   }
-  const int64_t p = plan_->pane;
   while (!group.panes.empty()) {
     const int64_t k = std::max(group.next_window, firstWindowHolding(group.panes.front().index));
     const Timestamp start = k * plan_->every;
@@ -278,11 +291,12 @@ Timestamp WindowDetector::closeWindows(Group& group, std::optional<Timestamp> no
       group.next_window = k;
       return start + plan_->length;
     }
-    const int64_t end_pane = (start + plan_->length) / p;  // exclusive; the window is whole panes
+    // In panes, exclusive: the window is whole panes.
+    const int64_t end_pane = k * plan_->every_panes + plan_->length_panes;
     close(Closed{start, start + plan_->length - 1, group.seq, &group, 0},
           windowState(group, end_pane), out);
     group.next_window = k + 1;
-    const int64_t kept_from = floorDiv(group.next_window * plan_->every, p);
+    const int64_t kept_from = group.next_window * plan_->every_panes;
     while (!group.panes.empty() && group.panes.front().index < kept_from) {
       dropFrontPane(group);
       --open_;
@@ -313,7 +327,7 @@ void WindowDetector::close(const Closed& closed, const Accumulator& acc, std::ve
   if (emit_at_close_) {
     emit(closed, [&](size_t i, bool /*takes*/) -> Value {
       if (i < plan.columns.size()) return acc.result(i, plan.columns[i], plan.aggregates);
-      return closed.group->key[i - plan.columns.size()];
+      return closed.group->keyAt(i - plan.columns.size());
     });
     return;
   }
@@ -490,7 +504,7 @@ EventId WindowDetector::resultId(const Closed& closed) {
 void WindowDetector::emit(const Closed& closed) {
   const size_t columns = plan_->columns.size();
   emit(closed, [&](size_t i, bool takes) -> Value {
-    if (i >= columns) return closed.group->key[i - columns];
+    if (i >= columns) return closed.group->keyAt(i - columns);
     // values_ is cleared once the results are out: the last reader may take it.
     Value& v = values_[closed.first + i];
     if (takes) return std::move(v);

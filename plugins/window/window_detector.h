@@ -118,6 +118,9 @@ class WindowDetector final : public plugin::Detector {
     // sessions by last event (see oldest_).
     Group* older = nullptr;
     Group* newer = nullptr;
+
+    // Key j, the first read beside the group's other fields.
+    const Value& keyAt(size_t j) const { return j == 0 ? key_first : key[j]; }
   };
   // A result ready to come out: its columns' values are values_[first,
   // first + columns), computed when it closed so that no state is copied.
@@ -189,6 +192,8 @@ class WindowDetector final : public plugin::Detector {
   void emit(const Closed& closed);
 
   int64_t firstWindowHolding(int64_t pane) const;
+  // The index of the pane holding `ts`.
+  int64_t paneIndexOf(Timestamp ts);
 
   PlanPtr plan_;
   plugin::MatchSink& sink_;
@@ -210,6 +215,11 @@ class WindowDetector final : public plugin::Detector {
   bool emit_at_close_ = false;
   std::optional<Accumulator> merged_;
   uint64_t next_seq_ = 0;
+  // The pane of the last event's ts: events come in ts order, so the next
+  // one most often falls in it too, and finding its pane costs no division.
+  bool pane_known_ = false;
+  Timestamp pane_start_ = 0;
+  int64_t pane_index_ = 0;
   // Sessions without EMIT EVERY: the groups with an open session by their
   // last event's ts (events come in ts order, so a touched group goes to
   // the newest end), which makes the next one due the oldest's.

@@ -134,6 +134,10 @@ Result<PlanPtr> compilePlan(const pattern::Query& query, const plugin::DetectorO
   plan->partial_name = Symbol::intern(pattern::kPartialAttribute);
   plan->pane =
       plan->kind == pattern::WindowKind::kSession ? 0 : std::gcd(plan->length, plan->every);
+  if (plan->pane != 0) {
+    plan->every_panes = plan->every / plan->pane;
+    plan->length_panes = plan->length / plan->pane;
+  }
   for (size_t j = 0; j < query.group_by.size(); ++j) {
     plan->group_by.push_back(Symbol::intern(query.group_by[j]));
     plan->key_names.push_back(Symbol::intern("#g" + std::to_string(j)));

@@ -42,6 +42,11 @@ struct Plan {
   int64_t pane = 0;        // gcd(L, S): every window is a whole number of panes
   int64_t emit_every = 0;  // EMIT EVERY d; 0 for final results only
   Symbol partial_name;     // the result attribute marking partial results (EMIT EVERY)
+
+  // S and L in panes, so that the windows holding a pane are found without
+  // dividing times (S / gcd is 1 whenever S divides L).
+  int64_t every_panes = 0;
+  int64_t length_panes = 0;
   std::vector<Symbol> group_by;
   std::vector<AggregateColumn> columns;
   std::vector<Symbol> column_names;  // the row attribute of each column

@@ -27,6 +27,10 @@ Per window, in one run:
 Native and SQLite update every window holding a reading, so at L/S = 1,000 (a billion updates)
 they run only with --all.
 
+With --baseline OTHER_CEPBUS (another build's binary, with its own plugins), that binary's whole
+process runs the engine query too, taking turns with this one in every round, so that the two
+builds are measured side by side under the same load; it must give the same `--count` answer.
+
 Every method must give the same number of results, and cepbus and native the same `--count`
 checksum (over the results' ts), or the run stops. Before timing, the first --check readings
 are run by all three with every result printed, and the rows (window, group and the five
@@ -35,7 +39,7 @@ aggregates) must agree.
     tests/bench/window_bench.py --cepbus build/release/bus/app/cepbus
         [--native build/release/tests/bench/window_native_bench] [--events 1000000]
         [--groups 1000] [--per-unit 100] [--repeat 3] [--only tumbling,session,...]
-        [--cpu 0] [--seed 7]
+        [--cpu 0] [--seed 7] [--baseline OTHER_BUILD/bus/app/cepbus]
 
 Prints one JSON object per window, then the markdown table of docs/benchmarks.md.
 """
@@ -92,9 +96,10 @@ def write(path, rows):
                 ts, sensor, value))
 
 
-def cepbus_cmd(args, q, path, extra):
-    cmd = [args.cepbus, "match", "--engine", "window", "--events", path, "--query", q] + extra
-    if args.plugin_path:
+def cepbus_cmd(args, q, path, extra, binary=None):
+    cmd = [binary or args.cepbus, "match", "--engine", "window", "--events", path, "--query",
+           q] + extra
+    if args.plugin_path and binary is None:
         cmd += ["--plugin-path", args.plugin_path]
     return (["taskset", "-c", str(args.cpu)] + cmd) if args.cpu >= 0 else cmd
 
@@ -204,14 +209,17 @@ def measure(args, path, n, name, kind, length, every, rows):
     engine_q = query(kind, length, every)
     idle_q = query(kind, length, every, "Nothing")
     runs = {"engine": [], "idle": []}
+    if args.baseline:
+        runs["baseline"] = []
     for r in range(args.repeat):
-        order = ("engine", "idle") if r % 2 == 0 else ("idle", "engine")
+        order = list(runs) if r % 2 == 0 else list(runs)[::-1]
         for which in order:
-            q = engine_q if which == "engine" else idle_q
-            cpu, _, rss_kb, stdout, _ = run_measured(cepbus_cmd(args, q, path, ["--count"]))
+            q = idle_q if which == "idle" else engine_q
+            binary = args.baseline if which == "baseline" else None
+            cpu, _, rss_kb, stdout, _ = run_measured(cepbus_cmd(args, q, path, ["--count"], binary))
             runs[which].append((cpu, rss_kb, counted(stdout)))
     answer = runs["engine"][0][2]
-    if any(s[2] != answer for s in runs["engine"]):
+    if any(s[2] != answer for which in ("engine", "baseline") for s in runs.get(which, [])):
         raise SystemExit("%s: cepbus runs disagree" % name)
     whole = statistics.median(s[0] for s in runs["engine"])
     idle = statistics.median(s[0] for s in runs["idle"])
@@ -219,6 +227,9 @@ def measure(args, path, n, name, kind, length, every, rows):
            "cepbus_s": round(whole, 4), "events_per_s": round(n / whole),
            "idle_s": round(idle, 4), "engine_s": round(whole - idle, 4),
            "peak_rss_mb": round(max(s[1] for s in runs["engine"]) / 1024, 1)}
+    if args.baseline:
+        row["baseline_s"] = round(statistics.median(s[0] for s in runs["baseline"]), 4)
+        row["baseline_peak_rss_mb"] = round(max(s[1] for s in runs["baseline"]) / 1024, 1)
     if kind == "sliding" and length // every > 100 and not args.all:
         print(json.dumps(row), flush=True)
         return row
@@ -258,6 +269,9 @@ def table(rows):
                 out.append("\n%s: engine %.2f× tumbling's, whole process %.2f×" % (
                     r["window"], r["engine_s"] / tumbling["engine_s"],
                     r["cepbus_s"] / tumbling["cepbus_s"]))
+                if "baseline_s" in r and "baseline_s" in tumbling:
+                    out[-1] += " (the baseline's %.3f s, %.2f× its tumbling)" % (
+                        r["baseline_s"], r["baseline_s"] / tumbling["baseline_s"])
     return "\n".join(out)
 
 
@@ -273,6 +287,8 @@ def main():
     ap.add_argument("--all", action="store_true", help="native and SQLite at L/S = 1,000 too")
     ap.add_argument("--plugin-path", default=None,
                     help="cepbus loads the window plugin from DIR first (another build's)")
+    ap.add_argument("--baseline", default=None,
+                    help="another build's cepbus, run beside this one on each window")
     ap.add_argument("--check", type=int, default=20000)
     ap.add_argument("--only", default="", help="comma-separated window names")
     ap.add_argument("--cpu", type=int, default=0, help="run every process on this CPU; -1: any")

@@ -30,6 +30,22 @@ TEST(EventTest, FindsAttributesBySymbolWhateverTheInsertionOrder) {
   }
 }
 
+// Names set in id order are appended; a name already set (the last one too)
+// is replaced and one that sorts before the last is inserted in its place.
+TEST(EventTest, KeepsAttributesSortedWhenSetInIdOrderThenOutOfIt) {
+  const Symbol a = Symbol::intern("order-a"), b = Symbol::intern("order-b");
+  const Symbol c = Symbol::intern("order-c"), d = Symbol::intern("order-d");
+  ASSERT_TRUE(a < b && b < c && c < d);
+  EventPtr e = EventBuilder("T").at(1).set(a, 1).set(c, 3).set(d, 4).set(d, 40).set(b, 2).build();
+  ASSERT_EQ(e->attributes().size(), 4u);
+  const Symbol names[] = {a, b, c, d};
+  const int64_t values[] = {1, 2, 3, 40};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(e->attributes()[i].name, names[i]);
+    EXPECT_EQ(e->attributes()[i].value.asInt(), values[i]);
+  }
+}
+
 TEST(EventTest, CompositeSpansItsConstituents) {
   EventPtr a = EventBuilder("A").at(5).build();
   EventPtr b = EventBuilder("B").at(2).build();
