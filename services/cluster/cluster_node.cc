@@ -2,8 +2,9 @@
 // brokers, a session per attached partition with its links, the heartbeat,
 // output and lease links, and the stall watchdog's socket. It decodes what
 // arrives and hands it to the membership loop (heartbeats) or to the
-// partition's runner (input, lease tokens, the broker's answers to outputs),
-// and it is the runners' PartitionIo and the loop's Actions.
+// partition's runner (input, lease tokens) or to the output sender (the
+// broker's answers to outputs), and it is the runners' PartitionIo, the
+// loop's Actions and the output sender's Io.
 
 #include "services/cluster/cluster_node.h"
 
@@ -43,7 +44,7 @@
 #include "services/cluster/cluster_queries.h"
 #include "services/cluster/event_batch.h"
 #include "services/cluster/membership_loop.h"
-#include "services/cluster/output_batcher.h"
+#include "services/cluster/output_sender.h"
 #include "services/cluster/partition_runner.h"
 #include "services/cluster/stall_watchdog.h"
 #include "services/cluster/stream_checkpoint.h"
@@ -153,7 +154,9 @@ PartitionInput decodeInput(const proton::message& m) {
 
 }  // namespace
 
-class ClusterNode::Impl final : public proton::messaging_handler, private MembershipLoop::Actions {
+class ClusterNode::Impl final : public proton::messaging_handler,
+                                private MembershipLoop::Actions,
+                                private OutputSender::Io {
  public:
   Impl(ClusterSpec spec, std::string password, ClusterHooks hooks,
        std::vector<CompiledQuery> queries, router::Registry& registry)
@@ -165,7 +168,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
         incarnation_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)),
         log_(Poco::Logger::get("cepbus.cluster")),
         loop_(spec_, incarnation_, *this, counters_),
-        outbox_(spec_, queries_),
+        output_sender_(spec_, queries_, *this),
         report_(registry.stats(), spec_.name, spec_.node) {
     if (spec_.ingress) ingress_ = std::make_unique<ClusterIngress>(spec_, counters_);
     partitions_.reserve(spec_.partitions);
@@ -344,7 +347,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
   void on_transport_close(proton::transport&) override {
     for (auto& p : partitions_) detached(*p, "connection closed");
     if (ingress_) ingress_->brokerDown();
-    outbox_.clear();
+    output_sender_.clear();
     batch_trackers_.clear();
     token_trackers_.clear();
     outputs_.clear();
@@ -384,7 +387,9 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
       deliveries.erase(it);
       receiver.add_credit(1);
     }
-    void send(const OutputMessage& output) override { node.send(index, output); }
+    void send(const OutputMessage& output) override {
+      node.output_sender_.send(index, output, Clock::now());
+    }
     std::optional<std::string> sendLeaseToken(const LeaseMark& mark) override {
       return node.sendLeaseToken(*this, mark);
     }
@@ -561,7 +566,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
 
   void dropRunner(Partition& p) {
     if (!p.runner) return;
-    outbox_.forget(p.index);
+    output_sender_.forget(p.index);
     for (auto it = token_trackers_.begin(); it != token_trackers_.end();) {
       it = it->second.partition == p.index ? token_trackers_.erase(it) : std::next(it);
     }
@@ -728,47 +733,34 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     return true;
   }
 
-  // ---- outputs --------------------------------------------------------------
+  // ---- outputs (OutputSender::Io) and lease tokens --------------------------
 
-  // The output goes into its routing key's batch (output_batcher.h); a
-  // batch that closes is sent, tracked until the broker answers.
-  void send(uint32_t partition, const OutputMessage& output) {
-    sendBatches(outbox_.add(partition, output, Clock::now()));
-    armOutputTimer();
-  }
-
-  void sendBatches(const std::vector<OutputBatcher::Batch>& batches) {
-    for (const OutputBatcher::Batch& batch : batches) {
-      proton::sender* sender = &late_sender_;
-      if (!outbox_.late(batch)) {
-        auto it = outputs_.find(outbox_.routingKey(batch));
-        sender = it == outputs_.end() ? nullptr : &it->second;
-      }
-      if (sender == nullptr || !*sender || !sender->active()) {
-        // No link: the connection is going, and every partition with it.
-        outbox_.refused(batch.id);
-        continue;
-      }
-      outbox_.encode(batch, output_message_);
-      batch_trackers_.emplace(sender->send(output_message_), batch.id);
+  bool send(uint64_t batch, const std::string& routing_key, bool late,
+            const proton::message& message) override {
+    proton::sender* sender = &late_sender_;
+    if (!late) {
+      auto it = outputs_.find(routing_key);
+      sender = it == outputs_.end() ? nullptr : &it->second;
     }
+    if (sender == nullptr || !*sender || !sender->active()) return false;
+    batch_trackers_.emplace(sender->send(message), batch);
+    return true;
   }
 
-  void armOutputTimer() {
-    const std::optional<OutputBatcher::TimePoint> due = outbox_.nextDeadline();
-    if (output_timer_armed_ || !due) return;
-    output_timer_armed_ = true;
+  void wakeAt(OutputSender::TimePoint due) override {
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(
-        std::max(*due - Clock::now(), Clock::duration{}));
+        std::max(due - Clock::now(), Clock::duration{}));
     container_->schedule(proton::duration(wait.count()), [this] {
-      output_timer_armed_ = false;
-      const std::vector<OutputBatcher::Batch> lingered = outbox_.expire(Clock::now());
-      sendBatches(lingered);
       // Off the connection's own events, Proton 0.37 writes out what was
       // sent only once the connection is woken (see ClusterIngress::take()).
-      if (!lingered.empty() && connection_) connection_.wake();
-      armOutputTimer();
+      if (output_sender_.lingered(Clock::now()) && connection_) connection_.wake();
     });
+  }
+
+  void outputDone(uint32_t partition, uint64_t seq, bool accepted) override {
+    if (PartitionRunner* runner = partitions_[partition]->runner.get()) {
+      runner->outputDone(seq, accepted);
+    }
   }
 
   std::optional<std::string> sendLeaseToken(Partition& p, const LeaseMark& mark) {
@@ -797,12 +789,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
     if (it == batch_trackers_.end()) return;
     const uint64_t batch = it->second;
     batch_trackers_.erase(it);
-    for (const OutputBatcher::Ref& ref :
-         accepted ? outbox_.confirmed(batch) : outbox_.refused(batch)) {
-      if (PartitionRunner* runner = partitions_[ref.partition]->runner.get()) {
-        runner->outputDone(ref.seq, accepted);
-      }
-    }
+    output_sender_.answered(batch, accepted);
   }
 
   void leave() {
@@ -867,9 +854,7 @@ class ClusterNode::Impl final : public proton::messaging_handler, private Member
   proton::sender heartbeat_sender_;
   proton::sender late_sender_;
   std::map<std::string, proton::sender> outputs_;
-  OutputBatcher outbox_;
-  proton::message output_message_;
-  bool output_timer_armed_ = false;
+  OutputSender output_sender_;
   std::map<proton::tracker, uint64_t> batch_trackers_;  // output batches, by id
   std::map<proton::tracker, TokenRef> token_trackers_;
   uint64_t tokens_published_ = 0;

@@ -39,12 +39,14 @@
 // connections (hooks.evict) so its partitions move within the idle timeout
 // instead of the broker's heartbeat.
 //
-// The node is three parts: this class, the Proton handler that owns the
-// connection, its sessions and links and maps Proton's events onto the two
+// The node is four parts: this class, the Proton handler that owns the
+// connection, its sessions and links and maps Proton's events onto the
 // others; the membership loop (membership_loop.h: heartbeats, reconcile,
-// stalls, echoes); and a partition runner for each active partition
+// stalls, echoes); a partition runner for each active partition
 // (partition_runner.h: input, order, detection, composites, settlement,
-// checkpoints), which reaches the broker only through a small I/O interface.
+// checkpoints); and the output sender (output_sender.h: the runners'
+// composites and late events in batches, the broker's answers back to the
+// runners). The last two reach the broker only through small I/O interfaces.
 //
 // Thread-safety: start()/stop() from the control plane; stats() from any
 // thread. Everything else runs on the node's own Proton container thread.

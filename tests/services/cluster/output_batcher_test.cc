@@ -9,11 +9,14 @@
 #include <vector>
 
 #include "services/cluster/event_batch.h"
+#include "tests/services/cluster/output_test_util.h"
 
 namespace cepbus::services::cluster {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::composite;
+using testing::late;
 
 class OutputBatcherTest : public ::testing::Test {
  protected:
@@ -21,25 +24,11 @@ class OutputBatcherTest : public ::testing::Test {
     spec_.name = "c";
     spec_.node = "n1";
     spec_.partitions = 4;
-    queries_.push_back(query("a", "equal"));
-    queries_.push_back(query("b", "equal"));  // shares a's routing key
-    queries_.push_back(query("c", "rises"));
+    queries_.push_back(testing::query("a", "equal"));
+    queries_.push_back(testing::query("b", "equal"));  // shares a's routing key
+    queries_.push_back(testing::query("c", "rises"));
   }
 
-  static CompiledQuery query(const std::string& name, const std::string& output) {
-    CompiledQuery q;
-    q.name = name;
-    q.output = output;
-    return q;
-  }
-  static OutputMessage composite(uint64_t seq, const std::string& query, const std::string& output,
-                                 uint64_t id) {
-    return OutputMessage{seq, EventBuilder("Equal").id(0).at(7).set("price", Value(10.5)).build(),
-                         OutputMessage::Composite{query, output, id, "[5,7]"}};
-  }
-  static OutputMessage late(uint64_t seq, EventId id) {
-    return OutputMessage{seq, EventBuilder("Stock").id(id).at(1).build(), std::nullopt};
-  }
   static std::vector<nlohmann::json> lines(const proton::message& m) {
     std::vector<nlohmann::json> out;
     std::string body = proton::get<std::string>(m.body());

@@ -4,15 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <proton/message.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bus/host/detection/composite_id.h"
 #include "bus/host/loader/plugin_loader.h"
-#include "services/cluster/output_batcher.h"
+#include "services/cluster/output_sender.h"
+#include "tests/services/cluster/output_test_util.h"
 
 namespace cepbus::services::cluster {
 namespace {
@@ -64,52 +63,53 @@ class FakePartitionIo final : public PartitionIo {
 };
 
 // The node's output path before the fake broker: a runner's outputs go
-// into batches (output_batcher.h) and the test answers whole batches, as
-// the broker does, handing each output's answer back to the runner.
-class BatchedPartitionIo final : public PartitionIo {
+// through the node's OutputSender (output_sender.h) into batches, and the
+// test answers whole batches, as the broker does; the sender hands each
+// output's answer back to the runner. The runner runs partition 2.
+class BatchedPartitionIo final : public PartitionIo, private OutputSender::Io {
  public:
-  explicit BatchedPartitionIo(OutputBatcher& batcher) : batcher_(batcher) {}
+  BatchedPartitionIo(const ClusterSpec& spec, std::span<const CompiledQuery> queries)
+      : sender_(spec, queries, *this) {}
 
   void accept(uint64_t tag) override { accepted.push_back(tag); }
   void reject(uint64_t, const std::string&, const std::string&) override {}
-  void send(const OutputMessage& output) override { keep(batcher_.add(2, output, now)); }
+  void send(const OutputMessage& output) override { sender_.send(2, output, now); }
   std::optional<std::string> sendLeaseToken(const LeaseMark&) override { return std::nullopt; }
   void settleLeaseToken(uint64_t) override {}
 
   // The linger of the open batches ends.
-  void linger() { keep(batcher_.expire(now + std::chrono::hours(1))); }
+  void linger() { sender_.lingered(now + std::chrono::hours(1)); }
   // The broker's answer to the sent batch `index`, for `runner`.
   void answer(size_t index, bool accepted_by_broker, PartitionRunner& runner) {
-    const uint64_t id = batches[index].id;
-    for (const OutputBatcher::Ref& ref :
-         accepted_by_broker ? batcher_.confirmed(id) : batcher_.refused(id)) {
-      EXPECT_EQ(ref.partition, 2u);
-      runner.outputDone(ref.seq, accepted_by_broker);
-    }
+    runner_ = &runner;
+    sender_.answered(batches[index].first, accepted_by_broker);
   }
+  // The partition's runner is gone.
+  void forget() { sender_.forget(2); }
   // The composite ids batch `index` carries, in order.
   std::vector<uint64_t> ids(size_t index) const {
-    proton::message m;
-    batcher_.encode(batches[index], m);
-    EXPECT_EQ(m.subject(), kCompositeBatchSubject);
-    std::vector<uint64_t> out;
-    std::istringstream lines(proton::get<std::string>(m.body()));
-    for (std::string line; std::getline(lines, line);) {
-      out.push_back(nlohmann::json::parse(line).at("id").get<uint64_t>());
-    }
-    return out;
+    EXPECT_EQ(batches[index].second.subject(), kCompositeBatchSubject);
+    return testing::compositeIds(batches[index].second);
   }
 
   Tags accepted;
-  std::vector<OutputBatcher::Batch> batches;  // sent, in order
-  IngressBatcher::TimePoint now{};
+  std::vector<std::pair<uint64_t, proton::message>> batches;  // sent, in order, by batch number
+  OutputSender::TimePoint now{};
 
  private:
-  void keep(std::vector<OutputBatcher::Batch> closed) {
-    for (OutputBatcher::Batch& batch : closed) batches.push_back(std::move(batch));
+  // OutputSender::Io
+  bool send(uint64_t batch, const std::string&, bool, const proton::message& message) override {
+    batches.emplace_back(batch, message);
+    return true;
+  }
+  void wakeAt(OutputSender::TimePoint) override {}
+  void outputDone(uint32_t partition, uint64_t seq, bool accepted_by_broker) override {
+    EXPECT_EQ(partition, 2u);
+    runner_->outputDone(seq, accepted_by_broker);
   }
 
-  OutputBatcher& batcher_;
+  OutputSender sender_;
+  PartitionRunner* runner_ = nullptr;
 };
 
 // One query, "rise": a stock whose next price, within 10, is higher.
@@ -212,8 +212,7 @@ class PartitionRunnerTest : public ::testing::Test {
   BatchedPartitionIo& batched() {
     spec_.output.batch_events = 8;
     EXPECT_NE(runner(0, io_), nullptr);  // compiles the queries
-    batcher_.emplace(spec_, queries_);
-    return batched_.emplace(*batcher_);
+    return batched_.emplace(spec_, queries_);
   }
   PartitionStats stats(const PartitionRunner& r) const {
     PartitionStats s;
@@ -226,7 +225,6 @@ class PartitionRunnerTest : public ::testing::Test {
   std::vector<CompiledQuery> queries_;
   ClusterStats counters_;
   FakePartitionIo io_;
-  std::optional<OutputBatcher> batcher_;
   std::optional<BatchedPartitionIo> batched_;
   std::unique_ptr<PartitionRunner> r_;
   const PartitionRunner::Time t0_{};
@@ -462,7 +460,7 @@ TEST_F(PartitionRunnerTest, AReplayedCompositeInABatchCarriesTheSameId) {
   a->onQueueInput(1, input({stock(2, 2, 11)}), t0_);
   io.linger();
   a.reset();
-  batcher_->forget(2);
+  io.forget();
 
   auto b = runner(0, io);
   b->onQueueInput(0, input({stock(1, 1, 10)}, /*redelivered=*/true), t0_);
@@ -472,7 +470,8 @@ TEST_F(PartitionRunnerTest, AReplayedCompositeInABatchCarriesTheSameId) {
   ASSERT_EQ(io.batches.size(), 2u);
   EXPECT_EQ(io.ids(0), std::vector<uint64_t>{idOf({1, 2})});
   EXPECT_EQ(io.ids(1), io.ids(0));
-  EXPECT_TRUE(batcher_->confirmed(io.batches[0].id).empty()) << "its runner is gone";
+  io.answer(0, true, *b);
+  EXPECT_EQ(io.accepted, Tags{}) << "the batch of a runner gone answers nobody";
   io.answer(1, true, *b);
   EXPECT_EQ(io.accepted, (Tags{0, 1}));
 }
