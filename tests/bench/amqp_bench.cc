@@ -24,6 +24,7 @@
 //   amqp_bench [--messages N] [--seconds S] [--targets a,b,...] [--modes m,...]
 //              [--rates flood,1000,10000] [--listener ATTRS] [--stage ATTRS]
 //              [--journal ATTRS] [--query-options NAME=VALUE,...] [--cepbus PATH]
+//              [--beside COMMAND]
 //
 // --listener adds attributes to cepbus's <listeners><amqp> element, e.g.
 // 'subscriber-buffer="200" credit-window="50"' (flow control: the smaller
@@ -37,6 +38,12 @@
 // the detector itself while the query is idle; 'run_inline=never' hands
 // every event to the query's thread). --cepbus runs another cepbus executable (another
 // build, to compare two versions on the same machine in one session).
+//
+// --beside runs COMMAND (through /bin/sh, "{port}" replaced by the target's
+// AMQP port) during each measurement, from a second before it until it
+// ends, then stops it with SIGTERM and prints the JSON line it printed: a
+// client beside the measured pair, such as tests/bench/hostile_client.py
+// (the pair's figures then say what that client costs the others).
 //
 // Flood runs send N messages (default 200000); a fixed-rate run sends
 // rate x S messages (default S = 10). One JSON object per measurement.
@@ -118,6 +125,9 @@ struct Run {
 struct Measured {
   size_t sent = 0;
   size_t received = 0;
+  // Publishes the broker refused (at least once): rejected, released.
+  size_t rejected = 0;
+  size_t released = 0;
   size_t message_bytes = 0;
   double seconds = 0;
   double p50_us = 0;
@@ -156,6 +166,8 @@ class BenchClient final : public proton::messaging_handler {
     Measured m;
     m.sent = sent_;
     m.received = received_;
+    m.rejected = rejected_;
+    m.released = released_;
     m.message_bytes = message_bytes_;
     m.timed_out = timed_out_;
     m.seconds = std::chrono::duration<double>(last_receive_ - first_send_).count();
@@ -252,6 +264,8 @@ class BenchClient final : public proton::messaging_handler {
     }
   }
   void on_sendable(proton::sender&) override { sendAllowed(); }
+  void on_tracker_reject(proton::tracker&) override { ++rejected_; }
+  void on_tracker_release(proton::tracker&) override { ++released_; }
   void on_message(proton::delivery&, proton::message& m) override {
     // Received now: finding the send time in the message is the client's
     // own work, not the broker's.
@@ -294,6 +308,7 @@ class BenchClient final : public proton::messaging_handler {
   proton::connection subscriber_, publisher_;
   proton::sender sender_;
   size_t sent_ = 0, received_ = 0, last_seen_ = 0, message_bytes_ = 0;
+  size_t rejected_ = 0, released_ = 0;
   int idle_seconds_ = 0;
   bool finished_ = false, timed_out_ = false;
   Clock::time_point first_send_, last_receive_;
@@ -484,6 +499,37 @@ class RabbitTarget final : public Target {
   std::unique_ptr<ChildProcess> process_;
 };
 
+// A client run beside one measurement (--beside): started a second before
+// it, so that it is at work when the measurement starts.
+class Beside {
+ public:
+  Beside(std::string command, const std::string& url, const fs::path& dir) : dir_(dir) {
+    const std::string port = url.substr(url.rfind(':') + 1);
+    for (size_t at; (at = command.find("{port}")) != std::string::npos;) {
+      command.replace(at, 6, port);
+    }
+    fs::create_directories(dir_);
+    process_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{"/bin/sh", "-c", "exec " + command}, dir_);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  // Stops it; what it printed.
+  std::string stop() {
+    process_->signal(SIGTERM);
+    if (process_->wait(std::chrono::seconds(30)) < 0) {
+      std::fprintf(stderr, "amqp_bench: the client beside did not stop\n");
+    }
+    std::ifstream out(dir_ / "stdout.txt");
+    std::stringstream text;
+    text << out.rdbuf();
+    return text.str();
+  }
+
+ private:
+  const fs::path dir_;
+  std::unique_ptr<ChildProcess> process_;
+};
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
@@ -500,6 +546,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> modes{"at-most-once", "at-least-once"};
   std::vector<std::string> rates{"flood", "1000", "10000"};
   CepbusSettings cepbus;
+  std::string beside;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--messages") {
@@ -529,13 +576,16 @@ int main(int argc, char** argv) {
         }
         cepbus.query_options.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
       }
+    } else if (flag == "--beside") {
+      beside = argv[i + 1];
     } else if (flag == "--cepbus") {
       cepbus.binary = fs::absolute(argv[i + 1]);  // it runs in its own directory
     } else {
       std::fprintf(stderr,
                    "usage: %s [--messages N] [--seconds S] [--targets a,b] [--modes m] "
                    "[--rates flood,1000,10000] [--listener ATTRS] [--stage ATTRS] "
-                   "[--journal ATTRS] [--query-options NAME=VALUE,...] [--cepbus PATH]\n",
+                   "[--journal ATTRS] [--query-options NAME=VALUE,...] [--cepbus PATH] "
+                   "[--beside COMMAND]\n",
                    argv[0]);
       return 2;
     }
@@ -565,15 +615,21 @@ int main(int argc, char** argv) {
         run.at_least_once = mode == "at-least-once";
         run.rate = rate_name == "flood" ? 0 : std::strtod(rate_name.c_str(), nullptr);
         run.messages = run.rate > 0 ? static_cast<size_t>(run.rate * seconds) : messages;
+        std::unique_ptr<Beside> beside_client;
+        if (!beside.empty()) {
+          beside_client = std::make_unique<Beside>(beside, target->url(), dir / "beside");
+        }
         const Measured m = measure(run);
         std::printf(
             "{\"bench\":\"amqp_end_to_end\",\"params\":{\"target\":\"%s\",\"mode\":\"%s\","
             "\"rate\":\"%s\",\"messages\":%zu,\"message_bytes\":%zu},\"events_per_s\":%.0f,"
             "\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,"
-            "\"received\":%zu,\"timed_out\":%s}\n",
+            "\"received\":%zu,\"rejected\":%zu,\"released\":%zu,\"timed_out\":%s}\n",
             name.c_str(), mode.c_str(), rate_name.c_str(), run.messages, m.message_bytes,
             m.seconds > 0 ? static_cast<double>(m.received) / m.seconds : 0.0, m.p50_us, m.p90_us,
-            m.p99_us, m.p999_us, m.received, m.timed_out ? "true" : "false");
+            m.p99_us, m.p999_us, m.received, m.rejected, m.released,
+            m.timed_out ? "true" : "false");
+        if (beside_client) std::printf("%s", beside_client->stop().c_str());
         std::fflush(stdout);
       }
     }
