@@ -39,7 +39,7 @@ namespace {
 constexpr std::string_view kFeedPath = "/ws";
 // How long, and for how many bytes, a closing connection keeps reading.
 constexpr std::chrono::seconds kLingerTime{2};
-constexpr size_t kLingerBytes = 1024 * 1024;
+constexpr size_t kLingerBytes = size_t{1024} * 1024;
 // How long the listener waits before accepting again after accept failed.
 constexpr std::chrono::milliseconds kAcceptRetry{100};
 
@@ -392,7 +392,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     respond(std::move(response), request.keep_alive(), request.version());
   }
 
-  void openFeed(bhttp::request<bhttp::string_body> request) {
+  void openFeed(const bhttp::request<bhttp::string_body>& request) {
     const bool keep_alive = request.keep_alive();
     const unsigned version = request.version();
     if (request.method() != bhttp::verb::get) {
@@ -529,6 +529,7 @@ void Impl::refuseConnection(tcp::socket socket) {
   socket.close(ignored);
 }
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): the caller's may be the erased key
 void Impl::removeFeed(std::string endpoint) {
   auto it = feeds.find(endpoint);
   if (it == feeds.end()) return;
