@@ -31,6 +31,7 @@ from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
 ADDRESS = "bench.hostile"
+ATTACKS = ("names", "links", "sessions", "unsettled", "bytes", "large", "invalid")
 
 
 class Hostile(MessagingHandler):
@@ -148,8 +149,11 @@ class Hostile(MessagingHandler):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) != 3 or not sys.argv[2].isdigit():
         sys.exit(__doc__)
+    if sys.argv[1] not in ATTACKS:
+        sys.exit("hostile_client.py: unknown attack '%s' (known: %s)" %
+                 (sys.argv[1], ", ".join(ATTACKS)))
     hostile = Hostile(sys.argv[1], int(sys.argv[2]))
 
     def stop(signum, frame):

@@ -42,7 +42,11 @@ def run(bench, attack, rate, seconds):
         command += ["--beside",
                     "/usr/bin/python3 %s %s {port}" % (os.path.join(HERE, "hostile_client.py"),
                                                        attack)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit("hostile_neighbour_bench: %s failed (%d): %s" %
+                 (attack, done.returncode, done.stderr.strip()))
+    out = done.stdout
     pair, hostile = None, None
     for line in out.splitlines():
         record = json.loads(line)
@@ -50,6 +54,12 @@ def run(bench, attack, rate, seconds):
             pair = record
         elif record["bench"] == "hostile_client":
             hostile = record
+    if pair is None:
+        sys.exit("hostile_neighbour_bench: amqp_bench measured nothing for %s: %s" %
+                 (attack, done.stderr.strip()))
+    if attack != "none" and hostile is None:
+        sys.exit("hostile_neighbour_bench: the %s client reported nothing (did it start? "
+                 "/usr/bin/python3 needs python3-qpid-proton)" % attack)
     return pair, hostile
 
 
@@ -62,6 +72,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--attacks", default=",".join(ATTACKS))
     args = parser.parse_args()
+    unknown = [a for a in args.attacks.split(",") if a not in ATTACKS]
+    if unknown:
+        parser.error("unknown attack %s (known: %s)" % (", ".join(unknown), ", ".join(ATTACKS)))
     attacks = ["none"] + args.attacks.split(",")
     results = {attack: [] for attack in attacks}
     for _ in range(args.rounds):
